@@ -1,0 +1,272 @@
+//! The `gatehost` command line: argument parsing, reading the operator's
+//! files, and printing verdicts for people (`--json` for scripts).
+//!
+//! It owns the exit codes (0 pass, 1 fail, 2 error) and must never turn an
+//! unreadable input into anything but exit 2.
+
+use crate::anchor::WorkspaceAnchor;
+use crate::config::HostConfig;
+use crate::gate::{GateContext, GateRunner, GateSpec, parse_gate_file};
+use crate::verdict::{Outcome, OutputTail, RunReport, Verdict};
+use clap::{Parser, Subcommand};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).
+Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/config.toml;
+without one, defaults apply and the shell allowlist is empty.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gatehost",
+    version,
+    about = "A judge-gate host for supervising coding agents",
+    long_about = "gatehost decides whether a coding agent's work is acceptable by running gates: \
+an allowlisted shell command (exit 0 = pass) or an LLM judge that must end with VERDICT: PASS or VERDICT: FAIL. \
+Anything unclear (a timeout, a crash, no verdict) never passes.",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Log filter for messages on stderr (e.g. info, debug, gatehost=trace).
+    #[arg(long, global = true, env = "GATEHOST_LOG", default_value = "warn")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gate(s) of a gate file once against a workspace.
+    #[command(after_help = AFTER_HELP)]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Host configuration (TOML). Must not lie inside the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The workspace the gates run against.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+    /// Material for judge gates (the agent's last message, a diff); `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub context: Option<PathBuf>,
+    /// Print the result as one JSON object (`outcome`, `reason`, `gates`, ...).
+    #[arg(long)]
+    pub json: bool,
+    /// Accept a gate file that lies inside the workspace (the agent could edit it).
+    #[arg(long)]
+    pub trust_workspace_gate_file: bool,
+    /// A JSON file with one gate object or a list of them.
+    #[arg(value_name = "GATE_FILE")]
+    pub gate_file: PathBuf,
+}
+
+/// Parses the command line, runs it and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    match cli.command {
+        Command::Check(args) => check(args),
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// What a check needs, read and validated before anything runs.
+struct Prepared {
+    config: HostConfig,
+    anchor: WorkspaceAnchor,
+    gates: Vec<GateSpec>,
+    context: GateContext,
+}
+
+fn check(args: CheckArgs) -> i32 {
+    let json = args.json;
+    let prepared = match prepare(&args) {
+        Ok(p) => p,
+        Err(reason) => {
+            tracing::error!(%reason, "check could not start");
+            if json {
+                let report = serde_json::json!({"outcome": "error", "reason": reason, "gates": []});
+                println!("{report}");
+            } else {
+                eprintln!("gatehost: error: {reason}");
+            }
+            return Outcome::Error.exit_code();
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gatehost: error: cannot start the async runtime: {e}");
+            return Outcome::Error.exit_code();
+        }
+    };
+    let Prepared {
+        config,
+        anchor,
+        gates,
+        context,
+    } = prepared;
+    let report = runtime.block_on(async {
+        let runner = GateRunner::new(config);
+        runner.run_gates(&gates, &anchor, &context).await
+    });
+    if json {
+        match serde_json::to_string(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("gatehost: error: cannot encode the report: {e}");
+                return Outcome::Error.exit_code();
+            }
+        }
+    } else {
+        print!("{}", render_report(&report));
+    }
+    report.outcome.exit_code()
+}
+
+fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
+    let anchor = WorkspaceAnchor::open(&args.workspace).map_err(|e| e.to_string())?;
+    let config_path = HostConfig::locate(args.config.as_deref());
+    if let Some(p) = &config_path {
+        if p.exists() && anchor.contains_host_path(p) {
+            return Err(format!(
+                "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
+                p.display()
+            ));
+        }
+    }
+    let config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    if !args.trust_workspace_gate_file
+        && args.gate_file.exists()
+        && anchor.contains_host_path(&args.gate_file)
+    {
+        return Err(format!(
+            "gate file {} is inside the workspace, where the supervised agent can edit it; \
+             keep it outside or pass --trust-workspace-gate-file",
+            args.gate_file.display()
+        ));
+    }
+    let text = std::fs::read_to_string(&args.gate_file)
+        .map_err(|e| format!("cannot read gate file {}: {e}", args.gate_file.display()))?;
+    let gates = parse_gate_file(&text)
+        .map_err(|e| format!("gate file {}: {e}", args.gate_file.display()))?;
+    let context = match &args.context {
+        None => GateContext::default(),
+        Some(p) => GateContext {
+            text: Some(read_context(p)?),
+        },
+    };
+    Ok(Prepared {
+        config,
+        anchor,
+        gates,
+        context,
+    })
+}
+
+fn read_context(path: &Path) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read the context from stdin: {e}"))?;
+    } else {
+        bytes = std::fs::read(path)
+            .map_err(|e| format!("cannot read context {}: {e}", path.display()))?;
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The human rendering: one block per gate that ran, then the result.
+pub fn render_report(report: &RunReport) -> String {
+    let mut out = String::new();
+    for v in &report.gates {
+        render_verdict(&mut out, v);
+    }
+    for s in &report.skipped {
+        out.push_str(&format!(
+            "SKIP  {s} (not run: an earlier gate did not pass)\n"
+        ));
+    }
+    if report.gates.len() + report.skipped.len() > 1 {
+        out.push_str(&format!(
+            "result: {} — {}\n",
+            report.outcome.as_str().to_uppercase(),
+            report.reason
+        ));
+    }
+    out
+}
+
+fn render_verdict(out: &mut String, v: &Verdict) {
+    let tag = match v.outcome {
+        Outcome::Pass => "PASS ",
+        Outcome::Fail => "FAIL ",
+        Outcome::Error => "ERROR",
+    };
+    let queued = if v.durations.queued_ms > 0 {
+        format!(
+            "queued {}, ",
+            crate::gate::human_duration(Duration::from_millis(v.durations.queued_ms))
+        )
+    } else {
+        String::new()
+    };
+    out.push_str(&format!(
+        "{tag} {} — {}  [{queued}run {}]\n",
+        v.gate,
+        v.reason,
+        crate::gate::human_duration(Duration::from_millis(v.durations.run_ms))
+    ));
+    if v.outcome != Outcome::Pass {
+        for (name, tail) in [("stdout", &v.stdout), ("stderr", &v.stderr)] {
+            if let Some(t) = tail {
+                render_tail(out, name, t);
+            }
+        }
+    }
+}
+
+fn render_tail(out: &mut String, name: &str, tail: &OutputTail) {
+    const LINES: usize = 12;
+    let text = tail.text.trim_end();
+    if text.is_empty() {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let shown = &lines[lines.len().saturating_sub(LINES)..];
+    let cut = if tail.truncated {
+        format!(
+            ", output cut: {} bytes in all, the tail was kept",
+            tail.total_bytes
+        )
+    } else {
+        String::new()
+    };
+    out.push_str(&format!(
+        "      {name} (last {} line(s){cut}):\n",
+        shown.len()
+    ));
+    for l in shown {
+        let l: String = l.chars().take(200).collect();
+        out.push_str(&format!("      | {l}\n"));
+    }
+}

@@ -1,0 +1,532 @@
+//! The host configuration: the allowlist, judge adapters, slots and limits.
+//!
+//! Read from TOML outside the workspace (`--config`, else `$GATEHOST_CONFIG`,
+//! else `<user config dir>/gatehost/config.toml`); with none, the
+//! documented defaults apply and the allowlist is empty. Names in the
+//! allowlist are looked up on the host's PATH once, here, at load.
+//!
+//! It must never read anything from the workspace: the supervised agent
+//! writes there.
+
+use crate::supervise::find_on_path;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_JUDGE_SLOTS: usize = 4;
+pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
+pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
+pub const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("configuration {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("configuration {path}: {key}: {message}")]
+    Invalid {
+        path: String,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    shell: ShellSection,
+    #[serde(default)]
+    judge: JudgeSection,
+    #[serde(default)]
+    limits: LimitsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellSection {
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgeSection {
+    slots: Option<usize>,
+    max_context_bytes: Option<usize>,
+    #[serde(default)]
+    adapters: BTreeMap<String, AdapterFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdapterFile {
+    command: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    default_model: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSection {
+    output_cap_bytes: Option<usize>,
+    kill_grace_ms: Option<u64>,
+}
+
+/// One allowlist entry: as written, and the program it resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowEntry {
+    pub spelled: String,
+    /// `None` when a bare name was not found on the host PATH at load.
+    pub program: Option<PathBuf>,
+}
+
+/// Why a gate's command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowError {
+    #[error("command '{0}' is not in the allowlist")]
+    NotAllowed(String),
+    #[error("command '{0}' is in the allowlist but was not found on the host PATH")]
+    NotFound(String),
+}
+
+/// The shell-gate allowlist: default-deny, exact programs.
+#[derive(Debug, Clone, Default)]
+pub struct Allowlist {
+    entries: Vec<AllowEntry>,
+}
+
+impl Allowlist {
+    /// Builds the allowlist, looking bare names up on `path_var` once.
+    pub fn resolve(spelled: &[String], path_var: Option<&std::ffi::OsStr>) -> Result<Self, String> {
+        let mut entries = Vec::new();
+        for entry in spelled {
+            if entry.trim().is_empty() {
+                return Err("an entry is empty".into());
+            }
+            let program = if entry.contains('/') {
+                let p = PathBuf::from(entry);
+                if !p.is_absolute() {
+                    return Err(format!(
+                        "'{entry}' is a relative path; give a bare name (looked up on PATH) or an absolute path"
+                    ));
+                }
+                Some(p)
+            } else {
+                let found = find_on_path(entry, path_var);
+                if found.is_none() {
+                    tracing::warn!(entry, "allowlisted program not found on the host PATH");
+                }
+                found
+            };
+            entries.push(AllowEntry {
+                spelled: entry.clone(),
+                program,
+            });
+        }
+        Ok(Allowlist { entries })
+    }
+
+    pub fn entries(&self) -> &[AllowEntry] {
+        &self.entries
+    }
+
+    /// The exact program a gate's `command` runs, or why it may not run.
+    ///
+    /// A bare name is admitted when that name is listed, and runs the
+    /// program it resolved to at load. An absolute path is admitted when it
+    /// is exactly the program some entry resolved to. Anything else (a
+    /// relative path such as `./true`, another directory's `true`) is
+    /// refused: listing `true` admits `/usr/bin/true` and nothing else.
+    pub fn admit(&self, command: &str) -> Result<PathBuf, AllowError> {
+        let not_allowed = || AllowError::NotAllowed(command.to_string());
+        if !command.contains('/') {
+            let entry = self
+                .entries
+                .iter()
+                .find(|e| e.spelled == command)
+                .ok_or_else(not_allowed)?;
+            return entry
+                .program
+                .clone()
+                .ok_or_else(|| AllowError::NotFound(command.to_string()));
+        }
+        let path = Path::new(command);
+        if !path.is_absolute() {
+            return Err(not_allowed());
+        }
+        self.entries
+            .iter()
+            .filter_map(|e| e.program.as_deref())
+            .find(|p| *p == path)
+            .map(Path::to_path_buf)
+            .ok_or_else(not_allowed)
+    }
+}
+
+/// A judge adapter: an argv template with `{model}` placeholders, and the
+/// host environment variables passed through to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adapter {
+    pub command: Vec<String>,
+    pub env: Vec<String>,
+    pub default_model: Option<String>,
+}
+
+impl Adapter {
+    fn new(command: &[&str], env: &[&str]) -> Self {
+        Adapter {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|s| s.to_string()).collect(),
+            default_model: None,
+        }
+    }
+
+    /// The argv for one run. With a model (the gate's, else the adapter's
+    /// default) every `{model}` is replaced. Without one, a `{model}`
+    /// argument that follows a flag (`--model {model}`) is dropped together
+    /// with the flag; a `{model}` anywhere else makes the model required.
+    pub fn argv(&self, name: &str, model: Option<&str>) -> Result<Vec<String>, String> {
+        let model = model.or(self.default_model.as_deref());
+        let mut argv: Vec<String> = Vec::with_capacity(self.command.len());
+        for arg in &self.command {
+            match model {
+                Some(m) => argv.push(arg.replace("{model}", m)),
+                None if arg.contains("{model}") => {
+                    let follows_flag = arg == "{model}"
+                        && argv.len() > 1
+                        && argv.last().is_some_and(|prev| prev.starts_with('-'));
+                    if !follows_flag {
+                        return Err(format!(
+                            "judge adapter '{name}' needs a model: the gate names none and the adapter has no default_model"
+                        ));
+                    }
+                    argv.pop();
+                }
+                None => argv.push(arg.clone()),
+            }
+        }
+        if argv.is_empty() {
+            return Err(format!("judge adapter '{name}' has an empty command"));
+        }
+        Ok(argv)
+    }
+}
+
+/// The adapters shipped with gatehost; `[judge.adapters.NAME]` in the
+/// configuration adds adapters or replaces these by name.
+pub fn default_adapters() -> BTreeMap<String, Adapter> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "claude".into(),
+        Adapter::new(
+            &["claude", "-p", "--model", "{model}"],
+            &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CONFIG_DIR",
+                "XDG_CONFIG_HOME",
+            ],
+        ),
+    );
+    m.insert(
+        "codex".into(),
+        Adapter::new(
+            &["codex", "exec", "--model", "{model}", "-"],
+            &[
+                "OPENAI_API_KEY",
+                "OPENAI_BASE_URL",
+                "CODEX_HOME",
+                "XDG_CONFIG_HOME",
+            ],
+        ),
+    );
+    m.insert(
+        "gemini".into(),
+        Adapter::new(
+            &["gemini", "--model", "{model}"],
+            &["GEMINI_API_KEY", "GOOGLE_API_KEY", "XDG_CONFIG_HOME"],
+        ),
+    );
+    m.insert(
+        "llm".into(),
+        Adapter::new(
+            &["llm", "-m", "{model}"],
+            &[
+                "LLM_USER_PATH",
+                "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "XDG_CONFIG_HOME",
+            ],
+        ),
+    );
+    m.insert(
+        "ollama".into(),
+        Adapter::new(&["ollama", "run", "{model}"], &["OLLAMA_HOST"]),
+    );
+    m
+}
+
+/// The resolved host configuration.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The file it was read from; `None` for the built-in defaults.
+    pub source: Option<PathBuf>,
+    pub allow: Allowlist,
+    pub judge_slots: usize,
+    pub max_context_bytes: usize,
+    pub adapters: BTreeMap<String, Adapter>,
+    pub output_cap: usize,
+    pub kill_grace: Duration,
+    /// The host PATH captured at load: programs are looked up on it, and
+    /// gates receive it.
+    pub host_path: Option<OsString>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            source: None,
+            allow: Allowlist::default(),
+            judge_slots: DEFAULT_JUDGE_SLOTS,
+            max_context_bytes: DEFAULT_MAX_CONTEXT_BYTES,
+            adapters: default_adapters(),
+            output_cap: DEFAULT_OUTPUT_CAP,
+            kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
+            host_path: std::env::var_os("PATH"),
+        }
+    }
+}
+
+impl HostConfig {
+    /// Where the configuration comes from: the explicit path, else
+    /// `$GATEHOST_CONFIG`, else the user's config file if it exists.
+    pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+        if let Some(p) = explicit {
+            return Some(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os("GATEHOST_CONFIG").filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        let user = dirs::config_dir()?.join("gatehost").join("config.toml");
+        user.is_file().then_some(user)
+    }
+
+    /// Loads the configuration from `path`, or the defaults for `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(path) = path else {
+            return Ok(HostConfig::default());
+        };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut config = Self::from_toml(&text, &shown)?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// Parses configuration text; `shown` names it in errors.
+    pub fn from_toml(text: &str, shown: &str) -> Result<Self, ConfigError> {
+        let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: shown.to_string(),
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: shown.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let mut config = HostConfig::default();
+        config.allow = Allowlist::resolve(&file.shell.allow, config.host_path.as_deref())
+            .map_err(|m| invalid("shell.allow", m))?;
+        if let Some(slots) = file.judge.slots {
+            if slots == 0 {
+                return Err(invalid("judge.slots", "must be at least 1".into()));
+            }
+            config.judge_slots = slots;
+        }
+        if let Some(n) = file.judge.max_context_bytes {
+            config.max_context_bytes = n;
+        }
+        for (name, a) in file.judge.adapters {
+            let key = format!("judge.adapters.{name}.command");
+            if a.command.first().is_none_or(|c| c.trim().is_empty()) {
+                return Err(invalid(&key, "must name a program".into()));
+            }
+            if a.command[0].contains('/') && !Path::new(&a.command[0]).is_absolute() {
+                return Err(invalid(
+                    &key,
+                    "the program must be a bare name or an absolute path".into(),
+                ));
+            }
+            config.adapters.insert(
+                name,
+                Adapter {
+                    command: a.command,
+                    env: a.env,
+                    default_model: a.default_model,
+                },
+            );
+        }
+        if let Some(cap) = file.limits.output_cap_bytes {
+            if cap == 0 {
+                return Err(invalid(
+                    "limits.output_cap_bytes",
+                    "must be at least 1".into(),
+                ));
+            }
+            config.output_cap = cap;
+        }
+        if let Some(ms) = file.limits.kill_grace_ms {
+            config.kill_grace = Duration::from_millis(ms);
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(entries: &[&str]) -> Allowlist {
+        let spelled: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        Allowlist::resolve(&spelled, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
+            .expect("allowlist")
+    }
+
+    #[test]
+    fn the_allowlist_is_default_deny() {
+        let list = Allowlist::default();
+        assert_eq!(
+            list.admit("true").unwrap_err().to_string(),
+            "command 'true' is not in the allowlist"
+        );
+    }
+
+    #[test]
+    fn a_listed_name_admits_exactly_its_resolved_program() {
+        let list = allow(&["true"]);
+        assert_eq!(list.admit("true").unwrap(), PathBuf::from("/usr/bin/true"));
+        assert_eq!(
+            list.admit("/usr/bin/true").unwrap(),
+            PathBuf::from("/usr/bin/true")
+        );
+        for other in [
+            "/elsewhere/true",
+            "./true",
+            "bin/true",
+            "false",
+            "/usr/bin/../bin/true",
+        ] {
+            assert_eq!(
+                list.admit(other),
+                Err(AllowError::NotAllowed(other.to_string())),
+                "{other} must be refused"
+            );
+        }
+    }
+
+    #[test]
+    fn an_absolute_entry_is_taken_as_written() {
+        let list = allow(&["/usr/bin/git"]);
+        assert_eq!(
+            list.admit("/usr/bin/git").unwrap(),
+            PathBuf::from("/usr/bin/git")
+        );
+        assert!(list.admit("git").is_err(), "the bare name is not listed");
+    }
+
+    #[test]
+    fn relative_entries_are_a_configuration_error() {
+        let err = HostConfig::from_toml("[shell]\nallow = [\"./run.sh\"]\n", "c.toml").unwrap_err();
+        assert!(err.to_string().contains("shell.allow"), "{err}");
+    }
+
+    #[test]
+    fn a_listed_name_missing_from_path_says_so() {
+        let list = allow(&["no-such-program-gatehost"]);
+        assert_eq!(
+            list.admit("no-such-program-gatehost"),
+            Err(AllowError::NotFound("no-such-program-gatehost".into()))
+        );
+    }
+
+    #[test]
+    fn the_documented_keys_parse() {
+        let text = r#"
+[shell]
+allow = ["true", "/usr/bin/git"]
+
+[judge]
+slots = 2
+
+[judge.adapters.mine]
+command = ["/opt/bin/my-llm", "--model", "{model}"]
+env = ["MY_KEY"]
+
+[limits]
+output_cap_bytes = 4096
+kill_grace_ms = 500
+"#;
+        let c = HostConfig::from_toml(text, "c.toml").expect("parses");
+        assert_eq!(c.judge_slots, 2);
+        assert_eq!(c.output_cap, 4096);
+        assert_eq!(c.kill_grace, Duration::from_millis(500));
+        assert_eq!(c.allow.entries().len(), 2);
+        assert_eq!(c.adapters["mine"].env, vec!["MY_KEY".to_string()]);
+        assert!(c.adapters.contains_key("claude"), "defaults stay");
+    }
+
+    #[test]
+    fn unknown_keys_and_zero_slots_are_refused() {
+        let e = HostConfig::from_toml("[shell]\nallowed = []\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("allowed"), "{e}");
+        let e = HostConfig::from_toml("[judge]\nslots = 0\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("judge.slots"), "{e}");
+    }
+
+    #[test]
+    fn no_file_means_defaults_and_an_empty_allowlist() {
+        let c = HostConfig::load(None).expect("defaults");
+        assert!(c.allow.entries().is_empty());
+        assert_eq!(c.judge_slots, 4);
+        assert_eq!(c.output_cap, 1024 * 1024);
+    }
+
+    #[test]
+    fn adapter_templates_fill_or_drop_the_model() {
+        let a = default_adapters();
+        assert_eq!(
+            a["claude"].argv("claude", Some("opus")).unwrap(),
+            vec!["claude", "-p", "--model", "opus"]
+        );
+        assert_eq!(
+            a["claude"].argv("claude", None).unwrap(),
+            vec!["claude", "-p"]
+        );
+        assert_eq!(
+            a["codex"].argv("codex", None).unwrap(),
+            vec!["codex", "exec", "-"]
+        );
+        assert!(
+            a["ollama"]
+                .argv("ollama", None)
+                .unwrap_err()
+                .contains("needs a model")
+        );
+        assert_eq!(
+            a["ollama"].argv("ollama", Some("llama3")).unwrap(),
+            vec!["ollama", "run", "llama3"]
+        );
+    }
+}

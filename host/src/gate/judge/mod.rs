@@ -1,0 +1,215 @@
+//! The judge gate: an LLM CLI (an adapter) asked to judge the work.
+//!
+//! The judge holds a slot of the host-wide judge limit (FIFO) for as long
+//! as its process lives; the wait for a slot is reported and does not eat
+//! its timeout. Fail closed: a timeout or no verdict is `fail`; an adapter
+//! that is not configured, not found, fails to start or exits non-zero is
+//! `error`. Only the judge's own stdout is parsed, never the prompt.
+
+pub mod prompt;
+
+use super::{GateRunner, base_env, fill_process_details, signal_name};
+use crate::anchor::WorkspaceAnchor;
+use crate::gate::spec::{GateSpec, JudgeGate};
+use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
+use crate::verdict::{Durations, Outcome, Verdict};
+use prompt::Decision;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Runs one judge gate. `context` is the material to judge, if any.
+pub(super) async fn run(
+    runner: &GateRunner,
+    spec: &GateSpec,
+    judge: &JudgeGate,
+    anchor: &WorkspaceAnchor,
+    context: Option<&str>,
+) -> Verdict {
+    let label = spec.label();
+    let config = runner.config();
+    let name = &judge.adapter;
+    let Some(adapter) = config.adapters.get(name) else {
+        let known: Vec<&str> = config.adapters.keys().map(String::as_str).collect();
+        return Verdict::error(
+            label,
+            format!(
+                "judge adapter '{name}' is not configured (configured: {})",
+                known.join(", ")
+            ),
+        );
+    };
+    let argv = match adapter.argv(name, judge.model.as_deref()) {
+        Ok(a) => a,
+        Err(reason) => return Verdict::error(label, reason),
+    };
+    let program = match resolve_program(&argv[0], config.host_path.as_deref()) {
+        Some(p) => p,
+        None => {
+            return Verdict::error(
+                label,
+                format!(
+                    "judge adapter '{name}': program '{}' was not found on the host PATH",
+                    argv[0]
+                ),
+            );
+        }
+    };
+    let cwd = match anchor.open_dir(Path::new(".")) {
+        Ok(d) => d,
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+
+    let nonce = judge.nonce.then(random_token);
+    let context = context.map(|c| cap_context(c, config.max_context_bytes));
+    let prompt_text = prompt::build(
+        &judge.prompt,
+        context.as_deref(),
+        nonce.as_deref(),
+        &random_token(),
+    );
+
+    let mut env = base_env(config.host_path.as_deref());
+    for var in &adapter.env {
+        if let Some(v) = std::env::var_os(var) {
+            env.push((OsString::from(var), v));
+        }
+    }
+    let args: Vec<OsString> = argv[1..].iter().map(OsString::from).collect();
+    let timeout = spec.timeout();
+
+    let queued_at = Instant::now();
+    let permit = runner.acquire_judge_slot().await;
+    let queued = queued_at.elapsed();
+    let run = runner
+        .supervisor()
+        .run(ProcessSpec {
+            program: &program,
+            args: &args,
+            cwd: &cwd.proc_path(),
+            env: &env,
+            stdin: Some(prompt_text.into_bytes()),
+            limits: Limits {
+                timeout,
+                grace: config.kill_grace,
+                output_cap: config.output_cap,
+            },
+        })
+        .await;
+    // The process is reaped and its tree killed: the slot is free again.
+    drop(permit);
+
+    let run = match run {
+        Ok(r) => r,
+        Err(e) => {
+            let mut v = Verdict::error(
+                label,
+                format!("judge adapter '{name}' failed to start: {e}"),
+            );
+            v.durations = Durations::new(queued, std::time::Duration::ZERO);
+            return v;
+        }
+    };
+    let stdout_text = String::from_utf8_lossy(&run.stdout.clone().into_bytes()).into_owned();
+    let (outcome, reason) = if run.timed_out {
+        (
+            Outcome::Fail,
+            format!(
+                "judge timed out after {} (its process tree was killed)",
+                super::human_duration(timeout)
+            ),
+        )
+    } else {
+        match run.termination {
+            Termination::Exited(0) => {
+                let parsed = prompt::parse(&stdout_text, nonce.as_deref());
+                match parsed.decision {
+                    Some(Decision::Pass) => (Outcome::Pass, "judge said PASS".to_string()),
+                    Some(Decision::Fail) => (Outcome::Fail, "judge said FAIL".to_string()),
+                    None if parsed.without_nonce > 0 => (
+                        Outcome::Fail,
+                        format!(
+                            "judge gave no verdict ({} verdict line(s) without this run's nonce were ignored)",
+                            parsed.without_nonce
+                        ),
+                    ),
+                    None if run.stdout.truncated() => (
+                        Outcome::Fail,
+                        "judge gave no verdict in the kept tail of its output (output was cut)"
+                            .to_string(),
+                    ),
+                    None => (Outcome::Fail, "judge gave no verdict".to_string()),
+                }
+            }
+            Termination::Exited(code) => (
+                Outcome::Error,
+                format!("judge adapter '{name}' exited with code {code}"),
+            ),
+            Termination::Signaled(sig) => (
+                Outcome::Error,
+                format!(
+                    "judge adapter '{name}' was killed by signal {sig} ({})",
+                    signal_name(sig)
+                ),
+            ),
+            Termination::Unreaped => (
+                Outcome::Error,
+                format!("judge adapter '{name}' could not be reaped after SIGKILL"),
+            ),
+        }
+    };
+    let mut v = Verdict::new(outcome, label, reason);
+    fill_process_details(&mut v, run, queued);
+    v
+}
+
+fn resolve_program(program: &str, host_path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return (p.is_absolute() && p.is_file()).then_some(p);
+    }
+    find_on_path(program, host_path)
+}
+
+/// A fresh random token (128 bits, hex) for nonces and boundaries.
+fn random_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Keeps the head of an over-long context, on a char boundary, and says so.
+fn cap_context(context: &str, max: usize) -> String {
+    if context.len() <= max {
+        return context.to_string();
+    }
+    let mut end = max;
+    while !context.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... {} more bytes of material were cut by gatehost ...]\n",
+        &context[..end],
+        context.len() - end
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_is_capped_on_a_char_boundary() {
+        let s = "é".repeat(10); // 20 bytes
+        let c = cap_context(&s, 5);
+        assert!(c.starts_with("éé"));
+        assert!(c.contains("16 more bytes"), "{c}");
+        assert_eq!(cap_context("short", 100), "short");
+    }
+
+    #[test]
+    fn tokens_are_random_and_hex() {
+        let (a, b) = (random_token(), random_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}

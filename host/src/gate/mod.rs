@@ -1,0 +1,203 @@
+//! Gates: what decides whether an agent's turn is acceptable.
+//!
+//! `GateRunner` is the host-wide entry point: it owns the configuration,
+//! the process supervisor and the judge slots, and turns a `GateSpec` into a
+//! `Verdict`. Each kind lives in its own module (`shell`, `judge`); `spec`
+//! parses gate files. A gate never returns `pass` by default: every path
+//! that is not an explicit success is `fail` or `error`.
+
+mod judge;
+mod shell;
+pub mod spec;
+
+pub use judge::prompt;
+pub use spec::{GateSpec, SpecError, parse_gate_file};
+
+use crate::anchor::WorkspaceAnchor;
+use crate::config::HostConfig;
+use crate::supervise::{ProcessRun, Supervisor, Termination};
+use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Material a gate may judge: for now the caller's context text (the
+/// agent's last message, a diff).
+#[derive(Debug, Clone, Default)]
+pub struct GateContext {
+    pub text: Option<String>,
+}
+
+/// Runs gates. One per host: the judge slots are host-wide.
+#[derive(Debug)]
+pub struct GateRunner {
+    config: Arc<HostConfig>,
+    supervisor: Supervisor,
+    judge_slots: Arc<Semaphore>,
+}
+
+impl GateRunner {
+    pub fn new(config: HostConfig) -> Self {
+        Self::with_supervisor(config, Supervisor::new())
+    }
+
+    pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
+        let slots = config.judge_slots.max(1);
+        GateRunner {
+            config: Arc::new(config),
+            supervisor,
+            judge_slots: Arc::new(Semaphore::new(slots)),
+        }
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// Waits (FIFO: tokio's semaphore is fair) for a judge slot.
+    async fn acquire_judge_slot(&self) -> OwnedSemaphorePermit {
+        loop {
+            // The semaphore is never closed, so this only loops in theory.
+            if let Ok(permit) = self.judge_slots.clone().acquire_owned().await {
+                return permit;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Runs one gate against the workspace.
+    pub async fn run_gate(
+        &self,
+        gate: &GateSpec,
+        anchor: &WorkspaceAnchor,
+        ctx: &GateContext,
+    ) -> Verdict {
+        let verdict = match gate {
+            GateSpec::Shell(s) => shell::run(self, gate, s, anchor).await,
+            GateSpec::Judge { judge: j, .. } => {
+                judge::run(self, gate, j, anchor, ctx.text.as_deref()).await
+            }
+        };
+        tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
+        verdict
+    }
+
+    /// Runs a list of gates cheapest first (shell before judge, the file's
+    /// order kept within a kind) and stops at the first that does not pass.
+    pub async fn run_gates(
+        &self,
+        gates: &[GateSpec],
+        anchor: &WorkspaceAnchor,
+        ctx: &GateContext,
+    ) -> RunReport {
+        let mut ordered: Vec<&GateSpec> = gates.iter().collect();
+        ordered.sort_by_key(|g| g.cost_class());
+        let mut verdicts = Vec::new();
+        let mut rest = ordered.into_iter();
+        for gate in rest.by_ref() {
+            let v = self.run_gate(gate, anchor, ctx).await;
+            let passed = v.passed();
+            verdicts.push(v);
+            if !passed {
+                break;
+            }
+        }
+        let skipped = rest.map(GateSpec::label).collect();
+        RunReport::from_verdicts(verdicts, skipped)
+    }
+}
+
+/// The environment every gate process starts from: the host's PATH (as
+/// captured with the configuration), HOME and LANG. Nothing else.
+fn base_env(host_path: Option<&std::ffi::OsStr>) -> Vec<(OsString, OsString)> {
+    let mut env = Vec::new();
+    if let Some(p) = host_path {
+        env.push((OsString::from("PATH"), p.to_os_string()));
+    }
+    for name in ["HOME", "LANG"] {
+        if let Some(v) = std::env::var_os(name) {
+            env.push((OsString::from(name), v));
+        }
+    }
+    env
+}
+
+fn fill_process_details(v: &mut Verdict, run: ProcessRun, queued: Duration) {
+    match run.termination {
+        Termination::Exited(code) => v.exit_code = Some(code),
+        Termination::Signaled(sig) => v.signal = Some(sig),
+        Termination::Unreaped => {}
+    }
+    v.timed_out = run.timed_out;
+    v.durations = Durations::new(queued, run.elapsed);
+    let tail = |b: crate::supervise::TailBuffer| {
+        let total_bytes = b.total();
+        let truncated = b.truncated();
+        OutputTail {
+            text: String::from_utf8_lossy(&b.into_bytes()).into_owned(),
+            total_bytes,
+            truncated,
+        }
+    };
+    v.stdout = Some(tail(run.stdout));
+    v.stderr = Some(tail(run.stderr));
+}
+
+/// `1.5 s`, `250 ms`, `2 min 5 s`.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        let s = d.as_secs_f64();
+        if ms % 1000 == 0 {
+            format!("{} s", ms / 1000)
+        } else {
+            format!("{s:.1} s")
+        }
+    } else {
+        let secs = d.as_secs();
+        match secs % 60 {
+            0 => format!("{} min", secs / 60),
+            r => format!("{} min {r} s", secs / 60),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        _ => "another signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_a_person_would() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(human_duration(Duration::from_secs(1)), "1 s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(human_duration(Duration::from_secs(120)), "2 min");
+        assert_eq!(human_duration(Duration::from_secs(125)), "2 min 5 s");
+    }
+}

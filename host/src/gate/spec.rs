@@ -1,0 +1,387 @@
+//! Gate objects: parsing and validating the JSON a gate file holds.
+//!
+//! The shapes are the agentproto policy engine's, so existing policies carry
+//! over: shell `{"command", "args"?, "cwd"?, "timeoutMs"?, "env"?}`, judge
+//! `{"judge": {"adapter", "model"?, "prompt", "timeoutMs"?, "nonce"?}}`.
+//! Every gate may carry a `"name"`. Unknown fields, wrong types, an empty
+//! command and `timeoutMs: 0` are refused with an error naming the field,
+//! before anything runs. This module never runs anything.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest timeout a gate may ask for: one day.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    /// Where in the gate file, e.g. `[1].judge.timeoutMs` (empty: the file).
+    pub field: String,
+    pub message: String,
+}
+
+/// Extra environment for a shell gate: names passed through from the host,
+/// or names with values.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum GateEnv {
+    PassThrough(Vec<String>),
+    Set(BTreeMap<String, String>),
+}
+
+impl Default for GateEnv {
+    fn default() -> Self {
+        GateEnv::PassThrough(Vec::new())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ShellGate {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub env: GateEnv,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JudgeGate {
+    pub adapter: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub prompt: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Opt-in: the verdict line must carry a per-run random code.
+    #[serde(default)]
+    pub nonce: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgeWrapper {
+    #[serde(default)]
+    name: Option<String>,
+    judge: JudgeGate,
+}
+
+/// One gate of any kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateSpec {
+    Shell(ShellGate),
+    Judge {
+        name: Option<String>,
+        judge: JudgeGate,
+    },
+}
+
+impl GateSpec {
+    /// A short label: `shell: cargo test`, `judge: claude (opus)`, or the
+    /// gate's own `name`.
+    pub fn label(&self) -> String {
+        match self {
+            GateSpec::Shell(s) => s.name.clone().unwrap_or_else(|| {
+                let mut l = format!("shell: {}", s.command);
+                for a in &s.args {
+                    l.push(' ');
+                    l.push_str(a);
+                }
+                truncate_label(l)
+            }),
+            GateSpec::Judge { name, judge } => name.clone().unwrap_or_else(|| match &judge.model {
+                Some(m) => format!("judge: {} ({m})", judge.adapter),
+                None => format!("judge: {}", judge.adapter),
+            }),
+        }
+    }
+
+    /// Cost class for ordering a list of gates, cheapest first.
+    pub fn cost_class(&self) -> u8 {
+        match self {
+            GateSpec::Shell(_) => 0,
+            GateSpec::Judge { .. } => 2,
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        match self {
+            GateSpec::Shell(s) => s
+                .timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_SHELL_TIMEOUT),
+            GateSpec::Judge { judge, .. } => judge
+                .timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_JUDGE_TIMEOUT),
+        }
+    }
+}
+
+fn truncate_label(mut l: String) -> String {
+    const MAX: usize = 80;
+    if l.chars().count() > MAX {
+        l = l.chars().take(MAX - 1).collect::<String>() + "…";
+    }
+    l
+}
+
+/// Parses a gate file: one gate object, or a list of them.
+pub fn parse_gate_file(text: &str) -> Result<Vec<GateSpec>, SpecError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| SpecError {
+        field: "gate file".into(),
+        message: format!("not valid JSON: {e}"),
+    })?;
+    match value {
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(SpecError {
+                    field: "gate file".into(),
+                    message: "the list holds no gate".into(),
+                });
+            }
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| parse_gate(v, &format!("[{i}]")))
+                .collect()
+        }
+        v => parse_gate(v, "").map(|g| vec![g]),
+    }
+}
+
+/// Parses and validates one gate object; `at` prefixes field names.
+pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
+    let field = |name: &str| join_field(at, name);
+    let Value::Object(map) = &value else {
+        return Err(SpecError {
+            field: if at.is_empty() {
+                "gate".into()
+            } else {
+                at.to_string()
+            },
+            message: "a gate must be a JSON object".into(),
+        });
+    };
+    let spec = if map.contains_key("judge") {
+        let w: JudgeWrapper = deserialize(value, at)?;
+        GateSpec::Judge {
+            name: w.name,
+            judge: w.judge,
+        }
+    } else if map.contains_key("wasm") {
+        return Err(SpecError {
+            field: field("wasm"),
+            message: "WASM gate plugins are not supported by this build yet".into(),
+        });
+    } else if map.contains_key("command") {
+        GateSpec::Shell(deserialize(value, at)?)
+    } else {
+        return Err(SpecError {
+            field: if at.is_empty() {
+                "gate".into()
+            } else {
+                at.to_string()
+            },
+            message: "a gate needs \"command\" (a shell gate) or \"judge\" (a judge gate)".into(),
+        });
+    };
+    validate(&spec, at)?;
+    Ok(spec)
+}
+
+fn deserialize<T: serde::de::DeserializeOwned>(value: Value, at: &str) -> Result<T, SpecError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        SpecError {
+            field: join_field(at, &path),
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+fn join_field(at: &str, name: &str) -> String {
+    match (at.is_empty(), name.is_empty()) {
+        (true, true) => "gate".into(),
+        (true, false) => name.to_string(),
+        (false, true) => at.to_string(),
+        (false, false) => format!("{at}.{name}"),
+    }
+}
+
+fn validate(spec: &GateSpec, at: &str) -> Result<(), SpecError> {
+    let err = |name: &str, message: &str| SpecError {
+        field: join_field(at, name),
+        message: message.to_string(),
+    };
+    let no_nul = |name: &str, s: &str| {
+        if s.contains('\0') {
+            Err(err(name, "must not contain a NUL byte"))
+        } else {
+            Ok(())
+        }
+    };
+    let timeout = |name: &str, t: Option<u64>| match t {
+        Some(0) => Err(err(name, "must be at least 1")),
+        Some(ms) if ms > MAX_TIMEOUT_MS => Err(err(name, "must be at most 86400000 (one day)")),
+        _ => Ok(()),
+    };
+    match spec {
+        GateSpec::Shell(s) => {
+            if s.command.trim().is_empty() {
+                return Err(err("command", "must not be empty"));
+            }
+            no_nul("command", &s.command)?;
+            for (i, a) in s.args.iter().enumerate() {
+                no_nul(&format!("args[{i}]"), a)?;
+            }
+            if let Some(cwd) = &s.cwd {
+                no_nul("cwd", cwd)?;
+            }
+            timeout("timeoutMs", s.timeout_ms)?;
+            let names: Vec<&String> = match &s.env {
+                GateEnv::PassThrough(n) => n.iter().collect(),
+                GateEnv::Set(m) => {
+                    for (k, v) in m {
+                        no_nul(&format!("env.{k}"), v)?;
+                    }
+                    m.keys().collect()
+                }
+            };
+            for n in names {
+                if n.is_empty() || n.contains('=') || n.contains('\0') {
+                    return Err(err("env", &format!("'{n}' is not a valid variable name")));
+                }
+            }
+        }
+        GateSpec::Judge { judge, .. } => {
+            if judge.adapter.trim().is_empty() {
+                return Err(err("judge.adapter", "must not be empty"));
+            }
+            if judge.prompt.trim().is_empty() {
+                return Err(err("judge.prompt", "must not be empty"));
+            }
+            if judge.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+                return Err(err("judge.model", "must not be empty when given"));
+            }
+            no_nul("judge.prompt", &judge.prompt)?;
+            timeout("judge.timeoutMs", judge.timeout_ms)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_of(text: &str) -> SpecError {
+        parse_gate_file(text).expect_err("must be refused")
+    }
+
+    #[test]
+    fn a_shell_gate_parses_with_defaults() {
+        let g = parse_gate_file(r#"{"command": "cargo", "args": ["test"], "cwd": "sub"}"#).unwrap();
+        let GateSpec::Shell(s) = &g[0] else {
+            panic!("shell")
+        };
+        assert_eq!(s.command, "cargo");
+        assert_eq!(s.args, vec!["test"]);
+        assert_eq!(g[0].timeout(), Duration::from_secs(60));
+        assert_eq!(g[0].label(), "shell: cargo test");
+    }
+
+    #[test]
+    fn a_judge_gate_parses() {
+        let g = parse_gate_file(
+            r#"{"judge": {"adapter": "claude", "model": "opus", "prompt": "be strict", "timeoutMs": 5000, "nonce": true}}"#,
+        )
+        .unwrap();
+        let GateSpec::Judge { judge, .. } = &g[0] else {
+            panic!("judge")
+        };
+        assert!(judge.nonce);
+        assert_eq!(g[0].timeout(), Duration::from_secs(5));
+        assert_eq!(g[0].label(), "judge: claude (opus)");
+    }
+
+    #[test]
+    fn a_list_parses_in_order() {
+        let g =
+            parse_gate_file(r#"[{"command": "true"}, {"judge": {"adapter": "a", "prompt": "p"}}]"#)
+                .unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].cost_class(), 2);
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let e = err_of(r#"{"command": "true", "timeout": 5}"#);
+        assert!(e.message.contains("unknown field `timeout`"), "{e}");
+        let e = err_of(
+            r#"[{"command": "true"}, {"judge": {"adapter": "a", "prompt": "p", "temp": 1}}]"#,
+        );
+        assert!(e.field.starts_with("[1].judge"), "{e}");
+        assert!(e.message.contains("temp"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let e = err_of(r#"{"command": "true", "timeoutMs": "5"}"#);
+        assert_eq!(e.field, "timeoutMs");
+        let e = err_of(r#"{"command": "true", "args": [1]}"#);
+        assert_eq!(e.field, "args[0]");
+    }
+
+    #[test]
+    fn empty_command_and_zero_timeout_are_refused() {
+        assert_eq!(err_of(r#"{"command": " "}"#).field, "command");
+        let e = err_of(r#"{"command": "true", "timeoutMs": 0}"#);
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("timeoutMs", "must be at least 1")
+        );
+        let e = err_of(r#"{"judge": {"adapter": "a", "prompt": "p", "timeoutMs": 0}}"#);
+        assert_eq!(e.field, "judge.timeoutMs");
+        assert_eq!(
+            err_of(r#"{"judge": {"adapter": "a", "prompt": ""}}"#).field,
+            "judge.prompt"
+        );
+    }
+
+    #[test]
+    fn shapeless_input_is_refused() {
+        assert!(err_of("[]").message.contains("no gate"));
+        assert!(err_of("42").message.contains("JSON object"));
+        assert!(err_of(r#"{"args": []}"#).message.contains("needs"));
+        assert!(err_of("{nope").message.contains("not valid JSON"));
+        assert!(
+            err_of(r#"{"command": "true", "env": {"A=B": "x"}}"#)
+                .message
+                .contains("not a valid")
+        );
+    }
+
+    #[test]
+    fn env_takes_names_or_values() {
+        let g = parse_gate_file(r#"{"command": "true", "env": ["CARGO_HOME"]}"#).unwrap();
+        let GateSpec::Shell(s) = &g[0] else { panic!() };
+        assert_eq!(s.env, GateEnv::PassThrough(vec!["CARGO_HOME".into()]));
+        let g = parse_gate_file(r#"{"command": "true", "env": {"RUST_LOG": "debug"}}"#).unwrap();
+        let GateSpec::Shell(s) = &g[0] else { panic!() };
+        assert!(matches!(&s.env, GateEnv::Set(m) if m["RUST_LOG"] == "debug"));
+    }
+}

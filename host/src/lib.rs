@@ -1,0 +1,23 @@
+//! gatehost: a judge-gate host for supervising coding agents.
+//!
+//! When an agent's turn ends, a *gate* decides whether its work is
+//! acceptable. The crate is split by concept:
+//! - [`anchor`]: the workspace anchor, the only way to turn a workspace path
+//!   into something usable;
+//! - [`supervise`]: running a process tree with bounded time and output and
+//!   nothing left behind;
+//! - [`gate`]: gate objects and the shell and judge gates;
+//! - [`verdict`]: the one result type of every gate;
+//! - [`config`]: the host configuration (allowlist, adapters, limits);
+//! - [`cli`]: the `gatehost` command line.
+//!
+//! Invariant shared by all of them: nothing unclear passes. A timeout, a
+//! crash, an unparseable judge or a refused path is `fail` or `error`, never
+//! `pass`.
+
+pub mod anchor;
+pub mod cli;
+pub mod config;
+pub mod gate;
+pub mod supervise;
+pub mod verdict;

@@ -1,0 +1,321 @@
+//! Process supervision: spawn one program by argv, contain its whole tree,
+//! bound its time and output, and leave nothing behind.
+//!
+//! Used by every process-based gate (shell and judge). Guarantees, whatever
+//! the child does (hangs, ignores SIGTERM, forks a grandchild that keeps the
+//! pipes open, calls `setsid`, floods output):
+//! - it is spawned by argv, never through a shell, with `process_group(0)`
+//!   (which keeps std's posix_spawn path), stdin closed or fed from memory,
+//!   the environment exactly as given;
+//! - each output stream is read to its end into a tail buffer of at most
+//!   `output_cap` bytes;
+//! - on timeout the tree gets SIGTERM, then SIGKILL after `grace`;
+//! - once the main process has ended (by itself or by the timeout) every
+//!   process left in its group and in its cgroup is killed, the cgroup is
+//!   removed, orphans re-parented to the host are swept, and `run` returns
+//!   within timeout + grace + about half a second.
+//!
+//! It must never wait on an output pipe without a bound, and must never
+//! return while a process it started may still be running.
+
+mod capture;
+mod cgroup;
+pub mod reaper;
+
+pub use capture::TailBuffer;
+
+use cgroup::{Cgroups, ProcessCgroup};
+use futures_lite::AsyncWriteExt;
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long to wait for a killed process to be reaped before giving up.
+const REAP_BOUND: Duration = Duration::from_millis(500);
+/// How long to wait for the output pipes to close once the tree is dead.
+const DRAIN_BOUND: Duration = Duration::from_millis(250);
+/// How long to wait for a killed cgroup to empty.
+const CGROUP_EMPTY_BOUND: Duration = Duration::from_millis(250);
+
+/// Bounds applied to one supervised process.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub output_cap: usize,
+}
+
+/// What to run.
+#[derive(Debug)]
+pub struct ProcessSpec<'a> {
+    /// Absolute path of the program.
+    pub program: &'a Path,
+    pub args: &'a [OsString],
+    /// Working directory, as a path the child can `chdir` to.
+    pub cwd: &'a Path,
+    /// The complete environment; nothing else is inherited.
+    pub env: &'a [(OsString, OsString)],
+    /// Bytes written to stdin, which is then closed; `None`: stdin is
+    /// /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    pub limits: Limits,
+}
+
+/// How the main process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    Exited(i32),
+    Signaled(i32),
+    /// It could not be reaped within the bound after SIGKILL (a process
+    /// stuck in the kernel). Never treated as success.
+    Unreaped,
+}
+
+/// The result of one supervised run.
+#[derive(Debug)]
+pub struct ProcessRun {
+    pub termination: Termination,
+    pub timed_out: bool,
+    pub stdout: TailBuffer,
+    pub stderr: TailBuffer,
+    /// From spawn to the end of the clean-up.
+    pub elapsed: Duration,
+    /// Processes of the tree still alive when the main process ended (counted
+    /// where cgroups are available); all of them were killed.
+    pub strays_killed: usize,
+    /// True when an output pipe was still held open by something outside the
+    /// tree after the clean-up, so reading stopped early.
+    pub output_abandoned: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start {program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// Runs processes with the guarantees above. One per host.
+#[derive(Debug)]
+pub struct Supervisor {
+    cgroups: Option<Cgroups>,
+}
+
+impl Default for Supervisor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Supervisor {
+    /// Makes the host a child subreaper and detects cgroup v2 support.
+    pub fn new() -> Self {
+        reaper::become_subreaper();
+        let cgroups = Cgroups::detect();
+        match &cgroups {
+            Some(_) => tracing::debug!("each gate runs in its own cgroup v2"),
+            None => tracing::info!(
+                "cgroup v2 not available to this host: gates are contained by process group and the subreaper sweep"
+            ),
+        }
+        Supervisor { cgroups }
+    }
+
+    /// A supervisor that does not use cgroups even where it could (to test
+    /// the fallback).
+    pub fn without_cgroups() -> Self {
+        reaper::become_subreaper();
+        Supervisor { cgroups: None }
+    }
+
+    /// "cgroup" or "process-group": how trees are contained.
+    pub fn containment(&self) -> &'static str {
+        if self.cgroups.is_some() {
+            "cgroup"
+        } else {
+            "process-group"
+        }
+    }
+
+    pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
+        let mut cmd = std::process::Command::new(spec.program);
+        cmd.args(spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(spec.cwd)
+            .process_group(0)
+            .stdin(if spec.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+
+        let start = Instant::now();
+        let (mut child, pid) = {
+            // Spawn and record under the registry lock, so that a sweep
+            // running elsewhere never takes this child for an orphan.
+            let mut reg = reaper::registry();
+            let child = async_process::Command::from(cmd)
+                .spawn()
+                .map_err(|source| SpawnError::Start {
+                    program: spec.program.display().to_string(),
+                    source,
+                })?;
+            let pid = child.id() as i32;
+            reg.children.insert(pid);
+            (child, pid)
+        };
+        let cgroup = self.contain(pid);
+        tracing::debug!(pid, program = %spec.program.display(), containment = if cgroup.is_some() { "cgroup" } else { "process-group" }, "spawned");
+
+        let stdin_task = match (child.stdin.take(), spec.stdin) {
+            (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
+                // A child that exits without reading gives EPIPE: not an error.
+                let _ = pipe.write_all(&bytes).await;
+                let _ = pipe.close().await;
+            })),
+            _ => None,
+        };
+        let cap = spec.limits.output_cap;
+        let stdout_buf = Arc::new(Mutex::new(TailBuffer::new(cap)));
+        let stderr_buf = Arc::new(Mutex::new(TailBuffer::new(cap)));
+        let readers = [
+            child
+                .stdout
+                .take()
+                .map(|r| tokio::spawn(capture::capture_into(r, stdout_buf.clone()))),
+            child
+                .stderr
+                .take()
+                .map(|r| tokio::spawn(capture::capture_into(r, stderr_buf.clone()))),
+        ];
+
+        let mut timed_out = false;
+        let status = match tokio::time::timeout(spec.limits.timeout, child.status()).await {
+            Ok(status) => Some(status),
+            Err(_) => {
+                timed_out = true;
+                tracing::info!(pid, timeout = ?spec.limits.timeout, "timed out: SIGTERM to the tree");
+                signal_tree(pid, cgroup.as_ref(), libc::SIGTERM);
+                match tokio::time::timeout(spec.limits.grace, child.status()).await {
+                    Ok(status) => Some(status),
+                    Err(_) => {
+                        tracing::info!(pid, "still running after the grace period: SIGKILL");
+                        signal_tree(pid, cgroup.as_ref(), libc::SIGKILL);
+                        tokio::time::timeout(REAP_BOUND, child.status()).await.ok()
+                    }
+                }
+            }
+        };
+        let termination = match status {
+            Some(Ok(s)) => match (s.code(), s.signal()) {
+                (Some(code), _) => Termination::Exited(code),
+                (None, Some(sig)) => Termination::Signaled(sig),
+                (None, None) => Termination::Unreaped,
+            },
+            Some(Err(e)) => {
+                tracing::warn!(pid, error = %e, "waiting on the child failed");
+                Termination::Unreaped
+            }
+            None => Termination::Unreaped,
+        };
+
+        // The main process is gone (or unkillable): nothing of its tree may
+        // outlive the gate.
+        signal_tree(pid, None, libc::SIGKILL);
+        let strays_killed = match cgroup {
+            Some(cg) => {
+                let path = cg.path().to_path_buf();
+                let n = cg.kill_and_remove(CGROUP_EMPTY_BOUND).await;
+                reaper::registry().live_cgroups.remove(&path);
+                n
+            }
+            None => 0,
+        };
+        if termination != Termination::Unreaped {
+            reaper::registry().children.remove(&pid);
+        }
+        reaper::sweep(self.cgroups.is_none());
+
+        if let Some(task) = stdin_task {
+            task.abort();
+        }
+        let mut output_abandoned = false;
+        for reader in readers.into_iter().flatten() {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(DRAIN_BOUND, reader).await.is_err() {
+                abort.abort();
+                output_abandoned = true;
+            }
+        }
+        if output_abandoned {
+            tracing::warn!(
+                pid,
+                "an output pipe stayed open after the tree was killed; stopped reading"
+            );
+        }
+        drop(child);
+        let take = |b: Arc<Mutex<TailBuffer>>| {
+            let mut guard = b.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut *guard)
+        };
+        Ok(ProcessRun {
+            termination,
+            timed_out,
+            stdout: take(stdout_buf),
+            stderr: take(stderr_buf),
+            elapsed: start.elapsed(),
+            strays_killed,
+            output_abandoned,
+        })
+    }
+
+    fn contain(&self, pid: i32) -> Option<ProcessCgroup> {
+        let cgroups = self.cgroups.as_ref()?;
+        match cgroups.adopt(pid as u32) {
+            Ok(cg) => {
+                reaper::registry()
+                    .live_cgroups
+                    .insert(cg.path().to_path_buf());
+                Some(cg)
+            }
+            Err(e) => {
+                tracing::warn!(pid, error = %e, "cannot move the process into its cgroup; relying on its process group");
+                None
+            }
+        }
+    }
+}
+
+/// Sends `sig` to the process group led by `pid` and to every process in
+/// the cgroup (which includes those that left the group with `setsid`).
+fn signal_tree(pid: i32, cgroup: Option<&ProcessCgroup>, sig: i32) {
+    // SAFETY: kill(2) has no memory effects; a negative pid names the group.
+    unsafe { libc::kill(-pid, sig) };
+    if let Some(cg) = cgroup {
+        for member in cg.pids() {
+            // SAFETY: as above; members of our own cgroup.
+            unsafe { libc::kill(member, sig) };
+        }
+    }
+}
+
+/// A program name resolved on a PATH, or `None`.
+///
+/// Only absolute PATH entries are searched: a relative entry would resolve
+/// against the workspace, which the agent controls.
+pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    let path_var = path_var?;
+    let absolute: Vec<PathBuf> = std::env::split_paths(path_var)
+        .filter(|p| p.is_absolute())
+        .collect();
+    let joined = std::env::join_paths(absolute).ok()?;
+    which::which_in(name, Some(joined), "/").ok()
+}

@@ -1,0 +1,245 @@
+//! The verdict: the one result type every gate kind produces.
+//!
+//! Owns the outcome vocabulary (`pass`, `fail`, `error`) and the JSON shape
+//! clients read. It must never decide anything itself: gates build verdicts,
+//! and nothing here defaults to `pass`.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What a gate concluded.
+///
+/// `Fail` means the gate ran and said no (a red test, a judge's FAIL);
+/// `Error` means the gate could not run (not allowlisted, path escape,
+/// adapter missing, crash of the host side). Both block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Error,
+}
+
+impl Outcome {
+    /// Exit code of `gatehost check`: 0 pass, 1 fail, 2 error.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Pass => 0,
+            Outcome::Fail => 1,
+            Outcome::Error => 2,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One located remark a gate makes about the work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// The kept tail of one output stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputTail {
+    /// The last bytes of the stream (at most the cap), decoded lossily.
+    pub text: String,
+    /// How many bytes the stream carried in all.
+    pub total_bytes: u64,
+    /// True when `text` is only the tail because the stream exceeded the cap.
+    pub truncated: bool,
+}
+
+/// Durations measured around a gate, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Durations {
+    /// Time spent waiting for a concurrency slot (judges).
+    pub queued_ms: u64,
+    /// Time from spawn to the gate's resolution, kill and reap included.
+    pub run_ms: u64,
+}
+
+impl Durations {
+    pub fn new(queued: Duration, run: Duration) -> Self {
+        Durations {
+            queued_ms: duration_ms(queued),
+            run_ms: duration_ms(run),
+        }
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The result of running one gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub outcome: Outcome,
+    /// One line a person understands.
+    pub reason: String,
+    /// What ran, for example `shell: cargo test` or `judge: claude`.
+    pub gate: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<OutputTail>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<OutputTail>,
+    pub durations: Durations,
+}
+
+impl Verdict {
+    /// A verdict with no process details, used by the `error` paths that
+    /// stop a gate before anything runs.
+    pub fn new(outcome: Outcome, gate: impl Into<String>, reason: impl Into<String>) -> Self {
+        Verdict {
+            outcome,
+            reason: reason.into(),
+            gate: gate.into(),
+            findings: Vec::new(),
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            stdout: None,
+            stderr: None,
+            durations: Durations::default(),
+        }
+    }
+
+    pub fn error(gate: impl Into<String>, reason: impl Into<String>) -> Self {
+        Verdict::new(Outcome::Error, gate, reason)
+    }
+
+    pub fn passed(&self) -> bool {
+        self.outcome == Outcome::Pass
+    }
+}
+
+/// The result of running a gate file: one verdict per gate that ran, in the
+/// order they ran, and the overall outcome (the first non-pass, else pass).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    pub outcome: Outcome,
+    pub reason: String,
+    pub durations: Durations,
+    /// Verdicts of the gates that ran; gates after the first non-pass are
+    /// listed in `skipped` instead.
+    pub gates: Vec<Verdict>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+impl RunReport {
+    pub fn from_verdicts(gates: Vec<Verdict>, skipped: Vec<String>) -> Self {
+        let total = gates.len();
+        let mut durations = Durations::default();
+        for v in &gates {
+            durations.queued_ms = durations.queued_ms.saturating_add(v.durations.queued_ms);
+            durations.run_ms = durations.run_ms.saturating_add(v.durations.run_ms);
+        }
+        let first_blocking = gates.iter().position(|v| !v.passed());
+        let (outcome, reason) = match first_blocking {
+            Some(i) => {
+                let v = &gates[i];
+                let reason = if total == 1 {
+                    v.reason.clone()
+                } else {
+                    format!(
+                        "gate {} of {} ({}): {}",
+                        i + 1,
+                        total + skipped.len(),
+                        v.gate,
+                        v.reason
+                    )
+                };
+                (v.outcome, reason)
+            }
+            None if gates.is_empty() => (Outcome::Error, "the gate file holds no gate".to_string()),
+            None if total == 1 => (Outcome::Pass, gates[0].reason.clone()),
+            None => (Outcome::Pass, format!("all {total} gates passed")),
+        };
+        RunReport {
+            outcome,
+            reason,
+            durations,
+            gates,
+            skipped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(outcome: Outcome, reason: &str) -> Verdict {
+        Verdict::new(outcome, "shell: x", reason)
+    }
+
+    #[test]
+    fn exit_codes_follow_the_outcome() {
+        assert_eq!(Outcome::Pass.exit_code(), 0);
+        assert_eq!(Outcome::Fail.exit_code(), 1);
+        assert_eq!(Outcome::Error.exit_code(), 2);
+    }
+
+    #[test]
+    fn an_empty_report_is_an_error_never_a_pass() {
+        let r = RunReport::from_verdicts(vec![], vec![]);
+        assert_eq!(r.outcome, Outcome::Error);
+    }
+
+    #[test]
+    fn the_first_blocking_gate_decides_the_report() {
+        let r = RunReport::from_verdicts(
+            vec![v(Outcome::Pass, "ok"), v(Outcome::Error, "not allowlisted")],
+            vec!["judge: claude".into()],
+        );
+        assert_eq!(r.outcome, Outcome::Error);
+        assert!(r.reason.starts_with("gate 2 of 3"), "{}", r.reason);
+        assert!(r.reason.ends_with("not allowlisted"));
+    }
+
+    #[test]
+    fn verdict_json_uses_the_documented_names() {
+        let mut verdict = v(Outcome::Fail, "exited with code 3");
+        verdict.exit_code = Some(3);
+        let json = serde_json::to_value(&verdict).expect("serialises");
+        assert_eq!(json["outcome"], "fail");
+        assert_eq!(json["reason"], "exited with code 3");
+        assert_eq!(json["exitCode"], 3);
+        assert_eq!(json["durations"]["queuedMs"], 0);
+        assert!(json.get("signal").is_none());
+    }
+}
