@@ -1,29 +1,39 @@
 //! Per-process-tree cgroup v2 containment.
 //!
-//! Each supervised process gets a fresh child cgroup of the host's own
-//! cgroup. Moving the spawned process there right after spawn means every
-//! descendant it forks, including one that calls `setsid` to leave the
-//! process group, stays countable and killable with `cgroup.kill`.
+//! Each supervised process starts inside a fresh (or recycled, empty) child
+//! cgroup of the host's own cgroup. To leave no window in which the child
+//! could fork outside it, the host itself steps into that cgroup for the
+//! duration of the spawn and steps back out right after: a child is born in
+//! its parent's cgroup. Every descendant, including one that calls `setsid`
+//! to leave the process group, then stays countable and killable with
+//! `cgroup.kill`.
 //!
 //! Where the host may not create cgroups (no cgroup2 mount, no write
-//! permission, an old kernel without `cgroup.kill`), `Cgroups::detect`
-//! returns `None` and the supervisor falls back to process groups plus the
+//! permission, a kernel without `cgroup.kill`), `Cgroups::detect` returns
+//! `None` and the supervisor falls back to process groups plus the
 //! subreaper sweep. This module never kills anything outside a cgroup it
-//! created, and removes every cgroup it created.
+//! created, never writes `cgroup.kill` to a cgroup that holds the host, and
+//! removes every cgroup it created when the `Cgroups` is dropped.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Empty cgroups kept for reuse.
+const POOL_MAX: usize = 16;
 
 /// Where this host creates its per-gate cgroups.
 #[derive(Debug)]
 pub struct Cgroups {
+    /// The host's own cgroup directory.
     parent: PathBuf,
     counter: AtomicU64,
+    pool: Mutex<Vec<PathBuf>>,
 }
 
-/// One live per-gate cgroup; removed (after a kill) by `kill_and_remove`.
+/// One per-gate cgroup, given back with `Cgroups::release`.
 #[derive(Debug)]
 pub struct ProcessCgroup {
     path: PathBuf,
@@ -31,37 +41,117 @@ pub struct ProcessCgroup {
 
 impl Cgroups {
     /// Finds the host's cgroup v2 directory and checks that a child cgroup
-    /// with `cgroup.kill` can be made there.
+    /// with `cgroup.kill` can be made there and entered.
     pub fn detect() -> Option<Cgroups> {
         let mount = cgroup2_mount()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-        let parent = mount.join(rel.trim_start_matches('/'));
-        let probe = Cgroups {
+        let parent = mount.join(rel.trim().trim_start_matches('/'));
+        remove_stale(&parent);
+        let cgroups = Cgroups {
             parent,
             counter: AtomicU64::new(0),
+            pool: Mutex::new(Vec::new()),
         };
-        let test = probe.create_dir().ok()?;
-        let usable = test.join("cgroup.kill").exists();
-        let _ = std::fs::remove_dir(&test);
-        usable.then_some(probe)
+        let probe = cgroups.take().ok()?;
+        let usable = probe.path.join("cgroup.kill").exists() && cgroups.enter(&probe).is_ok();
+        let left = cgroups.leave();
+        if usable && left.is_err() {
+            // We are stuck inside the probe: never use cgroups, never kill it.
+            tracing::error!("cannot leave the probe cgroup; cgroup containment disabled");
+            return None;
+        }
+        cgroups.discard(probe);
+        usable.then_some(cgroups)
     }
 
-    fn create_dir(&self) -> io::Result<PathBuf> {
+    /// An empty cgroup: recycled from the pool or newly made.
+    pub fn take(&self) -> io::Result<ProcessCgroup> {
+        if let Some(path) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(ProcessCgroup { path });
+        }
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let path = self
             .parent
             .join(format!("gatehost-{}-{n}", std::process::id()));
         std::fs::create_dir(&path)?;
-        Ok(path)
+        Ok(ProcessCgroup { path })
     }
 
-    /// Creates a cgroup and moves `pid` into it.
-    pub fn adopt(&self, pid: u32) -> io::Result<ProcessCgroup> {
-        let path = self.create_dir()?;
-        let cg = ProcessCgroup { path };
-        std::fs::write(cg.path.join("cgroup.procs"), pid.to_string())?;
-        Ok(cg)
+    /// Moves the host process into `cg` (so that what it spawns is born
+    /// there). Call `leave` right after the spawn.
+    pub fn enter(&self, cg: &ProcessCgroup) -> io::Result<()> {
+        std::fs::write(cg.path.join("cgroup.procs"), std::process::id().to_string())
+    }
+
+    /// Moves the host process back into its own cgroup.
+    pub fn leave(&self) -> io::Result<()> {
+        std::fs::write(
+            self.parent.join("cgroup.procs"),
+            std::process::id().to_string(),
+        )
+    }
+
+    /// Kills whatever is left in `cg`, waits (bounded) until it is empty,
+    /// and keeps it for reuse. Returns how many processes were left in it.
+    pub async fn release(&self, cg: ProcessCgroup, wait: Duration) -> usize {
+        let me = std::process::id() as i32;
+        let left = cg.pids();
+        if left.is_empty() {
+            self.recycle(cg);
+            return 0;
+        }
+        if left.contains(&me) {
+            // Never cgroup.kill a cgroup the host is in (a failed `leave`).
+            tracing::error!(cgroup = %cg.path.display(), "the host is inside a gate cgroup; killing its members one by one");
+            for pid in left.iter().filter(|p| **p != me) {
+                // SAFETY: kill(2) has no memory effects.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            return left.len() - 1;
+        }
+        if let Err(e) = std::fs::write(cg.path.join("cgroup.kill"), "1") {
+            tracing::warn!(cgroup = %cg.path.display(), error = %e, "cgroup.kill failed");
+            for pid in &left {
+                // SAFETY: kill(2) has no memory effects.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+        }
+        let deadline = Instant::now() + wait;
+        while cg.populated() {
+            if Instant::now() >= deadline {
+                tracing::warn!(cgroup = %cg.path.display(), "cgroup still populated after kill");
+                return left.len();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.recycle(cg);
+        left.len()
+    }
+
+    fn recycle(&self, cg: ProcessCgroup) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL_MAX {
+            pool.push(cg.path);
+        } else {
+            drop(pool);
+            self.discard(cg);
+        }
+    }
+
+    fn discard(&self, cg: ProcessCgroup) {
+        if let Err(e) = std::fs::remove_dir(&cg.path) {
+            tracing::warn!(cgroup = %cg.path.display(), error = %e, "cannot remove cgroup");
+        }
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        let pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|p| p.into_inner()));
+        for path in pool {
+            let _ = std::fs::remove_dir(&path);
+        }
     }
 }
 
@@ -77,31 +167,32 @@ impl ProcessCgroup {
             .unwrap_or_default()
     }
 
-    /// Kills every process in the cgroup, waits (bounded) until it is empty
-    /// and removes it. Returns how many processes were in it.
-    pub async fn kill_and_remove(self, wait: Duration) -> usize {
-        let count = self.pids().len();
-        if let Err(e) = std::fs::write(self.path.join("cgroup.kill"), "1") {
-            tracing::warn!(cgroup = %self.path.display(), error = %e, "cgroup.kill failed");
+    fn populated(&self) -> bool {
+        std::fs::read_to_string(self.path.join("cgroup.events"))
+            .map(|s| s.lines().any(|l| l.trim() == "populated 1"))
+            .unwrap_or(false)
+    }
+}
+
+/// Removes empty `gatehost-PID-N` cgroups left by a host that died (its pid
+/// no longer exists).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("gatehost-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
         }
-        let deadline = Instant::now() + wait;
-        loop {
-            let populated = std::fs::read_to_string(self.path.join("cgroup.events"))
-                .map(|s| s.lines().any(|l| l.trim() == "populated 1"))
-                .unwrap_or(false);
-            if !populated {
-                break;
-            }
-            if Instant::now() >= deadline {
-                tracing::warn!(cgroup = %self.path.display(), "cgroup still populated after kill");
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        if let Err(e) = std::fs::remove_dir(&self.path) {
-            tracing::warn!(cgroup = %self.path.display(), error = %e, "cannot remove cgroup");
-        }
-        count
     }
 }
 

@@ -148,7 +148,19 @@ impl Supervisor {
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(spec.cwd)
-            .process_group(0)
+            .process_group(0);
+
+        let start = Instant::now();
+        let cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot create a cgroup; relying on the process group");
+                None
+            }
+        });
+        let mut command = async_process::Command::from(cmd);
+        // `From<std::process::Command>` forgets stdio: set it again.
+        command
             .stdin(if spec.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -156,24 +168,51 @@ impl Supervisor {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-
-        let start = Instant::now();
-        let (mut child, pid) = {
+        let spawned = {
             // Spawn and record under the registry lock, so that a sweep
-            // running elsewhere never takes this child for an orphan.
+            // running elsewhere never takes this child for an orphan, and so
+            // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
-            let child = async_process::Command::from(cmd)
-                .spawn()
-                .map_err(|source| SpawnError::Start {
+            let entered = match (&self.cgroups, &cgroup) {
+                (Some(c), Some(cg)) => match c.enter(cg) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot enter the gate's cgroup; relying on the process group");
+                        false
+                    }
+                },
+                _ => false,
+            };
+            let spawned = command.spawn();
+            if entered {
+                if let Some(c) = &self.cgroups {
+                    if let Err(e) = c.leave() {
+                        tracing::error!(error = %e, "cannot leave the gate's cgroup");
+                    }
+                }
+            }
+            if let Ok(child) = &spawned {
+                reg.children.insert(child.id() as i32);
+                if let Some(cg) = &cgroup {
+                    reg.live_cgroups.insert(cg.path().to_path_buf());
+                }
+            }
+            spawned
+        };
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(source) => {
+                if let (Some(c), Some(cg)) = (&self.cgroups, cgroup) {
+                    c.release(cg, CGROUP_EMPTY_BOUND).await;
+                }
+                return Err(SpawnError::Start {
                     program: spec.program.display().to_string(),
                     source,
-                })?;
-            let pid = child.id() as i32;
-            reg.children.insert(pid);
-            (child, pid)
+                });
+            }
         };
-        let cgroup = self.contain(pid);
-        tracing::debug!(pid, program = %spec.program.display(), containment = if cgroup.is_some() { "cgroup" } else { "process-group" }, "spawned");
+        let pid = child.id() as i32;
+        tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, "spawned");
 
         let stdin_task = match (child.stdin.take(), spec.stdin) {
             (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
@@ -230,14 +269,14 @@ impl Supervisor {
         // The main process is gone (or unkillable): nothing of its tree may
         // outlive the gate.
         signal_tree(pid, None, libc::SIGKILL);
-        let strays_killed = match cgroup {
-            Some(cg) => {
+        let strays_killed = match (&self.cgroups, cgroup) {
+            (Some(c), Some(cg)) => {
                 let path = cg.path().to_path_buf();
-                let n = cg.kill_and_remove(CGROUP_EMPTY_BOUND).await;
+                let n = c.release(cg, CGROUP_EMPTY_BOUND).await;
                 reaper::registry().live_cgroups.remove(&path);
                 n
             }
-            None => 0,
+            _ => 0,
         };
         if termination != Termination::Unreaped {
             reaper::registry().children.remove(&pid);
@@ -275,22 +314,6 @@ impl Supervisor {
             strays_killed,
             output_abandoned,
         })
-    }
-
-    fn contain(&self, pid: i32) -> Option<ProcessCgroup> {
-        let cgroups = self.cgroups.as_ref()?;
-        match cgroups.adopt(pid as u32) {
-            Ok(cg) => {
-                reaper::registry()
-                    .live_cgroups
-                    .insert(cg.path().to_path_buf());
-                Some(cg)
-            }
-            Err(e) => {
-                tracing::warn!(pid, error = %e, "cannot move the process into its cgroup; relying on its process group");
-                None
-            }
-        }
     }
 }
 

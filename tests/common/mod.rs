@@ -1,0 +1,305 @@
+//! Helpers shared by the integration tests: a scratch workspace with the
+//! operator's files beside it (never inside), running the real `gatehost`
+//! binary, and proving that no process a test started is left alive.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The longest a single gatehost run may take in a test.
+const WATCHDOG: Duration = Duration::from_secs(90);
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel)
+}
+
+pub fn fixture_str(rel: &str) -> String {
+    fixture(rel).display().to_string()
+}
+
+/// A marker unique to this test run, to find the processes a test started.
+pub fn marker(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Pids whose command line contains `gatehost-test-MARKER`.
+pub fn survivors(marker: &str) -> Vec<i32> {
+    let needle = format!("gatehost-test-{marker}");
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+                if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                    found.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Fails when a process carrying the marker is alive. Allows the kernel a
+/// moment to finish tearing down what was already killed.
+pub fn assert_no_survivors(marker: &str) {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        let left = survivors(marker);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() > deadline {
+            for pid in &left {
+                // Clean up so one failure does not leak into other tests.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            panic!("processes left alive for marker {marker}: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Fails when a cgroup made by the gatehost process `pid` still exists.
+pub fn assert_no_cgroups_left(pid: u32) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let Some(mount) = info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    }) else {
+        return;
+    };
+    let prefix = format!("gatehost-{pid}-");
+    let mut left = Vec::new();
+    for entry in walk_dirs(&mount, 3) {
+        if entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            left.push(entry);
+        }
+    }
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
+
+fn walk_dirs(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if depth == 0 {
+        return out;
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                out.push(e.path());
+                out.extend(walk_dirs(&e.path(), depth - 1));
+            }
+        }
+    }
+    out
+}
+
+/// A scratch area: `ws/` is the workspace, `etc/` holds the operator's
+/// configuration and gate files, outside the workspace.
+pub struct Scratch {
+    _dir: tempfile::TempDir,
+    pub ws: PathBuf,
+    pub etc: PathBuf,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(&ws).expect("mkdir ws");
+        std::fs::create_dir_all(&etc).expect("mkdir etc");
+        Scratch { _dir: dir, ws, etc }
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.etc.join(rel);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    pub fn write_ws(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.ws.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// Runs `gatehost check --json` with this config and gate text.
+    pub fn check(&self, config: &str, gate: &str, extra: &[&str]) -> CliRun {
+        let cfg = self.write("config.toml", config);
+        let gate = self.write("gate.json", gate);
+        let mut args: Vec<String> = vec![
+            "check".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "--workspace".into(),
+            self.ws.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(gate.display().to_string());
+        run_gatehost(&args, &[])
+    }
+}
+
+/// One run of the gatehost binary.
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    /// Peak resident memory of the gatehost process itself, in KiB.
+    pub max_rss_kib: i64,
+    pub pid: u32,
+}
+
+impl CliRun {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON object ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn outcome(&self) -> String {
+        self.json()["outcome"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub fn reason(&self) -> String {
+        self.json()["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The verdict of the first gate that ran.
+    pub fn gate0(&self) -> Value {
+        self.json()["gates"][0].clone()
+    }
+}
+
+/// Runs the binary with a clean environment plus `env`, measuring its peak
+/// memory with wait4(2).
+pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
+    let start = Instant::now();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehost"));
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn gatehost");
+    let pid = child.id();
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<(u8, String)>();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        let _ = tx.send((1, s));
+    });
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        let _ = tx2.send((2, s));
+    });
+    // Watchdog: a hung gatehost fails the test instead of hanging the suite.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done2 = done.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + WATCHDOG;
+        while Instant::now() < deadline {
+            if done2.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if !done2.load(Ordering::SeqCst) {
+            // SAFETY: kill(2) on our own unreaped child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: plain wait4 on our own child with valid out-pointers.
+    let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    done.store(true, Ordering::SeqCst);
+    assert_eq!(rc, pid as i32, "wait4 failed");
+    let elapsed = start.elapsed();
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    for _ in 0..2 {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok((1, s)) => stdout = s,
+            Ok((_, s)) => stderr = s,
+            Err(_) => panic!("gatehost exited but something still holds its output open"),
+        }
+    }
+    assert!(
+        libc::WIFEXITED(status),
+        "gatehost did not exit normally (status {status}); stderr:\n{stderr}"
+    );
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    CliRun {
+        code,
+        stdout,
+        stderr,
+        elapsed,
+        max_rss_kib: usage.ru_maxrss,
+        pid,
+    }
+}
+
+/// A config allowing `bash` (to run fixture scripts) and the given programs.
+pub fn allow_config(extra: &[&str]) -> String {
+    let mut allow: Vec<String> = vec!["\"bash\"".into()];
+    allow.extend(extra.iter().map(|p| format!("\"{p}\"")));
+    format!("[shell]\nallow = [{}]\n", allow.join(", "))
+}
+
+/// JSON for a shell gate running a fixture script with bash.
+pub fn script_gate(script: &str, args: &[&str], timeout_ms: u64) -> String {
+    let mut argv = vec![serde_json::Value::String(fixture_str(script))];
+    argv.extend(
+        args.iter()
+            .map(|a| serde_json::Value::String(a.to_string())),
+    );
+    serde_json::json!({"command": "bash", "args": argv, "timeoutMs": timeout_ms}).to_string()
+}

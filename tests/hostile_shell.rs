@@ -1,0 +1,300 @@
+//! Hostile shell gates through the real `gatehost check`: each asserts the
+//! outcome, the reason, the time taken, and that nothing it started is left.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn a_hanging_gate_times_out_and_its_tree_is_killed() {
+    let s = Scratch::new();
+    let m = marker("hang");
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/hang.sh", &[&m], 500),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.outcome(), "fail");
+    assert_eq!(
+        run.reason(),
+        "timed out after 500 ms (the process tree was killed)"
+    );
+    assert_eq!(run.gate0()["timedOut"], true);
+    // It honours SIGTERM: no grace period needed.
+    assert!(
+        run.elapsed < Duration::from_millis(500 + 1000),
+        "took {:?}",
+        run.elapsed
+    );
+    assert!(
+        run.elapsed >= Duration::from_millis(500),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
+#[test]
+fn a_gate_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let s = Scratch::new();
+    let m = marker("noterm");
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/ignore-term.sh", &[&m], 500),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.reason().starts_with("timed out after 500 ms"),
+        "{}",
+        run.reason()
+    );
+    // Default grace is 2 s: SIGKILL comes after it, and not much later.
+    assert!(
+        run.elapsed >= Duration::from_millis(2400),
+        "took {:?}",
+        run.elapsed
+    );
+    assert!(
+        run.elapsed < Duration::from_millis(500 + 2000 + 1000),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
+#[test]
+fn a_grandchild_holding_stdout_does_not_hang_the_gate() {
+    let s = Scratch::new();
+    let m = marker("holdout");
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/grandchild-holds-stdout.sh", &[&m], 30_000),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.reason().starts_with("exited with code 0"),
+        "{}",
+        run.reason()
+    );
+    assert!(
+        run.reason().contains("leftover process(es) killed"),
+        "{}",
+        run.reason()
+    );
+    assert!(
+        run.gate0()["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("main process done")
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(2),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
+#[test]
+fn a_descendant_that_calls_setsid_does_not_survive() {
+    let s = Scratch::new();
+    let m = marker("setsid");
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/setsid-escape.sh", &[&m], 30_000),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.elapsed < Duration::from_secs(2),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
+#[test]
+fn a_double_forked_orphan_does_not_survive() {
+    let s = Scratch::new();
+    let m = marker("orphan");
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/double-fork-orphan.sh", &[&m], 30_000),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.elapsed < Duration::from_secs(2),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+}
+
+#[test]
+fn a_one_gib_flood_is_capped_and_does_not_grow_the_host() {
+    let s = Scratch::new();
+    let gate =
+        r#"{"command": "head", "args": ["-c", "1073741824", "/dev/zero"], "timeoutMs": 60000}"#;
+    let run = s.check(&allow_config(&["head"]), gate, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = &run.gate0()["stdout"];
+    assert_eq!(out["totalBytes"], 1_073_741_824u64);
+    assert_eq!(out["truncated"], true);
+    // 1 MiB of NULs kept, as text.
+    assert_eq!(out["text"].as_str().unwrap().len(), 1024 * 1024);
+    assert!(
+        run.max_rss_kib < 64 * 1024,
+        "gatehost grew to {} KiB",
+        run.max_rss_kib
+    );
+}
+
+#[test]
+fn exit_codes_and_signals_are_a_fail_with_the_cause() {
+    let s = Scratch::new();
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/exit-with.sh", &["3"], 10_000),
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(run.outcome(), "fail");
+    assert_eq!(run.reason(), "exited with code 3");
+    assert_eq!(run.gate0()["exitCode"], 3);
+    assert_eq!(run.gate0()["stderr"]["text"], "stderr of the gate\n");
+
+    let run = s.check(
+        &allow_config(&[]),
+        &script_gate("gates/signal-self.sh", &[], 10_000),
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(run.reason(), "killed by signal 11 (SIGSEGV)");
+    assert_eq!(run.gate0()["signal"], 11);
+}
+
+#[test]
+fn the_environment_is_cleared_but_for_the_documented_set() {
+    let s = Scratch::new();
+    let gate = serde_json::json!({
+        "command": "bash",
+        "args": [fixture_str("gates/print-env.sh")],
+        "env": {"GATE_VAR": "1"}
+    })
+    .to_string();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let gate_file = s.write("gate.json", &gate);
+    let run = run_gatehost(
+        &[
+            "check".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "--workspace".into(),
+            s.ws.display().to_string(),
+            gate_file.display().to_string(),
+        ],
+        &[("SECRET_TOKEN", "hunter2"), ("LANG", "C.UTF-8")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let names: Vec<String> = run.gate0()["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // bash itself adds PWD, SHLVL and _.
+    let expected: Vec<String> = ["GATE_VAR", "HOME", "LANG", "PATH", "PWD", "SHLVL", "_"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(names, expected);
+}
+
+#[test]
+fn stdin_is_closed() {
+    let s = Scratch::new();
+    // `cat` with an open stdin would wait for ever.
+    let run = s.check(
+        &allow_config(&["cat"]),
+        r#"{"command": "cat", "timeoutMs": 5000}"#,
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(2));
+}
+
+#[test]
+fn commands_outside_the_allowlist_never_run() {
+    let s = Scratch::new();
+    let target = s.ws.join("created");
+    let gate = serde_json::json!({"command": "touch", "args": [target]}).to_string();
+    let run = s.check(&allow_config(&[]), &gate, &[]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.outcome(), "error");
+    assert_eq!(run.reason(), "command 'touch' is not in the allowlist");
+    assert!(!target.exists(), "a refused command ran");
+}
+
+#[test]
+fn listing_a_name_admits_neither_another_path_nor_a_workspace_copy() {
+    let s = Scratch::new();
+    let copy = s.write_ws("true", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for cmd in ["./true", "/elsewhere/true", copy.to_str().unwrap()] {
+        let gate = serde_json::json!({"command": cmd}).to_string();
+        let run = s.check(&allow_config(&["true"]), &gate, &[]);
+        assert_eq!(run.code, 2, "{cmd}");
+        assert_eq!(
+            run.reason(),
+            format!("command '{cmd}' is not in the allowlist")
+        );
+    }
+    let run = s.check(&allow_config(&["true"]), r#"{"command": "true"}"#, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+#[test]
+fn an_allowlisted_program_inside_the_workspace_is_refused() {
+    let s = Scratch::new();
+    let script = s.write_ws("bin/check", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = script.display().to_string();
+    let gate = serde_json::json!({"command": path}).to_string();
+    let run = s.check(&format!("[shell]\nallow = [\"{path}\"]\n"), &gate, &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("inside the workspace"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn a_cwd_that_escapes_is_refused_before_anything_runs() {
+    let s = Scratch::new();
+    std::os::unix::fs::symlink(&s.etc, s.ws.join("out")).unwrap();
+    std::fs::create_dir_all(s.ws.join("..x")).unwrap();
+    for (cwd, reason) in [
+        ("..", "cwd: path escapes the workspace: .."),
+        ("/tmp", "cwd: path escapes the workspace: /tmp"),
+        ("out", "cwd: path escapes the workspace: out"),
+        ("missing", "cwd: not found in the workspace: missing"),
+    ] {
+        let gate = serde_json::json!({"command": "true", "cwd": cwd}).to_string();
+        let run = s.check(&allow_config(&["true"]), &gate, &[]);
+        assert_eq!(run.code, 2, "{cwd}");
+        assert_eq!(run.reason(), reason);
+    }
+    let gate = serde_json::json!({"command": "pwd", "cwd": "..x"}).to_string();
+    let run = s.check(&allow_config(&["pwd"]), &gate, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
