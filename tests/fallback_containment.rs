@@ -1,1 +1,70 @@
+//! Containment without cgroups: process groups plus the host as child
+//! subreaper, sweeping what re-parents to it. This binary runs only
+//! supervised processes, so the sweep cannot take another test's child.
 
+mod common;
+use common::*;
+use gatehost::anchor::WorkspaceAnchor;
+use gatehost::config::HostConfig;
+use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
+use gatehost::supervise::Supervisor;
+use gatehost::verdict::Outcome;
+use std::time::{Duration, Instant};
+
+fn runner() -> GateRunner {
+    let config = HostConfig::from_toml("[shell]\nallow = [\"bash\"]\n", "test").expect("config");
+    GateRunner::with_supervisor(config, Supervisor::without_cgroups())
+}
+
+async fn run_script(
+    script: &str,
+    marker: &str,
+    timeout_ms: u64,
+) -> (gatehost::verdict::Verdict, Duration) {
+    let s = Scratch::new();
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let gate = parse_gate_file(&script_gate(script, &[marker], timeout_ms))
+        .expect("gate")
+        .remove(0);
+    let start = Instant::now();
+    let v = runner()
+        .run_gate(&gate, &anchor, &GateContext::default())
+        .await;
+    (v, start.elapsed())
+}
+
+#[tokio::test]
+async fn without_cgroups_a_setsid_descendant_is_still_swept() {
+    assert_eq!(Supervisor::without_cgroups().containment(), "process-group");
+    let m = marker("fb-setsid");
+    let (v, took) = run_script("gates/setsid-escape.sh", &m, 10_000).await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_no_survivors(&m);
+}
+
+#[tokio::test]
+async fn without_cgroups_a_double_forked_orphan_is_swept() {
+    let m = marker("fb-orphan");
+    let (v, took) = run_script("gates/double-fork-orphan.sh", &m, 10_000).await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_no_survivors(&m);
+}
+
+#[tokio::test]
+async fn without_cgroups_a_hang_that_ignores_sigterm_is_killed() {
+    let m = marker("fb-noterm");
+    let (v, took) = run_script("gates/ignore-term.sh", &m, 300).await;
+    assert_eq!(v.outcome, Outcome::Fail);
+    assert!(
+        v.reason.starts_with("timed out after 300 ms"),
+        "{}",
+        v.reason
+    );
+    assert!(
+        took < Duration::from_millis(300 + 2000 + 1000),
+        "took {took:?}"
+    );
+    assert_no_survivors(&m);
+}
