@@ -1,1 +1,279 @@
+//! `gatehost check` as a user runs it: input validation before anything
+//! runs, exit codes, gate lists, where the operator's files may live, the
+//! human output, and the shipped example.
 
+mod common;
+use common::*;
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn malformed_gate_files_are_errors_that_name_the_field() {
+    let s = Scratch::new();
+    let marker_file = s.ws.join("ran");
+    let touch = marker_file.display().to_string();
+    let cases = [
+        (
+            format!(r#"{{"command": "touch", "args": ["{touch}"], "colour": "red"}}"#),
+            "unknown field `colour`",
+        ),
+        (
+            format!(r#"{{"command": "touch", "args": ["{touch}"], "timeoutMs": "10"}}"#),
+            "timeoutMs: invalid type",
+        ),
+        (
+            format!(r#"{{"command": "touch", "args": ["{touch}"], "timeoutMs": 0}}"#),
+            "timeoutMs: must be at least 1",
+        ),
+        (
+            r#"{"command": ""}"#.to_string(),
+            "command: must not be empty",
+        ),
+        (
+            format!(
+                r#"[{{"command": "touch", "args": ["{touch}"]}}, {{"judge": {{"adapter": "j"}}}}]"#
+            ),
+            "[1].judge: missing field `prompt`",
+        ),
+        (
+            r#"{"command": "touch", "args": "x"}"#.to_string(),
+            "args: invalid type",
+        ),
+        ("not json".to_string(), "not valid JSON"),
+    ];
+    for (gate, expected) in cases {
+        let run = s.check(&allow_config(&["touch"]), &gate, &[]);
+        assert_eq!(run.code, 2, "{gate}");
+        assert_eq!(run.outcome(), "error");
+        assert!(run.reason().contains(expected), "{gate}: {}", run.reason());
+        assert!(
+            !marker_file.exists(),
+            "a gate ran although the file was malformed: {gate}"
+        );
+    }
+}
+
+#[test]
+fn a_list_runs_cheap_gates_first_and_stops_at_the_first_that_does_not_pass() {
+    let s = Scratch::new();
+    let log = s.etc.join("judge-ran");
+    let cfg = format!(
+        "{}\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\"]\n",
+        allow_config(&[]),
+        fixture_str("judges/record-prompt.sh"),
+        log.display()
+    );
+    let judge = r#"{"judge": {"adapter": "j", "prompt": "p"}}"#;
+    let failing = script_gate("gates/exit-with.sh", &["3"], 10_000);
+    let run = s.check(&cfg, &format!("[{judge}, {failing}]"), &[]);
+    assert_eq!(run.code, 1);
+    let json = run.json();
+    assert_eq!(
+        json["gates"].as_array().unwrap().len(),
+        1,
+        "only the shell gate ran"
+    );
+    assert!(
+        json["gates"][0]["gate"]
+            .as_str()
+            .unwrap()
+            .starts_with("shell: bash")
+    );
+    assert_eq!(json["skipped"][0], "judge: j");
+    assert!(
+        run.reason().starts_with("gate 1 of 2 (shell: bash"),
+        "{}",
+        run.reason()
+    );
+    assert!(run.reason().ends_with("exited with code 3"));
+    assert!(!log.exists(), "the judge ran after a failing gate");
+
+    let passing = script_gate("gates/exit-with.sh", &["0"], 10_000);
+    let run = s.check(&cfg, &format!("[{judge}, {passing}]"), &[]);
+    // The judge (record-prompt answers FAIL) ran second.
+    assert_eq!(run.code, 1);
+    let json = run.json();
+    assert_eq!(json["gates"][0]["outcome"], "pass");
+    assert_eq!(json["gates"][1]["reason"], "judge said FAIL");
+    assert!(log.exists());
+}
+
+#[test]
+fn the_configuration_must_not_live_in_the_workspace() {
+    let s = Scratch::new();
+    let cfg = s.write_ws(".gatehost.toml", &allow_config(&["true"]));
+    let gate = s.write("gate.json", r#"{"command": "true"}"#);
+    let run = run_gatehost(
+        &args(&[
+            "check",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--workspace",
+            s.ws.to_str().unwrap(),
+            gate.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("is inside the workspace"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn a_gate_file_in_the_workspace_needs_an_explicit_trust_flag() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let gate = s.write_ws("gate.json", r#"{"command": "true"}"#);
+    let base = [
+        "check",
+        "--json",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--workspace",
+        s.ws.to_str().unwrap(),
+    ];
+    let mut a = args(&base);
+    a.push(gate.display().to_string());
+    let run = run_gatehost(&a, &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("--trust-workspace-gate-file"),
+        "{}",
+        run.reason()
+    );
+    let mut a = args(&base);
+    a.push("--trust-workspace-gate-file".into());
+    a.push(gate.display().to_string());
+    assert_eq!(run_gatehost(&a, &[]).code, 0);
+}
+
+#[test]
+fn configuration_comes_from_the_flag_else_the_environment() {
+    let s = Scratch::new();
+    let cfg = s.write("env-config.toml", &allow_config(&["true"]));
+    let gate = s.write("gate.json", r#"{"command": "true"}"#);
+    let a = args(&[
+        "check",
+        "--json",
+        "--workspace",
+        s.ws.to_str().unwrap(),
+        gate.to_str().unwrap(),
+    ]);
+    let run = run_gatehost(&a, &[("GATEHOST_CONFIG", cfg.to_str().unwrap())]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    // Without any configuration the allowlist is empty.
+    let run = run_gatehost(&a, &[("XDG_CONFIG_HOME", s.etc.to_str().unwrap())]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.reason(), "command 'true' is not in the allowlist");
+    // A named configuration that does not exist is an error, not defaults.
+    let run = run_gatehost(&a, &[("GATEHOST_CONFIG", "/nonexistent/gatehost.toml")]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().starts_with("cannot read configuration"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn a_bad_configuration_or_workspace_is_exit_2() {
+    let s = Scratch::new();
+    let run = s.check("[shell]\nallow = \"true\"\n", r#"{"command": "true"}"#, &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("shell.allow") || run.reason().contains("allow"),
+        "{}",
+        run.reason()
+    );
+    let gate = s.write("gate.json", r#"{"command": "true"}"#);
+    let run = run_gatehost(
+        &args(&[
+            "check",
+            "--json",
+            "--workspace",
+            "/nonexistent/ws",
+            gate.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(run.reason().contains("/nonexistent/ws"), "{}", run.reason());
+}
+
+#[test]
+fn human_output_shows_outcome_reason_and_the_output_tail() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let gate = s.write(
+        "gate.json",
+        &script_gate("gates/exit-with.sh", &["4"], 10_000),
+    );
+    let run = run_gatehost(
+        &args(&[
+            "check",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--workspace",
+            s.ws.to_str().unwrap(),
+            gate.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    let out = &run.stdout;
+    assert!(out.starts_with("FAIL  shell: bash "), "{out}");
+    assert!(out.contains("— exited with code 4  [run "), "{out}");
+    assert!(out.contains("| stdout of the gate"), "{out}");
+    assert!(out.contains("| stderr of the gate"), "{out}");
+}
+
+#[test]
+fn help_documents_the_command_and_exit_codes() {
+    let run = run_gatehost(&args(&["check", "--help"]), &[]);
+    assert_eq!(run.code, 0);
+    for needle in [
+        "--config",
+        "--workspace",
+        "--context",
+        "--json",
+        "GATE_FILE",
+        "0 pass, 1 fail",
+        "GATEHOST_CONFIG",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "--help lacks {needle}:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn the_shipped_example_passes() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ex = |p: &str| root.join("examples").join(p).display().to_string();
+    let run = run_gatehost(
+        &[
+            "check".into(),
+            "--json".into(),
+            "--config".into(),
+            ex("gatehost.toml"),
+            "--workspace".into(),
+            ex("workspace"),
+            "--context".into(),
+            ex("agent-message.txt"),
+            ex("gates.json"),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let json = run.json();
+    assert_eq!(json["gates"][0]["gate"], "unit tests");
+    assert_eq!(json["gates"][1]["reason"], "judge said PASS");
+}

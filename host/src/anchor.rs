@@ -101,7 +101,7 @@ impl WorkspaceAnchor {
         let shown = path.display().to_string();
         let escape = || AnchorError::Escape(shown.clone());
         let mut pending: VecDeque<OsString> = VecDeque::new();
-        push_components(&mut pending, path, 0).ok_or_else(escape)?;
+        push_components(&mut pending, path).ok_or_else(escape)?;
         let mut resolved: Vec<OsString> = Vec::new();
         let mut followed = 0usize;
         while let Some(part) = pending.pop_front() {
@@ -136,7 +136,7 @@ impl WorkspaceAnchor {
                     } else {
                         target
                     };
-                    push_components(&mut pending, &relative_target, 0).ok_or_else(escape)?;
+                    push_components(&mut pending, &relative_target).ok_or_else(escape)?;
                 }
                 Ok(_) => resolved.push(part),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => resolved.push(part),
@@ -204,7 +204,7 @@ fn is_cap_std_escape(e: &io::Error) -> bool {
 
 /// Queues the components of `path` at the front of `pending`, in order.
 /// Returns `None` for an absolute path or a prefix (they always escape).
-fn push_components(pending: &mut VecDeque<OsString>, path: &Path, _depth: usize) -> Option<()> {
+fn push_components(pending: &mut VecDeque<OsString>, path: &Path) -> Option<()> {
     let mut parts = Vec::new();
     for component in path.components() {
         match component {

@@ -145,13 +145,14 @@ fn check(args: CheckArgs) -> i32 {
 fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
     let anchor = WorkspaceAnchor::open(&args.workspace).map_err(|e| e.to_string())?;
     let config_path = HostConfig::locate(args.config.as_deref());
-    if let Some(p) = &config_path {
-        if p.exists() && anchor.contains_host_path(p) {
-            return Err(format!(
-                "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
-                p.display()
-            ));
-        }
+    if let Some(p) = &config_path
+        && p.exists()
+        && anchor.contains_host_path(p)
+    {
+        return Err(format!(
+            "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
+            p.display()
+        ));
     }
     let config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
     if !args.trust_workspace_gate_file

@@ -331,6 +331,20 @@ impl HostConfig {
             source,
         })?;
         let mut config = Self::from_toml(&text, &shown)?;
+        // `{config_dir}` in an adapter command names the directory of this
+        // file, so a configuration can ship its own judge scripts.
+        let dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        let dir = dir.display().to_string();
+        for adapter in config.adapters.values_mut() {
+            for arg in &mut adapter.command {
+                if arg.contains("{config_dir}") {
+                    *arg = arg.replace("{config_dir}", &dir);
+                }
+            }
+        }
         config.source = Some(path.to_path_buf());
         Ok(config)
     }

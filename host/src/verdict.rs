@@ -162,7 +162,7 @@ pub struct RunReport {
 
 impl RunReport {
     pub fn from_verdicts(gates: Vec<Verdict>, skipped: Vec<String>) -> Self {
-        let total = gates.len();
+        let total = gates.len() + skipped.len();
         let mut durations = Durations::default();
         for v in &gates {
             durations.queued_ms = durations.queued_ms.saturating_add(v.durations.queued_ms);
@@ -175,18 +175,12 @@ impl RunReport {
                 let reason = if total == 1 {
                     v.reason.clone()
                 } else {
-                    format!(
-                        "gate {} of {} ({}): {}",
-                        i + 1,
-                        total + skipped.len(),
-                        v.gate,
-                        v.reason
-                    )
+                    format!("gate {} of {} ({}): {}", i + 1, total, v.gate, v.reason)
                 };
                 (v.outcome, reason)
             }
             None if gates.is_empty() => (Outcome::Error, "the gate file holds no gate".to_string()),
-            None if total == 1 => (Outcome::Pass, gates[0].reason.clone()),
+            None if gates.len() == 1 => (Outcome::Pass, gates[0].reason.clone()),
             None => (Outcome::Pass, format!("all {total} gates passed")),
         };
         RunReport {

@@ -42,10 +42,10 @@ pub fn survivors(marker: &str) -> Vec<i32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-                if String::from_utf8_lossy(&cmdline).contains(&needle) {
-                    found.push(pid);
-                }
+            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline"))
+                && String::from_utf8_lossy(&cmdline).contains(&needle)
+            {
+                found.push(pid);
             }
         }
     }
@@ -221,6 +221,8 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
     for (k, v) in env {
         cmd.env(k, v);
     }
+    // Reaped below with wait4(2), which also reports its peak memory.
+    #[allow(clippy::zombie_processes)]
     let mut child = cmd.spawn().expect("spawn gatehost");
     let pid = child.id();
     let mut out = child.stdout.take().expect("stdout");

@@ -155,7 +155,7 @@ pub fn human_duration(d: Duration) -> String {
         format!("{ms} ms")
     } else if ms < 60_000 {
         let s = d.as_secs_f64();
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             format!("{} s", ms / 1000)
         } else {
             format!("{s:.1} s")

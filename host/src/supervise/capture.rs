@@ -46,6 +46,29 @@ impl TailBuffer {
     }
 }
 
+/// Reads `reader` to its end into a shared tail buffer, so that what was
+/// read is kept even if reading has to be abandoned.
+pub async fn capture_into<R: AsyncRead + Unpin>(
+    mut reader: R,
+    buf: std::sync::Arc<std::sync::Mutex<TailBuffer>>,
+) {
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) => break,
+            Ok(n) => buf
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "output stream read failed; keeping what was read");
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,28 +108,5 @@ mod tests {
         b.push(b"abc");
         assert!(b.truncated());
         assert!(b.into_bytes().is_empty());
-    }
-}
-
-/// Like [`capture`], but into a shared buffer, so that what was read is kept
-/// even if reading has to be abandoned.
-pub async fn capture_into<R: AsyncRead + Unpin>(
-    mut reader: R,
-    buf: std::sync::Arc<std::sync::Mutex<TailBuffer>>,
-) {
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) => break,
-            Ok(n) => buf
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "output stream read failed; keeping what was read");
-                break;
-            }
-        }
     }
 }

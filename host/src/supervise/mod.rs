@@ -184,12 +184,11 @@ impl Supervisor {
                 _ => false,
             };
             let spawned = command.spawn();
-            if entered {
-                if let Some(c) = &self.cgroups {
-                    if let Err(e) = c.leave() {
-                        tracing::error!(error = %e, "cannot leave the gate's cgroup");
-                    }
-                }
+            if entered
+                && let Some(c) = &self.cgroups
+                && let Err(e) = c.leave()
+            {
+                tracing::error!(error = %e, "cannot leave the gate's cgroup");
             }
             if let Ok(child) = &spawned {
                 reg.children.insert(child.id() as i32);

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh clone of a Debian machine with the Rust
+# toolchain (rustup) and nothing else. `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Lints first: they are cheap and fail fast.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Unit tests (host/) and whole-program tests (tests/), real processes and all.
+cargo test --workspace --locked
