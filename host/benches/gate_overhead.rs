@@ -1,0 +1,173 @@
+//! Overhead of a gate over spawning the same program directly.
+//!
+//! Run: `cargo bench -p gatehost --bench gate_overhead` (add `-- --rounds N`).
+//!
+//! Each round runs the baseline and the gate once, alternating, so that
+//! both see the same machine noise; the report gives medians, p90 and the
+//! ratio of medians. Cases:
+//! - shell: a shell gate running `true` vs `std::process::Command` running
+//!   `/usr/bin/true` with stdout and stderr captured;
+//! - judge: a judge gate whose adapter answers at once (`echo VERDICT: PASS`)
+//!   vs spawning that `echo` directly, writing the same prompt to its stdin
+//!   and capturing its output;
+//! - shell without cgroups: the shell case with the fallback containment.
+
+use gatehost::anchor::WorkspaceAnchor;
+use gatehost::config::HostConfig;
+use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
+use gatehost::verdict::Outcome;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let rounds = std::env::args()
+        .skip_while(|a| a != "--rounds")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000usize);
+    let ws = tempfile::tempdir().expect("tempdir");
+    let anchor = WorkspaceAnchor::open(ws.path()).expect("workspace");
+    let config = HostConfig::from_toml(
+        "[shell]\nallow = [\"true\"]\n[judge.adapters.instant]\ncommand = [\"echo\", \"VERDICT: PASS\"]\n",
+        "bench",
+    )
+    .expect("config");
+    let true_path = config.allow.admit("true").expect("true is on PATH");
+    let echo_path = which::which("echo").expect("echo is on PATH");
+    let runner = GateRunner::new(config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let shell = parse_gate_file(r#"{"command": "true"}"#)
+        .expect("gate")
+        .remove(0);
+    let judge =
+        parse_gate_file(r#"{"judge": {"adapter": "instant", "prompt": "Is the change tested?"}}"#)
+            .expect("gate")
+            .remove(0);
+    let ctx = GateContext {
+        text: Some("diff --git a/src/lib.rs b/src/lib.rs\n+fn added() {}\n".repeat(20)),
+    };
+    let prompt = gatehost::gate::prompt::build(
+        "Is the change tested?",
+        ctx.text.as_deref(),
+        None,
+        "0123456789abcdef0123456789abcdef",
+    );
+
+    println!(
+        "gate overhead, {rounds} alternating rounds, containment: {}",
+        runner.supervisor().containment()
+    );
+    let shell_case = measure(
+        rounds,
+        || {
+            let out = Command::new(&true_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .expect("spawn true");
+            assert!(out.status.success());
+        },
+        || {
+            let v = rt.block_on(runner.run_gate(&shell, &anchor, &ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        },
+    );
+    report("shell gate `true`", &shell_case);
+    let judge_case = measure(
+        rounds,
+        || {
+            let mut child = Command::new(&echo_path)
+                .arg("VERDICT: PASS")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn echo");
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(prompt.as_bytes());
+            }
+            let out = child.wait_with_output().expect("wait echo");
+            assert!(out.status.success());
+        },
+        || {
+            let v = rt.block_on(runner.run_gate(&judge, &anchor, &ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        },
+    );
+    report("judge gate, instant adapter", &judge_case);
+
+    // The same shell gate where cgroups are not used (process group plus
+    // the subreaper sweep, which reads the process table after each gate).
+    let fallback = GateRunner::with_supervisor(
+        HostConfig::from_toml("[shell]\nallow = [\"true\"]\n", "bench").expect("config"),
+        gatehost::supervise::Supervisor::without_cgroups(),
+    );
+    let fallback_case = measure(
+        rounds,
+        || {
+            let out = Command::new(&true_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .expect("spawn true");
+            assert!(out.status.success());
+        },
+        || {
+            let v = rt.block_on(fallback.run_gate(&shell, &anchor, &ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        },
+    );
+    report("shell gate `true`, without cgroups", &fallback_case);
+}
+
+struct Case {
+    baseline: Vec<Duration>,
+    gate: Vec<Duration>,
+}
+
+fn measure(rounds: usize, mut baseline: impl FnMut(), mut gate: impl FnMut()) -> Case {
+    for _ in 0..rounds / 10 + 10 {
+        baseline();
+        gate();
+    }
+    let mut case = Case {
+        baseline: Vec::with_capacity(rounds),
+        gate: Vec::with_capacity(rounds),
+    };
+    for _ in 0..rounds {
+        let t = Instant::now();
+        baseline();
+        case.baseline.push(t.elapsed());
+        let t = Instant::now();
+        gate();
+        case.gate.push(t.elapsed());
+    }
+    case
+}
+
+fn quantile(samples: &mut [Duration], q: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+    samples[i]
+}
+
+fn report(name: &str, case: &Case) {
+    let (mut b, mut g) = (case.baseline.clone(), case.gate.clone());
+    let (b50, b90) = (quantile(&mut b, 0.5), quantile(&mut b, 0.9));
+    let (g50, g90) = (quantile(&mut g, 0.5), quantile(&mut g, 0.9));
+    println!(
+        "{name}: bare spawn p50 {:.0} us, p90 {:.0} us | gate p50 {:.0} us, p90 {:.0} us | ratio of medians {:.2}x",
+        b50.as_secs_f64() * 1e6,
+        b90.as_secs_f64() * 1e6,
+        g50.as_secs_f64() * 1e6,
+        g90.as_secs_f64() * 1e6,
+        g50.as_secs_f64() / b50.as_secs_f64()
+    );
+}
