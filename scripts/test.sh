@@ -8,5 +8,8 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The gate plugins and the hostile plugin corpus, as WASI components.
+bash scripts/build-plugins.sh
+
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 cargo test --workspace --locked

@@ -50,6 +50,7 @@ fn main() {
             .remove(0);
     let ctx = GateContext {
         text: Some("diff --git a/src/lib.rs b/src/lib.rs\n+fn added() {}\n".repeat(20)),
+        ..GateContext::default()
     };
     let prompt = gatehost::gate::prompt::build(
         "Is the change tested?",

@@ -41,6 +41,28 @@ pub enum Command {
     /// Run the gate(s) of a gate file once against a workspace.
     #[command(after_help = AFTER_HELP)]
     Check(CheckArgs),
+    /// Work with WASM gate plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Show a plugin file's interface version, imports, exports, size and sha256.
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// Host configuration (TOML), for the component cache location.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The plugin file (.wasm).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -54,6 +76,9 @@ pub struct CheckArgs {
     /// Material for judge gates (the agent's last message, a diff); `-` reads stdin.
     #[arg(long, value_name = "FILE")]
     pub context: Option<PathBuf>,
+    /// The change as a unified diff (`git diff` output); plugins see its files.
+    #[arg(long, value_name = "FILE")]
+    pub diff: Option<PathBuf>,
     /// Print the result as one JSON object (`outcome`, `reason`, `gates`, ...).
     #[arg(long)]
     pub json: bool,
@@ -71,6 +96,7 @@ pub fn main() -> i32 {
     init_logging(&cli.log);
     match cli.command {
         Command::Check(args) => check(args),
+        Command::Plugin(PluginCommand::Inspect(args)) => inspect(args),
     }
 }
 
@@ -169,11 +195,15 @@ fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
         .map_err(|e| format!("cannot read gate file {}: {e}", args.gate_file.display()))?;
     let gates = parse_gate_file(&text)
         .map_err(|e| format!("gate file {}: {e}", args.gate_file.display()))?;
-    let context = match &args.context {
-        None => GateContext::default(),
-        Some(p) => GateContext {
-            text: Some(read_context(p)?),
-        },
+    if args.context.as_deref() == Some(Path::new("-"))
+        && args.diff.as_deref() == Some(Path::new("-"))
+    {
+        return Err("--context and --diff cannot both read stdin".into());
+    }
+    let context = GateContext {
+        text: args.context.as_deref().map(read_context).transpose()?,
+        diff: args.diff.as_deref().map(read_context).transpose()?,
+        ..GateContext::default()
     };
     Ok(Prepared {
         config,
@@ -270,4 +300,80 @@ fn render_tail(out: &mut String, name: &str, tail: &OutputTail) {
         let l: String = l.chars().take(200).collect();
         out.push_str(&format!("      | {l}\n"));
     }
+}
+
+fn inspect(args: InspectArgs) -> i32 {
+    match inspect_report(&args) {
+        Ok(report) => {
+            if args.json {
+                println!("{report}");
+            } else {
+                let list = |k: &str| {
+                    report[k]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str())
+                                .map(|s| format!("  {s}\n"))
+                                .collect::<String>()
+                        })
+                        .unwrap_or_default()
+                };
+                print!(
+                    "plugin: {}\nsize: {} bytes\nsha256: {}\ninterface: {}\nimports:\n{}exports:\n{}",
+                    report["file"].as_str().unwrap_or_default(),
+                    report["size"],
+                    report["sha256"].as_str().unwrap_or_default(),
+                    report["interface"]
+                        .as_str()
+                        .unwrap_or("none (not a gatehost gate plugin)"),
+                    list("imports"),
+                    list("exports"),
+                );
+                if let Some(problem) = report["problem"].as_str() {
+                    println!("problem: {problem}");
+                }
+            }
+            if report["problem"].is_null() { 0 } else { 1 }
+        }
+        Err(reason) => {
+            if args.json {
+                println!("{}", serde_json::json!({"error": reason}));
+            } else {
+                eprintln!("gatehost: error: {reason}");
+            }
+            2
+        }
+    }
+}
+
+fn inspect_report(args: &InspectArgs) -> Result<serde_json::Value, String> {
+    let config = HostConfig::load(HostConfig::locate(args.config.as_deref()).as_deref())
+        .map_err(|e| e.to_string())?;
+    let host = crate::wasm::WasmHost::new(config.wasm).map_err(|e| e.to_string())?;
+    let name = args
+        .file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?;
+    let (imports, exports) = host.interface(&file).map_err(|e| e.to_string())?;
+    let interface = imports
+        .iter()
+        .find_map(|i| i.strip_prefix("gatehost:gate/host@"))
+        .map(|v| format!("gatehost:gate@{v}"));
+    let problem = host
+        .load(crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?)
+        .err()
+        .map(|e| e.to_string());
+    Ok(serde_json::json!({
+        "file": args.file.display().to_string(),
+        "size": file.bytes.len(),
+        "sha256": file.digest,
+        "interface": interface,
+        "world": if exports.iter().any(|e| e == "evaluate") { Some("gate-plugin") } else { None },
+        "imports": imports,
+        "exports": exports,
+        "problem": problem,
+    }))
 }

@@ -46,6 +46,76 @@ struct ConfigFile {
     judge: JudgeSection,
     #[serde(default)]
     limits: LimitsSection,
+    #[serde(default)]
+    wasm: WasmSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WasmSection {
+    #[serde(default)]
+    plugin_dirs: Vec<String>,
+    cache_dir: Option<String>,
+    default_timeout_ms: Option<u64>,
+    max_timeout_ms: Option<u64>,
+    default_fuel: Option<u64>,
+    max_fuel: Option<u64>,
+    default_memory_mib: Option<u64>,
+    max_memory_mib: Option<u64>,
+    default_output_bytes: Option<u64>,
+    max_output_bytes: Option<u64>,
+    default_judge_calls: Option<u32>,
+    max_judge_calls: Option<u32>,
+}
+
+/// Bounds on one plugin evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginBounds {
+    pub timeout: Duration,
+    /// Instructions (wasmtime fuel units).
+    pub fuel: u64,
+    /// Summed over all the plugin's linear memories.
+    pub memory_bytes: u64,
+    /// Per stream (stdout, stderr), and for the returned verdict.
+    pub output_bytes: u64,
+    pub judge_calls: u32,
+}
+
+/// Where plugins come from and how far they may go.
+#[derive(Debug, Clone)]
+pub struct WasmConfig {
+    /// Directories searched for `<name>.wasm` when a gate names a plugin.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Compiled components are cached here (never inside a workspace).
+    pub cache_dir: Option<PathBuf>,
+    /// What a gate gets when it does not ask.
+    pub defaults: PluginBounds,
+    /// The most a gate may ask for.
+    pub maxima: PluginBounds,
+}
+
+impl Default for WasmConfig {
+    fn default() -> Self {
+        const MIB: u64 = 1024 * 1024;
+        WasmConfig {
+            plugin_dirs: Vec::new(),
+            cache_dir: dirs::cache_dir().map(|d| d.join("gatehost").join("components")),
+            defaults: PluginBounds {
+                timeout: Duration::from_secs(5),
+                fuel: 5_000_000_000,
+                memory_bytes: 128 * MIB,
+                output_bytes: 64 * 1024,
+                judge_calls: 4,
+            },
+            maxima: PluginBounds {
+                timeout: Duration::from_secs(300),
+                fuel: 500_000_000_000,
+                memory_bytes: 2048 * MIB,
+                output_bytes: 16 * MIB,
+                judge_calls: 32,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -289,6 +359,7 @@ pub struct HostConfig {
     /// The host PATH captured at load: programs are looked up on it, and
     /// gates receive it.
     pub host_path: Option<OsString>,
+    pub wasm: WasmConfig,
 }
 
 impl Default for HostConfig {
@@ -302,6 +373,7 @@ impl Default for HostConfig {
             output_cap: DEFAULT_OUTPUT_CAP,
             kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
             host_path: std::env::var_os("PATH"),
+            wasm: WasmConfig::default(),
         }
     }
 }
@@ -345,6 +417,10 @@ impl HostConfig {
                 }
             }
         }
+        let expand =
+            |p: &Path| PathBuf::from(p.display().to_string().replace("{config_dir}", &dir));
+        config.wasm.plugin_dirs = config.wasm.plugin_dirs.iter().map(|p| expand(p)).collect();
+        config.wasm.cache_dir = config.wasm.cache_dir.as_deref().map(expand);
         config.source = Some(path.to_path_buf());
         Ok(config)
     }
@@ -403,6 +479,65 @@ impl HostConfig {
         }
         if let Some(ms) = file.limits.kill_grace_ms {
             config.kill_grace = Duration::from_millis(ms);
+        }
+        let w = file.wasm;
+        config.wasm.plugin_dirs = w.plugin_dirs.iter().map(PathBuf::from).collect();
+        if let Some(dir) = w.cache_dir {
+            config.wasm.cache_dir = Some(PathBuf::from(dir));
+        }
+        let (d, m) = (&mut config.wasm.defaults, &mut config.wasm.maxima);
+        const MIB: u64 = 1024 * 1024;
+        let ms = Duration::from_millis;
+        if let Some(v) = w.default_timeout_ms {
+            d.timeout = ms(v)
+        }
+        if let Some(v) = w.max_timeout_ms {
+            m.timeout = ms(v)
+        }
+        if let Some(v) = w.default_fuel {
+            d.fuel = v
+        }
+        if let Some(v) = w.max_fuel {
+            m.fuel = v
+        }
+        if let Some(v) = w.default_memory_mib {
+            d.memory_bytes = v.saturating_mul(MIB)
+        }
+        if let Some(v) = w.max_memory_mib {
+            m.memory_bytes = v.saturating_mul(MIB)
+        }
+        if let Some(v) = w.default_output_bytes {
+            d.output_bytes = v
+        }
+        if let Some(v) = w.max_output_bytes {
+            m.output_bytes = v
+        }
+        if let Some(v) = w.default_judge_calls {
+            d.judge_calls = v
+        }
+        if let Some(v) = w.max_judge_calls {
+            m.judge_calls = v
+        }
+        for (key, zero) in [
+            ("wasm.default_timeout_ms", d.timeout.is_zero()),
+            ("wasm.default_fuel", d.fuel == 0),
+            ("wasm.default_memory_mib", d.memory_bytes == 0),
+            ("wasm.default_output_bytes", d.output_bytes == 0),
+        ] {
+            if zero {
+                return Err(invalid(key, "must be at least 1".into()));
+            }
+        }
+        for (key, over) in [
+            ("wasm.default_timeout_ms", d.timeout > m.timeout),
+            ("wasm.default_fuel", d.fuel > m.fuel),
+            ("wasm.default_memory_mib", d.memory_bytes > m.memory_bytes),
+            ("wasm.default_output_bytes", d.output_bytes > m.output_bytes),
+            ("wasm.default_judge_calls", d.judge_calls > m.judge_calls),
+        ] {
+            if over {
+                return Err(invalid(key, "must not exceed its max_ counterpart".into()));
+            }
         }
         Ok(config)
     }

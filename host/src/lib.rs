@@ -8,6 +8,7 @@
 //!   nothing left behind;
 //! - [`gate`]: gate objects and the shell and judge gates;
 //! - [`verdict`]: the one result type of every gate;
+//! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist, adapters, limits);
 //! - [`cli`]: the `gatehost` command line.
 //!
@@ -21,3 +22,4 @@ pub mod config;
 pub mod gate;
 pub mod supervise;
 pub mod verdict;
+pub mod wasm;

@@ -6,35 +6,66 @@
 //! parses gate files. A gate never returns `pass` by default: every path
 //! that is not an explicit success is `fail` or `error`.
 
+pub mod diff;
 mod judge;
 mod shell;
 pub mod spec;
+mod wasm;
 
 pub use judge::prompt;
+pub use wasm::bounds_for;
+
+/// The judge machinery, for the WASM host's `judge` import.
+pub(crate) mod judge_api {
+    pub(crate) use super::judge::{JudgeRequest, run_request};
+}
 pub use spec::{GateSpec, SpecError, parse_gate_file};
 
 use crate::anchor::WorkspaceAnchor;
 use crate::config::HostConfig;
 use crate::supervise::{ProcessRun, Supervisor, Termination};
 use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
+use crate::wasm::WasmHost;
 use std::ffi::OsString;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Material a gate may judge: for now the caller's context text (the
-/// agent's last message, a diff).
+/// What a gate may look at beyond the workspace.
 #[derive(Debug, Clone, Default)]
 pub struct GateContext {
+    /// Material for judges (the agent's last message, a diff); plugins see
+    /// it as `last-message`.
     pub text: Option<String>,
+    /// A unified diff of the change: plugins get its files as
+    /// `changed-files` and each file's part through `file-diff`.
+    pub diff: Option<String>,
+    pub session_id: Option<String>,
+    pub policy_id: Option<String>,
 }
 
-/// Runs gates. One per host: the judge slots are host-wide.
-#[derive(Debug)]
+/// Runs gates. One per host: the judge slots are host-wide. Cheap to clone
+/// (the clones share everything).
+#[derive(Clone)]
 pub struct GateRunner {
-    config: Arc<HostConfig>,
+    inner: Arc<RunnerInner>,
+}
+
+struct RunnerInner {
+    config: HostConfig,
     supervisor: Supervisor,
     judge_slots: Arc<Semaphore>,
+    /// Started on the first WASM gate (an engine is not free).
+    wasm: OnceLock<Result<WasmHost, String>>,
+}
+
+impl std::fmt::Debug for GateRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateRunner")
+            .field("containment", &self.inner.supervisor.containment())
+            .field("judge_slots", &self.inner.config.judge_slots)
+            .finish()
+    }
 }
 
 impl GateRunner {
@@ -45,25 +76,39 @@ impl GateRunner {
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
         let slots = config.judge_slots.max(1);
         GateRunner {
-            config: Arc::new(config),
-            supervisor,
-            judge_slots: Arc::new(Semaphore::new(slots)),
+            inner: Arc::new(RunnerInner {
+                config,
+                supervisor,
+                judge_slots: Arc::new(Semaphore::new(slots)),
+                wasm: OnceLock::new(),
+            }),
         }
     }
 
     pub fn config(&self) -> &HostConfig {
-        &self.config
+        &self.inner.config
     }
 
     pub fn supervisor(&self) -> &Supervisor {
-        &self.supervisor
+        &self.inner.supervisor
+    }
+
+    /// The host's WASM engine, started on first use.
+    pub fn wasm_host(&self) -> Result<&WasmHost, String> {
+        self.inner
+            .wasm
+            .get_or_init(|| {
+                WasmHost::new(self.inner.config.wasm.clone()).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Waits (FIFO: tokio's semaphore is fair) for a judge slot.
     async fn acquire_judge_slot(&self) -> OwnedSemaphorePermit {
         loop {
             // The semaphore is never closed, so this only loops in theory.
-            if let Ok(permit) = self.judge_slots.clone().acquire_owned().await {
+            if let Ok(permit) = self.inner.judge_slots.clone().acquire_owned().await {
                 return permit;
             }
             tokio::task::yield_now().await;
@@ -82,6 +127,7 @@ impl GateRunner {
             GateSpec::Judge { judge: j, .. } => {
                 judge::run(self, gate, j, anchor, ctx.text.as_deref()).await
             }
+            GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await,
         };
         tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
         verdict

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_secs(120);
+pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest timeout a gate may ask for: one day.
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -70,6 +71,53 @@ pub struct JudgeGate {
     pub nonce: bool,
 }
 
+/// The judge a WASM plugin's `judge` import uses.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginJudge {
+    pub adapter: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub nonce: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WasmGate {
+    /// A plugin name (found in the host's plugin directories) or a path
+    /// (absolute, or relative to the workspace).
+    pub plugin: String,
+    /// The plugin file's sha256, hex. Required for a file inside the workspace.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// The plugin's own configuration (a JSON object).
+    #[serde(default)]
+    pub config: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    #[serde(default, rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    #[serde(default)]
+    pub max_output_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_judge_calls: Option<u32>,
+    #[serde(default)]
+    pub judge: Option<PluginJudge>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WasmWrapper {
+    #[serde(default)]
+    name: Option<String>,
+    wasm: WasmGate,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JudgeWrapper {
@@ -79,12 +127,16 @@ struct JudgeWrapper {
 }
 
 /// One gate of any kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum GateSpec {
     Shell(ShellGate),
     Judge {
         name: Option<String>,
         judge: JudgeGate,
+    },
+    Wasm {
+        name: Option<String>,
+        wasm: WasmGate,
     },
 }
 
@@ -105,6 +157,9 @@ impl GateSpec {
                 Some(m) => format!("judge: {} ({m})", judge.adapter),
                 None => format!("judge: {}", judge.adapter),
             }),
+            GateSpec::Wasm { name, wasm } => name
+                .clone()
+                .unwrap_or_else(|| truncate_label(format!("wasm: {}", wasm.plugin))),
         }
     }
 
@@ -112,6 +167,7 @@ impl GateSpec {
     pub fn cost_class(&self) -> u8 {
         match self {
             GateSpec::Shell(_) => 0,
+            GateSpec::Wasm { .. } => 1,
             GateSpec::Judge { .. } => 2,
         }
     }
@@ -126,6 +182,10 @@ impl GateSpec {
                 .timeout_ms
                 .map(Duration::from_millis)
                 .unwrap_or(DEFAULT_JUDGE_TIMEOUT),
+            GateSpec::Wasm { wasm, .. } => wasm
+                .timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_WASM_TIMEOUT),
         }
     }
 }
@@ -164,7 +224,6 @@ pub fn parse_gate_file(text: &str) -> Result<Vec<GateSpec>, SpecError> {
 
 /// Parses and validates one gate object; `at` prefixes field names.
 pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
-    let field = |name: &str| join_field(at, name);
     let Value::Object(map) = &value else {
         return Err(SpecError {
             field: if at.is_empty() {
@@ -182,10 +241,11 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
             judge: w.judge,
         }
     } else if map.contains_key("wasm") {
-        return Err(SpecError {
-            field: field("wasm"),
-            message: "WASM gate plugins are not supported by this build yet".into(),
-        });
+        let w: WasmWrapper = deserialize(value, at)?;
+        GateSpec::Wasm {
+            name: w.name,
+            wasm: w.wasm,
+        }
     } else if map.contains_key("command") {
         GateSpec::Shell(deserialize(value, at)?)
     } else {
@@ -195,7 +255,7 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
             } else {
                 at.to_string()
             },
-            message: "a gate needs \"command\" (a shell gate) or \"judge\" (a judge gate)".into(),
+            message: "a gate needs \"command\" (a shell gate), \"judge\" (a judge gate) or \"wasm\" (a plugin)".into(),
         });
     };
     validate(&spec, at)?;
@@ -279,6 +339,33 @@ fn validate(spec: &GateSpec, at: &str) -> Result<(), SpecError> {
             }
             no_nul("judge.prompt", &judge.prompt)?;
             timeout("judge.timeoutMs", judge.timeout_ms)?;
+        }
+        GateSpec::Wasm { wasm, .. } => {
+            if wasm.plugin.trim().is_empty() {
+                return Err(err("wasm.plugin", "must not be empty"));
+            }
+            no_nul("wasm.plugin", &wasm.plugin)?;
+            if let Some(d) = &wasm.sha256
+                && (d.len() != 64 || !d.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                return Err(err("wasm.sha256", "must be 64 hexadecimal digits"));
+            }
+            timeout("wasm.timeoutMs", wasm.timeout_ms)?;
+            for (name, v) in [
+                ("wasm.fuel", wasm.fuel),
+                ("wasm.memoryMiB", wasm.memory_mib),
+                ("wasm.maxOutputBytes", wasm.max_output_bytes),
+            ] {
+                if v == Some(0) {
+                    return Err(err(name, "must be at least 1"));
+                }
+            }
+            if let Some(j) = &wasm.judge {
+                if j.adapter.trim().is_empty() {
+                    return Err(err("wasm.judge.adapter", "must not be empty"));
+                }
+                timeout("wasm.judge.timeoutMs", j.timeout_ms)?;
+            }
         }
     }
     Ok(())

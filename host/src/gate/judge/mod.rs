@@ -18,6 +18,18 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// One judge run: the adapter to use and the rubric or prompt to send.
+#[derive(Debug, Clone)]
+pub(crate) struct JudgeRequest<'a> {
+    pub label: String,
+    pub adapter: &'a str,
+    pub model: Option<&'a str>,
+    pub rubric: &'a str,
+    pub context: Option<&'a str>,
+    pub timeout: std::time::Duration,
+    pub nonce: bool,
+}
+
 /// Runs one judge gate. `context` is the material to judge, if any.
 pub(super) async fn run(
     runner: &GateRunner,
@@ -26,9 +38,45 @@ pub(super) async fn run(
     anchor: &WorkspaceAnchor,
     context: Option<&str>,
 ) -> Verdict {
-    let label = spec.label();
+    let request = JudgeRequest {
+        label: spec.label(),
+        adapter: &judge.adapter,
+        model: judge.model.as_deref(),
+        rubric: &judge.prompt,
+        context,
+        timeout: spec.timeout(),
+        nonce: judge.nonce,
+    };
+    run_request(runner, request, anchor).await.verdict
+}
+
+/// A judge's verdict and, when it gave one, its decision.
+#[derive(Debug, Clone)]
+pub(crate) struct JudgedVerdict {
+    pub verdict: Verdict,
+    pub decision: Option<Decision>,
+}
+
+impl From<Verdict> for JudgedVerdict {
+    fn from(verdict: Verdict) -> Self {
+        JudgedVerdict {
+            verdict,
+            decision: None,
+        }
+    }
+}
+
+/// Runs a judge: builds the prompt, waits for a slot, runs the adapter
+/// under supervision and reads the verdict. Shared by judge gates and the
+/// `judge` import of WASM plugins.
+pub(crate) async fn run_request(
+    runner: &GateRunner,
+    req: JudgeRequest<'_>,
+    anchor: &WorkspaceAnchor,
+) -> JudgedVerdict {
+    let label = req.label.clone();
     let config = runner.config();
-    let name = &judge.adapter;
+    let name = req.adapter;
     let Some(adapter) = config.adapters.get(name) else {
         let known: Vec<&str> = config.adapters.keys().map(String::as_str).collect();
         return Verdict::error(
@@ -37,11 +85,12 @@ pub(super) async fn run(
                 "judge adapter '{name}' is not configured (configured: {})",
                 known.join(", ")
             ),
-        );
+        )
+        .into();
     };
-    let argv = match adapter.argv(name, judge.model.as_deref()) {
+    let argv = match adapter.argv(name, req.model) {
         Ok(a) => a,
-        Err(reason) => return Verdict::error(label, reason),
+        Err(reason) => return Verdict::error(label, reason).into(),
     };
     let program = match resolve_program(&argv[0], config.host_path.as_deref()) {
         Some(p) => p,
@@ -52,18 +101,21 @@ pub(super) async fn run(
                     "judge adapter '{name}': program '{}' was not found on the host PATH",
                     argv[0]
                 ),
-            );
+            )
+            .into();
         }
     };
     let cwd = match anchor.open_dir(Path::new(".")) {
         Ok(d) => d,
-        Err(e) => return Verdict::error(label, e.to_string()),
+        Err(e) => return Verdict::error(label, e.to_string()).into(),
     };
 
-    let nonce = judge.nonce.then(random_token);
-    let context = context.map(|c| cap_context(c, config.max_context_bytes));
+    let nonce = req.nonce.then(random_token);
+    let context = req
+        .context
+        .map(|c| cap_context(c, config.max_context_bytes));
     let prompt_text = prompt::build(
-        &judge.prompt,
+        req.rubric,
         context.as_deref(),
         nonce.as_deref(),
         &random_token(),
@@ -76,8 +128,7 @@ pub(super) async fn run(
         }
     }
     let args: Vec<OsString> = argv[1..].iter().map(OsString::from).collect();
-    let timeout = spec.timeout();
-
+    let timeout = req.timeout;
     let queued_at = Instant::now();
     let permit = runner.acquire_judge_slot().await;
     let queued = queued_at.elapsed();
@@ -107,10 +158,11 @@ pub(super) async fn run(
                 format!("judge adapter '{name}' failed to start: {e}"),
             );
             v.durations = Durations::new(queued, std::time::Duration::ZERO);
-            return v;
+            return v.into();
         }
     };
     let stdout_text = String::from_utf8_lossy(&run.stdout.clone().into_bytes()).into_owned();
+    let mut decision = None;
     let (outcome, reason) = if run.timed_out {
         (
             Outcome::Fail,
@@ -123,6 +175,7 @@ pub(super) async fn run(
         match run.termination {
             Termination::Exited(0) => {
                 let parsed = prompt::parse(&stdout_text, nonce.as_deref());
+                decision = parsed.decision;
                 match parsed.decision {
                     Some(Decision::Pass) => (Outcome::Pass, "judge said PASS".to_string()),
                     Some(Decision::Fail) => (Outcome::Fail, "judge said FAIL".to_string()),
@@ -160,7 +213,10 @@ pub(super) async fn run(
     };
     let mut v = Verdict::new(outcome, label, reason);
     fill_process_details(&mut v, run, queued);
-    v
+    JudgedVerdict {
+        verdict: v,
+        decision,
+    }
 }
 
 fn resolve_program(program: &str, host_path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {

@@ -1,0 +1,232 @@
+//! The WASM gate: a third-party plugin run by the WASM host, confined to
+//! the workspace and bounded.
+//!
+//! Resolves the plugin (a name in the host's plugin directories, or a path
+//! that must be pinned by sha256 when it lies inside the workspace), checks
+//! the gate's bounds against the host's maxima, and maps the plugin's answer
+//! to a verdict: its decision is `pass` or `fail`; anything that stops it
+//! from deciding (a trap, a bound, a refused import) is `error`.
+
+use super::{GateContext, GateRunner, diff};
+use crate::anchor::WorkspaceAnchor;
+use crate::config::PluginBounds;
+use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
+use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
+use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError, PluginFile};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub(super) async fn run(
+    runner: &GateRunner,
+    spec: &GateSpec,
+    gate: &WasmGate,
+    anchor: &WorkspaceAnchor,
+    ctx: &GateContext,
+) -> Verdict {
+    let label = spec.label();
+    let started = Instant::now();
+    let host = match runner.wasm_host() {
+        Ok(h) => h,
+        Err(e) => return Verdict::error(label, e),
+    };
+    let file = match resolve_plugin(runner, gate, anchor) {
+        Ok(f) => f,
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+    let bounds = match bounds_for(
+        gate,
+        &file.name,
+        host.config().defaults,
+        host.config().maxima,
+    ) {
+        Ok(b) => b,
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+    let plugin = match host.load(file) {
+        Ok((p, _)) => p,
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+    let files = ctx.diff.as_deref().map(diff::split).unwrap_or_default();
+    let config = gate.config.clone().unwrap_or_default();
+    let context = PluginContext {
+        session_id: ctx.session_id.clone(),
+        policy_id: ctx.policy_id.clone(),
+        config: config
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect(),
+        config_json: serde_json::Value::Object(config).to_string(),
+        last_message: ctx.text.clone(),
+        changed_files: files.iter().map(|f| (f.path.clone(), f.kind)).collect(),
+    };
+    let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.text)).collect());
+    let anchor_copy = match WorkspaceAnchor::open(anchor.root()) {
+        Ok(a) => Arc::new(a),
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+    let judge = JudgeBridge {
+        runner: runner.clone(),
+        anchor: anchor_copy,
+        adapter: gate.judge.as_ref().map(|j| j.adapter.clone()),
+        model: gate.judge.as_ref().and_then(|j| j.model.clone()),
+        timeout: gate
+            .judge
+            .as_ref()
+            .and_then(|j| j.timeout_ms)
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_JUDGE_TIMEOUT),
+        nonce: gate.judge.as_ref().is_some_and(|j| j.nonce),
+        max_calls: bounds.judge_calls,
+    };
+    let evaluation = Evaluation {
+        context,
+        bounds,
+        workspace_root: anchor.root().to_path_buf(),
+        diffs,
+        judge,
+    };
+    let result = host.evaluate(&plugin, evaluation).await;
+    let tail = |bytes: Vec<u8>, cap: u64| OutputTail {
+        truncated: bytes.len() as u64 >= cap,
+        total_bytes: bytes.len() as u64,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    };
+    let mut v = match result {
+        Ok(pv) => {
+            let outcome = if pv.passed {
+                Outcome::Pass
+            } else {
+                Outcome::Fail
+            };
+            let reason = if pv.summary.is_empty() {
+                format!(
+                    "plugin '{}' said {}",
+                    plugin.name,
+                    if pv.passed { "pass" } else { "fail" }
+                )
+            } else {
+                pv.summary.clone()
+            };
+            let mut v = Verdict::new(outcome, label, reason);
+            v.findings = pv.findings;
+            v.stdout = Some(tail(pv.stdout, bounds.output_bytes));
+            v.stderr = Some(tail(pv.stderr, bounds.output_bytes));
+            v
+        }
+        Err((e, captured)) => {
+            tracing::warn!(plugin = %plugin.name, error = %e, "plugin could not decide");
+            let mut v = Verdict::error(label, e.to_string());
+            v.timed_out = matches!(e, PluginError::Timeout { .. });
+            v.stdout = Some(tail(captured.stdout, bounds.output_bytes));
+            v.stderr = Some(tail(captured.stderr, bounds.output_bytes));
+            v
+        }
+    };
+    v.durations = Durations::new(Duration::ZERO, started.elapsed());
+    v
+}
+
+/// Finds and reads the plugin file, enforcing the digest rules.
+fn resolve_plugin(
+    runner: &GateRunner,
+    gate: &WasmGate,
+    anchor: &WorkspaceAnchor,
+) -> Result<PluginFile, PluginError> {
+    let spelled = gate.plugin.as_str();
+    let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
+    let (name, path, in_workspace) = if !is_path {
+        let host = runner.wasm_host().map_err(PluginError::Engine)?;
+        let path = host.find_named(spelled)?;
+        let inside = anchor.contains_host_path(&path);
+        (spelled.to_string(), path, inside)
+    } else if Path::new(spelled).is_absolute() {
+        let path = PathBuf::from(spelled);
+        let inside = anchor.contains_host_path(&path);
+        (file_stem(&path), path, inside)
+    } else {
+        let rel = anchor
+            .resolve(Path::new(spelled))
+            .map_err(|e| PluginError::Unreadable {
+                plugin: spelled.to_string(),
+                message: e.to_string(),
+            })?;
+        let path = anchor.root().join(rel);
+        (file_stem(&path), path, true)
+    };
+    if in_workspace && gate.sha256.is_none() {
+        return Err(PluginError::UnpinnedInWorkspace { plugin: name });
+    }
+    let file = PluginFile::read(&name, &path)?;
+    if let Some(expected) = &gate.sha256
+        && !expected.eq_ignore_ascii_case(&file.digest)
+    {
+        return Err(PluginError::DigestMismatch {
+            plugin: name,
+            expected: expected.to_ascii_lowercase(),
+            actual: file.digest,
+        });
+    }
+    Ok(file)
+}
+
+fn file_stem(p: &Path) -> String {
+    p.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// The gate's bounds: its own within the host's maxima, else the defaults.
+pub fn bounds_for(
+    gate: &WasmGate,
+    plugin: &str,
+    defaults: PluginBounds,
+    maxima: PluginBounds,
+) -> Result<PluginBounds, PluginError> {
+    const MIB: u64 = 1024 * 1024;
+    let over = |bound: &'static str, asked: u64, max: u64| PluginError::OverMaximum {
+        plugin: plugin.to_string(),
+        bound,
+        asked,
+        max,
+    };
+    let mut b = defaults;
+    if let Some(ms) = gate.timeout_ms {
+        let max = maxima.timeout.as_millis() as u64;
+        if ms > max {
+            return Err(over("timeoutMs", ms, max));
+        }
+        b.timeout = Duration::from_millis(ms);
+    }
+    if let Some(f) = gate.fuel {
+        if f > maxima.fuel {
+            return Err(over("fuel", f, maxima.fuel));
+        }
+        b.fuel = f;
+    }
+    if let Some(m) = gate.memory_mib {
+        if m.saturating_mul(MIB) > maxima.memory_bytes {
+            return Err(over("memoryMiB", m, maxima.memory_bytes / MIB));
+        }
+        b.memory_bytes = m * MIB;
+    }
+    if let Some(o) = gate.max_output_bytes {
+        if o > maxima.output_bytes {
+            return Err(over("maxOutputBytes", o, maxima.output_bytes));
+        }
+        b.output_bytes = o;
+    }
+    if let Some(j) = gate.max_judge_calls {
+        if j > maxima.judge_calls {
+            return Err(over("maxJudgeCalls", j as u64, maxima.judge_calls as u64));
+        }
+        b.judge_calls = j;
+    }
+    Ok(b)
+}

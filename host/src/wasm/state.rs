@@ -1,0 +1,189 @@
+//! The per-evaluation store state: WASI context, bounds bookkeeping, and
+//! the host functions a plugin imports (`log`, `file-diff`, `judge`).
+//!
+//! A store (and so this state) lives for exactly one evaluation and is
+//! dropped afterwards, trapped or not.
+
+use super::bindings::gatehost::gate::host::{self, JudgeReply, LogLevel};
+use super::bindings::gatehost::gate::types::{self, Decision};
+use crate::anchor::WorkspaceAnchor;
+use crate::gate::GateRunner;
+use crate::gate::judge_api::{JudgeRequest, run_request};
+use crate::gate::prompt::Decision as JudgeDecision;
+use crate::verdict::Outcome;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The most judge text handed back to a plugin (the tail is kept).
+const JUDGE_TEXT_CAP: usize = 64 * 1024;
+/// The most log lines kept from one evaluation.
+const LOG_LINES_CAP: usize = 200;
+
+/// Which bound an evaluation hit, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundHit {
+    JudgeCalls,
+}
+
+/// How the plugin's `judge` import reaches the host's judge gate.
+#[derive(Debug, Clone)]
+pub struct JudgeBridge {
+    pub runner: GateRunner,
+    pub anchor: Arc<WorkspaceAnchor>,
+    pub adapter: Option<String>,
+    pub model: Option<String>,
+    pub timeout: Duration,
+    pub nonce: bool,
+    pub max_calls: u32,
+}
+
+pub struct PluginState {
+    pub plugin: String,
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub limiter: MemoryBudget,
+    pub diffs: Arc<BTreeMap<String, String>>,
+    pub judge: JudgeBridge,
+    pub judge_calls: u32,
+    pub bound_hit: Option<BoundHit>,
+    pub logs: Vec<String>,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// One memory budget across all of a plugin's linear memories and tables'
+/// growth (wasmtime's `StoreLimits` bounds each memory separately).
+#[derive(Debug)]
+pub struct MemoryBudget {
+    pub max_bytes: u64,
+    pub used_bytes: u64,
+    pub exceeded: bool,
+}
+
+impl ResourceLimiter for MemoryBudget {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let extra = desired.saturating_sub(current) as u64;
+        if self.used_bytes.saturating_add(extra) > self.max_bytes {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        self.used_bytes += extra;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold references; a million entries is far beyond any
+        // honest plugin.
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl types::Host for PluginState {}
+
+impl host::Host for PluginState {
+    async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        let message: String = message.chars().take(2000).collect();
+        let plugin = &self.plugin;
+        match level {
+            LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            LogLevel::Info => tracing::info!(plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+        if self.logs.len() < LOG_LINES_CAP {
+            self.logs.push(message);
+        }
+        Ok(())
+    }
+
+    async fn file_diff(&mut self, path: String) -> wasmtime::Result<Result<String, String>> {
+        Ok(self
+            .diffs
+            .get(path.trim_start_matches("./"))
+            .cloned()
+            .ok_or_else(|| format!("no diff is known for {path}")))
+    }
+
+    async fn judge(&mut self, prompt: String) -> wasmtime::Result<Result<JudgeReply, String>> {
+        self.judge_calls += 1;
+        if self.judge_calls > self.judge.max_calls {
+            self.bound_hit = Some(BoundHit::JudgeCalls);
+            return Err(wasmtime::format_err!(
+                "plugin exceeded its limit of {} judge call(s) per evaluation",
+                self.judge.max_calls
+            ));
+        }
+        let Some(adapter) = self.judge.adapter.clone() else {
+            return Ok(Err(
+                "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
+            ));
+        };
+        let bridge = self.judge.clone();
+        let request = JudgeRequest {
+            label: format!("judge for plugin {}: {adapter}", self.plugin),
+            adapter: &adapter,
+            model: bridge.model.as_deref(),
+            rubric: &prompt,
+            context: None,
+            timeout: bridge.timeout,
+            nonce: bridge.nonce,
+        };
+        // The judge gate bounds itself (its own timeout, then kill); epochs
+        // do not interrupt host calls.
+        let judged = run_request(&bridge.runner, request, &bridge.anchor).await;
+        let verdict = judged.verdict;
+        let text = verdict
+            .stdout
+            .as_ref()
+            .map(|t| tail(&t.text, JUDGE_TEXT_CAP))
+            .unwrap_or_default();
+        Ok(match (verdict.outcome, judged.decision) {
+            (Outcome::Error, _) => Err(verdict.reason),
+            (_, Some(JudgeDecision::Pass)) => Ok(JudgeReply {
+                decision: Some(Decision::Pass),
+                text,
+            }),
+            (_, Some(JudgeDecision::Fail)) => Ok(JudgeReply {
+                decision: Some(Decision::Fail),
+                text,
+            }),
+            // No verdict or a timeout: the judge decided nothing (fail closed).
+            (_, None) => Ok(JudgeReply {
+                decision: None,
+                text: format!("{}\n{text}", verdict.reason),
+            }),
+        })
+    }
+}
+
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}

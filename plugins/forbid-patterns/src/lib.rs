@@ -1,0 +1,218 @@
+//! forbid-patterns: fails when a file matches a forbidden regex.
+//!
+//! Config (the wasm gate's `config`):
+//! ```json
+//! {
+//!   "scope": "changed",            // or "all": every file of the workspace
+//!   "addedLinesOnly": false,       // with "changed": only lines the diff adds
+//!   "failOn": "error",             // the least severity that fails the gate
+//!   "maxFileBytes": 1048576,       // larger files are skipped (and reported)
+//!   "rules": [
+//!     {"id": "no-dbg", "pattern": "dbg!\\(", "paths": ["**/*.rs"],
+//!      "exclude": ["tests/**"], "message": "remove dbg!", "severity": "error"}
+//!   ]
+//! }
+//! ```
+
+use gatehost_plugin::{ChangeKind, Context, Finding, Plugin, Severity, Verdict};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use regex::Regex;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Config {
+    #[serde(default = "default_scope")]
+    scope: String,
+    #[serde(default)]
+    added_lines_only: bool,
+    #[serde(default = "default_fail_on")]
+    fail_on: String,
+    #[serde(default = "default_max_file_bytes")]
+    max_file_bytes: u64,
+    rules: Vec<RuleConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleConfig {
+    id: String,
+    pattern: String,
+    #[serde(default)]
+    paths: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    message: Option<String>,
+    #[serde(default = "default_fail_on")]
+    severity: String,
+}
+
+fn default_scope() -> String {
+    "changed".into()
+}
+fn default_fail_on() -> String {
+    "error".into()
+}
+fn default_max_file_bytes() -> u64 {
+    1024 * 1024
+}
+
+struct Rule {
+    id: String,
+    regex: Regex,
+    paths: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+    message: String,
+    severity: Severity,
+}
+
+fn severity(s: &str) -> Result<Severity, String> {
+    match s {
+        "error" => Ok(Severity::Error),
+        "warning" => Ok(Severity::Warning),
+        "info" => Ok(Severity::Info),
+        other => Err(format!("unknown severity '{other}' (error, warning, info)")),
+    }
+}
+
+fn rank(s: Severity) -> u8 {
+    match s {
+        Severity::Info => 0,
+        Severity::Warning => 1,
+        Severity::Error => 2,
+    }
+}
+
+fn globs(patterns: &[String], rule: &str) -> Result<Option<GlobSet>, String> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(Glob::new(p).map_err(|e| format!("rule {rule}: bad glob '{p}': {e}"))?);
+    }
+    b.build().map(Some).map_err(|e| format!("rule {rule}: {e}"))
+}
+
+fn compile(config: &Config) -> Result<Vec<Rule>, String> {
+    if config.rules.is_empty() {
+        return Err("config: rules is empty".into());
+    }
+    config
+        .rules
+        .iter()
+        .map(|r| {
+            Ok(Rule {
+                id: r.id.clone(),
+                regex: Regex::new(&r.pattern)
+                    .map_err(|e| format!("rule {}: bad pattern: {e}", r.id))?,
+                paths: globs(&r.paths, &r.id)?,
+                exclude: globs(&r.exclude, &r.id)?,
+                message: r
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format!("matches forbidden pattern {}", r.pattern)),
+                severity: severity(&r.severity)?,
+            })
+        })
+        .collect()
+}
+
+struct ForbidPatterns;
+
+impl Plugin for ForbidPatterns {
+    fn evaluate(ctx: Context) -> Result<Verdict, String> {
+        let config: Config = gatehost_plugin::config(&ctx)?;
+        let rules = compile(&config)?;
+        let fail_on = severity(&config.fail_on)?;
+        let files: Vec<String> = match config.scope.as_str() {
+            "all" => gatehost_plugin::all_files(),
+            "changed" => {
+                if ctx.changed_files.is_empty() {
+                    return Err("scope is \"changed\" but the host gave no changed files (pass --diff, or use \"scope\": \"all\")".into());
+                }
+                ctx.changed_files
+                    .iter()
+                    .filter(|f| f.kind != ChangeKind::Deleted)
+                    .map(|f| f.path.clone())
+                    .collect()
+            }
+            other => return Err(format!("unknown scope '{other}' (changed, all)")),
+        };
+        let mut findings: Vec<Finding> = Vec::new();
+        let mut scanned = 0usize;
+        for path in &files {
+            let applicable: Vec<&Rule> = rules
+                .iter()
+                .filter(|r| r.paths.as_ref().is_none_or(|g| g.is_match(path)))
+                .filter(|r| r.exclude.as_ref().is_none_or(|g| !g.is_match(path)))
+                .collect();
+            if applicable.is_empty() {
+                continue;
+            }
+            let size = std::fs::metadata(gatehost_plugin::workspace_path(path))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            if size > config.max_file_bytes {
+                findings.push(gatehost_plugin::finding(
+                    path,
+                    None,
+                    Severity::Info,
+                    format!("skipped: {size} bytes is over maxFileBytes"),
+                ));
+                continue;
+            }
+            let Ok(text) = gatehost_plugin::read_text(path) else {
+                findings.push(gatehost_plugin::finding(
+                    path,
+                    None,
+                    Severity::Warning,
+                    "cannot be read",
+                ));
+                continue;
+            };
+            scanned += 1;
+            let only: Option<Vec<u32>> = if config.added_lines_only && config.scope == "changed" {
+                Some(
+                    gatehost_plugin::file_diff(path)
+                        .map(|d| gatehost_plugin::added_lines(&d))
+                        .unwrap_or_default(),
+                )
+            } else {
+                None
+            };
+            for (i, line) in text.lines().enumerate() {
+                let n = i as u32 + 1;
+                if only.as_ref().is_some_and(|o| !o.contains(&n)) {
+                    continue;
+                }
+                for r in &applicable {
+                    if r.regex.is_match(line) {
+                        findings.push(gatehost_plugin::finding(
+                            path,
+                            Some(n),
+                            r.severity,
+                            format!("[{}] {}", r.id, r.message),
+                        ));
+                    }
+                }
+            }
+        }
+        let blocking = findings
+            .iter()
+            .filter(|f| rank(f.severity) >= rank(fail_on))
+            .count();
+        Ok(if blocking > 0 {
+            gatehost_plugin::fail(
+                format!("{blocking} forbidden pattern match(es) in {scanned} file(s)"),
+                findings,
+            )
+        } else {
+            let mut v = gatehost_plugin::pass(format!("no forbidden pattern in {scanned} file(s)"));
+            v.findings = findings;
+            v
+        })
+    }
+}
+
+gatehost_plugin::export_gate!(ForbidPatterns);

@@ -1,0 +1,168 @@
+//! The guest side of gatehost's gate plugin interface (`gatehost:gate@0.1.0`).
+//!
+//! A plugin is a type implementing [`Plugin`] and one `export_gate!` line:
+//!
+//! ```ignore
+//! use gatehost_plugin::{Context, Plugin, Verdict};
+//!
+//! struct AlwaysPass;
+//!
+//! impl Plugin for AlwaysPass {
+//!     fn evaluate(_ctx: Context) -> Result<Verdict, String> {
+//!         Ok(gatehost_plugin::pass("nothing to check"))
+//!     }
+//! }
+//!
+//! gatehost_plugin::export_gate!(AlwaysPass);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2`; the
+//! `.wasm` file in `target/wasm32-wasip2/release/` is the plugin. The
+//! workspace is readable (never writable) at [`WORKSPACE`]; nothing else of
+//! the host's file system, environment or network is there.
+
+/// The generated bindings (wit-bindgen) of the `gate-plugin` world.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/v0.1",
+        world: "gate-plugin",
+        pub_export_macro: true,
+        export_macro_name: "export_gate",
+        default_bindings_module: "gatehost_plugin::bindings",
+    });
+}
+
+pub use bindings::Guest as Plugin;
+pub use bindings::export_gate;
+use bindings::gatehost;
+pub use bindings::gatehost::gate::host::{JudgeReply, LogLevel};
+pub use bindings::gatehost::gate::types::{
+    ChangeKind, ChangedFile, Context, Decision, Finding, Severity, Verdict,
+};
+
+/// Where the workspace is mounted (read-only) inside the plugin.
+pub const WORKSPACE: &str = "/workspace";
+
+/// A passing verdict.
+pub fn pass(summary: impl Into<String>) -> Verdict {
+    Verdict {
+        decision: Decision::Pass,
+        summary: summary.into(),
+        findings: Vec::new(),
+    }
+}
+
+/// A failing verdict with its findings.
+pub fn fail(summary: impl Into<String>, findings: Vec<Finding>) -> Verdict {
+    Verdict {
+        decision: Decision::Fail,
+        summary: summary.into(),
+        findings,
+    }
+}
+
+/// A finding about a file and line.
+pub fn finding(
+    path: &str,
+    line: Option<u32>,
+    severity: Severity,
+    message: impl Into<String>,
+) -> Finding {
+    Finding {
+        path: Some(path.to_string()),
+        line,
+        severity,
+        message: message.into(),
+    }
+}
+
+/// Writes a line to the host's log.
+pub fn log(level: LogLevel, message: &str) {
+    gatehost::gate::host::log(level, message);
+}
+
+/// The unified diff of one changed file, from the host.
+pub fn file_diff(path: &str) -> Result<String, String> {
+    gatehost::gate::host::file_diff(path)
+}
+
+/// Asks the gate's configured judge; `decision` is `None` when the judge
+/// gave no verdict (treat that as a failure).
+pub fn judge(prompt: &str) -> Result<JudgeReply, String> {
+    gatehost::gate::host::judge(prompt)
+}
+
+/// The gate's `config` object, deserialised.
+pub fn config<T: serde::de::DeserializeOwned>(ctx: &Context) -> Result<T, String> {
+    serde_json::from_str(&ctx.config_json).map_err(|e| format!("bad plugin config: {e}"))
+}
+
+/// The host path of a workspace-relative path.
+pub fn workspace_path(relative: &str) -> String {
+    format!(
+        "{WORKSPACE}/{}",
+        relative.trim_start_matches("./").trim_start_matches('/')
+    )
+}
+
+/// Reads a workspace file as text (lossily).
+pub fn read_text(relative: &str) -> std::io::Result<String> {
+    let bytes = std::fs::read(workspace_path(relative))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Every regular file in the workspace, relative, `/`-separated, sorted;
+/// `.git` and `target` directories are skipped.
+pub fn all_files() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(workspace_path(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if dir.is_empty() {
+                name.clone()
+            } else {
+                format!("{dir}/{name}")
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => {
+                    if name != ".git" && name != "target" {
+                        stack.push(rel);
+                    }
+                }
+                Ok(t) if t.is_file() => out.push(rel),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Line numbers (1-based, in the new file) that a file's diff adds.
+pub fn added_lines(diff: &str) -> Vec<u32> {
+    let mut lines = Vec::new();
+    let mut next: Option<u32> = None;
+    for l in diff.lines() {
+        if let Some(rest) = l.strip_prefix("@@ ") {
+            // @@ -a,b +c,d @@
+            next = rest
+                .split_whitespace()
+                .find_map(|p| p.strip_prefix('+'))
+                .and_then(|p| p.split(',').next())
+                .and_then(|n| n.parse().ok());
+        } else if let Some(n) = next.as_mut() {
+            if l.starts_with('+') && !l.starts_with("+++") {
+                lines.push(*n);
+                *n += 1;
+            } else if l.starts_with(' ') || l.is_empty() {
+                *n += 1;
+            }
+        }
+    }
+    lines
+}

@@ -1,0 +1,105 @@
+//! A plugin that misbehaves in the way `config.mode` names.
+
+use gatehost_plugin::{Context, Plugin, Verdict};
+
+struct Hostile;
+
+#[allow(unconditional_recursion)]
+fn recurse(n: u64) -> u64 {
+    // black_box keeps the recursion from being turned into a loop.
+    std::hint::black_box(recurse(std::hint::black_box(n + 1))) + 1
+}
+
+fn attempt(result: std::io::Result<impl std::fmt::Debug>) -> Result<Verdict, String> {
+    // Reaching a file outside the workspace, or writing, would be a pass.
+    match result {
+        Ok(v) => Ok(gatehost_plugin::pass(format!("ESCAPED: {v:?}"))),
+        Err(e) => Ok(gatehost_plugin::fail(format!("denied: {e}"), Vec::new())),
+    }
+}
+
+impl Plugin for Hostile {
+    fn evaluate(ctx: Context) -> Result<Verdict, String> {
+        let mode = ctx
+            .config
+            .iter()
+            .find(|(k, _)| k == "mode")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let arg = ctx
+            .config
+            .iter()
+            .find(|(k, _)| k == "arg")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        match mode.as_str() {
+            "loop" => loop {
+                std::hint::black_box(0);
+            },
+            "memory" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1024 * 1024]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "recursion" => Ok(gatehost_plugin::pass(format!("{}", recurse(0)))),
+            "flood" => loop {
+                println!("{}", "flood ".repeat(1000));
+            },
+            "read" => attempt(std::fs::read_to_string(&arg)),
+            "list" => attempt(std::fs::read_dir(&arg).map(|d| d.count())),
+            "write" => attempt(std::fs::write(&arg, "owned")),
+            "mkdir" => attempt(std::fs::create_dir(&arg)),
+            "rename" => {
+                let (from, to) = arg.split_once(' ').unwrap_or((&arg, "renamed"));
+                attempt(std::fs::rename(from, to))
+            }
+            "env" => {
+                let vars: Vec<(String, String)> = std::env::vars().collect();
+                let args: Vec<String> = std::env::args().collect();
+                if vars.is_empty() && args.is_empty() {
+                    Ok(gatehost_plugin::fail(
+                        "no environment, no arguments",
+                        Vec::new(),
+                    ))
+                } else {
+                    Ok(gatehost_plugin::pass(format!(
+                        "ESCAPED: env {vars:?} args {args:?}"
+                    )))
+                }
+            }
+            "judge-loop" => loop {
+                let _ = gatehost_plugin::judge("Is this fine?");
+            },
+            "panic" => panic!("hostile plugin panicked on purpose"),
+            "big-string" => Ok(gatehost_plugin::fail(
+                "x".repeat(8 * 1024 * 1024),
+                Vec::new(),
+            )),
+            "error" => Err("the plugin could not decide".into()),
+            "fail" => Ok(gatehost_plugin::fail(
+                "said no",
+                vec![gatehost_plugin::finding(
+                    "src/lib.rs",
+                    Some(3),
+                    gatehost_plugin::Severity::Error,
+                    "bad line",
+                )],
+            )),
+            "echo-context" => Ok(gatehost_plugin::pass(format!(
+                "session={:?} policy={:?} message={:?} changed={:?}",
+                ctx.session_id,
+                ctx.policy_id,
+                ctx.last_message,
+                ctx.changed_files
+                    .iter()
+                    .map(|f| f.path.clone())
+                    .collect::<Vec<_>>()
+            ))),
+            other => Err(format!("unknown mode '{other}'")),
+        }
+    }
+}
+
+gatehost_plugin::export_gate!(Hostile);

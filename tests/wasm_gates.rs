@@ -1,0 +1,587 @@
+//! WASM gate plugins through the real `gatehost check`: the shipped
+//! plugins on real files, the load-time refusals, and the hostile corpus
+//! (tests/hostile-plugins/), each with its outcome, reason and time bound.
+//! Plugins are built by `scripts/build-plugins.sh` (the test script runs it).
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn plugin_dir() -> PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    assert!(
+        dir.join("noop.wasm").is_file(),
+        "plugins are not built: run `bash scripts/build-plugins.sh` (scripts/test.sh does)"
+    );
+    dir
+}
+
+fn plugin_file(name: &str) -> PathBuf {
+    plugin_dir().join(format!("{}.wasm", name.replace('-', "_")))
+}
+
+/// A config with the built plugins, a private cache, and the `say` judge.
+fn wasm_config(s: &Scratch, extra: &str) -> String {
+    format!(
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n{extra}\n[judge.adapters.yes]\ncommand = [\"bash\", \"{}\", \"VERDICT: PASS\"]\n",
+        plugin_dir().display(),
+        s.etc.join("cache").display(),
+        fixture_str("judges/say.sh"),
+    )
+}
+
+fn gate(plugin: &str, config: serde_json::Value, extra: serde_json::Value) -> String {
+    let mut w = json!({"plugin": plugin, "config": config});
+    if let (Some(o), Some(e)) = (w.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    json!({ "wasm": w }).to_string()
+}
+
+fn hostile(s: &Scratch, mode: &str, arg: &str, extra: serde_json::Value) -> CliRun {
+    s.check(
+        &wasm_config(s, ""),
+        &gate("hostile", json!({"mode": mode, "arg": arg}), extra),
+        &[],
+    )
+}
+
+#[test]
+fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
+    let s = Scratch::new();
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("noop", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.reason(), "noop: nothing to check");
+    let cached: Vec<_> = std::fs::read_dir(s.etc.join("cache"))
+        .expect("cache dir made")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(cached[0].ends_with(".cwasm"));
+    // The second run loads from the cache and still passes.
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("noop", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 0);
+}
+
+#[test]
+fn forbid_patterns_reports_file_and_line_over_all_files() {
+    let s = Scratch::new();
+    s.write_ws("src/lib.rs", "fn a() {}\nfn b() { dbg!(1); }\n");
+    s.write_ws("src/ok.rs", "fn c() {}\n");
+    s.write_ws("README.md", "TODO: write docs\n");
+    let config = json!({"scope": "all", "rules": [
+        {"id": "no-dbg", "pattern": "dbg!\\(", "paths": ["**/*.rs"], "message": "remove dbg!"},
+        {"id": "todo", "pattern": "TODO(?!\\(#\\d+\\))", "severity": "warning"}
+    ]});
+    // The look-ahead is not supported by the regex crate: a config error.
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config, json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.reason().contains("rule todo: bad pattern"),
+        "{}",
+        run.reason()
+    );
+
+    let config = json!({"scope": "all", "rules": [
+        {"id": "no-dbg", "pattern": "dbg!\\(", "paths": ["**/*.rs"], "message": "remove dbg!"},
+        {"id": "todo", "pattern": "TODO[^(]", "severity": "warning"}
+    ]});
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config, json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.reason(), "1 forbidden pattern match(es) in 3 file(s)");
+    let findings = run.gate0()["findings"].clone();
+    assert_eq!(findings[0]["path"], "README.md");
+    assert_eq!(findings[0]["severity"], "warning");
+    assert_eq!(
+        findings[1],
+        json!({"path": "src/lib.rs", "line": 2, "severity": "error", "message": "[no-dbg] remove dbg!"})
+    );
+}
+
+#[test]
+fn forbid_patterns_over_a_diff_checks_only_added_lines() {
+    let s = Scratch::new();
+    s.write_ws(
+        "src/lib.rs",
+        "fn old() { dbg!(0); }\nfn new() { dbg!(1); }\n",
+    );
+    s.write_ws("src/untouched.rs", "fn x() { dbg!(2); }\n");
+    let diff = s.write(
+        "change.diff",
+        "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,1 +1,2 @@\n fn old() { dbg!(0); }\n+fn new() { dbg!(1); }\n",
+    );
+    let config = json!({"scope": "changed", "addedLinesOnly": true, "rules": [{"id": "no-dbg", "pattern": "dbg!\\("}]});
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config.clone(), json!({})),
+        &["--diff", diff.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let findings = run.gate0()["findings"].as_array().unwrap().clone();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["line"], 2);
+    // Without a diff, "changed" cannot be honoured: the plugin says so.
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config, json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("gave no changed files"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn a_plugin_in_the_workspace_must_be_pinned_by_digest() {
+    let s = Scratch::new();
+    let bytes = std::fs::read(plugin_file("noop")).unwrap();
+    std::fs::create_dir_all(s.ws.join("gates")).unwrap();
+    std::fs::write(s.ws.join("gates/noop.wasm"), &bytes).unwrap();
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("gates/noop.wasm", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("pin it with \"sha256\""),
+        "{}",
+        run.reason()
+    );
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("gates/noop.wasm", json!({}), json!({"sha256": digest})),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let wrong = "0".repeat(64);
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("gates/noop.wasm", json!({}), json!({"sha256": wrong})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("the gate pins 0000"),
+        "{}",
+        run.reason()
+    );
+    // A path that escapes the workspace is refused by the anchor.
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("../etc/x.wasm", json!({}), json!({"sha256": digest})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("path escapes the workspace"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn files_that_are_not_gate_components_are_refused_with_the_cause() {
+    let s = Scratch::new();
+    let noop = std::fs::read(plugin_file("noop")).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "core.wasm",
+            b"\0asm\x01\0\0\0".to_vec(),
+            "a core WebAssembly module, not a component",
+        ),
+        (
+            "text.wasm",
+            b"#!/bin/sh\necho hi\n".to_vec(),
+            "not a WebAssembly file",
+        ),
+        (
+            "truncated.wasm",
+            noop[..noop.len() / 2].to_vec(),
+            "is not a valid component",
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let path = s.etc.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let run = s.check(
+            &wasm_config(&s, ""),
+            &gate(path.to_str().unwrap(), json!({}), json!({})),
+            &[],
+        );
+        assert_eq!(run.code, 2, "{name}");
+        assert!(run.reason().contains(expected), "{name}: {}", run.reason());
+    }
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("wrong-world", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason()
+            .contains("does not target the gatehost:gate@0.1 gate-plugin world"),
+        "{}",
+        run.reason()
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("hostile-socket", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("imports wasi:sockets/"),
+        "{}",
+        run.reason()
+    );
+    assert!(
+        run.reason().ends_with("which gatehost does not grant"),
+        "{}",
+        run.reason()
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("no-such-plugin", json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason()
+            .contains("was not found in the plugin directories"),
+        "{}",
+        run.reason()
+    );
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_the_wall_clock() {
+    let s = Scratch::new();
+    let run = hostile(
+        &s,
+        "loop",
+        "",
+        json!({"timeoutMs": 300, "fuel": 500_000_000_000u64}),
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(run.reason(), "plugin 'hostile' timed out after 300 ms");
+    assert_eq!(run.gate0()["timedOut"], true);
+    assert!(
+        run.elapsed < Duration::from_secs(3),
+        "took {:?}",
+        run.elapsed
+    );
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_fuel_deterministically() {
+    let s = Scratch::new();
+    let run = hostile(
+        &s,
+        "loop",
+        "",
+        json!({"timeoutMs": 60000, "fuel": 50_000_000}),
+    );
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' ran out of fuel (its budget is 50000000 instructions)"
+    );
+}
+
+#[test]
+fn memory_growth_hits_the_summed_memory_limit_and_the_host_stays_small() {
+    let s = Scratch::new();
+    let run = hostile(&s, "memory", "", json!({"memoryMiB": 32}));
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its memory limit of 32 MiB"
+    );
+    assert!(
+        run.max_rss_kib < 200 * 1024,
+        "host grew to {} KiB",
+        run.max_rss_kib
+    );
+}
+
+#[test]
+fn deep_recursion_traps_cleanly() {
+    let s = Scratch::new();
+    let run = hostile(&s, "recursion", "", json!({}));
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().starts_with("plugin 'hostile' trapped: "),
+        "{}",
+        run.reason()
+    );
+    assert!(run.reason().contains("stack"), "{}", run.reason());
+}
+
+#[test]
+fn an_output_flood_hits_the_output_limit() {
+    let s = Scratch::new();
+    let run = hostile(&s, "flood", "", json!({"maxOutputBytes": 4096}));
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its output limit of 4096 bytes"
+    );
+    let out = &run.gate0()["stdout"];
+    assert!(out["totalBytes"].as_u64().unwrap() <= 4096);
+    assert_eq!(out["truncated"], true);
+}
+
+#[test]
+fn an_oversized_verdict_hits_the_output_limit() {
+    let s = Scratch::new();
+    let run = hostile(&s, "big-string", "", json!({}));
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its output limit of 65536 bytes"
+    );
+}
+
+#[test]
+fn the_workspace_cannot_be_escaped_by_dotdot_absolute_paths_or_symlinks() {
+    let s = Scratch::new();
+    s.write("secret.txt", "top secret");
+    s.write_ws("inside.txt", "fine");
+    std::os::unix::fs::symlink(s.etc.join("secret.txt"), s.ws.join("abs-link")).unwrap();
+    std::os::unix::fs::symlink("../etc/secret.txt", s.ws.join("rel-link")).unwrap();
+    let secret = s.etc.join("secret.txt").display().to_string();
+    for path in [
+        "/workspace/../etc/secret.txt".to_string(),
+        "../etc/secret.txt".to_string(),
+        secret.clone(),
+        "/etc/passwd".to_string(),
+        "/workspace/abs-link".to_string(),
+        "/workspace/rel-link".to_string(),
+    ] {
+        let run = hostile(&s, "read", &path, json!({}));
+        assert_eq!(run.code, 1, "{path}: {}", run.stdout);
+        assert!(
+            run.reason().starts_with("denied: "),
+            "{path}: {}",
+            run.reason()
+        );
+    }
+    for dir in ["/workspace/..", "/", "/tmp"] {
+        let run = hostile(&s, "list", dir, json!({}));
+        assert_eq!(run.code, 1, "{dir}: {}", run.reason());
+    }
+    // A file inside is readable: the plugin passes ("ESCAPED" is its word
+    // for any success).
+    let run = hostile(&s, "read", "/workspace/inside.txt", json!({}));
+    assert_eq!(run.code, 0, "{}", run.reason());
+}
+
+#[test]
+fn the_workspace_is_read_only_writes_renames_and_trailing_slashes_included() {
+    let s = Scratch::new();
+    s.write_ws("a.txt", "original");
+    std::fs::create_dir_all(s.ws.join("dir")).unwrap();
+    let cases = [
+        ("write", "/workspace/new.txt"),
+        ("write", "/workspace/a.txt"),
+        ("write", "/workspace/dir/"),
+        ("write", "/workspace/new-dir/"),
+        ("mkdir", "/workspace/made"),
+        ("mkdir", "/workspace/made/"),
+        ("rename", "/workspace/a.txt /workspace/b.txt"),
+        ("rename", "/workspace/dir/ /workspace/dir2/"),
+        ("rename", "/workspace/a.txt /workspace/../escaped.txt"),
+    ];
+    for (mode, arg) in cases {
+        let run = hostile(&s, mode, arg, json!({}));
+        assert_eq!(run.code, 1, "{mode} {arg}: {}", run.reason());
+        assert!(
+            run.reason().starts_with("denied: "),
+            "{mode} {arg}: {}",
+            run.reason()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("a.txt")).unwrap(),
+        "original"
+    );
+    for gone in ["new.txt", "b.txt", "made", "new-dir", "dir2"] {
+        assert!(!s.ws.join(gone).exists(), "{gone} was created");
+    }
+    assert!(!s.ws.join("../escaped.txt").exists());
+}
+
+#[test]
+fn the_plugin_sees_no_environment_and_no_arguments() {
+    let s = Scratch::new();
+    let run = hostile(&s, "env", "", json!({}));
+    assert_eq!(run.code, 1, "{}", run.reason());
+    assert_eq!(run.reason(), "no environment, no arguments");
+}
+
+#[test]
+fn judge_calls_in_a_loop_hit_the_judge_call_limit() {
+    let s = Scratch::new();
+    let run = hostile(
+        &s,
+        "judge-loop",
+        "",
+        json!({"maxJudgeCalls": 2, "judge": {"adapter": "yes"}}),
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its limit of 2 judge call(s) per evaluation"
+    );
+}
+
+#[test]
+fn a_panic_and_a_reported_error_are_errors_and_a_fail_keeps_its_findings() {
+    let s = Scratch::new();
+    let run = hostile(&s, "panic", "", json!({}));
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().starts_with("plugin 'hostile' trapped: "),
+        "{}",
+        run.reason()
+    );
+    assert!(
+        run.gate0()["stderr"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("panicked on purpose")
+    );
+    let run = hostile(&s, "error", "", json!({}));
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' reported an error: the plugin could not decide"
+    );
+    let run = hostile(&s, "fail", "", json!({}));
+    assert_eq!(run.code, 1);
+    assert_eq!(run.reason(), "said no");
+    assert_eq!(
+        run.gate0()["findings"][0],
+        json!({"path": "src/lib.rs", "line": 3, "severity": "error", "message": "bad line"})
+    );
+}
+
+#[test]
+fn bounds_beyond_the_host_maxima_are_refused_before_running() {
+    let s = Scratch::new();
+    let run = s.check(
+        &wasm_config(&s, "default_memory_mib = 32\nmax_memory_mib = 64\n"),
+        &gate("noop", json!({}), json!({"memoryMiB": 65})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.reason(),
+        "plugin 'noop': memoryMiB 65 exceeds the host's maximum of 64"
+    );
+}
+
+#[test]
+fn plugins_receive_the_context_and_changed_files() {
+    let s = Scratch::new();
+    let msg = s.write("message.txt", "I fixed it");
+    let diff = s.write(
+        "d.diff",
+        "diff --git a/x.rs b/x.rs\n--- a/x.rs\n+++ b/x.rs\n@@ -1 +1 @@\n-a\n+b\n",
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("hostile", json!({"mode": "echo-context"}), json!({})),
+        &[
+            "--context",
+            msg.to_str().unwrap(),
+            "--diff",
+            diff.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.reason());
+    assert_eq!(
+        run.reason(),
+        "session=None policy=None message=Some(\"I fixed it\") changed=[\"x.rs\"]"
+    );
+}
+
+#[test]
+fn plugin_inspect_shows_the_interface_and_digest() {
+    let s = Scratch::new();
+    let cfg = s.write("c.toml", &wasm_config(&s, ""));
+    let file = plugin_file("forbid-patterns");
+    let run = run_gatehost(
+        &[
+            "plugin".into(),
+            "inspect".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            file.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let j = run.json();
+    assert_eq!(j["interface"], "gatehost:gate@0.1.0");
+    assert_eq!(j["world"], "gate-plugin");
+    assert_eq!(j["exports"], json!(["evaluate"]));
+    assert_eq!(j["sha256"].as_str().unwrap().len(), 64);
+    assert!(
+        j["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == "gatehost:gate/host@0.1.0")
+    );
+    assert!(j["problem"].is_null());
+    let run = run_gatehost(
+        &[
+            "plugin".into(),
+            "inspect".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            plugin_file("hostile-socket").display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    assert!(
+        run.json()["problem"]
+            .as_str()
+            .unwrap()
+            .contains("wasi:sockets")
+    );
+}
