@@ -585,3 +585,82 @@ fn plugin_inspect_shows_the_interface_and_digest() {
             .contains("wasi:sockets")
     );
 }
+
+const LIB_DIFF: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1,2 @@\n+fn BadName() {}\n+fn good() {}\n";
+const TEST_DIFF: &str = "diff --git a/tests/t.rs b/tests/t.rs\n--- a/tests/t.rs\n+++ b/tests/t.rs\n@@ -1 +1 @@\n-assert!(false);\n+assert!(true);\n";
+
+#[test]
+fn diff_budget_fails_on_protected_paths_and_over_budget_changes() {
+    let s = Scratch::new();
+    let both = s.write("both.diff", &format!("{LIB_DIFF}{TEST_DIFF}"));
+    let lib_only = s.write("lib.diff", LIB_DIFF);
+    let cfg = json!({"maxFiles": 5, "maxLines": 10, "protected": ["tests/**"]});
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("diff-budget", cfg.clone(), json!({})),
+        &["--diff", both.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.reason(), "1 protected path(s) touched");
+    assert_eq!(run.gate0()["findings"][0]["path"], "tests/t.rs");
+    assert_eq!(
+        run.gate0()["findings"][0]["message"],
+        "protected path modified"
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("diff-budget", cfg, json!({})),
+        &["--diff", lib_only.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 0, "{}", run.reason());
+    assert_eq!(run.reason(), "1 file(s), 2 line(s) changed: within budget");
+    let tight = json!({"maxFiles": 1, "maxLines": 1});
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("diff-budget", tight, json!({})),
+        &["--diff", both.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.reason(),
+        "2 files changed (budget 1); 4 lines changed (budget 1)"
+    );
+}
+
+#[test]
+fn style_review_asks_the_host_judge_and_maps_its_findings() {
+    let s = Scratch::new();
+    s.write_ws("STYLE.md", "Use snake_case for function names.\n");
+    s.write_ws("src/lib.rs", "fn BadName() {}\nfn good() {}\n");
+    let diff = s.write("lib.diff", LIB_DIFF);
+    let extra = format!(
+        "[judge.adapters.style]\ncommand = [\"bash\", \"{}\"]\n",
+        fixture_str("judges/style.sh")
+    );
+    let cfg = format!("{}{extra}", wasm_config(&s, ""));
+    let g = gate(
+        "style-review",
+        json!({"guide": "STYLE.md"}),
+        json!({"judge": {"adapter": "style", "timeoutMs": 10000}}),
+    );
+    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.reason(), "the judge found 1 style problem(s)");
+    assert_eq!(
+        run.gate0()["findings"][0],
+        json!({"path": "src/lib.rs", "line": 1, "severity": "warning", "message": "function name BadName is not snake_case"})
+    );
+    // A guide that asks for nothing in particular: the judge passes it.
+    s.write_ws("STYLE.md", "Be kind.\n");
+    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.reason());
+    // Without a judge configured for the gate, the plugin cannot decide.
+    let no_judge = gate("style-review", json!({}), json!({}));
+    let run = s.check(&cfg, &no_judge, &["--diff", diff.to_str().unwrap()]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("configures no judge"),
+        "{}",
+        run.reason()
+    );
+}
