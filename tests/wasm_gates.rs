@@ -664,3 +664,69 @@ fn style_review_asks_the_host_judge_and_maps_its_findings() {
         run.reason()
     );
 }
+
+#[test]
+fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
+    let s = Scratch::new();
+    let made = run_gatehost(
+        &[
+            "plugin".into(),
+            "new".into(),
+            "my-gate".into(),
+            "--dir".into(),
+            s.etc.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let crate_dir = s.etc.join("my-gate");
+    assert!(crate_dir.join("src/lib.rs").is_file());
+    // A second `new` into the same place refuses to overwrite.
+    let again = run_gatehost(
+        &[
+            "plugin".into(),
+            "new".into(),
+            "my-gate".into(),
+            "--dir".into(),
+            s.etc.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(again.code, 2);
+    // Build it exactly as the docs say (a shared target dir keeps it quick).
+    let target =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/template-test");
+    let status =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(&crate_dir)
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .expect("run cargo");
+    assert!(status.success(), "the template does not build");
+    let wasm = target.join("wasm32-wasip2/release/my_gate.wasm");
+    let inspect = run_gatehost(
+        &[
+            "plugin".into(),
+            "inspect".into(),
+            "--json".into(),
+            "--config".into(),
+            s.write("c.toml", &wasm_config(&s, ""))
+                .display()
+                .to_string(),
+            wasm.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(inspect.code, 0, "{}", inspect.stdout);
+    assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.0");
+    s.write_ws("notes.txt", "fine\nXXX not fine\n");
+    let diff = s.write("d.diff", "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n fine\n+XXX not fine\n");
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate(wasm.to_str().unwrap(), json!({}), json!({})),
+        &["--diff", diff.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.gate0()["findings"][0]["line"], 2);
+}

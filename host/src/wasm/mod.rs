@@ -37,7 +37,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, Trap};
+use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
@@ -296,9 +296,18 @@ impl WasmHost {
         store
             .set_fuel(bounds.fuel)
             .map_err(|e| fail(PluginError::Engine(format!("{e:#}"))))?;
-        let ticks = (bounds.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1;
-        store.set_epoch_deadline(ticks);
-        store.epoch_deadline_trap();
+        // Every epoch tick the guest yields to the executor (so that a
+        // looping plugin never holds up other tasks on its thread), until
+        // the wall-clock deadline, where it is interrupted.
+        let deadline = Instant::now() + bounds.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
 
         let ctx = to_wit_context(&eval.context);
         let started = Instant::now();

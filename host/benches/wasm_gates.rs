@@ -1,0 +1,202 @@
+//! WASM gate performance, each figure against a baseline measured in the
+//! same run.
+//!
+//! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench wasm_gates`
+//! (add `-- --rounds N`).
+//!
+//! - warm latency: the `noop` plugin vs a shell gate running `true`;
+//!   `forbid-patterns` over a generated 1,000-file workspace vs a shell gate
+//!   running `grep -rE` over the same files (alternating rounds);
+//! - throughput: `noop` evaluations with 1 and 8 in flight;
+//! - cold start: first evaluation from the on-disk cache vs compiling from
+//!   scratch (a fresh host each time).
+
+use gatehost::anchor::WorkspaceAnchor;
+use gatehost::config::HostConfig;
+use gatehost::gate::{GateContext, GateRunner, GateSpec, parse_gate_file};
+use gatehost::verdict::Outcome;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .skip_while(|a| a != "--rounds")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(400);
+    let plugins =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
+    assert!(
+        plugins.join("noop.wasm").is_file(),
+        "build the plugins first: bash scripts/build-plugins.sh"
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let ws = scratch.path().join("ws");
+    generate_workspace(&ws, 1000);
+    let cache = scratch.path().join("cache");
+    let runner = runner(&plugins, &cache);
+    let anchor = WorkspaceAnchor::open(&ws).expect("workspace");
+    let ctx = GateContext::default();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let gate = |json: &str| parse_gate_file(json).expect("gate").remove(0);
+    let noop = gate(r#"{"wasm": {"plugin": "noop"}}"#);
+    let shell_true = gate(r#"{"command": "true"}"#);
+    let forbid = gate(
+        r#"{"wasm": {"plugin": "forbid-patterns", "timeoutMs": 60000, "config": {"scope": "all", "rules": [{"id": "no-dbg", "pattern": "dbg!\\(|FIXME[0-9]+"}]}}}"#,
+    );
+    let grep = gate(
+        r#"{"command": "grep", "args": ["-rEn", "dbg!\\(|FIXME[0-9]+", "."], "timeoutMs": 60000}"#,
+    );
+    let run = |g: &GateSpec| rt.block_on(runner.run_gate(g, &anchor, &ctx));
+    // Both searches find the same single planted match: both "fail".
+    assert_eq!(run(&forbid).outcome, Outcome::Fail, "{:?}", run(&forbid));
+    assert_eq!(run(&grep).outcome, Outcome::Pass);
+    assert_eq!(run(&noop).outcome, Outcome::Pass);
+
+    println!(
+        "wasm gates, {rounds} alternating rounds, containment for shell gates: {}",
+        runner.supervisor().containment()
+    );
+    let (a, b) = alternate(
+        rounds,
+        || assert!(run(&shell_true).passed()),
+        || assert!(run(&noop).passed()),
+    );
+    report("trivial plugin (noop) vs shell gate `true`", &a, &b);
+    let forbid_rounds = (rounds / 10).max(20);
+    let (a, b) = alternate(
+        forbid_rounds,
+        || assert!(run(&grep).passed()),
+        || assert_eq!(run(&forbid).outcome, Outcome::Fail),
+    );
+    report("forbid-patterns vs grep -rE, 1,000 files", &a, &b);
+
+    for in_flight in [1usize, 8] {
+        let total = rounds.max(in_flight * 50);
+        let start = Instant::now();
+        rt.block_on(async {
+            let mut done = 0;
+            while done < total {
+                let batch: Vec<_> = (0..in_flight)
+                    .map(|_| runner.run_gate(&noop, &anchor, &ctx))
+                    .collect();
+                for v in futures::future::join_all(batch).await {
+                    assert!(v.passed());
+                }
+                done += in_flight;
+            }
+        });
+        let per_sec = total as f64 / start.elapsed().as_secs_f64();
+        println!("throughput, noop, {in_flight} in flight: {per_sec:.0} evaluations/s");
+    }
+
+    // Cold start: a fresh host (as after a restart) with the cache filled,
+    // against a fresh host with an empty cache (compiles from scratch).
+    for plugin in ["noop", "forbid-patterns"] {
+        let g = gate(&format!(
+            r#"{{"wasm": {{"plugin": "{plugin}", "config": {{"scope": "all", "rules": [{{"id": "x", "pattern": "zzz"}}]}}}}}}"#
+        ));
+        let mut cached = Vec::new();
+        let mut scratch_compile = Vec::new();
+        for i in 0..5 {
+            let empty = scratch.path().join(format!("empty-{plugin}-{i}"));
+            let t = Instant::now();
+            let fresh = runner_for(&plugins, &empty);
+            let v = rt.block_on(fresh.run_gate(&g, &anchor, &ctx));
+            scratch_compile.push(t.elapsed());
+            assert!(v.outcome != Outcome::Error, "{v:?}");
+            let t = Instant::now();
+            let warm_disk = runner_for(&plugins, &empty);
+            let v = rt.block_on(warm_disk.run_gate(&g, &anchor, &ctx));
+            cached.push(t.elapsed());
+            assert!(v.outcome != Outcome::Error, "{v:?}");
+        }
+        let size = std::fs::metadata(plugins.join(format!("{}.wasm", plugin.replace('-', "_"))))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        report(
+            &format!(
+                "cold start {plugin} ({} KiB): compile from scratch vs on-disk cache",
+                size / 1024
+            ),
+            &scratch_compile,
+            &cached,
+        );
+    }
+}
+
+fn runner(plugins: &Path, cache: &Path) -> GateRunner {
+    runner_for(plugins, cache)
+}
+
+fn runner_for(plugins: &Path, cache: &Path) -> GateRunner {
+    let text = format!(
+        "[shell]\nallow = [\"true\", \"grep\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        plugins.display(),
+        cache.display()
+    );
+    GateRunner::new(HostConfig::from_toml(&text, "bench").expect("config"))
+}
+
+/// A workspace of `n` small Rust-like files, one of which holds a match.
+fn generate_workspace(root: &Path, n: usize) {
+    for i in 0..n {
+        let dir: PathBuf = root.join(format!("src/mod{}", i % 20));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut text = String::new();
+        for line in 0..40 {
+            text.push_str(&format!(
+                "pub fn function_{i}_{line}(x: u32) -> u32 {{ x.wrapping_mul({line}) + {i} }}\n"
+            ));
+        }
+        if i == n / 2 {
+            text.push_str("fn debug() { dbg!(1); }\n");
+        }
+        std::fs::write(dir.join(format!("file{i}.rs")), text).expect("write");
+    }
+}
+
+fn quantile(samples: &[Duration], q: f64) -> Duration {
+    let mut s = samples.to_vec();
+    s.sort();
+    s[((s.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn alternate(
+    rounds: usize,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> (Vec<Duration>, Vec<Duration>) {
+    for _ in 0..rounds / 10 + 3 {
+        a();
+        b();
+    }
+    let (mut xa, mut xb) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        a();
+        xa.push(t.elapsed());
+        let t = Instant::now();
+        b();
+        xb.push(t.elapsed());
+    }
+    (xa, xb)
+}
+
+fn report(name: &str, baseline: &[Duration], subject: &[Duration]) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let (b50, b99) = (quantile(baseline, 0.5), quantile(baseline, 0.99));
+    let (s50, s99) = (quantile(subject, 0.5), quantile(subject, 0.99));
+    println!(
+        "{name}: baseline p50 {:.0} us, p99 {:.0} us | subject p50 {:.0} us, p99 {:.0} us | baseline/subject {:.2}x",
+        us(b50),
+        us(b99),
+        us(s50),
+        us(s99),
+        b50.as_secs_f64() / s50.as_secs_f64()
+    );
+}
