@@ -11,8 +11,12 @@ use gatehost::verdict::Outcome;
 use std::time::{Duration, Instant};
 
 fn runner(s: &Scratch) -> GateRunner {
-    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
-    assert!(plugins.join("noop.wasm").is_file(), "run `bash scripts/build-plugins.sh` first");
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    assert!(
+        plugins.join("noop.wasm").is_file(),
+        "run `bash scripts/build-plugins.sh` first"
+    );
     let text = format!(
         "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
         plugins.display(),
@@ -51,7 +55,9 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
     let r = runner(&s);
     let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
     let ctx = GateContext::default();
-    let looping = gate(r#"{"wasm": {"plugin": "hostile", "config": {"mode": "loop"}, "timeoutMs": 1500, "fuel": 500000000000}}"#);
+    let looping = gate(
+        r#"{"wasm": {"plugin": "hostile", "config": {"mode": "loop"}, "timeoutMs": 1500, "fuel": 500000000000}}"#,
+    );
     let noop = gate(r#"{"wasm": {"plugin": "noop"}}"#);
     // Warm the noop plugin so that its compilation is not measured.
     assert!(r.run_gate(&noop, &anchor, &ctx).await.passed());
@@ -64,6 +70,10 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
     assert_eq!(stuck.outcome, Outcome::Error);
     assert!(stuck.reason.contains("timed out"), "{}", stuck.reason);
     assert!(quick.0.passed());
-    assert!(quick.1 < Duration::from_millis(1000), "noop waited {:?} behind the loop", quick.1);
+    assert!(
+        quick.1 < Duration::from_millis(1000),
+        "noop waited {:?} behind the loop",
+        quick.1
+    );
     assert!(started.elapsed() < Duration::from_secs(4));
 }

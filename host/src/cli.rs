@@ -390,8 +390,9 @@ fn inspect_report(args: &InspectArgs) -> Result<serde_json::Value, String> {
     let (imports, exports) = host.interface(&file).map_err(|e| e.to_string())?;
     let interface = imports
         .iter()
-        .find_map(|i| i.strip_prefix("gatehost:gate/host@"))
-        .map(|v| format!("gatehost:gate@{v}"));
+        .find_map(|i| i.strip_prefix("gatehost:gate/"))
+        .and_then(|rest| rest.split_once('@'))
+        .map(|(_, v)| format!("gatehost:gate@{v}"));
     let problem = host
         .load(crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?)
         .err()
