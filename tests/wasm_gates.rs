@@ -730,3 +730,34 @@ fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert_eq!(run.gate0()["findings"][0]["line"], 2);
 }
+
+#[test]
+fn the_shipped_plugin_example_passes() {
+    plugin_dir();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ex = |p: &str| root.join("examples").join(p).display().to_string();
+    let run = run_gatehost(
+        &[
+            "check".into(),
+            "--json".into(),
+            "--config".into(),
+            ex("gatehost.toml"),
+            "--workspace".into(),
+            ex("workspace"),
+            "--diff".into(),
+            ex("change.diff"),
+            ex("plugin-gates.json"),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let json = run.json();
+    assert_eq!(
+        json["gates"][0]["reason"],
+        "no forbidden pattern in 1 file(s)"
+    );
+    assert_eq!(
+        json["gates"][1]["reason"],
+        "1 file(s), 9 line(s) changed: within budget"
+    );
+}

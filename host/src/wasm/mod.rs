@@ -33,7 +33,6 @@ use crate::verdict::{Finding, Severity};
 use bindings::gatehost::gate::types as wit;
 use state::{BoundHit, MemoryBudget, PluginState};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
@@ -506,12 +505,4 @@ fn from_wit_finding(f: wit::Finding) -> Finding {
         },
         message: one_line(&f.message),
     }
-}
-
-/// Plugin files must not be read from a path that the workspace could
-/// redirect without a digest pin.
-pub fn is_within(root: &Path, path: &Path) -> bool {
-    std::fs::canonicalize(path)
-        .map(|p| p.starts_with(root))
-        .unwrap_or(true)
 }
