@@ -58,9 +58,22 @@ fn main() {
     assert_eq!(run(&noop).outcome, Outcome::Pass);
 
     println!(
-        "wasm gates, {rounds} alternating rounds, containment for shell gates: {}",
+        "wasm gates, {rounds} alternating rounds, instance allocation: {}, containment for shell gates: {}",
+        runner
+            .wasm_host()
+            .map(|h| h.allocation())
+            .unwrap_or("unavailable"),
         runner.supervisor().containment()
     );
+    // The same trivial plugin with instances allocated on demand.
+    let on_demand = runner_with(&plugins, &cache, "pooling = false\n");
+    let run_od = |g: &GateSpec| rt.block_on(on_demand.run_gate(g, &anchor, &ctx));
+    let (a, b) = alternate(
+        rounds,
+        || assert!(run(&noop).passed()),
+        || assert!(run_od(&noop).passed()),
+    );
+    report("noop, pooling (baseline) vs on-demand allocation", &a, &b);
     let (a, b) = alternate(
         rounds,
         || assert!(run(&shell_true).passed()),
@@ -134,8 +147,12 @@ fn runner(plugins: &Path, cache: &Path) -> GateRunner {
 }
 
 fn runner_for(plugins: &Path, cache: &Path) -> GateRunner {
+    runner_with(plugins, cache, "")
+}
+
+fn runner_with(plugins: &Path, cache: &Path, extra: &str) -> GateRunner {
     let text = format!(
-        "[shell]\nallow = [\"true\", \"grep\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        "[shell]\nallow = [\"true\", \"grep\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n{extra}",
         plugins.display(),
         cache.display()
     );

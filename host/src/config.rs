@@ -55,6 +55,7 @@ struct ConfigFile {
 struct WasmSection {
     #[serde(default)]
     plugin_dirs: Vec<String>,
+    pooling: Option<bool>,
     cache_dir: Option<String>,
     default_timeout_ms: Option<u64>,
     max_timeout_ms: Option<u64>,
@@ -88,6 +89,9 @@ pub struct WasmConfig {
     pub plugin_dirs: Vec<PathBuf>,
     /// Compiled components are cached here (never inside a workspace).
     pub cache_dir: Option<PathBuf>,
+    /// Use wasmtime's pooling allocator (reserves address space up front;
+    /// turn off where virtual memory is constrained).
+    pub pooling: bool,
     /// What a gate gets when it does not ask.
     pub defaults: PluginBounds,
     /// The most a gate may ask for.
@@ -100,6 +104,7 @@ impl Default for WasmConfig {
         WasmConfig {
             plugin_dirs: Vec::new(),
             cache_dir: dirs::cache_dir().map(|d| d.join("gatehost").join("components")),
+            pooling: true,
             defaults: PluginBounds {
                 timeout: Duration::from_secs(5),
                 fuel: 5_000_000_000,
@@ -484,6 +489,9 @@ impl HostConfig {
         config.wasm.plugin_dirs = w.plugin_dirs.iter().map(PathBuf::from).collect();
         if let Some(dir) = w.cache_dir {
             config.wasm.cache_dir = Some(PathBuf::from(dir));
+        }
+        if let Some(p) = w.pooling {
+            config.wasm.pooling = p;
         }
         let (d, m) = (&mut config.wasm.defaults, &mut config.wasm.maxima);
         const MIB: u64 = 1024 * 1024;

@@ -12,7 +12,7 @@ use crate::anchor::WorkspaceAnchor;
 use crate::config::PluginBounds;
 use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
-use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError, PluginFile};
+use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,21 +30,16 @@ pub(super) async fn run(
         Ok(h) => h,
         Err(e) => return Verdict::error(label, e),
     };
-    let file = match resolve_plugin(runner, gate, anchor) {
+    let (name, path) = match resolve_plugin(runner, gate, anchor) {
         Ok(f) => f,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
-    let bounds = match bounds_for(
-        gate,
-        &file.name,
-        host.config().defaults,
-        host.config().maxima,
-    ) {
+    let bounds = match bounds_for(gate, &name, host.config().defaults, host.config().maxima) {
         Ok(b) => b,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
-    let plugin = match host.load(file) {
-        Ok((p, _)) => p,
+    let plugin = match host.load_path(&name, &path, gate.sha256.as_deref()) {
+        Ok(p) => p,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
     let files = ctx.diff.as_deref().map(diff::split).unwrap_or_default();
@@ -133,12 +128,13 @@ pub(super) async fn run(
     v
 }
 
-/// Finds and reads the plugin file, enforcing the digest rules.
+/// Finds the plugin file, enforcing that a file inside the workspace is
+/// pinned by digest. Returns its name and path.
 fn resolve_plugin(
     runner: &GateRunner,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
-) -> Result<PluginFile, PluginError> {
+) -> Result<(String, PathBuf), PluginError> {
     let spelled = gate.plugin.as_str();
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
     let (name, path, in_workspace) = if !is_path {
@@ -163,17 +159,7 @@ fn resolve_plugin(
     if in_workspace && gate.sha256.is_none() {
         return Err(PluginError::UnpinnedInWorkspace { plugin: name });
     }
-    let file = PluginFile::read(&name, &path)?;
-    if let Some(expected) = &gate.sha256
-        && !expected.eq_ignore_ascii_case(&file.digest)
-    {
-        return Err(PluginError::DigestMismatch {
-            plugin: name,
-            expected: expected.to_ascii_lowercase(),
-            actual: file.digest,
-        });
-    }
-    Ok(file)
+    Ok((name, path))
 }
 
 fn file_stem(p: &Path) -> String {

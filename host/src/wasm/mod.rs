@@ -36,9 +36,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+/// Evaluations that can be in flight at once with the pooling allocator.
+const POOL_INSTANCES: u32 = 64;
 
 /// Epoch tick: the wall-clock bound's resolution.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -154,7 +160,13 @@ pub struct WasmHost {
     linker: Linker<PluginState>,
     config: WasmConfig,
     loaded: Mutex<HashMap<String, Arc<LoadedPlugin>>>,
+    /// Plugin files already read and hashed, by path, with the identity of
+    /// the file then (device, inode, size, mtime, ctime): an unchanged file
+    /// is not read and hashed again. Replacing or rewriting the file changes
+    /// its identity (ctime cannot be set back), so the new bytes are read.
+    by_path: Mutex<HashMap<std::path::PathBuf, (FileIdentity, Arc<LoadedPlugin>)>>,
     ticker_stop: Arc<std::sync::atomic::AtomicBool>,
+    pooling: bool,
 }
 
 impl Drop for WasmHost {
@@ -166,11 +178,16 @@ impl Drop for WasmHost {
 
 impl WasmHost {
     pub fn new(config: WasmConfig) -> Result<Self, PluginError> {
-        let mut c = Config::new();
-        c.consume_fuel(true);
-        c.epoch_interruption(true);
-        c.max_wasm_stack(1024 * 1024);
-        let engine = Engine::new(&c).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let (engine, pooling) = match Self::build_engine(&config, config.pooling) {
+            Ok(e) if !config.pooling => (e, false),
+            Ok(e) => (e, true),
+            Err(e) => {
+                tracing::info!(error = %e, "pooling allocator unavailable; allocating instances on demand");
+                let engine = Self::build_engine(&config, false)
+                    .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+                (engine, false)
+            }
+        };
         let mut linker: Linker<PluginState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
@@ -196,12 +213,44 @@ impl WasmHost {
             linker,
             config,
             loaded: Mutex::new(HashMap::new()),
+            by_path: Mutex::new(HashMap::new()),
             ticker_stop,
+            pooling,
         })
+    }
+
+    /// The engine: fuel, epochs, a 1 MiB wasm stack, and (where the
+    /// address space allows) the pooling allocator, which makes a fresh
+    /// instance per evaluation cheap by reusing memory slots and stacks.
+    fn build_engine(config: &WasmConfig, pooling: bool) -> wasmtime::Result<Engine> {
+        let mut c = Config::new();
+        c.consume_fuel(true);
+        c.epoch_interruption(true);
+        c.max_wasm_stack(1024 * 1024);
+        if pooling {
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_component_instances(POOL_INSTANCES)
+                .total_core_instances(POOL_INSTANCES * 8)
+                .total_memories(POOL_INSTANCES * 2)
+                .total_tables(POOL_INSTANCES * 8)
+                .total_stacks(POOL_INSTANCES)
+                .max_core_instances_per_component(64)
+                .max_memories_per_component(8)
+                .max_tables_per_component(32)
+                .table_elements(200_000)
+                .max_memory_size(usize::try_from(config.maxima.memory_bytes).unwrap_or(usize::MAX));
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        Engine::new(&c)
     }
 
     pub fn config(&self) -> &WasmConfig {
         &self.config
+    }
+
+    /// "pooling" or "on-demand": how instances are allocated.
+    pub fn allocation(&self) -> &'static str {
+        if self.pooling { "pooling" } else { "on-demand" }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -245,6 +294,44 @@ impl WasmHost {
         Ok((plugin, from_disk))
     }
 
+    /// Loads the plugin at `path`, checking its digest against `pinned`
+    /// when given. An unchanged file (same identity as when it was last
+    /// read) is served from memory without reading or hashing it again.
+    pub fn load_path(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+        pinned: Option<&str>,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let identity = FileIdentity::of(path);
+        let known = identity.and_then(|id| {
+            let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
+            by_path
+                .get(path)
+                .filter(|(cached, _)| *cached == id)
+                .map(|(_, p)| p.clone())
+        });
+        let plugin = match known {
+            Some(p) => p,
+            None => {
+                let file = PluginFile::read(name, path)?;
+                check_pin(name, pinned, &file.digest)?;
+                let (plugin, _) = self.load(file)?;
+                // Record the identity seen *before* reading: if the file
+                // changed meanwhile, the next run reads it again.
+                if let Some(id) = identity {
+                    self.by_path
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(path.to_path_buf(), (id, plugin.clone()));
+                }
+                return Ok(plugin);
+            }
+        };
+        check_pin(name, pinned, &plugin.digest)?;
+        Ok(plugin)
+    }
+
     /// Imports and exports of a component file (for `plugin inspect`).
     pub fn interface(&self, file: &PluginFile) -> Result<(Vec<String>, Vec<String>), PluginError> {
         load::check_header(file)?;
@@ -266,7 +353,12 @@ impl WasmHost {
         let stdout = MemoryOutputPipe::new(out_cap);
         let stderr = MemoryOutputPipe::new(out_cap);
         let mut builder = WasiCtxBuilder::new();
-        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        // File reads are short and local: do them on the evaluating thread
+        // instead of a round trip through the blocking pool per call.
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_blocking_current_thread(true);
         builder
             .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
             .map_err(|e| {
@@ -401,6 +493,43 @@ impl WasmHost {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
+        })
+    }
+}
+
+fn check_pin(name: &str, pinned: Option<&str>, digest: &str) -> Result<(), PluginError> {
+    match pinned {
+        Some(expected) if !expected.eq_ignore_ascii_case(digest) => {
+            Err(PluginError::DigestMismatch {
+                plugin: name.to_string(),
+                expected: expected.to_ascii_lowercase(),
+                actual: digest.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileIdentity {
+    fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
         })
     }
 }
