@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds every gate plugin (plugins/) and the hostile plugin corpus
-# (tests/hostile-plugins/) as WASI components, installing the
-# wasm32-wasip2 target where it is missing.
+# Builds every gate plugin (plugins/, the Rust ones and the Python one) and
+# the hostile plugin corpus (tests/hostile-plugins/) as WASI components,
+# installing the wasm32-wasip2 target and componentize-py where missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
 cargo build --release --locked --target wasm32-wasip2 --manifest-path plugins/Cargo.toml
+
+# The Python plugin, through componentize-py (installed into plugins/target/).
+bash plugins/python/no-secrets/build.sh "$PWD/plugins/target/wasm32-wasip2/release/no_secrets.wasm"

@@ -761,3 +761,46 @@ fn the_shipped_plugin_example_passes() {
         "1 file(s), 9 line(s) changed: within budget"
     );
 }
+
+#[test]
+fn the_python_plugin_runs_through_the_host() {
+    let s = Scratch::new();
+    assert!(
+        plugin_file("no-secrets").is_file(),
+        "the Python plugin is not built"
+    );
+    // The 18 MB component compiles once into a cache shared by test runs.
+    let shared_cache = plugin_dir().join("../../gatehost-test-cache");
+    let cfg = format!(
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        plugin_dir().display(),
+        shared_cache.display()
+    );
+    s.write_ws("app.py", "x = 1\n");
+    let secret = s.write(
+        "secret.diff",
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1 +1,3 @@\n x = 1\n+y = 2\n+API_KEY = \"abcdefghijklmnop1234\"\n",
+    );
+    let clean = s.write(
+        "clean.diff",
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n",
+    );
+    let g = gate("no-secrets", json!({}), json!({"timeoutMs": 60000}));
+    let run = s.check(&cfg, &g, &["--diff", secret.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.reason(), "1 secret-looking string(s)");
+    assert_eq!(
+        run.gate0()["findings"][0],
+        json!({"path": "app.py", "line": 3, "severity": "error", "message": "looks like a secret (assigned-secret)"})
+    );
+    let run = s.check(&cfg, &g, &["--diff", clean.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.reason());
+    assert_eq!(run.reason(), "no secret-looking string added in 1 file(s)");
+    let run = s.check(&cfg, &g, &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason().contains("gave no changed files"),
+        "{}",
+        run.reason()
+    );
+}

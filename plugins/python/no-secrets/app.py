@@ -1,20 +1,20 @@
 """no-secrets: a gatehost gate plugin written in Python.
 
-Built into a WASI component with componentize-py (see build.sh). Fails
-when a changed file (or, with {"scope": "all"}, any file) holds a string
-that looks like a credential: cloud access keys, private key blocks,
-tokens, or `password = "..."` style assignments.
+Built into a component with componentize-py (see build.sh). Fails when a
+change adds a line that looks like a credential: cloud access keys,
+private key blocks, tokens, or `password = "..."` style assignments. It
+reads the change only through the host (`changed-files` and `file-diff`),
+so it is built with every WASI import stubbed out: the Python runtime
+links `wasi:sockets`, which gatehost refuses, and this plugin needs no
+WASI at all.
 """
 
 import json
-import os
 import re
 
 import wit_world
 from componentize_py_types import Err
 from wit_world.imports import host, types
-
-WORKSPACE = "/workspace"
 
 PATTERNS = [
     ("aws-access-key", re.compile(r"AKIA[0-9A-Z]{16}")),
@@ -28,13 +28,19 @@ PATTERNS = [
 ]
 
 
-def all_files():
-    out = []
-    for root, dirs, files in os.walk(WORKSPACE):
-        dirs[:] = sorted(d for d in dirs if d not in (".git", "target"))
-        for name in sorted(files):
-            out.append(os.path.relpath(os.path.join(root, name), WORKSPACE))
-    return out
+def added_lines(diff):
+    """(line number, text) of each line a unified diff adds."""
+    number = None
+    for line in diff.splitlines():
+        if line.startswith("@@ "):
+            new = [p for p in line.split() if p.startswith("+")]
+            number = int(new[0][1:].split(",")[0]) if new else None
+        elif number is not None:
+            if line.startswith("+") and not line.startswith("+++"):
+                yield number, line[1:]
+                number += 1
+            elif line.startswith(" ") or line == "":
+                number += 1
 
 
 class WitWorld(wit_world.WitWorld):
@@ -43,34 +49,30 @@ class WitWorld(wit_world.WitWorld):
             config = json.loads(ctx.config_json or "{}")
         except ValueError as e:
             raise Err(f"bad plugin config: {e}")
-        scope = config.get("scope", "changed")
-        if scope == "all":
-            files = all_files()
-        elif scope == "changed":
-            if not ctx.changed_files:
-                raise Err('scope is "changed" but the host gave no changed files (pass --diff)')
-            files = [f.path for f in ctx.changed_files if f.kind != types.ChangeKind.DELETED]
-        else:
-            raise Err(f"unknown scope '{scope}' (changed, all)")
-
+        if not ctx.changed_files:
+            raise Err("the host gave no changed files (pass the change with --diff)")
+        ignore = set(config.get("ignore", []))
         findings = []
-        for path in files:
-            try:
-                with open(os.path.join(WORKSPACE, path), encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-            except OSError as e:
-                findings.append(types.Finding(path=path, line=None, severity=types.Severity.WARNING, message=f"cannot be read: {e}"))
+        checked = 0
+        for changed in ctx.changed_files:
+            if changed.kind == types.ChangeKind.DELETED or changed.path in ignore:
                 continue
-            for number, line in enumerate(text.splitlines(), 1):
+            try:
+                diff = host.file_diff(changed.path)
+            except Err as e:
+                findings.append(types.Finding(path=changed.path, line=None, severity=types.Severity.WARNING, message=f"no diff: {e.value}"))
+                continue
+            checked += 1
+            for number, text in added_lines(diff):
                 for name, pattern in PATTERNS:
-                    if pattern.search(line):
+                    if pattern.search(text):
                         findings.append(
-                            types.Finding(path=path, line=number, severity=types.Severity.ERROR, message=f"looks like a secret ({name})")
+                            types.Finding(path=changed.path, line=number, severity=types.Severity.ERROR, message=f"looks like a secret ({name})")
                         )
-        host.log(host.LogLevel.INFO, f"no-secrets scanned {len(files)} file(s)")
+        host.log(host.LogLevel.INFO, f"no-secrets checked the added lines of {checked} file(s)")
         errors = [f for f in findings if f.severity == types.Severity.ERROR]
         if errors:
             return types.Verdict(decision=types.Decision.FAIL, summary=f"{len(errors)} secret-looking string(s)", findings=findings)
         return types.Verdict(
-            decision=types.Decision.PASS, summary=f"no secret-looking string in {len(files)} file(s)", findings=findings
+            decision=types.Decision.PASS, summary=f"no secret-looking string added in {checked} file(s)", findings=findings
         )

@@ -15,4 +15,4 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp "$here/app.py" "$work/"
 cd "$work"
-"$venv/bin/componentize-py" -d "$root/wit/v0.1" -w gate-plugin componentize app -o "$out"
+"$venv/bin/componentize-py" -d "$root/wit/v0.1" -w gate-plugin componentize --stub-wasi app -o "$out"
