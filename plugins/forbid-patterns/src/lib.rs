@@ -16,7 +16,7 @@
 
 use gatehost_plugin::{ChangeKind, Context, Finding, Plugin, Severity, Verdict};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -104,7 +104,9 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
         .map(|r| {
             Ok(Rule {
                 id: r.id.clone(),
-                regex: Regex::new(&r.pattern)
+                regex: RegexBuilder::new(&r.pattern)
+                    .multi_line(true)
+                    .build()
                     .map_err(|e| format!("rule {}: bad pattern: {e}", r.id))?,
                 paths: globs(&r.paths, &r.id)?,
                 exclude: globs(&r.exclude, &r.id)?,
@@ -116,6 +118,42 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
             })
         })
         .collect()
+}
+
+/// Reads a file unless it is larger than `max` bytes (then a finding says
+/// it was skipped) or unreadable (a warning).
+fn read_capped(path: &str, max: u64, findings: &mut Vec<Finding>) -> Option<String> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(gatehost_plugin::workspace_path(path)) else {
+        findings.push(gatehost_plugin::finding(
+            path,
+            None,
+            Severity::Warning,
+            "cannot be read",
+        ));
+        return None;
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > max {
+        findings.push(gatehost_plugin::finding(
+            path,
+            None,
+            Severity::Info,
+            format!("skipped: {size} bytes is over maxFileBytes"),
+        ));
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    if file.read_to_end(&mut bytes).is_err() {
+        findings.push(gatehost_plugin::finding(
+            path,
+            None,
+            Severity::Warning,
+            "cannot be read",
+        ));
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 struct ForbidPatterns;
@@ -150,25 +188,7 @@ impl Plugin for ForbidPatterns {
             if applicable.is_empty() {
                 continue;
             }
-            let size = std::fs::metadata(gatehost_plugin::workspace_path(path))
-                .map(|m| m.len())
-                .unwrap_or(0);
-            if size > config.max_file_bytes {
-                findings.push(gatehost_plugin::finding(
-                    path,
-                    None,
-                    Severity::Info,
-                    format!("skipped: {size} bytes is over maxFileBytes"),
-                ));
-                continue;
-            }
-            let Ok(text) = gatehost_plugin::read_text(path) else {
-                findings.push(gatehost_plugin::finding(
-                    path,
-                    None,
-                    Severity::Warning,
-                    "cannot be read",
-                ));
+            let Some(text) = read_capped(path, config.max_file_bytes, &mut findings) else {
                 continue;
             };
             scanned += 1;
@@ -181,22 +201,30 @@ impl Plugin for ForbidPatterns {
             } else {
                 None
             };
-            for (i, line) in text.lines().enumerate() {
-                let n = i as u32 + 1;
-                if only.as_ref().is_some_and(|o| !o.contains(&n)) {
-                    continue;
-                }
-                for r in &applicable {
-                    if r.regex.is_match(line) {
-                        findings.push(gatehost_plugin::finding(
-                            path,
-                            Some(n),
-                            r.severity,
-                            format!("[{}] {}", r.id, r.message),
-                        ));
+            // Each rule runs once over the whole file (with `^`/`$` at line
+            // boundaries); a finding names the line where the match starts.
+            let mut line_starts: Option<Vec<usize>> = None;
+            let first_new = findings.len();
+            for r in &applicable {
+                for m in r.regex.find_iter(&text) {
+                    let starts = line_starts.get_or_insert_with(|| {
+                        std::iter::once(0)
+                            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                            .collect()
+                    });
+                    let n = starts.partition_point(|&s| s <= m.start()) as u32;
+                    if only.as_ref().is_some_and(|o| !o.contains(&n)) {
+                        continue;
                     }
+                    findings.push(gatehost_plugin::finding(
+                        path,
+                        Some(n),
+                        r.severity,
+                        format!("[{}] {}", r.id, r.message),
+                    ));
                 }
             }
+            findings[first_new..].sort_by_key(|f| f.line);
         }
         let blocking = findings
             .iter()
