@@ -65,15 +65,7 @@ fn main() {
     );
     let shell_case = measure(
         rounds,
-        || {
-            let out = Command::new(&true_path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .output()
-                .expect("spawn true");
-            assert!(out.status.success());
-        },
+        || spawn_directly(&true_path),
         || {
             let v = rt.block_on(runner.run_gate(&shell, &anchor, &ctx));
             assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
@@ -111,21 +103,24 @@ fn main() {
     );
     let fallback_case = measure(
         rounds,
-        || {
-            let out = Command::new(&true_path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .output()
-                .expect("spawn true");
-            assert!(out.status.success());
-        },
+        || spawn_directly(&true_path),
         || {
             let v = rt.block_on(fallback.run_gate(&shell, &anchor, &ctx));
             assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
         },
     );
     report("shell gate `true`, without cgroups", &fallback_case);
+}
+
+/// The baseline: the program spawned directly, its output captured.
+fn spawn_directly(program: &std::path::Path) {
+    let out = Command::new(program)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("spawn");
+    assert!(out.status.success());
 }
 
 struct Case {
