@@ -13,6 +13,8 @@
 //! It must never let a plugin's failure become a pass, and never let one
 //! plugin's trap affect another evaluation.
 
+mod error;
+mod evaluate;
 mod load;
 mod state;
 
@@ -25,79 +27,24 @@ pub(crate) mod bindings {
     });
 }
 
+pub use error::PluginError;
 pub use load::PluginFile;
 pub use state::JudgeBridge;
 
 use crate::config::{PluginBounds, WasmConfig};
-use crate::verdict::{Finding, Severity};
-use bindings::gatehost::gate::types as wit;
-use state::{BoundHit, MemoryBudget, PluginState};
+use crate::verdict::Finding;
+use state::PluginState;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
-    UpdateDeadline,
-};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Evaluations that can be in flight at once with the pooling allocator.
 const POOL_INSTANCES: u32 = 64;
 
 /// Epoch tick: the wall-clock bound's resolution.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Why a plugin could not give a verdict. Each is an `error` outcome.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PluginError {
-    #[error("plugin '{plugin}' cannot be read: {message}")]
-    Unreadable { plugin: String, message: String },
-    #[error("plugin '{plugin}' was not found in the plugin directories ({dirs})")]
-    NotFound { plugin: String, dirs: String },
-    #[error("plugin '{plugin}': sha256 is {actual}, the gate pins {expected}")]
-    DigestMismatch {
-        plugin: String,
-        expected: String,
-        actual: String,
-    },
-    #[error(
-        "plugin '{plugin}' lies inside the workspace, where the agent can swap it; pin it with \"sha256\""
-    )]
-    UnpinnedInWorkspace { plugin: String },
-    #[error("plugin '{plugin}' is not a WebAssembly component: {message}")]
-    NotAComponent { plugin: String, message: String },
-    #[error("plugin '{plugin}' is not a valid component: {message}")]
-    Invalid { plugin: String, message: String },
-    #[error("plugin '{plugin}' imports {import}, which gatehost does not grant")]
-    ForbiddenImport { plugin: String, import: String },
-    #[error("plugin '{plugin}' does not target the gatehost:gate@0.1 gate-plugin world: {message}")]
-    WrongWorld { plugin: String, message: String },
-    #[error("plugin '{plugin}': {bound} {asked} exceeds the host's maximum of {max}")]
-    OverMaximum {
-        plugin: String,
-        bound: &'static str,
-        asked: u64,
-        max: u64,
-    },
-    #[error("plugin '{plugin}' timed out after {after}")]
-    Timeout { plugin: String, after: String },
-    #[error("plugin '{plugin}' ran out of fuel (its budget is {fuel} instructions)")]
-    OutOfFuel { plugin: String, fuel: u64 },
-    #[error("plugin '{plugin}' exceeded its memory limit of {mib} MiB")]
-    Memory { plugin: String, mib: u64 },
-    #[error("plugin '{plugin}' exceeded its output limit of {bytes} bytes")]
-    Output { plugin: String, bytes: u64 },
-    #[error("plugin '{plugin}' exceeded its limit of {calls} judge call(s) per evaluation")]
-    JudgeCalls { plugin: String, calls: u32 },
-    #[error("plugin '{plugin}' trapped: {message}")]
-    Trap { plugin: String, message: String },
-    #[error("plugin '{plugin}' reported an error: {message}")]
-    Reported { plugin: String, message: String },
-    #[error("the WASM engine cannot start: {0}")]
-    Engine(String),
-}
 
 /// A compiled plugin, ready to instantiate.
 pub struct LoadedPlugin {
@@ -340,127 +287,6 @@ impl WasmHost {
         Ok(load::interface_of(&self.engine, &component))
     }
 
-    /// Runs one evaluation in a fresh store.
-    pub async fn evaluate(
-        &self,
-        plugin: &LoadedPlugin,
-        eval: Evaluation,
-    ) -> Result<PluginVerdict, (PluginError, CapturedOutput)> {
-        let name = plugin.name.clone();
-        let bounds = eval.bounds;
-        let fail = |e: PluginError| (e, CapturedOutput::default());
-        let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
-        let stdout = MemoryOutputPipe::new(out_cap);
-        let stderr = MemoryOutputPipe::new(out_cap);
-        let mut builder = WasiCtxBuilder::new();
-        // File reads are short and local: do them on the evaluating thread
-        // instead of a round trip through the blocking pool per call.
-        builder
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_blocking_current_thread(true);
-        builder
-            .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
-            .map_err(|e| {
-                fail(PluginError::Engine(format!(
-                    "cannot preopen the workspace {}: {e:#}",
-                    eval.workspace_root.display()
-                )))
-            })?;
-        let state = PluginState {
-            plugin: name.clone(),
-            wasi: builder.build(),
-            table: ResourceTable::new(),
-            limiter: MemoryBudget {
-                max_bytes: bounds.memory_bytes,
-                used_bytes: 0,
-                exceeded: false,
-            },
-            diffs: eval.diffs,
-            judge: eval.judge,
-            judge_calls: 0,
-            bound_hit: None,
-            logs: Vec::new(),
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store
-            .set_fuel(bounds.fuel)
-            .map_err(|e| fail(PluginError::Engine(format!("{e:#}"))))?;
-        // Every epoch tick the guest yields to the executor (so that a
-        // looping plugin never holds up other tasks on its thread), until
-        // the wall-clock deadline, where it is interrupted.
-        let deadline = Instant::now() + bounds.timeout;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline {
-                UpdateDeadline::Interrupt
-            } else {
-                UpdateDeadline::Yield(1)
-            })
-        });
-
-        let ctx = to_wit_context(&eval.context);
-        let started = Instant::now();
-        // Epochs stop guest code; host calls (the judge) bound themselves.
-        // This outer timeout is a backstop for anything else.
-        let backstop = bounds.timeout + Duration::from_secs(2) + eval_judge_budget(&store);
-        let result = tokio::time::timeout(backstop, async {
-            let instance = plugin.pre.instantiate_async(&mut store).await?;
-            instance.call_evaluate(&mut store, &ctx).await
-        })
-        .await;
-        let captured = CapturedOutput {
-            stdout: stdout.contents().to_vec(),
-            stderr: stderr.contents().to_vec(),
-        };
-        let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        let state = store.data();
-        let output_full = captured.stdout.len() >= out_cap || captured.stderr.len() >= out_cap;
-        let outcome = match result {
-            Err(_) => Err(PluginError::Timeout {
-                plugin: name.clone(),
-                after: crate::gate::human_duration(started.elapsed()),
-            }),
-            Ok(Err(e)) => Err(classify_trap(&name, &e, state, bounds, output_full)),
-            Ok(Ok(Err(message))) => Err(PluginError::Reported {
-                plugin: name.clone(),
-                message: message.chars().take(2000).collect(),
-            }),
-            Ok(Ok(Ok(verdict))) => {
-                let size = verdict.summary.len()
-                    + verdict
-                        .findings
-                        .iter()
-                        .map(|f| f.message.len() + f.path.as_ref().map_or(0, String::len))
-                        .sum::<usize>();
-                if size as u64 > bounds.output_bytes {
-                    Err(PluginError::Output {
-                        plugin: name.clone(),
-                        bytes: bounds.output_bytes,
-                    })
-                } else {
-                    Ok(PluginVerdict {
-                        passed: verdict.decision == wit::Decision::Pass,
-                        summary: one_line(&verdict.summary),
-                        findings: verdict.findings.into_iter().map(from_wit_finding).collect(),
-                        stdout: Vec::new(),
-                        stderr: Vec::new(),
-                        fuel_used,
-                    })
-                }
-            }
-        };
-        match outcome {
-            Ok(mut v) => {
-                v.stdout = captured.stdout;
-                v.stderr = captured.stderr;
-                Ok(v)
-            }
-            Err(e) => Err((e, captured)),
-        }
-    }
-
     /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first
     /// plugin directory that has it.
     pub fn find_named(&self, name: &str) -> Result<std::path::PathBuf, PluginError> {
@@ -531,107 +357,5 @@ impl FileIdentity {
             mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
             ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
         })
-    }
-}
-
-/// Extra backstop time for judge calls: each is bounded by its own timeout.
-fn eval_judge_budget(store: &Store<PluginState>) -> Duration {
-    let j = &store.data().judge;
-    (j.timeout + Duration::from_secs(3)).saturating_mul(j.max_calls)
-}
-
-fn classify_trap(
-    name: &str,
-    e: &wasmtime::Error,
-    state: &PluginState,
-    bounds: PluginBounds,
-    output_full: bool,
-) -> PluginError {
-    let plugin = name.to_string();
-    if state.bound_hit == Some(BoundHit::JudgeCalls) {
-        return PluginError::JudgeCalls {
-            plugin,
-            calls: bounds.judge_calls,
-        };
-    }
-    match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => {
-            return PluginError::Timeout {
-                plugin,
-                after: crate::gate::human_duration(bounds.timeout),
-            };
-        }
-        Some(Trap::OutOfFuel) => {
-            return PluginError::OutOfFuel {
-                plugin,
-                fuel: bounds.fuel,
-            };
-        }
-        _ => {}
-    }
-    if state.limiter.exceeded {
-        return PluginError::Memory {
-            plugin,
-            mib: bounds.memory_bytes / (1024 * 1024),
-        };
-    }
-    if output_full {
-        return PluginError::Output {
-            plugin,
-            bytes: bounds.output_bytes,
-        };
-    }
-    let message = match e.downcast_ref::<Trap>() {
-        Some(trap) => trap.to_string(),
-        None => format!("{e:#}"),
-    };
-    PluginError::Trap {
-        plugin,
-        message: one_line(&message),
-    }
-}
-
-fn one_line(s: &str) -> String {
-    let line = s
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    line.chars().take(500).collect()
-}
-
-fn to_wit_context(c: &PluginContext) -> wit::Context {
-    wit::Context {
-        session_id: c.session_id.clone(),
-        policy_id: c.policy_id.clone(),
-        config: c.config.clone(),
-        config_json: c.config_json.clone(),
-        last_message: c.last_message.clone(),
-        changed_files: c
-            .changed_files
-            .iter()
-            .map(|(path, kind)| wit::ChangedFile {
-                path: path.clone(),
-                kind: match kind {
-                    ChangeKind::Added => wit::ChangeKind::Added,
-                    ChangeKind::Modified => wit::ChangeKind::Modified,
-                    ChangeKind::Deleted => wit::ChangeKind::Deleted,
-                    ChangeKind::Renamed => wit::ChangeKind::Renamed,
-                },
-            })
-            .collect(),
-    }
-}
-
-fn from_wit_finding(f: wit::Finding) -> Finding {
-    Finding {
-        path: f.path,
-        line: f.line,
-        severity: match f.severity {
-            wit::Severity::Info => Severity::Info,
-            wit::Severity::Warning => Severity::Warning,
-            wit::Severity::Error => Severity::Error,
-        },
-        message: one_line(&f.message),
     }
 }

@@ -1,0 +1,141 @@
+//! The `gatehost` command line: argument parsing and dispatch. `check`
+//! (reading the operator's files, printing verdicts for people or `--json`
+//! for scripts) and `plugin` (inspect, new) live in their own modules.
+//!
+//! It owns the exit codes (0 pass, 1 fail, 2 error) and must never turn an
+//! unreadable input into anything but exit 2.
+
+mod check;
+mod plugin;
+
+pub use check::render_report;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).
+Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/config.toml;
+without one, defaults apply and the shell allowlist is empty.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gatehost",
+    version,
+    about = "A judge-gate host for supervising coding agents",
+    long_about = "gatehost decides whether a coding agent's work is acceptable by running gates: \
+an allowlisted shell command (exit 0 = pass) or an LLM judge that must end with VERDICT: PASS or VERDICT: FAIL. \
+Anything unclear (a timeout, a crash, no verdict) never passes.",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Log filter for messages on stderr (e.g. info, debug, gatehost=trace).
+    #[arg(long, global = true, env = "GATEHOST_LOG", default_value = "warn")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gate(s) of a gate file once against a workspace.
+    #[command(after_help = AFTER_HELP)]
+    Check(CheckArgs),
+    /// Work with WASM gate plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Show a plugin file's interface version, imports, exports, size and sha256.
+    Inspect(InspectArgs),
+    /// Start a new Rust gate plugin from a template.
+    New(NewArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The plugin's name (letters, digits, `-`, `_`): the crate and the folder.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where to create the folder NAME.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Path of the gatehost-plugin kit crate (default: the kit of this gatehost checkout).
+    #[arg(long, value_name = "PATH")]
+    pub kit: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// Host configuration (TOML), for the component cache location.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The plugin file (.wasm).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Host configuration (TOML). Must not lie inside the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The workspace the gates run against.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+    /// Material for judge gates (the agent's last message, a diff); `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub context: Option<PathBuf>,
+    /// The change as a unified diff (`git diff` output); plugins see its files.
+    #[arg(long, value_name = "FILE")]
+    pub diff: Option<PathBuf>,
+    /// Print the result as one JSON object (`outcome`, `reason`, `gates`, ...).
+    #[arg(long)]
+    pub json: bool,
+    /// Accept a gate file that lies inside the workspace (the agent could edit it).
+    #[arg(long)]
+    pub trust_workspace_gate_file: bool,
+    /// A JSON file with one gate object or a list of them.
+    #[arg(value_name = "GATE_FILE")]
+    pub gate_file: PathBuf,
+}
+
+/// Parses the command line, runs it and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    match cli.command {
+        Command::Check(args) => check::check(args),
+        Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
+        Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
+            Ok(dir) => {
+                println!(
+                    "created {}\nbuild it:   cd {} && cargo build --release --target wasm32-wasip2\ninspect it: gatehost plugin inspect target/wasm32-wasip2/release/{}.wasm",
+                    dir.display(),
+                    dir.display(),
+                    args.name.replace('-', "_")
+                );
+                0
+            }
+            Err(reason) => {
+                eprintln!("gatehost: error: {reason}");
+                2
+            }
+        },
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

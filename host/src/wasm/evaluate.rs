@@ -1,0 +1,243 @@
+//! One evaluation: a fresh store with the WASI grants and the bounds, the
+//! call to `evaluate`, and the mapping of its result (or trap) to a plugin
+//! verdict or a typed error. The store is dropped afterwards, whatever
+//! happened.
+
+use super::bindings::gatehost::gate::types as wit;
+use super::state::{BoundHit, MemoryBudget, PluginState};
+use super::{
+    CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError,
+    PluginVerdict, WasmHost,
+};
+use crate::config::PluginBounds;
+use crate::verdict::{Finding, Severity};
+use std::time::{Duration, Instant};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+impl WasmHost {
+    /// Runs one evaluation in a fresh store.
+    pub async fn evaluate(
+        &self,
+        plugin: &LoadedPlugin,
+        eval: Evaluation,
+    ) -> Result<PluginVerdict, (PluginError, CapturedOutput)> {
+        let name = plugin.name.clone();
+        let bounds = eval.bounds;
+        let fail = |e: PluginError| (e, CapturedOutput::default());
+        let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
+        let stdout = MemoryOutputPipe::new(out_cap);
+        let stderr = MemoryOutputPipe::new(out_cap);
+        let mut builder = WasiCtxBuilder::new();
+        // File reads are short and local: do them on the evaluating thread
+        // instead of a round trip through the blocking pool per call.
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_blocking_current_thread(true);
+        builder
+            .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
+            .map_err(|e| {
+                fail(PluginError::Engine(format!(
+                    "cannot preopen the workspace {}: {e:#}",
+                    eval.workspace_root.display()
+                )))
+            })?;
+        let state = PluginState {
+            plugin: name.clone(),
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryBudget {
+                max_bytes: bounds.memory_bytes,
+                used_bytes: 0,
+                exceeded: false,
+            },
+            diffs: eval.diffs,
+            judge: eval.judge,
+            judge_calls: 0,
+            bound_hit: None,
+            logs: Vec::new(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(bounds.fuel)
+            .map_err(|e| fail(PluginError::Engine(format!("{e:#}"))))?;
+        // Every epoch tick the guest yields to the executor (so that a
+        // looping plugin never holds up other tasks on its thread), until
+        // the wall-clock deadline, where it is interrupted.
+        let deadline = Instant::now() + bounds.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
+
+        let ctx = to_wit_context(&eval.context);
+        let started = Instant::now();
+        // Epochs stop guest code; host calls (the judge) bound themselves.
+        // This outer timeout is a backstop for anything else.
+        let backstop = bounds.timeout + Duration::from_secs(2) + eval_judge_budget(&store);
+        let result = tokio::time::timeout(backstop, async {
+            let instance = plugin.pre.instantiate_async(&mut store).await?;
+            instance.call_evaluate(&mut store, &ctx).await
+        })
+        .await;
+        let captured = CapturedOutput {
+            stdout: stdout.contents().to_vec(),
+            stderr: stderr.contents().to_vec(),
+        };
+        let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let state = store.data();
+        let output_full = captured.stdout.len() >= out_cap || captured.stderr.len() >= out_cap;
+        let outcome = match result {
+            Err(_) => Err(PluginError::Timeout {
+                plugin: name.clone(),
+                after: crate::gate::human_duration(started.elapsed()),
+            }),
+            Ok(Err(e)) => Err(classify_trap(&name, &e, state, bounds, output_full)),
+            Ok(Ok(Err(message))) => Err(PluginError::Reported {
+                plugin: name.clone(),
+                message: message.chars().take(2000).collect(),
+            }),
+            Ok(Ok(Ok(verdict))) => {
+                let size = verdict.summary.len()
+                    + verdict
+                        .findings
+                        .iter()
+                        .map(|f| f.message.len() + f.path.as_ref().map_or(0, String::len))
+                        .sum::<usize>();
+                if size as u64 > bounds.output_bytes {
+                    Err(PluginError::Output {
+                        plugin: name.clone(),
+                        bytes: bounds.output_bytes,
+                    })
+                } else {
+                    Ok(PluginVerdict {
+                        passed: verdict.decision == wit::Decision::Pass,
+                        summary: one_line(&verdict.summary),
+                        findings: verdict.findings.into_iter().map(from_wit_finding).collect(),
+                        stdout: Vec::new(),
+                        stderr: Vec::new(),
+                        fuel_used,
+                    })
+                }
+            }
+        };
+        match outcome {
+            Ok(mut v) => {
+                v.stdout = captured.stdout;
+                v.stderr = captured.stderr;
+                Ok(v)
+            }
+            Err(e) => Err((e, captured)),
+        }
+    }
+}
+
+/// Extra backstop time for judge calls: each is bounded by its own timeout.
+fn eval_judge_budget(store: &Store<PluginState>) -> Duration {
+    let j = &store.data().judge;
+    (j.timeout + Duration::from_secs(3)).saturating_mul(j.max_calls)
+}
+
+fn classify_trap(
+    name: &str,
+    e: &wasmtime::Error,
+    state: &PluginState,
+    bounds: PluginBounds,
+    output_full: bool,
+) -> PluginError {
+    let plugin = name.to_string();
+    if state.bound_hit == Some(BoundHit::JudgeCalls) {
+        return PluginError::JudgeCalls {
+            plugin,
+            calls: bounds.judge_calls,
+        };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => {
+            return PluginError::Timeout {
+                plugin,
+                after: crate::gate::human_duration(bounds.timeout),
+            };
+        }
+        Some(Trap::OutOfFuel) => {
+            return PluginError::OutOfFuel {
+                plugin,
+                fuel: bounds.fuel,
+            };
+        }
+        _ => {}
+    }
+    if state.limiter.exceeded {
+        return PluginError::Memory {
+            plugin,
+            mib: bounds.memory_bytes / (1024 * 1024),
+        };
+    }
+    if output_full {
+        return PluginError::Output {
+            plugin,
+            bytes: bounds.output_bytes,
+        };
+    }
+    let message = match e.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => format!("{e:#}"),
+    };
+    PluginError::Trap {
+        plugin,
+        message: one_line(&message),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let line = s
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    line.chars().take(500).collect()
+}
+
+fn to_wit_context(c: &PluginContext) -> wit::Context {
+    wit::Context {
+        session_id: c.session_id.clone(),
+        policy_id: c.policy_id.clone(),
+        config: c.config.clone(),
+        config_json: c.config_json.clone(),
+        last_message: c.last_message.clone(),
+        changed_files: c
+            .changed_files
+            .iter()
+            .map(|(path, kind)| wit::ChangedFile {
+                path: path.clone(),
+                kind: match kind {
+                    ChangeKind::Added => wit::ChangeKind::Added,
+                    ChangeKind::Modified => wit::ChangeKind::Modified,
+                    ChangeKind::Deleted => wit::ChangeKind::Deleted,
+                    ChangeKind::Renamed => wit::ChangeKind::Renamed,
+                },
+            })
+            .collect(),
+    }
+}
+
+fn from_wit_finding(f: wit::Finding) -> Finding {
+    Finding {
+        path: f.path,
+        line: f.line,
+        severity: match f.severity {
+            wit::Severity::Info => Severity::Info,
+            wit::Severity::Warning => Severity::Warning,
+            wit::Severity::Error => Severity::Error,
+        },
+        message: one_line(&f.message),
+    }
+}
