@@ -33,7 +33,8 @@ pub enum BoundHit {
 #[derive(Debug, Clone)]
 pub struct JudgeBridge {
     pub runner: GateRunner,
-    pub anchor: Arc<WorkspaceAnchor>,
+    /// Set when `adapter` is.
+    pub anchor: Option<Arc<WorkspaceAnchor>>,
     pub adapter: Option<String>,
     pub model: Option<String>,
     pub timeout: Duration,
@@ -134,7 +135,8 @@ impl host::Host for PluginState {
                 self.judge.max_calls
             ));
         }
-        let Some(adapter) = self.judge.adapter.clone() else {
+        let (Some(adapter), Some(anchor)) = (self.judge.adapter.clone(), self.judge.anchor.clone())
+        else {
             return Ok(Err(
                 "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
             ));
@@ -151,7 +153,7 @@ impl host::Host for PluginState {
         };
         // The judge gate bounds itself (its own timeout, then kill); epochs
         // do not interrupt host calls.
-        let judged = run_request(&bridge.runner, request, &bridge.anchor).await;
+        let judged = run_request(&bridge.runner, request, &anchor).await;
         let verdict = judged.verdict;
         let text = verdict
             .stdout
