@@ -9,7 +9,9 @@
 //!   running `grep -rE` over the same files (alternating rounds);
 //! - throughput: `noop` evaluations with 1 and 8 in flight;
 //! - cold start: first evaluation from the on-disk cache vs compiling from
-//!   scratch (a fresh host each time).
+//!   scratch (a fresh host each time);
+//! - with `GATEHOST_BENCH_BREAKDOWN=1`: where `forbid-patterns` spends its
+//!   time, walking the workspace only vs walking, reading and scanning.
 
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
@@ -80,6 +82,28 @@ fn main() {
         || assert!(run(&noop).passed()),
     );
     report("trivial plugin (noop) vs shell gate `true`", &a, &b);
+    if std::env::var_os("GATEHOST_BENCH_BREAKDOWN").is_some() {
+        let walk = gate(
+            r#"{"wasm": {"plugin": "forbid-patterns", "timeoutMs": 60000, "config": {"scope": "all", "rules": [{"id": "x", "pattern": "zzz", "paths": ["*.nomatch"]}]}}}"#,
+        );
+        let scan = gate(
+            r#"{"wasm": {"plugin": "forbid-patterns", "timeoutMs": 60000, "config": {"scope": "all", "rules": [{"id": "x", "pattern": "zzzz_never"}]}}}"#,
+        );
+        let (a, b) = alternate(
+            30,
+            || {
+                run(&walk);
+            },
+            || {
+                run(&scan);
+            },
+        );
+        report(
+            "breakdown: walk only (baseline) vs walk+read+scan (subject)",
+            &a,
+            &b,
+        );
+    }
     let forbid_rounds = (rounds / 10).max(20);
     let (a, b) = alternate(
         forbid_rounds,
