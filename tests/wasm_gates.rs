@@ -33,6 +33,13 @@ fn wasm_config(s: &Scratch, extra: &str) -> String {
     )
 }
 
+fn sha256_of(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(
+        std::fs::read(path).expect("read plugin"),
+    ))
+}
+
 fn gate(plugin: &str, config: serde_json::Value, extra: serde_json::Value) -> String {
     let mut w = json!({"plugin": plugin, "config": config});
     if let (Some(o), Some(e)) = (w.as_object_mut(), extra.as_object()) {
@@ -214,6 +221,31 @@ fn a_plugin_in_the_workspace_must_be_pinned_by_digest() {
         "{}",
         run.reason()
     );
+    // Outside the workspace too (the agent can write /tmp): a path needs a pin.
+    let outside = s.etc.join("noop.wasm");
+    std::fs::write(&outside, &bytes).unwrap();
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate(outside.to_str().unwrap(), json!({}), json!({})),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.reason()
+            .contains("is given by path: pin it with \"sha256\""),
+        "{}",
+        run.reason()
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate(
+            outside.to_str().unwrap(),
+            json!({}),
+            json!({"sha256": digest}),
+        ),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.reason());
     // A path that escapes the workspace is refused by the anchor.
     let run = s.check(
         &wasm_config(&s, ""),
@@ -254,7 +286,11 @@ fn files_that_are_not_gate_components_are_refused_with_the_cause() {
         std::fs::write(&path, bytes).unwrap();
         let run = s.check(
             &wasm_config(&s, ""),
-            &gate(path.to_str().unwrap(), json!({}), json!({})),
+            &gate(
+                path.to_str().unwrap(),
+                json!({}),
+                json!({"sha256": sha256_of(&path)}),
+            ),
             &[],
         );
         assert_eq!(run.code, 2, "{name}");
@@ -743,7 +779,11 @@ fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
     let diff = s.write("d.diff", "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n fine\n+XXX not fine\n");
     let run = s.check(
         &wasm_config(&s, ""),
-        &gate(wasm.to_str().unwrap(), json!({}), json!({})),
+        &gate(
+            wasm.to_str().unwrap(),
+            json!({}),
+            json!({"sha256": sha256_of(&wasm)}),
+        ),
         &["--diff", diff.to_str().unwrap()],
     );
     assert_eq!(run.code, 1, "{}", run.stdout);

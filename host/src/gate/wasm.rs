@@ -1,8 +1,9 @@
 //! The WASM gate: a third-party plugin run by the WASM host, confined to
 //! the workspace and bounded.
 //!
-//! Resolves the plugin (a name in the host's plugin directories, or a path
-//! that must be pinned by sha256 when it lies inside the workspace), checks
+//! Resolves the plugin (a name in the host's plugin directories, or a path,
+//! which must be pinned by sha256: anywhere outside the host's plugin
+//! directories, such as the workspace or /tmp, the agent may write), checks
 //! the gate's bounds against the host's maxima, and maps the plugin's answer
 //! to a verdict: its decision is `pass` or `fail`; anything that stops it
 //! from deciding (a trap, a bound, a refused import) is `error`.
@@ -133,8 +134,9 @@ pub(super) async fn run(
     v
 }
 
-/// Finds the plugin file, enforcing that a file inside the workspace is
-/// pinned by digest. Returns its name and path.
+/// Finds the plugin file, enforcing that a plugin given by path, and a
+/// named plugin that resolves into the workspace, is pinned by digest.
+/// Returns its name and path.
 fn resolve_plugin(
     runner: &GateRunner,
     gate: &WasmGate,
@@ -161,8 +163,13 @@ fn resolve_plugin(
         let path = anchor.root().join(rel);
         (file_stem(&path), path, true)
     };
-    if in_workspace && gate.sha256.is_none() {
-        return Err(PluginError::UnpinnedInWorkspace { plugin: name });
+    if gate.sha256.is_none() {
+        if in_workspace {
+            return Err(PluginError::UnpinnedInWorkspace { plugin: name });
+        }
+        if is_path {
+            return Err(PluginError::UnpinnedPath { plugin: name });
+        }
     }
     Ok((name, path))
 }

@@ -19,6 +19,10 @@ pub enum PluginError {
         "plugin '{plugin}' lies inside the workspace, where the agent can swap it; pin it with \"sha256\""
     )]
     UnpinnedInWorkspace { plugin: String },
+    #[error(
+        "plugin '{plugin}' is given by path: pin it with \"sha256\" (or install it in a plugin directory and name it)"
+    )]
+    UnpinnedPath { plugin: String },
     #[error("plugin '{plugin}' is not a WebAssembly component: {message}")]
     NotAComponent { plugin: String, message: String },
     #[error("plugin '{plugin}' is not a valid component: {message}")]
