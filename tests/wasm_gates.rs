@@ -862,3 +862,33 @@ fn the_python_plugin_runs_through_the_host() {
         run.reason()
     );
 }
+
+#[test]
+fn forbid_patterns_follows_symlinks_inside_but_never_out_of_the_workspace() {
+    let s = Scratch::new();
+    s.write_ws("real.rs", "fn a() { dbg!(1); }\n");
+    s.write("outside.rs", "fn b() { dbg!(2); }\n");
+    std::os::unix::fs::symlink("real.rs", s.ws.join("link-in.rs")).unwrap();
+    std::os::unix::fs::symlink(s.etc.join("outside.rs"), s.ws.join("link-out.rs")).unwrap();
+    let diff = s.write(
+        "d.diff",
+        "diff --git a/link-in.rs b/link-in.rs\n--- a/link-in.rs\n+++ b/link-in.rs\n@@ -0,0 +1 @@\n+x\ndiff --git a/link-out.rs b/link-out.rs\n--- a/link-out.rs\n+++ b/link-out.rs\n@@ -0,0 +1 @@\n+y\n",
+    );
+    let config = json!({"scope": "changed", "rules": [{"id": "no-dbg", "pattern": "dbg!\\("}]});
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config, json!({})),
+        &["--diff", diff.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let findings = run.gate0()["findings"].as_array().unwrap().clone();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert_eq!(
+        findings[0],
+        json!({"path": "link-in.rs", "line": 1, "severity": "error", "message": "[no-dbg] matches forbidden pattern dbg!\\("})
+    );
+    assert_eq!(
+        findings[1],
+        json!({"path": "link-out.rs", "severity": "warning", "message": "cannot be read"})
+    );
+}

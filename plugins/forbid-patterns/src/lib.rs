@@ -123,37 +123,27 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
 /// Reads a file unless it is larger than `max` bytes (then a finding says
 /// it was skipped) or unreadable (a warning).
 fn read_capped(path: &str, max: u64, findings: &mut Vec<Finding>) -> Option<String> {
-    use std::io::Read;
-    let Ok(mut file) = std::fs::File::open(gatehost_plugin::workspace_path(path)) else {
-        findings.push(gatehost_plugin::finding(
-            path,
-            None,
-            Severity::Warning,
-            "cannot be read",
-        ));
-        return None;
-    };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if size > max {
-        findings.push(gatehost_plugin::finding(
-            path,
-            None,
-            Severity::Info,
-            format!("skipped: {size} bytes is over maxFileBytes"),
-        ));
-        return None;
+    match gatehost_plugin::read_bytes(path, max) {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            findings.push(gatehost_plugin::finding(
+                path,
+                None,
+                Severity::Info,
+                format!("skipped: {e} is over maxFileBytes"),
+            ));
+            None
+        }
+        Err(_) => {
+            findings.push(gatehost_plugin::finding(
+                path,
+                None,
+                Severity::Warning,
+                "cannot be read",
+            ));
+            None
+        }
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    if file.read_to_end(&mut bytes).is_err() {
-        findings.push(gatehost_plugin::finding(
-            path,
-            None,
-            Severity::Warning,
-            "cannot be read",
-        ));
-        return None;
-    }
-    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 struct ForbidPatterns;

@@ -106,6 +106,47 @@ pub fn workspace_path(relative: &str) -> String {
     )
 }
 
+/// Reads a workspace file's bytes, refusing files over `max` bytes (the
+/// error says so). Uses the WASI descriptor API directly (open, stat,
+/// positioned reads), which costs fewer host calls than `std::fs`.
+pub fn read_bytes(relative: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    let to_io = |e: wasi::filesystem::types::ErrorCode| std::io::Error::other(format!("{e:?}"));
+    let dirs = wasi::filesystem::preopens::get_directories();
+    let (root, _) = dirs
+        .iter()
+        .find(|(_, name)| name == WORKSPACE)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no workspace preopen"))?;
+    let rel = relative.trim_start_matches("./").trim_start_matches('/');
+    let file = root
+        .open_at(
+            PathFlags::SYMLINK_FOLLOW,
+            rel,
+            OpenFlags::empty(),
+            DescriptorFlags::READ,
+        )
+        .map_err(to_io)?;
+    let size = file.stat().map_err(to_io)?.size;
+    if size > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{size} bytes"),
+        ));
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    loop {
+        let want = (size - (out.len() as u64).min(size)).clamp(1, 1 << 20);
+        let (chunk, eof) = file.read(want, out.len() as u64).map_err(to_io)?;
+        out.extend_from_slice(&chunk);
+        // Done at the size stat gave (no extra call to learn about EOF),
+        // at EOF, or past the cap (the file grew).
+        if eof || chunk.is_empty() || out.len() as u64 >= size || out.len() as u64 > max {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// Reads a workspace file as text (lossily).
 pub fn read_text(relative: &str) -> std::io::Result<String> {
     let bytes = std::fs::read(workspace_path(relative))?;
@@ -113,28 +154,48 @@ pub fn read_text(relative: &str) -> std::io::Result<String> {
 }
 
 /// Every regular file in the workspace, relative, `/`-separated, sorted;
-/// `.git` and `target` directories are skipped.
+/// `.git` and `target` directories are skipped. Walks with the WASI
+/// descriptor API (one `read-directory` stream per directory).
 pub fn all_files() -> Vec<String> {
+    use wasi::filesystem::types::{DescriptorFlags, DescriptorType, OpenFlags, PathFlags};
+    let dirs = wasi::filesystem::preopens::get_directories();
+    let Some((root, _)) = dirs.iter().find(|(_, name)| name == WORKSPACE) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(workspace_path(&dir)) else {
+        let opened;
+        let handle = if dir.is_empty() {
+            root
+        } else {
+            match root.open_at(
+                PathFlags::empty(),
+                &dir,
+                OpenFlags::DIRECTORY,
+                DescriptorFlags::READ,
+            ) {
+                Ok(d) => {
+                    opened = d;
+                    &opened
+                }
+                Err(_) => continue,
+            }
+        };
+        let Ok(entries) = handle.read_directory() else {
             continue;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        while let Ok(Some(entry)) = entries.read_directory_entry() {
             let rel = if dir.is_empty() {
-                name.clone()
+                entry.name.clone()
             } else {
-                format!("{dir}/{name}")
+                format!("{dir}/{}", entry.name)
             };
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => {
-                    if name != ".git" && name != "target" {
-                        stack.push(rel);
-                    }
+            match entry.type_ {
+                DescriptorType::Directory if entry.name != ".git" && entry.name != "target" => {
+                    stack.push(rel)
                 }
-                Ok(t) if t.is_file() => out.push(rel),
+                DescriptorType::RegularFile => out.push(rel),
                 _ => {}
             }
         }
