@@ -256,22 +256,7 @@ fn help_documents_the_command_and_exit_codes() {
 
 #[test]
 fn the_shipped_example_passes() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ex = |p: &str| root.join("examples").join(p).display().to_string();
-    let run = run_gatehost(
-        &[
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            ex("gatehost.toml"),
-            "--workspace".into(),
-            ex("workspace"),
-            "--context".into(),
-            ex("agent-message.txt"),
-            ex("gates.json"),
-        ],
-        &[],
-    );
+    let run = check_example("gates.json", "--context", "agent-message.txt");
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let json = run.json();
     assert_eq!(json["gates"][0]["gate"], "unit tests");

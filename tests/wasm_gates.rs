@@ -793,22 +793,7 @@ fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
 #[test]
 fn the_shipped_plugin_example_passes() {
     plugin_dir();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ex = |p: &str| root.join("examples").join(p).display().to_string();
-    let run = run_gatehost(
-        &[
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            ex("gatehost.toml"),
-            "--workspace".into(),
-            ex("workspace"),
-            "--diff".into(),
-            ex("change.diff"),
-            ex("plugin-gates.json"),
-        ],
-        &[],
-    );
+    let run = check_example("plugin-gates.json", "--diff", "change.diff");
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let json = run.json();
     assert_eq!(

@@ -151,18 +151,43 @@ impl Scratch {
     pub fn check(&self, config: &str, gate: &str, extra: &[&str]) -> CliRun {
         let cfg = self.write("config.toml", config);
         let gate = self.write("gate.json", gate);
-        let mut args: Vec<String> = vec![
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            "--workspace".into(),
-            self.ws.display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push(gate.display().to_string());
-        run_gatehost(&args, &[])
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        run_gatehost(&check_args(&cfg, &self.ws, &extra, &gate), &[])
     }
+}
+
+/// `check --json --config CONFIG --workspace WS EXTRA... GATE`.
+pub fn check_args(config: &Path, workspace: &Path, extra: &[String], gate: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "check".into(),
+        "--json".into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--workspace".into(),
+        workspace.display().to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    args.push(gate.display().to_string());
+    args
+}
+
+/// Runs `check` on the shipped example (files under examples/), with
+/// `extra` options whose file arguments are example-relative.
+pub fn check_example(gate_file: &str, option: &str, option_file: &str) -> CliRun {
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let extra = vec![
+        option.to_string(),
+        ex.join(option_file).display().to_string(),
+    ];
+    run_gatehost(
+        &check_args(
+            &ex.join("gatehost.toml"),
+            &ex.join("workspace"),
+            &extra,
+            &ex.join(gate_file),
+        ),
+        &[],
+    )
 }
 
 /// One run of the gatehost binary.
