@@ -60,16 +60,17 @@ fn inspect_report(args: &InspectArgs) -> Result<serde_json::Value, String> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let file = crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?;
-    let (imports, exports) = host.interface(&file).map_err(|e| e.to_string())?;
+    let crate::wasm::Inspection {
+        imports,
+        exports,
+        problem,
+    } = host.inspect(&file).map_err(|e| e.to_string())?;
     let interface = imports
         .iter()
         .find_map(|i| i.strip_prefix("gatehost:gate/"))
         .and_then(|rest| rest.split_once('@'))
         .map(|(_, v)| format!("gatehost:gate@{v}"));
-    let problem = host
-        .load(crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?)
-        .err()
-        .map(|e| e.to_string());
+    let problem = problem.map(|e| e.to_string());
     Ok(serde_json::json!({
         "file": args.file.display().to_string(),
         "size": file.bytes.len(),

@@ -104,15 +104,10 @@ impl GateRunner {
             .map_err(Clone::clone)
     }
 
-    /// Waits (FIFO: tokio's semaphore is fair) for a judge slot.
-    async fn acquire_judge_slot(&self) -> OwnedSemaphorePermit {
-        loop {
-            // The semaphore is never closed, so this only loops in theory.
-            if let Ok(permit) = self.inner.judge_slots.clone().acquire_owned().await {
-                return permit;
-            }
-            tokio::task::yield_now().await;
-        }
+    /// Waits (FIFO: tokio's semaphore is fair) for a judge slot. Errs only
+    /// if the slots were closed, which nothing does today.
+    async fn acquire_judge_slot(&self) -> Result<OwnedSemaphorePermit, tokio::sync::AcquireError> {
+        self.inner.judge_slots.clone().acquire_owned().await
     }
 
     /// Runs one gate against the workspace.

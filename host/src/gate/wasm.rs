@@ -13,7 +13,7 @@ use crate::anchor::WorkspaceAnchor;
 use crate::config::PluginBounds;
 use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
-use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError};
+use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError, WasmHost};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ pub(super) async fn run(
         Ok(h) => h,
         Err(e) => return Verdict::error(label, e),
     };
-    let (name, path) = match resolve_plugin(runner, gate, anchor) {
+    let (name, path) = match resolve_plugin(host, gate, anchor) {
         Ok(f) => f,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
@@ -138,14 +138,13 @@ pub(super) async fn run(
 /// named plugin that resolves into the workspace, is pinned by digest.
 /// Returns its name and path.
 fn resolve_plugin(
-    runner: &GateRunner,
+    host: &WasmHost,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
 ) -> Result<(String, PathBuf), PluginError> {
     let spelled = gate.plugin.as_str();
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
     let (name, path, in_workspace) = if !is_path {
-        let host = runner.wasm_host().map_err(PluginError::Engine)?;
         let path = host.find_named(spelled)?;
         let inside = anchor.contains_host_path(&path);
         (spelled.to_string(), path, inside)

@@ -108,12 +108,11 @@ pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec
 }
 
 /// Compiles `file`, or loads it from the on-disk cache.
-/// Returns the component and whether it came from the cache.
 pub fn compile_cached(
     engine: &Engine,
     cache_dir: Option<&Path>,
     file: &PluginFile,
-) -> Result<(Component, bool), PluginError> {
+) -> Result<Component, PluginError> {
     let cached = cache_dir.map(|d| {
         d.join(format!(
             "{}-{:016x}.cwasm",
@@ -128,7 +127,7 @@ pub fn compile_cached(
         // workspace); its files were written by `serialize` below for this
         // very engine configuration, which the file name encodes.
         match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(c) => return Ok((c, true)),
+            Ok(c) => return Ok(c),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unusable cached component; recompiling");
             }
@@ -144,7 +143,7 @@ pub fn compile_cached(
     {
         tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled component");
     }
-    Ok((component, false))
+    Ok(component)
 }
 
 fn write_cache(path: &Path, component: &Component) -> Result<(), Box<dyn std::error::Error>> {

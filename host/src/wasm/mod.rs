@@ -37,7 +37,7 @@ use state::PluginState;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Evaluations that can be in flight at once with the pooling allocator.
@@ -45,6 +45,14 @@ const POOL_INSTANCES: u32 = 64;
 
 /// Epoch tick: the wall-clock bound's resolution.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// A component's interface, and why gatehost would refuse it.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    pub problem: Option<PluginError>,
+}
 
 /// A compiled plugin, ready to instantiate.
 pub struct LoadedPlugin {
@@ -200,45 +208,54 @@ impl WasmHost {
         if self.pooling { "pooling" } else { "on-demand" }
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    /// Loads (compiling or reading from the cache) and checks a plugin
-    /// file. Returns the loaded plugin and whether it came from a cache.
-    pub fn load(&self, file: PluginFile) -> Result<(Arc<LoadedPlugin>, bool), PluginError> {
+    /// Loads (compiling, or reading from the on-disk cache) and checks a
+    /// plugin file.
+    pub fn load(&self, file: PluginFile) -> Result<Arc<LoadedPlugin>, PluginError> {
         if let Some(p) = self
             .loaded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&file.digest)
         {
-            return Ok((p.clone(), true));
+            return Ok(p.clone());
         }
-        load::check_header(&file)?;
-        let (component, from_disk) =
-            load::compile_cached(&self.engine, self.config.cache_dir.as_deref(), &file)?;
-        load::check_imports(&file, &self.engine, &component)?;
+        let component = self.compile(&file)?;
+        let plugin = Arc::new(self.prepare(&file, &component)?);
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(file.digest, plugin.clone());
+        Ok(plugin)
+    }
+
+    /// Checks the header and compiles (or reads from the cache).
+    fn compile(&self, file: &PluginFile) -> Result<Component, PluginError> {
+        load::check_header(file)?;
+        load::compile_cached(&self.engine, self.config.cache_dir.as_deref(), file)
+    }
+
+    /// Refuses ungranted imports and a wrong world; pre-instantiates.
+    fn prepare(
+        &self,
+        file: &PluginFile,
+        component: &Component,
+    ) -> Result<LoadedPlugin, PluginError> {
+        load::check_imports(file, &self.engine, component)?;
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
             plugin: file.name.clone(),
             message: format!("{e:#}"),
         };
         let instance_pre = self
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(wrong_world)?;
         let pre = bindings::GatePluginPre::new(instance_pre).map_err(wrong_world)?;
-        let plugin = Arc::new(LoadedPlugin {
+        Ok(LoadedPlugin {
             name: file.name.clone(),
             digest: file.digest.clone(),
             size: file.bytes.len(),
             pre,
-        });
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(file.digest, plugin.clone());
-        Ok((plugin, from_disk))
+        })
     }
 
     /// Loads the plugin at `path`, checking its digest against `pinned`
@@ -263,7 +280,7 @@ impl WasmHost {
             None => {
                 let file = PluginFile::read(name, path)?;
                 check_pin(name, pinned, &file.digest)?;
-                let (plugin, _) = self.load(file)?;
+                let plugin = self.load(file)?;
                 // Record the identity seen *before* reading: if the file
                 // changed meanwhile, the next run reads it again.
                 if let Some(id) = identity {
@@ -279,12 +296,17 @@ impl WasmHost {
         Ok(plugin)
     }
 
-    /// Imports and exports of a component file (for `plugin inspect`).
-    pub fn interface(&self, file: &PluginFile) -> Result<(Vec<String>, Vec<String>), PluginError> {
-        load::check_header(file)?;
-        let (component, _) =
-            load::compile_cached(&self.engine, self.config.cache_dir.as_deref(), file)?;
-        Ok(load::interface_of(&self.engine, &component))
+    /// What `plugin inspect` shows: the component's imports and exports,
+    /// and why it would be refused, if it would. Compiles once.
+    pub fn inspect(&self, file: &PluginFile) -> Result<Inspection, PluginError> {
+        let component = self.compile(file)?;
+        let (imports, exports) = load::interface_of(&self.engine, &component);
+        let problem = self.prepare(file, &component).err();
+        Ok(Inspection {
+            imports,
+            exports,
+            problem,
+        })
     }
 
     /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first

@@ -130,7 +130,9 @@ pub(crate) async fn run_request(
     let args: Vec<OsString> = argv[1..].iter().map(OsString::from).collect();
     let timeout = req.timeout;
     let queued_at = Instant::now();
-    let permit = runner.acquire_judge_slot().await;
+    let Ok(permit) = runner.acquire_judge_slot().await else {
+        return Verdict::error(label, "the judge slots are closed; no judge can start").into();
+    };
     let queued = queued_at.elapsed();
     let run = runner
         .supervisor()
