@@ -68,74 +68,25 @@ fn a_gate_that_ignores_sigterm_is_killed_after_the_grace_period() {
 
 #[test]
 fn a_grandchild_holding_stdout_does_not_hang_the_gate() {
-    let s = Scratch::new();
-    let m = marker("holdout");
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/grandchild-holds-stdout.sh", &[&m], 30_000),
-        &[],
-    );
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.reason().starts_with("exited with code 0"),
-        "{}",
-        run.reason()
-    );
-    assert!(
-        run.reason().contains("leftover process(es) killed"),
-        "{}",
-        run.reason()
-    );
-    assert!(
-        run.gate0()["stdout"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("main process done")
-    );
-    assert!(
-        run.elapsed < Duration::from_secs(2),
-        "took {:?}",
-        run.elapsed
-    );
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    let run = passes_quickly_leaving_nothing("gates/grandchild-holds-stdout.sh", "holdout");
+    let reason = run.reason();
+    assert!(reason.starts_with("exited with code 0"), "{reason}");
+    assert!(reason.contains("leftover process(es) killed"), "{reason}");
+    let out = run.gate0()["stdout"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(out.contains("main process done"), "{out}");
 }
 
 #[test]
 fn a_descendant_that_calls_setsid_does_not_survive() {
-    let s = Scratch::new();
-    let m = marker("setsid");
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/setsid-escape.sh", &[&m], 30_000),
-        &[],
-    );
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.elapsed < Duration::from_secs(2),
-        "took {:?}",
-        run.elapsed
-    );
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    passes_quickly_leaving_nothing("gates/setsid-escape.sh", "setsid");
 }
 
 #[test]
 fn a_double_forked_orphan_does_not_survive() {
-    let s = Scratch::new();
-    let m = marker("orphan");
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/double-fork-orphan.sh", &[&m], 30_000),
-        &[],
-    );
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.elapsed < Duration::from_secs(2),
-        "took {:?}",
-        run.elapsed
-    );
-    assert_no_survivors(&m);
+    passes_quickly_leaving_nothing("gates/double-fork-orphan.sh", "orphan");
 }
 
 #[test]
@@ -297,4 +248,21 @@ fn a_cwd_that_escapes_is_refused_before_anything_runs() {
     let gate = serde_json::json!({"command": "pwd", "cwd": "..x"}).to_string();
     let run = s.check(&allow_config(&["pwd"]), &gate, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+/// Runs a fixture script that exits 0 at once while leaving descendants
+/// behind: the gate passes within 2 s, and nothing it started survives.
+fn passes_quickly_leaving_nothing(script: &str, name: &str) -> CliRun {
+    let s = Scratch::new();
+    let m = marker(name);
+    let run = s.check(&allow_config(&[]), &script_gate(script, &[&m], 30_000), &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.elapsed < Duration::from_secs(2),
+        "took {:?}",
+        run.elapsed
+    );
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+    run
 }

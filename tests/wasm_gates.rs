@@ -25,10 +25,15 @@ fn plugin_file(name: &str) -> PathBuf {
 
 /// A config with the built plugins, a private cache, and the `say` judge.
 fn wasm_config(s: &Scratch, extra: &str) -> String {
+    wasm_config_in(&s.etc.join("cache"), extra)
+}
+
+/// The same, with the compiled components cached in `cache`.
+fn wasm_config_in(cache: &std::path::Path, extra: &str) -> String {
     format!(
         "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n{extra}\n[judge.adapters.yes]\ncommand = [\"bash\", \"{}\", \"VERDICT: PASS\"]\n",
         plugin_dir().display(),
-        s.etc.join("cache").display(),
+        cache.display(),
         fixture_str("judges/say.sh"),
     )
 }
@@ -60,10 +65,7 @@ fn shared_cache() -> PathBuf {
 }
 
 fn hostile(s: &Scratch, mode: &str, arg: &str, extra: serde_json::Value) -> CliRun {
-    let config = wasm_config(s, "").replace(
-        &s.etc.join("cache").display().to_string(),
-        &shared_cache().display().to_string(),
-    );
+    let config = wasm_config_in(&shared_cache(), "");
     let run = s.check(
         &config,
         &gate("hostile", json!({"mode": mode, "arg": arg}), extra),
@@ -94,13 +96,26 @@ fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
         .collect();
     assert_eq!(cached.len(), 1, "{cached:?}");
     assert!(cached[0].ends_with(".cwasm"));
-    // The second run loads from the cache and still passes.
+    // The second run (a new process) loads that file instead of compiling
+    // again: had it compiled, the cache file would have been replaced.
+    let cache_file = s.etc.join("cache").join(&cached[0]);
+    let identity = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(p).expect("cache file");
+        (m.ino(), m.mtime_nsec(), m.mtime())
+    };
+    let before = identity(&cache_file);
     let run = s.check(
         &wasm_config(&s, ""),
         &gate("noop", json!({}), json!({})),
         &[],
     );
     assert_eq!(run.code, 0);
+    assert_eq!(
+        identity(&cache_file),
+        before,
+        "the cached component was rewritten"
+    );
 }
 
 #[test]
@@ -814,11 +829,7 @@ fn the_python_plugin_runs_through_the_host() {
         "the Python plugin is not built"
     );
     // The 18 MB component compiles once into a cache shared by test runs.
-    let cfg = format!(
-        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
-        plugin_dir().display(),
-        shared_cache().display()
-    );
+    let cfg = wasm_config_in(&shared_cache(), "");
     s.write_ws("app.py", "x = 1\n");
     let secret = s.write(
         "secret.diff",

@@ -240,7 +240,9 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .stdin(Stdio::null())
+        // Piped and held open until gatehost exits: a gate that wrongly
+        // inherited it would wait on it instead of seeing end-of-file.
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in env {
@@ -250,6 +252,7 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
     #[allow(clippy::zombie_processes)]
     let mut child = cmd.spawn().expect("spawn gatehost");
     let pid = child.id();
+    let held_stdin = child.stdin.take();
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel::<(u8, String)>();
@@ -285,6 +288,7 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
     // SAFETY: plain wait4 on our own child with valid out-pointers.
     let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
     done.store(true, Ordering::SeqCst);
+    drop(held_stdin);
     assert_eq!(rc, pid as i32, "wait4 failed");
     let elapsed = start.elapsed();
     let (mut stdout, mut stderr) = (String::new(), String::new());
