@@ -266,8 +266,9 @@ impl Supervisor {
         };
 
         // The main process is gone (or unkillable): nothing of its tree may
-        // outlive the gate.
-        signal_tree(pid, None, libc::SIGKILL);
+        // outlive the gate. The cgroup is emptied first, so that what was
+        // left in it is counted before anything else kills it; then the
+        // process group (the whole tree where there is no cgroup).
         let strays_killed = match (&self.cgroups, cgroup) {
             (Some(c), Some(cg)) => {
                 let path = cg.path().to_path_buf();
@@ -277,6 +278,7 @@ impl Supervisor {
             }
             _ => 0,
         };
+        signal_tree(pid, None, libc::SIGKILL);
         if termination != Termination::Unreaped {
             reaper::registry().children.remove(&pid);
         }
