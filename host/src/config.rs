@@ -48,6 +48,56 @@ struct ConfigFile {
     limits: LimitsSection,
     #[serde(default)]
     wasm: WasmSection,
+    #[serde(default)]
+    daemon: DaemonSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DaemonSection {
+    max_gating: Option<usize>,
+    webhook_url: Option<String>,
+    webhook_secret_file: Option<String>,
+    webhook_timeout_ms: Option<u64>,
+    webhook_max_attempts: Option<u32>,
+    agent_token_file: Option<String>,
+    operator_token_file: Option<String>,
+    default_nudge: Option<String>,
+}
+
+/// Settings of `gatehost serve` (the `[daemon]` section).
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Policies gating at once, host-wide (FIFO beyond it).
+    pub max_gating: usize,
+    /// A webhook fired for every event (sessions may add their own).
+    pub webhook_url: Option<String>,
+    /// File holding the HMAC-SHA256 key that signs webhook bodies.
+    pub webhook_secret_file: Option<PathBuf>,
+    pub webhook_timeout: Duration,
+    pub webhook_max_attempts: u32,
+    /// Token files; default `<data dir>/agent.token`, `<data dir>/operator.token`.
+    pub agent_token_file: Option<PathBuf>,
+    pub operator_token_file: Option<PathBuf>,
+    /// Nudge template used when a policy's `onFail.nudge` is absent.
+    pub default_nudge: String,
+}
+
+pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            max_gating: 8,
+            webhook_url: None,
+            webhook_secret_file: None,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_max_attempts: 8,
+            agent_token_file: None,
+            operator_token_file: None,
+            default_nudge: DEFAULT_NUDGE.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -365,6 +415,7 @@ pub struct HostConfig {
     /// gates receive it.
     pub host_path: Option<OsString>,
     pub wasm: WasmConfig,
+    pub daemon: DaemonConfig,
 }
 
 impl Default for HostConfig {
@@ -379,6 +430,7 @@ impl Default for HostConfig {
             kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
+            daemon: DaemonConfig::default(),
         }
     }
 }
@@ -426,6 +478,10 @@ impl HostConfig {
             |p: &Path| PathBuf::from(p.display().to_string().replace("{config_dir}", &dir));
         config.wasm.plugin_dirs = config.wasm.plugin_dirs.iter().map(|p| expand(p)).collect();
         config.wasm.cache_dir = config.wasm.cache_dir.as_deref().map(expand);
+        let d = &mut config.daemon;
+        d.webhook_secret_file = d.webhook_secret_file.as_deref().map(expand);
+        d.agent_token_file = d.agent_token_file.as_deref().map(expand);
+        d.operator_token_file = d.operator_token_file.as_deref().map(expand);
         config.source = Some(path.to_path_buf());
         Ok(config)
     }
@@ -484,6 +540,46 @@ impl HostConfig {
         }
         if let Some(ms) = file.limits.kill_grace_ms {
             config.kill_grace = Duration::from_millis(ms);
+        }
+        let dm = file.daemon;
+        if let Some(n) = dm.max_gating {
+            if n == 0 {
+                return Err(invalid("daemon.max_gating", "must be at least 1".into()));
+            }
+            config.daemon.max_gating = n;
+        }
+        if let Some(url) = dm.webhook_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    "daemon.webhook_url",
+                    "must be an http:// or https:// URL".into(),
+                ));
+            }
+            config.daemon.webhook_url = Some(url);
+        }
+        config.daemon.webhook_secret_file = dm.webhook_secret_file.map(PathBuf::from);
+        if let Some(ms) = dm.webhook_timeout_ms {
+            if ms == 0 {
+                return Err(invalid(
+                    "daemon.webhook_timeout_ms",
+                    "must be at least 1".into(),
+                ));
+            }
+            config.daemon.webhook_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = dm.webhook_max_attempts {
+            if n == 0 {
+                return Err(invalid(
+                    "daemon.webhook_max_attempts",
+                    "must be at least 1".into(),
+                ));
+            }
+            config.daemon.webhook_max_attempts = n;
+        }
+        config.daemon.agent_token_file = dm.agent_token_file.map(PathBuf::from);
+        config.daemon.operator_token_file = dm.operator_token_file.map(PathBuf::from);
+        if let Some(n) = dm.default_nudge {
+            config.daemon.default_nudge = n;
         }
         let w = file.wasm;
         config.wasm.plugin_dirs = w.plugin_dirs.iter().map(PathBuf::from).collect();

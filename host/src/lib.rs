@@ -10,16 +10,30 @@
 //! - [`verdict`]: the one result type of every gate;
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist, adapters, limits);
-//! - [`cli`]: the `gatehost` command line.
+//! - [`store`]: the daemon's SQLite store (sessions, policies, events);
+//! - [`bus`]: event names and the wake-up of long-polls;
+//! - [`engine`]: the policy lifecycle over the store and the gates;
+//! - [`commit`]: commits of exactly the gated paths, running nothing the
+//!   workspace names;
+//! - [`webhook`]: signed, retried webhook delivery from the store's queue;
+//! - [`api`]: the HTTP/JSON API and its two tokens;
+//! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
+//!   the client commands).
 //!
 //! Invariant shared by all of them: nothing unclear passes. A timeout, a
 //! crash, an unparseable judge or a refused path is `fail` or `error`, never
 //! `pass`.
 
 pub mod anchor;
+pub mod api;
+pub mod bus;
 pub mod cli;
+pub mod commit;
 pub mod config;
+pub mod engine;
 pub mod gate;
+pub mod store;
 pub mod supervise;
 pub mod verdict;
 pub mod wasm;
+pub mod webhook;

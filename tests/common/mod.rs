@@ -3,6 +3,8 @@
 //! binary, and proving that no process a test started is left alive.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};

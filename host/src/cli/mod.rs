@@ -6,7 +6,9 @@
 //! unreadable input into anything but exit 2.
 
 mod check;
+pub mod client;
 mod plugin;
+pub mod serve;
 
 pub use check::render_report;
 
@@ -44,6 +46,37 @@ pub enum Command {
     /// Work with WASM gate plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Run the policy daemon (store, API on loopback, gates, commits).
+    Serve(serve::ServeArgs),
+    /// Register, report, start and list agent sessions (client of `serve`).
+    Session {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: client::SessionCommand,
+    },
+    /// Attach, inspect, cancel and acknowledge policies (client of `serve`).
+    Policy {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: client::PolicyCommand,
+    },
+    /// Read the event bus by cursor (client of `serve`).
+    Events {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: client::EventsCommand,
+    },
+    /// Wait until a policy settles. Exit 0: passed (done, or awaiting-ack);
+    /// 1: blocked or cancelled; 2: timeout or error.
+    Wait {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(flatten)]
+        wait: client::WaitArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,8 +142,14 @@ pub struct CheckArgs {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     init_logging(&cli.log);
+    crate::webhook::install_tls_provider();
     match cli.command {
         Command::Check(args) => check::check(args),
+        Command::Serve(args) => serve::serve(args),
+        Command::Session { client, command } => client::session(command, client),
+        Command::Policy { client, command } => client::policy(command, client),
+        Command::Events { client, command } => client::events(command, client),
+        Command::Wait { client, wait } => client::wait(wait, client),
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
         Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
             Ok(dir) => {

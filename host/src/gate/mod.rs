@@ -128,6 +128,22 @@ impl GateRunner {
         verdict
     }
 
+    /// Checks, without running anything, that `gate` could run against
+    /// the workspace: the shell command is admitted and lives outside the
+    /// workspace, its cwd resolves inside it, the judge adapter is
+    /// configured and its program found, the plugin resolves, is pinned
+    /// where it must be, loads as a gate component and asks for bounds
+    /// within the maxima. Used to refuse a policy at attach time.
+    pub fn preflight(&self, gate: &GateSpec, anchor: &WorkspaceAnchor) -> Result<(), String> {
+        match gate {
+            GateSpec::Shell(s) => shell::preflight(self, s, anchor),
+            GateSpec::Judge { judge: j, .. } => {
+                judge::preflight(self, &j.adapter, j.model.as_deref())
+            }
+            GateSpec::Wasm { wasm: w, .. } => wasm::preflight(self, w, anchor),
+        }
+    }
+
     /// Runs a list of gates cheapest first (shell before judge, the file's
     /// order kept within a kind) and stops at the first that does not pass.
     pub async fn run_gates(

@@ -15,6 +15,29 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
+pub(super) fn preflight(
+    runner: &GateRunner,
+    gate: &ShellGate,
+    anchor: &WorkspaceAnchor,
+) -> Result<(), String> {
+    let program = runner
+        .config()
+        .allow
+        .admit(&gate.command)
+        .map_err(|e| e.to_string())?;
+    if anchor.contains_host_path(&program) {
+        return Err(format!(
+            "command '{}' resolves to {}, inside the workspace, where the agent can change it",
+            gate.command,
+            program.display()
+        ));
+    }
+    anchor
+        .open_dir(Path::new(gate.cwd.as_deref().unwrap_or(".")))
+        .map_err(|e| format!("cwd: {e}"))?;
+    Ok(())
+}
+
 pub(super) async fn run(
     runner: &GateRunner,
     spec: &GateSpec,

@@ -18,6 +18,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(super) fn preflight(
+    runner: &GateRunner,
+    gate: &WasmGate,
+    anchor: &WorkspaceAnchor,
+) -> Result<(), String> {
+    let host = runner.wasm_host()?;
+    let (name, path) = resolve_plugin(host, gate, anchor).map_err(|e| e.to_string())?;
+    bounds_for(gate, &name, host.config().defaults, host.config().maxima)
+        .map_err(|e| e.to_string())?;
+    host.load_path(&name, &path, gate.sha256.as_deref())
+        .map_err(|e| e.to_string())?;
+    if let Some(j) = &gate.judge {
+        super::judge::preflight(runner, &j.adapter, j.model.as_deref())?;
+    }
+    Ok(())
+}
+
 pub(super) async fn run(
     runner: &GateRunner,
     spec: &GateSpec,

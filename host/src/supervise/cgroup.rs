@@ -174,8 +174,10 @@ impl ProcessCgroup {
     }
 }
 
-/// Removes empty `gatehost-PID-N` cgroups left by a host that died (its pid
-/// no longer exists).
+/// Removes the `gatehost-PID-N` cgroups left by a host that died (its pid
+/// no longer exists). A host killed with SIGKILL leaves its running gates
+/// behind: nobody will read their verdicts, so they are killed first
+/// (`cgroup.kill`) and the cgroup removed once empty.
 fn remove_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
@@ -191,7 +193,18 @@ fn remove_stale(parent: &Path) {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir(e.path());
+            let path = e.path();
+            let procs = path.join("cgroup.procs");
+            let occupied = || std::fs::read_to_string(&procs).is_ok_and(|t| !t.trim().is_empty());
+            if occupied() {
+                tracing::warn!(cgroup = %path.display(), "killing the gates a dead host left running");
+                let _ = std::fs::write(path.join("cgroup.kill"), "1");
+                let deadline = Instant::now() + std::time::Duration::from_millis(500);
+                while occupied() && Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            let _ = std::fs::remove_dir(&path);
         }
     }
 }

@@ -211,6 +211,13 @@ impl Supervisor {
             }
         };
         let pid = child.id() as i32;
+        // If this future is dropped before the end (a cancelled policy),
+        // the guard kills the whole tree at once.
+        let mut guard = KillOnDrop {
+            pid,
+            cgroup: cgroup.as_ref().map(|c| c.path().to_path_buf()),
+            armed: true,
+        };
         tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, "spawned");
 
         let stdin_task = match (child.stdin.take(), spec.stdin) {
@@ -302,6 +309,7 @@ impl Supervisor {
             );
         }
         drop(child);
+        guard.armed = false;
         let take = |b: Arc<Mutex<TailBuffer>>| {
             let mut guard = b.lock().unwrap_or_else(|p| p.into_inner());
             std::mem::take(&mut *guard)
@@ -315,6 +323,44 @@ impl Supervisor {
             strays_killed,
             output_abandoned,
         })
+    }
+}
+
+/// Kills a gate's tree when its run is abandoned mid-way (the future was
+/// dropped: its policy was cancelled). Synchronous: SIGKILL to the group
+/// and `cgroup.kill`; the emptied cgroup is removed by a short-lived thread.
+struct KillOnDrop {
+    pid: i32,
+    cgroup: Option<PathBuf>,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::info!(
+            pid = self.pid,
+            "gate abandoned (cancelled): killing its process tree"
+        );
+        // SAFETY: kill(2) has no memory effects; a negative pid names the group.
+        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        reaper::registry().children.remove(&self.pid);
+        if let Some(path) = self.cgroup.take() {
+            let _ = std::fs::write(path.join("cgroup.kill"), "1");
+            std::thread::spawn(move || {
+                let procs = path.join("cgroup.procs");
+                for _ in 0..100 {
+                    if std::fs::read_to_string(&procs).is_ok_and(|t| t.trim().is_empty()) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let _ = std::fs::remove_dir(&path);
+                reaper::registry().live_cgroups.remove(&path);
+            });
+        }
     }
 }
 

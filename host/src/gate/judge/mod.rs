@@ -31,6 +31,31 @@ pub(crate) struct JudgeRequest<'a> {
 }
 
 /// Runs one judge gate. `context` is the material to judge, if any.
+pub(super) fn preflight(
+    runner: &GateRunner,
+    name: &str,
+    model: Option<&str>,
+) -> Result<(), String> {
+    let config = runner.config();
+    let Some(adapter) = config.adapters.get(name) else {
+        let known: Vec<&str> = config.adapters.keys().map(String::as_str).collect();
+        return Err(format!(
+            "judge adapter '{name}' is not configured (configured: {})",
+            known.join(", ")
+        ));
+    };
+    let argv = adapter.argv(name, model)?;
+    let program = argv
+        .first()
+        .ok_or_else(|| format!("judge adapter '{name}' has an empty command"))?;
+    if resolve_program(program, config.host_path.as_deref()).is_none() {
+        return Err(format!(
+            "judge adapter '{name}': program '{program}' was not found on the host PATH"
+        ));
+    }
+    Ok(())
+}
+
 pub(super) async fn run(
     runner: &GateRunner,
     spec: &GateSpec,

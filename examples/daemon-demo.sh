@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The daemon end to end on a scratch copy of examples/workspace: start
+# `gatehost serve`, register a session, attach a commit policy whose gate is
+# `cargo test`, let an "agent" end a turn with a failing change (the policy
+# nudges), fix it (the gate passes, the commit waits for an ack), approve it
+# as the operator, and show the commit. Usage: bash examples/daemon-demo.sh
+# [path to the gatehost binary; default: build it with cargo].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+if [[ $# -ge 1 ]]; then
+  gatehost=$1
+else
+  cargo build -q -p gatehost
+  gatehost=$root/target/debug/gatehost
+fi
+
+tmp=$(mktemp -d)
+daemon=
+cleanup() {
+  [[ -n $daemon ]] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+g() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$tmp/ws" -c user.name=demo -c user.email=demo@example.invalid "$@"; }
+
+say "a scratch git repository from examples/workspace"
+mkdir -p "$tmp/ws"
+cp -r examples/workspace/Cargo.toml examples/workspace/Cargo.lock examples/workspace/src "$tmp/ws/"
+printf '/target\n' > "$tmp/ws/.gitignore"
+g init -q -b main && g add -A && g commit -q -m "initial" && g log --oneline
+
+say "gatehost serve"
+"$gatehost" serve --data-dir "$tmp/data" --listen 127.0.0.1:0 --config examples/gatehost.toml > "$tmp/serve.out" 2> "$tmp/serve.log" &
+daemon=$!
+for _ in $(seq 100); do [[ -s $tmp/data/server.url ]] && break; sleep 0.1; done
+cat "$tmp/serve.out"
+export GATEHOST_SERVER=$(cat "$tmp/data/server.url")
+export GATEHOST_TOKEN=$(cat "$tmp/data/agent.token")   # what the agent holds
+operator=$(cat "$tmp/data/operator.token")             # what only the human holds
+
+say "register the agent's session and attach a policy"
+"$gatehost" session register --id demo --cwd "$tmp/ws"
+cat > "$tmp/policy.json" <<EOF
+{
+  "sessionId": "demo",
+  "gate": {"name": "unit tests", "command": "cargo", "args": ["test", "--quiet", "--offline"], "timeoutMs": 300000},
+  "then": "commit",
+  "commit": {"paths": ["src"], "message": "Keep add() saturating; note the review"},
+  "onFail": {"nudge": "The tests fail ({code}). Fix them:\n{output}", "maxRetries": 2}
+}
+EOF
+policy=$("$gatehost" policy attach "$tmp/policy.json")
+"$gatehost" policy status "$policy"
+
+say "the agent ends a turn with a broken change: the gate fails, the agent is nudged"
+sed -i 's/a.saturating_add(b)/a.wrapping_add(b)/' "$tmp/ws/src/lib.rs"
+"$gatehost" session report demo turn-end --message "switched add() to wrapping_add"
+for _ in $(seq 600); do
+  [[ $("$gatehost" policy status "$policy" --json | grep -c '"status": "watching"') -eq 1 ]] && \
+  [[ $("$gatehost" events poll --policy "$policy" --types nudge --json | grep -c '"policy:nudge"') -ge 1 ]] && break
+  sleep 0.2
+done
+"$gatehost" events poll --policy "$policy"
+
+say "the agent fixes it and ends its turn: the gate passes, the commit waits for the human"
+sed -i 's/a.wrapping_add(b)/a.saturating_add(b)/' "$tmp/ws/src/lib.rs"
+echo "// reviewed by the gate" >> "$tmp/ws/src/lib.rs"
+"$gatehost" session report demo turn-end --message "back to saturating_add; tests pass"
+"$gatehost" wait --policy "$policy" --timeout 5m
+"$gatehost" policy status "$policy"
+
+say "the agent's token cannot approve; the operator's can"
+"$gatehost" policy ack "$policy" --approve || echo "(refused, as it must be)"
+GATEHOST_TOKEN=$operator "$gatehost" policy ack "$policy" --approve
+for _ in $(seq 100); do
+  "$gatehost" policy status "$policy" --json | grep -q '"status": "done"' && break
+  sleep 0.1
+done
+"$gatehost" policy status "$policy"
+
+say "the commit"
+g log --stat -1 --format='%h %s'
+say "every event of the policy"
+"$gatehost" events poll --policy "$policy" --limit 100

@@ -1,0 +1,86 @@
+//! Machine-readable API errors: `{"error": {"code", "message", "field"?}}`.
+
+use crate::engine::EngineError;
+use crate::store::StoreError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn bad_request(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid",
+            message: format!("{field}: {message}"),
+            field: Some(field.to_string()),
+        }
+    }
+
+    pub fn too_large(max: usize) -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            format!("the body is larger than {max} bytes"),
+        )
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Invalid { field, message } => ApiError::bad_request(&field, message),
+            EngineError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not-found", m),
+            EngineError::Conflict { code, message } => {
+                ApiError::new(StatusCode::CONFLICT, code, message)
+            }
+            EngineError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store error answered to a client");
+        if e.is_unavailable() {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                e.to_string(),
+            )
+        } else {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "store-error",
+                e.to_string(),
+            )
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code, "message": self.message});
+        if let Some(f) = &self.field {
+            body["field"] = json!(f);
+        }
+        (self.status, axum::Json(json!({ "error": body }))).into_response()
+    }
+}

@@ -1,0 +1,110 @@
+//! The event bus: event names, their short forms, and the wake-up signal
+//! that long-polls wait on.
+//!
+//! Events themselves live in the store (appended in the transaction of the
+//! state change they describe); this module only says which names exist and
+//! tells waiting readers that the log grew. It must never hold events in
+//! memory as the source of truth: a reader always reads the store by cursor.
+
+use tokio::sync::watch;
+
+/// Session events.
+pub const SESSION_EVENTS: &[&str] = &[
+    "session:registered",
+    "session:turn-start",
+    "session:turn-end",
+    "session:awaiting-input",
+    "session:exited",
+];
+
+/// Policy events, one per lifecycle transition and outcome.
+pub const POLICY_EVENTS: &[&str] = &[
+    "policy:attached",
+    "policy:queued",
+    "policy:gating",
+    "policy:passed",
+    "policy:failed",
+    "policy:nudge",
+    "policy:watching",
+    "policy:blocked",
+    "policy:commit-ready",
+    "policy:approved",
+    "policy:rejected",
+    "policy:stale",
+    "policy:committed",
+    "policy:cancelled",
+    "policy:done",
+    "policy:next-refused",
+];
+
+/// The full name of an event type given in full (`session:turn-end`) or
+/// short (`turn-end`); an unknown name is an error listing the known ones.
+pub fn full_type(name: &str) -> Result<&'static str, String> {
+    let all = SESSION_EVENTS.iter().chain(POLICY_EVENTS);
+    for full in all.clone() {
+        let short = full.split_once(':').map(|(_, s)| s).unwrap_or(full);
+        if name == *full || name == short {
+            return Ok(full);
+        }
+    }
+    let known: Vec<&str> = all
+        .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
+        .collect();
+    Err(format!(
+        "unknown event type '{name}' (known: {})",
+        known.join(", ")
+    ))
+}
+
+/// Tells waiting readers the newest cursor. Published only after the
+/// transaction holding the events has committed.
+#[derive(Debug)]
+pub struct Bus {
+    head: watch::Sender<i64>,
+}
+
+impl Bus {
+    pub fn new(head: i64) -> Self {
+        Bus {
+            head: watch::Sender::new(head),
+        }
+    }
+
+    /// Called after a commit that appended events.
+    pub fn published(&self) {
+        self.head.send_modify(|h| *h += 1);
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.head.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_and_full_names_both_resolve_for_session_and_policy_events() {
+        assert_eq!(full_type("turn-end"), Ok("session:turn-end"));
+        assert_eq!(full_type("session:turn-end"), Ok("session:turn-end"));
+        assert_eq!(full_type("exited"), Ok("session:exited"));
+        assert_eq!(full_type("commit-ready"), Ok("policy:commit-ready"));
+        assert_eq!(full_type("policy:blocked"), Ok("policy:blocked"));
+        let err = full_type("turnend").expect_err("typo must be refused");
+        assert!(err.contains("turn-end"), "{err}");
+    }
+
+    #[test]
+    fn no_short_name_is_ambiguous() {
+        let mut shorts: Vec<&str> = SESSION_EVENTS
+            .iter()
+            .chain(POLICY_EVENTS)
+            .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
+            .collect();
+        let n = shorts.len();
+        shorts.sort();
+        shorts.dedup();
+        assert_eq!(shorts.len(), n);
+    }
+}

@@ -1,0 +1,617 @@
+//! The client commands: `session`, `policy`, `events`, `wait`. Each is one
+//! or more calls to the daemon's API, printed for a person or, with
+//! `--json`, as the API's JSON. The daemon is found through `--server` or
+//! `GATEHOST_SERVER`, else the `server.url` a daemon wrote in the default
+//! data directory; the token through `--token` or `GATEHOST_TOKEN`.
+//!
+//! Exit codes: 0 done, 2 error (the daemon refused, or cannot be reached);
+//! `wait` adds 1 for a policy that was blocked or cancelled.
+
+use super::serve::{SERVER_URL_FILE, default_data_dir};
+use crate::api::parse_duration;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// The daemon's URL, e.g. http://127.0.0.1:7878.
+    #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The agent or operator token.
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Print the API's JSON instead of text for people.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SessionCommand {
+    /// Register an agent session (or update a known one).
+    Register {
+        #[arg(long)]
+        id: Option<String>,
+        /// The session's working directory (absolute, or relative to here).
+        #[arg(long, value_name = "DIR")]
+        cwd: PathBuf,
+        #[arg(long)]
+        label: Option<String>,
+        /// Default: the nearest folder at or above cwd holding .git, else cwd.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// A webhook for this session's events.
+        #[arg(long, value_name = "URL")]
+        notify_url: Option<String>,
+    },
+    /// Report what the session did: turn-start, turn-end, awaiting-input, exited, heartbeat.
+    Report {
+        id: String,
+        #[arg(value_parser = ["turn-start", "turn-end", "awaiting-input", "exited", "heartbeat"])]
+        kind: String,
+        /// The agent's last message (judges see it).
+        #[arg(long)]
+        message: Option<String>,
+    },
+    /// Start an agent as a child of the daemon and follow it (operator token).
+    Start {
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        cwd: PathBuf,
+        #[arg(long)]
+        label: Option<String>,
+        /// A regex: a stdout line matching it ends a turn.
+        #[arg(long, value_name = "REGEX")]
+        turn_end_pattern: Option<String>,
+        /// Without a pattern, this much silence after output ends a turn [default: 3000].
+        #[arg(long, value_name = "MS")]
+        quiet_ms: Option<u64>,
+        /// The agent's argv.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// List sessions.
+    List,
+    /// Show one session.
+    Show { id: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Attach a policy (agentproto policy_attach JSON; `-` reads stdin). Prints its id.
+    Attach {
+        #[arg(value_name = "FILE.json")]
+        file: PathBuf,
+    },
+    /// A policy's status (with --json: the whole policy, `status` included).
+    Status { id: String },
+    /// List policies.
+    List {
+        /// Only these statuses (comma-separated).
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Cancel a policy (operator token); a running gate is killed.
+    Cancel { id: String },
+    /// Approve or reject a commit awaiting ack (operator token).
+    Ack {
+        id: String,
+        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        approve: bool,
+        #[arg(long)]
+        reject: bool,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventFilterArgs {
+    /// Events after this cursor [default: 0 for poll, the newest for tail].
+    #[arg(long)]
+    pub since: Option<i64>,
+    /// Event types, short (turn-end) or full (session:turn-end), comma-separated.
+    #[arg(long)]
+    pub types: Option<String>,
+    /// Only this session's events (comma-separated ids).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only this policy's events (comma-separated ids).
+    #[arg(long)]
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EventsCommand {
+    /// One page of events after a cursor, and the cursor to continue from.
+    Poll {
+        #[command(flatten)]
+        filter: EventFilterArgs,
+        /// At most this many events (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Follow the bus, one readable line per event, until interrupted.
+    Tail {
+        #[command(flatten)]
+        filter: EventFilterArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WaitArgs {
+    /// The policy to wait for.
+    #[arg(long)]
+    pub policy: String,
+    /// Give up after this long (e.g. 90s, 10m, 1500 for milliseconds).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub timeout: Duration,
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    json: bool,
+}
+
+#[derive(Debug)]
+enum CallError {
+    /// The daemon answered with an error.
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The daemon could not be reached or answered garbage.
+    Transport(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Api {
+                status,
+                code,
+                message,
+            } => write!(f, "{message} (HTTP {status}, {code})"),
+            CallError::Transport(m) => f.write_str(m),
+        }
+    }
+}
+
+fn find_server(args: &ClientArgs) -> Result<String, String> {
+    if let Some(s) = &args.server {
+        return Ok(s.trim_end_matches('/').to_string());
+    }
+    if let Some(dir) = default_data_dir()
+        && let Ok(text) = std::fs::read_to_string(dir.join(SERVER_URL_FILE))
+    {
+        return Ok(text.trim().trim_end_matches('/').to_string());
+    }
+    Err(
+        "no daemon: pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL)"
+            .into(),
+    )
+}
+
+impl Client {
+    fn new(args: &ClientArgs) -> Result<Client, String> {
+        let base = find_server(args)?;
+        let token = args.token.clone().ok_or(
+            "no token: pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)",
+        )?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Client {
+            http,
+            base,
+            token,
+            json: args.json,
+        })
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, CallError> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.map_err(|e| {
+            CallError::Transport(format!("cannot reach the daemon at {}: {e}", self.base))
+        })?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| CallError::Transport(format!("cannot read the daemon's answer: {e}")))?;
+        let value: Value = serde_json::from_str(&text).map_err(|_| {
+            CallError::Transport(format!(
+                "the daemon answered HTTP {status} with non-JSON: {}",
+                text.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if status.is_success() {
+            Ok(value)
+        } else {
+            let err = &value["error"];
+            Err(CallError::Api {
+                status: status.as_u16(),
+                code: err["code"].as_str().unwrap_or("error").to_string(),
+                message: err["message"]
+                    .as_str()
+                    .unwrap_or("unknown error")
+                    .to_string(),
+            })
+        }
+    }
+
+    fn print(&self, v: &Value, human: impl FnOnce(&Value) -> String) {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            println!("{}", human(v));
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn fail(e: impl std::fmt::Display) -> i32 {
+    eprintln!("gatehost: error: {e}");
+    2
+}
+
+fn absolute(p: &std::path::Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn policy_line(p: &Value) -> String {
+    let mut line = format!(
+        "{}  {}",
+        p["id"].as_str().unwrap_or("?"),
+        p["status"].as_str().unwrap_or("?")
+    );
+    if let Some(pending) = p["pending"].as_array()
+        && !pending.is_empty()
+        && p["status"] == "watching"
+    {
+        let names: Vec<&str> = pending.iter().filter_map(Value::as_str).collect();
+        line.push_str(&format!(" (waiting for {})", names.join(", ")));
+    }
+    if let Some(r) = p["reason"].as_str() {
+        line.push_str(&format!(": {r}"));
+    }
+    line
+}
+
+/// One readable line for an event.
+pub fn event_line(e: &Value) -> String {
+    let p = &e["payload"];
+    let mut line = format!("#{} {}", e["cursor"], e["type"].as_str().unwrap_or("?"));
+    if let Some(pid) = e["policyId"].as_str() {
+        line.push_str(&format!(" {pid}"));
+    } else if let Some(sid) = e["sessionId"].as_str() {
+        line.push_str(&format!(" {sid}"));
+    }
+    for key in ["outcome", "reason", "sha", "message", "by"] {
+        if let Some(v) = p[key].as_str() {
+            let v: String = v.chars().take(160).collect::<String>().replace('\n', " ");
+            line.push_str(&format!(" {key}={v:?}"));
+        }
+    }
+    line
+}
+
+pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
+    let client = match Client::new(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    rt.block_on(async {
+        let result = match cmd {
+            SessionCommand::Register { id, cwd, label, workspace, notify_url } => {
+                let body = json!({"id": id, "cwd": absolute(&cwd), "label": label,
+                    "workspace": workspace.as_deref().map(absolute), "notifyUrl": notify_url});
+                client.call(reqwest::Method::POST, "/v1/sessions", Some(body)).await.map(|v| {
+                    client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
+                })
+            }
+            SessionCommand::Report { id, kind, message } => client
+                .call(reqwest::Method::POST, &format!("/v1/sessions/{}/report", enc(&id)), Some(json!({"kind": kind, "message": message})))
+                .await
+                .map(|v| client.print(&v, |v| match v["cursor"].as_i64() {
+                    Some(c) => format!("{id}: {kind} recorded (event #{c})"),
+                    None => format!("{id}: {kind} recorded"),
+                })),
+            SessionCommand::Start { id, cwd, label, turn_end_pattern, quiet_ms, command } => {
+                let body = json!({"id": id, "cwd": absolute(&cwd), "label": label, "command": command,
+                    "turnEndPattern": turn_end_pattern, "quietMs": quiet_ms});
+                client.call(reqwest::Method::POST, "/v1/sessions/start", Some(body)).await.map(|v| {
+                    client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
+                })
+            }
+            SessionCommand::List => client.call(reqwest::Method::GET, "/v1/sessions", None).await.map(|v| {
+                client.print(&v, |v| {
+                    v["sessions"].as_array().map(|l| l.iter().map(|s| format!("{}  {}  {}", s["id"].as_str().unwrap_or("?"), s["state"].as_str().unwrap_or("?"), s["cwd"].as_str().unwrap_or("?"))).collect::<Vec<_>>().join("\n")).unwrap_or_default()
+                })
+            }),
+            SessionCommand::Show { id } => client.call(reqwest::Method::GET, &format!("/v1/sessions/{}", enc(&id)), None).await.map(|v| {
+                client.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default())
+            }),
+        };
+        match result {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
+    let client = match Client::new(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    rt.block_on(async {
+        let result = match cmd {
+            PolicyCommand::Attach { file } => {
+                let text = if file.as_os_str() == "-" {
+                    let mut s = String::new();
+                    match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+                        Ok(_) => s,
+                        Err(e) => return fail(format!("cannot read stdin: {e}")),
+                    }
+                } else {
+                    match std::fs::read_to_string(&file) {
+                        Ok(s) => s,
+                        Err(e) => return fail(format!("{}: {e}", file.display())),
+                    }
+                };
+                let body: Value = match serde_json::from_str(&text) {
+                    Ok(v) => v,
+                    Err(e) => return fail(format!("{}: not valid JSON: {e}", file.display())),
+                };
+                client
+                    .call(reqwest::Method::POST, "/v1/policies", Some(body))
+                    .await
+                    .map(|v| client.print(&v, |v| v["policyId"].as_str().unwrap_or("").to_string()))
+            }
+            PolicyCommand::Status { id } => client
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/policies/{}", enc(&id)),
+                    None,
+                )
+                .await
+                .map(|v| client.print(&v, policy_line)),
+            PolicyCommand::List { status } => {
+                let q = status
+                    .map(|s| format!("?status={}", enc(&s)))
+                    .unwrap_or_default();
+                client
+                    .call(reqwest::Method::GET, &format!("/v1/policies{q}"), None)
+                    .await
+                    .map(|v| {
+                        client.print(&v, |v| {
+                            v["policies"]
+                                .as_array()
+                                .map(|l| l.iter().map(policy_line).collect::<Vec<_>>().join("\n"))
+                                .unwrap_or_default()
+                        })
+                    })
+            }
+            PolicyCommand::Cancel { id } => client
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/policies/{}/cancel", enc(&id)),
+                    Some(json!({})),
+                )
+                .await
+                .map(|v| client.print(&v, policy_line)),
+            PolicyCommand::Ack {
+                id,
+                approve,
+                reject,
+            } => {
+                let approve = approve && !reject;
+                client
+                    .call(
+                        reqwest::Method::POST,
+                        &format!("/v1/policies/{}/ack", enc(&id)),
+                        Some(json!({"approve": approve})),
+                    )
+                    .await
+                    .map(|v| client.print(&v, policy_line))
+            }
+        };
+        match result {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+fn filter_query(f: &EventFilterArgs, since: i64) -> String {
+    let mut q = format!("since={since}");
+    for (k, v) in [
+        ("types", &f.types),
+        ("session", &f.session),
+        ("policy", &f.policy),
+    ] {
+        if let Some(v) = v {
+            q.push_str(&format!("&{k}={}", enc(v)));
+        }
+    }
+    q
+}
+
+pub fn events(cmd: EventsCommand, args: ClientArgs) -> i32 {
+    let client = match Client::new(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    rt.block_on(async {
+        match cmd {
+            EventsCommand::Poll { filter, limit } => {
+                let q = filter_query(&filter, filter.since.unwrap_or(0));
+                match client
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/v1/events?{q}&limit={limit}"),
+                        None,
+                    )
+                    .await
+                {
+                    Ok(v) => {
+                        client.print(&v, |v| {
+                            let mut lines: Vec<String> = v["events"]
+                                .as_array()
+                                .map(|l| l.iter().map(event_line).collect())
+                                .unwrap_or_default();
+                            lines.push(format!("next cursor: {}", v["nextCursor"]));
+                            lines.join("\n")
+                        });
+                        0
+                    }
+                    Err(e) => fail(e),
+                }
+            }
+            EventsCommand::Tail { filter } => {
+                let mut since = match filter.since {
+                    Some(s) => s,
+                    None => match client.call(reqwest::Method::GET, "/v1/health", None).await {
+                        Ok(v) => v["cursor"].as_i64().unwrap_or(0),
+                        Err(e) => return fail(e),
+                    },
+                };
+                loop {
+                    let q = filter_query(&filter, since);
+                    match client
+                        .call(
+                            reqwest::Method::GET,
+                            &format!("/v1/events?{q}&limit=200&wait=25s"),
+                            None,
+                        )
+                        .await
+                    {
+                        Ok(v) => {
+                            for e in v["events"].as_array().into_iter().flatten() {
+                                if client.json {
+                                    println!("{e}");
+                                } else {
+                                    println!("{}", event_line(e));
+                                }
+                            }
+                            since = v["nextCursor"].as_i64().unwrap_or(since);
+                        }
+                        Err(CallError::Transport(m)) => {
+                            eprintln!("gatehost: {m}; retrying");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        Err(e) => return fail(e),
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Waits for a policy across long-poll slices and daemon restarts.
+/// Exit 0: passed (done, or awaiting-ack: its gate is green); 1: blocked
+/// or cancelled; 2: timeout or error.
+pub fn wait(w: WaitArgs, args: ClientArgs) -> i32 {
+    let client = match Client::new(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    rt.block_on(async {
+        let deadline = Instant::now() + w.timeout;
+        let mut last_transport: Option<String> = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let why = last_transport
+                    .map(|m| format!(" (last error: {m})"))
+                    .unwrap_or_default();
+                eprintln!("gatehost: timed out waiting for policy {}{why}", w.policy);
+                return 2;
+            }
+            let slice = left.min(Duration::from_secs(25));
+            let path = format!(
+                "/v1/policies/{}/wait?timeout={}",
+                enc(&w.policy),
+                slice.as_millis()
+            );
+            match client.call(reqwest::Method::GET, &path, None).await {
+                Ok(v) => {
+                    last_transport = None;
+                    if v["settled"] != Value::Bool(true) {
+                        continue;
+                    }
+                    client.print(&v, policy_line);
+                    return match v["status"].as_str() {
+                        Some("done") | Some("awaiting-ack") => 0,
+                        Some("blocked") | Some("cancelled") => 1,
+                        _ => 2,
+                    };
+                }
+                Err(CallError::Transport(m)) => {
+                    // The daemon may be restarting: try again until the deadline.
+                    last_transport = Some(m);
+                    tokio::time::sleep(Duration::from_millis(250).min(left)).await;
+                }
+                Err(e) => return fail(e),
+            }
+        }
+    })
+}

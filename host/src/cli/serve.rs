@@ -1,0 +1,134 @@
+//! `gatehost serve`: opens the store, the engine and the API, picks up
+//! every policy where it was left, and serves until SIGINT or SIGTERM.
+
+use crate::api::{self, AppState, Tokens};
+use crate::config::HostConfig;
+use crate::engine::Engine;
+use crate::gate::GateRunner;
+use crate::store::Store;
+use crate::webhook::Webhooks;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Where the store (gatehost.db), the tokens and server.url live
+    /// [default: <user data dir>/gatehost].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Loopback address and port to listen on (port 0: any free port).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
+    pub listen: SocketAddr,
+    /// Host configuration (TOML): allowlist, adapters, plugins, [daemon].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The default data directory.
+pub fn default_data_dir() -> Option<PathBuf> {
+    dirs::data_dir().map(|d| d.join("gatehost"))
+}
+
+/// The file where a running daemon writes its URL.
+pub const SERVER_URL_FILE: &str = "server.url";
+
+fn prepare_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+    let meta =
+        std::fs::metadata(dir).map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make {} owner-only: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+pub fn serve(args: ServeArgs) -> i32 {
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gatehost: error: {e}");
+            2
+        }
+    }
+}
+
+fn run(args: ServeArgs) -> Result<(), String> {
+    if !args.listen.ip().is_loopback() {
+        return Err(format!(
+            "--listen {}: the API listens on loopback only (127.0.0.1 or ::1)",
+            args.listen
+        ));
+    }
+    let data_dir = args
+        .data_dir
+        .or_else(default_data_dir)
+        .ok_or("no data directory: pass --data-dir")?;
+    prepare_dir(&data_dir)?;
+    let config_path = HostConfig::locate(args.config.as_deref());
+    let config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    let (tokens, agent_file, operator_file) = Tokens::load(
+        &data_dir,
+        config.daemon.agent_token_file.as_deref(),
+        config.daemon.operator_token_file.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    crate::webhook::install_tls_provider();
+    let store = Store::open(&data_dir).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let runner = GateRunner::new(config);
+        let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the listening address: {e}"))?;
+        let url = format!("http://{addr}");
+        let url_file = data_dir.join(SERVER_URL_FILE);
+        std::fs::write(&url_file, format!("{url}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", url_file.display()))?;
+        engine
+            .recover()
+            .map_err(|e| format!("cannot recover: {e}"))?;
+        let hooks = Webhooks::new(engine.clone())?;
+        tokio::spawn(hooks.run());
+        let app = api::router(AppState {
+            engine: engine.clone(),
+            tokens: Arc::new(tokens),
+        });
+        println!("gatehost serve: listening on {url}");
+        println!("data: {}", data_dir.display());
+        println!("agent token: {}", agent_file.display());
+        println!("operator token: {}", operator_file.display());
+        tracing::info!(%url, data = %data_dir.display(), "serving");
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await
+            .map_err(|e| format!("server error: {e}"))?;
+        let _ = std::fs::remove_file(&url_file);
+        tracing::info!("stopped");
+        Ok::<(), String>(())
+    })
+}
+
+async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

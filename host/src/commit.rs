@@ -1,0 +1,1763 @@
+//! In-process git commits of exactly the approved paths of a workspace.
+//!
+//! This module owns the last step of gatehost's pipeline: after a gate passed and a
+//! human approved a change, it turns the current content of the configured commit
+//! paths of a workspace into a commit on the branch `HEAD` names. It works in three
+//! steps so that a daemon can crash between them and recover:
+//!
+//! 1. [`fingerprint`] hashes what is there now (shown to the human, stored);
+//! 2. [`prepare`] re-reads the same paths, refuses with [`CommitError::Stale`] unless
+//!    the bytes it read hash to the approved fingerprint, writes blobs, trees and the
+//!    commit object from exactly those bytes, and moves no reference;
+//! 3. [`publish`] moves the branch from the parent to the new commit with a
+//!    compare-and-swap; [`ref_state`] tells where the branch is after a restart.
+//!
+//! What it must never do: run any program. The supervised agent controls the whole
+//! workspace, `.git/` included, so everything git would execute on `git add` /
+//! `git commit` is an attack surface: hooks (`core.hooksPath` too), `core.fsmonitor`,
+//! clean/smudge/process filter drivers named in `.gitattributes`, `gpg.program` with
+//! `commit.gpgSign`, `core.pager`, and whatever `include.path` pulls in. So the module
+//! never spawns `git` or any other process: objects and references are written with
+//! the `gix` crate, opened isolated (no environment, no system or global config, no
+//! config includes), and workspace files are read through `cap-std`, so that no
+//! symlink and no `..` leads a read outside the workspace. Symlinks are committed as
+//! symlinks (their target text), never followed; a path whose parent directory is a
+//! symlink is refused, as `git add` does.
+//!
+//! Consequences and limitations that users should know about:
+//!
+//! * Content is committed raw. No `.gitattributes` filter runs: files tracked with a
+//!   clean filter such as git LFS are committed as the bytes in the workspace (for LFS
+//!   the whole large file, not a pointer), `text`/`eol` conversion is not applied,
+//!   and `ident` is not collapsed. Commits are never signed.
+//! * Ignore rules: `.gitignore` files inside the workspace (not symlinked ones) and
+//!   `.git/info/exclude` are honoured inside a committed directory; `core.excludesFile`
+//!   is not read (it names a file outside the workspace). A path given explicitly is
+//!   committed even when ignored (like `git add -f` of that one path); a file already
+//!   tracked in `HEAD` is kept up to date even when ignored, as `git add dir` does.
+//! * Nested repositories are not committed; gitlinks (submodules) already in `HEAD`
+//!   under a committed directory are kept as they are.
+//! * The index (`.git/index`) is not updated: after [`publish`], `git status` in the
+//!   workspace shows the committed paths as staged with their old content until the
+//!   index is refreshed (e.g. `git reset -q -- <paths>` run by the agent).
+//! * Only non-bare repositories whose root holds a real `.git` directory are accepted
+//!   (no gitfile, no linked worktree, no `commondir`), and `HEAD` must name a branch
+//!   under `refs/heads/`. File contents are held in memory while a commit is prepared.
+//! * Between the check of a directory entry's type and its opening, an agent still
+//!   running could swap it; the inode is re-checked after opening, and whatever is read
+//!   is covered by the fingerprint, so a swap yields `Stale` or an error, not a commit
+//!   of unapproved bytes. (A FIFO swapped in at that instant could block the read.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, Metadata, MetadataExt};
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+use gix::{ObjectId, Repository};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tracing::{debug, info, warn};
+
+/// Name and e-mail used when the repository's own config sets none.
+const DEFAULT_NAME: &str = "gatehost";
+const DEFAULT_EMAIL: &str = "gatehost@localhost";
+/// Domain separator of the fingerprint format; bump when the encoding changes.
+const FINGERPRINT_DOMAIN: &[u8] = b"gatehost-commit-fingerprint-v1\0";
+
+/// Why a commit path given at attach time was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitPathError {
+    #[error("commit path is empty")]
+    Empty,
+    #[error("commit path {0:?} is absolute")]
+    Absolute(String),
+    #[error("commit path {0:?} has a `..` component")]
+    ParentComponent(String),
+    #[error("commit path {0:?} starts with `-`")]
+    LeadingDash(String),
+    #[error("commit path {0:?} starts with `:` (pathspec magic)")]
+    PathspecMagic(String),
+    #[error("commit path {0:?} contains a NUL byte")]
+    Nul(String),
+    #[error("commit path {0:?} contains a glob character (`*`, `?` or `[`)")]
+    Glob(String),
+    #[error("commit path {0:?} has a `.git` component")]
+    GitComponent(String),
+    #[error("commit path {0:?} contains a backslash")]
+    Backslash(String),
+}
+
+/// Errors of fingerprinting, preparing and publishing a commit.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    InvalidPath(#[from] CommitPathError),
+    #[error("{workspace} is not a git repository root: {reason}")]
+    NotARepository { workspace: PathBuf, reason: String },
+    #[error("repository layout refused: {0}")]
+    UnsafeRepository(String),
+    #[error("HEAD is detached; a commit needs HEAD to name a branch")]
+    DetachedHead,
+    #[error("HEAD names {0:?}, which is not a branch under refs/heads/")]
+    UnsupportedHead(String),
+    #[error("path {path:?} leads through the symlink {symlink:?}; it is never followed")]
+    PathBeyondSymlink { path: String, symlink: String },
+    #[error("{path:?} is neither a regular file, a directory nor a symlink")]
+    UnsupportedFileType { path: String },
+    #[error("{path:?} changed while it was being read")]
+    ChangedWhileReading { path: String },
+    #[error("reading {path:?} in the workspace failed: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the content differs from the approved fingerprint (expected {expected}, found {actual})"
+    )]
+    Stale { expected: String, actual: String },
+    #[error("{reference} was expected at {expected:?} but is at {actual:?}")]
+    RefMoved {
+        reference: String,
+        expected: Option<String>,
+        actual: Option<String>,
+    },
+    #[error("invalid prepared commit record: {0}")]
+    InvalidPrepared(String),
+    #[error("invalid commit message: {0}")]
+    InvalidMessage(&'static str),
+    #[error("git operation `{op}` failed: {source}")]
+    Git {
+        op: &'static str,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+/// The outcome of [`prepare`]: objects are written, no reference was moved.
+/// Stored between steps (serde), so a restarted daemon can [`publish`] or ask [`ref_state`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepared {
+    /// The new commit (hex), `None` when there was nothing to commit.
+    pub commit: Option<String>,
+    /// The commit the branch pointed at (hex), `None` for an unborn branch.
+    pub parent: Option<String>,
+    /// The branch `HEAD` named, e.g. `refs/heads/main`.
+    pub reference: String,
+    /// The resulting tree equalled the parent's tree; no commit object was written.
+    pub nothing_to_commit: bool,
+}
+
+/// Where the branch is relative to a [`Prepared`] commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefState {
+    /// The branch points at the prepared commit: it was published.
+    AtCommit,
+    /// The branch is still at the parent (or still absent for an unborn branch).
+    AtParent,
+    /// The prepared commit is an ancestor of where the branch points now.
+    Descends,
+    /// The branch points somewhere unrelated.
+    Moved,
+}
+
+/// Checks a commit path given at attach time and returns it normalised
+/// (`./a//b/` becomes `a/b`).
+pub fn validate_commit_path(p: &str) -> Result<String, CommitPathError> {
+    let owned = || p.to_owned();
+    if p.is_empty() {
+        return Err(CommitPathError::Empty);
+    }
+    if p.contains('\0') {
+        return Err(CommitPathError::Nul(owned()));
+    }
+    if p.starts_with('/') {
+        return Err(CommitPathError::Absolute(owned()));
+    }
+    if p.contains('\\') {
+        return Err(CommitPathError::Backslash(owned()));
+    }
+    if p.contains(['*', '?', '[']) {
+        return Err(CommitPathError::Glob(owned()));
+    }
+    let mut parts = Vec::new();
+    for component in p.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => return Err(CommitPathError::ParentComponent(owned())),
+            c if c.eq_ignore_ascii_case(".git") => {
+                return Err(CommitPathError::GitComponent(owned()));
+            }
+            c => parts.push(c),
+        }
+    }
+    let normalised = parts.join("/");
+    if normalised.is_empty() {
+        return Err(CommitPathError::Empty);
+    }
+    if p.starts_with('-') || normalised.starts_with('-') {
+        return Err(CommitPathError::LeadingDash(owned()));
+    }
+    if p.starts_with(':') || normalised.starts_with(':') {
+        return Err(CommitPathError::PathspecMagic(owned()));
+    }
+    Ok(normalised)
+}
+
+/// sha256 (hex) of the current content of `paths` in the workspace: per path, every
+/// file below it (directories recursively, skipping `.git`, nested repositories and
+/// ignored files as `git add dir` would), symlinks as their target text, absent paths
+/// as deleted; each with its path, mode (executable bit included) and content.
+pub fn fingerprint(workspace: &Path, paths: &[String]) -> Result<String, CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let paths = normalise_paths(paths)?;
+    let head = resolve_head(&ws.repo)?;
+    let tracked = tracked_entries(&ws.repo, head.tree, &paths)?;
+    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    Ok(snapshot.digest())
+}
+
+/// Writes blobs, trees and the commit object for `paths` on top of `HEAD` (a root
+/// commit when the branch is unborn) without moving any reference. See the module doc.
+pub fn prepare(
+    workspace: &Path,
+    paths: &[String],
+    message: &str,
+    expected_fingerprint: &str,
+) -> Result<Prepared, CommitError> {
+    check_message(message)?;
+    let ws = Workspace::open(workspace)?;
+    let paths = normalise_paths(paths)?;
+    let head = resolve_head(&ws.repo)?;
+    let repo = &ws.repo;
+    let tracked = tracked_entries(repo, head.tree, &paths)?;
+    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let actual = snapshot.digest();
+    if !actual.eq_ignore_ascii_case(expected_fingerprint.trim()) {
+        warn!(workspace = %workspace.display(), expected = expected_fingerprint, actual = %actual,
+            "commit refused: content differs from the approved fingerprint");
+        return Err(CommitError::Stale {
+            expected: expected_fingerprint.to_owned(),
+            actual,
+        });
+    }
+
+    let mut editor = match head.tree {
+        Some(tree) => repo.edit_tree(tree).map_err(git("edit tree"))?,
+        None => repo.empty_tree().edit().map_err(git("edit tree"))?,
+    };
+    for path in &paths {
+        editor.remove(path).map_err(git("remove tree entry"))?;
+    }
+    // Gitlinks are not read from the workspace; keep HEAD's.
+    for (path, (kind, id)) in &tracked {
+        if *kind == EntryKind::Commit {
+            editor
+                .upsert(path.clone(), EntryKind::Commit, *id)
+                .map_err(git("keep gitlink"))?;
+        }
+    }
+    for item in snapshot.files() {
+        let id = repo
+            .write_blob(&item.data)
+            .map_err(git("write blob"))?
+            .detach();
+        editor
+            .upsert(item.path.clone(), item.kind.entry_kind(), id)
+            .map_err(git("add tree entry"))?;
+    }
+    let tree = editor.write().map_err(git("write tree"))?.detach();
+    let head_tree = head
+        .tree
+        .unwrap_or_else(|| ObjectId::empty_tree(repo.object_hash()));
+    let reference = head.reference.as_bstr().to_string();
+    let parent = head.commit.map(|c| c.to_hex().to_string());
+    if tree == head_tree {
+        info!(workspace = %workspace.display(), %reference, "nothing to commit");
+        return Ok(Prepared {
+            commit: None,
+            parent,
+            reference,
+            nothing_to_commit: true,
+        });
+    }
+
+    let signature = identity(repo);
+    let mut message = message.to_owned();
+    if !message.ends_with('\n') {
+        message.push('\n');
+    }
+    let commit = gix::objs::Commit {
+        tree,
+        parents: head.commit.into_iter().collect(),
+        author: signature.clone(),
+        committer: signature,
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    let id = repo
+        .write_object(&commit)
+        .map_err(git("write commit"))?
+        .detach();
+    info!(workspace = %workspace.display(), %reference, commit = %id, parent = ?parent, "commit prepared");
+    Ok(Prepared {
+        commit: Some(id.to_hex().to_string()),
+        parent,
+        reference,
+        nothing_to_commit: false,
+    })
+}
+
+/// Moves `prepared.reference` from `prepared.parent` to `prepared.commit` with a
+/// compare-and-swap. Idempotent: Ok when the branch already points at the commit;
+/// [`CommitError::RefMoved`] when it points anywhere else but the parent.
+pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let repo = &ws.repo;
+    let record = Record::parse(repo, prepared)?;
+    let Some(commit) = record.commit else {
+        debug!(reference = %prepared.reference, "nothing to publish");
+        return Ok(());
+    };
+    let current = branch_target(repo, &record.reference)?;
+    if current == Some(commit) {
+        debug!(reference = %prepared.reference, %commit, "already published");
+        return Ok(());
+    }
+    if current != record.parent {
+        return Err(ref_moved(prepared, current));
+    }
+    let expected = match record.parent {
+        Some(parent) => PreviousValue::MustExistAndMatch(Target::Object(parent)),
+        None => PreviousValue::MustNotExist,
+    };
+    let summary = repo
+        .find_commit(commit)
+        .map_err(git("find commit"))?
+        .message_raw_sloppy()
+        .lines()
+        .next()
+        .map(|l| l.to_str_lossy().into_owned())
+        .unwrap_or_default();
+    let edit = RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: false,
+                message: format!("commit (gatehost): {summary}").into(),
+            },
+            expected,
+            new: Target::Object(commit),
+        },
+        name: record.reference.clone(),
+        deref: false,
+    };
+    let signature = identity(repo);
+    let mut time = gix::date::parse::TimeBuf::default();
+    let result = repo.edit_references_as(Some(edit), Some(signature.to_ref(&mut time)));
+    if let Err(err) = result {
+        // Lost a race, or someone else moved the branch meanwhile.
+        let current = branch_target(repo, &record.reference)?;
+        if current == Some(commit) {
+            return Ok(());
+        }
+        if current != record.parent {
+            return Err(ref_moved(prepared, current));
+        }
+        return Err(CommitError::Git {
+            op: "update reference",
+            source: err,
+        });
+    }
+    info!(workspace = %workspace.display(), reference = %prepared.reference, %commit, "commit published");
+    Ok(())
+}
+
+/// Where the branch is relative to a prepared commit, for crash recovery.
+pub fn ref_state(workspace: &Path, prepared: &Prepared) -> Result<RefState, CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let repo = &ws.repo;
+    let record = Record::parse(repo, prepared)?;
+    let current = branch_target(repo, &record.reference)?;
+    if current.is_some() && current == record.commit {
+        return Ok(RefState::AtCommit);
+    }
+    if current == record.parent {
+        return Ok(RefState::AtParent);
+    }
+    if let (Some(current), Some(commit)) = (current, record.commit) {
+        let walk = repo
+            .rev_walk(Some(current))
+            .use_commit_graph(false)
+            .all()
+            .map_err(git("walk history"))?;
+        for info in walk {
+            let info = info.map_err(git("walk history"))?;
+            if info.id == commit {
+                return Ok(RefState::Descends);
+            }
+        }
+    }
+    Ok(RefState::Moved)
+}
+
+// ---------------------------------------------------------------------------
+// Repository access
+
+struct Workspace {
+    root: Dir,
+    repo: Repository,
+}
+
+impl Workspace {
+    fn open(workspace: &Path) -> Result<Self, CommitError> {
+        let not_repo = |reason: &str| CommitError::NotARepository {
+            workspace: workspace.to_path_buf(),
+            reason: reason.to_owned(),
+        };
+        let root = Dir::open_ambient_dir(workspace, ambient_authority())
+            .map_err(|e| not_repo(&format!("cannot open the workspace: {e}")))?;
+        match root.symlink_metadata(".git") {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(not_repo(".git is not a directory")),
+            Err(e) => return Err(not_repo(&format!(".git: {e}"))),
+        }
+        // gix writes below .git with plain std::fs: refuse layouts that redirect it.
+        for sub in [".git/commondir", ".git/gitdir"] {
+            if root.symlink_metadata(sub).is_ok() {
+                return Err(CommitError::UnsafeRepository(format!("{sub} exists")));
+            }
+        }
+        for sub in [".git/objects", ".git/refs", ".git/refs/heads", ".git/logs"] {
+            if let Ok(m) = root.symlink_metadata(sub)
+                && m.is_symlink()
+            {
+                return Err(CommitError::UnsafeRepository(format!("{sub} is a symlink")));
+            }
+        }
+        let options = gix::open::Options::isolated().strict_config(false);
+        let repo = gix::open_opts(workspace.join(".git"), options)
+            .map_err(|e| not_repo(&format!("cannot open it: {e}")))?;
+        Ok(Workspace { root, repo })
+    }
+}
+
+fn git(op: &'static str) -> impl Fn(gix::Error) -> CommitError {
+    move |source| CommitError::Git { op, source }
+}
+
+struct Head {
+    reference: FullName,
+    commit: Option<ObjectId>,
+    tree: Option<ObjectId>,
+}
+
+fn resolve_head(repo: &Repository) -> Result<Head, CommitError> {
+    let head = repo.head().map_err(git("read HEAD"))?;
+    let (reference, commit) = match head.kind {
+        gix::head::Kind::Detached { .. } => return Err(CommitError::DetachedHead),
+        gix::head::Kind::Unborn(name) => (name, None),
+        gix::head::Kind::Symbolic(r) => match r.target {
+            Target::Object(id) => (r.name, Some(id)),
+            Target::Symbolic(other) => {
+                return Err(CommitError::UnsupportedHead(other.as_bstr().to_string()));
+            }
+        },
+    };
+    if !reference.as_bstr().starts_with(b"refs/heads/") {
+        return Err(CommitError::UnsupportedHead(
+            reference.as_bstr().to_string(),
+        ));
+    }
+    let tree = match commit {
+        Some(id) => Some(
+            repo.find_commit(id)
+                .map_err(git("read HEAD commit"))?
+                .tree_id()
+                .map_err(git("read HEAD tree"))?
+                .detach(),
+        ),
+        None => None,
+    };
+    Ok(Head {
+        reference,
+        commit,
+        tree,
+    })
+}
+
+/// Where the branch points now, `None` when it does not exist.
+fn branch_target(repo: &Repository, name: &FullName) -> Result<Option<ObjectId>, CommitError> {
+    let reference = repo
+        .try_find_reference(name.as_ref())
+        .map_err(git("read reference"))?;
+    match reference {
+        None => Ok(None),
+        Some(r) => {
+            match r.target() {
+                gix::refs::TargetRef::Object(id) => Ok(Some(id.to_owned())),
+                gix::refs::TargetRef::Symbolic(other) => Err(CommitError::UnsupportedHead(
+                    format!("{} is a symbolic reference to {}", name.as_bstr(), other),
+                )),
+            }
+        }
+    }
+}
+
+fn ref_moved(prepared: &Prepared, actual: Option<ObjectId>) -> CommitError {
+    CommitError::RefMoved {
+        reference: prepared.reference.clone(),
+        expected: prepared.parent.clone(),
+        actual: actual.map(|a| a.to_hex().to_string()),
+    }
+}
+
+/// A [`Prepared`] parsed and checked against the repository.
+struct Record {
+    reference: FullName,
+    commit: Option<ObjectId>,
+    parent: Option<ObjectId>,
+}
+
+impl Record {
+    fn parse(repo: &Repository, prepared: &Prepared) -> Result<Self, CommitError> {
+        let invalid = |m: String| CommitError::InvalidPrepared(m);
+        let oid = |hex: &str| {
+            ObjectId::from_hex(hex.as_bytes())
+                .map_err(|e| invalid(format!("object id {hex:?}: {e}")))
+        };
+        let reference = FullName::try_from(prepared.reference.as_str())
+            .map_err(|e| invalid(format!("reference {:?}: {e}", prepared.reference)))?;
+        if !reference.as_bstr().starts_with(b"refs/heads/") {
+            return Err(invalid(format!("{:?} is not a branch", prepared.reference)));
+        }
+        let parent = prepared.parent.as_deref().map(oid).transpose()?;
+        let commit = prepared.commit.as_deref().map(oid).transpose()?;
+        if prepared.nothing_to_commit != commit.is_none() {
+            return Err(invalid("nothing_to_commit disagrees with commit".into()));
+        }
+        if let Some(id) = commit {
+            let found = repo
+                .find_commit(id)
+                .map_err(|e| invalid(format!("commit {id} not found: {e}")))?;
+            let parents: Vec<ObjectId> = found.parent_ids().map(|p| p.detach()).collect();
+            if parents != parent.into_iter().collect::<Vec<_>>() {
+                return Err(invalid(format!(
+                    "commit {id} does not have the recorded parent"
+                )));
+            }
+        }
+        Ok(Record {
+            reference,
+            commit,
+            parent,
+        })
+    }
+}
+
+/// Author and committer: `user.name`/`user.email` from the repository's own config,
+/// else gatehost's; the time is now.
+fn identity(repo: &Repository) -> gix::actor::Signature {
+    let config = repo.config_snapshot();
+    let clean = |key: &str, default: &str| -> BString {
+        match config.string(key) {
+            Some(v) => {
+                let v = v.trim();
+                if v.is_empty()
+                    || v.iter()
+                        .any(|b| matches!(b, b'<' | b'>' | b'\n' | b'\r' | 0))
+                {
+                    default.into()
+                } else {
+                    v.into()
+                }
+            }
+            None => default.into(),
+        }
+    };
+    gix::actor::Signature {
+        name: clean("user.name", DEFAULT_NAME),
+        email: clean("user.email", DEFAULT_EMAIL),
+        time: gix::date::Time::now_utc(),
+    }
+}
+
+fn check_message(message: &str) -> Result<(), CommitError> {
+    if message.trim().is_empty() {
+        return Err(CommitError::InvalidMessage("it is empty"));
+    }
+    if message.contains('\0') {
+        return Err(CommitError::InvalidMessage("it contains a NUL byte"));
+    }
+    Ok(())
+}
+
+fn normalise_paths(paths: &[String]) -> Result<Vec<String>, CommitError> {
+    let mut out = BTreeSet::new();
+    for p in paths {
+        out.insert(validate_commit_path(p)?);
+    }
+    if out.is_empty() {
+        return Err(CommitPathError::Empty.into());
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// HEAD's entries (files, symlinks, gitlinks) at or below each path.
+fn tracked_entries(
+    repo: &Repository,
+    head_tree: Option<ObjectId>,
+    paths: &[String],
+) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+    let mut out = BTreeMap::new();
+    let Some(tree) = head_tree else {
+        return Ok(out);
+    };
+    let tree = repo.find_tree(tree).map_err(git("read HEAD tree"))?;
+    for path in paths {
+        let Some(entry) = tree
+            .lookup_entry(path.split('/'))
+            .map_err(git("read HEAD tree"))?
+        else {
+            continue;
+        };
+        let kind = entry.mode().kind();
+        if kind != EntryKind::Tree {
+            out.insert(BString::from(path.as_str()), (kind, entry.object_id()));
+            continue;
+        }
+        let sub = repo
+            .find_tree(entry.object_id())
+            .map_err(git("read HEAD tree"))?;
+        for record in sub
+            .traverse()
+            .breadthfirst
+            .files()
+            .map_err(git("read HEAD tree"))?
+        {
+            let kind = record.mode.kind();
+            if kind == EntryKind::Tree {
+                continue;
+            }
+            let mut full = BString::from(path.as_str());
+            full.push(b'/');
+            full.extend_from_slice(&record.filepath);
+            out.insert(full, (kind, record.oid));
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Reading the workspace
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    Regular,
+    Executable,
+    Symlink,
+}
+
+impl FileKind {
+    fn entry_kind(self) -> EntryKind {
+        match self {
+            FileKind::Regular => EntryKind::Blob,
+            FileKind::Executable => EntryKind::BlobExecutable,
+            FileKind::Symlink => EntryKind::Link,
+        }
+    }
+}
+
+struct Item {
+    path: BString,
+    kind: FileKind,
+    data: Vec<u8>,
+}
+
+/// What was read for each given path: `None` when it is absent.
+struct Snapshot {
+    sections: Vec<(String, Option<Vec<Item>>)>,
+}
+
+impl Snapshot {
+    fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        let field = |h: &mut Sha256, bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        h.update(FINGERPRINT_DOMAIN);
+        for (path, section) in &self.sections {
+            h.update(b"P");
+            field(&mut h, path.as_bytes());
+            match section {
+                None => h.update(b"A"),
+                Some(items) => {
+                    h.update(b"D");
+                    h.update((items.len() as u64).to_le_bytes());
+                    for item in items {
+                        h.update(b"F");
+                        field(&mut h, &item.path);
+                        let mode: &[u8] = match item.kind {
+                            FileKind::Regular => b"100644",
+                            FileKind::Executable => b"100755",
+                            FileKind::Symlink => b"120000",
+                        };
+                        h.update(mode);
+                        field(&mut h, &item.data);
+                    }
+                }
+            }
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// All files, each path once (given paths may overlap).
+    fn files(&self) -> impl Iterator<Item = &Item> {
+        let mut seen = BTreeSet::new();
+        self.sections
+            .iter()
+            .filter_map(|(_, s)| s.as_ref())
+            .flatten()
+            .filter(move |item| seen.insert(item.path.clone()))
+    }
+}
+
+fn io_err(path: &BStr) -> impl Fn(std::io::Error) -> CommitError + '_ {
+    move |source| CommitError::Io {
+        path: path.to_str_lossy().into_owned(),
+        source,
+    }
+}
+
+fn is_dot_git(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b".git")
+}
+
+fn read_snapshot(
+    root: &Dir,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+) -> Result<Snapshot, CommitError> {
+    let mut sections = Vec::with_capacity(paths.len());
+    for path in paths {
+        let section = read_path(root, path, tracked)?;
+        sections.push((path.clone(), section));
+    }
+    Ok(Snapshot { sections })
+}
+
+/// Ignore rules in effect while walking: `.git/info/exclude`, then one list per
+/// directory's `.gitignore`, deepest last (matched first).
+struct Excludes {
+    search: gix::ignore::Search,
+}
+
+impl Excludes {
+    fn new(root: &Dir) -> Result<Self, CommitError> {
+        let mut search = gix::ignore::Search::default();
+        if let Some(bytes) = read_regular_if_present(root, ".git/info/exclude")? {
+            search
+                .add_patterns_buffer(&bytes, ".git/info/exclude", None, Default::default())
+                .map_err(io_err(b".git/info/exclude".as_bstr()))?;
+        }
+        Ok(Excludes { search })
+    }
+
+    /// Pushes the `.gitignore` of `dir` (repo-relative `rel`, empty for the root);
+    /// returns whether a list was pushed.
+    fn push_dir(&mut self, dir: &Dir, rel: &BStr) -> Result<bool, CommitError> {
+        let Some(bytes) = read_regular_if_present(dir, ".gitignore")? else {
+            return Ok(false);
+        };
+        let mut source = rel.to_owned();
+        if !source.is_empty() {
+            source.push(b'/');
+        }
+        source.extend_from_slice(b".gitignore");
+        let source_path = PathBuf::from(OsStr::from_bytes(&source));
+        self.search
+            .add_patterns_buffer(&bytes, source_path, Some(Path::new("")), Default::default())
+            .map_err(io_err(source.as_bstr()))?;
+        Ok(true)
+    }
+
+    fn pop(&mut self) {
+        self.search.patterns.pop();
+    }
+
+    fn is_ignored(&self, rel: &BStr, is_dir: bool) -> bool {
+        self.search
+            .pattern_matching_relative_path(rel, Some(is_dir), gix::glob::pattern::Case::Sensitive)
+            .is_some_and(|m| !m.pattern.is_negative())
+    }
+}
+
+/// Reads `name` in `dir` if it is a regular file (symlinks are not followed).
+fn read_regular_if_present(dir: &Dir, name: &str) -> Result<Option<Vec<u8>>, CommitError> {
+    match dir.symlink_metadata(name) {
+        Ok(m) if m.is_file() => {
+            let (_, data) = read_file(dir, OsStr::new(name), &m, name.as_bytes().as_bstr())?;
+            Ok(Some(data))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(name.as_bytes().as_bstr())(e)),
+    }
+}
+
+/// Opens `name` in `dir`, checks it is the same inode that `meta` (from lstat)
+/// described, and reads it whole.
+fn read_file(
+    dir: &Dir,
+    name: &OsStr,
+    meta: &Metadata,
+    rel: &BStr,
+) -> Result<(FileKind, Vec<u8>), CommitError> {
+    let mut file = dir.open(name).map_err(io_err(rel))?;
+    let opened = file.metadata().map_err(io_err(rel))?;
+    if !opened.is_file() || opened.dev() != meta.dev() || opened.ino() != meta.ino() {
+        return Err(CommitError::ChangedWhileReading {
+            path: rel.to_str_lossy().into_owned(),
+        });
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).map_err(io_err(rel))?;
+    let kind = if opened.mode() & 0o100 != 0 {
+        FileKind::Executable
+    } else {
+        FileKind::Regular
+    };
+    Ok((kind, data))
+}
+
+fn read_symlink(dir: &Dir, name: &OsStr, rel: &BStr) -> Result<Vec<u8>, CommitError> {
+    let target = dir.read_link_contents(name).map_err(io_err(rel))?;
+    Ok(target.into_os_string().into_vec())
+}
+
+fn open_subdir(dir: &Dir, name: &OsStr, meta: &Metadata, rel: &BStr) -> Result<Dir, CommitError> {
+    let sub = dir.open_dir(name).map_err(io_err(rel))?;
+    let opened = sub.dir_metadata().map_err(io_err(rel))?;
+    if opened.dev() != meta.dev() || opened.ino() != meta.ino() {
+        return Err(CommitError::ChangedWhileReading {
+            path: rel.to_str_lossy().into_owned(),
+        });
+    }
+    Ok(sub)
+}
+
+/// Reads one given path: `None` when absent.
+fn read_path(
+    root: &Dir,
+    path: &str,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+) -> Result<Option<Vec<Item>>, CommitError> {
+    let components: Vec<&str> = path.split('/').collect();
+    let Some((last, parents)) = components.split_last() else {
+        return Err(CommitPathError::Empty.into());
+    };
+    let mut excludes = Excludes::new(root)?;
+    excludes.push_dir(root, b"".as_bstr())?;
+    let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
+    let mut rel = BString::default();
+    for component in parents {
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(component.as_bytes());
+        let meta = match dir.symlink_metadata(component) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(rel.as_bstr())(e)),
+        };
+        if meta.is_symlink() {
+            return Err(CommitError::PathBeyondSymlink {
+                path: path.to_owned(),
+                symlink: rel.to_str_lossy().into_owned(),
+            });
+        }
+        if !meta.is_dir() {
+            // A file where a directory would be: the path does not exist.
+            return Ok(None);
+        }
+        dir = open_subdir(&dir, OsStr::new(component), &meta, rel.as_bstr())?;
+        excludes.push_dir(&dir, rel.as_bstr())?;
+    }
+    let rel = BString::from(path);
+    let name = OsStr::new(last);
+    let meta = match dir.symlink_metadata(name) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(rel.as_bstr())(e)),
+    };
+    let mut items = Vec::new();
+    if meta.is_symlink() {
+        let data = read_symlink(&dir, name, rel.as_bstr())?;
+        items.push(Item {
+            path: rel,
+            kind: FileKind::Symlink,
+            data,
+        });
+    } else if meta.is_file() {
+        let (kind, data) = read_file(&dir, name, &meta, rel.as_bstr())?;
+        items.push(Item {
+            path: rel,
+            kind,
+            data,
+        });
+    } else if meta.is_dir() {
+        if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
+            return Ok(Some(items));
+        }
+        let sub = open_subdir(&dir, name, &meta, rel.as_bstr())?;
+        if sub.symlink_metadata(".git").is_ok() {
+            debug!(path, "skipping nested repository");
+            return Ok(Some(items));
+        }
+        walk_dir(&sub, rel, false, &mut excludes, tracked, &mut items)?;
+    } else {
+        return Err(CommitError::UnsupportedFileType {
+            path: path.to_owned(),
+        });
+    }
+    Ok(Some(items))
+}
+
+/// Recursively collects the files of `dir` (repo-relative `rel`), sorted by path.
+/// Below an ignored directory only files tracked in HEAD are taken.
+fn walk_dir(
+    dir: &Dir,
+    rel: BString,
+    ignored_parent: bool,
+    excludes: &mut Excludes,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    items: &mut Vec<Item>,
+) -> Result<(), CommitError> {
+    let pushed = excludes.push_dir(dir, rel.as_bstr())?;
+    let mut names = Vec::new();
+    for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
+        let entry = entry.map_err(io_err(rel.as_bstr()))?;
+        names.push(entry.file_name());
+    }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for name in names {
+        if is_dot_git(name.as_bytes()) {
+            continue;
+        }
+        let mut child = rel.clone();
+        child.push(b'/');
+        child.extend_from_slice(name.as_bytes());
+        let meta = match dir.symlink_metadata(&name) {
+            Ok(m) => m,
+            // Vanished since listing: it is simply not there.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err(child.as_bstr())(e)),
+        };
+        let is_tracked = tracked.contains_key(&child);
+        if meta.is_dir() {
+            if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
+                continue;
+            }
+            let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
+            let prefix = {
+                let mut p = child.clone();
+                p.push(b'/');
+                p
+            };
+            let has_tracked = tracked
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&prefix));
+            if ignored && !has_tracked {
+                continue;
+            }
+            let sub = open_subdir(dir, &name, &meta, child.as_bstr())?;
+            if sub.symlink_metadata(".git").is_ok() {
+                debug!(path = %child, "skipping nested repository");
+                continue;
+            }
+            walk_dir(&sub, child, ignored, excludes, tracked, items)?;
+            continue;
+        }
+        let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
+        if ignored && !is_tracked {
+            continue;
+        }
+        if meta.is_symlink() {
+            let data = read_symlink(dir, &name, child.as_bstr())?;
+            items.push(Item {
+                path: child,
+                kind: FileKind::Symlink,
+                data,
+            });
+        } else if meta.is_file() {
+            let (kind, data) = read_file(dir, &name, &meta, child.as_bstr())?;
+            items.push(Item {
+                path: child,
+                kind,
+                data,
+            });
+        } else {
+            // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
+            warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
+        }
+    }
+    if pushed {
+        excludes.pop();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::process::Command;
+
+    /// Runs the git CLI for setup and inspection, isolated from the machine's config.
+    fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new("git");
+        cmd.current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_OBJECT_DIRECTORY")
+            .env_remove("GIT_AUTHOR_NAME")
+            .env_remove("GIT_AUTHOR_EMAIL")
+            .env_remove("GIT_COMMITTER_NAME")
+            .env_remove("GIT_COMMITTER_EMAIL")
+            .arg("--no-pager");
+        for e in extra {
+            cmd.arg("-c").arg(e);
+        }
+        cmd.args(args).output().expect("run git")
+    }
+
+    /// git with setup options that neutralise hooks and signing.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = git_cmd(
+            dir,
+            &[
+                "user.name=Setup",
+                "user.email=setup@example.com",
+                "core.hooksPath=/dev/null",
+                "commit.gpgSign=false",
+                "core.fsmonitor=false",
+            ],
+            args,
+        );
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn write(ws: &Path, rel: &str, content: &str) {
+        let p = ws.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    /// A repository on `main` with a.txt, b.txt, dir/keep.txt and dir/old.txt committed.
+    fn repo() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        write(ws, "a.txt", "a1\n");
+        write(ws, "b.txt", "b1\n");
+        write(ws, "dir/keep.txt", "keep\n");
+        write(ws, "dir/old.txt", "old\n");
+        git(ws, &["add", "-A"]);
+        git(ws, &["commit", "-q", "-m", "initial"]);
+        t
+    }
+
+    fn paths(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn commit(ws: &Path, p: &[&str], msg: &str) -> Prepared {
+        let p = paths(p);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, msg, &fp).unwrap();
+        publish(ws, &prepared).unwrap();
+        prepared
+    }
+
+    fn head(ws: &Path) -> String {
+        git(ws, &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    /// `mode path` lines of `git ls-tree -r rev`.
+    fn ls_tree(ws: &Path, rev: &str) -> Vec<String> {
+        git(ws, &["ls-tree", "-r", rev])
+            .lines()
+            .map(|l| {
+                let (meta, path) = l.split_once('\t').unwrap();
+                format!("{} {}", meta.split(' ').next().unwrap(), path)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn commits_exactly_the_given_file() {
+        let t = repo();
+        let ws = t.path();
+        let before = head(ws);
+        write(ws, "a.txt", "a2\n");
+        write(ws, "b.txt", "b2\n");
+        write(ws, "untracked.txt", "u\n");
+        let prepared = commit(ws, &["a.txt"], "change a");
+        let after = head(ws);
+        assert_eq!(prepared.commit.as_deref(), Some(after.as_str()));
+        assert_eq!(prepared.parent.as_deref(), Some(before.as_str()));
+        assert_eq!(prepared.reference, "refs/heads/main");
+        assert_eq!(
+            git(ws, &["show", "--name-only", "--format=", "HEAD"]),
+            "a.txt\n"
+        );
+        assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a2\n");
+        assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
+        assert_eq!(git(ws, &["rev-parse", "HEAD^"]).trim(), before);
+        assert!(!git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]).contains("untracked"));
+        assert_eq!(
+            git(ws, &["log", "-1", "--format=%B", "HEAD"]).trim(),
+            "change a"
+        );
+        // Default identity: the repository config sets none.
+        assert_eq!(
+            git(ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>"]).trim(),
+            "gatehost <gatehost@localhost>|gatehost <gatehost@localhost>"
+        );
+        let status = git(ws, &["status", "--porcelain"]);
+        assert!(status.contains(" M b.txt"), "{status}");
+        assert!(status.contains("?? untracked.txt"), "{status}");
+        assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "b2\n");
+    }
+
+    #[test]
+    fn uses_repository_identity_when_configured() {
+        let t = repo();
+        let ws = t.path();
+        git(ws, &["config", "user.name", "Repo User"]);
+        git(ws, &["config", "user.email", "repo@example.com"]);
+        write(ws, "a.txt", "a2\n");
+        commit(ws, &["a.txt"], "change a");
+        assert_eq!(
+            git(ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>"]).trim(),
+            "Repo User <repo@example.com>|Repo User <repo@example.com>"
+        );
+    }
+
+    #[test]
+    fn directory_path_adds_modifies_removes_and_keeps_modes() {
+        let t = repo();
+        let ws = t.path();
+        let outside = tempfile::tempdir().unwrap();
+        write(ws, ".gitignore", "*.log\n");
+        git(ws, &["add", ".gitignore"]);
+        git(ws, &["commit", "-q", "-m", "ignore logs"]);
+        write(ws, "dir/keep.txt", "keep2\n");
+        std::fs::remove_file(ws.join("dir/old.txt")).unwrap();
+        write(ws, "dir/new.txt", "new\n");
+        write(ws, "dir/sub/deep.txt", "deep\n");
+        write(ws, "dir/debug.log", "noise\n");
+        write(ws, "dir/sub/.gitignore", "secret\n");
+        write(ws, "dir/sub/secret", "s\n");
+        write(ws, "dir/run.sh", "#!/bin/sh\n");
+        std::fs::set_permissions(
+            ws.join("dir/run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        symlink(outside.path(), ws.join("dir/out")).unwrap();
+        symlink("keep.txt", ws.join("dir/rel")).unwrap();
+        write(ws, "a.txt", "not committed\n");
+        commit(ws, &["dir"], "dir");
+        let tree = ls_tree(ws, "HEAD");
+        let under_dir: Vec<&String> = tree.iter().filter(|l| l.contains(" dir/")).collect();
+        assert_eq!(
+            under_dir,
+            vec![
+                "120000 dir/out",
+                "120000 dir/rel",
+                "100755 dir/run.sh",
+                "100644 dir/keep.txt",
+                "100644 dir/new.txt",
+                "100644 dir/sub/.gitignore",
+                "100644 dir/sub/deep.txt",
+            ]
+            .iter()
+            .filter(|_| false)
+            .collect::<Vec<_>>()
+            .is_empty()
+            .then(|| {
+                let mut v: Vec<&String> = under_dir.clone();
+                v.sort();
+                v
+            })
+            .unwrap()
+        );
+        let mut names: Vec<String> = under_dir.iter().map(|s| s.to_string()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![
+                "100644 dir/keep.txt",
+                "100644 dir/new.txt",
+                "100644 dir/sub/.gitignore",
+                "100644 dir/sub/deep.txt",
+                "100755 dir/run.sh",
+                "120000 dir/out",
+                "120000 dir/rel",
+            ]
+        );
+        assert_eq!(
+            git(ws, &["cat-file", "-p", "HEAD:dir/out"]),
+            outside.path().to_str().unwrap()
+        );
+        assert_eq!(git(ws, &["cat-file", "-p", "HEAD:dir/rel"]), "keep.txt");
+        assert_eq!(git(ws, &["show", "HEAD:dir/keep.txt"]), "keep2\n");
+        assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a1\n");
+    }
+
+    #[test]
+    fn tracked_file_is_updated_even_when_ignored() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "dir/tracked.log", "v1\n");
+        git(ws, &["add", "dir/tracked.log"]);
+        git(ws, &["commit", "-q", "-m", "log"]);
+        write(ws, ".gitignore", "*.log\n");
+        write(ws, "dir/tracked.log", "v2\n");
+        write(ws, "dir/fresh.log", "x\n");
+        commit(ws, &["dir"], "dir");
+        assert_eq!(git(ws, &["show", "HEAD:dir/tracked.log"]), "v2\n");
+        let names = git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]);
+        assert!(!names.contains("fresh.log"), "{names}");
+        assert!(!names.contains(".gitignore"), "{names}");
+    }
+
+    #[test]
+    fn deleted_file_is_removed_and_nothing_to_commit() {
+        let t = repo();
+        let ws = t.path();
+        std::fs::remove_file(ws.join("b.txt")).unwrap();
+        commit(ws, &["b.txt"], "remove b");
+        let names = git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]);
+        assert_eq!(names, "a.txt\ndir/keep.txt\ndir/old.txt\n");
+
+        let before = head(ws);
+        let p = paths(&["a.txt", "b.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, "noop", &fp).unwrap();
+        assert!(prepared.nothing_to_commit);
+        assert_eq!(prepared.commit, None);
+        assert_eq!(prepared.parent.as_deref(), Some(before.as_str()));
+        publish(ws, &prepared).unwrap();
+        assert_eq!(head(ws), before);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+    }
+
+    #[test]
+    fn deleting_a_whole_directory() {
+        let t = repo();
+        let ws = t.path();
+        std::fs::remove_dir_all(ws.join("dir")).unwrap();
+        commit(ws, &["dir"], "drop dir");
+        assert_eq!(
+            git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]),
+            "a.txt\nb.txt\n"
+        );
+    }
+
+    #[test]
+    fn unborn_head_gives_a_root_commit() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "trunk"]);
+        write(ws, "f.txt", "first\n");
+        write(ws, "other.txt", "not committed\n");
+        let prepared = commit(ws, &["f.txt"], "root");
+        assert_eq!(prepared.parent, None);
+        assert_eq!(prepared.reference, "refs/heads/trunk");
+        assert_eq!(
+            git(ws, &["rev-parse", "refs/heads/trunk"]).trim(),
+            prepared.commit.clone().unwrap()
+        );
+        assert_eq!(git(ws, &["rev-list", "--count", "HEAD"]).trim(), "1");
+        assert_eq!(
+            git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]),
+            "f.txt\n"
+        );
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+        // Publishing again is a no-op.
+        publish(ws, &prepared).unwrap();
+    }
+
+    #[test]
+    fn unborn_head_with_nothing_to_commit() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        let p = paths(&["missing.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, "nothing", &fp).unwrap();
+        assert!(prepared.nothing_to_commit);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+    }
+
+    #[test]
+    fn fingerprint_tracks_content_mode_and_presence_only() {
+        let t = repo();
+        let ws = t.path();
+        let p = paths(&["a.txt", "dir"]);
+        let base = fingerprint(ws, &p).unwrap();
+        assert_eq!(base.len(), 64);
+        // Unrelated changes, ignored files, timestamps, path spelling: no change.
+        write(ws, "b.txt", "other\n");
+        write(ws, "c.txt", "untracked\n");
+        write(ws, ".gitignore", "*.tmp\n");
+        write(ws, "dir/x.tmp", "ignored\n");
+        write(ws, "a.txt", "a1\n");
+        assert_eq!(fingerprint(ws, &p).unwrap(), base);
+        assert_eq!(
+            fingerprint(ws, &paths(&["./dir/", "a.txt", "a.txt"])).unwrap(),
+            base
+        );
+        // Content.
+        write(ws, "a.txt", "a2\n");
+        let content = fingerprint(ws, &p).unwrap();
+        assert_ne!(content, base);
+        write(ws, "a.txt", "a1\n");
+        assert_eq!(fingerprint(ws, &p).unwrap(), base);
+        // Mode.
+        std::fs::set_permissions(
+            ws.join("dir/keep.txt"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let mode = fingerprint(ws, &p).unwrap();
+        assert_ne!(mode, base);
+        std::fs::set_permissions(
+            ws.join("dir/keep.txt"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        assert_eq!(fingerprint(ws, &p).unwrap(), base);
+        // Presence: a new file, a deleted file.
+        write(ws, "dir/new.txt", "");
+        let added = fingerprint(ws, &p).unwrap();
+        assert_ne!(added, base);
+        std::fs::remove_file(ws.join("dir/new.txt")).unwrap();
+        assert_eq!(fingerprint(ws, &p).unwrap(), base);
+        std::fs::remove_file(ws.join("a.txt")).unwrap();
+        let deleted = fingerprint(ws, &p).unwrap();
+        assert_ne!(deleted, base);
+        // Empty file vs absent file differ.
+        write(ws, "a.txt", "");
+        assert_ne!(fingerprint(ws, &p).unwrap(), deleted);
+        // File vs symlink with the same bytes differ.
+        std::fs::remove_file(ws.join("a.txt")).unwrap();
+        write(ws, "a.txt", "target");
+        let as_file = fingerprint(ws, &p).unwrap();
+        std::fs::remove_file(ws.join("a.txt")).unwrap();
+        symlink("target", ws.join("a.txt")).unwrap();
+        assert_ne!(fingerprint(ws, &p).unwrap(), as_file);
+        let all = [base, content, mode, added, deleted, as_file];
+        let unique: BTreeSet<&String> = all.iter().collect();
+        assert_eq!(unique.len(), all.len());
+    }
+
+    #[test]
+    fn prepare_refuses_stale_content() {
+        let t = repo();
+        let ws = t.path();
+        let before = head(ws);
+        write(ws, "a.txt", "approved\n");
+        let p = paths(&["a.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        write(ws, "a.txt", "sneaky\n");
+        match prepare(ws, &p, "msg", &fp) {
+            Err(CommitError::Stale { expected, actual }) => {
+                assert_eq!(expected, fp);
+                assert_ne!(actual, fp);
+            }
+            other => panic!("expected Stale, got {other:?}"),
+        }
+        assert_eq!(head(ws), before);
+        // Nothing unapproved was written to the object database.
+        let sneaky = git(ws, &["hash-object", "a.txt"]);
+        let out = git_cmd(ws, &[], &["cat-file", "-e", sneaky.trim()]);
+        assert!(!out.status.success());
+    }
+
+    #[test]
+    fn hostile_repository_runs_nothing() {
+        let t = repo();
+        let ws = t.path();
+        let evil = tempfile::tempdir().unwrap();
+        let markers = evil.path().join("markers");
+        std::fs::create_dir(&markers).unwrap();
+        let script = |name: &str| -> String {
+            let path = evil.path().join(name);
+            std::fs::write(
+                &path,
+                format!(
+                    "#!/bin/sh\ntouch '{}/{name}'\ncat >/dev/null 2>&1\necho FILTERED\nexit 0\n",
+                    markers.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let hooks = [
+            "pre-commit",
+            "prepare-commit-msg",
+            "commit-msg",
+            "post-commit",
+            "reference-transaction",
+            "post-index-change",
+        ];
+        let hooks_dir = evil.path().join("hooks");
+        std::fs::create_dir(&hooks_dir).unwrap();
+        for hook in hooks {
+            let s = script(&format!("repo-hook-{hook}"));
+            std::fs::copy(&s, ws.join(".git/hooks").join(hook)).unwrap();
+            std::fs::set_permissions(
+                ws.join(".git/hooks").join(hook),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
+            let s = script(&format!("hookspath-{hook}"));
+            std::fs::copy(&s, hooks_dir.join(hook)).unwrap();
+            std::fs::set_permissions(hooks_dir.join(hook), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let included = evil.path().join("included.gitconfig");
+        std::fs::write(
+            &included,
+            format!(
+                "[core]\n\tfsmonitor = {}\n\tpager = {}\n[gpg]\n\tprogram = {}\n[commit]\n\tgpgSign = true\n",
+                script("include-fsmonitor"),
+                script("include-pager"),
+                script("include-gpg"),
+            ),
+        )
+        .unwrap();
+        let config = format!(
+            "[core]\n\tfsmonitor = {fsm}\n\tpager = {pager}\n\thooksPath = {hooks}\n\teditor = {editor}\n\tsshCommand = {ssh}\n\
+             [filter \"evil\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\tprocess = {process}\n\trequired = true\n\
+             [commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {gpg}\n[tag]\n\tgpgSign = true\n\
+             [include]\n\tpath = {inc}\n[user]\n\tname = Hostile Repo\n\temail = hostile@example.com\n",
+            fsm = script("fsmonitor"),
+            pager = script("pager"),
+            hooks = hooks_dir.display(),
+            editor = script("editor"),
+            ssh = script("ssh"),
+            clean = script("clean"),
+            smudge = script("smudge"),
+            process = script("process"),
+            gpg = script("gpg"),
+            inc = included.display(),
+        );
+        let mut existing = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+        existing.push_str(&config);
+        std::fs::write(ws.join(".git/config"), existing).unwrap();
+        write(ws, ".gitattributes", "* filter=evil\n");
+        write(ws, "a.txt", "raw bytes\n");
+
+        let prepared = commit(ws, &["a.txt", ".gitattributes"], "hostile");
+        publish(ws, &prepared).unwrap();
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+
+        // Checked before any git command runs in the hostile repository.
+        let ran: Vec<_> = std::fs::read_dir(&markers).unwrap().collect();
+        assert!(ran.is_empty(), "programs ran: {ran:?}");
+
+        let id = prepared.commit.clone().unwrap();
+        // Inspect with the hostile features neutralised.
+        let safe = [
+            "core.hooksPath=/dev/null",
+            "core.fsmonitor=false",
+            "core.pager=cat",
+            "include.path=/dev/null",
+        ];
+        let raw = git_cmd(ws, &safe, &["cat-file", "commit", &id]);
+        let raw = String::from_utf8_lossy(&raw.stdout).into_owned();
+        assert!(raw.starts_with("tree "), "{raw}");
+        assert!(!raw.contains("gpgsig"), "{raw}");
+        assert!(
+            raw.contains("author Hostile Repo <hostile@example.com>"),
+            "{raw}"
+        );
+        let blob = git_cmd(ws, &safe, &["cat-file", "blob", &format!("{id}:a.txt")]);
+        assert_eq!(String::from_utf8_lossy(&blob.stdout), "raw bytes\n");
+        let rev = git_cmd(ws, &safe, &["rev-parse", "refs/heads/main"]);
+        assert_eq!(String::from_utf8_lossy(&rev.stdout).trim(), id);
+
+        // Control: the planted programs are live, a plain git commit runs them.
+        let _ = git_cmd(
+            ws,
+            &["user.name=x", "user.email=x@x"],
+            &["commit", "-q", "--allow-empty", "-m", "x"],
+        );
+        let ran = std::fs::read_dir(&markers).unwrap().count();
+        assert!(ran > 0, "the hostile setup should trigger plain git");
+    }
+
+    #[test]
+    fn publish_is_idempotent_and_detects_moved_ref() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "a.txt", "a2\n");
+        let p = paths(&["a.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+        // Prepare moved nothing.
+        assert_eq!(Some(head(ws)), prepared.parent);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+        // Survives a round trip through storage.
+        let stored = serde_json::to_string(&prepared).unwrap();
+        let restored: Prepared = serde_json::from_str(&stored).unwrap();
+        assert_eq!(restored, prepared);
+        publish(ws, &restored).unwrap();
+        let id = prepared.commit.clone().unwrap();
+        assert_eq!(head(ws), id);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+        publish(ws, &prepared).unwrap();
+        assert_eq!(head(ws), id);
+        // Another commit on top.
+        write(ws, "b.txt", "b2\n");
+        git(ws, &["commit", "-q", "-am", "on top"]);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Descends);
+        publish(ws, &prepared).expect_err("branch moved on");
+        // Reset elsewhere: to a commit that does not contain ours.
+        git(
+            ws,
+            &[
+                "checkout",
+                "-q",
+                "-b",
+                "side",
+                prepared.parent.as_deref().unwrap(),
+            ],
+        );
+        git(ws, &["commit", "-q", "--allow-empty", "-m", "side"]);
+        let side = head(ws);
+        git(ws, &["update-ref", "refs/heads/main", &side]);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Moved);
+    }
+
+    #[test]
+    fn publish_after_someone_else_moved_the_ref() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "a.txt", "a2\n");
+        let p = paths(&["a.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+        write(ws, "b.txt", "b2\n");
+        git(ws, &["commit", "-q", "-m", "concurrent", "b.txt"]);
+        let theirs = head(ws);
+        match publish(ws, &prepared) {
+            Err(CommitError::RefMoved {
+                reference,
+                expected,
+                actual,
+            }) => {
+                assert_eq!(reference, "refs/heads/main");
+                assert_eq!(expected, prepared.parent);
+                assert_eq!(actual.as_deref(), Some(theirs.as_str()));
+            }
+            other => panic!("expected RefMoved, got {other:?}"),
+        }
+        assert_eq!(head(ws), theirs);
+        assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Moved);
+    }
+
+    #[test]
+    fn detached_head_and_non_repositories_are_refused() {
+        let t = repo();
+        let ws = t.path();
+        let id = head(ws);
+        git(ws, &["checkout", "-q", "--detach", &id]);
+        let p = paths(&["a.txt"]);
+        assert!(matches!(
+            fingerprint(ws, &p),
+            Err(CommitError::DetachedHead)
+        ));
+        assert!(matches!(
+            prepare(ws, &p, "m", "00"),
+            Err(CommitError::DetachedHead)
+        ));
+
+        // A subdirectory of a repository is not a repository root (no discovery upwards).
+        let sub = ws.join("dir");
+        assert!(matches!(
+            fingerprint(&sub, &p),
+            Err(CommitError::NotARepository { .. })
+        ));
+        // A gitfile is refused.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(
+            other.path().join(".git"),
+            format!("gitdir: {}/.git\n", ws.display()),
+        )
+        .unwrap();
+        assert!(matches!(
+            fingerprint(other.path(), &p),
+            Err(CommitError::NotARepository { .. })
+        ));
+    }
+
+    #[test]
+    fn symlinked_parent_directory_is_never_followed() {
+        let t = repo();
+        let ws = t.path();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("file"), "outside secret\n").unwrap();
+        symlink(outside.path(), ws.join("link")).unwrap();
+        let p = paths(&["link/file"]);
+        assert!(matches!(
+            fingerprint(ws, &p),
+            Err(CommitError::PathBeyondSymlink { .. })
+        ));
+        assert!(matches!(
+            prepare(ws, &p, "m", "00"),
+            Err(CommitError::PathBeyondSymlink { .. })
+        ));
+        // Also a symlink to a directory inside the workspace, as git refuses it.
+        symlink("dir", ws.join("inner")).unwrap();
+        assert!(matches!(
+            fingerprint(ws, &paths(&["inner/keep.txt"])),
+            Err(CommitError::PathBeyondSymlink { .. })
+        ));
+        // The link itself is committed as a link, its target never read.
+        let prepared = commit(ws, &["link"], "link");
+        assert_eq!(
+            ls_tree(ws, "HEAD")
+                .iter()
+                .filter(|l| l.ends_with(" link"))
+                .count(),
+            1
+        );
+        assert!(ls_tree(ws, "HEAD").contains(&"120000 link".to_owned()));
+        assert!(prepared.commit.is_some());
+    }
+
+    #[test]
+    fn path_validation() {
+        let refused: &[(&str, fn(&CommitPathError) -> bool)] = &[
+            ("", |e| matches!(e, CommitPathError::Empty)),
+            ("./", |e| matches!(e, CommitPathError::Empty)),
+            (".", |e| matches!(e, CommitPathError::Empty)),
+            ("-rf", |e| matches!(e, CommitPathError::LeadingDash(_))),
+            ("./-rf", |e| matches!(e, CommitPathError::LeadingDash(_))),
+            (":(glob)*", |e| {
+                matches!(
+                    e,
+                    CommitPathError::Glob(_) | CommitPathError::PathspecMagic(_)
+                )
+            }),
+            (":!a", |e| matches!(e, CommitPathError::PathspecMagic(_))),
+            ("../x", |e| matches!(e, CommitPathError::ParentComponent(_))),
+            ("a/../../b", |e| {
+                matches!(e, CommitPathError::ParentComponent(_))
+            }),
+            ("a/..", |e| matches!(e, CommitPathError::ParentComponent(_))),
+            ("/etc/passwd", |e| matches!(e, CommitPathError::Absolute(_))),
+            (".git/config", |e| {
+                matches!(e, CommitPathError::GitComponent(_))
+            }),
+            ("a/.git", |e| matches!(e, CommitPathError::GitComponent(_))),
+            (".GIT/hooks", |e| {
+                matches!(e, CommitPathError::GitComponent(_))
+            }),
+            ("a\0b", |e| matches!(e, CommitPathError::Nul(_))),
+            ("*.rs", |e| matches!(e, CommitPathError::Glob(_))),
+            ("a?", |e| matches!(e, CommitPathError::Glob(_))),
+            ("[ab]", |e| matches!(e, CommitPathError::Glob(_))),
+            ("a\\b", |e| matches!(e, CommitPathError::Backslash(_))),
+        ];
+        for (input, check) in refused {
+            match validate_commit_path(input) {
+                Err(e) => assert!(check(&e), "{input:?} refused with the wrong error {e:?}"),
+                Ok(v) => panic!("{input:?} accepted as {v:?}"),
+            }
+        }
+        let accepted = [
+            ("a", "a"),
+            ("..x", "..x"),
+            ("x..", "x.."),
+            (".gitignore", ".gitignore"),
+            (".github/workflows", ".github/workflows"),
+            ("a/./b", "a/b"),
+            ("./a//b/", "a/b"),
+            ("src/main.rs", "src/main.rs"),
+            ("a-b/-c", "a-b/-c"),
+            ("dir with space/f", "dir with space/f"),
+        ];
+        for (input, want) in accepted {
+            assert_eq!(
+                validate_commit_path(input).as_deref(),
+                Ok(want),
+                "{input:?}"
+            );
+        }
+        // prepare and fingerprint validate too.
+        let t = repo();
+        assert!(matches!(
+            fingerprint(t.path(), &paths(&["../x"])),
+            Err(CommitError::InvalidPath(CommitPathError::ParentComponent(
+                _
+            )))
+        ));
+        assert!(matches!(
+            prepare(t.path(), &paths(&[".git/config"]), "m", "00"),
+            Err(CommitError::InvalidPath(CommitPathError::GitComponent(_)))
+        ));
+    }
+
+    #[test]
+    fn invalid_prepared_records_are_refused() {
+        let t = repo();
+        let ws = t.path();
+        let parent = head(ws);
+        let bogus = Prepared {
+            commit: Some("0".repeat(40)),
+            parent: Some(parent.clone()),
+            reference: "refs/heads/main".into(),
+            nothing_to_commit: false,
+        };
+        assert!(matches!(
+            publish(ws, &bogus),
+            Err(CommitError::InvalidPrepared(_))
+        ));
+        let not_branch = Prepared {
+            commit: None,
+            parent: Some(parent),
+            reference: "HEAD".into(),
+            nothing_to_commit: true,
+        };
+        assert!(matches!(
+            ref_state(ws, &not_branch),
+            Err(CommitError::InvalidPrepared(_))
+        ));
+    }
+}

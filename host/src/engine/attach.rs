@@ -1,0 +1,310 @@
+//! The `policy attach` input (the agentproto `policy_attach` JSON) and its
+//! validation. Everything is checked here, before anything is stored: a
+//! refused attach leaves no trace but its error, which names the field.
+
+use super::EngineError;
+use crate::anchor::WorkspaceAnchor;
+use crate::commit::validate_commit_path;
+use crate::gate::GateRunner;
+use crate::gate::spec::{GateSpec, parse_gate};
+use crate::store::SessionRow;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+pub const MAX_RETRIES_LIMIT: u32 = 10;
+/// How deep `next` chains may nest in one attach.
+const MAX_CHAIN: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Then {
+    #[default]
+    Emit,
+    Commit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommitInput {
+    pub paths: Vec<String>,
+    pub message: String,
+    #[serde(default = "yes")]
+    pub require_human_ack: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OnFail {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nudge: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+}
+
+/// From which point a policy watches its sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WatchFrom {
+    /// `"latest"` (default): a member that has already ended its turn (idle
+    /// after a turn-end, or exited) counts as ended, so a policy attached
+    /// just after the agent finished still gates that turn. `"now"`: only
+    /// turn-ends after the attach count.
+    Named(String),
+    /// Only session events after this cursor count.
+    Cursor(i64),
+}
+
+/// The attach input. Field names and defaults are agentproto's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AttachInput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Value>,
+    #[serde(default)]
+    pub then: Then,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitInput>,
+    #[serde(default)]
+    pub on_fail: OnFail,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Box<AttachInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_from: Option<WatchFrom>,
+}
+
+impl AttachInput {
+    /// The members, in order, the list winning over the single id.
+    pub fn members(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let given: Vec<&String> = match &self.session_ids {
+            Some(list) => list.iter().collect(),
+            None => self.session_id.iter().collect(),
+        };
+        for id in given {
+            if !out.contains(id) {
+                out.push(id.clone());
+            }
+        }
+        out
+    }
+
+    pub fn max_retries(&self) -> u32 {
+        self.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)
+    }
+
+    /// The gates to run, parsed (validated at attach, so errors here mean
+    /// a store written by something else).
+    pub fn gates(&self) -> Result<Vec<GateSpec>, EngineError> {
+        parse_gates(self.gate.as_ref(), "gate")
+    }
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> EngineError {
+    EngineError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn parse_gates(gate: Option<&Value>, at: &str) -> Result<Vec<GateSpec>, EngineError> {
+    let to_err = |e: crate::gate::SpecError| invalid(e.field, e.message);
+    match gate {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => {
+            if items.is_empty() {
+                return Err(invalid(
+                    at,
+                    "an empty list holds no gate (omit `gate` to pass at turn-end)",
+                ));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| parse_gate(v.clone(), &format!("{at}[{i}]")).map_err(to_err))
+                .collect()
+        }
+        Some(v) => parse_gate(v.clone(), at).map(|g| vec![g]).map_err(to_err),
+    }
+}
+
+/// Parses the JSON body of an attach.
+pub fn parse_input(value: Value) -> Result<AttachInput, EngineError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        invalid(
+            if path == "." {
+                "policy".to_string()
+            } else {
+                path
+            },
+            e.into_inner().to_string(),
+        )
+    })
+}
+
+/// Validates `input` (and its `next` chain), filling the members of
+/// chained policies from their parent. `lookup` finds a session.
+pub fn validate(
+    input: &mut AttachInput,
+    runner: &GateRunner,
+    lookup: &dyn Fn(&str) -> Result<Option<SessionRow>, EngineError>,
+) -> Result<(), EngineError> {
+    validate_at(input, runner, lookup, "", None, 0)
+}
+
+fn validate_at(
+    input: &mut AttachInput,
+    runner: &GateRunner,
+    lookup: &dyn Fn(&str) -> Result<Option<SessionRow>, EngineError>,
+    at: &str,
+    parent_members: Option<&[String]>,
+    depth: usize,
+) -> Result<(), EngineError> {
+    let f = |name: &str| format!("{at}{name}");
+    if depth > MAX_CHAIN {
+        return Err(invalid(
+            f("next"),
+            format!("chains deeper than {MAX_CHAIN} are refused"),
+        ));
+    }
+    if let Some(list) = &input.session_ids
+        && list.is_empty()
+    {
+        return Err(invalid(f("sessionIds"), "must name at least one session"));
+    }
+    let mut members = input.members();
+    if members.is_empty() {
+        match parent_members {
+            Some(p) => members = p.to_vec(),
+            None => {
+                return Err(invalid(
+                    f("sessionId"),
+                    "name the session (sessionId) or sessions (sessionIds) to watch",
+                ));
+            }
+        }
+    }
+    let field = if input.session_ids.is_some() {
+        "sessionIds"
+    } else {
+        "sessionId"
+    };
+    let mut sessions = Vec::new();
+    for id in &members {
+        match lookup(id)? {
+            Some(s) => sessions.push(s),
+            None => {
+                return Err(invalid(
+                    f(field),
+                    format!("unknown session '{id}' (register it first)"),
+                ));
+            }
+        }
+    }
+    // Normalise: the list of members, deduplicated, always stored.
+    input.session_ids = Some(members.clone());
+    input.session_id = members.first().cloned();
+    let workspace = &sessions[0].workspace;
+    let gates = parse_gates(input.gate.as_ref(), &f("gate"))?;
+    if !gates.is_empty() {
+        let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
+            .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
+        for (i, g) in gates.iter().enumerate() {
+            let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array) {
+                f("gate")
+            } else {
+                f(&format!("gate[{i}]"))
+            };
+            runner.preflight(g, &anchor).map_err(|m| invalid(name, m))?;
+        }
+    }
+    match (input.then, &mut input.commit) {
+        (Then::Commit, None) => {
+            return Err(invalid(
+                f("commit"),
+                "then: \"commit\" needs commit: {paths, message}",
+            ));
+        }
+        (Then::Emit, Some(_)) => {
+            return Err(invalid(
+                f("commit"),
+                "given, but then is not \"commit\" (set then: \"commit\", or drop commit)",
+            ));
+        }
+        (Then::Commit, Some(c)) => {
+            if c.paths.is_empty() {
+                return Err(invalid(f("commit.paths"), "must name at least one path"));
+            }
+            let mut normalised = Vec::new();
+            for (i, p) in c.paths.iter().enumerate() {
+                let n = validate_commit_path(p)
+                    .map_err(|e| invalid(f(&format!("commit.paths[{i}]")), e.to_string()))?;
+                if !normalised.contains(&n) {
+                    normalised.push(n);
+                }
+            }
+            c.paths = normalised;
+            if c.message.trim().is_empty() {
+                return Err(invalid(f("commit.message"), "must not be empty"));
+            }
+            if c.message.contains('\0') {
+                return Err(invalid(f("commit.message"), "must not contain a NUL byte"));
+            }
+            let git = std::path::Path::new(workspace).join(".git");
+            if !git.is_dir() {
+                return Err(invalid(
+                    f("commit"),
+                    format!(
+                        "the workspace {workspace} is not a git repository (no .git directory at its root)"
+                    ),
+                ));
+            }
+        }
+        (Then::Emit, None) => {}
+    }
+    if let Some(n) = input.on_fail.max_retries
+        && n > MAX_RETRIES_LIMIT
+    {
+        return Err(invalid(
+            f("onFail.maxRetries"),
+            format!("must be between 0 and {MAX_RETRIES_LIMIT}"),
+        ));
+    }
+    if let Some(n) = &input.on_fail.nudge
+        && n.trim().is_empty()
+    {
+        return Err(invalid(
+            f("onFail.nudge"),
+            "must not be empty (omit it for the default nudge)",
+        ));
+    }
+    match &input.watch_from {
+        None => {}
+        Some(WatchFrom::Named(n)) if n == "now" || n == "latest" => {}
+        Some(WatchFrom::Named(n)) => {
+            return Err(invalid(
+                f("watchFrom"),
+                format!("'{n}' is neither \"now\", \"latest\" nor an event cursor"),
+            ));
+        }
+        Some(WatchFrom::Cursor(c)) if *c < 0 => {
+            return Err(invalid(f("watchFrom"), "a cursor is at least 0"));
+        }
+        Some(WatchFrom::Cursor(_)) => {}
+    }
+    if let Some(next) = input.next.as_deref_mut() {
+        validate_at(next, runner, lookup, &f("next."), Some(&members), depth + 1)?;
+    }
+    Ok(())
+}

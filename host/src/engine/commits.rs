@@ -1,0 +1,304 @@
+//! The human ack and the commit it allows, exactly once.
+//!
+//! Steps, each stored before the next runs: `awaiting-ack` → (ack,
+//! fingerprint still the gated one) `committing` → commit object written,
+//! its id stored (`prepared`) → branch moved with the expected old value →
+//! `done` with `policy:committed {sha}`. After a crash the stored step says
+//! what is left: a prepared commit whose branch already moved is only
+//! recorded, never made twice.
+
+use super::{Engine, EngineError, EngineResult};
+use crate::commit::{self, CommitError, Prepared, RefState};
+use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
+    p.plan.as_ref().and_then(|plan| plan.get(key))
+}
+
+fn plan_paths(p: &PolicyRow) -> Vec<String> {
+    plan_field(p, "paths")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+impl Engine {
+    fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
+        let first = p
+            .sessions
+            .first()
+            .ok_or_else(|| EngineError::NotFound(format!("policy {} has no session", p.id)))?;
+        Ok(self.session(first)?.workspace)
+    }
+
+    /// The operator's answer to `policy:commit-ready`. A second ack, or an
+    /// ack of a policy not awaiting one, is a conflict and changes nothing.
+    /// An approval whose paths changed since the gate passed is refused as
+    /// stale and the policy gates again.
+    pub async fn ack(&self, id: &str, approve: bool, by: &str) -> EngineResult<PolicyRow> {
+        let current = self.policy(id)?;
+        if current.status != PolicyStatus::AwaitingAck {
+            return Err(EngineError::Conflict {
+                code: "not-awaiting-ack",
+                message: format!(
+                    "policy {id} is {}, not awaiting-ack: nothing to approve or reject",
+                    current.status.as_str()
+                ),
+            });
+        }
+        let workspace = self.workspace_of(&current)?;
+        let paths = plan_paths(&current);
+        let now_fp = if approve {
+            let ws = workspace.clone();
+            let p2 = paths.clone();
+            Some(
+                tokio::task::spawn_blocking(move || commit::fingerprint(Path::new(&ws), &p2))
+                    .await
+                    .map_err(|e| EngineError::Conflict {
+                        code: "internal",
+                        message: format!("fingerprint task failed: {e}"),
+                    })?
+                    .map_err(|e| e.to_string()),
+            )
+        } else {
+            None
+        };
+        let (p, stale) = self.write(|tx| {
+            let mut p = tx
+                .policy(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
+            if p.status != PolicyStatus::AwaitingAck {
+                return Err(EngineError::Conflict {
+                    code: "not-awaiting-ack",
+                    message: format!("policy {id} is {}, not awaiting-ack", p.status.as_str()),
+                });
+            }
+            p.updated_at = now_ms();
+            if !approve {
+                p.status = PolicyStatus::Cancelled;
+                p.reason = Some(format!("commit rejected by {by}"));
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:rejected", &p, json!({"by": by}))?;
+                self.policy_event(
+                    tx,
+                    "policy:cancelled",
+                    &p,
+                    json!({"from": "awaiting-ack", "reason": p.reason}),
+                )?;
+                return Ok((p, false));
+            }
+            let gated = plan_field(&p, "fingerprint")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let same = matches!(&now_fp, Some(Ok(fp)) if fp == gated);
+            if !same {
+                let why = match &now_fp {
+                    Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
+                    _ => "the commit paths changed since the gate passed".to_string(),
+                };
+                p.status = PolicyStatus::Queued;
+                p.plan = None;
+                p.reason = Some(format!("ack refused as stale: {why}; the gate runs again"));
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:stale", &p, json!({"by": by, "reason": why}))?;
+                self.policy_event(
+                    tx,
+                    "policy:queued",
+                    &p,
+                    json!({"reason": "stale ack: re-gating"}),
+                )?;
+                return Ok((p, true));
+            }
+            p.status = PolicyStatus::Committing;
+            tx.put_policy(&p)?;
+            self.policy_event(tx, "policy:approved", &p, json!({"by": by}))?;
+            Ok((p, false))
+        })?;
+        if stale {
+            self.schedule_gate(id);
+            return Err(EngineError::Conflict {
+                code: "stale",
+                message: format!(
+                    "ack refused: {}",
+                    p.reason.clone().unwrap_or_else(|| "stale".into())
+                ),
+            });
+        }
+        if p.status == PolicyStatus::Committing {
+            self.spawn_commit(id.to_string());
+        }
+        Ok(p)
+    }
+
+    pub(crate) fn spawn_commit(&self, id: String) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.commit_task(&id).await {
+                tracing::error!(policy = %id, error = %e, "commit step failed; retried on restart");
+            }
+        });
+    }
+
+    async fn commit_task(&self, id: &str) -> EngineResult<()> {
+        let p = self.policy(id)?;
+        if p.status != PolicyStatus::Committing {
+            return Ok(());
+        }
+        let workspace = self.workspace_of(&p)?;
+        let prepared: Option<Prepared> = p
+            .prepared
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        let prepared = match prepared {
+            Some(pr) => pr,
+            None => {
+                let paths = plan_paths(&p);
+                let message = plan_field(&p, "message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let fp = plan_field(&p, "fingerprint")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let ws = workspace.clone();
+                let made = tokio::task::spawn_blocking(move || {
+                    commit::prepare(Path::new(&ws), &paths, &message, &fp)
+                })
+                .await
+                .map_err(|e| EngineError::Conflict {
+                    code: "internal",
+                    message: format!("commit task failed: {e}"),
+                })?;
+                match made {
+                    Ok(pr) if pr.nothing_to_commit => {
+                        return self.finish_commit(id, None, true);
+                    }
+                    Ok(pr) => {
+                        let stored = serde_json::to_value(&pr).unwrap_or(Value::Null);
+                        self.write(|tx| {
+                            let Some(mut p) = tx.policy(id)? else {
+                                return Ok(());
+                            };
+                            p.prepared = Some(stored.clone());
+                            p.updated_at = now_ms();
+                            tx.put_policy(&p)?;
+                            Ok(())
+                        })?;
+                        pr
+                    }
+                    Err(CommitError::Stale { .. }) => {
+                        self.write(|tx| {
+                            let Some(mut p) = tx.policy(id)? else {
+                                return Ok(());
+                            };
+                            p.status = PolicyStatus::Queued;
+                            p.plan = None;
+                            p.reason = Some(
+                                "the commit paths changed after the ack; the gate runs again"
+                                    .into(),
+                            );
+                            tx.put_policy(&p)?;
+                            self.policy_event(tx, "policy:stale", &p, json!({"reason": p.reason}))?;
+                            self.policy_event(
+                                tx,
+                                "policy:queued",
+                                &p,
+                                json!({"reason": "stale content at commit time: re-gating"}),
+                            )?;
+                            Ok(())
+                        })?;
+                        self.schedule_gate(id);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        return self.block_commit(id, format!("the commit could not be made: {e}"));
+                    }
+                }
+            }
+        };
+        let ws = workspace.clone();
+        let pr = prepared.clone();
+        let state = tokio::task::spawn_blocking(move || {
+            let state = commit::ref_state(Path::new(&ws), &pr)?;
+            match state {
+                RefState::AtParent => {
+                    commit::publish(Path::new(&ws), &pr).map(|_| RefState::AtCommit)
+                }
+                other => Ok(other),
+            }
+        })
+        .await
+        .map_err(|e| EngineError::Conflict {
+            code: "internal",
+            message: format!("commit task failed: {e}"),
+        })?;
+        match state {
+            Ok(RefState::AtCommit) | Ok(RefState::Descends) => {
+                self.finish_commit(id, prepared.commit.clone(), false)
+            }
+            Ok(RefState::AtParent) | Ok(RefState::Moved) => self.block_commit(
+                id,
+                format!(
+                    "{} moved away from the gated parent before the commit was recorded; nothing was committed",
+                    prepared.reference
+                ),
+            ),
+            Err(e) => self.block_commit(id, format!("the commit could not be recorded: {e}")),
+        }
+    }
+
+    fn finish_commit(&self, id: &str, sha: Option<String>, nothing: bool) -> EngineResult<()> {
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(());
+            };
+            if p.status != PolicyStatus::Committing {
+                return Ok(());
+            }
+            p.status = PolicyStatus::Done;
+            p.commit_sha = sha.clone();
+            p.reason = Some(match &sha {
+                Some(s) => format!("committed {s}"),
+                None => "nothing to commit: the paths already match HEAD".into(),
+            });
+            p.updated_at = now_ms();
+            tx.put_policy(&p)?;
+            self.policy_event(
+                tx,
+                "policy:committed",
+                &p,
+                json!({"sha": sha, "nothingToCommit": nothing, "paths": plan_paths(&p)}),
+            )?;
+            self.policy_event(tx, "policy:done", &p, json!({}))?;
+            self.chain_next(tx, &mut p)?;
+            Ok(())
+        })?;
+        tracing::info!(policy = id, sha = ?sha, "committed");
+        Ok(())
+    }
+
+    fn block_commit(&self, id: &str, reason: String) -> EngineResult<()> {
+        tracing::warn!(policy = id, %reason, "commit blocked");
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(());
+            };
+            if p.status != PolicyStatus::Committing {
+                return Ok(());
+            }
+            p.status = PolicyStatus::Blocked;
+            p.reason = Some(reason.clone());
+            p.updated_at = now_ms();
+            tx.put_policy(&p)?;
+            self.policy_event(
+                tx,
+                "policy:blocked",
+                &p,
+                json!({"outcome": "error", "reason": reason}),
+            )?;
+            Ok(())
+        })
+    }
+}

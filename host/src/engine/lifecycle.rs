@@ -1,0 +1,499 @@
+//! Gating: running a policy's gate when its members have ended their turn,
+//! and what follows the verdict (done, commit-ready, nudge, blocked), plus
+//! the `next` chain.
+
+use super::{AttachInput, Engine, EngineError, EngineResult, Then};
+use crate::anchor::WorkspaceAnchor;
+use crate::gate::GateContext;
+use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
+use crate::verdict::{Durations, Outcome, RunReport};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// What a finished gate leads to, once its transaction committed.
+enum Follow {
+    Nothing,
+    Regate,
+    Commit,
+    Nudge,
+}
+
+/// The most of a gate's output a nudge or event carries.
+const OUTPUT_IN_NUDGE: usize = 4000;
+
+impl Engine {
+    /// Starts the gate task of a queued policy (once: a second call while
+    /// one runs does nothing).
+    pub(crate) fn schedule_gate(&self, id: &str) {
+        let mut tasks = self
+            .inner
+            .gate_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if tasks.contains_key(id) {
+            return;
+        }
+        let engine = self.clone();
+        let owned = id.to_string();
+        let handle = tokio::spawn(async move {
+            let follow = match engine.gate_task(&owned).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and is picked up on restart");
+                    Follow::Nothing
+                }
+            };
+            engine
+                .inner
+                .gate_tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&owned);
+            match follow {
+                Follow::Nothing => {}
+                Follow::Regate => engine.schedule_gate(&owned),
+                Follow::Commit => engine.spawn_commit(owned),
+                Follow::Nudge => engine.spawn_nudge(owned),
+            }
+        });
+        tasks.insert(id.to_string(), handle.abort_handle());
+    }
+
+    async fn gate_task(&self, id: &str) -> EngineResult<Follow> {
+        let permit = self
+            .inner
+            .gating
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| EngineError::Conflict {
+                code: "shutdown",
+                message: "the gating slots are closed".into(),
+            })?;
+        let Some(policy) = self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(None);
+            };
+            if p.status != PolicyStatus::Queued {
+                return Ok(None);
+            }
+            p.status = PolicyStatus::Gating;
+            p.gate_runs += 1;
+            p.updated_at = now_ms();
+            tx.put_policy(&p)?;
+            self.policy_event(tx, "policy:gating", &p, json!({"run": p.gate_runs}))?;
+            Ok(Some(p))
+        })?
+        else {
+            return Ok(Follow::Nothing);
+        };
+        let input: AttachInput =
+            serde_json::from_value(policy.spec.clone()).map_err(|e| EngineError::Invalid {
+                field: "spec".into(),
+                message: e.to_string(),
+            })?;
+        let mut sessions = Vec::new();
+        for sid in &policy.sessions {
+            if let Some(s) = self.inner.store.session(sid)? {
+                sessions.push(s);
+            }
+        }
+        let workspace = sessions
+            .first()
+            .map(|s| s.workspace.clone())
+            .unwrap_or_default();
+        let commit_paths: Option<Vec<String>> = match (input.then, &input.commit) {
+            (Then::Commit, Some(c)) => Some(c.paths.clone()),
+            _ => None,
+        };
+        let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
+        let report = self
+            .run_policy_gates(&policy, &input, &sessions, &workspace)
+            .await;
+        let after = fingerprint_of(&workspace, commit_paths.as_deref()).await;
+        drop(permit);
+        self.finish_gate(id, &input, report, before, after).await
+    }
+
+    async fn run_policy_gates(
+        &self,
+        policy: &PolicyRow,
+        input: &AttachInput,
+        sessions: &[crate::store::SessionRow],
+        workspace: &str,
+    ) -> RunReport {
+        let gates = match input.gates() {
+            Ok(g) => g,
+            Err(e) => return error_report(format!("the stored gate no longer parses: {e}")),
+        };
+        if gates.is_empty() {
+            return RunReport {
+                outcome: Outcome::Pass,
+                reason: "no gate: the turn-end passes".into(),
+                durations: Durations::default(),
+                gates: Vec::new(),
+                skipped: Vec::new(),
+            };
+        }
+        let anchor = match WorkspaceAnchor::open(Path::new(workspace)) {
+            Ok(a) => a,
+            Err(e) => return error_report(format!("workspace {workspace}: {e}")),
+        };
+        let text = sessions
+            .iter()
+            .filter_map(|s| {
+                s.last_message
+                    .as_ref()
+                    .map(|m| format!("[session {}] {m}", s.id))
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let ctx = GateContext {
+            text: (!text.is_empty()).then_some(text),
+            diff: None,
+            session_id: policy.sessions.first().cloned(),
+            policy_id: Some(policy.id.clone()),
+        };
+        self.inner.runner.run_gates(&gates, &anchor, &ctx).await
+    }
+
+    async fn finish_gate(
+        &self,
+        id: &str,
+        input: &AttachInput,
+        report: RunReport,
+        before: Option<Result<String, String>>,
+        after: Option<Result<String, String>>,
+    ) -> EngineResult<Follow> {
+        let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
+        let summary = json!({
+            "outcome": report.outcome.as_str(),
+            "reason": report.reason,
+            "gates": report.gates.iter().map(|g| json!({
+                "gate": g.gate, "outcome": g.outcome.as_str(), "reason": g.reason,
+                "exitCode": g.exit_code, "findings": g.findings,
+            })).collect::<Vec<_>>(),
+        });
+        let alive = self.alive_members(input)?;
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(Follow::Nothing);
+            };
+            if p.status != PolicyStatus::Gating {
+                // Cancelled while the gate ran: its verdict is dropped.
+                return Ok(Follow::Nothing);
+            }
+            p.verdict = Some(verdict.clone());
+            p.updated_at = now_ms();
+            if report.outcome == Outcome::Pass {
+                // What passed must be what gets committed: the paths must
+                // not have changed while the gate ran.
+                let fp = match (&before, &after) {
+                    (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
+                    (Some(Ok(_)), Some(Ok(_))) => {
+                        p.status = PolicyStatus::Queued;
+                        tx.put_policy(&p)?;
+                        self.policy_event(tx, "policy:queued", &p, json!({"reason": "the commit paths changed while the gate ran; it runs again"}))?;
+                        return Ok(Follow::Regate);
+                    }
+                    (Some(Err(e)), _) | (_, Some(Err(e))) => {
+                        p.status = PolicyStatus::Blocked;
+                        p.reason = Some(format!("cannot read the commit paths: {e}"));
+                        tx.put_policy(&p)?;
+                        self.policy_event(tx, "policy:passed", &p, summary.clone())?;
+                        self.policy_event(tx, "policy:blocked", &p, json!({"outcome": "error", "reason": p.reason}))?;
+                        return Ok(Follow::Nothing);
+                    }
+                    _ => None,
+                };
+                match (&input.commit, fp) {
+                    (Some(c), Some(fp)) if input.then == Then::Commit => {
+                        let plan = json!({
+                            "paths": c.paths,
+                            "message": c.message,
+                            "fingerprint": fp,
+                            "requireHumanAck": c.require_human_ack,
+                        });
+                        p.plan = Some(plan.clone());
+                        p.prepared = None;
+                        p.reason = Some(report.reason.clone());
+                        if c.require_human_ack {
+                            p.status = PolicyStatus::AwaitingAck;
+                            tx.put_policy(&p)?;
+                            self.policy_event(tx, "policy:passed", &p, summary.clone())?;
+                            self.policy_event(tx, "policy:commit-ready", &p, json!({"plan": plan}))?;
+                            Ok(Follow::Nothing)
+                        } else {
+                            p.status = PolicyStatus::Committing;
+                            tx.put_policy(&p)?;
+                            self.policy_event(tx, "policy:passed", &p, summary.clone())?;
+                            self.policy_event(tx, "policy:commit-ready", &p, json!({"plan": plan}))?;
+                            self.policy_event(tx, "policy:approved", &p, json!({"by": "policy (requireHumanAck: false)"}))?;
+                            Ok(Follow::Commit)
+                        }
+                    }
+                    _ => {
+                        p.status = PolicyStatus::Done;
+                        p.reason = Some(report.reason.clone());
+                        tx.put_policy(&p)?;
+                        self.policy_event(tx, "policy:passed", &p, summary.clone())?;
+                        self.policy_event(tx, "policy:done", &p, json!({}))?;
+                        self.chain_next(tx, &mut p)?;
+                        Ok(Follow::Nothing)
+                    }
+                }
+            } else if report.outcome == Outcome::Error {
+                p.status = PolicyStatus::Blocked;
+                p.reason = Some(format!("the gate could not run: {}", report.reason));
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
+                self.policy_event(tx, "policy:blocked", &p, json!({"outcome": "error", "reason": p.reason}))?;
+                tracing::warn!(policy = id, reason = %report.reason, "policy blocked: its gate could not run");
+                Ok(Follow::Nothing)
+            } else if (p.retries_used as u32) < input.max_retries() && !alive.is_empty() {
+                p.retries_used += 1;
+                p.status = PolicyStatus::Nudging;
+                p.reason = Some(report.reason.clone());
+                let message = render_nudge(
+                    input.on_fail.nudge.as_deref().unwrap_or(&self.inner.default_nudge),
+                    &report,
+                );
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
+                self.policy_event(
+                    tx,
+                    "policy:nudge",
+                    &p,
+                    json!({"message": message, "retry": p.retries_used, "maxRetries": input.max_retries(), "sessions": alive}),
+                )?;
+                Ok(Follow::Nudge)
+            } else {
+                p.status = PolicyStatus::Blocked;
+                p.reason = Some(if alive.is_empty() {
+                    format!("the gate failed and no member is alive to fix it: {}", report.reason)
+                } else {
+                    format!("the gate failed after {} retries: {}", p.retries_used, report.reason)
+                });
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
+                self.policy_event(tx, "policy:blocked", &p, json!({"outcome": report.outcome.as_str(), "reason": p.reason}))?;
+                tracing::warn!(policy = id, reason = ?p.reason, "policy blocked");
+                Ok(Follow::Nothing)
+            }
+        })
+    }
+
+    /// Members that have not exited.
+    fn alive_members(&self, input: &AttachInput) -> EngineResult<Vec<String>> {
+        let mut alive = Vec::new();
+        for sid in input.members() {
+            if let Some(s) = self.inner.store.session(&sid)?
+                && s.state != SessionState::Exited
+            {
+                alive.push(sid);
+            }
+        }
+        Ok(alive)
+    }
+
+    /// Delivers a stored nudge to the sessions gatehost started, then
+    /// watches the live members again. Re-run after a restart: delivery to
+    /// a started session's stdin is at least once.
+    pub(crate) fn spawn_nudge(&self, id: String) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.nudge_task(&id).await {
+                tracing::error!(policy = %id, error = %e, "nudge failed; retried on restart");
+            }
+        });
+    }
+
+    async fn nudge_task(&self, id: &str) -> EngineResult<()> {
+        let p = self.policy(id)?;
+        if p.status != PolicyStatus::Nudging {
+            return Ok(());
+        }
+        let input: AttachInput =
+            serde_json::from_value(p.spec.clone()).map_err(|e| EngineError::Invalid {
+                field: "spec".into(),
+                message: e.to_string(),
+            })?;
+        let message = self
+            .inner
+            .store
+            .events(&crate::store::EventFilter {
+                since: 0,
+                types: vec!["policy:nudge".into()],
+                policy_ids: vec![id.to_string()],
+                limit: 1000,
+                ..Default::default()
+            })?
+            .last()
+            .and_then(|e| {
+                e.payload
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let alive = self.alive_members(&input)?;
+        for sid in &alive {
+            self.deliver_prompt(sid, &message).await;
+        }
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(());
+            };
+            if p.status != PolicyStatus::Nudging {
+                return Ok(());
+            }
+            let alive: Vec<String> = alive
+                .iter()
+                .filter(|sid| {
+                    tx.session(sid)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| s.state != SessionState::Exited)
+                })
+                .cloned()
+                .collect();
+            p.watch_after = tx.head_cursor()?;
+            p.updated_at = now_ms();
+            if alive.is_empty() {
+                p.status = PolicyStatus::Blocked;
+                p.reason = Some("every member exited before the nudge could be acted on".into());
+                tx.put_policy(&p)?;
+                self.policy_event(
+                    tx,
+                    "policy:blocked",
+                    &p,
+                    json!({"outcome": "fail", "reason": p.reason}),
+                )?;
+            } else {
+                p.pending = alive;
+                p.status = PolicyStatus::Watching;
+                tx.put_policy(&p)?;
+                self.policy_event(tx, "policy:watching", &p, json!({"pending": p.pending}))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Attaches the `next` policy of a completed one, exactly once (its id
+    /// is stored in the same transaction).
+    pub(crate) fn chain_next(&self, tx: &mut Tx<'_>, p: &mut PolicyRow) -> EngineResult<()> {
+        if p.next_id.is_some() {
+            return Ok(());
+        }
+        let input: AttachInput = match serde_json::from_value(p.spec.clone()) {
+            Ok(i) => i,
+            Err(_) => return Ok(()),
+        };
+        let Some(next) = input.next else {
+            return Ok(());
+        };
+        let mut next = *next;
+        if next.members().is_empty() {
+            next.session_ids = Some(p.sessions.clone());
+        }
+        let store_check =
+            super::attach::validate(&mut next, &self.inner.runner, &|sid| Ok(tx.session(sid)?));
+        if let Err(e) = store_check {
+            self.policy_event(
+                tx,
+                "policy:next-refused",
+                p,
+                json!({"reason": e.to_string()}),
+            )?;
+            tracing::warn!(policy = %p.id, error = %e, "the next policy was refused");
+            return Ok(());
+        }
+        let child = self.insert_policy(tx, &next, Some(&p.id))?;
+        p.next_id = Some(child.id.clone());
+        tx.put_policy(p)?;
+        if child.status == PolicyStatus::Queued {
+            // Scheduled after the commit: the task reads the stored row.
+            let engine = self.clone();
+            let cid = child.id.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                engine.schedule_gate(&cid);
+            });
+        }
+        Ok(())
+    }
+}
+
+fn error_report(reason: String) -> RunReport {
+    RunReport {
+        outcome: Outcome::Error,
+        reason,
+        durations: Durations::default(),
+        gates: Vec::new(),
+        skipped: Vec::new(),
+    }
+}
+
+async fn fingerprint_of(
+    workspace: &str,
+    paths: Option<&[String]>,
+) -> Option<Result<String, String>> {
+    let paths = paths?.to_vec();
+    let ws = workspace.to_string();
+    Some(
+        tokio::task::spawn_blocking(move || {
+            crate::commit::fingerprint(Path::new(&ws), &paths).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("fingerprint task failed: {e}"))),
+    )
+}
+
+/// Fills a nudge template: `{code}` (outcome and exit code), `{reason}`,
+/// `{findings}` (one per line), `{output}` (the failing gate's output
+/// tail), `{gate}`.
+pub fn render_nudge(template: &str, report: &RunReport) -> String {
+    let failing = report.gates.iter().find(|g| !g.passed());
+    let code = match failing.and_then(|g| g.exit_code) {
+        Some(c) => format!("{} (exit {c})", report.outcome.as_str()),
+        None => report.outcome.as_str().to_string(),
+    };
+    let findings = failing
+        .map(|g| {
+            g.findings
+                .iter()
+                .map(|f| {
+                    let place = match (&f.path, f.line) {
+                        (Some(p), Some(l)) => format!("{p}:{l}: "),
+                        (Some(p), None) => format!("{p}: "),
+                        _ => String::new(),
+                    };
+                    format!("- {place}{}\n", f.message)
+                })
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let output = failing
+        .map(|g| {
+            let mut out = String::new();
+            for t in [&g.stdout, &g.stderr].into_iter().flatten() {
+                out.push_str(&t.text);
+            }
+            if out.len() > OUTPUT_IN_NUDGE {
+                let mut cut = out.len() - OUTPUT_IN_NUDGE;
+                while !out.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                out = format!("…{}", &out[cut..]);
+            }
+            out
+        })
+        .unwrap_or_default();
+    let gate = failing.map(|g| g.gate.clone()).unwrap_or_default();
+    template
+        .replace("{code}", &code)
+        .replace("{reason}", &report.reason)
+        .replace("{findings}", &findings)
+        .replace("{output}", &output)
+        .replace("{gate}", &gate)
+}

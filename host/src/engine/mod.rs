@@ -1,0 +1,416 @@
+//! The policy engine: sessions, policies and their lifecycle.
+//!
+//! It owns the state machine
+//! `watching → queued → gating → done | nudging → watching | blocked`, and
+//! for commit policies `… → awaiting-ack → committing → done | cancelled`.
+//! Every transition is one store transaction that also appends the events
+//! describing it; side effects (running a gate, delivering a nudge, making
+//! the commit) happen only after that transaction committed, and are
+//! re-driven from the stored state after a restart (`recover`).
+//!
+//! It must never decide a verdict from anything the agent can write
+//! without detection, never let a gate outlive its policy's cancel, and
+//! never publish an event whose state change is not stored.
+
+pub mod attach;
+mod commits;
+mod lifecycle;
+mod sessions;
+
+pub use attach::{AttachInput, Then, WatchFrom};
+pub use sessions::{RegisterInput, ReportKind, StartInput};
+
+use crate::bus::Bus;
+use crate::gate::GateRunner;
+use crate::store::{
+    EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, Store, StoreError, Tx, now_ms,
+};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Bad input; `field` names where.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("{0}")]
+    NotFound(String),
+    /// The request does not fit the current state (double ack, stale ack,
+    /// cancel of a settled policy); `code` is machine-readable.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// The engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    runner: GateRunner,
+    bus: Bus,
+    /// Policies gating at once (FIFO: tokio's semaphore is fair).
+    gating: Arc<Semaphore>,
+    /// Gate tasks by policy id, so that a cancel kills the gate.
+    gate_tasks: Mutex<HashMap<String, AbortHandle>>,
+    webhooks: Vec<String>,
+    default_nudge: String,
+    started: sessions::Started,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.inner.store)
+            .finish()
+    }
+}
+
+/// A policy as the API shows it.
+pub fn policy_json(p: &PolicyRow) -> Value {
+    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert("policyId".into(), Value::String(p.id.clone()));
+    }
+    v
+}
+
+impl Engine {
+    /// Opens the engine over `store`. Call `recover` once the runtime runs.
+    pub fn new(store: Store, runner: GateRunner) -> EngineResult<Engine> {
+        let head = store.head_cursor()?;
+        let config = runner.config().daemon.clone();
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                store,
+                bus: Bus::new(head),
+                gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
+                gate_tasks: Mutex::new(HashMap::new()),
+                webhooks: config.webhook_url.into_iter().collect(),
+                default_nudge: config.default_nudge,
+                started: sessions::Started::default(),
+                runner,
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn runner(&self) -> &GateRunner {
+        &self.inner.runner
+    }
+
+    pub fn bus(&self) -> &Bus {
+        &self.inner.bus
+    }
+
+    /// One transaction; readers are woken after it commits.
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, EngineError>,
+    ) -> EngineResult<T> {
+        let mut inner_err = None;
+        let out = self.inner.store.write(|tx| match f(tx) {
+            Ok(v) => Ok(Some(v)),
+            Err(EngineError::Store(e)) => Err(e),
+            Err(e) => {
+                inner_err = Some(e);
+                // Roll back: nothing of a refused request is kept.
+                Err(StoreError::Sqlite("rolled back".into()))
+            }
+        });
+        if let Some(e) = inner_err {
+            return Err(e);
+        }
+        let out = out?;
+        self.inner.bus.published();
+        out.ok_or_else(|| EngineError::Store(StoreError::Sqlite("empty transaction".into())))
+    }
+
+    /// Appends a policy event with the usual payload fields.
+    pub(crate) fn policy_event(
+        &self,
+        tx: &mut Tx<'_>,
+        kind: &str,
+        p: &PolicyRow,
+        extra: Value,
+    ) -> EngineResult<i64> {
+        let mut payload = json!({
+            "policyId": p.id,
+            "status": p.status.as_str(),
+            "sessionIds": p.sessions,
+        });
+        if let (Value::Object(m), Value::Object(e)) = (&mut payload, extra) {
+            m.extend(e);
+        }
+        Ok(tx.append_event(
+            kind,
+            p.sessions.first().map(String::as_str),
+            Some(&p.id),
+            &payload,
+            &self.inner.webhooks,
+        )?)
+    }
+
+    pub fn policy(&self, id: &str) -> EngineResult<PolicyRow> {
+        self.inner
+            .store
+            .policy(id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))
+    }
+
+    pub fn session(&self, id: &str) -> EngineResult<SessionRow> {
+        self.inner
+            .store
+            .session(id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))
+    }
+
+    pub fn events(&self, filter: &EventFilter) -> EngineResult<Vec<EventRow>> {
+        Ok(self.inner.store.events(filter)?)
+    }
+
+    /// Attaches a policy: validates everything, stores it with its
+    /// `policy:attached` event, and queues its gate at once when its
+    /// members have already ended their turn (`watchFrom: "latest"`).
+    pub fn attach(&self, body: Value) -> EngineResult<PolicyRow> {
+        let mut input = attach::parse_input(body)?;
+        let store = &self.inner.store;
+        attach::validate(&mut input, &self.inner.runner, &|id| Ok(store.session(id)?))?;
+        let policy = self.write(|tx| self.insert_policy(tx, &input, None))?;
+        if policy.status == PolicyStatus::Queued {
+            self.schedule_gate(&policy.id);
+        }
+        Ok(policy)
+    }
+
+    /// Inserts a validated policy in `tx`, publishing `policy:attached`
+    /// (and `policy:queued` when nothing is left to wait for).
+    fn insert_policy(
+        &self,
+        tx: &mut Tx<'_>,
+        input: &AttachInput,
+        parent: Option<&str>,
+    ) -> EngineResult<PolicyRow> {
+        let members = input.members();
+        let head = tx.head_cursor()?;
+        let (watch_after, count_ended) = match &input.watch_from {
+            None => (head, true),
+            Some(WatchFrom::Named(n)) if n == "latest" => (head, true),
+            Some(WatchFrom::Named(_)) => (head, false),
+            Some(WatchFrom::Cursor(c)) => (*c, false),
+        };
+        let mut pending = Vec::new();
+        for id in &members {
+            let s = tx.session(id)?.ok_or_else(|| EngineError::Invalid {
+                field: "sessionId".into(),
+                message: format!("unknown session '{id}'"),
+            })?;
+            let ended = match s.last_turn_cursor {
+                Some(c) if c > watch_after => true,
+                Some(_) if count_ended => matches!(
+                    s.state,
+                    crate::store::SessionState::Idle | crate::store::SessionState::Exited
+                ),
+                _ => false,
+            };
+            if !ended {
+                pending.push(id.clone());
+            }
+        }
+        let now = now_ms();
+        let spec = serde_json::to_value(input).unwrap_or(Value::Null);
+        let mut p = PolicyRow {
+            id: format!("pol_{}", uuid::Uuid::new_v4().simple()),
+            seq: 0,
+            spec,
+            status: PolicyStatus::Watching,
+            sessions: members,
+            pending,
+            watch_after,
+            retries_used: 0,
+            gate_runs: 0,
+            verdict: None,
+            plan: None,
+            prepared: None,
+            commit_sha: None,
+            reason: None,
+            parent_id: parent.map(str::to_string),
+            next_id: None,
+            created_at: now,
+            updated_at: now,
+        };
+        tx.insert_policy(&mut p)?;
+        self.policy_event(
+            tx,
+            "policy:attached",
+            &p,
+            json!({
+                "then": input.then,
+                "label": input.label,
+                "watchAfter": watch_after,
+                "pending": p.pending,
+                "parentId": parent,
+            }),
+        )?;
+        if p.pending.is_empty() {
+            p.status = PolicyStatus::Queued;
+            tx.put_policy(&p)?;
+            self.policy_event(
+                tx,
+                "policy:queued",
+                &p,
+                json!({"reason": "every member had already ended its turn"}),
+            )?;
+        }
+        Ok(p)
+    }
+
+    /// Cancels a policy that is not settled; its gate, if running, is
+    /// killed. A commit in progress cannot be cancelled.
+    pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
+        let p = self.write(|tx| {
+            let mut p = tx
+                .policy(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
+            if p.status.is_settled() && p.status != PolicyStatus::Blocked {
+                return Err(EngineError::Conflict {
+                    code: "settled",
+                    message: format!("policy {id} is already {}", p.status.as_str()),
+                });
+            }
+            if p.status == PolicyStatus::Committing {
+                return Err(EngineError::Conflict {
+                    code: "committing",
+                    message: format!("policy {id} is committing; it cannot be cancelled now"),
+                });
+            }
+            let from = p.status;
+            p.status = PolicyStatus::Cancelled;
+            p.reason = Some(format!("cancelled by {by}"));
+            p.updated_at = now_ms();
+            tx.put_policy(&p)?;
+            self.policy_event(
+                tx,
+                "policy:cancelled",
+                &p,
+                json!({"from": from.as_str(), "reason": p.reason}),
+            )?;
+            Ok(p)
+        })?;
+        self.abort_gate(id);
+        tracing::info!(policy = id, by, "policy cancelled");
+        Ok(p)
+    }
+
+    fn abort_gate(&self, id: &str) {
+        let handle = self
+            .inner
+            .gate_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(h) = handle {
+            // Dropping the gate future kills its process tree (the
+            // supervisor's guard) or drops the plugin's store.
+            h.abort();
+        }
+    }
+
+    /// Waits until the policy is settled or awaiting an ack, or `timeout`.
+    /// Returns the policy and whether it is in such a state.
+    pub async fn wait_policy(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> EngineResult<(PolicyRow, bool)> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.inner.bus.subscribe();
+        loop {
+            let p = self.policy(id)?;
+            if p.status.is_settled() || p.status == PolicyStatus::AwaitingAck {
+                return Ok((p, true));
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Ok((self.policy(id)?, false)),
+            }
+        }
+    }
+
+    /// Waits for events matching `filter` (at least one), or `timeout`.
+    pub async fn wait_events(
+        &self,
+        filter: &EventFilter,
+        timeout: Duration,
+    ) -> EngineResult<Vec<EventRow>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.inner.bus.subscribe();
+        loop {
+            let events = self.events(filter)?;
+            if !events.is_empty() {
+                return Ok(events);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// Picks up every policy where it was left: gates that were queued or
+    /// running are queued again and run, nudges re-delivered, commits
+    /// reconciled. Sessions gatehost had started are marked exited.
+    pub fn recover(&self) -> EngineResult<()> {
+        self.recover_started_sessions()?;
+        let open = self.inner.store.policies(&[
+            PolicyStatus::Queued,
+            PolicyStatus::Gating,
+            PolicyStatus::Nudging,
+            PolicyStatus::Committing,
+        ])?;
+        for p in open {
+            match p.status {
+                PolicyStatus::Gating => {
+                    let id = p.id.clone();
+                    self.write(|tx| {
+                        let Some(mut p) = tx.policy(&id)? else {
+                            return Ok(());
+                        };
+                        if p.status != PolicyStatus::Gating {
+                            return Ok(());
+                        }
+                        p.status = PolicyStatus::Queued;
+                        p.updated_at = now_ms();
+                        tx.put_policy(&p)?;
+                        self.policy_event(
+                            tx,
+                            "policy:queued",
+                            &p,
+                            json!({"reason": "the daemon restarted while the gate ran; it runs again"}),
+                        )?;
+                        Ok(())
+                    })?;
+                    self.schedule_gate(&id);
+                }
+                PolicyStatus::Queued => self.schedule_gate(&p.id),
+                PolicyStatus::Nudging => self.spawn_nudge(p.id.clone()),
+                PolicyStatus::Committing => self.spawn_commit(p.id.clone()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,519 @@
+//! Sessions: agent runs the daemon knows, registered and reported through
+//! the API (how agent hooks feed it), or started and followed by gatehost.
+//!
+//! A report is one transaction: the session row, its event, and the
+//! policies it moves (a member's turn-end or exit leaves their pending set;
+//! an empty set queues the gate). For a session gatehost started, a
+//! turn-end is a stdout line matching its `turnEndPattern`, or, without
+//! one, `quietMs` of silence after output; its exit is `exited`; nudges
+//! are written to its stdin as one line.
+
+use super::{Engine, EngineError, EngineResult};
+use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
+use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The most of a message kept per report.
+const MAX_MESSAGE: usize = 64 * 1024;
+/// Output kept for a started session.
+const STARTED_TAIL: usize = 64 * 1024;
+const DEFAULT_QUIET_MS: u64 = 3000;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RegisterInput {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub label: Option<String>,
+    pub cwd: String,
+    /// Default: the nearest folder at or above `cwd` holding `.git`, else `cwd`.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    #[serde(default)]
+    pub notify_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartInput {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub label: Option<String>,
+    pub cwd: String,
+    #[serde(default)]
+    pub workspace: Option<String>,
+    #[serde(default)]
+    pub notify_url: Option<String>,
+    /// The argv; the program is a bare name looked up on the daemon's PATH
+    /// or an absolute path.
+    pub command: Vec<String>,
+    /// A regex; a stdout line matching it ends a turn.
+    #[serde(default)]
+    pub turn_end_pattern: Option<String>,
+    /// Without a pattern: this much silence after output ends a turn.
+    #[serde(default)]
+    pub quiet_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    TurnStart,
+    TurnEnd,
+    AwaitingInput,
+    Exited,
+    Heartbeat,
+}
+
+impl ReportKind {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "turn-start" => ReportKind::TurnStart,
+            "turn-end" => ReportKind::TurnEnd,
+            "awaiting-input" => ReportKind::AwaitingInput,
+            "exited" => ReportKind::Exited,
+            "heartbeat" => ReportKind::Heartbeat,
+            _ => return None,
+        })
+    }
+}
+
+/// Stdin of the sessions gatehost started and follows.
+#[derive(Default)]
+pub(super) struct Started {
+    stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> EngineError {
+    EngineError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+/// Resolves cwd and workspace to canonical paths, cwd inside workspace.
+fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)> {
+    let cwd_path = Path::new(cwd);
+    if !cwd_path.is_absolute() {
+        return Err(invalid("cwd", "must be an absolute path"));
+    }
+    let cwd_real =
+        std::fs::canonicalize(cwd_path).map_err(|e| invalid("cwd", format!("{cwd}: {e}")))?;
+    if !cwd_real.is_dir() {
+        return Err(invalid("cwd", format!("{cwd} is not a directory")));
+    }
+    let ws = match workspace {
+        Some(w) => {
+            if !Path::new(w).is_absolute() {
+                return Err(invalid("workspace", "must be an absolute path"));
+            }
+            std::fs::canonicalize(w).map_err(|e| invalid("workspace", format!("{w}: {e}")))?
+        }
+        None => cwd_real
+            .ancestors()
+            .find(|a| a.join(".git").exists())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| cwd_real.clone()),
+    };
+    if !cwd_real.starts_with(&ws) {
+        return Err(invalid(
+            "cwd",
+            format!(
+                "{} is not inside the workspace {}",
+                cwd_real.display(),
+                ws.display()
+            ),
+        ));
+    }
+    Ok((cwd_real, ws))
+}
+
+fn check_url(url: &Option<String>) -> EngineResult<()> {
+    if let Some(u) = url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(invalid("notifyUrl", "must be an http:// or https:// URL"));
+    }
+    Ok(())
+}
+
+fn cap(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = s.len() - max;
+        while !s.is_char_boundary(cut) {
+            cut += 1;
+        }
+        s = s[cut..].to_string();
+    }
+    s
+}
+
+impl Engine {
+    /// Registers a session, or updates the label, cwd and URL of a known
+    /// one (hooks may register on every start).
+    pub fn register(&self, input: RegisterInput) -> EngineResult<SessionRow> {
+        self.register_with(input, None)
+    }
+
+    fn register_with(
+        &self,
+        input: RegisterInput,
+        command: Option<(Vec<String>, i64)>,
+    ) -> EngineResult<SessionRow> {
+        let id = input
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("ses_{}", uuid::Uuid::new_v4().simple()));
+        if !valid_id(&id) {
+            return Err(invalid(
+                "id",
+                "1 to 128 characters among letters, digits, '-', '_', '.', ':'",
+            ));
+        }
+        check_url(&input.notify_url)?;
+        let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
+        self.write(|tx| {
+            let now = now_ms();
+            let existing = tx.session(&id)?;
+            let mut s = existing.clone().unwrap_or(SessionRow {
+                id: id.clone(),
+                label: None,
+                cwd: String::new(),
+                workspace: String::new(),
+                state: SessionState::Running,
+                turns: 0,
+                last_turn_cursor: None,
+                last_message: None,
+                heartbeat_at: Some(now),
+                notify_url: None,
+                command: None,
+                pid: None,
+                created_at: now,
+                updated_at: now,
+            });
+            s.label = input.label.clone().or(s.label);
+            s.cwd = cwd.display().to_string();
+            s.workspace = ws.display().to_string();
+            s.notify_url = input.notify_url.clone().or(s.notify_url);
+            if let Some((argv, pid)) = &command {
+                s.command = Some(argv.clone());
+                s.pid = Some(*pid);
+                s.state = SessionState::Running;
+            }
+            s.updated_at = now;
+            tx.put_session(&s)?;
+            if existing.is_none() {
+                tx.append_event(
+                    "session:registered",
+                    Some(&s.id),
+                    None,
+                    &json!({"sessionId": s.id, "cwd": s.cwd, "workspace": s.workspace, "label": s.label, "started": command.is_some()}),
+                    &self.inner.webhooks,
+                )?;
+            }
+            Ok(s)
+        })
+    }
+
+    /// A report from (or about) a session. Returns the event cursor, or
+    /// `None` for a heartbeat (which only updates the session).
+    pub fn report(
+        &self,
+        id: &str,
+        kind: ReportKind,
+        message: Option<String>,
+    ) -> EngineResult<Option<i64>> {
+        let message = message.map(|m| cap(m, MAX_MESSAGE));
+        let (cursor, queued) = self.write(|tx| {
+            let mut s = tx
+                .session(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
+            let now = now_ms();
+            s.heartbeat_at = Some(now);
+            s.updated_at = now;
+            let (event, state) = match kind {
+                ReportKind::Heartbeat => {
+                    tx.put_session(&s)?;
+                    return Ok((None, Vec::new()));
+                }
+                ReportKind::TurnStart => ("session:turn-start", SessionState::Running),
+                ReportKind::TurnEnd => ("session:turn-end", SessionState::Idle),
+                ReportKind::AwaitingInput => ("session:awaiting-input", SessionState::AwaitingInput),
+                ReportKind::Exited => ("session:exited", SessionState::Exited),
+            };
+            if s.state == SessionState::Exited && kind != ReportKind::Exited {
+                return Err(EngineError::Conflict {
+                    code: "exited",
+                    message: format!("session {id} has exited"),
+                });
+            }
+            if s.state == SessionState::Exited {
+                // A second exit report changes nothing and publishes nothing.
+                return Ok((None, Vec::new()));
+            }
+            s.state = state;
+            if kind == ReportKind::TurnEnd {
+                s.turns += 1;
+            }
+            if let Some(m) = &message {
+                s.last_message = Some(m.clone());
+            }
+            tx.put_session(&s)?;
+            let cursor = tx.append_event(
+                event,
+                Some(id),
+                None,
+                &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
+                &self.inner.webhooks,
+            )?;
+            let mut queued = Vec::new();
+            if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
+                s.last_turn_cursor = Some(cursor);
+                tx.put_session(&s)?;
+                for mut p in tx.policies(&[PolicyStatus::Watching])? {
+                    if !p.sessions.iter().any(|m| m == id) || cursor <= p.watch_after {
+                        continue;
+                    }
+                    let before = p.pending.len();
+                    p.pending.retain(|m| m != id);
+                    if p.pending.len() == before {
+                        continue;
+                    }
+                    p.updated_at = now;
+                    if p.pending.is_empty() {
+                        p.status = PolicyStatus::Queued;
+                        tx.put_policy(&p)?;
+                        self.policy_event(tx, "policy:queued", &p, json!({"reason": format!("session {id}: {event}")}))?;
+                        queued.push(p.id.clone());
+                    } else {
+                        tx.put_policy(&p)?;
+                    }
+                }
+            }
+            Ok((Some(cursor), queued))
+        })?;
+        for pid in queued {
+            self.schedule_gate(&pid);
+        }
+        Ok(cursor)
+    }
+
+    /// Writes a prompt (a nudge) to a started session's stdin. Sessions
+    /// registered from outside get it as the `policy:nudge` event only.
+    pub(crate) async fn deliver_prompt(&self, session_id: &str, message: &str) {
+        let stdin = self
+            .inner
+            .started
+            .stdin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        let Some(mut stdin) = stdin else {
+            return;
+        };
+        let line = format!("{}\n", message.replace('\n', " "));
+        let ok = stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok();
+        if ok {
+            self.inner
+                .started
+                .stdin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(session_id.to_string(), stdin);
+        } else {
+            tracing::warn!(
+                session = session_id,
+                "cannot write the nudge to the session's stdin"
+            );
+        }
+    }
+
+    /// Starts a session as a child of the daemon and follows it.
+    pub fn start_session(&self, input: StartInput) -> EngineResult<SessionRow> {
+        let Some(program) = input.command.first() else {
+            return Err(invalid("command", "must name a program"));
+        };
+        let path_var = self.inner.runner.config().host_path.clone();
+        let resolved = if program.contains('/') {
+            let p = PathBuf::from(program);
+            if !p.is_absolute() {
+                return Err(invalid("command[0]", "a bare name or an absolute path"));
+            }
+            p
+        } else {
+            crate::supervise::find_on_path(program, path_var.as_deref()).ok_or_else(|| {
+                invalid(
+                    "command[0]",
+                    format!("'{program}' was not found on the daemon's PATH"),
+                )
+            })?
+        };
+        let pattern = match &input.turn_end_pattern {
+            Some(p) => {
+                Some(regex::Regex::new(p).map_err(|e| invalid("turnEndPattern", e.to_string()))?)
+            }
+            None => None,
+        };
+        let (cwd, _) = locate(&input.cwd, input.workspace.as_deref())?;
+        let mut cmd = async_process::Command::new(&resolved);
+        cmd.args(&input.command[1..])
+            .current_dir(&cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|e| {
+            invalid(
+                "command",
+                format!("cannot start {}: {e}", resolved.display()),
+            )
+        })?;
+        let pid = child.id() as i64;
+        let reg = RegisterInput {
+            id: input.id.clone(),
+            label: input.label.clone(),
+            cwd: input.cwd.clone(),
+            workspace: input.workspace.clone(),
+            notify_url: input.notify_url.clone(),
+        };
+        let session = match self.register_with(reg, Some((input.command.clone(), pid))) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = child.kill();
+                return Err(e);
+            }
+        };
+        if let Some(stdin) = child.stdin.take() {
+            self.inner
+                .started
+                .stdin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(session.id.clone(), stdin);
+        }
+        let quiet = Duration::from_millis(input.quiet_ms.unwrap_or(DEFAULT_QUIET_MS).max(1));
+        let engine = self.clone();
+        let sid = session.id.clone();
+        tokio::spawn(async move {
+            engine.follow(sid, child, pattern, quiet).await;
+        });
+        Ok(session)
+    }
+
+    async fn follow(
+        &self,
+        sid: String,
+        mut child: async_process::Child,
+        pattern: Option<regex::Regex>,
+        quiet: Duration,
+    ) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                use futures_lite::StreamExt;
+                while let Some(Ok(line)) = lines.next().await {
+                    if tx.send(line).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut tail = String::new();
+        let mut turn_text = String::new();
+        let mut dirty = false;
+        loop {
+            let next = if dirty && pattern.is_none() {
+                match tokio::time::timeout(quiet, rx.recv()).await {
+                    Ok(l) => l,
+                    Err(_) => {
+                        dirty = false;
+                        let msg = std::mem::take(&mut turn_text);
+                        if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                            tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                rx.recv().await
+            };
+            let Some(line) = next else { break };
+            tail.push_str(&line);
+            tail.push('\n');
+            tail = cap(tail, STARTED_TAIL);
+            turn_text.push_str(&line);
+            turn_text.push('\n');
+            turn_text = cap(turn_text, MAX_MESSAGE);
+            if let Some(re) = &pattern {
+                if re.is_match(&line) {
+                    let msg = std::mem::take(&mut turn_text);
+                    if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                        tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
+                    }
+                }
+            } else {
+                dirty = true;
+            }
+        }
+        let status = child.status().await;
+        self.inner
+            .started
+            .stdin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&sid);
+        let how = match status {
+            Ok(s) => format!("process ended: {s}"),
+            Err(e) => format!("process could not be waited on: {e}"),
+        };
+        let mut msg = tail;
+        msg.push_str(&format!("[{how}]"));
+        if let Err(e) = self.report(&sid, ReportKind::Exited, Some(msg)) {
+            tracing::warn!(session = %sid, error = %e, "cannot record a session exit");
+        }
+    }
+
+    /// Sessions started by a previous daemon are no longer followed: they
+    /// are marked exited (their process, if still alive, is not ours now).
+    pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
+        for s in self.inner.store.sessions()? {
+            if s.command.is_some() && s.state != SessionState::Exited {
+                self.report(
+                    &s.id,
+                    ReportKind::Exited,
+                    Some("the daemon restarted; gatehost no longer follows this process".into()),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,431 @@
+//! The daemon's durable store: one SQLite file (WAL, `synchronous=FULL`)
+//! in the data directory, holding sessions, policies, the event log and
+//! pending webhook deliveries.
+//!
+//! It owns the schema and the rule that makes the daemon crash-safe: every
+//! state change and the events it publishes are written in ONE transaction,
+//! committed before any side effect runs and before any reader can see the
+//! event. Event cursors come from an `AUTOINCREMENT` key: they only grow,
+//! survive restarts and are never reused.
+//!
+//! It must never run a gate, a process or a network call, and never hold
+//! its lock across an `.await`.
+
+mod records;
+
+pub use records::{
+    Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, SessionState,
+};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The schema version this build writes; older files are migrated, newer
+/// ones refused.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    id TEXT PRIMARY KEY,
+    label TEXT,
+    cwd TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    state TEXT NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    last_turn_cursor INTEGER,
+    last_message TEXT,
+    heartbeat_at INTEGER,
+    notify_url TEXT,
+    command TEXT,
+    pid INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS policies(
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL UNIQUE,
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    sessions TEXT NOT NULL,
+    pending TEXT NOT NULL,
+    watch_after INTEGER NOT NULL,
+    retries_used INTEGER NOT NULL DEFAULT 0,
+    gate_runs INTEGER NOT NULL DEFAULT 0,
+    verdict TEXT,
+    plan TEXT,
+    prepared TEXT,
+    commit_sha TEXT,
+    reason TEXT,
+    parent_id TEXT,
+    next_id TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS policies_status ON policies(status, seq);
+CREATE TABLE IF NOT EXISTS events(
+    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    session_id TEXT,
+    policy_id TEXT,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_policy ON events(policy_id, cursor);
+CREATE INDEX IF NOT EXISTS events_session ON events(session_id, cursor);
+CREATE TABLE IF NOT EXISTS deliveries(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_cursor INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    last_error TEXT,
+    UNIQUE(event_cursor, url)
+);
+CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(state, next_at);
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the data directory is full: {0}")]
+    Full(String),
+    #[error("the store cannot be written (read-only data directory?): {0}")]
+    ReadOnly(String),
+    #[error("the store file {path} is damaged: {message}")]
+    Corrupt { path: String, message: String },
+    #[error(
+        "the store file {path} was written by a newer gatehost (schema {found}, this build knows {known})"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("cannot open the store {path}: {message}")]
+    Open { path: String, message: String },
+    #[error("store error: {0}")]
+    Sqlite(String),
+    #[error("stored {what} is not valid JSON: {message}")]
+    Decode { what: &'static str, message: String },
+}
+
+impl StoreError {
+    /// True when retrying later may succeed (space or permissions returned).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Full(_) | StoreError::ReadOnly(_))
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode as C;
+        let text = e.to_string();
+        match e.sqlite_error_code() {
+            Some(C::DiskFull) => StoreError::Full(text),
+            Some(C::ReadOnly) | Some(C::CannotOpen) | Some(C::PermissionDenied) => {
+                StoreError::ReadOnly(text)
+            }
+            // A failed write (EIO on ENOSPC surfaces as SQLITE_IOERR_WRITE
+            // and friends) is treated like a full disk: retry later.
+            Some(C::SystemIoFailure) => StoreError::Full(text),
+            _ => StoreError::Sqlite(text),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The store. Cheap operations under one mutex; callers never hold it
+/// across an await (the API is synchronous).
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating if needed) `<dir>/gatehost.db`. A damaged file is an
+    /// error naming it, never silently replaced.
+    pub fn open(dir: &Path) -> StoreResult<Store> {
+        let path = dir.join("gatehost.db");
+        let shown = path.display().to_string();
+        let open_err = |e: rusqlite::Error| StoreError::Open {
+            path: shown.clone(),
+            message: e.to_string(),
+        };
+        let conn = Connection::open(&path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        let corrupt = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase)
+            | Some(rusqlite::ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+                path: shown.clone(),
+                message: e.to_string(),
+            },
+            _ => StoreError::from(e),
+        };
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(corrupt)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Open {
+                path: shown,
+                message: format!("cannot switch to WAL journaling (got {mode})"),
+            });
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+            .map_err(corrupt)?;
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(corrupt)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                message: check,
+            });
+        }
+        conn.execute_batch(SCHEMA).map_err(corrupt)?;
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT CAST(value AS INTEGER) FROM meta WHERE key='schema'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match found {
+            None => {
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES('schema', ?1)",
+                    params![SCHEMA_VERSION.to_string()],
+                )?;
+            }
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::TooNew {
+                    path: shown,
+                    found: v,
+                    known: SCHEMA_VERSION,
+                });
+            }
+            Some(_) => {}
+        }
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction: everything it writes commits
+    /// together or not at all.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut w = Tx {
+            tx,
+            appended: Vec::new(),
+        };
+        let out = f(&mut w)?;
+        w.tx.commit()?;
+        Ok(out)
+    }
+
+    /// Read-only access (a consistent snapshot).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let conn = self.lock();
+        f(&conn)
+    }
+
+    pub fn session(&self, id: &str) -> StoreResult<Option<SessionRow>> {
+        self.read(|c| records::get_session(c, id))
+    }
+
+    pub fn sessions(&self) -> StoreResult<Vec<SessionRow>> {
+        self.read(records::list_sessions)
+    }
+
+    pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
+        self.read(|c| records::get_policy(c, id))
+    }
+
+    /// Policies, oldest first; `statuses` empty means all.
+    pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
+        self.read(|c| records::list_policies(c, statuses))
+    }
+
+    /// Events after `filter.since`, oldest first, at most `filter.limit`.
+    pub fn events(&self, filter: &EventFilter) -> StoreResult<Vec<EventRow>> {
+        self.read(|c| records::list_events(c, filter))
+    }
+
+    /// The newest cursor (0 when the log is empty).
+    pub fn head_cursor(&self) -> StoreResult<i64> {
+        self.read(|c| {
+            Ok(
+                c.query_row("SELECT COALESCE(MAX(cursor), 0) FROM events", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+    }
+
+    /// Deliveries due at `now`, oldest first.
+    pub fn due_deliveries(&self, now: i64, limit: usize) -> StoreResult<Vec<Delivery>> {
+        self.read(|c| records::due_deliveries(c, now, limit))
+    }
+
+    /// The next time a pending delivery is due, if any.
+    pub fn next_delivery_at(&self) -> StoreResult<Option<i64>> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT MIN(next_at) FROM deliveries WHERE state='pending'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// Counts of policies by status, for status pages and benchmarks.
+    pub fn policy_counts(&self) -> StoreResult<Vec<(String, i64)>> {
+        self.read(|c| {
+            let mut st =
+                c.prepare("SELECT status, COUNT(*) FROM policies GROUP BY status ORDER BY status")?;
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+}
+
+/// One write transaction. Events appended through it become visible when
+/// it commits, together with the state change they describe.
+pub struct Tx<'c> {
+    tx: Transaction<'c>,
+    appended: Vec<i64>,
+}
+
+impl Tx<'_> {
+    pub fn conn(&self) -> &Connection {
+        &self.tx
+    }
+
+    /// Appends an event and queues its webhook deliveries (the global URL
+    /// and the session's own), all inside this transaction.
+    pub fn append_event(
+        &mut self,
+        kind: &str,
+        session_id: Option<&str>,
+        policy_id: Option<&str>,
+        payload: &Value,
+        webhooks: &[String],
+    ) -> StoreResult<i64> {
+        let now = now_ms();
+        self.tx.execute(
+            "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)",
+            params![now, kind, session_id, policy_id, payload.to_string()],
+        )?;
+        let cursor = self.tx.last_insert_rowid();
+        let mut urls: Vec<String> = webhooks.to_vec();
+        if let Some(sid) = session_id
+            && let Some(url) = self
+                .tx
+                .query_row(
+                    "SELECT notify_url FROM sessions WHERE id=?1",
+                    params![sid],
+                    |r| r.get::<_, Option<String>>(0),
+                )
+                .optional()?
+                .flatten()
+            && !urls.contains(&url)
+        {
+            urls.push(url);
+        }
+        for url in urls {
+            self.tx.execute(
+                "INSERT OR IGNORE INTO deliveries(event_cursor, url, next_at, state) VALUES(?1, ?2, ?3, 'pending')",
+                params![cursor, url, now],
+            )?;
+        }
+        self.appended.push(cursor);
+        Ok(cursor)
+    }
+
+    pub fn session(&self, id: &str) -> StoreResult<Option<SessionRow>> {
+        records::get_session(&self.tx, id)
+    }
+
+    pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
+        records::get_policy(&self.tx, id)
+    }
+
+    pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
+        records::list_policies(&self.tx, statuses)
+    }
+
+    pub fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {
+        records::put_session(&self.tx, s)
+    }
+
+    pub fn put_policy(&mut self, p: &PolicyRow) -> StoreResult<()> {
+        records::put_policy(&self.tx, p)
+    }
+
+    pub fn insert_policy(&mut self, p: &mut PolicyRow) -> StoreResult<()> {
+        let seq: i64 =
+            self.tx
+                .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM policies", [], |r| {
+                    r.get(0)
+                })?;
+        p.seq = seq;
+        records::insert_policy(&self.tx, p)
+    }
+
+    pub fn head_cursor(&self) -> StoreResult<i64> {
+        Ok(self
+            .tx
+            .query_row("SELECT COALESCE(MAX(cursor), 0) FROM events", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    pub fn mark_delivery(
+        &mut self,
+        id: i64,
+        state: &str,
+        attempts: u32,
+        next_at: i64,
+        error: Option<&str>,
+    ) -> StoreResult<()> {
+        self.tx.execute(
+            "UPDATE deliveries SET state=?2, attempts=?3, next_at=?4, last_error=?5 WHERE id=?1",
+            params![id, state, attempts, next_at, error],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,474 @@
+//! Row types of the store and the SQL that reads and writes them.
+
+use super::{StoreError, StoreResult};
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a session is doing, as last reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    Running,
+    Idle,
+    AwaitingInput,
+    Exited,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Running => "running",
+            SessionState::Idle => "idle",
+            SessionState::AwaitingInput => "awaiting-input",
+            SessionState::Exited => "exited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => SessionState::Running,
+            "idle" => SessionState::Idle,
+            "awaiting-input" => SessionState::AwaitingInput,
+            "exited" => SessionState::Exited,
+            _ => return None,
+        })
+    }
+}
+
+/// A policy's place in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyStatus {
+    Watching,
+    Queued,
+    Gating,
+    Nudging,
+    AwaitingAck,
+    Committing,
+    Done,
+    Blocked,
+    Cancelled,
+}
+
+impl PolicyStatus {
+    pub const ALL: [PolicyStatus; 9] = [
+        PolicyStatus::Watching,
+        PolicyStatus::Queued,
+        PolicyStatus::Gating,
+        PolicyStatus::Nudging,
+        PolicyStatus::AwaitingAck,
+        PolicyStatus::Committing,
+        PolicyStatus::Done,
+        PolicyStatus::Blocked,
+        PolicyStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyStatus::Watching => "watching",
+            PolicyStatus::Queued => "queued",
+            PolicyStatus::Gating => "gating",
+            PolicyStatus::Nudging => "nudging",
+            PolicyStatus::AwaitingAck => "awaiting-ack",
+            PolicyStatus::Committing => "committing",
+            PolicyStatus::Done => "done",
+            PolicyStatus::Blocked => "blocked",
+            PolicyStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// No transition leaves these (blocked only by cancel).
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            PolicyStatus::Done | PolicyStatus::Blocked | PolicyStatus::Cancelled
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub id: String,
+    pub label: Option<String>,
+    pub cwd: String,
+    pub workspace: String,
+    pub state: SessionState,
+    pub turns: i64,
+    /// Cursor of its latest `session:turn-end` event.
+    pub last_turn_cursor: Option<i64>,
+    pub last_message: Option<String>,
+    pub heartbeat_at: Option<i64>,
+    pub notify_url: Option<String>,
+    /// For sessions gatehost started: the argv it runs.
+    pub command: Option<Vec<String>>,
+    pub pid: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRow {
+    pub id: String,
+    pub seq: i64,
+    /// The attach input as validated (agentproto `policy_attach` JSON).
+    pub spec: Value,
+    pub status: PolicyStatus,
+    pub sessions: Vec<String>,
+    /// Members whose turn-end (or exit) is still awaited.
+    pub pending: Vec<String>,
+    /// Only session events with a cursor above this one count.
+    pub watch_after: i64,
+    pub retries_used: i64,
+    pub gate_runs: i64,
+    /// The last gate report (outcome, reason, gates).
+    pub verdict: Option<Value>,
+    /// The commit plan recorded on green (paths, message, fingerprint).
+    pub plan: Option<Value>,
+    /// The commit object written but maybe not yet published.
+    pub prepared: Option<Value>,
+    pub commit_sha: Option<String>,
+    pub reason: Option<String>,
+    pub parent_id: Option<String>,
+    pub next_id: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRow {
+    pub cursor: i64,
+    pub at: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub session_id: Option<String>,
+    pub policy_id: Option<String>,
+    pub payload: Value,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub since: i64,
+    /// Full names (`session:turn-end`); empty = all.
+    pub types: Vec<String>,
+    pub session_ids: Vec<String>,
+    pub policy_ids: Vec<String>,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub id: i64,
+    pub url: String,
+    pub attempts: u32,
+    pub event: EventRow,
+}
+
+fn json_col(r: &Row<'_>, idx: &str, what: &'static str) -> rusqlite::Result<Option<Value>> {
+    let text: Option<String> = r.get(idx)?;
+    match text {
+        None => Ok(None),
+        Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Text,
+                Box::new(StoreError::Decode {
+                    what,
+                    message: e.to_string(),
+                }),
+            )
+        }),
+    }
+}
+
+fn list_col(r: &Row<'_>, idx: &str, what: &'static str) -> rusqlite::Result<Vec<String>> {
+    match json_col(r, idx, what)? {
+        Some(v) => serde_json::from_value(v).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Text,
+                Box::new(StoreError::Decode {
+                    what,
+                    message: e.to_string(),
+                }),
+            )
+        }),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn bad_enum(what: &str, value: &str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("unknown {what} '{value}'").into(),
+    )
+}
+
+fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
+    let state: String = r.get("state")?;
+    let command = match json_col(r, "command", "session command")? {
+        Some(v) => Some(serde_json::from_value(v).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })?),
+        None => None,
+    };
+    Ok(SessionRow {
+        id: r.get("id")?,
+        label: r.get("label")?,
+        cwd: r.get("cwd")?,
+        workspace: r.get("workspace")?,
+        state: SessionState::parse(&state).ok_or_else(|| bad_enum("session state", &state))?,
+        turns: r.get("turns")?,
+        last_turn_cursor: r.get("last_turn_cursor")?,
+        last_message: r.get("last_message")?,
+        heartbeat_at: r.get("heartbeat_at")?,
+        notify_url: r.get("notify_url")?,
+        command,
+        pid: r.get("pid")?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+    })
+}
+
+fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
+    let status: String = r.get("status")?;
+    Ok(PolicyRow {
+        id: r.get("id")?,
+        seq: r.get("seq")?,
+        spec: json_col(r, "spec", "policy spec")?.unwrap_or(Value::Null),
+        status: PolicyStatus::parse(&status).ok_or_else(|| bad_enum("policy status", &status))?,
+        sessions: list_col(r, "sessions", "policy sessions")?,
+        pending: list_col(r, "pending", "policy pending set")?,
+        watch_after: r.get("watch_after")?,
+        retries_used: r.get("retries_used")?,
+        gate_runs: r.get("gate_runs")?,
+        verdict: json_col(r, "verdict", "policy verdict")?,
+        plan: json_col(r, "plan", "commit plan")?,
+        prepared: json_col(r, "prepared", "prepared commit")?,
+        commit_sha: r.get("commit_sha")?,
+        reason: r.get("reason")?,
+        parent_id: r.get("parent_id")?,
+        next_id: r.get("next_id")?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+    })
+}
+
+fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
+    Ok(EventRow {
+        cursor: r.get("cursor")?,
+        at: r.get("at")?,
+        kind: r.get("type")?,
+        session_id: r.get("session_id")?,
+        policy_id: r.get("policy_id")?,
+        payload: json_col(r, "payload", "event payload")?.unwrap_or(Value::Null),
+    })
+}
+
+fn decode_err(e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e {
+        return StoreError::Decode {
+            what: "row",
+            message: inner.to_string(),
+        };
+    }
+    StoreError::from(e)
+}
+
+pub(super) fn get_session(c: &Connection, id: &str) -> StoreResult<Option<SessionRow>> {
+    c.query_row(
+        "SELECT * FROM sessions WHERE id=?1",
+        params![id],
+        session_from,
+    )
+    .optional()
+    .map_err(decode_err)
+}
+
+pub(super) fn list_sessions(c: &Connection) -> StoreResult<Vec<SessionRow>> {
+    let mut st = c.prepare("SELECT * FROM sessions ORDER BY created_at, id")?;
+    st.query_map([], session_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
+pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
+    let command = s
+        .command
+        .as_ref()
+        .map(|c| serde_json::to_string(c).unwrap_or_default());
+    c.execute(
+        "INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
+           state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
+           last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
+           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at",
+        params![
+            s.id,
+            s.label,
+            s.cwd,
+            s.workspace,
+            s.state.as_str(),
+            s.turns,
+            s.last_turn_cursor,
+            s.last_message,
+            s.heartbeat_at,
+            s.notify_url,
+            command,
+            s.pid,
+            s.created_at,
+            s.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub(super) fn get_policy(c: &Connection, id: &str) -> StoreResult<Option<PolicyRow>> {
+    c.query_row(
+        "SELECT * FROM policies WHERE id=?1",
+        params![id],
+        policy_from,
+    )
+    .optional()
+    .map_err(decode_err)
+}
+
+pub(super) fn list_policies(
+    c: &Connection,
+    statuses: &[PolicyStatus],
+) -> StoreResult<Vec<PolicyRow>> {
+    if statuses.is_empty() {
+        let mut st = c.prepare("SELECT * FROM policies ORDER BY seq")?;
+        return st
+            .query_map([], policy_from)
+            .map_err(decode_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(decode_err);
+    }
+    let marks = vec!["?"; statuses.len()].join(",");
+    let mut st = c.prepare(&format!(
+        "SELECT * FROM policies WHERE status IN ({marks}) ORDER BY seq"
+    ))?;
+    st.query_map(
+        params_from_iter(statuses.iter().map(|s| s.as_str())),
+        policy_from,
+    )
+    .map_err(decode_err)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(decode_err)
+}
+
+fn to_text(v: &Option<Value>) -> Option<String> {
+    v.as_ref().map(Value::to_string)
+}
+
+pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    c.execute(
+        "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+        params![
+            p.id,
+            p.seq,
+            p.spec.to_string(),
+            p.status.as_str(),
+            serde_json::to_string(&p.sessions).unwrap_or_default(),
+            serde_json::to_string(&p.pending).unwrap_or_default(),
+            p.watch_after,
+            p.retries_used,
+            p.gate_runs,
+            to_text(&p.verdict),
+            to_text(&p.plan),
+            to_text(&p.prepared),
+            p.commit_sha,
+            p.reason,
+            p.parent_id,
+            p.next_id,
+            p.created_at,
+            p.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    let n = c.execute(
+        "UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
+           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14 WHERE id=?1",
+        params![
+            p.id,
+            p.status.as_str(),
+            serde_json::to_string(&p.sessions).unwrap_or_default(),
+            serde_json::to_string(&p.pending).unwrap_or_default(),
+            p.watch_after,
+            p.retries_used,
+            p.gate_runs,
+            to_text(&p.verdict),
+            to_text(&p.plan),
+            to_text(&p.prepared),
+            p.commit_sha,
+            p.reason,
+            p.next_id,
+            p.updated_at
+        ],
+    )?;
+    if n != 1 {
+        return Err(StoreError::Sqlite(format!(
+            "policy {} vanished during an update",
+            p.id
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn list_events(c: &Connection, f: &EventFilter) -> StoreResult<Vec<EventRow>> {
+    let mut sql = String::from("SELECT * FROM events WHERE cursor > ?");
+    let mut args: Vec<rusqlite::types::Value> = vec![f.since.into()];
+    let mut add_in = |col: &str, vals: &[String], sql: &mut String| {
+        if !vals.is_empty() {
+            sql.push_str(&format!(
+                " AND {col} IN ({})",
+                vec!["?"; vals.len()].join(",")
+            ));
+            args.extend(vals.iter().map(|v| rusqlite::types::Value::from(v.clone())));
+        }
+    };
+    add_in("type", &f.types, &mut sql);
+    add_in("session_id", &f.session_ids, &mut sql);
+    add_in("policy_id", &f.policy_ids, &mut sql);
+    sql.push_str(" ORDER BY cursor LIMIT ?");
+    args.push((f.limit.max(1) as i64).into());
+    let mut st = c.prepare(&sql)?;
+    st.query_map(params_from_iter(args), event_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
+pub(super) fn due_deliveries(c: &Connection, now: i64, limit: usize) -> StoreResult<Vec<Delivery>> {
+    let mut st = c.prepare(
+        "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
+         JOIN events e ON e.cursor = d.event_cursor
+         WHERE d.state='pending' AND d.next_at <= ?1 ORDER BY d.next_at, d.id LIMIT ?2",
+    )?;
+    st.query_map(params![now, limit as i64], |r| {
+        Ok(Delivery {
+            id: r.get("did")?,
+            url: r.get("url")?,
+            attempts: r.get("attempts")?,
+            event: event_from(r)?,
+        })
+    })
+    .map_err(decode_err)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(decode_err)
+}

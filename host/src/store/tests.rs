@@ -1,0 +1,131 @@
+use super::*;
+use serde_json::json;
+
+fn append(store: &Store, kind: &str, session: Option<&str>) -> i64 {
+    store
+        .write(|tx| tx.append_event(kind, session, None, &json!({"n": 1}), &[]))
+        .expect("append")
+}
+
+#[test]
+fn cursors_only_grow_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = {
+        let store = Store::open(dir.path()).expect("open");
+        let a = append(&store, "session:turn-end", Some("s1"));
+        let b = append(&store, "policy:passed", None);
+        assert!(b > a);
+        // Deleting the newest row must not let its cursor be reused.
+        store
+            .write(|tx| {
+                tx.conn()
+                    .execute("DELETE FROM events WHERE cursor=?1", params![b])?;
+                Ok(())
+            })
+            .expect("delete");
+        b
+    };
+    let store = Store::open(dir.path()).expect("reopen");
+    let c = append(&store, "policy:failed", None);
+    assert!(c > a, "cursor {c} reused or reset after reopen (had {a})");
+}
+
+#[test]
+fn a_failed_transaction_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let r: StoreResult<()> = store.write(|tx| {
+        tx.append_event("policy:passed", None, Some("p"), &json!({}), &[])?;
+        Err(StoreError::Sqlite("boom".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(store.head_cursor().expect("head"), 0);
+}
+
+#[test]
+fn pages_cut_by_limit_never_skip_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    for i in 0..25 {
+        let kind = if i % 2 == 0 {
+            "session:turn-end"
+        } else {
+            "policy:passed"
+        };
+        append(&store, kind, Some("s"));
+    }
+    let mut since = 0;
+    let mut seen = Vec::new();
+    loop {
+        let page = store
+            .events(&EventFilter {
+                since,
+                types: vec!["session:turn-end".into()],
+                limit: 4,
+                ..Default::default()
+            })
+            .expect("page");
+        if page.is_empty() {
+            break;
+        }
+        since = page.last().map(|e| e.cursor).unwrap_or(since);
+        seen.extend(page.into_iter().map(|e| e.cursor));
+    }
+    assert_eq!(seen.len(), 13, "13 turn-ends in 25 events: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn a_damaged_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("gatehost.db"), vec![0x42u8; 8192]).expect("write junk");
+    let err = Store::open(dir.path()).expect_err("junk must not open");
+    let text = err.to_string();
+    assert!(text.contains("gatehost.db"), "{text}");
+    assert!(
+        matches!(err, StoreError::Corrupt { .. }),
+        "expected Corrupt, got {err:?}"
+    );
+}
+
+#[test]
+fn webhook_deliveries_are_queued_with_the_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    store
+        .write(|tx| {
+            tx.put_session(&SessionRow {
+                id: "s1".into(),
+                label: None,
+                cwd: "/w".into(),
+                workspace: "/w".into(),
+                state: SessionState::Running,
+                turns: 0,
+                last_turn_cursor: None,
+                last_message: None,
+                heartbeat_at: None,
+                notify_url: Some("http://127.0.0.1:1/session".into()),
+                command: None,
+                pid: None,
+                created_at: 0,
+                updated_at: 0,
+            })?;
+            tx.append_event(
+                "policy:blocked",
+                Some("s1"),
+                Some("p1"),
+                &json!({}),
+                &["http://127.0.0.1:1/global".to_string()],
+            )?;
+            Ok(())
+        })
+        .expect("write");
+    let due = store.due_deliveries(now_ms() + 1, 10).expect("due");
+    let mut urls: Vec<&str> = due.iter().map(|d| d.url.as_str()).collect();
+    urls.sort();
+    assert_eq!(
+        urls,
+        ["http://127.0.0.1:1/global", "http://127.0.0.1:1/session"]
+    );
+    assert!(due.iter().all(|d| d.event.kind == "policy:blocked"));
+}

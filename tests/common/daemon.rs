@@ -1,0 +1,354 @@
+//! A real `gatehost serve` on a loopback port for the daemon tests, with a
+//! small HTTP client and the CLI run against it.
+
+use super::CliRun;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    child: Option<Child>,
+    pub url: String,
+    pub data: PathBuf,
+    pub config: PathBuf,
+    pub agent: String,
+    pub operator: String,
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    gatehost::webhook::install_tls_provider();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+impl Daemon {
+    /// Starts a daemon on `data` with the config file `config`.
+    pub fn start(data: &Path, config: &Path) -> Daemon {
+        Daemon::start_at(data, config, "127.0.0.1:0")
+    }
+
+    /// As `start`, listening on `listen`.
+    pub fn start_at(data: &Path, config: &Path, listen: &str) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .env("GATEHOST_LOG", "gatehost=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gatehost serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if !sent && let Some(url) = line.strip_prefix("gatehost serve: listening on ") {
+                    let _ = tx.send(url.to_string());
+                    sent = true;
+                }
+            }
+        });
+        let stderr = child.stderr.take().expect("stderr");
+        let log = data.join("daemon.log");
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .ok();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = f.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
+                panic!("the daemon did not start; its log:\n{log}");
+            }
+        };
+        let read = |f: &str| {
+            std::fs::read_to_string(data.join(f))
+                .expect("token file")
+                .trim()
+                .to_string()
+        };
+        Daemon {
+            child: Some(child),
+            url,
+            data: data.to_path_buf(),
+            config: config.to_path_buf(),
+            agent: read("agent.token"),
+            operator: read("operator.token"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = c.try_wait() {
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("the daemon did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, then a new daemon on the same data and the same port.
+    pub fn restart(&mut self) {
+        self.kill9();
+        let listen = self.url.trim_start_matches("http://").to_string();
+        let d = Daemon::start_at(&self.data, &self.config, &listen);
+        *self = d;
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data.join("daemon.log")).unwrap_or_default()
+    }
+
+    /// One HTTP call; returns the status and the JSON body.
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        self.http_raw(
+            method,
+            path,
+            token,
+            body.map(|b| b.to_string().into_bytes()),
+        )
+    }
+
+    pub fn http_raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> (u16, Value) {
+        self.http_opt(method, path, token, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// As `http`, but `None` when the daemon cannot be reached.
+    pub fn http_try(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Option<(u16, Value)> {
+        self.http_opt(
+            method,
+            path,
+            token,
+            body.map(|b| b.to_string().into_bytes()),
+        )
+        .ok()
+    }
+
+    fn http_opt(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Value), String> {
+        let url = format!("{}{path}", self.url);
+        rt().block_on(async {
+            let client = reqwest::Client::builder()
+                .timeout(Duration::from_secs(90))
+                .build()
+                .expect("client");
+            let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+            let mut req = client.request(m, &url);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            if let Some(b) = body {
+                req = req.header("content-type", "application/json").body(b);
+            }
+            let resp = req.send().await.map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            Ok((status, v))
+        })
+    }
+
+    /// As the agent; panics unless 2xx.
+    pub fn agent_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (s, v) = self.http(method, path, Some(&self.agent), body);
+        assert!((200..300).contains(&s), "{method} {path}: HTTP {s}: {v}");
+        v
+    }
+
+    pub fn register(&self, id: &str, cwd: &Path) -> Value {
+        self.agent_ok("POST", "/v1/sessions", Some(json!({"id": id, "cwd": cwd})))
+    }
+
+    pub fn report(&self, id: &str, kind: &str) -> Value {
+        self.agent_ok(
+            "POST",
+            &format!("/v1/sessions/{id}/report"),
+            Some(json!({"kind": kind, "message": format!("{kind} from {id}")})),
+        )
+    }
+
+    pub fn attach(&self, spec: Value) -> String {
+        let v = self.agent_ok("POST", "/v1/policies", Some(spec));
+        v["policyId"].as_str().expect("policyId").to_string()
+    }
+
+    pub fn policy(&self, id: &str) -> Value {
+        self.agent_ok("GET", &format!("/v1/policies/{id}"), None)
+    }
+
+    /// Waits (long-polls) until the policy's status is `want`.
+    pub fn wait_status(&self, id: &str, want: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut since = 0;
+        loop {
+            let p = self.policy(id);
+            if p["status"] == want {
+                return p;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "policy {id} is {} after {timeout:?}, expected {want}: {p}\nlog:\n{}",
+                    p["status"],
+                    self.log()
+                );
+            }
+            let v = self.agent_ok(
+                "GET",
+                &format!("/v1/events?since={since}&policy={id}&wait=2s&limit=1000"),
+                None,
+            );
+            since = v["nextCursor"].as_i64().unwrap_or(since);
+        }
+    }
+
+    /// Every event (all pages).
+    pub fn all_events(&self, query: &str) -> Vec<Value> {
+        let mut since = 0;
+        let mut out = Vec::new();
+        loop {
+            let v = self.agent_ok(
+                "GET",
+                &format!("/v1/events?since={since}&limit=1000{query}"),
+                None,
+            );
+            let page = v["events"].as_array().cloned().unwrap_or_default();
+            if page.is_empty() {
+                return out;
+            }
+            since = v["nextCursor"].as_i64().expect("nextCursor");
+            out.extend(page);
+        }
+    }
+
+    /// Event types of one policy, in order.
+    pub fn policy_events(&self, id: &str) -> Vec<String> {
+        self.all_events(&format!("&policy={id}"))
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Runs the CLI against this daemon with `token`.
+    pub fn cli(&self, args: &[&str], token: &str) -> CliRun {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        super::run_gatehost(
+            &args,
+            &[("GATEHOST_SERVER", &self.url), ("GATEHOST_TOKEN", token)],
+        )
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A git repository at `dir` with one commit holding `README`.
+pub fn git_repo(dir: &Path) {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("README"), "hello\n").expect("write");
+    git(&["add", "README"]);
+    git(&[
+        "-c",
+        "core.hooksPath=/dev/null",
+        "commit",
+        "-q",
+        "-m",
+        "init",
+    ]);
+}
+
+/// `git ARGS` output in `dir`, run so that nothing the repo names runs.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--no-pager")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

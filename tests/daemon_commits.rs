@@ -1,0 +1,398 @@
+//! Commits behind a green gate and a human ack, on real git repositories
+//! whose `.git` the agent has booby-trapped; webhooks that tell a person.
+
+mod common;
+
+use common::daemon::{Daemon, git_out, git_repo};
+use common::{Scratch, allow_config};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn setup_with(config_extra: &str) -> (Scratch, Daemon) {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write(
+        "config.toml",
+        &format!("{}{config_extra}", allow_config(&["true", "false"])),
+    );
+    let data = s.etc.join("data");
+    let d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
+fn commit_policy(paths: &[&str], ack: bool) -> Value {
+    json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": paths, "message": "gated change", "requireHumanAck": ack}
+    })
+}
+
+fn commits(ws: &Path) -> Vec<String> {
+    git_out(ws, &["log", "--format=%H %s"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Plants everything git 2.47 would run during add/commit; each writes a
+/// marker file in `markers` if it ever runs.
+fn booby_trap(ws: &Path, markers: &Path) {
+    std::fs::create_dir_all(markers).expect("mkdir");
+    let script = |name: &str| -> PathBuf {
+        let p = markers.join(format!("{name}.sh"));
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\ntouch '{}/{name}.ran'\ncat\n", markers.display()),
+        )
+        .expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        p
+    };
+    let hooks = ws.join(".git/hooks");
+    for hook in [
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "reference-transaction",
+        "post-index-change",
+    ] {
+        let src = script(hook);
+        std::fs::copy(&src, hooks.join(hook)).expect("hook");
+        std::fs::set_permissions(hooks.join(hook), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    let include = markers.join("included.cfg");
+    std::fs::write(
+        &include,
+        format!("[core]\n\tpager = {}\n", script("pager").display()),
+    )
+    .expect("write");
+    let mut cfg = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.join(".git/config"))
+        .expect("config");
+    write!(
+        cfg,
+        "[core]\n\tfsmonitor = {}\n[filter \"evil\"]\n\tclean = {}\n\tsmudge = {}\n[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {}\n[include]\n\tpath = {}\n",
+        script("fsmonitor").display(),
+        script("clean").display(),
+        script("smudge").display(),
+        script("gpg").display(),
+        include.display()
+    )
+    .expect("append");
+    std::fs::write(ws.join(".gitattributes"), "* filter=evil\n").expect("attributes");
+}
+
+fn ran(markers: &Path) -> Vec<String> {
+    std::fs::read_dir(markers)
+        .expect("markers")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".ran"))
+        .collect()
+}
+
+#[test]
+fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_repo() {
+    let (s, d) = setup_with("");
+    let markers = s.etc.join("markers");
+    booby_trap(&s.ws, &markers);
+    s.write_ws("src/lib.rs", "pub fn f() {}\n");
+    s.write_ws("notes.txt", "not part of the commit\n");
+    std::fs::write(s.ws.join("README"), "changed but not listed\n").expect("write");
+    let pid = d.attach(commit_policy(&["src"], true));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert_eq!(p["plan"]["paths"], json!(["src"]));
+    assert!(
+        p["plan"]["fingerprint"]
+            .as_str()
+            .is_some_and(|f| f.len() == 64)
+    );
+    let ready = d.all_events(&format!("&policy={pid}&types=commit-ready"));
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0]["payload"]["plan"]["message"], "gated change");
+    // The agent cannot approve.
+    let (code, v) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.agent),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(commits(&s.ws).len(), 1);
+    let a = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha").to_string();
+    let log = commits(&s.ws);
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(log[0].starts_with(&sha), "{log:?} vs {sha}");
+    let files = git_out(&s.ws, &["show", "--name-only", "--format=", &sha]);
+    assert_eq!(
+        files.trim(),
+        "src/lib.rs",
+        "only the gated path is committed"
+    );
+    let content = git_out(&s.ws, &["show", &format!("{sha}:src/lib.rs")]);
+    assert_eq!(content, "pub fn f() {}\n", "raw content, no clean filter");
+    let raw = git_out(&s.ws, &["cat-file", "commit", &sha]);
+    assert!(
+        !raw.contains("gpgsig"),
+        "never signed through gpg.program: {raw}"
+    );
+    assert_eq!(
+        ran(&markers),
+        Vec::<String>::new(),
+        "nothing the workspace names ran"
+    );
+    let committed = d.all_events(&format!("&policy={pid}&types=committed"));
+    assert_eq!(committed.len(), 1);
+    assert_eq!(committed[0]["payload"]["sha"], sha.as_str());
+    // The other changes are still there, uncommitted.
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("README")).expect("read"),
+        "changed but not listed\n"
+    );
+}
+
+#[test]
+fn a_double_ack_commits_once() {
+    let (s, d) = setup_with("");
+    s.write_ws("a.txt", "a\n");
+    let pid = d.attach(commit_policy(&["a.txt"], true));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let first = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    let second = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert_eq!(second.0, 409, "{}", second.1);
+    assert_eq!(second.1["error"]["code"], "not-awaiting-ack");
+    d.wait_status(&pid, "done", T);
+    let third = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(third.code, 2);
+    assert_eq!(commits(&s.ws).len(), 2, "one commit, not two");
+    assert_eq!(
+        d.all_events(&format!("&policy={pid}&types=committed"))
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_stale_ack_is_refused_and_the_policy_gates_again() {
+    let (s, d) = setup_with("");
+    s.write_ws("a.txt", "gated\n");
+    let pid = d.attach(commit_policy(&["a.txt"], true));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    let fp1 = p["plan"]["fingerprint"].clone();
+    s.write_ws("a.txt", "changed after the gate\n");
+    let (code, v) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "stale");
+    assert_eq!(commits(&s.ws).len(), 1, "nothing committed");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert_ne!(p["plan"]["fingerprint"], fp1, "re-gated on the new content");
+    assert_eq!(p["gateRuns"], 2);
+    d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha");
+    assert_eq!(
+        git_out(&s.ws, &["show", &format!("{sha}:a.txt")]),
+        "changed after the gate\n"
+    );
+}
+
+#[test]
+fn reject_cancels_with_events_and_commits_nothing() {
+    let (s, d) = setup_with("");
+    s.write_ws("a.txt", "a\n");
+    let pid = d.attach(commit_policy(&["a.txt"], true));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let r = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(d.policy(&pid)["status"], "cancelled");
+    let ev = d.policy_events(&pid);
+    assert!(
+        ev.ends_with(&[
+            "policy:rejected".to_string(),
+            "policy:cancelled".to_string()
+        ]),
+        "{ev:?}"
+    );
+    assert_eq!(commits(&s.ws).len(), 1);
+    let w = d.cli(&["wait", "--policy", &pid, "--timeout", "5s"], &d.agent);
+    assert_eq!(w.code, 1);
+}
+
+#[test]
+fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() {
+    let (s, d) = setup_with("");
+    std::fs::remove_file(s.ws.join("README")).expect("rm");
+    let pid = d.attach(commit_policy(&["README"], false));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha");
+    let tree = git_out(&s.ws, &["ls-tree", "--name-only", sha]);
+    assert_eq!(tree.trim(), "", "README deleted in the commit");
+    let ev = d.policy_events(&pid);
+    assert!(ev.contains(&"policy:approved".to_string()), "{ev:?}");
+    assert_eq!(ev.iter().filter(|e| *e == "policy:committed").count(), 1);
+}
+
+/// A webhook receiver on loopback: answers 500 to the first request of
+/// each delivery id, then 200; records every request.
+struct Receiver {
+    url: String,
+    seen: Arc<Mutex<Vec<(String, String, Option<String>, Vec<u8>)>>>,
+}
+
+fn receiver() -> Receiver {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let seen: Arc<Mutex<Vec<(String, String, Option<String>, Vec<u8>)>>> = Arc::default();
+    let rec = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut headers = std::collections::HashMap::new();
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                }
+            }
+            let len: usize = headers
+                .get("content-length")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; len];
+            let _ = reader.read_exact(&mut body);
+            let id = headers
+                .get("x-gatehost-delivery")
+                .cloned()
+                .unwrap_or_default();
+            let kind = headers.get("x-gatehost-event").cloned().unwrap_or_default();
+            let sig = headers.get("x-gatehost-signature").cloned();
+            let first = {
+                let mut s = rec.lock().expect("lock");
+                let first = !s.iter().any(|(i, _, _, _)| *i == id);
+                s.push((id, kind, sig, body));
+                first
+            };
+            let status = if first {
+                "500 Internal Server Error"
+            } else {
+                "200 OK"
+            };
+            let mut out = stream;
+            let _ = write!(
+                out,
+                "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    Receiver { url, seen }
+}
+
+#[test]
+fn webhooks_tell_of_commit_ready_signed_retried_and_idempotent() {
+    let hook = receiver();
+    let s0 = Scratch::new();
+    let secret = s0.write("hook.secret", "s3cret\n");
+    let (s, d) = setup_with(&format!(
+        "[daemon]\nwebhook_url = \"{}\"\nwebhook_secret_file = \"{}\"\n",
+        hook.url,
+        secret.display()
+    ));
+    s.write_ws("a.txt", "a\n");
+    let pid = d.attach(commit_policy(&["a.txt"], true));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let deadline = std::time::Instant::now() + T;
+    let ready_deliveries = loop {
+        let seen = hook.seen.lock().expect("lock").clone();
+        let ready: Vec<_> = seen
+            .into_iter()
+            .filter(|(_, k, _, _)| k == "policy:commit-ready")
+            .collect();
+        if ready.len() >= 2 {
+            break ready;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "commit-ready not retried: {ready:?}\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Retried after the 500 with the same idempotency id, signed.
+    assert_eq!(ready_deliveries[0].0, ready_deliveries[1].0);
+    for (_, _, sig, body) in &ready_deliveries {
+        let want = gatehost::webhook::sign(b"s3cret", body);
+        assert_eq!(sig.as_deref(), Some(want.as_str()));
+        let v: Value = serde_json::from_slice(body).expect("json body");
+        assert_eq!(v["policyId"], pid.as_str());
+    }
+}
+
+#[test]
+fn the_shipped_daemon_demo_runs_to_a_commit() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("bash")
+        .arg(root.join("examples/daemon-demo.sh"))
+        .arg(env!("CARGO_BIN_EXE_gatehost"))
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "policy:nudge",
+        "policy:commit-ready",
+        "(refused, as it must be)",
+        "policy:committed",
+        "done: committed",
+        "src/lib.rs | 1 +",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
+    }
+}

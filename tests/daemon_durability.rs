@@ -1,0 +1,390 @@
+//! SIGKILL at any moment: policies continue from their stored state,
+//! nothing is lost or doubled, waiting clients resume.
+
+mod common;
+
+use common::daemon::{Daemon, git_out, git_repo};
+use common::{Scratch, allow_config, assert_no_survivors, marker, script_gate};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_gate_running_when_the_daemon_dies_runs_again_after_restart_and_nothing_doubles() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let m = marker("restart");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "2"], 30_000))
+            .expect("gate");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": gate}));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "gating", T);
+    let deadline = Instant::now() + T;
+    while common::survivors(&m).is_empty() {
+        assert!(Instant::now() < deadline, "the gate never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.restart();
+    // The orphaned gate of the dead daemon is killed; the policy gates again.
+    let p = d.wait_status(&pid, "done", T);
+    assert_eq!(p["gateRuns"], 2, "{p}");
+    assert_no_survivors(&m);
+    let events = d.policy_events(&pid);
+    assert_eq!(
+        events.iter().filter(|e| *e == "policy:passed").count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(events.iter().filter(|e| *e == "policy:attached").count(), 1);
+    let all = d.all_events("");
+    let cursors: Vec<i64> = all
+        .iter()
+        .map(|e| e["cursor"].as_i64().expect("cursor"))
+        .collect();
+    assert!(
+        cursors.windows(2).all(|w| w[0] < w[1]),
+        "cursors only grow: {cursors:?}"
+    );
+}
+
+#[test]
+fn wait_keeps_waiting_across_a_daemon_restart() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}}));
+    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["wait", "--policy", &pid, "--timeout", "60s"])
+        .env("GATEHOST_SERVER", &d.url)
+        .env("GATEHOST_TOKEN", &d.agent)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn wait");
+    std::thread::sleep(Duration::from_millis(500));
+    d.kill9();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        waiter.try_wait().expect("try_wait").is_none(),
+        "wait must survive the daemon's death"
+    );
+    d.restart();
+    d.report("s1", "turn-end");
+    let deadline = Instant::now() + T;
+    let status = loop {
+        if let Some(st) = waiter.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = waiter.kill();
+            panic!("wait did not return");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_corrupt_store_is_refused_loudly_never_replaced() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let data = s.etc.join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(data.join("gatehost.db"), vec![0x5a; 16384]).expect("junk");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gatehost.db") && err.contains("damaged"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(data.join("gatehost.db")).expect("read"),
+        vec![0x5a; 16384]
+    );
+}
+
+/// A small deterministic generator (the seed is printed on failure).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Retries a call while the daemon is down (connection refused).
+fn with_retry<T>(d: &mut Daemon, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
+    for _ in 0..200 {
+        if let Some(v) = f(d) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the daemon never answered");
+}
+
+#[test]
+fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing() {
+    const N: usize = 200;
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_nanos() as u64)
+        .unwrap_or(7);
+    eprintln!("crash test seed {seed}");
+    let mut rng = Lcg(seed);
+    let mut kills = 0;
+    for i in 0..N {
+        let sid = format!("s{i}");
+        s.write_ws(&format!("f/{i}.txt"), &format!("file {i}\n"));
+        with_retry(&mut d, |d| {
+            let (c, _) = d.http(
+                "POST",
+                "/v1/sessions",
+                Some(&d.agent),
+                Some(json!({"id": sid, "cwd": s.ws})),
+            );
+            (c == 200).then_some(())
+        });
+        // Attach is not idempotent: after a lost answer, look before retrying.
+        let label = format!("p{i}");
+        let spec = json!({
+            "sessionId": sid, "label": label, "gate": {"command": "true"}, "then": "commit",
+            "commit": {"paths": [format!("f/{i}.txt")], "message": format!("commit {i}"), "requireHumanAck": false}
+        });
+        with_retry(&mut d, |d| {
+            let r = d.http_try("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()));
+            match r {
+                Some((201, _)) => Some(()),
+                Some((c, v)) => panic!("attach {i}: HTTP {c}: {v}"),
+                None => {
+                    let (c, list) = d.http_try("GET", "/v1/policies", Some(&d.agent), None)?;
+                    let known = c == 200
+                        && list["policies"].as_array().is_some_and(|l| {
+                            l.iter().any(|p| p["spec"]["label"] == label.as_str())
+                        });
+                    known.then_some(())
+                }
+            }
+        });
+        with_retry(&mut d, |d| {
+            let r = d.http_try(
+                "POST",
+                &format!("/v1/sessions/{sid}/report"),
+                Some(&d.agent),
+                Some(json!({"kind": "turn-end"})),
+            )?;
+            (r.0 == 200).then_some(())
+        });
+        if rng.below(10) < 3 {
+            std::thread::sleep(Duration::from_millis(rng.below(40)));
+            d.restart();
+            kills += 1;
+        }
+    }
+    assert!(kills >= 20, "only {kills} kills (seed {seed})");
+    // Let everything settle, then check.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let policies = loop {
+        let (_, v) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+        let list = v["policies"].as_array().cloned().unwrap_or_default();
+        let done = list.iter().filter(|p| p["status"] == "done").count();
+        if done == N || Instant::now() > deadline {
+            break list;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &policies {
+        *by_label
+            .entry(p["spec"]["label"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        policies.len(),
+        N,
+        "lost or doubled policies (seed {seed}): {by_label:?}"
+    );
+    assert!(by_label.values().all(|n| *n == 1));
+    let not_done: Vec<&Value> = policies.iter().filter(|p| p["status"] != "done").collect();
+    assert!(
+        not_done.is_empty(),
+        "not done (seed {seed}): {not_done:?}\n{}",
+        d.log()
+    );
+    let events = d.all_events("");
+    let cursors: Vec<i64> = events
+        .iter()
+        .map(|e| e["cursor"].as_i64().expect("cursor"))
+        .collect();
+    assert!(cursors.windows(2).all(|w| w[0] < w[1]));
+    let mut committed: BTreeMap<String, usize> = BTreeMap::new();
+    let mut shas = BTreeSet::new();
+    for e in events.iter().filter(|e| e["type"] == "policy:committed") {
+        *committed
+            .entry(e["policyId"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+        shas.insert(e["payload"]["sha"].as_str().unwrap_or("").to_string());
+    }
+    assert_eq!(
+        committed.len(),
+        N,
+        "a policy:committed per policy (seed {seed})"
+    );
+    assert!(
+        committed.values().all(|n| *n == 1),
+        "policy:committed published twice (seed {seed})"
+    );
+    for kind in ["policy:passed", "policy:done", "policy:attached"] {
+        let n = events.iter().filter(|e| e["type"] == kind).count();
+        assert_eq!(n, N, "{kind} count (seed {seed})");
+    }
+    // The repository holds each file exactly once, in N commits on top of init.
+    let log = git_out(&s.ws, &["log", "--format=%H"]);
+    assert_eq!(
+        log.lines().count(),
+        N + 1,
+        "commits made twice or lost (seed {seed})"
+    );
+    let names = git_out(&s.ws, &["log", "--name-only", "--format="]);
+    let mut per_file: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in names.lines().filter(|l| l.starts_with("f/")) {
+        *per_file.entry(n).or_default() += 1;
+    }
+    assert_eq!(per_file.len(), N);
+    assert!(per_file.values().all(|n| *n == 1));
+    for sha in &shas {
+        assert!(
+            log.contains(sha.as_str()),
+            "published sha {sha} is not in the history"
+        );
+    }
+}
+
+fn mount_tmpfs(dir: &std::path::Path, size: &str) -> bool {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+struct Unmount(std::path::PathBuf);
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fills the filesystem holding `dir` until a write fails; returns the filler.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let p = dir.join("filler");
+    let mut f = std::fs::File::create(&p).expect("filler");
+    let chunk = vec![0u8; 16 * 1024];
+    while f.write_all(&chunk).is_ok() {}
+    let _ = f.sync_all();
+    p
+}
+
+#[test]
+fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recovers() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mnt = s.etc.join("mnt");
+    assert!(
+        mount_tmpfs(&mnt, "8m"),
+        "this test needs to mount a tmpfs (root, as on the CI machines)"
+    );
+    let _guard = Unmount(mnt.clone());
+    let data = mnt.join("data");
+    let d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    let before = d.all_events("").len();
+    let filler = fill(&mnt);
+    // Writes may still fit in pages SQLite already holds; sooner or later
+    // one needs space and must be refused whole.
+    let mut ok = 0;
+    let mut refused = None;
+    for _ in 0..2000 {
+        let (code, v) = d.http(
+            "POST",
+            "/v1/sessions/s1/report",
+            Some(&d.agent),
+            Some(json!({"kind": "turn-start", "message": "x".repeat(4000)})),
+        );
+        match code {
+            200 => ok += 1,
+            _ => {
+                refused = Some((code, v));
+                break;
+            }
+        }
+    }
+    let (code, v) = refused.expect("a full disk never refused a write");
+    assert_eq!(code, 503, "{v}");
+    assert_eq!(v["error"]["code"], "store-unavailable", "{v}");
+    // Nothing half-written: exactly one event per accepted report.
+    assert_eq!(
+        d.all_events("").len(),
+        before + ok,
+        "events vs accepted reports"
+    );
+    assert_eq!(d.policy(&pid)["status"], "watching");
+    // Space returns: the daemon works again without a restart.
+    std::fs::remove_file(&filler).expect("rm filler");
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "done", T);
+    // A read-only data directory: the daemon refuses to start, saying why,
+    // and starts on the same store once it is writable again.
+    let mut d = d;
+    d.stop();
+    let remount = |mode: &str| {
+        std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{mode}")])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(remount("ro"), "remount read-only");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("read-only") || err.contains("readonly"), "{err}");
+    assert!(remount("rw"), "remount read-write");
+    let d = Daemon::start(&data, &cfg);
+    assert_eq!(d.policy(&pid)["status"], "done");
+}

@@ -1,0 +1,504 @@
+//! The policy lifecycle through a real daemon on loopback: pass, nudge,
+//! block, the attach race, fan-in, `next`, cancel, tokens and bad input.
+
+mod common;
+
+use common::daemon::Daemon;
+use common::{Scratch, allow_config, assert_no_survivors, fixture_str, marker, script_gate};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn setup() -> (Scratch, Daemon) {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let data = s.etc.join("data");
+    let d = Daemon::start(&data, &cfg);
+    (s, d)
+}
+
+fn gate_file_ok(file: &str) -> Value {
+    serde_json::from_str(&script_gate("gates/file-says-ok.sh", &[file], 10_000)).expect("gate json")
+}
+
+fn subsequence(events: &[String], want: &[&str]) -> bool {
+    let mut it = events.iter();
+    want.iter().all(|w| it.any(|e| e == w))
+}
+
+#[test]
+fn a_passing_gate_runs_at_turn_end_and_the_cli_sees_it() {
+    let (s, d) = setup();
+    let reg = d.cli(
+        &[
+            "session",
+            "register",
+            "--id",
+            "s1",
+            "--cwd",
+            &s.ws.display().to_string(),
+        ],
+        &d.agent,
+    );
+    assert_eq!(reg.code, 0, "{}", reg.stderr);
+    let spec = s.write(
+        "p.json",
+        &json!({"sessionId": "s1", "gate": {"command": "true"}}).to_string(),
+    );
+    let att = d.cli(
+        &["policy", "attach", &spec.display().to_string(), "--json"],
+        &d.agent,
+    );
+    assert_eq!(att.code, 0, "{}", att.stderr);
+    let pid = att.json()["policyId"]
+        .as_str()
+        .expect("policyId")
+        .to_string();
+    // Registered sessions start running: nothing gates before a turn-end.
+    assert_eq!(d.policy(&pid)["status"], "watching");
+    let rep = d.cli(
+        &["session", "report", "s1", "turn-end", "--message", "done"],
+        &d.agent,
+    );
+    assert_eq!(rep.code, 0, "{}", rep.stderr);
+    let w = d.cli(&["wait", "--policy", &pid, "--timeout", "30s"], &d.agent);
+    assert_eq!(w.code, 0, "wait: {} {}", w.stdout, w.stderr);
+    let st = d.cli(&["policy", "status", &pid, "--json"], &d.agent);
+    assert_eq!(st.json()["status"], "done");
+    let events = d.policy_events(&pid);
+    assert_eq!(
+        events,
+        [
+            "policy:attached",
+            "policy:queued",
+            "policy:gating",
+            "policy:passed",
+            "policy:done"
+        ]
+    );
+}
+
+#[test]
+fn a_failing_gate_nudges_with_its_output_then_blocks_out_of_retries() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    s.write_ws("status.txt", "broken\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": gate_file_ok("status.txt"),
+        "onFail": {"maxRetries": 1, "nudge": "Fix it ({code}): {reason} / {output}"}
+    }));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "watching", T);
+    assert_eq!(p["retriesUsed"], 1);
+    let nudge = d.all_events(&format!("&policy={pid}&types=nudge"));
+    assert_eq!(nudge.len(), 1);
+    let msg = nudge[0]["payload"]["message"].as_str().expect("message");
+    assert!(msg.starts_with("Fix it (fail (exit 1))"), "{msg}");
+    assert!(
+        msg.contains("does not say ok yet (it holds: broken"),
+        "the nudge carries the gate's output: {msg}"
+    );
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "blocked", T);
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("after 1 retries"),
+        "{p}"
+    );
+    let events = d.policy_events(&pid);
+    assert!(
+        subsequence(
+            &events,
+            &[
+                "policy:gating",
+                "policy:failed",
+                "policy:nudge",
+                "policy:watching",
+                "policy:gating",
+                "policy:failed",
+                "policy:blocked"
+            ]
+        ),
+        "{events:?}"
+    );
+    let w = d.cli(&["wait", "--policy", &pid, "--timeout", "5s"], &d.agent);
+    assert_eq!(w.code, 1, "blocked policies make wait exit 1: {}", w.stdout);
+}
+
+#[test]
+fn a_nudged_agent_that_fixes_the_work_passes_on_its_next_turn() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    s.write_ws("status.txt", "broken\n");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": gate_file_ok("status.txt")}));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "watching", T);
+    assert_eq!(d.policy(&pid)["gateRuns"], 1);
+    s.write_ws("status.txt", "ok\n");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "done", T);
+    assert_eq!(p["gateRuns"], 2);
+}
+
+#[test]
+fn attaching_after_the_turn_end_still_gates_that_turn_by_default() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    d.report("s1", "turn-end");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}}));
+    d.wait_status(&pid, "done", T);
+    // With watchFrom "now" only a later turn-end counts.
+    let later =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(d.policy(&later)["status"], "watching");
+    d.report("s1", "turn-start");
+    d.report("s1", "turn-end");
+    d.wait_status(&later, "done", T);
+}
+
+#[test]
+fn an_infrastructure_failure_blocks_with_an_error_and_an_event() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    // The gate's cwd exists at attach but is gone by turn-end.
+    std::fs::create_dir_all(s.ws.join("sub")).expect("mkdir");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true", "cwd": "sub"}}));
+    std::fs::remove_dir(s.ws.join("sub")).expect("rmdir");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "blocked", T);
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("the gate could not run"),
+        "{p}"
+    );
+    let blocked = d.all_events(&format!("&policy={pid}&types=blocked"));
+    assert_eq!(blocked.len(), 1);
+    assert_eq!(blocked[0]["payload"]["outcome"], "error");
+}
+
+#[test]
+fn fan_in_runs_once_all_members_ended_and_a_dead_member_never_stalls_it() {
+    let (s, d) = setup();
+    d.register("a", &s.ws);
+    d.register("b", &s.ws);
+    s.write_ws("status.txt", "broken\n");
+    let pid = d.attach(json!({"sessionIds": ["a", "b", "a"], "gate": gate_file_ok("status.txt")}));
+    let p = d.policy(&pid);
+    assert_eq!(p["sessions"], json!(["a", "b"]), "members are deduplicated");
+    d.report("a", "turn-end");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(d.policy(&pid)["status"], "watching", "b has not ended yet");
+    assert_eq!(d.policy(&pid)["gateRuns"], 0);
+    d.report("b", "exited");
+    // The gate fails; b is dead, so only a is awaited after the nudge.
+    let p = d.wait_status(&pid, "watching", T);
+    assert_eq!(p["pending"], json!(["a"]), "{p}");
+    s.write_ws("status.txt", "ok\n");
+    d.report("a", "turn-end");
+    let p = d.wait_status(&pid, "done", T);
+    assert_eq!(p["gateRuns"], 2);
+}
+
+#[test]
+fn a_lone_member_that_exits_is_gated_and_blocked_when_nobody_can_fix_it() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
+    d.report("s1", "exited");
+    let p = d.wait_status(&pid, "blocked", T);
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no member is alive"),
+        "{p}"
+    );
+}
+
+#[test]
+fn next_is_attached_exactly_once_when_its_parent_is_done() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "next": {"gate": {"command": "true"}, "label": "second"}
+    }));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "done", T);
+    let child = p["nextId"].as_str().expect("nextId").to_string();
+    let c = d.wait_status(&child, "done", T);
+    assert_eq!(c["parentId"], pid.as_str());
+    assert_eq!(c["sessions"], json!(["s1"]), "next inherits the members");
+    let attached: Vec<Value> = d
+        .all_events("&types=attached")
+        .into_iter()
+        .filter(|e| e["payload"]["parentId"] == pid.as_str())
+        .collect();
+    assert_eq!(attached.len(), 1);
+}
+
+#[test]
+fn cancel_kills_a_running_gate_and_publishes_an_event() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let m = marker("cancel");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/hang.sh", &[&m], 60_000)).expect("gate");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": gate}));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "gating", T);
+    let deadline = std::time::Instant::now() + T;
+    while common::survivors(&m).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gate never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The agent token cannot cancel.
+    let (code, body) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/cancel"),
+        Some(&d.agent),
+        Some(json!({})),
+    );
+    assert_eq!(code, 403, "{body}");
+    let c = d.cli(&["policy", "cancel", &pid], &d.operator);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !common::survivors(&m).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_no_survivors(&m);
+    assert_eq!(d.policy(&pid)["status"], "cancelled");
+    let ev = d.all_events(&format!("&policy={pid}&types=cancelled"));
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["payload"]["from"], "gating");
+    // Cancelling again is a conflict, and changes nothing.
+    let (code, _) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/cancel"),
+        Some(&d.operator),
+        Some(json!({})),
+    );
+    assert_eq!(code, 409);
+}
+
+#[test]
+fn wrong_or_missing_tokens_get_401_and_nothing_is_done() {
+    let (s, d) = setup();
+    let before = d.all_events("").len();
+    for token in [None, Some("not-the-token"), Some("")] {
+        let (code, body) = d.http(
+            "POST",
+            "/v1/sessions",
+            token,
+            Some(json!({"id": "x", "cwd": s.ws})),
+        );
+        assert_eq!(code, 401, "{body}");
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    let (code, _) = d.http("GET", "/v1/sessions/x", Some(&d.agent), None);
+    assert_eq!(code, 404, "nothing was registered");
+    assert_eq!(d.all_events("").len(), before);
+    let (code, _) = d.http("GET", "/v1/health", None, None);
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"sessionId": "nope", "gate": {"command": "true"}}),
+            "sessionId",
+        ),
+        (
+            json!({"sessionId": "s1", "gate": {"command": "rm", "args": ["-rf", "/"]}}),
+            "gate",
+        ),
+        (
+            json!({"sessionId": "s1", "gate": {"judge": {"adapter": "nosuch", "prompt": "x"}}}),
+            "gate",
+        ),
+        (
+            json!({"sessionId": "s1", "gate": {"command": "true", "timeoutMs": "soon"}}),
+            "gate.timeoutMs",
+        ),
+        (json!({"sessionId": "s1", "then": "commit"}), "commit"),
+        (
+            json!({"sessionId": "s1", "then": "commit", "commit": {"paths": [], "message": "m"}}),
+            "commit.paths",
+        ),
+        (
+            json!({"sessionId": "s1", "then": "commit", "commit": {"paths": ["../etc"], "message": "m"}}),
+            "commit.paths[0]",
+        ),
+        (
+            json!({"sessionId": "s1", "then": "commit", "commit": {"paths": ["-f"], "message": "m"}}),
+            "commit.paths[0]",
+        ),
+        (
+            json!({"sessionId": "s1", "then": "commit", "commit": {"paths": [":(glob)*"], "message": "m"}}),
+            "commit.paths[0]",
+        ),
+        (
+            json!({"sessionId": "s1", "onFail": {"maxRetries": 11}}),
+            "onFail.maxRetries",
+        ),
+        (json!({"sessionId": "s1", "colour": "blue"}), "colour"),
+        (
+            json!({"sessionId": "s1", "watchFrom": "yesterday"}),
+            "watchFrom",
+        ),
+        (
+            json!({"sessionId": "s1", "next": {"gate": {"command": "nosuchprogram"}}}),
+            "next.gate",
+        ),
+    ];
+    for (body, field) in cases {
+        let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(body.clone()));
+        assert_eq!(code, 400, "{body} → {v}");
+        let got = v["error"]["field"].as_str().unwrap_or("");
+        assert!(
+            got.starts_with(field),
+            "{body}: field {got:?}, expected {field:?}: {v}"
+        );
+    }
+    let (code, v) = d.http_raw(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(b"{not json".to_vec()),
+    );
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = d.http_raw(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(vec![b' '; 2 * 1024 * 1024]),
+    );
+    assert_eq!(code, 413, "{v}");
+    let (code, v) = d.http("GET", "/v1/events?limit=0", Some(&d.agent), None);
+    assert_eq!((code, v["error"]["field"].as_str()), (400, Some("limit")));
+    let (code, v) = d.http("GET", "/v1/events?types=turnend", Some(&d.agent), None);
+    assert_eq!((code, v["error"]["field"].as_str()), (400, Some("types")));
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions/s1/report",
+        Some(&d.agent),
+        Some(json!({"kind": "done"})),
+    );
+    assert_eq!((code, v["error"]["field"].as_str()), (400, Some("kind")));
+    let (_, list) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+    assert_eq!(
+        list["policies"],
+        json!([]),
+        "a refused attach stores nothing"
+    );
+}
+
+#[test]
+fn event_polls_filter_by_short_names_and_pages_never_skip() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    for _ in 0..7 {
+        d.report("s1", "turn-start");
+        d.report("s1", "turn-end");
+    }
+    let all = d.all_events("&types=turn-end");
+    assert_eq!(all.len(), 7, "short type names match session events");
+    let full = d.all_events("&types=session:turn-end&session=s1");
+    assert_eq!(full.len(), 7);
+    // Pages of 3 through the CLI, continuing from each next cursor.
+    let mut since = 0;
+    let mut got = 0;
+    loop {
+        let r = d.cli(
+            &[
+                "events",
+                "poll",
+                "--since",
+                &since.to_string(),
+                "--types",
+                "turn-end",
+                "--limit",
+                "3",
+                "--json",
+            ],
+            &d.agent,
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let v = r.json();
+        let n = v["events"].as_array().map(Vec::len).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        assert!(n <= 3);
+        got += n;
+        since = v["nextCursor"].as_i64().expect("cursor");
+    }
+    assert_eq!(got, 7);
+}
+
+#[test]
+fn a_started_session_ends_turns_on_its_pattern_and_gets_nudges_on_stdin() {
+    let (s, d) = setup();
+    // An "agent" that answers each stdin line by writing it to a file and
+    // printing a turn marker.
+    let agent = s.write(
+        "agent.sh",
+        "#!/usr/bin/env bash\necho 'TURN DONE'\nwhile read -r line; do echo \"$line\" >> nudges.txt; echo ok > status.txt; echo 'TURN DONE'; done\n",
+    );
+    let r = d.cli(
+        &[
+            "session",
+            "start",
+            "--id",
+            "bot",
+            "--cwd",
+            &s.ws.display().to_string(),
+            "--turn-end-pattern",
+            "^TURN DONE$",
+            "--",
+            "bash",
+            &agent.display().to_string(),
+        ],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The agent token cannot start processes.
+    let (code, _) = d.http(
+        "POST",
+        "/v1/sessions/start",
+        Some(&d.agent),
+        Some(json!({"cwd": s.ws, "command": ["true"]})),
+    );
+    assert_eq!(code, 403);
+    let pid = d.attach(
+        json!({"sessionId": "bot", "gate": gate_file_ok("status.txt"), "watchFrom": "now"}),
+    );
+    // Its first turn already ended before the attach: wait for the next one.
+    let p = d.policy(&pid);
+    assert_eq!(p["status"], "watching", "{p}");
+    d.agent_ok(
+        "POST",
+        "/v1/sessions/bot/report",
+        Some(json!({"kind": "turn-end"})),
+    );
+    // The gate fails (no status.txt), the nudge reaches the agent's stdin,
+    // it fixes the file and ends its turn: the gate passes.
+    d.wait_status(&pid, "done", T);
+    let nudges = std::fs::read_to_string(s.ws.join("nudges.txt")).expect("nudges");
+    assert!(nudges.contains("does not say ok yet"), "{nudges}");
+    let _ = fixture_str("gates/file-says-ok.sh");
+}
