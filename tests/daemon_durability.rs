@@ -383,7 +383,10 @@ fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recove
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("read-only") || err.contains("readonly"), "{err}");
+    assert!(
+        err.contains("read-only") || err.contains("readonly"),
+        "{err}"
+    );
     assert!(remount("rw"), "remount read-write");
     let d = Daemon::start(&data, &cfg);
     assert_eq!(d.policy(&pid)["status"], "done");

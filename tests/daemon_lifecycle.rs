@@ -502,3 +502,118 @@ fn a_started_session_ends_turns_on_its_pattern_and_gets_nudges_on_stdin() {
     assert!(nudges.contains("does not say ok yet"), "{nudges}");
     let _ = fixture_str("gates/file-says-ok.sh");
 }
+
+#[test]
+fn gating_is_capped_host_wide_and_the_queue_is_fifo() {
+    let s = Scratch::new();
+    let cfg = s.write(
+        "config.toml",
+        &format!("{}[daemon]\nmax_gating = 1\n", allow_config(&["true"])),
+    );
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let m = marker("fifo");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "1"], 30_000))
+            .expect("gate");
+    let mut ids = Vec::new();
+    for sid in ["a", "b", "c"] {
+        d.register(sid, &s.ws);
+        ids.push(d.attach(json!({"sessionId": sid, "gate": gate})));
+    }
+    for sid in ["a", "b", "c"] {
+        d.report(sid, "turn-end");
+    }
+    d.wait_status(&ids[0], "gating", T);
+    assert_eq!(d.policy(&ids[1])["status"], "queued");
+    assert_eq!(d.policy(&ids[2])["status"], "queued");
+    for id in &ids {
+        d.wait_status(id, "done", T);
+    }
+    // Each gate started only after the previous one passed, in attach order.
+    let events = d.all_events("&types=gating,passed");
+    let order: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["policyId"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = ids
+        .iter()
+        .flat_map(|id| {
+            [
+                ("policy:gating".to_string(), id.clone()),
+                ("policy:passed".to_string(), id.clone()),
+            ]
+        })
+        .collect();
+    assert_eq!(order, want);
+}
+
+#[test]
+fn a_session_long_poll_returns_its_next_event() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let head = d.agent_ok("GET", "/v1/health", None)["cursor"]
+        .as_i64()
+        .expect("cursor");
+    let url = format!("/v1/sessions/s1/next-event?since={head}&timeout=20s");
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| d.agent_ok("GET", &url, None));
+        std::thread::sleep(Duration::from_millis(300));
+        d.report("s1", "awaiting-input");
+        let v = waiter.join().expect("join");
+        assert_eq!(v["event"]["type"], "session:awaiting-input", "{v}");
+        assert_eq!(v["timedOut"], false);
+    });
+    let v = d.agent_ok("GET", "/v1/sessions/s1/next-event?timeout=200", None);
+    assert_eq!(v["timedOut"], true);
+}
+
+#[test]
+fn the_api_is_also_served_on_an_owner_only_unix_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let sock = s.etc.join("gatehost.sock");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + T;
+    while !sock.exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::fs::metadata(&sock).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let token = std::fs::read_to_string(data.join("agent.token")).expect("token");
+    let server = format!("unix:{}", sock.display());
+    let env = [
+        ("GATEHOST_SERVER", server.as_str()),
+        ("GATEHOST_TOKEN", token.trim()),
+    ];
+    let args: Vec<String> = ["session", "register", "--id", "via-socket", "--cwd"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([s.ws.display().to_string()])
+        .collect();
+    let r = common::run_gatehost(&args, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "via-socket");
+    // SIGTERM: a clean stop removes the socket.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().expect("wait");
+    assert_eq!(st.code(), Some(0));
+    assert!(!sock.exists());
+}

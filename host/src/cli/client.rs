@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The daemon's URL, e.g. http://127.0.0.1:7878.
+    /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket.
     #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// The agent or operator token.
@@ -206,8 +206,15 @@ impl Client {
         let token = args.token.clone().ok_or(
             "no token: pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)",
         )?;
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(90))
+        let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(90));
+        let base = match base.strip_prefix("unix:") {
+            Some(path) => {
+                builder = builder.unix_socket(PathBuf::from(path));
+                "http://localhost".to_string()
+            }
+            None => base,
+        };
+        let http = builder
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Client {

@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::gate::GateRunner;
 use crate::store::Store;
 use crate::webhook::Webhooks;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,44 @@ pub struct ServeArgs {
     /// Host configuration (TOML): allowlist, adapters, plugins, [daemon].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Also serve the API on this Unix socket, owner-only (0600); clients
+    /// reach it with `--server unix:PATH`.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// Binds the Unix socket owner-only. A stale socket (nobody listening) is
+/// replaced; a live one or any other file is an error.
+fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, String> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "--socket {}: exists and is not a socket",
+                path.display()
+            ));
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "--socket {}: another daemon is listening there",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path).map_err(|e| {
+            format!(
+                "--socket {}: cannot remove the stale socket: {e}",
+                path.display()
+            )
+        })?;
+    }
+    // Created owner-only from the start (no window with wider permissions).
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+    let bound = tokio::net::UnixListener::bind(path);
+    rustix::process::umask(old);
+    let listener = bound.map_err(|e| format!("--socket {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("--socket {}: {e}", path.display()))?;
+    Ok(listener)
 }
 
 /// The default data directory.
@@ -103,16 +142,40 @@ fn run(args: ServeArgs) -> Result<(), String> {
             engine: engine.clone(),
             tokens: Arc::new(tokens),
         });
+        let unix = match &args.socket {
+            Some(p) => Some(bind_socket(p)?),
+            None => None,
+        };
         println!("gatehost serve: listening on {url}");
+        if let Some(p) = &args.socket {
+            println!("socket: unix:{}", p.display());
+        }
         println!("data: {}", data_dir.display());
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
         tracing::info!(%url, data = %data_dir.display(), "serving");
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown())
-            .await
-            .map_err(|e| format!("server error: {e}"))?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown().await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let tcp =
+            axum::serve(listener, app.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
+        match unix {
+            Some(u) => {
+                let on_socket = axum::serve(u, app).with_graceful_shutdown(stopped(stop_rx));
+                tokio::try_join!(tcp.into_future(), on_socket.into_future())
+                    .map_err(|e| format!("server error: {e}"))?;
+            }
+            None => tcp.await.map_err(|e| format!("server error: {e}"))?,
+        }
         let _ = std::fs::remove_file(&url_file);
+        if let Some(p) = &args.socket {
+            let _ = std::fs::remove_file(p);
+        }
         tracing::info!("stopped");
         Ok::<(), String>(())
     })

@@ -296,9 +296,9 @@ impl Engine {
         Ok(alive)
     }
 
-    /// Delivers a stored nudge to the sessions gatehost started, then
-    /// watches the live members again. Re-run after a restart: delivery to
-    /// a started session's stdin is at least once.
+    /// Watches the live members again, then delivers the stored nudge to
+    /// the sessions gatehost started (others get it as the `policy:nudge`
+    /// event). Re-run after a restart if the policy was still nudging.
     pub(crate) fn spawn_nudge(&self, id: String) {
         let engine = self.clone();
         tokio::spawn(async move {
@@ -337,15 +337,14 @@ impl Engine {
             })
             .unwrap_or_default();
         let alive = self.alive_members(&input)?;
-        for sid in &alive {
-            self.deliver_prompt(sid, &message).await;
-        }
-        self.write(|tx| {
+        // Watch again first, then deliver: a turn-end that follows the
+        // nudge at once must find the policy watching.
+        let watching = self.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
-                return Ok(());
+                return Ok(None);
             };
             if p.status != PolicyStatus::Nudging {
-                return Ok(());
+                return Ok(None);
             }
             let alive: Vec<String> = alive
                 .iter()
@@ -369,14 +368,19 @@ impl Engine {
                     &p,
                     json!({"outcome": "fail", "reason": p.reason}),
                 )?;
+                Ok(None)
             } else {
-                p.pending = alive;
+                p.pending = alive.clone();
                 p.status = PolicyStatus::Watching;
                 tx.put_policy(&p)?;
                 self.policy_event(tx, "policy:watching", &p, json!({"pending": p.pending}))?;
+                Ok(Some(alive))
             }
-            Ok(())
-        })
+        })?;
+        for sid in watching.unwrap_or_default() {
+            self.deliver_prompt(&sid, &message).await;
+        }
+        Ok(())
     }
 
     /// Attaches the `next` policy of a completed one, exactly once (its id

@@ -155,12 +155,22 @@ impl Engine {
         if let (Value::Object(m), Value::Object(e)) = (&mut payload, extra) {
             m.extend(e);
         }
+        // Every member's own webhook hears of its policies (the first
+        // member's is added by the store with the event's session).
+        let mut hooks = self.inner.webhooks.clone();
+        for sid in p.sessions.iter().skip(1) {
+            if let Some(url) = tx.session(sid)?.and_then(|s| s.notify_url)
+                && !hooks.contains(&url)
+            {
+                hooks.push(url);
+            }
+        }
         Ok(tx.append_event(
             kind,
             p.sessions.first().map(String::as_str),
             Some(&p.id),
             &payload,
-            &self.inner.webhooks,
+            &hooks,
         )?)
     }
 

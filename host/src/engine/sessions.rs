@@ -284,8 +284,8 @@ impl Engine {
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 s.last_turn_cursor = Some(cursor);
                 tx.put_session(&s)?;
-                for mut p in tx.policies(&[PolicyStatus::Watching])? {
-                    if !p.sessions.iter().any(|m| m == id) || cursor <= p.watch_after {
+                for mut p in tx.watching_with(id)? {
+                    if cursor <= p.watch_after {
                         continue;
                     }
                     let before = p.pending.len();

@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS policies(
     updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS policies_status ON policies(status, seq);
+CREATE TABLE IF NOT EXISTS policy_members(
+    session_id TEXT NOT NULL,
+    policy_id TEXT NOT NULL,
+    PRIMARY KEY(session_id, policy_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events(
     cursor INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
@@ -383,6 +388,11 @@ impl Tx<'_> {
 
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
         records::list_policies(&self.tx, statuses)
+    }
+
+    /// Watching policies that have `session_id` as a member, oldest first.
+    pub fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
+        records::watching_with(&self.tx, session_id)
     }
 
     pub fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {

@@ -372,7 +372,24 @@ fn to_text(v: &Option<Value>) -> Option<String> {
     v.as_ref().map(Value::to_string)
 }
 
+pub(super) fn watching_with(c: &Connection, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
+    let mut st = c.prepare(
+        "SELECT p.* FROM policy_members m JOIN policies p ON p.id = m.policy_id
+         WHERE m.session_id = ?1 AND p.status = 'watching' ORDER BY p.seq",
+    )?;
+    st.query_map(params![session_id], policy_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
 pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    for sid in &p.sessions {
+        c.execute(
+            "INSERT OR IGNORE INTO policy_members(session_id, policy_id) VALUES(?1, ?2)",
+            params![sid, p.id],
+        )?;
+    }
     c.execute(
         "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at)
          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",

@@ -1,0 +1,375 @@
+//! The daemon's costs, measured on the real `gatehost serve` over loopback.
+//!
+//! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench daemon`
+//! (options: `-- --rounds N --policies N`).
+//!
+//! - turn-end → `policy:passed`: per round, a policy is attached (watching
+//!   from now), then the clock runs from the `turn-end` report (HTTP) to the
+//!   moment the client's long-poll sees the policy settled. Baseline in the
+//!   same round: the same gate run in process by `GateRunner` (the gate's
+//!   own run time), and `gatehost check` as a process. Shell gate `true`
+//!   and the `noop` WASM plugin (warm).
+//! - event append (one transaction per event, fsync'd) and poll (pages of
+//!   1000 over HTTP) throughput;
+//! - memory (VmRSS) with N attached policies and the time from a SIGKILL to
+//!   the restarted daemon answering, with those N policies.
+
+use gatehost::anchor::WorkspaceAnchor;
+use gatehost::config::HostConfig;
+use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
+use gatehost::store::Store;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn arg(name: &str, default: usize) -> usize {
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+struct Daemon {
+    child: Child,
+    url: String,
+    agent: String,
+}
+
+fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
+    let t0 = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", listen, "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(out).lines();
+    let url = loop {
+        let line = lines.next().expect("serve output").expect("line");
+        if let Some(u) = line.strip_prefix("gatehost serve: listening on ") {
+            break u.to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let agent = std::fs::read_to_string(data.join("agent.token"))
+        .expect("token")
+        .trim()
+        .to_string();
+    (Daemon { child, url, agent }, t0.elapsed())
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+struct Http {
+    rt: tokio::runtime::Runtime,
+    client: reqwest::Client,
+}
+
+impl Http {
+    fn new() -> Self {
+        gatehost::webhook::install_tls_provider();
+        Http {
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("rt"),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    fn call(&self, d: &Daemon, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.rt.block_on(async {
+            let mut req = self
+                .client
+                .request(method, format!("{}{path}", d.url))
+                .bearer_auth(&d.agent);
+            if let Some(b) = body {
+                req = req.json(&b);
+            }
+            let resp = req.send().await.expect("send");
+            let status = resp.status();
+            let v: Value = resp.json().await.expect("json");
+            assert!(status.is_success(), "{path}: {status} {v}");
+            v
+        })
+    }
+}
+
+fn latency_case(
+    name: &str,
+    gate: &str,
+    rounds: usize,
+    http: &Http,
+    d: &Daemon,
+    ws: &Path,
+    config_path: &Path,
+    runner: &GateRunner,
+    rt: &tokio::runtime::Runtime,
+) {
+    let gate_value: Value = serde_json::from_str(gate).expect("gate json");
+    let gates = parse_gate_file(gate).expect("gate");
+    let anchor = WorkspaceAnchor::open(ws).expect("anchor");
+    let gate_file = ws.parent().expect("parent").join(format!("{name}.json"));
+    std::fs::write(&gate_file, gate).expect("gate file");
+    let sid = format!("bench-{name}");
+    http.call(
+        d,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(json!({"id": sid, "cwd": ws})),
+    );
+    // Warm both paths.
+    for _ in 0..3 {
+        let _ = rt.block_on(runner.run_gates(&gates, &anchor, &GateContext::default()));
+    }
+    let (mut daemon_t, mut gate_t, mut check_t) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rounds + 3 {
+        let p = http.call(
+            d,
+            reqwest::Method::POST,
+            "/v1/policies",
+            Some(json!({"sessionId": sid, "gate": gate_value, "watchFrom": "now"})),
+        );
+        let pid = p["policyId"].as_str().expect("id").to_string();
+        let t0 = Instant::now();
+        http.call(
+            d,
+            reqwest::Method::POST,
+            &format!("/v1/sessions/{sid}/report"),
+            Some(json!({"kind": "turn-end"})),
+        );
+        let v = http.call(
+            d,
+            reqwest::Method::GET,
+            &format!("/v1/policies/{pid}/wait?timeout=30s"),
+            None,
+        );
+        let t_daemon = t0.elapsed();
+        assert_eq!(v["status"], "done", "{v}");
+        let t1 = Instant::now();
+        let report = rt.block_on(runner.run_gates(&gates, &anchor, &GateContext::default()));
+        let t_gate = t1.elapsed();
+        assert!(report.outcome == gatehost::verdict::Outcome::Pass);
+        let t2 = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+            .args(["check", "--config"])
+            .arg(config_path)
+            .arg("--workspace")
+            .arg(ws)
+            .arg(&gate_file)
+            .output()
+            .expect("check");
+        let t_check = t2.elapsed();
+        assert!(out.status.success());
+        if i >= 3 {
+            daemon_t.push(t_daemon);
+            gate_t.push(t_gate);
+            check_t.push(t_check);
+        }
+    }
+    let (d50, d99) = (pct(&mut daemon_t, 0.5), pct(&mut daemon_t, 0.99));
+    let (g50, g99) = (pct(&mut gate_t, 0.5), pct(&mut gate_t, 0.99));
+    let (c50, c99) = (pct(&mut check_t, 0.5), pct(&mut check_t, 0.99));
+    println!(
+        "| {name} | {} / {} | {} / {} | {} / {} | {:+.2} ms |",
+        us(g50),
+        us(g99),
+        us(d50),
+        us(d99),
+        us(c50),
+        us(c99),
+        (d50.as_secs_f64() - g50.as_secs_f64()) * 1e3
+    );
+}
+
+fn main() {
+    let rounds = arg("--rounds", 200);
+    let policies = arg("--policies", 10_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let plugins: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
+    let config_text = format!(
+        "[shell]\nallow = [\"true\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        plugins.display(),
+        dir.path().join("cache").display()
+    );
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(&config_path, &config_text).expect("config");
+    let config = HostConfig::load(Some(&config_path)).expect("config");
+    let runner = GateRunner::new(config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let http = Http::new();
+    let data = dir.path().join("data");
+    let (d, _) = start(&data, &config_path, "127.0.0.1:0");
+
+    println!("## turn-end → policy:passed ({rounds} rounds)\n");
+    println!(
+        "| gate | gate run in process p50 / p99 | daemon: report → settled p50 / p99 | `gatehost check` process p50 / p99 | daemon − gate (p50) |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    latency_case(
+        "shell-true",
+        r#"{"command": "true"}"#,
+        rounds,
+        &http,
+        &d,
+        &ws,
+        &config_path,
+        &runner,
+        &rt,
+    );
+    if plugins.join("noop.wasm").exists() {
+        latency_case(
+            "wasm-noop",
+            r#"{"wasm": {"plugin": "noop"}}"#,
+            rounds,
+            &http,
+            &d,
+            &ws,
+            &config_path,
+            &runner,
+            &rt,
+        );
+    } else {
+        println!("| wasm-noop | (not built: run scripts/build-plugins.sh) | | | |");
+    }
+
+    println!("\n## event append and poll\n");
+    let store_dir = dir.path().join("events");
+    std::fs::create_dir_all(&store_dir).expect("mkdir");
+    let store = Store::open(&store_dir).expect("store");
+    let n = 5000;
+    let t0 = Instant::now();
+    for i in 0..n {
+        store
+            .write(|tx| {
+                tx.append_event("session:heartbeat", Some("s"), None, &json!({"i": i}), &[])
+            })
+            .expect("append");
+    }
+    let append = t0.elapsed();
+    println!(
+        "- append, one fsync'd transaction per event: {n} events in {:.2} s = **{:.0} events/s**",
+        append.as_secs_f64(),
+        n as f64 / append.as_secs_f64()
+    );
+    // Poll through the API: the daemon's own log so far, repeated.
+    let head = http.call(&d, reqwest::Method::GET, "/v1/health", None)["cursor"]
+        .as_i64()
+        .unwrap_or(0);
+    let t0 = Instant::now();
+    let mut read = 0usize;
+    for _ in 0..20 {
+        let mut since = 0;
+        loop {
+            let v = http.call(
+                &d,
+                reqwest::Method::GET,
+                &format!("/v1/events?since={since}&limit=1000"),
+                None,
+            );
+            let page = v["events"].as_array().map(Vec::len).unwrap_or(0);
+            if page == 0 {
+                break;
+            }
+            read += page;
+            since = v["nextCursor"].as_i64().unwrap_or(since);
+        }
+    }
+    let poll = t0.elapsed();
+    println!(
+        "- poll over HTTP, pages of 1000 ({head} events read 20 times): **{:.0} events/s**",
+        read as f64 / poll.as_secs_f64()
+    );
+
+    println!("\n## {policies} attached policies\n");
+    let mut d = d;
+    http.call(
+        &d,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(json!({"id": "many", "cwd": ws})),
+    );
+    let rss_before = rss_kib(d.child.id());
+    let t0 = Instant::now();
+    for i in 0..policies {
+        http.call(
+            &d,
+            reqwest::Method::POST,
+            "/v1/policies",
+            Some(json!({"sessionId": "many", "gate": {"command": "true"}, "watchFrom": "now", "label": format!("p{i}")})),
+        );
+    }
+    let attach = t0.elapsed();
+    let rss_after = rss_kib(d.child.id());
+    println!(
+        "- attach: {policies} in {:.1} s ({:.2} ms each); daemon VmRSS {:.1} MiB before, **{:.1} MiB** after",
+        attach.as_secs_f64(),
+        attach.as_secs_f64() * 1e3 / policies as f64,
+        rss_before as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    let listen = d.url.trim_start_matches("http://").to_string();
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let (d2, up) = start(&data, &config_path, &listen);
+    let t1 = Instant::now();
+    let v = http.call(
+        &d2,
+        reqwest::Method::GET,
+        "/v1/policies?status=watching",
+        None,
+    );
+    let listed = t1.elapsed();
+    let n_watching = v["policies"].as_array().map(Vec::len).unwrap_or(0);
+    println!(
+        "- restart after SIGKILL: serving again in **{:.0} ms** (process start to listening, recovery included); {n_watching} watching policies listed in {:.0} ms; VmRSS {:.1} MiB",
+        up.as_secs_f64() * 1e3,
+        listed.as_secs_f64() * 1e3,
+        rss_kib(d2.child.id()) as f64 / 1024.0
+    );
+    // One turn-end that moves all of them to queued (fan-out): its cost.
+    let t2 = Instant::now();
+    http.call(
+        &d2,
+        reqwest::Method::POST,
+        "/v1/sessions/many/report",
+        Some(json!({"kind": "heartbeat"})),
+    );
+    println!(
+        "- a heartbeat with {policies} policies attached: {:.1} ms",
+        t2.elapsed().as_secs_f64() * 1e3
+    );
+    let mut d2 = d2;
+    let _ = d2.child.kill();
+    let _ = d2.child.wait();
+}
