@@ -268,17 +268,20 @@ fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() 
     assert_eq!(ev.iter().filter(|e| *e == "policy:committed").count(), 1);
 }
 
+/// One request the receiver saw: delivery id, event type, signature, body.
+type Seen = (String, String, Option<String>, Vec<u8>);
+
 /// A webhook receiver on loopback: answers 500 to the first request of
 /// each delivery id, then 200; records every request.
 struct Receiver {
     url: String,
-    seen: Arc<Mutex<Vec<(String, String, Option<String>, Vec<u8>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 fn receiver() -> Receiver {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-    let seen: Arc<Mutex<Vec<(String, String, Option<String>, Vec<u8>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let rec = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {

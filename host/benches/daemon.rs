@@ -118,17 +118,27 @@ impl Http {
     }
 }
 
-fn latency_case(
-    name: &str,
-    gate: &str,
+/// What every latency case shares.
+struct Ctx<'a> {
     rounds: usize,
-    http: &Http,
-    d: &Daemon,
-    ws: &Path,
-    config_path: &Path,
-    runner: &GateRunner,
-    rt: &tokio::runtime::Runtime,
-) {
+    http: &'a Http,
+    d: &'a Daemon,
+    ws: &'a Path,
+    config_path: &'a Path,
+    runner: &'a GateRunner,
+    rt: &'a tokio::runtime::Runtime,
+}
+
+fn latency_case(c: &Ctx<'_>, name: &str, gate: &str) {
+    let Ctx {
+        rounds,
+        http,
+        d,
+        ws,
+        config_path,
+        runner,
+        rt,
+    } = *c;
     let gate_value: Value = serde_json::from_str(gate).expect("gate json");
     let gates = parse_gate_file(gate).expect("gate");
     let anchor = WorkspaceAnchor::open(ws).expect("anchor");
@@ -146,6 +156,7 @@ fn latency_case(
         let _ = rt.block_on(runner.run_gates(&gates, &anchor, &GateContext::default()));
     }
     let (mut daemon_t, mut gate_t, mut check_t) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut health_t, mut report_t) = (Vec::new(), Vec::new());
     for i in 0..rounds + 3 {
         let p = http.call(
             d,
@@ -154,6 +165,9 @@ fn latency_case(
             Some(json!({"sessionId": sid, "gate": gate_value, "watchFrom": "now"})),
         );
         let pid = p["policyId"].as_str().expect("id").to_string();
+        let th = Instant::now();
+        http.call(d, reqwest::Method::GET, "/v1/health", None);
+        let t_health = th.elapsed();
         let t0 = Instant::now();
         http.call(
             d,
@@ -161,6 +175,7 @@ fn latency_case(
             &format!("/v1/sessions/{sid}/report"),
             Some(json!({"kind": "turn-end"})),
         );
+        let t_report = t0.elapsed();
         let v = http.call(
             d,
             reqwest::Method::GET,
@@ -185,6 +200,8 @@ fn latency_case(
         let t_check = t2.elapsed();
         assert!(out.status.success());
         if i >= 3 {
+            health_t.push(t_health);
+            report_t.push(t_report);
             daemon_t.push(t_daemon);
             gate_t.push(t_gate);
             check_t.push(t_check);
@@ -202,6 +219,11 @@ fn latency_case(
         us(c50),
         us(c99),
         (d50.as_secs_f64() - g50.as_secs_f64()) * 1e3
+    );
+    eprintln!(
+        "  {name}: GET /v1/health p50 {}, POST report (one fsync'd transaction) p50 {}",
+        us(pct(&mut health_t, 0.5)),
+        us(pct(&mut report_t, 0.5))
     );
 }
 
@@ -236,29 +258,18 @@ fn main() {
         "| gate | gate run in process p50 / p99 | daemon: report → settled p50 / p99 | `gatehost check` process p50 / p99 | daemon − gate (p50) |"
     );
     println!("| --- | --- | --- | --- | --- |");
-    latency_case(
-        "shell-true",
-        r#"{"command": "true"}"#,
+    let ctx = Ctx {
         rounds,
-        &http,
-        &d,
-        &ws,
-        &config_path,
-        &runner,
-        &rt,
-    );
+        http: &http,
+        d: &d,
+        ws: &ws,
+        config_path: &config_path,
+        runner: &runner,
+        rt: &rt,
+    };
+    latency_case(&ctx, "shell-true", r#"{"command": "true"}"#);
     if plugins.join("noop.wasm").exists() {
-        latency_case(
-            "wasm-noop",
-            r#"{"wasm": {"plugin": "noop"}}"#,
-            rounds,
-            &http,
-            &d,
-            &ws,
-            &config_path,
-            &runner,
-            &rt,
-        );
+        latency_case(&ctx, "wasm-noop", r#"{"wasm": {"plugin": "noop"}}"#);
     } else {
         println!("| wasm-noop | (not built: run scripts/build-plugins.sh) | | | |");
     }
@@ -342,6 +353,8 @@ fn main() {
     let _ = d.child.kill();
     let _ = d.child.wait();
     let (d2, up) = start(&data, &config_path, &listen);
+    // A fresh client: the old one's pooled connections died with the daemon.
+    let http = Http::new();
     let t1 = Instant::now();
     let v = http.call(
         &d2,

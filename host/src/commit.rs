@@ -1027,6 +1027,7 @@ mod tests {
     fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new("git");
         cmd.current_dir(dir)
+            .stdin(std::process::Stdio::null())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("HOME", dir)
@@ -1190,28 +1191,6 @@ mod tests {
         commit(ws, &["dir"], "dir");
         let tree = ls_tree(ws, "HEAD");
         let under_dir: Vec<&String> = tree.iter().filter(|l| l.contains(" dir/")).collect();
-        assert_eq!(
-            under_dir,
-            vec![
-                "120000 dir/out",
-                "120000 dir/rel",
-                "100755 dir/run.sh",
-                "100644 dir/keep.txt",
-                "100644 dir/new.txt",
-                "100644 dir/sub/.gitignore",
-                "100644 dir/sub/deep.txt",
-            ]
-            .iter()
-            .filter(|_| false)
-            .collect::<Vec<_>>()
-            .is_empty()
-            .then(|| {
-                let mut v: Vec<&String> = under_dir.clone();
-                v.sort();
-                v
-            })
-            .unwrap()
-        );
         let mut names: Vec<String> = under_dir.iter().map(|s| s.to_string()).collect();
         names.sort();
         assert_eq!(
@@ -1418,7 +1397,7 @@ mod tests {
             std::fs::write(
                 &path,
                 format!(
-                    "#!/bin/sh\ntouch '{}/{name}'\ncat >/dev/null 2>&1\necho FILTERED\nexit 0\n",
+                    "#!/bin/sh\ntouch '{}/{name}'\necho FILTERED\nexit 0\n",
                     markers.display()
                 ),
             )
@@ -1663,7 +1642,8 @@ mod tests {
 
     #[test]
     fn path_validation() {
-        let refused: &[(&str, fn(&CommitPathError) -> bool)] = &[
+        type Check = fn(&CommitPathError) -> bool;
+        let refused: &[(&str, Check)] = &[
             ("", |e| matches!(e, CommitPathError::Empty)),
             ("./", |e| matches!(e, CommitPathError::Empty)),
             (".", |e| matches!(e, CommitPathError::Empty)),

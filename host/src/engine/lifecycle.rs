@@ -9,6 +9,7 @@ use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
 use std::path::Path;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// What a finished gate leads to, once its transaction committed.
 enum Follow {
@@ -25,6 +26,12 @@ impl Engine {
     /// Starts the gate task of a queued policy (once: a second call while
     /// one runs does nothing).
     pub(crate) fn schedule_gate(&self, id: &str) {
+        self.schedule_gate_with(id, None);
+    }
+
+    /// As `schedule_gate`; with `slot`, the policy was already moved to
+    /// `gating` (in the transaction that queued it) holding that slot.
+    pub(crate) fn schedule_gate_with(&self, id: &str, slot: Option<OwnedSemaphorePermit>) {
         let mut tasks = self
             .inner
             .gate_tasks
@@ -36,7 +43,7 @@ impl Engine {
         let engine = self.clone();
         let owned = id.to_string();
         let handle = tokio::spawn(async move {
-            let follow = match engine.gate_task(&owned).await {
+            let follow = match engine.gate_task(&owned, slot).await {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and is picked up on restart");
@@ -59,7 +66,36 @@ impl Engine {
         tasks.insert(id.to_string(), handle.abort_handle());
     }
 
-    async fn gate_task(&self, id: &str) -> EngineResult<Follow> {
+    /// Moves a queued policy to `gating` in `tx` if a gating slot is free
+    /// right now, publishing `policy:gating`; returns the slot to hand to
+    /// `schedule_gate_with`. Saves a transaction on the common path.
+    pub(crate) fn try_start_gating(
+        &self,
+        tx: &mut Tx<'_>,
+        p: &mut PolicyRow,
+    ) -> EngineResult<Option<OwnedSemaphorePermit>> {
+        let Ok(slot) = self.inner.gating.clone().try_acquire_owned() else {
+            return Ok(None);
+        };
+        p.status = PolicyStatus::Gating;
+        p.gate_runs += 1;
+        tx.put_policy(p)?;
+        self.policy_event(tx, "policy:gating", p, json!({"run": p.gate_runs}))?;
+        Ok(Some(slot))
+    }
+
+    async fn gate_task(
+        &self,
+        id: &str,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> EngineResult<Follow> {
+        if let Some(slot) = slot {
+            let policy = self.policy(id)?;
+            if policy.status != PolicyStatus::Gating {
+                return Ok(Follow::Nothing);
+            }
+            return self.gate_policy(id, policy, slot).await;
+        }
         let permit = self
             .inner
             .gating
@@ -87,6 +123,17 @@ impl Engine {
         else {
             return Ok(Follow::Nothing);
         };
+        self.gate_policy(id, policy, permit).await
+    }
+
+    /// Runs the gate of a policy in `gating`, holding its slot, and stores
+    /// what follows.
+    async fn gate_policy(
+        &self,
+        id: &str,
+        policy: PolicyRow,
+        permit: OwnedSemaphorePermit,
+    ) -> EngineResult<Follow> {
         let input: AttachInput =
             serde_json::from_value(policy.spec.clone()).map_err(|e| EngineError::Invalid {
                 field: "spec".into(),

@@ -298,7 +298,8 @@ impl Engine {
                         p.status = PolicyStatus::Queued;
                         tx.put_policy(&p)?;
                         self.policy_event(tx, "policy:queued", &p, json!({"reason": format!("session {id}: {event}")}))?;
-                        queued.push(p.id.clone());
+                        let slot = self.try_start_gating(tx, &mut p)?;
+                        queued.push((p.id.clone(), slot));
                     } else {
                         tx.put_policy(&p)?;
                     }
@@ -306,8 +307,8 @@ impl Engine {
             }
             Ok((Some(cursor), queued))
         })?;
-        for pid in queued {
-            self.schedule_gate(&pid);
+        for (pid, slot) in queued {
+            self.schedule_gate_with(&pid, slot);
         }
         Ok(cursor)
     }

@@ -206,6 +206,7 @@ impl Store {
             });
         }
         conn.execute_batch(SCHEMA).map_err(corrupt)?;
+        conn.set_prepared_statement_cache_capacity(64);
         let found: Option<i64> = conn
             .query_row(
                 "SELECT CAST(value AS INTEGER) FROM meta WHERE key='schema'",
@@ -215,10 +216,8 @@ impl Store {
             .optional()?;
         match found {
             None => {
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES('schema', ?1)",
-                    params![SCHEMA_VERSION.to_string()],
-                )?;
+                conn.prepare_cached("INSERT INTO meta(key, value) VALUES('schema', ?1)")?
+                    .execute(params![SCHEMA_VERSION.to_string()])?;
             }
             Some(v) if v > SCHEMA_VERSION => {
                 return Err(StoreError::TooNew {
@@ -289,9 +288,8 @@ impl Store {
     pub fn head_cursor(&self) -> StoreResult<i64> {
         self.read(|c| {
             Ok(
-                c.query_row("SELECT COALESCE(MAX(cursor), 0) FROM events", [], |r| {
-                    r.get(0)
-                })?,
+                c.prepare_cached("SELECT COALESCE(MAX(cursor), 0) FROM events")?
+                    .query_row([], |r| r.get(0))?,
             )
         })
     }
@@ -304,19 +302,19 @@ impl Store {
     /// The next time a pending delivery is due, if any.
     pub fn next_delivery_at(&self) -> StoreResult<Option<i64>> {
         self.read(|c| {
-            Ok(c.query_row(
-                "SELECT MIN(next_at) FROM deliveries WHERE state='pending'",
-                [],
-                |r| r.get(0),
-            )?)
+            Ok(
+                c.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state='pending'")?
+                    .query_row([], |r| r.get(0))?,
+            )
         })
     }
 
     /// Counts of policies by status, for status pages and benchmarks.
     pub fn policy_counts(&self) -> StoreResult<Vec<(String, i64)>> {
         self.read(|c| {
-            let mut st =
-                c.prepare("SELECT status, COUNT(*) FROM policies GROUP BY status ORDER BY status")?;
+            let mut st = c.prepare_cached(
+                "SELECT status, COUNT(*) FROM policies GROUP BY status ORDER BY status",
+            )?;
             let rows = st
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -348,20 +346,15 @@ impl Tx<'_> {
         webhooks: &[String],
     ) -> StoreResult<i64> {
         let now = now_ms();
-        self.tx.execute(
-            "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)",
-            params![now, kind, session_id, policy_id, payload.to_string()],
+        self.tx.prepare_cached("INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)")?.execute(params![now, kind, session_id, policy_id, payload.to_string()],
         )?;
         let cursor = self.tx.last_insert_rowid();
         let mut urls: Vec<String> = webhooks.to_vec();
         if let Some(sid) = session_id
             && let Some(url) = self
                 .tx
-                .query_row(
-                    "SELECT notify_url FROM sessions WHERE id=?1",
-                    params![sid],
-                    |r| r.get::<_, Option<String>>(0),
-                )
+                .prepare_cached("SELECT notify_url FROM sessions WHERE id=?1")?
+                .query_row(params![sid], |r| r.get::<_, Option<String>>(0))
                 .optional()?
                 .flatten()
             && !urls.contains(&url)
@@ -369,9 +362,7 @@ impl Tx<'_> {
             urls.push(url);
         }
         for url in urls {
-            self.tx.execute(
-                "INSERT OR IGNORE INTO deliveries(event_cursor, url, next_at, state) VALUES(?1, ?2, ?3, 'pending')",
-                params![cursor, url, now],
+            self.tx.prepare_cached("INSERT OR IGNORE INTO deliveries(event_cursor, url, next_at, state) VALUES(?1, ?2, ?3, 'pending')")?.execute(params![cursor, url, now],
             )?;
         }
         self.appended.push(cursor);
@@ -404,11 +395,10 @@ impl Tx<'_> {
     }
 
     pub fn insert_policy(&mut self, p: &mut PolicyRow) -> StoreResult<()> {
-        let seq: i64 =
-            self.tx
-                .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM policies", [], |r| {
-                    r.get(0)
-                })?;
+        let seq: i64 = self
+            .tx
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM policies")?
+            .query_row([], |r| r.get(0))?;
         p.seq = seq;
         records::insert_policy(&self.tx, p)
     }
@@ -416,9 +406,8 @@ impl Tx<'_> {
     pub fn head_cursor(&self) -> StoreResult<i64> {
         Ok(self
             .tx
-            .query_row("SELECT COALESCE(MAX(cursor), 0) FROM events", [], |r| {
-                r.get(0)
-            })?)
+            .prepare_cached("SELECT COALESCE(MAX(cursor), 0) FROM events")?
+            .query_row([], |r| r.get(0))?)
     }
 
     pub fn mark_delivery(
@@ -429,9 +418,7 @@ impl Tx<'_> {
         next_at: i64,
         error: Option<&str>,
     ) -> StoreResult<()> {
-        self.tx.execute(
-            "UPDATE deliveries SET state=?2, attempts=?3, next_at=?4, last_error=?5 WHERE id=?1",
-            params![id, state, attempts, next_at, error],
+        self.tx.prepare_cached("UPDATE deliveries SET state=?2, attempts=?3, next_at=?4, last_error=?5 WHERE id=?1")?.execute(params![id, state, attempts, next_at, error],
         )?;
         Ok(())
     }

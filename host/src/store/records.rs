@@ -284,17 +284,14 @@ fn decode_err(e: rusqlite::Error) -> StoreError {
 }
 
 pub(super) fn get_session(c: &Connection, id: &str) -> StoreResult<Option<SessionRow>> {
-    c.query_row(
-        "SELECT * FROM sessions WHERE id=?1",
-        params![id],
-        session_from,
-    )
-    .optional()
-    .map_err(decode_err)
+    c.prepare_cached("SELECT * FROM sessions WHERE id=?1")?
+        .query_row(params![id], session_from)
+        .optional()
+        .map_err(decode_err)
 }
 
 pub(super) fn list_sessions(c: &Connection) -> StoreResult<Vec<SessionRow>> {
-    let mut st = c.prepare("SELECT * FROM sessions ORDER BY created_at, id")?;
+    let mut st = c.prepare_cached("SELECT * FROM sessions ORDER BY created_at, id")?;
     st.query_map([], session_from)
         .map_err(decode_err)?
         .collect::<Result<Vec<_>, _>>()
@@ -306,14 +303,12 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    c.execute(
-        "INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at)
+    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at)
          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
            state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
            last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
-           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at",
-        params![
+           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at")?.execute(params![
             s.id,
             s.label,
             s.cwd,
@@ -334,13 +329,10 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
 }
 
 pub(super) fn get_policy(c: &Connection, id: &str) -> StoreResult<Option<PolicyRow>> {
-    c.query_row(
-        "SELECT * FROM policies WHERE id=?1",
-        params![id],
-        policy_from,
-    )
-    .optional()
-    .map_err(decode_err)
+    c.prepare_cached("SELECT * FROM policies WHERE id=?1")?
+        .query_row(params![id], policy_from)
+        .optional()
+        .map_err(decode_err)
 }
 
 pub(super) fn list_policies(
@@ -348,7 +340,7 @@ pub(super) fn list_policies(
     statuses: &[PolicyStatus],
 ) -> StoreResult<Vec<PolicyRow>> {
     if statuses.is_empty() {
-        let mut st = c.prepare("SELECT * FROM policies ORDER BY seq")?;
+        let mut st = c.prepare_cached("SELECT * FROM policies ORDER BY seq")?;
         return st
             .query_map([], policy_from)
             .map_err(decode_err)?
@@ -356,7 +348,7 @@ pub(super) fn list_policies(
             .map_err(decode_err);
     }
     let marks = vec!["?"; statuses.len()].join(",");
-    let mut st = c.prepare(&format!(
+    let mut st = c.prepare_cached(&format!(
         "SELECT * FROM policies WHERE status IN ({marks}) ORDER BY seq"
     ))?;
     st.query_map(
@@ -373,7 +365,7 @@ fn to_text(v: &Option<Value>) -> Option<String> {
 }
 
 pub(super) fn watching_with(c: &Connection, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
-    let mut st = c.prepare(
+    let mut st = c.prepare_cached(
         "SELECT p.* FROM policy_members m JOIN policies p ON p.id = m.policy_id
          WHERE m.session_id = ?1 AND p.status = 'watching' ORDER BY p.seq",
     )?;
@@ -385,15 +377,13 @@ pub(super) fn watching_with(c: &Connection, session_id: &str) -> StoreResult<Vec
 
 pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     for sid in &p.sessions {
-        c.execute(
+        c.prepare_cached(
             "INSERT OR IGNORE INTO policy_members(session_id, policy_id) VALUES(?1, ?2)",
-            params![sid, p.id],
-        )?;
+        )?
+        .execute(params![sid, p.id])?;
     }
-    c.execute(
-        "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-        params![
+    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)")?.execute(params![
             p.id,
             p.seq,
             p.spec.to_string(),
@@ -418,10 +408,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
 }
 
 pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
-    let n = c.execute(
-        "UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
-           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14 WHERE id=?1",
-        params![
+    let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
+           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
@@ -464,7 +452,7 @@ pub(super) fn list_events(c: &Connection, f: &EventFilter) -> StoreResult<Vec<Ev
     add_in("policy_id", &f.policy_ids, &mut sql);
     sql.push_str(" ORDER BY cursor LIMIT ?");
     args.push((f.limit.max(1) as i64).into());
-    let mut st = c.prepare(&sql)?;
+    let mut st = c.prepare_cached(&sql)?;
     st.query_map(params_from_iter(args), event_from)
         .map_err(decode_err)?
         .collect::<Result<Vec<_>, _>>()
@@ -472,7 +460,7 @@ pub(super) fn list_events(c: &Connection, f: &EventFilter) -> StoreResult<Vec<Ev
 }
 
 pub(super) fn due_deliveries(c: &Connection, now: i64, limit: usize) -> StoreResult<Vec<Delivery>> {
-    let mut st = c.prepare(
+    let mut st = c.prepare_cached(
         "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
          JOIN events e ON e.cursor = d.event_cursor
          WHERE d.state='pending' AND d.next_at <= ?1 ORDER BY d.next_at, d.id LIMIT ?2",
