@@ -399,3 +399,105 @@ fn the_shipped_daemon_demo_runs_to_a_commit() {
         assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
     }
 }
+
+#[test]
+fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
+    let hook = receiver();
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["false"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.agent_ok(
+        "POST",
+        "/v1/sessions",
+        Some(json!({"id": "s1", "cwd": s.ws, "notifyUrl": hook.url})),
+    );
+    let pid = d.attach(
+        json!({"sessionId": "s1", "gate": {"command": "false"}, "onFail": {"maxRetries": 0}}),
+    );
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "blocked", T);
+    let blocked = |n: usize| {
+        let deadline = std::time::Instant::now() + T;
+        loop {
+            let seen: Vec<Seen> = hook
+                .seen
+                .lock()
+                .expect("lock")
+                .iter()
+                .filter(|(_, k, _, _)| k == "policy:blocked")
+                .cloned()
+                .collect();
+            if seen.len() >= n {
+                return seen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "policy:blocked seen {} times, wanted {n}",
+                seen.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // The first attempt got a 500; the daemon dies before its retry (1 s).
+    blocked(1);
+    d.restart();
+    let seen = blocked(2);
+    assert_eq!(
+        seen[0].0, seen[1].0,
+        "the same idempotency id after the restart"
+    );
+    assert_eq!(seen[0].2, None, "unsigned without a secret");
+    let v: Value = serde_json::from_slice(&seen[1].3).expect("json");
+    assert_eq!(v["payload"]["outcome"], "fail");
+}
+
+#[test]
+fn events_tail_follows_the_bus_for_a_person() {
+    let (s, d) = setup_with("");
+    let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["events", "tail", "--since", "0"])
+        .env("GATEHOST_SERVER", &d.url)
+        .env("GATEHOST_TOKEN", &d.agent)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn tail");
+    let out = tail.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    s.write_ws("a.txt", "a\n");
+    let pid = d.attach(commit_policy(&["a.txt"], true));
+    d.report("s1", "turn-end");
+    let mut lines = Vec::new();
+    let deadline = std::time::Instant::now() + T;
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("policy:commit-ready"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tail showed: {lines:?}"
+        );
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            lines.push(l);
+        }
+    }
+    let _ = tail.kill();
+    let _ = tail.wait();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("session:registered") && l.contains("s1")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("policy:passed") && l.contains(&pid)),
+        "{lines:?}"
+    );
+}

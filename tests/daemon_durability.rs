@@ -143,7 +143,8 @@ fn with_retry<T>(d: &mut Daemon, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
 }
 
 #[test]
-fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing() {
+fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_lose_and_double_nothing()
+ {
     const N: usize = 200;
     let s = Scratch::new();
     git_repo(&s.ws);
@@ -170,10 +171,14 @@ fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing()
         });
         // Attach is not idempotent: after a lost answer, look before retrying.
         let label = format!("p{i}");
-        let spec = json!({
+        let mut spec = json!({
             "sessionId": sid, "label": label, "gate": {"command": "true"}, "then": "commit",
             "commit": {"paths": [format!("f/{i}.txt")], "message": format!("commit {i}"), "requireHumanAck": false}
         });
+        // Every other policy chains a `next`: it must be attached exactly once.
+        if i % 2 == 0 {
+            spec["next"] = json!({"gate": {"command": "true"}, "label": format!("child{i}")});
+        }
         with_retry(&mut d, |d| {
             let r = d.http_try("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()));
             match r {
@@ -207,15 +212,31 @@ fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing()
     assert!(kills >= 20, "only {kills} kills (seed {seed})");
     // Let everything settle, then check.
     let deadline = Instant::now() + Duration::from_secs(120);
+    let total = N + N / 2;
     let policies = loop {
         let (_, v) = d.http("GET", "/v1/policies", Some(&d.agent), None);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
-        if done == N || Instant::now() > deadline {
+        if done == total || Instant::now() > deadline {
             break list;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    let refused = d.all_events("&types=next-refused");
+    assert!(
+        refused.is_empty(),
+        "next refused (seed {seed}): {refused:?}"
+    );
+    if let Some(orphan) = policies
+        .iter()
+        .find(|p| p["spec"]["next"].is_object() && !p["nextId"].is_string())
+    {
+        let id = orphan["id"].as_str().unwrap_or("");
+        panic!(
+            "parent without its next (seed {seed}): {orphan}\nevents: {:?}",
+            d.policy_events(id)
+        );
+    }
     let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
     for p in &policies {
         *by_label
@@ -224,9 +245,22 @@ fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing()
     }
     assert_eq!(
         policies.len(),
-        N,
+        total,
         "lost or doubled policies (seed {seed}): {by_label:?}"
     );
+    for p in policies.iter().filter(|p| p["parentId"].is_string()) {
+        let parent = p["parentId"].as_str().unwrap_or("");
+        let label = p["spec"]["label"].as_str().unwrap_or("");
+        let parent_label = policies
+            .iter()
+            .find(|q| q["id"] == parent)
+            .map(|q| q["spec"]["label"].clone());
+        assert_eq!(
+            parent_label,
+            Some(json!(label.replace("child", "p"))),
+            "child {label} of the wrong parent"
+        );
+    }
     assert!(by_label.values().all(|n| *n == 1));
     let not_done: Vec<&Value> = policies.iter().filter(|p| p["status"] != "done").collect();
     assert!(
@@ -259,7 +293,7 @@ fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing()
     );
     for kind in ["policy:passed", "policy:done", "policy:attached"] {
         let n = events.iter().filter(|e| e["type"] == kind).count();
-        assert_eq!(n, N, "{kind} count (seed {seed})");
+        assert_eq!(n, total, "{kind} count (seed {seed})");
     }
     // The repository holds each file exactly once, in N commits on top of init.
     let log = git_out(&s.ws, &["log", "--format=%H"]);
@@ -275,6 +309,9 @@ fn two_hundred_commit_lifecycles_under_random_sigkills_lose_and_double_nothing()
     }
     assert_eq!(per_file.len(), N);
     assert!(per_file.values().all(|n| *n == 1));
+    // The index followed every commit: nothing under f/ shows as changed.
+    let status = git_out(&s.ws, &["status", "--porcelain", "--", "f"]);
+    assert_eq!(status, "", "index out of step after crashes (seed {seed})");
     for sha in &shas {
         assert!(
             log.contains(sha.as_str()),

@@ -10,7 +10,8 @@
 //!    the bytes it read hash to the approved fingerprint, writes blobs, trees and the
 //!    commit object from exactly those bytes, and moves no reference;
 //! 3. [`publish`] moves the branch from the parent to the new commit with a
-//!    compare-and-swap; [`ref_state`] tells where the branch is after a restart.
+//!    compare-and-swap, then brings `.git/index` in line with the commit for the
+//!    committed paths; [`ref_state`] tells where the branch is after a restart.
 //!
 //! What it must never do: run any program. The supervised agent controls the whole
 //! workspace, `.git/` included, so everything git would execute on `git add` /
@@ -37,9 +38,22 @@
 //!   tracked in `HEAD` is kept up to date even when ignored, as `git add dir` does.
 //! * Nested repositories are not committed; gitlinks (submodules) already in `HEAD`
 //!   under a committed directory are kept as they are.
-//! * The index (`.git/index`) is not updated: after [`publish`], `git status` in the
-//!   workspace shows the committed paths as staged with their old content until the
-//!   index is refreshed (e.g. `git reset -q -- <paths>` run by the agent).
+//! * The index (`.git/index`): after the branch moved (and again on an idempotent
+//!   [`publish`]), while `HEAD` still names that branch at that commit, the index
+//!   entries at or below each committed path (and any file entry standing where the
+//!   commit has a directory) are replaced by the commit's entries (blob id and mode,
+//!   zeroed stat data, so git re-hashes the file once); deleted paths leave the index.
+//!   Every other entry, staged changes of the user included, is kept. The cached-tree
+//!   (`TREE`) extension is dropped, and so are the optional `UNTR`, `FSMN` and `REUC`
+//!   extensions, which git rebuilds as needed (the `gix` writer does not carry them).
+//!   With no index at all, one holding the commit's whole tree is written. The new
+//!   index is written to `index.lock` and renamed over `index`. The update is skipped
+//!   (the index is left byte-for-byte as it was, a warning is logged, and `publish`
+//!   still returns Ok) when `.git/index` is a symlink or not a regular file, cannot be
+//!   decoded or fails its checksum, is a split index (`link`) or a sparse index, holds
+//!   unmerged entries for a committed path, when `index.lock` is held, or when `HEAD`
+//!   moved away meanwhile. Records stored without [`Prepared::paths`] use the paths
+//!   that differ between the parent's tree and the commit's.
 //! * Only non-bare repositories whose root holds a real `.git` directory are accepted
 //!   (no gitfile, no linked worktree, no `commondir`), and `HEAD` must name a branch
 //!   under `refs/heads/`. File contents are held in memory while a commit is prepared.
@@ -153,6 +167,11 @@ pub struct Prepared {
     pub reference: String,
     /// The resulting tree equalled the parent's tree; no commit object was written.
     pub nothing_to_commit: bool,
+    /// The committed paths, normalised: [`publish`] brings the index in line with the
+    /// commit for these. Empty in records stored before this field existed; then the
+    /// paths whose content differs between the parent and the commit are used.
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 /// Where the branch is relative to a [`Prepared`] commit.
@@ -286,6 +305,7 @@ pub fn prepare(
             parent,
             reference,
             nothing_to_commit: true,
+            paths,
         });
     }
 
@@ -313,6 +333,7 @@ pub fn prepare(
         parent,
         reference,
         nothing_to_commit: false,
+        paths,
     })
 }
 
@@ -330,6 +351,7 @@ pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError>
     let current = branch_target(repo, &record.reference)?;
     if current == Some(commit) {
         debug!(reference = %prepared.reference, %commit, "already published");
+        sync_index(&ws, &record, commit);
         return Ok(());
     }
     if current != record.parent {
@@ -367,6 +389,7 @@ pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError>
         // Lost a race, or someone else moved the branch meanwhile.
         let current = branch_target(repo, &record.reference)?;
         if current == Some(commit) {
+            sync_index(&ws, &record, commit);
             return Ok(());
         }
         if current != record.parent {
@@ -378,7 +401,53 @@ pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError>
         });
     }
     info!(workspace = %workspace.display(), reference = %prepared.reference, %commit, "commit published");
+    sync_index(&ws, &record, commit);
     Ok(())
+}
+
+/// Removes the lock files a writer that died left on the branch of
+/// `prepared`, on `packed-refs` and on the index: only regular files whose
+/// modification time is before `dead_before` (the start of the daemon now
+/// running, which recovers a commit its previous life was making). A lock
+/// younger than that belongs to a live process and is left alone. Returns
+/// the locks removed.
+pub fn clear_stale_locks(
+    workspace: &Path,
+    prepared: &Prepared,
+    dead_before: std::time::SystemTime,
+) -> Result<Vec<String>, CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let record = Record::parse(&ws.repo, prepared)?;
+    let mut removed = Vec::new();
+    let reference = record.reference.as_bstr().to_str_lossy().into_owned();
+    let candidates = [
+        format!(".git/{reference}.lock"),
+        ".git/packed-refs.lock".to_string(),
+        ".git/index.lock".to_string(),
+    ];
+    for rel in candidates {
+        let Ok(meta) = ws.root.symlink_metadata(&rel) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let old = meta
+            .modified()
+            .map(|m| m.into_std() < dead_before)
+            .unwrap_or(false);
+        if old {
+            ws.root
+                .remove_file(&rel)
+                .map_err(|source| CommitError::Io {
+                    path: rel.clone(),
+                    source,
+                })?;
+            warn!(workspace = %workspace.display(), lock = %rel, "removed a lock file left by a writer that died");
+            removed.push(rel);
+        }
+    }
+    Ok(removed)
 }
 
 /// Where the branch is relative to a prepared commit, for crash recovery.
@@ -414,6 +483,7 @@ pub fn ref_state(workspace: &Path, prepared: &Prepared) -> Result<RefState, Comm
 
 struct Workspace {
     root: Dir,
+    root_path: PathBuf,
     repo: Repository,
 }
 
@@ -446,7 +516,11 @@ impl Workspace {
         let options = gix::open::Options::isolated().strict_config(false);
         let repo = gix::open_opts(workspace.join(".git"), options)
             .map_err(|e| not_repo(&format!("cannot open it: {e}")))?;
-        Ok(Workspace { root, repo })
+        Ok(Workspace {
+            root,
+            root_path: workspace.to_path_buf(),
+            repo,
+        })
     }
 }
 
@@ -525,6 +599,8 @@ struct Record {
     reference: FullName,
     commit: Option<ObjectId>,
     parent: Option<ObjectId>,
+    /// Normalised committed paths; empty for records stored before they were recorded.
+    paths: Vec<String>,
 }
 
 impl Record {
@@ -555,10 +631,17 @@ impl Record {
                 )));
             }
         }
+        let mut paths = BTreeSet::new();
+        for p in &prepared.paths {
+            let p = validate_commit_path(p)
+                .map_err(|e| invalid(format!("committed path {p:?}: {e}")))?;
+            paths.insert(p);
+        }
         Ok(Record {
             reference,
             commit,
             parent,
+            paths: paths.into_iter().collect(),
         })
     }
 }
@@ -654,6 +737,236 @@ fn tracked_entries(
         }
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Keeping `.git/index` in line with a published commit
+
+/// Brings `.git/index` in line with the published `commit` for the committed paths.
+/// Never fails the publish: whatever goes wrong or is refused is logged, and the index
+/// is then left exactly as it was.
+fn sync_index(ws: &Workspace, record: &Record, commit: ObjectId) {
+    match update_index(ws, record, commit) {
+        Ok(IndexUpdate::Updated(n)) => {
+            debug!(%commit, entries = n, "index updated for the committed paths");
+        }
+        Ok(IndexUpdate::Created) => debug!(%commit, "index created from the commit's tree"),
+        Err(reason) => {
+            warn!(%commit, %reason, "the index (.git/index) was left untouched; `git status` may show the committed paths as staged with their old content");
+        }
+    }
+}
+
+enum IndexUpdate {
+    /// An existing index was rewritten; the number of entries now set for the paths.
+    Updated(usize),
+    /// There was no index; one holding the commit's whole tree was written.
+    Created,
+}
+
+const INDEX: &str = ".git/index";
+
+fn update_index(ws: &Workspace, record: &Record, commit: ObjectId) -> Result<IndexUpdate, String> {
+    let repo = &ws.repo;
+    // Only when the work tree is still on this branch, at this commit.
+    let head = resolve_head(repo).map_err(|e| format!("cannot read HEAD: {e}"))?;
+    if head.reference != record.reference || head.commit != Some(commit) {
+        return Err(format!(
+            "HEAD no longer names {} at the published commit",
+            record.reference.as_bstr()
+        ));
+    }
+    let tree = head.tree.ok_or("the published commit has no tree")?;
+    let index_path = ws.root_path.join(INDEX);
+    // Held from before the read until the rename: git (or anyone honouring the lock)
+    // cannot change the index in between. Dropping it removes `index.lock`.
+    let lock = gix::lock::File::acquire_to_update_resource(
+        &index_path,
+        gix::lock::acquire::Fail::Immediately,
+        None,
+        0,
+    )
+    .map_err(|e| format!("cannot lock the index: {e}"))?;
+
+    let meta = match ws.root.symlink_metadata(INDEX) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // No index yet (fresh repository): the commit's whole tree.
+            let file = repo
+                .index_from_tree(&tree)
+                .map_err(|e| format!("cannot build an index from the tree: {e}"))?;
+            commit_index(&file, lock)?;
+            return Ok(IndexUpdate::Created);
+        }
+        Err(e) => return Err(format!("cannot stat {INDEX}: {e}")),
+    };
+    if meta.is_symlink() {
+        return Err(format!("{INDEX} is a symlink, it is never followed"));
+    }
+    if !meta.is_file() {
+        return Err(format!("{INDEX} is not a regular file"));
+    }
+    let (_, data) = read_file(
+        &ws.root,
+        OsStr::new(INDEX),
+        &meta,
+        INDEX.as_bytes().as_bstr(),
+    )
+    .map_err(|e| e.to_string())?;
+    let hash = repo.object_hash();
+    // The timestamp is only passed through, never written.
+    let timestamp = gix::index::State::new(hash).timestamp();
+    let options = gix::index::decode::Options {
+        thread_limit: Some(1),
+        ..Default::default()
+    };
+    let (mut state, checksum) = gix::index::State::from_bytes(&data, timestamp, hash, options)
+        .map_err(|e| format!("cannot decode the index: {e}"))?;
+    if let Some(expected) = checksum {
+        let body = data
+            .len()
+            .checked_sub(hash.len_in_bytes())
+            .and_then(|n| data.get(..n))
+            .ok_or("the index is truncated")?;
+        let mut hasher = gix::hash::hasher(hash);
+        hasher.update(body);
+        let actual = hasher
+            .try_finalize()
+            .map_err(|e| format!("cannot hash the index: {e}"))?;
+        if actual != expected {
+            return Err("the index checksum does not match its content".into());
+        }
+    }
+    if state.link().is_some() {
+        return Err("the index is split (core.splitIndex); not supported".into());
+    }
+    if state.is_sparse() {
+        return Err("the index is sparse (index.sparse); not supported".into());
+    }
+
+    let paths = if record.paths.is_empty() {
+        changed_paths(repo, record.parent, tree)?
+    } else {
+        record.paths.clone()
+    };
+    let wanted = tracked_entries(repo, Some(tree), &paths).map_err(|e| e.to_string())?;
+    for path in wanted.keys() {
+        if path
+            .split(|b| *b == b'/')
+            .any(|c| c.is_empty() || c == b"." || c == b".." || is_dot_git(c))
+        {
+            return Err(format!("refusing to stage the path {path:?}"));
+        }
+    }
+    // Files standing where the new entries need a directory are replaced too.
+    let mut ancestors = BTreeSet::new();
+    for path in wanted.keys() {
+        for (i, b) in path.iter().enumerate() {
+            if *b == b'/' {
+                ancestors.insert(path[..i].as_bstr().to_owned());
+            }
+        }
+    }
+    let covered = |p: &BStr| -> bool {
+        ancestors.contains(p)
+            || paths.iter().any(|c| {
+                let c = c.as_bytes();
+                p.as_bytes() == c || (p.len() > c.len() && p.starts_with(c) && p[c.len()] == b'/')
+            })
+    };
+    let unmerged = state
+        .entries()
+        .iter()
+        .find(|e| e.stage() != gix::index::entry::Stage::Unconflicted && covered(e.path(&state)));
+    if let Some(e) = unmerged {
+        return Err(format!(
+            "the index has unmerged entries for the committed path {:?}",
+            e.path(&state)
+        ));
+    }
+    state.remove_entries(|_, path, _| covered(path));
+    for (path, (kind, id)) in &wanted {
+        state.dangerously_push_entry(
+            gix::index::entry::Stat::default(),
+            *id,
+            gix::index::entry::Flags::empty(),
+            (*kind).into(),
+            path.as_bstr(),
+        );
+    }
+    state.sort_entries();
+    // The cached trees no longer describe the entries.
+    state.remove_tree();
+    let file = gix::index::File::from_state(state, index_path);
+    commit_index(&file, lock)?;
+    Ok(IndexUpdate::Updated(wanted.len()))
+}
+
+/// Writes `file` into the held `lock` (`index.lock`) and renames it over the index.
+fn commit_index(file: &gix::index::File, mut lock: gix::lock::File) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut bytes = Vec::new();
+    file.write_to(&mut bytes, Default::default())
+        .map_err(|e| format!("cannot encode the index: {e}"))?;
+    lock.write_all(&bytes)
+        .map_err(|e| format!("cannot write index.lock: {e}"))?;
+    lock.commit()
+        .map_err(|e| format!("cannot rename index.lock over the index: {}", e.error))?;
+    Ok(())
+}
+
+/// For records without paths: every file path whose entry differs between the
+/// parent's tree and `tree`.
+fn changed_paths(
+    repo: &Repository,
+    parent: Option<ObjectId>,
+    tree: ObjectId,
+) -> Result<Vec<String>, String> {
+    let files = |tree: ObjectId| -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, String> {
+        let tree = repo.find_tree(tree).map_err(|e| e.to_string())?;
+        let mut out = BTreeMap::new();
+        for record in tree
+            .traverse()
+            .breadthfirst
+            .files()
+            .map_err(|e| e.to_string())?
+        {
+            if record.mode.kind() != EntryKind::Tree {
+                out.insert(record.filepath, (record.mode.kind(), record.oid));
+            }
+        }
+        Ok(out)
+    };
+    let old = match parent {
+        Some(parent) => {
+            let tree = repo
+                .find_commit(parent)
+                .map_err(|e| e.to_string())?
+                .tree_id()
+                .map_err(|e| e.to_string())?
+                .detach();
+            files(tree)?
+        }
+        None => BTreeMap::new(),
+    };
+    let new = files(tree)?;
+    let mut out = BTreeSet::new();
+    for (path, entry) in &old {
+        if new.get(path) != Some(entry) {
+            out.insert(path.clone());
+        }
+    }
+    for path in new.keys() {
+        if !old.contains_key(path) {
+            out.insert(path.clone());
+        }
+    }
+    out.into_iter()
+        .map(|p| {
+            // Checked for `.git` and `..` components with the other staged paths.
+            String::from_utf8(p.into()).map_err(|_| "a changed path is not UTF-8".to_owned())
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -1114,6 +1427,236 @@ mod tests {
             .collect()
     }
 
+    /// `mode id path` of `git ls-files -s` (stage 0 only) or of `git ls-tree -r`.
+    fn index_entries(ws: &Path, under: &str) -> Vec<String> {
+        git(ws, &["ls-files", "-s", "--", under])
+            .lines()
+            .map(|l| {
+                let (meta, path) = l.split_once('\t').unwrap();
+                let f: Vec<&str> = meta.split(' ').collect();
+                assert_eq!(f[2], "0", "{l}");
+                format!("{} {} {path}", f[0], f[1])
+            })
+            .collect()
+    }
+
+    fn tree_entries(ws: &Path, under: &str) -> Vec<String> {
+        git(ws, &["ls-tree", "-r", "HEAD", "--", under])
+            .lines()
+            .map(|l| {
+                let (meta, path) = l.split_once('\t').unwrap();
+                let f: Vec<&str> = meta.split(' ').collect();
+                format!("{} {} {path}", f[0], f[2])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn index_follows_the_commit_and_keeps_the_rest() {
+        let t = repo();
+        let ws = t.path();
+        // A cache-tree that would go stale.
+        git(ws, &["write-tree"]);
+        write(ws, "a.txt", "a2\n");
+        write(ws, "b.txt", "b2\n");
+        write(ws, "untracked.txt", "u\n");
+        commit(ws, &["a.txt"], "change a");
+        let status = git(ws, &["status", "--porcelain"]);
+        assert!(!status.contains("a.txt"), "{status}");
+        assert!(status.contains(" M b.txt"), "{status}");
+        assert!(status.contains("?? untracked.txt"), "{status}");
+        assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "");
+        assert_eq!(git(ws, &["show", ":a.txt"]), "a2\n");
+        // The index writes the same tree as HEAD: no stale cache-tree.
+        assert_eq!(
+            git(ws, &["write-tree"]).trim(),
+            git(ws, &["rev-parse", "HEAD^{tree}"]).trim()
+        );
+        // A plain git commit afterwards does not undo the change.
+        git(ws, &["commit", "-q", "-am", "b"]);
+        assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a2\n");
+        assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b2\n");
+    }
+
+    #[test]
+    fn staged_changes_outside_the_commit_survive() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "b.txt", "b staged\n");
+        git(ws, &["add", "b.txt"]);
+        // A staged version of a committed path is replaced by the committed one.
+        write(ws, "a.txt", "a staged\n");
+        git(ws, &["add", "a.txt"]);
+        write(ws, "a.txt", "a2\n");
+        commit(ws, &["a.txt"], "change a");
+        assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "b.txt\n");
+        assert_eq!(git(ws, &["show", ":b.txt"]), "b staged\n");
+        assert_eq!(git(ws, &["show", ":a.txt"]), "a2\n");
+        assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
+        let status = git(ws, &["status", "--porcelain"]);
+        assert_eq!(status, "M  b.txt\n");
+    }
+
+    #[test]
+    fn directory_commit_replaces_its_index_entries() {
+        let t = repo();
+        let ws = t.path();
+        std::fs::remove_file(ws.join("dir/old.txt")).unwrap();
+        write(ws, "dir/new.txt", "new\n");
+        write(ws, "dir/sub/deep.txt", "deep\n");
+        write(ws, "dir/run.sh", "#!/bin/sh\n");
+        std::fs::set_permissions(
+            ws.join("dir/run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        symlink("keep.txt", ws.join("dir/rel")).unwrap();
+        // A file staged where the commit now has a directory, and one staged inside.
+        write(ws, "dir/staged.txt", "staged\n");
+        git(ws, &["add", "dir/staged.txt"]);
+        std::fs::remove_file(ws.join("dir/staged.txt")).unwrap();
+        commit(ws, &["dir"], "dir");
+        assert_eq!(git(ws, &["status", "--porcelain", "--", "dir"]), "");
+        let index = index_entries(ws, "dir");
+        assert_eq!(index, tree_entries(ws, "dir"));
+        let modes: Vec<String> = index
+            .iter()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                format!("{} {}", f[0], f[2])
+            })
+            .collect();
+        assert_eq!(
+            modes,
+            vec![
+                "100644 dir/keep.txt",
+                "100644 dir/new.txt",
+                "120000 dir/rel",
+                "100755 dir/run.sh",
+                "100644 dir/sub/deep.txt",
+            ]
+        );
+        assert_eq!(git(ws, &["status", "--porcelain"]), "");
+    }
+
+    #[test]
+    fn deleted_file_leaves_the_index() {
+        let t = repo();
+        let ws = t.path();
+        std::fs::remove_file(ws.join("b.txt")).unwrap();
+        commit(ws, &["b.txt"], "remove b");
+        assert_eq!(git(ws, &["ls-files"]), "a.txt\ndir/keep.txt\ndir/old.txt\n");
+        assert_eq!(git(ws, &["status", "--porcelain"]), "");
+        std::fs::remove_dir_all(ws.join("dir")).unwrap();
+        commit(ws, &["dir"], "remove dir");
+        assert_eq!(git(ws, &["ls-files"]), "a.txt\n");
+        assert_eq!(git(ws, &["status", "--porcelain"]), "");
+    }
+
+    #[test]
+    fn root_commit_creates_the_index() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        assert!(!ws.join(".git/index").exists());
+        write(ws, "f.txt", "first\n");
+        write(ws, "d/g.txt", "g\n");
+        write(ws, "other.txt", "not committed\n");
+        commit(ws, &["f.txt", "d"], "root");
+        assert_eq!(git(ws, &["ls-files"]), "d/g.txt\nf.txt\n");
+        assert_eq!(git(ws, &["status", "--porcelain"]), "?? other.txt\n");
+    }
+
+    #[test]
+    fn publishing_twice_keeps_the_index_right() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "a.txt", "a2\n");
+        let prepared = commit(ws, &["a.txt"], "change a");
+        publish(ws, &prepared).unwrap();
+        assert_eq!(git(ws, &["status", "--porcelain"]), "");
+        // A record without paths (stored by an older version) still works.
+        let legacy = Prepared {
+            paths: Vec::new(),
+            ..prepared.clone()
+        };
+        write(ws, "b.txt", "b staged\n");
+        git(ws, &["add", "b.txt"]);
+        std::fs::remove_file(ws.join(".git/index")).unwrap();
+        publish(ws, &legacy).unwrap();
+        // No index: recreated from the whole tree.
+        assert_eq!(index_entries(ws, "."), tree_entries(ws, "."));
+        git(ws, &["read-tree", "HEAD^"]);
+        publish(ws, &legacy).unwrap();
+        assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "");
+        assert_eq!(git(ws, &["status", "--porcelain"]), " M b.txt\n");
+    }
+
+    #[test]
+    fn symlinked_index_is_never_followed() {
+        let t = repo();
+        let ws = t.path();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("index");
+        std::fs::rename(ws.join(".git/index"), &target).unwrap();
+        symlink(&target, ws.join(".git/index")).unwrap();
+        let before = std::fs::read(&target).unwrap();
+        write(ws, "a.txt", "a2\n");
+        let prepared = commit(ws, &["a.txt"], "change a");
+        assert_eq!(head(ws), prepared.commit.unwrap());
+        assert_eq!(std::fs::read(&target).unwrap(), before);
+        let meta = std::fs::symlink_metadata(ws.join(".git/index")).unwrap();
+        assert!(meta.file_type().is_symlink());
+    }
+
+    #[test]
+    fn held_index_lock_is_respected() {
+        let t = repo();
+        let ws = t.path();
+        std::fs::write(ws.join(".git/index.lock"), "someone else's").unwrap();
+        let before = std::fs::read(ws.join(".git/index")).unwrap();
+        write(ws, "a.txt", "a2\n");
+        let prepared = commit(ws, &["a.txt"], "change a");
+        assert_eq!(head(ws), prepared.commit.unwrap());
+        assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".git/index.lock")).unwrap(),
+            "someone else's"
+        );
+    }
+
+    #[test]
+    fn split_index_and_conflicts_are_left_alone() {
+        let t = repo();
+        let ws = t.path();
+        git(ws, &["update-index", "--split-index"]);
+        let before = std::fs::read(ws.join(".git/index")).unwrap();
+        write(ws, "a.txt", "a2\n");
+        commit(ws, &["a.txt"], "change a");
+        assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+        git(ws, &["update-index", "--no-split-index"]);
+        git(ws, &["reset", "-q"]);
+
+        // An unmerged committed path.
+        git(ws, &["checkout", "-q", "-b", "side"]);
+        write(ws, "b.txt", "side\n");
+        git(ws, &["commit", "-q", "-am", "side"]);
+        git(ws, &["checkout", "-q", "main"]);
+        write(ws, "b.txt", "main\n");
+        git(ws, &["commit", "-q", "-am", "main"]);
+        let merge = git_cmd(
+            ws,
+            &["user.name=x", "user.email=x@x", "core.hooksPath=/dev/null"],
+            &["merge", "-q", "side"],
+        );
+        assert!(!merge.status.success());
+        let before = std::fs::read(ws.join(".git/index")).unwrap();
+        write(ws, "b.txt", "resolved\n");
+        let prepared = commit(ws, &["b.txt"], "resolve");
+        assert_eq!(head(ws), prepared.commit.unwrap());
+        assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+    }
+
     #[test]
     fn commits_exactly_the_given_file() {
         let t = repo();
@@ -1489,6 +2032,10 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&blob.stdout), "raw bytes\n");
         let rev = git_cmd(ws, &safe, &["rev-parse", "refs/heads/main"]);
         assert_eq!(String::from_utf8_lossy(&rev.stdout).trim(), id);
+        // The index was updated too (object-level comparison: no filter runs).
+        let staged = git_cmd(ws, &safe, &["diff", "--cached", "--name-only"]);
+        assert!(staged.status.success());
+        assert_eq!(String::from_utf8_lossy(&staged.stdout), "");
 
         // Control: the planted programs are live, a plain git commit runs them.
         let _ = git_cmd(
@@ -1498,6 +2045,32 @@ mod tests {
         );
         let ran = std::fs::read_dir(&markers).unwrap().count();
         assert!(ran > 0, "the hostile setup should trigger plain git");
+    }
+
+    #[test]
+    fn stale_locks_of_a_dead_writer_are_cleared_and_live_ones_kept() {
+        let t = repo();
+        let ws = t.path();
+        write(ws, "a.txt", "a2\n");
+        let p = paths(&["a.txt"]);
+        let fp = fingerprint(ws, &p).unwrap();
+        let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+        let lock = ws.join(".git/refs/heads/main.lock");
+        std::fs::write(&lock, "").unwrap();
+        // A fresh lock (a live writer): kept, and publishing fails.
+        let boot = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        assert!(clear_stale_locks(ws, &prepared, boot).unwrap().is_empty());
+        assert!(lock.exists());
+        publish(ws, &prepared).expect_err("the branch is locked");
+        // The same lock, older than this daemon's start: left by our
+        // previous life, removed; the publish goes through.
+        let f = std::fs::File::options().write(true).open(&lock).unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .unwrap();
+        let removed = clear_stale_locks(ws, &prepared, boot).unwrap();
+        assert_eq!(removed, vec![".git/refs/heads/main.lock".to_string()]);
+        publish(ws, &prepared).unwrap();
+        assert_eq!(Some(head(ws)), prepared.commit);
     }
 
     #[test]
@@ -1724,6 +2297,7 @@ mod tests {
             parent: Some(parent.clone()),
             reference: "refs/heads/main".into(),
             nothing_to_commit: false,
+            paths: Vec::new(),
         };
         assert!(matches!(
             publish(ws, &bogus),
@@ -1734,6 +2308,7 @@ mod tests {
             parent: Some(parent),
             reference: "HEAD".into(),
             nothing_to_commit: true,
+            paths: Vec::new(),
         };
         assert!(matches!(
             ref_state(ws, &not_branch),

@@ -13,6 +13,9 @@ use crate::store::{PolicyRow, PolicyStatus, now_ms};
 use serde_json::{Value, json};
 use std::path::Path;
 
+/// Tries at publishing a prepared commit before the policy is blocked.
+const PUBLISH_ATTEMPTS: u32 = 5;
+
 fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
     p.plan.as_ref().and_then(|plan| plan.get(key))
 }
@@ -218,22 +221,38 @@ impl Engine {
                 }
             }
         };
-        let ws = workspace.clone();
-        let pr = prepared.clone();
-        let state = tokio::task::spawn_blocking(move || {
-            let state = commit::ref_state(Path::new(&ws), &pr)?;
-            match state {
-                RefState::AtParent => {
-                    commit::publish(Path::new(&ws), &pr).map(|_| RefState::AtCommit)
+        // Publish (or, after a crash, finish publishing): a branch still at
+        // the parent is moved; one already at the commit only gets its
+        // index brought in line. A lock held by a live git process is
+        // waited out a few times before the policy is blocked.
+        let mut attempt = 0;
+        let state = loop {
+            attempt += 1;
+            let ws = workspace.clone();
+            let pr = prepared.clone();
+            let boot = self.inner.boot_time;
+            let outcome = tokio::task::spawn_blocking(move || {
+                commit::clear_stale_locks(Path::new(&ws), &pr, boot)?;
+                match commit::ref_state(Path::new(&ws), &pr)? {
+                    RefState::AtParent | RefState::AtCommit => {
+                        commit::publish(Path::new(&ws), &pr).map(|_| RefState::AtCommit)
+                    }
+                    other => Ok(other),
                 }
-                other => Ok(other),
+            })
+            .await
+            .map_err(|e| EngineError::Conflict {
+                code: "internal",
+                message: format!("commit task failed: {e}"),
+            })?;
+            match outcome {
+                Err(e @ CommitError::Git { .. }) if attempt < PUBLISH_ATTEMPTS => {
+                    tracing::info!(policy = id, attempt, error = %e, "publishing the commit failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                other => break other,
             }
-        })
-        .await
-        .map_err(|e| EngineError::Conflict {
-            code: "internal",
-            message: format!("commit task failed: {e}"),
-        })?;
+        };
         match state {
             Ok(RefState::AtCommit) | Ok(RefState::Descends) => {
                 self.finish_commit(id, prepared.commit.clone(), false)

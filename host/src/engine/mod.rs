@@ -66,6 +66,9 @@ struct Inner {
     webhooks: Vec<String>,
     default_nudge: String,
     started: sessions::Started,
+    /// When this daemon started: a git lock file older than this, on a
+    /// commit being recovered, was left by our previous life.
+    boot_time: std::time::SystemTime,
 }
 
 impl std::fmt::Debug for Engine {
@@ -99,6 +102,7 @@ impl Engine {
                 webhooks: config.webhook_url.into_iter().collect(),
                 default_nudge: config.default_nudge,
                 started: sessions::Started::default(),
+                boot_time: std::time::SystemTime::now(),
                 runner,
             }),
         })
