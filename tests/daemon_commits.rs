@@ -501,3 +501,53 @@ fn events_tail_follows_the_bus_for_a_person() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let s0 = Scratch::new();
+    let (s, d) = setup_with(&format!(
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        plugins.display(),
+        s0.etc.join("cache").display()
+    ));
+    let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {
+        "scope": "changed",
+        "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]
+    }}});
+    // An untracked file with a dbg!: the plugin must see it as changed.
+    s.write_ws("src/new.rs", "fn f() { dbg!(1); }\n");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 0}}));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "blocked", T);
+    let findings = &p["verdict"]["gates"][0]["findings"];
+    assert_eq!(findings[0]["path"], "src/new.rs", "{p}");
+    // Once that file is committed, it is no longer a change: the same gate
+    // passes (the plugin sees the diff since HEAD, not every file).
+    for args in [
+        &["add", "src/new.rs"][..],
+        &["commit", "-q", "-m", "by hand"][..],
+    ] {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+            ])
+            .args(args)
+            .current_dir(&s.ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("git");
+        assert!(out.status.success());
+    }
+    std::fs::write(s.ws.join("README"), "a clean change\n").expect("write");
+    let again = d.attach(json!({"sessionId": "s1", "gate": gate}));
+    let p = d.wait_status(&again, "done", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+}

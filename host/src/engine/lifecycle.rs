@@ -195,9 +195,31 @@ impl Engine {
             })
             .collect::<Vec<_>>()
             .join("\n\n");
+        // Plugins see the change since HEAD (computed in process: nothing
+        // the repository names runs). A workspace without git has no
+        // baseline: plugins then get no changed files.
+        let needs_diff = gates
+            .iter()
+            .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
+        let diff = if needs_diff && Path::new(workspace).join(".git").is_dir() {
+            let ws = workspace.to_string();
+            match tokio::task::spawn_blocking(move || crate::commit::workspace_diff(Path::new(&ws)))
+                .await
+            {
+                Ok(Ok(d)) => Some(d),
+                Ok(Err(e)) => {
+                    return error_report(format!(
+                        "cannot compute the workspace's changes for the plugins: {e}"
+                    ));
+                }
+                Err(e) => return error_report(format!("the diff task failed: {e}")),
+            }
+        } else {
+            None
+        };
         let ctx = GateContext {
             text: (!text.is_empty()).then_some(text),
-            diff: None,
+            diff,
             session_id: policy.sessions.first().cloned(),
             policy_id: Some(policy.id.clone()),
         };

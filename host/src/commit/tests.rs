@@ -1,0 +1,983 @@
+use super::*;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::process::Command;
+
+/// Runs the git CLI for setup and inspection, isolated from the machine's config.
+fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_OBJECT_DIRECTORY")
+        .env_remove("GIT_AUTHOR_NAME")
+        .env_remove("GIT_AUTHOR_EMAIL")
+        .env_remove("GIT_COMMITTER_NAME")
+        .env_remove("GIT_COMMITTER_EMAIL")
+        .arg("--no-pager");
+    for e in extra {
+        cmd.arg("-c").arg(e);
+    }
+    cmd.args(args).output().expect("run git")
+}
+
+/// git with setup options that neutralise hooks and signing.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_cmd(
+        dir,
+        &[
+            "user.name=Setup",
+            "user.email=setup@example.com",
+            "core.hooksPath=/dev/null",
+            "commit.gpgSign=false",
+            "core.fsmonitor=false",
+        ],
+        args,
+    );
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn write(ws: &Path, rel: &str, content: &str) {
+    let p = ws.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+}
+
+/// A repository on `main` with a.txt, b.txt, dir/keep.txt and dir/old.txt committed.
+fn repo() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    write(ws, "a.txt", "a1\n");
+    write(ws, "b.txt", "b1\n");
+    write(ws, "dir/keep.txt", "keep\n");
+    write(ws, "dir/old.txt", "old\n");
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-q", "-m", "initial"]);
+    t
+}
+
+fn paths(p: &[&str]) -> Vec<String> {
+    p.iter().map(|s| s.to_string()).collect()
+}
+
+fn commit(ws: &Path, p: &[&str], msg: &str) -> Prepared {
+    let p = paths(p);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, msg, &fp).unwrap();
+    publish(ws, &prepared).unwrap();
+    prepared
+}
+
+fn head(ws: &Path) -> String {
+    git(ws, &["rev-parse", "HEAD"]).trim().to_owned()
+}
+
+/// `mode path` lines of `git ls-tree -r rev`.
+fn ls_tree(ws: &Path, rev: &str) -> Vec<String> {
+    git(ws, &["ls-tree", "-r", rev])
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').unwrap();
+            format!("{} {}", meta.split(' ').next().unwrap(), path)
+        })
+        .collect()
+}
+
+/// `mode id path` of `git ls-files -s` (stage 0 only) or of `git ls-tree -r`.
+fn index_entries(ws: &Path, under: &str) -> Vec<String> {
+    git(ws, &["ls-files", "-s", "--", under])
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').unwrap();
+            let f: Vec<&str> = meta.split(' ').collect();
+            assert_eq!(f[2], "0", "{l}");
+            format!("{} {} {path}", f[0], f[1])
+        })
+        .collect()
+}
+
+fn tree_entries(ws: &Path, under: &str) -> Vec<String> {
+    git(ws, &["ls-tree", "-r", "HEAD", "--", under])
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').unwrap();
+            let f: Vec<&str> = meta.split(' ').collect();
+            format!("{} {} {path}", f[0], f[2])
+        })
+        .collect()
+}
+
+#[test]
+fn index_follows_the_commit_and_keeps_the_rest() {
+    let t = repo();
+    let ws = t.path();
+    // A cache-tree that would go stale.
+    git(ws, &["write-tree"]);
+    write(ws, "a.txt", "a2\n");
+    write(ws, "b.txt", "b2\n");
+    write(ws, "untracked.txt", "u\n");
+    commit(ws, &["a.txt"], "change a");
+    let status = git(ws, &["status", "--porcelain"]);
+    assert!(!status.contains("a.txt"), "{status}");
+    assert!(status.contains(" M b.txt"), "{status}");
+    assert!(status.contains("?? untracked.txt"), "{status}");
+    assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "");
+    assert_eq!(git(ws, &["show", ":a.txt"]), "a2\n");
+    // The index writes the same tree as HEAD: no stale cache-tree.
+    assert_eq!(
+        git(ws, &["write-tree"]).trim(),
+        git(ws, &["rev-parse", "HEAD^{tree}"]).trim()
+    );
+    // A plain git commit afterwards does not undo the change.
+    git(ws, &["commit", "-q", "-am", "b"]);
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a2\n");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b2\n");
+}
+
+#[test]
+fn staged_changes_outside_the_commit_survive() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "b.txt", "b staged\n");
+    git(ws, &["add", "b.txt"]);
+    // A staged version of a committed path is replaced by the committed one.
+    write(ws, "a.txt", "a staged\n");
+    git(ws, &["add", "a.txt"]);
+    write(ws, "a.txt", "a2\n");
+    commit(ws, &["a.txt"], "change a");
+    assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "b.txt\n");
+    assert_eq!(git(ws, &["show", ":b.txt"]), "b staged\n");
+    assert_eq!(git(ws, &["show", ":a.txt"]), "a2\n");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
+    let status = git(ws, &["status", "--porcelain"]);
+    assert_eq!(status, "M  b.txt\n");
+}
+
+#[test]
+fn directory_commit_replaces_its_index_entries() {
+    let t = repo();
+    let ws = t.path();
+    std::fs::remove_file(ws.join("dir/old.txt")).unwrap();
+    write(ws, "dir/new.txt", "new\n");
+    write(ws, "dir/sub/deep.txt", "deep\n");
+    write(ws, "dir/run.sh", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        ws.join("dir/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    symlink("keep.txt", ws.join("dir/rel")).unwrap();
+    // A file staged where the commit now has a directory, and one staged inside.
+    write(ws, "dir/staged.txt", "staged\n");
+    git(ws, &["add", "dir/staged.txt"]);
+    std::fs::remove_file(ws.join("dir/staged.txt")).unwrap();
+    commit(ws, &["dir"], "dir");
+    assert_eq!(git(ws, &["status", "--porcelain", "--", "dir"]), "");
+    let index = index_entries(ws, "dir");
+    assert_eq!(index, tree_entries(ws, "dir"));
+    let modes: Vec<String> = index
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            format!("{} {}", f[0], f[2])
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        vec![
+            "100644 dir/keep.txt",
+            "100644 dir/new.txt",
+            "120000 dir/rel",
+            "100755 dir/run.sh",
+            "100644 dir/sub/deep.txt",
+        ]
+    );
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn deleted_file_leaves_the_index() {
+    let t = repo();
+    let ws = t.path();
+    std::fs::remove_file(ws.join("b.txt")).unwrap();
+    commit(ws, &["b.txt"], "remove b");
+    assert_eq!(git(ws, &["ls-files"]), "a.txt\ndir/keep.txt\ndir/old.txt\n");
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+    std::fs::remove_dir_all(ws.join("dir")).unwrap();
+    commit(ws, &["dir"], "remove dir");
+    assert_eq!(git(ws, &["ls-files"]), "a.txt\n");
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn root_commit_creates_the_index() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    assert!(!ws.join(".git/index").exists());
+    write(ws, "f.txt", "first\n");
+    write(ws, "d/g.txt", "g\n");
+    write(ws, "other.txt", "not committed\n");
+    commit(ws, &["f.txt", "d"], "root");
+    assert_eq!(git(ws, &["ls-files"]), "d/g.txt\nf.txt\n");
+    assert_eq!(git(ws, &["status", "--porcelain"]), "?? other.txt\n");
+}
+
+#[test]
+fn publishing_twice_keeps_the_index_right() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "a2\n");
+    let prepared = commit(ws, &["a.txt"], "change a");
+    publish(ws, &prepared).unwrap();
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+    // A record without paths (stored by an older version) still works.
+    let legacy = Prepared {
+        paths: Vec::new(),
+        ..prepared.clone()
+    };
+    write(ws, "b.txt", "b staged\n");
+    git(ws, &["add", "b.txt"]);
+    std::fs::remove_file(ws.join(".git/index")).unwrap();
+    publish(ws, &legacy).unwrap();
+    // No index: recreated from the whole tree.
+    assert_eq!(index_entries(ws, "."), tree_entries(ws, "."));
+    git(ws, &["read-tree", "HEAD^"]);
+    publish(ws, &legacy).unwrap();
+    assert_eq!(git(ws, &["diff", "--cached", "--name-only"]), "");
+    assert_eq!(git(ws, &["status", "--porcelain"]), " M b.txt\n");
+}
+
+#[test]
+fn symlinked_index_is_never_followed() {
+    let t = repo();
+    let ws = t.path();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("index");
+    std::fs::rename(ws.join(".git/index"), &target).unwrap();
+    symlink(&target, ws.join(".git/index")).unwrap();
+    let before = std::fs::read(&target).unwrap();
+    write(ws, "a.txt", "a2\n");
+    let prepared = commit(ws, &["a.txt"], "change a");
+    assert_eq!(head(ws), prepared.commit.unwrap());
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+    let meta = std::fs::symlink_metadata(ws.join(".git/index")).unwrap();
+    assert!(meta.file_type().is_symlink());
+}
+
+#[test]
+fn held_index_lock_is_respected() {
+    let t = repo();
+    let ws = t.path();
+    std::fs::write(ws.join(".git/index.lock"), "someone else's").unwrap();
+    let before = std::fs::read(ws.join(".git/index")).unwrap();
+    write(ws, "a.txt", "a2\n");
+    let prepared = commit(ws, &["a.txt"], "change a");
+    assert_eq!(head(ws), prepared.commit.unwrap());
+    assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/index.lock")).unwrap(),
+        "someone else's"
+    );
+}
+
+#[test]
+fn split_index_and_conflicts_are_left_alone() {
+    let t = repo();
+    let ws = t.path();
+    git(ws, &["update-index", "--split-index"]);
+    let before = std::fs::read(ws.join(".git/index")).unwrap();
+    write(ws, "a.txt", "a2\n");
+    commit(ws, &["a.txt"], "change a");
+    assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+    git(ws, &["update-index", "--no-split-index"]);
+    git(ws, &["reset", "-q"]);
+
+    // An unmerged committed path.
+    git(ws, &["checkout", "-q", "-b", "side"]);
+    write(ws, "b.txt", "side\n");
+    git(ws, &["commit", "-q", "-am", "side"]);
+    git(ws, &["checkout", "-q", "main"]);
+    write(ws, "b.txt", "main\n");
+    git(ws, &["commit", "-q", "-am", "main"]);
+    let merge = git_cmd(
+        ws,
+        &["user.name=x", "user.email=x@x", "core.hooksPath=/dev/null"],
+        &["merge", "-q", "side"],
+    );
+    assert!(!merge.status.success());
+    let before = std::fs::read(ws.join(".git/index")).unwrap();
+    write(ws, "b.txt", "resolved\n");
+    let prepared = commit(ws, &["b.txt"], "resolve");
+    assert_eq!(head(ws), prepared.commit.unwrap());
+    assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), before);
+}
+
+#[test]
+fn commits_exactly_the_given_file() {
+    let t = repo();
+    let ws = t.path();
+    let before = head(ws);
+    write(ws, "a.txt", "a2\n");
+    write(ws, "b.txt", "b2\n");
+    write(ws, "untracked.txt", "u\n");
+    let prepared = commit(ws, &["a.txt"], "change a");
+    let after = head(ws);
+    assert_eq!(prepared.commit.as_deref(), Some(after.as_str()));
+    assert_eq!(prepared.parent.as_deref(), Some(before.as_str()));
+    assert_eq!(prepared.reference, "refs/heads/main");
+    assert_eq!(
+        git(ws, &["show", "--name-only", "--format=", "HEAD"]),
+        "a.txt\n"
+    );
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a2\n");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
+    assert_eq!(git(ws, &["rev-parse", "HEAD^"]).trim(), before);
+    assert!(!git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]).contains("untracked"));
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%B", "HEAD"]).trim(),
+        "change a"
+    );
+    // Default identity: the repository config sets none.
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>"]).trim(),
+        "gatehost <gatehost@localhost>|gatehost <gatehost@localhost>"
+    );
+    let status = git(ws, &["status", "--porcelain"]);
+    assert!(status.contains(" M b.txt"), "{status}");
+    assert!(status.contains("?? untracked.txt"), "{status}");
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "b2\n");
+}
+
+#[test]
+fn uses_repository_identity_when_configured() {
+    let t = repo();
+    let ws = t.path();
+    git(ws, &["config", "user.name", "Repo User"]);
+    git(ws, &["config", "user.email", "repo@example.com"]);
+    write(ws, "a.txt", "a2\n");
+    commit(ws, &["a.txt"], "change a");
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>"]).trim(),
+        "Repo User <repo@example.com>|Repo User <repo@example.com>"
+    );
+}
+
+#[test]
+fn directory_path_adds_modifies_removes_and_keeps_modes() {
+    let t = repo();
+    let ws = t.path();
+    let outside = tempfile::tempdir().unwrap();
+    write(ws, ".gitignore", "*.log\n");
+    git(ws, &["add", ".gitignore"]);
+    git(ws, &["commit", "-q", "-m", "ignore logs"]);
+    write(ws, "dir/keep.txt", "keep2\n");
+    std::fs::remove_file(ws.join("dir/old.txt")).unwrap();
+    write(ws, "dir/new.txt", "new\n");
+    write(ws, "dir/sub/deep.txt", "deep\n");
+    write(ws, "dir/debug.log", "noise\n");
+    write(ws, "dir/sub/.gitignore", "secret\n");
+    write(ws, "dir/sub/secret", "s\n");
+    write(ws, "dir/run.sh", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        ws.join("dir/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    symlink(outside.path(), ws.join("dir/out")).unwrap();
+    symlink("keep.txt", ws.join("dir/rel")).unwrap();
+    write(ws, "a.txt", "not committed\n");
+    commit(ws, &["dir"], "dir");
+    let tree = ls_tree(ws, "HEAD");
+    let under_dir: Vec<&String> = tree.iter().filter(|l| l.contains(" dir/")).collect();
+    let mut names: Vec<String> = under_dir.iter().map(|s| s.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            "100644 dir/keep.txt",
+            "100644 dir/new.txt",
+            "100644 dir/sub/.gitignore",
+            "100644 dir/sub/deep.txt",
+            "100755 dir/run.sh",
+            "120000 dir/out",
+            "120000 dir/rel",
+        ]
+    );
+    assert_eq!(
+        git(ws, &["cat-file", "-p", "HEAD:dir/out"]),
+        outside.path().to_str().unwrap()
+    );
+    assert_eq!(git(ws, &["cat-file", "-p", "HEAD:dir/rel"]), "keep.txt");
+    assert_eq!(git(ws, &["show", "HEAD:dir/keep.txt"]), "keep2\n");
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "a1\n");
+}
+
+#[test]
+fn tracked_file_is_updated_even_when_ignored() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "dir/tracked.log", "v1\n");
+    git(ws, &["add", "dir/tracked.log"]);
+    git(ws, &["commit", "-q", "-m", "log"]);
+    write(ws, ".gitignore", "*.log\n");
+    write(ws, "dir/tracked.log", "v2\n");
+    write(ws, "dir/fresh.log", "x\n");
+    commit(ws, &["dir"], "dir");
+    assert_eq!(git(ws, &["show", "HEAD:dir/tracked.log"]), "v2\n");
+    let names = git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert!(!names.contains("fresh.log"), "{names}");
+    assert!(!names.contains(".gitignore"), "{names}");
+}
+
+#[test]
+fn deleted_file_is_removed_and_nothing_to_commit() {
+    let t = repo();
+    let ws = t.path();
+    std::fs::remove_file(ws.join("b.txt")).unwrap();
+    commit(ws, &["b.txt"], "remove b");
+    let names = git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(names, "a.txt\ndir/keep.txt\ndir/old.txt\n");
+
+    let before = head(ws);
+    let p = paths(&["a.txt", "b.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, "noop", &fp).unwrap();
+    assert!(prepared.nothing_to_commit);
+    assert_eq!(prepared.commit, None);
+    assert_eq!(prepared.parent.as_deref(), Some(before.as_str()));
+    publish(ws, &prepared).unwrap();
+    assert_eq!(head(ws), before);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+}
+
+#[test]
+fn deleting_a_whole_directory() {
+    let t = repo();
+    let ws = t.path();
+    std::fs::remove_dir_all(ws.join("dir")).unwrap();
+    commit(ws, &["dir"], "drop dir");
+    assert_eq!(
+        git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]),
+        "a.txt\nb.txt\n"
+    );
+}
+
+#[test]
+fn unborn_head_gives_a_root_commit() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    git(ws, &["init", "-q", "-b", "trunk"]);
+    write(ws, "f.txt", "first\n");
+    write(ws, "other.txt", "not committed\n");
+    let prepared = commit(ws, &["f.txt"], "root");
+    assert_eq!(prepared.parent, None);
+    assert_eq!(prepared.reference, "refs/heads/trunk");
+    assert_eq!(
+        git(ws, &["rev-parse", "refs/heads/trunk"]).trim(),
+        prepared.commit.clone().unwrap()
+    );
+    assert_eq!(git(ws, &["rev-list", "--count", "HEAD"]).trim(), "1");
+    assert_eq!(
+        git(ws, &["ls-tree", "-r", "--name-only", "HEAD"]),
+        "f.txt\n"
+    );
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+    // Publishing again is a no-op.
+    publish(ws, &prepared).unwrap();
+}
+
+#[test]
+fn unborn_head_with_nothing_to_commit() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    let p = paths(&["missing.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, "nothing", &fp).unwrap();
+    assert!(prepared.nothing_to_commit);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+}
+
+#[test]
+fn fingerprint_tracks_content_mode_and_presence_only() {
+    let t = repo();
+    let ws = t.path();
+    let p = paths(&["a.txt", "dir"]);
+    let base = fingerprint(ws, &p).unwrap();
+    assert_eq!(base.len(), 64);
+    // Unrelated changes, ignored files, timestamps, path spelling: no change.
+    write(ws, "b.txt", "other\n");
+    write(ws, "c.txt", "untracked\n");
+    write(ws, ".gitignore", "*.tmp\n");
+    write(ws, "dir/x.tmp", "ignored\n");
+    write(ws, "a.txt", "a1\n");
+    assert_eq!(fingerprint(ws, &p).unwrap(), base);
+    assert_eq!(
+        fingerprint(ws, &paths(&["./dir/", "a.txt", "a.txt"])).unwrap(),
+        base
+    );
+    // Content.
+    write(ws, "a.txt", "a2\n");
+    let content = fingerprint(ws, &p).unwrap();
+    assert_ne!(content, base);
+    write(ws, "a.txt", "a1\n");
+    assert_eq!(fingerprint(ws, &p).unwrap(), base);
+    // Mode.
+    std::fs::set_permissions(
+        ws.join("dir/keep.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mode = fingerprint(ws, &p).unwrap();
+    assert_ne!(mode, base);
+    std::fs::set_permissions(
+        ws.join("dir/keep.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    assert_eq!(fingerprint(ws, &p).unwrap(), base);
+    // Presence: a new file, a deleted file.
+    write(ws, "dir/new.txt", "");
+    let added = fingerprint(ws, &p).unwrap();
+    assert_ne!(added, base);
+    std::fs::remove_file(ws.join("dir/new.txt")).unwrap();
+    assert_eq!(fingerprint(ws, &p).unwrap(), base);
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    let deleted = fingerprint(ws, &p).unwrap();
+    assert_ne!(deleted, base);
+    // Empty file vs absent file differ.
+    write(ws, "a.txt", "");
+    assert_ne!(fingerprint(ws, &p).unwrap(), deleted);
+    // File vs symlink with the same bytes differ.
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    write(ws, "a.txt", "target");
+    let as_file = fingerprint(ws, &p).unwrap();
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    symlink("target", ws.join("a.txt")).unwrap();
+    assert_ne!(fingerprint(ws, &p).unwrap(), as_file);
+    let all = [base, content, mode, added, deleted, as_file];
+    let unique: BTreeSet<&String> = all.iter().collect();
+    assert_eq!(unique.len(), all.len());
+}
+
+#[test]
+fn prepare_refuses_stale_content() {
+    let t = repo();
+    let ws = t.path();
+    let before = head(ws);
+    write(ws, "a.txt", "approved\n");
+    let p = paths(&["a.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    write(ws, "a.txt", "sneaky\n");
+    match prepare(ws, &p, "msg", &fp) {
+        Err(CommitError::Stale { expected, actual }) => {
+            assert_eq!(expected, fp);
+            assert_ne!(actual, fp);
+        }
+        other => panic!("expected Stale, got {other:?}"),
+    }
+    assert_eq!(head(ws), before);
+    // Nothing unapproved was written to the object database.
+    let sneaky = git(ws, &["hash-object", "a.txt"]);
+    let out = git_cmd(ws, &[], &["cat-file", "-e", sneaky.trim()]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn hostile_repository_runs_nothing() {
+    let t = repo();
+    let ws = t.path();
+    let evil = tempfile::tempdir().unwrap();
+    let markers = evil.path().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let script = |name: &str| -> String {
+        let path = evil.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ntouch '{}/{name}'\necho FILTERED\nexit 0\n",
+                markers.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let hooks = [
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "reference-transaction",
+        "post-index-change",
+    ];
+    let hooks_dir = evil.path().join("hooks");
+    std::fs::create_dir(&hooks_dir).unwrap();
+    for hook in hooks {
+        let s = script(&format!("repo-hook-{hook}"));
+        std::fs::copy(&s, ws.join(".git/hooks").join(hook)).unwrap();
+        std::fs::set_permissions(
+            ws.join(".git/hooks").join(hook),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let s = script(&format!("hookspath-{hook}"));
+        std::fs::copy(&s, hooks_dir.join(hook)).unwrap();
+        std::fs::set_permissions(hooks_dir.join(hook), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
+    let included = evil.path().join("included.gitconfig");
+    std::fs::write(
+        &included,
+        format!(
+            "[core]\n\tfsmonitor = {}\n\tpager = {}\n[gpg]\n\tprogram = {}\n[commit]\n\tgpgSign = true\n",
+            script("include-fsmonitor"),
+            script("include-pager"),
+            script("include-gpg"),
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "[core]\n\tfsmonitor = {fsm}\n\tpager = {pager}\n\thooksPath = {hooks}\n\teditor = {editor}\n\tsshCommand = {ssh}\n\
+         [filter \"evil\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\tprocess = {process}\n\trequired = true\n\
+         [commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {gpg}\n[tag]\n\tgpgSign = true\n\
+         [include]\n\tpath = {inc}\n[user]\n\tname = Hostile Repo\n\temail = hostile@example.com\n",
+        fsm = script("fsmonitor"),
+        pager = script("pager"),
+        hooks = hooks_dir.display(),
+        editor = script("editor"),
+        ssh = script("ssh"),
+        clean = script("clean"),
+        smudge = script("smudge"),
+        process = script("process"),
+        gpg = script("gpg"),
+        inc = included.display(),
+    );
+    let mut existing = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    existing.push_str(&config);
+    std::fs::write(ws.join(".git/config"), existing).unwrap();
+    write(ws, ".gitattributes", "* filter=evil\n");
+    write(ws, "a.txt", "raw bytes\n");
+
+    let prepared = commit(ws, &["a.txt", ".gitattributes"], "hostile");
+    publish(ws, &prepared).unwrap();
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+
+    // Checked before any git command runs in the hostile repository.
+    let ran: Vec<_> = std::fs::read_dir(&markers).unwrap().collect();
+    assert!(ran.is_empty(), "programs ran: {ran:?}");
+
+    let id = prepared.commit.clone().unwrap();
+    // Inspect with the hostile features neutralised.
+    let safe = [
+        "core.hooksPath=/dev/null",
+        "core.fsmonitor=false",
+        "core.pager=cat",
+        "include.path=/dev/null",
+    ];
+    let raw = git_cmd(ws, &safe, &["cat-file", "commit", &id]);
+    let raw = String::from_utf8_lossy(&raw.stdout).into_owned();
+    assert!(raw.starts_with("tree "), "{raw}");
+    assert!(!raw.contains("gpgsig"), "{raw}");
+    assert!(
+        raw.contains("author Hostile Repo <hostile@example.com>"),
+        "{raw}"
+    );
+    let blob = git_cmd(ws, &safe, &["cat-file", "blob", &format!("{id}:a.txt")]);
+    assert_eq!(String::from_utf8_lossy(&blob.stdout), "raw bytes\n");
+    let rev = git_cmd(ws, &safe, &["rev-parse", "refs/heads/main"]);
+    assert_eq!(String::from_utf8_lossy(&rev.stdout).trim(), id);
+    // The index was updated too (object-level comparison: no filter runs).
+    let staged = git_cmd(ws, &safe, &["diff", "--cached", "--name-only"]);
+    assert!(staged.status.success());
+    assert_eq!(String::from_utf8_lossy(&staged.stdout), "");
+
+    // Control: the planted programs are live, a plain git commit runs them.
+    let _ = git_cmd(
+        ws,
+        &["user.name=x", "user.email=x@x"],
+        &["commit", "-q", "--allow-empty", "-m", "x"],
+    );
+    let ran = std::fs::read_dir(&markers).unwrap().count();
+    assert!(ran > 0, "the hostile setup should trigger plain git");
+}
+
+#[test]
+fn stale_locks_of_a_dead_writer_are_cleared_and_live_ones_kept() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "a2\n");
+    let p = paths(&["a.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+    let lock = ws.join(".git/refs/heads/main.lock");
+    std::fs::write(&lock, "").unwrap();
+    // A fresh lock (a live writer): kept, and publishing fails.
+    let boot = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    assert!(clear_stale_locks(ws, &prepared, boot).unwrap().is_empty());
+    assert!(lock.exists());
+    publish(ws, &prepared).expect_err("the branch is locked");
+    // The same lock, older than this daemon's start: left by our
+    // previous life, removed; the publish goes through.
+    let f = std::fs::File::options().write(true).open(&lock).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+    let removed = clear_stale_locks(ws, &prepared, boot).unwrap();
+    assert_eq!(removed, vec![".git/refs/heads/main.lock".to_string()]);
+    publish(ws, &prepared).unwrap();
+    assert_eq!(Some(head(ws)), prepared.commit);
+}
+
+#[test]
+fn publish_is_idempotent_and_detects_moved_ref() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "a2\n");
+    let p = paths(&["a.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+    // Prepare moved nothing.
+    assert_eq!(Some(head(ws)), prepared.parent);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtParent);
+    // Survives a round trip through storage.
+    let stored = serde_json::to_string(&prepared).unwrap();
+    let restored: Prepared = serde_json::from_str(&stored).unwrap();
+    assert_eq!(restored, prepared);
+    publish(ws, &restored).unwrap();
+    let id = prepared.commit.clone().unwrap();
+    assert_eq!(head(ws), id);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::AtCommit);
+    publish(ws, &prepared).unwrap();
+    assert_eq!(head(ws), id);
+    // Another commit on top.
+    write(ws, "b.txt", "b2\n");
+    git(ws, &["commit", "-q", "-am", "on top"]);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Descends);
+    publish(ws, &prepared).expect_err("branch moved on");
+    // Reset elsewhere: to a commit that does not contain ours.
+    git(
+        ws,
+        &[
+            "checkout",
+            "-q",
+            "-b",
+            "side",
+            prepared.parent.as_deref().unwrap(),
+        ],
+    );
+    git(ws, &["commit", "-q", "--allow-empty", "-m", "side"]);
+    let side = head(ws);
+    git(ws, &["update-ref", "refs/heads/main", &side]);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Moved);
+}
+
+#[test]
+fn publish_after_someone_else_moved_the_ref() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "a2\n");
+    let p = paths(&["a.txt"]);
+    let fp = fingerprint(ws, &p).unwrap();
+    let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+    write(ws, "b.txt", "b2\n");
+    git(ws, &["commit", "-q", "-m", "concurrent", "b.txt"]);
+    let theirs = head(ws);
+    match publish(ws, &prepared) {
+        Err(CommitError::RefMoved {
+            reference,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(reference, "refs/heads/main");
+            assert_eq!(expected, prepared.parent);
+            assert_eq!(actual.as_deref(), Some(theirs.as_str()));
+        }
+        other => panic!("expected RefMoved, got {other:?}"),
+    }
+    assert_eq!(head(ws), theirs);
+    assert_eq!(ref_state(ws, &prepared).unwrap(), RefState::Moved);
+}
+
+#[test]
+fn detached_head_and_non_repositories_are_refused() {
+    let t = repo();
+    let ws = t.path();
+    let id = head(ws);
+    git(ws, &["checkout", "-q", "--detach", &id]);
+    let p = paths(&["a.txt"]);
+    assert!(matches!(
+        fingerprint(ws, &p),
+        Err(CommitError::DetachedHead)
+    ));
+    assert!(matches!(
+        prepare(ws, &p, "m", "00"),
+        Err(CommitError::DetachedHead)
+    ));
+
+    // A subdirectory of a repository is not a repository root (no discovery upwards).
+    let sub = ws.join("dir");
+    assert!(matches!(
+        fingerprint(&sub, &p),
+        Err(CommitError::NotARepository { .. })
+    ));
+    // A gitfile is refused.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        other.path().join(".git"),
+        format!("gitdir: {}/.git\n", ws.display()),
+    )
+    .unwrap();
+    assert!(matches!(
+        fingerprint(other.path(), &p),
+        Err(CommitError::NotARepository { .. })
+    ));
+}
+
+#[test]
+fn symlinked_parent_directory_is_never_followed() {
+    let t = repo();
+    let ws = t.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("file"), "outside secret\n").unwrap();
+    symlink(outside.path(), ws.join("link")).unwrap();
+    let p = paths(&["link/file"]);
+    assert!(matches!(
+        fingerprint(ws, &p),
+        Err(CommitError::PathBeyondSymlink { .. })
+    ));
+    assert!(matches!(
+        prepare(ws, &p, "m", "00"),
+        Err(CommitError::PathBeyondSymlink { .. })
+    ));
+    // Also a symlink to a directory inside the workspace, as git refuses it.
+    symlink("dir", ws.join("inner")).unwrap();
+    assert!(matches!(
+        fingerprint(ws, &paths(&["inner/keep.txt"])),
+        Err(CommitError::PathBeyondSymlink { .. })
+    ));
+    // The link itself is committed as a link, its target never read.
+    let prepared = commit(ws, &["link"], "link");
+    assert_eq!(
+        ls_tree(ws, "HEAD")
+            .iter()
+            .filter(|l| l.ends_with(" link"))
+            .count(),
+        1
+    );
+    assert!(ls_tree(ws, "HEAD").contains(&"120000 link".to_owned()));
+    assert!(prepared.commit.is_some());
+}
+
+#[test]
+fn path_validation() {
+    type Check = fn(&CommitPathError) -> bool;
+    let refused: &[(&str, Check)] = &[
+        ("", |e| matches!(e, CommitPathError::Empty)),
+        ("./", |e| matches!(e, CommitPathError::Empty)),
+        (".", |e| matches!(e, CommitPathError::Empty)),
+        ("-rf", |e| matches!(e, CommitPathError::LeadingDash(_))),
+        ("./-rf", |e| matches!(e, CommitPathError::LeadingDash(_))),
+        (":(glob)*", |e| {
+            matches!(
+                e,
+                CommitPathError::Glob(_) | CommitPathError::PathspecMagic(_)
+            )
+        }),
+        (":!a", |e| matches!(e, CommitPathError::PathspecMagic(_))),
+        ("../x", |e| matches!(e, CommitPathError::ParentComponent(_))),
+        ("a/../../b", |e| {
+            matches!(e, CommitPathError::ParentComponent(_))
+        }),
+        ("a/..", |e| matches!(e, CommitPathError::ParentComponent(_))),
+        ("/etc/passwd", |e| matches!(e, CommitPathError::Absolute(_))),
+        (".git/config", |e| {
+            matches!(e, CommitPathError::GitComponent(_))
+        }),
+        ("a/.git", |e| matches!(e, CommitPathError::GitComponent(_))),
+        (".GIT/hooks", |e| {
+            matches!(e, CommitPathError::GitComponent(_))
+        }),
+        ("a\0b", |e| matches!(e, CommitPathError::Nul(_))),
+        ("*.rs", |e| matches!(e, CommitPathError::Glob(_))),
+        ("a?", |e| matches!(e, CommitPathError::Glob(_))),
+        ("[ab]", |e| matches!(e, CommitPathError::Glob(_))),
+        ("a\\b", |e| matches!(e, CommitPathError::Backslash(_))),
+    ];
+    for (input, check) in refused {
+        match validate_commit_path(input) {
+            Err(e) => assert!(check(&e), "{input:?} refused with the wrong error {e:?}"),
+            Ok(v) => panic!("{input:?} accepted as {v:?}"),
+        }
+    }
+    let accepted = [
+        ("a", "a"),
+        ("..x", "..x"),
+        ("x..", "x.."),
+        (".gitignore", ".gitignore"),
+        (".github/workflows", ".github/workflows"),
+        ("a/./b", "a/b"),
+        ("./a//b/", "a/b"),
+        ("src/main.rs", "src/main.rs"),
+        ("a-b/-c", "a-b/-c"),
+        ("dir with space/f", "dir with space/f"),
+    ];
+    for (input, want) in accepted {
+        assert_eq!(
+            validate_commit_path(input).as_deref(),
+            Ok(want),
+            "{input:?}"
+        );
+    }
+    // prepare and fingerprint validate too.
+    let t = repo();
+    assert!(matches!(
+        fingerprint(t.path(), &paths(&["../x"])),
+        Err(CommitError::InvalidPath(CommitPathError::ParentComponent(
+            _
+        )))
+    ));
+    assert!(matches!(
+        prepare(t.path(), &paths(&[".git/config"]), "m", "00"),
+        Err(CommitError::InvalidPath(CommitPathError::GitComponent(_)))
+    ));
+}
+
+#[test]
+fn invalid_prepared_records_are_refused() {
+    let t = repo();
+    let ws = t.path();
+    let parent = head(ws);
+    let bogus = Prepared {
+        commit: Some("0".repeat(40)),
+        parent: Some(parent.clone()),
+        reference: "refs/heads/main".into(),
+        nothing_to_commit: false,
+        paths: Vec::new(),
+    };
+    assert!(matches!(
+        publish(ws, &bogus),
+        Err(CommitError::InvalidPrepared(_))
+    ));
+    let not_branch = Prepared {
+        commit: None,
+        parent: Some(parent),
+        reference: "HEAD".into(),
+        nothing_to_commit: true,
+        paths: Vec::new(),
+    };
+    assert!(matches!(
+        ref_state(ws, &not_branch),
+        Err(CommitError::InvalidPrepared(_))
+    ));
+}
