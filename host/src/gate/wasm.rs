@@ -162,8 +162,8 @@ fn resolve_plugin(
     let spelled = gate.plugin.as_str();
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
     let (name, path, in_workspace) = if !is_path {
-        let path = host.find_named(spelled)?;
-        let inside = anchor.contains_host_path(&path);
+        let (path, canonical) = host.find_named_cached(spelled)?;
+        let inside = canonical.starts_with(anchor.root());
         (spelled.to_string(), path, inside)
     } else if Path::new(spelled).is_absolute() {
         let path = PathBuf::from(spelled);
