@@ -123,6 +123,14 @@ fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_re
     let ready = d.all_events(&format!("&policy={pid}&types=commit-ready"));
     assert_eq!(ready.len(), 1);
     assert_eq!(ready[0]["payload"]["plan"]["message"], "gated change");
+    // The diff summary covers the commit paths only (not notes.txt, README).
+    let summary = &ready[0]["payload"]["plan"]["diffSummary"];
+    assert_eq!(
+        summary["files"],
+        json!([{"path": "src/lib.rs", "kind": "added", "added": 1, "removed": 0, "binary": false}]),
+        "{summary}"
+    );
+    assert_eq!(summary["added"], 1);
     // The agent cannot approve.
     let (code, v) = d.http(
         "POST",

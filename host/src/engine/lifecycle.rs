@@ -159,7 +159,14 @@ impl Engine {
             .await;
         let after = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         drop(permit);
-        self.finish_gate(id, &input, report, before, after).await
+        let changes = match &commit_paths {
+            Some(paths) if report.outcome == Outcome::Pass => {
+                Some(diff_summary(&workspace, paths).await)
+            }
+            _ => None,
+        };
+        self.finish_gate(id, &input, report, before, after, changes)
+            .await
     }
 
     async fn run_policy_gates(
@@ -233,6 +240,7 @@ impl Engine {
         report: RunReport,
         before: Option<Result<String, String>>,
         after: Option<Result<String, String>>,
+        changes: Option<Value>,
     ) -> EngineResult<Follow> {
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
@@ -282,6 +290,7 @@ impl Engine {
                             "message": c.message,
                             "fingerprint": fp,
                             "requireHumanAck": c.require_human_ack,
+                            "diffSummary": changes,
                         });
                         p.plan = Some(plan.clone());
                         p.prepared = None;
@@ -495,6 +504,60 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// What the commit paths change against HEAD, file by file, for
+/// `policy:commit-ready`: `{files: [{path, kind, added, removed, binary}],
+/// added, removed}`, or `{error}` when it cannot be computed (the summary
+/// informs the human; the fingerprint is what guards the commit).
+async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
+    let ws = workspace.to_string();
+    let diff =
+        tokio::task::spawn_blocking(move || crate::commit::workspace_diff(Path::new(&ws))).await;
+    let diff = match diff {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => return json!({"error": e.to_string()}),
+        Err(e) => return json!({"error": format!("the diff task failed: {e}")}),
+    };
+    let under = |file: &str| {
+        paths.iter().any(|p| {
+            file == p
+                || file
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        })
+    };
+    let (mut total_added, mut total_removed) = (0u64, 0u64);
+    let mut files = Vec::new();
+    for f in crate::gate::diff::split(&diff) {
+        if !under(&f.path) {
+            continue;
+        }
+        let (mut added, mut removed) = (0u64, 0u64);
+        let mut binary = false;
+        for line in f.text.lines() {
+            if line.starts_with("+++ ") || line.starts_with("--- ") {
+                continue;
+            }
+            if line.starts_with("Binary files ") {
+                binary = true;
+            } else if line.starts_with('+') {
+                added += 1;
+            } else if line.starts_with('-') {
+                removed += 1;
+            }
+        }
+        total_added += added;
+        total_removed += removed;
+        files.push(json!({
+            "path": f.path,
+            "kind": format!("{:?}", f.kind).to_lowercase(),
+            "added": added,
+            "removed": removed,
+            "binary": binary,
+        }));
+    }
+    json!({"files": files, "added": total_added, "removed": total_removed})
 }
 
 fn error_report(reason: String) -> RunReport {
