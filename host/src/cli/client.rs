@@ -283,6 +283,22 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
+/// Builds the client and a runtime, then runs `body` to its exit code.
+fn run_client<F, Fut>(args: &ClientArgs, body: F) -> i32
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = i32>,
+{
+    let client = match Client::new(args) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    match runtime() {
+        Ok(rt) => rt.block_on(body(client)),
+        Err(e) => fail(e),
+    }
+}
+
 fn fail(e: impl std::fmt::Display) -> i32 {
     eprintln!("gatehost: error: {e}");
     2
@@ -345,45 +361,85 @@ pub fn event_line(e: &Value) -> String {
 }
 
 pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
-    let client = match Client::new(&args) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    rt.block_on(async {
+    run_client(&args, |client| async move {
         let result = match cmd {
-            SessionCommand::Register { id, cwd, label, workspace, notify_url } => {
+            SessionCommand::Register {
+                id,
+                cwd,
+                label,
+                workspace,
+                notify_url,
+            } => {
                 let body = json!({"id": id, "cwd": absolute(&cwd), "label": label,
                     "workspace": workspace.as_deref().map(absolute), "notifyUrl": notify_url});
-                client.call(reqwest::Method::POST, "/v1/sessions", Some(body)).await.map(|v| {
-                    client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
-                })
+                client
+                    .call(reqwest::Method::POST, "/v1/sessions", Some(body))
+                    .await
+                    .map(|v| {
+                        client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
+                    })
             }
             SessionCommand::Report { id, kind, message } => client
-                .call(reqwest::Method::POST, &format!("/v1/sessions/{}/report", enc(&id)), Some(json!({"kind": kind, "message": message})))
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/sessions/{}/report", enc(&id)),
+                    Some(json!({"kind": kind, "message": message})),
+                )
                 .await
-                .map(|v| client.print(&v, |v| match v["cursor"].as_i64() {
-                    Some(c) => format!("{id}: {kind} recorded (event #{c})"),
-                    None => format!("{id}: {kind} recorded"),
-                })),
-            SessionCommand::Start { id, cwd, label, turn_end_pattern, quiet_ms, command } => {
+                .map(|v| {
+                    client.print(&v, |v| match v["cursor"].as_i64() {
+                        Some(c) => format!("{id}: {kind} recorded (event #{c})"),
+                        None => format!("{id}: {kind} recorded"),
+                    })
+                }),
+            SessionCommand::Start {
+                id,
+                cwd,
+                label,
+                turn_end_pattern,
+                quiet_ms,
+                command,
+            } => {
                 let body = json!({"id": id, "cwd": absolute(&cwd), "label": label, "command": command,
                     "turnEndPattern": turn_end_pattern, "quietMs": quiet_ms});
-                client.call(reqwest::Method::POST, "/v1/sessions/start", Some(body)).await.map(|v| {
-                    client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
-                })
+                client
+                    .call(reqwest::Method::POST, "/v1/sessions/start", Some(body))
+                    .await
+                    .map(|v| {
+                        client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
+                    })
             }
-            SessionCommand::List => client.call(reqwest::Method::GET, "/v1/sessions", None).await.map(|v| {
-                client.print(&v, |v| {
-                    v["sessions"].as_array().map(|l| l.iter().map(|s| format!("{}  {}  {}", s["id"].as_str().unwrap_or("?"), s["state"].as_str().unwrap_or("?"), s["cwd"].as_str().unwrap_or("?"))).collect::<Vec<_>>().join("\n")).unwrap_or_default()
-                })
-            }),
-            SessionCommand::Show { id } => client.call(reqwest::Method::GET, &format!("/v1/sessions/{}", enc(&id)), None).await.map(|v| {
-                client.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default())
-            }),
+            SessionCommand::List => client
+                .call(reqwest::Method::GET, "/v1/sessions", None)
+                .await
+                .map(|v| {
+                    client.print(&v, |v| {
+                        v["sessions"]
+                            .as_array()
+                            .map(|l| {
+                                l.iter()
+                                    .map(|s| {
+                                        format!(
+                                            "{}  {}  {}",
+                                            s["id"].as_str().unwrap_or("?"),
+                                            s["state"].as_str().unwrap_or("?"),
+                                            s["cwd"].as_str().unwrap_or("?")
+                                        )
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            })
+                            .unwrap_or_default()
+                    })
+                }),
+            SessionCommand::Show { id } => client
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/sessions/{}", enc(&id)),
+                    None,
+                )
+                .await
+                .map(|v| client.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default())),
         };
         match result {
             Ok(()) => 0,
@@ -393,15 +449,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
 }
 
 pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
-    let client = match Client::new(&args) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    rt.block_on(async {
+    run_client(&args, |client| async move {
         let result = match cmd {
             PolicyCommand::Attach { file } => {
                 let text = if file.as_os_str() == "-" {
@@ -495,15 +543,7 @@ fn filter_query(f: &EventFilterArgs, since: i64) -> String {
 }
 
 pub fn events(cmd: EventsCommand, args: ClientArgs) -> i32 {
-    let client = match Client::new(&args) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    rt.block_on(async {
+    run_client(&args, |client| async move {
         match cmd {
             EventsCommand::Poll { filter, limit } => {
                 let q = filter_query(&filter, filter.since.unwrap_or(0));
@@ -573,15 +613,7 @@ pub fn events(cmd: EventsCommand, args: ClientArgs) -> i32 {
 /// Exit 0: passed (done, or awaiting-ack: its gate is green); 1: blocked
 /// or cancelled; 2: timeout or error.
 pub fn wait(w: WaitArgs, args: ClientArgs) -> i32 {
-    let client = match Client::new(&args) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    rt.block_on(async {
+    run_client(&args, |client| async move {
         let deadline = Instant::now() + w.timeout;
         let mut last_transport: Option<String> = None;
         loop {

@@ -272,7 +272,6 @@ impl Engine {
             if let Some(m) = &message {
                 s.last_message = Some(m.clone());
             }
-            tx.put_session(&s)?;
             let cursor = tx.append_event(
                 event,
                 Some(id),
@@ -280,10 +279,12 @@ impl Engine {
                 &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
                 &self.inner.webhooks,
             )?;
-            let mut queued = Vec::new();
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 s.last_turn_cursor = Some(cursor);
-                tx.put_session(&s)?;
+            }
+            tx.put_session(&s)?;
+            let mut queued = Vec::new();
+            if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 for mut p in tx.watching_with(id)? {
                     if cursor <= p.watch_after {
                         continue;
