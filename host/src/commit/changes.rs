@@ -9,8 +9,8 @@
 //! is compared raw.
 
 use super::{
-    CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, read_snapshot, resolve_head,
-    tracked_entries, validate_commit_path,
+    CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
+    resolve_head, tracked_entries, validate_commit_path,
 };
 use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
@@ -70,11 +70,29 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
         }
     }
     let paths: Vec<String> = names.into_iter().collect();
+    diff_of(&ws, head.tree, &paths)
+}
+
+/// The same diff, limited to `paths` (commit paths: files or directories),
+/// reading only them.
+pub fn paths_diff(workspace: &Path, paths: &[String]) -> Result<String, CommitError> {
+    let paths = normalise_paths(paths)?;
+    let ws = Workspace::open(workspace)?;
+    let head = resolve_head(&ws.repo)?;
+    diff_of(&ws, head.tree, &paths)
+}
+
+fn diff_of(
+    ws: &Workspace,
+    head_tree: Option<gix::ObjectId>,
+    paths: &[String],
+) -> Result<String, CommitError> {
+    let repo = &ws.repo;
     if paths.is_empty() {
         return Ok(String::new());
     }
-    let tracked = tracked_entries(repo, head.tree, &paths)?;
-    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let tracked = tracked_entries(repo, head_tree, paths)?;
+    let snapshot = read_snapshot(&ws.root, paths, &tracked)?;
     let mut out = String::new();
     let mut present: BTreeSet<BString> = BTreeSet::new();
     let blob = |id| -> Result<Vec<u8>, CommitError> {

@@ -512,27 +512,18 @@ impl Engine {
 /// informs the human; the fingerprint is what guards the commit).
 async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
     let ws = workspace.to_string();
+    let wanted = paths.to_vec();
     let diff =
-        tokio::task::spawn_blocking(move || crate::commit::workspace_diff(Path::new(&ws))).await;
+        tokio::task::spawn_blocking(move || crate::commit::paths_diff(Path::new(&ws), &wanted))
+            .await;
     let diff = match diff {
         Ok(Ok(d)) => d,
         Ok(Err(e)) => return json!({"error": e.to_string()}),
         Err(e) => return json!({"error": format!("the diff task failed: {e}")}),
     };
-    let under = |file: &str| {
-        paths.iter().any(|p| {
-            file == p
-                || file
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|r| r.starts_with('/'))
-        })
-    };
     let (mut total_added, mut total_removed) = (0u64, 0u64);
     let mut files = Vec::new();
     for f in crate::gate::diff::split(&diff) {
-        if !under(&f.path) {
-            continue;
-        }
         let (mut added, mut removed) = (0u64, 0u64);
         let mut binary = false;
         for line in f.text.lines() {
