@@ -283,7 +283,7 @@ fn main() {
     for i in 0..n {
         store
             .write(|tx| {
-                tx.append_event("session:heartbeat", Some("s"), None, &json!({"i": i}), &[])
+                tx.append_event("session:turn-start", Some("s"), None, &json!({"i": i}), &[])
             })
             .expect("append");
     }
@@ -369,18 +369,6 @@ fn main() {
         up.as_secs_f64() * 1e3,
         listed.as_secs_f64() * 1e3,
         rss_kib(d2.child.id()) as f64 / 1024.0
-    );
-    // One turn-end that moves all of them to queued (fan-out): its cost.
-    let t2 = Instant::now();
-    http.call(
-        &d2,
-        reqwest::Method::POST,
-        "/v1/sessions/many/report",
-        Some(json!({"kind": "heartbeat"})),
-    );
-    println!(
-        "- a heartbeat with {policies} policies attached: {:.1} ms",
-        t2.elapsed().as_secs_f64() * 1e3
     );
     let mut d2 = d2;
     let _ = d2.child.kill();

@@ -264,11 +264,7 @@ async fn attach(
     st.tokens.require(&headers, Role::Agent)?;
     let v: Value = body_json(body)?;
     let p = st.engine.attach(v)?;
-    let mut out = policy_json(&p);
-    if let Value::Object(m) = &mut out {
-        m.insert("policyId".into(), Value::String(p.id.clone()));
-    }
-    Ok((axum::http::StatusCode::CREATED, axum::Json(out)).into_response())
+    Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
 }
 
 async fn list_policies(

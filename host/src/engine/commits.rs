@@ -15,6 +15,8 @@ use std::path::Path;
 
 /// Tries at publishing a prepared commit before the policy is blocked.
 const PUBLISH_ATTEMPTS: u32 = 5;
+/// Preparations of one commit when its branch keeps moving.
+const COMMIT_ATTEMPTS: u32 = 3;
 
 fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
     p.plan.as_ref().and_then(|plan| plan.get(key))
@@ -143,12 +145,61 @@ impl Engine {
         });
     }
 
+    /// Makes the commit of a policy in `committing`. Commits into one
+    /// workspace are made one at a time (prepare and publish under its
+    /// lock), so two green policies never race for the branch; a prepared
+    /// commit whose branch moved anyway (a person committed in between) is
+    /// prepared again on the new HEAD — the fingerprint still guards the
+    /// content — a bounded number of times before the policy is blocked.
     async fn commit_task(&self, id: &str) -> EngineResult<()> {
         let p = self.policy(id)?;
         if p.status != PolicyStatus::Committing {
             return Ok(());
         }
         let workspace = self.workspace_of(&p)?;
+        let lock = self
+            .inner
+            .commit_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(workspace.clone())
+            .or_default()
+            .clone();
+        let _held = lock.lock().await;
+        for attempt in 1..=COMMIT_ATTEMPTS {
+            let Some(reference) = self.commit_once(id, &workspace).await? else {
+                return Ok(());
+            };
+            if attempt == COMMIT_ATTEMPTS {
+                return self.block_commit(
+                    id,
+                    format!(
+                        "{reference} kept moving away from the prepared commit's parent ({COMMIT_ATTEMPTS} tries); nothing was committed"
+                    ),
+                );
+            }
+            tracing::info!(policy = id, %reference, "the branch moved before the commit was published; preparing it again");
+            self.write(|tx| {
+                let Some(mut p) = tx.policy(id)? else {
+                    return Ok(());
+                };
+                p.prepared = None;
+                p.updated_at = now_ms();
+                tx.put_policy(&p)?;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// One try: prepare (unless stored) and publish. `Some(reference)`:
+    /// the branch moved away from the prepared parent.
+    async fn commit_once(&self, id: &str, workspace: &str) -> EngineResult<Option<String>> {
+        let p = self.policy(id)?;
+        if p.status != PolicyStatus::Committing {
+            return Ok(None);
+        }
+        let workspace = workspace.to_string();
         let prepared: Option<Prepared> = p
             .prepared
             .as_ref()
@@ -176,7 +227,7 @@ impl Engine {
                 })?;
                 match made {
                     Ok(pr) if pr.nothing_to_commit => {
-                        return self.finish_commit(id, None, true);
+                        return self.finish_commit(id, None, true).map(|_| None);
                     }
                     Ok(pr) => {
                         let stored = serde_json::to_value(&pr).unwrap_or(Value::Null);
@@ -213,10 +264,12 @@ impl Engine {
                             Ok(())
                         })?;
                         self.schedule_gate(id);
-                        return Ok(());
+                        return Ok(None);
                     }
                     Err(e) => {
-                        return self.block_commit(id, format!("the commit could not be made: {e}"));
+                        return self
+                            .block_commit(id, format!("the commit could not be made: {e}"))
+                            .map(|_| None);
                     }
                 }
             }
@@ -254,17 +307,13 @@ impl Engine {
             }
         };
         match state {
-            Ok(RefState::AtCommit) | Ok(RefState::Descends) => {
-                self.finish_commit(id, prepared.commit.clone(), false)
-            }
-            Ok(RefState::AtParent) | Ok(RefState::Moved) => self.block_commit(
-                id,
-                format!(
-                    "{} moved away from the gated parent before the commit was recorded; nothing was committed",
-                    prepared.reference
-                ),
-            ),
-            Err(e) => self.block_commit(id, format!("the commit could not be recorded: {e}")),
+            Ok(RefState::AtCommit) | Ok(RefState::Descends) => self
+                .finish_commit(id, prepared.commit.clone(), false)
+                .map(|_| None),
+            Ok(RefState::AtParent) | Ok(RefState::Moved) => Ok(Some(prepared.reference.clone())),
+            Err(e) => self
+                .block_commit(id, format!("the commit could not be recorded: {e}"))
+                .map(|_| None),
         }
     }
 

@@ -69,6 +69,8 @@ struct Inner {
     /// When this daemon started: a git lock file older than this, on a
     /// commit being recovered, was left by our previous life.
     boot_time: std::time::SystemTime,
+    /// One commit at a time per workspace.
+    commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -103,6 +105,7 @@ impl Engine {
                 default_nudge: config.default_nudge,
                 started: sessions::Started::default(),
                 boot_time: std::time::SystemTime::now(),
+                commit_locks: Mutex::new(HashMap::new()),
                 runner,
             }),
         })
@@ -159,22 +162,12 @@ impl Engine {
         if let (Value::Object(m), Value::Object(e)) = (&mut payload, extra) {
             m.extend(e);
         }
-        // Every member's own webhook hears of its policies (the first
-        // member's is added by the store with the event's session).
-        let mut hooks = self.inner.webhooks.clone();
-        for sid in p.sessions.iter().skip(1) {
-            if let Some(url) = tx.session(sid)?.and_then(|s| s.notify_url)
-                && !hooks.contains(&url)
-            {
-                hooks.push(url);
-            }
-        }
         Ok(tx.append_event(
             kind,
             p.sessions.first().map(String::as_str),
             Some(&p.id),
             &payload,
-            &hooks,
+            &self.inner.webhooks,
         )?)
     }
 

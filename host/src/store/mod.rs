@@ -247,10 +247,7 @@ impl Store {
     pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut w = Tx {
-            tx,
-            appended: Vec::new(),
-        };
+        let mut w = Tx { tx };
         let out = f(&mut w)?;
         w.tx.commit()?;
         Ok(out)
@@ -308,26 +305,12 @@ impl Store {
             )
         })
     }
-
-    /// Counts of policies by status, for status pages and benchmarks.
-    pub fn policy_counts(&self) -> StoreResult<Vec<(String, i64)>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT status, COUNT(*) FROM policies GROUP BY status ORDER BY status",
-            )?;
-            let rows = st
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
-    }
 }
 
 /// One write transaction. Events appended through it become visible when
 /// it commits, together with the state change they describe.
 pub struct Tx<'c> {
     tx: Transaction<'c>,
-    appended: Vec<i64>,
 }
 
 impl Tx<'_> {
@@ -335,8 +318,9 @@ impl Tx<'_> {
         &self.tx
     }
 
-    /// Appends an event and queues its webhook deliveries (the global URL
-    /// and the session's own), all inside this transaction.
+    /// Appends an event and queues its webhook deliveries (the global URLs,
+    /// the session's own and, for a policy event, every member's), all
+    /// inside this transaction.
     pub fn append_event(
         &mut self,
         kind: &str,
@@ -349,23 +333,26 @@ impl Tx<'_> {
         self.tx.prepare_cached("INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)")?.execute(params![now, kind, session_id, policy_id, payload.to_string()],
         )?;
         let cursor = self.tx.last_insert_rowid();
+        // The global URLs, the session's own, and for a policy event every
+        // member's (policy_members is written when the policy is inserted).
         let mut urls: Vec<String> = webhooks.to_vec();
-        if let Some(sid) = session_id
-            && let Some(url) = self
-                .tx
-                .prepare_cached("SELECT notify_url FROM sessions WHERE id=?1")?
-                .query_row(params![sid], |r| r.get::<_, Option<String>>(0))
-                .optional()?
-                .flatten()
-            && !urls.contains(&url)
-        {
-            urls.push(url);
+        let mut st = self.tx.prepare_cached(
+            "SELECT DISTINCT notify_url FROM sessions WHERE notify_url IS NOT NULL AND (id = ?1
+               OR id IN (SELECT session_id FROM policy_members WHERE policy_id = ?2)) ORDER BY notify_url",
+        )?;
+        let found = st
+            .query_map(params![session_id, policy_id], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        drop(st);
+        for url in found {
+            if !urls.contains(&url) {
+                urls.push(url);
+            }
         }
         for url in urls {
             self.tx.prepare_cached("INSERT OR IGNORE INTO deliveries(event_cursor, url, next_at, state) VALUES(?1, ?2, ?3, 'pending')")?.execute(params![cursor, url, now],
             )?;
         }
-        self.appended.push(cursor);
         Ok(cursor)
     }
 

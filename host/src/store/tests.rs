@@ -129,3 +129,70 @@ fn webhook_deliveries_are_queued_with_the_event() {
     );
     assert!(due.iter().all(|d| d.event.kind == "policy:blocked"));
 }
+
+fn session(id: &str, url: &str) -> SessionRow {
+    SessionRow {
+        id: id.into(),
+        label: None,
+        cwd: "/w".into(),
+        workspace: "/w".into(),
+        state: SessionState::Running,
+        turns: 0,
+        last_turn_cursor: None,
+        last_message: None,
+        heartbeat_at: None,
+        notify_url: Some(url.into()),
+        command: None,
+        pid: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+#[test]
+fn a_policy_event_reaches_every_members_webhook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    store
+        .write(|tx| {
+            tx.put_session(&session("a", "http://127.0.0.1:1/a"))?;
+            tx.put_session(&session("b", "http://127.0.0.1:1/b"))?;
+            tx.put_session(&session("c", "http://127.0.0.1:1/c"))?;
+            let mut p = PolicyRow {
+                id: "p1".into(),
+                seq: 0,
+                spec: json!({}),
+                status: PolicyStatus::Watching,
+                sessions: vec!["a".into(), "b".into()],
+                pending: vec![],
+                watch_after: 0,
+                retries_used: 0,
+                gate_runs: 0,
+                verdict: None,
+                plan: None,
+                prepared: None,
+                commit_sha: None,
+                reason: None,
+                parent_id: None,
+                next_id: None,
+                created_at: 0,
+                updated_at: 0,
+            };
+            tx.insert_policy(&mut p)?;
+            tx.append_event("policy:blocked", Some("a"), Some("p1"), &json!({}), &[])?;
+            Ok(())
+        })
+        .expect("write");
+    let mut urls: Vec<String> = store
+        .due_deliveries(now_ms() + 1, 10)
+        .expect("due")
+        .into_iter()
+        .map(|d| d.url)
+        .collect();
+    urls.sort();
+    assert_eq!(
+        urls,
+        ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
+        "c is not a member"
+    );
+}
