@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
-cargo build --release --locked --target wasm32-wasip2 --manifest-path plugins/Cargo.toml
+# Built from inside plugins/ so that plugins/.cargo/config.toml (SIMD) applies.
+(cd plugins && cargo build --release --locked --target wasm32-wasip2)
 
 # The Python plugin, through componentize-py (installed into plugins/target/).
 bash plugins/python/no-secrets/build.sh "$PWD/plugins/target/wasm32-wasip2/release/no_secrets.wasm"

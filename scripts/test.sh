@@ -10,6 +10,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # The gate plugins and the hostile plugin corpus, as WASI components.
 bash scripts/build-plugins.sh
+# The plugins' own unit tests, run natively (forbid-patterns' fast scanner
+# against the regex crate's answers).
+(cd plugins && cargo fmt --all -- --check && cargo test --locked -p forbid-patterns)
 
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 # (No doc tests: the crate has none, and a run closing on "0 passed" reads

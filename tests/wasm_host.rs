@@ -77,3 +77,62 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
     );
     assert!(started.elapsed() < Duration::from_secs(4));
 }
+
+/// A long-lived host remembers where a named plugin is (no path walk per
+/// evaluation), but never judges a stale file: a plugin replaced in its
+/// directory is the one that runs next, and a symlink re-pointed into the
+/// workspace is refused as unpinned, exactly as on the first run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
+    let s = Scratch::new();
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let dir = s.etc.join("plugins");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let text = format!(
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        dir.display(),
+        s.etc.join("cache").display()
+    );
+    let r = GateRunner::new(HostConfig::from_toml(&text, "test").expect("config"));
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let ctx = GateContext::default();
+    let g = gate(r#"{"wasm": {"plugin": "probe", "config": {"mode": "panic"}}}"#);
+
+    // 1. `probe` is the noop plugin: it passes, twice (the second run is
+    //    served from memory).
+    std::fs::copy(built.join("noop.wasm"), dir.join("probe.wasm")).expect("copy");
+    for _ in 0..2 {
+        let v = r.run_gate(&g, &anchor, &ctx).await;
+        assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    }
+    // 2. Replaced (by rename, as an installer would) with the hostile
+    //    plugin: its panic is what runs now.
+    std::fs::copy(built.join("hostile.wasm"), dir.join("new.wasm")).expect("copy");
+    std::fs::rename(dir.join("new.wasm"), dir.join("probe.wasm")).expect("rename");
+    let v = r.run_gate(&g, &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(
+        v.reason.contains("panic") || v.reason.contains("trap"),
+        "{v:?}"
+    );
+    // 3. A symlink outside the workspace, used once, then re-pointed to a
+    //    copy inside the workspace: refused as an unpinned workspace plugin.
+    std::fs::copy(built.join("noop.wasm"), s.etc.join("noop-copy.wasm")).expect("copy");
+    std::fs::remove_file(dir.join("probe.wasm")).expect("rm");
+    std::os::unix::fs::symlink(s.etc.join("noop-copy.wasm"), dir.join("probe.wasm"))
+        .expect("symlink");
+    let v = r.run_gate(&g, &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    std::fs::copy(built.join("noop.wasm"), s.ws.join("agent.wasm")).expect("copy");
+    std::fs::remove_file(dir.join("probe.wasm")).expect("rm");
+    std::os::unix::fs::symlink(s.ws.join("agent.wasm"), dir.join("probe.wasm")).expect("symlink");
+    let v = r.run_gate(&g, &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(v.reason.contains("inside the workspace"), "{v:?}");
+    // 4. Gone: an error naming the plugin, not the remembered file.
+    std::fs::remove_file(dir.join("probe.wasm")).expect("rm");
+    let v = r.run_gate(&g, &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(v.reason.contains("probe"), "{v:?}");
+}

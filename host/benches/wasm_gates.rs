@@ -2,9 +2,10 @@
 //! same run.
 //!
 //! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench wasm_gates`
-//! (add `-- --rounds N`).
+//! (add `-- --rounds N`, and `--only SECTION,...` for some of them).
 //!
-//! - warm latency: the `noop` plugin vs a shell gate running `true`;
+//! - warm latency: the `noop` plugin vs a shell gate running `true`
+//!   (alternating; each after a 1 ms pause; and `noop` back to back);
 //!   `forbid-patterns` over a generated 1,000-file workspace vs a shell gate
 //!   running `grep -rE` over the same files (alternating rounds);
 //! - throughput: `noop` evaluations with 1 and 8 in flight;
@@ -26,6 +27,13 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(400);
+    // `--only a,b` runs only the named sections (pooling, back-to-back, after-idle, noop, breakdown,
+    // forbid, throughput, cold); all of them by default.
+    let only: Option<Vec<String>> = std::env::args()
+        .skip_while(|a| a != "--only")
+        .nth(1)
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let section = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == name));
     let plugins =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
     assert!(
@@ -70,19 +78,57 @@ fn main() {
     // The same trivial plugin with instances allocated on demand.
     let on_demand = runner_with(&plugins, &cache, "pooling = false\n");
     let run_od = |g: &GateSpec| rt.block_on(on_demand.run_gate(g, &anchor, &ctx));
-    let (a, b) = alternate(
-        rounds,
-        || assert!(run(&noop).passed()),
-        || assert!(run_od(&noop).passed()),
-    );
-    report("noop, pooling (baseline) vs on-demand allocation", &a, &b);
-    let (a, b) = alternate(
-        rounds,
-        || assert!(run(&shell_true).passed()),
-        || assert!(run(&noop).passed()),
-    );
-    report("trivial plugin (noop) vs shell gate `true`", &a, &b);
-    if std::env::var_os("GATEHOST_BENCH_BREAKDOWN").is_some() {
+    if section("pooling") {
+        let (a, b) = alternate(
+            rounds,
+            || assert!(run(&noop).passed()),
+            || assert!(run_od(&noop).passed()),
+        );
+        report("noop, pooling (baseline) vs on-demand allocation", &a, &b);
+    }
+    if section("back-to-back") {
+        let mut samples = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t = Instant::now();
+            assert!(run(&noop).passed());
+            samples.push(t.elapsed());
+        }
+        report(
+            "noop back to back (baseline and subject alike)",
+            &samples,
+            &samples,
+        );
+    }
+    if section("after-idle") {
+        // Each gate measured after the same 1 ms pause (as a turn-end comes
+        // after the agent's turn): neither runs right after the other.
+        let pause = || std::thread::sleep(Duration::from_millis(1));
+        let (mut xa, mut xb) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            pause();
+            let t = Instant::now();
+            assert!(run(&shell_true).passed());
+            xa.push(t.elapsed());
+            pause();
+            let t = Instant::now();
+            assert!(run(&noop).passed());
+            xb.push(t.elapsed());
+        }
+        report(
+            "each after a 1 ms pause: shell gate `true` vs noop",
+            &xa,
+            &xb,
+        );
+    }
+    if section("noop") {
+        let (a, b) = alternate(
+            rounds,
+            || assert!(run(&shell_true).passed()),
+            || assert!(run(&noop).passed()),
+        );
+        report("trivial plugin (noop) vs shell gate `true`", &a, &b);
+    }
+    if std::env::var_os("GATEHOST_BENCH_BREAKDOWN").is_some() && section("breakdown") {
         let walk = gate(
             r#"{"wasm": {"plugin": "forbid-patterns", "timeoutMs": 60000, "config": {"scope": "all", "rules": [{"id": "x", "pattern": "zzz", "paths": ["*.nomatch"]}]}}}"#,
         );
@@ -104,15 +150,20 @@ fn main() {
             &b,
         );
     }
-    let forbid_rounds = (rounds / 10).max(20);
-    let (a, b) = alternate(
-        forbid_rounds,
-        || assert!(run(&grep).passed()),
-        || assert_eq!(run(&forbid).outcome, Outcome::Fail),
-    );
-    report("forbid-patterns vs grep -rE, 1,000 files", &a, &b);
+    if section("forbid") {
+        let forbid_rounds = (rounds / 10).max(20);
+        let (a, b) = alternate(
+            forbid_rounds,
+            || assert!(run(&grep).passed()),
+            || assert_eq!(run(&forbid).outcome, Outcome::Fail),
+        );
+        report("forbid-patterns vs grep -rE, 1,000 files", &a, &b);
+    }
 
     for in_flight in [1usize, 8] {
+        if !section("throughput") {
+            break;
+        }
         let total = rounds.max(in_flight * 50);
         let start = Instant::now();
         rt.block_on(async {
@@ -140,6 +191,9 @@ fn main() {
         ..GateContext::default()
     };
     for plugin in ["noop", "forbid-patterns", "no-secrets"] {
+        if !section("cold") {
+            break;
+        }
         let g = gate(&format!(
             r#"{{"wasm": {{"plugin": "{plugin}", "config": {{"scope": "all", "rules": [{{"id": "x", "pattern": "zzz"}}]}}}}}}"#
         ));

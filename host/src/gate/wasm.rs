@@ -13,7 +13,9 @@ use crate::anchor::WorkspaceAnchor;
 use crate::config::PluginBounds;
 use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
-use crate::wasm::{Evaluation, JudgeBridge, PluginContext, PluginError, WasmHost};
+use crate::wasm::{
+    Evaluation, JudgeBridge, LoadedPlugin, NamedPlugin, PluginContext, PluginError, WasmHost,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +26,8 @@ pub(super) fn preflight(
     anchor: &WorkspaceAnchor,
 ) -> Result<(), String> {
     let host = runner.wasm_host()?;
-    let (name, path) = resolve_plugin(host, gate, anchor).map_err(|e| e.to_string())?;
+    let (name, _) = find_and_load(host, gate, anchor).map_err(|e| e.to_string())?;
     bounds_for(gate, &name, host.config().defaults, host.config().maxima)
-        .map_err(|e| e.to_string())?;
-    host.load_path(&name, &path, gate.sha256.as_deref())
         .map_err(|e| e.to_string())?;
     if let Some(j) = &gate.judge {
         super::judge::preflight(runner, &j.adapter, j.model.as_deref())?;
@@ -48,16 +48,12 @@ pub(super) async fn run(
         Ok(h) => h,
         Err(e) => return Verdict::error(label, e),
     };
-    let (name, path) = match resolve_plugin(host, gate, anchor) {
-        Ok(f) => f,
+    let (name, plugin) = match find_and_load(host, gate, anchor) {
+        Ok(found) => found,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
     let bounds = match bounds_for(gate, &name, host.config().defaults, host.config().maxima) {
         Ok(b) => b,
-        Err(e) => return Verdict::error(label, e.to_string()),
-    };
-    let plugin = match host.load_path(&name, &path, gate.sha256.as_deref()) {
-        Ok(p) => p,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
     let files = ctx.diff.as_deref().map(diff::split).unwrap_or_default();
@@ -151,24 +147,67 @@ pub(super) async fn run(
     v
 }
 
+/// Finds the gate's plugin and loads it. A named plugin is found once and
+/// remembered; when its file has changed since (replaced, re-pointed,
+/// removed), it is found afresh, so the pinning rule below always judges
+/// the file that is loaded.
+fn find_and_load(
+    host: &WasmHost,
+    gate: &WasmGate,
+    anchor: &WorkspaceAnchor,
+) -> Result<(String, Arc<LoadedPlugin>), PluginError> {
+    let pinned = gate.sha256.as_deref();
+    let (name, found) = resolve_plugin(host, gate, anchor)?;
+    let named = match found {
+        Found::Path(path) => {
+            let plugin = host.load_path(&name, &path, pinned)?;
+            return Ok((name, plugin));
+        }
+        Found::Named(named) => named,
+    };
+    if let Some(plugin) = host.load_named(&name, &named, pinned)? {
+        return Ok((name, plugin));
+    }
+    host.forget_named(&name);
+    let (name, found) = resolve_plugin(host, gate, anchor)?;
+    let plugin = match found {
+        Found::Path(path) => host.load_path(&name, &path, pinned)?,
+        // Found afresh (not remembered): `load_named` answers `Some`.
+        Found::Named(named) => {
+            host.load_named(&name, &named, pinned)?
+                .ok_or_else(|| PluginError::Unreadable {
+                    plugin: name.clone(),
+                    message: format!("{} keeps changing", named.path.display()),
+                })?
+        }
+    };
+    Ok((name, plugin))
+}
+
+/// Where a gate's plugin is.
+enum Found {
+    Named(NamedPlugin),
+    Path(PathBuf),
+}
+
 /// Finds the plugin file, enforcing that a plugin given by path, and a
 /// named plugin that resolves into the workspace, is pinned by digest.
-/// Returns its name and path.
+/// Returns its name and where it is.
 fn resolve_plugin(
     host: &WasmHost,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
-) -> Result<(String, PathBuf), PluginError> {
+) -> Result<(String, Found), PluginError> {
     let spelled = gate.plugin.as_str();
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
-    let (name, path, in_workspace) = if !is_path {
-        let (path, canonical) = host.find_named_cached(spelled)?;
-        let inside = canonical.starts_with(anchor.root());
-        (spelled.to_string(), path, inside)
+    let (name, found, in_workspace) = if !is_path {
+        let named = host.find_named_cached(spelled)?;
+        let inside = named.canonical.starts_with(anchor.root());
+        (spelled.to_string(), Found::Named(named), inside)
     } else if Path::new(spelled).is_absolute() {
         let path = PathBuf::from(spelled);
         let inside = anchor.contains_host_path(&path);
-        (file_stem(&path), path, inside)
+        (file_stem(&path), Found::Path(path), inside)
     } else {
         let rel = anchor
             .resolve(Path::new(spelled))
@@ -177,7 +216,7 @@ fn resolve_plugin(
                 message: e.to_string(),
             })?;
         let path = anchor.root().join(rel);
-        (file_stem(&path), path, true)
+        (file_stem(&path), Found::Path(path), true)
     };
     if gate.sha256.is_none() {
         if in_workspace {
@@ -187,7 +226,7 @@ fn resolve_plugin(
             return Err(PluginError::UnpinnedPath { plugin: name });
         }
     }
-    Ok((name, path))
+    Ok((name, found))
 }
 
 fn file_stem(p: &Path) -> String {

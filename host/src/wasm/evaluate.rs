@@ -37,14 +37,18 @@ impl WasmHost {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_blocking_current_thread(true);
-        builder
-            .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
-            .map_err(|e| {
-                fail(PluginError::Engine(format!(
-                    "cannot preopen the workspace {}: {e:#}",
-                    eval.workspace_root.display()
-                )))
-            })?;
+        // A plugin without the filesystem import could not use the
+        // preopen: it is not opened.
+        if plugin.uses_files {
+            builder
+                .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
+                .map_err(|e| {
+                    fail(PluginError::Engine(format!(
+                        "cannot preopen the workspace {}: {e:#}",
+                        eval.workspace_root.display()
+                    )))
+                })?;
+        }
         let state = PluginState {
             plugin: name.clone(),
             wasi: builder.build(),

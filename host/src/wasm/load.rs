@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+/// The import through which a plugin reaches the workspace's files.
+const FILESYSTEM_IMPORT_PREFIX: &str = "wasi:filesystem/";
+
 /// Imports a plugin may have. Anything else (sockets, http, another
 /// version of the host interface) is refused at load.
 const GRANTED_IMPORT_PREFIXES: &[&str] = &[
@@ -82,12 +85,16 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
 }
 
 /// Refuses a component that imports anything gatehost does not grant.
+/// Refuses a component that imports anything not granted; says whether it
+/// imports the filesystem (a plugin that does not is given no preopened
+/// workspace, which saves opening it for every evaluation).
 pub fn check_imports(
     file: &PluginFile,
     engine: &Engine,
     component: &Component,
-) -> Result<(), PluginError> {
+) -> Result<UsesFiles, PluginError> {
     let ty = component.component_type();
+    let mut uses_files = UsesFiles(false);
     for (name, _) in ty.imports(engine) {
         if !GRANTED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
             return Err(PluginError::ForbiddenImport {
@@ -95,9 +102,14 @@ pub fn check_imports(
                 import: name.to_string(),
             });
         }
+        uses_files.0 |= name.starts_with(FILESYSTEM_IMPORT_PREFIX);
     }
-    Ok(())
+    Ok(uses_files)
 }
+
+/// Whether a component imports `wasi:filesystem`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsesFiles(pub bool);
 
 /// The names of a component's imports and exports.
 pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {

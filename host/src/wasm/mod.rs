@@ -62,6 +62,8 @@ pub struct LoadedPlugin {
     pub name: String,
     pub digest: String,
     pub size: usize,
+    /// Whether it imports `wasi:filesystem` (else no workspace is preopened).
+    uses_files: bool,
     pre: bindings::GatePluginPre<PluginState>,
 }
 
@@ -128,8 +130,20 @@ pub struct WasmHost {
     /// Named plugins already found in the plugin directories, with the
     /// canonical path of their file (for the "inside the workspace" check),
     /// so that a warm evaluation does no path walk. A name's file is looked
-    /// up again when it is gone (its load fails).
-    named: Mutex<HashMap<String, (std::path::PathBuf, std::path::PathBuf)>>,
+    /// up again when its identity changes or it is gone (`load_named`).
+    named: Mutex<HashMap<String, NamedPlugin>>,
+}
+
+/// Where a named plugin was found.
+#[derive(Debug, Clone)]
+pub struct NamedPlugin {
+    pub path: std::path::PathBuf,
+    /// `path` with every symlink resolved (for the "inside the workspace"
+    /// check).
+    pub canonical: std::path::PathBuf,
+    identity: Option<FileIdentity>,
+    /// Whether this came from memory (and must be checked at load).
+    remembered: bool,
 }
 
 impl Drop for WasmHost {
@@ -257,7 +271,7 @@ impl WasmHost {
         file: &PluginFile,
         component: &Component,
     ) -> Result<LoadedPlugin, PluginError> {
-        load::check_imports(file, &self.engine, component)?;
+        let load::UsesFiles(uses_files) = load::check_imports(file, &self.engine, component)?;
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
             plugin: file.name.clone(),
             message: format!("{e:#}"),
@@ -271,6 +285,7 @@ impl WasmHost {
             name: file.name.clone(),
             digest: file.digest.clone(),
             size: file.bytes.len(),
+            uses_files,
             pre,
         })
     }
@@ -284,7 +299,30 @@ impl WasmHost {
         path: &std::path::Path,
         pinned: Option<&str>,
     ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        self.load_path_identified(name, path, pinned).0
+    }
+
+    /// `load_path`, and the identity the file had (taken before reading).
+    fn load_path_identified(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+        pinned: Option<&str>,
+    ) -> (Result<Arc<LoadedPlugin>, PluginError>, Option<FileIdentity>) {
         let identity = FileIdentity::of(path);
+        (
+            self.load_with_identity(name, path, pinned, identity),
+            identity,
+        )
+    }
+
+    fn load_with_identity(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+        pinned: Option<&str>,
+        identity: Option<FileIdentity>,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
         let known = identity.and_then(|id| {
             let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
             by_path
@@ -326,35 +364,64 @@ impl WasmHost {
         })
     }
 
-    /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first
-    /// plugin directory that has it.
-    /// `find_named`, remembered: the plugin's path and its canonical form.
-    /// An entry whose file is no longer there is looked up again.
-    pub fn find_named_cached(
-        &self,
-        name: &str,
-    ) -> Result<(std::path::PathBuf, std::path::PathBuf), PluginError> {
+    /// `find_named`, remembered: the plugin's path, its canonical form and
+    /// the identity its file had when it was found. A remembered entry is
+    /// returned without touching the disk; `load_named` checks it.
+    pub fn find_named_cached(&self, name: &str) -> Result<NamedPlugin, PluginError> {
         let cached = self
             .named
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .cloned();
-        if let Some((path, canonical)) = cached
-            && canonical.is_file()
-        {
-            return Ok((path, canonical));
+        if let Some(named) = cached {
+            return Ok(named);
         }
         let path = self.find_named(name)?;
+        let identity = FileIdentity::of(&path);
         let canonical = std::fs::canonicalize(&path).map_err(|e| PluginError::Unreadable {
             plugin: name.to_string(),
             message: format!("{}: {e}", path.display()),
         })?;
+        let named = NamedPlugin {
+            path,
+            canonical,
+            identity,
+            remembered: true,
+        };
         self.named
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), (path.clone(), canonical.clone()));
-        Ok((path, canonical))
+            .insert(name.to_string(), named.clone());
+        Ok(NamedPlugin {
+            remembered: false,
+            ..named
+        })
+    }
+
+    /// Forgets where a named plugin was found (its file changed or went).
+    pub fn forget_named(&self, name: &str) {
+        self.named
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+    }
+
+    /// Loads a plugin found by `find_named_cached`. When the file no longer
+    /// has the identity it had when it was found (replaced, re-pointed,
+    /// removed), returns `Ok(None)`: the caller forgets the entry and finds
+    /// the plugin again, so that no decision rests on a stale path.
+    pub fn load_named(
+        &self,
+        name: &str,
+        named: &NamedPlugin,
+        pinned: Option<&str>,
+    ) -> Result<Option<Arc<LoadedPlugin>>, PluginError> {
+        let (plugin, seen) = self.load_path_identified(name, &named.path, pinned);
+        if named.remembered && seen != named.identity {
+            return Ok(None);
+        }
+        plugin.map(Some)
     }
 
     pub fn find_named(&self, name: &str) -> Result<std::path::PathBuf, PluginError> {

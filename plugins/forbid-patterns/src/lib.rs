@@ -16,8 +16,10 @@
 
 use gatehost_plugin::{ChangeKind, Context, Finding, Plugin, Severity, Verdict};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
+
+mod scan;
+use scan::Matcher;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -59,7 +61,7 @@ fn default_max_file_bytes() -> u64 {
 
 struct Rule {
     id: String,
-    regex: Regex,
+    matcher: Matcher,
     paths: Option<GlobSet>,
     exclude: Option<GlobSet>,
     message: String,
@@ -104,9 +106,7 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
         .map(|r| {
             Ok(Rule {
                 id: r.id.clone(),
-                regex: RegexBuilder::new(&r.pattern)
-                    .multi_line(true)
-                    .build()
+                matcher: Matcher::new(&r.pattern)
                     .map_err(|e| format!("rule {}: bad pattern: {e}", r.id))?,
                 paths: globs(&r.paths, &r.id)?,
                 exclude: globs(&r.exclude, &r.id)?,
@@ -124,7 +124,10 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
 /// it was skipped) or unreadable (a warning).
 fn read_capped(path: &str, max: u64, findings: &mut Vec<Finding>) -> Option<String> {
     match gatehost_plugin::read_bytes(path, max) {
-        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(bytes) => Some(
+            String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
             findings.push(gatehost_plugin::finding(
                 path,
@@ -196,13 +199,13 @@ impl Plugin for ForbidPatterns {
             let mut line_starts: Option<Vec<usize>> = None;
             let first_new = findings.len();
             for r in &applicable {
-                for m in r.regex.find_iter(&text) {
+                for start in r.matcher.match_starts(&text) {
                     let starts = line_starts.get_or_insert_with(|| {
                         std::iter::once(0)
                             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
                             .collect()
                     });
-                    let n = starts.partition_point(|&s| s <= m.start()) as u32;
+                    let n = starts.partition_point(|&s| s <= start) as u32;
                     if only.as_ref().is_some_and(|o| !o.contains(&n)) {
                         continue;
                     }
