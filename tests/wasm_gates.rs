@@ -66,6 +66,17 @@ fn shared_cache() -> PathBuf {
 
 fn hostile(s: &Scratch, mode: &str, arg: &str, extra: serde_json::Value) -> CliRun {
     let config = wasm_config_in(&shared_cache(), "");
+    // The first run compiles the plugin into the shared cache (hundreds of
+    // MiB for cranelift): done once, before anything is measured.
+    static WARM: std::sync::Once = std::sync::Once::new();
+    WARM.call_once(|| {
+        let warm = Scratch::new();
+        warm.check(
+            &config,
+            &gate("hostile", json!({"mode": "error"}), json!({})),
+            &[],
+        );
+    });
     let run = s.check(
         &config,
         &gate("hostile", json!({"mode": mode, "arg": arg}), extra),
@@ -474,6 +485,95 @@ fn the_workspace_cannot_be_escaped_by_dotdot_absolute_paths_or_symlinks() {
     // for any success).
     let run = hostile(&s, "read", "/workspace/inside.txt", json!({}));
     assert_eq!(run.code, 0, "{}", run.reason());
+
+    // The same escapes through the host's `read-files` (paths relative to
+    // the workspace), plus a FIFO that would hang a blocking open.
+    let fifo = std::ffi::CString::new(s.ws.join("fifo").display().to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    for path in [
+        "../etc/secret.txt".to_string(),
+        secret.clone(),
+        "/etc/passwd".to_string(),
+        "abs-link".to_string(),
+        "rel-link".to_string(),
+        "fifo".to_string(),
+        "missing".to_string(),
+    ] {
+        let run = hostile(&s, "host-read", &path, json!({}));
+        assert_eq!(run.code, 1, "{path}: {}", run.stdout);
+        assert!(
+            run.reason().starts_with("denied: "),
+            "{path}: {}",
+            run.reason()
+        );
+    }
+    let run = hostile(&s, "host-read", "inside.txt", json!({}));
+    assert_eq!(run.code, 0, "{}", run.reason());
+    assert!(run.reason().contains("fine"), "{}", run.reason());
+    // The host's listing holds regular files only, no link, no FIFO.
+    let run = hostile(&s, "host-list", "", json!({}));
+    assert_eq!(run.code, 1, "{}", run.reason());
+    assert_eq!(run.reason(), "listed: inside.txt");
+}
+
+/// A plugin asking the host to read a file 100,000 times in one call is
+/// refused as a whole once the files would exceed its memory budget, in
+/// time, and the host's own memory stays small.
+#[test]
+fn host_reads_are_bounded_by_the_plugin_memory_budget() {
+    let s = Scratch::new();
+    s.write_ws("big.txt", &"x".repeat(1024 * 1024));
+    let run = hostile(&s, "host-read-flood", "big.txt", json!({"memoryMiB": 16}));
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.reason().contains("memory budget of 16777216 bytes"),
+        "{}",
+        run.reason()
+    );
+    assert!(
+        run.max_rss_kib < 200 * 1024,
+        "host grew to {} KiB",
+        run.max_rss_kib
+    );
+}
+
+/// A plugin built against the exact text of `gatehost:gate@0.1.0` (before
+/// `workspace-files` and `read-files` were added in 0.1.1) loads and runs
+/// on this host, its host imports (`log`, `file-diff`) linked.
+#[test]
+fn a_plugin_built_against_0_1_0_keeps_loading() {
+    let s = Scratch::new();
+    let config = wasm_config(&s, "");
+    let cfg = s.write("c.toml", &config);
+    let inspect = run_gatehost(
+        &[
+            "plugin".into(),
+            "inspect".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+            plugin_file("legacy-v0-1-0").display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(inspect.code, 0, "{}", inspect.stderr);
+    assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.0");
+    s.write(
+        "change.diff",
+        "diff --git a/a.rs b/a.rs\n--- a/a.rs\n+++ b/a.rs\n@@ -0,0 +1 @@\n+x\n",
+    );
+    let diff = s.etc.join("change.diff").display().to_string();
+    let run = s.check(
+        &config,
+        &gate("legacy-v0-1-0", json!({}), json!({})),
+        &["--diff", &diff],
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(
+        run.reason(),
+        "0.1.0 plugin: 1 changed file(s), 1 with a diff"
+    );
 }
 
 #[test]
@@ -624,7 +724,7 @@ fn plugin_inspect_shows_the_interface_and_digest() {
     );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let j = run.json();
-    assert_eq!(j["interface"], "gatehost:gate@0.1.0");
+    assert_eq!(j["interface"], "gatehost:gate@0.1.1");
     assert_eq!(j["world"], "gate-plugin");
     assert_eq!(j["exports"], json!(["evaluate"]));
     assert_eq!(j["sha256"].as_str().unwrap().len(), 64);
@@ -633,7 +733,7 @@ fn plugin_inspect_shows_the_interface_and_digest() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|i| i == "gatehost:gate/host@0.1.0")
+            .any(|i| i == "gatehost:gate/host@0.1.1")
     );
     assert!(j["problem"].is_null());
     let run = run_gatehost(
@@ -789,7 +889,7 @@ fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
         &[],
     );
     assert_eq!(inspect.code, 0, "{}", inspect.stdout);
-    assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.0");
+    assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.1");
     s.write_ws("notes.txt", "fine\nXXX not fine\n");
     let diff = s.write("d.diff", "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n fine\n+XXX not fine\n");
     let run = s.check(

@@ -99,10 +99,20 @@ pub(super) async fn run(
         nonce: gate.judge.as_ref().is_some_and(|j| j.nonce),
         max_calls: bounds.judge_calls,
     };
+    let workspace_dir = match plugin.uses.host {
+        true => match anchor.dir().try_clone() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                return Verdict::error(label, format!("cannot hand the workspace over: {e}"));
+            }
+        },
+        false => None,
+    };
     let evaluation = Evaluation {
         context,
         bounds,
         workspace_root: anchor.root().to_path_buf(),
+        workspace_dir,
         diffs,
         judge,
     };

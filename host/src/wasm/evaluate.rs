@@ -39,7 +39,7 @@ impl WasmHost {
             .allow_blocking_current_thread(true);
         // A plugin without the filesystem import could not use the
         // preopen: it is not opened.
-        if plugin.uses_files {
+        if plugin.uses.filesystem {
             builder
                 .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
                 .map_err(|e| {
@@ -59,6 +59,7 @@ impl WasmHost {
                 exceeded: false,
             },
             diffs: eval.diffs,
+            workspace: eval.workspace_dir,
             judge: eval.judge,
             judge_calls: 0,
             bound_hit: None,
@@ -133,6 +134,7 @@ impl WasmHost {
                 }
             }
         };
+        self.retire(store);
         match outcome {
             Ok(mut v) => {
                 v.stdout = captured.stdout;

@@ -17,6 +17,8 @@ use wasmtime::component::Component;
 
 /// The import through which a plugin reaches the workspace's files.
 const FILESYSTEM_IMPORT_PREFIX: &str = "wasi:filesystem/";
+/// The host interface (`log`, `file-diff`, `judge`, `read-files` …).
+const HOST_IMPORT_PREFIX: &str = "gatehost:gate/host@";
 
 /// Imports a plugin may have. Anything else (sockets, http, another
 /// version of the host interface) is refused at load.
@@ -85,16 +87,17 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
 }
 
 /// Refuses a component that imports anything gatehost does not grant.
-/// Refuses a component that imports anything not granted; says whether it
-/// imports the filesystem (a plugin that does not is given no preopened
-/// workspace, which saves opening it for every evaluation).
+/// Refuses a component that imports anything not granted; says which of
+/// the workspace's doors it imports (a plugin that imports neither the
+/// filesystem nor the host interface is given no handle on the workspace,
+/// which saves opening one for every evaluation).
 pub fn check_imports(
     file: &PluginFile,
     engine: &Engine,
     component: &Component,
-) -> Result<UsesFiles, PluginError> {
+) -> Result<Uses, PluginError> {
     let ty = component.component_type();
-    let mut uses_files = UsesFiles(false);
+    let mut uses = Uses::default();
     for (name, _) in ty.imports(engine) {
         if !GRANTED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
             return Err(PluginError::ForbiddenImport {
@@ -102,14 +105,20 @@ pub fn check_imports(
                 import: name.to_string(),
             });
         }
-        uses_files.0 |= name.starts_with(FILESYSTEM_IMPORT_PREFIX);
+        uses.filesystem |= name.starts_with(FILESYSTEM_IMPORT_PREFIX);
+        uses.host |= name.starts_with(HOST_IMPORT_PREFIX);
     }
-    Ok(uses_files)
+    Ok(uses)
 }
 
-/// Whether a component imports `wasi:filesystem`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UsesFiles(pub bool);
+/// Which imports that reach the workspace a component has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Uses {
+    /// `wasi:filesystem` (the read-only preopen).
+    pub filesystem: bool,
+    /// `gatehost:gate/host` (`workspace-files`, `read-files`).
+    pub host: bool,
+}
 
 /// The names of a component's imports and exports.
 pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {

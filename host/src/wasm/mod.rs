@@ -15,6 +15,7 @@
 
 mod error;
 mod evaluate;
+pub mod files;
 mod load;
 mod state;
 
@@ -62,8 +63,9 @@ pub struct LoadedPlugin {
     pub name: String,
     pub digest: String,
     pub size: usize,
-    /// Whether it imports `wasi:filesystem` (else no workspace is preopened).
-    uses_files: bool,
+    /// Which of the workspace's doors it imports (else that door is not
+    /// opened for its evaluations).
+    pub uses: load::Uses,
     pre: bindings::GatePluginPre<PluginState>,
 }
 
@@ -72,6 +74,9 @@ pub struct Evaluation {
     pub context: PluginContext,
     pub bounds: PluginBounds,
     pub workspace_root: std::path::PathBuf,
+    /// The workspace as the anchor opened it, for `workspace-files` and
+    /// `read-files` (set when the plugin imports the host interface).
+    pub workspace_dir: Option<cap_std::fs::Dir>,
     pub diffs: Arc<BTreeMap<String, String>>,
     pub judge: JudgeBridge,
 }
@@ -132,6 +137,10 @@ pub struct WasmHost {
     /// so that a warm evaluation does no path walk. A name's file is looked
     /// up again when its identity changes or it is gone (`load_named`).
     named: Mutex<HashMap<String, NamedPlugin>>,
+    /// Stores whose evaluation is over, dropped on a thread of their own
+    /// (tearing an instance down resets its pooled memory: the verdict need
+    /// not wait for that). Dropped inline when the thread is gone.
+    retired: std::sync::mpsc::Sender<wasmtime::Store<PluginState>>,
 }
 
 /// Where a named plugin was found.
@@ -185,6 +194,12 @@ impl WasmHost {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        let (retired, to_drop) = std::sync::mpsc::channel::<wasmtime::Store<PluginState>>();
+        std::thread::Builder::new()
+            .name("gatehost-wasm-retire".into())
+            // Ends when the host (the only sender) is dropped.
+            .spawn(move || to_drop.into_iter().for_each(drop))
+            .map_err(|e| PluginError::Engine(format!("cannot start the store reaper: {e}")))?;
         Ok(WasmHost {
             engine,
             linker,
@@ -194,6 +209,7 @@ impl WasmHost {
             ticker_stop,
             pooling,
             named: Mutex::new(HashMap::new()),
+            retired,
         })
     }
 
@@ -271,7 +287,7 @@ impl WasmHost {
         file: &PluginFile,
         component: &Component,
     ) -> Result<LoadedPlugin, PluginError> {
-        let load::UsesFiles(uses_files) = load::check_imports(file, &self.engine, component)?;
+        let uses = load::check_imports(file, &self.engine, component)?;
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
             plugin: file.name.clone(),
             message: format!("{e:#}"),
@@ -285,7 +301,7 @@ impl WasmHost {
             name: file.name.clone(),
             digest: file.digest.clone(),
             size: file.bytes.len(),
-            uses_files,
+            uses,
             pre,
         })
     }
@@ -362,6 +378,13 @@ impl WasmHost {
             exports,
             problem,
         })
+    }
+
+    /// Hands a finished evaluation's store to the reaper thread.
+    fn retire(&self, store: wasmtime::Store<PluginState>) {
+        if let Err(std::sync::mpsc::SendError(store)) = self.retired.send(store) {
+            drop(store);
+        }
     }
 
     /// `find_named`, remembered: the plugin's path, its canonical form and

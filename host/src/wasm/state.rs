@@ -1,10 +1,11 @@
 //! The per-evaluation store state: WASI context, bounds bookkeeping, and
-//! the host functions a plugin imports (`log`, `file-diff`, `judge`).
+//! the host functions a plugin imports (`log`, `file-diff`, `judge`,
+//! `workspace-files`, `read-files`).
 //!
 //! A store (and so this state) lives for exactly one evaluation and is
 //! dropped afterwards, trapped or not.
 
-use super::bindings::gatehost::gate::host::{self, JudgeReply, LogLevel};
+use super::bindings::gatehost::gate::host::{self, JudgeReply, LogLevel, ReadError};
 use super::bindings::gatehost::gate::types::{self, Decision};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateRunner;
@@ -48,6 +49,8 @@ pub struct PluginState {
     pub table: ResourceTable,
     pub limiter: MemoryBudget,
     pub diffs: Arc<BTreeMap<String, String>>,
+    /// The workspace for `workspace-files` and `read-files`.
+    pub workspace: Option<cap_std::fs::Dir>,
     pub judge: JudgeBridge,
     pub judge_calls: u32,
     pub bound_hit: Option<BoundHit>,
@@ -124,6 +127,35 @@ impl host::Host for PluginState {
             .get(path.trim_start_matches("./"))
             .cloned()
             .ok_or_else(|| format!("no diff is known for {path}")))
+    }
+
+    async fn workspace_files(&mut self) -> wasmtime::Result<Result<Vec<String>, String>> {
+        Ok(match &self.workspace {
+            Some(dir) => super::files::list_files(dir),
+            None => Err("no workspace is open for this plugin".into()),
+        })
+    }
+
+    async fn read_files(
+        &mut self,
+        paths: Vec<String>,
+        max_bytes: u64,
+    ) -> wasmtime::Result<Result<Vec<Result<Vec<u8>, ReadError>>, String>> {
+        let Some(dir) = &self.workspace else {
+            return Ok(Err("no workspace is open for this plugin".into()));
+        };
+        let read = super::files::read_files(dir, &paths, max_bytes, self.limiter.max_bytes);
+        Ok(read.map(|files| {
+            files
+                .into_iter()
+                .map(|r| {
+                    r.map_err(|e| match e {
+                        super::files::ReadError::TooLarge => ReadError::TooLarge,
+                        super::files::ReadError::Unreadable(m) => ReadError::Unreadable(m),
+                    })
+                })
+                .collect()
+        }))
     }
 
     async fn judge(&mut self, prompt: String) -> wasmtime::Result<Result<JudgeReply, String>> {

@@ -120,20 +120,21 @@ fn compile(config: &Config) -> Result<Vec<Rule>, String> {
         .collect()
 }
 
-/// Reads a file unless it is larger than `max` bytes (then a finding says
-/// it was skipped) or unreadable (a warning).
-fn read_capped(path: &str, max: u64, findings: &mut Vec<Finding>) -> Option<String> {
-    match gatehost_plugin::read_bytes(path, max) {
-        Ok(bytes) => Some(
-            String::from_utf8(bytes)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        ),
+/// A file's bytes, unless it was larger than maxFileBytes (then a finding
+/// says it was skipped) or unreadable (a warning).
+fn readable(
+    path: &str,
+    read: std::io::Result<Vec<u8>>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<u8>> {
+    match read {
+        Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
             findings.push(gatehost_plugin::finding(
                 path,
                 None,
                 Severity::Info,
-                format!("skipped: {e} is over maxFileBytes"),
+                format!("skipped: {e} (maxFileBytes)"),
             ));
             None
         }
@@ -147,6 +148,57 @@ fn read_capped(path: &str, max: u64, findings: &mut Vec<Finding>) -> Option<Stri
             None
         }
     }
+}
+
+/// Files read per `read-files` call.
+const READ_BATCH: usize = 64;
+
+/// Runs the applicable rules over one file's bytes.
+fn scan_file(
+    path: &str,
+    applicable: &[&Rule],
+    read: std::io::Result<Vec<u8>>,
+    config: &Config,
+    findings: &mut Vec<Finding>,
+    scanned: &mut usize,
+) {
+    let Some(text) = readable(path, read, findings) else {
+        return;
+    };
+    *scanned += 1;
+    let only: Option<Vec<u32>> = if config.added_lines_only && config.scope == "changed" {
+        Some(
+            gatehost_plugin::file_diff(path)
+                .map(|d| gatehost_plugin::added_lines(&d))
+                .unwrap_or_default(),
+        )
+    } else {
+        None
+    };
+    // Each rule runs once over the whole file (with `^`/`$` at line
+    // boundaries); a finding names the line where the match starts.
+    let mut line_starts: Option<Vec<usize>> = None;
+    let first_new = findings.len();
+    for r in applicable {
+        for start in r.matcher.match_starts(&text) {
+            let starts = line_starts.get_or_insert_with(|| {
+                std::iter::once(0)
+                    .chain(memchr::memchr_iter(b'\n', &text).map(|i| i + 1))
+                    .collect()
+            });
+            let n = starts.partition_point(|&s| s <= start) as u32;
+            if only.as_ref().is_some_and(|o| !o.contains(&n)) {
+                continue;
+            }
+            findings.push(gatehost_plugin::finding(
+                path,
+                Some(n),
+                r.severity,
+                format!("[{}] {}", r.id, r.message),
+            ));
+        }
+    }
+    findings[first_new..].sort_by_key(|f| f.line);
 }
 
 struct ForbidPatterns;
@@ -172,52 +224,26 @@ impl Plugin for ForbidPatterns {
         };
         let mut findings: Vec<Finding> = Vec::new();
         let mut scanned = 0usize;
-        for path in &files {
-            let applicable: Vec<&Rule> = rules
-                .iter()
-                .filter(|r| r.paths.as_ref().is_none_or(|g| g.is_match(path)))
-                .filter(|r| r.exclude.as_ref().is_none_or(|g| !g.is_match(path)))
-                .collect();
-            if applicable.is_empty() {
-                continue;
+        // The files some rule applies to, with those rules.
+        let targets: Vec<(&String, Vec<&Rule>)> = files
+            .iter()
+            .filter_map(|path| {
+                let applicable: Vec<&Rule> = rules
+                    .iter()
+                    .filter(|r| r.paths.as_ref().is_none_or(|g| g.is_match(path)))
+                    .filter(|r| r.exclude.as_ref().is_none_or(|g| !g.is_match(path)))
+                    .collect();
+                (!applicable.is_empty()).then_some((path, applicable))
+            })
+            .collect();
+        // Read a batch at a time (the host reads a batch in parallel), so
+        // that at most one batch of files is in memory.
+        for batch in targets.chunks(READ_BATCH) {
+            let paths: Vec<String> = batch.iter().map(|(p, _)| (*p).clone()).collect();
+            let contents = gatehost_plugin::read_files(&paths, config.max_file_bytes);
+            for ((path, applicable), read) in batch.iter().zip(contents) {
+                scan_file(path, applicable, read, &config, &mut findings, &mut scanned);
             }
-            let Some(text) = read_capped(path, config.max_file_bytes, &mut findings) else {
-                continue;
-            };
-            scanned += 1;
-            let only: Option<Vec<u32>> = if config.added_lines_only && config.scope == "changed" {
-                Some(
-                    gatehost_plugin::file_diff(path)
-                        .map(|d| gatehost_plugin::added_lines(&d))
-                        .unwrap_or_default(),
-                )
-            } else {
-                None
-            };
-            // Each rule runs once over the whole file (with `^`/`$` at line
-            // boundaries); a finding names the line where the match starts.
-            let mut line_starts: Option<Vec<usize>> = None;
-            let first_new = findings.len();
-            for r in &applicable {
-                for start in r.matcher.match_starts(&text) {
-                    let starts = line_starts.get_or_insert_with(|| {
-                        std::iter::once(0)
-                            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-                            .collect()
-                    });
-                    let n = starts.partition_point(|&s| s <= start) as u32;
-                    if only.as_ref().is_some_and(|o| !o.contains(&n)) {
-                        continue;
-                    }
-                    findings.push(gatehost_plugin::finding(
-                        path,
-                        Some(n),
-                        r.severity,
-                        format!("[{}] {}", r.id, r.message),
-                    ));
-                }
-            }
-            findings[first_new..].sort_by_key(|f| f.line);
         }
         let blocking = findings
             .iter()

@@ -72,17 +72,18 @@ impl Matcher {
         self.literals.is_some()
     }
 
-    /// The start offsets of the leftmost-first, non-overlapping matches.
-    pub fn match_starts(&self, text: &str) -> Vec<usize> {
+    /// The start offsets of the leftmost-first, non-overlapping matches in
+    /// `bytes` (searched as bytes, as ripgrep does: nothing is copied or
+    /// validated first; an invalid UTF-8 sequence matches no character).
+    pub fn match_starts(&self, bytes: &[u8]) -> Vec<usize> {
         let Some(finders) = &self.literals else {
-            return self.regex.find_iter(text).map(|m| m.start()).collect();
+            return self.regex.find_iter(bytes).map(|m| m.start()).collect();
         };
-        let bytes = text.as_bytes();
-        let mut candidates: Vec<usize> = finders
-            .iter()
-            .flat_map(|f| overlapping(f, bytes))
-            .filter(|&at| text.is_char_boundary(at))
-            .collect();
+        // A literal is valid UTF-8 and starts where a match starts, so its
+        // first byte is never a continuation byte: every candidate is on a
+        // character boundary.
+        let mut candidates: Vec<usize> =
+            finders.iter().flat_map(|f| overlapping(f, bytes)).collect();
         if candidates.is_empty() {
             return Vec::new();
         }
@@ -134,6 +135,16 @@ mod tests {
             .collect()
     }
 
+    fn plain_bytes(pattern: &str, bytes: &[u8]) -> Vec<usize> {
+        regex::bytes::RegexBuilder::new(pattern)
+            .multi_line(true)
+            .build()
+            .expect("pattern")
+            .find_iter(bytes)
+            .map(|m| m.start())
+            .collect()
+    }
+
     const TEXTS: &[&str] = &[
         "",
         "fn main() { dbg!(x); }\n// FIXME12 and FIXME\nTODO: later\nTODO(#12): ok\n",
@@ -180,8 +191,33 @@ mod tests {
             };
             for text in TEXTS {
                 assert_eq!(
-                    m.match_starts(text),
+                    m.match_starts(text.as_bytes()),
                     plain(pattern, text),
+                    "pattern {pattern:?} text {text:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_searched_like_regex_bytes() {
+        let texts: &[&[u8]] = &[
+            b"dbg!(\xff\xfe) FIXME9 \xc3 dbg!(",
+            b"\xff\xffdbg!(\x80FIXME1\n\xe2\x82TODO x",
+            b"\xf0\x9f\x98FIXME\xf0\x9f\x98\x80dbg!(",
+        ];
+        for pattern in [
+            r"dbg!\(",
+            r"dbg!\(|FIXME[0-9]+",
+            r"FIXME.",
+            r"\bTODO\b",
+            r"(?i)todo",
+        ] {
+            let m = Matcher::new(pattern).expect("pattern");
+            for text in texts {
+                assert_eq!(
+                    m.match_starts(text),
+                    plain_bytes(pattern, text),
                     "pattern {pattern:?} text {text:?}"
                 );
             }
@@ -243,7 +279,7 @@ mod tests {
             for _ in 0..20 {
                 let text: String = (0..next(40)).map(|_| pieces[next(pieces.len())]).collect();
                 assert_eq!(
-                    m.match_starts(&text),
+                    m.match_starts(text.as_bytes()),
                     plain(&pattern, &text),
                     "pattern {pattern:?} text {text:?}"
                 );
@@ -269,7 +305,7 @@ mod tests {
         }
         for pattern in [r"dbg!\(|FIXME[0-9]+", r"FIXME[0-9]+", r"\bdbg!\(x\)"] {
             let m = Matcher::new(pattern).expect("pattern");
-            let found = m.match_starts(&text);
+            let found = m.match_starts(text.as_bytes());
             assert!(!found.is_empty());
             assert_eq!(found, plain(pattern, &text), "{pattern}");
         }

@@ -1,4 +1,4 @@
-//! The guest side of gatehost's gate plugin interface (`gatehost:gate@0.1.0`).
+//! The guest side of gatehost's gate plugin interface (`gatehost:gate@0.1.1`).
 //!
 //! A plugin is a type implementing [`Plugin`] and one `export_gate!` line:
 //!
@@ -19,7 +19,9 @@
 //! Build it with `cargo build --release --target wasm32-wasip2`; the
 //! `.wasm` file in `target/wasm32-wasip2/release/` is the plugin. The
 //! workspace is readable (never writable) at [`WORKSPACE`]; nothing else of
-//! the host's file system, environment or network is there.
+//! the host's file system, environment or network is there. To read many
+//! files, [`all_files`] and [`read_files`] ask the host (one call each)
+//! instead of going through WASI file by file.
 
 /// The generated bindings (wit-bindgen) of the `gate-plugin` world.
 #[doc(hidden)]
@@ -36,6 +38,8 @@ pub mod bindings {
 pub use bindings::Guest as Plugin;
 pub use bindings::export_gate;
 use bindings::gatehost;
+/// The host's imports as generated, for what the helpers here do not cover.
+pub use bindings::gatehost::gate::host;
 pub use bindings::gatehost::gate::host::{JudgeReply, LogLevel};
 pub use bindings::gatehost::gate::types::{
     ChangeKind, ChangedFile, Context, Decision, Finding, Severity, Verdict,
@@ -106,17 +110,42 @@ pub fn workspace_path(relative: &str) -> String {
     )
 }
 
-/// Reads a workspace file's bytes, refusing files over `max` bytes (the
-/// error says so). Uses the WASI descriptor API directly (open, stat,
-/// positioned reads), which costs fewer host calls than `std::fs`.
+/// Reads a workspace file's bytes, refusing files over `max` bytes (an
+/// error of kind `FileTooLarge`). Uses the WASI descriptor API directly
+/// (open, positioned reads), which costs fewer host calls than `std::fs`.
 pub fn read_bytes(relative: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    with_workspace(|root| read_at(root, relative, max))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no workspace preopen"))?
+}
+
+/// The workspace's preopened directory, asked of the host once per
+/// evaluation (an instance lives for one evaluation) instead of once per
+/// file.
+fn with_workspace<R>(f: impl FnOnce(&wasi::filesystem::types::Descriptor) -> R) -> Option<R> {
+    use std::cell::OnceCell;
+    thread_local! {
+        static ROOT: OnceCell<Option<wasi::filesystem::types::Descriptor>> =
+            const { OnceCell::new() };
+    }
+    ROOT.with(|cell| {
+        cell.get_or_init(|| {
+            wasi::filesystem::preopens::get_directories()
+                .into_iter()
+                .find(|(_, name)| name == WORKSPACE)
+                .map(|(d, _)| d)
+        })
+        .as_ref()
+        .map(f)
+    })
+}
+
+fn read_at(
+    root: &wasi::filesystem::types::Descriptor,
+    relative: &str,
+    max: u64,
+) -> std::io::Result<Vec<u8>> {
     use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
     let to_io = |e: wasi::filesystem::types::ErrorCode| std::io::Error::other(format!("{e:?}"));
-    let dirs = wasi::filesystem::preopens::get_directories();
-    let (root, _) = dirs
-        .iter()
-        .find(|(_, name)| name == WORKSPACE)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no workspace preopen"))?;
     let rel = relative.trim_start_matches("./").trim_start_matches('/');
     let file = root
         .open_at(
@@ -126,26 +155,30 @@ pub fn read_bytes(relative: &str, max: u64) -> std::io::Result<Vec<u8>> {
             DescriptorFlags::READ,
         )
         .map_err(to_io)?;
-    let size = file.stat().map_err(to_io)?.size;
-    if size > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::FileTooLarge,
-            format!("{size} bytes"),
-        ));
-    }
-    let mut out = Vec::with_capacity(size as usize);
+    // No `stat` for the size: the host already took one to open the file.
+    // Read in growing chunks; a regular file reads short only at its end.
+    let mut out = Vec::new();
+    let mut want = FIRST_READ.min(max.saturating_add(1));
     loop {
-        let want = (size - (out.len() as u64).min(size)).clamp(1, 1 << 20);
         let (chunk, eof) = file.read(want, out.len() as u64).map_err(to_io)?;
+        let short = (chunk.len() as u64) < want;
         out.extend_from_slice(&chunk);
-        // Done at the size stat gave (no extra call to learn about EOF),
-        // at EOF, or past the cap (the file grew).
-        if eof || chunk.is_empty() || out.len() as u64 >= size || out.len() as u64 > max {
-            break;
+        if out.len() as u64 > max {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!("more than {max} bytes"),
+            ));
         }
+        if eof || short {
+            return Ok(out);
+        }
+        let read = out.len() as u64;
+        want = read.clamp(FIRST_READ, 1 << 20).min(max + 1 - read);
     }
-    Ok(out)
 }
+
+/// The first read's size: most source files fit.
+const FIRST_READ: u64 = 16 * 1024;
 
 /// Reads a workspace file as text (lossily).
 pub fn read_text(relative: &str) -> std::io::Result<String> {
@@ -154,14 +187,52 @@ pub fn read_text(relative: &str) -> std::io::Result<String> {
 }
 
 /// Every regular file in the workspace, relative, `/`-separated, sorted;
-/// `.git` and `target` directories are skipped. Walks with the WASI
-/// descriptor API (one `read-directory` stream per directory).
+/// `.git` and `target` directories are skipped. Asks the host's
+/// `workspace-files` (one call; the host walks natively), else walks with
+/// the WASI descriptor API.
 pub fn all_files() -> Vec<String> {
+    match gatehost::gate::host::workspace_files() {
+        Ok(mut files) => {
+            files.retain(|f| {
+                let dirs = f.rsplit_once('/').map_or("", |(d, _)| d);
+                !dirs.split('/').any(|d| d == "target")
+            });
+            files
+        }
+        Err(_) => with_workspace(walk).unwrap_or_default(),
+    }
+}
+
+/// Reads many workspace files, each of at most `max` bytes, answering in
+/// the order given: the host reads them in batches, in parallel
+/// (`read-files`). A file over `max` is an error of kind `FileTooLarge`.
+pub fn read_files(paths: &[String], max: u64) -> Vec<std::io::Result<Vec<u8>>> {
+    use gatehost::gate::host::ReadError;
+    let mut out = Vec::with_capacity(paths.len());
+    for batch in paths.chunks(READ_BATCH) {
+        match gatehost::gate::host::read_files(batch, max) {
+            Ok(files) => out.extend(files.into_iter().map(|r| {
+                r.map_err(|e| match e {
+                    ReadError::TooLarge => std::io::Error::new(
+                        std::io::ErrorKind::FileTooLarge,
+                        format!("more than {max} bytes"),
+                    ),
+                    ReadError::Unreadable(m) => std::io::Error::other(m),
+                })
+            })),
+            // Too much for one answer (the memory budget): one by one.
+            Err(_) => out.extend(batch.iter().map(|p| read_bytes(p, max))),
+        }
+    }
+    out
+}
+
+/// Files per `read-files` call: at most this many times `max` bytes in
+/// flight at once.
+const READ_BATCH: usize = 64;
+
+fn walk(root: &wasi::filesystem::types::Descriptor) -> Vec<String> {
     use wasi::filesystem::types::{DescriptorFlags, DescriptorType, OpenFlags, PathFlags};
-    let dirs = wasi::filesystem::preopens::get_directories();
-    let Some((root, _)) = dirs.iter().find(|(_, name)| name == WORKSPACE) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {

@@ -48,6 +48,39 @@ impl Plugin for Hostile {
                 println!("{}", "flood ".repeat(1000));
             },
             "read" => attempt(std::fs::read_to_string(&arg)),
+            // The same escapes through the host's own reader.
+            "host-read" => {
+                let read = gatehost_plugin::read_files(std::slice::from_ref(&arg), 1 << 20);
+                attempt(
+                    read.into_iter()
+                        .next()
+                        .unwrap_or_else(|| Err(std::io::Error::other("no answer")))
+                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                )
+            }
+            "host-list" => {
+                let files = gatehost_plugin::all_files();
+                if files.iter().any(|f| f.contains("..") || f.starts_with('/')) {
+                    Ok(gatehost_plugin::pass(format!("ESCAPED: {files:?}")))
+                } else {
+                    Ok(gatehost_plugin::fail(
+                        format!("listed: {}", files.join(" ")),
+                        Vec::new(),
+                    ))
+                }
+            }
+            // Asks the host to read the same file many times over: the
+            // plugin's memory budget bounds what the host hands back.
+            "host-read-flood" => {
+                let paths = vec![arg.clone(); 100_000];
+                match gatehost_plugin::host::read_files(&paths, u64::MAX) {
+                    Ok(files) => Ok(gatehost_plugin::pass(format!(
+                        "ESCAPED: {} files",
+                        files.len()
+                    ))),
+                    Err(e) => Ok(gatehost_plugin::fail(format!("denied: {e}"), Vec::new())),
+                }
+            }
             "list" => attempt(std::fs::read_dir(&arg).map(|d| d.count())),
             "write" => attempt(std::fs::write(&arg, "owned")),
             "mkdir" => attempt(std::fs::create_dir(&arg)),

@@ -1,0 +1,228 @@
+//! The host's file access for plugins: `workspace-files` (list the
+//! workspace) and `read-files` (read many files in one call, in parallel).
+//!
+//! A plugin can read the workspace through its WASI preopen, one host call
+//! per directory entry, open, read and close. These two imports do the same
+//! work natively, through the same confinement: a `cap_std` handle on the
+//! workspace the anchor opened, where `..` out, absolute paths and symbolic
+//! links leaving the workspace do not resolve. They never write, never
+//! follow a link while listing, never open anything but a regular file
+//! (opens are non-blocking, so a FIFO planted by the agent cannot hang the
+//! host), and never hand back more bytes than the plugin's memory budget.
+
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use rayon::prelude::*;
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// More files than this and `workspace-files` refuses (the list alone
+/// would be tens of MiB).
+pub const MAX_LISTED_FILES: usize = 200_000;
+/// Fewer files than this per pool task are not worth a hand-over.
+const FILES_PER_TASK: usize = 8;
+
+/// Why one file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    TooLarge,
+    Unreadable(String),
+}
+
+/// Every regular file under `root`, relative, `/`-separated, sorted;
+/// symbolic links are neither followed nor listed; `.git` is skipped.
+pub fn list_files(root: &Dir) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, Dir)> = vec![(String::new(), root.try_clone().map_err(io)?)];
+    while let Some((prefix, dir)) = stack.pop() {
+        let entries = match dir.entries() {
+            Ok(e) => e,
+            Err(_) => continue,
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            if kind.is_dir() && name != ".git" {
+                // Listed as a directory, not a link. Were it swapped for a
+                // link since, cap-std still keeps the open inside `root`.
+                if let Ok(sub) = dir.open_dir(&name) {
+                    stack.push((rel, sub));
+                }
+            } else if kind.is_file() {
+                out.push(rel);
+                if out.len() > MAX_LISTED_FILES {
+                    return Err(format!(
+                        "the workspace holds more than {MAX_LISTED_FILES} files"
+                    ));
+                }
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads `paths` (each at most `max_bytes`), in order, on rayon's pool.
+/// Errors as a whole when more than `budget` bytes would be handed back
+/// (no file is read once the budget is spent).
+pub fn read_files(
+    root: &Dir,
+    paths: &[String],
+    max_bytes: u64,
+    budget: u64,
+) -> Result<Vec<Result<Vec<u8>, ReadError>>, String> {
+    let total = AtomicU64::new(0);
+    let over =
+        || format!("the files asked for exceed the plugin's memory budget of {budget} bytes");
+    let out: Vec<Option<Result<Vec<u8>, ReadError>>> = paths
+        .par_iter()
+        .with_min_len(FILES_PER_TASK)
+        .map(|p| {
+            if total.load(Ordering::Relaxed) > budget {
+                return None;
+            }
+            let r = read_one(root, p, max_bytes);
+            let n = r.as_ref().map_or(0, |b| b.len() as u64);
+            (total.fetch_add(n, Ordering::Relaxed) + n <= budget).then_some(r)
+        })
+        .collect();
+    out.into_iter().map(|r| r.ok_or_else(over)).collect()
+}
+
+fn read_one(root: &Dir, path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
+    let rel = path.trim_start_matches("./");
+    let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("{path}: {e}"));
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    let mut file = root.open_with(rel, &options).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(ReadError::Unreadable(format!("{path}: not a regular file")));
+    }
+    if meta.len() > max_bytes {
+        return Err(ReadError::TooLarge);
+    }
+    // Room for one byte more than the stat said: a regular file reads
+    // short only at its end, so one `read` usually does it; a file that
+    // grew meanwhile is read on, never past the cap.
+    let mut bytes = vec![0u8; meta.len() as usize + 1];
+    let mut filled = 0;
+    loop {
+        let n = match file.read(&mut bytes[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(unreadable(e)),
+        };
+        filled += n;
+        if filled as u64 > max_bytes {
+            return Err(ReadError::TooLarge);
+        }
+        if n == 0 || filled < bytes.len() {
+            break;
+        }
+        let grown = (bytes.len() * 2).min(max_bytes.saturating_add(1) as usize);
+        bytes.resize(grown.max(filled + 1), 0);
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
+fn io(e: std::io::Error) -> String {
+    e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    fn workspace() -> (tempfile::TempDir, Dir) {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(ws.join("src/deep")).expect("mkdir");
+        std::fs::create_dir_all(ws.join(".git")).expect("mkdir");
+        std::fs::write(ws.join("a.txt"), "alpha").expect("write");
+        std::fs::write(ws.join("src/b.rs"), "beta").expect("write");
+        std::fs::write(ws.join("src/deep/c.rs"), "gamma").expect("write");
+        std::fs::write(ws.join(".git/config"), "secret").expect("write");
+        std::fs::write(t.path().join("outside.txt"), "outside").expect("write");
+        std::os::unix::fs::symlink(t.path().join("outside.txt"), ws.join("out-link"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(t.path(), ws.join("out-dir")).expect("symlink");
+        std::os::unix::fs::symlink("a.txt", ws.join("in-link")).expect("symlink");
+        let fifo =
+            std::ffi::CString::new(ws.join("fifo").to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let dir = Dir::open_ambient_dir(&ws, ambient_authority()).expect("open");
+        (t, dir)
+    }
+
+    #[test]
+    fn lists_regular_files_only_without_following_links_or_git() {
+        let (_t, dir) = workspace();
+        assert_eq!(
+            list_files(&dir).expect("list"),
+            vec!["a.txt", "src/b.rs", "src/deep/c.rs"]
+        );
+    }
+
+    #[test]
+    fn reads_in_order_and_refuses_escapes_fifos_and_large_files() {
+        let (_t, dir) = workspace();
+        let paths: Vec<String> = [
+            "a.txt",
+            "./src/b.rs",
+            "in-link",
+            "../outside.txt",
+            "/etc/passwd",
+            "out-link",
+            "out-dir/outside.txt",
+            "fifo",
+            "src",
+            "missing",
+            "src/deep/c.rs",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let got = read_files(&dir, &paths, 4, 1 << 20).expect("read");
+        assert_eq!(got.len(), paths.len());
+        assert_eq!(got[0], Err(ReadError::TooLarge), "alpha is 5 bytes");
+        assert_eq!(got[1], Ok(b"beta".to_vec()));
+        assert_eq!(got[2], Err(ReadError::TooLarge), "in-link is alpha");
+        for (i, p) in paths.iter().enumerate().skip(3).take(7) {
+            assert!(
+                matches!(&got[i], Err(ReadError::Unreadable(m)) if m.starts_with(p.as_str())),
+                "{p}: {:?}",
+                got[i]
+            );
+        }
+        assert_eq!(got[10], Err(ReadError::TooLarge));
+        let got = read_files(&dir, &paths[..1], 5, 1 << 20).expect("read");
+        assert_eq!(got, vec![Ok(b"alpha".to_vec())]);
+    }
+
+    #[test]
+    fn many_files_are_read_in_parallel_in_order_within_the_budget() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let paths: Vec<String> = (0..500).map(|i| format!("f{i}")).collect();
+        for p in &paths {
+            std::fs::write(t.path().join(p), p).expect("write");
+        }
+        let dir = Dir::open_ambient_dir(t.path(), ambient_authority()).expect("open");
+        let got = read_files(&dir, &paths, 100, 1 << 20).expect("read");
+        let want: Vec<_> = paths.iter().map(|p| Ok(p.as_bytes().to_vec())).collect();
+        assert_eq!(got, want);
+        let total: u64 = paths.iter().map(|p| p.len() as u64).sum();
+        let err = read_files(&dir, &paths, 100, total - 1).expect_err("over budget");
+        assert!(err.contains("memory budget"), "{err}");
+        assert!(read_files(&dir, &paths, 100, total).is_ok());
+    }
+}
