@@ -136,3 +136,39 @@ async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
     assert_eq!(v.outcome, Outcome::Error, "{v:?}");
     assert!(v.reason.contains("probe"), "{v:?}");
 }
+
+/// More evaluations at once than the pool has instance slots (64): each
+/// holds its instance while its judge call (a half-second process) runs.
+/// The ones beyond 64 wait for a slot; none fails to instantiate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_evaluations_than_instance_slots_wait_for_a_slot() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("STYLE.md"), "Be kind.\n").expect("write");
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let text = format!(
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n[judge]\nslots = 200\n\
+         [judge.adapters.slow]\ncommand = [\"bash\", \"-c\", \"cat >/dev/null; sleep 0.5; echo VERDICT: PASS\"]\n",
+        plugins.display(),
+        s.etc.join("cache").display()
+    );
+    let r = GateRunner::new(HostConfig::from_toml(&text, "test").expect("config"));
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let ctx = GateContext {
+        diff: Some(
+            "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+fn good() {}\n"
+                .into(),
+        ),
+        ..GateContext::default()
+    };
+    let g = gate(
+        r#"{"wasm": {"plugin": "style-review", "config": {"guide": "STYLE.md"}, "timeoutMs": 60000, "judge": {"adapter": "slow", "timeoutMs": 60000}}}"#,
+    );
+    // Compiled once before the crowd arrives.
+    assert_eq!(r.run_gate(&g, &anchor, &ctx).await.outcome, Outcome::Pass);
+    let crowd = (0..100).map(|_| r.run_gate(&g, &anchor, &ctx));
+    let verdicts = futures::future::join_all(crowd).await;
+    for v in &verdicts {
+        assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    }
+}

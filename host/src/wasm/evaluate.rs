@@ -27,6 +27,13 @@ impl WasmHost {
         let name = plugin.name.clone();
         let bounds = eval.bounds;
         let fail = |e: PluginError| (e, CapturedOutput::default());
+        // Held until the store is dropped (the end of this function). The
+        // semaphore is never closed; if it were, the evaluation says so.
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|e| fail(PluginError::Engine(format!("no instance slot: {e}"))))?;
         let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
         let stdout = MemoryOutputPipe::new(out_cap);
         let stderr = MemoryOutputPipe::new(out_cap);
@@ -134,7 +141,6 @@ impl WasmHost {
                 }
             }
         };
-        self.retire(store);
         match outcome {
             Ok(mut v) => {
                 v.stdout = captured.stdout;

@@ -132,15 +132,14 @@ pub struct WasmHost {
     by_path: Mutex<HashMap<std::path::PathBuf, (FileIdentity, Arc<LoadedPlugin>)>>,
     ticker_stop: Arc<std::sync::atomic::AtomicBool>,
     pooling: bool,
+    /// One permit per pooled instance slot: an evaluation waits for a free
+    /// slot instead of failing to instantiate when all are taken.
+    slots: Arc<tokio::sync::Semaphore>,
     /// Named plugins already found in the plugin directories, with the
     /// canonical path of their file (for the "inside the workspace" check),
     /// so that a warm evaluation does no path walk. A name's file is looked
     /// up again when its identity changes or it is gone (`load_named`).
     named: Mutex<HashMap<String, NamedPlugin>>,
-    /// Stores whose evaluation is over, dropped on a thread of their own
-    /// (tearing an instance down resets its pooled memory: the verdict need
-    /// not wait for that). Dropped inline when the thread is gone.
-    retired: std::sync::mpsc::Sender<wasmtime::Store<PluginState>>,
 }
 
 /// Where a named plugin was found.
@@ -194,12 +193,6 @@ impl WasmHost {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        let (retired, to_drop) = std::sync::mpsc::channel::<wasmtime::Store<PluginState>>();
-        std::thread::Builder::new()
-            .name("gatehost-wasm-retire".into())
-            // Ends when the host (the only sender) is dropped.
-            .spawn(move || to_drop.into_iter().for_each(drop))
-            .map_err(|e| PluginError::Engine(format!("cannot start the store reaper: {e}")))?;
         Ok(WasmHost {
             engine,
             linker,
@@ -208,8 +201,8 @@ impl WasmHost {
             by_path: Mutex::new(HashMap::new()),
             ticker_stop,
             pooling,
+            slots: Arc::new(tokio::sync::Semaphore::new(POOL_INSTANCES as usize)),
             named: Mutex::new(HashMap::new()),
-            retired,
         })
     }
 
@@ -378,13 +371,6 @@ impl WasmHost {
             exports,
             problem,
         })
-    }
-
-    /// Hands a finished evaluation's store to the reaper thread.
-    fn retire(&self, store: wasmtime::Store<PluginState>) {
-        if let Err(std::sync::mpsc::SendError(store)) = self.retired.send(store) {
-            drop(store);
-        }
     }
 
     /// `find_named`, remembered: the plugin's path, its canonical form and
