@@ -508,16 +508,21 @@ fn the_workspace_cannot_be_escaped_by_dotdot_absolute_paths_or_symlinks() {
             run.reason()
         );
     }
+    // The kit's WASI reader reads a file larger than one WASI read (64 KiB)
+    // whole, not cut at the first short answer.
+    s.write_ws("large.txt", &"y".repeat(300_001));
+    let run = hostile(&s, "kit-read", "large.txt", json!({}));
+    assert_eq!(run.reason(), "ESCAPED: 300001", "{}", run.stdout);
     let run = hostile(&s, "host-read", "inside.txt", json!({}));
     assert_eq!(run.code, 0, "{}", run.reason());
     assert!(run.reason().contains("fine"), "{}", run.reason());
     // The host's listing holds regular files only, no link, no FIFO.
     let run = hostile(&s, "host-list", "", json!({}));
     assert_eq!(run.code, 1, "{}", run.reason());
-    assert_eq!(run.reason(), "listed: inside.txt");
+    assert_eq!(run.reason(), "listed: inside.txt large.txt");
 }
 
-/// A plugin asking the host to read a file 100,000 times in one call is
+/// A plugin asking the host to read a 1 MiB file 4,000 times in one call is
 /// refused as a whole once the files would exceed its memory budget, in
 /// time, and the host's own memory stays small.
 #[test]

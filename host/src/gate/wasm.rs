@@ -99,14 +99,17 @@ pub(super) async fn run(
         nonce: gate.judge.as_ref().is_some_and(|j| j.nonce),
         max_calls: bounds.judge_calls,
     };
-    let workspace_dir = match plugin.uses.host {
-        true => match anchor.dir().try_clone() {
+    // A handle of its own on the workspace the anchor opened, for the
+    // host's `workspace-files` and `read-files` (only if it imports them).
+    let workspace_dir = if plugin.uses.host {
+        match anchor.dir().try_clone() {
             Ok(d) => Some(d),
             Err(e) => {
                 return Verdict::error(label, format!("cannot hand the workspace over: {e}"));
             }
-        },
-        false => None,
+        }
+    } else {
+        None
     };
     let evaluation = Evaluation {
         context,

@@ -8,7 +8,9 @@
 //! links leaving the workspace do not resolve. They never write, never
 //! follow a link while listing, never open anything but a regular file
 //! (opens are non-blocking, so a FIFO planted by the agent cannot hang the
-//! host), and never hand back more bytes than the plugin's memory budget.
+//! host), never hand back more bytes than the plugin's memory budget, and
+//! never take more than 4,096 paths in one call (a host call is not
+//! interrupted by the wall-clock bound; between calls it is checked).
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use rayon::prelude::*;
@@ -18,6 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// More files than this and `workspace-files` refuses (the list alone
 /// would be tens of MiB).
 pub const MAX_LISTED_FILES: usize = 200_000;
+/// More paths than this in one `read-files` call are refused: a host call
+/// cannot be interrupted by the plugin's wall-clock bound, so each is kept
+/// short (the bound is checked again between calls).
+pub const MAX_PATHS_PER_CALL: usize = 4096;
 /// Fewer files than this per pool task are not worth a hand-over.
 const FILES_PER_TASK: usize = 8;
 
@@ -77,6 +83,12 @@ pub fn read_files(
     max_bytes: u64,
     budget: u64,
 ) -> Result<Vec<Result<Vec<u8>, ReadError>>, String> {
+    if paths.len() > MAX_PATHS_PER_CALL {
+        return Err(format!(
+            "{} paths in one call; at most {MAX_PATHS_PER_CALL}",
+            paths.len()
+        ));
+    }
     let total = AtomicU64::new(0);
     let over =
         || format!("the files asked for exceed the plugin's memory budget of {budget} bytes");
@@ -224,5 +236,11 @@ mod tests {
         let err = read_files(&dir, &paths, 100, total - 1).expect_err("over budget");
         assert!(err.contains("memory budget"), "{err}");
         assert!(read_files(&dir, &paths, 100, total).is_ok());
+        let many = vec!["f1".to_string(); MAX_PATHS_PER_CALL + 1];
+        let Err(err) = read_files(&dir, &many, 100, u64::MAX) else {
+            panic!("{} paths were accepted", many.len());
+        };
+        assert!(err.contains("at most 4096"), "{err}");
+        assert!(read_files(&dir, &many[1..], 100, u64::MAX).is_ok());
     }
 }

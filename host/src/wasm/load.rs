@@ -86,7 +86,6 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
     }
 }
 
-/// Refuses a component that imports anything gatehost does not grant.
 /// Refuses a component that imports anything not granted; says which of
 /// the workspace's doors it imports (a plugin that imports neither the
 /// filesystem nor the host interface is given no handle on the workspace,

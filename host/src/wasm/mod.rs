@@ -433,6 +433,8 @@ impl WasmHost {
         plugin.map(Some)
     }
 
+    /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first
+    /// plugin directory that has it.
     pub fn find_named(&self, name: &str) -> Result<std::path::PathBuf, PluginError> {
         let valid = !name.is_empty()
             && name

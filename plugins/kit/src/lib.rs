@@ -158,7 +158,7 @@ fn read_at(
     // No `stat` for the size: the host already took one to open the file.
     // Read in growing chunks; a regular file reads short only at its end.
     let mut out = Vec::new();
-    let mut want = FIRST_READ.min(max.saturating_add(1));
+    let mut want = FIRST_READ.min(max.saturating_add(1)).min(MAX_READ);
     loop {
         let (chunk, eof) = file.read(want, out.len() as u64).map_err(to_io)?;
         let short = (chunk.len() as u64) < want;
@@ -173,12 +173,15 @@ fn read_at(
             return Ok(out);
         }
         let read = out.len() as u64;
-        want = read.clamp(FIRST_READ, 1 << 20).min(max + 1 - read);
+        want = read.clamp(FIRST_READ, MAX_READ).min(max + 1 - read);
     }
 }
 
 /// The first read's size: most source files fit.
 const FIRST_READ: u64 = 16 * 1024;
+/// The most one WASI `read` returns (wasmtime-wasi's cap): asking for no
+/// more than this, a short read can only mean the end of the file.
+const MAX_READ: u64 = 64 * 1024;
 
 /// Reads a workspace file as text (lossily).
 pub fn read_text(relative: &str) -> std::io::Result<String> {

@@ -48,6 +48,8 @@ impl Plugin for Hostile {
                 println!("{}", "flood ".repeat(1000));
             },
             "read" => attempt(std::fs::read_to_string(&arg)),
+            // The kit's WASI reader (as `read-files` falls back to it).
+            "kit-read" => attempt(gatehost_plugin::read_bytes(&arg, 1 << 22).map(|b| b.len())),
             // The same escapes through the host's own reader.
             "host-read" => {
                 let read = gatehost_plugin::read_files(std::slice::from_ref(&arg), 1 << 20);
@@ -72,7 +74,7 @@ impl Plugin for Hostile {
             // Asks the host to read the same file many times over: the
             // plugin's memory budget bounds what the host hands back.
             "host-read-flood" => {
-                let paths = vec![arg.clone(); 100_000];
+                let paths = vec![arg.clone(); 4_000];
                 match gatehost_plugin::host::read_files(&paths, u64::MAX) {
                     Ok(files) => Ok(gatehost_plugin::pass(format!(
                         "ESCAPED: {} files",
