@@ -13,6 +13,11 @@
 //!   ]
 //! }
 //! ```
+//!
+//! Patterns use the regex crate's syntax with `^`/`$` at line boundaries.
+//! Files are searched as bytes (an invalid UTF-8 sequence matches no
+//! character); they are listed and read through the host's
+//! `workspace-files` and `read-files`, a batch at a time.
 
 use gatehost_plugin::{ChangeKind, Context, Finding, Plugin, Severity, Verdict};
 use globset::{Glob, GlobSet, GlobSetBuilder};
