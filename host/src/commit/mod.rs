@@ -43,7 +43,10 @@
 //!   entries at or below each committed path (and any file entry standing where the
 //!   commit has a directory) are replaced by the commit's entries (blob id and mode,
 //!   zeroed stat data, so git re-hashes the file once); deleted paths leave the index.
-//!   Every other entry, staged changes of the user included, is kept. The cached-tree
+//!   Every other entry, staged changes of the user included, is kept; an entry that
+//!   was racily clean in the index read (its file's mtime in or after the index's
+//!   second) gets its stat size zeroed, as git does, so that git still checks its
+//!   content against the newer index. The cached-tree
 //!   (`TREE`) extension is dropped, and so are the optional `UNTR`, `FSMN` and `REUC`
 //!   extensions, which git rebuilds as needed (the `gix` writer does not carry them).
 //!   With no index at all, one holding the commit's whole tree is written. The new
@@ -844,6 +847,22 @@ fn update_index(ws: &Workspace, record: &Record, commit: ObjectId) -> Result<Ind
     }
     if state.link().is_some() {
         return Err("the index is split (core.splitIndex); not supported".into());
+    }
+    // Racy git: an entry whose file changed in the same second as the index
+    // we read was "racily clean" there, and git checks such entries' content
+    // rather than trusting their stat data. The index we write is newer, so
+    // git would trust it and miss the change: smudge those entries (size 0),
+    // as git does when it writes an index, so their content is checked again.
+    if let Some(read_at) = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.into_std().duration_since(std::time::UNIX_EPOCH).ok())
+    {
+        for entry in state.entries_mut() {
+            if u64::from(entry.stat.mtime.secs) >= read_at.as_secs() {
+                entry.stat.size = 0;
+            }
+        }
     }
     if state.is_sparse() {
         return Err("the index is sparse (index.sparse); not supported".into());

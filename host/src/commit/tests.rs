@@ -163,6 +163,42 @@ fn staged_changes_outside_the_commit_survive() {
     assert_eq!(status, "M  b.txt\n");
 }
 
+/// A file rewritten with the same size in the same second as the index was
+/// written is "racily clean": git re-checks its content. After our index
+/// rewrite (a newer index) it must still show as modified. Made exact with
+/// `core.checkStat=minimal` (mtime seconds and size only) and `touch -d`.
+#[test]
+fn a_racily_clean_entry_stays_modified_after_the_index_is_rewritten() {
+    let t = repo();
+    let ws = t.path();
+    git(ws, &["config", "core.checkStat", "minimal"]);
+    git(ws, &["config", "core.trustctime", "false"]);
+    let when = "@1700000000";
+    let touch = |rel: &str| {
+        let ok = Command::new("touch")
+            .args(["-m", "-d", when])
+            .arg(ws.join(rel))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "touch {rel}");
+    };
+    touch("b.txt");
+    git(ws, &["update-index", "--refresh"]);
+    write(ws, "b.txt", "b2\n");
+    touch("b.txt");
+    touch(".git/index");
+    // Git itself sees it (the entry is racy against this index); without
+    // optional locks, so that this status does not rewrite the index.
+    let before = git(ws, &["--no-optional-locks", "status", "--porcelain"]);
+    assert!(before.contains(" M b.txt"), "{before}");
+    write(ws, "a.txt", "a2\n");
+    commit(ws, &["a.txt"], "change a");
+    let status = git(ws, &["status", "--porcelain"]);
+    assert!(status.contains(" M b.txt"), "{status}");
+    assert!(!status.contains("a.txt"), "{status}");
+}
+
 #[test]
 fn directory_commit_replaces_its_index_entries() {
     let t = repo();
