@@ -711,6 +711,31 @@ fn plugins_receive_the_context_and_changed_files() {
     );
 }
 
+/// `gatehost plugin inspect … | head -0`: the reader is gone before the
+/// first line. The command ends quietly (SIGPIPE, as Unix tools do), with
+/// no panic on stderr.
+#[test]
+fn an_output_command_whose_reader_is_gone_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["plugin", "inspect"])
+        .arg(plugin_file("noop"))
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run gatehost");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
 #[test]
 fn plugin_inspect_shows_the_interface_and_digest() {
     let s = Scratch::new();

@@ -143,6 +143,9 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     init_logging(&cli.log);
     crate::webhook::install_tls_provider();
+    if !matches!(cli.command, Command::Check(_) | Command::Serve(_)) {
+        quiet_on_closed_stdout();
+    }
     match cli.command {
         Command::Check(args) => check::check(args),
         Command::Serve(args) => serve::serve(args),
@@ -166,6 +169,19 @@ pub fn main() -> i32 {
                 2
             }
         },
+    }
+}
+
+/// Output-only commands end quietly when their reader goes away
+/// (`gatehost plugin inspect … | head`), as Unix tools do, instead of
+/// panicking in `println!`. Never for `check` and `serve`: they write into
+/// gate processes' pipes, where a closed pipe is an error to report, not a
+/// reason to die. (Sockets are unaffected: Rust sends with `MSG_NOSIGNAL`.)
+fn quiet_on_closed_stdout() {
+    // SAFETY: restores the default disposition of one signal, before this
+    // process starts any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
