@@ -113,11 +113,7 @@ fn a_200_mb_flood_is_capped_and_the_tail_still_decides() {
         out["totalBytes"],
         200_000_000u64 + "\nVERDICT: PASS\n".len() as u64
     );
-    assert!(
-        run.max_rss_kib < 64 * 1024,
-        "gatehost grew to {} KiB",
-        run.max_rss_kib
-    );
+    run.assert_host_stayed_under_mib(64);
 }
 
 #[test]

@@ -102,18 +102,12 @@ fn main() {
     if section("after-idle") {
         // Each gate measured after the same 1 ms pause (as a turn-end comes
         // after the agent's turn): neither runs right after the other.
-        let pause = || std::thread::sleep(Duration::from_millis(1));
-        let (mut xa, mut xb) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            pause();
-            let t = Instant::now();
-            assert!(run(&shell_true).passed());
-            xa.push(t.elapsed());
-            pause();
-            let t = Instant::now();
-            assert!(run(&noop).passed());
-            xb.push(t.elapsed());
-        }
+        let (xa, xb) = alternate_with(
+            rounds,
+            || std::thread::sleep(Duration::from_millis(1)),
+            || assert!(run(&shell_true).passed()),
+            || assert!(run(&noop).passed()),
+        );
         report(
             "each after a 1 ms pause: shell gate `true` vs noop",
             &xa,
@@ -267,8 +261,15 @@ fn quantile(samples: &[Duration], q: f64) -> Duration {
     s[((s.len() as f64 - 1.0) * q).round() as usize]
 }
 
-fn alternate(
+fn alternate(rounds: usize, a: impl FnMut(), b: impl FnMut()) -> (Vec<Duration>, Vec<Duration>) {
+    alternate_with(rounds, || {}, a, b)
+}
+
+/// `a` then `b`, `rounds` times after a warm-up, each timed alone and each
+/// preceded by `before` (not timed).
+fn alternate_with(
     rounds: usize,
+    mut before: impl FnMut(),
     mut a: impl FnMut(),
     mut b: impl FnMut(),
 ) -> (Vec<Duration>, Vec<Duration>) {
@@ -278,9 +279,11 @@ fn alternate(
     }
     let (mut xa, mut xb) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
+        before();
         let t = Instant::now();
         a();
         xa.push(t.elapsed());
+        before();
         let t = Instant::now();
         b();
         xb.push(t.elapsed());

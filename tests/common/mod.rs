@@ -204,6 +204,16 @@ pub struct CliRun {
 }
 
 impl CliRun {
+    /// Asserts that gatehost's own peak resident memory stayed under `mib`.
+    #[track_caller]
+    pub fn assert_host_stayed_under_mib(&self, mib: i64) {
+        assert!(
+            self.max_rss_kib < mib * 1024,
+            "gatehost grew to {} KiB (limit {mib} MiB)",
+            self.max_rss_kib
+        );
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
             panic!(

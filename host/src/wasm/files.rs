@@ -222,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn many_files_are_read_in_parallel_in_order_within_the_budget() {
+    fn many_files_are_read_in_order_within_the_budget_and_the_path_cap() {
         let t = tempfile::tempdir().expect("tempdir");
         let paths: Vec<String> = (0..500).map(|i| format!("f{i}")).collect();
         for p in &paths {

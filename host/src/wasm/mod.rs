@@ -319,45 +319,35 @@ impl WasmHost {
         pinned: Option<&str>,
     ) -> (Result<Arc<LoadedPlugin>, PluginError>, Option<FileIdentity>) {
         let identity = FileIdentity::of(path);
-        (
-            self.load_with_identity(name, path, pinned, identity),
-            identity,
-        )
-    }
-
-    fn load_with_identity(
-        &self,
-        name: &str,
-        path: &std::path::Path,
-        pinned: Option<&str>,
-        identity: Option<FileIdentity>,
-    ) -> Result<Arc<LoadedPlugin>, PluginError> {
-        let known = identity.and_then(|id| {
-            let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
-            by_path
-                .get(path)
-                .filter(|(cached, _)| *cached == id)
-                .map(|(_, p)| p.clone())
-        });
-        let plugin = match known {
-            Some(p) => p,
-            None => {
-                let file = PluginFile::read(name, path)?;
-                check_pin(name, pinned, &file.digest)?;
-                let plugin = self.load(file)?;
-                // Record the identity seen *before* reading: if the file
-                // changed meanwhile, the next run reads it again.
-                if let Some(id) = identity {
-                    self.by_path
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(path.to_path_buf(), (id, plugin.clone()));
+        let load = || -> Result<Arc<LoadedPlugin>, PluginError> {
+            let known = identity.and_then(|id| {
+                let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
+                by_path
+                    .get(path)
+                    .filter(|(cached, _)| *cached == id)
+                    .map(|(_, p)| p.clone())
+            });
+            let plugin = match known {
+                Some(p) => p,
+                None => {
+                    let file = PluginFile::read(name, path)?;
+                    check_pin(name, pinned, &file.digest)?;
+                    let plugin = self.load(file)?;
+                    // Record the identity seen *before* reading: if the file
+                    // changed meanwhile, the next run reads it again.
+                    if let Some(id) = identity {
+                        self.by_path
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(path.to_path_buf(), (id, plugin.clone()));
+                    }
+                    return Ok(plugin);
                 }
-                return Ok(plugin);
-            }
+            };
+            check_pin(name, pinned, &plugin.digest)?;
+            Ok(plugin)
         };
-        check_pin(name, pinned, &plugin.digest)?;
-        Ok(plugin)
+        (load(), identity)
     }
 
     /// What `plugin inspect` shows: the component's imports and exports,

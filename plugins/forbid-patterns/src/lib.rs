@@ -155,9 +155,6 @@ fn readable(
     }
 }
 
-/// Files read per `read-files` call.
-const READ_BATCH: usize = 64;
-
 /// Runs the applicable rules over one file's bytes.
 fn scan_file(
     path: &str,
@@ -243,7 +240,7 @@ impl Plugin for ForbidPatterns {
             .collect();
         // Read a batch at a time (the host reads a batch in parallel), so
         // that at most one batch of files is in memory.
-        for batch in targets.chunks(READ_BATCH) {
+        for batch in targets.chunks(gatehost_plugin::READ_BATCH) {
             let paths: Vec<String> = batch.iter().map(|(p, _)| (*p).clone()).collect();
             let contents = gatehost_plugin::read_files(&paths, config.max_file_bytes);
             for ((path, applicable), read) in batch.iter().zip(contents) {

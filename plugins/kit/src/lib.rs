@@ -231,8 +231,9 @@ pub fn read_files(paths: &[String], max: u64) -> Vec<std::io::Result<Vec<u8>>> {
 }
 
 /// Files per `read-files` call: at most this many times `max` bytes in
-/// flight at once.
-const READ_BATCH: usize = 64;
+/// flight at once. A plugin that processes files a batch at a time (to
+/// hold only one batch in memory) uses the same size.
+pub const READ_BATCH: usize = 64;
 
 fn walk(root: &wasi::filesystem::types::Descriptor) -> Vec<String> {
     use wasi::filesystem::types::{DescriptorFlags, DescriptorType, OpenFlags, PathFlags};
