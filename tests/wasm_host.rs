@@ -172,3 +172,59 @@ async fn more_evaluations_than_instance_slots_wait_for_a_slot() {
         assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
     }
 }
+
+/// Spare instances (made ahead, after an evaluation) are fresh and carry
+/// nothing between evaluations: the stateful plugin fails if its instance
+/// is called twice, and reports the diffs it is given through the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_evaluation_gets_an_instance_of_its_own_with_its_own_context() {
+    let s = Scratch::new();
+    let r = runner(&s);
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let stateful = gate(r#"{"wasm": {"plugin": "stateful"}}"#);
+    for i in 0..12 {
+        let path = format!("src/f{i}.rs");
+        let body = "+x\n".repeat(i + 1);
+        let diff = format!(
+            "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -0,0 +1,{} @@\n{body}",
+            i + 1
+        );
+        let ctx = GateContext {
+            diff: Some(diff),
+            ..Default::default()
+        };
+        let v = r.run_gate(&stateful, &anchor, &ctx).await;
+        assert_eq!(v.outcome, Outcome::Pass, "evaluation {i}: {v:?}");
+        assert!(
+            v.reason.starts_with("first call; "),
+            "evaluation {i}: {v:?}"
+        );
+        assert!(v.reason.contains(&format!("{path}: ")), "{v:?}");
+        assert!(!v.reason.contains("no diff"), "{v:?}");
+        // Time for the next spare to be made in the background.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A spare is made under the bounds of the evaluation before it; a gate
+/// asking for other bounds gets an instance made under its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spare_made_under_other_bounds_is_not_used() {
+    let s = Scratch::new();
+    let r = runner(&s);
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let ctx = GateContext::default();
+    let noop = gate(r#"{"wasm": {"plugin": "noop"}}"#);
+    let starved = gate(r#"{"wasm": {"plugin": "noop", "fuel": 100}}"#);
+    for round in 0..3 {
+        for _ in 0..3 {
+            let v = r.run_gate(&noop, &anchor, &ctx).await;
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let v = r.run_gate(&starved, &anchor, &ctx).await;
+        assert_eq!(v.outcome, Outcome::Error, "round {round}: {v:?}");
+        assert!(v.reason.contains("fuel"), "round {round}: {v:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -27,7 +27,7 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(400);
-    // `--only a,b` runs only the named sections (pooling, back-to-back, after-idle, noop, breakdown,
+    // `--only a,b` runs only the named sections (spares, pooling, back-to-back, after-idle, noop, breakdown,
     // forbid, throughput, cold); all of them by default.
     let only: Option<Vec<String>> = std::env::args()
         .skip_while(|a| a != "--only")
@@ -78,6 +78,32 @@ fn main() {
     // The same trivial plugin with instances allocated on demand.
     let on_demand = runner_with(&plugins, &cache, "pooling = false\n");
     let run_od = |g: &GateSpec| rt.block_on(on_demand.run_gate(g, &anchor, &ctx));
+    // The same without spare instances (each evaluation instantiates).
+    let no_spares = runner_with(&plugins, &cache, "spare_instances = 0\n");
+    let run_ns = |g: &GateSpec| rt.block_on(no_spares.run_gate(g, &anchor, &ctx));
+    if section("spares") {
+        let (a, b) = alternate_with(
+            rounds,
+            || std::thread::sleep(Duration::from_millis(1)),
+            || assert!(run_ns(&noop).passed()),
+            || assert!(run(&noop).passed()),
+        );
+        report(
+            "noop, each after a 1 ms pause: without spare instances (baseline) vs with",
+            &a,
+            &b,
+        );
+        let (a, b) = alternate(
+            rounds,
+            || assert!(run_ns(&noop).passed()),
+            || assert!(run(&noop).passed()),
+        );
+        report(
+            "noop, alternating: without spare instances (baseline) vs with",
+            &a,
+            &b,
+        );
+    }
     if section("pooling") {
         let (a, b) = alternate(
             rounds,
@@ -154,26 +180,33 @@ fn main() {
         report("forbid-patterns vs grep -rE, 1,000 files", &a, &b);
     }
 
+    // Each figure twice, with and without spare instances interleaved.
     for in_flight in [1usize, 8] {
         if !section("throughput") {
             break;
         }
-        let total = rounds.max(in_flight * 50);
-        let start = Instant::now();
-        rt.block_on(async {
-            let mut done = 0;
-            while done < total {
-                let batch: Vec<_> = (0..in_flight)
-                    .map(|_| runner.run_gate(&noop, &anchor, &ctx))
-                    .collect();
-                for v in futures::future::join_all(batch).await {
-                    assert!(v.passed());
-                }
-                done += in_flight;
+        for _ in 0..2 {
+            for (label, runner) in [("", &runner), (" (no spare instances)", &no_spares)] {
+                let total = rounds.max(in_flight * 50);
+                let start = Instant::now();
+                rt.block_on(async {
+                    let mut done = 0;
+                    while done < total {
+                        let batch: Vec<_> = (0..in_flight)
+                            .map(|_| runner.run_gate(&noop, &anchor, &ctx))
+                            .collect();
+                        for v in futures::future::join_all(batch).await {
+                            assert!(v.passed());
+                        }
+                        done += in_flight;
+                    }
+                });
+                let per_sec = total as f64 / start.elapsed().as_secs_f64();
+                println!(
+                    "throughput, noop, {in_flight} in flight{label}: {per_sec:.0} evaluations/s"
+                );
             }
-        });
-        let per_sec = total as f64 / start.elapsed().as_secs_f64();
-        println!("throughput, noop, {in_flight} in flight: {per_sec:.0} evaluations/s");
+        }
     }
 
     // Cold start: a fresh host (as after a restart) with the cache filled,

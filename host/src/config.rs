@@ -106,6 +106,7 @@ struct WasmSection {
     #[serde(default)]
     plugin_dirs: Vec<String>,
     pooling: Option<bool>,
+    spare_instances: Option<usize>,
     cache_dir: Option<String>,
     default_timeout_ms: Option<u64>,
     max_timeout_ms: Option<u64>,
@@ -142,6 +143,10 @@ pub struct WasmConfig {
     /// Use wasmtime's pooling allocator (reserves address space up front;
     /// turn off where virtual memory is constrained).
     pub pooling: bool,
+    /// How many plugin instances may be kept made ahead of their next
+    /// evaluation (one per plugin, each holding a pool slot); 0 turns
+    /// this off.
+    pub spare_instances: usize,
     /// What a gate gets when it does not ask.
     pub defaults: PluginBounds,
     /// The most a gate may ask for.
@@ -155,6 +160,7 @@ impl Default for WasmConfig {
             plugin_dirs: Vec::new(),
             cache_dir: dirs::cache_dir().map(|d| d.join("gatehost").join("components")),
             pooling: true,
+            spare_instances: 8,
             defaults: PluginBounds {
                 timeout: Duration::from_secs(5),
                 fuel: 5_000_000_000,
@@ -588,6 +594,9 @@ impl HostConfig {
         }
         if let Some(p) = w.pooling {
             config.wasm.pooling = p;
+        }
+        if let Some(n) = w.spare_instances {
+            config.wasm.spare_instances = n;
         }
         let (d, m) = (&mut config.wasm.defaults, &mut config.wasm.maxima);
         const MIB: u64 = 1024 * 1024;

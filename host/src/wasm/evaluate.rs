@@ -1,94 +1,185 @@
-//! One evaluation: a fresh store with the WASI grants and the bounds, the
-//! call to `evaluate`, and the mapping of its result (or trap) to a plugin
-//! verdict or a typed error. The store is dropped afterwards, whatever
-//! happened.
+//! One evaluation: a fresh store with the WASI grants and the bounds (or a
+//! spare made ahead, see `spare`), the call to `evaluate`, and the mapping
+//! of its result (or trap) to a plugin verdict or a typed error. The store
+//! is dropped afterwards, whatever happened, and never called again.
 
+use super::bindings::GatePlugin;
 use super::bindings::gatehost::gate::types as wit;
-use super::state::{BoundHit, MemoryBudget, PluginState};
+use super::spare::SpareRecipe;
+use super::state::{BoundHit, JudgeBridge, MemoryBudget, PluginState};
 use super::{
     CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError,
     PluginVerdict, WasmHost,
 };
 use crate::config::PluginBounds;
 use crate::verdict::{Finding, Severity};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::ResourceTable;
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+/// A store with its instance, not yet called: made for one evaluation,
+/// inline or ahead of it (a spare).
+pub(super) struct Prepared {
+    pub store: Store<PluginState>,
+    pub instance: GatePlugin,
+    pub stdout: MemoryOutputPipe,
+    pub stderr: MemoryOutputPipe,
+    pub bounds: PluginBounds,
+    /// The pool slot, released after the store (fields drop in order).
+    pub slot: OwnedSemaphorePermit,
+}
+
+/// What a store is made from.
+pub(super) struct StoreParts<'a> {
+    pub plugin: &'a LoadedPlugin,
+    pub bounds: PluginBounds,
+    /// The workspace to preopen (read-only), for plugins that import
+    /// `wasi:filesystem`.
+    pub workspace_root: Option<&'a Path>,
+    pub workspace_dir: Option<cap_std::fs::Dir>,
+    pub diffs: Arc<BTreeMap<String, String>>,
+    pub judge: Option<JudgeBridge>,
+    /// Made ahead of its evaluation: host imports refuse.
+    pub ahead: bool,
+}
+
+/// A fresh store: the WASI grants (captured stdout and stderr, the
+/// workspace read-only where the plugin imports the filesystem, nothing
+/// else), the memory budget and the fuel.
+pub(super) fn new_store(
+    engine: &Engine,
+    parts: StoreParts<'_>,
+) -> Result<(Store<PluginState>, MemoryOutputPipe, MemoryOutputPipe), PluginError> {
+    let bounds = parts.bounds;
+    let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
+    let stdout = MemoryOutputPipe::new(out_cap);
+    let stderr = MemoryOutputPipe::new(out_cap);
+    let mut builder = WasiCtxBuilder::new();
+    // File reads are short and local: do them on the evaluating thread
+    // instead of a round trip through the blocking pool per call.
+    builder
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .allow_blocking_current_thread(true);
+    // A plugin without the filesystem import could not use the preopen:
+    // it is not opened.
+    if parts.plugin.uses.filesystem {
+        let root = parts
+            .workspace_root
+            .ok_or_else(|| PluginError::Engine("no workspace to preopen for this plugin".into()))?;
+        builder
+            .preopened_dir(root, "/workspace", FsPerms::ReadOnly)
+            .map_err(|e| {
+                PluginError::Engine(format!(
+                    "cannot preopen the workspace {}: {e:#}",
+                    root.display()
+                ))
+            })?;
+    }
+    let state = PluginState {
+        plugin: parts.plugin.name.clone(),
+        wasi: builder.build(),
+        table: ResourceTable::new(),
+        limiter: MemoryBudget {
+            max_bytes: bounds.memory_bytes,
+            used_bytes: 0,
+            exceeded: false,
+        },
+        diffs: parts.diffs,
+        workspace: parts.workspace_dir,
+        judge: parts.judge,
+        judge_calls: 0,
+        bound_hit: None,
+        logs: Vec::new(),
+        ahead: parts.ahead,
+        called_ahead: false,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store
+        .set_fuel(bounds.fuel)
+        .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+    Ok((store, stdout, stderr))
+}
+
+/// Every epoch tick the guest yields to the executor (so that a looping
+/// plugin never holds up other tasks on its thread), until `timeout` from
+/// now, where it is interrupted.
+pub(super) fn set_deadline(store: &mut Store<PluginState>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+}
+
 impl WasmHost {
-    /// Runs one evaluation in a fresh store.
+    /// Runs one evaluation in a fresh store: a spare made ahead for this
+    /// plugin and these bounds when there is one, else one made here.
     pub async fn evaluate(
         &self,
-        plugin: &LoadedPlugin,
+        plugin: &Arc<LoadedPlugin>,
         eval: Evaluation,
     ) -> Result<PluginVerdict, (PluginError, CapturedOutput)> {
         let name = plugin.name.clone();
         let bounds = eval.bounds;
         let fail = |e: PluginError| (e, CapturedOutput::default());
-        // Held until the store is dropped (the end of this function). The
-        // semaphore is never closed; if it were, the evaluation says so.
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|e| fail(PluginError::Engine(format!("no instance slot: {e}"))))?;
         let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
-        let stdout = MemoryOutputPipe::new(out_cap);
-        let stderr = MemoryOutputPipe::new(out_cap);
-        let mut builder = WasiCtxBuilder::new();
-        // File reads are short and local: do them on the evaluating thread
-        // instead of a round trip through the blocking pool per call.
-        builder
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_blocking_current_thread(true);
-        // A plugin without the filesystem import could not use the
-        // preopen: it is not opened.
-        if plugin.uses.filesystem {
-            builder
-                .preopened_dir(&eval.workspace_root, "/workspace", FsPerms::ReadOnly)
-                .map_err(|e| {
-                    fail(PluginError::Engine(format!(
-                        "cannot preopen the workspace {}: {e:#}",
-                        eval.workspace_root.display()
-                    )))
-                })?;
-        }
-        let state = PluginState {
-            plugin: name.clone(),
-            wasi: builder.build(),
-            table: ResourceTable::new(),
-            limiter: MemoryBudget {
-                max_bytes: bounds.memory_bytes,
-                used_bytes: 0,
-                exceeded: false,
-            },
-            diffs: eval.diffs,
-            workspace: eval.workspace_dir,
-            judge: eval.judge,
-            judge_calls: 0,
-            bound_hit: None,
-            logs: Vec::new(),
+        let spares_wanted = self.spares.eligible(plugin);
+        let (mut store, stdout, stderr, slot, instance) = match self.spares.take(plugin, bounds) {
+            Some(spare) => {
+                let Prepared {
+                    mut store,
+                    instance,
+                    stdout,
+                    stderr,
+                    slot,
+                    ..
+                } = spare;
+                let state = store.data_mut();
+                state.diffs = eval.diffs;
+                state.workspace = eval.workspace_dir;
+                state.judge = Some(eval.judge);
+                state.ahead = false;
+                (store, stdout, stderr, slot, Some(instance))
+            }
+            None => {
+                // Held until the store is dropped. The semaphore is
+                // never closed; if it were, the evaluation says so.
+                let slot = match self.slots.clone().try_acquire_owned() {
+                    Ok(slot) => slot,
+                    Err(_) => {
+                        // Spares hold slots too: give them up first.
+                        self.spares.clear();
+                        self.slots.clone().acquire_owned().await.map_err(|e| {
+                            fail(PluginError::Engine(format!("no instance slot: {e}")))
+                        })?
+                    }
+                };
+                let parts = StoreParts {
+                    plugin,
+                    bounds,
+                    workspace_root: Some(&eval.workspace_root),
+                    workspace_dir: eval.workspace_dir,
+                    diffs: eval.diffs,
+                    judge: Some(eval.judge),
+                    ahead: false,
+                };
+                let (store, stdout, stderr) = new_store(&self.engine, parts).map_err(fail)?;
+                (store, stdout, stderr, slot, None)
+            }
         };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store
-            .set_fuel(bounds.fuel)
-            .map_err(|e| fail(PluginError::Engine(format!("{e:#}"))))?;
-        // Every epoch tick the guest yields to the executor (so that a
-        // looping plugin never holds up other tasks on its thread), until
-        // the wall-clock deadline, where it is interrupted.
-        let deadline = Instant::now() + bounds.timeout;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline {
-                UpdateDeadline::Interrupt
-            } else {
-                UpdateDeadline::Yield(1)
-            })
-        });
+        set_deadline(&mut store, bounds.timeout);
 
         let ctx = to_wit_context(&eval.context);
         let started = Instant::now();
@@ -96,7 +187,10 @@ impl WasmHost {
         // This outer timeout is a backstop for anything else.
         let backstop = bounds.timeout + Duration::from_secs(2) + eval_judge_budget(&store);
         let result = tokio::time::timeout(backstop, async {
-            let instance = plugin.pre.instantiate_async(&mut store).await?;
+            let instance = match instance {
+                Some(instance) => instance,
+                None => plugin.pre.instantiate_async(&mut store).await?,
+            };
             instance.call_evaluate(&mut store, &ctx).await
         })
         .await;
@@ -141,6 +235,18 @@ impl WasmHost {
                 }
             }
         };
+        if spares_wanted {
+            let recipe = SpareRecipe {
+                engine: self.engine.clone(),
+                plugin: plugin.clone(),
+                bounds,
+                slots: self.slots.clone(),
+            };
+            self.spares.replenish((store, slot), recipe);
+        } else {
+            // The store first, then its slot.
+            drop((store, slot));
+        }
         match outcome {
             Ok(mut v) => {
                 v.stdout = captured.stdout;
@@ -154,7 +260,9 @@ impl WasmHost {
 
 /// Extra backstop time for judge calls: each is bounded by its own timeout.
 fn eval_judge_budget(store: &Store<PluginState>) -> Duration {
-    let j = &store.data().judge;
+    let Some(j) = &store.data().judge else {
+        return Duration::ZERO;
+    };
     (j.timeout + Duration::from_secs(3)).saturating_mul(j.max_calls)
 }
 

@@ -4,7 +4,9 @@
 //! Owns one engine per host (with an epoch ticker), the on-disk cache of
 //! compiled components, and an `InstancePre` per plugin. Every evaluation
 //! gets a fresh store, which is dropped afterwards: a store that trapped is
-//! never reused. Grants: the workspace preopened read-only at `/workspace`,
+//! never reused. For a plugin without the filesystem import, that store may
+//! have been instantiated ahead, after the plugin's previous evaluation
+//! (`spare`): still never called before, and never called again. Grants: the workspace preopened read-only at `/workspace`,
 //! captured stdout/stderr, the `gatehost:gate/host` imports; nothing else
 //! (no environment, arguments, network or inherited stdio). Bounds: wall
 //! clock (epochs), instructions (fuel), memory summed over all memories,
@@ -17,6 +19,7 @@ mod error;
 mod evaluate;
 pub mod files;
 mod load;
+mod spare;
 mod state;
 
 pub(crate) mod bindings {
@@ -140,6 +143,8 @@ pub struct WasmHost {
     /// so that a warm evaluation does no path walk. A name's file is looked
     /// up again when its identity changes or it is gone (`load_named`).
     named: Mutex<HashMap<String, NamedPlugin>>,
+    /// Instances made ahead for the next evaluation of a plugin.
+    spares: spare::Spares,
 }
 
 /// Where a named plugin was found.
@@ -193,6 +198,7 @@ impl WasmHost {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        let spares = spare::Spares::new(config.spare_instances);
         Ok(WasmHost {
             engine,
             linker,
@@ -203,6 +209,7 @@ impl WasmHost {
             pooling,
             slots: Arc::new(tokio::sync::Semaphore::new(POOL_INSTANCES as usize)),
             named: Mutex::new(HashMap::new()),
+            spares,
         })
     }
 

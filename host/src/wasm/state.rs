@@ -51,10 +51,30 @@ pub struct PluginState {
     pub diffs: Arc<BTreeMap<String, String>>,
     /// The workspace for `workspace-files` and `read-files`.
     pub workspace: Option<cap_std::fs::Dir>,
-    pub judge: JudgeBridge,
+    /// `None` only in a store made ahead (it must not hold the runner).
+    pub judge: Option<JudgeBridge>,
     pub judge_calls: u32,
     pub bound_hit: Option<BoundHit>,
     pub logs: Vec<String>,
+    /// Made ahead of its evaluation (a spare, see `spare`): the host
+    /// imports refuse until an evaluation takes the store.
+    pub ahead: bool,
+    /// A host import was called while `ahead`.
+    pub called_ahead: bool,
+}
+
+impl PluginState {
+    /// Refuses a host import in a store made ahead of its evaluation: the
+    /// diffs, workspace and judge it would answer from are not there yet.
+    fn refuse_ahead(&mut self) -> wasmtime::Result<()> {
+        if self.ahead {
+            self.called_ahead = true;
+            return Err(wasmtime::format_err!(
+                "plugin called the host while being instantiated ahead of its evaluation"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl WasiView for PluginState {
@@ -107,6 +127,7 @@ impl types::Host for PluginState {}
 
 impl host::Host for PluginState {
     async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        self.refuse_ahead()?;
         let message: String = message.chars().take(2000).collect();
         let plugin = &self.plugin;
         match level {
@@ -122,6 +143,7 @@ impl host::Host for PluginState {
     }
 
     async fn file_diff(&mut self, path: String) -> wasmtime::Result<Result<String, String>> {
+        self.refuse_ahead()?;
         Ok(self
             .diffs
             .get(path.trim_start_matches("./"))
@@ -130,6 +152,7 @@ impl host::Host for PluginState {
     }
 
     async fn workspace_files(&mut self) -> wasmtime::Result<Result<Vec<String>, String>> {
+        self.refuse_ahead()?;
         Ok(match &self.workspace {
             Some(dir) => super::files::list_files(dir),
             None => Err("no workspace is open for this plugin".into()),
@@ -141,6 +164,7 @@ impl host::Host for PluginState {
         paths: Vec<String>,
         max_bytes: u64,
     ) -> wasmtime::Result<Result<Vec<Result<Vec<u8>, ReadError>>, String>> {
+        self.refuse_ahead()?;
         let Some(dir) = &self.workspace else {
             return Ok(Err("no workspace is open for this plugin".into()));
         };
@@ -159,21 +183,23 @@ impl host::Host for PluginState {
     }
 
     async fn judge(&mut self, prompt: String) -> wasmtime::Result<Result<JudgeReply, String>> {
+        self.refuse_ahead()?;
+        let Some(bridge) = self.judge.clone() else {
+            return Ok(Err("no judge is available to this evaluation".into()));
+        };
         self.judge_calls += 1;
-        if self.judge_calls > self.judge.max_calls {
+        if self.judge_calls > bridge.max_calls {
             self.bound_hit = Some(BoundHit::JudgeCalls);
             return Err(wasmtime::format_err!(
                 "plugin exceeded its limit of {} judge call(s) per evaluation",
-                self.judge.max_calls
+                bridge.max_calls
             ));
         }
-        let (Some(adapter), Some(anchor)) = (self.judge.adapter.clone(), self.judge.anchor.clone())
-        else {
+        let (Some(adapter), Some(anchor)) = (bridge.adapter.clone(), bridge.anchor.clone()) else {
             return Ok(Err(
                 "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
             ));
         };
-        let bridge = self.judge.clone();
         let request = JudgeRequest {
             label: format!("judge for plugin {}: {adapter}", self.plugin),
             adapter: &adapter,
@@ -220,4 +246,67 @@ fn tail(s: &str, max: usize) -> String {
         start += 1;
     }
     s[start..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(ahead: bool) -> PluginState {
+        PluginState {
+            plugin: "probe".into(),
+            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            limiter: MemoryBudget {
+                max_bytes: 1 << 20,
+                used_bytes: 0,
+                exceeded: false,
+            },
+            diffs: Arc::new(BTreeMap::from([("a.rs".to_string(), "+x\n".to_string())])),
+            workspace: None,
+            judge: None,
+            judge_calls: 0,
+            bound_hit: None,
+            logs: Vec::new(),
+            ahead,
+            called_ahead: false,
+        }
+    }
+
+    /// A store made ahead of its evaluation answers no host import (it
+    /// would answer from nothing, or from another evaluation) and records
+    /// that it was asked; once taken by an evaluation it answers.
+    #[tokio::test]
+    async fn host_imports_refuse_ahead_of_the_evaluation() {
+        let mut s = state(true);
+        assert!(
+            host::Host::log(&mut s, LogLevel::Info, "x".into())
+                .await
+                .is_err()
+        );
+        assert!(s.called_ahead);
+        let mut s = state(true);
+        assert!(host::Host::file_diff(&mut s, "a.rs".into()).await.is_err());
+        assert!(s.called_ahead);
+        let mut s = state(true);
+        assert!(host::Host::judge(&mut s, "p".into()).await.is_err());
+        let mut s = state(true);
+        assert!(host::Host::workspace_files(&mut s).await.is_err());
+        let mut s = state(true);
+        assert!(host::Host::read_files(&mut s, vec![], 1).await.is_err());
+        assert!(s.called_ahead);
+
+        let mut s = state(false);
+        host::Host::log(&mut s, LogLevel::Info, "x".into())
+            .await
+            .expect("log");
+        assert_eq!(s.logs, ["x"]);
+        let diff = host::Host::file_diff(&mut s, "a.rs".into())
+            .await
+            .expect("call");
+        assert_eq!(diff.as_deref(), Ok("+x\n"));
+        let judged = host::Host::judge(&mut s, "p".into()).await.expect("call");
+        assert!(judged.is_err(), "no judge here: {judged:?}");
+        assert!(!s.called_ahead);
+    }
 }
