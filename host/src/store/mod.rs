@@ -26,6 +26,13 @@ use std::sync::Mutex;
 /// ones refused.
 const SCHEMA_VERSION: i64 = 1;
 
+/// The webhook URLs of an event's session (?1) and of its policy's (?2)
+/// members, each once. Runs for every event appended: it must look rows up
+/// by index, never scan a table (a unit test reads its query plan).
+const EVENT_WEBHOOK_URLS: &str =
+    "SELECT DISTINCT notify_url FROM sessions WHERE notify_url IS NOT NULL AND (id = ?1
+   OR id IN (SELECT session_id FROM policy_members WHERE policy_id = ?2)) ORDER BY notify_url";
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
@@ -70,6 +77,8 @@ CREATE TABLE IF NOT EXISTS policy_members(
     policy_id TEXT NOT NULL,
     PRIMARY KEY(session_id, policy_id)
 ) WITHOUT ROWID;
+-- Members by policy: every policy event looks up its members' webhooks.
+CREATE INDEX IF NOT EXISTS policy_members_policy ON policy_members(policy_id, session_id);
 CREATE TABLE IF NOT EXISTS events(
     cursor INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
@@ -336,10 +345,7 @@ impl Tx<'_> {
         // The global URLs, the session's own, and for a policy event every
         // member's (policy_members is written when the policy is inserted).
         let mut urls: Vec<String> = webhooks.to_vec();
-        let mut st = self.tx.prepare_cached(
-            "SELECT DISTINCT notify_url FROM sessions WHERE notify_url IS NOT NULL AND (id = ?1
-               OR id IN (SELECT session_id FROM policy_members WHERE policy_id = ?2)) ORDER BY notify_url",
-        )?;
+        let mut st = self.tx.prepare_cached(EVENT_WEBHOOK_URLS)?;
         let found = st
             .query_map(params![session_id, policy_id], |r| r.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;

@@ -196,3 +196,39 @@ fn a_policy_event_reaches_every_members_webhook() {
         "c is not a member"
     );
 }
+
+/// Every event looks up its webhook URLs; with thousands of policies a
+/// table scan there made each append (and attach) slower by the number of
+/// policies. The plan must search by index only, also in a file created
+/// before the index existed (it is added at open).
+#[test]
+fn the_webhook_lookup_of_every_event_searches_by_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .write(|tx| {
+                tx.conn()
+                    .execute_batch("DROP INDEX IF EXISTS policy_members_policy;")?;
+                Ok(())
+            })
+            .expect("drop the index, as in an older file");
+    }
+    let store = Store::open(dir.path()).expect("reopen");
+    let plan: Vec<String> = store
+        .write(|tx| {
+            let mut st = tx
+                .conn()
+                .prepare(&format!("EXPLAIN QUERY PLAN {EVENT_WEBHOOK_URLS}"))?;
+            let plan = st
+                .query_map(params!["s1", "p1"], |r| r.get::<_, String>(3))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(plan)
+        })
+        .expect("plan");
+    assert!(!plan.is_empty());
+    assert!(
+        plan.iter().all(|step| !step.starts_with("SCAN")),
+        "a table scan per event: {plan:?}"
+    );
+}
