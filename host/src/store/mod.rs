@@ -26,12 +26,15 @@ use std::sync::Mutex;
 /// ones refused.
 const SCHEMA_VERSION: i64 = 1;
 
-/// The webhook URLs of an event's session (?1) and of its policy's (?2)
-/// members, each once. Runs for every event appended: it must look rows up
-/// by index, never scan a table (a unit test reads its query plan).
-const EVENT_WEBHOOK_URLS: &str =
-    "SELECT DISTINCT notify_url FROM sessions WHERE notify_url IS NOT NULL AND (id = ?1
-   OR id IN (SELECT session_id FROM policy_members WHERE policy_id = ?2)) ORDER BY notify_url";
+/// The webhook URL of an event's session (a primary-key lookup).
+const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1";
+
+/// The webhook URLs of a policy's members. Runs for every policy event: it
+/// must look rows up by index, never scan a table (a unit test reads its
+/// query plan).
+const MEMBER_WEBHOOK_URLS: &str =
+    "SELECT s.notify_url FROM policy_members m JOIN sessions s ON s.id = m.session_id
+   WHERE m.policy_id = ?1 AND s.notify_url IS NOT NULL ORDER BY s.notify_url";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -345,11 +348,23 @@ impl Tx<'_> {
         // The global URLs, the session's own, and for a policy event every
         // member's (policy_members is written when the policy is inserted).
         let mut urls: Vec<String> = webhooks.to_vec();
-        let mut st = self.tx.prepare_cached(EVENT_WEBHOOK_URLS)?;
-        let found = st
-            .query_map(params![session_id, policy_id], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        drop(st);
+        let mut found: Vec<String> = Vec::new();
+        if let Some(sid) = session_id
+            && let Some(url) = self
+                .tx
+                .prepare_cached(SESSION_WEBHOOK_URL)?
+                .query_row(params![sid], |r| r.get::<_, Option<String>>(0))
+                .optional()?
+                .flatten()
+        {
+            found.push(url);
+        }
+        if let Some(pid) = policy_id {
+            let mut st = self.tx.prepare_cached(MEMBER_WEBHOOK_URLS)?;
+            for url in st.query_map(params![pid], |r| r.get::<_, String>(0))? {
+                found.push(url?);
+            }
+        }
         for url in found {
             if !urls.contains(&url) {
                 urls.push(url);

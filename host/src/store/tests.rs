@@ -217,12 +217,13 @@ fn the_webhook_lookup_of_every_event_searches_by_index() {
     let store = Store::open(dir.path()).expect("reopen");
     let plan: Vec<String> = store
         .write(|tx| {
-            let mut st = tx
-                .conn()
-                .prepare(&format!("EXPLAIN QUERY PLAN {EVENT_WEBHOOK_URLS}"))?;
-            let plan = st
-                .query_map(params!["s1", "p1"], |r| r.get::<_, String>(3))?
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut plan = Vec::new();
+            for query in [SESSION_WEBHOOK_URL, MEMBER_WEBHOOK_URLS] {
+                let mut st = tx.conn().prepare(&format!("EXPLAIN QUERY PLAN {query}"))?;
+                for step in st.query_map(params!["x"], |r| r.get::<_, String>(3))? {
+                    plan.push(step?);
+                }
+            }
             Ok(plan)
         })
         .expect("plan");
