@@ -121,7 +121,7 @@ struct WasmSection {
 }
 
 /// Bounds on one plugin evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PluginBounds {
     pub timeout: Duration,
     /// Instructions (wasmtime fuel units).

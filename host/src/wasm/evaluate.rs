@@ -30,7 +30,6 @@ pub(super) struct Prepared {
     pub instance: GatePlugin,
     pub stdout: MemoryOutputPipe,
     pub stderr: MemoryOutputPipe,
-    pub bounds: PluginBounds,
     /// The pool slot, released after the store (fields drop in order).
     pub slot: OwnedSemaphorePermit,
 }

@@ -38,12 +38,14 @@ pub(super) struct Spares {
     limit: usize,
 }
 
+/// A spare is made for one plugin (its digest) under one set of bounds.
+type Key = (String, PluginBounds);
+
 #[derive(Default)]
 struct Inner {
-    /// By plugin digest.
-    ready: HashMap<String, Prepared>,
-    /// Digests whose spare is being made.
-    making: HashSet<String>,
+    ready: HashMap<Key, Prepared>,
+    /// Spares being made.
+    making: HashSet<Key>,
     /// Digests of plugins that may not have spares (their instantiation
     /// failed or called the host ahead of an evaluation).
     refused: HashSet<String>,
@@ -76,15 +78,14 @@ impl Spares {
         self.limit > 0 && !plugin.uses.filesystem
     }
 
-    /// Takes the spare made for `plugin` under `bounds`, if there is one.
-    /// A spare made under other bounds is dropped (its memory budget, fuel
-    /// and output caps were set for them).
+    /// Takes the spare made for `plugin` under `bounds`, if there is one
+    /// (a spare's memory budget, fuel and output caps are set when it is
+    /// made: one made under other bounds is never taken).
     pub fn take(&self, plugin: &LoadedPlugin, bounds: PluginBounds) -> Option<Prepared> {
         if !self.eligible(plugin) {
             return None;
         }
-        let spare = self.lock().ready.remove(&plugin.digest)?;
-        (spare.bounds == bounds).then_some(spare)
+        self.lock().ready.remove(&(plugin.digest.clone(), bounds))
     }
 
     /// Drops every spare, freeing their pool slots (when evaluations are
@@ -99,20 +100,21 @@ impl Spares {
     /// drops the store here.
     pub fn replenish(&self, used: (Store<PluginState>, OwnedSemaphorePermit), recipe: SpareRecipe) {
         let digest = recipe.plugin.digest.clone();
+        let key: Key = (digest.clone(), recipe.bounds);
         let wanted = self.eligible(&recipe.plugin) && {
             let mut inner = self.lock();
             let wanted = !inner.refused.contains(&digest)
-                && !inner.ready.contains_key(&digest)
-                && !inner.making.contains(&digest);
+                && !inner.ready.contains_key(&key)
+                && !inner.making.contains(&key);
             if wanted {
-                inner.making.insert(digest.clone());
+                inner.making.insert(key.clone());
             }
             wanted
         };
         let runtime = tokio::runtime::Handle::try_current();
         let (true, Ok(runtime)) = (wanted, runtime) else {
             if wanted {
-                self.lock().making.remove(&digest);
+                self.lock().making.remove(&key);
             }
             return drop(used);
         };
@@ -126,14 +128,14 @@ impl Spares {
             };
             let mut evicted = None;
             let mut inner = spares.lock();
-            inner.making.remove(&digest);
+            inner.making.remove(&key);
             match made {
                 Ok(Some(spare)) => {
                     if inner.ready.len() >= spares.limit {
                         let other = inner.ready.keys().next().cloned();
                         evicted = other.and_then(|k| inner.ready.remove(&k));
                     }
-                    inner.ready.insert(digest, spare);
+                    inner.ready.insert(key, spare);
                 }
                 Ok(None) => {}
                 Err(Unmade::Refused(why)) => {
@@ -193,7 +195,6 @@ async fn make(recipe: &SpareRecipe, slot: OwnedSemaphorePermit) -> Result<Prepar
         instance,
         stdout,
         stderr,
-        bounds: recipe.bounds,
         slot,
     })
 }
