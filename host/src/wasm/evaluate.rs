@@ -43,9 +43,8 @@ pub(super) struct StoreParts<'a> {
     pub workspace_root: Option<&'a Path>,
     pub workspace_dir: Option<cap_std::fs::Dir>,
     pub diffs: Arc<BTreeMap<String, String>>,
+    /// `None` for a store made ahead (a spare): host imports refuse.
     pub judge: Option<JudgeBridge>,
-    /// Made ahead of its evaluation: host imports refuse.
-    pub ahead: bool,
 }
 
 /// A fresh store: the WASI grants (captured stdout and stderr, the
@@ -96,7 +95,6 @@ pub(super) fn new_store(
         judge_calls: 0,
         bound_hit: None,
         logs: Vec::new(),
-        ahead: parts.ahead,
         called_ahead: false,
     };
     let mut store = Store::new(engine, state);
@@ -143,13 +141,11 @@ impl WasmHost {
                     stdout,
                     stderr,
                     slot,
-                    ..
                 } = spare;
                 let state = store.data_mut();
                 state.diffs = eval.diffs;
                 state.workspace = eval.workspace_dir;
                 state.judge = Some(eval.judge);
-                state.ahead = false;
                 (store, stdout, stderr, slot, Some(instance))
             }
             None => {
@@ -172,7 +168,6 @@ impl WasmHost {
                     workspace_dir: eval.workspace_dir,
                     diffs: eval.diffs,
                     judge: Some(eval.judge),
-                    ahead: false,
                 };
                 let (store, stdout, stderr) = new_store(&self.engine, parts).map_err(fail)?;
                 (store, stdout, stderr, slot, None)

@@ -12,9 +12,9 @@
 //! after into the next one: spares are made only for plugins that do not
 //! import `wasi:filesystem` (whose WASI context depends on no workspace),
 //! with empty diffs, no workspace and no judge (a spare holds nothing that
-//! holds the host), and while the store is
-//! marked `ahead`, every gatehost host import refuses. A plugin that calls
-//! one while being instantiated (a start function) gets no spares again.
+//! holds the host), and until an evaluation gives the store its judge,
+//! every gatehost host import refuses. A plugin that calls one while being
+//! instantiated (a start function) gets no spares again.
 
 use super::LoadedPlugin;
 use super::bindings::GatePlugin;
@@ -172,7 +172,6 @@ async fn make(recipe: &SpareRecipe, slot: OwnedSemaphorePermit) -> Result<Prepar
         workspace_dir: None,
         diffs: Default::default(),
         judge: None,
-        ahead: true,
     };
     let (mut store, stdout, stderr) = super::evaluate::new_store(&recipe.engine, parts)
         .map_err(|e| Unmade::Failed(e.to_string()))?;

@@ -51,15 +51,15 @@ pub struct PluginState {
     pub diffs: Arc<BTreeMap<String, String>>,
     /// The workspace for `workspace-files` and `read-files`.
     pub workspace: Option<cap_std::fs::Dir>,
-    /// `None` only in a store made ahead (it must not hold the runner).
+    /// `None` while the store waits as a spare, made ahead of its
+    /// evaluation (see `spare`; a spare must not hold the runner, which
+    /// holds the host): the evaluation that takes the store sets it, and
+    /// until then every host import refuses.
     pub judge: Option<JudgeBridge>,
     pub judge_calls: u32,
     pub bound_hit: Option<BoundHit>,
     pub logs: Vec<String>,
-    /// Made ahead of its evaluation (a spare, see `spare`): the host
-    /// imports refuse until an evaluation takes the store.
-    pub ahead: bool,
-    /// A host import was called while `ahead`.
+    /// A host import was called while the store waited as a spare.
     pub called_ahead: bool,
 }
 
@@ -67,7 +67,7 @@ impl PluginState {
     /// Refuses a host import in a store made ahead of its evaluation: the
     /// diffs, workspace and judge it would answer from are not there yet.
     fn refuse_ahead(&mut self) -> wasmtime::Result<()> {
-        if self.ahead {
+        if self.judge.is_none() {
             self.called_ahead = true;
             return Err(wasmtime::format_err!(
                 "plugin called the host while being instantiated ahead of its evaluation"
@@ -184,9 +184,10 @@ impl host::Host for PluginState {
 
     async fn judge(&mut self, prompt: String) -> wasmtime::Result<Result<JudgeReply, String>> {
         self.refuse_ahead()?;
-        let Some(bridge) = self.judge.clone() else {
-            return Ok(Err("no judge is available to this evaluation".into()));
-        };
+        let bridge = self
+            .judge
+            .clone()
+            .ok_or_else(|| wasmtime::format_err!("no judge bridge (checked above)"))?;
         self.judge_calls += 1;
         if self.judge_calls > bridge.max_calls {
             self.bound_hit = Some(BoundHit::JudgeCalls);
@@ -253,6 +254,15 @@ mod tests {
     use super::*;
 
     fn state(ahead: bool) -> PluginState {
+        let judge = JudgeBridge {
+            runner: GateRunner::new(crate::config::HostConfig::default()),
+            anchor: None,
+            adapter: None,
+            model: None,
+            timeout: Duration::from_secs(1),
+            nonce: false,
+            max_calls: 1,
+        };
         PluginState {
             plugin: "probe".into(),
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
@@ -264,11 +274,10 @@ mod tests {
             },
             diffs: Arc::new(BTreeMap::from([("a.rs".to_string(), "+x\n".to_string())])),
             workspace: None,
-            judge: None,
+            judge: (!ahead).then_some(judge),
             judge_calls: 0,
             bound_hit: None,
             logs: Vec::new(),
-            ahead,
             called_ahead: false,
         }
     }
