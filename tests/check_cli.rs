@@ -58,12 +58,13 @@ fn malformed_gate_files_are_errors_that_name_the_field() {
 #[test]
 fn a_list_runs_cheap_gates_first_and_stops_at_the_first_that_does_not_pass() {
     let s = Scratch::new();
-    let log = s.etc.join("judge-ran");
+    let log = s.out.join("judge-ran");
     let cfg = format!(
-        "{}\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\"]\n",
+        "{}\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\"]\nwrite = [\"{}\"]\n",
         allow_config(&[]),
         fixture_str("judges/record-prompt.sh"),
-        log.display()
+        log.display(),
+        s.out.display()
     );
     let judge = r#"{"judge": {"adapter": "j", "prompt": "p"}}"#;
     let failing = script_gate("gates/exit-with.sh", &["3"], 10_000);

@@ -12,7 +12,7 @@ use gatehost::verdict::Outcome;
 use std::time::{Duration, Instant};
 
 fn runner() -> GateRunner {
-    let config = HostConfig::from_toml("[shell]\nallow = [\"bash\"]\n", "test").expect("config");
+    let config = HostConfig::from_toml(&allow_config(&[]), "test").expect("config");
     GateRunner::with_supervisor(config, Supervisor::without_cgroups())
 }
 

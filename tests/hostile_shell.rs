@@ -158,11 +158,13 @@ fn the_environment_is_cleared_but_for_the_documented_set() {
         .lines()
         .map(str::to_string)
         .collect();
-    // bash itself adds PWD, SHLVL and _.
-    let expected: Vec<String> = ["GATE_VAR", "HOME", "LANG", "PATH", "PWD", "SHLVL", "_"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    // bash itself adds PWD, SHLVL and _; the sandbox a private TMPDIR.
+    let expected: Vec<String> = [
+        "GATE_VAR", "HOME", "LANG", "PATH", "PWD", "SHLVL", "TMPDIR", "_",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     assert_eq!(names, expected);
 }
 

@@ -12,14 +12,15 @@ use gatehost::verdict::Outcome;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn judges_queue_fifo_for_one_slot_and_the_wait_is_not_their_timeout() {
     let s = Scratch::new();
-    let lock = s.etc.join("lock");
-    let log = s.etc.join("order.log");
+    let lock = s.out.join("lock");
+    let log = s.out.join("order.log");
     let config = HostConfig::from_toml(
         &format!(
-            "[judge]\nslots = 1\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\", \"{}\", \"{{model}}\"]\n",
+            "[judge]\nslots = 1\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\", \"{}\", \"{{model}}\"]\nwrite = [\"{}\"]\n",
             fixture_str("judges/slot.sh"),
             lock.display(),
-            log.display()
+            log.display(),
+            s.out.display()
         ),
         "test",
     )

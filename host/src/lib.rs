@@ -9,7 +9,10 @@
 //! - [`gate`]: gate objects and the shell and judge gates;
 //! - [`verdict`]: the one result type of every gate;
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
-//! - [`config`]: the host configuration (allowlist, adapters, limits);
+//! - [`config`]: the host configuration (allowlist and argument rules,
+//!   adapters, limits, sandbox grants);
+//! - [`sandbox`]: confinement of every process a native gate starts
+//!   (Landlock, no capabilities, through the `gatehost-sandbox` helper);
 //! - [`store`]: the daemon's SQLite store (sessions, policies, events);
 //! - [`bus`]: event names and the wake-up of long-polls;
 //! - [`engine`]: the policy lifecycle over the store and the gates;
@@ -32,6 +35,7 @@ pub mod commit;
 pub mod config;
 pub mod engine;
 pub mod gate;
+pub mod sandbox;
 pub mod store;
 pub mod supervise;
 pub mod verdict;

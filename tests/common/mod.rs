@@ -117,11 +117,13 @@ fn walk_dirs(dir: &Path, depth: usize) -> Vec<PathBuf> {
 }
 
 /// A scratch area: `ws/` is the workspace, `etc/` holds the operator's
-/// configuration and gate files, outside the workspace.
+/// configuration and gate files, outside the workspace; `out/` is where
+/// test judges and gates granted it write what they saw.
 pub struct Scratch {
     _dir: tempfile::TempDir,
     pub ws: PathBuf,
     pub etc: PathBuf,
+    pub out: PathBuf,
 }
 
 impl Scratch {
@@ -129,9 +131,16 @@ impl Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let ws = dir.path().join("ws");
         let etc = dir.path().join("etc");
-        std::fs::create_dir_all(&ws).expect("mkdir ws");
-        std::fs::create_dir_all(&etc).expect("mkdir etc");
-        Scratch { _dir: dir, ws, etc }
+        let out = dir.path().join("out");
+        for d in [&ws, &etc, &out] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        Scratch {
+            _dir: dir,
+            ws,
+            etc,
+            out,
+        }
     }
 
     pub fn write(&self, rel: &str, text: &str) -> PathBuf {
@@ -330,11 +339,28 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
     }
 }
 
-/// A config allowing `bash` (to run fixture scripts) and the given programs.
+/// A config allowing `bash` with any arguments (to run fixture scripts)
+/// and the given programs (without arguments from the agent), with the
+/// fixture scripts readable in the sandbox.
 pub fn allow_config(extra: &[&str]) -> String {
-    let mut allow: Vec<String> = vec!["\"bash\"".into()];
+    let mut allow: Vec<String> = vec!["{ program = \"bash\", free_args = true }".into()];
     allow.extend(extra.iter().map(|p| format!("\"{p}\"")));
-    format!("[shell]\nallow = [{}]\n", allow.join(", "))
+    format!(
+        "{}[shell]\nallow = [{}]\n",
+        sandbox_config(&[]),
+        allow.join(", ")
+    )
+}
+
+/// A `[sandbox]` section granting the fixture scripts (read) and `write`.
+pub fn sandbox_config(write: &[&Path]) -> String {
+    let q = |p: &Path| format!("{:?}", p.display().to_string());
+    let write: Vec<String> = write.iter().map(|p| q(p)).collect();
+    format!(
+        "[sandbox]\nread = [{}]\nwrite = [{}]\n",
+        q(&fixture("")),
+        write.join(", ")
+    )
 }
 
 /// JSON for a shell gate running a fixture script with bash.

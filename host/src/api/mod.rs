@@ -261,9 +261,13 @@ async fn attach(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
+    let role = st.tokens.require(&headers, Role::Agent)?;
     let v: Value = body_json(body)?;
-    let p = st.engine.attach(v)?;
+    let trust = match role {
+        Role::Operator => crate::config::Trust::Operator,
+        Role::Agent => crate::config::Trust::Agent,
+    };
+    let p = st.engine.attach(v, trust)?;
     Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
 }
 

@@ -52,6 +52,9 @@ pub(super) fn check(args: CheckArgs) -> i32 {
     } = prepared;
     let report = runtime.block_on(async {
         let runner = GateRunner::new(config);
+        if gates.iter().any(GateSpec::is_native) {
+            eprintln!("gatehost: {}", runner.sandbox().describe());
+        }
         runner.run_gates(&gates, &anchor, &context).await
     });
     if json {
@@ -103,6 +106,9 @@ fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
     let context = GateContext {
         text: args.context.as_deref().map(read_context).transpose()?,
         diff: args.diff.as_deref().map(read_context).transpose()?,
+        // The operator's own gate file: allowlisted programs take any
+        // arguments (the sandbox still confines them).
+        trust: crate::config::Trust::Operator,
         ..GateContext::default()
     };
     Ok(Prepared {

@@ -107,7 +107,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .ok_or("no data directory: pass --data-dir")?;
     prepare_dir(&data_dir)?;
     let config_path = HostConfig::locate(args.config.as_deref());
-    let config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    // The data directory (store, tokens, URL) is never a gate's to reach;
+    // gates' private directories live in it, owner-only.
+    config.sandbox.protect.push(data_dir.clone());
+    if config.sandbox.scratch_dir.is_none() {
+        config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
+    }
     let (tokens, agent_file, operator_file) = Tokens::load(
         &data_dir,
         config.daemon.agent_token_file.as_deref(),
@@ -122,6 +128,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let runner = GateRunner::new(config);
+        let confinement = runner.sandbox().describe();
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -153,7 +160,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         println!("data: {}", data_dir.display());
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
-        tracing::info!(%url, data = %data_dir.display(), "serving");
+        println!("{confinement}");
+        tracing::info!(%url, data = %data_dir.display(), %confinement, "serving");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             shutdown().await;

@@ -5,6 +5,7 @@
 use super::EngineError;
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
+use crate::config::Trust;
 use crate::gate::GateRunner;
 use crate::gate::spec::{GateSpec, parse_gate};
 use crate::store::SessionRow;
@@ -81,9 +82,23 @@ pub struct AttachInput {
     pub next: Option<Box<AttachInput>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_from: Option<WatchFrom>,
+    /// Who attached the policy: set by the host from the credential (a
+    /// value in the body is overwritten). The gates of an agent's policy
+    /// are held to the allowlist's argument rules, at attach and at every
+    /// run.
+    #[serde(default)]
+    pub attached_by: Trust,
 }
 
 impl AttachInput {
+    /// Records who attached this policy and its whole `next` chain.
+    pub fn set_attached_by(&mut self, trust: Trust) {
+        self.attached_by = trust;
+        if let Some(next) = self.next.as_deref_mut() {
+            next.set_attached_by(trust);
+        }
+    }
+
     /// The members, in order, the list winning over the single id.
     pub fn members(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -226,7 +241,9 @@ fn validate_at(
             } else {
                 f(&format!("gate[{i}]"))
             };
-            runner.preflight(g, &anchor).map_err(|m| invalid(name, m))?;
+            runner
+                .preflight(g, &anchor, input.attached_by)
+                .map_err(|m| invalid(name, m))?;
         }
     }
     match (input.then, &mut input.commit) {

@@ -229,6 +229,7 @@ impl Engine {
             diff,
             session_id: policy.sessions.first().cloned(),
             policy_id: Some(policy.id.clone()),
+            trust: input.attached_by,
         };
         self.inner.runner.run_gates(&gates, &anchor, &ctx).await
     }

@@ -192,8 +192,10 @@ impl Engine {
     /// Attaches a policy: validates everything, stores it with its
     /// `policy:attached` event, and queues its gate at once when its
     /// members have already ended their turn (`watchFrom: "latest"`).
-    pub fn attach(&self, body: Value) -> EngineResult<PolicyRow> {
+    /// Attaches a policy written by `trust` (the credential that sent it).
+    pub fn attach(&self, body: Value, trust: crate::config::Trust) -> EngineResult<PolicyRow> {
         let mut input = attach::parse_input(body)?;
+        input.set_attached_by(trust);
         let store = &self.inner.store;
         attach::validate(&mut input, &self.inner.runner, &|id| Ok(store.session(id)?))?;
         let policy = self.write(|tx| self.insert_policy(tx, &input, None))?;

@@ -22,7 +22,8 @@ pub(crate) mod judge_api {
 pub use spec::{GateSpec, SpecError, parse_gate_file};
 
 use crate::anchor::WorkspaceAnchor;
-use crate::config::HostConfig;
+use crate::config::{HostConfig, Trust};
+use crate::sandbox::Sandbox;
 use crate::supervise::{ProcessRun, Supervisor, Termination};
 use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
 use crate::wasm::WasmHost;
@@ -42,6 +43,8 @@ pub struct GateContext {
     pub diff: Option<String>,
     pub session_id: Option<String>,
     pub policy_id: Option<String>,
+    /// Who wrote the gates: argument rules apply to the agent's.
+    pub trust: Trust,
 }
 
 /// Runs gates. One per host: the judge slots are host-wide. Cheap to clone
@@ -54,6 +57,7 @@ pub struct GateRunner {
 struct RunnerInner {
     config: HostConfig,
     supervisor: Supervisor,
+    sandbox: Sandbox,
     judge_slots: Arc<Semaphore>,
     /// Started on the first WASM gate (an engine is not free).
     wasm: OnceLock<Result<WasmHost, String>>,
@@ -75,10 +79,12 @@ impl GateRunner {
 
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
         let slots = config.judge_slots.max(1);
+        let sandbox = Sandbox::new(&config.sandbox, &config.private_paths());
         GateRunner {
             inner: Arc::new(RunnerInner {
                 config,
                 supervisor,
+                sandbox,
                 judge_slots: Arc::new(Semaphore::new(slots)),
                 wasm: OnceLock::new(),
             }),
@@ -91,6 +97,11 @@ impl GateRunner {
 
     pub fn supervisor(&self) -> &Supervisor {
         &self.inner.supervisor
+    }
+
+    /// How native gates are confined on this host.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.inner.sandbox
     }
 
     /// The host's WASM engine, started on first use.
@@ -118,9 +129,9 @@ impl GateRunner {
         ctx: &GateContext,
     ) -> Verdict {
         let verdict = match gate {
-            GateSpec::Shell(s) => shell::run(self, gate, s, anchor).await,
+            GateSpec::Shell(s) => shell::run(self, gate, s, anchor, ctx.trust).await,
             GateSpec::Judge { judge: j, .. } => {
-                judge::run(self, gate, j, anchor, ctx.text.as_deref()).await
+                judge::run(self, gate, j, ctx.text.as_deref()).await
             }
             GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await,
         };
@@ -129,14 +140,20 @@ impl GateRunner {
     }
 
     /// Checks, without running anything, that `gate` could run against
-    /// the workspace: the shell command is admitted and lives outside the
+    /// the workspace: the shell command and its arguments are admitted (as
+    /// written by `trust`), its environment is allowed, it lives outside the
     /// workspace, its cwd resolves inside it, the judge adapter is
     /// configured and its program found, the plugin resolves, is pinned
     /// where it must be, loads as a gate component and asks for bounds
     /// within the maxima. Used to refuse a policy at attach time.
-    pub fn preflight(&self, gate: &GateSpec, anchor: &WorkspaceAnchor) -> Result<(), String> {
+    pub fn preflight(
+        &self,
+        gate: &GateSpec,
+        anchor: &WorkspaceAnchor,
+        trust: Trust,
+    ) -> Result<(), String> {
         match gate {
-            GateSpec::Shell(s) => shell::preflight(self, s, anchor),
+            GateSpec::Shell(s) => shell::preflight(self, s, anchor, trust),
             GateSpec::Judge { judge: j, .. } => {
                 judge::preflight(self, &j.adapter, j.model.as_deref())
             }

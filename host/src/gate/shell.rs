@@ -1,29 +1,36 @@
 //! The shell gate: an allowlisted program run by argv in the workspace.
 //!
-//! The command must resolve to exactly a program of the host's allowlist
-//! and must not live inside the workspace; the cwd is resolved through the
-//! workspace anchor. Exit 0 is `pass`; any other exit, a signal or the
+//! The command must resolve to exactly a program of the host's allowlist,
+//! with arguments its entry's rule admits (for gates the agent wrote), and
+//! must not live inside the workspace; the cwd is resolved through the
+//! workspace anchor; the process runs confined by the sandbox. Exit 0 is `pass`; any other exit, a signal or the
 //! timeout is `fail`; a refused command or cwd is `error` before anything
 //! runs.
 
 use super::{GateRunner, base_env, fill_process_details, human_duration, signal_name};
 use crate::anchor::WorkspaceAnchor;
+use crate::config::{AllowEntry, Trust};
 use crate::gate::spec::{GateEnv, GateSpec, ShellGate};
+use crate::sandbox::{Grants, Place, Sandbox};
 use crate::supervise::{Limits, ProcessSpec, Termination};
 use crate::verdict::{Outcome, Verdict};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub(super) fn preflight(
-    runner: &GateRunner,
+/// The program to run, the entry that admitted it and the environment, or
+/// why the gate may not run. Shared by `preflight` and `run`, so attach
+/// refuses exactly what a run would.
+fn admit<'r>(
+    runner: &'r GateRunner,
     gate: &ShellGate,
     anchor: &WorkspaceAnchor,
-) -> Result<(), String> {
-    let program = runner
-        .config()
+    trust: Trust,
+) -> Result<(PathBuf, &'r AllowEntry, Vec<(OsString, OsString)>), String> {
+    let config = runner.config();
+    let (program, entry) = config
         .allow
-        .admit(&gate.command)
+        .admit_with_args(&gate.command, &gate.args, trust)
         .map_err(|e| e.to_string())?;
     if anchor.contains_host_path(&program) {
         return Err(format!(
@@ -32,6 +39,42 @@ pub(super) fn preflight(
             program.display()
         ));
     }
+    let mut env = base_env(config.host_path.as_deref());
+    match &gate.env {
+        GateEnv::PassThrough(names) => {
+            for n in names {
+                if !config.pass_env.iter().any(|p| p == n) {
+                    return Err(format!(
+                        "env: '{n}' is not a variable the host passes to gates ([shell] pass_env)"
+                    ));
+                }
+                if let Some(v) = std::env::var_os(n) {
+                    env.push((OsString::from(n), v));
+                }
+            }
+        }
+        GateEnv::Set(values) => {
+            for (k, v) in values {
+                if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(k)) {
+                    return Err(format!(
+                        "env: '{k}' is set by gatehost and cannot be set by a gate"
+                    ));
+                }
+                env.retain(|(name, _)| name != k.as_str());
+                env.push((OsString::from(k), OsString::from(v)));
+            }
+        }
+    }
+    Ok((program, entry, env))
+}
+
+pub(super) fn preflight(
+    runner: &GateRunner,
+    gate: &ShellGate,
+    anchor: &WorkspaceAnchor,
+    trust: Trust,
+) -> Result<(), String> {
+    admit(runner, gate, anchor, trust)?;
     anchor
         .open_dir(Path::new(gate.cwd.as_deref().unwrap_or(".")))
         .map_err(|e| format!("cwd: {e}"))?;
@@ -43,51 +86,53 @@ pub(super) async fn run(
     spec: &GateSpec,
     gate: &ShellGate,
     anchor: &WorkspaceAnchor,
+    trust: Trust,
 ) -> Verdict {
     let label = spec.label();
     let config = runner.config();
-    let program = match config.allow.admit(&gate.command) {
-        Ok(p) => p,
-        Err(e) => return Verdict::error(label, e.to_string()),
+    let (program, entry, mut env) = match admit(runner, gate, anchor, trust) {
+        Ok(a) => a,
+        Err(e) => return Verdict::error(label, e),
     };
-    if anchor.contains_host_path(&program) {
-        return Verdict::error(
-            label,
-            format!(
-                "command '{}' resolves to {}, inside the workspace, where the agent can change it",
-                gate.command,
-                program.display()
-            ),
-        );
-    }
     let cwd = match anchor.open_dir(Path::new(gate.cwd.as_deref().unwrap_or("."))) {
         Ok(d) => d,
         Err(e) => return Verdict::error(label, format!("cwd: {e}")),
     };
-    let mut env = base_env(config.host_path.as_deref());
-    match &gate.env {
-        GateEnv::PassThrough(names) => {
-            for n in names {
-                if let Some(v) = std::env::var_os(n) {
-                    env.push((OsString::from(n), v));
-                }
-            }
-        }
-        GateEnv::Set(values) => {
-            for (k, v) in values {
-                env.retain(|(name, _)| name != k.as_str());
-                env.push((OsString::from(k), OsString::from(v)));
-            }
-        }
-    }
+    let root = match anchor.open_dir(Path::new(".")) {
+        Ok(d) => d,
+        Err(e) => return Verdict::error(label, format!("workspace: {e}")),
+    };
     let args: Vec<OsString> = gate.args.iter().map(OsString::from).collect();
+    let wrapped = match runner.sandbox().wrap(
+        &program,
+        &args,
+        Place::Workspace {
+            canonical: anchor.root(),
+            cwd: cwd.relative(),
+        },
+        &Grants {
+            network: entry.network,
+            ..Grants::default()
+        },
+    ) {
+        Ok(w) => w,
+        Err(e) => return Verdict::error(label, e.to_string()),
+    };
+    env.extend(wrapped.env.iter().cloned());
+    // The helper starts in the workspace root and resolves the gate's cwd
+    // beneath it; an unconfined program starts in its cwd directly.
+    let spawn_cwd = if wrapped.confined {
+        root.proc_path()
+    } else {
+        cwd.proc_path()
+    };
     let timeout = spec.timeout();
     let run = runner
         .supervisor()
         .run(ProcessSpec {
-            program: &program,
-            args: &args,
-            cwd: &cwd.proc_path(),
+            program: &wrapped.program,
+            args: &wrapped.args,
+            cwd: &spawn_cwd,
             env: &env,
             stdin: None,
             limits: Limits {
@@ -97,10 +142,21 @@ pub(super) async fn run(
             },
         })
         .await;
+    drop(wrapped.scratch);
     let run = match run {
         Ok(r) => r,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
+    if wrapped.confined
+        && run.termination == Termination::Exited(Sandbox::SETUP_FAILED)
+        && let Some(why) =
+            Sandbox::setup_failure(&String::from_utf8_lossy(&run.stderr.clone().into_bytes()))
+    {
+        return Verdict::error(
+            label,
+            format!("the sandbox could not start the gate: {why}"),
+        );
+    }
     let strays = if run.strays_killed > 0 {
         format!(" ({} leftover process(es) killed)", run.strays_killed)
     } else {

@@ -163,6 +163,15 @@ impl GateSpec {
         }
     }
 
+    /// True when the gate starts host processes (a shell gate, a judge, or
+    /// a plugin that may call a judge): those run in the sandbox.
+    pub fn is_native(&self) -> bool {
+        match self {
+            GateSpec::Shell(_) | GateSpec::Judge { .. } => true,
+            GateSpec::Wasm { wasm, .. } => wasm.judge.is_some(),
+        }
+    }
+
     /// Cost class for ordering a list of gates, cheapest first.
     pub fn cost_class(&self) -> u8 {
         match self {

@@ -76,18 +76,8 @@ pub(super) async fn run(
         changed_files: files.iter().map(|f| (f.path.clone(), f.kind)).collect(),
     };
     let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.text)).collect());
-    // The judge runs in the workspace: a handle of its own, opened only
-    // when the gate configures a judge.
-    let anchor_copy = match &gate.judge {
-        Some(_) => match WorkspaceAnchor::open(anchor.root()) {
-            Ok(a) => Some(Arc::new(a)),
-            Err(e) => return Verdict::error(label, e.to_string()),
-        },
-        None => None,
-    };
     let judge = JudgeBridge {
         runner: runner.clone(),
-        anchor: anchor_copy,
         adapter: gate.judge.as_ref().map(|j| j.adapter.clone()),
         model: gate.judge.as_ref().and_then(|j| j.model.clone()),
         timeout: gate

@@ -7,7 +7,6 @@
 
 use super::bindings::gatehost::gate::host::{self, JudgeReply, LogLevel, ReadError};
 use super::bindings::gatehost::gate::types::{self, Decision};
-use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateRunner;
 use crate::gate::judge_api::{JudgeRequest, run_request};
 use crate::gate::prompt::Decision as JudgeDecision;
@@ -34,8 +33,6 @@ pub enum BoundHit {
 #[derive(Debug, Clone)]
 pub struct JudgeBridge {
     pub runner: GateRunner,
-    /// Set when `adapter` is.
-    pub anchor: Option<Arc<WorkspaceAnchor>>,
     pub adapter: Option<String>,
     pub model: Option<String>,
     pub timeout: Duration,
@@ -196,7 +193,7 @@ impl host::Host for PluginState {
                 bridge.max_calls
             ));
         }
-        let (Some(adapter), Some(anchor)) = (bridge.adapter.clone(), bridge.anchor.clone()) else {
+        let Some(adapter) = bridge.adapter.clone() else {
             return Ok(Err(
                 "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
             ));
@@ -212,7 +209,7 @@ impl host::Host for PluginState {
         };
         // The judge gate bounds itself (its own timeout, then kill); epochs
         // do not interrupt host calls.
-        let judged = run_request(&bridge.runner, request, &anchor).await;
+        let judged = run_request(&bridge.runner, request).await;
         let verdict = judged.verdict;
         let text = verdict
             .stdout
@@ -256,7 +253,6 @@ mod tests {
     fn state(ahead: bool) -> PluginState {
         let judge = JudgeBridge {
             runner: GateRunner::new(crate::config::HostConfig::default()),
-            anchor: None,
             adapter: None,
             model: None,
             timeout: Duration::from_secs(1),

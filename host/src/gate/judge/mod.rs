@@ -9,13 +9,13 @@
 pub mod prompt;
 
 use super::{GateRunner, base_env, fill_process_details, signal_name};
-use crate::anchor::WorkspaceAnchor;
 use crate::gate::spec::{GateSpec, JudgeGate};
+use crate::sandbox::{Grants, Place, Sandbox};
 use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
 use crate::verdict::{Durations, Outcome, Verdict};
 use prompt::Decision;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// One judge run: the adapter to use and the rubric or prompt to send.
@@ -60,7 +60,6 @@ pub(super) async fn run(
     runner: &GateRunner,
     spec: &GateSpec,
     judge: &JudgeGate,
-    anchor: &WorkspaceAnchor,
     context: Option<&str>,
 ) -> Verdict {
     let request = JudgeRequest {
@@ -72,7 +71,7 @@ pub(super) async fn run(
         timeout: spec.timeout(),
         nonce: judge.nonce,
     };
-    run_request(runner, request, anchor).await.verdict
+    run_request(runner, request).await.verdict
 }
 
 /// A judge's verdict and, when it gave one, its decision.
@@ -94,11 +93,7 @@ impl From<Verdict> for JudgedVerdict {
 /// Runs a judge: builds the prompt, waits for a slot, runs the adapter
 /// under supervision and reads the verdict. Shared by judge gates and the
 /// `judge` import of WASM plugins.
-pub(crate) async fn run_request(
-    runner: &GateRunner,
-    req: JudgeRequest<'_>,
-    anchor: &WorkspaceAnchor,
-) -> JudgedVerdict {
+pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> JudgedVerdict {
     let label = req.label.clone();
     let config = runner.config();
     let name = req.adapter;
@@ -130,11 +125,6 @@ pub(crate) async fn run_request(
             .into();
         }
     };
-    let cwd = match anchor.open_dir(Path::new(".")) {
-        Ok(d) => d,
-        Err(e) => return Verdict::error(label, e.to_string()).into(),
-    };
-
     let nonce = req.nonce.then(random_token);
     let context = req
         .context
@@ -153,6 +143,53 @@ pub(crate) async fn run_request(
         }
     }
     let args: Vec<OsString> = argv[1..].iter().map(OsString::from).collect();
+    // The adapter reads its own files: its configured grants, the
+    // directory of its program (a script's package), every absolute path
+    // its (operator-written) command names, and the directories its
+    // passed-through environment names (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`
+    // …). Host-private paths are carved out of all of them.
+    let mut read = adapter.read.clone();
+    if let Some(dir) = std::fs::canonicalize(&program)
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        read.push(dir);
+    }
+    read.extend(
+        argv[1..]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    read.extend(
+        env.iter()
+            .filter(|(k, _)| {
+                let k = k.to_string_lossy();
+                k.ends_with("_DIR") || k.ends_with("_HOME") || k.ends_with("_PATH")
+            })
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    let grants = Grants {
+        read,
+        write: adapter.write.clone(),
+        network: adapter.network,
+    };
+    // Never in the workspace: an LLM CLI reads instructions, settings and
+    // hooks from its working directory (CLAUDE.md, .claude/, AGENTS.md …),
+    // which the agent could write. The judge starts in an empty private
+    // directory; the workspace reaches it only through the prompt.
+    let wrapped = match runner
+        .sandbox()
+        .wrap(&program, &args, Place::Judge, &grants)
+    {
+        Ok(w) => w,
+        Err(e) => return Verdict::error(label, e.to_string()).into(),
+    };
+    let Some(cwd) = wrapped.scratch.as_ref().map(|s| s.cwd()) else {
+        return Verdict::error(label, "no private directory for the judge").into();
+    };
+    env.extend(wrapped.env.iter().cloned());
     let timeout = req.timeout;
     let queued_at = Instant::now();
     let Ok(permit) = runner.acquire_judge_slot().await else {
@@ -162,9 +199,9 @@ pub(crate) async fn run_request(
     let run = runner
         .supervisor()
         .run(ProcessSpec {
-            program: &program,
-            args: &args,
-            cwd: &cwd.proc_path(),
+            program: &wrapped.program,
+            args: &wrapped.args,
+            cwd: &cwd,
             env: &env,
             stdin: Some(prompt_text.into_bytes()),
             limits: Limits {
@@ -176,6 +213,7 @@ pub(crate) async fn run_request(
         .await;
     // The process is reaped and its tree killed: the slot is free again.
     drop(permit);
+    drop(wrapped.scratch);
 
     let run = match run {
         Ok(r) => r,
@@ -188,6 +226,18 @@ pub(crate) async fn run_request(
             return v.into();
         }
     };
+    if wrapped.confined
+        && run.termination == Termination::Exited(Sandbox::SETUP_FAILED)
+        && let Some(why) =
+            Sandbox::setup_failure(&String::from_utf8_lossy(&run.stderr.clone().into_bytes()))
+    {
+        let mut v = Verdict::error(
+            label,
+            format!("judge adapter '{name}': the sandbox could not start it: {why}"),
+        );
+        v.durations = Durations::new(queued, run.elapsed);
+        return v.into();
+    }
     let stdout_text = String::from_utf8_lossy(&run.stdout.clone().into_bytes()).into_owned();
     let mut decision = None;
     let (outcome, reason) = if run.timed_out {

@@ -8,7 +8,11 @@
 //! It must never read anything from the workspace: the supervised agent
 //! writes there.
 
-use crate::supervise::find_on_path;
+mod allow;
+
+pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
+
+use crate::sandbox::SandboxConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -50,6 +54,22 @@ struct ConfigFile {
     wasm: WasmSection,
     #[serde(default)]
     daemon: DaemonSection,
+    #[serde(default)]
+    sandbox: SandboxSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxSection {
+    enabled: Option<bool>,
+    required: Option<bool>,
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    user: Option<String>,
+    helper: Option<String>,
+    scratch_dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,7 +203,22 @@ impl Default for WasmConfig {
 #[serde(deny_unknown_fields)]
 struct ShellSection {
     #[serde(default)]
-    allow: Vec<String>,
+    allow: Vec<toml::Value>,
+    #[serde(default)]
+    pass_env: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowRuleFile {
+    program: String,
+    subcommands: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    free_args: bool,
+    #[serde(default)]
+    network: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -202,6 +237,11 @@ struct AdapterFile {
     #[serde(default)]
     env: Vec<String>,
     default_model: Option<String>,
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    network: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -211,97 +251,6 @@ struct LimitsSection {
     kill_grace_ms: Option<u64>,
 }
 
-/// One allowlist entry: as written, and the program it resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowEntry {
-    pub spelled: String,
-    /// `None` when a bare name was not found on the host PATH at load.
-    pub program: Option<PathBuf>,
-}
-
-/// Why a gate's command was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AllowError {
-    #[error("command '{0}' is not in the allowlist")]
-    NotAllowed(String),
-    #[error("command '{0}' is in the allowlist but was not found on the host PATH")]
-    NotFound(String),
-}
-
-/// The shell-gate allowlist: default-deny, exact programs.
-#[derive(Debug, Clone, Default)]
-pub struct Allowlist {
-    entries: Vec<AllowEntry>,
-}
-
-impl Allowlist {
-    /// Builds the allowlist, looking bare names up on `path_var` once.
-    pub fn resolve(spelled: &[String], path_var: Option<&std::ffi::OsStr>) -> Result<Self, String> {
-        let mut entries = Vec::new();
-        for entry in spelled {
-            if entry.trim().is_empty() {
-                return Err("an entry is empty".into());
-            }
-            let program = if entry.contains('/') {
-                let p = PathBuf::from(entry);
-                if !p.is_absolute() {
-                    return Err(format!(
-                        "'{entry}' is a relative path; give a bare name (looked up on PATH) or an absolute path"
-                    ));
-                }
-                Some(p)
-            } else {
-                let found = find_on_path(entry, path_var);
-                if found.is_none() {
-                    tracing::warn!(entry, "allowlisted program not found on the host PATH");
-                }
-                found
-            };
-            entries.push(AllowEntry {
-                spelled: entry.clone(),
-                program,
-            });
-        }
-        Ok(Allowlist { entries })
-    }
-
-    pub fn entries(&self) -> &[AllowEntry] {
-        &self.entries
-    }
-
-    /// The exact program a gate's `command` runs, or why it may not run.
-    ///
-    /// A bare name is admitted when that name is listed, and runs the
-    /// program it resolved to at load. An absolute path is admitted when it
-    /// is exactly the program some entry resolved to. Anything else (a
-    /// relative path such as `./true`, another directory's `true`) is
-    /// refused: listing `true` admits `/usr/bin/true` and nothing else.
-    pub fn admit(&self, command: &str) -> Result<PathBuf, AllowError> {
-        let not_allowed = || AllowError::NotAllowed(command.to_string());
-        if !command.contains('/') {
-            let entry = self
-                .entries
-                .iter()
-                .find(|e| e.spelled == command)
-                .ok_or_else(not_allowed)?;
-            return entry
-                .program
-                .clone()
-                .ok_or_else(|| AllowError::NotFound(command.to_string()));
-        }
-        let path = Path::new(command);
-        if !path.is_absolute() {
-            return Err(not_allowed());
-        }
-        self.entries
-            .iter()
-            .filter_map(|e| e.program.as_deref())
-            .find(|p| *p == path)
-            .map(Path::to_path_buf)
-            .ok_or_else(not_allowed)
-    }
-}
-
 /// A judge adapter: an argv template with `{model}` placeholders, and the
 /// host environment variables passed through to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,6 +258,14 @@ pub struct Adapter {
     pub command: Vec<String>,
     pub env: Vec<String>,
     pub default_model: Option<String>,
+    /// Paths the adapter may read in the sandbox (its configuration and
+    /// credentials), beyond the system and every absolute path of its
+    /// command.
+    pub read: Vec<PathBuf>,
+    /// Paths the adapter may write (its state directory, if it keeps one).
+    pub write: Vec<PathBuf>,
+    /// TCP connections allowed (judges call their API; default true).
+    pub network: bool,
 }
 
 impl Adapter {
@@ -317,7 +274,16 @@ impl Adapter {
             command: command.iter().map(|s| s.to_string()).collect(),
             env: env.iter().map(|s| s.to_string()).collect(),
             default_model: None,
+            read: Vec::new(),
+            write: Vec::new(),
+            network: true,
         }
+    }
+
+    /// The same adapter, with these paths (`~/…` allowed) readable.
+    fn reading(mut self, paths: &[&str]) -> Self {
+        self.read = paths.iter().map(|p| home_path(p)).collect();
+        self
     }
 
     /// The argv for one run. With a model (the gate's, else the adapter's
@@ -357,8 +323,21 @@ pub fn default_adapters() -> BTreeMap<String, Adapter> {
     let mut m = BTreeMap::new();
     m.insert(
         "claude".into(),
+        // A judge, not an agent: no settings but the user's own, no MCP
+        // server, no tools, nothing kept (Claude Code 2.x flags).
         Adapter::new(
-            &["claude", "-p", "--model", "{model}"],
+            &[
+                "claude",
+                "-p",
+                "--model",
+                "{model}",
+                "--setting-sources",
+                "user",
+                "--strict-mcp-config",
+                "--tools",
+                "",
+                "--no-session-persistence",
+            ],
             &[
                 "ANTHROPIC_API_KEY",
                 "ANTHROPIC_AUTH_TOKEN",
@@ -366,7 +345,8 @@ pub fn default_adapters() -> BTreeMap<String, Adapter> {
                 "CLAUDE_CONFIG_DIR",
                 "XDG_CONFIG_HOME",
             ],
-        ),
+        )
+        .reading(&["~/.claude", "~/.claude.json", "~/.config/anthropic"]),
     );
     m.insert(
         "codex".into(),
@@ -378,14 +358,16 @@ pub fn default_adapters() -> BTreeMap<String, Adapter> {
                 "CODEX_HOME",
                 "XDG_CONFIG_HOME",
             ],
-        ),
+        )
+        .reading(&["~/.codex"]),
     );
     m.insert(
         "gemini".into(),
         Adapter::new(
             &["gemini", "--model", "{model}"],
             &["GEMINI_API_KEY", "GOOGLE_API_KEY", "XDG_CONFIG_HOME"],
-        ),
+        )
+        .reading(&["~/.gemini"]),
     );
     m.insert(
         "llm".into(),
@@ -397,13 +379,22 @@ pub fn default_adapters() -> BTreeMap<String, Adapter> {
                 "ANTHROPIC_API_KEY",
                 "XDG_CONFIG_HOME",
             ],
-        ),
+        )
+        .reading(&["~/.config/io.datasette.llm"]),
     );
     m.insert(
         "ollama".into(),
         Adapter::new(&["ollama", "run", "{model}"], &["OLLAMA_HOST"]),
     );
     m
+}
+
+/// A configured path: `~/…` names the host user's home.
+fn home_path(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), dirs::home_dir()) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(p),
+    }
 }
 
 /// The resolved host configuration.
@@ -422,6 +413,10 @@ pub struct HostConfig {
     pub host_path: Option<OsString>,
     pub wasm: WasmConfig,
     pub daemon: DaemonConfig,
+    pub sandbox: SandboxConfig,
+    /// Host environment variables a gate's `env: [NAMES]` may pass
+    /// through (`[shell] pass_env`); no other name is handed to a gate.
+    pub pass_env: Vec<String>,
 }
 
 impl Default for HostConfig {
@@ -437,11 +432,29 @@ impl Default for HostConfig {
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
             daemon: DaemonConfig::default(),
+            sandbox: SandboxConfig::default(),
+            pass_env: Vec::new(),
         }
     }
 }
 
 impl HostConfig {
+    /// The host's private paths this configuration names: no gate may
+    /// reach them (the configuration file, token and secret files, the
+    /// compiled-plugin cache, and what `[sandbox] protect` adds).
+    pub fn private_paths(&self) -> Vec<PathBuf> {
+        let d = &self.daemon;
+        self.source
+            .iter()
+            .chain(d.agent_token_file.iter())
+            .chain(d.operator_token_file.iter())
+            .chain(d.webhook_secret_file.iter())
+            .chain(self.wasm.cache_dir.iter())
+            .chain(self.sandbox.protect.iter())
+            .cloned()
+            .collect()
+    }
+
     /// Where the configuration comes from: the explicit path, else
     /// `$GATEHOST_CONFIG`, else the user's config file if it exists.
     pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
@@ -484,6 +497,15 @@ impl HostConfig {
             |p: &Path| PathBuf::from(p.display().to_string().replace("{config_dir}", &dir));
         config.wasm.plugin_dirs = config.wasm.plugin_dirs.iter().map(|p| expand(p)).collect();
         config.wasm.cache_dir = config.wasm.cache_dir.as_deref().map(expand);
+        for adapter in config.adapters.values_mut() {
+            adapter.read = adapter.read.iter().map(|p| expand(p)).collect();
+            adapter.write = adapter.write.iter().map(|p| expand(p)).collect();
+        }
+        let sb = &mut config.sandbox;
+        sb.read = sb.read.iter().map(|p| expand(p)).collect();
+        sb.write = sb.write.iter().map(|p| expand(p)).collect();
+        sb.helper = sb.helper.as_deref().map(expand);
+        sb.scratch_dir = sb.scratch_dir.as_deref().map(expand);
         let d = &mut config.daemon;
         d.webhook_secret_file = d.webhook_secret_file.as_deref().map(expand);
         d.agent_token_file = d.agent_token_file.as_deref().map(expand);
@@ -504,8 +526,66 @@ impl HostConfig {
             message,
         };
         let mut config = HostConfig::default();
-        config.allow = Allowlist::resolve(&file.shell.allow, config.host_path.as_deref())
+        let mut specs: Vec<EntrySpec> = Vec::new();
+        for (i, a) in file.shell.allow.into_iter().enumerate() {
+            let key = format!("shell.allow[{i}]");
+            specs.push(match a {
+                toml::Value::String(n) => EntrySpec {
+                    program: n,
+                    args: ArgRule {
+                        bare: true,
+                        ..ArgRule::default()
+                    },
+                    network: false,
+                },
+                toml::Value::Table(t) => {
+                    let r: AllowRuleFile = t.try_into().map_err(|e: toml::de::Error| {
+                        invalid(&key, e.to_string().trim().replace('\n', " "))
+                    })?;
+                    EntrySpec {
+                        program: r.program,
+                        args: ArgRule {
+                            subcommands: r.subcommands,
+                            deny: r.deny,
+                            free: r.free_args,
+                            bare: false,
+                        },
+                        network: r.network,
+                    }
+                }
+                other => {
+                    return Err(invalid(
+                        &key,
+                        format!(
+                            "an entry is a program name or a table {{ program = …, subcommands = […], deny = […], free_args = …, network = … }}, not a {}",
+                            other.type_str()
+                        ),
+                    ));
+                }
+            });
+        }
+        config.allow = Allowlist::resolve_entries(&specs, config.host_path.as_deref())
             .map_err(|m| invalid("shell.allow", m))?;
+        for name in &file.shell.pass_env {
+            if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(name)) {
+                return Err(invalid(
+                    "shell.pass_env",
+                    format!("'{name}' is set by gatehost itself and cannot be passed through"),
+                ));
+            }
+        }
+        config.pass_env = file.shell.pass_env;
+        let sb = file.sandbox;
+        config.sandbox = SandboxConfig {
+            enabled: sb.enabled.unwrap_or(true),
+            required: sb.required.unwrap_or(true),
+            read: sb.read.iter().map(|p| home_path(p)).collect(),
+            write: sb.write.iter().map(|p| home_path(p)).collect(),
+            user: sb.user,
+            helper: sb.helper.as_deref().map(home_path),
+            scratch_dir: sb.scratch_dir.as_deref().map(home_path),
+            protect: Vec::new(),
+        };
         if let Some(slots) = file.judge.slots {
             if slots == 0 {
                 return Err(invalid("judge.slots", "must be at least 1".into()));
@@ -532,6 +612,9 @@ impl HostConfig {
                     command: a.command,
                     env: a.env,
                     default_model: a.default_model,
+                    read: a.read.iter().map(|p| home_path(p)).collect(),
+                    write: a.write.iter().map(|p| home_path(p)).collect(),
+                    network: a.network.unwrap_or(true),
                 },
             );
         }
@@ -660,67 +743,10 @@ impl HostConfig {
 mod tests {
     use super::*;
 
-    fn allow(entries: &[&str]) -> Allowlist {
-        let spelled: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
-        Allowlist::resolve(&spelled, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
-            .expect("allowlist")
-    }
-
-    #[test]
-    fn the_allowlist_is_default_deny() {
-        let list = Allowlist::default();
-        assert_eq!(
-            list.admit("true").unwrap_err().to_string(),
-            "command 'true' is not in the allowlist"
-        );
-    }
-
-    #[test]
-    fn a_listed_name_admits_exactly_its_resolved_program() {
-        let list = allow(&["true"]);
-        assert_eq!(list.admit("true").unwrap(), PathBuf::from("/usr/bin/true"));
-        assert_eq!(
-            list.admit("/usr/bin/true").unwrap(),
-            PathBuf::from("/usr/bin/true")
-        );
-        for other in [
-            "/elsewhere/true",
-            "./true",
-            "bin/true",
-            "false",
-            "/usr/bin/../bin/true",
-        ] {
-            assert_eq!(
-                list.admit(other),
-                Err(AllowError::NotAllowed(other.to_string())),
-                "{other} must be refused"
-            );
-        }
-    }
-
-    #[test]
-    fn an_absolute_entry_is_taken_as_written() {
-        let list = allow(&["/usr/bin/git"]);
-        assert_eq!(
-            list.admit("/usr/bin/git").unwrap(),
-            PathBuf::from("/usr/bin/git")
-        );
-        assert!(list.admit("git").is_err(), "the bare name is not listed");
-    }
-
     #[test]
     fn relative_entries_are_a_configuration_error() {
         let err = HostConfig::from_toml("[shell]\nallow = [\"./run.sh\"]\n", "c.toml").unwrap_err();
         assert!(err.to_string().contains("shell.allow"), "{err}");
-    }
-
-    #[test]
-    fn a_listed_name_missing_from_path_says_so() {
-        let list = allow(&["no-such-program-gatehost"]);
-        assert_eq!(
-            list.admit("no-such-program-gatehost"),
-            Err(AllowError::NotFound("no-such-program-gatehost".into()))
-        );
     }
 
     #[test]
@@ -750,6 +776,56 @@ kill_grace_ms = 500
     }
 
     #[test]
+    fn allow_entries_with_argument_rules_and_sandbox_keys_parse() {
+        let text = r#"
+[shell]
+allow = ["true", { program = "cargo", subcommands = ["test", "build"], deny = ["--config", "-Z"] }, { program = "sh", free_args = true, network = true }]
+pass_env = ["RUST_LOG"]
+
+[sandbox]
+read = ["~/.cargo", "/opt/tools"]
+write = ["/var/cache/build"]
+required = false
+
+[judge.adapters.mine]
+command = ["/opt/bin/my-llm"]
+read = ["~/.config/my-llm"]
+network = false
+"#;
+        let c = HostConfig::from_toml(text, "c.toml").expect("parses");
+        let e = c.allow.entries();
+        assert_eq!(e.len(), 3);
+        assert!(e[0].args.bare);
+        assert_eq!(
+            e[1].args.subcommands.as_deref(),
+            Some(&["test".to_string(), "build".to_string()][..])
+        );
+        assert_eq!(
+            e[1].args.deny,
+            vec!["--config".to_string(), "-Z".to_string()]
+        );
+        assert!(e[2].args.free && e[2].network && !e[1].network);
+        assert_eq!(c.pass_env, vec!["RUST_LOG".to_string()]);
+        let home = dirs::home_dir().expect("home");
+        assert_eq!(
+            c.sandbox.read,
+            vec![home.join(".cargo"), PathBuf::from("/opt/tools")]
+        );
+        assert!(!c.sandbox.required && c.sandbox.enabled);
+        assert_eq!(c.adapters["mine"].read, vec![home.join(".config/my-llm")]);
+        assert!(!c.adapters["mine"].network && c.adapters["claude"].network);
+        let e =
+            HostConfig::from_toml("[shell]\npass_env = [\"LD_PRELOAD\"]\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("shell.pass_env"), "{e}");
+        let e = HostConfig::from_toml(
+            "[shell]\nallow = [{ program = \"x\", frees = true }]\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("shell.allow"), "{e}");
+    }
+
+    #[test]
     fn unknown_keys_and_zero_slots_are_refused() {
         let e = HostConfig::from_toml("[shell]\nallowed = []\n", "c.toml").unwrap_err();
         assert!(e.to_string().contains("allowed"), "{e}");
@@ -768,13 +844,27 @@ kill_grace_ms = 500
     #[test]
     fn adapter_templates_fill_or_drop_the_model() {
         let a = default_adapters();
+        let hardening = [
+            "--setting-sources",
+            "user",
+            "--strict-mcp-config",
+            "--tools",
+            "",
+            "--no-session-persistence",
+        ];
+        let with = |head: &[&str]| -> Vec<String> {
+            head.iter()
+                .chain(hardening.iter())
+                .map(|s| s.to_string())
+                .collect()
+        };
         assert_eq!(
             a["claude"].argv("claude", Some("opus")).unwrap(),
-            vec!["claude", "-p", "--model", "opus"]
+            with(&["claude", "-p", "--model", "opus"])
         );
         assert_eq!(
             a["claude"].argv("claude", None).unwrap(),
-            vec!["claude", "-p"]
+            with(&["claude", "-p"])
         );
         assert_eq!(
             a["codex"].argv("codex", None).unwrap(),

@@ -1,0 +1,735 @@
+//! Confinement of every process a native gate starts (shell gates, judge
+//! adapters, and all they spawn).
+//!
+//! A gate's program is never executed directly: the supervisor spawns the
+//! small `gatehost-sandbox` helper (posix_spawn, as before), which applies
+//! the confinement to itself and then executes the program (see
+//! `src/bin/gatehost-sandbox.rs`; the command line between the two is
+//! [`wire`]). What a confined gate may do:
+//! - read and execute the system (`/usr`, `/bin`, `/lib*`, `/etc`, `/opt`,
+//!   `/proc`, `/sys`), the paths `[sandbox] read` lists and its own
+//!   program; write its workspace (a judge: its own empty working
+//!   directory instead), a private temporary directory (`TMPDIR`) and the
+//!   paths `[sandbox] write` lists; use `/dev/null`, `/dev/zero`,
+//!   `/dev/full`, `/dev/random`, `/dev/urandom`;
+//! - no TCP connect or bind unless granted (Landlock ABI 4);
+//! - no signal to, nor abstract-socket connection to, a process outside
+//!   its own sandbox (ABI 6); no ptrace of one (any ABI);
+//! - no capability when the host runs as root (or the uid `[sandbox] user`
+//!   names), and `no_new_privs`.
+//!
+//! Host-private paths (the data directory, the tokens, the configuration,
+//! the compiled-plugin cache, the scratch root) are never granted: a
+//! granted directory that holds one is granted child by child around it,
+//! and a workspace or write grant that holds one is refused.
+//!
+//! This module decides and describes; it must never run a gate's program
+//! itself, and never let a gate run unconfined unless the configuration
+//! says `required = false` (and then it says so in every verdict's log
+//! line). The kernel probe happens once, at start.
+
+pub mod wire;
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Landlock ABI this host writes its rules for (the helper's crate knows
+/// more; 6 has everything the guarantees need: files, TCP, scopes).
+const WANTED_ABI: u32 = 6;
+/// Below this ABI, TCP cannot be denied: the sandbox cannot hold.
+const MIN_ABI: u32 = 4;
+/// Helper binary name, looked up next to the `gatehost` executable.
+pub const HELPER_NAME: &str = "gatehost-sandbox";
+
+/// Read-only system locations, granted when they exist.
+const SYSTEM_READ: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
+];
+/// Device files every gate may open.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// The `[sandbox]` section of the configuration.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Confine gates at all. `false` is unsafe: documented as such.
+    pub enabled: bool,
+    /// When confinement cannot be applied here: `true` (default) makes
+    /// every native gate an `error`; `false` runs it unconfined (unsafe).
+    pub required: bool,
+    /// Extra read (and execute) grants for every gate and judge.
+    pub read: Vec<PathBuf>,
+    /// Extra write grants for shell gates (a build cache …).
+    pub write: Vec<PathBuf>,
+    /// Run gates as this user (name or uid) instead of dropping root's
+    /// capabilities only.
+    pub user: Option<String>,
+    /// The helper binary (default: next to the gatehost executable).
+    pub helper: Option<PathBuf>,
+    /// Where per-gate private directories are made (owner-only).
+    pub scratch_dir: Option<PathBuf>,
+    /// Host-private paths beyond those the configuration names (the
+    /// daemon's data directory): never granted to a gate.
+    pub protect: Vec<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: true,
+            required: true,
+            read: Vec::new(),
+            write: Vec::new(),
+            user: None,
+            helper: None,
+            scratch_dir: None,
+            protect: Vec::new(),
+        }
+    }
+}
+
+/// What one gate process may reach beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    pub network: bool,
+}
+
+/// Why a gate cannot be confined.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "the sandbox cannot be applied on this host: {0}; gates will not run unconfined \
+         (set [sandbox] required = false to run them without confinement, which lets the \
+         agent's code reach everything gatehost can)"
+    )]
+    Unavailable(String),
+    #[error("sandbox: {0}")]
+    Refused(String),
+    #[error("sandbox: cannot prepare the gate's private directory: {0}")]
+    Scratch(String),
+}
+
+/// How gates are confined on this host, found once at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Confined with this Landlock ABI.
+    Confined { abi: u32 },
+    /// Cannot confine; gates are errors (`required`) or run unconfined.
+    Unavailable { reason: String, required: bool },
+    /// `enabled = false`.
+    Disabled,
+}
+
+/// The host-wide sandbox: the kernel's answer, the helper, the base grants.
+#[derive(Debug)]
+pub struct Sandbox {
+    state: State,
+    helper: Option<PathBuf>,
+    drop_caps: bool,
+    user: Option<(u32, u32)>,
+    /// System and configured read grants, split around protected paths.
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    devices: Vec<PathBuf>,
+    /// Canonical host-private paths no grant may reach.
+    protected: Vec<PathBuf>,
+    scratch_root: Option<PathBuf>,
+}
+
+/// One gate's private directory (its `TMPDIR`, and a judge's working
+/// directory), removed when dropped.
+#[derive(Debug)]
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.dir.join("cwd")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // remove_dir_all does not follow symlinks the gate left there.
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove a gate's private directory");
+        }
+    }
+}
+
+/// A program wrapped for the supervisor: run `program` with `args` (the
+/// helper and its command line, or the gate's own program when the
+/// sandbox is off) in `spawn_cwd`, with `env` added to the gate's.
+#[derive(Debug)]
+pub struct Wrapped {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub scratch: Option<Scratch>,
+    /// True when the helper confines the program (its setup failures are
+    /// then reported as such).
+    pub confined: bool,
+}
+
+/// Where a gate starts: the workspace (a shell gate: writable, with a
+/// working directory beneath it) or a fresh empty directory (a judge).
+#[derive(Debug)]
+pub enum Place<'a> {
+    /// `canonical` is the workspace's canonical path (checked against the
+    /// protected paths), `cwd` the gate's working directory relative to
+    /// it. A confined gate's helper is spawned in the workspace root; an
+    /// unconfined one directly in its working directory.
+    Workspace {
+        canonical: &'a Path,
+        cwd: &'a Path,
+    },
+    Judge,
+}
+
+impl Sandbox {
+    /// Probes the kernel and resolves the configuration. `protected` are
+    /// the host's private paths (data directory, configuration, tokens,
+    /// cache …); those that do not exist are ignored.
+    pub fn new(config: &SandboxConfig, protected: &[PathBuf]) -> Self {
+        let mut protected: Vec<PathBuf> = protected
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let scratch_root = config
+            .scratch_dir
+            .clone()
+            .or_else(|| dirs::cache_dir().map(|d| d.join("gatehost").join("scratch")));
+        if let Some(root) = &scratch_root {
+            if let Err(e) = make_private_dir(root) {
+                tracing::warn!(dir = %root.display(), error = %e, "cannot prepare the scratch directory");
+            }
+            if let Ok(c) = std::fs::canonicalize(root) {
+                protected.push(c);
+            }
+        }
+        let mut sandbox = Sandbox {
+            state: State::Disabled,
+            helper: None,
+            drop_caps: false,
+            user: None,
+            read: Vec::new(),
+            write: Vec::new(),
+            devices: Vec::new(),
+            protected,
+            scratch_root,
+        };
+        if !config.enabled {
+            return sandbox;
+        }
+        let unavailable = |reason: String| State::Unavailable {
+            reason,
+            required: config.required,
+        };
+        sandbox.state = match sandbox.resolve(config) {
+            Ok(abi) => State::Confined { abi },
+            Err(reason) => unavailable(reason),
+        };
+        sandbox
+    }
+
+    fn resolve(&mut self, config: &SandboxConfig) -> Result<u32, String> {
+        let abi = landlock_abi()?;
+        if abi < MIN_ABI {
+            return Err(format!(
+                "the kernel's Landlock ABI is {abi}; at least {MIN_ABI} is needed to deny TCP connections"
+            ));
+        }
+        if let Some(user) = &config.user {
+            self.user = Some(lookup_user(user)?);
+        }
+        if abi < WANTED_ABI && self.user.is_none() {
+            return Err(format!(
+                "the kernel's Landlock ABI is {abi}; 6 is needed to keep gates from signalling \
+                 other processes of gatehost's user (or set [sandbox] user to an unprivileged user)"
+            ));
+        }
+        let helper = match &config.helper {
+            Some(h) => h.clone(),
+            None => find_helper().ok_or_else(|| {
+                format!("the helper {HELPER_NAME} was not found next to the gatehost executable")
+            })?,
+        };
+        if !helper.is_file() {
+            return Err(format!("the helper {} does not exist", helper.display()));
+        }
+        self.helper = Some(helper);
+        self.drop_caps = rustix::process::geteuid().is_root() || has_capabilities();
+        let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        read.extend(config.read.iter().cloned());
+        // Name resolution for judges: resolv.conf often points into /run.
+        if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf") {
+            read.push(target);
+        }
+        self.read = grants_around(&read, &self.protected);
+        for w in &config.write {
+            self.check_writable(w)?;
+        }
+        self.write = config.write.clone();
+        self.devices = DEVICES
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
+        Ok(abi.min(WANTED_ABI))
+    }
+
+    /// A write grant must not reach a protected path.
+    fn check_writable(&self, path: &Path) -> Result<(), String> {
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| format!("write grant {}: {e}", path.display()))?;
+        if let Some(p) = self
+            .protected
+            .iter()
+            .find(|p| p.starts_with(&canonical) || canonical.starts_with(p))
+        {
+            return Err(format!(
+                "write grant {} reaches gatehost's own {}",
+                path.display(),
+                p.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// One line saying which confinement is in force, printed at start.
+    pub fn describe(&self) -> String {
+        match &self.state {
+            State::Confined { abi } => {
+                let who = match (self.user, self.drop_caps) {
+                    (Some((u, g)), _) => format!("as uid {u} gid {g}, no capabilities"),
+                    (None, true) => "no capabilities".to_string(),
+                    (None, false) => "unprivileged".to_string(),
+                };
+                let scopes = if *abi >= 6 {
+                    ", no signals or abstract sockets outside the gate"
+                } else {
+                    ""
+                };
+                format!(
+                    "sandbox: native gates confined by Landlock ABI {abi} (files: system read-only, \
+                     workspace and private tmp writable; no TCP unless granted{scopes}), \
+                     {who}, no_new_privs, helper {}",
+                    self.helper
+                        .as_deref()
+                        .map(|h| h.display().to_string())
+                        .unwrap_or_default()
+                )
+            }
+            State::Unavailable {
+                reason,
+                required: true,
+            } => format!("sandbox: NOT AVAILABLE ({reason}); native gates will be errors"),
+            State::Unavailable {
+                reason,
+                required: false,
+            } => format!(
+                "sandbox: NOT AVAILABLE ({reason}); native gates run UNCONFINED ([sandbox] required = false)"
+            ),
+            State::Disabled => {
+                "sandbox: DISABLED ([sandbox] enabled = false): native gates run UNCONFINED"
+                    .to_string()
+            }
+        }
+    }
+
+    /// True when gates run confined.
+    pub fn confines(&self) -> bool {
+        matches!(self.state, State::Confined { .. })
+    }
+
+    /// Wraps one gate process. `env` is the gate's environment (a private
+    /// `TMPDIR` is added); `grants` what its configuration adds.
+    pub fn wrap(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        place: Place<'_>,
+        grants: &Grants,
+    ) -> Result<Wrapped, SandboxError> {
+        let abi = match &self.state {
+            State::Confined { abi } => *abi,
+            State::Unavailable {
+                reason,
+                required: true,
+            } => return Err(SandboxError::Unavailable(reason.clone())),
+            State::Unavailable { .. } | State::Disabled => {
+                return self.unconfined(program, args, place);
+            }
+        };
+        let Some(helper) = &self.helper else {
+            return Err(SandboxError::Unavailable("no helper".into()));
+        };
+        let scratch = self.scratch(matches!(place, Place::Judge))?;
+        let mut write = vec![scratch.tmp()];
+        let chdir = match place {
+            Place::Workspace { canonical, cwd, .. } => {
+                if let Some(p) = self.protected.iter().find(|p| p.starts_with(canonical)) {
+                    return Err(SandboxError::Refused(format!(
+                        "the workspace {} holds gatehost's own {}; a gate may not write there",
+                        canonical.display(),
+                        p.display()
+                    )));
+                }
+                write.insert(0, PathBuf::from("."));
+                (cwd != Path::new(".")).then(|| cwd.to_path_buf())
+            }
+            Place::Judge => {
+                write.push(scratch.cwd());
+                None
+            }
+        };
+        for w in &grants.write {
+            self.check_writable(w).map_err(SandboxError::Refused)?;
+            write.push(w.clone());
+        }
+        write.extend(self.write.iter().cloned());
+        let mut read = self.read.clone();
+        read.extend(grants_around(&grants.read, &self.protected));
+        // The program itself (an allowlisted tool outside the system dirs).
+        if let Ok(p) = std::fs::canonicalize(program)
+            && !self.protected.iter().any(|x| p.starts_with(x))
+        {
+            read.push(p);
+        }
+        let invocation = wire::Invocation {
+            policy: wire::Policy {
+                abi,
+                read,
+                write,
+                devices: self.devices.clone(),
+                network: grants.network,
+                drop_caps: self.drop_caps,
+                user: self.user,
+                chdir,
+            },
+            program: program.as_os_str().to_os_string(),
+            args: args.to_vec(),
+        };
+        Ok(Wrapped {
+            program: helper.clone(),
+            args: invocation.to_args(),
+            env: vec![(OsString::from("TMPDIR"), scratch.tmp().into_os_string())],
+            scratch: Some(scratch),
+            confined: true,
+        })
+    }
+
+    /// The unconfined run (sandbox off or not required): the program is
+    /// executed directly, as gatehost did before the sandbox.
+    fn unconfined(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        place: Place<'_>,
+    ) -> Result<Wrapped, SandboxError> {
+        let scratch = match place {
+            Place::Judge => Some(self.scratch(true)?),
+            Place::Workspace { .. } => None,
+        };
+        Ok(Wrapped {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env: Vec::new(),
+            scratch,
+            confined: false,
+        })
+    }
+
+    /// A fresh owner-only directory with `tmp/` (and `cwd/` for a judge).
+    fn scratch(&self, judge: bool) -> Result<Scratch, SandboxError> {
+        let root = self
+            .scratch_root
+            .as_ref()
+            .ok_or_else(|| SandboxError::Scratch("no scratch directory (no cache dir)".into()))?;
+        make_private_dir(root)
+            .map_err(|e| SandboxError::Scratch(format!("{}: {e}", root.display())))?;
+        let dir = root.join(format!("g-{}", uuid::Uuid::new_v4().simple()));
+        let mk = |p: &Path| {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(p)
+                .map_err(|e| SandboxError::Scratch(format!("{}: {e}", p.display())))
+        };
+        mk(&dir)?;
+        let scratch = Scratch { dir };
+        mk(&scratch.tmp())?;
+        if judge {
+            mk(&scratch.cwd())?;
+        }
+        if let Some((uid, gid)) = self.user {
+            for p in [scratch.dir.clone(), scratch.tmp(), scratch.cwd()] {
+                if p.exists() {
+                    rustix::fs::chown(
+                        &p,
+                        Some(rustix::fs::Uid::from_raw(uid)),
+                        Some(rustix::fs::Gid::from_raw(gid)),
+                    )
+                    .map_err(|e| SandboxError::Scratch(format!("chown {}: {e}", p.display())))?;
+                }
+            }
+        }
+        Ok(scratch)
+    }
+
+    /// The helper's exit status when it could not confine the program.
+    pub const SETUP_FAILED: i32 = wire::SETUP_FAILED;
+
+    /// The reason in a helper's setup-failure message, if `stderr` holds one.
+    pub fn setup_failure(stderr: &str) -> Option<&str> {
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(wire::ERROR_PREFIX))
+    }
+}
+
+/// The running kernel's Landlock ABI version.
+fn landlock_abi() -> Result<u32, String> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset with a null attribute and the
+    // VERSION flag only returns the ABI version; no memory is touched.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => {
+                "Landlock is built into this kernel but not enabled (add landlock to the lsm= boot parameter)".into()
+            }
+            Some(libc::ENOSYS) => "this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK is needed)".into(),
+            _ => format!("Landlock is not usable: {err}"),
+        });
+    }
+    u32::try_from(v).map_err(|_| format!("Landlock answered an odd ABI version {v}"))
+}
+
+fn has_capabilities() -> bool {
+    rustix::thread::capabilities(None).is_ok_and(|c| !c.permitted.is_empty())
+}
+
+/// `gatehost-sandbox` beside the running executable (or one directory up,
+/// where test and bench binaries live: `target/debug/deps/`).
+fn find_helper() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join(HELPER_NAME), dir.parent()?.join(HELPER_NAME)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// A user name or numeric uid, as (uid, gid).
+fn lookup_user(user: &str) -> Result<(u32, u32), String> {
+    let name = std::ffi::CString::new(user).map_err(|_| format!("[sandbox] user {user:?}"))?;
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r/getpwuid_r write into `pwd` and `buf` (whose
+    // length is given) and set `found` to `&pwd` or null.
+    let rc = match user.parse::<u32>() {
+        Ok(uid) => unsafe {
+            libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found)
+        },
+        Err(_) => unsafe {
+            libc::getpwnam_r(
+                name.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        },
+    };
+    if rc != 0 || found.is_null() {
+        return Err(format!("[sandbox] user '{user}' does not exist"));
+    }
+    if pwd.pw_uid == 0 {
+        return Err(format!(
+            "[sandbox] user '{user}' is root; name an unprivileged user"
+        ));
+    }
+    Ok((pwd.pw_uid, pwd.pw_gid))
+}
+
+/// Makes `dir` (and its parents) exist, and `dir` owner-only.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::metadata(dir)?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// The grants `wanted` with every protected path carved out: a grant that
+/// holds a protected path is replaced by its children (recursively), minus
+/// the protected one; a grant that is, or is inside, a protected path is
+/// dropped. Grants that do not exist are dropped (Landlock rules need an
+/// open file).
+fn grants_around(wanted: &[PathBuf], protected: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for w in wanted {
+        let Ok(canonical) = std::fs::canonicalize(w) else {
+            continue;
+        };
+        carve(&canonical, protected, &mut out, 0);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn carve(grant: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) {
+    if protected.iter().any(|p| grant.starts_with(p)) {
+        return;
+    }
+    if !protected.iter().any(|p| p.starts_with(grant)) {
+        out.push(grant.to_path_buf());
+        return;
+    }
+    // Too deep to carve sensibly: leave the whole subtree out.
+    if depth > 16 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(grant) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(canonical) = std::fs::canonicalize(e.path()) else {
+            continue;
+        };
+        if canonical.parent() == Some(grant) {
+            carve(&canonical, protected, out, depth + 1);
+        } else {
+            // A symlink to elsewhere: granted as its target, if allowed.
+            if !protected
+                .iter()
+                .any(|p| p.starts_with(&canonical) || canonical.starts_with(p))
+            {
+                out.push(canonical);
+            }
+        }
+    }
+}
+
+/// Whether a name may be set by a gate's `env` (never the variables the
+/// sandbox or the loader depend on).
+pub fn settable_env_name(name: &OsStr) -> bool {
+    let n = name.to_string_lossy();
+    !(n == "PATH"
+        || n == "HOME"
+        || n == "TMPDIR"
+        || n.starts_with("LD_")
+        || n.starts_with("GATEHOST_"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_holding_a_protected_path_is_carved_around_it() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(t.path()).expect("canonical");
+        for d in ["etc/a", "etc/gatehost/keys", "etc/b", "other"] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        std::fs::write(root.join("etc/file"), "x").expect("write");
+        std::fs::write(root.join("etc/gatehost/config.toml"), "x").expect("write");
+        std::os::unix::fs::symlink(root.join("etc/gatehost"), root.join("etc/link")).expect("ln");
+        let protected = vec![root.join("etc/gatehost/config.toml")];
+        let got = grants_around(&[root.join("etc"), root.join("other")], &protected);
+        let rel: Vec<String> = got
+            .iter()
+            .map(|p| p.strip_prefix(&root).expect("inside").display().to_string())
+            .collect();
+        assert_eq!(
+            rel,
+            ["etc/a", "etc/b", "etc/file", "etc/gatehost/keys", "other"]
+        );
+    }
+
+    #[test]
+    fn a_grant_inside_a_protected_path_is_dropped() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(t.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("data/sub")).expect("mkdir");
+        let got = grants_around(
+            &[root.join("data/sub"), root.join("missing")],
+            &[root.join("data")],
+        );
+        assert!(got.is_empty(), "{got:?}");
+    }
+
+    #[test]
+    fn the_loader_and_sandbox_variables_cannot_be_set_by_a_gate() {
+        for n in [
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "GATEHOST_TOKEN",
+        ] {
+            assert!(!settable_env_name(OsStr::new(n)), "{n}");
+        }
+        for n in ["RUST_LOG", "CARGO_TERM_COLOR", "CI"] {
+            assert!(settable_env_name(OsStr::new(n)), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_holding_a_protected_path_is_refused() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(t.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("data")).expect("mkdir");
+        let sandbox = Sandbox {
+            state: State::Confined { abi: 6 },
+            helper: Some(PathBuf::from("/bin/true")),
+            drop_caps: false,
+            user: None,
+            read: Vec::new(),
+            write: Vec::new(),
+            devices: Vec::new(),
+            protected: vec![root.join("data")],
+            scratch_root: Some(root.join("scratch")),
+        };
+        let err = sandbox
+            .wrap(
+                Path::new("/bin/true"),
+                &[],
+                Place::Workspace {
+                    canonical: &root,
+                    cwd: Path::new("."),
+                },
+                &Grants::default(),
+            )
+            .expect_err("refused");
+        assert!(err.to_string().contains("holds gatehost's own"), "{err}");
+    }
+}
