@@ -33,11 +33,21 @@ impl Daemon {
 
     /// As `start`, listening on `listen`.
     pub fn start_at(data: &Path, config: &Path, listen: &str) -> Daemon {
+        Daemon::start_full(data, config, listen, &[])
+    }
+
+    /// As `start`, with `env` added to the daemon's environment.
+    pub fn start_with_env(data: &Path, config: &Path, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_full(data, config, "127.0.0.1:0", env)
+    }
+
+    fn start_full(data: &Path, config: &Path, listen: &str, env: &[(&str, &str)]) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data)
             .arg("--config")
             .arg(config)
+            .envs(env.iter().copied())
             .env("GATEHOST_LOG", "gatehost=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

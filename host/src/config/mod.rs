@@ -343,6 +343,10 @@ pub fn default_adapters() -> BTreeMap<String, Adapter> {
                 "ANTHROPIC_AUTH_TOKEN",
                 "ANTHROPIC_BASE_URL",
                 "CLAUDE_CONFIG_DIR",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+                "CLAUDE_CODE_MAX_RETRIES",
+                "DISABLE_AUTOUPDATER",
+                "DISABLE_TELEMETRY",
                 "XDG_CONFIG_HOME",
             ],
         )

@@ -18,15 +18,22 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The program to run, the entry that admitted it and the environment, or
-/// why the gate may not run. Shared by `preflight` and `run`, so attach
-/// refuses exactly what a run would.
+/// What a shell gate may run: the program, the allowlist entry that
+/// admitted it (its grants) and the complete environment.
+struct Admitted<'r> {
+    program: PathBuf,
+    entry: &'r AllowEntry,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// Admits a gate, or says why it may not run. Shared by `preflight` and
+/// `run`, so attach refuses exactly what a run would.
 fn admit<'r>(
     runner: &'r GateRunner,
     gate: &ShellGate,
     anchor: &WorkspaceAnchor,
     trust: Trust,
-) -> Result<(PathBuf, &'r AllowEntry, Vec<(OsString, OsString)>), String> {
+) -> Result<Admitted<'r>, String> {
     let config = runner.config();
     let (program, entry) = config
         .allow
@@ -65,7 +72,11 @@ fn admit<'r>(
             }
         }
     }
-    Ok((program, entry, env))
+    Ok(Admitted {
+        program,
+        entry,
+        env,
+    })
 }
 
 pub(super) fn preflight(
@@ -90,7 +101,11 @@ pub(super) async fn run(
 ) -> Verdict {
     let label = spec.label();
     let config = runner.config();
-    let (program, entry, mut env) = match admit(runner, gate, anchor, trust) {
+    let Admitted {
+        program,
+        entry,
+        mut env,
+    } = match admit(runner, gate, anchor, trust) {
         Ok(a) => a,
         Err(e) => return Verdict::error(label, e),
     };

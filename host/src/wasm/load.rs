@@ -2,15 +2,38 @@
 //!
 //! A plugin is read once into memory; its sha256 is taken over those bytes,
 //! and those bytes are what is compiled, so a file swapped after the check
-//! changes nothing. Compiled components are cached on disk, outside any
-//! workspace, under the file's digest and the engine's compatibility hash:
-//! a restart does not recompile. Only files this host wrote are ever
-//! deserialised (deserialising trusts the bytes completely).
+//! changes nothing.
+//!
+//! Compiled components are cached on disk, outside any workspace, under the
+//! file's digest and the engine's compatibility hash: a restart does not
+//! recompile. Deserialising a cached component trusts its bytes completely
+//! (they are native code), so an entry is used only when it is provably the
+//! host's own:
+//!
+//! - the cache directory must be owned by the host's effective uid, or the
+//!   cache is not used at all; it is created, or made, owner-only (0700);
+//! - it holds a host key ([`KEY_FILE`], [`KEY_LEN`] random bytes), trusted
+//!   only as a regular file, opened without following a symlink, owned by
+//!   the effective uid, with no group or other permission bits and of
+//!   exactly that length; anything else is replaced by a fresh key (every
+//!   entry then fails to verify and is recompiled). A directory that was
+//!   writable by others gets a fresh key too;
+//! - an entry is [`ENTRY_MAGIC`], an HMAC-SHA256 tag under that key over
+//!   [`MAC_DOMAIN`], the entry's file name and the serialized component,
+//!   then the serialized component. It is read once into memory (regular
+//!   file only, no symlink, at most [`MAX_ENTRY_BYTES`]), its tag checked in
+//!   constant time, and only those same in-memory bytes are deserialised.
+//!
+//! An entry that fails any check is reported (`tracing::warn!`), compiled
+//! again from the plugin's bytes and overwritten with a signed entry.
 
 use super::PluginError;
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions, Permissions};
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -127,29 +150,67 @@ pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec
     (imports, exports)
 }
 
+/// The host key's file name inside the cache directory.
+const KEY_FILE: &str = "host-key";
+/// The host key's length in bytes.
+const KEY_LEN: usize = 32;
+/// What a signed cache entry starts with; the tag follows.
+const ENTRY_MAGIC: &[u8] = b"GHMAC1";
+/// The length of an entry's HMAC-SHA256 tag.
+const TAG_LEN: usize = 32;
+/// Keeps the entry MAC apart from any other use of the key.
+const MAC_DOMAIN: &[u8] = b"gatehost-cwasm-v1";
+/// The largest cache entry read; a larger one is refused and recompiled.
+const MAX_ENTRY_BYTES: u64 = 512 << 20;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How [`compile_cached_reporting`] came by a component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// Deserialised from an entry this host signed.
+    Hit,
+    /// Compiled: there was no entry, or no usable cache directory.
+    Compiled,
+    /// Compiled because the entry was refused; the reason.
+    Recompiled(String),
+}
+
 /// Compiles `file`, or loads it from the on-disk cache.
 pub fn compile_cached(
     engine: &Engine,
     cache_dir: Option<&Path>,
     file: &PluginFile,
 ) -> Result<Component, PluginError> {
-    let cached = cache_dir.map(|d| {
-        d.join(format!(
-            "{}-{:016x}.cwasm",
-            file.digest,
-            engine_hash(engine)
-        ))
+    compile_cached_reporting(engine, cache_dir, file).map(|(component, _)| component)
+}
+
+/// [`compile_cached`], and whether the cache was used.
+pub(crate) fn compile_cached_reporting(
+    engine: &Engine,
+    cache_dir: Option<&Path>,
+    file: &PluginFile,
+) -> Result<(Component, CacheUse), PluginError> {
+    let cache = cache_dir.and_then(|dir| match Cache::open(dir) {
+        Ok(cache) => Some(cache),
+        Err(reason) => {
+            tracing::warn!(dir = %dir.display(), %reason, "not using the compiled-component cache");
+            None
+        }
     });
-    if let Some(path) = &cached
-        && path.is_file()
-    {
-        // SAFETY: the cache directory belongs to the host (never a
-        // workspace); its files were written by `serialize` below for this
-        // very engine configuration, which the file name encodes.
-        match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(c) => return Ok(c),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "unusable cached component; recompiling");
+    let name = entry_name(engine, file);
+    let mut used = CacheUse::Compiled;
+    if let Some(cache) = &cache {
+        match cache.load(engine, &name) {
+            Ok(Some(component)) => return Ok((component, CacheUse::Hit)),
+            Ok(None) => {}
+            Err(reason) => {
+                tracing::warn!(
+                    path = %cache.dir.join(&name).display(),
+                    %reason,
+                    "refusing a cached component; recompiling"
+                );
+                used = CacheUse::Recompiled(reason);
             }
         }
     }
@@ -158,23 +219,254 @@ pub fn compile_cached(
             plugin: file.name.clone(),
             message: format!("{e:#}"),
         })?;
-    if let Some(path) = &cached
-        && let Err(e) = write_cache(path, &component)
+    if let Some(cache) = &cache
+        && let Err(e) = cache.store(&name, &component)
     {
-        tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled component");
+        tracing::warn!(path = %cache.dir.join(&name).display(), error = %e, "cannot cache the compiled component");
     }
-    Ok(component)
+    Ok((component, used))
 }
 
-fn write_cache(path: &Path, component: &Component) -> Result<(), Box<dyn std::error::Error>> {
-    let dir = path.parent().ok_or("cache path has no directory")?;
-    std::fs::create_dir_all(dir)?;
-    let bytes = component.serialize()?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(&bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)?;
-    Ok(())
+/// The entry's file name: the plugin's digest and the engine's
+/// compatibility hash.
+fn entry_name(engine: &Engine, file: &PluginFile) -> String {
+    format!("{}-{:016x}.cwasm", file.digest, engine_hash(engine))
+}
+
+/// The host's own compiled-component cache: a checked directory and the
+/// key that signs its entries.
+struct Cache {
+    dir: PathBuf,
+    key: [u8; KEY_LEN],
+}
+
+impl Cache {
+    /// Creates or checks `dir` (owned by the effective uid, made 0700) and
+    /// reads or makes its key. An error says why the cache is not used.
+    fn open(dir: &Path) -> Result<Self, String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create it: {e}"))?;
+        let meta = std::fs::metadata(dir).map_err(|e| format!("cannot inspect it: {e}"))?;
+        if !meta.is_dir() {
+            return Err("not a directory".into());
+        }
+        let euid = rustix::process::geteuid().as_raw();
+        if meta.uid() != euid {
+            return Err(format!(
+                "owned by uid {}, not by this host's uid {euid}",
+                meta.uid()
+            ));
+        }
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, Permissions::from_mode(0o700)).map_err(|e| {
+                format!("open to other users (mode {mode:o}) and cannot chmod it: {e}")
+            })?;
+            tracing::warn!(dir = %dir.display(), mode = %format!("{mode:o}"), "the compiled-component cache was open to other users; made it 0700");
+        }
+        let distrust = (mode & 0o022 != 0)
+            .then(|| format!("the cache directory was writable by others (mode {mode:o})"));
+        let key = host_key(dir, distrust)?;
+        Ok(Cache {
+            dir: dir.to_path_buf(),
+            key,
+        })
+    }
+
+    /// The component in entry `name`: `None` when there is no entry, an
+    /// error (the reason) when there is one that is not this host's or is
+    /// unusable.
+    fn load(&self, engine: &Engine, name: &str) -> Result<Option<Component>, String> {
+        let Some(entry) = read_entry(&self.dir.join(name))? else {
+            return Ok(None);
+        };
+        let serialized = self.verified(name, &entry)?;
+        // SAFETY: deserialising runs these bytes as native code. They are
+        // the in-memory copy whose HMAC was just checked under the host key,
+        // which only the host's uid can read (checked in `read_key`), so
+        // they are bytes `store` serialised for this entry name, whose
+        // engine hash matches this engine's configuration.
+        let component = unsafe { Component::deserialize(engine, serialized) }
+            .map_err(|e| format!("signed by this host but unusable: {e:#}"))?;
+        Ok(Some(component))
+    }
+
+    /// The serialized component in `entry` if its tag verifies.
+    fn verified<'a>(&self, name: &str, entry: &'a [u8]) -> Result<&'a [u8], String> {
+        let not_signed = |why: &str| format!("not signed by this host: {why}");
+        let rest = entry
+            .strip_prefix(ENTRY_MAGIC)
+            .ok_or_else(|| not_signed("no signature header"))?;
+        if rest.len() < TAG_LEN {
+            return Err(not_signed("truncated"));
+        }
+        let (tag, serialized) = rest.split_at(TAG_LEN);
+        self.mac(name, serialized)?
+            .verify_slice(tag)
+            .map_err(|_| not_signed("the tag does not verify"))?;
+        Ok(serialized)
+    }
+
+    /// The MAC of entry `name` holding `serialized`, before finalising.
+    fn mac(&self, name: &str, serialized: &[u8]) -> Result<HmacSha256, String> {
+        let mac = <HmacSha256 as KeyInit>::new_from_slice(&self.key)
+            .map_err(|e| format!("cannot key the MAC: {e}"))?;
+        Ok(mac
+            .chain_update(MAC_DOMAIN)
+            .chain_update((name.len() as u64).to_le_bytes())
+            .chain_update(name.as_bytes())
+            .chain_update(serialized))
+    }
+
+    /// Writes `component` as entry `name`, signed (a temporary file renamed
+    /// over the entry, mode 0600).
+    fn store(&self, name: &str, component: &Component) -> Result<(), Box<dyn std::error::Error>> {
+        let serialized = component.serialize()?;
+        let tag = self.mac(name, &serialized)?.finalize().into_bytes();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".entry-")
+            .permissions(Permissions::from_mode(0o600))
+            .tempfile_in(&self.dir)?;
+        tmp.write_all(ENTRY_MAGIC)?;
+        tmp.write_all(&tag)?;
+        tmp.write_all(&serialized)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(self.dir.join(name))?;
+        Ok(())
+    }
+}
+
+/// Opens `path` for reading without following a symlink (`ELOOP`) and
+/// without blocking on a FIFO.
+fn open_no_follow(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// Why opening `path` failed, in words.
+fn open_failure(e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        "it is a symbolic link".into()
+    } else {
+        format!("cannot open it: {e}")
+    }
+}
+
+/// The bytes of the entry at `path`: `None` when there is none, an error
+/// (the reason) when it is a symlink, not a regular file or too large.
+fn read_entry(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    let file = match open_no_follow(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(open_failure(&e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect it: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let too_large = || format!("larger than {MAX_ENTRY_BYTES} bytes");
+    if meta.len() > MAX_ENTRY_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(too_large());
+    }
+    Ok(Some(bytes))
+}
+
+/// The host key in `dir`: the trusted key file's contents, or a fresh key
+/// that replaces a missing, untrusted (reported) or `distrust`ed one.
+fn host_key(dir: &Path, distrust: Option<String>) -> Result<[u8; KEY_LEN], String> {
+    let path = dir.join(KEY_FILE);
+    let reason = match distrust {
+        Some(reason) => reason,
+        None => match read_key(&path) {
+            Ok(Some(key)) => return Ok(key),
+            Ok(None) => return new_key(dir, &path),
+            Err(reason) => reason,
+        },
+    };
+    tracing::warn!(path = %path.display(), %reason, "host key of the compiled-component cache not trusted; replacing it (cached components will be recompiled)");
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove the untrusted host key: {e}")),
+    }
+    new_key(dir, &path)
+}
+
+/// The key in the file at `path`: `None` when there is none, an error (the
+/// reason) when it is not a regular file owned by the effective uid, with
+/// no group/other bits, of exactly [`KEY_LEN`] bytes.
+fn read_key(path: &Path) -> Result<Option<[u8; KEY_LEN]>, String> {
+    let mut file = match open_no_follow(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(open_failure(&e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect it: {e}"))?;
+    let euid = rustix::process::geteuid().as_raw();
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.uid() != euid {
+        return Err(format!("owned by uid {}, not {euid}", meta.uid()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "readable or writable by others (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    if meta.len() != KEY_LEN as u64 {
+        return Err(format!("{} bytes long, not {KEY_LEN}", meta.len()));
+    }
+    let mut key = [0; KEY_LEN];
+    file.read_exact(&mut key)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    Ok(Some(key))
+}
+
+/// Makes a fresh random key at `path` (written and fsynced under a
+/// temporary name, mode 0600, then linked in only if `path` is still free);
+/// if another host got there first, its key is read instead.
+fn new_key(dir: &Path, path: &Path) -> Result<[u8; KEY_LEN], String> {
+    let mut key = [0; KEY_LEN];
+    File::open("/dev/urandom")
+        .and_then(|mut r| r.read_exact(&mut key))
+        .map_err(|e| format!("cannot read random bytes for a host key: {e}"))?;
+    let write = || -> std::io::Result<tempfile::NamedTempFile> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".key-")
+            .permissions(Permissions::from_mode(0o600))
+            .tempfile_in(dir)?;
+        tmp.write_all(&key)?;
+        tmp.as_file().sync_all()?;
+        Ok(tmp)
+    };
+    let tmp = write().map_err(|e| format!("cannot write a host key: {e}"))?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => Ok(key),
+        Err(e) if e.error.kind() == ErrorKind::AlreadyExists => match read_key(path) {
+            Ok(Some(theirs)) => Ok(theirs),
+            Ok(None) => Err("the host key vanished while being made".into()),
+            Err(reason) => Err(format!("a concurrent host key is not trusted: {reason}")),
+        },
+        Err(e) => Err(format!("cannot install a host key: {}", e.error)),
+    }
 }
 
 fn engine_hash(engine: &Engine) -> u64 {
@@ -207,5 +499,228 @@ mod tests {
         assert!(e.contains("not a WebAssembly file"), "{e}");
         let e = check_header(&file(b"\0as")).unwrap_err().to_string();
         assert!(e.contains("not a WebAssembly file"), "{e}");
+    }
+
+    /// An empty component: the smallest thing the cache can hold.
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    /// A cache directory inside a fresh temporary directory, an engine and
+    /// a plugin file.
+    struct Setup {
+        tmp: tempfile::TempDir,
+        dir: PathBuf,
+        engine: Engine,
+        file: PluginFile,
+    }
+
+    impl Setup {
+        fn new() -> Self {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let dir = tmp.path().join("cache");
+            let file = PluginFile {
+                name: "empty".into(),
+                path: PathBuf::from("empty.wasm"),
+                bytes: EMPTY_COMPONENT.to_vec(),
+                digest: hex::encode(Sha256::digest(EMPTY_COMPONENT)),
+            };
+            Setup {
+                tmp,
+                dir,
+                engine: Engine::default(),
+                file,
+            }
+        }
+
+        fn compile(&self) -> CacheUse {
+            compile_cached_reporting(&self.engine, Some(&self.dir), &self.file)
+                .expect("compiles")
+                .1
+        }
+
+        fn entry(&self) -> PathBuf {
+            self.dir.join(entry_name(&self.engine, &self.file))
+        }
+
+        fn key(&self) -> PathBuf {
+            self.dir.join(KEY_FILE)
+        }
+
+        /// Compiles, then checks the next compile is a hit.
+        fn assert_recompiled_then_hit(&self) {
+            let used = self.compile();
+            assert!(matches!(used, CacheUse::Recompiled(_)), "{used:?}");
+            assert_eq!(
+                self.compile(),
+                CacheUse::Hit,
+                "the entry was not rewritten validly"
+            );
+        }
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).expect("stat").mode() & 0o7777
+    }
+
+    /// An entry with a well-formed header whose tag is under `key`.
+    fn entry_signed_with(key: [u8; KEY_LEN], name: &str, serialized: &[u8]) -> Vec<u8> {
+        let cache = Cache {
+            dir: PathBuf::new(),
+            key,
+        };
+        let tag = cache
+            .mac(name, serialized)
+            .expect("mac")
+            .finalize()
+            .into_bytes();
+        [ENTRY_MAGIC, &tag[..], serialized].concat()
+    }
+
+    #[test]
+    fn an_entry_is_signed_then_hit() {
+        let s = Setup::new();
+        assert_eq!(s.compile(), CacheUse::Compiled);
+        let entry = std::fs::read(s.entry()).expect("entry written");
+        assert!(entry.starts_with(ENTRY_MAGIC));
+        assert!(entry.len() > ENTRY_MAGIC.len() + TAG_LEN);
+        assert_eq!(mode(&s.dir), 0o700);
+        assert_eq!(mode(&s.key()), 0o600);
+        assert_eq!(mode(&s.entry()), 0o600);
+        assert_eq!(std::fs::read(s.key()).expect("key").len(), KEY_LEN);
+        assert_eq!(s.compile(), CacheUse::Hit);
+    }
+
+    #[test]
+    fn a_tampered_entry_is_recompiled_and_rewritten() {
+        let s = Setup::new();
+        s.compile();
+        let mut entry = std::fs::read(s.entry()).expect("entry");
+        let last = entry.len() - 1;
+        entry[last] ^= 1;
+        std::fs::write(s.entry(), &entry).expect("tamper");
+        s.assert_recompiled_then_hit();
+        assert_ne!(std::fs::read(s.entry()).expect("entry"), entry);
+    }
+
+    #[test]
+    fn an_entry_signed_under_another_key_is_recompiled() {
+        let s = Setup::new();
+        s.compile();
+        let serialized = Component::from_binary(&s.engine, EMPTY_COMPONENT)
+            .expect("compiles")
+            .serialize()
+            .expect("serializes");
+        let name = entry_name(&s.engine, &s.file);
+        std::fs::write(
+            s.entry(),
+            entry_signed_with([7; KEY_LEN], &name, &serialized),
+        )
+        .expect("write");
+        s.assert_recompiled_then_hit();
+    }
+
+    #[test]
+    fn unsigned_and_truncated_entries_are_recompiled() {
+        let s = Setup::new();
+        s.compile();
+        let serialized = Component::from_binary(&s.engine, EMPTY_COMPONENT)
+            .expect("compiles")
+            .serialize()
+            .expect("serializes");
+        let truncated = [ENTRY_MAGIC, &[0; 10]].concat();
+        for bad in [serialized, truncated, Vec::new()] {
+            std::fs::write(s.entry(), &bad).expect("write");
+            s.assert_recompiled_then_hit();
+        }
+    }
+
+    #[test]
+    fn a_key_open_to_others_is_replaced() {
+        let s = Setup::new();
+        s.compile();
+        let old = std::fs::read(s.key()).expect("key");
+        std::fs::set_permissions(s.key(), Permissions::from_mode(0o644)).expect("chmod");
+        s.assert_recompiled_then_hit();
+        assert_ne!(std::fs::read(s.key()).expect("key"), old);
+        assert_eq!(mode(&s.key()), 0o600);
+    }
+
+    #[test]
+    fn a_key_symlink_is_replaced_not_followed() {
+        let s = Setup::new();
+        s.compile();
+        // The link points at a file that would pass every check if it were
+        // followed: the same key, owner-only.
+        let target = s.tmp.path().join("elsewhere-key");
+        std::fs::copy(s.key(), &target).expect("copy");
+        std::fs::set_permissions(&target, Permissions::from_mode(0o600)).expect("chmod");
+        let old = std::fs::read(&target).expect("key");
+        std::fs::remove_file(s.key()).expect("rm");
+        std::os::unix::fs::symlink(&target, s.key()).expect("symlink");
+        s.assert_recompiled_then_hit();
+        assert!(std::fs::symlink_metadata(s.key()).expect("stat").is_file());
+        assert_ne!(std::fs::read(s.key()).expect("key"), old);
+        assert_eq!(std::fs::read(&target).expect("target"), old);
+        assert_eq!(mode(&target), 0o600);
+    }
+
+    #[test]
+    fn an_entry_symlink_is_refused() {
+        let s = Setup::new();
+        s.compile();
+        // A validly signed entry, moved out and linked back in.
+        let target = s.tmp.path().join("elsewhere.cwasm");
+        std::fs::rename(s.entry(), &target).expect("move");
+        let signed = std::fs::read(&target).expect("entry");
+        std::os::unix::fs::symlink(&target, s.entry()).expect("symlink");
+        s.assert_recompiled_then_hit();
+        assert!(
+            std::fs::symlink_metadata(s.entry())
+                .expect("stat")
+                .is_file()
+        );
+        assert_eq!(std::fs::read(&target).expect("target"), signed);
+    }
+
+    #[test]
+    fn an_entry_fifo_is_refused_without_hanging() {
+        let s = Setup::new();
+        s.compile();
+        std::fs::remove_file(s.entry()).expect("rm");
+        let fifo =
+            std::ffi::CString::new(s.entry().into_os_string().into_encoded_bytes()).expect("path");
+        // SAFETY: `fifo` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = std::sync::Arc::new(s);
+        let t = s.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(t.compile());
+        });
+        let used = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("compile_cached hung on a FIFO");
+        assert!(matches!(used, CacheUse::Recompiled(_)), "{used:?}");
+        assert_eq!(s.compile(), CacheUse::Hit);
+    }
+
+    #[test]
+    fn a_cache_dir_open_to_others_is_made_owner_only() {
+        let s = Setup::new();
+        std::fs::create_dir(&s.dir).expect("mkdir");
+        std::fs::set_permissions(&s.dir, Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(s.compile(), CacheUse::Compiled);
+        assert_eq!(mode(&s.dir), 0o700);
+        assert_eq!(s.compile(), CacheUse::Hit);
+    }
+
+    #[test]
+    fn a_cache_dir_writable_by_others_gets_a_fresh_key() {
+        let s = Setup::new();
+        s.compile();
+        let old = std::fs::read(s.key()).expect("key");
+        std::fs::set_permissions(&s.dir, Permissions::from_mode(0o777)).expect("chmod");
+        s.assert_recompiled_then_hit();
+        assert_eq!(mode(&s.dir), 0o700);
+        assert_ne!(std::fs::read(s.key()).expect("key"), old);
     }
 }
