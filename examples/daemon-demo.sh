@@ -29,7 +29,7 @@ g() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$tmp/ws" -c user
 
 say "a scratch git repository from examples/workspace"
 mkdir -p "$tmp/ws"
-cp -r examples/workspace/Cargo.toml examples/workspace/Cargo.lock examples/workspace/src "$tmp/ws/"
+cp -r examples/workspace/Cargo.toml examples/workspace/src "$tmp/ws/"
 printf '/target\n' > "$tmp/ws/.gitignore"
 g init -q -b main && g add -A && g commit -q -m "initial" && g log --oneline
 
@@ -81,6 +81,12 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 "$gatehost" policy status "$policy"
+
+if ! "$gatehost" policy status "$policy" --json | grep -q '"status": "done"'; then
+  echo "demo: the policy did not end committed; the daemon's log:" >&2
+  cat "$tmp/serve.log" >&2
+  exit 1
+fi
 
 say "the commit"
 g log --stat -1 --format='%h %s'

@@ -14,7 +14,17 @@ bash scripts/build-plugins.sh
 # against the regex crate's answers).
 (cd plugins && cargo fmt --all -- --check && cargo test --locked -p forbid-patterns)
 
+# The real agent CLIs the tests run against a fake model API (pinned, from
+# npm, into target/agent-clis), and python3 for that fake API.
+command -v python3 >/dev/null || { echo "python3 is needed by tests/fake-model-api" >&2; exit 1; }
+bash scripts/install-agent-clis.sh
+
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 # (No doc tests: the crate has none, and a run closing on "0 passed" reads
 # as a run that tested nothing.)
 cargo test --workspace --locked --lib --bins --tests
+
+# The README's first command: the daemon demo, end to end (sandboxed cargo
+# test as the gate, nudge, ack, commit), with the binary built above.
+cargo build -q -p gatehost --locked
+bash examples/daemon-demo.sh "$PWD/target/debug/gatehost"

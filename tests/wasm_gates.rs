@@ -104,9 +104,14 @@ fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
         .expect("cache dir made")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "host-key")
         .collect();
     assert_eq!(cached.len(), 1, "{cached:?}");
     assert!(cached[0].ends_with(".cwasm"));
+    assert!(
+        s.etc.join("cache/host-key").exists(),
+        "entries are signed under a host key"
+    );
     // The second run (a new process) loads that file instead of compiling
     // again: had it compiled, the cache file would have been replaced.
     let cache_file = s.etc.join("cache").join(&cached[0]);

@@ -5,6 +5,11 @@
 //! Each round runs the baseline and the gate once, alternating, so that
 //! both see the same machine noise; the report gives medians, p90 and the
 //! ratio of medians. Cases:
+//! - sandbox: in one alternation, `/usr/bin/true` spawned directly, the
+//!   sandbox helper alone wrapping it, a shell gate running `true`
+//!   unconfined (`[sandbox] enabled = false`) and the same gate confined
+//!   (the default); then the same as whole processes: `gatehost check`
+//!   on that gate, unconfined and confined, against `/usr/bin/true`;
 //! - shell: a shell gate running `true` vs `std::process::Command` running
 //!   `/usr/bin/true` with stdout and stderr captured;
 //! - judge: a judge gate whose adapter answers at once (`echo VERDICT: PASS`)
@@ -63,6 +68,8 @@ fn main() {
         "gate overhead, {rounds} alternating rounds, containment: {}",
         runner.supervisor().containment()
     );
+    println!("{}", runner.sandbox().describe());
+    sandbox_cost(rounds, &rt, &anchor, &ctx, &shell, &true_path);
     let shell_case = measure(
         rounds,
         || spawn_directly(&true_path),
@@ -110,6 +117,157 @@ fn main() {
         },
     );
     report("shell gate `true`, without cgroups", &fallback_case);
+}
+
+/// The sandbox's cost: bare spawn, helper alone, gate unconfined, gate
+/// confined, alternated in every round; then whole `gatehost check` runs.
+fn sandbox_cost(
+    rounds: usize,
+    rt: &tokio::runtime::Runtime,
+    anchor: &WorkspaceAnchor,
+    ctx: &GateContext,
+    shell: &gatehost::gate::GateSpec,
+    true_path: &std::path::Path,
+) {
+    let confined = GateRunner::new(
+        HostConfig::from_toml("[shell]\nallow = [\"true\"]\n", "bench").expect("config"),
+    );
+    let unconfined = GateRunner::new(
+        HostConfig::from_toml(
+            "[shell]\nallow = [\"true\"]\n[sandbox]\nenabled = false\n",
+            "bench",
+        )
+        .expect("config"),
+    );
+    assert!(
+        confined.sandbox().confines(),
+        "{}",
+        confined.sandbox().describe()
+    );
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_gatehost-sandbox"));
+    let helper_args = [
+        "--abi",
+        "6",
+        "--ro",
+        "/usr",
+        "--ro",
+        "/lib",
+        "--ro",
+        "/lib64",
+        "--ro",
+        "/etc",
+        "--rw",
+        ".",
+        "--dev",
+        "/dev/null",
+        "--no-caps",
+        "--",
+    ];
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut steps: [Box<dyn FnMut() + '_>; 4] = [
+        Box::new(|| spawn_directly(true_path)),
+        Box::new(|| {
+            let out = Command::new(helper)
+                .args(helper_args)
+                .arg(true_path)
+                .current_dir(anchor.root())
+                .stdin(Stdio::null())
+                .output()
+                .expect("helper");
+            assert!(out.status.success(), "{out:?}");
+        }),
+        Box::new(|| {
+            let v = rt.block_on(unconfined.run_gate(shell, anchor, ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        }),
+        Box::new(|| {
+            let v = rt.block_on(confined.run_gate(shell, anchor, ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        }),
+    ];
+    alternate(rounds, &mut steps, &mut samples);
+    let names = [
+        "bare spawn of /usr/bin/true",
+        "sandbox helper alone, then true",
+        "shell gate `true`, unconfined",
+        "shell gate `true`, confined (default)",
+    ];
+    print_against(&names, &mut samples);
+
+    // Whole processes: what a hook or a script pays per `gatehost check`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    };
+    let on = write("on.toml", "[shell]\nallow = [\"true\"]\n");
+    let off = write(
+        "off.toml",
+        "[shell]\nallow = [\"true\"]\n[sandbox]\nenabled = false\n",
+    );
+    let gate = write("gate.json", r#"{"command": "true"}"#);
+    let check = |config: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+            .arg("check")
+            .arg("--config")
+            .arg(config)
+            .arg("--workspace")
+            .arg(anchor.root())
+            .arg(&gate)
+            .stdin(Stdio::null())
+            .output()
+            .expect("gatehost check");
+        assert!(out.status.success(), "{out:?}");
+    };
+    let whole_rounds = (rounds / 10).max(20);
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut steps: [Box<dyn FnMut() + '_>; 3] = [
+        Box::new(|| spawn_directly(true_path)),
+        Box::new(|| check(&off)),
+        Box::new(|| check(&on)),
+    ];
+    alternate(whole_rounds, &mut steps, &mut samples);
+    let names = [
+        "bare spawn of /usr/bin/true",
+        "`gatehost check`, shell gate `true`, unconfined",
+        "`gatehost check`, shell gate `true`, confined",
+    ];
+    print_against(&names, &mut samples);
+}
+
+/// Runs every step once per round, in order, after a warm-up.
+fn alternate<const N: usize>(
+    rounds: usize,
+    steps: &mut [Box<dyn FnMut() + '_>; N],
+    samples: &mut [Vec<Duration>; N],
+) {
+    for _ in 0..rounds / 10 + 5 {
+        for step in steps.iter_mut() {
+            step();
+        }
+    }
+    for _ in 0..rounds {
+        for (step, out) in steps.iter_mut().zip(samples.iter_mut()) {
+            let t = Instant::now();
+            step();
+            out.push(t.elapsed());
+        }
+    }
+}
+
+/// Medians and p90 of each step, and each median as a ratio of the first.
+fn print_against(names: &[&str], samples: &mut [Vec<Duration>]) {
+    let base = quantile(&mut samples[0], 0.5).as_secs_f64();
+    for (name, s) in names.iter().zip(samples.iter_mut()) {
+        let (p50, p90) = (quantile(s, 0.5), quantile(s, 0.9));
+        println!(
+            "{name}: p50 {:.0} us, p90 {:.0} us, {:.2}x the bare spawn",
+            p50.as_secs_f64() * 1e6,
+            p90.as_secs_f64() * 1e6,
+            p50.as_secs_f64() / base
+        );
+    }
 }
 
 /// The baseline: the program spawned directly, its output captured.
