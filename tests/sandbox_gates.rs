@@ -78,6 +78,8 @@ try_write tmp /tmp/gatehost-pwned-{m}
 if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo "CONNECTED"; else echo "DENIED connect"; fi
 if kill -0 {pid} 2>/dev/null; then echo "SIGNALLED the daemon"; else echo "DENIED signal"; fi
 echo "WROTE-OWN" > own-file && echo "WROTE workspace"
+grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status
+grep -E '^NoNewPrivs:' /proc/self/status
 "#,
         cfg = d.config.display(),
         home = sec.home.display(),
@@ -185,6 +187,17 @@ fn a_hostile_gate_reaches_nothing_of_the_host() {
     );
     assert!(survivors(&m).is_empty(), "a gate process outlived its gate");
     assert_no_survivors(&m);
+    // Root's capabilities are gone, every set of them, and no_new_privs
+    // holds (the daemon runs as root in CI).
+    if unsafe { libc::geteuid() } == 0 {
+        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert!(
+                out.contains(&format!("{set}:\t0000000000000000")),
+                "{set} is not empty:\n{out}"
+            );
+        }
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
     // Its own workspace stays writable.
     assert!(out.contains("WROTE workspace"), "{out}");
     assert_eq!(
@@ -226,6 +239,87 @@ fn without_the_sandbox_the_same_gate_reads_the_tokens() {
     );
     assert!(d.data.join("pwned").exists());
     assert_no_survivors(&m);
+}
+
+#[test]
+fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_opts_out() {
+    let s = Scratch::new();
+    let gate = r#"{"command": "true"}"#;
+    // A missing helper stands for any host where confinement is missing.
+    let missing =
+        "[sandbox]\nhelper = \"/nonexistent/gatehost-sandbox\"\n[shell]\nallow = [\"true\"]\n";
+    let run = s.check(missing, gate, &[]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let reason = run.gate0()["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("the sandbox cannot be applied"), "{reason}");
+    assert!(reason.contains("/nonexistent/gatehost-sandbox"), "{reason}");
+    assert!(reason.contains("required = false"), "{reason}");
+    assert!(
+        run.stderr.contains("sandbox: NOT AVAILABLE"),
+        "{}",
+        run.stderr
+    );
+    // The operator's explicit, documented opt-out runs it unconfined, and
+    // says so at start.
+    let run = s.check(
+        &missing.replace("[sandbox]\n", "[sandbox]\nrequired = false\n"),
+        gate,
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.stderr.contains("UNCONFINED"), "{}", run.stderr);
+    // The default says what is in force.
+    let run = s.check("[shell]\nallow = [\"true\"]\n", gate, &[]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("confined by Landlock ABI"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let top = s.ws.parent().expect("scratch top");
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let gate = r#"{"command": "bash", "args": ["-c", "id -u; echo ok > made-by-gate; grep CapEff /proc/self/status"]}"#;
+    let config = format!(
+        "[sandbox]\nuser = \"nobody\"\nscratch_dir = \"{}\"\n[shell]\nallow = [\"bash\"]\n",
+        s.etc.join("scratch").display()
+    );
+    // A workspace the user cannot write is refused with the reason.
+    let run = s.check(&config, gate, &[]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.reason().contains("not writable by the gate user"),
+        "{}",
+        run.reason()
+    );
+    // Given the workspace, the gate runs as that user and writes there.
+    let ws = std::ffi::CString::new(s.ws.display().to_string()).expect("path");
+    // SAFETY: chown(2) on a path we own, as root (the CI runs as root).
+    assert_eq!(
+        unsafe { libc::chown(ws.as_ptr(), 65534, 65534) },
+        0,
+        "chown needs root"
+    );
+    let run = s.check(&config, gate, &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out = run.gate0()["stdout"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(out.starts_with("65534\n"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(run.stderr.contains("as uid 65534"), "{}", run.stderr);
+    use std::os::unix::fs::MetadataExt;
+    let made = std::fs::metadata(s.ws.join("made-by-gate")).expect("the gate wrote its workspace");
+    assert_eq!(made.uid(), 65534);
 }
 
 #[test]

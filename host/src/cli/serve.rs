@@ -111,7 +111,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
     // The data directory (store, tokens, URL) is never a gate's to reach;
     // gates' private directories live in it, owner-only.
     config.sandbox.protect.push(data_dir.clone());
-    if config.sandbox.scratch_dir.is_none() {
+    // (Not with [sandbox] user: the data directory is closed to that user.)
+    if config.sandbox.scratch_dir.is_none() && config.sandbox.user.is_none() {
         config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
     }
     let (tokens, agent_file, operator_file) = Tokens::load(

@@ -253,7 +253,21 @@ impl Sandbox {
             ));
         }
         if let Some(user) = &config.user {
-            self.user = Some(lookup_user(user)?);
+            let (uid, gid) = lookup_user(user)?;
+            self.user = Some((uid, gid));
+            // The gate user must reach its private directories.
+            if let Some(root) = &self.scratch_root {
+                std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))
+                    .map_err(|e| format!("scratch directory {}: {e}", root.display()))?;
+                if let Some(blocked) = untraversable(root, uid, gid) {
+                    return Err(format!(
+                        "[sandbox] user '{user}' cannot reach the scratch directory {} ({} is closed to it); \
+                         set [sandbox] scratch_dir to a directory it can reach, outside the data directory",
+                        root.display(),
+                        blocked.display()
+                    ));
+                }
+            }
         }
         if abi < WANTED_ABI && self.user.is_none() {
             return Err(format!(
@@ -388,6 +402,18 @@ impl Sandbox {
                         p.display()
                     )));
                 }
+                if let Some((uid, gid)) = self.user
+                    && let Some(blocked) =
+                        untraversable(&canonical.join("."), uid, gid).or_else(|| {
+                            (!writable_by(canonical, uid, gid)).then(|| canonical.to_path_buf())
+                        })
+                {
+                    return Err(SandboxError::Refused(format!(
+                        "the workspace {} is not writable by the gate user (uid {uid}): {} is closed to it",
+                        canonical.display(),
+                        blocked.display()
+                    )));
+                }
                 write.insert(0, PathBuf::from("."));
                 (cwd != Path::new(".")).then(|| cwd.to_path_buf())
             }
@@ -459,7 +485,11 @@ impl Sandbox {
             .scratch_root
             .as_ref()
             .ok_or_else(|| SandboxError::Scratch("no scratch directory (no cache dir)".into()))?;
-        make_private_dir(root)
+        // Made (and its mode set) at start; recreated if someone removed it.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
             .map_err(|e| SandboxError::Scratch(format!("{}: {e}", root.display())))?;
         let dir = root.join(format!("g-{}", uuid::Uuid::new_v4().simple()));
         let mk = |p: &Path| {
@@ -571,6 +601,46 @@ fn lookup_user(user: &str) -> Result<(u32, u32), String> {
         ));
     }
     Ok((pwd.pw_uid, pwd.pw_gid))
+}
+
+/// The first directory on the way to `path` (its ancestors and itself)
+/// that `uid`/`gid` may not search, if any.
+fn untraversable(path: &Path, uid: u32, gid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut walked = PathBuf::new();
+    for c in path.components() {
+        walked.push(c);
+        let Ok(m) = std::fs::metadata(&walked) else {
+            return Some(walked);
+        };
+        let mode = m.mode();
+        let ok = if m.uid() == uid {
+            mode & 0o100 != 0
+        } else if m.gid() == gid {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        };
+        if !ok {
+            return Some(walked);
+        }
+    }
+    None
+}
+
+/// Whether `uid`/`gid` may create files in the directory `dir`.
+fn writable_by(dir: &Path, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).is_ok_and(|m| {
+        let mode = m.mode();
+        if m.uid() == uid {
+            mode & 0o300 == 0o300
+        } else if m.gid() == gid {
+            mode & 0o030 == 0o030
+        } else {
+            mode & 0o003 == 0o003
+        }
+    })
 }
 
 /// Makes `dir` (and its parents) exist, and `dir` owner-only.
