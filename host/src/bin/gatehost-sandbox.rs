@@ -159,8 +159,11 @@ fn landlock(policy: &Policy) -> Result<(), String> {
         .chain(policy.devices.iter().map(|p| (p, device)));
     for (path, access) in grants {
         let fd = PathFd::new(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let access = if meta.is_dir() {
+        // The type of what was opened (not of what the path names now).
+        let stat = rustix::fs::fstat(&fd).map_err(|e| format!("{}: {e}", path.display()))?;
+        let is_dir =
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory;
+        let access = if is_dir {
             access
         } else {
             access & AccessFs::from_file(abi)

@@ -395,9 +395,13 @@ impl Sandbox {
         let mut write = vec![scratch.tmp()];
         let chdir = match place {
             Place::Workspace { canonical, cwd, .. } => {
-                if let Some(p) = self.protected.iter().find(|p| p.starts_with(canonical)) {
+                if let Some(p) = self
+                    .protected
+                    .iter()
+                    .find(|p| p.starts_with(canonical) || canonical.starts_with(p))
+                {
                     return Err(SandboxError::Refused(format!(
-                        "the workspace {} holds gatehost's own {}; a gate may not write there",
+                        "the workspace {} overlaps gatehost's own {}; a gate may not write there",
                         canonical.display(),
                         p.display()
                     )));
@@ -774,10 +778,10 @@ mod tests {
     }
 
     #[test]
-    fn a_workspace_holding_a_protected_path_is_refused() {
+    fn a_workspace_overlapping_a_protected_path_is_refused() {
         let t = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(t.path()).expect("canonical");
-        std::fs::create_dir_all(root.join("data")).expect("mkdir");
+        std::fs::create_dir_all(root.join("data/inner")).expect("mkdir");
         let sandbox = Sandbox {
             state: State::Confined { abi: 6 },
             helper: Some(PathBuf::from("/bin/true")),
@@ -789,17 +793,26 @@ mod tests {
             protected: vec![root.join("data")],
             scratch_root: Some(root.join("scratch")),
         };
-        let err = sandbox
-            .wrap(
+        let wrap = |ws: &Path| {
+            sandbox.wrap(
                 Path::new("/bin/true"),
                 &[],
                 Place::Workspace {
-                    canonical: &root,
+                    canonical: ws,
                     cwd: Path::new("."),
                 },
                 &Grants::default(),
             )
-            .expect_err("refused");
-        assert!(err.to_string().contains("holds gatehost's own"), "{err}");
+        };
+        // A workspace holding the data directory, the data directory
+        // itself, and a workspace inside it.
+        for ws in [root.clone(), root.join("data"), root.join("data/inner")] {
+            let err = wrap(&ws).expect_err("refused");
+            assert!(err.to_string().contains("overlaps gatehost's own"), "{err}");
+        }
+        std::fs::create_dir_all(root.join("ws")).expect("mkdir");
+        let ok = wrap(&root.join("ws")).expect("a workspace beside it is fine");
+        assert!(ok.confined);
+        assert!(ok.args.iter().any(|a| a == "--rw"), "{:?}", ok.args);
     }
 }
