@@ -266,9 +266,9 @@ fn without_the_sandbox_the_same_gate_reads_the_tokens() {
 fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_opts_out() {
     let s = Scratch::new();
     let gate = r#"{"command": "true"}"#;
-    // A missing helper stands for any host where confinement is missing.
-    let missing =
-        "[sandbox]\nhelper = \"/nonexistent/gatehost-sandbox\"\n[shell]\nallow = [\"true\"]\n";
+    // A gate user that does not exist stands for any host where the
+    // confinement asked for cannot be had.
+    let missing = "[sandbox]\nuser = \"gatehost-no-such-user\"\n[shell]\nallow = [\"true\"]\n";
     let run = s.check(missing, gate, &[]);
     assert_eq!(run.code, 2, "{}", run.stdout);
     let reason = run.gate0()["reason"]
@@ -276,7 +276,10 @@ fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_op
         .unwrap_or_default()
         .to_string();
     assert!(reason.contains("the sandbox cannot be applied"), "{reason}");
-    assert!(reason.contains("/nonexistent/gatehost-sandbox"), "{reason}");
+    assert!(
+        reason.contains("'gatehost-no-such-user' does not exist"),
+        "{reason}"
+    );
     assert!(reason.contains("required = false"), "{reason}");
     assert!(
         run.stderr.contains("sandbox: NOT AVAILABLE"),

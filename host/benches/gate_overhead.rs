@@ -5,11 +5,11 @@
 //! Each round runs the baseline and the gate once, alternating, so that
 //! both see the same machine noise; the report gives medians, p90 and the
 //! ratio of medians. Cases:
-//! - sandbox: in one alternation, `/usr/bin/true` spawned directly, the
-//!   sandbox helper alone wrapping it, a shell gate running `true`
-//!   unconfined (`[sandbox] enabled = false`) and the same gate confined
-//!   (the default); then the same as whole processes: `gatehost check`
-//!   on that gate, unconfined and confined, against `/usr/bin/true`;
+//! - sandbox: in one alternation, `/usr/bin/true` spawned directly, a
+//!   shell gate running `true` unconfined (`[sandbox] enabled = false`)
+//!   and the same gate confined (the default); then the same as whole
+//!   processes: `gatehost check` on that gate, unconfined and confined,
+//!   against `/usr/bin/true`;
 //! - shell: a shell gate running `true` vs `std::process::Command` running
 //!   `/usr/bin/true` with stdout and stderr captured;
 //! - judge: a judge gate whose adapter answers at once (`echo VERDICT: PASS`)
@@ -119,8 +119,8 @@ fn main() {
     report("shell gate `true`, without cgroups", &fallback_case);
 }
 
-/// The sandbox's cost: bare spawn, helper alone, gate unconfined, gate
-/// confined, alternated in every round; then whole `gatehost check` runs.
+/// The sandbox's cost: bare spawn, gate unconfined, gate confined,
+/// alternated in every round; then whole `gatehost check` runs.
 fn sandbox_cost(
     rounds: usize,
     rt: &tokio::runtime::Runtime,
@@ -144,38 +144,9 @@ fn sandbox_cost(
         "{}",
         confined.sandbox().describe()
     );
-    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_gatehost-sandbox"));
-    let helper_args = [
-        "--abi",
-        "6",
-        "--ro",
-        "/usr",
-        "--ro",
-        "/lib",
-        "--ro",
-        "/lib64",
-        "--ro",
-        "/etc",
-        "--rw",
-        ".",
-        "--dev",
-        "/dev/null",
-        "--no-caps",
-        "--",
-    ];
-    let mut samples: [Vec<Duration>; 4] = Default::default();
-    let mut steps: [Box<dyn FnMut() + '_>; 4] = [
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut steps: [Box<dyn FnMut() + '_>; 3] = [
         Box::new(|| spawn_directly(true_path)),
-        Box::new(|| {
-            let out = Command::new(helper)
-                .args(helper_args)
-                .arg(true_path)
-                .current_dir(anchor.root())
-                .stdin(Stdio::null())
-                .output()
-                .expect("helper");
-            assert!(out.status.success(), "{out:?}");
-        }),
         Box::new(|| {
             let v = rt.block_on(unconfined.run_gate(shell, anchor, ctx));
             assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
@@ -188,7 +159,6 @@ fn sandbox_cost(
     alternate(rounds, &mut steps, &mut samples);
     let names = [
         "bare spawn of /usr/bin/true",
-        "sandbox helper alone, then true",
         "shell gate `true`, unconfined",
         "shell gate `true`, confined (default)",
     ];

@@ -12,7 +12,7 @@
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
 //! - [`sandbox`]: confinement of every process a native gate starts
-//!   (Landlock, no capabilities, through the `gatehost-sandbox` helper);
+//!   (Landlock, no capabilities, applied to the thread that spawns it);
 //! - [`store`]: the daemon's SQLite store (sessions, policies, events);
 //! - [`bus`]: event names and the wake-up of long-polls;
 //! - [`engine`]: the policy lifecycle over the store and the gates;

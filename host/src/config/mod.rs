@@ -68,7 +68,6 @@ struct SandboxSection {
     #[serde(default)]
     write: Vec<String>,
     user: Option<String>,
-    helper: Option<String>,
     scratch_dir: Option<String>,
 }
 
@@ -508,7 +507,6 @@ impl HostConfig {
         let sb = &mut config.sandbox;
         sb.read = sb.read.iter().map(|p| expand(p)).collect();
         sb.write = sb.write.iter().map(|p| expand(p)).collect();
-        sb.helper = sb.helper.as_deref().map(expand);
         sb.scratch_dir = sb.scratch_dir.as_deref().map(expand);
         let d = &mut config.daemon;
         d.webhook_secret_file = d.webhook_secret_file.as_deref().map(expand);
@@ -586,7 +584,6 @@ impl HostConfig {
             read: sb.read.iter().map(|p| home_path(p)).collect(),
             write: sb.write.iter().map(|p| home_path(p)).collect(),
             user: sb.user,
-            helper: sb.helper.as_deref().map(home_path),
             scratch_dir: sb.scratch_dir.as_deref().map(home_path),
             protect: Vec::new(),
         };

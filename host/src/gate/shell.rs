@@ -11,10 +11,11 @@ use super::{GateRunner, base_env, fill_process_details, human_duration, signal_n
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{AllowEntry, Trust};
 use crate::gate::spec::{GateEnv, GateSpec, ShellGate};
-use crate::sandbox::{Grants, Place, Sandbox};
+use crate::sandbox::{Grants, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination};
 use crate::verdict::{Outcome, Verdict};
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -113,41 +114,29 @@ pub(super) async fn run(
         Ok(d) => d,
         Err(e) => return Verdict::error(label, format!("cwd: {e}")),
     };
-    let root = match anchor.open_dir(Path::new(".")) {
-        Ok(d) => d,
-        Err(e) => return Verdict::error(label, format!("workspace: {e}")),
-    };
     let args: Vec<OsString> = gate.args.iter().map(OsString::from).collect();
-    let wrapped = match runner.sandbox().wrap(
+    let prepared = match runner.sandbox().prepare(
         &program,
-        &args,
         Place::Workspace {
+            dir: anchor.dir().as_fd(),
             canonical: anchor.root(),
-            cwd: cwd.relative(),
         },
         &Grants {
             network: entry.network,
             ..Grants::default()
         },
     ) {
-        Ok(w) => w,
+        Ok(p) => p,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
-    env.extend(wrapped.env.iter().cloned());
-    // The helper starts in the workspace root and resolves the gate's cwd
-    // beneath it; an unconfined program starts in its cwd directly.
-    let spawn_cwd = if wrapped.confined {
-        root.proc_path()
-    } else {
-        cwd.proc_path()
-    };
+    env.extend(prepared.env.iter().cloned());
     let timeout = spec.timeout();
     let run = runner
         .supervisor()
         .run(ProcessSpec {
-            program: &wrapped.program,
-            args: &wrapped.args,
-            cwd: &spawn_cwd,
+            program: &program,
+            args: &args,
+            cwd: &cwd.proc_path(),
             env: &env,
             stdin: None,
             limits: Limits {
@@ -155,23 +144,14 @@ pub(super) async fn run(
                 grace: config.kill_grace,
                 output_cap: config.output_cap,
             },
+            confine: prepared.plan.as_ref(),
         })
         .await;
-    drop(wrapped.scratch);
+    drop(prepared);
     let run = match run {
         Ok(r) => r,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
-    if wrapped.confined
-        && run.termination == Termination::Exited(Sandbox::SETUP_FAILED)
-        && let Some(why) =
-            Sandbox::setup_failure(&String::from_utf8_lossy(&run.stderr.clone().into_bytes()))
-    {
-        return Verdict::error(
-            label,
-            format!("the sandbox could not start the gate: {why}"),
-        );
-    }
     let strays = if run.strays_killed > 0 {
         format!(" ({} leftover process(es) killed)", run.strays_killed)
     } else {

@@ -1,11 +1,11 @@
 //! Confinement of every process a native gate starts (shell gates, judge
 //! adapters, and all they spawn).
 //!
-//! A gate's program is never executed directly: the supervisor spawns the
-//! small `gatehost-sandbox` helper (posix_spawn, as before), which applies
-//! the confinement to itself and then executes the program (see
-//! `src/bin/gatehost-sandbox.rs`; the command line between the two is
-//! [`wire`]). What a confined gate may do:
+//! The supervisor spawns a confined gate from a short-lived thread of the
+//! host that confined itself first ([`confine`]): Landlock, capabilities,
+//! `no_new_privs` and uids are per thread on Linux and inherited by the
+//! child, so the program is confined from its first instruction, with one
+//! posix_spawn and no helper program. What a confined gate may do:
 //! - read and execute the system (`/usr`, `/bin`, `/lib*`, `/etc`, `/opt`,
 //!   `/proc`, `/sys`), the paths `[sandbox] read` lists and its own
 //!   program; write its workspace (a judge: its own empty working
@@ -21,26 +21,27 @@
 //! Host-private paths (the data directory, the tokens, the configuration,
 //! the compiled-plugin cache, the scratch root) are never granted: a
 //! granted directory that holds one is granted child by child around it,
-//! and a workspace or write grant that holds one is refused.
+//! and a workspace or write grant that overlaps one is refused.
 //!
 //! This module decides and describes; it must never run a gate's program
 //! itself, and never let a gate run unconfined unless the configuration
-//! says `required = false` (and then it says so in every verdict's log
-//! line). The kernel probe happens once, at start.
+//! says `required = false` or `enabled = false` (and then the start line
+//! says so). The kernel probe happens once, at start.
 
-pub mod wire;
+pub mod confine;
+
+pub use confine::Plan;
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Landlock ABI this host writes its rules for (the helper's crate knows
+/// Landlock ABI this host writes its rules for (the landlock crate knows
 /// more; 6 has everything the guarantees need: files, TCP, scopes).
 const WANTED_ABI: u32 = 6;
 /// Below this ABI, TCP cannot be denied: the sandbox cannot hold.
 const MIN_ABI: u32 = 4;
-/// Helper binary name, looked up next to the `gatehost` executable.
-pub const HELPER_NAME: &str = "gatehost-sandbox";
 
 /// Read-only system locations, granted when they exist.
 const SYSTEM_READ: &[&str] = &[
@@ -70,8 +71,6 @@ pub struct SandboxConfig {
     /// Run gates as this user (name or uid) instead of dropping root's
     /// capabilities only.
     pub user: Option<String>,
-    /// The helper binary (default: next to the gatehost executable).
-    pub helper: Option<PathBuf>,
     /// Where per-gate private directories are made (owner-only).
     pub scratch_dir: Option<PathBuf>,
     /// Host-private paths beyond those the configuration names (the
@@ -87,7 +86,6 @@ impl Default for SandboxConfig {
             read: Vec::new(),
             write: Vec::new(),
             user: None,
-            helper: None,
             scratch_dir: None,
             protect: Vec::new(),
         }
@@ -128,11 +126,10 @@ enum State {
     Disabled,
 }
 
-/// The host-wide sandbox: the kernel's answer, the helper, the base grants.
+/// The host-wide sandbox: the kernel's answer and the base grants.
 #[derive(Debug)]
 pub struct Sandbox {
     state: State,
-    helper: Option<PathBuf>,
     drop_caps: bool,
     user: Option<(u32, u32)>,
     /// System and configured read grants, split around protected paths.
@@ -170,31 +167,27 @@ impl Drop for Scratch {
     }
 }
 
-/// A program wrapped for the supervisor: run `program` with `args` (the
-/// helper and its command line, or the gate's own program when the
-/// sandbox is off) in `spawn_cwd`, with `env` added to the gate's.
+/// One gate process, prepared: its confinement (`None` when the sandbox
+/// is off or not required), the environment the sandbox adds (`TMPDIR`),
+/// and its private directory, removed when this is dropped (after the
+/// run).
 #[derive(Debug)]
-pub struct Wrapped {
-    pub program: PathBuf,
-    pub args: Vec<OsString>,
+pub struct Prepared<'a> {
+    pub plan: Option<Plan<'a>>,
     pub env: Vec<(OsString, OsString)>,
     pub scratch: Option<Scratch>,
-    /// True when the helper confines the program (its setup failures are
-    /// then reported as such).
-    pub confined: bool,
 }
 
 /// Where a gate starts: the workspace (a shell gate: writable, with a
 /// working directory beneath it) or a fresh empty directory (a judge).
 #[derive(Debug)]
 pub enum Place<'a> {
-    /// `canonical` is the workspace's canonical path (checked against the
-    /// protected paths), `cwd` the gate's working directory relative to
-    /// it. A confined gate's helper is spawned in the workspace root; an
-    /// unconfined one directly in its working directory.
+    /// `dir` is the workspace the anchor opened (granted by its open
+    /// handle), `canonical` its canonical path (checked against the
+    /// protected paths).
     Workspace {
+        dir: BorrowedFd<'a>,
         canonical: &'a Path,
-        cwd: &'a Path,
     },
     Judge,
 }
@@ -222,7 +215,6 @@ impl Sandbox {
         }
         let mut sandbox = Sandbox {
             state: State::Disabled,
-            helper: None,
             drop_caps: false,
             user: None,
             read: Vec::new(),
@@ -275,16 +267,6 @@ impl Sandbox {
                  other processes of gatehost's user (or set [sandbox] user to an unprivileged user)"
             ));
         }
-        let helper = match &config.helper {
-            Some(h) => h.clone(),
-            None => find_helper().ok_or_else(|| {
-                format!("the helper {HELPER_NAME} was not found next to the gatehost executable")
-            })?,
-        };
-        if !helper.is_file() {
-            return Err(format!("the helper {} does not exist", helper.display()));
-        }
-        self.helper = Some(helper);
         self.drop_caps = rustix::process::geteuid().is_root() || has_capabilities();
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(config.read.iter().cloned());
@@ -340,11 +322,7 @@ impl Sandbox {
                 format!(
                     "sandbox: native gates confined by Landlock ABI {abi} (files: system read-only, \
                      workspace and private tmp writable; no TCP unless granted{scopes}), \
-                     {who}, no_new_privs, helper {}",
-                    self.helper
-                        .as_deref()
-                        .map(|h| h.display().to_string())
-                        .unwrap_or_default()
+                     {who}, no_new_privs"
                 )
             }
             State::Unavailable {
@@ -369,15 +347,14 @@ impl Sandbox {
         matches!(self.state, State::Confined { .. })
     }
 
-    /// Wraps one gate process. `env` is the gate's environment (a private
-    /// `TMPDIR` is added); `grants` what its configuration adds.
-    pub fn wrap(
+    /// Prepares one gate process: `program` (granted read and execute)
+    /// started in `place`, with what its configuration `grants`.
+    pub fn prepare<'a>(
         &self,
         program: &Path,
-        args: &[OsString],
-        place: Place<'_>,
+        place: Place<'a>,
         grants: &Grants,
-    ) -> Result<Wrapped, SandboxError> {
+    ) -> Result<Prepared<'a>, SandboxError> {
         let abi = match &self.state {
             State::Confined { abi } => *abi,
             State::Unavailable {
@@ -385,16 +362,23 @@ impl Sandbox {
                 required: true,
             } => return Err(SandboxError::Unavailable(reason.clone())),
             State::Unavailable { .. } | State::Disabled => {
-                return self.unconfined(program, args, place);
+                // Unconfined (the operator's explicit, unsafe choice); a
+                // judge still starts away from the workspace.
+                let scratch = match place {
+                    Place::Judge => Some(self.scratch(true)?),
+                    Place::Workspace { .. } => None,
+                };
+                return Ok(Prepared {
+                    plan: None,
+                    env: Vec::new(),
+                    scratch,
+                });
             }
-        };
-        let Some(helper) = &self.helper else {
-            return Err(SandboxError::Unavailable("no helper".into()));
         };
         let scratch = self.scratch(matches!(place, Place::Judge))?;
         let mut write = vec![scratch.tmp()];
-        let chdir = match place {
-            Place::Workspace { canonical, cwd, .. } => {
+        let workspace = match place {
+            Place::Workspace { dir, canonical } => {
                 if let Some(p) = self
                     .protected
                     .iter()
@@ -418,8 +402,7 @@ impl Sandbox {
                         blocked.display()
                     )));
                 }
-                write.insert(0, PathBuf::from("."));
-                (cwd != Path::new(".")).then(|| cwd.to_path_buf())
+                Some(dir)
             }
             Place::Judge => {
                 write.push(scratch.cwd());
@@ -439,47 +422,19 @@ impl Sandbox {
         {
             read.push(p);
         }
-        let invocation = wire::Invocation {
-            policy: wire::Policy {
+        Ok(Prepared {
+            plan: Some(Plan {
                 abi,
                 read,
                 write,
+                workspace,
                 devices: self.devices.clone(),
                 network: grants.network,
                 drop_caps: self.drop_caps,
                 user: self.user,
-                chdir,
-            },
-            program: program.as_os_str().to_os_string(),
-            args: args.to_vec(),
-        };
-        Ok(Wrapped {
-            program: helper.clone(),
-            args: invocation.to_args(),
+            }),
             env: vec![(OsString::from("TMPDIR"), scratch.tmp().into_os_string())],
             scratch: Some(scratch),
-            confined: true,
-        })
-    }
-
-    /// The unconfined run (sandbox off or not required): the program is
-    /// executed directly, as gatehost did before the sandbox.
-    fn unconfined(
-        &self,
-        program: &Path,
-        args: &[OsString],
-        place: Place<'_>,
-    ) -> Result<Wrapped, SandboxError> {
-        let scratch = match place {
-            Place::Judge => Some(self.scratch(true)?),
-            Place::Workspace { .. } => None,
-        };
-        Ok(Wrapped {
-            program: program.to_path_buf(),
-            args: args.to_vec(),
-            env: Vec::new(),
-            scratch,
-            confined: false,
         })
     }
 
@@ -522,16 +477,6 @@ impl Sandbox {
         }
         Ok(scratch)
     }
-
-    /// The helper's exit status when it could not confine the program.
-    pub const SETUP_FAILED: i32 = wire::SETUP_FAILED;
-
-    /// The reason in a helper's setup-failure message, if `stderr` holds one.
-    pub fn setup_failure(stderr: &str) -> Option<&str> {
-        stderr
-            .lines()
-            .find_map(|l| l.strip_prefix(wire::ERROR_PREFIX))
-    }
 }
 
 /// The running kernel's Landlock ABI version.
@@ -562,16 +507,6 @@ fn landlock_abi() -> Result<u32, String> {
 
 fn has_capabilities() -> bool {
     rustix::thread::capabilities(None).is_ok_and(|c| !c.permitted.is_empty())
-}
-
-/// `gatehost-sandbox` beside the running executable (or one directory up,
-/// where test and bench binaries live: `target/debug/deps/`).
-fn find_helper() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    [dir.join(HELPER_NAME), dir.parent()?.join(HELPER_NAME)]
-        .into_iter()
-        .find(|p| p.is_file())
 }
 
 /// A user name or numeric uid, as (uid, gid).
@@ -784,7 +719,6 @@ mod tests {
         std::fs::create_dir_all(root.join("data/inner")).expect("mkdir");
         let sandbox = Sandbox {
             state: State::Confined { abi: 6 },
-            helper: Some(PathBuf::from("/bin/true")),
             drop_caps: false,
             user: None,
             read: Vec::new(),
@@ -793,16 +727,19 @@ mod tests {
             protected: vec![root.join("data")],
             scratch_root: Some(root.join("scratch")),
         };
+        let any_dir = std::fs::File::open(&root).expect("open");
         let wrap = |ws: &Path| {
-            sandbox.wrap(
-                Path::new("/bin/true"),
-                &[],
-                Place::Workspace {
-                    canonical: ws,
-                    cwd: Path::new("."),
-                },
-                &Grants::default(),
-            )
+            use std::os::fd::AsFd;
+            sandbox
+                .prepare(
+                    Path::new("/bin/true"),
+                    Place::Workspace {
+                        dir: any_dir.as_fd(),
+                        canonical: ws,
+                    },
+                    &Grants::default(),
+                )
+                .map(|p| p.plan.is_some())
         };
         // A workspace holding the data directory, the data directory
         // itself, and a workspace inside it.
@@ -811,8 +748,7 @@ mod tests {
             assert!(err.to_string().contains("overlaps gatehost's own"), "{err}");
         }
         std::fs::create_dir_all(root.join("ws")).expect("mkdir");
-        let ok = wrap(&root.join("ws")).expect("a workspace beside it is fine");
-        assert!(ok.confined);
-        assert!(ok.args.iter().any(|a| a == "--rw"), "{:?}", ok.args);
+        let confined = wrap(&root.join("ws")).expect("a workspace beside it is fine");
+        assert!(confined);
     }
 }

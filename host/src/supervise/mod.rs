@@ -62,6 +62,9 @@ pub struct ProcessSpec<'a> {
     /// /dev/null.
     pub stdin: Option<Vec<u8>>,
     pub limits: Limits,
+    /// The sandbox's confinement, applied to the spawning thread (and so
+    /// inherited by the child) before the spawn; `None`: unconfined.
+    pub confine: Option<&'a crate::sandbox::Plan<'a>>,
 }
 
 /// How the main process ended.
@@ -98,6 +101,8 @@ pub enum SpawnError {
         program: String,
         source: std::io::Error,
     },
+    #[error("the sandbox could not confine {program}: {reason}")]
+    Confine { program: String, reason: String },
 }
 
 /// Runs processes with the guarantees above. One per host.
@@ -183,14 +188,23 @@ impl Supervisor {
                 },
                 _ => false,
             };
-            let spawned = command.spawn();
+            let spawned = match spec.confine {
+                Some(plan) => {
+                    plan.spawn_confined(|| command.spawn())
+                        .map_err(|reason| SpawnError::Confine {
+                            program: spec.program.display().to_string(),
+                            reason,
+                        })
+                }
+                None => Ok(command.spawn()),
+            };
             if entered
                 && let Some(c) = &self.cgroups
                 && let Err(e) = c.leave()
             {
                 tracing::error!(error = %e, "cannot leave the gate's cgroup");
             }
-            if let Ok(child) = &spawned {
+            if let Ok(Ok(child)) = &spawned {
                 reg.children.insert(child.id() as i32);
                 if let Some(cg) = &cgroup {
                     reg.live_cgroups.insert(cg.path().to_path_buf());
@@ -198,16 +212,19 @@ impl Supervisor {
             }
             spawned
         };
+        let spawned = spawned.and_then(|s| {
+            s.map_err(|source| SpawnError::Start {
+                program: spec.program.display().to_string(),
+                source,
+            })
+        });
         let mut child = match spawned {
             Ok(c) => c,
-            Err(source) => {
+            Err(e) => {
                 if let (Some(c), Some(cg)) = (&self.cgroups, cgroup) {
                     c.release(cg, CGROUP_EMPTY_BOUND).await;
                 }
-                return Err(SpawnError::Start {
-                    program: spec.program.display().to_string(),
-                    source,
-                });
+                return Err(e);
             }
         };
         let pid = child.id() as i32;

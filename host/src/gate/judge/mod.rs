@@ -10,7 +10,7 @@ pub mod prompt;
 
 use super::{GateRunner, base_env, fill_process_details, signal_name};
 use crate::gate::spec::{GateSpec, JudgeGate};
-use crate::sandbox::{Grants, Place, Sandbox};
+use crate::sandbox::{Grants, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
 use crate::verdict::{Durations, Outcome, Verdict};
 use prompt::Decision;
@@ -179,17 +179,14 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
     // hooks from its working directory (CLAUDE.md, .claude/, AGENTS.md …),
     // which the agent could write. The judge starts in an empty private
     // directory; the workspace reaches it only through the prompt.
-    let wrapped = match runner
-        .sandbox()
-        .wrap(&program, &args, Place::Judge, &grants)
-    {
-        Ok(w) => w,
+    let prepared = match runner.sandbox().prepare(&program, Place::Judge, &grants) {
+        Ok(p) => p,
         Err(e) => return Verdict::error(label, e.to_string()).into(),
     };
-    let Some(cwd) = wrapped.scratch.as_ref().map(|s| s.cwd()) else {
+    let Some(cwd) = prepared.scratch.as_ref().map(|s| s.cwd()) else {
         return Verdict::error(label, "no private directory for the judge").into();
     };
-    env.extend(wrapped.env.iter().cloned());
+    env.extend(prepared.env.iter().cloned());
     let timeout = req.timeout;
     let queued_at = Instant::now();
     let Ok(permit) = runner.acquire_judge_slot().await else {
@@ -199,8 +196,8 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
     let run = runner
         .supervisor()
         .run(ProcessSpec {
-            program: &wrapped.program,
-            args: &wrapped.args,
+            program: &program,
+            args: &args,
             cwd: &cwd,
             env: &env,
             stdin: Some(prompt_text.into_bytes()),
@@ -209,11 +206,12 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
                 grace: config.kill_grace,
                 output_cap: config.output_cap,
             },
+            confine: prepared.plan.as_ref(),
         })
         .await;
     // The process is reaped and its tree killed: the slot is free again.
     drop(permit);
-    drop(wrapped.scratch);
+    drop(prepared);
 
     let run = match run {
         Ok(r) => r,
@@ -226,18 +224,6 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
             return v.into();
         }
     };
-    if wrapped.confined
-        && run.termination == Termination::Exited(Sandbox::SETUP_FAILED)
-        && let Some(why) =
-            Sandbox::setup_failure(&String::from_utf8_lossy(&run.stderr.clone().into_bytes()))
-    {
-        let mut v = Verdict::error(
-            label,
-            format!("judge adapter '{name}': the sandbox could not start it: {why}"),
-        );
-        v.durations = Durations::new(queued, run.elapsed);
-        return v.into();
-    }
     let stdout_text = String::from_utf8_lossy(&run.stdout.clone().into_bytes()).into_owned();
     let mut decision = None;
     let (outcome, reason) = if run.timed_out {
