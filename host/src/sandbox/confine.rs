@@ -14,11 +14,65 @@
 //! failed: the program then does not run at all.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use std::os::fd::BorrowedFd;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+/// The grants every gate has (the system, the configured paths, the
+/// devices), opened once at start: a gate's rules are then added from
+/// these handles, with no path looked up again.
+#[derive(Debug)]
+pub struct BaseGrants {
+    grants: Vec<(PathFd, BitFlags<AccessFs>)>,
+}
+
+impl BaseGrants {
+    /// Opens `read` (read and execute), `write` (everything) and
+    /// `devices` (read and write) for rules of `abi`.
+    pub fn open(
+        abi: u32,
+        read: &[PathBuf],
+        write: &[PathBuf],
+        devices: &[PathBuf],
+    ) -> Result<BaseGrants, String> {
+        let a = abi_of(abi);
+        let device = AccessFs::from_file(a) & !AccessFs::Execute;
+        let grants = read
+            .iter()
+            .map(|p| (p, AccessFs::from_read(a)))
+            .chain(write.iter().map(|p| (p, AccessFs::from_all(a))))
+            .chain(devices.iter().map(|p| (p, device)))
+            .map(|(p, access)| open_grant(p, access, a))
+            .collect::<Result<_, _>>()?;
+        Ok(BaseGrants { grants })
+    }
+}
+
+fn abi_of(abi: u32) -> ABI {
+    ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))
+}
+
+/// Opens `path` for a rule granting `access` (narrowed to what a file
+/// takes when it is not a directory).
+fn open_grant(
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<(PathFd, BitFlags<AccessFs>), String> {
+    let fd = PathFd::new(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // The type of what was opened (not of what the path names now).
+    let stat = rustix::fs::fstat(&fd).map_err(|e| format!("{}: {e}", path.display()))?;
+    let is_dir =
+        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory;
+    let access = if is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
+    Ok((fd, access))
+}
 
 /// What one gate process may do (see the module doc of `sandbox`).
 #[derive(Debug)]
@@ -26,15 +80,15 @@ pub struct Plan<'a> {
     /// Landlock ABI the rules are written for; enforced as a hard
     /// requirement.
     pub abi: u32,
-    /// Read and execute beneath these paths.
+    /// What every gate has.
+    pub base: &'a BaseGrants,
+    /// Read and execute beneath these paths (this gate's own).
     pub read: Vec<PathBuf>,
-    /// Read, write, create and remove beneath these paths.
+    /// Read, write, create and remove beneath these paths (this gate's own).
     pub write: Vec<PathBuf>,
     /// The workspace, writable, as the directory the anchor opened (no
     /// path is resolved again).
     pub workspace: Option<BorrowedFd<'a>>,
-    /// Device files opened for reading and writing.
-    pub devices: Vec<PathBuf>,
     /// TCP connect and bind allowed.
     pub network: bool,
     /// Drop every capability.
@@ -96,7 +150,7 @@ impl Plan<'_> {
     }
 
     fn ruleset(&self) -> Result<landlock::RulesetCreated, String> {
-        let abi = ABI::from(i32::try_from(self.abi).unwrap_or(i32::MAX));
+        let abi = abi_of(self.abi);
         let ll = |e: landlock::RulesetError| format!("landlock (ABI {}): {e}", self.abi);
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
@@ -113,31 +167,24 @@ impl Plan<'_> {
                 .map_err(ll)?;
         }
         let mut created = ruleset.create().map_err(ll)?;
-        let read = AccessFs::from_read(abi);
         let all = AccessFs::from_all(abi);
-        let device = AccessFs::from_file(abi) & !AccessFs::Execute;
         if let Some(ws) = self.workspace {
             created = created
                 .add_rule(PathBeneath::new(ws, all))
                 .map_err(|e| format!("the workspace: {e}"))?;
         }
-        let grants = self
+        for (fd, access) in &self.base.grants {
+            created = created
+                .add_rule(PathBeneath::new(fd.as_fd(), *access))
+                .map_err(|e| format!("a base grant: {e}"))?;
+        }
+        let own = self
             .read
             .iter()
-            .map(|p| (p, read))
-            .chain(self.write.iter().map(|p| (p, all)))
-            .chain(self.devices.iter().map(|p| (p, device)));
-        for (path, access) in grants {
-            let fd = PathFd::new(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            // The type of what was opened (not of what the path names now).
-            let stat = rustix::fs::fstat(&fd).map_err(|e| format!("{}: {e}", path.display()))?;
-            let is_dir = rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                == rustix::fs::FileType::Directory;
-            let access = if is_dir {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
-            };
+            .map(|p| (p, AccessFs::from_read(abi)))
+            .chain(self.write.iter().map(|p| (p, all)));
+        for (path, access) in own {
+            let (fd, access) = open_grant(path, access, abi)?;
             created = created
                 .add_rule(PathBeneath::new(fd, access))
                 .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -192,12 +239,13 @@ mod tests {
     #[test]
     fn only_the_confining_thread_is_confined() {
         let t = tempfile::tempdir().expect("tempdir");
+        let base = BaseGrants::open(6, &[PathBuf::from("/usr")], &[], &[]).expect("base");
         let plan = Plan {
             abi: 6,
-            read: vec![PathBuf::from("/usr")],
+            base: &base,
+            read: Vec::new(),
             write: vec![t.path().to_path_buf()],
             workspace: None,
-            devices: Vec::new(),
             network: false,
             drop_caps: false,
             user: None,
@@ -218,12 +266,13 @@ mod tests {
 
     #[test]
     fn a_plan_naming_a_missing_path_never_runs_the_spawn() {
+        let base = BaseGrants::open(6, &[], &[], &[]).expect("base");
         let plan = Plan {
             abi: 6,
+            base: &base,
             read: vec![PathBuf::from("/nonexistent/gatehost")],
             write: Vec::new(),
             workspace: None,
-            devices: Vec::new(),
             network: false,
             drop_caps: false,
             user: None,

@@ -30,7 +30,7 @@
 
 pub mod confine;
 
-pub use confine::Plan;
+pub use confine::{BaseGrants, Plan};
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::BorrowedFd;
@@ -133,9 +133,9 @@ pub struct Sandbox {
     drop_caps: bool,
     user: Option<(u32, u32)>,
     /// System and configured read grants, split around protected paths.
-    read: Vec<PathBuf>,
-    write: Vec<PathBuf>,
-    devices: Vec<PathBuf>,
+    /// System, configured and device grants, opened at start (`None`
+    /// unless confined).
+    base: Option<BaseGrants>,
     /// Canonical host-private paths no grant may reach.
     protected: Vec<PathBuf>,
     scratch_root: Option<PathBuf>,
@@ -217,9 +217,7 @@ impl Sandbox {
             state: State::Disabled,
             drop_caps: false,
             user: None,
-            read: Vec::new(),
-            write: Vec::new(),
-            devices: Vec::new(),
+            base: None,
             protected,
             scratch_root,
         };
@@ -274,17 +272,18 @@ impl Sandbox {
         if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf") {
             read.push(target);
         }
-        self.read = grants_around(&read, &self.protected);
+        let read = grants_around(&read, &self.protected);
         for w in &config.write {
             self.check_writable(w)?;
         }
-        self.write = config.write.clone();
-        self.devices = DEVICES
+        let devices: Vec<PathBuf> = DEVICES
             .iter()
             .map(PathBuf::from)
             .filter(|p| p.exists())
             .collect();
-        Ok(abi.min(WANTED_ABI))
+        let abi = abi.min(WANTED_ABI);
+        self.base = Some(BaseGrants::open(abi, &read, &config.write, &devices)?);
+        Ok(abi)
     }
 
     /// A write grant must not reach a protected path.
@@ -350,7 +349,7 @@ impl Sandbox {
     /// Prepares one gate process: `program` (granted read and execute)
     /// started in `place`, with what its configuration `grants`.
     pub fn prepare<'a>(
-        &self,
+        &'a self,
         program: &Path,
         place: Place<'a>,
         grants: &Grants,
@@ -413,9 +412,10 @@ impl Sandbox {
             self.check_writable(w).map_err(SandboxError::Refused)?;
             write.push(w.clone());
         }
-        write.extend(self.write.iter().cloned());
-        let mut read = self.read.clone();
-        read.extend(grants_around(&grants.read, &self.protected));
+        let Some(base) = &self.base else {
+            return Err(SandboxError::Unavailable("no base grants".into()));
+        };
+        let mut read = grants_around(&grants.read, &self.protected);
         // The program itself (an allowlisted tool outside the system dirs).
         if let Ok(p) = std::fs::canonicalize(program)
             && !self.protected.iter().any(|x| p.starts_with(x))
@@ -425,10 +425,10 @@ impl Sandbox {
         Ok(Prepared {
             plan: Some(Plan {
                 abi,
+                base,
                 read,
                 write,
                 workspace,
-                devices: self.devices.clone(),
                 network: grants.network,
                 drop_caps: self.drop_caps,
                 user: self.user,
@@ -721,9 +721,7 @@ mod tests {
             state: State::Confined { abi: 6 },
             drop_caps: false,
             user: None,
-            read: Vec::new(),
-            write: Vec::new(),
-            devices: Vec::new(),
+            base: Some(BaseGrants::open(6, &[], &[], &[]).expect("base")),
             protected: vec![root.join("data")],
             scratch_root: Some(root.join("scratch")),
         };
