@@ -14,13 +14,14 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
 
-fn setup_with(config_extra: &str) -> (Scratch, Daemon) {
+/// A daemon whose config is the common one with `daemon_keys` added to its
+/// `[daemon]` section and `config_extra` (whole sections) after it.
+fn setup_with(daemon_keys: &str, config_extra: &str) -> (Scratch, Daemon) {
     let s = Scratch::new();
     git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!("{}{config_extra}", allow_config(&["true", "false"])),
-    );
+    let common =
+        allow_config(&["true", "false"]).replace("[daemon]\n", &format!("[daemon]\n{daemon_keys}"));
+    let cfg = s.write("config.toml", &format!("{common}{config_extra}"));
     let data = s.etc.join("data");
     let d = Daemon::start(&data, &cfg);
     d.register("s1", &s.ws);
@@ -105,7 +106,7 @@ fn ran(markers: &Path) -> Vec<String> {
 
 #[test]
 fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_repo() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     let markers = s.etc.join("markers");
     booby_trap(&s.ws, &markers);
     s.write_ws("src/lib.rs", "pub fn f() {}\n");
@@ -177,7 +178,7 @@ fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_re
 
 #[test]
 fn a_double_ack_commits_once() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     s.write_ws("a.txt", "a\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
@@ -210,7 +211,7 @@ fn a_double_ack_commits_once() {
 
 #[test]
 fn a_stale_ack_is_refused_and_the_policy_gates_again() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     s.write_ws("a.txt", "gated\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
@@ -240,7 +241,7 @@ fn a_stale_ack_is_refused_and_the_policy_gates_again() {
 
 #[test]
 fn reject_cancels_with_events_and_commits_nothing() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     s.write_ws("a.txt", "a\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
@@ -263,9 +264,18 @@ fn reject_cancels_with_events_and_commits_nothing() {
 
 #[test]
 fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     std::fs::remove_file(s.ws.join("README")).expect("rm");
-    let pid = d.attach(commit_policy(&["README"], false));
+    // Only the operator may waive the ack (the agent is refused: see
+    // daemon_lifecycle.rs, operator power).
+    let (code, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(commit_policy(&["README"], false)),
+    );
+    assert_eq!(code, 201, "{body}");
+    let pid = body["policyId"].as_str().expect("policyId").to_string();
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "done", T);
     let sha = p["commitSha"].as_str().expect("sha");
@@ -346,11 +356,14 @@ fn webhooks_tell_of_commit_ready_signed_retried_and_idempotent() {
     let hook = receiver();
     let s0 = Scratch::new();
     let secret = s0.write("hook.secret", "s3cret\n");
-    let (s, d) = setup_with(&format!(
-        "[daemon]\nwebhook_url = \"{}\"\nwebhook_secret_file = \"{}\"\n",
-        hook.url,
-        secret.display()
-    ));
+    let (s, d) = setup_with(
+        &format!(
+            "webhook_url = \"{}\"\nwebhook_secret_file = \"{}\"\n",
+            hook.url,
+            secret.display()
+        ),
+        "",
+    );
     s.write_ws("a.txt", "a\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
@@ -412,7 +425,14 @@ fn the_shipped_daemon_demo_runs_to_a_commit() {
 fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
     let hook = receiver();
     let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["false"]));
+    let prefix = hook.url.trim_end_matches("hook");
+    let cfg = s.write(
+        "config.toml",
+        &allow_config(&["false"]).replace(
+            "[daemon]\n",
+            &format!("[daemon]\nnotify_url_prefixes = [\"{prefix}\"]\n"),
+        ),
+    );
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     d.agent_ok(
         "POST",
@@ -454,14 +474,20 @@ fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
         seen[0].0, seen[1].0,
         "the same idempotency id after the restart"
     );
-    assert_eq!(seen[0].2, None, "unsigned without a secret");
+    // Signed with the daemon's notify key, which is not the operator's
+    // webhook secret (the agent chose this URL).
+    let notify_key = std::fs::read_to_string(d.data.join("notify.key")).expect("notify.key");
+    assert_eq!(
+        seen[1].2.as_deref(),
+        Some(gatehost::webhook::sign(notify_key.trim().as_bytes(), &seen[1].3).as_str())
+    );
     let v: Value = serde_json::from_slice(&seen[1].3).expect("json");
     assert_eq!(v["payload"]["outcome"], "fail");
 }
 
 #[test]
 fn events_tail_follows_the_bus_for_a_person() {
-    let (s, d) = setup_with("");
+    let (s, d) = setup_with("", "");
     let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
         .args(["events", "tail", "--since", "0"])
         .env("GATEHOST_SERVER", &d.url)
@@ -515,11 +541,14 @@ fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
     let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/target/wasm32-wasip2/release");
     let s0 = Scratch::new();
-    let (s, d) = setup_with(&format!(
-        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
-        plugins.display(),
-        s0.etc.join("cache").display()
-    ));
+    let (s, d) = setup_with(
+        "",
+        &format!(
+            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+            plugins.display(),
+            s0.etc.join("cache").display()
+        ),
+    );
     let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {
         "scope": "changed",
         "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]

@@ -508,7 +508,7 @@ fn gating_is_capped_host_wide_and_the_queue_is_fifo() {
     let s = Scratch::new();
     let cfg = s.write(
         "config.toml",
-        &format!("{}[daemon]\nmax_gating = 1\n", allow_config(&["true"])),
+        &allow_config(&["true"]).replace("[daemon]\n", "[daemon]\nmax_gating = 1\n"),
     );
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     let m = marker("fifo");
@@ -616,4 +616,170 @@ fn the_api_is_also_served_on_an_owner_only_unix_socket() {
     let st = child.wait().expect("wait");
     assert_eq!(st.code(), Some(0));
     assert!(!sock.exists());
+}
+
+/// Operator power stays with the operator: what the agent token may not
+/// do, whatever it sends.
+mod operator_power {
+    use super::*;
+    use common::DAEMON_ROOTS;
+
+    fn daemon_with(daemon_keys: &str) -> (Scratch, Daemon) {
+        let s = Scratch::new();
+        common::daemon::git_repo(&s.ws);
+        let cfg = s.write(
+            "config.toml",
+            &allow_config(&["true"]).replace("[daemon]\n", &format!("[daemon]\n{daemon_keys}")),
+        );
+        let d = Daemon::start(&s.etc.join("data"), &cfg);
+        (s, d)
+    }
+
+    fn policies(d: &Daemon) -> usize {
+        d.agent_ok("GET", "/v1/policies", None)["policies"]
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+
+    #[test]
+    fn the_agent_cannot_waive_the_ack_nor_commit_without_a_gate() {
+        let (s, d) = daemon_with("");
+        d.register("s1", &s.ws);
+        let commit =
+            |ack: bool| json!({"paths": ["README"], "message": "m", "requireHumanAck": ack});
+        for (spec, field) in [
+            (
+                json!({"sessionId": "s1", "gate": {"command": "true"}, "then": "commit", "commit": commit(false)}),
+                "commit.requireHumanAck",
+            ),
+            (
+                json!({"sessionId": "s1", "then": "commit", "commit": commit(true)}),
+                "gate",
+            ),
+            (
+                // Nor through a chained policy.
+                json!({"sessionId": "s1", "gate": {"command": "true"},
+                       "next": {"then": "commit", "commit": commit(false), "gate": {"command": "true"}}}),
+                "next.commit.requireHumanAck",
+            ),
+        ] {
+            let before = policies(&d);
+            let (code, body) = d.http("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()));
+            assert_eq!(code, 400, "{body}");
+            assert_eq!(body["error"]["field"], field, "{body}");
+            assert_eq!(policies(&d), before, "a refused attach stored something");
+            // The operator may.
+            let (code, body) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+            assert_eq!(code, 201, "{body}");
+            assert_eq!(body["spec"]["attachedBy"], "operator");
+            let pid = body["policyId"].as_str().expect("id").to_string();
+            let (code, _) = d.http(
+                "POST",
+                &format!("/v1/policies/{pid}/cancel"),
+                Some(&d.operator),
+                None,
+            );
+            assert_eq!(code, 200);
+        }
+    }
+
+    #[test]
+    fn the_agent_registers_workspaces_only_under_the_configured_roots() {
+        let s = Scratch::new();
+        let cfg = s.write(
+            "config.toml",
+            &allow_config(&["true"]).replace(
+                DAEMON_ROOTS,
+                &format!("[daemon]\nworkspace_roots = [\"{}\"]\n", s.ws.display()),
+            ),
+        );
+        let d = Daemon::start(&s.etc.join("data"), &cfg);
+        let outside = s.etc.join("elsewhere");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        for dir in [
+            &outside,
+            &s.etc.join("data"),
+            &std::path::PathBuf::from("/"),
+        ] {
+            let (code, body) = d.http(
+                "POST",
+                "/v1/sessions",
+                Some(&d.agent),
+                Some(json!({"id": "x", "cwd": dir})),
+            );
+            assert_eq!(code, 403, "{}: {body}", dir.display());
+            assert_eq!(body["error"]["code"], "workspace-not-allowed", "{body}");
+        }
+        // Inside a root: fine. Outside, the operator may.
+        d.register("in", &s.ws);
+        let (code, body) = d.http(
+            "POST",
+            "/v1/sessions",
+            Some(&d.operator),
+            Some(json!({"id": "op", "cwd": outside})),
+        );
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(body["owner"], "operator");
+    }
+
+    #[test]
+    fn the_agent_cannot_take_over_a_session_the_operator_registered() {
+        let (s, d) = daemon_with("notify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n");
+        let other = s.etc.join("other");
+        std::fs::create_dir_all(&other).expect("mkdir");
+        let (code, body) = d.http(
+            "POST",
+            "/v1/sessions",
+            Some(&d.operator),
+            Some(json!({"id": "op1", "cwd": s.ws})),
+        );
+        assert_eq!(code, 200, "{body}");
+        for attempt in [
+            json!({"id": "op1", "cwd": s.ws}),
+            json!({"id": "op1", "cwd": s.ws, "notifyUrl": "http://127.0.0.1:9/allowed/x"}),
+            json!({"id": "op1", "cwd": "/tmp"}),
+        ] {
+            let (code, body) = d.http("POST", "/v1/sessions", Some(&d.agent), Some(attempt));
+            assert_eq!(code, 403, "{body}");
+            assert_eq!(body["error"]["code"], "session-owned-by-operator", "{body}");
+        }
+        let ses = d.agent_ok("GET", "/v1/sessions/op1", None);
+        assert_eq!(
+            ses["workspace"],
+            s.ws.canonicalize()
+                .expect("canonical")
+                .display()
+                .to_string()
+        );
+        assert!(ses["notifyUrl"].is_null(), "{ses}");
+        // The agent's own sessions stay its to update.
+        d.register("mine", &s.ws);
+        d.register("mine", &s.ws);
+    }
+
+    #[test]
+    fn a_session_webhook_goes_only_where_the_operator_allows() {
+        let (s, d) = daemon_with("notify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n");
+        for url in [
+            "http://127.0.0.1:9/other",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://127.0.0.1:9/allowed", // not under the prefix (no slash)
+            "file:///etc/passwd",
+        ] {
+            let (code, body) = d.http(
+                "POST",
+                "/v1/sessions",
+                Some(&d.agent),
+                Some(json!({"id": "s1", "cwd": s.ws, "notifyUrl": url})),
+            );
+            assert_eq!(code, 400, "{url}: {body}");
+            assert_eq!(body["error"]["field"], "notifyUrl", "{body}");
+        }
+        let ok = d.agent_ok(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"id": "s1", "cwd": s.ws, "notifyUrl": "http://127.0.0.1:9/allowed/s1"})),
+        );
+        assert_eq!(ok["notifyUrl"], "http://127.0.0.1:9/allowed/s1");
+    }
 }

@@ -236,7 +236,7 @@ fn main() {
     let plugins: PathBuf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
     let config_text = format!(
-        "[shell]\nallow = [\"true\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [\"/tmp\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
         plugins.display(),
         dir.path().join("cache").display()
     );

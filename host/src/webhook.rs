@@ -4,8 +4,11 @@
 //!
 //! Each request carries the event as JSON, `X-Gatehost-Event` (its type),
 //! `X-Gatehost-Delivery` (an idempotency id stable across retries:
-//! `evt-<cursor>`), and, with a configured secret,
-//! `X-Gatehost-Signature: sha256=<hex HMAC-SHA256 of the body>`. A 2xx is
+//! `evt-<cursor>`), and `X-Gatehost-Signature: sha256=<hex HMAC-SHA256 of
+//! the body>`: under the operator's webhook secret (if configured) for the
+//! global webhook, and under the separate notify key for sessions' own
+//! `notifyUrl`s, which the agent chooses (within the configured prefixes):
+//! it must never obtain a body signed with the operator's secret. A 2xx is
 //! delivered; a network error, timeout, 408, 429 or 5xx is retried with
 //! exponential backoff (1 s, 2 s, 4 s … capped at 5 min) up to the
 //! configured attempts; another 4xx is given up at once. Every give-up is
@@ -26,6 +29,10 @@ pub struct Webhooks {
     engine: Engine,
     client: reqwest::Client,
     secret: Option<Vec<u8>>,
+    /// The operator's global webhook, signed with `secret`.
+    global_url: Option<String>,
+    /// Signs deliveries to sessions' `notifyUrl`s.
+    notify_key: Vec<u8>,
     max_attempts: u32,
 }
 
@@ -49,7 +56,8 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 }
 
 impl Webhooks {
-    pub fn new(engine: Engine) -> Result<Self, String> {
+    /// `notify_key` signs deliveries to sessions' own URLs.
+    pub fn new(engine: Engine, notify_key: Vec<u8>) -> Result<Self, String> {
         let d = engine.runner().config().daemon.clone();
         let secret = match &d.webhook_secret_file {
             Some(p) => Some(
@@ -69,6 +77,8 @@ impl Webhooks {
             engine,
             client,
             secret,
+            global_url: d.webhook_url.clone(),
+            notify_key,
             max_attempts: d.webhook_max_attempts,
         })
     }
@@ -114,8 +124,13 @@ impl Webhooks {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Gatehost-Event", &d.event.kind)
             .header("X-Gatehost-Delivery", format!("evt-{}", d.event.cursor));
-        if let Some(secret) = &self.secret {
-            req = req.header("X-Gatehost-Signature", sign(secret, &body));
+        let key = if self.global_url.as_deref() == Some(d.url.as_str()) {
+            self.secret.as_deref()
+        } else {
+            Some(self.notify_key.as_slice())
+        };
+        if let Some(key) = key {
+            req = req.header("X-Gatehost-Signature", sign(key, &body));
         }
         let result = req.body(body).send().await;
         let attempts = d.attempts + 1;

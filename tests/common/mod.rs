@@ -346,11 +346,17 @@ pub fn allow_config(extra: &[&str]) -> String {
     let mut allow: Vec<String> = vec!["{ program = \"bash\", free_args = true }".into()];
     allow.extend(extra.iter().map(|p| format!("\"{p}\"")));
     format!(
-        "{}[shell]\nallow = [{}]\n",
+        "{}[shell]\nallow = [{}]\n{}",
         sandbox_config(&[]),
-        allow.join(", ")
+        allow.join(", "),
+        DAEMON_ROOTS
     )
 }
+
+/// The `[daemon]` section every test config has: the agent token may
+/// register workspaces under the system's temporary directory (where the
+/// tests make theirs). Tests add `[daemon]` keys by replacing this line.
+pub const DAEMON_ROOTS: &str = "[daemon]\nworkspace_roots = [\"/tmp\"]\n";
 
 /// A `[sandbox]` section granting the fixture scripts (read) and `write`.
 pub fn sandbox_config(write: &[&Path]) -> String {

@@ -16,6 +16,16 @@ pub enum Role {
     Operator,
 }
 
+impl Role {
+    /// How far what this credential writes is trusted.
+    pub fn trust(self) -> crate::config::Trust {
+        match self {
+            Role::Operator => crate::config::Trust::Operator,
+            Role::Agent => crate::config::Trust::Agent,
+        }
+    }
+}
+
 /// Token file names in the data directory.
 pub const AGENT_TOKEN_FILE: &str = "agent.token";
 pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
@@ -46,7 +56,9 @@ pub enum TokenError {
     File { path: String, message: String },
 }
 
-fn read_or_create(path: &Path, create: bool) -> Result<String, TokenError> {
+/// Reads an owner-only secret file (at least 16 characters), or creates it
+/// with a fresh random secret when `create` and it does not exist.
+pub(crate) fn read_or_create(path: &Path, create: bool) -> Result<String, TokenError> {
     let err = |message: String| TokenError::File {
         path: path.display().to_string(),
         message,

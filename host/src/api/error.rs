@@ -48,6 +48,9 @@ impl From<EngineError> for ApiError {
         match e {
             EngineError::Invalid { field, message } => ApiError::bad_request(&field, message),
             EngineError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not-found", m),
+            EngineError::Forbidden { code, message } => {
+                ApiError::new(StatusCode::FORBIDDEN, code, message)
+            }
             EngineError::Conflict { code, message } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }

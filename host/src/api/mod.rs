@@ -22,7 +22,7 @@
 //! read-only). This module owns authentication and the mapping of engine
 //! results to HTTP; it must never change state itself.
 
-mod auth;
+pub(crate) mod auth;
 mod error;
 
 pub use auth::{Role, Tokens};
@@ -171,9 +171,9 @@ async fn register(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
+    let role = st.tokens.require(&headers, Role::Agent)?;
     let input: RegisterInput = body_json(body)?;
-    let s = st.engine.register(input)?;
+    let s = st.engine.register(input, role.trust())?;
     ok(serde_json::to_value(s).unwrap_or(Value::Null))
 }
 
@@ -263,11 +263,7 @@ async fn attach(
 ) -> ApiResult {
     let role = st.tokens.require(&headers, Role::Agent)?;
     let v: Value = body_json(body)?;
-    let trust = match role {
-        Role::Operator => crate::config::Trust::Operator,
-        Role::Agent => crate::config::Trust::Agent,
-    };
-    let p = st.engine.attach(v, trust)?;
+    let p = st.engine.attach(v, role.trust())?;
     Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
 }
 

@@ -121,6 +121,16 @@ fn run(args: ServeArgs) -> Result<(), String> {
         config.daemon.operator_token_file.as_deref(),
     )
     .map_err(|e| e.to_string())?;
+    // Signs sessions' own webhooks; never the operator's secret.
+    let notify_key = crate::api::auth::read_or_create(
+        config
+            .daemon
+            .notify_secret_file
+            .as_deref()
+            .unwrap_or(&data_dir.join("notify.key")),
+        config.daemon.notify_secret_file.is_none(),
+    )
+    .map_err(|e| e.to_string())?;
     crate::webhook::install_tls_provider();
     let store = Store::open(&data_dir).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -144,7 +154,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         engine
             .recover()
             .map_err(|e| format!("cannot recover: {e}"))?;
-        let hooks = Webhooks::new(engine.clone())?;
+        let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {
             engine: engine.clone(),

@@ -82,6 +82,11 @@ struct DaemonSection {
     agent_token_file: Option<String>,
     operator_token_file: Option<String>,
     default_nudge: Option<String>,
+    #[serde(default)]
+    workspace_roots: Vec<String>,
+    #[serde(default)]
+    notify_url_prefixes: Vec<String>,
+    notify_secret_file: Option<String>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -100,6 +105,15 @@ pub struct DaemonConfig {
     pub operator_token_file: Option<PathBuf>,
     /// Nudge template used when a policy's `onFail.nudge` is absent.
     pub default_nudge: String,
+    /// Where the agent token may register workspaces (canonical
+    /// directories; none: nowhere, only the operator registers).
+    pub workspace_roots: Vec<PathBuf>,
+    /// A session's `notifyUrl` must start with one of these (none: no
+    /// session webhooks).
+    pub notify_url_prefixes: Vec<String>,
+    /// Key signing session webhooks (default `<data dir>/notify.key`,
+    /// made on first start); never the operator's webhook secret.
+    pub notify_secret_file: Option<PathBuf>,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -115,6 +129,9 @@ impl Default for DaemonConfig {
             agent_token_file: None,
             operator_token_file: None,
             default_nudge: DEFAULT_NUDGE.to_string(),
+            workspace_roots: Vec::new(),
+            notify_url_prefixes: Vec::new(),
+            notify_secret_file: None,
         }
     }
 }
@@ -452,6 +469,7 @@ impl HostConfig {
             .chain(d.agent_token_file.iter())
             .chain(d.operator_token_file.iter())
             .chain(d.webhook_secret_file.iter())
+            .chain(d.notify_secret_file.iter())
             .chain(self.wasm.cache_dir.iter())
             .chain(self.sandbox.protect.iter())
             .cloned()
@@ -512,6 +530,8 @@ impl HostConfig {
         d.webhook_secret_file = d.webhook_secret_file.as_deref().map(expand);
         d.agent_token_file = d.agent_token_file.as_deref().map(expand);
         d.operator_token_file = d.operator_token_file.as_deref().map(expand);
+        d.notify_secret_file = d.notify_secret_file.as_deref().map(expand);
+        d.workspace_roots = d.workspace_roots.iter().map(|p| expand(p)).collect();
         config.source = Some(path.to_path_buf());
         Ok(config)
     }
@@ -671,6 +691,23 @@ impl HostConfig {
         if let Some(n) = dm.default_nudge {
             config.daemon.default_nudge = n;
         }
+        config.daemon.workspace_roots = dm.workspace_roots.iter().map(|p| home_path(p)).collect();
+        for (i, p) in dm.notify_url_prefixes.iter().enumerate() {
+            let scheme_host = p
+                .strip_prefix("https://")
+                .or_else(|| p.strip_prefix("http://"))
+                .unwrap_or_default();
+            // A prefix must pin the host: "https://hooks.example/" (a bare
+            // "https://hooks.example" would admit "https://hooks.example.evil").
+            if !scheme_host.contains('/') {
+                return Err(invalid(
+                    &format!("daemon.notify_url_prefixes[{i}]"),
+                    "must be an http:// or https:// URL ending its host with '/' (for example https://hooks.example/gatehost/)".into(),
+                ));
+            }
+        }
+        config.daemon.notify_url_prefixes = dm.notify_url_prefixes;
+        config.daemon.notify_secret_file = dm.notify_secret_file.as_deref().map(home_path);
         let w = file.wasm;
         config.wasm.plugin_dirs = w.plugin_dirs.iter().map(PathBuf::from).collect();
         if let Some(dir) = w.cache_dir {

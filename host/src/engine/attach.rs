@@ -287,6 +287,22 @@ fn validate_at(
                     ),
                 ));
             }
+            // Operator power stays with the operator: the agent can neither
+            // waive the human's ack nor commit what no gate judged.
+            if input.attached_by == Trust::Agent {
+                if !c.require_human_ack {
+                    return Err(invalid(
+                        f("commit.requireHumanAck"),
+                        "only the operator token may attach a commit without a human's ack",
+                    ));
+                }
+                if gates.is_empty() {
+                    return Err(invalid(
+                        f("gate"),
+                        "a commit policy attached with the agent token needs a gate (only the operator may commit what no gate judged)",
+                    ));
+                }
+            }
         }
         (Then::Emit, None) => {}
     }

@@ -43,6 +43,9 @@ pub enum EngineError {
     /// cancel of a settled policy); `code` is machine-readable.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// The credential may not do this (a session of another owner).
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

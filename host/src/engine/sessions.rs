@@ -9,6 +9,7 @@
 //! are written to its stdin as one line.
 
 use super::{Engine, EngineError, EngineResult};
+use crate::config::Trust;
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::Deserialize;
@@ -142,13 +143,49 @@ fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)
     Ok((cwd_real, ws))
 }
 
-fn check_url(url: &Option<String>) -> EngineResult<()> {
-    if let Some(u) = url
-        && !(u.starts_with("http://") || u.starts_with("https://"))
-    {
+/// A session's webhook must go where the operator allows
+/// (`[daemon] notify_url_prefixes`).
+fn check_url(url: &Option<String>, prefixes: &[String]) -> EngineResult<()> {
+    let Some(u) = url else {
+        return Ok(());
+    };
+    if !(u.starts_with("http://") || u.starts_with("https://")) {
         return Err(invalid("notifyUrl", "must be an http:// or https:// URL"));
     }
+    if !prefixes.iter().any(|p| u.starts_with(p.as_str())) {
+        return Err(invalid(
+            "notifyUrl",
+            if prefixes.is_empty() {
+                "session webhooks are off on this daemon (the operator lists allowed URLs in [daemon] notify_url_prefixes)".to_string()
+            } else {
+                format!("must start with one of: {}", prefixes.join(", "))
+            },
+        ));
+    }
     Ok(())
+}
+
+/// The agent token registers workspaces only under the configured roots.
+fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
+    let inside = roots
+        .iter()
+        .any(|r| std::fs::canonicalize(r).is_ok_and(|r| ws.starts_with(&r)));
+    if inside {
+        return Ok(());
+    }
+    let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(EngineError::Forbidden {
+        code: "workspace-not-allowed",
+        message: format!(
+            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; the operator token may",
+            if listed.is_empty() {
+                "none configured".to_string()
+            } else {
+                listed.join(", ")
+            },
+            ws.display()
+        ),
+    })
 }
 
 fn cap(mut s: String, max: usize) -> String {
@@ -163,16 +200,19 @@ fn cap(mut s: String, max: usize) -> String {
 }
 
 impl Engine {
-    /// Registers a session, or updates the label, cwd and URL of a known
-    /// one (hooks may register on every start).
-    pub fn register(&self, input: RegisterInput) -> EngineResult<SessionRow> {
-        self.register_with(input, None)
+    /// Registers a session for the credential `by`, or updates the label,
+    /// cwd and URL of a known one it owns (hooks may register on every
+    /// start). The agent token registers only under `workspace_roots` and
+    /// never takes over a session the operator registered or started.
+    pub fn register(&self, input: RegisterInput, by: Trust) -> EngineResult<SessionRow> {
+        self.register_with(input, None, by)
     }
 
     fn register_with(
         &self,
         input: RegisterInput,
         command: Option<(Vec<String>, i64)>,
+        by: Trust,
     ) -> EngineResult<SessionRow> {
         let id = input
             .id
@@ -184,11 +224,26 @@ impl Engine {
                 "1 to 128 characters among letters, digits, '-', '_', '.', ':'",
             ));
         }
-        check_url(&input.notify_url)?;
+        let daemon = &self.inner.runner.config().daemon;
+        check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
+        if by == Trust::Agent {
+            check_root(&ws, &daemon.workspace_roots)?;
+        }
         self.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
+            if let Some(e) = &existing
+                && e.owner == Trust::Operator
+                && by == Trust::Agent
+            {
+                return Err(EngineError::Forbidden {
+                    code: "session-owned-by-operator",
+                    message: format!(
+                        "session '{id}' was registered by the operator; the agent token cannot register it again, move it or change its webhook"
+                    ),
+                });
+            }
             let mut s = existing.clone().unwrap_or(SessionRow {
                 id: id.clone(),
                 label: None,
@@ -204,6 +259,7 @@ impl Engine {
                 pid: None,
                 created_at: now,
                 updated_at: now,
+                owner: by,
             });
             s.label = input.label.clone().or(s.label);
             s.cwd = cwd.display().to_string();
@@ -392,13 +448,14 @@ impl Engine {
             workspace: input.workspace.clone(),
             notify_url: input.notify_url.clone(),
         };
-        let session = match self.register_with(reg, Some((input.command.clone(), pid))) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = child.kill();
-                return Err(e);
-            }
-        };
+        let session =
+            match self.register_with(reg, Some((input.command.clone(), pid)), Trust::Operator) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = child.kill();
+                    return Err(e);
+                }
+            };
         if let Some(stdin) = child.stdin.take() {
             self.inner
                 .started

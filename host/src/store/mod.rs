@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// The webhook URL of an event's session (a primary-key lookup).
 const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1";
@@ -35,6 +35,22 @@ const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1
 const MEMBER_WEBHOOK_URLS: &str =
     "SELECT s.notify_url FROM policy_members m JOIN sessions s ON s.id = m.session_id
    WHERE m.policy_id = ?1 AND s.notify_url IS NOT NULL ORDER BY s.notify_url";
+
+/// Brings a file of an older schema up to this one (idempotent; runs at
+/// every open, after `SCHEMA`). Version 2: sessions have an owner; those
+/// gatehost started belong to the operator, the rest to the agent.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_owner = conn
+        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
+        .exists([])?;
+    if !has_owner {
+        conn.execute_batch(
+            "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'agent';
+             UPDATE sessions SET owner = 'operator' WHERE command IS NOT NULL;",
+        )?;
+    }
+    Ok(())
+}
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,7 +68,8 @@ CREATE TABLE IF NOT EXISTS sessions(
     command TEXT,
     pid INTEGER,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    owner TEXT NOT NULL DEFAULT 'agent'
 );
 CREATE TABLE IF NOT EXISTS policies(
     id TEXT PRIMARY KEY,
@@ -218,6 +235,7 @@ impl Store {
             });
         }
         conn.execute_batch(SCHEMA).map_err(corrupt)?;
+        migrate(&conn).map_err(corrupt)?;
         conn.set_prepared_statement_cache_capacity(64);
         let found: Option<i64> = conn
             .query_row(
@@ -237,6 +255,10 @@ impl Store {
                     found: v,
                     known: SCHEMA_VERSION,
                 });
+            }
+            Some(v) if v < SCHEMA_VERSION => {
+                conn.prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'schema'")?
+                    .execute(params![SCHEMA_VERSION.to_string()])?;
             }
             Some(_) => {}
         }

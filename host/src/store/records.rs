@@ -110,6 +110,9 @@ pub struct SessionRow {
     pub pid: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The credential that registered (or started) it: only that one may
+    /// register it again.
+    pub owner: crate::config::Trust,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -235,6 +238,11 @@ fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
         pid: r.get("pid")?,
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
+        owner: match r.get::<_, String>("owner")?.as_str() {
+            "operator" => crate::config::Trust::Operator,
+            "agent" => crate::config::Trust::Agent,
+            other => return Err(bad_enum("session owner", other)),
+        },
     })
 }
 
@@ -303,12 +311,12 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
            state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
            last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
-           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at")?.execute(params![
+           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at, owner=excluded.owner")?.execute(params![
             s.id,
             s.label,
             s.cwd,
@@ -322,7 +330,11 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
             command,
             s.pid,
             s.created_at,
-            s.updated_at
+            s.updated_at,
+            match s.owner {
+                crate::config::Trust::Operator => "operator",
+                crate::config::Trust::Agent => "agent",
+            }
         ],
     )?;
     Ok(())

@@ -109,6 +109,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 pid: None,
                 created_at: 0,
                 updated_at: 0,
+                owner: crate::config::Trust::Agent,
             })?;
             tx.append_event(
                 "policy:blocked",
@@ -146,7 +147,41 @@ fn session(id: &str, url: &str) -> SessionRow {
         pid: None,
         created_at: 0,
         updated_at: 0,
+        owner: crate::config::Trust::Agent,
     }
+}
+
+#[test]
+fn a_version_1_file_gains_session_owners_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        // A file as version 1 wrote it: no owner column.
+        let conn = rusqlite::Connection::open(dir.path().join("gatehost.db")).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES('schema', '1');
+             CREATE TABLE sessions(id TEXT PRIMARY KEY, label TEXT, cwd TEXT NOT NULL,
+               workspace TEXT NOT NULL, state TEXT NOT NULL, turns INTEGER NOT NULL DEFAULT 0,
+               last_turn_cursor INTEGER, last_message TEXT, heartbeat_at INTEGER, notify_url TEXT,
+               command TEXT, pid INTEGER, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+             INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at)
+               VALUES('hooked', '/w', '/w', 'running', 0, 0);
+             INSERT INTO sessions(id, cwd, workspace, state, command, created_at, updated_at)
+               VALUES('started', '/w', '/w', 'running', '[\"agent\"]', 0, 0);",
+        )
+        .expect("v1 file");
+    }
+    let store = Store::open(dir.path()).expect("opens and migrates");
+    let owner = |id: &str| store.session(id).expect("read").expect("row").owner;
+    assert_eq!(owner("hooked"), crate::config::Trust::Agent);
+    assert_eq!(owner("started"), crate::config::Trust::Operator);
+    drop(store);
+    // Opening again is a no-op.
+    let store = Store::open(dir.path()).expect("reopens");
+    assert_eq!(
+        store.session("started").expect("read").expect("row").owner,
+        crate::config::Trust::Operator
+    );
 }
 
 #[test]
