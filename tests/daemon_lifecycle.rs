@@ -782,4 +782,43 @@ mod operator_power {
         );
         assert_eq!(ok["notifyUrl"], "http://127.0.0.1:9/allowed/s1");
     }
+
+    #[test]
+    fn a_plugin_path_is_no_digest_oracle() {
+        let (s, d) = daemon_with("");
+        d.register("s1", &s.ws);
+        let secret = s.etc.join("secret.txt");
+        std::fs::write(&secret, "the operator's secret\n").expect("write");
+        let real = {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(b"the operator's secret\n"))
+        };
+        let gate = json!({"wasm": {"plugin": secret, "sha256": "0".repeat(64)}});
+        // The agent may not name a file outside its workspace and the
+        // plugin directories at all.
+        let (code, body) = d.http(
+            "POST",
+            "/v1/policies",
+            Some(&d.agent),
+            Some(json!({"sessionId": "s1", "gate": gate})),
+        );
+        assert_eq!(code, 400, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("outside the workspace and the plugin directories"),
+            "{msg}"
+        );
+        assert!(!msg.contains(&real), "{msg}");
+        // The operator may name it, and still learns nothing of its digest.
+        let (code, body) = d.http(
+            "POST",
+            "/v1/policies",
+            Some(&d.operator),
+            Some(json!({"sessionId": "s1", "gate": gate})),
+        );
+        assert_eq!(code, 400, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("is not the 0000"), "{msg}");
+        assert!(!msg.contains(&real), "{msg}");
+    }
 }

@@ -157,7 +157,7 @@ impl GateRunner {
             GateSpec::Judge { judge: j, .. } => {
                 judge::preflight(self, &j.adapter, j.model.as_deref())
             }
-            GateSpec::Wasm { wasm: w, .. } => wasm::preflight(self, w, anchor),
+            GateSpec::Wasm { wasm: w, .. } => wasm::preflight(self, w, anchor, trust),
         }
     }
 

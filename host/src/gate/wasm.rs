@@ -10,7 +10,7 @@
 
 use super::{GateContext, GateRunner, diff};
 use crate::anchor::WorkspaceAnchor;
-use crate::config::PluginBounds;
+use crate::config::{PluginBounds, Trust};
 use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
 use crate::wasm::{
@@ -24,9 +24,10 @@ pub(super) fn preflight(
     runner: &GateRunner,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
+    trust: Trust,
 ) -> Result<(), String> {
     let host = runner.wasm_host()?;
-    let (name, _) = find_and_load(host, gate, anchor).map_err(|e| e.to_string())?;
+    let (name, _) = find_and_load(host, gate, anchor, trust).map_err(|e| e.to_string())?;
     bounds_for(gate, &name, host.config().defaults, host.config().maxima)
         .map_err(|e| e.to_string())?;
     if let Some(j) = &gate.judge {
@@ -48,7 +49,7 @@ pub(super) async fn run(
         Ok(h) => h,
         Err(e) => return Verdict::error(label, e),
     };
-    let (name, plugin) = match find_and_load(host, gate, anchor) {
+    let (name, plugin) = match find_and_load(host, gate, anchor, ctx.trust) {
         Ok(found) => found,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
@@ -158,9 +159,10 @@ fn find_and_load(
     host: &WasmHost,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
+    trust: Trust,
 ) -> Result<(String, Arc<LoadedPlugin>), PluginError> {
     let pinned = gate.sha256.as_deref();
-    let (name, found) = resolve_plugin(host, gate, anchor)?;
+    let (name, found) = resolve_plugin(host, gate, anchor, trust)?;
     let named = match found {
         Found::Path(path) => {
             let plugin = host.load_path(&name, &path, pinned)?;
@@ -172,7 +174,7 @@ fn find_and_load(
         return Ok((name, plugin));
     }
     host.forget_named(&name);
-    let (name, found) = resolve_plugin(host, gate, anchor)?;
+    let (name, found) = resolve_plugin(host, gate, anchor, trust)?;
     let plugin = match found {
         Found::Path(path) => host.load_path(&name, &path, pinned)?,
         // Found afresh (not remembered): `load_named` answers `Some`.
@@ -194,12 +196,14 @@ enum Found {
 }
 
 /// Finds the plugin file, enforcing that a plugin given by path, and a
-/// named plugin that resolves into the workspace, is pinned by digest.
-/// Returns its name and where it is.
+/// named plugin that resolves into the workspace, is pinned by digest, and
+/// that an agent's gate names a path only inside the workspace or the
+/// plugin directories. Returns its name and where it is.
 fn resolve_plugin(
     host: &WasmHost,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
+    trust: Trust,
 ) -> Result<(String, Found), PluginError> {
     let spelled = gate.plugin.as_str();
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
@@ -210,6 +214,12 @@ fn resolve_plugin(
     } else if Path::new(spelled).is_absolute() {
         let path = PathBuf::from(spelled);
         let inside = anchor.contains_host_path(&path);
+        if trust == Trust::Agent && !inside && !in_plugin_dirs(host, &path) {
+            return Err(PluginError::OutsidePath {
+                plugin: file_stem(&path),
+                path: spelled.to_string(),
+            });
+        }
         (file_stem(&path), Found::Path(path), inside)
     } else {
         let rel = anchor
@@ -230,6 +240,19 @@ fn resolve_plugin(
         }
     }
     Ok((name, found))
+}
+
+/// True when `path` (symlinks resolved) lies in one of the configured
+/// plugin directories.
+fn in_plugin_dirs(host: &WasmHost, path: &Path) -> bool {
+    let Ok(canonical) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    host.config()
+        .plugin_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .any(|d| canonical.starts_with(d))
 }
 
 fn file_stem(p: &Path) -> String {

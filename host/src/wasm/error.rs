@@ -9,12 +9,18 @@ pub enum PluginError {
     Unreadable { plugin: String, message: String },
     #[error("plugin '{plugin}' was not found in the plugin directories ({dirs})")]
     NotFound { plugin: String, dirs: String },
-    #[error("plugin '{plugin}': sha256 is {actual}, the gate pins {expected}")]
-    DigestMismatch {
-        plugin: String,
-        expected: String,
-        actual: String,
-    },
+    /// Never says the file's digest: the gate's author (the agent) could
+    /// otherwise learn the digest of any file the host can read.
+    #[error(
+        "plugin '{plugin}': its sha256 is not the {expected} the gate pins \
+         (`gatehost plugin inspect FILE` shows a file's digest to the operator)"
+    )]
+    DigestMismatch { plugin: String, expected: String },
+    #[error(
+        "plugin '{plugin}': {path} is outside the workspace and the plugin directories; \
+         only the operator may name a plugin there"
+    )]
+    OutsidePath { plugin: String, path: String },
     #[error(
         "plugin '{plugin}' lies inside the workspace, where the agent can swap it; pin it with \"sha256\""
     )]
