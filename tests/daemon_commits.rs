@@ -588,3 +588,145 @@ fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
     let p = d.wait_status(&again, "done", T);
     assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
 }
+
+/// Every file under `dir` (symlinks not followed) with its bytes.
+fn tree_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read canary").flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).expect("inside").display().to_string();
+            let t = e.file_type().expect("type");
+            if t.is_dir() {
+                stack.push(p);
+                out.insert(format!("{rel}/"), Vec::new());
+            } else if t.is_symlink() {
+                out.insert(
+                    rel,
+                    std::fs::read_link(&p)
+                        .expect("link")
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
+            } else {
+                out.insert(rel, std::fs::read(&p).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// Moves `.git/<rel>` (if it exists) into the canary and leaves a symlink
+/// to it in its place.
+fn plant_link(ws: &Path, canary: &Path, rel: &str) {
+    let at = ws.join(".git").join(rel);
+    let to = canary.join(rel.replace('/', "_"));
+    if at.exists() {
+        std::fs::rename(&at, &to).expect("move into the canary");
+    } else if rel == "packed-refs" {
+        std::fs::write(&to, "# pack-refs with: peeled fully-peeled sorted \n").expect("canary");
+    } else {
+        std::fs::write(&to, "canary\n").expect("canary file");
+    }
+    if let Some(parent) = at.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::os::unix::fs::symlink(&to, &at).expect("plant symlink");
+}
+
+#[test]
+fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
+    let plants: &[&str] = &[
+        "logs/HEAD",
+        "logs/refs/heads/main",
+        "refs/heads",
+        "refs/heads/main",
+        "objects",
+        "objects/xx",
+        "index",
+        "packed-refs",
+        "gitfile",
+        "dotgit-symlink",
+    ];
+    for plant in plants {
+        let (s, d) = setup_with("", "");
+        // The reflogs exist, as after any commit made with git.
+        git_out(&s.ws, &["reflog", "expire", "--all"]);
+        let canary = s.etc.join("canary");
+        std::fs::create_dir_all(&canary).expect("canary");
+        s.write_ws("a.txt", "gated\n");
+        let pid = d.attach(commit_policy(&["a.txt"], true));
+        d.report("s1", "turn-end");
+        d.wait_status(&pid, "awaiting-ack", T);
+        // The agent booby-traps .git between the gate and the ack.
+        match *plant {
+            "objects/xx" => {
+                for b in 0..=255u8 {
+                    plant_link(&s.ws, &canary, &format!("objects/{b:02x}"));
+                }
+            }
+            "gitfile" | "dotgit-symlink" => {
+                let real = canary.join("realgit");
+                std::fs::rename(s.ws.join(".git"), &real).expect("move .git");
+                if *plant == "gitfile" {
+                    std::fs::write(s.ws.join(".git"), format!("gitdir: {}\n", real.display()))
+                        .expect("gitfile");
+                } else {
+                    std::os::unix::fs::symlink(&real, s.ws.join(".git")).expect("ln");
+                }
+            }
+            rel => plant_link(&s.ws, &canary, rel),
+        }
+        let before = tree_of(&canary);
+        let (code, body) = d.http(
+            "POST",
+            &format!("/v1/policies/{pid}/ack"),
+            Some(&d.operator),
+            Some(json!({"approve": true})),
+        );
+        if !(200..300).contains(&code) {
+            // Refused at the ack already: the layout checks saw the trap
+            // (and named it).
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(".git"),
+                "{plant}: {body}"
+            );
+            assert_eq!(tree_of(&canary), before, "{plant}");
+            eprintln!("{plant}: ack refused ({})", body["error"]["message"]);
+            continue;
+        }
+        let deadline = std::time::Instant::now() + T;
+        let p = loop {
+            let p = d.policy(&pid);
+            if p["status"] == "done" || p["status"] == "blocked" {
+                break p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{plant}: stuck at {p}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(
+            tree_of(&canary),
+            before,
+            "{plant}: a commit write went outside the workspace ({})",
+            p["reason"]
+        );
+        if matches!(*plant, "gitfile" | "dotgit-symlink") {
+            assert_eq!(p["status"], "blocked", "{plant}: {p}");
+            assert!(
+                p["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(".git is not a directory"),
+                "{plant}: {p}"
+            );
+        }
+        eprintln!("{plant}: {} ({})", p["status"], p["reason"]);
+    }
+}

@@ -60,6 +60,16 @@
 //! * Only non-bare repositories whose root holds a real `.git` directory are accepted
 //!   (no gitfile, no linked worktree, no `commondir`), and `HEAD` must name a branch
 //!   under `refs/heads/`. File contents are held in memory while a commit is prepared.
+//! * Author and committer are the host's ([`Committer`], from `[daemon] committer_name`
+//!   and `committer_email`), never the repository's `user.name`/`user.email`, which the
+//!   agent writes.
+//! * Writes into `.git`: the daemon runs [`prepare`], [`publish`] and
+//!   [`clear_stale_locks`] on a thread that Landlock lets write only beneath the
+//!   workspace's `.git` directory (opened without following a symlink, see
+//!   [`git_dir_handle`] and `Sandbox::confine_git_writes`): a symlink the agent planted
+//!   under `.git` (a reflog, a ref, an object directory) makes the write fail with the
+//!   path named instead of landing outside. This module itself does not confine; its
+//!   callers do.
 //! * Between the check of a directory entry's type and its opening, an agent still
 //!   running could swap it; the inode is re-checked after opening, and whatever is read
 //!   is covered by the fingerprint, so a swap yields `Stale` or an error, not a commit
@@ -259,6 +269,23 @@ pub fn prepare(
     message: &str,
     expected_fingerprint: &str,
 ) -> Result<Prepared, CommitError> {
+    prepare_by(
+        workspace,
+        paths,
+        message,
+        expected_fingerprint,
+        &Committer::default(),
+    )
+}
+
+/// [`prepare`], authored and committed by `who`.
+pub fn prepare_by(
+    workspace: &Path,
+    paths: &[String],
+    message: &str,
+    expected_fingerprint: &str,
+    who: &Committer,
+) -> Result<Prepared, CommitError> {
     check_message(message)?;
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
@@ -317,7 +344,7 @@ pub fn prepare(
         });
     }
 
-    let signature = identity(repo);
+    let signature = who.signature();
     let mut message = message.to_owned();
     if !message.ends_with('\n') {
         message.push('\n');
@@ -349,6 +376,15 @@ pub fn prepare(
 /// compare-and-swap. Idempotent: Ok when the branch already points at the commit;
 /// [`CommitError::RefMoved`] when it points anywhere else but the parent.
 pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError> {
+    publish_by(workspace, prepared, &Committer::default())
+}
+
+/// [`publish`], with `who` in the reflog entry.
+pub fn publish_by(
+    workspace: &Path,
+    prepared: &Prepared,
+    who: &Committer,
+) -> Result<(), CommitError> {
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let record = Record::parse(repo, prepared)?;
@@ -390,7 +426,7 @@ pub fn publish(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError>
         name: record.reference.clone(),
         deref: false,
     };
-    let signature = identity(repo);
+    let signature = who.signature();
     let mut time = gix::date::parse::TimeBuf::default();
     let result = repo.edit_references_as(Some(edit), Some(signature.to_ref(&mut time)));
     if let Err(err) = result {
@@ -654,30 +690,65 @@ impl Record {
     }
 }
 
-/// Author and committer: `user.name`/`user.email` from the repository's own config,
-/// else gatehost's; the time is now.
-fn identity(repo: &Repository) -> gix::actor::Signature {
-    let config = repo.config_snapshot();
-    let clean = |key: &str, default: &str| -> BString {
-        match config.string(key) {
-            Some(v) => {
-                let v = v.trim();
-                if v.is_empty()
-                    || v.iter()
-                        .any(|b| matches!(b, b'<' | b'>' | b'\n' | b'\r' | 0))
-                {
-                    default.into()
-                } else {
-                    v.into()
-                }
-            }
-            None => default.into(),
+/// The workspace's `.git` directory, opened without following a symlink:
+/// the one directory gatehost's own writes may reach (see
+/// `Sandbox::confine_git_writes`).
+pub fn git_dir_handle(workspace: &Path) -> Result<std::os::fd::OwnedFd, CommitError> {
+    use rustix::fs::{CWD, Mode, OFlags};
+    rustix::fs::openat(
+        CWD,
+        workspace.join(".git"),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        CommitError::UnsafeRepository(format!(
+            "{}/.git is not a directory gatehost can write beneath (a symlink or a gitfile?): {e}",
+            workspace.display()
+        ))
+    })
+}
+
+/// Who authors and commits: the host's configuration decides (`[daemon]
+/// committer_name`, `committer_email`), never the repository's config,
+/// which the agent writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committer {
+    pub name: String,
+    pub email: String,
+}
+
+impl Default for Committer {
+    fn default() -> Self {
+        Committer {
+            name: DEFAULT_NAME.into(),
+            email: DEFAULT_EMAIL.into(),
         }
-    };
-    gix::actor::Signature {
-        name: clean("user.name", DEFAULT_NAME),
-        email: clean("user.email", DEFAULT_EMAIL),
-        time: gix::date::Time::now_utc(),
+    }
+}
+
+impl Committer {
+    /// Why `name` or `email` cannot go into a commit header, if it cannot.
+    pub fn check(name: &str, email: &str) -> Result<(), String> {
+        for (what, v) in [("name", name), ("email", email)] {
+            if v.trim().is_empty()
+                || v.bytes()
+                    .any(|b| matches!(b, b'<' | b'>' | b'\n' | b'\r' | 0))
+            {
+                return Err(format!(
+                    "committer {what} must be non-empty, without <, >, newlines or NUL"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn signature(&self) -> gix::actor::Signature {
+        gix::actor::Signature {
+            name: self.name.trim().into(),
+            email: self.email.trim().into(),
+            time: gix::date::Time::now_utc(),
+        }
     }
 }
 

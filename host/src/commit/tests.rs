@@ -396,17 +396,36 @@ fn commits_exactly_the_given_file() {
 }
 
 #[test]
-fn uses_repository_identity_when_configured() {
+fn never_uses_the_repository_identity() {
+    // The agent writes .git/config: a user.name holding shell code must
+    // never reach a commit or a reflog (issue 11).
     let t = repo();
     let ws = t.path();
-    git(ws, &["config", "user.name", "Repo User"]);
+    git(ws, &["config", "user.name", "$(touch /tmp/pwned)"]);
     git(ws, &["config", "user.email", "repo@example.com"]);
     write(ws, "a.txt", "a2\n");
     commit(ws, &["a.txt"], "change a");
     assert_eq!(
         git(ws, &["log", "-1", "--format=%an <%ae>|%cn <%ce>"]).trim(),
-        "Repo User <repo@example.com>|Repo User <repo@example.com>"
+        "gatehost <gatehost@localhost>|gatehost <gatehost@localhost>"
     );
+    // The host's configured identity is used.
+    write(ws, "a.txt", "a3\n");
+    let p = vec!["a.txt".to_string()];
+    let fp = fingerprint(ws, &p).unwrap();
+    let who = Committer {
+        name: "Ops Bot".into(),
+        email: "ops@example.com".into(),
+    };
+    let prepared = prepare_by(ws, &p, "as ops", &fp, &who).unwrap();
+    publish_by(ws, &prepared, &who).unwrap();
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%an <%ae>"]).trim(),
+        "Ops Bot <ops@example.com>"
+    );
+    assert!(Committer::check("a<b", "x@y").is_err());
+    assert!(Committer::check("ok", "x\n@y").is_err());
+    assert!(Committer::check("Ops Bot", "ops@example.com").is_ok());
 }
 
 #[test]
@@ -727,7 +746,7 @@ fn hostile_repository_runs_nothing() {
     assert!(raw.starts_with("tree "), "{raw}");
     assert!(!raw.contains("gpgsig"), "{raw}");
     assert!(
-        raw.contains("author Hostile Repo <hostile@example.com>"),
+        raw.contains("author gatehost <gatehost@localhost>"),
         "{raw}"
     );
     let blob = git_cmd(ws, &safe, &["cat-file", "blob", &format!("{id}:a.txt")]);

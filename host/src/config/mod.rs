@@ -87,6 +87,8 @@ struct DaemonSection {
     #[serde(default)]
     notify_url_prefixes: Vec<String>,
     notify_secret_file: Option<String>,
+    committer_name: Option<String>,
+    committer_email: Option<String>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -114,6 +116,9 @@ pub struct DaemonConfig {
     /// Key signing session webhooks (default `<data dir>/notify.key`,
     /// made on first start); never the operator's webhook secret.
     pub notify_secret_file: Option<PathBuf>,
+    /// Author and committer of gatehost's commits (never the repository's
+    /// `user.name`, which the agent writes).
+    pub committer: crate::commit::Committer,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -132,6 +137,7 @@ impl Default for DaemonConfig {
             workspace_roots: Vec::new(),
             notify_url_prefixes: Vec::new(),
             notify_secret_file: None,
+            committer: crate::commit::Committer::default(),
         }
     }
 }
@@ -707,6 +713,13 @@ impl HostConfig {
             }
         }
         config.daemon.notify_url_prefixes = dm.notify_url_prefixes;
+        let who = crate::commit::Committer {
+            name: dm.committer_name.unwrap_or(config.daemon.committer.name),
+            email: dm.committer_email.unwrap_or(config.daemon.committer.email),
+        };
+        crate::commit::Committer::check(&who.name, &who.email)
+            .map_err(|m| invalid("daemon.committer_name", m))?;
+        config.daemon.committer = who;
         config.daemon.notify_secret_file = dm.notify_secret_file.as_deref().map(home_path);
         let w = file.wasm;
         config.wasm.plugin_dirs = w.plugin_dirs.iter().map(PathBuf::from).collect();

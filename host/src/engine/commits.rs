@@ -18,6 +18,23 @@ const PUBLISH_ATTEMPTS: u32 = 5;
 /// Preparations of one commit when its branch keeps moving.
 const COMMIT_ATTEMPTS: u32 = 3;
 
+/// Runs `f` (gatehost's writes into the workspace's repository) on a
+/// thread that may write only beneath that workspace's `.git`: a symlink
+/// the agent planted there (reflog, ref, object directory) cannot carry a
+/// write out of it.
+fn confined<T: Send>(
+    runner: &crate::gate::GateRunner,
+    workspace: &Path,
+    f: impl FnOnce() -> Result<T, commit::CommitError> + Send,
+) -> Result<T, commit::CommitError> {
+    use std::os::fd::AsFd;
+    let git = commit::git_dir_handle(workspace)?;
+    runner
+        .sandbox()
+        .confine_git_writes(git.as_fd(), f)
+        .map_err(|e| commit::CommitError::UnsafeRepository(e.to_string()))?
+}
+
 fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
     p.plan.as_ref().and_then(|plan| plan.get(key))
 }
@@ -217,8 +234,12 @@ impl Engine {
                     .unwrap_or("")
                     .to_string();
                 let ws = workspace.clone();
+                let runner = self.inner.runner.clone();
                 let made = tokio::task::spawn_blocking(move || {
-                    commit::prepare(Path::new(&ws), &paths, &message, &fp)
+                    let who = &runner.config().daemon.committer;
+                    confined(&runner, Path::new(&ws), || {
+                        commit::prepare_by(Path::new(&ws), &paths, &message, &fp, who)
+                    })
                 })
                 .await
                 .map_err(|e| EngineError::Conflict {
@@ -284,14 +305,18 @@ impl Engine {
             let ws = workspace.clone();
             let pr = prepared.clone();
             let boot = self.inner.boot_time;
+            let runner = self.inner.runner.clone();
             let outcome = tokio::task::spawn_blocking(move || {
-                commit::clear_stale_locks(Path::new(&ws), &pr, boot)?;
-                match commit::ref_state(Path::new(&ws), &pr)? {
-                    RefState::AtParent | RefState::AtCommit => {
-                        commit::publish(Path::new(&ws), &pr).map(|_| RefState::AtCommit)
+                let who = &runner.config().daemon.committer;
+                confined(&runner, Path::new(&ws), || {
+                    commit::clear_stale_locks(Path::new(&ws), &pr, boot)?;
+                    match commit::ref_state(Path::new(&ws), &pr)? {
+                        RefState::AtParent | RefState::AtCommit => {
+                            commit::publish_by(Path::new(&ws), &pr, who).map(|_| RefState::AtCommit)
+                        }
+                        other => Ok(other),
                     }
-                    other => Ok(other),
-                }
+                })
             })
             .await
             .map_err(|e| EngineError::Conflict {

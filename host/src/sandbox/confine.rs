@@ -193,6 +193,43 @@ impl Plan<'_> {
     }
 }
 
+/// Runs `f` on a fresh thread that may read anything but create, write,
+/// rename or remove only beneath `dir` (the kernel resolves every path it
+/// opens, so a symlink planted beneath `dir` cannot carry a write out of
+/// it). Used for gatehost's own writes into a workspace's `.git`.
+pub fn writing_only_beneath<T: Send>(
+    abi: u32,
+    dir: BorrowedFd<'_>,
+    f: impl FnOnce() -> T + Send,
+) -> Result<T, String> {
+    let a = abi_of(abi);
+    let ll = |e: landlock::RulesetError| format!("landlock (ABI {abi}): {e}");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let root = PathFd::new("/").map_err(|e| format!("/: {e}"))?;
+                let status = Ruleset::default()
+                    .set_compatibility(CompatLevel::HardRequirement)
+                    .handle_access(AccessFs::from_all(a))
+                    .map_err(ll)?
+                    .create()
+                    .map_err(ll)?
+                    .add_rule(PathBeneath::new(root, AccessFs::from_read(a)))
+                    .map_err(ll)?
+                    .add_rule(PathBeneath::new(dir, AccessFs::from_all(a)))
+                    .map_err(ll)?
+                    .restrict_self()
+                    .map_err(ll)?;
+                if status.ruleset != RulesetStatus::FullyEnforced {
+                    return Err(format!("landlock ABI {abi} is only partly enforced here"));
+                }
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the confined thread panicked".into()))
+    })
+}
+
 /// Empties the capability bounding set of the calling thread, so nothing
 /// it executes can regain a capability.
 fn drop_bounding_set() -> Result<(), String> {
@@ -262,6 +299,32 @@ mod tests {
         // This thread, and so the host, keeps its reach.
         assert!(std::fs::metadata("/etc").is_ok());
         assert!(std::fs::read_dir("/proc/self").is_ok());
+    }
+
+    #[test]
+    fn a_write_confined_thread_writes_beneath_its_directory_only() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let inside = t.path().join("git");
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(&inside).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        // A planted symlink beneath the directory, pointing out of it.
+        std::os::unix::fs::symlink(&outside, inside.join("logs")).expect("ln");
+        let dir = std::fs::File::open(&inside).expect("open");
+        let (wrote_inside, wrote_through_link, read_elsewhere) =
+            writing_only_beneath(6, dir.as_fd(), || {
+                (
+                    std::fs::write(inside.join("HEAD"), "x").is_ok(),
+                    std::fs::write(inside.join("logs/HEAD"), "x").is_ok(),
+                    std::fs::read_dir("/etc").is_ok(),
+                )
+            })
+            .expect("confined");
+        assert!(wrote_inside && read_elsewhere);
+        assert!(!wrote_through_link, "a symlink carried a write out");
+        assert!(!outside.join("HEAD").exists());
+        // The caller is not confined.
+        std::fs::write(outside.join("after"), "x").expect("the host still writes");
     }
 
     #[test]

@@ -341,6 +341,27 @@ impl Sandbox {
         }
     }
 
+    /// Runs `f` (gatehost's own writes into a workspace's `.git`) on a
+    /// thread that may write only beneath `git_dir`; unconfined where the
+    /// sandbox is off or not required, an error where it is required but
+    /// unavailable.
+    pub fn confine_git_writes<T: Send>(
+        &self,
+        git_dir: BorrowedFd<'_>,
+        f: impl FnOnce() -> T + Send,
+    ) -> Result<T, SandboxError> {
+        match &self.state {
+            State::Confined { abi } => {
+                confine::writing_only_beneath(*abi, git_dir, f).map_err(SandboxError::Refused)
+            }
+            State::Unavailable {
+                reason,
+                required: true,
+            } => Err(SandboxError::Unavailable(reason.clone())),
+            State::Unavailable { .. } | State::Disabled => Ok(f()),
+        }
+    }
+
     /// True when gates run confined.
     pub fn confines(&self) -> bool {
         matches!(self.state, State::Confined { .. })
