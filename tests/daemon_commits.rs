@@ -587,6 +587,32 @@ fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
     let again = d.attach(json!({"sessionId": "s1", "gate": gate}));
     let p = d.wait_status(&again, "done", T);
     assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+    // New top-level files whose names look like options, pathspec magic or
+    // globs, or break a diff header, are changes the plugin sees too.
+    let hostile = [
+        "-x.rs",
+        ":(glob)*.rs",
+        "*.rs",
+        "a?[b]\\.rs",
+        "new\nline.rs",
+        "sp ace.rs",
+    ];
+    for name in hostile {
+        std::fs::write(s.ws.join(name), "fn f() { dbg!(1); }\n").expect("write");
+    }
+    let third = d.attach(json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 0}}));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&third, "blocked", T);
+    let mut paths: Vec<String> = p["verdict"]["gates"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["path"].as_str().unwrap_or_default().to_string())
+        .collect();
+    paths.sort();
+    let mut want: Vec<String> = hostile.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(paths, want, "{p}");
 }
 
 /// Every file under `dir` (symlinks not followed) with its bytes.

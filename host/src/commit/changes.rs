@@ -10,8 +10,10 @@
 
 use super::{
     CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
-    resolve_head, tracked_entries, validate_commit_path,
+    resolve_head, tracked_entries,
 };
+use crate::gate::diff::FileDiff;
+use crate::wasm::ChangeKind;
 use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -35,6 +37,17 @@ fn mode(kind: EntryKind) -> &'static str {
 /// modified or deleted, untracked files not ignored), as one unified diff.
 /// Empty when nothing changed. An unborn HEAD diffs against nothing.
 pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
+    Ok(workspace_changes(workspace)?
+        .into_iter()
+        .map(|f| f.text)
+        .collect())
+}
+
+/// The same changes, one entry per file (what plugins get as
+/// `changed-files` and `file-diff`). Every top-level name is taken
+/// literally, whatever it holds (`-x`, `:x`, `*`, `?`, `[`, `\`, spaces,
+/// newlines): no pathspec is ever built from a name.
+pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileDiff>, CommitError> {
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let head = resolve_head(repo)?;
@@ -54,12 +67,18 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
         })?;
         let name = entry.file_name();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if let Some(n) = name.to_str()
-            && !is_dot_git(n.as_bytes())
-            && validate_commit_path(n).is_ok()
-            && !excludes.is_ignored(n.as_bytes().as_bstr(), is_dir)
-        {
-            names.insert(n.to_string());
+        // Names that are not UTF-8 cannot be named through the plugin
+        // interface (its paths are strings); they are logged, not hidden.
+        match name.to_str() {
+            Some(n) => {
+                if !is_dot_git(n.as_bytes()) && !excludes.is_ignored(n.as_bytes().as_bstr(), is_dir)
+                {
+                    names.insert(n.to_string());
+                }
+            }
+            None => {
+                tracing::warn!(name = ?name, "a top-level name that is not UTF-8 is not given to plugins")
+            }
         }
     }
     if let Some(tree) = head.tree {
@@ -70,7 +89,7 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
         }
     }
     let paths: Vec<String> = names.into_iter().collect();
-    diff_of(&ws, head.tree, &paths)
+    changes_of(&ws, head.tree, &paths)
 }
 
 /// The same diff, limited to `paths` (commit paths: files or directories),
@@ -87,13 +106,39 @@ fn diff_of(
     head_tree: Option<gix::ObjectId>,
     paths: &[String],
 ) -> Result<String, CommitError> {
+    Ok(changes_of(ws, head_tree, paths)?
+        .into_iter()
+        .map(|f| f.text)
+        .collect())
+}
+
+/// Each changed file under `paths`: its path, how it changed and its part
+/// of the diff. The files travel as data, so a name holding a newline or a
+/// tab is never re-parsed from text.
+fn changes_of(
+    ws: &Workspace,
+    head_tree: Option<gix::ObjectId>,
+    paths: &[String],
+) -> Result<Vec<FileDiff>, CommitError> {
     let repo = &ws.repo;
     if paths.is_empty() {
-        return Ok(String::new());
+        return Ok(Vec::new());
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
     let snapshot = read_snapshot(&ws.root, paths, &tracked)?;
-    let mut out = String::new();
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    let mut push = |out: &mut Vec<FileDiff>, path: String, kind: ChangeKind, text: String| {
+        if text.is_empty() {
+            return Ok(());
+        }
+        total += text.len();
+        if total > MAX_DIFF_BYTES {
+            return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
+        }
+        out.push(FileDiff { path, kind, text });
+        Ok(())
+    };
     let mut present: BTreeSet<BString> = BTreeSet::new();
     let blob = |id| -> Result<Vec<u8>, CommitError> {
         Ok(repo
@@ -104,36 +149,39 @@ fn diff_of(
     };
     for item in snapshot.files() {
         present.insert(item.path.clone());
-        let path = item.path.to_str_lossy();
+        let path = item.path.to_str_lossy().into_owned();
         let new_kind = item.kind.entry_kind();
-        match tracked.get(&item.path) {
-            Some((EntryKind::Commit, _)) => {}
+        let mut text = String::new();
+        let kind = match tracked.get(&item.path) {
+            Some((EntryKind::Commit, _)) => continue,
             Some((kind, id)) => {
                 let old = blob(*id)?;
                 if old != item.data || *kind != new_kind {
                     file_diff(
-                        &mut out,
+                        &mut text,
                         &path,
                         Some((&old, *kind)),
                         Some((&item.data, new_kind)),
                     );
                 }
+                ChangeKind::Modified
             }
-            None => file_diff(&mut out, &path, None, Some((&item.data, new_kind))),
-        }
-        if out.len() > MAX_DIFF_BYTES {
-            return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
-        }
+            None => {
+                file_diff(&mut text, &path, None, Some((&item.data, new_kind)));
+                ChangeKind::Added
+            }
+        };
+        push(&mut out, path, kind, text)?;
     }
     for (path, (kind, id)) in &tracked {
         if *kind == EntryKind::Commit || present.contains(path) {
             continue;
         }
         let old = blob(*id)?;
-        file_diff(&mut out, &path.to_str_lossy(), Some((&old, *kind)), None);
-        if out.len() > MAX_DIFF_BYTES {
-            return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
-        }
+        let path = path.to_str_lossy().into_owned();
+        let mut text = String::new();
+        file_diff(&mut text, &path, Some((&old, *kind)), None);
+        push(&mut out, path, ChangeKind::Deleted, text)?;
     }
     Ok(out)
 }
@@ -275,5 +323,50 @@ mod tests {
             !diff.contains("target/"),
             "ignored files are not changes: {diff}"
         );
+    }
+
+    #[test]
+    fn every_changed_name_is_listed_whatever_it_holds() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        std::fs::write(ws.join("README"), "hi\n").expect("write");
+        git(ws, &["add", "-A"]);
+        git(ws, &["commit", "-q", "-m", "init"]);
+        // Names git would take as options, pathspec magic or globs, and
+        // names that break a text diff's headers.
+        let hostile = [
+            "-rf",
+            "--exec=x",
+            ":(glob)*",
+            ":!README",
+            "*",
+            "a?b",
+            "[ab]",
+            "back\\slash",
+            "with space",
+            "tab\there",
+            "new\nline",
+            " b",
+        ];
+        for name in hostile {
+            std::fs::write(ws.join(name), "dbg!(1)\n").expect("write");
+        }
+        std::fs::create_dir_all(ws.join("-dir")).expect("mkdir");
+        std::fs::write(ws.join("-dir/*.rs"), "x\n").expect("write");
+        let changes = workspace_changes(ws).expect("changes");
+        let mut listed: Vec<&str> = changes.iter().map(|f| f.path.as_str()).collect();
+        listed.sort();
+        let mut want: Vec<&str> = hostile.to_vec();
+        want.push("-dir/*.rs");
+        want.sort();
+        assert_eq!(listed, want);
+        assert!(changes.iter().all(|f| f.kind == ChangeKind::Added));
+        // Each file's own part holds its content.
+        let nl = changes
+            .iter()
+            .find(|f| f.path == "new\nline")
+            .expect("listed");
+        assert!(nl.text.contains("+dbg!(1)"), "{}", nl.text);
     }
 }

@@ -93,7 +93,7 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
-pub use changes::{paths_diff, workspace_diff};
+pub use changes::{paths_diff, workspace_changes, workspace_diff};
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";

@@ -210,8 +210,10 @@ impl Engine {
             .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
         let diff = if needs_diff && Path::new(workspace).join(".git").is_dir() {
             let ws = workspace.to_string();
-            match tokio::task::spawn_blocking(move || crate::commit::workspace_diff(Path::new(&ws)))
-                .await
+            match tokio::task::spawn_blocking(move || {
+                crate::commit::workspace_changes(Path::new(&ws))
+            })
+            .await
             {
                 Ok(Ok(d)) => Some(d),
                 Ok(Err(e)) => {
@@ -226,7 +228,8 @@ impl Engine {
         };
         let ctx = GateContext {
             text: (!text.is_empty()).then_some(text),
-            diff,
+            diff: None,
+            changes: diff,
             session_id: policy.sessions.first().cloned(),
             policy_id: Some(policy.id.clone()),
             trust: input.attached_by,

@@ -38,9 +38,12 @@ pub struct GateContext {
     /// Material for judges (the agent's last message, a diff); plugins see
     /// it as `last-message`.
     pub text: Option<String>,
-    /// A unified diff of the change: plugins get its files as
-    /// `changed-files` and each file's part through `file-diff`.
+    /// A unified diff of the change (`check --diff`): plugins get its
+    /// files as `changed-files` and each file's part through `file-diff`.
     pub diff: Option<String>,
+    /// The change as files (the daemon's, computed in process): used
+    /// instead of splitting `diff`, so no file name is re-parsed from text.
+    pub changes: Option<Vec<diff::FileDiff>>,
     pub session_id: Option<String>,
     pub policy_id: Option<String>,
     /// Who wrote the gates: argument rules apply to the agent's.

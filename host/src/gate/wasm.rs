@@ -57,7 +57,10 @@ pub(super) async fn run(
         Ok(b) => b,
         Err(e) => return Verdict::error(label, e.to_string()),
     };
-    let files = ctx.diff.as_deref().map(diff::split).unwrap_or_default();
+    let files = match &ctx.changes {
+        Some(files) => files.clone(),
+        None => ctx.diff.as_deref().map(diff::split).unwrap_or_default(),
+    };
     let config = gate.config.clone().unwrap_or_default();
     let context = PluginContext {
         session_id: ctx.session_id.clone(),
