@@ -514,6 +514,14 @@ mod tests {
     }
 
     impl Setup {
+        /// The test component as `serialize` writes it, unsigned.
+        fn serialized(&self) -> Vec<u8> {
+            Component::from_binary(&self.engine, EMPTY_COMPONENT)
+                .expect("compiles")
+                .serialize()
+                .expect("serializes")
+        }
+
         fn new() -> Self {
             let tmp = tempfile::tempdir().expect("tempdir");
             let dir = tmp.path().join("cache");
@@ -605,10 +613,7 @@ mod tests {
     fn an_entry_signed_under_another_key_is_recompiled() {
         let s = Setup::new();
         s.compile();
-        let serialized = Component::from_binary(&s.engine, EMPTY_COMPONENT)
-            .expect("compiles")
-            .serialize()
-            .expect("serializes");
+        let serialized = s.serialized();
         let name = entry_name(&s.engine, &s.file);
         std::fs::write(
             s.entry(),
@@ -622,10 +627,7 @@ mod tests {
     fn unsigned_and_truncated_entries_are_recompiled() {
         let s = Setup::new();
         s.compile();
-        let serialized = Component::from_binary(&s.engine, EMPTY_COMPONENT)
-            .expect("compiles")
-            .serialize()
-            .expect("serializes");
+        let serialized = s.serialized();
         let truncated = [ENTRY_MAGIC, &[0; 10]].concat();
         for bad in [serialized, truncated, Vec::new()] {
             std::fs::write(s.entry(), &bad).expect("write");
