@@ -674,6 +674,9 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
         "packed-refs",
         "gitfile",
         "dotgit-symlink",
+        "fifo:logs/refs/heads/main",
+        "fifo:HEAD",
+        "fifo:index",
     ];
     for plant in plants {
         let (s, d) = setup_with("", "");
@@ -701,6 +704,14 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
                 } else {
                     std::os::unix::fs::symlink(&real, s.ws.join(".git")).expect("ln");
                 }
+            }
+            fifo if fifo.starts_with("fifo:") => {
+                // A FIFO would block whoever opens it, for good.
+                let at = s.ws.join(".git").join(&fifo["fifo:".len()..]);
+                let _ = std::fs::remove_file(&at);
+                let c = std::ffi::CString::new(at.display().to_string()).expect("path");
+                // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
             }
             rel => plant_link(&s.ws, &canary, rel),
         }
@@ -743,6 +754,16 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
             "{plant}: a commit write went outside the workspace ({})",
             p["reason"]
         );
+        if let Some(rel) = plant.strip_prefix("fifo:") {
+            assert_eq!(p["status"], "blocked", "{plant}: {p}");
+            assert!(
+                p["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(&format!(".git/{rel} is a FIFO")),
+                "{plant}: {p}"
+            );
+        }
         if matches!(*plant, "gitfile" | "dotgit-symlink") {
             assert_eq!(p["status"], "blocked", "{plant}: {p}");
             assert!(

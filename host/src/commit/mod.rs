@@ -52,7 +52,9 @@
 //!   With no index at all, one holding the commit's whole tree is written. The new
 //!   index is written to `index.lock` and renamed over `index`. The update is skipped
 //!   (the index is left byte-for-byte as it was, a warning is logged, and `publish`
-//!   still returns Ok) when `.git/index` is a symlink or not a regular file, cannot be
+//!   still returns Ok) when `.git/index` is a symlink or not a regular file (a FIFO,
+//!   socket or device there, or at `HEAD`, `config`, `packed-refs`, a reflog or the
+//!   branch's ref, refuses the whole commit instead, naming it), cannot be
 //!   decoded or fails its checksum, is a split index (`link`) or a sparse index, holds
 //!   unmerged entries for a committed path, when `index.lock` is held, or when `HEAD`
 //!   moved away meanwhile. Records stored without [`Prepared::paths`] use the paths
@@ -392,6 +394,10 @@ pub fn publish_by(
         debug!(reference = %prepared.reference, "nothing to publish");
         return Ok(());
     };
+    // The branch's ref and reflog, which the update writes.
+    let branch = record.reference.as_bstr().to_str_lossy();
+    refuse_special(&ws.root, &format!(".git/{branch}"))?;
+    refuse_special(&ws.root, &format!(".git/logs/{branch}"))?;
     let current = branch_target(repo, &record.reference)?;
     if current == Some(commit) {
         debug!(reference = %prepared.reference, %commit, "already published");
@@ -525,6 +531,31 @@ pub fn ref_state(workspace: &Path, prepared: &Prepared) -> Result<RefState, Comm
 // ---------------------------------------------------------------------------
 // Repository access
 
+/// Refuses a FIFO, socket or device at `sub` (absent, regular files,
+/// directories and symlinks pass: symlinks are dealt with where they
+/// matter, and writes through them are confined by the caller).
+fn refuse_special(root: &Dir, sub: &str) -> Result<(), CommitError> {
+    use cap_std::fs::FileTypeExt;
+    if let Ok(m) = root.symlink_metadata(sub) {
+        let t = m.file_type();
+        let what = if t.is_fifo() {
+            Some("a FIFO")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(CommitError::UnsafeRepository(format!(
+                "{sub} is {what}; gatehost never reads or writes one"
+            )));
+        }
+    }
+    Ok(())
+}
+
 struct Workspace {
     root: Dir,
     root_path: PathBuf,
@@ -556,6 +587,17 @@ impl Workspace {
             {
                 return Err(CommitError::UnsafeRepository(format!("{sub} is a symlink")));
             }
+        }
+        // Files gix reads or writes here: a FIFO would block the commit for
+        // good, a device would be read or written as one.
+        for sub in [
+            ".git/HEAD",
+            ".git/config",
+            ".git/packed-refs",
+            ".git/index",
+            ".git/logs/HEAD",
+        ] {
+            refuse_special(&root, sub)?;
         }
         let options = gix::open::Options::isolated().strict_config(false);
         let repo = gix::open_opts(workspace.join(".git"), options)
