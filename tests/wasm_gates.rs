@@ -442,6 +442,82 @@ fn an_output_flood_hits_the_output_limit() {
 }
 
 #[test]
+fn output_past_the_bound_is_an_error_even_when_the_plugin_ignores_it_and_passes() {
+    let s = Scratch::new();
+    // 8 MiB written against a 64 KiB bound, every failed write ignored.
+    let run = hostile(&s, "flood-then-pass", "8", json!({}));
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its output limit of 65536 bytes"
+    );
+    assert_eq!(run.gate0()["stdout"]["truncated"], true);
+}
+
+#[test]
+fn a_plugin_asleep_in_a_host_call_is_stopped_at_its_timeout() {
+    let s = Scratch::new();
+    let started = std::time::Instant::now();
+    // Sleeps 600 s inside a WASI poll, which epochs do not interrupt.
+    let run = hostile(&s, "sleep", "600", json!({"timeoutMs": 1000}));
+    let took = started.elapsed();
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.reason().starts_with("plugin 'hostile' timed out after"),
+        "{}",
+        run.reason()
+    );
+    // Within timeoutMs + 500 ms (plus the process's own start).
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+}
+
+#[test]
+fn a_million_empty_findings_are_refused_by_count() {
+    let s = Scratch::new();
+    let run = hostile(
+        &s,
+        "findings",
+        "1000000",
+        json!({"maxOutputBytes": 16777216}),
+    );
+    assert_eq!(run.code, 2, "{}", &run.stdout[..run.stdout.len().min(400)]);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' gave 1000000 findings; the host keeps at most 1000 ([wasm] max_findings)"
+    );
+    // The report stays small: the findings were never copied into it.
+    assert!(run.stdout.len() < 64 * 1024, "{} bytes", run.stdout.len());
+    // Empty findings are not free: 1,000 of them overflow a 16 KiB bound.
+    let run = hostile(&s, "findings", "1000", json!({"maxOutputBytes": 16384}));
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its output limit of 16384 bytes"
+    );
+}
+
+#[test]
+fn the_log_import_cannot_flood_the_hosts_log() {
+    let s = Scratch::new();
+    let run = hostile(&s, "log-flood", "100000", json!({}));
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    // gatehost check logs at warn by default: the plugin's warn lines
+    // show, but only the first 200, and the rest is counted once.
+    let lines = run.stderr.lines().filter(|l| l.contains("flood ")).count();
+    assert!(lines <= 200, "{lines} log lines reached stderr");
+    assert!(lines >= 1, "{}", &run.stderr[..run.stderr.len().min(400)]);
+    assert!(
+        run.stderr.contains("were dropped") && run.stderr.contains("99800"),
+        "{}",
+        &run.stderr[run.stderr.len().saturating_sub(600)..]
+    );
+    assert!(
+        run.stderr.len() < 200 * 1024,
+        "{} bytes of stderr",
+        run.stderr.len()
+    );
+}
+
+#[test]
 fn an_oversized_verdict_hits_the_output_limit() {
     let s = Scratch::new();
     let run = hostile(&s, "big-string", "", json!({}));

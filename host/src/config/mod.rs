@@ -160,6 +160,7 @@ struct WasmSection {
     max_output_bytes: Option<u64>,
     default_judge_calls: Option<u32>,
     max_judge_calls: Option<u32>,
+    max_findings: Option<usize>,
 }
 
 /// Bounds on one plugin evaluation.
@@ -193,6 +194,8 @@ pub struct WasmConfig {
     pub defaults: PluginBounds,
     /// The most a gate may ask for.
     pub maxima: PluginBounds,
+    /// The most findings one verdict may carry (more is an `error`).
+    pub max_findings: usize,
 }
 
 impl Default for WasmConfig {
@@ -217,6 +220,7 @@ impl Default for WasmConfig {
                 output_bytes: 16 * MIB,
                 judge_calls: 32,
             },
+            max_findings: 1000,
         }
     }
 }
@@ -731,6 +735,9 @@ impl HostConfig {
         }
         if let Some(n) = w.spare_instances {
             config.wasm.spare_instances = n;
+        }
+        if let Some(n) = w.max_findings {
+            config.wasm.max_findings = n;
         }
         let (d, m) = (&mut config.wasm.defaults, &mut config.wasm.maxima);
         const MIB: u64 = 1024 * 1024;

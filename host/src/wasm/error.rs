@@ -52,6 +52,14 @@ pub enum PluginError {
     Memory { plugin: String, mib: u64 },
     #[error("plugin '{plugin}' exceeded its output limit of {bytes} bytes")]
     Output { plugin: String, bytes: u64 },
+    #[error(
+        "plugin '{plugin}' gave {count} findings; the host keeps at most {max} ([wasm] max_findings)"
+    )]
+    Findings {
+        plugin: String,
+        count: usize,
+        max: usize,
+    },
     #[error("plugin '{plugin}' exceeded its limit of {calls} judge call(s) per evaluation")]
     JudgeCalls { plugin: String, calls: u32 },
     #[error("plugin '{plugin}' trapped: {message}")]

@@ -6,7 +6,7 @@
 use super::bindings::GatePlugin;
 use super::bindings::gatehost::gate::types as wit;
 use super::spare::SpareRecipe;
-use super::state::{BoundHit, JudgeBridge, MemoryBudget, PluginState};
+use super::state::{BoundHit, JudgeBridge, LOG_LINES_CAP, MemoryBudget, PluginState};
 use super::{
     CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError,
     PluginVerdict, WasmHost,
@@ -95,6 +95,7 @@ pub(super) fn new_store(
         judge_calls: 0,
         bound_hit: None,
         logs: Vec::new(),
+        logs_dropped: 0,
         called_ahead: false,
     };
     let mut store = Store::new(engine, state);
@@ -179,7 +180,7 @@ impl WasmHost {
         let started = Instant::now();
         // Epochs stop guest code; host calls (the judge) bound themselves.
         // This outer timeout is a backstop for anything else.
-        let backstop = bounds.timeout + Duration::from_secs(2) + eval_judge_budget(&store);
+        let backstop = bounds.timeout + BACKSTOP_MARGIN + eval_judge_budget(&store);
         let result = tokio::time::timeout(backstop, async {
             let instance = match instance {
                 Some(instance) => instance,
@@ -194,6 +195,13 @@ impl WasmHost {
         };
         let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let state = store.data();
+        if state.logs_dropped > 0 {
+            tracing::warn!(
+                plugin = %name,
+                dropped = state.logs_dropped,
+                "log lines past the first {LOG_LINES_CAP} of this evaluation were dropped"
+            );
+        }
         let output_full = captured.stdout.len() >= out_cap || captured.stderr.len() >= out_cap;
         let outcome = match result {
             Err(_) => Err(PluginError::Timeout {
@@ -206,13 +214,32 @@ impl WasmHost {
                 message: message.chars().take(2000).collect(),
             }),
             Ok(Ok(Ok(verdict))) => {
+                // What the verdict costs once serialised: every finding
+                // counts its fields' fixed share, not only its strings.
                 let size = verdict.summary.len()
                     + verdict
                         .findings
                         .iter()
-                        .map(|f| f.message.len() + f.path.as_ref().map_or(0, String::len))
+                        .map(|f| {
+                            FINDING_OVERHEAD
+                                + f.message.len()
+                                + f.path.as_ref().map_or(0, String::len)
+                        })
                         .sum::<usize>();
-                if size as u64 > bounds.output_bytes {
+                if output_full {
+                    // The plugin went on after its writes failed: reaching
+                    // the output bound is an error, whatever it answers.
+                    Err(PluginError::Output {
+                        plugin: name.clone(),
+                        bytes: bounds.output_bytes,
+                    })
+                } else if verdict.findings.len() > self.config.max_findings {
+                    Err(PluginError::Findings {
+                        plugin: name.clone(),
+                        count: verdict.findings.len(),
+                        max: self.config.max_findings,
+                    })
+                } else if size as u64 > bounds.output_bytes {
                     Err(PluginError::Output {
                         plugin: name.clone(),
                         bytes: bounds.output_bytes,
@@ -253,10 +280,22 @@ impl WasmHost {
 }
 
 /// Extra backstop time for judge calls: each is bounded by its own timeout.
+/// What one finding costs in a serialised verdict beyond its strings
+/// (keys, severity, line, punctuation).
+const FINDING_OVERHEAD: usize = 64;
+
+/// How long past `timeoutMs` the backstop waits for a plugin stuck in a
+/// host call (a WASI sleep or poll) that epochs cannot interrupt.
+const BACKSTOP_MARGIN: Duration = Duration::from_millis(500);
+
+/// The judge's allowance: only for a gate that configures a judge.
 fn eval_judge_budget(store: &Store<PluginState>) -> Duration {
     let Some(j) = &store.data().judge else {
         return Duration::ZERO;
     };
+    if j.adapter.is_none() {
+        return Duration::ZERO;
+    }
     (j.timeout + Duration::from_secs(3)).saturating_mul(j.max_calls)
 }
 

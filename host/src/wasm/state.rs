@@ -21,7 +21,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// The most judge text handed back to a plugin (the tail is kept).
 const JUDGE_TEXT_CAP: usize = 64 * 1024;
 /// The most log lines kept from one evaluation.
-const LOG_LINES_CAP: usize = 200;
+pub(super) const LOG_LINES_CAP: usize = 200;
 
 /// Which bound an evaluation hit, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,8 @@ pub struct PluginState {
     pub judge_calls: u32,
     pub bound_hit: Option<BoundHit>,
     pub logs: Vec<String>,
+    /// `log` lines past the per-evaluation cap: neither kept nor printed.
+    pub logs_dropped: u64,
     /// A host import was called while the store waited as a spare.
     pub called_ahead: bool,
 }
@@ -125,6 +127,12 @@ impl types::Host for PluginState {}
 impl host::Host for PluginState {
     async fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
         self.refuse_ahead()?;
+        // Past the cap a line is only counted: a plugin must not flood the
+        // host's log (the count is reported once, after the evaluation).
+        if self.logs.len() >= LOG_LINES_CAP {
+            self.logs_dropped += 1;
+            return Ok(());
+        }
         let message: String = message.chars().take(2000).collect();
         let plugin = &self.plugin;
         match level {
@@ -133,9 +141,7 @@ impl host::Host for PluginState {
             LogLevel::Warn => tracing::warn!(plugin, "{message}"),
             LogLevel::Error => tracing::error!(plugin, "{message}"),
         }
-        if self.logs.len() < LOG_LINES_CAP {
-            self.logs.push(message);
-        }
+        self.logs.push(message);
         Ok(())
     }
 
@@ -274,6 +280,7 @@ mod tests {
             judge_calls: 0,
             bound_hit: None,
             logs: Vec::new(),
+            logs_dropped: 0,
             called_ahead: false,
         }
     }

@@ -122,6 +122,40 @@ impl Plugin for Hostile {
                     "bad line",
                 )],
             )),
+            // Asleep in a host call (a WASI poll): epochs do not stop it.
+            "sleep" => {
+                let secs: u64 = arg.parse().unwrap_or(600);
+                std::thread::sleep(std::time::Duration::from_secs(secs));
+                Ok(gatehost_plugin::pass("woke up"))
+            }
+            // Writes far past the output bound, ignores the failed writes,
+            // then claims a pass.
+            "flood-then-pass" => {
+                use std::io::Write;
+                let chunk = vec![b'x'; 1 << 20];
+                for _ in 0..arg.parse::<usize>().unwrap_or(64) {
+                    let _ = std::io::stdout().write_all(&chunk);
+                }
+                Ok(gatehost_plugin::pass("all good"))
+            }
+            // Many empty findings: small strings, a huge verdict.
+            "findings" => {
+                let n: usize = arg.parse().unwrap_or(1_000_000);
+                let findings = (0..n)
+                    .map(|_| {
+                        gatehost_plugin::finding("", None, gatehost_plugin::Severity::Info, "")
+                    })
+                    .collect();
+                Ok(gatehost_plugin::fail("many findings", findings))
+            }
+            // Floods the host's log through the `log` import.
+            "log-flood" => {
+                let n: usize = arg.parse().unwrap_or(100_000);
+                for i in 0..n {
+                    gatehost_plugin::log(gatehost_plugin::LogLevel::Warn, &format!("flood {i}"));
+                }
+                Ok(gatehost_plugin::pass("logged"))
+            }
             "echo-context" => Ok(gatehost_plugin::pass(format!(
                 "session={:?} policy={:?} message={:?} changed={:?}",
                 ctx.session_id,
