@@ -821,4 +821,49 @@ mod operator_power {
         assert!(msg.contains("is not the 0000"), "{msg}");
         assert!(!msg.contains(&real), "{msg}");
     }
+
+    #[test]
+    fn a_fifo_or_device_named_as_a_plugin_is_refused_at_once() {
+        let (s, d) = daemon_with("");
+        d.register("s1", &s.ws);
+        let fifo = s.ws.join("fifo.wasm");
+        let c = std::ffi::CString::new(fifo.display().to_string()).expect("path");
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let pin = "0".repeat(64);
+        for (token, plugin) in [(&d.agent, "fifo.wasm"), (&d.operator, "/dev/zero")] {
+            let started = std::time::Instant::now();
+            let (code, body) = d.http(
+                "POST",
+                "/v1/policies",
+                Some(token),
+                Some(
+                    json!({"sessionId": "s1", "gate": {"wasm": {"plugin": plugin, "sha256": pin}}}),
+                ),
+            );
+            assert_eq!(code, 400, "{plugin}: {body}");
+            let msg = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(msg.contains("not a regular file"), "{plugin}: {msg}");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{plugin}: {:?}",
+                started.elapsed()
+            );
+            // The API was never held up: the fastest of three health checks
+            // (a client and its connection are made per call) answers in
+            // under 100 ms.
+            let fastest = (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
+                    started.elapsed()
+                })
+                .min()
+                .expect("three");
+            assert!(
+                fastest < Duration::from_millis(100),
+                "health took {fastest:?}"
+            );
+        }
+    }
 }

@@ -59,7 +59,8 @@ fn inspect_report(args: &InspectArgs) -> Result<serde_json::Value, String> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let file = crate::wasm::PluginFile::read(&name, &args.file).map_err(|e| e.to_string())?;
+    let file = crate::wasm::PluginFile::read(&name, &args.file, host.config().max_plugin_bytes)
+        .map_err(|e| e.to_string())?;
     let crate::wasm::Inspection {
         imports,
         exports,

@@ -161,6 +161,7 @@ struct WasmSection {
     default_judge_calls: Option<u32>,
     max_judge_calls: Option<u32>,
     max_findings: Option<usize>,
+    max_plugin_bytes: Option<u64>,
 }
 
 /// Bounds on one plugin evaluation.
@@ -196,6 +197,8 @@ pub struct WasmConfig {
     pub maxima: PluginBounds,
     /// The most findings one verdict may carry (more is an `error`).
     pub max_findings: usize,
+    /// The largest plugin file read (a larger one is refused unread).
+    pub max_plugin_bytes: u64,
 }
 
 impl Default for WasmConfig {
@@ -221,6 +224,7 @@ impl Default for WasmConfig {
                 judge_calls: 32,
             },
             max_findings: 1000,
+            max_plugin_bytes: 64 * MIB,
         }
     }
 }
@@ -738,6 +742,9 @@ impl HostConfig {
         }
         if let Some(n) = w.max_findings {
             config.wasm.max_findings = n;
+        }
+        if let Some(n) = w.max_plugin_bytes {
+            config.wasm.max_plugin_bytes = n;
         }
         let (d, m) = (&mut config.wasm.defaults, &mut config.wasm.maxima);
         const MIB: u64 = 1024 * 1024;

@@ -96,10 +96,9 @@ pub fn read_files(
         .par_iter()
         .with_min_len(FILES_PER_TASK)
         .map(|p| {
-            if total.load(Ordering::Relaxed) > budget {
-                return None;
-            }
-            let r = read_one(root, p, max_bytes);
+            let room = budget.saturating_sub(total.load(Ordering::Relaxed));
+            // None: this file alone would overrun what is left.
+            let r = read_one(root, p, max_bytes, room)?;
             let n = r.as_ref().map_or(0, |b| b.len() as u64);
             (total.fetch_add(n, Ordering::Relaxed) + n <= budget).then_some(r)
         })
@@ -107,7 +106,24 @@ pub fn read_files(
     out.into_iter().map(|r| r.ok_or_else(over)).collect()
 }
 
-fn read_one(root: &Dir, path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
+/// Reads one file, never allocating past `room` (what is left of the
+/// plugin's memory budget): `None` when the file does not fit in it (a
+/// sparse or growing file included), else the file or why not.
+fn read_one(
+    root: &Dir,
+    path: &str,
+    max_bytes: u64,
+    room: u64,
+) -> Option<Result<Vec<u8>, ReadError>> {
+    read_within(root, path, max_bytes, room).transpose()
+}
+
+fn read_within(
+    root: &Dir,
+    path: &str,
+    max_bytes: u64,
+    room: u64,
+) -> Result<Option<Vec<u8>>, ReadError> {
     let rel = path.trim_start_matches("./");
     let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("{path}: {e}"));
     let mut options = OpenOptions::new();
@@ -120,9 +136,13 @@ fn read_one(root: &Dir, path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError
     if meta.len() > max_bytes {
         return Err(ReadError::TooLarge);
     }
+    if meta.len() > room {
+        return Ok(None);
+    }
     // Room for one byte more than the stat said: a regular file reads
     // short only at its end, so one `read` usually does it; a file that
-    // grew meanwhile is read on, never past the cap.
+    // grew meanwhile is read on, never past the cap nor the budget.
+    let cap = max_bytes.min(room);
     let mut bytes = vec![0u8; meta.len() as usize + 1];
     let mut filled = 0;
     loop {
@@ -135,14 +155,17 @@ fn read_one(root: &Dir, path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError
         if filled as u64 > max_bytes {
             return Err(ReadError::TooLarge);
         }
+        if filled as u64 > room {
+            return Ok(None);
+        }
         if n == 0 || filled < bytes.len() {
             break;
         }
-        let grown = (bytes.len() * 2).min(max_bytes.saturating_add(1) as usize);
+        let grown = (bytes.len() * 2).min(cap.saturating_add(1) as usize);
         bytes.resize(grown.max(filled + 1), 0);
     }
     bytes.truncate(filled);
-    Ok(bytes)
+    Ok(Some(bytes))
 }
 
 fn io(e: std::io::Error) -> String {
@@ -174,6 +197,20 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         let dir = Dir::open_ambient_dir(&ws, ambient_authority()).expect("open");
         (t, dir)
+    }
+
+    #[test]
+    fn a_sparse_terabyte_file_never_makes_the_host_allocate_past_the_budget() {
+        let (t, dir) = workspace();
+        let big = std::fs::File::create(t.path().join("ws/sparse.bin")).expect("create");
+        big.set_len(1 << 40).expect("a 1 TiB hole");
+        // No per-file cap at all: only the memory budget stands.
+        let err = read_files(&dir, &["sparse.bin".to_string()], u64::MAX, 128 << 20)
+            .expect_err("over the budget");
+        assert!(err.contains("memory budget"), "{err}");
+        // A small file beside it still reads.
+        let got = read_files(&dir, &["a.txt".to_string()], u64::MAX, 128 << 20).expect("read");
+        assert!(got[0].is_ok());
     }
 
     #[test]

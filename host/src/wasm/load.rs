@@ -75,11 +75,41 @@ pub struct PluginFile {
 }
 
 impl PluginFile {
-    pub fn read(name: &str, path: &Path) -> Result<Self, PluginError> {
-        let bytes = std::fs::read(path).map_err(|e| PluginError::Unreadable {
+    /// Reads the file: a regular file only (opened non-blocking, so a FIFO
+    /// cannot hang the caller; a device or directory is refused), of at
+    /// most `max_bytes` (`[wasm] max_plugin_bytes`), read once.
+    pub fn read(name: &str, path: &Path, max_bytes: u64) -> Result<Self, PluginError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let unreadable = |message: String| PluginError::Unreadable {
             plugin: name.to_string(),
-            message: format!("{}: {e}", path.display()),
-        })?;
+            message: format!("{}: {message}", path.display()),
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| unreadable(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(unreadable(
+                "not a regular file (a FIFO, socket, device or directory is never read)".into(),
+            ));
+        }
+        let too_large = || {
+            unreadable(format!(
+                "larger than [wasm] max_plugin_bytes ({max_bytes} bytes)"
+            ))
+        };
+        if meta.len() > max_bytes {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| unreadable(e.to_string()))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(too_large());
+        }
         let digest = hex::encode(Sha256::digest(&bytes));
         Ok(PluginFile {
             name: name.to_string(),

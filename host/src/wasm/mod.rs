@@ -337,7 +337,7 @@ impl WasmHost {
             let plugin = match known {
                 Some(p) => p,
                 None => {
-                    let file = PluginFile::read(name, path)?;
+                    let file = PluginFile::read(name, path, self.config.max_plugin_bytes)?;
                     check_pin(name, pinned, &file.digest)?;
                     let plugin = self.load(file)?;
                     // Record the identity seen *before* reading: if the file

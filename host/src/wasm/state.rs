@@ -94,6 +94,10 @@ pub struct MemoryBudget {
     pub exceeded: bool,
 }
 
+/// What one table entry is counted as against the memory budget (a
+/// function reference: a pointer and its type, as wasmtime stores it).
+const TABLE_ENTRY_BYTES: u64 = 16;
+
 impl ResourceLimiter for MemoryBudget {
     fn memory_growing(
         &mut self,
@@ -112,13 +116,20 @@ impl ResourceLimiter for MemoryBudget {
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        // Tables hold references; a million entries is far beyond any
-        // honest plugin.
-        Ok(desired <= 1_000_000)
+        // Table entries are memory too: each counts against the same
+        // budget as linear memory (and a million entries is refused
+        // outright, far beyond any honest plugin).
+        let extra = (desired.saturating_sub(current) as u64).saturating_mul(TABLE_ENTRY_BYTES);
+        if desired > 1_000_000 || self.used_bytes.saturating_add(extra) > self.max_bytes {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        self.used_bytes += extra;
+        Ok(true)
     }
 }
 
@@ -255,6 +266,29 @@ fn tail(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_entries_count_against_the_memory_budget() {
+        let mut b = MemoryBudget {
+            max_bytes: 1024 * 1024,
+            used_bytes: 0,
+            exceeded: false,
+        };
+        // 32 Ki entries of 16 bytes: half the budget.
+        assert!(b.table_growing(0, 32 * 1024, None).expect("answer"));
+        assert_eq!(b.used_bytes, 512 * 1024);
+        // Memory and tables share it: 600 KiB more of memory does not fit.
+        assert!(!b.memory_growing(0, 600 * 1024, None).expect("answer"));
+        assert!(b.exceeded);
+        // Nor do 40 Ki more entries.
+        let mut c = MemoryBudget {
+            max_bytes: 1024 * 1024,
+            used_bytes: 512 * 1024,
+            exceeded: false,
+        };
+        assert!(!c.table_growing(32 * 1024, 72 * 1024, None).expect("answer"));
+        assert!(c.exceeded);
+    }
 
     fn state(ahead: bool) -> PluginState {
         let judge = JudgeBridge {
