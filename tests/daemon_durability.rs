@@ -442,3 +442,36 @@ fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recove
     let d = Daemon::start(&data, &cfg);
     assert_eq!(d.policy(&pid)["status"], "done");
 }
+
+#[test]
+fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let d = Daemon::start(&data, &cfg);
+    let url_before = std::fs::read_to_string(data.join("server.url")).expect("server.url");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("another gatehost serve (pid {})", d.pid())),
+        "{err}"
+    );
+    // The first one's files are untouched and it still serves.
+    assert_eq!(
+        std::fs::read_to_string(data.join("server.url")).expect("server.url"),
+        url_before
+    );
+    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
+    // Once it is gone (even by SIGKILL), a new one starts.
+    let mut d = d;
+    d.kill9();
+    let d2 = Daemon::start(&data, &cfg);
+    assert_eq!(d2.agent_ok("GET", "/v1/health", None)["ok"], true);
+}

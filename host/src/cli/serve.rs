@@ -65,6 +65,48 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, String> {
     Ok(listener)
 }
 
+/// The file whose lock says a daemon serves this data directory.
+const LOCK_FILE: &str = "serve.lock";
+
+/// Takes the data directory's lock, or says which daemon holds it. The
+/// lock file holds the holder's pid (for the message only: the lock, not
+/// the file, decides).
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
+    use rustix::fs::{FlockOperation, flock};
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EROFS) => format!(
+                "the data directory {} is read-only (cannot open {LOCK_FILE}: {e})",
+                dir.display()
+            ),
+            _ => format!("cannot open {}: {e}", path.display()),
+        })?;
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        return Err(format!(
+            "another gatehost serve (pid {}) serves the data directory {}; stop it first or use another --data-dir",
+            holder.trim(),
+            dir.display()
+        ));
+    }
+    file.set_len(0)
+        .and_then(|_| file.rewind())
+        .and_then(|_| write!(file, "{}", std::process::id()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(file)
+}
+
 /// The default data directory.
 pub fn default_data_dir() -> Option<PathBuf> {
     dirs::data_dir().map(|d| d.join("gatehost"))
@@ -106,6 +148,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .or_else(default_data_dir)
         .ok_or("no data directory: pass --data-dir")?;
     prepare_dir(&data_dir)?;
+    // One daemon per data directory, held for this process's life (the
+    // kernel drops the lock when it dies, SIGKILL included).
+    let _lock = lock_data_dir(&data_dir)?;
     let config_path = HostConfig::locate(args.config.as_deref());
     let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
     // The data directory (store, tokens, URL) is never a gate's to reach;
