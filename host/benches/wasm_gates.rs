@@ -46,7 +46,11 @@ fn main() {
     let cache = scratch.path().join("cache");
     let runner = runner(&plugins, &cache);
     let anchor = WorkspaceAnchor::open(&ws).expect("workspace");
-    let ctx = GateContext::default();
+    // The operator's own measurement: grep gets its arguments.
+    let ctx = GateContext {
+        trust: gatehost::config::Trust::Operator,
+        ..GateContext::default()
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
