@@ -425,15 +425,7 @@ fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recove
         assert!(std::time::Instant::now() < deadline, "remount read-only");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .arg("--config")
-        .arg(&cfg)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = serve_refused(&data, &cfg);
     assert!(
         err.contains("read-only") || err.contains("readonly"),
         "{err}"
@@ -450,15 +442,7 @@ fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
     let data = s.etc.join("data");
     let d = Daemon::start(&data, &cfg);
     let url_before = std::fs::read_to_string(data.join("server.url")).expect("server.url");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .arg("--config")
-        .arg(&cfg)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = serve_refused(&data, &cfg);
     assert!(
         err.contains(&format!("another gatehost serve (pid {})", d.pid())),
         "{err}"
@@ -474,4 +458,19 @@ fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
     d.kill9();
     let d2 = Daemon::start(&data, &cfg);
     assert_eq!(d2.agent_ok("GET", "/v1/health", None)["ok"], true);
+}
+
+/// Runs `gatehost serve` on `data`, which must refuse to start (exit 2);
+/// returns what it said.
+fn serve_refused(data: &std::path::Path, cfg: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(cfg)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
 }
