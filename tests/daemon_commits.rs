@@ -777,3 +777,56 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
         eprintln!("{plant}: {} ({})", p["status"], p["reason"]);
     }
 }
+
+/// Plugins opening a FIFO the agent planted (two at once, each would hold
+/// a thread in the kernel with a blocking open) neither hang their gates
+/// nor the daemon's API, and the daemon runs the next gate as usual.
+#[test]
+fn fifo_reading_plugins_leave_the_daemon_answering() {
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let (s, d) = setup_with(
+        "",
+        &format!(
+            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+            plugins.display(),
+            plugins.join("../../gatehost-test-cache").display()
+        ),
+    );
+    // Ignored, so that the change set (which refuses a FIFO) leaves it out
+    // and the plugins get to open it.
+    s.write_ws(".gitignore", "private/\n");
+    std::fs::create_dir(s.ws.join("private")).expect("mkdir");
+    let fifo =
+        std::ffi::CString::new(s.ws.join("private/STYLE.md").display().to_string()).expect("path");
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let gate = json!({"wasm": {"plugin": "hostile", "timeoutMs": 3000,
+        "config": {"mode": "read", "arg": "/workspace/private/STYLE.md"}}});
+    let spec = json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 0}});
+    let ids = [d.attach(spec.clone()), d.attach(spec)];
+    d.report("s1", "turn-end");
+    let fastest = (0..3)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
+            started.elapsed()
+        })
+        .min()
+        .expect("three");
+    assert!(
+        fastest < Duration::from_millis(100),
+        "health took {fastest:?}"
+    );
+    for id in &ids {
+        let p = d.wait_status(id, "blocked", T);
+        let reason = p["verdict"]["gates"][0]["reason"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(reason.starts_with("denied: "), "{p}");
+    }
+    let next = d.attach(json!({"sessionId": "s1", "gate": {"wasm": {"plugin": "noop"}}}));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&next, "done", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+}

@@ -936,6 +936,64 @@ fn style_review_asks_the_host_judge_and_maps_its_findings() {
     );
 }
 
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.display().to_string()).expect("path");
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// A FIFO the agent plants in the workspace, opened through WASI (whose
+/// open would wait in the kernel for a writer, on the evaluating thread,
+/// where no timer reaches): refused at once, the gate resolves in time.
+#[test]
+fn a_fifo_opened_through_wasi_is_refused_not_waited_on() {
+    let s = Scratch::new();
+    mkfifo(&s.ws.join("STYLE.md"));
+    let started = std::time::Instant::now();
+    let run = hostile(
+        &s,
+        "read",
+        "/workspace/STYLE.md",
+        json!({"timeoutMs": 2000}),
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.reason().starts_with("denied: "), "{}", run.reason());
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stderr.contains("open of a FIFO was refused"),
+        "{}",
+        run.stderr
+    );
+    // The shipped style-review, its guide a FIFO: an error naming the
+    // guide, in time.
+    s.write_ws("src/lib.rs", "fn BadName() {}\nfn good() {}\n");
+    let diff = s.write("lib.diff", LIB_DIFF);
+    let extra = format!(
+        "[judge.adapters.style]\ncommand = [\"bash\", \"{}\"]\n",
+        fixture_str("judges/style.sh")
+    );
+    let cfg = format!("{}{extra}", wasm_config(&s, ""));
+    let g = gate(
+        "style-review",
+        json!({"guide": "STYLE.md"}),
+        json!({"judge": {"adapter": "style", "timeoutMs": 10000}, "timeoutMs": 2000}),
+    );
+    let started = std::time::Instant::now();
+    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.reason()
+            .contains("cannot read the style guide STYLE.md"),
+        "{}",
+        run.reason()
+    );
+    assert!(started.elapsed() < HOSTILE_BOUND, "{:?}", started.elapsed());
+}
+
 #[test]
 fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
     let s = Scratch::new();

@@ -23,6 +23,11 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+/// File reads are short and local: WASI does them on the evaluating thread
+/// instead of a round trip through the blocking pool per call (opens never
+/// block, see `guarded_fs`).
+pub(super) const BLOCKING_FILE_IO: bool = true;
+
 /// A store with its instance, not yet called: made for one evaluation,
 /// inline or ahead of it (a spare).
 pub(super) struct Prepared {
@@ -59,12 +64,10 @@ pub(super) fn new_store(
     let stdout = MemoryOutputPipe::new(out_cap);
     let stderr = MemoryOutputPipe::new(out_cap);
     let mut builder = WasiCtxBuilder::new();
-    // File reads are short and local: do them on the evaluating thread
-    // instead of a round trip through the blocking pool per call.
     builder
         .stdout(stdout.clone())
         .stderr(stderr.clone())
-        .allow_blocking_current_thread(true);
+        .allow_blocking_current_thread(BLOCKING_FILE_IO);
     // A plugin without the filesystem import could not use the preopen:
     // it is not opened.
     if parts.plugin.uses.filesystem {

@@ -18,6 +18,7 @@
 mod error;
 mod evaluate;
 pub mod files;
+mod guarded_fs;
 mod load;
 mod spare;
 mod state;
@@ -180,6 +181,8 @@ impl WasmHost {
         };
         let mut linker: Linker<PluginState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        guarded_fs::shadow_filesystem(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         bindings::GatePlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
