@@ -830,3 +830,89 @@ fn fifo_reading_plugins_leave_the_daemon_answering() {
     let p = d.wait_status(&next, "done", T);
     assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
 }
+
+/// An attach whose plugin must be compiled (1–2 s for `forbid-patterns`
+/// here) does that work off the threads that serve requests: three at once
+/// leave `/v1/health` answering in under 250 ms (1.5 s when they held the
+/// request threads). And the work is bounded:
+/// past `[daemon] attach_timeout_ms` the answer is 503 `attach-timeout`,
+/// and nothing is stored, even once the plugin has finished compiling.
+#[test]
+fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {"rules": []}}});
+    let spec = json!({"sessionId": "s1", "gate": gate});
+    for (timeout_ms, concurrent) in [(120_000u64, 3usize), (300, 1)] {
+        let cache = tempfile::tempdir().expect("cache");
+        let (_s, d) = setup_with(
+            &format!("attach_timeout_ms = {timeout_ms}\n"),
+            &format!(
+                "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+                plugins.display(),
+                cache.path().display()
+            ),
+        );
+        let answers = std::thread::scope(|scope| {
+            let attaches: Vec<_> = (0..concurrent)
+                .map(|_| {
+                    scope.spawn(|| {
+                        d.http("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()))
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(200));
+            let slowest = (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
+                    started.elapsed()
+                })
+                .max()
+                .expect("three");
+            // Measured while the compilations ran (they take seconds): when
+            // they held the request threads, health waited 1.5 s for them.
+            assert!(
+                concurrent == 1 || attaches.iter().any(|a| !a.is_finished()),
+                "the attaches ended before health was measured"
+            );
+            assert!(
+                slowest < Duration::from_millis(250),
+                "health took {slowest:?} while {concurrent} attaches compiled"
+            );
+            attaches
+                .into_iter()
+                .map(|a| a.join().expect("attach thread"))
+                .collect::<Vec<_>>()
+        });
+        let listed = || {
+            d.agent_ok("GET", "/v1/policies", None)["policies"]
+                .as_array()
+                .map_or(0, Vec::len)
+        };
+        if concurrent == 3 {
+            for (code, body) in &answers {
+                assert_eq!(*code, 201, "{body}");
+            }
+            assert_eq!(listed(), 3);
+            continue;
+        }
+        let (code, body) = &answers[0];
+        assert_eq!(*code, 503, "{body}");
+        assert_eq!(body["error"]["code"], "attach-timeout", "{body}");
+        // The compilation goes on and lands in the cache; the attach it
+        // served still stores nothing.
+        let deadline = std::time::Instant::now() + T;
+        while !std::fs::read_dir(cache.path())
+            .expect("cache")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+        {
+            assert!(std::time::Instant::now() < deadline, "never compiled");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(listed(), 0);
+        assert!(d.log().contains("attach_timeout_ms"), "{}", d.log());
+    }
+}

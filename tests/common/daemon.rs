@@ -42,6 +42,8 @@ impl Daemon {
     }
 
     fn start_full(data: &Path, config: &Path, listen: &str, env: &[(&str, &str)]) -> Daemon {
+        // Made here (serve would make it) so that the log below can open.
+        let _ = std::fs::create_dir_all(data);
         let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data)

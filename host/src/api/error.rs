@@ -54,6 +54,9 @@ impl From<EngineError> for ApiError {
             EngineError::Conflict { code, message } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }
+            EngineError::Unavailable { code, message } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+            }
             EngineError::Store(s) => s.into(),
         }
     }

@@ -263,7 +263,7 @@ async fn attach(
 ) -> ApiResult {
     let role = st.tokens.require(&headers, Role::Agent)?;
     let v: Value = body_json(body)?;
-    let p = st.engine.attach(v, role.trust())?;
+    let p = st.engine.attach(v, role.trust()).await?;
     Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
 }
 

@@ -89,6 +89,7 @@ struct DaemonSection {
     notify_secret_file: Option<String>,
     committer_name: Option<String>,
     committer_email: Option<String>,
+    attach_timeout_ms: Option<u64>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -119,6 +120,9 @@ pub struct DaemonConfig {
     /// Author and committer of gatehost's commits (never the repository's
     /// `user.name`, which the agent writes).
     pub committer: crate::commit::Committer,
+    /// The longest an attach may spend checking its gates (reading and
+    /// compiling a plugin); past it nothing is attached (503).
+    pub attach_timeout: Duration,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -138,6 +142,7 @@ impl Default for DaemonConfig {
             notify_url_prefixes: Vec::new(),
             notify_secret_file: None,
             committer: crate::commit::Committer::default(),
+            attach_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -690,6 +695,15 @@ impl HostConfig {
                 ));
             }
             config.daemon.webhook_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = dm.attach_timeout_ms {
+            if ms == 0 {
+                return Err(invalid(
+                    "daemon.attach_timeout_ms",
+                    "must be at least 1".into(),
+                ));
+            }
+            config.daemon.attach_timeout = Duration::from_millis(ms);
         }
         if let Some(n) = dm.webhook_max_attempts {
             if n == 0 {

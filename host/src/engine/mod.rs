@@ -46,6 +46,10 @@ pub enum EngineError {
     /// The credential may not do this (a session of another owner).
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },
+    /// The request could not be served now (a time bound); retrying may
+    /// succeed. Nothing was changed.
+    #[error("{message}")]
+    Unavailable { code: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -196,11 +200,50 @@ impl Engine {
     /// `policy:attached` event, and queues its gate at once when its
     /// members have already ended their turn (`watchFrom: "latest"`).
     /// Attaches a policy written by `trust` (the credential that sent it).
-    pub fn attach(&self, body: Value, trust: crate::config::Trust) -> EngineResult<PolicyRow> {
-        let mut input = attach::parse_input(body)?;
-        input.set_attached_by(trust);
-        let store = &self.inner.store;
-        attach::validate(&mut input, &self.inner.runner, &|id| Ok(store.session(id)?))?;
+    ///
+    /// The checks (a plugin read, hashed and compiled; an adapter found)
+    /// run on the blocking pool, never on a thread that serves requests,
+    /// and are bounded by `[daemon] attach_timeout_ms`: past it the answer
+    /// is `Unavailable` and nothing is stored, even when the checks finish
+    /// later.
+    pub async fn attach(
+        &self,
+        body: Value,
+        trust: crate::config::Trust,
+    ) -> EngineResult<PolicyRow> {
+        let limit = self.inner.runner.config().daemon.attach_timeout;
+        let engine = self.clone();
+        let checks = tokio::task::spawn_blocking(move || {
+            let mut input = attach::parse_input(body)?;
+            input.set_attached_by(trust);
+            let store = &engine.inner.store;
+            attach::validate(&mut input, &engine.inner.runner, &|id| {
+                Ok(store.session(id)?)
+            })?;
+            Ok::<_, EngineError>(input)
+        });
+        let input = match tokio::time::timeout(limit, checks).await {
+            Ok(Ok(checked)) => checked?,
+            Ok(Err(e)) => {
+                return Err(EngineError::Unavailable {
+                    code: "attach-failed",
+                    message: format!("the attach checks stopped: {e}"),
+                });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    limit = %crate::gate::human_duration(limit),
+                    "an attach was refused: its checks (a plugin loading?) outlasted [daemon] attach_timeout_ms"
+                );
+                return Err(EngineError::Unavailable {
+                    code: "attach-timeout",
+                    message: format!(
+                        "the gate could not be checked within {} ([daemon] attach_timeout_ms; a plugin still loading?): nothing was attached, try again",
+                        crate::gate::human_duration(limit)
+                    ),
+                });
+            }
+        };
         let policy = self.write(|tx| self.insert_policy(tx, &input, None))?;
         if policy.status == PolicyStatus::Queued {
             self.schedule_gate(&policy.id);
