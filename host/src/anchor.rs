@@ -83,6 +83,15 @@ impl WorkspaceAnchor {
         Ok(WorkspaceAnchor { root, dir })
     }
 
+    /// The same workspace, through a duplicate of the handle (for work
+    /// handed to another thread).
+    pub fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(WorkspaceAnchor {
+            root: self.root.clone(),
+            dir: self.dir.try_clone()?,
+        })
+    }
+
     /// The canonical host path of the workspace root.
     pub fn root(&self) -> &Path {
         &self.root

@@ -49,9 +49,23 @@ pub(super) async fn run(
         Ok(h) => h,
         Err(e) => return Verdict::error(label, e),
     };
-    let (name, plugin) = match find_and_load(host, gate, anchor, ctx.trust) {
-        Ok(found) => found,
-        Err(e) => return Verdict::error(label, e.to_string()),
+    // Reading, hashing and compiling a plugin takes a thread for up to
+    // seconds: never one of the runtime's, which serve the API too.
+    let loading = {
+        let (runner, gate, trust) = (runner.clone(), gate.clone(), ctx.trust);
+        let anchor = match anchor.try_clone() {
+            Ok(a) => a,
+            Err(e) => return Verdict::error(label, format!("cannot reopen the workspace: {e}")),
+        };
+        tokio::task::spawn_blocking(move || {
+            let host = runner.wasm_host()?;
+            find_and_load(host, &gate, &anchor, trust).map_err(|e| e.to_string())
+        })
+    };
+    let (name, plugin) = match loading.await {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => return Verdict::error(label, e),
+        Err(e) => return Verdict::error(label, format!("the plugin's loading stopped: {e}")),
     };
     let bounds = match bounds_for(gate, &name, host.config().defaults, host.config().maxima) {
         Ok(b) => b,
