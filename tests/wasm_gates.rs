@@ -471,6 +471,59 @@ fn a_plugin_asleep_in_a_host_call_is_stopped_at_its_timeout() {
     assert!(took < Duration::from_millis(2500), "took {took:?}");
 }
 
+/// `tests/hostile-plugins/table-grow.wat` as a component of the
+/// `gate-plugin` world, written into `dir`; returns its path.
+fn table_grow_component(dir: &std::path::Path) -> PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut module =
+        wat::parse_file(root.join("tests/hostile-plugins/table-grow.wat")).expect("wat");
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_dir(root.join("wit/v0.1")).expect("wit");
+    let world = resolve
+        .select_world(&[pkg], Some("gate-plugin"))
+        .expect("world");
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .expect("metadata");
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .expect("module")
+        .validate(true)
+        .encode()
+        .expect("component");
+    let path = dir.join("table_grow.wasm");
+    std::fs::write(&path, component).expect("write");
+    path
+}
+
+/// Table entries are memory: a plugin growing its funcref table without
+/// end is stopped at its memoryMiB (before, tables were not counted: it
+/// grew to the pool's 200,000-entry limit and trapped, never naming the
+/// bound), and the host stays small.
+#[test]
+fn table_growth_counts_against_the_memory_bound() {
+    let s = Scratch::new();
+    let plugin = table_grow_component(&s.etc);
+    let g = json!({"wasm": {"plugin": plugin.display().to_string(),
+        "sha256": sha256_of(&plugin), "memoryMiB": 2}})
+    .to_string();
+    for pooling in [true, false] {
+        let cfg = wasm_config(&s, &format!("pooling = {pooling}"));
+        let run = s.check(&cfg, &g, &[]);
+        assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.reason(),
+            "plugin 'table_grow' exceeded its memory limit of 2 MiB",
+            "pooling = {pooling}"
+        );
+        run.assert_host_stayed_under_mib(200);
+    }
+}
+
 #[test]
 fn a_million_empty_findings_are_refused_by_count() {
     let s = Scratch::new();
