@@ -524,6 +524,61 @@ fn table_growth_counts_against_the_memory_bound() {
     }
 }
 
+/// Judge time is not plugin time, and only judge time is: a plugin that
+/// configures a judge but sleeps is stopped at timeoutMs + 500 ms (before:
+/// its timeout plus four judge allowances of 63 s); a plugin whose judge
+/// takes 1.5 s passes under a 1 s timeoutMs (before: interrupted when the
+/// judge answered); one that sleeps after its judge is stopped 1 s + 500 ms
+/// after, the judge's time left out.
+#[test]
+fn only_time_in_judge_calls_is_left_out_of_the_plugin_timeout() {
+    let s = Scratch::new();
+    let cfg = format!(
+        "{}[judge.adapters.slow]\ncommand = [\"bash\", \"-c\", \"cat >/dev/null; sleep 1.5; echo 'VERDICT: PASS'\"]\n",
+        wasm_config_in(&shared_cache(), "")
+    );
+    let run = |mode: &str, arg: &str, adapter: &str| {
+        let started = std::time::Instant::now();
+        let run = s.check(
+            &cfg,
+            &gate(
+                "hostile",
+                json!({"mode": mode, "arg": arg}),
+                json!({"timeoutMs": 1000, "judge": {"adapter": adapter, "timeoutMs": 60000}}),
+            ),
+            &[],
+        );
+        (run, started.elapsed())
+    };
+    let (asleep, took) = run("sleep", "600", "yes");
+    assert_eq!(asleep.code, 2, "{}", asleep.stdout);
+    assert!(
+        asleep
+            .reason()
+            .starts_with("plugin 'hostile' timed out after"),
+        "{}",
+        asleep.reason()
+    );
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+
+    let (judged, took) = run("judge-once", "0", "slow");
+    assert_eq!(judged.code, 0, "{}", judged.stdout);
+    assert_eq!(judged.reason(), "the judge passed it");
+    assert!(took >= Duration::from_millis(1500), "took {took:?}");
+
+    let (judged_then_asleep, took) = run("judge-once", "600", "slow");
+    assert_eq!(judged_then_asleep.code, 2, "{}", judged_then_asleep.stdout);
+    assert!(
+        judged_then_asleep
+            .reason()
+            .starts_with("plugin 'hostile' timed out after"),
+        "{}",
+        judged_then_asleep.reason()
+    );
+    // 1.5 s of judge + 1 s of timeoutMs + 500 ms (plus the process start).
+    assert!(took < Duration::from_millis(4000), "took {took:?}");
+}
+
 #[test]
 fn a_million_empty_findings_are_refused_by_count() {
     let s = Scratch::new();

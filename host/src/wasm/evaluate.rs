@@ -96,6 +96,7 @@ pub(super) fn new_store(
         workspace: parts.workspace_dir,
         judge: parts.judge,
         judge_calls: 0,
+        judge_clock: Default::default(),
         bound_hit: None,
         logs: Vec::new(),
         logs_dropped: 0,
@@ -113,10 +114,12 @@ pub(super) fn new_store(
 /// plugin never holds up other tasks on its thread), until `timeout` from
 /// now, where it is interrupted.
 pub(super) fn set_deadline(store: &mut Store<PluginState>, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
+    let start = Instant::now();
+    let clock = store.data().judge_clock.clone();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        Ok(if Instant::now() >= deadline {
+        let now = Instant::now();
+        Ok(if now >= start + timeout + clock.spent(now) {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::Yield(1)
@@ -181,17 +184,30 @@ impl WasmHost {
 
         let ctx = to_wit_context(&eval.context);
         let started = Instant::now();
-        // Epochs stop guest code; host calls (the judge) bound themselves.
-        // This outer timeout is a backstop for anything else.
-        let backstop = bounds.timeout + BACKSTOP_MARGIN + eval_judge_budget(&store);
-        let result = tokio::time::timeout(backstop, async {
-            let instance = match instance {
-                Some(instance) => instance,
-                None => plugin.pre.instantiate_async(&mut store).await?,
+        // Epochs stop guest code; judge calls bound themselves. This outer
+        // bound is a backstop for anything else (a WASI sleep or poll):
+        // timeoutMs + 500 ms, plus the time spent in judge calls.
+        let clock = store.data().judge_clock.clone();
+        let backstop = |now: Instant| started + bounds.timeout + BACKSTOP_MARGIN + clock.spent(now);
+        let result = {
+            let evaluation = async {
+                let instance = match instance {
+                    Some(instance) => instance,
+                    None => plugin.pre.instantiate_async(&mut store).await?,
+                };
+                instance.call_evaluate(&mut store, &ctx).await
             };
-            instance.call_evaluate(&mut store, &ctx).await
-        })
-        .await;
+            tokio::pin!(evaluation);
+            loop {
+                let deadline = backstop(Instant::now());
+                match tokio::time::timeout_at(deadline.into(), &mut evaluation).await {
+                    Ok(done) => break Ok(done),
+                    // A judge call meanwhile moved the bound: wait on.
+                    Err(_) if Instant::now() < backstop(Instant::now()) => continue,
+                    Err(_) => break Err(()),
+                }
+            }
+        };
         let captured = CapturedOutput {
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
@@ -282,7 +298,6 @@ impl WasmHost {
     }
 }
 
-/// Extra backstop time for judge calls: each is bounded by its own timeout.
 /// What one finding costs in a serialised verdict beyond its strings
 /// (keys, severity, line, punctuation).
 const FINDING_OVERHEAD: usize = 64;
@@ -290,17 +305,6 @@ const FINDING_OVERHEAD: usize = 64;
 /// How long past `timeoutMs` the backstop waits for a plugin stuck in a
 /// host call (a WASI sleep or poll) that epochs cannot interrupt.
 const BACKSTOP_MARGIN: Duration = Duration::from_millis(500);
-
-/// The judge's allowance: only for a gate that configures a judge.
-fn eval_judge_budget(store: &Store<PluginState>) -> Duration {
-    let Some(j) = &store.data().judge else {
-        return Duration::ZERO;
-    };
-    if j.adapter.is_none() {
-        return Duration::ZERO;
-    }
-    (j.timeout + Duration::from_secs(3)).saturating_mul(j.max_calls)
-}
 
 fn classify_trap(
     name: &str,

@@ -13,7 +13,7 @@ use crate::gate::prompt::Decision as JudgeDecision;
 use crate::verdict::Outcome;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -40,6 +40,59 @@ pub struct JudgeBridge {
     pub max_calls: u32,
 }
 
+/// How long past its own timeout a judge call may take before the
+/// evaluation's backstop stops counting it (the judge gate kills its
+/// adapter at the timeout, then waits for it to go).
+pub const JUDGE_KILL_MARGIN: Duration = Duration::from_secs(3);
+
+/// The time one evaluation spent in judge calls: it is not counted
+/// against the plugin's `timeoutMs` (each call is bounded by its own
+/// timeout). A call still running counts up to its own bound only.
+#[derive(Debug, Default)]
+pub struct JudgeClock {
+    state: std::sync::Mutex<ClockState>,
+}
+
+#[derive(Debug, Default)]
+struct ClockState {
+    spent: Duration,
+    running: Option<(Instant, Duration)>,
+}
+
+impl JudgeClock {
+    /// A judge call starts; it may take up to `bound`.
+    fn start(&self, bound: Duration) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.running = Some((Instant::now(), bound));
+    }
+
+    /// The running call ended.
+    fn stop(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((since, bound)) = s.running.take() {
+            s.spent += since.elapsed().min(bound);
+        }
+    }
+
+    /// Judge time so far, as of `now`.
+    pub fn spent(&self, now: Instant) -> Duration {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let running = s.running.map_or(Duration::ZERO, |(since, bound)| {
+            now.saturating_duration_since(since).min(bound)
+        });
+        s.spent + running
+    }
+}
+
+/// Stops the clock when a judge call ends, however it ends.
+struct Timing<'a>(&'a JudgeClock);
+
+impl Drop for Timing<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 pub struct PluginState {
     pub plugin: String,
     pub wasi: WasiCtx,
@@ -54,6 +107,8 @@ pub struct PluginState {
     /// until then every host import refuses.
     pub judge: Option<JudgeBridge>,
     pub judge_calls: u32,
+    /// Time spent in judge calls (the wall-clock bounds leave it out).
+    pub judge_clock: Arc<JudgeClock>,
     pub bound_hit: Option<BoundHit>,
     pub logs: Vec<String>,
     /// `log` lines past the per-evaluation cap: neither kept nor printed.
@@ -226,7 +281,11 @@ impl host::Host for PluginState {
         };
         // The judge gate bounds itself (its own timeout, then kill); epochs
         // do not interrupt host calls.
+        let clock = self.judge_clock.clone();
+        clock.start(bridge.timeout + JUDGE_KILL_MARGIN);
+        let timing = Timing(&clock);
         let judged = run_request(&bridge.runner, request).await;
+        drop(timing);
         let verdict = judged.verdict;
         let text = verdict
             .stdout
@@ -312,6 +371,7 @@ mod tests {
             workspace: None,
             judge: (!ahead).then_some(judge),
             judge_calls: 0,
+            judge_clock: Default::default(),
             bound_hit: None,
             logs: Vec::new(),
             logs_dropped: 0,

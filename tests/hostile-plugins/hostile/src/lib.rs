@@ -104,6 +104,19 @@ impl Plugin for Hostile {
                     )))
                 }
             }
+            // One judge call, then as much sleep as `arg` says (seconds):
+            // judge time is not plugin time, sleep is.
+            "judge-once" => {
+                let reply = gatehost_plugin::judge("Is this fine?")?;
+                let secs: u64 = arg.parse().unwrap_or(0);
+                std::thread::sleep(std::time::Duration::from_secs(secs));
+                Ok(match reply.decision {
+                    Some(gatehost_plugin::Decision::Pass) => {
+                        gatehost_plugin::pass("the judge passed it")
+                    }
+                    _ => gatehost_plugin::fail("the judge did not pass it", Vec::new()),
+                })
+            }
             "judge-loop" => loop {
                 let _ = gatehost_plugin::judge("Is this fine?");
             },
