@@ -1102,6 +1102,43 @@ fn a_fifo_opened_through_wasi_is_refused_not_waited_on() {
     assert!(started.elapsed() < HOSTILE_BOUND, "{:?}", started.elapsed());
 }
 
+/// A 1 TiB sparse file read through `read-files` with no cap of the
+/// plugin's own (`maxFileBytes: u64::MAX`, as a plugin config may say):
+/// refused against the memory budget before anything is allocated (it
+/// aborted the daemon before), in time, the host small; the kit then reads
+/// it through WASI, and the plugin's memory bound stops it.
+#[test]
+fn a_sparse_terabyte_file_never_makes_the_host_allocate() {
+    let s = Scratch::new();
+    let big = std::fs::File::create(s.ws.join("sparse.bin")).expect("create");
+    big.set_len(1 << 40).expect("a 1 TiB hole");
+    let run = hostile(
+        &s,
+        "host-read-uncapped",
+        "sparse.bin",
+        json!({"memoryMiB": 64}),
+    );
+    // Refused by the host, the kit falls back to its WASI reader, which
+    // the plugin's own memory bound stops.
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(
+        run.reason(),
+        "plugin 'hostile' exceeded its memory limit of 64 MiB"
+    );
+    run.assert_host_stayed_under_mib(200);
+    let run = hostile(
+        &s,
+        "read",
+        "/workspace/sparse.bin",
+        json!({"memoryMiB": 64}),
+    );
+    // std's read_to_string asks for the whole size up front: the memory
+    // bound refuses it, and the plugin reports that.
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.reason(), "denied: out of memory");
+    run.assert_host_stayed_under_mib(200);
+}
+
 #[test]
 fn a_plugin_started_from_the_template_builds_inspects_and_runs() {
     let s = Scratch::new();

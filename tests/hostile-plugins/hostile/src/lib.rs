@@ -60,6 +60,16 @@ impl Plugin for Hostile {
                         .map(|b| String::from_utf8_lossy(&b).into_owned()),
                 )
             }
+            // The host's reader with no size cap of the plugin's own.
+            "host-read-uncapped" => {
+                let read = gatehost_plugin::read_files(std::slice::from_ref(&arg), u64::MAX);
+                attempt(
+                    read.into_iter()
+                        .next()
+                        .unwrap_or_else(|| Err(std::io::Error::other("no answer")))
+                        .map(|b| b.len()),
+                )
+            }
             "host-list" => {
                 let files = gatehost_plugin::all_files();
                 if files.iter().any(|f| f.contains("..") || f.starts_with('/')) {
