@@ -18,6 +18,8 @@
 //! - [`engine`]: the policy lifecycle over the store and the gates;
 //! - [`commit`]: commits of exactly the gated paths, running nothing the
 //!   workspace names;
+//! - [`worktree`]: host-owned checkouts of a snapshot's tree, where a
+//!   commit policy's gates run;
 //! - [`webhook`]: signed, retried webhook delivery from the store's queue;
 //! - [`api`]: the HTTP/JSON API and its two tokens;
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
@@ -41,3 +43,4 @@ pub mod supervise;
 pub mod verdict;
 pub mod wasm;
 pub mod webhook;
+pub mod worktree;

@@ -126,6 +126,16 @@ fn changes_of(
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
     let snapshot = read_snapshot(&ws.root, paths, &tracked)?;
+    diff_content(repo, &tracked, &snapshot)
+}
+
+/// Each changed file between `tracked` (HEAD's entries under the paths)
+/// and `snapshot` (what was read for them).
+pub(super) fn diff_content(
+    repo: &gix::Repository,
+    tracked: &std::collections::BTreeMap<BString, (EntryKind, gix::ObjectId)>,
+    snapshot: &super::Snapshot,
+) -> Result<Vec<FileDiff>, CommitError> {
     let mut out = Vec::new();
     let mut total = 0usize;
     let mut push = |out: &mut Vec<FileDiff>, path: String, kind: ChangeKind, text: String| {
@@ -173,7 +183,7 @@ fn changes_of(
         };
         push(&mut out, path, kind, text)?;
     }
-    for (path, (kind, id)) in &tracked {
+    for (path, (kind, id)) in tracked {
         if *kind == EntryKind::Commit || present.contains(path) {
             continue;
         }

@@ -95,7 +95,9 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
+mod snapshot;
 pub use changes::{paths_diff, workspace_changes, workspace_diff};
+pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot};
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";
@@ -305,22 +307,35 @@ pub fn prepare_by(
         });
     }
 
+    let tree = write_tree(repo, &head, &paths, &tracked, &snapshot)?;
+    write_commit(repo, workspace, &head, tree, paths, message, who)
+}
+
+/// Writes the blobs of `content` and the tree `HEAD`'s tree becomes with
+/// `paths` taken from it (gitlinks kept as in `HEAD`); returns the tree.
+fn write_tree(
+    repo: &Repository,
+    head: &Head,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    content: &Snapshot,
+) -> Result<ObjectId, CommitError> {
     let mut editor = match head.tree {
         Some(tree) => repo.edit_tree(tree).map_err(git("edit tree"))?,
         None => repo.empty_tree().edit().map_err(git("edit tree"))?,
     };
-    for path in &paths {
+    for path in paths {
         editor.remove(path).map_err(git("remove tree entry"))?;
     }
     // Gitlinks are not read from the workspace; keep HEAD's.
-    for (path, (kind, id)) in &tracked {
+    for (path, (kind, id)) in tracked {
         if *kind == EntryKind::Commit {
             editor
                 .upsert(path.clone(), EntryKind::Commit, *id)
                 .map_err(git("keep gitlink"))?;
         }
     }
-    for item in snapshot.files() {
+    for item in content.files() {
         let id = repo
             .write_blob(&item.data)
             .map_err(git("write blob"))?
@@ -329,7 +344,20 @@ pub fn prepare_by(
             .upsert(item.path.clone(), item.kind.entry_kind(), id)
             .map_err(git("add tree entry"))?;
     }
-    let tree = editor.write().map_err(git("write tree"))?.detach();
+    Ok(editor.write().map_err(git("write tree"))?.detach())
+}
+
+/// Writes the commit of `tree` on `head` (nothing when `tree` is `head`'s
+/// own tree), moving no reference.
+fn write_commit(
+    repo: &Repository,
+    workspace: &Path,
+    head: &Head,
+    tree: ObjectId,
+    paths: Vec<String>,
+    message: &str,
+    who: &Committer,
+) -> Result<Prepared, CommitError> {
     let head_tree = head
         .tree
         .unwrap_or_else(|| ObjectId::empty_tree(repo.object_hash()));

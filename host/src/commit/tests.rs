@@ -1036,3 +1036,59 @@ fn invalid_prepared_records_are_refused() {
         Err(CommitError::InvalidPrepared(_))
     ));
 }
+
+// ---------------------------------------------------------------------------
+// Snapshots: what the gate judged is what is committed
+
+#[test]
+fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "judged\n");
+    write(ws, "dir/new.txt", "new\n");
+    let (snap, changes) = snapshot(ws, &paths(&["a.txt", "dir"])).unwrap();
+    let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(changed, ["a.txt", "dir/new.txt"]);
+    assert_eq!(snap.parent.as_deref(), Some(head(ws).as_str()));
+    assert_eq!(snap.reference, "refs/heads/main");
+    // The tree is in the repository already, with the judged content.
+    assert_eq!(
+        git(ws, &["cat-file", "-p", &format!("{}:a.txt", snap.tree)]),
+        "judged\n"
+    );
+    // The agent swaps content in after the gate read it.
+    write(ws, "a.txt", "dbg!(swapped)\n");
+    std::fs::remove_file(ws.join("dir/new.txt")).unwrap();
+    write(ws, "dir/extra.txt", "extra\n");
+    write(ws, "b.txt", "outside the commit paths\n");
+    assert_eq!(
+        changed_since(ws, &snap).unwrap(),
+        ["a.txt", "dir/extra.txt", "dir/new.txt"]
+    );
+    let prepared = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap();
+    publish(ws, &prepared).unwrap();
+    assert_eq!(git(ws, &["rev-parse", "HEAD^{tree}"]).trim(), snap.tree);
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "judged\n");
+    assert_eq!(git(ws, &["show", "HEAD:dir/new.txt"]), "new\n");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
+    // Nothing changed since: an empty list; unchanged content: nothing to commit.
+    let (again, none) = snapshot(ws, &paths(&["dir/keep.txt"])).unwrap();
+    assert!(none.is_empty());
+    assert!(changed_since(ws, &again).unwrap().is_empty());
+    let p = prepare_snapshot(ws, &again, "m", &Committer::default()).unwrap();
+    assert!(p.nothing_to_commit);
+}
+
+#[test]
+fn a_snapshot_is_never_committed_on_a_branch_that_moved() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "judged\n");
+    let (snap, _) = snapshot(ws, &paths(&["a.txt"])).unwrap();
+    // Someone commits by hand meanwhile: the snapshot would undo it.
+    write(ws, "b.txt", "by hand\n");
+    git(ws, &["commit", "-qam", "by hand"]);
+    let err = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap_err();
+    assert!(matches!(err, CommitError::RefMoved { .. }), "{err}");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "by hand\n");
+}

@@ -1,0 +1,148 @@
+//! The snapshot a commit policy's gates judge, and the commit that is
+//! exactly that snapshot.
+//!
+//! Owns: turning the current content of a policy's commit paths into git
+//! objects once, before its gates run (the blobs, and the tree the commit
+//! will have: `HEAD`'s tree with the commit paths taken from the workspace),
+//! the diff of that tree against `HEAD` (what plugins and judges are
+//! shown), the commit of exactly that tree on the parent it was taken on,
+//! and which commit paths have changed in the workspace since.
+//!
+//! Must never: read the workspace when committing (the commit is the tree,
+//! whatever the workspace holds by then), commit a snapshot on a branch
+//! that moved since it was taken (that would undo the other commit), or run
+//! any program.
+
+use super::{
+    CommitError, Committer, EntryKind, Prepared, Workspace, check_message, git, normalise_paths,
+    read_snapshot, resolve_head, tracked_entries, write_commit, write_tree,
+};
+use crate::gate::diff::FileDiff;
+use gix::ObjectId;
+use gix::bstr::{BString, ByteSlice};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A snapshot taken for a gate run, stored with the policy's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeSnapshot {
+    /// The tree the commit will have (hex).
+    pub tree: String,
+    /// The commit the branch pointed at when it was taken (hex); `None`
+    /// for an unborn branch.
+    pub parent: Option<String>,
+    /// The branch `HEAD` named, e.g. `refs/heads/main`.
+    pub reference: String,
+    /// The commit paths, normalised.
+    pub paths: Vec<String>,
+    /// The content's fingerprint (see [`super::fingerprint`]).
+    pub fingerprint: String,
+}
+
+/// Reads the commit `paths` once, writes their blobs and the commit's tree
+/// into the repository (no reference moves), and returns the snapshot with
+/// its changes against `HEAD`, one entry per file.
+pub fn snapshot(
+    workspace: &Path,
+    paths: &[String],
+) -> Result<(TreeSnapshot, Vec<FileDiff>), CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let paths = normalise_paths(paths)?;
+    let repo = &ws.repo;
+    let head = resolve_head(repo)?;
+    let tracked = tracked_entries(repo, head.tree, &paths)?;
+    let content = read_snapshot(&ws.root, &paths, &tracked)?;
+    let tree = write_tree(repo, &head, &paths, &tracked, &content)?;
+    let changes = super::changes::diff_content(repo, &tracked, &content)?;
+    Ok((
+        TreeSnapshot {
+            tree: tree.to_hex().to_string(),
+            parent: head.commit.map(|c| c.to_hex().to_string()),
+            reference: head.reference.as_bstr().to_string(),
+            paths,
+            fingerprint: content.digest(),
+        },
+        changes,
+    ))
+}
+
+fn object_id(hex: &str, what: &str) -> Result<ObjectId, CommitError> {
+    ObjectId::from_hex(hex.as_bytes())
+        .map_err(|e| CommitError::InvalidPrepared(format!("{what} {hex:?}: {e}")))
+}
+
+/// Writes the commit of exactly `snap`'s tree on its parent, moving no
+/// reference. Refused with [`CommitError::RefMoved`] when the branch is no
+/// longer where the snapshot was taken (the gate must judge again).
+pub fn prepare_snapshot(
+    workspace: &Path,
+    snap: &TreeSnapshot,
+    message: &str,
+    who: &Committer,
+) -> Result<Prepared, CommitError> {
+    check_message(message)?;
+    let ws = Workspace::open(workspace)?;
+    let repo = &ws.repo;
+    let head = resolve_head(repo)?;
+    let reference = head.reference.as_bstr().to_string();
+    let parent = head.commit.map(|c| c.to_hex().to_string());
+    if reference != snap.reference || parent != snap.parent {
+        return Err(CommitError::RefMoved {
+            reference: snap.reference.clone(),
+            expected: snap.parent.clone(),
+            actual: if reference == snap.reference {
+                parent
+            } else {
+                Some(reference)
+            },
+        });
+    }
+    let tree = object_id(&snap.tree, "snapshot tree")?;
+    repo.find_tree(tree)
+        .map_err(git("read the snapshot tree"))?;
+    write_commit(
+        repo,
+        workspace,
+        &head,
+        tree,
+        snap.paths.clone(),
+        message,
+        who,
+    )
+}
+
+/// The files under `snap`'s commit paths whose content or mode in the
+/// workspace now differs from the snapshot (added, changed or deleted
+/// since), sorted. Nothing is written.
+pub fn changed_since(workspace: &Path, snap: &TreeSnapshot) -> Result<Vec<String>, CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let repo = &ws.repo;
+    let tree = object_id(&snap.tree, "snapshot tree")?;
+    let in_snapshot = tracked_entries(repo, Some(tree), &snap.paths)?;
+    let content = read_snapshot(&ws.root, &snap.paths, &in_snapshot)?;
+    let mut now: BTreeMap<BString, (EntryKind, ObjectId)> = BTreeMap::new();
+    for item in content.files() {
+        let id = gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, &item.data)
+            .map_err(|e| CommitError::InvalidPrepared(format!("hashing: {e}")))?;
+        now.insert(item.path.clone(), (item.kind.entry_kind(), id));
+    }
+    let mut changed: Vec<String> = Vec::new();
+    for (path, was) in &in_snapshot {
+        if was.0 == EntryKind::Commit {
+            continue;
+        }
+        if now.get(path) != Some(was) {
+            changed.push(path.to_str_lossy().into_owned());
+        }
+    }
+    for path in now.keys() {
+        if !in_snapshot.contains_key(path) {
+            changed.push(path.to_str_lossy().into_owned());
+        }
+    }
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}

@@ -1,0 +1,544 @@
+//! Host-owned checkouts of snapshot trees, where a commit policy's gates
+//! run.
+//!
+//! Owns: one directory per workspace and concurrent use, under the
+//! worktree root (`[daemon] worktree_dir`), leased to one gate run at a
+//! time, and brought to exactly a given tree before the run: every file of
+//! the tree with its content and mode, symlinks as symlinks, and nothing
+//! else but what the tree's own `.gitignore` files ignore (so build caches
+//! such as `target/` stay warm between runs). Incremental: a file is
+//! rewritten only when the tree wants other content, or when it is not as
+//! this module left it (its inode, size, mtime and ctime are remembered;
+//! a gate can forge an mtime, not a ctime).
+//!
+//! Must never: follow a symbolic link found in a worktree (a gate may have
+//! planted it: every step goes through a cap-std handle on the worktree,
+//! which does not resolve outside it, and links are removed, not entered),
+//! write outside the worktree root, or read the agent's workspace (the
+//! content comes from the repository's objects, written by the snapshot).
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, DirBuilder, Metadata, MetadataExt, OpenOptions, PermissionsExt};
+use gix::ObjectId;
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Why a worktree could not be brought to a tree.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    #[error("the worktree root {path}: {source}")]
+    Root {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the snapshot from the repository: {0}")]
+    Git(String),
+    #[error("writing {path:?} in the worktree: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &BStr) -> impl Fn(std::io::Error) -> WorktreeError + '_ {
+    move |source| WorktreeError::Io {
+        path: path.to_str_lossy().into_owned(),
+        source,
+    }
+}
+
+/// What this module last wrote at a path, and how the file looked after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kept {
+    kind: EntryKind,
+    oid: ObjectId,
+    stamp: Stamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &Metadata) -> Stamp {
+        Stamp {
+            ino: m.ino(),
+            size: m.size(),
+            mode: m.mode(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+type Manifest = HashMap<BString, Kept>;
+
+/// What a sync did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Files and links written.
+    pub written: usize,
+    /// Files, links and directories removed (not in the tree, not ignored).
+    pub removed: usize,
+    /// Files left as they were.
+    pub kept: usize,
+}
+
+/// The worktrees of one host. Cheap to clone.
+#[derive(Clone)]
+pub struct Worktrees {
+    root: PathBuf,
+    /// By worktree directory: its manifest, or `None` while leased.
+    slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
+}
+
+/// One worktree, leased to one gate run; returned on drop.
+pub struct Lease {
+    path: PathBuf,
+    manifest: Manifest,
+    slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
+}
+
+impl Lease {
+    /// The worktree's directory (canonical).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.insert(self.path.clone(), Some(std::mem::take(&mut self.manifest)));
+    }
+}
+
+impl Worktrees {
+    /// Worktrees under `root` (made owner-only on first use).
+    pub fn new(root: PathBuf) -> Worktrees {
+        Worktrees {
+            root,
+            slots: Arc::default(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A worktree for `workspace` that no other run holds, made if needed.
+    pub fn lease(&self, workspace: &Path) -> Result<Lease, WorktreeError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root_err = |source| WorktreeError::Root {
+            path: self.root.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(root_err)?;
+        let root = std::fs::canonicalize(&self.root).map_err(root_err)?;
+        let key = hex::encode(&Sha256::digest(workspace.as_os_str().as_bytes())[..8]);
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        for n in 0.. {
+            let path = root.join(format!("{key}-{n}"));
+            let manifest = match slots.get_mut(&path) {
+                Some(None) => continue,
+                Some(slot) => slot.take().unwrap_or_default(),
+                None => {
+                    slots.insert(path.clone(), None);
+                    Manifest::new()
+                }
+            };
+            if let Err(source) = std::fs::DirBuilder::new().mode(0o755).create(&path)
+                && source.kind() != std::io::ErrorKind::AlreadyExists
+            {
+                slots.insert(path.clone(), Some(manifest));
+                return Err(WorktreeError::Io {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+            return Ok(Lease {
+                path,
+                manifest,
+                slots: self.slots.clone(),
+            });
+        }
+        unreachable!("an unbounded range always yields")
+    }
+}
+
+/// Every blob, link and gitlink of `tree`, by path, and its directories.
+struct Wanted {
+    files: BTreeMap<BString, (EntryKind, ObjectId)>,
+    dirs: BTreeSet<BString>,
+}
+
+fn wanted(repo: &gix::Repository, tree: ObjectId) -> Result<Wanted, WorktreeError> {
+    let git = |e: &dyn std::fmt::Display| WorktreeError::Git(e.to_string());
+    let tree = repo.find_tree(tree).map_err(|e| git(&e))?;
+    let mut recorder = gix::traverse::tree::Recorder::default();
+    tree.traverse()
+        .breadthfirst(&mut recorder)
+        .map_err(|e| git(&e))?;
+    let mut files = BTreeMap::new();
+    let mut dirs = BTreeSet::new();
+    for entry in recorder.records {
+        match entry.mode.kind() {
+            EntryKind::Tree => {
+                dirs.insert(entry.filepath);
+            }
+            // A submodule's place is an empty directory, as git checks it out.
+            EntryKind::Commit => {
+                dirs.insert(entry.filepath);
+            }
+            kind => {
+                files.insert(entry.filepath, (kind, entry.oid));
+            }
+        }
+    }
+    Ok(Wanted { files, dirs })
+}
+
+/// The tree's own ignore rules (its `.gitignore` files, shallowest first).
+fn ignore_rules(
+    repo: &gix::Repository,
+    wanted: &Wanted,
+) -> Result<gix::ignore::Search, WorktreeError> {
+    let mut search = gix::ignore::Search::default();
+    let mut lists: Vec<&BString> = wanted
+        .files
+        .iter()
+        .filter(|(p, (k, _))| {
+            matches!(k, EntryKind::Blob | EntryKind::BlobExecutable)
+                && (p.as_slice() == b".gitignore" || p.ends_with(b"/.gitignore"))
+        })
+        .map(|(p, _)| p)
+        .collect();
+    lists.sort_by_key(|p| p.iter().filter(|b| **b == b'/').count());
+    for path in lists {
+        let (_, oid) = wanted.files[path];
+        let blob = repo
+            .find_blob(oid)
+            .map_err(|e| WorktreeError::Git(e.to_string()))?;
+        search
+            .add_patterns_buffer(
+                &blob.data,
+                PathBuf::from(OsStr::from_bytes(path)),
+                Some(Path::new("")),
+                Default::default(),
+            )
+            .map_err(io(path.as_bstr()))?;
+    }
+    Ok(search)
+}
+
+fn is_ignored(search: &gix::ignore::Search, rel: &BStr, is_dir: bool) -> bool {
+    search
+        .pattern_matching_relative_path(rel, Some(is_dir), gix::glob::pattern::Case::Sensitive)
+        .is_some_and(|m| !m.pattern.is_negative())
+}
+
+fn join(prefix: &BStr, name: &[u8]) -> BString {
+    let mut p = BString::from(prefix.to_vec());
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+/// Removes whatever is at `name` in `dir` (a directory with its content),
+/// never following a link.
+fn remove_any(dir: &Dir, name: &OsStr, is_dir: bool, rel: &BStr) -> Result<(), WorktreeError> {
+    if is_dir {
+        dir.remove_dir_all(name).map_err(io(rel))
+    } else {
+        dir.remove_file(name).map_err(io(rel))
+    }
+}
+
+/// Brings `lease`'s directory to exactly `tree` of the repository at
+/// `workspace` (see the module doc). Blocking: run it off the runtime.
+pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats, WorktreeError> {
+    let options = gix::open::Options::isolated().strict_config(false);
+    let repo = gix::open_opts(workspace.join(".git"), options)
+        .map_err(|e| WorktreeError::Git(format!("cannot open the repository: {e}")))?;
+    let tree = ObjectId::from_hex(tree.as_bytes())
+        .map_err(|e| WorktreeError::Git(format!("tree {tree:?}: {e}")))?;
+    let wanted = wanted(&repo, tree)?;
+    let ignores = ignore_rules(&repo, &wanted)?;
+    let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
+        WorktreeError::Root {
+            path: lease.path.clone(),
+            source,
+        }
+    })?;
+    let mut stats = SyncStats::default();
+    let mut kept: BTreeSet<BString> = BTreeSet::new();
+    // 1. Remove what the tree does not hold (unless ignored) and what is
+    //    no longer as this module left it.
+    let mut stack: Vec<(BString, Dir)> = vec![(
+        BString::default(),
+        root.try_clone().map_err(io(b"".as_bstr()))?,
+    )];
+    while let Some((prefix, dir)) = stack.pop() {
+        let entries = dir.entries().map_err(io(prefix.as_bstr()))?;
+        for entry in entries {
+            let entry = entry.map_err(io(prefix.as_bstr()))?;
+            let name = entry.file_name();
+            let rel = join(prefix.as_bstr(), name.as_bytes());
+            let meta = dir.symlink_metadata(&name).map_err(io(rel.as_bstr()))?;
+            let file_type = meta.file_type();
+            if file_type.is_dir() {
+                if wanted.dirs.contains(&rel) {
+                    let sub = dir.open_dir(&name).map_err(io(rel.as_bstr()))?;
+                    stack.push((rel, sub));
+                } else if !is_ignored(&ignores, rel.as_bstr(), true) {
+                    remove_any(&dir, &name, true, rel.as_bstr())?;
+                    stats.removed += 1;
+                }
+                continue;
+            }
+            match wanted.files.get(&rel) {
+                Some((kind, oid)) => {
+                    let unchanged = lease.manifest.get(&rel).is_some_and(|k| {
+                        k.kind == *kind && k.oid == *oid && k.stamp == Stamp::of(&meta)
+                    });
+                    if unchanged {
+                        kept.insert(rel);
+                        stats.kept += 1;
+                    } else {
+                        remove_any(&dir, &name, false, rel.as_bstr())?;
+                        lease.manifest.remove(&rel);
+                    }
+                }
+                None if file_type.is_file() && is_ignored(&ignores, rel.as_bstr(), false) => {}
+                None => {
+                    remove_any(&dir, &name, false, rel.as_bstr())?;
+                    lease.manifest.remove(&rel);
+                    stats.removed += 1;
+                }
+            }
+        }
+    }
+    lease.manifest.retain(|p, _| kept.contains(p));
+    // 2. Write what is missing: directories first, then files.
+    let builder = {
+        let mut b = DirBuilder::new();
+        b.recursive(true);
+        b
+    };
+    for d in &wanted.dirs {
+        root.create_dir_with(OsStr::from_bytes(d), &builder)
+            .map_err(io(d.as_bstr()))?;
+    }
+    for (path, (kind, oid)) in &wanted.files {
+        if kept.contains(path) {
+            continue;
+        }
+        let name = Path::new(OsStr::from_bytes(path));
+        let blob = repo
+            .find_blob(*oid)
+            .map_err(|e| WorktreeError::Git(e.to_string()))?;
+        match kind {
+            EntryKind::Link => {
+                let target = Path::new(OsStr::from_bytes(&blob.data));
+                root.symlink(target, name).map_err(io(path.as_bstr()))?;
+            }
+            _ => {
+                let mut file = root
+                    .open_with(name, OpenOptions::new().write(true).create_new(true))
+                    .map_err(io(path.as_bstr()))?;
+                file.write_all(&blob.data).map_err(io(path.as_bstr()))?;
+                let mode = if *kind == EntryKind::BlobExecutable {
+                    0o755
+                } else {
+                    0o644
+                };
+                file.set_permissions(cap_std::fs::Permissions::from_mode(mode))
+                    .map_err(io(path.as_bstr()))?;
+            }
+        }
+        let meta = root.symlink_metadata(name).map_err(io(path.as_bstr()))?;
+        lease.manifest.insert(
+            path.clone(),
+            Kept {
+                kind: *kind,
+                oid: *oid,
+                stamp: Stamp::of(&meta),
+            },
+        );
+        stats.written += 1;
+    }
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "core.hooksPath=/dev/null",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn write(root: &Path, rel: &str, content: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, content).expect("write");
+    }
+
+    /// Every file under `dir` (links as `-> target`), sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(dir).expect("under").display().to_string();
+                let ft = e.file_type().expect("type");
+                if ft.is_symlink() {
+                    out.push(format!(
+                        "{rel} -> {}",
+                        std::fs::read_link(&p).expect("link").display()
+                    ));
+                } else if ft.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(format!(
+                        "{rel}: {}",
+                        std::fs::read_to_string(&p).unwrap_or_default().trim()
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn tree_of(ws: &Path) -> String {
+        git(ws, &["rev-parse", "HEAD^{tree}"]).trim().to_string()
+    }
+
+    #[test]
+    fn a_worktree_holds_exactly_the_tree_and_keeps_ignored_caches() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = t.path().join("ws");
+        std::fs::create_dir(&ws).expect("mkdir");
+        git(&ws, &["init", "-q", "-b", "main"]);
+        write(&ws, "src/lib.rs", "fn a() {}");
+        write(&ws, "run.sh", "echo hi");
+        write(&ws, ".gitignore", "target/\n*.log\n");
+        std::os::unix::fs::symlink("src/lib.rs", ws.join("link")).expect("symlink");
+        std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "one"]);
+        let trees = Worktrees::new(t.path().join("worktrees"));
+        let mut lease = trees.lease(&ws).expect("lease");
+        let first = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        assert_eq!(first.written, 4);
+        let w = lease.path().to_path_buf();
+        assert_eq!(
+            listing(&w),
+            [
+                ".gitignore: target/\n*.log".to_string(),
+                "link -> src/lib.rs".into(),
+                "run.sh: echo hi".into(),
+                "src/lib.rs: fn a() {}".into()
+            ]
+        );
+        assert_eq!(
+            std::fs::metadata(w.join("run.sh"))
+                .expect("meta")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o755
+        );
+        // Unchanged: nothing written.
+        let again = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        assert_eq!((again.written, again.removed, again.kept), (0, 0, 4));
+
+        // A gate run leaves its traces: a changed file (same size, old
+        // mtime), a helper file, a planted link where a directory is, a
+        // build cache, a log.
+        write(&w, "src/lib.rs", "fn b() {}");
+        let old = std::fs::metadata(ws.join("src/lib.rs"))
+            .expect("meta")
+            .modified()
+            .expect("mtime");
+        std::fs::File::options()
+            .write(true)
+            .open(w.join("src/lib.rs"))
+            .expect("open")
+            .set_modified(old)
+            .expect("set mtime");
+        write(&w, "src/helper.rs", "fn helper() {}");
+        write(&w, "target/debug/cache", "warm");
+        write(&w, "out.log", "log");
+        std::fs::remove_file(w.join("link")).expect("rm");
+        std::os::unix::fs::symlink("/etc", w.join("link")).expect("plant");
+        drop(lease);
+        let mut lease = trees.lease(&ws).expect("the same worktree again");
+        assert_eq!(lease.path(), w);
+        let third = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        assert_eq!(third.written, 2, "{third:?}");
+        let l = listing(&w);
+        assert!(l.contains(&"src/lib.rs: fn a() {}".to_string()), "{l:?}");
+        assert!(l.contains(&"link -> src/lib.rs".to_string()), "{l:?}");
+        assert!(!l.iter().any(|f| f.starts_with("src/helper.rs")), "{l:?}");
+        assert!(l.contains(&"target/debug/cache: warm".to_string()), "{l:?}");
+        assert!(l.contains(&"out.log: log".to_string()), "{l:?}");
+
+        // Another tree: files follow it, a file becomes a directory.
+        std::fs::remove_file(ws.join("run.sh")).expect("rm");
+        write(&ws, "run.sh/inner", "now a dir");
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "two"]);
+        sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        let l = listing(&w);
+        assert!(l.contains(&"run.sh/inner: now a dir".to_string()), "{l:?}");
+        // While leased, a second run on the same workspace gets another one.
+        let other = trees.lease(&ws).expect("a second worktree");
+        assert_ne!(other.path(), lease.path());
+    }
+}
