@@ -209,13 +209,60 @@ fn a_double_ack_commits_once() {
     );
 }
 
+/// Gated on a snapshot (the default), an ack after the workspace changed
+/// commits what the gate judged, not what is there now, and says which
+/// paths changed since (they are not in the commit).
 #[test]
-fn a_stale_ack_is_refused_and_the_policy_gates_again() {
+fn an_ack_after_the_paths_changed_commits_the_snapshot_that_passed() {
     let (s, d) = setup_with("", "");
     s.write_ws("a.txt", "gated\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
+    let tree = p["plan"]["snapshot"]["tree"]
+        .as_str()
+        .expect("tree")
+        .to_string();
+    assert_eq!(p["plan"]["changedAfterSnapshot"], json!([]));
+    s.write_ws("a.txt", "changed after the gate\n");
+    let v = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha");
+    assert_eq!(
+        git_out(&s.ws, &["show", &format!("{sha}:a.txt")]),
+        "gated\n"
+    );
+    assert_eq!(
+        git_out(&s.ws, &["rev-parse", &format!("{sha}^{{tree}}")]).trim(),
+        tree
+    );
+    let approved = d.all_events(&format!("&policy={pid}&types=approved"));
+    assert_eq!(
+        approved[0]["payload"]["changedAfterSnapshot"],
+        json!(["a.txt"])
+    );
+    assert_eq!(p["gateRuns"], 1);
+}
+
+/// The operator's opt-out, `gateOn: "workspace"` (refused with the agent
+/// token): the gate reads the live files, so an ack after they changed is
+/// refused as stale and the policy gates again.
+#[test]
+fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
+    let (s, d) = setup_with("", "");
+    s.write_ws("a.txt", "gated\n");
+    let mut spec = commit_policy(&["a.txt"], true);
+    spec["gateOn"] = json!("workspace");
+    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()));
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["field"], "gateOn");
+    let (code, v) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+    assert_eq!(code, 201, "{v}");
+    let pid = v["policyId"].as_str().expect("id").to_string();
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert!(p["plan"]["snapshot"].is_null(), "{p}");
     let fp1 = p["plan"]["fingerprint"].clone();
     s.write_ws("a.txt", "changed after the gate\n");
     let (code, v) = d.http(
@@ -915,4 +962,91 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
         assert_eq!(listed(), 0);
         assert!(d.log().contains("attach_timeout_ms"), "{}", d.log());
     }
+}
+
+/// A flipping process swaps `a.txt` between clean and forbidden content
+/// (the same bytes coming back) about a thousand times a second while 50
+/// commit policies gate on it and are acked: whatever the timing, every
+/// commit holds the content its gate judged (its tree is the snapshot's
+/// tree the gate ran on), never the forbidden one. (Gated on the live
+/// workspace, fingerprinted before and after, the forbidden content was
+/// committed.)
+#[test]
+fn content_flipping_under_the_gate_is_never_committed_unjudged() {
+    let (s, d) = setup_with("", "");
+    s.write_ws("a.txt", "clean 0\n");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (stop, path) = (stop.clone(), s.ws.join("a.txt"));
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                // A -> B -> A -> C: clean contents come back byte for
+                // byte, so a check before and after a gate cannot tell.
+                let text = match n % 4 {
+                    0 => "clean a\n",
+                    2 => "clean b\n",
+                    _ => "dbg!(x)\n",
+                };
+                let _ = std::fs::write(&path, text);
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            n
+        })
+    };
+    let spec = json!({
+        "sessionId": "s1",
+        "gate": {"command": "bash", "args": ["-c", "sleep 0.02; grep -q '^clean' a.txt"]},
+        "onFail": {"maxRetries": 0},
+        "then": "commit",
+        "commit": {"paths": ["a.txt"], "message": "gated", "requireHumanAck": true}
+    });
+    let (mut committed, mut refused) = (0, 0);
+    for _ in 0..50 {
+        let pid = d.attach(spec.clone());
+        d.report("s1", "turn-end");
+        let deadline = std::time::Instant::now() + T;
+        let p = loop {
+            let p = d.policy(&pid);
+            match p["status"].as_str() {
+                Some("awaiting-ack" | "blocked") => break p,
+                _ => {}
+            }
+            assert!(std::time::Instant::now() < deadline, "{p}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if p["status"] == "blocked" {
+            refused += 1;
+            continue;
+        }
+        let tree = p["plan"]["snapshot"]["tree"]
+            .as_str()
+            .expect("tree")
+            .to_string();
+        d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+        let p = d.wait_status(&pid, "done", T);
+        let Some(sha) = p["commitSha"].as_str() else {
+            continue; // the judged content was HEAD's already
+        };
+        committed += 1;
+        assert_eq!(
+            git_out(&s.ws, &["rev-parse", &format!("{sha}^{{tree}}")]).trim(),
+            tree,
+            "the commit is not the snapshot its gate ran on"
+        );
+        let content = git_out(&s.ws, &["show", &format!("{sha}:a.txt")]);
+        assert!(
+            content.starts_with("clean"),
+            "committed unjudged content: {content:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = flipper.join().expect("flipper");
+    assert!(flips > 1000, "only {flips} flips");
+    // Both outcomes happened: the test exercised the race both ways.
+    assert!(
+        committed >= 5 && refused >= 5,
+        "{committed} committed, {refused} refused"
+    );
 }

@@ -157,6 +157,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
     // gates' private directories live in it, owner-only.
     config.sandbox.protect.push(data_dir.clone());
     // (Not with [sandbox] user: the data directory is closed to that user.)
+    if config.daemon.worktree_dir.is_none() {
+        let mut name = data_dir
+            .file_name()
+            .map(|n| n.to_os_string())
+            .unwrap_or_else(|| "gatehost".into());
+        name.push(".worktrees");
+        config.daemon.worktree_dir = Some(data_dir.with_file_name(name));
+    }
     if config.sandbox.scratch_dir.is_none() && config.sandbox.user.is_none() {
         config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
     }

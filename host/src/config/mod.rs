@@ -90,6 +90,7 @@ struct DaemonSection {
     committer_name: Option<String>,
     committer_email: Option<String>,
     attach_timeout_ms: Option<u64>,
+    worktree_dir: Option<String>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -123,6 +124,10 @@ pub struct DaemonConfig {
     /// The longest an attach may spend checking its gates (reading and
     /// compiling a plugin); past it nothing is attached (503).
     pub attach_timeout: Duration,
+    /// Where commit policies' gates run: host-owned checkouts of their
+    /// snapshot (default `<data dir>.worktrees`, beside the data
+    /// directory, never inside it: gates write there).
+    pub worktree_dir: Option<PathBuf>,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -143,6 +148,7 @@ impl Default for DaemonConfig {
             notify_secret_file: None,
             committer: crate::commit::Committer::default(),
             attach_timeout: Duration::from_secs(120),
+            worktree_dir: None,
         }
     }
 }
@@ -696,6 +702,7 @@ impl HostConfig {
             }
             config.daemon.webhook_timeout = Duration::from_millis(ms);
         }
+        config.daemon.worktree_dir = dm.worktree_dir.as_deref().map(home_path);
         if let Some(ms) = dm.attach_timeout_ms {
             if ms == 0 {
                 return Err(invalid(

@@ -25,6 +25,18 @@ pub enum Then {
     Commit,
 }
 
+/// What a commit policy's gates run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateOn {
+    /// A snapshot of the commit paths taken before the gates run, checked
+    /// out in a host-owned worktree; the commit is exactly that snapshot.
+    Snapshot,
+    /// The live workspace, fingerprinted before and after the run (the
+    /// operator's opt-out, for gates that need the whole workspace).
+    Workspace,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommitInput {
@@ -82,6 +94,9 @@ pub struct AttachInput {
     pub next: Option<Box<AttachInput>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_from: Option<WatchFrom>,
+    /// What the gates of a commit policy judge (default: a snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_on: Option<GateOn>,
     /// Who attached the policy: set by the host from the credential (a
     /// value in the body is overwritten). The gates of an agent's policy
     /// are held to the allowlist's argument rules, at attach and at every
@@ -91,6 +106,16 @@ pub struct AttachInput {
 }
 
 impl AttachInput {
+    /// What the gates judge: a snapshot for a commit policy unless the
+    /// operator said otherwise; the workspace for any other.
+    pub fn gate_on(&self) -> GateOn {
+        match (self.then, self.gate_on) {
+            (Then::Commit, Some(g)) => g,
+            (Then::Commit, None) => GateOn::Snapshot,
+            (Then::Emit, _) => GateOn::Workspace,
+        }
+    }
+
     /// Records who attached this policy and its whole `next` chain.
     pub fn set_attached_by(&mut self, trust: Trust) {
         self.attached_by = trust;
@@ -302,9 +327,21 @@ fn validate_at(
                         "a commit policy attached with the agent token needs a gate (only the operator may commit what no gate judged)",
                     ));
                 }
+                if input.gate_on == Some(GateOn::Workspace) {
+                    return Err(invalid(
+                        f("gateOn"),
+                        "only the operator token may gate a commit on the live workspace (what passed would not be what is committed)",
+                    ));
+                }
             }
         }
         (Then::Emit, None) => {}
+    }
+    if input.then == Then::Emit && input.gate_on == Some(GateOn::Snapshot) {
+        return Err(invalid(
+            f("gateOn"),
+            "\"snapshot\" needs then: \"commit\" (a snapshot is of the commit paths)",
+        ));
     }
     if let Some(n) = input.on_fail.max_retries
         && n > MAX_RETRIES_LIMIT

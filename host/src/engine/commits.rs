@@ -22,7 +22,7 @@ const COMMIT_ATTEMPTS: u32 = 3;
 /// thread that may write only beneath that workspace's `.git`: a symlink
 /// the agent planted there (reflog, ref, object directory) cannot carry a
 /// write out of it.
-fn confined<T: Send>(
+pub(super) fn confined<T: Send>(
     runner: &crate::gate::GateRunner,
     workspace: &Path,
     f: impl FnOnce() -> Result<T, commit::CommitError> + Send,
@@ -37,6 +37,11 @@ fn confined<T: Send>(
 
 fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
     p.plan.as_ref().and_then(|plan| plan.get(key))
+}
+
+/// The snapshot the gates judged, for a policy gated on one.
+fn plan_snapshot(p: &PolicyRow) -> Option<commit::TreeSnapshot> {
+    plan_field(p, "snapshot").and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
 fn plan_paths(p: &PolicyRow) -> Vec<String> {
@@ -71,7 +76,24 @@ impl Engine {
         }
         let workspace = self.workspace_of(&current)?;
         let paths = plan_paths(&current);
-        let now_fp = if approve {
+        let snapshot = plan_snapshot(&current);
+        // Gated on a snapshot, the commit is that snapshot, whatever the
+        // workspace holds now: nothing can be stale, and what changed
+        // since is said (it will not be in the commit).
+        let changed_after = match (&snapshot, approve) {
+            (Some(snap), true) => {
+                let (ws, snap) = (workspace.clone(), snap.clone());
+                Some(
+                    tokio::task::spawn_blocking(move || {
+                        commit::changed_since(Path::new(&ws), &snap).map_err(|e| e.to_string())
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the task failed: {e}"))),
+                )
+            }
+            _ => None,
+        };
+        let now_fp = if approve && snapshot.is_none() {
             let ws = workspace.clone();
             let p2 = paths.clone();
             Some(
@@ -113,7 +135,7 @@ impl Engine {
             let gated = plan_field(&p, "fingerprint")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let same = matches!(&now_fp, Some(Ok(fp)) if fp == gated);
+            let same = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if fp == gated);
             if !same {
                 let why = match &now_fp {
                     Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
@@ -134,7 +156,14 @@ impl Engine {
             }
             p.status = PolicyStatus::Committing;
             tx.put_policy(&p)?;
-            self.policy_event(tx, "policy:approved", &p, json!({"by": by}))?;
+            let mut approved = json!({"by": by});
+            if let Some(changed) = &changed_after {
+                approved["changedAfterSnapshot"] = match changed {
+                    Ok(list) => json!(list),
+                    Err(e) => json!({"error": e}),
+                };
+            }
+            self.policy_event(tx, "policy:approved", &p, approved)?;
             Ok((p, false))
         })?;
         if stale {
@@ -235,10 +264,13 @@ impl Engine {
                     .to_string();
                 let ws = workspace.clone();
                 let runner = self.inner.runner.clone();
+                let snapshot = plan_snapshot(&p);
                 let made = tokio::task::spawn_blocking(move || {
                     let who = &runner.config().daemon.committer;
-                    confined(&runner, Path::new(&ws), || {
-                        commit::prepare_by(Path::new(&ws), &paths, &message, &fp, who)
+                    confined(&runner, Path::new(&ws), || match &snapshot {
+                        // Exactly what the gates judged.
+                        Some(snap) => commit::prepare_snapshot(Path::new(&ws), snap, &message, who),
+                        None => commit::prepare_by(Path::new(&ws), &paths, &message, &fp, who),
                     })
                 })
                 .await
@@ -263,17 +295,20 @@ impl Engine {
                         })?;
                         pr
                     }
-                    Err(CommitError::Stale { .. }) => {
+                    Err(e @ (CommitError::Stale { .. } | CommitError::RefMoved { .. })) => {
+                        let why = match e {
+                            CommitError::RefMoved { .. } => {
+                                "the branch moved since the snapshot was judged (committing it would undo that commit); the gate runs again"
+                            }
+                            _ => "the commit paths changed after the ack; the gate runs again",
+                        };
                         self.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(());
                             };
                             p.status = PolicyStatus::Queued;
                             p.plan = None;
-                            p.reason = Some(
-                                "the commit paths changed after the ack; the gate runs again"
-                                    .into(),
-                            );
+                            p.reason = Some(why.into());
                             tx.put_policy(&p)?;
                             self.policy_event(tx, "policy:stale", &p, json!({"reason": p.reason}))?;
                             self.policy_event(

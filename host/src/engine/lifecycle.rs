@@ -2,7 +2,7 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::{AttachInput, Engine, EngineError, EngineResult, Then};
+use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, Then};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateContext;
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
@@ -17,6 +17,23 @@ enum Follow {
     Regate,
     Commit,
     Nudge,
+}
+
+/// What the gates judged, for what follows a pass.
+enum Judged {
+    /// The live workspace, the commit paths fingerprinted before and after
+    /// the run (`None` when the policy commits nothing).
+    Workspace {
+        before: Option<Result<String, String>>,
+        after: Option<Result<String, String>>,
+    },
+    /// A snapshot of the commit paths, checked out in a worktree: the
+    /// commit will be exactly it. `changed_after`: the commit paths that
+    /// changed in the workspace since it was taken.
+    Snapshot {
+        snap: Option<crate::commit::TreeSnapshot>,
+        changed_after: Result<Vec<String>, String>,
+    },
 }
 
 /// The most of a gate's output a nudge or event carries.
@@ -153,9 +170,29 @@ impl Engine {
             (Then::Commit, Some(c)) => Some(c.paths.clone()),
             _ => None,
         };
+        if let (Some(paths), GateOn::Snapshot) = (&commit_paths, input.gate_on()) {
+            let (report, taken) = self
+                .run_on_snapshot(&policy, &input, &sessions, &workspace, paths)
+                .await;
+            drop(permit);
+            let (changes, changed_after, snap) = match taken {
+                Some((snap, files)) if report.outcome == Outcome::Pass => (
+                    Some(summary_of(&files)),
+                    changed_since(&workspace, &snap).await,
+                    Some(snap),
+                ),
+                Some((snap, _)) => (None, Ok(Vec::new()), Some(snap)),
+                None => (None, Ok(Vec::new()), None),
+            };
+            let judged = Judged::Snapshot {
+                snap,
+                changed_after,
+            };
+            return self.finish_gate(id, &input, report, judged, changes).await;
+        }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         let report = self
-            .run_policy_gates(&policy, &input, &sessions, &workspace)
+            .run_policy_gates(&policy, &input, &sessions, &workspace, None)
             .await;
         let after = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         drop(permit);
@@ -165,8 +202,84 @@ impl Engine {
             }
             _ => None,
         };
-        self.finish_gate(id, &input, report, before, after, changes)
-            .await
+        self.finish_gate(
+            id,
+            &input,
+            report,
+            Judged::Workspace { before, after },
+            changes,
+        )
+        .await
+    }
+
+    /// Takes the snapshot of the commit paths (objects written from a
+    /// thread that may write only beneath `.git`), brings a worktree to its
+    /// tree, and runs the gates there, with its diff against `HEAD` as the
+    /// change. A snapshot or worktree that cannot be made is an `error`.
+    async fn run_on_snapshot(
+        &self,
+        policy: &PolicyRow,
+        input: &AttachInput,
+        sessions: &[crate::store::SessionRow],
+        workspace: &str,
+        paths: &[String],
+    ) -> (
+        RunReport,
+        Option<(
+            crate::commit::TreeSnapshot,
+            Vec<crate::gate::diff::FileDiff>,
+        )>,
+    ) {
+        let runner = self.inner.runner.clone();
+        let (ws, wanted) = (workspace.to_string(), paths.to_vec());
+        let taken = tokio::task::spawn_blocking(move || {
+            super::commits::confined(&runner, Path::new(&ws), || {
+                crate::commit::snapshot(Path::new(&ws), &wanted)
+            })
+        })
+        .await;
+        let (snap, changes) = match taken {
+            Ok(Ok(taken)) => taken,
+            Ok(Err(e)) => {
+                return (
+                    error_report(format!("cannot snapshot the commit paths: {e}")),
+                    None,
+                );
+            }
+            Err(e) => return (error_report(format!("the snapshot task failed: {e}")), None),
+        };
+        let worktrees = self.inner.worktrees.clone();
+        let (ws, tree) = (workspace.to_string(), snap.tree.clone());
+        let leased = tokio::task::spawn_blocking(move || {
+            let mut lease = worktrees.lease(Path::new(&ws))?;
+            let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
+            Ok::<_, crate::worktree::WorktreeError>((lease, stats))
+        })
+        .await;
+        let lease = match leased {
+            Ok(Ok((lease, stats))) => {
+                tracing::debug!(policy = %policy.id, tree = %snap.tree, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree ready");
+                lease
+            }
+            Ok(Err(e)) => {
+                return (
+                    error_report(format!("cannot check the snapshot out: {e}")),
+                    Some((snap, changes)),
+                );
+            }
+            Err(e) => {
+                return (
+                    error_report(format!("the worktree task failed: {e}")),
+                    Some((snap, changes)),
+                );
+            }
+        };
+        let worktree = lease.path().display().to_string();
+        let report = self
+            .run_policy_gates(policy, input, sessions, &worktree, Some(changes.clone()))
+            .await;
+        drop(lease);
+        (report, Some((snap, changes)))
     }
 
     async fn run_policy_gates(
@@ -175,6 +288,7 @@ impl Engine {
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
         workspace: &str,
+        snapshot_changes: Option<Vec<crate::gate::diff::FileDiff>>,
     ) -> RunReport {
         let gates = match input.gates() {
             Ok(g) => g,
@@ -208,7 +322,9 @@ impl Engine {
         let needs_diff = gates
             .iter()
             .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
-        let diff = if needs_diff && Path::new(workspace).join(".git").is_dir() {
+        let diff = if let Some(changes) = snapshot_changes {
+            Some(changes)
+        } else if needs_diff && Path::new(workspace).join(".git").is_dir() {
             let ws = workspace.to_string();
             match tokio::task::spawn_blocking(move || {
                 crate::commit::workspace_changes(Path::new(&ws))
@@ -242,8 +358,7 @@ impl Engine {
         id: &str,
         input: &AttachInput,
         report: RunReport,
-        before: Option<Result<String, String>>,
-        after: Option<Result<String, String>>,
+        judged: Judged,
         changes: Option<Value>,
     ) -> EngineResult<Follow> {
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
@@ -267,8 +382,16 @@ impl Engine {
             p.verdict = Some(verdict.clone());
             p.updated_at = now_ms();
             if report.outcome == Outcome::Pass {
-                // What passed must be what gets committed: the paths must
-                // not have changed while the gate ran.
+                // What passed must be what gets committed: the snapshot,
+                // or (gating on the workspace) paths that did not change
+                // while the gate ran.
+                let (before, after, snapshot) = match &judged {
+                    Judged::Workspace { before, after } => (before.clone(), after.clone(), None),
+                    Judged::Snapshot { snap, changed_after } => {
+                        let fp = snap.as_ref().map(|s| Ok(s.fingerprint.clone()));
+                        (fp.clone(), fp, snap.as_ref().map(|s| (s, changed_after)))
+                    }
+                };
                 let fp = match (&before, &after) {
                     (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
                     (Some(Ok(_)), Some(Ok(_))) => {
@@ -289,13 +412,20 @@ impl Engine {
                 };
                 match (&input.commit, fp) {
                     (Some(c), Some(fp)) if input.then == Then::Commit => {
-                        let plan = json!({
+                        let mut plan = json!({
                             "paths": c.paths,
                             "message": c.message,
                             "fingerprint": fp,
                             "requireHumanAck": c.require_human_ack,
                             "diffSummary": changes,
                         });
+                        if let Some((snap, changed_after)) = &snapshot {
+                            plan["snapshot"] = json!(snap);
+                            plan["changedAfterSnapshot"] = match changed_after {
+                                Ok(list) => json!(list),
+                                Err(e) => json!({"error": e}),
+                            };
+                        }
                         p.plan = Some(plan.clone());
                         p.prepared = None;
                         p.reason = Some(report.reason.clone());
@@ -525,9 +655,14 @@ async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
         Ok(Err(e)) => return json!({"error": e.to_string()}),
         Err(e) => return json!({"error": format!("the diff task failed: {e}")}),
     };
+    summary_of(&crate::gate::diff::split(&diff))
+}
+
+/// Lines added and removed, per file and in all.
+fn summary_of(changes: &[crate::gate::diff::FileDiff]) -> Value {
     let (mut total_added, mut total_removed) = (0u64, 0u64);
     let mut files = Vec::new();
-    for f in crate::gate::diff::split(&diff) {
+    for f in changes {
         let (mut added, mut removed) = (0u64, 0u64);
         let mut binary = false;
         for line in f.text.lines() {
@@ -563,6 +698,18 @@ fn error_report(reason: String) -> RunReport {
         gates: Vec::new(),
         skipped: Vec::new(),
     }
+}
+
+async fn changed_since(
+    workspace: &str,
+    snap: &crate::commit::TreeSnapshot,
+) -> Result<Vec<String>, String> {
+    let (ws, snap) = (workspace.to_string(), snap.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::commit::changed_since(Path::new(&ws), &snap).map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the task failed: {e}")))
 }
 
 async fn fingerprint_of(

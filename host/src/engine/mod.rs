@@ -17,7 +17,7 @@ mod commits;
 mod lifecycle;
 mod sessions;
 
-pub use attach::{AttachInput, Then, WatchFrom};
+pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use sessions::{RegisterInput, ReportKind, StartInput};
 
 use crate::bus::Bus;
@@ -78,6 +78,8 @@ struct Inner {
     boot_time: std::time::SystemTime,
     /// One commit at a time per workspace.
     commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where commit policies' gates run on their snapshot.
+    worktrees: crate::worktree::Worktrees,
 }
 
 impl std::fmt::Debug for Engine {
@@ -113,6 +115,14 @@ impl Engine {
                 started: sessions::Started::default(),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
+                worktrees: crate::worktree::Worktrees::new(
+                    config.worktree_dir.clone().unwrap_or_else(|| {
+                        std::env::temp_dir().join(format!(
+                            "gatehost-worktrees-{}",
+                            rustix::process::getuid().as_raw()
+                        ))
+                    }),
+                ),
                 runner,
             }),
         })

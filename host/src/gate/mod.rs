@@ -50,6 +50,25 @@ pub struct GateContext {
     pub trust: Trust,
 }
 
+/// What a judge is given to judge: the agents' last messages and the
+/// change (a diff against `HEAD`), when known. The judge gate caps it and
+/// marks it as untrusted data.
+fn judge_material(ctx: &GateContext) -> Option<String> {
+    let change: Option<String> = match (&ctx.changes, &ctx.diff) {
+        (Some(files), _) if !files.is_empty() => {
+            Some(files.iter().map(|f| f.text.as_str()).collect())
+        }
+        (None, Some(d)) if !d.is_empty() => Some(d.clone()),
+        _ => None,
+    };
+    match (&ctx.text, change) {
+        (Some(t), Some(d)) => Some(format!("{t}\n\nTHE CHANGE (a diff against HEAD):\n{d}")),
+        (Some(t), None) => Some(t.clone()),
+        (None, Some(d)) => Some(format!("THE CHANGE (a diff against HEAD):\n{d}")),
+        (None, None) => None,
+    }
+}
+
 /// Runs gates. One per host: the judge slots are host-wide. Cheap to clone
 /// (the clones share everything).
 #[derive(Clone)]
@@ -134,7 +153,7 @@ impl GateRunner {
         let verdict = match gate {
             GateSpec::Shell(s) => shell::run(self, gate, s, anchor, ctx.trust).await,
             GateSpec::Judge { judge: j, .. } => {
-                judge::run(self, gate, j, ctx.text.as_deref()).await
+                judge::run(self, gate, j, judge_material(ctx).as_deref()).await
             }
             GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await,
         };
