@@ -1009,9 +1009,8 @@ fn content_flipping_under_the_gate_is_never_committed_unjudged() {
         let deadline = std::time::Instant::now() + T;
         let p = loop {
             let p = d.policy(&pid);
-            match p["status"].as_str() {
-                Some("awaiting-ack" | "blocked") => break p,
-                _ => {}
+            if let Some("awaiting-ack" | "blocked") = p["status"].as_str() {
+                break p;
             }
             assert!(std::time::Instant::now() < deadline, "{p}");
             std::thread::sleep(Duration::from_millis(10));
