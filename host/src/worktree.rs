@@ -22,8 +22,9 @@ use cap_std::fs::{Dir, DirBuilder, Metadata, MetadataExt, OpenOptions, Permissio
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -85,7 +86,13 @@ impl Stamp {
     }
 }
 
-type Manifest = HashMap<BString, Kept>;
+/// What a worktree remembers between runs: what it wrote, and the last
+/// tree it was brought to, read.
+#[derive(Default)]
+struct Manifest {
+    kept: HashMap<BString, Kept>,
+    last: Option<(ObjectId, Wanted, gix::ignore::Search)>,
+}
 
 /// What a sync did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +169,7 @@ impl Worktrees {
                 Some(slot) => slot.take().unwrap_or_default(),
                 None => {
                     slots.insert(path.clone(), None);
-                    Manifest::new()
+                    Manifest::default()
                 }
             };
             if let Err(source) = std::fs::DirBuilder::new().mode(0o755).create(&path)
@@ -274,6 +281,66 @@ fn remove_any(dir: &Dir, name: &OsStr, is_dir: bool, rel: &BStr) -> Result<(), W
     }
 }
 
+/// What one directory of a worktree holds, against the tree.
+#[derive(Default)]
+struct Scan {
+    /// Not in the tree and not ignored: to remove (`true`: a directory).
+    remove: Vec<(BString, bool)>,
+    /// In the tree but not as written: to write again.
+    rewrite: Vec<BString>,
+    /// As written, and still wanted.
+    kept: Vec<BString>,
+    /// The tree's directories found here, to read next.
+    subdirs: Vec<BString>,
+}
+
+/// Reads the directory `prefix` of `root` (nothing is changed).
+fn scan_dir(
+    root: &Dir,
+    prefix: &BString,
+    wanted: &Wanted,
+    ignores: &gix::ignore::Search,
+    manifest: &HashMap<BString, Kept>,
+) -> Result<Scan, WorktreeError> {
+    let dir = if prefix.is_empty() {
+        root.try_clone().map_err(io(b"".as_bstr()))?
+    } else {
+        root.open_dir(OsStr::from_bytes(prefix))
+            .map_err(io(prefix.as_bstr()))?
+    };
+    let mut scan = Scan::default();
+    for entry in dir.entries().map_err(io(prefix.as_bstr()))? {
+        let entry = entry.map_err(io(prefix.as_bstr()))?;
+        let name = entry.file_name();
+        let rel = join(prefix.as_bstr(), name.as_bytes());
+        let meta = dir.symlink_metadata(&name).map_err(io(rel.as_bstr()))?;
+        let file_type = meta.file_type();
+        if file_type.is_dir() {
+            if wanted.dirs.contains(&rel) {
+                scan.subdirs.push(rel);
+            } else if !is_ignored(ignores, rel.as_bstr(), true) {
+                scan.remove.push((rel, true));
+            }
+            continue;
+        }
+        match wanted.files.get(&rel) {
+            Some((kind, oid)) => {
+                let unchanged = manifest.get(&rel).is_some_and(|k| {
+                    k.kind == *kind && k.oid == *oid && k.stamp == Stamp::of(&meta)
+                });
+                if unchanged {
+                    scan.kept.push(rel);
+                } else {
+                    scan.rewrite.push(rel);
+                }
+            }
+            None if file_type.is_file() && is_ignored(ignores, rel.as_bstr(), false) => {}
+            None => scan.remove.push((rel, false)),
+        }
+    }
+    Ok(scan)
+}
+
 /// Brings `lease`'s directory to exactly `tree` of the repository at
 /// `workspace` (see the module doc). Blocking: run it off the runtime.
 pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats, WorktreeError> {
@@ -282,8 +349,30 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
         .map_err(|e| WorktreeError::Git(format!("cannot open the repository: {e}")))?;
     let tree = ObjectId::from_hex(tree.as_bytes())
         .map_err(|e| WorktreeError::Git(format!("tree {tree:?}: {e}")))?;
-    let wanted = wanted(&repo, tree)?;
-    let ignores = ignore_rules(&repo, &wanted)?;
+    // The tree read last time is not read again.
+    let (wanted, ignores) = match lease.manifest.last.take() {
+        Some((id, wanted, ignores)) if id == tree => (wanted, ignores),
+        _ => {
+            let wanted = wanted(&repo, tree)?;
+            let ignores = ignore_rules(&repo, &wanted)?;
+            (wanted, ignores)
+        }
+    };
+    let result = sync_to(lease, &repo, &wanted, &ignores);
+    if result.is_ok() {
+        lease.manifest.last = Some((tree, wanted, ignores));
+    } else {
+        lease.manifest = Manifest::default();
+    }
+    result
+}
+
+fn sync_to(
+    lease: &mut Lease,
+    repo: &gix::Repository,
+    wanted: &Wanted,
+    ignores: &gix::ignore::Search,
+) -> Result<SyncStats, WorktreeError> {
     let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
         WorktreeError::Root {
             path: lease.path.clone(),
@@ -291,61 +380,45 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
         }
     })?;
     let mut stats = SyncStats::default();
-    let mut kept: BTreeSet<BString> = BTreeSet::new();
+    let mut kept: HashSet<BString> = HashSet::new();
+    let mut present_dirs: HashSet<BString> = HashSet::new();
     // 1. Remove what the tree does not hold (unless ignored) and what is
-    //    no longer as this module left it.
-    let mut stack: Vec<(BString, Dir)> = vec![(
-        BString::default(),
-        root.try_clone().map_err(io(b"".as_bstr()))?,
-    )];
-    while let Some((prefix, dir)) = stack.pop() {
-        let entries = dir.entries().map_err(io(prefix.as_bstr()))?;
-        for entry in entries {
-            let entry = entry.map_err(io(prefix.as_bstr()))?;
-            let name = entry.file_name();
-            let rel = join(prefix.as_bstr(), name.as_bytes());
-            let meta = dir.symlink_metadata(&name).map_err(io(rel.as_bstr()))?;
-            let file_type = meta.file_type();
-            if file_type.is_dir() {
-                if wanted.dirs.contains(&rel) {
-                    let sub = dir.open_dir(&name).map_err(io(rel.as_bstr()))?;
-                    stack.push((rel, sub));
-                } else if !is_ignored(&ignores, rel.as_bstr(), true) {
-                    remove_any(&dir, &name, true, rel.as_bstr())?;
-                    stats.removed += 1;
-                }
-                continue;
+    //    no longer as this module left it: directories of one depth are
+    //    read in parallel, then acted on.
+    let mut level: Vec<BString> = vec![BString::default()];
+    while !level.is_empty() {
+        let manifest = &lease.manifest.kept;
+        let scans: Vec<Result<Scan, WorktreeError>> = level
+            .par_iter()
+            .map(|prefix| scan_dir(&root, prefix, wanted, ignores, manifest))
+            .collect();
+        let mut next = Vec::new();
+        for scan in scans {
+            let scan = scan?;
+            for (rel, is_dir) in scan.remove {
+                remove_any(&root, OsStr::from_bytes(&rel), is_dir, rel.as_bstr())?;
+                lease.manifest.kept.remove(&rel);
+                stats.removed += 1;
             }
-            match wanted.files.get(&rel) {
-                Some((kind, oid)) => {
-                    let unchanged = lease.manifest.get(&rel).is_some_and(|k| {
-                        k.kind == *kind && k.oid == *oid && k.stamp == Stamp::of(&meta)
-                    });
-                    if unchanged {
-                        kept.insert(rel);
-                        stats.kept += 1;
-                    } else {
-                        remove_any(&dir, &name, false, rel.as_bstr())?;
-                        lease.manifest.remove(&rel);
-                    }
-                }
-                None if file_type.is_file() && is_ignored(&ignores, rel.as_bstr(), false) => {}
-                None => {
-                    remove_any(&dir, &name, false, rel.as_bstr())?;
-                    lease.manifest.remove(&rel);
-                    stats.removed += 1;
-                }
+            for rel in scan.rewrite {
+                remove_any(&root, OsStr::from_bytes(&rel), false, rel.as_bstr())?;
+                lease.manifest.kept.remove(&rel);
             }
+            stats.kept += scan.kept.len();
+            kept.extend(scan.kept);
+            present_dirs.extend(scan.subdirs.iter().cloned());
+            next.extend(scan.subdirs);
         }
+        level = next;
     }
-    lease.manifest.retain(|p, _| kept.contains(p));
+    lease.manifest.kept.retain(|p, _| kept.contains(p));
     // 2. Write what is missing: directories first, then files.
     let builder = {
         let mut b = DirBuilder::new();
         b.recursive(true);
         b
     };
-    for d in &wanted.dirs {
+    for d in wanted.dirs.iter().filter(|d| !present_dirs.contains(*d)) {
         root.create_dir_with(OsStr::from_bytes(d), &builder)
             .map_err(io(d.as_bstr()))?;
     }
@@ -377,7 +450,7 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
             }
         }
         let meta = root.symlink_metadata(name).map_err(io(path.as_bstr()))?;
-        lease.manifest.insert(
+        lease.manifest.kept.insert(
             path.clone(),
             Kept {
                 kind: *kind,

@@ -149,7 +149,8 @@ pub(super) fn diff_content(
         out.push(FileDiff { path, kind, text });
         Ok(())
     };
-    let mut present: BTreeSet<BString> = BTreeSet::new();
+    let mut present: std::collections::HashSet<&[u8]> =
+        std::collections::HashSet::with_capacity(tracked.len());
     let blob = |id| -> Result<Vec<u8>, CommitError> {
         Ok(repo
             .find_blob(id)
@@ -158,33 +159,42 @@ pub(super) fn diff_content(
             .clone())
     };
     for item in snapshot.files() {
-        present.insert(item.path.clone());
-        let path = item.path.to_str_lossy().into_owned();
+        present.insert(item.path.as_slice());
         let new_kind = item.kind.entry_kind();
+        let new_id = item.oid(repo.object_hash())?;
+        // Unchanged (same blob, same mode): nothing to read or show.
+        if let Some((kind, id)) = tracked.get(&item.path)
+            && (*kind == EntryKind::Commit || (*id == new_id && *kind == new_kind))
+        {
+            continue;
+        }
+        let path = item.path.to_str_lossy().into_owned();
+        // Content vouched for by the stat cache is read from its blob.
+        let data = match item.known {
+            Some(id) => blob(id)?,
+            None => item.data.clone(),
+        };
         let mut text = String::new();
         let kind = match tracked.get(&item.path) {
-            Some((EntryKind::Commit, _)) => continue,
             Some((kind, id)) => {
                 let old = blob(*id)?;
-                if old != item.data || *kind != new_kind {
-                    file_diff(
-                        &mut text,
-                        &path,
-                        Some((&old, *kind)),
-                        Some((&item.data, new_kind)),
-                    );
-                }
+                file_diff(
+                    &mut text,
+                    &path,
+                    Some((&old, *kind)),
+                    Some((&data, new_kind)),
+                );
                 ChangeKind::Modified
             }
             None => {
-                file_diff(&mut text, &path, None, Some((&item.data, new_kind)));
+                file_diff(&mut text, &path, None, Some((&data, new_kind)));
                 ChangeKind::Added
             }
         };
         push(&mut out, path, kind, text)?;
     }
     for (path, (kind, id)) in tracked {
-        if *kind == EntryKind::Commit || present.contains(path) {
+        if *kind == EntryKind::Commit || present.contains(path.as_slice()) {
             continue;
         }
         let old = blob(*id)?;

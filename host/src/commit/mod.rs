@@ -97,7 +97,7 @@ use tracing::{debug, info, warn};
 mod changes;
 mod snapshot;
 pub use changes::{paths_diff, workspace_changes, workspace_diff};
-pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot};
+pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";
@@ -320,6 +320,19 @@ fn write_tree(
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     content: &Snapshot,
 ) -> Result<ObjectId, CommitError> {
+    write_tree_with(repo, head, paths, tracked, content, &mut |_, _| {})
+}
+
+/// [`write_tree`], telling `each` the blob id of every file; a file whose
+/// id is already known is not written again.
+fn write_tree_with(
+    repo: &Repository,
+    head: &Head,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    content: &Snapshot,
+    each: &mut dyn FnMut(&Item, ObjectId),
+) -> Result<ObjectId, CommitError> {
     let mut editor = match head.tree {
         Some(tree) => repo.edit_tree(tree).map_err(git("edit tree"))?,
         None => repo.empty_tree().edit().map_err(git("edit tree"))?,
@@ -336,10 +349,25 @@ fn write_tree(
         }
     }
     for item in content.files() {
-        let id = repo
-            .write_blob(&item.data)
-            .map_err(git("write blob"))?
-            .detach();
+        let id = match item.known {
+            // Vouched for by the stat cache: the blob was written when the
+            // file was read (one in HEAD's tree is there for good; any
+            // other is checked, in case a `git gc` pruned it since).
+            Some(id) if tracked.get(&item.path).map(|t| t.1) == Some(id) || repo.has_object(id) => {
+                id
+            }
+            Some(_) => {
+                return Err(CommitError::InvalidPrepared(format!(
+                    "the blob of {:?} vanished from the repository; read it again",
+                    item.path
+                )));
+            }
+            None => repo
+                .write_blob(&item.data)
+                .map_err(git("write blob"))?
+                .detach(),
+        };
+        each(item, id);
         editor
             .upsert(item.path.clone(), item.kind.entry_kind(), id)
             .map_err(git("add tree entry"))?;
@@ -1157,7 +1185,171 @@ impl FileKind {
 struct Item {
     path: BString,
     kind: FileKind,
+    /// The content; empty when `known` (read from a stat cache instead).
     data: Vec<u8>,
+    /// The blob id, when a stat cache vouched for the file unchanged.
+    known: Option<ObjectId>,
+    /// How the file looked when read (regular files only).
+    stamp: Option<Stamp>,
+}
+
+/// HEAD's entries under some paths: kind and id by path.
+type Tracked = BTreeMap<BString, (EntryKind, ObjectId)>;
+
+/// What identifies a file's state without reading it: a write or chmod
+/// changes its ctime, which no unprivileged process can set back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &Metadata) -> Stamp {
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mode: m.mode(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// Blob ids of files read before, by path and [`Stamp`]: a file whose
+/// stamp is unchanged is not read again. Only files whose ctime is at
+/// least [`RACY_SECS`] old are kept (a write in the same clock tick as the
+/// read would not change the stamp).
+#[derive(Debug)]
+pub struct StatCache {
+    entries: std::collections::HashMap<BString, (Stamp, FileKind, ObjectId)>,
+    racy_secs: i64,
+    /// HEAD's entries under the paths, by (HEAD's tree, paths).
+    tracked: Option<(Option<ObjectId>, Vec<String>, Tracked)>,
+    /// The last tree written, by what it was made of (HEAD's tree, the
+    /// paths, and every file's path, mode and blob id, digested).
+    last_tree: Option<([u8; 32], ObjectId)>,
+}
+
+impl Default for StatCache {
+    fn default() -> Self {
+        StatCache {
+            entries: Default::default(),
+            racy_secs: RACY_SECS,
+            tracked: None,
+            last_tree: None,
+        }
+    }
+}
+
+/// See [`StatCache`].
+const RACY_SECS: i64 = 2;
+
+impl StatCache {
+    fn hit(&self, path: &BStr, stamp: &Stamp) -> Option<(FileKind, ObjectId)> {
+        self.entries
+            .get(path)
+            .filter(|(s, _, _)| s == stamp)
+            .map(|(_, k, id)| (*k, *id))
+    }
+
+    /// HEAD's entries under `paths`, kept for HEAD's tree.
+    fn tracked(
+        &mut self,
+        repo: &Repository,
+        head_tree: Option<ObjectId>,
+        paths: &[String],
+    ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+        if let Some((tree, p, map)) = &self.tracked
+            && *tree == head_tree
+            && p == paths
+        {
+            return Ok(map.clone());
+        }
+        let map = tracked_entries(repo, head_tree, paths)?;
+        self.tracked = Some((head_tree, paths.to_vec(), map.clone()));
+        Ok(map)
+    }
+
+    /// Forgets everything (after an error: nothing half-known is kept).
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.tracked = None;
+        self.last_tree = None;
+    }
+
+    /// Replaces the entries by those of `items` (with their blob ids).
+    /// When every item was a hit and none went, nothing changes.
+    fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let items: Vec<(&Item, ObjectId)> = items.collect();
+        if items.len() == self.entries.len() && items.iter().all(|(i, _)| i.known.is_some()) {
+            return;
+        }
+        self.entries.clear();
+        for (item, id) in items {
+            if let Some(stamp) = item.stamp
+                && stamp.ctime.0 <= now - self.racy_secs
+            {
+                self.entries
+                    .insert(item.path.clone(), (stamp, item.kind, id));
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl Item {
+    /// The blob id of its content.
+    fn oid(&self, hash: gix::hash::Kind) -> Result<ObjectId, CommitError> {
+        match self.known {
+            Some(id) => Ok(id),
+            None => gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &self.data)
+                .map_err(|e| CommitError::InvalidPrepared(format!("hashing: {e}"))),
+        }
+    }
+
+    /// Reads a regular file, unless `cache` vouches for it unchanged.
+    fn regular(
+        dir: &Dir,
+        name: &OsStr,
+        meta: &Metadata,
+        rel: BString,
+        cache: Option<&StatCache>,
+    ) -> Result<Item, CommitError> {
+        let stamp = Stamp::of(meta);
+        if let Some((kind, id)) = cache.and_then(|c| c.hit(rel.as_bstr(), &stamp)) {
+            return Ok(Item {
+                path: rel,
+                kind,
+                data: Vec::new(),
+                known: Some(id),
+                stamp: Some(stamp),
+            });
+        }
+        let (kind, data) = read_file(dir, name, meta, rel.as_bstr())?;
+        Ok(Item {
+            path: rel,
+            kind,
+            data,
+            known: None,
+            stamp: Some(stamp),
+        })
+    }
 }
 
 /// What was read for each given path: `None` when it is absent.
@@ -1200,12 +1392,14 @@ impl Snapshot {
 
     /// All files, each path once (given paths may overlap).
     fn files(&self) -> impl Iterator<Item = &Item> {
-        let mut seen = BTreeSet::new();
+        // One section holds each path once: no need to remember them.
+        let single = self.sections.len() <= 1;
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         self.sections
             .iter()
             .filter_map(|(_, s)| s.as_ref())
             .flatten()
-            .filter(move |item| seen.insert(item.path.clone()))
+            .filter(move |item| single || seen.insert(item.path.as_slice()))
     }
 }
 
@@ -1225,9 +1419,19 @@ fn read_snapshot(
     paths: &[String],
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
 ) -> Result<Snapshot, CommitError> {
+    read_snapshot_cached(root, paths, tracked, None)
+}
+
+/// [`read_snapshot`], files unchanged since `cache` was filled not read.
+fn read_snapshot_cached(
+    root: &Dir,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+) -> Result<Snapshot, CommitError> {
     let mut sections = Vec::with_capacity(paths.len());
     for path in paths {
-        let section = read_path(root, path, tracked)?;
+        let section = read_path(root, path, tracked, cache)?;
         sections.push((path.clone(), section));
     }
     Ok(Snapshot { sections })
@@ -1235,6 +1439,7 @@ fn read_snapshot(
 
 /// Ignore rules in effect while walking: `.git/info/exclude`, then one list per
 /// directory's `.gitignore`, deepest last (matched first).
+#[derive(Clone)]
 struct Excludes {
     search: gix::ignore::Search,
 }
@@ -1338,6 +1543,7 @@ fn read_path(
     root: &Dir,
     path: &str,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
 ) -> Result<Option<Vec<Item>>, CommitError> {
     let components: Vec<&str> = path.split('/').collect();
     let Some((last, parents)) = components.split_last() else {
@@ -1384,14 +1590,11 @@ fn read_path(
             path: rel,
             kind: FileKind::Symlink,
             data,
+            known: None,
+            stamp: None,
         });
     } else if meta.is_file() {
-        let (kind, data) = read_file(&dir, name, &meta, rel.as_bstr())?;
-        items.push(Item {
-            path: rel,
-            kind,
-            data,
-        });
+        items.push(Item::regular(&dir, name, &meta, rel, cache)?);
     } else if meta.is_dir() {
         if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
             return Ok(Some(items));
@@ -1401,7 +1604,7 @@ fn read_path(
             debug!(path, "skipping nested repository");
             return Ok(Some(items));
         }
-        walk_dir(&sub, rel, false, &mut excludes, tracked, &mut items)?;
+        walk_dir(&sub, rel, false, &mut excludes, tracked, cache, &mut items)?;
     } else {
         return Err(CommitError::UnsupportedFileType {
             path: path.to_owned(),
@@ -1418,8 +1621,10 @@ fn walk_dir(
     ignored_parent: bool,
     excludes: &mut Excludes,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
     items: &mut Vec<Item>,
 ) -> Result<(), CommitError> {
+    use rayon::prelude::*;
     let pushed = excludes.push_dir(dir, rel.as_bstr())?;
     let mut names = Vec::new();
     for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
@@ -1427,70 +1632,103 @@ fn walk_dir(
         names.push(entry.file_name());
     }
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for name in names {
-        if is_dot_git(name.as_bytes()) {
-            continue;
-        }
-        let mut child = rel.clone();
-        child.push(b'/');
-        child.extend_from_slice(name.as_bytes());
-        let meta = match dir.symlink_metadata(&name) {
-            Ok(m) => m,
-            // Vanished since listing: it is simply not there.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_err(child.as_bstr())(e)),
-        };
-        let is_tracked = tracked.contains_key(&child);
-        if meta.is_dir() {
-            if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
-                continue;
-            }
-            let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
-            let prefix = {
-                let mut p = child.clone();
-                p.push(b'/');
-                p
-            };
-            let has_tracked = tracked
-                .range(prefix.clone()..)
-                .next()
-                .is_some_and(|(k, _)| k.starts_with(&prefix));
-            if ignored && !has_tracked {
-                continue;
-            }
-            let sub = open_subdir(dir, &name, &meta, child.as_bstr())?;
-            if sub.symlink_metadata(".git").is_ok() {
-                debug!(path = %child, "skipping nested repository");
-                continue;
-            }
-            walk_dir(&sub, child, ignored, excludes, tracked, items)?;
-            continue;
-        }
-        let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
-        if ignored && !is_tracked {
-            continue;
-        }
-        if meta.is_symlink() {
-            let data = read_symlink(dir, &name, child.as_bstr())?;
-            items.push(Item {
-                path: child,
-                kind: FileKind::Symlink,
-                data,
-            });
-        } else if meta.is_file() {
-            let (kind, data) = read_file(dir, &name, &meta, child.as_bstr())?;
-            items.push(Item {
-                path: child,
-                kind,
-                data,
-            });
-        } else {
-            // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
-            warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
-        }
-    }
+    // Each name on rayon's pool (a directory with its own copy of the
+    // ignore rules), the results put back in name order.
+    let excludes_here: &Excludes = excludes;
+    let parts: Vec<Result<Vec<Item>, CommitError>> = names
+        .par_iter()
+        .map(|name| {
+            let mut out = Vec::new();
+            walk_entry(
+                dir,
+                &rel,
+                name,
+                ignored_parent,
+                excludes_here,
+                tracked,
+                cache,
+                &mut out,
+            )?;
+            Ok(out)
+        })
+        .collect();
     if pushed {
         excludes.pop();
+    }
+    for part in parts {
+        items.extend(part?);
+    }
+    Ok(())
+}
+
+/// One entry of a directory being walked (see [`walk_dir`]).
+#[allow(clippy::too_many_arguments)]
+fn walk_entry(
+    dir: &Dir,
+    rel: &BString,
+    name: &std::ffi::OsString,
+    ignored_parent: bool,
+    excludes: &Excludes,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+    items: &mut Vec<Item>,
+) -> Result<(), CommitError> {
+    if is_dot_git(name.as_bytes()) {
+        return Ok(());
+    }
+    let mut child = rel.clone();
+    child.push(b'/');
+    child.extend_from_slice(name.as_bytes());
+    let meta = match dir.symlink_metadata(name) {
+        Ok(m) => m,
+        // Vanished since listing: it is simply not there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(child.as_bstr())(e)),
+    };
+    let is_tracked = tracked.contains_key(&child);
+    if meta.is_dir() {
+        if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
+            return Ok(());
+        }
+        let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
+        let prefix = {
+            let mut p = child.clone();
+            p.push(b'/');
+            p
+        };
+        let has_tracked = tracked
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix));
+        if ignored && !has_tracked {
+            return Ok(());
+        }
+        let sub = open_subdir(dir, name, &meta, child.as_bstr())?;
+        if sub.symlink_metadata(".git").is_ok() {
+            debug!(path = %child, "skipping nested repository");
+            return Ok(());
+        }
+        let mut own = excludes.clone();
+        return walk_dir(&sub, child, ignored, &mut own, tracked, cache, items);
+    }
+    let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
+    if ignored && !is_tracked {
+        return Ok(());
+    }
+    if meta.is_symlink() {
+        let data = read_symlink(dir, name, child.as_bstr())?;
+        items.push(Item {
+            path: child,
+            kind: FileKind::Symlink,
+            data,
+            known: None,
+            stamp: None,
+        });
+    } else if meta.is_file() {
+        items.push(Item::regular(dir, name, &meta, child, cache)?);
+    } else {
+        // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
+        warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
     }
     Ok(())
 }

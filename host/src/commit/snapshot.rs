@@ -14,13 +14,15 @@
 //! any program.
 
 use super::{
-    CommitError, Committer, EntryKind, Prepared, Workspace, check_message, git, normalise_paths,
-    read_snapshot, resolve_head, tracked_entries, write_commit, write_tree,
+    CommitError, Committer, EntryKind, Prepared, StatCache, Workspace, check_message, git,
+    normalise_paths, read_snapshot_cached, resolve_head, tracked_entries, write_commit,
+    write_tree_with,
 };
 use crate::gate::diff::FileDiff;
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -48,23 +50,84 @@ pub fn snapshot(
     workspace: &Path,
     paths: &[String],
 ) -> Result<(TreeSnapshot, Vec<FileDiff>), CommitError> {
+    snapshot_with(workspace, paths, &mut StatCache::default())
+}
+
+/// [`snapshot`], files whose stamp `cache` knows unchanged taken from
+/// their blob without being read; `cache` is refilled from this snapshot.
+/// (A stale entry could only make the snapshot older than the workspace;
+/// the gate still judges, and the commit still holds, the snapshot.)
+pub fn snapshot_with(
+    workspace: &Path,
+    paths: &[String],
+    cache: &mut StatCache,
+) -> Result<(TreeSnapshot, Vec<FileDiff>), CommitError> {
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
     let repo = &ws.repo;
     let head = resolve_head(repo)?;
-    let tracked = tracked_entries(repo, head.tree, &paths)?;
-    let content = read_snapshot(&ws.root, &paths, &tracked)?;
-    let tree = write_tree(repo, &head, &paths, &tracked, &content)?;
+    let made = (|| {
+        let tracked = cache.tracked(repo, head.tree, &paths)?;
+        let content = read_snapshot_cached(&ws.root, &paths, &tracked, Some(cache))?;
+        // What the tree is made of; the same as last time, it is the same
+        // tree, already written.
+        let mut key = Sha256::new();
+        key.update(
+            head.tree
+                .map(|t| t.to_hex().to_string())
+                .unwrap_or_default(),
+        );
+        for p in &paths {
+            key.update(p.as_bytes());
+            key.update([0]);
+        }
+        let mut ids = Vec::new();
+        for item in content.files() {
+            let id = item.oid(repo.object_hash())?;
+            key.update(&item.path);
+            key.update([0, item.kind as u8]);
+            key.update(id.as_bytes());
+            ids.push(id);
+        }
+        let key: [u8; 32] = key.finalize().into();
+        let tree = match cache.last_tree {
+            Some((k, tree)) if k == key && repo.has_object(tree) => tree,
+            _ => {
+                let tree =
+                    write_tree_with(repo, &head, &paths, &tracked, &content, &mut |_, _| {})?;
+                cache.last_tree = Some((key, tree));
+                tree
+            }
+        };
+        cache.refill(content.files().zip(ids));
+        Ok::<_, CommitError>((tracked, content, tree))
+    })();
+    let (tracked, content, tree) = match made {
+        Ok(made) => made,
+        Err(e) => {
+            cache.clear();
+            return Err(e);
+        }
+    };
     let changes = super::changes::diff_content(repo, &tracked, &content)?;
+    let tree_hex = tree.to_hex().to_string();
     Ok((
         TreeSnapshot {
-            tree: tree.to_hex().to_string(),
+            fingerprint: fingerprint_of_tree(&tree_hex),
+            tree: tree_hex,
             parent: head.commit.map(|c| c.to_hex().to_string()),
             reference: head.reference.as_bstr().to_string(),
             paths,
-            fingerprint: content.digest(),
         },
         changes,
+    ))
+}
+
+/// A snapshot's fingerprint: its tree id (which covers every path, mode
+/// and byte) in the fingerprint's 64-hex form.
+fn fingerprint_of_tree(tree: &str) -> String {
+    hex::encode(Sha256::digest(
+        [b"gatehost-snapshot-v1\0".as_slice(), tree.as_bytes()].concat(),
     ))
 }
 
@@ -116,17 +179,22 @@ pub fn prepare_snapshot(
 /// The files under `snap`'s commit paths whose content or mode in the
 /// workspace now differs from the snapshot (added, changed or deleted
 /// since), sorted. Nothing is written.
-pub fn changed_since(workspace: &Path, snap: &TreeSnapshot) -> Result<Vec<String>, CommitError> {
+pub fn changed_since(
+    workspace: &Path,
+    snap: &TreeSnapshot,
+    cache: Option<&StatCache>,
+) -> Result<Vec<String>, CommitError> {
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let tree = object_id(&snap.tree, "snapshot tree")?;
     let in_snapshot = tracked_entries(repo, Some(tree), &snap.paths)?;
-    let content = read_snapshot(&ws.root, &snap.paths, &in_snapshot)?;
+    let content = read_snapshot_cached(&ws.root, &snap.paths, &in_snapshot, cache)?;
     let mut now: BTreeMap<BString, (EntryKind, ObjectId)> = BTreeMap::new();
     for item in content.files() {
-        let id = gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, &item.data)
-            .map_err(|e| CommitError::InvalidPrepared(format!("hashing: {e}")))?;
-        now.insert(item.path.clone(), (item.kind.entry_kind(), id));
+        now.insert(
+            item.path.clone(),
+            (item.kind.entry_kind(), item.oid(repo.object_hash())?),
+        );
     }
     let mut changed: Vec<String> = Vec::new();
     for (path, was) in &in_snapshot {

@@ -1062,7 +1062,7 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     write(ws, "dir/extra.txt", "extra\n");
     write(ws, "b.txt", "outside the commit paths\n");
     assert_eq!(
-        changed_since(ws, &snap).unwrap(),
+        changed_since(ws, &snap, None).unwrap(),
         ["a.txt", "dir/extra.txt", "dir/new.txt"]
     );
     let prepared = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap();
@@ -1074,7 +1074,7 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     // Nothing changed since: an empty list; unchanged content: nothing to commit.
     let (again, none) = snapshot(ws, &paths(&["dir/keep.txt"])).unwrap();
     assert!(none.is_empty());
-    assert!(changed_since(ws, &again).unwrap().is_empty());
+    assert!(changed_since(ws, &again, None).unwrap().is_empty());
     let p = prepare_snapshot(ws, &again, "m", &Committer::default()).unwrap();
     assert!(p.nothing_to_commit);
 }
@@ -1091,4 +1091,55 @@ fn a_snapshot_is_never_committed_on_a_branch_that_moved() {
     let err = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap_err();
     assert!(matches!(err, CommitError::RefMoved { .. }), "{err}");
     assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "by hand\n");
+}
+
+#[test]
+fn the_stat_cache_skips_unchanged_files_and_never_trusts_a_changed_one() {
+    let t = repo();
+    let ws = t.path();
+    // No racy window in this test: files written now are trusted at once.
+    let mut cache = StatCache {
+        racy_secs: -1_000_000,
+        ..StatCache::default()
+    };
+    write(ws, "dir/new.txt", "new\n");
+    let (first, _) = snapshot_with(ws, &paths(&["dir", "a.txt"]), &mut cache).unwrap();
+    assert_eq!(
+        cache.len(),
+        4,
+        "a.txt, dir/keep.txt, dir/old.txt, dir/new.txt"
+    );
+    // Unchanged: the same tree, the files taken from the cache.
+    let (second, changes) = snapshot_with(ws, &paths(&["dir", "a.txt"]), &mut cache).unwrap();
+    assert_eq!(second.tree, first.tree);
+    let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        changed,
+        ["dir/new.txt"],
+        "the diff still shows the change since HEAD"
+    );
+    assert!(changes[0].text.contains("+new"), "{}", changes[0].text);
+    // Same size, mtime set back: the ctime moved, the file is read again.
+    let path = ws.join("dir/new.txt");
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, "NEW\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let (third, _) = snapshot_with(ws, &paths(&["dir", "a.txt"]), &mut cache).unwrap();
+    assert_ne!(third.tree, first.tree);
+    assert_eq!(
+        git(
+            ws,
+            &["cat-file", "-p", &format!("{}:dir/new.txt", third.tree)]
+        ),
+        "NEW\n"
+    );
+    // The default window: files changed in the last 2 s are never cached.
+    let mut careful = StatCache::default();
+    snapshot_with(ws, &paths(&["dir"]), &mut careful).unwrap();
+    assert!(!careful.entries.contains_key(b"dir/new.txt".as_bstr()));
 }

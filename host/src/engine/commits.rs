@@ -83,9 +83,12 @@ impl Engine {
         let changed_after = match (&snapshot, approve) {
             (Some(snap), true) => {
                 let (ws, snap) = (workspace.clone(), snap.clone());
+                let cache = self.stat_cache(&workspace);
                 Some(
                     tokio::task::spawn_blocking(move || {
-                        commit::changed_since(Path::new(&ws), &snap).map_err(|e| e.to_string())
+                        let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+                        commit::changed_since(Path::new(&ws), &snap, Some(&cache))
+                            .map_err(|e| e.to_string())
                     })
                     .await
                     .unwrap_or_else(|e| Err(format!("the task failed: {e}"))),

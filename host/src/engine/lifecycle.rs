@@ -178,7 +178,7 @@ impl Engine {
             let (changes, changed_after, snap) = match taken {
                 Some((snap, files)) if report.outcome == Outcome::Pass => (
                     Some(summary_of(&files)),
-                    changed_since(&workspace, &snap).await,
+                    changed_since(&workspace, &snap, self.stat_cache(&workspace)).await,
                     Some(snap),
                 ),
                 Some((snap, _)) => (None, Ok(Vec::new()), Some(snap)),
@@ -232,9 +232,12 @@ impl Engine {
     ) {
         let runner = self.inner.runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
+        let cache = self.stat_cache(workspace);
         let taken = tokio::task::spawn_blocking(move || {
+            let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
+            let cache: &mut crate::commit::StatCache = &mut guard;
             super::commits::confined(&runner, Path::new(&ws), || {
-                crate::commit::snapshot(Path::new(&ws), &wanted)
+                crate::commit::snapshot_with(Path::new(&ws), &wanted, cache)
             })
         })
         .await;
@@ -703,10 +706,12 @@ fn error_report(reason: String) -> RunReport {
 async fn changed_since(
     workspace: &str,
     snap: &crate::commit::TreeSnapshot,
+    cache: std::sync::Arc<std::sync::Mutex<crate::commit::StatCache>>,
 ) -> Result<Vec<String>, String> {
     let (ws, snap) = (workspace.to_string(), snap.clone());
     tokio::task::spawn_blocking(move || {
-        crate::commit::changed_since(Path::new(&ws), &snap).map_err(|e| e.to_string())
+        let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        crate::commit::changed_since(Path::new(&ws), &snap, Some(&cache)).map_err(|e| e.to_string())
     })
     .await
     .unwrap_or_else(|e| Err(format!("the task failed: {e}")))

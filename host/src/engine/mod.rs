@@ -80,6 +80,8 @@ struct Inner {
     commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Where commit policies' gates run on their snapshot.
     worktrees: crate::worktree::Worktrees,
+    /// Per workspace: the blob ids of files read by its last snapshot.
+    stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -115,6 +117,7 @@ impl Engine {
                 started: sessions::Started::default(),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
+                stat_caches: Mutex::new(HashMap::new()),
                 worktrees: crate::worktree::Worktrees::new(
                     config.worktree_dir.clone().unwrap_or_else(|| {
                         std::env::temp_dir().join(format!(
@@ -126,6 +129,17 @@ impl Engine {
                 runner,
             }),
         })
+    }
+
+    /// The stat cache of `workspace`'s snapshots.
+    pub(crate) fn stat_cache(&self, workspace: &str) -> Arc<Mutex<crate::commit::StatCache>> {
+        self.inner
+            .stat_caches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(workspace.to_string())
+            .or_default()
+            .clone()
     }
 
     pub fn store(&self) -> &Store {
