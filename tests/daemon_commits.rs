@@ -1049,3 +1049,41 @@ fn content_flipping_under_the_gate_is_never_committed_unjudged() {
         "{committed} committed, {refused} refused"
     );
 }
+
+/// A judge gating a commit policy sees the snapshot's diff against HEAD
+/// (marked as untrusted data) with the agent's last message, not only the
+/// message; files outside the commit paths are not in it.
+#[test]
+fn judges_of_a_commit_policy_see_the_snapshots_diff() {
+    let out = tempfile::tempdir().expect("out");
+    let saved = out.path().join("prompt.txt");
+    let (s, d) = setup_with(
+        "",
+        &format!(
+            "[judge.adapters.record]\ncommand = [\"bash\", \"{}\", \"{}\"]\nwrite = [\"{}\"]\n",
+            common::fixture_str("judges/record-prompt.sh"),
+            saved.display(),
+            out.path().display()
+        ),
+    );
+    s.write_ws("src/lib.rs", "pub fn judged() {}\n");
+    s.write_ws("notes.txt", "not in the commit\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"judge": {"adapter": "record", "prompt": "Is the change clean?"}},
+        "onFail": {"maxRetries": 0},
+        "then": "commit",
+        "commit": {"paths": ["src"], "message": "m"}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "blocked", T);
+    let prompt = std::fs::read_to_string(&saved).expect("prompt saved");
+    assert!(prompt.contains("turn-end from s1"), "{prompt}");
+    assert!(
+        prompt.contains("THE CHANGE (a diff against HEAD)"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("+pub fn judged() {}"), "{prompt}");
+    assert!(!prompt.contains("not in the commit"), "{prompt}");
+    assert!(prompt.contains("BEGIN UNTRUSTED DATA>>>"), "{prompt}");
+}
