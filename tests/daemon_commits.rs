@@ -821,6 +821,12 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
                 "{plant}: {p}"
             );
         }
+        if p["status"] == "blocked" {
+            // The commit's own failure is an event, with the reason.
+            let failed = d.all_events(&format!("&policy={pid}&types=commit-failed"));
+            assert_eq!(failed.len(), 1, "{plant}: {p}");
+            assert_eq!(failed[0]["payload"]["reason"], p["reason"], "{plant}");
+        }
         eprintln!("{plant}: {} ({})", p["status"], p["reason"]);
     }
 }

@@ -32,6 +32,7 @@ pub const POLICY_EVENTS: &[&str] = &[
     "policy:rejected",
     "policy:stale",
     "policy:committed",
+    "policy:commit-failed",
     "policy:cancelled",
     "policy:done",
     "policy:next-refused",

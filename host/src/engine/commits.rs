@@ -423,6 +423,9 @@ impl Engine {
             p.reason = Some(reason.clone());
             p.updated_at = now_ms();
             tx.put_policy(&p)?;
+            // The commit's own failure (a planted symlink where gatehost
+            // writes, a ref that keeps moving), then what it leads to.
+            self.policy_event(tx, "policy:commit-failed", &p, json!({"reason": reason}))?;
             self.policy_event(
                 tx,
                 "policy:blocked",
