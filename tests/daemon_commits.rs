@@ -1093,3 +1093,58 @@ fn judges_of_a_commit_policy_see_the_snapshots_diff() {
     assert!(!prompt.contains("not in the commit"), "{prompt}");
     assert!(prompt.contains("BEGIN UNTRUSTED DATA>>>"), "{prompt}");
 }
+
+/// With `[sandbox] user`, a commit policy's gate runs as that user in its
+/// snapshot's worktree, which that user owns and may write (a build there).
+#[test]
+fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let top = s.ws.parent().expect("scratch top");
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let cfg = s.write(
+        "config.toml",
+        &allow_config(&["true"]).replace(
+            "[sandbox]\n",
+            &format!(
+                "[sandbox]\nuser = \"nobody\"\nscratch_dir = \"{}\"\n",
+                s.etc.join("scratch").display()
+            ),
+        ),
+    );
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws(".gitignore", "built.txt\n");
+    s.write_ws("a.txt", "x\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "bash", "args": ["-c", "id -u > built.txt && grep -q x a.txt"]},
+        "onFail": {"maxRetries": 0},
+        "then": "commit",
+        "commit": {"paths": ["a.txt", ".gitignore"], "message": "m"}
+    }));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+    let worktrees = s.etc.join("data.worktrees");
+    let built: Vec<PathBuf> = std::fs::read_dir(&worktrees)
+        .expect("worktrees")
+        .flatten()
+        .map(|e| e.path().join("built.txt"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(built.len(), 1, "{built:?}");
+    assert_eq!(
+        std::fs::read_to_string(&built[0]).expect("built"),
+        "65534\n"
+    );
+    let worktree = built[0].parent().expect("worktree");
+    assert_eq!(std::fs::metadata(worktree).expect("meta").uid(), 65534);
+    assert_eq!(
+        std::fs::metadata(worktree.join("a.txt"))
+            .expect("meta")
+            .uid(),
+        65534
+    );
+}

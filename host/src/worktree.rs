@@ -109,6 +109,9 @@ pub struct SyncStats {
 #[derive(Clone)]
 pub struct Worktrees {
     root: PathBuf,
+    /// The gate user (`[sandbox] user`): owns the worktrees and what is
+    /// written in them, so that its gates can write there.
+    owner: Option<(u32, u32)>,
     /// By worktree directory: its manifest, or `None` while leased.
     slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
 }
@@ -117,6 +120,7 @@ pub struct Worktrees {
 pub struct Lease {
     path: PathBuf,
     manifest: Manifest,
+    owner: Option<(u32, u32)>,
     slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
 }
 
@@ -139,8 +143,17 @@ impl Worktrees {
     pub fn new(root: PathBuf) -> Worktrees {
         Worktrees {
             root,
+            owner: None,
             slots: Arc::default(),
         }
+    }
+
+    /// Worktrees owned by `owner` (uid, gid): the root becomes searchable
+    /// (not listable) by others, each worktree and everything written in
+    /// it belongs to `owner`.
+    pub fn owned_by(mut self, owner: Option<(u32, u32)>) -> Worktrees {
+        self.owner = owner;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -156,7 +169,7 @@ impl Worktrees {
         };
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            .mode(if self.owner.is_some() { 0o711 } else { 0o700 })
             .create(&self.root)
             .map_err(root_err)?;
         let root = std::fs::canonicalize(&self.root).map_err(root_err)?;
@@ -172,9 +185,15 @@ impl Worktrees {
                     Manifest::default()
                 }
             };
-            if let Err(source) = std::fs::DirBuilder::new().mode(0o755).create(&path)
-                && source.kind() != std::io::ErrorKind::AlreadyExists
-            {
+            let made = match std::fs::DirBuilder::new().mode(0o755).create(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                other => other,
+            }
+            .and_then(|()| match self.owner {
+                Some((uid, gid)) => std::os::unix::fs::lchown(&path, Some(uid), Some(gid)),
+                None => Ok(()),
+            });
+            if let Err(source) = made {
                 slots.insert(path.clone(), Some(manifest));
                 return Err(WorktreeError::Io {
                     path: path.display().to_string(),
@@ -184,6 +203,7 @@ impl Worktrees {
             return Ok(Lease {
                 path,
                 manifest,
+                owner: self.owner,
                 slots: self.slots.clone(),
             });
         }
@@ -418,9 +438,25 @@ fn sync_to(
         b.recursive(true);
         b
     };
+    let owner = lease.owner;
+    let chown = |rel: &BStr| -> Result<(), WorktreeError> {
+        if let Some((uid, gid)) = owner {
+            rustix::fs::chownat(
+                &root,
+                Path::new(OsStr::from_bytes(rel)),
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| io(rel)(e.into()))?;
+        }
+        Ok(())
+    };
+    // Sorted: a parent comes before its children.
     for d in wanted.dirs.iter().filter(|d| !present_dirs.contains(*d)) {
         root.create_dir_with(OsStr::from_bytes(d), &builder)
             .map_err(io(d.as_bstr()))?;
+        chown(d.as_bstr())?;
     }
     for (path, (kind, oid)) in &wanted.files {
         if kept.contains(path) {
@@ -449,6 +485,7 @@ fn sync_to(
                     .map_err(io(path.as_bstr()))?;
             }
         }
+        chown(path.as_bstr())?;
         let meta = root.symlink_metadata(name).map_err(io(path.as_bstr()))?;
         lease.manifest.kept.insert(
             path.clone(),

@@ -125,7 +125,8 @@ impl Engine {
                             rustix::process::getuid().as_raw()
                         ))
                     }),
-                ),
+                )
+                .owned_by(runner.sandbox().gate_user()),
                 runner,
             }),
         })

@@ -304,6 +304,11 @@ impl Sandbox {
         Ok(())
     }
 
+    /// The uid and gid gates run as (`[sandbox] user`), if not root's.
+    pub fn gate_user(&self) -> Option<(u32, u32)> {
+        self.user
+    }
+
     /// One line saying which confinement is in force, printed at start.
     pub fn describe(&self) -> String {
         match &self.state {
