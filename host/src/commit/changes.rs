@@ -77,7 +77,14 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileDiff>, CommitError>
                 }
             }
             None => {
-                tracing::warn!(name = ?name, "a top-level name that is not UTF-8 is not given to plugins")
+                if !excludes.is_ignored(
+                    std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).as_bstr(),
+                    is_dir,
+                ) {
+                    return Err(CommitError::PathNotUtf8(
+                        name.to_string_lossy().into_owned(),
+                    ));
+                }
             }
         }
     }
@@ -168,7 +175,9 @@ pub(super) fn diff_content(
         {
             continue;
         }
-        let path = item.path.to_str_lossy().into_owned();
+        // Never hidden from the plugins, never renamed for them.
+        let path = String::from_utf8(item.path.to_vec())
+            .map_err(|_| CommitError::PathNotUtf8(item.path.to_str_lossy().into_owned()))?;
         // Content vouched for by the stat cache is read from its blob.
         let data = match item.known {
             Some(id) => blob(id)?,
@@ -198,7 +207,8 @@ pub(super) fn diff_content(
             continue;
         }
         let old = blob(*id)?;
-        let path = path.to_str_lossy().into_owned();
+        let path = String::from_utf8(path.to_vec())
+            .map_err(|_| CommitError::PathNotUtf8(path.to_str_lossy().into_owned()))?;
         let mut text = String::new();
         file_diff(&mut text, &path, Some((&old, *kind)), None);
         push(&mut out, path, ChangeKind::Deleted, text)?;

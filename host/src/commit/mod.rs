@@ -169,6 +169,10 @@ pub enum CommitError {
     InvalidMessage(&'static str),
     #[error("the workspace's changes make a diff larger than {0} bytes")]
     DiffTooLarge(usize),
+    #[error(
+        "the changed path {0:?} is not UTF-8: plugins take paths as strings, so it cannot be given to them (rename it)"
+    )]
+    PathNotUtf8(String),
     #[error("git operation `{op}` failed: {source}")]
     Git {
         op: &'static str,

@@ -49,7 +49,7 @@ pub struct TreeSnapshot {
 pub fn snapshot(
     workspace: &Path,
     paths: &[String],
-) -> Result<(TreeSnapshot, Vec<FileDiff>), CommitError> {
+) -> Result<(TreeSnapshot, Result<Vec<FileDiff>, String>), CommitError> {
     snapshot_with(workspace, paths, &mut StatCache::default())
 }
 
@@ -61,7 +61,7 @@ pub fn snapshot_with(
     workspace: &Path,
     paths: &[String],
     cache: &mut StatCache,
-) -> Result<(TreeSnapshot, Vec<FileDiff>), CommitError> {
+) -> Result<(TreeSnapshot, Result<Vec<FileDiff>, String>), CommitError> {
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
     let repo = &ws.repo;
@@ -109,7 +109,9 @@ pub fn snapshot_with(
             return Err(e);
         }
     };
-    let changes = super::changes::diff_content(repo, &tracked, &content)?;
+    // Its diff, for plugins and judges: a path that cannot be given to a
+    // plugin does not stop the snapshot (the gates may not be plugins).
+    let changes = super::changes::diff_content(repo, &tracked, &content).map_err(|e| e.to_string());
     let tree_hex = tree.to_hex().to_string();
     Ok((
         TreeSnapshot {

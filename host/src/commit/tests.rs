@@ -1047,6 +1047,7 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     write(ws, "a.txt", "judged\n");
     write(ws, "dir/new.txt", "new\n");
     let (snap, changes) = snapshot(ws, &paths(&["a.txt", "dir"])).unwrap();
+    let changes = changes.unwrap();
     let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(changed, ["a.txt", "dir/new.txt"]);
     assert_eq!(snap.parent.as_deref(), Some(head(ws).as_str()));
@@ -1073,7 +1074,7 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "b1\n");
     // Nothing changed since: an empty list; unchanged content: nothing to commit.
     let (again, none) = snapshot(ws, &paths(&["dir/keep.txt"])).unwrap();
-    assert!(none.is_empty());
+    assert!(none.unwrap().is_empty());
     assert!(changed_since(ws, &again, None).unwrap().is_empty());
     let p = prepare_snapshot(ws, &again, "m", &Committer::default()).unwrap();
     assert!(p.nothing_to_commit);
@@ -1111,6 +1112,7 @@ fn the_stat_cache_skips_unchanged_files_and_never_trusts_a_changed_one() {
     );
     // Unchanged: the same tree, the files taken from the cache.
     let (second, changes) = snapshot_with(ws, &paths(&["dir", "a.txt"]), &mut cache).unwrap();
+    let changes = changes.unwrap();
     assert_eq!(second.tree, first.tree);
     let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(
@@ -1140,6 +1142,27 @@ fn the_stat_cache_skips_unchanged_files_and_never_trusts_a_changed_one() {
     );
     // The default window: files changed in the last 2 s are never cached.
     let mut careful = StatCache::default();
-    snapshot_with(ws, &paths(&["dir"]), &mut careful).unwrap();
+    let _ = snapshot_with(ws, &paths(&["dir"]), &mut careful).unwrap();
     assert!(!careful.entries.contains_key(b"dir/new.txt".as_bstr()));
+}
+
+#[test]
+fn a_changed_path_that_is_not_utf8_is_never_hidden_from_plugins() {
+    let t = repo();
+    let ws = t.path();
+    let name = std::ffi::OsStr::from_bytes(b"evil\xff.rs");
+    std::fs::write(ws.join("dir").join(name), "dbg!(1)\n").unwrap();
+    // The snapshot is made (a shell gate can judge it) but its change set
+    // for plugins is refused, naming the file.
+    let (snap, changes) = snapshot(ws, &paths(&["dir"])).unwrap();
+    let err = changes.unwrap_err();
+    assert!(
+        err.contains("is not UTF-8") && err.contains("evil"),
+        "{err}"
+    );
+    assert!(!snap.tree.is_empty());
+    // At the top level of a workspace gated live, the same.
+    std::fs::write(ws.join(name), "dbg!(1)\n").unwrap();
+    let err = workspace_changes(ws).unwrap_err();
+    assert!(matches!(err, CommitError::PathNotUtf8(_)), "{err}");
 }

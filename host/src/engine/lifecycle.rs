@@ -267,13 +267,13 @@ impl Engine {
             Ok(Err(e)) => {
                 return (
                     error_report(format!("cannot check the snapshot out: {e}")),
-                    Some((snap, changes)),
+                    Some((snap, changes.unwrap_or_default())),
                 );
             }
             Err(e) => {
                 return (
                     error_report(format!("the worktree task failed: {e}")),
-                    Some((snap, changes)),
+                    Some((snap, changes.unwrap_or_default())),
                 );
             }
         };
@@ -282,7 +282,7 @@ impl Engine {
             .run_policy_gates(policy, input, sessions, &worktree, Some(changes.clone()))
             .await;
         drop(lease);
-        (report, Some((snap, changes)))
+        (report, Some((snap, changes.unwrap_or_default())))
     }
 
     async fn run_policy_gates(
@@ -291,7 +291,7 @@ impl Engine {
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
         workspace: &str,
-        snapshot_changes: Option<Vec<crate::gate::diff::FileDiff>>,
+        snapshot_changes: Option<Result<Vec<crate::gate::diff::FileDiff>, String>>,
     ) -> RunReport {
         let gates = match input.gates() {
             Ok(g) => g,
@@ -326,7 +326,13 @@ impl Engine {
             .iter()
             .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
         let diff = if let Some(changes) = snapshot_changes {
-            Some(changes)
+            match changes {
+                Ok(changes) => Some(changes),
+                Err(e) if needs_diff => {
+                    return error_report(format!("cannot give the change to the plugins: {e}"));
+                }
+                Err(_) => None,
+            }
         } else if needs_diff && Path::new(workspace).join(".git").is_dir() {
             let ws = workspace.to_string();
             match tokio::task::spawn_blocking(move || {
