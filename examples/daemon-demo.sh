@@ -76,13 +76,16 @@ echo "// reviewed by the gate" >> "$tmp/ws/src/lib.rs"
 say "the agent's token cannot approve; the operator's can"
 "$gatehost" policy ack "$policy" --approve || echo "(refused, as it must be)"
 GATEHOST_TOKEN=$operator "$gatehost" policy ack "$policy" --approve
-for _ in $(seq 100); do
-  "$gatehost" policy status "$policy" --json | grep -q '"status": "done"' && break
+# (The status is read whole before matching: `grep -q` stops reading at the
+# first match, and under `pipefail` the writer's SIGPIPE would fail the test.)
+is_done() { [[ $("$gatehost" policy status "$policy" --json) == *'"status": "done"'* ]]; }
+for _ in $(seq 600); do
+  is_done && break
   sleep 0.1
 done
 "$gatehost" policy status "$policy"
 
-if ! "$gatehost" policy status "$policy" --json | grep -q '"status": "done"'; then
+if ! is_done; then
   echo "demo: the policy did not end committed; the daemon's log:" >&2
   cat "$tmp/serve.log" >&2
   exit 1
