@@ -225,6 +225,15 @@ fn an_ack_after_the_paths_changed_commits_the_snapshot_that_passed() {
         .to_string();
     assert_eq!(p["plan"]["changedAfterSnapshot"], json!([]));
     s.write_ws("a.txt", "changed after the gate\n");
+    // The status says so, as of now.
+    let status = d.cli(&["policy", "status", &pid], &d.agent);
+    assert!(
+        status
+            .stdout
+            .contains("changed since the gate's snapshot (not in the commit): a.txt"),
+        "{}",
+        status.stdout
+    );
     let v = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
     assert_eq!(v.code, 0, "{}", v.stderr);
     let p = d.wait_status(&pid, "done", T);

@@ -293,7 +293,7 @@ async fn get_policy(
     Path(id): Path<String>,
 ) -> ApiResult {
     st.tokens.require(&headers, Role::Agent)?;
-    ok(policy_json(&st.engine.policy(&id)?))
+    ok(policy_json(&st.engine.policy_now(&id).await?))
 }
 
 async fn wait_policy(

@@ -339,6 +339,15 @@ fn policy_line(p: &Value) -> String {
     if let Some(r) = p["reason"].as_str() {
         line.push_str(&format!(": {r}"));
     }
+    if let Some(changed) = p["plan"]["changedAfterSnapshot"].as_array()
+        && !changed.is_empty()
+    {
+        let names: Vec<&str> = changed.iter().filter_map(Value::as_str).collect();
+        line.push_str(&format!(
+            "\n  changed since the gate's snapshot (not in the commit): {}",
+            names.join(", ")
+        ));
+    }
     line
 }
 

@@ -59,6 +59,35 @@ impl Engine {
         Ok(self.session(first)?.workspace)
     }
 
+    /// A policy as it is now: one awaiting its ack with a snapshot gets
+    /// `plan.changedAfterSnapshot` as of this call (what the commit will
+    /// not hold), not as of its commit-ready. Nothing is stored.
+    pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
+        let mut p = self.policy(id)?;
+        if p.status != PolicyStatus::AwaitingAck {
+            return Ok(p);
+        }
+        let Some(snap) = plan_snapshot(&p) else {
+            return Ok(p);
+        };
+        let workspace = self.workspace_of(&p)?;
+        let cache = self.stat_cache(&workspace);
+        let changed = tokio::task::spawn_blocking(move || {
+            let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            commit::changed_since(Path::new(&workspace), &snap, Some(&cache))
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the task failed: {e}")));
+        if let Some(plan) = p.plan.as_mut() {
+            plan["changedAfterSnapshot"] = match changed {
+                Ok(list) => json!(list),
+                Err(e) => json!({"error": e}),
+            };
+        }
+        Ok(p)
+    }
+
     /// The operator's answer to `policy:commit-ready`. A second ack, or an
     /// ack of a policy not awaiting one, is a conflict and changes nothing.
     /// An approval whose paths changed since the gate passed is refused as
