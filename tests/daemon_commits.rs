@@ -353,6 +353,12 @@ struct Receiver {
 }
 
 fn receiver() -> Receiver {
+    receiver_answering(true)
+}
+
+/// A receiver that answers 500 to each delivery's first request
+/// (`fail_first`), or 200 at once.
+fn receiver_answering(fail_first: bool) -> Receiver {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -392,7 +398,7 @@ fn receiver() -> Receiver {
                 s.push((id, kind, sig, body));
                 first
             };
-            let status = if first {
+            let status = if first && fail_first {
                 "500 Internal Server Error"
             } else {
                 "200 OK"
@@ -1156,4 +1162,51 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
             .uid(),
         65534
     );
+}
+
+/// One queue per URL: a session's `notifyUrl` that accepts connections but
+/// never answers delays only its own deliveries; the operator's global
+/// webhook still gets every event at once (before, each batch of 32
+/// waited for the dead URL's timeout).
+#[test]
+fn a_url_that_never_answers_delays_only_itself() {
+    let live = receiver_answering(false);
+    // Accepts (the kernel's backlog) and never answers.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dead_url = format!("http://{}/hook/dead", dead.local_addr().expect("addr"));
+    let (s, d) = setup_with(
+        &format!(
+            "webhook_url = \"{}\"\nwebhook_timeout_ms = 8000\nnotify_url_prefixes = [\"http://{}/hook/\"]\n",
+            live.url,
+            dead.local_addr().expect("addr")
+        ),
+        "",
+    );
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions",
+        Some(&d.agent),
+        Some(json!({"id": "s2", "cwd": s.ws, "notifyUrl": dead_url})),
+    );
+    assert!((200..300).contains(&code), "{v}");
+    let started = std::time::Instant::now();
+    for _ in 0..40 {
+        d.report("s2", "turn-start");
+    }
+    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+        .as_u64()
+        .expect("cursor");
+    let deadline = started + Duration::from_secs(4);
+    loop {
+        let got = live.seen.lock().expect("lock").len() as u64;
+        if got >= head {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the global webhook got {got} of {head} events in 4 s: held up by the dead URL"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(dead);
 }

@@ -1,6 +1,7 @@
 //! Webhook delivery: POSTs each queued event to its URLs (the global one
 //! and the session's own), from the store's delivery queue, so deliveries
-//! survive restarts and never block the engine.
+//! survive restarts and never block the engine; one worker per URL with
+//! deliveries due, so a URL that never answers delays only itself.
 //!
 //! Each request carries the event as JSON, `X-Gatehost-Event` (its type),
 //! `X-Gatehost-Delivery` (an idempotency id stable across retries:
@@ -19,7 +20,10 @@ use crate::engine::Engine;
 use crate::store::{Delivery, now_ms};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 const BATCH: usize = 32;
 const MAX_BACKOFF_MS: i64 = 5 * 60 * 1000;
@@ -83,35 +87,68 @@ impl Webhooks {
         })
     }
 
-    /// Runs forever: delivers what is due, then sleeps until the next due
-    /// time or until new events are published.
+    /// Runs forever: one queue per URL, so that a URL that never answers
+    /// delays only its own deliveries. Each URL with deliveries due gets a
+    /// worker (one at a time per URL, in order); this loop then sleeps
+    /// until the next due time, new events or a worker's end.
     pub async fn run(self) {
         let mut rx = self.engine.bus().subscribe();
+        let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let finished = Arc::new(Notify::new());
         loop {
-            let due = match self.engine.store().due_deliveries(now_ms(), BATCH) {
-                Ok(d) => d,
+            let urls = match self.engine.store().due_urls(now_ms()) {
+                Ok(u) => u,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the webhook queue; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
             };
+            for url in urls {
+                if !busy
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(url.clone())
+                {
+                    continue;
+                }
+                let (me, busy, finished) = (self.clone(), busy.clone(), finished.clone());
+                tokio::spawn(async move {
+                    me.drain(&url).await;
+                    busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&url);
+                    finished.notify_one();
+                });
+            }
+            let next = self.engine.store().next_delivery_at().ok().flatten();
+            let wait = match next {
+                // Due now but its URL's worker is on it: wait for news.
+                Some(at) if at <= now_ms() => Duration::from_secs(1),
+                Some(at) => Duration::from_millis((at - now_ms()).clamp(10, 60_000) as u64),
+                None => Duration::from_secs(60),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = rx.changed() => {}
+                _ = finished.notified() => {}
+            }
+        }
+    }
+
+    /// Delivers `url`'s due deliveries, oldest first, until none is due.
+    async fn drain(&self, url: &str) {
+        loop {
+            let due = match self.engine.store().due_deliveries_to(url, now_ms(), BATCH) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(error = %e, %url, "cannot read the webhook queue");
+                    return;
+                }
+            };
             if due.is_empty() {
-                let next = self.engine.store().next_delivery_at().ok().flatten();
-                let wait = match next {
-                    Some(at) => Duration::from_millis((at - now_ms()).clamp(10, 60_000) as u64),
-                    None => Duration::from_secs(60),
-                };
-                let _ = tokio::time::timeout(wait, rx.changed()).await;
-                continue;
+                return;
             }
-            let mut tasks = Vec::new();
             for d in due {
-                let me = self.clone();
-                tasks.push(tokio::spawn(async move { me.deliver(d).await }));
-            }
-            for t in tasks {
-                let _ = t.await;
+                self.deliver(d).await;
             }
         }
     }

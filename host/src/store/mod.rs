@@ -330,6 +330,29 @@ impl Store {
         self.read(|c| records::due_deliveries(c, now, limit))
     }
 
+    /// The URLs with a delivery due at `now`.
+    pub fn due_urls(&self, now: i64) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT DISTINCT url FROM deliveries WHERE state='pending' AND next_at <= ?1",
+            )?;
+            let urls = st
+                .query_map([now], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(urls)
+        })
+    }
+
+    /// Up to `limit` deliveries to `url` due at `now`, oldest first.
+    pub fn due_deliveries_to(
+        &self,
+        url: &str,
+        now: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Delivery>> {
+        self.read(|c| records::due_deliveries_to(c, url, now, limit))
+    }
+
     /// The next time a pending delivery is due, if any.
     pub fn next_delivery_at(&self) -> StoreResult<Option<i64>> {
         self.read(|c| {

@@ -471,6 +471,30 @@ pub(super) fn list_events(c: &Connection, f: &EventFilter) -> StoreResult<Vec<Ev
         .map_err(decode_err)
 }
 
+pub(super) fn due_deliveries_to(
+    c: &Connection,
+    url: &str,
+    now: i64,
+    limit: usize,
+) -> StoreResult<Vec<Delivery>> {
+    let mut st = c.prepare_cached(
+        "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
+         JOIN events e ON e.cursor = d.event_cursor
+         WHERE d.state='pending' AND d.url = ?1 AND d.next_at <= ?2 ORDER BY d.next_at, d.id LIMIT ?3",
+    )?;
+    st.query_map(params![url, now, limit as i64], |r| {
+        Ok(Delivery {
+            id: r.get("did")?,
+            url: r.get("url")?,
+            attempts: r.get("attempts")?,
+            event: event_from(r)?,
+        })
+    })
+    .map_err(decode_err)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(decode_err)
+}
+
 pub(super) fn due_deliveries(c: &Connection, now: i64, limit: usize) -> StoreResult<Vec<Delivery>> {
     let mut st = c.prepare_cached(
         "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
