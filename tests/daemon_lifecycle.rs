@@ -867,3 +867,58 @@ mod operator_power {
         }
     }
 }
+
+/// SIGTERM with long-polls open (events, a policy's wait, a session's next
+/// event, each asking for 55 s): every one is answered as timed out (its
+/// client polls again) and the daemon is gone within 2 s. (It waited for
+/// them before: up to 55 s.)
+#[test]
+fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
+    let (s, mut d) = setup();
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "watchFrom": "now", "gate": {"command": "true"}}));
+    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+        .as_u64()
+        .expect("cursor");
+    let polls = [
+        format!("/v1/events?since={head}&wait=55s"),
+        format!("/v1/policies/{pid}/wait?timeout=55s"),
+        format!("/v1/sessions/s1/next-event?since={head}&timeout=55s"),
+    ];
+    std::thread::scope(|scope| {
+        let open: Vec<_> = polls
+            .iter()
+            .map(|path| scope.spawn(|| d.http("GET", path, Some(&d.agent), None)))
+            .collect();
+        // Let the three requests reach the daemon and wait there.
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            open.iter().all(|h| !h.is_finished()),
+            "a long-poll answered early"
+        );
+        let pid = d.pid();
+        let started = std::time::Instant::now();
+        // SAFETY: kill(2) on the daemon this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        for (h, path) in open.into_iter().zip(&polls) {
+            let (code, body) = h.join().expect("poll thread");
+            assert_eq!(code, 200, "{path}: {body}");
+            let timed_out = body["timedOut"] == true
+                || body["settled"] == false
+                || body["events"].as_array().is_some_and(Vec::is_empty);
+            assert!(timed_out, "{path}: {body}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "long-polls answered after {:?}",
+            started.elapsed()
+        );
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(d.stop(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -227,8 +227,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         println!("{confinement}");
         tracing::info!(%url, data = %data_dir.display(), %confinement, "serving");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopping = engine.clone();
         tokio::spawn(async move {
             shutdown().await;
+            tracing::info!("stopping: open long-polls answer now");
+            stopping.begin_shutdown();
             let _ = stop_tx.send(true);
         });
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {

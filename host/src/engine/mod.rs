@@ -82,6 +82,8 @@ struct Inner {
     worktrees: crate::worktree::Worktrees,
     /// Per workspace: the blob ids of files read by its last snapshot.
     stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
+    /// Set when the daemon begins to stop: long-polls answer at once.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -118,6 +120,7 @@ impl Engine {
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),
+                stopping: tokio::sync::watch::Sender::new(false),
                 worktrees: crate::worktree::Worktrees::new(
                     config.worktree_dir.clone().unwrap_or_else(|| {
                         std::env::temp_dir().join(format!(
@@ -141,6 +144,19 @@ impl Engine {
             .entry(workspace.to_string())
             .or_default()
             .clone()
+    }
+
+    /// The daemon is stopping: every long-poll answers now (as timed
+    /// out: its client polls again, and finds the next daemon), so that
+    /// the server's graceful shutdown does not wait for them.
+    pub fn begin_shutdown(&self) {
+        self.inner.stopping.send_replace(true);
+    }
+
+    /// Resolves once [`Engine::begin_shutdown`] was called.
+    async fn stopped(&self) {
+        let mut rx = self.inner.stopping.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     pub fn store(&self) -> &Store {
@@ -423,9 +439,12 @@ impl Engine {
             if p.status.is_settled() || p.status == PolicyStatus::AwaitingAck {
                 return Ok((p, true));
             }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return Ok((self.policy(id)?, false)),
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, rx.changed()) => match changed {
+                    Ok(Ok(())) => continue,
+                    _ => return Ok((self.policy(id)?, false)),
+                },
+                _ = self.stopped() => return Ok((self.policy(id)?, false)),
             }
         }
     }
@@ -443,9 +462,12 @@ impl Engine {
             if !events.is_empty() {
                 return Ok(events);
             }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return Ok(Vec::new()),
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, rx.changed()) => match changed {
+                    Ok(Ok(())) => continue,
+                    _ => return Ok(Vec::new()),
+                },
+                _ = self.stopped() => return Ok(Vec::new()),
             }
         }
     }
