@@ -922,3 +922,51 @@ fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
         started.elapsed()
     );
 }
+
+/// A client that retries an attach after a lost answer, with the same
+/// idempotency key, gets the policy the first attempt made: one policy,
+/// one `policy:attached`. The same key with another request is refused;
+/// keys are the token's own; the CLI's `--idempotency-key` does the same.
+#[test]
+fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    let spec = json!({"sessionId": "s1", "gate": {"command": "true"}, "idempotencyKey": "k-1"});
+    let first = d.attach(spec.clone());
+    let again = d.attach(spec.clone());
+    assert_eq!(first, again);
+    let attached = d.all_events("&types=attached");
+    assert_eq!(attached.len(), 1, "{attached:?}");
+    // Another request under the same key: a conflict, nothing stored.
+    let mut other = spec.clone();
+    other["label"] = json!("something else");
+    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(other));
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "idempotency-key-reused");
+    // The operator's "k-1" is not the agent's.
+    let (code, v) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+    assert_eq!(code, 201, "{v}");
+    assert_ne!(v["policyId"].as_str(), Some(first.as_str()));
+    // The CLI.
+    let file = s.write(
+        "p.json",
+        &json!({"sessionId": "s1", "gate": {"command": "true"}}).to_string(),
+    );
+    let run = |key: &str| {
+        let r = d.cli(
+            &[
+                "policy",
+                "attach",
+                file.to_str().expect("path"),
+                "--idempotency-key",
+                key,
+            ],
+            &d.agent,
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout.trim().to_string()
+    };
+    assert_eq!(run("cli-1"), run("cli-1"));
+    assert_ne!(run("cli-1"), run("cli-2"));
+    assert_eq!(d.all_events("&types=attached").len(), 4);
+}

@@ -263,7 +263,15 @@ async fn attach(
 ) -> ApiResult {
     let role = st.tokens.require(&headers, Role::Agent)?;
     let v: Value = body_json(body)?;
-    let p = st.engine.attach(v, role.trust()).await?;
+    let key = match headers.get("idempotency-key") {
+        Some(k) => Some(
+            k.to_str()
+                .map_err(|_| ApiError::bad_request("Idempotency-Key", "must be ASCII"))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    let p = st.engine.attach(v, role.trust(), key).await?;
     Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
 }
 

@@ -89,6 +89,10 @@ pub enum PolicyCommand {
     Attach {
         #[arg(value_name = "FILE.json")]
         file: PathBuf,
+        /// Retrying with the same key answers the policy the first attempt
+        /// made instead of attaching another (scoped to the token).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// A policy's status (with --json: the whole policy, `status` included).
     Status { id: String },
@@ -460,7 +464,10 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
 pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
     run_client(&args, |client| async move {
         let result = match cmd {
-            PolicyCommand::Attach { file } => {
+            PolicyCommand::Attach {
+                file,
+                idempotency_key,
+            } => {
                 let text = if file.as_os_str() == "-" {
                     let mut s = String::new();
                     match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
@@ -473,10 +480,13 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
                         Err(e) => return fail(format!("{}: {e}", file.display())),
                     }
                 };
-                let body: Value = match serde_json::from_str(&text) {
+                let mut body: Value = match serde_json::from_str(&text) {
                     Ok(v) => v,
                     Err(e) => return fail(format!("{}: not valid JSON: {e}", file.display())),
                 };
+                if let (Some(k), Some(m)) = (idempotency_key, body.as_object_mut()) {
+                    m.insert("idempotencyKey".into(), Value::String(k));
+                }
                 client
                     .call(reqwest::Method::POST, "/v1/policies", Some(body))
                     .await

@@ -94,6 +94,12 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// A digest of an attach request, to tell a retry from another request.
+fn request_digest(body: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(body.to_string().as_bytes()))
+}
+
 /// A policy as the API shows it.
 pub fn policy_json(p: &PolicyRow) -> Value {
     let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
@@ -247,11 +253,52 @@ impl Engine {
     /// and are bounded by `[daemon] attach_timeout_ms`: past it the answer
     /// is `Unavailable` and nothing is stored, even when the checks finish
     /// later.
+    ///
+    /// With an idempotency key (the client's, scoped to its credential):
+    /// the first attach with it stores the policy and the key in one
+    /// transaction; a retry with the same key and the same request answers
+    /// that policy and attaches nothing; the same key with another request
+    /// is a conflict.
     pub async fn attach(
         &self,
-        body: Value,
+        mut body: Value,
         trust: crate::config::Trust,
+        key: Option<String>,
     ) -> EngineResult<PolicyRow> {
+        let key = match (
+            key,
+            body.as_object_mut()
+                .and_then(|m| m.remove("idempotencyKey")),
+        ) {
+            (Some(k), _) => Some(k),
+            (None, Some(Value::String(k))) => Some(k),
+            (None, Some(_)) => {
+                return Err(EngineError::Invalid {
+                    field: "idempotencyKey".into(),
+                    message: "must be a string".into(),
+                });
+            }
+            (None, None) => None,
+        };
+        let key = match key {
+            Some(k)
+                if k.is_empty()
+                    || k.len() > 200
+                    || !k.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
+            {
+                return Err(EngineError::Invalid {
+                    field: "idempotencyKey".into(),
+                    message: "must be 1 to 200 printable ASCII characters, no spaces".into(),
+                });
+            }
+            Some(k) => Some((format!("{trust:?}:{k}"), request_digest(&body))),
+            None => None,
+        };
+        if let Some((k, digest)) = &key
+            && let Some(p) = self.replayed(k, digest)?
+        {
+            return Ok(p);
+        }
         let limit = self.inner.runner.config().daemon.attach_timeout;
         let engine = self.clone();
         let checks = tokio::task::spawn_blocking(move || {
@@ -285,11 +332,45 @@ impl Engine {
                 });
             }
         };
-        let policy = self.write(|tx| self.insert_policy(tx, &input, None))?;
-        if policy.status == PolicyStatus::Queued {
+        let (policy, fresh) = self.write(|tx| {
+            if let Some((k, _)) = &key {
+                // Another attach with this key won the race meanwhile.
+                if let Some((id, _)) = tx.idempotent(k)? {
+                    let p = tx.policy(&id)?.ok_or_else(|| {
+                        EngineError::NotFound(format!("no policy '{id}' (idempotency key)"))
+                    })?;
+                    return Ok((p, false));
+                }
+            }
+            let p = self.insert_policy(tx, &input, None)?;
+            if let Some((k, digest)) = &key {
+                tx.put_idempotent(k, digest, &p.id)?;
+            }
+            Ok((p, true))
+        })?;
+        if fresh && policy.status == PolicyStatus::Queued {
             self.schedule_gate(&policy.id);
         }
         Ok(policy)
+    }
+
+    /// The policy an earlier attach with this key made, when the request
+    /// is the same; a conflict when it is not.
+    fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
+        let found = self.write(|tx| Ok(tx.idempotent(key)?))?;
+        let Some((id, earlier)) = found else {
+            return Ok(None);
+        };
+        if earlier != digest {
+            return Err(EngineError::Conflict {
+                code: "idempotency-key-reused",
+                message: format!(
+                    "this idempotency key already attached {id} with another request; use a new key for a new policy"
+                ),
+            });
+        }
+        tracing::info!(policy = %id, "attach replayed for its idempotency key");
+        Ok(Some(self.policy(&id)?))
     }
 
     /// Inserts a validated policy in `tx`, publishing `policy:attached`

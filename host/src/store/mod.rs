@@ -120,6 +120,14 @@ CREATE TABLE IF NOT EXISTS deliveries(
     UNIQUE(event_cursor, url)
 );
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(state, next_at);
+-- Attach idempotency keys (by credential), the request they came with
+-- (a digest) and the policy they made.
+CREATE TABLE IF NOT EXISTS idempotency(
+    key TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    policy_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
 ";
 
 #[derive(Debug, thiserror::Error)]
@@ -454,6 +462,25 @@ impl Tx<'_> {
             .query_row([], |r| r.get(0))?;
         p.seq = seq;
         records::insert_policy(&self.tx, p)
+    }
+
+    /// The policy an idempotency key made, and the request's digest.
+    pub fn idempotent(&self, key: &str) -> StoreResult<Option<(String, String)>> {
+        Ok(self
+            .tx
+            .prepare_cached("SELECT policy_id, request FROM idempotency WHERE key = ?1")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    /// Records that `key` (with the request digest `request`) made `policy`.
+    pub fn put_idempotent(&mut self, key: &str, request: &str, policy: &str) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO idempotency(key, request, policy_id, created_at) VALUES(?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![key, request, policy, now_ms()])?;
+        Ok(())
     }
 
     pub fn head_cursor(&self) -> StoreResult<i64> {
