@@ -970,3 +970,47 @@ fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
     assert_ne!(run("cli-1"), run("cli-2"));
     assert_eq!(d.all_events("&types=attached").len(), 4);
 }
+
+/// Issue 12 #4: a policy that could never gate is refused at attach, never
+/// left waiting: `watchFrom` beyond the newest event (400), or "now" on a
+/// member that has exited (409 `exited`). With another member alive, the
+/// exited one is not waited for.
+#[test]
+fn an_attach_that_could_never_gate_is_refused() {
+    let (s, d) = setup();
+    d.register("gone", &s.ws);
+    d.register("alive", &s.ws);
+    d.report("gone", "exited");
+    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+        .as_i64()
+        .expect("cursor");
+    let (code, v) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(json!({"sessionId": "alive", "watchFrom": head + 100})),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["field"], "watchFrom");
+    let (code, v) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(json!({"sessionId": "gone", "watchFrom": "now"})),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "exited");
+    // "latest": its exit counts as its end, so the policy gates at once.
+    let pid = d.attach(json!({"sessionId": "gone", "gate": {"command": "true"}}));
+    assert_eq!(
+        d.wait_status(&pid, "done", Duration::from_secs(10))["status"],
+        "done"
+    );
+    // Fan-in with one member alive: only that one is waited for.
+    let pid = d.attach(
+        json!({"sessionIds": ["gone", "alive"], "watchFrom": "now", "gate": {"command": "true"}}),
+    );
+    assert_eq!(d.policy(&pid)["pending"], json!(["alive"]));
+    d.report("alive", "turn-end");
+    d.wait_status(&pid, "done", Duration::from_secs(10));
+}

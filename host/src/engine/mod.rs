@@ -389,7 +389,16 @@ impl Engine {
             Some(WatchFrom::Named(_)) => (head, false),
             Some(WatchFrom::Cursor(c)) => (*c, false),
         };
+        if watch_after > head {
+            return Err(EngineError::Invalid {
+                field: "watchFrom".into(),
+                message: format!(
+                    "cursor {watch_after} is beyond the newest event ({head}): nothing would ever be watched"
+                ),
+            });
+        }
         let mut pending = Vec::new();
+        let (mut ended_any, mut exited) = (false, Vec::new());
         for id in &members {
             let s = tx.session(id)?.ok_or_else(|| EngineError::Invalid {
                 field: "sessionId".into(),
@@ -403,9 +412,23 @@ impl Engine {
                 ),
                 _ => false,
             };
-            if !ended {
+            if ended {
+                ended_any = true;
+            } else if s.state == crate::store::SessionState::Exited {
+                // No turn-end can come from it: never waited for.
+                exited.push(id.clone());
+            } else {
                 pending.push(id.clone());
             }
+        }
+        if parent.is_none() && !ended_any && pending.is_empty() && !exited.is_empty() {
+            return Err(EngineError::Conflict {
+                code: "exited",
+                message: format!(
+                    "every member has exited ({}) and none ended a turn after watchFrom: the policy could never gate",
+                    exited.join(", ")
+                ),
+            });
         }
         let now = now_ms();
         let spec = serde_json::to_value(input).unwrap_or(Value::Null);
