@@ -1014,3 +1014,47 @@ fn an_attach_that_could_never_gate_is_refused() {
     d.report("alive", "turn-end");
     d.wait_status(&pid, "done", Duration::from_secs(10));
 }
+
+/// Issue 12 #5: a fan-in policy's events (which name its first member) are
+/// also the second member's: its `events?session=` and `next-event` show
+/// the nudge meant for it.
+#[test]
+fn a_fan_in_policys_events_reach_every_member() {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    d.register("s2", &s.ws);
+    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+        .as_i64()
+        .expect("cursor");
+    let pid = d.attach(json!({
+        "sessionIds": ["s1", "s2"], "watchFrom": "now",
+        "gate": {"command": "false"}, "onFail": {"maxRetries": 1}
+    }));
+    d.report("s1", "turn-end");
+    d.report("s2", "turn-end");
+    d.wait_status(&pid, "watching", Duration::from_secs(10));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = d.agent_ok("GET", "/v1/events?session=s2&types=nudge&since=0", None);
+        if v["events"].as_array().is_some_and(|e| e.len() == 1) {
+            assert_eq!(v["events"][0]["policyId"], pid.as_str(), "{v}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // next-event of s2 after its own turn-end: the policy's events follow.
+    let turn_end = d.agent_ok(
+        "GET",
+        &format!("/v1/events?session=s2&types=turn-end&since={head}"),
+        None,
+    )["events"][0]["cursor"]
+        .as_i64()
+        .expect("s2's turn-end");
+    let next = d.agent_ok(
+        "GET",
+        &format!("/v1/sessions/s2/next-event?since={turn_end}&timeout=1s"),
+        None,
+    );
+    assert_eq!(next["event"]["policyId"], pid.as_str(), "{next}");
+}

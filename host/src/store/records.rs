@@ -460,8 +460,23 @@ pub(super) fn list_events(c: &Connection, f: &EventFilter) -> StoreResult<Vec<Ev
         }
     };
     add_in("type", &f.types, &mut sql);
-    add_in("session_id", &f.session_ids, &mut sql);
     add_in("policy_id", &f.policy_ids, &mut sql);
+    // A session's events are its own and those of every policy it is a
+    // member of (a fan-in policy's events name its first member only).
+    if !f.session_ids.is_empty() {
+        let marks = vec!["?"; f.session_ids.len()].join(",");
+        sql.push_str(&format!(
+            " AND (session_id IN ({marks}) OR policy_id IN \
+             (SELECT policy_id FROM policy_members WHERE session_id IN ({marks})))"
+        ));
+        for _ in 0..2 {
+            args.extend(
+                f.session_ids
+                    .iter()
+                    .map(|v| rusqlite::types::Value::from(v.clone())),
+            );
+        }
+    }
     sql.push_str(" ORDER BY cursor LIMIT ?");
     args.push((f.limit.max(1) as i64).into());
     let mut st = c.prepare_cached(&sql)?;
