@@ -474,3 +474,43 @@ fn serve_refused(data: &std::path::Path, cfg: &std::path::Path) -> String {
     assert_eq!(out.status.code(), Some(2), "{err}");
     err
 }
+
+/// Issue 12 #1: after a restart, recovery marks the sessions gatehost had
+/// started exited, which starts the gate of a policy watching one; the
+/// recovery that follows must not put that policy back in `queued` while
+/// its gate runs (its verdict was then dropped and it stayed queued until
+/// the next restart).
+#[test]
+fn a_policy_gated_by_recovery_itself_is_not_requeued_and_finishes() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let r = d.cli(
+        &[
+            "session",
+            "start",
+            "--id",
+            "bot",
+            "--cwd",
+            &s.ws.display().to_string(),
+            "--",
+            "sleep",
+            "600",
+        ],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let m = marker("recovery-gate");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "1"], 30_000))
+            .expect("gate");
+    let pid = d.attach(json!({"sessionId": "bot", "watchFrom": "now", "gate": gate}));
+    assert_eq!(d.policy(&pid)["status"], "watching");
+    d.restart();
+    // The session was marked exited at start: its gate ran (1 s), and the
+    // policy settles, without another restart.
+    let p = d.wait_status(&pid, "done", Duration::from_secs(20));
+    assert_eq!(p["gateRuns"], 1, "{p}");
+    d.stop();
+    assert_no_survivors(&m);
+}

@@ -152,6 +152,15 @@ impl Engine {
             .clone()
     }
 
+    /// Whether a gate task of this daemon runs (or is about to) for `id`.
+    fn has_gate_task(&self, id: &str) -> bool {
+        self.inner
+            .gate_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id)
+    }
+
     /// The daemon is stopping: every long-poll answers now (as timed
     /// out: its client polls again, and finds the next daemon), so that
     /// the server's graceful shutdown does not wait for them.
@@ -589,6 +598,9 @@ impl Engine {
         ])?;
         for p in open {
             match p.status {
+                // Gating in this life already: marking the started sessions
+                // exited (above) gated it. Its task owns it.
+                PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
                 PolicyStatus::Gating => {
                     let id = p.id.clone();
                     self.write(|tx| {
