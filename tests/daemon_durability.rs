@@ -514,3 +514,36 @@ fn a_policy_gated_by_recovery_itself_is_not_requeued_and_finishes() {
     d.stop();
     assert_no_survivors(&m);
 }
+
+/// Issue 12 #2: an agent that reports its turn-end as soon as it sees the
+/// `policy:nudge` event, before the daemon's nudge task has run (a test
+/// hook holds that task 1.5 s), is not lost: the policy gates again.
+/// (Before, the task moved the watch past that turn-end and the policy
+/// waited in `watching` for good.)
+#[test]
+fn a_turn_end_right_after_the_nudge_is_not_lost() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start_with_env(
+        &s.etc.join("data"),
+        &cfg,
+        &[("GATEHOST_TEST_NUDGE_DELAY_MS", "1500")],
+    );
+    d.register("s1", &s.ws);
+    let pid = d.attach(
+        json!({"sessionId": "s1", "gate": {"command": "false"}, "onFail": {"maxRetries": 1}}),
+    );
+    d.report("s1", "turn-end");
+    let deadline = Instant::now() + T;
+    while d
+        .all_events(&format!("&policy={pid}&types=nudge"))
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "no nudge");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(d.policy(&pid)["status"], "nudging");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "blocked", T);
+    assert_eq!(p["gateRuns"], 2, "{p}");
+}

@@ -530,6 +530,14 @@ impl Engine {
     }
 
     async fn nudge_task(&self, id: &str) -> EngineResult<()> {
+        // A test hook: widens the window between the nudge's publication
+        // and this task, where an agent's turn-end must not be lost.
+        if let Some(ms) = std::env::var("GATEHOST_TEST_NUDGE_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let p = self.policy(id)?;
         if p.status != PolicyStatus::Nudging {
             return Ok(());
@@ -539,7 +547,7 @@ impl Engine {
                 field: "spec".into(),
                 message: e.to_string(),
             })?;
-        let message = self
+        let nudge = self
             .inner
             .store
             .events(&crate::store::EventFilter {
@@ -550,13 +558,21 @@ impl Engine {
                 ..Default::default()
             })?
             .last()
-            .and_then(|e| {
-                e.payload
+            .map(|e| {
+                let message = e
+                    .payload
                     .get("message")
                     .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
+                    .map(str::to_string);
+                (e.cursor, message)
+            });
+        // A turn-end reported after the nudge was published (an agent
+        // that acts on the event at once) counts, even if it came before
+        // this task ran.
+        let (nudged_at, message) = match nudge {
+            Some((cursor, message)) => (Some(cursor), message.unwrap_or_default()),
+            None => (None, String::new()),
+        };
         let alive = self.alive_members(&input)?;
         // Watch again first, then deliver: a turn-end that follows the
         // nudge at once must find the policy watching.
@@ -577,8 +593,19 @@ impl Engine {
                 })
                 .cloned()
                 .collect();
-            p.watch_after = tx.head_cursor()?;
+            p.watch_after = match nudged_at {
+                Some(c) => c,
+                None => tx.head_cursor()?,
+            };
             p.updated_at = now_ms();
+            let ended_since = |sid: &String| {
+                tx.session(sid)
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.last_turn_cursor)
+                    .is_some_and(|c| c > p.watch_after)
+            };
+            let pending: Vec<String> = alive.iter().filter(|s| !ended_since(s)).cloned().collect();
             if alive.is_empty() {
                 p.status = PolicyStatus::Blocked;
                 p.reason = Some("every member exited before the nudge could be acted on".into());
@@ -590,15 +617,34 @@ impl Engine {
                     json!({"outcome": "fail", "reason": p.reason}),
                 )?;
                 Ok(None)
+            } else if pending.is_empty() {
+                // Every member already ended its turn since the nudge.
+                p.pending = Vec::new();
+                p.status = PolicyStatus::Queued;
+                tx.put_policy(&p)?;
+                self.policy_event(
+                    tx,
+                    "policy:queued",
+                    &p,
+                    json!({"reason": "every member ended its turn after the nudge"}),
+                )?;
+                let slot = self.try_start_gating(tx, &mut p)?;
+                Ok(Some((alive, Some(slot))))
             } else {
-                p.pending = alive.clone();
+                p.pending = pending;
                 p.status = PolicyStatus::Watching;
                 tx.put_policy(&p)?;
                 self.policy_event(tx, "policy:watching", &p, json!({"pending": p.pending}))?;
-                Ok(Some(alive))
+                Ok(Some((alive, None)))
             }
         })?;
-        for sid in watching.unwrap_or_default() {
+        let Some((alive, gate)) = watching else {
+            return Ok(());
+        };
+        if let Some(slot) = gate {
+            self.schedule_gate_with(id, slot);
+        }
+        for sid in alive {
             self.deliver_prompt(&sid, &message).await;
         }
         Ok(())
