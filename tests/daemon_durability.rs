@@ -547,3 +547,54 @@ fn a_turn_end_right_after_the_nudge_is_not_lost() {
     let p = d.wait_status(&pid, "blocked", T);
     assert_eq!(p["gateRuns"], 2, "{p}");
 }
+
+/// Issue 12 #3: the disk fills while a gate runs, so its verdict cannot be
+/// stored; once space returns, the sweep re-drives the policy left in
+/// `gating` (it gates again and settles) without a restart. (Before, it
+/// stayed `gating` until the next restart.)
+#[test]
+fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let mnt = s.etc.join("mnt");
+    assert!(
+        mount_tmpfs(&mnt, "8m"),
+        "this test needs to mount a tmpfs (root, as on the CI machines)"
+    );
+    let _guard = Unmount(mnt.clone());
+    let d = Daemon::start(&mnt.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let m = marker("full-disk");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "3"], 30_000))
+            .expect("gate");
+    let pid = d.attach(json!({"sessionId": "s1", "gate": gate, "watchFrom": "now"}));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "gating", T);
+    // While the gate sleeps: fill the disk, and use up what SQLite holds.
+    let filler = fill(&mnt);
+    let mut refused = false;
+    for _ in 0..2000 {
+        let (code, _) = d.http(
+            "POST",
+            "/v1/sessions/s1/report",
+            Some(&d.agent),
+            Some(json!({"kind": "turn-start", "message": "x".repeat(4000)})),
+        );
+        if code == 503 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the full disk never refused a write");
+    // The gate ends; its verdict cannot be stored.
+    let deadline = Instant::now() + T;
+    while !d.log().contains("gate task failed") {
+        assert!(Instant::now() < deadline, "{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(d.policy(&pid)["status"], "gating");
+    std::fs::remove_file(&filler).expect("rm filler");
+    let p = d.wait_status(&pid, "done", T);
+    assert_eq!(p["gateRuns"], 2, "{p}");
+}

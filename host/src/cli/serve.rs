@@ -207,6 +207,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         engine
             .recover()
             .map_err(|e| format!("cannot recover: {e}"))?;
+        engine.spawn_sweeper();
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {

@@ -215,11 +215,15 @@ impl Engine {
     }
 
     pub(crate) fn spawn_commit(&self, id: String) {
+        if !self.begin_task(&id) {
+            return;
+        }
         let engine = self.clone();
         tokio::spawn(async move {
             if let Err(e) = engine.commit_task(&id).await {
-                tracing::error!(policy = %id, error = %e, "commit step failed; retried on restart");
+                tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
             }
+            engine.end_task(&id);
         });
     }
 

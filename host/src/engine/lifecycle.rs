@@ -63,7 +63,7 @@ impl Engine {
             let follow = match engine.gate_task(&owned, slot).await {
                 Ok(f) => f,
                 Err(e) => {
-                    tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and is picked up on restart");
+                    tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and the sweep picks it up");
                     Follow::Nothing
                 }
             };
@@ -521,11 +521,15 @@ impl Engine {
     /// the sessions gatehost started (others get it as the `policy:nudge`
     /// event). Re-run after a restart if the policy was still nudging.
     pub(crate) fn spawn_nudge(&self, id: String) {
+        if !self.begin_task(&id) {
+            return;
+        }
         let engine = self.clone();
         tokio::spawn(async move {
             if let Err(e) = engine.nudge_task(&id).await {
-                tracing::error!(policy = %id, error = %e, "nudge failed; retried on restart");
+                tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
             }
+            engine.end_task(&id);
         });
     }
 

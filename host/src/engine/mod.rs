@@ -84,7 +84,15 @@ struct Inner {
     stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Policies with a nudge or commit task running.
+    busy: Mutex<std::collections::HashSet<String>>,
 }
+
+/// How often the sweep looks for policies left without a task.
+const SWEEP_EVERY: Duration = Duration::from_secs(3);
+/// A policy untouched for this long in a working state, with no task, was
+/// left behind (a live transition schedules its task within milliseconds).
+const SWEEP_AFTER_MS: i64 = 5_000;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,6 +135,7 @@ impl Engine {
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),
                 stopping: tokio::sync::watch::Sender::new(false),
+                busy: Mutex::new(std::collections::HashSet::new()),
                 worktrees: crate::worktree::Worktrees::new(
                     config.worktree_dir.clone().unwrap_or_else(|| {
                         std::env::temp_dir().join(format!(
@@ -150,6 +159,91 @@ impl Engine {
             .entry(workspace.to_string())
             .or_default()
             .clone()
+    }
+
+    /// Marks a nudge or commit task of `id` running; false if one is.
+    pub(crate) fn begin_task(&self, id: &str) -> bool {
+        self.inner
+            .busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string())
+    }
+
+    pub(crate) fn end_task(&self, id: &str) {
+        self.inner
+            .busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// Self-healing: every few seconds, re-drives the policies a failed
+    /// task left behind (a store or git error, a full disk): `gating` or
+    /// `queued` with no gate task, `nudging` or `committing` with no task.
+    /// Runs until the daemon stops.
+    pub fn spawn_sweeper(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SWEEP_EVERY) => {}
+                    _ = engine.stopped() => return,
+                }
+                if let Err(e) = engine.sweep() {
+                    tracing::warn!(error = %e, "the sweep could not read the store; it tries again");
+                }
+            }
+        });
+    }
+
+    fn sweep(&self) -> EngineResult<()> {
+        let stale_before = now_ms() - SWEEP_AFTER_MS;
+        let open = self.inner.store.policies(&[
+            PolicyStatus::Queued,
+            PolicyStatus::Gating,
+            PolicyStatus::Nudging,
+            PolicyStatus::Committing,
+        ])?;
+        for p in open.into_iter().filter(|p| p.updated_at < stale_before) {
+            let busy = self
+                .inner
+                .busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&p.id);
+            match p.status {
+                PolicyStatus::Queued | PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
+                PolicyStatus::Gating => {
+                    tracing::warn!(policy = %p.id, "a gate task left this policy gating; it gates again");
+                    let id = p.id.clone();
+                    self.write(|tx| {
+                        let Some(mut p) = tx.policy(&id)? else {
+                            return Ok(());
+                        };
+                        if p.status != PolicyStatus::Gating {
+                            return Ok(());
+                        }
+                        p.status = PolicyStatus::Queued;
+                        p.updated_at = now_ms();
+                        tx.put_policy(&p)?;
+                        self.policy_event(
+                            tx,
+                            "policy:queued",
+                            &p,
+                            json!({"reason": "its gate's verdict could not be stored; it runs again"}),
+                        )?;
+                        Ok(())
+                    })?;
+                    self.schedule_gate(&id);
+                }
+                PolicyStatus::Queued => self.schedule_gate(&p.id),
+                PolicyStatus::Nudging if !busy => self.spawn_nudge(p.id.clone()),
+                PolicyStatus::Committing if !busy => self.spawn_commit(p.id.clone()),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Whether a gate task of this daemon runs (or is about to) for `id`.
