@@ -25,6 +25,8 @@ bash scripts/install-agent-clis.sh
 cargo test --workspace --locked --lib --bins --tests
 
 # The README's first command: the daemon demo, end to end (sandboxed cargo
-# test as the gate, nudge, ack, commit), with the binary built above.
-cargo build -q -p gatehost --locked
+# test as the gate, nudge, ack, commit), with the binary the tests built and
+# ran (a plain `cargo build` would compile wasmtime again: the tests'
+# dev-dependencies change its features).
+test -x target/debug/gatehost
 bash examples/daemon-demo.sh "$PWD/target/debug/gatehost"
