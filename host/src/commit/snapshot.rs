@@ -153,20 +153,57 @@ pub fn prepare_snapshot(
     let head = resolve_head(repo)?;
     let reference = head.reference.as_bstr().to_string();
     let parent = head.commit.map(|c| c.to_hex().to_string());
-    if reference != snap.reference || parent != snap.parent {
-        return Err(CommitError::RefMoved {
-            reference: snap.reference.clone(),
-            expected: snap.parent.clone(),
-            actual: if reference == snap.reference {
-                parent
-            } else {
-                Some(reference)
-            },
-        });
+    let moved = || CommitError::RefMoved {
+        reference: snap.reference.clone(),
+        expected: snap.parent.clone(),
+        actual: if reference == snap.reference {
+            parent.clone()
+        } else {
+            Some(reference.clone())
+        },
+    };
+    if reference != snap.reference {
+        return Err(moved());
     }
-    let tree = object_id(&snap.tree, "snapshot tree")?;
+    let mut tree = object_id(&snap.tree, "snapshot tree")?;
     repo.find_tree(tree)
         .map_err(git("read the snapshot tree"))?;
+    if parent != snap.parent {
+        // Another commit landed since the snapshot (another policy's, say).
+        // If it touched none of the commit paths, the judged content of
+        // those paths is committed on it; if it did, the gate must judge
+        // again.
+        let old_tree = match &snap.parent {
+            Some(c) => Some(
+                repo.find_commit(object_id(c, "snapshot parent")?)
+                    .map_err(git("read the snapshot's parent"))?
+                    .tree_id()
+                    .map_err(git("read the snapshot's parent"))?
+                    .detach(),
+            ),
+            None => None,
+        };
+        if tracked_entries(repo, old_tree, &snap.paths)?
+            != tracked_entries(repo, head.tree, &snap.paths)?
+        {
+            return Err(moved());
+        }
+        let judged = tracked_entries(repo, Some(tree), &snap.paths)?;
+        let mut editor = match head.tree {
+            Some(t) => repo.edit_tree(t).map_err(git("edit tree"))?,
+            None => repo.empty_tree().edit().map_err(git("edit tree"))?,
+        };
+        for p in &snap.paths {
+            editor.remove(p).map_err(git("remove tree entry"))?;
+        }
+        for (path, (kind, id)) in &judged {
+            editor
+                .upsert(path.clone(), *kind, *id)
+                .map_err(git("add tree entry"))?;
+        }
+        tree = editor.write().map_err(git("write tree"))?.detach();
+        tracing::info!(%reference, "the branch moved since the snapshot without touching its paths: the judged paths are committed on it");
+    }
     write_commit(
         repo,
         workspace,

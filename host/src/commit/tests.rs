@@ -1081,17 +1081,27 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
 }
 
 #[test]
-fn a_snapshot_is_never_committed_on_a_branch_that_moved() {
+fn a_snapshot_is_never_committed_over_a_commit_that_touched_its_paths() {
     let t = repo();
     let ws = t.path();
     write(ws, "a.txt", "judged\n");
     let (snap, _) = snapshot(ws, &paths(&["a.txt"])).unwrap();
-    // Someone commits by hand meanwhile: the snapshot would undo it.
+    // Someone commits another path meanwhile: the judged a.txt is
+    // committed on top of it, the other commit kept.
     write(ws, "b.txt", "by hand\n");
-    git(ws, &["commit", "-qam", "by hand"]);
+    git(ws, &["commit", "-q", "-m", "by hand", "--", "b.txt"]);
+    let prepared = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap();
+    publish(ws, &prepared).unwrap();
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "judged\n");
+    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "by hand\n");
+    // A commit that touched the snapshot's paths: it would be undone.
+    write(ws, "a.txt", "judged again\n");
+    let (snap, _) = snapshot(ws, &paths(&["a.txt"])).unwrap();
+    write(ws, "a.txt", "by hand\n");
+    git(ws, &["commit", "-q", "-m", "by hand", "--", "a.txt"]);
     let err = prepare_snapshot(ws, &snap, "gated", &Committer::default()).unwrap_err();
     assert!(matches!(err, CommitError::RefMoved { .. }), "{err}");
-    assert_eq!(git(ws, &["show", "HEAD:b.txt"]), "by hand\n");
+    assert_eq!(git(ws, &["show", "HEAD:a.txt"]), "by hand\n");
 }
 
 #[test]
