@@ -17,8 +17,9 @@
 //! write outside the worktree root, or read the agent's workspace (the
 //! content comes from the repository's objects, written by the snapshot).
 
+use crate::commit::Stamp;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, DirBuilder, Metadata, MetadataExt, OpenOptions, PermissionsExt};
+use cap_std::fs::{Dir, DirBuilder, OpenOptions, PermissionsExt};
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
@@ -63,27 +64,6 @@ struct Kept {
     kind: EntryKind,
     oid: ObjectId,
     stamp: Stamp,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    ino: u64,
-    size: u64,
-    mode: u32,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(m: &Metadata) -> Stamp {
-        Stamp {
-            ino: m.ino(),
-            size: m.size(),
-            mode: m.mode(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
 }
 
 /// What a worktree remembers between runs: what it wrote, and the last

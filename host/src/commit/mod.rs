@@ -1203,7 +1203,7 @@ type Tracked = BTreeMap<BString, (EntryKind, ObjectId)>;
 /// What identifies a file's state without reading it: a write or chmod
 /// changes its ctime, which no unprivileged process can set back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(crate) struct Stamp {
     dev: u64,
     ino: u64,
     size: u64,
@@ -1213,7 +1213,7 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &Metadata) -> Stamp {
+    pub(crate) fn of(m: &Metadata) -> Stamp {
         Stamp {
             dev: m.dev(),
             ino: m.ino(),

@@ -88,6 +88,14 @@ struct Inner {
     busy: Mutex<std::collections::HashSet<String>>,
 }
 
+/// The states a task of the daemon drives.
+const WORKING: &[PolicyStatus] = &[
+    PolicyStatus::Queued,
+    PolicyStatus::Gating,
+    PolicyStatus::Nudging,
+    PolicyStatus::Committing,
+];
+
 /// How often the sweep looks for policies left without a task.
 const SWEEP_EVERY: Duration = Duration::from_secs(3);
 /// A policy untouched for this long in a working state, with no task, was
@@ -199,49 +207,46 @@ impl Engine {
 
     fn sweep(&self) -> EngineResult<()> {
         let stale_before = now_ms() - SWEEP_AFTER_MS;
-        let open = self.inner.store.policies(&[
-            PolicyStatus::Queued,
-            PolicyStatus::Gating,
-            PolicyStatus::Nudging,
-            PolicyStatus::Committing,
-        ])?;
+        let open = self.inner.store.policies(WORKING)?;
         for p in open.into_iter().filter(|p| p.updated_at < stale_before) {
-            let busy = self
-                .inner
-                .busy
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&p.id);
-            match p.status {
-                PolicyStatus::Queued | PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
-                PolicyStatus::Gating => {
-                    tracing::warn!(policy = %p.id, "a gate task left this policy gating; it gates again");
-                    let id = p.id.clone();
-                    self.write(|tx| {
-                        let Some(mut p) = tx.policy(&id)? else {
-                            return Ok(());
-                        };
-                        if p.status != PolicyStatus::Gating {
-                            return Ok(());
-                        }
-                        p.status = PolicyStatus::Queued;
-                        p.updated_at = now_ms();
-                        tx.put_policy(&p)?;
-                        self.policy_event(
-                            tx,
-                            "policy:queued",
-                            &p,
-                            json!({"reason": "its gate's verdict could not be stored; it runs again"}),
-                        )?;
-                        Ok(())
-                    })?;
-                    self.schedule_gate(&id);
-                }
-                PolicyStatus::Queued => self.schedule_gate(&p.id),
-                PolicyStatus::Nudging if !busy => self.spawn_nudge(p.id.clone()),
-                PolicyStatus::Committing if !busy => self.spawn_commit(p.id.clone()),
-                _ => {}
+            self.redrive(
+                &p,
+                "its gate task stopped on an error (the store, a full disk); it runs again",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Starts what a policy in a working state needs when no task of this
+    /// daemon drives it (after a restart, or a task that failed): a gate
+    /// left `gating` is queued again (`reason` says why) and run; `queued`
+    /// is run; `nudging` and `committing` resume. A policy whose gate task
+    /// runs is left to it; nudge and commit tasks run once at a time.
+    fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
+        match p.status {
+            PolicyStatus::Queued | PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
+            PolicyStatus::Gating => {
+                tracing::warn!(policy = %p.id, %reason, "a policy was left gating");
+                let id = p.id.clone();
+                self.write(|tx| {
+                    let Some(mut p) = tx.policy(&id)? else {
+                        return Ok(());
+                    };
+                    if p.status != PolicyStatus::Gating {
+                        return Ok(());
+                    }
+                    p.status = PolicyStatus::Queued;
+                    p.updated_at = now_ms();
+                    tx.put_policy(&p)?;
+                    self.policy_event(tx, "policy:queued", &p, json!({"reason": reason}))?;
+                    Ok(())
+                })?;
+                self.schedule_gate(&id);
             }
+            PolicyStatus::Queued => self.schedule_gate(&p.id),
+            PolicyStatus::Nudging => self.spawn_nudge(p.id.clone()),
+            PolicyStatus::Committing => self.spawn_commit(p.id.clone()),
+            _ => {}
         }
         Ok(())
     }
@@ -684,44 +689,9 @@ impl Engine {
     /// reconciled. Sessions gatehost had started are marked exited.
     pub fn recover(&self) -> EngineResult<()> {
         self.recover_started_sessions()?;
-        let open = self.inner.store.policies(&[
-            PolicyStatus::Queued,
-            PolicyStatus::Gating,
-            PolicyStatus::Nudging,
-            PolicyStatus::Committing,
-        ])?;
+        let open = self.inner.store.policies(WORKING)?;
         for p in open {
-            match p.status {
-                // Gating in this life already: marking the started sessions
-                // exited (above) gated it. Its task owns it.
-                PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
-                PolicyStatus::Gating => {
-                    let id = p.id.clone();
-                    self.write(|tx| {
-                        let Some(mut p) = tx.policy(&id)? else {
-                            return Ok(());
-                        };
-                        if p.status != PolicyStatus::Gating {
-                            return Ok(());
-                        }
-                        p.status = PolicyStatus::Queued;
-                        p.updated_at = now_ms();
-                        tx.put_policy(&p)?;
-                        self.policy_event(
-                            tx,
-                            "policy:queued",
-                            &p,
-                            json!({"reason": "the daemon restarted while the gate ran; it runs again"}),
-                        )?;
-                        Ok(())
-                    })?;
-                    self.schedule_gate(&id);
-                }
-                PolicyStatus::Queued => self.schedule_gate(&p.id),
-                PolicyStatus::Nudging => self.spawn_nudge(p.id.clone()),
-                PolicyStatus::Committing => self.spawn_commit(p.id.clone()),
-                _ => {}
-            }
+            self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
         }
         Ok(())
     }
