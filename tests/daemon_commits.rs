@@ -1216,3 +1216,150 @@ fn a_url_that_never_answers_delays_only_itself() {
     }
     drop(dead);
 }
+
+/// A real git holding a lock, started in its own process group so that
+/// the test can end it (and its children) whatever happens.
+struct LiveGit(std::process::Child);
+
+impl LiveGit {
+    fn spawn(ws: &Path, args: &[&str], env: &[(&str, &str)]) -> LiveGit {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "person")
+            .env("GIT_AUTHOR_EMAIL", "p@p")
+            .env("GIT_COMMITTER_NAME", "person")
+            .env("GIT_COMMITTER_EMAIL", "p@p")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn git");
+        LiveGit(child)
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for LiveGit {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as i32;
+        // SAFETY: kill(2) on the process group of our own child.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.0.wait();
+        // Nothing of the group is left.
+        let deadline = std::time::Instant::now() + T;
+        // SAFETY: probing the group with signal 0.
+        while unsafe { libc::kill(-pgid, 0) } == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "git group {pgid} left"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Issue 12 #11: a person's git holds the branch's lock (`git update-ref
+/// --stdin`, a transaction prepared and waiting) and the index's (`git
+/// commit` waiting in its editor), both made before the daemon started. A
+/// commit policy's publish waits and retries, then is blocked with a
+/// `policy:commit-failed` event; both locks stay where they are and both
+/// gits live on. A second policy, waiting on those locks in `committing`,
+/// can be cancelled, and commits nothing once they are released. (Before,
+/// every lock older than the daemon was removed and the commit went
+/// through under the person's git; and `committing` refused a cancel.)
+#[test]
+fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_cancelled() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let head = git_out(&s.ws, &["rev-parse", "HEAD"]).trim().to_string();
+    let editor = s.write("editor.sh", "#!/bin/sh\nsleep 600\n");
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    s.write_ws("README", "the person's change\n");
+    let editor_env = editor.display().to_string();
+    let mut committing_person = LiveGit::spawn(
+        &s.ws,
+        &["commit", "-a"],
+        &[("GIT_EDITOR", editor_env.as_str())],
+    );
+    let mut transaction = LiveGit::spawn(&s.ws, &["update-ref", "--stdin"], &[]);
+    {
+        let stdin = transaction.0.stdin.as_mut().expect("stdin");
+        write!(stdin, "start\nupdate refs/heads/main {head}\nprepare\n").expect("write");
+        stdin.flush().expect("flush");
+        let mut out = BufReader::new(transaction.0.stdout.as_mut().expect("stdout"));
+        let mut line = String::new();
+        for want in ["start: ok", "prepare: ok"] {
+            line.clear();
+            out.read_line(&mut line).expect("read");
+            assert_eq!(line.trim(), want);
+        }
+    }
+    let (ref_lock, index_lock) = (
+        s.ws.join(".git/refs/heads/main.lock"),
+        s.ws.join(".git/index.lock"),
+    );
+    let deadline = std::time::Instant::now() + T;
+    while !index_lock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git commit took no lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ref_lock.exists());
+    std::thread::sleep(Duration::from_millis(50));
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws("gated.txt", "gated\n");
+    let as_operator = |spec: Value| {
+        let (code, body) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+        assert_eq!(code, 201, "{body}");
+        body["policyId"].as_str().expect("policyId").to_string()
+    };
+    let first = as_operator(commit_policy(&["gated.txt"], false));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&first, "blocked", Duration::from_secs(60));
+    let failed = d.all_events(&format!("&policy={first}&types=commit-failed"));
+    assert_eq!(failed.len(), 1, "{p}");
+    assert!(
+        ref_lock.exists() && index_lock.exists(),
+        "a live git's lock was removed"
+    );
+    assert!(committing_person.alive() && transaction.alive());
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]).trim(), head);
+    assert!(d.log().contains("retrying"), "{}", d.log());
+    // A second one waits on the same locks, in `committing`: cancelled.
+    let second = as_operator(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now", "then": "commit",
+        "commit": {"paths": ["gated.txt"], "message": "second", "requireHumanAck": false}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&second, "committing", T);
+    let c = d.cli(&["policy", "cancel", &second], &d.operator);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let p = d.policy(&second);
+    assert_eq!(p["status"], "cancelled", "{p}");
+    let ev = d.all_events(&format!("&policy={second}&types=cancelled"));
+    assert_eq!(ev[0]["payload"]["from"], "committing");
+    // The person's gits end; the cancelled policy commits nothing.
+    drop(transaction);
+    drop(committing_person);
+    let _ = std::fs::remove_file(&index_lock);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]).trim(), head);
+    assert_eq!(d.policy(&second)["status"], "cancelled");
+    assert!(
+        d.all_events(&format!("&policy={second}&types=committed"))
+            .is_empty()
+    );
+}

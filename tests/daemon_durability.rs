@@ -598,3 +598,60 @@ fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
     let p = d.wait_status(&pid, "done", T);
     assert_eq!(p["gateRuns"], 2, "{p}");
 }
+
+/// Issue 12 #12: a gate input that kills the daemon (a test hook aborts it
+/// when the gate of the policy labelled `poison` starts) does so twice, at
+/// the turn-end and again when the restarted daemon runs that gate again;
+/// at the third start the policy is settled as `blocked`, with an event
+/// saying why, and the daemon serves. (Before, every start ran the gate
+/// again and died: a crash loop.)
+#[test]
+fn a_gate_that_kills_the_daemon_twice_is_settled_instead_of_crash_looping() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let env = [("GATEHOST_TEST_ABORT_GATE_LABEL", "poison")];
+    let mut d = Daemon::start_with_env(&data, &cfg, &env);
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "label": "poison", "gate": {"command": "true"}}));
+    d.report("s1", "turn-end");
+    assert!(d.wait_exit(T), "the hook did not kill the daemon");
+    // The restarted daemon runs the gate again at once, and dies again
+    // (maybe before it says it listens).
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .envs(env)
+        .output()
+        .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        second.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let d = Daemon::start_with_env(&data, &cfg, &env);
+    let p = d.wait_status(&pid, "blocked", T);
+    assert_eq!(p["gateCrashes"], 2, "{p}");
+    let reason = p["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("died 2 times"), "{reason}");
+    let blocked = d.all_events(&format!("&policy={pid}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert_eq!(blocked[0]["payload"]["gateCrashes"], 2);
+    assert_eq!(blocked[0]["payload"]["outcome"], "error");
+    // The first death was recovered once: one queued event says so.
+    let requeued = d.all_events(&format!("&policy={pid}&types=queued"));
+    assert!(
+        requeued.iter().any(|e| e["payload"]["gateCrashes"] == 1),
+        "{requeued:?}"
+    );
+    // It stays up and gates other policies.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
+    let ok = d.attach(json!({"sessionId": "s1", "label": "fine", "gate": {"command": "true"}, "watchFrom": "now"}));
+    d.report("s1", "turn-end");
+    d.wait_status(&ok, "done", T);
+}

@@ -119,6 +119,22 @@ impl Daemon {
         }
     }
 
+    /// Waits for the daemon to exit on its own (up to `timeout`); returns
+    /// whether it did (a signal's death included).
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match self.child.as_mut().map(Child::try_wait) {
+                None | Some(Ok(Some(_))) => {
+                    self.child = None;
+                    return true;
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        false
+    }
+
     /// SIGTERM and wait for a clean exit; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut c = self.child.take()?;

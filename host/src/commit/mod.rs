@@ -515,46 +515,62 @@ pub fn publish_by(
     Ok(())
 }
 
-/// Removes the lock files a writer that died left on the branch of
-/// `prepared`, on `packed-refs` and on the index: only regular files whose
-/// modification time is before `dead_before` (the start of the daemon now
-/// running, which recovers a commit its previous life was making). A lock
-/// younger than that belongs to a live process and is left alone. Returns
-/// the locks removed.
+/// Removes the lock files a previous life of the daemon left while it
+/// published `prepared`: on its branch, on `packed-refs` and on the index,
+/// only regular files modified within `made` (the span in which that life,
+/// by the store's record made before it took any lock, was publishing this
+/// commit), and for a ref lock only one empty or holding this commit's id.
+/// Any other lock belongs to someone else (a person's `git commit` waiting
+/// in its editor holds `index.lock` for minutes) and is left alone: the
+/// publish then waits for it and retries. Returns the locks removed.
 pub fn clear_stale_locks(
     workspace: &Path,
     prepared: &Prepared,
-    dead_before: std::time::SystemTime,
+    made: std::ops::RangeInclusive<std::time::SystemTime>,
 ) -> Result<Vec<String>, CommitError> {
     let ws = Workspace::open(workspace)?;
     let record = Record::parse(&ws.repo, prepared)?;
     let mut removed = Vec::new();
     let reference = record.reference.as_bstr().to_str_lossy().into_owned();
+    let ours = record.commit.map(|c| c.to_string()).unwrap_or_default();
     let candidates = [
-        format!(".git/{reference}.lock"),
-        ".git/packed-refs.lock".to_string(),
-        ".git/index.lock".to_string(),
+        (format!(".git/{reference}.lock"), true),
+        (".git/packed-refs.lock".to_string(), false),
+        (".git/index.lock".to_string(), false),
     ];
-    for rel in candidates {
+    for (rel, is_ref) in candidates {
         let Ok(meta) = ws.root.symlink_metadata(&rel) else {
             continue;
         };
         if !meta.is_file() {
             continue;
         }
-        let old = meta
+        let in_span = meta
             .modified()
-            .map(|m| m.into_std() < dead_before)
+            .map(|m| made.contains(&m.into_std()))
             .unwrap_or(false);
-        if old {
+        // A ref lock holds the new value once written: ours names our
+        // commit (small: read at most a line).
+        let our_value = !is_ref
+            || (meta.len() <= 200
+                && read_regular_if_present(&ws.root, &rel)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|text| {
+                        let text = String::from_utf8_lossy(&text);
+                        text.trim().is_empty() || text.trim() == ours
+                    }));
+        if in_span && our_value {
             ws.root
                 .remove_file(&rel)
                 .map_err(|source| CommitError::Io {
                     path: rel.clone(),
                     source,
                 })?;
-            warn!(workspace = %workspace.display(), lock = %rel, "removed a lock file left by a writer that died");
+            warn!(workspace = %workspace.display(), lock = %rel, "removed a lock file this daemon's previous life left while publishing");
             removed.push(rel);
+        } else {
+            info!(workspace = %workspace.display(), lock = %rel, "a lock file that is not ours is left alone");
         }
     }
     Ok(removed)

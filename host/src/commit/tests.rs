@@ -769,27 +769,59 @@ fn hostile_repository_runs_nothing() {
 }
 
 #[test]
-fn stale_locks_of_a_dead_writer_are_cleared_and_live_ones_kept() {
+fn only_locks_made_while_our_previous_life_published_are_cleared() {
+    use std::time::{Duration, SystemTime};
     let t = repo();
     let ws = t.path();
     write(ws, "a.txt", "a2\n");
     let p = paths(&["a.txt"]);
     let fp = fingerprint(ws, &p).unwrap();
     let prepared = prepare(ws, &p, "a2", &fp).unwrap();
+    let ours = prepared.commit.clone().unwrap();
     let lock = ws.join(".git/refs/heads/main.lock");
+    let index_lock = ws.join(".git/index.lock");
+    let age = |path: &Path, ago: u64| {
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(ago))
+            .unwrap();
+    };
+    // The previous life published from 1 h ago for a minute.
+    let start = SystemTime::now() - Duration::from_secs(3600);
+    let span = start..=start + Duration::from_secs(60);
+    // Older than this daemon but made before that span (a person's git,
+    // still alive): kept, and publishing fails.
     std::fs::write(&lock, "").unwrap();
-    // A fresh lock (a live writer): kept, and publishing fails.
-    let boot = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    assert!(clear_stale_locks(ws, &prepared, boot).unwrap().is_empty());
-    assert!(lock.exists());
+    std::fs::write(&index_lock, "DIRC").unwrap();
+    age(&lock, 7200);
+    age(&index_lock, 7200);
+    assert!(
+        clear_stale_locks(ws, &prepared, span.clone())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(lock.exists() && index_lock.exists());
     publish(ws, &prepared).expect_err("the branch is locked");
-    // The same lock, older than this daemon's start: left by our
-    // previous life, removed; the publish goes through.
-    let f = std::fs::File::options().write(true).open(&lock).unwrap();
-    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
-        .unwrap();
-    let removed = clear_stale_locks(ws, &prepared, boot).unwrap();
-    assert_eq!(removed, vec![".git/refs/heads/main.lock".to_string()]);
+    // In the span but naming another value: someone else's, kept.
+    std::fs::write(&lock, "0123456789012345678901234567890123456789\n").unwrap();
+    age(&lock, 3590);
+    assert!(
+        clear_stale_locks(ws, &prepared, span.clone())
+            .unwrap()
+            .is_empty()
+    );
+    // In the span, empty or naming our commit: ours, removed (the index
+    // lock too); the publish goes through.
+    std::fs::write(&lock, format!("{ours}\n")).unwrap();
+    age(&lock, 3590);
+    age(&index_lock, 3590);
+    let removed = clear_stale_locks(ws, &prepared, span).unwrap();
+    assert_eq!(
+        removed,
+        vec![
+            ".git/refs/heads/main.lock".to_string(),
+            ".git/index.lock".to_string()
+        ]
+    );
     publish(ws, &prepared).unwrap();
     assert_eq!(Some(head(ws)), prepared.commit);
 }

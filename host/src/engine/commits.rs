@@ -7,7 +7,8 @@
 //! what is left: a prepared commit whose branch already moved is only
 //! recorded, never made twice.
 
-use super::{Engine, EngineError, EngineResult};
+use super::machine::{CommitResult, Input};
+use super::{Engine, EngineError, EngineResult, PolicyEvent};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
 use serde_json::{Value, json};
@@ -15,6 +16,8 @@ use std::path::Path;
 
 /// Tries at publishing a prepared commit before the policy is blocked.
 const PUBLISH_ATTEMPTS: u32 = 5;
+/// How long after recording a publish's start its locks may be made.
+const LOCK_SPAN: std::time::Duration = std::time::Duration::from_secs(60);
 /// Preparations of one commit when its branch keeps moving.
 const COMMIT_ATTEMPTS: u32 = 3;
 
@@ -140,66 +143,55 @@ impl Engine {
         } else {
             None
         };
-        let (p, stale) = self.write(|tx| {
+        let (p, step) = self.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            if p.status != PolicyStatus::AwaitingAck {
-                return Err(EngineError::Conflict {
-                    code: "not-awaiting-ack",
-                    message: format!("policy {id} is {}, not awaiting-ack", p.status.as_str()),
-                });
-            }
-            p.updated_at = now_ms();
-            if !approve {
-                p.status = PolicyStatus::Cancelled;
-                p.reason = Some(format!("commit rejected by {by}"));
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:rejected", &p, json!({"by": by}))?;
-                self.policy_event(
-                    tx,
-                    "policy:cancelled",
-                    &p,
-                    json!({"from": "awaiting-ack", "reason": p.reason}),
-                )?;
-                return Ok((p, false));
-            }
             let gated = plan_field(&p, "fingerprint")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let same = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if fp == gated);
-            if !same {
-                let why = match &now_fp {
-                    Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
-                    _ => "the commit paths changed since the gate passed".to_string(),
-                };
-                p.status = PolicyStatus::Queued;
+            let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if fp == gated);
+            let why = match &now_fp {
+                Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
+                _ => "the commit paths changed since the gate passed".to_string(),
+            };
+            let from = p.status;
+            if !approve {
+                p.reason = Some(format!("commit rejected by {by}"));
+            } else if !fresh {
                 p.plan = None;
                 p.reason = Some(format!("ack refused as stale: {why}; the gate runs again"));
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:stale", &p, json!({"by": by, "reason": why}))?;
-                self.policy_event(
+            }
+            let reason = p.reason.clone();
+            let step =
+                self.transition(
                     tx,
-                    "policy:queued",
-                    &p,
-                    json!({"reason": "stale ack: re-gating"}),
+                    &mut p,
+                    Input::Ack { approve, fresh },
+                    |event| match event {
+                        PolicyEvent::Rejected => json!({"by": by}),
+                        PolicyEvent::Cancelled => json!({"from": from.as_str(), "reason": reason}),
+                        PolicyEvent::Stale => json!({"by": by, "reason": why}),
+                        PolicyEvent::Queued => json!({"reason": "stale ack: re-gating"}),
+                        PolicyEvent::Approved => {
+                            let mut approved = json!({"by": by});
+                            if let Some(changed) = &changed_after {
+                                approved["changedAfterSnapshot"] = match changed {
+                                    Ok(list) => json!(list),
+                                    Err(e) => json!({"error": e}),
+                                };
+                            }
+                            approved
+                        }
+                        _ => json!({}),
+                    },
                 )?;
-                return Ok((p, true));
-            }
-            p.status = PolicyStatus::Committing;
-            tx.put_policy(&p)?;
-            let mut approved = json!({"by": by});
-            if let Some(changed) = &changed_after {
-                approved["changedAfterSnapshot"] = match changed {
-                    Ok(list) => json!(list),
-                    Err(e) => json!({"error": e}),
-                };
-            }
-            self.policy_event(tx, "policy:approved", &p, approved)?;
-            Ok((p, false))
+            Ok((p, step))
         })?;
-        if stale {
-            self.schedule_gate(id);
+        if let Some(step) = &step {
+            self.perform(id, step);
+        }
+        if p.status == PolicyStatus::Queued {
             return Err(EngineError::Conflict {
                 code: "stale",
                 message: format!(
@@ -207,9 +199,6 @@ impl Engine {
                     p.reason.clone().unwrap_or_else(|| "stale".into())
                 ),
             });
-        }
-        if p.status == PolicyStatus::Committing {
-            self.spawn_commit(id.to_string());
         }
         Ok(p)
     }
@@ -320,15 +309,23 @@ impl Engine {
                     }
                     Ok(pr) => {
                         let stored = serde_json::to_value(&pr).unwrap_or(Value::Null);
-                        self.write(|tx| {
+                        let still = self.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
-                                return Ok(());
+                                return Ok(false);
                             };
+                            if p.status != PolicyStatus::Committing {
+                                // Cancelled while it was prepared: the
+                                // commit object stays unreferenced.
+                                return Ok(false);
+                            }
                             p.prepared = Some(stored.clone());
                             p.updated_at = now_ms();
                             tx.put_policy(&p)?;
-                            Ok(())
+                            Ok(true)
                         })?;
+                        if !still {
+                            return Ok(None);
+                        }
                         pr
                     }
                     Err(e @ (CommitError::Stale { .. } | CommitError::RefMoved { .. })) => {
@@ -338,24 +335,30 @@ impl Engine {
                             }
                             _ => "the commit paths changed after the ack; the gate runs again",
                         };
-                        self.write(|tx| {
+                        let step = self.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
-                                return Ok(());
+                                return Ok(None);
                             };
-                            p.status = PolicyStatus::Queued;
+                            if p.status != PolicyStatus::Committing {
+                                return Ok(None);
+                            }
                             p.plan = None;
                             p.reason = Some(why.into());
-                            tx.put_policy(&p)?;
-                            self.policy_event(tx, "policy:stale", &p, json!({"reason": p.reason}))?;
-                            self.policy_event(
+                            self.transition(
                                 tx,
-                                "policy:queued",
-                                &p,
-                                json!({"reason": "stale content at commit time: re-gating"}),
-                            )?;
-                            Ok(())
+                                &mut p,
+                                Input::Commit(CommitResult::Stale),
+                                |event| match event {
+                                    PolicyEvent::Stale => json!({"reason": why}),
+                                    _ => {
+                                        json!({"reason": "stale content at commit time: re-gating"})
+                                    }
+                                },
+                            )
                         })?;
-                        self.schedule_gate(id);
+                        if let Some(step) = step {
+                            self.perform(id, &step);
+                        }
                         return Ok(None);
                     }
                     Err(e) => {
@@ -368,19 +371,39 @@ impl Engine {
         };
         // Publish (or, after a crash, finish publishing): a branch still at
         // the parent is moved; one already at the commit only gets its
-        // index brought in line. A lock held by a live git process is
-        // waited out a few times before the policy is blocked.
+        // index brought in line. A lock held by anyone else (a live git)
+        // is waited out with a growing pause a few times before the policy
+        // is blocked; only the locks our previous life made while it
+        // published (recorded before it took them) are cleared.
         let mut attempt = 0;
         let state = loop {
             attempt += 1;
+            let started = now_ms();
+            let previous = self.write(|tx| {
+                let Some(mut p) = tx.policy(id)? else {
+                    return Ok(None);
+                };
+                if p.status != PolicyStatus::Committing {
+                    return Ok(None);
+                }
+                let previous = p.publish_started_at.replace(started);
+                tx.put_policy(&p)?;
+                Ok(Some(previous))
+            })?;
+            let Some(previous) = previous else {
+                // Cancelled before its branch moved.
+                return Ok(None);
+            };
+            let ours = previous.and_then(|at| self.previous_life_span(at));
             let ws = workspace.clone();
             let pr = prepared.clone();
-            let boot = self.inner.boot_time;
             let runner = self.inner.runner.clone();
             let outcome = tokio::task::spawn_blocking(move || {
                 let who = &runner.config().daemon.committer;
                 confined(&runner, Path::new(&ws), || {
-                    commit::clear_stale_locks(Path::new(&ws), &pr, boot)?;
+                    if let Some(span) = ours {
+                        commit::clear_stale_locks(Path::new(&ws), &pr, span)?;
+                    }
                     match commit::ref_state(Path::new(&ws), &pr)? {
                         RefState::AtParent | RefState::AtCommit => {
                             commit::publish_by(Path::new(&ws), &pr, who).map(|_| RefState::AtCommit)
@@ -396,8 +419,9 @@ impl Engine {
             })?;
             match outcome {
                 Err(e @ CommitError::Git { .. }) if attempt < PUBLISH_ATTEMPTS => {
-                    tracing::info!(policy = id, attempt, error = %e, "publishing the commit failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    let pause = std::time::Duration::from_millis(500 << (attempt - 1).min(4));
+                    tracing::info!(policy = id, attempt, error = %e, ?pause, "publishing the commit failed (a lock held by a live git?); retrying");
+                    tokio::time::sleep(pause).await;
                 }
                 other => break other,
             }
@@ -413,30 +437,57 @@ impl Engine {
         }
     }
 
+    /// The span in which a previous life of the daemon, having recorded
+    /// `at` (ms) as the start of a publish, may have made git locks; `None`
+    /// when `at` is this life's own.
+    fn previous_life_span(
+        &self,
+        at: i64,
+    ) -> Option<std::ops::RangeInclusive<std::time::SystemTime>> {
+        use std::time::{Duration, UNIX_EPOCH};
+        let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).ok()?);
+        let boot = self.inner.boot_time;
+        if at >= boot {
+            return None;
+        }
+        // Clock granularity before; a slow disk after, never past our start.
+        let from = at.checked_sub(Duration::from_secs(1)).unwrap_or(at);
+        let to = (at + LOCK_SPAN).min(boot);
+        Some(from..=to)
+    }
+
     fn finish_commit(&self, id: &str, sha: Option<String>, nothing: bool) -> EngineResult<()> {
         self.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(());
             };
-            if p.status != PolicyStatus::Committing {
+            let cancelled = p.status == PolicyStatus::Cancelled;
+            if p.status != PolicyStatus::Committing && !(cancelled && sha.is_some()) {
                 return Ok(());
             }
-            p.status = PolicyStatus::Done;
             p.commit_sha = sha.clone();
-            p.reason = Some(match &sha {
-                Some(s) => format!("committed {s}"),
-                None => "nothing to commit: the paths already match HEAD".into(),
-            });
-            p.updated_at = now_ms();
-            tx.put_policy(&p)?;
-            self.policy_event(
+            if !cancelled {
+                p.reason = Some(match &sha {
+                    Some(s) => format!("committed {s}"),
+                    None => "nothing to commit: the paths already match HEAD".into(),
+                });
+            }
+            let paths = plan_paths(&p);
+            self.transition(
                 tx,
-                "policy:committed",
-                &p,
-                json!({"sha": sha, "nothingToCommit": nothing, "paths": plan_paths(&p)}),
+                &mut p,
+                Input::Commit(CommitResult::Committed),
+                |event| match event {
+                    PolicyEvent::Committed if cancelled => json!({
+                        "sha": sha, "nothingToCommit": nothing, "paths": paths,
+                        "note": "published in the instant the policy was cancelled",
+                    }),
+                    PolicyEvent::Committed => {
+                        json!({"sha": sha, "nothingToCommit": nothing, "paths": paths})
+                    }
+                    _ => json!({}),
+                },
             )?;
-            self.policy_event(tx, "policy:done", &p, json!({}))?;
-            self.chain_next(tx, &mut p)?;
             Ok(())
         })?;
         tracing::info!(policy = id, sha = ?sha, "committed");
@@ -452,18 +503,17 @@ impl Engine {
             if p.status != PolicyStatus::Committing {
                 return Ok(());
             }
-            p.status = PolicyStatus::Blocked;
             p.reason = Some(reason.clone());
-            p.updated_at = now_ms();
-            tx.put_policy(&p)?;
             // The commit's own failure (a planted symlink where gatehost
             // writes, a ref that keeps moving), then what it leads to.
-            self.policy_event(tx, "policy:commit-failed", &p, json!({"reason": reason}))?;
-            self.policy_event(
+            self.transition(
                 tx,
-                "policy:blocked",
-                &p,
-                json!({"outcome": "error", "reason": reason}),
+                &mut p,
+                Input::Commit(CommitResult::Failed),
+                |event| match event {
+                    PolicyEvent::Blocked => json!({"outcome": "error", "reason": reason}),
+                    _ => json!({"reason": reason}),
+                },
             )?;
             Ok(())
         })

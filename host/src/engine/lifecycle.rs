@@ -2,7 +2,8 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, Then};
+use super::machine::{AfterNudge, AfterPass, Input, Step, Verdict};
+use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateContext;
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
@@ -10,14 +11,6 @@ use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
 use std::path::Path;
 use tokio::sync::OwnedSemaphorePermit;
-
-/// What a finished gate leads to, once its transaction committed.
-enum Follow {
-    Nothing,
-    Regate,
-    Commit,
-    Nudge,
-}
 
 /// What the gates judged, for what follows a pass.
 enum Judged {
@@ -60,11 +53,13 @@ impl Engine {
         let engine = self.clone();
         let owned = id.to_string();
         let handle = tokio::spawn(async move {
-            let follow = match engine.gate_task(&owned, slot).await {
-                Ok(f) => f,
+            let step = match engine.gate_task(&owned, slot).await {
+                Ok(step) => step,
                 Err(e) => {
+                    // `Input::StoreError`: nothing was stored, the sweep
+                    // re-drives the policy from the state the store has.
                     tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and the sweep picks it up");
-                    Follow::Nothing
+                    None
                 }
             };
             engine
@@ -73,11 +68,8 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&owned);
-            match follow {
-                Follow::Nothing => {}
-                Follow::Regate => engine.schedule_gate(&owned),
-                Follow::Commit => engine.spawn_commit(owned),
-                Follow::Nudge => engine.spawn_nudge(owned),
+            if let Some(step) = step {
+                engine.perform(&owned, &step);
             }
         });
         tasks.insert(id.to_string(), handle.abort_handle());
@@ -91,13 +83,15 @@ impl Engine {
         tx: &mut Tx<'_>,
         p: &mut PolicyRow,
     ) -> EngineResult<Option<OwnedSemaphorePermit>> {
+        if p.status != PolicyStatus::Queued {
+            return Ok(None);
+        }
         let Ok(slot) = self.inner.gating.clone().try_acquire_owned() else {
             return Ok(None);
         };
-        p.status = PolicyStatus::Gating;
         p.gate_runs += 1;
-        tx.put_policy(p)?;
-        self.policy_event(tx, "policy:gating", p, json!({"run": p.gate_runs}))?;
+        let run = p.gate_runs;
+        self.transition(tx, p, Input::SlotTaken, |_| json!({"run": run}))?;
         Ok(Some(slot))
     }
 
@@ -105,11 +99,11 @@ impl Engine {
         &self,
         id: &str,
         slot: Option<OwnedSemaphorePermit>,
-    ) -> EngineResult<Follow> {
+    ) -> EngineResult<Option<Step>> {
         if let Some(slot) = slot {
             let policy = self.policy(id)?;
             if policy.status != PolicyStatus::Gating {
-                return Ok(Follow::Nothing);
+                return Ok(None);
             }
             return self.gate_policy(id, policy, slot).await;
         }
@@ -130,15 +124,13 @@ impl Engine {
             if p.status != PolicyStatus::Queued {
                 return Ok(None);
             }
-            p.status = PolicyStatus::Gating;
             p.gate_runs += 1;
-            p.updated_at = now_ms();
-            tx.put_policy(&p)?;
-            self.policy_event(tx, "policy:gating", &p, json!({"run": p.gate_runs}))?;
+            let run = p.gate_runs;
+            self.transition(tx, &mut p, Input::SlotTaken, |_| json!({"run": run}))?;
             Ok(Some(p))
         })?
         else {
-            return Ok(Follow::Nothing);
+            return Ok(None);
         };
         self.gate_policy(id, policy, permit).await
     }
@@ -150,12 +142,22 @@ impl Engine {
         id: &str,
         policy: PolicyRow,
         permit: OwnedSemaphorePermit,
-    ) -> EngineResult<Follow> {
+    ) -> EngineResult<Option<Step>> {
         let input: AttachInput =
             serde_json::from_value(policy.spec.clone()).map_err(|e| EngineError::Invalid {
                 field: "spec".into(),
                 message: e.to_string(),
             })?;
+        // A test hook: a gate input that kills the daemon (as an abort in
+        // a library could), for the poison-policy test.
+        if let (Ok(label), Some(mine)) = (
+            std::env::var("GATEHOST_TEST_ABORT_GATE_LABEL"),
+            input.label.as_deref(),
+        ) && label == mine
+        {
+            tracing::error!(policy = %id, "test hook: aborting the daemon in this gate");
+            std::process::abort();
+        }
         let mut sessions = Vec::new();
         for sid in &policy.sessions {
             if let Some(s) = self.inner.store.session(sid)? {
@@ -369,7 +371,7 @@ impl Engine {
         report: RunReport,
         judged: Judged,
         changes: Option<Value>,
-    ) -> EngineResult<Follow> {
+    ) -> EngineResult<Option<Step>> {
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
             "outcome": report.outcome.as_str(),
@@ -382,125 +384,122 @@ impl Engine {
         let alive = self.alive_members(input)?;
         self.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
-                return Ok(Follow::Nothing);
+                return Ok(None);
             };
             if p.status != PolicyStatus::Gating {
                 // Cancelled while the gate ran: its verdict is dropped.
-                return Ok(Follow::Nothing);
+                return Ok(None);
             }
             p.verdict = Some(verdict.clone());
-            p.updated_at = now_ms();
-            if report.outcome == Outcome::Pass {
-                // What passed must be what gets committed: the snapshot,
-                // or (gating on the workspace) paths that did not change
-                // while the gate ran.
-                let (before, after, snapshot) = match &judged {
-                    Judged::Workspace { before, after } => (before.clone(), after.clone(), None),
-                    Judged::Snapshot { snap, changed_after } => {
-                        let fp = snap.as_ref().map(|s| Ok(s.fingerprint.clone()));
-                        (fp.clone(), fp, snap.as_ref().map(|s| (s, changed_after)))
-                    }
-                };
-                let fp = match (&before, &after) {
-                    (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
-                    (Some(Ok(_)), Some(Ok(_))) => {
-                        p.status = PolicyStatus::Queued;
-                        tx.put_policy(&p)?;
-                        self.policy_event(tx, "policy:queued", &p, json!({"reason": "the commit paths changed while the gate ran; it runs again"}))?;
-                        return Ok(Follow::Regate);
-                    }
-                    (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                        p.status = PolicyStatus::Blocked;
-                        p.reason = Some(format!("cannot read the commit paths: {e}"));
-                        tx.put_policy(&p)?;
-                        self.policy_event(tx, "policy:passed", &p, summary.clone())?;
-                        self.policy_event(tx, "policy:blocked", &p, json!({"outcome": "error", "reason": p.reason}))?;
-                        return Ok(Follow::Nothing);
-                    }
-                    _ => None,
-                };
-                match (&input.commit, fp) {
-                    (Some(c), Some(fp)) if input.then == Then::Commit => {
-                        let mut plan = json!({
-                            "paths": c.paths,
-                            "message": c.message,
-                            "fingerprint": fp,
-                            "requireHumanAck": c.require_human_ack,
-                            "diffSummary": changes,
-                        });
-                        if let Some((snap, changed_after)) = &snapshot {
-                            plan["snapshot"] = json!(snap);
-                            plan["changedAfterSnapshot"] = match changed_after {
-                                Ok(list) => json!(list),
-                                Err(e) => json!({"error": e}),
-                            };
-                        }
-                        p.plan = Some(plan.clone());
-                        p.prepared = None;
-                        p.reason = Some(report.reason.clone());
-                        if c.require_human_ack {
-                            p.status = PolicyStatus::AwaitingAck;
-                            tx.put_policy(&p)?;
-                            self.policy_event(tx, "policy:passed", &p, summary.clone())?;
-                            self.policy_event(tx, "policy:commit-ready", &p, json!({"plan": plan}))?;
-                            Ok(Follow::Nothing)
-                        } else {
-                            p.status = PolicyStatus::Committing;
-                            tx.put_policy(&p)?;
-                            self.policy_event(tx, "policy:passed", &p, summary.clone())?;
-                            self.policy_event(tx, "policy:commit-ready", &p, json!({"plan": plan}))?;
-                            self.policy_event(tx, "policy:approved", &p, json!({"by": "policy (requireHumanAck: false)"}))?;
-                            Ok(Follow::Commit)
-                        }
-                    }
-                    _ => {
-                        p.status = PolicyStatus::Done;
-                        p.reason = Some(report.reason.clone());
-                        tx.put_policy(&p)?;
-                        self.policy_event(tx, "policy:passed", &p, summary.clone())?;
-                        self.policy_event(tx, "policy:done", &p, json!({}))?;
-                        self.chain_next(tx, &mut p)?;
-                        Ok(Follow::Nothing)
-                    }
+            // The gate finished: the daemon outlived it.
+            p.gate_crashes = 0;
+            let mut extra = serde_json::Map::new();
+            let outcome = match report.outcome {
+                Outcome::Pass => self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra),
+                Outcome::Error => {
+                    p.reason = Some(format!("the gate could not run: {}", report.reason));
+                    tracing::warn!(policy = id, reason = %report.reason, "policy blocked: its gate could not run");
+                    Verdict::Error
                 }
-            } else if report.outcome == Outcome::Error {
-                p.status = PolicyStatus::Blocked;
-                p.reason = Some(format!("the gate could not run: {}", report.reason));
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
-                self.policy_event(tx, "policy:blocked", &p, json!({"outcome": "error", "reason": p.reason}))?;
-                tracing::warn!(policy = id, reason = %report.reason, "policy blocked: its gate could not run");
-                Ok(Follow::Nothing)
-            } else if (p.retries_used as u32) < input.max_retries() && !alive.is_empty() {
-                p.retries_used += 1;
-                p.status = PolicyStatus::Nudging;
-                p.reason = Some(report.reason.clone());
-                let message = render_nudge(
-                    input.on_fail.nudge.as_deref().unwrap_or(&self.inner.default_nudge),
-                    &report,
-                );
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
-                self.policy_event(
-                    tx,
-                    "policy:nudge",
-                    &p,
-                    json!({"message": message, "retry": p.retries_used, "maxRetries": input.max_retries(), "sessions": alive}),
-                )?;
-                Ok(Follow::Nudge)
-            } else {
-                p.status = PolicyStatus::Blocked;
-                p.reason = Some(if alive.is_empty() {
-                    format!("the gate failed and no member is alive to fix it: {}", report.reason)
-                } else {
-                    format!("the gate failed after {} retries: {}", p.retries_used, report.reason)
-                });
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:failed", &p, summary.clone())?;
-                self.policy_event(tx, "policy:blocked", &p, json!({"outcome": report.outcome.as_str(), "reason": p.reason}))?;
-                tracing::warn!(policy = id, reason = ?p.reason, "policy blocked");
-                Ok(Follow::Nothing)
+                Outcome::Fail => {
+                    let retry =
+                        (p.retries_used as u32) < input.max_retries() && !alive.is_empty();
+                    if retry {
+                        p.retries_used += 1;
+                        p.reason = Some(report.reason.clone());
+                        let message = render_nudge(
+                            input.on_fail.nudge.as_deref().unwrap_or(&self.inner.default_nudge),
+                            &report,
+                        );
+                        extra.insert(
+                            "nudge".into(),
+                            json!({"message": message, "retry": p.retries_used, "maxRetries": input.max_retries(), "sessions": alive}),
+                        );
+                    } else {
+                        p.reason = Some(if alive.is_empty() {
+                            format!("the gate failed and no member is alive to fix it: {}", report.reason)
+                        } else {
+                            format!("the gate failed after {} retries: {}", p.retries_used, report.reason)
+                        });
+                        tracing::warn!(policy = id, reason = ?p.reason, "policy blocked");
+                    }
+                    Verdict::Fail { retry }
+                }
+            };
+            let blocked_outcome = match outcome {
+                Verdict::Fail { .. } => "fail",
+                _ => "error",
+            };
+            let reason = p.reason.clone();
+            self.transition(tx, &mut p, Input::Verdict(outcome), |event| match event {
+                PolicyEvent::Passed | PolicyEvent::Failed => summary.clone(),
+                PolicyEvent::Queued => json!({"reason": "the commit paths changed while the gate ran; it runs again"}),
+                PolicyEvent::Blocked => json!({"outcome": blocked_outcome, "reason": reason}),
+                PolicyEvent::CommitReady => json!({"plan": extra.get("plan")}),
+                PolicyEvent::Approved => json!({"by": "policy (requireHumanAck: false)"}),
+                PolicyEvent::Nudge => extra.get("nudge").cloned().unwrap_or(Value::Null),
+                _ => json!({}),
+            })
+        })
+    }
+
+    /// What a pass leads to (the lifecycle's input), with the plan of a
+    /// commit policy recorded in `p` and `extra["plan"]`. What passed must
+    /// be what gets committed: the snapshot, or (gating on the workspace)
+    /// paths that did not change while the gate ran.
+    fn judge_pass(
+        &self,
+        p: &mut PolicyRow,
+        input: &AttachInput,
+        report: &RunReport,
+        judged: &Judged,
+        changes: &Option<Value>,
+        extra: &mut serde_json::Map<String, Value>,
+    ) -> Verdict {
+        let (before, after, snapshot) = match judged {
+            Judged::Workspace { before, after } => (before.clone(), after.clone(), None),
+            Judged::Snapshot {
+                snap,
+                changed_after,
+            } => {
+                let fp = snap.as_ref().map(|s| Ok(s.fingerprint.clone()));
+                (fp.clone(), fp, snap.as_ref().map(|s| (s, changed_after)))
             }
+        };
+        let fp = match (&before, &after) {
+            (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
+            (Some(Ok(_)), Some(Ok(_))) => return Verdict::PassChanged,
+            (Some(Err(e)), _) | (_, Some(Err(e))) => {
+                p.reason = Some(format!("cannot read the commit paths: {e}"));
+                return Verdict::PassUnreadable;
+            }
+            _ => None,
+        };
+        p.reason = Some(report.reason.clone());
+        let (Some(c), Some(fp), Then::Commit) = (&input.commit, fp, input.then) else {
+            return Verdict::Pass(AfterPass::Done);
+        };
+        let mut plan = json!({
+            "paths": c.paths,
+            "message": c.message,
+            "fingerprint": fp,
+            "requireHumanAck": c.require_human_ack,
+            "diffSummary": changes,
+        });
+        if let Some((snap, changed_after)) = &snapshot {
+            plan["snapshot"] = json!(snap);
+            plan["changedAfterSnapshot"] = match changed_after {
+                Ok(list) => json!(list),
+                Err(e) => json!({"error": e}),
+            };
+        }
+        p.plan = Some(plan.clone());
+        p.prepared = None;
+        extra.insert("plan".into(), plan);
+        Verdict::Pass(if c.require_human_ack {
+            AfterPass::AwaitAck
+        } else {
+            AfterPass::CommitNow
         })
     }
 
@@ -610,46 +609,46 @@ impl Engine {
                     .is_some_and(|c| c > p.watch_after)
             };
             let pending: Vec<String> = alive.iter().filter(|s| !ended_since(s)).cloned().collect();
-            if alive.is_empty() {
-                p.status = PolicyStatus::Blocked;
+            let after = if alive.is_empty() {
                 p.reason = Some("every member exited before the nudge could be acted on".into());
-                tx.put_policy(&p)?;
-                self.policy_event(
-                    tx,
-                    "policy:blocked",
-                    &p,
-                    json!({"outcome": "fail", "reason": p.reason}),
-                )?;
-                Ok(None)
+                AfterNudge::NoneAlive
             } else if pending.is_empty() {
                 // Every member already ended its turn since the nudge.
-                p.pending = Vec::new();
-                p.status = PolicyStatus::Queued;
-                tx.put_policy(&p)?;
-                self.policy_event(
-                    tx,
-                    "policy:queued",
-                    &p,
-                    json!({"reason": "every member ended its turn after the nudge"}),
-                )?;
-                let slot = self.try_start_gating(tx, &mut p)?;
-                Ok(Some((alive, Some(slot))))
+                AfterNudge::AllEnded
             } else {
-                p.pending = pending;
-                p.status = PolicyStatus::Watching;
-                tx.put_policy(&p)?;
-                self.policy_event(tx, "policy:watching", &p, json!({"pending": p.pending}))?;
-                Ok(Some((alive, None)))
-            }
+                AfterNudge::Watch
+            };
+            p.pending = pending;
+            let (reason, pending) = (p.reason.clone(), p.pending.clone());
+            let step =
+                self.transition(
+                    tx,
+                    &mut p,
+                    Input::NudgeDelivered(after),
+                    |event| match event {
+                        PolicyEvent::Blocked => json!({"outcome": "fail", "reason": reason}),
+                        PolicyEvent::Queued => {
+                            json!({"reason": "every member ended its turn after the nudge"})
+                        }
+                        PolicyEvent::Watching => json!({"pending": pending}),
+                        _ => json!({}),
+                    },
+                )?;
+            // Gated at once when a slot is free (saves a transaction).
+            let slot = self.try_start_gating(tx, &mut p)?;
+            Ok(step.map(|step| (alive, step, slot)))
         })?;
-        let Some((alive, gate)) = watching else {
+        let Some((alive, step, slot)) = watching else {
             return Ok(());
         };
-        if let Some(slot) = gate {
-            self.schedule_gate_with(id, slot);
+        match slot {
+            Some(slot) => self.schedule_gate_with(id, Some(slot)),
+            None => self.perform(id, &step),
         }
-        for sid in alive {
-            self.deliver_prompt(&sid, &message).await;
+        if step.effects.contains(&super::machine::Effect::DeliverNudge) {
+            for sid in alive {
+                self.deliver_prompt(&sid, &message).await;
+            }
         }
         Ok(())
     }
@@ -676,7 +675,7 @@ impl Engine {
         if let Err(e) = store_check {
             self.policy_event(
                 tx,
-                "policy:next-refused",
+                PolicyEvent::NextRefused,
                 p,
                 json!({"reason": e.to_string()}),
             )?;

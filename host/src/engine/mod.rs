@@ -1,12 +1,14 @@
 //! The policy engine: sessions, policies and their lifecycle.
 //!
-//! It owns the state machine
-//! `watching → queued → gating → done | nudging → watching | blocked`, and
-//! for commit policies `… → awaiting-ack → committing → done | cancelled`.
-//! Every transition is one store transaction that also appends the events
-//! describing it; side effects (running a gate, delivering a nudge, making
-//! the commit) happen only after that transaction committed, and are
-//! re-driven from the stored state after a restart (`recover`).
+//! It drives the state machine of [`machine`]
+//! (`watching → queued → gating → done | nudging → watching | blocked`, and
+//! for commit policies `… → awaiting-ack → committing → done | cancelled`):
+//! every transition goes through [`Engine::transition`], which stores the
+//! state, its timestamp and the events describing it in one transaction;
+//! the effects it names (running a gate, delivering a nudge, making the
+//! commit) happen only after that transaction committed, and are re-driven
+//! from the stored state after a restart or a failed task (`recover`, the
+//! sweep).
 //!
 //! It must never decide a verdict from anything the agent can write
 //! without detection, never let a gate outlive its policy's cancel, and
@@ -15,9 +17,12 @@
 pub mod attach;
 mod commits;
 mod lifecycle;
+pub mod machine;
 mod sessions;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
+pub use machine::PolicyEvent;
+use machine::{Decision, Effect, Input, Step};
 pub use sessions::{RegisterInput, ReportKind, StartInput};
 
 use crate::bus::Bus;
@@ -73,8 +78,8 @@ struct Inner {
     webhooks: Vec<String>,
     default_nudge: String,
     started: sessions::Started,
-    /// When this daemon started: a git lock file older than this, on a
-    /// commit being recovered, was left by our previous life.
+    /// When this daemon started: a publish recorded before this was our
+    /// previous life's (its git locks may be cleared).
     boot_time: std::time::SystemTime,
     /// One commit at a time per workspace.
     commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -95,6 +100,9 @@ const WORKING: &[PolicyStatus] = &[
     PolicyStatus::Nudging,
     PolicyStatus::Committing,
 ];
+
+/// Daemon deaths in a row during one policy's gate that settle it.
+const POISON_AFTER: i64 = 2;
 
 /// How often the sweep looks for policies left without a task.
 const SWEEP_EVERY: Duration = Duration::from_secs(3);
@@ -223,30 +231,32 @@ impl Engine {
     /// is run; `nudging` and `committing` resume. A policy whose gate task
     /// runs is left to it; nudge and commit tasks run once at a time.
     fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
-        match p.status {
-            PolicyStatus::Queued | PolicyStatus::Gating if self.has_gate_task(&p.id) => {}
-            PolicyStatus::Gating => {
-                tracing::warn!(policy = %p.id, %reason, "a policy was left gating");
-                let id = p.id.clone();
-                self.write(|tx| {
-                    let Some(mut p) = tx.policy(&id)? else {
-                        return Ok(());
-                    };
-                    if p.status != PolicyStatus::Gating {
-                        return Ok(());
-                    }
-                    p.status = PolicyStatus::Queued;
-                    p.updated_at = now_ms();
-                    tx.put_policy(&p)?;
-                    self.policy_event(tx, "policy:queued", &p, json!({"reason": reason}))?;
-                    Ok(())
-                })?;
-                self.schedule_gate(&id);
+        if matches!(p.status, PolicyStatus::Queued | PolicyStatus::Gating)
+            && self.has_gate_task(&p.id)
+        {
+            return Ok(());
+        }
+        if p.status == PolicyStatus::Gating {
+            tracing::warn!(policy = %p.id, %reason, "a policy was left gating");
+        }
+        let id = p.id.clone();
+        let step = if p.status == PolicyStatus::Gating {
+            // Stored: the gate runs again from `queued`.
+            self.write(|tx| {
+                let Some(mut p) = tx.policy(&id)? else {
+                    return Ok(None);
+                };
+                self.transition(tx, &mut p, Input::Recover, |_| json!({"reason": reason}))
+            })?
+        } else {
+            // Nothing to store: the task resumes from the state as it is.
+            match machine::decide(p.status, Input::Recover) {
+                Decision::Go(step) => Some(step),
+                _ => None,
             }
-            PolicyStatus::Queued => self.schedule_gate(&p.id),
-            PolicyStatus::Nudging => self.spawn_nudge(p.id.clone()),
-            PolicyStatus::Committing => self.spawn_commit(p.id.clone()),
-            _ => {}
+        };
+        if let Some(step) = step {
+            self.perform(&id, &step);
         }
         Ok(())
     }
@@ -308,14 +318,77 @@ impl Engine {
         out.ok_or_else(|| EngineError::Store(StoreError::Sqlite("empty transaction".into())))
     }
 
+    /// The one transition function: applies [`machine::decide`] to `p`
+    /// and `input`, storing the new state, its timestamp and the events of
+    /// the step (each with the usual fields and `payload(event)`) in `tx`,
+    /// and attaching the `next` policy when the step says so. Returns the
+    /// step, whose other effects the caller runs once `tx` committed
+    /// ([`Engine::perform`]); `None` when the input changes nothing; a
+    /// conflict when the state refuses it.
+    pub(crate) fn transition(
+        &self,
+        tx: &mut Tx<'_>,
+        p: &mut PolicyRow,
+        input: Input,
+        payload: impl Fn(PolicyEvent) -> Value,
+    ) -> EngineResult<Option<Step>> {
+        let step = match machine::decide(p.status, input) {
+            Decision::Ignore => return Ok(None),
+            Decision::Refuse(r) => {
+                let message = match r {
+                    machine::Refusal::NotAwaitingAck => format!(
+                        "policy {} is {}, not awaiting-ack: nothing to approve or reject",
+                        p.id,
+                        p.status.as_str()
+                    ),
+                    machine::Refusal::Settled => {
+                        format!("policy {} is already {}", p.id, p.status.as_str())
+                    }
+                };
+                return Err(EngineError::Conflict {
+                    code: r.code(),
+                    message,
+                });
+            }
+            Decision::Go(step) => step,
+        };
+        let from = p.status;
+        p.status = step.to;
+        p.updated_at = now_ms();
+        tx.put_policy(p)?;
+        for &event in step.events {
+            self.policy_event(tx, event, p, payload(event))?;
+        }
+        if step.effects.contains(&Effect::ChainNext) {
+            self.chain_next(tx, p)?;
+        }
+        tracing::debug!(policy = %p.id, from = from.as_str(), to = p.status.as_str(), ?input, "transition");
+        Ok(Some(step))
+    }
+
+    /// Runs the effects of a stored step that happen outside the store
+    /// (the nudge's delivery is the nudge task's own).
+    pub(crate) fn perform(&self, id: &str, step: &Step) {
+        for effect in step.effects {
+            match effect {
+                Effect::RunGate => self.schedule_gate(id),
+                Effect::AbortGate => self.abort_gate(id),
+                Effect::Nudge => self.spawn_nudge(id.to_string()),
+                Effect::Commit => self.spawn_commit(id.to_string()),
+                Effect::DeliverNudge | Effect::ChainNext => {}
+            }
+        }
+    }
+
     /// Appends a policy event with the usual payload fields.
     pub(crate) fn policy_event(
         &self,
         tx: &mut Tx<'_>,
-        kind: &str,
+        kind: PolicyEvent,
         p: &PolicyRow,
         extra: Value,
     ) -> EngineResult<i64> {
+        let kind = kind.as_str();
         let mut payload = json!({
             "policyId": p.id,
             "status": p.status.as_str(),
@@ -559,11 +632,13 @@ impl Engine {
             next_id: None,
             created_at: now,
             updated_at: now,
+            gate_crashes: 0,
+            publish_started_at: None,
         };
         tx.insert_policy(&mut p)?;
         self.policy_event(
             tx,
-            "policy:attached",
+            PolicyEvent::Attached,
             &p,
             json!({
                 "then": input.then,
@@ -574,51 +649,42 @@ impl Engine {
             }),
         )?;
         if p.pending.is_empty() {
-            p.status = PolicyStatus::Queued;
-            tx.put_policy(&p)?;
-            self.policy_event(
+            self.transition(
                 tx,
-                "policy:queued",
-                &p,
-                json!({"reason": "every member had already ended its turn"}),
+                &mut p,
+                Input::TurnEnd {
+                    more_pending: false,
+                },
+                |_| json!({"reason": "every member had already ended its turn"}),
             )?;
         }
         Ok(p)
     }
 
-    /// Cancels a policy that is not settled; its gate, if running, is
-    /// killed. A commit in progress cannot be cancelled.
+    /// Cancels a policy in any state but a terminal one (`done`,
+    /// `cancelled`); its gate, if running, is killed. A commit being made
+    /// stops before its branch moves; one published already in the same
+    /// instant is reported by a `policy:committed` event on the cancelled
+    /// policy.
     pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
-        let p = self.write(|tx| {
+        let (p, step) = self.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            if p.status.is_settled() && p.status != PolicyStatus::Blocked {
-                return Err(EngineError::Conflict {
-                    code: "settled",
-                    message: format!("policy {id} is already {}", p.status.as_str()),
-                });
-            }
-            if p.status == PolicyStatus::Committing {
-                return Err(EngineError::Conflict {
-                    code: "committing",
-                    message: format!("policy {id} is committing; it cannot be cancelled now"),
-                });
-            }
             let from = p.status;
-            p.status = PolicyStatus::Cancelled;
-            p.reason = Some(format!("cancelled by {by}"));
-            p.updated_at = now_ms();
-            tx.put_policy(&p)?;
-            self.policy_event(
+            let reason = format!("cancelled by {by}");
+            p.reason = Some(reason.clone());
+            let step = self.transition(
                 tx,
-                "policy:cancelled",
-                &p,
-                json!({"from": from.as_str(), "reason": p.reason}),
+                &mut p,
+                Input::Cancel,
+                |_| json!({"from": from.as_str(), "reason": reason}),
             )?;
-            Ok(p)
+            Ok((p, step))
         })?;
-        self.abort_gate(id);
+        if let Some(step) = step {
+            self.perform(id, &step);
+        }
         tracing::info!(policy = id, by, "policy cancelled");
         Ok(p)
     }
@@ -687,11 +753,51 @@ impl Engine {
     /// Picks up every policy where it was left: gates that were queued or
     /// running are queued again and run, nudges re-delivered, commits
     /// reconciled. Sessions gatehost had started are marked exited.
+    ///
+    /// A policy found `gating` was running its gate when the daemon died.
+    /// That is counted; the second death in a row (no verdict stored in
+    /// between) settles it as `blocked` with a `policy:blocked` event
+    /// instead of running the gate again: a gate input that kills the
+    /// daemon must not crash-loop it.
     pub fn recover(&self) -> EngineResult<()> {
         self.recover_started_sessions()?;
         let open = self.inner.store.policies(WORKING)?;
         for p in open {
+            // A gate this life started already (recovery of a started
+            // session ended its turn) is left to its task.
+            if p.status == PolicyStatus::Gating && !self.has_gate_task(&p.id) {
+                self.recover_gating(&p.id)?;
+                continue;
+            }
             self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
+        }
+        Ok(())
+    }
+
+    fn recover_gating(&self, id: &str) -> EngineResult<()> {
+        let step = self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(None);
+            };
+            p.gate_crashes += 1;
+            let crashes = p.gate_crashes;
+            if crashes >= POISON_AFTER {
+                let reason = format!(
+                    "the daemon died {crashes} times in a row while this policy's gate ran; it is not run again (a gate input that kills the daemon would crash-loop it)"
+                );
+                tracing::error!(policy = %id, crashes, "a poison policy is settled instead of gated again");
+                p.reason = Some(reason.clone());
+                return self.transition(tx, &mut p, Input::Poisoned, |_| {
+                    json!({"outcome": "error", "reason": reason, "gateCrashes": crashes})
+                });
+            }
+            tracing::warn!(policy = %id, crashes, "the daemon restarted while this policy's gate ran; it runs again");
+            self.transition(tx, &mut p, Input::Recover, |_| {
+                json!({"reason": "the daemon restarted while the gate ran; it runs again", "gateCrashes": crashes})
+            })
+        })?;
+        if let Some(step) = step {
+            self.perform(id, &step);
         }
         Ok(())
     }

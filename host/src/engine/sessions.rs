@@ -8,6 +8,7 @@
 //! one, `quietMs` of silence after output; its exit is `exited`; nudges
 //! are written to its stdin as one line.
 
+use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
 use crate::config::Trust;
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
@@ -350,22 +351,23 @@ impl Engine {
                     if p.pending.len() == before {
                         continue;
                     }
-                    p.updated_at = now;
-                    if p.pending.is_empty() {
-                        p.status = PolicyStatus::Queued;
-                        tx.put_policy(&p)?;
-                        self.policy_event(tx, "policy:queued", &p, json!({"reason": format!("session {id}: {event}")}))?;
+                    let more_pending = !p.pending.is_empty();
+                    let step = self.transition(tx, &mut p, Input::TurnEnd { more_pending }, |_| {
+                        json!({"reason": format!("session {id}: {event}")})
+                    })?;
+                    if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
                         let slot = self.try_start_gating(tx, &mut p)?;
-                        queued.push((p.id.clone(), slot));
-                    } else {
-                        tx.put_policy(&p)?;
+                        queued.push((p.id.clone(), step, slot));
                     }
                 }
             }
             Ok((Some(cursor), queued))
         })?;
-        for (pid, slot) in queued {
-            self.schedule_gate_with(&pid, slot);
+        for (pid, step, slot) in queued {
+            match slot {
+                Some(slot) => self.schedule_gate_with(&pid, Some(slot)),
+                None => self.perform(&pid, &step),
+            }
         }
         Ok(cursor)
     }

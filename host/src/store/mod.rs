@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// The webhook URL of an event's session (a primary-key lookup).
 const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1";
@@ -39,6 +39,8 @@ const MEMBER_WEBHOOK_URLS: &str =
 /// Brings a file of an older schema up to this one (idempotent; runs at
 /// every open, after `SCHEMA`). Version 2: sessions have an owner; those
 /// gatehost started belong to the operator, the rest to the agent.
+/// Version 3: policies count the daemon deaths their gate was running at,
+/// and record when a publish of their commit began (before any lock).
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = conn
         .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
@@ -48,6 +50,20 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'agent';
              UPDATE sessions SET owner = 'operator' WHERE command IS NOT NULL;",
         )?;
+    }
+    let has_crashes = conn
+        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'gate_crashes'")?
+        .exists([])?;
+    if !has_crashes {
+        conn.execute_batch(
+            "ALTER TABLE policies ADD COLUMN gate_crashes INTEGER NOT NULL DEFAULT 0;",
+        )?;
+    }
+    let has_publish = conn
+        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'publish_started_at'")?
+        .exists([])?;
+    if !has_publish {
+        conn.execute_batch("ALTER TABLE policies ADD COLUMN publish_started_at INTEGER;")?;
     }
     Ok(())
 }
@@ -89,7 +105,9 @@ CREATE TABLE IF NOT EXISTS policies(
     parent_id TEXT,
     next_id TEXT,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    gate_crashes INTEGER NOT NULL DEFAULT 0,
+    publish_started_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS policies_status ON policies(status, seq);
 CREATE TABLE IF NOT EXISTS policy_members(

@@ -142,6 +142,13 @@ pub struct PolicyRow {
     pub next_id: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Daemon deaths in a row that found its gate running (a poison
+    /// input is settled at two instead of crash-looping the daemon).
+    pub gate_crashes: i64,
+    /// When this daemon (or a previous life) began publishing the prepared
+    /// commit, stored before any git lock is taken: a lock made after it
+    /// by a life that died is that life's, one made otherwise is not.
+    pub publish_started_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -267,6 +274,8 @@ fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         next_id: r.get("next_id")?,
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
+        gate_crashes: r.get("gate_crashes")?,
+        publish_started_at: r.get("publish_started_at")?,
     })
 }
 
@@ -394,8 +403,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         )?
         .execute(params![sid, p.id])?;
     }
-    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)")?.execute(params![
+    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_started_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)")?.execute(params![
             p.id,
             p.seq,
             p.spec.to_string(),
@@ -413,7 +422,9 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.parent_id,
             p.next_id,
             p.created_at,
-            p.updated_at
+            p.updated_at,
+            p.gate_crashes,
+            p.publish_started_at
         ],
     )?;
     Ok(())
@@ -421,7 +432,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
 
 pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
-           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14 WHERE id=?1")?.execute(params![
+           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_started_at=?16 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
@@ -435,7 +446,9 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.commit_sha,
             p.reason,
             p.next_id,
-            p.updated_at
+            p.updated_at,
+            p.gate_crashes,
+            p.publish_started_at
         ],
     )?;
     if n != 1 {

@@ -212,6 +212,8 @@ fn a_policy_event_reaches_every_members_webhook() {
                 next_id: None,
                 created_at: 0,
                 updated_at: 0,
+                gate_crashes: 0,
+                publish_started_at: None,
             };
             tx.insert_policy(&mut p)?;
             tx.append_event("policy:blocked", Some("a"), Some("p1"), &json!({}), &[])?;

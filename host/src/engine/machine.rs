@@ -1,0 +1,320 @@
+//! The policy lifecycle as a pure state machine: which state follows a
+//! state and an input, which events tell of it, and what the engine must
+//! do once the transition is stored.
+//!
+//! It owns the rules only. It must never touch the store, the clock, a
+//! process or the network: [`decide`] is a pure function, unit-tested for
+//! every state × input, and the engine's one transition function
+//! (`Engine::transition`) is the only place that applies its answer.
+
+use crate::store::PolicyStatus;
+
+/// The events a policy publishes, serialised to the names the API and
+/// stored events have always used (`policy:…`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyEvent {
+    Attached,
+    Watching,
+    Queued,
+    Gating,
+    Passed,
+    Failed,
+    Nudge,
+    CommitReady,
+    Approved,
+    Rejected,
+    Stale,
+    Committed,
+    CommitFailed,
+    Done,
+    Blocked,
+    Cancelled,
+    NextRefused,
+}
+
+impl PolicyEvent {
+    pub const ALL: [PolicyEvent; 17] = [
+        PolicyEvent::Attached,
+        PolicyEvent::Watching,
+        PolicyEvent::Queued,
+        PolicyEvent::Gating,
+        PolicyEvent::Passed,
+        PolicyEvent::Failed,
+        PolicyEvent::Nudge,
+        PolicyEvent::CommitReady,
+        PolicyEvent::Approved,
+        PolicyEvent::Rejected,
+        PolicyEvent::Stale,
+        PolicyEvent::Committed,
+        PolicyEvent::CommitFailed,
+        PolicyEvent::Done,
+        PolicyEvent::Blocked,
+        PolicyEvent::Cancelled,
+        PolicyEvent::NextRefused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyEvent::Attached => "policy:attached",
+            PolicyEvent::Watching => "policy:watching",
+            PolicyEvent::Queued => "policy:queued",
+            PolicyEvent::Gating => "policy:gating",
+            PolicyEvent::Passed => "policy:passed",
+            PolicyEvent::Failed => "policy:failed",
+            PolicyEvent::Nudge => "policy:nudge",
+            PolicyEvent::CommitReady => "policy:commit-ready",
+            PolicyEvent::Approved => "policy:approved",
+            PolicyEvent::Rejected => "policy:rejected",
+            PolicyEvent::Stale => "policy:stale",
+            PolicyEvent::Committed => "policy:committed",
+            PolicyEvent::CommitFailed => "policy:commit-failed",
+            PolicyEvent::Done => "policy:done",
+            PolicyEvent::Blocked => "policy:blocked",
+            PolicyEvent::Cancelled => "policy:cancelled",
+            PolicyEvent::NextRefused => "policy:next-refused",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        PolicyEvent::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+}
+
+/// What a finished gate found, as far as the lifecycle cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Passed, and the judged content is what follows.
+    Pass(AfterPass),
+    /// Passed, but gated on the live workspace its commit paths changed
+    /// while the gate ran: it gates again.
+    PassChanged,
+    /// Passed, but the commit paths could not be read to pin them.
+    PassUnreadable,
+    /// Failed; `retry`: a retry is left and a member is alive to act on
+    /// the nudge.
+    Fail { retry: bool },
+    /// The gate could not run (timeout, crash, trap, missing adapter).
+    Error,
+}
+
+/// What a pass leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterPass {
+    /// Nothing to commit: the policy is done.
+    Done,
+    /// A commit a human must approve.
+    AwaitAck,
+    /// A commit approved by the policy itself (`requireHumanAck: false`).
+    CommitNow,
+}
+
+/// What the nudge task found once the nudge was published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterNudge {
+    /// Live members are awaited again.
+    Watch,
+    /// Every live member ended a turn since the nudge already.
+    AllEnded,
+    /// No member is alive to act on it.
+    NoneAlive,
+}
+
+/// How a commit attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitResult {
+    /// Published (or nothing to commit: the content was HEAD's).
+    Committed,
+    /// The content changed or the branch moved under it: it gates again.
+    Stale,
+    /// It cannot be made (a planted symlink, a ref that keeps moving).
+    Failed,
+}
+
+/// Everything that can happen to a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// A member ended its turn or exited (exit ends the last turn);
+    /// `more_pending`: other members are still awaited.
+    TurnEnd {
+        more_pending: bool,
+    },
+    /// A gating slot was taken for it.
+    SlotTaken,
+    /// Its gate finished.
+    Verdict(Verdict),
+    /// The nudge task watched the members again.
+    NudgeDelivered(AfterNudge),
+    /// A person's answer to `commit-ready`; `fresh`: the content to
+    /// commit is still the judged one.
+    Ack {
+        approve: bool,
+        fresh: bool,
+    },
+    Cancel,
+    Commit(CommitResult),
+    /// The daemon restarted, or the sweep found it without a task.
+    Recover,
+    /// A task driving it stopped on a store error before storing anything.
+    StoreError,
+    /// Its gate killed the daemon twice (a run marker survived two starts).
+    Poisoned,
+}
+
+/// Why an input is refused (a conflict answered to the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    NotAwaitingAck,
+    Settled,
+}
+
+impl Refusal {
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::NotAwaitingAck => "not-awaiting-ack",
+            Refusal::Settled => "settled",
+        }
+    }
+}
+
+/// What the engine does once the transition is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Run (or queue) its gate.
+    RunGate,
+    /// Kill its running gate, if any.
+    AbortGate,
+    /// Publish the nudge's watch and deliver it.
+    Nudge,
+    /// Deliver the nudge message to the live members.
+    DeliverNudge,
+    /// Make the commit.
+    Commit,
+    /// Attach the `next` policy (in the same transaction).
+    ChainNext,
+}
+
+/// A transition: the new state, the events telling of it (in order), the
+/// effects to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub to: PolicyStatus,
+    pub events: &'static [PolicyEvent],
+    pub effects: &'static [Effect],
+}
+
+/// The answer of [`decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The input changes nothing in this state (a verdict for a policy
+    /// cancelled while its gate ran, a turn-end it does not wait for).
+    Ignore,
+    /// The input is an error in this state.
+    Refuse(Refusal),
+    Go(Step),
+}
+
+const fn go(
+    to: PolicyStatus,
+    events: &'static [PolicyEvent],
+    effects: &'static [Effect],
+) -> Decision {
+    Decision::Go(Step {
+        to,
+        events,
+        effects,
+    })
+}
+
+/// The lifecycle: what `input` does to a policy in `state`.
+pub fn decide(state: PolicyStatus, input: Input) -> Decision {
+    use AfterNudge as N;
+    use Effect as F;
+    use PolicyEvent as E;
+    use PolicyStatus as S;
+    match (state, input) {
+        // Cancel: every state but a terminal one.
+        (S::Done | S::Cancelled, Input::Cancel) => Decision::Refuse(Refusal::Settled),
+        (_, Input::Cancel) => go(S::Cancelled, &[E::Cancelled], &[F::AbortGate]),
+
+        (S::Watching, Input::TurnEnd { more_pending: true }) => go(S::Watching, &[], &[]),
+        (
+            S::Watching,
+            Input::TurnEnd {
+                more_pending: false,
+            },
+        ) => go(S::Queued, &[E::Queued], &[F::RunGate]),
+        (_, Input::TurnEnd { .. }) => Decision::Ignore,
+
+        (S::Queued, Input::SlotTaken) => go(S::Gating, &[E::Gating], &[]),
+        (_, Input::SlotTaken) => Decision::Ignore,
+
+        (S::Gating, Input::Verdict(v)) => match v {
+            Verdict::Pass(AfterPass::Done) => go(S::Done, &[E::Passed, E::Done], &[F::ChainNext]),
+            Verdict::Pass(AfterPass::AwaitAck) => {
+                go(S::AwaitingAck, &[E::Passed, E::CommitReady], &[])
+            }
+            Verdict::Pass(AfterPass::CommitNow) => go(
+                S::Committing,
+                &[E::Passed, E::CommitReady, E::Approved],
+                &[F::Commit],
+            ),
+            Verdict::PassChanged => go(S::Queued, &[E::Queued], &[F::RunGate]),
+            Verdict::PassUnreadable => go(S::Blocked, &[E::Passed, E::Blocked], &[]),
+            Verdict::Fail { retry: true } => go(S::Nudging, &[E::Failed, E::Nudge], &[F::Nudge]),
+            Verdict::Fail { retry: false } | Verdict::Error => {
+                go(S::Blocked, &[E::Failed, E::Blocked], &[])
+            }
+        },
+        // Cancelled (or re-queued) while the gate ran: its verdict is
+        // dropped.
+        (_, Input::Verdict(_)) => Decision::Ignore,
+
+        (S::Nudging, Input::NudgeDelivered(n)) => match n {
+            N::Watch => go(S::Watching, &[E::Watching], &[F::DeliverNudge]),
+            N::AllEnded => go(S::Queued, &[E::Queued], &[F::RunGate, F::DeliverNudge]),
+            N::NoneAlive => go(S::Blocked, &[E::Blocked], &[]),
+        },
+        (_, Input::NudgeDelivered(_)) => Decision::Ignore,
+
+        (S::AwaitingAck, Input::Ack { approve: false, .. }) => {
+            go(S::Cancelled, &[E::Rejected, E::Cancelled], &[])
+        }
+        (S::AwaitingAck, Input::Ack { fresh: true, .. }) => {
+            go(S::Committing, &[E::Approved], &[F::Commit])
+        }
+        (S::AwaitingAck, Input::Ack { fresh: false, .. }) => {
+            go(S::Queued, &[E::Stale, E::Queued], &[F::RunGate])
+        }
+        (_, Input::Ack { .. }) => Decision::Refuse(Refusal::NotAwaitingAck),
+
+        (S::Committing, Input::Commit(r)) => match r {
+            CommitResult::Committed => go(S::Done, &[E::Committed, E::Done], &[F::ChainNext]),
+            CommitResult::Stale => go(S::Queued, &[E::Stale, E::Queued], &[F::RunGate]),
+            CommitResult::Failed => go(S::Blocked, &[E::CommitFailed, E::Blocked], &[]),
+        },
+        // Cancelled while the commit was being published: the commit is
+        // there, and said so; the policy stays cancelled.
+        (S::Cancelled, Input::Commit(CommitResult::Committed)) => {
+            go(S::Cancelled, &[E::Committed], &[])
+        }
+        (_, Input::Commit(_)) => Decision::Ignore,
+
+        // A gate that was running when its task died runs again; the
+        // other working states resume their task.
+        (S::Gating, Input::Recover) => go(S::Queued, &[E::Queued], &[F::RunGate]),
+        (S::Queued, Input::Recover) => go(S::Queued, &[], &[F::RunGate]),
+        (S::Nudging, Input::Recover) => go(S::Nudging, &[], &[F::Nudge]),
+        (S::Committing, Input::Recover) => go(S::Committing, &[], &[F::Commit]),
+        (_, Input::Recover) => Decision::Ignore,
+
+        // Nothing was stored: the state is as it was, and the sweep will
+        // re-drive it (`Recover`).
+        (_, Input::StoreError) => Decision::Ignore,
+
+        (S::Queued | S::Gating, Input::Poisoned) => go(S::Blocked, &[E::Blocked], &[]),
+        (_, Input::Poisoned) => Decision::Ignore,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,381 @@
+//! `decide` for every state × input: the transitions are listed here
+//! explicitly (not derived from the code under test), every other pair
+//! must be ignored or refused as listed.
+
+use super::*;
+use PolicyEvent as E;
+use PolicyStatus as S;
+
+fn inputs() -> Vec<Input> {
+    let mut all = vec![
+        Input::TurnEnd { more_pending: true },
+        Input::TurnEnd {
+            more_pending: false,
+        },
+        Input::SlotTaken,
+        Input::Cancel,
+        Input::Recover,
+        Input::StoreError,
+        Input::Poisoned,
+    ];
+    for v in [
+        Verdict::Pass(AfterPass::Done),
+        Verdict::Pass(AfterPass::AwaitAck),
+        Verdict::Pass(AfterPass::CommitNow),
+        Verdict::PassChanged,
+        Verdict::PassUnreadable,
+        Verdict::Fail { retry: true },
+        Verdict::Fail { retry: false },
+        Verdict::Error,
+    ] {
+        all.push(Input::Verdict(v));
+    }
+    for n in [
+        AfterNudge::Watch,
+        AfterNudge::AllEnded,
+        AfterNudge::NoneAlive,
+    ] {
+        all.push(Input::NudgeDelivered(n));
+    }
+    for (approve, fresh) in [(true, true), (true, false), (false, true), (false, false)] {
+        all.push(Input::Ack { approve, fresh });
+    }
+    for r in [
+        CommitResult::Committed,
+        CommitResult::Stale,
+        CommitResult::Failed,
+    ] {
+        all.push(Input::Commit(r));
+    }
+    all
+}
+
+/// A transition: from, input, to, events, effects.
+type Row = (
+    PolicyStatus,
+    Input,
+    PolicyStatus,
+    Vec<PolicyEvent>,
+    Vec<Effect>,
+);
+
+/// Every transition of the lifecycle, written out.
+fn expected() -> Vec<Row> {
+    use Effect as F;
+    let mut t = vec![
+        (
+            S::Watching,
+            Input::TurnEnd { more_pending: true },
+            S::Watching,
+            vec![],
+            vec![],
+        ),
+        (
+            S::Watching,
+            Input::TurnEnd {
+                more_pending: false,
+            },
+            S::Queued,
+            vec![E::Queued],
+            vec![F::RunGate],
+        ),
+        (
+            S::Queued,
+            Input::SlotTaken,
+            S::Gating,
+            vec![E::Gating],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Pass(AfterPass::Done)),
+            S::Done,
+            vec![E::Passed, E::Done],
+            vec![F::ChainNext],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Pass(AfterPass::AwaitAck)),
+            S::AwaitingAck,
+            vec![E::Passed, E::CommitReady],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Pass(AfterPass::CommitNow)),
+            S::Committing,
+            vec![E::Passed, E::CommitReady, E::Approved],
+            vec![F::Commit],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::PassChanged),
+            S::Queued,
+            vec![E::Queued],
+            vec![F::RunGate],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::PassUnreadable),
+            S::Blocked,
+            vec![E::Passed, E::Blocked],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Fail { retry: true }),
+            S::Nudging,
+            vec![E::Failed, E::Nudge],
+            vec![F::Nudge],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Fail { retry: false }),
+            S::Blocked,
+            vec![E::Failed, E::Blocked],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::Error),
+            S::Blocked,
+            vec![E::Failed, E::Blocked],
+            vec![],
+        ),
+        (
+            S::Nudging,
+            Input::NudgeDelivered(AfterNudge::Watch),
+            S::Watching,
+            vec![E::Watching],
+            vec![F::DeliverNudge],
+        ),
+        (
+            S::Nudging,
+            Input::NudgeDelivered(AfterNudge::AllEnded),
+            S::Queued,
+            vec![E::Queued],
+            vec![F::RunGate, F::DeliverNudge],
+        ),
+        (
+            S::Nudging,
+            Input::NudgeDelivered(AfterNudge::NoneAlive),
+            S::Blocked,
+            vec![E::Blocked],
+            vec![],
+        ),
+        (
+            S::Committing,
+            Input::Commit(CommitResult::Committed),
+            S::Done,
+            vec![E::Committed, E::Done],
+            vec![F::ChainNext],
+        ),
+        (
+            S::Committing,
+            Input::Commit(CommitResult::Stale),
+            S::Queued,
+            vec![E::Stale, E::Queued],
+            vec![F::RunGate],
+        ),
+        (
+            S::Committing,
+            Input::Commit(CommitResult::Failed),
+            S::Blocked,
+            vec![E::CommitFailed, E::Blocked],
+            vec![],
+        ),
+        (
+            S::Cancelled,
+            Input::Commit(CommitResult::Committed),
+            S::Cancelled,
+            vec![E::Committed],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Recover,
+            S::Queued,
+            vec![E::Queued],
+            vec![F::RunGate],
+        ),
+        (
+            S::Queued,
+            Input::Recover,
+            S::Queued,
+            vec![],
+            vec![F::RunGate],
+        ),
+        (
+            S::Nudging,
+            Input::Recover,
+            S::Nudging,
+            vec![],
+            vec![F::Nudge],
+        ),
+        (
+            S::Committing,
+            Input::Recover,
+            S::Committing,
+            vec![],
+            vec![F::Commit],
+        ),
+        (
+            S::Queued,
+            Input::Poisoned,
+            S::Blocked,
+            vec![E::Blocked],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Poisoned,
+            S::Blocked,
+            vec![E::Blocked],
+            vec![],
+        ),
+    ];
+    for fresh in [true, false] {
+        t.push((
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                fresh,
+            },
+            S::Cancelled,
+            vec![E::Rejected, E::Cancelled],
+            vec![],
+        ));
+    }
+    t.push((
+        S::AwaitingAck,
+        Input::Ack {
+            approve: true,
+            fresh: true,
+        },
+        S::Committing,
+        vec![E::Approved],
+        vec![F::Commit],
+    ));
+    t.push((
+        S::AwaitingAck,
+        Input::Ack {
+            approve: true,
+            fresh: false,
+        },
+        S::Queued,
+        vec![E::Stale, E::Queued],
+        vec![F::RunGate],
+    ));
+    // Cancel works in every state that is not terminal.
+    for s in [
+        S::Watching,
+        S::Queued,
+        S::Gating,
+        S::Nudging,
+        S::AwaitingAck,
+        S::Committing,
+        S::Blocked,
+    ] {
+        t.push((
+            s,
+            Input::Cancel,
+            S::Cancelled,
+            vec![E::Cancelled],
+            vec![F::AbortGate],
+        ));
+    }
+    t
+}
+
+/// The refusals, written out.
+fn refused(state: PolicyStatus, input: Input) -> Option<Refusal> {
+    match (state, input) {
+        (S::Done | S::Cancelled, Input::Cancel) => Some(Refusal::Settled),
+        (s, Input::Ack { .. }) if s != S::AwaitingAck => Some(Refusal::NotAwaitingAck),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_state_and_input_is_decided_as_listed() {
+    let table = expected();
+    let mut checked = 0;
+    for state in PolicyStatus::ALL {
+        for input in inputs() {
+            let got = decide(state, input);
+            let want = match table.iter().find(|(s, i, ..)| *s == state && *i == input) {
+                Some((_, _, to, events, effects)) => {
+                    let Decision::Go(step) = got else {
+                        panic!("{state:?} × {input:?}: {got:?}, expected a step to {to:?}");
+                    };
+                    assert_eq!(step.to, *to, "{state:?} × {input:?}");
+                    assert_eq!(step.events, events.as_slice(), "{state:?} × {input:?}");
+                    assert_eq!(step.effects, effects.as_slice(), "{state:?} × {input:?}");
+                    checked += 1;
+                    continue;
+                }
+                None => match refused(state, input) {
+                    Some(r) => Decision::Refuse(r),
+                    None => Decision::Ignore,
+                },
+            };
+            assert_eq!(got, want, "{state:?} × {input:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, PolicyStatus::ALL.len() * inputs().len());
+    // Every listed transition was met.
+    assert_eq!(
+        table.len(),
+        table
+            .iter()
+            .filter(|(s, i, ..)| matches!(decide(*s, *i), Decision::Go(_)))
+            .count()
+    );
+}
+
+#[test]
+fn no_step_leaves_a_terminal_state_and_every_block_says_so() {
+    for state in PolicyStatus::ALL {
+        for input in inputs() {
+            let Decision::Go(step) = decide(state, input) else {
+                continue;
+            };
+            if matches!(state, S::Done | S::Cancelled) {
+                assert_eq!(
+                    step.to, state,
+                    "{state:?} × {input:?} left a terminal state"
+                );
+            }
+            if step.to == S::Blocked {
+                assert_eq!(
+                    step.events.last(),
+                    Some(&E::Blocked),
+                    "{state:?} × {input:?}"
+                );
+            }
+            if step.to == S::Cancelled && state != S::Cancelled {
+                assert_eq!(
+                    step.events.last(),
+                    Some(&E::Cancelled),
+                    "{state:?} × {input:?}"
+                );
+            }
+            // A change of state is always told by an event.
+            if step.to != state {
+                assert!(!step.events.is_empty(), "{state:?} × {input:?} is silent");
+            }
+        }
+    }
+}
+
+#[test]
+fn event_names_are_the_stored_ones() {
+    for e in PolicyEvent::ALL {
+        assert!(e.as_str().starts_with("policy:"));
+        assert_eq!(PolicyEvent::parse(e.as_str()), Some(e));
+    }
+    assert_eq!(PolicyEvent::CommitReady.as_str(), "policy:commit-ready");
+    assert_eq!(PolicyEvent::NextRefused.as_str(), "policy:next-refused");
+    assert_eq!(PolicyEvent::parse("policy:unknown"), None);
+}
