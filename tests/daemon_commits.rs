@@ -343,7 +343,16 @@ fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() 
 }
 
 /// One request the receiver saw: delivery id, event type, signature, body.
-type Seen = (String, String, Option<String>, Vec<u8>);
+/// id (`webhook-id`), type, the Standard Webhooks headers, body.
+type Seen = (String, String, reqwest::header::HeaderMap, Vec<u8>);
+
+/// Whether `seen` verifies under `key` with the Standard Webhooks
+/// reference library (what a receiver would run).
+fn verifies(key: &[u8], seen: &Seen) -> bool {
+    standardwebhooks::Webhook::from_bytes(key.to_vec())
+        .and_then(|w| w.verify(&seen.3, &seen.2))
+        .is_ok()
+}
 
 /// A webhook receiver on loopback: answers 500 to the first request of
 /// each delivery id, then 200; records every request.
@@ -353,12 +362,12 @@ struct Receiver {
 }
 
 fn receiver() -> Receiver {
-    receiver_answering(true)
+    receiver_answering(Some("500 Internal Server Error\r\n"))
 }
 
-/// A receiver that answers 500 to each delivery's first request
-/// (`fail_first`), or 200 at once.
-fn receiver_answering(fail_first: bool) -> Receiver {
+/// A receiver that answers `first` (a status line's rest and headers) to
+/// each delivery's first request, or (`None`) 200 at once.
+fn receiver_answering(first: Option<&'static str>) -> Receiver {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -386,27 +395,32 @@ fn receiver_answering(fail_first: bool) -> Receiver {
                 .unwrap_or(0);
             let mut body = vec![0; len];
             let _ = reader.read_exact(&mut body);
-            let id = headers
-                .get("x-gatehost-delivery")
-                .cloned()
-                .unwrap_or_default();
+            let id = headers.get("webhook-id").cloned().unwrap_or_default();
             let kind = headers.get("x-gatehost-event").cloned().unwrap_or_default();
-            let sig = headers.get("x-gatehost-signature").cloned();
-            let first = {
+            let mut sig = reqwest::header::HeaderMap::new();
+            for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+                if let Some(v) = headers.get(name).and_then(|v| v.parse().ok()) {
+                    sig.insert(name, v);
+                }
+            }
+            let is_first = {
                 let mut s = rec.lock().expect("lock");
-                let first = !s.iter().any(|(i, _, _, _)| *i == id);
+                let is_first = !s.iter().any(|(i, _, _, _)| *i == id);
+                sig.insert(
+                    "x-received-ms",
+                    format!("{}", now_ms()).parse().expect("header"),
+                );
                 s.push((id, kind, sig, body));
-                first
+                is_first
             };
-            let status = if first && fail_first {
-                "500 Internal Server Error"
-            } else {
-                "200 OK"
+            let status = match first {
+                Some(answer) if is_first => answer,
+                _ => "200 OK\r\n",
             };
             let mut out = stream;
             let _ = write!(
                 out,
-                "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                "HTTP/1.1 {status}content-length: 0\r\nconnection: close\r\n\r\n"
             );
         }
     });
@@ -449,10 +463,16 @@ fn webhooks_tell_of_commit_ready_signed_retried_and_idempotent() {
     };
     // Retried after the 500 with the same idempotency id, signed.
     assert_eq!(ready_deliveries[0].0, ready_deliveries[1].0);
-    for (_, _, sig, body) in &ready_deliveries {
-        let want = gatehost::webhook::sign(b"s3cret", body);
-        assert_eq!(sig.as_deref(), Some(want.as_str()));
-        let v: Value = serde_json::from_slice(body).expect("json body");
+    for seen in &ready_deliveries {
+        assert!(verifies(b"s3cret", seen), "{:?}", seen.2);
+        // Replayed as another delivery, it no longer verifies.
+        let mut replay = seen.clone();
+        replay
+            .2
+            .insert("webhook-id", "evt-999999".parse().expect("header"));
+        assert!(!verifies(b"s3cret", &replay));
+        assert!(!verifies(b"another key", seen));
+        let v: Value = serde_json::from_slice(&seen.3).expect("json body");
         assert_eq!(v["policyId"], pid.as_str());
     }
 }
@@ -539,10 +559,7 @@ fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
     // Signed with the daemon's notify key, which is not the operator's
     // webhook secret (the agent chose this URL).
     let notify_key = std::fs::read_to_string(d.data.join("notify.key")).expect("notify.key");
-    assert_eq!(
-        seen[1].2.as_deref(),
-        Some(gatehost::webhook::sign(notify_key.trim().as_bytes(), &seen[1].3).as_str())
-    );
+    assert!(verifies(notify_key.trim().as_bytes(), &seen[1]));
     let v: Value = serde_json::from_slice(&seen[1].3).expect("json");
     assert_eq!(v["payload"]["outcome"], "fail");
 }
@@ -1176,7 +1193,7 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
 /// waited for the dead URL's timeout).
 #[test]
 fn a_url_that_never_answers_delays_only_itself() {
-    let live = receiver_answering(false);
+    let live = receiver_answering(None);
     // Accepts (the kernel's backlog) and never answers.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let dead_url = format!("http://{}/hook/dead", dead.local_addr().expect("addr"));
@@ -1361,5 +1378,49 @@ fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_ca
     assert!(
         d.all_events(&format!("&policy={second}&types=committed"))
             .is_empty()
+    );
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// A receiver that answers 429 with `Retry-After: 3` is not tried again
+/// before 3 s (the backoff alone would retry after about 1 s).
+#[test]
+fn a_receivers_retry_after_is_honoured() {
+    let hook = receiver_answering(Some("429 Too Many Requests\r\nretry-after: 3\r\n"));
+    let (_s, d) = setup_with(&format!("webhook_url = \"{}\"\n", hook.url), "");
+    let deadline = std::time::Instant::now() + T;
+    let (first, second) = loop {
+        let seen = hook.seen.lock().expect("lock").clone();
+        let registered: Vec<&Seen> = seen
+            .iter()
+            .filter(|(_, k, _, _)| k == "session:registered")
+            .collect();
+        if registered.len() >= 2 {
+            let at = |s: &Seen| -> u128 {
+                s.2["x-received-ms"]
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            break (at(registered[0]), at(registered[1]));
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no retry\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        second - first >= 3000,
+        "retried after {} ms",
+        second - first
     );
 }

@@ -3,23 +3,26 @@
 //! survive restarts and never block the engine; one worker per URL with
 //! deliveries due, so a URL that never answers delays only itself.
 //!
-//! Each request carries the event as JSON, `X-Gatehost-Event` (its type),
-//! `X-Gatehost-Delivery` (an idempotency id stable across retries:
-//! `evt-<cursor>`), and `X-Gatehost-Signature: sha256=<hex HMAC-SHA256 of
-//! the body>`: under the operator's webhook secret (if configured) for the
-//! global webhook, and under the separate notify key for sessions' own
-//! `notifyUrl`s, which the agent chooses (within the configured prefixes):
-//! it must never obtain a body signed with the operator's secret. A 2xx is
-//! delivered; a network error, timeout, 408, 429 or 5xx is retried with
-//! exponential backoff (1 s, 2 s, 4 s … capped at 5 min) up to the
-//! configured attempts; another 4xx is given up at once. Every give-up is
-//! logged with its cause. This module must never write anything but the
-//! delivery rows.
+//! Each request carries the event as JSON, signed by the Standard Webhooks
+//! scheme (<https://www.standardwebhooks.com>, signed with the
+//! `standardwebhooks` crate): `webhook-id` (`evt-<cursor>`, the same on
+//! every retry: an idempotency id), `webhook-timestamp` (the attempt's Unix
+//! time) and `webhook-signature: v1,<base64 HMAC-SHA256 of
+//! "<id>.<timestamp>.<body>">`, so a captured delivery cannot be replayed
+//! later or as another event. `X-Gatehost-Event` names the type. The key is
+//! the operator's webhook secret (if configured) for the global webhook
+//! (`whsec_<base64>` as the standard writes it, or raw bytes), and the
+//! separate notify key for sessions' own `notifyUrl`s, which the agent
+//! chooses (within the configured prefixes): it must never obtain a body
+//! signed with the operator's secret. A 2xx is delivered; a network error,
+//! timeout, 408, 429 or 5xx is retried with jittered exponential backoff
+//! (about 1 s, 2 s, 4 s … capped at 5 min), never sooner than a
+//! `Retry-After` the receiver sent, up to the configured attempts; another
+//! 4xx is given up at once. Every give-up is logged with its cause. This
+//! module must never write anything but the delivery rows.
 
 use crate::engine::Engine;
 use crate::store::{Delivery, now_ms};
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,17 +49,54 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The signature header value for `body`.
-pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    // HMAC accepts keys of any length: `new_from_slice` cannot fail here,
-    // but an error is still answered with an unsigned marker, never a panic.
-    match <Hmac<Sha256> as KeyInit>::new_from_slice(secret) {
-        Ok(mut mac) => {
-            mac.update(body);
-            format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-        }
-        Err(_) => "sha256=invalid-key".into(),
+/// The signing key a secret file's text stands for: the standard's
+/// `whsec_<base64>` decoded, anything else as its bytes.
+pub fn key_of(secret: &[u8]) -> Vec<u8> {
+    use base64::Engine as _;
+    match std::str::from_utf8(secret)
+        .ok()
+        .and_then(|s| s.strip_prefix("whsec_"))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+    {
+        Some(key) => key,
+        None => secret.to_vec(),
     }
+}
+
+/// The `webhook-signature` value of a delivery (Standard Webhooks, `v1`).
+/// `None` only for a body that is not UTF-8 (events are JSON: never).
+pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> Option<String> {
+    standardwebhooks::Webhook::from_bytes(key.to_vec())
+        .and_then(|w| w.sign(id, timestamp, body))
+        .ok()
+}
+
+/// When to try a failed delivery again: the `attempts`-th backoff (1 s,
+/// 2 s, 4 s … capped at 5 min) with ±25 % jitter, so that many deliveries
+/// failing together do not come back together, and never before the
+/// receiver's `Retry-After` (capped alike).
+pub fn retry_in_ms(attempts: u32, retry_after_ms: Option<i64>) -> i64 {
+    let base = (1000i64 << attempts.saturating_sub(1).min(20)).min(MAX_BACKOFF_MS);
+    let jitter = base / 4;
+    let jittered = base - jitter + fastrand::i64(0..=2 * jitter);
+    jittered.max(retry_after_ms.unwrap_or(0).min(MAX_BACKOFF_MS))
+}
+
+/// A `Retry-After` header's delay: seconds, or an HTTP date.
+fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<i64> {
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    let left = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Some(i64::try_from(left.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl Webhooks {
@@ -64,12 +104,11 @@ impl Webhooks {
     pub fn new(engine: Engine, notify_key: Vec<u8>) -> Result<Self, String> {
         let d = engine.runner().config().daemon.clone();
         let secret = match &d.webhook_secret_file {
-            Some(p) => Some(
+            Some(p) => Some(key_of(
                 std::fs::read(p)
                     .map_err(|e| format!("webhook secret file {}: {e}", p.display()))?
-                    .trim_ascii()
-                    .to_vec(),
-            ),
+                    .trim_ascii(),
+            )),
             None => None,
         };
         let client = reqwest::Client::builder()
@@ -155,40 +194,43 @@ impl Webhooks {
 
     async fn deliver(&self, d: Delivery) {
         let body = serde_json::to_vec(&d.event).unwrap_or_default();
+        let id = format!("evt-{}", d.event.cursor);
+        let timestamp = now_ms() / 1000;
         let mut req = self
             .client
             .post(&d.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Gatehost-Event", &d.event.kind)
-            .header("X-Gatehost-Delivery", format!("evt-{}", d.event.cursor));
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string());
         let key = if self.global_url.as_deref() == Some(d.url.as_str()) {
             self.secret.as_deref()
         } else {
             Some(self.notify_key.as_slice())
         };
-        if let Some(key) = key {
-            req = req.header("X-Gatehost-Signature", sign(key, &body));
+        if let Some(signature) = key.and_then(|k| sign(k, &id, timestamp, &body)) {
+            req = req.header("webhook-signature", signature);
         }
         let result = req.body(body).send().await;
         let attempts = d.attempts + 1;
-        let (state, error) = match result {
-            Ok(resp) if resp.status().is_success() => ("delivered", None),
+        let (state, error, retry_after) = match result {
+            Ok(resp) if resp.status().is_success() => ("delivered", None, None),
             Ok(resp) => {
                 let s = resp.status();
                 let retry = s.is_server_error() || s.as_u16() == 408 || s.as_u16() == 429;
                 (
                     if retry { "pending" } else { "failed" },
                     Some(format!("HTTP {s}")),
+                    retry_after_ms(resp.headers()),
                 )
             }
-            Err(e) => ("pending", Some(format!("{e}"))),
+            Err(e) => ("pending", Some(format!("{e}")), None),
         };
         let (state, next_at) = if state == "pending" {
             if attempts >= self.max_attempts {
                 ("failed", now_ms())
             } else {
-                let backoff = (1000i64 << (attempts - 1).min(20)).min(MAX_BACKOFF_MS);
-                ("pending", now_ms() + backoff)
+                ("pending", now_ms() + retry_in_ms(attempts, retry_after))
             }
         } else {
             (state, now_ms())
@@ -213,12 +255,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signature_is_hmac_sha256_of_the_body() {
-        // RFC 4231 test case 2.
-        let s = sign(b"Jefe", b"what do ya want for nothing?");
+    fn signatures_follow_the_standard_and_bind_id_and_time() {
+        // The standard's own test vector (standard-webhooks spec).
+        let key = key_of(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        let body = br#"{"test": 2432232314}"#;
+        let sig = sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
         assert_eq!(
-            s,
-            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            sig.as_deref(),
+            Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
         );
+        // Another id or another time is another signature: no replay.
+        assert_ne!(sign(&key, "msg_other", 1614265330, body), sig);
+        assert_ne!(
+            sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265331, body),
+            sig
+        );
+        // A secret that is not `whsec_` is used as its bytes.
+        assert_eq!(key_of(b"s3cret"), b"s3cret".to_vec());
+    }
+
+    #[test]
+    fn backoff_is_jittered_and_honours_retry_after() {
+        for attempts in 1..=12u32 {
+            let base = (1000i64 << (attempts - 1)).min(MAX_BACKOFF_MS);
+            let seen: Vec<i64> = (0..200).map(|_| retry_in_ms(attempts, None)).collect();
+            assert!(
+                seen.iter()
+                    .all(|t| *t >= base * 3 / 4 && *t <= base * 5 / 4)
+            );
+            // Jittered: not all the same.
+            assert!(seen.iter().any(|t| *t != seen[0]), "{attempts}");
+        }
+        assert!(retry_in_ms(1, Some(30_000)) >= 30_000);
+        assert_eq!(retry_in_ms(1, Some(i64::MAX)), MAX_BACKOFF_MS);
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "7".parse().expect("header"));
+        assert_eq!(retry_after_ms(&h), Some(7000));
+        let later = httpdate::fmt_http_date(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+        );
+        h.insert(reqwest::header::RETRY_AFTER, later.parse().expect("header"));
+        let ms = retry_after_ms(&h).expect("date");
+        assert!((58_000..=60_000).contains(&ms), "{ms}");
+        h.insert(
+            reqwest::header::RETRY_AFTER,
+            "soon".parse().expect("header"),
+        );
+        assert_eq!(retry_after_ms(&h), None);
     }
 }
