@@ -971,7 +971,7 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
                 .collect::<Vec<_>>()
         });
         let listed = || {
-            d.agent_ok("GET", "/v1/policies", None)["policies"]
+            d.agent_ok("GET", "/v1/policies?limit=1000", None)["policies"]
                 .as_array()
                 .map_or(0, Vec::len)
         };

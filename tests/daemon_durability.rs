@@ -191,7 +191,8 @@ fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_los
                 Some((201, _)) => Some(()),
                 Some((c, v)) => panic!("attach {i}: HTTP {c}: {v}"),
                 None => {
-                    let (c, list) = d.http_try("GET", "/v1/policies", Some(&d.agent), None)?;
+                    let (c, list) =
+                        d.http_try("GET", "/v1/policies?limit=1000", Some(&d.agent), None)?;
                     let known = c == 200
                         && list["policies"].as_array().is_some_and(|l| {
                             l.iter().any(|p| p["spec"]["label"] == label.as_str())
@@ -220,7 +221,7 @@ fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_los
     let deadline = Instant::now() + Duration::from_secs(120);
     let total = N + N / 2;
     let policies = loop {
-        let (_, v) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+        let (_, v) = d.http("GET", "/v1/policies?limit=1000", Some(&d.agent), None);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
         if done == total || Instant::now() > deadline {

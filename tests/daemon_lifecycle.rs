@@ -399,7 +399,7 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         Some(json!({"kind": "done"})),
     );
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("kind")));
-    let (_, list) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+    let (_, list) = d.http("GET", "/v1/policies?limit=1000", Some(&d.agent), None);
     assert_eq!(
         list["policies"],
         json!([]),
@@ -636,7 +636,7 @@ mod operator_power {
     }
 
     fn policies(d: &Daemon) -> usize {
-        d.agent_ok("GET", "/v1/policies", None)["policies"]
+        d.agent_ok("GET", "/v1/policies?limit=1000", None)["policies"]
             .as_array()
             .map_or(0, Vec::len)
     }
@@ -1057,4 +1057,141 @@ fn a_fan_in_policys_events_reach_every_member() {
         None,
     );
     assert_eq!(next["event"]["policyId"], pid.as_str(), "{next}");
+}
+
+/// Issue 12 #9: list routes come in pages (`limit`, `cursor`, `nextCursor`
+/// null on the last page), oldest or newest first, filtered or not, in the
+/// API and the CLI; nothing is skipped or repeated. (Before, one response
+/// held every policy.)
+#[test]
+fn policies_and_sessions_are_listed_in_pages() {
+    let (s, d) = setup();
+    for i in 0..4 {
+        d.register(&format!("s{i}"), &s.ws);
+    }
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        ids.push(d.attach(json!({"sessionId": format!("s{}", i % 4), "label": format!("p{i}"), "gate": {"command": "true"}, "watchFrom": "now"})));
+    }
+    d.cli(&["policy", "cancel", &ids[5]], &d.operator);
+    let pages = |base: &str, key: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        for _ in 0..10 {
+            let v = d.agent_ok("GET", &format!("{base}limit=3&cursor={cursor}"), None);
+            let list = v[key].as_array().expect("list");
+            assert!(list.len() <= 3, "{v}");
+            seen.extend(
+                list.iter()
+                    .map(|p| p["id"].as_str().expect("id").to_string()),
+            );
+            match v["nextCursor"].as_i64() {
+                Some(c) => cursor = c,
+                None => return seen,
+            }
+        }
+        panic!("no last page");
+    };
+    assert_eq!(pages("/v1/policies?", "policies"), ids);
+    let mut newest = ids.clone();
+    newest.reverse();
+    assert_eq!(pages("/v1/policies?order=newest&", "policies"), newest);
+    let watching: Vec<String> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 5)
+        .map(|(_, id)| id.clone())
+        .collect();
+    assert_eq!(pages("/v1/policies?status=watching&", "policies"), watching);
+    assert_eq!(pages("/v1/sessions?", "sessions"), ["s0", "s1", "s2", "s3"]);
+    // The default page is bounded too.
+    let v = d.agent_ok("GET", "/v1/policies", None);
+    assert_eq!(v["policies"].as_array().map(Vec::len), Some(7));
+    assert!(v["nextCursor"].is_null());
+    for bad in ["limit=0", "limit=1001", "cursor=-1", "cursor=x"] {
+        let (code, v) = d.http("GET", &format!("/v1/policies?{bad}"), Some(&d.agent), None);
+        let field = bad.split('=').next().unwrap_or("");
+        assert_eq!(
+            (code, v["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{bad}"
+        );
+    }
+    let (code, v) = d.http("GET", "/v1/policies?order=up", Some(&d.agent), None);
+    assert_eq!((code, v["error"]["field"].as_str()), (400, Some("order")));
+    // The CLI: one page and where the next starts, or all of them.
+    let one = d.cli(&["policy", "list", "--limit", "3"], &d.agent);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    assert_eq!(one.stdout.lines().count(), 3, "{}", one.stdout);
+    assert!(one.stderr.contains("more: --cursor 3"), "{}", one.stderr);
+    let all = d.cli(&["policy", "list", "--limit", "2", "--all"], &d.agent);
+    assert_eq!(all.stdout.lines().count(), 7, "{}", all.stdout);
+    assert!(all.stdout.lines().next().unwrap_or("").contains(&ids[0]));
+    let json = d.cli(
+        &["session", "list", "--json", "--all", "--limit", "3"],
+        &d.agent,
+    );
+    let v: Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(v["sessions"].as_array().map(Vec::len), Some(4));
+}
+
+/// Issue 12 #9: labels, nudge templates and commit messages beyond their
+/// caps are refused at attach (and session labels at register), naming the
+/// field; nothing is stored. (Before, ~1 MiB labels were copied into every
+/// event.)
+#[test]
+fn oversized_labels_nudges_and_messages_are_refused_naming_the_field() {
+    let (s, d) = setup();
+    gatehost_git_init(&s.ws);
+    d.register("s1", &s.ws);
+    let big = |n: usize| "x".repeat(n);
+    let cases = [
+        (json!({"sessionId": "s1", "label": big(257)}), "label"),
+        (
+            json!({"sessionId": "s1", "gate": {"command": "false"}, "onFail": {"nudge": big(8 * 1024 + 1)}}),
+            "onFail.nudge",
+        ),
+        (
+            json!({"sessionId": "s1", "gate": {"command": "true"}, "then": "commit", "commit": {"paths": ["a"], "message": big(16 * 1024 + 1)}}),
+            "commit.message",
+        ),
+        (
+            json!({"sessionId": "s1", "next": {"label": big(300)}}),
+            "next.label",
+        ),
+    ];
+    for (spec, field) in cases {
+        let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(spec));
+        assert_eq!(
+            (code, v["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{v}"
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("at most"),
+            "{v}"
+        );
+    }
+    // At the cap, accepted.
+    d.attach(json!({"sessionId": "s1", "label": big(256)}));
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions",
+        Some(&d.agent),
+        Some(json!({"id": "s2", "cwd": s.ws, "label": big(257)})),
+    );
+    assert_eq!((code, v["error"]["field"].as_str()), (400, Some("label")));
+    let v = d.agent_ok("GET", "/v1/policies", None);
+    assert_eq!(v["policies"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        d.http("GET", "/v1/sessions/s2", Some(&d.agent), None).0,
+        404
+    );
+}
+
+fn gatehost_git_init(dir: &std::path::Path) {
+    common::daemon::git_repo(dir);
 }

@@ -4,12 +4,12 @@
 //! |---|---|---|
 //! | `GET /v1/health` | none | liveness, version |
 //! | `POST /v1/sessions` | agent | register `{id?, label?, cwd, workspace?, notifyUrl?}` |
-//! | `GET /v1/sessions`, `GET /v1/sessions/{id}` | agent | read |
+//! | `GET /v1/sessions?limit=&cursor=`, `GET /v1/sessions/{id}` | agent | read (a page, `nextCursor`) |
 //! | `POST /v1/sessions/{id}/report` | agent | `{kind: turn-start\|turn-end\|awaiting-input\|exited\|heartbeat, message?}` |
 //! | `GET /v1/sessions/{id}/next-event?since=&timeout=` | agent | long-poll the session's next event |
 //! | `POST /v1/sessions/start` | operator | start and follow `{cwd, command[], …}` |
 //! | `POST /v1/policies` | agent | attach (agentproto `policy_attach` JSON) |
-//! | `GET /v1/policies?status=`, `GET /v1/policies/{id}` | agent | read |
+//! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false}` |
@@ -131,6 +131,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("'{text}' is not a duration ({e}); try 1500, 30s, 5m"))
 }
 
+/// `limit`: 1 to `MAX_LIMIT`, `DEFAULT_LIMIT` when absent.
+fn limit_param(q: &HashMap<String, String>) -> Result<usize, ApiError> {
+    match int_param(q, "limit")? {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if n >= 1 && n as usize <= MAX_LIMIT => Ok(n as usize),
+        Some(_) => Err(ApiError::bad_request(
+            "limit",
+            format!("must be between 1 and {MAX_LIMIT}"),
+        )),
+    }
+}
+
+/// `cursor`: where a page continues (a list's `nextCursor`), 0 if absent.
+fn cursor_param(q: &HashMap<String, String>) -> Result<i64, ApiError> {
+    match int_param(q, "cursor")? {
+        Some(c) if c < 0 => Err(ApiError::bad_request("cursor", "a cursor is at least 0")),
+        c => Ok(c.unwrap_or(0)),
+    }
+}
+
 fn int_param(q: &HashMap<String, String>, name: &str) -> Result<Option<i64>, ApiError> {
     q.get(name)
         .map(|v| {
@@ -188,10 +208,25 @@ async fn start_session(
     ok(serde_json::to_value(s).unwrap_or(Value::Null))
 }
 
-async fn list_sessions(State(st): State<AppState>, headers: HeaderMap) -> ApiResult {
+/// A page of sessions (`limit`, `cursor`), in registration order;
+/// `nextCursor` is null on the last page.
+async fn list_sessions(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult {
     st.tokens.require(&headers, Role::Agent)?;
-    let list = st.engine.store().sessions().map_err(EngineError::from)?;
-    ok(json!({"sessions": list}))
+    let limit = limit_param(&q)?;
+    let page = st
+        .engine
+        .store()
+        .sessions_page(cursor_param(&q)?, limit)
+        .map_err(EngineError::from)?;
+    let next = (page.len() == limit)
+        .then(|| page.last().map(|(c, _)| *c))
+        .flatten();
+    let list: Vec<_> = page.into_iter().map(|(_, s)| s).collect();
+    ok(json!({"sessions": list, "nextCursor": next}))
 }
 
 async fn get_session(
@@ -287,12 +322,27 @@ async fn list_policies(
             ApiError::bad_request("status", format!("'{s}' is not a policy status"))
         })?);
     }
+    let newest_first = match q.get("order").map(String::as_str) {
+        None | Some("oldest") => false,
+        Some("newest") => true,
+        Some(o) => {
+            return Err(ApiError::bad_request(
+                "order",
+                format!("'{o}' is neither \"oldest\" nor \"newest\""),
+            ));
+        }
+    };
+    let limit = limit_param(&q)?;
     let list = st
         .engine
         .store()
-        .policies(&statuses)
+        .policies_page(&statuses, cursor_param(&q)?, limit, newest_first)
         .map_err(EngineError::from)?;
-    ok(json!({"policies": list.iter().map(policy_json).collect::<Vec<_>>()}))
+    // A full page may have a next one; its cursor is the last `seq`.
+    let next = (list.len() == limit)
+        .then(|| list.last().map(|p| p.seq))
+        .flatten();
+    ok(json!({"policies": list.iter().map(policy_json).collect::<Vec<_>>(), "nextCursor": next}))
 }
 
 async fn get_policy(
@@ -358,16 +408,7 @@ async fn events(
     if since < 0 {
         return Err(ApiError::bad_request("since", "a cursor is at least 0"));
     }
-    let limit = match int_param(&q, "limit")? {
-        None => DEFAULT_LIMIT,
-        Some(n) if n >= 1 && n as usize <= MAX_LIMIT => n as usize,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "limit",
-                format!("must be between 1 and {MAX_LIMIT}"),
-            ));
-        }
-    };
+    let limit = limit_param(&q)?;
     let mut types = Vec::new();
     for t in list_param(&q, "types") {
         types.push(

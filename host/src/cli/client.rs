@@ -77,10 +77,28 @@ pub enum SessionCommand {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// List sessions.
-    List,
+    /// List sessions, a page at a time (the next page's cursor goes to
+    /// stderr), or all of them with --all.
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Show one session.
     Show { id: String },
+}
+
+/// Paging of a list.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
+    /// At most this many per page (1 to 1000) [default: 50].
+    #[arg(long, value_name = "N")]
+    limit: Option<u32>,
+    /// Continue from a page's `nextCursor`.
+    #[arg(long, value_name = "CURSOR", conflicts_with = "all")]
+    cursor: Option<i64>,
+    /// Every page, one after the other.
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -96,11 +114,17 @@ pub enum PolicyCommand {
     },
     /// A policy's status (with --json: the whole policy, `status` included).
     Status { id: String },
-    /// List policies.
+    /// List policies, a page at a time (the next page's cursor goes to
+    /// stderr), or all of them with --all.
     List {
         /// Only these statuses (comma-separated).
         #[arg(long)]
         status: Option<String>,
+        /// Newest first.
+        #[arg(long)]
+        newest: bool,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Cancel a policy (operator token); a running gate is killed.
     Cancel { id: String },
@@ -280,6 +304,49 @@ impl Client {
     }
 }
 
+/// Lists `key` from `base` (a path ending in `?` or `&`) a page at a time:
+/// one page, its `nextCursor` said on stderr, or with `--all` every page
+/// (with --json: one array of all the items).
+async fn list_pages(
+    client: &Client,
+    base: &str,
+    key: &str,
+    page: &PageArgs,
+    line: impl Fn(&Value) -> String,
+) -> Result<(), CallError> {
+    let limit = page.limit.unwrap_or(50);
+    let mut cursor = page.cursor.unwrap_or(0);
+    let mut items = Vec::new();
+    loop {
+        let v = client
+            .call(
+                reqwest::Method::GET,
+                &format!("{base}limit={limit}&cursor={cursor}"),
+                None,
+            )
+            .await?;
+        if let Some(list) = v[key].as_array() {
+            items.extend(list.iter().cloned());
+        }
+        match v["nextCursor"].as_i64() {
+            Some(next) if page.all => cursor = next,
+            Some(next) => {
+                eprintln!("more: --cursor {next}");
+                break;
+            }
+            None => break,
+        }
+    }
+    let all = json!({ key: items });
+    client.print(&all, |v| {
+        v[key]
+            .as_array()
+            .map(|l| l.iter().map(&line).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    });
+    Ok(())
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -422,29 +489,17 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
                         client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
                     })
             }
-            SessionCommand::List => client
-                .call(reqwest::Method::GET, "/v1/sessions", None)
+            SessionCommand::List { page } => {
+                list_pages(&client, "/v1/sessions?", "sessions", &page, |s| {
+                    format!(
+                        "{}  {}  {}",
+                        s["id"].as_str().unwrap_or("?"),
+                        s["state"].as_str().unwrap_or("?"),
+                        s["cwd"].as_str().unwrap_or("?")
+                    )
+                })
                 .await
-                .map(|v| {
-                    client.print(&v, |v| {
-                        v["sessions"]
-                            .as_array()
-                            .map(|l| {
-                                l.iter()
-                                    .map(|s| {
-                                        format!(
-                                            "{}  {}  {}",
-                                            s["id"].as_str().unwrap_or("?"),
-                                            s["state"].as_str().unwrap_or("?"),
-                                            s["cwd"].as_str().unwrap_or("?")
-                                        )
-                                    })
-                                    .collect::<Vec<_>>()
-                                    .join("\n")
-                            })
-                            .unwrap_or_default()
-                    })
-                }),
+            }
             SessionCommand::Show { id } => client
                 .call(
                     reqwest::Method::GET,
@@ -500,21 +555,19 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
                 )
                 .await
                 .map(|v| client.print(&v, policy_line)),
-            PolicyCommand::List { status } => {
-                let q = status
-                    .map(|s| format!("?status={}", enc(&s)))
-                    .unwrap_or_default();
-                client
-                    .call(reqwest::Method::GET, &format!("/v1/policies{q}"), None)
-                    .await
-                    .map(|v| {
-                        client.print(&v, |v| {
-                            v["policies"]
-                                .as_array()
-                                .map(|l| l.iter().map(policy_line).collect::<Vec<_>>().join("\n"))
-                                .unwrap_or_default()
-                        })
-                    })
+            PolicyCommand::List {
+                status,
+                newest,
+                page,
+            } => {
+                let mut base = String::from("/v1/policies?");
+                if let Some(s) = status {
+                    base.push_str(&format!("status={}&", enc(&s)));
+                }
+                if newest {
+                    base.push_str("order=newest&");
+                }
+                list_pages(&client, &base, "policies", &page, policy_line).await
             }
             PolicyCommand::Cancel { id } => client
                 .call(

@@ -16,6 +16,12 @@ pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const MAX_RETRIES_LIMIT: u32 = 10;
 /// How deep `next` chains may nest in one attach.
 const MAX_CHAIN: usize = 16;
+/// The most bytes of a label (policy or session); it is copied into events.
+pub const MAX_LABEL: usize = 256;
+/// The most bytes of a nudge template (`onFail.nudge`).
+pub const MAX_NUDGE: usize = 8 * 1024;
+/// The most bytes of a commit message.
+pub const MAX_COMMIT_MESSAGE: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -212,6 +218,34 @@ fn validate_at(
     depth: usize,
 ) -> Result<(), EngineError> {
     let f = |name: &str| format!("{at}{name}");
+    let too_long = |field: &str, value: &str, max: usize| {
+        (value.len() > max).then(|| {
+            invalid(
+                f(field),
+                format!("{} bytes: at most {max} are accepted", value.len()),
+            )
+        })
+    };
+    if let Some(e) = input
+        .label
+        .as_deref()
+        .and_then(|l| too_long("label", l, MAX_LABEL))
+        .or_else(|| {
+            input
+                .on_fail
+                .nudge
+                .as_deref()
+                .and_then(|n| too_long("onFail.nudge", n, MAX_NUDGE))
+        })
+        .or_else(|| {
+            input
+                .commit
+                .as_ref()
+                .and_then(|c| too_long("commit.message", &c.message, MAX_COMMIT_MESSAGE))
+        })
+    {
+        return Err(e);
+    }
     if depth > MAX_CHAIN {
         return Err(invalid(
             f("next"),

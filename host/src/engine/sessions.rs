@@ -225,6 +225,18 @@ impl Engine {
                 "1 to 128 characters among letters, digits, '-', '_', '.', ':'",
             ));
         }
+        if let Some(l) = &input.label
+            && l.len() > super::attach::MAX_LABEL
+        {
+            return Err(invalid(
+                "label",
+                format!(
+                    "{} bytes: at most {} are accepted",
+                    l.len(),
+                    super::attach::MAX_LABEL
+                ),
+            ));
+        }
         let daemon = &self.inner.runner.config().daemon;
         check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;

@@ -331,6 +331,23 @@ impl Store {
         self.read(|c| records::get_policy(c, id))
     }
 
+    /// A page of sessions after `cursor`, each with its cursor.
+    pub fn sessions_page(&self, cursor: i64, limit: usize) -> StoreResult<Vec<(i64, SessionRow)>> {
+        self.read(|c| records::page_sessions(c, cursor, limit))
+    }
+
+    /// A page of policies by `seq` (`statuses` empty: all): oldest first
+    /// after `cursor`, or newest first before it (0: from the newest).
+    pub fn policies_page(
+        &self,
+        statuses: &[PolicyStatus],
+        cursor: i64,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<PolicyRow>> {
+        self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))
+    }
+
     /// Policies, oldest first; `statuses` empty means all.
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
         self.read(|c| records::list_policies(c, statuses))

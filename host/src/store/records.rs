@@ -315,6 +315,59 @@ pub(super) fn list_sessions(c: &Connection) -> StoreResult<Vec<SessionRow>> {
         .map_err(decode_err)
 }
 
+/// A page of sessions in registration order after `cursor` (a rowid),
+/// with each one's cursor.
+pub(super) fn page_sessions(
+    c: &Connection,
+    cursor: i64,
+    limit: usize,
+) -> StoreResult<Vec<(i64, SessionRow)>> {
+    let mut st = c.prepare_cached(
+        "SELECT rowid AS page_cursor, * FROM sessions WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+    )?;
+    st.query_map(params![cursor, limit as i64], |r| {
+        Ok((r.get("page_cursor")?, session_from(r)?))
+    })
+    .map_err(decode_err)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(decode_err)
+}
+
+/// A page of policies (`statuses` empty: all) by `seq`: oldest first after
+/// `cursor`, or newest first before it (`cursor` 0: from the newest).
+pub(super) fn page_policies(
+    c: &Connection,
+    statuses: &[PolicyStatus],
+    cursor: i64,
+    limit: usize,
+    newest_first: bool,
+) -> StoreResult<Vec<PolicyRow>> {
+    let status_filter = if statuses.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " AND status IN ({})",
+            statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let (cmp, order, cursor) = if newest_first {
+        ("<", "DESC", if cursor <= 0 { i64::MAX } else { cursor })
+    } else {
+        (">", "ASC", cursor)
+    };
+    let mut st = c.prepare_cached(&format!(
+        "SELECT * FROM policies WHERE seq {cmp} ?1{status_filter} ORDER BY seq {order} LIMIT ?2"
+    ))?;
+    st.query_map(params![cursor, limit as i64], policy_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
 pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
     let command = s
         .command
