@@ -436,5 +436,12 @@ async fn events(
     // The cursor to continue from: the last event returned, so that a page
     // cut by `limit` never skips anything.
     let next = list.last().map(|e| e.cursor).unwrap_or(since);
-    ok(json!({"events": list, "nextCursor": next}))
+    // Retention deletes old events: a reader behind `oldestCursor` missed
+    // some, and can tell.
+    let oldest = st
+        .engine
+        .store()
+        .oldest_cursor()
+        .map_err(EngineError::from)?;
+    ok(json!({"events": list, "nextCursor": next, "oldestCursor": oldest}))
 }

@@ -208,6 +208,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .recover()
             .map_err(|e| format!("cannot recover: {e}"))?;
         engine.spawn_sweeper();
+        engine.spawn_retention();
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {

@@ -9,8 +9,10 @@
 //! writes there.
 
 mod allow;
+mod retention;
 
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
+pub use retention::Retention;
 
 use crate::sandbox::SandboxConfig;
 use serde::Deserialize;
@@ -56,6 +58,8 @@ struct ConfigFile {
     daemon: DaemonSection,
     #[serde(default)]
     sandbox: SandboxSection,
+    #[serde(default)]
+    retention: retention::RetentionSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -459,6 +463,8 @@ pub struct HostConfig {
     pub wasm: WasmConfig,
     pub daemon: DaemonConfig,
     pub sandbox: SandboxConfig,
+    /// What `serve` keeps (`[retention]`).
+    pub retention: Retention,
     /// Host environment variables a gate's `env: [NAMES]` may pass
     /// through (`[shell] pass_env`); no other name is handed to a gate.
     pub pass_env: Vec<String>,
@@ -478,6 +484,7 @@ impl Default for HostConfig {
             wasm: WasmConfig::default(),
             daemon: DaemonConfig::default(),
             sandbox: SandboxConfig::default(),
+            retention: Retention::default(),
             pass_env: Vec::new(),
         }
     }
@@ -676,6 +683,9 @@ impl HostConfig {
         if let Some(ms) = file.limits.kill_grace_ms {
             config.kill_grace = Duration::from_millis(ms);
         }
+        file.retention
+            .apply(&mut config.retention)
+            .map_err(|(key, message)| invalid(&key, message))?;
         let dm = file.daemon;
         if let Some(n) = dm.max_gating {
             if n == 0 {
@@ -966,5 +976,22 @@ network = false
             a["ollama"].argv("ollama", Some("llama3")).unwrap(),
             vec!["ollama", "run", "llama3"]
         );
+    }
+
+    /// The README's configuration sample is a configuration this build
+    /// reads (every key known, every value valid).
+    #[test]
+    fn the_readme_configuration_sample_parses() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README");
+        let sample = readme
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .find(|b| b.contains("[daemon]"))
+            .expect("a toml block with [daemon]");
+        let c = HostConfig::from_toml(sample, "README.md").expect("the README sample");
+        assert_eq!(c.retention.deliveries_max_age, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(c.daemon.max_gating, 8);
     }
 }

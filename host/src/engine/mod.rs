@@ -213,6 +213,47 @@ impl Engine {
         });
     }
 
+    /// Applies `[retention]` at start and then every `every`, on the
+    /// blocking pool (in small transactions), logging what it deleted.
+    /// Runs until the daemon stops.
+    pub fn spawn_retention(&self) {
+        let rules = self.inner.runner.config().retention.clone();
+        if !rules.enabled {
+            tracing::info!("retention is off: events, deliveries, sessions and policies are kept");
+            return;
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let (e2, r) = (engine.clone(), rules.clone());
+                match tokio::task::spawn_blocking(move || {
+                    e2.inner.store.apply_retention(&r, now_ms())
+                })
+                .await
+                {
+                    Ok(Ok(swept)) if swept.is_empty() => {}
+                    Ok(Ok(swept)) => tracing::info!(
+                        events = swept.events,
+                        deliveries = swept.deliveries,
+                        sessions = swept.sessions,
+                        policies = swept.policies,
+                        "retention deleted what no live policy needs"
+                    ),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "retention could not run; it tries again later")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the retention task failed; it tries again later")
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(rules.every) => {}
+                    _ = engine.stopped() => return,
+                }
+            }
+        });
+    }
+
     fn sweep(&self) -> EngineResult<()> {
         let stale_before = now_ms() - SWEEP_AFTER_MS;
         let open = self.inner.store.policies(WORKING)?;

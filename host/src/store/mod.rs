@@ -12,6 +12,8 @@
 //! its lock across an `.await`.
 
 mod records;
+mod retention;
+pub use retention::Swept;
 
 pub use records::{
     Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, SessionState,
@@ -25,6 +27,12 @@ use std::sync::Mutex;
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
 const SCHEMA_VERSION: i64 = 3;
+
+/// The newest cursor ever given, from the events' AUTOINCREMENT sequence
+/// (retention may have deleted the newest rows: the head never moves back).
+const HEAD_CURSOR: &str =
+    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0),
+            COALESCE((SELECT MAX(cursor) FROM events), 0))";
 
 /// The webhook URL of an event's session (a primary-key lookup).
 const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1";
@@ -360,12 +368,13 @@ impl Store {
 
     /// The newest cursor (0 when the log is empty).
     pub fn head_cursor(&self) -> StoreResult<i64> {
-        self.read(|c| {
-            Ok(
-                c.prepare_cached("SELECT COALESCE(MAX(cursor), 0) FROM events")?
-                    .query_row([], |r| r.get(0))?,
-            )
-        })
+        self.read(|c| Ok(c.prepare_cached(HEAD_CURSOR)?.query_row([], |r| r.get(0))?))
+    }
+
+    /// The oldest event kept (retention deletes older ones); `None` when
+    /// the log is empty.
+    pub fn oldest_cursor(&self) -> StoreResult<Option<i64>> {
+        self.read(|c| Ok(c.query_row("SELECT MIN(cursor) FROM events", [], |r| r.get(0))?))
     }
 
     /// Deliveries due at `now`, oldest first.
@@ -521,7 +530,7 @@ impl Tx<'_> {
     pub fn head_cursor(&self) -> StoreResult<i64> {
         Ok(self
             .tx
-            .prepare_cached("SELECT COALESCE(MAX(cursor), 0) FROM events")?
+            .prepare_cached(HEAD_CURSOR)?
             .query_row([], |r| r.get(0))?)
     }
 

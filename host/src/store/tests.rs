@@ -270,3 +270,172 @@ fn the_webhook_lookup_of_every_event_searches_by_index() {
         "a table scan per event: {plan:?}"
     );
 }
+
+fn policy_row(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
+    PolicyRow {
+        id: id.into(),
+        seq: 0,
+        spec: json!({}),
+        status,
+        sessions: members.iter().map(|s| s.to_string()).collect(),
+        pending: vec![],
+        watch_after: 0,
+        retries_used: 0,
+        gate_runs: 0,
+        verdict: None,
+        plan: None,
+        prepared: None,
+        commit_sha: None,
+        reason: None,
+        parent_id: None,
+        next_id: None,
+        created_at: 0,
+        updated_at: 0,
+        gate_crashes: 0,
+        publish_started_at: None,
+    }
+}
+
+/// Retention deletes old settled policies, exited sessions, finished
+/// deliveries and events, and never what a live policy or a pending
+/// delivery needs; the head cursor never moves back.
+#[test]
+fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    // No session webhooks: their pending deliveries would keep every event.
+    let quiet = |id: &str| SessionRow {
+        notify_url: None,
+        ..session(id, "http://127.0.0.1:1/x")
+    };
+    let mut exited = quiet("gone");
+    exited.state = SessionState::Exited;
+    let mut watched = quiet("watched");
+    watched.state = SessionState::Exited;
+    store
+        .write(|tx| {
+            tx.put_session(&exited)?;
+            tx.put_session(&watched)?;
+            tx.put_session(&quiet("alive"))?;
+            for (id, status, members) in [
+                ("old-done", PolicyStatus::Done, &["gone"][..]),
+                ("old-blocked", PolicyStatus::Blocked, &["gone"][..]),
+                ("live", PolicyStatus::AwaitingAck, &["watched"][..]),
+                ("new-done", PolicyStatus::Done, &["alive"][..]),
+            ] {
+                tx.insert_policy(&mut policy_row(id, status, members))?;
+            }
+            tx.put_idempotent("agent:k", "digest", "old-done")?;
+            // Old events: one of the live policy, one a pending delivery
+            // still has to send, one of a settled policy, plain ones.
+            tx.append_event("policy:commit-ready", None, Some("live"), &json!({}), &[])?;
+            tx.append_event(
+                "policy:done",
+                None,
+                Some("old-done"),
+                &json!({}),
+                &["http://127.0.0.1:1/hook".to_string()],
+            )?;
+            tx.append_event("policy:done", None, Some("old-blocked"), &json!({}), &[])?;
+            for _ in 0..5 {
+                tx.append_event("session:turn-end", Some("alive"), None, &json!({}), &[])?;
+            }
+            Ok(())
+        })
+        .expect("write");
+    let now = now_ms();
+    let day = 24 * 3600 * 1000;
+    store
+        .write(|tx| {
+            // Everything is 40 days old but `new-done`, and the newest event.
+            let old = now - 40 * day;
+            tx.conn().execute("UPDATE policies SET updated_at = ?1 WHERE id != 'new-done'", [old])?;
+            tx.conn().execute("UPDATE policies SET updated_at = ?1 WHERE id = 'new-done'", [now])?;
+            tx.conn().execute("UPDATE sessions SET updated_at = ?1", [old])?;
+            let head: i64 = tx.conn().query_row("SELECT MAX(cursor) FROM events", [], |r| r.get(0))?;
+            tx.conn().execute("UPDATE events SET at = ?1 WHERE cursor < ?2", params![old, head])?;
+            // One delivery finished long ago, one still pending.
+            tx.conn().execute("INSERT INTO deliveries(event_cursor, url, next_at, state) VALUES(1, 'http://x/', ?1, 'delivered')", [old])?;
+            Ok(())
+        })
+        .expect("age");
+    let head = store.head_cursor().expect("head");
+    let swept = store
+        .apply_retention(&crate::config::Retention::default(), now)
+        .expect("retention");
+    assert_eq!(swept.policies, 2, "{swept:?}");
+    assert_eq!(
+        swept.sessions, 1,
+        "only `gone`: `watched` has a live policy"
+    );
+    assert_eq!(swept.deliveries, 1);
+    // Kept: the live policy's event, the one with a pending delivery, the
+    // newest; gone: the settled policy's and the plain old ones.
+    let kept: Vec<i64> = store
+        .events(&EventFilter {
+            since: 0,
+            limit: 100,
+            ..Default::default()
+        })
+        .expect("events")
+        .iter()
+        .map(|e| e.cursor)
+        .collect();
+    assert_eq!(kept, vec![1, 2, head], "{swept:?}");
+    assert_eq!(swept.events as i64, head - 3, "{swept:?}");
+    assert!(store.policy("live").expect("read").is_some());
+    assert!(store.policy("new-done").expect("read").is_some());
+    assert!(store.policy("old-done").expect("read").is_none());
+    assert!(store.session("watched").expect("read").is_some());
+    assert!(store.session("gone").expect("read").is_none());
+    assert_eq!(
+        store.write(|tx| tx.idempotent("agent:k")).expect("idem"),
+        None
+    );
+    // By count: keep the newest 1 settled policy and the newest 2 events.
+    let rules = crate::config::Retention {
+        policies_max_count: 1,
+        events_max_count: 2,
+        events_max_age: std::time::Duration::from_secs(1_000_000_000),
+        ..Default::default()
+    };
+    store
+        .write(|tx| {
+            tx.insert_policy(&mut policy_row(
+                "newer-done",
+                PolicyStatus::Done,
+                &["alive"],
+            ))?;
+            tx.conn().execute(
+                "UPDATE policies SET updated_at = ?1 WHERE id = 'newer-done'",
+                [now],
+            )?;
+            tx.conn().execute(
+                "UPDATE policies SET updated_at = ?1 WHERE id = 'new-done'",
+                [now],
+            )?;
+            Ok(())
+        })
+        .expect("insert");
+    let swept = store.apply_retention(&rules, now).expect("retention");
+    assert_eq!(swept.policies, 1);
+    assert!(store.policy("new-done").expect("read").is_none());
+    assert!(store.policy("newer-done").expect("read").is_some());
+    // Deleting the newest events never moves the head back.
+    store
+        .write(|tx| Ok(tx.conn().execute("DELETE FROM events", [])?))
+        .expect("delete");
+    assert_eq!(store.head_cursor().expect("head"), head);
+    assert_eq!(append(&store, "session:turn-end", None), head + 1);
+    // Off: nothing is deleted.
+    let off = crate::config::Retention {
+        enabled: false,
+        ..rules
+    };
+    assert!(
+        store
+            .apply_retention(&off, now + 100 * day)
+            .expect("off")
+            .is_empty()
+    );
+}
