@@ -734,3 +734,72 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
         .expect("cursor");
     assert!(after > head);
 }
+
+/// Issue 12: a policy row whose stored JSON does not decode (a damaged
+/// store) is an error naming the policy and the column, and the policy is
+/// blocked with that reason, never read as `null` (before, a corrupt plan
+/// read as no paths, and a corrupt spec dropped the `next` silently).
+#[test]
+fn a_corrupt_policy_row_is_blocked_with_a_reason_naming_it() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let mut d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws("a.txt", "a\n");
+    let acked = d.attach(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
+        "commit": {"paths": ["a.txt"], "message": "m", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&acked, "awaiting-ack", T);
+    let gated =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    d.stop();
+    {
+        let db = rusqlite::Connection::open(data.join("gatehost.db")).expect("open");
+        db.execute(
+            "UPDATE policies SET plan = '{\"paths\": 3}' WHERE id = ?1",
+            [&acked],
+        )
+        .expect("corrupt plan");
+        db.execute(
+            "UPDATE policies SET spec = '{\"then\": \"deploy\"}' WHERE id = ?1",
+            [&gated],
+        )
+        .expect("corrupt spec");
+    }
+    d = Daemon::start(&data, &cfg);
+    // The ack finds the plan unreadable: an error naming it, and blocked.
+    let (code, v) = d.http(
+        "POST",
+        &format!("/v1/policies/{acked}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (500, Some("store-corrupt")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains(acked.as_str()) && msg.contains("plan"),
+        "{msg}"
+    );
+    let p = d.policy(&acked);
+    assert_eq!(p["status"], "blocked", "{p}");
+    assert!(p["reason"].as_str().unwrap_or("").contains("plan"), "{p}");
+    // The gate task finds the spec unreadable: blocked, with the reason.
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&gated, "blocked", T);
+    let reason = p["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(gated.as_str()) && reason.contains("spec"),
+        "{reason}"
+    );
+    let blocked = d.all_events(&format!("&policy={gated}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert!(d.log().contains("does not decode"));
+}

@@ -57,6 +57,14 @@ impl From<EngineError> for ApiError {
             EngineError::Unavailable { code, message } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
             }
+            EngineError::Corrupt { .. } => {
+                tracing::error!(error = %e, "a stored row does not decode");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "store-corrupt",
+                    e.to_string(),
+                )
+            }
             EngineError::Store(s) => s.into(),
         }
     }

@@ -991,7 +991,10 @@ network = false
             .find(|b| b.contains("[daemon]"))
             .expect("a toml block with [daemon]");
         let c = HostConfig::from_toml(sample, "README.md").expect("the README sample");
-        assert_eq!(c.retention.deliveries_max_age, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(
+            c.retention.deliveries_max_age,
+            Duration::from_secs(7 * 24 * 3600)
+        );
         assert_eq!(c.daemon.max_gating, 8);
     }
 }

@@ -8,7 +8,7 @@
 //! recorded, never made twice.
 
 use super::machine::{CommitResult, Input};
-use super::{Engine, EngineError, EngineResult, PolicyEvent};
+use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
 use serde_json::{Value, json};
@@ -38,21 +38,6 @@ pub(super) fn confined<T: Send>(
         .map_err(|e| commit::CommitError::UnsafeRepository(e.to_string()))?
 }
 
-fn plan_field<'a>(p: &'a PolicyRow, key: &str) -> Option<&'a Value> {
-    p.plan.as_ref().and_then(|plan| plan.get(key))
-}
-
-/// The snapshot the gates judged, for a policy gated on one.
-fn plan_snapshot(p: &PolicyRow) -> Option<commit::TreeSnapshot> {
-    plan_field(p, "snapshot").and_then(|v| serde_json::from_value(v.clone()).ok())
-}
-
-fn plan_paths(p: &PolicyRow) -> Vec<String> {
-    plan_field(p, "paths")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
-}
-
 impl Engine {
     fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
         let first = p
@@ -70,7 +55,8 @@ impl Engine {
         if p.status != PolicyStatus::AwaitingAck {
             return Ok(p);
         }
-        let Some(snap) = plan_snapshot(&p) else {
+        let mut plan = stored::plan_required(&p)?;
+        let Some(snap) = plan.snapshot.clone() else {
             return Ok(p);
         };
         let workspace = self.workspace_of(&p)?;
@@ -82,12 +68,11 @@ impl Engine {
         })
         .await
         .unwrap_or_else(|e| Err(format!("the task failed: {e}")));
-        if let Some(plan) = p.plan.as_mut() {
-            plan["changedAfterSnapshot"] = match changed {
-                Ok(list) => json!(list),
-                Err(e) => json!({"error": e}),
-            };
-        }
+        plan.changed_after_snapshot = Some(match changed {
+            Ok(list) => json!(list),
+            Err(e) => json!({"error": e}),
+        });
+        stored::set_plan(&mut p, &plan);
         Ok(p)
     }
 
@@ -107,8 +92,16 @@ impl Engine {
             });
         }
         let workspace = self.workspace_of(&current)?;
-        let paths = plan_paths(&current);
-        let snapshot = plan_snapshot(&current);
+        let plan = match stored::plan_required(&current) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // Nothing can be committed from it: blocked, and said.
+                self.settle_corrupt(id, &e)?;
+                return Err(e);
+            }
+        };
+        let paths = plan.paths.clone();
+        let snapshot = plan.snapshot.clone();
         // Gated on a snapshot, the commit is that snapshot, whatever the
         // workspace holds now: nothing can be stale, and what changed
         // since is said (it will not be in the commit).
@@ -147,10 +140,8 @@ impl Engine {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            let gated = plan_field(&p, "fingerprint")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if fp == gated);
+            let gated = stored::plan_required(&p)?.fingerprint;
+            let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);
             let why = match &now_fp {
                 Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
                 _ => "the commit paths changed since the gate passed".to_string(),
@@ -238,8 +229,14 @@ impl Engine {
             .clone();
         let _held = lock.lock().await;
         for attempt in 1..=COMMIT_ATTEMPTS {
-            let Some(reference) = self.commit_once(id, &workspace).await? else {
-                return Ok(());
+            let reference = match self.commit_once(id, &workspace).await {
+                Ok(Some(reference)) => reference,
+                Ok(None) => return Ok(()),
+                // Retrying cannot help: the policy says why it stopped.
+                Err(e @ EngineError::Corrupt { .. }) => {
+                    return self.block_commit(id, e.to_string());
+                }
+                Err(e) => return Err(e),
             };
             if attempt == COMMIT_ATTEMPTS {
                 return self.block_commit(
@@ -271,25 +268,15 @@ impl Engine {
             return Ok(None);
         }
         let workspace = workspace.to_string();
-        let prepared: Option<Prepared> = p
-            .prepared
-            .as_ref()
-            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        let prepared: Option<Prepared> = stored::prepared(&p)?;
         let prepared = match prepared {
             Some(pr) => pr,
             None => {
-                let paths = plan_paths(&p);
-                let message = plan_field(&p, "message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let fp = plan_field(&p, "fingerprint")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
+                let plan = stored::plan_required(&p)?;
+                let (paths, message, fp) = (plan.paths, plan.message, plan.fingerprint);
                 let ws = workspace.clone();
                 let runner = self.inner.runner.clone();
-                let snapshot = plan_snapshot(&p);
+                let snapshot = plan.snapshot;
                 let made = tokio::task::spawn_blocking(move || {
                     let who = &runner.config().daemon.committer;
                     confined(&runner, Path::new(&ws), || match &snapshot {
@@ -472,7 +459,7 @@ impl Engine {
                     None => "nothing to commit: the paths already match HEAD".into(),
                 });
             }
-            let paths = plan_paths(&p);
+            let paths = stored::plan(&p).ok().flatten().map(|plan| plan.paths);
             self.transition(
                 tx,
                 &mut p,

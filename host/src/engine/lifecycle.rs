@@ -3,7 +3,7 @@
 //! the `next` chain.
 
 use super::machine::{AfterNudge, AfterPass, Input, Step, Verdict};
-use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then};
+use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateContext;
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
@@ -143,11 +143,10 @@ impl Engine {
         policy: PolicyRow,
         permit: OwnedSemaphorePermit,
     ) -> EngineResult<Option<Step>> {
-        let input: AttachInput =
-            serde_json::from_value(policy.spec.clone()).map_err(|e| EngineError::Invalid {
-                field: "spec".into(),
-                message: e.to_string(),
-            })?;
+        let input = match stored::spec(&policy) {
+            Ok(input) => input,
+            Err(e) => return self.settle_corrupt(id, &e),
+        };
         // A test hook: a gate input that kills the daemon (as an abort in
         // a library could), for the poison-policy test.
         if let (Ok(label), Some(mine)) = (
@@ -479,27 +478,47 @@ impl Engine {
         let (Some(c), Some(fp), Then::Commit) = (&input.commit, fp, input.then) else {
             return Verdict::Pass(AfterPass::Done);
         };
-        let mut plan = json!({
-            "paths": c.paths,
-            "message": c.message,
-            "fingerprint": fp,
-            "requireHumanAck": c.require_human_ack,
-            "diffSummary": changes,
-        });
-        if let Some((snap, changed_after)) = &snapshot {
-            plan["snapshot"] = json!(snap);
-            plan["changedAfterSnapshot"] = match changed_after {
-                Ok(list) => json!(list),
-                Err(e) => json!({"error": e}),
-            };
-        }
-        p.plan = Some(plan.clone());
+        let plan = stored::CommitPlan {
+            version: stored::PLAN_VERSION,
+            paths: c.paths.clone(),
+            message: c.message.clone(),
+            fingerprint: fp,
+            require_human_ack: c.require_human_ack,
+            diff_summary: changes.clone().unwrap_or(Value::Null),
+            snapshot: snapshot.as_ref().map(|(snap, _)| (*snap).clone()),
+            changed_after_snapshot: snapshot.as_ref().map(
+                |(_, changed_after)| match changed_after {
+                    Ok(list) => json!(list),
+                    Err(e) => json!({"error": e}),
+                },
+            ),
+        };
+        stored::set_plan(p, &plan);
         p.prepared = None;
-        extra.insert("plan".into(), plan);
+        extra.insert("plan".into(), p.plan.clone().unwrap_or(Value::Null));
         Verdict::Pass(if c.require_human_ack {
             AfterPass::AwaitAck
         } else {
             AfterPass::CommitNow
+        })
+    }
+
+    /// Blocks a policy whose stored row does not decode, with the error as
+    /// its reason: retrying could never help.
+    pub(crate) fn settle_corrupt(&self, id: &str, e: &EngineError) -> EngineResult<Option<Step>> {
+        tracing::error!(policy = %id, error = %e, "a policy's stored row does not decode; it is blocked");
+        let reason = e.to_string();
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(None);
+            };
+            p.reason = Some(reason.clone());
+            self.transition(
+                tx,
+                &mut p,
+                Input::Corrupt,
+                |_| json!({"outcome": "error", "reason": reason}),
+            )
         })
     }
 
@@ -545,11 +564,16 @@ impl Engine {
         if p.status != PolicyStatus::Nudging {
             return Ok(());
         }
-        let input: AttachInput =
-            serde_json::from_value(p.spec.clone()).map_err(|e| EngineError::Invalid {
-                field: "spec".into(),
-                message: e.to_string(),
-            })?;
+        let input = match stored::spec(&p) {
+            Ok(input) => input,
+            Err(e) => {
+                let step = self.settle_corrupt(id, &e)?;
+                if let Some(step) = step {
+                    self.perform(id, &step);
+                }
+                return Ok(());
+            }
+        };
         let nudge = self
             .inner
             .store
@@ -659,9 +683,19 @@ impl Engine {
         if p.next_id.is_some() {
             return Ok(());
         }
-        let input: AttachInput = match serde_json::from_value(p.spec.clone()) {
+        let input = match stored::spec(p) {
             Ok(i) => i,
-            Err(_) => return Ok(()),
+            Err(e) => {
+                // The policy is done; its `next` cannot be read: said.
+                self.policy_event(
+                    tx,
+                    PolicyEvent::NextRefused,
+                    p,
+                    json!({"reason": e.to_string()}),
+                )?;
+                tracing::error!(policy = %p.id, error = %e, "the next policy cannot be read");
+                return Ok(());
+            }
         };
         let Some(next) = input.next else {
             return Ok(());

@@ -158,6 +158,8 @@ pub enum Input {
     StoreError,
     /// Its gate killed the daemon twice (a run marker survived two starts).
     Poisoned,
+    /// Its stored row does not decode (a damaged store): it cannot go on.
+    Corrupt,
 }
 
 /// Why an input is refused (a conflict answered to the caller).
@@ -313,6 +315,9 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
 
         (S::Queued | S::Gating, Input::Poisoned) => go(S::Blocked, &[E::Blocked], &[]),
         (_, Input::Poisoned) => Decision::Ignore,
+
+        (S::Done | S::Cancelled | S::Blocked, Input::Corrupt) => Decision::Ignore,
+        (_, Input::Corrupt) => go(S::Blocked, &[E::Blocked], &[F::AbortGate]),
     }
 }
 

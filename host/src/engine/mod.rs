@@ -19,6 +19,7 @@ mod commits;
 mod lifecycle;
 pub mod machine;
 mod sessions;
+pub mod stored;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use machine::PolicyEvent;
@@ -55,6 +56,14 @@ pub enum EngineError {
     /// succeed. Nothing was changed.
     #[error("{message}")]
     Unavailable { code: &'static str, message: String },
+    /// A stored row that does not decode (a damaged store, or one written
+    /// by a newer gatehost): never read as `null`.
+    #[error("policy {policy}: its stored {column} does not decode: {message}")]
+    Corrupt {
+        policy: String,
+        column: &'static str,
+        message: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -17,6 +17,7 @@ fn inputs() -> Vec<Input> {
         Input::Recover,
         Input::StoreError,
         Input::Poisoned,
+        Input::Corrupt,
     ];
     for v in [
         Verdict::Pass(AfterPass::Done),
@@ -266,6 +267,23 @@ fn expected() -> Vec<Row> {
         vec![E::Stale, E::Queued],
         vec![F::RunGate],
     ));
+    // A row that does not decode blocks any state that is not settled.
+    for s in [
+        S::Watching,
+        S::Queued,
+        S::Gating,
+        S::Nudging,
+        S::AwaitingAck,
+        S::Committing,
+    ] {
+        t.push((
+            s,
+            Input::Corrupt,
+            S::Blocked,
+            vec![E::Blocked],
+            vec![F::AbortGate],
+        ));
+    }
     // Cancel works in every state that is not terminal.
     for s in [
         S::Watching,
