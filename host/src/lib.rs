@@ -36,6 +36,7 @@ pub mod cli;
 pub mod commit;
 pub mod config;
 pub mod engine;
+pub mod fault_marker;
 pub mod gate;
 pub mod sandbox;
 pub mod store;

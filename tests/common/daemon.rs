@@ -15,6 +15,8 @@ pub struct Daemon {
     pub config: PathBuf,
     pub agent: String,
     pub operator: String,
+    /// Added to the daemon's environment, at every restart too.
+    env: Vec<(String, String)>,
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -104,6 +106,10 @@ impl Daemon {
             config: config.to_path_buf(),
             agent: read("agent.token"),
             operator: read("operator.token"),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
@@ -158,7 +164,9 @@ impl Daemon {
     pub fn restart(&mut self) {
         self.kill9();
         let listen = self.url.trim_start_matches("http://").to_string();
-        let d = Daemon::start_at(&self.data, &self.config, &listen);
+        let env = std::mem::take(&mut self.env);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let d = Daemon::start_full(&self.data, &self.config, &listen, &env);
         *self = d;
     }
 

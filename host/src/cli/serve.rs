@@ -151,6 +151,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
     // One daemon per data directory, held for this process's life (the
     // kernel drops the lock when it dies, SIGKILL included).
     let _lock = lock_data_dir(&data_dir)?;
+    // Whether the previous daemon died of a fault of its own (an abort a
+    // gate's input could provoke), not a kill from outside.
+    let previous_fault = crate::fault_marker::arm(&data_dir)
+        .map_err(|e| format!("cannot arm the fault marker in {}: {e}", data_dir.display()))?;
     let config_path = HostConfig::locate(args.config.as_deref());
     let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
     // The data directory (store, tokens, URL) is never a gate's to reach;
@@ -204,9 +208,23 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let url_file = data_dir.join(SERVER_URL_FILE);
         std::fs::write(&url_file, format!("{url}\n"))
             .map_err(|e| format!("cannot write {}: {e}", url_file.display()))?;
-        engine
-            .recover()
-            .map_err(|e| format!("cannot recover: {e}"))?;
+        // Recovery is idempotent: a store that cannot be written for a
+        // moment (a full disk) is tried again for a few seconds.
+        let mut tries = 0;
+        loop {
+            match engine.recover(previous_fault.as_deref()) {
+                Ok(()) => break,
+                Err(e)
+                    if tries < 40
+                        && matches!(&e, crate::engine::EngineError::Store(s) if s.is_unavailable()) =>
+                {
+                    tries += 1;
+                    tracing::warn!(error = %e, "recovery could not write the store; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(format!("cannot recover: {e}")),
+            }
+        }
         engine.spawn_sweeper();
         engine.spawn_retention();
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;

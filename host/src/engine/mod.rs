@@ -805,18 +805,23 @@ impl Engine {
     /// reconciled. Sessions gatehost had started are marked exited.
     ///
     /// A policy found `gating` was running its gate when the daemon died.
-    /// That is counted; the second death in a row (no verdict stored in
-    /// between) settles it as `blocked` with a `policy:blocked` event
-    /// instead of running the gate again: a gate input that kills the
-    /// daemon must not crash-loop it.
-    pub fn recover(&self) -> EngineResult<()> {
+    /// When the daemon died of a fault of its own (`fault`: the signal the
+    /// fault marker recorded, an abort a gate's input could provoke; never
+    /// a kill from outside) that is counted, and the second such death in
+    /// a row (no verdict stored in between) settles it as `blocked` with a
+    /// `policy:blocked` event instead of running the gate again: a gate
+    /// input that kills the daemon must not crash-loop it.
+    pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+        if let Some(signal) = fault {
+            tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
+        }
         self.recover_started_sessions()?;
         let open = self.inner.store.policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started
             // session ended its turn) is left to its task.
             if p.status == PolicyStatus::Gating && !self.has_gate_task(&p.id) {
-                self.recover_gating(&p.id)?;
+                self.recover_gating(&p.id, fault.is_some())?;
                 continue;
             }
             self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
@@ -824,12 +829,14 @@ impl Engine {
         Ok(())
     }
 
-    fn recover_gating(&self, id: &str) -> EngineResult<()> {
+    fn recover_gating(&self, id: &str, fault: bool) -> EngineResult<()> {
         let step = self.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            p.gate_crashes += 1;
+            if fault {
+                p.gate_crashes += 1;
+            }
             let crashes = p.gate_crashes;
             if crashes >= POISON_AFTER {
                 let reason = format!(

@@ -211,6 +211,11 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// A test hook (`GATEHOST_TEST_STORE_FAULTS`, a percentage): that
+    /// share of write transactions fails as a full disk would, before
+    /// anything is written, so that crash tests exercise every caller's
+    /// handling of a store error. 0 (always, unless the variable is set).
+    faults: u32,
 }
 
 impl std::fmt::Debug for Store {
@@ -296,9 +301,17 @@ impl Store {
             }
             Some(_) => {}
         }
+        let faults = std::env::var("GATEHOST_TEST_STORE_FAULTS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .map_or(0, |p| p.min(90));
+        if faults > 0 {
+            tracing::warn!(percent = faults, "test hook: store writes fail at random");
+        }
         Ok(Store {
             conn: Mutex::new(conn),
             path,
+            faults,
         })
     }
 
@@ -313,6 +326,11 @@ impl Store {
     /// Runs `f` in one IMMEDIATE transaction: everything it writes commits
     /// together or not at all.
     pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        if self.faults > 0 && fastrand::u32(0..100) < self.faults {
+            return Err(StoreError::Full(
+                "injected by GATEHOST_TEST_STORE_FAULTS".into(),
+            ));
+        }
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut w = Tx { tx };

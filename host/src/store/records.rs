@@ -142,8 +142,10 @@ pub struct PolicyRow {
     pub next_id: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
-    /// Daemon deaths in a row that found its gate running (a poison
-    /// input is settled at two instead of crash-looping the daemon).
+    /// Daemon deaths by a fault of its own (an abort, recorded by the
+    /// fault marker; never a kill from outside) in a row that found its
+    /// gate running: a poison input is settled at two instead of
+    /// crash-looping the daemon.
     pub gate_crashes: i64,
     /// When this daemon (or a previous life) began publishing the prepared
     /// commit, stored before any git lock is taken: a lock made after it
