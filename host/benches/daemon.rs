@@ -1,7 +1,7 @@
 //! The daemon's costs, measured on the real `gatehost serve` over loopback.
 //!
 //! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench daemon`
-//! (options: `-- --rounds N --policies N`).
+//! (options: `-- --rounds N --policies N --scale-policies N --scale-events N`).
 //!
 //! - turn-end → `policy:passed`: per round, a policy is attached (watching
 //!   from now), then the clock runs from the `turn-end` report (HTTP) to the
@@ -12,7 +12,12 @@
 //! - event append (one transaction per event, fsync'd) and poll (pages of
 //!   1000 over HTTP) throughput;
 //! - memory (VmRSS) with N attached policies and the time from a SIGKILL to
-//!   the restarted daemon answering, with those N policies.
+//!   the restarted daemon answering, with those N policies;
+//! - at scale, under retention: a store holding 100,000 settled policies
+//!   and 1,000,000 events (written straight into the store first): VmRSS,
+//!   start and restart times, and the first page of `GET /v1/policies`
+//!   against `GET /v1/health` in the same run (the baseline: a route that
+//!   reads one value).
 
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
@@ -365,9 +370,146 @@ fn main() {
     let listed = t1.elapsed();
     let n_watching = v["policies"].as_array().map(Vec::len).unwrap_or(0);
     println!(
-        "- restart after SIGKILL: serving again in **{:.0} ms** (process start to listening, recovery included); {n_watching} watching policies listed in {:.0} ms; VmRSS {:.1} MiB",
+        "- restart after SIGKILL: serving again in **{:.0} ms** (process start to listening, recovery included); the first page ({n_watching}) of watching policies listed in {:.0} ms; VmRSS {:.1} MiB",
         up.as_secs_f64() * 1e3,
         listed.as_secs_f64() * 1e3,
+        rss_kib(d2.child.id()) as f64 / 1024.0
+    );
+    let mut d2 = d2;
+    let _ = d2.child.kill();
+    let _ = d2.child.wait();
+
+    let scale_policies = arg("--scale-policies", 100_000);
+    let scale_events = arg("--scale-events", 1_000_000);
+    scale_case(dir.path(), &config_text, scale_policies, scale_events);
+}
+
+/// A store at the retention's default counts, written straight into the
+/// store, then served.
+fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
+    println!("\n## {policies} settled policies and {events} events, under retention\n");
+    let data = dir.join("scale");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let t0 = Instant::now();
+    {
+        let store = Store::open(&data).expect("store");
+        store
+            .write(|tx| {
+                tx.conn().execute(
+                    "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES('s', '/tmp', '/tmp', 'exited', ?1, ?1)",
+                    [gatehost::store::now_ms()],
+                )?;
+                Ok(())
+            })
+            .expect("session");
+        let now = gatehost::store::now_ms();
+        for chunk in (0..policies).collect::<Vec<_>>().chunks(10_000) {
+            store
+                .write(|tx| {
+                    let mut st = tx.conn().prepare_cached(
+                        "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
+                         VALUES(?1, ?2, ?3, 'done', '[\"s\"]', '[]', 0, 1, ?4, 'exited with code 0', ?5, ?5)",
+                    )?;
+                    for &i in chunk {
+                        st.execute(rusqlite::params![
+                            format!("pol_{i:032}"),
+                            i as i64 + 1,
+                            json!({"sessionId": "s", "sessionIds": ["s"], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
+                            json!({"outcome": "pass", "reason": "exited with code 0", "gates": [{"gate": "shell: true", "outcome": "pass", "exitCode": 0}]}).to_string(),
+                            now,
+                        ])?;
+                    }
+                    Ok(())
+                })
+                .expect("policies");
+        }
+        for chunk in (0..events).collect::<Vec<_>>().chunks(20_000) {
+            store
+                .write(|tx| {
+                    let mut st = tx.conn().prepare_cached(
+                        "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, 's', ?3, ?4)",
+                    )?;
+                    for &i in chunk {
+                        let pid = format!("pol_{:032}", i % policies.max(1));
+                        st.execute(rusqlite::params![
+                            now,
+                            "policy:passed",
+                            pid,
+                            json!({"policyId": pid, "status": "done", "sessionIds": ["s"], "outcome": "pass", "reason": "exited with code 0"}).to_string(),
+                        ])?;
+                    }
+                    Ok(())
+                })
+                .expect("events");
+        }
+    }
+    let size = std::fs::metadata(data.join("gatehost.db"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    println!(
+        "- written in {:.1} s; store file {:.0} MiB",
+        t0.elapsed().as_secs_f64(),
+        size as f64 / (1024.0 * 1024.0)
+    );
+    // Retention with its defaults (100,000 settled policies, 1,000,000
+    // events kept) runs at start: it deletes nothing here, but looks.
+    let config_path = dir.join("scale.toml");
+    std::fs::write(
+        &config_path,
+        format!("{config_text}[retention]\nevery = \"10m\"\n"),
+    )
+    .expect("config");
+    let (d, up) = start(&data, &config_path, "127.0.0.1:0");
+    let http = Http::new();
+    // Let the retention pass at start finish before measuring memory.
+    std::thread::sleep(Duration::from_secs(3));
+    let rss_idle = rss_kib(d.child.id());
+    let mut page = Vec::new();
+    let mut newest = Vec::new();
+    let mut health = Vec::new();
+    for _ in 0..100 {
+        let t = Instant::now();
+        let v = http.call(&d, reqwest::Method::GET, "/v1/policies?limit=50", None);
+        page.push(t.elapsed());
+        assert_eq!(v["policies"].as_array().map(Vec::len), Some(50));
+        let t = Instant::now();
+        http.call(
+            &d,
+            reqwest::Method::GET,
+            "/v1/policies?limit=50&order=newest",
+            None,
+        );
+        newest.push(t.elapsed());
+        let t = Instant::now();
+        http.call(&d, reqwest::Method::GET, "/v1/health", None);
+        health.push(t.elapsed());
+    }
+    let rss_after = rss_kib(d.child.id());
+    let (hp50, pp50) = (pct(&mut health, 0.5), pct(&mut page, 0.5));
+    println!(
+        "- start to serving: **{:.0} ms**; VmRSS after the retention pass {:.1} MiB, after 300 requests **{:.1} MiB**",
+        up.as_secs_f64() * 1e3,
+        rss_idle as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    println!(
+        "- `GET /v1/policies?limit=50` p50 / p99: **{}** / {} (newest first: {} / {}); `GET /v1/health` (baseline) {} / {}: **{:.2}x**",
+        us(pp50),
+        us(pct(&mut page, 0.99)),
+        us(pct(&mut newest, 0.5)),
+        us(pct(&mut newest, 0.99)),
+        us(hp50),
+        us(pct(&mut health, 0.99)),
+        pp50.as_secs_f64() / hp50.as_secs_f64()
+    );
+    let listen = d.url.trim_start_matches("http://").to_string();
+    let mut d = d;
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let (d2, up) = start(&data, &config_path, &listen);
+    println!(
+        "- restart after SIGKILL: serving again in **{:.0} ms**; VmRSS {:.1} MiB",
+        up.as_secs_f64() * 1e3,
         rss_kib(d2.child.id()) as f64 / 1024.0
     );
     let mut d2 = d2;

@@ -2,15 +2,18 @@
 //! validation. Everything is checked here, before anything is stored: a
 //! refused attach leaves no trace but its error, which names the field.
 
-use super::EngineError;
+use super::machine::Input;
+use super::{Engine, EngineError, EngineResult, PolicyEvent};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
 use crate::config::Trust;
 use crate::gate::GateRunner;
 use crate::gate::spec::{GateSpec, parse_gate};
 use crate::store::SessionRow;
+use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::json;
 
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const MAX_RETRIES_LIMIT: u32 = 10;
@@ -411,4 +414,248 @@ fn validate_at(
         validate_at(next, runner, lookup, &f("next."), Some(&members), depth + 1)?;
     }
     Ok(())
+}
+
+/// A digest of an attach request, to tell a retry from another request.
+fn request_digest(body: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(body.to_string().as_bytes()))
+}
+impl Engine {
+    /// Attaches a policy: validates everything, stores it with its
+    /// `policy:attached` event, and queues its gate at once when its
+    /// members have already ended their turn (`watchFrom: "latest"`).
+    /// Attaches a policy written by `trust` (the credential that sent it).
+    ///
+    /// The checks (a plugin read, hashed and compiled; an adapter found)
+    /// run on the blocking pool, never on a thread that serves requests,
+    /// and are bounded by `[daemon] attach_timeout_ms`: past it the answer
+    /// is `Unavailable` and nothing is stored, even when the checks finish
+    /// later.
+    ///
+    /// With an idempotency key (the client's, scoped to its credential):
+    /// the first attach with it stores the policy and the key in one
+    /// transaction; a retry with the same key and the same request answers
+    /// that policy and attaches nothing; the same key with another request
+    /// is a conflict.
+    pub async fn attach(
+        &self,
+        mut body: Value,
+        trust: crate::config::Trust,
+        key: Option<String>,
+    ) -> EngineResult<PolicyRow> {
+        let key = match (
+            key,
+            body.as_object_mut()
+                .and_then(|m| m.remove("idempotencyKey")),
+        ) {
+            (Some(k), _) => Some(k),
+            (None, Some(Value::String(k))) => Some(k),
+            (None, Some(_)) => {
+                return Err(EngineError::Invalid {
+                    field: "idempotencyKey".into(),
+                    message: "must be a string".into(),
+                });
+            }
+            (None, None) => None,
+        };
+        let key = match key {
+            Some(k)
+                if k.is_empty()
+                    || k.len() > 200
+                    || !k.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
+            {
+                return Err(EngineError::Invalid {
+                    field: "idempotencyKey".into(),
+                    message: "must be 1 to 200 printable ASCII characters, no spaces".into(),
+                });
+            }
+            Some(k) => Some((format!("{trust:?}:{k}"), request_digest(&body))),
+            None => None,
+        };
+        if let Some((k, digest)) = &key
+            && let Some(p) = self.replayed(k, digest)?
+        {
+            return Ok(p);
+        }
+        let limit = self.inner.runner.config().daemon.attach_timeout;
+        let engine = self.clone();
+        let checks = tokio::task::spawn_blocking(move || {
+            let mut input = parse_input(body)?;
+            input.set_attached_by(trust);
+            let store = &engine.inner.store;
+            validate(&mut input, &engine.inner.runner, &|id| {
+                Ok(store.session(id)?)
+            })?;
+            Ok::<_, EngineError>(input)
+        });
+        let input = match tokio::time::timeout(limit, checks).await {
+            Ok(Ok(checked)) => checked?,
+            Ok(Err(e)) => {
+                return Err(EngineError::Unavailable {
+                    code: "attach-failed",
+                    message: format!("the attach checks stopped: {e}"),
+                });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    limit = %crate::gate::human_duration(limit),
+                    "an attach was refused: its checks (a plugin loading?) outlasted [daemon] attach_timeout_ms"
+                );
+                return Err(EngineError::Unavailable {
+                    code: "attach-timeout",
+                    message: format!(
+                        "the gate could not be checked within {} ([daemon] attach_timeout_ms; a plugin still loading?): nothing was attached, try again",
+                        crate::gate::human_duration(limit)
+                    ),
+                });
+            }
+        };
+        let (policy, fresh) = self.write(|tx| {
+            if let Some((k, _)) = &key {
+                // Another attach with this key won the race meanwhile.
+                if let Some((id, _)) = tx.idempotent(k)? {
+                    let p = tx.policy(&id)?.ok_or_else(|| {
+                        EngineError::NotFound(format!("no policy '{id}' (idempotency key)"))
+                    })?;
+                    return Ok((p, false));
+                }
+            }
+            let p = self.insert_policy(tx, &input, None)?;
+            if let Some((k, digest)) = &key {
+                tx.put_idempotent(k, digest, &p.id)?;
+            }
+            Ok((p, true))
+        })?;
+        if fresh && policy.status == PolicyStatus::Queued {
+            self.schedule_gate(&policy.id);
+        }
+        Ok(policy)
+    }
+
+    /// The policy an earlier attach with this key made, when the request
+    /// is the same; a conflict when it is not.
+    fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
+        let found = self.write(|tx| Ok(tx.idempotent(key)?))?;
+        let Some((id, earlier)) = found else {
+            return Ok(None);
+        };
+        if earlier != digest {
+            return Err(EngineError::Conflict {
+                code: "idempotency-key-reused",
+                message: format!(
+                    "this idempotency key already attached {id} with another request; use a new key for a new policy"
+                ),
+            });
+        }
+        tracing::info!(policy = %id, "attach replayed for its idempotency key");
+        Ok(Some(self.policy(&id)?))
+    }
+
+    /// Inserts a validated policy in `tx`, publishing `policy:attached`
+    /// (and `policy:queued` when nothing is left to wait for).
+    pub(super) fn insert_policy(
+        &self,
+        tx: &mut Tx<'_>,
+        input: &AttachInput,
+        parent: Option<&str>,
+    ) -> EngineResult<PolicyRow> {
+        let members = input.members();
+        let head = tx.head_cursor()?;
+        let (watch_after, count_ended) = match &input.watch_from {
+            None => (head, true),
+            Some(WatchFrom::Named(n)) if n == "latest" => (head, true),
+            Some(WatchFrom::Named(_)) => (head, false),
+            Some(WatchFrom::Cursor(c)) => (*c, false),
+        };
+        if watch_after > head {
+            return Err(EngineError::Invalid {
+                field: "watchFrom".into(),
+                message: format!(
+                    "cursor {watch_after} is beyond the newest event ({head}): nothing would ever be watched"
+                ),
+            });
+        }
+        let mut pending = Vec::new();
+        let (mut ended_any, mut exited) = (false, Vec::new());
+        for id in &members {
+            let s = tx.session(id)?.ok_or_else(|| EngineError::Invalid {
+                field: "sessionId".into(),
+                message: format!("unknown session '{id}'"),
+            })?;
+            let ended = match s.last_turn_cursor {
+                Some(c) if c > watch_after => true,
+                Some(_) if count_ended => matches!(
+                    s.state,
+                    crate::store::SessionState::Idle | crate::store::SessionState::Exited
+                ),
+                _ => false,
+            };
+            if ended {
+                ended_any = true;
+            } else if s.state == crate::store::SessionState::Exited {
+                // No turn-end can come from it: never waited for.
+                exited.push(id.clone());
+            } else {
+                pending.push(id.clone());
+            }
+        }
+        if parent.is_none() && !ended_any && pending.is_empty() && !exited.is_empty() {
+            return Err(EngineError::Conflict {
+                code: "exited",
+                message: format!(
+                    "every member has exited ({}) and none ended a turn after watchFrom: the policy could never gate",
+                    exited.join(", ")
+                ),
+            });
+        }
+        let now = now_ms();
+        let spec = serde_json::to_value(input).unwrap_or(Value::Null);
+        let mut p = PolicyRow {
+            id: format!("pol_{}", uuid::Uuid::new_v4().simple()),
+            seq: 0,
+            spec,
+            status: PolicyStatus::Watching,
+            sessions: members,
+            pending,
+            watch_after,
+            retries_used: 0,
+            gate_runs: 0,
+            verdict: None,
+            plan: None,
+            prepared: None,
+            commit_sha: None,
+            reason: None,
+            parent_id: parent.map(str::to_string),
+            next_id: None,
+            created_at: now,
+            updated_at: now,
+            gate_crashes: 0,
+            publish_started_at: None,
+        };
+        tx.insert_policy(&mut p)?;
+        self.policy_event(
+            tx,
+            PolicyEvent::Attached,
+            &p,
+            json!({
+                "then": input.then,
+                "label": input.label,
+                "watchAfter": watch_after,
+                "pending": p.pending,
+                "parentId": parent,
+            }),
+        )?;
+        if p.pending.is_empty() {
+            self.transition(
+                tx,
+                &mut p,
+                Input::TurnEnd {
+                    more_pending: false,
+                },
+                |_| json!({"reason": "every member had already ended its turn"}),
+            )?;
+        }
+        Ok(p)
+    }
 }

@@ -2,11 +2,12 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::machine::{AfterNudge, AfterPass, Input, Step, Verdict};
+use super::machine::{AfterPass, Input, Step, Verdict};
+use super::nudge::render_nudge;
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::GateContext;
-use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx, now_ms};
+use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -28,9 +29,6 @@ enum Judged {
         changed_after: Result<Vec<String>, String>,
     },
 }
-
-/// The most of a gate's output a nudge or event carries.
-const OUTPUT_IN_NUDGE: usize = 4000;
 
 impl Engine {
     /// Starts the gate task of a queued policy (once: a second call while
@@ -523,7 +521,7 @@ impl Engine {
     }
 
     /// Members that have not exited.
-    fn alive_members(&self, input: &AttachInput) -> EngineResult<Vec<String>> {
+    pub(super) fn alive_members(&self, input: &AttachInput) -> EngineResult<Vec<String>> {
         let mut alive = Vec::new();
         for sid in input.members() {
             if let Some(s) = self.inner.store.session(&sid)?
@@ -533,148 +531,6 @@ impl Engine {
             }
         }
         Ok(alive)
-    }
-
-    /// Watches the live members again, then delivers the stored nudge to
-    /// the sessions gatehost started (others get it as the `policy:nudge`
-    /// event). Re-run after a restart if the policy was still nudging.
-    pub(crate) fn spawn_nudge(&self, id: String) {
-        if !self.begin_task(&id) {
-            return;
-        }
-        let engine = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = engine.nudge_task(&id).await {
-                tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
-            }
-            engine.end_task(&id);
-        });
-    }
-
-    async fn nudge_task(&self, id: &str) -> EngineResult<()> {
-        // A test hook: widens the window between the nudge's publication
-        // and this task, where an agent's turn-end must not be lost.
-        if let Some(ms) = std::env::var("GATEHOST_TEST_NUDGE_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
-        let p = self.policy(id)?;
-        if p.status != PolicyStatus::Nudging {
-            return Ok(());
-        }
-        let input = match stored::spec(&p) {
-            Ok(input) => input,
-            Err(e) => {
-                let step = self.settle_corrupt(id, &e)?;
-                if let Some(step) = step {
-                    self.perform(id, &step);
-                }
-                return Ok(());
-            }
-        };
-        let nudge = self
-            .inner
-            .store
-            .events(&crate::store::EventFilter {
-                since: 0,
-                types: vec!["policy:nudge".into()],
-                policy_ids: vec![id.to_string()],
-                limit: 1000,
-                ..Default::default()
-            })?
-            .last()
-            .map(|e| {
-                let message = e
-                    .payload
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                (e.cursor, message)
-            });
-        // A turn-end reported after the nudge was published (an agent
-        // that acts on the event at once) counts, even if it came before
-        // this task ran.
-        let (nudged_at, message) = match nudge {
-            Some((cursor, message)) => (Some(cursor), message.unwrap_or_default()),
-            None => (None, String::new()),
-        };
-        let alive = self.alive_members(&input)?;
-        // Watch again first, then deliver: a turn-end that follows the
-        // nudge at once must find the policy watching.
-        let watching = self.write(|tx| {
-            let Some(mut p) = tx.policy(id)? else {
-                return Ok(None);
-            };
-            if p.status != PolicyStatus::Nudging {
-                return Ok(None);
-            }
-            let alive: Vec<String> = alive
-                .iter()
-                .filter(|sid| {
-                    tx.session(sid)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| s.state != SessionState::Exited)
-                })
-                .cloned()
-                .collect();
-            p.watch_after = match nudged_at {
-                Some(c) => c,
-                None => tx.head_cursor()?,
-            };
-            p.updated_at = now_ms();
-            let ended_since = |sid: &String| {
-                tx.session(sid)
-                    .ok()
-                    .flatten()
-                    .and_then(|s| s.last_turn_cursor)
-                    .is_some_and(|c| c > p.watch_after)
-            };
-            let pending: Vec<String> = alive.iter().filter(|s| !ended_since(s)).cloned().collect();
-            let after = if alive.is_empty() {
-                p.reason = Some("every member exited before the nudge could be acted on".into());
-                AfterNudge::NoneAlive
-            } else if pending.is_empty() {
-                // Every member already ended its turn since the nudge.
-                AfterNudge::AllEnded
-            } else {
-                AfterNudge::Watch
-            };
-            p.pending = pending;
-            let (reason, pending) = (p.reason.clone(), p.pending.clone());
-            let step =
-                self.transition(
-                    tx,
-                    &mut p,
-                    Input::NudgeDelivered(after),
-                    |event| match event {
-                        PolicyEvent::Blocked => json!({"outcome": "fail", "reason": reason}),
-                        PolicyEvent::Queued => {
-                            json!({"reason": "every member ended its turn after the nudge"})
-                        }
-                        PolicyEvent::Watching => json!({"pending": pending}),
-                        _ => json!({}),
-                    },
-                )?;
-            // Gated at once when a slot is free (saves a transaction).
-            let slot = self.try_start_gating(tx, &mut p)?;
-            Ok(step.map(|step| (alive, step, slot)))
-        })?;
-        let Some((alive, step, slot)) = watching else {
-            return Ok(());
-        };
-        match slot {
-            Some(slot) => self.schedule_gate_with(id, Some(slot)),
-            None => self.perform(id, &step),
-        }
-        if step.effects.contains(&super::machine::Effect::DeliverNudge) {
-            for sid in alive {
-                self.deliver_prompt(&sid, &message).await;
-            }
-        }
-        Ok(())
     }
 
     /// Attaches the `next` policy of a completed one, exactly once (its id
@@ -819,53 +675,4 @@ async fn fingerprint_of(
         .await
         .unwrap_or_else(|e| Err(format!("fingerprint task failed: {e}"))),
     )
-}
-
-/// Fills a nudge template: `{code}` (outcome and exit code), `{reason}`,
-/// `{findings}` (one per line), `{output}` (the failing gate's output
-/// tail), `{gate}`.
-pub fn render_nudge(template: &str, report: &RunReport) -> String {
-    let failing = report.gates.iter().find(|g| !g.passed());
-    let code = match failing.and_then(|g| g.exit_code) {
-        Some(c) => format!("{} (exit {c})", report.outcome.as_str()),
-        None => report.outcome.as_str().to_string(),
-    };
-    let findings = failing
-        .map(|g| {
-            g.findings
-                .iter()
-                .map(|f| {
-                    let place = match (&f.path, f.line) {
-                        (Some(p), Some(l)) => format!("{p}:{l}: "),
-                        (Some(p), None) => format!("{p}: "),
-                        _ => String::new(),
-                    };
-                    format!("- {place}{}\n", f.message)
-                })
-                .collect::<String>()
-        })
-        .unwrap_or_default();
-    let output = failing
-        .map(|g| {
-            let mut out = String::new();
-            for t in [&g.stdout, &g.stderr].into_iter().flatten() {
-                out.push_str(&t.text);
-            }
-            if out.len() > OUTPUT_IN_NUDGE {
-                let mut cut = out.len() - OUTPUT_IN_NUDGE;
-                while !out.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                out = format!("…{}", &out[cut..]);
-            }
-            out
-        })
-        .unwrap_or_default();
-    let gate = failing.map(|g| g.gate.clone()).unwrap_or_default();
-    template
-        .replace("{code}", &code)
-        .replace("{reason}", &report.reason)
-        .replace("{findings}", &findings)
-        .replace("{output}", &output)
-        .replace("{gate}", &gate)
 }

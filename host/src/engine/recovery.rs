@@ -1,0 +1,192 @@
+//! Keeping policies moving without a person: recovery at start (from
+//! the stored state, counting the gates a fault of the daemon killed), the
+//! sweep that re-drives what a failed task left behind, and retention.
+//!
+//! It owns when those run and what they re-drive. It must never change a
+//! policy's state but through `Engine::transition`, and never start a
+//! second task for a policy that has one.
+
+use super::machine::{Decision, Input};
+use super::{Engine, EngineResult, WORKING, machine};
+use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use serde_json::json;
+use std::time::Duration;
+
+/// Daemon deaths in a row during one policy's gate that settle it.
+const POISON_AFTER: i64 = 2;
+
+/// How often the sweep looks for policies left without a task.
+const SWEEP_EVERY: Duration = Duration::from_secs(3);
+
+/// A policy untouched for this long in a working state, with no task, was
+/// left behind (a live transition schedules its task within milliseconds).
+const SWEEP_AFTER_MS: i64 = 5_000;
+
+impl Engine {
+    /// Self-healing: every few seconds, re-drives the policies a failed
+    /// task left behind (a store or git error, a full disk): `gating` or
+    /// `queued` with no gate task, `nudging` or `committing` with no task.
+    /// Runs until the daemon stops.
+    pub fn spawn_sweeper(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SWEEP_EVERY) => {}
+                    _ = engine.stopped() => return,
+                }
+                if let Err(e) = engine.sweep() {
+                    tracing::warn!(error = %e, "the sweep could not read the store; it tries again");
+                }
+            }
+        });
+    }
+
+    /// Applies `[retention]` at start and then every `every`, on the
+    /// blocking pool (in small transactions), logging what it deleted.
+    /// Runs until the daemon stops.
+    pub fn spawn_retention(&self) {
+        let rules = self.inner.runner.config().retention.clone();
+        if !rules.enabled {
+            tracing::info!("retention is off: events, deliveries, sessions and policies are kept");
+            return;
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let (e2, r) = (engine.clone(), rules.clone());
+                match tokio::task::spawn_blocking(move || {
+                    e2.inner.store.apply_retention(&r, now_ms())
+                })
+                .await
+                {
+                    Ok(Ok(swept)) if swept.is_empty() => {}
+                    Ok(Ok(swept)) => tracing::info!(
+                        events = swept.events,
+                        deliveries = swept.deliveries,
+                        sessions = swept.sessions,
+                        policies = swept.policies,
+                        "retention deleted what no live policy needs"
+                    ),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "retention could not run; it tries again later")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the retention task failed; it tries again later")
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(rules.every) => {}
+                    _ = engine.stopped() => return,
+                }
+            }
+        });
+    }
+
+    fn sweep(&self) -> EngineResult<()> {
+        let stale_before = now_ms() - SWEEP_AFTER_MS;
+        let open = self.inner.store.policies(WORKING)?;
+        for p in open.into_iter().filter(|p| p.updated_at < stale_before) {
+            self.redrive(
+                &p,
+                "its gate task stopped on an error (the store, a full disk); it runs again",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Starts what a policy in a working state needs when no task of this
+    /// daemon drives it (after a restart, or a task that failed): a gate
+    /// left `gating` is queued again (`reason` says why) and run; `queued`
+    /// is run; `nudging` and `committing` resume. A policy whose gate task
+    /// runs is left to it; nudge and commit tasks run once at a time.
+    fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
+        if matches!(p.status, PolicyStatus::Queued | PolicyStatus::Gating)
+            && self.has_gate_task(&p.id)
+        {
+            return Ok(());
+        }
+        if p.status == PolicyStatus::Gating {
+            tracing::warn!(policy = %p.id, %reason, "a policy was left gating");
+        }
+        let id = p.id.clone();
+        let step = if p.status == PolicyStatus::Gating {
+            // Stored: the gate runs again from `queued`.
+            self.write(|tx| {
+                let Some(mut p) = tx.policy(&id)? else {
+                    return Ok(None);
+                };
+                self.transition(tx, &mut p, Input::Recover, |_| json!({"reason": reason}))
+            })?
+        } else {
+            // Nothing to store: the task resumes from the state as it is.
+            match machine::decide(p.status, Input::Recover) {
+                Decision::Go(step) => Some(step),
+                _ => None,
+            }
+        };
+        if let Some(step) = step {
+            self.perform(&id, &step);
+        }
+        Ok(())
+    }
+
+    /// Picks up every policy where it was left: gates that were queued or
+    /// running are queued again and run, nudges re-delivered, commits
+    /// reconciled. Sessions gatehost had started are marked exited.
+    ///
+    /// A policy found `gating` was running its gate when the daemon died.
+    /// When the daemon died of a fault of its own (`fault`: the signal the
+    /// fault marker recorded, an abort a gate's input could provoke; never
+    /// a kill from outside) that is counted, and the second such death in
+    /// a row (no verdict stored in between) settles it as `blocked` with a
+    /// `policy:blocked` event instead of running the gate again: a gate
+    /// input that kills the daemon must not crash-loop it.
+    pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+        if let Some(signal) = fault {
+            tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
+        }
+        self.recover_started_sessions()?;
+        let open = self.inner.store.policies(WORKING)?;
+        for p in open {
+            // A gate this life started already (recovery of a started
+            // session ended its turn) is left to its task.
+            if p.status == PolicyStatus::Gating && !self.has_gate_task(&p.id) {
+                self.recover_gating(&p.id, fault.is_some())?;
+                continue;
+            }
+            self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
+        }
+        Ok(())
+    }
+
+    fn recover_gating(&self, id: &str, fault: bool) -> EngineResult<()> {
+        let step = self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(None);
+            };
+            if fault {
+                p.gate_crashes += 1;
+            }
+            let crashes = p.gate_crashes;
+            if crashes >= POISON_AFTER {
+                let reason = format!(
+                    "the daemon died {crashes} times in a row while this policy's gate ran; it is not run again (a gate input that kills the daemon would crash-loop it)"
+                );
+                tracing::error!(policy = %id, crashes, "a poison policy is settled instead of gated again");
+                p.reason = Some(reason.clone());
+                return self.transition(tx, &mut p, Input::Poisoned, |_| {
+                    json!({"outcome": "error", "reason": reason, "gateCrashes": crashes})
+                });
+            }
+            tracing::warn!(policy = %id, crashes, "the daemon restarted while this policy's gate ran; it runs again");
+            self.transition(tx, &mut p, Input::Recover, |_| {
+                json!({"reason": "the daemon restarted while the gate ran; it runs again", "gateCrashes": crashes})
+            })
+        })?;
+        if let Some(step) = step {
+            self.perform(id, &step);
+        }
+        Ok(())
+    }
+}
