@@ -32,6 +32,7 @@
 pub mod anchor;
 pub mod api;
 pub mod bus;
+pub mod change;
 pub mod cli;
 pub mod commit;
 pub mod config;
@@ -45,3 +46,6 @@ pub mod verdict;
 pub mod wasm;
 pub mod webhook;
 pub mod worktree;
+
+#[cfg(test)]
+mod structure_tests;

@@ -193,6 +193,27 @@ impl RunReport {
     }
 }
 
+/// `1.5 s`, `250 ms`, `2 min 5 s`.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        let s = d.as_secs_f64();
+        if ms.is_multiple_of(1000) {
+            format!("{} s", ms / 1000)
+        } else {
+            format!("{s:.1} s")
+        }
+    } else {
+        let secs = d.as_secs();
+        match secs % 60 {
+            0 => format!("{} min", secs / 60),
+            r => format!("{} min {r} s", secs / 60),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

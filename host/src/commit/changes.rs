@@ -12,8 +12,8 @@ use super::{
     CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
     resolve_head, tracked_entries,
 };
-use crate::gate::diff::FileDiff;
-use crate::wasm::ChangeKind;
+use crate::change::ChangeKind;
+use crate::change::FileDiff;
 use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -280,8 +280,8 @@ fn file_diff(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::diff::split;
-    use crate::wasm::ChangeKind;
+    use crate::change::ChangeKind;
+    use crate::change::split;
     use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) {

@@ -18,7 +18,7 @@ use super::{
     normalise_paths, read_snapshot_cached, resolve_head, tracked_entries, write_commit,
     write_tree_with,
 };
-use crate::gate::diff::FileDiff;
+use crate::change::FileDiff;
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 use serde::{Deserialize, Serialize};

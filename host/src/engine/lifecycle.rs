@@ -224,10 +224,7 @@ impl Engine {
         paths: &[String],
     ) -> (
         RunReport,
-        Option<(
-            crate::commit::TreeSnapshot,
-            Vec<crate::gate::diff::FileDiff>,
-        )>,
+        Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileDiff>)>,
     ) {
         let runner = self.inner.runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
@@ -290,7 +287,7 @@ impl Engine {
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
         workspace: &str,
-        snapshot_changes: Option<Result<Vec<crate::gate::diff::FileDiff>, String>>,
+        snapshot_changes: Option<Result<Vec<crate::change::FileDiff>, String>>,
     ) -> RunReport {
         let gates = match input.gates() {
             Ok(g) => g,
@@ -603,11 +600,11 @@ async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
         Ok(Err(e)) => return json!({"error": e.to_string()}),
         Err(e) => return json!({"error": format!("the diff task failed: {e}")}),
     };
-    summary_of(&crate::gate::diff::split(&diff))
+    summary_of(&crate::change::split(&diff))
 }
 
 /// Lines added and removed, per file and in all.
-fn summary_of(changes: &[crate::gate::diff::FileDiff]) -> Value {
+fn summary_of(changes: &[crate::change::FileDiff]) -> Value {
     let (mut total_added, mut total_removed) = (0u64, 0u64);
     let mut files = Vec::new();
     for f in changes {

@@ -6,7 +6,8 @@
 //! parses gate files. A gate never returns `pass` by default: every path
 //! that is not an explicit success is `fail` or `error`.
 
-pub mod diff;
+pub use crate::change as diff;
+pub use crate::verdict::human_duration;
 mod judge;
 mod shell;
 pub mod spec;
@@ -15,10 +16,6 @@ mod wasm;
 pub use judge::prompt;
 pub use wasm::bounds_for;
 
-/// The judge machinery, for the WASM host's `judge` import.
-pub(crate) mod judge_api {
-    pub(crate) use super::judge::{JudgeRequest, run_request};
-}
 pub use spec::{GateSpec, SpecError, parse_gate_file};
 
 use crate::anchor::WorkspaceAnchor;
@@ -242,27 +239,6 @@ fn fill_process_details(v: &mut Verdict, run: ProcessRun, queued: Duration) {
     };
     v.stdout = Some(tail(run.stdout));
     v.stderr = Some(tail(run.stderr));
-}
-
-/// `1.5 s`, `250 ms`, `2 min 5 s`.
-pub fn human_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms < 60_000 {
-        let s = d.as_secs_f64();
-        if ms.is_multiple_of(1000) {
-            format!("{} s", ms / 1000)
-        } else {
-            format!("{s:.1} s")
-        }
-    } else {
-        let secs = d.as_secs();
-        match secs % 60 {
-            0 => format!("{} min", secs / 60),
-            r => format!("{} min {r} s", secs / 60),
-        }
-    }
 }
 
 fn signal_name(sig: i32) -> &'static str {

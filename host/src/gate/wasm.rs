@@ -95,7 +95,7 @@ pub(super) async fn run(
     };
     let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.text)).collect());
     let judge = JudgeBridge {
-        runner: runner.clone(),
+        host: Arc::new(runner.clone()),
         adapter: gate.judge.as_ref().map(|j| j.adapter.clone()),
         model: gate.judge.as_ref().and_then(|j| j.model.clone()),
         timeout: gate
@@ -325,4 +325,48 @@ pub fn bounds_for(
         b.judge_calls = j;
     }
     Ok(b)
+}
+
+/// Plugins' `judge` calls run as judge gates: the same adapters, slots,
+/// bounds and verdict rule.
+impl crate::wasm::JudgeHost for GateRunner {
+    fn judge<'a>(
+        &'a self,
+        call: crate::wasm::JudgeCall<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::wasm::JudgeAnswer> + Send + 'a>>
+    {
+        use crate::wasm::JudgeAnswer;
+        Box::pin(async move {
+            let request = super::judge::JudgeRequest {
+                label: call.label,
+                adapter: call.adapter,
+                model: call.model,
+                rubric: call.prompt,
+                context: None,
+                timeout: call.timeout,
+                nonce: call.nonce,
+            };
+            let judged = super::judge::run_request(self, request).await;
+            let verdict = judged.verdict;
+            let output = verdict
+                .stdout
+                .as_ref()
+                .map(|t| t.text.clone())
+                .unwrap_or_default();
+            match (verdict.outcome, judged.decision) {
+                (crate::verdict::Outcome::Error, _) => JudgeAnswer::CouldNotRun(verdict.reason),
+                (_, Some(super::prompt::Decision::Pass)) => {
+                    JudgeAnswer::Decided { pass: true, output }
+                }
+                (_, Some(super::prompt::Decision::Fail)) => JudgeAnswer::Decided {
+                    pass: false,
+                    output,
+                },
+                (_, None) => JudgeAnswer::Undecided {
+                    reason: verdict.reason,
+                    output,
+                },
+            }
+        })
+    }
 }

@@ -3,129 +3,19 @@
 //! of its result (or trap) to a plugin verdict or a typed error. The store
 //! is dropped afterwards, whatever happened, and never called again.
 
-use super::bindings::GatePlugin;
 use super::bindings::gatehost::gate::types as wit;
 use super::spare::SpareRecipe;
-use super::state::{BoundHit, JudgeBridge, LOG_LINES_CAP, MemoryBudget, PluginState};
+use super::state::{BoundHit, LOG_LINES_CAP, PluginState};
+use super::store::{Prepared, StoreParts, new_store, set_deadline};
 use super::{
     CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError,
     PluginVerdict, WasmHost,
 };
 use crate::config::PluginBounds;
 use crate::verdict::{Finding, Severity};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::OwnedSemaphorePermit;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
-
-/// File reads are short and local: WASI does them on the evaluating thread
-/// instead of a round trip through the blocking pool per call (opens never
-/// block, see `guarded_fs`).
-pub(super) const BLOCKING_FILE_IO: bool = true;
-
-/// A store with its instance, not yet called: made for one evaluation,
-/// inline or ahead of it (a spare).
-pub(super) struct Prepared {
-    pub store: Store<PluginState>,
-    pub instance: GatePlugin,
-    pub stdout: MemoryOutputPipe,
-    pub stderr: MemoryOutputPipe,
-    /// The pool slot, released after the store (fields drop in order).
-    pub slot: OwnedSemaphorePermit,
-}
-
-/// What a store is made from.
-pub(super) struct StoreParts<'a> {
-    pub plugin: &'a LoadedPlugin,
-    pub bounds: PluginBounds,
-    /// The workspace to preopen (read-only), for plugins that import
-    /// `wasi:filesystem`.
-    pub workspace_root: Option<&'a Path>,
-    pub workspace_dir: Option<cap_std::fs::Dir>,
-    pub diffs: Arc<BTreeMap<String, String>>,
-    /// `None` for a store made ahead (a spare): host imports refuse.
-    pub judge: Option<JudgeBridge>,
-}
-
-/// A fresh store: the WASI grants (captured stdout and stderr, the
-/// workspace read-only where the plugin imports the filesystem, nothing
-/// else), the memory budget and the fuel.
-pub(super) fn new_store(
-    engine: &Engine,
-    parts: StoreParts<'_>,
-) -> Result<(Store<PluginState>, MemoryOutputPipe, MemoryOutputPipe), PluginError> {
-    let bounds = parts.bounds;
-    let out_cap = usize::try_from(bounds.output_bytes).unwrap_or(usize::MAX);
-    let stdout = MemoryOutputPipe::new(out_cap);
-    let stderr = MemoryOutputPipe::new(out_cap);
-    let mut builder = WasiCtxBuilder::new();
-    builder
-        .stdout(stdout.clone())
-        .stderr(stderr.clone())
-        .allow_blocking_current_thread(BLOCKING_FILE_IO);
-    // A plugin without the filesystem import could not use the preopen:
-    // it is not opened.
-    if parts.plugin.uses.filesystem {
-        let root = parts
-            .workspace_root
-            .ok_or_else(|| PluginError::Engine("no workspace to preopen for this plugin".into()))?;
-        builder
-            .preopened_dir(root, "/workspace", FsPerms::ReadOnly)
-            .map_err(|e| {
-                PluginError::Engine(format!(
-                    "cannot preopen the workspace {}: {e:#}",
-                    root.display()
-                ))
-            })?;
-    }
-    let state = PluginState {
-        plugin: parts.plugin.name.clone(),
-        wasi: builder.build(),
-        table: ResourceTable::new(),
-        limiter: MemoryBudget {
-            max_bytes: bounds.memory_bytes,
-            used_bytes: 0,
-            exceeded: false,
-        },
-        diffs: parts.diffs,
-        workspace: parts.workspace_dir,
-        judge: parts.judge,
-        judge_calls: 0,
-        judge_clock: Default::default(),
-        bound_hit: None,
-        logs: Vec::new(),
-        logs_dropped: 0,
-        called_ahead: false,
-    };
-    let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limiter);
-    store
-        .set_fuel(bounds.fuel)
-        .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-    Ok((store, stdout, stderr))
-}
-
-/// Every epoch tick the guest yields to the executor (so that a looping
-/// plugin never holds up other tasks on its thread), until `timeout` from
-/// now, where it is interrupted.
-pub(super) fn set_deadline(store: &mut Store<PluginState>, timeout: Duration) {
-    let start = Instant::now();
-    let clock = store.data().judge_clock.clone();
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        let now = Instant::now();
-        Ok(if now >= start + timeout + clock.spent(now) {
-            UpdateDeadline::Interrupt
-        } else {
-            UpdateDeadline::Yield(1)
-        })
-    });
-}
+use wasmtime::Trap;
 
 impl WasmHost {
     /// Runs one evaluation in a fresh store: a spare made ahead for this
@@ -225,7 +115,7 @@ impl WasmHost {
         let outcome = match result {
             Err(_) => Err(PluginError::Timeout {
                 plugin: name.clone(),
-                after: crate::gate::human_duration(started.elapsed()),
+                after: crate::verdict::human_duration(started.elapsed()),
             }),
             Ok(Err(e)) => Err(classify_trap(&name, &e, state, bounds, output_full)),
             Ok(Ok(Err(message))) => Err(PluginError::Reported {
@@ -324,7 +214,7 @@ fn classify_trap(
         Some(Trap::Interrupt) => {
             return PluginError::Timeout {
                 plugin,
-                after: crate::gate::human_duration(bounds.timeout),
+                after: crate::verdict::human_duration(bounds.timeout),
             };
         }
         Some(Trap::OutOfFuel) => {

@@ -126,7 +126,7 @@ impl HostDescriptor for GuardedFs<'_> {
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
         let (dir, perms, allow_blocking) = match self.0.table.get(&fd)? {
-            Descriptor::Dir(d) => (d.dir.clone(), d.perms, super::evaluate::BLOCKING_FILE_IO),
+            Descriptor::Dir(d) => (d.dir.clone(), d.perms, super::store::BLOCKING_FILE_IO),
             Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
         };
         let wants_write = oflags.intersects(

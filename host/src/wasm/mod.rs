@@ -19,9 +19,11 @@ mod error;
 mod evaluate;
 pub mod files;
 mod guarded_fs;
+mod judge_host;
 mod load;
 mod spare;
 mod state;
+mod store;
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
@@ -33,6 +35,7 @@ pub(crate) mod bindings {
 }
 
 pub use error::PluginError;
+pub use judge_host::{JudgeAnswer, JudgeCall, JudgeHost};
 pub use load::PluginFile;
 pub use state::JudgeBridge;
 
@@ -97,13 +100,7 @@ pub struct PluginContext {
     pub changed_files: Vec<(String, ChangeKind)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-    Renamed,
-}
+pub use crate::change::ChangeKind;
 
 /// A plugin's answer.
 #[derive(Debug, Clone)]

@@ -18,8 +18,8 @@
 
 use super::LoadedPlugin;
 use super::bindings::GatePlugin;
-use super::evaluate::Prepared;
 use super::state::PluginState;
+use super::store::Prepared;
 use crate::config::PluginBounds;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -165,7 +165,7 @@ enum Unmade {
 /// Instantiates `recipe.plugin` in a store prepared ahead of its
 /// evaluation, bounded by the evaluation's own timeout.
 async fn make(recipe: &SpareRecipe, slot: OwnedSemaphorePermit) -> Result<Prepared, Unmade> {
-    let parts = super::evaluate::StoreParts {
+    let parts = super::store::StoreParts {
         plugin: &recipe.plugin,
         bounds: recipe.bounds,
         workspace_root: None,
@@ -173,9 +173,9 @@ async fn make(recipe: &SpareRecipe, slot: OwnedSemaphorePermit) -> Result<Prepar
         diffs: Default::default(),
         judge: None,
     };
-    let (mut store, stdout, stderr) = super::evaluate::new_store(&recipe.engine, parts)
+    let (mut store, stdout, stderr) = super::store::new_store(&recipe.engine, parts)
         .map_err(|e| Unmade::Failed(e.to_string()))?;
-    super::evaluate::set_deadline(&mut store, recipe.bounds.timeout);
+    super::store::set_deadline(&mut store, recipe.bounds.timeout);
     let instantiated = tokio::time::timeout(
         recipe.bounds.timeout,
         recipe.plugin.pre.instantiate_async(&mut store),

@@ -7,10 +7,7 @@
 
 use super::bindings::gatehost::gate::host::{self, JudgeReply, LogLevel, ReadError};
 use super::bindings::gatehost::gate::types::{self, Decision};
-use crate::gate::GateRunner;
-use crate::gate::judge_api::{JudgeRequest, run_request};
-use crate::gate::prompt::Decision as JudgeDecision;
-use crate::verdict::Outcome;
+use super::judge_host::{JudgeAnswer, JudgeCall, JudgeHost};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +29,8 @@ pub enum BoundHit {
 /// How the plugin's `judge` import reaches the host's judge gate.
 #[derive(Debug, Clone)]
 pub struct JudgeBridge {
-    pub runner: GateRunner,
+    /// Runs the call (the gate layer's judge).
+    pub host: Arc<dyn JudgeHost>,
     pub adapter: Option<String>,
     pub model: Option<String>,
     pub timeout: Duration,
@@ -270,12 +268,11 @@ impl host::Host for PluginState {
                 "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
             ));
         };
-        let request = JudgeRequest {
+        let call = JudgeCall {
             label: format!("judge for plugin {}: {adapter}", self.plugin),
             adapter: &adapter,
             model: bridge.model.as_deref(),
-            rubric: &prompt,
-            context: None,
+            prompt: &prompt,
             timeout: bridge.timeout,
             nonce: bridge.nonce,
         };
@@ -284,28 +281,18 @@ impl host::Host for PluginState {
         let clock = self.judge_clock.clone();
         clock.start(bridge.timeout + JUDGE_KILL_MARGIN);
         let timing = Timing(&clock);
-        let judged = run_request(&bridge.runner, request).await;
+        let answer = bridge.host.judge(call).await;
         drop(timing);
-        let verdict = judged.verdict;
-        let text = verdict
-            .stdout
-            .as_ref()
-            .map(|t| tail(&t.text, JUDGE_TEXT_CAP))
-            .unwrap_or_default();
-        Ok(match (verdict.outcome, judged.decision) {
-            (Outcome::Error, _) => Err(verdict.reason),
-            (_, Some(JudgeDecision::Pass)) => Ok(JudgeReply {
-                decision: Some(Decision::Pass),
-                text,
-            }),
-            (_, Some(JudgeDecision::Fail)) => Ok(JudgeReply {
-                decision: Some(Decision::Fail),
-                text,
+        Ok(match answer {
+            JudgeAnswer::CouldNotRun(reason) => Err(reason),
+            JudgeAnswer::Decided { pass, output } => Ok(JudgeReply {
+                decision: Some(if pass { Decision::Pass } else { Decision::Fail }),
+                text: tail(&output, JUDGE_TEXT_CAP),
             }),
             // No verdict or a timeout: the judge decided nothing (fail closed).
-            (_, None) => Ok(JudgeReply {
+            JudgeAnswer::Undecided { reason, output } => Ok(JudgeReply {
                 decision: None,
-                text: format!("{}\n{text}", verdict.reason),
+                text: format!("{reason}\n{}", tail(&output, JUDGE_TEXT_CAP)),
             }),
         })
     }
@@ -350,8 +337,20 @@ mod tests {
     }
 
     fn state(ahead: bool) -> PluginState {
+        /// Never called: these tests stop before a judge runs.
+        #[derive(Debug)]
+        struct NoJudge;
+        impl JudgeHost for NoJudge {
+            fn judge<'a>(
+                &'a self,
+                _: JudgeCall<'a>,
+            ) -> std::pin::Pin<Box<dyn std::future::Future<Output = JudgeAnswer> + Send + 'a>>
+            {
+                Box::pin(async { JudgeAnswer::CouldNotRun("no judge in this test".into()) })
+            }
+        }
         let judge = JudgeBridge {
-            runner: GateRunner::new(crate::config::HostConfig::default()),
+            host: Arc::new(NoJudge),
             adapter: None,
             model: None,
             timeout: Duration::from_secs(1),

@@ -1,10 +1,20 @@
-//! Splitting a unified diff (as `git diff` prints it) into per-file parts:
-//! which files changed, how, and each file's own diff text. Used to give
-//! plugins the changed-file list and the `file-diff` import.
+//! The change set: which files changed and how, each with its own diff
+//! text, below both the gates and the WASM host (which hands it to
+//! plugins as `changed-files` and `file-diff`), the commit module (which
+//! computes it) and the engine (which summarises it). Also splitting a
+//! unified diff (as `git diff` prints it) into such per-file parts.
 //!
-//! It only splits on headers; it never applies or trusts a diff.
+//! It imports nothing of the crate. It only splits on headers; it never
+//! applies or trusts a diff.
 
-use crate::wasm::ChangeKind;
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+    Renamed,
+}
 
 /// One file's part of a diff.
 #[derive(Debug, Clone, PartialEq, Eq)]

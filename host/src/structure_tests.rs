@@ -1,0 +1,165 @@
+//! The crate's shape, checked: no import cycle between its top-level
+//! modules, none between sibling modules inside one (for example `gate`
+//! and `wasm`, `wasm::spare` and `wasm::evaluate`), read from the
+//! `crate::…` and `super::…` paths of the sources.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a source file: `wasm/spare.rs` → `[wasm, spare]`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Module-to-module edges: `crate::a::b` from a file of module `m` is an
+/// edge from `m` to the longest known module prefix of `a::b`; `super::x`
+/// resolves against `m`'s parent.
+fn edges() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+    let path_re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)").expect("regex");
+    let mut out: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for f in &files {
+        let me = module_of(&src, f);
+        let text = std::fs::read_to_string(f).expect("read");
+        // Unit tests inside a file may reach anywhere.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for c in path_re.captures_iter(text) {
+            let mut target: Vec<String> = match &c[1] {
+                "crate" => Vec::new(),
+                _ => me[..me.len().saturating_sub(1)].to_vec(),
+            };
+            target.extend(
+                c[2].split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+            while !target.is_empty() && !modules.contains(&target) {
+                target.pop();
+            }
+            if !target.is_empty() && target != me {
+                out.entry(me.clone()).or_default().insert(target);
+            }
+        }
+    }
+    out
+}
+
+/// A cycle in `graph`, if any (depth-first search).
+fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for m in graph.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, tos) in edges() {
+        for to in tos {
+            if from[0] != to[0] {
+                graph
+                    .entry(from[0].clone())
+                    .or_default()
+                    .insert(to[0].clone());
+            }
+        }
+    }
+    assert!(
+        graph.contains_key("engine"),
+        "the reader found no edges: {graph:?}"
+    );
+    assert_eq!(cycle(&graph), None, "an import cycle: {graph:#?}");
+}
+
+#[test]
+fn no_import_cycle_between_sibling_modules() {
+    // Siblings: modules with the same parent (a parent and its children
+    // share items by design: `super::` from a child to its parent is not
+    // a sibling edge).
+    let mut by_parent: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (from, tos) in edges() {
+        for to in tos {
+            let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if common < from.len() && common < to.len() {
+                by_parent
+                    .entry(from[..common].to_vec())
+                    .or_default()
+                    .entry(from[common].clone())
+                    .or_default()
+                    .insert(to[common].clone());
+            }
+        }
+    }
+    for (parent, graph) in by_parent {
+        if parent.is_empty() {
+            continue; // the top level, checked above
+        }
+        assert_eq!(
+            cycle(&graph),
+            None,
+            "an import cycle inside {}: {graph:#?}",
+            parent.join("::")
+        );
+    }
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let g = |edges: &[(&str, &str)]| {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in edges {
+            m.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        m
+    };
+    assert_eq!(cycle(&g(&[("a", "b"), ("b", "c")])), None);
+    assert!(cycle(&g(&[("a", "b"), ("b", "a")])).is_some());
+    assert!(cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).is_some());
+}
