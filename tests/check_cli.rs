@@ -263,3 +263,32 @@ fn the_shipped_example_passes() {
     assert_eq!(json["gates"][0]["gate"], "unit tests");
     assert_eq!(json["gates"][1]["reason"], "judge said PASS");
 }
+
+/// Issue 14: completions and a man page come from the clap definitions
+/// (every subcommand in them), and the top-level help names all three
+/// kinds of gate.
+#[test]
+fn completions_man_page_and_help_cover_every_command() {
+    let bash = run_gatehost(&args(&["completions", "bash"]), &[]);
+    assert_eq!(bash.code, 0, "{}", bash.stderr);
+    for word in ["_gatehost", "serve", "policy", "plugin", "completions"] {
+        assert!(bash.stdout.contains(word), "bash completions lack {word}");
+    }
+    let zsh = run_gatehost(&args(&["completions", "zsh"]), &[]);
+    assert!(
+        zsh.stdout.starts_with("#compdef gatehost"),
+        "{}",
+        zsh.stdout
+    );
+    let bad = run_gatehost(&args(&["completions", "tcsh"]), &[]);
+    assert_eq!(bad.code, 2);
+    let man = run_gatehost(&args(&["man"]), &[]);
+    assert_eq!(man.code, 0, "{}", man.stderr);
+    assert!(man.stdout.contains(".TH gatehost"), "{}", man.stdout);
+    for word in ["check", "serve", "VERDICT", "WASM"] {
+        assert!(man.stdout.contains(word), "the man page lacks {word}");
+    }
+    let help = run_gatehost(&args(&["--help"]), &[]);
+    assert!(help.stdout.contains("WASM plugin"), "{}", help.stdout);
+    assert!(help.stdout.contains("completions"), "{}", help.stdout);
+}

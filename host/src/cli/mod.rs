@@ -26,8 +26,10 @@ without one, defaults apply and the shell allowlist is empty.";
     version,
     about = "A judge-gate host for supervising coding agents",
     long_about = "gatehost decides whether a coding agent's work is acceptable by running gates: \
-an allowlisted shell command (exit 0 = pass) or an LLM judge that must end with VERDICT: PASS or VERDICT: FAIL. \
-Anything unclear (a timeout, a crash, no verdict) never passes.",
+an allowlisted shell command (exit 0 = pass), an LLM judge that must end with VERDICT: PASS or VERDICT: FAIL, \
+or a WASM plugin (a WASI component, confined to the workspace and bounded in time, fuel and memory). \
+Anything unclear (a timeout, a crash, no verdict, a trap) never passes. \
+`gatehost serve` runs the policy daemon that gates agents' turns, nudges them and commits what passed.",
     after_help = AFTER_HELP
 )]
 pub struct Cli {
@@ -77,6 +79,14 @@ pub enum Command {
         #[command(flatten)]
         wait: client::WaitArgs,
     },
+    /// Print shell completions on stdout, e.g.
+    /// `gatehost completions bash > ~/.local/share/bash-completion/completions/gatehost`.
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `gatehost man > gatehost.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,6 +163,21 @@ pub fn main() -> i32 {
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
         Command::Wait { client, wait } => client::wait(wait, client),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());
+            0
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("gatehost: error: cannot write the man page: {e}");
+                    2
+                }
+            }
+        }
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
         Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
             Ok(dir) => {

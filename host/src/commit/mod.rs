@@ -515,6 +515,20 @@ pub fn publish_by(
     Ok(())
 }
 
+/// After a crash, a published commit whose branch has moved on (another
+/// commit on top, [`RefState::Descends`]) may never have had its paths
+/// brought into `.git/index` (the daemon died between the branch's move
+/// and the index's update): they are brought in line with the branch's
+/// commit now, as [`publish`] would have (the same rules; never failing).
+pub fn sync_index_to_branch(workspace: &Path, prepared: &Prepared) -> Result<(), CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let record = Record::parse(&ws.repo, prepared)?;
+    if let Some(current) = branch_target(&ws.repo, &record.reference)? {
+        sync_index(&ws, &record, current);
+    }
+    Ok(())
+}
+
 /// Removes the lock files a previous life of the daemon left while it
 /// published `prepared`: on its branch, on `packed-refs` and on the index,
 /// only regular files modified within `made` (the span in which that life,
@@ -526,7 +540,7 @@ pub fn publish_by(
 pub fn clear_stale_locks(
     workspace: &Path,
     prepared: &Prepared,
-    made: std::ops::RangeInclusive<std::time::SystemTime>,
+    made: &[std::ops::RangeInclusive<std::time::SystemTime>],
 ) -> Result<Vec<String>, CommitError> {
     let ws = Workspace::open(workspace)?;
     let record = Record::parse(&ws.repo, prepared)?;
@@ -547,7 +561,10 @@ pub fn clear_stale_locks(
         }
         let in_span = meta
             .modified()
-            .map(|m| made.contains(&m.into_std()))
+            .map(|m| {
+                let m = m.into_std();
+                made.iter().any(|span| span.contains(&m))
+            })
             .unwrap_or(false);
         // A ref lock holds the new value once written: ours names our
         // commit (small: read at most a line).

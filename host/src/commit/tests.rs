@@ -795,7 +795,7 @@ fn only_locks_made_while_our_previous_life_published_are_cleared() {
     age(&lock, 7200);
     age(&index_lock, 7200);
     assert!(
-        clear_stale_locks(ws, &prepared, span.clone())
+        clear_stale_locks(ws, &prepared, std::slice::from_ref(&span))
             .unwrap()
             .is_empty()
     );
@@ -805,7 +805,7 @@ fn only_locks_made_while_our_previous_life_published_are_cleared() {
     std::fs::write(&lock, "0123456789012345678901234567890123456789\n").unwrap();
     age(&lock, 3590);
     assert!(
-        clear_stale_locks(ws, &prepared, span.clone())
+        clear_stale_locks(ws, &prepared, std::slice::from_ref(&span))
             .unwrap()
             .is_empty()
     );
@@ -814,7 +814,9 @@ fn only_locks_made_while_our_previous_life_published_are_cleared() {
     std::fs::write(&lock, format!("{ours}\n")).unwrap();
     age(&lock, 3590);
     age(&index_lock, 3590);
-    let removed = clear_stale_locks(ws, &prepared, span).unwrap();
+    // Two lives died publishing: a lock made in either span is theirs.
+    let later = start + Duration::from_secs(600);
+    let removed = clear_stale_locks(ws, &prepared, &[later..=later, span]).unwrap();
     assert_eq!(
         removed,
         vec![
@@ -1207,4 +1209,31 @@ fn a_changed_path_that_is_not_utf8_is_never_hidden_from_plugins() {
     std::fs::write(ws.join(name), "dbg!(1)\n").unwrap();
     let err = workspace_changes(ws).unwrap_err();
     assert!(matches!(err, CommitError::PathNotUtf8(_)), "{err}");
+}
+
+/// A daemon that died between moving the branch and updating the index,
+/// then committed on top: recovering the first commit brings its paths
+/// into the index (before, `git status` showed them deleted and untracked).
+#[test]
+fn a_published_commit_built_upon_gets_its_index_entries_on_recovery() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "a.txt", "a2\n");
+    let pa = paths(&["a.txt"]);
+    let fp = fingerprint(ws, &pa).unwrap();
+    let first = prepare(ws, &pa, "first", &fp).unwrap();
+    let index_before = std::fs::read(ws.join(".git/index")).unwrap();
+    publish(ws, &first).unwrap();
+    // The death: the index as it was before the publish updated it.
+    std::fs::write(ws.join(".git/index"), &index_before).unwrap();
+    write(ws, "b.txt", "b\n");
+    let pb = paths(&["b.txt"]);
+    let fp = fingerprint(ws, &pb).unwrap();
+    let second = prepare(ws, &pb, "second", &fp).unwrap();
+    publish(ws, &second).unwrap();
+    let status = |ws: &Path| git(ws, &["status", "--porcelain"]);
+    assert!(status(ws).contains("a.txt"), "{}", status(ws));
+    assert_eq!(ref_state(ws, &first).unwrap(), RefState::Descends);
+    sync_index_to_branch(ws, &first).unwrap();
+    assert_eq!(status(ws), "", "the index is in line with the branch");
 }

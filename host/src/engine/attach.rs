@@ -631,7 +631,7 @@ impl Engine {
             created_at: now,
             updated_at: now,
             gate_crashes: 0,
-            publish_started_at: None,
+            publish_open: Vec::new(),
         };
         tx.insert_policy(&mut p)?;
         self.policy_event(

@@ -360,40 +360,60 @@ impl Engine {
         // the parent is moved; one already at the commit only gets its
         // index brought in line. A lock held by anyone else (a live git)
         // is waited out with a growing pause a few times before the policy
-        // is blocked; only the locks our previous life made while it
-        // published (recorded before it took them) are cleared.
+        // is blocked; only the locks a previous life made while it
+        // published (each publish's start recorded before it took any lock,
+        // and removed once it ended) are cleared.
         let mut attempt = 0;
         let state = loop {
             attempt += 1;
             let started = now_ms();
-            let previous = self.write(|tx| {
+            let recorded = self.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 if p.status != PolicyStatus::Committing {
-                    return Ok(None);
+                    return Ok(false);
                 }
-                let previous = p.publish_started_at.replace(started);
+                p.publish_open.push(started);
                 tx.put_policy(&p)?;
-                Ok(Some(previous))
+                Ok(true)
             })?;
-            let Some(previous) = previous else {
+            if !recorded {
                 // Cancelled before its branch moved.
                 return Ok(None);
-            };
-            let ours = previous.and_then(|at| self.previous_life_span(at));
+            }
+            // Publishes into this workspace, of any policy, that began in
+            // a previous life and never ended: that life died in them, and
+            // its locks are in the way of every commit here.
+            let mut ours = Vec::new();
+            for other in self.inner.store.policies_with_open_publishes()? {
+                if self.workspace_of(&other).ok().as_deref() == Some(workspace.as_str()) {
+                    ours.extend(
+                        other
+                            .publish_open
+                            .iter()
+                            .filter_map(|&at| self.previous_life_span(at)),
+                    );
+                }
+            }
             let ws = workspace.clone();
             let pr = prepared.clone();
             let runner = self.inner.runner.clone();
             let outcome = tokio::task::spawn_blocking(move || {
                 let who = &runner.config().daemon.committer;
                 confined(&runner, Path::new(&ws), || {
-                    if let Some(span) = ours {
-                        commit::clear_stale_locks(Path::new(&ws), &pr, span)?;
+                    if !ours.is_empty() {
+                        commit::clear_stale_locks(Path::new(&ws), &pr, &ours)?;
                     }
                     match commit::ref_state(Path::new(&ws), &pr)? {
                         RefState::AtParent | RefState::AtCommit => {
                             commit::publish_by(Path::new(&ws), &pr, who).map(|_| RefState::AtCommit)
+                        }
+                        RefState::Descends => {
+                            // Published by a life that died before the
+                            // index was updated, and committed on since.
+                            commit::sync_index_to_branch(Path::new(&ws), &pr)?;
+                            Ok(RefState::Descends)
                         }
                         other => Ok(other),
                     }
@@ -404,6 +424,26 @@ impl Engine {
                 code: "internal",
                 message: format!("commit task failed: {e}"),
             })?;
+            // This publish ended (its locks are released); after one that
+            // went through, the dead lives' locks are gone too.
+            let ended = outcome.is_ok();
+            let closed = self.write(|tx| {
+                let Some(mut p) = tx.policy(id)? else {
+                    return Ok(());
+                };
+                if ended {
+                    p.publish_open.clear();
+                } else {
+                    p.publish_open.retain(|&at| at != started);
+                }
+                tx.put_policy(&p)?;
+                Ok(())
+            });
+            if let Err(e) = closed {
+                // Kept open, its span may clear a lock made just after it
+                // once this commit is recovered; said.
+                tracing::warn!(policy = id, error = %e, "cannot record the end of a publish");
+            }
             match outcome {
                 Err(e @ CommitError::Git { .. }) if attempt < PUBLISH_ATTEMPTS => {
                     let pause = std::time::Duration::from_millis(500 << (attempt - 1).min(4));

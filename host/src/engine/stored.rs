@@ -127,7 +127,7 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             gate_crashes: 0,
-            publish_started_at: None,
+            publish_open: Vec::new(),
         }
     }
 

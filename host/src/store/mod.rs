@@ -68,11 +68,17 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         )?;
     }
     let has_publish = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'publish_started_at'")?
+        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'publish_open'")?
         .exists([])?;
     if !has_publish {
-        conn.execute_batch("ALTER TABLE policies ADD COLUMN publish_started_at INTEGER;")?;
+        conn.execute_batch(
+            "ALTER TABLE policies ADD COLUMN publish_open TEXT NOT NULL DEFAULT '[]';",
+        )?;
     }
+    // The few policies with a publish that never ended, found without a scan.
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",
+    )?;
     Ok(())
 }
 
@@ -115,7 +121,7 @@ CREATE TABLE IF NOT EXISTS policies(
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     gate_crashes INTEGER NOT NULL DEFAULT 0,
-    publish_started_at INTEGER
+    publish_open TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS policies_status ON policies(status, seq);
 CREATE TABLE IF NOT EXISTS policy_members(
@@ -372,6 +378,11 @@ impl Store {
         newest_first: bool,
     ) -> StoreResult<Vec<PolicyRow>> {
         self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))
+    }
+
+    /// Policies with a publish that began and never recorded its end.
+    pub fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>> {
+        self.read(records::open_publishes)
     }
 
     /// Policies, oldest first; `statuses` empty means all.

@@ -147,10 +147,11 @@ pub struct PolicyRow {
     /// gate running: a poison input is settled at two instead of
     /// crash-looping the daemon.
     pub gate_crashes: i64,
-    /// When this daemon (or a previous life) began publishing the prepared
-    /// commit, stored before any git lock is taken: a lock made after it
-    /// by a life that died is that life's, one made otherwise is not.
-    pub publish_started_at: Option<i64>,
+    /// When publishes of the prepared commit began that never recorded
+    /// their end (ms), each stored before any git lock was taken: a lock
+    /// made just after one of them, by a life of the daemon that died in
+    /// it, is that life's; any other lock is not.
+    pub publish_open: Vec<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -200,7 +201,11 @@ fn json_col(r: &Row<'_>, idx: &str, what: &'static str) -> rusqlite::Result<Opti
     }
 }
 
-fn list_col(r: &Row<'_>, idx: &str, what: &'static str) -> rusqlite::Result<Vec<String>> {
+fn list_col<T: serde::de::DeserializeOwned>(
+    r: &Row<'_>,
+    idx: &str,
+    what: &'static str,
+) -> rusqlite::Result<Vec<T>> {
     match json_col(r, idx, what)? {
         Some(v) => serde_json::from_value(v).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(
@@ -277,7 +282,7 @@ fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
         gate_crashes: r.get("gate_crashes")?,
-        publish_started_at: r.get("publish_started_at")?,
+        publish_open: list_col(r, "publish_open", "open publishes")?,
     })
 }
 
@@ -312,6 +317,15 @@ pub(super) fn get_session(c: &Connection, id: &str) -> StoreResult<Option<Sessio
 pub(super) fn list_sessions(c: &Connection) -> StoreResult<Vec<SessionRow>> {
     let mut st = c.prepare_cached("SELECT * FROM sessions ORDER BY created_at, id")?;
     st.query_map([], session_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
+pub(super) fn open_publishes(c: &Connection) -> StoreResult<Vec<PolicyRow>> {
+    let mut st =
+        c.prepare_cached("SELECT * FROM policies WHERE publish_open != '[]' ORDER BY seq")?;
+    st.query_map([], policy_from)
         .map_err(decode_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(decode_err)
@@ -458,7 +472,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         )?
         .execute(params![sid, p.id])?;
     }
-    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_started_at)
+    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_open)
          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)")?.execute(params![
             p.id,
             p.seq,
@@ -479,7 +493,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.created_at,
             p.updated_at,
             p.gate_crashes,
-            p.publish_started_at
+            serde_json::to_string(&p.publish_open).unwrap_or_default()
         ],
     )?;
     Ok(())
@@ -487,7 +501,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
 
 pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
-           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_started_at=?16 WHERE id=?1")?.execute(params![
+           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_open=?16 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
@@ -503,7 +517,7 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.next_id,
             p.updated_at,
             p.gate_crashes,
-            p.publish_started_at
+            serde_json::to_string(&p.publish_open).unwrap_or_default()
         ],
     )?;
     if n != 1 {

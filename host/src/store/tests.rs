@@ -213,7 +213,7 @@ fn a_policy_event_reaches_every_members_webhook() {
                 created_at: 0,
                 updated_at: 0,
                 gate_crashes: 0,
-                publish_started_at: None,
+                publish_open: Vec::new(),
             };
             tx.insert_policy(&mut p)?;
             tx.append_event("policy:blocked", Some("a"), Some("p1"), &json!({}), &[])?;
@@ -292,7 +292,7 @@ fn policy_row(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
         created_at: 0,
         updated_at: 0,
         gate_crashes: 0,
-        publish_started_at: None,
+        publish_open: Vec::new(),
     }
 }
 
