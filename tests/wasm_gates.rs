@@ -575,8 +575,10 @@ fn only_time_in_judge_calls_is_left_out_of_the_plugin_timeout() {
         "{}",
         judged_then_asleep.reason()
     );
-    // 1.5 s of judge + 1 s of timeoutMs + 500 ms (plus the process start).
-    assert!(took < Duration::from_millis(4000), "took {took:?}");
+    // 1.5 s of judge + 1 s of timeoutMs + 500 ms, plus the process start
+    // and a loaded machine's slack (4.1 s seen with a build running
+    // alongside); uncounted, the judge's allowance made it minutes.
+    assert!(took < Duration::from_millis(6000), "took {took:?}");
 }
 
 #[test]

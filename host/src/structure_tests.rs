@@ -1,7 +1,8 @@
 //! The crate's shape, checked: no import cycle between its top-level
 //! modules, none between sibling modules inside one (for example `gate`
 //! and `wasm`, `wasm::spare` and `wasm::evaluate`), read from the
-//! `crate::…` and `super::…` paths of the sources.
+//! `crate::…` and `super::…` paths of the sources; and no source file
+//! over 700 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -162,4 +163,23 @@ fn the_cycle_finder_finds_cycles() {
     assert_eq!(cycle(&g(&[("a", "b"), ("b", "c")])), None);
     assert!(cycle(&g(&[("a", "b"), ("b", "a")])).is_some());
     assert!(cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).is_some());
+}
+
+/// No source file past what one person holds in mind (about 700 lines);
+/// unit tests (`tests.rs` files) aside.
+#[test]
+fn no_source_file_is_over_700_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).expect("read").lines().count();
+            (n > 700).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(files.len() > 50, "the reader found no sources");
+    assert!(long.is_empty(), "split these: {long:?}");
 }

@@ -7,6 +7,7 @@
 
 mod check;
 pub mod client;
+mod client_args;
 mod plugin;
 pub mod serve;
 

@@ -1,0 +1,175 @@
+//! The client commands' arguments (`session`, `policy`, `events`,
+//! `wait`): what a person types, as clap types. It owns their names,
+//! help and defaults; it must never talk to the daemon.
+
+use crate::api::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket.
+    #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The agent or operator token.
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Print the API's JSON instead of text for people.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SessionCommand {
+    /// Register an agent session (or update a known one).
+    Register {
+        #[arg(long)]
+        id: Option<String>,
+        /// The session's working directory (absolute, or relative to here).
+        #[arg(long, value_name = "DIR")]
+        cwd: PathBuf,
+        #[arg(long)]
+        label: Option<String>,
+        /// Default: the nearest folder at or above cwd holding .git, else cwd.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// A webhook for this session's events.
+        #[arg(long, value_name = "URL")]
+        notify_url: Option<String>,
+    },
+    /// Report what the session did: turn-start, turn-end, awaiting-input, exited, heartbeat.
+    Report {
+        id: String,
+        #[arg(value_parser = ["turn-start", "turn-end", "awaiting-input", "exited", "heartbeat"])]
+        kind: String,
+        /// The agent's last message (judges see it).
+        #[arg(long)]
+        message: Option<String>,
+    },
+    /// Start an agent as a child of the daemon and follow it (operator token).
+    Start {
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        cwd: PathBuf,
+        #[arg(long)]
+        label: Option<String>,
+        /// A regex: a stdout line matching it ends a turn.
+        #[arg(long, value_name = "REGEX")]
+        turn_end_pattern: Option<String>,
+        /// Without a pattern, this much silence after output ends a turn [default: 3000].
+        #[arg(long, value_name = "MS")]
+        quiet_ms: Option<u64>,
+        /// The agent's argv.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// List sessions, a page at a time (the next page's cursor goes to
+    /// stderr), or all of them with --all.
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
+    /// Show one session.
+    Show { id: String },
+}
+
+/// Paging of a list.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
+    /// At most this many per page (1 to 1000) [default: 50].
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Continue from a page's `nextCursor`.
+    #[arg(long, value_name = "CURSOR", conflicts_with = "all")]
+    pub cursor: Option<i64>,
+    /// Every page, one after the other.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Attach a policy (agentproto policy_attach JSON; `-` reads stdin). Prints its id.
+    Attach {
+        #[arg(value_name = "FILE.json")]
+        file: PathBuf,
+        /// Retrying with the same key answers the policy the first attempt
+        /// made instead of attaching another (scoped to the token).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
+    },
+    /// A policy's status (with --json: the whole policy, `status` included).
+    Status { id: String },
+    /// List policies, a page at a time (the next page's cursor goes to
+    /// stderr), or all of them with --all.
+    List {
+        /// Only these statuses (comma-separated).
+        #[arg(long)]
+        status: Option<String>,
+        /// Newest first.
+        #[arg(long)]
+        newest: bool,
+        #[command(flatten)]
+        page: PageArgs,
+    },
+    /// Cancel a policy (operator token); a running gate is killed.
+    Cancel { id: String },
+    /// Approve or reject a commit awaiting ack (operator token).
+    Ack {
+        id: String,
+        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        approve: bool,
+        #[arg(long)]
+        reject: bool,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventFilterArgs {
+    /// Events after this cursor [default: 0 for poll, the newest for tail].
+    #[arg(long)]
+    pub since: Option<i64>,
+    /// Event types, short (turn-end) or full (session:turn-end), comma-separated.
+    #[arg(long)]
+    pub types: Option<String>,
+    /// Only this session's events (comma-separated ids).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only this policy's events (comma-separated ids).
+    #[arg(long)]
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EventsCommand {
+    /// One page of events after a cursor, and the cursor to continue from.
+    Poll {
+        #[command(flatten)]
+        filter: EventFilterArgs,
+        /// At most this many events (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Follow the bus, one readable line per event, until interrupted.
+    Tail {
+        #[command(flatten)]
+        filter: EventFilterArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WaitArgs {
+    /// The policy to wait for.
+    #[arg(long)]
+    pub policy: String,
+    /// Give up after this long (e.g. 90s, 10m, 1500 for milliseconds).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub timeout: Duration,
+}

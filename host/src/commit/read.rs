@@ -1,0 +1,584 @@
+//! Reading the workspace: the commit paths' content, read once, without
+//! following a symlink out, refusing FIFOs and devices, checking each
+//! inode after opening it.
+//!
+//! It owns how workspace files are read for a commit; it must never write
+//! anything.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FileKind {
+    Regular,
+    Executable,
+    Symlink,
+}
+
+impl FileKind {
+    pub(super) fn entry_kind(self) -> EntryKind {
+        match self {
+            FileKind::Regular => EntryKind::Blob,
+            FileKind::Executable => EntryKind::BlobExecutable,
+            FileKind::Symlink => EntryKind::Link,
+        }
+    }
+}
+
+pub(super) struct Item {
+    pub(super) path: BString,
+    pub(super) kind: FileKind,
+    /// The content; empty when `known` (read from a stat cache instead).
+    pub(super) data: Vec<u8>,
+    /// The blob id, when a stat cache vouched for the file unchanged.
+    pub(super) known: Option<ObjectId>,
+    /// How the file looked when read (regular files only).
+    pub(super) stamp: Option<Stamp>,
+}
+
+/// HEAD's entries under some paths: kind and id by path.
+pub(super) type Tracked = BTreeMap<BString, (EntryKind, ObjectId)>;
+
+/// What identifies a file's state without reading it: a write or chmod
+/// changes its ctime, which no unprivileged process can set back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(super) dev: u64,
+    pub(super) ino: u64,
+    pub(super) size: u64,
+    pub(super) mode: u32,
+    pub(super) mtime: (i64, i64),
+    pub(super) ctime: (i64, i64),
+}
+
+impl Stamp {
+    pub(crate) fn of(m: &Metadata) -> Stamp {
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mode: m.mode(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// Blob ids of files read before, by path and [`Stamp`]: a file whose
+/// stamp is unchanged is not read again. Only files whose ctime is at
+/// least [`RACY_SECS`] old are kept (a write in the same clock tick as the
+/// read would not change the stamp).
+#[derive(Debug)]
+pub struct StatCache {
+    pub(super) entries: std::collections::HashMap<BString, (Stamp, FileKind, ObjectId)>,
+    pub(super) racy_secs: i64,
+    /// HEAD's entries under the paths, by (HEAD's tree, paths).
+    pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, Tracked)>,
+    /// The last tree written, by what it was made of (HEAD's tree, the
+    /// paths, and every file's path, mode and blob id, digested).
+    pub(super) last_tree: Option<([u8; 32], ObjectId)>,
+}
+
+impl Default for StatCache {
+    fn default() -> Self {
+        StatCache {
+            entries: Default::default(),
+            racy_secs: RACY_SECS,
+            tracked: None,
+            last_tree: None,
+        }
+    }
+}
+
+/// See [`StatCache`].
+pub(super) const RACY_SECS: i64 = 2;
+
+impl StatCache {
+    pub(super) fn hit(&self, path: &BStr, stamp: &Stamp) -> Option<(FileKind, ObjectId)> {
+        self.entries
+            .get(path)
+            .filter(|(s, _, _)| s == stamp)
+            .map(|(_, k, id)| (*k, *id))
+    }
+
+    /// HEAD's entries under `paths`, kept for HEAD's tree.
+    pub(super) fn tracked(
+        &mut self,
+        repo: &Repository,
+        head_tree: Option<ObjectId>,
+        paths: &[String],
+    ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+        if let Some((tree, p, map)) = &self.tracked
+            && *tree == head_tree
+            && p == paths
+        {
+            return Ok(map.clone());
+        }
+        let map = tracked_entries(repo, head_tree, paths)?;
+        self.tracked = Some((head_tree, paths.to_vec(), map.clone()));
+        Ok(map)
+    }
+
+    /// Forgets everything (after an error: nothing half-known is kept).
+    pub(super) fn clear(&mut self) {
+        self.entries.clear();
+        self.tracked = None;
+        self.last_tree = None;
+    }
+
+    /// Replaces the entries by those of `items` (with their blob ids).
+    /// When every item was a hit and none went, nothing changes.
+    pub(super) fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let items: Vec<(&Item, ObjectId)> = items.collect();
+        if items.len() == self.entries.len() && items.iter().all(|(i, _)| i.known.is_some()) {
+            return;
+        }
+        self.entries.clear();
+        for (item, id) in items {
+            if let Some(stamp) = item.stamp
+                && stamp.ctime.0 <= now - self.racy_secs
+            {
+                self.entries
+                    .insert(item.path.clone(), (stamp, item.kind, id));
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl Item {
+    /// The blob id of its content.
+    pub(super) fn oid(&self, hash: gix::hash::Kind) -> Result<ObjectId, CommitError> {
+        match self.known {
+            Some(id) => Ok(id),
+            None => gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &self.data)
+                .map_err(|e| CommitError::InvalidPrepared(format!("hashing: {e}"))),
+        }
+    }
+
+    /// Reads a regular file, unless `cache` vouches for it unchanged.
+    pub(super) fn regular(
+        dir: &Dir,
+        name: &OsStr,
+        meta: &Metadata,
+        rel: BString,
+        cache: Option<&StatCache>,
+    ) -> Result<Item, CommitError> {
+        let stamp = Stamp::of(meta);
+        if let Some((kind, id)) = cache.and_then(|c| c.hit(rel.as_bstr(), &stamp)) {
+            return Ok(Item {
+                path: rel,
+                kind,
+                data: Vec::new(),
+                known: Some(id),
+                stamp: Some(stamp),
+            });
+        }
+        let (kind, data) = read_file(dir, name, meta, rel.as_bstr())?;
+        Ok(Item {
+            path: rel,
+            kind,
+            data,
+            known: None,
+            stamp: Some(stamp),
+        })
+    }
+}
+
+/// What was read for each given path: `None` when it is absent.
+pub(super) struct Snapshot {
+    pub(super) sections: Vec<(String, Option<Vec<Item>>)>,
+}
+
+impl Snapshot {
+    pub(super) fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        let field = |h: &mut Sha256, bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        h.update(FINGERPRINT_DOMAIN);
+        for (path, section) in &self.sections {
+            h.update(b"P");
+            field(&mut h, path.as_bytes());
+            match section {
+                None => h.update(b"A"),
+                Some(items) => {
+                    h.update(b"D");
+                    h.update((items.len() as u64).to_le_bytes());
+                    for item in items {
+                        h.update(b"F");
+                        field(&mut h, &item.path);
+                        let mode: &[u8] = match item.kind {
+                            FileKind::Regular => b"100644",
+                            FileKind::Executable => b"100755",
+                            FileKind::Symlink => b"120000",
+                        };
+                        h.update(mode);
+                        field(&mut h, &item.data);
+                    }
+                }
+            }
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// All files, each path once (given paths may overlap).
+    pub(super) fn files(&self) -> impl Iterator<Item = &Item> {
+        // One section holds each path once: no need to remember them.
+        let single = self.sections.len() <= 1;
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        self.sections
+            .iter()
+            .filter_map(|(_, s)| s.as_ref())
+            .flatten()
+            .filter(move |item| single || seen.insert(item.path.as_slice()))
+    }
+}
+
+pub(super) fn io_err(path: &BStr) -> impl Fn(std::io::Error) -> CommitError + '_ {
+    move |source| CommitError::Io {
+        path: path.to_str_lossy().into_owned(),
+        source,
+    }
+}
+
+pub(super) fn is_dot_git(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b".git")
+}
+
+pub(super) fn read_snapshot(
+    root: &Dir,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+) -> Result<Snapshot, CommitError> {
+    read_snapshot_cached(root, paths, tracked, None)
+}
+
+/// [`read_snapshot`], files unchanged since `cache` was filled not read.
+pub(super) fn read_snapshot_cached(
+    root: &Dir,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+) -> Result<Snapshot, CommitError> {
+    let mut sections = Vec::with_capacity(paths.len());
+    for path in paths {
+        let section = read_path(root, path, tracked, cache)?;
+        sections.push((path.clone(), section));
+    }
+    Ok(Snapshot { sections })
+}
+
+/// Ignore rules in effect while walking: `.git/info/exclude`, then one list per
+/// directory's `.gitignore`, deepest last (matched first).
+#[derive(Clone)]
+pub(super) struct Excludes {
+    pub(super) search: gix::ignore::Search,
+}
+
+impl Excludes {
+    pub(super) fn new(root: &Dir) -> Result<Self, CommitError> {
+        let mut search = gix::ignore::Search::default();
+        if let Some(bytes) = read_regular_if_present(root, ".git/info/exclude")? {
+            search
+                .add_patterns_buffer(&bytes, ".git/info/exclude", None, Default::default())
+                .map_err(io_err(b".git/info/exclude".as_bstr()))?;
+        }
+        Ok(Excludes { search })
+    }
+
+    /// Pushes the `.gitignore` of `dir` (repo-relative `rel`, empty for the root);
+    /// returns whether a list was pushed.
+    pub(super) fn push_dir(&mut self, dir: &Dir, rel: &BStr) -> Result<bool, CommitError> {
+        let Some(bytes) = read_regular_if_present(dir, ".gitignore")? else {
+            return Ok(false);
+        };
+        let mut source = rel.to_owned();
+        if !source.is_empty() {
+            source.push(b'/');
+        }
+        source.extend_from_slice(b".gitignore");
+        let source_path = PathBuf::from(OsStr::from_bytes(&source));
+        self.search
+            .add_patterns_buffer(&bytes, source_path, Some(Path::new("")), Default::default())
+            .map_err(io_err(source.as_bstr()))?;
+        Ok(true)
+    }
+
+    pub(super) fn pop(&mut self) {
+        self.search.patterns.pop();
+    }
+
+    pub(super) fn is_ignored(&self, rel: &BStr, is_dir: bool) -> bool {
+        self.search
+            .pattern_matching_relative_path(rel, Some(is_dir), gix::glob::pattern::Case::Sensitive)
+            .is_some_and(|m| !m.pattern.is_negative())
+    }
+}
+
+/// Reads `name` in `dir` if it is a regular file (symlinks are not followed).
+pub(super) fn read_regular_if_present(
+    dir: &Dir,
+    name: &str,
+) -> Result<Option<Vec<u8>>, CommitError> {
+    match dir.symlink_metadata(name) {
+        Ok(m) if m.is_file() => {
+            let (_, data) = read_file(dir, OsStr::new(name), &m, name.as_bytes().as_bstr())?;
+            Ok(Some(data))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(name.as_bytes().as_bstr())(e)),
+    }
+}
+
+/// Opens `name` in `dir`, checks it is the same inode that `meta` (from lstat)
+/// described, and reads it whole.
+pub(super) fn read_file(
+    dir: &Dir,
+    name: &OsStr,
+    meta: &Metadata,
+    rel: &BStr,
+) -> Result<(FileKind, Vec<u8>), CommitError> {
+    let mut file = dir.open(name).map_err(io_err(rel))?;
+    let opened = file.metadata().map_err(io_err(rel))?;
+    if !opened.is_file() || opened.dev() != meta.dev() || opened.ino() != meta.ino() {
+        return Err(CommitError::ChangedWhileReading {
+            path: rel.to_str_lossy().into_owned(),
+        });
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).map_err(io_err(rel))?;
+    let kind = if opened.mode() & 0o100 != 0 {
+        FileKind::Executable
+    } else {
+        FileKind::Regular
+    };
+    Ok((kind, data))
+}
+
+pub(super) fn read_symlink(dir: &Dir, name: &OsStr, rel: &BStr) -> Result<Vec<u8>, CommitError> {
+    let target = dir.read_link_contents(name).map_err(io_err(rel))?;
+    Ok(target.into_os_string().into_vec())
+}
+
+pub(super) fn open_subdir(
+    dir: &Dir,
+    name: &OsStr,
+    meta: &Metadata,
+    rel: &BStr,
+) -> Result<Dir, CommitError> {
+    let sub = dir.open_dir(name).map_err(io_err(rel))?;
+    let opened = sub.dir_metadata().map_err(io_err(rel))?;
+    if opened.dev() != meta.dev() || opened.ino() != meta.ino() {
+        return Err(CommitError::ChangedWhileReading {
+            path: rel.to_str_lossy().into_owned(),
+        });
+    }
+    Ok(sub)
+}
+
+/// Reads one given path: `None` when absent.
+pub(super) fn read_path(
+    root: &Dir,
+    path: &str,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+) -> Result<Option<Vec<Item>>, CommitError> {
+    let components: Vec<&str> = path.split('/').collect();
+    let Some((last, parents)) = components.split_last() else {
+        return Err(CommitPathError::Empty.into());
+    };
+    let mut excludes = Excludes::new(root)?;
+    excludes.push_dir(root, b"".as_bstr())?;
+    let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
+    let mut rel = BString::default();
+    for component in parents {
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(component.as_bytes());
+        let meta = match dir.symlink_metadata(component) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(rel.as_bstr())(e)),
+        };
+        if meta.is_symlink() {
+            return Err(CommitError::PathBeyondSymlink {
+                path: path.to_owned(),
+                symlink: rel.to_str_lossy().into_owned(),
+            });
+        }
+        if !meta.is_dir() {
+            // A file where a directory would be: the path does not exist.
+            return Ok(None);
+        }
+        dir = open_subdir(&dir, OsStr::new(component), &meta, rel.as_bstr())?;
+        excludes.push_dir(&dir, rel.as_bstr())?;
+    }
+    let rel = BString::from(path);
+    let name = OsStr::new(last);
+    let meta = match dir.symlink_metadata(name) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(rel.as_bstr())(e)),
+    };
+    let mut items = Vec::new();
+    if meta.is_symlink() {
+        let data = read_symlink(&dir, name, rel.as_bstr())?;
+        items.push(Item {
+            path: rel,
+            kind: FileKind::Symlink,
+            data,
+            known: None,
+            stamp: None,
+        });
+    } else if meta.is_file() {
+        items.push(Item::regular(&dir, name, &meta, rel, cache)?);
+    } else if meta.is_dir() {
+        if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
+            return Ok(Some(items));
+        }
+        let sub = open_subdir(&dir, name, &meta, rel.as_bstr())?;
+        if sub.symlink_metadata(".git").is_ok() {
+            debug!(path, "skipping nested repository");
+            return Ok(Some(items));
+        }
+        walk_dir(&sub, rel, false, &mut excludes, tracked, cache, &mut items)?;
+    } else {
+        return Err(CommitError::UnsupportedFileType {
+            path: path.to_owned(),
+        });
+    }
+    Ok(Some(items))
+}
+
+/// Recursively collects the files of `dir` (repo-relative `rel`), sorted by path.
+/// Below an ignored directory only files tracked in HEAD are taken.
+pub(super) fn walk_dir(
+    dir: &Dir,
+    rel: BString,
+    ignored_parent: bool,
+    excludes: &mut Excludes,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+    items: &mut Vec<Item>,
+) -> Result<(), CommitError> {
+    use rayon::prelude::*;
+    let pushed = excludes.push_dir(dir, rel.as_bstr())?;
+    let mut names = Vec::new();
+    for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
+        let entry = entry.map_err(io_err(rel.as_bstr()))?;
+        names.push(entry.file_name());
+    }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    // Each name on rayon's pool (a directory with its own copy of the
+    // ignore rules), the results put back in name order.
+    let excludes_here: &Excludes = excludes;
+    let parts: Vec<Result<Vec<Item>, CommitError>> = names
+        .par_iter()
+        .map(|name| {
+            let mut out = Vec::new();
+            walk_entry(
+                dir,
+                &rel,
+                name,
+                ignored_parent,
+                excludes_here,
+                tracked,
+                cache,
+                &mut out,
+            )?;
+            Ok(out)
+        })
+        .collect();
+    if pushed {
+        excludes.pop();
+    }
+    for part in parts {
+        items.extend(part?);
+    }
+    Ok(())
+}
+
+/// One entry of a directory being walked (see [`walk_dir`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn walk_entry(
+    dir: &Dir,
+    rel: &BString,
+    name: &std::ffi::OsString,
+    ignored_parent: bool,
+    excludes: &Excludes,
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    cache: Option<&StatCache>,
+    items: &mut Vec<Item>,
+) -> Result<(), CommitError> {
+    if is_dot_git(name.as_bytes()) {
+        return Ok(());
+    }
+    let mut child = rel.clone();
+    child.push(b'/');
+    child.extend_from_slice(name.as_bytes());
+    let meta = match dir.symlink_metadata(name) {
+        Ok(m) => m,
+        // Vanished since listing: it is simply not there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(child.as_bstr())(e)),
+    };
+    let is_tracked = tracked.contains_key(&child);
+    if meta.is_dir() {
+        if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
+            return Ok(());
+        }
+        let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
+        let prefix = {
+            let mut p = child.clone();
+            p.push(b'/');
+            p
+        };
+        let has_tracked = tracked
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix));
+        if ignored && !has_tracked {
+            return Ok(());
+        }
+        let sub = open_subdir(dir, name, &meta, child.as_bstr())?;
+        if sub.symlink_metadata(".git").is_ok() {
+            debug!(path = %child, "skipping nested repository");
+            return Ok(());
+        }
+        let mut own = excludes.clone();
+        return walk_dir(&sub, child, ignored, &mut own, tracked, cache, items);
+    }
+    let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
+    if ignored && !is_tracked {
+        return Ok(());
+    }
+    if meta.is_symlink() {
+        let data = read_symlink(dir, name, child.as_bstr())?;
+        items.push(Item {
+            path: child,
+            kind: FileKind::Symlink,
+            data,
+            known: None,
+            stamp: None,
+        });
+    } else if meta.is_file() {
+        items.push(Item::regular(dir, name, &meta, child, cache)?);
+    } else {
+        // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
+        warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
+    }
+    Ok(())
+}

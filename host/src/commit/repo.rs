@@ -1,0 +1,341 @@
+//! Repository access for commits: opening the workspace's repository
+//! safely (a real `.git` directory, no gitfile, nothing special where
+//! gatehost writes), resolving HEAD and the branch, and the objects and
+//! paths a commit is built from.
+//!
+//! It owns how the repository is opened and read; it must never run a
+//! program the repository names, nor follow a symlink where it writes.
+
+use super::*;
+
+/// Refuses a FIFO, socket or device at `sub` (absent, regular files,
+/// directories and symlinks pass: symlinks are dealt with where they
+/// matter, and writes through them are confined by the caller).
+pub(super) fn refuse_special(root: &Dir, sub: &str) -> Result<(), CommitError> {
+    use cap_std::fs::FileTypeExt;
+    if let Ok(m) = root.symlink_metadata(sub) {
+        let t = m.file_type();
+        let what = if t.is_fifo() {
+            Some("a FIFO")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(CommitError::UnsafeRepository(format!(
+                "{sub} is {what}; gatehost never reads or writes one"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(super) struct Workspace {
+    pub(super) root: Dir,
+    pub(super) root_path: PathBuf,
+    pub(super) repo: Repository,
+}
+
+impl Workspace {
+    pub(super) fn open(workspace: &Path) -> Result<Self, CommitError> {
+        let not_repo = |reason: &str| CommitError::NotARepository {
+            workspace: workspace.to_path_buf(),
+            reason: reason.to_owned(),
+        };
+        let root = Dir::open_ambient_dir(workspace, ambient_authority())
+            .map_err(|e| not_repo(&format!("cannot open the workspace: {e}")))?;
+        match root.symlink_metadata(".git") {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(not_repo(".git is not a directory")),
+            Err(e) => return Err(not_repo(&format!(".git: {e}"))),
+        }
+        // gix writes below .git with plain std::fs: refuse layouts that redirect it.
+        for sub in [".git/commondir", ".git/gitdir"] {
+            if root.symlink_metadata(sub).is_ok() {
+                return Err(CommitError::UnsafeRepository(format!("{sub} exists")));
+            }
+        }
+        for sub in [".git/objects", ".git/refs", ".git/refs/heads", ".git/logs"] {
+            if let Ok(m) = root.symlink_metadata(sub)
+                && m.is_symlink()
+            {
+                return Err(CommitError::UnsafeRepository(format!("{sub} is a symlink")));
+            }
+        }
+        // Files gix reads or writes here: a FIFO would block the commit for
+        // good, a device would be read or written as one.
+        for sub in [
+            ".git/HEAD",
+            ".git/config",
+            ".git/packed-refs",
+            ".git/index",
+            ".git/logs/HEAD",
+        ] {
+            refuse_special(&root, sub)?;
+        }
+        let options = gix::open::Options::isolated().strict_config(false);
+        let repo = gix::open_opts(workspace.join(".git"), options)
+            .map_err(|e| not_repo(&format!("cannot open it: {e}")))?;
+        Ok(Workspace {
+            root,
+            root_path: workspace.to_path_buf(),
+            repo,
+        })
+    }
+}
+
+pub(super) fn git(op: &'static str) -> impl Fn(gix::Error) -> CommitError {
+    move |source| CommitError::Git { op, source }
+}
+
+pub(super) struct Head {
+    pub(super) reference: FullName,
+    pub(super) commit: Option<ObjectId>,
+    pub(super) tree: Option<ObjectId>,
+}
+
+pub(super) fn resolve_head(repo: &Repository) -> Result<Head, CommitError> {
+    let head = repo.head().map_err(git("read HEAD"))?;
+    let (reference, commit) = match head.kind {
+        gix::head::Kind::Detached { .. } => return Err(CommitError::DetachedHead),
+        gix::head::Kind::Unborn(name) => (name, None),
+        gix::head::Kind::Symbolic(r) => match r.target {
+            Target::Object(id) => (r.name, Some(id)),
+            Target::Symbolic(other) => {
+                return Err(CommitError::UnsupportedHead(other.as_bstr().to_string()));
+            }
+        },
+    };
+    if !reference.as_bstr().starts_with(b"refs/heads/") {
+        return Err(CommitError::UnsupportedHead(
+            reference.as_bstr().to_string(),
+        ));
+    }
+    let tree = match commit {
+        Some(id) => Some(
+            repo.find_commit(id)
+                .map_err(git("read HEAD commit"))?
+                .tree_id()
+                .map_err(git("read HEAD tree"))?
+                .detach(),
+        ),
+        None => None,
+    };
+    Ok(Head {
+        reference,
+        commit,
+        tree,
+    })
+}
+
+/// Where the branch points now, `None` when it does not exist.
+pub(super) fn branch_target(
+    repo: &Repository,
+    name: &FullName,
+) -> Result<Option<ObjectId>, CommitError> {
+    let reference = repo
+        .try_find_reference(name.as_ref())
+        .map_err(git("read reference"))?;
+    match reference {
+        None => Ok(None),
+        Some(r) => {
+            match r.target() {
+                gix::refs::TargetRef::Object(id) => Ok(Some(id.to_owned())),
+                gix::refs::TargetRef::Symbolic(other) => Err(CommitError::UnsupportedHead(
+                    format!("{} is a symbolic reference to {}", name.as_bstr(), other),
+                )),
+            }
+        }
+    }
+}
+
+pub(super) fn ref_moved(prepared: &Prepared, actual: Option<ObjectId>) -> CommitError {
+    CommitError::RefMoved {
+        reference: prepared.reference.clone(),
+        expected: prepared.parent.clone(),
+        actual: actual.map(|a| a.to_hex().to_string()),
+    }
+}
+
+/// A [`Prepared`] parsed and checked against the repository.
+pub(super) struct Record {
+    pub(super) reference: FullName,
+    pub(super) commit: Option<ObjectId>,
+    pub(super) parent: Option<ObjectId>,
+    /// Normalised committed paths; empty for records stored before they were recorded.
+    pub(super) paths: Vec<String>,
+}
+
+impl Record {
+    pub(super) fn parse(repo: &Repository, prepared: &Prepared) -> Result<Self, CommitError> {
+        let invalid = |m: String| CommitError::InvalidPrepared(m);
+        let oid = |hex: &str| {
+            ObjectId::from_hex(hex.as_bytes())
+                .map_err(|e| invalid(format!("object id {hex:?}: {e}")))
+        };
+        let reference = FullName::try_from(prepared.reference.as_str())
+            .map_err(|e| invalid(format!("reference {:?}: {e}", prepared.reference)))?;
+        if !reference.as_bstr().starts_with(b"refs/heads/") {
+            return Err(invalid(format!("{:?} is not a branch", prepared.reference)));
+        }
+        let parent = prepared.parent.as_deref().map(oid).transpose()?;
+        let commit = prepared.commit.as_deref().map(oid).transpose()?;
+        if prepared.nothing_to_commit != commit.is_none() {
+            return Err(invalid("nothing_to_commit disagrees with commit".into()));
+        }
+        if let Some(id) = commit {
+            let found = repo
+                .find_commit(id)
+                .map_err(|e| invalid(format!("commit {id} not found: {e}")))?;
+            let parents: Vec<ObjectId> = found.parent_ids().map(|p| p.detach()).collect();
+            if parents != parent.into_iter().collect::<Vec<_>>() {
+                return Err(invalid(format!(
+                    "commit {id} does not have the recorded parent"
+                )));
+            }
+        }
+        let mut paths = BTreeSet::new();
+        for p in &prepared.paths {
+            let p = validate_commit_path(p)
+                .map_err(|e| invalid(format!("committed path {p:?}: {e}")))?;
+            paths.insert(p);
+        }
+        Ok(Record {
+            reference,
+            commit,
+            parent,
+            paths: paths.into_iter().collect(),
+        })
+    }
+}
+
+/// The workspace's `.git` directory, opened without following a symlink:
+/// the one directory gatehost's own writes may reach (see
+/// `Sandbox::confine_git_writes`).
+pub fn git_dir_handle(workspace: &Path) -> Result<std::os::fd::OwnedFd, CommitError> {
+    use rustix::fs::{CWD, Mode, OFlags};
+    rustix::fs::openat(
+        CWD,
+        workspace.join(".git"),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        CommitError::UnsafeRepository(format!(
+            "{}/.git is not a directory gatehost can write beneath (a symlink or a gitfile?): {e}",
+            workspace.display()
+        ))
+    })
+}
+
+/// Who authors and commits: the host's configuration decides (`[daemon]
+/// committer_name`, `committer_email`), never the repository's config,
+/// which the agent writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committer {
+    pub name: String,
+    pub email: String,
+}
+
+impl Default for Committer {
+    fn default() -> Self {
+        Committer {
+            name: DEFAULT_NAME.into(),
+            email: DEFAULT_EMAIL.into(),
+        }
+    }
+}
+
+impl Committer {
+    /// Why `name` or `email` cannot go into a commit header, if it cannot.
+    pub fn check(name: &str, email: &str) -> Result<(), String> {
+        for (what, v) in [("name", name), ("email", email)] {
+            if v.trim().is_empty()
+                || v.bytes()
+                    .any(|b| matches!(b, b'<' | b'>' | b'\n' | b'\r' | 0))
+            {
+                return Err(format!(
+                    "committer {what} must be non-empty, without <, >, newlines or NUL"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn signature(&self) -> gix::actor::Signature {
+        gix::actor::Signature {
+            name: self.name.trim().into(),
+            email: self.email.trim().into(),
+            time: gix::date::Time::now_utc(),
+        }
+    }
+}
+
+pub(super) fn check_message(message: &str) -> Result<(), CommitError> {
+    if message.trim().is_empty() {
+        return Err(CommitError::InvalidMessage("it is empty"));
+    }
+    if message.contains('\0') {
+        return Err(CommitError::InvalidMessage("it contains a NUL byte"));
+    }
+    Ok(())
+}
+
+pub(super) fn normalise_paths(paths: &[String]) -> Result<Vec<String>, CommitError> {
+    let mut out = BTreeSet::new();
+    for p in paths {
+        out.insert(validate_commit_path(p)?);
+    }
+    if out.is_empty() {
+        return Err(CommitPathError::Empty.into());
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// HEAD's entries (files, symlinks, gitlinks) at or below each path.
+pub(super) fn tracked_entries(
+    repo: &Repository,
+    head_tree: Option<ObjectId>,
+    paths: &[String],
+) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+    let mut out = BTreeMap::new();
+    let Some(tree) = head_tree else {
+        return Ok(out);
+    };
+    let tree = repo.find_tree(tree).map_err(git("read HEAD tree"))?;
+    for path in paths {
+        let Some(entry) = tree
+            .lookup_entry(path.split('/'))
+            .map_err(git("read HEAD tree"))?
+        else {
+            continue;
+        };
+        let kind = entry.mode().kind();
+        if kind != EntryKind::Tree {
+            out.insert(BString::from(path.as_str()), (kind, entry.object_id()));
+            continue;
+        }
+        let sub = repo
+            .find_tree(entry.object_id())
+            .map_err(git("read HEAD tree"))?;
+        for record in sub
+            .traverse()
+            .breadthfirst
+            .files()
+            .map_err(git("read HEAD tree"))?
+        {
+            let kind = record.mode.kind();
+            if kind == EntryKind::Tree {
+                continue;
+            }
+            let mut full = BString::from(path.as_str());
+            full.push(b'/');
+            full.extend_from_slice(&record.filepath);
+            out.insert(full, (kind, record.oid));
+        }
+    }
+    Ok(out)
+}

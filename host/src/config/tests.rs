@@ -1,0 +1,159 @@
+use super::*;
+
+#[test]
+fn relative_entries_are_a_configuration_error() {
+    let err = HostConfig::from_toml("[shell]\nallow = [\"./run.sh\"]\n", "c.toml").unwrap_err();
+    assert!(err.to_string().contains("shell.allow"), "{err}");
+}
+
+#[test]
+fn the_documented_keys_parse() {
+    let text = r#"
+[shell]
+allow = ["true", "/usr/bin/git"]
+
+[judge]
+slots = 2
+
+[judge.adapters.mine]
+command = ["/opt/bin/my-llm", "--model", "{model}"]
+env = ["MY_KEY"]
+
+[limits]
+output_cap_bytes = 4096
+kill_grace_ms = 500
+"#;
+    let c = HostConfig::from_toml(text, "c.toml").expect("parses");
+    assert_eq!(c.judge_slots, 2);
+    assert_eq!(c.output_cap, 4096);
+    assert_eq!(c.kill_grace, Duration::from_millis(500));
+    assert_eq!(c.allow.entries().len(), 2);
+    assert_eq!(c.adapters["mine"].env, vec!["MY_KEY".to_string()]);
+    assert!(c.adapters.contains_key("claude"), "defaults stay");
+}
+
+#[test]
+fn allow_entries_with_argument_rules_and_sandbox_keys_parse() {
+    let text = r#"
+[shell]
+allow = ["true", { program = "cargo", subcommands = ["test", "build"], deny = ["--config", "-Z"] }, { program = "sh", free_args = true, network = true }]
+pass_env = ["RUST_LOG"]
+
+[sandbox]
+read = ["~/.cargo", "/opt/tools"]
+write = ["/var/cache/build"]
+required = false
+
+[judge.adapters.mine]
+command = ["/opt/bin/my-llm"]
+read = ["~/.config/my-llm"]
+network = false
+"#;
+    let c = HostConfig::from_toml(text, "c.toml").expect("parses");
+    let e = c.allow.entries();
+    assert_eq!(e.len(), 3);
+    assert!(e[0].args.bare);
+    assert_eq!(
+        e[1].args.subcommands.as_deref(),
+        Some(&["test".to_string(), "build".to_string()][..])
+    );
+    assert_eq!(
+        e[1].args.deny,
+        vec!["--config".to_string(), "-Z".to_string()]
+    );
+    assert!(e[2].args.free && e[2].network && !e[1].network);
+    assert_eq!(c.pass_env, vec!["RUST_LOG".to_string()]);
+    let home = dirs::home_dir().expect("home");
+    assert_eq!(
+        c.sandbox.read,
+        vec![home.join(".cargo"), PathBuf::from("/opt/tools")]
+    );
+    assert!(!c.sandbox.required && c.sandbox.enabled);
+    assert_eq!(c.adapters["mine"].read, vec![home.join(".config/my-llm")]);
+    assert!(!c.adapters["mine"].network && c.adapters["claude"].network);
+    let e = HostConfig::from_toml("[shell]\npass_env = [\"LD_PRELOAD\"]\n", "c.toml").unwrap_err();
+    assert!(e.to_string().contains("shell.pass_env"), "{e}");
+    let e = HostConfig::from_toml(
+        "[shell]\nallow = [{ program = \"x\", frees = true }]\n",
+        "c.toml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("shell.allow"), "{e}");
+}
+
+#[test]
+fn unknown_keys_and_zero_slots_are_refused() {
+    let e = HostConfig::from_toml("[shell]\nallowed = []\n", "c.toml").unwrap_err();
+    assert!(e.to_string().contains("allowed"), "{e}");
+    let e = HostConfig::from_toml("[judge]\nslots = 0\n", "c.toml").unwrap_err();
+    assert!(e.to_string().contains("judge.slots"), "{e}");
+}
+
+#[test]
+fn no_file_means_defaults_and_an_empty_allowlist() {
+    let c = HostConfig::load(None).expect("defaults");
+    assert!(c.allow.entries().is_empty());
+    assert_eq!(c.judge_slots, 4);
+    assert_eq!(c.output_cap, 1024 * 1024);
+}
+
+#[test]
+fn adapter_templates_fill_or_drop_the_model() {
+    let a = default_adapters();
+    let hardening = [
+        "--setting-sources",
+        "user",
+        "--strict-mcp-config",
+        "--tools",
+        "",
+        "--no-session-persistence",
+    ];
+    let with = |head: &[&str]| -> Vec<String> {
+        head.iter()
+            .chain(hardening.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    assert_eq!(
+        a["claude"].argv("claude", Some("opus")).unwrap(),
+        with(&["claude", "-p", "--model", "opus"])
+    );
+    assert_eq!(
+        a["claude"].argv("claude", None).unwrap(),
+        with(&["claude", "-p"])
+    );
+    assert_eq!(
+        a["codex"].argv("codex", None).unwrap(),
+        vec!["codex", "exec", "-"]
+    );
+    assert!(
+        a["ollama"]
+            .argv("ollama", None)
+            .unwrap_err()
+            .contains("needs a model")
+    );
+    assert_eq!(
+        a["ollama"].argv("ollama", Some("llama3")).unwrap(),
+        vec!["ollama", "run", "llama3"]
+    );
+}
+
+/// The README's configuration sample is a configuration this build
+/// reads (every key known, every value valid).
+#[test]
+fn the_readme_configuration_sample_parses() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let sample = readme
+        .split("```toml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("[daemon]"))
+        .expect("a toml block with [daemon]");
+    let c = HostConfig::from_toml(sample, "README.md").expect("the README sample");
+    assert_eq!(
+        c.retention.deliveries_max_age,
+        Duration::from_secs(7 * 24 * 3600)
+    );
+    assert_eq!(c.daemon.max_gating, 8);
+}

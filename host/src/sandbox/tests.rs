@@ -1,0 +1,90 @@
+use super::*;
+
+#[test]
+fn a_grant_holding_a_protected_path_is_carved_around_it() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(t.path()).expect("canonical");
+    for d in ["etc/a", "etc/gatehost/keys", "etc/b", "other"] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    std::fs::write(root.join("etc/file"), "x").expect("write");
+    std::fs::write(root.join("etc/gatehost/config.toml"), "x").expect("write");
+    std::os::unix::fs::symlink(root.join("etc/gatehost"), root.join("etc/link")).expect("ln");
+    let protected = vec![root.join("etc/gatehost/config.toml")];
+    let got = grants_around(&[root.join("etc"), root.join("other")], &protected);
+    let rel: Vec<String> = got
+        .iter()
+        .map(|p| p.strip_prefix(&root).expect("inside").display().to_string())
+        .collect();
+    assert_eq!(
+        rel,
+        ["etc/a", "etc/b", "etc/file", "etc/gatehost/keys", "other"]
+    );
+}
+
+#[test]
+fn a_grant_inside_a_protected_path_is_dropped() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(t.path()).expect("canonical");
+    std::fs::create_dir_all(root.join("data/sub")).expect("mkdir");
+    let got = grants_around(
+        &[root.join("data/sub"), root.join("missing")],
+        &[root.join("data")],
+    );
+    assert!(got.is_empty(), "{got:?}");
+}
+
+#[test]
+fn the_loader_and_sandbox_variables_cannot_be_set_by_a_gate() {
+    for n in [
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "GATEHOST_TOKEN",
+    ] {
+        assert!(!settable_env_name(OsStr::new(n)), "{n}");
+    }
+    for n in ["RUST_LOG", "CARGO_TERM_COLOR", "CI"] {
+        assert!(settable_env_name(OsStr::new(n)), "{n}");
+    }
+}
+
+#[test]
+fn a_workspace_overlapping_a_protected_path_is_refused() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(t.path()).expect("canonical");
+    std::fs::create_dir_all(root.join("data/inner")).expect("mkdir");
+    let sandbox = Sandbox {
+        state: State::Confined { abi: 6 },
+        drop_caps: false,
+        user: None,
+        base: Some(BaseGrants::open(6, &[], &[], &[]).expect("base")),
+        protected: vec![root.join("data")],
+        scratch_root: Some(root.join("scratch")),
+    };
+    let any_dir = std::fs::File::open(&root).expect("open");
+    let wrap = |ws: &Path| {
+        use std::os::fd::AsFd;
+        sandbox
+            .prepare(
+                Path::new("/bin/true"),
+                Place::Workspace {
+                    dir: any_dir.as_fd(),
+                    canonical: ws,
+                },
+                &Grants::default(),
+            )
+            .map(|p| p.plan.is_some())
+    };
+    // A workspace holding the data directory, the data directory
+    // itself, and a workspace inside it.
+    for ws in [root.clone(), root.join("data"), root.join("data/inner")] {
+        let err = wrap(&ws).expect_err("refused");
+        assert!(err.to_string().contains("overlaps gatehost's own"), "{err}");
+    }
+    std::fs::create_dir_all(root.join("ws")).expect("mkdir");
+    let confined = wrap(&root.join("ws")).expect("a workspace beside it is fine");
+    assert!(confined);
+}
