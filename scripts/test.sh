@@ -10,9 +10,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # The gate plugins and the hostile plugin corpus, as WASI components.
 bash scripts/build-plugins.sh
-# The plugins' own unit tests, run natively (forbid-patterns' fast scanner
+# The plugins' lints (for their target), and their own unit tests, run natively (forbid-patterns' fast scanner
 # against the regex crate's answers).
-(cd plugins && cargo fmt --all -- --check && cargo test --locked -p forbid-patterns)
+(cd plugins && cargo fmt --all -- --check \
+  && cargo clippy --workspace --all-targets --locked --target wasm32-wasip2 -- -D warnings \
+  && cargo test --locked -p forbid-patterns)
 
 # The real agent CLIs the tests run against a fake model API (pinned, from
 # npm, into target/agent-clis), and python3 for that fake API.

@@ -612,6 +612,7 @@ fn the_api_is_also_served_on_an_owner_only_unix_socket() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "via-socket");
     // SIGTERM: a clean stop removes the socket.
+    // SAFETY: kill(2) on a process (group) this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let st = child.wait().expect("wait");
     assert_eq!(st.code(), Some(0));

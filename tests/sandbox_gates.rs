@@ -218,7 +218,7 @@ fn a_hostile_gate_reaches_nothing_of_the_host() {
     assert_no_survivors(&m);
     // Root's capabilities are gone, every set of them, and no_new_privs
     // holds (the daemon runs as root in CI).
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
             assert!(
                 out.contains(&format!("{set}:\t0000000000000000")),
@@ -326,8 +326,8 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
     );
     // Given the workspace, the gate runs as that user and writes there.
     let ws = std::ffi::CString::new(s.ws.display().to_string()).expect("path");
-    // SAFETY: chown(2) on a path we own, as root (the CI runs as root).
     assert_eq!(
+        // SAFETY: chown(2) on a path we own, as root (the CI runs as root).
         unsafe { libc::chown(ws.as_ptr(), 65534, 65534) },
         0,
         "chown needs root"

@@ -66,6 +66,7 @@ pub fn assert_no_survivors(marker: &str) {
         if Instant::now() > deadline {
             for pid in &left {
                 // Clean up so one failure does not leak into other tests.
+                // SAFETY: kill(2) with a pid this test's marker found.
                 unsafe { libc::kill(*pid, libc::SIGKILL) };
             }
             panic!("processes left alive for marker {marker}: {left:?}");
@@ -305,6 +306,7 @@ pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
         }
     });
     let mut status = 0;
+    // SAFETY: `rusage` is plain data: all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: plain wait4 on our own child with valid out-pointers.
     let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };

@@ -538,15 +538,19 @@ fn has_capabilities() -> bool {
 /// A user name or numeric uid, as (uid, gid).
 fn lookup_user(user: &str) -> Result<(u32, u32), String> {
     let name = std::ffi::CString::new(user).map_err(|_| format!("[sandbox] user {user:?}"))?;
+    // SAFETY: `passwd` is plain data (integers and pointers): all zeroes is
+    // a valid value, and getpw*_r fills it before it is read.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: getpwnam_r/getpwuid_r write into `pwd` and `buf` (whose
     // length is given) and set `found` to `&pwd` or null.
     let rc = match user.parse::<u32>() {
+        // SAFETY: as above.
         Ok(uid) => unsafe {
             libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found)
         },
+        // SAFETY: as above; `name` is a NUL-terminated C string.
         Err(_) => unsafe {
             libc::getpwnam_r(
                 name.as_ptr(),

@@ -92,6 +92,7 @@ fn kill_live_orphans() -> usize {
 fn reap_zombie_orphans() -> usize {
     let mut reaped = 0;
     for _ in 0..1024 {
+        // SAFETY: `siginfo_t` is plain data: all zeroes is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waitid writes into `info`, a properly sized siginfo_t.
         let rc = unsafe {

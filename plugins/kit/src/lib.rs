@@ -25,6 +25,8 @@
 
 /// The generated bindings (wit-bindgen) of the `gate-plugin` world.
 #[doc(hidden)]
+// Generated code: the WIT's records make long argument lists.
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit/v0.1",
