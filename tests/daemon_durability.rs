@@ -488,16 +488,27 @@ fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
 /// Runs `gatehost serve` on `data`, which must refuse to start (exit 2);
 /// returns what it said.
 fn serve_refused(data: &std::path::Path, cfg: &std::path::Path) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+    let out = serve_to_exit(data, cfg, &[]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
+/// Runs `gatehost serve` on `data` (with `env` added) to its exit: for a
+/// daemon that must refuse to start or die by itself.
+fn serve_to_exit(
+    data: &std::path::Path,
+    cfg: &std::path::Path,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .arg("--config")
         .arg(cfg)
+        .envs(env.iter().copied())
         .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    err
+        .expect("run")
 }
 
 /// Issue 12 #1: after a restart, recovery marks the sessions gatehost had
@@ -643,14 +654,7 @@ fn a_gate_that_kills_the_daemon_twice_is_settled_instead_of_crash_looping() {
     assert!(d.wait_exit(T), "the hook did not kill the daemon");
     // The restarted daemon runs the gate again at once, and dies again
     // (maybe before it says it listens).
-    let second = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .arg("--config")
-        .arg(&cfg)
-        .envs(env)
-        .output()
-        .expect("run");
+    let second = serve_to_exit(&data, &cfg, &env);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
         second.status.signal(),

@@ -385,15 +385,18 @@ impl Engine {
             // Publishes into this workspace, of any policy, that began in
             // a previous life and never ended: that life died in them, and
             // its locks are in the way of every commit here.
-            let mut ours = Vec::new();
+            let (mut ours, mut dead) = (Vec::new(), Vec::new());
             for other in self.inner.store.policies_with_open_publishes()? {
                 if self.workspace_of(&other).ok().as_deref() == Some(workspace.as_str()) {
-                    ours.extend(
-                        other
-                            .publish_open
-                            .iter()
-                            .filter_map(|&at| self.previous_life_span(at)),
-                    );
+                    let spans: Vec<_> = other
+                        .publish_open
+                        .iter()
+                        .filter_map(|&at| self.previous_life_span(at))
+                        .collect();
+                    if !spans.is_empty() {
+                        dead.push(other.id.clone());
+                    }
+                    ours.extend(spans);
                 }
             }
             let ws = workspace.clone();
@@ -437,6 +440,16 @@ impl Engine {
                     p.publish_open.retain(|&at| at != started);
                 }
                 tx.put_policy(&p)?;
+                // Once a publish went through, the dead lives' locks in this
+                // workspace are gone: their records (of any policy, a
+                // cancelled one included) need not be read again.
+                let boot = self.boot_ms();
+                for other in dead.iter().filter(|o| ended && o.as_str() != id) {
+                    if let Some(mut o) = tx.policy(other)? {
+                        o.publish_open.retain(|&at| at >= boot);
+                        tx.put_policy(&o)?;
+                    }
+                }
                 Ok(())
             });
             if let Err(e) = closed {
@@ -467,6 +480,14 @@ impl Engine {
     /// The span in which a previous life of the daemon, having recorded
     /// `at` (ms) as the start of a publish, may have made git locks; `None`
     /// when `at` is this life's own.
+    /// When this daemon started, in ms since the epoch.
+    fn boot_ms(&self) -> i64 {
+        self.inner
+            .boot_time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
     fn previous_life_span(
         &self,
         at: i64,

@@ -107,28 +107,10 @@ mod tests {
     use serde_json::json;
 
     fn row(plan: Option<Value>, prepared: Option<Value>) -> PolicyRow {
-        PolicyRow {
-            id: "pol_x".into(),
-            seq: 1,
-            spec: json!({"sessionId": "s1"}),
-            status: crate::store::PolicyStatus::AwaitingAck,
-            sessions: vec!["s1".into()],
-            pending: vec![],
-            watch_after: 0,
-            retries_used: 0,
-            gate_runs: 1,
-            verdict: None,
-            plan,
-            prepared,
-            commit_sha: None,
-            reason: None,
-            parent_id: None,
-            next_id: None,
-            created_at: 0,
-            updated_at: 0,
-            gate_crashes: 0,
-            publish_open: Vec::new(),
-        }
+        let mut p = PolicyRow::sample("pol_x", crate::store::PolicyStatus::AwaitingAck, &["s1"]);
+        p.spec = json!({"sessionId": "s1"});
+        (p.plan, p.prepared) = (plan, prepared);
+        p
     }
 
     #[test]

@@ -154,6 +154,36 @@ pub struct PolicyRow {
     pub publish_open: Vec<i64>,
 }
 
+#[cfg(test)]
+impl PolicyRow {
+    /// A policy row for unit tests: `id` in `status` over `members`,
+    /// nothing else set.
+    pub(crate) fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
+        PolicyRow {
+            id: id.into(),
+            seq: 0,
+            spec: serde_json::json!({}),
+            status,
+            sessions: members.iter().map(|s| s.to_string()).collect(),
+            pending: vec![],
+            watch_after: 0,
+            retries_used: 0,
+            gate_runs: 0,
+            verdict: None,
+            plan: None,
+            prepared: None,
+            commit_sha: None,
+            reason: None,
+            parent_id: None,
+            next_id: None,
+            created_at: 0,
+            updated_at: 0,
+            gate_crashes: 0,
+            publish_open: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EventRow {

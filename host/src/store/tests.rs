@@ -193,28 +193,7 @@ fn a_policy_event_reaches_every_members_webhook() {
             tx.put_session(&session("a", "http://127.0.0.1:1/a"))?;
             tx.put_session(&session("b", "http://127.0.0.1:1/b"))?;
             tx.put_session(&session("c", "http://127.0.0.1:1/c"))?;
-            let mut p = PolicyRow {
-                id: "p1".into(),
-                seq: 0,
-                spec: json!({}),
-                status: PolicyStatus::Watching,
-                sessions: vec!["a".into(), "b".into()],
-                pending: vec![],
-                watch_after: 0,
-                retries_used: 0,
-                gate_runs: 0,
-                verdict: None,
-                plan: None,
-                prepared: None,
-                commit_sha: None,
-                reason: None,
-                parent_id: None,
-                next_id: None,
-                created_at: 0,
-                updated_at: 0,
-                gate_crashes: 0,
-                publish_open: Vec::new(),
-            };
+            let mut p = PolicyRow::sample("p1", PolicyStatus::Watching, &["a", "b"]);
             tx.insert_policy(&mut p)?;
             tx.append_event("policy:blocked", Some("a"), Some("p1"), &json!({}), &[])?;
             Ok(())
@@ -271,31 +250,6 @@ fn the_webhook_lookup_of_every_event_searches_by_index() {
     );
 }
 
-fn policy_row(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
-    PolicyRow {
-        id: id.into(),
-        seq: 0,
-        spec: json!({}),
-        status,
-        sessions: members.iter().map(|s| s.to_string()).collect(),
-        pending: vec![],
-        watch_after: 0,
-        retries_used: 0,
-        gate_runs: 0,
-        verdict: None,
-        plan: None,
-        prepared: None,
-        commit_sha: None,
-        reason: None,
-        parent_id: None,
-        next_id: None,
-        created_at: 0,
-        updated_at: 0,
-        gate_crashes: 0,
-        publish_open: Vec::new(),
-    }
-}
-
 /// Retention deletes old settled policies, exited sessions, finished
 /// deliveries and events, and never what a live policy or a pending
 /// delivery needs; the head cursor never moves back.
@@ -323,7 +277,7 @@ fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
                 ("live", PolicyStatus::AwaitingAck, &["watched"][..]),
                 ("new-done", PolicyStatus::Done, &["alive"][..]),
             ] {
-                tx.insert_policy(&mut policy_row(id, status, members))?;
+                tx.insert_policy(&mut PolicyRow::sample(id, status, members))?;
             }
             tx.put_idempotent("agent:k", "digest", "old-done")?;
             // Old events: one of the live policy, one a pending delivery
@@ -401,7 +355,7 @@ fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
     };
     store
         .write(|tx| {
-            tx.insert_policy(&mut policy_row(
+            tx.insert_policy(&mut PolicyRow::sample(
                 "newer-done",
                 PolicyStatus::Done,
                 &["alive"],
