@@ -2,7 +2,7 @@
 //! runs, exit codes, gate lists, where the operator's files may live, the
 //! human output, and the shipped example.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn args(list: &[&str]) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! Commits behind a green gate and a human ack, on real git repositories
 //! whose `.git` the agent has booby-trapped; webhooks that tell a person.
 
-mod common;
+use crate::common;
 
 use common::daemon::{Daemon, git_out, git_repo};
 use common::{Scratch, allow_config};

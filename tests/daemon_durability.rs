@@ -1,7 +1,7 @@
 //! SIGKILL at any moment: policies continue from their stored state,
 //! nothing is lost or doubled, waiting clients resume.
 
-mod common;
+use crate::common;
 
 use common::daemon::{Daemon, git_out, git_repo};
 use common::{Scratch, allow_config, assert_no_survivors, marker, script_gate};

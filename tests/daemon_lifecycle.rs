@@ -1,7 +1,7 @@
 //! The policy lifecycle through a real daemon on loopback: pass, nudge,
 //! block, the attach race, fan-in, `next`, cancel, tokens and bad input.
 
-mod common;
+use crate::common;
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, assert_no_survivors, fixture_str, marker, script_gate};

@@ -2,7 +2,7 @@
 //! subreaper, sweeping what re-parents to it. This binary runs only
 //! supervised processes, so the sweep cannot take another test's child.
 
-mod common;
+use crate::common;
 use common::*;
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;

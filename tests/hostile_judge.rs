@@ -2,7 +2,7 @@
 //! asserts the outcome, the reason, the time taken, and that nothing it
 //! started is left alive.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

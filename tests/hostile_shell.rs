@@ -1,7 +1,7 @@
 //! Hostile shell gates through the real `gatehost check`: each asserts the
 //! outcome, the reason, the time taken, and that nothing it started is left.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

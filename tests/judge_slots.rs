@@ -2,7 +2,7 @@
 //! limit wait in FIFO order, never run at once, and their wait does not eat
 //! their timeout.
 
-mod common;
+use crate::common;
 use common::*;
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;

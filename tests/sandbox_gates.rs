@@ -4,7 +4,7 @@
 //! also runs the same attack with `[sandbox] enabled = false` where that
 //! is safe to do, to show that the attack is real and the test can see it.
 
-mod common;
+use crate::common;
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, assert_no_survivors, fixture_str, marker, survivors};

@@ -3,7 +3,7 @@
 //! (tests/hostile-plugins/), each with its outcome, reason and time bound.
 //! Plugins are built by `scripts/build-plugins.sh` (the test script runs it).
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::path::PathBuf;

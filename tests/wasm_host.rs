@@ -2,7 +2,7 @@
 //! plugins trap, and a hostile evaluation does not disturb others running
 //! beside it.
 
-mod common;
+use crate::common;
 use common::*;
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
