@@ -292,3 +292,176 @@ fn completions_man_page_and_help_cover_every_command() {
     assert!(help.stdout.contains("WASM plugin"), "{}", help.stdout);
     assert!(help.stdout.contains("completions"), "{}", help.stdout);
 }
+
+/// Each error is printed once, as plain text (no terminal colours when
+/// stderr is not a terminal), naming the field at fault and what to do.
+#[test]
+fn an_error_is_printed_once_plainly_with_the_field_and_a_fix() {
+    let s = Scratch::new();
+    let gate = s.write("gate.json", r#"{"comand": "true"}"#);
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let run = run_gatehost(
+        &check_args(&cfg, &s.ws, &[], &gate)
+            .into_iter()
+            .filter(|a| a != "--json")
+            .collect::<Vec<_>>(),
+        &[("GATEHOST_LOG", "info")],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("gatehost: error:").count(),
+        1,
+        "the error is printed once: {}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(": comand: not a gate field"),
+        "the field is named: {}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains('\u{1b}'),
+        "no ANSI colours: {:?}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("did you mean `command`?"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("  hint: "), "{}", run.stderr);
+
+    // A misspelt configuration key: its line, its dotted name, the
+    // nearest known key, and the file to edit.
+    let cfg = s.etc.join("config.toml");
+    let run = s.check("[daemon]\nmax_gatin = 2\n", r#"{"command": "true"}"#, &[]);
+    assert_eq!(run.code, 2);
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["outcome"], "error", "check's report fields stay: {v}");
+    assert_eq!(v["error"]["code"], "config", "{v}");
+    assert_eq!(v["error"]["field"], "daemon.max_gatin", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("daemon.max_gatin (line 2, column 1)"),
+        "{message}"
+    );
+    assert!(message.contains("did you mean `max_gating`?"), "{message}");
+    assert!(
+        v["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains(&cfg.display().to_string())),
+        "{v}"
+    );
+    assert_eq!(
+        run.stderr.matches("max_gatin").count(),
+        0,
+        "--json errors go to stdout only: {}",
+        run.stderr
+    );
+}
+
+/// A command outside the allowlist says where the allowlist is and what
+/// to add; a command with its arguments in one string says how to split it.
+#[test]
+fn a_refused_command_says_where_the_allowlist_is_and_what_to_add() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    for (gate, want) in [
+        (r#"{"command": "false"}"#, "add \"false\" there"),
+        (
+            r#"{"command": "rm -rf x"}"#,
+            r#"write {"command": "rm", "args": ["-rf","x"]}"#,
+        ),
+    ] {
+        let gate_file = s.write("gate.json", gate);
+        let run = run_gatehost(
+            &args(&[
+                "check",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--workspace",
+                s.ws.to_str().unwrap(),
+                gate_file.to_str().unwrap(),
+            ]),
+            &[],
+        );
+        assert_eq!(run.code, 2, "{gate}");
+        assert!(
+            run.stdout.contains("is not in the allowlist"),
+            "{}",
+            run.stdout
+        );
+        assert!(run.stderr.contains(want), "{gate}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .contains(&format!("[shell] allow in {}", cfg.display())),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// With --json, every client command's error is one object on stdout in
+/// the API's error shape, whether the daemon refused or was never reached.
+#[test]
+fn client_command_errors_are_one_json_shape() {
+    let run = run_gatehost(
+        &args(&["policy", "list", "--json"]),
+        &[("HOME", "/nonexistent")],
+    );
+    assert_eq!(run.code, 2);
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "no-daemon", "{v}");
+    assert_eq!(v["error"]["field"], "--server", "{v}");
+    assert!(run.stderr.trim().is_empty(), "{}", run.stderr);
+
+    let run = run_gatehost(
+        &args(&[
+            "wait",
+            "--policy",
+            "p",
+            "--timeout",
+            "1s",
+            "--json",
+            "--server",
+            "http://127.0.0.1:1",
+            "--token",
+            "x",
+        ]),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "timeout", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Connection refused")),
+        "the last transport error is named: {v}"
+    );
+
+    let run = run_gatehost(
+        &args(&[
+            "events",
+            "poll",
+            "--server",
+            "http://127.0.0.1:1",
+            "--token",
+            "x",
+        ]),
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr
+            .starts_with("gatehost: error: cannot reach the daemon"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("hint: is `gatehost serve` running?"),
+        "{}",
+        run.stderr
+    );
+}

@@ -399,6 +399,29 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         Some(json!({"kind": "done"})),
     );
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("kind")));
+    // A misspelt field or value gets the nearest known name.
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions/s1/report",
+        Some(&d.agent),
+        Some(json!({"kind": "turn-ended"})),
+    );
+    assert_eq!(code, 400, "{v}");
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.ends_with("(did you mean `turn-end`?)"), "{v}");
+    let (code, v) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(json!({"sessionId": "s1", "gate": {"command": "true"}, "onFial": {}})),
+    );
+    assert_eq!(
+        (code, v["error"]["field"].as_str()),
+        (400, Some("onFial")),
+        "{v}"
+    );
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.ends_with("(did you mean `onFail`?)"), "{v}");
     let (_, list) = d.http("GET", "/v1/policies?limit=1000", Some(&d.agent), None);
     assert_eq!(
         list["policies"],

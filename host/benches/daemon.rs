@@ -88,9 +88,11 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Calls through the library's typed client (`gatehost::client`), one per
+/// daemon URL so that its connections are reused as a real client's are.
 struct Http {
     rt: tokio::runtime::Runtime,
-    client: reqwest::Client,
+    clients: std::cell::RefCell<std::collections::HashMap<String, gatehost::client::Client>>,
 }
 
 impl Http {
@@ -101,25 +103,22 @@ impl Http {
                 .enable_all()
                 .build()
                 .expect("rt"),
-            client: reqwest::Client::new(),
+            clients: Default::default(),
         }
     }
 
     fn call(&self, d: &Daemon, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        self.rt.block_on(async {
-            let mut req = self
-                .client
-                .request(method, format!("{}{path}", d.url))
-                .bearer_auth(&d.agent);
-            if let Some(b) = body {
-                req = req.json(&b);
-            }
-            let resp = req.send().await.expect("send");
-            let status = resp.status();
-            let v: Value = resp.json().await.expect("json");
-            assert!(status.is_success(), "{path}: {status} {v}");
-            v
-        })
+        let client = self
+            .clients
+            .borrow_mut()
+            .entry(d.url.clone())
+            .or_insert_with(|| {
+                gatehost::client::Client::new(&d.url, d.agent.clone()).expect("client")
+            })
+            .clone();
+        self.rt
+            .block_on(client.call::<Value>(method, path, body.as_ref()))
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 }
 

@@ -22,6 +22,8 @@
 //!   commit policy's gates run;
 //! - [`webhook`]: signed, retried webhook delivery from the store's queue;
 //! - [`api`]: the HTTP/JSON API and its two tokens;
+//! - [`wire`]: the API's request and answer bodies, defined once;
+//! - [`client`]: the typed client of that API (the CLI, tests and benches);
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
 //!   the client commands).
 //!
@@ -34,6 +36,7 @@ pub mod api;
 pub mod bus;
 pub mod change;
 pub mod cli;
+pub mod client;
 pub mod commit;
 pub mod config;
 pub mod engine;
@@ -41,10 +44,12 @@ pub mod fault_marker;
 pub mod gate;
 pub mod sandbox;
 pub mod store;
+pub mod suggest;
 pub mod supervise;
 pub mod verdict;
 pub mod wasm;
 pub mod webhook;
+pub mod wire;
 pub mod worktree;
 
 #[cfg(test)]

@@ -225,26 +225,24 @@ impl Daemon {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Value), String> {
-        let url = format!("{}{path}", self.url);
-        rt().block_on(async {
-            let client = reqwest::Client::builder()
-                .timeout(Duration::from_secs(90))
-                .build()
-                .expect("client");
-            let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-            let mut req = client.request(m, &url);
-            if let Some(t) = token {
-                req = req.bearer_auth(t);
-            }
-            if let Some(b) = body {
-                req = req.header("content-type", "application/json").body(b);
-            }
-            let resp = req.send().await.map_err(|e| e.to_string())?;
-            let status = resp.status().as_u16();
-            let text = resp.text().await.map_err(|e| e.to_string())?;
-            let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-            Ok((status, v))
-        })
+        let client = self.client();
+        let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let (status, bytes) = rt()
+            .block_on(client.send(m, path, token, body))
+            .map_err(|e| e.to_string())?;
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Ok((status, v))
+    }
+
+    /// The library's typed API client, with the agent token.
+    pub fn client(&self) -> gatehost::client::Client {
+        gatehost::client::Client::new(&self.url, self.agent.clone()).expect("client")
+    }
+
+    /// Runs one call of the typed client to its end.
+    pub fn block<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        rt().block_on(f)
     }
 
     /// As the agent; panics unless 2xx.
@@ -254,25 +252,49 @@ impl Daemon {
         v
     }
 
+    /// Registers a session through the typed client; its JSON.
     pub fn register(&self, id: &str, cwd: &Path) -> Value {
-        self.agent_ok("POST", "/v1/sessions", Some(json!({"id": id, "cwd": cwd})))
+        let input = gatehost::wire::RegisterRequest {
+            id: Some(id.to_string()),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        };
+        let client = self.client();
+        match self.block(client.register(&input)) {
+            Ok(s) => serde_json::to_value(s).expect("session json"),
+            Err(e) => panic!("register {id}: {e}"),
+        }
     }
 
+    /// Reports `kind` ("turn-end", …) through the typed client.
     pub fn report(&self, id: &str, kind: &str) -> Value {
-        self.agent_ok(
-            "POST",
-            &format!("/v1/sessions/{id}/report"),
-            Some(json!({"kind": kind, "message": format!("{kind} from {id}")})),
-        )
+        let request = gatehost::wire::ReportRequest {
+            kind: serde_json::from_value(json!(kind)).expect("a report kind"),
+            message: Some(format!("{kind} from {id}")),
+        };
+        let client = self.client();
+        match self.block(client.report(id, &request)) {
+            Ok(r) => serde_json::to_value(r).expect("report json"),
+            Err(e) => panic!("report {id} {kind}: {e}"),
+        }
     }
 
     pub fn attach(&self, spec: Value) -> String {
-        let v = self.agent_ok("POST", "/v1/policies", Some(spec));
-        v["policyId"].as_str().expect("policyId").to_string()
+        let client = self.client();
+        match self.block(client.attach(&spec, None)) {
+            Ok(p) => p.policy_id,
+            Err(e) => panic!("attach {spec}: {e}"),
+        }
     }
 
+    /// The policy through the typed client (so every policy a test reads
+    /// also proves the API's answer decodes as `wire::Policy`); its JSON.
     pub fn policy(&self, id: &str) -> Value {
-        self.agent_ok("GET", &format!("/v1/policies/{id}"), None)
+        let client = self.client();
+        match self.block(client.policy(id)) {
+            Ok(p) => serde_json::to_value(p).expect("policy json"),
+            Err(e) => panic!("policy {id}: {e}"),
+        }
     }
 
     /// Waits (long-polls) until the policy's status is `want`.
@@ -304,18 +326,32 @@ impl Daemon {
     pub fn all_events(&self, query: &str) -> Vec<Value> {
         let mut since = 0;
         let mut out = Vec::new();
+        // `query` is `&policy=…`-style extra filters, as the API takes them.
+        let extra: std::collections::HashMap<String, String> =
+            serde_urlencoded::from_str(query.trim_start_matches('&')).expect("query");
+        let client = self.client();
         loop {
-            let v = self.agent_ok(
-                "GET",
-                &format!("/v1/events?since={since}&limit=1000{query}"),
-                None,
-            );
-            let page = v["events"].as_array().cloned().unwrap_or_default();
-            if page.is_empty() {
+            let q = gatehost::wire::EventQuery {
+                since: Some(since),
+                limit: Some(1000),
+                types: extra.get("types").cloned(),
+                session: extra.get("session").cloned(),
+                policy: extra.get("policy").cloned(),
+                wait: None,
+            };
+            let page = match self.block(client.events(&q)) {
+                Ok(p) => p,
+                Err(e) => panic!("events {query}: {e}"),
+            };
+            if page.events.is_empty() {
                 return out;
             }
-            since = v["nextCursor"].as_i64().expect("nextCursor");
-            out.extend(page);
+            since = page.next_cursor;
+            out.extend(
+                page.events
+                    .iter()
+                    .map(|e| serde_json::to_value(e).expect("event")),
+            );
         }
     }
 

@@ -24,8 +24,9 @@ impl ApiError {
         }
     }
 
+    /// 400 naming `field`; a misspelt name gets a "did you mean".
     pub fn bad_request(field: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
+        let message = crate::suggest::with_suggestion(&message.into());
         ApiError {
             status: StatusCode::BAD_REQUEST,
             code: "invalid",

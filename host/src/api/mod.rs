@@ -24,22 +24,23 @@
 
 pub(crate) mod auth;
 mod error;
+mod extract;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
+pub use extract::{Bearer, JsonBody, Operator};
 
 use crate::bus::full_type;
-use crate::engine::{Engine, EngineError, RegisterInput, ReportKind, StartInput, policy_json};
+use crate::engine::{Engine, EngineError};
 use crate::store::{EventFilter, PolicyStatus};
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use crate::wire;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use axum::{Json, Router};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,32 +80,8 @@ pub fn router(state: AppState) -> Router {
 
 type ApiResult = Result<Response, ApiError>;
 
-fn ok(v: Value) -> ApiResult {
-    Ok(axum::Json(v).into_response())
-}
-
-fn body_json<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|r| {
-        let status = r.status();
-        if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(MAX_BODY)
-        } else {
-            ApiError::bad_request("body", format!("cannot read the body: {r}"))
-        }
-    })?;
-    if bytes.is_empty() {
-        return Err(ApiError::bad_request("body", "a JSON body is required"));
-    }
-    let mut de = serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            "body".to_string()
-        } else {
-            path
-        };
-        ApiError::bad_request(&field, e.into_inner().to_string())
-    })
+fn ok(v: impl Serialize) -> ApiResult {
+    Ok(Json(v).into_response())
 }
 
 fn duration_param(
@@ -182,98 +159,75 @@ async fn not_found() -> ApiError {
 }
 
 async fn health(State(st): State<AppState>) -> ApiResult {
-    let head = st.engine.store().head_cursor().map_err(EngineError::from)?;
-    ok(json!({"ok": true, "version": env!("CARGO_PKG_VERSION"), "cursor": head}))
+    let cursor = st.engine.store().head_cursor().map_err(EngineError::from)?;
+    ok(wire::Health {
+        ok: true,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        cursor,
+    })
 }
 
 async fn register(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Bearer(role): Bearer,
+    JsonBody(input): JsonBody<wire::RegisterRequest>,
 ) -> ApiResult {
-    let role = st.tokens.require(&headers, Role::Agent)?;
-    let input: RegisterInput = body_json(body)?;
-    let s = st.engine.register(input, role.trust())?;
-    ok(serde_json::to_value(s).unwrap_or(Value::Null))
+    ok(st.engine.register(input, role.trust())?)
 }
 
 async fn start_session(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    _: Operator,
+    JsonBody(input): JsonBody<wire::StartRequest>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Operator)?;
-    let input: StartInput = body_json(body)?;
-    let s = st.engine.start_session(input)?;
-    ok(serde_json::to_value(s).unwrap_or(Value::Null))
+    ok(st.engine.start_session(input)?)
 }
 
 /// A page of sessions (`limit`, `cursor`), in registration order;
 /// `nextCursor` is null on the last page.
 async fn list_sessions(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
     let limit = limit_param(&q)?;
     let page = st
         .engine
         .store()
         .sessions_page(cursor_param(&q)?, limit)
         .map_err(EngineError::from)?;
-    let next = (page.len() == limit)
+    let next_cursor = (page.len() == limit)
         .then(|| page.last().map(|(c, _)| *c))
         .flatten();
-    let list: Vec<_> = page.into_iter().map(|(_, s)| s).collect();
-    ok(json!({"sessions": list, "nextCursor": next}))
+    ok(wire::SessionPage {
+        sessions: page.into_iter().map(|(_, s)| s).collect(),
+        next_cursor,
+    })
 }
 
-async fn get_session(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
-    ok(serde_json::to_value(st.engine.session(&id)?).unwrap_or(Value::Null))
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReportBody {
-    kind: String,
-    #[serde(default)]
-    message: Option<String>,
+async fn get_session(State(st): State<AppState>, _: Bearer, Path(id): Path<String>) -> ApiResult {
+    ok(st.engine.session(&id)?)
 }
 
 async fn report(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(b): JsonBody<wire::ReportRequest>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
-    let b: ReportBody = body_json(body)?;
-    let kind = ReportKind::parse(&b.kind).ok_or_else(|| {
-        ApiError::bad_request(
-            "kind",
-            format!(
-                "'{}' is not one of turn-start, turn-end, awaiting-input, exited, heartbeat",
-                b.kind
-            ),
-        )
-    })?;
-    let cursor = st.engine.report(&id, kind, b.message)?;
-    ok(json!({"sessionId": id, "cursor": cursor}))
+    let cursor = st.engine.report(&id, b.kind, b.message)?;
+    ok(wire::Reported {
+        session_id: id,
+        cursor,
+    })
 }
 
 async fn next_session_event(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
     st.engine.session(&id)?;
     let since = match int_param(&q, "since")? {
         Some(c) => c,
@@ -286,18 +240,22 @@ async fn next_session_event(
         limit: 1,
         ..Default::default()
     };
-    let events = st.engine.wait_events(&filter, timeout).await?;
-    let next = events.last().map(|e| e.cursor).unwrap_or(since);
-    ok(json!({"event": events.first(), "nextCursor": next, "timedOut": events.is_empty()}))
+    let mut events = st.engine.wait_events(&filter, timeout).await?;
+    let next_cursor = events.last().map(|e| e.cursor).unwrap_or(since);
+    let timed_out = events.is_empty();
+    ok(wire::NextEvent {
+        event: (!events.is_empty()).then(|| events.swap_remove(0)),
+        next_cursor,
+        timed_out,
+    })
 }
 
 async fn attach(
     State(st): State<AppState>,
+    Bearer(role): Bearer,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(v): JsonBody<Value>,
 ) -> ApiResult {
-    let role = st.tokens.require(&headers, Role::Agent)?;
-    let v: Value = body_json(body)?;
     let key = match headers.get("idempotency-key") {
         Some(k) => Some(
             k.to_str()
@@ -307,15 +265,14 @@ async fn attach(
         None => None,
     };
     let p = st.engine.attach(v, role.trust(), key).await?;
-    Ok((axum::http::StatusCode::CREATED, axum::Json(policy_json(&p))).into_response())
+    Ok((axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response())
 }
 
 async fn list_policies(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
     let mut statuses = Vec::new();
     for s in list_param(&q, "status") {
         statuses.push(PolicyStatus::parse(&s).ok_or_else(|| {
@@ -339,71 +296,53 @@ async fn list_policies(
         .policies_page(&statuses, cursor_param(&q)?, limit, newest_first)
         .map_err(EngineError::from)?;
     // A full page may have a next one; its cursor is the last `seq`.
-    let next = (list.len() == limit)
+    let next_cursor = (list.len() == limit)
         .then(|| list.last().map(|p| p.seq))
         .flatten();
-    ok(json!({"policies": list.iter().map(policy_json).collect::<Vec<_>>(), "nextCursor": next}))
+    ok(wire::PolicyPage {
+        policies: list.into_iter().map(wire::Policy::from).collect(),
+        next_cursor,
+    })
 }
 
-async fn get_policy(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
-    ok(policy_json(&st.engine.policy_now(&id).await?))
+async fn get_policy(State(st): State<AppState>, _: Bearer, Path(id): Path<String>) -> ApiResult {
+    ok(wire::Policy::from(st.engine.policy_now(&id).await?))
 }
 
 async fn wait_policy(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
     let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
     let (p, settled) = st.engine.wait_policy(&id, timeout).await?;
-    let mut out = policy_json(&p);
-    if let Value::Object(m) = &mut out {
-        m.insert("settled".into(), Value::Bool(settled));
-    }
-    ok(out)
+    ok(wire::PolicyWait {
+        policy: p.into(),
+        settled,
+    })
 }
 
-async fn cancel(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> ApiResult {
-    st.tokens.require(&headers, Role::Operator)?;
-    ok(policy_json(&st.engine.cancel(&id, "the operator")?))
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckBody {
-    approve: bool,
+async fn cancel(State(st): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult {
+    ok(wire::Policy::from(st.engine.cancel(&id, "the operator")?))
 }
 
 async fn ack(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Operator,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(b): JsonBody<wire::AckRequest>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Operator)?;
-    let b: AckBody = body_json(body)?;
-    ok(policy_json(
-        &st.engine.ack(&id, b.approve, "the operator").await?,
+    ok(wire::Policy::from(
+        st.engine.ack(&id, b.approve, "the operator").await?,
     ))
 }
 
 async fn events(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _: Bearer,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.tokens.require(&headers, Role::Agent)?;
     let since = int_param(&q, "since")?.unwrap_or(0);
     if since < 0 {
         return Err(ApiError::bad_request("since", "a cursor is at least 0"));
@@ -428,20 +367,24 @@ async fn events(
         Some(_) => duration_param(&q, "wait", DEFAULT_WAIT)?,
         None => Duration::ZERO,
     };
-    let list = if wait.is_zero() {
+    let events = if wait.is_zero() {
         st.engine.events(&filter)?
     } else {
         st.engine.wait_events(&filter, wait).await?
     };
     // The cursor to continue from: the last event returned, so that a page
     // cut by `limit` never skips anything.
-    let next = list.last().map(|e| e.cursor).unwrap_or(since);
+    let next_cursor = events.last().map(|e| e.cursor).unwrap_or(since);
     // Retention deletes old events: a reader behind `oldestCursor` missed
     // some, and can tell.
-    let oldest = st
+    let oldest_cursor = st
         .engine
         .store()
         .oldest_cursor()
         .map_err(EngineError::from)?;
-    ok(json!({"events": list, "nextCursor": next, "oldestCursor": oldest}))
+    ok(wire::EventPage {
+        events,
+        next_cursor,
+        oldest_cursor,
+    })
 }

@@ -2,6 +2,7 @@
 //! run the gates, print the report. Bad input is exit 2, never a pass.
 
 use super::CheckArgs;
+use super::error::{CliError, CliResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::HostConfig;
 use crate::gate::{GateContext, GateRunner, GateSpec, parse_gate_file};
@@ -18,38 +19,24 @@ struct Prepared {
     context: GateContext,
 }
 
-pub(super) fn check(args: CheckArgs) -> i32 {
+/// Runs the check to its exit code (0 pass, 1 fail, 2 error). An input
+/// that cannot be read is a [`CliError`]: with `--json` it is printed with
+/// the report's `outcome` and `reason` beside it ([`error_report`]).
+pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     let json = args.json;
-    let prepared = match prepare(&args) {
-        Ok(p) => p,
-        Err(reason) => {
-            tracing::error!(%reason, "check could not start");
-            if json {
-                let report = serde_json::json!({"outcome": "error", "reason": reason, "gates": []});
-                println!("{report}");
-            } else {
-                eprintln!("gatehost: error: {reason}");
-            }
-            return Outcome::Error.exit_code();
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let prepared = prepare(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("gatehost: error: cannot start the async runtime: {e}");
-            return Outcome::Error.exit_code();
-        }
-    };
+        .map_err(|e| CliError::new("runtime", format!("cannot start the async runtime: {e}")))?;
     let Prepared {
         config,
         anchor,
         gates,
         context,
     } = prepared;
+    let hints = allowlist_hints(&config, &gates);
     let report = runtime.block_on(async {
         let runner = GateRunner::new(config);
         if gates.iter().any(GateSpec::is_native) {
@@ -58,54 +45,119 @@ pub(super) fn check(args: CheckArgs) -> i32 {
         runner.run_gates(&gates, &anchor, &context).await
     });
     if json {
-        match serde_json::to_string(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("gatehost: error: cannot encode the report: {e}");
-                return Outcome::Error.exit_code();
-            }
-        }
+        let s = serde_json::to_string(&report)
+            .map_err(|e| CliError::new("encode", format!("cannot encode the report: {e}")))?;
+        println!("{s}");
     } else {
         print!("{}", render_report(&report));
+        for h in hints {
+            eprintln!("  hint: {h}");
+        }
     }
-    report.outcome.exit_code()
+    Ok(report.outcome.exit_code())
 }
 
-fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
-    let anchor = WorkspaceAnchor::open(&args.workspace).map_err(|e| e.to_string())?;
+/// `check --json`'s error object: the API's error shape, and the report's
+/// `outcome`, `reason` and (empty) `gates` beside it, so a script reading
+/// the report's fields reads an error as one.
+pub(super) fn error_report(err: &CliError) -> serde_json::Value {
+    serde_json::json!({"outcome": "error", "reason": err.message, "gates": []})
+}
+
+/// What to do about each of the gates' commands the allowlist refuses:
+/// where the allowlist lives and what to add. For the person at the
+/// terminal only; a gate's reason never names the operator's files.
+fn allowlist_hints(config: &HostConfig, gates: &[GateSpec]) -> Vec<String> {
+    let file = match &config.source {
+        Some(p) => format!("{}", p.display()),
+        None => match dirs::config_dir() {
+            Some(d) => format!(
+                "{} (create it, or pass --config FILE)",
+                d.join("gatehost").join("config.toml").display()
+            ),
+            None => "a configuration file (--config FILE)".to_string(),
+        },
+    };
+    let mut hints = Vec::new();
+    for g in gates {
+        let GateSpec::Shell(s) = g else { continue };
+        if let Err(crate::config::AllowError::NotAllowed(cmd)) = config.allow.admit(&s.command) {
+            let mut words = cmd.split_whitespace();
+            let program = words.next().unwrap_or_default();
+            let rest: Vec<&str> = words.collect();
+            hints.push(if rest.is_empty() {
+                format!(
+                    "the allowlist is [shell] allow in {file}: add \"{program}\" there to let gates run it"
+                )
+            } else {
+                format!(
+                    "\"command\" names one program: write {{\"command\": \"{program}\", \"args\": {}}}, \
+                     and add \"{program}\" to [shell] allow in {file}",
+                    serde_json::json!(rest)
+                )
+            });
+        }
+    }
+    hints.dedup();
+    hints
+}
+
+fn prepare(args: &CheckArgs) -> CliResult<Prepared> {
+    let anchor = WorkspaceAnchor::open(&args.workspace)
+        .map_err(|e| CliError::input(e.to_string()).field("--workspace"))?;
     let config_path = HostConfig::locate(args.config.as_deref());
     if let Some(p) = &config_path
         && p.exists()
         && anchor.contains_host_path(p)
     {
-        return Err(format!(
-            "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
-            p.display()
-        ));
+        return Err(CliError::new(
+            "config-in-workspace",
+            format!(
+                "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
+                p.display()
+            ),
+        )
+        .field("--config"));
     }
-    let config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    let config = HostConfig::load(config_path.as_deref())?;
+    let shown = args.gate_file.display();
     if !args.trust_workspace_gate_file
         && args.gate_file.exists()
         && anchor.contains_host_path(&args.gate_file)
     {
-        return Err(format!(
-            "gate file {} is inside the workspace, where the supervised agent can edit it; \
-             keep it outside or pass --trust-workspace-gate-file",
-            args.gate_file.display()
-        ));
+        return Err(CliError::new(
+            "gate-file-in-workspace",
+            format!(
+                "gate file {shown} is inside the workspace, where the supervised agent can edit it; \
+                 keep it outside or pass --trust-workspace-gate-file"
+            ),
+        )
+        .field("GATE_FILE"));
     }
-    let text = std::fs::read_to_string(&args.gate_file)
-        .map_err(|e| format!("cannot read gate file {}: {e}", args.gate_file.display()))?;
-    let gates = parse_gate_file(&text)
-        .map_err(|e| format!("gate file {}: {e}", args.gate_file.display()))?;
+    let text = std::fs::read_to_string(&args.gate_file).map_err(|e| {
+        CliError::input(format!("cannot read gate file {shown}: {e}")).field("GATE_FILE")
+    })?;
+    let gates = parse_gate_file(&text).map_err(|e| {
+        CliError::new("bad-gate-file", format!("gate file {shown}: {e}"))
+            .field(e.field.clone())
+            .hint("docs/plugins.md and the README's Gates section list every gate field")
+    })?;
     if args.context.as_deref() == Some(Path::new("-"))
         && args.diff.as_deref() == Some(Path::new("-"))
     {
-        return Err("--context and --diff cannot both read stdin".into());
+        return Err(CliError::input("--context and --diff cannot both read stdin").field("--diff"));
     }
     let context = GateContext {
-        text: args.context.as_deref().map(read_context).transpose()?,
-        diff: args.diff.as_deref().map(read_context).transpose()?,
+        text: args
+            .context
+            .as_deref()
+            .map(|p| read_context(p, "--context"))
+            .transpose()?,
+        diff: args
+            .diff
+            .as_deref()
+            .map(|p| read_context(p, "--diff"))
+            .transpose()?,
         // The operator's own gate file: allowlisted programs take any
         // arguments (the sandbox still confines them).
         trust: crate::config::Trust::Operator,
@@ -119,15 +171,16 @@ fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
     })
 }
 
-fn read_context(path: &Path) -> Result<String, String> {
+fn read_context(path: &Path, option: &str) -> CliResult<String> {
     let mut bytes = Vec::new();
     if path == Path::new("-") {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read the context from stdin: {e}"))?;
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+            CliError::input(format!("cannot read {option} from stdin: {e}")).field(option)
+        })?;
     } else {
-        bytes = std::fs::read(path)
-            .map_err(|e| format!("cannot read context {}: {e}", path.display()))?;
+        bytes = std::fs::read(path).map_err(|e| {
+            CliError::input(format!("cannot read {option} {}: {e}", path.display())).field(option)
+        })?;
     }
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

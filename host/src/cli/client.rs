@@ -1,211 +1,75 @@
 //! The client commands: `session`, `policy`, `events`, `wait`. Each is one
-//! or more calls to the daemon's API, printed for a person or, with
-//! `--json`, as the API's JSON. The daemon is found through `--server` or
-//! `GATEHOST_SERVER`, else the `server.url` a daemon wrote in the default
-//! data directory; the token through `--token` or `GATEHOST_TOKEN`.
+//! or more calls through the typed [`crate::client::Client`], printed for
+//! a person ([`super::render`]) or, with `--json`, as the API's JSON. The
+//! daemon is found through `--server` or `GATEHOST_SERVER`, else the
+//! `server.url` a daemon wrote in the default data directory; the token
+//! through `--token` or `GATEHOST_TOKEN`.
 //!
-//! Exit codes: 0 done, 2 error (the daemon refused, or cannot be reached);
-//! `wait` adds 1 for a policy that was blocked or cancelled.
+//! Exit codes: 0 done, 2 error (returned as a [`CliError`]: the daemon
+//! refused, or cannot be reached); `wait` adds 1 for a policy that was
+//! blocked or cancelled. It must never print an error itself.
 
+use super::error::{CliError, CliResult};
+use super::render::{event_line, policy_line, session_line};
 use super::serve::{SERVER_URL_FILE, default_data_dir};
-use serde_json::{Value, json};
-use std::path::PathBuf;
+use crate::client::{Client, ClientError};
+use crate::wire::{
+    EventQuery, PageQuery, PolicyStatus, RegisterRequest, ReportKind, ReportRequest, StartRequest,
+};
+use serde::Serialize;
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 pub use super::client_args::*;
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-    json: bool,
-}
-
-#[derive(Debug)]
-enum CallError {
-    /// The daemon answered with an error.
-    Api {
-        status: u16,
-        code: String,
-        message: String,
-    },
-    /// The daemon could not be reached or answered garbage.
-    Transport(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Api {
-                status,
-                code,
-                message,
-            } => write!(f, "{message} (HTTP {status}, {code})"),
-            CallError::Transport(m) => f.write_str(m),
-        }
-    }
-}
-
-fn find_server(args: &ClientArgs) -> Result<String, String> {
+fn find_server(args: &ClientArgs) -> CliResult<String> {
     if let Some(s) = &args.server {
-        return Ok(s.trim_end_matches('/').to_string());
+        return Ok(s.clone());
     }
     if let Some(dir) = default_data_dir()
         && let Ok(text) = std::fs::read_to_string(dir.join(SERVER_URL_FILE))
     {
-        return Ok(text.trim().trim_end_matches('/').to_string());
+        return Ok(text.trim().to_string());
     }
-    Err(
-        "no daemon: pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL)"
-            .into(),
-    )
+    Err(CliError::new("no-daemon", "no daemon to talk to")
+        .field("--server")
+        .hint("pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL and writes it to server.url in its data directory)"))
 }
 
-impl Client {
-    fn new(args: &ClientArgs) -> Result<Client, String> {
-        let base = find_server(args)?;
-        let token = args.token.clone().ok_or(
-            "no token: pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)",
-        )?;
-        let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(90));
-        let base = match base.strip_prefix("unix:") {
-            Some(path) => {
-                builder = builder.unix_socket(PathBuf::from(path));
-                "http://localhost".to_string()
-            }
-            None => base,
-        };
-        let http = builder
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(Client {
-            http,
-            base,
-            token,
-            json: args.json,
-        })
-    }
-
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Value, CallError> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.map_err(|e| {
-            CallError::Transport(format!("cannot reach the daemon at {}: {e}", self.base))
-        })?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| CallError::Transport(format!("cannot read the daemon's answer: {e}")))?;
-        let value: Value = serde_json::from_str(&text).map_err(|_| {
-            CallError::Transport(format!(
-                "the daemon answered HTTP {status} with non-JSON: {}",
-                text.chars().take(200).collect::<String>()
-            ))
-        })?;
-        if status.is_success() {
-            Ok(value)
-        } else {
-            let err = &value["error"];
-            Err(CallError::Api {
-                status: status.as_u16(),
-                code: err["code"].as_str().unwrap_or("error").to_string(),
-                message: err["message"]
-                    .as_str()
-                    .unwrap_or("unknown error")
-                    .to_string(),
-            })
-        }
-    }
-
-    fn print(&self, v: &Value, human: impl FnOnce(&Value) -> String) {
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-        } else {
-            println!("{}", human(v));
-        }
-    }
-}
-
-/// Lists `key` from `base` (a path ending in `?` or `&`) a page at a time:
-/// one page, its `nextCursor` said on stderr, or with `--all` every page
-/// (with --json: one array of all the items).
-async fn list_pages(
-    client: &Client,
-    base: &str,
-    key: &str,
-    page: &PageArgs,
-    line: impl Fn(&Value) -> String,
-) -> Result<(), CallError> {
-    let limit = page.limit.unwrap_or(50);
-    let mut cursor = page.cursor.unwrap_or(0);
-    let mut items = Vec::new();
-    loop {
-        let v = client
-            .call(
-                reqwest::Method::GET,
-                &format!("{base}limit={limit}&cursor={cursor}"),
-                None,
-            )
-            .await?;
-        if let Some(list) = v[key].as_array() {
-            items.extend(list.iter().cloned());
-        }
-        match v["nextCursor"].as_i64() {
-            Some(next) if page.all => cursor = next,
-            Some(next) => {
-                eprintln!("more: --cursor {next}");
-                break;
-            }
-            None => break,
-        }
-    }
-    let all = json!({ key: items });
-    client.print(&all, |v| {
-        v[key]
-            .as_array()
-            .map(|l| l.iter().map(&line).collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default()
-    });
-    Ok(())
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
+fn connect(args: &ClientArgs) -> CliResult<Client> {
+    let server = find_server(args)?;
+    let token = args.token.clone().ok_or_else(|| {
+        CliError::new("no-token", "no token")
+            .field("--token")
+            .hint("pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)")
+    })?;
+    Ok(Client::new(&server, token)?)
 }
 
 /// Builds the client and a runtime, then runs `body` to its exit code.
-fn run_client<F, Fut>(args: &ClientArgs, body: F) -> i32
+fn run_client<F, Fut>(args: &ClientArgs, body: F) -> CliResult<i32>
 where
     F: FnOnce(Client) -> Fut,
-    Fut: std::future::Future<Output = i32>,
+    Fut: std::future::Future<Output = CliResult<i32>>,
 {
-    let client = match Client::new(args) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    match runtime() {
-        Ok(rt) => rt.block_on(body(client)),
-        Err(e) => fail(e),
-    }
+    let client = connect(args)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("runtime", format!("cannot start the runtime: {e}")))?;
+    rt.block_on(body(client))
 }
 
-fn fail(e: impl std::fmt::Display) -> i32 {
-    eprintln!("gatehost: error: {e}");
-    2
+/// Prints `v` as pretty JSON with `--json`, else `human(v)`.
+fn show<T: Serialize>(json: bool, v: &T, human: impl FnOnce(&T) -> String) -> CliResult<i32> {
+    if json {
+        let text = serde_json::to_string_pretty(v)
+            .map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))?;
+        println!("{text}");
+    } else {
+        println!("{}", human(v));
+    }
+    Ok(0)
 }
 
 fn absolute(p: &std::path::Path) -> String {
@@ -215,67 +79,10 @@ fn absolute(p: &std::path::Path) -> String {
         .to_string()
 }
 
-fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-fn policy_line(p: &Value) -> String {
-    let mut line = format!(
-        "{}  {}",
-        p["id"].as_str().unwrap_or("?"),
-        p["status"].as_str().unwrap_or("?")
-    );
-    if let Some(pending) = p["pending"].as_array()
-        && !pending.is_empty()
-        && p["status"] == "watching"
-    {
-        let names: Vec<&str> = pending.iter().filter_map(Value::as_str).collect();
-        line.push_str(&format!(" (waiting for {})", names.join(", ")));
-    }
-    if let Some(r) = p["reason"].as_str() {
-        line.push_str(&format!(": {r}"));
-    }
-    if let Some(changed) = p["plan"]["changedAfterSnapshot"].as_array()
-        && !changed.is_empty()
-    {
-        let names: Vec<&str> = changed.iter().filter_map(Value::as_str).collect();
-        line.push_str(&format!(
-            "\n  changed since the gate's snapshot (not in the commit): {}",
-            names.join(", ")
-        ));
-    }
-    line
-}
-
-/// One readable line for an event.
-pub fn event_line(e: &Value) -> String {
-    let p = &e["payload"];
-    let mut line = format!("#{} {}", e["cursor"], e["type"].as_str().unwrap_or("?"));
-    if let Some(pid) = e["policyId"].as_str() {
-        line.push_str(&format!(" {pid}"));
-    } else if let Some(sid) = e["sessionId"].as_str() {
-        line.push_str(&format!(" {sid}"));
-    }
-    for key in ["outcome", "reason", "sha", "message", "by"] {
-        if let Some(v) = p[key].as_str() {
-            let v: String = v.chars().take(160).collect::<String>().replace('\n', " ");
-            line.push_str(&format!(" {key}={v:?}"));
-        }
-    }
-    line
-}
-
-pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
+pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
+    let json = args.json;
     run_client(&args, |client| async move {
-        let result = match cmd {
+        match cmd {
             SessionCommand::Register {
                 id,
                 cwd,
@@ -283,28 +90,27 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
                 workspace,
                 notify_url,
             } => {
-                let body = json!({"id": id, "cwd": absolute(&cwd), "label": label,
-                    "workspace": workspace.as_deref().map(absolute), "notifyUrl": notify_url});
-                client
-                    .call(reqwest::Method::POST, "/v1/sessions", Some(body))
-                    .await
-                    .map(|v| {
-                        client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
-                    })
+                let input = RegisterRequest {
+                    id,
+                    label,
+                    cwd: absolute(&cwd),
+                    workspace: workspace.as_deref().map(absolute),
+                    notify_url,
+                };
+                let s = client.register(&input).await?;
+                show(json, &s, |s| s.id.clone())
             }
-            SessionCommand::Report { id, kind, message } => client
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/v1/sessions/{}/report", enc(&id)),
-                    Some(json!({"kind": kind, "message": message})),
-                )
-                .await
-                .map(|v| {
-                    client.print(&v, |v| match v["cursor"].as_i64() {
-                        Some(c) => format!("{id}: {kind} recorded (event #{c})"),
-                        None => format!("{id}: {kind} recorded"),
-                    })
-                }),
+            SessionCommand::Report { id, kind, message } => {
+                let kind: ReportKind = serde_json::from_value(Value::String(kind.clone()))
+                    .map_err(|e| CliError::input(format!("{kind}: {e}")).field("KIND"))?;
+                let r = client.report(&id, &ReportRequest { kind, message }).await?;
+                let name = serde_json::to_value(kind).unwrap_or_default();
+                let name = name.as_str().unwrap_or_default();
+                show(json, &r, |r| match r.cursor {
+                    Some(c) => format!("{id}: {name} recorded (event #{c})"),
+                    None => format!("{id}: {name} recorded"),
+                })
+            }
             SessionCommand::Start {
                 id,
                 cwd,
@@ -313,200 +119,191 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> i32 {
                 quiet_ms,
                 command,
             } => {
-                let body = json!({"id": id, "cwd": absolute(&cwd), "label": label, "command": command,
-                    "turnEndPattern": turn_end_pattern, "quietMs": quiet_ms});
-                client
-                    .call(reqwest::Method::POST, "/v1/sessions/start", Some(body))
-                    .await
-                    .map(|v| {
-                        client.print(&v, |v| v["id"].as_str().unwrap_or("").to_string());
-                    })
+                let input = StartRequest {
+                    id,
+                    label,
+                    cwd: absolute(&cwd),
+                    command,
+                    turn_end_pattern,
+                    quiet_ms,
+                    ..StartRequest::default()
+                };
+                let s = client.start_session(&input).await?;
+                show(json, &s, |s| s.id.clone())
             }
             SessionCommand::List { page } => {
-                list_pages(&client, "/v1/sessions?", "sessions", &page, |s| {
-                    format!(
-                        "{}  {}  {}",
-                        s["id"].as_str().unwrap_or("?"),
-                        s["state"].as_str().unwrap_or("?"),
-                        s["cwd"].as_str().unwrap_or("?")
-                    )
+                let mut q = page_query(&page);
+                let mut all = Vec::new();
+                loop {
+                    let p = client.sessions(&q).await?;
+                    all.extend(p.sessions);
+                    if !next_page(&mut q, p.next_cursor, &page) {
+                        break;
+                    }
+                }
+                show(json, &serde_json::json!({ "sessions": all }), |_| {
+                    lines(all.iter().map(session_line))
                 })
-                .await
             }
-            SessionCommand::Show { id } => client
-                .call(
-                    reqwest::Method::GET,
-                    &format!("/v1/sessions/{}", enc(&id)),
-                    None,
-                )
-                .await
-                .map(|v| client.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default())),
-        };
-        match result {
-            Ok(()) => 0,
-            Err(e) => fail(e),
+            SessionCommand::Show { id } => {
+                let s = client.session(&id).await?;
+                show(json, &s, |s| {
+                    serde_json::to_string_pretty(s).unwrap_or_default()
+                })
+            }
         }
     })
 }
 
-pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> i32 {
+fn page_query(page: &PageArgs) -> PageQuery {
+    PageQuery {
+        limit: Some(page.limit.unwrap_or(50) as usize),
+        cursor: page.cursor,
+        ..PageQuery::default()
+    }
+}
+
+/// Moves `q` to the next page with `--all`; without it, says where the
+/// next page starts on stderr. False when there is none to fetch.
+fn next_page(q: &mut PageQuery, next: Option<i64>, page: &PageArgs) -> bool {
+    match next {
+        Some(n) if page.all => {
+            q.cursor = Some(n);
+            true
+        }
+        Some(n) => {
+            eprintln!("more: --cursor {n}");
+            false
+        }
+        None => false,
+    }
+}
+
+fn lines(items: impl Iterator<Item = String>) -> String {
+    items.collect::<Vec<_>>().join("\n")
+}
+
+pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
+    let json = args.json;
+    // The file is read before any connection: bad input is reported as such.
+    let attach_body = match &cmd {
+        PolicyCommand::Attach {
+            file,
+            idempotency_key,
+        } => Some(attach_body(file, idempotency_key.as_deref())?),
+        _ => None,
+    };
     run_client(&args, |client| async move {
-        let result = match cmd {
-            PolicyCommand::Attach {
-                file,
-                idempotency_key,
-            } => {
-                let text = if file.as_os_str() == "-" {
-                    let mut s = String::new();
-                    match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
-                        Ok(_) => s,
-                        Err(e) => return fail(format!("cannot read stdin: {e}")),
-                    }
-                } else {
-                    match std::fs::read_to_string(&file) {
-                        Ok(s) => s,
-                        Err(e) => return fail(format!("{}: {e}", file.display())),
-                    }
-                };
-                let mut body: Value = match serde_json::from_str(&text) {
-                    Ok(v) => v,
-                    Err(e) => return fail(format!("{}: not valid JSON: {e}", file.display())),
-                };
-                if let (Some(k), Some(m)) = (idempotency_key, body.as_object_mut()) {
-                    m.insert("idempotencyKey".into(), Value::String(k));
-                }
-                client
-                    .call(reqwest::Method::POST, "/v1/policies", Some(body))
-                    .await
-                    .map(|v| client.print(&v, |v| v["policyId"].as_str().unwrap_or("").to_string()))
+        match cmd {
+            PolicyCommand::Attach { .. } => {
+                let body = attach_body.unwrap_or_default();
+                let p = client.attach(&body, None).await?;
+                show(json, &p, |p| p.policy_id.clone())
             }
-            PolicyCommand::Status { id } => client
-                .call(
-                    reqwest::Method::GET,
-                    &format!("/v1/policies/{}", enc(&id)),
-                    None,
-                )
-                .await
-                .map(|v| client.print(&v, policy_line)),
+            PolicyCommand::Status { id } => show(json, &client.policy(&id).await?, policy_line),
             PolicyCommand::List {
                 status,
                 newest,
                 page,
             } => {
-                let mut base = String::from("/v1/policies?");
-                if let Some(s) = status {
-                    base.push_str(&format!("status={}&", enc(&s)));
+                let mut q = PageQuery {
+                    status,
+                    order: newest.then(|| "newest".to_string()),
+                    ..page_query(&page)
+                };
+                let mut all = Vec::new();
+                loop {
+                    let p = client.policies(&q).await?;
+                    all.extend(p.policies);
+                    if !next_page(&mut q, p.next_cursor, &page) {
+                        break;
+                    }
                 }
-                if newest {
-                    base.push_str("order=newest&");
-                }
-                list_pages(&client, &base, "policies", &page, policy_line).await
+                show(json, &serde_json::json!({ "policies": all }), |_| {
+                    lines(all.iter().map(policy_line))
+                })
             }
-            PolicyCommand::Cancel { id } => client
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/v1/policies/{}/cancel", enc(&id)),
-                    Some(json!({})),
-                )
-                .await
-                .map(|v| client.print(&v, policy_line)),
+            PolicyCommand::Cancel { id } => show(json, &client.cancel(&id).await?, policy_line),
             PolicyCommand::Ack {
                 id,
                 approve,
                 reject,
-            } => {
-                let approve = approve && !reject;
-                client
-                    .call(
-                        reqwest::Method::POST,
-                        &format!("/v1/policies/{}/ack", enc(&id)),
-                        Some(json!({"approve": approve})),
-                    )
-                    .await
-                    .map(|v| client.print(&v, policy_line))
-            }
-        };
-        match result {
-            Ok(()) => 0,
-            Err(e) => fail(e),
+            } => show(
+                json,
+                &client.ack(&id, approve && !reject).await?,
+                policy_line,
+            ),
         }
     })
 }
 
-fn filter_query(f: &EventFilterArgs, since: i64) -> String {
-    let mut q = format!("since={since}");
-    for (k, v) in [
-        ("types", &f.types),
-        ("session", &f.session),
-        ("policy", &f.policy),
-    ] {
-        if let Some(v) = v {
-            q.push_str(&format!("&{k}={}", enc(v)));
-        }
+/// The attach body from `file` (`-`: stdin), with `idempotencyKey` set.
+fn attach_body(file: &std::path::Path, key: Option<&str>) -> CliResult<Value> {
+    let shown = file.display().to_string();
+    let text = if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| CliError::input(format!("cannot read stdin: {e}")).field("FILE.json"))?;
+        s
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| CliError::input(format!("cannot read {shown}: {e}")).field(&shown))?
+    };
+    let mut body: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::input(format!("{shown}: not valid JSON: {e}")).field(&shown))?;
+    if let (Some(k), Some(m)) = (key, body.as_object_mut()) {
+        m.insert("idempotencyKey".into(), Value::String(k.to_string()));
     }
-    q
+    Ok(body)
 }
 
-pub fn events(cmd: EventsCommand, args: ClientArgs) -> i32 {
+fn event_query(f: &EventFilterArgs, since: i64, limit: usize, wait: Option<&str>) -> EventQuery {
+    EventQuery {
+        since: Some(since),
+        types: f.types.clone(),
+        session: f.session.clone(),
+        policy: f.policy.clone(),
+        limit: Some(limit),
+        wait: wait.map(str::to_string),
+    }
+}
+
+pub fn events(cmd: EventsCommand, args: ClientArgs) -> CliResult<i32> {
+    let json = args.json;
     run_client(&args, |client| async move {
         match cmd {
             EventsCommand::Poll { filter, limit } => {
-                let q = filter_query(&filter, filter.since.unwrap_or(0));
-                match client
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/v1/events?{q}&limit={limit}"),
-                        None,
-                    )
-                    .await
-                {
-                    Ok(v) => {
-                        client.print(&v, |v| {
-                            let mut lines: Vec<String> = v["events"]
-                                .as_array()
-                                .map(|l| l.iter().map(event_line).collect())
-                                .unwrap_or_default();
-                            lines.push(format!("next cursor: {}", v["nextCursor"]));
-                            lines.join("\n")
-                        });
-                        0
-                    }
-                    Err(e) => fail(e),
-                }
+                let q = event_query(&filter, filter.since.unwrap_or(0), limit, None);
+                let page = client.events(&q).await?;
+                show(json, &page, |p| {
+                    let mut out: Vec<String> = p.events.iter().map(event_line).collect();
+                    out.push(format!("next cursor: {}", p.next_cursor));
+                    out.join("\n")
+                })
             }
             EventsCommand::Tail { filter } => {
                 let mut since = match filter.since {
                     Some(s) => s,
-                    None => match client.call(reqwest::Method::GET, "/v1/health", None).await {
-                        Ok(v) => v["cursor"].as_i64().unwrap_or(0),
-                        Err(e) => return fail(e),
-                    },
+                    None => client.health().await?.cursor,
                 };
                 loop {
-                    let q = filter_query(&filter, since);
-                    match client
-                        .call(
-                            reqwest::Method::GET,
-                            &format!("/v1/events?{q}&limit=200&wait=25s"),
-                            None,
-                        )
-                        .await
-                    {
-                        Ok(v) => {
-                            for e in v["events"].as_array().into_iter().flatten() {
-                                if client.json {
-                                    println!("{e}");
+                    let q = event_query(&filter, since, 200, Some("25s"));
+                    match client.events(&q).await {
+                        Ok(page) => {
+                            for e in &page.events {
+                                if json {
+                                    println!("{}", serde_json::to_string(e).unwrap_or_default());
                                 } else {
                                     println!("{}", event_line(e));
                                 }
                             }
-                            since = v["nextCursor"].as_i64().unwrap_or(since);
+                            since = page.next_cursor;
                         }
-                        Err(CallError::Transport(m)) => {
-                            eprintln!("gatehost: {m}; retrying");
+                        Err(ClientError::Unreachable { message, .. }) => {
+                            tracing::warn!(%message, "the daemon is unreachable; retrying");
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         }
-                        Err(e) => return fail(e),
+                        Err(e) => return Err(e.into()),
                     }
                 }
             }
@@ -517,44 +314,43 @@ pub fn events(cmd: EventsCommand, args: ClientArgs) -> i32 {
 /// Waits for a policy across long-poll slices and daemon restarts.
 /// Exit 0: passed (done, or awaiting-ack: its gate is green); 1: blocked
 /// or cancelled; 2: timeout or error.
-pub fn wait(w: WaitArgs, args: ClientArgs) -> i32 {
+pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
+    let json = args.json;
     run_client(&args, |client| async move {
         let deadline = Instant::now() + w.timeout;
-        let mut last_transport: Option<String> = None;
+        let mut last_unreachable: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let why = last_transport
+                let why = last_unreachable
                     .map(|m| format!(" (last error: {m})"))
                     .unwrap_or_default();
-                eprintln!("gatehost: timed out waiting for policy {}{why}", w.policy);
-                return 2;
+                return Err(CliError::new(
+                    "timeout",
+                    format!("timed out waiting for policy {}{why}", w.policy),
+                )
+                .field("--timeout"));
             }
             let slice = left.min(Duration::from_secs(25));
-            let path = format!(
-                "/v1/policies/{}/wait?timeout={}",
-                enc(&w.policy),
-                slice.as_millis()
-            );
-            match client.call(reqwest::Method::GET, &path, None).await {
+            match client.wait_policy(&w.policy, slice).await {
                 Ok(v) => {
-                    last_transport = None;
-                    if v["settled"] != Value::Bool(true) {
+                    last_unreachable = None;
+                    if !v.settled {
                         continue;
                     }
-                    client.print(&v, policy_line);
-                    return match v["status"].as_str() {
-                        Some("done") | Some("awaiting-ack") => 0,
-                        Some("blocked") | Some("cancelled") => 1,
+                    show(json, &v, |v| policy_line(&v.policy))?;
+                    return Ok(match v.policy.row.status {
+                        PolicyStatus::Done | PolicyStatus::AwaitingAck => 0,
+                        PolicyStatus::Blocked | PolicyStatus::Cancelled => 1,
                         _ => 2,
-                    };
+                    });
                 }
-                Err(CallError::Transport(m)) => {
+                Err(ClientError::Unreachable { message, .. }) => {
                     // The daemon may be restarting: try again until the deadline.
-                    last_transport = Some(m);
+                    last_unreachable = Some(message);
                     tokio::time::sleep(Duration::from_millis(250).min(left)).await;
                 }
-                Err(e) => return fail(e),
+                Err(e) => return Err(e.into()),
             }
         }
     })

@@ -3,12 +3,15 @@
 //! for scripts) and `plugin` (inspect, new) live in their own modules.
 //!
 //! It owns the exit codes (0 pass, 1 fail, 2 error) and must never turn an
-//! unreadable input into anything but exit 2.
+//! unreadable input into anything but exit 2. Commands return their errors
+//! and [`error::report`] alone prints them.
 
 mod check;
 pub mod client;
 mod client_args;
+pub mod error;
 mod plugin;
+mod render;
 pub mod serve;
 
 pub use check::render_report;
@@ -157,7 +160,26 @@ pub fn main() -> i32 {
     if !matches!(cli.command, Command::Check(_) | Command::Serve(_)) {
         quiet_on_closed_stdout();
     }
-    match cli.command {
+    let (json, is_check) = match &cli.command {
+        Command::Check(a) => (a.json, true),
+        Command::Session { client, .. }
+        | Command::Policy { client, .. }
+        | Command::Events { client, .. }
+        | Command::Wait { client, .. } => (client.json, false),
+        _ => (false, false),
+    };
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            let extra = is_check.then(|| check::error_report(&e));
+            error::report(&e, json, extra)
+        }
+    }
+}
+
+/// Runs one command to its exit code, or its error.
+fn run(command: Command) -> error::CliResult<i32> {
+    match command {
         Command::Check(args) => check::check(args),
         Command::Serve(args) => serve::serve(args),
         Command::Session { client, command } => client::session(command, client),
@@ -167,19 +189,18 @@ pub fn main() -> i32 {
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());
-            0
+            Ok(0)
         }
         Command::Man => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
-                Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("gatehost: error: cannot write the man page: {e}");
-                    2
-                }
-            }
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map_err(|e| {
+                    error::CliError::new("io", format!("cannot write the man page: {e}"))
+                })?;
+            Ok(0)
         }
-        Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
+        Command::Plugin(PluginCommand::Inspect(args)) => Ok(plugin::inspect(args)),
         Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
             Ok(dir) => {
                 println!(
@@ -188,12 +209,9 @@ pub fn main() -> i32 {
                     dir.display(),
                     args.name.replace('-', "_")
                 );
-                0
+                Ok(0)
             }
-            Err(reason) => {
-                eprintln!("gatehost: error: {reason}");
-                2
-            }
+            Err(reason) => Err(error::CliError::input(reason)),
         },
     }
 }
@@ -217,6 +235,7 @@ fn init_logging(filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

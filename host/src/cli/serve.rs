@@ -126,14 +126,9 @@ fn prepare_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-pub fn serve(args: ServeArgs) -> i32 {
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("gatehost: error: {e}");
-            2
-        }
-    }
+pub fn serve(args: ServeArgs) -> super::error::CliResult<i32> {
+    run(args).map_err(|e| super::error::CliError::new("serve", e))?;
+    Ok(0)
 }
 
 fn run(args: ServeArgs) -> Result<(), String> {

@@ -12,8 +12,7 @@ use super::{
     CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
     resolve_head, tracked_entries,
 };
-use crate::change::ChangeKind;
-use crate::change::FileDiff;
+use crate::change::{ChangeKind, FileChange, Side, quoted};
 use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -39,7 +38,7 @@ fn mode(kind: EntryKind) -> &'static str {
 pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
     Ok(workspace_changes(workspace)?
         .into_iter()
-        .map(|f| f.text)
+        .map(|f| f.hunks)
         .collect())
 }
 
@@ -47,7 +46,7 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
 /// `changed-files` and `file-diff`). Every top-level name is taken
 /// literally, whatever it holds (`-x`, `:x`, `*`, `?`, `[`, `\`, spaces,
 /// newlines): no pathspec is ever built from a name.
-pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileDiff>, CommitError> {
+pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitError> {
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let head = resolve_head(repo)?;
@@ -102,21 +101,16 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileDiff>, CommitError>
 /// The same diff, limited to `paths` (commit paths: files or directories),
 /// reading only them.
 pub fn paths_diff(workspace: &Path, paths: &[String]) -> Result<String, CommitError> {
+    Ok(crate::change::render(&paths_changes(workspace, paths)?))
+}
+
+/// The changes under `paths` (commit paths), one entry per file, reading
+/// only them.
+pub fn paths_changes(workspace: &Path, paths: &[String]) -> Result<Vec<FileChange>, CommitError> {
     let paths = normalise_paths(paths)?;
     let ws = Workspace::open(workspace)?;
     let head = resolve_head(&ws.repo)?;
-    diff_of(&ws, head.tree, &paths)
-}
-
-fn diff_of(
-    ws: &Workspace,
-    head_tree: Option<gix::ObjectId>,
-    paths: &[String],
-) -> Result<String, CommitError> {
-    Ok(changes_of(ws, head_tree, paths)?
-        .into_iter()
-        .map(|f| f.text)
-        .collect())
+    changes_of(&ws, head.tree, &paths)
 }
 
 /// Each changed file under `paths`: its path, how it changed and its part
@@ -126,7 +120,7 @@ fn changes_of(
     ws: &Workspace,
     head_tree: Option<gix::ObjectId>,
     paths: &[String],
-) -> Result<Vec<FileDiff>, CommitError> {
+) -> Result<Vec<FileChange>, CommitError> {
     let repo = &ws.repo;
     if paths.is_empty() {
         return Ok(Vec::new());
@@ -137,23 +131,25 @@ fn changes_of(
 }
 
 /// Each changed file between `tracked` (HEAD's entries under the paths)
-/// and `snapshot` (what was read for them).
+/// and `snapshot` (what was read for them), typed: blob ids and modes
+/// from the objects, line counts from the diff's operations (never from
+/// its text), and the file's hunks rendered once.
 pub(super) fn diff_content(
     repo: &gix::Repository,
     tracked: &std::collections::BTreeMap<BString, (EntryKind, gix::ObjectId)>,
     snapshot: &super::Snapshot,
-) -> Result<Vec<FileDiff>, CommitError> {
+) -> Result<Vec<FileChange>, CommitError> {
     let mut out = Vec::new();
     let mut total = 0usize;
-    let mut push = |out: &mut Vec<FileDiff>, path: String, kind: ChangeKind, text: String| {
-        if text.is_empty() {
+    let mut push = |out: &mut Vec<FileChange>, change: Option<FileChange>| {
+        let Some(change) = change else {
             return Ok(());
-        }
-        total += text.len();
+        };
+        total += change.hunks.len();
         if total > MAX_DIFF_BYTES {
             return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
         }
-        out.push(FileDiff { path, kind, text });
+        out.push(change);
         Ok(())
     };
     let mut present: std::collections::HashSet<&[u8]> =
@@ -183,24 +179,24 @@ pub(super) fn diff_content(
             Some(id) => blob(id)?,
             None => item.data.clone(),
         };
-        let mut text = String::new();
-        let kind = match tracked.get(&item.path) {
+        let new = Some(Version {
+            bytes: &data,
+            kind: new_kind,
+            id: new_id,
+        });
+        let change = match tracked.get(&item.path) {
             Some((kind, id)) => {
                 let old = blob(*id)?;
-                file_diff(
-                    &mut text,
-                    &path,
-                    Some((&old, *kind)),
-                    Some((&data, new_kind)),
-                );
-                ChangeKind::Modified
+                let old = Version {
+                    bytes: &old,
+                    kind: *kind,
+                    id: *id,
+                };
+                file_change(path, Some(old), new)
             }
-            None => {
-                file_diff(&mut text, &path, None, Some((&data, new_kind)));
-                ChangeKind::Added
-            }
+            None => file_change(path, None, new),
         };
-        push(&mut out, path, kind, text)?;
+        push(&mut out, change)?;
     }
     for (path, (kind, id)) in tracked {
         if *kind == EntryKind::Commit || present.contains(path.as_slice()) {
@@ -209,9 +205,12 @@ pub(super) fn diff_content(
         let old = blob(*id)?;
         let path = String::from_utf8(path.to_vec())
             .map_err(|_| CommitError::PathNotUtf8(path.to_str_lossy().into_owned()))?;
-        let mut text = String::new();
-        file_diff(&mut text, &path, Some((&old, *kind)), None);
-        push(&mut out, path, ChangeKind::Deleted, text)?;
+        let old = Version {
+            bytes: &old,
+            kind: *kind,
+            id: *id,
+        };
+        push(&mut out, file_change(path, Some(old), None))?;
     }
     Ok(out)
 }
@@ -223,58 +222,104 @@ fn as_text(bytes: &[u8]) -> Option<&str> {
     std::str::from_utf8(bytes).ok()
 }
 
-/// Appends one file's part, `git diff` style.
-fn file_diff(
-    out: &mut String,
-    path: &str,
-    old: Option<(&[u8], EntryKind)>,
-    new: Option<(&[u8], EntryKind)>,
-) {
-    let _ = writeln!(out, "diff --git a/{path} b/{path}");
-    match (old, new) {
-        (None, Some((_, k))) => {
-            let _ = writeln!(out, "new file mode {}", mode(k));
+/// One side of a file: its content, kind and blob.
+#[derive(Clone, Copy)]
+struct Version<'a> {
+    bytes: &'a [u8],
+    kind: EntryKind,
+    id: gix::ObjectId,
+}
+
+fn side(v: &Version<'_>) -> Side {
+    Side {
+        id: Some(v.id.to_hex().to_string()),
+        mode: u32::from_str_radix(mode(v.kind), 8).ok(),
+    }
+}
+
+/// One file's change, its hunks rendered `git diff` style (paths quoted as
+/// git quotes them); `None` when nothing differs.
+fn file_change(
+    path: String,
+    old: Option<Version<'_>>,
+    new: Option<Version<'_>>,
+) -> Option<FileChange> {
+    let kind = match (&old, &new) {
+        (None, Some(_)) => ChangeKind::Added,
+        (Some(_), None) => ChangeKind::Deleted,
+        (Some(_), Some(_)) => ChangeKind::Modified,
+        (None, None) => return None,
+    };
+    let (a, b) = (quoted("a/", &path), quoted("b/", &path));
+    let mut out = String::new();
+    let _ = writeln!(out, "diff --git {a} {b}");
+    match (&old, &new) {
+        (None, Some(n)) => {
+            let _ = writeln!(out, "new file mode {}", mode(n.kind));
         }
-        (Some((_, k)), None) => {
-            let _ = writeln!(out, "deleted file mode {}", mode(k));
+        (Some(o), None) => {
+            let _ = writeln!(out, "deleted file mode {}", mode(o.kind));
         }
-        (Some((_, a)), Some((_, b))) if a != b => {
-            let _ = writeln!(out, "old mode {}\nnew mode {}", mode(a), mode(b));
+        (Some(o), Some(n)) if o.kind != n.kind => {
+            let _ = writeln!(out, "old mode {}\nnew mode {}", mode(o.kind), mode(n.kind));
         }
         _ => {}
     }
-    let old_bytes = old.map(|(b, _)| b).unwrap_or(b"");
-    let new_bytes = new.map(|(b, _)| b).unwrap_or(b"");
-    let a = if old.is_some() {
-        format!("a/{path}")
+    let old_bytes = old.map(|v| v.bytes).unwrap_or(b"");
+    let new_bytes = new.map(|v| v.bytes).unwrap_or(b"");
+    let from = if old.is_some() {
+        a
     } else {
         "/dev/null".to_string()
     };
-    let b = if new.is_some() {
-        format!("b/{path}")
+    let to = if new.is_some() {
+        b
     } else {
         "/dev/null".to_string()
     };
+    let (mut added, mut removed, mut binary) = (0u64, 0u64, false);
     match (as_text(old_bytes), as_text(new_bytes)) {
         (Some(o), Some(n)) => {
-            if o == n {
-                return;
+            if o == n && old.map(|v| v.kind) == new.map(|v| v.kind) {
+                return None;
             }
-            let diff = similar::TextDiff::from_lines(o, n);
-            let text = diff
-                .unified_diff()
-                .context_radius(3)
-                .header(&a, &b)
-                .to_string();
-            out.push_str(&text);
-            if !text.ends_with('\n') {
-                out.push('\n');
+            if o != n {
+                let diff = similar::TextDiff::from_lines(o, n);
+                for op in diff.ops() {
+                    for change in diff.iter_changes(op) {
+                        match change.tag() {
+                            similar::ChangeTag::Insert => added += 1,
+                            similar::ChangeTag::Delete => removed += 1,
+                            similar::ChangeTag::Equal => {}
+                        }
+                    }
+                }
+                let text = diff
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&from, &to)
+                    .to_string();
+                out.push_str(&text);
+                if !text.ends_with('\n') {
+                    out.push('\n');
+                }
             }
         }
         _ => {
-            let _ = writeln!(out, "Binary files {a} and {b} differ");
+            binary = true;
+            let _ = writeln!(out, "Binary files {from} and {to} differ");
         }
     }
+    Some(FileChange {
+        path,
+        kind,
+        old: old.as_ref().map(side),
+        new: new.as_ref().map(side),
+        added,
+        removed,
+        binary,
+        hunks: out,
+    })
 }
 
 #[cfg(test)]
@@ -356,6 +401,54 @@ mod tests {
     }
 
     #[test]
+    fn changes_carry_blob_ids_modes_and_counts_read_as_git_would() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        // Lines that look like diff headers are content all the same.
+        std::fs::write(ws.join("notes.md"), "-- a\nkeep\n").expect("write");
+        git(ws, &["add", "-A"]);
+        git(ws, &["commit", "-q", "-m", "init"]);
+        std::fs::write(ws.join("notes.md"), "keep\n++ b\n+++ c\n").expect("write");
+        let name = "tab\there \"q\".txt";
+        std::fs::write(ws.join(name), "x\n").expect("write");
+        let changes = workspace_changes(ws).expect("changes");
+        let notes = changes
+            .iter()
+            .find(|c| c.path == "notes.md")
+            .expect("notes");
+        assert_eq!((notes.added, notes.removed, notes.binary), (2, 1, false));
+        let old_id = notes
+            .old
+            .as_ref()
+            .and_then(|s| s.id.clone())
+            .expect("old id");
+        let head_blob = Command::new("git")
+            .args(["rev-parse", "HEAD:notes.md"])
+            .current_dir(ws)
+            .output()
+            .expect("git");
+        assert_eq!(old_id, String::from_utf8_lossy(&head_blob.stdout).trim());
+        assert_eq!(notes.new.as_ref().and_then(|s| s.mode), Some(0o100644));
+        // The rendered text, read back, gives the same files and counts
+        // (paths quoted as git quotes them).
+        let text = crate::change::render(&changes);
+        assert!(
+            text.contains("diff --git \"a/tab\\there \\\"q\\\".txt\""),
+            "{text}"
+        );
+        let back: Vec<(String, u64, u64)> = split(&text)
+            .into_iter()
+            .map(|f| (f.path, f.added, f.removed))
+            .collect();
+        let direct: Vec<(String, u64, u64)> = changes
+            .iter()
+            .map(|f| (f.path.clone(), f.added, f.removed))
+            .collect();
+        assert_eq!(back, direct);
+    }
+
+    #[test]
     fn every_changed_name_is_listed_whatever_it_holds() {
         let t = tempfile::tempdir().expect("tempdir");
         let ws = t.path();
@@ -397,6 +490,6 @@ mod tests {
             .iter()
             .find(|f| f.path == "new\nline")
             .expect("listed");
-        assert!(nl.text.contains("+dbg!(1)"), "{}", nl.text);
+        assert!(nl.hunks.contains("+dbg!(1)"), "{}", nl.hunks);
     }
 }

@@ -18,7 +18,7 @@ use super::{
     normalise_paths, read_snapshot_cached, resolve_head, tracked_entries, write_commit,
     write_tree_with,
 };
-use crate::change::FileDiff;
+use crate::change::FileChange;
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,7 @@ pub struct TreeSnapshot {
 pub fn snapshot(
     workspace: &Path,
     paths: &[String],
-) -> Result<(TreeSnapshot, Result<Vec<FileDiff>, String>), CommitError> {
+) -> Result<(TreeSnapshot, Result<Vec<FileChange>, String>), CommitError> {
     snapshot_with(workspace, paths, &mut StatCache::default())
 }
 
@@ -61,7 +61,7 @@ pub fn snapshot_with(
     workspace: &Path,
     paths: &[String],
     cache: &mut StatCache,
-) -> Result<(TreeSnapshot, Result<Vec<FileDiff>, String>), CommitError> {
+) -> Result<(TreeSnapshot, Result<Vec<FileChange>, String>), CommitError> {
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
     let repo = &ws.repo;

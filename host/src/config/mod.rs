@@ -10,6 +10,7 @@
 
 mod adapters;
 mod allow;
+mod diagnose;
 mod retention;
 
 use adapters::JudgeSection;
@@ -37,7 +38,12 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     #[error("configuration {path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        path: String,
+        message: String,
+        /// The key at fault (`daemon.listen`), when the error names one.
+        key: Option<String>,
+    },
     #[error("configuration {path}: {key}: {message}")]
     Invalid {
         path: String,
@@ -410,7 +416,8 @@ impl HostConfig {
     pub fn from_toml(text: &str, shown: &str) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: shown.to_string(),
-            message: e.to_string().trim().replace('\n', " "),
+            message: diagnose::toml_message(text, &e),
+            key: diagnose::toml_key(text, &e),
         })?;
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             path: shown.to_string(),
@@ -432,7 +439,7 @@ impl HostConfig {
                 },
                 toml::Value::Table(t) => {
                     let r: AllowRuleFile = t.try_into().map_err(|e: toml::de::Error| {
-                        invalid(&key, e.to_string().trim().replace('\n', " "))
+                        invalid(&key, crate::suggest::with_suggestion(e.message()))
                     })?;
                     EntrySpec {
                         program: r.program,

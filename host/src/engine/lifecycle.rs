@@ -224,7 +224,7 @@ impl Engine {
         paths: &[String],
     ) -> (
         RunReport,
-        Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileDiff>)>,
+        Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileChange>)>,
     ) {
         let runner = self.inner.runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
@@ -287,7 +287,7 @@ impl Engine {
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
         workspace: &str,
-        snapshot_changes: Option<Result<Vec<crate::change::FileDiff>, String>>,
+        snapshot_changes: Option<Result<Vec<crate::change::FileChange>, String>>,
     ) -> RunReport {
         let gates = match input.gates() {
             Ok(g) => g,
@@ -592,47 +592,36 @@ impl Engine {
 async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
     let ws = workspace.to_string();
     let wanted = paths.to_vec();
-    let diff =
-        tokio::task::spawn_blocking(move || crate::commit::paths_diff(Path::new(&ws), &wanted))
+    let changes =
+        tokio::task::spawn_blocking(move || crate::commit::paths_changes(Path::new(&ws), &wanted))
             .await;
-    let diff = match diff {
-        Ok(Ok(d)) => d,
-        Ok(Err(e)) => return json!({"error": e.to_string()}),
-        Err(e) => return json!({"error": format!("the diff task failed: {e}")}),
-    };
-    summary_of(&crate::change::split(&diff))
+    match changes {
+        Ok(Ok(c)) => summary_of(&c),
+        Ok(Err(e)) => json!({"error": e.to_string()}),
+        Err(e) => json!({"error": format!("the diff task failed: {e}")}),
+    }
 }
 
-/// Lines added and removed, per file and in all.
-fn summary_of(changes: &[crate::change::FileDiff]) -> Value {
-    let (mut total_added, mut total_removed) = (0u64, 0u64);
-    let mut files = Vec::new();
-    for f in changes {
-        let (mut added, mut removed) = (0u64, 0u64);
-        let mut binary = false;
-        for line in f.text.lines() {
-            if line.starts_with("+++ ") || line.starts_with("--- ") {
-                continue;
-            }
-            if line.starts_with("Binary files ") {
-                binary = true;
-            } else if line.starts_with('+') {
-                added += 1;
-            } else if line.starts_with('-') {
-                removed += 1;
-            }
-        }
-        total_added += added;
-        total_removed += removed;
-        files.push(json!({
-            "path": f.path,
-            "kind": format!("{:?}", f.kind).to_lowercase(),
-            "added": added,
-            "removed": removed,
-            "binary": binary,
-        }));
-    }
-    json!({"files": files, "added": total_added, "removed": total_removed})
+/// Lines added and removed, per file and in all, from the changes' own
+/// counts.
+fn summary_of(changes: &[crate::change::FileChange]) -> Value {
+    let files: Vec<Value> = changes
+        .iter()
+        .map(|f| {
+            json!({
+                "path": f.path,
+                "kind": f.kind.as_str(),
+                "added": f.added,
+                "removed": f.removed,
+                "binary": f.binary,
+            })
+        })
+        .collect();
+    json!({
+        "files": files,
+        "added": changes.iter().map(|f| f.added).sum::<u64>(),
+        "removed": changes.iter().map(|f| f.removed).sum::<u64>(),
+    })
 }
 
 fn error_report(reason: String) -> RunReport {

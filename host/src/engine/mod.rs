@@ -120,15 +120,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// A policy as the API shows it.
-pub fn policy_json(p: &PolicyRow) -> Value {
-    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.insert("policyId".into(), Value::String(p.id.clone()));
-    }
-    v
-}
-
 impl Engine {
     /// Opens the engine over `store`. Call `recover` once the runtime runs.
     pub fn new(store: Store, runner: GateRunner) -> EngineResult<Engine> {

@@ -13,7 +13,7 @@ use super::{Engine, EngineError, EngineResult};
 use crate::config::Trust;
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,64 +26,52 @@ const MAX_MESSAGE: usize = 64 * 1024;
 const STARTED_TAIL: usize = 64 * 1024;
 const DEFAULT_QUIET_MS: u64 = 3000;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RegisterInput {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     pub cwd: String,
     /// Default: the nearest folder at or above `cwd` holding `.git`, else `cwd`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StartInput {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     pub cwd: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
     /// The argv; the program is a bare name looked up on the daemon's PATH
     /// or an absolute path.
     pub command: Vec<String>,
     /// A regex; a stdout line matching it ends a turn.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_end_pattern: Option<String>,
     /// Without a pattern: this much silence after output ends a turn.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiet_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ReportKind {
     TurnStart,
     TurnEnd,
     AwaitingInput,
     Exited,
     Heartbeat,
-}
-
-impl ReportKind {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "turn-start" => ReportKind::TurnStart,
-            "turn-end" => ReportKind::TurnEnd,
-            "awaiting-input" => ReportKind::AwaitingInput,
-            "exited" => ReportKind::Exited,
-            "heartbeat" => ReportKind::Heartbeat,
-            _ => return None,
-        })
-    }
 }
 
 /// Stdin of the sessions gatehost started and follows.

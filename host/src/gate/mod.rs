@@ -40,7 +40,7 @@ pub struct GateContext {
     pub diff: Option<String>,
     /// The change as files (the daemon's, computed in process): used
     /// instead of splitting `diff`, so no file name is re-parsed from text.
-    pub changes: Option<Vec<diff::FileDiff>>,
+    pub changes: Option<Vec<diff::FileChange>>,
     pub session_id: Option<String>,
     pub policy_id: Option<String>,
     /// Who wrote the gates: argument rules apply to the agent's.
@@ -52,9 +52,7 @@ pub struct GateContext {
 /// marks it as untrusted data.
 fn judge_material(ctx: &GateContext) -> Option<String> {
     let change: Option<String> = match (&ctx.changes, &ctx.diff) {
-        (Some(files), _) if !files.is_empty() => {
-            Some(files.iter().map(|f| f.text.as_str()).collect())
-        }
+        (Some(files), _) if !files.is_empty() => Some(crate::change::render(files)),
         (None, Some(d)) if !d.is_empty() => Some(d.clone()),
         _ => None,
     };

@@ -258,13 +258,24 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
     } else if map.contains_key("command") {
         GateSpec::Shell(deserialize(value, at)?)
     } else {
-        return Err(SpecError {
-            field: if at.is_empty() {
-                "gate".into()
-            } else {
-                at.to_string()
+        let kinds = ["command", "judge", "wasm"];
+        let misspelt = map
+            .keys()
+            .find_map(|k| crate::suggest::nearest(k, kinds).map(|near| (k, near)));
+        let needs = "a gate needs \"command\" (a shell gate), \"judge\" (a judge gate) or \"wasm\" (a plugin)";
+        return Err(match misspelt {
+            Some((key, near)) => SpecError {
+                field: join_field(at, key),
+                message: format!("not a gate field (did you mean `{near}`?); {needs}"),
             },
-            message: "a gate needs \"command\" (a shell gate), \"judge\" (a judge gate) or \"wasm\" (a plugin)".into(),
+            None => SpecError {
+                field: if at.is_empty() {
+                    "gate".into()
+                } else {
+                    at.to_string()
+                },
+                message: needs.into(),
+            },
         });
     };
     validate(&spec, at)?;
@@ -277,7 +288,7 @@ fn deserialize<T: serde::de::DeserializeOwned>(value: Value, at: &str) -> Result
         let path = if path == "." { String::new() } else { path };
         SpecError {
             field: join_field(at, &path),
-            message: e.into_inner().to_string(),
+            message: crate::suggest::with_suggestion(&e.into_inner().to_string()),
         }
     })
 }
@@ -432,6 +443,24 @@ mod tests {
         );
         assert!(e.field.starts_with("[1].judge"), "{e}");
         assert!(e.message.contains("temp"), "{e}");
+    }
+
+    #[test]
+    fn misspelt_fields_get_the_nearest_name() {
+        let e = err_of(r#"{"command": "true", "timeoutMS": 5}"#);
+        assert!(e.message.ends_with("(did you mean `timeoutMs`?)"), "{e}");
+        // No gate kind at all: the misspelt key is the field, and its
+        // nearest kind is suggested.
+        let e = err_of(r#"[{"command": "true"}, {"comand": "true"}]"#);
+        assert_eq!(e.field, "[1].comand");
+        assert!(
+            e.message
+                .starts_with("not a gate field (did you mean `command`?)"),
+            "{e}"
+        );
+        let e = err_of(r#"{"name": "x"}"#);
+        assert_eq!(e.field, "gate");
+        assert!(!e.message.contains("did you mean"), "{e}");
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub(super) async fn run(
         last_message: ctx.text.clone(),
         changed_files: files.iter().map(|f| (f.path.clone(), f.kind)).collect(),
     };
-    let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.text)).collect());
+    let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.hunks)).collect());
     let judge = JudgeBridge {
         host: Arc::new(runner.clone()),
         adapter: gate.judge.as_ref().map(|j| j.adapter.clone()),

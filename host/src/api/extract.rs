@@ -1,0 +1,70 @@
+//! What every handler takes from a request before it acts: the bearer's
+//! credential (checked first, so a request without a valid token learns
+//! nothing about its body) and the JSON body, decoded into the route's
+//! type with the failing field named. It must never read state.
+
+use super::{ApiError, AppState, MAX_BODY, Role};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+/// Any valid token (agent or operator), and which one it was.
+pub struct Bearer(pub Role);
+
+impl FromRequestParts<AppState> for Bearer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        st.tokens.require(&parts.headers, Role::Agent).map(Bearer)
+    }
+}
+
+/// The operator's token: 401 without a valid token, 403 with the agent's.
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        st.tokens
+            .require(&parts.headers, Role::Operator)
+            .map(|_| Operator)
+    }
+}
+
+/// A JSON body decoded as `T`: 413 past [`MAX_BODY`], 400 naming the
+/// field (`body` for the whole) when it does not decode.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::too_large(MAX_BODY)
+            } else {
+                ApiError::bad_request("body", format!("cannot read the body: {r}"))
+            }
+        })?;
+        decode(&bytes).map(JsonBody)
+    }
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("body", "a JSON body is required"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "body".to_string()
+        } else {
+            path
+        };
+        ApiError::bad_request(&field, e.into_inner().to_string())
+    })
+}

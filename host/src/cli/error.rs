@@ -1,0 +1,187 @@
+//! The command line's errors, and the one place they become output and an
+//! exit code ([`report`]): once, on stderr, plain text (`gatehost: error:
+//! …` and a `hint:` line saying what to do); with `--json`, one object on
+//! stdout in the API's error shape (`{"error": {"code", "message",
+//! "field"?, "hint"?}}`). Every error is exit 2: "could not run" is never
+//! confused with a gate's "no" (exit 1).
+//!
+//! It must never be bypassed: commands return a [`CliError`] instead of
+//! printing one.
+
+use crate::client::ClientError;
+use crate::wire::{ErrorBody, ErrorDetail};
+
+/// The exit code of every error.
+pub const EXIT_ERROR: i32 = 2;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    /// A stable, kebab-case name (`bad-input`, `config`, `unreachable`, or
+    /// the API's code).
+    pub code: String,
+    pub message: String,
+    /// The option, file or configuration key at fault.
+    pub field: Option<String>,
+    /// What to do about it.
+    pub hint: Option<String>,
+}
+
+pub type CliResult<T> = Result<T, CliError>;
+
+impl CliError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        CliError {
+            code: code.to_string(),
+            message: message.into(),
+            field: None,
+            hint: None,
+        }
+    }
+
+    /// Bad input on the command line or in a file it names.
+    pub fn input(message: impl Into<String>) -> Self {
+        CliError::new("bad-input", message)
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The API's error shape.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.clone(),
+                message: self.message.clone(),
+                field: self.field.clone(),
+                hint: self.hint.clone(),
+            },
+        }
+    }
+}
+
+impl From<crate::config::ConfigError> for CliError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        use crate::config::ConfigError;
+        let (file, key) = match &e {
+            ConfigError::Read { path, .. } => (path, None),
+            ConfigError::Parse { path, key, .. } => (path, key.clone()),
+            ConfigError::Invalid { path, key, .. } => (path, Some(key.clone())),
+        };
+        let hint = match &key {
+            Some(k) => format!("edit {k} in {file}"),
+            None => format!("edit {file} (the README's Configuration section lists every key)"),
+        };
+        CliError::new("config", e.to_string())
+            .field(key.unwrap_or_else(|| file.clone()))
+            .hint(hint)
+    }
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        let hint = match &e {
+            ClientError::Unreachable { .. } => Some(
+                "is `gatehost serve` running? It writes its URL to server.url in its data directory; \
+                 pass it with --server or GATEHOST_SERVER",
+            ),
+            ClientError::Api { status: 401, .. } => Some(
+                "pass the daemon's agent.token or operator.token (in its data directory) with --token or GATEHOST_TOKEN",
+            ),
+            ClientError::Api {
+                status: 403, code, ..
+            } if code == "operator-only" => {
+                Some("this needs the operator token: operator.token in the daemon's data directory")
+            }
+            _ => None,
+        };
+        let field = match &e {
+            ClientError::Api { field, .. } => field.clone(),
+            _ => None,
+        };
+        CliError {
+            code: e.code().to_string(),
+            message: e.to_string(),
+            field,
+            hint: hint.map(str::to_string),
+        }
+    }
+}
+
+/// Prints `err` once (see the module's doc) and returns its exit code.
+/// `extra` fields join the JSON object (`check` keeps its report's
+/// `outcome` and `reason` beside `error`).
+pub fn report(err: &CliError, json: bool, extra: Option<serde_json::Value>) -> i32 {
+    if json {
+        let mut v = serde_json::to_value(err.body()).unwrap_or_default();
+        if let (Some(serde_json::Value::Object(more)), serde_json::Value::Object(m)) =
+            (extra, &mut v)
+        {
+            m.extend(more);
+        }
+        println!("{v}");
+    } else {
+        eprintln!("gatehost: error: {}", err.message);
+        if let Some(h) = &err.hint {
+            eprintln!("  hint: {h}");
+        }
+    }
+    EXIT_ERROR
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_keep_their_code_and_field_and_get_a_hint() {
+        let e: CliError = ClientError::Api {
+            status: 403,
+            code: "operator-only".into(),
+            message: "this route needs the operator token".into(),
+            field: None,
+        }
+        .into();
+        assert_eq!(e.code, "operator-only");
+        assert!(
+            e.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("operator.token"))
+        );
+        let e: CliError = ClientError::Api {
+            status: 400,
+            code: "invalid".into(),
+            message: "then: nope".into(),
+            field: Some("then".into()),
+        }
+        .into();
+        assert_eq!(e.field.as_deref(), Some("then"));
+        let body = serde_json::to_value(e.body()).expect("json");
+        assert_eq!(body["error"]["code"], "invalid");
+        assert_eq!(body["error"]["field"], "then");
+        assert!(body["error"].get("hint").is_none());
+    }
+
+    #[test]
+    fn config_errors_name_the_file_and_key_to_edit() {
+        let e: CliError = crate::config::ConfigError::Invalid {
+            path: "/etc/g.toml".into(),
+            key: "shell.allow[0]".into(),
+            message: "bad".into(),
+        }
+        .into();
+        assert_eq!(e.code, "config");
+        assert_eq!(e.field.as_deref(), Some("shell.allow[0]"));
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("edit shell.allow[0] in /etc/g.toml")
+        );
+    }
+}

@@ -1,0 +1,375 @@
+//! The typed client of the daemon's API: one method per route, taking and
+//! returning the [`crate::wire`] types the server answers with. The CLI's
+//! client commands, the whole-program tests and the benchmarks all go
+//! through it (`send` is there for tests that must send what no typed
+//! method would: a malformed body, a wrong token).
+//!
+//! It owns the transport (TCP, or a Unix socket for `unix:PATH`), the
+//! bearer token, the paths and queries of the routes, and turning an error
+//! answer into [`ClientError`]. It must never print, retry behind the
+//! caller's back, or pick an exit code: that is the command line's job.
+
+use crate::wire::{
+    AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyPage,
+    PolicyWait, RegisterRequest, ReportRequest, Reported, Session, SessionPage, StartRequest,
+};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long one call may take by default: above the API's longest
+/// long-poll slice (55 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Characters a path segment keeps as they are (RFC 3986 unreserved, and
+/// `:` which session ids such as `claude:abc` hold).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b':');
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon answered with an error (`{"error": {...}}`).
+    #[error("{message} (HTTP {status}, {code})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+        field: Option<String>,
+    },
+    /// The daemon could not be reached, or the connection broke.
+    #[error("cannot reach the daemon at {base}: {message}")]
+    Unreachable { base: String, message: String },
+    /// The daemon answered something this client does not understand.
+    #[error("the daemon's answer to {route} does not decode: {message}")]
+    Decode { route: String, message: String },
+    /// The HTTP client could not be set up.
+    #[error("cannot set up the HTTP client: {0}")]
+    Setup(String),
+}
+
+impl ClientError {
+    /// The API's error code, or `unreachable` / `bad-answer` / `client-setup`.
+    pub fn code(&self) -> &str {
+        match self {
+            ClientError::Api { code, .. } => code,
+            ClientError::Unreachable { .. } => "unreachable",
+            ClientError::Decode { .. } => "bad-answer",
+            ClientError::Setup(_) => "client-setup",
+        }
+    }
+
+    /// The HTTP status of an error answer.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+pub type ClientResult<T> = Result<T, ClientError>;
+
+/// A client of one daemon, with one credential.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    /// A client of the daemon at `server` (`http://127.0.0.1:PORT` or
+    /// `unix:/path/to/socket`) using `token`.
+    pub fn new(server: &str, token: impl Into<String>) -> ClientResult<Client> {
+        Client::with_timeout(server, token, DEFAULT_TIMEOUT)
+    }
+
+    pub fn with_timeout(
+        server: &str,
+        token: impl Into<String>,
+        timeout: Duration,
+    ) -> ClientResult<Client> {
+        crate::webhook::install_tls_provider();
+        let server = server.trim().trim_end_matches('/');
+        let mut builder = reqwest::Client::builder().timeout(timeout);
+        let base = match server.strip_prefix("unix:") {
+            Some(path) => {
+                builder = builder.unix_socket(PathBuf::from(path));
+                "http://localhost".to_string()
+            }
+            None => server.to_string(),
+        };
+        let http = builder
+            .build()
+            .map_err(|e| ClientError::Setup(e.to_string()))?;
+        Ok(Client {
+            http,
+            base,
+            token: token.into(),
+        })
+    }
+
+    /// The same daemon with another credential.
+    pub fn with_token(&self, token: impl Into<String>) -> Client {
+        Client {
+            token: token.into(),
+            ..self.clone()
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// One request as given (`token` `None`: no Authorization header),
+    /// answering the status and the body as sent, error or not.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> ClientResult<(u16, Vec<u8>)> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path_and_query}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    /// One call with this client's token: the answer decoded as `T`, or
+    /// the API's error.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+    ) -> ClientResult<T> {
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
+        let (status, bytes) = self
+            .send(method, path_and_query, Some(&self.token), body)
+            .await?;
+        let route = path_and_query
+            .split_once('?')
+            .map_or(path_and_query, |(p, _)| p);
+        decode(status, &bytes, route)
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        // reqwest's own text names the URL; its source says why.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            message = format!("{message}: {s}");
+            source = s.source();
+        }
+        ClientError::Unreachable {
+            base: self.base.clone(),
+            message,
+        }
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> ClientResult<T> {
+        self.call(Method::GET, path, None::<&()>).await
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> ClientResult<T> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn health(&self) -> ClientResult<Health> {
+        self.get("/v1/health").await
+    }
+
+    pub async fn register(&self, input: &RegisterRequest) -> ClientResult<Session> {
+        self.post("/v1/sessions", input).await
+    }
+
+    pub async fn start_session(&self, input: &StartRequest) -> ClientResult<Session> {
+        self.post("/v1/sessions/start", input).await
+    }
+
+    pub async fn sessions(&self, page: &PageQuery) -> ClientResult<SessionPage> {
+        self.get(&format!("/v1/sessions?{}", query(page)?)).await
+    }
+
+    pub async fn session(&self, id: &str) -> ClientResult<Session> {
+        self.get(&format!("/v1/sessions/{}", segment(id))).await
+    }
+
+    pub async fn report(&self, id: &str, report: &ReportRequest) -> ClientResult<Reported> {
+        self.post(&format!("/v1/sessions/{}/report", segment(id)), report)
+            .await
+    }
+
+    /// Long-polls the session's next event after `since` (default: now).
+    pub async fn next_event(
+        &self,
+        id: &str,
+        since: Option<i64>,
+        timeout: Option<Duration>,
+    ) -> ClientResult<NextEvent> {
+        let mut q = Vec::new();
+        if let Some(s) = since {
+            q.push(("since", s.to_string()));
+        }
+        if let Some(t) = timeout {
+            q.push(("timeout", t.as_millis().to_string()));
+        }
+        self.get(&format!(
+            "/v1/sessions/{}/next-event?{}",
+            segment(id),
+            query(&q)?
+        ))
+        .await
+    }
+
+    /// Attaches a policy (agentproto `policy_attach` JSON); the same
+    /// `idempotency_key` attaches it once.
+    pub async fn attach(
+        &self,
+        spec: &serde_json::Value,
+        idempotency_key: Option<&str>,
+    ) -> ClientResult<Policy> {
+        let Some(key) = idempotency_key else {
+            return self.post("/v1/policies", spec).await;
+        };
+        let body = serde_json::to_vec(spec)
+            .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
+        let resp = self
+            .http
+            .post(format!("{}/v1/policies", self.base))
+            .bearer_auth(&self.token)
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
+        decode(status, &bytes, "/v1/policies")
+    }
+
+    pub async fn policies(&self, page: &PageQuery) -> ClientResult<PolicyPage> {
+        self.get(&format!("/v1/policies?{}", query(page)?)).await
+    }
+
+    pub async fn policy(&self, id: &str) -> ClientResult<Policy> {
+        self.get(&format!("/v1/policies/{}", segment(id))).await
+    }
+
+    /// Long-polls until the policy settles or awaits an ack, or `timeout`.
+    pub async fn wait_policy(&self, id: &str, timeout: Duration) -> ClientResult<PolicyWait> {
+        self.get(&format!(
+            "/v1/policies/{}/wait?timeout={}",
+            segment(id),
+            timeout.as_millis()
+        ))
+        .await
+    }
+
+    pub async fn cancel(&self, id: &str) -> ClientResult<Policy> {
+        self.post(&format!("/v1/policies/{}/cancel", segment(id)), &())
+            .await
+    }
+
+    pub async fn ack(&self, id: &str, approve: bool) -> ClientResult<Policy> {
+        self.post(
+            &format!("/v1/policies/{}/ack", segment(id)),
+            &AckRequest { approve },
+        )
+        .await
+    }
+
+    pub async fn events(&self, q: &EventQuery) -> ClientResult<EventPage> {
+        self.get(&format!("/v1/events?{}", query(q)?)).await
+    }
+}
+
+fn decode<T: DeserializeOwned>(status: u16, bytes: &[u8], route: &str) -> ClientResult<T> {
+    if (200..300).contains(&status) {
+        return serde_json::from_slice(bytes).map_err(|e| ClientError::Decode {
+            route: route.to_string(),
+            message: e.to_string(),
+        });
+    }
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(ErrorBody { error }) => Err(ClientError::Api {
+            status,
+            code: error.code,
+            message: error.message,
+            field: error.field,
+        }),
+        Err(_) => Err(ClientError::Decode {
+            route: route.to_string(),
+            message: format!(
+                "HTTP {status} with a body that is not an API error: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            ),
+        }),
+    }
+}
+
+/// A path segment, percent-encoded.
+pub fn segment(s: &str) -> String {
+    utf8_percent_encode(s, SEGMENT).to_string()
+}
+
+fn query(q: &impl Serialize) -> ClientResult<String> {
+    serde_urlencoded::to_string(q)
+        .map_err(|e| ClientError::Setup(format!("cannot encode the query: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_and_queries_are_encoded() {
+        assert_eq!(segment("claude:a b/c"), "claude:a%20b%2Fc");
+        let q = PageQuery {
+            limit: Some(5),
+            status: Some("blocked,awaiting-ack".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            query(&q).expect("query"),
+            "limit=5&status=blocked%2Cawaiting-ack"
+        );
+        assert_eq!(query(&EventQuery::default()).expect("empty"), "");
+    }
+
+    #[test]
+    fn an_error_answer_decodes_to_its_code_and_field() {
+        let body = br#"{"error": {"code": "invalid", "message": "kind: nope", "field": "kind"}}"#;
+        let e = decode::<Health>(400, body, "/v1/x").expect_err("an error");
+        assert_eq!(e.code(), "invalid");
+        assert_eq!(e.status(), Some(400));
+        assert!(matches!(e, ClientError::Api { field: Some(ref f), .. } if f == "kind"));
+        let e = decode::<Health>(502, b"<html>", "/v1/x").expect_err("not JSON");
+        assert_eq!(e.code(), "bad-answer");
+    }
+}

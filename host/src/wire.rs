@@ -1,0 +1,167 @@
+//! The daemon API's bodies, defined once: the server (the `api` module)
+//! answers with these types and the client (the `client` module) decodes
+//! them, so the two cannot disagree on a field's name or presence.
+//!
+//! It owns the JSON shape of every route's request and answer (camelCase
+//! names, what may be absent or null). It must never hold behaviour:
+//! validation belongs to the engine, transport to the client and the API.
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::engine::{RegisterInput as RegisterRequest, ReportKind, StartInput as StartRequest};
+pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: String,
+    /// The bus's head cursor.
+    pub cursor: i64,
+}
+
+/// `POST /v1/sessions/{id}/report`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRequest {
+    pub kind: ReportKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The answer to a report: the event's cursor (none when the report
+/// published nothing, as a heartbeat).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reported {
+    pub session_id: String,
+    pub cursor: Option<i64>,
+}
+
+/// `POST /v1/policies/{id}/ack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    pub approve: bool,
+}
+
+/// A policy as the API shows it: the stored row and its id again as
+/// `policyId` (agentproto's name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    #[serde(flatten)]
+    pub row: PolicyRow,
+    pub policy_id: String,
+}
+
+impl From<PolicyRow> for Policy {
+    fn from(row: PolicyRow) -> Self {
+        Policy {
+            policy_id: row.id.clone(),
+            row,
+        }
+    }
+}
+
+/// `GET /v1/policies/{id}/wait`: the policy, and whether it settled (or
+/// awaits an ack) before the wait's timeout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyWait {
+    #[serde(flatten)]
+    pub policy: Policy,
+    pub settled: bool,
+}
+
+/// A page of sessions; `nextCursor` is null on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionPage {
+    pub sessions: Vec<Session>,
+    pub next_cursor: Option<i64>,
+}
+
+/// A page of policies; `nextCursor` is null on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyPage {
+    pub policies: Vec<Policy>,
+    pub next_cursor: Option<i64>,
+}
+
+/// `GET /v1/events`: the events, the cursor to continue from, and the
+/// oldest cursor retention kept (null when the bus is empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    pub next_cursor: i64,
+    pub oldest_cursor: Option<i64>,
+}
+
+/// `GET /v1/sessions/{id}/next-event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextEvent {
+    pub event: Option<Event>,
+    pub next_cursor: i64,
+    pub timed_out: bool,
+}
+
+/// Every error answer: `{"error": {"code", "message", "field"?}}`. The
+/// command line prints its own errors with `--json` in this shape too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable, kebab-case name (`invalid`, `unauthorized`, ...).
+    pub code: String,
+    pub message: String,
+    /// The request field (or, on the command line, the option, file or
+    /// configuration key) at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What to do about it, when gatehost can tell (command line only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The query of `GET /v1/policies` and `GET /v1/sessions` (`status` and
+/// `order` for policies only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<i64>,
+    /// Comma-separated statuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `oldest` (default) or `newest`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+}
+
+/// The query of `GET /v1/events`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    /// Comma-separated event types (`turn-end` or `session:turn-end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub types: Option<String>,
+    /// Comma-separated session ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Comma-separated policy ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Long-poll this long for the first event (`25s`, `1500`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+}
