@@ -38,32 +38,6 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The import through which a plugin reaches the workspace's files.
-const FILESYSTEM_IMPORT_PREFIX: &str = "wasi:filesystem/";
-/// The host interface (`log`, `file-diff`, `judge`, `read-files` …).
-const HOST_IMPORT_PREFIX: &str = "gatehost:gate/host@";
-
-/// Imports a plugin may have. Anything else (sockets, http, another
-/// version of the host interface) is refused at load.
-const GRANTED_IMPORT_PREFIXES: &[&str] = &[
-    "gatehost:gate/host@0.1.",
-    "gatehost:gate/types@0.1.",
-    "wasi:cli/environment@0.2.",
-    "wasi:cli/exit@0.2.",
-    "wasi:cli/stdin@0.2.",
-    "wasi:cli/stdout@0.2.",
-    "wasi:cli/stderr@0.2.",
-    "wasi:cli/terminal-input@0.2.",
-    "wasi:cli/terminal-output@0.2.",
-    "wasi:cli/terminal-stdin@0.2.",
-    "wasi:cli/terminal-stdout@0.2.",
-    "wasi:cli/terminal-stderr@0.2.",
-    "wasi:io/",
-    "wasi:filesystem/",
-    "wasi:clocks/",
-    "wasi:random/",
-];
-
 /// A plugin file's bytes and identity.
 #[derive(Debug)]
 pub struct PluginFile {
@@ -137,39 +111,6 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
         (_, _, 1, 0) => Ok(()),
         _ => Err(not("an unknown WebAssembly version or layer")),
     }
-}
-
-/// Refuses a component that imports anything not granted; says which of
-/// the workspace's doors it imports (a plugin that imports neither the
-/// filesystem nor the host interface is given no handle on the workspace,
-/// which saves opening one for every evaluation).
-pub fn check_imports(
-    file: &PluginFile,
-    engine: &Engine,
-    component: &Component,
-) -> Result<Uses, PluginError> {
-    let ty = component.component_type();
-    let mut uses = Uses::default();
-    for (name, _) in ty.imports(engine) {
-        if !GRANTED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
-            return Err(PluginError::ForbiddenImport {
-                plugin: file.name.clone(),
-                import: name.to_string(),
-            });
-        }
-        uses.filesystem |= name.starts_with(FILESYSTEM_IMPORT_PREFIX);
-        uses.host |= name.starts_with(HOST_IMPORT_PREFIX);
-    }
-    Ok(uses)
-}
-
-/// Which imports that reach the workspace a component has.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Uses {
-    /// `wasi:filesystem` (the read-only preopen).
-    pub filesystem: bool,
-    /// `gatehost:gate/host` (`workspace-files`, `read-files`).
-    pub host: bool,
 }
 
 /// The names of a component's imports and exports.

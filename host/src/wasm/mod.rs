@@ -18,25 +18,22 @@
 mod error;
 mod evaluate;
 pub mod files;
+mod grants;
 mod guarded_fs;
 mod judge_host;
 mod load;
+mod resolve;
 mod spare;
 mod state;
 mod store;
 
-pub(crate) mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit/v0.1",
-        world: "gate-plugin",
-        imports: { default: async | trappable },
-        exports: { default: async },
-    });
-}
+mod wit;
+pub(crate) use wit::v0_1 as bindings;
 
 pub use error::PluginError;
 pub use judge_host::{JudgeAnswer, JudgeCall, JudgeHost};
 pub use load::PluginFile;
+pub use resolve::{FileIdentity, NamedPlugin};
 pub use state::JudgeBridge;
 
 use crate::config::{PluginBounds, WasmConfig};
@@ -72,7 +69,7 @@ pub struct LoadedPlugin {
     pub size: usize,
     /// Which of the workspace's doors it imports (else that door is not
     /// opened for its evaluations).
-    pub uses: load::Uses,
+    pub uses: grants::Uses,
     pre: bindings::GatePluginPre<PluginState>,
 }
 
@@ -143,18 +140,6 @@ pub struct WasmHost {
     named: Mutex<HashMap<String, NamedPlugin>>,
     /// Instances made ahead for the next evaluation of a plugin.
     spares: spare::Spares,
-}
-
-/// Where a named plugin was found.
-#[derive(Debug, Clone)]
-pub struct NamedPlugin {
-    pub path: std::path::PathBuf,
-    /// `path` with every symlink resolved (for the "inside the workspace"
-    /// check).
-    pub canonical: std::path::PathBuf,
-    identity: Option<FileIdentity>,
-    /// Whether this came from memory (and must be checked at load).
-    remembered: bool,
 }
 
 impl Drop for WasmHost {
@@ -287,7 +272,7 @@ impl WasmHost {
         file: &PluginFile,
         component: &Component,
     ) -> Result<LoadedPlugin, PluginError> {
-        let uses = load::check_imports(file, &self.engine, component)?;
+        let uses = grants::check_imports(file, &self.engine, component)?;
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
             plugin: file.name.clone(),
             message: format!("{e:#}"),
@@ -306,57 +291,6 @@ impl WasmHost {
         })
     }
 
-    /// Loads the plugin at `path`, checking its digest against `pinned`
-    /// when given. An unchanged file (same identity as when it was last
-    /// read) is served from memory without reading or hashing it again.
-    pub fn load_path(
-        &self,
-        name: &str,
-        path: &std::path::Path,
-        pinned: Option<&str>,
-    ) -> Result<Arc<LoadedPlugin>, PluginError> {
-        self.load_path_identified(name, path, pinned).0
-    }
-
-    /// `load_path`, and the identity the file had (taken before reading).
-    fn load_path_identified(
-        &self,
-        name: &str,
-        path: &std::path::Path,
-        pinned: Option<&str>,
-    ) -> (Result<Arc<LoadedPlugin>, PluginError>, Option<FileIdentity>) {
-        let identity = FileIdentity::of(path);
-        let load = || -> Result<Arc<LoadedPlugin>, PluginError> {
-            let known = identity.and_then(|id| {
-                let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
-                by_path
-                    .get(path)
-                    .filter(|(cached, _)| *cached == id)
-                    .map(|(_, p)| p.clone())
-            });
-            let plugin = match known {
-                Some(p) => p,
-                None => {
-                    let file = PluginFile::read(name, path, self.config.max_plugin_bytes)?;
-                    check_pin(name, pinned, &file.digest)?;
-                    let plugin = self.load(file)?;
-                    // Record the identity seen *before* reading: if the file
-                    // changed meanwhile, the next run reads it again.
-                    if let Some(id) = identity {
-                        self.by_path
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(path.to_path_buf(), (id, plugin.clone()));
-                    }
-                    return Ok(plugin);
-                }
-            };
-            check_pin(name, pinned, &plugin.digest)?;
-            Ok(plugin)
-        };
-        (load(), identity)
-    }
-
     /// What `plugin inspect` shows: the component's imports and exports,
     /// and why it would be refused, if it would. Compiles once.
     pub fn inspect(&self, file: &PluginFile) -> Result<Inspection, PluginError> {
@@ -367,137 +301,6 @@ impl WasmHost {
             imports,
             exports,
             problem,
-        })
-    }
-
-    /// `find_named`, remembered: the plugin's path, its canonical form and
-    /// the identity its file had when it was found. A remembered entry is
-    /// returned without touching the disk; `load_named` checks it.
-    pub fn find_named_cached(&self, name: &str) -> Result<NamedPlugin, PluginError> {
-        let cached = self
-            .named
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned();
-        if let Some(named) = cached {
-            return Ok(named);
-        }
-        let path = self.find_named(name)?;
-        let identity = FileIdentity::of(&path);
-        let canonical = std::fs::canonicalize(&path).map_err(|e| PluginError::Unreadable {
-            plugin: name.to_string(),
-            message: format!("{}: {e}", path.display()),
-        })?;
-        let named = NamedPlugin {
-            path,
-            canonical,
-            identity,
-            remembered: true,
-        };
-        self.named
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), named.clone());
-        Ok(NamedPlugin {
-            remembered: false,
-            ..named
-        })
-    }
-
-    /// Forgets where a named plugin was found (its file changed or went).
-    pub fn forget_named(&self, name: &str) {
-        self.named
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
-    }
-
-    /// Loads a plugin found by `find_named_cached`. When the file no longer
-    /// has the identity it had when it was found (replaced, re-pointed,
-    /// removed), returns `Ok(None)`: the caller forgets the entry and finds
-    /// the plugin again, so that no decision rests on a stale path.
-    pub fn load_named(
-        &self,
-        name: &str,
-        named: &NamedPlugin,
-        pinned: Option<&str>,
-    ) -> Result<Option<Arc<LoadedPlugin>>, PluginError> {
-        let (plugin, seen) = self.load_path_identified(name, &named.path, pinned);
-        if named.remembered && seen != named.identity {
-            return Ok(None);
-        }
-        plugin.map(Some)
-    }
-
-    /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first
-    /// plugin directory that has it.
-    pub fn find_named(&self, name: &str) -> Result<std::path::PathBuf, PluginError> {
-        let valid = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if valid {
-            for dir in &self.config.plugin_dirs {
-                for file in [
-                    format!("{name}.wasm"),
-                    format!("{}.wasm", name.replace('-', "_")),
-                ] {
-                    let p = dir.join(file);
-                    if p.is_file() {
-                        return Ok(p);
-                    }
-                }
-            }
-        }
-        Err(PluginError::NotFound {
-            plugin: name.to_string(),
-            dirs: if self.config.plugin_dirs.is_empty() {
-                "none configured: set [wasm] plugin_dirs".to_string()
-            } else {
-                self.config
-                    .plugin_dirs
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        })
-    }
-}
-
-fn check_pin(name: &str, pinned: Option<&str>, digest: &str) -> Result<(), PluginError> {
-    match pinned {
-        Some(expected) if !expected.eq_ignore_ascii_case(digest) => {
-            Err(PluginError::DigestMismatch {
-                plugin: name.to_string(),
-                expected: expected.to_ascii_lowercase(),
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// What identifies a file's content without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileIdentity {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
-
-impl FileIdentity {
-    fn of(path: &std::path::Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
-        Some(FileIdentity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
         })
     }
 }
