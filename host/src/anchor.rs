@@ -149,7 +149,9 @@ impl WorkspaceAnchor {
                 }
                 Ok(_) => resolved.push(part),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => resolved.push(part),
-                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => resolved.push(part),
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
+                    resolved.push(part)
+                }
                 Err(source) => {
                     return Err(AnchorError::Io {
                         path: candidate.display().to_string(),
@@ -172,7 +174,7 @@ impl WorkspaceAnchor {
         };
         let dir = self.dir.open_dir(target).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => AnchorError::NotFound(shown.clone()),
-            _ if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            _ if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
                 AnchorError::NotADirectory(shown.clone())
             }
             // cap-std refuses, by its own resolution, anything that a race

@@ -82,10 +82,10 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(&path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::EROFS) => format!(
+            Some(code) if code == rustix::io::Errno::ROFS.raw_os_error() => format!(
                 "the data directory {} is read-only (cannot open {LOCK_FILE}: {e})",
                 dir.display()
             ),

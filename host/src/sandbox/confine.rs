@@ -233,18 +233,17 @@ pub fn writing_only_beneath<T: Send>(
 /// Empties the capability bounding set of the calling thread, so nothing
 /// it executes can regain a capability.
 fn drop_bounding_set() -> Result<(), String> {
-    for cap in 0..64 {
-        // SAFETY: prctl(PR_CAPBSET_DROP) takes integer arguments only and
-        // acts on the calling thread.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        if r != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINVAL) {
-                return Ok(()); // past the kernel's last capability
+    for cap in 0..64u32 {
+        let one = rustix::thread::CapabilitySet::from_bits_retain(1 << cap);
+        match rustix::thread::remove_capability_from_bounding_set(one) {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(rustix::io::Errno::INVAL) => return Ok(()),
+            Err(e) => {
+                return Err(format!(
+                    "cannot drop capability {cap} from the bounding set: {e}"
+                ));
             }
-            return Err(format!(
-                "cannot drop capability {cap} from the bounding set: {err}"
-            ));
         }
     }
     Ok(())

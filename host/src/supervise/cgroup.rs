@@ -105,16 +105,14 @@ impl Cgroups {
             // Never cgroup.kill a cgroup the host is in (a failed `leave`).
             tracing::error!(cgroup = %cg.path.display(), "the host is inside a gate cgroup; killing its members one by one");
             for pid in left.iter().filter(|p| **p != me) {
-                // SAFETY: kill(2) has no memory effects.
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
+                super::kill(*pid, rustix::process::Signal::KILL);
             }
             return left.len() - 1;
         }
         if let Err(e) = std::fs::write(cg.path.join("cgroup.kill"), "1") {
             tracing::warn!(cgroup = %cg.path.display(), error = %e, "cgroup.kill failed");
             for pid in &left {
-                // SAFETY: kill(2) has no memory effects.
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
+                super::kill(*pid, rustix::process::Signal::KILL);
             }
         }
         let deadline = Instant::now() + wait;

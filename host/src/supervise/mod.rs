@@ -26,6 +26,7 @@ pub use capture::TailBuffer;
 
 use cgroup::{Cgroups, ProcessCgroup};
 use futures_lite::AsyncWriteExt;
+use rustix::process::Signal;
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -265,12 +266,12 @@ impl Supervisor {
             Err(_) => {
                 timed_out = true;
                 tracing::info!(pid, timeout = ?spec.limits.timeout, "timed out: SIGTERM to the tree");
-                signal_tree(pid, cgroup.as_ref(), libc::SIGTERM);
+                signal_tree(pid, cgroup.as_ref(), Signal::TERM);
                 match tokio::time::timeout(spec.limits.grace, child.status()).await {
                     Ok(status) => Some(status),
                     Err(_) => {
                         tracing::info!(pid, "still running after the grace period: SIGKILL");
-                        signal_tree(pid, cgroup.as_ref(), libc::SIGKILL);
+                        signal_tree(pid, cgroup.as_ref(), Signal::KILL);
                         tokio::time::timeout(REAP_BOUND, child.status()).await.ok()
                     }
                 }
@@ -302,7 +303,7 @@ impl Supervisor {
             }
             _ => 0,
         };
-        signal_tree(pid, None, libc::SIGKILL);
+        signal_tree(pid, None, Signal::KILL);
         if termination != Termination::Unreaped {
             reaper::registry().children.remove(&pid);
         }
@@ -361,8 +362,7 @@ impl Drop for KillOnDrop {
             pid = self.pid,
             "gate abandoned (cancelled): killing its process tree"
         );
-        // SAFETY: kill(2) has no memory effects; a negative pid names the group.
-        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        kill_group(self.pid, Signal::KILL);
         reaper::registry().children.remove(&self.pid);
         if let Some(path) = self.cgroup.take() {
             let _ = std::fs::write(path.join("cgroup.kill"), "1");
@@ -383,15 +383,25 @@ impl Drop for KillOnDrop {
 
 /// Sends `sig` to the process group led by `pid` and to every process in
 /// the cgroup (which includes those that left the group with `setsid`).
-fn signal_tree(pid: i32, cgroup: Option<&ProcessCgroup>, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; a negative pid names the group.
-    unsafe { libc::kill(-pid, sig) };
+fn signal_tree(pid: i32, cgroup: Option<&ProcessCgroup>, sig: Signal) {
+    kill_group(pid, sig);
     if let Some(cg) = cgroup {
         for member in cg.pids() {
-            // SAFETY: as above; members of our own cgroup.
-            unsafe { libc::kill(member, sig) };
+            kill(member, sig);
         }
     }
+}
+
+/// Sends `sig` to the process group `pgid`; false if it could not (gone).
+pub(crate) fn kill_group(pgid: i32, sig: Signal) -> bool {
+    rustix::process::Pid::from_raw(pgid)
+        .is_some_and(|p| rustix::process::kill_process_group(p, sig).is_ok())
+}
+
+/// Sends `sig` to the process `pid`; false if it could not (gone).
+pub(crate) fn kill(pid: i32, sig: Signal) -> bool {
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|p| rustix::process::kill_process(p, sig).is_ok())
 }
 
 /// A program name resolved on a PATH, or `None`.

@@ -77,9 +77,8 @@ fn kill_live_orphans() -> usize {
         if in_live_cgroup(pid, &reg.live_cgroups) {
             continue;
         }
-        // SAFETY: kill(2) has no memory effects. The pid is our own child,
-        // so it cannot be recycled until we reap it.
-        if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+        // The pid is our own child, so it cannot be recycled until we reap it.
+        if super::kill(pid, rustix::process::Signal::KILL) {
             tracing::info!(pid, "killed an orphan a gate left behind");
             killed += 1;
         }
@@ -118,9 +117,10 @@ fn reap_zombie_orphans() -> usize {
             break;
         }
         drop(reg);
-        let mut status = 0;
-        // SAFETY: pid is our own exited, untracked child.
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        // Our own exited, untracked child.
+        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+        }
         reaped += 1;
     }
     reaped

@@ -127,7 +127,9 @@ fn read_within(
     let rel = path.trim_start_matches("./");
     let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("{path}: {e}"));
     let mut options = OpenOptions::new();
-    options.read(true).custom_flags(libc::O_NONBLOCK);
+    options
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
     let mut file = root.open_with(rel, &options).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {

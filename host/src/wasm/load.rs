@@ -60,7 +60,7 @@ impl PluginFile {
         };
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
             .open(path)
             .map_err(|e| unreadable(e.to_string()))?;
         let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
@@ -315,13 +315,13 @@ impl Cache {
 fn open_no_follow(path: &Path) -> std::io::Result<File> {
     OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
         .open(path)
 }
 
 /// Why opening `path` failed, in words.
 fn open_failure(e: &std::io::Error) -> String {
-    if e.raw_os_error() == Some(libc::ELOOP) {
+    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
         "it is a symbolic link".into()
     } else {
         format!("cannot open it: {e}")
