@@ -9,6 +9,7 @@ mod check;
 pub mod client;
 mod client_args;
 mod plugin;
+mod plugin_new;
 pub mod serve;
 
 pub use check::render_report;
@@ -94,7 +95,8 @@ pub enum Command {
 pub enum PluginCommand {
     /// Show a plugin file's interface version, imports, exports, size and sha256.
     Inspect(InspectArgs),
-    /// Start a new Rust gate plugin from a template.
+    /// Start a new Rust gate plugin from a template, with its own copy of the plugin kit.
+    #[command(after_help = plugin_new::after_help())]
     New(NewArgs),
 }
 
@@ -106,7 +108,8 @@ pub struct NewArgs {
     /// Where to create the folder NAME.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Path of the gatehost-plugin kit crate (default: the kit of this gatehost checkout).
+    /// Another copy of the gatehost-plugin kit crate to depend on (default:
+    /// the kit built into gatehost, written into NAME/vendor/gatehost-plugin).
     #[arg(long, value_name = "PATH")]
     pub kit: Option<PathBuf>,
 }
@@ -180,21 +183,7 @@ pub fn main() -> i32 {
             }
         }
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
-        Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
-            Ok(dir) => {
-                println!(
-                    "created {}\nbuild it:   cd {} && cargo build --release --target wasm32-wasip2\ninspect it: gatehost plugin inspect target/wasm32-wasip2/release/{}.wasm",
-                    dir.display(),
-                    dir.display(),
-                    args.name.replace('-', "_")
-                );
-                0
-            }
-            Err(reason) => {
-                eprintln!("gatehost: error: {reason}");
-                2
-            }
-        },
+        Command::Plugin(PluginCommand::New(args)) => plugin_new::new(&args),
     }
 }
 
