@@ -119,7 +119,7 @@ fn prepare(args: &CheckArgs) -> Result<Prepared, String> {
     })
 }
 
-fn read_context(path: &Path) -> Result<String, String> {
+pub(super) fn read_context(path: &Path) -> Result<String, String> {
     let mut bytes = Vec::new();
     if path == Path::new("-") {
         std::io::stdin()
