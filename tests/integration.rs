@@ -13,6 +13,7 @@ mod fallback_containment;
 mod hostile_judge;
 mod hostile_shell;
 mod judge_slots;
+mod plugin_kit;
 mod sandbox_gates;
 mod wasm_gates;
 mod wasm_host;

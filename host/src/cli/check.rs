@@ -171,7 +171,7 @@ fn prepare(args: &CheckArgs) -> CliResult<Prepared> {
     })
 }
 
-fn read_context(path: &Path, option: &str) -> CliResult<String> {
+pub(super) fn read_context(path: &Path, option: &str) -> CliResult<String> {
     let mut bytes = Vec::new();
     if path == Path::new("-") {
         std::io::stdin().read_to_end(&mut bytes).map_err(|e| {

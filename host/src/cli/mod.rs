@@ -1,6 +1,6 @@
 //! The `gatehost` command line: argument parsing and dispatch. `check`
 //! (reading the operator's files, printing verdicts for people or `--json`
-//! for scripts) and `plugin` (inspect, new) live in their own modules.
+//! for scripts) and `plugin` (inspect, new, run) live in their own modules.
 //!
 //! It owns the exit codes (0 pass, 1 fail, 2 error) and must never turn an
 //! unreadable input into anything but exit 2. Commands return their errors
@@ -11,6 +11,8 @@ pub mod client;
 mod client_args;
 pub mod error;
 mod plugin;
+mod plugin_new;
+mod plugin_run;
 mod render;
 pub mod serve;
 
@@ -97,8 +99,63 @@ pub enum Command {
 pub enum PluginCommand {
     /// Show a plugin file's interface version, imports, exports, size and sha256.
     Inspect(InspectArgs),
-    /// Start a new Rust gate plugin from a template.
+    /// Start a new Rust gate plugin from a template, with its own copy of the plugin kit.
+    #[command(after_help = plugin_new::after_help())]
     New(NewArgs),
+    /// Evaluate a plugin once, as a gate would, and report its verdict and
+    /// the time, fuel and memory it used against its bounds.
+    #[command(after_help = plugin_run::AFTER_HELP)]
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Host configuration (TOML): the plugin cache, the bounds' defaults
+    /// and maxima, the judge adapters. Must not lie inside the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The workspace the plugin sees, read-only, at /workspace.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+    /// The change as a unified diff (`git diff` output; `-` reads stdin).
+    /// Default: the workspace's change against HEAD if it is a git
+    /// repository, else none.
+    #[arg(long, value_name = "FILE")]
+    pub diff: Option<PathBuf>,
+    /// The agent's last message, as the plugin sees it (`last-message`); `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub context: Option<PathBuf>,
+    /// The plugin's own configuration, as a gate's `config`: a JSON object,
+    /// or @FILE to read it from a file.
+    #[arg(long, value_name = "JSON")]
+    pub plugin_config: Option<String>,
+    /// Wall-clock bound (default: the host's [wasm] default_timeout_ms).
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// Instruction bound (default: the host's [wasm] default_fuel).
+    #[arg(long, value_name = "UNITS")]
+    pub fuel: Option<u64>,
+    /// Memory bound (default: the host's [wasm] default_memory_mib).
+    #[arg(long, value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+    /// Output bound per stream and for the verdict (default: the host's [wasm] default_output_bytes).
+    #[arg(long, value_name = "BYTES")]
+    pub max_output_bytes: Option<u64>,
+    /// Judge calls allowed (default: the host's [wasm] default_judge_calls).
+    #[arg(long, value_name = "N")]
+    pub max_judge_calls: Option<u32>,
+    /// The judge adapter the plugin's `judge` calls use (none: they are refused).
+    #[arg(long, value_name = "ADAPTER")]
+    pub judge: Option<String>,
+    /// The judge's model.
+    #[arg(long, value_name = "MODEL", requires = "judge")]
+    pub judge_model: Option<String>,
+    /// Print one JSON object: the verdict's fields, `plugin` and `usage`.
+    #[arg(long)]
+    pub json: bool,
+    /// The plugin file (.wasm).
+    #[arg(value_name = "PLUGIN.wasm")]
+    pub plugin: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -109,7 +166,8 @@ pub struct NewArgs {
     /// Where to create the folder NAME.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Path of the gatehost-plugin kit crate (default: the kit of this gatehost checkout).
+    /// Another copy of the gatehost-plugin kit crate to depend on (default:
+    /// the kit built into gatehost, written into NAME/vendor/gatehost-plugin).
     #[arg(long, value_name = "PATH")]
     pub kit: Option<PathBuf>,
 }
@@ -157,23 +215,28 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     init_logging(&cli.log);
     crate::webhook::install_tls_provider();
-    if !matches!(cli.command, Command::Check(_) | Command::Serve(_)) {
+    if !matches!(
+        cli.command,
+        Command::Check(_) | Command::Serve(_) | Command::Plugin(PluginCommand::Run(_))
+    ) {
         quiet_on_closed_stdout();
     }
-    let (json, is_check) = match &cli.command {
-        Command::Check(a) => (a.json, true),
+    // With --json, an error is one JSON object on stdout; `check` and
+    // `plugin run` keep their report's outcome fields beside it.
+    type Extra = fn(&error::CliError) -> serde_json::Value;
+    let (json, extra): (bool, Option<Extra>) = match &cli.command {
+        Command::Check(a) => (a.json, Some(check::error_report)),
+        Command::Plugin(PluginCommand::Run(a)) => (a.json, Some(plugin_run::error_report)),
+        Command::Plugin(PluginCommand::Inspect(a)) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
         | Command::Events { client, .. }
-        | Command::Wait { client, .. } => (client.json, false),
-        _ => (false, false),
+        | Command::Wait { client, .. } => (client.json, None),
+        _ => (false, None),
     };
     match run(cli.command) {
         Ok(code) => code,
-        Err(e) => {
-            let extra = is_check.then(|| check::error_report(&e));
-            error::report(&e, json, extra)
-        }
+        Err(e) => error::report(&e, json, extra.map(|f| f(&e))),
     }
 }
 
@@ -200,25 +263,15 @@ fn run(command: Command) -> error::CliResult<i32> {
                 })?;
             Ok(0)
         }
-        Command::Plugin(PluginCommand::Inspect(args)) => Ok(plugin::inspect(args)),
-        Command::Plugin(PluginCommand::New(args)) => match plugin::new_plugin(&args) {
-            Ok(dir) => {
-                println!(
-                    "created {}\nbuild it:   cd {} && cargo build --release --target wasm32-wasip2\ninspect it: gatehost plugin inspect target/wasm32-wasip2/release/{}.wasm",
-                    dir.display(),
-                    dir.display(),
-                    args.name.replace('-', "_")
-                );
-                Ok(0)
-            }
-            Err(reason) => Err(error::CliError::input(reason)),
-        },
+        Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
+        Command::Plugin(PluginCommand::New(args)) => plugin_new::new(&args),
+        Command::Plugin(PluginCommand::Run(args)) => plugin_run::run(args),
     }
 }
 
 /// Output-only commands end quietly when their reader goes away
 /// (`gatehost plugin inspect … | head`), as Unix tools do, instead of
-/// panicking in `println!`. Never for `check` and `serve`: they write into
+/// panicking in `println!`. Never for `check`, `serve` and `plugin run`: they write into
 /// gate processes' pipes, where a closed pipe is an error to report, not a
 /// reason to die. (Sockets are unaffected: Rust sends with `MSG_NOSIGNAL`.)
 fn quiet_on_closed_stdout() {

@@ -23,7 +23,7 @@ use crate::config::{HostConfig, Trust};
 use crate::sandbox::Sandbox;
 use crate::supervise::{ProcessRun, Supervisor, Termination};
 use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
-use crate::wasm::WasmHost;
+use crate::wasm::{PluginUsage, WasmHost};
 use std::ffi::OsString;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -150,10 +150,27 @@ impl GateRunner {
             GateSpec::Judge { judge: j, .. } => {
                 judge::run(self, gate, j, judge_material(ctx).as_deref()).await
             }
-            GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await,
+            GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await.0,
         };
         tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
         verdict
+    }
+
+    /// Runs one gate as `run_gate` does and, for a WASM gate whose plugin
+    /// got as far as an evaluation, also returns what that evaluation used
+    /// against its bounds (`gatehost plugin run`).
+    pub async fn run_gate_measured(
+        &self,
+        gate: &GateSpec,
+        anchor: &WorkspaceAnchor,
+        ctx: &GateContext,
+    ) -> (Verdict, Option<PluginUsage>) {
+        let GateSpec::Wasm { wasm: w, .. } = gate else {
+            return (self.run_gate(gate, anchor, ctx).await, None);
+        };
+        let (verdict, usage) = wasm::run(self, gate, w, anchor, ctx).await;
+        tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
+        (verdict, usage)
     }
 
     /// Checks, without running anything, that `gate` could run against

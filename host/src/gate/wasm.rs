@@ -14,7 +14,8 @@ use crate::config::{PluginBounds, Trust};
 use crate::gate::spec::{DEFAULT_JUDGE_TIMEOUT, GateSpec, WasmGate};
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
 use crate::wasm::{
-    Evaluation, JudgeBridge, LoadedPlugin, NamedPlugin, PluginContext, PluginError, WasmHost,
+    Evaluation, JudgeBridge, LoadedPlugin, NamedPlugin, PluginContext, PluginError, PluginUsage,
+    WasmHost,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,18 +37,20 @@ pub(super) fn preflight(
     Ok(())
 }
 
+/// Runs the gate: its verdict, and what the evaluation used when it got
+/// as far as one (`gatehost plugin run` reports it; gates drop it).
 pub(super) async fn run(
     runner: &GateRunner,
     spec: &GateSpec,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
     ctx: &GateContext,
-) -> Verdict {
+) -> (Verdict, Option<PluginUsage>) {
     let label = spec.label();
     let started = Instant::now();
     let host = match runner.wasm_host() {
         Ok(h) => h,
-        Err(e) => return Verdict::error(label, e),
+        Err(e) => return (Verdict::error(label, e), None),
     };
     // Reading, hashing and compiling a plugin takes a thread for up to
     // seconds: never one of the runtime's, which serve the API too.
@@ -55,7 +58,12 @@ pub(super) async fn run(
         let (runner, gate, trust) = (runner.clone(), gate.clone(), ctx.trust);
         let anchor = match anchor.try_clone() {
             Ok(a) => a,
-            Err(e) => return Verdict::error(label, format!("cannot reopen the workspace: {e}")),
+            Err(e) => {
+                return (
+                    Verdict::error(label, format!("cannot reopen the workspace: {e}")),
+                    None,
+                );
+            }
         };
         tokio::task::spawn_blocking(move || {
             let host = runner.wasm_host()?;
@@ -64,12 +72,17 @@ pub(super) async fn run(
     };
     let (name, plugin) = match loading.await {
         Ok(Ok(found)) => found,
-        Ok(Err(e)) => return Verdict::error(label, e),
-        Err(e) => return Verdict::error(label, format!("the plugin's loading stopped: {e}")),
+        Ok(Err(e)) => return (Verdict::error(label, e), None),
+        Err(e) => {
+            return (
+                Verdict::error(label, format!("the plugin's loading stopped: {e}")),
+                None,
+            );
+        }
     };
     let bounds = match bounds_for(gate, &name, host.config().defaults, host.config().maxima) {
         Ok(b) => b,
-        Err(e) => return Verdict::error(label, e.to_string()),
+        Err(e) => return (Verdict::error(label, e.to_string()), None),
     };
     let files = match &ctx.changes {
         Some(files) => files.clone(),
@@ -113,7 +126,10 @@ pub(super) async fn run(
         match anchor.dir().try_clone() {
             Ok(d) => Some(d),
             Err(e) => {
-                return Verdict::error(label, format!("cannot hand the workspace over: {e}"));
+                return (
+                    Verdict::error(label, format!("cannot hand the workspace over: {e}")),
+                    None,
+                );
             }
         }
     } else {
@@ -133,7 +149,7 @@ pub(super) async fn run(
         total_bytes: bytes.len() as u64,
         text: String::from_utf8_lossy(&bytes).into_owned(),
     };
-    let mut v = match result {
+    let (mut v, usage) = match result {
         Ok(pv) => {
             let outcome = if pv.passed {
                 Outcome::Pass
@@ -153,7 +169,7 @@ pub(super) async fn run(
             v.findings = pv.findings;
             v.stdout = Some(tail(pv.stdout, bounds.output_bytes));
             v.stderr = Some(tail(pv.stderr, bounds.output_bytes));
-            v
+            (v, Some(pv.usage))
         }
         Err((e, captured)) => {
             tracing::warn!(plugin = %plugin.name, error = %e, "plugin could not decide");
@@ -161,11 +177,11 @@ pub(super) async fn run(
             v.timed_out = matches!(e, PluginError::Timeout { .. });
             v.stdout = Some(tail(captured.stdout, bounds.output_bytes));
             v.stderr = Some(tail(captured.stderr, bounds.output_bytes));
-            v
+            (v, captured.usage)
         }
     };
     v.durations = Durations::new(Duration::ZERO, started.elapsed());
-    v
+    (v, usage)
 }
 
 /// Finds the gate's plugin and loads it. A named plugin is found once and

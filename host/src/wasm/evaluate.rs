@@ -8,7 +8,7 @@ use super::spare::SpareRecipe;
 use super::state::{BoundHit, LOG_LINES_CAP, PluginState};
 use super::store::{Prepared, StoreParts, new_store, set_deadline};
 use super::{
-    CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError,
+    CapturedOutput, ChangeKind, Evaluation, LoadedPlugin, PluginContext, PluginError, PluginUsage,
     PluginVerdict, WasmHost,
 };
 use crate::config::PluginBounds;
@@ -98,12 +98,25 @@ impl WasmHost {
                 }
             }
         };
+        let finished = Instant::now();
+        let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let state = store.data();
+        let judge_time = state.judge_clock.spent(finished);
+        let usage = PluginUsage {
+            bounds,
+            elapsed: finished
+                .saturating_duration_since(started)
+                .saturating_sub(judge_time),
+            judge_time,
+            judge_calls: state.judge_calls,
+            fuel_used,
+            memory_bytes: state.limiter.used_bytes,
+        };
         let captured = CapturedOutput {
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
+            usage: Some(usage),
         };
-        let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        let state = store.data();
         if state.logs_dropped > 0 {
             tracing::warn!(
                 plugin = %name,
@@ -160,7 +173,7 @@ impl WasmHost {
                         findings: verdict.findings.into_iter().map(from_wit_finding).collect(),
                         stdout: Vec::new(),
                         stderr: Vec::new(),
-                        fuel_used,
+                        usage,
                     })
                 }
             }

@@ -107,7 +107,7 @@ pub struct PluginVerdict {
     pub findings: Vec<Finding>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
-    pub fuel_used: u64,
+    pub usage: PluginUsage,
 }
 
 /// The output captured from a plugin whose evaluation failed.
@@ -115,6 +115,28 @@ pub struct PluginVerdict {
 pub struct CapturedOutput {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// What the evaluation used, when it got as far as a store (`None`
+    /// when it failed before one was made).
+    pub usage: Option<PluginUsage>,
+}
+
+/// What one evaluation used, beside the bounds it ran under: read from
+/// the store once the call is over (nothing is measured on the way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginUsage {
+    pub bounds: PluginBounds,
+    /// Wall-clock time from instantiation (or the call, for an instance
+    /// made ahead) to the answer, judge calls left out, as the time bound
+    /// counts it.
+    pub elapsed: std::time::Duration,
+    /// Time spent in judge calls (bounded by the judge's own timeout).
+    pub judge_time: std::time::Duration,
+    pub judge_calls: u32,
+    /// Fuel consumed (the whole bound when it ran out).
+    pub fuel_used: u64,
+    /// Bytes of linear memory and table entries held at the end, as the
+    /// memory bound counts them: neither ever shrinks, so this is the peak.
+    pub memory_bytes: u64,
 }
 
 /// One per host.

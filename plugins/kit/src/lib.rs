@@ -29,7 +29,7 @@
 #[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1",
+        path: "wit/v0.1",
         world: "gate-plugin",
         pub_export_macro: true,
         export_macro_name: "export_gate",
