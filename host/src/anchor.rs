@@ -150,7 +150,7 @@ impl WorkspaceAnchor {
                 Ok(_) => resolved.push(part),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => resolved.push(part),
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
-                    resolved.push(part)
+                    resolved.push(part);
                 }
                 Err(source) => {
                     return Err(AnchorError::Io {

@@ -84,14 +84,11 @@ impl Daemon {
                 }
             }
         });
-        let url = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(u) => u,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
-                panic!("the daemon did not start; its log:\n{log}");
-            }
+        let Ok(url) = rx.recv_timeout(Duration::from_secs(60)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
+            panic!("the daemon did not start; its log:\n{log}");
         };
         let read = |f: &str| {
             std::fs::read_to_string(data.join(f))

@@ -63,11 +63,8 @@ pub(super) fn run(args: RunArgs) -> CliResult<i32> {
         runner.run_gate_measured(&gate, &anchor, &context).await
     });
     if json {
-        let mut out = match serde_json::to_value(&verdict) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) | Err(_) => {
-                return Err(CliError::new("encode", "cannot encode the verdict"));
-            }
+        let Ok(Value::Object(mut out)) = serde_json::to_value(&verdict) else {
+            return Err(CliError::new("encode", "cannot encode the verdict"));
         };
         out.insert(
             "plugin".into(),

@@ -455,7 +455,7 @@ fn directory_path_adds_modifies_removes_and_keeps_modes() {
     commit(ws, &["dir"], "dir");
     let tree = ls_tree(ws, "HEAD");
     let under_dir: Vec<&String> = tree.iter().filter(|l| l.contains(" dir/")).collect();
-    let mut names: Vec<String> = under_dir.iter().map(|s| s.to_string()).collect();
+    let mut names: Vec<String> = under_dir.iter().map(|s| (*s).clone()).collect();
     names.sort();
     assert_eq!(
         names,

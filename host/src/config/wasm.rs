@@ -120,34 +120,34 @@ impl WasmSection {
         const MIB: u64 = 1024 * 1024;
         let ms = Duration::from_millis;
         if let Some(v) = w.default_timeout_ms {
-            d.timeout = ms(v)
+            d.timeout = ms(v);
         }
         if let Some(v) = w.max_timeout_ms {
-            m.timeout = ms(v)
+            m.timeout = ms(v);
         }
         if let Some(v) = w.default_fuel {
-            d.fuel = v
+            d.fuel = v;
         }
         if let Some(v) = w.max_fuel {
-            m.fuel = v
+            m.fuel = v;
         }
         if let Some(v) = w.default_memory_mib {
-            d.memory_bytes = v.saturating_mul(MIB)
+            d.memory_bytes = v.saturating_mul(MIB);
         }
         if let Some(v) = w.max_memory_mib {
-            m.memory_bytes = v.saturating_mul(MIB)
+            m.memory_bytes = v.saturating_mul(MIB);
         }
         if let Some(v) = w.default_output_bytes {
-            d.output_bytes = v
+            d.output_bytes = v;
         }
         if let Some(v) = w.max_output_bytes {
-            m.output_bytes = v
+            m.output_bytes = v;
         }
         if let Some(v) = w.default_judge_calls {
-            d.judge_calls = v
+            d.judge_calls = v;
         }
         if let Some(v) = w.max_judge_calls {
-            m.judge_calls = v
+            m.judge_calls = v;
         }
         for (key, zero) in [
             ("wasm.default_timeout_ms", d.timeout.is_zero()),

@@ -467,10 +467,10 @@ impl Engine {
             }
         };
         match state {
-            Ok(RefState::AtCommit) | Ok(RefState::Descends) => self
+            Ok(RefState::AtCommit | RefState::Descends) => self
                 .finish_commit(id, prepared.commit.clone(), false)
                 .map(|_| None),
-            Ok(RefState::AtParent) | Ok(RefState::Moved) => Ok(Some(prepared.reference.clone())),
+            Ok(RefState::AtParent | RefState::Moved) => Ok(Some(prepared.reference.clone())),
             Err(e) => self
                 .block_commit(id, format!("the commit could not be recorded: {e}"))
                 .map(|_| None),

@@ -69,10 +69,10 @@ impl Engine {
                         "retention deleted what no live policy needs"
                     ),
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "retention could not run; it tries again later")
+                        tracing::warn!(error = %e, "retention could not run; it tries again later");
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "the retention task failed; it tries again later")
+                        tracing::warn!(error = %e, "the retention task failed; it tries again later");
                     }
                 }
                 tokio::select! {

@@ -199,9 +199,7 @@ impl From<rusqlite::Error> for StoreError {
         let text = e.to_string();
         match e.sqlite_error_code() {
             Some(C::DiskFull) => StoreError::Full(text),
-            Some(C::ReadOnly) | Some(C::CannotOpen) | Some(C::PermissionDenied) => {
-                StoreError::ReadOnly(text)
-            }
+            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => StoreError::ReadOnly(text),
             // A failed write (EIO on ENOSPC surfaces as SQLITE_IOERR_WRITE
             // and friends) is treated like a full disk: retry later.
             Some(C::SystemIoFailure) => StoreError::Full(text),
@@ -252,11 +250,12 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
         let corrupt = |e: rusqlite::Error| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::NotADatabase)
-            | Some(rusqlite::ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
-                path: shown.clone(),
-                message: e.to_string(),
-            },
+            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+                StoreError::Corrupt {
+                    path: shown.clone(),
+                    message: e.to_string(),
+                }
+            }
             _ => StoreError::from(e),
         };
         let mode: String = conn

@@ -40,9 +40,8 @@ pub fn list_files(root: &Dir) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut stack: Vec<(String, Dir)> = vec![(String::new(), root.try_clone().map_err(io)?)];
     while let Some((prefix, dir)) = stack.pop() {
-        let entries = match dir.entries() {
-            Ok(e) => e,
-            Err(_) => continue,
+        let Ok(entries) = dir.entries() else {
+            continue;
         };
         for entry in entries.flatten() {
             let Ok(kind) = entry.file_type() else {

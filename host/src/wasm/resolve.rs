@@ -50,22 +50,19 @@ impl WasmHost {
                     .filter(|(cached, _)| *cached == id)
                     .map(|(_, p)| p.clone())
             });
-            let plugin = match known {
-                Some(p) => p,
-                None => {
-                    let file = PluginFile::read(name, path, self.config.max_plugin_bytes)?;
-                    check_pin(name, pinned, &file.digest)?;
-                    let plugin = self.load(file)?;
-                    // Record the identity seen *before* reading: if the file
-                    // changed meanwhile, the next run reads it again.
-                    if let Some(id) = identity {
-                        self.by_path
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(path.to_path_buf(), (id, plugin.clone()));
-                    }
-                    return Ok(plugin);
+            let Some(plugin) = known else {
+                let file = PluginFile::read(name, path, self.config.max_plugin_bytes)?;
+                check_pin(name, pinned, &file.digest)?;
+                let plugin = self.load(file)?;
+                // Record the identity seen *before* reading: if the file
+                // changed meanwhile, the next run reads it again.
+                if let Some(id) = identity {
+                    self.by_path
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(path.to_path_buf(), (id, plugin.clone()));
                 }
+                return Ok(plugin);
             };
             check_pin(name, pinned, &plugin.digest)?;
             Ok(plugin)

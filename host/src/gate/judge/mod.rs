@@ -112,18 +112,15 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
         Ok(a) => a,
         Err(reason) => return Verdict::error(label, reason).into(),
     };
-    let program = match resolve_program(&argv[0], config.host_path.as_deref()) {
-        Some(p) => p,
-        None => {
-            return Verdict::error(
-                label,
-                format!(
-                    "judge adapter '{name}': program '{}' was not found on the host PATH",
-                    argv[0]
-                ),
-            )
-            .into();
-        }
+    let Some(program) = resolve_program(&argv[0], config.host_path.as_deref()) else {
+        return Verdict::error(
+            label,
+            format!(
+                "judge adapter '{name}': program '{}' was not found on the host PATH",
+                argv[0]
+            ),
+        )
+        .into();
     };
     let nonce = req.nonce.then(random_token);
     let context = req
