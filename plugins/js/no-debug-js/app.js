@@ -170,7 +170,7 @@ function readAll(paths, maxBytes) {
 }
 
 function scan(path, text, config, only, findings) {
-  const lines = text.split('\n');
+  const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const number = i + 1;
     if (only && !only.has(number)) continue;
