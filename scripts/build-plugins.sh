@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds every gate plugin (plugins/, the Rust ones and the Python one) and
-# the hostile plugin corpus (tests/hostile-plugins/) as WASI components,
-# installing the wasm32-wasip2 target and componentize-py where missing.
+# Builds every gate plugin (plugins/: the Rust ones, the Python one and the
+# JavaScript one) and the hostile plugin corpus (tests/hostile-plugins/) as
+# WASI components, installing the wasm32-wasip2 target, componentize-py
+# (PyPI) and jco / componentize-js (npm) where missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
@@ -12,3 +13,6 @@ fi
 
 # The Python plugin, through componentize-py (installed into plugins/target/).
 bash plugins/python/no-secrets/build.sh "$PWD/plugins/target/wasm32-wasip2/release/no_secrets.wasm"
+
+# The JavaScript plugin, through jco / componentize-js (npm, installed into plugins/target/).
+bash plugins/js/no-debug-js/build.sh "$PWD/plugins/target/wasm32-wasip2/release/no_debug_js.wasm"

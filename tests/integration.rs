@@ -12,6 +12,7 @@ mod daemon_lifecycle;
 mod fallback_containment;
 mod hostile_judge;
 mod hostile_shell;
+mod js_plugin;
 mod judge_slots;
 mod plugin_kit;
 mod sandbox_gates;

@@ -19,7 +19,7 @@ fn plugin_dir() -> PathBuf {
     dir
 }
 
-fn plugin_file(name: &str) -> PathBuf {
+pub(crate) fn plugin_file(name: &str) -> PathBuf {
     plugin_dir().join(format!("{}.wasm", name.replace('-', "_")))
 }
 
@@ -29,7 +29,7 @@ fn wasm_config(s: &Scratch, extra: &str) -> String {
 }
 
 /// The same, with the compiled components cached in `cache`.
-fn wasm_config_in(cache: &std::path::Path, extra: &str) -> String {
+pub(crate) fn wasm_config_in(cache: &std::path::Path, extra: &str) -> String {
     format!(
         "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n{extra}\n[judge.adapters.yes]\ncommand = [\"bash\", \"{}\", \"VERDICT: PASS\"]\n",
         plugin_dir().display(),
@@ -45,7 +45,7 @@ fn sha256_of(path: &std::path::Path) -> String {
     ))
 }
 
-fn gate(plugin: &str, config: serde_json::Value, extra: serde_json::Value) -> String {
+pub(crate) fn gate(plugin: &str, config: serde_json::Value, extra: serde_json::Value) -> String {
     let mut w = json!({"plugin": plugin, "config": config});
     if let (Some(o), Some(e)) = (w.as_object_mut(), extra.as_object()) {
         for (k, v) in e {
@@ -60,7 +60,7 @@ fn gate(plugin: &str, config: serde_json::Value, extra: serde_json::Value) -> St
 /// cache shared by the test runs, so compilation is not in the bound.
 const HOSTILE_BOUND: Duration = Duration::from_secs(10);
 
-fn shared_cache() -> PathBuf {
+pub(crate) fn shared_cache() -> PathBuf {
     plugin_dir().join("../../gatehost-test-cache")
 }
 

@@ -9,8 +9,12 @@
 //!   `forbid-patterns` over a generated 1,000-file workspace vs a shell gate
 //!   running `grep -rE` over the same files (alternating rounds);
 //! - throughput: `noop` evaluations with 1 and 8 in flight;
+//! - js: the JavaScript plugin `no-debug-js` vs `forbid-patterns` with the
+//!   same rules, over the same 20 changed files, and with no file to scan
+//!   vs `noop` (alternating rounds);
 //! - cold start: first evaluation from the on-disk cache vs compiling from
-//!   scratch (a fresh host each time);
+//!   scratch (a fresh host each time), for `noop`, `forbid-patterns`, the
+//!   Python `no-secrets` and the JavaScript `no-debug-js`;
 //! - with `GATEHOST_BENCH_BREAKDOWN=1`: where `forbid-patterns` spends its
 //!   time, walking the workspace only vs walking, reading and scanning.
 
@@ -28,7 +32,7 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(400);
     // `--only a,b` runs only the named sections (spares, pooling, back-to-back, after-idle, noop, breakdown,
-    // forbid, throughput, cold); all of them by default.
+    // forbid, throughput, js, cold); all of them by default.
     let only: Option<Vec<String>> = std::env::args()
         .skip_while(|a| a != "--only")
         .nth(1)
@@ -213,6 +217,51 @@ fn main() {
         }
     }
 
+    // The JavaScript plugin (no-debug-js) warm, against forbid-patterns
+    // with the same two rules, both over the same change of 20 files
+    // (every line of each, 40 lines a file).
+    let js_ctx = GateContext {
+        diff: Some(
+            (0..20)
+                .map(|i| {
+                    let f = format!("src/mod{i}/file{i}.rs");
+                    format!("diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-x\n+y\n")
+                })
+                .collect(),
+        ),
+        ..GateContext::default()
+    };
+    if section("js") {
+        let js = gate(JS_GATE);
+        let rust = gate(
+            r#"{"wasm": {"plugin": "forbid-patterns", "config": {"scope": "changed", "rules": [{"id": "console-log", "pattern": "\\bconsole\\.log\\s*\\("}, {"id": "debugger", "pattern": "\\bdebugger\\s*(?:;|$)"}]}}}"#,
+        );
+        let run_ctx = |g: &GateSpec| rt.block_on(runner.run_gate(g, &anchor, &js_ctx));
+        let (a, b) = alternate(
+            rounds,
+            || assert!(run_ctx(&rust).passed()),
+            || assert!(run_ctx(&js).passed()),
+        );
+        report(
+            "no-debug-js (JavaScript) vs forbid-patterns (Rust), same rules, 20 changed files",
+            &a,
+            &b,
+        );
+        // The JavaScript engine's start alone: no file to read or scan.
+        let js_idle =
+            gate(r#"{"wasm": {"plugin": "no-debug-js", "config": {"extensions": [".none"]}}}"#);
+        let (a, b) = alternate(
+            rounds,
+            || assert!(run_ctx(&noop).passed()),
+            || assert!(run_ctx(&js_idle).passed()),
+        );
+        report(
+            "no-debug-js with no file to scan vs noop, same change",
+            &a,
+            &b,
+        );
+    }
+
     // Cold start: a fresh host (as after a restart) with the cache filled,
     // against a fresh host with an empty cache (compiles from scratch).
     let cold_ctx = GateContext {
@@ -221,25 +270,34 @@ fn main() {
         ),
         ..GateContext::default()
     };
-    for plugin in ["noop", "forbid-patterns", "no-secrets"] {
+    for plugin in ["noop", "forbid-patterns", "no-secrets", "no-debug-js"] {
         if !section("cold") {
             break;
         }
-        let g = gate(&format!(
-            r#"{{"wasm": {{"plugin": "{plugin}", "config": {{"scope": "all", "rules": [{{"id": "x", "pattern": "zzz"}}]}}}}}}"#
-        ));
+        // no-debug-js refuses config keys it does not know; it scans the
+        // changed files of the JavaScript change below.
+        let (g, ctx) = if plugin == "no-debug-js" {
+            (gate(JS_GATE), &js_ctx)
+        } else {
+            (
+                gate(&format!(
+                    r#"{{"wasm": {{"plugin": "{plugin}", "config": {{"scope": "all", "rules": [{{"id": "x", "pattern": "zzz"}}]}}}}}}"#
+                )),
+                &cold_ctx,
+            )
+        };
         let mut cached = Vec::new();
         let mut scratch_compile = Vec::new();
-        for i in 0..if plugin == "no-secrets" { 2 } else { 5 } {
+        for i in 0..if plugin.starts_with("no-") { 2 } else { 5 } {
             let empty = scratch.path().join(format!("empty-{plugin}-{i}"));
             let t = Instant::now();
             let fresh = runner_for(&plugins, &empty);
-            let v = rt.block_on(fresh.run_gate(&g, &anchor, &cold_ctx));
+            let v = rt.block_on(fresh.run_gate(&g, &anchor, ctx));
             scratch_compile.push(t.elapsed());
             assert!(v.outcome != Outcome::Error, "{v:?}");
             let t = Instant::now();
             let warm_disk = runner_for(&plugins, &empty);
-            let v = rt.block_on(warm_disk.run_gate(&g, &anchor, &cold_ctx));
+            let v = rt.block_on(warm_disk.run_gate(&g, &anchor, ctx));
             cached.push(t.elapsed());
             assert!(v.outcome != Outcome::Error, "{v:?}");
         }
@@ -256,6 +314,9 @@ fn main() {
         );
     }
 }
+
+/// no-debug-js over every line of the changed files, here Rust ones.
+const JS_GATE: &str = r#"{"wasm": {"plugin": "no-debug-js", "config": {"extensions": [".rs"], "addedLinesOnly": false}}}"#;
 
 fn runner(plugins: &Path, cache: &Path) -> GateRunner {
     runner_for(plugins, cache)
