@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh clone of a Debian machine with the Rust
-# toolchain (rustup) and nothing else. `.ci/run` calls exactly this.
+# toolchain (rustup), Node.js 20+ with npm (the JavaScript plugin's build
+# and the agent CLIs) and python3 (the Python plugin's build and the fake
+# model API); it installs the rest (the wasm32-wasip2 target, componentize-py,
+# jco, the pinned agent CLIs). `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +12,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # The gate plugins and the hostile plugin corpus, as WASI components.
+command -v npm >/dev/null || { echo "npm (Node.js 20 or later) is needed by plugins/js and the agent CLIs" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is needed by plugins/python and tests/fake-model-api" >&2; exit 1; }
 bash scripts/build-plugins.sh
 # The plugins' lints (for their target), and their own unit tests, run natively (forbid-patterns' fast scanner
 # against the regex crate's answers).

@@ -2,6 +2,12 @@
 //! git repositories and SQLite files. One test binary with a module per
 //! area, so the crate is linked once for all of them (`cargo test --test
 //! integration MODULE::` runs one area).
+//!
+//! The tests that run the library's gate supervisor inside the test process
+//! are in `tests/in_process.rs`, a binary of their own: that supervisor
+//! makes its process a child subreaper and kills and reaps every child it
+//! did not spawn (a gate's orphans), which here would be the daemons and
+//! `gatehost` runs of the tests beside it.
 
 mod common;
 
@@ -9,12 +15,9 @@ mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
 mod daemon_lifecycle;
-mod fallback_containment;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;
-mod judge_slots;
 mod plugin_kit;
 mod sandbox_gates;
 mod wasm_gates;
-mod wasm_host;

@@ -71,7 +71,7 @@ impl Daemon {
         });
         let stderr = child.stderr.take().expect("stderr");
         let log = data.join("daemon.log");
-        std::thread::spawn(move || {
+        let log_writer = std::thread::spawn(move || {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
@@ -85,10 +85,21 @@ impl Daemon {
             }
         });
         let Ok(url) = rx.recv_timeout(Duration::from_secs(60)) else {
+            // Exited by itself, or still hanging after a minute: say which,
+            // with everything it wrote (the log writer drains its stderr).
+            let exited = child.try_wait().ok().flatten();
             let _ = child.kill();
-            let _ = child.wait();
+            let status = child.wait();
+            let _ = log_writer.join();
             let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
-            panic!("the daemon did not start; its log:\n{log}");
+            panic!(
+                "the daemon did not start ({}: {status:?}); its log:\n{log}",
+                if exited.is_some() {
+                    "it exited"
+                } else {
+                    "it hung for 60 s"
+                }
+            );
         };
         let read = |f: &str| {
             std::fs::read_to_string(data.join(f))
