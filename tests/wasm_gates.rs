@@ -177,6 +177,41 @@ fn forbid_patterns_reports_file_and_line_over_all_files() {
     );
 }
 
+/// A diff naming files the way git quotes them: a quoted name reaches the
+/// plugin as the file's real name; a name that is not UTF-8 (an octal
+/// escape) cannot be named to a plugin, so the gate is an error naming it,
+/// never a pass that skipped the file.
+#[test]
+fn quoted_paths_in_a_diff_reach_plugins_or_refuse_the_gate() {
+    let s = Scratch::new();
+    s.write_ws("sp ace\t.rs", "fn f() { dbg!(1); }\n");
+    let config = json!({"scope": "changed", "rules": [{"id": "no-dbg", "pattern": "dbg!\\("}]});
+    let quoted = s.write(
+        "quoted.diff",
+        "diff --git \"a/sp ace\\t.rs\" \"b/sp ace\\t.rs\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/sp ace\\t.rs\"\n@@ -0,0 +1 @@\n+fn f() { dbg!(1); }\n",
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config.clone(), json!({})),
+        &["--diff", quoted.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let findings = run.gate0()["findings"].as_array().unwrap().clone();
+    assert_eq!(findings[0]["path"], "sp ace\t.rs", "{findings:?}");
+    let odd = s.write(
+        "odd.diff",
+        "diff --git \"a/evil\\377.rs\" \"b/evil\\377.rs\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/evil\\377.rs\"\n@@ -0,0 +1 @@\n+dbg!(1);\n",
+    );
+    let run = s.check(
+        &wasm_config(&s, ""),
+        &gate("forbid-patterns", config, json!({})),
+        &["--diff", odd.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.reason().contains("is not UTF-8"), "{}", run.reason());
+    assert!(run.reason().contains("evil"), "{}", run.reason());
+}
+
 #[test]
 fn forbid_patterns_over_a_diff_checks_only_added_lines() {
     let s = Scratch::new();

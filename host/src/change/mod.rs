@@ -13,7 +13,7 @@
 //! gix's quoting, both ways. It imports nothing of the crate, and never
 //! applies or trusts a diff.
 
-use gix::bstr::{BStr, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use std::borrow::Cow;
 
 /// How a file changed.
@@ -47,8 +47,9 @@ pub struct Side {
 /// One file's change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
-    /// Workspace-relative path (the new path for renames).
-    pub path: String,
+    /// Workspace-relative path (the new path for renames), as the
+    /// filesystem and git hold it: bytes, not necessarily UTF-8.
+    pub path: BString,
     pub kind: ChangeKind,
     /// Before (none for an added file) and after (none for a deleted one).
     pub old: Option<Side>,
@@ -61,6 +62,19 @@ pub struct FileChange {
     pub hunks: String,
 }
 
+impl FileChange {
+    /// The path as text, for interfaces whose paths are strings (the
+    /// plugins'); `None` when it is not UTF-8.
+    pub fn path_str(&self) -> Option<&str> {
+        self.path.to_str().ok()
+    }
+
+    /// The path for people (a byte that is not UTF-8 shown as U+FFFD).
+    pub fn path_lossy(&self) -> Cow<'_, str> {
+        self.path.to_str_lossy()
+    }
+}
+
 /// The whole change as one unified diff (the files' parts in order).
 pub fn render(changes: &[FileChange]) -> String {
     changes.iter().map(|f| f.hunks.as_str()).collect()
@@ -68,16 +82,17 @@ pub fn render(changes: &[FileChange]) -> String {
 
 /// A path as `git diff` writes it after its `a/` or `b/` prefix: quoted
 /// when it holds a byte git quotes (a tab, a newline, a quote, non-ASCII).
-pub fn quoted(prefix: &str, path: &str) -> String {
-    let whole = format!("{prefix}{path}");
-    gix::quote::ansi_c::quote(whole.as_bytes().as_bstr())
+pub fn quoted(prefix: &str, path: &[u8]) -> String {
+    let mut whole = prefix.as_bytes().to_vec();
+    whole.extend_from_slice(path);
+    gix::quote::ansi_c::quote(whole.as_bstr())
         .to_str_lossy()
         .into_owned()
 }
 
 /// A path as a diff header gives it (quoted or not), without its `a/` or
 /// `b/` prefix; `None` for `/dev/null` or a quote that does not close.
-fn header_path(text: &str) -> Option<String> {
+fn header_path(text: &str) -> Option<BString> {
     let text = text.trim_end_matches(['\r']);
     let path: Cow<'_, BStr> = if text.starts_with('"') {
         gix::quote::ansi_c::undo(text.as_bytes().as_bstr()).ok()?.0
@@ -86,21 +101,20 @@ fn header_path(text: &str) -> Option<String> {
         let p = text.split('\t').next().unwrap_or_default();
         Cow::Borrowed(p.as_bytes().as_bstr())
     };
-    let path = path.to_str_lossy().into_owned();
-    if path == "/dev/null" {
+    if path.as_bytes() == b"/dev/null" {
         return None;
     }
+    let path: &[u8] = path.as_bytes();
     let path = path
-        .strip_prefix("a/")
-        .or_else(|| path.strip_prefix("b/"))
-        .map(str::to_string)
+        .strip_prefix(b"a/")
+        .or_else(|| path.strip_prefix(b"b/"))
         .unwrap_or(path);
-    (!path.is_empty()).then_some(path)
+    (!path.is_empty()).then(|| BString::from(path))
 }
 
 /// The new path of a `diff --git A B` header: B, quoted or after the last
 /// ` b/` of an unquoted pair.
-fn git_header_new(rest: &str) -> Option<String> {
+fn git_header_new(rest: &str) -> Option<BString> {
     if rest.starts_with('"') {
         let (_, used) = gix::quote::ansi_c::undo(rest.as_bytes().as_bstr()).ok()?;
         return header_path(rest.get(used..)?.trim_start());

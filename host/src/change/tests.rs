@@ -33,7 +33,7 @@ fn git_diffs_split_per_file_with_their_kind_sides_and_counts() {
     let files = split(GIT_DIFF);
     let summary: Vec<(&str, ChangeKind, u64, u64)> = files
         .iter()
-        .map(|f| (f.path.as_str(), f.kind, f.added, f.removed))
+        .map(|f| (f.path_str().unwrap_or("?"), f.kind, f.added, f.removed))
         .collect();
     assert_eq!(
         summary,
@@ -86,7 +86,7 @@ diff --git a/z b/z
 +b
 ";
     let files = split(d);
-    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let paths: Vec<&str> = files.iter().map(|f| f.path_str().unwrap_or("?")).collect();
     assert_eq!(paths, vec!["notes.md", "z"]);
     assert_eq!((files[0].added, files[0].removed), (4, 1));
     assert_eq!((files[1].added, files[1].removed), (1, 1));
@@ -95,22 +95,33 @@ diff --git a/z b/z
 #[test]
 fn quoted_paths_are_read_and_written_as_git_quotes_them() {
     let name = "t\tab \"q\" é";
-    let a = quoted("a/", name);
-    let b = quoted("b/", name);
+    let a = quoted("a/", name.as_bytes());
+    let b = quoted("b/", name.as_bytes());
     assert_eq!(a, "\"a/t\\tab \\\"q\\\" \\303\\251\"");
     let d = format!(
         "diff --git {a} {b}\nnew file mode 100644\n--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n"
     );
     let files = split(&d);
     assert_eq!(files.len(), 1);
-    assert_eq!(files[0].path, name);
+    assert_eq!(files[0].path_str(), Some(name));
     assert_eq!(files[0].kind, ChangeKind::Added);
     // Only the header names it (a rename without content).
     let d = format!("diff --git {a} {b}\nold mode 100644\nnew mode 100755\n");
     let files = split(&d);
-    assert_eq!(files[0].path, name);
+    assert_eq!(files[0].path_str(), Some(name));
     assert_eq!(files[0].new.as_ref().and_then(|s| s.mode), Some(0o100755));
-    assert_eq!(quoted("a/", "plain/path.rs"), "a/plain/path.rs");
+    assert_eq!(quoted("a/", b"plain/path.rs"), "a/plain/path.rs");
+    // Bytes that are not UTF-8 are octal escapes, read back as the bytes.
+    let odd = b"evil\xff.rs";
+    let b = quoted("b/", odd);
+    assert_eq!(b, "\"b/evil\\377.rs\"");
+    let d = format!(
+        "diff --git {} {b}\n--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n",
+        quoted("a/", odd)
+    );
+    let files = split(&d);
+    assert_eq!(files[0].path.as_slice(), odd);
+    assert_eq!(files[0].path_str(), None);
 }
 
 #[test]
@@ -119,7 +130,7 @@ fn plain_unified_diffs_split_too() {
         "--- a/one\n+++ b/one\n@@ -1 +1 @@\n-x\n+y\n--- a/two\n+++ b/two\n@@ -1 +1 @@\n-p\n+q\n";
     let files = split(d);
     assert_eq!(files.len(), 2);
-    assert_eq!(files[1].path, "two");
+    assert_eq!(files[1].path_str(), Some("two"));
     assert!(files[1].hunks.contains("+q"));
     assert!(!files[0].hunks.contains("+q"));
 }

@@ -171,9 +171,9 @@ pub(super) fn diff_content(
         {
             continue;
         }
-        // Never hidden from the plugins, never renamed for them.
-        let path = String::from_utf8(item.path.to_vec())
-            .map_err(|_| CommitError::PathNotUtf8(item.path.to_str_lossy().into_owned()))?;
+        // As bytes: never hidden, never renamed (an interface whose paths
+        // are strings refuses the change, naming it).
+        let path = BString::from(item.path.as_slice());
         // Content vouched for by the stat cache is read from its blob.
         let data = match item.known {
             Some(id) => blob(id)?,
@@ -203,8 +203,7 @@ pub(super) fn diff_content(
             continue;
         }
         let old = blob(*id)?;
-        let path = String::from_utf8(path.to_vec())
-            .map_err(|_| CommitError::PathNotUtf8(path.to_str_lossy().into_owned()))?;
+        let path = path.clone();
         let old = Version {
             bytes: &old,
             kind: *kind,
@@ -240,7 +239,7 @@ fn side(v: &Version<'_>) -> Side {
 /// One file's change, its hunks rendered `git diff` style (paths quoted as
 /// git quotes them); `None` when nothing differs.
 fn file_change(
-    path: String,
+    path: BString,
     old: Option<Version<'_>>,
     new: Option<Version<'_>>,
 ) -> Option<FileChange> {
@@ -377,8 +376,10 @@ mod tests {
         std::fs::write(ws.join("target/out.bin"), [0u8, 1, 2]).expect("write");
         std::fs::write(ws.join("blob.bin"), [0u8, 159, 146, 150]).expect("write");
         let diff = workspace_diff(ws).expect("diff");
-        let files: Vec<(String, ChangeKind)> =
-            split(&diff).into_iter().map(|f| (f.path, f.kind)).collect();
+        let files: Vec<(String, ChangeKind)> = split(&diff)
+            .into_iter()
+            .map(|f| (f.path_lossy().into_owned(), f.kind))
+            .collect();
         assert_eq!(
             files,
             vec![
@@ -439,11 +440,11 @@ mod tests {
         );
         let back: Vec<(String, u64, u64)> = split(&text)
             .into_iter()
-            .map(|f| (f.path, f.added, f.removed))
+            .map(|f| (f.path_lossy().into_owned(), f.added, f.removed))
             .collect();
         let direct: Vec<(String, u64, u64)> = changes
             .iter()
-            .map(|f| (f.path.clone(), f.added, f.removed))
+            .map(|f| (f.path_lossy().into_owned(), f.added, f.removed))
             .collect();
         assert_eq!(back, direct);
     }
@@ -478,7 +479,7 @@ mod tests {
         std::fs::create_dir_all(ws.join("-dir")).expect("mkdir");
         std::fs::write(ws.join("-dir/*.rs"), "x\n").expect("write");
         let changes = workspace_changes(ws).expect("changes");
-        let mut listed: Vec<&str> = changes.iter().map(|f| f.path.as_str()).collect();
+        let mut listed: Vec<&str> = changes.iter().filter_map(|f| f.path_str()).collect();
         listed.sort();
         let mut want: Vec<&str> = hostile.to_vec();
         want.push("-dir/*.rs");

@@ -609,7 +609,7 @@ fn summary_of(changes: &[crate::change::FileChange]) -> Value {
         .iter()
         .map(|f| {
             json!({
-                "path": f.path,
+                "path": f.path_lossy(),
                 "kind": f.kind.as_str(),
                 "added": f.added,
                 "removed": f.removed,

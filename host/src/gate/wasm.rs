@@ -88,6 +88,26 @@ pub(super) async fn run(
         Some(files) => files.clone(),
         None => ctx.diff.as_deref().map(diff::split).unwrap_or_default(),
     };
+    // The plugin interface's paths are strings: a changed path that is not
+    // UTF-8 cannot be named to the plugin, and is never left out silently.
+    let mut named = Vec::with_capacity(files.len());
+    for f in files {
+        match f.path_str() {
+            Some(p) => named.push((p.to_string(), f.kind, f.hunks)),
+            None => {
+                return (
+                    Verdict::error(
+                        label,
+                        format!(
+                            "the changed path {:?} is not UTF-8: it cannot be given to a plugin (the plugin interface's paths are strings)",
+                            f.path_lossy()
+                        ),
+                    ),
+                    None,
+                );
+            }
+        }
+    }
     let config = gate.config.clone().unwrap_or_default();
     let context = PluginContext {
         session_id: ctx.session_id.clone(),
@@ -104,9 +124,9 @@ pub(super) async fn run(
             .collect(),
         config_json: serde_json::Value::Object(config).to_string(),
         last_message: ctx.text.clone(),
-        changed_files: files.iter().map(|f| (f.path.clone(), f.kind)).collect(),
+        changed_files: named.iter().map(|(p, k, _)| (p.clone(), *k)).collect(),
     };
-    let diffs = Arc::new(files.into_iter().map(|f| (f.path, f.hunks)).collect());
+    let diffs = Arc::new(named.into_iter().map(|(p, _, h)| (p, h)).collect());
     let judge = JudgeBridge {
         host: Arc::new(runner.clone()),
         adapter: gate.judge.as_ref().map(|j| j.adapter.clone()),
