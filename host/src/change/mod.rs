@@ -58,7 +58,8 @@ pub struct FileChange {
     pub added: u64,
     pub removed: u64,
     pub binary: bool,
-    /// The file's part of the diff, `git diff` style, headers included.
+    /// The file's part of the diff, `git diff` style, headers included
+    /// (its headers only when the change was computed for its counts).
     pub hunks: String,
 }
 

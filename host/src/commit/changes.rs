@@ -95,22 +95,39 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitErro
         }
     }
     let paths: Vec<String> = names.into_iter().collect();
-    changes_of(&ws, head.tree, &paths)
+    changes_of(&ws, head.tree, &paths, Detail::Hunks)
 }
 
 /// The same diff, limited to `paths` (commit paths: files or directories),
 /// reading only them.
 pub fn paths_diff(workspace: &Path, paths: &[String]) -> Result<String, CommitError> {
-    Ok(crate::change::render(&paths_changes(workspace, paths)?))
+    Ok(crate::change::render(&paths_changes(
+        workspace,
+        paths,
+        Detail::Hunks,
+    )?))
+}
+
+/// How much of each file's change to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Kind, sides and line counts; `hunks` holds the file's header only.
+    Counts,
+    /// The same and the file's hunks, rendered.
+    Hunks,
 }
 
 /// The changes under `paths` (commit paths), one entry per file, reading
 /// only them.
-pub fn paths_changes(workspace: &Path, paths: &[String]) -> Result<Vec<FileChange>, CommitError> {
+pub fn paths_changes(
+    workspace: &Path,
+    paths: &[String],
+    detail: Detail,
+) -> Result<Vec<FileChange>, CommitError> {
     let paths = normalise_paths(paths)?;
     let ws = Workspace::open(workspace)?;
     let head = resolve_head(&ws.repo)?;
-    changes_of(&ws, head.tree, &paths)
+    changes_of(&ws, head.tree, &paths, detail)
 }
 
 /// Each changed file under `paths`: its path, how it changed and its part
@@ -120,6 +137,7 @@ fn changes_of(
     ws: &Workspace,
     head_tree: Option<gix::ObjectId>,
     paths: &[String],
+    detail: Detail,
 ) -> Result<Vec<FileChange>, CommitError> {
     let repo = &ws.repo;
     if paths.is_empty() {
@@ -127,7 +145,7 @@ fn changes_of(
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
     let snapshot = read_snapshot(&ws.root, paths, &tracked)?;
-    diff_content(repo, &tracked, &snapshot)
+    diff_content(repo, &tracked, &snapshot, detail)
 }
 
 /// Each changed file between `tracked` (HEAD's entries under the paths)
@@ -138,6 +156,7 @@ pub(super) fn diff_content(
     repo: &gix::Repository,
     tracked: &std::collections::BTreeMap<BString, (EntryKind, gix::ObjectId)>,
     snapshot: &super::Snapshot,
+    detail: Detail,
 ) -> Result<Vec<FileChange>, CommitError> {
     let mut out = Vec::new();
     let mut total = 0usize;
@@ -192,9 +211,9 @@ pub(super) fn diff_content(
                     kind: *kind,
                     id: *id,
                 };
-                file_change(path, Some(old), new)
+                file_change(path, Some(old), new, detail)
             }
-            None => file_change(path, None, new),
+            None => file_change(path, None, new, detail),
         };
         push(&mut out, change)?;
     }
@@ -209,7 +228,7 @@ pub(super) fn diff_content(
             kind: *kind,
             id: *id,
         };
-        push(&mut out, file_change(path, Some(old), None))?;
+        push(&mut out, file_change(path, Some(old), None, detail))?;
     }
     Ok(out)
 }
@@ -242,6 +261,7 @@ fn file_change(
     path: BString,
     old: Option<Version<'_>>,
     new: Option<Version<'_>>,
+    detail: Detail,
 ) -> Option<FileChange> {
     let kind = match (&old, &new) {
         (None, Some(_)) => ChangeKind::Added,
@@ -293,14 +313,16 @@ fn file_change(
                         }
                     }
                 }
-                let text = diff
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&from, &to)
-                    .to_string();
-                out.push_str(&text);
-                if !text.ends_with('\n') {
-                    out.push('\n');
+                if detail == Detail::Hunks {
+                    let text = diff
+                        .unified_diff()
+                        .context_radius(3)
+                        .header(&from, &to)
+                        .to_string();
+                    out.push_str(&text);
+                    if !text.ends_with('\n') {
+                        out.push('\n');
+                    }
                 }
             }
         }
@@ -447,6 +469,12 @@ mod tests {
             .map(|f| (f.path_lossy().into_owned(), f.added, f.removed))
             .collect();
         assert_eq!(back, direct);
+        // Counts only: the same counts and sides, no hunk rendered.
+        let counted = paths_changes(ws, &["notes.md".to_string()], Detail::Counts).expect("counts");
+        assert_eq!((counted[0].added, counted[0].removed), (2, 1));
+        assert_eq!(counted[0].old, notes.old);
+        assert!(!counted[0].hunks.contains("@@"), "{}", counted[0].hunks);
+        assert!(notes.hunks.contains("@@"));
     }
 
     #[test]

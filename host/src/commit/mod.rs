@@ -99,7 +99,7 @@ mod index;
 mod read;
 mod repo;
 mod snapshot;
-pub use changes::{paths_changes, paths_diff, workspace_changes, workspace_diff};
+pub use changes::{Detail, paths_changes, paths_diff, workspace_changes, workspace_diff};
 use index::*;
 pub(crate) use read::Stamp;
 pub use read::StatCache;

@@ -592,9 +592,10 @@ impl Engine {
 async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
     let ws = workspace.to_string();
     let wanted = paths.to_vec();
-    let changes =
-        tokio::task::spawn_blocking(move || crate::commit::paths_changes(Path::new(&ws), &wanted))
-            .await;
+    let changes = tokio::task::spawn_blocking(move || {
+        crate::commit::paths_changes(Path::new(&ws), &wanted, crate::commit::Detail::Counts)
+    })
+    .await;
     match changes {
         Ok(Ok(c)) => summary_of(&c),
         Ok(Err(e)) => json!({"error": e.to_string()}),
