@@ -272,6 +272,11 @@ fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
     assert!(p["plan"]["snapshot"].is_null(), "{p}");
+    // The summary comes from the same read as the closing fingerprint.
+    let summary = &p["plan"]["diffSummary"];
+    assert_eq!(summary["files"][0]["path"], "a.txt", "{summary}");
+    assert_eq!(summary["files"][0]["kind"], "added", "{summary}");
+    assert_eq!(summary["added"], 1, "{summary}");
     let fp1 = p["plan"]["fingerprint"].clone();
     s.write_ws("a.txt", "changed after the gate\n");
     let (code, v) = d.http(

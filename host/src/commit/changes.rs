@@ -130,6 +130,22 @@ pub fn paths_changes(
     changes_of(&ws, head.tree, &paths, detail)
 }
 
+/// One read of the commit `paths`: their content's fingerprint (as
+/// [`super::fingerprint`]) and their changes against `HEAD`.
+pub fn fingerprint_and_changes(
+    workspace: &Path,
+    paths: &[String],
+    detail: Detail,
+) -> Result<(String, Vec<FileChange>), CommitError> {
+    let paths = normalise_paths(paths)?;
+    let ws = Workspace::open(workspace)?;
+    let head = resolve_head(&ws.repo)?;
+    let tracked = tracked_entries(&ws.repo, head.tree, &paths)?;
+    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let changes = diff_content(&ws.repo, &tracked, &snapshot, detail)?;
+    Ok((snapshot.digest(), changes))
+}
+
 /// Each changed file under `paths`: its path, how it changed and its part
 /// of the diff. The files travel as data, so a name holding a newline or a
 /// tab is never re-parsed from text.
@@ -475,6 +491,15 @@ mod tests {
         assert_eq!(counted[0].old, notes.old);
         assert!(!counted[0].hunks.contains("@@"), "{}", counted[0].hunks);
         assert!(notes.hunks.contains("@@"));
+        // One read gives the fingerprint the commit checks and the changes.
+        let paths = vec!["notes.md".to_string()];
+        let (fp, from_one_read) =
+            fingerprint_and_changes(ws, &paths, Detail::Counts).expect("read");
+        assert_eq!(
+            fp,
+            super::super::fingerprint(ws, &paths).expect("fingerprint")
+        );
+        assert_eq!(from_one_read, counted);
     }
 
     #[test]

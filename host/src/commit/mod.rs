@@ -99,7 +99,9 @@ mod index;
 mod read;
 mod repo;
 mod snapshot;
-pub use changes::{Detail, paths_changes, paths_diff, workspace_changes, workspace_diff};
+pub use changes::{
+    Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes, workspace_diff,
+};
 use index::*;
 pub(crate) use read::Stamp;
 pub use read::StatCache;

@@ -193,14 +193,13 @@ impl Engine {
         let report = self
             .run_policy_gates(&policy, &input, &sessions, &workspace, None)
             .await;
-        let after = fingerprint_of(&workspace, commit_paths.as_deref()).await;
+        let (after, changes) = after_gate(
+            &workspace,
+            commit_paths.as_deref(),
+            report.outcome == Outcome::Pass,
+        )
+        .await;
         drop(permit);
-        let changes = match &commit_paths {
-            Some(paths) if report.outcome == Outcome::Pass => {
-                Some(diff_summary(&workspace, paths).await)
-            }
-            _ => None,
-        };
         self.finish_gate(
             id,
             &input,
@@ -585,21 +584,42 @@ impl Engine {
     }
 }
 
-/// What the commit paths change against HEAD, file by file, for
-/// `policy:commit-ready`: `{files: [{path, kind, added, removed, binary}],
-/// added, removed}`, or `{error}` when it cannot be computed (the summary
-/// informs the human; the fingerprint is what guards the commit).
-async fn diff_summary(workspace: &str, paths: &[String]) -> Value {
-    let ws = workspace.to_string();
-    let wanted = paths.to_vec();
-    let changes = tokio::task::spawn_blocking(move || {
-        crate::commit::paths_changes(Path::new(&ws), &wanted, crate::commit::Detail::Counts)
+/// After a workspace-mode gate, one read of the commit paths: the
+/// fingerprint that closes the gate's bracket and, on a pass, what they
+/// change against HEAD for `policy:commit-ready` (`{files: [{path, kind,
+/// added, removed, binary}], added, removed}`, or `{error}` when it cannot
+/// be computed: the summary informs the human; the fingerprint is what
+/// guards the commit).
+async fn after_gate(
+    workspace: &str,
+    paths: Option<&[String]>,
+    passed: bool,
+) -> (Option<Result<String, String>>, Option<Value>) {
+    let Some(paths) = paths else {
+        return (None, None);
+    };
+    if !passed {
+        return (fingerprint_of(workspace, Some(paths)).await, None);
+    }
+    let (ws, wanted) = (workspace.to_string(), paths.to_vec());
+    let read = tokio::task::spawn_blocking(move || {
+        crate::commit::fingerprint_and_changes(
+            Path::new(&ws),
+            &wanted,
+            crate::commit::Detail::Counts,
+        )
     })
     .await;
-    match changes {
-        Ok(Ok(c)) => summary_of(&c),
-        Ok(Err(e)) => json!({"error": e.to_string()}),
-        Err(e) => json!({"error": format!("the diff task failed: {e}")}),
+    match read {
+        Ok(Ok((fingerprint, changes))) => (Some(Ok(fingerprint)), Some(summary_of(&changes))),
+        Ok(Err(e)) => (
+            Some(Err(e.to_string())),
+            Some(json!({"error": e.to_string()})),
+        ),
+        Err(e) => {
+            let m = format!("the fingerprint task failed: {e}");
+            (Some(Err(m.clone())), Some(json!({"error": m})))
+        }
     }
 }
 
