@@ -246,31 +246,10 @@ impl Client {
         .await
     }
 
-    /// Attaches a policy (agentproto `policy_attach` JSON); the same
-    /// `idempotency_key` attaches it once.
-    pub async fn attach(
-        &self,
-        spec: &serde_json::Value,
-        idempotency_key: Option<&str>,
-    ) -> ClientResult<Policy> {
-        let Some(key) = idempotency_key else {
-            return self.post("/v1/policies", spec).await;
-        };
-        let body = serde_json::to_vec(spec)
-            .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
-        let resp = self
-            .http
-            .post(format!("{}/v1/policies", self.base))
-            .bearer_auth(&self.token)
-            .header("idempotency-key", key)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
-        decode(status, &bytes, "/v1/policies")
+    /// Attaches a policy (agentproto `policy_attach` JSON; its
+    /// `idempotencyKey` makes a retry answer the first attempt's policy).
+    pub async fn attach(&self, spec: &serde_json::Value) -> ClientResult<Policy> {
+        self.post("/v1/policies", spec).await
     }
 
     pub async fn policies(&self, page: &PageQuery) -> ClientResult<PolicyPage> {

@@ -289,7 +289,7 @@ impl Daemon {
 
     pub fn attach(&self, spec: Value) -> String {
         let client = self.client();
-        match self.block(client.attach(&spec, None)) {
+        match self.block(client.attach(&spec)) {
             Ok(p) => p.policy_id,
             Err(e) => panic!("attach {spec}: {e}"),
         }

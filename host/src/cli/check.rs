@@ -25,11 +25,7 @@ struct Prepared {
 pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     let json = args.json;
     let prepared = prepare(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::new("runtime", format!("cannot start the async runtime: {e}")))?;
+    let runtime = gate_runtime()?;
     let Prepared {
         config,
         anchor,
@@ -55,6 +51,16 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
         }
     }
     Ok(report.outcome.exit_code())
+}
+
+/// The runtime a one-shot gate run (`check`, `plugin run`) uses: two
+/// workers, as the gates' own tasks need no more.
+pub(super) fn gate_runtime() -> CliResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("runtime", format!("cannot start the async runtime: {e}")))
 }
 
 /// `check --json`'s error object: the API's error shape, and the report's

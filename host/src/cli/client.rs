@@ -197,7 +197,7 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
         match cmd {
             PolicyCommand::Attach { .. } => {
                 let body = attach_body.unwrap_or_default();
-                let p = client.attach(&body, None).await?;
+                let p = client.attach(&body).await?;
                 show(json, &p, |p| p.policy_id.clone())
             }
             PolicyCommand::Status { id } => show(json, &client.policy(&id).await?, policy_line),

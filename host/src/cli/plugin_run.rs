@@ -45,11 +45,7 @@ struct Prepared {
 pub(super) fn run(args: RunArgs) -> CliResult<i32> {
     let json = args.json;
     let prepared = prepare(&args).map_err(CliError::input)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::new("runtime", format!("cannot start the async runtime: {e}")))?;
+    let runtime = super::check::gate_runtime()?;
     let Prepared {
         config,
         anchor,
