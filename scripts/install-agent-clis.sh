@@ -1,48 +1,62 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs that gatehost's integration tests run as judge
-# adapters (for now only Claude Code, `claude -p`) against the fake model API
-# in tests/fake-model-api/. They go into a project-local directory, never a
-# global prefix: $GATEHOST_AGENT_CLIS_DIR, by default target/agent-clis.
+# Installs the real agent CLIs that gatehost's whole-program tests run: Claude
+# Code (as a judge adapter and as a gated agent), Codex and Gemini CLI (as
+# gated agents), each against the fake model API in tests/fake-model-api/.
+# Their versions are pinned by tests/agent-clis/package.json and its
+# package-lock.json; `npm ci` installs exactly that tree into a project-local
+# directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
+# target/agent-clis (binaries in node_modules/.bin).
 #
-# Idempotent: does nothing when the pinned version is already installed and
-# runs. Prints the path of the `claude` binary on its last line.
+# Idempotent: does nothing when the lockfile is unchanged since the last
+# install and every CLI answers with its pinned version.
 #
-# The npm package is a thin wrapper whose postinstall hard-links a native
-# binary (from the platform's optional dependency, about 400 MB) over
+# Claude Code's npm package is a thin wrapper whose postinstall hard-links a
+# native binary (from the platform's optional dependency, about 400 MB) over
 # bin/claude.exe; it needs no Node.js at run time. Its package.json asks for
 # Node >= 22, which only makes npm warn under Node 20: the install works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The exact version the tests were written against. Change it deliberately:
-# the shape of what the CLI sends (and which files it reads) changes often.
+# The exact versions the tests were written against (also in the lockfile).
+# Change them deliberately: what the CLIs send, and which files they read,
+# changes often.
 CLAUDE_CODE_VERSION=2.1.332
+CODEX_VERSION=0.169.0
+GEMINI_CLI_VERSION=0.61.0
 
 dir=${GATEHOST_AGENT_CLIS_DIR:-target/agent-clis}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-pkg=$dir/node_modules/@anthropic-ai/claude-code
-claude=$dir/node_modules/.bin/claude
+bin=$dir/node_modules/.bin
 
-# True when the pinned version is installed and its native binary answers.
+# True when every pinned version is installed from this lockfile and answers.
 installed() {
-    [ -x "$claude" ] &&
-        [ "$("$claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ]
+    cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
+        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] &&
+        [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
+        "$bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
+        [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ]
 }
 
 if ! installed; then
-    echo "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION into $dir" >&2
-    npm install --prefix "$dir" --no-audit --no-fund \
-        "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >&2
-    # If npm skipped install scripts (ignore-scripts=true in a user's npmrc),
-    # bin/claude.exe is still the placeholder stub: place the binary now.
-    if ! installed && [ -f "$pkg/install.cjs" ]; then
-        node "$pkg/install.cjs" >&2
+    echo "installing the pinned agent CLIs into $dir" >&2
+    cp tests/agent-clis/package.json tests/agent-clis/package-lock.json "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund >&2)
+    # npm 11 skips install scripts it was not told to trust, and so may a
+    # user's npmrc (ignore-scripts=true): Claude Code's bin/claude.exe is then
+    # still the placeholder stub. Place the native binary now.
+    pkg=$dir/node_modules/@anthropic-ai/claude-code
+    if [ "$("$bin/claude" --version 2>/dev/null)" != "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
+        [ -f "$pkg/install.cjs" ]; then
+        (cd "$pkg" && node install.cjs >&2)
     fi
     if ! installed; then
-        echo "error: $claude does not report version $CLAUDE_CODE_VERSION" >&2
+        echo "error: the agent CLIs in $dir do not report the pinned versions:" >&2
+        "$bin/claude" --version >&2 || true
+        "$bin/codex" --version >&2 || true
+        "$bin/gemini" --version >&2 || true
         exit 1
     fi
 fi
 
-echo "$claude"
+echo "$bin"

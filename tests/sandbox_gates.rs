@@ -486,86 +486,10 @@ fn a_judge_never_sees_the_workspace_nor_what_the_agent_planted_there() {
     assert!(!Path::new(cwd).exists(), "{cwd} was left behind");
 }
 
-/// The fake model API (tests/fake-model-api), answering `reply` and
-/// logging every request; stopped when dropped.
-struct FakeApi {
-    child: std::process::Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl FakeApi {
-    fn start(dir: &Path, reply: &str) -> FakeApi {
-        let port_file = dir.join("api.port");
-        let log = dir.join("api-requests.jsonl");
-        let child = std::process::Command::new("python3")
-            .arg(
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../tests/fake-model-api/fake_model_api.py"),
-            )
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--log")
-            .arg(&log)
-            .arg("--reply")
-            .arg(reply)
-            .spawn()
-            .expect("python3 runs the fake model API");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            if let Some(p) = std::fs::read_to_string(&port_file)
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the fake API did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        FakeApi { child, port, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-}
-
-impl Drop for FakeApi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The pinned Claude Code CLI installed by scripts/install-agent-clis.sh.
-fn claude_cli() -> PathBuf {
-    let dir = std::env::var_os("GATEHOST_AGENT_CLIS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis"));
-    let claude = dir.join("node_modules/.bin/claude");
-    assert!(
-        claude.exists(),
-        "{} is missing: run `bash scripts/install-agent-clis.sh` (scripts/test.sh does)",
-        claude.display()
-    );
-    claude
-}
-
 /// Files an agent plants to steer its judge: instructions, settings with
 /// hooks and a redirected API, an MCP server. Hooks and the MCP server
 /// would call the fake API on a path of their own if they ran.
-fn plant_judge_steering(s: &Scratch, api: &FakeApi, m: &str) {
+fn plant_judge_steering(s: &Scratch, api: &common::agents::FakeApi, m: &str) {
     let call = |what: &str| {
         format!(
             "bash -c 'exec 3<>/dev/tcp/127.0.0.1/{}; printf \"GET /planted-{what}-ran HTTP/1.0\\r\\n\\r\\n\" >&3; cat <&3 >/dev/null'",
@@ -616,10 +540,10 @@ fn planted_in(requests: &[Value], m: &str) -> Vec<String> {
 
 #[test]
 fn the_real_claude_cli_as_a_judge_never_loads_what_the_agent_planted() {
-    let claude = claude_cli();
+    let claude = common::agents::agent_cli("claude");
     let s = Scratch::new();
     let m = marker("claude");
-    let api = FakeApi::start(&s.out, "The change looks wrong.\nVERDICT: FAIL");
+    let api = common::agents::FakeApi::start(&s.out, "The change looks wrong.\nVERDICT: FAIL");
     plant_judge_steering(&s, &api, &m);
     let config_dir = s.out.join("claude-config");
     std::fs::create_dir_all(&config_dir).expect("mkdir");

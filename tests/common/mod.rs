@@ -3,6 +3,7 @@
 //! binary, and proving that no process a test started is left alive.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod daemon;
 
 use serde_json::Value;

@@ -7,11 +7,20 @@ instead of a real model service. It listens on loopback only, records every
 request it receives, and answers every model call with one fixed text, so a
 test can check both what the CLI printed and exactly what it sent.
 
-Today it speaks the Anthropic Messages API (streaming and not); OpenAI and
-Gemini shapes may be added later beside it.
+It speaks the Anthropic Messages API (streaming and not); other providers'
+shapes live in their own modules beside it and register in MODEL_ROUTES.
 
 Usage:
-    python3 fake_model_api.py --port-file FILE --log FILE --reply TEXT [--port 0]
+    python3 fake_model_api.py --port-file FILE --log FILE (--reply TEXT | --script FILE) [--port 0]
+
+--script FILE is a JSON array of steps, one per model call in arrival order
+(counted across every provider's model route; token counting and probes do
+not count); calls past the end get the last step. A step is an object:
+    "text": the assistant's text (default "");
+    "hold_until": a path; the answer waits until that file exists (polled every
+        20 ms, at most 120 s), so a test can act between two model calls;
+    provider modules may read more keys (a tool call, say).
+--reply TEXT is the script [{"text": TEXT}].
 
 Once listening on 127.0.0.1 it writes the port number to --port-file
 (atomically: temp file then rename). Each request is appended to --log as one
@@ -24,9 +33,11 @@ Standard library only; see README.md beside it for how the CLI is pointed here.
 import argparse
 import json
 import os
+
 import signal
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -54,9 +65,24 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "fake-model-api/1"
 
     # Set on the class by main().
-    reply = ""
+    script = [{"text": ""}]
     log_path = ""
     log_lock = threading.Lock()
+    calls = 0
+    calls_lock = threading.Lock()
+
+    def next_step(self):
+        """The script's step for this model call; waits for its hold_until file."""
+        with self.calls_lock:
+            index = Handler.calls
+            Handler.calls += 1
+        step = self.script[min(index, len(self.script) - 1)]
+        hold = step.get("hold_until")
+        if hold:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(hold) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return step
 
     def log_message(self, fmt, *args):  # keep stderr quiet; the log file says it all
         pass
@@ -106,8 +132,11 @@ class Handler(BaseHTTPRequestHandler):
         body = self._read_body() if self.command in ("POST", "PUT", "PATCH") else None
         self._record(body)
         path = urlsplit(self.path).path.rstrip("/")
-        if self.command == "POST" and path == "/v1/messages":
-            self._messages(body if isinstance(body, dict) else {})
+        route = MODEL_ROUTES.get(path) if self.command == "POST" else None
+        if route is None and self.command == "POST":
+            route = next((r for p, r in MODEL_ROUTE_PATTERNS if p.fullmatch(path)), None)
+        if route is not None:
+            route(self, body if isinstance(body, dict) else {}, self.next_step())
         elif self.command == "POST" and path == "/v1/messages/count_tokens":
             payload = body if isinstance(body, dict) else {}
             self._send_json(200, {"input_tokens": count_tokens(payload.get("messages", []))})
@@ -121,44 +150,8 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
-    def _messages(self, req):
-        model = req.get("model") or MODEL_FALLBACK
-        msg_id = "msg_fake_" + uuid.uuid4().hex[:24]
-        input_tokens = count_tokens([req.get("system"), req.get("messages")])
-        output_tokens = count_tokens(self.reply)
-        # Always plain text with end_turn, even when tools are offered, so an
-        # agent loop stops after one turn.
-        message = {
-            "id": msg_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": self.reply}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": message_usage(input_tokens, output_tokens),
-        }
-        if not req.get("stream"):
-            self._send_json(200, message)
-            return
-        start = dict(message, content=[], stop_reason=None,
-                     usage=message_usage(input_tokens, 1))
-        events = [
-            ("message_start", {"type": "message_start", "message": start}),
-            ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
-            ("ping", {"type": "ping"}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": self.reply}}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                               "usage": {"output_tokens": output_tokens}}),
-            ("message_stop", {"type": "message_stop"}),
-        ]
-        data = "".join(
-            "event: %s\ndata: %s\n\n" % (name, json.dumps(ev)) for name, ev in events
-        ).encode("utf-8")
+    def send_sse(self, data):
+        """Sends a complete server-sent-events body (already encoded)."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -166,6 +159,55 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", "req_fake_" + uuid.uuid4().hex[:24])
         self.end_headers()
         self.wfile.write(data)
+
+
+def anthropic_messages(handler, req, step):
+    """POST /v1/messages: the step's text, stop_reason end_turn."""
+    reply = step.get("text", "")
+    model = req.get("model") or MODEL_FALLBACK
+    msg_id = "msg_fake_" + uuid.uuid4().hex[:24]
+    input_tokens = count_tokens([req.get("system"), req.get("messages")])
+    output_tokens = count_tokens(reply)
+    # Always plain text with end_turn, even when tools are offered, so an
+    # agent loop stops after one turn.
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": reply}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": message_usage(input_tokens, output_tokens),
+    }
+    if not req.get("stream"):
+        handler._send_json(200, message)
+        return
+    start = dict(message, content=[], stop_reason=None,
+                 usage=message_usage(input_tokens, 1))
+    events = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("ping", {"type": "ping"}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": reply}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": output_tokens}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    data = "".join(
+        "event: %s\ndata: %s\n\n" % (name, json.dumps(ev)) for name, ev in events
+    ).encode("utf-8")
+    handler.send_sse(data)
+
+
+# Model-call routes: exact POST paths, then regular expressions over the path.
+# Provider modules beside this file add theirs here.
+MODEL_ROUTES = {"/v1/messages": anthropic_messages}
+MODEL_ROUTE_PATTERNS = []
 
 
 def write_port_file(path, port):
@@ -179,11 +221,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port-file", required=True, help="where to write the port once listening")
     ap.add_argument("--log", required=True, help="JSON-lines file to append each request to")
-    ap.add_argument("--reply", required=True, help="assistant text for every model call")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--reply", help="assistant text for every model call")
+    what.add_argument("--script", help="JSON file: an array of steps, one per model call")
     ap.add_argument("--port", type=int, default=0, help="port to bind (default 0: any free one)")
     args = ap.parse_args(argv)
 
-    Handler.reply = args.reply
+    if args.script is not None:
+        with open(args.script, encoding="utf-8") as f:
+            script = json.load(f)
+        if not isinstance(script, list) or not script or not all(isinstance(s, dict) for s in script):
+            ap.error("--script must hold a non-empty JSON array of objects")
+        Handler.script = script
+    else:
+        Handler.script = [{"text": args.reply}]
     Handler.log_path = args.log
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True

@@ -1,0 +1,119 @@
+//! The real agent CLIs (installed by scripts/install-agent-clis.sh, pinned by
+//! tests/agent-clis/package-lock.json) and the fake model API they talk to
+//! (tests/fake-model-api), for tests that run an agent or a judge for real.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The fake model API, answering a script of steps (see its `--script`) and
+/// logging every request; stopped when dropped.
+pub struct FakeApi {
+    child: std::process::Child,
+    pub port: u16,
+    log: PathBuf,
+}
+
+impl FakeApi {
+    /// Answers every model call with `reply`.
+    pub fn start(dir: &Path, reply: &str) -> FakeApi {
+        FakeApi::start_script(dir, &serde_json::json!([{ "text": reply }]))
+    }
+
+    /// Answers the n-th model call with the script's n-th step (the last
+    /// step for every call past the end).
+    pub fn start_script(dir: &Path, script: &Value) -> FakeApi {
+        let port_file = dir.join("api.port");
+        let log = dir.join("api-requests.jsonl");
+        let script_file = dir.join("api-script.json");
+        std::fs::write(&script_file, script.to_string()).expect("write the fake API's script");
+        let child = std::process::Command::new("python3")
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../tests/fake-model-api/fake_model_api.py"),
+            )
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log)
+            .arg("--script")
+            .arg(&script_file)
+            .spawn()
+            .expect("python3 runs the fake model API");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "the fake API did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        FakeApi { child, port, log }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The requests to model routes whose path contains `route`.
+    pub fn model_calls(&self, route: &str) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| {
+                r["method"] == "POST" && r["path"].as_str().is_some_and(|p| p.contains(route))
+            })
+            .collect()
+    }
+
+    /// Waits until `n` requests to `route` have arrived (a held step's
+    /// request is logged before it is answered).
+    pub fn wait_for_calls(&self, route: &str, n: usize, within: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let calls = self.model_calls(route);
+            if calls.len() >= n {
+                return calls;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {n} model calls to {route} arrived: {calls:#?}",
+                calls.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The pinned agent CLI `name` (`claude`, `codex`, `gemini`) installed by
+/// scripts/install-agent-clis.sh.
+pub fn agent_cli(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GATEHOST_AGENT_CLIS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis"));
+    let cli = dir.join("node_modules/.bin").join(name);
+    assert!(
+        cli.exists(),
+        "{} is missing: run `bash scripts/install-agent-clis.sh` (scripts/test.sh does)",
+        cli.display()
+    );
+    cli
+}
