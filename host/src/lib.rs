@@ -42,6 +42,7 @@ pub mod config;
 pub mod engine;
 pub mod fault_marker;
 pub mod gate;
+pub mod hook;
 pub mod sandbox;
 pub mod store;
 pub mod suggest;

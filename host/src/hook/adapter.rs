@@ -1,0 +1,234 @@
+//! The contract between gatehost and one agent CLI's hooks: parse what the
+//! CLI writes on the hook's stdin into a [`HookInput`], render an
+//! [`Answer`] into what the CLI reads back (stdout and exit status).
+//!
+//! It owns the shared parsing rules (a UTF-8 BOM is skipped, unknown fields
+//! are ignored, a missing required field names itself) and the size bound of
+//! a block reason. It must never run a gate or touch the disk: adapters are
+//! pure translations, tested on fixtures of each CLI's documented JSON.
+
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The agent CLIs gatehost has hook adapters for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum AgentCli {
+    /// Claude Code (`Stop`, `SubagentStop`, `SessionStart`, `UserPromptSubmit`).
+    Claude,
+    /// OpenAI Codex CLI (`hooks.json`: `Stop`, `SessionStart`, `UserPromptSubmit`).
+    Codex,
+    /// Google Gemini CLI (`AfterAgent`, `SessionStart`, `BeforeAgent`).
+    Gemini,
+    /// Cursor (`.cursor/hooks.json`: `stop`, `beforeSubmitPrompt`).
+    Cursor,
+}
+
+impl AgentCli {
+    pub const ALL: [AgentCli; 4] = [
+        AgentCli::Claude,
+        AgentCli::Codex,
+        AgentCli::Gemini,
+        AgentCli::Cursor,
+    ];
+
+    /// The name on the command line and the prefix of daemon session ids
+    /// (`claude:<session_id>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentCli::Claude => "claude",
+            AgentCli::Codex => "codex",
+            AgentCli::Gemini => "gemini",
+            AgentCli::Cursor => "cursor",
+        }
+    }
+
+    /// This CLI's adapter.
+    pub fn adapter(self) -> &'static dyn Adapter {
+        match self {
+            AgentCli::Claude => &super::claude::Claude,
+            AgentCli::Codex => &super::codex::Codex,
+            AgentCli::Gemini => &super::gemini::Gemini,
+            AgentCli::Cursor => &super::cursor::Cursor,
+        }
+    }
+}
+
+/// Where in the agent's life the hook was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookPoint {
+    /// The session started (or resumed): register it.
+    SessionStart,
+    /// The user submitted a prompt: a new turn starts (and the session's
+    /// standalone retry count starts again: a person spoke).
+    TurnStart,
+    /// The agent wants to stop: gate its work.
+    Stop,
+}
+
+/// What every CLI's hook JSON says, once read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookInput {
+    pub point: HookPoint,
+    /// The CLI's own session id (gatehost's daemon id is `AGENT:<id>`).
+    pub session_id: String,
+    /// The agent's working directory: the workspace the gates run in.
+    pub cwd: PathBuf,
+    /// The agent's last message of the turn, when the CLI sends it.
+    pub last_message: Option<String>,
+    /// The transcript file, to read the last message from when the CLI does
+    /// not send it.
+    pub transcript_path: Option<PathBuf>,
+    /// The CLI's own loop hint (`stop_hook_active`, `loop_count`): logged,
+    /// never trusted to count retries.
+    pub loop_hint: Option<String>,
+}
+
+/// What gatehost answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Nothing to say: let the agent go on (or stop).
+    Proceed,
+    /// Let the stop happen, and show the user this message (out of retries,
+    /// or the gate could not run and the one block was spent).
+    StopWithMessage(String),
+    /// Refuse the stop: the agent continues with this reason as its prompt.
+    Block(String),
+}
+
+/// An answer as the CLI reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// Exactly what goes on stdout (JSON, or nothing).
+    pub stdout: String,
+    /// The exit status the CLI expects for this answer.
+    pub exit: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    #[error("the hook input is not JSON: {0}")]
+    NotJson(String),
+    #[error("the hook input has no usable '{field}': {message}")]
+    Field { field: String, message: String },
+    #[error("hook event '{0}' is not one gatehost answers")]
+    UnknownEvent(String),
+}
+
+/// One agent CLI's hook contract.
+pub trait Adapter: Sync {
+    fn agent(&self) -> AgentCli;
+
+    /// Reads the hook's stdin.
+    fn parse(&self, input: &[u8]) -> Result<HookInput, HookError>;
+
+    /// Writes an answer for a hook called at `point`.
+    fn render(&self, point: HookPoint, answer: &Answer) -> Rendered;
+
+    /// How long the CLI waits for a hook by default; gatehost's budget is
+    /// set below it.
+    fn cli_timeout(&self) -> Duration;
+
+    /// The longest block reason this CLI is given (bytes); longer reasons
+    /// are cut by [`trim_reason`].
+    fn reason_limit(&self) -> usize {
+        16 * 1024
+    }
+}
+
+/// Decodes hook JSON: a leading UTF-8 BOM is skipped and unknown fields are
+/// ignored (the CLIs add fields often); a type error names its field.
+pub fn parse_json<T: DeserializeOwned>(input: &[u8]) -> Result<T, HookError> {
+    let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    let mut de = serde_json::Deserializer::from_slice(input);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() || field == "." {
+            HookError::NotJson(inner.to_string())
+        } else {
+            HookError::Field {
+                field,
+                message: inner.to_string(),
+            }
+        }
+    })
+}
+
+/// Cuts `reason` to at most `limit` bytes on a character boundary, keeping
+/// its head (what failed) and its tail (the end of the output), and saying
+/// how much was cut.
+pub fn trim_reason(reason: &str, limit: usize) -> String {
+    if reason.len() <= limit {
+        return reason.to_string();
+    }
+    let marker_room = 64;
+    let keep = limit.saturating_sub(marker_room);
+    let head_len = floor_boundary(reason, keep / 2);
+    let tail_start = ceil_boundary(reason, reason.len() - (keep - head_len));
+    let cut = tail_start - head_len;
+    format!(
+        "{}\n… ({cut} bytes cut) …\n{}",
+        &reason[..head_len],
+        &reason[tail_start..]
+    )
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// A required non-empty string field.
+pub fn required(field: &str, value: Option<String>) -> Result<String, HookError> {
+    match value {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(HookError::Field {
+            field: field.to_string(),
+            message: "missing or empty".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    struct T {
+        a: String,
+    }
+
+    #[test]
+    fn a_bom_and_unknown_fields_are_fine() {
+        let t: T = parse_json(b"\xEF\xBB\xBF{\"a\":\"x\",\"new_field\":[1]}").unwrap();
+        assert_eq!(t.a, "x");
+    }
+
+    #[test]
+    fn a_type_error_names_its_field_and_garbage_is_not_json() {
+        let e = parse_json::<T>(b"{\"a\":3}").unwrap_err();
+        assert!(matches!(&e, HookError::Field { field, .. } if field == "a"), "{e}");
+        let e = parse_json::<T>(b"not json").unwrap_err();
+        assert!(matches!(e, HookError::NotJson(_)), "{e}");
+    }
+
+    #[test]
+    fn trimmed_reasons_fit_keep_both_ends_and_stay_utf8() {
+        let reason = format!("HEAD{}TAIL", "é".repeat(10_000));
+        let t = trim_reason(&reason, 1000);
+        assert!(t.len() <= 1000, "{}", t.len());
+        assert!(t.starts_with("HEAD") && t.ends_with("TAIL"), "{t}");
+        assert!(t.contains("bytes cut"));
+        assert_eq!(trim_reason("short", 1000), "short");
+    }
+}

@@ -1,0 +1,24 @@
+//! `gatehost hook AGENT`: the agent CLIs' turn-end hooks, answered by the
+//! same gates and the same retry count for every CLI.
+//!
+//! - [`adapter`]: what every CLI's adapter does (read its hook JSON into a
+//!   [`HookInput`], write an [`Answer`] in its own format) and the shared
+//!   parsing rules (UTF-8 BOM, unknown fields);
+//! - [`claude`], [`codex`], [`gemini`], [`cursor`]: one adapter per CLI;
+//! - [`decide`]: the pure decision from a gate outcome and the session's
+//!   retry state to an answer (unit-tested for every state × input);
+//! - [`state`]: standalone mode's per-session retry state on disk;
+//! - [`standalone`] and [`daemon`]: where the gate outcome comes from.
+//!
+//! It must never write anything but the CLI's answer on stdout (logs go to
+//! stderr), never let a stop through because a gate could not run without
+//! first blocking once with the error, and never block forever: retries are
+//! counted by gatehost, not by the CLI's `stop_hook_active`.
+
+pub mod adapter;
+pub mod claude;
+pub mod codex;
+pub mod cursor;
+pub mod gemini;
+
+pub use adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
