@@ -11,6 +11,7 @@
 
 mod common;
 
+mod agent_claude;
 mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
