@@ -21,6 +21,7 @@ pub mod codex;
 pub mod cursor;
 pub mod decide;
 pub mod gemini;
+pub mod install;
 pub mod state;
 pub mod transcript;
 

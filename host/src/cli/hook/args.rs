@@ -66,4 +66,75 @@ pub enum HookCommand {
     /// Answer a Cursor hook (stop, beforeSubmitPrompt).
     #[command(after_help = AFTER_HELP)]
     Cursor(HookArgs),
+    /// Add gatehost's hooks to an agent CLI's own configuration (merged,
+    /// idempotent, the original kept for `uninstall`).
+    #[command(after_help = INSTALL_AFTER_HELP)]
+    Install(InstallArgs),
+    /// Take gatehost's hooks out again (the original bytes, if the file is
+    /// as gatehost left it).
+    Uninstall(UninstallArgs),
+}
+
+pub const INSTALL_AFTER_HELP: &str = "\
+Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/settings.json;
+Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
+or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json.
+Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
+for unattended agents use --scope user (or the CLI's managed settings).";
+
+/// Where the CLI's configuration is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// The user's own configuration (out of the agent's workspace).
+    User,
+    /// The project's (in the workspace: the agent can edit it).
+    Project,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct InstallArgs {
+    /// The agent CLI.
+    #[arg(value_enum, value_name = "AGENT")]
+    pub agent: crate::hook::AgentCli,
+    #[arg(long, value_enum, default_value = "user")]
+    pub scope: Scope,
+    /// The project, for --scope project.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub project: PathBuf,
+    /// Standalone hooks: the gate file they run (else they ask the daemon).
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// The host configuration the hooks use.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Standalone hooks: blocks in a row before a stop is let through.
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// Also add `gatehost mcp` to the CLI's MCP servers.
+    #[arg(long)]
+    pub mcp: bool,
+    /// Print the change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// gatehost's state directory (the originals are kept in its `installs`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct UninstallArgs {
+    /// The agent CLI.
+    #[arg(value_enum, value_name = "AGENT")]
+    pub agent: crate::hook::AgentCli,
+    #[arg(long, value_enum, default_value = "user")]
+    pub scope: Scope,
+    /// The project, for --scope project.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub project: PathBuf,
+    /// Print the change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// gatehost's state directory, as given to `install`.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 mod args;
 mod daemon;
+mod install;
 mod standalone;
 
 pub use args::{HookArgs, HookCommand};
@@ -34,6 +35,8 @@ pub(super) fn run(command: HookCommand) -> CliResult<i32> {
         HookCommand::Codex(a) => (AgentCli::Codex, a),
         HookCommand::Gemini(a) => (AgentCli::Gemini, a),
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+        HookCommand::Install(a) => return install::install(&a),
+        HookCommand::Uninstall(a) => return install::uninstall(&a),
     };
     Ok(answer_hook(agent, &args))
 }
