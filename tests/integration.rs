@@ -11,6 +11,7 @@
 
 mod common;
 
+mod agent_claude;
 mod agent_codex;
 mod check_cli;
 mod daemon_commits;
