@@ -8,13 +8,13 @@
 
 use crate::common;
 
-use common::agents::{FakeApi, agent_cli};
+use common::agents::{AgentOutput, AgentRun, FakeApi, agent_cli};
 use common::daemon::{Daemon, git_repo};
 use common::{DAEMON_ROOTS, Scratch, assert_no_survivors, marker, survivors};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The model route Codex calls.
@@ -78,47 +78,15 @@ impl CodexEnv {
         state_dir(&self.dir)
     }
 
-    /// Starts `codex exec PROMPT` in `cwd`, its output going to files.
-    fn spawn(&self, cwd: &Path, prompt: &str) -> Running {
-        let out = std::fs::File::create(self.dir.join("codex.stdout")).expect("stdout file");
-        let err = std::fs::File::create(self.dir.join("codex.stderr")).expect("stderr file");
-        Command::new(agent_cli("codex"))
-            .args(["exec", "--skip-git-repo-check", "--strict-config", prompt])
+    /// Starts `codex exec PROMPT` in `cwd` (its output in files in the
+    /// run's directory).
+    fn spawn(&self, cwd: &Path, prompt: &str) -> AgentRun {
+        let mut cmd = Command::new(agent_cli("codex"));
+        cmd.args(["exec", "--skip-git-repo-check", "--strict-config", prompt])
             .current_dir(cwd)
             .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map(Running)
-            .expect("codex runs")
-    }
-
-    /// Waits for Codex to exit (killing it after `T`): its status, stdout
-    /// and stderr.
-    fn wait(&self, mut running: Running) -> (Option<i32>, String, String) {
-        let child = &mut running.0;
-        let deadline = Instant::now() + T;
-        let status = loop {
-            if let Some(st) = child.try_wait().expect("wait") {
-                break st.code();
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "codex still running after {T:?}; stderr:\n{}",
-                    self.read("codex.stderr")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        (status, self.read("codex.stdout"), self.read("codex.stderr"))
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        AgentRun::start(cmd, "", &self.dir)
     }
 
     /// Processes still carrying this Codex's `CODEX_HOME` in their
@@ -151,18 +119,6 @@ impl CodexEnv {
                 self.env_survivors()
             );
             std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// A running Codex, killed if the test fails before it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
         }
     }
 }
@@ -346,8 +302,12 @@ fn a_failing_gate_sends_codex_back_with_the_nudge_until_the_work_is_fixed() {
     // passes and Codex ends.
     std::fs::write(s.ws.join("DONE"), "").expect("DONE");
     std::fs::write(&release, "").expect("release");
-    let (status, stdout, stderr) = codex.wait(child);
-    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let AgentOutput {
+        status,
+        stdout,
+        stderr,
+    } = child.finish(T);
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
     assert_eq!(stdout, "Now DONE exists.\n", "stderr:\n{stderr}");
     assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
     assert_eq!(
@@ -369,8 +329,12 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_codex_stops() {
     let codex = CodexEnv::new(&s, &m, &api, &hook_command(&args));
 
     let child = codex.spawn(&s.ws, &format!("gatehost-test-{m}: create the file DONE"));
-    let (status, stdout, stderr) = codex.wait(child);
-    assert_eq!(status, Some(0), "stderr:\n{stderr}");
+    let AgentOutput {
+        status,
+        stdout,
+        stderr,
+    } = child.finish(T);
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
     assert_eq!(stdout, "I am done.\n");
 
     // One call for the prompt, one per block; each block's reason is the
@@ -459,8 +423,17 @@ fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_th
     std::fs::write(s.ws.join("DONE"), "done\n").expect("DONE");
     std::fs::write(&fixed, "").expect("fixed");
 
-    let (status, stdout, stderr) = codex.wait(child);
-    assert_eq!(status, Some(0), "stderr:\n{stderr}\ndaemon:\n{}", d.log());
+    let AgentOutput {
+        status,
+        stdout,
+        stderr,
+    } = child.finish(T);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stderr:\n{stderr}\ndaemon:\n{}",
+        d.log()
+    );
     assert_eq!(stdout, "Now DONE exists.\n");
     assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
     assert_eq!(api.model_calls(RESPONSES).len(), 2);
