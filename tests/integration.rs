@@ -12,6 +12,7 @@
 mod common;
 
 mod agent_claude;
+mod agent_codex;
 mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
