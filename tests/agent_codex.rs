@@ -74,6 +74,43 @@ impl CodexEnv {
         }
     }
 
+    /// Codex pointed at `api`, its hooks installed and trusted by
+    /// `gatehost hook install codex INSTALL_ARGS` (what a user runs).
+    fn installed(s: &Scratch, m: &str, api: &FakeApi, install_args: &[String]) -> CodexEnv {
+        let placeholder = CodexEnv::new(s, m, api, "true");
+        // Only the provider's settings: the hooks and their trust are
+        // gatehost's to write.
+        std::fs::remove_file(placeholder.home.join("hooks.json")).expect("rm hooks.json");
+        let config = placeholder.home.join("config.toml");
+        let text = std::fs::read_to_string(&config).expect("config.toml");
+        let provider = text
+            .split("[hooks.state")
+            .next()
+            .expect("split")
+            .to_string();
+        std::fs::write(&config, &provider).expect("config.toml");
+        let mut args: Vec<String> = vec!["hook".into(), "install".into(), "codex".into()];
+        args.extend(install_args.iter().cloned());
+        let run = crate::common::run_gatehost(
+            &args,
+            &[
+                ("CODEX_HOME", placeholder.home.to_str().expect("utf-8")),
+                (
+                    "HOME",
+                    placeholder.dir.join("home").to_str().expect("utf-8"),
+                ),
+            ],
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        let after = std::fs::read_to_string(&config).expect("config.toml");
+        assert!(
+            after.starts_with(&provider),
+            "the provider's settings were kept: {after}"
+        );
+        assert!(after.contains("trusted_hash"), "{after}");
+        placeholder
+    }
+
     fn state_dir(&self) -> PathBuf {
         state_dir(&self.dir)
     }
@@ -273,7 +310,9 @@ fn a_failing_gate_sends_codex_back_with_the_nudge_until_the_work_is_fixed() {
         ]),
     );
     let (args, nudge) = standalone_args(&s, &m, 2);
-    let codex = CodexEnv::new(&s, &m, &api, &hook_command(&args));
+    // Installed as a user would: `gatehost hook install codex` writes the
+    // hooks and Codex's trust of them.
+    let codex = CodexEnv::installed(&s, &m, &api, &args);
 
     let child = codex.spawn(&s.ws, &format!("gatehost-test-{m}: create the file DONE"));
     let calls = api.wait_for_calls(RESPONSES, 2, T);

@@ -245,3 +245,44 @@ fn the_installed_command_answers_the_cli_hook_and_project_scope_warns() {
             .contains("test -f DONE")
     );
 }
+
+#[test]
+fn codex_gets_its_hooks_and_their_trust_and_uninstall_restores_both_files() {
+    let s = Scratch::new();
+    let codex_home = s.out.join("home/.codex");
+    std::fs::create_dir_all(&codex_home).expect("mkdir");
+    let config = codex_home.join("config.toml");
+    let original = "# mine\nmodel = \"gpt-5.5\"\n\n[features]\nplugins = false\n";
+    std::fs::write(&config, original).expect("write");
+    let r = hook(&s, &["install", "codex", "--budget", "50s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let hooks = read_json(&codex_home.join("hooks.json"));
+    let command = hooks["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command");
+    assert!(
+        command.contains(" hook codex --budget 50000ms"),
+        "{command}"
+    );
+    let trusted = std::fs::read_to_string(&config).expect("read");
+    assert!(trusted.starts_with(original), "{trusted}");
+    for event in ["stop", "session_start", "user_prompt_submit"] {
+        assert!(
+            trusted.contains(&format!("hooks.json:{event}:0:0\"]")),
+            "{event}: {trusted}"
+        );
+    }
+    assert_eq!(
+        hook(&s, &["install", "codex", "--budget", "50s"])
+            .stdout
+            .matches("unchanged:")
+            .count(),
+        2
+    );
+    let too_long = hook(&s, &["install", "codex", "--budget", "15m"]);
+    assert_eq!(too_long.code, 2, "{too_long:?}");
+    assert!(too_long.stderr.contains("--budget"), "{too_long:?}");
+    assert_eq!(hook(&s, &["uninstall", "codex"]).code, 0);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+    assert!(!codex_home.join("hooks.json").exists());
+}

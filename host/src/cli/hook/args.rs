@@ -110,6 +110,9 @@ pub struct InstallArgs {
     /// Standalone hooks: blocks in a row before a stop is let through.
     #[arg(long, value_name = "N")]
     pub max_retries: Option<u32>,
+    /// The hooks' budget (below the CLI's own hook timeout).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub budget: Option<Duration>,
     /// Also add `gatehost mcp` to the CLI's MCP servers.
     #[arg(long)]
     pub mcp: bool,

@@ -16,11 +16,13 @@ use super::super::error::{CliError, CliResult};
 use super::args::{InstallArgs, Scope, UninstallArgs};
 use crate::hook::AgentCli;
 use crate::hook::install::{
-    HookSet, Layout, add_hooks, add_mcp_server, remove_hooks, remove_mcp_server,
+    HookSet, Layout, add_hooks, add_mcp_server, codex_config_trust, codex_trust, remove_hooks,
+    remove_mcp_server,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -28,8 +30,19 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 enum Edit {
     Hooks(HookSet),
-    Mcp { name: &'static str, server: Value },
+    Mcp {
+        name: &'static str,
+        server: Value,
+    },
+    /// Codex's `config.toml`: trust gatehost's hooks in this `hooks.json`.
+    CodexTrust {
+        hooks: PathBuf,
+    },
 }
+
+/// The texts of the files before and after, by path: a later file's edit
+/// (Codex's trust) reads an earlier one's.
+type Texts = HashMap<PathBuf, (String, String)>;
 
 /// A file and what gatehost puts in it.
 #[derive(Debug, Clone)]
@@ -54,12 +67,14 @@ struct Manifest {
 pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
     let plans = plan(args)?;
     let backups = backup_dir(args.state_dir.as_deref())?;
+    let mut texts = Texts::new();
     for p in &plans {
         let (current, existed) = read(&p.path)?;
         let mut next = current.clone();
         for e in &p.edits {
-            next = apply(e, &next).map_err(|m| edit_error(&p.path, &m))?;
+            next = apply(e, &next, &texts).map_err(|m| edit_error(&p.path, &m))?;
         }
+        texts.insert(p.path.clone(), (current.clone(), next.clone()));
         if next == current {
             println!(
                 "unchanged: {} (gatehost's entries are already there)",
@@ -84,7 +99,9 @@ pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
             // file as it is, without gatehost's entries.
             Some(m) => Manifest {
                 path: p.path.clone(),
-                original: Some(without_ours(&current).map_err(|m| edit_error(&p.path, &m))?),
+                original: Some(
+                    without_ours(&p.path, &current, &texts).map_err(|m| edit_error(&p.path, &m))?,
+                ),
                 installed: next.clone(),
                 created_dir: m.created_dir,
             },
@@ -111,7 +128,15 @@ pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
 
 pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
     let backups = backup_dir(args.state_dir.as_deref())?;
-    for path in files(args.agent, args.scope, &args.project)? {
+    let paths = files(args.agent, args.scope, &args.project)?;
+    // Every file as it is now, first: Codex's trust entries are found from
+    // its hooks.json before that is restored.
+    let mut texts = Texts::new();
+    for path in &paths {
+        let (current, _) = read(path)?;
+        texts.insert(path.clone(), (current.clone(), current));
+    }
+    for path in paths {
         let manifest_path = backups.join(manifest_name(&path));
         let manifest = read_manifest(&manifest_path)?;
         let (current, existed) = read(&path)?;
@@ -120,7 +145,8 @@ pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
                 m.original.clone().map_or(Restore::Delete, Restore::Bytes)
             }
             _ => {
-                let stripped = without_ours(&current).map_err(|m| edit_error(&path, &m))?;
+                let stripped =
+                    without_ours(&path, &current, &texts).map_err(|m| edit_error(&path, &m))?;
                 if !existed || stripped == current {
                     Restore::Nothing
                 } else {
@@ -164,17 +190,42 @@ enum Restore {
     Bytes(String),
 }
 
-fn apply(edit: &Edit, text: &str) -> Result<String, String> {
+fn apply(edit: &Edit, text: &str, texts: &Texts) -> Result<String, String> {
     match edit {
         Edit::Hooks(set) => add_hooks(text, set),
         Edit::Mcp { name, server } => add_mcp_server(text, name, server),
+        Edit::CodexTrust { hooks } => {
+            let (before, after) = texts.get(hooks).cloned().unwrap_or_default();
+            let old: Vec<String> = codex_trust(hooks, &before)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            let new = codex_trust(hooks, &after).map_err(|e| e.to_string())?;
+            codex_config_trust(text, &old, &new)
+        }
     }
     .map_err(|e| e.to_string())
 }
 
-/// `text` without any of gatehost's entries (hooks of either layout, the
-/// MCP server).
-fn without_ours(text: &str) -> Result<String, String> {
+/// `text` (the file at `path`) without any of gatehost's entries: hooks of
+/// either layout and the MCP server, or in Codex's `config.toml` the trust
+/// of gatehost's hooks in the `hooks.json` beside it (as `texts` has it).
+fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String> {
+    if path.file_name().is_some_and(|n| n == "config.toml") {
+        let mut keys = Vec::new();
+        for (p, (before, _)) in texts {
+            if p.file_name().is_some_and(|n| n == "hooks.json") {
+                keys.extend(
+                    codex_trust(p, before)
+                        .map_err(|e| e.to_string())?
+                        .into_iter()
+                        .map(|(k, _)| k),
+                );
+            }
+        }
+        return codex_config_trust(text, &keys, &[]).map_err(|e| e.to_string());
+    }
     let t = remove_hooks(text, Layout::Grouped).map_err(|e| e.to_string())?;
     let t = remove_hooks(&t, Layout::Flat).map_err(|e| e.to_string())?;
     remove_mcp_server(&t, MCP_NAME).map_err(|e| e.to_string())
@@ -205,11 +256,15 @@ fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf
             let p = project()?;
             vec![p.join(".claude/settings.json"), p.join(".mcp.json")]
         }
-        (AgentCli::Codex, Scope::User) => {
+        // Codex trusts a hook only by its hash in the user's config.toml.
+        (AgentCli::Codex, scope) => {
             let dir = env_dir("CODEX_HOME").map_or_else(|| home().map(|h| h.join(".codex")), Ok)?;
-            vec![dir.join("hooks.json")]
+            let hooks = match scope {
+                Scope::User => dir.join("hooks.json"),
+                Scope::Project => project()?.join(".codex/hooks.json"),
+            };
+            vec![hooks, dir.join("config.toml")]
         }
-        (AgentCli::Codex, Scope::Project) => vec![project()?.join(".codex/hooks.json")],
         (AgentCli::Gemini, Scope::User) => vec![home()?.join(".gemini/settings.json")],
         (AgentCli::Gemini, Scope::Project) => vec![project()?.join(".gemini/settings.json")],
         (AgentCli::Cursor, Scope::User) => {
@@ -243,6 +298,20 @@ fn hook_command(args: &InstallArgs) -> CliResult<String> {
     if let Some(n) = args.max_retries {
         words.push("--max-retries".into());
         words.push(n.to_string());
+    }
+    if let Some(b) = args.budget {
+        let limit = crate::hook::adapter(args.agent).cli_timeout();
+        if b >= limit {
+            return Err(CliError::input(format!(
+                "--budget {} is not below {}'s hook timeout ({} s): the CLI would give up first",
+                crate::gate::human_duration(b),
+                args.agent.name(),
+                limit.as_secs()
+            ))
+            .field("--budget"));
+        }
+        words.push("--budget".into());
+        words.push(format!("{}ms", b.as_millis()));
     }
     if let Some(dir) = &args.state_dir {
         words.push("--state-dir".into());
@@ -324,6 +393,12 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
                     "timeout",
                 ),
             );
+            push(
+                &files[1],
+                Edit::CodexTrust {
+                    hooks: files[0].clone(),
+                },
+            );
             if args.mcp {
                 return Err(mcp_user_scope_error(args.agent));
             }
@@ -377,7 +452,16 @@ fn print_trust_note(agent: AgentCli, scope: Scope) {
         );
     }
     if agent == AgentCli::Codex {
-        println!("note: Codex asks to trust a new or changed hook the next time it starts.");
+        println!(
+            "note: Codex runs a hook only if its config.toml trusts it: gatehost wrote that trust; \
+             a hook edited by hand must be trusted again (codex asks)."
+        );
+        if scope == Scope::Project {
+            println!(
+                "note: Codex reads a project's .codex/hooks.json only in a trusted project \
+                 ([projects.\"DIR\"] trust_level = \"trusted\"); gatehost does not grant that."
+            );
+        }
     }
 }
 
