@@ -18,6 +18,7 @@ mod daemon_lifecycle;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;
+mod mcp;
 mod plugin_kit;
 mod sandbox_gates;
 mod wasm_gates;
