@@ -150,7 +150,7 @@ pub(crate) struct JudgeWrapper {
 #[serde(untagged)]
 #[allow(dead_code)]
 pub(crate) enum GateSchema {
-    One(GateObjectSchema),
+    One(Box<GateObjectSchema>),
     List(Vec<GateObjectSchema>),
 }
 

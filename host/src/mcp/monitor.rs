@@ -17,7 +17,7 @@
 //!
 //! It must never change anything: every call it makes reads.
 
-use super::answer::{ToolResult, from_client, invalid, joined, to_value};
+use super::answer::{ToolResult, from_client, invalid, to_value};
 use super::tools::{DEFAULT_MONITOR_EVENTS, MAX_MONITOR_EVENTS, SessionMonitorInput};
 use crate::client::Client;
 use crate::engine::attach::DEFAULT_MAX_RETRIES;
@@ -46,7 +46,13 @@ pub async fn monitor(client: &Client, input: SessionMonitorInput) -> ToolResult 
         ));
     }
     // The id as an event filter: refused here if the API could not filter on it.
-    let filter = joined("sessionId", Some(vec![input.session_id.clone()]))?;
+    if input.session_id.contains(',') {
+        return Err(invalid(
+            "sessionId",
+            "holds a comma: its events cannot be asked for",
+        ));
+    }
+    let filter = Some(input.session_id.clone());
     let session = client
         .session(&input.session_id)
         .await
@@ -115,13 +121,14 @@ async fn policies_of(client: &Client, session: &str) -> Result<(Vec<Policy>, boo
         })
         .await
         .map_err(from_client)?;
-    found.extend(
-        settled
-            .policies
-            .into_iter()
-            .filter(|p| member(p))
-            .take(RECENT_SETTLED),
-    );
+    // A policy that settled between the two reads is shown once.
+    let settled: Vec<Policy> = settled
+        .policies
+        .into_iter()
+        .filter(|p| member(p) && !found.iter().any(|f: &Policy| f.policy_id == p.policy_id))
+        .take(RECENT_SETTLED)
+        .collect();
+    found.extend(settled);
     Ok((found, more))
 }
 

@@ -36,7 +36,7 @@ pub async fn check_agent_token(
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::debug!(path = %path.display(), error = %e, "operator token file not read")
+                tracing::debug!(path = %path.display(), error = %e, "operator token file not read");
             }
         }
     }
