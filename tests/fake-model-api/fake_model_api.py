@@ -209,6 +209,10 @@ def anthropic_messages(handler, req, step):
 MODEL_ROUTES = {"/v1/messages": anthropic_messages}
 MODEL_ROUTE_PATTERNS = []
 
+import openai_responses  # noqa: E402  (beside this file: the OpenAI Responses API, for Codex)
+
+MODEL_ROUTES.update(openai_responses.ROUTES)
+
 
 def write_port_file(path, port):
     tmp = "%s.tmp.%d" % (path, os.getpid())

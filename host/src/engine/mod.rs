@@ -26,7 +26,8 @@ pub mod stored;
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
-pub use sessions::{RegisterInput, ReportKind, StartInput};
+pub use nudge::render_nudge;
+pub use sessions::{RegisterInput, ReportKind, ReportOutcome, StartInput};
 
 use crate::bus::Bus;
 use crate::gate::GateRunner;

@@ -42,16 +42,6 @@ impl AgentCli {
             AgentCli::Cursor => "cursor",
         }
     }
-
-    /// This CLI's adapter.
-    pub fn adapter(self) -> &'static dyn Adapter {
-        match self {
-            AgentCli::Claude => &super::claude::Claude,
-            AgentCli::Codex => &super::codex::Codex,
-            AgentCli::Gemini => &super::gemini::Gemini,
-            AgentCli::Cursor => &super::cursor::Cursor,
-        }
-    }
 }
 
 /// Where in the agent's life the hook was called.
@@ -217,7 +207,10 @@ mod tests {
     #[test]
     fn a_type_error_names_its_field_and_garbage_is_not_json() {
         let e = parse_json::<T>(b"{\"a\":3}").unwrap_err();
-        assert!(matches!(&e, HookError::Field { field, .. } if field == "a"), "{e}");
+        assert!(
+            matches!(&e, HookError::Field { field, .. } if field == "a"),
+            "{e}"
+        );
         let e = parse_json::<T>(b"not json").unwrap_err();
         assert!(matches!(e, HookError::NotJson(_)), "{e}");
     }

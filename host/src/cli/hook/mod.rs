@@ -1,0 +1,147 @@
+//! `gatehost hook AGENT`: answer one hook call of an agent CLI. The hook
+//! JSON is read on stdin, the answer written on stdout in the CLI's format
+//! and nothing else (logs go to stderr), with the exit status the CLI
+//! expects, always within the budget.
+//!
+//! Where the verdict comes from: standalone (`--gates FILE`: the gates run
+//! here, in the hook's `cwd`, like `gatehost check`; [`standalone`])
+//! or a daemon (`gatehost serve`: the session is registered as
+//! `AGENT:<session_id>`, the turn-end reported, the verdicts of the policies
+//! it counted awaited; [`daemon`]). Both feed the one pure
+//! decision, [`crate::hook::decide`], with the session's standing kept by
+//! [`crate::hook::state`].
+//!
+//! It must never answer with anything but the adapter's rendering, and
+//! never let a stop through silently because something failed: every
+//! failure is an [`Input::Error`] (block once, then stop with the message).
+
+use super::error::CliResult;
+use crate::hook::decide::{Input, Standing, decide};
+use crate::hook::state::StateDir;
+use crate::hook::{Adapter, AgentCli, Answer, HookInput, HookPoint, adapter::trim_reason};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+mod args;
+mod daemon;
+mod install;
+mod standalone;
+
+pub use args::{HookArgs, HookCommand};
+
+pub(super) fn run(command: HookCommand) -> CliResult<i32> {
+    let (agent, args) = match command {
+        HookCommand::Claude(a) => (AgentCli::Claude, a),
+        HookCommand::Codex(a) => (AgentCli::Codex, a),
+        HookCommand::Gemini(a) => (AgentCli::Gemini, a),
+        HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+        HookCommand::Install(a) => return install::install(&a),
+        HookCommand::Uninstall(a) => return install::uninstall(&a),
+    };
+    Ok(answer_hook(agent, &args))
+}
+
+/// The most of stdin read: hook JSON is small, a transcript is not sent.
+const MAX_INPUT: u64 = 16 * 1024 * 1024;
+
+/// Reads the hook call, decides, writes the answer; returns the exit status.
+fn answer_hook(agent: AgentCli, args: &HookArgs) -> i32 {
+    let started = Instant::now();
+    let adapter = crate::hook::adapter(agent);
+    let budget = args.budget.unwrap_or_else(|| default_budget(adapter));
+    let mut raw = Vec::new();
+    let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
+    let parsed = match read {
+        Ok(_) => adapter.parse(&raw).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("cannot read the hook's stdin: {e}")),
+    };
+    let (point, answer) = match parsed {
+        Ok(input) => {
+            tracing::info!(agent = agent.name(), session = %input.session_id, point = ?input.point,
+                loop_hint = ?input.loop_hint, "hook called");
+            (input.point, answer_input(agent, args, &input, budget))
+        }
+        Err(e) => {
+            // Nothing to count retries by: the CLI's own cap bounds this.
+            tracing::error!(agent = agent.name(), error = %e, "unreadable hook input");
+            (
+                HookPoint::Stop,
+                Answer::Block(format!("gatehost hook {}: {e}", agent.name())),
+            )
+        }
+    };
+    let answer = match answer {
+        Answer::Block(r) => Answer::Block(trim_reason(&r, adapter.reason_limit())),
+        Answer::StopWithMessage(m) => {
+            eprintln!("{m}");
+            Answer::StopWithMessage(trim_reason(&m, adapter.reason_limit()))
+        }
+        Answer::Proceed => Answer::Proceed,
+    };
+    let rendered = adapter.render(point, &answer);
+    tracing::info!(agent = agent.name(), answer = ?answer, took_ms = started.elapsed().as_millis() as u64, "hook answered");
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out
+        .write_all(rendered.stdout.as_bytes())
+        .and_then(|()| out.flush())
+    {
+        tracing::error!(error = %e, "cannot write the hook's answer");
+        return 1;
+    }
+    rendered.exit
+}
+
+/// A tenth (at least 5 s) below the CLI's own timeout.
+fn default_budget(adapter: &dyn Adapter) -> Duration {
+    let t = adapter.cli_timeout();
+    t.saturating_sub((t / 10).max(Duration::from_secs(5)))
+}
+
+/// The answer to a parsed hook call: what happened, decided against the
+/// session's standing.
+fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Duration) -> Answer {
+    let deadline = Instant::now() + budget;
+    let what = match input.point {
+        HookPoint::SessionStart => {
+            if args.gates.is_none() {
+                daemon::greet(agent, args, input, deadline);
+            }
+            return Answer::Proceed;
+        }
+        HookPoint::TurnStart => {
+            if args.gates.is_none() {
+                daemon::turn_start(agent, args, input, deadline);
+            }
+            Input::Prompt
+        }
+        HookPoint::Stop => match &args.gates {
+            Some(gates) => standalone::verdict(args, gates, input, deadline),
+            None => daemon::verdict(agent, args, input, deadline),
+        },
+    };
+    tracing::info!(agent = agent.name(), session = %input.session_id, input = ?what, "hook verdict");
+    let state = match StateDir::open(args.state_dir.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return state_failure(input.point, &e.to_string()),
+    };
+    let max = args.max_retries;
+    match state.update(agent, &input.session_id, |standing: Standing| {
+        let d = decide(standing, &what, max);
+        (d.next, d.answer)
+    }) {
+        Ok(answer) => answer,
+        Err(e) => state_failure(input.point, &e.to_string()),
+    }
+}
+
+/// Without its standing the hook cannot count: a stop is refused (the CLI's
+/// own cap ends the loop), anything else goes on.
+fn state_failure(point: HookPoint, error: &str) -> Answer {
+    tracing::error!(error, "cannot keep the session's retry count");
+    match point {
+        HookPoint::Stop => Answer::Block(format!(
+            "gatehost cannot keep this session's retry count, so this work is not accepted: {error}"
+        )),
+        _ => Answer::Proceed,
+    }
+}
