@@ -21,6 +21,7 @@ mod hook_install;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;
+mod mcp;
 mod plugin_kit;
 mod sandbox_gates;
 mod wasm_gates;

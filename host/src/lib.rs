@@ -24,6 +24,8 @@
 //! - [`api`]: the HTTP/JSON API and its two tokens;
 //! - [`wire`]: the API's request and answer bodies, defined once;
 //! - [`client`]: the typed client of that API (the CLI, tests and benches);
+//! - [`mcp`]: the MCP server for agents (`gatehost mcp`), a client of that
+//!   API with the agent token;
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
 //!   the client commands).
 //!
@@ -43,6 +45,7 @@ pub mod engine;
 pub mod fault_marker;
 pub mod gate;
 pub mod hook;
+pub mod mcp;
 pub mod sandbox;
 pub mod store;
 pub mod suggest;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 pub use super::client_args::*;
 
-fn find_server(args: &ClientArgs) -> CliResult<String> {
+pub(super) fn find_server(args: &ClientArgs) -> CliResult<String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());
     }

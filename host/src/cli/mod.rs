@@ -11,6 +11,7 @@ pub mod client;
 mod client_args;
 pub mod error;
 mod hook;
+mod mcp;
 mod plugin;
 mod plugin_new;
 mod plugin_run;
@@ -90,6 +91,10 @@ pub enum Command {
         #[command(flatten)]
         wait: client::WaitArgs,
     },
+    /// Serve MCP on stdio for an agent: attach and follow policies through
+    /// the daemon with the agent token (never the operator's).
+    #[command(after_help = mcp::AFTER_HELP)]
+    Mcp(mcp::McpArgs),
     /// Print shell completions on stdout, e.g.
     /// `gatehost completions bash > ~/.local/share/bash-completion/completions/gatehost`.
     Completions {
@@ -258,6 +263,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
         Command::Wait { client, wait } => client::wait(wait, client),
+        Command::Mcp(args) => mcp::run(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());

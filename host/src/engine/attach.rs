@@ -11,6 +11,7 @@ use crate::gate::GateRunner;
 use crate::gate::spec::{GateSpec, parse_gate};
 use crate::store::SessionRow;
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::json;
@@ -26,7 +27,7 @@ pub const MAX_NUDGE: usize = 8 * 1024;
 /// The most bytes of a commit message.
 pub const MAX_COMMIT_MESSAGE: usize = 16 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Then {
     #[default]
@@ -35,7 +36,7 @@ pub enum Then {
 }
 
 /// What a commit policy's gates run against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GateOn {
     /// A snapshot of the commit paths taken before the gates run, checked
@@ -46,11 +47,14 @@ pub enum GateOn {
     Workspace,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommitInput {
+    /// Workspace-relative paths (files or directories) the commit holds.
     pub paths: Vec<String>,
     pub message: String,
+    /// Wait for the operator's ack before committing (the agent token
+    /// cannot turn it off).
     #[serde(default = "yes")]
     pub require_human_ack: bool,
 }
@@ -59,48 +63,80 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OnFail {
+    /// The nudge template: `{code}`, `{reason}`, `{findings}`, `{output}`
+    /// and `{gate}` are filled in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nudge: Option<String>,
+    /// Nudges before the policy is blocked (0 to 10, default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_RETRIES_LIMIT))]
     pub max_retries: Option<u32>,
 }
 
 /// From which point a policy watches its sessions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum WatchFrom {
     /// `"latest"` (default): a member that has already ended its turn (idle
     /// after a turn-end, or exited) counts as ended, so a policy attached
     /// just after the agent finished still gates that turn. `"now"`: only
     /// turn-ends after the attach count.
-    Named(String),
+    Named(#[schemars(with = "WatchFromName")] String),
     /// Only session events after this cursor count.
     Cursor(i64),
 }
 
-/// The attach input. Field names and defaults are agentproto's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// `latest` or `now`.
+// The names `watchFrom` accepts, for its schema: `validate_at` checks them.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum WatchFromName {
+    Latest,
+    Now,
+}
+
+/// The attach input. Field names and defaults are agentproto's. Its JSON
+/// schema (`schemars`) is what `gatehost mcp` shows agents as
+/// `policy_attach`'s input: `gate` is described by
+/// [`crate::gate::spec::GateSchema`], `attachedBy` is left out (the host
+/// sets it from the credential).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AttachInput {
+    /// The session to watch (or `sessionIds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The sessions to watch (fan-in: the gate runs once all ended their
+    /// turn); wins over `sessionId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_ids: Option<Vec<String>>,
+    /// A name for people (at most 256 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The gate run at turn-end: a shell, judge or wasm gate object, or a
+    /// list of them (run cheapest first); none passes at turn-end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::gate::spec::GateSchema>")]
     pub gate: Option<Value>,
+    /// What a green gate does: `emit` an event (default) or `commit`.
     #[serde(default)]
     pub then: Then,
+    /// With `then: "commit"`: the paths to commit and the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<CommitInput>,
+    /// The nudge sent to the agent when the gate fails, and how many times.
     #[serde(default)]
     pub on_fail: OnFail,
+    /// A policy attached once this one is done (its sessions default to
+    /// this one's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<Box<AttachInput>>,
+    /// Which turn-ends count: `latest` (default: a turn that already ended
+    /// counts), `now` (only later ones), or an event cursor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_from: Option<WatchFrom>,
     /// What the gates of a commit policy judge (default: a snapshot).
@@ -111,6 +147,7 @@ pub struct AttachInput {
     /// are held to the allowlist's argument rules, at attach and at every
     /// run.
     #[serde(default)]
+    #[schemars(skip)]
     pub attached_by: Trust,
 }
 

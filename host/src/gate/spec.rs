@@ -7,6 +7,7 @@
 //! command and `timeoutMs: 0` are refused with an error naming the field,
 //! before anything runs. This module never runs anything.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ pub struct SpecError {
 
 /// Extra environment for a shell gate: names passed through from the host,
 /// or names with values.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum GateEnv {
     PassThrough(Vec<String>),
@@ -41,30 +42,41 @@ impl Default for GateEnv {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// A shell gate: an allowlisted program; exit 0 passes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ShellGate {
     #[serde(default)]
     pub name: Option<String>,
+    /// A program in the host's allowlist (run by argv, never a shell, sandboxed).
     pub command: String,
+    /// Its arguments (held to the allowlist entry's argument rules).
     #[serde(default)]
     pub args: Vec<String>,
+    /// Workspace-relative working directory (default: the root).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Default 60000; at most one day.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
+    /// Variables to set (an object), or host variables to pass through (a
+    /// list of names the host's `[shell] pass_env` lists).
     #[serde(default)]
     pub env: GateEnv,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JudgeGate {
+    /// A judge adapter the host configures (`claude`, `codex`, `gemini`, …).
     pub adapter: String,
     #[serde(default)]
     pub model: Option<String>,
+    /// The rubric; the judge must end with `VERDICT: PASS` or `VERDICT: FAIL`.
     pub prompt: String,
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
     /// Opt-in: the verdict line must carry a per-run random code.
     #[serde(default)]
@@ -72,19 +84,20 @@ pub struct JudgeGate {
 }
 
 /// The judge a WASM plugin's `judge` import uses.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginJudge {
     pub adapter: String,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub nonce: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WasmGate {
     /// A plugin name (found in the host's plugin directories) or a path
@@ -97,6 +110,7 @@ pub struct WasmGate {
     #[serde(default)]
     pub config: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub fuel: Option<u64>,
@@ -110,20 +124,44 @@ pub struct WasmGate {
     pub judge: Option<PluginJudge>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A WASM gate: `{"wasm": {…}}`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WasmWrapper {
+pub(crate) struct WasmWrapper {
     #[serde(default)]
     name: Option<String>,
     wasm: WasmGate,
 }
 
-#[derive(Debug, Deserialize)]
+/// A judge gate: `{"judge": {…}}`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct JudgeWrapper {
+pub(crate) struct JudgeWrapper {
     #[serde(default)]
     name: Option<String>,
     judge: JudgeGate,
+}
+
+/// One gate object, or a list of them (run cheapest first).
+// The JSON shape of `gate` in an attach, for its schema only (`gatehost mcp`
+// shows it to agents): `parse_gate` decides what is accepted, from the same
+// types.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(crate) enum GateSchema {
+    One(Box<GateObjectSchema>),
+    List(Vec<GateObjectSchema>),
+}
+
+/// One gate object: a shell gate, `{"judge": …}` or `{"wasm": …}`.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(crate) enum GateObjectSchema {
+    Shell(ShellGate),
+    Judge(JudgeWrapper),
+    Wasm(WasmWrapper),
 }
 
 /// One gate of any kind.

@@ -1,0 +1,105 @@
+//! `gatehost mcp`: the MCP server for agents ([`crate::mcp`]) on stdio.
+//! It finds the daemon (`--server`, `GATEHOST_SERVER`, else the
+//! `server.url` of the default data directory) and the agent token
+//! (`--token`, `GATEHOST_TOKEN`, else that directory's `agent.token`),
+//! refuses to start with the operator's token, and serves until the MCP
+//! client closes stdin. Its errors go through [`super::error`]: it never
+//! prints one itself, and stdout carries nothing but MCP messages.
+
+use super::client::{ClientArgs, find_server};
+use super::error::{CliError, CliResult};
+use super::serve::default_data_dir;
+use crate::api::auth::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE, read_or_create};
+use crate::client::Client;
+use crate::mcp::{self, McpError};
+use std::path::Path;
+
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket
+    /// [default: server.url in the default data directory].
+    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The AGENT token [default: agent.token in the default data directory].
+    /// The operator token is refused.
+    #[arg(
+        long,
+        env = "GATEHOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
+
+pub const AFTER_HELP: &str = "\
+An MCP client runs it as a stdio server, e.g. `claude mcp add gatehost -- gatehost mcp`.
+Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor
+(no ack, no cancel: those stay with the operator). Logs go to stderr. See docs/mcp.md.";
+
+pub fn run(args: McpArgs) -> CliResult<i32> {
+    let data_dir = default_data_dir();
+    let server = find_server(&ClientArgs {
+        server: args.server,
+        token: None,
+        json: false,
+    })?;
+    let token = match args.token {
+        Some(t) => t.trim().to_string(),
+        None => agent_token(data_dir.as_deref())?,
+    };
+    let operator_file = data_dir.map(|d| d.join(OPERATOR_TOKEN_FILE));
+    let client = Client::new(&server, token.clone())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("runtime", format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async {
+        mcp::check_agent_token(&client, &token, operator_file.as_deref())
+            .await
+            .map_err(|e| refused(e, &server))?;
+        tracing::info!(%server, "gatehost mcp: serving MCP on stdio");
+        let handler = mcp::GatehostMcp::new(client).map_err(|e| refused(e, &server))?;
+        mcp::serve_stdio(handler)
+            .await
+            .map_err(|e| refused(e, &server))?;
+        Ok(0)
+    })
+}
+
+/// The default data directory's `agent.token` (owner-only, as the daemon
+/// made it).
+fn agent_token(data_dir: Option<&Path>) -> CliResult<String> {
+    let no_token = |why: String| {
+        CliError::new("no-token", format!("no agent token: {why}"))
+            .field("--token")
+            .hint("pass the daemon's agent.token (in its data directory) with --token or GATEHOST_TOKEN")
+    };
+    let dir = data_dir.ok_or_else(|| no_token("no default data directory".into()))?;
+    read_or_create(&dir.join(AGENT_TOKEN_FILE), false).map_err(|e| no_token(e.to_string()))
+}
+
+fn refused(e: McpError, server: &str) -> CliError {
+    let (code, field, hint) = match &e {
+        McpError::OperatorToken { .. } => (
+            "operator-token",
+            Some("--token"),
+            "give gatehost mcp the daemon's agent.token (GATEHOST_TOKEN or --token); the operator token stays with the operator".to_string(),
+        ),
+        McpError::WrongToken { .. } => (
+            "unauthorized",
+            Some("--token"),
+            "pass this daemon's agent.token (in its data directory) with --token or GATEHOST_TOKEN".to_string(),
+        ),
+        McpError::CannotVerify { .. } => (
+            "cannot-verify",
+            Some("--server"),
+            format!("is `gatehost serve` running at {server}? gatehost mcp starts only once the daemon says its token is the agent's"),
+        ),
+        McpError::Serve(_) => ("mcp", None, "the MCP client closed the connection or spoke something else".to_string()),
+    };
+    let err = CliError::new(code, e.to_string()).hint(hint);
+    match field {
+        Some(f) => err.field(f),
+        None => err,
+    }
+}

@@ -1,0 +1,99 @@
+//! Running one tool call: decoding its arguments, the daemon API calls
+//! through the typed client, and the answer as a tool result. Every
+//! failure, bad arguments included, is a tool error (`isError: true`)
+//! carrying the API's error shape, `{"error": {"code", "message",
+//! "field"?, "hint"?}}`, never a protocol error the agent would not see.
+
+use super::answer::{
+    ToolResult, decode, error_result, from_client, invalid, joined, ok_result, to_value,
+};
+use super::monitor;
+use super::tools::{
+    DEFAULT_POLL_LIMIT, EventsPollInput, MAX_POLL_LIMIT, MAX_WAIT_MS, Order, POLICY_ATTACH,
+    POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, SESSION_EVENTS_POLL,
+    SESSION_MONITOR, SessionMonitorInput,
+};
+use crate::client::Client;
+use crate::wire::{ErrorDetail, EventQuery, PageQuery};
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::Value;
+
+/// Runs the tool `name`; `None` when there is no such tool.
+pub async fn call(client: &Client, name: &str, args: JsonObject) -> Option<CallToolResult> {
+    let result = match name {
+        POLICY_ATTACH => attach(client, args).await,
+        POLICY_STATUS => status(client, args).await,
+        POLICY_LIST => list(client, args).await,
+        SESSION_EVENTS_POLL => poll(client, args).await,
+        SESSION_MONITOR => match decode::<SessionMonitorInput>(args) {
+            Ok(input) => monitor::monitor(client, input).await,
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    };
+    Some(match result {
+        Ok(v) => ok_result(v),
+        Err(detail) => {
+            tracing::info!(tool = name, code = %detail.code, message = %detail.message, "tool error");
+            error_result(detail)
+        }
+    })
+}
+
+async fn attach(client: &Client, args: JsonObject) -> ToolResult {
+    // The body goes to the daemon as the agent sent it: the daemon decodes
+    // and validates it, and names the field at fault.
+    let policy = client
+        .attach(&Value::Object(args))
+        .await
+        .map_err(from_client)?;
+    to_value(&policy)
+}
+
+async fn status(client: &Client, args: JsonObject) -> ToolResult {
+    let input: PolicyStatusInput = decode(args)?;
+    let policy = client.policy(&input.policy_id).await.map_err(from_client)?;
+    to_value(&policy)
+}
+
+async fn list(client: &Client, args: JsonObject) -> ToolResult {
+    let input: PolicyListInput = decode(args)?;
+    let query = PageQuery {
+        limit: input.limit,
+        cursor: input.cursor,
+        status: joined("status", input.status)?,
+        order: input.order.map(|o| match o {
+            Order::Oldest => "oldest".to_string(),
+            Order::Newest => "newest".to_string(),
+        }),
+    };
+    let page = client.policies(&query).await.map_err(from_client)?;
+    to_value(&page)
+}
+
+async fn poll(client: &Client, args: JsonObject) -> ToolResult {
+    let query = poll_query(decode(args)?)?;
+    let page = client.events(&query).await.map_err(from_client)?;
+    to_value(&page)
+}
+
+/// The API query of a `session_events_poll`: `limit` checked against the
+/// tool's own bound, `waitMs` cut to [`MAX_WAIT_MS`].
+pub fn poll_query(input: EventsPollInput) -> Result<EventQuery, ErrorDetail> {
+    let limit = input.limit.unwrap_or(DEFAULT_POLL_LIMIT);
+    if !(1..=MAX_POLL_LIMIT).contains(&limit) {
+        return Err(invalid(
+            "limit",
+            format!("must be between 1 and {MAX_POLL_LIMIT}"),
+        ));
+    }
+    let wait_ms = input.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
+    Ok(EventQuery {
+        since: Some(input.since.unwrap_or(0)),
+        types: joined("types", input.types)?,
+        session: joined("sessionIds", input.session_ids)?,
+        policy: joined("policyIds", input.policy_ids)?,
+        limit: Some(limit as usize),
+        wait: (wait_ms > 0).then(|| wait_ms.to_string()),
+    })
+}

@@ -1,0 +1,209 @@
+//! The five tools: their names, descriptions and input types, and the
+//! input schemas derived from those types with `schemars`. `policy_attach`'s
+//! schema is the attach body's own ([`AttachInput`], the type the daemon
+//! decodes it into), so what an agent is shown cannot drift from what the
+//! daemon validates.
+
+use crate::bus::{POLICY_EVENTS, SESSION_EVENTS};
+use crate::engine::AttachInput;
+use crate::store::PolicyStatus;
+use rmcp::handler::server::tool::schema_for_input;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+pub const POLICY_ATTACH: &str = "policy_attach";
+pub const POLICY_STATUS: &str = "policy_status";
+pub const POLICY_LIST: &str = "policy_list";
+pub const SESSION_EVENTS_POLL: &str = "session_events_poll";
+pub const SESSION_MONITOR: &str = "session_monitor";
+
+/// Every tool, in the order they are listed. There is no ack and no
+/// cancel: those stay with the operator.
+pub const TOOL_NAMES: [&str; 5] = [
+    POLICY_ATTACH,
+    POLICY_STATUS,
+    POLICY_LIST,
+    SESSION_EVENTS_POLL,
+    SESSION_MONITOR,
+];
+
+/// The most events one `session_events_poll` answers.
+pub const MAX_POLL_LIMIT: u32 = 200;
+pub const DEFAULT_POLL_LIMIT: u32 = 50;
+/// The longest `waitMs` honoured: MCP clients give up on a call long
+/// before the API's own 55 s cap.
+pub const MAX_WAIT_MS: u64 = 20_000;
+/// The most events `session_monitor` shows.
+pub const MAX_MONITOR_EVENTS: u32 = 100;
+pub const DEFAULT_MONITOR_EVENTS: u32 = 20;
+
+/// `policy_status`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyStatusInput {
+    /// The policy's id (`pol_…`), as `policy_attach` answered it.
+    pub policy_id: String,
+}
+
+/// Which end of the attach order a page starts from.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    Oldest,
+    Newest,
+}
+
+/// `policy_list`'s input: a page, as `GET /v1/policies` gives it.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyListInput {
+    /// Only policies in these statuses.
+    #[schemars(schema_with = "statuses_schema")]
+    pub status: Option<Vec<String>>,
+    /// At most this many (1 to 1000, default 50).
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// Continue from a page's `nextCursor` (null on the last page).
+    #[schemars(range(min = 0))]
+    pub cursor: Option<i64>,
+    /// `oldest` first (default) or `newest` first.
+    pub order: Option<Order>,
+}
+
+/// `session_events_poll`'s input.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EventsPollInput {
+    /// Events after this cursor: the previous answer's `nextCursor` (default 0: from the oldest kept).
+    #[schemars(range(min = 0))]
+    pub since: Option<i64>,
+    /// Only these sessions' events (their own and their policies').
+    pub session_ids: Option<Vec<String>>,
+    /// Only these event types, short (`turn-end`) or full (`session:turn-end`).
+    #[schemars(schema_with = "event_types_schema")]
+    pub types: Option<Vec<String>>,
+    /// Only these policies' events.
+    pub policy_ids: Option<Vec<String>>,
+    /// At most this many events (1 to 200, default 50); `nextCursor` continues a cut page.
+    #[schemars(range(min = 1, max = MAX_POLL_LIMIT))]
+    pub limit: Option<u32>,
+    /// Wait up to this long (ms) for a first event when there is none yet; at most 20000 (longer is cut to 20000). Default 0.
+    pub wait_ms: Option<u64>,
+}
+
+/// `session_monitor`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionMonitorInput {
+    /// The session's id.
+    pub session_id: String,
+    /// How many of its latest events to show (1 to 100, default 20).
+    #[schemars(range(min = 1, max = MAX_MONITOR_EVENTS))]
+    pub events: Option<u32>,
+}
+
+/// A list of policy statuses, each one of [`PolicyStatus::ALL`].
+fn statuses_schema(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<&str> = PolicyStatus::ALL.iter().map(|s| s.as_str()).collect();
+    json_schema!({"type": "array", "items": {"type": "string", "enum": names}})
+}
+
+/// A list of event types, each a name the bus knows, full or short.
+fn event_types_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut names: Vec<&str> = SESSION_EVENTS
+        .iter()
+        .chain(POLICY_EVENTS)
+        .copied()
+        .collect();
+    let short: Vec<&str> = names
+        .iter()
+        .filter_map(|f| f.split_once(':').map(|(_, s)| s))
+        .collect();
+    names.extend(short);
+    json_schema!({"type": "array", "items": {"type": "string", "enum": names}})
+}
+
+/// The input schema of `T`, for a tool.
+fn input_schema<T: JsonSchema + 'static>() -> Result<Arc<JsonObject>, String> {
+    schema_for_input::<T>()
+}
+
+/// `policy_attach`'s schema: the attach body's, plus the API's
+/// `idempotencyKey` (read by the daemon beside the body's type).
+pub fn attach_schema() -> Result<Arc<JsonObject>, String> {
+    let mut schema = input_schema::<AttachInput>()?.as_ref().clone();
+    if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+        props.insert(
+            "idempotencyKey".into(),
+            json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "Retrying with the same key answers the policy the first attempt made instead of attaching another (1 to 200 printable ASCII characters, no spaces)."
+            }),
+        );
+    }
+    Ok(Arc::new(schema))
+}
+
+/// The tool list, schemas included. An error names the type whose schema
+/// is not an object (a programming error, caught by the unit tests).
+pub fn tools() -> Result<Vec<Tool>, String> {
+    let read_only = |title: &str| {
+        ToolAnnotations::with_title(title)
+            .read_only(true)
+            .destructive(false)
+            .open_world(false)
+    };
+    Ok(vec![
+        Tool::new(
+            POLICY_ATTACH,
+            "Attach a policy to your session(s): when a turn ends, the daemon runs the gate \
+             (an allowlisted shell command, an LLM judge or a WASM plugin); on failure it nudges \
+             you with the reason, on success it emits an event or prepares a commit that waits \
+             for a human's ack. Answers the policy with its `policyId`. A refused attach stores \
+             nothing and names the field at fault.",
+            attach_schema()?,
+        )
+        .with_annotations(
+            ToolAnnotations::with_title("Attach a policy")
+                .read_only(false)
+                .destructive(false)
+                .open_world(false),
+        ),
+        Tool::new(
+            POLICY_STATUS,
+            "A policy's status (watching, queued, gating, nudging, awaiting-ack, committing, done, \
+             blocked, cancelled), its pending members, last verdict, commit plan and reason.",
+            input_schema::<PolicyStatusInput>()?,
+        )
+        .with_annotations(read_only("Policy status")),
+        Tool::new(
+            POLICY_LIST,
+            "A page of policies in attach order (optionally only some statuses, newest first); \
+             `nextCursor` (null on the last page) continues it.",
+            input_schema::<PolicyListInput>()?,
+        )
+        .with_annotations(read_only("List policies")),
+        Tool::new(
+            SESSION_EVENTS_POLL,
+            "Events after a cursor (session and policy events: turn-end, policy:attached, gating, \
+             passed, failed, nudge, blocked, commit-ready, committed, …), oldest first, and \
+             `nextCursor` to continue from: nothing is skipped between pages. `waitMs` waits for \
+             the first event (at most 20 s).",
+            input_schema::<EventsPollInput>()?,
+        )
+        .with_annotations(read_only("Poll events")),
+        Tool::new(
+            SESSION_MONITOR,
+            "One look at a session: its state, the policies watching it (every unsettled one, \
+             and its most recently attached settled ones) with what each is waiting for, its \
+             latest events, and `nextCursor` to follow it with session_events_poll.",
+            input_schema::<SessionMonitorInput>()?,
+        )
+        .with_annotations(read_only("Monitor a session")),
+    ])
+}
