@@ -272,3 +272,84 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
     );
     common::assert_no_survivors(&m);
 }
+
+/// Runs `gatehost hook claude ARGS` once with `input` on stdin; its stdout.
+fn hook_once(args: &[&str], env: &[(&str, &str)], input: &Value) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["hook", "claude"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gatehost hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_verdict() {
+    let s = Scratch::new();
+    let m = common::marker("claude-budget");
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let id = "claude:slow";
+    d.register(id, &s.ws);
+    let policy = d.attach(json!({
+        "sessionId": id,
+        "gate": {"command": "bash", "args": ["-c", "sleep 2; test -f DONE"]},
+        "onFail": {"maxRetries": 2},
+    }));
+    let state = s.out.join(format!("gatehost-test-{m}"));
+    let state = state.to_str().expect("utf-8");
+    let env = [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+    ];
+    let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
+
+    // The gate takes 2 s; the hook's budget is 300 ms: "still running".
+    let first: Value = serde_json::from_str(&hook_once(
+        &["--budget", "300ms", "--state-dir", state],
+        &env,
+        &stop,
+    ))
+    .expect("JSON");
+    assert_eq!(first["decision"], "block", "{first}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("still running"),
+        "{first}"
+    );
+    // The next stop waits for that verdict (the gate kept running in the
+    // daemon): a fail, so the nudge.
+    let second: Value = serde_json::from_str(&hook_once(
+        &["--budget", "30s", "--state-dir", state],
+        &env,
+        &stop,
+    ))
+    .expect("JSON");
+    assert_eq!(second["decision"], "block", "{second}");
+    assert!(
+        second["reason"].as_str().expect("reason").contains(NUDGE),
+        "{second}"
+    );
+    // Fixed: the next stop passes, and the answer is nothing at all.
+    std::fs::write(s.ws.join("DONE"), "").expect("fix");
+    let third = hook_once(&["--budget", "30s", "--state-dir", state], &env, &stop);
+    assert_eq!(third, "", "a pass says nothing");
+    assert_eq!(d.policy(&policy)["status"], "done");
+    common::assert_no_survivors(&m);
+}

@@ -24,6 +24,9 @@
 //! - [`api`]: the HTTP/JSON API and its two tokens;
 //! - [`wire`]: the API's request and answer bodies, defined once;
 //! - [`client`]: the typed client of that API (the CLI, tests and benches);
+//! - [`hook`]: the agent CLIs' turn-end hooks (one adapter per CLI, the
+//!   pure retry decision, the per-session standing, `hook install`'s
+//!   configuration merge);
 //! - [`mcp`]: the MCP server for agents (`gatehost mcp`), a client of that
 //!   API with the agent token;
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and

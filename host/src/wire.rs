@@ -36,8 +36,9 @@ pub struct ReportRequest {
 pub struct Reported {
     pub session_id: String,
     pub cursor: Option<i64>,
-    /// The policies a turn-end counted: whose verdicts on this turn are to
-    /// come (empty for other reports, and when no policy watches).
+    /// For a turn-end, the policies whose verdict on the session's work is
+    /// to come: those it counted, and those already judging the session
+    /// (empty for other reports, and when no policy watches).
     #[serde(default)]
     pub policies: Vec<String>,
 }

@@ -305,9 +305,11 @@ impl Engine {
         self.report_counted(id, kind, message).map(|r| r.cursor)
     }
 
-    /// [`Engine::report`], also naming the policies a turn-end counted
-    /// (those watching the session that it was pending in), so a caller
-    /// (a CLI's stop hook) knows whose verdicts to wait for.
+    /// [`Engine::report`], also naming, for a turn-end, the policies whose
+    /// verdict on the session's work is to come: those it counted (watching
+    /// the session, which was pending in them) and those already judging it
+    /// (queued, gating or nudging), so a caller (a CLI's stop hook) knows
+    /// whose verdicts to wait for.
     pub fn report_counted(
         &self,
         id: &str,
@@ -364,6 +366,12 @@ impl Engine {
             tx.put_session(&s)?;
             let mut queued = Vec::new();
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
+                // Policies already judging this session (a gate still
+                // running from an earlier turn-end) give their verdict
+                // next: a caller waiting for verdicts waits for theirs too.
+                if kind == ReportKind::TurnEnd {
+                    counted.extend(tx.judging_with(id)?);
+                }
                 for mut p in tx.watching_with(id)? {
                     if cursor <= p.watch_after {
                         continue;

@@ -7,8 +7,12 @@
 //! - [`claude`], [`codex`], [`gemini`], [`cursor`]: one adapter per CLI;
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
-//! - [`state`]: standalone mode's per-session retry state on disk;
-//! - [`standalone`] and [`daemon`]: where the gate outcome comes from.
+//! - [`state`]: the per-session standing on disk;
+//! - [`transcript`]: the last assistant message from a CLI's transcript;
+//! - [`install`]: merging gatehost's entries into a CLI's configuration.
+//!
+//! Where a stop's gate outcome comes from (standalone gates, or a daemon's
+//! policies) is the command line's: `cli::hook`.
 //!
 //! It must never write anything but the CLI's answer on stdout (logs go to
 //! stderr), never let a stop through because a gate could not run without

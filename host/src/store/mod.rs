@@ -519,6 +519,12 @@ impl Tx<'_> {
         records::watching_with(&self.tx, session_id)
     }
 
+    /// Ids of the policies judging `session_id`'s work (queued, gating,
+    /// nudging).
+    pub fn judging_with(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        records::judging_with(&self.tx, session_id)
+    }
+
     pub fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {
         records::put_session(&self.tx, s)
     }
