@@ -209,6 +209,10 @@ def anthropic_messages(handler, req, step):
 MODEL_ROUTES = {"/v1/messages": anthropic_messages}
 MODEL_ROUTE_PATTERNS = []
 
+import gemini_api  # noqa: E402  (Gemini API: /v1beta/models/MODEL:…GenerateContent)
+
+gemini_api.register(MODEL_ROUTE_PATTERNS)
+
 
 def write_port_file(path, port):
     tmp = "%s.tmp.%d" % (path, os.getpid())
