@@ -36,6 +36,10 @@ pub struct ReportRequest {
 pub struct Reported {
     pub session_id: String,
     pub cursor: Option<i64>,
+    /// The policies a turn-end counted: whose verdicts on this turn are to
+    /// come (empty for other reports, and when no policy watches).
+    #[serde(default)]
+    pub policies: Vec<String>,
 }
 
 /// `POST /v1/policies/{id}/ack`.

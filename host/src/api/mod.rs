@@ -215,10 +215,11 @@ async fn report(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::ReportRequest>,
 ) -> ApiResult {
-    let cursor = st.engine.report(&id, b.kind, b.message)?;
+    let r = st.engine.report_counted(&id, b.kind, b.message)?;
     ok(wire::Reported {
         session_id: id,
-        cursor,
+        cursor: r.cursor,
+        policies: r.policies,
     })
 }
 

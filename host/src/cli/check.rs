@@ -111,43 +111,13 @@ fn allowlist_hints(config: &HostConfig, gates: &[GateSpec]) -> Vec<String> {
 fn prepare(args: &CheckArgs) -> CliResult<Prepared> {
     let anchor = WorkspaceAnchor::open(&args.workspace)
         .map_err(|e| CliError::input(e.to_string()).field("--workspace"))?;
-    let config_path = HostConfig::locate(args.config.as_deref());
-    if let Some(p) = &config_path
-        && p.exists()
-        && anchor.contains_host_path(p)
-    {
-        return Err(CliError::new(
-            "config-in-workspace",
-            format!(
-                "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
-                p.display()
-            ),
-        )
-        .field("--config"));
-    }
-    let config = HostConfig::load(config_path.as_deref())?;
-    let shown = args.gate_file.display();
-    if !args.trust_workspace_gate_file
-        && args.gate_file.exists()
-        && anchor.contains_host_path(&args.gate_file)
-    {
-        return Err(CliError::new(
-            "gate-file-in-workspace",
-            format!(
-                "gate file {shown} is inside the workspace, where the supervised agent can edit it; \
-                 keep it outside or pass --trust-workspace-gate-file"
-            ),
-        )
-        .field("GATE_FILE"));
-    }
-    let text = std::fs::read_to_string(&args.gate_file).map_err(|e| {
-        CliError::input(format!("cannot read gate file {shown}: {e}")).field("GATE_FILE")
-    })?;
-    let gates = parse_gate_file(&text).map_err(|e| {
-        CliError::new("bad-gate-file", format!("gate file {shown}: {e}"))
-            .field(e.field.clone())
-            .hint("docs/plugins.md and the README's Gates section list every gate field")
-    })?;
+    let (config, gates) = load_operator_files(
+        args.config.as_deref(),
+        &args.gate_file,
+        "GATE_FILE",
+        &anchor,
+        args.trust_workspace_gate_file,
+    )?;
     if args.context.as_deref() == Some(Path::new("-"))
         && args.diff.as_deref() == Some(Path::new("-"))
     {
@@ -175,6 +145,54 @@ fn prepare(args: &CheckArgs) -> CliResult<Prepared> {
         gates,
         context,
     })
+}
+
+/// Reads the operator's two files, the host configuration and the gate
+/// file, refusing either inside the workspace (where the supervised agent
+/// writes) unless `trust_workspace_gate_file` says so for the gate file.
+/// `gate_field` names the gate file's option in errors.
+pub(super) fn load_operator_files(
+    config: Option<&Path>,
+    gate_file: &Path,
+    gate_field: &str,
+    anchor: &WorkspaceAnchor,
+    trust_workspace_gate_file: bool,
+) -> CliResult<(HostConfig, Vec<GateSpec>)> {
+    let config_path = HostConfig::locate(config);
+    if let Some(p) = &config_path
+        && p.exists()
+        && anchor.contains_host_path(p)
+    {
+        return Err(CliError::new(
+            "config-in-workspace",
+            format!(
+                "configuration {} is inside the workspace, where the supervised agent can edit it; keep it outside",
+                p.display()
+            ),
+        )
+        .field("--config"));
+    }
+    let config = HostConfig::load(config_path.as_deref())?;
+    let shown = gate_file.display();
+    if !trust_workspace_gate_file && gate_file.exists() && anchor.contains_host_path(gate_file) {
+        return Err(CliError::new(
+            "gate-file-in-workspace",
+            format!(
+                "gate file {shown} is inside the workspace, where the supervised agent can edit it; \
+                 keep it outside or pass --trust-workspace-gate-file"
+            ),
+        )
+        .field(gate_field));
+    }
+    let text = std::fs::read_to_string(gate_file).map_err(|e| {
+        CliError::input(format!("cannot read gate file {shown}: {e}")).field(gate_field)
+    })?;
+    let gates = parse_gate_file(&text).map_err(|e| {
+        CliError::new("bad-gate-file", format!("gate file {shown}: {e}"))
+            .field(e.field.clone())
+            .hint("docs/plugins.md and the README's Gates section list every gate field")
+    })?;
+    Ok((config, gates))
 }
 
 pub(super) fn read_context(path: &Path, option: &str) -> CliResult<String> {

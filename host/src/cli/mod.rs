@@ -10,6 +10,9 @@ mod check;
 pub mod client;
 mod client_args;
 pub mod error;
+mod hook;
+mod hook_daemon;
+mod hook_standalone;
 mod plugin;
 mod plugin_new;
 mod plugin_run;
@@ -56,6 +59,10 @@ pub enum Command {
     Plugin(PluginCommand),
     /// Run the policy daemon (store, API on loopback, gates, commits).
     Serve(serve::ServeArgs),
+    /// Answer an agent CLI's turn-end hook (Claude Code, Codex, Gemini CLI,
+    /// Cursor) by the gates, on stdin and stdout.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
     /// Register, report, start and list agent sessions (client of `serve`).
     Session {
         #[command(flatten)]
@@ -217,7 +224,10 @@ pub fn main() -> i32 {
     crate::webhook::install_tls_provider();
     if !matches!(
         cli.command,
-        Command::Check(_) | Command::Serve(_) | Command::Plugin(PluginCommand::Run(_))
+        Command::Check(_)
+            | Command::Serve(_)
+            | Command::Hook(_)
+            | Command::Plugin(PluginCommand::Run(_))
     ) {
         quiet_on_closed_stdout();
     }
@@ -245,6 +255,7 @@ fn run(command: Command) -> error::CliResult<i32> {
     match command {
         Command::Check(args) => check::check(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Hook(command) => hook::run(command),
         Command::Session { client, command } => client::session(command, client),
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
@@ -271,7 +282,7 @@ fn run(command: Command) -> error::CliResult<i32> {
 
 /// Output-only commands end quietly when their reader goes away
 /// (`gatehost plugin inspect … | head`), as Unix tools do, instead of
-/// panicking in `println!`. Never for `check`, `serve` and `plugin run`: they write into
+/// panicking in `println!`. Never for `check`, `serve`, `hook` and `plugin run`: they write into
 /// gate processes' pipes, where a closed pipe is an error to report, not a
 /// reason to die. (Sockets are unaffected: Rust sends with `MSG_NOSIGNAL`.)
 fn quiet_on_closed_stdout() {

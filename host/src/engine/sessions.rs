@@ -74,6 +74,14 @@ pub enum ReportKind {
     Heartbeat,
 }
 
+/// What a report did: its event's cursor (none for a heartbeat) and the
+/// policies a turn-end counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportOutcome {
+    pub cursor: Option<i64>,
+    pub policies: Vec<String>,
+}
+
 /// Stdin of the sessions gatehost started and follows.
 #[derive(Default)]
 pub(super) struct Started {
@@ -294,8 +302,22 @@ impl Engine {
         kind: ReportKind,
         message: Option<String>,
     ) -> EngineResult<Option<i64>> {
+        self.report_counted(id, kind, message).map(|r| r.cursor)
+    }
+
+    /// [`Engine::report`], also naming the policies a turn-end counted
+    /// (those watching the session that it was pending in), so a caller
+    /// (a CLI's stop hook) knows whose verdicts to wait for.
+    pub fn report_counted(
+        &self,
+        id: &str,
+        kind: ReportKind,
+        message: Option<String>,
+    ) -> EngineResult<ReportOutcome> {
         let message = message.map(|m| cap(m, MAX_MESSAGE));
+        let mut counted = Vec::new();
         let (cursor, queued) = self.write(|tx| {
+            counted.clear();
             let mut s = tx
                 .session(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
@@ -352,6 +374,7 @@ impl Engine {
                         continue;
                     }
                     let more_pending = !p.pending.is_empty();
+                    counted.push(p.id.clone());
                     let step = self.transition(tx, &mut p, Input::TurnEnd { more_pending }, |_| {
                         json!({"reason": format!("session {id}: {event}")})
                     })?;
@@ -369,7 +392,10 @@ impl Engine {
                 None => self.perform(&pid, &step),
             }
         }
-        Ok(cursor)
+        Ok(ReportOutcome {
+            cursor,
+            policies: counted,
+        })
     }
 
     /// Writes a prompt (a nudge) to a started session's stdin. Sessions

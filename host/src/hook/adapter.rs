@@ -217,7 +217,10 @@ mod tests {
     #[test]
     fn a_type_error_names_its_field_and_garbage_is_not_json() {
         let e = parse_json::<T>(b"{\"a\":3}").unwrap_err();
-        assert!(matches!(&e, HookError::Field { field, .. } if field == "a"), "{e}");
+        assert!(
+            matches!(&e, HookError::Field { field, .. } if field == "a"),
+            "{e}"
+        );
         let e = parse_json::<T>(b"not json").unwrap_err();
         assert!(matches!(e, HookError::NotJson(_)), "{e}");
     }

@@ -100,7 +100,9 @@ mod tests {
             .parse(br#"{"hook_event_name":"PreToolUse","session_id":"s","cwd":"/w"}"#)
             .unwrap_err();
         assert!(matches!(e, HookError::UnknownEvent(_)));
-        let e = Claude.parse(br#"{"hook_event_name":"Stop","cwd":"/w"}"#).unwrap_err();
+        let e = Claude
+            .parse(br#"{"hook_event_name":"Stop","cwd":"/w"}"#)
+            .unwrap_err();
         assert!(e.to_string().contains("session_id"), "{e}");
     }
 

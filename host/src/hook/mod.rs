@@ -19,6 +19,9 @@ pub mod adapter;
 pub mod claude;
 pub mod codex;
 pub mod cursor;
+pub mod decide;
 pub mod gemini;
+pub mod state;
+pub mod transcript;
 
 pub use adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};

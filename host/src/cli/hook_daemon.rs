@@ -1,0 +1,257 @@
+//! Daemon hooks (`gatehost hook AGENT` with a running `gatehost serve`):
+//! the CLI's session is the daemon's session `AGENT:<session_id>`,
+//! registered on first contact (its cwd from the hook); a stop reports the
+//! turn-end with the agent's last message and waits, by the budget, for the
+//! verdicts of the policies that turn-end counted.
+//!
+//! It owns reading those verdicts from the event bus: a `policy:nudge`
+//! refuses the stop with the nudge, `policy:blocked` lets it happen with the
+//! reason, a pass (`policy:passed`, `commit-ready`, `done`, `committed`) or
+//! `policy:cancelled` lets it happen; a policy with none by the budget is
+//! still running. It holds the agent token only and must never ack, cancel
+//! or attach.
+
+use crate::client::Client;
+use crate::hook::decide::Input;
+use crate::hook::{AgentCli, HookInput};
+use crate::wire::{EventQuery, RegisterRequest, ReportKind, ReportRequest};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The longest single long-poll; the budget is spent in slices of this.
+const SLICE: Duration = Duration::from_secs(20);
+
+/// What each counted policy said about this turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Said {
+    Passed,
+    Nudged(String),
+    Blocked(String),
+}
+
+/// `SessionStart`: register the session.
+pub(super) fn greet(
+    agent: AgentCli,
+    args: &super::hook::HookArgs,
+    input: &HookInput,
+    deadline: Instant,
+) {
+    if let Err(e) = with_client(args, deadline, |c| async move {
+        register(&c, agent, input).await.map(|_| ())
+    }) {
+        tracing::warn!(error = %e, "cannot register the session with the daemon");
+    }
+}
+
+/// A prompt: register the session and mark the turn's start.
+pub(super) fn turn_start(
+    agent: AgentCli,
+    args: &super::hook::HookArgs,
+    input: &HookInput,
+    deadline: Instant,
+) {
+    if let Err(e) = with_client(args, deadline, |c| async move {
+        let id = register(&c, agent, input).await?;
+        c.report(
+            &id,
+            &ReportRequest {
+                kind: ReportKind::TurnStart,
+                message: None,
+            },
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }) {
+        tracing::warn!(error = %e, "cannot report the turn's start to the daemon");
+    }
+}
+
+/// A stop: report the turn-end and wait for the counted policies' verdicts.
+pub(super) fn verdict(
+    agent: AgentCli,
+    args: &super::hook::HookArgs,
+    input: &HookInput,
+    deadline: Instant,
+) -> Input {
+    let message = input.last_message.clone().or_else(|| {
+        input
+            .transcript_path
+            .as_deref()
+            .and_then(crate::hook::transcript::last_assistant_message)
+    });
+    let outcome = with_client(args, deadline, |c| async move {
+        let id = register(&c, agent, input).await?;
+        let reported = c
+            .report(
+                &id,
+                &ReportRequest {
+                    kind: ReportKind::TurnEnd,
+                    message,
+                },
+            )
+            .await
+            .map_err(|e| format!("cannot report the turn-end: {e}"))?;
+        if reported.policies.is_empty() {
+            return Ok(Input::Pass);
+        }
+        let since = reported.cursor.unwrap_or(0);
+        wait_verdicts(&c, since, &reported.policies, deadline).await
+    });
+    outcome.unwrap_or_else(|e| Input::Error(format!("the daemon: {e}")))
+}
+
+async fn wait_verdicts(
+    c: &Client,
+    mut since: i64,
+    policies: &[String],
+    deadline: Instant,
+) -> Result<Input, String> {
+    let mut said: BTreeMap<String, Said> = BTreeMap::new();
+    while said.len() < policies.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let waiting: Vec<&str> = policies
+                .iter()
+                .filter(|p| !said.contains_key(*p))
+                .map(String::as_str)
+                .collect();
+            return Ok(combine(&said).unwrap_or_else(|| {
+                Input::Running(format!("policy {} has no verdict yet", waiting.join(", ")))
+            }));
+        }
+        let wait = left.min(SLICE);
+        let page = c
+            .events(&EventQuery {
+                since: Some(since),
+                types: Some("passed,nudge,blocked,commit-ready,done,committed,cancelled".into()),
+                policy: Some(policies.join(",")),
+                limit: Some(200),
+                wait: Some(format!("{}", wait.as_millis())),
+                ..EventQuery::default()
+            })
+            .await
+            .map_err(|e| format!("cannot read the event bus: {e}"))?;
+        for e in &page.events {
+            since = since.max(e.cursor);
+            let Some(pid) = e.policy_id.clone() else {
+                continue;
+            };
+            if said.contains_key(&pid) {
+                continue;
+            }
+            let text = |key: &str| {
+                e.payload
+                    .get(key)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let s = match e.kind.as_str() {
+                "policy:nudge" => Said::Nudged(text("message")),
+                "policy:blocked" => Said::Blocked(text("reason")),
+                _ => Said::Passed,
+            };
+            said.insert(pid, s);
+        }
+        since = since.max(page.next_cursor);
+    }
+    Ok(combine(&said).unwrap_or(Input::Pass))
+}
+
+/// One input from the policies' verdicts: a nudge wins (the agent has work
+/// to do), then a block; `None` when all passed.
+fn combine(said: &BTreeMap<String, Said>) -> Option<Input> {
+    let nudges: Vec<&str> = said
+        .values()
+        .filter_map(|s| match s {
+            Said::Nudged(m) => Some(m.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !nudges.is_empty() {
+        return Some(Input::Nudged(nudges.join("\n\n")));
+    }
+    let blocks: Vec<&str> = said
+        .values()
+        .filter_map(|s| match s {
+            Said::Blocked(r) => Some(r.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !blocks.is_empty() {
+        return Some(Input::Blocked(blocks.join("; ")));
+    }
+    None
+}
+
+/// Registers (or refreshes) the session; returns its daemon id.
+async fn register(c: &Client, agent: AgentCli, input: &HookInput) -> Result<String, String> {
+    let id = format!("{}:{}", agent.name(), input.session_id);
+    c.register(&RegisterRequest {
+        id: Some(id.clone()),
+        label: Some(agent.name().to_string()),
+        cwd: input.cwd.display().to_string(),
+        ..RegisterRequest::default()
+    })
+    .await
+    .map_err(|e| format!("cannot register session {id}: {e}"))?;
+    Ok(id)
+}
+
+/// Runs `body` with a client of the daemon on a small runtime, by `deadline`.
+fn with_client<T, F, Fut>(
+    args: &super::hook::HookArgs,
+    deadline: Instant,
+    body: F,
+) -> Result<T, String>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let server = find_server(args)?;
+    let token = find_token(args)?;
+    let client = Client::new(&server, token).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    rt.block_on(async {
+        tokio::time::timeout(left + Duration::from_millis(500), body(client))
+            .await
+            .map_err(|_| "the daemon did not answer within the hook's budget".to_string())?
+    })
+}
+
+fn find_server(args: &super::hook::HookArgs) -> Result<String, String> {
+    if let Some(s) = &args.server {
+        return Ok(s.clone());
+    }
+    super::serve::default_data_dir()
+        .and_then(|d| std::fs::read_to_string(d.join(super::serve::SERVER_URL_FILE)).ok())
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            "no gates and no daemon: pass --gates FILE (standalone), or run `gatehost serve` \
+             (or set GATEHOST_SERVER)"
+                .to_string()
+        })
+}
+
+fn find_token(args: &super::hook::HookArgs) -> Result<String, String> {
+    if let Some(t) = &args.token {
+        return Ok(t.clone());
+    }
+    let file = super::serve::default_data_dir()
+        .map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE))
+        .ok_or("no agent token: set GATEHOST_TOKEN")?;
+    std::fs::read_to_string(&file)
+        .map(|t| t.trim().to_string())
+        .map_err(|e| {
+            format!(
+                "no agent token: set GATEHOST_TOKEN ({}: {e})",
+                file.display()
+            )
+        })
+}

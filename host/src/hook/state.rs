@@ -1,0 +1,194 @@
+//! Standalone mode's per-session standing ([`Standing`]), kept in the
+//! user's state directory (`$XDG_STATE_HOME/gatehost/hooks`, or
+//! `--state-dir`), one small JSON file per agent session, so retries are
+//! counted across the hook's processes.
+//!
+//! It owns the file's name (a hash of the agent and the session id: the id
+//! is the CLI's, never a path), its lock (read-modify-write under an
+//! exclusive lock on the file) and its atomic replacement. It must never
+//! live in the workspace (the agent writes there), and an unreadable or
+//! corrupt file is an error, never a fresh start: a fresh start would hand
+//! the agent its retries again.
+
+use super::adapter::AgentCli;
+use super::decide::Standing;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("no state directory: set XDG_STATE_HOME or HOME, or pass --state-dir")]
+    NoDir,
+    #[error("hook state {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "hook state {path} is corrupt ({message}); remove it to start this session's count again"
+    )]
+    Corrupt { path: PathBuf, message: String },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    agent: String,
+    session_id: String,
+    #[serde(flatten)]
+    standing: Standing,
+    updated_at: u64,
+}
+
+/// The directory of the sessions' standings.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// `dir`, else the user's state directory's `gatehost/hooks`.
+    pub fn open(dir: Option<&Path>) -> Result<StateDir, StateError> {
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => dirs::state_dir()
+                .or_else(dirs::data_local_dir)
+                .ok_or(StateError::NoDir)?
+                .join("gatehost")
+                .join("hooks"),
+        };
+        Ok(StateDir { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of one agent session.
+    fn file(&self, agent: AgentCli, session_id: &str) -> PathBuf {
+        let digest = Sha256::digest(format!("{}:{session_id}", agent.name()));
+        self.dir.join(format!(
+            "{}-{}.json",
+            agent.name(),
+            hex::encode(&digest[..16])
+        ))
+    }
+
+    /// Reads the session's standing, lets `f` decide the next one, and
+    /// writes it, all under the session's lock.
+    pub fn update<T>(
+        &self,
+        agent: AgentCli,
+        session_id: &str,
+        f: impl FnOnce(Standing) -> (Standing, T),
+    ) -> Result<T, StateError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StateError::Io { path, source }
+        };
+        create_private_dir(&self.dir).map_err(io(&self.dir))?;
+        let path = self.file(agent, session_id);
+        let lock_path = path.with_extension("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        lock.lock().map_err(io(&lock_path))?;
+        let standing = match File::open(&path) {
+            Ok(mut f) => {
+                let mut text = String::new();
+                f.read_to_string(&mut text).map_err(io(&path))?;
+                let record: Record =
+                    serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    })?;
+                record.standing
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Standing::default(),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let (next, out) = f(standing);
+        if next != standing {
+            let record = Record {
+                agent: agent.name().to_string(),
+                session_id: session_id.to_string(),
+                standing: next,
+                updated_at: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            };
+            let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io(&self.dir))?;
+            let text = serde_json::to_vec(&record).map_err(|e| StateError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            tmp.write_all(&text).map_err(io(&path))?;
+            tmp.as_file().sync_all().map_err(io(&path))?;
+            tmp.persist(&path).map_err(|e| io(&path)(e.error))?;
+        }
+        drop(lock);
+        Ok(out)
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standing_survives_between_processes_and_sessions_are_apart() {
+        let t = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(&t.path().join("hooks"))).unwrap();
+        let first = s
+            .update(AgentCli::Claude, "a", |st| {
+                (Standing::Failing { blocks: 1 }, st)
+            })
+            .unwrap();
+        assert_eq!(first, Standing::Clear);
+        let again = s.update(AgentCli::Claude, "a", |st| (st, st)).unwrap();
+        assert_eq!(again, Standing::Failing { blocks: 1 });
+        let other = s.update(AgentCli::Claude, "b", |st| (st, st)).unwrap();
+        assert_eq!(other, Standing::Clear);
+        let other_cli = s.update(AgentCli::Codex, "a", |st| (st, st)).unwrap();
+        assert_eq!(other_cli, Standing::Clear);
+    }
+
+    #[test]
+    fn a_session_id_is_never_a_path_and_a_corrupt_file_is_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(t.path())).unwrap();
+        s.update(AgentCli::Claude, "../../etc/x", |_| {
+            (Standing::Exhausted, ())
+        })
+        .unwrap();
+        let names: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        assert_eq!(names.len(), 1);
+        assert!(
+            names[0].starts_with("claude-") && !names[0].contains(".."),
+            "{names:?}"
+        );
+        std::fs::write(t.path().join(&names[0]), "{not json").unwrap();
+        let e = s
+            .update(AgentCli::Claude, "../../etc/x", |st| (st, ()))
+            .unwrap_err();
+        assert!(matches!(e, StateError::Corrupt { .. }), "{e}");
+    }
+}
