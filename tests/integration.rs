@@ -11,6 +11,8 @@
 
 mod common;
 
+mod agent_cursor;
+mod agent_gemini;
 mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
