@@ -11,12 +11,15 @@
 
 mod common;
 
+mod agent_claude;
+mod agent_codex;
 mod agent_cursor;
 mod agent_gemini;
 mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
 mod daemon_lifecycle;
+mod hook_install;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;

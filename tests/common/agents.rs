@@ -117,3 +117,83 @@ pub fn agent_cli(name: &str) -> PathBuf {
     );
     cli
 }
+
+/// An agent CLI running in a test: its output goes to files (no pipe can
+/// fill and stall it), and it is killed if it outlives the test's bound.
+pub struct AgentRun {
+    child: std::process::Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+/// What an agent CLI run left.
+#[derive(Debug)]
+pub struct AgentOutput {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl AgentOutput {
+    /// The stdout lines that are JSON (a `--output-format stream-json` run).
+    pub fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl AgentRun {
+    /// Starts `cmd` with `stdin` written to it; output files go in `dir`.
+    pub fn start(mut cmd: std::process::Command, stdin: &str, dir: &Path) -> AgentRun {
+        use std::io::Write;
+        let stdout = dir.join("agent.stdout");
+        let stderr = dir.join("agent.stderr");
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        let mut child = cmd.spawn().expect("the agent CLI starts");
+        {
+            let mut pipe = child.stdin.take().expect("stdin");
+            pipe.write_all(stdin.as_bytes()).expect("write the prompt");
+        }
+        AgentRun {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Waits for the CLI to end; kills it and panics past `within`.
+    pub fn finish(mut self, within: Duration) -> AgentOutput {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the agent CLI did not end within {within:?}:\nstdout: {}\nstderr: {}",
+                    std::fs::read_to_string(&self.stdout).unwrap_or_default(),
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        AgentOutput {
+            status,
+            stdout: std::fs::read_to_string(&self.stdout).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for AgentRun {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -204,6 +204,7 @@ pub fn check_example(gate_file: &str, option: &str, option_file: &str) -> CliRun
 }
 
 /// One run of the gatehost binary.
+#[derive(Debug)]
 pub struct CliRun {
     pub code: i32,
     pub stdout: String,

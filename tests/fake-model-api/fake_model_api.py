@@ -209,6 +209,10 @@ def anthropic_messages(handler, req, step):
 MODEL_ROUTES = {"/v1/messages": anthropic_messages}
 MODEL_ROUTE_PATTERNS = []
 
+import openai_responses  # noqa: E402  (beside this file: the OpenAI Responses API, for Codex)
+
+MODEL_ROUTES.update(openai_responses.ROUTES)
+
 import gemini_api  # noqa: E402  (Gemini API: /v1beta/models/MODEL:…GenerateContent)
 
 gemini_api.register(MODEL_ROUTE_PATTERNS)

@@ -11,8 +11,6 @@ pub mod client;
 mod client_args;
 pub mod error;
 mod hook;
-mod hook_daemon;
-mod hook_standalone;
 mod plugin;
 mod plugin_new;
 mod plugin_run;

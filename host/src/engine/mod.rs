@@ -25,8 +25,8 @@ pub mod stored;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use machine::PolicyEvent;
-pub use nudge::render_nudge;
 use machine::{Decision, Effect, Input, Step};
+pub use nudge::render_nudge;
 pub use sessions::{RegisterInput, ReportKind, ReportOutcome, StartInput};
 
 use crate::bus::Bus;

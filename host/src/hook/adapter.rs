@@ -42,16 +42,6 @@ impl AgentCli {
             AgentCli::Cursor => "cursor",
         }
     }
-
-    /// This CLI's adapter.
-    pub fn adapter(self) -> &'static dyn Adapter {
-        match self {
-            AgentCli::Claude => &super::claude::Claude,
-            AgentCli::Codex => &super::codex::Codex,
-            AgentCli::Gemini => &super::gemini::Gemini,
-            AgentCli::Cursor => &super::cursor::Cursor,
-        }
-    }
 }
 
 /// Where in the agent's life the hook was called.

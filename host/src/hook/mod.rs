@@ -21,7 +21,18 @@ pub mod codex;
 pub mod cursor;
 pub mod decide;
 pub mod gemini;
+pub mod install;
 pub mod state;
 pub mod transcript;
 
 pub use adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+
+/// The adapter of `agent`'s hooks.
+pub fn adapter(agent: AgentCli) -> &'static dyn Adapter {
+    match agent {
+        AgentCli::Claude => &claude::Claude,
+        AgentCli::Codex => &codex::Codex,
+        AgentCli::Gemini => &gemini::Gemini,
+        AgentCli::Cursor => &cursor::Cursor,
+    }
+}

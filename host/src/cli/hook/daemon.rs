@@ -30,12 +30,7 @@ enum Said {
 }
 
 /// `SessionStart`: register the session.
-pub(super) fn greet(
-    agent: AgentCli,
-    args: &super::hook::HookArgs,
-    input: &HookInput,
-    deadline: Instant,
-) {
+pub(super) fn greet(agent: AgentCli, args: &super::HookArgs, input: &HookInput, deadline: Instant) {
     if let Err(e) = with_client(args, deadline, |c| async move {
         register(&c, agent, input).await.map(|_| ())
     }) {
@@ -46,7 +41,7 @@ pub(super) fn greet(
 /// A prompt: register the session and mark the turn's start.
 pub(super) fn turn_start(
     agent: AgentCli,
-    args: &super::hook::HookArgs,
+    args: &super::HookArgs,
     input: &HookInput,
     deadline: Instant,
 ) {
@@ -70,7 +65,7 @@ pub(super) fn turn_start(
 /// A stop: report the turn-end and wait for the counted policies' verdicts.
 pub(super) fn verdict(
     agent: AgentCli,
-    args: &super::hook::HookArgs,
+    args: &super::HookArgs,
     input: &HookInput,
     deadline: Instant,
 ) -> Input {
@@ -200,11 +195,7 @@ async fn register(c: &Client, agent: AgentCli, input: &HookInput) -> Result<Stri
 }
 
 /// Runs `body` with a client of the daemon on a small runtime, by `deadline`.
-fn with_client<T, F, Fut>(
-    args: &super::hook::HookArgs,
-    deadline: Instant,
-    body: F,
-) -> Result<T, String>
+fn with_client<T, F, Fut>(args: &super::HookArgs, deadline: Instant, body: F) -> Result<T, String>
 where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
@@ -224,12 +215,12 @@ where
     })
 }
 
-fn find_server(args: &super::hook::HookArgs) -> Result<String, String> {
+fn find_server(args: &super::HookArgs) -> Result<String, String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());
     }
-    super::serve::default_data_dir()
-        .and_then(|d| std::fs::read_to_string(d.join(super::serve::SERVER_URL_FILE)).ok())
+    super::super::serve::default_data_dir()
+        .and_then(|d| std::fs::read_to_string(d.join(super::super::serve::SERVER_URL_FILE)).ok())
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
@@ -239,11 +230,11 @@ fn find_server(args: &super::hook::HookArgs) -> Result<String, String> {
         })
 }
 
-fn find_token(args: &super::hook::HookArgs) -> Result<String, String> {
+fn find_token(args: &super::HookArgs) -> Result<String, String> {
     if let Some(t) = &args.token {
         return Ok(t.clone());
     }
-    let file = super::serve::default_data_dir()
+    let file = super::super::serve::default_data_dir()
         .map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE))
         .ok_or("no agent token: set GATEHOST_TOKEN")?;
     std::fs::read_to_string(&file)

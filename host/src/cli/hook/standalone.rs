@@ -7,7 +7,7 @@
 //! turn anything unclear into a pass: an unreadable file, a gate that could
 //! not run or a run past the budget is [`Input::Error`].
 
-use super::check::{gate_runtime, load_operator_files};
+use super::super::check::{gate_runtime, load_operator_files};
 use crate::anchor::WorkspaceAnchor;
 use crate::engine::render_nudge;
 use crate::gate::{GateContext, GateRunner, GateSpec};
@@ -19,7 +19,7 @@ use std::time::Instant;
 
 /// Runs the gates against the hook's workspace, by `deadline`.
 pub(super) fn verdict(
-    args: &super::hook::HookArgs,
+    args: &super::HookArgs,
     gates: &Path,
     input: &HookInput,
     deadline: Instant,

@@ -1,0 +1,140 @@
+//! `gatehost hook`'s arguments, as clap types: the same options for every
+//! agent CLI. It must never run anything.
+
+use crate::api::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const AFTER_HELP: &str = "\
+Modes: with --gates FILE the gates run here (standalone); without it the hook asks a running
+`gatehost serve` (--server or GATEHOST_SERVER, else the server.url the daemon wrote; the agent
+token from --token or GATEHOST_TOKEN, else the daemon's agent.token).
+Outcomes: a pass lets the stop happen; a failing gate refuses it with the gate's reason, at most
+--max-retries times in a row (daemon: the policy's maxRetries), then lets it happen with a message
+the user sees; a gate that could not run refuses once with the error, then lets it happen with it.
+Exit status: 0 with the CLI's JSON on stdout, whatever the outcome (the CLIs read non-zero as a
+pass or a crash). Install the hook with `gatehost hook install AGENT`.";
+
+/// One hook call's options, the same for every CLI.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HookArgs {
+    /// Standalone mode: the gate file to run (as `gatehost check`'s). Must
+    /// not lie inside the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// Host configuration (TOML), for standalone mode. Must not lie inside the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Standalone mode: how many times in a row a failing gate refuses the
+    /// stop before it is let through with a message (the daemon uses the
+    /// policy's maxRetries).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_retries: u32,
+    /// The most the hook takes (`50s`, `2m`, ms). Default: a tenth below the
+    /// CLI's own hook timeout (Claude Code and Codex 600 s, Gemini CLI and
+    /// Cursor 60 s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub budget: Option<Duration>,
+    /// Where standalone mode keeps each session's retry count (default:
+    /// the user's state directory, `gatehost/hooks`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Daemon mode: the daemon's URL.
+    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// Daemon mode: the agent token (never the operator's).
+    #[arg(
+        long,
+        env = "GATEHOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// Answer a Claude Code hook (Stop, SubagentStop, SessionStart, UserPromptSubmit).
+    #[command(after_help = AFTER_HELP)]
+    Claude(HookArgs),
+    /// Answer a Codex CLI hook (Stop, SessionStart, UserPromptSubmit).
+    #[command(after_help = AFTER_HELP)]
+    Codex(HookArgs),
+    /// Answer a Gemini CLI hook (AfterAgent, SessionStart, BeforeAgent).
+    #[command(after_help = AFTER_HELP)]
+    Gemini(HookArgs),
+    /// Answer a Cursor hook (stop, beforeSubmitPrompt).
+    #[command(after_help = AFTER_HELP)]
+    Cursor(HookArgs),
+    /// Add gatehost's hooks to an agent CLI's own configuration (merged,
+    /// idempotent, the original kept for `uninstall`).
+    #[command(after_help = INSTALL_AFTER_HELP)]
+    Install(InstallArgs),
+    /// Take gatehost's hooks out again (the original bytes, if the file is
+    /// as gatehost left it).
+    Uninstall(UninstallArgs),
+}
+
+pub const INSTALL_AFTER_HELP: &str = "\
+Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/settings.json;
+Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
+or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json.
+Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
+for unattended agents use --scope user (or the CLI's managed settings).";
+
+/// Where the CLI's configuration is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// The user's own configuration (out of the agent's workspace).
+    User,
+    /// The project's (in the workspace: the agent can edit it).
+    Project,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct InstallArgs {
+    /// The agent CLI.
+    #[arg(value_enum, value_name = "AGENT")]
+    pub agent: crate::hook::AgentCli,
+    #[arg(long, value_enum, default_value = "user")]
+    pub scope: Scope,
+    /// The project, for --scope project.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub project: PathBuf,
+    /// Standalone hooks: the gate file they run (else they ask the daemon).
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// The host configuration the hooks use.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Standalone hooks: blocks in a row before a stop is let through.
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// Also add `gatehost mcp` to the CLI's MCP servers.
+    #[arg(long)]
+    pub mcp: bool,
+    /// Print the change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// gatehost's state directory (the originals are kept in its `installs`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct UninstallArgs {
+    /// The agent CLI.
+    #[arg(value_enum, value_name = "AGENT")]
+    pub agent: crate::hook::AgentCli,
+    #[arg(long, value_enum, default_value = "user")]
+    pub scope: Scope,
+    /// The project, for --scope project.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub project: PathBuf,
+    /// Print the change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// gatehost's state directory, as given to `install`.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}

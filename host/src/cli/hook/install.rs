@@ -1,0 +1,485 @@
+//! `gatehost hook install AGENT` and `hook uninstall AGENT`: where each
+//! CLI keeps its hooks (user or project scope), and the careful write: the
+//! original bytes kept in gatehost's state directory, a temporary file
+//! renamed over the old one, nothing written through a symlink, `--dry-run`
+//! printing the change instead.
+//!
+//! The edits themselves are [`crate::hook::install`]'s. Uninstall gives the
+//! original bytes back when the file is as gatehost left it; if someone
+//! edited it since, only gatehost's entries are taken out.
+//!
+//! It must never touch an entry that is not gatehost's, never write where a
+//! symlink points, and never lose the original: the backup is written before
+//! the file is replaced.
+
+use super::super::error::{CliError, CliResult};
+use super::args::{InstallArgs, Scope, UninstallArgs};
+use crate::hook::AgentCli;
+use crate::hook::install::{
+    HookSet, Layout, add_hooks, add_mcp_server, remove_hooks, remove_mcp_server,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One change to one file.
+#[derive(Debug, Clone)]
+enum Edit {
+    Hooks(HookSet),
+    Mcp { name: &'static str, server: Value },
+}
+
+/// A file and what gatehost puts in it.
+#[derive(Debug, Clone)]
+struct FilePlan {
+    path: PathBuf,
+    edits: Vec<Edit>,
+}
+
+/// What the original of an installed file was, kept outside it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    path: PathBuf,
+    /// The bytes before gatehost's first install; `None`: there was no file.
+    original: Option<String>,
+    /// The bytes gatehost wrote last.
+    installed: String,
+    /// The directory gatehost made for the file, removed again if empty.
+    created_dir: Option<PathBuf>,
+}
+
+pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
+    let plans = plan(args)?;
+    let backups = backup_dir(args.state_dir.as_deref())?;
+    for p in &plans {
+        let (current, existed) = read(&p.path)?;
+        let mut next = current.clone();
+        for e in &p.edits {
+            next = apply(e, &next).map_err(|m| edit_error(&p.path, &m))?;
+        }
+        if next == current {
+            println!(
+                "unchanged: {} (gatehost's entries are already there)",
+                p.path.display()
+            );
+            continue;
+        }
+        if args.dry_run {
+            print_diff(&p.path, &current, &next);
+            continue;
+        }
+        let manifest_path = backups.join(manifest_name(&p.path));
+        let previous: Option<Manifest> = read_manifest(&manifest_path)?;
+        let created_dir = ensure_parent(&p.path)?;
+        let manifest = match previous {
+            // Installed before and untouched since: the original stays.
+            Some(m) if m.installed == current => Manifest {
+                installed: next.clone(),
+                ..m
+            },
+            // Edited since (or never installed): the original is now the
+            // file as it is, without gatehost's entries.
+            Some(m) => Manifest {
+                path: p.path.clone(),
+                original: Some(without_ours(&current).map_err(|m| edit_error(&p.path, &m))?),
+                installed: next.clone(),
+                created_dir: m.created_dir,
+            },
+            None => Manifest {
+                path: p.path.clone(),
+                original: existed.then(|| current.clone()),
+                installed: next.clone(),
+                created_dir,
+            },
+        };
+        write_manifest(&backups, &manifest_path, &manifest)?;
+        write_atomic(&p.path, &next)?;
+        println!(
+            "installed: {} (the original is kept in {})",
+            p.path.display(),
+            manifest_path.display()
+        );
+    }
+    if !args.dry_run {
+        print_trust_note(args.agent, args.scope);
+    }
+    Ok(0)
+}
+
+pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
+    let backups = backup_dir(args.state_dir.as_deref())?;
+    for path in files(args.agent, args.scope, &args.project)? {
+        let manifest_path = backups.join(manifest_name(&path));
+        let manifest = read_manifest(&manifest_path)?;
+        let (current, existed) = read(&path)?;
+        let restore = match &manifest {
+            Some(m) if existed && m.installed == current => {
+                m.original.clone().map_or(Restore::Delete, Restore::Bytes)
+            }
+            _ => {
+                let stripped = without_ours(&current).map_err(|m| edit_error(&path, &m))?;
+                if !existed || stripped == current {
+                    Restore::Nothing
+                } else {
+                    Restore::Bytes(stripped)
+                }
+            }
+        };
+        if args.dry_run {
+            match &restore {
+                Restore::Nothing => println!("unchanged: {} (no gatehost entries)", path.display()),
+                Restore::Delete => println!("would remove {} (gatehost made it)", path.display()),
+                Restore::Bytes(b) => print_diff(&path, &current, b),
+            }
+            continue;
+        }
+        match restore {
+            Restore::Nothing => println!("unchanged: {} (no gatehost entries)", path.display()),
+            Restore::Delete => {
+                refuse_symlinks(&path)?;
+                std::fs::remove_file(&path).map_err(|e| io_error(&path, &e))?;
+                if let Some(dir) = manifest.as_ref().and_then(|m| m.created_dir.as_ref()) {
+                    let _ = std::fs::remove_dir(dir); // only if empty
+                }
+                println!("removed: {} (gatehost made it)", path.display());
+            }
+            Restore::Bytes(b) => {
+                write_atomic(&path, &b)?;
+                println!("restored: {}", path.display());
+            }
+        }
+        if manifest.is_some() {
+            std::fs::remove_file(&manifest_path).map_err(|e| io_error(&manifest_path, &e))?;
+        }
+    }
+    Ok(0)
+}
+
+enum Restore {
+    Nothing,
+    Delete,
+    Bytes(String),
+}
+
+fn apply(edit: &Edit, text: &str) -> Result<String, String> {
+    match edit {
+        Edit::Hooks(set) => add_hooks(text, set),
+        Edit::Mcp { name, server } => add_mcp_server(text, name, server),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// `text` without any of gatehost's entries (hooks of either layout, the
+/// MCP server).
+fn without_ours(text: &str) -> Result<String, String> {
+    let t = remove_hooks(text, Layout::Grouped).map_err(|e| e.to_string())?;
+    let t = remove_hooks(&t, Layout::Flat).map_err(|e| e.to_string())?;
+    remove_mcp_server(&t, MCP_NAME).map_err(|e| e.to_string())
+}
+
+const MCP_NAME: &str = "gatehost";
+
+/// The files an agent's hooks (and MCP servers) live in, for a scope.
+fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf>> {
+    let home =
+        || dirs::home_dir().ok_or_else(|| CliError::new("no-home", "no home directory: set HOME"));
+    let env_dir = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let project = || -> CliResult<PathBuf> {
+        std::path::absolute(project)
+            .map_err(|e| CliError::input(format!("--project: {e}")).field("--project"))
+    };
+    Ok(match (agent, scope) {
+        (AgentCli::Claude, Scope::User) => {
+            let dir = env_dir("CLAUDE_CONFIG_DIR")
+                .map_or_else(|| home().map(|h| h.join(".claude")), Ok)?;
+            vec![dir.join("settings.json")]
+        }
+        (AgentCli::Claude, Scope::Project) => {
+            let p = project()?;
+            vec![p.join(".claude/settings.json"), p.join(".mcp.json")]
+        }
+        (AgentCli::Codex, Scope::User) => {
+            let dir = env_dir("CODEX_HOME").map_or_else(|| home().map(|h| h.join(".codex")), Ok)?;
+            vec![dir.join("hooks.json")]
+        }
+        (AgentCli::Codex, Scope::Project) => vec![project()?.join(".codex/hooks.json")],
+        (AgentCli::Gemini, Scope::User) => vec![home()?.join(".gemini/settings.json")],
+        (AgentCli::Gemini, Scope::Project) => vec![project()?.join(".gemini/settings.json")],
+        (AgentCli::Cursor, Scope::User) => {
+            let h = home()?;
+            vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
+        }
+        (AgentCli::Cursor, Scope::Project) => {
+            let p = project()?;
+            vec![p.join(".cursor/hooks.json"), p.join(".cursor/mcp.json")]
+        }
+    })
+}
+
+/// The hook command gatehost installs: this binary, `hook AGENT`, and the
+/// options given.
+fn hook_command(args: &InstallArgs) -> CliResult<String> {
+    let exe = own_exe()?;
+    let mut words = vec![
+        exe.display().to_string(),
+        "hook".into(),
+        args.agent.name().into(),
+    ];
+    for (flag, file) in [("--gates", &args.gates), ("--config", &args.config)] {
+        if let Some(f) = file {
+            let abs = std::fs::canonicalize(f)
+                .map_err(|e| CliError::input(format!("{flag} {}: {e}", f.display())).field(flag))?;
+            words.push(flag.into());
+            words.push(abs.display().to_string());
+        }
+    }
+    if let Some(n) = args.max_retries {
+        words.push("--max-retries".into());
+        words.push(n.to_string());
+    }
+    if let Some(dir) = &args.state_dir {
+        words.push("--state-dir".into());
+        words.push(
+            std::path::absolute(dir)
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string(),
+        );
+    }
+    let quoted: Result<Vec<String>, _> = words
+        .iter()
+        .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
+        .collect();
+    quoted
+        .map(|q| q.join(" "))
+        .map_err(|e| CliError::input(format!("cannot quote the hook command: {e}")))
+}
+
+/// This binary's path, as the configuration names it.
+fn own_exe() -> CliResult<PathBuf> {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| CliError::new("io", format!("cannot find gatehost's own path: {e}")))
+}
+
+/// What to write where.
+fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
+    let command = hook_command(args)?;
+    let files = files(args.agent, args.scope, &args.project)?;
+    let grouped = |events: &[&str], timeout: Value, timeout_key: &str| {
+        let mut hook = json!({"type": "command", "command": command});
+        hook[timeout_key] = timeout;
+        Edit::Hooks(HookSet {
+            layout: Layout::Grouped,
+            entries: events
+                .iter()
+                .map(|e| ((*e).to_string(), hook.clone()))
+                .collect(),
+        })
+    };
+    let exe = own_exe()?.display().to_string();
+    let mcp = || Edit::Mcp {
+        name: MCP_NAME,
+        server: json!({"command": exe, "args": ["mcp"]}),
+    };
+    let mut plans: Vec<FilePlan> = Vec::new();
+    let mut push = |path: &PathBuf, edit: Edit| match plans.iter_mut().find(|p| &p.path == path) {
+        Some(p) => p.edits.push(edit),
+        None => plans.push(FilePlan {
+            path: path.clone(),
+            edits: vec![edit],
+        }),
+    };
+    match args.agent {
+        AgentCli::Claude => {
+            push(
+                &files[0],
+                grouped(
+                    &["Stop", "SessionStart", "UserPromptSubmit"],
+                    json!(600),
+                    "timeout",
+                ),
+            );
+            if args.mcp {
+                if let Some(p) = files.get(1) {
+                    push(p, mcp());
+                } else {
+                    return Err(mcp_user_scope_error(args.agent));
+                }
+            }
+        }
+        AgentCli::Codex => {
+            push(
+                &files[0],
+                grouped(
+                    &["Stop", "SessionStart", "UserPromptSubmit"],
+                    json!(600),
+                    "timeout",
+                ),
+            );
+            if args.mcp {
+                return Err(mcp_user_scope_error(args.agent));
+            }
+        }
+        AgentCli::Gemini => {
+            push(
+                &files[0],
+                grouped(
+                    &["AfterAgent", "SessionStart", "BeforeAgent"],
+                    json!(60_000),
+                    "timeout",
+                ),
+            );
+            if args.mcp {
+                push(&files[0], mcp());
+            }
+        }
+        AgentCli::Cursor => {
+            let hook = json!({"command": command});
+            push(
+                &files[0],
+                Edit::Hooks(HookSet {
+                    layout: Layout::Flat,
+                    entries: vec![
+                        ("stop".into(), hook.clone()),
+                        ("beforeSubmitPrompt".into(), hook),
+                    ],
+                }),
+            );
+            if args.mcp {
+                push(&files[1], mcp());
+            }
+        }
+    }
+    Ok(plans)
+}
+
+fn mcp_user_scope_error(agent: AgentCli) -> CliError {
+    CliError::input(format!(
+        "gatehost does not write {}'s MCP configuration in this scope; add `gatehost mcp` as a stdio server by hand (docs/mcp.md)",
+        agent.name()
+    ))
+    .field("--mcp")
+}
+
+fn print_trust_note(agent: AgentCli, scope: Scope) {
+    if scope == Scope::Project {
+        println!(
+            "note: a project-scope hook lives in the workspace, where the agent writes: it can edit or remove it. \
+             For unattended agents install with --scope user (or the CLI's managed settings)."
+        );
+    }
+    if agent == AgentCli::Codex {
+        println!("note: Codex asks to trust a new or changed hook the next time it starts.");
+    }
+}
+
+fn read(path: &Path) -> CliResult<(String, bool)> {
+    refuse_symlinks(path)?;
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(|t| (t, true))
+            .map_err(|_| CliError::input(format!("{} is not UTF-8 text", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((String::new(), false)),
+        Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+/// Neither the file nor its folder may be a symlink: a project's settings
+/// are in the workspace, where an agent could point them anywhere.
+fn refuse_symlinks(path: &Path) -> CliResult<()> {
+    for p in [Some(path), path.parent()].into_iter().flatten() {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(CliError::new(
+                "symlink",
+                format!(
+                    "{} is a symlink; gatehost writes no configuration through one",
+                    p.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes the file's folder if missing; returns it if it was made.
+fn ensure_parent(path: &Path) -> CliResult<Option<PathBuf>> {
+    let Some(dir) = path.parent() else {
+        return Ok(None);
+    };
+    if dir.exists() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
+    Ok(Some(dir.to_path_buf()))
+}
+
+fn write_atomic(path: &Path, text: &str) -> CliResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    refuse_symlinks(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, &e))?;
+    tmp.write_all(text.as_bytes())
+        .map_err(|e| io_error(path, &e))?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_error(path, &e))?;
+    tmp.as_file().sync_all().map_err(|e| io_error(path, &e))?;
+    tmp.persist(path).map_err(|e| io_error(path, &e.error))?;
+    Ok(())
+}
+
+fn backup_dir(state_dir: Option<&Path>) -> CliResult<PathBuf> {
+    let hooks = crate::hook::state::StateDir::open(state_dir)
+        .map_err(|e| CliError::new("state", e.to_string()))?;
+    Ok(hooks.path().join("installs"))
+}
+
+fn manifest_name(path: &Path) -> String {
+    let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
+    format!("{}.json", hex::encode(&digest[..16]))
+}
+
+fn read_manifest(path: &Path) -> CliResult<Option<Manifest>> {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| CliError::new("state", format!("{} is corrupt: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+fn write_manifest(dir: &Path, path: &Path, m: &Manifest) -> CliResult<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| io_error(dir, &e))?;
+    let text =
+        serde_json::to_string_pretty(m).map_err(|e| CliError::new("encode", e.to_string()))?;
+    write_atomic(path, &text)
+}
+
+fn print_diff(path: &Path, old: &str, new: &str) {
+    let shown = path.display().to_string();
+    let diff = similar::TextDiff::from_lines(old, new);
+    print!("{}", diff.unified_diff().header(&shown, &shown));
+}
+
+fn edit_error(path: &Path, message: &str) -> CliError {
+    CliError::new("bad-config", format!("{}: {message}", path.display()))
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> CliError {
+    CliError::new("io", format!("{}: {e}", path.display()))
+}

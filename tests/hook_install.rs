@@ -1,0 +1,247 @@
+//! `gatehost hook install` and `uninstall` as a user runs them, against
+//! real configuration files in a scratch home: merged beside other hooks
+//! and settings, idempotent, printed by `--dry-run` without writing, undone
+//! to the original bytes, refusing symlinks; and the installed command
+//! itself answers a hook.
+
+use crate::common::{CliRun, Scratch, allow_config, run_gatehost};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// Runs `gatehost hook ARGS` with HOME (and nothing else of the user's) in
+/// the scratch area.
+fn hook(s: &Scratch, args: &[&str]) -> CliRun {
+    let home = s.out.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let mut all: Vec<String> = vec!["hook".into()];
+    all.extend(args.iter().map(ToString::to_string));
+    all.extend([
+        "--state-dir".into(),
+        s.out.join("state").display().to_string(),
+    ]);
+    run_gatehost(
+        &all,
+        &[
+            ("HOME", home.to_str().expect("utf-8")),
+            ("XDG_STATE_HOME", ""),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("CODEX_HOME", ""),
+        ],
+    )
+}
+
+const CLAUDE_SETTINGS: &str = r#"{
+  // kept by hand
+  "model": "opus",
+  "hooks": {
+    "Stop": [{ "hooks": [{ "type": "command", "command": "notify-send done" }] }],
+    "PreToolUse": [{ "matcher": "Bash", "hooks": [{ "type": "command", "command": "audit" }] }]
+  }
+}
+"#;
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("read");
+    jsonc_value(&text)
+}
+
+fn jsonc_value(text: &str) -> Value {
+    // The files may hold comments: strip `//` lines before parsing.
+    let plain: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    serde_json::from_str(&plain).expect("JSON")
+}
+
+#[test]
+fn install_merges_beside_other_hooks_is_idempotent_and_uninstall_restores_the_bytes() {
+    let s = Scratch::new();
+    let settings = s.out.join("home/.claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&settings, CLAUDE_SETTINGS).expect("write");
+    let gates = s.write("gates.json", r#"{"command": "true"}"#);
+    let gates_arg = gates.display().to_string();
+
+    // --dry-run prints the change and writes nothing.
+    let dry = hook(
+        &s,
+        &["install", "claude", "--gates", &gates_arg, "--dry-run"],
+    );
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(
+        dry.stdout.contains("+") && dry.stdout.contains("hook claude --gates"),
+        "{dry:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        CLAUDE_SETTINGS
+    );
+
+    let first = hook(&s, &["install", "claude", "--gates", &gates_arg]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(first.stdout.contains("installed:"), "{first:?}");
+    let installed = std::fs::read_to_string(&settings).expect("read");
+    assert!(installed.contains("// kept by hand"), "{installed}");
+    let v = jsonc_value(&installed);
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["hooks"]["PreToolUse"][0]["hooks"][0]["command"], "audit");
+    let stop = v["hooks"]["Stop"].as_array().expect("Stop");
+    assert_eq!(stop.len(), 2, "{v}");
+    assert_eq!(stop[0]["hooks"][0]["command"], "notify-send done");
+    for event in ["Stop", "SessionStart", "UserPromptSubmit"] {
+        let ours: Vec<&Value> = v["hooks"][event]
+            .as_array()
+            .expect("event")
+            .iter()
+            .filter(|g| g.to_string().contains(" hook claude"))
+            .collect();
+        assert_eq!(ours.len(), 1, "{event}: {v}");
+    }
+
+    // A second install changes no byte.
+    let second = hook(&s, &["install", "claude", "--gates", &gates_arg]);
+    assert_eq!(second.code, 0, "{second:?}");
+    assert!(second.stdout.contains("unchanged:"), "{second:?}");
+    assert_eq!(std::fs::read_to_string(&settings).expect("read"), installed);
+
+    let un = hook(&s, &["uninstall", "claude"]);
+    assert_eq!(un.code, 0, "{un:?}");
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        CLAUDE_SETTINGS
+    );
+    let again = hook(&s, &["uninstall", "claude"]);
+    assert!(again.stdout.contains("unchanged:"), "{again:?}");
+}
+
+#[test]
+fn a_file_gatehost_made_is_removed_and_an_edited_file_keeps_the_edit() {
+    let s = Scratch::new();
+    let hooks = s.out.join("home/.cursor/hooks.json");
+    let r = hook(&s, &["install", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&hooks);
+    assert_eq!(v["version"], 1);
+    assert!(
+        v["hooks"]["stop"][0]["command"]
+            .as_str()
+            .expect("command")
+            .contains(" hook cursor")
+    );
+    assert_eq!(hook(&s, &["uninstall", "cursor"]).code, 0);
+    assert!(!hooks.exists(), "the file gatehost made is gone");
+    assert!(
+        !hooks.parent().expect("dir").exists(),
+        "and the folder it made"
+    );
+
+    // Someone adds a hook after the install: uninstall takes only ours out.
+    let settings = s.out.join("home/.gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&settings, "{\"theme\": \"dark\"}\n").expect("write");
+    assert_eq!(hook(&s, &["install", "gemini"]).code, 0);
+    let mut v = read_json(&settings);
+    v["hooks"]["AfterAgent"]
+        .as_array_mut()
+        .expect("AfterAgent")
+        .push(json!({"hooks": [{"type": "command", "command": "say hi"}]}));
+    std::fs::write(&settings, serde_json::to_string_pretty(&v).expect("json")).expect("write");
+    assert_eq!(hook(&s, &["uninstall", "gemini"]).code, 0);
+    let after = read_json(&settings);
+    assert_eq!(after["theme"], "dark");
+    assert_eq!(
+        after["hooks"]["AfterAgent"],
+        json!([{"hooks": [{"type": "command", "command": "say hi"}]}])
+    );
+    assert!(!after.to_string().contains(" hook gemini"), "{after}");
+}
+
+#[test]
+fn a_symlinked_project_setting_is_refused_and_nothing_is_written_through_it() {
+    let s = Scratch::new();
+    let target = s.out.join("elsewhere");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    std::os::unix::fs::symlink(&target, s.ws.join(".claude")).expect("symlink");
+    let r = hook(
+        &s,
+        &[
+            "install",
+            "claude",
+            "--scope",
+            "project",
+            "--project",
+            s.ws.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("symlink"), "{r:?}");
+    assert_eq!(std::fs::read_dir(&target).expect("read").count(), 0);
+}
+
+#[test]
+fn the_installed_command_answers_the_cli_hook_and_project_scope_warns() {
+    let s = Scratch::new();
+    crate::common::daemon::git_repo(&s.ws);
+    let config = s.write("config.toml", &allow_config(&["test"]));
+    let gates = s.write(
+        "gates.json",
+        r#"{"command": "test", "args": ["-f", "DONE"]}"#,
+    );
+    let r = hook(
+        &s,
+        &[
+            "install",
+            "claude",
+            "--scope",
+            "project",
+            "--project",
+            s.ws.to_str().expect("utf-8"),
+            "--gates",
+            gates.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--max-retries",
+            "1",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("the agent writes"),
+        "the trust note: {r:?}"
+    );
+    let v = read_json(&s.ws.join(".claude/settings.json"));
+    let command = v["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command")
+        .to_string();
+    let input = json!({"session_id": "s", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
+    let run = |stdin: &str| {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write");
+        child.wait_with_output().expect("wait")
+    };
+    let out = run(&input.to_string());
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout, nothing else");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(
+        answer["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("test -f DONE")
+    );
+}
