@@ -13,6 +13,8 @@ mod common;
 
 mod agent_claude;
 mod agent_codex;
+mod agent_cursor;
+mod agent_gemini;
 mod check_cli;
 mod daemon_commits;
 mod daemon_durability;

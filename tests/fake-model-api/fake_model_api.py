@@ -213,6 +213,10 @@ import openai_responses  # noqa: E402  (beside this file: the OpenAI Responses A
 
 MODEL_ROUTES.update(openai_responses.ROUTES)
 
+import gemini_api  # noqa: E402  (Gemini API: /v1beta/models/MODEL:…GenerateContent)
+
+gemini_api.register(MODEL_ROUTE_PATTERNS)
+
 
 def write_port_file(path, port):
     tmp = "%s.tmp.%d" % (path, os.getpid())
