@@ -406,11 +406,7 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
         AgentCli::Gemini => {
             push(
                 &files[0],
-                grouped(
-                    &["AfterAgent", "SessionStart", "BeforeAgent"],
-                    json!(60_000),
-                    "timeout",
-                ),
+                grouped(&["AfterAgent", "SessionStart"], json!(60_000), "timeout"),
             );
             if args.mcp {
                 push(&files[0], mcp());

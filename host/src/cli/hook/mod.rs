@@ -18,7 +18,9 @@
 use super::error::CliResult;
 use crate::hook::decide::{Input, Standing, decide};
 use crate::hook::state::StateDir;
-use crate::hook::{Adapter, AgentCli, Answer, HookInput, HookPoint, adapter::trim_reason};
+use crate::hook::{
+    Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, adapter::trim_reason,
+};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -52,8 +54,13 @@ fn answer_hook(agent: AgentCli, args: &HookArgs) -> i32 {
     let mut raw = Vec::new();
     let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
     let parsed = match read {
-        Ok(_) => adapter.parse(&raw).map_err(|e| e.to_string()),
-        Err(e) => Err(format!("cannot read the hook's stdin: {e}")),
+        Ok(_) => adapter.parse(&raw).map_err(|e| match e {
+            // An event gatehost does not answer (installed by hand on a
+            // tool call, say) is not a stop: never refuse it.
+            HookError::UnknownEvent(name) => Err(name),
+            other => Ok(other.to_string()),
+        }),
+        Err(e) => Err(Ok(format!("cannot read the hook's stdin: {e}"))),
     };
     let (point, answer) = match parsed {
         Ok(input) => {
@@ -61,7 +68,15 @@ fn answer_hook(agent: AgentCli, args: &HookArgs) -> i32 {
                 loop_hint = ?input.loop_hint, "hook called");
             (input.point, answer_input(agent, args, &input, budget))
         }
-        Err(e) => {
+        Err(Err(event)) => {
+            tracing::warn!(
+                agent = agent.name(),
+                event,
+                "a hook event gatehost does not answer: nothing to say"
+            );
+            (HookPoint::SessionStart, Answer::Proceed)
+        }
+        Err(Ok(e)) => {
             // Nothing to count retries by: the CLI's own cap bounds this.
             tracing::error!(agent = agent.name(), error = %e, "unreadable hook input");
             (
