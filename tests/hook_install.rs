@@ -286,3 +286,39 @@ fn codex_gets_its_hooks_and_their_trust_and_uninstall_restores_both_files() {
     assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
     assert!(!codex_home.join("hooks.json").exists());
 }
+
+#[test]
+fn mcp_goes_into_claudes_and_codexs_own_files_and_comes_out_again() {
+    let s = Scratch::new();
+    let home = s.out.join("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+    let claude_json = home.join(".claude.json");
+    let claude_original = "{\n  \"numStartups\": 3,\n  \"projects\": {}\n}\n";
+    std::fs::write(&claude_json, claude_original).expect("write");
+    let config = home.join(".codex/config.toml");
+    let codex_original = "model = \"gpt-5.5\"\n";
+    std::fs::write(&config, codex_original).expect("write");
+
+    assert_eq!(hook(&s, &["install", "claude", "--mcp"]).code, 0);
+    let v = read_json(&claude_json);
+    assert_eq!(v["numStartups"], 3);
+    assert_eq!(v["mcpServers"]["gatehost"]["args"], json!(["mcp"]));
+    let r = hook(&s, &["install", "codex", "--mcp"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let toml = std::fs::read_to_string(&config).expect("read");
+    assert!(
+        toml.contains("[mcp_servers.gatehost]") && toml.contains("args = [\"mcp\"]"),
+        "{toml}"
+    );
+
+    assert_eq!(hook(&s, &["uninstall", "claude"]).code, 0);
+    assert_eq!(hook(&s, &["uninstall", "codex"]).code, 0);
+    assert_eq!(
+        std::fs::read_to_string(&claude_json).expect("read"),
+        claude_original
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("read"),
+        codex_original
+    );
+}

@@ -599,3 +599,83 @@ mod codex_tests {
         );
     }
 }
+
+/// Codex's `config.toml` with `[mcp_servers.<name>]` running `command mcp`
+/// (`Some`), or without it (`None`; and without `mcp_servers` if that
+/// leaves it empty), everything else kept as written.
+pub fn codex_config_mcp(
+    text: &str,
+    name: &str,
+    command: Option<&str>,
+) -> Result<String, InstallError> {
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| InstallError::Parse(e.to_string()))?;
+    let current = doc.get("mcp_servers").and_then(|s| s.get(name)).map(|t| {
+        (
+            t.get("command")
+                .and_then(|c| c.as_str())
+                .map(str::to_string),
+            t.get("args").and_then(|a| a.as_array()).map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+            }),
+        )
+    });
+    match command {
+        Some(cmd) => {
+            if current == Some((Some(cmd.to_string()), Some(vec!["mcp".to_string()]))) {
+                return Ok(text.to_string());
+            }
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut t = toml_edit::Table::new();
+                    t.set_implicit(true);
+                    toml_edit::Item::Table(t)
+                })
+                .as_table_mut()
+                .ok_or_else(|| InstallError::NotObject("mcp_servers".into()))?;
+            let mut t = toml_edit::Table::new();
+            t["command"] = toml_edit::value(cmd);
+            let mut args = toml_edit::Array::new();
+            args.push("mcp");
+            t["args"] = toml_edit::value(args);
+            servers.insert(name, toml_edit::Item::Table(t));
+        }
+        None => {
+            if current.is_none() {
+                return Ok(text.to_string());
+            }
+            if let Some(servers) = doc.get_mut("mcp_servers").and_then(|s| s.as_table_mut()) {
+                servers.remove(name);
+                if servers.is_empty() {
+                    doc.remove("mcp_servers");
+                }
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+#[cfg(test)]
+mod codex_mcp_tests {
+    use super::*;
+
+    #[test]
+    fn the_mcp_server_goes_in_once_and_out_again() {
+        let original = "model = \"gpt-5.5\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
+        let once = codex_config_mcp(original, "gatehost", Some("/bin/gatehost")).unwrap();
+        assert!(
+            once.contains("[mcp_servers.gatehost]") && once.contains("args = [\"mcp\"]"),
+            "{once}"
+        );
+        assert!(once.contains("[mcp_servers.other]"), "{once}");
+        assert_eq!(
+            codex_config_mcp(&once, "gatehost", Some("/bin/gatehost")).unwrap(),
+            once
+        );
+        assert_eq!(codex_config_mcp(&once, "gatehost", None).unwrap(), original);
+    }
+}

@@ -16,8 +16,8 @@ use super::super::error::{CliError, CliResult};
 use super::args::{InstallArgs, Scope, UninstallArgs};
 use crate::hook::AgentCli;
 use crate::hook::install::{
-    HookSet, Layout, add_hooks, add_mcp_server, codex_config_trust, codex_trust, remove_hooks,
-    remove_mcp_server,
+    HookSet, Layout, add_hooks, add_mcp_server, codex_config_mcp, codex_config_trust, codex_trust,
+    remove_hooks, remove_mcp_server,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -37,6 +37,10 @@ enum Edit {
     /// Codex's `config.toml`: trust gatehost's hooks in this `hooks.json`.
     CodexTrust {
         hooks: PathBuf,
+    },
+    /// Codex's `config.toml`: `[mcp_servers.gatehost]` running this command.
+    CodexMcp {
+        command: String,
     },
 }
 
@@ -204,6 +208,7 @@ fn apply(edit: &Edit, text: &str, texts: &Texts) -> Result<String, String> {
             let new = codex_trust(hooks, &after).map_err(|e| e.to_string())?;
             codex_config_trust(text, &old, &new)
         }
+        Edit::CodexMcp { command } => codex_config_mcp(text, MCP_NAME, Some(command)),
     }
     .map_err(|e| e.to_string())
 }
@@ -224,7 +229,8 @@ fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String
                 );
             }
         }
-        return codex_config_trust(text, &keys, &[]).map_err(|e| e.to_string());
+        let t = codex_config_trust(text, &keys, &[]).map_err(|e| e.to_string())?;
+        return codex_config_mcp(&t, MCP_NAME, None).map_err(|e| e.to_string());
     }
     let t = remove_hooks(text, Layout::Grouped).map_err(|e| e.to_string())?;
     let t = remove_hooks(&t, Layout::Flat).map_err(|e| e.to_string())?;
@@ -248,9 +254,15 @@ fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf
     };
     Ok(match (agent, scope) {
         (AgentCli::Claude, Scope::User) => {
-            let dir = env_dir("CLAUDE_CONFIG_DIR")
-                .map_or_else(|| home().map(|h| h.join(".claude")), Ok)?;
-            vec![dir.join("settings.json")]
+            // MCP servers of user scope are in .claude.json: in
+            // $CLAUDE_CONFIG_DIR, else in the home directory.
+            match env_dir("CLAUDE_CONFIG_DIR") {
+                Some(dir) => vec![dir.join("settings.json"), dir.join(".claude.json")],
+                None => {
+                    let h = home()?;
+                    vec![h.join(".claude/settings.json"), h.join(".claude.json")]
+                }
+            }
         }
         (AgentCli::Claude, Scope::Project) => {
             let p = project()?;
@@ -377,11 +389,7 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
                 ),
             );
             if args.mcp {
-                if let Some(p) = files.get(1) {
-                    push(p, mcp());
-                } else {
-                    return Err(mcp_user_scope_error(args.agent));
-                }
+                push(&files[1], mcp());
             }
         }
         AgentCli::Codex => {
@@ -400,7 +408,12 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
                 },
             );
             if args.mcp {
-                return Err(mcp_user_scope_error(args.agent));
+                push(
+                    &files[1],
+                    Edit::CodexMcp {
+                        command: exe.clone(),
+                    },
+                );
             }
         }
         AgentCli::Gemini => {
@@ -430,14 +443,6 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
         }
     }
     Ok(plans)
-}
-
-fn mcp_user_scope_error(agent: AgentCli) -> CliError {
-    CliError::input(format!(
-        "gatehost does not write {}'s MCP configuration in this scope; add `gatehost mcp` as a stdio server by hand (docs/mcp.md)",
-        agent.name()
-    ))
-    .field("--mcp")
 }
 
 fn print_trust_note(agent: AgentCli, scope: Scope) {
