@@ -19,6 +19,7 @@ mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
 mod daemon_lifecycle;
+mod hook_cost;
 mod hook_install;
 mod hostile_judge;
 mod hostile_shell;

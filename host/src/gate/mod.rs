@@ -126,6 +126,7 @@ impl GateRunner {
         self.inner
             .wasm
             .get_or_init(|| {
+                tracing::debug!("starting the WASM engine");
                 WasmHost::new(self.inner.config.wasm.clone()).map_err(|e| e.to_string())
             })
             .as_ref()

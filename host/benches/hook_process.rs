@@ -1,0 +1,432 @@
+//! What a user pays per agent stop, as whole processes (spawn, wait,
+//! exit), each against a baseline process measured in the same run,
+//! alternating one baseline and one subject per round.
+//!
+//! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench hook_process`
+//! (add `-- --rounds N`, default 200, and `--only PAIR,...`).
+//!
+//! Pairs (baseline vs subject):
+//! - hook: the `true` program fed a Claude Code Stop hook's JSON on stdin
+//!   (a bare hook) vs `gatehost hook claude --gates GATES` with one shell
+//!   gate `true` (confined as gatehost confines every shell gate), fed the
+//!   same JSON; the hook's stdout must be empty (a pass) on every run;
+//! - check-forbid: `grep -rE PATTERN WS` vs `gatehost check` with the
+//!   `forbid-patterns` plugin, the same pattern, on the same 1,000 files
+//!   (no match: both pass); the plugin's compiled component comes from the
+//!   on-disk cache, filled by one run before anything is measured;
+//! - check-true: a bare `true` vs `gatehost check` with a shell gate `true`;
+//! - hook-no-wasm: the hook with a shell gate `true` vs the same hook with
+//!   a WASM `noop` gate (warm cache): what starting the WASM engine costs a
+//!   hook, paid only when a WASM gate runs;
+//! - hook-idle: the hook pair again, each process after a 100 ms pause (not
+//!   timed), as a stop comes after an agent's turn: back to back, one
+//!   process's kernel state (the cgroup migration lock's RCU sync, CPU
+//!   frequency and idle states) is still warm from the last; after a pause
+//!   it may not be. A quarter of the rounds (at least 20).
+//!
+//! Peak memory is each process's `ru_maxrss` (wait4). A spawned child is
+//! charged at exec with the high-water mark of the memory it started
+//! from (the bench's own), so the baseline's figure is that floor.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PATTERN: &str = r"dbg!\(|FIXME[0-9]+";
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .skip_while(|a| a != "--rounds")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    // `--only a,b` runs only the named pairs (hook, check-forbid,
+    // check-true, hook-no-wasm, hook-idle); all of them by default.
+    let only: Option<Vec<String>> = std::env::args()
+        .skip_while(|a| a != "--only")
+        .nth(1)
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let pair = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == name));
+    let gatehost = PathBuf::from(env!("CARGO_BIN_EXE_gatehost"));
+    assert!(gatehost.is_file(), "{}", gatehost.display());
+    let plugins =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
+    assert!(
+        plugins.join("noop.wasm").is_file() && plugins.join("forbid_patterns.wasm").is_file(),
+        "build the plugins first: bash scripts/build-plugins.sh"
+    );
+    let true_path = which::which("true").expect("true is on PATH");
+    let grep_path = which::which("grep").expect("grep is on PATH");
+
+    // The operator's files in etc/, beside (never inside) the workspaces.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let root = scratch.path();
+    let etc = root.join("etc");
+    std::fs::create_dir_all(&etc).expect("mkdir");
+    let write = |name: &str, text: &str| {
+        let p = etc.join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    };
+    // A git repository with a commit: the hook's cwd.
+    let ws = root.join("ws");
+    git_workspace(&ws);
+    // 1,000 files, no match of PATTERN: forbid-patterns and grep both pass.
+    let files = root.join("files");
+    generate_workspace(&files, 1000);
+    let state = root.join("state");
+    let cache = root.join("cache");
+    let shell_config = write("shell.toml", "[shell]\nallow = [\"true\"]\n");
+    let wasm_config = write(
+        "wasm.toml",
+        &format!(
+            "[shell]\nallow = [\"true\"]\n[wasm]\nplugin_dirs = [{:?}]\ncache_dir = {:?}\n",
+            plugins.display().to_string(),
+            cache.display().to_string()
+        ),
+    );
+    let true_gate = write("true.json", r#"{"command": "true"}"#);
+    let noop_gate = write("noop.json", r#"{"wasm": {"plugin": "noop"}}"#);
+    let forbid_gate = write(
+        "forbid.json",
+        &serde_json::json!({"wasm": {"plugin": "forbid-patterns", "timeoutMs": 60000,
+            "config": {"scope": "all", "rules": [{"id": "no-dbg", "pattern": PATTERN}]}}})
+        .to_string(),
+    );
+    let stop = serde_json::json!({
+        "session_id": "bench",
+        "cwd": ws,
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+        "last_assistant_message": "done",
+    })
+    .to_string()
+    .into_bytes();
+    let hook = |config: &Path, gates: &Path| {
+        let args: Vec<OsString> = vec![
+            "hook".into(),
+            "claude".into(),
+            "--gates".into(),
+            gates.into(),
+            "--config".into(),
+            config.into(),
+            "--state-dir".into(),
+            state.as_os_str().into(),
+        ];
+        let run = spawn(&gatehost, &args, &stop);
+        assert!(
+            run.code == 0 && run.stdout.is_empty(),
+            "the hook did not pass: {run:?}"
+        );
+        run
+    };
+    let check = |workspace: &Path, config: &Path, gates: &Path| {
+        let args: Vec<OsString> = vec![
+            "check".into(),
+            "--workspace".into(),
+            workspace.into(),
+            "--config".into(),
+            config.into(),
+            gates.into(),
+            "--json".into(),
+        ];
+        let run = spawn(&gatehost, &args, b"");
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout)
+            .unwrap_or_else(|e| panic!("check's stdout is not JSON ({e}): {run:?}"));
+        assert!(
+            run.code == 0 && report["outcome"] == "pass",
+            "the check did not pass: {run:?}"
+        );
+        run
+    };
+    let bare_true = |stdin: &[u8]| {
+        let run = spawn(&true_path, &[], stdin);
+        assert_eq!(run.code, 0, "{run:?}");
+        run
+    };
+
+    println!(
+        "hook_process, {rounds} alternating rounds, whole processes; gatehost: {}",
+        gatehost.display()
+    );
+    println!(
+        "containment: {}",
+        String::from_utf8_lossy(&check(&ws, &shell_config, &true_gate).stderr).trim()
+    );
+    // Fill the component cache (the first run compiles each plugin).
+    for gates in [&noop_gate, &forbid_gate] {
+        let t = Instant::now();
+        check(&files, &wasm_config, gates);
+        println!(
+            "first run of {}, compiling into the empty cache: {:.0} ms",
+            gates.file_name().unwrap_or_default().to_string_lossy(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
+
+    if pair("hook") {
+        let (a, b) = alternate(
+            rounds,
+            || bare_true(&stop),
+            || hook(&shell_config, &true_gate),
+        );
+        report(
+            "hook: bare hook (`true`, the Stop JSON on stdin) vs `gatehost hook claude`, shell gate `true`",
+            &a,
+            &b,
+        );
+    }
+    if pair("check-forbid") {
+        let (a, b) = alternate(
+            rounds,
+            || {
+                let args: Vec<OsString> =
+                    vec!["-rE".into(), PATTERN.into(), files.as_os_str().into()];
+                let run = spawn(&grep_path, &args, b"");
+                // 1: no match, every file read.
+                assert!(run.code == 1 && run.stdout.is_empty(), "{run:?}");
+                run
+            },
+            || check(&files, &wasm_config, &forbid_gate),
+        );
+        report(
+            "check-forbid: `grep -rE` vs `gatehost check`, forbid-patterns (cached component), 1,000 files",
+            &a,
+            &b,
+        );
+    }
+    if pair("check-true") {
+        let (a, b) = alternate(
+            rounds,
+            || bare_true(b""),
+            || check(&ws, &shell_config, &true_gate),
+        );
+        report(
+            "check-true: bare `true` vs `gatehost check`, shell gate `true`",
+            &a,
+            &b,
+        );
+    }
+    if pair("hook-no-wasm") {
+        let (a, b) = alternate(
+            rounds,
+            || hook(&wasm_config, &true_gate),
+            || hook(&wasm_config, &noop_gate),
+        );
+        report(
+            "hook-no-wasm: `gatehost hook claude`, shell gate `true` vs WASM `noop` (cached component)",
+            &a,
+            &b,
+        );
+    }
+    if pair("hook-idle") {
+        let pause = || std::thread::sleep(Duration::from_millis(100));
+        let (a, b) = alternate_with(
+            (rounds / 4).max(20),
+            pause,
+            || bare_true(&stop),
+            || hook(&shell_config, &true_gate),
+        );
+        report(
+            "hook-idle: the hook pair, each after a 100 ms pause: bare hook vs `gatehost hook claude`, shell gate `true`",
+            &a,
+            &b,
+        );
+    }
+    println!(
+        "the bench process's own peak (VmHWM): {} KiB",
+        vm_hwm_kib().unwrap_or(0)
+    );
+}
+
+/// One whole process: spawned, fed `stdin`, its output read, reaped.
+struct Run {
+    elapsed: Duration,
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// `ru_maxrss` from wait4, KiB.
+    max_rss_kib: i64,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {} after {:?}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.elapsed,
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
+    }
+}
+
+/// Spawns `program` with a clean environment (PATH and HOME only), writes
+/// `stdin` and closes it, reads stdout and stderr to their end and reaps
+/// the process with wait4, timing all of it.
+fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
+    let start = Instant::now();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Reaped below with wait4(2).
+    #[allow(clippy::zombie_processes)]
+    let mut child = cmd.spawn().expect("spawn");
+    let pid = child.id() as i32;
+    if let Some(mut input) = child.stdin.take() {
+        // A program that does not read its stdin (`true`) may be gone
+        // already: a broken pipe is what a CLI's hook runner sees then too.
+        let _ = input.write_all(stdin);
+    }
+    let mut err = child.stderr.take().expect("stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut stdout)
+        .expect("read stdout");
+    let stderr = stderr.join().expect("stderr reader");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data: all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own unreaped child with valid out-pointers.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let elapsed = start.elapsed();
+    assert_eq!(rc, pid, "wait4");
+    assert!(libc::WIFEXITED(status), "killed: status {status}");
+    Run {
+        elapsed,
+        code: libc::WEXITSTATUS(status),
+        stdout,
+        stderr,
+        max_rss_kib: usage.ru_maxrss,
+    }
+}
+
+fn alternate(
+    rounds: usize,
+    a: impl FnMut() -> Run,
+    b: impl FnMut() -> Run,
+) -> (Vec<Run>, Vec<Run>) {
+    alternate_with(rounds, || {}, a, b)
+}
+
+/// `a` then `b`, `rounds` times after a warm-up, each timed alone (its
+/// `Run::elapsed`) and each preceded by `before` (not timed).
+fn alternate_with(
+    rounds: usize,
+    mut before: impl FnMut(),
+    mut a: impl FnMut() -> Run,
+    mut b: impl FnMut() -> Run,
+) -> (Vec<Run>, Vec<Run>) {
+    for _ in 0..rounds / 10 + 3 {
+        a();
+        b();
+    }
+    let (mut xa, mut xb) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        before();
+        xa.push(a());
+        before();
+        xb.push(b());
+    }
+    (xa, xb)
+}
+
+fn quantile<T: Copy + Ord>(samples: &[T], q: f64) -> T {
+    let mut s = samples.to_vec();
+    s.sort();
+    s[((s.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn report(name: &str, baseline: &[Run], subject: &[Run]) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let times = |r: &[Run]| r.iter().map(|r| r.elapsed).collect::<Vec<_>>();
+    let rss = |r: &[Run]| r.iter().map(|r| r.max_rss_kib).collect::<Vec<_>>();
+    let (bt, st) = (times(baseline), times(subject));
+    let (b50, b90) = (quantile(&bt, 0.5), quantile(&bt, 0.9));
+    let (s50, s90) = (quantile(&st, 0.5), quantile(&st, 0.9));
+    let (br, sr) = (rss(baseline), rss(subject));
+    println!(
+        "{name}:\n  baseline p50 {:.2} ms, p90 {:.2} ms | subject p50 {:.2} ms, p90 {:.2} ms\n  \
+         subject - baseline: p50 {:+.2} ms, p90 {:+.2} ms | subject/baseline (p50) {:.2}x\n  \
+         peak RSS (ru_maxrss) p50 / max: baseline {} / {} KiB, subject {} / {} KiB",
+        ms(b50),
+        ms(b90),
+        ms(s50),
+        ms(s90),
+        ms(s50) - ms(b50),
+        ms(s90) - ms(b90),
+        s50.as_secs_f64() / b50.as_secs_f64(),
+        quantile(&br, 0.5),
+        br.iter().max().unwrap_or(&0),
+        quantile(&sr, 0.5),
+        sr.iter().max().unwrap_or(&0),
+    );
+}
+
+fn vm_hwm_kib() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// A git repository with one commit.
+fn git_workspace(ws: &Path) {
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir");
+    std::fs::write(ws.join("src/lib.rs"), "pub fn f() {}\n").expect("write");
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.com",
+            "commit",
+            "-qm",
+            "start",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+}
+
+/// A workspace of `n` small Rust-like files (as the wasm_gates bench's,
+/// without its planted match).
+fn generate_workspace(root: &Path, n: usize) {
+    for i in 0..n {
+        let dir: PathBuf = root.join(format!("src/mod{}", i % 20));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut text = String::new();
+        for line in 0..40 {
+            text.push_str(&format!(
+                "pub fn function_{i}_{line}(x: u32) -> u32 {{ x.wrapping_mul({line}) + {i} }}\n"
+            ));
+        }
+        std::fs::write(dir.join(format!("file{i}.rs")), text).expect("write");
+    }
+}
