@@ -26,6 +26,7 @@ bash scripts/build-plugins.sh
 command -v python3 >/dev/null || { echo "python3 is needed by tests/fake-model-api" >&2; exit 1; }
 bash scripts/install-agent-clis.sh
 bash scripts/install-mcp-client.sh
+bash scripts/install-aider.sh
 
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 # (No doc tests: the crate has none, and a run closing on "0 passed" reads

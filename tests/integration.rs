@@ -11,6 +11,7 @@
 
 mod common;
 
+mod agent_aider;
 mod agent_claude;
 mod agent_codex;
 mod agent_cursor;

@@ -217,6 +217,10 @@ import gemini_api  # noqa: E402  (Gemini API: /v1beta/models/MODEL:…GenerateCo
 
 gemini_api.register(MODEL_ROUTE_PATTERNS)
 
+import openai_chat  # noqa: E402  (the OpenAI Chat Completions API, for Aider)
+
+MODEL_ROUTES.update(openai_chat.ROUTES)
+
 
 def write_port_file(path, port):
     tmp = "%s.tmp.%d" % (path, os.getpid())
