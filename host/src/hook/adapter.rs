@@ -178,6 +178,38 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// The fields Claude Code, Codex and Gemini CLI share (Gemini names the
+/// last message `prompt_response`).
+#[derive(serde::Deserialize)]
+struct CommonInput {
+    hook_event_name: Option<String>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    transcript_path: Option<String>,
+    #[serde(alias = "prompt_response")]
+    last_assistant_message: Option<String>,
+    stop_hook_active: Option<bool>,
+}
+
+/// Reads the hook JSON those three CLIs share; `point` maps the event's
+/// name (`None`: an event gatehost does not answer).
+pub fn parse_common(
+    input: &[u8],
+    point: impl Fn(&str) -> Option<HookPoint>,
+) -> Result<HookInput, HookError> {
+    let i: CommonInput = parse_json(input)?;
+    let event = required("hook_event_name", i.hook_event_name)?;
+    let point = point(&event).ok_or(HookError::UnknownEvent(event))?;
+    Ok(HookInput {
+        point,
+        session_id: required("session_id", i.session_id)?,
+        cwd: required("cwd", i.cwd)?.into(),
+        last_message: i.last_assistant_message.filter(|m| !m.trim().is_empty()),
+        transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
+        loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
+    })
+}
+
 /// A required non-empty string field.
 pub fn required(field: &str, value: Option<String>) -> Result<String, HookError> {
     match value {

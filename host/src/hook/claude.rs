@@ -8,23 +8,12 @@
 //! status lets the stop through, so gatehost always exits 0 and says what it
 //! means in JSON.
 
+use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
-use super::adapter::{parse_json, required};
-use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
 
 pub struct Claude;
-
-#[derive(Deserialize)]
-struct Input {
-    hook_event_name: Option<String>,
-    session_id: Option<String>,
-    cwd: Option<String>,
-    transcript_path: Option<String>,
-    last_assistant_message: Option<String>,
-    stop_hook_active: Option<bool>,
-}
 
 impl Adapter for Claude {
     fn agent(&self) -> AgentCli {
@@ -32,21 +21,11 @@ impl Adapter for Claude {
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {
-        let i: Input = parse_json(input)?;
-        let event = required("hook_event_name", i.hook_event_name)?;
-        let point = match event.as_str() {
-            "Stop" | "SubagentStop" => HookPoint::Stop,
-            "SessionStart" => HookPoint::SessionStart,
-            "UserPromptSubmit" => HookPoint::TurnStart,
-            _ => return Err(HookError::UnknownEvent(event)),
-        };
-        Ok(HookInput {
-            point,
-            session_id: required("session_id", i.session_id)?,
-            cwd: required("cwd", i.cwd)?.into(),
-            last_message: i.last_assistant_message,
-            transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
-            loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
+        parse_common(input, |event| match event {
+            "Stop" | "SubagentStop" => Some(HookPoint::Stop),
+            "SessionStart" => Some(HookPoint::SessionStart),
+            "UserPromptSubmit" => Some(HookPoint::TurnStart),
+            _ => None,
         })
     }
 

@@ -22,23 +22,12 @@
 //! passes would loop until the CLI crashes (it has no cap of its own). It
 //! only registers the session, as `SessionStart` does.
 
+use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
-use super::adapter::{parse_json, required};
-use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
 
 pub struct Gemini;
-
-#[derive(Deserialize)]
-struct Input {
-    hook_event_name: Option<String>,
-    session_id: Option<String>,
-    cwd: Option<String>,
-    transcript_path: Option<String>,
-    prompt_response: Option<String>,
-    stop_hook_active: Option<bool>,
-}
 
 impl Adapter for Gemini {
     fn agent(&self) -> AgentCli {
@@ -46,21 +35,11 @@ impl Adapter for Gemini {
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {
-        let i: Input = parse_json(input)?;
-        let event = required("hook_event_name", i.hook_event_name)?;
-        let point = match event.as_str() {
-            "AfterAgent" => HookPoint::Stop,
+        parse_common(input, |event| match event {
+            "AfterAgent" => Some(HookPoint::Stop),
             // Not TurnStart: see the module's documentation.
-            "SessionStart" | "BeforeAgent" => HookPoint::SessionStart,
-            _ => return Err(HookError::UnknownEvent(event)),
-        };
-        Ok(HookInput {
-            point,
-            session_id: required("session_id", i.session_id)?,
-            cwd: required("cwd", i.cwd)?.into(),
-            last_message: i.prompt_response.filter(|m| !m.trim().is_empty()),
-            transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
-            loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
+            "SessionStart" | "BeforeAgent" => Some(HookPoint::SessionStart),
+            _ => None,
         })
     }
 

@@ -33,18 +33,12 @@ pub fn last_assistant_message(path: &Path) -> Option<String> {
     let text = String::from_utf8_lossy(&bytes);
     text.lines().rev().find_map(|line| {
         let v: Value = serde_json::from_str(line).ok()?;
+        // The message is the entry itself, or under `message` (Claude
+        // Code) or `payload` (Codex).
         [&v, &v["message"], &v["payload"]]
             .into_iter()
-            .find(|m| {
-                m["role"] == "assistant" || m["type"] == "assistant" && m.get("message").is_none()
-            })
+            .find(|m| m["role"] == "assistant")
             .and_then(text_of)
-            .or_else(|| {
-                // Claude Code: {"type": "assistant", "message": {"role": "assistant", ...}}
-                (v["type"] == "assistant")
-                    .then(|| text_of(&v["message"]))
-                    .flatten()
-            })
     })
 }
 
