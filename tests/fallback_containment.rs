@@ -1,6 +1,8 @@
 //! Containment without cgroups: process groups plus the host as child
-//! subreaper, sweeping what re-parents to it. This binary runs only
-//! supervised processes, so the sweep cannot take another test's child.
+//! subreaper, sweeping what re-parents to it. And containment by cgroups
+//! the way the host takes where `clone3` into a cgroup is refused: it steps
+//! into the gate's cgroup for the spawn. This binary runs only supervised
+//! processes, so the sweep cannot take another test's child.
 
 use crate::common;
 use common::*;
@@ -12,11 +14,24 @@ use gatehost::verdict::Outcome;
 use std::time::{Duration, Instant};
 
 fn runner() -> GateRunner {
+    runner_with(Supervisor::without_cgroups())
+}
+
+fn runner_with(supervisor: Supervisor) -> GateRunner {
     let config = HostConfig::from_toml(&allow_config(&[]), "test").expect("config");
-    GateRunner::with_supervisor(config, Supervisor::without_cgroups())
+    GateRunner::with_supervisor(config, supervisor)
 }
 
 async fn run_script(
+    script: &str,
+    marker: &str,
+    timeout_ms: u64,
+) -> (gatehost::verdict::Verdict, Duration) {
+    run_script_with(runner(), script, marker, timeout_ms).await
+}
+
+async fn run_script_with(
+    runner: GateRunner,
     script: &str,
     marker: &str,
     timeout_ms: u64,
@@ -27,7 +42,7 @@ async fn run_script(
         .expect("gate")
         .remove(0);
     let start = Instant::now();
-    let v = runner()
+    let v = runner
         .run_gate(&gate, &anchor, &GateContext::default())
         .await;
     (v, start.elapsed())
@@ -65,6 +80,42 @@ async fn without_cgroups_a_hang_that_ignores_sigterm_is_killed() {
     assert!(
         took < Duration::from_millis(300 + 2000 + 1000),
         "took {took:?}"
+    );
+    assert_no_survivors(&m);
+}
+
+#[tokio::test]
+async fn moving_into_cgroups_a_setsid_descendant_is_killed_with_its_cgroup() {
+    let supervisor = Supervisor::moving_into_cgroups();
+    assert_eq!(supervisor.cgroup_entry(), "moving");
+    let m = marker("mv-setsid");
+    let (v, took) = run_script_with(
+        runner_with(supervisor),
+        "gates/setsid-escape.sh",
+        &m,
+        10_000,
+    )
+    .await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_no_survivors(&m);
+}
+
+#[tokio::test]
+async fn moving_into_cgroups_a_hang_that_ignores_sigterm_is_killed() {
+    let m = marker("mv-noterm");
+    let (v, _) = run_script_with(
+        runner_with(Supervisor::moving_into_cgroups()),
+        "gates/ignore-term.sh",
+        &m,
+        300,
+    )
+    .await;
+    assert_eq!(v.outcome, Outcome::Fail);
+    assert!(
+        v.reason.starts_with("timed out after 300 ms"),
+        "{}",
+        v.reason
     );
     assert_no_survivors(&m);
 }

@@ -1,12 +1,13 @@
 //! Per-process-tree cgroup v2 containment.
 //!
 //! Each supervised process starts inside a fresh (or recycled, empty) child
-//! cgroup of the host's own cgroup. To leave no window in which the child
-//! could fork outside it, the host itself steps into that cgroup for the
-//! duration of the spawn and steps back out right after: a child is born in
-//! its parent's cgroup. Every descendant, including one that calls `setsid`
-//! to leave the process group, then stays countable and killable with
-//! `cgroup.kill`.
+//! cgroup of the host's own cgroup, born there (`clone3` with
+//! `CLONE_INTO_CGROUP`, see `spawn`), so there is no window in which it
+//! could fork outside it. Where `clone3` into a cgroup is refused, the host
+//! itself steps into the cgroup for the duration of the spawn and back out
+//! right after (`enter`, `leave`): a child is born in its parent's cgroup.
+//! Every descendant, including one that calls `setsid` to leave the process
+//! group, then stays countable and killable with `cgroup.kill`.
 //!
 //! Where the host may not create cgroups (no cgroup2 mount, no write
 //! permission, a kernel without `cgroup.kill`), `Cgroups::detect` returns
@@ -24,12 +25,15 @@ use std::time::{Duration, Instant};
 /// Empty cgroups kept for reuse.
 const POOL_MAX: usize = 16;
 
+/// The next cgroup's number, shared by every `Cgroups` of the process, so
+/// that two supervisors in one process never pick the same name.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
 /// Where this host creates its per-gate cgroups.
 #[derive(Debug)]
 pub struct Cgroups {
     /// The host's own cgroup directory.
     parent: PathBuf,
-    counter: AtomicU64,
     pool: Mutex<Vec<PathBuf>>,
 }
 
@@ -41,7 +45,10 @@ pub struct ProcessCgroup {
 
 impl Cgroups {
     /// Finds the host's cgroup v2 directory and checks that a child cgroup
-    /// with `cgroup.kill` can be made there and entered.
+    /// with `cgroup.kill` can be made there. Nothing moves: whether a child
+    /// can then be put into it is found at the first spawn, which falls
+    /// back to process groups if it cannot. The probe is kept for the
+    /// first gate.
     pub fn detect() -> Option<Cgroups> {
         let mount = cgroup2_mount()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
@@ -50,19 +57,16 @@ impl Cgroups {
         remove_stale(&parent);
         let cgroups = Cgroups {
             parent,
-            counter: AtomicU64::new(0),
             pool: Mutex::new(Vec::new()),
         };
         let probe = cgroups.take().ok()?;
-        let usable = probe.path.join("cgroup.kill").exists() && cgroups.enter(&probe).is_ok();
-        let left = cgroups.leave();
-        if usable && left.is_err() {
-            // We are stuck inside the probe: never use cgroups, never kill it.
-            tracing::error!("cannot leave the probe cgroup; cgroup containment disabled");
-            return None;
+        if probe.path.join("cgroup.kill").exists() {
+            cgroups.recycle(probe);
+            Some(cgroups)
+        } else {
+            cgroups.discard(probe);
+            None
         }
-        cgroups.discard(probe);
-        usable.then_some(cgroups)
     }
 
     /// An empty cgroup: recycled from the pool or newly made.
@@ -70,7 +74,7 @@ impl Cgroups {
         if let Some(path) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             return Ok(ProcessCgroup { path });
         }
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = self
             .parent
             .join(format!("gatehost-{}-{n}", std::process::id()));
@@ -156,6 +160,16 @@ impl Drop for Cgroups {
 impl ProcessCgroup {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cgroup's directory, opened to name it to `clone3`.
+    pub fn open(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags};
+        Ok(rustix::fs::open(
+            &self.path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
     }
 
     /// The pids now in the cgroup.

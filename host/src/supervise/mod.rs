@@ -4,9 +4,12 @@
 //! Used by every process-based gate (shell and judge). Guarantees, whatever
 //! the child does (hangs, ignores SIGTERM, forks a grandchild that keeps the
 //! pipes open, calls `setsid`, floods output):
-//! - it is spawned by argv, never through a shell, with `process_group(0)`
-//!   (which keeps std's posix_spawn path), stdin closed or fed from memory,
-//!   the environment exactly as given;
+//! - it is spawned by argv, never through a shell, in a process group of
+//!   its own, stdin closed or fed from memory, the environment exactly as
+//!   given; where cgroups are available it is born in a cgroup of its own
+//!   (`spawn`: `clone3(CLONE_INTO_CGROUP)`, no process moves), else the
+//!   host steps into that cgroup for the spawn (a kernel or seccomp filter
+//!   that refuses `clone3` into a cgroup), else process groups only;
 //! - each output stream is read to its end into a tail buffer of at most
 //!   `output_cap` bytes;
 //! - on timeout the tree gets SIGTERM, then SIGKILL after `grace`;
@@ -21,6 +24,7 @@
 mod capture;
 mod cgroup;
 pub mod reaper;
+mod spawn;
 
 pub use capture::TailBuffer;
 
@@ -28,9 +32,11 @@ use cgroup::{Cgroups, ProcessCgroup};
 use futures_lite::AsyncWriteExt;
 use rustix::process::Signal;
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -110,7 +116,19 @@ pub enum SpawnError {
 #[derive(Debug)]
 pub struct Supervisor {
     cgroups: Option<Cgroups>,
+    /// How a child gets into its cgroup: one of the `INTO_*` values. It
+    /// only ever steps down, when a way turns out not to work here.
+    into: AtomicU8,
 }
+
+/// Born in it: `clone3(CLONE_INTO_CGROUP)`, no process moves.
+const INTO_BY_CLONE: u8 = 0;
+/// The host steps into the cgroup for the spawn and back out (two writes
+/// to `cgroup.procs`), where `clone3` into a cgroup is refused (an old
+/// kernel, a seccomp filter).
+const INTO_BY_MOVING: u8 = 1;
+/// Not at all: process groups and the sweep of live orphans.
+const INTO_NONE: u8 = 2;
 
 impl Default for Supervisor {
     fn default() -> Self {
@@ -129,23 +147,121 @@ impl Supervisor {
                 "cgroup v2 not available to this host: gates are contained by process group and the subreaper sweep"
             ),
         }
-        Supervisor { cgroups }
+        Supervisor {
+            cgroups,
+            into: AtomicU8::new(INTO_BY_CLONE),
+        }
     }
 
     /// A supervisor that does not use cgroups even where it could (to test
     /// the fallback).
     pub fn without_cgroups() -> Self {
         reaper::become_subreaper();
-        Supervisor { cgroups: None }
+        Supervisor {
+            cgroups: None,
+            into: AtomicU8::new(INTO_NONE),
+        }
+    }
+
+    /// A supervisor that puts each child into its cgroup by moving itself
+    /// there for the spawn, as it does where `clone3` is refused (to test
+    /// that way here).
+    pub fn moving_into_cgroups() -> Self {
+        let s = Self::new();
+        s.into.store(INTO_BY_MOVING, Ordering::Relaxed);
+        s
     }
 
     /// "cgroup" or "process-group": how trees are contained.
     pub fn containment(&self) -> &'static str {
-        if self.cgroups.is_some() {
+        if self.cgroups.is_some() && self.into.load(Ordering::Relaxed) != INTO_NONE {
             "cgroup"
         } else {
             "process-group"
         }
+    }
+
+    /// How a child enters its cgroup: "clone3", "moving" or "none".
+    pub fn cgroup_entry(&self) -> &'static str {
+        match (self.cgroups.is_some(), self.into.load(Ordering::Relaxed)) {
+            (true, INTO_BY_CLONE) => "clone3",
+            (true, INTO_BY_MOVING) => "moving",
+            _ => "none",
+        }
+    }
+
+    /// Starts the child, inside `cgroup` where that works; returns whether
+    /// it is inside. Called under the registry lock.
+    fn spawn(
+        &self,
+        spec: &ProcessSpec<'_>,
+        command: &mut async_process::Command,
+        cgroup: Option<&ProcessCgroup>,
+    ) -> Result<(Child, bool), SpawnError> {
+        let program = || spec.program.display().to_string();
+        if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
+            if self.into.load(Ordering::Relaxed) == INTO_BY_CLONE {
+                let exec = spawn::Exec {
+                    program: spec.program,
+                    args: spec.args,
+                    env: spec.env,
+                    cwd: spec.cwd,
+                    piped_stdin: spec.stdin.is_some(),
+                };
+                let started = cg
+                    .open()
+                    .map_err(spawn::CloneError::Unsupported)
+                    .and_then(|dir| {
+                        confined(spec, || spawn::clone_into(dir.as_fd(), &exec)).map_err(
+                            |reason| spawn::CloneError::Failed(std::io::Error::other(reason)),
+                        )?
+                    });
+                match started {
+                    Ok(started) => {
+                        let child =
+                            Child::started(started).map_err(|source| SpawnError::Start {
+                                program: program(),
+                                source,
+                            })?;
+                        return Ok((child, true));
+                    }
+                    Err(spawn::CloneError::Failed(source)) => {
+                        return Err(SpawnError::Start {
+                            program: program(),
+                            source,
+                        });
+                    }
+                    Err(spawn::CloneError::Unsupported(e)) => {
+                        tracing::info!(error = %e, "clone3 into a cgroup is refused here; gates enter their cgroup by moving the host for each spawn");
+                        self.into.store(INTO_BY_MOVING, Ordering::Relaxed);
+                    }
+                }
+            }
+            if self.into.load(Ordering::Relaxed) == INTO_BY_MOVING {
+                match cgroups.enter(cg) {
+                    Ok(()) => {
+                        let spawned = confined(spec, || command.spawn());
+                        if let Err(e) = cgroups.leave() {
+                            tracing::error!(error = %e, "cannot leave the gate's cgroup");
+                        }
+                        let child = spawned?.map_err(|source| SpawnError::Start {
+                            program: program(),
+                            source,
+                        })?;
+                        return Ok((Child::spawned(child), true));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot enter a gate's cgroup; gates are contained by process group and the sweep of live orphans from now on");
+                        self.into.store(INTO_NONE, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let child = confined(spec, || command.spawn())?.map_err(|source| SpawnError::Start {
+            program: program(),
+            source,
+        })?;
+        Ok((Child::spawned(child), false))
     }
 
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
@@ -179,47 +295,16 @@ impl Supervisor {
             // running elsewhere never takes this child for an orphan, and so
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
-            let entered = match (&self.cgroups, &cgroup) {
-                (Some(c), Some(cg)) => match c.enter(cg) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot enter the gate's cgroup; relying on the process group");
-                        false
-                    }
-                },
-                _ => false,
-            };
-            let spawned = match spec.confine {
-                Some(plan) => {
-                    plan.spawn_confined(|| command.spawn())
-                        .map_err(|reason| SpawnError::Confine {
-                            program: spec.program.display().to_string(),
-                            reason,
-                        })
-                }
-                None => Ok(command.spawn()),
-            };
-            if entered
-                && let Some(c) = &self.cgroups
-                && let Err(e) = c.leave()
-            {
-                tracing::error!(error = %e, "cannot leave the gate's cgroup");
-            }
-            if let Ok(Ok(child)) = &spawned {
-                reg.children.insert(child.id() as i32);
-                if let Some(cg) = &cgroup {
+            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref());
+            if let Ok((child, in_cgroup)) = &spawned {
+                reg.children.insert(child.id());
+                if let (Some(cg), true) = (&cgroup, in_cgroup) {
                     reg.live_cgroups.insert(cg.path().to_path_buf());
                 }
             }
             spawned
         };
-        let spawned = spawned.and_then(|s| {
-            s.map_err(|source| SpawnError::Start {
-                program: spec.program.display().to_string(),
-                source,
-            })
-        });
-        let mut child = match spawned {
+        let (mut child, in_cgroup) = match spawned {
             Ok(c) => c,
             Err(e) => {
                 if let (Some(c), Some(cg)) = (&self.cgroups, cgroup) {
@@ -228,7 +313,17 @@ impl Supervisor {
                 return Err(e);
             }
         };
-        let pid = child.id() as i32;
+        // A cgroup the child is not in (entering it failed) contains nothing:
+        // give it back now, and sweep for live orphans below.
+        let cgroup = match (in_cgroup, cgroup, &self.cgroups) {
+            (true, cg, _) => cg,
+            (false, Some(cg), Some(c)) => {
+                c.release(cg, CGROUP_EMPTY_BOUND).await;
+                None
+            }
+            (false, _, _) => None,
+        };
+        let pid = child.id();
         // If this future is dropped before the end (a cancelled policy),
         // the guard kills the whole tree at once.
         let mut guard = KillOnDrop {
@@ -236,7 +331,7 @@ impl Supervisor {
             cgroup: cgroup.as_ref().map(|c| c.path().to_path_buf()),
             armed: true,
         };
-        tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, "spawned");
+        tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, cgroup_entry = self.cgroup_entry(), "spawned");
 
         let stdin_task = match (child.stdin.take(), spec.stdin) {
             (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
@@ -307,7 +402,7 @@ impl Supervisor {
         if termination != Termination::Unreaped {
             reaper::registry().children.remove(&pid);
         }
-        reaper::sweep(self.cgroups.is_none());
+        reaper::sweep(!in_cgroup);
 
         if let Some(task) = stdin_task {
             task.abort();
@@ -341,6 +436,78 @@ impl Supervisor {
             strays_killed,
             output_abandoned,
         })
+    }
+}
+
+/// Runs `spawn` on a thread confined by the spec's sandbox plan (or here,
+/// unconfined).
+fn confined<T: Send>(
+    spec: &ProcessSpec<'_>,
+    spawn: impl FnOnce() -> T + Send,
+) -> Result<T, SpawnError> {
+    match spec.confine {
+        Some(plan) => plan
+            .spawn_confined(spawn)
+            .map_err(|reason| SpawnError::Confine {
+                program: spec.program.display().to_string(),
+                reason,
+            }),
+        None => Ok(spawn()),
+    }
+}
+
+type Reader = Box<dyn futures_lite::AsyncRead + Send + Unpin>;
+type Writer = Box<dyn futures_lite::AsyncWrite + Send + Unpin>;
+
+/// A supervised child, whichever way it was started, and the host's ends
+/// of its pipes.
+struct Child {
+    process: Process,
+    stdin: Option<Writer>,
+    stdout: Option<Reader>,
+    stderr: Option<Reader>,
+}
+
+enum Process {
+    Spawned(async_process::Child),
+    Cloned(spawn::PidfdChild),
+}
+
+impl Child {
+    fn spawned(mut child: async_process::Child) -> Child {
+        Child {
+            stdin: child.stdin.take().map(|p| Box::new(p) as Writer),
+            stdout: child.stdout.take().map(|p| Box::new(p) as Reader),
+            stderr: child.stderr.take().map(|p| Box::new(p) as Reader),
+            process: Process::Spawned(child),
+        }
+    }
+
+    fn started(s: spawn::Started) -> std::io::Result<Child> {
+        let stdin = match s.stdin {
+            Some(w) => Some(Box::new(async_io::Async::new(w)?) as Writer),
+            None => None,
+        };
+        Ok(Child {
+            stdin,
+            stdout: Some(Box::new(async_io::Async::new(s.stdout)?)),
+            stderr: Some(Box::new(async_io::Async::new(s.stderr)?)),
+            process: Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?),
+        })
+    }
+
+    fn id(&self) -> i32 {
+        match &self.process {
+            Process::Spawned(c) => c.id() as i32,
+            Process::Cloned(c) => c.id(),
+        }
+    }
+
+    async fn status(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match &mut self.process {
+            Process::Spawned(c) => c.status().await,
+            Process::Cloned(c) => c.status().await,
+        }
     }
 }
 
@@ -416,3 +583,6 @@ pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
     let joined = std::env::join_paths(absolute).ok()?;
     which::which_in(name, Some(joined), "/").ok()
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,329 @@
+//! Starting a gate's process directly inside its cgroup, with
+//! `clone3(CLONE_INTO_CGROUP | CLONE_PIDFD)`, and waiting on it through its
+//! pidfd.
+//!
+//! Moving a process between cgroups (a write to `cgroup.procs`) takes the
+//! write side of the kernel's global `cgroup_threadgroup_rwsem`, which waits
+//! for an RCU grace period when the lock is cold: 8 to 15 ms here, twice per
+//! gate (in and back out), which was most of what a `gatehost hook` process
+//! cost beyond a bare hook. A child created by `clone3` with
+//! `CLONE_INTO_CGROUP` is born in its cgroup: no process moves, no grace
+//! period, and no window in which it runs outside the cgroup.
+//!
+//! It owns the fork-and-exec itself, which `std::process::Command` cannot
+//! do into a cgroup: everything the child needs (paths, argv, environment,
+//! pipes) is prepared before `clone3`; between `clone3` and `execve` the
+//! child only makes system calls that are async-signal-safe (it is a copy of
+//! a multi-threaded process), and it never returns into Rust code: it execs
+//! or `_exit`s. Exec errors come back through a close-on-exec pipe, as std
+//! does it. It must never be used for anything but a supervised gate: the
+//! caller ([`super::Supervisor::run`]) owns the tree's clean-up.
+
+use std::ffi::{CString, OsString};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by
+/// `clone_args.cgroup`. (libc declares it as a C `int`, which cannot hold
+/// it on every target.)
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Why `clone3` could not start the child.
+#[derive(Debug)]
+pub enum CloneError {
+    /// This kernel or its seccomp filter refuses `clone3` into a cgroup
+    /// (ENOSYS, EINVAL, EPERM, EACCES, EOPNOTSUPP, EBUSY): the caller falls
+    /// back to another way.
+    Unsupported(io::Error),
+    /// The child could not be started or could not exec its program.
+    Failed(io::Error),
+}
+
+/// What to start.
+pub struct Exec<'a> {
+    pub program: &'a Path,
+    pub args: &'a [OsString],
+    pub env: &'a [(OsString, OsString)],
+    pub cwd: &'a Path,
+    /// A pipe for stdin; otherwise stdin is /dev/null.
+    pub piped_stdin: bool,
+}
+
+/// A started child: its pid, its pidfd, and the host's ends of its pipes.
+#[derive(Debug)]
+pub struct Started {
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+    pub stdin: Option<std::io::PipeWriter>,
+    pub stdout: std::io::PipeReader,
+    pub stderr: std::io::PipeReader,
+}
+
+fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    })
+}
+
+/// Starts `exec` inside the cgroup whose directory is open as `cgroup`, in
+/// a new process group of its own, with exactly the given environment.
+/// Returns once the program has been exec'd (or failed to be).
+pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, CloneError> {
+    let failed = CloneError::Failed;
+    // Everything the child touches is built here, before clone3.
+    let program =
+        cstring(exec.program.as_os_str().as_bytes(), "the program path").map_err(failed)?;
+    let mut argv_owned = vec![program.clone()];
+    for a in exec.args {
+        argv_owned.push(cstring(a.as_bytes(), "an argument").map_err(failed)?);
+    }
+    let mut envp_owned = Vec::with_capacity(exec.env.len());
+    for (k, v) in exec.env {
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        envp_owned.push(cstring(&kv, "an environment variable").map_err(failed)?);
+    }
+    let cwd = cstring(exec.cwd.as_os_str().as_bytes(), "the working directory").map_err(failed)?;
+    let argv: Vec<*const libc::c_char> = argv_owned
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp: Vec<*const libc::c_char> = envp_owned
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+
+    // All of these are close-on-exec; the child's copies on 0, 1 and 2 are
+    // made by dup2, which clears the flag.
+    let (stdin_child, stdin_host): (OwnedFd, Option<std::io::PipeWriter>) = if exec.piped_stdin {
+        let (r, w) = std::io::pipe().map_err(failed)?;
+        (r.into(), Some(w))
+    } else {
+        (
+            std::fs::File::open("/dev/null").map_err(failed)?.into(),
+            None,
+        )
+    };
+    let (stdout_host, stdout_child) = std::io::pipe().map_err(failed)?;
+    let (stderr_host, stderr_child) = std::io::pipe().map_err(failed)?;
+    let (mut report_host, report_child) = std::io::pipe().map_err(failed)?;
+
+    let mut pidfd: RawFd = -1;
+    // SAFETY: clone_args is plain data; all zeroes is its documented
+    // default (no stack: the child runs on a copy of this thread's stack,
+    // as after fork).
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP;
+    args.pidfd = &mut pidfd as *mut RawFd as u64;
+    args.exit_signal = libc::SIGCHLD as u64;
+    args.cgroup = cgroup.as_raw_fd() as u64;
+    let fds = ChildFds {
+        stdin: stdin_child.as_raw_fd(),
+        stdout: stdout_child.as_raw_fd(),
+        stderr: stderr_child.as_raw_fd(),
+        report: report_child.as_raw_fd(),
+    };
+    // SAFETY: the raw clone3 system call with a valid, fully initialised
+    // clone_args of the size passed. In the child (0) only `child_exec`
+    // runs, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: we are the freshly cloned child; every pointer was built
+        // above and stays valid (the memory is a copy of the parent's).
+        unsafe {
+            child_exec(
+                &fds,
+                program.as_ptr(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+                cwd.as_ptr(),
+            )
+        }
+    }
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(
+                libc::ENOSYS
+                | libc::EINVAL
+                | libc::EPERM
+                | libc::EACCES
+                | libc::EOPNOTSUPP
+                | libc::EBUSY,
+            ) => CloneError::Unsupported(e),
+            _ => CloneError::Failed(e),
+        });
+    }
+    let pid = pid as i32;
+    // SAFETY: with CLONE_PIDFD a successful clone3 stored a new fd here.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // The host's copies of the child's ends: closed, so that EOF on the
+    // report pipe means exec, and EOF on stdout/stderr means the tree
+    // closed them.
+    drop((stdin_child, stdout_child, stderr_child, report_child));
+    let mut errno = [0u8; 4];
+    let mut got = 0;
+    while got < errno.len() {
+        match report_host.read(&mut errno[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // Unknown state of the child: kill and reap it, and fail.
+                reap_killed(pid, pidfd.as_fd());
+                return Err(CloneError::Failed(e));
+            }
+        }
+    }
+    if got == 0 {
+        return Ok(Started {
+            pid,
+            pidfd,
+            stdin: stdin_host,
+            stdout: stdout_host,
+            stderr: stderr_host,
+        });
+    }
+    // The child failed before or at exec, and has exited (or is exiting).
+    let _ = rustix::process::waitid(
+        rustix::process::WaitId::PidFd(pidfd.as_fd()),
+        rustix::process::WaitIdOptions::EXITED,
+    );
+    Err(CloneError::Failed(if got == errno.len() {
+        io::Error::from_raw_os_error(i32::from_ne_bytes(errno))
+    } else {
+        io::Error::other("the child failed before exec")
+    }))
+}
+
+/// Raw descriptors the child puts in place.
+struct ChildFds {
+    stdin: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+    report: RawFd,
+}
+
+/// The child's side of the spawn: async-signal-safe system calls only.
+///
+/// # Safety
+/// Only in the child of `clone3`, with pointers to NUL-terminated strings
+/// and NULL-terminated arrays that live in the (copied) memory.
+unsafe fn child_exec(
+    fds: &ChildFds,
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+) -> ! {
+    // SAFETY: plain system calls on valid arguments; see the function's
+    // contract.
+    unsafe {
+        let fail = |report: RawFd| -> ! {
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(report, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127)
+        };
+        // The host ignores SIGPIPE (Rust's runtime does); a gate must get
+        // the default, as std gives it. Nothing is blocked in the gate.
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+            fail(fds.report);
+        }
+        if libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR {
+            fail(fds.report);
+        }
+        for (fd, target) in [(fds.stdin, 0), (fds.stdout, 1), (fds.stderr, 2)] {
+            if fd == target {
+                // dup2 onto itself keeps close-on-exec: clear it.
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    fail(fds.report);
+                }
+            } else if libc::dup2(fd, target) < 0 {
+                fail(fds.report);
+            }
+        }
+        if libc::setpgid(0, 0) != 0 {
+            fail(fds.report);
+        }
+        if libc::chdir(cwd) != 0 {
+            fail(fds.report);
+        }
+        libc::execve(program, argv, envp);
+        fail(fds.report)
+    }
+}
+
+/// Kills and reaps a child whose start went wrong half-way.
+fn reap_killed(pid: i32, pidfd: BorrowedFd<'_>) {
+    super::kill(pid, rustix::process::Signal::KILL);
+    let _ = rustix::process::waitid(
+        rustix::process::WaitId::PidFd(pidfd),
+        rustix::process::WaitIdOptions::EXITED,
+    );
+}
+
+/// A child started by [`clone_into`], waited on through its pidfd.
+#[derive(Debug)]
+pub struct PidfdChild {
+    pid: i32,
+    pidfd: async_io::Async<OwnedFd>,
+    status: Option<ExitStatus>,
+}
+
+impl PidfdChild {
+    pub fn new(pid: i32, pidfd: OwnedFd) -> io::Result<PidfdChild> {
+        Ok(PidfdChild {
+            pid,
+            pidfd: async_io::Async::new(pidfd)?,
+            status: None,
+        })
+    }
+
+    pub fn id(&self) -> i32 {
+        self.pid
+    }
+
+    /// Waits for the child to end and reaps it (once; later calls return
+    /// the same status).
+    pub async fn status(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(s) = self.status {
+                return Ok(s);
+            }
+            let reaped = rustix::process::waitid(
+                rustix::process::WaitId::PidFd(self.pidfd.get_ref().as_fd()),
+                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+            )?;
+            match reaped {
+                Some(s) => {
+                    let raw = match (s.exit_status(), s.terminating_signal()) {
+                        (Some(code), _) => (code & 0xff) << 8,
+                        (None, Some(sig)) => sig | if s.dumped() { 0x80 } else { 0 },
+                        (None, None) => return Err(io::Error::other("waitid: no status")),
+                    };
+                    self.status = Some(ExitStatus::from_raw(raw));
+                }
+                None => self.pidfd.readable().await?,
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The supervisor's ways of starting a child, run for real: born in its
+//! cgroup by `clone3`, moved in by the host, or no cgroup at all. Each
+//! asserts what the child itself sees (its cgroup, its signal state, its
+//! pipes), so a spawn path that got one of them wrong fails here.
+
+use super::*;
+
+fn limits() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(10),
+        grace: Duration::from_millis(200),
+        output_cap: 64 * 1024,
+    }
+}
+
+fn env() -> Vec<(OsString, OsString)> {
+    vec![("PATH".into(), "/usr/bin:/bin".into())]
+}
+
+/// Runs `program args…` under `sup`, stdin fed with `stdin` if given.
+fn run(sup: &Supervisor, program: &str, args: &[&str], stdin: Option<&[u8]>) -> ProcessRun {
+    let program = find_on_path(program, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
+        .expect("the program is installed");
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let env = env();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(sup.run(ProcessSpec {
+        program: &program,
+        args: &args,
+        cwd: Path::new("/"),
+        env: &env,
+        stdin: stdin.map(<[u8]>::to_vec),
+        limits: limits(),
+        confine: None,
+    }))
+    .expect("spawned")
+}
+
+fn stdout(run: ProcessRun) -> String {
+    String::from_utf8(run.stdout.into_bytes()).expect("utf-8")
+}
+
+/// The child's cgroup v2 path, from its own /proc/self/cgroup.
+fn cgroup_of(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Held by the tests that compare the host's own cgroup before and after:
+/// the moving way moves the whole test process for a moment.
+static HOST_CGROUP: Mutex<()> = Mutex::new(());
+
+fn own_cgroup() -> String {
+    cgroup_of(&std::fs::read_to_string("/proc/self/cgroup").expect("read"))
+}
+
+#[test]
+fn where_cgroups_work_a_child_is_born_in_its_own_cgroup_by_clone3() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
+    let sup = Supervisor::new();
+    // This machine (and CI) has a writable cgroup2 hierarchy.
+    assert_eq!(sup.containment(), "cgroup");
+    assert_eq!(sup.cgroup_entry(), "clone3");
+    let before = own_cgroup();
+    let r = run(&sup, "cat", &["/proc/self/cgroup"], None);
+    assert_eq!(r.termination, Termination::Exited(0));
+    let child = cgroup_of(&stdout(r));
+    let name = format!("gatehost-{}-", std::process::id());
+    assert!(
+        child
+            .rsplit('/')
+            .next()
+            .is_some_and(|n| n.starts_with(&name)),
+        "the child runs in {child:?}, not in a cgroup of this host's"
+    );
+    // Nothing moved the host, and clone3 was not refused.
+    assert_eq!(own_cgroup(), before);
+    assert_eq!(sup.cgroup_entry(), "clone3");
+}
+
+#[test]
+fn moving_the_host_into_the_cgroup_still_works_where_clone3_is_refused() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
+    let sup = Supervisor::moving_into_cgroups();
+    assert_eq!(sup.cgroup_entry(), "moving");
+    let before = own_cgroup();
+    let r = run(&sup, "cat", &["/proc/self/cgroup"], None);
+    assert_eq!(r.termination, Termination::Exited(0));
+    let child = cgroup_of(&stdout(r));
+    assert!(
+        child.contains(&format!("gatehost-{}-", std::process::id())),
+        "{child:?}"
+    );
+    assert_eq!(own_cgroup(), before, "the host stepped back out");
+}
+
+#[test]
+fn a_cloned_child_gets_default_sigpipe_and_no_blocked_signals() {
+    // The host ignores SIGPIPE (Rust's runtime does) and its runtime may
+    // block signals; a gate must start as any program started by a shell.
+    let status = stdout(run(&Supervisor::new(), "cat", &["/proc/self/status"], None));
+    let mask = |name: &str| {
+        let hex = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .expect("the field is there")
+            .trim();
+        u64::from_str_radix(hex, 16).expect("hex")
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{status}");
+    assert_eq!(mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{status}");
+}
+
+#[test]
+fn a_cloned_child_is_in_a_process_group_of_its_own_with_the_given_environment() {
+    let out = stdout(run(
+        &Supervisor::new(),
+        "sh",
+        &[
+            "-c",
+            "echo $$ $(cut -d' ' -f5 /proc/$$/stat) $PATH; env | wc -l",
+        ],
+        None,
+    ));
+    let fields: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fields[0], fields[1], "pgid = pid: {out}");
+    assert_eq!(fields[2], "/usr/bin:/bin", "{out}");
+    // PATH, and what sh itself adds (PWD, SHLVL, _): nothing inherited.
+    assert!(fields[3].parse::<u32>().expect("count") <= 4, "{out}");
+}
+
+#[test]
+fn stdin_reaches_a_cloned_child_and_both_outputs_come_back() {
+    let r = run(
+        &Supervisor::new(),
+        "sh",
+        &["-c", "cat; echo to-stderr >&2; exit 3"],
+        Some(b"from-stdin"),
+    );
+    assert_eq!(r.termination, Termination::Exited(3));
+    assert_eq!(r.stderr.clone().into_bytes(), b"to-stderr\n");
+    assert_eq!(stdout(r), "from-stdin");
+}
+
+#[test]
+fn a_cloned_child_killed_by_a_signal_reports_the_signal() {
+    let r = run(&Supervisor::new(), "sh", &["-c", "kill -TERM $$"], None);
+    assert_eq!(r.termination, Termination::Signaled(libc::SIGTERM));
+}
+
+#[test]
+fn a_program_that_cannot_be_executed_is_a_start_error_and_leaves_no_child() {
+    let sup = Supervisor::new();
+    let env = env();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_exec = dir.path().join("script");
+    std::fs::write(&not_exec, "#!/bin/sh\n").expect("write");
+    for (program, errno) in [
+        (dir.path().join("missing"), libc::ENOENT),
+        (not_exec, libc::EACCES),
+        (dir.path().to_path_buf(), libc::EACCES),
+    ] {
+        let err = rt
+            .block_on(sup.run(ProcessSpec {
+                program: &program,
+                args: &[],
+                cwd: Path::new("/"),
+                env: &env,
+                stdin: None,
+                limits: limits(),
+                confine: None,
+            }))
+            .expect_err("cannot start");
+        match err {
+            SpawnError::Start { source, .. } => {
+                assert_eq!(source.raw_os_error(), Some(errno), "{program:?}: {source}");
+            }
+            other => panic!("{program:?}: {other}"),
+        }
+    }
+    assert_eq!(
+        sup.cgroup_entry(),
+        "clone3",
+        "a start error is not a refusal"
+    );
+}
+
+#[test]
+fn a_nul_byte_in_an_argument_is_a_start_error() {
+    let sup = Supervisor::new();
+    let env = env();
+    let args = [OsString::from("a\0b")];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let err = rt
+        .block_on(sup.run(ProcessSpec {
+            program: Path::new("/bin/echo"),
+            args: &args,
+            cwd: Path::new("/"),
+            env: &env,
+            stdin: None,
+            limits: limits(),
+            confine: None,
+        }))
+        .expect_err("refused");
+    assert!(matches!(err, SpawnError::Start { .. }), "{err}");
+}
