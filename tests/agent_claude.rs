@@ -40,11 +40,12 @@ impl Claude {
         c
     }
 
-    /// User-scope settings: `hook` on Stop, SessionStart and UserPromptSubmit.
+    /// User-scope settings: `hook` on Stop, SessionStart, UserPromptSubmit
+    /// and SessionEnd.
     fn hooks(&self, hook: &str) {
         let entry = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 120}]}]);
         let settings = json!({"hooks": {
-            "Stop": entry, "SessionStart": entry, "UserPromptSubmit": entry,
+            "Stop": entry, "SessionStart": entry, "UserPromptSubmit": entry, "SessionEnd": entry,
         }});
         std::fs::write(self.config.join("settings.json"), settings.to_string()).expect("settings");
     }
@@ -270,7 +271,18 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
             .any(|e| e.to_string().contains("Fixed: DONE exists now.")),
         "{session_events:?}"
     );
+    // Claude Code's SessionEnd, as it exits, reported the session exited.
+    assert_session_exited(&d, &id);
     common::assert_no_survivors(&m);
+}
+
+/// The daemon holds `id` as exited, and its last session event says so.
+pub(crate) fn assert_session_exited(d: &Daemon, id: &str) {
+    let session = d.agent_ok("GET", &format!("/v1/sessions/{id}"), None);
+    assert_eq!(session["state"], "exited", "{session}");
+    let events: Vec<Value> = d.all_events(&format!("session={id}"));
+    let last = events.last().and_then(|e| e["type"].as_str());
+    assert_eq!(last, Some("session:exited"), "{events:?}");
 }
 
 /// Runs `gatehost hook claude ARGS` once with `input` on stdin; its stdout.
@@ -351,5 +363,53 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     let third = hook_once(&["--budget", "30s", "--state-dir", state], &env, &stop);
     assert_eq!(third, "", "a pass says nothing");
     assert_eq!(d.policy(&policy)["status"], "done");
+    common::assert_no_survivors(&m);
+}
+
+#[test]
+fn a_standalone_session_end_forgets_the_sessions_retry_count() {
+    let s = Scratch::new();
+    let m = common::marker("claude-end");
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let gates = s.write(
+        "gates.json",
+        &json!({"command": "bash", "args": ["-c", "test -f DONE"]}).to_string(),
+    );
+    let state = s.out.join(format!("gatehost-test-{m}"));
+    let args = [
+        "--gates",
+        gates.to_str().expect("utf-8"),
+        "--config",
+        cfg.to_str().expect("utf-8"),
+        "--max-retries",
+        "1",
+        "--state-dir",
+        state.to_str().expect("utf-8"),
+    ];
+    let input = |event: &str| {
+        json!({"session_id": "ended", "cwd": s.ws, "hook_event_name": event,
+            "last_assistant_message": "done", "reason": "other"})
+    };
+    let decision = |out: &str| -> Value { serde_json::from_str(out).expect("JSON") };
+    // One retry: a block, then the stop is let through with the message.
+    assert_eq!(
+        decision(&hook_once(&args, &[], &input("Stop")))["decision"],
+        "block"
+    );
+    let exhausted = decision(&hook_once(&args, &[], &input("Stop")));
+    assert!(exhausted["systemMessage"].is_string(), "{exhausted}");
+    assert_eq!(
+        std::fs::read_dir(&state).expect("state").count(),
+        2,
+        "standing and lock"
+    );
+    // The session ends: its standing and lock are gone, nothing is said.
+    assert_eq!(hook_once(&args, &[], &input("SessionEnd")), "");
+    assert_eq!(std::fs::read_dir(&state).expect("state").count(), 0);
+    // The same id again counts from the start: a block, not "out of retries".
+    assert_eq!(
+        decision(&hook_once(&args, &[], &input("Stop")))["decision"],
+        "block"
+    );
     common::assert_no_survivors(&m);
 }

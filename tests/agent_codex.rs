@@ -34,7 +34,8 @@ struct CodexEnv {
 
 impl CodexEnv {
     /// Codex pointed at `api`, with `hook` (a shell command line) as its
-    /// `SessionStart`, `UserPromptSubmit` and `Stop` hook, trusted.
+    /// `SessionStart`, `UserPromptSubmit`, `Stop` and `SessionEnd` hook,
+    /// trusted.
     fn new(s: &Scratch, m: &str, api: &FakeApi, hook: &str) -> CodexEnv {
         let dir = run_dir(s, m);
         let home = dir.join("codex-home");
@@ -46,6 +47,7 @@ impl CodexEnv {
             "SessionStart": handler,
             "UserPromptSubmit": handler,
             "Stop": handler,
+            "SessionEnd": handler,
         }});
         let hooks_file = home.join("hooks.json");
         std::fs::write(&hooks_file, hooks.to_string()).expect("hooks.json");
@@ -181,6 +183,7 @@ fn trust_entries(file: &Path, hooks: &Value) -> String {
             "SessionStart" => "session_start",
             "UserPromptSubmit" => "user_prompt_submit",
             "Stop" => "stop",
+            "SessionEnd" => "session_end",
             other => panic!("no trust label for {other}"),
         };
         for (g, group) in groups.as_array().expect("groups").iter().enumerate() {
@@ -486,6 +489,11 @@ fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_th
     }
     let nudges = events.iter().filter(|e| *e == "policy:nudge").count();
     assert_eq!(nudges, 1, "{events:?}");
+    // `codex exec` 0.169 sends no SessionEnd as it exits (its hooks.json
+    // takes the event, the hook never runs): the session stays idle. If a
+    // later Codex sends it, this says so and docs/agents.md should too.
+    let after = d.agent_ok("GET", &format!("/v1/sessions/{session}"), None);
+    assert_eq!(after["state"], "idle", "{after}");
     codex.assert_nothing_left(&m);
     assert!(survivors(&m).is_empty());
 }

@@ -54,7 +54,7 @@ struct Finished {
 
 /// Writes HOME/.gemini/settings.json: API-key auth against the fake API,
 /// no usage statistics (else it calls play.googleapis.com), and `hook` as
-/// the command of the SessionStart, BeforeAgent and AfterAgent hooks (with
+/// the command of the SessionStart, BeforeAgent, AfterAgent and SessionEnd hooks (with
 /// `hook_env` in its environment).
 fn settings(home: &Path, hook: &str, hook_env: &Value) {
     let entry = json!([{"hooks": [{
@@ -67,7 +67,7 @@ fn settings(home: &Path, hook: &str, hook_env: &Value) {
         "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
         "telemetry": {"enabled": false},
         "ide": {"enabled": false},
-        "hooks": {"SessionStart": entry, "BeforeAgent": entry, "AfterAgent": entry},
+        "hooks": {"SessionStart": entry, "BeforeAgent": entry, "AfterAgent": entry, "SessionEnd": entry},
     });
     let dir = home.join(".gemini");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -443,5 +443,7 @@ fn through_the_daemon_a_commit_policy_nudges_then_awaits_the_ack() {
         "{}",
         end.stderr
     );
+    // Gemini CLI's SessionEnd, as it exits, reported the session exited.
+    crate::agent_claude::assert_session_exited(&d, &session);
     assert_no_survivors(&m);
 }

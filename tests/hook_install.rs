@@ -90,7 +90,7 @@ fn install_merges_beside_other_hooks_is_idempotent_and_uninstall_restores_the_by
     let stop = v["hooks"]["Stop"].as_array().expect("Stop");
     assert_eq!(stop.len(), 2, "{v}");
     assert_eq!(stop[0]["hooks"][0]["command"], "notify-send done");
-    for event in ["Stop", "SessionStart", "UserPromptSubmit"] {
+    for event in ["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"] {
         let ours: Vec<&Value> = v["hooks"][event]
             .as_array()
             .expect("event")

@@ -14,11 +14,11 @@ use std::time::Duration;
 /// The agent CLIs gatehost has hook adapters for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum AgentCli {
-    /// Claude Code (`Stop`, `SubagentStop`, `SessionStart`, `UserPromptSubmit`).
+    /// Claude Code (`Stop`, `SubagentStop`, `SessionStart`, `UserPromptSubmit`, `SessionEnd`).
     Claude,
-    /// OpenAI Codex CLI (`hooks.json`: `Stop`, `SessionStart`, `UserPromptSubmit`).
+    /// OpenAI Codex CLI (`hooks.json`: `Stop`, `SessionStart`, `UserPromptSubmit`, `SessionEnd`).
     Codex,
-    /// Google Gemini CLI (`AfterAgent`, `SessionStart`, `BeforeAgent`).
+    /// Google Gemini CLI (`AfterAgent`, `SessionStart`, `BeforeAgent`, `SessionEnd`).
     Gemini,
     /// Cursor (`.cursor/hooks.json`: `stop`, `beforeSubmitPrompt`).
     Cursor,
@@ -54,6 +54,9 @@ pub enum HookPoint {
     TurnStart,
     /// The agent wants to stop: gate its work.
     Stop,
+    /// The session ended (the CLI exits, or `/clear` starts another):
+    /// report it exited, forget its standalone standing. Never refused.
+    SessionEnd,
 }
 
 /// What every CLI's hook JSON says, once read.

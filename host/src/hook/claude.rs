@@ -1,5 +1,6 @@
 //! Claude Code's hooks: `Stop` and `SubagentStop` gate, `SessionStart` and
-//! `UserPromptSubmit` register and mark turns.
+//! `UserPromptSubmit` register and mark turns, `SessionEnd` (with a
+//! `reason`) ends the session.
 //!
 //! Stdin (all events): `session_id`, `transcript_path`, `cwd`,
 //! `hook_event_name`; `Stop` adds `stop_hook_active` and
@@ -25,6 +26,7 @@ impl Adapter for Claude {
             "Stop" | "SubagentStop" => Some(HookPoint::Stop),
             "SessionStart" => Some(HookPoint::SessionStart),
             "UserPromptSubmit" => Some(HookPoint::TurnStart),
+            "SessionEnd" => Some(HookPoint::SessionEnd),
             _ => None,
         })
     }
@@ -71,6 +73,7 @@ mod tests {
             ("SubagentStop", HookPoint::Stop),
             ("SessionStart", HookPoint::SessionStart),
             ("UserPromptSubmit", HookPoint::TurnStart),
+            ("SessionEnd", HookPoint::SessionEnd),
         ] {
             let raw = format!(r#"{{"hook_event_name":"{event}","session_id":"s","cwd":"/w"}}"#);
             assert_eq!(Claude.parse(raw.as_bytes()).unwrap().point, point);

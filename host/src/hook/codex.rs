@@ -50,6 +50,7 @@ impl Adapter for Codex {
             "Stop" => Some(HookPoint::Stop),
             "SessionStart" => Some(HookPoint::SessionStart),
             "UserPromptSubmit" => Some(HookPoint::TurnStart),
+            "SessionEnd" => Some(HookPoint::SessionEnd),
             _ => None,
         })
     }
@@ -115,6 +116,11 @@ mod tests {
             prompt.last_message, None,
             "the prompt is not the agent's message"
         );
+
+        let end = Codex
+            .parse(format!(r#"{{"session_id":"{SESSION}","cwd":"/w","hook_event_name":"SessionEnd","reason":"exit"}}"#).as_bytes())
+            .unwrap();
+        assert_eq!(end.point, HookPoint::SessionEnd);
 
         let stop = Codex.parse(STOP.as_bytes()).unwrap();
         assert_eq!(stop.point, HookPoint::Stop);

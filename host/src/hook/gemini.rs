@@ -1,6 +1,8 @@
 //! Gemini CLI's hooks (`hooks` in `settings.json`, command hooks only, run
 //! as `bash -c COMMAND` in the session's cwd): `AfterAgent` gates,
-//! `SessionStart` and `BeforeAgent` only register the session.
+//! `SessionStart` and `BeforeAgent` only register the session,
+//! `SessionEnd` (`reason` `exit` as the CLI exits, `clear` on `/clear`)
+//! ends it.
 //!
 //! As measured with Gemini CLI 0.61.0 (tests/fake-model-api/README.md):
 //! every event's stdin has `session_id`, `transcript_path`, `cwd`,
@@ -39,6 +41,7 @@ impl Adapter for Gemini {
             "AfterAgent" => Some(HookPoint::Stop),
             // Not TurnStart: see the module's documentation.
             "SessionStart" | "BeforeAgent" => Some(HookPoint::SessionStart),
+            "SessionEnd" => Some(HookPoint::SessionEnd),
             _ => None,
         })
     }
@@ -121,9 +124,30 @@ mod tests {
     }
 
     #[test]
+    fn session_end_as_gemini_fires_it_on_exit_and_clear_ends_the_session() {
+        // As 0.61 sent it, and fireSessionEndEvent's other reason.
+        let i = Gemini.parse(SESSION_END.as_bytes()).unwrap();
+        assert_eq!(
+            (i.point, i.session_id.as_str()),
+            (HookPoint::SessionEnd, SESSION)
+        );
+        for reason in ["exit", "clear"] {
+            let raw = format!(
+                r#"{{"session_id":"{SESSION}","transcript_path":"/t.jsonl","cwd":"/tmp/gx/rJ/cwd","hook_event_name":"SessionEnd","timestamp":"2026-12-01T01:43:00.000Z","reason":"{reason}"}}"#
+            );
+            let i = Gemini.parse(raw.as_bytes()).unwrap();
+            assert_eq!(i.point, HookPoint::SessionEnd);
+            assert_eq!(i.session_id, SESSION);
+            assert_eq!(Gemini.render(i.point, &Answer::Proceed).stdout, "{}");
+        }
+    }
+
+    #[test]
     fn other_events_and_missing_fields_are_errors_naming_them() {
-        let e = Gemini.parse(SESSION_END.as_bytes()).unwrap_err();
-        assert_eq!(e, HookError::UnknownEvent("SessionEnd".into()));
+        let mut v = value(SESSION_END);
+        v["hook_event_name"] = json!("BeforeTool");
+        let e = Gemini.parse(v.to_string().as_bytes()).unwrap_err();
+        assert_eq!(e, HookError::UnknownEvent("BeforeTool".into()));
         let mut v = value(AFTER_AGENT);
         v.as_object_mut().unwrap().remove("session_id");
         let e = Gemini.parse(v.to_string().as_bytes()).unwrap_err();

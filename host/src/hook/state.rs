@@ -135,6 +135,34 @@ impl StateDir {
         drop(lock);
         Ok(out)
     }
+
+    /// Forgets an ended session: removes its standing and its lock file,
+    /// under its lock. Returns whether there was a standing. (A call for
+    /// the same session racing this one could hold the unlinked lock; none
+    /// comes after the CLI said the session ended.)
+    pub fn forget(&self, agent: AgentCli, session_id: &str) -> Result<bool, StateError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StateError::Io { path, source }
+        };
+        let path = self.file(agent, session_id);
+        let lock_path = path.with_extension("lock");
+        let lock = match OpenOptions::new().write(true).open(&lock_path) {
+            Ok(lock) => lock,
+            // Never updated: nothing to forget.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io(&lock_path)(e)),
+        };
+        lock.lock().map_err(io(&lock_path))?;
+        let had = match std::fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io(&path)(e)),
+        };
+        std::fs::remove_file(&lock_path).map_err(io(&lock_path))?;
+        drop(lock);
+        Ok(had)
+    }
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -165,6 +193,29 @@ mod tests {
         assert_eq!(other, Standing::Clear);
         let other_cli = s.update(AgentCli::Codex, "a", |st| (st, st)).unwrap();
         assert_eq!(other_cli, Standing::Clear);
+    }
+
+    #[test]
+    fn an_ended_session_is_forgotten_and_starts_clear_if_it_comes_back() {
+        let t = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(t.path())).unwrap();
+        assert!(!s.forget(AgentCli::Gemini, "a").unwrap(), "nothing yet");
+        s.update(AgentCli::Gemini, "a", |_| (Standing::Exhausted, ()))
+            .unwrap();
+        s.update(AgentCli::Gemini, "b", |_| (Standing::Exhausted, ()))
+            .unwrap();
+        assert!(s.forget(AgentCli::Gemini, "a").unwrap());
+        // Its standing and its lock are gone; the other session's are not.
+        let left: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.iter().all(|n| n.starts_with("gemini-")), "{left:?}");
+        let back = s.update(AgentCli::Gemini, "a", |st| (st, st)).unwrap();
+        assert_eq!(back, Standing::Clear);
+        let other = s.update(AgentCli::Gemini, "b", |st| (st, st)).unwrap();
+        assert_eq!(other, Standing::Exhausted);
     }
 
     #[test]

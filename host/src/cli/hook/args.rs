@@ -54,13 +54,13 @@ pub struct HookArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum HookCommand {
-    /// Answer a Claude Code hook (Stop, SubagentStop, SessionStart, UserPromptSubmit).
+    /// Answer a Claude Code hook (Stop, SubagentStop, SessionStart, UserPromptSubmit, SessionEnd).
     #[command(after_help = AFTER_HELP)]
     Claude(HookArgs),
-    /// Answer a Codex CLI hook (Stop, SessionStart, UserPromptSubmit).
+    /// Answer a Codex CLI hook (Stop, SessionStart, UserPromptSubmit, SessionEnd).
     #[command(after_help = AFTER_HELP)]
     Codex(HookArgs),
-    /// Answer a Gemini CLI hook (AfterAgent, SessionStart, BeforeAgent).
+    /// Answer a Gemini CLI hook (AfterAgent, SessionStart, BeforeAgent, SessionEnd).
     #[command(after_help = AFTER_HELP)]
     Gemini(HookArgs),
     /// Answer a Cursor hook (stop, beforeSubmitPrompt).

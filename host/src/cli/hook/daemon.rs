@@ -62,6 +62,38 @@ pub(super) fn turn_start(
     }
 }
 
+/// The session ended: report it exited. A session the daemon never saw
+/// (no SessionStart reached it) is not registered just to end it.
+pub(super) fn session_end(
+    agent: AgentCli,
+    args: &super::HookArgs,
+    input: &HookInput,
+    deadline: Instant,
+) {
+    let id = format!("{}:{}", agent.name(), input.session_id);
+    let result = with_client(args, deadline, |c| {
+        let id = id.clone();
+        async move {
+            c.report(
+                &id,
+                &ReportRequest {
+                    kind: ReportKind::Exited,
+                    message: None,
+                },
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        }
+    });
+    match result {
+        Ok(()) => tracing::info!(session = %id, "session ended: reported exited"),
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "cannot report the session's end to the daemon");
+        }
+    }
+}
+
 /// A stop: report the turn-end and wait for the counted policies' verdicts.
 pub(super) fn verdict(
     agent: AgentCli,

@@ -383,7 +383,7 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
             push(
                 &files[0],
                 grouped(
-                    &["Stop", "SessionStart", "UserPromptSubmit"],
+                    &["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"],
                     json!(600),
                     "timeout",
                 ),
@@ -396,7 +396,7 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
             push(
                 &files[0],
                 grouped(
-                    &["Stop", "SessionStart", "UserPromptSubmit"],
+                    &["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"],
                     json!(600),
                     "timeout",
                 ),
@@ -419,7 +419,11 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
         AgentCli::Gemini => {
             push(
                 &files[0],
-                grouped(&["AfterAgent", "SessionStart"], json!(60_000), "timeout"),
+                grouped(
+                    &["AfterAgent", "SessionStart", "SessionEnd"],
+                    json!(60_000),
+                    "timeout",
+                ),
             );
             if args.mcp {
                 push(&files[0], mcp());

@@ -133,6 +133,10 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             Some(gates) => standalone::verdict(args, gates, input, deadline),
             None => daemon::verdict(agent, args, input, deadline),
         },
+        HookPoint::SessionEnd => {
+            end_session(agent, args, input, deadline);
+            return Answer::Proceed;
+        }
     };
     tracing::info!(agent = agent.name(), session = %input.session_id, input = ?what, "hook verdict");
     let state = match StateDir::open(args.state_dir.as_deref()) {
@@ -146,6 +150,22 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
     }) {
         Ok(answer) => answer,
         Err(e) => state_failure(input.point, &e.to_string()),
+    }
+}
+
+/// The session ended: the daemon is told it exited (its policies stop
+/// waiting on it); a standalone hook forgets the session's retry count.
+fn end_session(agent: AgentCli, args: &HookArgs, input: &HookInput, deadline: Instant) {
+    if args.gates.is_none() {
+        daemon::session_end(agent, args, input, deadline);
+        return;
+    }
+    match StateDir::open(args.state_dir.as_deref()).and_then(|s| s.forget(agent, &input.session_id))
+    {
+        Ok(had) => {
+            tracing::info!(agent = agent.name(), session = %input.session_id, had_standing = had, "session ended: its retry count is forgotten");
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot forget the ended session's retry count"),
     }
 }
 
