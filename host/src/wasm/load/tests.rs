@@ -96,12 +96,8 @@ fn entry_signed_with(key: [u8; KEY_LEN], name: &str, serialized: &[u8]) -> Vec<u
         dir: PathBuf::new(),
         key,
     };
-    let tag = cache
-        .mac(name, serialized)
-        .expect("mac")
-        .finalize()
-        .into_bytes();
-    [ENTRY_MAGIC, &tag[..], serialized].concat()
+    let tag = cache.tag(name, serialized);
+    [ENTRY_MAGIC, tag.as_bytes(), serialized].concat()
 }
 
 #[test]
@@ -142,6 +138,32 @@ fn an_entry_signed_under_another_key_is_recompiled() {
     )
     .expect("write");
     s.assert_recompiled_then_hit();
+}
+
+#[test]
+fn an_entry_of_the_older_hmac_format_is_recompiled() {
+    use hmac::{Hmac, KeyInit, Mac};
+    let s = Setup::new();
+    s.compile();
+    let serialized = s.serialized();
+    let name = entry_name(&s.engine, &s.file);
+    let key = std::fs::read(s.key()).expect("key");
+    // GHMAC1: HMAC-SHA256 under the same key, the same fields.
+    let tag = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
+        .expect("key")
+        .chain_update(b"gatehost-cwasm-v1")
+        .chain_update((name.len() as u64).to_le_bytes())
+        .chain_update(name.as_bytes())
+        .chain_update(&serialized)
+        .finalize()
+        .into_bytes();
+    std::fs::write(s.entry(), [&b"GHMAC1"[..], &tag[..], &serialized].concat()).expect("write");
+    s.assert_recompiled_then_hit();
+    assert!(
+        std::fs::read(s.entry())
+            .expect("entry")
+            .starts_with(ENTRY_MAGIC)
+    );
 }
 
 #[test]
