@@ -15,6 +15,8 @@
 //!   (no match: both pass); the plugin's compiled component comes from the
 //!   on-disk cache, filled by one run before anything is measured;
 //! - check-true: a bare `true` vs `gatehost check` with a shell gate `true`;
+//! - startup: a bare `true` vs `gatehost --version`: what loading the
+//!   binary alone costs, the floor under every pair above;
 //! - hook-no-wasm: the hook with a shell gate `true` vs the same hook with
 //!   a WASM `noop` gate (warm cache): what starting the WASM engine costs a
 //!   hook, paid only when a WASM gate runs;
@@ -43,7 +45,7 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(200);
     // `--only a,b` runs only the named pairs (hook, check-forbid,
-    // check-true, hook-no-wasm, hook-idle); all of them by default.
+    // check-true, startup, hook-no-wasm, hook-idle); all of them by default.
     let only: Option<Vec<String>> = std::env::args()
         .skip_while(|a| a != "--only")
         .nth(1)
@@ -205,6 +207,22 @@ fn main() {
         );
         report(
             "check-true: bare `true` vs `gatehost check`, shell gate `true`",
+            &a,
+            &b,
+        );
+    }
+    if pair("startup") {
+        let (a, b) = alternate(
+            rounds,
+            || bare_true(b""),
+            || {
+                let run = spawn(&gatehost, &["--version".into()], b"");
+                assert_eq!(run.code, 0, "{run:?}");
+                run
+            },
+        );
+        report(
+            "startup: bare `true` vs `gatehost --version` (loading the binary, nothing else)",
             &a,
             &b,
         );
