@@ -311,7 +311,7 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
     let s = Scratch::new();
     let top = s.ws.parent().expect("scratch top");
     std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
-    let gate = r#"{"command": "bash", "args": ["-c", "id -u; echo ok > made-by-gate; grep CapEff /proc/self/status"]}"#;
+    let gate = r#"{"command": "bash", "args": ["-c", "id -u; echo ok > made-by-gate; grep CapEff /proc/self/status; grep ^0:: /proc/self/cgroup"]}"#;
     let config = format!(
         "[sandbox]\nuser = \"nobody\"\nscratch_dir = \"{}\"\n[shell]\nallow = [\"bash\"]\n",
         s.etc.join("scratch").display()
@@ -340,6 +340,9 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
         .to_string();
     assert!(out.starts_with("65534\n"), "{out}");
     assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    // Still in a cgroup of its own: the unprivileged user may not clone3
+    // into it, so the host moved itself in for that spawn.
+    assert!(out.contains(&format!("/gatehost-{}-", run.pid)), "{out}");
     assert!(run.stderr.contains("as uid 65534"), "{}", run.stderr);
     use std::os::unix::fs::MetadataExt;
     let made = std::fs::metadata(s.ws.join("made-by-gate")).expect("the gate wrote its workspace");

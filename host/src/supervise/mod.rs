@@ -190,17 +190,19 @@ impl Supervisor {
         }
     }
 
-    /// Starts the child, inside `cgroup` where that works; returns whether
-    /// it is inside. Called under the registry lock.
+    /// Starts the child, inside `cgroup` where that works; returns how it
+    /// entered it ("clone3", "moved"), or `None`: it is not inside. Called
+    /// under the registry lock.
     fn spawn(
         &self,
         spec: &ProcessSpec<'_>,
         command: &mut async_process::Command,
         cgroup: Option<&ProcessCgroup>,
-    ) -> Result<(Child, bool), SpawnError> {
+    ) -> Result<(Child, Option<&'static str>), SpawnError> {
         let program = || spec.program.display().to_string();
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
-            if self.into.load(Ordering::Relaxed) == INTO_BY_CLONE {
+            let mut way = self.into.load(Ordering::Relaxed);
+            if way == INTO_BY_CLONE {
                 let exec = spawn::Exec {
                     program: spec.program,
                     args: spec.args,
@@ -210,7 +212,7 @@ impl Supervisor {
                 };
                 let started = cg
                     .open()
-                    .map_err(spawn::CloneError::Unsupported)
+                    .map_err(spawn::CloneError::Refused)
                     .and_then(|dir| {
                         confined(spec, || spawn::clone_into(dir.as_fd(), &exec)).map_err(
                             |reason| spawn::CloneError::Failed(std::io::Error::other(reason)),
@@ -223,7 +225,7 @@ impl Supervisor {
                                 program: program(),
                                 source,
                             })?;
-                        return Ok((child, true));
+                        return Ok((child, Some("clone3")));
                     }
                     Err(spawn::CloneError::Failed(source)) => {
                         return Err(SpawnError::Start {
@@ -232,12 +234,17 @@ impl Supervisor {
                         });
                     }
                     Err(spawn::CloneError::Unsupported(e)) => {
-                        tracing::info!(error = %e, "clone3 into a cgroup is refused here; gates enter their cgroup by moving the host for each spawn");
+                        tracing::info!(error = %e, "clone3 into a cgroup is not available here; gates enter their cgroup by moving the host for each spawn");
                         self.into.store(INTO_BY_MOVING, Ordering::Relaxed);
+                        way = INTO_BY_MOVING;
+                    }
+                    Err(spawn::CloneError::Refused(e)) => {
+                        tracing::debug!(error = %e, "clone3 into the gate's cgroup refused for this spawn (an unprivileged sandbox user); moving the host instead");
+                        way = INTO_BY_MOVING;
                     }
                 }
             }
-            if self.into.load(Ordering::Relaxed) == INTO_BY_MOVING {
+            if way == INTO_BY_MOVING {
                 match cgroups.enter(cg) {
                     Ok(()) => {
                         let spawned = confined(spec, || command.spawn());
@@ -248,7 +255,7 @@ impl Supervisor {
                             program: program(),
                             source,
                         })?;
-                        return Ok((Child::spawned(child), true));
+                        return Ok((Child::spawned(child), Some("moved")));
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot enter a gate's cgroup; gates are contained by process group and the sweep of live orphans from now on");
@@ -261,7 +268,7 @@ impl Supervisor {
             program: program(),
             source,
         })?;
-        Ok((Child::spawned(child), false))
+        Ok((Child::spawned(child), None))
     }
 
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
@@ -296,15 +303,15 @@ impl Supervisor {
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
             let spawned = self.spawn(&spec, &mut command, cgroup.as_ref());
-            if let Ok((child, in_cgroup)) = &spawned {
+            if let Ok((child, entered)) = &spawned {
                 reg.children.insert(child.id());
-                if let (Some(cg), true) = (&cgroup, in_cgroup) {
+                if let (Some(cg), Some(_)) = (&cgroup, entered) {
                     reg.live_cgroups.insert(cg.path().to_path_buf());
                 }
             }
             spawned
         };
-        let (mut child, in_cgroup) = match spawned {
+        let (mut child, entered) = match spawned {
             Ok(c) => c,
             Err(e) => {
                 if let (Some(c), Some(cg)) = (&self.cgroups, cgroup) {
@@ -315,6 +322,7 @@ impl Supervisor {
         };
         // A cgroup the child is not in (entering it failed) contains nothing:
         // give it back now, and sweep for live orphans below.
+        let in_cgroup = entered.is_some();
         let cgroup = match (in_cgroup, cgroup, &self.cgroups) {
             (true, cg, _) => cg,
             (false, Some(cg), Some(c)) => {
@@ -331,7 +339,7 @@ impl Supervisor {
             cgroup: cgroup.as_ref().map(|c| c.path().to_path_buf()),
             armed: true,
         };
-        tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, cgroup_entry = self.cgroup_entry(), "spawned");
+        tracing::debug!(pid, program = %spec.program.display(), contained_by = if cgroup.is_some() { "cgroup" } else { "process-group" }, entered = entered.unwrap_or("no"), "spawned");
 
         let stdin_task = match (child.stdin.take(), spec.stdin) {
             (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {

@@ -35,10 +35,15 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// Why `clone3` could not start the child.
 #[derive(Debug)]
 pub enum CloneError {
-    /// This kernel or its seccomp filter refuses `clone3` into a cgroup
-    /// (ENOSYS, EINVAL, EPERM, EACCES, EOPNOTSUPP, EBUSY): the caller falls
-    /// back to another way.
+    /// This kernel or its seccomp filter cannot `clone3` into a cgroup at
+    /// all (ENOSYS, EINVAL, EOPNOTSUPP): the caller falls back to another
+    /// way from now on.
     Unsupported(io::Error),
+    /// This spawn may not (EACCES, EPERM, EBUSY): the spawning thread runs
+    /// as the sandbox's unprivileged user, which may not write the cgroups'
+    /// `cgroup.procs`, or a seccomp filter says EPERM. The caller falls
+    /// back for this spawn only.
+    Refused(io::Error),
     /// The child could not be started or could not exec its program.
     Failed(io::Error),
 }
@@ -159,14 +164,8 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
     if pid < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
-            Some(
-                libc::ENOSYS
-                | libc::EINVAL
-                | libc::EPERM
-                | libc::EACCES
-                | libc::EOPNOTSUPP
-                | libc::EBUSY,
-            ) => CloneError::Unsupported(e),
+            Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => CloneError::Unsupported(e),
+            Some(libc::EPERM | libc::EACCES | libc::EBUSY) => CloneError::Refused(e),
             _ => CloneError::Failed(e),
         });
     }
