@@ -146,6 +146,41 @@ fn a_gate_never_fixed_gets_max_retries_follow_ups_then_lets_cursor_stop() {
 }
 
 #[test]
+fn gatehosts_own_follow_up_submitted_as_a_prompt_does_not_start_the_count_again() {
+    // Cursor submits a followup_message as the next user message; if it
+    // runs beforeSubmitPrompt for it, that prompt is gatehost's own words,
+    // not a person's: the count goes on (as Gemini CLI's BeforeAgent once
+    // showed, a reset there means blocks without end).
+    let s = Scratch::new();
+    let m = marker("cursor-own-prompt");
+    let stop = fixture_in("stop-completed.json", &s.ws);
+    let prompt_of = |text: &str| {
+        let mut v: Value =
+            serde_json::from_slice(&fixture_in("before-submit-prompt.json", &s.ws)).expect("JSON");
+        v["prompt"] = json!(text);
+        v.to_string().into_bytes()
+    };
+    let message = followup(&hook(&s, &m, 1, &stop));
+    // Submitted back verbatim (and with a trailing newline): no reset.
+    for echoed in [message.clone(), format!("{message}\n")] {
+        let answer = hook(&s, &m, 1, &prompt_of(&echoed));
+        assert_eq!(answer.stdout, r#"{"continue":true}"#, "{}", answer.stderr);
+    }
+    // So the one retry is spent: the next stop goes through, named.
+    let out = hook(&s, &m, 1, &stop);
+    lets_it_stop(&out);
+    assert!(
+        out.stderr.contains("blocked, out of retries"),
+        "{}",
+        out.stderr
+    );
+    // A person's own prompt does start it again.
+    hook(&s, &m, 1, &prompt_of("Please make DONE exist."));
+    assert!(followup(&hook(&s, &m, 1, &stop)).contains("DONE exists"));
+    assert_no_survivors(&m);
+}
+
+#[test]
 fn an_aborted_or_failed_turn_is_let_stop_without_spending_a_retry() {
     let s = Scratch::new();
     let m = marker("cursor-aborted");

@@ -75,6 +75,11 @@ pub struct HookInput {
     /// The CLI's own loop hint (`stop_hook_active`, `loop_count`): logged,
     /// never trusted to count retries.
     pub loop_hint: Option<String>,
+    /// A turn start's prompt, when the CLI sends it: told apart from the
+    /// block reason gatehost itself had the CLI submit (Cursor submits a
+    /// `followup_message` as the next user message), which is no person
+    /// speaking and so does not start the count again.
+    pub prompt: Option<String>,
 }
 
 /// What gatehost answers.
@@ -192,6 +197,7 @@ struct CommonInput {
     #[serde(alias = "prompt_response")]
     last_assistant_message: Option<String>,
     stop_hook_active: Option<bool>,
+    prompt: Option<String>,
 }
 
 /// Reads the hook JSON those three CLIs share; `point` maps the event's
@@ -210,6 +216,7 @@ pub fn parse_common(
         last_message: i.last_assistant_message.filter(|m| !m.trim().is_empty()),
         transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
         loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
+        prompt: i.prompt.filter(|_| point == HookPoint::TurnStart),
     })
 }
 

@@ -16,7 +16,10 @@
 //!
 //! A `stop` hook continues the agent with `{"followup_message": "…"}`,
 //! submitted as the next user message, at most `loop_limit` times (default
-//! 5; `null` for no limit), and lets it stop with `{}`. `beforeSubmitPrompt`
+//! 5; `null` for no limit), and lets it stop with `{}`. Should Cursor run
+//! `beforeSubmitPrompt` for that message, its `prompt` is recognised as
+//! gatehost's own (the hook keeps the last reason's digest) and does not
+//! start the count again. `beforeSubmitPrompt`
 //! answers `{"continue": true}` (false would refuse the user's prompt).
 //! Cursor shows the user no message from a stop hook, so a stop with a
 //! message leaves it on stderr.
@@ -42,6 +45,7 @@ struct Input {
     transcript_path: Option<String>,
     status: Option<String>,
     loop_count: Option<u64>,
+    prompt: Option<String>,
 }
 
 /// `stop` statuses that are not the agent claiming it is done.
@@ -82,6 +86,7 @@ impl Adapter for Cursor {
             last_message: None,
             transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
             loop_hint: hint,
+            prompt: i.prompt.filter(|_| point == HookPoint::TurnStart),
         })
     }
 

@@ -40,7 +40,25 @@ struct Record {
     session_id: String,
     #[serde(flatten)]
     standing: Standing,
+    /// [`followup_digest`] of the last block reason the session was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    followup: Option<String>,
     updated_at: u64,
+}
+
+/// One session's standing and the digest of the last block reason it was
+/// sent (a prompt with that text is gatehost's own follow-up, not a
+/// person's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Session {
+    pub standing: Standing,
+    pub followup: Option<String>,
+}
+
+/// The digest a block reason is remembered by, and a prompt compared with
+/// (surrounding white space aside).
+pub fn followup_digest(text: &str) -> String {
+    hex::encode(Sha256::digest(text.trim().as_bytes()))
 }
 
 /// The directory of the sessions' standings.
@@ -85,6 +103,20 @@ impl StateDir {
         session_id: &str,
         f: impl FnOnce(Standing) -> (Standing, T),
     ) -> Result<T, StateError> {
+        self.update_session(agent, session_id, |session| {
+            let (standing, out) = f(session.standing);
+            let followup = session.followup.clone();
+            (Session { standing, followup }, out)
+        })
+    }
+
+    /// [`StateDir::update`] of the whole [`Session`].
+    pub fn update_session<T>(
+        &self,
+        agent: AgentCli,
+        session_id: &str,
+        f: impl FnOnce(&Session) -> (Session, T),
+    ) -> Result<T, StateError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| StateError::Io { path, source }
@@ -99,7 +131,7 @@ impl StateDir {
             .open(&lock_path)
             .map_err(io(&lock_path))?;
         lock.lock().map_err(io(&lock_path))?;
-        let standing = match File::open(&path) {
+        let session = match File::open(&path) {
             Ok(mut f) => {
                 let mut text = String::new();
                 f.read_to_string(&mut text).map_err(io(&path))?;
@@ -108,17 +140,21 @@ impl StateDir {
                         path: path.clone(),
                         message: e.to_string(),
                     })?;
-                record.standing
+                Session {
+                    standing: record.standing,
+                    followup: record.followup,
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Standing::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Session::default(),
             Err(e) => return Err(io(&path)(e)),
         };
-        let (next, out) = f(standing);
-        if next != standing {
+        let (next, out) = f(&session);
+        if next != session {
             let record = Record {
                 agent: agent.name().to_string(),
                 session_id: session_id.to_string(),
-                standing: next,
+                standing: next.standing,
+                followup: next.followup,
                 updated_at: std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
@@ -193,6 +229,27 @@ mod tests {
         assert_eq!(other, Standing::Clear);
         let other_cli = s.update(AgentCli::Codex, "a", |st| (st, st)).unwrap();
         assert_eq!(other_cli, Standing::Clear);
+    }
+
+    #[test]
+    fn the_last_follow_up_is_kept_beside_the_standing() {
+        let t = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(t.path())).unwrap();
+        let sent = Session {
+            standing: Standing::Failing { blocks: 1 },
+            followup: Some(followup_digest("fix it")),
+        };
+        s.update_session(AgentCli::Cursor, "c", |_| (sent.clone(), ()))
+            .unwrap();
+        // A Standing-only update keeps it.
+        s.update(AgentCli::Cursor, "c", |_| (Standing::Exhausted, ()))
+            .unwrap();
+        let read = s
+            .update_session(AgentCli::Cursor, "c", |now| (now.clone(), now.clone()))
+            .unwrap();
+        assert_eq!(read.standing, Standing::Exhausted);
+        assert_eq!(read.followup, Some(followup_digest("  fix it\n")));
+        assert_ne!(read.followup, Some(followup_digest("fix it again")));
     }
 
     #[test]

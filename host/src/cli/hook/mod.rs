@@ -16,8 +16,8 @@
 //! failure is an [`Input::Error`] (block once, then stop with the message).
 
 use super::error::CliResult;
-use crate::hook::decide::{Input, Standing, decide};
-use crate::hook::state::StateDir;
+use crate::hook::decide::{Input, decide};
+use crate::hook::state::{Session, StateDir, followup_digest};
 use crate::hook::{
     Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, adapter::trim_reason,
 };
@@ -144,9 +144,30 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
         Err(e) => return state_failure(input.point, &e.to_string()),
     };
     let max = args.max_retries;
-    match state.update(agent, &input.session_id, |standing: Standing| {
-        let d = decide(standing, &what, max);
-        (d.next, d.answer)
+    let limit = crate::hook::adapter(agent).reason_limit();
+    let prompt = input.prompt.as_deref().map(followup_digest);
+    match state.update_session(agent, &input.session_id, |session: &Session| {
+        if what == Input::Prompt && prompt.is_some() && prompt == session.followup {
+            // The CLI submitted gatehost's own block reason as the next
+            // prompt (Cursor's followup_message): no person spoke, so the
+            // count goes on.
+            tracing::info!(
+                agent = agent.name(),
+                "the prompt is gatehost's own follow-up: the retry count goes on"
+            );
+            return (session.clone(), Answer::Proceed);
+        }
+        let d = decide(session.standing, &what, max);
+        // The reason as the CLI will get it (trimmed as `answer_hook` does).
+        let followup = match &d.answer {
+            Answer::Block(reason) => Some(followup_digest(&trim_reason(reason, limit))),
+            _ => session.followup.clone(),
+        };
+        let next = Session {
+            standing: d.next,
+            followup,
+        };
+        (next, d.answer)
     }) {
         Ok(answer) => answer,
         Err(e) => state_failure(input.point, &e.to_string()),
