@@ -326,3 +326,17 @@ impl PidfdChild {
         }
     }
 }
+
+impl Drop for PidfdChild {
+    /// A child dropped before it was waited on (its gate was abandoned and
+    /// its tree killed): reaped now if it is already gone, else by the
+    /// supervisor's next sweep of untracked zombies.
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::PidFd(self.pidfd.get_ref().as_fd()),
+                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+            );
+        }
+    }
+}
