@@ -50,10 +50,7 @@ impl Cgroups {
     /// back to process groups if it cannot. The probe is kept for the
     /// first gate.
     pub fn detect() -> Option<Cgroups> {
-        let mount = cgroup2_mount()?;
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-        let parent = mount.join(rel.trim().trim_start_matches('/'));
+        let parent = host_cgroup()?;
         remove_stale(&parent);
         let cgroups = Cgroups {
             parent,
@@ -186,6 +183,20 @@ impl ProcessCgroup {
     }
 }
 
+/// The host's own cgroup directory, read once per process: a second
+/// supervisor made while the first has the host stepped into a gate's
+/// cgroup (the moving way) must not take that cgroup for the host's own.
+pub(super) fn host_cgroup() -> Option<PathBuf> {
+    static HOST: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let mount = cgroup2_mount()?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+        Some(mount.join(rel.trim().trim_start_matches('/')))
+    })
+    .clone()
+}
+
 /// Removes the `gatehost-PID-N` cgroups left by a host that died (its pid
 /// no longer exists). A host killed with SIGKILL leaves its running gates
 /// behind: nobody will read their verdicts, so they are killed first
@@ -206,8 +217,12 @@ fn remove_stale(parent: &Path) {
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let path = e.path();
-            let procs = path.join("cgroup.procs");
-            let occupied = || std::fs::read_to_string(&procs).is_ok_and(|t| !t.trim().is_empty());
+            // Populated counts the cgroups beneath it too.
+            let events = path.join("cgroup.events");
+            let occupied = || {
+                std::fs::read_to_string(&events)
+                    .is_ok_and(|t| t.lines().any(|l| l.trim() == "populated 1"))
+            };
             if occupied() {
                 tracing::warn!(cgroup = %path.display(), "killing the gates a dead host left running");
                 let _ = std::fs::write(path.join("cgroup.kill"), "1");
@@ -216,9 +231,21 @@ fn remove_stale(parent: &Path) {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             }
-            let _ = std::fs::remove_dir(&path);
+            remove_tree(&path);
         }
     }
+}
+
+/// Removes an emptied cgroup and the cgroups beneath it, deepest first.
+fn remove_tree(path: &Path) {
+    if let Ok(entries) = std::fs::read_dir(path) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(path);
 }
 
 /// The mount point of the cgroup2 hierarchy, from /proc/self/mountinfo

@@ -217,3 +217,19 @@ fn a_nul_byte_in_an_argument_is_a_start_error() {
         .expect_err("refused");
     assert!(matches!(err, SpawnError::Start { .. }), "{err}");
 }
+
+#[test]
+fn a_dead_hosts_cgroups_are_removed_with_the_ones_nested_in_them() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
+    let parent = cgroup::host_cgroup().expect("cgroup v2 here");
+    // A pid that no longer exists: a child that was waited on.
+    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    let dead = gone.id();
+    gone.wait().expect("wait");
+    // What a moving host could leave: a probe made inside its gate cgroup.
+    let outer = parent.join(format!("gatehost-{dead}-7"));
+    let inner = outer.join(format!("gatehost-{dead}-0"));
+    std::fs::create_dir_all(&inner).expect("mkdir in the cgroup tree");
+    let _sup = Supervisor::new();
+    assert!(!inner.exists() && !outer.exists(), "{}", outer.display());
+}
