@@ -44,6 +44,9 @@ pub enum Standing {
 pub enum Input {
     /// A person sent a prompt: a new turn, the count starts again.
     Prompt,
+    /// The CLI submitted gatehost's own last block reason as a prompt
+    /// (Cursor's `followup_message`): no person spoke, the count goes on.
+    OwnFollowUp,
     /// The gates passed (daemon: every policy watching the turn passed,
     /// awaits an ack, or was cancelled).
     Pass,
@@ -73,6 +76,7 @@ pub fn decide(standing: Standing, input: &Input, max_retries: u32) -> Decision {
     let go = |answer, next| Decision { answer, next };
     match (standing, input) {
         (_, Input::Prompt | Input::Pass) => go(Answer::Proceed, Clear),
+        (_, Input::OwnFollowUp) => go(Answer::Proceed, standing),
         (Exhausted, Input::Fail(nudge) | Input::Nudged(nudge)) => {
             go(Answer::StopWithMessage(exhausted(nudge)), Exhausted)
         }
@@ -148,6 +152,7 @@ mod tests {
     fn inputs() -> Vec<Input> {
         vec![
             Input::Prompt,
+            Input::OwnFollowUp,
             Input::Pass,
             Input::Fail("F".into()),
             Input::Nudged("N".into()),
@@ -176,14 +181,14 @@ mod tests {
         let f2 = Failing { blocks: 2 };
         let f3 = Failing { blocks: 3 };
         #[rustfmt::skip]
-        let table: [[(&str, Standing); 7]; 6] = [
-            // Prompt        Pass          Fail              Nudged        Blocked              Error             Running
-            [("go", Clear), ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("block", b0),    ("block", Clear)],
-            [("go", Clear), ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("block", b1),    ("block", f1)],
-            [("go", Clear), ("go", Clear), ("stop", Exhausted), ("block", f3), ("stop", Exhausted), ("block", ErrorShown { blocks: 2 }), ("block", f2)],
-            [("go", Clear), ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("stop", b0),     ("block", b0)],
-            [("go", Clear), ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("stop", b1),     ("block", b1)],
-            [("go", Clear), ("go", Clear), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("block", Exhausted)],
+        let table: [[(&str, Standing); 8]; 6] = [
+            // Prompt        OwnFollowUp       Pass          Fail              Nudged        Blocked              Error             Running
+            [("go", Clear), ("go", Clear),     ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("block", b0),    ("block", Clear)],
+            [("go", Clear), ("go", f1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("block", b1),    ("block", f1)],
+            [("go", Clear), ("go", f2),        ("go", Clear), ("stop", Exhausted), ("block", f3), ("stop", Exhausted), ("block", ErrorShown { blocks: 2 }), ("block", f2)],
+            [("go", Clear), ("go", b0),        ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("stop", b0),     ("block", b0)],
+            [("go", Clear), ("go", b1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("stop", b1),     ("block", b1)],
+            [("go", Clear), ("go", Exhausted), ("go", Clear), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("block", Exhausted)],
         ];
         for (s, row) in STANDINGS.iter().zip(table) {
             for (i, (want_kind, want_next)) in inputs().iter().zip(row) {
@@ -232,12 +237,19 @@ mod tests {
     }
 
     #[test]
-    fn no_input_but_a_pass_or_a_prompt_proceeds() {
+    fn no_input_but_a_pass_or_a_prompt_proceeds_and_a_follow_up_keeps_the_count() {
         for s in STANDINGS {
             for i in inputs() {
                 let d = decide(s, &i, 3);
                 if d.answer == Answer::Proceed {
-                    assert!(matches!(i, Input::Prompt | Input::Pass), "{s:?} × {i:?}");
+                    assert!(
+                        matches!(i, Input::Prompt | Input::OwnFollowUp | Input::Pass),
+                        "{s:?} × {i:?}"
+                    );
+                }
+                // Only a person or a pass starts the count again.
+                if i == Input::OwnFollowUp {
+                    assert_eq!(d.next, s, "{s:?}");
                 }
             }
         }

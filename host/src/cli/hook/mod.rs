@@ -147,17 +147,17 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
     let limit = crate::hook::adapter(agent).reason_limit();
     let prompt = input.prompt.as_deref().map(followup_digest);
     match state.update_session(agent, &input.session_id, |session: &Session| {
-        if what == Input::Prompt && prompt.is_some() && prompt == session.followup {
-            // The CLI submitted gatehost's own block reason as the next
-            // prompt (Cursor's followup_message): no person spoke, so the
-            // count goes on.
+        // The CLI submitted gatehost's own block reason as the next prompt
+        // (Cursor's followup_message): no person spoke.
+        let own = what == Input::Prompt && prompt.is_some() && prompt == session.followup;
+        if own {
             tracing::info!(
                 agent = agent.name(),
-                "the prompt is gatehost's own follow-up: the retry count goes on"
+                "the prompt is gatehost's own follow-up: the count goes on"
             );
-            return (session.clone(), Answer::Proceed);
         }
-        let d = decide(session.standing, &what, max);
+        let what = if own { &Input::OwnFollowUp } else { &what };
+        let d = decide(session.standing, what, max);
         // The reason as the CLI will get it (trimmed as `answer_hook` does).
         let followup = match &d.answer {
             Answer::Block(reason) => Some(followup_digest(&trim_reason(reason, limit))),
