@@ -47,16 +47,7 @@ pub(super) fn turn_start(
 ) {
     if let Err(e) = with_client(args, deadline, |c| async move {
         let id = register(&c, agent, input).await?;
-        c.report(
-            &id,
-            &ReportRequest {
-                kind: ReportKind::TurnStart,
-                message: None,
-            },
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        report(&c, &id, ReportKind::TurnStart).await
     }) {
         tracing::warn!(error = %e, "cannot report the turn's start to the daemon");
     }
@@ -70,21 +61,9 @@ pub(super) fn session_end(
     input: &HookInput,
     deadline: Instant,
 ) {
-    let id = format!("{}:{}", agent.name(), input.session_id);
-    let result = with_client(args, deadline, |c| {
-        let id = id.clone();
-        async move {
-            c.report(
-                &id,
-                &ReportRequest {
-                    kind: ReportKind::Exited,
-                    message: None,
-                },
-            )
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-        }
+    let id = daemon_id(agent, input);
+    let result = with_client(args, deadline, |c| async move {
+        report(&c, &daemon_id(agent, input), ReportKind::Exited).await
     });
     match result {
         Ok(()) => tracing::info!(session = %id, "session ended: reported exited"),
@@ -212,9 +191,28 @@ fn combine(said: &BTreeMap<String, Said>) -> Option<Input> {
     None
 }
 
+/// The session's id in the daemon: `AGENT:<session_id>`.
+fn daemon_id(agent: AgentCli, input: &HookInput) -> String {
+    format!("{}:{}", agent.name(), input.session_id)
+}
+
+/// Reports `kind` (with no message) for the daemon session `id`.
+async fn report(c: &Client, id: &str, kind: ReportKind) -> Result<(), String> {
+    c.report(
+        id,
+        &ReportRequest {
+            kind,
+            message: None,
+        },
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| e.to_string())
+}
+
 /// Registers (or refreshes) the session; returns its daemon id.
 async fn register(c: &Client, agent: AgentCli, input: &HookInput) -> Result<String, String> {
-    let id = format!("{}:{}", agent.name(), input.session_id);
+    let id = daemon_id(agent, input);
     c.register(&RegisterRequest {
         id: Some(id.clone()),
         label: Some(agent.name().to_string()),
