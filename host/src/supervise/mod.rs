@@ -99,6 +99,9 @@ pub struct ProcessRun {
     /// True when an output pipe was still held open by something outside the
     /// tree after the clean-up, so reading stopped early.
     pub output_abandoned: bool,
+    /// How the child entered its cgroup: "clone3" (born there), "moved"
+    /// (the host stepped in for the spawn), or `None` (no cgroup).
+    pub cgroup_entry: Option<&'static str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -443,6 +446,7 @@ impl Supervisor {
             elapsed: start.elapsed(),
             strays_killed,
             output_abandoned,
+            cgroup_entry: entered,
         })
     }
 }

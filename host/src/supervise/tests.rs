@@ -70,6 +70,7 @@ fn where_cgroups_work_a_child_is_born_in_its_own_cgroup_by_clone3() {
     let before = own_cgroup();
     let r = run(&sup, "cat", &["/proc/self/cgroup"], None);
     assert_eq!(r.termination, Termination::Exited(0));
+    assert_eq!(r.cgroup_entry, Some("clone3"), "born there, not moved in");
     let child = cgroup_of(&stdout(r));
     let name = format!("gatehost-{}-", std::process::id());
     assert!(
@@ -92,6 +93,7 @@ fn moving_the_host_into_the_cgroup_still_works_where_clone3_is_refused() {
     let before = own_cgroup();
     let r = run(&sup, "cat", &["/proc/self/cgroup"], None);
     assert_eq!(r.termination, Termination::Exited(0));
+    assert_eq!(r.cgroup_entry, Some("moved"));
     let child = cgroup_of(&stdout(r));
     assert!(
         child.contains(&format!("gatehost-{}-", std::process::id())),
