@@ -19,6 +19,8 @@
 //!   against `GET /v1/health` in the same run (the baseline: a route that
 //!   reads one value).
 
+mod support;
+
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
@@ -28,14 +30,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -232,8 +226,8 @@ fn latency_case(c: &Ctx<'_>, name: &str, gate: &str) {
 }
 
 fn main() {
-    let rounds = arg("--rounds", 200);
-    let policies = arg("--policies", 10_000);
+    let rounds = support::arg("--rounds", 200);
+    let policies = support::arg("--policies", 10_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
@@ -378,8 +372,8 @@ fn main() {
     let _ = d2.child.kill();
     let _ = d2.child.wait();
 
-    let scale_policies = arg("--scale-policies", 100_000);
-    let scale_events = arg("--scale-events", 1_000_000);
+    let scale_policies = support::arg("--scale-policies", 100_000);
+    let scale_events = support::arg("--scale-events", 1_000_000);
     scale_case(dir.path(), &config_text, scale_policies, scale_events);
 }
 

@@ -30,6 +30,8 @@
 //! charged at exec with the high-water mark of the memory it started
 //! from (the bench's own), so the baseline's figure is that floor.
 
+mod support;
+
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,18 +41,10 @@ use std::time::{Duration, Instant};
 const PATTERN: &str = r"dbg!\(|FIXME[0-9]+";
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .skip_while(|a| a != "--rounds")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
+    let rounds = support::arg("--rounds", 200);
     // `--only a,b` runs only the named pairs (hook, check-forbid,
     // check-true, startup, hook-no-wasm, hook-idle); all of them by default.
-    let only: Option<Vec<String>> = std::env::args()
-        .skip_while(|a| a != "--only")
-        .nth(1)
-        .map(|s| s.split(',').map(str::to_owned).collect());
-    let pair = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == name));
+    let pair = support::selected;
     let gatehost = PathBuf::from(env!("CARGO_BIN_EXE_gatehost"));
     assert!(gatehost.is_file(), "{}", gatehost.display());
     let plugins =
@@ -77,7 +71,7 @@ fn main() {
     git_workspace(&ws);
     // 1,000 files, no match of PATTERN: forbid-patterns and grep both pass.
     let files = root.join("files");
-    generate_workspace(&files, 1000);
+    support::generate_workspace(&files, 1000, false);
     let state = root.join("state");
     let cache = root.join("cache");
     let shell_config = write("shell.toml", "[shell]\nallow = [\"true\"]\n");
@@ -169,8 +163,9 @@ fn main() {
     }
 
     if pair("hook") {
-        let (a, b) = alternate(
+        let (a, b) = support::alternate_with(
             rounds,
+            || {},
             || bare_true(&stop),
             || hook(&shell_config, &true_gate),
         );
@@ -181,8 +176,9 @@ fn main() {
         );
     }
     if pair("check-forbid") {
-        let (a, b) = alternate(
+        let (a, b) = support::alternate_with(
             rounds,
+            || {},
             || {
                 let args: Vec<OsString> =
                     vec!["-rE".into(), PATTERN.into(), files.as_os_str().into()];
@@ -200,8 +196,9 @@ fn main() {
         );
     }
     if pair("check-true") {
-        let (a, b) = alternate(
+        let (a, b) = support::alternate_with(
             rounds,
+            || {},
             || bare_true(b""),
             || check(&ws, &shell_config, &true_gate),
         );
@@ -212,8 +209,9 @@ fn main() {
         );
     }
     if pair("startup") {
-        let (a, b) = alternate(
+        let (a, b) = support::alternate_with(
             rounds,
+            || {},
             || bare_true(b""),
             || {
                 let run = spawn(&gatehost, &["--version".into()], b"");
@@ -228,8 +226,9 @@ fn main() {
         );
     }
     if pair("hook-no-wasm") {
-        let (a, b) = alternate(
+        let (a, b) = support::alternate_with(
             rounds,
+            || {},
             || hook(&wasm_config, &true_gate),
             || hook(&wasm_config, &noop_gate),
         );
@@ -241,7 +240,7 @@ fn main() {
     }
     if pair("hook-idle") {
         let pause = || std::thread::sleep(Duration::from_millis(100));
-        let (a, b) = alternate_with(
+        let (a, b) = support::alternate_with(
             (rounds / 4).max(20),
             pause,
             || bare_true(&stop),
@@ -335,49 +334,13 @@ fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
     }
 }
 
-fn alternate(
-    rounds: usize,
-    a: impl FnMut() -> Run,
-    b: impl FnMut() -> Run,
-) -> (Vec<Run>, Vec<Run>) {
-    alternate_with(rounds, || {}, a, b)
-}
-
-/// `a` then `b`, `rounds` times after a warm-up, each timed alone (its
-/// `Run::elapsed`) and each preceded by `before` (not timed).
-fn alternate_with(
-    rounds: usize,
-    mut before: impl FnMut(),
-    mut a: impl FnMut() -> Run,
-    mut b: impl FnMut() -> Run,
-) -> (Vec<Run>, Vec<Run>) {
-    for _ in 0..rounds / 10 + 3 {
-        a();
-        b();
-    }
-    let (mut xa, mut xb) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
-    for _ in 0..rounds {
-        before();
-        xa.push(a());
-        before();
-        xb.push(b());
-    }
-    (xa, xb)
-}
-
-fn quantile<T: Copy + Ord>(samples: &[T], q: f64) -> T {
-    let mut s = samples.to_vec();
-    s.sort();
-    s[((s.len() as f64 - 1.0) * q).round() as usize]
-}
-
 fn report(name: &str, baseline: &[Run], subject: &[Run]) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let times = |r: &[Run]| r.iter().map(|r| r.elapsed).collect::<Vec<_>>();
     let rss = |r: &[Run]| r.iter().map(|r| r.max_rss_kib).collect::<Vec<_>>();
     let (bt, st) = (times(baseline), times(subject));
-    let (b50, b90) = (quantile(&bt, 0.5), quantile(&bt, 0.9));
-    let (s50, s90) = (quantile(&st, 0.5), quantile(&st, 0.9));
+    let (b50, b90) = (support::quantile(&bt, 0.5), support::quantile(&bt, 0.9));
+    let (s50, s90) = (support::quantile(&st, 0.5), support::quantile(&st, 0.9));
     let (br, sr) = (rss(baseline), rss(subject));
     println!(
         "{name}:\n  baseline p50 {:.2} ms, p90 {:.2} ms | subject p50 {:.2} ms, p90 {:.2} ms\n  \
@@ -390,9 +353,9 @@ fn report(name: &str, baseline: &[Run], subject: &[Run]) {
         ms(s50) - ms(b50),
         ms(s90) - ms(b90),
         s50.as_secs_f64() / b50.as_secs_f64(),
-        quantile(&br, 0.5),
+        support::quantile(&br, 0.5),
         br.iter().max().unwrap_or(&0),
-        quantile(&sr, 0.5),
+        support::quantile(&sr, 0.5),
         sr.iter().max().unwrap_or(&0),
     );
 }
@@ -430,21 +393,5 @@ fn git_workspace(ws: &Path) {
             .expect("git")
             .success();
         assert!(ok, "git {args:?}");
-    }
-}
-
-/// A workspace of `n` small Rust-like files (as the wasm_gates bench's,
-/// without its planted match).
-fn generate_workspace(root: &Path, n: usize) {
-    for i in 0..n {
-        let dir: PathBuf = root.join(format!("src/mod{}", i % 20));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let mut text = String::new();
-        for line in 0..40 {
-            text.push_str(&format!(
-                "pub fn function_{i}_{line}(x: u32) -> u32 {{ x.wrapping_mul({line}) + {i} }}\n"
-            ));
-        }
-        std::fs::write(dir.join(format!("file{i}.rs")), text).expect("write");
     }
 }

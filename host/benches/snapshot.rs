@@ -11,6 +11,8 @@
 //! changed each round. Goal (issue 11): an unchanged 10,000-file workspace
 //! adds at most 50 ms to a gate.
 
+mod support;
+
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
@@ -18,14 +20,6 @@ use gatehost::worktree::{Worktrees, sync};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
@@ -58,8 +52,8 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let rounds = arg("--rounds", 30);
-    let files = arg("--files", 10_000);
+    let rounds = support::arg("--rounds", 30);
+    let files = support::arg("--files", 10_000);
     let scratch = tempfile::tempdir().expect("tempdir");
     let ws = scratch.path().join("ws");
     for i in 0..files {

@@ -18,26 +18,20 @@
 //! - with `GATEHOST_BENCH_BREAKDOWN=1`: where `forbid-patterns` spends its
 //!   time, walking the workspace only vs walking, reading and scanning.
 
+mod support;
+
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, GateSpec, parse_gate_file};
 use gatehost::verdict::Outcome;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .skip_while(|a| a != "--rounds")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(400);
+    let rounds = support::arg("--rounds", 400);
     // `--only a,b` runs only the named sections (spares, pooling, back-to-back, after-idle, noop, breakdown,
     // forbid, throughput, js, cold); all of them by default.
-    let only: Option<Vec<String>> = std::env::args()
-        .skip_while(|a| a != "--only")
-        .nth(1)
-        .map(|s| s.split(',').map(str::to_owned).collect());
-    let section = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == name));
+    let section = support::selected;
     let plugins =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
     assert!(
@@ -46,7 +40,7 @@ fn main() {
     );
     let scratch = tempfile::tempdir().expect("tempdir");
     let ws = scratch.path().join("ws");
-    generate_workspace(&ws, 1000);
+    support::generate_workspace(&ws, 1000, true);
     let cache = scratch.path().join("cache");
     let runner = runner(&plugins, &cache);
     let anchor = WorkspaceAnchor::open(&ws).expect("workspace");
@@ -335,64 +329,30 @@ fn runner_with(plugins: &Path, cache: &Path, extra: &str) -> GateRunner {
     GateRunner::new(HostConfig::from_toml(&text, "bench").expect("config"))
 }
 
-/// A workspace of `n` small Rust-like files, one of which holds a match.
-fn generate_workspace(root: &Path, n: usize) {
-    for i in 0..n {
-        let dir: PathBuf = root.join(format!("src/mod{}", i % 20));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let mut text = String::new();
-        for line in 0..40 {
-            text.push_str(&format!(
-                "pub fn function_{i}_{line}(x: u32) -> u32 {{ x.wrapping_mul({line}) + {i} }}\n"
-            ));
-        }
-        if i == n / 2 {
-            text.push_str("fn debug() { dbg!(1); }\n");
-        }
-        std::fs::write(dir.join(format!("file{i}.rs")), text).expect("write");
-    }
-}
-
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut s = samples.to_vec();
-    s.sort();
-    s[((s.len() as f64 - 1.0) * q).round() as usize]
-}
-
 fn alternate(rounds: usize, a: impl FnMut(), b: impl FnMut()) -> (Vec<Duration>, Vec<Duration>) {
     alternate_with(rounds, || {}, a, b)
 }
 
-/// `a` then `b`, `rounds` times after a warm-up, each timed alone and each
-/// preceded by `before` (not timed).
+/// `a` then `b`, each timed alone (`support::alternate_with`).
 fn alternate_with(
     rounds: usize,
-    mut before: impl FnMut(),
-    mut a: impl FnMut(),
-    mut b: impl FnMut(),
+    before: impl FnMut(),
+    a: impl FnMut(),
+    b: impl FnMut(),
 ) -> (Vec<Duration>, Vec<Duration>) {
-    for _ in 0..rounds / 10 + 3 {
-        a();
-        b();
-    }
-    let (mut xa, mut xb) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        before();
-        let t = Instant::now();
-        a();
-        xa.push(t.elapsed());
-        before();
-        let t = Instant::now();
-        b();
-        xb.push(t.elapsed());
-    }
-    (xa, xb)
+    support::alternate_with(rounds, before, support::timed(a), support::timed(b))
 }
 
 fn report(name: &str, baseline: &[Duration], subject: &[Duration]) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let (b50, b99) = (quantile(baseline, 0.5), quantile(baseline, 0.99));
-    let (s50, s99) = (quantile(subject, 0.5), quantile(subject, 0.99));
+    let (b50, b99) = (
+        support::quantile(baseline, 0.5),
+        support::quantile(baseline, 0.99),
+    );
+    let (s50, s99) = (
+        support::quantile(subject, 0.5),
+        support::quantile(subject, 0.99),
+    );
     println!(
         "{name}: baseline p50 {:.0} us, p99 {:.0} us | subject p50 {:.0} us, p99 {:.0} us | baseline/subject {:.2}x",
         us(b50),
