@@ -27,11 +27,11 @@ async fn run_script(
     marker: &str,
     timeout_ms: u64,
 ) -> (gatehost::verdict::Verdict, Duration) {
-    run_script_with(runner(), script, marker, timeout_ms).await
+    run_script_with(&runner(), script, marker, timeout_ms).await
 }
 
 async fn run_script_with(
-    runner: GateRunner,
+    runner: &GateRunner,
     script: &str,
     marker: &str,
     timeout_ms: u64,
@@ -86,16 +86,12 @@ async fn without_cgroups_a_hang_that_ignores_sigterm_is_killed() {
 
 #[tokio::test]
 async fn moving_into_cgroups_a_setsid_descendant_is_killed_with_its_cgroup() {
-    let supervisor = Supervisor::moving_into_cgroups();
-    assert_eq!(supervisor.cgroup_entry(), "moving");
+    let runner = runner_with(Supervisor::moving_into_cgroups());
     let m = marker("mv-setsid");
-    let (v, took) = run_script_with(
-        runner_with(supervisor),
-        "gates/setsid-escape.sh",
-        &m,
-        10_000,
-    )
-    .await;
+    let (v, took) = run_script_with(&runner, "gates/setsid-escape.sh", &m, 10_000).await;
+    // Still moving into cgroups after the run: entering one did not fail
+    // (which would have left only process groups).
+    assert_eq!(runner.supervisor().cgroup_entry(), "moving");
     assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert_no_survivors(&m);
@@ -104,13 +100,9 @@ async fn moving_into_cgroups_a_setsid_descendant_is_killed_with_its_cgroup() {
 #[tokio::test]
 async fn moving_into_cgroups_a_hang_that_ignores_sigterm_is_killed() {
     let m = marker("mv-noterm");
-    let (v, _) = run_script_with(
-        runner_with(Supervisor::moving_into_cgroups()),
-        "gates/ignore-term.sh",
-        &m,
-        300,
-    )
-    .await;
+    let runner = runner_with(Supervisor::moving_into_cgroups());
+    let (v, _) = run_script_with(&runner, "gates/ignore-term.sh", &m, 300).await;
+    assert_eq!(runner.supervisor().cgroup_entry(), "moving");
     assert_eq!(v.outcome, Outcome::Fail);
     assert!(
         v.reason.starts_with("timed out after 300 ms"),
