@@ -104,10 +104,17 @@ fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
         .expect("cache dir made")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "host-key")
+        .filter(|n| n != "host-key" && !n.ends_with(".cwasm.tag"))
         .collect();
     assert_eq!(cached.len(), 1, "{cached:?}");
     assert!(cached[0].ends_with(".cwasm"));
+    assert!(
+        s.etc
+            .join("cache")
+            .join(format!("{}.tag", cached[0]))
+            .is_file(),
+        "an entry's tag is beside it"
+    );
     assert!(
         s.etc.join("cache/host-key").exists(),
         "entries are signed under a host key"

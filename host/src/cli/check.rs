@@ -34,7 +34,7 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     } = prepared;
     let hints = allowlist_hints(&config, &gates);
     let report = runtime.block_on(async {
-        let runner = GateRunner::new(config);
+        let runner = GateRunner::one_shot(config);
         if gates.iter().any(GateSpec::is_native) {
             eprintln!("gatehost: {}", runner.sandbox().describe());
         }

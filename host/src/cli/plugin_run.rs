@@ -55,7 +55,7 @@ pub(super) fn run(args: RunArgs) -> CliResult<i32> {
         digest,
     } = prepared;
     let (verdict, usage) = runtime.block_on(async {
-        let runner = GateRunner::new(config);
+        let runner = GateRunner::one_shot(config);
         runner.run_gate_measured(&gate, &anchor, &context).await
     });
     if json {

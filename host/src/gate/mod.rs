@@ -94,6 +94,18 @@ impl GateRunner {
         Self::with_supervisor(config, Supervisor::new())
     }
 
+    /// A runner for a process that runs its gates once and exits (`check`,
+    /// a standalone hook, `plugin run`): WASM instances are allocated on
+    /// demand and no spare instances are made. There is no next evaluation
+    /// to reuse a pool slot or take a spare, and setting up the pool (its
+    /// reservations and the guard page of every stack) would be paid on
+    /// every run. The bounds are the same: memory is limited per store.
+    pub fn one_shot(mut config: HostConfig) -> Self {
+        config.wasm.pooling = false;
+        config.wasm.spare_instances = 0;
+        Self::new(config)
+    }
+
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
         let slots = config.judge_slots.max(1);
         let sandbox = Sandbox::new(&config.sandbox, &config.private_paths());

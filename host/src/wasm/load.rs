@@ -18,15 +18,26 @@
 //!   exactly that length; anything else is replaced by a fresh key (every
 //!   entry then fails to verify and is recompiled). A directory that was
 //!   writable by others gets a fresh key too;
-//! - an entry is [`ENTRY_MAGIC`], a keyed BLAKE3 tag under that key over
-//!   [`MAC_DOMAIN`], the entry's file name and the serialized component,
-//!   then the serialized component. It is read once into memory (regular
-//!   file only, no symlink, at most [`MAX_ENTRY_BYTES`]), its tag checked in
-//!   constant time, and only those same in-memory bytes are deserialised.
-//!   (Keyed BLAKE3 is a MAC made for this, and checks a 5 MB entry about
-//!   five times faster than HMAC-SHA256 did, which was a tenth of what a
-//!   `gatehost check` with a cached plugin cost; entries of the older
-//!   `GHMAC1` format are refused and recompiled once.)
+//! - an entry is two files: `<name>` holds exactly what
+//!   [`Component::serialize`] wrote, and `<name>.tag` holds [`TAG_MAGIC`]
+//!   and a keyed BLAKE3 tag under that key over [`MAC_DOMAIN`], the entry's
+//!   name and those bytes. Both are opened without following a symlink (a
+//!   FIFO, device or directory is refused, an entry is at most
+//!   [`MAX_ENTRY_BYTES`]); the entry is mapped once (read-only, private),
+//!   its tag checked in constant time over that mapping, and wasmtime then
+//!   maps **the same open file** (through `/proc/self/fd`), so a name
+//!   renamed over after the check changes nothing. Keyed BLAKE3 is a MAC
+//!   made for this; entries of the older single-file formats (`GHMAC1`,
+//!   `GHB3K1`) have no tag file and are recompiled once.
+//!
+//! Mapping instead of reading is what makes a cache hit cheap in a one-shot
+//! `gatehost check` or hook: the code is not copied into fresh memory, only
+//! the pages that run are touched, and a plugin's data segments are mapped
+//! copy-on-write from the page cache. The file could still be written in
+//! place after its tag was checked, but only by the host's own uid (entries
+//! are 0600 in a 0700 directory it owns), which can read the key and sign
+//! anything anyway; gatehost itself never writes an entry in place (a new
+//! entry is a temporary file renamed over the old one).
 //!
 //! An entry that fails any check is reported (`tracing::warn!`), compiled
 //! again from the plugin's bytes and overwritten with a signed entry.
@@ -36,6 +47,7 @@ use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions, Permissions};
 use std::hash::{Hash, Hasher};
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
@@ -128,12 +140,14 @@ pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec
 const KEY_FILE: &str = "host-key";
 /// The host key's length in bytes.
 const KEY_LEN: usize = 32;
-/// What a signed cache entry starts with; the tag follows.
-const ENTRY_MAGIC: &[u8] = b"GHB3K1";
+/// What an entry's tag file starts with; the tag follows, and nothing else.
+const TAG_MAGIC: &[u8] = b"GHB3K2";
+/// The suffix of an entry's tag file.
+const TAG_SUFFIX: &str = ".tag";
 /// The length of an entry's keyed BLAKE3 tag.
 const TAG_LEN: usize = 32;
 /// Keeps the entry MAC apart from any other use of the key.
-const MAC_DOMAIN: &[u8] = b"gatehost-cwasm-v2";
+const MAC_DOMAIN: &[u8] = b"gatehost-cwasm-v3";
 /// The largest cache entry read; a larger one is refused and recompiled.
 const MAX_ENTRY_BYTES: u64 = 512 << 20;
 
@@ -252,36 +266,49 @@ impl Cache {
     /// error (the reason) when there is one that is not this host's or is
     /// unusable.
     fn load(&self, engine: &Engine, name: &str) -> Result<Option<Component>, String> {
-        let Some(entry) = read_entry(&self.dir.join(name))? else {
+        let Some(entry) = open_entry(&self.dir.join(name))? else {
             return Ok(None);
         };
-        let serialized = self.verified(name, &entry)?;
-        // SAFETY: deserialising runs these bytes as native code. They are
-        // the in-memory copy whose tag was just checked under the host key,
-        // which only the host's uid can read (checked in `read_key`), so
-        // they are bytes `store` serialised for this entry name, whose
-        // engine hash matches this engine's configuration.
-        let component = unsafe { Component::deserialize(engine, serialized) }
-            .map_err(|e| format!("signed by this host but unusable: {e:#}"))?;
-        Ok(Some(component))
+        let tag = read_tag(&self.dir.join(format!("{name}{TAG_SUFFIX}")))?;
+        self.load_verified(engine, name, entry, &tag).map(Some)
     }
 
-    /// The serialized component in `entry` if its tag verifies.
-    fn verified<'a>(&self, name: &str, entry: &'a [u8]) -> Result<&'a [u8], String> {
-        let not_signed = |why: &str| format!("not signed by this host: {why}");
-        let rest = entry
-            .strip_prefix(ENTRY_MAGIC)
-            .ok_or_else(|| not_signed("no signature header"))?;
-        if rest.len() < TAG_LEN {
-            return Err(not_signed("truncated"));
-        }
-        let (tag, serialized) = rest.split_at(TAG_LEN);
-        let tag: [u8; TAG_LEN] = tag.try_into().map_err(|_| not_signed("truncated"))?;
+    /// The component in the open `entry` if `tag` verifies over its bytes.
+    fn load_verified(
+        &self,
+        engine: &Engine,
+        name: &str,
+        entry: File,
+        tag: &[u8; TAG_LEN],
+    ) -> Result<Component, String> {
+        // SAFETY: a mapped file that is truncated or written while mapped
+        // changes (or faults) under the reader. The entry is a regular file
+        // (checked in `open_entry`), mode 0600 in a 0700 directory owned by
+        // the host's uid (checked in `Cache::open`), and gatehost never
+        // writes an entry in place; a process of that uid could break this
+        // mapping, but it can read the key and sign anything anyway.
+        let mapped = unsafe { memmap2::MmapOptions::new().populate().map(&entry) }
+            .map_err(|e| format!("cannot map it: {e}"))?;
         // blake3::Hash compares in constant time.
-        if self.tag(name, serialized) != blake3::Hash::from_bytes(tag) {
-            return Err(not_signed("the tag does not verify"));
+        if self.tag(name, &mapped) != blake3::Hash::from_bytes(*tag) {
+            return Err("not signed by this host: the tag does not verify".into());
         }
-        Ok(serialized)
+        let usable = |e: wasmtime::Error| format!("signed by this host but unusable: {e:#}");
+        // wasmtime maps the entry itself, through this same open file: not
+        // the name, which may have been renamed over since it was opened.
+        let by_fd = PathBuf::from(format!("/proc/self/fd/{}", entry.as_raw_fd()));
+        if File::open(&by_fd).is_ok() {
+            // SAFETY: deserialising runs these bytes as native code. They
+            // are the bytes of the open file whose tag was just checked
+            // under the host key, which only the host's uid can read
+            // (checked in `read_key`): bytes `store` serialised for this
+            // entry name, whose engine hash matches this engine's
+            // configuration. See above for writes in place.
+            return unsafe { Component::deserialize_file(engine, &by_fd) }.map_err(usable);
+        }
+        // No /proc: the checked bytes are copied instead of mapped.
+        // SAFETY: as above; these are the mapped bytes just checked.
+        unsafe { Component::deserialize(engine, &mapped[..]) }.map_err(usable)
     }
 
     /// The tag of entry `name` holding `serialized`.
@@ -294,18 +321,28 @@ impl Cache {
             .finalize()
     }
 
-    /// Writes `component` as entry `name`, signed (a temporary file renamed
-    /// over the entry, mode 0600).
+    /// Writes `component` as entry `name` and its tag file, each a
+    /// temporary file (mode 0600) renamed over the old one, the entry
+    /// first: a reader never sees a tag without its entry's new bytes
+    /// verify, it sees a mismatch and recompiles.
     fn store(&self, name: &str, component: &Component) -> Result<(), Box<dyn std::error::Error>> {
         let serialized = component.serialize()?;
         let tag = self.tag(name, &serialized);
+        self.write_file(name, &[&serialized])?;
+        self.write_file(&format!("{name}{TAG_SUFFIX}"), &[TAG_MAGIC, tag.as_bytes()])?;
+        Ok(())
+    }
+
+    /// Writes `parts` as the file `name` in the cache directory: a
+    /// temporary file (mode 0600), fsynced, renamed over the old one.
+    fn write_file(&self, name: &str, parts: &[&[u8]]) -> std::io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(".entry-")
             .permissions(Permissions::from_mode(0o600))
             .tempfile_in(&self.dir)?;
-        tmp.write_all(ENTRY_MAGIC)?;
-        tmp.write_all(tag.as_bytes())?;
-        tmp.write_all(&serialized)?;
+        for part in parts {
+            tmp.write_all(part)?;
+        }
         tmp.as_file().sync_all()?;
         tmp.persist(self.dir.join(name))?;
         Ok(())
@@ -330,9 +367,9 @@ fn open_failure(e: &std::io::Error) -> String {
     }
 }
 
-/// The bytes of the entry at `path`: `None` when there is none, an error
-/// (the reason) when it is a symlink, not a regular file or too large.
-fn read_entry(path: &Path) -> Result<Option<Vec<u8>>, String> {
+/// The entry at `path`, open: `None` when there is none, an error (the
+/// reason) when it is a symlink, not a regular file or too large.
+fn open_entry(path: &Path) -> Result<Option<File>, String> {
     let file = match open_no_follow(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -344,18 +381,41 @@ fn read_entry(path: &Path) -> Result<Option<Vec<u8>>, String> {
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let too_large = || format!("larger than {MAX_ENTRY_BYTES} bytes");
     if meta.len() > MAX_ENTRY_BYTES {
-        return Err(too_large());
+        return Err(format!("larger than {MAX_ENTRY_BYTES} bytes"));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_ENTRY_BYTES + 1)
+    Ok(Some(file))
+}
+
+/// The tag in the tag file at `path` (a regular file, not followed, of
+/// exactly [`TAG_MAGIC`] and a tag); an error (the reason) otherwise,
+/// a missing tag file included.
+fn read_tag(path: &Path) -> Result<[u8; TAG_LEN], String> {
+    let unsigned = |why: String| format!("not signed by this host: {why}");
+    let file = match open_no_follow(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(unsigned("it has no tag file".into()));
+        }
+        Err(e) => return Err(unsigned(format!("its tag file: {}", open_failure(&e)))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| unsigned(format!("cannot inspect its tag file: {e}")))?;
+    let expected = (TAG_MAGIC.len() + TAG_LEN) as u64;
+    if !meta.is_file() || meta.len() != expected {
+        return Err(unsigned(format!(
+            "its tag file is not a regular file of {expected} bytes"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(expected as usize);
+    file.take(expected)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > MAX_ENTRY_BYTES {
-        return Err(too_large());
-    }
-    Ok(Some(bytes))
+        .map_err(|e| unsigned(format!("cannot read its tag file: {e}")))?;
+    bytes
+        .strip_prefix(TAG_MAGIC)
+        .and_then(|tag| <[u8; TAG_LEN]>::try_from(tag).ok())
+        .ok_or_else(|| unsigned("its tag file has no valid header".into()))
 }
 
 /// The host key in `dir`: the trusted key file's contents, or a fresh key

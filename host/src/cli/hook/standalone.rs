@@ -69,7 +69,7 @@ pub(super) fn verdict(
     let template = config.daemon.default_nudge.clone();
     let budget = deadline.saturating_duration_since(Instant::now());
     let report = runtime.block_on(async {
-        let runner = GateRunner::new(config);
+        let runner = GateRunner::one_shot(config);
         tokio::time::timeout(budget, runner.run_gates(&specs, &anchor, &context)).await
     });
     // Dropping the runtime drops a gate cut short by the budget, and its

@@ -70,6 +70,13 @@ impl Setup {
         self.dir.join(entry_name(&self.engine, &self.file))
     }
 
+    fn tag(&self) -> PathBuf {
+        self.dir.join(format!(
+            "{}{TAG_SUFFIX}",
+            entry_name(&self.engine, &self.file)
+        ))
+    }
+
     fn key(&self) -> PathBuf {
         self.dir.join(KEY_FILE)
     }
@@ -90,28 +97,85 @@ fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).expect("stat").mode() & 0o7777
 }
 
-/// An entry with a well-formed header whose tag is under `key`.
-fn entry_signed_with(key: [u8; KEY_LEN], name: &str, serialized: &[u8]) -> Vec<u8> {
+/// A well-formed tag file whose tag is under `key`.
+fn tag_signed_with(key: [u8; KEY_LEN], name: &str, serialized: &[u8]) -> Vec<u8> {
     let cache = Cache {
         dir: PathBuf::new(),
         key,
     };
     let tag = cache.tag(name, serialized);
-    [ENTRY_MAGIC, tag.as_bytes(), serialized].concat()
+    [TAG_MAGIC, tag.as_bytes()].concat()
 }
 
 #[test]
 fn an_entry_is_signed_then_hit() {
     let s = Setup::new();
     assert_eq!(s.compile(), CacheUse::Compiled);
+    // The entry is exactly what wasmtime serialised (so that wasmtime can
+    // map the file itself); the tag is beside it.
     let entry = std::fs::read(s.entry()).expect("entry written");
-    assert!(entry.starts_with(ENTRY_MAGIC));
-    assert!(entry.len() > ENTRY_MAGIC.len() + TAG_LEN);
+    assert_eq!(entry, s.serialized());
+    let tag = std::fs::read(s.tag()).expect("tag written");
+    assert_eq!(tag.len(), TAG_MAGIC.len() + TAG_LEN);
+    assert!(tag.starts_with(TAG_MAGIC));
     assert_eq!(mode(&s.dir), 0o700);
     assert_eq!(mode(&s.key()), 0o600);
     assert_eq!(mode(&s.entry()), 0o600);
+    assert_eq!(mode(&s.tag()), 0o600);
     assert_eq!(std::fs::read(s.key()).expect("key").len(), KEY_LEN);
     assert_eq!(s.compile(), CacheUse::Hit);
+}
+
+/// The mappings of this process that are of `path`'s file.
+fn mappings_of(path: &Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let path = path.to_string_lossy();
+    maps.lines().filter(|l| l.ends_with(&*path)).count()
+}
+
+#[test]
+fn a_hit_maps_the_entry_instead_of_copying_it() {
+    let s = Setup::new();
+    s.compile();
+    let (component, used) =
+        compile_cached_reporting(&s.engine, Some(&s.dir), &s.file).expect("loads");
+    assert_eq!(used, CacheUse::Hit);
+    assert!(
+        mappings_of(&s.entry()) > 0,
+        "the entry is not mapped while its component lives"
+    );
+    drop(component);
+    assert_eq!(
+        mappings_of(&s.entry()),
+        0,
+        "the mapping outlived its component"
+    );
+}
+
+#[test]
+fn an_entry_renamed_over_after_its_check_is_not_what_loads() {
+    let s = Setup::new();
+    s.compile();
+    let name = entry_name(&s.engine, &s.file);
+    let key: [u8; KEY_LEN] = std::fs::read(s.key())
+        .expect("key")
+        .try_into()
+        .expect("key length");
+    let cache = Cache {
+        dir: s.dir.clone(),
+        key,
+    };
+    let entry = open_entry(&s.entry()).expect("opens").expect("exists");
+    let tag = read_tag(&s.tag()).expect("tag");
+    // Between the open and the load, the name now holds junk.
+    let moved = s.tmp.path().join("checked.cwasm");
+    std::fs::rename(s.entry(), &moved).expect("move");
+    std::fs::write(s.entry(), b"\x7fELF junk, not what was checked").expect("write");
+    let component = cache
+        .load_verified(&s.engine, &name, entry, &tag)
+        .expect("the open file, checked, is what loads");
+    assert!(mappings_of(&moved) > 0, "{moved:?} is not what was mapped");
+    drop(component);
 }
 
 #[test]
@@ -132,11 +196,7 @@ fn an_entry_signed_under_another_key_is_recompiled() {
     s.compile();
     let serialized = s.serialized();
     let name = entry_name(&s.engine, &s.file);
-    std::fs::write(
-        s.entry(),
-        entry_signed_with([7; KEY_LEN], &name, &serialized),
-    )
-    .expect("write");
+    std::fs::write(s.tag(), tag_signed_with([7; KEY_LEN], &name, &serialized)).expect("write");
     s.assert_recompiled_then_hit();
 }
 
@@ -158,24 +218,68 @@ fn an_entry_of_the_older_hmac_format_is_recompiled() {
         .finalize()
         .into_bytes();
     std::fs::write(s.entry(), [&b"GHMAC1"[..], &tag[..], &serialized].concat()).expect("write");
+    std::fs::remove_file(s.tag()).expect("rm tag");
     s.assert_recompiled_then_hit();
-    assert!(
-        std::fs::read(s.entry())
-            .expect("entry")
-            .starts_with(ENTRY_MAGIC)
-    );
+    assert_eq!(std::fs::read(s.entry()).expect("entry"), serialized);
+}
+
+#[test]
+fn an_entry_of_the_older_single_file_blake3_format_is_recompiled() {
+    let s = Setup::new();
+    s.compile();
+    let serialized = s.serialized();
+    let name = entry_name(&s.engine, &s.file);
+    let key = std::fs::read(s.key()).expect("key");
+    let key: [u8; KEY_LEN] = key.try_into().expect("key length");
+    // GHB3K1: the tag inside the entry, in front of the component.
+    let tag = blake3::Hasher::new_keyed(&key)
+        .update(b"gatehost-cwasm-v2")
+        .update(&(name.len() as u64).to_le_bytes())
+        .update(name.as_bytes())
+        .update(&serialized)
+        .finalize();
+    std::fs::write(
+        s.entry(),
+        [&b"GHB3K1"[..], tag.as_bytes(), &serialized].concat(),
+    )
+    .expect("write");
+    std::fs::remove_file(s.tag()).expect("rm tag");
+    s.assert_recompiled_then_hit();
+    assert_eq!(std::fs::read(s.entry()).expect("entry"), serialized);
 }
 
 #[test]
 fn unsigned_and_truncated_entries_are_recompiled() {
     let s = Setup::new();
     s.compile();
-    let serialized = s.serialized();
-    let truncated = [ENTRY_MAGIC, &[0; 10]].concat();
-    for bad in [serialized, truncated, Vec::new()] {
+    // No tag file.
+    std::fs::remove_file(s.tag()).expect("rm tag");
+    s.assert_recompiled_then_hit();
+    // A tag file that is truncated, empty, too long or of another magic.
+    let good = std::fs::read(s.tag()).expect("tag");
+    let other_magic = [&b"GHB3K9"[..], &good[TAG_MAGIC.len()..]].concat();
+    let too_long = [&good[..], &[0][..]].concat();
+    for bad in [good[..20].to_vec(), Vec::new(), too_long, other_magic] {
+        std::fs::write(s.tag(), &bad).expect("write");
+        s.assert_recompiled_then_hit();
+    }
+    // A truncated or empty entry under a good tag.
+    let entry = std::fs::read(s.entry()).expect("entry");
+    for bad in [entry[..entry.len() / 2].to_vec(), Vec::new()] {
         std::fs::write(s.entry(), &bad).expect("write");
         s.assert_recompiled_then_hit();
     }
+}
+
+#[test]
+fn a_tag_symlink_is_refused() {
+    let s = Setup::new();
+    s.compile();
+    let target = s.tmp.path().join("elsewhere.tag");
+    std::fs::rename(s.tag(), &target).expect("move");
+    std::os::unix::fs::symlink(&target, s.tag()).expect("symlink");
+    s.assert_recompiled_then_hit();
+    assert!(std::fs::symlink_metadata(s.tag()).expect("stat").is_file());
 }
 
 #[test]
