@@ -495,16 +495,26 @@ impl Child {
         }
     }
 
+    /// The pipes and the pidfd are watched by the tokio runtime's reactor.
     fn started(s: spawn::Started) -> std::io::Result<Child> {
+        use tokio::net::unix::pipe;
+        use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+        spawn::in_runtime()?;
+        let process = Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?);
         let stdin = match s.stdin {
-            Some(w) => Some(Box::new(async_io::Async::new(w)?) as Writer),
+            Some(w) => {
+                Some(Box::new(pipe::Sender::from_owned_fd(w.into())?.compat_write()) as Writer)
+            }
             None => None,
+        };
+        let reader = |r: std::io::PipeReader| -> std::io::Result<Reader> {
+            Ok(Box::new(pipe::Receiver::from_owned_fd(r.into())?.compat()))
         };
         Ok(Child {
             stdin,
-            stdout: Some(Box::new(async_io::Async::new(s.stdout)?)),
-            stderr: Some(Box::new(async_io::Async::new(s.stderr)?)),
-            process: Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?),
+            stdout: Some(reader(s.stdout)?),
+            stderr: Some(reader(s.stderr)?),
+            process,
         })
     }
 

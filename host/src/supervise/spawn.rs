@@ -1,6 +1,7 @@
 //! Starting a gate's process directly inside its cgroup, with
 //! `clone3(CLONE_INTO_CGROUP | CLONE_PIDFD)`, and waiting on it through its
-//! pidfd.
+//! pidfd. The pidfd and the host's ends of the child's pipes are watched by
+//! the tokio runtime's own reactor (no reactor thread is started for them).
 //!
 //! Moving a process between cgroups (a write to `cgroup.procs`) takes the
 //! write side of the kernel's global `cgroup_threadgroup_rwsem`, which waits
@@ -272,6 +273,14 @@ unsafe fn child_exec(
 }
 
 /// Kills and reaps a child whose start went wrong half-way.
+/// An error, instead of tokio's panic, where there is no tokio runtime to
+/// watch a child's pidfd and pipes.
+pub fn in_runtime() -> io::Result<()> {
+    tokio::runtime::Handle::try_current()
+        .map(drop)
+        .map_err(|e| io::Error::other(format!("a gate is waited on by a tokio runtime: {e}")))
+}
+
 fn reap_killed(pid: i32, pidfd: BorrowedFd<'_>) {
     super::kill(pid, rustix::process::Signal::KILL);
     let _ = rustix::process::waitid(
@@ -280,19 +289,28 @@ fn reap_killed(pid: i32, pidfd: BorrowedFd<'_>) {
     );
 }
 
-/// A child started by [`clone_into`], waited on through its pidfd.
+/// A child started by [`clone_into`], waited on through its pidfd, which
+/// the tokio runtime's own reactor watches (no reactor thread of its own).
 #[derive(Debug)]
 pub struct PidfdChild {
     pid: i32,
-    pidfd: async_io::Async<OwnedFd>,
+    pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
 }
 
 impl PidfdChild {
+    /// Errs (instead of panicking) outside a tokio runtime.
     pub fn new(pid: i32, pidfd: OwnedFd) -> io::Result<PidfdChild> {
+        in_runtime()?;
+        // SAFETY: `pidfd` is an open OwnedFd moved into the AsyncFd, which
+        // owns it (so it stays open and the same) until the AsyncFd drops.
+        let pidfd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+        }
+        .map_err(io::Error::from)?;
         Ok(PidfdChild {
             pid,
-            pidfd: async_io::Async::new(pidfd)?,
+            pidfd,
             status: None,
         })
     }
@@ -321,7 +339,9 @@ impl PidfdChild {
                     };
                     self.status = Some(ExitStatus::from_raw(raw));
                 }
-                None => self.pidfd.readable().await?,
+                // Readable: the child has ended. A wake-up with nothing to
+                // reap clears the readiness and waits again.
+                None => self.pidfd.readable().await?.clear_ready(),
             }
         }
     }
