@@ -137,6 +137,75 @@ async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
     assert!(v.reason.contains("probe"), "{v:?}");
 }
 
+/// A plugin file another host already read, unchanged since (and settled:
+/// changed more than two seconds before it was read), is loaded from its
+/// remembered digest and the compiled cache without being read again; a
+/// changed file is read again and checked against the pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
+    let s = Scratch::new();
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let dir = s.etc.join("plugins");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let plugin = dir.join("probe.wasm");
+    std::fs::copy(built.join("noop.wasm"), &plugin).expect("copy");
+    let noop_digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&plugin).expect("read")))
+    };
+    // Wait until the copy has settled (its ctime is what is compared).
+    let copied = Instant::now();
+    while copied.elapsed() < Duration::from_millis(2100) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let host = |max_plugin_bytes: u64| {
+        let text = format!(
+            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\nmax_plugin_bytes = {max_plugin_bytes}\n",
+            dir.display(),
+            s.etc.join("cache").display()
+        );
+        GateRunner::one_shot(HostConfig::from_toml(&text, "test").expect("config"))
+    };
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let ctx = GateContext::default();
+    let pinned = |digest: &str| {
+        gate(&format!(
+            r#"{{"wasm": {{"plugin": "probe", "sha256": "{digest}"}}}}"#
+        ))
+    };
+    // 1. The first host reads the file (and records its digest).
+    let v = host(64 << 20)
+        .run_gate(&pinned(&noop_digest), &anchor, &ctx)
+        .await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    // 2. A host that would refuse to read a file of more than one byte
+    //    still runs it: it was not read.
+    let v = host(1).run_gate(&pinned(&noop_digest), &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    // ... and the remembered digest is still checked against the pin.
+    let v = host(1)
+        .run_gate(&pinned(&"0".repeat(64)), &anchor, &ctx)
+        .await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(v.reason.contains("sha256"), "{v:?}");
+    // 3. Rewritten in place with another plugin: read again (so the
+    //    one-byte host now refuses it), and the old pin refuses it.
+    std::fs::write(
+        &plugin,
+        std::fs::read(built.join("hostile.wasm")).expect("read"),
+    )
+    .expect("rewrite");
+    let v = host(1).run_gate(&pinned(&noop_digest), &anchor, &ctx).await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(v.reason.contains("max_plugin_bytes"), "{v:?}");
+    let v = host(64 << 20)
+        .run_gate(&pinned(&noop_digest), &anchor, &ctx)
+        .await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(v.reason.contains("sha256"), "{v:?}");
+}
+
 /// More evaluations at once than the pool has instance slots (64): each
 /// holds its instance while its judge call (a half-second process) runs.
 /// The ones beyond 64 wait for a slot; none fails to instantiate.

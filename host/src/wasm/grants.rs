@@ -5,7 +5,7 @@
 //! at load, naming the import. It owns only that decision; it must never
 //! grant by default.
 
-use super::{PluginError, PluginFile};
+use super::PluginError;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -40,7 +40,7 @@ const GRANTED_IMPORT_PREFIXES: &[&str] = &[
 /// filesystem nor the host interface is given no handle on the workspace,
 /// which saves opening one for every evaluation).
 pub fn check_imports(
-    file: &PluginFile,
+    plugin: &str,
     engine: &Engine,
     component: &Component,
 ) -> Result<Uses, PluginError> {
@@ -49,7 +49,7 @@ pub fn check_imports(
     for (name, _) in ty.imports(engine) {
         let Some(granted) = grant(name) else {
             return Err(PluginError::ForbiddenImport {
-                plugin: file.name.clone(),
+                plugin: plugin.to_string(),
                 import: name.to_string(),
             });
         };

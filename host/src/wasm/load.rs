@@ -139,7 +139,7 @@ pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec
 /// The host key's file name inside the cache directory.
 const KEY_FILE: &str = "host-key";
 /// The host key's length in bytes.
-const KEY_LEN: usize = 32;
+pub(crate) const KEY_LEN: usize = 32;
 /// What an entry's tag file starts with; the tag follows, and nothing else.
 const TAG_MAGIC: &[u8] = b"GHB3K2";
 /// The suffix of an entry's tag file.
@@ -162,40 +162,33 @@ pub(crate) enum CacheUse {
     Recompiled(String),
 }
 
-/// Compiles `file`, or loads it from the on-disk cache.
-pub fn compile_cached(
-    engine: &Engine,
-    cache_dir: Option<&Path>,
-    file: &PluginFile,
-) -> Result<Component, PluginError> {
-    compile_cached_reporting(engine, cache_dir, file).map(|(component, _)| component)
-}
-
-/// [`compile_cached`], and whether the cache was used.
+/// Compiles `file`, or loads it from the on-disk cache in `cache_dir`;
+/// and whether the cache was used.
+#[cfg(test)]
 pub(crate) fn compile_cached_reporting(
     engine: &Engine,
     cache_dir: Option<&Path>,
     file: &PluginFile,
 ) -> Result<(Component, CacheUse), PluginError> {
-    let cache = cache_dir.and_then(|dir| match Cache::open(dir) {
-        Ok(cache) => Some(cache),
-        Err(reason) => {
-            tracing::warn!(dir = %dir.display(), %reason, "not using the compiled-component cache");
-            None
-        }
-    });
-    let name = entry_name(engine, file);
+    let cache = cache_dir.and_then(Cache::open_reporting);
+    compile_with(engine, cache.as_ref(), file)
+}
+
+/// Compiles `file`, or loads it from `cache`; and whether the cache was
+/// used.
+pub(crate) fn compile_with(
+    engine: &Engine,
+    cache: Option<&Cache>,
+    file: &PluginFile,
+) -> Result<(Component, CacheUse), PluginError> {
+    let name = entry_name(engine, &file.digest);
     let mut used = CacheUse::Compiled;
-    if let Some(cache) = &cache {
+    if let Some(cache) = cache {
         match cache.load(engine, &name) {
             Ok(Some(component)) => return Ok((component, CacheUse::Hit)),
             Ok(None) => {}
             Err(reason) => {
-                tracing::warn!(
-                    path = %cache.dir.join(&name).display(),
-                    %reason,
-                    "refusing a cached component; recompiling"
-                );
+                cache.report_refused(&name, &reason);
                 used = CacheUse::Recompiled(reason);
             }
         }
@@ -205,7 +198,7 @@ pub(crate) fn compile_cached_reporting(
             plugin: file.name.clone(),
             message: format!("{e:#}"),
         })?;
-    if let Some(cache) = &cache
+    if let Some(cache) = cache
         && let Err(e) = cache.store(&name, &component)
     {
         tracing::warn!(path = %cache.dir.join(&name).display(), error = %e, "cannot cache the compiled component");
@@ -213,20 +206,63 @@ pub(crate) fn compile_cached_reporting(
     Ok((component, used))
 }
 
+/// The component compiled from the plugin whose SHA-256 is `digest`, if
+/// `cache` holds a good entry for it; `None` otherwise (a refused entry is
+/// reported, and left for [`compile_with`] to replace). Nothing is
+/// compiled: the caller has no plugin bytes.
+pub(crate) fn cached_only(engine: &Engine, cache: &Cache, digest: &str) -> Option<Component> {
+    let name = entry_name(engine, digest);
+    match cache.load(engine, &name) {
+        Ok(found) => found,
+        Err(reason) => {
+            cache.report_refused(&name, &reason);
+            None
+        }
+    }
+}
+
 /// The entry's file name: the plugin's digest and the engine's
 /// compatibility hash.
-fn entry_name(engine: &Engine, file: &PluginFile) -> String {
-    format!("{}-{:016x}.cwasm", file.digest, engine_hash(engine))
+fn entry_name(engine: &Engine, digest: &str) -> String {
+    format!("{digest}-{:016x}.cwasm", engine_hash(engine))
 }
 
 /// The host's own compiled-component cache: a checked directory and the
-/// key that signs its entries.
-struct Cache {
+/// key that signs its entries (and the digest records of
+/// [`super::digests`]).
+pub(crate) struct Cache {
     dir: PathBuf,
     key: [u8; KEY_LEN],
 }
 
 impl Cache {
+    /// [`Cache::open`], or `None` with the reason logged.
+    pub(crate) fn open_reporting(dir: &Path) -> Option<Cache> {
+        match Cache::open(dir) {
+            Ok(cache) => Some(cache),
+            Err(reason) => {
+                tracing::warn!(dir = %dir.display(), %reason, "not using the compiled-component cache");
+                None
+            }
+        }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn key(&self) -> &[u8; KEY_LEN] {
+        &self.key
+    }
+
+    fn report_refused(&self, name: &str, reason: &str) {
+        tracing::warn!(
+            path = %self.dir.join(name).display(),
+            %reason,
+            "refusing a cached component; recompiling"
+        );
+    }
+
     /// Creates or checks `dir` (owned by the effective uid, made 0700) and
     /// reads or makes its key. An error says why the cache is not used.
     fn open(dir: &Path) -> Result<Self, String> {

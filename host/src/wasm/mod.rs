@@ -15,6 +15,7 @@
 //! It must never let a plugin's failure become a pass, and never let one
 //! plugin's trap affect another evaluation.
 
+mod digests;
 mod error;
 mod evaluate;
 pub mod files;
@@ -162,6 +163,9 @@ pub struct WasmHost {
     named: Mutex<HashMap<String, NamedPlugin>>,
     /// Instances made ahead for the next evaluation of a plugin.
     spares: spare::Spares,
+    /// The compiled-component cache, opened (and its key read) on first
+    /// use; `None` when there is none or it cannot be used.
+    cache: std::sync::OnceLock<Option<load::Cache>>,
 }
 
 impl Drop for WasmHost {
@@ -217,6 +221,7 @@ impl WasmHost {
             slots: Arc::new(tokio::sync::Semaphore::new(POOL_INSTANCES as usize)),
             named: Mutex::new(HashMap::new()),
             spares,
+            cache: std::sync::OnceLock::new(),
         })
     }
 
@@ -282,10 +287,52 @@ impl WasmHost {
         Ok(plugin)
     }
 
+    /// The compiled-component cache, if there is a usable one.
+    fn cache(&self) -> Option<&load::Cache> {
+        self.cache
+            .get_or_init(|| {
+                self.config
+                    .cache_dir
+                    .as_deref()
+                    .and_then(load::Cache::open_reporting)
+            })
+            .as_ref()
+    }
+
     /// Checks the header and compiles (or reads from the cache).
     fn compile(&self, file: &PluginFile) -> Result<Component, PluginError> {
         load::check_header(file)?;
-        load::compile_cached(&self.engine, self.config.cache_dir.as_deref(), file)
+        load::compile_with(&self.engine, self.cache(), file).map(|(component, _)| component)
+    }
+
+    /// The plugin whose SHA-256 is `digest`, from memory or from a cache
+    /// entry, without its file's bytes; `None` when neither has it.
+    fn load_known(
+        &self,
+        name: &str,
+        digest: &str,
+        size: u64,
+    ) -> Result<Option<Arc<LoadedPlugin>>, PluginError> {
+        if let Some(p) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(digest)
+        {
+            return Ok(Some(p.clone()));
+        }
+        let Some(component) = self
+            .cache()
+            .and_then(|cache| load::cached_only(&self.engine, cache, digest))
+        else {
+            return Ok(None);
+        };
+        let plugin = Arc::new(self.prepare_parts(name, digest, size, &component)?);
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest.to_string(), plugin.clone());
+        Ok(Some(plugin))
     }
 
     /// Refuses ungranted imports and a wrong world; pre-instantiates.
@@ -294,9 +341,21 @@ impl WasmHost {
         file: &PluginFile,
         component: &Component,
     ) -> Result<LoadedPlugin, PluginError> {
-        let uses = grants::check_imports(file, &self.engine, component)?;
+        self.prepare_parts(&file.name, &file.digest, file.bytes.len() as u64, component)
+    }
+
+    /// [`WasmHost::prepare`] for the plugin `name` whose file has `digest`
+    /// and `size`.
+    fn prepare_parts(
+        &self,
+        name: &str,
+        digest: &str,
+        size: u64,
+        component: &Component,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let uses = grants::check_imports(name, &self.engine, component)?;
         let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
-            plugin: file.name.clone(),
+            plugin: name.to_string(),
             message: format!("{e:#}"),
         };
         let instance_pre = self
@@ -305,9 +364,9 @@ impl WasmHost {
             .map_err(wrong_world)?;
         let pre = bindings::GatePluginPre::new(instance_pre).map_err(wrong_world)?;
         Ok(LoadedPlugin {
-            name: file.name.clone(),
-            digest: file.digest.clone(),
-            size: file.bytes.len(),
+            name: name.to_string(),
+            digest: digest.to_string(),
+            size: usize::try_from(size).unwrap_or(usize::MAX),
             uses,
             pre,
         })

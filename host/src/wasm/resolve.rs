@@ -51,16 +51,36 @@ impl WasmHost {
                     .map(|(_, p)| p.clone())
             });
             let Some(plugin) = known else {
+                let remember = |plugin: &Arc<LoadedPlugin>| {
+                    if let Some(id) = identity {
+                        self.by_path
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(path.to_path_buf(), (id, plugin.clone()));
+                    }
+                };
+                // Another process read this file, unchanged since: its
+                // digest is known, and the cache may hold its component.
+                if let Some(id) = &identity
+                    && let Some(digest) = self.remembered_digest(path, id)
+                {
+                    check_pin(name, pinned, &digest)?;
+                    if let Some(plugin) = self.load_known(name, &digest, id.size())? {
+                        remember(&plugin);
+                        return Ok(plugin);
+                    }
+                }
                 let file = PluginFile::read(name, path, self.config.max_plugin_bytes)?;
                 check_pin(name, pinned, &file.digest)?;
+                let digest = file.digest.clone();
                 let plugin = self.load(file)?;
                 // Record the identity seen *before* reading: if the file
                 // changed meanwhile, the next run reads it again.
-                if let Some(id) = identity {
-                    self.by_path
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(path.to_path_buf(), (id, plugin.clone()));
+                remember(&plugin);
+                if let Some(id) = &identity
+                    && let Some(cache) = self.cache()
+                {
+                    super::digests::DigestRecords::new(cache).put(path, id, &digest);
                 }
                 return Ok(plugin);
             };
@@ -68,6 +88,13 @@ impl WasmHost {
             Ok(plugin)
         };
         (load(), identity)
+    }
+
+    /// The digest another run recorded for the file at `path` when it had
+    /// `identity`, if the cache holds such a record.
+    fn remembered_digest(&self, path: &std::path::Path, identity: &FileIdentity) -> Option<String> {
+        let cache = self.cache()?;
+        super::digests::DigestRecords::new(cache).get(path, identity)
     }
 
     /// `find_named`, remembered: the plugin's path, its canonical form and
@@ -189,7 +216,32 @@ pub struct FileIdentity {
 }
 
 impl FileIdentity {
-    fn of(path: &std::path::Path) -> Option<Self> {
+    /// The length of [`FileIdentity::to_bytes`].
+    pub(super) const BYTES: usize = 8 * 3 + 16 * 2;
+
+    /// The identity as fixed-width little-endian fields.
+    pub(super) fn to_bytes(self) -> [u8; Self::BYTES] {
+        let mut out = [0u8; Self::BYTES];
+        out[0..8].copy_from_slice(&self.dev.to_le_bytes());
+        out[8..16].copy_from_slice(&self.ino.to_le_bytes());
+        out[16..24].copy_from_slice(&self.size.to_le_bytes());
+        out[24..40].copy_from_slice(&self.mtime_ns.to_le_bytes());
+        out[40..56].copy_from_slice(&self.ctime_ns.to_le_bytes());
+        out
+    }
+
+    /// When the file last changed (its inode included), in nanoseconds
+    /// since the epoch.
+    pub(super) fn ctime_ns(&self) -> i128 {
+        self.ctime_ns
+    }
+
+    /// The file's size in bytes.
+    pub(super) fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub(super) fn of(path: &std::path::Path) -> Option<Self> {
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(path).ok()?;
         Some(FileIdentity {

@@ -67,13 +67,13 @@ impl Setup {
     }
 
     fn entry(&self) -> PathBuf {
-        self.dir.join(entry_name(&self.engine, &self.file))
+        self.dir.join(entry_name(&self.engine, &self.file.digest))
     }
 
     fn tag(&self) -> PathBuf {
         self.dir.join(format!(
             "{}{TAG_SUFFIX}",
-            entry_name(&self.engine, &self.file)
+            entry_name(&self.engine, &self.file.digest)
         ))
     }
 
@@ -156,7 +156,7 @@ fn a_hit_maps_the_entry_instead_of_copying_it() {
 fn an_entry_renamed_over_after_its_check_is_not_what_loads() {
     let s = Setup::new();
     s.compile();
-    let name = entry_name(&s.engine, &s.file);
+    let name = entry_name(&s.engine, &s.file.digest);
     let key: [u8; KEY_LEN] = std::fs::read(s.key())
         .expect("key")
         .try_into()
@@ -195,7 +195,7 @@ fn an_entry_signed_under_another_key_is_recompiled() {
     let s = Setup::new();
     s.compile();
     let serialized = s.serialized();
-    let name = entry_name(&s.engine, &s.file);
+    let name = entry_name(&s.engine, &s.file.digest);
     std::fs::write(s.tag(), tag_signed_with([7; KEY_LEN], &name, &serialized)).expect("write");
     s.assert_recompiled_then_hit();
 }
@@ -206,7 +206,7 @@ fn an_entry_of_the_older_hmac_format_is_recompiled() {
     let s = Setup::new();
     s.compile();
     let serialized = s.serialized();
-    let name = entry_name(&s.engine, &s.file);
+    let name = entry_name(&s.engine, &s.file.digest);
     let key = std::fs::read(s.key()).expect("key");
     // GHMAC1: HMAC-SHA256 under the same key, the same fields.
     let tag = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
@@ -228,7 +228,7 @@ fn an_entry_of_the_older_single_file_blake3_format_is_recompiled() {
     let s = Setup::new();
     s.compile();
     let serialized = s.serialized();
-    let name = entry_name(&s.engine, &s.file);
+    let name = entry_name(&s.engine, &s.file.digest);
     let key = std::fs::read(s.key()).expect("key");
     let key: [u8; KEY_LEN] = key.try_into().expect("key length");
     // GHB3K1: the tag inside the entry, in front of the component.
