@@ -191,6 +191,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let runner = GateRunner::new(config);
+        // A daemon probes its containment at start (and sweeps a dead
+        // host's cgroups then), not at its first gate.
+        let _ = runner.supervisor();
         let confinement = runner.sandbox().describe();
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)

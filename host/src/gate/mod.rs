@@ -73,8 +73,12 @@ pub struct GateRunner {
 
 struct RunnerInner {
     config: HostConfig,
-    supervisor: Supervisor,
-    sandbox: Sandbox,
+    /// Made on first use (a run of only WASM gates spawns nothing, so it
+    /// never probes cgroups), or given at construction.
+    supervisor: OnceLock<Supervisor>,
+    /// Made on first use, like the supervisor (Landlock's probe and the
+    /// grants' paths are for native gates).
+    sandbox: OnceLock<Sandbox>,
     judge_slots: Arc<Semaphore>,
     /// Started on the first WASM gate (an engine is not free).
     wasm: OnceLock<Result<WasmHost, String>>,
@@ -83,7 +87,7 @@ struct RunnerInner {
 impl std::fmt::Debug for GateRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GateRunner")
-            .field("containment", &self.inner.supervisor.containment())
+            .field("containment", &self.supervisor().containment())
             .field("judge_slots", &self.inner.config.judge_slots)
             .finish()
     }
@@ -91,7 +95,7 @@ impl std::fmt::Debug for GateRunner {
 
 impl GateRunner {
     pub fn new(config: HostConfig) -> Self {
-        Self::with_supervisor(config, Supervisor::new())
+        Self::with(config, OnceLock::new())
     }
 
     /// A runner for a process that runs its gates once and exits (`check`,
@@ -107,13 +111,16 @@ impl GateRunner {
     }
 
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
+        Self::with(config, OnceLock::from(supervisor))
+    }
+
+    fn with(config: HostConfig, supervisor: OnceLock<Supervisor>) -> Self {
         let slots = config.judge_slots.max(1);
-        let sandbox = Sandbox::new(&config.sandbox, &config.private_paths());
         GateRunner {
             inner: Arc::new(RunnerInner {
                 config,
                 supervisor,
-                sandbox,
+                sandbox: OnceLock::new(),
                 judge_slots: Arc::new(Semaphore::new(slots)),
                 wasm: OnceLock::new(),
             }),
@@ -125,12 +132,15 @@ impl GateRunner {
     }
 
     pub fn supervisor(&self) -> &Supervisor {
-        &self.inner.supervisor
+        self.inner.supervisor.get_or_init(Supervisor::new)
     }
 
     /// How native gates are confined on this host.
     pub fn sandbox(&self) -> &Sandbox {
-        &self.inner.sandbox
+        self.inner.sandbox.get_or_init(|| {
+            let config = &self.inner.config;
+            Sandbox::new(&config.sandbox, &config.private_paths())
+        })
     }
 
     /// The host's WASM engine, started on first use.
