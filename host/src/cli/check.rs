@@ -38,8 +38,13 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
         if gates.iter().any(GateSpec::is_native) {
             eprintln!("gatehost: {}", runner.sandbox().describe());
         }
-        runner.run_gates(&gates, &anchor, &context).await
+        let report = runner.run_gates(&gates, &anchor, &context).await;
+        runner.end_one_shot();
+        report
     });
+    // Every gate has ended and been cleaned up: nothing is left for the
+    // runtime's shut-down to wait for.
+    runtime.shutdown_background();
     if json {
         let s = serde_json::to_string(&report)
             .map_err(|e| CliError::new("encode", format!("cannot encode the report: {e}")))?;

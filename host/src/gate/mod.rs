@@ -110,6 +110,20 @@ impl GateRunner {
         Self::new(config)
     }
 
+    /// Ends a one-shot run whose gates have all ended (each removed its
+    /// scratch directory and cgroup as it did): the supervisor and the
+    /// sandbox are dropped as usual (the supervisor removes its spare
+    /// cgroups), but the WASM engine is not torn down, page by page and
+    /// entry by entry, only for the process to exit: it is leaked, and the
+    /// exit frees it.
+    pub fn end_one_shot(self) {
+        if let Ok(mut inner) = Arc::try_unwrap(self.inner)
+            && let Some(wasm) = inner.wasm.take()
+        {
+            std::mem::forget(wasm);
+        }
+    }
+
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
         Self::with(config, OnceLock::from(supervisor))
     }
