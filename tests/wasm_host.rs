@@ -10,19 +10,30 @@ use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
 use gatehost::verdict::Outcome;
 use std::time::{Duration, Instant};
 
-fn runner(s: &Scratch) -> GateRunner {
+/// Where `scripts/build-plugins.sh` puts the built plugins.
+fn built_plugins() -> std::path::PathBuf {
     let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/target/wasm32-wasip2/release");
     assert!(
         plugins.join("noop.wasm").is_file(),
         "run `bash scripts/build-plugins.sh` first"
     );
+    plugins
+}
+
+/// A configuration finding plugins in `plugins`, caching them in the
+/// scratch's `etc/cache`, with `more` TOML after the `[wasm]` keys.
+fn config(s: &Scratch, plugins: &std::path::Path, more: &str) -> HostConfig {
     let text = format!(
-        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n{more}",
         plugins.display(),
         s.etc.join("cache").display()
     );
-    GateRunner::new(HostConfig::from_toml(&text, "test").expect("config"))
+    HostConfig::from_toml(&text, "test").expect("config")
+}
+
+fn runner(s: &Scratch) -> GateRunner {
+    GateRunner::new(config(s, &built_plugins(), ""))
 }
 
 fn gate(json: &str) -> gatehost::gate::GateSpec {
@@ -85,16 +96,10 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
     let s = Scratch::new();
-    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
+    let built = built_plugins();
     let dir = s.etc.join("plugins");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let text = format!(
-        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
-        dir.display(),
-        s.etc.join("cache").display()
-    );
-    let r = GateRunner::new(HostConfig::from_toml(&text, "test").expect("config"));
+    let r = GateRunner::new(config(&s, &dir, ""));
     let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
     let ctx = GateContext::default();
     let g = gate(r#"{"wasm": {"plugin": "probe", "config": {"mode": "panic"}}}"#);
@@ -144,8 +149,7 @@ async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
     let s = Scratch::new();
-    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
+    let built = built_plugins();
     let dir = s.etc.join("plugins");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let plugin = dir.join("probe.wasm");
@@ -160,12 +164,11 @@ async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let host = |max_plugin_bytes: u64| {
-        let text = format!(
-            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\nmax_plugin_bytes = {max_plugin_bytes}\n",
-            dir.display(),
-            s.etc.join("cache").display()
-        );
-        GateRunner::one_shot(HostConfig::from_toml(&text, "test").expect("config"))
+        GateRunner::one_shot(config(
+            &s,
+            &dir,
+            &format!("max_plugin_bytes = {max_plugin_bytes}\n"),
+        ))
     };
     let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
     let ctx = GateContext::default();
@@ -213,15 +216,12 @@ async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
 async fn more_evaluations_than_instance_slots_wait_for_a_slot() {
     let s = Scratch::new();
     std::fs::write(s.ws.join("STYLE.md"), "Be kind.\n").expect("write");
-    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
-    let text = format!(
-        "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n[judge]\nslots = 200\n\
+    let r = GateRunner::new(config(
+        &s,
+        &built_plugins(),
+        "[judge]\nslots = 200\n\
          [judge.adapters.slow]\ncommand = [\"bash\", \"-c\", \"cat >/dev/null; sleep 0.5; echo VERDICT: PASS\"]\n",
-        plugins.display(),
-        s.etc.join("cache").display()
-    );
-    let r = GateRunner::new(HostConfig::from_toml(&text, "test").expect("config"));
+    ));
     let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
     let ctx = GateContext {
         diff: Some(

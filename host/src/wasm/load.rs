@@ -333,7 +333,8 @@ impl Cache {
         // wasmtime maps the entry itself, through this same open file: not
         // the name, which may have been renamed over since it was opened.
         let by_fd = PathBuf::from(format!("/proc/self/fd/{}", entry.as_raw_fd()));
-        if File::open(&by_fd).is_ok() {
+        // (A stat, not a second open: wasmtime opens it once, below.)
+        if by_fd.exists() {
             // SAFETY: deserialising runs these bytes as native code. They
             // are the bytes of the open file whose tag was just checked
             // under the host key, which only the host's uid can read

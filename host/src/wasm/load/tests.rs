@@ -200,52 +200,58 @@ fn an_entry_signed_under_another_key_is_recompiled() {
     s.assert_recompiled_then_hit();
 }
 
-#[test]
-fn an_entry_of_the_older_hmac_format_is_recompiled() {
-    use hmac::{Hmac, KeyInit, Mac};
+/// An entry of an older single-file format: `magic`, then the tag that
+/// `sign(key, name, serialized)` gives, then the component, with no tag
+/// file beside it. It is recompiled, and rewritten in today's format.
+fn assert_older_format_recompiled(
+    magic: &[u8],
+    sign: impl Fn(&[u8; KEY_LEN], &str, &[u8]) -> Vec<u8>,
+) {
     let s = Setup::new();
     s.compile();
     let serialized = s.serialized();
     let name = entry_name(&s.engine, &s.file.digest);
-    let key = std::fs::read(s.key()).expect("key");
-    // GHMAC1: HMAC-SHA256 under the same key, the same fields.
-    let tag = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
+    let key: [u8; KEY_LEN] = std::fs::read(s.key())
         .expect("key")
-        .chain_update(b"gatehost-cwasm-v1")
-        .chain_update((name.len() as u64).to_le_bytes())
-        .chain_update(name.as_bytes())
-        .chain_update(&serialized)
-        .finalize()
-        .into_bytes();
-    std::fs::write(s.entry(), [&b"GHMAC1"[..], &tag[..], &serialized].concat()).expect("write");
+        .try_into()
+        .expect("key length");
+    let tag = sign(&key, &name, &serialized);
+    std::fs::write(s.entry(), [magic, &tag, &serialized].concat()).expect("write");
     std::fs::remove_file(s.tag()).expect("rm tag");
     s.assert_recompiled_then_hit();
     assert_eq!(std::fs::read(s.entry()).expect("entry"), serialized);
 }
 
 #[test]
+fn an_entry_of_the_older_hmac_format_is_recompiled() {
+    use hmac::{Hmac, KeyInit, Mac};
+    // GHMAC1: HMAC-SHA256 under the same key, the same fields.
+    assert_older_format_recompiled(b"GHMAC1", |key, name, serialized| {
+        <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+            .expect("key")
+            .chain_update(b"gatehost-cwasm-v1")
+            .chain_update((name.len() as u64).to_le_bytes())
+            .chain_update(name.as_bytes())
+            .chain_update(serialized)
+            .finalize()
+            .into_bytes()
+            .to_vec()
+    });
+}
+
+#[test]
 fn an_entry_of_the_older_single_file_blake3_format_is_recompiled() {
-    let s = Setup::new();
-    s.compile();
-    let serialized = s.serialized();
-    let name = entry_name(&s.engine, &s.file.digest);
-    let key = std::fs::read(s.key()).expect("key");
-    let key: [u8; KEY_LEN] = key.try_into().expect("key length");
-    // GHB3K1: the tag inside the entry, in front of the component.
-    let tag = blake3::Hasher::new_keyed(&key)
-        .update(b"gatehost-cwasm-v2")
-        .update(&(name.len() as u64).to_le_bytes())
-        .update(name.as_bytes())
-        .update(&serialized)
-        .finalize();
-    std::fs::write(
-        s.entry(),
-        [&b"GHB3K1"[..], tag.as_bytes(), &serialized].concat(),
-    )
-    .expect("write");
-    std::fs::remove_file(s.tag()).expect("rm tag");
-    s.assert_recompiled_then_hit();
-    assert_eq!(std::fs::read(s.entry()).expect("entry"), serialized);
+    // GHB3K1: a keyed BLAKE3 tag inside the entry, in front of the component.
+    assert_older_format_recompiled(b"GHB3K1", |key, name, serialized| {
+        blake3::Hasher::new_keyed(key)
+            .update(b"gatehost-cwasm-v2")
+            .update(&(name.len() as u64).to_le_bytes())
+            .update(name.as_bytes())
+            .update(serialized)
+            .finalize()
+            .as_bytes()
+            .to_vec()
+    });
 }
 
 #[test]
