@@ -1,23 +1,31 @@
-//! Applying a gate's confinement: on a fresh thread of the host, which then
-//! spawns the gate's program and exits.
+//! Applying a gate's confinement: Landlock, `no_new_privs`, capability
+//! sets and (with the raw syscalls used here) uids, which are per thread on
+//! Linux and inherited by a child process from the thread that spawned it.
 //!
-//! Landlock domains, `no_new_privs`, capability sets and (with the raw
-//! syscalls used here) uids are per thread on Linux, and a child process
-//! inherits them from the thread that spawned it. So the host confines a
-//! short-lived thread of its own, spawns the program from it (std's
-//! posix_spawn: one `clone(CLONE_VM|CLONE_VFORK)` and one `execve`, no copy
-//! of the host's memory, no second program image), and lets the thread end.
-//! The rest of the host is untouched.
+//! Two ways, one set of steps ([`Prepared`]):
+//! - **In the child** (the supervisor's `clone3` spawn): everything that
+//!   can allocate, open a path or fail for a reason worth a sentence is
+//!   done in the host first ([`Plan::prepare`]: the Landlock ruleset is
+//!   built and its rules added); the cloned child, a single-threaded copy
+//!   of the host, then applies it to itself with raw, async-signal-safe
+//!   system calls only ([`Prepared::apply_in_child`]) before it execs the
+//!   program. No thread is made for a spawn.
+//! - **On a fresh thread** ([`Plan::spawn_confined`]), for the other ways
+//!   to spawn (std's posix_spawn, where `clone3` into a cgroup is not
+//!   available): the host confines a short-lived thread of its own, spawns
+//!   the program from it, and lets the thread end. The rest of the host is
+//!   untouched.
 //!
 //! This module must never apply a confinement to a thread that outlives
-//! the spawn (never a pooled thread), and never spawn when any step
-//! failed: the program then does not run at all.
+//! the spawn (never a pooled thread) nor to the host's own process, and
+//! never let the program run when any step failed.
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use std::os::fd::{AsFd, BorrowedFd};
+use rustix::io::Errno;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The grants every gate has (the system, the configured paths, the
@@ -102,10 +110,14 @@ impl Plan<'_> {
     /// Returns why the confinement failed (then `spawn` never ran), or
     /// what `spawn` returned.
     pub fn spawn_confined<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, String> {
+        // The rules are built first, on the calling thread: opening their
+        // paths needs the host's rights (a switched uid may not reach them).
+        let prepared = self.prepare()?;
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    self.apply()?;
+                    // SAFETY: this thread is fresh and ends after the spawn.
+                    unsafe { prepared.apply_to_this_thread() }.map_err(|e| prepared.describe(e))?;
                     Ok(spawn())
                 })
                 .join()
@@ -113,40 +125,22 @@ impl Plan<'_> {
         })
     }
 
-    /// Confines the calling thread, irrevocably.
-    fn apply(&self) -> Result<(), String> {
-        // The rules are built first: opening their paths needs the
-        // thread's current rights (a switched uid may not reach them).
-        let ruleset = self.ruleset()?;
-        if let Some((uid, gid)) = self.user {
-            use rustix::process::{Gid, Uid};
-            rustix::thread::set_thread_groups(&[])
-                .map_err(|e| format!("cannot clear the supplementary groups: {e}"))?;
-            let gid = Gid::from_raw(gid);
-            rustix::thread::set_thread_res_gid(gid, gid, gid)
-                .map_err(|e| format!("cannot switch to gid {}: {e}", gid.as_raw()))?;
-            if self.drop_caps {
-                // Needs CAP_SETPCAP, which the uid switch takes away.
-                drop_bounding_set()?;
-            }
-            let uid = Uid::from_raw(uid);
-            rustix::thread::set_thread_res_uid(uid, uid, uid)
-                .map_err(|e| format!("cannot switch to uid {}: {e}", uid.as_raw()))?;
-        }
-        if self.drop_caps {
-            drop_capabilities()?;
-        }
-        rustix::thread::set_no_new_privs(true).map_err(|e| format!("no_new_privs: {e}"))?;
-        let status = ruleset
-            .restrict_self()
-            .map_err(|e| format!("landlock (ABI {}): {e}", self.abi))?;
-        if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
-            return Err(format!(
-                "landlock ABI {} is only partly enforced here ({:?})",
-                self.abi, status.ruleset
-            ));
-        }
-        Ok(())
+    /// Builds everything the confinement needs (the Landlock ruleset and
+    /// its rules, from the calling thread's rights) for a spawn to apply.
+    /// Errs, naming the path or the feature, if this plan cannot be
+    /// enforced in full.
+    pub fn prepare(&self) -> Result<Prepared, String> {
+        let ruleset: Option<OwnedFd> = self.ruleset()?.into();
+        // With `HardRequirement`, an ABI the kernel lacks is an error
+        // above; no descriptor means Landlock would not be enforced.
+        let ruleset =
+            ruleset.ok_or_else(|| format!("landlock ABI {} is not enforced here", self.abi))?;
+        Ok(Prepared {
+            abi: self.abi,
+            ruleset,
+            user: self.user,
+            drop_caps: self.drop_caps,
+        })
     }
 
     fn ruleset(&self) -> Result<landlock::RulesetCreated, String> {
@@ -230,33 +224,174 @@ pub fn writing_only_beneath<T: Send>(
     })
 }
 
+/// A plan ready to apply: the Landlock ruleset with its rules, and the
+/// uid and capability changes. Applying it makes only system calls.
+#[derive(Debug)]
+pub struct Prepared {
+    abi: u32,
+    /// Close-on-exec (the kernel makes every ruleset descriptor so): the
+    /// gate's program never holds it.
+    ruleset: OwnedFd,
+    user: Option<(u32, u32)>,
+    drop_caps: bool,
+}
+
+/// The step of applying a [`Prepared`] confinement that failed, and why
+/// (what a spawned child reports back before it exits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepError {
+    pub step: Step,
+    pub errno: Errno,
+}
+
+/// The steps of applying a confinement, in their order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    Groups = 1,
+    Gid = 2,
+    BoundingSet = 3,
+    Uid = 4,
+    Capabilities = 5,
+    NoNewPrivs = 6,
+    Landlock = 7,
+}
+
+impl Step {
+    /// The step a child reported by its number.
+    pub fn from_code(code: u32) -> Option<Step> {
+        [
+            Step::Groups,
+            Step::Gid,
+            Step::BoundingSet,
+            Step::Uid,
+            Step::Capabilities,
+            Step::NoNewPrivs,
+            Step::Landlock,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == code)
+    }
+}
+
+impl Prepared {
+    /// Confines the calling process, which must be the single-threaded
+    /// child of a `clone3` (or `fork`) of the host, between the clone and
+    /// its `execve`.
+    ///
+    /// # Safety
+    /// Only in such a child: what it does is process-wide there. It is
+    /// async-signal-safe (raw system calls through rustix's linux_raw
+    /// backend and `libc::syscall`; no allocation, no lock), as the copy of
+    /// a multi-threaded process requires.
+    pub unsafe fn apply_in_child(&self) -> Result<(), StepError> {
+        // SAFETY: per the contract, the child is the only thread.
+        unsafe { self.apply_to_this_thread() }
+    }
+
+    /// Confines the calling thread, irrevocably (see [`Self::apply_in_child`]
+    /// for what it does and does not call).
+    ///
+    /// # Safety
+    /// The thread must not outlive the spawn it confines, nor run anything
+    /// of the host's after it.
+    unsafe fn apply_to_this_thread(&self) -> Result<(), StepError> {
+        let at = |step| move |errno| StepError { step, errno };
+        if let Some((uid, gid)) = self.user {
+            use rustix::process::{Gid, Uid};
+            rustix::thread::set_thread_groups(&[]).map_err(at(Step::Groups))?;
+            let gid = Gid::from_raw(gid);
+            rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(at(Step::Gid))?;
+            if self.drop_caps {
+                // Needs CAP_SETPCAP, which the uid switch takes away.
+                drop_bounding_set()?;
+            }
+            let uid = Uid::from_raw(uid);
+            rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(at(Step::Uid))?;
+        }
+        if self.drop_caps {
+            drop_capabilities()?;
+        }
+        rustix::thread::set_no_new_privs(true).map_err(at(Step::NoNewPrivs))?;
+        // SAFETY: the raw landlock_restrict_self system call on an open
+        // ruleset descriptor, no flags.
+        let restricted = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            )
+        };
+        if restricted != 0 {
+            return Err(StepError {
+                step: Step::Landlock,
+                // SAFETY: reading this thread's errno.
+                errno: Errno::from_raw_os_error(unsafe { *libc::__errno_location() }),
+            });
+        }
+        Ok(())
+    }
+
+    /// A confinement whose Landlock step fails (its "ruleset" is any
+    /// other descriptor): to test that a child which cannot confine itself
+    /// never runs its program.
+    #[cfg(test)]
+    pub(crate) fn failing_at_landlock(not_a_ruleset: OwnedFd) -> Prepared {
+        Prepared {
+            abi: 6,
+            ruleset: not_a_ruleset,
+            user: None,
+            drop_caps: false,
+        }
+    }
+
+    /// What a person reads when `e` stopped this confinement.
+    pub fn describe(&self, e: StepError) -> String {
+        let StepError { step, errno } = e;
+        let (uid, gid) = self.user.unwrap_or((0, 0));
+        match step {
+            Step::Groups => format!("cannot clear the supplementary groups: {errno}"),
+            Step::Gid => format!("cannot switch to gid {gid}: {errno}"),
+            Step::BoundingSet => format!("cannot empty the capability bounding set: {errno}"),
+            Step::Uid => format!("cannot switch to uid {uid}: {errno}"),
+            Step::Capabilities => format!("cannot drop capabilities: {errno}"),
+            Step::NoNewPrivs => format!("no_new_privs: {errno}"),
+            Step::Landlock => format!("landlock (ABI {}): {errno}", self.abi),
+        }
+    }
+}
+
 /// Empties the capability bounding set of the calling thread, so nothing
 /// it executes can regain a capability.
-fn drop_bounding_set() -> Result<(), String> {
+fn drop_bounding_set() -> Result<(), StepError> {
     for cap in 0..64u32 {
         let one = rustix::thread::CapabilitySet::from_bits_retain(1 << cap);
         match rustix::thread::remove_capability_from_bounding_set(one) {
             Ok(()) => {}
             // Past the kernel's last capability.
-            Err(rustix::io::Errno::INVAL) => return Ok(()),
-            Err(e) => {
-                return Err(format!(
-                    "cannot drop capability {cap} from the bounding set: {e}"
-                ));
+            Err(Errno::INVAL) => return Ok(()),
+            Err(errno) => {
+                return Err(StepError {
+                    step: Step::BoundingSet,
+                    errno,
+                });
             }
         }
     }
     Ok(())
 }
 
-fn drop_capabilities() -> Result<(), String> {
+fn drop_capabilities() -> Result<(), StepError> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
-    let now = rustix::thread::capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    let at = |errno| StepError {
+        step: Step::Capabilities,
+        errno,
+    };
+    let now = rustix::thread::capabilities(None).map_err(at)?;
     if !now.permitted.is_empty() {
         drop_bounding_set()?;
     }
-    rustix::thread::clear_ambient_capability_set()
-        .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    rustix::thread::clear_ambient_capability_set().map_err(at)?;
     rustix::thread::set_capabilities(
         None,
         CapabilitySets {
@@ -265,7 +400,7 @@ fn drop_capabilities() -> Result<(), String> {
             inheritable: CapabilitySet::empty(),
         },
     )
-    .map_err(|e| format!("cannot drop capabilities: {e}"))
+    .map_err(at)
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! Confinement of every process a native gate starts (shell gates, judge
 //! adapters, and all they spawn).
 //!
-//! The supervisor spawns a confined gate from a short-lived thread of the
-//! host that confined itself first ([`confine`]): Landlock, capabilities,
+//! The supervisor's spawned child confines itself between `clone3` and
+//! `execve`, with a ruleset the host built first (or, where `clone3` into a
+//! cgroup is not available, the host spawns from a short-lived thread that
+//! confined itself): see [`confine`]. Landlock, capabilities,
 //! `no_new_privs` and uids are per thread on Linux and inherited by the
-//! child, so the program is confined from its first instruction, with one
-//! posix_spawn and no helper program. What a confined gate may do:
+//! child, so the program is confined from its first instruction, with no
+//! helper program. What a confined gate may do:
 //! - read and execute the system (`/usr`, `/bin`, `/lib*`, `/etc`, `/opt`,
 //!   `/proc`, `/sys`), the paths `[sandbox] read` lists and its own
 //!   program; write its workspace (a judge: its own empty working

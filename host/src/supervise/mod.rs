@@ -206,21 +206,29 @@ impl Supervisor {
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
             let mut way = self.into.load(Ordering::Relaxed);
             if way == INTO_BY_CLONE {
+                // The child confines itself between clone3 and exec, with
+                // what is prepared here (no thread is made for the spawn).
+                let prepared = match spec.confine.map(|plan| plan.prepare()).transpose() {
+                    Ok(p) => p,
+                    Err(reason) => {
+                        return Err(SpawnError::Confine {
+                            program: program(),
+                            reason,
+                        });
+                    }
+                };
                 let exec = spawn::Exec {
                     program: spec.program,
                     args: spec.args,
                     env: spec.env,
                     cwd: spec.cwd,
                     piped_stdin: spec.stdin.is_some(),
+                    confine: prepared.as_ref(),
                 };
                 let started = cg
                     .open()
                     .map_err(spawn::CloneError::Refused)
-                    .and_then(|dir| {
-                        confined(spec, || spawn::clone_into(dir.as_fd(), &exec)).map_err(
-                            |reason| spawn::CloneError::Failed(std::io::Error::other(reason)),
-                        )?
-                    });
+                    .and_then(|dir| spawn::clone_into(dir.as_fd(), &exec));
                 match started {
                     Ok(started) => {
                         let child =
@@ -234,6 +242,16 @@ impl Supervisor {
                         return Err(SpawnError::Start {
                             program: program(),
                             source,
+                        });
+                    }
+                    Err(spawn::CloneError::Confine(e)) => {
+                        let reason = prepared
+                            .as_ref()
+                            .map(|p| p.describe(e))
+                            .unwrap_or_else(|| format!("{e:?}"));
+                        return Err(SpawnError::Confine {
+                            program: program(),
+                            reason,
                         });
                     }
                     Err(spawn::CloneError::Unsupported(e)) => {

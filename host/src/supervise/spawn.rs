@@ -13,11 +13,12 @@
 //!
 //! It owns the fork-and-exec itself, which `std::process::Command` cannot
 //! do into a cgroup: everything the child needs (paths, argv, environment,
-//! pipes) is prepared before `clone3`; between `clone3` and `execve` the
-//! child only makes system calls that are async-signal-safe (it is a copy of
-//! a multi-threaded process), and it never returns into Rust code: it execs
-//! or `_exit`s. Exec errors come back through a close-on-exec pipe, as std
-//! does it. It must never be used for anything but a supervised gate: the
+//! pipes, the sandbox's prepared confinement) is prepared before `clone3`;
+//! between `clone3` and `execve` the child confines itself and puts its
+//! descriptors in place with system calls that are async-signal-safe only
+//! (it is a copy of a multi-threaded process), and it never returns into
+//! Rust code: it execs or `_exit`s. A confinement or exec error comes back
+//! through a close-on-exec pipe (the step and the errno), as std does it. It must never be used for anything but a supervised gate: the
 //! caller ([`super::Supervisor::run`]) owns the tree's clean-up.
 
 use std::ffi::{CString, OsString};
@@ -27,6 +28,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
+
+use crate::sandbox::confine::{Prepared, Step, StepError};
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by
 /// `clone_args.cgroup`. (libc declares it as a C `int`, which cannot hold
@@ -40,13 +43,14 @@ pub enum CloneError {
     /// all (ENOSYS, EINVAL, EOPNOTSUPP): the caller falls back to another
     /// way from now on.
     Unsupported(io::Error),
-    /// This spawn may not (EACCES, EPERM, EBUSY): the spawning thread runs
-    /// as the sandbox's unprivileged user, which may not write the cgroups'
-    /// `cgroup.procs`, or a seccomp filter says EPERM. The caller falls
-    /// back for this spawn only.
+    /// This spawn may not (EACCES, EPERM, EBUSY): the host may not write
+    /// this cgroup's `cgroup.procs`, or a seccomp filter says EPERM. The
+    /// caller falls back for this spawn only.
     Refused(io::Error),
     /// The child could not be started or could not exec its program.
     Failed(io::Error),
+    /// The child could not confine itself (and so never ran the program).
+    Confine(StepError),
 }
 
 /// What to start.
@@ -57,6 +61,8 @@ pub struct Exec<'a> {
     pub cwd: &'a Path,
     /// A pipe for stdin; otherwise stdin is /dev/null.
     pub piped_stdin: bool,
+    /// The confinement the child applies to itself before it execs.
+    pub confine: Option<&'a Prepared>,
 }
 
 /// A started child: its pid, its pidfd, and the host's ends of its pipes.
@@ -80,7 +86,8 @@ fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
 
 /// Starts `exec` inside the cgroup whose directory is open as `cgroup`, in
 /// a new process group of its own, with exactly the given environment.
-/// Returns once the program has been exec'd (or failed to be).
+/// Returns once the program has been exec'd (or failed to be, or could not
+/// be confined).
 pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, CloneError> {
     let failed = CloneError::Failed;
     // Everything the child touches is built here, before clone3.
@@ -155,6 +162,7 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
         unsafe {
             child_exec(
                 &fds,
+                exec.confine,
                 program.as_ptr(),
                 argv.as_ptr(),
                 envp.as_ptr(),
@@ -177,10 +185,10 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
     // report pipe means exec, and EOF on stdout/stderr means the tree
     // closed them.
     drop((stdin_child, stdout_child, stderr_child, report_child));
-    let mut errno = [0u8; 4];
+    let mut report = [0u8; REPORT_LEN];
     let mut got = 0;
-    while got < errno.len() {
-        match report_host.read(&mut errno[got..]) {
+    while got < report.len() {
+        match report_host.read(&mut report[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -205,12 +213,26 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
         rustix::process::WaitId::PidFd(pidfd.as_fd()),
         rustix::process::WaitIdOptions::EXITED,
     );
-    Err(CloneError::Failed(if got == errno.len() {
-        io::Error::from_raw_os_error(i32::from_ne_bytes(errno))
-    } else {
-        io::Error::other("the child failed before exec")
-    }))
+    if got < report.len() {
+        return Err(CloneError::Failed(io::Error::other(
+            "the child failed before exec",
+        )));
+    }
+    let (step, errno) = report.split_at(4);
+    let step = u32::from_ne_bytes(step.try_into().unwrap_or_default());
+    let errno = i32::from_ne_bytes(errno.try_into().unwrap_or_default());
+    Err(match Step::from_code(step) {
+        Some(step) => CloneError::Confine(StepError {
+            step,
+            errno: rustix::io::Errno::from_raw_os_error(errno),
+        }),
+        None => CloneError::Failed(io::Error::from_raw_os_error(errno)),
+    })
 }
+
+/// What a child that failed writes on its report pipe: the confinement
+/// step (0: setting up or exec) and the errno, in native byte order.
+const REPORT_LEN: usize = 8;
 
 /// Raw descriptors the child puts in place.
 struct ChildFds {
@@ -227,6 +249,7 @@ struct ChildFds {
 /// and NULL-terminated arrays that live in the (copied) memory.
 unsafe fn child_exec(
     fds: &ChildFds,
+    confine: Option<&Prepared>,
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -235,12 +258,20 @@ unsafe fn child_exec(
     // SAFETY: plain system calls on valid arguments; see the function's
     // contract.
     unsafe {
-        let fail = |report: RawFd| -> ! {
-            let errno = *libc::__errno_location();
-            let bytes = errno.to_ne_bytes();
+        let report_failure = |report: RawFd, step: u32, errno: i32| -> ! {
+            let mut bytes = [0u8; REPORT_LEN];
+            bytes[..4].copy_from_slice(&step.to_ne_bytes());
+            bytes[4..].copy_from_slice(&errno.to_ne_bytes());
             libc::write(report, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(127)
         };
+        let fail = |report: RawFd| -> ! { report_failure(report, 0, *libc::__errno_location()) };
+        // First, so that nothing below (nor the program) runs unconfined.
+        if let Some(prepared) = confine
+            && let Err(e) = prepared.apply_in_child()
+        {
+            report_failure(fds.report, e.step as u32, e.errno.raw_os_error())
+        }
         // The host ignores SIGPIPE (Rust's runtime does); a gate must get
         // the default, as std gives it. Nothing is blocked in the gate.
         let mut empty: libc::sigset_t = std::mem::zeroed();

@@ -198,6 +198,105 @@ fn a_program_that_cannot_be_executed_is_a_start_error_and_leaves_no_child() {
 }
 
 #[test]
+fn a_cloned_child_confines_itself_and_the_host_is_left_as_it_was() {
+    let sup = Supervisor::new();
+    let env = env();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let system: Vec<PathBuf> = ["/usr", "/bin", "/lib", "/lib64", "/proc"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    let base = crate::sandbox::BaseGrants::open(6, &system, &[], &[]).expect("base");
+    let plan = crate::sandbox::Plan {
+        abi: 6,
+        base: &base,
+        read: Vec::new(),
+        write: Vec::new(),
+        workspace: None,
+        network: false,
+        drop_caps: true,
+        user: None,
+    };
+    let args: Vec<OsString> = [
+        "-c",
+        "grep -E '^(NoNewPrivs|CapEff|CapBnd):' /proc/self/status; \
+         cat /etc/hostname >/dev/null 2>&1 && echo read-etc || echo denied-etc",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let r = rt
+        .block_on(sup.run(ProcessSpec {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: Path::new("/"),
+            env: &env,
+            stdin: None,
+            limits: limits(),
+            confine: Some(&plan),
+        }))
+        .expect("spawned");
+    assert_eq!(
+        r.cgroup_entry,
+        Some("clone3"),
+        "confined by the child itself"
+    );
+    assert_eq!(r.termination, Termination::Exited(0));
+    let out = stdout(r);
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+    assert!(out.contains("denied-etc"), "Landlock holds: {out}");
+    // The host (this thread, which spawned) is untouched.
+    let own = std::fs::read_to_string("/proc/thread-self/status").expect("status");
+    assert!(own.contains("NoNewPrivs:\t0"), "{own}");
+    assert!(std::fs::read_to_string("/etc/hostname").is_ok());
+}
+
+#[test]
+fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
+    let sup = Supervisor::new();
+    let cgroups = sup.cgroups.as_ref().expect("cgroup v2 here");
+    let cg = cgroups.take().expect("a cgroup");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("ran");
+    let not_a_ruleset: std::os::fd::OwnedFd =
+        std::fs::File::open("/dev/null").expect("open").into();
+    let failing = crate::sandbox::confine::Prepared::failing_at_landlock(not_a_ruleset);
+    let args = [marker.clone().into_os_string()];
+    let env = env();
+    let exec = spawn::Exec {
+        program: Path::new("/usr/bin/touch"),
+        args: &args,
+        env: &env,
+        cwd: Path::new("/"),
+        piped_stdin: false,
+        confine: Some(&failing),
+    };
+    let err = spawn::clone_into(cg.open().expect("open").as_fd(), &exec).expect_err("refused");
+    match err {
+        spawn::CloneError::Confine(e) => {
+            assert_eq!(e.step, crate::sandbox::confine::Step::Landlock);
+            let said = failing.describe(e);
+            assert!(said.starts_with("landlock (ABI 6): "), "{said}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!marker.exists(), "the program ran unconfined");
+    // The child was reaped: nothing is left in its cgroup.
+    assert!(cg.pids().is_empty());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(cgroups.release(cg, Duration::from_secs(1)));
+}
+
+#[test]
 fn a_nul_byte_in_an_argument_is_a_start_error() {
     let sup = Supervisor::new();
     let env = env();
