@@ -15,9 +15,13 @@
 //! do into a cgroup: everything the child needs (paths, argv, environment,
 //! pipes, the sandbox's prepared confinement) is prepared before `clone3`;
 //! between `clone3` and `execve` the child confines itself and puts its
-//! descriptors in place with system calls that are async-signal-safe only
-//! (it is a copy of a multi-threaded process), and it never returns into
-//! Rust code: it execs or `_exit`s. A confinement or exec error comes back
+//! descriptors in place with system calls that are async-signal-safe only,
+//! and it never returns into the host's code: it execs or `_exit`s. On
+//! x86_64 the child shares the host's memory until its exec, on a stack of
+//! its own, with every signal handler cleared (`CLONE_VM | CLONE_VFORK |
+//! CLONE_CLEAR_SIGHAND`, as `posix_spawn` does it): nothing of the host's
+//! (the WASM engine, the daemon's caches) is copied or made copy-on-write
+//! for a spawn. Elsewhere it is a fork-like copy. A confinement or exec error comes back
 //! through a close-on-exec pipe (the step and the errno), as std does it. It must never be used for anything but a supervised gate: the
 //! caller ([`super::Supervisor::run`]) owns the tree's clean-up.
 
@@ -133,43 +137,26 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
 
     let mut pidfd: RawFd = -1;
     // SAFETY: clone_args is plain data; all zeroes is its documented
-    // default (no stack: the child runs on a copy of this thread's stack,
-    // as after fork).
+    // default.
     let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
     args.flags = libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP;
     args.pidfd = &mut pidfd as *mut RawFd as u64;
     args.exit_signal = libc::SIGCHLD as u64;
     args.cgroup = cgroup.as_raw_fd() as u64;
-    let fds = ChildFds {
-        stdin: stdin_child.as_raw_fd(),
-        stdout: stdout_child.as_raw_fd(),
-        stderr: stderr_child.as_raw_fd(),
-        report: report_child.as_raw_fd(),
+    let start = ChildStart {
+        fds: ChildFds {
+            stdin: stdin_child.as_raw_fd(),
+            stdout: stdout_child.as_raw_fd(),
+            stderr: stderr_child.as_raw_fd(),
+            report: report_child.as_raw_fd(),
+        },
+        confine: exec.confine,
+        program: program.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: cwd.as_ptr(),
     };
-    // SAFETY: the raw clone3 system call with a valid, fully initialised
-    // clone_args of the size passed. In the child (0) only `child_exec`
-    // runs, which never returns.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const libc::clone_args,
-            std::mem::size_of::<libc::clone_args>(),
-        )
-    };
-    if pid == 0 {
-        // SAFETY: we are the freshly cloned child; every pointer was built
-        // above and stays valid (the memory is a copy of the parent's).
-        unsafe {
-            child_exec(
-                &fds,
-                exec.confine,
-                program.as_ptr(),
-                argv.as_ptr(),
-                envp.as_ptr(),
-                cwd.as_ptr(),
-            )
-        }
-    }
+    let pid = clone_child(&mut args, &start);
     if pid < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
@@ -234,6 +221,147 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
 /// step (0: setting up or exec) and the errno, in native byte order.
 const REPORT_LEN: usize = 8;
 
+/// Everything the child uses, built before the clone (pointers into this
+/// thread's frame, which outlives the child's use of them: the child execs
+/// or exits before `clone_child` returns, or works on a copy).
+struct ChildStart<'a> {
+    fds: ChildFds,
+    confine: Option<&'a Prepared>,
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+}
+
+/// The child's stack when it shares the host's memory: it only makes the
+/// confinement's and the exec's system calls (a few hundred bytes of
+/// frames); a guard page below it turns an overflow into a SIGSEGV of the
+/// child, never a write into the host.
+#[cfg(target_arch = "x86_64")]
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `CLONE_CLEAR_SIGHAND` (Linux 5.5, below `CLONE_INTO_CGROUP`'s 5.7):
+/// every signal the host handles is back to its default in the child from
+/// its first instruction, so no handler of the host's ever runs in it.
+#[cfg(target_arch = "x86_64")]
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
+/// Starts the child, as `posix_spawn` does: `CLONE_VM | CLONE_VFORK`, on a
+/// stack of its own. The child shares the host's memory until it execs (no
+/// page table is copied, and afterwards no page of the host's is
+/// copy-on-write), and this thread waits until then. Returns the pid, or
+/// -1 with errno set.
+#[cfg(target_arch = "x86_64")]
+fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_long {
+    let page = 4096;
+    let len = CHILD_STACK + page;
+    // SAFETY: a fresh anonymous private mapping, owned here and unmapped
+    // below once the child no longer runs on it.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return -1;
+    }
+    // SAFETY: the lowest page of the mapping just made: the guard.
+    if unsafe { libc::mprotect(stack, page, libc::PROT_NONE) } != 0 {
+        // SAFETY: the mapping made above, not used by anyone.
+        unsafe { libc::munmap(stack, len) };
+        return -1;
+    }
+    args.flags |= libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64 | CLONE_CLEAR_SIGHAND;
+    args.stack = stack as u64 + page as u64;
+    args.stack_size = CHILD_STACK as u64;
+    let entry: unsafe extern "C" fn(*const ChildStart<'_>) -> ! = child_entry;
+    let pid: libc::c_long;
+    // SAFETY: the raw clone3 system call with a valid, fully initialised
+    // clone_args of the size passed. In the parent it returns the pid (or
+    // -errno). In the child (0), the kernel has switched to the new stack
+    // (16-byte aligned: its top is page-aligned); the child calls
+    // `child_entry(start)`, which never returns. The registers holding
+    // `entry` and `start` survive the syscall (only rax, rcx and r11 do
+    // not, and neither operand is given those). The parent's stack is not
+    // touched (nostack).
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, {start}",
+            "call {entry}",
+            "ud2",
+            "2:",
+            entry = in(reg) entry,
+            start = in(reg) start as *const ChildStart<'_>,
+            inlateout("rax") libc::SYS_clone3 => pid,
+            in("rdi") args as *const libc::clone_args,
+            in("rsi") std::mem::size_of::<libc::clone_args>(),
+            out("rcx") _,
+            out("r11") _,
+            options(nostack),
+        );
+    }
+    // The child has exec'd or exited (CLONE_VFORK): its stack is free.
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(stack, len) };
+    if pid < 0 {
+        // SAFETY: this thread's errno, as libc's syscall() would set it.
+        unsafe { *libc::__errno_location() = (-pid) as i32 };
+        return -1;
+    }
+    pid
+}
+
+/// Elsewhere: a fork-like `clone3` (no shared memory, the child on a copy
+/// of this thread's stack).
+#[cfg(not(target_arch = "x86_64"))]
+fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_long {
+    // SAFETY: the raw clone3 system call with a valid, fully initialised
+    // clone_args of the size passed. In the child (0) only `child_exec`
+    // runs, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            args as *const libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: the freshly cloned child; `start` points into its copy of
+        // this thread's memory.
+        unsafe { child_entry(start) }
+    }
+    pid
+}
+
+/// The child's first Rust frame.
+///
+/// # Safety
+/// Only in the child of [`clone_child`], with `start` built by
+/// [`clone_into`].
+unsafe extern "C" fn child_entry(start: *const ChildStart<'_>) -> ! {
+    // SAFETY: per the contract, `start` is valid for the child's life.
+    unsafe {
+        let start = &*start;
+        child_exec(
+            &start.fds,
+            start.confine,
+            start.program,
+            start.argv,
+            start.envp,
+            start.cwd,
+        )
+    }
+}
+
 /// Raw descriptors the child puts in place.
 struct ChildFds {
     stdin: RawFd,
@@ -242,7 +370,9 @@ struct ChildFds {
     report: RawFd,
 }
 
-/// The child's side of the spawn: async-signal-safe system calls only.
+/// The child's side of the spawn: async-signal-safe system calls only. It
+/// may share the host's memory (see [`clone_child`]): it writes nothing
+/// but its own stack and this thread's errno.
 ///
 /// # Safety
 /// Only in the child of `clone3`, with pointers to NUL-terminated strings
