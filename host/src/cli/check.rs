@@ -25,7 +25,7 @@ struct Prepared {
 pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     let json = args.json;
     let prepared = prepare(&args)?;
-    let runtime = gate_runtime()?;
+    let runtime = gate_runtime(&prepared.gates)?;
     let Prepared {
         config,
         anchor,
@@ -58,11 +58,22 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     Ok(report.outcome.exit_code())
 }
 
-/// The runtime a one-shot gate run (`check`, `plugin run`) uses: two
-/// workers, as the gates' own tasks need no more.
-pub(super) fn gate_runtime() -> CliResult<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+/// The runtime a one-shot gate run (`check`, a standalone hook, `plugin
+/// run`) uses. Native gates only: this thread alone, as their work is the
+/// kernel's (spawning, reading pipes, waiting) and a second thread would
+/// only cost its start and the hand-offs to it (0.2-0.3 ms of a hook,
+/// BENCHMARKS.md session 12). With a WASM gate: two workers, so that a
+/// plugin's evaluation never holds up the other gates nor the run's
+/// deadline.
+pub(super) fn gate_runtime(gates: &[GateSpec]) -> CliResult<tokio::runtime::Runtime> {
+    let mut builder = if !gates.iter().any(|g| matches!(g, GateSpec::Wasm { .. })) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    };
+    builder
         .enable_all()
         .build()
         .map_err(|e| CliError::new("runtime", format!("cannot start the async runtime: {e}")))

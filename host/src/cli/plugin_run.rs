@@ -45,7 +45,7 @@ struct Prepared {
 pub(super) fn run(args: RunArgs) -> CliResult<i32> {
     let json = args.json;
     let prepared = prepare(&args).map_err(CliError::input)?;
-    let runtime = super::check::gate_runtime()?;
+    let runtime = super::check::gate_runtime(std::slice::from_ref(&prepared.gate))?;
     let Prepared {
         config,
         anchor,

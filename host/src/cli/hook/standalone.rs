@@ -62,7 +62,7 @@ pub(super) fn verdict(
         session_id: Some(input.session_id.clone()),
         ..GateContext::default()
     };
-    let runtime = match gate_runtime() {
+    let runtime = match gate_runtime(&specs) {
         Ok(r) => r,
         Err(e) => return Input::Error(e.message),
     };
