@@ -300,3 +300,29 @@ fn render_tail(out: &mut String, name: &str, tail: &OutputTail) {
         out.push_str(&format!("      | {l}\n"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::runtime::RuntimeFlavor;
+
+    fn flavor(gates: &str) -> RuntimeFlavor {
+        let gates = parse_gate_file(gates).expect("gates");
+        gate_runtime(&gates)
+            .expect("runtime")
+            .handle()
+            .runtime_flavor()
+    }
+
+    #[test]
+    fn native_gates_run_on_this_thread_and_a_wasm_gate_gets_two_workers() {
+        assert_eq!(
+            flavor(r#"[{"command": "true"}, {"judge": {"adapter": "a", "prompt": "p"}}]"#),
+            RuntimeFlavor::CurrentThread
+        );
+        assert_eq!(
+            flavor(r#"[{"command": "true"}, {"wasm": {"plugin": "p.wasm"}}]"#),
+            RuntimeFlavor::MultiThread
+        );
+    }
+}
