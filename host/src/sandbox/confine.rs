@@ -6,10 +6,11 @@
 //! - **In the child** (the supervisor's `clone3` spawn): everything that
 //!   can allocate, open a path or fail for a reason worth a sentence is
 //!   done in the host first ([`Plan::prepare`]: the Landlock ruleset is
-//!   built and its rules added); the cloned child, a single-threaded copy
-//!   of the host, then applies it to itself with raw, async-signal-safe
-//!   system calls only ([`Prepared::apply_in_child`]) before it execs the
-//!   program. No thread is made for a spawn.
+//!   built and its rules added); the cloned child (a single thread, which
+//!   on x86_64 shares the host's memory until its exec) then applies it to
+//!   itself with raw, async-signal-safe system calls only
+//!   ([`Prepared::apply_in_child`]) before it execs the program. No thread
+//!   is made for a spawn.
 //! - **On a fresh thread** ([`Plan::spawn_confined`]), for the other ways
 //!   to spawn (std's posix_spawn, where `clone3` into a cgroup is not
 //!   available): the host confines a short-lived thread of its own, spawns
@@ -277,7 +278,8 @@ impl Step {
 impl Prepared {
     /// Confines the calling process, which must be the single-threaded
     /// child of a `clone3` (or `fork`) of the host, between the clone and
-    /// its `execve`.
+    /// its `execve`. It writes no memory but its stack (and this thread's
+    /// errno), so it is safe in a child that shares the host's memory.
     ///
     /// # Safety
     /// Only in such a child: what it does is process-wide there. It is
