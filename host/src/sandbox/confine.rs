@@ -9,7 +9,7 @@
 //!   built and its rules added); the cloned child (a single thread, which
 //!   on x86_64 shares the host's memory until its exec) then applies it to
 //!   itself with raw, async-signal-safe system calls only
-//!   ([`Prepared::apply_in_child`]) before it execs the program. No thread
+//!   ([`Prepared::apply`]) before it execs the program. No thread
 //!   is made for a spawn.
 //! - **On a fresh thread** ([`Plan::spawn_confined`]), for the other ways
 //!   to spawn (std's posix_spawn, where `clone3` into a cgroup is not
@@ -118,7 +118,7 @@ impl Plan<'_> {
             scope
                 .spawn(|| {
                     // SAFETY: this thread is fresh and ends after the spawn.
-                    unsafe { prepared.apply_to_this_thread() }.map_err(|e| prepared.describe(e))?;
+                    unsafe { prepared.apply() }.map_err(|e| prepared.describe(e))?;
                     Ok(spawn())
                 })
                 .join()
@@ -261,43 +261,32 @@ pub enum Step {
 impl Step {
     /// The step a child reported by its number.
     pub fn from_code(code: u32) -> Option<Step> {
-        [
-            Step::Groups,
-            Step::Gid,
-            Step::BoundingSet,
-            Step::Uid,
-            Step::Capabilities,
-            Step::NoNewPrivs,
-            Step::Landlock,
-        ]
-        .into_iter()
-        .find(|s| *s as u32 == code)
+        Some(match code {
+            1 => Step::Groups,
+            2 => Step::Gid,
+            3 => Step::BoundingSet,
+            4 => Step::Uid,
+            5 => Step::Capabilities,
+            6 => Step::NoNewPrivs,
+            7 => Step::Landlock,
+            _ => return None,
+        })
     }
 }
 
 impl Prepared {
-    /// Confines the calling process, which must be the single-threaded
-    /// child of a `clone3` (or `fork`) of the host, between the clone and
-    /// its `execve`. It writes no memory but its stack (and this thread's
-    /// errno), so it is safe in a child that shares the host's memory.
+    /// Confines the caller, irrevocably: the child of a `clone3` (or
+    /// `fork`) of the host between the clone and its `execve`, or a fresh
+    /// thread of the host that spawns the program and ends. Raw system
+    /// calls only (rustix's linux_raw backend and `libc::syscall`; no
+    /// allocation, no lock), and no memory written but the stack and this
+    /// thread's errno: async-signal-safe, as a copy of a multi-threaded
+    /// process requires, and safe in a child that shares the host's memory.
     ///
     /// # Safety
-    /// Only in such a child: what it does is process-wide there. It is
-    /// async-signal-safe (raw system calls through rustix's linux_raw
-    /// backend and `libc::syscall`; no allocation, no lock), as the copy of
-    /// a multi-threaded process requires.
-    pub unsafe fn apply_in_child(&self) -> Result<(), StepError> {
-        // SAFETY: per the contract, the child is the only thread.
-        unsafe { self.apply_to_this_thread() }
-    }
-
-    /// Confines the calling thread, irrevocably (see [`Self::apply_in_child`]
-    /// for what it does and does not call).
-    ///
-    /// # Safety
-    /// The thread must not outlive the spawn it confines, nor run anything
-    /// of the host's after it.
-    unsafe fn apply_to_this_thread(&self) -> Result<(), StepError> {
+    /// The caller must run nothing of the host's after it: it is such a
+    /// child, or a thread that ends after the spawn (never a pooled one).
+    pub unsafe fn apply(&self) -> Result<(), StepError> {
         let at = |step| move |errno| StepError { step, errno };
         if let Some((uid, gid)) = self.user {
             use rustix::process::{Gid, Uid};
@@ -461,6 +450,24 @@ mod tests {
         assert!(!outside.join("HEAD").exists());
         // The caller is not confined.
         std::fs::write(outside.join("after"), "x").expect("the host still writes");
+    }
+
+    #[test]
+    fn every_step_survives_the_childs_report_by_its_number() {
+        for step in [
+            Step::Groups,
+            Step::Gid,
+            Step::BoundingSet,
+            Step::Uid,
+            Step::Capabilities,
+            Step::NoNewPrivs,
+            Step::Landlock,
+        ] {
+            assert_eq!(Step::from_code(step as u32), Some(step));
+        }
+        // 0 is "setting up or exec", never a confinement step.
+        assert_eq!(Step::from_code(0), None);
+        assert_eq!(Step::from_code(8), None);
     }
 
     #[test]

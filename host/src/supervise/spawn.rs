@@ -398,7 +398,7 @@ unsafe fn child_exec(
         let fail = |report: RawFd| -> ! { report_failure(report, 0, *libc::__errno_location()) };
         // First, so that nothing below (nor the program) runs unconfined.
         if let Some(prepared) = confine
-            && let Err(e) = prepared.apply_in_child()
+            && let Err(e) = prepared.apply()
         {
             report_failure(fds.report, e.step as u32, e.errno.raw_os_error())
         }

@@ -17,26 +17,41 @@ fn env() -> Vec<(OsString, OsString)> {
     vec![("PATH".into(), "/usr/bin:/bin".into())]
 }
 
-/// Runs `program args…` under `sup`, stdin fed with `stdin` if given.
-fn run(sup: &Supervisor, program: &str, args: &[&str], stdin: Option<&[u8]>) -> ProcessRun {
-    let program = find_on_path(program, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
-        .expect("the program is installed");
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let env = env();
-    let rt = tokio::runtime::Builder::new_current_thread()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    rt.block_on(sup.run(ProcessSpec {
-        program: &program,
-        args: &args,
+        .expect("runtime")
+}
+
+/// Starts `program args…` under `sup` in `/`, stdin fed with `stdin` if
+/// given, confined by `confine` if given, and waits for it.
+fn start(
+    sup: &Supervisor,
+    program: &Path,
+    args: &[OsString],
+    stdin: Option<&[u8]>,
+    confine: Option<&crate::sandbox::Plan<'_>>,
+) -> Result<ProcessRun, SpawnError> {
+    let env = env();
+    runtime().block_on(sup.run(ProcessSpec {
+        program,
+        args,
         cwd: Path::new("/"),
         env: &env,
         stdin: stdin.map(<[u8]>::to_vec),
         limits: limits(),
-        confine: None,
+        confine,
     }))
-    .expect("spawned")
+}
+
+/// Runs `program args…` (found on PATH) under `sup`, stdin fed with
+/// `stdin` if given.
+fn run(sup: &Supervisor, program: &str, args: &[&str], stdin: Option<&[u8]>) -> ProcessRun {
+    let program = find_on_path(program, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
+        .expect("the program is installed");
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    start(sup, &program, &args, stdin, None).expect("spawned")
 }
 
 fn stdout(run: ProcessRun) -> String {
@@ -159,11 +174,6 @@ fn a_cloned_child_killed_by_a_signal_reports_the_signal() {
 #[test]
 fn a_program_that_cannot_be_executed_is_a_start_error_and_leaves_no_child() {
     let sup = Supervisor::new();
-    let env = env();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let not_exec = dir.path().join("script");
     std::fs::write(&not_exec, "#!/bin/sh\n").expect("write");
@@ -172,17 +182,7 @@ fn a_program_that_cannot_be_executed_is_a_start_error_and_leaves_no_child() {
         (not_exec, libc::EACCES),
         (dir.path().to_path_buf(), libc::EACCES),
     ] {
-        let err = rt
-            .block_on(sup.run(ProcessSpec {
-                program: &program,
-                args: &[],
-                cwd: Path::new("/"),
-                env: &env,
-                stdin: None,
-                limits: limits(),
-                confine: None,
-            }))
-            .expect_err("cannot start");
+        let err = start(&sup, &program, &[], None, None).expect_err("cannot start");
         match err {
             SpawnError::Start { source, .. } => {
                 assert_eq!(source.raw_os_error(), Some(errno), "{program:?}: {source}");
@@ -200,11 +200,6 @@ fn a_program_that_cannot_be_executed_is_a_start_error_and_leaves_no_child() {
 #[test]
 fn a_cloned_child_confines_itself_and_the_host_is_left_as_it_was() {
     let sup = Supervisor::new();
-    let env = env();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
     let system: Vec<PathBuf> = ["/usr", "/bin", "/lib", "/lib64", "/proc"]
         .iter()
         .map(PathBuf::from)
@@ -229,17 +224,7 @@ fn a_cloned_child_confines_itself_and_the_host_is_left_as_it_was() {
     .iter()
     .map(OsString::from)
     .collect();
-    let r = rt
-        .block_on(sup.run(ProcessSpec {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: limits(),
-            confine: Some(&plan),
-        }))
-        .expect("spawned");
+    let r = start(&sup, Path::new("/bin/sh"), &args, None, Some(&plan)).expect("spawned");
     assert_eq!(
         r.cgroup_entry,
         Some("clone3"),
@@ -287,35 +272,22 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
         other => panic!("{other:?}"),
     }
     assert!(!marker.exists(), "the program ran unconfined");
-    // The child was reaped: nothing is left in its cgroup.
+    // The child has exited: nothing is left running in its cgroup.
     assert!(cg.pids().is_empty());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(cgroups.release(cg, Duration::from_secs(1)));
+    runtime().block_on(cgroups.release(cg, Duration::from_secs(1)));
 }
 
 #[test]
 fn a_nul_byte_in_an_argument_is_a_start_error() {
-    let sup = Supervisor::new();
-    let env = env();
     let args = [OsString::from("a\0b")];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let err = rt
-        .block_on(sup.run(ProcessSpec {
-            program: Path::new("/bin/echo"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: limits(),
-            confine: None,
-        }))
-        .expect_err("refused");
+    let err = start(
+        &Supervisor::new(),
+        Path::new("/bin/echo"),
+        &args,
+        None,
+        None,
+    )
+    .expect_err("refused");
     assert!(matches!(err, SpawnError::Start { .. }), "{err}");
 }
 
