@@ -84,6 +84,52 @@ fn a_descendant_that_calls_setsid_does_not_survive() {
     passes_quickly_leaving_nothing("gates/setsid-escape.sh", "setsid");
 }
 
+/// Issue 24, item 1: one leftover process (a `setsid`'d descendant,
+/// killed with its gate's cgroup) poisoned every later gate of the same
+/// process: the kernel SIGKILLs at birth whatever is cloned into a cgroup
+/// that was killed once, and that cgroup was recycled. After it, 20 shell
+/// gates and 20 judges must all run and pass.
+#[test]
+fn a_leftover_process_does_not_poison_the_gates_after_it() {
+    let s = Scratch::new();
+    let m = marker("leaves-one");
+    let mut gates = vec![serde_json::json!({
+        "command": "bash",
+        "args": [fixture_str("gates/setsid-leaves-one.sh"), m],
+        "timeoutMs": 30_000,
+    })];
+    for i in 0..20 {
+        gates.push(
+            serde_json::json!({"command": "bash", "args": ["-c", format!("echo second {i}")]}),
+        );
+    }
+    for _ in 0..20 {
+        gates.push(serde_json::json!({"judge": {"adapter": "yes", "prompt": "Is it fine?"}}));
+    }
+    let config = format!(
+        "{}\n[judge.adapters.yes]\ncommand = [\"bash\", \"{}\", \"VERDICT: PASS\"]\n",
+        allow_config(&[]),
+        fixture_str("judges/say.sh")
+    );
+    let run = s.check(&config, &serde_json::Value::Array(gates).to_string(), &[]);
+    let json = run.json();
+    let results = json["gates"].as_array().expect("gates");
+    assert_eq!(results.len(), 41, "{}", run.stdout);
+    assert!(
+        results[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("1 leftover process(es) killed")),
+        "{}",
+        results[0]
+    );
+    for (i, g) in results.iter().enumerate() {
+        assert_eq!(g["outcome"], "pass", "gate {i}: {g}");
+    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
 #[test]
 fn a_double_forked_orphan_does_not_survive() {
     passes_quickly_leaving_nothing("gates/double-fork-orphan.sh", "orphan");

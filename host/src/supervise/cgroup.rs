@@ -22,7 +22,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Empty cgroups kept for reuse.
+/// Empty cgroups kept for reuse (never one that was killed: see
+/// `Cgroups::release`).
 const POOL_MAX: usize = 16;
 
 /// The next cgroup's number, shared by every `Cgroups` of the process, so
@@ -124,7 +125,13 @@ impl Cgroups {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        self.recycle(cg);
+        // A cgroup that has been killed is never used again: the kernel
+        // SIGKILLs at birth every child later born in it by
+        // `clone3(CLONE_INTO_CGROUP)` (it compares the kill count of the
+        // parent's cgroup, read before the target is known, with the
+        // target's). Recycled, one leftover process of one gate made every
+        // later gate of this host die at its start.
+        self.discard(cg);
         left.len()
     }
 

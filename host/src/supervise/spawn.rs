@@ -484,27 +484,35 @@ impl PidfdChild {
     /// the same status).
     pub async fn status(&mut self) -> io::Result<ExitStatus> {
         loop {
-            if let Some(s) = self.status {
+            if let Some(s) = self.try_status()? {
                 return Ok(s);
             }
-            let reaped = rustix::process::waitid(
-                rustix::process::WaitId::PidFd(self.pidfd.get_ref().as_fd()),
-                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
-            )?;
-            match reaped {
-                Some(s) => {
-                    let raw = match (s.exit_status(), s.terminating_signal()) {
-                        (Some(code), _) => (code & 0xff) << 8,
-                        (None, Some(sig)) => sig | if s.dumped() { 0x80 } else { 0 },
-                        (None, None) => return Err(io::Error::other("waitid: no status")),
-                    };
-                    self.status = Some(ExitStatus::from_raw(raw));
-                }
-                // Readable: the child has ended. A wake-up with nothing to
-                // reap clears the readiness and waits again.
-                None => self.pidfd.readable().await?.clear_ready(),
-            }
+            // Readable: the child has ended. A wake-up with nothing to
+            // reap clears the readiness and waits again.
+            self.pidfd.readable().await?.clear_ready();
         }
+    }
+
+    /// The status if the child has ended (reaping it), without waiting.
+    pub fn try_status(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        let reaped = rustix::process::waitid(
+            rustix::process::WaitId::PidFd(self.pidfd.get_ref().as_fd()),
+            rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+        )?;
+        let Some(s) = reaped else {
+            return Ok(None);
+        };
+        let raw = match (s.exit_status(), s.terminating_signal()) {
+            (Some(code), _) => (code & 0xff) << 8,
+            (None, Some(sig)) => sig | if s.dumped() { 0x80 } else { 0 },
+            (None, None) => return Err(io::Error::other("waitid: no status")),
+        };
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        Ok(Some(status))
     }
 }
 
