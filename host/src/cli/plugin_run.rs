@@ -246,7 +246,7 @@ fn render(v: &Verdict, usage: Option<&PluginUsage>, file: &Path, digest: &str) -
     );
     if u.judge_calls > 0 {
         time.push_str(&format!(
-            ", plus {} in {} judge call(s) of {}",
+            ", of which {} in {} judge call(s) of {}",
             short_duration(u.judge_time),
             u.judge_calls,
             b.judge_calls

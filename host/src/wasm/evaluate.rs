@@ -74,11 +74,12 @@ impl WasmHost {
 
         let ctx = to_wit_context(&eval.context);
         let started = Instant::now();
-        // Epochs stop guest code; judge calls bound themselves. This outer
-        // bound is a backstop for anything else (a WASI sleep or poll):
-        // timeoutMs + 500 ms, plus the time spent in judge calls.
-        let clock = store.data().judge_clock.clone();
-        let backstop = |now: Instant| started + bounds.timeout + BACKSTOP_MARGIN + clock.spent(now);
+        // Epochs stop guest code, and judge calls get only what is left of
+        // the deadline. This outer bound is a backstop for anything else (a
+        // WASI sleep or poll, a wait for a judge slot): timeoutMs + 500 ms,
+        // past which the evaluation is dropped (a judge it was waiting on
+        // is killed with it).
+        let backstop = started + bounds.timeout + BACKSTOP_MARGIN;
         let result = {
             let evaluation = async {
                 let instance = match instance {
@@ -87,16 +88,9 @@ impl WasmHost {
                 };
                 instance.call_evaluate(&mut store, &ctx).await
             };
-            tokio::pin!(evaluation);
-            loop {
-                let deadline = backstop(Instant::now());
-                match tokio::time::timeout_at(deadline.into(), &mut evaluation).await {
-                    Ok(done) => break Ok(done),
-                    // A judge call meanwhile moved the bound: wait on.
-                    Err(_) if Instant::now() < backstop(Instant::now()) => continue,
-                    Err(_) => break Err(()),
-                }
-            }
+            tokio::time::timeout_at(backstop.into(), evaluation)
+                .await
+                .map_err(drop)
         };
         let finished = Instant::now();
         let fuel_used = bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
@@ -104,9 +98,7 @@ impl WasmHost {
         let judge_time = state.judge_clock.spent(finished);
         let usage = PluginUsage {
             bounds,
-            elapsed: finished
-                .saturating_duration_since(started)
-                .saturating_sub(judge_time),
+            elapsed: finished.saturating_duration_since(started),
             judge_time,
             judge_calls: state.judge_calls,
             fuel_used,
@@ -217,11 +209,20 @@ fn classify_trap(
     output_full: bool,
 ) -> PluginError {
     let plugin = name.to_string();
-    if state.bound_hit == Some(BoundHit::JudgeCalls) {
-        return PluginError::JudgeCalls {
-            plugin,
-            calls: bounds.judge_calls,
-        };
+    match state.bound_hit {
+        Some(BoundHit::JudgeCalls) => {
+            return PluginError::JudgeCalls {
+                plugin,
+                calls: bounds.judge_calls,
+            };
+        }
+        Some(BoundHit::Timeout) => {
+            return PluginError::Timeout {
+                plugin,
+                after: crate::verdict::human_duration(bounds.timeout),
+            };
+        }
+        None => {}
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => {

@@ -127,10 +127,10 @@ pub struct CapturedOutput {
 pub struct PluginUsage {
     pub bounds: PluginBounds,
     /// Wall-clock time from instantiation (or the call, for an instance
-    /// made ahead) to the answer, judge calls left out, as the time bound
+    /// made ahead) to the answer, judge calls included, as the time bound
     /// counts it.
     pub elapsed: std::time::Duration,
-    /// Time spent in judge calls (bounded by the judge's own timeout).
+    /// Of `elapsed`, the time spent in judge calls.
     pub judge_time: std::time::Duration,
     pub judge_calls: u32,
     /// Fuel consumed (the whole bound when it ran out).

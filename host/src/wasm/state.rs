@@ -24,6 +24,8 @@ pub(super) const LOG_LINES_CAP: usize = 200;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoundHit {
     JudgeCalls,
+    /// The evaluation's deadline passed in (or before) a `judge` call.
+    Timeout,
 }
 
 /// How the plugin's `judge` import reaches the host's judge gate.
@@ -38,14 +40,9 @@ pub struct JudgeBridge {
     pub max_calls: u32,
 }
 
-/// How long past its own timeout a judge call may take before the
-/// evaluation's backstop stops counting it (the judge gate kills its
-/// adapter at the timeout, then waits for it to go).
-pub const JUDGE_KILL_MARGIN: Duration = Duration::from_secs(3);
-
-/// The time one evaluation spent in judge calls: it is not counted
-/// against the plugin's `timeoutMs` (each call is bounded by its own
-/// timeout). A call still running counts up to its own bound only.
+/// The time one evaluation spent in judge calls, reported in its usage.
+/// It counts against the plugin's `timeoutMs` like everything else the
+/// evaluation waits on (each call is bounded by what is left of it).
 #[derive(Debug, Default)]
 pub struct JudgeClock {
     state: std::sync::Mutex<ClockState>,
@@ -105,8 +102,11 @@ pub struct PluginState {
     /// until then every host import refuses.
     pub judge: Option<JudgeBridge>,
     pub judge_calls: u32,
-    /// Time spent in judge calls (the wall-clock bounds leave it out).
+    /// Time spent in judge calls (reported; the deadline counts it too).
     pub judge_clock: Arc<JudgeClock>,
+    /// When the evaluation's `timeoutMs` runs out (set with the epoch
+    /// deadline): a `judge` call is bounded by what is left of it.
+    pub deadline: Option<Instant>,
     pub bound_hit: Option<BoundHit>,
     pub logs: Vec<String>,
     /// `log` lines past the per-evaluation cap: neither kept nor printed.
@@ -268,21 +268,40 @@ impl host::Host for PluginState {
                 "this gate configures no judge (set \"judge\" in the wasm gate object)".into(),
             ));
         };
+        // The gate's timeout bounds the judge too: the call gets what is
+        // left of the evaluation's time, at most the judge's own timeout.
+        let left = self.deadline.map_or(bridge.timeout, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        if left.is_zero() {
+            self.bound_hit = Some(BoundHit::Timeout);
+            return Err(wasmtime::format_err!(
+                "the plugin's time ran out before its judge call"
+            ));
+        }
         let call = JudgeCall {
             label: format!("judge for plugin {}: {adapter}", self.plugin),
             adapter: &adapter,
             model: bridge.model.as_deref(),
             prompt: &prompt,
-            timeout: bridge.timeout,
+            timeout: bridge.timeout.min(left),
             nonce: bridge.nonce,
         };
-        // The judge gate bounds itself (its own timeout, then kill); epochs
+        // The judge gate bounds itself (that timeout, then kill); epochs
         // do not interrupt host calls.
         let clock = self.judge_clock.clone();
-        clock.start(bridge.timeout + JUDGE_KILL_MARGIN);
+        clock.start(left);
         let timing = Timing(&clock);
         let answer = bridge.host.judge(call).await;
         drop(timing);
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            // Cut short by the plugin's own bound: the evaluation timed
+            // out, whatever the judge had answered so far.
+            self.bound_hit = Some(BoundHit::Timeout);
+            return Err(wasmtime::format_err!(
+                "the plugin's time ran out during its judge call"
+            ));
+        }
         Ok(match answer {
             JudgeAnswer::CouldNotRun(reason) => Err(reason),
             JudgeAnswer::Decided { pass, output } => Ok(JudgeReply {
@@ -371,6 +390,7 @@ mod tests {
             judge: (!ahead).then_some(judge),
             judge_calls: 0,
             judge_clock: Default::default(),
+            deadline: None,
             bound_hit: None,
             logs: Vec::new(),
             logs_dropped: 0,

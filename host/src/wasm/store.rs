@@ -94,6 +94,7 @@ pub(super) fn new_store(
         judge: parts.judge,
         judge_calls: 0,
         judge_clock: Default::default(),
+        deadline: None,
         bound_hit: None,
         logs: Vec::new(),
         logs_dropped: 0,
@@ -109,14 +110,15 @@ pub(super) fn new_store(
 
 /// Every epoch tick the guest yields to the executor (so that a looping
 /// plugin never holds up other tasks on its thread), until `timeout` from
-/// now, where it is interrupted.
+/// now, where it is interrupted. The same instant bounds the plugin's
+/// `judge` calls (`PluginState::deadline`): the gate's timeout is a
+/// wall-clock bound on everything the evaluation waits on.
 pub(super) fn set_deadline(store: &mut Store<PluginState>, timeout: Duration) {
-    let start = Instant::now();
-    let clock = store.data().judge_clock.clone();
+    let deadline = Instant::now() + timeout;
+    store.data_mut().deadline = Some(deadline);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        let now = Instant::now();
-        Ok(if now >= start + timeout + clock.spent(now) {
+        Ok(if Instant::now() >= deadline {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::Yield(1)
