@@ -16,21 +16,26 @@ else
   gatehost=$root/target/debug/gatehost
 fi
 
+# The daemon's data directory and files in $tmp; the agent's workspace under
+# the root examples/gatehost.toml lists, apart from them (a root that holds
+# the data directory is refused at start).
 tmp=$(mktemp -d)
+mkdir -p -m 1777 /tmp/gatehost-demo
+wsdir=$(mktemp -d /tmp/gatehost-demo/ws.XXXXXX)
 daemon=
 cleanup() {
   [[ -n $daemon ]] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$wsdir"
 }
 trap cleanup EXIT
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-g() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$tmp/ws" -c user.name=demo -c user.email=demo@example.invalid "$@"; }
+g() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$wsdir/ws" -c user.name=demo -c user.email=demo@example.invalid "$@"; }
 
 say "a scratch git repository from examples/workspace"
-mkdir -p "$tmp/ws"
-cp -r examples/workspace/Cargo.toml examples/workspace/src "$tmp/ws/"
-printf '/target\n' > "$tmp/ws/.gitignore"
+mkdir -p "$wsdir/ws"
+cp -r examples/workspace/Cargo.toml examples/workspace/src "$wsdir/ws/"
+printf '/target\n' > "$wsdir/ws/.gitignore"
 g init -q -b main && g add -A && g commit -q -m "initial" && g log --oneline
 
 say "gatehost serve"
@@ -43,7 +48,7 @@ export GATEHOST_TOKEN=$(cat "$tmp/data/agent.token")   # what the agent holds
 operator=$(cat "$tmp/data/operator.token")             # what only the human holds
 
 say "register the agent's session and attach a policy"
-"$gatehost" session register --id demo --cwd "$tmp/ws"
+"$gatehost" session register --id demo --cwd "$wsdir/ws"
 cat > "$tmp/policy.json" <<EOF
 {
   "sessionId": "demo",
@@ -57,7 +62,7 @@ policy=$("$gatehost" policy attach "$tmp/policy.json")
 "$gatehost" policy status "$policy"
 
 say "the agent ends a turn with a broken change: the gate fails, the agent is nudged"
-sed -i 's/a.saturating_add(b)/a.wrapping_add(b)/' "$tmp/ws/src/lib.rs"
+sed -i 's/a.saturating_add(b)/a.wrapping_add(b)/' "$wsdir/ws/src/lib.rs"
 "$gatehost" session report demo turn-end --message "switched add() to wrapping_add"
 for _ in $(seq 600); do
   [[ $("$gatehost" policy status "$policy" --json | grep -c '"status": "watching"') -eq 1 ]] && \
@@ -67,8 +72,8 @@ done
 "$gatehost" events poll --policy "$policy"
 
 say "the agent fixes it and ends its turn: the gate passes, the commit waits for the human"
-sed -i 's/a.wrapping_add(b)/a.saturating_add(b)/' "$tmp/ws/src/lib.rs"
-echo "// reviewed by the gate" >> "$tmp/ws/src/lib.rs"
+sed -i 's/a.wrapping_add(b)/a.saturating_add(b)/' "$wsdir/ws/src/lib.rs"
+echo "// reviewed by the gate" >> "$wsdir/ws/src/lib.rs"
 "$gatehost" session report demo turn-end --message "back to saturating_add; tests pass"
 "$gatehost" wait --policy "$policy" --timeout 5m
 "$gatehost" policy status "$policy"

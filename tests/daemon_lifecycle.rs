@@ -746,6 +746,70 @@ mod operator_power {
         assert_eq!(body["owner"], "operator");
     }
 
+    /// Issue 24, item 2: no workspace holds, or lies inside, the host's own
+    /// places (data directory, configuration, tokens, scratch, cache,
+    /// worktrees), whoever registers it; a root that overlaps one is a
+    /// configuration error at start. (Before: a root holding the data
+    /// directory let the agent register a workspace around it, and a WASM
+    /// gate spelt out operator.token.)
+    #[test]
+    fn no_workspace_holds_or_lies_inside_the_hosts_own_places() {
+        let s = Scratch::new();
+        let data = s.etc.join("data");
+        for root in [
+            s.etc.clone(),
+            data.join("scratch"),
+            s.etc.join("data.worktrees"),
+        ] {
+            let cfg = s.write(
+                "roots.toml",
+                &allow_config(&["true"]).replace(
+                    DAEMON_ROOTS,
+                    &format!("[daemon]\nworkspace_roots = [\"{}\"]\n", root.display()),
+                ),
+            );
+            let run = common::run_gatehost(
+                &[
+                    "serve".into(),
+                    "--listen".into(),
+                    "127.0.0.1:0".into(),
+                    "--data-dir".into(),
+                    data.display().to_string(),
+                    "--config".into(),
+                    cfg.display().to_string(),
+                ],
+                &[],
+            );
+            assert_ne!(run.code, 0, "{}: {}", root.display(), run.stdout);
+            assert!(
+                run.stderr.contains("[daemon] workspace_roots:")
+                    && run.stderr.contains("overlaps gatehost's own"),
+                "{}: {}",
+                root.display(),
+                run.stderr
+            );
+        }
+        let (s, d) = daemon_with("");
+        let data = s.etc.join("data");
+        std::fs::create_dir_all(data.join("inside")).expect("mkdir");
+        for dir in [s.etc.clone(), data.clone(), data.join("inside")] {
+            for token in [&d.operator, &d.agent] {
+                let (code, body) = d.http(
+                    "POST",
+                    "/v1/sessions",
+                    Some(token),
+                    Some(json!({"id": "x", "cwd": dir})),
+                );
+                assert_eq!(code, 403, "{}: {body}", dir.display());
+                if token == &d.operator {
+                    assert_eq!(body["error"]["code"], "workspace-overlaps-host", "{body}");
+                }
+            }
+        }
+        let (code, body) = d.http("GET", "/v1/sessions/x", Some(&d.agent), None);
+        assert_eq!(code, 404, "a refused registration stored a session: {body}");
+    }
+
     #[test]
     fn the_agent_cannot_take_over_a_session_the_operator_registered() {
         let (s, d) = daemon_with("notify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n");
@@ -761,7 +825,7 @@ mod operator_power {
         for attempt in [
             json!({"id": "op1", "cwd": s.ws}),
             json!({"id": "op1", "cwd": s.ws, "notifyUrl": "http://127.0.0.1:9/allowed/x"}),
-            json!({"id": "op1", "cwd": "/tmp"}),
+            json!({"id": "op1", "cwd": s.out}),
         ] {
             let (code, body) = d.http("POST", "/v1/sessions", Some(&d.agent), Some(attempt));
             assert_eq!(code, 403, "{body}");

@@ -73,7 +73,9 @@ fn main() {
     let snapshot_and_sync = || {
         let (snap, _) = gatehost::commit::snapshot_with(&ws, &paths, &mut cache.borrow_mut())
             .expect("snapshot");
-        let mut lease = trees.lease(&ws).expect("lease");
+        let mut lease = trees
+            .lease(&ws, gatehost::worktree::Tenant::Operator)
+            .expect("lease");
         sync(&mut lease, &ws, &snap.tree).expect("sync")
     };
     // The first checkout writes every file: not what a gate pays after.
@@ -92,7 +94,9 @@ fn main() {
                 .expect("snapshot");
             snaps.push(t.elapsed());
             let t = Instant::now();
-            let mut lease = trees.lease(&ws).expect("lease");
+            let mut lease = trees
+                .lease(&ws, gatehost::worktree::Tenant::Operator)
+                .expect("lease");
             sync(&mut lease, &ws, &snap.tree).expect("sync");
             syncs.push(t.elapsed());
         }

@@ -5,8 +5,14 @@
 //! worktree root (`[daemon] worktree_dir`), leased to one gate run at a
 //! time, and brought to exactly a given tree before the run: every file of
 //! the tree with its content and mode, symlinks as symlinks, and nothing
-//! else but what the tree's own `.gitignore` files ignore (so build caches
-//! such as `target/` stay warm between runs). Incremental: a file is
+//! else but the caches the operator granted (`[daemon] worktree_caches`,
+//! such as `target`), and those only between runs of policies the
+//! operator attached. What an earlier gate wrote anywhere else (an ignored
+//! `__pycache__/`, a `.pytest_cache`) is removed before the next run, and
+//! a policy the agent attached runs in worktrees of its own that keep
+//! nothing: a gate's result depends only on its snapshot and the granted
+//! caches, never on what another policy's gate (nor the agent's) left
+//! behind. Incremental: a file is
 //! rewritten only when the tree wants other content, or when it is not as
 //! this module left it (its inode, size, mtime and ctime are remembered;
 //! a gate can forge an mtime, not a ctime).
@@ -58,6 +64,18 @@ fn io(path: &BStr) -> impl Fn(std::io::Error) -> WorktreeError + '_ {
     }
 }
 
+/// Whom a worktree serves, and so what it keeps between runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tenant {
+    /// Policies the operator attached: the granted caches are kept
+    /// between their runs (shared by the operator's policies of one
+    /// workspace).
+    Operator,
+    /// Policies the agent attached: worktrees of their own, never the
+    /// operator's, that keep nothing between runs.
+    Agent,
+}
+
 /// What this module last wrote at a path, and how the file looked after.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Kept {
@@ -71,7 +89,7 @@ struct Kept {
 #[derive(Default)]
 struct Manifest {
     kept: HashMap<BString, Kept>,
-    last: Option<(ObjectId, Wanted, gix::ignore::Search)>,
+    last: Option<(ObjectId, Wanted)>,
 }
 
 /// What a sync did.
@@ -79,7 +97,8 @@ struct Manifest {
 pub struct SyncStats {
     /// Files and links written.
     pub written: usize,
-    /// Files, links and directories removed (not in the tree, not ignored).
+    /// Files, links and directories removed (not in the tree, not a
+    /// granted cache).
     pub removed: usize,
     /// Files left as they were.
     pub kept: usize,
@@ -92,6 +111,8 @@ pub struct Worktrees {
     /// The gate user (`[sandbox] user`): owns the worktrees and what is
     /// written in them, so that its gates can write there.
     owner: Option<(u32, u32)>,
+    /// The caches the operator granted (worktree-relative directories).
+    caches: Arc<Vec<BString>>,
     /// By worktree directory: its manifest, or `None` while leased.
     slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
 }
@@ -101,6 +122,9 @@ pub struct Lease {
     path: PathBuf,
     manifest: Manifest,
     owner: Option<(u32, u32)>,
+    /// What the sync keeps beyond the tree: the granted caches, or
+    /// nothing.
+    keep: Arc<Vec<BString>>,
     slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
 }
 
@@ -124,8 +148,16 @@ impl Worktrees {
         Worktrees {
             root,
             owner: None,
+            caches: Arc::default(),
             slots: Arc::default(),
         }
+    }
+
+    /// Keeps `caches` (worktree-relative directories, checked by the
+    /// configuration) between runs of the operator's policies.
+    pub fn keeping(mut self, caches: &[String]) -> Worktrees {
+        self.caches = Arc::new(caches.iter().map(|c| BString::from(c.as_str())).collect());
+        self
     }
 
     /// Worktrees owned by `owner` (uid, gid): the root becomes searchable
@@ -140,8 +172,9 @@ impl Worktrees {
         &self.root
     }
 
-    /// A worktree for `workspace` that no other run holds, made if needed.
-    pub fn lease(&self, workspace: &Path) -> Result<Lease, WorktreeError> {
+    /// A worktree for `workspace` that no other run holds, made if needed,
+    /// among those of `tenant`.
+    pub fn lease(&self, workspace: &Path, tenant: Tenant) -> Result<Lease, WorktreeError> {
         use std::os::unix::fs::DirBuilderExt;
         let root_err = |source| WorktreeError::Root {
             path: self.root.clone(),
@@ -154,9 +187,13 @@ impl Worktrees {
             .map_err(root_err)?;
         let root = std::fs::canonicalize(&self.root).map_err(root_err)?;
         let key = hex::encode(&Sha256::digest(workspace.as_os_str().as_bytes())[..8]);
+        let (class, keep) = match tenant {
+            Tenant::Operator => ("", self.caches.clone()),
+            Tenant::Agent => ("a", Arc::default()),
+        };
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         for n in 0.. {
-            let path = root.join(format!("{key}-{n}"));
+            let path = root.join(format!("{key}-{class}{n}"));
             let manifest = match slots.get_mut(&path) {
                 Some(None) => continue,
                 Some(slot) => slot.take().unwrap_or_default(),
@@ -184,6 +221,7 @@ impl Worktrees {
                 path,
                 manifest,
                 owner: self.owner,
+                keep,
                 slots: self.slots.clone(),
             });
         }
@@ -223,43 +261,16 @@ fn wanted(repo: &gix::Repository, tree: ObjectId) -> Result<Wanted, WorktreeErro
     Ok(Wanted { files, dirs })
 }
 
-/// The tree's own ignore rules (its `.gitignore` files, shallowest first).
-fn ignore_rules(
-    repo: &gix::Repository,
-    wanted: &Wanted,
-) -> Result<gix::ignore::Search, WorktreeError> {
-    let mut search = gix::ignore::Search::default();
-    let mut lists: Vec<&BString> = wanted
-        .files
-        .iter()
-        .filter(|(p, (k, _))| {
-            matches!(k, EntryKind::Blob | EntryKind::BlobExecutable)
-                && (p.as_slice() == b".gitignore" || p.ends_with(b"/.gitignore"))
-        })
-        .map(|(p, _)| p)
-        .collect();
-    lists.sort_by_key(|p| p.iter().filter(|b| **b == b'/').count());
-    for path in lists {
-        let (_, oid) = wanted.files[path];
-        let blob = repo
-            .find_blob(oid)
-            .map_err(|e| WorktreeError::Git(e.to_string()))?;
-        search
-            .add_patterns_buffer(
-                &blob.data,
-                PathBuf::from(OsStr::from_bytes(path)),
-                Some(Path::new("")),
-                Default::default(),
-            )
-            .map_err(io(path.as_bstr()))?;
-    }
-    Ok(search)
+/// Whether `rel` is a granted cache or lies inside one.
+fn in_cache(keep: &[BString], rel: &BStr) -> bool {
+    keep.iter()
+        .any(|k| rel == k.as_bstr() || (rel.starts_with(k) && rel.get(k.len()) == Some(&b'/')))
 }
 
-fn is_ignored(search: &gix::ignore::Search, rel: &BStr, is_dir: bool) -> bool {
-    search
-        .pattern_matching_relative_path(rel, Some(is_dir), gix::glob::pattern::Case::Sensitive)
-        .is_some_and(|m| !m.pattern.is_negative())
+/// Whether a granted cache lies inside the directory `rel`.
+fn holds_cache(keep: &[BString], rel: &BStr) -> bool {
+    keep.iter()
+        .any(|k| k.starts_with(rel) && k.get(rel.len()) == Some(&b'/'))
 }
 
 fn join(prefix: &BStr, name: &[u8]) -> BString {
@@ -284,7 +295,8 @@ fn remove_any(dir: &Dir, name: &OsStr, is_dir: bool, rel: &BStr) -> Result<(), W
 /// What one directory of a worktree holds, against the tree.
 #[derive(Default)]
 struct Scan {
-    /// Not in the tree and not ignored: to remove (`true`: a directory).
+    /// Not in the tree and not a granted cache: to remove (`true`: a
+    /// directory).
     remove: Vec<(BString, bool)>,
     /// In the tree but not as written: to write again.
     rewrite: Vec<BString>,
@@ -299,7 +311,7 @@ fn scan_dir(
     root: &Dir,
     prefix: &BString,
     wanted: &Wanted,
-    ignores: &gix::ignore::Search,
+    keep: &[BString],
     manifest: &HashMap<BString, Kept>,
 ) -> Result<Scan, WorktreeError> {
     let dir = if prefix.is_empty() {
@@ -316,9 +328,9 @@ fn scan_dir(
         let meta = dir.symlink_metadata(&name).map_err(io(rel.as_bstr()))?;
         let file_type = meta.file_type();
         if file_type.is_dir() {
-            if wanted.dirs.contains(&rel) {
+            if wanted.dirs.contains(&rel) || holds_cache(keep, rel.as_bstr()) {
                 scan.subdirs.push(rel);
-            } else if !is_ignored(ignores, rel.as_bstr(), true) {
+            } else if !in_cache(keep, rel.as_bstr()) {
                 scan.remove.push((rel, true));
             }
             continue;
@@ -334,7 +346,7 @@ fn scan_dir(
                     scan.rewrite.push(rel);
                 }
             }
-            None if file_type.is_file() && is_ignored(ignores, rel.as_bstr(), false) => {}
+            None if in_cache(keep, rel.as_bstr()) => {}
             None => scan.remove.push((rel, false)),
         }
     }
@@ -350,17 +362,13 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
     let tree = ObjectId::from_hex(tree.as_bytes())
         .map_err(|e| WorktreeError::Git(format!("tree {tree:?}: {e}")))?;
     // The tree read last time is not read again.
-    let (wanted, ignores) = match lease.manifest.last.take() {
-        Some((id, wanted, ignores)) if id == tree => (wanted, ignores),
-        _ => {
-            let wanted = wanted(&repo, tree)?;
-            let ignores = ignore_rules(&repo, &wanted)?;
-            (wanted, ignores)
-        }
+    let wanted = match lease.manifest.last.take() {
+        Some((id, wanted)) if id == tree => wanted,
+        _ => wanted(&repo, tree)?,
     };
-    let result = sync_to(lease, &repo, &wanted, &ignores);
+    let result = sync_to(lease, &repo, &wanted);
     if result.is_ok() {
-        lease.manifest.last = Some((tree, wanted, ignores));
+        lease.manifest.last = Some((tree, wanted));
     } else {
         lease.manifest = Manifest::default();
     }
@@ -371,7 +379,6 @@ fn sync_to(
     lease: &mut Lease,
     repo: &gix::Repository,
     wanted: &Wanted,
-    ignores: &gix::ignore::Search,
 ) -> Result<SyncStats, WorktreeError> {
     let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
         WorktreeError::Root {
@@ -382,15 +389,16 @@ fn sync_to(
     let mut stats = SyncStats::default();
     let mut kept: HashSet<BString> = HashSet::new();
     let mut present_dirs: HashSet<BString> = HashSet::new();
-    // 1. Remove what the tree does not hold (unless ignored) and what is
-    //    no longer as this module left it: directories of one depth are
-    //    read in parallel, then acted on.
+    // 1. Remove what the tree does not hold (unless a granted cache) and
+    //    what is no longer as this module left it: directories of one
+    //    depth are read in parallel, then acted on.
+    let keep = lease.keep.clone();
     let mut level: Vec<BString> = vec![BString::default()];
     while !level.is_empty() {
         let manifest = &lease.manifest.kept;
         let scans: Vec<Result<Scan, WorktreeError>> = level
             .par_iter()
-            .map(|prefix| scan_dir(&root, prefix, wanted, ignores, manifest))
+            .map(|prefix| scan_dir(&root, prefix, wanted, &keep, manifest))
             .collect();
         let mut next = Vec::new();
         for scan in scans {
@@ -549,7 +557,7 @@ mod tests {
     }
 
     #[test]
-    fn a_worktree_holds_exactly_the_tree_and_keeps_ignored_caches() {
+    fn a_worktree_holds_exactly_the_tree_and_keeps_only_granted_caches() {
         let t = tempfile::tempdir().expect("tempdir");
         let ws = t.path().join("ws");
         std::fs::create_dir(&ws).expect("mkdir");
@@ -562,8 +570,8 @@ mod tests {
             .expect("chmod");
         git(&ws, &["add", "-A"]);
         git(&ws, &["commit", "-qm", "one"]);
-        let trees = Worktrees::new(t.path().join("worktrees"));
-        let mut lease = trees.lease(&ws).expect("lease");
+        let trees = Worktrees::new(t.path().join("worktrees")).keeping(&["target".into()]);
+        let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
         let first = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
         assert_eq!(first.written, 4);
         let w = lease.path().to_path_buf();
@@ -608,7 +616,9 @@ mod tests {
         std::fs::remove_file(w.join("link")).expect("rm");
         std::os::unix::fs::symlink("/etc", w.join("link")).expect("plant");
         drop(lease);
-        let mut lease = trees.lease(&ws).expect("the same worktree again");
+        let mut lease = trees
+            .lease(&ws, Tenant::Operator)
+            .expect("the same worktree again");
         assert_eq!(lease.path(), w);
         let third = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
         assert_eq!(third.written, 2, "{third:?}");
@@ -616,8 +626,10 @@ mod tests {
         assert!(l.contains(&"src/lib.rs: fn a() {}".to_string()), "{l:?}");
         assert!(l.contains(&"link -> src/lib.rs".to_string()), "{l:?}");
         assert!(!l.iter().any(|f| f.starts_with("src/helper.rs")), "{l:?}");
+        // The granted cache stays warm; an ignored file that is not one
+        // goes, as everything else the gate wrote.
         assert!(l.contains(&"target/debug/cache: warm".to_string()), "{l:?}");
-        assert!(l.contains(&"out.log: log".to_string()), "{l:?}");
+        assert!(!l.iter().any(|f| f.starts_with("out.log")), "{l:?}");
 
         // Another tree: files follow it, a file becomes a directory.
         std::fs::remove_file(ws.join("run.sh")).expect("rm");
@@ -628,7 +640,97 @@ mod tests {
         let l = listing(&w);
         assert!(l.contains(&"run.sh/inner: now a dir".to_string()), "{l:?}");
         // While leased, a second run on the same workspace gets another one.
-        let other = trees.lease(&ws).expect("a second worktree");
+        let other = trees
+            .lease(&ws, Tenant::Operator)
+            .expect("a second worktree");
         assert_ne!(other.path(), lease.path());
+    }
+
+    /// A repository whose tree ignores `__pycache__/` and `target/`.
+    fn ignoring_repo(t: &Path) -> PathBuf {
+        let ws = t.join("ws");
+        std::fs::create_dir(&ws).expect("mkdir");
+        git(&ws, &["init", "-q", "-b", "main"]);
+        write(&ws, "test.py", "assert False");
+        write(&ws, ".gitignore", "__pycache__/\ntarget/\n");
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "one"]);
+        ws
+    }
+
+    /// Issue 24, item 3: what one gate writes in an ignored directory (an
+    /// unchecked-hash `.pyc` that makes a failing test pass) never reaches
+    /// the next run, unless the operator granted that directory as a
+    /// cache (before: every ignored file stayed).
+    #[test]
+    fn an_ignored_file_a_gate_planted_is_gone_before_the_next_run() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = ignoring_repo(t.path());
+        let trees = Worktrees::new(t.path().join("worktrees")).keeping(&["target".into()]);
+        let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+        sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        let w = lease.path().to_path_buf();
+        write(&w, "__pycache__/test.cpython-311.pyc", "planted");
+        write(&w, "target/debug/warm", "warm");
+        drop(lease);
+        let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+        assert_eq!(lease.path(), w);
+        let stats = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        assert_eq!(stats.removed, 1, "{stats:?}");
+        let l = listing(&w);
+        assert!(!l.iter().any(|f| f.starts_with("__pycache__")), "{l:?}");
+        assert!(l.contains(&"target/debug/warm: warm".to_string()), "{l:?}");
+    }
+
+    /// Policies the agent attached run in worktrees of their own, which
+    /// keep nothing, not even a granted cache: what their gates wrote
+    /// never reaches the operator's policies, nor their own next run.
+    #[test]
+    fn the_agents_policies_share_no_worktree_with_the_operators() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = ignoring_repo(t.path());
+        let trees = Worktrees::new(t.path().join("worktrees")).keeping(&["target".into()]);
+        let mut agent = trees.lease(&ws, Tenant::Agent).expect("lease");
+        sync(&mut agent, &ws, &tree_of(&ws)).expect("sync");
+        let aw = agent.path().to_path_buf();
+        write(&aw, "target/debug/planted", "the agent's");
+        drop(agent);
+        let mut operator = trees.lease(&ws, Tenant::Operator).expect("lease");
+        assert_ne!(operator.path(), aw);
+        sync(&mut operator, &ws, &tree_of(&ws)).expect("sync");
+        assert!(
+            !listing(operator.path())
+                .iter()
+                .any(|f| f.starts_with("target"))
+        );
+        drop(operator);
+        let mut agent = trees.lease(&ws, Tenant::Agent).expect("lease");
+        assert_eq!(agent.path(), aw);
+        sync(&mut agent, &ws, &tree_of(&ws)).expect("sync");
+        let l = listing(&aw);
+        assert!(!l.iter().any(|f| f.starts_with("target")), "{l:?}");
+    }
+
+    /// A cache granted deeper than the tree's directories is kept, and
+    /// what lies beside it on the way is not.
+    #[test]
+    fn a_nested_granted_cache_is_kept_and_its_neighbours_are_not() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = ignoring_repo(t.path());
+        let trees = Worktrees::new(t.path().join("worktrees")).keeping(&["build/cache".into()]);
+        let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+        sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        let w = lease.path().to_path_buf();
+        write(&w, "build/cache/object", "kept");
+        write(&w, "build/other", "gone");
+        write(&w, "build/cachet/x", "gone too");
+        sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+        let l = listing(&w);
+        assert!(l.contains(&"build/cache/object: kept".to_string()), "{l:?}");
+        assert!(
+            !l.iter()
+                .any(|f| f.contains("other") || f.contains("cachet")),
+            "{l:?}"
+        );
     }
 }

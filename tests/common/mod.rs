@@ -119,26 +119,44 @@ fn walk_dirs(dir: &Path, depth: usize) -> Vec<PathBuf> {
 }
 
 /// A scratch area: `ws/` is the workspace, `etc/` holds the operator's
-/// configuration and gate files, outside the workspace; `out/` is where
-/// test judges and gates granted it write what they saw.
+/// configuration, gate files and the daemon's data directory, outside the
+/// workspace root (a root that holds the data directory is refused at
+/// start); `out/` is where test judges and gates granted it write what
+/// they saw.
 pub struct Scratch {
     _dir: tempfile::TempDir,
+    _etc: tempfile::TempDir,
     pub ws: PathBuf,
     pub etc: PathBuf,
     pub out: PathBuf,
 }
 
+/// Where tests make their workspaces: the agent token's root in every
+/// test configuration (`DAEMON_ROOTS`).
+pub const TEST_WORKSPACE_ROOT: &str = "/tmp/gatehost-tests-ws";
+/// Where tests keep configurations and data directories, apart from it.
+pub const TEST_ETC_ROOT: &str = "/tmp/gatehost-tests-etc";
+
+/// A fresh directory under the test workspace root.
+pub fn workspace_tempdir() -> tempfile::TempDir {
+    std::fs::create_dir_all(TEST_WORKSPACE_ROOT).expect("mkdir the workspace root");
+    tempfile::tempdir_in(TEST_WORKSPACE_ROOT).expect("tempdir")
+}
+
 impl Scratch {
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = workspace_tempdir();
+        std::fs::create_dir_all(TEST_ETC_ROOT).expect("mkdir the etc root");
+        let etc_dir = tempfile::tempdir_in(TEST_ETC_ROOT).expect("tempdir");
         let ws = dir.path().join("ws");
-        let etc = dir.path().join("etc");
+        let etc = etc_dir.path().join("etc");
         let out = dir.path().join("out");
         for d in [&ws, &etc, &out] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
         Scratch {
             _dir: dir,
+            _etc: etc_dir,
             ws,
             etc,
             out,
@@ -382,9 +400,10 @@ pub fn allow_config(extra: &[&str]) -> String {
 }
 
 /// The `[daemon]` section every test config has: the agent token may
-/// register workspaces under the system's temporary directory (where the
-/// tests make theirs). Tests add `[daemon]` keys by replacing this line.
-pub const DAEMON_ROOTS: &str = "[daemon]\nworkspace_roots = [\"/tmp\"]\n";
+/// register workspaces under the tests' workspace root (where
+/// `Scratch` and `workspace_tempdir` make theirs), which holds none of the
+/// host's own places. Tests add `[daemon]` keys by replacing this line.
+pub const DAEMON_ROOTS: &str = "[daemon]\nworkspace_roots = [\"/tmp/gatehost-tests-ws\"]\n";
 
 /// A `[sandbox]` section granting the fixture scripts (read) and `write`.
 pub fn sandbox_config(write: &[&Path]) -> String {

@@ -167,6 +167,19 @@ fn run(args: ServeArgs) -> Result<(), String> {
     if config.sandbox.scratch_dir.is_none() && config.sandbox.user.is_none() {
         config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
     }
+    // A root that holds (or lies inside) the host's own places would let
+    // the agent register a workspace around them: refused at start.
+    let places = config.host_places();
+    for root in &config.daemon.workspace_roots {
+        let shown = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+        if let Some(place) = crate::config::overlapping_place(&shown, &places) {
+            return Err(format!(
+                "[daemon] workspace_roots: {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); list the directories where agents work, apart from those",
+                root.display(),
+                place.display()
+            ));
+        }
+    }
     let (tokens, agent_file, operator_file) = Tokens::load(
         &data_dir,
         config.daemon.agent_token_file.as_deref(),

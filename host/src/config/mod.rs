@@ -107,6 +107,7 @@ struct DaemonSection {
     committer_email: Option<String>,
     attach_timeout_ms: Option<u64>,
     worktree_dir: Option<String>,
+    worktree_caches: Option<Vec<String>>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -144,6 +145,11 @@ pub struct DaemonConfig {
     /// snapshot (default `<data dir>.worktrees`, beside the data
     /// directory, never inside it: gates write there).
     pub worktree_dir: Option<PathBuf>,
+    /// Directories of a worktree (relative to its root, such as `target`)
+    /// kept between runs of the operator's commit policies on one
+    /// workspace; everything else a gate wrote there is removed before
+    /// the next run. None by default.
+    pub worktree_caches: Vec<String>,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -165,6 +171,7 @@ impl Default for DaemonConfig {
             committer: crate::commit::Committer::default(),
             attach_timeout: Duration::from_secs(120),
             worktree_dir: None,
+            worktree_caches: Vec::new(),
         }
     }
 }
@@ -266,6 +273,33 @@ impl HostConfig {
             .chain(self.sandbox.protect.iter())
             .cloned()
             .collect()
+    }
+
+    /// Where gates' private directories are made: `[sandbox] scratch_dir`,
+    /// else the user's cache directory.
+    pub fn scratch_root(&self) -> Option<PathBuf> {
+        self.sandbox
+            .scratch_dir
+            .clone()
+            .or_else(|| dirs::cache_dir().map(|d| d.join("gatehost").join("scratch")))
+    }
+
+    /// The host's own places that no gate may run in: the private paths
+    /// (configuration, tokens, cache, data directory) and the scratch root.
+    pub fn gate_free_places(&self) -> Vec<PathBuf> {
+        let mut places = self.private_paths();
+        places.extend(self.scratch_root());
+        places
+    }
+
+    /// The host's own places that no workspace may hold or lie inside:
+    /// those of [`Self::gate_free_places`] and the worktree directory
+    /// (gates run in its checkouts, but an agent's workspace there could
+    /// reach the others').
+    pub fn host_places(&self) -> Vec<PathBuf> {
+        let mut places = self.gate_free_places();
+        places.extend(self.daemon.worktree_dir.clone());
+        places
     }
 
     /// Where the configuration comes from: the explicit path, else
@@ -474,6 +508,24 @@ impl HostConfig {
             config.daemon.webhook_timeout = Duration::from_millis(ms);
         }
         config.daemon.worktree_dir = dm.worktree_dir.as_deref().map(home_path);
+        if let Some(caches) = dm.worktree_caches {
+            for (i, c) in caches.iter().enumerate() {
+                let p = Path::new(c);
+                let plain = !c.is_empty()
+                    && p.components()
+                        .all(|k| matches!(k, std::path::Component::Normal(_)))
+                    && !p.starts_with(".git");
+                if !plain {
+                    return Err(invalid(
+                        &format!("daemon.worktree_caches[{i}]"),
+                        format!(
+                            "{c:?}: a directory relative to the worktree's root (no '..', '.', absolute path or .git)"
+                        ),
+                    ));
+                }
+            }
+            config.daemon.worktree_caches = caches;
+        }
         if let Some(ms) = dm.attach_timeout_ms {
             if ms == 0 {
                 return Err(invalid(
@@ -530,3 +582,29 @@ impl HostConfig {
 
 #[cfg(test)]
 mod tests;
+
+/// The first of `places` that `dir` (a canonical path) holds or lies
+/// inside, as its canonical path. A place that does not exist yet is
+/// compared by its nearest existing ancestor's canonical path and the rest
+/// as written, so a directory made later is still covered.
+pub fn overlapping_place(dir: &Path, places: &[PathBuf]) -> Option<PathBuf> {
+    places
+        .iter()
+        .filter_map(|p| canonical_or_planned(p))
+        .find(|p| p.starts_with(dir) || dir.starts_with(p))
+}
+
+fn canonical_or_planned(path: &Path) -> Option<PathBuf> {
+    if let Ok(c) = std::fs::canonicalize(path) {
+        return Some(c);
+    }
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        rest.push(at.file_name()?.to_os_string());
+        at = at.parent()?;
+        if let Ok(c) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(c, |acc, part| acc.join(part)));
+        }
+    }
+}

@@ -157,3 +157,57 @@ fn the_readme_configuration_sample_parses() {
     );
     assert_eq!(c.daemon.max_gating, 8);
 }
+
+#[test]
+fn worktree_caches_are_plain_relative_directories() {
+    let c = HostConfig::from_toml(
+        "[daemon]\nworktree_caches = [\"target\", \"build/cache\"]\n",
+        "c.toml",
+    )
+    .expect("parses");
+    assert_eq!(c.daemon.worktree_caches, ["target", "build/cache"]);
+    for bad in [
+        "../x",
+        "/abs",
+        "./target",
+        "",
+        ".git",
+        ".git/objects",
+        "a/../b",
+    ] {
+        let e = HostConfig::from_toml(
+            &format!("[daemon]\nworktree_caches = [{bad:?}]\n"),
+            "c.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("daemon.worktree_caches[0]"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+/// Issue 24, item 2: the places no workspace may overlap, compared
+/// canonically, in both directions, including places not made yet.
+#[test]
+fn a_workspace_overlapping_a_host_place_is_found_either_way() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(t.path()).expect("canonical");
+    let data = root.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let planned = root.join("not-yet").join("worktrees");
+    let places = vec![data.clone(), planned.clone()];
+    assert_eq!(super::overlapping_place(&root, &places), Some(data.clone()));
+    assert_eq!(
+        super::overlapping_place(&data.join("inside"), &places),
+        Some(data.clone())
+    );
+    assert_eq!(
+        super::overlapping_place(&root.join("not-yet"), &places),
+        Some(planned)
+    );
+    std::fs::create_dir(root.join("ws")).expect("mkdir");
+    assert_eq!(super::overlapping_place(&root.join("ws"), &places), None);
+    // A sibling whose name starts the same is not inside.
+    assert_eq!(super::overlapping_place(&root.join("data2"), &places), None);
+}

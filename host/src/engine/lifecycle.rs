@@ -248,8 +248,14 @@ impl Engine {
         };
         let worktrees = self.inner.worktrees.clone();
         let (ws, tree) = (workspace.to_string(), snap.tree.clone());
+        // What the agent attached never shares a worktree (nor a cache)
+        // with what the operator attached.
+        let tenant = match input.attached_by {
+            crate::config::Trust::Operator => crate::worktree::Tenant::Operator,
+            crate::config::Trust::Agent => crate::worktree::Tenant::Agent,
+        };
         let leased = tokio::task::spawn_blocking(move || {
-            let mut lease = worktrees.lease(Path::new(&ws))?;
+            let mut lease = worktrees.lease(Path::new(&ws), tenant)?;
             let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
             Ok::<_, crate::worktree::WorktreeError>((lease, stats))
         })

@@ -148,7 +148,8 @@ impl Engine {
                         ))
                     }),
                 )
-                .owned_by(runner.sandbox().gate_user()),
+                .owned_by(runner.sandbox().gate_user())
+                .keeping(&config.worktree_caches),
                 runner,
             }),
         })

@@ -162,6 +162,23 @@ fn check_url(url: &Option<String>, prefixes: &[String]) -> EngineResult<()> {
     Ok(())
 }
 
+/// No workspace, whoever registers it, holds or lies inside the host's own
+/// places (data directory, tokens, configuration, cache, scratch,
+/// worktrees): the agent writes its workspace and its gates read it.
+fn check_clear_of_host(ws: &Path, places: &[PathBuf]) -> EngineResult<()> {
+    match crate::config::overlapping_place(ws, places) {
+        None => Ok(()),
+        Some(place) => Err(EngineError::Forbidden {
+            code: "workspace-overlaps-host",
+            message: format!(
+                "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); register the project directory itself",
+                ws.display(),
+                place.display()
+            ),
+        }),
+    }
+}
+
 /// The agent token registers workspaces only under the configured roots.
 fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
     let inside = roots
@@ -239,6 +256,7 @@ impl Engine {
         if by == Trust::Agent {
             check_root(&ws, &daemon.workspace_roots)?;
         }
+        check_clear_of_host(&ws, &self.inner.runner.config().host_places())?;
         self.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;

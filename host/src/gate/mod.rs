@@ -182,6 +182,22 @@ impl GateRunner {
         anchor: &WorkspaceAnchor,
         ctx: &GateContext,
     ) -> Verdict {
+        // No gate of any kind runs in (or reads) a workspace that holds, or
+        // lies inside, the host's own places: a WASM plugin or a judge's
+        // diff could spell out the tokens there.
+        let places = self.inner.config.gate_free_places();
+        if let Some(place) = crate::config::overlapping_place(anchor.root(), &places) {
+            let verdict = Verdict::error(
+                gate.label(),
+                format!(
+                    "the workspace {} overlaps gatehost's own {} (its configuration, tokens, data, cache or scratch); no gate runs there",
+                    anchor.root().display(),
+                    place.display()
+                ),
+            );
+            tracing::error!(gate = %verdict.gate, reason = %verdict.reason, "gate refused");
+            return verdict;
+        }
         let verdict = match gate {
             GateSpec::Shell(s) => shell::run(self, gate, s, anchor, ctx.trust).await,
             GateSpec::Judge { judge: j, .. } => {
