@@ -226,9 +226,11 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
         env!("CARGO_BIN_EXE_gatehost"),
         s.out.join(format!("gatehost-test-{m}")).display()
     ));
+    let keys = d.keyring().dir().display().to_string();
     let env = [
         ("GATEHOST_SERVER", d.url.as_str()),
         ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys.as_str()),
     ];
     let run = claude.start(&s.ws, &api, &env, &["--session-id", session], &s.out);
 
@@ -324,9 +326,11 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     }));
     let state = s.out.join(format!("gatehost-test-{m}"));
     let state = state.to_str().expect("utf-8");
+    let keys = d.keyring().dir().display().to_string();
     let env = [
         ("GATEHOST_SERVER", d.url.as_str()),
         ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys.as_str()),
     ];
     let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
 

@@ -434,6 +434,10 @@ fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_th
     let mut codex = CodexEnv::new(&s, &m, &api, &hook_command(&args));
     codex.env.push(("GATEHOST_SERVER".into(), d.url.clone()));
     codex.env.push(("GATEHOST_TOKEN".into(), d.agent.clone()));
+    codex.env.push((
+        "GATEHOST_SESSION_KEYS".into(),
+        d.keyring().dir().display().to_string(),
+    ));
 
     let child = codex.spawn(&s.ws, &format!("gatehost-test-{m}: create the file DONE"));
     // The first model call comes after SessionStart and UserPromptSubmit:

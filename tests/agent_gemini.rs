@@ -389,7 +389,8 @@ fn through_the_daemon_a_commit_policy_nudges_then_awaits_the_ack() {
         &api,
         &m,
         &hook,
-        &json!({"GATEHOST_SERVER": d.url, "GATEHOST_TOKEN": d.agent}),
+        &json!({"GATEHOST_SERVER": d.url, "GATEHOST_TOKEN": d.agent,
+                "GATEHOST_SESSION_KEYS": d.keyring().dir()}),
     );
 
     // SessionStart registered the session before the first model call.

@@ -242,11 +242,18 @@ fn types(events: &Value) -> Vec<String> {
 fn the_tools_are_exactly_the_five_and_none_acknowledges() {
     let m = marker("mcp-tools");
     let s = Scratch::new();
-    let d = daemon(&s, &s.out.join("data"), &m);
+    let d = daemon(&s, &s.etc.join("data"), &m);
     let mut c = McpClient::start(
         &s.out,
         &m,
-        &[("GATEHOST_SERVER", &d.url), ("GATEHOST_TOKEN", &d.agent)],
+        &[
+            ("GATEHOST_SERVER", &d.url),
+            ("GATEHOST_TOKEN", &d.agent),
+            (
+                "GATEHOST_SESSION_KEYS",
+                &d.keyring().dir().display().to_string(),
+            ),
+        ],
     );
     assert_eq!(c.ready()["serverInfo"]["name"], "gatehost");
     // The marker reaches all three: the daemon, the client and `gatehost mcp`.
@@ -304,12 +311,19 @@ fn the_tools_are_exactly_the_five_and_none_acknowledges() {
 fn an_attached_policy_gates_at_turn_end_and_its_events_page_without_gaps() {
     let m = marker("mcp-attach");
     let s = Scratch::new();
-    let d = daemon(&s, &s.out.join("data"), &m);
+    let d = daemon(&s, &s.etc.join("data"), &m);
     d.register("s1", &s.ws);
     let mut c = McpClient::start(
         &s.out,
         &m,
-        &[("GATEHOST_SERVER", &d.url), ("GATEHOST_TOKEN", &d.agent)],
+        &[
+            ("GATEHOST_SERVER", &d.url),
+            ("GATEHOST_TOKEN", &d.agent),
+            (
+                "GATEHOST_SESSION_KEYS",
+                &d.keyring().dir().display().to_string(),
+            ),
+        ],
     );
     c.ready();
     let p = c.ok(
@@ -413,12 +427,19 @@ fn bad_input_is_a_tool_error_naming_the_field() {
     let m = marker("mcp-errors");
     let s = Scratch::new();
     git_repo(&s.ws);
-    let d = daemon(&s, &s.out.join("data"), &m);
+    let d = daemon(&s, &s.etc.join("data"), &m);
     d.register("s1", &s.ws);
     let mut c = McpClient::start(
         &s.out,
         &m,
-        &[("GATEHOST_SERVER", &d.url), ("GATEHOST_TOKEN", &d.agent)],
+        &[
+            ("GATEHOST_SERVER", &d.url),
+            ("GATEHOST_TOKEN", &d.agent),
+            (
+                "GATEHOST_SESSION_KEYS",
+                &d.keyring().dir().display().to_string(),
+            ),
+        ],
     );
     c.ready();
     // A misspelt gate field: named, and the right one suggested.
@@ -487,7 +508,7 @@ fn the_operator_token_is_refused_and_the_agent_token_found_by_default() {
     // The daemon's data directory is the default one of `gatehost mcp`
     // below (XDG_DATA_HOME/gatehost), so it finds server.url, agent.token
     // and operator.token there.
-    let xdg = s.out.join("xdg");
+    let xdg = s.etc.join("xdg");
     let d = daemon(&s, &xdg.join("gatehost"), &m);
     let xdg = xdg.display().to_string();
 

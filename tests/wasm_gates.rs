@@ -1267,27 +1267,40 @@ fn forbid_patterns_follows_symlinks_inside_but_never_out_of_the_workspace() {
 }
 
 /// Issue 24, item 2: a WASM gate never runs in a workspace that holds the
-/// host's own places (here the configuration, as a token file or the data
-/// directory would be): `forbid-patterns` would spell them out. An
-/// `error`, like a native gate there, never a verdict on their contents.
+/// host's own places (here the gates' scratch root, as the data directory
+/// or a token file would be): `forbid-patterns` would spell out what is
+/// there. An `error`, like a native gate there, never a verdict on it.
 #[test]
-fn a_wasm_gate_refuses_a_workspace_that_holds_the_hosts_own_files() {
+fn a_wasm_gate_refuses_a_workspace_that_holds_the_hosts_own_places() {
     let s = Scratch::new();
-    let cfg = s.write(
-        "config.toml",
-        &wasm_config_in(&shared_cache(), "# SECRET-TOKEN-abc123\n"),
-    );
-    let gate = s.write(
-        "gate.json",
-        &gate(
+    let scratch = s.etc.join("scratch");
+    std::fs::create_dir_all(&scratch).expect("mkdir");
+    std::fs::write(scratch.join("operator.token"), "SECRET-TOKEN-abc123\n").expect("write");
+    // The configuration itself lies outside the workspace (a separate
+    // refusal covers that).
+    let cfg = s.out.join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sandbox]\nscratch_dir = {:?}\n{}",
+            scratch.display().to_string(),
+            wasm_config_in(&shared_cache(), "")
+        ),
+    )
+    .expect("write");
+    let gate_file = s.out.join("gate.json");
+    std::fs::write(
+        &gate_file,
+        gate(
             "forbid-patterns",
             json!({"scope": "all", "rules": [
                 {"id": "token", "pattern": "SECRET-TOKEN-[a-z0-9]+", "message": "a token"}
             ]}),
             json!({}),
         ),
-    );
-    let run = run_gatehost(&check_args(&cfg, &s.etc, &[], &gate), &[]);
+    )
+    .expect("write");
+    let run = run_gatehost(&check_args(&cfg, &s.etc, &[], &gate_file), &[]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.reason().contains("overlaps gatehost's own"),

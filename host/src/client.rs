@@ -5,13 +5,17 @@
 //! method would: a malformed body, a wrong token).
 //!
 //! It owns the transport (TCP, or a Unix socket for `unix:PATH`), the
-//! bearer token, the paths and queries of the routes, and turning an error
+//! bearer token, the session keys a call about a session presents (from
+//! its [`Keyring`], where a registration's answered key is kept, and any
+//! given explicitly), the paths and queries of the routes, and turning an error
 //! answer into [`ClientError`]. It must never print, retry behind the
 //! caller's back, or pick an exit code: that is the command line's job.
 
+use crate::keyring::Keyring;
 use crate::wire::{
     AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyPage,
-    PolicyWait, RegisterRequest, ReportRequest, Reported, Session, SessionPage, StartRequest,
+    PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session, SessionPage,
+    StartRequest,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -81,7 +85,13 @@ pub type ClientResult<T> = Result<T, ClientError>;
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// The server as given (a keyring's files are per server).
+    server: String,
     token: String,
+    /// Where keys answered by registrations are kept and found.
+    keyring: Option<Keyring>,
+    /// Keys presented with every call (`GATEHOST_SESSION_KEY`).
+    session_keys: Vec<String>,
 }
 
 impl Client {
@@ -98,6 +108,7 @@ impl Client {
     ) -> ClientResult<Client> {
         crate::webhook::install_tls_provider();
         let server = server.trim().trim_end_matches('/');
+        let given = server.to_string();
         let mut builder = reqwest::Client::builder().timeout(timeout);
         let base = match server.strip_prefix("unix:") {
             Some(path) => {
@@ -112,8 +123,48 @@ impl Client {
         Ok(Client {
             http,
             base,
+            server: given,
             token: token.into(),
+            keyring: None,
+            session_keys: Vec::new(),
         })
+    }
+
+    /// Keeps the keys registrations answer in `keyring`, and presents
+    /// them on later calls about those sessions.
+    pub fn with_keyring(mut self, keyring: Option<Keyring>) -> Client {
+        self.keyring = keyring;
+        self
+    }
+
+    /// Presents `keys` (session keys) with every call.
+    pub fn with_session_keys(mut self, keys: Vec<String>) -> Client {
+        self.session_keys = keys;
+        self
+    }
+
+    /// The keys to present for a call about `sessions`: the given ones,
+    /// then those kept for them.
+    fn keys_for<'a>(&self, sessions: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut keys = self.session_keys.clone();
+        if let Some(ring) = &self.keyring {
+            keys.extend(
+                sessions
+                    .into_iter()
+                    .filter_map(|s| ring.get(&self.server, s)),
+            );
+        }
+        keys
+    }
+
+    /// Keeps a key a registration answered; a key that cannot be kept is
+    /// reported (the session is still registered; its key is lost).
+    fn keep(&self, registered: &Registered) {
+        if let (Some(ring), Some(key)) = (&self.keyring, &registered.session_key)
+            && let Err(e) = ring.put(&self.server, &registered.session.id, key)
+        {
+            tracing::error!(session = %registered.session.id, dir = %ring.dir().display(), error = %e, "cannot keep the session's key: later reports on it will be refused");
+        }
     }
 
     /// The same daemon with another credential.
@@ -137,11 +188,27 @@ impl Client {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> ClientResult<(u16, Vec<u8>)> {
+        self.send_with_keys(method, path_and_query, token, body, &[])
+            .await
+    }
+
+    /// As [`Client::send`], presenting `keys` (session keys).
+    pub async fn send_with_keys(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+        keys: &[String],
+    ) -> ClientResult<(u16, Vec<u8>)> {
         let mut req = self
             .http
             .request(method, format!("{}{path_and_query}", self.base));
         if let Some(t) = token {
             req = req.bearer_auth(t);
+        }
+        if !keys.is_empty() {
+            req = req.header(crate::api::SESSION_KEY_HEADER, keys.join(","));
         }
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
@@ -160,12 +227,23 @@ impl Client {
         path_and_query: &str,
         body: Option<&(impl Serialize + ?Sized)>,
     ) -> ClientResult<T> {
+        self.call_with_keys(method, path_and_query, body, &self.session_keys)
+            .await
+    }
+
+    async fn call_with_keys<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+        keys: &[String],
+    ) -> ClientResult<T> {
         let body = body
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
         let (status, bytes) = self
-            .send(method, path_and_query, Some(&self.token), body)
+            .send_with_keys(method, path_and_query, Some(&self.token), body, keys)
             .await?;
         let route = path_and_query
             .split_once('?')
@@ -203,12 +281,22 @@ impl Client {
         self.get("/v1/health").await
     }
 
-    pub async fn register(&self, input: &RegisterRequest) -> ClientResult<Session> {
-        self.post("/v1/sessions", input).await
+    /// Registers a session (or refreshes one, with its key); a key the
+    /// answer carries is kept in the keyring.
+    pub async fn register(&self, input: &RegisterRequest) -> ClientResult<Registered> {
+        let keys = self.keys_for(input.id.as_deref());
+        let registered: Registered = self
+            .call_with_keys(Method::POST, "/v1/sessions", Some(input), &keys)
+            .await?;
+        self.keep(&registered);
+        Ok(registered)
     }
 
-    pub async fn start_session(&self, input: &StartRequest) -> ClientResult<Session> {
-        self.post("/v1/sessions/start", input).await
+    /// Starts a session (operator); its key is kept in the keyring.
+    pub async fn start_session(&self, input: &StartRequest) -> ClientResult<Registered> {
+        let registered: Registered = self.post("/v1/sessions/start", input).await?;
+        self.keep(&registered);
+        Ok(registered)
     }
 
     pub async fn sessions(&self, page: &PageQuery) -> ClientResult<SessionPage> {
@@ -219,9 +307,16 @@ impl Client {
         self.get(&format!("/v1/sessions/{}", segment(id))).await
     }
 
+    /// Reports on a session, presenting its key.
     pub async fn report(&self, id: &str, report: &ReportRequest) -> ClientResult<Reported> {
-        self.post(&format!("/v1/sessions/{}/report", segment(id)), report)
-            .await
+        let keys = self.keys_for([id]);
+        self.call_with_keys(
+            Method::POST,
+            &format!("/v1/sessions/{}/report", segment(id)),
+            Some(report),
+            &keys,
+        )
+        .await
     }
 
     /// Long-polls the session's next event after `since` (default: now).
@@ -248,8 +343,14 @@ impl Client {
 
     /// Attaches a policy (agentproto `policy_attach` JSON; its
     /// `idempotencyKey` makes a retry answer the first attempt's policy).
+    /// The keys of every session it (or its `next` chain) names are
+    /// presented.
     pub async fn attach(&self, spec: &serde_json::Value) -> ClientResult<Policy> {
-        self.post("/v1/policies", spec).await
+        let mut ids = Vec::new();
+        named_sessions(spec, &mut ids);
+        let keys = self.keys_for(ids.iter().map(String::as_str));
+        self.call_with_keys(Method::POST, "/v1/policies", Some(spec), &keys)
+            .await
     }
 
     pub async fn policies(&self, page: &PageQuery) -> ClientResult<PolicyPage> {
@@ -286,6 +387,24 @@ impl Client {
     pub async fn events(&self, q: &EventQuery) -> ClientResult<EventPage> {
         self.get(&format!("/v1/events?{}", query(q)?)).await
     }
+}
+
+/// The session ids a policy spec names (`sessionId`, `sessionIds`, and
+/// those of its `next` chain), bounded in depth.
+fn named_sessions(spec: &serde_json::Value, out: &mut Vec<String>) {
+    let mut at = Some(spec);
+    for _ in 0..16 {
+        let Some(v) = at else { break };
+        if let Some(id) = v.get("sessionId").and_then(serde_json::Value::as_str) {
+            out.push(id.to_string());
+        }
+        if let Some(list) = v.get("sessionIds").and_then(serde_json::Value::as_array) {
+            out.extend(list.iter().filter_map(|i| i.as_str().map(str::to_string)));
+        }
+        at = v.get("next");
+    }
+    out.sort();
+    out.dedup();
 }
 
 fn decode<T: DeserializeOwned>(status: u16, bytes: &[u8], route: &str) -> ClientResult<T> {

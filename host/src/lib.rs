@@ -48,6 +48,7 @@ pub mod engine;
 pub mod fault_marker;
 pub mod gate;
 pub mod hook;
+pub mod keyring;
 pub mod mcp;
 pub mod sandbox;
 pub mod store;

@@ -8,7 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::engine::{RegisterInput as RegisterRequest, ReportKind, StartInput as StartRequest};
+pub use crate::engine::{
+    RegisterInput as RegisterRequest, Registered, ReportKind, StartInput as StartRequest,
+};
 pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
 
 /// `GET /v1/health`.

@@ -226,6 +226,25 @@ impl Daemon {
         .ok()
     }
 
+    /// As `http`, presenting no session key whatever the call (to test
+    /// that a call about a session without its key is refused).
+    pub fn http_keyless(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        self.http_send(
+            method,
+            path,
+            token,
+            body.map(|b| b.to_string().into_bytes()),
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
     fn http_opt(
         &self,
         method: &str,
@@ -233,19 +252,93 @@ impl Daemon {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Value), String> {
+        self.http_send(method, path, token, body, true)
+    }
+
+    /// One call. With `keys`, as the typed client does: the keys kept for
+    /// the sessions it is about are presented, and a key it is answered
+    /// is kept.
+    fn http_send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+        keys: bool,
+    ) -> Result<(u16, Value), String> {
         let client = self.client();
         let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let json_body = body
+            .as_deref()
+            .and_then(|b| serde_json::from_slice::<Value>(b).ok());
+        let presented = if keys {
+            self.keys_for(path, json_body.as_ref())
+        } else {
+            Vec::new()
+        };
         let (status, bytes) = rt()
-            .block_on(client.send(m, path, token, body))
+            .block_on(client.send_with_keys(m, path, token, body, &presented))
             .map_err(|e| e.to_string())?;
-        let v = serde_json::from_slice(&bytes)
+        let v: Value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        if keys
+            && (200..300).contains(&status)
+            && let (Some(id), Some(key)) = (v["id"].as_str(), v["sessionKey"].as_str())
+        {
+            self.keyring()
+                .put(&self.url, id, key)
+                .expect("keep the key");
+        }
         Ok((status, v))
+    }
+
+    /// The keys kept for the sessions a call names.
+    fn keys_for(&self, path: &str, body: Option<&Value>) -> Vec<String> {
+        let mut ids = Vec::new();
+        if let Some(rest) = path.strip_prefix("/v1/sessions/")
+            && let Some(id) = rest.split('/').next()
+        {
+            ids.push(
+                percent_encoding::percent_decode_str(id)
+                    .decode_utf8_lossy()
+                    .into_owned(),
+            );
+        }
+        if let Some(b) = body {
+            let mut at = Some(b);
+            while let Some(v) = at {
+                ids.extend(v["sessionId"].as_str().map(str::to_string));
+                ids.extend(v["id"].as_str().map(str::to_string));
+                if let Some(list) = v["sessionIds"].as_array() {
+                    ids.extend(list.iter().filter_map(|i| i.as_str().map(str::to_string)));
+                }
+                at = v.get("next");
+            }
+        }
+        let ring = self.keyring();
+        ids.iter()
+            .filter_map(|id| ring.get(&self.url, id))
+            .collect()
+    }
+
+    /// Where this daemon's session keys are kept, for the typed client and
+    /// the CLI runs alike (beside the data directory).
+    pub fn keyring(&self) -> gatehost::keyring::Keyring {
+        gatehost::keyring::Keyring::at(self.data.with_extension("keys"))
+    }
+
+    /// The key kept for session `id`.
+    pub fn key(&self, id: &str) -> String {
+        self.keyring()
+            .get(&self.url, id)
+            .unwrap_or_else(|| panic!("no key kept for session {id}"))
     }
 
     /// The library's typed API client, with the agent token.
     pub fn client(&self) -> gatehost::client::Client {
-        gatehost::client::Client::new(&self.url, self.agent.clone()).expect("client")
+        gatehost::client::Client::new(&self.url, self.agent.clone())
+            .expect("client")
+            .with_keyring(Some(self.keyring()))
     }
 
     /// Runs one call of the typed client to its end.
@@ -374,9 +467,14 @@ impl Daemon {
     /// Runs the CLI against this daemon with `token`.
     pub fn cli(&self, args: &[&str], token: &str) -> CliRun {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let keys = self.keyring().dir().display().to_string();
         super::run_gatehost(
             &args,
-            &[("GATEHOST_SERVER", &self.url), ("GATEHOST_TOKEN", token)],
+            &[
+                ("GATEHOST_SERVER", &self.url),
+                ("GATEHOST_TOKEN", token),
+                ("GATEHOST_SESSION_KEYS", &keys),
+            ],
         )
     }
 }

@@ -21,6 +21,42 @@ impl FromRequestParts<AppState> for Bearer {
     }
 }
 
+/// Any valid token, with the session keys presented beside it (the
+/// `Gatehost-Session-Key` header, comma-separated, repeatable): what the
+/// engine checks before a report, a re-registration or an attach
+/// (`engine::keys`).
+pub struct Credential(pub crate::engine::Caller);
+
+/// The header carrying session keys.
+pub const SESSION_KEY_HEADER: &str = "gatehost-session-key";
+
+impl FromRequestParts<AppState> for Credential {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let role = st.tokens.require(&parts.headers, Role::Agent)?;
+        let mut keys = Vec::new();
+        for value in parts.headers.get_all(SESSION_KEY_HEADER) {
+            let text = value.to_str().map_err(|_| {
+                ApiError::bad_request("Gatehost-Session-Key", "must be printable ASCII")
+            })?;
+            keys.extend(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string),
+            );
+        }
+        if keys.len() > 64 {
+            return Err(ApiError::bad_request(
+                "Gatehost-Session-Key",
+                "at most 64 session keys per request",
+            ));
+        }
+        Ok(Credential(crate::engine::Caller::new(role.trust(), keys)))
+    }
+}
+
 /// The operator's token: 401 without a valid token, 403 with the agent's.
 pub struct Operator;
 

@@ -3,12 +3,12 @@
 //! | route | token | what |
 //! |---|---|---|
 //! | `GET /v1/health` | none | liveness, version |
-//! | `POST /v1/sessions` | agent | register `{id?, label?, cwd, workspace?, notifyUrl?}` |
+//! | `POST /v1/sessions` | agent | register `{id?, label?, cwd, workspace?, notifyUrl?}`; a new session's answer carries its `sessionKey` |
 //! | `GET /v1/sessions?limit=&cursor=`, `GET /v1/sessions/{id}` | agent | read (a page, `nextCursor`) |
-//! | `POST /v1/sessions/{id}/report` | agent | `{kind: turn-start\|turn-end\|awaiting-input\|exited\|heartbeat, message?}` |
+//! | `POST /v1/sessions/{id}/report` | agent + session key | `{kind: turn-start\|turn-end\|awaiting-input\|exited\|heartbeat, message?}` |
 //! | `GET /v1/sessions/{id}/next-event?since=&timeout=` | agent | long-poll the session's next event |
 //! | `POST /v1/sessions/start` | operator | start and follow `{cwd, command[], …}` |
-//! | `POST /v1/policies` | agent | attach (agentproto `policy_attach` JSON) |
+//! | `POST /v1/policies` | agent + session keys | attach (agentproto `policy_attach` JSON) |
 //! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
@@ -19,7 +19,10 @@
 //! input, naming the field), 401 (missing or wrong token: nothing done),
 //! 403 (agent token on an operator route), 404, 409 (state conflict: double
 //! or stale ack), 413 (body over 1 MiB), 503 (store unavailable: disk full,
-//! read-only). This module owns authentication and the mapping of engine
+//! read-only). With the agent token, acting on a session (re-registering
+//! it, reporting on it, attaching a policy that watches it) also needs
+//! that session's key in `Gatehost-Session-Key` (403
+//! `session-key-required` without it). This module owns authentication and the mapping of engine
 //! results to HTTP; it must never change state itself.
 
 pub(crate) mod auth;
@@ -28,7 +31,7 @@ mod extract;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
-pub use extract::{Bearer, JsonBody, Operator};
+pub use extract::{Bearer, Credential, JsonBody, Operator, SESSION_KEY_HEADER};
 
 use crate::bus::full_type;
 use crate::engine::{Engine, EngineError};
@@ -169,10 +172,10 @@ async fn health(State(st): State<AppState>) -> ApiResult {
 
 async fn register(
     State(st): State<AppState>,
-    Bearer(role): Bearer,
+    Credential(caller): Credential,
     JsonBody(input): JsonBody<wire::RegisterRequest>,
 ) -> ApiResult {
-    ok(st.engine.register(input, role.trust())?)
+    ok(st.engine.register(input, &caller)?)
 }
 
 async fn start_session(
@@ -211,11 +214,11 @@ async fn get_session(State(st): State<AppState>, _: Bearer, Path(id): Path<Strin
 
 async fn report(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::ReportRequest>,
 ) -> ApiResult {
-    let r = st.engine.report_counted(&id, b.kind, b.message)?;
+    let r = st.engine.report_counted(&id, b.kind, b.message, &caller)?;
     ok(wire::Reported {
         session_id: id,
         cursor: r.cursor,
@@ -253,7 +256,7 @@ async fn next_session_event(
 
 async fn attach(
     State(st): State<AppState>,
-    Bearer(role): Bearer,
+    Credential(caller): Credential,
     headers: HeaderMap,
     JsonBody(v): JsonBody<Value>,
 ) -> ApiResult {
@@ -265,7 +268,7 @@ async fn attach(
         ),
         None => None,
     };
-    let p = st.engine.attach(v, role.trust(), key).await?;
+    let p = st.engine.attach(v, caller, key).await?;
     Ok((axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response())
 }
 

@@ -43,7 +43,20 @@ fn connect(args: &ClientArgs) -> CliResult<Client> {
             .field("--token")
             .hint("pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)")
     })?;
-    Ok(Client::new(&server, token)?)
+    Ok(Client::new(&server, token)?
+        .with_keyring(crate::keyring::Keyring::default_for_user())
+        .with_session_keys(split_keys(args.session_key.as_deref())))
+}
+
+/// `--session-key a,b`: the keys, trimmed, none empty.
+pub(super) fn split_keys(given: Option<&str>) -> Vec<String> {
+    given
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Builds the client and a runtime, then runs `body` to its exit code.
@@ -98,7 +111,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                     notify_url,
                 };
                 let s = client.register(&input).await?;
-                show(json, &s, |s| s.id.clone())
+                show(json, &s, |s| s.session.id.clone())
             }
             SessionCommand::Report { id, kind, message } => {
                 let kind: ReportKind = serde_json::from_value(Value::String(kind.clone()))
@@ -129,7 +142,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                     ..StartRequest::default()
                 };
                 let s = client.start_session(&input).await?;
-                show(json, &s, |s| s.id.clone())
+                show(json, &s, |s| s.session.id.clone())
             }
             SessionCommand::List { page } => {
                 let mut q = page_query(&page);

@@ -20,6 +20,18 @@ pub struct ClientArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Session keys to present, comma-separated (with the agent token, a
+    /// report on a session or an attach to it needs the session's key; the
+    /// keys `session register` is answered are kept and found in the
+    /// keyring, $GATEHOST_SESSION_KEYS or the user's state directory).
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOST_SESSION_KEY",
+        value_name = "KEYS",
+        hide_env_values = true
+    )]
+    pub session_key: Option<String>,
     /// Print the API's JSON instead of text for people.
     #[arg(long, global = true)]
     pub json: bool,

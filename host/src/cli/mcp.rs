@@ -41,6 +41,7 @@ pub fn run(args: McpArgs) -> CliResult<i32> {
     let server = find_server(&ClientArgs {
         server: args.server,
         token: None,
+        session_key: None,
         json: false,
     })?;
     let token = match args.token {
@@ -48,7 +49,13 @@ pub fn run(args: McpArgs) -> CliResult<i32> {
         None => agent_token(data_dir.as_deref())?,
     };
     let operator_file = data_dir.map(|d| d.join(OPERATOR_TOKEN_FILE));
-    let client = Client::new(&server, token.clone())?;
+    // Its attaches present the keys of the sessions they name, kept by
+    // the hook or the CLI that registered them (or GATEHOST_SESSION_KEY).
+    let client = Client::new(&server, token.clone())?
+        .with_keyring(crate::keyring::Keyring::default_for_user())
+        .with_session_keys(super::client::split_keys(
+            std::env::var("GATEHOST_SESSION_KEY").ok().as_deref(),
+        ));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -470,6 +470,9 @@ impl Engine {
     /// is `Unavailable` and nothing is stored, even when the checks finish
     /// later.
     ///
+    /// With the agent token, every session it watches needs its key among
+    /// the caller's (`engine::keys`).
+    ///
     /// With an idempotency key (the client's, scoped to its credential):
     /// the first attach with it stores the policy and the key in one
     /// transaction; a retry with the same key and the same request answers
@@ -478,9 +481,10 @@ impl Engine {
     pub async fn attach(
         &self,
         mut body: Value,
-        trust: crate::config::Trust,
+        caller: super::keys::Caller,
         key: Option<String>,
     ) -> EngineResult<PolicyRow> {
+        let trust = caller.trust;
         let key = match (
             key,
             body.as_object_mut()
@@ -521,8 +525,14 @@ impl Engine {
             let mut input = parse_input(body)?;
             input.set_attached_by(trust);
             let store = &engine.inner.store;
+            // Every session the policy (or its chain) watches, and so may
+            // nudge, must be the caller's: its key, or the operator token.
             validate(&mut input, &engine.inner.runner, &|id| {
-                Ok(store.session(id)?)
+                let s = store.session(id)?;
+                if let Some(s) = &s {
+                    caller.check(s)?;
+                }
+                Ok(s)
             })?;
             Ok::<_, EngineError>(input)
         });

@@ -16,6 +16,7 @@
 
 pub mod attach;
 mod commits;
+pub mod keys;
 mod lifecycle;
 pub mod machine;
 mod nudge;
@@ -24,10 +25,11 @@ mod sessions;
 pub mod stored;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
+pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
 pub use nudge::render_nudge;
-pub use sessions::{RegisterInput, ReportKind, ReportOutcome, StartInput};
+pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome, StartInput};
 
 use crate::bus::Bus;
 use crate::gate::GateRunner;

@@ -8,6 +8,7 @@
 //! one, `quietMs` of silence after output; its exit is `exited`; nudges
 //! are written to its stdin as one line.
 
+use super::keys::{self, Caller};
 use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
 use crate::config::Trust;
@@ -39,6 +40,19 @@ pub struct RegisterInput {
     pub workspace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
+}
+
+/// A registered (or started) session, with its key when this request
+/// was given one: on its first registration (or start), or when the agent
+/// claims a session stored before keys existed. The key is answered once
+/// and never again (only its digest is kept).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Registered {
+    #[serde(flatten)]
+    pub session: SessionRow,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -218,16 +232,17 @@ impl Engine {
     /// cwd and URL of a known one it owns (hooks may register on every
     /// start). The agent token registers only under `workspace_roots` and
     /// never takes over a session the operator registered or started.
-    pub fn register(&self, input: RegisterInput, by: Trust) -> EngineResult<SessionRow> {
-        self.register_with(input, None, by)
+    pub fn register(&self, input: RegisterInput, caller: &Caller) -> EngineResult<Registered> {
+        self.register_with(input, None, caller)
     }
 
     fn register_with(
         &self,
         input: RegisterInput,
         command: Option<(Vec<String>, i64)>,
-        by: Trust,
-    ) -> EngineResult<SessionRow> {
+        caller: &Caller,
+    ) -> EngineResult<Registered> {
+        let by = caller.trust;
         let id = input
             .id
             .clone()
@@ -271,6 +286,20 @@ impl Engine {
                     ),
                 });
             }
+            // A new session gets its key; a known one is re-registered
+            // only with it (or by the operator), but one stored before
+            // keys existed is claimed by the first agent that does.
+            let issued = match &existing {
+                None => Some(keys::issue()),
+                Some(e) if caller.may_claim(e) => {
+                    tracing::warn!(session = %id, "a session stored without a key was claimed by the agent token");
+                    Some(keys::issue())
+                }
+                Some(e) => {
+                    caller.check(e)?;
+                    None
+                }
+            };
             let mut s = existing.clone().unwrap_or(SessionRow {
                 id: id.clone(),
                 label: None,
@@ -287,7 +316,11 @@ impl Engine {
                 created_at: now,
                 updated_at: now,
                 owner: by,
+                key_digest: None,
             });
+            if let Some((_, digest)) = &issued {
+                s.key_digest = Some(digest.clone());
+            }
             s.label = input.label.clone().or(s.label);
             s.cwd = cwd.display().to_string();
             s.workspace = ws.display().to_string();
@@ -308,19 +341,24 @@ impl Engine {
                     &self.inner.webhooks,
                 )?;
             }
-            Ok(s)
+            Ok(Registered {
+                session: s,
+                session_key: issued.map(|(key, _)| key),
+            })
         })
     }
 
     /// A report from (or about) a session. Returns the event cursor, or
     /// `None` for a heartbeat (which only updates the session).
+    /// The daemon's own report, about a session it follows.
     pub fn report(
         &self,
         id: &str,
         kind: ReportKind,
         message: Option<String>,
     ) -> EngineResult<Option<i64>> {
-        self.report_counted(id, kind, message).map(|r| r.cursor)
+        self.report_counted(id, kind, message, &Caller::operator())
+            .map(|r| r.cursor)
     }
 
     /// [`Engine::report`], also naming, for a turn-end, the policies whose
@@ -328,11 +366,14 @@ impl Engine {
     /// the session, which was pending in them) and those already judging it
     /// (queued, gating or nudging), so a caller (a CLI's stop hook) knows
     /// whose verdicts to wait for.
+    ///
+    /// With the agent token, only with the session's key.
     pub fn report_counted(
         &self,
         id: &str,
         kind: ReportKind,
         message: Option<String>,
+        caller: &Caller,
     ) -> EngineResult<ReportOutcome> {
         let message = message.map(|m| cap(m, MAX_MESSAGE));
         let mut counted = Vec::new();
@@ -341,6 +382,7 @@ impl Engine {
             let mut s = tx
                 .session(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
+            caller.check(&s)?;
             let now = now_ms();
             s.heartbeat_at = Some(now);
             s.updated_at = now;
@@ -455,7 +497,7 @@ impl Engine {
     }
 
     /// Starts a session as a child of the daemon and follows it.
-    pub fn start_session(&self, input: StartInput) -> EngineResult<SessionRow> {
+    pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
         let Some(program) = input.command.first() else {
             return Err(invalid("command", "must name a program"));
         };
@@ -502,14 +544,18 @@ impl Engine {
             workspace: input.workspace.clone(),
             notify_url: input.notify_url.clone(),
         };
-        let session =
-            match self.register_with(reg, Some((input.command.clone(), pid)), Trust::Operator) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = child.kill();
-                    return Err(e);
-                }
-            };
+        let registered = match self.register_with(
+            reg,
+            Some((input.command.clone(), pid)),
+            &Caller::operator(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = child.kill();
+                return Err(e);
+            }
+        };
+        let session = &registered.session;
         if let Some(stdin) = child.stdin.take() {
             self.inner
                 .started
@@ -524,7 +570,7 @@ impl Engine {
         tokio::spawn(async move {
             engine.follow(sid, child, pattern, quiet).await;
         });
-        Ok(session)
+        Ok(registered)
     }
 
     async fn follow(

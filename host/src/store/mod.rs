@@ -49,6 +49,8 @@ const MEMBER_WEBHOOK_URLS: &str =
 /// gatehost started belong to the operator, the rest to the agent.
 /// Version 3: policies count the daemon deaths their gate was running at,
 /// and record when a publish of their commit began (before any lock).
+/// Version 4: sessions keep their key's digest (none for older rows: see
+/// `engine::keys`).
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = conn
         .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
@@ -75,6 +77,12 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             "ALTER TABLE policies ADD COLUMN publish_open TEXT NOT NULL DEFAULT '[]';",
         )?;
     }
+    let has_key = conn
+        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'key_digest'")?
+        .exists([])?;
+    if !has_key {
+        conn.execute_batch("ALTER TABLE sessions ADD COLUMN key_digest TEXT;")?;
+    }
     // The few policies with a publish that never ended, found without a scan.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",
@@ -99,7 +107,8 @@ CREATE TABLE IF NOT EXISTS sessions(
     pid INTEGER,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
-    owner TEXT NOT NULL DEFAULT 'agent'
+    owner TEXT NOT NULL DEFAULT 'agent',
+    key_digest TEXT
 );
 CREATE TABLE IF NOT EXISTS policies(
     id TEXT PRIMARY KEY,

@@ -113,6 +113,10 @@ pub struct SessionRow {
     /// The credential that registered (or started) it: only that one may
     /// register it again.
     pub owner: crate::config::Trust,
+    /// The SHA-256 digest (hex) of its key (`engine::keys`); `None` for a
+    /// session stored before keys existed. Never sent to a client.
+    #[serde(skip)]
+    pub key_digest: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -287,6 +291,7 @@ fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
             "agent" => crate::config::Trust::Agent,
             other => return Err(bad_enum("session owner", other)),
         },
+        key_digest: r.get("key_digest")?,
     })
 }
 
@@ -419,12 +424,13 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
            state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
            last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
-           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at, owner=excluded.owner")?.execute(params![
+           command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at, owner=excluded.owner,
+           key_digest=excluded.key_digest")?.execute(params![
             s.id,
             s.label,
             s.cwd,
@@ -442,7 +448,8 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
             match s.owner {
                 crate::config::Trust::Operator => "operator",
                 crate::config::Trust::Agent => "agent",
-            }
+            },
+            s.key_digest,
         ],
     )?;
     Ok(())

@@ -232,7 +232,11 @@ where
 {
     let server = find_server(args)?;
     let token = find_token(args)?;
-    let client = Client::new(&server, token).map_err(|e| e.to_string())?;
+    // The session's key, answered at its first registration, is kept in
+    // the user's keyring and presented on every later call about it.
+    let client = Client::new(&server, token)
+        .map_err(|e| e.to_string())?
+        .with_keyring(crate::keyring::Keyring::default_for_user());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

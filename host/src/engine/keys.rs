@@ -1,0 +1,168 @@
+//! Session keys: the per-session credential.
+//!
+//! Every session gets a key of its own when it is registered (or started):
+//! a random secret answered once, to whoever registered it, and stored
+//! only as its SHA-256 digest. With the agent token, only a caller that
+//! presents a session's key may register it again, report on it, or attach
+//! a policy to it (and so nudge it); the operator token needs none. So one
+//! agent holding the shared agent token cannot forge another's turn-end,
+//! put words on its stdin or re-point its workspace.
+//!
+//! It owns making, digesting and checking keys; it must never store or
+//! log a key itself, only its digest.
+
+use super::{EngineError, EngineResult};
+use crate::config::Trust;
+use crate::store::SessionRow;
+use sha2::{Digest, Sha256};
+
+/// Who makes a request: the token's trust and the session keys presented
+/// with it (`Gatehost-Session-Key`, comma-separated).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub trust: Trust,
+    keys: Vec<String>,
+}
+
+impl Caller {
+    pub fn new(trust: Trust, keys: Vec<String>) -> Caller {
+        Caller { trust, keys }
+    }
+
+    /// The operator, or the daemon acting for it (a session it follows).
+    pub fn operator() -> Caller {
+        Caller::new(Trust::Operator, Vec::new())
+    }
+
+    /// The agent token with these keys.
+    pub fn agent(keys: Vec<String>) -> Caller {
+        Caller::new(Trust::Agent, keys)
+    }
+
+    /// Whether this caller may act on `session`: the operator always; the
+    /// agent token only with the session's key. A session stored before
+    /// keys existed (no digest) is the operator's alone until it is
+    /// registered again (see [`Caller::may_claim`]).
+    pub fn check(&self, session: &SessionRow) -> EngineResult<()> {
+        if self.trust == Trust::Operator {
+            return Ok(());
+        }
+        let Some(want) = &session.key_digest else {
+            return Err(EngineError::Forbidden {
+                code: "session-key-required",
+                message: format!(
+                    "session '{}' has no key yet (registered before session keys): register it again to get one",
+                    session.id
+                ),
+            });
+        };
+        if self.keys.iter().any(|k| same(&digest(k), want)) {
+            return Ok(());
+        }
+        Err(EngineError::Forbidden {
+            code: "session-key-required",
+            message: format!(
+                "session '{}' may be acted on with the agent token only with its key (the Gatehost-Session-Key header, answered when it was registered); the operator token needs none",
+                session.id
+            ),
+        })
+    }
+
+    /// Whether re-registering `session` may issue it a key: a session
+    /// stored before keys existed, registered again by the agent token.
+    pub fn may_claim(&self, session: &SessionRow) -> bool {
+        self.trust == Trust::Agent && session.key_digest.is_none()
+    }
+}
+
+/// A fresh key (256 random bits, hex) and its digest.
+pub fn issue() -> (String, String) {
+    let key = format!(
+        "gsk_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let d = digest(&key);
+    (key, d)
+}
+
+/// The stored form of a key.
+pub fn digest(key: &str) -> String {
+    hex::encode(Sha256::digest(key.trim().as_bytes()))
+}
+
+/// Equal in time independent of where the digests differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SessionState;
+
+    fn session(key_digest: Option<String>) -> SessionRow {
+        SessionRow {
+            id: "s1".into(),
+            label: None,
+            cwd: "/w".into(),
+            workspace: "/w".into(),
+            state: SessionState::Running,
+            turns: 0,
+            last_turn_cursor: None,
+            last_message: None,
+            heartbeat_at: None,
+            notify_url: None,
+            command: None,
+            pid: None,
+            created_at: 0,
+            updated_at: 0,
+            owner: Trust::Agent,
+            key_digest,
+        }
+    }
+
+    #[test]
+    fn only_the_sessions_own_key_or_the_operator_may_act_on_it() {
+        let (key, d) = issue();
+        let (other, _) = issue();
+        let s = session(Some(d));
+        assert!(Caller::operator().check(&s).is_ok());
+        assert!(Caller::agent(vec![key.clone()]).check(&s).is_ok());
+        assert!(Caller::agent(vec![other.clone(), key]).check(&s).is_ok());
+        for keys in [vec![], vec![other], vec![String::new()]] {
+            let e = Caller::agent(keys).check(&s).unwrap_err();
+            assert!(matches!(
+                e,
+                EngineError::Forbidden {
+                    code: "session-key-required",
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn a_session_without_a_key_is_the_operators_until_claimed() {
+        let s = session(None);
+        assert!(Caller::operator().check(&s).is_ok());
+        assert!(Caller::agent(vec!["gsk_x".into()]).check(&s).is_err());
+        assert!(Caller::agent(Vec::new()).may_claim(&s));
+        assert!(!Caller::operator().may_claim(&s));
+        assert!(!Caller::agent(Vec::new()).may_claim(&session(Some(issue().1))));
+    }
+
+    #[test]
+    fn keys_are_fresh_and_stored_only_as_digests() {
+        let (a, da) = issue();
+        let (b, _) = issue();
+        assert_ne!(a, b);
+        assert!(a.starts_with("gsk_") && a.len() == 68, "{a}");
+        assert_eq!(da, digest(&a));
+        assert!(!da.contains(&a[4..]));
+    }
+}
