@@ -789,6 +789,12 @@ mod operator_power {
             "http://169.254.169.254/latest/meta-data/",
             "http://127.0.0.1:9/allowed", // not under the prefix (no slash)
             "file:///etc/passwd",
+            // Under the prefix as a string, not once parsed and sent.
+            "http://127.0.0.1:9/allowed/../admin/delete?all=1",
+            "http://127.0.0.1:9/allowed/%2e%2e/admin2",
+            "http://127.0.0.1:9/allowed/..%2fadmin",
+            "http://127.0.0.1:9/allowed\\..\\admin",
+            "http://127.0.0.1:9@evil.example/allowed/x",
         ] {
             let (code, body) = d.http(
                 "POST",

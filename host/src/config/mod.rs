@@ -11,12 +11,14 @@
 mod adapters;
 mod allow;
 mod diagnose;
+pub mod notify_url;
 mod retention;
 mod wasm;
 
 use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
+pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};
@@ -128,9 +130,9 @@ pub struct DaemonConfig {
     /// Where the agent token may register workspaces (canonical
     /// directories; none: nowhere, only the operator registers).
     pub workspace_roots: Vec<PathBuf>,
-    /// A session's `notifyUrl` must start with one of these (none: no
-    /// session webhooks).
-    pub notify_url_prefixes: Vec<String>,
+    /// A session's `notifyUrl` must be under one of these (none: no
+    /// session webhooks); compared as parsed URLs ([`notify_url`]).
+    pub notify_url_prefixes: Vec<NotifyPrefix>,
     /// Key signing session webhooks (default `<data dir>/notify.key`,
     /// made on first start); never the operator's webhook secret.
     pub notify_secret_file: Option<PathBuf>,
@@ -498,21 +500,15 @@ impl HostConfig {
             config.daemon.default_nudge = n;
         }
         config.daemon.workspace_roots = dm.workspace_roots.iter().map(|p| home_path(p)).collect();
-        for (i, p) in dm.notify_url_prefixes.iter().enumerate() {
-            let scheme_host = p
-                .strip_prefix("https://")
-                .or_else(|| p.strip_prefix("http://"))
-                .unwrap_or_default();
-            // A prefix must pin the host: "https://hooks.example/" (a bare
-            // "https://hooks.example" would admit "https://hooks.example.evil").
-            if !scheme_host.contains('/') {
-                return Err(invalid(
-                    &format!("daemon.notify_url_prefixes[{i}]"),
-                    "must be an http:// or https:// URL ending its host with '/' (for example https://hooks.example/gatehost/)".into(),
-                ));
-            }
-        }
-        config.daemon.notify_url_prefixes = dm.notify_url_prefixes;
+        config.daemon.notify_url_prefixes = dm
+            .notify_url_prefixes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                NotifyPrefix::parse(p)
+                    .map_err(|m| invalid(&format!("daemon.notify_url_prefixes[{i}]"), m))
+            })
+            .collect::<Result<_, _>>()?;
         let who = crate::commit::Committer {
             name: dm.committer_name.unwrap_or(config.daemon.committer.name),
             email: dm.committer_email.unwrap_or(config.daemon.committer.email),
