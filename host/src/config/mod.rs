@@ -10,6 +10,7 @@
 
 mod adapters;
 mod allow;
+pub mod code_env;
 mod diagnose;
 pub mod notify_url;
 mod retention;
@@ -191,6 +192,9 @@ struct AllowRuleFile {
     free_args: bool,
     #[serde(default)]
     network: bool,
+    /// Variables a gate the agent attached may set (exact names).
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -354,6 +358,7 @@ impl HostConfig {
                         ..ArgRule::default()
                     },
                     network: false,
+                    env: Vec::new(),
                 },
                 toml::Value::Table(t) => {
                     let r: AllowRuleFile = t.try_into().map_err(|e: toml::de::Error| {
@@ -368,13 +373,14 @@ impl HostConfig {
                             bare: false,
                         },
                         network: r.network,
+                        env: r.env,
                     }
                 }
                 other => {
                     return Err(invalid(
                         &key,
                         format!(
-                            "an entry is a program name or a table {{ program = …, subcommands = […], deny = […], free_args = …, network = … }}, not a {}",
+                            "an entry is a program name or a table {{ program = …, subcommands = […], deny = […], free_args = …, network = …, env = […] }}, not a {}",
                             other.type_str()
                         ),
                     ));
@@ -382,7 +388,8 @@ impl HostConfig {
             });
         }
         config.allow = Allowlist::resolve_entries(&specs, config.host_path.as_deref())
-            .map_err(|m| invalid("shell.allow", m))?;
+            .map_err(|m| invalid("shell.allow", m))?
+            .with_source(shown);
         for name in &file.shell.pass_env {
             if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(name)) {
                 return Err(invalid(
