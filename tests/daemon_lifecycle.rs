@@ -381,6 +381,22 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         Some(b"{not json".to_vec()),
     );
     assert_eq!(code, 400, "{v}");
+    // One JSON value: a second one, or garbage, after it is refused (the
+    // first object does not win).
+    for body in [
+        &br#"{"sessionId": "s1"}{"sessionId": "s2"}"#[..],
+        br#"{"sessionId": "s1"} garbage"#,
+    ] {
+        let (code, v) = d.http_raw("POST", "/v1/policies", Some(&d.agent), Some(body.to_vec()));
+        assert_eq!(code, 400, "{v}");
+        assert_eq!(v["error"]["field"], "body", "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("one JSON value")),
+            "{v}"
+        );
+    }
     let (code, v) = d.http_raw(
         "POST",
         "/v1/policies",
@@ -960,6 +976,12 @@ mod operator_power {
             "http://169.254.169.254/latest/meta-data/",
             "http://127.0.0.1:9/allowed", // not under the prefix (no slash)
             "file:///etc/passwd",
+            // Under the prefix as a string, not once parsed and sent.
+            "http://127.0.0.1:9/allowed/../admin/delete?all=1",
+            "http://127.0.0.1:9/allowed/%2e%2e/admin2",
+            "http://127.0.0.1:9/allowed/..%2fadmin",
+            "http://127.0.0.1:9/allowed\\..\\admin",
+            "http://127.0.0.1:9@evil.example/allowed/x",
         ] {
             let (code, body) = d.http(
                 "POST",

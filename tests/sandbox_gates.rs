@@ -349,6 +349,57 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
     assert_eq!(made.uid(), 65534);
 }
 
+/// Variables are code: `GIT_CONFIG_COUNT`/`KEY_0`/`VALUE_0` give an
+/// allowlisted `git status` any `core.fsmonitor`. The agent's gate may set
+/// only what its allowlist entry lists (nothing here); the operator's may.
+#[test]
+fn an_agent_gate_setting_git_config_variables_is_refused_at_attach() {
+    let s = Scratch::new();
+    let cfg = s.write(
+        "config.toml",
+        &allow_config(&[]).replace(
+            "allow = [",
+            "allow = [{ program = \"git\", subcommands = [\"status\"] }, ",
+        ),
+    );
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let gate = json!({
+        "command": "git",
+        "args": ["status"],
+        "env": {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "core.fsmonitor",
+            "GIT_CONFIG_VALUE_0": "touch /tmp/gatehost-pwned; false",
+        }
+    });
+    let (status, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(json!({"sessionId": "s1", "gate": gate})),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "gate", "{body}");
+    let msg = body["error"]["message"].as_str().unwrap_or_default();
+    for want in [
+        "may not set env 'GIT_CONFIG_COUNT'",
+        "shell.allow[0]",
+        &cfg.display().to_string(),
+        "env = [\"GIT_CONFIG_COUNT\"]",
+    ] {
+        assert!(msg.contains(want), "{want:?} missing from: {msg}");
+    }
+    // The operator's gate may (still sandboxed).
+    let (status, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(json!({"sessionId": "s1", "gate": gate})),
+    );
+    assert_eq!(status, 201, "{body}");
+}
+
 #[test]
 fn hostile_git_and_cargo_arguments_are_refused_at_attach_naming_the_argument() {
     let s = Scratch::new();

@@ -144,8 +144,9 @@ async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
 
 /// A plugin file another host already read, unchanged since (and settled:
 /// changed more than two seconds before it was read), is loaded from its
-/// remembered digest and the compiled cache without being read again; a
-/// changed file is read again and checked against the pin.
+/// remembered digest and the compiled cache without being read again, but
+/// never past `[wasm] max_plugin_bytes`; a changed file is read again and
+/// checked against the pin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
     let s = Scratch::new();
@@ -182,26 +183,46 @@ async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
         .run_gate(&pinned(&noop_digest), &anchor, &ctx)
         .await;
     assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
-    // 2. A host that would refuse to read a file of more than one byte
-    //    still runs it: it was not read.
-    let v = host(1).run_gate(&pinned(&noop_digest), &anchor, &ctx).await;
+    let size = std::fs::metadata(&plugin).expect("stat").len();
+    assert!(
+        s.etc
+            .join("cache/digests")
+            .read_dir()
+            .expect("records")
+            .count()
+            > 0,
+        "the first host recorded the digest"
+    );
+    // 2. The next host runs it from the record (a host whose limit is the
+    //    file's size exactly) ...
+    let v = host(size)
+        .run_gate(&pinned(&noop_digest), &anchor, &ctx)
+        .await;
     assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
     // ... and the remembered digest is still checked against the pin.
-    let v = host(1)
+    let v = host(size)
         .run_gate(&pinned(&"0".repeat(64)), &anchor, &ctx)
         .await;
     assert_eq!(v.outcome, Outcome::Error, "{v:?}");
     assert!(v.reason.contains("sha256"), "{v:?}");
-    // 3. Rewritten in place with another plugin: read again (so the
-    //    one-byte host now refuses it), and the old pin refuses it.
+    // ... but a remembered digest is no way around the size limit: a host
+    //    that would not read the file does not run it.
+    let v = host(size - 1)
+        .run_gate(&pinned(&noop_digest), &anchor, &ctx)
+        .await;
+    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
+    assert!(
+        v.reason.contains("larger than [wasm] max_plugin_bytes"),
+        "{v:?}"
+    );
+    // 3. Rewritten in place with another plugin: read again (the record
+    //    names the old digest, which the pin would admit), and the old pin
+    //    refuses it.
     std::fs::write(
         &plugin,
         std::fs::read(built.join("hostile.wasm")).expect("read"),
     )
     .expect("rewrite");
-    let v = host(1).run_gate(&pinned(&noop_digest), &anchor, &ctx).await;
-    assert_eq!(v.outcome, Outcome::Error, "{v:?}");
-    assert!(v.reason.contains("max_plugin_bytes"), "{v:?}");
     let v = host(64 << 20)
         .run_gate(&pinned(&noop_digest), &anchor, &ctx)
         .await;

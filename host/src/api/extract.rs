@@ -94,7 +94,7 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         return Err(ApiError::bad_request("body", "a JSON body is required"));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
             "body".to_string()
@@ -102,5 +102,51 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             path
         };
         ApiError::bad_request(&field, e.into_inner().to_string())
-    })
+    })?;
+    // One JSON value and nothing after it but whitespace: a second object
+    // or anything else appended is refused, never silently dropped (a
+    // proxy or a logger could read the body otherwise than the daemon).
+    de.end().map_err(|e| {
+        ApiError::bad_request(
+            "body",
+            format!("the body must be one JSON value, with nothing after it but whitespace ({e})"),
+        )
+    })?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        a: Option<u32>,
+    }
+
+    #[test]
+    fn bytes_after_the_json_body_are_refused() {
+        for body in [
+            &b"{\"a\":1}{\"b\":2}"[..],
+            b"{\"a\":1} garbage",
+            b"{\"a\":1}\n{\"a\":2}\n",
+            b"{\"a\":1},",
+            b"{\"a\":1}\0",
+        ] {
+            let e = decode::<Body>(body).expect_err("trailing bytes");
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{body:?}");
+            assert!(
+                e.message.contains("one JSON value"),
+                "{body:?}: {}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn trailing_whitespace_is_fine() {
+        let b: Body = decode(b" {\"a\":1} \r\n\t").expect("one object");
+        assert_eq!(b.a, Some(1));
+    }
 }

@@ -14,9 +14,16 @@
 //!   component);
 //! - `free_args = true` admits any arguments (the operator's choice).
 //!
+//! Variables are code too (`GIT_CONFIG_COUNT`/`KEY_0`/`VALUE_0` give `git
+//! status` any `core.fsmonitor`): a gate the agent attached may set (its
+//! `env` object) only the names its entry lists in `env = [...]`, exact
+//! names, none by default. Listing a name known to run code
+//! ([`super::code_env`]) is warned about at load.
+//!
 //! Gates the operator wrote (`gatehost check`, attached with the operator
-//! token) may pass any arguments to an allowlisted program. This module
-//! decides only; it runs nothing.
+//! token) may pass any arguments to an allowlisted program and set any
+//! variable gatehost does not own. This module decides only; it runs
+//! nothing.
 
 use crate::supervise::find_on_path;
 use std::path::{Component, Path, PathBuf};
@@ -55,6 +62,10 @@ pub struct AllowEntry {
     pub args: ArgRule,
     /// The gate may open TCP connections (denied by the sandbox otherwise).
     pub network: bool,
+    /// Variables a gate the agent attached may set (exact names).
+    pub env: Vec<String>,
+    /// Its place in `[shell] allow` (for messages: `shell.allow[i]`).
+    pub index: usize,
 }
 
 /// Why a gate's command was refused.
@@ -75,6 +86,20 @@ pub enum AllowError {
          (the operator may give its entry subcommands or free_args)"
     )]
     NoArguments(String),
+    #[error(
+        "command '{command}': a gate the agent attached may not set env '{name}': \
+         the allowlist entry shell.allow[{index}] (program \"{spelled}\") in {file} \
+         does not list it; the operator may add env = [\"{name}\"] to that entry{risk}"
+    )]
+    Env {
+        command: String,
+        name: String,
+        index: usize,
+        spelled: String,
+        file: String,
+        /// Empty, or a warning that the name makes programs run code.
+        risk: &'static str,
+    },
 }
 
 /// An entry as the configuration gives it, before resolution.
@@ -83,12 +108,16 @@ pub struct EntrySpec {
     pub program: String,
     pub args: ArgRule,
     pub network: bool,
+    /// Variables a gate the agent attached may set.
+    pub env: Vec<String>,
 }
 
 /// The shell-gate allowlist.
 #[derive(Debug, Clone, Default)]
 pub struct Allowlist {
     entries: Vec<AllowEntry>,
+    /// The configuration file it was read from, as shown in messages.
+    source: Option<String>,
 }
 
 impl Allowlist {
@@ -103,6 +132,7 @@ impl Allowlist {
                     ..ArgRule::default()
                 },
                 network: false,
+                env: Vec::new(),
             })
             .collect();
         Self::resolve_entries(&specs, path_var)
@@ -114,11 +144,12 @@ impl Allowlist {
         path_var: Option<&std::ffi::OsStr>,
     ) -> Result<Self, String> {
         let mut entries = Vec::new();
-        for spec in specs {
+        for (index, spec) in specs.iter().enumerate() {
             let entry = &spec.program;
             if entry.trim().is_empty() {
                 return Err("an entry is empty".into());
             }
+            check_env_names(index, entry, &spec.env)?;
             let program = if entry.contains('/') {
                 let p = PathBuf::from(entry);
                 if !p.is_absolute() {
@@ -139,9 +170,21 @@ impl Allowlist {
                 program,
                 args: spec.args.clone(),
                 network: spec.network,
+                env: spec.env.clone(),
+                index,
             });
         }
-        Ok(Allowlist { entries })
+        Ok(Allowlist {
+            entries,
+            source: None,
+        })
+    }
+
+    /// Names the configuration file the entries came from (in refusals
+    /// that tell the operator what to add there).
+    pub fn with_source(mut self, shown: &str) -> Self {
+        self.source = Some(shown.to_string());
+        self
     }
 
     pub fn entries(&self) -> &[AllowEntry] {
@@ -162,12 +205,14 @@ impl Allowlist {
             .ok_or_else(|| AllowError::NotFound(command.to_string()))
     }
 
-    /// Admits `command` with `args` as written by `trust`: the program to
-    /// run and the entry that admitted it.
+    /// Admits `command` with `args`, setting the variables `set_env`, as
+    /// written by `trust`: the program to run and the entry that admitted
+    /// it.
     pub fn admit_with_args(
         &self,
         command: &str,
         args: &[String],
+        set_env: &[&str],
         trust: Trust,
     ) -> Result<(PathBuf, &AllowEntry), AllowError> {
         let entries = self.matching(command)?;
@@ -177,7 +222,9 @@ impl Allowlist {
                 first_err.get_or_insert(AllowError::NotFound(command.to_string()));
                 continue;
             };
-            match check_args(command, &e.args, args, trust) {
+            let checked = check_args(command, &e.args, args, trust)
+                .and_then(|()| self.check_env(command, e, set_env, trust));
+            match checked {
                 Ok(()) => return Ok((program, e)),
                 Err(err) => {
                     first_err.get_or_insert(err);
@@ -185,6 +232,37 @@ impl Allowlist {
             }
         }
         Err(first_err.unwrap_or_else(|| AllowError::NotAllowed(command.to_string())))
+    }
+
+    /// Refuses a variable an agent's gate sets that `entry` does not list.
+    fn check_env(
+        &self,
+        command: &str,
+        entry: &AllowEntry,
+        set_env: &[&str],
+        trust: Trust,
+    ) -> Result<(), AllowError> {
+        if trust == Trust::Operator {
+            return Ok(());
+        }
+        match set_env.iter().find(|n| !entry.env.iter().any(|e| e == *n)) {
+            None => Ok(()),
+            Some(name) => Err(AllowError::Env {
+                command: command.to_string(),
+                name: name.to_string(),
+                index: entry.index,
+                spelled: entry.spelled.clone(),
+                file: self
+                    .source
+                    .clone()
+                    .unwrap_or_else(|| "the configuration".to_string()),
+                risk: if super::code_env::runs_code(name) {
+                    " (it makes programs run code of the gate's choosing: see docs/security.md before listing it)"
+                } else {
+                    ""
+                },
+            }),
+        }
     }
 
     /// The entries that name `command` (by listed name, or by the exact
@@ -211,6 +289,35 @@ impl Allowlist {
         }
         Ok(found)
     }
+}
+
+/// An entry's `env` names: exact variable names gatehost lets a gate set;
+/// one known to make programs run code is warned about (the operator's
+/// call, see [`super::code_env`]).
+fn check_env_names(index: usize, program: &str, names: &[String]) -> Result<(), String> {
+    for name in names {
+        let valid =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return Err(format!(
+                "shell.allow[{index}] env: '{name}' is not a variable name (exact names of letters, digits and '_'; no patterns)"
+            ));
+        }
+        if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(name)) {
+            return Err(format!(
+                "shell.allow[{index}] env: '{name}' is set by gatehost and no gate may set it"
+            ));
+        }
+        if super::code_env::runs_code(name) {
+            tracing::warn!(
+                entry = %format!("shell.allow[{index}]"),
+                program,
+                variable = %name,
+                "an allowlist entry lets gates the agent attaches set a variable that makes programs run code of the agent's choosing"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Checks an agent's arguments against an entry's rule.
@@ -314,6 +421,7 @@ mod tests {
                     bare: false,
                 },
                 network: false,
+                env: Vec::new(),
             }],
             // cargo lives in ~/.cargo/bin: the test's own PATH finds it.
             std::env::var_os("PATH").as_deref(),
@@ -379,13 +487,13 @@ mod tests {
     #[test]
     fn a_bare_entry_admits_no_agent_arguments_but_any_of_the_operators() {
         let list = allow(&["true"]);
-        assert!(list.admit_with_args("true", &[], Trust::Agent).is_ok());
+        assert!(list.admit_with_args("true", &[], &[], Trust::Agent).is_ok());
         let err = list
-            .admit_with_args("true", &args(&["x"]), Trust::Agent)
+            .admit_with_args("true", &args(&["x"]), &[], Trust::Agent)
             .unwrap_err();
         assert_eq!(err, AllowError::NoArguments("true".into()));
         assert!(
-            list.admit_with_args("true", &args(&["x"]), Trust::Operator)
+            list.admit_with_args("true", &args(&["x"]), &[], Trust::Operator)
                 .is_ok()
         );
     }
@@ -398,7 +506,7 @@ mod tests {
             &["-c", "--no-index", "--output", "--ext-diff"],
         );
         let refused = |a: &[&str]| {
-            list.admit_with_args("git", &args(a), Trust::Agent)
+            list.admit_with_args("git", &args(a), &[], Trust::Agent)
                 .expect_err("refused")
                 .to_string()
         };
@@ -427,6 +535,7 @@ mod tests {
             list.admit_with_args(
                 "git",
                 &args(&["diff", "--stat", "src/a b.rs"]),
+                &[],
                 Trust::Agent
             )
             .is_ok()
@@ -441,7 +550,7 @@ mod tests {
             &["--config", "-Z"],
         );
         let refused = |a: &[&str]| {
-            list.admit_with_args("cargo", &args(a), Trust::Agent)
+            list.admit_with_args("cargo", &args(a), &[], Trust::Agent)
                 .expect_err("refused")
                 .to_string()
         };
@@ -462,6 +571,7 @@ mod tests {
             list.admit_with_args(
                 "cargo",
                 &args(&["test", "--quiet", "--offline", "--", "--nocapture"]),
+                &[],
                 Trust::Agent
             )
             .is_ok()
@@ -478,12 +588,13 @@ mod tests {
                     ..ArgRule::default()
                 },
                 network: false,
+                env: Vec::new(),
             }],
             Some(std::ffi::OsStr::new("/usr/bin:/bin")),
         )
         .expect("allowlist");
         assert!(
-            list.admit_with_args("sh", &args(&["-c", "/anything ../x"]), Trust::Agent)
+            list.admit_with_args("sh", &args(&["-c", "/anything ../x"]), &[], Trust::Agent)
                 .is_ok()
         );
     }

@@ -10,13 +10,16 @@
 
 mod adapters;
 mod allow;
+pub mod code_env;
 mod diagnose;
+pub mod notify_url;
 mod retention;
 mod wasm;
 
 use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
+pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};
@@ -129,9 +132,9 @@ pub struct DaemonConfig {
     /// Where the agent token may register workspaces (canonical
     /// directories; none: nowhere, only the operator registers).
     pub workspace_roots: Vec<PathBuf>,
-    /// A session's `notifyUrl` must start with one of these (none: no
-    /// session webhooks).
-    pub notify_url_prefixes: Vec<String>,
+    /// A session's `notifyUrl` must be under one of these (none: no
+    /// session webhooks); compared as parsed URLs ([`notify_url`]).
+    pub notify_url_prefixes: Vec<NotifyPrefix>,
     /// Key signing session webhooks (default `<data dir>/notify.key`,
     /// made on first start); never the operator's webhook secret.
     pub notify_secret_file: Option<PathBuf>,
@@ -196,6 +199,9 @@ struct AllowRuleFile {
     free_args: bool,
     #[serde(default)]
     network: bool,
+    /// Variables a gate the agent attached may set (exact names).
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -386,6 +392,7 @@ impl HostConfig {
                         ..ArgRule::default()
                     },
                     network: false,
+                    env: Vec::new(),
                 },
                 toml::Value::Table(t) => {
                     let r: AllowRuleFile = t.try_into().map_err(|e: toml::de::Error| {
@@ -400,13 +407,14 @@ impl HostConfig {
                             bare: false,
                         },
                         network: r.network,
+                        env: r.env,
                     }
                 }
                 other => {
                     return Err(invalid(
                         &key,
                         format!(
-                            "an entry is a program name or a table {{ program = …, subcommands = […], deny = […], free_args = …, network = … }}, not a {}",
+                            "an entry is a program name or a table {{ program = …, subcommands = […], deny = […], free_args = …, network = …, env = […] }}, not a {}",
                             other.type_str()
                         ),
                     ));
@@ -414,7 +422,8 @@ impl HostConfig {
             });
         }
         config.allow = Allowlist::resolve_entries(&specs, config.host_path.as_deref())
-            .map_err(|m| invalid("shell.allow", m))?;
+            .map_err(|m| invalid("shell.allow", m))?
+            .with_source(shown);
         for name in &file.shell.pass_env {
             if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(name)) {
                 return Err(invalid(
@@ -550,21 +559,15 @@ impl HostConfig {
             config.daemon.default_nudge = n;
         }
         config.daemon.workspace_roots = dm.workspace_roots.iter().map(|p| home_path(p)).collect();
-        for (i, p) in dm.notify_url_prefixes.iter().enumerate() {
-            let scheme_host = p
-                .strip_prefix("https://")
-                .or_else(|| p.strip_prefix("http://"))
-                .unwrap_or_default();
-            // A prefix must pin the host: "https://hooks.example/" (a bare
-            // "https://hooks.example" would admit "https://hooks.example.evil").
-            if !scheme_host.contains('/') {
-                return Err(invalid(
-                    &format!("daemon.notify_url_prefixes[{i}]"),
-                    "must be an http:// or https:// URL ending its host with '/' (for example https://hooks.example/gatehost/)".into(),
-                ));
-            }
-        }
-        config.daemon.notify_url_prefixes = dm.notify_url_prefixes;
+        config.daemon.notify_url_prefixes = dm
+            .notify_url_prefixes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                NotifyPrefix::parse(p)
+                    .map_err(|m| invalid(&format!("daemon.notify_url_prefixes[{i}]"), m))
+            })
+            .collect::<Result<_, _>>()?;
         let who = crate::commit::Committer {
             name: dm.committer_name.unwrap_or(config.daemon.committer.name),
             email: dm.committer_email.unwrap_or(config.daemon.committer.email),

@@ -211,3 +211,90 @@ fn a_workspace_overlapping_a_host_place_is_found_either_way() {
     // A sibling whose name starts the same is not inside.
     assert_eq!(super::overlapping_place(&root.join("data2"), &places), None);
 }
+
+/// An agent's gate sets only the variables its allowlist entry lists
+/// (none by default): `GIT_CONFIG_*` makes `git status` run any command.
+#[test]
+fn an_agent_gate_sets_only_the_variables_its_entry_lists() {
+    let text = r#"
+[shell]
+allow = [
+  { program = "git", subcommands = ["status"] },
+  { program = "cargo", subcommands = ["test"], env = ["RUST_LOG", "GIT_CONFIG_COUNT"] },
+]
+"#;
+    let c = HostConfig::from_toml(text, "/etc/gatehost/config.toml").expect("parses");
+    let git_config = ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"];
+    let status = vec!["status".to_string()];
+    let err = c
+        .allow
+        .admit_with_args("git", &status, &git_config, Trust::Agent)
+        .expect_err("refused")
+        .to_string();
+    for want in [
+        "may not set env 'GIT_CONFIG_COUNT'",
+        "shell.allow[0] (program \"git\")",
+        "/etc/gatehost/config.toml",
+        "env = [\"GIT_CONFIG_COUNT\"]",
+        "run code",
+    ] {
+        assert!(err.contains(want), "{want:?} missing from: {err}");
+    }
+    // One unlisted name is enough to refuse.
+    let test = vec!["test".to_string()];
+    let err = c
+        .allow
+        .admit_with_args(
+            "cargo",
+            &test,
+            &["RUST_LOG", "GIT_EXTERNAL_DIFF"],
+            Trust::Agent,
+        )
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.contains("'GIT_EXTERNAL_DIFF'") && err.contains("shell.allow[1]"),
+        "{err}"
+    );
+    // Listed names are the operator's call (warned about at load when they
+    // run code), as is anything in an operator's gate.
+    assert!(
+        c.allow
+            .admit_with_args(
+                "cargo",
+                &test,
+                &["RUST_LOG", "GIT_CONFIG_COUNT"],
+                Trust::Agent
+            )
+            .is_ok()
+    );
+    assert!(
+        c.allow
+            .admit_with_args("git", &status, &git_config, Trust::Operator)
+            .is_ok()
+    );
+    assert!(
+        c.allow
+            .admit_with_args("git", &status, &[], Trust::Agent)
+            .is_ok()
+    );
+}
+
+#[test]
+fn an_allowlist_env_name_is_an_exact_settable_name() {
+    for bad in [
+        "GIT_CONFIG_*",
+        "A=B",
+        "",
+        "PATH",
+        "LD_PRELOAD",
+        "GATEHOST_X",
+        "HOME",
+    ] {
+        let text = format!("[shell]\nallow = [{{ program = \"true\", env = [\"{bad}\"] }}]\n");
+        let err = HostConfig::from_toml(&text, "c.toml")
+            .expect_err(bad)
+            .to_string();
+        assert!(err.contains("shell.allow"), "{bad}: {err}");
+    }
+}

@@ -155,25 +155,15 @@ fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)
 }
 
 /// A session's webhook must go where the operator allows
-/// (`[daemon] notify_url_prefixes`).
-fn check_url(url: &Option<String>, prefixes: &[String]) -> EngineResult<()> {
-    let Some(u) = url else {
-        return Ok(());
-    };
-    if !(u.starts_with("http://") || u.starts_with("https://")) {
-        return Err(invalid("notifyUrl", "must be an http:// or https:// URL"));
-    }
-    if !prefixes.iter().any(|p| u.starts_with(p.as_str())) {
-        return Err(invalid(
-            "notifyUrl",
-            if prefixes.is_empty() {
-                "session webhooks are off on this daemon (the operator lists allowed URLs in [daemon] notify_url_prefixes)".to_string()
-            } else {
-                format!("must start with one of: {}", prefixes.join(", "))
-            },
-        ));
-    }
-    Ok(())
+/// (`[daemon] notify_url_prefixes`); the URL as parsed, which is what is
+/// stored and posted to.
+fn check_url(
+    url: &Option<String>,
+    prefixes: &[crate::config::NotifyPrefix],
+) -> EngineResult<Option<String>> {
+    url.as_deref()
+        .map(|u| crate::config::notify_url::admit(u, prefixes).map_err(|m| invalid("notifyUrl", m)))
+        .transpose()
 }
 
 /// No workspace, whoever registers it, holds or lies inside the host's own
@@ -266,7 +256,7 @@ impl Engine {
             ));
         }
         let daemon = &self.inner.runner.config().daemon;
-        check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
+        let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
             check_root(&ws, &daemon.workspace_roots)?;
@@ -324,7 +314,7 @@ impl Engine {
             s.label = input.label.clone().or(s.label);
             s.cwd = cwd.display().to_string();
             s.workspace = ws.display().to_string();
-            s.notify_url = input.notify_url.clone().or(s.notify_url);
+            s.notify_url = notify_url.clone().or(s.notify_url);
             if let Some((argv, pid)) = &command {
                 s.command = Some(argv.clone());
                 s.pid = Some(*pid);

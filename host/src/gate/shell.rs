@@ -1,7 +1,8 @@
 //! The shell gate: an allowlisted program run by argv in the workspace.
 //!
 //! The command must resolve to exactly a program of the host's allowlist,
-//! with arguments its entry's rule admits (for gates the agent wrote), and
+//! with arguments its entry's rule admits and setting only variables its
+//! entry lists (for gates the agent wrote), and
 //! must not live inside the workspace; the cwd is resolved through the
 //! workspace anchor; the process runs confined by the sandbox. Exit 0 is `pass`; any other exit, a signal or the
 //! timeout is `fail`; a refused command or cwd is `error` before anything
@@ -36,9 +37,15 @@ fn admit<'r>(
     trust: Trust,
 ) -> Result<Admitted<'r>, String> {
     let config = runner.config();
+    // The names the gate sets (not those it passes through from the host:
+    // `[shell] pass_env` is the operator's list, and the values the host's).
+    let set_env: Vec<&str> = match &gate.env {
+        GateEnv::Set(values) => values.keys().map(String::as_str).collect(),
+        GateEnv::PassThrough(_) => Vec::new(),
+    };
     let (program, entry) = config
         .allow
-        .admit_with_args(&gate.command, &gate.args, trust)
+        .admit_with_args(&gate.command, &gate.args, &set_env, trust)
         .map_err(|e| e.to_string())?;
     if anchor.contains_host_path(&program) {
         return Err(format!(

@@ -139,7 +139,7 @@ pub trait Adapter: Sync {
 pub fn parse_json<T: DeserializeOwned>(input: &[u8]) -> Result<T, HookError> {
     let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
     let mut de = serde_json::Deserializer::from_slice(input);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() || field == "." {
@@ -150,7 +150,15 @@ pub fn parse_json<T: DeserializeOwned>(input: &[u8]) -> Result<T, HookError> {
                 message: inner.to_string(),
             }
         }
-    })
+    })?;
+    // One object, then only whitespace: a second object appended is never
+    // silently dropped.
+    de.end().map_err(|e| {
+        HookError::NotJson(format!(
+            "more than one JSON value (only whitespace may follow the object): {e}"
+        ))
+    })?;
+    Ok(value)
 }
 
 /// Cuts `reason` to at most `limit` bytes on a character boundary, keeping
@@ -255,6 +263,20 @@ mod tests {
         );
         let e = parse_json::<T>(b"not json").unwrap_err();
         assert!(matches!(e, HookError::NotJson(_)), "{e}");
+    }
+
+    #[test]
+    fn bytes_after_the_object_are_not_json() {
+        for input in [
+            &b"{\"a\":\"x\"}{\"a\":\"y\"}"[..],
+            b"{\"a\":\"x\"} garbage",
+            b"{\"a\":\"x\"}\n{\"a\":\"y\"}\n",
+        ] {
+            let e = parse_json::<T>(input).unwrap_err();
+            assert!(matches!(e, HookError::NotJson(_)), "{input:?}: {e}");
+        }
+        let t: T = parse_json(b"{\"a\":\"x\"}\r\n").unwrap();
+        assert_eq!(t.a, "x");
     }
 
     #[test]

@@ -84,20 +84,16 @@ impl PluginFile {
                 "not a regular file (a FIFO, socket, device or directory is never read)".into(),
             ));
         }
-        let too_large = || {
-            unreadable(format!(
-                "larger than [wasm] max_plugin_bytes ({max_bytes} bytes)"
-            ))
-        };
+        let refuse = || too_large(name, path, max_bytes);
         if meta.len() > max_bytes {
-            return Err(too_large());
+            return Err(refuse());
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         file.take(max_bytes.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(|e| unreadable(e.to_string()))?;
         if bytes.len() as u64 > max_bytes {
-            return Err(too_large());
+            return Err(refuse());
         }
         let digest = hex::encode(Sha256::digest(&bytes));
         Ok(PluginFile {
@@ -106,6 +102,18 @@ impl PluginFile {
             bytes,
             digest,
         })
+    }
+}
+
+/// The refusal of a plugin file larger than `max_bytes`
+/// (`[wasm] max_plugin_bytes`), however it would have been loaded.
+pub(super) fn too_large(name: &str, path: &Path, max_bytes: u64) -> PluginError {
+    PluginError::Unreadable {
+        plugin: name.to_string(),
+        message: format!(
+            "{}: larger than [wasm] max_plugin_bytes ({max_bytes} bytes)",
+            path.display()
+        ),
     }
 }
 

@@ -4,7 +4,9 @@
 //! (a mismatch never reveals the file's digest); the compiled plugin
 //! reused while the file's identity is unchanged. It owns where a plugin's
 //! bytes come from; it must never load a file whose identity changed
-//! without reading it again.
+//! without reading it again, nor one larger than `[wasm]
+//! max_plugin_bytes` (checked on the identity's size before any
+//! remembered digest is trusted).
 
 use super::{LoadedPlugin, PluginError, PluginFile, WasmHost};
 use std::sync::Arc;
@@ -43,6 +45,18 @@ impl WasmHost {
     ) -> (Result<Arc<LoadedPlugin>, PluginError>, Option<FileIdentity>) {
         let identity = FileIdentity::of(path);
         let load = || -> Result<Arc<LoadedPlugin>, PluginError> {
+            // The size limit holds however the plugin would be loaded: a
+            // digest another run remembered (read under a larger limit)
+            // is no reason to run a file this host would not read.
+            if let Some(id) = &identity
+                && id.size() > self.config.max_plugin_bytes
+            {
+                return Err(super::load::too_large(
+                    name,
+                    path,
+                    self.config.max_plugin_bytes,
+                ));
+            }
             let known = identity.and_then(|id| {
                 let by_path = self.by_path.lock().unwrap_or_else(|p| p.into_inner());
                 by_path
