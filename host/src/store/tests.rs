@@ -110,6 +110,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 created_at: 0,
                 updated_at: 0,
                 owner: crate::config::Trust::Agent,
+                damage: None,
             })?;
             tx.append_event(
                 "policy:blocked",
@@ -148,6 +149,7 @@ fn session(id: &str, url: &str) -> SessionRow {
         created_at: 0,
         updated_at: 0,
         owner: crate::config::Trust::Agent,
+        damage: None,
     }
 }
 
