@@ -816,7 +816,7 @@ fn a_corrupt_policy_row_is_blocked_with_a_reason_naming_it() {
         .expect("corrupt spec");
     }
     d = Daemon::start(&data, &cfg);
-    // The ack finds the plan unreadable: an error naming it, and blocked.
+    // Recovery found the plan unreadable: blocked, so the ack is refused.
     let (code, v) = d.http(
         "POST",
         &format!("/v1/policies/{acked}/ack"),
@@ -825,18 +825,17 @@ fn a_corrupt_policy_row_is_blocked_with_a_reason_naming_it() {
     );
     assert_eq!(
         (code, v["error"]["code"].as_str()),
-        (500, Some("store-corrupt")),
+        (409, Some("not-awaiting-ack")),
         "{v}"
-    );
-    let msg = v["error"]["message"].as_str().unwrap_or("");
-    assert!(
-        msg.contains(acked.as_str()) && msg.contains("plan"),
-        "{msg}"
     );
     let p = d.policy(&acked);
     assert_eq!(p["status"], "blocked", "{p}");
     assert!(p["reason"].as_str().unwrap_or("").contains("plan"), "{p}");
-    // The gate task finds the spec unreadable: blocked, with the reason.
+    assert!(
+        p["reason"].as_str().unwrap_or("").contains(acked.as_str()),
+        "{p}"
+    );
+    // So is the spec: blocked, with the reason, a turn-end changes nothing.
     d.report("s1", "turn-end");
     let p = d.wait_status(&gated, "blocked", T);
     let reason = p["reason"].as_str().unwrap_or("");

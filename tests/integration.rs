@@ -18,6 +18,7 @@ mod agent_cursor;
 mod agent_gemini;
 mod check_cli;
 mod daemon_commits;
+mod daemon_damaged_rows;
 mod daemon_durability;
 mod daemon_lifecycle;
 mod hook_cost;

@@ -58,7 +58,7 @@ impl From<EngineError> for ApiError {
             EngineError::Unavailable { code, message } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
             }
-            EngineError::Corrupt { .. } => {
+            EngineError::Corrupt { .. } | EngineError::SessionCorrupt { .. } => {
                 tracing::error!(error = %e, "a stored row does not decode");
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

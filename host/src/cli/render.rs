@@ -67,6 +67,7 @@ mod tests {
             session_id: Some("s1".into()),
             policy_id: Some("p1".into()),
             payload: json!({"reason": format!("a\nb{}", "x".repeat(300))}),
+            damage: None,
         };
         let line = event_line(&e);
         assert!(

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::json;
 
+mod shape;
+use shape::check_shape;
+pub use shape::{check_stored, not_an_object};
+
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const MAX_RETRIES_LIMIT: u32 = 10;
 /// How deep `next` chains may nest in one attach.
@@ -226,6 +230,9 @@ fn parse_gates(gate: Option<&Value>, at: &str) -> Result<Vec<GateSpec>, EngineEr
 
 /// Parses the JSON body of an attach.
 pub fn parse_input(value: Value) -> Result<AttachInput, EngineError> {
+    if let Some(at) = not_an_object(&value) {
+        return Err(invalid(at, "must be a JSON object"));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         invalid(
@@ -257,57 +264,13 @@ fn validate_at(
     parent_members: Option<&[String]>,
     depth: usize,
 ) -> Result<(), EngineError> {
+    let gates = check_shape(input, at, parent_members.is_some(), depth)?;
     let f = |name: &str| format!("{at}{name}");
-    let too_long = |field: &str, value: &str, max: usize| {
-        (value.len() > max).then(|| {
-            invalid(
-                f(field),
-                format!("{} bytes: at most {max} are accepted", value.len()),
-            )
-        })
-    };
-    if let Some(e) = input
-        .label
-        .as_deref()
-        .and_then(|l| too_long("label", l, MAX_LABEL))
-        .or_else(|| {
-            input
-                .on_fail
-                .nudge
-                .as_deref()
-                .and_then(|n| too_long("onFail.nudge", n, MAX_NUDGE))
-        })
-        .or_else(|| {
-            input
-                .commit
-                .as_ref()
-                .and_then(|c| too_long("commit.message", &c.message, MAX_COMMIT_MESSAGE))
-        })
-    {
-        return Err(e);
-    }
-    if depth > MAX_CHAIN {
-        return Err(invalid(
-            f("next"),
-            format!("chains deeper than {MAX_CHAIN} are refused"),
-        ));
-    }
-    if let Some(list) = &input.session_ids
-        && list.is_empty()
-    {
-        return Err(invalid(f("sessionIds"), "must name at least one session"));
-    }
     let mut members = input.members();
-    if members.is_empty() {
-        match parent_members {
-            Some(p) => members = p.to_vec(),
-            None => {
-                return Err(invalid(
-                    f("sessionId"),
-                    "name the session (sessionId) or sessions (sessionIds) to watch",
-                ));
-            }
-        }
+    if members.is_empty()
+        && let Some(p) = parent_members
+    {
+        members = p.to_vec();
     }
     let field = if input.session_ids.is_some() {
         "sessionIds"
@@ -317,6 +280,16 @@ fn validate_at(
     let mut sessions = Vec::new();
     for id in &members {
         match lookup(id)? {
+            Some(s) if s.damage.is_some() => {
+                let why = s.damage.as_ref().map(ToString::to_string);
+                return Err(invalid(
+                    f(field),
+                    format!(
+                        "session '{id}': {} (register it again under another id)",
+                        why.unwrap_or_default()
+                    ),
+                ));
+            }
             Some(s) => sessions.push(s),
             None => {
                 return Err(invalid(
@@ -326,11 +299,16 @@ fn validate_at(
             }
         }
     }
+    let Some(first) = sessions.first() else {
+        return Err(invalid(
+            f("sessionId"),
+            "name the session (sessionId) or sessions (sessionIds) to watch",
+        ));
+    };
     // Normalise: the list of members, deduplicated, always stored.
     input.session_ids = Some(members.clone());
     input.session_id = members.first().cloned();
-    let workspace = &sessions[0].workspace;
-    let gates = parse_gates(input.gate.as_ref(), &f("gate"))?;
+    let workspace = &first.workspace;
     if !gates.is_empty() {
         let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
             .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
@@ -345,107 +323,25 @@ fn validate_at(
                 .map_err(|m| invalid(name, m))?;
         }
     }
-    match (input.then, &mut input.commit) {
-        (Then::Commit, None) => {
+    if let (Then::Commit, Some(c)) = (input.then, &mut input.commit) {
+        let mut normalised = Vec::new();
+        for (i, p) in c.paths.iter().enumerate() {
+            let n = validate_commit_path(p)
+                .map_err(|e| invalid(f(&format!("commit.paths[{i}]")), e.to_string()))?;
+            if !normalised.contains(&n) {
+                normalised.push(n);
+            }
+        }
+        c.paths = normalised;
+        let git = std::path::Path::new(workspace).join(".git");
+        if !git.is_dir() {
             return Err(invalid(
                 f("commit"),
-                "then: \"commit\" needs commit: {paths, message}",
+                format!(
+                    "the workspace {workspace} is not a git repository (no .git directory at its root)"
+                ),
             ));
         }
-        (Then::Emit, Some(_)) => {
-            return Err(invalid(
-                f("commit"),
-                "given, but then is not \"commit\" (set then: \"commit\", or drop commit)",
-            ));
-        }
-        (Then::Commit, Some(c)) => {
-            if c.paths.is_empty() {
-                return Err(invalid(f("commit.paths"), "must name at least one path"));
-            }
-            let mut normalised = Vec::new();
-            for (i, p) in c.paths.iter().enumerate() {
-                let n = validate_commit_path(p)
-                    .map_err(|e| invalid(f(&format!("commit.paths[{i}]")), e.to_string()))?;
-                if !normalised.contains(&n) {
-                    normalised.push(n);
-                }
-            }
-            c.paths = normalised;
-            if c.message.trim().is_empty() {
-                return Err(invalid(f("commit.message"), "must not be empty"));
-            }
-            if c.message.contains('\0') {
-                return Err(invalid(f("commit.message"), "must not contain a NUL byte"));
-            }
-            let git = std::path::Path::new(workspace).join(".git");
-            if !git.is_dir() {
-                return Err(invalid(
-                    f("commit"),
-                    format!(
-                        "the workspace {workspace} is not a git repository (no .git directory at its root)"
-                    ),
-                ));
-            }
-            // Operator power stays with the operator: the agent can neither
-            // waive the human's ack nor commit what no gate judged.
-            if input.attached_by == Trust::Agent {
-                if !c.require_human_ack {
-                    return Err(invalid(
-                        f("commit.requireHumanAck"),
-                        "only the operator token may attach a commit without a human's ack",
-                    ));
-                }
-                if gates.is_empty() {
-                    return Err(invalid(
-                        f("gate"),
-                        "a commit policy attached with the agent token needs a gate (only the operator may commit what no gate judged)",
-                    ));
-                }
-                if input.gate_on == Some(GateOn::Workspace) {
-                    return Err(invalid(
-                        f("gateOn"),
-                        "only the operator token may gate a commit on the live workspace (what passed would not be what is committed)",
-                    ));
-                }
-            }
-        }
-        (Then::Emit, None) => {}
-    }
-    if input.then == Then::Emit && input.gate_on == Some(GateOn::Snapshot) {
-        return Err(invalid(
-            f("gateOn"),
-            "\"snapshot\" needs then: \"commit\" (a snapshot is of the commit paths)",
-        ));
-    }
-    if let Some(n) = input.on_fail.max_retries
-        && n > MAX_RETRIES_LIMIT
-    {
-        return Err(invalid(
-            f("onFail.maxRetries"),
-            format!("must be between 0 and {MAX_RETRIES_LIMIT}"),
-        ));
-    }
-    if let Some(n) = &input.on_fail.nudge
-        && n.trim().is_empty()
-    {
-        return Err(invalid(
-            f("onFail.nudge"),
-            "must not be empty (omit it for the default nudge)",
-        ));
-    }
-    match &input.watch_from {
-        None => {}
-        Some(WatchFrom::Named(n)) if n == "now" || n == "latest" => {}
-        Some(WatchFrom::Named(n)) => {
-            return Err(invalid(
-                f("watchFrom"),
-                format!("'{n}' is neither \"now\", \"latest\" nor an event cursor"),
-            ));
-        }
-        Some(WatchFrom::Cursor(c)) if *c < 0 => {
-            return Err(invalid(f("watchFrom"), "a cursor is at least 0"));
-        }
-        Some(WatchFrom::Cursor(_)) => {}
     }
     if let Some(next) = input.next.as_deref_mut() {
         validate_at(next, runner, lookup, &f("next."), Some(&members), depth + 1)?;
@@ -679,6 +575,7 @@ impl Engine {
             updated_at: now,
             gate_crashes: 0,
             publish_open: Vec::new(),
+            damage: None,
         };
         tx.insert_policy(&mut p)?;
         self.policy_event(

@@ -39,12 +39,18 @@ pub(super) fn confined<T: Send>(
 }
 
 impl Engine {
+    /// The workspace of `p`'s first member; an error for a member whose
+    /// row does not decode (its workspace cannot be known).
     fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
         let first = p
             .sessions
             .first()
             .ok_or_else(|| EngineError::NotFound(format!("policy {} has no session", p.id)))?;
-        Ok(self.session(first)?.workspace)
+        let s = self.session(first)?;
+        match super::damage::session_error(&s) {
+            Some(e) => Err(e),
+            None => Ok(s.workspace),
+        }
     }
 
     /// A policy as it is now: one awaiting its ack with a snapshot gets
@@ -52,14 +58,19 @@ impl Engine {
     /// not hold), not as of its commit-ready. Nothing is stored.
     pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
         let mut p = self.policy(id)?;
-        if p.status != PolicyStatus::AwaitingAck {
+        // A row that does not decode is shown as it was found, with its
+        // `damage` (the sweep blocks it).
+        if p.status != PolicyStatus::AwaitingAck || p.damage.is_some() {
             return Ok(p);
         }
         let mut plan = stored::plan_required(&p)?;
         let Some(snap) = plan.snapshot.clone() else {
             return Ok(p);
         };
-        let workspace = self.workspace_of(&p)?;
+        let workspace = match self.workspace_of(&p) {
+            Err(EngineError::SessionCorrupt { .. }) => return Ok(p),
+            w => w?,
+        };
         let cache = self.stat_cache(&workspace);
         let changed = tokio::task::spawn_blocking(move || {
             let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -91,7 +102,20 @@ impl Engine {
                 ),
             });
         }
-        let workspace = self.workspace_of(&current)?;
+        if let Err(e) = stored::damaged(&current) {
+            // Nothing can be committed from it: blocked, and said.
+            if let Some(step) = self.block_damaged(id)? {
+                self.perform(id, &step);
+            }
+            return Err(e);
+        }
+        let workspace = match self.workspace_of(&current) {
+            Err(e @ EngineError::SessionCorrupt { .. }) => {
+                self.settle_corrupt(id, &e)?;
+                return Err(e);
+            }
+            w => w?,
+        };
         let plan = match stored::plan_required(&current) {
             Ok(plan) => plan,
             Err(e) => {
@@ -218,7 +242,15 @@ impl Engine {
         if p.status != PolicyStatus::Committing {
             return Ok(());
         }
-        let workspace = self.workspace_of(&p)?;
+        let workspace = match stored::damaged(&p).and_then(|()| self.workspace_of(&p)) {
+            Ok(w) => w,
+            Err(e @ (EngineError::Corrupt { .. } | EngineError::SessionCorrupt { .. })) => {
+                // Nothing can be committed from it: blocked, and said.
+                self.settle_corrupt(id, &e)?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let lock = self
             .inner
             .commit_locks

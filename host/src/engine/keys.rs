@@ -123,6 +123,7 @@ mod tests {
             updated_at: 0,
             owner: Trust::Agent,
             key_digest,
+            damage: None,
         }
     }
 

@@ -158,6 +158,11 @@ impl Engine {
         let mut sessions = Vec::new();
         for sid in &policy.sessions {
             if let Some(s) = self.inner.store.session(sid)? {
+                if let Some(e) = super::damage::session_error(&s) {
+                    // Its workspace and messages cannot be known.
+                    drop(permit);
+                    return self.settle_corrupt(id, &e);
+                }
                 sessions.push(s);
             }
         }
@@ -503,30 +508,13 @@ impl Engine {
         })
     }
 
-    /// Blocks a policy whose stored row does not decode, with the error as
-    /// its reason: retrying could never help.
-    pub(crate) fn settle_corrupt(&self, id: &str, e: &EngineError) -> EngineResult<Option<Step>> {
-        tracing::error!(policy = %id, error = %e, "a policy's stored row does not decode; it is blocked");
-        let reason = e.to_string();
-        self.write(|tx| {
-            let Some(mut p) = tx.policy(id)? else {
-                return Ok(None);
-            };
-            p.reason = Some(reason.clone());
-            self.transition(
-                tx,
-                &mut p,
-                Input::Corrupt,
-                |_| json!({"outcome": "error", "reason": reason}),
-            )
-        })
-    }
-
-    /// Members that have not exited.
+    /// Members that have not exited (one whose row does not decode is
+    /// not counted: nothing it reports can be recorded).
     pub(super) fn alive_members(&self, input: &AttachInput) -> EngineResult<Vec<String>> {
         let mut alive = Vec::new();
         for sid in input.members() {
             if let Some(s) = self.inner.store.session(&sid)?
+                && s.damage.is_none()
                 && s.state != SessionState::Exited
             {
                 alive.push(sid);

@@ -17,6 +17,7 @@
 pub mod attach;
 mod commits;
 pub mod keys;
+mod damage;
 mod lifecycle;
 pub mod machine;
 mod nudge;
@@ -66,7 +67,15 @@ pub enum EngineError {
     #[error("policy {policy}: its stored {column} does not decode: {message}")]
     Corrupt {
         policy: String,
-        column: &'static str,
+        column: String,
+        message: String,
+    },
+    /// A session row that does not decode: that session cannot be
+    /// reported on, and a policy that needs it is blocked.
+    #[error("session {session}: its stored {column} does not decode: {message}")]
+    SessionCorrupt {
+        session: String,
+        column: String,
         message: String,
     },
     #[error(transparent)]
@@ -130,7 +139,8 @@ impl Engine {
         let config = runner.config().daemon.clone();
         Ok(Engine {
             inner: Arc::new(Inner {
-                store,
+                // Every policy read is checked against its types.
+                store: store.with_policy_check(stored::check_row),
                 bus: Bus::new(head),
                 gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                 gate_tasks: Mutex::new(HashMap::new()),
@@ -256,6 +266,11 @@ impl Engine {
         input: Input,
         payload: impl Fn(PolicyEvent) -> Value,
     ) -> EngineResult<Option<Step>> {
+        // A row that does not decode goes nowhere but to `blocked` (said)
+        // or `cancelled`: its placeholders are never acted on.
+        if p.damage.is_some() && !matches!(input, Input::Cancel | Input::Corrupt) {
+            return self.settle_damaged(tx, p);
+        }
         let step = match machine::decide(p.status, input) {
             Decision::Ignore => return Ok(None),
             Decision::Refuse(r) => {
@@ -279,7 +294,11 @@ impl Engine {
         let from = p.status;
         p.status = step.to;
         p.updated_at = now_ms();
-        tx.put_policy(p)?;
+        if p.damage.is_some() {
+            tx.put_damaged_policy(p)?;
+        } else {
+            tx.put_policy(p)?;
+        }
         for &event in step.events {
             self.policy_event(tx, event, p, payload(event))?;
         }

@@ -83,14 +83,21 @@ impl Engine {
         });
     }
 
+    /// Blocks what does not decode (a row damaged while the daemon ran),
+    /// and re-drives what a failed task left behind.
     fn sweep(&self) -> EngineResult<()> {
         let stale_before = now_ms() - SWEEP_AFTER_MS;
-        let open = self.inner.store.policies(WORKING)?;
-        for p in open.into_iter().filter(|p| p.updated_at < stale_before) {
-            self.redrive(
-                &p,
-                "its gate task stopped on an error (the store, a full disk); it runs again",
-            )?;
+        for p in self.inner.store.unsettled_policies()? {
+            if p.damage.is_some() {
+                if let Some(step) = self.block_damaged(&p.id)? {
+                    self.perform(&p.id, &step);
+                }
+            } else if WORKING.contains(&p.status) && p.updated_at < stale_before {
+                self.redrive(
+                    &p,
+                    "its gate task stopped on an error (the store, a full disk); it runs again",
+                )?;
+            }
         }
         Ok(())
     }
@@ -133,7 +140,8 @@ impl Engine {
 
     /// Picks up every policy where it was left: gates that were queued or
     /// running are queued again and run, nudges re-delivered, commits
-    /// reconciled. Sessions gatehost had started are marked exited.
+    /// reconciled. Sessions gatehost had started are marked exited. A
+    /// policy whose row (or a member's) does not decode is blocked.
     ///
     /// A policy found `gating` was running its gate when the daemon died.
     /// When the daemon died of a fault of its own (`fault`: the signal the
@@ -147,6 +155,8 @@ impl Engine {
             tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
         }
         self.recover_started_sessions()?;
+        // A row that does not decode is blocked, never a reason not to start.
+        self.settle_damaged_rows()?;
         let open = self.inner.store.policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started

@@ -265,6 +265,10 @@ impl Engine {
         self.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
+            if let Some(e) = existing.as_ref().and_then(super::damage::session_error) {
+                tracing::error!(session = %id, error = %e, "a register over a session whose stored row does not decode is refused");
+                return Err(e);
+            }
             if let Some(e) = &existing
                 && e.owner == Trust::Operator
                 && by == Trust::Agent
@@ -307,6 +311,7 @@ impl Engine {
                 updated_at: now,
                 owner: by,
                 key_digest: None,
+                damage: None,
             });
             if let Some((_, digest)) = &issued {
                 s.key_digest = Some(digest.clone());
@@ -372,6 +377,10 @@ impl Engine {
             let mut s = tx
                 .session(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
+            if let Some(e) = super::damage::session_error(&s) {
+                tracing::error!(session = id, error = %e, "a report on a session whose stored row does not decode is refused");
+                return Err(e);
+            }
             caller.check(&s)?;
             let now = now_ms();
             s.heartbeat_at = Some(now);
@@ -423,6 +432,11 @@ impl Engine {
                     counted.extend(tx.judging_with(id)?);
                 }
                 for mut p in tx.watching_with(id)? {
+                    if p.damage.is_some() {
+                        // Blocked, said; the others gate as ever.
+                        self.settle_damaged(tx, &mut p)?;
+                        continue;
+                    }
                     if cursor <= p.watch_after {
                         continue;
                     }
@@ -655,6 +669,10 @@ impl Engine {
     /// are marked exited (their process, if still alive, is not ours now).
     pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
         for s in self.inner.store.sessions()? {
+            if let Some(d) = &s.damage {
+                tracing::error!(session = %s.id, column = %d.column, error = %d.message, "a session's stored row does not decode; it cannot be reported on");
+                continue;
+            }
             if s.command.is_some() && s.state != SessionState::Exited {
                 self.report(
                     &s.id,

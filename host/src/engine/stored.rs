@@ -1,15 +1,18 @@
 //! The JSON a policy row stores, typed: its attach input (`spec`), its
 //! commit plan (`plan`) and its prepared commit (`prepared`).
 //!
-//! It owns reading and writing those columns. A value that does not decode
-//! is an error naming the policy and the column ([`EngineError::Corrupt`]),
-//! never a silent `None` that would make a commit policy commit nothing or
-//! a chain lose its `next`. It must never decide anything about the
-//! lifecycle.
+//! It owns reading and writing those columns and their types, checked
+//! strictly on every read ([`check_row`], which the store calls): invalid
+//! JSON and JSON of the wrong shape (`[]` for a spec, which serde would
+//! read as "no gate") are both decode errors, and the accessors give an
+//! error naming the policy and the column ([`EngineError::Corrupt`]) for a
+//! row the store found damaged: never a silent `None` that would make a
+//! commit policy commit nothing or a chain lose its `next`. It must never
+//! decide anything about the lifecycle.
 
 use super::{AttachInput, EngineError, EngineResult};
 use crate::commit::{Prepared, TreeSnapshot};
-use crate::store::PolicyRow;
+use crate::store::{PolicyRow, PolicyStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -49,35 +52,104 @@ pub struct CommitPlan {
 fn corrupt(p: &PolicyRow, column: &'static str, e: impl std::fmt::Display) -> EngineError {
     EngineError::Corrupt {
         policy: p.id.clone(),
-        column,
+        column: column.to_string(),
         message: e.to_string(),
     }
 }
 
+/// The error of a row the store found damaged.
+pub fn damaged(p: &PolicyRow) -> EngineResult<()> {
+    match &p.damage {
+        None => Ok(()),
+        Some(d) => Err(EngineError::Corrupt {
+            policy: p.id.clone(),
+            column: d.column.clone(),
+            message: d.message.clone(),
+        }),
+    }
+}
+
+/// Decodes `v` as a `T`, which is a JSON object: serde would read a list
+/// as a struct of its defaults.
+fn object<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
+    if !v.is_object() {
+        return Err("the wrong shape: not a JSON object".into());
+    }
+    T::deserialize(v).map_err(|e| format!("the wrong shape: {e}"))
+}
+
+fn spec_of(v: &Value) -> Result<AttachInput, String> {
+    if let Some(at) = super::attach::not_an_object(v) {
+        return Err(format!("the wrong shape: {at} is not a JSON object"));
+    }
+    let input: AttachInput = object(v)?;
+    super::attach::check_stored(&input).map_err(|e| format!("the wrong shape: {e}"))?;
+    Ok(input)
+}
+
+fn plan_of(v: &Value) -> Result<Option<CommitPlan>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let plan: CommitPlan = object(v)?;
+    if plan.version > PLAN_VERSION {
+        return Err(format!(
+            "version {} was written by a newer gatehost (this one knows {PLAN_VERSION})",
+            plan.version
+        ));
+    }
+    Ok(Some(plan))
+}
+
+fn prepared_of(v: &Value) -> Result<Option<Prepared>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    object(v).map(Some)
+}
+
+/// Checks the JSON columns of a row the store read: each decodes into its
+/// type, strictly (invalid JSON the store reported already), and what the
+/// status says it holds is there. `Err((column, why))` otherwise. The
+/// store calls it on every policy it reads.
+pub fn check_row(p: &PolicyRow) -> Result<(), (&'static str, String)> {
+    spec_of(&p.spec).map_err(|e| ("spec", e))?;
+    if let Some(v) = p.verdict.as_ref().filter(|v| !v.is_null()) {
+        object::<crate::verdict::RunReport>(v).map_err(|e| ("verdict", e))?;
+    }
+    let plan = match &p.plan {
+        None => None,
+        Some(v) => plan_of(v).map_err(|e| ("plan", e))?,
+    };
+    if plan.is_none()
+        && matches!(
+            p.status,
+            PolicyStatus::AwaitingAck | PolicyStatus::Committing
+        )
+    {
+        return Err((
+            "plan",
+            format!("missing, though the policy is {}", p.status.as_str()),
+        ));
+    }
+    if let Some(v) = &p.prepared {
+        prepared_of(v).map_err(|e| ("prepared", e))?;
+    }
+    Ok(())
+}
+
 /// The policy's attach input.
 pub fn spec(p: &PolicyRow) -> EngineResult<AttachInput> {
-    serde_json::from_value(p.spec.clone()).map_err(|e| corrupt(p, "spec", e))
+    damaged(p)?;
+    spec_of(&p.spec).map_err(|e| corrupt(p, "spec", e))
 }
 
 /// The policy's commit plan, if a gate recorded one.
 pub fn plan(p: &PolicyRow) -> EngineResult<Option<CommitPlan>> {
+    damaged(p)?;
     match &p.plan {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            let plan: CommitPlan =
-                serde_json::from_value(v.clone()).map_err(|e| corrupt(p, "plan", e))?;
-            if plan.version > PLAN_VERSION {
-                return Err(corrupt(
-                    p,
-                    "plan",
-                    format!(
-                        "version {} was written by a newer gatehost (this one knows {PLAN_VERSION})",
-                        plan.version
-                    ),
-                ));
-            }
-            Ok(Some(plan))
-        }
+        None => Ok(None),
+        Some(v) => plan_of(v).map_err(|e| corrupt(p, "plan", e)),
     }
 }
 
@@ -93,11 +165,10 @@ pub fn set_plan(p: &mut PolicyRow, plan: &CommitPlan) {
 
 /// The policy's prepared commit, if one was stored.
 pub fn prepared(p: &PolicyRow) -> EngineResult<Option<Prepared>> {
+    damaged(p)?;
     match &p.prepared {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| corrupt(p, "prepared", e)),
+        None => Ok(None),
+        Some(v) => prepared_of(v).map_err(|e| corrupt(p, "prepared", e)),
     }
 }
 
@@ -164,5 +235,67 @@ mod tests {
         p.spec = json!({"then": "deploy"});
         assert!(spec(&p).expect_err("corrupt").to_string().contains("spec"));
         assert!(plan_required(&p).is_err());
+    }
+
+    /// A policy row with `column` set to `value`, read through the store
+    /// with this module's check: damage naming `column`.
+    fn check(column: &str, value: &str) {
+        crate::store::damaged_policy_column_with(check_row, column, value);
+    }
+
+    #[test]
+    fn a_list_for_a_spec_is_damage_not_a_policy_of_defaults() {
+        check("spec", "[]");
+    }
+
+    #[test]
+    fn a_spec_whose_next_or_commit_is_a_list_is_damage() {
+        check(
+            "spec",
+            r#"{"sessionId": "s1", "sessionIds": ["s1"], "next": []}"#,
+        );
+        check(
+            "spec",
+            r#"{"sessionId": "s1", "sessionIds": ["s1"], "onFail": []}"#,
+        );
+    }
+
+    #[test]
+    fn a_stored_spec_that_attach_would_refuse_is_damage() {
+        for spec in [
+            r#"{"sessionId": "s1", "sessionIds": ["s1"], "gate": []}"#,
+            r#"{}"#,
+            r#"{"sessionIds": []}"#,
+            r#"{"sessionId": "s1", "then": "commit"}"#,
+            r#"{"sessionId": "s1", "then": "commit", "gate": {"command": "true"}, "commit": {"paths": ["../x"], "message": "m"}}"#,
+            r#"{"sessionId": "s1", "then": "commit", "commit": {"paths": ["a"], "message": "m"}}"#,
+            r#"{"sessionId": "s1", "onFail": {"maxRetries": 99}}"#,
+            r#"{"sessionId": "s1", "next": {"gate": []}}"#,
+            r#"{"sessionId": "s1", "unknown": 1}"#,
+        ] {
+            check("spec", spec);
+        }
+    }
+
+    #[test]
+    fn a_verdict_of_the_wrong_shape_or_invalid_json_is_damage() {
+        check("verdict", "[]");
+        check("verdict", r#"{"outcome": "pass"}"#);
+        check("verdict", r#"{"outcome": "#);
+    }
+
+    #[test]
+    fn a_plan_of_the_wrong_shape_missing_or_invalid_json_is_damage() {
+        check("plan", "[]");
+        check("plan", "null");
+        check("plan", r#"{"paths": 3}"#);
+        check("plan", "{nope");
+    }
+
+    #[test]
+    fn a_prepared_commit_of_the_wrong_shape_or_invalid_json_is_damage() {
+        check("prepared", "[]");
+        check("prepared", r#"{"commit": 3}"#);
+        check("prepared", "{nope");
     }
 }

@@ -11,12 +11,16 @@
 //! It must never run a gate, a process or a network call, and never hold
 //! its lock across an `.await`.
 
+mod decode;
 mod records;
 mod retention;
+mod rows;
 pub use retention::Swept;
 
-pub use records::{
-    Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, SessionState,
+#[cfg(test)]
+pub(crate) use decode::tests::damaged_policy_column_with;
+pub use rows::{
+    Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState,
 };
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -193,6 +197,10 @@ pub enum StoreError {
     Sqlite(String),
     #[error("stored {what} is not valid JSON: {message}")]
     Decode { what: &'static str, message: String },
+    /// A write of a row that did not decode (its placeholders would
+    /// overwrite what is stored).
+    #[error("{row}: its stored {column} does not decode; it is not written back")]
+    Damaged { row: String, column: String },
 }
 
 impl StoreError {
@@ -219,10 +227,38 @@ impl From<rusqlite::Error> for StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// The typed check of a policy row's JSON columns (`Err((column, why))`),
+/// made on every policy the store reads: the engine owns those types and
+/// gives its check ([`Store::with_policy_check`]). A row it refuses is
+/// read with that [`RowDamage`].
+pub type PolicyCheck = fn(&PolicyRow) -> Result<(), (&'static str, String)>;
+
+fn no_check(_: &PolicyRow) -> Result<(), (&'static str, String)> {
+    Ok(())
+}
+
+/// Notes `check`'s refusal of `p` as its damage (unless damaged already).
+fn checked(check: PolicyCheck, mut p: PolicyRow) -> PolicyRow {
+    if p.damage.is_none()
+        && let Err((column, message)) = check(&p)
+    {
+        p.damage = Some(RowDamage {
+            column: column.to_string(),
+            message,
+        });
+    }
+    p
+}
+
+fn all_checked(check: PolicyCheck, list: Vec<PolicyRow>) -> Vec<PolicyRow> {
+    list.into_iter().map(|p| checked(check, p)).collect()
+}
+
 /// The store. Cheap operations under one mutex; callers never hold it
 /// across an await (the API is synchronous).
 pub struct Store {
     conn: Mutex<Connection>,
+    check: PolicyCheck,
     path: PathBuf,
     /// A test hook (`GATEHOST_TEST_STORE_FAULTS`, a percentage): that
     /// share of write transactions fails as a full disk would, before
@@ -324,6 +360,7 @@ impl Store {
         }
         Ok(Store {
             conn: Mutex::new(conn),
+            check: no_check,
             path,
             faults,
         })
@@ -331,6 +368,12 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// This store, checking every policy it reads with `check`.
+    pub fn with_policy_check(mut self, check: PolicyCheck) -> Store {
+        self.check = check;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -347,7 +390,10 @@ impl Store {
         }
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut w = Tx { tx };
+        let mut w = Tx {
+            tx,
+            check: self.check,
+        };
         let out = f(&mut w)?;
         w.tx.commit()?;
         Ok(out)
@@ -368,7 +414,8 @@ impl Store {
     }
 
     pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
-        self.read(|c| records::get_policy(c, id))
+        let p = self.read(|c| records::get_policy(c, id))?;
+        Ok(p.map(|p| checked(self.check, p)))
     }
 
     /// A page of sessions after `cursor`, each with its cursor.
@@ -385,17 +432,29 @@ impl Store {
         limit: usize,
         newest_first: bool,
     ) -> StoreResult<Vec<PolicyRow>> {
-        self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))
+        let list =
+            self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))?;
+        Ok(all_checked(self.check, list))
     }
 
     /// Policies with a publish that began and never recorded its end.
     pub fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>> {
-        self.read(records::open_publishes)
+        Ok(all_checked(self.check, self.read(records::open_publishes)?))
+    }
+
+    /// Policies not settled, oldest first, whatever their status column
+    /// holds (one that does not decode is among them).
+    pub fn unsettled_policies(&self) -> StoreResult<Vec<PolicyRow>> {
+        Ok(all_checked(
+            self.check,
+            self.read(records::unsettled_policies)?,
+        ))
     }
 
     /// Policies, oldest first; `statuses` empty means all.
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
-        self.read(|c| records::list_policies(c, statuses))
+        let list = self.read(|c| records::list_policies(c, statuses))?;
+        Ok(all_checked(self.check, list))
     }
 
     /// Events after `filter.since`, oldest first, at most `filter.limit`.
@@ -457,6 +516,7 @@ impl Store {
 /// it commits, together with the state change they describe.
 pub struct Tx<'c> {
     tx: Transaction<'c>,
+    check: PolicyCheck,
 }
 
 impl Tx<'_> {
@@ -516,16 +576,22 @@ impl Tx<'_> {
     }
 
     pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
-        records::get_policy(&self.tx, id)
+        Ok(records::get_policy(&self.tx, id)?.map(|p| checked(self.check, p)))
     }
 
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
-        records::list_policies(&self.tx, statuses)
+        Ok(all_checked(
+            self.check,
+            records::list_policies(&self.tx, statuses)?,
+        ))
     }
 
     /// Watching policies that have `session_id` as a member, oldest first.
     pub fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
-        records::watching_with(&self.tx, session_id)
+        Ok(all_checked(
+            self.check,
+            records::watching_with(&self.tx, session_id)?,
+        ))
     }
 
     /// Ids of the policies judging `session_id`'s work (queued, gating,
@@ -538,8 +604,15 @@ impl Tx<'_> {
         records::put_session(&self.tx, s)
     }
 
+    /// Writes `p` whole; refused for a row that did not decode.
     pub fn put_policy(&mut self, p: &PolicyRow) -> StoreResult<()> {
         records::put_policy(&self.tx, p)
+    }
+
+    /// Writes only the status, reason and time of a policy whose row did
+    /// not decode.
+    pub fn put_damaged_policy(&mut self, p: &PolicyRow) -> StoreResult<()> {
+        records::put_damaged_policy(&self.tx, p)
     }
 
     pub fn insert_policy(&mut self, p: &mut PolicyRow) -> StoreResult<()> {

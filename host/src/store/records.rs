@@ -1,336 +1,10 @@
-//! Row types of the store and the SQL that reads and writes them.
+//! The SQL that reads and writes the store's rows.
 
+use super::decode::{event_from, policy_from, session_from};
+use super::rows::{Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow};
 use super::{StoreError, StoreResult};
-use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
-use serde::{Deserialize, Serialize};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::Value;
-
-/// What a session is doing, as last reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SessionState {
-    Running,
-    Idle,
-    AwaitingInput,
-    Exited,
-}
-
-impl SessionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionState::Running => "running",
-            SessionState::Idle => "idle",
-            SessionState::AwaitingInput => "awaiting-input",
-            SessionState::Exited => "exited",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "running" => SessionState::Running,
-            "idle" => SessionState::Idle,
-            "awaiting-input" => SessionState::AwaitingInput,
-            "exited" => SessionState::Exited,
-            _ => return None,
-        })
-    }
-}
-
-/// A policy's place in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyStatus {
-    Watching,
-    Queued,
-    Gating,
-    Nudging,
-    AwaitingAck,
-    Committing,
-    Done,
-    Blocked,
-    Cancelled,
-}
-
-impl PolicyStatus {
-    pub const ALL: [PolicyStatus; 9] = [
-        PolicyStatus::Watching,
-        PolicyStatus::Queued,
-        PolicyStatus::Gating,
-        PolicyStatus::Nudging,
-        PolicyStatus::AwaitingAck,
-        PolicyStatus::Committing,
-        PolicyStatus::Done,
-        PolicyStatus::Blocked,
-        PolicyStatus::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyStatus::Watching => "watching",
-            PolicyStatus::Queued => "queued",
-            PolicyStatus::Gating => "gating",
-            PolicyStatus::Nudging => "nudging",
-            PolicyStatus::AwaitingAck => "awaiting-ack",
-            PolicyStatus::Committing => "committing",
-            PolicyStatus::Done => "done",
-            PolicyStatus::Blocked => "blocked",
-            PolicyStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-
-    /// No transition leaves these (blocked only by cancel).
-    pub fn is_settled(self) -> bool {
-        matches!(
-            self,
-            PolicyStatus::Done | PolicyStatus::Blocked | PolicyStatus::Cancelled
-        )
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionRow {
-    pub id: String,
-    pub label: Option<String>,
-    pub cwd: String,
-    pub workspace: String,
-    pub state: SessionState,
-    pub turns: i64,
-    /// Cursor of its latest `session:turn-end` event.
-    pub last_turn_cursor: Option<i64>,
-    pub last_message: Option<String>,
-    pub heartbeat_at: Option<i64>,
-    pub notify_url: Option<String>,
-    /// For sessions gatehost started: the argv it runs.
-    pub command: Option<Vec<String>>,
-    pub pid: Option<i64>,
-    pub created_at: i64,
-    pub updated_at: i64,
-    /// The credential that registered (or started) it: only that one may
-    /// register it again.
-    pub owner: crate::config::Trust,
-    /// The SHA-256 digest (hex) of its key (`engine::keys`); `None` for a
-    /// session stored before keys existed. Never sent to a client.
-    #[serde(skip)]
-    pub key_digest: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyRow {
-    pub id: String,
-    pub seq: i64,
-    /// The attach input as validated (agentproto `policy_attach` JSON).
-    pub spec: Value,
-    pub status: PolicyStatus,
-    pub sessions: Vec<String>,
-    /// Members whose turn-end (or exit) is still awaited.
-    pub pending: Vec<String>,
-    /// Only session events with a cursor above this one count.
-    pub watch_after: i64,
-    pub retries_used: i64,
-    pub gate_runs: i64,
-    /// The last gate report (outcome, reason, gates).
-    pub verdict: Option<Value>,
-    /// The commit plan recorded on green (paths, message, fingerprint).
-    pub plan: Option<Value>,
-    /// The commit object written but maybe not yet published.
-    pub prepared: Option<Value>,
-    pub commit_sha: Option<String>,
-    pub reason: Option<String>,
-    pub parent_id: Option<String>,
-    pub next_id: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-    /// Daemon deaths by a fault of its own (an abort, recorded by the
-    /// fault marker; never a kill from outside) in a row that found its
-    /// gate running: a poison input is settled at two instead of
-    /// crash-looping the daemon.
-    pub gate_crashes: i64,
-    /// When publishes of the prepared commit began that never recorded
-    /// their end (ms), each stored before any git lock was taken: a lock
-    /// made just after one of them, by a life of the daemon that died in
-    /// it, is that life's; any other lock is not.
-    pub publish_open: Vec<i64>,
-}
-
-#[cfg(test)]
-impl PolicyRow {
-    /// A policy row for unit tests: `id` in `status` over `members`,
-    /// nothing else set.
-    pub(crate) fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
-        PolicyRow {
-            id: id.into(),
-            seq: 0,
-            spec: serde_json::json!({}),
-            status,
-            sessions: members.iter().map(|s| s.to_string()).collect(),
-            pending: vec![],
-            watch_after: 0,
-            retries_used: 0,
-            gate_runs: 0,
-            verdict: None,
-            plan: None,
-            prepared: None,
-            commit_sha: None,
-            reason: None,
-            parent_id: None,
-            next_id: None,
-            created_at: 0,
-            updated_at: 0,
-            gate_crashes: 0,
-            publish_open: Vec::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct EventRow {
-    pub cursor: i64,
-    pub at: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub session_id: Option<String>,
-    pub policy_id: Option<String>,
-    pub payload: Value,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub since: i64,
-    /// Full names (`session:turn-end`); empty = all.
-    pub types: Vec<String>,
-    pub session_ids: Vec<String>,
-    pub policy_ids: Vec<String>,
-    pub limit: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct Delivery {
-    pub id: i64,
-    pub url: String,
-    pub attempts: u32,
-    pub event: EventRow,
-}
-
-fn json_col(r: &Row<'_>, idx: &str, what: &'static str) -> rusqlite::Result<Option<Value>> {
-    let text: Option<String> = r.get(idx)?;
-    match text {
-        None => Ok(None),
-        Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(
-                0,
-                rusqlite::types::Type::Text,
-                Box::new(StoreError::Decode {
-                    what,
-                    message: e.to_string(),
-                }),
-            )
-        }),
-    }
-}
-
-fn list_col<T: serde::de::DeserializeOwned>(
-    r: &Row<'_>,
-    idx: &str,
-    what: &'static str,
-) -> rusqlite::Result<Vec<T>> {
-    match json_col(r, idx, what)? {
-        Some(v) => serde_json::from_value(v).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(
-                0,
-                rusqlite::types::Type::Text,
-                Box::new(StoreError::Decode {
-                    what,
-                    message: e.to_string(),
-                }),
-            )
-        }),
-        None => Ok(Vec::new()),
-    }
-}
-
-fn bad_enum(what: &str, value: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        format!("unknown {what} '{value}'").into(),
-    )
-}
-
-fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
-    let state: String = r.get("state")?;
-    let command = match json_col(r, "command", "session command")? {
-        Some(v) => Some(serde_json::from_value(v).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-        })?),
-        None => None,
-    };
-    Ok(SessionRow {
-        id: r.get("id")?,
-        label: r.get("label")?,
-        cwd: r.get("cwd")?,
-        workspace: r.get("workspace")?,
-        state: SessionState::parse(&state).ok_or_else(|| bad_enum("session state", &state))?,
-        turns: r.get("turns")?,
-        last_turn_cursor: r.get("last_turn_cursor")?,
-        last_message: r.get("last_message")?,
-        heartbeat_at: r.get("heartbeat_at")?,
-        notify_url: r.get("notify_url")?,
-        command,
-        pid: r.get("pid")?,
-        created_at: r.get("created_at")?,
-        updated_at: r.get("updated_at")?,
-        owner: match r.get::<_, String>("owner")?.as_str() {
-            "operator" => crate::config::Trust::Operator,
-            "agent" => crate::config::Trust::Agent,
-            other => return Err(bad_enum("session owner", other)),
-        },
-        key_digest: r.get("key_digest")?,
-    })
-}
-
-fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
-    let status: String = r.get("status")?;
-    Ok(PolicyRow {
-        id: r.get("id")?,
-        seq: r.get("seq")?,
-        spec: json_col(r, "spec", "policy spec")?.unwrap_or(Value::Null),
-        status: PolicyStatus::parse(&status).ok_or_else(|| bad_enum("policy status", &status))?,
-        sessions: list_col(r, "sessions", "policy sessions")?,
-        pending: list_col(r, "pending", "policy pending set")?,
-        watch_after: r.get("watch_after")?,
-        retries_used: r.get("retries_used")?,
-        gate_runs: r.get("gate_runs")?,
-        verdict: json_col(r, "verdict", "policy verdict")?,
-        plan: json_col(r, "plan", "commit plan")?,
-        prepared: json_col(r, "prepared", "prepared commit")?,
-        commit_sha: r.get("commit_sha")?,
-        reason: r.get("reason")?,
-        parent_id: r.get("parent_id")?,
-        next_id: r.get("next_id")?,
-        created_at: r.get("created_at")?,
-        updated_at: r.get("updated_at")?,
-        gate_crashes: r.get("gate_crashes")?,
-        publish_open: list_col(r, "publish_open", "open publishes")?,
-    })
-}
-
-fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
-    Ok(EventRow {
-        cursor: r.get("cursor")?,
-        at: r.get("at")?,
-        kind: r.get("type")?,
-        session_id: r.get("session_id")?,
-        policy_id: r.get("policy_id")?,
-        payload: json_col(r, "payload", "event payload")?.unwrap_or(Value::Null),
-    })
-}
 
 fn decode_err(e: rusqlite::Error) -> StoreError {
     if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e {
@@ -420,6 +94,12 @@ pub(super) fn page_policies(
 }
 
 pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
+    if let Some(d) = &s.damage {
+        return Err(StoreError::Damaged {
+            row: format!("session {}", s.id),
+            column: d.column.clone(),
+        });
+    }
     let command = s
         .command
         .as_ref()
@@ -487,6 +167,18 @@ pub(super) fn list_policies(
     .map_err(decode_err)
 }
 
+/// Policies not settled (`done`, `blocked`, `cancelled`), oldest first:
+/// also those whose status does not decode.
+pub(super) fn unsettled_policies(c: &Connection) -> StoreResult<Vec<PolicyRow>> {
+    let mut st = c.prepare_cached(
+        "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled') ORDER BY seq",
+    )?;
+    st.query_map([], policy_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
 fn to_text(v: &Option<Value>) -> Option<String> {
     v.as_ref().map(Value::to_string)
 }
@@ -549,7 +241,28 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     Ok(())
 }
 
+/// Writes a damaged policy's status, reason and time, and nothing else:
+/// its other columns stay as they were found.
+pub(super) fn put_damaged_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    let n = c
+        .prepare_cached("UPDATE policies SET status=?2, reason=?3, updated_at=?4 WHERE id=?1")?
+        .execute(params![p.id, p.status.as_str(), p.reason, p.updated_at])?;
+    if n != 1 {
+        return Err(StoreError::Sqlite(format!(
+            "policy {} vanished during an update",
+            p.id
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    if let Some(d) = &p.damage {
+        return Err(StoreError::Damaged {
+            row: format!("policy {}", p.id),
+            column: d.column.clone(),
+        });
+    }
     let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
            verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_open=?16 WHERE id=?1")?.execute(params![
             p.id,

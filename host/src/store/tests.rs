@@ -111,6 +111,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 updated_at: 0,
                 owner: crate::config::Trust::Agent,
                 key_digest: None,
+                damage: None,
             })?;
             tx.append_event(
                 "policy:blocked",
@@ -150,6 +151,7 @@ fn session(id: &str, url: &str) -> SessionRow {
         updated_at: 0,
         owner: crate::config::Trust::Agent,
         key_digest: None,
+        damage: None,
     }
 }
 

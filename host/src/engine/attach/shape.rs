@@ -1,0 +1,207 @@
+//! The checks of an attach input that need nothing but the input, made
+//! at attach and again on every read of a stored spec (a spec of the wrong
+//! shape is a decode error, never a default). It must never look at a
+//! session, the runner or a file.
+
+use super::{
+    AttachInput, GateOn, MAX_CHAIN, MAX_COMMIT_MESSAGE, MAX_LABEL, MAX_NUDGE, MAX_RETRIES_LIMIT,
+    Then, WatchFrom, invalid, parse_gates,
+};
+use crate::commit::validate_commit_path;
+use crate::config::Trust;
+use crate::engine::EngineError;
+use crate::gate::spec::GateSpec;
+use serde_json::Value;
+
+/// The checks of an attach input that need nothing but the input (no
+/// session, runner or file): sizes, members named, gates that parse, the
+/// commit and its rules, options in range. Returns the parsed gates.
+/// `chained`: a `next` policy, whose members default to its parent's.
+pub(super) fn check_shape(
+    input: &AttachInput,
+    at: &str,
+    chained: bool,
+    depth: usize,
+) -> Result<Vec<GateSpec>, EngineError> {
+    let f = |name: &str| format!("{at}{name}");
+    let too_long = |field: &str, value: &str, max: usize| {
+        (value.len() > max).then(|| {
+            invalid(
+                f(field),
+                format!("{} bytes: at most {max} are accepted", value.len()),
+            )
+        })
+    };
+    if let Some(e) = input
+        .label
+        .as_deref()
+        .and_then(|l| too_long("label", l, MAX_LABEL))
+        .or_else(|| {
+            input
+                .on_fail
+                .nudge
+                .as_deref()
+                .and_then(|n| too_long("onFail.nudge", n, MAX_NUDGE))
+        })
+        .or_else(|| {
+            input
+                .commit
+                .as_ref()
+                .and_then(|c| too_long("commit.message", &c.message, MAX_COMMIT_MESSAGE))
+        })
+    {
+        return Err(e);
+    }
+    if depth > MAX_CHAIN {
+        return Err(invalid(
+            f("next"),
+            format!("chains deeper than {MAX_CHAIN} are refused"),
+        ));
+    }
+    if let Some(list) = &input.session_ids
+        && list.is_empty()
+    {
+        return Err(invalid(f("sessionIds"), "must name at least one session"));
+    }
+    if input.members().is_empty() && !chained {
+        return Err(invalid(
+            f("sessionId"),
+            "name the session (sessionId) or sessions (sessionIds) to watch",
+        ));
+    }
+    let gates = parse_gates(input.gate.as_ref(), &f("gate"))?;
+    match (input.then, &input.commit) {
+        (Then::Commit, None) => {
+            return Err(invalid(
+                f("commit"),
+                "then: \"commit\" needs commit: {paths, message}",
+            ));
+        }
+        (Then::Emit, Some(_)) => {
+            return Err(invalid(
+                f("commit"),
+                "given, but then is not \"commit\" (set then: \"commit\", or drop commit)",
+            ));
+        }
+        (Then::Commit, Some(c)) => {
+            if c.paths.is_empty() {
+                return Err(invalid(f("commit.paths"), "must name at least one path"));
+            }
+            for (i, p) in c.paths.iter().enumerate() {
+                validate_commit_path(p)
+                    .map_err(|e| invalid(f(&format!("commit.paths[{i}]")), e.to_string()))?;
+            }
+            if c.message.trim().is_empty() {
+                return Err(invalid(f("commit.message"), "must not be empty"));
+            }
+            if c.message.contains('\0') {
+                return Err(invalid(f("commit.message"), "must not contain a NUL byte"));
+            }
+            // Operator power stays with the operator: the agent can neither
+            // waive the human's ack nor commit what no gate judged.
+            if input.attached_by == Trust::Agent {
+                if !c.require_human_ack {
+                    return Err(invalid(
+                        f("commit.requireHumanAck"),
+                        "only the operator token may attach a commit without a human's ack",
+                    ));
+                }
+                if gates.is_empty() {
+                    return Err(invalid(
+                        f("gate"),
+                        "a commit policy attached with the agent token needs a gate (only the operator may commit what no gate judged)",
+                    ));
+                }
+                if input.gate_on == Some(GateOn::Workspace) {
+                    return Err(invalid(
+                        f("gateOn"),
+                        "only the operator token may gate a commit on the live workspace (what passed would not be what is committed)",
+                    ));
+                }
+            }
+        }
+        (Then::Emit, None) => {}
+    }
+    if input.then == Then::Emit && input.gate_on == Some(GateOn::Snapshot) {
+        return Err(invalid(
+            f("gateOn"),
+            "\"snapshot\" needs then: \"commit\" (a snapshot is of the commit paths)",
+        ));
+    }
+    if let Some(n) = input.on_fail.max_retries
+        && n > MAX_RETRIES_LIMIT
+    {
+        return Err(invalid(
+            f("onFail.maxRetries"),
+            format!("must be between 0 and {MAX_RETRIES_LIMIT}"),
+        ));
+    }
+    if let Some(n) = &input.on_fail.nudge
+        && n.trim().is_empty()
+    {
+        return Err(invalid(
+            f("onFail.nudge"),
+            "must not be empty (omit it for the default nudge)",
+        ));
+    }
+    match &input.watch_from {
+        None => {}
+        Some(WatchFrom::Named(n)) if n == "now" || n == "latest" => {}
+        Some(WatchFrom::Named(n)) => {
+            return Err(invalid(
+                f("watchFrom"),
+                format!("'{n}' is neither \"now\", \"latest\" nor an event cursor"),
+            ));
+        }
+        Some(WatchFrom::Cursor(c)) if *c < 0 => {
+            return Err(invalid(f("watchFrom"), "a cursor is at least 0"));
+        }
+        Some(WatchFrom::Cursor(_)) => {}
+    }
+    Ok(gates)
+}
+
+/// Checks an attach input read back from the store, as strictly as
+/// [`validate`] checks one at attach, but for what needs the sessions, the
+/// runner or the workspace (checked again when the gate runs): a stored
+/// spec of the wrong shape is a decode error, never a default.
+pub fn check_stored(input: &AttachInput) -> Result<(), EngineError> {
+    let mut at = String::new();
+    let mut next = Some(input);
+    let mut depth = 0;
+    while let Some(i) = next {
+        check_shape(i, &at, depth > 0, depth)?;
+        at.push_str("next.");
+        depth += 1;
+        next = i.next.as_deref();
+    }
+    Ok(())
+}
+
+/// Where `value` (an attach input) holds a list or a scalar where an
+/// object belongs (the input itself, `onFail`, `commit`, `next`): serde
+/// would read `[]` as a struct of defaults (no gate).
+pub fn not_an_object(value: &Value) -> Option<String> {
+    let mut at = String::new();
+    let mut cur = Some(value);
+    while let Some(v) = cur {
+        let Value::Object(map) = v else {
+            return Some(if at.is_empty() {
+                "policy".into()
+            } else {
+                at.trim_end_matches('.').to_string()
+            });
+        };
+        for key in ["onFail", "commit"] {
+            if let Some(inner) = map.get(key)
+                && !inner.is_object()
+                && !inner.is_null()
+            {
+                return Some(format!("{at}{key}"));
+            }
+        }
+        at.push_str("next.");
+        cur = map.get("next").filter(|n| !n.is_null());
+    }
+    None
+}

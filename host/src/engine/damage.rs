@@ -1,0 +1,140 @@
+//! Stored rows that do not decode (a damaged store): a policy whose row
+//! does not decode is blocked with a `policy:blocked` event naming it, the
+//! column and the decode error; a policy that needs a member session whose
+//! row does not decode is blocked the same way, naming the session.
+//!
+//! It owns what happens to such a row: found at start-up (recovery), by
+//! the sweep, a turn-end, a gate, an ack or a commit, it is blocked once,
+//! and nothing else is affected. It must never act on a damaged row's
+//! placeholders, never write them back (the store writes only a damaged
+//! policy's status, reason and time), and never let one damaged row stop
+//! the daemon or a read of many.
+
+use super::machine::{Input, Step};
+use super::{Engine, EngineError, EngineResult, PolicyEvent};
+use crate::store::{PolicyRow, PolicyStatus, SessionRow, Tx, now_ms};
+use serde_json::{Value, json};
+
+/// The error of a session row the store found damaged.
+pub(super) fn session_error(s: &SessionRow) -> Option<EngineError> {
+    s.damage.as_ref().map(|d| EngineError::SessionCorrupt {
+        session: s.id.clone(),
+        column: d.column.clone(),
+        message: d.message.clone(),
+    })
+}
+
+/// The `damage` field of a `policy:blocked` event for `e`.
+fn damage_of(e: &EngineError) -> Value {
+    match e {
+        EngineError::Corrupt {
+            policy,
+            column,
+            message,
+        } => json!({"policyId": policy, "column": column, "message": message}),
+        EngineError::SessionCorrupt {
+            session,
+            column,
+            message,
+        } => json!({"sessionId": session, "column": column, "message": message}),
+        _ => Value::Null,
+    }
+}
+
+impl Engine {
+    /// Blocks `p`, whose row the store found damaged, in `tx`: its status
+    /// (and reason) alone is stored, with a `policy:blocked` event whose
+    /// `damage` names the policy, the column and the error. Nothing for a
+    /// row that decodes or a policy already settled.
+    pub(crate) fn settle_damaged(
+        &self,
+        tx: &mut Tx<'_>,
+        p: &mut PolicyRow,
+    ) -> EngineResult<Option<Step>> {
+        let Err(e) = super::stored::damaged(p) else {
+            return Ok(None);
+        };
+        let unknown_status = p.damage.as_ref().is_some_and(|d| d.column == "status");
+        if p.status.is_settled() && !unknown_status {
+            return Ok(None);
+        }
+        tracing::error!(policy = %p.id, error = %e, "a policy's stored row does not decode; it is blocked");
+        let reason = e.to_string();
+        let payload = json!({"outcome": "error", "reason": reason, "damage": damage_of(&e)});
+        p.reason = Some(reason);
+        if unknown_status {
+            // No state the lifecycle could move it from: stored as
+            // blocked (it read as such), and said.
+            p.status = PolicyStatus::Blocked;
+            p.updated_at = now_ms();
+            tx.put_damaged_policy(p)?;
+            self.policy_event(tx, PolicyEvent::Blocked, p, payload)?;
+            return Ok(None);
+        }
+        self.transition(tx, p, Input::Corrupt, |_| payload.clone())
+    }
+
+    /// Blocks policy `id` because of `e`, found while driving it (its row,
+    /// or a member session's, does not decode), with the error as its
+    /// reason: retrying could never help.
+    pub(crate) fn settle_corrupt(&self, id: &str, e: &EngineError) -> EngineResult<Option<Step>> {
+        let reason = e.to_string();
+        self.write(|tx| {
+            let Some(mut p) = tx.policy(id)? else {
+                return Ok(None);
+            };
+            if p.damage.is_some() {
+                return self.settle_damaged(tx, &mut p);
+            }
+            tracing::error!(policy = %id, error = %e, "a stored row this policy needs does not decode; it is blocked");
+            p.reason = Some(reason.clone());
+            self.transition(tx, &mut p, Input::Corrupt, |_| {
+                json!({"outcome": "error", "reason": reason, "damage": damage_of(e)})
+            })
+        })
+    }
+
+    /// At start-up: every policy not settled whose row does not decode,
+    /// or that has a member whose row does not decode, is blocked (each
+    /// in its own transaction, so one cannot stop the others).
+    pub(super) fn settle_damaged_rows(&self) -> EngineResult<()> {
+        for p in self.inner.store.unsettled_policies()? {
+            let step = if p.damage.is_some() {
+                self.block_damaged(&p.id)?
+            } else {
+                match self.damaged_member(&p)? {
+                    Some(e) => self.settle_corrupt(&p.id, &e)?,
+                    None => None,
+                }
+            };
+            if let Some(step) = step {
+                self.perform(&p.id, &step);
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks policy `id` if its row does not decode.
+    pub(super) fn block_damaged(&self, id: &str) -> EngineResult<Option<Step>> {
+        self.write(|tx| match tx.policy(id)? {
+            Some(mut p) => self.settle_damaged(tx, &mut p),
+            None => Ok(None),
+        })
+    }
+
+    /// The error of the first member of `p` whose row does not decode.
+    fn damaged_member(&self, p: &PolicyRow) -> EngineResult<Option<EngineError>> {
+        for sid in &p.sessions {
+            if let Some(e) = self
+                .inner
+                .store
+                .session(sid)?
+                .as_ref()
+                .and_then(session_error)
+            {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,222 @@
+//! Decoding stored rows into their Rust types, strictly, without letting
+//! one damaged row fail a read of many.
+//!
+//! It owns the rule for a row that does not decode (a column that is not
+//! valid JSON, JSON of the wrong shape, an unknown state, a number stored
+//! as text): the row is still returned, with [`RowDamage`] naming the first
+//! such column and why, and placeholders in its other fields. A decode
+//! never yields a default that could be acted on: the engine only blocks or
+//! cancels a damaged policy, and the store refuses to write a damaged row
+//! back (all but a policy's status, reason and time). The typed shape of a
+//! policy's JSON columns is checked by the store's [`PolicyCheck`](super::PolicyCheck) (the
+//! engine's, which owns those types) on every policy read.
+//!
+//! It must never write, and never fail a read for a row whose key decodes.
+
+use super::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
+use rusqlite::Row;
+use rusqlite::types::FromSql;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Reads the columns of one row, keeping the first that does not decode.
+struct Reader<'a, 'r> {
+    row: &'a Row<'r>,
+    damage: Option<RowDamage>,
+}
+
+impl<'a, 'r> Reader<'a, 'r> {
+    fn new(row: &'a Row<'r>) -> Self {
+        Reader { row, damage: None }
+    }
+
+    fn note(&mut self, column: &str, message: impl std::fmt::Display) {
+        if self.damage.is_none() {
+            self.damage = Some(RowDamage {
+                column: column.to_string(),
+                message: message.to_string(),
+            });
+        }
+    }
+
+    /// A plain column; `placeholder` when it does not decode (noted).
+    fn get<T: FromSql>(&mut self, column: &str, placeholder: T) -> T {
+        match self.row.get(column) {
+            Ok(v) => v,
+            Err(e) => {
+                self.note(column, e);
+                placeholder
+            }
+        }
+    }
+
+    /// A JSON column (NULL: `None`); `None` when it is not valid JSON.
+    fn json(&mut self, column: &str) -> Option<Value> {
+        let text: Option<String> = self.get(column, None);
+        match serde_json::from_str(text.as_deref()?) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.note(column, format_args!("not valid JSON: {e}"));
+                None
+            }
+        }
+    }
+
+    /// A JSON column holding a `T` (NULL is damage too); `placeholder`
+    /// when it does not decode.
+    fn typed<T: serde::de::DeserializeOwned>(&mut self, column: &str, placeholder: T) -> T {
+        match self.json(column) {
+            Some(v) => match T::deserialize(&v) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.note(column, format_args!("the wrong shape: {e}"));
+                    placeholder
+                }
+            },
+            None => {
+                self.note(column, "missing");
+                placeholder
+            }
+        }
+    }
+
+    /// A text column holding one of `parse`'s names.
+    fn named<T>(&mut self, column: &str, parse: impl Fn(&str) -> Option<T>, placeholder: T) -> T {
+        let text: String = self.get(column, String::new());
+        match parse(&text) {
+            Some(v) => v,
+            None => {
+                self.note(column, format_args!("unknown value '{text}'"));
+                placeholder
+            }
+        }
+    }
+}
+
+pub(super) fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
+    let id: String = r.get("id")?;
+    let mut c = Reader::new(r);
+    let command = match c.json("command") {
+        None | Some(Value::Null) => None,
+        Some(v) => match Vec::<String>::deserialize(&v) {
+            Ok(argv) if !argv.is_empty() => Some(argv),
+            Ok(_) => {
+                c.note("command", "the wrong shape: an empty argv");
+                None
+            }
+            Err(e) => {
+                c.note("command", format_args!("the wrong shape: {e}"));
+                None
+            }
+        },
+    };
+    let cwd: String = c.get("cwd", String::new());
+    let workspace: String = c.get("workspace", String::new());
+    for (column, path) in [("cwd", &cwd), ("workspace", &workspace)] {
+        if !std::path::Path::new(path).is_absolute() {
+            c.note(column, format_args!("'{path}' is not an absolute path"));
+        }
+    }
+    let mut s = SessionRow {
+        id,
+        label: c.get("label", None),
+        cwd,
+        workspace,
+        state: c.named("state", SessionState::parse, SessionState::Exited),
+        turns: c.get("turns", 0),
+        last_turn_cursor: c.get("last_turn_cursor", None),
+        last_message: c.get("last_message", None),
+        heartbeat_at: c.get("heartbeat_at", None),
+        notify_url: c.get("notify_url", None),
+        command,
+        pid: c.get("pid", None),
+        created_at: c.get("created_at", 0),
+        updated_at: c.get("updated_at", 0),
+        owner: c.named(
+            "owner",
+            |o| match o {
+                "operator" => Some(crate::config::Trust::Operator),
+                "agent" => Some(crate::config::Trust::Agent),
+                _ => None,
+            },
+            crate::config::Trust::Agent,
+        ),
+        key_digest: c.get("key_digest", None),
+        damage: None,
+    };
+    s.damage = c.damage;
+    Ok(s)
+}
+
+pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
+    let id: String = r.get("id")?;
+    let mut c = Reader::new(r);
+    // An unknown status reads as `blocked` (so that nothing drives it)
+    // with its damage noted; the engine then stores `blocked` and says so.
+    let status = c.named("status", PolicyStatus::parse, PolicyStatus::Blocked);
+    let spec = c.json("spec");
+    if spec.is_none() && c.damage.is_none() {
+        c.note("spec", "missing");
+    }
+    let mut p = PolicyRow {
+        id,
+        seq: c.get("seq", 0),
+        spec: spec.unwrap_or(Value::Null),
+        status,
+        sessions: c.typed("sessions", Vec::new()),
+        pending: c.typed("pending", Vec::new()),
+        watch_after: c.get("watch_after", 0),
+        retries_used: c.get("retries_used", 0),
+        gate_runs: c.get("gate_runs", 0),
+        verdict: c.json("verdict"),
+        plan: c.json("plan"),
+        prepared: c.json("prepared"),
+        commit_sha: c.get("commit_sha", None),
+        reason: c.get("reason", None),
+        parent_id: c.get("parent_id", None),
+        next_id: c.get("next_id", None),
+        created_at: c.get("created_at", 0),
+        updated_at: c.get("updated_at", 0),
+        gate_crashes: c.get("gate_crashes", 0),
+        publish_open: c.typed("publish_open", Vec::new()),
+        damage: None,
+    };
+    if p.sessions.is_empty() {
+        c.note(
+            "sessions",
+            "the wrong shape: a policy has at least one member",
+        );
+    }
+    p.damage = c.damage;
+    Ok(p)
+}
+
+pub(super) fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
+    let mut c = Reader::new(r);
+    let payload = match c.json("payload") {
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => {
+            c.note("payload", "the wrong shape: not a JSON object");
+            Value::Null
+        }
+        None => {
+            c.note("payload", "missing");
+            Value::Null
+        }
+    };
+    let mut e = EventRow {
+        cursor: r.get("cursor")?,
+        at: c.get("at", 0),
+        kind: c.get("type", String::new()),
+        session_id: c.get("session_id", None),
+        policy_id: c.get("policy_id", None),
+        payload,
+        damage: None,
+    };
+    e.damage = c.damage;
+    Ok(e)
+}
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+pub(crate) mod tests;

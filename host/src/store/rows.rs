@@ -1,0 +1,252 @@
+//! The row types of the store: what a session, a policy, an event and a
+//! pending delivery are once read. It must never hold SQL or decoding.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a stored row does not decode: the column and the error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowDamage {
+    pub column: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for RowDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its stored {} does not decode: {}",
+            self.column, self.message
+        )
+    }
+}
+
+/// What a session is doing, as last reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    Running,
+    Idle,
+    AwaitingInput,
+    Exited,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Running => "running",
+            SessionState::Idle => "idle",
+            SessionState::AwaitingInput => "awaiting-input",
+            SessionState::Exited => "exited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => SessionState::Running,
+            "idle" => SessionState::Idle,
+            "awaiting-input" => SessionState::AwaitingInput,
+            "exited" => SessionState::Exited,
+            _ => return None,
+        })
+    }
+}
+
+/// A policy's place in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyStatus {
+    Watching,
+    Queued,
+    Gating,
+    Nudging,
+    AwaitingAck,
+    Committing,
+    Done,
+    Blocked,
+    Cancelled,
+}
+
+impl PolicyStatus {
+    pub const ALL: [PolicyStatus; 9] = [
+        PolicyStatus::Watching,
+        PolicyStatus::Queued,
+        PolicyStatus::Gating,
+        PolicyStatus::Nudging,
+        PolicyStatus::AwaitingAck,
+        PolicyStatus::Committing,
+        PolicyStatus::Done,
+        PolicyStatus::Blocked,
+        PolicyStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyStatus::Watching => "watching",
+            PolicyStatus::Queued => "queued",
+            PolicyStatus::Gating => "gating",
+            PolicyStatus::Nudging => "nudging",
+            PolicyStatus::AwaitingAck => "awaiting-ack",
+            PolicyStatus::Committing => "committing",
+            PolicyStatus::Done => "done",
+            PolicyStatus::Blocked => "blocked",
+            PolicyStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// No transition leaves these (blocked only by cancel).
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            PolicyStatus::Done | PolicyStatus::Blocked | PolicyStatus::Cancelled
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub id: String,
+    pub label: Option<String>,
+    pub cwd: String,
+    pub workspace: String,
+    pub state: SessionState,
+    pub turns: i64,
+    /// Cursor of its latest `session:turn-end` event.
+    pub last_turn_cursor: Option<i64>,
+    pub last_message: Option<String>,
+    pub heartbeat_at: Option<i64>,
+    pub notify_url: Option<String>,
+    /// For sessions gatehost started: the argv it runs.
+    pub command: Option<Vec<String>>,
+    pub pid: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// The credential that registered (or started) it: only that one may
+    /// register it again.
+    pub owner: crate::config::Trust,
+    /// The SHA-256 digest (hex) of its key (`engine::keys`); `None` for a
+    /// session stored before keys existed. Never sent to a client.
+    #[serde(skip)]
+    pub key_digest: Option<String>,
+    /// Set when the stored row does not decode: the column and why. The
+    /// other fields are then placeholders, never to be acted on or written
+    /// back (the store refuses to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<RowDamage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRow {
+    pub id: String,
+    pub seq: i64,
+    /// The attach input as validated (agentproto `policy_attach` JSON).
+    pub spec: Value,
+    pub status: PolicyStatus,
+    pub sessions: Vec<String>,
+    /// Members whose turn-end (or exit) is still awaited.
+    pub pending: Vec<String>,
+    /// Only session events with a cursor above this one count.
+    pub watch_after: i64,
+    pub retries_used: i64,
+    pub gate_runs: i64,
+    /// The last gate report (outcome, reason, gates).
+    pub verdict: Option<Value>,
+    /// The commit plan recorded on green (paths, message, fingerprint).
+    pub plan: Option<Value>,
+    /// The commit object written but maybe not yet published.
+    pub prepared: Option<Value>,
+    pub commit_sha: Option<String>,
+    pub reason: Option<String>,
+    pub parent_id: Option<String>,
+    pub next_id: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Daemon deaths by a fault of its own (an abort, recorded by the
+    /// fault marker; never a kill from outside) in a row that found its
+    /// gate running: a poison input is settled at two instead of
+    /// crash-looping the daemon.
+    pub gate_crashes: i64,
+    /// When publishes of the prepared commit began that never recorded
+    /// their end (ms), each stored before any git lock was taken: a lock
+    /// made just after one of them, by a life of the daemon that died in
+    /// it, is that life's; any other lock is not.
+    pub publish_open: Vec<i64>,
+    /// Set when the stored row does not decode (invalid JSON, or JSON of
+    /// the wrong shape): the first such column and why. The other fields
+    /// are then placeholders: the engine only blocks or cancels such a
+    /// policy, and the store writes nothing of it but its status, reason
+    /// and time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<RowDamage>,
+}
+
+#[cfg(test)]
+impl PolicyRow {
+    /// A policy row for unit tests: `id` in `status` over `members`,
+    /// nothing else set.
+    pub(crate) fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
+        PolicyRow {
+            id: id.into(),
+            seq: 0,
+            spec: serde_json::json!({"sessionId": members.first(), "sessionIds": members}),
+            status,
+            sessions: members.iter().map(|s| s.to_string()).collect(),
+            pending: vec![],
+            watch_after: 0,
+            retries_used: 0,
+            gate_runs: 0,
+            verdict: None,
+            plan: None,
+            prepared: None,
+            commit_sha: None,
+            reason: None,
+            parent_id: None,
+            next_id: None,
+            created_at: 0,
+            updated_at: 0,
+            gate_crashes: 0,
+            publish_open: Vec::new(),
+            damage: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRow {
+    pub cursor: i64,
+    pub at: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub session_id: Option<String>,
+    pub policy_id: Option<String>,
+    pub payload: Value,
+    /// Set when the stored payload does not decode (it is then `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<RowDamage>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub since: i64,
+    /// Full names (`session:turn-end`); empty = all.
+    pub types: Vec<String>,
+    pub session_ids: Vec<String>,
+    pub policy_ids: Vec<String>,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub id: i64,
+    pub url: String,
+    pub attempts: u32,
+    pub event: EventRow,
+}

@@ -1,0 +1,434 @@
+//! Issue 24, item 11: a stored row that does not decode (invalid JSON, or
+//! JSON of the wrong shape) in any column the daemon reads. The daemon
+//! still starts and serves; the policy is blocked with one
+//! `policy:blocked` event naming it, the column and the error; the list
+//! shows it; cancel works; turn-ends still gate the session's other
+//! policies; the damaged column is never written back. A damaged session
+//! row affects only that session (and the policies that need it).
+//!
+//! Each test damages the store of a stopped daemon (or, in one, of a
+//! running one) with rusqlite, as a damaged disk or a hand edit would.
+
+use crate::common;
+
+use common::daemon::{Daemon, git_repo};
+use common::{Scratch, allow_config};
+use serde_json::json;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(60);
+
+/// A daemon with a commit policy (`victim`) awaiting its ack and a
+/// watching policy (`witness`) on the same session `s1`.
+struct Setup {
+    s: Scratch,
+    d: Daemon,
+    victim: String,
+    witness: String,
+}
+
+fn setup() -> Setup {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws("a.txt", "a\n");
+    let victim = d.attach(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
+        "commit": {"paths": ["a.txt"], "message": "m", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&victim, "awaiting-ack", T);
+    let witness =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    Setup {
+        s,
+        d,
+        victim,
+        witness,
+    }
+}
+
+fn db(d: &Daemon) -> rusqlite::Connection {
+    rusqlite::Connection::open(d.data.join("gatehost.db")).expect("open the store")
+}
+
+/// The stored text of `column` of policy `id` (a stopped daemon's store).
+fn stored(d: &Daemon, id: &str, column: &str) -> Option<String> {
+    db(d)
+        .query_row(
+            &format!("SELECT CAST({column} AS TEXT) FROM policies WHERE id = ?1"),
+            [id],
+            |r| r.get(0),
+        )
+        .expect("read the column")
+}
+
+/// `victim` in `status` with `column` set to `value` (raw text) while the
+/// daemon is stopped; then the daemon starts (it must), the policy is
+/// blocked with one event naming it and the column, the list shows it,
+/// the session's other policy still gates, cancel works, and the damaged
+/// column is as it was found.
+fn damaged_policy(status: &str, column: &str, value: &str) {
+    let Setup {
+        s,
+        mut d,
+        victim,
+        witness,
+    } = setup();
+    d.stop();
+    let conn = db(&d);
+    conn.execute(
+        "UPDATE policies SET status = ?2 WHERE id = ?1",
+        [&victim, status],
+    )
+    .expect("set the status");
+    conn.execute(
+        &format!("UPDATE policies SET {column} = ?2 WHERE id = ?1"),
+        [&victim, value],
+    )
+    .expect("damage the row");
+    drop(conn);
+    d = Daemon::start(&s.etc.join("data"), &d.config.clone());
+    // The list answers, showing the damaged policy blocked, with why.
+    let (code, page) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+    assert_eq!(code, 200, "{page}");
+    let listed = page["policies"]
+        .as_array()
+        .and_then(|l| l.iter().find(|p| p["policyId"] == victim.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("{victim} is not listed: {page}"));
+    assert_eq!(listed["status"], "blocked", "{listed}");
+    // Damage that only the status made (an unknown status, no plan while
+    // awaiting the ack) is gone once it is blocked: the reason keeps it.
+    if column != "status" && value != "null" {
+        assert_eq!(listed["damage"]["column"], column, "{listed}");
+    }
+    let reason = listed["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(victim.as_str()) && reason.contains(column),
+        "{reason}"
+    );
+    // One event says so, naming the policy, the column and the error.
+    let blocked = d.all_events(&format!("&policy={victim}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    let damage = &blocked[0]["payload"]["damage"];
+    assert_eq!(damage["policyId"], victim.as_str(), "{damage}");
+    assert_eq!(damage["column"], column, "{damage}");
+    assert!(damage["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert_eq!(blocked[0]["payload"]["outcome"], "error");
+    // The session's other policy gates as ever.
+    d.report("s1", "turn-end");
+    d.wait_status(&witness, "done", T);
+    // Its single policy reads (shown as found), and cancel works.
+    let (code, one) = d.http(
+        "GET",
+        &format!("/v1/policies/{victim}"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!((code, &one["status"]), (200, &json!("blocked")), "{one}");
+    let (code, cancelled) = d.http(
+        "POST",
+        &format!("/v1/policies/{victim}/cancel"),
+        Some(&d.operator),
+        None,
+    );
+    assert_eq!(code, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert!(d.log().contains("does not decode"), "{}", d.log());
+    // Nothing was written over the damaged column.
+    d.stop();
+    if column != "status" {
+        assert_eq!(stored(&d, &victim, column).as_deref(), Some(value));
+    }
+}
+
+// Hostile first: valid JSON that would have been read as a default.
+
+#[test]
+fn a_list_for_the_spec_of_a_gating_policy_blocks_it_never_skips_its_gate() {
+    damaged_policy("gating", "spec", "[]");
+}
+
+#[test]
+fn a_list_for_the_next_of_a_spec_is_the_wrong_shape() {
+    damaged_policy(
+        "watching",
+        "spec",
+        r#"{"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"}, "next": []}"#,
+    );
+}
+
+#[test]
+fn an_empty_gate_list_in_a_stored_spec_is_the_wrong_shape() {
+    damaged_policy(
+        "gating",
+        "spec",
+        r#"{"sessionId": "s1", "sessionIds": ["s1"], "gate": []}"#,
+    );
+}
+
+#[test]
+fn a_spec_of_the_wrong_shape_on_a_watching_policy_is_blocked() {
+    damaged_policy(
+        "watching",
+        "spec",
+        r#"{"sessionId": "s1", "then": "deploy"}"#,
+    );
+}
+
+#[test]
+fn a_wrong_shaped_plan_on_a_policy_awaiting_its_ack_is_blocked_not_stuck() {
+    damaged_policy("awaiting-ack", "plan", "[]");
+}
+
+#[test]
+fn a_missing_plan_on_a_policy_awaiting_its_ack_is_blocked() {
+    damaged_policy("awaiting-ack", "plan", "null");
+}
+
+#[test]
+fn a_verdict_of_the_wrong_shape_is_blocked() {
+    damaged_policy("gating", "verdict", r#"{"outcome": "pass"}"#);
+}
+
+#[test]
+fn a_prepared_commit_of_the_wrong_shape_is_blocked() {
+    damaged_policy("committing", "prepared", "[]");
+}
+
+#[test]
+fn an_empty_member_list_is_the_wrong_shape() {
+    damaged_policy("watching", "sessions", "[]");
+}
+
+#[test]
+fn a_pending_set_of_the_wrong_shape_is_blocked() {
+    damaged_policy("watching", "pending", r#"{"s1": true}"#);
+}
+
+#[test]
+fn open_publishes_of_the_wrong_shape_are_blocked() {
+    damaged_policy("committing", "publish_open", r#"["yesterday"]"#);
+}
+
+#[test]
+fn an_unknown_status_is_blocked() {
+    damaged_policy("judging", "status", "judging");
+}
+
+#[test]
+fn text_in_a_number_column_is_blocked() {
+    damaged_policy("watching", "watch_after", "soon");
+}
+
+// Invalid JSON in every JSON column.
+
+#[test]
+fn the_daemon_starts_with_invalid_json_in_a_gating_policys_verdict() {
+    damaged_policy("gating", "verdict", r#"{"outcome": "#);
+}
+
+#[test]
+fn the_daemon_starts_with_invalid_json_in_a_committing_policys_prepared_commit() {
+    damaged_policy("committing", "prepared", r#"{"commit": "#);
+}
+
+#[test]
+fn invalid_json_in_a_spec_is_blocked() {
+    damaged_policy("watching", "spec", "{not json");
+}
+
+#[test]
+fn invalid_json_in_a_plan_is_blocked() {
+    damaged_policy("awaiting-ack", "plan", "{not json");
+}
+
+#[test]
+fn invalid_json_in_the_members_is_blocked() {
+    damaged_policy("watching", "sessions", "[\"s1\"");
+}
+
+#[test]
+fn invalid_json_in_the_pending_set_is_blocked() {
+    damaged_policy("watching", "pending", "[\"s1\"");
+}
+
+#[test]
+fn invalid_json_in_open_publishes_is_blocked() {
+    damaged_policy("committing", "publish_open", "[1,");
+}
+
+/// A row damaged while the daemon runs: the turn-end (or the sweep,
+/// whichever reads it first) blocks it once; the turn-end still gates the
+/// session's other policy.
+#[test]
+fn a_row_damaged_while_the_daemon_runs_is_blocked_and_the_turn_end_gates_the_rest() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let victim =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    let witness =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    db(&d)
+        .execute("UPDATE policies SET spec = '[]' WHERE id = ?1", [&victim])
+        .expect("damage the row");
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions/s1/report",
+        Some(&d.agent),
+        Some(json!({"kind": "turn-end"})),
+    );
+    assert_eq!(code, 200, "{v}");
+    d.wait_status(&witness, "done", T);
+    let p = d.wait_status(&victim, "blocked", T);
+    assert_eq!(p["damage"]["column"], "spec", "{p}");
+    let blocked = d.all_events(&format!("&policy={victim}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert_eq!(blocked[0]["payload"]["damage"]["column"], "spec");
+    let events = d.policy_events(&victim);
+    assert!(!events.iter().any(|e| e == "policy:passed"), "{events:?}");
+}
+
+/// Session `s1` damaged in `column` (raw `value`) while the daemon is
+/// stopped: the daemon starts, the session list shows it, reports on it
+/// are refused, the policy that watches it is blocked naming the session,
+/// and session `s2` and its policy are not affected.
+fn damaged_session(column: &str, value: &str) {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let mut d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    d.register("s2", &s.ws);
+    let victim =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    let witness =
+        d.attach(json!({"sessionId": "s2", "gate": {"command": "true"}, "watchFrom": "now"}));
+    d.stop();
+    db(&d)
+        .execute(
+            &format!("UPDATE sessions SET {column} = ?2 WHERE id = ?1"),
+            rusqlite::params!["s1", value],
+        )
+        .expect("damage the row");
+    d = Daemon::start(&data, &cfg);
+    let (code, page) = d.http("GET", "/v1/sessions", Some(&d.agent), None);
+    assert_eq!(code, 200, "{page}");
+    let s1 = page["sessions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|s| s["id"] == "s1"))
+        .cloned()
+        .unwrap_or_else(|| panic!("s1 is not listed: {page}"));
+    assert_eq!(s1["damage"]["column"], column, "{s1}");
+    // Nothing it reports can be recorded: refused, naming why.
+    let (code, v) = d.http(
+        "POST",
+        "/v1/sessions/s1/report",
+        Some(&d.agent),
+        Some(json!({"kind": "turn-end"})),
+    );
+    assert!(code >= 400, "HTTP {code}: {v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("s1") && m.contains(column)),
+        "{v}"
+    );
+    // Its policy can never gate: blocked, and said.
+    let p = d.wait_status(&victim, "blocked", T);
+    assert!(p["reason"].as_str().unwrap_or("").contains(column), "{p}");
+    let blocked = d.all_events(&format!("&policy={victim}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert_eq!(blocked[0]["payload"]["damage"]["sessionId"], "s1");
+    assert_eq!(blocked[0]["payload"]["damage"]["column"], column);
+    // The other session is not affected.
+    d.report("s2", "turn-end");
+    d.wait_status(&witness, "done", T);
+    assert!(d.log().contains("does not decode"), "{}", d.log());
+}
+
+#[test]
+fn a_session_command_of_the_wrong_shape_affects_only_that_session() {
+    damaged_session("command", r#""sh -c boom""#);
+}
+
+#[test]
+fn invalid_json_in_a_session_command_affects_only_that_session() {
+    damaged_session("command", "[\"sh\"");
+}
+
+#[test]
+fn an_unknown_session_state_affects_only_that_session() {
+    damaged_session("state", "asleep");
+}
+
+#[test]
+fn an_unknown_session_owner_affects_only_that_session() {
+    damaged_session("owner", "root");
+}
+
+#[test]
+fn a_relative_session_workspace_affects_only_that_session() {
+    damaged_session("workspace", "ws");
+}
+
+/// An event whose payload does not decode is listed with its damage; the
+/// rest of the log reads.
+fn damaged_event(value: &str) {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let mut d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    d.report("s1", "turn-end");
+    d.stop();
+    db(&d)
+        .execute(
+            "UPDATE events SET payload = ?1 WHERE type = 'session:registered'",
+            [value],
+        )
+        .expect("damage the row");
+    d = Daemon::start(&data, &cfg);
+    let events = d.all_events("");
+    let registered = events
+        .iter()
+        .find(|e| e["type"] == "session:registered")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(registered["damage"]["column"], "payload", "{registered}");
+    assert!(events.iter().any(|e| e["type"] == "session:turn-end"));
+    d.report("s1", "turn-end");
+}
+
+#[test]
+fn invalid_json_in_an_event_payload_is_listed_as_damaged() {
+    damaged_event("{\"sessionId\": ");
+}
+
+#[test]
+fn an_event_payload_of_the_wrong_shape_is_listed_as_damaged() {
+    damaged_event("[]");
+}
+
+/// Valid JSON is still not a default: an attach body's `next` that is a
+/// list is refused, naming it (serde would read it as a policy of
+/// defaults, with no gate).
+#[test]
+fn an_attach_whose_next_is_a_list_is_refused() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let (code, v) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.agent),
+        Some(json!({"sessionId": "s1", "gate": {"command": "true"}, "next": []})),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["field"], "next", "{v}");
+}
