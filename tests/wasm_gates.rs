@@ -1201,6 +1201,23 @@ fn style_review_keeps_the_workspace_style_guide_out_of_the_judges_rubric() {
         data.contains(cut) && data.contains("Use snake_case"),
         "{data}"
     );
+
+    // A guide past maxGuideBytes, or an empty rubric: the plugin cannot
+    // judge, and says why (no judge runs).
+    std::fs::remove_file(&saved).expect("remove the saved prompt");
+    for (config, why) in [
+        (
+            json!({"maxGuideBytes": 10}),
+            "the style guide STYLE.md is larger than maxGuideBytes (10)",
+        ),
+        (json!({"rubric": " "}), "bad plugin config: rubric is empty"),
+    ] {
+        let g = gate("style-review", config, json!({"judge": {"adapter": "rec"}}));
+        let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+        assert_eq!(run.code, 2, "{}", run.stdout);
+        assert!(run.reason().contains(why), "{}", run.reason());
+    }
+    assert!(!saved.exists(), "a judge ran");
 }
 
 fn mkfifo(path: &std::path::Path) {
