@@ -424,7 +424,7 @@ fn an_installed_gatehost_makes_a_plugin_crate_that_builds_offline_and_gates() {
     let said = text(&made.stdout);
     let crate_dir = work.join("my-gate");
     for line in [
-        "created ./my-gate (gatehost-plugin 0.1.0, for gatehost:gate@0.1.1",
+        "created ./my-gate (gatehost-plugin 0.1.0, for gatehost:gate@0.1.2",
         "build it:   cd ./my-gate && cargo build --release --target wasm32-wasip2",
         "rustup target add wasm32-wasip2",
         "gatehost plugin run target/wasm32-wasip2/release/my_gate.wasm",
@@ -525,7 +525,7 @@ fn an_installed_gatehost_makes_a_plugin_crate_that_builds_offline_and_gates() {
     );
     assert_eq!(inspect.status.code(), Some(0), "{}", text(&inspect.stdout));
     let inspected: Value = serde_json::from_slice(&inspect.stdout).expect("JSON");
-    assert_eq!(inspected["interface"], "gatehost:gate@0.1.1");
+    assert_eq!(inspected["interface"], "gatehost:gate@0.1.2");
     assert_eq!(inspected["problem"], Value::Null);
 
     std::fs::write(ws.join("notes.txt"), "fine\nXXX not fine\n").unwrap();
@@ -669,7 +669,7 @@ fn the_help_states_the_kits_version_and_how_to_build() {
     assert_eq!(help.code, 0);
     assert!(
         help.stdout
-            .contains("gatehost-plugin 0.1.0 (for gatehost:gate@0.1.1)"),
+            .contains("gatehost-plugin 0.1.0 (for gatehost:gate@0.1.2)"),
         "{}",
         help.stdout
     );

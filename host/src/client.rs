@@ -85,8 +85,6 @@ pub type ClientResult<T> = Result<T, ClientError>;
 pub struct Client {
     http: reqwest::Client,
     base: String,
-    /// The server as given (a keyring's files are per server).
-    server: String,
     token: String,
     /// Where keys answered by registrations are kept and found.
     keyring: Option<Keyring>,
@@ -108,7 +106,6 @@ impl Client {
     ) -> ClientResult<Client> {
         crate::webhook::install_tls_provider();
         let server = server.trim().trim_end_matches('/');
-        let given = server.to_string();
         let mut builder = reqwest::Client::builder().timeout(timeout);
         let base = match server.strip_prefix("unix:") {
             Some(path) => {
@@ -123,7 +120,6 @@ impl Client {
         Ok(Client {
             http,
             base,
-            server: given,
             token: token.into(),
             keyring: None,
             session_keys: Vec::new(),
@@ -148,11 +144,7 @@ impl Client {
     fn keys_for<'a>(&self, sessions: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut keys = self.session_keys.clone();
         if let Some(ring) = &self.keyring {
-            keys.extend(
-                sessions
-                    .into_iter()
-                    .filter_map(|s| ring.get(&self.server, s)),
-            );
+            keys.extend(sessions.into_iter().flat_map(|s| ring.get(s)));
         }
         keys
     }
@@ -161,7 +153,7 @@ impl Client {
     /// reported (the session is still registered; its key is lost).
     fn keep(&self, registered: &Registered) {
         if let (Some(ring), Some(key)) = (&self.keyring, &registered.session_key)
-            && let Err(e) = ring.put(&self.server, &registered.session.id, key)
+            && let Err(e) = ring.put(&registered.session.id, key)
         {
             tracing::error!(session = %registered.session.id, dir = %ring.dir().display(), error = %e, "cannot keep the session's key: later reports on it will be refused");
         }

@@ -2,9 +2,12 @@
 //! when a session was registered, kept so that later calls about that
 //! session (a report, an attach) can present it.
 //!
-//! One owner-only file per daemon and session under the user's state
-//! directory (`$XDG_STATE_HOME/gatehost/session-keys`, or
-//! `$GATEHOST_SESSION_KEYS`): the CLI, the hooks and the MCP server of
+//! One owner-only file per session id under the user's state directory
+//! (`$XDG_STATE_HOME/gatehost/session-keys`, or `$GATEHOST_SESSION_KEYS`),
+//! holding the newest few keys answered for that id (by one daemon after
+//! another, or by daemons on other ports: a daemon restarted on a new port
+//! keeps its sessions and their keys): all are presented, and a daemon
+//! takes the one that is its own. The CLI, the hooks and the MCP server of
 //! one user share it. A key is only as private as that user's files: an
 //! agent that runs as the same user as another can read its keys, which
 //! is why supervised agents should run as users of their own (see
@@ -45,44 +48,54 @@ impl Keyring {
         &self.dir
     }
 
-    fn file(&self, server: &str, session: &str) -> PathBuf {
-        let server = hex::encode(&Sha256::digest(server.trim().as_bytes())[..8]);
-        let session = hex::encode(&Sha256::digest(session.as_bytes())[..16]);
-        self.dir.join(server).join(session)
+    fn file(&self, session: &str) -> PathBuf {
+        self.dir
+            .join(hex::encode(&Sha256::digest(session.as_bytes())[..16]))
     }
 
-    /// The key kept for `session` of the daemon at `server`, if any.
-    pub fn get(&self, server: &str, session: &str) -> Option<String> {
-        let path = self.file(server, session);
+    /// The keys kept for `session`, newest first (none: an empty list).
+    pub fn get(&self, session: &str) -> Vec<String> {
+        let path = self.file(session);
         // Never through a link: the file is ours or it is nothing.
-        let meta = std::fs::symlink_metadata(&path).ok()?;
-        if !meta.is_file() {
-            return None;
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            return Vec::new();
+        };
+        if !meta.is_file() || meta.len() > 64 * 1024 {
+            return Vec::new();
         }
-        let text = std::fs::read_to_string(&path).ok()?;
-        let key = text.trim();
-        (!key.is_empty()).then(|| key.to_string())
+        std::fs::read_to_string(&path)
+            .map(|t| {
+                t.lines()
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .take(KEPT)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
-    /// Keeps `key` for `session` (replacing an older one), owner-only,
-    /// written whole or not at all.
-    pub fn put(&self, server: &str, session: &str, key: &str) -> std::io::Result<()> {
-        let path = self.file(server, session);
-        let parent = path
-            .parent()
-            .ok_or_else(|| std::io::Error::other("a key file has no directory"))?;
+    /// Keeps `key` for `session`, first of the newest [`KEPT`],
+    /// owner-only, written whole or not at all.
+    pub fn put(&self, session: &str, key: &str) -> std::io::Result<()> {
+        let path = self.file(session);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(parent)?;
-        let tmp = parent.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+            .create(&self.dir)?;
+        let mut keys = vec![key.trim().to_string()];
+        keys.extend(self.get(session).into_iter().filter(|k| k != key.trim()));
+        keys.truncate(KEPT);
+        let tmp = self
+            .dir
+            .join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
         let written = f
-            .write_all(format!("{key}\n").as_bytes())
+            .write_all(format!("{}\n", keys.join("\n")).as_bytes())
             .and_then(|()| f.sync_all())
             .and_then(|()| std::fs::rename(&tmp, &path));
         if written.is_err() {
@@ -92,27 +105,34 @@ impl Keyring {
     }
 }
 
+/// How many keys are kept for one session id.
+pub const KEPT: usize = 8;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn a_key_is_kept_per_daemon_and_session_owner_only() {
+    fn the_newest_keys_are_kept_per_session_owner_only() {
         let t = tempfile::tempdir().expect("tempdir");
         let k = Keyring::at(t.path().join("keys"));
-        assert_eq!(k.get("http://127.0.0.1:1", "s1"), None);
-        k.put("http://127.0.0.1:1", "s1", "gsk_a").expect("put");
-        k.put("http://127.0.0.1:2", "s1", "gsk_b").expect("put");
-        assert_eq!(k.get("http://127.0.0.1:1", "s1").as_deref(), Some("gsk_a"));
-        assert_eq!(k.get("http://127.0.0.1:2", "s1").as_deref(), Some("gsk_b"));
-        assert_eq!(k.get("http://127.0.0.1:1", "s2"), None);
-        k.put("http://127.0.0.1:1", "s1", "gsk_c").expect("replace");
-        assert_eq!(k.get("http://127.0.0.1:1", "s1").as_deref(), Some("gsk_c"));
-        let file = k.file("http://127.0.0.1:1", "s1");
+        assert!(k.get("s1").is_empty());
+        k.put("s1", "gsk_a").expect("put");
+        k.put("s1", "gsk_b").expect("put");
+        k.put("s1", "gsk_a").expect("again");
+        assert_eq!(k.get("s1"), ["gsk_a", "gsk_b"]);
+        assert!(k.get("s2").is_empty());
+        for i in 0..20 {
+            k.put("s3", &format!("gsk_{i}")).expect("put");
+        }
+        let kept = k.get("s3");
+        assert_eq!(kept.len(), KEPT);
+        assert_eq!(kept[0], "gsk_19");
+        let file = k.file("s1");
         let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let dir_mode = std::fs::metadata(file.parent().expect("dir"))
+        let dir_mode = std::fs::metadata(k.dir())
             .expect("meta")
             .permissions()
             .mode();
@@ -123,10 +143,10 @@ mod tests {
     fn a_planted_link_is_not_read_as_a_key() {
         let t = tempfile::tempdir().expect("tempdir");
         let k = Keyring::at(t.path().join("keys"));
-        k.put("srv", "other", "gsk_x").expect("put");
-        let file = k.file("srv", "s1");
+        k.put("other", "gsk_x").expect("put");
+        let file = k.file("s1");
         std::fs::write(t.path().join("elsewhere"), "gsk_planted").expect("write");
         std::os::unix::fs::symlink(t.path().join("elsewhere"), &file).expect("link");
-        assert_eq!(k.get("srv", "s1"), None);
+        assert!(k.get("s1").is_empty());
     }
 }

@@ -285,9 +285,7 @@ impl Daemon {
             && (200..300).contains(&status)
             && let (Some(id), Some(key)) = (v["id"].as_str(), v["sessionKey"].as_str())
         {
-            self.keyring()
-                .put(&self.url, id, key)
-                .expect("keep the key");
+            self.keyring().put(id, key).expect("keep the key");
         }
         Ok((status, v))
     }
@@ -316,9 +314,7 @@ impl Daemon {
             }
         }
         let ring = self.keyring();
-        ids.iter()
-            .filter_map(|id| ring.get(&self.url, id))
-            .collect()
+        ids.iter().flat_map(|id| ring.get(id)).collect()
     }
 
     /// Where this daemon's session keys are kept, for the typed client and
@@ -330,7 +326,9 @@ impl Daemon {
     /// The key kept for session `id`.
     pub fn key(&self, id: &str) -> String {
         self.keyring()
-            .get(&self.url, id)
+            .get(id)
+            .into_iter()
+            .next()
             .unwrap_or_else(|| panic!("no key kept for session {id}"))
     }
 

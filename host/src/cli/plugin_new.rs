@@ -19,7 +19,7 @@ pub(super) const KIT_VERSION: &str = "0.1.0";
 
 /// The interface the kit targets (`package` of its WIT; a unit test keeps
 /// them equal).
-pub(super) const KIT_INTERFACE: &str = "gatehost:gate@0.1.1";
+pub(super) const KIT_INTERFACE: &str = "gatehost:gate@0.1.2";
 
 /// Where in the new crate the kit is written.
 const KIT_DIR: &str = "vendor/gatehost-plugin";

@@ -16,8 +16,8 @@
 
 pub mod attach;
 mod commits;
-pub mod keys;
 mod damage;
+pub mod keys;
 mod lifecycle;
 pub mod machine;
 mod nudge;

@@ -363,8 +363,9 @@ pub fn bounds_for(
     Ok(b)
 }
 
-/// Plugins' `judge` calls run as judge gates: the same adapters, slots,
-/// bounds and verdict rule.
+/// Plugins' `judge` and `judge-with-context` calls run as judge gates: the
+/// same adapters, slots, bounds, verdict rule, and prompt (the rubric, then
+/// the context as untrusted data).
 impl crate::wasm::JudgeHost for GateRunner {
     fn judge<'a>(
         &'a self,
@@ -377,8 +378,9 @@ impl crate::wasm::JudgeHost for GateRunner {
                 label: call.label,
                 adapter: call.adapter,
                 model: call.model,
-                rubric: call.prompt,
-                context: None,
+                rubric: call.rubric,
+                // Capped to `[judge] max_context_bytes` by `run_request`.
+                context: call.context,
                 timeout: call.timeout,
                 nonce: call.nonce,
             };

@@ -17,8 +17,12 @@ pub struct JudgeCall<'a> {
     /// The configured adapter (`[judge.adapters]`).
     pub adapter: &'a str,
     pub model: Option<&'a str>,
-    /// The plugin's prompt (the rubric the judge answers).
-    pub prompt: &'a str,
+    /// The rubric the judge answers: the whole prompt of a `judge` call,
+    /// the `rubric` of a `judge-with-context` call.
+    pub rubric: &'a str,
+    /// The material to judge (`judge-with-context`): the prompt's
+    /// untrusted-data section, capped like a judge gate's context.
+    pub context: Option<&'a str>,
     /// The judge's own bound; it kills its adapter past it.
     pub timeout: Duration,
     /// Whether the verdict line must carry the call's nonce.

@@ -1,6 +1,6 @@
 //! The per-evaluation store state: WASI context, bounds bookkeeping, and
 //! the host functions a plugin imports (`log`, `file-diff`, `judge`,
-//! `workspace-files`, `read-files`).
+//! `judge-with-context`, `workspace-files`, `read-files`).
 //!
 //! A store (and so this state) lives for exactly one evaluation and is
 //! dropped afterwards, trapped or not.
@@ -250,6 +250,27 @@ impl host::Host for PluginState {
     }
 
     async fn judge(&mut self, prompt: String) -> wasmtime::Result<Result<JudgeReply, String>> {
+        self.ask_judge(&prompt, None).await
+    }
+
+    async fn judge_with_context(
+        &mut self,
+        rubric: String,
+        context: String,
+    ) -> wasmtime::Result<Result<JudgeReply, String>> {
+        self.ask_judge(&rubric, Some(&context)).await
+    }
+}
+
+impl PluginState {
+    /// One judge call of either import: `rubric` is the judge's rubric,
+    /// `context` (if any) the untrusted material. Both imports share the
+    /// call count and the evaluation's deadline.
+    async fn ask_judge(
+        &mut self,
+        rubric: &str,
+        context: Option<&str>,
+    ) -> wasmtime::Result<Result<JudgeReply, String>> {
         self.refuse_ahead()?;
         let bridge = self
             .judge
@@ -283,7 +304,8 @@ impl host::Host for PluginState {
             label: format!("judge for plugin {}: {adapter}", self.plugin),
             adapter: &adapter,
             model: bridge.model.as_deref(),
-            prompt: &prompt,
+            rubric,
+            context,
             timeout: bridge.timeout.min(left),
             nonce: bridge.nonce,
         };
@@ -416,6 +438,13 @@ mod tests {
         let mut s = state(true);
         assert!(host::Host::judge(&mut s, "p".into()).await.is_err());
         let mut s = state(true);
+        assert!(
+            host::Host::judge_with_context(&mut s, "r".into(), "c".into())
+                .await
+                .is_err()
+        );
+        assert!(s.called_ahead);
+        let mut s = state(true);
         assert!(host::Host::workspace_files(&mut s).await.is_err());
         let mut s = state(true);
         assert!(host::Host::read_files(&mut s, vec![], 1).await.is_err());
@@ -433,5 +462,70 @@ mod tests {
         let judged = host::Host::judge(&mut s, "p".into()).await.expect("call");
         assert!(judged.is_err(), "no judge here: {judged:?}");
         assert!(!s.called_ahead);
+    }
+
+    /// What a recording judge was asked.
+    type Asked = std::sync::Mutex<Vec<(String, Option<String>)>>;
+
+    /// Records each call's rubric and context, and answers FAIL.
+    #[derive(Debug, Default)]
+    struct Recording(Arc<Asked>);
+    impl JudgeHost for Recording {
+        fn judge<'a>(
+            &'a self,
+            call: JudgeCall<'a>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = JudgeAnswer> + Send + 'a>> {
+            self.0
+                .lock()
+                .expect("lock")
+                .push((call.rubric.into(), call.context.map(String::from)));
+            Box::pin(async {
+                JudgeAnswer::Decided {
+                    pass: false,
+                    output: "VERDICT: FAIL".into(),
+                }
+            })
+        }
+    }
+
+    /// `judge-with-context` hands the host's judge the rubric and the
+    /// (untrusted) context apart; `judge` hands it a rubric alone; both
+    /// count against the same per-evaluation limit.
+    #[tokio::test]
+    async fn judge_with_context_keeps_the_context_out_of_the_rubric() {
+        let asked = Arc::new(Asked::default());
+        let mut s = state(false);
+        s.judge = Some(JudgeBridge {
+            host: Arc::new(Recording(asked.clone())),
+            adapter: Some("j".into()),
+            model: None,
+            timeout: Duration::from_secs(1),
+            nonce: false,
+            max_calls: 2,
+        });
+        let reply = host::Host::judge_with_context(&mut s, "the rubric".into(), "STYLE.md".into())
+            .await
+            .expect("call")
+            .expect("judged");
+        assert_eq!(reply.decision, Some(Decision::Fail));
+        host::Host::judge(&mut s, "a prompt".into())
+            .await
+            .expect("call")
+            .expect("judged");
+        assert_eq!(
+            *asked.lock().expect("lock"),
+            [
+                ("the rubric".to_string(), Some("STYLE.md".to_string())),
+                ("a prompt".to_string(), None),
+            ]
+        );
+        // A third call of either kind is past the limit: the plugin stops.
+        assert!(
+            host::Host::judge_with_context(&mut s, "r".into(), "c".into())
+                .await
+                .is_err()
+        );
+        assert_eq!(s.bound_hit, Some(BoundHit::JudgeCalls));
+        assert_eq!(asked.lock().expect("lock").len(), 2);
     }
 }

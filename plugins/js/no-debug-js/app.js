@@ -21,7 +21,7 @@
 //   }
 // A line holding `no-debug-js: allow` is never flagged.
 
-import { log, fileDiff, readFiles } from 'gatehost:gate/host@0.1.1';
+import { log, fileDiff, readFiles } from 'gatehost:gate/host@0.1.2';
 
 const DEFAULT_EXTENSIONS = ['.js', '.mjs', '.cjs', '.jsx', '.ts', '.mts', '.cts', '.tsx'];
 

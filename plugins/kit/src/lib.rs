@@ -1,4 +1,4 @@
-//! The guest side of gatehost's gate plugin interface (`gatehost:gate@0.1.1`).
+//! The guest side of gatehost's gate plugin interface (`gatehost:gate@0.1.2`).
 //!
 //! A plugin is a type implementing [`Plugin`] and one `export_gate!` line:
 //!
@@ -94,9 +94,21 @@ pub fn file_diff(path: &str) -> Result<String, String> {
 }
 
 /// Asks the gate's configured judge; `decision` is `None` when the judge
-/// gave no verdict (treat that as a failure).
+/// gave no verdict (treat that as a failure). The whole `prompt` is the
+/// judge's rubric: never put workspace text, a diff or the agent's message
+/// in it; use [`judge_with_context`] for those.
 pub fn judge(prompt: &str) -> Result<JudgeReply, String> {
     gatehost::gate::host::judge(prompt)
+}
+
+/// Asks the gate's configured judge to judge `context` against `rubric`.
+/// The rubric is the judge's instructions: take it from the gate's config
+/// or the plugin, never from the workspace. The context (workspace files,
+/// the diff, the agent's message) reaches the judge as untrusted data,
+/// delimited, its verdict-like tokens neutralised and cut to the host's
+/// context cap. Counts against the same judge-call limit as [`judge`].
+pub fn judge_with_context(rubric: &str, context: &str) -> Result<JudgeReply, String> {
+    gatehost::gate::host::judge_with_context(rubric, context)
 }
 
 /// The gate's `config` object, deserialised.
