@@ -158,6 +158,10 @@ pub enum CommitError {
     UnsupportedFileType { path: String },
     #[error("{path:?} changed while it was being read")]
     ChangedWhileReading { path: String },
+    #[error(
+        "{path:?} holds {bytes} bytes; files past {max} bytes are not read into a change set or a commit (keep it out of the commit paths, or ignore it)"
+    )]
+    FileTooLarge { path: String, bytes: u64, max: u64 },
     #[error("reading {path:?} in the workspace failed: {source}")]
     Io {
         path: String,

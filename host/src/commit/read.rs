@@ -342,8 +342,14 @@ pub(super) fn read_regular_if_present(
     }
 }
 
+/// The largest file read from a workspace (into a change set, a snapshot
+/// or a commit). Past it the read is refused before anything is
+/// allocated: a sparse 3 GiB untracked file took the daemon to 4.1 GiB.
+pub const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
+
 /// Opens `name` in `dir`, checks it is the same inode that `meta` (from lstat)
-/// described, and reads it whole.
+/// described, and reads it whole: at most [`MAX_FILE_BYTES`], whatever
+/// size it claims or grows to while it is read.
 pub(super) fn read_file(
     dir: &Dir,
     name: &OsStr,
@@ -357,8 +363,23 @@ pub(super) fn read_file(
             path: rel.to_str_lossy().into_owned(),
         });
     }
-    let mut data = Vec::new();
-    file.read_to_end(&mut data).map_err(io_err(rel))?;
+    let too_large = |bytes: u64| CommitError::FileTooLarge {
+        path: rel.to_str_lossy().into_owned(),
+        bytes,
+        max: MAX_FILE_BYTES,
+    };
+    if opened.len() > MAX_FILE_BYTES {
+        return Err(too_large(opened.len()));
+    }
+    let mut data = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
+    (&mut file)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(io_err(rel))?;
+    if data.len() as u64 > MAX_FILE_BYTES {
+        // It grew while it was read.
+        return Err(too_large(data.len() as u64));
+    }
     let kind = if opened.mode() & 0o100 != 0 {
         FileKind::Executable
     } else {

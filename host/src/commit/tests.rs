@@ -1243,3 +1243,30 @@ fn a_published_commit_built_upon_gets_its_index_entries_on_recovery() {
     sync_index_to_branch(ws, &first).unwrap();
     assert_eq!(status(ws), "", "the index is in line with the branch");
 }
+
+/// Issue 24, item 7: a huge untracked file (a sparse 3 GiB one, as the
+/// agent can make in an instant) is refused by size before anything is
+/// read, in a change set and in a commit alike (before: read whole, the
+/// daemon grew to 4.1 GiB).
+#[test]
+fn a_file_past_the_read_bound_is_refused_unread() {
+    let t = repo();
+    let ws = t.path();
+    let big = std::fs::File::create(ws.join("huge.bin")).unwrap();
+    big.set_len(3 * 1024 * 1024 * 1024).unwrap();
+    let refused = |e: CommitError| match e {
+        CommitError::FileTooLarge { path, bytes, max } => {
+            assert_eq!(path, "huge.bin");
+            assert_eq!(bytes, 3 * 1024 * 1024 * 1024);
+            assert_eq!(max, read::MAX_FILE_BYTES);
+        }
+        other => panic!("not refused by size: {other}"),
+    };
+    refused(workspace_changes(ws).unwrap_err());
+    refused(fingerprint(ws, &paths(&["huge.bin"])).unwrap_err());
+    // One just under the bound is read.
+    let fits = std::fs::File::create(ws.join("huge.bin")).unwrap();
+    fits.set_len(1024).unwrap();
+    let changes = workspace_changes(ws).unwrap();
+    assert!(changes.iter().any(|c| c.path == "huge.bin"), "{changes:?}");
+}
