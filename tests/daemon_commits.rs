@@ -1429,3 +1429,59 @@ fn a_receivers_retry_after_is_honoured() {
         second - first
     );
 }
+
+/// Issue 24, item 3: what a gate of a policy the agent attached wrote in
+/// its snapshot worktree (here in an ignored `cache/`, as a planted `.pyc`
+/// in `__pycache__/` would be) never reaches the gate of a policy the
+/// operator attached (before: the worktree kept every ignored file, and
+/// both policies used the same one).
+#[test]
+fn what_an_agent_policys_gate_left_in_its_worktree_never_reaches_the_operators() {
+    let (s, d) = setup_with("", "");
+    s.write_ws(".gitignore", "cache/\n");
+    git_out(&s.ws, &["add", ".gitignore"]);
+    git_out(
+        &s.ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-qm",
+            "ignore cache",
+        ],
+    );
+    s.write_ws("src/lib.rs", "pub fn f() {}\n");
+    let policy = |script: &str| {
+        json!({"sessionId": "s1",
+               "gate": {"command": "bash", "args": ["-c", script]},
+               "then": "commit", "onFail": {"maxRetries": 0},
+               "commit": {"paths": ["src"], "message": "m"}})
+    };
+    let planter = d.attach(policy("mkdir -p cache && echo planted > cache/planted"));
+    d.report("s1", "turn-end");
+    d.wait_status(&planter, "awaiting-ack", T);
+    let (code, body) = d.http(
+        "POST",
+        &format!("/v1/policies/{planter}/cancel"),
+        Some(&d.operator),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+
+    let (code, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(policy("test ! -e cache/planted")),
+    );
+    assert_eq!(code, 201, "{body}");
+    let checker = body["policyId"].as_str().expect("id").to_string();
+    s.write_ws("src/lib.rs", "pub fn f() -> u8 { 1 }\n");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&checker, "awaiting-ack", T);
+    assert_eq!(p["status"], "awaiting-ack", "{p}");
+}
