@@ -71,6 +71,10 @@ const LOCK_FILE: &str = "serve.lock";
 /// Takes the data directory's lock, or says which daemon holds it. The
 /// lock file holds the holder's pid (for the message only: the lock, not
 /// the file, decides).
+/// How long a start waits for a lock that a dead daemon's last child still
+/// holds.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
     use rustix::fs::{FlockOperation, flock};
     use std::io::{Read, Seek, Write};
@@ -94,11 +98,35 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
     if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
-        return Err(format!(
-            "another gatehost serve (pid {}) serves the data directory {}; stop it first or use another --data-dir",
-            holder.trim(),
-            dir.display()
-        ));
+        let holder = holder.trim().to_string();
+        let refused = || {
+            format!(
+                "another gatehost serve (pid {holder}) serves the data directory {}; stop it first or use another --data-dir",
+                dir.display()
+            )
+        };
+        // A daemon killed a moment ago (SIGKILL, then a restart) may leave
+        // its lock held for a few milliseconds more by a gate it was
+        // starting: a child between its clone and its exec holds a copy of
+        // every descriptor. Wait for that, a bounded time, when the pid
+        // that took the lock is gone; a live one is refused at once.
+        let alive = holder
+            .parse::<u32>()
+            .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if alive {
+            return Err(refused());
+        }
+        tracing::warn!(previous = %holder, "the previous daemon is gone but its data directory's lock is still held (a process it was starting?); waiting for it");
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(refused());
+            }
+        }
     }
     file.set_len(0)
         .and_then(|_| file.rewind())
