@@ -482,7 +482,7 @@ fn a_restart_waits_for_a_lock_a_dead_daemons_child_still_holds() {
     // The holder has the lock before the daemon starts.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while rustix::fs::flock(
-        &std::fs::File::open(&lock).expect("open"),
+        std::fs::File::open(&lock).expect("open"),
         rustix::fs::FlockOperation::NonBlockingLockShared,
     )
     .is_ok()
