@@ -20,6 +20,7 @@ mod check_cli;
 mod daemon_commits;
 mod daemon_durability;
 mod daemon_lifecycle;
+mod daemon_limits;
 mod hook_cost;
 mod hook_install;
 mod hostile_judge;
