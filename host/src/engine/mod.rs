@@ -14,6 +14,7 @@
 //! without detection, never let a gate outlive its policy's cancel, and
 //! never publish an event whose state change is not stored.
 
+mod agent_process;
 pub mod attach;
 mod commits;
 mod lifecycle;

@@ -481,14 +481,10 @@ impl Engine {
             None => None,
         };
         let (cwd, _) = locate(&input.cwd, input.workspace.as_deref())?;
-        let mut cmd = async_process::Command::new(&resolved);
-        cmd.args(&input.command[1..])
-            .current_dir(&cwd)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(false);
-        let mut child = cmd.spawn().map_err(|e| {
+        let mut cmd = std::process::Command::new(&resolved);
+        cmd.args(&input.command[1..]).current_dir(&cwd);
+        // It dies with the daemon (see `agent_process`).
+        let mut child = super::agent_process::spawn(cmd).map_err(|e| {
             invalid(
                 "command",
                 format!("cannot start {}: {e}", resolved.display()),
@@ -616,16 +612,46 @@ impl Engine {
     }
 
     /// Sessions started by a previous daemon are no longer followed: they
-    /// are marked exited (their process, if still alive, is not ours now).
+    /// are marked exited, saying what their process left. The agent died
+    /// with its daemon (`agent_process`); what it started is killed (its
+    /// process group, whose number no other process can hold meanwhile).
+    /// An agent still alive is not re-adopted nor killed: it is reported.
     pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
         for s in self.inner.store.sessions()? {
-            if s.command.is_some() && s.state != SessionState::Exited {
-                self.report(
-                    &s.id,
-                    ReportKind::Exited,
-                    Some("the daemon restarted; gatehost no longer follows this process".into()),
-                )?;
+            if s.command.is_none() || s.state == SessionState::Exited {
+                continue;
             }
+            let left = match (s.pid.and_then(|p| i32::try_from(p).ok()), &s.command) {
+                (Some(pid), Some(argv)) if pid > 0 => {
+                    super::agent_process::leftover_group(pid, argv).map(|l| (pid, l))
+                }
+                _ => None,
+            };
+            let message = match left {
+                Some((pid, l)) if l.leader_alive => {
+                    tracing::warn!(session = %s.id, pid, "a started session's process outlived its daemon; it is not followed nor killed");
+                    format!(
+                        "the daemon restarted; the session's process (pid {pid}) is still alive and no longer followed: gatehost neither re-adopts nor kills it"
+                    )
+                }
+                Some((pid, l)) if !l.members.is_empty() => {
+                    let killed = match super::agent_process::kill_group(pid) {
+                        Ok(()) => "killed",
+                        Err(e) => {
+                            tracing::warn!(session = %s.id, pid, error = %e, "cannot kill what a started session's process left");
+                            "could not kill"
+                        }
+                    };
+                    tracing::warn!(session = %s.id, pid, members = ?l.members, killed, "the previous daemon's agent left processes");
+                    format!(
+                        "the daemon restarted; the session's process died with it, and gatehost {killed} the {} process(es) it left ({:?})",
+                        l.members.len(),
+                        l.members
+                    )
+                }
+                _ => "the daemon restarted; the session's process died with it".into(),
+            };
+            self.report(&s.id, ReportKind::Exited, Some(message))?;
         }
         Ok(())
     }
