@@ -219,6 +219,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         // A daemon probes its containment at start (and sweeps a dead
         // host's cgroups then), not at its first gate.
         let _ = runner.supervisor();
+        // A gate user that cannot reach its scratch directory would have
+        // every gate refused: not a daemon that serves.
+        if let Some(reason) = runner.sandbox().refusal() {
+            return Err(reason.to_string());
+        }
         let confinement = runner.sandbox().describe();
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)

@@ -281,12 +281,9 @@ impl HostConfig {
     }
 
     /// Where gates' private directories are made: `[sandbox] scratch_dir`,
-    /// else the user's cache directory.
+    /// else a default (`crate::sandbox::scratch_root_of`).
     pub fn scratch_root(&self) -> Option<PathBuf> {
-        self.sandbox
-            .scratch_dir
-            .clone()
-            .or_else(|| dirs::cache_dir().map(|d| d.join("gatehost").join("scratch")))
+        crate::sandbox::scratch_root_of(&self.sandbox)
     }
 
     /// The host's own places that no gate may run in: the private paths
