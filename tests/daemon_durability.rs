@@ -885,3 +885,110 @@ fn a_corrupt_policy_row_is_blocked_with_a_reason_naming_it() {
     assert_eq!(blocked.len(), 1, "{blocked:?}");
     assert!(d.log().contains("does not decode"));
 }
+
+/// A directory named for `m` (so that `survivors(m)` finds what runs from
+/// it) holding a `sleep`.
+fn marked_sleep(s: &Scratch, m: &str) -> std::path::PathBuf {
+    let dir = s.etc.join(format!("gatehost-test-{m}"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let sleep = dir.join("sleep");
+    let real = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("a sleep program");
+    std::os::unix::fs::symlink(real, &sleep).expect("symlink");
+    sleep
+}
+
+fn wait_gone(m: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while !common::survivors(m).is_empty() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Agents `session start` runs die with the daemon, SIGKILL included (the
+/// kernel's parent-death signal), and what they started (their process
+/// group) is killed by the next daemon, which says so in the session's
+/// `session:exited`. (Before, both kept running, unowned.)
+#[test]
+fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_restart() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let (lone, shell, child) = (marker("agent"), marker("shell"), marker("child"));
+    let sleep = marked_sleep(&s, &lone);
+    let child_sleep = marked_sleep(&s, &child);
+    let script_dir = s.etc.join(format!("gatehost-test-{shell}"));
+    std::fs::create_dir_all(&script_dir).expect("mkdir");
+    let script = script_dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!("{:?} 301 &\nwait\n", child_sleep.display().to_string()),
+    )
+    .expect("script");
+    for (id, command) in [
+        ("lone", json!([sleep, "300"])),
+        ("shell", json!(["bash", script])),
+    ] {
+        let (code, body) = d.http(
+            "POST",
+            "/v1/sessions/start",
+            Some(&d.operator),
+            Some(json!({"id": id, "cwd": s.ws, "command": command})),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    let deadline = Instant::now() + T;
+    while [&lone, &shell, &child]
+        .iter()
+        .any(|m| common::survivors(m).is_empty())
+    {
+        assert!(Instant::now() < deadline, "the agents never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    d.kill9();
+    let lone_gone = wait_gone(&lone, Duration::from_secs(5));
+    let shell_gone = wait_gone(&shell, Duration::from_secs(5));
+    // (Cleans up before failing.)
+    let child_left = !common::survivors(&child).is_empty();
+    if !(lone_gone && shell_gone) {
+        let left: Vec<_> = [&lone, &shell, &child]
+            .iter()
+            .flat_map(|m| common::survivors(m))
+            .collect();
+        for pid in &left {
+            // SAFETY: kill(2) with a pid this test's markers found.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        panic!("agents outlived their SIGKILLed daemon: {left:?}");
+    }
+    // The signal reaches the agent only: its own child is still there...
+    assert!(
+        child_left,
+        "the agent's child died with it: the test proves less than it says"
+    );
+
+    // ...until the next daemon starts.
+    d.restart();
+    assert_no_survivors(&child);
+    let said = |id: &str| {
+        d.all_events(&format!("&session={id}"))
+            .into_iter()
+            .find(|e| e["type"] == "session:exited")
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| panic!("no session:exited for {id}"))
+    };
+    let lone_said = said("lone");
+    assert!(lone_said.contains("died with it"), "{lone_said}");
+    let shell_said = said("shell");
+    assert!(
+        shell_said.contains("gatehost killed the 1 process(es) it left"),
+        "{shell_said}"
+    );
+}

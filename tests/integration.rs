@@ -21,6 +21,7 @@ mod daemon_commits;
 mod daemon_damaged_rows;
 mod daemon_durability;
 mod daemon_lifecycle;
+mod daemon_limits;
 mod hook_cost;
 mod hook_install;
 mod hostile_judge;

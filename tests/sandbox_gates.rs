@@ -690,3 +690,115 @@ fn the_real_claude_cli_as_a_judge_never_loads_what_the_agent_planted() {
         );
     }
 }
+
+/// `[sandbox] user = "nobody"` without `scratch_dir`: the scratch root is
+/// `<temp dir>/gatehost-<uid>-scratch`, 0711, and a gate runs as nobody and
+/// passes; the operator's `~/.cache` keeps its mode (before: gatehost made
+/// `~/.cache/gatehost/scratch` with 0700 parents, the gate user could not
+/// reach it, and every gate was refused while the daemon said it served).
+/// A scratch root the gate user cannot reach, or one another user made
+/// first, stops `serve` at start, naming the setting.
+#[test]
+fn a_gate_user_without_scratch_dir_gets_a_reachable_scratch_root_or_serve_refuses_to_start() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = Scratch::new();
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").mode() & 0o7777;
+    let chmod = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod");
+    };
+    // The gate user may enter the workspace and the test's temp dirs.
+    chmod(s.ws.parent().expect("top"), 0o711);
+    chmod(s.etc.parent().expect("top"), 0o711);
+    let ws = std::ffi::CString::new(s.ws.display().to_string()).expect("path");
+    // SAFETY: chown(2) on a path we own, as root (the CI runs as root).
+    let chowned = unsafe { libc::chown(ws.as_ptr(), 65534, 65534) };
+    assert_eq!(chowned, 0, "chown needs root");
+    let home = s.etc.join("home");
+    std::fs::create_dir_all(home.join(".cache")).expect("mkdir");
+    chmod(&home, 0o755);
+    chmod(&home.join(".cache"), 0o755);
+    let tmp = s.etc.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    chmod(&tmp, 0o1777);
+    let (home_s, tmp_s) = (home.display().to_string(), tmp.display().to_string());
+    let env = [
+        ("HOME", home_s.as_str()),
+        ("XDG_CACHE_HOME", ""),
+        ("TMPDIR", tmp_s.as_str()),
+    ];
+    let with_user = allow_config(&[]).replace("[sandbox]\n", "[sandbox]\nuser = \"nobody\"\n");
+    let cfg = s.write("config.toml", &with_user);
+    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, &env);
+    d.register("s1", &s.ws);
+    let pid = d.attach(
+        json!({"sessionId": "s1", "gate": {"command": "bash", "args": ["-c", "id -u > who"]}}),
+    );
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "done", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+    let who = std::fs::read_to_string(s.ws.join("who")).expect("the gate wrote");
+    assert_eq!(who.trim(), "65534");
+    // SAFETY: geteuid(2) cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let root = tmp.join(format!("gatehost-{euid}-scratch"));
+    assert_eq!(mode(&root), 0o711, "{}", root.display());
+    assert_eq!(mode(&home.join(".cache")), 0o755);
+    assert_eq!(mode(&home), 0o755);
+    drop(d);
+
+    let serve = |config: &Path, data: &str, tmp: &str| {
+        common::run_gatehost(
+            &[
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--data-dir".into(),
+                s.etc.join(data).display().to_string(),
+                "--config".into(),
+                config.display().to_string(),
+            ],
+            &[("HOME", home_s.as_str()), ("TMPDIR", tmp)],
+        )
+    };
+    // A scratch_dir the gate user cannot reach.
+    let closed = s.etc.join("closed");
+    std::fs::create_dir_all(&closed).expect("mkdir");
+    chmod(&closed, 0o700);
+    let cfg = s.write(
+        "closed.toml",
+        &with_user.replace(
+            "user = \"nobody\"\n",
+            &format!(
+                "user = \"nobody\"\nscratch_dir = {:?}\n",
+                closed.join("scratch").display().to_string()
+            ),
+        ),
+    );
+    let run = serve(&cfg, "data2", &tmp_s);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("cannot reach the scratch directory")
+            && run.stderr.contains("[sandbox] scratch_dir"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(mode(&closed), 0o700);
+    // A default root another user made first, in a temp dir they share.
+    let shared = s.etc.join("shared-tmp");
+    let planted = shared.join(format!("gatehost-{euid}-scratch"));
+    std::fs::create_dir_all(&planted).expect("mkdir");
+    chmod(&shared, 0o1777);
+    chmod(&planted, 0o777);
+    let p = std::ffi::CString::new(planted.display().to_string()).expect("path");
+    // SAFETY: chown(2) on a path we made, as root.
+    assert_eq!(unsafe { libc::chown(p.as_ptr(), 65534, 65534) }, 0);
+    let cfg = s.write("config.toml", &with_user);
+    let run = serve(&cfg, "data3", &shared.display().to_string());
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("cannot prepare the scratch directory")
+            && run.stderr.contains("uid 65534"),
+        "{}",
+        run.stderr
+    );
+}

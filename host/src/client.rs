@@ -59,6 +59,12 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// The daemon refused a long-poll because too many wait already (503
+    /// `too-many-waiters`): poll again after a second.
+    pub fn is_too_many_waiters(&self) -> bool {
+        matches!(self, ClientError::Api { code, .. } if code == "too-many-waiters")
+    }
+
     /// The API's error code, or `unreachable` / `bad-answer` / `client-setup`.
     pub fn code(&self) -> &str {
         match self {

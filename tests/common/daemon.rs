@@ -17,6 +17,8 @@ pub struct Daemon {
     pub operator: String,
     /// Added to the daemon's environment, at every restart too.
     env: Vec<(String, String)>,
+    /// The daemon's RLIMIT_NOFILE (soft and hard), at every restart too.
+    nofile: Option<u64>,
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -43,10 +45,45 @@ impl Daemon {
         Daemon::start_full(data, config, "127.0.0.1:0", env)
     }
 
+    /// As `start`, with RLIMIT_NOFILE set to `nofile`, soft and hard (so
+    /// that the daemon cannot raise it).
+    pub fn start_with_nofile(data: &Path, config: &Path, nofile: u64) -> Daemon {
+        Daemon::start_limited(data, config, "127.0.0.1:0", &[], Some(nofile))
+    }
+
     fn start_full(data: &Path, config: &Path, listen: &str, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_limited(data, config, listen, env, None)
+    }
+
+    fn start_limited(
+        data: &Path,
+        config: &Path,
+        listen: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> Daemon {
         // Made here (serve would make it) so that the log below can open.
         let _ = std::fs::create_dir_all(data);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gatehost"));
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit(2) is async-signal-safe; `limit` is a
+            // plain value copied into the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = command
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data)
             .arg("--config")
@@ -118,6 +155,7 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            nofile,
         }
     }
 
@@ -174,7 +212,7 @@ impl Daemon {
         let listen = self.url.trim_start_matches("http://").to_string();
         let env = std::mem::take(&mut self.env);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let d = Daemon::start_full(&self.data, &self.config, &listen, &env);
+        let d = Daemon::start_limited(&self.data, &self.config, &listen, &env, self.nofile);
         *self = d;
     }
 

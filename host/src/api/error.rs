@@ -12,6 +12,10 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds a client should wait before it tries again: sent as
+    /// `Retry-After`, with `Connection: close` (a refused client does not
+    /// keep its connection, a descriptor, open).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -21,7 +25,14 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
+    }
+
+    /// With `Retry-After: secs` (and `Connection: close`).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// 400 naming `field`; a misspelt name gets a "did you mean".
@@ -32,6 +43,7 @@ impl ApiError {
             code: "invalid",
             message: format!("{field}: {message}"),
             field: Some(field.to_string()),
+            retry_after: None,
         }
     }
 
@@ -96,6 +108,15 @@ impl IntoResponse for ApiError {
         if let Some(f) = &self.field {
             body["field"] = json!(f);
         }
-        (self.status, axum::Json(json!({ "error": body }))).into_response()
+        let mut response = (self.status, axum::Json(json!({ "error": body }))).into_response();
+        if let Some(secs) = self.retry_after {
+            let headers = response.headers_mut();
+            headers.insert(axum::http::header::RETRY_AFTER, secs.into());
+            headers.insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }

@@ -19,15 +19,18 @@
 //! input, naming the field), 401 (missing or wrong token: nothing done),
 //! 403 (agent token on an operator route), 404, 409 (state conflict: double
 //! or stale ack), 413 (body over 1 MiB), 503 (store unavailable: disk full,
-//! read-only). With the agent token, acting on a session (re-registering
-//! it, reporting on it, attaching a policy that watches it) also needs
-//! that session's key in `Gatehost-Session-Key` (403
-//! `session-key-required` without it). This module owns authentication and the mapping of engine
+//! read-only; 503 `too-many-waiters` with `Retry-After`: a long-poll past
+//! the cap on concurrent long-polls, see `limits`). With the agent token,
+//! acting on a session (re-registering it, reporting on it, attaching a
+//! policy that watches it) also needs that session's key in
+//! `Gatehost-Session-Key` (403 `session-key-required` without it). This
+//! module owns authentication and the mapping of engine
 //! results to HTTP; it must never change state itself.
 
 pub(crate) mod auth;
 mod error;
 mod extract;
+pub mod limits;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
@@ -60,6 +63,8 @@ const MAX_LIMIT: usize = 1000;
 pub struct AppState {
     pub engine: Engine,
     pub tokens: Arc<Tokens>,
+    /// The cap on concurrent long-polls.
+    pub long_polls: limits::LongPolls,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -153,6 +158,19 @@ fn list_param(q: &HashMap<String, String>, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A place among the long-polls for one that waits (`wait` above zero),
+/// held until it answers; past the cap, the 503 to answer at once.
+fn wait_place(
+    st: &AppState,
+    wait: Duration,
+    route: &'static str,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
+    if wait.is_zero() {
+        return Ok(None);
+    }
+    st.long_polls.enter(route).map(Some)
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(
         axum::http::StatusCode::NOT_FOUND,
@@ -238,6 +256,7 @@ async fn next_session_event(
         None => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
     let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
+    let _waiting = wait_place(&st, timeout, "next-event")?;
     let filter = EventFilter {
         since,
         session_ids: vec![id],
@@ -320,6 +339,7 @@ async fn wait_policy(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
     let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
+    let _waiting = wait_place(&st, timeout, "policy-wait")?;
     let (p, settled) = st.engine.wait_policy(&id, timeout).await?;
     ok(wire::PolicyWait {
         policy: p.into(),
@@ -374,6 +394,7 @@ async fn events(
     let events = if wait.is_zero() {
         st.engine.events(&filter)?
     } else {
+        let _waiting = wait_place(&st, wait, "events")?;
         st.engine.wait_events(&filter, wait).await?
     };
     // The cursor to continue from: the last event returned, so that a page

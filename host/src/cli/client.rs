@@ -316,6 +316,10 @@ pub fn events(cmd: EventsCommand, args: ClientArgs) -> CliResult<i32> {
                             tracing::warn!(%message, "the daemon is unreachable; retrying");
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         }
+                        Err(e) if e.is_too_many_waiters() => {
+                            tracing::warn!(error = %e, "the daemon has too many long-polls; retrying");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -362,6 +366,11 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
                     // The daemon may be restarting: try again until the deadline.
                     last_unreachable = Some(message);
                     tokio::time::sleep(Duration::from_millis(250).min(left)).await;
+                }
+                Err(e) if e.is_too_many_waiters() => {
+                    // Too many long-polls wait: its Retry-After is a second.
+                    last_unreachable = Some(e.to_string());
+                    tokio::time::sleep(Duration::from_secs(1).min(left)).await;
                 }
                 Err(e) => return Err(e.into()),
             }

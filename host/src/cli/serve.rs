@@ -180,6 +180,18 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot arm the fault marker in {}: {e}", data_dir.display()))?;
     let config_path = HostConfig::locate(args.config.as_deref());
     let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
+    // Descriptors: as many as the hard limit allows, half of them at most
+    // for long-polls (the rest for the store, gates, webhooks and the
+    // other requests).
+    let nofile = api::limits::raise_nofile();
+    let long_polls = api::limits::long_poll_cap(config.daemon.max_long_polls, nofile);
+    tracing::info!(
+        soft = nofile.soft,
+        hard = nofile.hard,
+        was = nofile.was,
+        max_long_polls = long_polls,
+        "nofile limit"
+    );
     // The data directory (store, tokens, URL) is never a gate's to reach;
     // gates' private directories live in it, owner-only.
     config.sandbox.protect.push(data_dir.clone());
@@ -235,6 +247,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         // A daemon probes its containment at start (and sweeps a dead
         // host's cgroups then), not at its first gate.
         let _ = runner.supervisor();
+        // A gate user that cannot reach its scratch directory would have
+        // every gate refused: not a daemon that serves.
+        if let Some(reason) = runner.sandbox().refusal() {
+            return Err(reason.to_string());
+        }
         let confinement = runner.sandbox().describe();
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -271,9 +288,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let app = api::router(AppState {
             engine: engine.clone(),
             tokens: Arc::new(tokens),
+            long_polls: api::limits::LongPolls::new(long_polls),
         });
         let unix = match &args.socket {
-            Some(p) => Some(bind_socket(p)?),
+            Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),
             None => None,
         };
         println!("gatehost serve: listening on {url}");
@@ -296,6 +314,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
+        let listener = api::limits::Accepting::new(listener, "tcp");
         let tcp =
             axum::serve(listener, app.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
         match unix {

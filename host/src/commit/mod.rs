@@ -69,8 +69,10 @@
 //!   [`clear_stale_locks`] on a thread that Landlock lets write only beneath the
 //!   workspace's `.git` directory (opened without following a symlink, see
 //!   [`git_dir_handle`] and `Sandbox::confine_git_writes`): a symlink the agent planted
-//!   under `.git` (a reflog, a ref, an object directory) makes the write fail with the
-//!   path named instead of landing outside. This module itself does not confine; its
+//!   under `.git` where a write would go through it (a reflog appended to, an object
+//!   directory written in) makes the write fail with the path named instead of landing
+//!   outside; a symlinked ref is replaced by the rename of its lock file (the commit is
+//!   made, the link's target untouched). This module itself does not confine; its
 //!   callers do.
 //! * Between the check of a directory entry's type and its opening, an agent still
 //!   running could swap it; the inode is re-checked after opening, and whatever is read

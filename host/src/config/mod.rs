@@ -111,6 +111,7 @@ struct DaemonSection {
     attach_timeout_ms: Option<u64>,
     worktree_dir: Option<String>,
     worktree_caches: Option<Vec<String>>,
+    max_long_polls: Option<usize>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -153,6 +154,9 @@ pub struct DaemonConfig {
     /// workspace; everything else a gate wrote there is removed before
     /// the next run. None by default.
     pub worktree_caches: Vec<String>,
+    /// Long-polls waiting at once (None: half the `nofile` soft limit,
+    /// never more); past it one is answered 503 `too-many-waiters`.
+    pub max_long_polls: Option<usize>,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -175,6 +179,7 @@ impl Default for DaemonConfig {
             attach_timeout: Duration::from_secs(120),
             worktree_dir: None,
             worktree_caches: Vec::new(),
+            max_long_polls: None,
         }
     }
 }
@@ -282,12 +287,9 @@ impl HostConfig {
     }
 
     /// Where gates' private directories are made: `[sandbox] scratch_dir`,
-    /// else the user's cache directory.
+    /// else a default (`crate::sandbox::scratch_root_of`).
     pub fn scratch_root(&self) -> Option<PathBuf> {
-        self.sandbox
-            .scratch_dir
-            .clone()
-            .or_else(|| dirs::cache_dir().map(|d| d.join("gatehost").join("scratch")))
+        crate::sandbox::scratch_root_of(&self.sandbox)
     }
 
     /// The host's own places that no gate may run in: the private paths
@@ -496,6 +498,15 @@ impl HostConfig {
                 return Err(invalid("daemon.max_gating", "must be at least 1".into()));
             }
             config.daemon.max_gating = n;
+        }
+        if let Some(n) = dm.max_long_polls {
+            if n == 0 {
+                return Err(invalid(
+                    "daemon.max_long_polls",
+                    "must be at least 1".into(),
+                ));
+            }
+            config.daemon.max_long_polls = Some(n);
         }
         if let Some(url) = dm.webhook_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

@@ -14,6 +14,7 @@
 //! without detection, never let a gate outlive its policy's cancel, and
 //! never publish an event whose state change is not stored.
 
+mod agent_process;
 pub mod attach;
 mod commits;
 mod damage;
@@ -23,6 +24,7 @@ pub mod machine;
 mod nudge;
 mod recovery;
 mod sessions;
+mod started;
 pub mod stored;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
@@ -30,7 +32,8 @@ pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
 pub use nudge::render_nudge;
-pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome, StartInput};
+pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
+pub use started::StartInput;
 
 use crate::bus::Bus;
 use crate::gate::GateRunner;
@@ -100,7 +103,7 @@ struct Inner {
     gate_tasks: Mutex<HashMap<String, AbortHandle>>,
     webhooks: Vec<String>,
     default_nudge: String,
-    started: sessions::Started,
+    started: started::Started,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
     boot_time: std::time::SystemTime,
@@ -146,7 +149,7 @@ impl Engine {
                 gate_tasks: Mutex::new(HashMap::new()),
                 webhooks: config.webhook_url.into_iter().collect(),
                 default_nudge: config.default_nudge,
-                started: sessions::Started::default(),
+                started: started::Started::default(),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),

@@ -1,31 +1,23 @@
 //! Sessions: agent runs the daemon knows, registered and reported through
-//! the API (how agent hooks feed it), or started and followed by gatehost.
-//!
-//! A report is one transaction: the session row, its event, and the
-//! policies it moves (a member's turn-end or exit leaves their pending set;
-//! an empty set queues the gate). For a session gatehost started, a
-//! turn-end is a stdout line matching its `turnEndPattern`, or, without
-//! one, `quietMs` of silence after output; its exit is `exited`; nudges
-//! are written to its stdin as one line.
+//! the API (how agent hooks feed it); those gatehost starts and follows are
+//! `started`'s. Registration checks the workspace (under the agent's
+//! roots, clear of the host's own places) and issues the session's key;
+//! a report, with that key, is one transaction: the session row, its
+//! event, and the policies it moves (a member's turn-end or exit leaves
+//! their pending set; an empty set queues the gate). It must never record
+//! a report the caller's key does not cover.
 
 use super::keys::{self, Caller};
 use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
 use crate::config::Trust;
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
-use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Duration;
 
 /// The most of a message kept per report.
-const MAX_MESSAGE: usize = 64 * 1024;
-/// Output kept for a started session.
-const STARTED_TAIL: usize = 64 * 1024;
-const DEFAULT_QUIET_MS: u64 = 3000;
+pub(super) const MAX_MESSAGE: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -55,29 +47,6 @@ pub struct Registered {
     pub session_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct StartInput {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    pub cwd: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notify_url: Option<String>,
-    /// The argv; the program is a bare name looked up on the daemon's PATH
-    /// or an absolute path.
-    pub command: Vec<String>,
-    /// A regex; a stdout line matching it ends a turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_end_pattern: Option<String>,
-    /// Without a pattern: this much silence after output ends a turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quiet_ms: Option<u64>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReportKind {
@@ -96,13 +65,7 @@ pub struct ReportOutcome {
     pub policies: Vec<String>,
 }
 
-/// Stdin of the sessions gatehost started and follows.
-#[derive(Default)]
-pub(super) struct Started {
-    stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> EngineError {
+pub(super) fn invalid(field: &str, message: impl Into<String>) -> EngineError {
     EngineError::Invalid {
         field: field.into(),
         message: message.into(),
@@ -118,7 +81,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// Resolves cwd and workspace to canonical paths, cwd inside workspace.
-fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)> {
+pub(super) fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)> {
     let cwd_path = Path::new(cwd);
     if !cwd_path.is_absolute() {
         return Err(invalid("cwd", "must be an absolute path"));
@@ -206,7 +169,7 @@ fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
     })
 }
 
-fn cap(mut s: String, max: usize) -> String {
+pub(super) fn cap(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut cut = s.len() - max;
         while !s.is_char_boundary(cut) {
@@ -226,7 +189,7 @@ impl Engine {
         self.register_with(input, None, caller)
     }
 
-    fn register_with(
+    pub(super) fn register_with(
         &self,
         input: RegisterInput,
         command: Option<(Vec<String>, i64)>,
@@ -468,219 +431,5 @@ impl Engine {
             cursor,
             policies: counted,
         })
-    }
-
-    /// Writes a prompt (a nudge) to a started session's stdin. Sessions
-    /// registered from outside get it as the `policy:nudge` event only.
-    pub(crate) async fn deliver_prompt(&self, session_id: &str, message: &str) {
-        let stdin = self
-            .inner
-            .started
-            .stdin
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
-        let Some(mut stdin) = stdin else {
-            return;
-        };
-        let line = format!("{}\n", message.replace('\n', " "));
-        let ok = stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok();
-        if ok {
-            self.inner
-                .started
-                .stdin
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(session_id.to_string(), stdin);
-        } else {
-            tracing::warn!(
-                session = session_id,
-                "cannot write the nudge to the session's stdin"
-            );
-        }
-    }
-
-    /// Starts a session as a child of the daemon and follows it.
-    pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
-        let Some(program) = input.command.first() else {
-            return Err(invalid("command", "must name a program"));
-        };
-        let path_var = self.inner.runner.config().host_path.clone();
-        let resolved = if program.contains('/') {
-            let p = PathBuf::from(program);
-            if !p.is_absolute() {
-                return Err(invalid("command[0]", "a bare name or an absolute path"));
-            }
-            p
-        } else {
-            crate::supervise::find_on_path(program, path_var.as_deref()).ok_or_else(|| {
-                invalid(
-                    "command[0]",
-                    format!("'{program}' was not found on the daemon's PATH"),
-                )
-            })?
-        };
-        let pattern = match &input.turn_end_pattern {
-            Some(p) => {
-                Some(regex::Regex::new(p).map_err(|e| invalid("turnEndPattern", e.to_string()))?)
-            }
-            None => None,
-        };
-        let (cwd, _) = locate(&input.cwd, input.workspace.as_deref())?;
-        let mut cmd = async_process::Command::new(&resolved);
-        cmd.args(&input.command[1..])
-            .current_dir(&cwd)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(false);
-        let mut child = cmd.spawn().map_err(|e| {
-            invalid(
-                "command",
-                format!("cannot start {}: {e}", resolved.display()),
-            )
-        })?;
-        let pid = child.id() as i64;
-        let reg = RegisterInput {
-            id: input.id.clone(),
-            label: input.label.clone(),
-            cwd: input.cwd.clone(),
-            workspace: input.workspace.clone(),
-            notify_url: input.notify_url.clone(),
-        };
-        let registered = match self.register_with(
-            reg,
-            Some((input.command.clone(), pid)),
-            &Caller::operator(),
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = child.kill();
-                return Err(e);
-            }
-        };
-        let session = &registered.session;
-        if let Some(stdin) = child.stdin.take() {
-            self.inner
-                .started
-                .stdin
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(session.id.clone(), stdin);
-        }
-        let quiet = Duration::from_millis(input.quiet_ms.unwrap_or(DEFAULT_QUIET_MS).max(1));
-        let engine = self.clone();
-        let sid = session.id.clone();
-        tokio::spawn(async move {
-            engine.follow(sid, child, pattern, quiet).await;
-        });
-        Ok(registered)
-    }
-
-    async fn follow(
-        &self,
-        sid: String,
-        mut child: async_process::Child,
-        pattern: Option<regex::Regex>,
-        quiet: Duration,
-    ) {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stream).lines();
-                use futures_lite::StreamExt;
-                while let Some(Ok(line)) = lines.next().await {
-                    if tx.send(line).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        let mut tail = String::new();
-        let mut turn_text = String::new();
-        let mut dirty = false;
-        loop {
-            let next = if dirty && pattern.is_none() {
-                match tokio::time::timeout(quiet, rx.recv()).await {
-                    Ok(l) => l,
-                    Err(_) => {
-                        dirty = false;
-                        let msg = std::mem::take(&mut turn_text);
-                        if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
-                            tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
-                        }
-                        continue;
-                    }
-                }
-            } else {
-                rx.recv().await
-            };
-            let Some(line) = next else { break };
-            tail.push_str(&line);
-            tail.push('\n');
-            tail = cap(tail, STARTED_TAIL);
-            turn_text.push_str(&line);
-            turn_text.push('\n');
-            turn_text = cap(turn_text, MAX_MESSAGE);
-            if let Some(re) = &pattern {
-                if re.is_match(&line) {
-                    let msg = std::mem::take(&mut turn_text);
-                    if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
-                        tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
-                    }
-                }
-            } else {
-                dirty = true;
-            }
-        }
-        let status = child.status().await;
-        self.inner
-            .started
-            .stdin
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&sid);
-        let how = match status {
-            Ok(s) => format!("process ended: {s}"),
-            Err(e) => format!("process could not be waited on: {e}"),
-        };
-        let mut msg = tail;
-        msg.push_str(&format!("[{how}]"));
-        if let Err(e) = self.report(&sid, ReportKind::Exited, Some(msg)) {
-            tracing::warn!(session = %sid, error = %e, "cannot record a session exit");
-        }
-    }
-
-    /// Sessions started by a previous daemon are no longer followed: they
-    /// are marked exited (their process, if still alive, is not ours now).
-    pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
-        for s in self.inner.store.sessions()? {
-            if let Some(d) = &s.damage {
-                tracing::error!(session = %s.id, column = %d.column, error = %d.message, "a session's stored row does not decode; it cannot be reported on");
-                continue;
-            }
-            if s.command.is_some() && s.state != SessionState::Exited {
-                self.report(
-                    &s.id,
-                    ReportKind::Exited,
-                    Some("the daemon restarted; gatehost no longer follows this process".into()),
-                )?;
-            }
-        }
-        Ok(())
     }
 }

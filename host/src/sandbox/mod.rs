@@ -36,7 +36,7 @@ pub use confine::{BaseGrants, Plan};
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::BorrowedFd;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Landlock ABI this host writes its rules for (the landlock crate knows
@@ -141,6 +141,9 @@ pub struct Sandbox {
     /// Canonical host-private paths no grant may reach.
     protected: Vec<PathBuf>,
     scratch_root: Option<PathBuf>,
+    /// Why a daemon must not start with this configuration (the gate user
+    /// cannot reach the scratch root: every gate would be refused).
+    refusal: Option<String>,
 }
 
 /// One gate's private directory (its `TMPDIR`, and a judge's working
@@ -203,13 +206,23 @@ impl Sandbox {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
-        let scratch_root = config
-            .scratch_dir
-            .clone()
-            .or_else(|| dirs::cache_dir().map(|d| d.join("gatehost").join("scratch")));
+        let scratch_root = scratch_root_of(config);
+        let mut refusal = None;
         if let Some(root) = &scratch_root {
-            if let Err(e) = make_private_dir(root) {
+            let prepared = if config.user.is_some() {
+                make_shared_root(root)
+            } else {
+                make_private_dir(root).map_err(|e| e.to_string())
+            };
+            if let Err(e) = prepared {
                 tracing::warn!(dir = %root.display(), error = %e, "cannot prepare the scratch directory");
+                if let Some(user) = &config.user {
+                    refusal = Some(format!(
+                        "[sandbox] user '{user}': cannot prepare the scratch directory {}: {e}; \
+                         set [sandbox] scratch_dir to a directory it can reach, outside the data directory",
+                        root.display()
+                    ));
+                }
             }
             if let Ok(c) = std::fs::canonicalize(root) {
                 protected.push(c);
@@ -222,7 +235,16 @@ impl Sandbox {
             base: None,
             protected,
             scratch_root,
+            refusal: None,
         };
+        if let Some(reason) = refusal {
+            sandbox.refusal = Some(reason.clone());
+            sandbox.state = State::Unavailable {
+                reason,
+                required: config.required,
+            };
+            return sandbox;
+        }
         if !config.enabled {
             return sandbox;
         }
@@ -247,18 +269,19 @@ impl Sandbox {
         if let Some(user) = &config.user {
             let (uid, gid) = lookup_user(user)?;
             self.user = Some((uid, gid));
-            // The gate user must reach its private directories.
-            if let Some(root) = &self.scratch_root {
-                std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))
-                    .map_err(|e| format!("scratch directory {}: {e}", root.display()))?;
-                if let Some(blocked) = untraversable(root, uid, gid) {
-                    return Err(format!(
-                        "[sandbox] user '{user}' cannot reach the scratch directory {} ({} is closed to it); \
-                         set [sandbox] scratch_dir to a directory it can reach, outside the data directory",
-                        root.display(),
-                        blocked.display()
-                    ));
-                }
+            // The gate user must reach its private directories (the root
+            // was made 0711 by `new`): a daemon refuses to start otherwise.
+            if let Some(root) = &self.scratch_root
+                && let Some(blocked) = untraversable(root, uid, gid)
+            {
+                let reason = format!(
+                    "[sandbox] user '{user}' cannot reach the scratch directory {} ({} is closed to it); \
+                     set [sandbox] scratch_dir to a directory it can reach, outside the data directory",
+                    root.display(),
+                    blocked.display()
+                );
+                self.refusal = Some(reason.clone());
+                return Err(reason);
             }
         }
         if abi < WANTED_ABI && self.user.is_none() {
@@ -309,6 +332,13 @@ impl Sandbox {
     /// The uid and gid gates run as (`[sandbox] user`), if not root's.
     pub fn gate_user(&self) -> Option<(u32, u32)> {
         self.user
+    }
+
+    /// Why a daemon must refuse to start with this sandbox: its gate user
+    /// cannot reach (or gatehost cannot make) the scratch root, so every
+    /// gate would be refused while the daemon said it serves.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
     }
 
     /// One line saying which confinement is in force, printed at start.
@@ -475,7 +505,7 @@ impl Sandbox {
         // Made (and its mode set) at start; recreated if someone removed it.
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            .mode(if self.user.is_some() { 0o711 } else { 0o700 })
             .create(root)
             .map_err(|e| SandboxError::Scratch(format!("{}: {e}", root.display())))?;
         let dir = root.join(format!("g-{}", uuid::Uuid::new_v4().simple()));
@@ -574,110 +604,6 @@ fn lookup_user(user: &str) -> Result<(u32, u32), String> {
     Ok((pwd.pw_uid, pwd.pw_gid))
 }
 
-/// The first directory on the way to `path` (its ancestors and itself)
-/// that `uid`/`gid` may not search, if any.
-fn untraversable(path: &Path, uid: u32, gid: u32) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let mut walked = PathBuf::new();
-    for c in path.components() {
-        walked.push(c);
-        let Ok(m) = std::fs::metadata(&walked) else {
-            return Some(walked);
-        };
-        let mode = m.mode();
-        let ok = if m.uid() == uid {
-            mode & 0o100 != 0
-        } else if m.gid() == gid {
-            mode & 0o010 != 0
-        } else {
-            mode & 0o001 != 0
-        };
-        if !ok {
-            return Some(walked);
-        }
-    }
-    None
-}
-
-/// Whether `uid`/`gid` may create files in the directory `dir`.
-fn writable_by(dir: &Path, uid: u32, gid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(dir).is_ok_and(|m| {
-        let mode = m.mode();
-        if m.uid() == uid {
-            mode & 0o300 == 0o300
-        } else if m.gid() == gid {
-            mode & 0o030 == 0o030
-        } else {
-            mode & 0o003 == 0o003
-        }
-    })
-}
-
-/// Makes `dir` (and its parents) exist, and `dir` owner-only.
-fn make_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = std::fs::metadata(dir)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-/// The grants `wanted` with every protected path carved out: a grant that
-/// holds a protected path is replaced by its children (recursively), minus
-/// the protected one; a grant that is, or is inside, a protected path is
-/// dropped. Grants that do not exist are dropped (Landlock rules need an
-/// open file).
-fn grants_around(wanted: &[PathBuf], protected: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for w in wanted {
-        let Ok(canonical) = std::fs::canonicalize(w) else {
-            continue;
-        };
-        carve(&canonical, protected, &mut out, 0);
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-fn carve(grant: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) {
-    if protected.iter().any(|p| grant.starts_with(p)) {
-        return;
-    }
-    if !protected.iter().any(|p| p.starts_with(grant)) {
-        out.push(grant.to_path_buf());
-        return;
-    }
-    // Too deep to carve sensibly: leave the whole subtree out.
-    if depth > 16 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(grant) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(canonical) = std::fs::canonicalize(e.path()) else {
-            continue;
-        };
-        if canonical.parent() == Some(grant) {
-            carve(&canonical, protected, out, depth + 1);
-        } else {
-            // A symlink to elsewhere: granted as its target, if allowed.
-            if !protected
-                .iter()
-                .any(|p| p.starts_with(&canonical) || canonical.starts_with(p))
-            {
-                out.push(canonical);
-            }
-        }
-    }
-}
-
 /// Whether a name may be set by a gate's `env` (never the variables the
 /// sandbox or the loader depend on).
 pub fn settable_env_name(name: &OsStr) -> bool {
@@ -689,5 +615,8 @@ pub fn settable_env_name(name: &OsStr) -> bool {
         || n.starts_with("GATEHOST_"))
 }
 
+mod places;
+pub use places::scratch_root_of;
+use places::{grants_around, make_private_dir, make_shared_root, untraversable, writable_by};
 #[cfg(test)]
 mod tests;

@@ -63,6 +63,7 @@ fn a_workspace_overlapping_a_protected_path_is_refused() {
         base: Some(BaseGrants::open(6, &[], &[], &[]).expect("base")),
         protected: vec![root.join("data")],
         scratch_root: Some(root.join("scratch")),
+        refusal: None,
     };
     let any_dir = std::fs::File::open(&root).expect("open");
     let wrap = |ws: &Path| {

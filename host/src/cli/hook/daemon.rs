@@ -127,7 +127,7 @@ async fn wait_verdicts(
             }));
         }
         let wait = left.min(SLICE);
-        let page = c
+        let page = match c
             .events(&EventQuery {
                 since: Some(since),
                 types: Some("passed,nudge,blocked,commit-ready,done,committed,cancelled".into()),
@@ -137,7 +137,16 @@ async fn wait_verdicts(
                 ..EventQuery::default()
             })
             .await
-            .map_err(|e| format!("cannot read the event bus: {e}"))?;
+        {
+            Ok(page) => page,
+            // Too many long-polls wait at the daemon: poll again in a
+            // second (its Retry-After), within the deadline.
+            Err(e) if e.is_too_many_waiters() => {
+                tokio::time::sleep(Duration::from_secs(1).min(left)).await;
+                continue;
+            }
+            Err(e) => return Err(format!("cannot read the event bus: {e}")),
+        };
         for e in &page.events {
             since = since.max(e.cursor);
             let Some(pid) = e.policy_id.clone() else {

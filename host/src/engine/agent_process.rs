@@ -1,0 +1,172 @@
+//! Starting the processes `session start` runs (agents) so that they die
+//! with the daemon, and finding what a dead daemon's agents left.
+//!
+//! Each agent is its own process group's leader and has
+//! `PR_SET_PDEATHSIG(SIGKILL)`: when the daemon dies, SIGKILL included, the
+//! kernel kills the agent. The kernel sends that signal when the *thread*
+//! that forked the child exits, not the process: so every agent is forked
+//! by one thread made for it, which lives as long as the daemon (a tokio
+//! worker may hand its place to another thread and end, and the blocking
+//! pool's threads end when idle: either would kill agents that are well).
+//! The signal reaches the agent only, not what it started; those stay in
+//! its process group, which the next daemon kills at start
+//! (`leftover_group`).
+//!
+//! This module never kills a process it cannot tell is an agent's.
+
+use std::os::unix::process::CommandExt;
+use std::sync::OnceLock;
+use std::sync::mpsc;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread that forks agents: made on first use, never ended.
+fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
+    static FORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+    if let Some(tx) = FORKER.get() {
+        return Ok(tx);
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("gatehost-agent-forker".into())
+        .spawn(move || {
+            for job in rx {
+                job();
+            }
+        })?;
+    // Two first callers at once: one thread's sender wins; the other's
+    // thread ends when its sender is dropped here (it forked nothing).
+    Ok(FORKER.get_or_init(|| tx))
+}
+
+/// Starts `cmd` (stdio piped) as an agent: in a process group of its own,
+/// killed when the daemon dies.
+pub fn spawn(mut cmd: std::process::Command) -> std::io::Result<async_process::Child> {
+    let daemon = rustix::process::getpid();
+    cmd.process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and
+    // makes only async-signal-safe system calls (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The daemon died before the prctl: nothing would kill it.
+            if rustix::process::getppid() != Some(daemon) {
+                return Err(std::io::Error::other(
+                    "the daemon exited while starting the agent",
+                ));
+            }
+            Ok(())
+        });
+    }
+    let mut command = async_process::Command::from(cmd);
+    // `From<std::process::Command>` forgets stdio: set it again.
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(false);
+    let (tx, rx) = mpsc::sync_channel(1);
+    forker()?
+        .send(Box::new(move || {
+            let _ = tx.send(command.spawn());
+        }))
+        .map_err(|_| std::io::Error::other("the agent forker thread is gone"))?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the agent forker thread is gone"))?
+}
+
+/// What a previous daemon's agent (its pid `pid`, started as `argv`) left:
+/// the live processes of its process group.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Leftover {
+    /// The agent itself still runs (it should have died with its daemon).
+    pub leader_alive: bool,
+    /// Other processes of its group (what it started).
+    pub members: Vec<i32>,
+}
+
+/// The leftovers of the agent `pid`, from the process table. A process
+/// with that pid whose command line is not `argv` is another program that
+/// got the pid since (not the agent's: `None`); group members are the
+/// agent's for sure (a pid is not given out again while a group of that
+/// number has members).
+pub fn leftover_group(pid: i32, argv: &[String]) -> Option<Leftover> {
+    let mut left = Leftover::default();
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for e in entries.flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state ppid pgrp ...
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") || fields.get(2).and_then(|g| g.parse().ok()) != Some(pid) {
+            continue;
+        }
+        if p == pid {
+            if !same_command(p, argv) {
+                return None;
+            }
+            left.leader_alive = true;
+        } else {
+            left.members.push(p);
+        }
+    }
+    Some(left)
+}
+
+/// Whether `/proc/pid/cmdline` is `argv` (its first word compared by
+/// file name: the agent was started by its resolved path).
+fn same_command(pid: i32, argv: &[String]) -> bool {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let words: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let name = |s: &str| {
+        std::path::Path::new(s)
+            .file_name()
+            .map(|n| n.to_os_string())
+    };
+    words.len() == argv.len()
+        && words.first().map(|w| name(w)) == argv.first().map(|a| name(a))
+        && words[1..] == argv[1..]
+}
+
+/// SIGKILLs the process group `pgid` (the agent's, whose leader is gone).
+pub fn kill_group(pgid: i32) -> std::io::Result<()> {
+    let group = rustix::process::Pid::from_raw(pgid)
+        .ok_or_else(|| std::io::Error::other("not a process group"))?;
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_leads_its_own_group_and_another_program_on_its_pid_is_not_it() {
+        // (The death signal itself is proven by the whole-program test
+        // that SIGKILLs a daemon.)
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        let mut child = spawn(cmd).expect("spawn");
+        let pid = child.id() as i32;
+        let left = leftover_group(pid, &["/bin/sleep".into(), "30".into()]).expect("ours");
+        assert!(left.leader_alive);
+        assert!(left.members.is_empty());
+        assert_eq!(leftover_group(pid, &["sleep".into(), "31".into()]), None);
+        assert_eq!(leftover_group(pid, &["bash".into(), "30".into()]), None);
+        kill_group(pid).expect("kill");
+        let _ = futures_lite::future::block_on(child.status());
+    }
+}

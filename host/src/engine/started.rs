@@ -1,0 +1,293 @@
+//! Sessions gatehost starts and follows (`session start`): the agent as a
+//! child of the daemon (dying with it, see `agent_process`), its stdout
+//! read for turn-ends (a line matching `turnEndPattern`, or `quietMs` of
+//! silence after output), its exit reported as `exited`, nudges written to
+//! its stdin as one line; after a restart, what the previous daemon's
+//! agents left is reported and killed. It must never write to an agent's
+//! stdin anything but a policy's nudge.
+
+use super::keys::Caller;
+use super::sessions::{MAX_MESSAGE, RegisterInput, Registered, ReportKind, cap, invalid, locate};
+use super::{Engine, EngineResult};
+use crate::store::SessionState;
+use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Output kept for a started session.
+const STARTED_TAIL: usize = 64 * 1024;
+const DEFAULT_QUIET_MS: u64 = 3000;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartInput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
+    /// The argv; the program is a bare name looked up on the daemon's PATH
+    /// or an absolute path.
+    pub command: Vec<String>,
+    /// A regex; a stdout line matching it ends a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_end_pattern: Option<String>,
+    /// Without a pattern: this much silence after output ends a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_ms: Option<u64>,
+}
+
+/// Stdin of the sessions gatehost started and follows.
+#[derive(Default)]
+pub(super) struct Started {
+    stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
+}
+
+impl Engine {
+    /// Writes a prompt (a nudge) to a started session's stdin. Sessions
+    /// registered from outside get it as the `policy:nudge` event only.
+    pub(crate) async fn deliver_prompt(&self, session_id: &str, message: &str) {
+        let stdin = self
+            .inner
+            .started
+            .stdin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        let Some(mut stdin) = stdin else {
+            return;
+        };
+        let line = format!("{}\n", message.replace('\n', " "));
+        let ok = stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok();
+        if ok {
+            self.inner
+                .started
+                .stdin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(session_id.to_string(), stdin);
+        } else {
+            tracing::warn!(
+                session = session_id,
+                "cannot write the nudge to the session's stdin"
+            );
+        }
+    }
+
+    /// Starts a session as a child of the daemon and follows it.
+    pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
+        let Some(program) = input.command.first() else {
+            return Err(invalid("command", "must name a program"));
+        };
+        let path_var = self.inner.runner.config().host_path.clone();
+        let resolved = if program.contains('/') {
+            let p = PathBuf::from(program);
+            if !p.is_absolute() {
+                return Err(invalid("command[0]", "a bare name or an absolute path"));
+            }
+            p
+        } else {
+            crate::supervise::find_on_path(program, path_var.as_deref()).ok_or_else(|| {
+                invalid(
+                    "command[0]",
+                    format!("'{program}' was not found on the daemon's PATH"),
+                )
+            })?
+        };
+        let pattern = match &input.turn_end_pattern {
+            Some(p) => {
+                Some(regex::Regex::new(p).map_err(|e| invalid("turnEndPattern", e.to_string()))?)
+            }
+            None => None,
+        };
+        let (cwd, _) = locate(&input.cwd, input.workspace.as_deref())?;
+        let mut cmd = std::process::Command::new(&resolved);
+        cmd.args(&input.command[1..]).current_dir(&cwd);
+        // It dies with the daemon (see `agent_process`).
+        let mut child = super::agent_process::spawn(cmd).map_err(|e| {
+            invalid(
+                "command",
+                format!("cannot start {}: {e}", resolved.display()),
+            )
+        })?;
+        let pid = child.id() as i64;
+        let reg = RegisterInput {
+            id: input.id.clone(),
+            label: input.label.clone(),
+            cwd: input.cwd.clone(),
+            workspace: input.workspace.clone(),
+            notify_url: input.notify_url.clone(),
+        };
+        let registered = match self.register_with(
+            reg,
+            Some((input.command.clone(), pid)),
+            &Caller::operator(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = child.kill();
+                return Err(e);
+            }
+        };
+        let session = &registered.session;
+        if let Some(stdin) = child.stdin.take() {
+            self.inner
+                .started
+                .stdin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(session.id.clone(), stdin);
+        }
+        let quiet = Duration::from_millis(input.quiet_ms.unwrap_or(DEFAULT_QUIET_MS).max(1));
+        let engine = self.clone();
+        let sid = session.id.clone();
+        tokio::spawn(async move {
+            engine.follow(sid, child, pattern, quiet).await;
+        });
+        Ok(registered)
+    }
+
+    async fn follow(
+        &self,
+        sid: String,
+        mut child: async_process::Child,
+        pattern: Option<regex::Regex>,
+        quiet: Duration,
+    ) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn futures_lite::AsyncRead + Unpin + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                use futures_lite::StreamExt;
+                while let Some(Ok(line)) = lines.next().await {
+                    if tx.send(line).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut tail = String::new();
+        let mut turn_text = String::new();
+        let mut dirty = false;
+        loop {
+            let next = if dirty && pattern.is_none() {
+                match tokio::time::timeout(quiet, rx.recv()).await {
+                    Ok(l) => l,
+                    Err(_) => {
+                        dirty = false;
+                        let msg = std::mem::take(&mut turn_text);
+                        if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                            tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                rx.recv().await
+            };
+            let Some(line) = next else { break };
+            tail.push_str(&line);
+            tail.push('\n');
+            tail = cap(tail, STARTED_TAIL);
+            turn_text.push_str(&line);
+            turn_text.push('\n');
+            turn_text = cap(turn_text, MAX_MESSAGE);
+            if let Some(re) = &pattern {
+                if re.is_match(&line) {
+                    let msg = std::mem::take(&mut turn_text);
+                    if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                        tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
+                    }
+                }
+            } else {
+                dirty = true;
+            }
+        }
+        let status = child.status().await;
+        self.inner
+            .started
+            .stdin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&sid);
+        let how = match status {
+            Ok(s) => format!("process ended: {s}"),
+            Err(e) => format!("process could not be waited on: {e}"),
+        };
+        let mut msg = tail;
+        msg.push_str(&format!("[{how}]"));
+        if let Err(e) = self.report(&sid, ReportKind::Exited, Some(msg)) {
+            tracing::warn!(session = %sid, error = %e, "cannot record a session exit");
+        }
+    }
+
+    /// Sessions started by a previous daemon are no longer followed: they
+    /// are marked exited, saying what their process left. The agent died
+    /// with its daemon (`agent_process`); what it started is killed (its
+    /// process group, whose number no other process can hold meanwhile).
+    /// An agent still alive is not re-adopted nor killed: it is reported.
+    pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
+        for s in self.inner.store.sessions()? {
+            if let Some(d) = &s.damage {
+                tracing::error!(session = %s.id, column = %d.column, error = %d.message, "a session's stored row does not decode; it cannot be reported on");
+                continue;
+            }
+            if s.command.is_none() || s.state == SessionState::Exited {
+                continue;
+            }
+            let left = match (s.pid.and_then(|p| i32::try_from(p).ok()), &s.command) {
+                (Some(pid), Some(argv)) if pid > 0 => {
+                    super::agent_process::leftover_group(pid, argv).map(|l| (pid, l))
+                }
+                _ => None,
+            };
+            let message = match left {
+                Some((pid, l)) if l.leader_alive => {
+                    tracing::warn!(session = %s.id, pid, "a started session's process outlived its daemon; it is not followed nor killed");
+                    format!(
+                        "the daemon restarted; the session's process (pid {pid}) is still alive and no longer followed: gatehost neither re-adopts nor kills it"
+                    )
+                }
+                Some((pid, l)) if !l.members.is_empty() => {
+                    let killed = match super::agent_process::kill_group(pid) {
+                        Ok(()) => "killed",
+                        Err(e) => {
+                            tracing::warn!(session = %s.id, pid, error = %e, "cannot kill what a started session's process left");
+                            "could not kill"
+                        }
+                    };
+                    tracing::warn!(session = %s.id, pid, members = ?l.members, killed, "the previous daemon's agent left processes");
+                    format!(
+                        "the daemon restarted; the session's process died with it, and gatehost {killed} the {} process(es) it left ({:?})",
+                        l.members.len(),
+                        l.members
+                    )
+                }
+                _ => "the daemon restarted; the session's process died with it".into(),
+            };
+            self.report(&s.id, ReportKind::Exited, Some(message))?;
+        }
+        Ok(())
+    }
+}
