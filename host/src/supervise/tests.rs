@@ -342,6 +342,8 @@ fn a_dead_hosts_cgroups_are_removed_with_the_ones_nested_in_them() {
 /// waits differently (pidfd, async-process).
 #[test]
 fn a_child_that_exited_before_its_timer_was_seen_is_not_timed_out() {
+    // The moving way moves the whole test process for a moment.
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     for sup in [
         Supervisor::new(),
         Supervisor::moving_into_cgroups(),
@@ -376,6 +378,7 @@ fn a_child_still_running_when_its_timer_fires_is_timed_out() {
 /// died of SIGKILL in 0 ms.
 #[test]
 fn a_leftover_process_does_not_poison_the_gates_after_it() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
         let way = sup.cgroup_entry();
         let leaver = run(
