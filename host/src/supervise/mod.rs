@@ -13,6 +13,9 @@
 //! - each output stream is read to its end into a tail buffer of at most
 //!   `output_cap` bytes;
 //! - on timeout the tree gets SIGTERM, then SIGKILL after `grace`;
+//! - its memory, processes and file sizes are bounded (`limits`: cgroup
+//!   v2 `memory.max` and `pids.max`, else v1 cgroups, else rlimits), and
+//!   the run says which limit it is known to have hit;
 //! - once the main process has ended (by itself or by the timeout) every
 //!   process left in its group and in its cgroup is killed, the cgroup is
 //!   removed, orphans re-parented to the host are swept, and `run` returns
@@ -23,10 +26,15 @@
 
 mod capture;
 mod cgroup;
+mod limits;
 pub mod reaper;
 mod spawn;
+mod v1;
 
 pub use capture::TailBuffer;
+pub use limits::{
+    DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, GateLimits, LimitHits, default_gate_memory,
+};
 
 use cgroup::{Cgroups, ProcessCgroup};
 use futures_lite::AsyncWriteExt;
@@ -53,6 +61,8 @@ pub struct Limits {
     pub timeout: Duration,
     pub grace: Duration,
     pub output_cap: usize,
+    /// Memory, processes and file size of the whole tree.
+    pub gate: GateLimits,
 }
 
 /// What to run.
@@ -102,6 +112,8 @@ pub struct ProcessRun {
     /// How the child entered its cgroup: "clone3" (born there), "moved"
     /// (the host stepped in for the spawn), or `None` (no cgroup).
     pub cgroup_entry: Option<&'static str>,
+    /// The limits the tree is known to have hit.
+    pub limits: LimitHits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +125,8 @@ pub enum SpawnError {
     },
     #[error("the sandbox could not confine {program}: {reason}")]
     Confine { program: String, reason: String },
+    #[error("cannot bound {program}: {reason}")]
+    Limit { program: String, reason: String },
 }
 
 /// Runs processes with the guarantees above. One per host.
@@ -122,6 +136,9 @@ pub struct Supervisor {
     /// How a child gets into its cgroup: one of the `INTO_*` values. It
     /// only ever steps down, when a way turns out not to work here.
     into: AtomicU8,
+    /// How gates' memory and processes are bounded where the v2 cgroup
+    /// cannot.
+    enforcer: limits::Enforcer,
 }
 
 /// Born in it: `clone3(CLONE_INTO_CGROUP)`, no process moves.
@@ -150,19 +167,23 @@ impl Supervisor {
                 "cgroup v2 not available to this host: gates are contained by process group and the subreaper sweep"
             ),
         }
+        let enforcer = limits::Enforcer::detect(cgroups.as_ref());
         Supervisor {
             cgroups,
             into: AtomicU8::new(INTO_BY_CLONE),
+            enforcer,
         }
     }
 
-    /// A supervisor that does not use cgroups even where it could (to test
-    /// the fallback).
+    /// A supervisor that does not use cgroups (of either version) even
+    /// where it could, to test the fallback: its gates' memory is bounded
+    /// by `RLIMIT_AS`, their processes not at all.
     pub fn without_cgroups() -> Self {
         reaper::become_subreaper();
         Supervisor {
             cgroups: None,
             into: AtomicU8::new(INTO_NONE),
+            enforcer: limits::Enforcer::rlimits_only(),
         }
     }
 
@@ -201,6 +222,7 @@ impl Supervisor {
         spec: &ProcessSpec<'_>,
         command: &mut async_process::Command,
         cgroup: Option<&ProcessCgroup>,
+        bounds: &limits::ChildLimits,
     ) -> Result<(Child, Option<&'static str>), SpawnError> {
         let program = || spec.program.display().to_string();
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
@@ -224,6 +246,7 @@ impl Supervisor {
                     cwd: spec.cwd,
                     piped_stdin: spec.stdin.is_some(),
                     confine: prepared.as_ref(),
+                    limits: bounds,
                 };
                 let started = cg
                     .open()
@@ -242,6 +265,12 @@ impl Supervisor {
                         return Err(SpawnError::Start {
                             program: program(),
                             source,
+                        });
+                    }
+                    Err(spawn::CloneError::Limit(step, errno)) => {
+                        return Err(SpawnError::Limit {
+                            program: program(),
+                            reason: step.describe(errno),
                         });
                     }
                     Err(spawn::CloneError::Confine(e)) => {
@@ -293,21 +322,36 @@ impl Supervisor {
     }
 
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
-        let mut cmd = std::process::Command::new(spec.program);
-        cmd.args(spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(spec.cwd)
-            .process_group(0);
-
         let start = Instant::now();
-        let cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
+        let mut cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
             Ok(cg) => Some(cg),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot create a cgroup; relying on the process group");
                 None
             }
         });
+        let mut bounds =
+            self.enforcer
+                .apply(spec.limits.gate, self.cgroups.as_ref(), cgroup.as_mut());
+
+        let mut cmd = std::process::Command::new(spec.program);
+        cmd.args(spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(spec.cwd)
+            .process_group(0);
+        if !bounds.child.is_empty() {
+            let child = bounds.child;
+            // SAFETY: `apply` makes async-signal-safe system calls only,
+            // as a forked child of a multi-threaded process requires.
+            unsafe {
+                cmd.pre_exec(move || {
+                    child
+                        .apply()
+                        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
+                });
+            }
+        }
         let mut command = async_process::Command::from(cmd);
         // `From<std::process::Command>` forgets stdio: set it again.
         command
@@ -323,7 +367,7 @@ impl Supervisor {
             // running elsewhere never takes this child for an orphan, and so
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
-            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref());
+            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref(), &bounds.child);
             if let Ok((child, entered)) = &spawned {
                 reg.children.insert(child.id());
                 if let (Some(cg), Some(_)) = (&cgroup, entered) {
@@ -332,6 +376,7 @@ impl Supervisor {
             }
             spawned
         };
+        bounds.spawned();
         let (mut child, entered) = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -344,7 +389,7 @@ impl Supervisor {
         // A cgroup the child is not in (entering it failed) contains nothing:
         // give it back now, and sweep for live orphans below.
         let in_cgroup = entered.is_some();
-        let cgroup = match (in_cgroup, cgroup, &self.cgroups) {
+        let mut cgroup = match (in_cgroup, cgroup, &self.cgroups) {
             (true, cg, _) => cg,
             (false, Some(cg), Some(c)) => {
                 c.release(cg, CGROUP_EMPTY_BOUND).await;
@@ -418,14 +463,19 @@ impl Supervisor {
         // outlive the gate. The cgroup is emptied first, so that what was
         // left in it is counted before anything else kills it; then the
         // process group (the whole tree where there is no cgroup).
+        let limits = bounds.hits(cgroup.as_mut(), termination);
+        if let Some(hit) = limits.describe() {
+            tracing::info!(pid, program = %spec.program.display(), "{hit}");
+        }
         let strays_killed = match (&self.cgroups, cgroup) {
             (Some(c), Some(cg)) => {
                 let path = cg.path().to_path_buf();
                 let n = c.release(cg, CGROUP_EMPTY_BOUND).await;
                 reaper::registry().live_cgroups.remove(&path);
+                bounds.release(CGROUP_EMPTY_BOUND).await;
                 n
             }
-            _ => 0,
+            _ => bounds.release(CGROUP_EMPTY_BOUND).await,
         };
         signal_tree(pid, None, Signal::KILL);
         if termination != Termination::Unreaped {
@@ -465,6 +515,7 @@ impl Supervisor {
             strays_killed,
             output_abandoned,
             cgroup_entry: entered,
+            limits,
         })
     }
 }
