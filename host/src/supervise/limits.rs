@@ -185,6 +185,25 @@ impl ChildLimits {
         self.n_joins == 0 && self.n_rlimits == 0
     }
 
+    /// Has `cmd`'s child (std's fork-and-exec, the ways other than
+    /// `clone3`) apply these limits before its exec.
+    pub(super) fn before_exec_of(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        if self.is_empty() {
+            return;
+        }
+        let child = *self;
+        // SAFETY: `apply` makes async-signal-safe system calls only, as a
+        // forked child of a multi-threaded process requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                child
+                    .apply()
+                    .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
+            });
+        }
+    }
+
     pub(super) fn join(&mut self, fd: RawFd, step: LimitStep) {
         if self.n_joins < MAX_JOINS {
             self.joins[self.n_joins] = (fd, step);

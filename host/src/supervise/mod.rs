@@ -340,18 +340,7 @@ impl Supervisor {
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(spec.cwd)
             .process_group(0);
-        if !bounds.child.is_empty() {
-            let child = bounds.child;
-            // SAFETY: `apply` makes async-signal-safe system calls only,
-            // as a forked child of a multi-threaded process requires.
-            unsafe {
-                cmd.pre_exec(move || {
-                    child
-                        .apply()
-                        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
-                });
-            }
-        }
+        bounds.child.before_exec_of(&mut cmd);
         let mut command = async_process::Command::from(cmd);
         // `From<std::process::Command>` forgets stdio: set it again.
         command
