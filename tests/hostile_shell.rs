@@ -310,3 +310,130 @@ fn passes_quickly_leaving_nothing(script: &str, name: &str) -> CliRun {
     assert_no_cgroups_left(run.pid);
     run
 }
+
+/// Whether gatehost can bound `controller` ("memory", "pids") per gate on
+/// this host: in cgroup v2 (the controller available in the host's
+/// cgroup) or in a writable v1 hierarchy.
+fn per_gate_cgroup(controller: &str) -> bool {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines().any(|l| {
+        let Some((left, right)) = l.split_once(" - ") else {
+            return false;
+        };
+        let mut r = right.split_whitespace();
+        let fstype = r.next().unwrap_or_default();
+        let options = r.nth(1).unwrap_or_default();
+        let mount = std::path::PathBuf::from(left.split_whitespace().nth(4).unwrap_or_default());
+        let rel = |prefix: &str| {
+            own.lines()
+                .find_map(|o| {
+                    let (_, rest) = o.split_once(':')?;
+                    let (ctrls, path) = rest.split_once(':')?;
+                    (prefix.is_empty() && ctrls.is_empty() || ctrls.split(',').any(|c| c == prefix))
+                        .then(|| path.trim_start_matches('/').to_string())
+                })
+                .unwrap_or_default()
+        };
+        match fstype {
+            "cgroup2" => std::fs::read_to_string(mount.join(rel("")).join("cgroup.controllers"))
+                .is_ok_and(|t| t.split_whitespace().any(|c| c == controller)),
+            "cgroup" if options.split(',').any(|o| o == controller) => {
+                let dir = mount.join(rel(controller));
+                let probe = dir.join(format!("gatehost-test-probe-{}", std::process::id()));
+                let ok = std::fs::create_dir(&probe).is_ok();
+                let _ = std::fs::remove_dir(&probe);
+                ok
+            }
+            _ => false,
+        }
+    })
+}
+
+/// Issue 24, item 7: a gate that allocates past `[limits]
+/// gate_memory_bytes` does not pass, and where a cgroup bounds it the
+/// reason names the limit; gatehost itself stays small.
+#[test]
+fn a_gate_allocating_past_its_memory_limit_does_not_pass() {
+    let s = Scratch::new();
+    let config = format!(
+        "{}[limits]\ngate_memory_bytes = 268435456\n",
+        allow_config(&[])
+    );
+    let gate = serde_json::json!({
+        "command": "bash",
+        "args": ["-c", "exec /usr/bin/python3 -c 'b = bytearray(2 * 1024**3)'"],
+        "timeoutMs": 60000,
+    })
+    .to_string();
+    let run = s.check(&config, &gate, &[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.outcome(), "fail", "{}", run.reason());
+    if per_gate_cgroup("memory") {
+        assert_eq!(
+            run.reason(),
+            "killed by signal 9 (SIGKILL); the memory limit was reached ([limits] gate_memory_bytes = 268435456): 1 process(es) killed"
+        );
+    }
+    run.assert_host_stayed_under_mib(64);
+    assert_no_cgroups_left(run.pid);
+}
+
+/// A fork bomb under `gate_pids = 64`: it does not pass, the reason says
+/// forks were refused, nothing it started is left, and gatehost answers.
+#[test]
+fn a_fork_bomb_is_bounded_by_its_process_limit_and_leaves_nothing() {
+    let s = Scratch::new();
+    let m = marker("forkbomb");
+    let config = format!("{}[limits]\ngate_pids = 64\n", allow_config(&[]));
+    let run = s.check(
+        &config,
+        &script_gate("gates/fork-bomb.sh", &[&m], 5000),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.outcome(), "fail", "{}", run.reason());
+    if per_gate_cgroup("pids") {
+        assert!(
+            run.reason()
+                .contains("fork(s) refused at the process limit ([limits] gate_pids = 64)"),
+            "{}",
+            run.reason()
+        );
+    }
+    assert_no_survivors(&m);
+    assert_no_cgroups_left(run.pid);
+}
+
+/// A gate writing a 64 MiB file to its private TMPDIR under
+/// `gate_file_bytes = 16 MiB` is stopped at 16 MiB and does not pass.
+#[test]
+fn a_gate_writing_past_its_file_size_limit_does_not_pass() {
+    let s = Scratch::new();
+    let config = format!(
+        "{}[limits]\ngate_file_bytes = 16777216\n",
+        allow_config(&[])
+    );
+    let gate = serde_json::json!({
+        "command": "bash",
+        "args": ["-c", "exec head -c 67108864 /dev/zero > \"$TMPDIR/big\""],
+        "timeoutMs": 60000,
+    })
+    .to_string();
+    let run = s.check(&config, &gate, &[]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.outcome(), "fail");
+    assert_eq!(
+        run.reason(),
+        "killed by signal 25 (SIGXFSZ); a file grew past [limits] gate_file_bytes (16777216 bytes)"
+    );
+    // Through a shell that forks the writer: still not a pass.
+    let gate = serde_json::json!({
+        "command": "bash",
+        "args": ["-c", "head -c 67108864 /dev/zero > \"$TMPDIR/big\"; exit $?"],
+        "timeoutMs": 60000,
+    })
+    .to_string();
+    let run = s.check(&config, &gate, &[]);
+    assert_eq!(run.outcome(), "fail", "{}", run.reason());
+}

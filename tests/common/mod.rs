@@ -90,7 +90,20 @@ pub fn assert_no_cgroups_left(pid: u32) {
     };
     let prefix = format!("gatehost-{pid}-");
     let mut left = Vec::new();
-    for entry in walk_dirs(&mount, 3) {
+    // And the v1 memory and pids hierarchies, where gates get cgroups
+    // when v2 lacks those controllers.
+    let v1 = info.lines().filter_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut r = right.split_whitespace();
+        let v1_bounds =
+            r.next()? == "cgroup" && r.nth(1)?.split(',').any(|o| o == "memory" || o == "pids");
+        v1_bounds.then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    });
+    let dirs: Vec<PathBuf> = walk_dirs(&mount, 3)
+        .into_iter()
+        .chain(v1.flat_map(|m| walk_dirs(&m, 4)))
+        .collect();
+    for entry in dirs {
         if entry
             .file_name()
             .and_then(|n| n.to_str())

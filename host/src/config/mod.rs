@@ -35,6 +35,10 @@ pub const DEFAULT_JUDGE_SLOTS: usize = 4;
 pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 pub const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
+/// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` other
+/// than 0 (off): a smaller value is a unit mistake, and no gate could run.
+pub const MIN_GATE_MEMORY: u64 = 16 * 1024 * 1024;
+pub const MIN_GATE_FILE_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -214,6 +218,9 @@ struct AllowRuleFile {
 struct LimitsSection {
     output_cap_bytes: Option<usize>,
     kill_grace_ms: Option<u64>,
+    gate_memory_bytes: Option<u64>,
+    gate_pids: Option<u64>,
+    gate_file_bytes: Option<u64>,
 }
 
 /// A configured path: `~/…` names the host user's home.
@@ -235,6 +242,10 @@ pub struct HostConfig {
     pub adapters: BTreeMap<String, Adapter>,
     pub output_cap: usize,
     pub kill_grace: Duration,
+    /// Memory, processes and file size of each gate's process tree
+    /// (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`; 0
+    /// turns one off).
+    pub gate_limits: crate::supervise::GateLimits,
     /// The host PATH captured at load: programs are looked up on it, and
     /// gates receive it.
     pub host_path: Option<OsString>,
@@ -258,6 +269,7 @@ impl Default for HostConfig {
             adapters: default_adapters(),
             output_cap: DEFAULT_OUTPUT_CAP,
             kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
+            gate_limits: crate::supervise::GateLimits::default(),
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
             daemon: DaemonConfig::default(),
@@ -488,6 +500,34 @@ impl HostConfig {
         }
         if let Some(ms) = file.limits.kill_grace_ms {
             config.kill_grace = Duration::from_millis(ms);
+        }
+        let gl = &mut config.gate_limits;
+        for (key, value, min, slot) in [
+            (
+                "limits.gate_memory_bytes",
+                file.limits.gate_memory_bytes,
+                MIN_GATE_MEMORY,
+                &mut gl.memory,
+            ),
+            ("limits.gate_pids", file.limits.gate_pids, 1, &mut gl.pids),
+            (
+                "limits.gate_file_bytes",
+                file.limits.gate_file_bytes,
+                MIN_GATE_FILE_BYTES,
+                &mut gl.file_bytes,
+            ),
+        ] {
+            match value {
+                None => {}
+                Some(0) => *slot = None,
+                Some(n) if n < min => {
+                    return Err(invalid(
+                        key,
+                        format!("{n} is too small: at least {min}, or 0 for no limit"),
+                    ));
+                }
+                Some(n) => *slot = Some(n),
+            }
         }
         file.retention
             .apply(&mut config.retention)

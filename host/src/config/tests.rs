@@ -298,3 +298,53 @@ fn an_allowlist_env_name_is_an_exact_settable_name() {
         assert!(err.contains("shell.allow"), "{bad}: {err}");
     }
 }
+
+/// Issue 24, item 7: the per-gate limits parse, 0 turns one off, and a
+/// value too small to be meant is an error naming the key.
+#[test]
+fn gate_limits_parse_with_defaults_and_zero_for_off() {
+    use crate::supervise::{DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS};
+    let d = HostConfig::from_toml("", "c.toml").expect("parses");
+    assert_eq!(d.gate_limits.pids, Some(DEFAULT_GATE_PIDS));
+    assert_eq!(d.gate_limits.file_bytes, Some(DEFAULT_GATE_FILE_BYTES));
+    let mem = d.gate_limits.memory.expect("a memory limit by default");
+    assert!(mem >= 16 * 1024 * 1024, "{mem}");
+    assert_eq!(mem, crate::supervise::default_gate_memory());
+
+    let c = HostConfig::from_toml(
+        "[limits]\ngate_memory_bytes = 268435456\ngate_pids = 64\ngate_file_bytes = 16777216\n",
+        "c.toml",
+    )
+    .expect("parses");
+    assert_eq!(c.gate_limits.memory, Some(268435456));
+    assert_eq!(c.gate_limits.pids, Some(64));
+    assert_eq!(c.gate_limits.file_bytes, Some(16777216));
+
+    let off = HostConfig::from_toml(
+        "[limits]\ngate_memory_bytes = 0\ngate_pids = 0\ngate_file_bytes = 0\n",
+        "c.toml",
+    )
+    .expect("parses");
+    assert_eq!(off.gate_limits, crate::supervise::GateLimits::NONE);
+
+    for (text, key) in [
+        (
+            "[limits]\ngate_memory_bytes = 4096\n",
+            "limits.gate_memory_bytes",
+        ),
+        (
+            "[limits]\ngate_file_bytes = 100\n",
+            "limits.gate_file_bytes",
+        ),
+    ] {
+        let err = HostConfig::from_toml(text, "c.toml").expect_err(text);
+        let said = err.to_string();
+        assert!(said.contains(key) && said.contains("too small"), "{said}");
+    }
+    for text in [
+        "[limits]\ngate_pids = -1\n",
+        "[limits]\ngate_memory_bytes = \"4G\"\n",
+    ] {
+        assert!(HostConfig::from_toml(text, "c.toml").is_err(), "{text}");
+    }
+}

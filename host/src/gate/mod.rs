@@ -324,6 +324,7 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGALRM => "SIGALRM",
         libc::SIGTERM => "SIGTERM",
         libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
         _ => "another signal",
     }
 }

@@ -150,6 +150,7 @@ pub(super) async fn run(
                 timeout,
                 grace: config.kill_grace,
                 output_cap: config.output_cap,
+                gate: config.gate_limits,
             },
             confine: prepared.plan.as_ref(),
         })
@@ -164,27 +165,43 @@ pub(super) async fn run(
     } else {
         String::new()
     };
+    // A limit the tree hit (memory, processes, a file's size) is named,
+    // and makes even a clean exit a fail: the gate ran and what it checked
+    // may have been cut short.
+    let hit = run.limits.describe();
+    let also = hit.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
     let (outcome, reason) = if run.timed_out {
         (
             Outcome::Fail,
             format!(
-                "timed out after {} (the process tree was killed)",
+                "timed out after {} (the process tree was killed){also}",
                 human_duration(timeout)
             ),
         )
     } else {
         match run.termination {
+            Termination::Exited(0) if hit.is_some() => (
+                Outcome::Fail,
+                format!(
+                    "exited with code 0{strays}, but {}",
+                    hit.unwrap_or_default()
+                ),
+            ),
             Termination::Exited(0) => (Outcome::Pass, format!("exited with code 0{strays}")),
-            Termination::Exited(code) => {
-                (Outcome::Fail, format!("exited with code {code}{strays}"))
-            }
+            Termination::Exited(code) => (
+                Outcome::Fail,
+                format!("exited with code {code}{strays}{also}"),
+            ),
             Termination::Signaled(sig) => (
                 Outcome::Fail,
-                format!("killed by signal {sig} ({}){strays}", signal_name(sig)),
+                format!(
+                    "killed by signal {sig} ({}){strays}{also}",
+                    signal_name(sig)
+                ),
             ),
             Termination::Unreaped => (
                 Outcome::Error,
-                "the process could not be reaped after SIGKILL".to_string(),
+                format!("the process could not be reaped after SIGKILL{also}"),
             ),
         }
     };

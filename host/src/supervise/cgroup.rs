@@ -35,13 +35,25 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 pub struct Cgroups {
     /// The host's own cgroup directory.
     parent: PathBuf,
-    pool: Mutex<Vec<PathBuf>>,
+    pool: Mutex<Vec<ProcessCgroup>>,
+    /// The `memory` and `pids` controllers are enabled for the gates'
+    /// cgroups (in the parent's `cgroup.subtree_control`).
+    memory: bool,
+    pids: bool,
 }
 
-/// One per-gate cgroup, given back with `Cgroups::release`.
+/// One per-gate cgroup, given back with `Cgroups::release`. A recycled
+/// one keeps the limits last written and its event counters as they were
+/// when it was given back.
 #[derive(Debug)]
 pub struct ProcessCgroup {
     path: PathBuf,
+    /// (memory.max, pids.max) last written.
+    written: Option<(Option<u64>, Option<u64>)>,
+    /// `oom_kill` of `memory.events` and `max` of `pids.events` when the
+    /// gate started.
+    oom_base: u64,
+    forks_base: u64,
 }
 
 impl Cgroups {
@@ -53,9 +65,12 @@ impl Cgroups {
     pub fn detect() -> Option<Cgroups> {
         let parent = host_cgroup()?;
         remove_stale(&parent);
+        let (memory, pids) = enable_controllers(&parent);
         let cgroups = Cgroups {
             parent,
             pool: Mutex::new(Vec::new()),
+            memory,
+            pids,
         };
         let probe = cgroups.take().ok()?;
         if probe.path.join("cgroup.kill").exists() {
@@ -67,17 +82,31 @@ impl Cgroups {
         }
     }
 
+    /// Whether the gates' cgroups have the (memory, pids) controllers.
+    pub fn controllers(&self) -> (bool, bool) {
+        (self.memory, self.pids)
+    }
+
     /// An empty cgroup: recycled from the pool or newly made.
     pub fn take(&self) -> io::Result<ProcessCgroup> {
-        if let Some(path) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-            return Ok(ProcessCgroup { path });
+        if let Some(cg) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(cg);
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = self
             .parent
             .join(format!("gatehost-{}-{n}", std::process::id()));
         std::fs::create_dir(&path)?;
-        Ok(ProcessCgroup { path })
+        let mut cg = ProcessCgroup {
+            path,
+            written: None,
+            oom_base: 0,
+            forks_base: 0,
+        };
+        if self.memory || self.pids {
+            cg.limit_events();
+        }
+        Ok(cg)
     }
 
     /// Moves the host process into `cg` (so that what it spawns is born
@@ -138,7 +167,7 @@ impl Cgroups {
     fn recycle(&self, cg: ProcessCgroup) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
-            pool.push(cg.path);
+            pool.push(cg);
         } else {
             drop(pool);
             self.discard(cg);
@@ -155,8 +184,8 @@ impl Cgroups {
 impl Drop for Cgroups {
     fn drop(&mut self) {
         let pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|p| p.into_inner()));
-        for path in pool {
-            let _ = std::fs::remove_dir(&path);
+        for cg in pool {
+            let _ = std::fs::remove_dir(&cg.path);
         }
     }
 }
@@ -176,6 +205,52 @@ impl ProcessCgroup {
         )?)
     }
 
+    /// Writes `memory.max` (and `memory.swap.max` 0, where swap is
+    /// accounted) if `memory`, and `pids.max` if `pids` ("max": no bound),
+    /// unless this cgroup already has these values.
+    pub fn set_limits(
+        &mut self,
+        memory: bool,
+        pids: bool,
+        want: (Option<u64>, Option<u64>),
+    ) -> io::Result<()> {
+        if self.written == Some(want) {
+            return Ok(());
+        }
+        let value = |v: Option<u64>| v.map_or_else(|| "max".to_string(), |n| n.to_string());
+        if memory {
+            std::fs::write(self.path.join("memory.max"), value(want.0))?;
+            let swap = self.path.join("memory.swap.max");
+            if swap.exists() {
+                std::fs::write(swap, "0")?;
+            }
+        }
+        if pids {
+            std::fs::write(self.path.join("pids.max"), value(want.1))?;
+        }
+        self.written = Some(want);
+        Ok(())
+    }
+
+    /// The OOM kills and refused forks since the last call (or since the
+    /// cgroup was made).
+    pub fn limit_events(&mut self) -> (u64, u64) {
+        let read = |file: &str, key: &str| {
+            std::fs::read_to_string(self.path.join(file))
+                .ok()
+                .and_then(|t| super::limits::counter(&t, key))
+                .unwrap_or(0)
+        };
+        let oom = read("memory.events", "oom_kill");
+        let forks = read("pids.events", "max");
+        let hits = (
+            oom.saturating_sub(self.oom_base),
+            forks.saturating_sub(self.forks_base),
+        );
+        (self.oom_base, self.forks_base) = (oom, forks);
+        hits
+    }
+
     /// The pids now in the cgroup.
     pub fn pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.path.join("cgroup.procs"))
@@ -188,6 +263,42 @@ impl ProcessCgroup {
             .map(|s| s.lines().any(|l| l.trim() == "populated 1"))
             .unwrap_or(false)
     }
+}
+
+/// Enables the `memory` and `pids` controllers for the cgroups beneath
+/// `parent` (the host's own), where they are available to it; returns
+/// which are enabled. Where the host's cgroup is not the root and holds
+/// processes (the host itself), the kernel refuses ("no internal
+/// processes"): then gates are bounded by the fallbacks (see `limits`).
+fn enable_controllers(parent: &Path) -> (bool, bool) {
+    let read = |f: &str| std::fs::read_to_string(parent.join(f)).unwrap_or_default();
+    let has = |text: &str, c: &str| text.split_whitespace().any(|w| w == c);
+    let available = read("cgroup.controllers");
+    let wanted: Vec<&str> = ["memory", "pids"]
+        .into_iter()
+        .filter(|c| has(&available, c))
+        .collect();
+    if wanted.is_empty() {
+        tracing::debug!("no memory or pids controller in this host's cgroup v2");
+        return (false, false);
+    }
+    let enabled = read("cgroup.subtree_control");
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|c| !has(&enabled, c))
+        .map(|c| format!("+{c}"))
+        .collect();
+    if !missing.is_empty()
+        && let Err(e) = std::fs::write(parent.join("cgroup.subtree_control"), missing.join(" "))
+    {
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            tracing::info!(cgroup = %parent.display(), "the host's cgroup holds processes, so cgroup v2 cannot bound gates' memory and processes here (\"no internal processes\"); gates' memory is bounded by a v1 cgroup or RLIMIT_AS, their processes by a v1 cgroup or not at all");
+        } else {
+            tracing::info!(cgroup = %parent.display(), error = %e, "cannot enable the memory and pids controllers for gates; falling back to v1 cgroups or rlimits");
+        }
+    }
+    let enabled = read("cgroup.subtree_control");
+    (has(&enabled, "memory"), has(&enabled, "pids"))
 }
 
 /// The host's own cgroup directory, read once per process: a second

@@ -13,6 +13,9 @@
 //! - each output stream is read to its end into a tail buffer of at most
 //!   `output_cap` bytes;
 //! - on timeout the tree gets SIGTERM, then SIGKILL after `grace`;
+//! - its memory, processes and file sizes are bounded (`limits`: cgroup
+//!   v2 `memory.max` and `pids.max`, else v1 cgroups, else rlimits), and
+//!   the run says which limit it is known to have hit;
 //! - once the main process has ended (by itself or by the timeout) every
 //!   process left in its group and in its cgroup is killed, the cgroup is
 //!   removed, orphans re-parented to the host are swept, and `run` returns
@@ -23,12 +26,19 @@
 
 mod capture;
 mod cgroup;
+mod child;
+mod limits;
 pub mod reaper;
 mod spawn;
+mod v1;
 
 pub use capture::TailBuffer;
+pub use limits::{
+    DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, GateLimits, LimitHits, default_gate_memory,
+};
 
 use cgroup::{Cgroups, ProcessCgroup};
+use child::{Child, wait_for};
 use futures_lite::AsyncWriteExt;
 use rustix::process::Signal;
 use std::ffi::OsString;
@@ -53,6 +63,8 @@ pub struct Limits {
     pub timeout: Duration,
     pub grace: Duration,
     pub output_cap: usize,
+    /// Memory, processes and file size of the whole tree.
+    pub gate: GateLimits,
 }
 
 /// What to run.
@@ -102,6 +114,8 @@ pub struct ProcessRun {
     /// How the child entered its cgroup: "clone3" (born there), "moved"
     /// (the host stepped in for the spawn), or `None` (no cgroup).
     pub cgroup_entry: Option<&'static str>,
+    /// The limits the tree is known to have hit.
+    pub limits: LimitHits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +127,8 @@ pub enum SpawnError {
     },
     #[error("the sandbox could not confine {program}: {reason}")]
     Confine { program: String, reason: String },
+    #[error("cannot bound {program}: {reason}")]
+    Limit { program: String, reason: String },
 }
 
 /// Runs processes with the guarantees above. One per host.
@@ -122,6 +138,9 @@ pub struct Supervisor {
     /// How a child gets into its cgroup: one of the `INTO_*` values. It
     /// only ever steps down, when a way turns out not to work here.
     into: AtomicU8,
+    /// How gates' memory and processes are bounded where the v2 cgroup
+    /// cannot.
+    enforcer: limits::Enforcer,
 }
 
 /// Born in it: `clone3(CLONE_INTO_CGROUP)`, no process moves.
@@ -150,19 +169,23 @@ impl Supervisor {
                 "cgroup v2 not available to this host: gates are contained by process group and the subreaper sweep"
             ),
         }
+        let enforcer = limits::Enforcer::detect(cgroups.as_ref());
         Supervisor {
             cgroups,
             into: AtomicU8::new(INTO_BY_CLONE),
+            enforcer,
         }
     }
 
-    /// A supervisor that does not use cgroups even where it could (to test
-    /// the fallback).
+    /// A supervisor that does not use cgroups (of either version) even
+    /// where it could, to test the fallback: its gates' memory is bounded
+    /// by `RLIMIT_AS`, their processes not at all.
     pub fn without_cgroups() -> Self {
         reaper::become_subreaper();
         Supervisor {
             cgroups: None,
             into: AtomicU8::new(INTO_NONE),
+            enforcer: limits::Enforcer::rlimits_only(),
         }
     }
 
@@ -201,6 +224,7 @@ impl Supervisor {
         spec: &ProcessSpec<'_>,
         command: &mut async_process::Command,
         cgroup: Option<&ProcessCgroup>,
+        bounds: &limits::ChildLimits,
     ) -> Result<(Child, Option<&'static str>), SpawnError> {
         let program = || spec.program.display().to_string();
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
@@ -224,6 +248,7 @@ impl Supervisor {
                     cwd: spec.cwd,
                     piped_stdin: spec.stdin.is_some(),
                     confine: prepared.as_ref(),
+                    limits: bounds,
                 };
                 let started = cg
                     .open()
@@ -242,6 +267,12 @@ impl Supervisor {
                         return Err(SpawnError::Start {
                             program: program(),
                             source,
+                        });
+                    }
+                    Err(spawn::CloneError::Limit(step, errno)) => {
+                        return Err(SpawnError::Limit {
+                            program: program(),
+                            reason: step.describe(errno),
                         });
                     }
                     Err(spawn::CloneError::Confine(e)) => {
@@ -293,21 +324,25 @@ impl Supervisor {
     }
 
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
-        let mut cmd = std::process::Command::new(spec.program);
-        cmd.args(spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(spec.cwd)
-            .process_group(0);
-
         let start = Instant::now();
-        let cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
+        let mut cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
             Ok(cg) => Some(cg),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot create a cgroup; relying on the process group");
                 None
             }
         });
+        let mut bounds =
+            self.enforcer
+                .apply(spec.limits.gate, self.cgroups.as_ref(), cgroup.as_mut());
+
+        let mut cmd = std::process::Command::new(spec.program);
+        cmd.args(spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(spec.cwd)
+            .process_group(0);
+        bounds.child.before_exec_of(&mut cmd);
         let mut command = async_process::Command::from(cmd);
         // `From<std::process::Command>` forgets stdio: set it again.
         command
@@ -323,7 +358,7 @@ impl Supervisor {
             // running elsewhere never takes this child for an orphan, and so
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
-            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref());
+            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref(), &bounds.child);
             if let Ok((child, entered)) = &spawned {
                 reg.children.insert(child.id());
                 if let (Some(cg), Some(_)) = (&cgroup, entered) {
@@ -332,6 +367,7 @@ impl Supervisor {
             }
             spawned
         };
+        bounds.spawned();
         let (mut child, entered) = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -344,7 +380,7 @@ impl Supervisor {
         // A cgroup the child is not in (entering it failed) contains nothing:
         // give it back now, and sweep for live orphans below.
         let in_cgroup = entered.is_some();
-        let cgroup = match (in_cgroup, cgroup, &self.cgroups) {
+        let mut cgroup = match (in_cgroup, cgroup, &self.cgroups) {
             (true, cg, _) => cg,
             (false, Some(cg), Some(c)) => {
                 c.release(cg, CGROUP_EMPTY_BOUND).await;
@@ -418,14 +454,19 @@ impl Supervisor {
         // outlive the gate. The cgroup is emptied first, so that what was
         // left in it is counted before anything else kills it; then the
         // process group (the whole tree where there is no cgroup).
+        let limits = bounds.hits(cgroup.as_mut(), termination);
+        if let Some(hit) = limits.describe() {
+            tracing::info!(pid, program = %spec.program.display(), "{hit}");
+        }
         let strays_killed = match (&self.cgroups, cgroup) {
             (Some(c), Some(cg)) => {
                 let path = cg.path().to_path_buf();
                 let n = c.release(cg, CGROUP_EMPTY_BOUND).await;
                 reaper::registry().live_cgroups.remove(&path);
+                bounds.release(CGROUP_EMPTY_BOUND).await;
                 n
             }
-            _ => 0,
+            _ => bounds.release(CGROUP_EMPTY_BOUND).await,
         };
         signal_tree(pid, None, Signal::KILL);
         if termination != Termination::Unreaped {
@@ -465,25 +506,8 @@ impl Supervisor {
             strays_killed,
             output_abandoned,
             cgroup_entry: entered,
+            limits,
         })
-    }
-}
-
-/// Waits up to `bound` for the child to end; `None`: it is still running.
-///
-/// When the timer fires, the child is looked at once more before it is
-/// called late: a host that was stopped (SIGSTOP, a suspended VM, a
-/// machine under load) wakes up with the timer and the child's exit both
-/// due, and the timer may be seen first. A child that has already exited
-/// did so in time, as far as anyone can tell: it is never judged "timed
-/// out".
-async fn wait_for(
-    child: &mut Child,
-    bound: Duration,
-) -> Option<std::io::Result<std::process::ExitStatus>> {
-    match tokio::time::timeout(bound, child.status()).await {
-        Ok(status) => Some(status),
-        Err(_) => child.try_status(),
     }
 }
 
@@ -501,86 +525,6 @@ fn confined<T: Send>(
                 reason,
             }),
         None => Ok(spawn()),
-    }
-}
-
-type Reader = Box<dyn futures_lite::AsyncRead + Send + Unpin>;
-type Writer = Box<dyn futures_lite::AsyncWrite + Send + Unpin>;
-
-/// A supervised child, whichever way it was started, and the host's ends
-/// of its pipes.
-struct Child {
-    process: Process,
-    stdin: Option<Writer>,
-    stdout: Option<Reader>,
-    stderr: Option<Reader>,
-}
-
-enum Process {
-    Spawned(async_process::Child),
-    Cloned(spawn::PidfdChild),
-}
-
-impl Child {
-    fn spawned(mut child: async_process::Child) -> Child {
-        Child {
-            stdin: child.stdin.take().map(|p| Box::new(p) as Writer),
-            stdout: child.stdout.take().map(|p| Box::new(p) as Reader),
-            stderr: child.stderr.take().map(|p| Box::new(p) as Reader),
-            process: Process::Spawned(child),
-        }
-    }
-
-    /// The pipes and the pidfd are watched by the tokio runtime's reactor.
-    fn started(s: spawn::Started) -> std::io::Result<Child> {
-        use tokio::net::unix::pipe;
-        use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-        spawn::in_runtime()?;
-        let process = Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?);
-        let stdin = match s.stdin {
-            Some(w) => {
-                Some(Box::new(pipe::Sender::from_owned_fd(w.into())?.compat_write()) as Writer)
-            }
-            None => None,
-        };
-        let reader = |r: std::io::PipeReader| -> std::io::Result<Reader> {
-            Ok(Box::new(pipe::Receiver::from_owned_fd(r.into())?.compat()))
-        };
-        Ok(Child {
-            stdin,
-            stdout: Some(reader(s.stdout)?),
-            stderr: Some(reader(s.stderr)?),
-            process,
-        })
-    }
-
-    fn id(&self) -> i32 {
-        match &self.process {
-            Process::Spawned(c) => c.id() as i32,
-            Process::Cloned(c) => c.id(),
-        }
-    }
-
-    async fn status(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        #[cfg(test)]
-        if tests::BLIND_TO_EXITS.get() {
-            // A test's stand-in for a host that has not yet seen the exit
-            // it slept through: only `try_status` finds it.
-            return std::future::pending().await;
-        }
-        match &mut self.process {
-            Process::Spawned(c) => c.status().await,
-            Process::Cloned(c) => c.status().await,
-        }
-    }
-
-    /// The exit status if the child has ended (and reaps it), without
-    /// waiting; `None` while it runs.
-    fn try_status(&mut self) -> Option<std::io::Result<std::process::ExitStatus>> {
-        match &mut self.process {
-            Process::Spawned(c) => c.try_status().transpose(),
-            Process::Cloned(c) => c.try_status().transpose(),
-        }
     }
 }
 

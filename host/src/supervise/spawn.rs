@@ -33,6 +33,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 
+use super::limits::{ChildLimits, LimitStep};
 use crate::sandbox::confine::{Prepared, Step, StepError};
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by
@@ -55,6 +56,9 @@ pub enum CloneError {
     Failed(io::Error),
     /// The child could not confine itself (and so never ran the program).
     Confine(StepError),
+    /// The child could not apply a limit (and so never ran the program):
+    /// the step and its errno.
+    Limit(LimitStep, i32),
 }
 
 /// What to start.
@@ -67,6 +71,8 @@ pub struct Exec<'a> {
     pub piped_stdin: bool,
     /// The confinement the child applies to itself before it execs.
     pub confine: Option<&'a Prepared>,
+    /// The limits it applies first.
+    pub limits: &'a ChildLimits,
 }
 
 /// A started child: its pid, its pidfd, and the host's ends of its pipes.
@@ -151,6 +157,7 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
             report: report_child.as_raw_fd(),
         },
         confine: exec.confine,
+        limits: exec.limits,
         program: program.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -208,6 +215,9 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
     let (step, errno) = report.split_at(4);
     let step = u32::from_ne_bytes(step.try_into().unwrap_or_default());
     let errno = i32::from_ne_bytes(errno.try_into().unwrap_or_default());
+    if let Some(step) = LimitStep::from_code(step) {
+        return Err(CloneError::Limit(step, errno));
+    }
     Err(match Step::from_code(step) {
         Some(step) => CloneError::Confine(StepError {
             step,
@@ -227,6 +237,7 @@ const REPORT_LEN: usize = 8;
 struct ChildStart<'a> {
     fds: ChildFds,
     confine: Option<&'a Prepared>,
+    limits: &'a ChildLimits,
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -354,6 +365,7 @@ unsafe extern "C" fn child_entry(start: *const ChildStart<'_>) -> ! {
         child_exec(
             &start.fds,
             start.confine,
+            start.limits,
             start.program,
             start.argv,
             start.envp,
@@ -380,6 +392,7 @@ struct ChildFds {
 unsafe fn child_exec(
     fds: &ChildFds,
     confine: Option<&Prepared>,
+    limits: &ChildLimits,
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -396,7 +409,12 @@ unsafe fn child_exec(
             libc::_exit(127)
         };
         let fail = |report: RawFd| -> ! { report_failure(report, 0, *libc::__errno_location()) };
-        // First, so that nothing below (nor the program) runs unconfined.
+        // The limits first: joining a v1 cgroup is done with the host's
+        // rights, and nothing below (nor the program) runs unbounded.
+        if let Err((step, errno)) = limits.apply() {
+            report_failure(fds.report, step as u32, errno)
+        }
+        // Then the confinement, so that nothing below runs unconfined.
         if let Some(prepared) = confine
             && let Err(e) = prepared.apply()
         {

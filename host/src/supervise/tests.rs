@@ -38,6 +38,7 @@ fn limits() -> Limits {
         timeout: Duration::from_secs(10),
         grace: Duration::from_millis(200),
         output_cap: 64 * 1024,
+        gate: GateLimits::NONE,
     }
 }
 
@@ -289,6 +290,7 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
         cwd: Path::new("/"),
         piped_stdin: false,
         confine: Some(&failing),
+        limits: &limits::ChildLimits::default(),
     };
     let err = spawn::clone_into(cg.open().expect("open").as_fd(), &exec).expect_err("refused");
     match err {
@@ -400,4 +402,209 @@ fn a_leftover_process_does_not_poison_the_gates_after_it() {
             assert_eq!(stdout(next), "second\n", "{way}: gate {i}");
         }
     }
+}
+
+/// Runs `sh -c script` under `sup` bounded by `gate`.
+fn run_bounded(sup: &Supervisor, script: &str, gate: GateLimits) -> ProcessRun {
+    let env = env();
+    let args = [OsString::from("-c"), OsString::from(script)];
+    runtime()
+        .block_on(sup.run(ProcessSpec {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: Path::new("/"),
+            env: &env,
+            stdin: None,
+            limits: Limits { gate, ..limits() },
+            confine: None,
+        }))
+        .expect("spawned")
+}
+
+/// The line of /proc/self/limits for `name` ("Max file size"): soft, hard.
+fn limit_line(limits: &str, name: &str) -> (String, String) {
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} in {limits}"));
+    let mut f = line[name.len()..].split_whitespace();
+    (
+        f.next().unwrap_or_default().to_string(),
+        f.next().unwrap_or_default().to_string(),
+    )
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Whether a per-gate cgroup can bound memory on this host (cgroup v2's
+/// controller or a writable v1 memory hierarchy).
+fn memory_cgroup_here() -> bool {
+    let sup = Supervisor::new();
+    sup.cgroups.as_ref().is_some_and(|c| c.controllers().0)
+        || v1::Hierarchy::detect(v1::Controller::Memory).is_some()
+}
+
+fn pids_cgroup_here() -> bool {
+    let sup = Supervisor::new();
+    sup.cgroups.as_ref().is_some_and(|c| c.controllers().1)
+        || v1::Hierarchy::detect(v1::Controller::Pids).is_some()
+}
+
+/// Issue 24, item 7: each process of a gate carries the file size limit
+/// as both soft and hard limit (it cannot raise it), on every way to
+/// start it; without a memory cgroup, the memory limit is RLIMIT_AS.
+#[test]
+fn a_gates_processes_carry_the_file_size_limit_on_every_spawn_path() {
+    let gate = GateLimits {
+        memory: Some(512 * MIB),
+        pids: None,
+        file_bytes: Some(16 * MIB),
+    };
+    let sups = [
+        Supervisor::new(),
+        Supervisor::moving_into_cgroups(),
+        Supervisor::without_cgroups(),
+    ];
+    for sup in &sups {
+        let way = sup.cgroup_entry();
+        let r = run_bounded(sup, "cat /proc/self/limits", gate);
+        assert_eq!(r.termination, Termination::Exited(0), "{way}");
+        let text = stdout(r);
+        let n = (16 * MIB).to_string();
+        assert_eq!(limit_line(&text, "Max file size"), (n.clone(), n), "{way}");
+    }
+    // Without cgroups, memory is bounded per process.
+    let r = run_bounded(&sups[2], "cat /proc/self/limits", gate);
+    let n = (512 * MIB).to_string();
+    assert_eq!(limit_line(&stdout(r), "Max address space"), (n.clone(), n));
+}
+
+#[test]
+fn a_file_past_the_limit_kills_the_writer_with_sigxfsz_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("big");
+    let script = format!("exec head -c {} /dev/zero > {}", 64 * MIB, file.display());
+    let gate = GateLimits {
+        file_bytes: Some(16 * MIB),
+        ..GateLimits::NONE
+    };
+    let r = run_bounded(&Supervisor::new(), &script, gate);
+    assert_eq!(r.termination, Termination::Signaled(libc::SIGXFSZ));
+    assert_eq!(r.limits.file_limit, Some(16 * MIB));
+    let len = std::fs::metadata(&file).expect("written").len();
+    assert_eq!(len, 16 * MIB, "the file stopped at the limit");
+    let said = r.limits.describe().expect("a limit was hit");
+    assert!(said.contains("gate_file_bytes"), "{said}");
+}
+
+/// Without a memory cgroup, RLIMIT_AS makes a large allocation fail.
+#[test]
+fn without_cgroups_an_allocation_past_the_memory_limit_fails() {
+    let gate = GateLimits {
+        memory: Some(256 * MIB),
+        ..GateLimits::NONE
+    };
+    let r = run_bounded(
+        &Supervisor::without_cgroups(),
+        "exec python3 -c 'b = bytearray(2 * 1024**3)'",
+        gate,
+    );
+    assert_ne!(r.termination, Termination::Exited(0), "2 GiB under 256 MiB");
+}
+
+#[test]
+fn an_allocation_past_the_memory_limit_is_killed_and_named() {
+    if !memory_cgroup_here() {
+        eprintln!("no memory cgroup for gates on this host: skipped");
+        return;
+    }
+    let gate = GateLimits {
+        memory: Some(256 * MIB),
+        ..GateLimits::NONE
+    };
+    for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
+        let way = sup.cgroup_entry();
+        let r = run_bounded(&sup, "exec python3 -c 'b = bytearray(2 * 1024**3)'", gate);
+        assert_eq!(r.termination, Termination::Signaled(libc::SIGKILL), "{way}");
+        assert_eq!(r.limits.oom_kills, 1, "{way}");
+        let said = r.limits.describe().expect("a limit was hit");
+        assert!(said.contains("gate_memory_bytes = 268435456"), "{said}");
+        // The next gate in the same (recycled) cgroup starts with no hits.
+        let next = run_bounded(&sup, "true", gate);
+        assert_eq!(next.termination, Termination::Exited(0), "{way}");
+        assert_eq!(
+            next.limits,
+            LimitHits {
+                memory_limit: 256 * MIB,
+                ..LimitHits::default()
+            }
+        );
+    }
+}
+
+#[test]
+fn forks_past_the_process_limit_are_refused_counted_and_killed() {
+    if !pids_cgroup_here() {
+        eprintln!("no pids cgroup for gates on this host: skipped");
+        return;
+    }
+    let gate = GateLimits {
+        pids: Some(8),
+        ..GateLimits::NONE
+    };
+    // Forks until refused (python's fork raises instead of retrying),
+    // leaving its children asleep, and exits 0.
+    let script = "exec python3 -c '
+import os, time
+for i in range(50):
+    try:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+    except OSError:
+        print(\"refused at\", i)
+        break
+'";
+    for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
+        let way = sup.cgroup_entry();
+        let r = run_bounded(&sup, script, gate);
+        assert_eq!(r.termination, Termination::Exited(0), "{way}");
+        assert!(r.limits.forks_refused >= 1, "{way}: {:?}", r.limits);
+        assert_eq!(r.strays_killed, 7, "{way}: its 7 children were left");
+        let text = stdout(r);
+        assert_eq!(text, "refused at 7\n", "{way}");
+        let next = run_bounded(&sup, "true", gate);
+        assert_eq!(
+            next.limits.forks_refused, 0,
+            "{way}: counted from the gate's start"
+        );
+    }
+}
+
+#[test]
+fn limit_counters_and_reasons() {
+    assert_eq!(
+        limits::counter("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n", "oom_kill"),
+        Some(2)
+    );
+    assert_eq!(limits::counter("max 5\n", "max"), Some(5));
+    assert_eq!(
+        limits::counter("oom_kill_disable 0\nunder_oom 0\noom_kill 4\n", "oom_kill"),
+        Some(4)
+    );
+    assert_eq!(limits::counter("max 5\n", "oom_kill"), None);
+    assert_eq!(LimitHits::default().describe(), None);
+    let h = LimitHits {
+        oom_kills: 1,
+        memory_limit: 268435456,
+        forks_refused: 3,
+        pids_limit: 64,
+        file_limit: None,
+    };
+    assert_eq!(
+        h.describe().as_deref(),
+        Some(
+            "the memory limit was reached ([limits] gate_memory_bytes = 268435456): 1 process(es) killed; 3 fork(s) refused at the process limit ([limits] gate_pids = 64)"
+        )
+    );
 }

@@ -202,6 +202,7 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
                 timeout,
                 grace: config.kill_grace,
                 output_cap: config.output_cap,
+                gate: config.gate_limits,
             },
             confine: prepared.plan.as_ref(),
         })
@@ -223,16 +224,27 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
     };
     let stdout_text = String::from_utf8_lossy(&run.stdout.clone().into_bytes()).into_owned();
     let mut decision = None;
+    // A limit the adapter's tree hit makes the run an error whatever it
+    // printed: its answer may come from a cut-short run.
+    let hit = run.limits.describe();
+    let also = hit.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
     let (outcome, reason) = if run.timed_out {
         (
             Outcome::Fail,
             format!(
-                "judge timed out after {} (its process tree was killed)",
+                "judge timed out after {} (its process tree was killed){also}",
                 super::human_duration(timeout)
             ),
         )
     } else {
         match run.termination {
+            Termination::Exited(0) if hit.is_some() => (
+                Outcome::Error,
+                format!(
+                    "judge adapter '{name}' exited with code 0, but {}",
+                    hit.unwrap_or_default()
+                ),
+            ),
             Termination::Exited(0) => {
                 let parsed = prompt::parse(&stdout_text, nonce.as_deref());
                 decision = parsed.decision;
@@ -256,12 +268,12 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
             }
             Termination::Exited(code) => (
                 Outcome::Error,
-                format!("judge adapter '{name}' exited with code {code}"),
+                format!("judge adapter '{name}' exited with code {code}{also}"),
             ),
             Termination::Signaled(sig) => (
                 Outcome::Error,
                 format!(
-                    "judge adapter '{name}' was killed by signal {sig} ({})",
+                    "judge adapter '{name}' was killed by signal {sig} ({}){also}",
                     signal_name(sig)
                 ),
             ),
