@@ -238,7 +238,7 @@ impl ProcessCgroup {
         let read = |file: &str, key: &str| {
             std::fs::read_to_string(self.path.join(file))
                 .ok()
-                .and_then(|t| super::limits::counter(&t, key))
+                .and_then(|t| super::events::counter(&t, key))
                 .unwrap_or(0)
         };
         let oom = read("memory.events", "oom_kill");

@@ -254,14 +254,6 @@ impl ChildLimits {
     }
 }
 
-/// The value of `key` in a cgroup's flat keyed file ("oom_kill 3").
-pub(super) fn counter(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.trim().split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok())?
-    })
-}
-
 /// The host's means to bound gates (see the module doc), found once.
 #[derive(Debug)]
 pub(super) struct Enforcer {

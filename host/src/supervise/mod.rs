@@ -27,6 +27,7 @@
 mod capture;
 mod cgroup;
 mod child;
+mod events;
 mod limits;
 pub mod reaper;
 mod spawn;

@@ -455,6 +455,7 @@ fn pids_cgroup_here() -> bool {
 /// start it; without a memory cgroup, the memory limit is RLIMIT_AS.
 #[test]
 fn a_gates_processes_carry_the_file_size_limit_on_every_spawn_path() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     let gate = GateLimits {
         memory: Some(512 * MIB),
         pids: None,
@@ -522,6 +523,7 @@ fn an_allocation_past_the_memory_limit_is_killed_and_named() {
         memory: Some(256 * MIB),
         ..GateLimits::NONE
     };
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
         let way = sup.cgroup_entry();
         let r = run_bounded(&sup, "exec python3 -c 'b = bytearray(2 * 1024**3)'", gate);
@@ -565,6 +567,7 @@ for i in range(50):
         print(\"refused at\", i)
         break
 '";
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
         let way = sup.cgroup_entry();
         let r = run_bounded(&sup, script, gate);
@@ -584,15 +587,15 @@ for i in range(50):
 #[test]
 fn limit_counters_and_reasons() {
     assert_eq!(
-        limits::counter("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n", "oom_kill"),
+        events::counter("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n", "oom_kill"),
         Some(2)
     );
-    assert_eq!(limits::counter("max 5\n", "max"), Some(5));
+    assert_eq!(events::counter("max 5\n", "max"), Some(5));
     assert_eq!(
-        limits::counter("oom_kill_disable 0\nunder_oom 0\noom_kill 4\n", "oom_kill"),
+        events::counter("oom_kill_disable 0\nunder_oom 0\noom_kill 4\n", "oom_kill"),
         Some(4)
     );
-    assert_eq!(limits::counter("max 5\n", "oom_kill"), None);
+    assert_eq!(events::counter("max 5\n", "oom_kill"), None);
     assert_eq!(LimitHits::default().describe(), None);
     let h = LimitHits {
         oom_kills: 1,

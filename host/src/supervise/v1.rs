@@ -223,7 +223,7 @@ fn read_counter(controller: Controller, path: &Path) -> u64 {
     };
     std::fs::read_to_string(path.join(file))
         .ok()
-        .and_then(|t| super::limits::counter(&t, key))
+        .and_then(|t| super::events::counter(&t, key))
         .unwrap_or(0)
 }
 
