@@ -389,7 +389,7 @@ impl Client {
 
 /// The session ids a policy spec names (`sessionId`, `sessionIds`, and
 /// those of its `next` chain), bounded in depth.
-fn named_sessions(spec: &serde_json::Value, out: &mut Vec<String>) {
+pub fn named_sessions(spec: &serde_json::Value, out: &mut Vec<String>) {
     let mut at = Some(spec);
     for _ in 0..16 {
         let Some(v) = at else { break };

@@ -341,15 +341,9 @@ impl Daemon {
             );
         }
         if let Some(b) = body {
-            let mut at = Some(b);
-            while let Some(v) = at {
-                ids.extend(v["sessionId"].as_str().map(str::to_string));
-                ids.extend(v["id"].as_str().map(str::to_string));
-                if let Some(list) = v["sessionIds"].as_array() {
-                    ids.extend(list.iter().filter_map(|i| i.as_str().map(str::to_string)));
-                }
-                at = v.get("next");
-            }
+            // As the typed client finds them (register's `id` too).
+            gatehost::client::named_sessions(b, &mut ids);
+            ids.extend(b["id"].as_str().map(str::to_string));
         }
         let ring = self.keyring();
         ids.iter().flat_map(|id| ring.get(id)).collect()

@@ -642,10 +642,24 @@ mod tests;
 /// compared by its nearest existing ancestor's canonical path and the rest
 /// as written, so a directory made later is still covered.
 pub fn overlapping_place(dir: &Path, places: &[PathBuf]) -> Option<PathBuf> {
+    overlapping_canonical(dir, &canonical_places(places))
+}
+
+/// `places` in the canonical form [`overlapping_canonical`] compares, made
+/// once where the same places are checked again and again (every gate).
+pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
     places
         .iter()
         .filter_map(|p| canonical_or_planned(p))
+        .collect()
+}
+
+/// [`overlapping_place`] against places already made canonical.
+pub fn overlapping_canonical(dir: &Path, canonical: &[PathBuf]) -> Option<PathBuf> {
+    canonical
+        .iter()
         .find(|p| p.starts_with(dir) || dir.starts_with(p))
+        .cloned()
 }
 
 fn canonical_or_planned(path: &Path) -> Option<PathBuf> {

@@ -25,6 +25,7 @@ use crate::supervise::{ProcessRun, Supervisor, Termination};
 use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
 use crate::wasm::{PluginUsage, WasmHost};
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -82,6 +83,9 @@ struct RunnerInner {
     judge_slots: Arc<Semaphore>,
     /// Started on the first WASM gate (an engine is not free).
     wasm: OnceLock<Result<WasmHost, String>>,
+    /// The host's places no gate runs in, canonical, found on the first
+    /// gate (not again for every gate).
+    gate_free_places: OnceLock<Vec<PathBuf>>,
 }
 
 impl std::fmt::Debug for GateRunner {
@@ -137,6 +141,7 @@ impl GateRunner {
                 sandbox: OnceLock::new(),
                 judge_slots: Arc::new(Semaphore::new(slots)),
                 wasm: OnceLock::new(),
+                gate_free_places: OnceLock::new(),
             }),
         }
     }
@@ -185,8 +190,11 @@ impl GateRunner {
         // No gate of any kind runs in (or reads) a workspace that holds, or
         // lies inside, the host's own places: a WASM plugin or a judge's
         // diff could spell out the tokens there.
-        let places = self.inner.config.gate_free_places();
-        if let Some(place) = crate::config::overlapping_place(anchor.root(), &places) {
+        let places = self
+            .inner
+            .gate_free_places
+            .get_or_init(|| crate::config::canonical_places(&self.inner.config.gate_free_places()));
+        if let Some(place) = crate::config::overlapping_canonical(anchor.root(), places) {
             let verdict = Verdict::error(
                 gate.label(),
                 format!(
