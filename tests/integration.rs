@@ -22,6 +22,7 @@ mod daemon_damaged_rows;
 mod daemon_durability;
 mod daemon_lifecycle;
 mod daemon_limits;
+mod daemon_session_policies;
 mod hook_cost;
 mod hook_install;
 mod hostile_judge;

@@ -1442,3 +1442,89 @@ fn a_wasm_gate_refuses_a_workspace_that_holds_the_hosts_own_places() {
     );
     assert!(!run.stdout.contains("abc123"), "{}", run.stdout);
 }
+
+/// Runs `gatehost hook claude` (standalone, `--log info`) once for a stop
+/// in `s.ws`; its stderr (the gates' log lines).
+fn standalone_stop(s: &Scratch, config: &std::path::Path, gates: &std::path::Path) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["hook", "claude", "--log", "info", "--gates"])
+        .arg(gates)
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(s.etc.join("hook-state"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn hook");
+    let input = json!({"session_id": "s-pycache", "cwd": s.ws, "hook_event_name": "Stop",
+        "last_assistant_message": "done"});
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write input");
+    let out = child.wait_with_output().expect("hook output");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("\"block\""),
+        "the stop was blocked: {stdout}"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The change a plugin sees is the agent's: computed once, before the
+/// run's first gate (a file an earlier gate of the run wrote is not in
+/// it), and a Python gate's bytecode goes to its scratch, not into
+/// `__pycache__/` in the workspace, where it would count as the agent's
+/// change at the next stop. (Before: the second stop's plugin scanned
+/// "2 file(s)", the bytecode the first stop's gate wrote.)
+#[test]
+fn the_change_a_plugin_sees_holds_nothing_the_gates_of_a_run_wrote() {
+    let s = Scratch::new();
+    common::daemon::git_repo(&s.ws);
+    std::fs::write(s.ws.join("mod.py"), "def f():\n    return 1\n").expect("write");
+    common::daemon::git_out(&s.ws, &["add", "mod.py"]);
+    common::daemon::git_out(&s.ws, &["commit", "-qm", "mod"]);
+    std::fs::write(s.ws.join("mod.py"), "def f():\n    return 2\n").expect("change");
+    let config = s.write(
+        "config.toml",
+        &format!("{}{}", allow_config(&[]), wasm_config(&s, "")),
+    );
+    let gates = s.write(
+        "gates.json",
+        &format!(
+            "[{}, {}, {}]",
+            json!({"name": "import", "command": "bash", "args": ["-c", "/usr/bin/python3 -c 'import mod'"]}),
+            json!({"name": "writes", "command": "bash", "args": ["-c", "echo x > gate-wrote.txt"]}),
+            gate(
+                "forbid-patterns",
+                json!({"scope": "changed", "rules": [{"id": "x", "pattern": "XYZZY"}]}),
+                json!({})
+            ),
+        ),
+    );
+    for stop in 1..=2 {
+        let log = standalone_stop(&s, &config, &gates);
+        assert!(
+            log.contains("no forbidden pattern in 1 file(s)"),
+            "stop {stop}: {log}"
+        );
+        assert!(
+            !s.ws.join("__pycache__").exists(),
+            "stop {stop}: the gate's bytecode landed in the workspace"
+        );
+        // What the run's own gate wrote is there, but it was not in the
+        // change the plugin saw; removed, as an agent that keeps its
+        // workspace clean would.
+        assert!(s.ws.join("gate-wrote.txt").is_file());
+        std::fs::remove_file(s.ws.join("gate-wrote.txt")).expect("remove");
+    }
+}

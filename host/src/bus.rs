@@ -15,6 +15,7 @@ pub const SESSION_EVENTS: &[&str] = &[
     "session:turn-end",
     "session:awaiting-input",
     "session:exited",
+    "session:policy-refused",
 ];
 
 /// Policy events, one per lifecycle transition and outcome.

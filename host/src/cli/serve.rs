@@ -220,6 +220,18 @@ fn run(args: ServeArgs) -> Result<(), String> {
             ));
         }
     }
+    // A session policy that cannot parse would be refused at every
+    // registration: said now, once.
+    for (i, rule) in config.daemon.session_policies.iter().enumerate() {
+        let parsed = crate::engine::attach::parse_input(rule.policy.clone())
+            .and_then(|input| input.gates().map(|_| ()));
+        if let Err(e) = parsed {
+            return Err(format!(
+                "[[daemon.session_policies]] {i} ({}): {e}",
+                rule.file.display()
+            ));
+        }
+    }
     let (tokens, agent_file, operator_file) = Tokens::load(
         &data_dir,
         config.daemon.agent_token_file.as_deref(),

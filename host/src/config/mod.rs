@@ -14,6 +14,7 @@ pub mod code_env;
 mod diagnose;
 pub mod notify_url;
 mod retention;
+pub mod session_policies;
 mod wasm;
 
 use adapters::JudgeSection;
@@ -21,6 +22,7 @@ pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
+pub use session_policies::SessionPolicy;
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};
 
@@ -116,6 +118,8 @@ struct DaemonSection {
     worktree_dir: Option<String>,
     worktree_caches: Option<Vec<String>>,
     max_long_polls: Option<usize>,
+    #[serde(default)]
+    session_policies: Vec<session_policies::Section>,
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -161,6 +165,9 @@ pub struct DaemonConfig {
     /// Long-polls waiting at once (None: half the `nofile` soft limit,
     /// never more); past it one is answered 503 `too-many-waiters`.
     pub max_long_polls: Option<usize>,
+    /// Rules attaching a policy to each new or idle session they match
+    /// (`[[daemon.session_policies]]`), their policy files read at load.
+    pub session_policies: Vec<SessionPolicy>,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -184,6 +191,7 @@ impl Default for DaemonConfig {
             worktree_dir: None,
             worktree_caches: Vec::new(),
             max_long_polls: None,
+            session_policies: Vec::new(),
         }
     }
 }
@@ -319,6 +327,8 @@ impl HostConfig {
     pub fn host_places(&self) -> Vec<PathBuf> {
         let mut places = self.gate_free_places();
         places.extend(self.daemon.worktree_dir.clone());
+        // A session policy's file decides what gates the agent's work.
+        places.extend(self.daemon.session_policies.iter().map(|r| r.file.clone()));
         places
     }
 
@@ -378,6 +388,17 @@ impl HostConfig {
         d.operator_token_file = d.operator_token_file.as_deref().map(expand);
         d.notify_secret_file = d.notify_secret_file.as_deref().map(expand);
         d.workspace_roots = d.workspace_roots.iter().map(|p| expand(p)).collect();
+        for rule in &mut d.session_policies {
+            rule.file = expand(&rule.file);
+            rule.workspaces = rule.workspaces.iter().map(|p| expand(p)).collect();
+        }
+        session_policies::read_files(&mut d.session_policies, Path::new(&dir)).map_err(
+            |(key, message)| ConfigError::Invalid {
+                path: shown.clone(),
+                key,
+                message,
+            },
+        )?;
         config.source = Some(path.to_path_buf());
         Ok(config)
     }
@@ -539,6 +560,8 @@ impl HostConfig {
             }
             config.daemon.max_gating = n;
         }
+        config.daemon.session_policies = session_policies::parse(dm.session_policies)
+            .map_err(|(key, message)| invalid(&key, message))?;
         if let Some(n) = dm.max_long_polls {
             if n == 0 {
                 return Err(invalid(

@@ -23,6 +23,7 @@ mod lifecycle;
 pub mod machine;
 mod nudge;
 mod recovery;
+mod rules;
 mod sessions;
 mod started;
 pub mod stored;

@@ -299,6 +299,7 @@ impl Engine {
                     &self.inner.webhooks,
                 )?;
             }
+            self.attach_session_policies(tx, &s, "registered")?;
             Ok(Registered {
                 session: s,
                 session_key: issued.map(|(key, _)| key),
@@ -386,6 +387,9 @@ impl Engine {
                 s.last_turn_cursor = Some(cursor);
             }
             tx.put_session(&s)?;
+            if kind == ReportKind::TurnStart {
+                self.attach_session_policies(tx, &s, "turn-start")?;
+            }
             let mut queued = Vec::new();
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 // Policies already judging this session (a gate still

@@ -491,7 +491,17 @@ impl Sandbox {
                 drop_caps: self.drop_caps,
                 user: self.user,
             }),
-            env: vec![(OsString::from("TMPDIR"), scratch.tmp().into_os_string())],
+            env: vec![
+                (OsString::from("TMPDIR"), scratch.tmp().into_os_string()),
+                // Python's bytecode goes to the gate's scratch, not to
+                // `__pycache__/` in the workspace: what a gate's run wrote
+                // there would count as the agent's change at the next turn,
+                // and bytecode the agent planted there is never loaded.
+                (
+                    OsString::from("PYTHONPYCACHEPREFIX"),
+                    scratch.tmp().join("pycache").into_os_string(),
+                ),
+            ],
             scratch: Some(scratch),
         })
     }
@@ -611,6 +621,7 @@ pub fn settable_env_name(name: &OsStr) -> bool {
     !(n == "PATH"
         || n == "HOME"
         || n == "TMPDIR"
+        || n == "PYTHONPYCACHEPREFIX"
         || n.starts_with("LD_")
         || n.starts_with("GATEHOST_"))
 }

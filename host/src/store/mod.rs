@@ -600,6 +600,12 @@ impl Tx<'_> {
         records::judging_with(&self.tx, session_id)
     }
 
+    /// Ids of the policies with `session_id` as a member that have not
+    /// ended.
+    pub fn live_with(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        records::live_with(&self.tx, session_id)
+    }
+
     pub fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {
         records::put_session(&self.tx, s)
     }

@@ -207,6 +207,19 @@ pub(super) fn judging_with(c: &Connection, session_id: &str) -> StoreResult<Vec<
         .map_err(decode_err)
 }
 
+/// Ids of the policies with `session_id` as a member that have not ended
+/// (anything but done, blocked and cancelled).
+pub(super) fn live_with(c: &Connection, session_id: &str) -> StoreResult<Vec<String>> {
+    let mut st = c.prepare_cached(
+        "SELECT p.id FROM policy_members m JOIN policies p ON p.id = m.policy_id
+         WHERE m.session_id = ?1 AND p.status NOT IN ('done', 'blocked', 'cancelled') ORDER BY p.seq",
+    )?;
+    st.query_map(params![session_id], |r| r.get(0))
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
 pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     for sid in &p.sessions {
         c.prepare_cached(
