@@ -3,7 +3,8 @@
 //! a person ([`super::render`]) or, with `--json`, as the API's JSON. The
 //! daemon is found through `--server` or `GATEHOST_SERVER`, else the
 //! `server.url` a daemon wrote in the default data directory; the token
-//! through `--token` or `GATEHOST_TOKEN`.
+//! through `--token` or `GATEHOST_TOKEN`, else, for that daemon, the
+//! agent token in its data directory.
 //!
 //! Exit codes: 0 done, 2 error (returned as a [`CliError`]: the daemon
 //! refused, or cannot be reached); `wait` adds 1 for a policy that was
@@ -36,13 +37,31 @@ pub(super) fn find_server(args: &ClientArgs) -> CliResult<String> {
         .hint("pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL and writes it to server.url in its data directory)"))
 }
 
+/// The token: `--token` or `GATEHOST_TOKEN`; else, for the daemon of the
+/// default data directory (the one its `server.url` names), that
+/// directory's `agent.token`. Never the operator token unless given: an
+/// ack or a cancel is asked for by name. Never a local token for another
+/// server.
+fn find_token(args: &ClientArgs, server: &str) -> CliResult<String> {
+    if let Some(t) = &args.token {
+        return Ok(t.clone());
+    }
+    let local = default_data_dir().filter(|dir| {
+        std::fs::read_to_string(dir.join(SERVER_URL_FILE)).is_ok_and(|u| u.trim() == server)
+    });
+    if let Some(dir) = local
+        && let Ok(t) = std::fs::read_to_string(dir.join(crate::api::auth::AGENT_TOKEN_FILE))
+    {
+        return Ok(t.trim().to_string());
+    }
+    Err(CliError::new("no-token", "no token")
+        .field("--token")
+        .hint("pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory; the agent token of the default data directory's daemon is used by default)"))
+}
+
 fn connect(args: &ClientArgs) -> CliResult<Client> {
     let server = find_server(args)?;
-    let token = args.token.clone().ok_or_else(|| {
-        CliError::new("no-token", "no token")
-            .field("--token")
-            .hint("pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory)")
-    })?;
+    let token = find_token(args, &server)?;
     Ok(Client::new(&server, token)?
         .with_keyring(crate::keyring::Keyring::default_for_user())
         .with_session_keys(split_keys(args.session_key.as_deref())))

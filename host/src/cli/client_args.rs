@@ -11,7 +11,7 @@ pub struct ClientArgs {
     /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket.
     #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
     pub server: Option<String>,
-    /// The agent or operator token.
+    /// The agent or operator token [default: agent.token of the daemon whose server.url is in the default data directory].
     #[arg(
         long,
         global = true,
