@@ -30,7 +30,8 @@ Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/
 without one, defaults apply and the shell allowlist is empty.";
 
 /// `gatehost check --help`: a gate file's fields, so that an installed
-/// gatehost documents them without a checkout.
+/// gatehost documents them without a checkout (it replaces
+/// [`AFTER_HELP`] there, so it ends with the same lines).
 const GATE_FILE_HELP: &str = "\
 A gate file is one gate object or a list of them (run cheapest first: shell, plugin,
 judge; the first that does not pass stops the rest). Every gate may have a \"name\".
@@ -50,7 +51,9 @@ WASM gate:  {\"wasm\": {\"plugin\": \"forbid-patterns\", \"config\": {...}, \"sh
   plugin is a name (`gatehost plugin list` shows them; `--long`, the carried
   plugins' config keys) or a path pinned with sha256.
 
-Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).";
+Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).
+Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/config.toml;
+without one, defaults apply and the shell allowlist is empty.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -131,10 +134,13 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
-    /// List every plugin a gate can name: in each [wasm] plugin_dirs entry,
-    /// then those carried in gatehost (forbid-patterns, diff-budget,
-    /// style-review, noop), with where each is from, its size, interface
-    /// and sha256; --long adds each carried plugin's configuration.
+    /// List every plugin a gate can name (plugin directories, then carried).
+    ///
+    /// In resolution order: each [wasm] plugin_dirs entry, then the plugins
+    /// carried in gatehost (forbid-patterns, diff-budget, style-review,
+    /// noop), with where each is from, whether a gate naming it gets that
+    /// one, its size, interface and sha256; --long adds each carried
+    /// plugin's configuration keys.
     #[command(after_help = PLUGIN_LIST_AFTER_HELP)]
     List(ListArgs),
     /// Show a plugin file's interface version, imports, exports, size and sha256.
