@@ -230,8 +230,8 @@ pub struct ListArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print one JSON object: `plugins` (name, from, path, used, size,
-    /// sha256, interface, world, problem, doc), `unreadable_dirs`,
-    /// `carried_missing`.
+    /// sha256, interface, world, problem, doc), `unreadableDirs`,
+    /// `carriedMissing`.
     #[arg(long)]
     pub json: bool,
     /// Also print each carried plugin's documentation (its config keys).

@@ -12,8 +12,9 @@ use crate::wasm::{Located, PluginFile, WasmHost, carried};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// What `plugin list --json` prints.
+/// What `plugin list --json` prints (camelCase, as `check --json`).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Listing {
     plugins: Vec<Entry>,
     /// Plugin directories that could not be listed, and why.
