@@ -9,7 +9,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn plugin_dir() -> PathBuf {
+pub(crate) fn plugin_dir() -> PathBuf {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/target/wasm32-wasip2/release");
     assert!(

@@ -206,7 +206,7 @@ pub(super) fn load_operator_files(
     let gates = parse_gate_file(&text).map_err(|e| {
         CliError::new("bad-gate-file", format!("gate file {shown}: {e}"))
             .field(e.field.clone())
-            .hint("docs/plugins.md and the README's Gates section list every gate field")
+            .hint("`gatehost check --help` lists every gate field; `gatehost plugin list --long`, the carried plugins' config")
     })?;
     Ok((config, gates))
 }

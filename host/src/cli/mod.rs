@@ -1,6 +1,6 @@
 //! The `gatehost` command line: argument parsing and dispatch. `check`
 //! (reading the operator's files, printing verdicts for people or `--json`
-//! for scripts) and `plugin` (inspect, new, run) live in their own modules.
+//! for scripts) and `plugin` (list, inspect, new, run) live in their own modules.
 //!
 //! It owns the exit codes (0 pass, 1 fail, 2 error) and must never turn an
 //! unreadable input into anything but exit 2. Commands return their errors
@@ -13,6 +13,7 @@ pub mod error;
 mod hook;
 mod mcp;
 mod plugin;
+mod plugin_list;
 mod plugin_new;
 mod plugin_run;
 mod render;
@@ -24,6 +25,32 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
+Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).
+Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/config.toml;
+without one, defaults apply and the shell allowlist is empty.";
+
+/// `gatehost check --help`: a gate file's fields, so that an installed
+/// gatehost documents them without a checkout (it replaces
+/// [`AFTER_HELP`] there, so it ends with the same lines).
+const GATE_FILE_HELP: &str = "\
+A gate file is one gate object or a list of them (run cheapest first: shell, plugin,
+judge; the first that does not pass stops the rest). Every gate may have a \"name\".
+Unknown fields are errors.
+
+Shell gate: {\"command\": \"cargo\", \"args\": [\"test\"], \"cwd\": \"sub/dir\",
+             \"timeoutMs\": 60000, \"env\": {\"RUST_LOG\": \"info\"}}
+  command must be in the configuration's [shell] allowlist; cwd is workspace-relative;
+  env sets variables (an object) or passes host ones ([shell] pass_env, a list).
+Judge gate: {\"judge\": {\"adapter\": \"claude\", \"model\": \"opus\", \"prompt\": \"rubric\",
+             \"timeoutMs\": 120000, \"nonce\": true}}
+  the adapter is one the configuration names; the verdict is the last line
+  VERDICT: PASS or VERDICT: FAIL of its output.
+WASM gate:  {\"wasm\": {\"plugin\": \"forbid-patterns\", \"config\": {...}, \"sha256\": \"...\",
+             \"timeoutMs\": 5000, \"fuel\": 5000000000, \"memoryMiB\": 128,
+             \"maxOutputBytes\": 65536, \"maxJudgeCalls\": 4, \"judge\": {\"adapter\": \"claude\"}}}
+  plugin is a name (`gatehost plugin list` shows them; `--long`, the carried
+  plugins' config keys) or a path pinned with sha256.
+
 Exit codes: 0 pass, 1 fail (a gate said no), 2 error (a gate could not run, or bad input).
 Configuration: --config FILE, else $GATEHOST_CONFIG, else <config dir>/gatehost/config.toml;
 without one, defaults apply and the shell allowlist is empty.";
@@ -51,7 +78,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the gate(s) of a gate file once against a workspace.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = AFTER_HELP, after_long_help = GATE_FILE_HELP)]
     Check(CheckArgs),
     /// Work with WASM gate plugins.
     #[command(subcommand)]
@@ -107,6 +134,15 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
+    /// List every plugin a gate can name (plugin directories, then carried).
+    ///
+    /// In resolution order: each [wasm] plugin_dirs entry, then the plugins
+    /// carried in gatehost (forbid-patterns, diff-budget, style-review,
+    /// noop), with where each is from, whether a gate naming it gets that
+    /// one, its size, interface and sha256; --long adds each carried
+    /// plugin's configuration keys.
+    #[command(after_help = PLUGIN_LIST_AFTER_HELP)]
+    List(ListArgs),
     /// Show a plugin file's interface version, imports, exports, size and sha256.
     Inspect(InspectArgs),
     /// Start a new Rust gate plugin from a template, with its own copy of the plugin kit.
@@ -182,6 +218,27 @@ pub struct NewArgs {
     pub kit: Option<PathBuf>,
 }
 
+const PLUGIN_LIST_AFTER_HELP: &str = "\
+A gate's \"plugin\": NAME is <dir>/NAME.wasm (or NAME with _ for -) in the first
+[wasm] plugin_dirs entry that has it, else the plugin NAME carried in gatehost:
+put a file of that name in a plugin directory to replace a carried plugin.
+A gate's \"sha256\" pins a carried plugin too (this list shows its digest).";
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Host configuration (TOML): its [wasm] plugin_dirs and component cache.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object: `plugins` (name, from, path, used, size,
+    /// sha256, interface, world, problem, doc), `unreadableDirs`,
+    /// `carriedMissing`.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print each carried plugin's documentation (its config keys).
+    #[arg(long)]
+    pub long: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// Host configuration (TOML), for the component cache location.
@@ -241,6 +298,7 @@ pub fn main() -> i32 {
         Command::Check(a) => (a.json, Some(check::error_report)),
         Command::Plugin(PluginCommand::Run(a)) => (a.json, Some(plugin_run::error_report)),
         Command::Plugin(PluginCommand::Inspect(a)) => (a.json, None),
+        Command::Plugin(PluginCommand::List(a)) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
         | Command::Events { client, .. }
@@ -278,6 +336,7 @@ fn run(command: Command) -> error::CliResult<i32> {
                 })?;
             Ok(0)
         }
+        Command::Plugin(PluginCommand::List(args)) => plugin_list::list(&args),
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
         Command::Plugin(PluginCommand::New(args)) => plugin_new::new(&args),
         Command::Plugin(PluginCommand::Run(args)) => plugin_run::run(args),

@@ -1,6 +1,7 @@
 //! `gatehost plugin inspect`: what a plugin file is and whether gatehost
 //! would load it. Never runs a plugin (`plugin_run` does; `plugin_new`
-//! starts a new one from the template).
+//! starts a new one from the template; `plugin_list` lists the plugins a
+//! gate can name).
 
 use super::InspectArgs;
 use crate::config::HostConfig;
@@ -59,20 +60,39 @@ fn inspect_report(args: &InspectArgs) -> Result<serde_json::Value, String> {
         exports,
         problem,
     } = host.inspect(&file).map_err(|e| e.to_string())?;
-    let interface = imports
-        .iter()
-        .find_map(|i| i.strip_prefix("gatehost:gate/"))
-        .and_then(|rest| rest.split_once('@'))
-        .map(|(_, v)| format!("gatehost:gate@{v}"));
+    let (interface, world) = interface(&crate::wasm::Inspection {
+        imports: imports.clone(),
+        exports: exports.clone(),
+        problem: None,
+    });
     let problem = problem.map(|e| e.to_string());
     Ok(serde_json::json!({
         "file": args.file.display().to_string(),
         "size": file.bytes.len(),
         "sha256": file.digest,
         "interface": interface,
-        "world": if exports.iter().any(|e| e == "evaluate") { Some("gate-plugin") } else { None },
+        "world": world,
         "imports": imports,
         "exports": exports,
         "problem": problem,
     }))
+}
+
+/// A component's gate interface (`gatehost:gate@VERSION`, from its
+/// imports) and world (`gate-plugin` when it exports `evaluate`).
+pub(super) fn interface(
+    inspection: &crate::wasm::Inspection,
+) -> (Option<String>, Option<&'static str>) {
+    let interface = inspection
+        .imports
+        .iter()
+        .find_map(|i| i.strip_prefix("gatehost:gate/"))
+        .and_then(|rest| rest.split_once('@'))
+        .map(|(_, v)| format!("gatehost:gate@{v}"));
+    let world = inspection
+        .exports
+        .iter()
+        .any(|e| e == "evaluate")
+        .then_some("gate-plugin");
+    (interface, world)
 }

@@ -235,7 +235,7 @@ fn find_and_load(
             host.load_named(&name, &named, pinned)?
                 .ok_or_else(|| PluginError::Unreadable {
                     plugin: name.clone(),
-                    message: format!("{} keeps changing", named.path.display()),
+                    message: format!("{} keeps changing", named.describe()),
                 })?
         }
     };
@@ -262,7 +262,7 @@ fn resolve_plugin(
     let is_path = spelled.contains('/') || spelled.ends_with(".wasm");
     let (name, found, in_workspace) = if !is_path {
         let named = host.find_named_cached(spelled)?;
-        let inside = named.canonical.starts_with(anchor.root());
+        let inside = named.inside(anchor.root());
         (spelled.to_string(), Found::Named(named), inside)
     } else if Path::new(spelled).is_absolute() {
         let path = PathBuf::from(spelled);

@@ -7,8 +7,15 @@
 pub enum PluginError {
     #[error("plugin '{plugin}' cannot be read: {message}")]
     Unreadable { plugin: String, message: String },
-    #[error("plugin '{plugin}' was not found in the plugin directories ({dirs})")]
-    NotFound { plugin: String, dirs: String },
+    #[error(
+        "plugin '{plugin}' was not found in the plugin directories ({dirs}), {carried} \
+         (`gatehost plugin list` shows every plugin it can find)"
+    )]
+    NotFound {
+        plugin: String,
+        dirs: String,
+        carried: String,
+    },
     /// Never says the file's digest: the gate's author (the agent) could
     /// otherwise learn the digest of any file the host can read.
     #[error(

@@ -129,7 +129,7 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
     }
     match (b[4], b[5], b[6], b[7]) {
         (1, 0, 0, 0) => Err(not(
-            "a core WebAssembly module, not a component: build it for wasm32-wasip2 (see docs/plugins.md)",
+            "a core WebAssembly module, not a component: build it for wasm32-wasip2 (`gatehost plugin new` starts a crate that does)",
         )),
         (_, _, 1, 0) => Ok(()),
         _ => Err(not("an unknown WebAssembly version or layer")),

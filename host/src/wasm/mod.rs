@@ -15,6 +15,7 @@
 //! It must never let a plugin's failure become a pass, and never let one
 //! plugin's trap affect another evaluation.
 
+pub mod carried;
 mod digests;
 mod error;
 mod evaluate;
@@ -34,7 +35,7 @@ pub(crate) use wit::v0_1 as bindings;
 pub use error::PluginError;
 pub use judge_host::{JudgeAnswer, JudgeCall, JudgeHost};
 pub use load::PluginFile;
-pub use resolve::{FileIdentity, NamedPlugin};
+pub use resolve::{FileIdentity, Located, NamedPlugin};
 pub use state::JudgeBridge;
 
 use crate::config::{PluginBounds, WasmConfig};

@@ -1,26 +1,67 @@
-//! Resolving a plugin a gate names: by name in the plugin directories
-//! (remembered, with the file's identity, so that a warm evaluation does
-//! no path walk), or by path; its digest checked against the gate's pin
-//! (a mismatch never reveals the file's digest); the compiled plugin
-//! reused while the file's identity is unchanged. It owns where a plugin's
-//! bytes come from; it must never load a file whose identity changed
-//! without reading it again, nor one larger than `[wasm]
-//! max_plugin_bytes` (checked on the identity's size before any
-//! remembered digest is trusted).
+//! Resolving a plugin a gate names: by name, first in the plugin
+//! directories (an operator's own build wins), then among the plugins
+//! carried in the binary (`carried`); remembered, with the file's
+//! identity, so that a warm evaluation does no path walk. Or by path. Its
+//! digest is checked against the gate's pin (a mismatch never reveals the
+//! file's digest), a carried plugin's too; the compiled plugin reused
+//! while the file's identity is unchanged (a carried plugin's bytes never
+//! change). It owns where a plugin's bytes come from; it must never load a
+//! file whose identity changed without reading it again, nor a plugin
+//! larger than `[wasm] max_plugin_bytes` (checked on the identity's size
+//! before any remembered digest is trusted, and on a carried plugin's
+//! length).
 
+use super::carried::{self, Carried};
 use super::{LoadedPlugin, PluginError, PluginFile, WasmHost};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where a named plugin was found.
 #[derive(Debug, Clone)]
 pub struct NamedPlugin {
-    pub path: std::path::PathBuf,
-    /// `path` with every symlink resolved (for the "inside the workspace"
-    /// check).
-    pub canonical: std::path::PathBuf,
-    identity: Option<FileIdentity>,
+    source: Source,
     /// Whether this came from memory (and must be checked at load).
     remembered: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// `<dir>/<name>.wasm` in a plugin directory.
+    File {
+        path: PathBuf,
+        /// `path` with every symlink resolved (for the "inside the
+        /// workspace" check).
+        canonical: PathBuf,
+        identity: Option<FileIdentity>,
+    },
+    /// Carried in the binary.
+    Carried(&'static Carried),
+}
+
+impl NamedPlugin {
+    /// Whether the plugin's file lies under `root` (symlinks resolved): a
+    /// carried plugin never does.
+    pub fn inside(&self, root: &Path) -> bool {
+        match &self.source {
+            Source::File { canonical, .. } => canonical.starts_with(root),
+            Source::Carried(_) => false,
+        }
+    }
+
+    /// Where the plugin is, for messages.
+    pub fn describe(&self) -> String {
+        match &self.source {
+            Source::File { path, .. } => path.display().to_string(),
+            Source::Carried(c) => format!("the carried {}", c.name),
+        }
+    }
+}
+
+/// Where [`WasmHost::find_named`] found a plugin.
+#[derive(Debug, Clone)]
+pub enum Located {
+    File(PathBuf),
+    Carried(&'static Carried),
 }
 
 impl WasmHost {
@@ -30,7 +71,7 @@ impl WasmHost {
     pub fn load_path(
         &self,
         name: &str,
-        path: &std::path::Path,
+        path: &Path,
         pinned: Option<&str>,
     ) -> Result<Arc<LoadedPlugin>, PluginError> {
         self.load_path_identified(name, path, pinned).0
@@ -40,7 +81,7 @@ impl WasmHost {
     fn load_path_identified(
         &self,
         name: &str,
-        path: &std::path::Path,
+        path: &Path,
         pinned: Option<&str>,
     ) -> (Result<Arc<LoadedPlugin>, PluginError>, Option<FileIdentity>) {
         let identity = FileIdentity::of(path);
@@ -124,16 +165,24 @@ impl WasmHost {
         if let Some(named) = cached {
             return Ok(named);
         }
-        let path = self.find_named(name)?;
-        let identity = FileIdentity::of(&path);
-        let canonical = std::fs::canonicalize(&path).map_err(|e| PluginError::Unreadable {
-            plugin: name.to_string(),
-            message: format!("{}: {e}", path.display()),
-        })?;
+        let source = match self.find_named(name)? {
+            Located::File(path) => {
+                let identity = FileIdentity::of(&path);
+                let canonical =
+                    std::fs::canonicalize(&path).map_err(|e| PluginError::Unreadable {
+                        plugin: name.to_string(),
+                        message: format!("{}: {e}", path.display()),
+                    })?;
+                Source::File {
+                    path,
+                    canonical,
+                    identity,
+                }
+            }
+            Located::Carried(c) => Source::Carried(c),
+        };
         let named = NamedPlugin {
-            path,
-            canonical,
-            identity,
+            source,
             remembered: true,
         };
         self.named
@@ -164,16 +213,52 @@ impl WasmHost {
         named: &NamedPlugin,
         pinned: Option<&str>,
     ) -> Result<Option<Arc<LoadedPlugin>>, PluginError> {
-        let (plugin, seen) = self.load_path_identified(name, &named.path, pinned);
-        if named.remembered && seen != named.identity {
+        let (path, identity) = match &named.source {
+            Source::File { path, identity, .. } => (path, identity),
+            Source::Carried(c) => return self.load_carried(name, c, pinned).map(Some),
+        };
+        let (plugin, seen) = self.load_path_identified(name, path, pinned);
+        if named.remembered && seen != *identity {
             return Ok(None);
         }
         plugin.map(Some)
     }
 
-    /// Where a named plugin's file is: `<dir>/<name>.wasm` in the first
-    /// plugin directory that has it.
-    pub fn find_named(&self, name: &str) -> Result<std::path::PathBuf, PluginError> {
+    /// Loads a carried plugin: its pin checked against the digest taken at
+    /// build time, then from memory, the compile cache, or compiled from
+    /// the binary's bytes.
+    pub fn load_carried(
+        &self,
+        name: &str,
+        carried: &'static Carried,
+        pinned: Option<&str>,
+    ) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let size = carried.bytes.len() as u64;
+        if size > self.config.max_plugin_bytes {
+            return Err(PluginError::Unreadable {
+                plugin: name.to_string(),
+                message: format!(
+                    "the carried {} is larger than [wasm] max_plugin_bytes ({} bytes)",
+                    carried.name, self.config.max_plugin_bytes
+                ),
+            });
+        }
+        check_pin(name, pinned, carried.sha256)?;
+        if let Some(plugin) = self.load_known(name, carried.sha256, size)? {
+            return Ok(plugin);
+        }
+        self.load(PluginFile {
+            name: name.to_string(),
+            path: PathBuf::from(format!("(carried) {}.wasm", carried.name)),
+            bytes: carried.bytes.to_vec(),
+            digest: carried.sha256.to_string(),
+        })
+    }
+
+    /// Where a named plugin is: `<dir>/<name>.wasm` (or `<name>` with `_`
+    /// for `-`) in the first plugin directory that has it, else the
+    /// plugin of that name carried in the binary.
+    pub fn find_named(&self, name: &str) -> Result<Located, PluginError> {
         let valid = !name.is_empty()
             && name
                 .chars()
@@ -186,15 +271,18 @@ impl WasmHost {
                 ] {
                     let p = dir.join(file);
                     if p.is_file() {
-                        return Ok(p);
+                        return Ok(Located::File(p));
                     }
                 }
+            }
+            if let Some(c) = carried::find(name) {
+                return Ok(Located::Carried(c));
             }
         }
         Err(PluginError::NotFound {
             plugin: name.to_string(),
             dirs: if self.config.plugin_dirs.is_empty() {
-                "none configured: set [wasm] plugin_dirs".to_string()
+                "none configured: [wasm] plugin_dirs".to_string()
             } else {
                 self.config
                     .plugin_dirs
@@ -203,6 +291,7 @@ impl WasmHost {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
+            carried: carried::summary(),
         })
     }
 }
@@ -267,3 +356,6 @@ impl FileIdentity {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
