@@ -5,7 +5,7 @@
 //! beside it, with a configuration that names no plugin directory, over a
 //! workspace that is a fresh git repository. Named gates (`forbid-patterns`,
 //! `diff-budget`) must pass and fail as their configurations say, and
-//! `plugin list` must show the four carried plugins.
+//! `plugin list` must show the four carried plugins, and `docs` the documents.
 //!
 //! A test binary of its own: cargo runs test binaries one after another,
 //! so the install (which takes the target directory's lock and relinks
@@ -244,4 +244,17 @@ fn an_installed_gatehost_runs_its_carried_plugins_with_no_checkout() {
         text.contains("addedLinesOnly"),
         "forbid-patterns' config keys:\n{text}"
     );
+    // The documents its hints name are installed with it.
+    let out = run(&bin, &dirs.cwd, &dirs.home, &["docs", "security"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.starts_with("# ") && text.contains("Landlock"),
+        "gatehost docs security:\n{text}"
+    );
+    let out = run(&bin, &dirs.cwd, &dirs.home, &["docs"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for topic in ["readme", "agents", "daemon", "security", "plugins", "mcp"] {
+        assert!(text.contains(topic), "gatehost docs lists {topic}:\n{text}");
+    }
 }

@@ -34,7 +34,7 @@ pub struct McpArgs {
 pub const AFTER_HELP: &str = "\
 An MCP client runs it as a stdio server, e.g. `claude mcp add gatehost -- gatehost mcp`.
 Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor
-(no ack, no cancel: those stay with the operator). Logs go to stderr. See docs/mcp.md.";
+(no ack, no cancel: those stay with the operator). Logs go to stderr. See `gatehost docs mcp`.";
 
 pub fn run(args: McpArgs) -> CliResult<i32> {
     let data_dir = default_data_dir();

@@ -9,6 +9,7 @@
 mod check;
 pub mod client;
 mod client_args;
+mod docs;
 pub mod error;
 mod hook;
 mod mcp;
@@ -130,6 +131,12 @@ pub enum Command {
     },
     /// Print the man page (roff) on stdout, e.g. `gatehost man > gatehost.1`.
     Man,
+    /// Print one of gatehost's documents (Markdown, carried in the binary):
+    /// readme, agents, daemon, security, plugins, mcp; with none, the list.
+    Docs {
+        #[arg(value_name = "TOPIC")]
+        topic: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -336,6 +343,7 @@ fn run(command: Command) -> error::CliResult<i32> {
                 })?;
             Ok(0)
         }
+        Command::Docs { topic } => docs::show(topic.as_deref()),
         Command::Plugin(PluginCommand::List(args)) => plugin_list::list(&args),
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
         Command::Plugin(PluginCommand::New(args)) => plugin_new::new(&args),

@@ -257,7 +257,7 @@ impl Allowlist {
                     .clone()
                     .unwrap_or_else(|| "the configuration".to_string()),
                 risk: if super::code_env::runs_code(name) {
-                    " (it makes programs run code of the gate's choosing: see docs/security.md before listing it)"
+                    " (it makes programs run code of the gate's choosing: see `gatehost docs security` before listing it)"
                 } else {
                     ""
                 },
