@@ -25,6 +25,22 @@ static UNKNOWN: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"unknown (?:field|variant) `([^`]*)`, expected (.*)").ok());
 static QUOTED: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"`([^`]*)`").ok());
 
+/// The unknown name in serde's "unknown field `comand`, expected one of
+/// `command`, …" message and the known name nearest to it, if one is near.
+pub fn unknown_and_nearest(message: &str) -> Option<(String, Option<String>)> {
+    let (unknown, quoted) = (UNKNOWN.as_ref()?, QUOTED.as_ref()?);
+    let caps = unknown.captures(message)?;
+    let (name, rest) = (caps.get(1)?, caps.get(2)?);
+    let known: Vec<&str> = quoted
+        .captures_iter(rest.as_str())
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    Some((
+        name.as_str().to_string(),
+        nearest(name.as_str(), known).map(str::to_string),
+    ))
+}
+
 /// serde's "unknown field `comand`, expected one of `command`, …" message
 /// with " (did you mean `command`?)" added when a name is near; any other
 /// message as it is.
@@ -32,22 +48,9 @@ pub fn with_suggestion(message: &str) -> String {
     if message.contains("did you mean") {
         return message.to_string();
     }
-    let (Some(unknown), Some(quoted)) = (UNKNOWN.as_ref(), QUOTED.as_ref()) else {
-        return message.to_string();
-    };
-    let Some(caps) = unknown.captures(message) else {
-        return message.to_string();
-    };
-    let (Some(name), Some(rest)) = (caps.get(1), caps.get(2)) else {
-        return message.to_string();
-    };
-    let known: Vec<&str> = quoted
-        .captures_iter(rest.as_str())
-        .filter_map(|c| c.get(1).map(|m| m.as_str()))
-        .collect();
-    match nearest(name.as_str(), known) {
-        Some(k) => format!("{message} (did you mean `{k}`?)"),
-        None => message.to_string(),
+    match unknown_and_nearest(message) {
+        Some((_, Some(k))) => format!("{message} (did you mean `{k}`?)"),
+        _ => message.to_string(),
     }
 }
 

@@ -71,6 +71,70 @@ impl From<PolicyRow> for Policy {
     }
 }
 
+impl Policy {
+    /// The policy's commit plan, typed as far as a person reading it needs
+    /// (none before a green gate, or when it does not decode).
+    pub fn plan_view(&self) -> Option<PlanView> {
+        serde_json::from_value(self.row.plan.clone()?).ok()
+    }
+}
+
+/// A policy's `plan` as the API shows it: what a green gate recorded for
+/// the commit, as far as the person who acks needs it (the engine's
+/// `CommitPlan` writes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanView {
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub require_human_ack: bool,
+    /// What the paths change against HEAD (none on plans that lack it).
+    #[serde(default)]
+    pub diff_summary: Option<DiffSummary>,
+    /// The snapshot the gates ran on (commit policies gated on one).
+    #[serde(default)]
+    pub snapshot: Option<crate::commit::TreeSnapshot>,
+    /// The commit paths changed in the workspace since the snapshot.
+    #[serde(default)]
+    pub changed_after_snapshot: Option<ChangedAfter>,
+}
+
+/// A plan's `diffSummary`: the per-file counts, or why they could not be
+/// read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DiffSummary {
+    Counts {
+        files: Vec<FileCount>,
+        added: u64,
+        removed: u64,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// One file of a [`DiffSummary`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCount {
+    pub path: String,
+    /// `added`, `modified`, `deleted`, …
+    pub kind: String,
+    pub added: u64,
+    pub removed: u64,
+    #[serde(default)]
+    pub binary: bool,
+}
+
+/// A plan's `changedAfterSnapshot`: the paths, or why they could not be
+/// read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChangedAfter {
+    Paths(Vec<String>),
+    Failed { error: String },
+}
+
 /// `GET /v1/policies/{id}/wait`: the policy, and whether it settled (or
 /// awaits an ack) before the wait's timeout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

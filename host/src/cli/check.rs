@@ -266,12 +266,43 @@ fn render_verdict(out: &mut String, v: &Verdict) {
         v.reason,
         crate::gate::human_duration(Duration::from_millis(v.durations.run_ms))
     ));
+    render_findings(out, &v.findings);
     if v.outcome != Outcome::Pass {
         for (name, tail) in [("stdout", &v.stdout), ("stderr", &v.stderr)] {
             if let Some(t) = tail {
                 render_tail(out, name, t);
             }
         }
+    }
+}
+
+/// The findings shown under a gate, at most; the rest are counted.
+const FINDINGS_SHOWN: usize = 20;
+
+/// A gate's findings as the JSON has them, one a line: `path:line:
+/// severity: message` (the place as far as the finding gives one), at
+/// most [`FINDINGS_SHOWN`], then how many more.
+fn render_findings(out: &mut String, findings: &[crate::verdict::Finding]) {
+    for f in findings.iter().take(FINDINGS_SHOWN) {
+        let place = match (&f.path, f.line) {
+            (Some(p), Some(l)) => format!("{p}:{l}: "),
+            (Some(p), None) => format!("{p}: "),
+            (None, Some(l)) => format!("line {l}: "),
+            (None, None) => String::new(),
+        };
+        let severity = serde_json::to_value(f.severity)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let message: String = f.message.chars().take(200).collect();
+        let message = message.replace(['\n', '\r'], " ");
+        out.push_str(&format!("      {place}{severity}: {message}\n"));
+    }
+    if findings.len() > FINDINGS_SHOWN {
+        out.push_str(&format!(
+            "      … and {} more finding(s) (--json has them all)\n",
+            findings.len() - FINDINGS_SHOWN
+        ));
     }
 }
 
@@ -312,6 +343,47 @@ mod tests {
             .expect("runtime")
             .handle()
             .runtime_flavor()
+    }
+
+    #[test]
+    fn the_human_report_lists_a_gates_findings_bounded() {
+        use crate::verdict::{Finding, Severity};
+        let mut v = Verdict::new(Outcome::Fail, "wasm: lint.wasm", "2 findings");
+        v.findings = (0..FINDINGS_SHOWN + 3)
+            .map(|i| Finding {
+                path: Some("src/lib.rs".into()),
+                line: Some(i as u32 + 1),
+                severity: Severity::Error,
+                message: format!("no-todo: TODO left\nin {i}"),
+            })
+            .collect();
+        v.findings[1].line = None;
+        v.findings[2].path = None;
+        let report = RunReport {
+            outcome: Outcome::Fail,
+            reason: "r".into(),
+            durations: Default::default(),
+            gates: vec![v],
+            skipped: vec![],
+        };
+        let text = render_report(&report);
+        assert!(
+            text.contains("\n      src/lib.rs:1: error: no-todo: TODO left in 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n      src/lib.rs: error: no-todo"),
+            "{text}"
+        );
+        assert!(text.contains("\n      line 3: error: no-todo"), "{text}");
+        let last = format!("src/lib.rs:{FINDINGS_SHOWN}: error");
+        assert!(text.contains(&last), "{text}");
+        let cut = format!("src/lib.rs:{}: error", FINDINGS_SHOWN + 1);
+        assert!(!text.contains(&cut), "{text}");
+        assert!(
+            text.contains("      … and 3 more finding(s) (--json has them all)\n"),
+            "{text}"
+        );
     }
 
     #[test]

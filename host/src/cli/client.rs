@@ -11,7 +11,7 @@
 //! blocked or cancelled. It must never print an error itself.
 
 use super::error::{CliError, CliResult};
-use super::render::{event_line, policy_line, session_line};
+use super::render::{event_line, policy_detail, policy_line, session_line};
 use super::serve::{SERVER_URL_FILE, default_data_dir};
 use crate::client::{Client, ClientError};
 use crate::wire::{
@@ -232,7 +232,7 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 let p = client.attach(&body).await?;
                 show(json, &p, |p| p.policy_id.clone())
             }
-            PolicyCommand::Status { id } => show(json, &client.policy(&id).await?, policy_line),
+            PolicyCommand::Status { id } => show(json, &client.policy(&id).await?, policy_detail),
             PolicyCommand::List {
                 status,
                 newest,
@@ -255,7 +255,7 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                     lines(all.iter().map(policy_line))
                 })
             }
-            PolicyCommand::Cancel { id } => show(json, &client.cancel(&id).await?, policy_line),
+            PolicyCommand::Cancel { id } => show(json, &client.cancel(&id).await?, policy_detail),
             PolicyCommand::Ack {
                 id,
                 approve,
@@ -263,7 +263,7 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
             } => show(
                 json,
                 &client.ack(&id, approve && !reject).await?,
-                policy_line,
+                policy_detail,
             ),
         }
     })
@@ -374,7 +374,7 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
                     if !v.settled {
                         continue;
                     }
-                    show(json, &v, |v| policy_line(&v.policy))?;
+                    show(json, &v, |v| policy_detail(&v.policy))?;
                     return Ok(match v.policy.row.status {
                         PolicyStatus::Done | PolicyStatus::AwaitingAck => 0,
                         PolicyStatus::Blocked | PolicyStatus::Cancelled => 1,

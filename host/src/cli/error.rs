@@ -70,10 +70,21 @@ impl CliError {
 impl From<crate::config::ConfigError> for CliError {
     fn from(e: crate::config::ConfigError) -> Self {
         use crate::config::ConfigError;
+        if let ConfigError::Unknown {
+            path, kind, name, ..
+        } = &e
+        {
+            return CliError::new("config", e.to_string())
+                .field(name.clone())
+                .hint(format!(
+                    "rename or remove the {kind} `{name}` in {path} (the README's Configuration section lists every table and key)"
+                ));
+        }
         let (file, key) = match &e {
             ConfigError::Read { path, .. } => (path, None),
             ConfigError::Parse { path, key, .. } => (path, key.clone()),
             ConfigError::Invalid { path, key, .. } => (path, Some(key.clone())),
+            ConfigError::Unknown { path, name, .. } => (path, Some(name.clone())),
         };
         let hint = match &key {
             Some(k) => format!("edit {k} in {file}"),

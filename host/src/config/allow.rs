@@ -75,17 +75,17 @@ pub enum AllowError {
     NotAllowed(String),
     #[error("command '{0}' is in the allowlist but was not found on the host PATH")]
     NotFound(String),
-    #[error("command '{command}': argument '{arg}' is refused: {why}")]
+    /// `fix`: empty, or what the operator may change and where (the
+    /// configuration file, the entry and its line as it would read).
+    #[error("command '{command}': argument '{arg}' is refused: {why}{fix}")]
     Argument {
         command: String,
         arg: String,
         why: String,
+        fix: String,
     },
-    #[error(
-        "command '{0}': the allowlist admits it without arguments for agent gates \
-         (the operator may give its entry subcommands or free_args)"
-    )]
-    NoArguments(String),
+    #[error("command '{command}': the allowlist admits it without arguments for agent gates{fix}")]
+    NoArguments { command: String, fix: String },
     #[error(
         "command '{command}': a gate the agent attached may not set env '{name}': \
          the allowlist entry shell.allow[{index}] (program \"{spelled}\") in {file} \
@@ -222,7 +222,8 @@ impl Allowlist {
                 first_err.get_or_insert(AllowError::NotFound(command.to_string()));
                 continue;
             };
-            let checked = check_args(command, &e.args, args, trust)
+            let checked = check_args(&e.args, args, trust)
+                .map_err(|r| self.refusal(command, e, r))
                 .and_then(|()| self.check_env(command, e, set_env, trust));
             match checked {
                 Ok(()) => return Ok((program, e)),
@@ -232,6 +233,56 @@ impl Allowlist {
             }
         }
         Err(first_err.unwrap_or_else(|| AllowError::NotAllowed(command.to_string())))
+    }
+
+    /// The configuration file, as shown in messages.
+    fn file(&self) -> String {
+        self.source
+            .clone()
+            .unwrap_or_else(|| "the configuration".to_string())
+    }
+
+    /// The error for an argument `entry`'s rule refused, with what the
+    /// operator may write instead: the entry as the line would read in
+    /// `[shell] allow`, in the file it came from.
+    fn refusal(&self, command: &str, entry: &AllowEntry, r: Refused) -> AllowError {
+        let (file, i, spelled) = (self.file(), entry.index, &entry.spelled);
+        let place = format!("the {spelled} entry (shell.allow[{i}]) of [shell] allow in {file}");
+        let fix = match &r.problem {
+            Problem::NoArguments => {
+                let subs = vec![r.arg.clone()];
+                format!(
+                    "; to admit this one, the operator may write {place} as {}",
+                    entry_toml(entry, &subs)
+                )
+            }
+            Problem::NotSubcommand => {
+                let mut subs = entry.args.subcommands.clone().unwrap_or_default();
+                subs.push(r.arg.clone());
+                format!(
+                    "; to admit it, the operator may add {} to subcommands of {place}: {}",
+                    toml_str(&r.arg),
+                    entry_toml(entry, &subs)
+                )
+            }
+            Problem::Denied => format!(" ({place})"),
+            Problem::OutsidePath => {
+                format!("; only free_args = true on {place} admits it (and then any argument)")
+            }
+            Problem::NoSubcommand => String::new(),
+        };
+        match r.problem {
+            Problem::NoArguments => AllowError::NoArguments {
+                command: command.to_string(),
+                fix,
+            },
+            _ => AllowError::Argument {
+                command: command.to_string(),
+                arg: r.arg,
+                why: r.why,
+                fix,
+            },
+        }
     }
 
     /// Refuses a variable an agent's gate sets that `entry` does not list.
@@ -252,10 +303,7 @@ impl Allowlist {
                 name: name.to_string(),
                 index: entry.index,
                 spelled: entry.spelled.clone(),
-                file: self
-                    .source
-                    .clone()
-                    .unwrap_or_else(|| "the configuration".to_string()),
+                file: self.file(),
                 risk: if super::code_env::runs_code(name) {
                     " (it makes programs run code of the gate's choosing: see `gatehost docs security` before listing it)"
                 } else {
@@ -320,26 +368,77 @@ fn check_env_names(index: usize, program: &str, names: &[String]) -> Result<(), 
     Ok(())
 }
 
+/// What an entry's rule refused in an agent's arguments.
+#[derive(Debug)]
+enum Problem {
+    /// A bare entry, given arguments.
+    NoArguments,
+    /// A subcommand rule, and no argument.
+    NoSubcommand,
+    /// The first argument is not one of the subcommands.
+    NotSubcommand,
+    /// An option the entry denies.
+    Denied,
+    /// A path outside the workspace.
+    OutsidePath,
+}
+
+/// The argument refused, why, and which rule refused it.
+#[derive(Debug)]
+struct Refused {
+    arg: String,
+    why: String,
+    problem: Problem,
+}
+
+/// A string as TOML writes it (quoted and escaped).
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn toml_list(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|i| toml_str(i)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// `entry` as a `[shell] allow` table with `subcommands`, keeping its
+/// other keys.
+fn entry_toml(entry: &AllowEntry, subcommands: &[String]) -> String {
+    let mut keys = vec![
+        format!("program = {}", toml_str(&entry.spelled)),
+        format!("subcommands = {}", toml_list(subcommands)),
+    ];
+    if !entry.args.deny.is_empty() {
+        keys.push(format!("deny = {}", toml_list(&entry.args.deny)));
+    }
+    if entry.network {
+        keys.push("network = true".into());
+    }
+    if !entry.env.is_empty() {
+        keys.push(format!("env = {}", toml_list(&entry.env)));
+    }
+    format!("{{ {} }}", keys.join(", "))
+}
+
 /// Checks an agent's arguments against an entry's rule.
-fn check_args(
-    command: &str,
-    rule: &ArgRule,
-    args: &[String],
-    trust: Trust,
-) -> Result<(), AllowError> {
+fn check_args(rule: &ArgRule, args: &[String], trust: Trust) -> Result<(), Refused> {
     if trust == Trust::Operator || rule.free {
         return Ok(());
     }
     if rule.bare {
-        return match args.is_empty() {
-            true => Ok(()),
-            false => Err(AllowError::NoArguments(command.to_string())),
+        return match args.first() {
+            None => Ok(()),
+            Some(first) => Err(Refused {
+                arg: first.clone(),
+                why: String::new(),
+                problem: Problem::NoArguments,
+            }),
         };
     }
-    let refuse = |arg: &str, why: String| AllowError::Argument {
-        command: command.to_string(),
+    let refuse = |arg: &str, why: String, problem: Problem| Refused {
         arg: arg.to_string(),
         why,
+        problem,
     };
     let mut rest = args;
     if let Some(subs) = &rule.subcommands {
@@ -347,22 +446,28 @@ fn check_args(
             return Err(refuse(
                 "",
                 format!("a subcommand is required (one of: {})", subs.join(", ")),
+                Problem::NoSubcommand,
             ));
         };
         if !subs.iter().any(|s| s == first) {
             return Err(refuse(
                 first,
                 format!("not an allowed subcommand (allowed: {})", subs.join(", ")),
+                Problem::NotSubcommand,
             ));
         }
         rest = tail;
     }
     for arg in rest {
         if let Some(d) = rule.deny.iter().find(|d| denied(d, arg)) {
-            return Err(refuse(arg, format!("the allowlist denies '{d}'")));
+            return Err(refuse(
+                arg,
+                format!("the allowlist denies '{d}'"),
+                Problem::Denied,
+            ));
         }
         if let Some(why) = outside_path(arg) {
-            return Err(refuse(arg, why));
+            return Err(refuse(arg, why, Problem::OutsidePath));
         }
     }
     Ok(())
@@ -401,201 +506,5 @@ fn outside_path(arg: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn allow(entries: &[&str]) -> Allowlist {
-        let spelled: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
-        Allowlist::resolve(&spelled, Some(std::ffi::OsStr::new("/usr/bin:/bin")))
-            .expect("allowlist")
-    }
-
-    fn ruled(program: &str, subcommands: Option<&[&str]>, deny: &[&str]) -> Allowlist {
-        Allowlist::resolve_entries(
-            &[EntrySpec {
-                program: program.into(),
-                args: ArgRule {
-                    subcommands: subcommands.map(|s| s.iter().map(|x| x.to_string()).collect()),
-                    deny: deny.iter().map(|x| x.to_string()).collect(),
-                    free: false,
-                    bare: false,
-                },
-                network: false,
-                env: Vec::new(),
-            }],
-            // cargo lives in ~/.cargo/bin: the test's own PATH finds it.
-            std::env::var_os("PATH").as_deref(),
-        )
-        .expect("allowlist")
-    }
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_allowlist_is_default_deny() {
-        let list = Allowlist::default();
-        assert_eq!(
-            list.admit("true").unwrap_err().to_string(),
-            "command 'true' is not in the allowlist"
-        );
-    }
-
-    #[test]
-    fn a_listed_name_admits_exactly_its_resolved_program() {
-        let list = allow(&["true"]);
-        assert_eq!(list.admit("true").unwrap(), PathBuf::from("/usr/bin/true"));
-        assert_eq!(
-            list.admit("/usr/bin/true").unwrap(),
-            PathBuf::from("/usr/bin/true")
-        );
-        for other in [
-            "/elsewhere/true",
-            "./true",
-            "bin/true",
-            "false",
-            "/usr/bin/../bin/true",
-        ] {
-            assert_eq!(
-                list.admit(other),
-                Err(AllowError::NotAllowed(other.to_string())),
-                "{other} must be refused"
-            );
-        }
-    }
-
-    #[test]
-    fn an_absolute_entry_is_taken_as_written() {
-        let list = allow(&["/usr/bin/git"]);
-        assert_eq!(
-            list.admit("/usr/bin/git").unwrap(),
-            PathBuf::from("/usr/bin/git")
-        );
-        assert!(list.admit("git").is_err(), "the bare name is not listed");
-    }
-
-    #[test]
-    fn a_listed_name_missing_from_path_says_so() {
-        let list = allow(&["no-such-program-gatehost"]);
-        assert_eq!(
-            list.admit("no-such-program-gatehost"),
-            Err(AllowError::NotFound("no-such-program-gatehost".into()))
-        );
-    }
-
-    #[test]
-    fn a_bare_entry_admits_no_agent_arguments_but_any_of_the_operators() {
-        let list = allow(&["true"]);
-        assert!(list.admit_with_args("true", &[], &[], Trust::Agent).is_ok());
-        let err = list
-            .admit_with_args("true", &args(&["x"]), &[], Trust::Agent)
-            .unwrap_err();
-        assert_eq!(err, AllowError::NoArguments("true".into()));
-        assert!(
-            list.admit_with_args("true", &args(&["x"]), &[], Trust::Operator)
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn hostile_git_arguments_are_refused_naming_the_argument() {
-        let list = ruled(
-            "git",
-            Some(&["diff", "status", "log"]),
-            &["-c", "--no-index", "--output", "--ext-diff"],
-        );
-        let refused = |a: &[&str]| {
-            list.admit_with_args("git", &args(a), &[], Trust::Agent)
-                .expect_err("refused")
-                .to_string()
-        };
-        let e = refused(&["-c", "alias.x=!touch /tmp/pwned", "x"]);
-        assert!(
-            e.contains("argument '-c'") && e.contains("not an allowed subcommand"),
-            "{e}"
-        );
-        let e = refused(&["diff", "--no-index", "/dev/null", "/root/.ssh/id_rsa"]);
-        assert!(
-            e.contains("argument '--no-index'") && e.contains("denies"),
-            "{e}"
-        );
-        let e = refused(&["diff", "/etc/shadow"]);
-        assert!(
-            e.contains("argument '/etc/shadow'") && e.contains("absolute path"),
-            "{e}"
-        );
-        let e = refused(&["log", "--output=../x"]);
-        assert!(e.contains("argument '--output=../x'"), "{e}");
-        let e = refused(&["diff", "-cfoo"]);
-        assert!(e.contains("argument '-cfoo'"), "{e}");
-        let e = refused(&[]);
-        assert!(e.contains("a subcommand is required"), "{e}");
-        assert!(
-            list.admit_with_args(
-                "git",
-                &args(&["diff", "--stat", "src/a b.rs"]),
-                &[],
-                Trust::Agent
-            )
-            .is_ok()
-        );
-    }
-
-    #[test]
-    fn hostile_cargo_arguments_are_refused_naming_the_argument() {
-        let list = ruled(
-            "cargo",
-            Some(&["test", "build", "clippy"]),
-            &["--config", "-Z"],
-        );
-        let refused = |a: &[&str]| {
-            list.admit_with_args("cargo", &args(a), &[], Trust::Agent)
-                .expect_err("refused")
-                .to_string()
-        };
-        let e = refused(&["test", "--config", "build.rustc='/tmp/x'"]);
-        assert!(e.contains("argument '--config'"), "{e}");
-        assert!(refused(&["test", "--config=x"]).contains("argument '--config=x'"));
-        assert!(refused(&["test", "-Zunstable-options"]).contains("argument '-Zunstable-options'"));
-        assert!(
-            refused(&["test", "--manifest-path", "/etc/Cargo.toml"])
-                .contains("argument '/etc/Cargo.toml'")
-        );
-        assert!(
-            refused(&["test", "--manifest-path=../other/Cargo.toml"])
-                .contains("'--manifest-path=../other/Cargo.toml'")
-        );
-        assert!(refused(&["run"]).contains("argument 'run'"));
-        assert!(
-            list.admit_with_args(
-                "cargo",
-                &args(&["test", "--quiet", "--offline", "--", "--nocapture"]),
-                &[],
-                Trust::Agent
-            )
-            .is_ok()
-        );
-    }
-
-    #[test]
-    fn a_free_entry_admits_any_arguments() {
-        let list = Allowlist::resolve_entries(
-            &[EntrySpec {
-                program: "sh".into(),
-                args: ArgRule {
-                    free: true,
-                    ..ArgRule::default()
-                },
-                network: false,
-                env: Vec::new(),
-            }],
-            Some(std::ffi::OsStr::new("/usr/bin:/bin")),
-        )
-        .expect("allowlist");
-        assert!(
-            list.admit_with_args("sh", &args(&["-c", "/anything ../x"]), &[], Trust::Agent)
-                .is_ok()
-        );
-    }
-}
+#[path = "allow_tests.rs"]
+mod tests;

@@ -1,7 +1,67 @@
 //! Where a TOML error in the host configuration points: its line and
 //! column, and the dotted key (`daemon.max_gating`) when it names one, with
-//! a "did you mean" for a misspelt key. It must never decide whether a
+//! a "did you mean" for a misspelt key; an unknown top-level table
+//! (`[sandox]`) or key is told apart as one, never as a key of the table
+//! above it. It must never decide whether a
 //! configuration is valid: that is `toml` and serde's, in `config`.
+
+/// An unknown name at the top of the file: a table (`[sandox]`) or a key
+/// (`limit.output_cap_bytes = 1` before any table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TopLevelUnknown {
+    /// `table` or `key`.
+    pub kind: &'static str,
+    pub name: String,
+    pub line: usize,
+    /// The known top-level name nearest to it, if one is near.
+    pub suggestion: Option<String>,
+}
+
+/// `; did you mean `name`?`, or nothing.
+pub(super) fn did_you_mean(suggestion: &Option<String>) -> String {
+    suggestion
+        .as_ref()
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+/// Where a spanned key sits: in a `[table]` header, whose part before it
+/// (`shell.` of `[shell.alow]`) is given, or in an assignment under the
+/// nearest header above (none: the top of the file).
+enum KeyPlace<'a> {
+    Header(&'a str),
+    Under(Option<&'a str>),
+}
+
+fn key_place(before: &str) -> KeyPlace<'_> {
+    let line = before.rsplit('\n').next().unwrap_or_default().trim_start();
+    if line.starts_with('[') {
+        return KeyPlace::Header(line.trim_start_matches('[').trim());
+    }
+    KeyPlace::Under(before.lines().rev().find_map(|l| {
+        let l = l.trim();
+        (l.starts_with('[') && l.ends_with(']')).then(|| l.trim_matches(['[', ']']).trim())
+    }))
+}
+
+/// The unknown top-level table or key a TOML error reports, if it is one
+/// (an unknown name inside a known table is not: [`toml_key`] names it).
+pub(super) fn top_level_unknown(text: &str, e: &toml::de::Error) -> Option<TopLevelUnknown> {
+    let (name, suggestion) = crate::suggest::unknown_and_nearest(e.message().trim())?;
+    let span = e.span()?;
+    let before = text.get(..span.start)?;
+    let kind = match key_place(before) {
+        KeyPlace::Header("") => "table",
+        KeyPlace::Under(None) => "key",
+        _ => return None,
+    };
+    Some(TopLevelUnknown {
+        kind,
+        name,
+        line: before.matches('\n').count() + 1,
+        suggestion,
+    })
+}
 
 /// A TOML error as one line: where (line and column, from its span) and
 /// what, with a "did you mean" for a misspelt key.
@@ -43,13 +103,12 @@ pub(super) fn toml_key(text: &str, e: &toml::de::Error) -> Option<String> {
         }
         key
     };
-    let table = before.lines().rev().find_map(|l| {
-        let l = l.trim();
-        (l.starts_with('[') && l.ends_with(']')).then(|| l.trim_matches(['[', ']']).trim())
-    });
-    Some(match table {
-        Some(t) if !t.is_empty() => format!("{t}.{name}"),
-        _ => name.to_string(),
+    // A name in a header is a table: its path is the header's up to it
+    // (`[shell.alow]`: `shell.alow`), never the table above it.
+    Some(match key_place(before) {
+        KeyPlace::Header(prefix) => format!("{prefix}{name}"),
+        KeyPlace::Under(Some(t)) if !t.is_empty() => format!("{t}.{name}"),
+        KeyPlace::Under(_) => name.to_string(),
     })
 }
 

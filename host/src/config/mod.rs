@@ -56,6 +56,17 @@ pub enum ConfigError {
         /// The key at fault (`daemon.listen`), when the error names one.
         key: Option<String>,
     },
+    /// A table or key the configuration has no such name for, at the top
+    /// of the file (`[sandox]`).
+    #[error("unknown {kind} `{name}` in {path} line {line}{}", diagnose::did_you_mean(.suggestion))]
+    Unknown {
+        path: String,
+        /// `table` or `key`.
+        kind: &'static str,
+        name: String,
+        line: usize,
+        suggestion: Option<String>,
+    },
     #[error("configuration {path}: {key}: {message}")]
     Invalid {
         path: String,
@@ -405,11 +416,21 @@ impl HostConfig {
 
     /// Parses configuration text; `shown` names it in errors.
     pub fn from_toml(text: &str, shown: &str) -> Result<Self, ConfigError> {
-        let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: shown.to_string(),
-            message: diagnose::toml_message(text, &e),
-            key: diagnose::toml_key(text, &e),
-        })?;
+        let file: ConfigFile =
+            toml::from_str(text).map_err(|e| match diagnose::top_level_unknown(text, &e) {
+                Some(u) => ConfigError::Unknown {
+                    path: shown.to_string(),
+                    kind: u.kind,
+                    name: u.name,
+                    line: u.line,
+                    suggestion: u.suggestion,
+                },
+                None => ConfigError::Parse {
+                    path: shown.to_string(),
+                    message: diagnose::toml_message(text, &e),
+                    key: diagnose::toml_key(text, &e),
+                },
+            })?;
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             path: shown.to_string(),
             key: key.to_string(),

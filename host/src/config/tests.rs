@@ -348,3 +348,41 @@ fn gate_limits_parse_with_defaults_and_zero_for_off() {
         assert!(HostConfig::from_toml(text, "c.toml").is_err(), "{text}");
     }
 }
+
+#[test]
+fn a_misspelt_top_level_table_is_named_as_one_with_its_line_and_nearest_name() {
+    let text = "[shell]\nallow = []\n\n[sandox]\nenabled = true\n";
+    let err = HostConfig::from_toml(text, "/etc/gatehost/config.toml").unwrap_err();
+    let m = err.to_string();
+    assert_eq!(
+        m,
+        "unknown table `sandox` in /etc/gatehost/config.toml line 4; did you mean `sandbox`?"
+    );
+    assert!(!m.contains("shell.sandox"), "{m}");
+    // A top-level key, dotted or not, is named as a key.
+    let err = HostConfig::from_toml("limit.output_cap_bytes = 1\n", "c.toml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown key `limit` in c.toml line 1; did you mean `limits`?"
+    );
+    // Far from every name: no suggestion.
+    let err = HostConfig::from_toml("[shell]\n[zzzz]\n", "c.toml").unwrap_err();
+    assert_eq!(err.to_string(), "unknown table `zzzz` in c.toml line 2");
+}
+
+#[test]
+fn an_unknown_key_inside_a_known_table_keeps_its_path() {
+    let text = "[sandbox]\nenabled = true\n[shell.alow]\nx = 1\n";
+    let err = HostConfig::from_toml(text, "c.toml").unwrap_err();
+    let m = err.to_string();
+    assert!(
+        m.starts_with("configuration c.toml: shell.alow (line 3"),
+        "{m}"
+    );
+    let text = "[shell]\nallow = []\n[daemon]\nmax_gatin = 1\n";
+    let m = HostConfig::from_toml(text, "c.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("daemon.max_gatin (line 4"), "{m}");
+    assert!(m.contains("did you mean `max_gating`?"), "{m}");
+}
