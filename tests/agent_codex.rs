@@ -42,12 +42,13 @@ impl CodexEnv {
         for d in ["codex-home", "home", "tmp", "state"] {
             std::fs::create_dir_all(dir.join(d)).expect("mkdir");
         }
-        let handler = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 120}]}]);
+        let handler = |timeout: u64| json!([{"hooks": [{"type": "command", "command": hook, "timeout": timeout}]}]);
+        // Codex clamps a SessionEnd timeout above 3 s, with a warning.
         let hooks = json!({"hooks": {
-            "SessionStart": handler,
-            "UserPromptSubmit": handler,
-            "Stop": handler,
-            "SessionEnd": handler,
+            "SessionStart": handler(120),
+            "UserPromptSubmit": handler(120),
+            "Stop": handler(120),
+            "SessionEnd": handler(3),
         }});
         let hooks_file = home.join("hooks.json");
         std::fs::write(&hooks_file, hooks.to_string()).expect("hooks.json");
@@ -252,6 +253,15 @@ fn session_of(call: &Value) -> String {
         .to_string()
 }
 
+/// Codex 0.169 says `warning: clamping SessionEnd hook timeout to 3s in
+/// <hooks.json>` on every run whose SessionEnd hook asks for more.
+fn assert_no_clamp_warning(stderr: &str) {
+    assert!(
+        !stderr.contains("clamping") && !stderr.contains("hook timeout"),
+        "Codex clamped a hook timeout gatehost wrote: {stderr}"
+    );
+}
+
 /// The hooks' status lines Codex printed on stderr for `Stop`, in order.
 fn stop_statuses(stderr: &str) -> Vec<String> {
     stderr
@@ -352,6 +362,14 @@ fn a_failing_gate_sends_codex_back_with_the_nudge_until_the_work_is_fixed() {
     assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
     assert_eq!(stdout, "Now DONE exists.\n", "stderr:\n{stderr}");
     assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
+    // What `hook install` wrote is within what Codex accepts for each event
+    // (it warns on every run when it clamps a SessionEnd timeout above 3 s).
+    assert_no_clamp_warning(&stderr);
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(codex.home.join("hooks.json")).expect("hooks.json"),
+    )
+    .expect("JSON");
+    assert_eq!(hooks["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"], 3);
     assert_eq!(
         api.model_calls(RESPONSES).len(),
         2,
@@ -398,6 +416,7 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_codex_stops() {
     let mut want = vec!["Blocked"; max_retries as usize];
     want.push("Stopped");
     assert_eq!(stop_statuses(&stderr), want, "{stderr}");
+    assert_no_clamp_warning(&stderr);
     let session = session_of(&calls[0]);
     assert_eq!(
         standing(&codex.state_dir(), &session)["standing"],
@@ -482,6 +501,7 @@ fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_th
     );
     assert_eq!(stdout, "Now DONE exists.\n");
     assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
+    assert_no_clamp_warning(&stderr);
     assert_eq!(api.model_calls(RESPONSES).len(), 2);
     d.wait_status(&pid, "awaiting-ack", T);
     let events = d.policy_events(&pid);

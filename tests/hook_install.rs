@@ -11,6 +11,11 @@ use std::path::Path;
 /// Runs `gatehost hook ARGS` with HOME (and nothing else of the user's) in
 /// the scratch area.
 fn hook(s: &Scratch, args: &[&str]) -> CliRun {
+    hook_with(s, args, &[])
+}
+
+/// [`hook`] with more environment (`PATH`, say).
+fn hook_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> CliRun {
     let home = s.out.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let mut all: Vec<String> = vec!["hook".into()];
@@ -19,15 +24,135 @@ fn hook(s: &Scratch, args: &[&str]) -> CliRun {
         "--state-dir".into(),
         s.out.join("state").display().to_string(),
     ]);
-    run_gatehost(
-        &all,
-        &[
-            ("HOME", home.to_str().expect("utf-8")),
-            ("XDG_STATE_HOME", ""),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("CODEX_HOME", ""),
-        ],
-    )
+    let mut all_env = vec![
+        ("HOME", home.to_str().expect("utf-8")),
+        ("XDG_STATE_HOME", ""),
+        ("CLAUDE_CONFIG_DIR", ""),
+        ("CODEX_HOME", ""),
+    ];
+    all_env.extend_from_slice(env);
+    run_gatehost(&all, &all_env)
+}
+
+/// The commands of gatehost's hooks for `event` in a grouped settings file.
+fn our_commands(v: &Value, event: &str) -> Vec<String> {
+    v["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .filter(|c| c.contains(" hook "))
+        .collect()
+}
+
+#[test]
+fn install_writes_the_gatehost_on_path_by_its_path_else_this_binary_with_a_warning() {
+    let s = Scratch::new();
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_gatehost")).expect("exe");
+    let settings = s.out.join("home/.claude/settings.json");
+    let bin = s.out.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink(&exe, bin.join("gatehost")).expect("symlink");
+    let other = s.out.join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("gatehost"), "#!/bin/sh\nexit 0\n").expect("write");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            other.join("gatehost"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+    }
+    let on_path = bin.join("gatehost").display().to_string();
+    let own = exe.display().to_string();
+
+    // No gatehost on PATH: this binary by its own path, and a warning.
+    let none = hook_with(&s, &["install", "claude"], &[("PATH", "/nonexistent")]);
+    assert_eq!(none.code, 0, "{none:?}");
+    assert!(
+        none.stdout
+            .contains(&format!("hook command: {own} hook claude")),
+        "{none:?}"
+    );
+    assert!(
+        none.stderr.contains("warning: PATH has no gatehost")
+            && none.stderr.contains("cargo clean"),
+        "{none:?}"
+    );
+    let stop = our_commands(&read_json(&settings), "Stop");
+    assert_eq!(stop.len(), 1, "{stop:?}");
+    assert!(
+        stop[0].starts_with(&format!("{own} hook claude ")),
+        "{stop:?}"
+    );
+
+    // Another gatehost first on PATH: still this binary, and the warning
+    // names the other one.
+    let path = format!("{}:{}", other.display(), bin.display());
+    let shadowed = hook_with(&s, &["install", "claude"], &[("PATH", &path)]);
+    assert_eq!(shadowed.code, 0, "{shadowed:?}");
+    assert!(
+        shadowed
+            .stderr
+            .contains(&other.join("gatehost").display().to_string()),
+        "{shadowed:?}"
+    );
+    assert!(shadowed.stdout.contains("unchanged:"), "{shadowed:?}");
+
+    // A symlink on PATH to this binary: the command names the PATH entry
+    // (not the build tree it points into), is printed, and replaces the
+    // older entry rather than doubling it.
+    let path = format!("/nonexistent:{}", bin.display());
+    let found = hook_with(&s, &["install", "claude"], &[("PATH", &path)]);
+    assert_eq!(found.code, 0, "{found:?}");
+    assert!(
+        found
+            .stdout
+            .contains(&format!("hook command: {on_path} hook claude")),
+        "{found:?}"
+    );
+    assert!(!found.stderr.contains("warning"), "{found:?}");
+    let v = read_json(&settings);
+    for event in ["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"] {
+        let ours = our_commands(&v, event);
+        assert_eq!(ours.len(), 1, "{event}: {v}");
+        assert!(
+            ours[0].starts_with(&format!("{on_path} hook claude ")),
+            "{event}: {v}"
+        );
+    }
+    let again = hook_with(&s, &["install", "claude"], &[("PATH", &path)]);
+    assert!(again.stdout.contains("unchanged:"), "{again:?}");
+    // Uninstall takes it out whichever path it names: the file gatehost
+    // made is gone.
+    let un = hook_with(&s, &["uninstall", "claude"], &[("PATH", &path)]);
+    assert_eq!(un.code, 0, "{un:?}");
+    assert!(!settings.exists(), "{un:?}");
+}
+
+#[test]
+fn each_event_gets_the_timeout_its_cli_accepts() {
+    let s = Scratch::new();
+    let home = s.out.join("home");
+    for agent in ["claude", "codex", "gemini"] {
+        let r = hook(&s, &["install", agent]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let timeout = |v: &Value, event: &str| v["hooks"][event][0]["hooks"][0]["timeout"].clone();
+    for file in [".claude/settings.json", ".codex/hooks.json"] {
+        let v = read_json(&home.join(file));
+        for event in ["Stop", "SessionStart", "UserPromptSubmit"] {
+            assert_eq!(timeout(&v, event), json!(600), "{file} {event}");
+        }
+        // Codex clamps a SessionEnd timeout above 3 s (and says so on every
+        // run); Claude Code's SessionEnd hooks get 1.5 s to 60 s.
+        assert_eq!(timeout(&v, "SessionEnd"), json!(3), "{file}");
+    }
+    let v = read_json(&home.join(".gemini/settings.json"));
+    assert_eq!(timeout(&v, "AfterAgent"), json!(60_000));
+    assert_eq!(timeout(&v, "SessionEnd"), json!(3_000));
 }
 
 const CLAUDE_SETTINGS: &str = r#"{
@@ -236,6 +361,11 @@ fn the_installed_command_answers_the_cli_hook_and_project_scope_warns() {
     };
     let out = run(&input.to_string());
     assert!(out.status.success(), "{out:?}");
+    // The sandbox's banner is not on a hook's stderr at the default level.
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("Landlock"),
+        "{out:?}"
+    );
     let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout, nothing else");
     assert_eq!(answer["decision"], "block", "{answer}");
     assert!(

@@ -295,8 +295,16 @@ fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_op
     );
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(run.stderr.contains("UNCONFINED"), "{}", run.stderr);
-    // The default says what is in force.
+    // Confined (the default), a check is quiet at the default log level:
+    // what is in force is said where a person asks for it (`--log info`).
     let run = s.check("[shell]\nallow = [\"true\"]\n", gate, &[]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        !run.stderr.contains("Landlock"),
+        "no banner at the default level: {}",
+        run.stderr
+    );
+    let run = s.check("[shell]\nallow = [\"true\"]\n", gate, &["--log", "info"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(
         run.stderr.contains("confined by Landlock ABI"),

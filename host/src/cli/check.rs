@@ -35,8 +35,10 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     let hints = allowlist_hints(&config, &gates);
     let report = runtime.block_on(async {
         let runner = GateRunner::one_shot(config);
+        // Quiet at the default level unless the sandbox is weaker than
+        // confined: a person who wants it passes `--log info`.
         if gates.iter().any(GateSpec::is_native) {
-            eprintln!("gatehost: {}", runner.sandbox().describe());
+            runner.sandbox().log_state();
         }
         let report = runner.run_gates(&gates, &anchor, &context).await;
         runner.end_one_shot();

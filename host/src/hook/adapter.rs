@@ -127,12 +127,30 @@ pub trait Adapter: Sync {
     /// set below it.
     fn cli_timeout(&self) -> Duration;
 
+    /// The timeout `hook install` writes for the hook of `point`, within
+    /// what the CLI accepts for that event: [`Adapter::cli_timeout`], except
+    /// [`SESSION_END_TIMEOUT`] for a session's end, which the CLIs bound
+    /// (Codex clamps it to 3 s, with a warning on every run).
+    fn event_timeout(&self, point: HookPoint) -> Duration {
+        match point {
+            HookPoint::SessionEnd => SESSION_END_TIMEOUT,
+            _ => self.cli_timeout(),
+        }
+    }
+
     /// The longest block reason this CLI is given (bytes); longer reasons
     /// are cut by [`trim_reason`].
     fn reason_limit(&self) -> usize {
         16 * 1024
     }
 }
+
+/// The timeout written for a `SessionEnd` hook: the most Codex accepts
+/// (it clamps a longer one to 3 s and warns on every run); within Claude
+/// Code's range (its SessionEnd hooks share 1.5 s, raised by a hook's
+/// `timeout` up to 60 s) and Gemini CLI's. The hook itself gives the
+/// session's end half of it, so that its start and exit fit in the rest.
+pub const SESSION_END_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Decodes hook JSON: a leading UTF-8 BOM is skipped and unknown fields are
 /// ignored (the CLIs add fields often); a type error names its field.

@@ -31,6 +31,8 @@ pub enum StateError {
         "hook state {path} is corrupt ({message}); remove it to start this session's count again"
     )]
     Corrupt { path: PathBuf, message: String },
+    #[error("hook state {path}: still locked by another process at the hook's deadline")]
+    Locked { path: PathBuf },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -175,8 +177,15 @@ impl StateDir {
     /// Forgets an ended session: removes its standing and its lock file,
     /// under its lock. Returns whether there was a standing. (A call for
     /// the same session racing this one could hold the unlinked lock; none
-    /// comes after the CLI said the session ended.)
-    pub fn forget(&self, agent: AgentCli, session_id: &str) -> Result<bool, StateError> {
+    /// comes after the CLI said the session ended.) The CLI gives a
+    /// session's end seconds: a lock still held at `deadline` (a stuck
+    /// process of the same user) is [`StateError::Locked`], not a wait.
+    pub fn forget(
+        &self,
+        agent: AgentCli,
+        session_id: &str,
+        deadline: std::time::Instant,
+    ) -> Result<bool, StateError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| StateError::Io { path, source }
@@ -189,7 +198,7 @@ impl StateDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io(&lock_path)(e)),
         };
-        lock.lock().map_err(io(&lock_path))?;
+        lock_by(&lock, &lock_path, deadline)?;
         let had = match std::fs::remove_file(&path) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
@@ -198,6 +207,30 @@ impl StateDir {
         std::fs::remove_file(&lock_path).map_err(io(&lock_path))?;
         drop(lock);
         Ok(had)
+    }
+}
+
+/// Takes `file`'s exclusive lock, trying again every few milliseconds
+/// until `deadline`.
+fn lock_by(file: &File, path: &Path, deadline: std::time::Instant) -> Result<(), StateError> {
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(StateError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(StateError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
     }
 }
 
@@ -212,6 +245,34 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn far() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    #[test]
+    fn forgetting_a_session_whose_lock_is_held_gives_up_at_the_deadline() {
+        let t = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(t.path())).unwrap();
+        s.update(AgentCli::Codex, "a", |_| (Standing::Exhausted, ()))
+            .unwrap();
+        // Another process (here: another open file description) holds the
+        // session's lock and never lets go.
+        let lock_path = s.file(AgentCli::Codex, "a").with_extension("lock");
+        let holder = OpenOptions::new().write(true).open(&lock_path).unwrap();
+        holder.lock().unwrap();
+        let started = std::time::Instant::now();
+        let deadline = started + std::time::Duration::from_millis(50);
+        let e = s.forget(AgentCli::Codex, "a", deadline).unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "no wait past the deadline"
+        );
+        // Nothing was removed; once the lock is free it is forgotten.
+        drop(holder);
+        assert!(s.forget(AgentCli::Codex, "a", far()).unwrap());
+    }
 
     #[test]
     fn a_standing_survives_between_processes_and_sessions_are_apart() {
@@ -256,12 +317,15 @@ mod tests {
     fn an_ended_session_is_forgotten_and_starts_clear_if_it_comes_back() {
         let t = tempfile::tempdir().unwrap();
         let s = StateDir::open(Some(t.path())).unwrap();
-        assert!(!s.forget(AgentCli::Gemini, "a").unwrap(), "nothing yet");
+        assert!(
+            !s.forget(AgentCli::Gemini, "a", far()).unwrap(),
+            "nothing yet"
+        );
         s.update(AgentCli::Gemini, "a", |_| (Standing::Exhausted, ()))
             .unwrap();
         s.update(AgentCli::Gemini, "b", |_| (Standing::Exhausted, ()))
             .unwrap();
-        assert!(s.forget(AgentCli::Gemini, "a").unwrap());
+        assert!(s.forget(AgentCli::Gemini, "a", far()).unwrap());
         // Its standing and its lock are gone; the other session's are not.
         let left: Vec<String> = std::fs::read_dir(t.path())
             .unwrap()

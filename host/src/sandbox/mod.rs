@@ -341,6 +341,18 @@ impl Sandbox {
         self.refusal.as_deref()
     }
 
+    /// Logs [`Sandbox::describe`]'s line once, where a person looks: at
+    /// info level when gates are confined (shown with `--log info`, and by
+    /// `serve` at start), as a warning when they are not (unavailable or
+    /// disabled: every native gate is an error, or runs unconfined).
+    pub fn log_state(&self) {
+        let line = self.describe();
+        match self.state {
+            State::Confined { .. } => tracing::info!("{line}"),
+            State::Unavailable { .. } | State::Disabled => tracing::warn!("{line}"),
+        }
+    }
+
     /// One line saying which confinement is in force, printed at start.
     pub fn describe(&self) -> String {
         match &self.state {

@@ -30,9 +30,11 @@ pub struct HookArgs {
     /// policy's maxRetries).
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub max_retries: u32,
-    /// The most the hook takes (`50s`, `2m`, ms). Default: a tenth below the
-    /// CLI's own hook timeout (Claude Code and Codex 600 s, Gemini CLI and
-    /// Cursor 60 s).
+    /// The most the hook takes (`50s`, `2m`, ms). The CLI itself waits 600 s
+    /// for a hook (Claude Code, Codex: the timeout `hook install` writes) or
+    /// 60 s (Gemini CLI, Cursor); the default budget is a tenth (at least
+    /// 5 s) less: 540 s or 54 s. A session's end takes at most 1.5 s (the
+    /// CLIs give it 3 s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
     /// Where standalone mode keeps each session's retry count (default:
@@ -110,7 +112,8 @@ pub struct InstallArgs {
     /// Standalone hooks: blocks in a row before a stop is let through.
     #[arg(long, value_name = "N")]
     pub max_retries: Option<u32>,
-    /// The hooks' budget (below the CLI's own hook timeout).
+    /// The hooks' budget, below the CLI's own hook timeout (600 s for Claude
+    /// Code and Codex, 60 s for Gemini CLI and Cursor); default 540 s or 54 s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
     /// Also add `gatehost mcp` to the CLI's MCP servers.

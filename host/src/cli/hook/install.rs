@@ -14,11 +14,12 @@
 
 use super::super::error::{CliError, CliResult};
 use super::args::{InstallArgs, Scope, UninstallArgs};
-use crate::hook::AgentCli;
+use super::program::{Program, this_program};
 use crate::hook::install::{
     HookSet, Layout, add_hooks, add_mcp_server, codex_config_mcp, codex_config_trust, codex_trust,
     remove_hooks, remove_mcp_server,
 };
+use crate::hook::{AgentCli, HookPoint};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -69,7 +70,15 @@ struct Manifest {
 }
 
 pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
-    let plans = plan(args)?;
+    let program = this_program()?;
+    let command = hook_command(args, &program.path)?;
+    let plans = plan(args, &program, &command)?;
+    if let Some(w) = &program.warning {
+        tracing::info!(program = %program.path.display(), "the hooks run gatehost by its own path");
+        eprintln!("warning: {w}");
+    }
+    println!("hook command: {command}");
+    tracing::info!(agent = args.agent.name(), %command, dry_run = args.dry_run, "hook install");
     let backups = backup_dir(args.state_dir.as_deref())?;
     let mut texts = Texts::new();
     for p in &plans {
@@ -290,12 +299,11 @@ fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf
     })
 }
 
-/// The hook command gatehost installs: this binary, `hook AGENT`, and the
-/// options given.
-fn hook_command(args: &InstallArgs) -> CliResult<String> {
-    let exe = own_exe()?;
+/// The hook command gatehost installs: `program` (see [`super::program`]),
+/// `hook AGENT`, and the options given.
+fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
     let mut words = vec![
-        exe.display().to_string(),
+        program.display().to_string(),
         "hook".into(),
         args.agent.name().into(),
     ];
@@ -343,29 +351,47 @@ fn hook_command(args: &InstallArgs) -> CliResult<String> {
         .map_err(|e| CliError::input(format!("cannot quote the hook command: {e}")))
 }
 
-/// This binary's path, as the configuration names it.
-fn own_exe() -> CliResult<PathBuf> {
-    std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| CliError::new("io", format!("cannot find gatehost's own path: {e}")))
+/// The unit of a CLI's hook `timeout`.
+#[derive(Debug, Clone, Copy)]
+enum Unit {
+    /// Claude Code, Codex.
+    Seconds,
+    /// Gemini CLI.
+    Millis,
 }
 
-/// What to write where.
-fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
-    let command = hook_command(args)?;
+/// The events gatehost hooks in Claude Code and Codex.
+const CLAUDE_CODEX_EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("UserPromptSubmit", HookPoint::TurnStart),
+    ("SessionEnd", HookPoint::SessionEnd),
+];
+
+/// What to write where, and the program the hooks run.
+fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<FilePlan>> {
     let files = files(args.agent, args.scope, &args.project)?;
-    let grouped = |events: &[&str], timeout: Value, timeout_key: &str| {
-        let mut hook = json!({"type": "command", "command": command});
-        hook[timeout_key] = timeout;
+    let adapter = crate::hook::adapter(args.agent);
+    // Each event's hook with the timeout the CLI accepts for it, in the
+    // CLI's unit.
+    let grouped = |events: &[(&str, HookPoint)], unit: Unit| {
         Edit::Hooks(HookSet {
             layout: Layout::Grouped,
             entries: events
                 .iter()
-                .map(|e| ((*e).to_string(), hook.clone()))
+                .map(|(e, point)| {
+                    let t = adapter.event_timeout(*point);
+                    let timeout = match unit {
+                        Unit::Seconds => json!(t.as_secs().max(1)),
+                        Unit::Millis => json!(u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                    };
+                    let hook = json!({"type": "command", "command": command, "timeout": timeout});
+                    ((*e).to_string(), hook)
+                })
                 .collect(),
         })
     };
-    let exe = own_exe()?.display().to_string();
+    let exe = program.path.display().to_string();
     let mcp = || Edit::Mcp {
         name: MCP_NAME,
         server: json!({"command": exe, "args": ["mcp"]}),
@@ -380,27 +406,13 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
     };
     match args.agent {
         AgentCli::Claude => {
-            push(
-                &files[0],
-                grouped(
-                    &["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"],
-                    json!(600),
-                    "timeout",
-                ),
-            );
+            push(&files[0], grouped(CLAUDE_CODEX_EVENTS, Unit::Seconds));
             if args.mcp {
                 push(&files[1], mcp());
             }
         }
         AgentCli::Codex => {
-            push(
-                &files[0],
-                grouped(
-                    &["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"],
-                    json!(600),
-                    "timeout",
-                ),
-            );
+            push(&files[0], grouped(CLAUDE_CODEX_EVENTS, Unit::Seconds));
             push(
                 &files[1],
                 Edit::CodexTrust {
@@ -420,9 +432,12 @@ fn plan(args: &InstallArgs) -> CliResult<Vec<FilePlan>> {
             push(
                 &files[0],
                 grouped(
-                    &["AfterAgent", "SessionStart", "SessionEnd"],
-                    json!(60_000),
-                    "timeout",
+                    &[
+                        ("AfterAgent", HookPoint::Stop),
+                        ("SessionStart", HookPoint::SessionStart),
+                        ("SessionEnd", HookPoint::SessionEnd),
+                    ],
+                    Unit::Millis,
                 ),
             );
             if args.mcp {

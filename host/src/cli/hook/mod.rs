@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 mod args;
 mod daemon;
 mod install;
+mod program;
 mod standalone;
 
 pub use args::{HookArgs, HookCommand};
@@ -134,7 +135,10 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             None => daemon::verdict(agent, args, input, deadline),
         },
         HookPoint::SessionEnd => {
-            end_session(agent, args, input, deadline);
+            // The CLI gives a session's end a few seconds, not the budget:
+            // half of what `hook install` wrote for it.
+            let limit = crate::hook::adapter(agent).event_timeout(HookPoint::SessionEnd) / 2;
+            end_session(agent, args, input, deadline.min(Instant::now() + limit));
             return Answer::Proceed;
         }
     };
@@ -181,7 +185,8 @@ fn end_session(agent: AgentCli, args: &HookArgs, input: &HookInput, deadline: In
         daemon::session_end(agent, args, input, deadline);
         return;
     }
-    match StateDir::open(args.state_dir.as_deref()).and_then(|s| s.forget(agent, &input.session_id))
+    match StateDir::open(args.state_dir.as_deref())
+        .and_then(|s| s.forget(agent, &input.session_id, deadline))
     {
         Ok(had) => {
             tracing::info!(agent = agent.name(), session = %input.session_id, had_standing = had, "session ended: its retry count is forgotten");
@@ -199,5 +204,32 @@ fn state_failure(point: HookPoint, error: &str) -> Answer {
             "gatehost cannot keep this session's retry count, so this work is not accepted: {error}"
         )),
         _ => Answer::Proceed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The numbers `--help` and docs/agents.md give: the CLI's own hook
+    /// timeout, the default budget below it, and a session end's timeout.
+    #[test]
+    fn the_documented_timeouts_and_budgets_are_the_codes() {
+        for (agent, cli, budget) in [
+            (AgentCli::Claude, 600, 540),
+            (AgentCli::Codex, 600, 540),
+            (AgentCli::Gemini, 60, 54),
+            (AgentCli::Cursor, 60, 54),
+        ] {
+            let a = crate::hook::adapter(agent);
+            assert_eq!(a.cli_timeout(), Duration::from_secs(cli), "{agent:?}");
+            assert_eq!(default_budget(a), Duration::from_secs(budget), "{agent:?}");
+            assert_eq!(
+                a.event_timeout(HookPoint::SessionEnd),
+                Duration::from_secs(3),
+                "{agent:?}"
+            );
+            assert_eq!(a.event_timeout(HookPoint::Stop), a.cli_timeout());
+        }
     }
 }

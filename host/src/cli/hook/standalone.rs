@@ -70,6 +70,9 @@ pub(super) fn verdict(
     let budget = deadline.saturating_duration_since(Instant::now());
     let report = runtime.block_on(async {
         let runner = GateRunner::one_shot(config);
+        if specs.iter().any(GateSpec::is_native) {
+            runner.sandbox().log_state();
+        }
         tokio::time::timeout(budget, runner.run_gates(&specs, &anchor, &context)).await
     });
     // Dropping the runtime drops a gate cut short by the budget, and its
