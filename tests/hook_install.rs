@@ -146,10 +146,14 @@ fn each_event_gets_the_timeout_its_cli_accepts() {
         for event in ["Stop", "SessionStart", "UserPromptSubmit"] {
             assert_eq!(timeout(&v, event), json!(600), "{file} {event}");
         }
-        // Codex clamps a SessionEnd timeout above 3 s (and says so on every
-        // run); Claude Code's SessionEnd hooks get 1.5 s to 60 s.
-        assert_eq!(timeout(&v, "SessionEnd"), json!(3), "{file}");
     }
+    // Claude Code's SessionEnd hooks get 1.5 s to 60 s: 3 s. Codex gets
+    // none: it clamps a SessionEnd timeout above 3 s (saying so on every
+    // run), and once trusted runs it mid-session, after a Stop's block.
+    let claude = read_json(&home.join(".claude/settings.json"));
+    assert_eq!(timeout(&claude, "SessionEnd"), json!(3));
+    let codex = read_json(&home.join(".codex/hooks.json"));
+    assert!(codex["hooks"].get("SessionEnd").is_none(), "{codex}");
     let v = read_json(&home.join(".gemini/settings.json"));
     assert_eq!(timeout(&v, "AfterAgent"), json!(60_000));
     assert_eq!(timeout(&v, "SessionEnd"), json!(3_000));

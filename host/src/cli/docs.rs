@@ -71,8 +71,8 @@ pub fn show(topic: Option<&str>) -> CliResult<i32> {
             Ok(0)
         }
         None => {
-            let mut e = CliError::input(format!("no document '{topic}' (topics: {TOPICS})"))
-                .field("TOPIC");
+            let mut e =
+                CliError::input(format!("no document '{topic}' (topics: {TOPICS})")).field("TOPIC");
             if let Some(near) = crate::suggest::nearest(topic, DOCS.iter().map(|d| d.topic)) {
                 e = e.hint(format!("did you mean `gatehost docs {near}`?"));
             }
@@ -99,6 +99,9 @@ mod tests {
     fn an_unknown_topic_is_an_input_error_with_the_nearest_name() {
         let e = show(Some("securty")).expect_err("unknown");
         let text = format!("{e:?}");
-        assert!(text.contains("securty") && text.contains("security"), "{text}");
+        assert!(
+            text.contains("securty") && text.contains("security"),
+            "{text}"
+        );
     }
 }

@@ -88,7 +88,9 @@ impl From<crate::config::ConfigError> for CliError {
         };
         let hint = match &key {
             Some(k) => format!("edit {k} in {file}"),
-            None => format!("edit {file} (`gatehost docs readme` lists every key in its Configuration section)"),
+            None => format!(
+                "edit {file} (`gatehost docs readme` lists every key in its Configuration section)"
+            ),
         };
         CliError::new("config", e.to_string())
             .field(key.unwrap_or_else(|| file.clone()))

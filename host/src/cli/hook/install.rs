@@ -360,12 +360,24 @@ enum Unit {
     Millis,
 }
 
-/// The events gatehost hooks in Claude Code and Codex.
-const CLAUDE_CODEX_EVENTS: &[(&str, HookPoint)] = &[
+/// The events gatehost hooks in Claude Code.
+const CLAUDE_EVENTS: &[(&str, HookPoint)] = &[
     ("Stop", HookPoint::Stop),
     ("SessionStart", HookPoint::SessionStart),
     ("UserPromptSubmit", HookPoint::TurnStart),
     ("SessionEnd", HookPoint::SessionEnd),
+];
+
+/// The events gatehost hooks in Codex: not `SessionEnd`. Once its hook is
+/// trusted (its hash taken over the timeout Codex clamps it to, 3 s),
+/// `codex exec` 0.169 runs it after a Stop hook's block, mid-session: it
+/// would forget a standalone session's retry count (and report a daemon
+/// session exited) while the agent goes on. (An earlier gatehost wrote it
+/// with 600 s, so Codex warned at every run and never ran it.)
+const CODEX_EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("UserPromptSubmit", HookPoint::TurnStart),
 ];
 
 /// What to write where, and the program the hooks run.
@@ -406,13 +418,13 @@ fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<F
     };
     match args.agent {
         AgentCli::Claude => {
-            push(&files[0], grouped(CLAUDE_CODEX_EVENTS, Unit::Seconds));
+            push(&files[0], grouped(CLAUDE_EVENTS, Unit::Seconds));
             if args.mcp {
                 push(&files[1], mcp());
             }
         }
         AgentCli::Codex => {
-            push(&files[0], grouped(CLAUDE_CODEX_EVENTS, Unit::Seconds));
+            push(&files[0], grouped(CODEX_EVENTS, Unit::Seconds));
             push(
                 &files[1],
                 Edit::CodexTrust {
