@@ -123,14 +123,11 @@ impl Walk<'_, '_> {
             return;
         };
         let shown = interpreter.display().to_string();
-        let cmd = match via_env {
-            None => {
-                let next = format!("{shown} (the #! interpreter of {who})");
-                let why = format!("{who} runs it from its #! line");
-                self.file(&interpreter, &next, why, depth + 1);
-                return;
-            }
-            Some(cmd) => cmd,
+        let Some(cmd) = via_env else {
+            let next = format!("{shown} (the #! interpreter of {who})");
+            let why = format!("{who} runs it from its #! line");
+            self.file(&interpreter, &next, why, depth + 1);
+            return;
         };
         // `env` is exec'd first: it needs its own grant too.
         let why = format!("{who} runs it from its #! line");

@@ -273,12 +273,17 @@ fn the_first_path_outside_the_grants_is_named_with_the_read_line() {
     );
     // A grant the gate adds (a judge adapter's `read`) counts too.
     assert_eq!(
-        confined(system.clone(), Vec::new()).unreached("python3", &shim, &[root.clone()], &l),
+        confined(system.clone(), Vec::new()).unreached(
+            "python3",
+            &shim,
+            std::slice::from_ref(&root),
+            &l
+        ),
         None
     );
     // Inside gatehost's own places no grant helps, and the message says so.
     let u = confined(system, vec![root.clone()])
-        .unreached("python3", &shim, &[root.clone()], &l)
+        .unreached("python3", &shim, std::slice::from_ref(&root), &l)
         .expect("unreached");
     assert_eq!(u.protected, Some(root.clone()));
     assert!(
