@@ -33,4 +33,5 @@ mod js_plugin;
 mod mcp;
 mod plugin_kit;
 mod sandbox_gates;
+mod sandbox_reach;
 mod wasm_gates;

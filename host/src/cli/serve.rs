@@ -265,6 +265,12 @@ fn run(args: ServeArgs) -> Result<(), String> {
             return Err(reason.to_string());
         }
         let confinement = runner.sandbox().describe();
+        // An allowlisted program the sandbox cannot read is warned about
+        // (its gates are refused at attach and errors at run), not a
+        // reason to stop gating everything else (docs/security.md).
+        for warning in runner.allowlist_out_of_reach() {
+            eprintln!("gatehost: warning: {warning}");
+        }
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -258,6 +258,8 @@ impl GateRunner {
 
     /// Runs a list of gates cheapest first (shell before judge, the file's
     /// order kept within a kind) and stops at the first that does not pass.
+    /// First, before any runs, a native gate whose program the sandbox
+    /// would not let run is an `error` (the others skipped).
     pub async fn run_gates(
         &self,
         gates: &[GateSpec],
@@ -266,6 +268,24 @@ impl GateRunner {
     ) -> RunReport {
         let mut ordered: Vec<&GateSpec> = gates.iter().collect();
         ordered.sort_by_key(|g| g.cost_class());
+        // A program the sandbox would keep from running is an `error`
+        // before any gate runs, not a red test after the others ran.
+        if let Some((i, reason)) = ordered
+            .iter()
+            .enumerate()
+            .find_map(|(i, g)| self.out_of_reach(g, ctx.trust).map(|r| (i, r)))
+        {
+            let gate = ordered[i];
+            let verdict = Verdict::error(gate.label(), reason);
+            tracing::error!(gate = %verdict.gate, reason = %verdict.reason, "gate refused before any gate ran");
+            let skipped = ordered
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, g)| g.label())
+                .collect();
+            return RunReport::from_verdicts(vec![verdict], skipped);
+        }
         let mut verdicts = Vec::new();
         let mut rest = ordered.into_iter();
         for gate in rest.by_ref() {
@@ -279,6 +299,49 @@ impl GateRunner {
         let skipped = rest.map(GateSpec::label).collect();
         RunReport::from_verdicts(verdicts, skipped)
     }
+}
+
+impl GateRunner {
+    /// For every allowlist entry whose program the sandbox would keep
+    /// from running (or what it runs), why; each is logged.
+    pub fn allowlist_out_of_reach(&self) -> Vec<String> {
+        let config = self.config();
+        let lookup = crate::sandbox::Lookup::host(config.host_path.as_deref());
+        let mut out = Vec::new();
+        for e in config.allow.entries() {
+            let Some(program) = &e.program else { continue };
+            if let Some(u) = self.sandbox().unreached(&e.spelled, program, &[], &lookup) {
+                let why = format!(
+                    "shell.allow[{}] ({}): {}",
+                    e.index,
+                    e.spelled,
+                    u.message(&config_shown(config))
+                );
+                tracing::warn!(entry = %format!("shell.allow[{}]", e.index), program = %program.display(), reason = %why, "an allowlisted program is out of the sandbox's reach; its gates will be errors");
+                out.push(why);
+            }
+        }
+        out
+    }
+
+    /// Why the sandbox would keep a native gate's program (or what it
+    /// runs) from running, found without running anything.
+    fn out_of_reach(&self, gate: &GateSpec, trust: Trust) -> Option<String> {
+        match gate {
+            GateSpec::Shell(s) => shell::reach(self, s, trust),
+            GateSpec::Judge { judge: j, .. } => judge::reach(self, &j.adapter, j.model.as_deref()),
+            GateSpec::Wasm { .. } => None,
+        }
+    }
+}
+
+/// The configuration file, as messages name it.
+fn config_shown(config: &HostConfig) -> String {
+    config
+        .source
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "the configuration file".to_string())
 }
 
 /// The environment every gate process starts from: the host's PATH (as

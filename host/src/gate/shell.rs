@@ -5,14 +5,17 @@
 //! entry lists (for gates the agent wrote), and
 //! must not live inside the workspace; the cwd is resolved through the
 //! workspace anchor; the process runs confined by the sandbox. Exit 0 is `pass`; any other exit, a signal or the
-//! timeout is `fail`; a refused command or cwd is `error` before anything
-//! runs.
+//! timeout is `fail`; a refused command or cwd, or a program the sandbox
+//! would not let run (`sandbox::reach`), is `error` before anything runs;
+//! an exit of 126 or 127 whose stderr says a path outside the gate's
+//! grants was "Permission denied" is `error` (the gate could not run),
+//! never `fail`.
 
 use super::{GateRunner, base_env, fill_process_details, human_duration, signal_name};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{AllowEntry, Trust};
 use crate::gate::spec::{GateEnv, GateSpec, ShellGate};
-use crate::sandbox::{Grants, Place};
+use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination};
 use crate::verdict::{Outcome, Verdict};
 use std::ffi::OsString;
@@ -54,6 +57,9 @@ fn admit<'r>(
             program.display()
         ));
     }
+    if let Some(why) = unreached(runner, &gate.command, &program) {
+        return Err(why);
+    }
     let mut env = base_env(config.host_path.as_deref());
     match &gate.env {
         GateEnv::PassThrough(names) => {
@@ -85,6 +91,32 @@ fn admit<'r>(
         entry,
         env,
     })
+}
+
+/// Why the sandbox would keep `program` (or what it runs: its `#!`
+/// interpreter, a version manager's tree) from running, if it would.
+fn unreached(runner: &GateRunner, command: &str, program: &Path) -> Option<String> {
+    let config = runner.config();
+    let lookup = Lookup::host(config.host_path.as_deref());
+    let u = runner.sandbox().unreached(command, program, &[], &lookup)?;
+    let why = u.message(&super::config_shown(config));
+    tracing::warn!(command, program = %program.display(), reason = %why, "a gate's program is out of the sandbox's reach");
+    Some(why)
+}
+
+/// The sandbox's part of `admit`, for the check that runs before any gate
+/// does: `None` when the gate's command is not admitted (its run says why).
+pub(super) fn reach(runner: &GateRunner, gate: &ShellGate, trust: Trust) -> Option<String> {
+    let set_env: Vec<&str> = match &gate.env {
+        GateEnv::Set(values) => values.keys().map(String::as_str).collect(),
+        GateEnv::PassThrough(_) => Vec::new(),
+    };
+    let (program, _) = runner
+        .config()
+        .allow
+        .admit_with_args(&gate.command, &gate.args, &set_env, trust)
+        .ok()?;
+    unreached(runner, &gate.command, &program)
 }
 
 pub(super) fn preflight(
@@ -137,6 +169,10 @@ pub(super) async fn run(
         Err(e) => return Verdict::error(label, e.to_string()),
     };
     env.extend(prepared.env.iter().cloned());
+    // What the gate may reach besides the base grants, for telling a
+    // refusal of the sandbox from the gate's own failure.
+    let mut reached = vec![program.clone(), anchor.root().to_path_buf()];
+    reached.extend(prepared.scratch.as_ref().map(|s| s.tmp()));
     let timeout = spec.timeout();
     let run = runner
         .supervisor()
@@ -158,7 +194,10 @@ pub(super) async fn run(
     drop(prepared);
     let run = match run {
         Ok(r) => r,
-        Err(e) => return Verdict::error(label, e.to_string()),
+        Err(e) => {
+            let why = || unreached(runner, &gate.command, &program);
+            return Verdict::error(label, spawn_refusal(runner, &program, &e, why));
+        }
     };
     let strays = if run.strays_killed > 0 {
         format!(" ({} leftover process(es) killed)", run.strays_killed)
@@ -169,6 +208,10 @@ pub(super) async fn run(
     // and makes even a clean exit a fail: the gate ran and what it checked
     // may have been cut short.
     let hit = run.limits.describe();
+    let refused = match run.termination {
+        Termination::Exited(126 | 127) => refused_at_run(runner, &run.stderr, &reached),
+        _ => None,
+    };
     let also = hit.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
     let (outcome, reason) = if run.timed_out {
         (
@@ -188,6 +231,17 @@ pub(super) async fn run(
                 ),
             ),
             Termination::Exited(0) => (Outcome::Pass, format!("exited with code 0{strays}")),
+            // A program the sandbox would not let it run is not a red
+            // test: the gate could not run (see docs/security.md).
+            Termination::Exited(code @ (126 | 127)) if refused.is_some() => (
+                Outcome::Error,
+                format!(
+                    "exited with code {code}{strays}: {}",
+                    refused.as_deref().map_or_else(String::new, |p| {
+                        crate::sandbox::reach::denied_message(p, &super::config_shown(config))
+                    })
+                ),
+            ),
             Termination::Exited(code) => (
                 Outcome::Fail,
                 format!("exited with code {code}{strays}{also}"),
@@ -205,7 +259,46 @@ pub(super) async fn run(
             ),
         }
     };
+    if outcome == Outcome::Error {
+        tracing::warn!(gate = %label, reason = %reason, "a shell gate could not run");
+    }
     let mut v = Verdict::new(outcome, label, reason);
     fill_process_details(&mut v, run, Duration::ZERO);
     v
+}
+
+/// The path outside the sandbox's grants a gate's stderr says was
+/// "Permission denied", if any.
+pub(super) fn refused_at_run(
+    runner: &GateRunner,
+    stderr: &crate::supervise::TailBuffer,
+    reached: &[PathBuf],
+) -> Option<PathBuf> {
+    let text = String::from_utf8_lossy(&stderr.clone().into_bytes()).into_owned();
+    runner.sandbox().denied_outside(&text, reached)
+}
+
+/// A spawn that failed: where the kernel said EACCES and gates are
+/// confined, what of the program the sandbox does not reach.
+/// `why` finds what (with the gate's grants).
+pub(super) fn spawn_refusal(
+    runner: &GateRunner,
+    program: &Path,
+    e: &crate::supervise::SpawnError,
+    why: impl FnOnce() -> Option<String>,
+) -> String {
+    let eacces = matches!(e, crate::supervise::SpawnError::Start { source, .. }
+        if source.raw_os_error() == Some(libc::EACCES));
+    if eacces && runner.sandbox().confines() {
+        if let Some(why) = why() {
+            return format!("{e}: {why}");
+        }
+        return format!(
+            "{e}: the sandbox may not let gates execute what {} needs (its #! interpreter?): \
+             add its directory to [sandbox] read in {}",
+            program.display(),
+            super::config_shown(runner.config())
+        );
+    }
+    e.to_string()
 }

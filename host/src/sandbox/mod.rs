@@ -31,8 +31,10 @@
 //! says so). The kernel probe happens once, at start.
 
 pub mod confine;
+pub mod reach;
 
 pub use confine::{BaseGrants, Plan};
+pub use reach::{Lookup, Unreached};
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::BorrowedFd;
@@ -138,6 +140,9 @@ pub struct Sandbox {
     /// System, configured and device grants, opened at start (`None`
     /// unless confined).
     base: Option<BaseGrants>,
+    /// The canonical paths `base` grants read (and execute) on: what a
+    /// gate's program may need to reach ([`reach`]).
+    read_paths: Vec<PathBuf>,
     /// Canonical host-private paths no grant may reach.
     protected: Vec<PathBuf>,
     scratch_root: Option<PathBuf>,
@@ -160,6 +165,11 @@ impl Scratch {
 
     pub fn cwd(&self) -> PathBuf {
         self.dir.join("cwd")
+    }
+
+    /// The directory itself (its `tmp/` and `cwd/`).
+    pub fn dir_path(&self) -> PathBuf {
+        self.dir.clone()
     }
 }
 
@@ -233,6 +243,7 @@ impl Sandbox {
             drop_caps: false,
             user: None,
             base: None,
+            read_paths: Vec::new(),
             protected,
             scratch_root,
             refusal: None,
@@ -308,6 +319,14 @@ impl Sandbox {
             .collect();
         let abi = abi.min(WANTED_ABI);
         self.base = Some(BaseGrants::open(abi, &read, &config.write, &devices)?);
+        // A write grant allows reading and executing too.
+        self.read_paths = read;
+        self.read_paths.extend(
+            config
+                .write
+                .iter()
+                .filter_map(|w| std::fs::canonicalize(w).ok()),
+        );
         Ok(abi)
     }
 

@@ -61,6 +61,7 @@ fn a_workspace_overlapping_a_protected_path_is_refused() {
         drop_caps: false,
         user: None,
         base: Some(BaseGrants::open(6, &[], &[], &[]).expect("base")),
+        read_paths: Vec::new(),
         protected: vec![root.join("data")],
         scratch_root: Some(root.join("scratch")),
         refusal: None,

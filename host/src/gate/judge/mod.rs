@@ -10,7 +10,7 @@ pub mod prompt;
 
 use super::{GateRunner, base_env, fill_process_details, signal_name};
 use crate::gate::spec::{GateSpec, JudgeGate};
-use crate::sandbox::{Grants, Place};
+use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
 use crate::verdict::{Durations, Outcome, Verdict};
 use prompt::Decision;
@@ -28,6 +28,92 @@ pub(crate) struct JudgeRequest<'a> {
     pub context: Option<&'a str>,
     pub timeout: std::time::Duration,
     pub nonce: bool,
+}
+
+/// The environment an adapter starts from: the base one and the host
+/// variables its configuration passes.
+fn adapter_env(
+    adapter: &crate::config::Adapter,
+    host_path: Option<&std::ffi::OsStr>,
+) -> Vec<(OsString, OsString)> {
+    let mut env = base_env(host_path);
+    for var in &adapter.env {
+        if let Some(v) = std::env::var_os(var) {
+            env.push((OsString::from(var), v));
+        }
+    }
+    env
+}
+
+/// What an adapter may read: its configured grants, the directory of its
+/// program (a script's package), every absolute path its
+/// (operator-written) command names, and the directories its
+/// passed-through environment names (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`
+/// …). Host-private paths are carved out of all of them by the sandbox.
+fn adapter_read(
+    adapter: &crate::config::Adapter,
+    program: &std::path::Path,
+    argv: &[String],
+    env: &[(OsString, OsString)],
+) -> Vec<PathBuf> {
+    let mut read = adapter.read.clone();
+    if let Some(dir) = std::fs::canonicalize(program)
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        read.push(dir);
+    }
+    read.extend(
+        argv.iter()
+            .skip(1)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    read.extend(
+        env.iter()
+            .filter(|(k, _)| {
+                let k = k.to_string_lossy();
+                k.ends_with("_DIR") || k.ends_with("_HOME") || k.ends_with("_PATH")
+            })
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    read
+}
+
+/// Why the sandbox would keep the adapter's program (or what it runs)
+/// from running, with its grants `read`.
+fn unreached(
+    runner: &GateRunner,
+    name: &str,
+    program: &std::path::Path,
+    read: &[PathBuf],
+) -> Option<String> {
+    let config = runner.config();
+    let lookup = Lookup::host(config.host_path.as_deref());
+    let u =
+        runner
+            .sandbox()
+            .unreached(&format!("judge adapter '{name}'"), program, read, &lookup)?;
+    let why = format!(
+        "judge adapter '{name}': {}",
+        u.message(&super::config_shown(config))
+    );
+    tracing::warn!(adapter = name, program = %program.display(), reason = %why, "a judge adapter is out of the sandbox's reach");
+    Some(why)
+}
+
+/// The sandbox's part of `preflight`, for the check that runs before any
+/// gate does: `None` when the adapter is not usable anyway (its run says
+/// why).
+pub(super) fn reach(runner: &GateRunner, name: &str, model: Option<&str>) -> Option<String> {
+    let config = runner.config();
+    let adapter = config.adapters.get(name)?;
+    let argv = adapter.argv(name, model).ok()?;
+    let program = resolve_program(argv.first()?, config.host_path.as_deref())?;
+    let env = adapter_env(adapter, config.host_path.as_deref());
+    let read = adapter_read(adapter, &program, &argv, &env);
+    unreached(runner, name, &program, &read)
 }
 
 /// Runs one judge gate. `context` is the material to judge, if any.
@@ -48,10 +134,19 @@ pub(super) fn preflight(
     let program = argv
         .first()
         .ok_or_else(|| format!("judge adapter '{name}' has an empty command"))?;
-    if resolve_program(program, config.host_path.as_deref()).is_none() {
+    let Some(found) = resolve_program(program, config.host_path.as_deref()) else {
         return Err(format!(
             "judge adapter '{name}': program '{program}' was not found on the host PATH"
         ));
+    };
+    let env = adapter_env(adapter, config.host_path.as_deref());
+    if let Some(why) = unreached(
+        runner,
+        name,
+        &found,
+        &adapter_read(adapter, &found, &argv, &env),
+    ) {
+        return Err(why);
     }
     Ok(())
 }
@@ -133,40 +228,13 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
         &random_token(),
     );
 
-    let mut env = base_env(config.host_path.as_deref());
-    for var in &adapter.env {
-        if let Some(v) = std::env::var_os(var) {
-            env.push((OsString::from(var), v));
-        }
-    }
+    let env = adapter_env(adapter, config.host_path.as_deref());
     let args: Vec<OsString> = argv[1..].iter().map(OsString::from).collect();
-    // The adapter reads its own files: its configured grants, the
-    // directory of its program (a script's package), every absolute path
-    // its (operator-written) command names, and the directories its
-    // passed-through environment names (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`
-    // …). Host-private paths are carved out of all of them.
-    let mut read = adapter.read.clone();
-    if let Some(dir) = std::fs::canonicalize(&program)
-        .ok()
-        .and_then(|p| p.parent().map(PathBuf::from))
-    {
-        read.push(dir);
+    let read = adapter_read(adapter, &program, &argv, &env);
+    let mut env = env;
+    if let Some(why) = unreached(runner, name, &program, &read) {
+        return Verdict::error(label, why).into();
     }
-    read.extend(
-        argv[1..]
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute() && p.exists()),
-    );
-    read.extend(
-        env.iter()
-            .filter(|(k, _)| {
-                let k = k.to_string_lossy();
-                k.ends_with("_DIR") || k.ends_with("_HOME") || k.ends_with("_PATH")
-            })
-            .map(|(_, v)| PathBuf::from(v))
-            .filter(|p| p.is_absolute() && p.exists()),
-    );
     let grants = Grants {
         read,
         write: adapter.write.clone(),
@@ -184,6 +252,12 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
         return Verdict::error(label, "no private directory for the judge").into();
     };
     env.extend(prepared.env.iter().cloned());
+    // What the adapter may reach besides the base grants, for telling a
+    // refusal of the sandbox from the adapter's own failure.
+    let mut reached = grants.read.clone();
+    reached.extend(grants.write.iter().cloned());
+    reached.push(program.clone());
+    reached.extend(prepared.scratch.as_ref().map(|s| s.dir_path()));
     let timeout = req.timeout;
     let queued_at = Instant::now();
     let Ok(permit) = runner.acquire_judge_slot().await else {
@@ -216,7 +290,12 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
         Err(e) => {
             let mut v = Verdict::error(
                 label,
-                format!("judge adapter '{name}' failed to start: {e}"),
+                format!(
+                    "judge adapter '{name}' failed to start: {}",
+                    super::shell::spawn_refusal(runner, &program, &e, || {
+                        unreached(runner, name, &program, &grants.read)
+                    })
+                ),
             );
             v.durations = Durations::new(queued, std::time::Duration::ZERO);
             return v.into();
@@ -266,10 +345,22 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
                     None => (Outcome::Fail, "judge gave no verdict".to_string()),
                 }
             }
-            Termination::Exited(code) => (
-                Outcome::Error,
-                format!("judge adapter '{name}' exited with code {code}{also}"),
-            ),
+            Termination::Exited(code) => {
+                let refused = matches!(code, 126 | 127)
+                    .then(|| super::shell::refused_at_run(runner, &run.stderr, &reached))
+                    .flatten()
+                    .map(|p| {
+                        format!(
+                            ": {}",
+                            crate::sandbox::reach::denied_message(&p, &super::config_shown(config))
+                        )
+                    })
+                    .unwrap_or_default();
+                (
+                    Outcome::Error,
+                    format!("judge adapter '{name}' exited with code {code}{also}{refused}"),
+                )
+            }
             Termination::Signaled(sig) => (
                 Outcome::Error,
                 format!(
