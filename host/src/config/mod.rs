@@ -11,6 +11,7 @@
 mod adapters;
 mod allow;
 pub mod code_env;
+mod daemon;
 mod diagnose;
 pub mod notify_url;
 mod retention;
@@ -20,6 +21,8 @@ mod wasm;
 use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
+use daemon::DaemonSection;
+pub use daemon::{DEFAULT_NUDGE, DaemonConfig};
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
@@ -105,106 +108,6 @@ struct SandboxSection {
     write: Vec<String>,
     user: Option<String>,
     scratch_dir: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DaemonSection {
-    max_gating: Option<usize>,
-    webhook_url: Option<String>,
-    webhook_secret_file: Option<String>,
-    webhook_timeout_ms: Option<u64>,
-    webhook_max_attempts: Option<u32>,
-    agent_token_file: Option<String>,
-    operator_token_file: Option<String>,
-    default_nudge: Option<String>,
-    #[serde(default)]
-    workspace_roots: Vec<String>,
-    #[serde(default)]
-    notify_url_prefixes: Vec<String>,
-    notify_secret_file: Option<String>,
-    committer_name: Option<String>,
-    committer_email: Option<String>,
-    attach_timeout_ms: Option<u64>,
-    worktree_dir: Option<String>,
-    worktree_caches: Option<Vec<String>>,
-    max_long_polls: Option<usize>,
-    #[serde(default)]
-    session_policies: Vec<session_policies::Section>,
-}
-
-/// Settings of `gatehost serve` (the `[daemon]` section).
-#[derive(Debug, Clone)]
-pub struct DaemonConfig {
-    /// Policies gating at once, host-wide (FIFO beyond it).
-    pub max_gating: usize,
-    /// A webhook fired for every event (sessions may add their own).
-    pub webhook_url: Option<String>,
-    /// File holding the HMAC-SHA256 key that signs webhook bodies.
-    pub webhook_secret_file: Option<PathBuf>,
-    pub webhook_timeout: Duration,
-    pub webhook_max_attempts: u32,
-    /// Token files; default `<data dir>/agent.token`, `<data dir>/operator.token`.
-    pub agent_token_file: Option<PathBuf>,
-    pub operator_token_file: Option<PathBuf>,
-    /// Nudge template used when a policy's `onFail.nudge` is absent.
-    pub default_nudge: String,
-    /// Where the agent token may register workspaces (canonical
-    /// directories; none: nowhere, only the operator registers).
-    pub workspace_roots: Vec<PathBuf>,
-    /// A session's `notifyUrl` must be under one of these (none: no
-    /// session webhooks); compared as parsed URLs ([`notify_url`]).
-    pub notify_url_prefixes: Vec<NotifyPrefix>,
-    /// Key signing session webhooks (default `<data dir>/notify.key`,
-    /// made on first start); never the operator's webhook secret.
-    pub notify_secret_file: Option<PathBuf>,
-    /// Author and committer of gatehost's commits (never the repository's
-    /// `user.name`, which the agent writes).
-    pub committer: crate::commit::Committer,
-    /// The longest an attach may spend checking its gates (reading and
-    /// compiling a plugin); past it nothing is attached (503).
-    pub attach_timeout: Duration,
-    /// Where commit policies' gates run: host-owned checkouts of their
-    /// snapshot (default `<data dir>.worktrees`, beside the data
-    /// directory, never inside it: gates write there).
-    pub worktree_dir: Option<PathBuf>,
-    /// Directories of a worktree (relative to its root, such as `target`)
-    /// kept between runs of the operator's commit policies on one
-    /// workspace; everything else a gate wrote there is removed before
-    /// the next run. None by default.
-    pub worktree_caches: Vec<String>,
-    /// Long-polls waiting at once (None: half the `nofile` soft limit,
-    /// never more); past it one is answered 503 `too-many-waiters`.
-    pub max_long_polls: Option<usize>,
-    /// Rules attaching a policy to each new or idle session they match
-    /// (`[[daemon.session_policies]]`), their policy files read at load.
-    pub session_policies: Vec<SessionPolicy>,
-}
-
-pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
-
-impl Default for DaemonConfig {
-    fn default() -> Self {
-        DaemonConfig {
-            max_gating: 8,
-            webhook_url: None,
-            webhook_secret_file: None,
-            webhook_timeout: Duration::from_secs(10),
-            webhook_max_attempts: 8,
-            agent_token_file: None,
-            operator_token_file: None,
-            default_nudge: DEFAULT_NUDGE.to_string(),
-            workspace_roots: Vec::new(),
-            notify_url_prefixes: Vec::new(),
-            notify_secret_file: None,
-            committer: crate::commit::Committer::default(),
-            attach_timeout: Duration::from_secs(120),
-            worktree_dir: None,
-            worktree_caches: Vec::new(),
-            max_long_polls: None,
-            session_policies: Vec::new(),
-        }
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]

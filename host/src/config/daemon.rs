@@ -1,0 +1,108 @@
+//! The `[daemon]` section: as written ([`DaemonSection`], checked by
+//! `HostConfig::from_toml`) and as `gatehost serve` uses it
+//! ([`DaemonConfig`], with its documented defaults). It only holds
+//! settings; it never reads a file or the workspace.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DaemonSection {
+    pub(super) max_gating: Option<usize>,
+    pub(super) webhook_url: Option<String>,
+    pub(super) webhook_secret_file: Option<String>,
+    pub(super) webhook_timeout_ms: Option<u64>,
+    pub(super) webhook_max_attempts: Option<u32>,
+    pub(super) agent_token_file: Option<String>,
+    pub(super) operator_token_file: Option<String>,
+    pub(super) default_nudge: Option<String>,
+    #[serde(default)]
+    pub(super) workspace_roots: Vec<String>,
+    #[serde(default)]
+    pub(super) notify_url_prefixes: Vec<String>,
+    pub(super) notify_secret_file: Option<String>,
+    pub(super) committer_name: Option<String>,
+    pub(super) committer_email: Option<String>,
+    pub(super) attach_timeout_ms: Option<u64>,
+    pub(super) worktree_dir: Option<String>,
+    pub(super) worktree_caches: Option<Vec<String>>,
+    pub(super) max_long_polls: Option<usize>,
+    #[serde(default)]
+    pub(super) session_policies: Vec<super::session_policies::Section>,
+}
+
+/// Settings of `gatehost serve` (the `[daemon]` section).
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Policies gating at once, host-wide (FIFO beyond it).
+    pub max_gating: usize,
+    /// A webhook fired for every event (sessions may add their own).
+    pub webhook_url: Option<String>,
+    /// File holding the HMAC-SHA256 key that signs webhook bodies.
+    pub webhook_secret_file: Option<PathBuf>,
+    pub webhook_timeout: Duration,
+    pub webhook_max_attempts: u32,
+    /// Token files; default `<data dir>/agent.token`, `<data dir>/operator.token`.
+    pub agent_token_file: Option<PathBuf>,
+    pub operator_token_file: Option<PathBuf>,
+    /// Nudge template used when a policy's `onFail.nudge` is absent.
+    pub default_nudge: String,
+    /// Where the agent token may register workspaces (canonical
+    /// directories; none: nowhere, only the operator registers).
+    pub workspace_roots: Vec<PathBuf>,
+    /// A session's `notifyUrl` must be under one of these (none: no
+    /// session webhooks); compared as parsed URLs ([`notify_url`]).
+    pub notify_url_prefixes: Vec<super::NotifyPrefix>,
+    /// Key signing session webhooks (default `<data dir>/notify.key`,
+    /// made on first start); never the operator's webhook secret.
+    pub notify_secret_file: Option<PathBuf>,
+    /// Author and committer of gatehost's commits (never the repository's
+    /// `user.name`, which the agent writes).
+    pub committer: crate::commit::Committer,
+    /// The longest an attach may spend checking its gates (reading and
+    /// compiling a plugin); past it nothing is attached (503).
+    pub attach_timeout: Duration,
+    /// Where commit policies' gates run: host-owned checkouts of their
+    /// snapshot (default `<data dir>.worktrees`, beside the data
+    /// directory, never inside it: gates write there).
+    pub worktree_dir: Option<PathBuf>,
+    /// Directories of a worktree (relative to its root, such as `target`)
+    /// kept between runs of the operator's commit policies on one
+    /// workspace; everything else a gate wrote there is removed before
+    /// the next run. None by default.
+    pub worktree_caches: Vec<String>,
+    /// Long-polls waiting at once (None: half the `nofile` soft limit,
+    /// never more); past it one is answered 503 `too-many-waiters`.
+    pub max_long_polls: Option<usize>,
+    /// Rules attaching a policy to each new or idle session they match
+    /// (`[[daemon.session_policies]]`), their policy files read at load.
+    pub session_policies: Vec<super::SessionPolicy>,
+}
+
+pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            max_gating: 8,
+            webhook_url: None,
+            webhook_secret_file: None,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_max_attempts: 8,
+            agent_token_file: None,
+            operator_token_file: None,
+            default_nudge: DEFAULT_NUDGE.to_string(),
+            workspace_roots: Vec::new(),
+            notify_url_prefixes: Vec::new(),
+            notify_secret_file: None,
+            committer: crate::commit::Committer::default(),
+            attach_timeout: Duration::from_secs(120),
+            worktree_dir: None,
+            worktree_caches: Vec::new(),
+            max_long_polls: None,
+            session_policies: Vec::new(),
+        }
+    }
+}
