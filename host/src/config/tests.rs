@@ -156,6 +156,8 @@ fn the_readme_configuration_sample_parses() {
         Duration::from_secs(7 * 24 * 3600)
     );
     assert_eq!(c.daemon.max_gating, 8);
+    assert_eq!(c.daemon.session_policies.len(), 1);
+    assert_eq!(c.daemon.session_policies[0].agents, ["claude", "codex"]);
 }
 
 #[test]
