@@ -204,9 +204,18 @@ fn the_environment_is_cleared_but_for_the_documented_set() {
         .lines()
         .map(str::to_string)
         .collect();
-    // bash itself adds PWD, SHLVL and _; the sandbox a private TMPDIR.
+    // bash itself adds PWD, SHLVL and _; the sandbox a private TMPDIR and
+    // Python's bytecode directory inside it.
     let expected: Vec<String> = [
-        "GATE_VAR", "HOME", "LANG", "PATH", "PWD", "SHLVL", "TMPDIR", "_",
+        "GATE_VAR",
+        "HOME",
+        "LANG",
+        "PATH",
+        "PWD",
+        "PYTHONPYCACHEPREFIX",
+        "SHLVL",
+        "TMPDIR",
+        "_",
     ]
     .iter()
     .map(|s| s.to_string())

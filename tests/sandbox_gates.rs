@@ -340,7 +340,8 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
         0,
         "chown needs root"
     );
-    let run = s.check(&config, gate, &[]);
+    // (With --log info: the sandbox's banner, which names the uid.)
+    let run = s.check(&config, gate, &["--log", "info"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let out = run.gate0()["stdout"]["text"]
         .as_str()
