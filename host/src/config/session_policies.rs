@@ -46,11 +46,8 @@ impl SessionPolicy {
             || id
                 .split_once(':')
                 .is_some_and(|(agent, _)| self.agents.iter().any(|a| a == agent));
-        let ws_ok = self.workspaces.is_empty()
-            || self
-                .workspaces
-                .iter()
-                .any(|w| std::fs::canonicalize(w).is_ok_and(|w| workspace.starts_with(&w)));
+        let ws_ok =
+            self.workspaces.is_empty() || self.workspaces.iter().any(|w| workspace.starts_with(w));
         agent_ok && ws_ok
     }
 }
@@ -130,6 +127,14 @@ pub(super) fn read_files(
             }
         }
         rule.policy = value;
+        // Made canonical once, here, not at every registration (sessions'
+        // workspaces are canonical); one that does not exist yet is kept
+        // as written.
+        for w in &mut rule.workspaces {
+            if let Ok(c) = std::fs::canonicalize(&*w) {
+                *w = c;
+            }
+        }
     }
     Ok(())
 }
