@@ -30,10 +30,13 @@ pub enum PolicyEvent {
     Blocked,
     Cancelled,
     NextRefused,
+    /// Not a transition: a queued policy waits because supervision is
+    /// paused (`[daemon] enabled = false`).
+    Paused,
 }
 
 impl PolicyEvent {
-    pub const ALL: [PolicyEvent; 17] = [
+    pub const ALL: [PolicyEvent; 18] = [
         PolicyEvent::Attached,
         PolicyEvent::Watching,
         PolicyEvent::Queued,
@@ -51,6 +54,7 @@ impl PolicyEvent {
         PolicyEvent::Blocked,
         PolicyEvent::Cancelled,
         PolicyEvent::NextRefused,
+        PolicyEvent::Paused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +76,7 @@ impl PolicyEvent {
             PolicyEvent::Blocked => "policy:blocked",
             PolicyEvent::Cancelled => "policy:cancelled",
             PolicyEvent::NextRefused => "policy:next-refused",
+            PolicyEvent::Paused => "policy:paused",
         }
     }
 
