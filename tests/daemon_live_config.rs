@@ -231,7 +231,9 @@ fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_ena
     let paused =
         allow_config(&["true"]).replace(DAEMON_ROOTS, &format!("{DAEMON_ROOTS}enabled = false\n"));
     let cfg = s.write("config.toml", &paused);
-    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
+    // No sweep either: the reload itself must run what waited.
+    let env = [NO_POLL[0], ("GATEHOST_TEST_NO_SWEEP", "1")];
+    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, &env);
     git_repo(&s.ws);
     d.register("s1", &s.ws);
     let policy = accepted(&d, "true");

@@ -28,6 +28,12 @@ impl Engine {
     /// `queued` with no gate task, `nudging` or `committing` with no task.
     /// Runs until the daemon stops.
     pub fn spawn_sweeper(&self) {
+        // A test hook: no sweep, so that a test sees what re-drives a
+        // policy without it (a reload that enables supervision).
+        if std::env::var_os("GATEHOST_TEST_NO_SWEEP").is_some() {
+            tracing::warn!("test hook: no sweep");
+            return;
+        }
         let engine = self.clone();
         tokio::spawn(async move {
             loop {
