@@ -312,3 +312,12 @@ fn a_policy_waiting_while_paused_survives_a_sigkill_and_is_gated_once_by_the_nex
         assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
     }
 }
+
+#[test]
+fn serve_help_tells_of_the_sighup_reload() {
+    let run = common::run_gatehost(&["serve".to_string(), "--help".to_string()], &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("SIGHUP"), "{}", run.stdout);
+    assert!(run.stdout.contains("config:rejected"), "{}", run.stdout);
+    assert!(run.stdout.contains("enabled = false"), "{}", run.stdout);
+}
