@@ -107,6 +107,10 @@ fn an_allowlist_edit_applies_on_sighup_without_a_restart() {
     rewrite(&cfg, &allow_config(&["true"]));
     hangup(&d);
     let e = next_event(&d, "config:reloaded", since);
+    let payload: gatehost::wire::ConfigReloaded =
+        serde_json::from_value(e["payload"].clone()).expect("a typed payload");
+    assert_eq!(payload.trigger, gatehost::wire::ReloadTrigger::Signal);
+    assert_eq!(payload.changed, vec!["shell.allow".to_string()]);
     assert_eq!(e["payload"]["trigger"], "signal", "{e}");
     assert_eq!(e["payload"]["changed"], json!(["shell.allow"]), "{e}");
     assert_eq!(e["payload"]["needsRestart"], json!([]), "{e}");
@@ -255,6 +259,12 @@ fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_ena
             .is_some_and(|r| r.contains("enabled = false")),
         "{paused_event}"
     );
+    // Attached while paused over a turn already ended: queued at once,
+    // and said to wait too.
+    let late = accepted(&d, "true");
+    assert_eq!(d.policy(&late)["status"], "queued");
+    let events = d.policy_events(&late);
+    assert_eq!(count(&events, "policy:paused"), 1, "{events:?}");
     // Enabled again by a reload: gated once.
     let since = head(&d);
     rewrite(&cfg, &allow_config(&["true"]));
@@ -262,10 +272,12 @@ fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_ena
     let e = next_event(&d, "config:reloaded", since);
     assert_eq!(e["payload"]["changed"], json!(["daemon.enabled"]), "{e}");
     assert_eq!(e["payload"]["enabled"], true, "{e}");
-    d.wait_status(&policy, "done", T);
-    let events = d.policy_events(&policy);
-    assert_eq!(count(&events, "policy:gating"), 1, "{events:?}");
-    assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
+    for id in [&policy, &late] {
+        d.wait_status(id, "done", T);
+        let events = d.policy_events(id);
+        assert_eq!(count(&events, "policy:gating"), 1, "{events:?}");
+        assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
+    }
 }
 
 #[test]

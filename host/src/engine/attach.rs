@@ -599,6 +599,9 @@ impl Engine {
                 },
                 |_| json!({"reason": "every member had already ended its turn"}),
             )?;
+            if p.status == PolicyStatus::Queued && !self.supervising() {
+                self.wait_paused(tx, &p)?;
+            }
         }
         Ok(p)
     }
