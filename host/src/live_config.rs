@@ -338,7 +338,8 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
     }
 }
 
-/// Reloads on `hangup` (SIGHUP) and when the file at `path` changes: its
+/// Reloads on `hangup` (SIGHUP) and when the file at `path` changes from
+/// `loaded` (its stamp taken before `serve` read it at start): its
 /// [`FileStamp`] is looked at every [`POLL_EVERY`], and a change is read
 /// once the stamp held still for one more look (a file being written in
 /// place is not read half-way). Runs until the runtime stops. Without a
@@ -348,10 +349,11 @@ pub async fn watch(
     path: Option<PathBuf>,
     data_dir: PathBuf,
     mut hangup: tokio::signal::unix::Signal,
+    loaded: Option<FileStamp>,
 ) {
     // A test hook: only SIGHUP reloads, so that a test knows its trigger.
     let poll = std::env::var_os("GATEHOST_TEST_NO_CONFIG_POLL").is_none();
-    let mut applied = path.as_deref().map(FileStamp::of);
+    let mut applied = loaded;
     let mut seen = applied;
     let mut tick = tokio::time::interval(POLL_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

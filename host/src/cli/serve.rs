@@ -194,6 +194,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let previous_fault = crate::fault_marker::arm(&data_dir)
         .map_err(|e| format!("cannot arm the fault marker in {}: {e}", data_dir.display()))?;
     let config_path = HostConfig::locate(args.config.as_deref());
+    // Stamped before the read: a change after it is reloaded.
+    let loaded_stamp = config_path
+        .as_deref()
+        .map(crate::live_config::FileStamp::of);
     let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
     // Descriptors: as many as the hard limit allows, half of them at most
     // for long-polls (the rest for the store, gates, webhooks and the
@@ -288,6 +292,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             config_path.clone(),
             data_dir.clone(),
             hangup,
+            loaded_stamp,
         ));
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
