@@ -40,8 +40,9 @@ pub const DEFAULT_JUDGE_SLOTS: usize = 4;
 pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 pub const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
-/// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` other
-/// than 0 (off): a smaller value is a unit mistake, and no gate could run.
+/// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` (and
+/// `gate_scratch_bytes`) other than 0 (off): a smaller value is a unit
+/// mistake, and no gate could run.
 pub const MIN_GATE_MEMORY: u64 = 16 * 1024 * 1024;
 pub const MIN_GATE_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -143,6 +144,7 @@ struct LimitsSection {
     gate_memory_bytes: Option<u64>,
     gate_pids: Option<u64>,
     gate_file_bytes: Option<u64>,
+    gate_scratch_bytes: Option<u64>,
 }
 
 /// A configured path: `~/…` names the host user's home.
@@ -164,9 +166,9 @@ pub struct HostConfig {
     pub adapters: BTreeMap<String, Adapter>,
     pub output_cap: usize,
     pub kill_grace: Duration,
-    /// Memory, processes and file size of each gate's process tree
-    /// (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`; 0
-    /// turns one off).
+    /// Memory, processes, file size and scratch of each gate's process
+    /// tree (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`,
+    /// `gate_scratch_bytes`; 0 turns one off).
     pub gate_limits: crate::supervise::GateLimits,
     /// The host PATH captured at load: programs are looked up on it, and
     /// gates receive it.
@@ -460,6 +462,12 @@ impl HostConfig {
                 file.limits.gate_file_bytes,
                 MIN_GATE_FILE_BYTES,
                 &mut gl.file_bytes,
+            ),
+            (
+                "limits.gate_scratch_bytes",
+                file.limits.gate_scratch_bytes,
+                MIN_GATE_FILE_BYTES,
+                &mut gl.scratch_bytes,
             ),
         ] {
             match value {
