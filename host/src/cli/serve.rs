@@ -301,6 +301,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         engine.spawn_sweeper();
         engine.spawn_retention();
+        engine.spawn_watchdog();
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {

@@ -22,7 +22,7 @@ use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
 use daemon::DaemonSection;
-pub use daemon::{DEFAULT_NUDGE, DaemonConfig};
+pub use daemon::{DEFAULT_NUDGE, DaemonConfig, OnStale};
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
@@ -540,6 +540,27 @@ impl HostConfig {
                 }
             }
             config.daemon.worktree_caches = caches;
+        }
+        if let Some(text) = &dm.heartbeat_timeout {
+            config.daemon.heartbeat_timeout = Some(
+                daemon::duration(text, Duration::from_secs(1))
+                    .map_err(|m| invalid("daemon.heartbeat_timeout", m))?,
+            );
+        }
+        config.daemon.on_stale = dm.on_stale.unwrap_or_default();
+        if let Some(n) = dm.infra_retries {
+            if n > daemon::MAX_INFRA_RETRIES {
+                return Err(invalid(
+                    "daemon.infra_retries",
+                    format!("{n} is too many: at most {}", daemon::MAX_INFRA_RETRIES),
+                ));
+            }
+            config.daemon.infra_retries = n;
+        }
+        if let Some(text) = &dm.infra_retry_backoff {
+            config.daemon.infra_retry_backoff =
+                daemon::duration(text, Duration::from_millis(10))
+                    .map_err(|m| invalid("daemon.infra_retry_backoff", m))?;
         }
         if let Some(ms) = dm.attach_timeout_ms {
             if ms == 0 {

@@ -23,10 +23,12 @@ mod lifecycle;
 pub mod machine;
 mod nudge;
 mod recovery;
+mod retry;
 mod rules;
 mod sessions;
 mod started;
 pub mod stored;
+pub mod watchdog;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use keys::Caller;
@@ -322,6 +324,7 @@ impl Engine {
                 Effect::AbortGate => self.abort_gate(id),
                 Effect::Nudge => self.spawn_nudge(id.to_string()),
                 Effect::Commit => self.spawn_commit(id.to_string()),
+                Effect::RetryGate => self.schedule_retry(id),
                 Effect::DeliverNudge | Effect::ChainNext => {}
             }
         }
