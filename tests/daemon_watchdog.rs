@@ -1,6 +1,7 @@
 //! Never stuck, never silent over hours (issue 26): the heartbeat
-//! watchdog, policy deadlines and infrastructure retries, through a real
-//! daemon on loopback with a webhook receiver standing for the person.
+//! watchdog, policy deadlines, infrastructure retries and fan-in across
+//! workspaces, through a real daemon on loopback with a webhook receiver
+//! standing for the person.
 
 use crate::common;
 
@@ -236,4 +237,51 @@ fn a_gate_that_could_not_run_is_retried_and_a_no_never_is() {
     d.wait_status(&pid, "blocked", T);
     let ev = d.policy_events(&pid);
     assert!(!ev.contains(&"policy:retry".to_string()), "{ev:?}");
+}
+
+/// A fan-in over agents in two workspaces (a worktree each) gates both:
+/// the policy fails while one workspace does not pass, naming it, and
+/// passes once both do; a commit fan-in across the two is refused at
+/// attach, naming the field.
+#[test]
+fn a_fan_in_over_two_workspaces_gates_both() {
+    let (s, d, _hook) = setup("", None);
+    let other = common::workspace_tempdir();
+    let (ws1, ws2) = (s.ws.clone(), other.path().to_path_buf());
+    d.register("a", &ws1);
+    d.register("b", &ws2);
+    std::fs::write(ws1.join("flag"), "ok\n").expect("write");
+    std::fs::write(ws2.join("flag"), "not yet\n").expect("write");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/file-says-ok.sh", &["flag"], 10_000))
+            .expect("gate");
+    let pid =
+        d.attach(json!({"sessionIds": ["a", "b"], "gate": gate, "onFail": {"maxRetries": 1}}));
+    d.report("a", "turn-end");
+    d.report("b", "turn-end");
+    d.wait_status(&pid, "watching", T);
+    let failed = events_of(&d, &format!("&policy={pid}"), "policy:failed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let reason = failed[0]["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&ws2.display().to_string()), "{reason}");
+    let gates = failed[0]["payload"]["gates"].as_array().expect("gates");
+    assert_eq!(gates.len(), 2, "one verdict per workspace: {gates:?}");
+    std::fs::write(ws2.join("flag"), "ok\n").expect("write");
+    d.report("a", "turn-end");
+    d.report("b", "turn-end");
+    d.wait_status(&pid, "done", T);
+
+    common::daemon::git_repo(&ws1);
+    common::daemon::git_repo(&ws2);
+    let (code, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(
+            json!({"sessionIds": ["a", "b"], "gate": {"command": "true"}, "then": "commit",
+                    "commit": {"paths": ["flag"], "message": "m"}}),
+        ),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("sessionIds"), "{body}");
 }

@@ -329,18 +329,39 @@ fn validate_at(
     input.session_ids = Some(members.clone());
     input.session_id = members.first().cloned();
     let workspace = &first.workspace;
+    // Members in several workspaces (fan-in across worktrees): the gates
+    // run in each, so each must admit them; one commit is of one
+    // repository.
+    let mut workspaces: Vec<&str> = Vec::new();
+    for s in &sessions {
+        if !workspaces.contains(&s.workspace.as_str()) {
+            workspaces.push(&s.workspace);
+        }
+    }
+    if input.then == Then::Commit && workspaces.len() > 1 {
+        return Err(invalid(
+            f("sessionIds"),
+            format!(
+                "a commit policy's members must work in one workspace (one commit is of one repository); these work in {}",
+                workspaces.join(", ")
+            ),
+        ));
+    }
     if !gates.is_empty() {
-        let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
-            .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
-        for (i, g) in gates.iter().enumerate() {
-            let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array) {
-                f("gate")
-            } else {
-                f(&format!("gate[{i}]"))
-            };
-            runner
-                .preflight(g, &anchor, input.attached_by)
-                .map_err(|m| invalid(name, m))?;
+        for ws in &workspaces {
+            let anchor = WorkspaceAnchor::open(std::path::Path::new(ws))
+                .map_err(|e| invalid(f("sessionId"), format!("workspace {ws}: {e}")))?;
+            for (i, g) in gates.iter().enumerate() {
+                let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array)
+                {
+                    f("gate")
+                } else {
+                    f(&format!("gate[{i}]"))
+                };
+                runner
+                    .preflight(g, &anchor, input.attached_by)
+                    .map_err(|m| invalid(name, m))?;
+            }
         }
     }
     if let (Then::Commit, Some(c)) = (input.then, &mut input.commit) {

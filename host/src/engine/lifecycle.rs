@@ -195,9 +195,7 @@ impl Engine {
             return self.finish_gate(id, &input, report, judged, changes).await;
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
-        let report = self
-            .run_policy_gates(&policy, &input, &sessions, &workspace, None)
-            .await;
+        let report = self.run_in_each_workspace(&policy, &input, &sessions).await;
         let (after, changes) = after_gate(
             &workspace,
             commit_paths.as_deref(),
@@ -291,7 +289,7 @@ impl Engine {
         (report, Some((snap, changes.unwrap_or_default())))
     }
 
-    async fn run_policy_gates(
+    pub(super) async fn run_policy_gates(
         &self,
         policy: &PolicyRow,
         input: &AttachInput,

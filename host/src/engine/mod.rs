@@ -18,6 +18,7 @@ mod agent_process;
 pub mod attach;
 mod commits;
 mod damage;
+mod fan_in;
 pub mod keys;
 mod lifecycle;
 pub mod machine;
