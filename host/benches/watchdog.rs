@@ -11,9 +11,9 @@
 //!   alternating, `--rounds` each.
 //! - As a whole process: `gatehost serve` over that store, idle for
 //!   `--seconds`, with `heartbeat_timeout = "1h"` (a look every 500 ms)
-//!   against the same daemon without it: CPU time per second (user +
-//!   system, from /proc) and VmRSS, the two daemons started alternately,
-//!   twice each.
+//!   against the same daemon without it: CPU time per second (every
+//!   thread's schedstat, in ns) and VmRSS, the two daemons started
+//!   alternately, twice each.
 
 mod support;
 
@@ -79,18 +79,17 @@ fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
-/// CPU ticks (user + system) of `pid`.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // After the command: state is field 3, utime 14, stime 15 (1-based).
-    let get = |i: usize| {
-        f.get(i - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
+/// CPU time (ns) every thread of `pid` has run, from each thread's
+/// schedstat (nanoseconds, where /proc/PID/stat counts 10 ms ticks).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
     };
-    get(14) + get(15)
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -125,17 +124,16 @@ fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
     std::thread::spawn(move || for _ in lines {});
     // Past the start (recovery, the first retention pass).
     std::thread::sleep(Duration::from_secs(2));
-    let hz = 100.0; // USER_HZ on Linux
-    let t0 = (Instant::now(), cpu_ticks(child.id()));
+    let t0 = (Instant::now(), cpu_ns(child.id()));
     std::thread::sleep(Duration::from_secs(seconds));
-    let ticks = cpu_ticks(child.id()) - t0.1;
+    let ns = cpu_ns(child.id()).saturating_sub(t0.1);
     let wall = t0.0.elapsed().as_secs_f64();
     let rss = rss_kib(child.id());
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
-    (ticks as f64 / hz * 1000.0 / wall, rss)
+    (ns as f64 / 1e6 / wall, rss)
 }
 
 fn main() {
