@@ -46,7 +46,7 @@ fn commits(ws: &Path) -> Vec<String> {
 
 /// Plants everything git 2.47 would run during add/commit; each writes a
 /// marker file in `markers` if it ever runs.
-fn booby_trap(ws: &Path, markers: &Path) {
+pub(crate) fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::create_dir_all(markers).expect("mkdir");
     let script = |name: &str| -> PathBuf {
         let p = markers.join(format!("{name}.sh"));
@@ -95,7 +95,7 @@ fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::write(ws.join(".gitattributes"), "* filter=evil\n").expect("attributes");
 }
 
-fn ran(markers: &Path) -> Vec<String> {
+pub(crate) fn ran(markers: &Path) -> Vec<String> {
     std::fs::read_dir(markers)
         .expect("markers")
         .filter_map(|e| e.ok())
