@@ -388,9 +388,12 @@ fn a_gitfile_pointing_elsewhere_is_refused_naming_the_path_and_nothing_is_writte
         "sessionId": "s1",
         "gate": {"command": "true"},
         "then": "commit",
-        "commit": {"paths": ["README"], "message": "m", "requireHumanAck": false}
+        "commit": {"paths": ["README"], "message": "m"}
     }));
     d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let a = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(a.code, 0, "{}", a.stderr);
     d.wait_status(&pid, "done", T);
     assert_eq!(git_out(&s.ws, &["show", "agent:README"]), "hello\nagain\n");
 }
