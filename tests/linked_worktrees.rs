@@ -103,11 +103,13 @@ fn a_worktree_sessions_commit_lands_on_its_branch_and_runs_nothing_from_the_repo
     let d = daemon(&s, "");
     d.register("s1", &wt);
     std::fs::create_dir_all(wt.join("src")).expect("mkdir");
+    // The gate runs in a snapshot worktree of the session's worktree: the
+    // new file is there.
     std::fs::write(wt.join("src/lib.rs"), "pub fn in_the_worktree() {}\n").expect("write");
     std::fs::write(wt.join("notes.txt"), "not committed\n").expect("write");
     let pid = d.attach(json!({
         "sessionId": "s1",
-        "gate": {"command": "true"},
+        "gate": {"command": "bash", "args": ["-c", "test -f src/lib.rs"]},
         "then": "commit",
         "commit": {"paths": ["src", ".gitattributes"], "message": "from the worktree", "requireHumanAck": true}
     }));

@@ -160,7 +160,7 @@ fn changes_of(
         return Ok(Vec::new());
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
-    let snapshot = read_snapshot(&ws, paths, &tracked)?;
+    let snapshot = read_snapshot(ws, paths, &tracked)?;
     diff_content(repo, &tracked, &snapshot, detail)
 }
 
