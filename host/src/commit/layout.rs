@@ -20,7 +20,7 @@
 //! else is refused with the path named, never followed.
 //!
 //! It owns that decision; it must never follow a path it has not checked,
-//! nor open a repository (that is [`super::repo`]'s).
+//! nor open a repository (the sibling `repo` module does).
 
 use super::*;
 

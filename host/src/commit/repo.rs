@@ -1,7 +1,7 @@
 //! Repository access for commits: opening the workspace's repository
-//! safely (a `.git` directory, or a linked worktree's checked gitfile
-//! (see [`super::layout`]), nothing special where gatehost writes), resolving HEAD and the branch, and the objects and
-//! paths a commit is built from.
+//! safely (a `.git` directory, or a linked worktree's gitfile checked by
+//! [`super::layout`]; nothing special where gatehost writes), resolving
+//! HEAD and the branch, and the objects and paths a commit is built from.
 //!
 //! It owns how the repository is opened and read; it must never run a
 //! program the repository names, nor follow a symlink where it writes.
