@@ -850,11 +850,18 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
         }
         if matches!(*plant, "gitfile" | "dotgit-symlink") {
             assert_eq!(p["status"], "blocked", "{plant}: {p}");
+            // A gitfile is taken only as a linked worktree's, and this one
+            // names no repository's `worktrees/NAME` (see linked_worktrees.rs).
+            let why = if *plant == "gitfile" {
+                format!(
+                    "its gitdir {} is not REPOSITORY/worktrees/NAME",
+                    canary.join("realgit").display()
+                )
+            } else {
+                ".git is neither a directory nor a regular file".to_string()
+            };
             assert!(
-                p["reason"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains(".git is not a directory"),
+                p["reason"].as_str().unwrap_or_default().contains(&why),
                 "{plant}: {p}"
             );
         }
