@@ -196,3 +196,51 @@ fn a_symlinked_gitdir_and_dot_dot_paths_are_never_followed() {
         Err(CommitError::NotARepository { .. })
     ));
 }
+
+#[test]
+fn specials_in_a_linked_worktrees_directories_are_refused_by_their_path() {
+    let (_t, main, wt) = linked();
+    let index = main.join(".git/worktrees/wt/index");
+    std::fs::remove_file(&index).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&index)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let p = paths(&["a.txt"]);
+    match fingerprint(&wt, &p) {
+        Err(e @ CommitError::UnsafeRepository(_)) => {
+            assert!(
+                e.to_string()
+                    .contains(&format!("{} is a FIFO", index.display())),
+                "{e}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    std::fs::remove_file(&index).unwrap();
+    // A symlinked directory of the repository's, where a commit writes.
+    let heads = main.join(".git/refs/heads");
+    let moved = main.join("heads-elsewhere");
+    std::fs::rename(&heads, &moved).unwrap();
+    symlink(&moved, &heads).unwrap();
+    match fingerprint(&wt, &p) {
+        Err(e @ CommitError::UnsafeRepository(_)) => {
+            assert!(
+                e.to_string()
+                    .contains(&format!("{} is a symlink", heads.display())),
+                "{e}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The objects directory itself is checked with the layout.
+    std::fs::remove_file(&heads).unwrap();
+    std::fs::rename(&moved, &heads).unwrap();
+    let objects = main.join(".git/objects");
+    let moved = main.join("objects-elsewhere");
+    std::fs::rename(&objects, &moved).unwrap();
+    symlink(&moved, &objects).unwrap();
+    let why = refusal(&wt);
+    assert!(why.contains("no objects directory"), "{why}");
+}
