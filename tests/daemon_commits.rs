@@ -47,7 +47,7 @@ fn commits(ws: &Path) -> Vec<String> {
 
 /// Plants everything git 2.47 would run during add/commit; each writes a
 /// marker file in `markers` if it ever runs.
-fn booby_trap(ws: &Path, markers: &Path) {
+pub(crate) fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::create_dir_all(markers).expect("mkdir");
     let script = |name: &str| -> PathBuf {
         let p = markers.join(format!("{name}.sh"));
@@ -96,7 +96,7 @@ fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::write(ws.join(".gitattributes"), "* filter=evil\n").expect("attributes");
 }
 
-fn ran(markers: &Path) -> Vec<String> {
+pub(crate) fn ran(markers: &Path) -> Vec<String> {
     std::fs::read_dir(markers)
         .expect("markers")
         .filter_map(|e| e.ok())
@@ -766,11 +766,18 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
         }
         if matches!(*plant, "gitfile" | "dotgit-symlink") {
             assert_eq!(p["status"], "blocked", "{plant}: {p}");
+            // A gitfile is taken only as a linked worktree's, and this one
+            // names no repository's `worktrees/NAME` (see linked_worktrees.rs).
+            let why = if *plant == "gitfile" {
+                format!(
+                    "its gitdir {} is not REPOSITORY/worktrees/NAME",
+                    canary.join("realgit").display()
+                )
+            } else {
+                ".git is neither a directory nor a regular file".to_string()
+            };
             assert!(
-                p["reason"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains(".git is not a directory"),
+                p["reason"].as_str().unwrap_or_default().contains(&why),
                 "{plant}: {p}"
             );
         }

@@ -31,6 +31,7 @@ mod hook_install;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;
+mod linked_worktrees;
 mod mcp;
 mod plugin_kit;
 mod sandbox_gates;

@@ -374,12 +374,13 @@ fn validate_at(
             }
         }
         c.paths = normalised;
-        let git = std::path::Path::new(workspace).join(".git");
-        if !git.is_dir() {
+        // A `.git` directory, or a linked worktree's `.git` file whose
+        // directories are proven the repository's own.
+        if let Err(e) = crate::commit::GitDirs::of(std::path::Path::new(workspace)) {
             return Err(invalid(
                 f("commit"),
                 format!(
-                    "the workspace {workspace} is not a git repository (no .git directory at its root)"
+                    "the workspace {workspace} is not a git repository gatehost commits to: {e}"
                 ),
             ));
         }

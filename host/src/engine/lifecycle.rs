@@ -337,7 +337,11 @@ impl Engine {
                 }
                 Err(_) => None,
             }
-        } else if needs_diff && Path::new(workspace).join(".git").is_dir() {
+        } else if needs_diff && std::fs::symlink_metadata(Path::new(workspace).join(".git")).is_ok()
+        {
+            // A `.git` directory or a linked worktree's `.git` file (whose
+            // directories the commit module checks; a refused one is an
+            // error, never a silent empty change).
             let ws = workspace.to_string();
             match tokio::task::spawn_blocking(move || {
                 crate::commit::workspace_changes(Path::new(&ws))
