@@ -4,12 +4,13 @@
 use crate::common;
 
 use common::daemon::{Daemon, git_out, git_repo};
+use common::webhooks::{Seen, receiver, receiver_answering, verifies};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -46,7 +47,7 @@ fn commits(ws: &Path) -> Vec<String> {
 
 /// Plants everything git 2.47 would run during add/commit; each writes a
 /// marker file in `markers` if it ever runs.
-fn booby_trap(ws: &Path, markers: &Path) {
+pub(crate) fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::create_dir_all(markers).expect("mkdir");
     let script = |name: &str| -> PathBuf {
         let p = markers.join(format!("{name}.sh"));
@@ -95,7 +96,7 @@ fn booby_trap(ws: &Path, markers: &Path) {
     std::fs::write(ws.join(".gitattributes"), "* filter=evil\n").expect("attributes");
 }
 
-fn ran(markers: &Path) -> Vec<String> {
+pub(crate) fn ran(markers: &Path) -> Vec<String> {
     std::fs::read_dir(markers)
         .expect("markers")
         .filter_map(|e| e.ok())
@@ -345,91 +346,6 @@ fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() 
     let ev = d.policy_events(&pid);
     assert!(ev.contains(&"policy:approved".to_string()), "{ev:?}");
     assert_eq!(ev.iter().filter(|e| *e == "policy:committed").count(), 1);
-}
-
-/// One request the receiver saw: delivery id, event type, signature, body.
-/// id (`webhook-id`), type, the Standard Webhooks headers, body.
-type Seen = (String, String, reqwest::header::HeaderMap, Vec<u8>);
-
-/// Whether `seen` verifies under `key` with the Standard Webhooks
-/// reference library (what a receiver would run).
-fn verifies(key: &[u8], seen: &Seen) -> bool {
-    standardwebhooks::Webhook::from_bytes(key.to_vec())
-        .and_then(|w| w.verify(&seen.3, &seen.2))
-        .is_ok()
-}
-
-/// A webhook receiver on loopback: answers 500 to the first request of
-/// each delivery id, then 200; records every request.
-struct Receiver {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-fn receiver() -> Receiver {
-    receiver_answering(Some("500 Internal Server Error\r\n"))
-}
-
-/// A receiver that answers `first` (a status line's rest and headers) to
-/// each delivery's first request, or (`None`) 200 at once.
-fn receiver_answering(first: Option<&'static str>) -> Receiver {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let rec = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut headers = std::collections::HashMap::new();
-            let mut line = String::new();
-            if reader.read_line(&mut line).is_err() {
-                continue;
-            }
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-                }
-            }
-            let len: usize = headers
-                .get("content-length")
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(0);
-            let mut body = vec![0; len];
-            let _ = reader.read_exact(&mut body);
-            let id = headers.get("webhook-id").cloned().unwrap_or_default();
-            let kind = headers.get("x-gatehost-event").cloned().unwrap_or_default();
-            let mut sig = reqwest::header::HeaderMap::new();
-            for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
-                if let Some(v) = headers.get(name).and_then(|v| v.parse().ok()) {
-                    sig.insert(name, v);
-                }
-            }
-            let is_first = {
-                let mut s = rec.lock().expect("lock");
-                let is_first = !s.iter().any(|(i, _, _, _)| *i == id);
-                sig.insert(
-                    "x-received-ms",
-                    format!("{}", now_ms()).parse().expect("header"),
-                );
-                s.push((id, kind, sig, body));
-                is_first
-            };
-            let status = match first {
-                Some(answer) if is_first => answer,
-                _ => "200 OK\r\n",
-            };
-            let mut out = stream;
-            let _ = write!(
-                out,
-                "HTTP/1.1 {status}content-length: 0\r\nconnection: close\r\n\r\n"
-            );
-        }
-    });
-    Receiver { url, seen }
 }
 
 #[test]
@@ -850,11 +766,18 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
         }
         if matches!(*plant, "gitfile" | "dotgit-symlink") {
             assert_eq!(p["status"], "blocked", "{plant}: {p}");
+            // A gitfile is taken only as a linked worktree's, and this one
+            // names no repository's `worktrees/NAME` (see linked_worktrees.rs).
+            let why = if *plant == "gitfile" {
+                format!(
+                    "its gitdir {} is not REPOSITORY/worktrees/NAME",
+                    canary.join("realgit").display()
+                )
+            } else {
+                ".git is neither a directory nor a regular file".to_string()
+            };
             assert!(
-                p["reason"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains(".git is not a directory"),
+                p["reason"].as_str().unwrap_or_default().contains(&why),
                 "{plant}: {p}"
             );
         }
@@ -1384,13 +1307,6 @@ fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_ca
         d.all_events(&format!("&policy={second}&types=committed"))
             .is_empty()
     );
-}
-
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
 }
 
 /// A receiver that answers 429 with `Retry-After: 3` is not tried again

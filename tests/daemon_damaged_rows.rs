@@ -224,6 +224,16 @@ fn text_in_a_number_column_is_blocked() {
     damaged_policy("watching", "watch_after", "soon");
 }
 
+#[test]
+fn text_for_a_deadline_is_blocked_never_read_as_no_deadline() {
+    damaged_policy("watching", "deadline_at", "soon");
+}
+
+#[test]
+fn text_for_the_infrastructure_retries_is_blocked() {
+    damaged_policy("gating", "infra_retries_used", "many");
+}
+
 // Invalid JSON in every JSON column.
 
 #[test]
@@ -365,6 +375,11 @@ fn invalid_json_in_a_session_command_affects_only_that_session() {
 #[test]
 fn an_unknown_session_state_affects_only_that_session() {
     damaged_session("state", "asleep");
+}
+
+#[test]
+fn text_for_when_a_session_went_stale_affects_only_that_session() {
+    damaged_session("stale_at", "yesterday");
 }
 
 #[test]

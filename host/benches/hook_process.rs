@@ -20,6 +20,10 @@
 //! - hook-no-wasm: the hook with a shell gate `true` vs the same hook with
 //!   a WASM `noop` gate (warm cache): what starting the WASM engine costs a
 //!   hook, paid only when a WASM gate runs;
+//! - hook-scratch: the hook with a shell gate `true` and its scratch on
+//!   disk (`[limits] gate_scratch_bytes = 0`) vs the same hook with the
+//!   default bound (a tmpfs mounted in the gate's own mount namespace):
+//!   what the scratch bound costs a gate;
 //! - hook-idle: the hook pair again, each process after a 100 ms pause (not
 //!   timed), as a stop comes after an agent's turn: back to back, one
 //!   process's kernel state (the cgroup migration lock's RCU sync, CPU
@@ -43,7 +47,8 @@ const PATTERN: &str = r"dbg!\(|FIXME[0-9]+";
 fn main() {
     let rounds = support::arg("--rounds", 200);
     // `--only a,b` runs only the named pairs (hook, check-forbid,
-    // check-true, startup, hook-no-wasm, hook-idle); all of them by default.
+    // check-true, startup, hook-no-wasm, hook-scratch, hook-idle); all of
+    // them by default.
     let pair = support::selected;
     let gatehost = PathBuf::from(env!("CARGO_BIN_EXE_gatehost"));
     assert!(gatehost.is_file(), "{}", gatehost.display());
@@ -75,6 +80,10 @@ fn main() {
     let state = root.join("state");
     let cache = root.join("cache");
     let shell_config = write("shell.toml", "[shell]\nallow = [\"true\"]\n");
+    let unbounded_config = write(
+        "unbounded.toml",
+        "[shell]\nallow = [\"true\"]\n[limits]\ngate_scratch_bytes = 0\n",
+    );
     let wasm_config = write(
         "wasm.toml",
         &format!(
@@ -234,6 +243,19 @@ fn main() {
         );
         report(
             "hook-no-wasm: `gatehost hook claude`, shell gate `true` vs WASM `noop` (cached component)",
+            &a,
+            &b,
+        );
+    }
+    if pair("hook-scratch") {
+        let (a, b) = support::alternate_with(
+            rounds,
+            || {},
+            || hook(&unbounded_config, &true_gate),
+            || hook(&shell_config, &true_gate),
+        );
+        report(
+            "hook-scratch: `gatehost hook claude`, shell gate `true`, scratch on disk (gate_scratch_bytes = 0) vs a tmpfs of 1 GiB",
             &a,
             &b,
         );

@@ -180,6 +180,10 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("daemon.worktree_caches", true, &d.worktree_caches),
         s("daemon.max_long_polls", true, d.max_long_polls),
         s("daemon.session_policies", false, &d.session_policies),
+        s("daemon.heartbeat_timeout", false, d.heartbeat_timeout),
+        s("daemon.on_stale", false, d.on_stale),
+        s("daemon.infra_retries", false, d.infra_retries),
+        s("daemon.infra_retry_backoff", false, d.infra_retry_backoff),
     ];
     for (name, adapter) in &c.adapters {
         out.push(s(&format!("judge.adapters.{name}"), false, adapter));

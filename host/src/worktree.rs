@@ -356,8 +356,8 @@ fn scan_dir(
 /// Brings `lease`'s directory to exactly `tree` of the repository at
 /// `workspace` (see the module doc). Blocking: run it off the runtime.
 pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats, WorktreeError> {
-    let options = gix::open::Options::isolated().strict_config(false);
-    let repo = gix::open_opts(workspace.join(".git"), options)
+    // A linked worktree's git directories are checked as a commit's are.
+    let repo = crate::commit::open_repository(workspace)
         .map_err(|e| WorktreeError::Git(format!("cannot open the repository: {e}")))?;
     let tree = ObjectId::from_hex(tree.as_bytes())
         .map_err(|e| WorktreeError::Git(format!("tree {tree:?}: {e}")))?;

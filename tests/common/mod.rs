@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod daemon;
+pub mod webhooks;
 
 use serde_json::Value;
 use std::io::Read;

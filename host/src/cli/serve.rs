@@ -287,6 +287,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         engine.spawn_sweeper();
         engine.spawn_retention();
+        engine.spawn_watchdog();
         tokio::spawn(crate::live_config::watch(
             engine.clone(),
             config_path.clone(),

@@ -53,7 +53,7 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitErro
     let mut names = BTreeSet::new();
     // Top-level names are given to the snapshot as paths, which would take
     // them even if ignored (as `git add -f`): filter the ignored ones here.
-    let mut excludes = Excludes::new(&ws.root)?;
+    let mut excludes = Excludes::new(&ws.common)?;
     excludes.push_dir(&ws.root, b"".as_bstr())?;
     let entries = ws.root.entries().map_err(|source| CommitError::Io {
         path: ".".into(),
@@ -141,7 +141,7 @@ pub fn fingerprint_and_changes(
     let ws = Workspace::open(workspace)?;
     let head = resolve_head(&ws.repo)?;
     let tracked = tracked_entries(&ws.repo, head.tree, &paths)?;
-    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let snapshot = read_snapshot(&ws, &paths, &tracked)?;
     let changes = diff_content(&ws.repo, &tracked, &snapshot, detail)?;
     Ok((snapshot.digest(), changes))
 }
@@ -160,7 +160,7 @@ fn changes_of(
         return Ok(Vec::new());
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
-    let snapshot = read_snapshot(&ws.root, paths, &tracked)?;
+    let snapshot = read_snapshot(ws, paths, &tracked)?;
     diff_content(repo, &tracked, &snapshot, detail)
 }
 

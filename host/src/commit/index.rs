@@ -16,7 +16,7 @@ pub(super) fn sync_index(ws: &Workspace, record: &Record, commit: ObjectId) {
         }
         Ok(IndexUpdate::Created) => debug!(%commit, "index created from the commit's tree"),
         Err(reason) => {
-            warn!(%commit, %reason, "the index (.git/index) was left untouched; `git status` may show the committed paths as staged with their old content");
+            warn!(%commit, %reason, "the index was left untouched; `git status` may show the committed paths as staged with their old content");
         }
     }
 }
@@ -28,7 +28,8 @@ pub(super) enum IndexUpdate {
     Created,
 }
 
-pub(super) const INDEX: &str = ".git/index";
+/// The index, in the worktree's own git directory.
+pub(super) const INDEX: &str = "index";
 
 pub(super) fn update_index(
     ws: &Workspace,
@@ -45,7 +46,8 @@ pub(super) fn update_index(
         ));
     }
     let tree = head.tree.ok_or("the published commit has no tree")?;
-    let index_path = ws.root_path.join(INDEX);
+    let index_path = ws.dirs.git_dir.join(INDEX);
+    let shown = ws.label(In::Git, INDEX);
     // Held from before the read until the rename: git (or anyone honouring the lock)
     // cannot change the index in between. Dropping it removes `index.lock`.
     let lock = gix::lock::File::acquire_to_update_resource(
@@ -56,7 +58,7 @@ pub(super) fn update_index(
     )
     .map_err(|e| format!("cannot lock the index: {e}"))?;
 
-    let meta = match ws.root.symlink_metadata(INDEX) {
+    let meta = match ws.git.symlink_metadata(INDEX) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // No index yet (fresh repository): the commit's whole tree.
@@ -66,16 +68,16 @@ pub(super) fn update_index(
             commit_index(&file, lock)?;
             return Ok(IndexUpdate::Created);
         }
-        Err(e) => return Err(format!("cannot stat {INDEX}: {e}")),
+        Err(e) => return Err(format!("cannot stat {shown}: {e}")),
     };
     if meta.is_symlink() {
-        return Err(format!("{INDEX} is a symlink, it is never followed"));
+        return Err(format!("{shown} is a symlink, it is never followed"));
     }
     if !meta.is_file() {
-        return Err(format!("{INDEX} is not a regular file"));
+        return Err(format!("{shown} is not a regular file"));
     }
     let (_, data) = read_file(
-        &ws.root,
+        &ws.git,
         OsStr::new(INDEX),
         &meta,
         INDEX.as_bytes().as_bstr(),

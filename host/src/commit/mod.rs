@@ -59,15 +59,19 @@
 //!   unmerged entries for a committed path, when `index.lock` is held, or when `HEAD`
 //!   moved away meanwhile. Records stored without [`Prepared::paths`] use the paths
 //!   that differ between the parent's tree and the commit's.
-//! * Only non-bare repositories whose root holds a real `.git` directory are accepted
-//!   (no gitfile, no linked worktree, no `commondir`), and `HEAD` must name a branch
+//! * Accepted: a workspace whose root holds a real `.git` directory (no `commondir`
+//!   there), or a linked worktree whose `.git` file names the repository's own
+//!   `worktrees/NAME` (checked by [`GitDirs`] before anything is read or written
+//!   through it; its index is its own, its branch ref and objects the
+//!   repository's). `HEAD` must name a branch
 //!   under `refs/heads/`. File contents are held in memory while a commit is prepared.
 //! * Author and committer are the host's ([`Committer`], from `[daemon] committer_name`
 //!   and `committer_email`), never the repository's `user.name`/`user.email`, which the
 //!   agent writes.
 //! * Writes into `.git`: the daemon runs [`prepare`], [`publish`] and
 //!   [`clear_stale_locks`] on a thread that Landlock lets write only beneath the
-//!   workspace's `.git` directory (opened without following a symlink, see
+//!   repository's git directory (the workspace's `.git`, or a linked worktree's
+//!   checked common directory; opened without following a symlink, see
 //!   [`git_dir_handle`] and `Sandbox::confine_git_writes`): a symlink the agent planted
 //!   under `.git` where a write would go through it (a reflog appended to, an object
 //!   directory written in) makes the write fail with the path named instead of landing
@@ -98,6 +102,7 @@ use tracing::{debug, info, warn};
 
 mod changes;
 mod index;
+mod layout;
 mod read;
 mod repo;
 mod snapshot;
@@ -105,11 +110,12 @@ pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes, workspace_diff,
 };
 use index::*;
+pub use layout::GitDirs;
 pub(crate) use read::Stamp;
 pub use read::StatCache;
 use read::*;
 use repo::*;
-pub use repo::{Committer, git_dir_handle};
+pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
 
 /// Name and e-mail used when the repository's own config sets none.
@@ -148,6 +154,8 @@ pub enum CommitError {
     InvalidPath(#[from] CommitPathError),
     #[error("{workspace} is not a git repository root: {reason}")]
     NotARepository { workspace: PathBuf, reason: String },
+    #[error("{workspace}/.git is a linked worktree's gitfile gatehost refuses: {reason}")]
+    ForeignGitDir { workspace: PathBuf, reason: String },
     #[error("repository layout refused: {0}")]
     UnsafeRepository(String),
     #[error("HEAD is detached; a commit needs HEAD to name a branch")]
@@ -282,7 +290,7 @@ pub fn fingerprint(workspace: &Path, paths: &[String]) -> Result<String, CommitE
     let paths = normalise_paths(paths)?;
     let head = resolve_head(&ws.repo)?;
     let tracked = tracked_entries(&ws.repo, head.tree, &paths)?;
-    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let snapshot = read_snapshot(&ws, &paths, &tracked)?;
     Ok(snapshot.digest())
 }
 
@@ -317,7 +325,7 @@ pub fn prepare_by(
     let head = resolve_head(&ws.repo)?;
     let repo = &ws.repo;
     let tracked = tracked_entries(repo, head.tree, &paths)?;
-    let snapshot = read_snapshot(&ws.root, &paths, &tracked)?;
+    let snapshot = read_snapshot(&ws, &paths, &tracked)?;
     let actual = snapshot.digest();
     if !actual.eq_ignore_ascii_case(expected_fingerprint.trim()) {
         warn!(workspace = %workspace.display(), expected = expected_fingerprint, actual = %actual,
@@ -473,8 +481,9 @@ pub fn publish_by(
     };
     // The branch's ref and reflog, which the update writes.
     let branch = record.reference.as_bstr().to_str_lossy();
-    refuse_special(&ws.root, &format!(".git/{branch}"))?;
-    refuse_special(&ws.root, &format!(".git/logs/{branch}"))?;
+    for sub in [branch.to_string(), format!("logs/{branch}")] {
+        refuse_special(&ws.common, &sub, &ws.label(In::Common, &sub))?;
+    }
     let current = branch_target(repo, &record.reference)?;
     if current == Some(commit) {
         debug!(reference = %prepared.reference, %commit, "already published");
@@ -565,12 +574,14 @@ pub fn clear_stale_locks(
     let reference = record.reference.as_bstr().to_str_lossy().into_owned();
     let ours = record.commit.map(|c| c.to_string()).unwrap_or_default();
     let candidates = [
-        (format!(".git/{reference}.lock"), true),
-        (".git/packed-refs.lock".to_string(), false),
-        (".git/index.lock".to_string(), false),
+        (In::Common, format!("{reference}.lock"), true),
+        (In::Common, "packed-refs.lock".to_string(), false),
+        (In::Git, "index.lock".to_string(), false),
     ];
-    for (rel, is_ref) in candidates {
-        let Ok(meta) = ws.root.symlink_metadata(&rel) else {
+    for (place, sub, is_ref) in candidates {
+        let dir = ws.dir(place);
+        let rel = ws.label(place, &sub);
+        let Ok(meta) = dir.symlink_metadata(&sub) else {
             continue;
         };
         if !meta.is_file() {
@@ -587,7 +598,7 @@ pub fn clear_stale_locks(
         // commit (small: read at most a line).
         let our_value = !is_ref
             || (meta.len() <= 200
-                && read_regular_if_present(&ws.root, &rel)
+                && read_regular_if_present(dir, &sub)
                     .ok()
                     .flatten()
                     .is_some_and(|text| {
@@ -595,12 +606,10 @@ pub fn clear_stale_locks(
                         text.trim().is_empty() || text.trim() == ours
                     }));
         if in_span && our_value {
-            ws.root
-                .remove_file(&rel)
-                .map_err(|source| CommitError::Io {
-                    path: rel.clone(),
-                    source,
-                })?;
+            dir.remove_file(&sub).map_err(|source| CommitError::Io {
+                path: rel.clone(),
+                source,
+            })?;
             warn!(workspace = %workspace.display(), lock = %rel, "removed a lock file this daemon's previous life left while publishing");
             removed.push(rel);
         } else {

@@ -257,29 +257,30 @@ pub(super) fn is_dot_git(name: &[u8]) -> bool {
 }
 
 pub(super) fn read_snapshot(
-    root: &Dir,
+    ws: &Workspace,
     paths: &[String],
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
 ) -> Result<Snapshot, CommitError> {
-    read_snapshot_cached(root, paths, tracked, None)
+    read_snapshot_cached(ws, paths, tracked, None)
 }
 
 /// [`read_snapshot`], files unchanged since `cache` was filled not read.
 pub(super) fn read_snapshot_cached(
-    root: &Dir,
+    ws: &Workspace,
     paths: &[String],
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     cache: Option<&StatCache>,
 ) -> Result<Snapshot, CommitError> {
     let mut sections = Vec::with_capacity(paths.len());
     for path in paths {
-        let section = read_path(root, path, tracked, cache)?;
+        let section = read_path(ws, path, tracked, cache)?;
         sections.push((path.clone(), section));
     }
     Ok(Snapshot { sections })
 }
 
-/// Ignore rules in effect while walking: `.git/info/exclude`, then one list per
+/// Ignore rules in effect while walking: `info/exclude` of the repository's
+/// git directory (`common`), then one list per
 /// directory's `.gitignore`, deepest last (matched first).
 #[derive(Clone)]
 pub(super) struct Excludes {
@@ -287,9 +288,9 @@ pub(super) struct Excludes {
 }
 
 impl Excludes {
-    pub(super) fn new(root: &Dir) -> Result<Self, CommitError> {
+    pub(super) fn new(common: &Dir) -> Result<Self, CommitError> {
         let mut search = gix::ignore::Search::default();
-        if let Some(bytes) = read_regular_if_present(root, ".git/info/exclude")? {
+        if let Some(bytes) = read_regular_if_present(common, "info/exclude")? {
             search
                 .add_patterns_buffer(&bytes, ".git/info/exclude", None, Default::default())
                 .map_err(io_err(b".git/info/exclude".as_bstr()))?;
@@ -411,7 +412,7 @@ pub(super) fn open_subdir(
 
 /// Reads one given path: `None` when absent.
 pub(super) fn read_path(
-    root: &Dir,
+    ws: &Workspace,
     path: &str,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     cache: Option<&StatCache>,
@@ -420,7 +421,8 @@ pub(super) fn read_path(
     let Some((last, parents)) = components.split_last() else {
         return Err(CommitPathError::Empty.into());
     };
-    let mut excludes = Excludes::new(root)?;
+    let root = &ws.root;
+    let mut excludes = Excludes::new(&ws.common)?;
     excludes.push_dir(root, b"".as_bstr())?;
     let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
     let mut rel = BString::default();

@@ -1,7 +1,7 @@
 //! Repository access for commits: opening the workspace's repository
-//! safely (a real `.git` directory, no gitfile, nothing special where
-//! gatehost writes), resolving HEAD and the branch, and the objects and
-//! paths a commit is built from.
+//! safely (a `.git` directory, or a linked worktree's gitfile checked by
+//! [`super::layout`]; nothing special where gatehost writes), resolving
+//! HEAD and the branch, and the objects and paths a commit is built from.
 //!
 //! It owns how the repository is opened and read; it must never run a
 //! program the repository names, nor follow a symlink where it writes.
@@ -11,7 +11,7 @@ use super::*;
 /// Refuses a FIFO, socket or device at `sub` (absent, regular files,
 /// directories and symlinks pass: symlinks are dealt with where they
 /// matter, and writes through them are confined by the caller).
-pub(super) fn refuse_special(root: &Dir, sub: &str) -> Result<(), CommitError> {
+pub(super) fn refuse_special(root: &Dir, sub: &str, label: &str) -> Result<(), CommitError> {
     use cap_std::fs::FileTypeExt;
     if let Ok(m) = root.symlink_metadata(sub) {
         let t = m.file_type();
@@ -26,7 +26,7 @@ pub(super) fn refuse_special(root: &Dir, sub: &str) -> Result<(), CommitError> {
         };
         if let Some(what) = what {
             return Err(CommitError::UnsafeRepository(format!(
-                "{sub} is {what}; gatehost never reads or writes one"
+                "{label} is {what}; gatehost never reads or writes one"
             )));
         }
     }
@@ -35,55 +35,146 @@ pub(super) fn refuse_special(root: &Dir, sub: &str) -> Result<(), CommitError> {
 
 pub(super) struct Workspace {
     pub(super) root: Dir,
-    pub(super) root_path: PathBuf,
     pub(super) repo: Repository,
+    /// The worktree's own git directory (`HEAD`, `index`).
+    pub(super) git: Dir,
+    /// The repository's git directory (objects, refs, `info/exclude`).
+    pub(super) common: Dir,
+    pub(super) dirs: GitDirs,
+}
+
+/// Which of a workspace's git directories a file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum In {
+    /// The worktree's own (`index`, `HEAD`).
+    Git,
+    /// The repository's (refs, objects, `packed-refs`).
+    Common,
 }
 
 impl Workspace {
     pub(super) fn open(workspace: &Path) -> Result<Self, CommitError> {
+        let dirs = GitDirs::of(workspace)?;
+        Self::open_checked(workspace, dirs)
+    }
+
+    fn open_checked(workspace: &Path, dirs: GitDirs) -> Result<Self, CommitError> {
         let not_repo = |reason: &str| CommitError::NotARepository {
             workspace: workspace.to_path_buf(),
             reason: reason.to_owned(),
         };
         let root = Dir::open_ambient_dir(workspace, ambient_authority())
             .map_err(|e| not_repo(&format!("cannot open the workspace: {e}")))?;
-        match root.symlink_metadata(".git") {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(not_repo(".git is not a directory")),
-            Err(e) => return Err(not_repo(&format!(".git: {e}"))),
-        }
-        // gix writes below .git with plain std::fs: refuse layouts that redirect it.
-        for sub in [".git/commondir", ".git/gitdir"] {
-            if root.symlink_metadata(sub).is_ok() {
-                return Err(CommitError::UnsafeRepository(format!("{sub} exists")));
+        let open = |p: &Path| {
+            Dir::open_ambient_dir(p, ambient_authority())
+                .map_err(|e| not_repo(&format!("cannot open {}: {e}", p.display())))
+        };
+        let (git, common) = if dirs.is_linked() {
+            // Checked paths, free of symlinks (see `GitDirs`).
+            (open(&dirs.git_dir)?, open(&dirs.common_dir)?)
+        } else {
+            // Through the workspace's handle: a `.git` swapped for a
+            // symlink since the check does not lead out of it.
+            let git = root
+                .open_dir(".git")
+                .map_err(|e| not_repo(&format!("cannot open .git: {e}")))?;
+            let common = git
+                .try_clone()
+                .map_err(|e| not_repo(&format!("cannot open .git: {e}")))?;
+            (git, common)
+        };
+        // gix writes below the git directories with plain std::fs: refuse
+        // layouts that redirect it.
+        if !dirs.is_linked() {
+            for sub in ["commondir", "gitdir"] {
+                if git.symlink_metadata(sub).is_ok() {
+                    return Err(CommitError::UnsafeRepository(format!(".git/{sub} exists")));
+                }
             }
         }
-        for sub in [".git/objects", ".git/refs", ".git/refs/heads", ".git/logs"] {
-            if let Ok(m) = root.symlink_metadata(sub)
+        let label = |place: In, sub: &str| dirs.label(place, sub);
+        for sub in ["objects", "refs", "refs/heads", "logs"] {
+            if let Ok(m) = common.symlink_metadata(sub)
                 && m.is_symlink()
             {
-                return Err(CommitError::UnsafeRepository(format!("{sub} is a symlink")));
+                return Err(CommitError::UnsafeRepository(format!(
+                    "{} is a symlink",
+                    label(In::Common, sub)
+                )));
             }
         }
         // Files gix reads or writes here: a FIFO would block the commit for
         // good, a device would be read or written as one.
-        for sub in [
-            ".git/HEAD",
-            ".git/config",
-            ".git/packed-refs",
-            ".git/index",
-            ".git/logs/HEAD",
+        for (place, sub) in [
+            (In::Git, "HEAD"),
+            (In::Common, "config"),
+            (In::Git, "config.worktree"),
+            (In::Common, "packed-refs"),
+            (In::Git, "index"),
+            (In::Git, "logs/HEAD"),
         ] {
-            refuse_special(&root, sub)?;
+            let dir = if place == In::Git { &git } else { &common };
+            refuse_special(dir, sub, &label(place, sub))?;
         }
         let options = gix::open::Options::isolated().strict_config(false);
-        let repo = gix::open_opts(workspace.join(".git"), options)
+        let repo = gix::open_opts(&dirs.git_dir, options)
             .map_err(|e| not_repo(&format!("cannot open it: {e}")))?;
+        if dirs.is_linked() {
+            // gix's own reading of the layout must agree with the checked one.
+            let same = |a: &Path, b: &Path| {
+                std::fs::canonicalize(a)
+                    .ok()
+                    .is_some_and(|a| Some(a) == std::fs::canonicalize(b).ok())
+            };
+            let agrees = same(repo.git_dir(), &dirs.git_dir)
+                && same(repo.common_dir(), &dirs.common_dir)
+                && repo.workdir().is_some_and(|w| same(w, workspace));
+            if !agrees {
+                return Err(CommitError::ForeignGitDir {
+                    workspace: workspace.to_path_buf(),
+                    reason: format!(
+                        "git's reading of the linked worktree (gitdir {}, common dir {}) differs from the checked one",
+                        repo.git_dir().display(),
+                        repo.common_dir().display()
+                    ),
+                });
+            }
+        }
         Ok(Workspace {
             root,
-            root_path: workspace.to_path_buf(),
             repo,
+            git,
+            common,
+            dirs,
         })
+    }
+
+    /// The directory handle of `place`.
+    pub(super) fn dir(&self, place: In) -> &Dir {
+        match place {
+            In::Git => &self.git,
+            In::Common => &self.common,
+        }
+    }
+
+    /// The path of `sub` in `place`, for messages.
+    pub(super) fn label(&self, place: In, sub: &str) -> String {
+        self.dirs.label(place, sub)
+    }
+}
+
+impl GitDirs {
+    /// `sub` of `place` as people read it: `.git/sub` in a main worktree,
+    /// the absolute path in a linked one.
+    pub(super) fn label(&self, place: In, sub: &str) -> String {
+        if !self.is_linked() {
+            return format!(".git/{sub}");
+        }
+        let dir = match place {
+            In::Git => &self.git_dir,
+            In::Common => &self.common_dir,
+        };
+        format!("{}/{sub}", dir.display())
     }
 }
 
@@ -212,23 +303,34 @@ impl Record {
     }
 }
 
-/// The workspace's `.git` directory, opened without following a symlink:
+/// The repository's git directory (the workspace's `.git`, or for a
+/// linked worktree the checked common directory, which holds the
+/// worktree's own `worktrees/NAME`), opened without following a symlink:
 /// the one directory gatehost's own writes may reach (see
 /// `Sandbox::confine_git_writes`).
 pub fn git_dir_handle(workspace: &Path) -> Result<std::os::fd::OwnedFd, CommitError> {
     use rustix::fs::{CWD, Mode, OFlags};
+    let dirs = GitDirs::of(workspace)?;
     rustix::fs::openat(
         CWD,
-        workspace.join(".git"),
+        &dirs.common_dir,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| {
         CommitError::UnsafeRepository(format!(
-            "{}/.git is not a directory gatehost can write beneath (a symlink or a gitfile?): {e}",
-            workspace.display()
+            "{} is not a directory gatehost can write beneath (a symlink?): {e}",
+            dirs.common_dir.display()
         ))
     })
+}
+
+/// The repository of `workspace`, opened as the commit path opens it:
+/// its git directories checked (see [`GitDirs`]), isolated from the
+/// environment and the machine's configuration. For readers of its
+/// objects (the snapshot worktrees).
+pub fn open_repository(workspace: &Path) -> Result<Repository, CommitError> {
+    Ok(Workspace::open(workspace)?.repo)
 }
 
 /// Who authors and commits: the host's configuration decides (`[daemon]

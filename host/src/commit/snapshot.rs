@@ -68,7 +68,7 @@ pub fn snapshot_with(
     let head = resolve_head(repo)?;
     let made = (|| {
         let tracked = cache.tracked(repo, head.tree, &paths)?;
-        let content = read_snapshot_cached(&ws.root, &paths, &tracked, Some(cache))?;
+        let content = read_snapshot_cached(&ws, &paths, &tracked, Some(cache))?;
         // What the tree is made of; the same as last time, it is the same
         // tree, already written.
         let mut key = Sha256::new();
@@ -228,7 +228,7 @@ pub fn changed_since(
     let repo = &ws.repo;
     let tree = object_id(&snap.tree, "snapshot tree")?;
     let in_snapshot = tracked_entries(repo, Some(tree), &snap.paths)?;
-    let content = read_snapshot_cached(&ws.root, &snap.paths, &in_snapshot, cache)?;
+    let content = read_snapshot_cached(&ws, &snap.paths, &in_snapshot, cache)?;
     let mut now: BTreeMap<BString, (EntryKind, ObjectId)> = BTreeMap::new();
     for item in content.files() {
         now.insert(

@@ -3,7 +3,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
 /// Runs the git CLI for setup and inspection, isolated from the machine's config.
-fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
+pub(super) fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir)
         .stdin(std::process::Stdio::null())
@@ -26,7 +26,7 @@ fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process::Output {
 }
 
 /// git with setup options that neutralise hooks and signing.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_cmd(
         dir,
         &[
@@ -46,14 +46,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn write(ws: &Path, rel: &str, content: &str) {
+pub(super) fn write(ws: &Path, rel: &str, content: &str) {
     let p = ws.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, content).unwrap();
 }
 
 /// A repository on `main` with a.txt, b.txt, dir/keep.txt and dir/old.txt committed.
-fn repo() -> tempfile::TempDir {
+pub(super) fn repo() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     let ws = t.path();
     git(ws, &["init", "-q", "-b", "main"]);
@@ -66,11 +66,11 @@ fn repo() -> tempfile::TempDir {
     t
 }
 
-fn paths(p: &[&str]) -> Vec<String> {
+pub(super) fn paths(p: &[&str]) -> Vec<String> {
     p.iter().map(|s| s.to_string()).collect()
 }
 
-fn commit(ws: &Path, p: &[&str], msg: &str) -> Prepared {
+pub(super) fn commit(ws: &Path, p: &[&str], msg: &str) -> Prepared {
     let p = paths(p);
     let fp = fingerprint(ws, &p).unwrap();
     let prepared = prepare(ws, &p, msg, &fp).unwrap();
@@ -78,7 +78,7 @@ fn commit(ws: &Path, p: &[&str], msg: &str) -> Prepared {
     prepared
 }
 
-fn head(ws: &Path) -> String {
+pub(super) fn head(ws: &Path) -> String {
     git(ws, &["rev-parse", "HEAD"]).trim().to_owned()
 }
 
@@ -920,7 +920,7 @@ fn detached_head_and_non_repositories_are_refused() {
         fingerprint(&sub, &p),
         Err(CommitError::NotARepository { .. })
     ));
-    // A gitfile is refused.
+    // A gitfile that is not a linked worktree's is refused.
     let other = tempfile::tempdir().unwrap();
     std::fs::write(
         other.path().join(".git"),
@@ -929,7 +929,7 @@ fn detached_head_and_non_repositories_are_refused() {
     .unwrap();
     assert!(matches!(
         fingerprint(other.path(), &p),
-        Err(CommitError::NotARepository { .. })
+        Err(CommitError::ForeignGitDir { .. })
     ));
 }
 

@@ -32,6 +32,39 @@ pub(super) struct DaemonSection {
     pub(super) max_long_polls: Option<usize>,
     #[serde(default)]
     pub(super) session_policies: Vec<super::session_policies::Section>,
+    pub(super) heartbeat_timeout: Option<String>,
+    pub(super) on_stale: Option<OnStale>,
+    pub(super) infra_retries: Option<u32>,
+    pub(super) infra_retry_backoff: Option<String>,
+}
+
+/// What the watchdog does to the policies of a stale session
+/// (`[daemon] on_stale`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStale {
+    /// `blocked`, with its reason: a person looks.
+    #[default]
+    Block,
+    /// `cancelled`.
+    Cancel,
+}
+
+/// The most `infra_retries` may be.
+pub const MAX_INFRA_RETRIES: u32 = 10;
+
+/// Parses a `[daemon]` duration (humantime's: "30s", "10m"), at least
+/// `min`; an error is the message.
+pub(super) fn duration(text: &str, min: Duration) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("'{text}' is not a duration ({e}); try \"30s\", \"10m\""))?;
+    if d < min {
+        return Err(format!(
+            "'{text}' is too short: at least {}",
+            humantime::format_duration(min)
+        ));
+    }
+    Ok(d)
 }
 
 /// Settings of `gatehost serve` (the `[daemon]` section).
@@ -83,6 +116,18 @@ pub struct DaemonConfig {
     /// Rules attaching a policy to each new or idle session they match
     /// (`[[daemon.session_policies]]`), their policy files read at load.
     pub session_policies: Vec<super::SessionPolicy>,
+    /// A session silent this long (no report, hook call or heartbeat; a
+    /// session the daemon started: its process gone quiet is not enough,
+    /// its process must be gone) is stale. `None`: no watchdog.
+    pub heartbeat_timeout: Option<Duration>,
+    /// What a stale session's watching policies become.
+    pub on_stale: OnStale,
+    /// Times a gate that could not run is tried again before its policy
+    /// is blocked as `error` (a gate's "no" is never retried).
+    pub infra_retries: u32,
+    /// The first retry's wait; each next one waits twice as long (at
+    /// most a minute).
+    pub infra_retry_backoff: Duration,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -108,6 +153,10 @@ impl Default for DaemonConfig {
             worktree_caches: Vec::new(),
             max_long_polls: None,
             session_policies: Vec::new(),
+            heartbeat_timeout: None,
+            on_stale: OnStale::Block,
+            infra_retries: 2,
+            infra_retry_backoff: Duration::from_secs(1),
         }
     }
 }

@@ -22,7 +22,7 @@ use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
 use daemon::DaemonSection;
-pub use daemon::{DEFAULT_NUDGE, DaemonConfig};
+pub use daemon::{DEFAULT_NUDGE, DaemonConfig, OnStale};
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
@@ -40,8 +40,9 @@ pub const DEFAULT_JUDGE_SLOTS: usize = 4;
 pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 pub const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
-/// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` other
-/// than 0 (off): a smaller value is a unit mistake, and no gate could run.
+/// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` (and
+/// `gate_scratch_bytes`) other than 0 (off): a smaller value is a unit
+/// mistake, and no gate could run.
 pub const MIN_GATE_MEMORY: u64 = 16 * 1024 * 1024;
 pub const MIN_GATE_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -143,6 +144,7 @@ struct LimitsSection {
     gate_memory_bytes: Option<u64>,
     gate_pids: Option<u64>,
     gate_file_bytes: Option<u64>,
+    gate_scratch_bytes: Option<u64>,
 }
 
 /// A configured path: `~/…` names the host user's home.
@@ -164,9 +166,9 @@ pub struct HostConfig {
     pub adapters: BTreeMap<String, Adapter>,
     pub output_cap: usize,
     pub kill_grace: Duration,
-    /// Memory, processes and file size of each gate's process tree
-    /// (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`; 0
-    /// turns one off).
+    /// Memory, processes, file size and scratch of each gate's process
+    /// tree (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`,
+    /// `gate_scratch_bytes`; 0 turns one off).
     pub gate_limits: crate::supervise::GateLimits,
     /// The host PATH captured at load: programs are looked up on it, and
     /// gates receive it.
@@ -461,6 +463,12 @@ impl HostConfig {
                 MIN_GATE_FILE_BYTES,
                 &mut gl.file_bytes,
             ),
+            (
+                "limits.gate_scratch_bytes",
+                file.limits.gate_scratch_bytes,
+                MIN_GATE_FILE_BYTES,
+                &mut gl.scratch_bytes,
+            ),
         ] {
             match value {
                 None => {}
@@ -533,6 +541,27 @@ impl HostConfig {
                 }
             }
             config.daemon.worktree_caches = caches;
+        }
+        if let Some(text) = &dm.heartbeat_timeout {
+            config.daemon.heartbeat_timeout = Some(
+                daemon::duration(text, Duration::from_secs(1))
+                    .map_err(|m| invalid("daemon.heartbeat_timeout", m))?,
+            );
+        }
+        config.daemon.on_stale = dm.on_stale.unwrap_or_default();
+        if let Some(n) = dm.infra_retries {
+            if n > daemon::MAX_INFRA_RETRIES {
+                return Err(invalid(
+                    "daemon.infra_retries",
+                    format!("{n} is too many: at most {}", daemon::MAX_INFRA_RETRIES),
+                ));
+            }
+            config.daemon.infra_retries = n;
+        }
+        if let Some(text) = &dm.infra_retry_backoff {
+            config.daemon.infra_retry_backoff =
+                daemon::duration(text, Duration::from_millis(10))
+                    .map_err(|m| invalid("daemon.infra_retry_backoff", m))?;
         }
         if let Some(ms) = dm.attach_timeout_ms {
             if ms == 0 {

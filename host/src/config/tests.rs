@@ -305,25 +305,32 @@ fn an_allowlist_env_name_is_an_exact_settable_name() {
 /// value too small to be meant is an error naming the key.
 #[test]
 fn gate_limits_parse_with_defaults_and_zero_for_off() {
-    use crate::supervise::{DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS};
+    use crate::supervise::{
+        DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, DEFAULT_GATE_SCRATCH_BYTES,
+    };
     let d = HostConfig::from_toml("", "c.toml").expect("parses");
     assert_eq!(d.gate_limits.pids, Some(DEFAULT_GATE_PIDS));
+    assert_eq!(
+        d.gate_limits.scratch_bytes,
+        Some(DEFAULT_GATE_SCRATCH_BYTES)
+    );
     assert_eq!(d.gate_limits.file_bytes, Some(DEFAULT_GATE_FILE_BYTES));
     let mem = d.gate_limits.memory.expect("a memory limit by default");
     assert!(mem >= 16 * 1024 * 1024, "{mem}");
     assert_eq!(mem, crate::supervise::default_gate_memory());
 
     let c = HostConfig::from_toml(
-        "[limits]\ngate_memory_bytes = 268435456\ngate_pids = 64\ngate_file_bytes = 16777216\n",
+        "[limits]\ngate_memory_bytes = 268435456\ngate_pids = 64\ngate_file_bytes = 16777216\ngate_scratch_bytes = 33554432\n",
         "c.toml",
     )
     .expect("parses");
+    assert_eq!(c.gate_limits.scratch_bytes, Some(33554432));
     assert_eq!(c.gate_limits.memory, Some(268435456));
     assert_eq!(c.gate_limits.pids, Some(64));
     assert_eq!(c.gate_limits.file_bytes, Some(16777216));
 
     let off = HostConfig::from_toml(
-        "[limits]\ngate_memory_bytes = 0\ngate_pids = 0\ngate_file_bytes = 0\n",
+        "[limits]\ngate_memory_bytes = 0\ngate_pids = 0\ngate_file_bytes = 0\ngate_scratch_bytes = 0\n",
         "c.toml",
     )
     .expect("parses");
@@ -337,6 +344,10 @@ fn gate_limits_parse_with_defaults_and_zero_for_off() {
         (
             "[limits]\ngate_file_bytes = 100\n",
             "limits.gate_file_bytes",
+        ),
+        (
+            "[limits]\ngate_scratch_bytes = 4096\n",
+            "limits.gate_scratch_bytes",
         ),
     ] {
         let err = HostConfig::from_toml(text, "c.toml").expect_err(text);

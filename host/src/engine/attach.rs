@@ -26,6 +26,8 @@ pub const MAX_RETRIES_LIMIT: u32 = 10;
 const MAX_CHAIN: usize = 16;
 /// The most bytes of a label (policy or session); it is copied into events.
 pub const MAX_LABEL: usize = 256;
+/// The longest `deadline`.
+pub const MAX_DEADLINE: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
 /// The most bytes of a nudge template (`onFail.nudge`).
 pub const MAX_NUDGE: usize = 8 * 1024;
 /// The most bytes of a commit message.
@@ -146,6 +148,11 @@ pub struct AttachInput {
     /// What the gates of a commit policy judge (default: a snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_on: Option<GateOn>,
+    /// How long the policy may take from its attach ("30m", "2h"; at
+    /// least 1s, at most 365 days): past it, it is `expired` and
+    /// `blocked`, whatever it waits on. None: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
     /// Who attached the policy: set by the host from the credential (a
     /// value in the body is overwritten). The gates of an agent's policy
     /// are held to the allowlist's argument rules, at attach and at every
@@ -187,6 +194,19 @@ impl AttachInput {
             }
         }
         out
+    }
+
+    /// The `deadline` as a duration; an error is the message.
+    pub fn deadline_duration(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(text) = &self.deadline else {
+            return Ok(None);
+        };
+        let d = humantime::parse_duration(text.trim())
+            .map_err(|e| format!("'{text}' is not a duration ({e}); try \"30m\", \"2h\""))?;
+        if d < std::time::Duration::from_secs(1) || d > MAX_DEADLINE {
+            return Err(format!("'{text}' must be between 1s and 365days"));
+        }
+        Ok(Some(d))
     }
 
     pub fn max_retries(&self) -> u32 {
@@ -309,18 +329,39 @@ fn validate_at(
     input.session_ids = Some(members.clone());
     input.session_id = members.first().cloned();
     let workspace = &first.workspace;
+    // Members in several workspaces (fan-in across worktrees): the gates
+    // run in each, so each must admit them; one commit is of one
+    // repository.
+    let mut workspaces: Vec<&str> = Vec::new();
+    for s in &sessions {
+        if !workspaces.contains(&s.workspace.as_str()) {
+            workspaces.push(&s.workspace);
+        }
+    }
+    if input.then == Then::Commit && workspaces.len() > 1 {
+        return Err(invalid(
+            f("sessionIds"),
+            format!(
+                "a commit policy's members must work in one workspace (one commit is of one repository); these work in {}",
+                workspaces.join(", ")
+            ),
+        ));
+    }
     if !gates.is_empty() {
-        let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
-            .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
-        for (i, g) in gates.iter().enumerate() {
-            let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array) {
-                f("gate")
-            } else {
-                f(&format!("gate[{i}]"))
-            };
-            runner
-                .preflight(g, &anchor, input.attached_by)
-                .map_err(|m| invalid(name, m))?;
+        for ws in &workspaces {
+            let anchor = WorkspaceAnchor::open(std::path::Path::new(ws))
+                .map_err(|e| invalid(f("sessionId"), format!("workspace {ws}: {e}")))?;
+            for (i, g) in gates.iter().enumerate() {
+                let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array)
+                {
+                    f("gate")
+                } else {
+                    f(&format!("gate[{i}]"))
+                };
+                runner
+                    .preflight(g, &anchor, input.attached_by)
+                    .map_err(|m| invalid(name, m))?;
+            }
         }
     }
     if let (Then::Commit, Some(c)) = (input.then, &mut input.commit) {
@@ -333,12 +374,13 @@ fn validate_at(
             }
         }
         c.paths = normalised;
-        let git = std::path::Path::new(workspace).join(".git");
-        if !git.is_dir() {
+        // A `.git` directory, or a linked worktree's `.git` file whose
+        // directories are proven the repository's own.
+        if let Err(e) = crate::commit::GitDirs::of(std::path::Path::new(workspace)) {
             return Err(invalid(
                 f("commit"),
                 format!(
-                    "the workspace {workspace} is not a git repository (no .git directory at its root)"
+                    "the workspace {workspace} is not a git repository gatehost commits to: {e}"
                 ),
             ));
         }
@@ -575,6 +617,12 @@ impl Engine {
             updated_at: now,
             gate_crashes: 0,
             publish_open: Vec::new(),
+            deadline_at: input
+                .deadline_duration()
+                .ok()
+                .flatten()
+                .map(|d| now.saturating_add(d.as_millis() as i64)),
+            infra_retries_used: 0,
             damage: None,
         };
         tx.insert_policy(&mut p)?;

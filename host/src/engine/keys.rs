@@ -123,6 +123,7 @@ mod tests {
             updated_at: 0,
             owner: Trust::Agent,
             key_digest,
+            stale_at: None,
             damage: None,
         }
     }

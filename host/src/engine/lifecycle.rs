@@ -210,7 +210,7 @@ impl Engine {
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         let report = self
-            .run_policy_gates(&runner, &policy, &input, &sessions, &workspace, None)
+            .run_in_each_workspace(&runner, &policy, &input, &sessions)
             .await;
         let (after, changes) = after_gate(
             &workspace,
@@ -314,7 +314,7 @@ impl Engine {
         (report, Some((snap, changes.unwrap_or_default())))
     }
 
-    async fn run_policy_gates(
+    pub(super) async fn run_policy_gates(
         &self,
         runner: &GateRunner,
         policy: &PolicyRow,
@@ -363,7 +363,11 @@ impl Engine {
                 }
                 Err(_) => None,
             }
-        } else if needs_diff && Path::new(workspace).join(".git").is_dir() {
+        } else if needs_diff && std::fs::symlink_metadata(Path::new(workspace).join(".git")).is_ok()
+        {
+            // A `.git` directory or a linked worktree's `.git` file (whose
+            // directories the commit module checks; a refused one is an
+            // error, never a silent empty change).
             let ws = workspace.to_string();
             match tokio::task::spawn_blocking(move || {
                 crate::commit::workspace_changes(Path::new(&ws))
@@ -423,13 +427,13 @@ impl Engine {
             // The gate finished: the daemon outlived it.
             p.gate_crashes = 0;
             let mut extra = serde_json::Map::new();
+            if report.outcome != Outcome::Error {
+                // A verdict: the next time the gate cannot run counts anew.
+                p.infra_retries_used = 0;
+            }
             let outcome = match report.outcome {
                 Outcome::Pass => self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra),
-                Outcome::Error => {
-                    p.reason = Some(format!("the gate could not run: {}", report.reason));
-                    tracing::warn!(policy = id, reason = %report.reason, "policy blocked: its gate could not run");
-                    Verdict::Error
-                }
+                Outcome::Error => self.could_not_run(&mut p, &report, &mut extra),
                 Outcome::Fail => {
                     let retry =
                         (p.retries_used as u32) < input.max_retries() && !alive.is_empty();
@@ -462,6 +466,10 @@ impl Engine {
             let reason = p.reason.clone();
             self.transition(tx, &mut p, Input::Verdict(outcome), |event| match event {
                 PolicyEvent::Passed | PolicyEvent::Failed => summary.clone(),
+                PolicyEvent::Retry => extra.get("retry").cloned().unwrap_or(Value::Null),
+                PolicyEvent::Queued if outcome == Verdict::ErrorRetry => {
+                    json!({"reason": "the gate could not run; it runs again after the backoff"})
+                }
                 PolicyEvent::Queued => json!({"reason": "the commit paths changed while the gate ran; it runs again"}),
                 PolicyEvent::Blocked => json!({"outcome": blocked_outcome, "reason": reason}),
                 PolicyEvent::CommitReady => json!({"plan": extra.get("plan")}),

@@ -30,13 +30,17 @@ pub enum PolicyEvent {
     Blocked,
     Cancelled,
     NextRefused,
+    /// Its `deadline` ran out.
+    Expired,
+    /// Its gate could not run and is tried again (`[daemon] infra_retries`).
+    Retry,
     /// Not a transition: a queued policy waits because supervision is
     /// paused (`[daemon] enabled = false`).
     Paused,
 }
 
 impl PolicyEvent {
-    pub const ALL: [PolicyEvent; 18] = [
+    pub const ALL: [PolicyEvent; 20] = [
         PolicyEvent::Attached,
         PolicyEvent::Watching,
         PolicyEvent::Queued,
@@ -54,6 +58,8 @@ impl PolicyEvent {
         PolicyEvent::Blocked,
         PolicyEvent::Cancelled,
         PolicyEvent::NextRefused,
+        PolicyEvent::Expired,
+        PolicyEvent::Retry,
         PolicyEvent::Paused,
     ];
 
@@ -76,6 +82,8 @@ impl PolicyEvent {
             PolicyEvent::Blocked => "policy:blocked",
             PolicyEvent::Cancelled => "policy:cancelled",
             PolicyEvent::NextRefused => "policy:next-refused",
+            PolicyEvent::Expired => "policy:expired",
+            PolicyEvent::Retry => "policy:retry",
             PolicyEvent::Paused => "policy:paused",
         }
     }
@@ -100,6 +108,9 @@ pub enum Verdict {
     Fail { retry: bool },
     /// The gate could not run (timeout, crash, trap, missing adapter).
     Error,
+    /// The gate could not run, and an infrastructure retry is left: it
+    /// runs again after a backoff.
+    ErrorRetry,
 }
 
 /// What a pass leads to.
@@ -165,6 +176,13 @@ pub enum Input {
     Poisoned,
     /// Its stored row does not decode (a damaged store): it cannot go on.
     Corrupt,
+    /// A member is silent past `[daemon] heartbeat_timeout` (the
+    /// watchdog); `cancel`: `[daemon] on_stale = "cancel"`, else block.
+    MemberStale {
+        cancel: bool,
+    },
+    /// Its `deadline` ran out (the watchdog).
+    Expired,
 }
 
 /// Why an input is refused (a conflict answered to the caller).
@@ -198,6 +216,8 @@ pub enum Effect {
     Commit,
     /// Attach the `next` policy (in the same transaction).
     ChainNext,
+    /// Run its gate again after the infrastructure retries' backoff.
+    RetryGate,
 }
 
 /// A transition: the new state, the events telling of it (in order), the
@@ -271,6 +291,7 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
             Verdict::Fail { retry: false } | Verdict::Error => {
                 go(S::Blocked, &[E::Failed, E::Blocked], &[])
             }
+            Verdict::ErrorRetry => go(S::Queued, &[E::Retry, E::Queued], &[F::RetryGate]),
         },
         // Cancelled (or re-queued) while the gate ran: its verdict is
         // dropped.
@@ -323,6 +344,23 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
 
         (S::Done | S::Cancelled | S::Blocked, Input::Corrupt) => Decision::Ignore,
         (_, Input::Corrupt) => go(S::Blocked, &[E::Blocked], &[F::AbortGate]),
+
+        // The watchdog reclaims only a policy that waits on its agents: a
+        // gate, nudge or commit in flight settles first, and a policy
+        // awaiting a person's ack needs no agent.
+        (S::Watching, Input::MemberStale { cancel: false }) => go(S::Blocked, &[E::Blocked], &[]),
+        (S::Watching, Input::MemberStale { cancel: true }) => {
+            go(S::Cancelled, &[E::Cancelled], &[])
+        }
+        (_, Input::MemberStale { .. }) => Decision::Ignore,
+
+        // A deadline is the policy's: whatever it waits on (its agents, a
+        // gating slot, a person's ack). A gate or commit in flight settles
+        // first (the watchdog looks again).
+        (S::Watching | S::Queued | S::Nudging | S::AwaitingAck, Input::Expired) => {
+            go(S::Blocked, &[E::Expired, E::Blocked], &[])
+        }
+        (_, Input::Expired) => Decision::Ignore,
     }
 }
 

@@ -18,6 +18,7 @@ mod agent_process;
 pub mod attach;
 mod commits;
 mod damage;
+mod fan_in;
 pub mod keys;
 mod lifecycle;
 pub mod machine;
@@ -25,10 +26,12 @@ mod nudge;
 mod pinned;
 mod reconfigure;
 mod recovery;
+mod retry;
 mod rules;
 mod sessions;
 mod started;
 pub mod stored;
+pub mod watchdog;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use keys::Caller;
@@ -349,6 +352,7 @@ impl Engine {
                 Effect::AbortGate => self.abort_gate(id),
                 Effect::Nudge => self.spawn_nudge(id.to_string()),
                 Effect::Commit => self.spawn_commit(id.to_string()),
+                Effect::RetryGate => self.schedule_retry(id),
                 Effect::DeliverNudge | Effect::ChainNext => {}
             }
         }

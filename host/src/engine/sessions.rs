@@ -276,6 +276,7 @@ impl Engine {
                 updated_at: now,
                 owner: by,
                 key_digest: None,
+                stale_at: None,
                 damage: None,
             });
             if let Some((_, digest)) = &issued {
@@ -285,6 +286,8 @@ impl Engine {
             s.cwd = cwd.display().to_string();
             s.workspace = ws.display().to_string();
             s.notify_url = notify_url.clone().or(s.notify_url);
+            s.heartbeat_at = Some(now);
+            self.live_again(tx, &mut s, "registration")?;
             if let Some((argv, pid)) = &command {
                 s.command = Some(argv.clone());
                 s.pid = Some(*pid);
@@ -307,6 +310,29 @@ impl Engine {
                 session_key: issued.map(|(key, _)| key),
             })
         })
+    }
+
+    /// A stale session spoke (`by`: a report, a registration): it is live
+    /// again, which `session:live` says. Its policies the watchdog
+    /// reclaimed stay as they are.
+    fn live_again(
+        &self,
+        tx: &mut crate::store::Tx<'_>,
+        s: &mut SessionRow,
+        by: &str,
+    ) -> EngineResult<()> {
+        let Some(stale_at) = s.stale_at.take() else {
+            return Ok(());
+        };
+        tx.append_event(
+            "session:live",
+            Some(&s.id),
+            None,
+            &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
+            &self.webhooks(),
+        )?;
+        tracing::info!(session = %s.id, by, "a stale session is live again");
+        Ok(())
     }
 
     /// A report from (or about) a session. Returns the event cursor, or
@@ -351,6 +377,7 @@ impl Engine {
             let now = now_ms();
             s.heartbeat_at = Some(now);
             s.updated_at = now;
+            self.live_again(tx, &mut s, "report")?;
             let (event, state) = match kind {
                 ReportKind::Heartbeat => {
                     tx.put_session(&s)?;

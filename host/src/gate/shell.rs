@@ -174,6 +174,7 @@ pub(super) async fn run(
     let mut reached = vec![program.clone(), anchor.root().to_path_buf()];
     reached.extend(prepared.scratch.as_ref().map(|s| s.tmp()));
     let timeout = spec.timeout();
+    let scratch_tmp = prepared.scratch.as_ref().map(|s| s.tmp());
     let run = runner
         .supervisor()
         .run(ProcessSpec {
@@ -189,6 +190,7 @@ pub(super) async fn run(
                 gate: config.gate_limits,
             },
             confine: prepared.plan.as_ref(),
+            scratch: scratch_tmp.as_deref(),
         })
         .await;
     drop(prepared);
@@ -212,7 +214,18 @@ pub(super) async fn run(
         Termination::Exited(126 | 127) => refused_at_run(runner, &run.stderr, &reached),
         _ => None,
     };
-    let also = hit.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
+    // A write that failed for space in a bounded scratch: the bound is
+    // named (a hint only: it comes from the gate's own output, so it never
+    // changes the outcome).
+    let scratch_full = run
+        .scratch_bytes
+        .filter(|_| says_no_space(&run.stdout) || says_no_space(&run.stderr))
+        .map(crate::supervise::scratch_hint);
+    let also: String = hit
+        .iter()
+        .chain(scratch_full.iter())
+        .map(|h| format!("; {h}"))
+        .collect();
     let (outcome, reason) = if run.timed_out {
         (
             Outcome::Fail,
@@ -265,6 +278,12 @@ pub(super) async fn run(
     let mut v = Verdict::new(outcome, label, reason);
     fill_process_details(&mut v, run, Duration::ZERO);
     v
+}
+
+/// Whether a gate's output says a write failed for want of space
+/// (`ENOSPC`, as libc words it).
+pub(super) fn says_no_space(out: &crate::supervise::TailBuffer) -> bool {
+    out.contains(b"No space left on device")
 }
 
 /// The path outside the sandbox's grants a gate's stderr says was

@@ -26,7 +26,7 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use rustix::io::Errno;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// The grants every gate has (the system, the configured paths, the
@@ -139,6 +139,7 @@ impl Plan<'_> {
         Ok(Prepared {
             abi: self.abi,
             ruleset,
+            write_access: AccessFs::from_all(abi_of(self.abi)).bits(),
             user: self.user,
             drop_caps: self.drop_caps,
         })
@@ -233,9 +234,22 @@ pub struct Prepared {
     /// Close-on-exec (the kernel makes every ruleset descriptor so): the
     /// gate's program never holds it.
     ruleset: OwnedFd,
+    /// The Landlock rights of a write grant, for a rule the child adds
+    /// itself ([`Prepared::grant_write_beneath`]).
+    write_access: u64,
     user: Option<(u32, u32)>,
     drop_caps: bool,
 }
+
+/// `struct landlock_path_beneath_attr` (packed, as the kernel declares it).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const RULE_PATH_BENEATH: libc::c_int = 1;
 
 /// The step of applying a [`Prepared`] confinement that failed, and why
 /// (what a spawned child reports back before it exits).
@@ -275,6 +289,38 @@ impl Step {
 }
 
 impl Prepared {
+    /// Adds a write grant beneath the directory open as `dir` to the
+    /// ruleset, before it is applied: for a directory that exists only in
+    /// the child (the tmpfs over its scratch directory, mounted in its own
+    /// mount namespace: Landlock ignores a rule on the directory it hides).
+    /// A raw system call (async-signal-safe). Returns the errno.
+    ///
+    /// # Safety
+    /// Only in the child that applies this confinement next; `dir` is an
+    /// open descriptor.
+    pub unsafe fn grant_write_beneath(&self, dir: RawFd) -> Result<(), i32> {
+        let attr = PathBeneathAttr {
+            allowed_access: self.write_access,
+            parent_fd: dir,
+        };
+        // SAFETY: landlock_add_rule on the open ruleset, with a pointer to
+        // a live attribute struct of the kernel's layout, no flags.
+        let added = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                self.ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if added != 0 {
+            // SAFETY: reading this thread's errno.
+            return Err(unsafe { *libc::__errno_location() });
+        }
+        Ok(())
+    }
+
     /// Confines the caller, irrevocably: the child of a `clone3` (or
     /// `fork`) of the host between the clone and its `execve`, or a fresh
     /// thread of the host that spawns the program and ends. Raw system
@@ -331,6 +377,7 @@ impl Prepared {
         Prepared {
             abi: 6,
             ruleset: not_a_ruleset,
+            write_access: 0,
             user: None,
             drop_caps: false,
         }

@@ -142,6 +142,7 @@ pub(super) fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
             crate::config::Trust::Agent,
         ),
         key_digest: c.get("key_digest", None),
+        stale_at: c.get("stale_at", None),
         damage: None,
     };
     s.damage = c.damage;
@@ -179,6 +180,8 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         updated_at: c.get("updated_at", 0),
         gate_crashes: c.get("gate_crashes", 0),
         publish_open: c.typed("publish_open", Vec::new()),
+        deadline_at: c.get("deadline_at", None),
+        infra_retries_used: c.get("infra_retries_used", 0),
         damage: None,
     };
     if p.sessions.is_empty() {

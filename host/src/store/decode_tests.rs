@@ -37,6 +37,7 @@ fn session(id: &str) -> SessionRow {
         updated_at: 0,
         owner: crate::config::Trust::Operator,
         key_digest: None,
+        stale_at: None,
         damage: None,
     }
 }

@@ -13,6 +13,8 @@
 
 mod decode;
 mod records;
+mod schema;
+use schema::{SCHEMA, migrate};
 mod retention;
 mod rows;
 pub use retention::Swept;
@@ -30,7 +32,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 5;
 
 /// The newest cursor ever given, from the events' AUTOINCREMENT sequence
 /// (retention may have deleted the newest rows: the head never moves back).
@@ -47,133 +49,6 @@ const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = ?1
 const MEMBER_WEBHOOK_URLS: &str =
     "SELECT s.notify_url FROM policy_members m JOIN sessions s ON s.id = m.session_id
    WHERE m.policy_id = ?1 AND s.notify_url IS NOT NULL ORDER BY s.notify_url";
-
-/// Brings a file of an older schema up to this one (idempotent; runs at
-/// every open, after `SCHEMA`). Version 2: sessions have an owner; those
-/// gatehost started belong to the operator, the rest to the agent.
-/// Version 3: policies count the daemon deaths their gate was running at,
-/// and record when a publish of their commit began (before any lock).
-/// Version 4: sessions keep their key's digest (none for older rows: see
-/// `engine::keys`).
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_owner = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
-        .exists([])?;
-    if !has_owner {
-        conn.execute_batch(
-            "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'agent';
-             UPDATE sessions SET owner = 'operator' WHERE command IS NOT NULL;",
-        )?;
-    }
-    let has_crashes = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'gate_crashes'")?
-        .exists([])?;
-    if !has_crashes {
-        conn.execute_batch(
-            "ALTER TABLE policies ADD COLUMN gate_crashes INTEGER NOT NULL DEFAULT 0;",
-        )?;
-    }
-    let has_publish = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'publish_open'")?
-        .exists([])?;
-    if !has_publish {
-        conn.execute_batch(
-            "ALTER TABLE policies ADD COLUMN publish_open TEXT NOT NULL DEFAULT '[]';",
-        )?;
-    }
-    let has_key = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'key_digest'")?
-        .exists([])?;
-    if !has_key {
-        conn.execute_batch("ALTER TABLE sessions ADD COLUMN key_digest TEXT;")?;
-    }
-    // The few policies with a publish that never ended, found without a scan.
-    conn.execute_batch(
-        "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",
-    )?;
-    Ok(())
-}
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions(
-    id TEXT PRIMARY KEY,
-    label TEXT,
-    cwd TEXT NOT NULL,
-    workspace TEXT NOT NULL,
-    state TEXT NOT NULL,
-    turns INTEGER NOT NULL DEFAULT 0,
-    last_turn_cursor INTEGER,
-    last_message TEXT,
-    heartbeat_at INTEGER,
-    notify_url TEXT,
-    command TEXT,
-    pid INTEGER,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    owner TEXT NOT NULL DEFAULT 'agent',
-    key_digest TEXT
-);
-CREATE TABLE IF NOT EXISTS policies(
-    id TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL UNIQUE,
-    spec TEXT NOT NULL,
-    status TEXT NOT NULL,
-    sessions TEXT NOT NULL,
-    pending TEXT NOT NULL,
-    watch_after INTEGER NOT NULL,
-    retries_used INTEGER NOT NULL DEFAULT 0,
-    gate_runs INTEGER NOT NULL DEFAULT 0,
-    verdict TEXT,
-    plan TEXT,
-    prepared TEXT,
-    commit_sha TEXT,
-    reason TEXT,
-    parent_id TEXT,
-    next_id TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    gate_crashes INTEGER NOT NULL DEFAULT 0,
-    publish_open TEXT NOT NULL DEFAULT '[]'
-);
-CREATE INDEX IF NOT EXISTS policies_status ON policies(status, seq);
-CREATE TABLE IF NOT EXISTS policy_members(
-    session_id TEXT NOT NULL,
-    policy_id TEXT NOT NULL,
-    PRIMARY KEY(session_id, policy_id)
-) WITHOUT ROWID;
--- Members by policy: every policy event looks up its members' webhooks.
-CREATE INDEX IF NOT EXISTS policy_members_policy ON policy_members(policy_id, session_id);
-CREATE TABLE IF NOT EXISTS events(
-    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
-    at INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    session_id TEXT,
-    policy_id TEXT,
-    payload TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_policy ON events(policy_id, cursor);
-CREATE INDEX IF NOT EXISTS events_session ON events(session_id, cursor);
-CREATE TABLE IF NOT EXISTS deliveries(
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_cursor INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_at INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    last_error TEXT,
-    UNIQUE(event_cursor, url)
-);
-CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(state, next_at);
--- Attach idempotency keys (by credential), the request they came with
--- (a digest) and the policy they made.
-CREATE TABLE IF NOT EXISTS idempotency(
-    key TEXT PRIMARY KEY,
-    request TEXT NOT NULL,
-    policy_id TEXT NOT NULL,
-    created_at INTEGER NOT NULL
-);
-";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -591,6 +466,28 @@ impl Tx<'_> {
         Ok(all_checked(
             self.check,
             records::watching_with(&self.tx, session_id)?,
+        ))
+    }
+
+    /// Sessions silent since before `cutoff` (ms), neither exited nor
+    /// already stale, at most `limit`, oldest first.
+    pub fn silent_sessions(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<SessionRow>> {
+        records::silent_sessions(&self.tx, cutoff, limit)
+    }
+
+    /// Watching policies with a stale member.
+    pub fn watching_with_stale_member(&self) -> StoreResult<Vec<PolicyRow>> {
+        Ok(all_checked(
+            self.check,
+            records::watching_with_stale_member(&self.tx)?,
+        ))
+    }
+
+    /// Unsettled policies whose deadline is at or before `now` (ms).
+    pub fn past_deadline(&self, now: i64) -> StoreResult<Vec<PolicyRow>> {
+        Ok(all_checked(
+            self.check,
+            records::past_deadline(&self.tx, now)?,
         ))
     }
 

@@ -104,13 +104,13 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest, stale_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
            state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
            last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
            command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at, owner=excluded.owner,
-           key_digest=excluded.key_digest")?.execute(params![
+           key_digest=excluded.key_digest, stale_at=excluded.stale_at")?.execute(params![
             s.id,
             s.label,
             s.cwd,
@@ -130,9 +130,61 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
                 crate::config::Trust::Agent => "agent",
             },
             s.key_digest,
+            s.stale_at,
         ],
     )?;
     Ok(())
+}
+
+/// The watchdog's three looks (see the functions below), each by a
+/// partial index (a unit test reads their query plans).
+pub(super) const SILENT_SESSIONS: &str =
+    "SELECT * FROM sessions WHERE state != 'exited' AND stale_at IS NULL AND command IS NULL
+       AND heartbeat_at < ?1 ORDER BY heartbeat_at LIMIT ?2";
+// CROSS JOIN fixes the order (SQLite's rule): from the few stale
+// sessions out, never from every watching policy in.
+pub(super) const WATCHING_WITH_STALE_MEMBER: &str = "SELECT DISTINCT p.* FROM sessions s
+       CROSS JOIN policy_members m ON m.session_id = s.id
+       CROSS JOIN policies p ON p.id = m.policy_id
+     WHERE s.stale_at IS NOT NULL AND p.status = 'watching' ORDER BY p.seq";
+pub(super) const PAST_DEADLINE: &str =
+    "SELECT * FROM policies WHERE deadline_at IS NOT NULL AND deadline_at <= ?1
+       AND status NOT IN ('done', 'blocked', 'cancelled') ORDER BY deadline_at";
+
+/// Sessions not exited nor already stale, nor started by the daemon (their
+/// process is their liveness), whose last word (report, hook call,
+/// heartbeat, registration) is older than `cutoff` (ms), oldest first: by
+/// the partial index `sessions_silent`, never a scan.
+pub(super) fn silent_sessions(
+    c: &Connection,
+    cutoff: i64,
+    limit: usize,
+) -> StoreResult<Vec<SessionRow>> {
+    let mut st = c.prepare_cached(SILENT_SESSIONS)?;
+    st.query_map(params![cutoff, limit as i64], session_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
+/// Policies in `watching` with a stale member (`[daemon] on_stale`), by
+/// the partial index `sessions_stale` and the member index.
+pub(super) fn watching_with_stale_member(c: &Connection) -> StoreResult<Vec<PolicyRow>> {
+    let mut st = c.prepare_cached(WATCHING_WITH_STALE_MEMBER)?;
+    st.query_map([], policy_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
+}
+
+/// Policies past their deadline that are not settled, by the partial
+/// index `policies_deadline`.
+pub(super) fn past_deadline(c: &Connection, now: i64) -> StoreResult<Vec<PolicyRow>> {
+    let mut st = c.prepare_cached(PAST_DEADLINE)?;
+    st.query_map(params![now], policy_from)
+        .map_err(decode_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode_err)
 }
 
 pub(super) fn get_policy(c: &Connection, id: &str) -> StoreResult<Option<PolicyRow>> {
@@ -227,8 +279,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         )?
         .execute(params![sid, p.id])?;
     }
-    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_open)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)")?.execute(params![
+    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_open, deadline_at, infra_retries_used)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)")?.execute(params![
             p.id,
             p.seq,
             p.spec.to_string(),
@@ -248,7 +300,9 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.created_at,
             p.updated_at,
             p.gate_crashes,
-            serde_json::to_string(&p.publish_open).unwrap_or_default()
+            serde_json::to_string(&p.publish_open).unwrap_or_default(),
+            p.deadline_at,
+            p.infra_retries_used
         ],
     )?;
     Ok(())
@@ -277,7 +331,8 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         });
     }
     let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
-           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_open=?16 WHERE id=?1")?.execute(params![
+           verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_open=?16,
+           deadline_at=?17, infra_retries_used=?18 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
@@ -293,7 +348,9 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.next_id,
             p.updated_at,
             p.gate_crashes,
-            serde_json::to_string(&p.publish_open).unwrap_or_default()
+            serde_json::to_string(&p.publish_open).unwrap_or_default(),
+            p.deadline_at,
+            p.infra_retries_used
         ],
     )?;
     if n != 1 {

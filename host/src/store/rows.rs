@@ -134,6 +134,10 @@ pub struct SessionRow {
     /// session stored before keys existed. Never sent to a client.
     #[serde(skip)]
     pub key_digest: Option<String>,
+    /// When the watchdog found it silent past `[daemon] heartbeat_timeout`
+    /// (`session:stale`); cleared when it speaks again (`session:live`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_at: Option<i64>,
     /// Set when the stored row does not decode: the column and why. The
     /// other fields are then placeholders, never to be acted on or written
     /// back (the store refuses to).
@@ -178,6 +182,14 @@ pub struct PolicyRow {
     /// made just after one of them, by a life of the daemon that died in
     /// it, is that life's; any other lock is not.
     pub publish_open: Vec<i64>,
+    /// When its `deadline` (from attach) runs out: past it the policy is
+    /// `expired` and `blocked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<i64>,
+    /// Runs of its current gate that could not run and were tried again
+    /// (`[daemon] infra_retries`); back to 0 once a gate gives a verdict.
+    #[serde(default)]
+    pub infra_retries_used: i64,
     /// Set when the stored row does not decode (invalid JSON, or JSON of
     /// the wrong shape): the first such column and why. The other fields
     /// are then placeholders: the engine only blocks or cancels such a
@@ -213,6 +225,8 @@ impl PolicyRow {
             updated_at: 0,
             gate_crashes: 0,
             publish_open: Vec::new(),
+            deadline_at: None,
+            infra_retries_used: 0,
             damage: None,
         }
     }

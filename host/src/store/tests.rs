@@ -111,6 +111,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 updated_at: 0,
                 owner: crate::config::Trust::Agent,
                 key_digest: None,
+                stale_at: None,
                 damage: None,
             })?;
             tx.append_event(
@@ -151,6 +152,7 @@ fn session(id: &str, url: &str) -> SessionRow {
         updated_at: 0,
         owner: crate::config::Trust::Agent,
         key_digest: None,
+        stale_at: None,
         damage: None,
     }
 }
@@ -395,5 +397,49 @@ fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
             .apply_retention(&off, now + 100 * day)
             .expect("off")
             .is_empty()
+    );
+}
+
+/// The watchdog looks every half second at most: its three queries read
+/// their partial indexes, never a whole table (with 10,000 sessions, a
+/// scan each look would be the daemon's idle cost).
+#[test]
+fn the_watchdogs_looks_never_scan_a_table() {
+    use super::records::{PAST_DEADLINE, SILENT_SESSIONS, WATCHING_WITH_STALE_MEMBER};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let plan: Vec<String> = store
+        .write(|tx| {
+            let mut plan = Vec::new();
+            for (query, n) in [
+                (SILENT_SESSIONS, 2),
+                (WATCHING_WITH_STALE_MEMBER, 0),
+                (PAST_DEADLINE, 1),
+            ] {
+                let mut st = tx.conn().prepare(&format!("EXPLAIN QUERY PLAN {query}"))?;
+                let args: Vec<i64> = vec![0; n];
+                for step in
+                    st.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))?
+                {
+                    plan.push(step?);
+                }
+            }
+            Ok(plan)
+        })
+        .expect("plan");
+    assert!(
+        plan.iter().any(|s| s.contains("sessions_silent"))
+            && plan.iter().any(|s| s.contains("sessions_stale"))
+            && plan.iter().any(|s| s.contains("policies_deadline")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.iter().all(|step| !step.starts_with("SCAN")),
+        "a table scan per look: {plan:?}"
+    );
+    // Not every watching policy either: from the stale sessions out.
+    assert!(
+        !plan.iter().any(|s| s.contains("policies_status")),
+        "{plan:?}"
     );
 }

@@ -41,6 +41,27 @@ impl TailBuffer {
         self.total > self.tail.len() as u64
     }
 
+    /// Whether the kept tail holds `needle` (no copy of the tail).
+    pub fn contains(&self, needle: &[u8]) -> bool {
+        let (a, b) = self.tail.as_slices();
+        if needle.is_empty() {
+            return true;
+        }
+        if a.windows(needle.len()).any(|w| w == needle)
+            || b.windows(needle.len()).any(|w| w == needle)
+        {
+            return true;
+        }
+        // Across the seam between the two halves of the ring.
+        let n = needle.len() - 1;
+        let seam: Vec<u8> = a[a.len().saturating_sub(n)..]
+            .iter()
+            .chain(&b[..n.min(b.len())])
+            .copied()
+            .collect();
+        seam.windows(needle.len()).any(|w| w == needle)
+    }
+
     pub fn into_bytes(self) -> Vec<u8> {
         self.tail.into()
     }

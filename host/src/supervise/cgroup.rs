@@ -12,9 +12,13 @@
 //! Where the host may not create cgroups (no cgroup2 mount, no write
 //! permission, a kernel without `cgroup.kill`), `Cgroups::detect` returns
 //! `None` and the supervisor falls back to process groups plus the
-//! subreaper sweep. This module never kills anything outside a cgroup it
-//! created, never writes `cgroup.kill` to a cgroup that holds the host, and
-//! removes every cgroup it created when the `Cgroups` is dropped.
+//! subreaper sweep. A host alone in its cgroup moves itself into a leaf
+//! beneath it, so that its cgroup may enable the `memory` and `pids`
+//! controllers for the gates' (see `enable_controllers`). This module
+//! never moves a process but the host, never kills anything outside a
+//! cgroup it created, never writes `cgroup.kill` to a cgroup that holds
+//! the host, and removes every cgroup it created when the `Cgroups` is
+//! dropped.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,8 +37,12 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// Where this host creates its per-gate cgroups.
 #[derive(Debug)]
 pub struct Cgroups {
-    /// The host's own cgroup directory.
+    /// The host's own cgroup directory, where the gates' cgroups are made.
     parent: PathBuf,
+    /// Where the host's process lives: `parent`, or the leaf beneath it
+    /// that it moved into to enable the controllers (see
+    /// `enable_controllers`).
+    home: PathBuf,
     pool: Mutex<Vec<ProcessCgroup>>,
     /// The `memory` and `pids` controllers are enabled for the gates'
     /// cgroups (in the parent's `cgroup.subtree_control`).
@@ -66,8 +74,10 @@ impl Cgroups {
         let parent = host_cgroup()?;
         remove_stale(&parent);
         let (memory, pids) = enable_controllers(&parent);
+        let home = MOVED.get().cloned().unwrap_or_else(|| parent.clone());
         let cgroups = Cgroups {
             parent,
+            home,
             pool: Mutex::new(Vec::new()),
             memory,
             pids,
@@ -118,7 +128,7 @@ impl Cgroups {
     /// Moves the host process back into its own cgroup.
     pub fn leave(&self) -> io::Result<()> {
         std::fs::write(
-            self.parent.join("cgroup.procs"),
+            self.home.join("cgroup.procs"),
             std::process::id().to_string(),
         )
     }
@@ -265,11 +275,24 @@ impl ProcessCgroup {
     }
 }
 
+/// The leaf cgroup a host alone in its cgroup moves into, so that its
+/// cgroup may enable controllers for the gates' (a name `remove_stale`
+/// never takes for a dead host's).
+pub(super) const HOST_LEAF: &str = "gatehost-host";
+
+/// Where this process moved itself (its leaf), once it has.
+static MOVED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 /// Enables the `memory` and `pids` controllers for the cgroups beneath
 /// `parent` (the host's own), where they are available to it; returns
 /// which are enabled. Where the host's cgroup is not the root and holds
-/// processes (the host itself), the kernel refuses ("no internal
-/// processes"): then gates are bounded by the fallbacks (see `limits`).
+/// processes, the kernel refuses ("no internal processes"). A host that
+/// is the only process of its cgroup (a systemd service with
+/// `Delegate=yes`, `systemd-run --scope`) then moves itself into a leaf
+/// cgroup beneath it ([`HOST_LEAF`]) and enables them: the gates' cgroups
+/// are the leaf's siblings. A cgroup shared with other processes (a login
+/// shell's) is never rearranged: gates are bounded by the fallbacks (see
+/// `limits`).
 fn enable_controllers(parent: &Path) -> (bool, bool) {
     let read = |f: &str| std::fs::read_to_string(parent.join(f)).unwrap_or_default();
     let has = |text: &str, c: &str| text.split_whitespace().any(|w| w == c);
@@ -288,17 +311,63 @@ fn enable_controllers(parent: &Path) -> (bool, bool) {
         .filter(|c| !has(&enabled, c))
         .map(|c| format!("+{c}"))
         .collect();
+    let enable = || std::fs::write(parent.join("cgroup.subtree_control"), missing.join(" "));
     if !missing.is_empty()
-        && let Err(e) = std::fs::write(parent.join("cgroup.subtree_control"), missing.join(" "))
+        && let Err(e) = enable()
     {
-        if e.raw_os_error() == Some(libc::EBUSY) {
-            tracing::info!(cgroup = %parent.display(), "the host's cgroup holds processes, so cgroup v2 cannot bound gates' memory and processes here (\"no internal processes\"); gates' memory is bounded by a v1 cgroup or RLIMIT_AS, their processes by a v1 cgroup or not at all");
-        } else {
-            tracing::info!(cgroup = %parent.display(), error = %e, "cannot enable the memory and pids controllers for gates; falling back to v1 cgroups or rlimits");
+        let busy = e.raw_os_error() == Some(libc::EBUSY);
+        let moved = busy
+            .then(|| move_into_leaf(parent, std::process::id()))
+            .flatten();
+        match (moved, busy) {
+            (Some(leaf), _) => match enable() {
+                Ok(()) => {
+                    tracing::info!(cgroup = %parent.display(), leaf = %leaf.display(), "moved into a leaf cgroup of the host's own, so that cgroup v2 bounds gates' memory and processes");
+                    let _ = MOVED.set(leaf);
+                }
+                Err(e) => {
+                    // Back where it was: nothing gained by the move.
+                    let _ =
+                        std::fs::write(parent.join("cgroup.procs"), std::process::id().to_string());
+                    let _ = std::fs::remove_dir(&leaf);
+                    tracing::info!(cgroup = %parent.display(), error = %e, "cannot enable the memory and pids controllers for gates even from a leaf; falling back to v1 cgroups or rlimits");
+                }
+            },
+            (None, true) => {
+                tracing::info!(cgroup = %parent.display(), "the host's cgroup holds other processes, so cgroup v2 cannot bound gates' memory and processes here (\"no internal processes\"); gates' memory is bounded by a v1 cgroup or RLIMIT_AS, their processes by a v1 cgroup or not at all (run gatehost serve in a cgroup of its own, e.g. a systemd service with Delegate=yes)");
+            }
+            (None, false) => {
+                tracing::info!(cgroup = %parent.display(), error = %e, "cannot enable the memory and pids controllers for gates; falling back to v1 cgroups or rlimits");
+            }
         }
     }
     let enabled = read("cgroup.subtree_control");
     (has(&enabled, "memory"), has(&enabled, "pids"))
+}
+
+/// Moves `pid`, when it is the only process of the cgroup `parent`, into
+/// the leaf [`HOST_LEAF`] beneath it (made if need be); returns the leaf,
+/// or `None` where `parent` holds anything else or the move failed
+/// (nothing moved then).
+pub(super) fn move_into_leaf(parent: &Path, pid: u32) -> Option<PathBuf> {
+    let procs = std::fs::read_to_string(parent.join("cgroup.procs")).ok()?;
+    let members: Vec<&str> = procs.split_whitespace().collect();
+    if members != [pid.to_string().as_str()] {
+        return None;
+    }
+    let leaf = parent.join(HOST_LEAF);
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    match std::fs::write(leaf.join("cgroup.procs"), pid.to_string()) {
+        Ok(()) => Some(leaf),
+        Err(e) => {
+            tracing::debug!(error = %e, leaf = %leaf.display(), "cannot move into a leaf cgroup");
+            None
+        }
+    }
 }
 
 /// The host's own cgroup directory, read once per process: a second

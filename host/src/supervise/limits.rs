@@ -1,6 +1,7 @@
 //! Bounds on what one gate's process tree may take: memory, processes and
 //! the size of each file it writes (`[limits] gate_memory_bytes`,
-//! `gate_pids`, `gate_file_bytes`), and how a run that hit one is told.
+//! `gate_pids`, `gate_file_bytes`, `gate_scratch_bytes`), and how a run
+//! that hit one is told.
 //!
 //! Each bound is enforced by the strongest means this host has:
 //! - memory: the gate's cgroup v2 `memory.max` (with `memory.swap.max` 0)
@@ -12,7 +13,9 @@
 //! - processes: the gate's cgroup v2 `pids.max`, else a per-gate cgroup in
 //!   the v1 `pids` hierarchy; else not bounded (said once in the log);
 //! - files: `RLIMIT_FSIZE` on each process (the size of any one file it
-//!   writes; the total a gate writes is not bounded here).
+//!   writes);
+//! - scratch: a tmpfs of `gate_scratch_bytes` over the gate's `TMPDIR`, in
+//!   a mount namespace of the child's own ([`super::scratch`]).
 //!
 //! The child applies its part ([`ChildLimits`]) between clone and exec
 //! with raw system calls only (no allocation, no lock), as the rest of its
@@ -31,6 +34,9 @@ pub struct GateLimits {
     /// The largest file any process of the tree may write
     /// (`[limits] gate_file_bytes`).
     pub file_bytes: Option<u64>,
+    /// The most the tree may hold in its private scratch directory, its
+    /// `TMPDIR` (`[limits] gate_scratch_bytes`): see [`super::scratch`].
+    pub scratch_bytes: Option<u64>,
 }
 
 /// Default `gate_pids`: a fork bomb stops long before the kernel's limits,
@@ -39,6 +45,10 @@ pub struct GateLimits {
 pub const DEFAULT_GATE_PIDS: u64 = 1024;
 /// Default `gate_file_bytes`.
 pub const DEFAULT_GATE_FILE_BYTES: u64 = 1 << 30;
+/// Default `gate_scratch_bytes`: room for a test suite's temporary files,
+/// a package manager's unpacked downloads; held in memory (a tmpfs), and
+/// charged to the gate's memory bound.
+pub const DEFAULT_GATE_SCRATCH_BYTES: u64 = 1 << 30;
 /// Default `gate_memory_bytes` where the machine's memory is unknown.
 pub const FALLBACK_GATE_MEMORY: u64 = 4 << 30;
 
@@ -48,16 +58,19 @@ impl GateLimits {
         memory: None,
         pids: None,
         file_bytes: None,
+        scratch_bytes: None,
     };
 }
 
 impl Default for GateLimits {
-    /// Half the machine's memory, 1024 processes, 1 GiB per file.
+    /// Half the machine's memory, 1024 processes, 1 GiB per file, 1 GiB
+    /// of scratch.
     fn default() -> Self {
         GateLimits {
             memory: Some(default_gate_memory()),
             pids: Some(DEFAULT_GATE_PIDS),
             file_bytes: Some(DEFAULT_GATE_FILE_BYTES),
+            scratch_bytes: Some(DEFAULT_GATE_SCRATCH_BYTES),
         }
     }
 }
@@ -151,6 +164,8 @@ pub enum LimitStep {
     FileSize = 33,
     JoinMemory = 34,
     JoinPids = 35,
+    /// The scratch tmpfs ([`super::scratch::ScratchMount`]).
+    Scratch = 36,
 }
 
 impl LimitStep {
@@ -160,6 +175,7 @@ impl LimitStep {
             33 => LimitStep::FileSize,
             34 => LimitStep::JoinMemory,
             35 => LimitStep::JoinPids,
+            36 => LimitStep::Scratch,
             _ => return None,
         })
     }
@@ -176,6 +192,9 @@ impl LimitStep {
             }
             LimitStep::JoinMemory => format!("cannot join the gate's v1 memory cgroup: {e}"),
             LimitStep::JoinPids => format!("cannot join the gate's v1 pids cgroup: {e}"),
+            LimitStep::Scratch => {
+                format!("cannot mount the gate's scratch tmpfs ([limits] gate_scratch_bytes): {e}")
+            }
         }
     }
 }
@@ -261,6 +280,10 @@ pub(super) struct Enforcer {
     pids_v1: Option<super::v1::Hierarchy>,
     /// Each "this bound falls back" message is logged once per host.
     said: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
+    /// How a child gets the mount namespace of its scratch tmpfs here.
+    scratch_way: super::scratch::Way,
+    /// Set once a child could not mount it: not tried again.
+    scratch_off: std::sync::atomic::AtomicBool,
 }
 
 /// One gate's bounds while it runs: the v1 cgroups it joins, their
@@ -291,6 +314,8 @@ impl Enforcer {
                 .then(|| Hierarchy::detect(Controller::Pids))
                 .flatten(),
             said: Default::default(),
+            scratch_way: super::scratch::Way::for_this_host(),
+            scratch_off: Default::default(),
         }
     }
 
@@ -300,7 +325,47 @@ impl Enforcer {
             memory_v1: None,
             pids_v1: None,
             said: Default::default(),
+            scratch_way: super::scratch::Way::for_this_host(),
+            scratch_off: Default::default(),
         }
+    }
+
+    /// The tmpfs a child mounts over `dir` to bound it to `bytes` (owned
+    /// by `owner`, the gate's user, where it runs as one); `None` once a
+    /// child could not (see [`Self::scratch_failed`]).
+    pub fn scratch_mount(
+        &self,
+        dir: &std::path::Path,
+        bytes: u64,
+        owner: Option<(u32, u32)>,
+    ) -> Option<super::scratch::ScratchMount> {
+        if self.scratch_off.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let m = super::scratch::ScratchMount::new(dir, bytes, owner, self.scratch_way);
+        if m.is_none() {
+            self.scratch_unenforced();
+        }
+        m
+    }
+
+    /// A child could not mount its scratch tmpfs (`errno`): the bound is
+    /// off on this host from now on, which is said once.
+    pub fn scratch_failed(&self, errno: i32) {
+        self.scratch_off
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = std::io::Error::from_raw_os_error(errno);
+        let way = self.scratch_way;
+        self.say_once("scratch", || {
+            tracing::warn!(error = %e, ?way, "cannot mount a tmpfs over a gate's scratch directory: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
+        });
+    }
+
+    /// This spawn's way cannot mount a scratch tmpfs: said once.
+    pub fn scratch_unenforced(&self) {
+        self.say_once("scratch", || {
+            tracing::warn!("gates are not started by clone3 here: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
+        });
     }
 
     fn say_once(&self, what: &'static str, f: impl FnOnce()) {

@@ -15,7 +15,8 @@
 //! - on timeout the tree gets SIGTERM, then SIGKILL after `grace`;
 //! - its memory, processes and file sizes are bounded (`limits`: cgroup
 //!   v2 `memory.max` and `pids.max`, else v1 cgroups, else rlimits), and
-//!   the run says which limit it is known to have hit;
+//!   the run says which limit it is known to have hit; what it writes to
+//!   its scratch directory is held by a tmpfs of a bounded size (`scratch`);
 //! - once the main process has ended (by itself or by the timeout) every
 //!   process left in its group and in its cgroup is killed, the cgroup is
 //!   removed, orphans re-parented to the host are swept, and `run` returns
@@ -30,13 +31,16 @@ mod child;
 mod events;
 mod limits;
 pub mod reaper;
+mod scratch;
 mod spawn;
 mod v1;
 
 pub use capture::TailBuffer;
 pub use limits::{
-    DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, GateLimits, LimitHits, default_gate_memory,
+    DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, DEFAULT_GATE_SCRATCH_BYTES, GateLimits, LimitHits,
+    default_gate_memory,
 };
+pub use scratch::hint as scratch_hint;
 
 use cgroup::{Cgroups, ProcessCgroup};
 use child::{Child, wait_for};
@@ -85,6 +89,9 @@ pub struct ProcessSpec<'a> {
     /// The sandbox's confinement, applied to the spawning thread (and so
     /// inherited by the child) before the spawn; `None`: unconfined.
     pub confine: Option<&'a crate::sandbox::Plan<'a>>,
+    /// The gate's private scratch directory (its `TMPDIR`), which
+    /// `limits.gate.scratch_bytes` bounds; `None`: it has none.
+    pub scratch: Option<&'a Path>,
 }
 
 /// How the main process ended.
@@ -117,6 +124,9 @@ pub struct ProcessRun {
     pub cgroup_entry: Option<&'static str>,
     /// The limits the tree is known to have hit.
     pub limits: LimitHits,
+    /// The size of the tmpfs that held its scratch directory; `None`: its
+    /// scratch was not bounded.
+    pub scratch_bytes: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -226,11 +236,19 @@ impl Supervisor {
         command: &mut async_process::Command,
         cgroup: Option<&ProcessCgroup>,
         bounds: &limits::ChildLimits,
-    ) -> Result<(Child, Option<&'static str>), SpawnError> {
+    ) -> Result<Spawned, SpawnError> {
         let program = || spec.program.display().to_string();
+        let want_scratch = spec.scratch.zip(spec.limits.gate.scratch_bytes);
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
             let mut way = self.into.load(Ordering::Relaxed);
-            if way == INTO_BY_CLONE {
+            // A scratch mount the child could not make is retried without
+            // (nothing ran: the child stopped before exec).
+            let mut scratch = want_scratch.and_then(|(dir, bytes)| {
+                self.enforcer
+                    .scratch_mount(dir, bytes, spec.confine.and_then(|p| p.user))
+                    .map(|m| (m, bytes))
+            });
+            while way == INTO_BY_CLONE {
                 // The child confines itself between clone3 and exec, with
                 // what is prepared here (no thread is made for the spawn).
                 let prepared = match spec.confine.map(|plan| plan.prepare()).transpose() {
@@ -250,6 +268,7 @@ impl Supervisor {
                     piped_stdin: spec.stdin.is_some(),
                     confine: prepared.as_ref(),
                     limits: bounds,
+                    scratch: scratch.as_ref().map(|(m, _)| m),
                 };
                 let started = cg
                     .open()
@@ -262,7 +281,17 @@ impl Supervisor {
                                 program: program(),
                                 source,
                             })?;
-                        return Ok((child, Some("clone3")));
+                        return Ok(Spawned {
+                            child,
+                            entered: Some("clone3"),
+                            scratch_bytes: scratch.map(|(_, b)| b),
+                        });
+                    }
+                    Err(spawn::CloneError::Limit(limits::LimitStep::Scratch, errno))
+                        if scratch.is_some() =>
+                    {
+                        self.enforcer.scratch_failed(errno);
+                        scratch = None;
                     }
                     Err(spawn::CloneError::Failed(source)) => {
                         return Err(SpawnError::Start {
@@ -297,6 +326,9 @@ impl Supervisor {
                     }
                 }
             }
+            if want_scratch.is_some() {
+                self.enforcer.scratch_unenforced();
+            }
             if way == INTO_BY_MOVING {
                 match cgroups.enter(cg) {
                     Ok(()) => {
@@ -308,7 +340,11 @@ impl Supervisor {
                             program: program(),
                             source,
                         })?;
-                        return Ok((Child::spawned(child), Some("moved")));
+                        return Ok(Spawned {
+                            child: Child::spawned(child),
+                            entered: Some("moved"),
+                            scratch_bytes: None,
+                        });
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot enter a gate's cgroup; gates are contained by process group and the sweep of live orphans from now on");
@@ -317,11 +353,18 @@ impl Supervisor {
                 }
             }
         }
+        if want_scratch.is_some() {
+            self.enforcer.scratch_unenforced();
+        }
         let child = confined(spec, || command.spawn())?.map_err(|source| SpawnError::Start {
             program: program(),
             source,
         })?;
-        Ok((Child::spawned(child), None))
+        Ok(Spawned {
+            child: Child::spawned(child),
+            entered: None,
+            scratch_bytes: None,
+        })
     }
 
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
@@ -360,16 +403,20 @@ impl Supervisor {
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
             let spawned = self.spawn(&spec, &mut command, cgroup.as_ref(), &bounds.child);
-            if let Ok((child, entered)) = &spawned {
-                reg.children.insert(child.id());
-                if let (Some(cg), Some(_)) = (&cgroup, entered) {
+            if let Ok(s) = &spawned {
+                reg.children.insert(s.child.id());
+                if let (Some(cg), Some(_)) = (&cgroup, s.entered) {
                     reg.live_cgroups.insert(cg.path().to_path_buf());
                 }
             }
             spawned
         };
         bounds.spawned();
-        let (mut child, entered) = match spawned {
+        let Spawned {
+            mut child,
+            entered,
+            scratch_bytes,
+        } = match spawned {
             Ok(c) => c,
             Err(e) => {
                 if let (Some(c), Some(cg)) = (&self.cgroups, cgroup) {
@@ -508,8 +555,17 @@ impl Supervisor {
             output_abandoned,
             cgroup_entry: entered,
             limits,
+            scratch_bytes,
         })
     }
+}
+
+/// A started child: how it entered its cgroup ("clone3", "moved", or
+/// `None`: it is not in one) and the size of its scratch tmpfs, if any.
+struct Spawned {
+    child: Child,
+    entered: Option<&'static str>,
+    scratch_bytes: Option<u64>,
 }
 
 /// Runs `spawn` on a thread confined by the spec's sandbox plan (or here,

@@ -73,6 +73,8 @@ pub struct Exec<'a> {
     pub confine: Option<&'a Prepared>,
     /// The limits it applies first.
     pub limits: &'a ChildLimits,
+    /// The scratch tmpfs it mounts next, in a mount namespace of its own.
+    pub scratch: Option<&'a super::scratch::ScratchMount>,
 }
 
 /// A started child: its pid, its pidfd, and the host's ends of its pipes.
@@ -158,6 +160,7 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
         },
         confine: exec.confine,
         limits: exec.limits,
+        scratch: exec.scratch,
         program: program.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -238,6 +241,7 @@ struct ChildStart<'a> {
     fds: ChildFds,
     confine: Option<&'a Prepared>,
     limits: &'a ChildLimits,
+    scratch: Option<&'a super::scratch::ScratchMount>,
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -360,18 +364,7 @@ fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_l
 /// [`clone_into`].
 unsafe extern "C" fn child_entry(start: *const ChildStart<'_>) -> ! {
     // SAFETY: per the contract, `start` is valid for the child's life.
-    unsafe {
-        let start = &*start;
-        child_exec(
-            &start.fds,
-            start.confine,
-            start.limits,
-            start.program,
-            start.argv,
-            start.envp,
-            start.cwd,
-        )
-    }
+    unsafe { child_exec(&*start) }
 }
 
 /// Raw descriptors the child puts in place.
@@ -389,15 +382,17 @@ struct ChildFds {
 /// # Safety
 /// Only in the child of `clone3`, with pointers to NUL-terminated strings
 /// and NULL-terminated arrays that live in the (copied) memory.
-unsafe fn child_exec(
-    fds: &ChildFds,
-    confine: Option<&Prepared>,
-    limits: &ChildLimits,
-    program: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    cwd: *const libc::c_char,
-) -> ! {
+unsafe fn child_exec(start: &ChildStart<'_>) -> ! {
+    let &ChildStart {
+        ref fds,
+        confine,
+        limits,
+        scratch,
+        program,
+        argv,
+        envp,
+        cwd,
+    } = start;
     // SAFETY: plain system calls on valid arguments; see the function's
     // contract.
     unsafe {
@@ -413,6 +408,18 @@ unsafe fn child_exec(
         // rights, and nothing below (nor the program) runs unbounded.
         if let Err((step, errno)) = limits.apply() {
             report_failure(fds.report, step as u32, errno)
+        }
+        // The working directory before the scratch's mount namespace, which
+        // takes it along (see `ScratchMount::apply`).
+        if libc::chdir(cwd) != 0 {
+            fail(fds.report);
+        }
+        // The scratch tmpfs next: a mount needs the host's rights (or a
+        // user namespace's), which the confinement gives up.
+        if let Some(mount) = scratch
+            && let Err(errno) = mount.apply(confine)
+        {
+            report_failure(fds.report, LimitStep::Scratch as u32, errno)
         }
         // Then the confinement, so that nothing below runs unconfined.
         if let Some(prepared) = confine
@@ -441,9 +448,6 @@ unsafe fn child_exec(
             }
         }
         if libc::setpgid(0, 0) != 0 {
-            fail(fds.report);
-        }
-        if libc::chdir(cwd) != 0 {
             fail(fds.report);
         }
         libc::execve(program, argv, envp);

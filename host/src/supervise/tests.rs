@@ -28,6 +28,7 @@ fn run_blind(sup: &Supervisor, script: &str, timeout: Duration) -> ProcessRun {
             ..limits()
         },
         confine: None,
+        scratch: None,
     }));
     BLIND_TO_EXITS.set(false);
     run.expect("spawned")
@@ -71,6 +72,7 @@ fn start(
         stdin: stdin.map(<[u8]>::to_vec),
         limits: limits(),
         confine,
+        scratch: None,
     }))
 }
 
@@ -291,6 +293,7 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
         piped_stdin: false,
         confine: Some(&failing),
         limits: &limits::ChildLimits::default(),
+        scratch: None,
     };
     let err = spawn::clone_into(cg.open().expect("open").as_fd(), &exec).expect_err("refused");
     match err {
@@ -417,6 +420,7 @@ fn run_bounded(sup: &Supervisor, script: &str, gate: GateLimits) -> ProcessRun {
             stdin: None,
             limits: Limits { gate, ..limits() },
             confine: None,
+            scratch: None,
         }))
         .expect("spawned")
 }
@@ -460,6 +464,7 @@ fn a_gates_processes_carry_the_file_size_limit_on_every_spawn_path() {
         memory: Some(512 * MIB),
         pids: None,
         file_bytes: Some(16 * MIB),
+        scratch_bytes: None,
     };
     let sups = [
         Supervisor::new(),
@@ -610,4 +615,198 @@ fn limit_counters_and_reasons() {
             "the memory limit was reached ([limits] gate_memory_bytes = 268435456): 1 process(es) killed; 3 fork(s) refused at the process limit ([limits] gate_pids = 64)"
         )
     );
+}
+
+/// Runs `sh -c script` under `sup` with `scratch` as its bounded scratch
+/// directory (`$SCRATCH` in the script).
+fn run_with_scratch(sup: &Supervisor, script: &str, scratch: &Path, bytes: u64) -> ProcessRun {
+    let mut env = env();
+    env.push(("SCRATCH".into(), scratch.as_os_str().to_owned()));
+    let args = [OsString::from("-c"), OsString::from(script)];
+    runtime()
+        .block_on(sup.run(ProcessSpec {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: Path::new("/"),
+            env: &env,
+            stdin: None,
+            limits: Limits {
+                gate: GateLimits {
+                    scratch_bytes: Some(bytes),
+                    ..GateLimits::NONE
+                },
+                ..limits()
+            },
+            confine: None,
+            scratch: Some(scratch),
+        }))
+        .expect("spawned")
+}
+
+/// Issue 24, item 7: what a gate writes to its scratch directory is held
+/// by a tmpfs of `gate_scratch_bytes` in the child's own mount namespace:
+/// a write past it fails (ENOSPC), nothing of it reaches the host's disk,
+/// and the host's mount table never shows it. The ways that cannot mount
+/// it (a host that moves itself into the gate's cgroup, no cgroup) run
+/// the gate unbounded and say so once; the run says which it was.
+#[test]
+fn a_gates_scratch_is_a_tmpfs_of_its_bound_that_the_host_never_sees() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
+    let script = "dd if=/dev/zero of=\"$SCRATCH/big\" bs=1048576 count=3 2>&1; \
+                  echo dd=$?; grep -c gatehost-scratch /proc/self/mountinfo";
+    let sup = Supervisor::new();
+    assert_eq!(
+        sup.cgroup_entry(),
+        "clone3",
+        "this host starts gates by clone3"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = run_with_scratch(&sup, script, dir.path(), 2 * MIB);
+    assert_eq!(run.scratch_bytes, Some(2 * MIB));
+    let out = stdout(run);
+    assert!(out.contains("No space left on device"), "{out}");
+    assert!(out.contains("dd=1"), "{out}");
+    // The child saw its tmpfs ...
+    assert!(out.trim_end().ends_with("\n1"), "{out}");
+    // ... the host neither sees it nor what was written in it.
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(!host_mounts.contains("gatehost-scratch"), "{host_mounts}");
+    assert!(
+        !dir.path().join("big").exists(),
+        "the write reached the disk"
+    );
+    // Under the bound, the same write passes.
+    let run = run_with_scratch(&sup, script, dir.path(), 8 * MIB);
+    assert!(stdout(run).contains("dd=0"));
+
+    for sup in [
+        Supervisor::moving_into_cgroups(),
+        Supervisor::without_cgroups(),
+    ] {
+        let way = sup.cgroup_entry();
+        let run = run_with_scratch(&sup, script, dir.path(), 2 * MIB);
+        assert_eq!(run.scratch_bytes, None, "{way}");
+        assert!(stdout(run).contains("dd=0"), "{way}");
+        assert!(dir.path().join("big").exists(), "{way}");
+        std::fs::remove_file(dir.path().join("big")).expect("rm");
+    }
+}
+
+/// A bounded scratch where the host has no `CAP_SYS_ADMIN`: the child
+/// makes a user namespace that maps only the host's ids (as an
+/// unprivileged process may) and mounts its tmpfs there. Run in a child
+/// process that becomes `nobody` first (the test host is root).
+#[test]
+fn an_unprivileged_host_bounds_the_scratch_through_a_user_namespace() {
+    use std::os::unix::fs::PermissionsExt;
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let target = dir.path().join("tmp");
+    std::fs::create_dir(&target).expect("mkdir");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mount = scratch::ScratchMount::for_ids(
+        &target,
+        2 * MIB,
+        None,
+        scratch::Way::UserNamespace,
+        (NOBODY, NOBODY),
+    )
+    .expect("prepared");
+    let marker = dir.path().join("out");
+    let marker_c = std::ffi::CString::new(marker.as_os_str().as_encoded_bytes()).expect("c");
+    let big = std::ffi::CString::new(target.join("big").as_os_str().as_encoded_bytes()).expect("c");
+    // SAFETY: a forked child of this (multi-threaded) test process makes
+    // system calls only, and _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        // SAFETY: in the child: raw system calls, then _exit.
+        unsafe {
+            // An unprivileged host: nobody, no capability left.
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(NOBODY, NOBODY, NOBODY) != 0
+                || libc::setresuid(NOBODY, NOBODY, NOBODY) != 0
+            {
+                libc::_exit(2);
+            }
+            // A uid change makes a process undumpable (its /proc files
+            // root's); a host that started as nobody is dumpable.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1);
+            let code = match mount.apply(None) {
+                Err(e) => 10 + e.min(100),
+                Ok(()) => {
+                    // 3 MiB into a 2 MiB tmpfs: the last write fails.
+                    let fd = libc::open(big.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+                    let chunk = [0u8; 65536];
+                    let mut failed = 0;
+                    for _ in 0..48 {
+                        if libc::write(fd, chunk.as_ptr().cast(), chunk.len()) < 0 {
+                            failed = *libc::__errno_location();
+                            break;
+                        }
+                    }
+                    let m = libc::open(marker_c.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+                    libc::close(m);
+                    if failed == libc::ENOSPC { 0 } else { 1 }
+                }
+            };
+            libc::_exit(code)
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status), "{status}");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "10+errno: the namespace or mount failed; 1: the write was not bounded"
+    );
+    assert!(marker.exists());
+    assert!(!target.join("big").exists(), "the write reached the disk");
+}
+
+/// A host that is the only process of its cgroup moves into a leaf
+/// beneath it (so the cgroup may enable controllers for the gates'); one
+/// that shares its cgroup with anything else is never moved. Played with
+/// `sleep` processes in a cgroup made for the test, as the host would be.
+#[test]
+fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
+    let parent = cgroup::host_cgroup().expect("cgroup v2 here");
+    let t = parent.join(format!("gatehost-leaftest-{}", std::process::id()));
+    std::fs::create_dir(&t).expect("mkdir cgroup");
+    let spawn_in = |cg: &Path| {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        std::fs::write(cg.join("cgroup.procs"), child.id().to_string()).expect("move");
+        child
+    };
+    let cgroup_of_pid = |pid: u32| {
+        cgroup_of(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"))
+    };
+    let mut host = spawn_in(&t);
+    let mut other = spawn_in(&t);
+    assert_eq!(cgroup::move_into_leaf(&t, host.id()), None);
+    assert!(
+        cgroup_of_pid(host.id()).ends_with(&format!("gatehost-leaftest-{}", std::process::id()))
+    );
+    assert!(!t.join(cgroup::HOST_LEAF).exists());
+    other.kill().expect("kill");
+    other.wait().expect("wait");
+    let leaf = cgroup::move_into_leaf(&t, host.id()).expect("moved");
+    assert_eq!(leaf, t.join(cgroup::HOST_LEAF));
+    assert!(cgroup_of_pid(host.id()).ends_with(cgroup::HOST_LEAF));
+    assert_eq!(
+        std::fs::read_to_string(t.join("cgroup.procs"))
+            .expect("procs")
+            .trim(),
+        ""
+    );
+    host.kill().expect("kill");
+    host.wait().expect("wait");
+    std::fs::remove_dir(&leaf).expect("rmdir leaf");
+    std::fs::remove_dir(&t).expect("rmdir");
 }

@@ -136,6 +136,9 @@ pub(super) fn check_shape(
             format!("must be between 0 and {MAX_RETRIES_LIMIT}"),
         ));
     }
+    input
+        .deadline_duration()
+        .map_err(|m| invalid(f("deadline"), m))?;
     if let Some(n) = &input.on_fail.nudge
         && n.trim().is_empty()
     {

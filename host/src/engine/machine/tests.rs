@@ -18,6 +18,9 @@ fn inputs() -> Vec<Input> {
         Input::StoreError,
         Input::Poisoned,
         Input::Corrupt,
+        Input::MemberStale { cancel: false },
+        Input::MemberStale { cancel: true },
+        Input::Expired,
     ];
     for v in [
         Verdict::Pass(AfterPass::Done),
@@ -28,6 +31,7 @@ fn inputs() -> Vec<Input> {
         Verdict::Fail { retry: true },
         Verdict::Fail { retry: false },
         Verdict::Error,
+        Verdict::ErrorRetry,
     ] {
         all.push(Input::Verdict(v));
     }
@@ -141,6 +145,27 @@ fn expected() -> Vec<Row> {
             Input::Verdict(Verdict::Error),
             S::Blocked,
             vec![E::Failed, E::Blocked],
+            vec![],
+        ),
+        (
+            S::Gating,
+            Input::Verdict(Verdict::ErrorRetry),
+            S::Queued,
+            vec![E::Retry, E::Queued],
+            vec![F::RetryGate],
+        ),
+        (
+            S::Watching,
+            Input::MemberStale { cancel: false },
+            S::Blocked,
+            vec![E::Blocked],
+            vec![],
+        ),
+        (
+            S::Watching,
+            Input::MemberStale { cancel: true },
+            S::Cancelled,
+            vec![E::Cancelled],
             vec![],
         ),
         (
@@ -284,6 +309,16 @@ fn expected() -> Vec<Row> {
             vec![F::AbortGate],
         ));
     }
+    // A deadline blocks whatever waits (not a gate or commit in flight).
+    for s in [S::Watching, S::Queued, S::Nudging, S::AwaitingAck] {
+        t.push((
+            s,
+            Input::Expired,
+            S::Blocked,
+            vec![E::Expired, E::Blocked],
+            vec![],
+        ));
+    }
     // Cancel works in every state that is not terminal.
     for s in [
         S::Watching,
@@ -395,5 +430,7 @@ fn event_names_are_the_stored_ones() {
     }
     assert_eq!(PolicyEvent::CommitReady.as_str(), "policy:commit-ready");
     assert_eq!(PolicyEvent::NextRefused.as_str(), "policy:next-refused");
+    assert_eq!(PolicyEvent::Expired.as_str(), "policy:expired");
+    assert_eq!(PolicyEvent::Retry.as_str(), "policy:retry");
     assert_eq!(PolicyEvent::parse("policy:unknown"), None);
 }

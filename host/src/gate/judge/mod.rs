@@ -259,6 +259,7 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
     reached.push(program.clone());
     reached.extend(prepared.scratch.as_ref().map(|s| s.dir_path()));
     let timeout = req.timeout;
+    let scratch_tmp = prepared.scratch.as_ref().map(|s| s.tmp());
     let queued_at = Instant::now();
     let Ok(permit) = runner.acquire_judge_slot().await else {
         return Verdict::error(label, "the judge slots are closed; no judge can start").into();
@@ -279,6 +280,7 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
                 gate: config.gate_limits,
             },
             confine: prepared.plan.as_ref(),
+            scratch: scratch_tmp.as_deref(),
         })
         .await;
     // The process is reaped and its tree killed: the slot is free again.

@@ -1,0 +1,216 @@
+//! The watchdog: sessions silent past `[daemon] heartbeat_timeout` are
+//! `stale` (`session:stale`, once), the policies that wait on them follow
+//! `[daemon] on_stale` (blocked or cancelled, with the reason), and
+//! policies past their `deadline` are `expired` and blocked.
+//!
+//! A session's liveness is its last word to the daemon: a report, a hook's
+//! call, a heartbeat, a registration (`heartbeat_at`). A session the daemon
+//! started is live as long as its process is (its exit is `exited`): the
+//! watchdog never looks at it. A session that speaks again is live again
+//! (`session:live`, published by the report itself).
+//!
+//! It owns the periodic look and its decisions through the one transition
+//! function. It must never reclaim a policy whose gate, nudge or commit is
+//! in flight (the lifecycle ignores the input there, and the next look
+//! finds the policy again once it settled), never kill a process, and
+//! never read more than the partial indexes give it.
+
+use super::machine::{Input, PolicyEvent};
+use super::{Engine, EngineResult};
+use crate::config::OnStale;
+use crate::store::{PolicyRow, now_ms};
+use serde_json::json;
+use std::time::Duration;
+
+/// Sessions marked stale per look at most (the rest wait for the next).
+const BATCH: usize = 500;
+
+/// How often the watchdog looks: a quarter of the heartbeat timeout
+/// (between 50 ms and 500 ms), so a silent session is stale within the
+/// timeout plus half a second; 500 ms when only deadlines are watched.
+pub fn tick_interval(heartbeat_timeout: Option<Duration>) -> Duration {
+    match heartbeat_timeout {
+        Some(t) => (t / 4).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+        None => Duration::from_millis(500),
+    }
+}
+
+/// What one look did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Look {
+    /// Sessions found stale.
+    pub stale: Vec<String>,
+    /// Policies blocked or cancelled for a stale member.
+    pub reclaimed: Vec<String>,
+    /// Policies past their deadline.
+    pub expired: Vec<String>,
+}
+
+impl Engine {
+    /// Starts the watchdog: one look every [`tick_interval`], until the
+    /// daemon stops.
+    pub fn spawn_watchdog(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let every = tick_interval(engine.runner().config().daemon.heartbeat_timeout);
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = engine.stopped() => return,
+                }
+                let e2 = engine.clone();
+                match tokio::task::spawn_blocking(move || e2.watch(now_ms())).await {
+                    Ok(Ok(look)) => {
+                        for (id, step) in look.1 {
+                            engine.perform(&id, &step);
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "the watchdog could not look; it looks again");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the watchdog's look failed; it looks again");
+                    }
+                }
+            }
+        });
+    }
+
+    /// One look at `now` (ms): marks silent sessions stale, reclaims the
+    /// watching policies of stale sessions, expires policies past their
+    /// deadline. Returns what it did and the steps whose effects the
+    /// caller runs.
+    pub fn watch(&self, now: i64) -> EngineResult<(Look, Vec<(String, super::Step)>)> {
+        let runner = self.runner();
+        let daemon = &runner.config().daemon;
+        let (timeout, on_stale) = (daemon.heartbeat_timeout, daemon.on_stale);
+        self.write(|tx| {
+            let mut look = Look::default();
+            let mut steps = Vec::new();
+            if let Some(timeout) = timeout {
+                let timeout_ms = timeout.as_millis() as i64;
+                for mut s in tx.silent_sessions(now - timeout_ms, BATCH)? {
+                    if s.damage.is_some() {
+                        continue;
+                    }
+                    let last = s.heartbeat_at.unwrap_or(s.updated_at);
+                    s.stale_at = Some(now);
+                    tx.put_session(&s)?;
+                    tx.append_event(
+                        "session:stale",
+                        Some(&s.id),
+                        None,
+                        &json!({
+                            "sessionId": s.id,
+                            "lastHeardAt": last,
+                            "silentMs": now - last,
+                            "timeoutMs": timeout_ms,
+                            "onStale": match on_stale { OnStale::Block => "block", OnStale::Cancel => "cancel" },
+                        }),
+                        &self.webhooks(),
+                    )?;
+                    tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
+                    look.stale.push(s.id);
+                }
+            }
+            // Every look, not only after a new stale session: a policy
+            // whose gate was in flight is reclaimed once it settled.
+            for mut p in tx.watching_with_stale_member()? {
+                let stale: Vec<String> = p
+                    .sessions
+                    .iter()
+                    .filter(|m| {
+                        tx.session(m)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|s| s.stale_at.is_some())
+                    })
+                    .cloned()
+                    .collect();
+                let reason = format!(
+                    "session(s) {} went silent past [daemon] heartbeat_timeout; on_stale = \"{}\"",
+                    stale.join(", "),
+                    match on_stale {
+                        OnStale::Block => "block",
+                        OnStale::Cancel => "cancel",
+                    }
+                );
+                p.reason = Some(reason.clone());
+                let input = Input::MemberStale {
+                    cancel: on_stale == OnStale::Cancel,
+                };
+                let step = self.transition(tx, &mut p, input, |e| match e {
+                    PolicyEvent::Blocked => json!({"outcome": "stale", "reason": reason, "staleSessions": stale}),
+                    _ => json!({"reason": reason, "staleSessions": stale}),
+                })?;
+                if let Some(step) = step {
+                    tracing::warn!(policy = %p.id, reason = %reason, "policy reclaimed by the watchdog");
+                    look.reclaimed.push(p.id.clone());
+                    steps.push((p.id.clone(), step));
+                }
+            }
+            for mut p in tx.past_deadline(now)? {
+                if let Some(step) = self.expire(tx, &mut p, now)? {
+                    look.expired.push(p.id.clone());
+                    steps.push((p.id.clone(), step));
+                }
+            }
+            Ok((look, steps))
+        })
+    }
+
+    /// Blocks `p`, whose deadline is past (if its state lets it: a gate or
+    /// commit in flight settles first).
+    fn expire(
+        &self,
+        tx: &mut crate::store::Tx<'_>,
+        p: &mut PolicyRow,
+        now: i64,
+    ) -> EngineResult<Option<super::Step>> {
+        let deadline = p.deadline_at.unwrap_or(now);
+        let was = p.status;
+        let reason = format!(
+            "its deadline ({}) passed while it was {}",
+            p.spec
+                .get("deadline")
+                .and_then(|d| d.as_str())
+                .unwrap_or("?"),
+            was.as_str()
+        );
+        let old_reason = p.reason.replace(reason.clone());
+        let step = self.transition(tx, p, Input::Expired, |e| match e {
+            PolicyEvent::Expired => {
+                json!({"deadlineAt": deadline, "was": was.as_str(), "reason": reason})
+            }
+            _ => json!({"outcome": "expired", "reason": reason}),
+        })?;
+        if step.is_none() {
+            p.reason = old_reason;
+        } else {
+            tracing::warn!(policy = %p.id, reason = %reason, "policy expired");
+        }
+        Ok(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watchdog_looks_often_enough_to_be_within_the_timeout_and_a_half_second() {
+        assert_eq!(tick_interval(None), Duration::from_millis(500));
+        assert_eq!(
+            tick_interval(Some(Duration::from_secs(1))),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            tick_interval(Some(Duration::from_secs(60))),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            tick_interval(Some(Duration::from_millis(100))),
+            Duration::from_millis(50)
+        );
+    }
+}
