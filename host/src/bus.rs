@@ -37,11 +37,21 @@ pub const POLICY_EVENTS: &[&str] = &[
     "policy:cancelled",
     "policy:done",
     "policy:next-refused",
+    "policy:paused",
 ];
 
+/// Daemon-wide events (no session, no policy): the configuration read
+/// again (the `live_config` module). Named in full only: `rejected` is
+/// also a policy's.
+pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected"];
+
 /// The full name of an event type given in full (`session:turn-end`) or
-/// short (`turn-end`); an unknown name is an error listing the known ones.
+/// short (`turn-end`; session and policy events only); an unknown name is
+/// an error listing the known ones.
 pub fn full_type(name: &str) -> Result<&'static str, String> {
+    if let Some(full) = CONFIG_EVENTS.iter().find(|f| **f == name) {
+        return Ok(full);
+    }
     let all = SESSION_EVENTS.iter().chain(POLICY_EVENTS);
     for full in all.clone() {
         let short = full.split_once(':').map(|(_, s)| s).unwrap_or(full);
@@ -51,6 +61,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     }
     let known: Vec<&str> = all
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
+        .chain(CONFIG_EVENTS.iter().copied())
         .collect();
     Err(format!(
         "unknown event type '{name}' (known: {})",
@@ -93,6 +104,11 @@ mod tests {
         assert_eq!(full_type("exited"), Ok("session:exited"));
         assert_eq!(full_type("commit-ready"), Ok("policy:commit-ready"));
         assert_eq!(full_type("policy:blocked"), Ok("policy:blocked"));
+        assert_eq!(full_type("config:reloaded"), Ok("config:reloaded"));
+        assert_eq!(full_type("config:rejected"), Ok("config:rejected"));
+        // `rejected` is the policy's; config events are named in full.
+        assert_eq!(full_type("rejected"), Ok("policy:rejected"));
+        assert_eq!(full_type("paused"), Ok("policy:paused"));
         let err = full_type("turnend").expect_err("typo must be refused");
         assert!(err.contains("turn-end"), "{err}");
     }

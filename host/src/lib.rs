@@ -49,6 +49,7 @@ pub mod fault_marker;
 pub mod gate;
 pub mod hook;
 pub mod keyring;
+pub mod live_config;
 pub mod mcp;
 pub mod sandbox;
 pub mod store;

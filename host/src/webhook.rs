@@ -35,9 +35,14 @@ const MAX_BACKOFF_MS: i64 = 5 * 60 * 1000;
 pub struct Webhooks {
     engine: Engine,
     client: reqwest::Client,
+    /// Signs deliveries to the operator's global webhook (`[daemon]
+    /// webhook_url` of the configuration in force: a reload may change
+    /// it; the secret file is read once, at start).
     secret: Option<Vec<u8>>,
-    /// The operator's global webhook, signed with `secret`.
-    global_url: Option<String>,
+    /// Every global webhook URL of this daemon's life (a reload may change
+    /// it): a delivery queued to an earlier one is still signed with
+    /// `secret`, as when it was queued.
+    global_urls: Arc<Mutex<HashSet<String>>>,
     /// Signs deliveries to sessions' `notifyUrl`s.
     notify_key: Vec<u8>,
     max_attempts: u32,
@@ -120,7 +125,7 @@ impl Webhooks {
             engine,
             client,
             secret,
-            global_url: d.webhook_url.clone(),
+            global_urls: Arc::new(Mutex::new(d.webhook_url.into_iter().collect())),
             notify_key,
             max_attempts: d.webhook_max_attempts,
         })
@@ -203,7 +208,12 @@ impl Webhooks {
             .header("X-Gatehost-Event", &d.event.kind)
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string());
-        let key = if self.global_url.as_deref() == Some(d.url.as_str()) {
+        let global = {
+            let mut urls = self.global_urls.lock().unwrap_or_else(|p| p.into_inner());
+            urls.extend(self.engine.runner().config().daemon.webhook_url.clone());
+            urls.contains(&d.url)
+        };
+        let key = if global {
             self.secret.as_deref()
         } else {
             Some(self.notify_key.as_slice())

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::engine::{
     RegisterInput as RegisterRequest, Registered, ReportKind, StartInput as StartRequest,
 };
+/// The payloads of the `config:reloaded` and `config:rejected` events.
+pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
 
 /// `GET /v1/health`.

@@ -85,6 +85,7 @@ pub enum Command {
     #[command(subcommand)]
     Plugin(PluginCommand),
     /// Run the policy daemon (store, API on loopback, gates, commits).
+    #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
     /// Answer an agent CLI's turn-end hook (Claude Code, Codex, Gemini CLI,
     /// Cursor) by the gates, on stdin and stdout.

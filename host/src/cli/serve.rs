@@ -1,5 +1,7 @@
 //! `gatehost serve`: opens the store, the engine and the API, picks up
-//! every policy where it was left, and serves until SIGINT or SIGTERM.
+//! every policy where it was left, and serves until SIGINT or SIGTERM;
+//! SIGHUP, or a change of the configuration file, reloads the
+//! configuration (`crate::live_config`).
 
 use crate::api::{self, AppState, Tokens};
 use crate::config::HostConfig;
@@ -13,6 +15,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// `gatehost serve --help`'s closing words: reloading the configuration.
+pub const AFTER_HELP: &str = "\
+Reloading: SIGHUP (kill -HUP <pid>), or any change of the --config file
+(looked at every half second), reads the configuration again. It is checked
+whole, as at start: an invalid one is rejected (a config:rejected event; the
+one in force stays) and a valid one is put in force for every gate that
+starts from then on (a config:reloaded event naming what changed; gates
+already running keep theirs). A few settings need a restart (listed in the
+event as needsRestart, their old value kept): see docs/daemon.md, \"Live
+configuration\". [daemon] enabled = false pauses supervision: turn-ends are
+recorded, no gate starts, until a reload enables it again.";
+
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Where the store (gatehost.db), the tokens and server.url live
@@ -22,7 +36,8 @@ pub struct ServeArgs {
     /// Loopback address and port to listen on (port 0: any free port).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
     pub listen: SocketAddr,
-    /// Host configuration (TOML): allowlist, adapters, plugins, [daemon].
+    /// Host configuration (TOML): allowlist, adapters, plugins, [daemon];
+    /// reloaded on SIGHUP and when it changes.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Also serve the API on this Unix socket, owner-only (0600); clients
@@ -179,6 +194,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let previous_fault = crate::fault_marker::arm(&data_dir)
         .map_err(|e| format!("cannot arm the fault marker in {}: {e}", data_dir.display()))?;
     let config_path = HostConfig::locate(args.config.as_deref());
+    // Stamped before the read: a change after it is reloaded.
+    let loaded_stamp = config_path
+        .as_deref()
+        .map(crate::live_config::FileStamp::of);
     let mut config = HostConfig::load(config_path.as_deref()).map_err(|e| e.to_string())?;
     // Descriptors: as many as the hard limit allows, half of them at most
     // for long-polls (the rest for the store, gates, webhooks and the
@@ -192,46 +211,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         max_long_polls = long_polls,
         "nofile limit"
     );
-    // The data directory (store, tokens, URL) is never a gate's to reach;
-    // gates' private directories live in it, owner-only.
-    config.sandbox.protect.push(data_dir.clone());
-    // (Not with [sandbox] user: the data directory is closed to that user.)
-    if config.daemon.worktree_dir.is_none() {
-        let mut name = data_dir
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_else(|| "gatehost".into());
-        name.push(".worktrees");
-        config.daemon.worktree_dir = Some(data_dir.with_file_name(name));
-    }
-    if config.sandbox.scratch_dir.is_none() && config.sandbox.user.is_none() {
-        config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
-    }
-    // A root that holds (or lies inside) the host's own places would let
-    // the agent register a workspace around them: refused at start.
-    let places = config.host_places();
-    for root in &config.daemon.workspace_roots {
-        let shown = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
-        if let Some(place) = crate::config::overlapping_place(&shown, &places) {
-            return Err(format!(
-                "[daemon] workspace_roots: {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); list the directories where agents work, apart from those",
-                root.display(),
-                place.display()
-            ));
-        }
-    }
-    // A session policy that cannot parse would be refused at every
-    // registration: said now, once.
-    for (i, rule) in config.daemon.session_policies.iter().enumerate() {
-        let parsed = crate::engine::attach::parse_input(rule.policy.clone())
-            .and_then(|input| input.gates().map(|_| ()));
-        if let Err(e) = parsed {
-            return Err(format!(
-                "[[daemon.session_policies]] {i} ({}): {e}",
-                rule.file.display()
-            ));
-        }
-    }
+    // The data directory's places, and the checks that stop a start
+    // (those a reload must pass too).
+    crate::live_config::prepare(&mut config, &data_dir)?;
     let (tokens, agent_file, operator_file) = Tokens::load(
         &data_dir,
         config.daemon.agent_token_file.as_deref(),
@@ -272,6 +254,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
             eprintln!("gatehost: warning: {warning}");
         }
         let engine = Engine::new(store, runner).map_err(|e| e.to_string())?;
+        // SIGHUP reloads the configuration: caught from before the daemon
+        // says it listens (its default action would end it).
+        let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| format!("cannot catch SIGHUP: {e}"))?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -302,6 +288,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
         engine.spawn_sweeper();
         engine.spawn_retention();
         engine.spawn_watchdog();
+        tokio::spawn(crate::live_config::watch(
+            engine.clone(),
+            config_path.clone(),
+            data_dir.clone(),
+            hangup,
+            loaded_stamp,
+        ));
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {

@@ -10,6 +10,7 @@ use std::time::Duration;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DaemonSection {
+    pub(super) enabled: Option<bool>,
     pub(super) max_gating: Option<usize>,
     pub(super) webhook_url: Option<String>,
     pub(super) webhook_secret_file: Option<String>,
@@ -69,6 +70,9 @@ pub(super) fn duration(text: &str, min: Duration) -> Result<Duration, String> {
 /// Settings of `gatehost serve` (the `[daemon]` section).
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
+    /// Whether new gates start (`enabled = false` pauses supervision:
+    /// turn-ends are recorded, queued policies wait). Default true.
+    pub enabled: bool,
     /// Policies gating at once, host-wide (FIFO beyond it).
     pub max_gating: usize,
     /// A webhook fired for every event (sessions may add their own).
@@ -131,6 +135,7 @@ pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
+            enabled: true,
             max_gating: 8,
             webhook_url: None,
             webhook_secret_file: None,

@@ -486,6 +486,7 @@ impl HostConfig {
             .apply(&mut config.retention)
             .map_err(|(key, message)| invalid(&key, message))?;
         let dm = file.daemon;
+        config.daemon.enabled = dm.enabled.unwrap_or(true);
         if let Some(n) = dm.max_gating {
             if n == 0 {
                 return Err(invalid("daemon.max_gating", "must be at least 1".into()));

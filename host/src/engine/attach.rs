@@ -457,7 +457,7 @@ impl Engine {
         {
             return Ok(p);
         }
-        let limit = self.inner.runner.config().daemon.attach_timeout;
+        let limit = self.runner().config().daemon.attach_timeout;
         let engine = self.clone();
         let checks = tokio::task::spawn_blocking(move || {
             let mut input = parse_input(body)?;
@@ -465,7 +465,7 @@ impl Engine {
             let store = &engine.inner.store;
             // Every session the policy (or its chain) watches, and so may
             // nudge, must be the caller's: its key, or the operator token.
-            validate(&mut input, &engine.inner.runner, &|id| {
+            validate(&mut input, &engine.runner(), &|id| {
                 let s = store.session(id)?;
                 if let Some(s) = &s {
                     caller.check(s)?;
@@ -647,6 +647,9 @@ impl Engine {
                 },
                 |_| json!({"reason": "every member had already ended its turn"}),
             )?;
+            if p.status == PolicyStatus::Queued && !self.supervising() {
+                self.wait_paused(tx, &p)?;
+            }
         }
         Ok(p)
     }

@@ -307,7 +307,7 @@ impl Engine {
                 let plan = stored::plan_required(&p)?;
                 let (paths, message, fp) = (plan.paths, plan.message, plan.fingerprint);
                 let ws = workspace.clone();
-                let runner = self.inner.runner.clone();
+                let runner = self.runner();
                 let snapshot = plan.snapshot;
                 let made = tokio::task::spawn_blocking(move || {
                     let who = &runner.config().daemon.committer;
@@ -433,7 +433,7 @@ impl Engine {
             }
             let ws = workspace.clone();
             let pr = prepared.clone();
-            let runner = self.inner.runner.clone();
+            let runner = self.runner();
             let outcome = tokio::task::spawn_blocking(move || {
                 let who = &runner.config().daemon.committer;
                 confined(&runner, Path::new(&ws), || {

@@ -68,6 +68,7 @@ impl Engine {
     /// work in several, in each of them (all must pass).
     pub(super) async fn run_in_each_workspace(
         &self,
+        runner: &crate::gate::GateRunner,
         policy: &PolicyRow,
         input: &AttachInput,
         sessions: &[SessionRow],
@@ -76,13 +77,13 @@ impl Engine {
         if groups.len() <= 1 {
             let workspace = groups.first().map(|(w, _)| w.clone()).unwrap_or_default();
             return self
-                .run_policy_gates(policy, input, sessions, &workspace, None)
+                .run_policy_gates(runner, policy, input, sessions, &workspace, None)
                 .await;
         }
         let mut runs = Vec::with_capacity(groups.len());
         for (workspace, members) in groups {
             let report = self
-                .run_policy_gates(policy, input, &members, &workspace, None)
+                .run_policy_gates(runner, policy, input, &members, &workspace, None)
                 .await;
             runs.push((workspace, report));
         }

@@ -4,9 +4,10 @@
 
 use super::machine::{AfterPass, Input, Step, Verdict};
 use super::nudge::render_nudge;
+use super::pinned::{after_gate, changed_since, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::anchor::WorkspaceAnchor;
-use crate::gate::GateContext;
+use crate::gate::{GateContext, GateRunner};
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
@@ -84,6 +85,9 @@ impl Engine {
         if p.status != PolicyStatus::Queued {
             return Ok(None);
         }
+        if !self.supervising() {
+            return self.wait_paused(tx, p).map(|()| None);
+        }
         let Ok(slot) = self.inner.gating.clone().try_acquire_owned() else {
             return Ok(None);
         };
@@ -105,6 +109,10 @@ impl Engine {
             }
             return self.gate_policy(id, policy, slot).await;
         }
+        if !self.supervising() {
+            // Waits, queued, its `policy:paused` said (`wait_paused`).
+            return Ok(None);
+        }
         let permit = self
             .inner
             .gating
@@ -119,7 +127,8 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            if p.status != PolicyStatus::Queued {
+            // Paused while it waited for its slot: it waits on, queued.
+            if p.status != PolicyStatus::Queued || !self.supervising() {
                 return Ok(None);
             }
             p.gate_runs += 1;
@@ -141,6 +150,9 @@ impl Engine {
         policy: PolicyRow,
         permit: OwnedSemaphorePermit,
     ) -> EngineResult<Option<Step>> {
+        // The configuration this gate runs under, to its end, whatever a
+        // reload changes meanwhile.
+        let runner = self.runner();
         let input = match stored::spec(&policy) {
             Ok(input) => input,
             Err(e) => return self.settle_corrupt(id, &e),
@@ -176,7 +188,7 @@ impl Engine {
         };
         if let (Some(paths), GateOn::Snapshot) = (&commit_paths, input.gate_on()) {
             let (report, taken) = self
-                .run_on_snapshot(&policy, &input, &sessions, &workspace, paths)
+                .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
             let (changes, changed_after, snap) = match taken {
@@ -192,10 +204,14 @@ impl Engine {
                 snap,
                 changed_after,
             };
-            return self.finish_gate(id, &input, report, judged, changes).await;
+            return self
+                .finish_gate(&runner, id, &input, report, judged, changes)
+                .await;
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
-        let report = self.run_in_each_workspace(&policy, &input, &sessions).await;
+        let report = self
+            .run_in_each_workspace(&runner, &policy, &input, &sessions)
+            .await;
         let (after, changes) = after_gate(
             &workspace,
             commit_paths.as_deref(),
@@ -204,6 +220,7 @@ impl Engine {
         .await;
         drop(permit);
         self.finish_gate(
+            &runner,
             id,
             &input,
             report,
@@ -219,6 +236,7 @@ impl Engine {
     /// change. A snapshot or worktree that cannot be made is an `error`.
     async fn run_on_snapshot(
         &self,
+        runner: &GateRunner,
         policy: &PolicyRow,
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
@@ -228,13 +246,13 @@ impl Engine {
         RunReport,
         Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileChange>)>,
     ) {
-        let runner = self.inner.runner.clone();
+        let confining = runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
         let cache = self.stat_cache(workspace);
         let taken = tokio::task::spawn_blocking(move || {
             let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
             let cache: &mut crate::commit::StatCache = &mut guard;
-            super::commits::confined(&runner, Path::new(&ws), || {
+            super::commits::confined(&confining, Path::new(&ws), || {
                 crate::commit::snapshot_with(Path::new(&ws), &wanted, cache)
             })
         })
@@ -283,7 +301,14 @@ impl Engine {
         };
         let worktree = lease.path().display().to_string();
         let report = self
-            .run_policy_gates(policy, input, sessions, &worktree, Some(changes.clone()))
+            .run_policy_gates(
+                runner,
+                policy,
+                input,
+                sessions,
+                &worktree,
+                Some(changes.clone()),
+            )
             .await;
         drop(lease);
         (report, Some((snap, changes.unwrap_or_default())))
@@ -291,6 +316,7 @@ impl Engine {
 
     pub(super) async fn run_policy_gates(
         &self,
+        runner: &GateRunner,
         policy: &PolicyRow,
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
@@ -367,11 +393,12 @@ impl Engine {
             policy_id: Some(policy.id.clone()),
             trust: input.attached_by,
         };
-        self.inner.runner.run_gates(&gates, &anchor, &ctx).await
+        runner.run_gates(&gates, &anchor, &ctx).await
     }
 
     async fn finish_gate(
         &self,
+        runner: &GateRunner,
         id: &str,
         input: &AttachInput,
         report: RunReport,
@@ -414,7 +441,7 @@ impl Engine {
                         p.retries_used += 1;
                         p.reason = Some(report.reason.clone());
                         let message = render_nudge(
-                            input.on_fail.nudge.as_deref().unwrap_or(&self.inner.default_nudge),
+                            input.on_fail.nudge.as_deref().unwrap_or(&runner.config().daemon.default_nudge),
                             &report,
                         );
                         extra.insert(
@@ -557,7 +584,7 @@ impl Engine {
             next.session_ids = Some(p.sessions.clone());
         }
         let store_check =
-            super::attach::validate(&mut next, &self.inner.runner, &|sid| Ok(tx.session(sid)?));
+            super::attach::validate(&mut next, &self.runner(), &|sid| Ok(tx.session(sid)?));
         if let Err(e) = store_check {
             self.policy_event(
                 tx,
@@ -584,67 +611,6 @@ impl Engine {
     }
 }
 
-/// After a workspace-mode gate, one read of the commit paths: the
-/// fingerprint that closes the gate's bracket and, on a pass, what they
-/// change against HEAD for `policy:commit-ready` (`{files: [{path, kind,
-/// added, removed, binary}], added, removed}`, or `{error}` when it cannot
-/// be computed: the summary informs the human; the fingerprint is what
-/// guards the commit).
-async fn after_gate(
-    workspace: &str,
-    paths: Option<&[String]>,
-    passed: bool,
-) -> (Option<Result<String, String>>, Option<Value>) {
-    let Some(paths) = paths else {
-        return (None, None);
-    };
-    if !passed {
-        return (fingerprint_of(workspace, Some(paths)).await, None);
-    }
-    let (ws, wanted) = (workspace.to_string(), paths.to_vec());
-    let read = tokio::task::spawn_blocking(move || {
-        crate::commit::fingerprint_and_changes(
-            Path::new(&ws),
-            &wanted,
-            crate::commit::Detail::Counts,
-        )
-    })
-    .await;
-    match read {
-        Ok(Ok((fingerprint, changes))) => (Some(Ok(fingerprint)), Some(summary_of(&changes))),
-        Ok(Err(e)) => (
-            Some(Err(e.to_string())),
-            Some(json!({"error": e.to_string()})),
-        ),
-        Err(e) => {
-            let m = format!("the fingerprint task failed: {e}");
-            (Some(Err(m.clone())), Some(json!({"error": m})))
-        }
-    }
-}
-
-/// Lines added and removed, per file and in all, from the changes' own
-/// counts.
-fn summary_of(changes: &[crate::change::FileChange]) -> Value {
-    let files: Vec<Value> = changes
-        .iter()
-        .map(|f| {
-            json!({
-                "path": f.path_lossy(),
-                "kind": f.kind.as_str(),
-                "added": f.added,
-                "removed": f.removed,
-                "binary": f.binary,
-            })
-        })
-        .collect();
-    json!({
-        "files": files,
-        "added": changes.iter().map(|f| f.added).sum::<u64>(),
-        "removed": changes.iter().map(|f| f.removed).sum::<u64>(),
-    })
-}
-
 fn error_report(reason: String) -> RunReport {
     RunReport {
         outcome: Outcome::Error,
@@ -653,33 +619,4 @@ fn error_report(reason: String) -> RunReport {
         gates: Vec::new(),
         skipped: Vec::new(),
     }
-}
-
-async fn changed_since(
-    workspace: &str,
-    snap: &crate::commit::TreeSnapshot,
-    cache: std::sync::Arc<std::sync::Mutex<crate::commit::StatCache>>,
-) -> Result<Vec<String>, String> {
-    let (ws, snap) = (workspace.to_string(), snap.clone());
-    tokio::task::spawn_blocking(move || {
-        let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        crate::commit::changed_since(Path::new(&ws), &snap, Some(&cache)).map_err(|e| e.to_string())
-    })
-    .await
-    .unwrap_or_else(|e| Err(format!("the task failed: {e}")))
-}
-
-async fn fingerprint_of(
-    workspace: &str,
-    paths: Option<&[String]>,
-) -> Option<Result<String, String>> {
-    let paths = paths?.to_vec();
-    let ws = workspace.to_string();
-    Some(
-        tokio::task::spawn_blocking(move || {
-            crate::commit::fingerprint(Path::new(&ws), &paths).map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("fingerprint task failed: {e}"))),
-    )
 }

@@ -34,10 +34,13 @@ pub enum PolicyEvent {
     Expired,
     /// Its gate could not run and is tried again (`[daemon] infra_retries`).
     Retry,
+    /// Not a transition: a queued policy waits because supervision is
+    /// paused (`[daemon] enabled = false`).
+    Paused,
 }
 
 impl PolicyEvent {
-    pub const ALL: [PolicyEvent; 19] = [
+    pub const ALL: [PolicyEvent; 20] = [
         PolicyEvent::Attached,
         PolicyEvent::Watching,
         PolicyEvent::Queued,
@@ -57,6 +60,7 @@ impl PolicyEvent {
         PolicyEvent::NextRefused,
         PolicyEvent::Expired,
         PolicyEvent::Retry,
+        PolicyEvent::Paused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,7 @@ impl PolicyEvent {
             PolicyEvent::NextRefused => "policy:next-refused",
             PolicyEvent::Expired => "policy:expired",
             PolicyEvent::Retry => "policy:retry",
+            PolicyEvent::Paused => "policy:paused",
         }
     }
 

@@ -23,6 +23,8 @@ pub mod keys;
 mod lifecycle;
 pub mod machine;
 mod nudge;
+mod pinned;
+mod reconfigure;
 mod recovery;
 mod retry;
 mod rules;
@@ -99,14 +101,17 @@ pub struct Engine {
 
 struct Inner {
     store: Store,
-    runner: GateRunner,
+    /// The configuration in force and the runner of its gates, swapped
+    /// whole by a reload (`reconfigure`); a gate takes its own clone when
+    /// it starts and keeps it to its end.
+    runner: std::sync::RwLock<GateRunner>,
+    /// One reload at a time.
+    reloading: Mutex<()>,
     bus: Bus,
     /// Policies gating at once (FIFO: tokio's semaphore is fair).
     gating: Arc<Semaphore>,
     /// Gate tasks by policy id, so that a cancel kills the gate.
     gate_tasks: Mutex<HashMap<String, AbortHandle>>,
-    webhooks: Vec<String>,
-    default_nudge: String,
     started: started::Started,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
@@ -151,8 +156,7 @@ impl Engine {
                 bus: Bus::new(head),
                 gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                 gate_tasks: Mutex::new(HashMap::new()),
-                webhooks: config.webhook_url.into_iter().collect(),
-                default_nudge: config.default_nudge,
+                reloading: Mutex::new(()),
                 started: started::Started::default(),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
@@ -169,7 +173,7 @@ impl Engine {
                 )
                 .owned_by(runner.sandbox().gate_user())
                 .keeping(&config.worktree_caches),
-                runner,
+                runner: std::sync::RwLock::new(runner),
             }),
         })
     }
@@ -228,8 +232,31 @@ impl Engine {
         &self.inner.store
     }
 
-    pub fn runner(&self) -> &GateRunner {
-        &self.inner.runner
+    /// The runner of the configuration in force now (a clone: it stays
+    /// whole however the configuration changes after).
+    pub fn runner(&self) -> GateRunner {
+        self.inner
+            .runner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The global webhooks of the configuration in force.
+    pub(crate) fn webhooks(&self) -> Vec<String> {
+        self.runner()
+            .config()
+            .daemon
+            .webhook_url
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether supervision runs (`[daemon] enabled`): when not, no gate
+    /// starts and queued policies wait.
+    pub(crate) fn supervising(&self) -> bool {
+        self.runner().config().daemon.enabled
     }
 
     pub fn bus(&self) -> &Bus {
@@ -353,7 +380,7 @@ impl Engine {
             p.sessions.first().map(String::as_str),
             Some(&p.id),
             &payload,
-            &self.inner.webhooks,
+            &self.webhooks(),
         )?)
     }
 

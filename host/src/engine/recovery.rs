@@ -28,6 +28,12 @@ impl Engine {
     /// `queued` with no gate task, `nudging` or `committing` with no task.
     /// Runs until the daemon stops.
     pub fn spawn_sweeper(&self) {
+        // A test hook: no sweep, so that a test sees what re-drives a
+        // policy without it (a reload that enables supervision).
+        if std::env::var_os("GATEHOST_TEST_NO_SWEEP").is_some() {
+            tracing::warn!("test hook: no sweep");
+            return;
+        }
         let engine = self.clone();
         tokio::spawn(async move {
             loop {
@@ -46,7 +52,7 @@ impl Engine {
     /// blocking pool (in small transactions), logging what it deleted.
     /// Runs until the daemon stops.
     pub fn spawn_retention(&self) {
-        let rules = self.inner.runner.config().retention.clone();
+        let rules = self.runner().config().retention.clone();
         if !rules.enabled {
             tracing::info!("retention is off: events, deliveries, sessions and policies are kept");
             return;
@@ -92,6 +98,8 @@ impl Engine {
                 if let Some(step) = self.block_damaged(&p.id)? {
                     self.perform(&p.id, &step);
                 }
+            } else if p.status == PolicyStatus::Queued && !self.supervising() {
+                // It waits for supervision, said by its `policy:paused`.
             } else if WORKING.contains(&p.status) && p.updated_at < stale_before {
                 self.redrive(
                     &p,
@@ -107,7 +115,7 @@ impl Engine {
     /// left `gating` is queued again (`reason` says why) and run; `queued`
     /// is run; `nudging` and `committing` resume. A policy whose gate task
     /// runs is left to it; nudge and commit tasks run once at a time.
-    fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
+    pub(super) fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
         if matches!(p.status, PolicyStatus::Queued | PolicyStatus::Gating)
             && self.has_gate_task(&p.id)
         {
@@ -166,6 +174,12 @@ impl Engine {
                 continue;
             }
             self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
+        }
+        if !self.supervising() {
+            tracing::warn!(
+                "supervision is paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
+            );
+            self.announce_paused()?;
         }
         Ok(())
     }

@@ -31,7 +31,8 @@ impl Engine {
         report: &RunReport,
         extra: &mut serde_json::Map<String, Value>,
     ) -> Verdict {
-        let daemon = &self.inner.runner.config().daemon;
+        let runner = self.runner();
+        let daemon = &runner.config().daemon;
         let retries = daemon.infra_retries;
         if (p.infra_retries_used as u32) < retries {
             p.infra_retries_used += 1;
@@ -63,7 +64,7 @@ impl Engine {
         tokio::spawn(async move {
             let wait = match engine.policy(&id) {
                 Ok(p) => retry_backoff(
-                    engine.inner.runner.config().daemon.infra_retry_backoff,
+                    engine.runner().config().daemon.infra_retry_backoff,
                     p.infra_retries_used,
                 ),
                 Err(_) => return,

@@ -30,7 +30,8 @@ impl Engine {
         s: &SessionRow,
         why: &str,
     ) -> EngineResult<()> {
-        let rules = &self.inner.runner.config().daemon.session_policies;
+        let runner = self.runner();
+        let rules = &runner.config().daemon.session_policies;
         if rules.is_empty() || !tx.live_with(&s.id)?.is_empty() {
             return Ok(());
         }
@@ -42,7 +43,7 @@ impl Engine {
                 input.session_id = None;
                 input.session_ids = Some(vec![s.id.clone()]);
                 input.set_attached_by(Trust::Operator);
-                validate(&mut input, &self.inner.runner, &|sid| Ok(tx.session(sid)?))?;
+                validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
                 Ok(input)
             });
             let input = match checked {
@@ -58,7 +59,7 @@ impl Engine {
                             "file": rule.file.display().to_string(),
                             "reason": e.to_string(),
                         }),
-                        &self.inner.webhooks,
+                        &self.webhooks(),
                     )?;
                     continue;
                 }

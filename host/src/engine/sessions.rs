@@ -218,13 +218,15 @@ impl Engine {
                 ),
             ));
         }
-        let daemon = &self.inner.runner.config().daemon;
+        // One configuration for the whole registration.
+        let runner = self.runner();
+        let daemon = &runner.config().daemon;
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
             check_root(&ws, &daemon.workspace_roots)?;
         }
-        check_clear_of_host(&ws, &self.inner.runner.config().host_places())?;
+        check_clear_of_host(&ws, &runner.config().host_places())?;
         self.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
@@ -299,7 +301,7 @@ impl Engine {
                     Some(&s.id),
                     None,
                     &json!({"sessionId": s.id, "cwd": s.cwd, "workspace": s.workspace, "label": s.label, "started": command.is_some()}),
-                    &self.inner.webhooks,
+                    &self.webhooks(),
                 )?;
             }
             self.attach_session_policies(tx, &s, "registered")?;
@@ -327,7 +329,7 @@ impl Engine {
             Some(&s.id),
             None,
             &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
-            &self.inner.webhooks,
+            &self.webhooks(),
         )?;
         tracing::info!(session = %s.id, by, "a stale session is live again");
         Ok(())
@@ -408,7 +410,7 @@ impl Engine {
                 Some(id),
                 None,
                 &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
-                &self.inner.webhooks,
+                &self.webhooks(),
             )?;
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 s.last_turn_cursor = Some(cursor);

@@ -86,7 +86,7 @@ impl Engine {
         let Some(program) = input.command.first() else {
             return Err(invalid("command", "must name a program"));
         };
-        let path_var = self.inner.runner.config().host_path.clone();
+        let path_var = self.runner().config().host_path.clone();
         let resolved = if program.contains('/') {
             let p = PathBuf::from(program);
             if !p.is_absolute() {

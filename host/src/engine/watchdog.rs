@@ -53,7 +53,7 @@ impl Engine {
         let engine = self.clone();
         tokio::spawn(async move {
             loop {
-                let every = tick_interval(engine.inner.runner.config().daemon.heartbeat_timeout);
+                let every = tick_interval(engine.runner().config().daemon.heartbeat_timeout);
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = engine.stopped() => return,
@@ -81,7 +81,8 @@ impl Engine {
     /// deadline. Returns what it did and the steps whose effects the
     /// caller runs.
     pub fn watch(&self, now: i64) -> EngineResult<(Look, Vec<(String, super::Step)>)> {
-        let daemon = &self.inner.runner.config().daemon;
+        let runner = self.runner();
+        let daemon = &runner.config().daemon;
         let (timeout, on_stale) = (daemon.heartbeat_timeout, daemon.on_stale);
         self.write(|tx| {
             let mut look = Look::default();
@@ -106,7 +107,7 @@ impl Engine {
                             "timeoutMs": timeout_ms,
                             "onStale": match on_stale { OnStale::Block => "block", OnStale::Cancel => "cancel" },
                         }),
-                        &self.inner.webhooks,
+                        &self.webhooks(),
                     )?;
                     tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
                     look.stale.push(s.id);

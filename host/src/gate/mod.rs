@@ -69,11 +69,16 @@ fn judge_material(ctx: &GateContext) -> Option<String> {
 /// (the clones share everything).
 #[derive(Clone)]
 pub struct GateRunner {
+    /// The configuration its gates run under: one whole configuration,
+    /// never changed (a reload makes another runner, [`Self::reconfigured`]).
+    config: Arc<HostConfig>,
     inner: Arc<RunnerInner>,
 }
 
+/// What every runner of one host shares, reload after reload: made from
+/// the settings that need a restart to change (`[sandbox]`, `[wasm]`,
+/// `[judge] slots`, the private paths), never from the others.
 struct RunnerInner {
-    config: HostConfig,
     /// Made on first use (a run of only WASM gates spawns nothing, so it
     /// never probes cgroups), or given at construction.
     supervisor: OnceLock<Supervisor>,
@@ -92,7 +97,7 @@ impl std::fmt::Debug for GateRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GateRunner")
             .field("containment", &self.supervisor().containment())
-            .field("judge_slots", &self.inner.config.judge_slots)
+            .field("judge_slots", &self.config.judge_slots)
             .finish()
     }
 }
@@ -135,8 +140,8 @@ impl GateRunner {
     fn with(config: HostConfig, supervisor: OnceLock<Supervisor>) -> Self {
         let slots = config.judge_slots.max(1);
         GateRunner {
+            config: Arc::new(config),
             inner: Arc::new(RunnerInner {
-                config,
                 supervisor,
                 sandbox: OnceLock::new(),
                 judge_slots: Arc::new(Semaphore::new(slots)),
@@ -147,7 +152,18 @@ impl GateRunner {
     }
 
     pub fn config(&self) -> &HostConfig {
-        &self.inner.config
+        &self.config
+    }
+
+    /// A runner of `config` sharing this one's supervisor, sandbox, judge
+    /// slots, WASM engine and host places: `config` must hold this one's
+    /// values of the settings that need a restart
+    /// (`live_config::keep_until_restart`).
+    pub fn reconfigured(&self, config: HostConfig) -> GateRunner {
+        GateRunner {
+            config: Arc::new(config),
+            inner: self.inner.clone(),
+        }
     }
 
     pub fn supervisor(&self) -> &Supervisor {
@@ -157,7 +173,7 @@ impl GateRunner {
     /// How native gates are confined on this host.
     pub fn sandbox(&self) -> &Sandbox {
         self.inner.sandbox.get_or_init(|| {
-            let config = &self.inner.config;
+            let config = &self.config;
             Sandbox::new(&config.sandbox, &config.private_paths())
         })
     }
@@ -168,7 +184,7 @@ impl GateRunner {
             .wasm
             .get_or_init(|| {
                 tracing::debug!("starting the WASM engine");
-                WasmHost::new(self.inner.config.wasm.clone()).map_err(|e| e.to_string())
+                WasmHost::new(self.config.wasm.clone()).map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -193,7 +209,7 @@ impl GateRunner {
         let places = self
             .inner
             .gate_free_places
-            .get_or_init(|| crate::config::canonical_places(&self.inner.config.gate_free_places()));
+            .get_or_init(|| crate::config::canonical_places(&self.config.gate_free_places()));
         if let Some(place) = crate::config::overlapping_canonical(anchor.root(), places) {
             let verdict = Verdict::error(
                 gate.label(),
