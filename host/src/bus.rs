@@ -38,6 +38,8 @@ pub const POLICY_EVENTS: &[&str] = &[
     "policy:done",
     "policy:next-refused",
     "policy:paused",
+    "policy:expired",
+    "policy:retry",
 ];
 
 /// Daemon-wide events (no session, no policy): the configuration read
@@ -45,11 +47,19 @@ pub const POLICY_EVENTS: &[&str] = &[
 /// also a policy's.
 pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected"];
 
+/// The watchdog's session events. Named in full only: `stale` is also a
+/// policy's (`policy:stale`, its judged content changed).
+pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
+
 /// The full name of an event type given in full (`session:turn-end`) or
 /// short (`turn-end`; session and policy events only); an unknown name is
 /// an error listing the known ones.
 pub fn full_type(name: &str) -> Result<&'static str, String> {
-    if let Some(full) = CONFIG_EVENTS.iter().find(|f| **f == name) {
+    if let Some(full) = CONFIG_EVENTS
+        .iter()
+        .chain(WATCHDOG_EVENTS)
+        .find(|f| **f == name)
+    {
         return Ok(full);
     }
     let all = SESSION_EVENTS.iter().chain(POLICY_EVENTS);
@@ -62,6 +72,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     let known: Vec<&str> = all
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
+        .chain(WATCHDOG_EVENTS.iter().copied())
         .collect();
     Err(format!(
         "unknown event type '{name}' (known: {})",
@@ -95,6 +106,21 @@ impl Bus {
 
 #[cfg(test)]
 mod tests {
+    /// Every event the lifecycle publishes is a name the filters know (a
+    /// new `PolicyEvent` that is not listed here could not be asked for).
+    #[test]
+    fn every_lifecycle_event_is_a_known_name() {
+        for e in crate::engine::PolicyEvent::ALL {
+            assert!(POLICY_EVENTS.contains(&e.as_str()), "{}", e.as_str());
+        }
+        for e in POLICY_EVENTS {
+            assert!(
+                crate::engine::PolicyEvent::parse(e).is_some(),
+                "{e} is listed but never published"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -109,6 +135,9 @@ mod tests {
         // `rejected` is the policy's; config events are named in full.
         assert_eq!(full_type("rejected"), Ok("policy:rejected"));
         assert_eq!(full_type("paused"), Ok("policy:paused"));
+        assert_eq!(full_type("session:stale"), Ok("session:stale"));
+        assert_eq!(full_type("stale"), Ok("policy:stale"));
+        assert_eq!(full_type("expired"), Ok("policy:expired"));
         let err = full_type("turnend").expect_err("typo must be refused");
         assert!(err.contains("turn-end"), "{err}");
     }
