@@ -15,40 +15,30 @@ use rusqlite::Connection;
 /// them stale; policies carry their deadline and count their gate's
 /// infrastructure retries.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_owner = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
-        .exists([])?;
+    let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {
         conn.execute_batch(
             "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'agent';
              UPDATE sessions SET owner = 'operator' WHERE command IS NOT NULL;",
         )?;
     }
-    let has_crashes = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'gate_crashes'")?
-        .exists([])?;
+    let has_crashes = has_column(conn, "policies", "gate_crashes")?;
     if !has_crashes {
         conn.execute_batch(
             "ALTER TABLE policies ADD COLUMN gate_crashes INTEGER NOT NULL DEFAULT 0;",
         )?;
     }
-    let has_publish = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'publish_open'")?
-        .exists([])?;
+    let has_publish = has_column(conn, "policies", "publish_open")?;
     if !has_publish {
         conn.execute_batch(
             "ALTER TABLE policies ADD COLUMN publish_open TEXT NOT NULL DEFAULT '[]';",
         )?;
     }
-    let has_key = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'key_digest'")?
-        .exists([])?;
+    let has_key = has_column(conn, "sessions", "key_digest")?;
     if !has_key {
         conn.execute_batch("ALTER TABLE sessions ADD COLUMN key_digest TEXT;")?;
     }
-    let has_stale = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'stale_at'")?
-        .exists([])?;
+    let has_stale = has_column(conn, "sessions", "stale_at")?;
     if !has_stale {
         // A session stored without a heartbeat was last heard of when it
         // last changed.
@@ -57,9 +47,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
              UPDATE sessions SET heartbeat_at = updated_at WHERE heartbeat_at IS NULL;",
         )?;
     }
-    let has_deadline = conn
-        .prepare("SELECT 1 FROM pragma_table_info('policies') WHERE name = 'deadline_at'")?
-        .exists([])?;
+    let has_deadline = has_column(conn, "policies", "deadline_at")?;
     if !has_deadline {
         conn.execute_batch(
             "ALTER TABLE policies ADD COLUMN deadline_at INTEGER;
@@ -165,3 +153,10 @@ CREATE TABLE IF NOT EXISTS idempotency(
     created_at INTEGER NOT NULL
 );
 ";
+
+/// Whether `table` has the column `column` (a file of an older schema may
+/// not).
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists(rusqlite::params![table, column])
+}

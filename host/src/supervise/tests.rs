@@ -409,7 +409,16 @@ fn a_leftover_process_does_not_poison_the_gates_after_it() {
 
 /// Runs `sh -c script` under `sup` bounded by `gate`.
 fn run_bounded(sup: &Supervisor, script: &str, gate: GateLimits) -> ProcessRun {
-    let env = env();
+    run_in(sup, script, gate, None)
+}
+
+/// Runs `sh -c script` under `sup` bounded by `gate`, with `scratch` as
+/// its scratch directory (`$SCRATCH` in the script) if given.
+fn run_in(sup: &Supervisor, script: &str, gate: GateLimits, scratch: Option<&Path>) -> ProcessRun {
+    let mut env = env();
+    if let Some(dir) = scratch {
+        env.push(("SCRATCH".into(), dir.as_os_str().to_owned()));
+    }
     let args = [OsString::from("-c"), OsString::from(script)];
     runtime()
         .block_on(sup.run(ProcessSpec {
@@ -420,7 +429,7 @@ fn run_bounded(sup: &Supervisor, script: &str, gate: GateLimits) -> ProcessRun {
             stdin: None,
             limits: Limits { gate, ..limits() },
             confine: None,
-            scratch: None,
+            scratch,
         }))
         .expect("spawned")
 }
@@ -617,30 +626,14 @@ fn limit_counters_and_reasons() {
     );
 }
 
-/// Runs `sh -c script` under `sup` with `scratch` as its bounded scratch
-/// directory (`$SCRATCH` in the script).
+/// Runs `sh -c script` under `sup` with `scratch` as its scratch
+/// directory, bounded to `bytes`.
 fn run_with_scratch(sup: &Supervisor, script: &str, scratch: &Path, bytes: u64) -> ProcessRun {
-    let mut env = env();
-    env.push(("SCRATCH".into(), scratch.as_os_str().to_owned()));
-    let args = [OsString::from("-c"), OsString::from(script)];
-    runtime()
-        .block_on(sup.run(ProcessSpec {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: Limits {
-                gate: GateLimits {
-                    scratch_bytes: Some(bytes),
-                    ..GateLimits::NONE
-                },
-                ..limits()
-            },
-            confine: None,
-            scratch: Some(scratch),
-        }))
-        .expect("spawned")
+    let gate = GateLimits {
+        scratch_bytes: Some(bytes),
+        ..GateLimits::NONE
+    };
+    run_in(sup, script, gate, Some(scratch))
 }
 
 /// Issue 24, item 7: what a gate writes to its scratch directory is held
