@@ -84,6 +84,12 @@ impl Engine {
         let runner = self.runner();
         let daemon = &runner.config().daemon;
         let (timeout, on_stale) = (daemon.heartbeat_timeout, daemon.on_stale);
+        let cutoff = timeout.map(|t| now - t.as_millis() as i64);
+        if !self.inner.store.watch_due(cutoff, now)? {
+            // Nothing due: no write, so no long-poll is woken for nothing
+            // (the bus is told only of commits that appended events).
+            return Ok((Look::default(), Vec::new()));
+        }
         self.write(|tx| {
             let mut look = Look::default();
             let mut steps = Vec::new();
@@ -196,6 +202,27 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An idle look (nothing silent, stale or due) writes nothing and so
+    /// wakes no long-poll: before, every look committed an empty
+    /// transaction and told the bus, twice a second.
+    #[test]
+    fn an_idle_look_writes_nothing_and_wakes_no_reader() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = crate::config::HostConfig::default();
+        config.daemon.heartbeat_timeout = Some(Duration::from_secs(3600));
+        let store = crate::store::Store::open(dir.path()).expect("store");
+        let engine = Engine::new(store, crate::gate::GateRunner::new(config)).expect("engine");
+        let mut woken = engine.bus().subscribe();
+        woken.mark_unchanged();
+        let (look, steps) = engine.watch(now_ms()).expect("look");
+        assert_eq!(look, Look::default());
+        assert!(steps.is_empty());
+        assert!(
+            !woken.has_changed().expect("bus"),
+            "an idle look woke the readers"
+        );
+    }
 
     #[test]
     fn the_watchdog_looks_often_enough_to_be_within_the_timeout_and_a_half_second() {

@@ -280,6 +280,22 @@ impl Store {
         f(&conn)
     }
 
+    /// Whether the watchdog has anything to do at `now` (ms): a session
+    /// silent since before `cutoff` (when the heartbeat timeout is set), a
+    /// watching policy with a stale member, or a deadline due. A read, so
+    /// that an idle look writes nothing and wakes no reader.
+    pub fn watch_due(&self, cutoff: Option<i64>, now: i64) -> StoreResult<bool> {
+        self.read(|c| {
+            if let Some(t) = cutoff
+                && !records::silent_sessions(c, t, 1)?.is_empty()
+            {
+                return Ok(true);
+            }
+            Ok(!records::watching_with_stale_member(c)?.is_empty()
+                || !records::past_deadline(c, now)?.is_empty())
+        })
+    }
+
     pub fn session(&self, id: &str) -> StoreResult<Option<SessionRow>> {
         self.read(|c| records::get_session(c, id))
     }
