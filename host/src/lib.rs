@@ -51,6 +51,7 @@ pub mod hook;
 pub mod keyring;
 pub mod live_config;
 pub mod mcp;
+pub mod notify;
 pub mod sandbox;
 pub mod store;
 pub mod suggest;

@@ -161,9 +161,30 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("wasm", true, &c.wasm),
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),
+        s("hook", false, &c.hook),
         s("daemon.enabled", false, d.enabled),
         s("daemon.max_gating", true, d.max_gating),
-        s("daemon.webhook_url", false, &d.webhook_url),
+        // Each operator webhook with its format and events; `targets` is
+        // webhook_url's, notify_url's, then [[daemon.webhooks]].
+        s(
+            "daemon.webhook_url",
+            false,
+            d.webhook_url.as_ref().and(d.targets.first()),
+        ),
+        s(
+            "daemon.notify_url",
+            false,
+            d.notify_url
+                .as_ref()
+                .and(d.targets.get(usize::from(d.webhook_url.is_some()))),
+        ),
+        s(
+            "daemon.webhooks",
+            false,
+            d.targets
+                .get(usize::from(d.webhook_url.is_some()) + usize::from(d.notify_url.is_some())..),
+        ),
+        s("daemon.public_url", false, &d.public_url),
         s("daemon.webhook_secret_file", true, &d.webhook_secret_file),
         s("daemon.webhook_timeout_ms", true, d.webhook_timeout),
         s("daemon.webhook_max_attempts", true, d.webhook_max_attempts),

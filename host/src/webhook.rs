@@ -22,8 +22,10 @@
 //! module must never write anything but the delivery rows.
 
 use crate::engine::Engine;
+use crate::notify::Format;
+use crate::store::EventRow;
 use crate::store::{Delivery, now_ms};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -39,10 +41,15 @@ pub struct Webhooks {
     /// webhook_url` of the configuration in force: a reload may change
     /// it; the secret file is read once, at start).
     secret: Option<Vec<u8>>,
-    /// Every global webhook URL of this daemon's life (a reload may change
-    /// it): a delivery queued to an earlier one is still signed with
-    /// `secret`, as when it was queued.
-    global_urls: Arc<Mutex<HashSet<String>>>,
+    /// Every operator webhook URL of this daemon's life (a reload may
+    /// change them) and its format in the latest configuration that named
+    /// it: a delivery queued to an earlier one is still signed with
+    /// `secret`, as when it was queued, and shaped as it was configured.
+    operator_urls: Arc<Mutex<HashMap<String, Format>>>,
+    /// The daemon's listening address: the links' base in messages
+    /// unless `[daemon] public_url` (of the configuration in force) names
+    /// another.
+    listening: String,
     /// Signs deliveries to sessions' `notifyUrl`s.
     notify_key: Vec<u8>,
     max_attempts: u32,
@@ -104,9 +111,47 @@ fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<i64> {
     Some(i64::try_from(left.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// The request posting `event` to `url` in `format` (see
+/// [`crate::notify::render`]), with `X-Gatehost-Event` and, when `key` is
+/// given, the Standard Webhooks headers over the body actually sent
+/// (`webhook-id` is `evt-<cursor>`, the same on every retry).
+pub fn request(
+    client: &reqwest::Client,
+    url: &str,
+    format: Format,
+    event: &EventRow,
+    base: Option<&str>,
+    key: Option<&[u8]>,
+) -> reqwest::RequestBuilder {
+    let message = crate::notify::message(event, base);
+    let body = crate::notify::render(format, event, &message);
+    let id = if event.cursor > 0 {
+        format!("evt-{}", event.cursor)
+    } else {
+        // Not a stored event (a standalone hook's): its time names it.
+        format!("msg-{}-{}", event.at, fastrand::u64(..))
+    };
+    let timestamp = now_ms() / 1000;
+    let mut req = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, body.content_type)
+        .header("X-Gatehost-Event", &event.kind)
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", timestamp.to_string());
+    for (name, value) in &body.headers {
+        req = req.header(*name, value);
+    }
+    if let Some(signature) = key.and_then(|k| sign(k, &id, timestamp, &body.bytes)) {
+        req = req.header("webhook-signature", signature);
+    }
+    req.body(body.bytes)
+}
+
 impl Webhooks {
-    /// `notify_key` signs deliveries to sessions' own URLs.
-    pub fn new(engine: Engine, notify_key: Vec<u8>) -> Result<Self, String> {
+    /// `notify_key` signs deliveries to sessions' own URLs; `listening`
+    /// is the daemon's address (`http://127.0.0.1:PORT`), the links' base
+    /// unless `[daemon] public_url` names another.
+    pub fn new(engine: Engine, notify_key: Vec<u8>, listening: &str) -> Result<Self, String> {
         let d = engine.runner().config().daemon.clone();
         let secret = match &d.webhook_secret_file {
             Some(p) => Some(key_of(
@@ -125,7 +170,13 @@ impl Webhooks {
             engine,
             client,
             secret,
-            global_urls: Arc::new(Mutex::new(d.webhook_url.into_iter().collect())),
+            operator_urls: Arc::new(Mutex::new(
+                d.targets
+                    .iter()
+                    .map(|t| (t.url.clone(), t.format))
+                    .collect(),
+            )),
+            listening: listening.to_string(),
             notify_key,
             max_attempts: d.webhook_max_attempts,
         })
@@ -198,30 +249,32 @@ impl Webhooks {
     }
 
     async fn deliver(&self, d: Delivery) {
-        let body = serde_json::to_vec(&d.event).unwrap_or_default();
-        let id = format!("evt-{}", d.event.cursor);
-        let timestamp = now_ms() / 1000;
-        let mut req = self
-            .client
-            .post(&d.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("X-Gatehost-Event", &d.event.kind)
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string());
-        let global = {
-            let mut urls = self.global_urls.lock().unwrap_or_else(|p| p.into_inner());
-            urls.extend(self.engine.runner().config().daemon.webhook_url.clone());
-            urls.contains(&d.url)
+        let runner = self.engine.runner();
+        let daemon = &runner.config().daemon;
+        let base = daemon.public_url.as_deref().unwrap_or(&self.listening);
+        let format = {
+            let mut urls = self.operator_urls.lock().unwrap_or_else(|p| p.into_inner());
+            for t in &daemon.targets {
+                urls.insert(t.url.clone(), t.format);
+            }
+            urls.get(&d.url).copied()
         };
-        let key = if global {
-            self.secret.as_deref()
-        } else {
-            Some(self.notify_key.as_slice())
+        // A session's own URL (the agent's choice) gets the raw event,
+        // signed with the notify key; the operator's, their format signed
+        // with the operator's secret.
+        let key = match format {
+            Some(_) => self.secret.as_deref(),
+            None => Some(self.notify_key.as_slice()),
         };
-        if let Some(signature) = key.and_then(|k| sign(k, &id, timestamp, &body)) {
-            req = req.header("webhook-signature", signature);
-        }
-        let result = req.body(body).send().await;
+        let req = request(
+            &self.client,
+            &d.url,
+            format.unwrap_or_default(),
+            &d.event,
+            Some(base),
+            key,
+        );
+        let result = req.send().await;
         let attempts = d.attempts + 1;
         let (state, error, retry_after) = match result {
             Ok(resp) if resp.status().is_success() => ("delivered", None, None),

@@ -295,7 +295,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             hangup,
             loaded_stamp,
         ));
-        let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes())?;
+        let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes(), &url)?;
         tokio::spawn(hooks.run());
         let app = api::router(AppState {
             engine: engine.clone(),

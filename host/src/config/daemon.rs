@@ -16,6 +16,14 @@ pub(super) struct DaemonSection {
     pub(super) webhook_secret_file: Option<String>,
     pub(super) webhook_timeout_ms: Option<u64>,
     pub(super) webhook_max_attempts: Option<u32>,
+    pub(super) webhook_format: Option<super::webhooks::Format>,
+    pub(super) webhook_events: Option<Vec<String>>,
+    pub(super) notify_url: Option<String>,
+    pub(super) notify_format: Option<super::webhooks::Format>,
+    pub(super) notify_events: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) webhooks: Vec<WebhookSection>,
+    pub(super) public_url: Option<String>,
     pub(super) agent_token_file: Option<String>,
     pub(super) operator_token_file: Option<String>,
     pub(super) default_nudge: Option<String>,
@@ -36,6 +44,16 @@ pub(super) struct DaemonSection {
     pub(super) on_stale: Option<OnStale>,
     pub(super) infra_retries: Option<u32>,
     pub(super) infra_retry_backoff: Option<String>,
+}
+
+/// One of `[[daemon.webhooks]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WebhookSection {
+    pub(super) url: String,
+    #[serde(default)]
+    pub(super) format: super::webhooks::Format,
+    pub(super) events: Option<Vec<String>>,
 }
 
 /// What the watchdog does to the policies of a stale session
@@ -77,6 +95,18 @@ pub struct DaemonConfig {
     pub max_gating: usize,
     /// A webhook fired for every event (sessions may add their own).
     pub webhook_url: Option<String>,
+    /// The operator's webhooks: `webhook_url` (every event, raw, unless
+    /// `webhook_format`/`webhook_events` say otherwise), `notify_url`
+    /// (the events where a person must act, for every session) and each
+    /// `[[daemon.webhooks]]`, in that order; signed with
+    /// `webhook_secret_file`.
+    pub targets: Vec<super::webhooks::Target>,
+    /// The events where a person must act, of every session, go here
+    /// (its target is in `targets`, after `webhook_url`'s).
+    pub notify_url: Option<String>,
+    /// Where a person reaches this daemon's pages, for the links in
+    /// notifications (default: the address `serve` listens on).
+    pub public_url: Option<String>,
     /// File holding the HMAC-SHA256 key that signs webhook bodies.
     pub webhook_secret_file: Option<PathBuf>,
     pub webhook_timeout: Duration,
@@ -138,6 +168,9 @@ impl Default for DaemonConfig {
             enabled: true,
             max_gating: 8,
             webhook_url: None,
+            targets: Vec::new(),
+            notify_url: None,
+            public_url: None,
             webhook_secret_file: None,
             webhook_timeout: Duration::from_secs(10),
             webhook_max_attempts: 8,
@@ -159,4 +192,64 @@ impl Default for DaemonConfig {
             infra_retry_backoff: Duration::from_secs(1),
         }
     }
+}
+
+/// The operator's webhooks as configured (see [`DaemonConfig::targets`]);
+/// an error names the key.
+pub(super) fn targets(d: &DaemonSection) -> Result<Vec<super::webhooks::Target>, (String, String)> {
+    use super::webhooks::{Format, Target};
+    let mut out = Vec::new();
+    let at = |key: &str| {
+        let key = key.to_string();
+        move |m: String| (key, m)
+    };
+    if let Some(url) = &d.webhook_url {
+        if let Some(events) = &d.webhook_events {
+            super::webhooks::EventSet::parse(events).map_err(at("daemon.webhook_events"))?;
+        }
+        out.push(
+            Target::new(
+                url.clone(),
+                d.webhook_format.unwrap_or_default(),
+                d.webhook_events.as_deref(),
+                false,
+            )
+            .map_err(at("daemon.webhook_url"))?,
+        );
+    } else if d.webhook_format.is_some() || d.webhook_events.is_some() {
+        return Err((
+            "daemon.webhook_format".into(),
+            "is set without daemon.webhook_url".into(),
+        ));
+    }
+    if let Some(url) = &d.notify_url {
+        if let Some(events) = &d.notify_events {
+            super::webhooks::EventSet::parse(events).map_err(at("daemon.notify_events"))?;
+        }
+        out.push(
+            Target::new(
+                url.clone(),
+                d.notify_format.unwrap_or(Format::Raw),
+                d.notify_events.as_deref(),
+                true,
+            )
+            .map_err(at("daemon.notify_url"))?,
+        );
+    } else if d.notify_format.is_some() || d.notify_events.is_some() {
+        return Err((
+            "daemon.notify_format".into(),
+            "is set without daemon.notify_url".into(),
+        ));
+    }
+    for (i, w) in d.webhooks.iter().enumerate() {
+        if let Some(events) = &w.events {
+            super::webhooks::EventSet::parse(events)
+                .map_err(at(&format!("daemon.webhooks[{i}].events")))?;
+        }
+        out.push(
+            Target::new(w.url.clone(), w.format, w.events.as_deref(), false)
+                .map_err(at(&format!("daemon.webhooks[{i}].url")))?,
+        );
+    }
+    Ok(out)
 }

@@ -13,16 +13,19 @@ mod allow;
 pub mod code_env;
 mod daemon;
 mod diagnose;
+mod hook;
 pub mod notify_url;
 mod retention;
 pub mod session_policies;
 mod wasm;
+pub mod webhooks;
 
 use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
 use daemon::DaemonSection;
 pub use daemon::{DEFAULT_NUDGE, DaemonConfig, OnStale};
+pub use hook::HookConfig;
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
@@ -96,6 +99,8 @@ struct ConfigFile {
     sandbox: SandboxSection,
     #[serde(default)]
     retention: retention::RetentionSection,
+    #[serde(default)]
+    hook: hook::HookSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -175,6 +180,8 @@ pub struct HostConfig {
     pub host_path: Option<OsString>,
     pub wasm: WasmConfig,
     pub daemon: DaemonConfig,
+    /// Standalone hooks' settings (`[hook]`).
+    pub hook: HookConfig,
     pub sandbox: SandboxConfig,
     /// What `serve` keeps (`[retention]`).
     pub retention: Retention,
@@ -197,6 +204,7 @@ impl Default for HostConfig {
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
             daemon: DaemonConfig::default(),
+            hook: HookConfig::default(),
             sandbox: SandboxConfig::default(),
             retention: Retention::default(),
             pass_env: Vec::new(),
@@ -216,6 +224,7 @@ impl HostConfig {
             .chain(d.operator_token_file.iter())
             .chain(d.webhook_secret_file.iter())
             .chain(d.notify_secret_file.iter())
+            .chain(self.hook.notify_secret_file.iter())
             .chain(self.wasm.cache_dir.iter())
             .chain(self.sandbox.protect.iter())
             .cloned()
@@ -300,6 +309,7 @@ impl HostConfig {
         sb.scratch_dir = sb.scratch_dir.as_deref().map(expand);
         let d = &mut config.daemon;
         d.webhook_secret_file = d.webhook_secret_file.as_deref().map(expand);
+        config.hook.notify_secret_file = config.hook.notify_secret_file.as_deref().map(expand);
         d.agent_token_file = d.agent_token_file.as_deref().map(expand);
         d.operator_token_file = d.operator_token_file.as_deref().map(expand);
         d.notify_secret_file = d.notify_secret_file.as_deref().map(expand);
@@ -485,7 +495,9 @@ impl HostConfig {
         file.retention
             .apply(&mut config.retention)
             .map_err(|(key, message)| invalid(&key, message))?;
+        config.hook = file.hook.resolve().map_err(|(key, m)| invalid(&key, m))?;
         let dm = file.daemon;
+        config.daemon.targets = daemon::targets(&dm).map_err(|(key, m)| invalid(&key, m))?;
         config.daemon.enabled = dm.enabled.unwrap_or(true);
         if let Some(n) = dm.max_gating {
             if n == 0 {
@@ -504,14 +516,18 @@ impl HostConfig {
             }
             config.daemon.max_long_polls = Some(n);
         }
-        if let Some(url) = dm.webhook_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+        config.daemon.webhook_url = dm.webhook_url;
+        config.daemon.notify_url = dm.notify_url;
+        if let Some(url) = dm.public_url {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || reqwest::Url::parse(&url).is_err()
+            {
                 return Err(invalid(
-                    "daemon.webhook_url",
+                    "daemon.public_url",
                     "must be an http:// or https:// URL".into(),
                 ));
             }
-            config.daemon.webhook_url = Some(url);
+            config.daemon.public_url = Some(url.trim_end_matches('/').to_string());
         }
         config.daemon.webhook_secret_file = dm.webhook_secret_file.map(PathBuf::from);
         if let Some(ms) = dm.webhook_timeout_ms {

@@ -399,3 +399,85 @@ fn an_unknown_key_inside_a_known_table_keeps_its_path() {
     assert!(m.contains("daemon.max_gatin (line 4"), "{m}");
     assert!(m.contains("did you mean `max_gating`?"), "{m}");
 }
+
+/// Issues 26 and 28: the operator's webhooks, each with its format and
+/// events, the standalone hook's notification, and errors naming the key.
+#[test]
+fn webhooks_notify_url_and_the_hooks_notification_parse_with_their_defaults() {
+    use super::webhooks::{EventSet, Format};
+    let c = HostConfig::from_toml(
+        r#"
+[daemon]
+webhook_url = "http://127.0.0.1:9/all"
+notify_url = "https://hooks.slack.example/T/B/x"
+notify_format = "slack"
+public_url = "https://gatehost.example/"
+
+[[daemon.webhooks]]
+url = "https://ntfy.example/agents"
+format = "ntfy"
+
+[[daemon.webhooks]]
+url = "http://127.0.0.1:9/some"
+events = ["blocked", "session:stale"]
+
+[hook]
+notify_url = "https://discord.example/api/webhooks/1/x"
+notify_format = "discord"
+"#,
+        "c.toml",
+    )
+    .expect("parses");
+    let t = &c.daemon.targets;
+    assert_eq!(t.len(), 4);
+    assert_eq!((t[0].format, &t[0].events), (Format::Raw, &EventSet::All));
+    assert_eq!(
+        (t[1].format, &t[1].events),
+        (Format::Slack, &EventSet::attention())
+    );
+    assert_eq!(
+        (t[2].format, &t[2].events),
+        (Format::Ntfy, &EventSet::attention())
+    );
+    assert_eq!(
+        t[3].events,
+        EventSet::Only(vec!["policy:blocked", "session:stale"])
+    );
+    assert_eq!(
+        c.daemon.public_url.as_deref(),
+        Some("https://gatehost.example")
+    );
+    let hook = c.hook.notify.expect("a hook notification");
+    assert_eq!(hook.format, Format::Discord);
+    assert_eq!(hook.events, EventSet::attention());
+
+    for (bad, key) in [
+        (
+            "[daemon]\nwebhook_url = \"ftp://x\"\n",
+            "daemon.webhook_url",
+        ),
+        (
+            "[daemon]\nnotify_url = \"http://h/\"\nnotify_events = [\"blockd\"]\n",
+            "daemon.notify_events",
+        ),
+        (
+            "[daemon]\nnotify_format = \"slack\"\n",
+            "daemon.notify_format",
+        ),
+        (
+            "[daemon]\nwebhook_url = \"http://h/\"\nwebhook_format = \"teams\"\n",
+            "webhook_format",
+        ),
+        (
+            "[[daemon.webhooks]]\nurl = \"http://h/\"\nevents = []\n",
+            "daemon.webhooks[0].events",
+        ),
+        ("[daemon]\npublic_url = \"gatehost\"\n", "daemon.public_url"),
+        ("[hook]\nnotify_url = \"x\"\n", "hook.notify_url"),
+    ] {
+        let err = HostConfig::from_toml(bad, "c.toml")
+            .expect_err(bad)
+            .to_string();
+        assert!(err.contains(key), "{bad}: {err}");
+    }
+}

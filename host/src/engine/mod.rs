@@ -242,14 +242,16 @@ impl Engine {
             .clone()
     }
 
-    /// The global webhooks of the configuration in force.
-    pub(crate) fn webhooks(&self) -> Vec<String> {
+    /// The operator's webhooks of the configuration in force that receive
+    /// events of type `kind` (each webhook's event filter).
+    pub(crate) fn webhooks(&self, kind: &str) -> Vec<String> {
         self.runner()
             .config()
             .daemon
-            .webhook_url
+            .targets
             .iter()
-            .cloned()
+            .filter(|t| t.events.contains(kind))
+            .map(|t| t.url.clone())
             .collect()
     }
 
@@ -380,7 +382,7 @@ impl Engine {
             p.sessions.first().map(String::as_str),
             Some(&p.id),
             &payload,
-            &self.webhooks(),
+            &self.webhooks(kind),
         )?)
     }
 

@@ -64,7 +64,7 @@ impl Engine {
 
     /// Stores a daemon-wide event (no session, no policy).
     pub fn daemon_event(&self, kind: &str, payload: &Value) -> EngineResult<i64> {
-        self.write(|tx| Ok(tx.append_event(kind, None, None, payload, &self.webhooks())?))
+        self.write(|tx| Ok(tx.append_event(kind, None, None, payload, &self.webhooks(kind))?))
     }
 
     /// Says `policy:paused` on every queued policy: it waits for

@@ -7,7 +7,7 @@
 
 use super::Engine;
 use super::machine::Verdict;
-use crate::store::PolicyRow;
+use crate::store::{PolicyRow, PolicyStatus};
 use crate::verdict::RunReport;
 use serde_json::{Value, json};
 
@@ -56,6 +56,28 @@ impl Engine {
         Verdict::Error
     }
 
+    /// The backoff of `id`'s retry has passed: its gate runs again, or,
+    /// while supervision is paused, the policy waits and says so
+    /// (`policy:paused`; the reload that enables supervision runs it).
+    fn retry_now(&self, id: &str) {
+        if self.supervising() {
+            self.schedule_gate(id);
+            return;
+        }
+        let said = self.write(|tx| {
+            match tx.policy(id)? {
+                Some(p) if p.status == PolicyStatus::Queued && p.damage.is_none() => {
+                    self.wait_paused(tx, &p)?;
+                }
+                _ => {}
+            }
+            Ok(())
+        });
+        if let Err(e) = said {
+            tracing::error!(policy = %id, error = %e, "cannot record that the retry waits for supervision; the sweep picks it up");
+        }
+    }
+
     /// Runs `id`'s gate again once the backoff of its last infrastructure
     /// retry has passed (the policy is `queued` meanwhile; a restart runs
     /// it at once).
@@ -70,7 +92,7 @@ impl Engine {
                 Err(_) => return,
             };
             tokio::select! {
-                _ = tokio::time::sleep(wait) => engine.schedule_gate(&id),
+                _ = tokio::time::sleep(wait) => engine.retry_now(&id),
                 _ = engine.stopped() => {}
             }
         });

@@ -59,7 +59,7 @@ impl Engine {
                             "file": rule.file.display().to_string(),
                             "reason": e.to_string(),
                         }),
-                        &self.webhooks(),
+                        &self.webhooks("session:policy-refused"),
                     )?;
                     continue;
                 }

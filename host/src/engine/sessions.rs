@@ -301,7 +301,7 @@ impl Engine {
                     Some(&s.id),
                     None,
                     &json!({"sessionId": s.id, "cwd": s.cwd, "workspace": s.workspace, "label": s.label, "started": command.is_some()}),
-                    &self.webhooks(),
+                    &self.webhooks("session:registered"),
                 )?;
             }
             self.attach_session_policies(tx, &s, "registered")?;
@@ -329,7 +329,7 @@ impl Engine {
             Some(&s.id),
             None,
             &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
-            &self.webhooks(),
+            &self.webhooks("session:live"),
         )?;
         tracing::info!(session = %s.id, by, "a stale session is live again");
         Ok(())
@@ -410,7 +410,7 @@ impl Engine {
                 Some(id),
                 None,
                 &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
-                &self.webhooks(),
+                &self.webhooks(event),
             )?;
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 s.last_turn_cursor = Some(cursor);

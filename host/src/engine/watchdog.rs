@@ -113,7 +113,7 @@ impl Engine {
                             "timeoutMs": timeout_ms,
                             "onStale": match on_stale { OnStale::Block => "block", OnStale::Cancel => "cancel" },
                         }),
-                        &self.webhooks(),
+                        &self.webhooks("session:stale"),
                     )?;
                     tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
                     look.stale.push(s.id);

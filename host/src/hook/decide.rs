@@ -124,6 +124,49 @@ pub fn decide(standing: Standing, input: &Input, max_retries: u32) -> Decision {
     }
 }
 
+/// What a standalone hook tells a person (`[hook] notify_url`) about one
+/// stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The session ran out of retries at this stop: it is let through with
+    /// the gate still failing (once, when it becomes exhausted).
+    Capped(String),
+    /// A gate could not run (every such stop: blocked once, then let
+    /// through).
+    GateError(String),
+}
+
+impl Notice {
+    /// The notification's event type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Notice::Capped(_) => "hook:capped",
+            Notice::GateError(_) => "hook:gate-error",
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Notice::Capped(r) | Notice::GateError(r) => r,
+        }
+    }
+}
+
+/// The notice of a standalone stop, from the standing before it, what
+/// happened and the decision. Daemon-mode inputs (`Nudged`, `Blocked`)
+/// have none: the daemon notifies of its policies itself.
+pub fn notice(before: Standing, input: &Input, decision: &Decision) -> Option<Notice> {
+    match input {
+        Input::Error(reason) => Some(Notice::GateError(reason.clone())),
+        Input::Fail(reason)
+            if before != Standing::Exhausted && decision.next == Standing::Exhausted =>
+        {
+            Some(Notice::Capped(reason.clone()))
+        }
+        _ => None,
+    }
+}
+
 fn blocks(standing: Standing) -> u32 {
     match standing {
         Standing::Failing { blocks } | Standing::ErrorShown { blocks } => blocks,
@@ -200,6 +243,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_standalone_stop_notifies_when_capped_once_and_at_every_gate_error() {
+        // max_retries = 2; cells: the notice's kind, if any (columns as in
+        // inputs()).
+        #[rustfmt::skip]
+        let table: [[Option<&str>; 8]; 6] = [
+            // Prompt OwnFollowUp Pass  Fail            Nudged Blocked Error                   Running
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+            [None,    None,       None, Some("hook:capped"), None, None, Some("hook:gate-error"), None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+        ];
+        for (s, row) in STANDINGS.iter().zip(table) {
+            for (i, want) in inputs().iter().zip(row) {
+                let d = decide(*s, i, 2);
+                let n = notice(*s, i, &d);
+                assert_eq!(n.as_ref().map(Notice::kind), want, "{s:?} × {i:?}");
+                if let Some(n) = n {
+                    // It carries the gate's own words.
+                    assert!(matches!(n.reason(), "F" | "E"), "{n:?}");
+                }
+            }
+        }
+        // Capped exactly once over a run of failures.
+        let mut s = Clear;
+        let mut capped = 0;
+        for _ in 0..10 {
+            let i = Input::Fail("x".into());
+            let d = decide(s, &i, 3);
+            capped += usize::from(matches!(notice(s, &i, &d), Some(Notice::Capped(_))));
+            s = d.next;
+        }
+        assert_eq!(capped, 1);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! failure is an [`Input::Error`] (block once, then stop with the message).
 
 use super::error::CliResult;
-use crate::hook::decide::{Input, decide};
+use crate::hook::decide::{Input, decide, notice};
 use crate::hook::state::{Session, StateDir, followup_digest};
 use crate::hook::{
     Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, adapter::trim_reason,
@@ -117,6 +117,7 @@ fn default_budget(adapter: &dyn Adapter) -> Duration {
 /// session's standing.
 fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Duration) -> Answer {
     let deadline = Instant::now() + budget;
+    let mut hook_config = None;
     let what = match input.point {
         HookPoint::SessionStart => {
             if args.gates.is_none() {
@@ -131,7 +132,11 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             Input::Prompt
         }
         HookPoint::Stop => match &args.gates {
-            Some(gates) => standalone::verdict(args, gates, input, deadline),
+            Some(gates) => {
+                let (what, config) = standalone::verdict(args, gates, input, deadline);
+                hook_config = config;
+                what
+            }
             None => daemon::verdict(agent, args, input, deadline),
         },
         HookPoint::SessionEnd => {
@@ -167,13 +172,19 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             Answer::Block(reason) => Some(followup_digest(&trim_reason(reason, limit))),
             _ => session.followup.clone(),
         };
+        let notice = notice(session.standing, what, &d);
         let next = Session {
             standing: d.next,
             followup,
         };
-        (next, d.answer)
+        (next, (d.answer, notice))
     }) {
-        Ok(answer) => answer,
+        Ok((answer, notice)) => {
+            if let (Some(notice), Some(config)) = (notice, &hook_config) {
+                standalone::notify(agent, config, input, &notice, deadline);
+            }
+            answer
+        }
         Err(e) => state_failure(input.point, &e.to_string()),
     }
 }

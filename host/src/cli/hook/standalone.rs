@@ -9,20 +9,37 @@
 
 use super::super::check::{gate_runtime, load_operator_files};
 use crate::anchor::WorkspaceAnchor;
+use crate::config::HookConfig;
 use crate::engine::render_nudge;
 use crate::gate::{GateContext, GateRunner, GateSpec};
+use crate::hook::AgentCli;
 use crate::hook::HookInput;
 use crate::hook::decide::Input;
+use crate::hook::decide::Notice;
+use crate::store::EventRow;
 use crate::verdict::Outcome;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Runs the gates against the hook's workspace, by `deadline`.
+/// Runs the gates against the hook's workspace, by `deadline`; with the
+/// `[hook]` settings of the configuration, when it loaded.
 pub(super) fn verdict(
     args: &super::HookArgs,
     gates: &Path,
     input: &HookInput,
     deadline: Instant,
+) -> (Input, Option<HookConfig>) {
+    let mut hook = None;
+    let input = run(args, gates, input, deadline, &mut hook);
+    (input, hook)
+}
+
+fn run(
+    args: &super::HookArgs,
+    gates: &Path,
+    input: &HookInput,
+    deadline: Instant,
+    hook: &mut Option<HookConfig>,
 ) -> Input {
     let anchor = match WorkspaceAnchor::open(&input.cwd) {
         Ok(a) => a,
@@ -33,6 +50,7 @@ pub(super) fn verdict(
             Ok(loaded) => loaded,
             Err(e) => return Input::Error(e.message),
         };
+    *hook = Some(config.hook.clone());
     let text = input.last_message.clone().or_else(|| {
         input
             .transcript_path
@@ -88,5 +106,94 @@ pub(super) fn verdict(
             Outcome::Fail => Input::Fail(render_nudge(&template, &report)),
             Outcome::Error => Input::Error(render_nudge("{gate}: {reason}\n{output}", &report)),
         },
+    }
+}
+
+/// The most a notification may hold up the hook's answer.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Posts `notice` to `[hook] notify_url` (if set), by `deadline` and at
+/// most [`NOTIFY_TIMEOUT`]: a notification that cannot be sent is logged,
+/// never a change of the answer.
+pub(super) fn notify(
+    agent: AgentCli,
+    hook: &HookConfig,
+    input: &HookInput,
+    notice: &Notice,
+    deadline: Instant,
+) {
+    let Some(target) = &hook.notify else {
+        return;
+    };
+    let key = match &hook.notify_secret_file {
+        Some(p) => match std::fs::read(p) {
+            Ok(secret) => Some(crate::webhook::key_of(secret.trim_ascii())),
+            Err(e) => {
+                tracing::warn!(file = %p.display(), error = %e, "cannot read [hook] notify_secret_file: the notification is not sent");
+                return;
+            }
+        },
+        None => None,
+    };
+    let event = EventRow {
+        cursor: 0,
+        at: crate::store::now_ms(),
+        kind: notice.kind().to_string(),
+        session_id: Some(input.session_id.clone()),
+        policy_id: None,
+        payload: serde_json::json!({
+            "agent": agent.name(),
+            "sessionId": input.session_id,
+            "cwd": input.cwd.display().to_string(),
+            "reason": notice.reason(),
+        }),
+        damage: None,
+    };
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .min(NOTIFY_TIMEOUT);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the notification's runtime");
+            return;
+        }
+    };
+    crate::webhook::install_tls_provider();
+    let client = match reqwest::Client::builder()
+        .timeout(left)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot build the notification's client");
+            return;
+        }
+    };
+    let req = crate::webhook::request(
+        &client,
+        &target.url,
+        target.format,
+        &event,
+        None,
+        key.as_deref(),
+    );
+    match runtime.block_on(async { tokio::time::timeout(left, req.send()).await }) {
+        Ok(Ok(resp)) if resp.status().is_success() => {
+            tracing::info!(url = %target.url, event = %event.kind, "notified");
+        }
+        Ok(Ok(resp)) => {
+            tracing::warn!(url = %target.url, event = %event.kind, status = %resp.status(), "the notification was refused");
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(url = %target.url, event = %event.kind, error = %e, "cannot send the notification");
+        }
+        Err(_) => {
+            tracing::warn!(url = %target.url, event = %event.kind, "the notification timed out");
+        }
     }
 }
