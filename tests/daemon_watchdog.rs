@@ -285,3 +285,69 @@ fn a_fan_in_over_two_workspaces_gates_both() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("sessionIds"), "{body}");
 }
+
+/// A gate that could not run while supervision was being paused: its
+/// retry is stored after the pause, and when its backoff ends it waits,
+/// queued, and says so (`policy:paused` after its `policy:retry`), never
+/// silently; enabled again, it runs once and passes.
+#[test]
+fn a_retry_stored_after_a_pause_says_it_waits_when_due() {
+    let s = Scratch::new();
+    let calls = common::workspace_tempdir();
+    let dir = calls.path().display().to_string();
+    // The judge's first call takes until the test lets it go (a file),
+    // then cannot run; later calls pass.
+    let judge = s.write(
+        "slow-flaky.sh",
+        "cat >/dev/null\nn=$(( $(cat \"$1/calls\" 2>/dev/null || echo 0) + 1 ))\necho \"$n\" > \"$1/calls\"\n\
+         if [ \"$n\" -eq 1 ]; then\n  while [ ! -f \"$1/go\" ]; do sleep 0.05; done\n  echo 'model API 503' >&2\n  exit 1\nfi\necho 'VERDICT: PASS'\n",
+    );
+    let text = allow_config(&[]).replace(
+        "[daemon]\n",
+        "[daemon]\ninfra_retries = 2\ninfra_retry_backoff = \"200ms\"\n",
+    ) + &format!(
+        "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{dir}\"]\nwrite = [\"{dir}\"]\n",
+        judge.display()
+    );
+    let cfg = s.write("config.toml", &text);
+    let env = [
+        ("GATEHOST_TEST_NO_CONFIG_POLL", "1"),
+        ("GATEHOST_TEST_NO_SWEEP", "1"),
+    ];
+    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, &env);
+    d.register("s1", &s.ws);
+    let pid =
+        d.attach(json!({"sessionId": "s1", "gate": {"judge": {"adapter": "j", "prompt": "p"}}}));
+    d.report("s1", "turn-end");
+    eventually("the judge runs", || calls.path().join("calls").exists());
+    let reload = |text: &str| {
+        let tmp = cfg.with_extension("toml.new");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, &cfg).expect("rename");
+        // SAFETY: kill(2) on the test's own child.
+        assert_eq!(unsafe { libc::kill(d.pid() as i32, libc::SIGHUP) }, 0);
+    };
+    // Paused while the judge runs (a gate in flight keeps running).
+    reload(&text.replace("[daemon]\n", "[daemon]\nenabled = false\n"));
+    eventually("the pause is in force", || {
+        d.all_events("&types=config:reloaded")
+            .iter()
+            .any(|e| e["payload"]["enabled"] == false)
+    });
+    std::fs::write(calls.path().join("go"), "").expect("go");
+    // The judge could not run: a retry, then, its backoff over while
+    // paused, the policy says it waits.
+    eventually("the due retry says it waits", || {
+        let kinds = d.policy_events(&pid);
+        let retry = kinds.iter().position(|k| k == "policy:retry");
+        retry.is_some() && kinds.iter().rposition(|k| k == "policy:paused") > retry
+    });
+    assert_eq!(d.policy(&pid)["status"], "queued");
+    let calls_made = std::fs::read_to_string(calls.path().join("calls")).expect("calls");
+    assert_eq!(calls_made.trim(), "1", "no gate ran while paused");
+    // Enabled again: the retry runs once and passes.
+    reload(&text);
+    d.wait_status(&pid, "done", T);
+    let calls_made = std::fs::read_to_string(calls.path().join("calls")).expect("calls");
+    assert_eq!(calls_made.trim(), "2");
+}

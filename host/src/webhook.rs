@@ -3,7 +3,10 @@
 //! survive restarts and never block the engine; one worker per URL with
 //! deliveries due, so a URL that never answers delays only itself.
 //!
-//! Each request carries the event as JSON, signed by the Standard Webhooks
+//! Each request carries the event in its webhook's format (the raw JSON,
+//! or a Slack, Discord or ntfy message: `notify::render`; a session's own
+//! URL always the raw JSON; which events each operator webhook gets is
+//! decided when the event is stored, by its filter), signed by the Standard Webhooks
 //! scheme (<https://www.standardwebhooks.com>, signed with the
 //! `standardwebhooks` crate): `webhook-id` (`evt-<cursor>`, the same on
 //! every retry: an idempotency id), `webhook-timestamp` (the attempt's Unix

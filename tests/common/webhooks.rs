@@ -79,7 +79,17 @@ pub fn receiver_answering(first: Option<&'static str>) -> Receiver {
             let id = headers.get("webhook-id").cloned().unwrap_or_default();
             let kind = headers.get("x-gatehost-event").cloned().unwrap_or_default();
             let mut sig = reqwest::header::HeaderMap::new();
-            for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            // The signature's headers, and those a format adds (ntfy's).
+            for name in [
+                "webhook-id",
+                "webhook-timestamp",
+                "webhook-signature",
+                "content-type",
+                "title",
+                "priority",
+                "tags",
+                "click",
+            ] {
                 if let Some(v) = headers.get(name).and_then(|v| v.parse().ok()) {
                     sig.insert(name, v);
                 }
