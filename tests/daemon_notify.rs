@@ -360,3 +360,56 @@ fn a_notification_receiver_that_hangs_does_not_hold_the_hooks_answer() {
         started.elapsed()
     );
 }
+
+/// `gatehost session start --notify-url` gives a started session its own
+/// webhook (under `notify_url_prefixes`, as a registration's is); a URL
+/// outside them is refused, naming the field, and nothing is started.
+#[test]
+fn session_start_sets_a_notify_url_within_the_prefixes() {
+    let s = Scratch::new();
+    let cfg = s.write(
+        "config.toml",
+        &allow_config(&[]).replace(
+            "[daemon]\n",
+            "[daemon]\nnotify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n",
+        ),
+    );
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let m = common::marker("notify-start");
+    let tag = format!("gatehost-test-{m}");
+    let start = |d: &Daemon, id: &str, url: &str| {
+        d.cli(
+            &[
+                "session",
+                "start",
+                "--id",
+                id,
+                "--cwd",
+                &s.ws.display().to_string(),
+                "--notify-url",
+                url,
+                "--",
+                "bash",
+                "-c",
+                "sleep 30; true",
+                &tag,
+            ],
+            &d.operator,
+        )
+    };
+    let ok = start(&d, "told", "http://127.0.0.1:9/allowed/me");
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    let session = d.agent_ok("GET", "/v1/sessions/told", None);
+    assert_eq!(
+        session["notifyUrl"], "http://127.0.0.1:9/allowed/me",
+        "{session}"
+    );
+    let refused = start(&d, "other", "http://127.0.0.1:9/elsewhere");
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("notifyUrl"), "{}", refused.stderr);
+    let (code, _) = d.http("GET", "/v1/sessions/other", Some(&d.operator), None);
+    assert_eq!(code, 404);
+    assert_eq!(common::survivors(&m).len(), 1, "only the started one runs");
+    d.stop();
+    common::assert_no_survivors(&m);
+}

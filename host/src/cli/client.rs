@@ -149,6 +149,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                 label,
                 turn_end_pattern,
                 quiet_ms,
+                notify_url,
                 command,
             } => {
                 let input = StartRequest {
@@ -158,6 +159,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                     command,
                     turn_end_pattern,
                     quiet_ms,
+                    notify_url,
                     ..StartRequest::default()
                 };
                 let s = client.start_session(&input).await?;

@@ -78,6 +78,11 @@ pub enum SessionCommand {
         /// Without a pattern, this much silence after output ends a turn [default: 3000].
         #[arg(long, value_name = "MS")]
         quiet_ms: Option<u64>,
+        /// A webhook for this session's events (under [daemon]
+        /// notify_url_prefixes; [daemon] notify_url tells of every
+        /// session without one).
+        #[arg(long, value_name = "URL")]
+        notify_url: Option<String>,
         /// The agent's argv.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
