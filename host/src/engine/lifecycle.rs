@@ -191,6 +191,12 @@ impl Engine {
                 .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
+            let review_diff = match &taken {
+                Some((_, files)) if report.outcome == Outcome::Pass && input.review.is_some() => {
+                    Some(crate::change::render(files))
+                }
+                _ => None,
+            };
             let (changes, changed_after, snap) = match taken {
                 Some((snap, files)) if report.outcome == Outcome::Pass => (
                     Some(summary_of(&files)),
@@ -205,7 +211,7 @@ impl Engine {
                 changed_after,
             };
             return self
-                .finish_gate(&runner, id, &input, report, judged, changes)
+                .finish_gate(&runner, id, &input, report, judged, changes, review_diff)
                 .await;
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
@@ -219,6 +225,11 @@ impl Engine {
         )
         .await;
         drop(permit);
+        let review_diff = if report.outcome == Outcome::Pass && input.review.is_some() {
+            Some(super::review::workspace_diff(&workspace).await)
+        } else {
+            None
+        };
         self.finish_gate(
             &runner,
             id,
@@ -226,6 +237,7 @@ impl Engine {
             report,
             Judged::Workspace { before, after },
             changes,
+            review_diff,
         )
         .await
     }
@@ -404,6 +416,7 @@ impl Engine {
         report: RunReport,
         judged: Judged,
         changes: Option<Value>,
+        review_diff: Option<String>,
     ) -> EngineResult<Option<Step>> {
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
@@ -432,7 +445,14 @@ impl Engine {
                 p.infra_retries_used = 0;
             }
             let outcome = match report.outcome {
-                Outcome::Pass => self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra),
+                Outcome::Pass => {
+                    let v = self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra);
+                    match v {
+                        // A review chain: the reviewer reviews what passed.
+                        Verdict::Pass(after) => self.begin_review(tx, &mut p, input, after, review_diff.clone(), &mut extra)?,
+                        v => v,
+                    }
+                }
                 Outcome::Error => self.could_not_run(&mut p, &report, &mut extra),
                 Outcome::Fail => {
                     let retry =
@@ -475,6 +495,7 @@ impl Engine {
                 PolicyEvent::CommitReady => json!({"plan": extra.get("plan")}),
                 PolicyEvent::Approved => json!({"by": "policy (requireHumanAck: false)"}),
                 PolicyEvent::Nudge => extra.get("nudge").cloned().unwrap_or(Value::Null),
+                PolicyEvent::ReviewStarted => extra.get("review").cloned().unwrap_or(Value::Null),
                 _ => json!({}),
             })
         })
