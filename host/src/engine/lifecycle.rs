@@ -31,6 +31,13 @@ enum Judged {
     },
 }
 
+/// What the change of a passing gate is: its summary (`policy:commit-ready`'s
+/// plan) and, for a review chain, its diff against HEAD.
+struct Changed {
+    summary: Option<Value>,
+    review_diff: Option<String>,
+}
+
 impl Engine {
     /// Starts the gate task of a queued policy (once: a second call while
     /// one runs does nothing).
@@ -211,7 +218,17 @@ impl Engine {
                 changed_after,
             };
             return self
-                .finish_gate(&runner, id, &input, report, judged, changes, review_diff)
+                .finish_gate(
+                    &runner,
+                    id,
+                    &input,
+                    report,
+                    judged,
+                    Changed {
+                        summary: changes,
+                        review_diff,
+                    },
+                )
                 .await;
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
@@ -236,8 +253,10 @@ impl Engine {
             &input,
             report,
             Judged::Workspace { before, after },
-            changes,
-            review_diff,
+            Changed {
+                summary: changes,
+                review_diff,
+            },
         )
         .await
     }
@@ -415,9 +434,12 @@ impl Engine {
         input: &AttachInput,
         report: RunReport,
         judged: Judged,
-        changes: Option<Value>,
-        review_diff: Option<String>,
+        changed: Changed,
     ) -> EngineResult<Option<Step>> {
+        let Changed {
+            summary: changes,
+            review_diff,
+        } = changed;
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
             "outcome": report.outcome.as_str(),
