@@ -42,6 +42,16 @@ pub const POLICY_EVENTS: &[&str] = &[
     "policy:retry",
 ];
 
+/// A policy's review chain (`review`): named in full only (`started`,
+/// `verdict` may be other families' too).
+pub const REVIEW_EVENTS: &[&str] = &[
+    "review:started",
+    "review:verdict",
+    "review:repair",
+    "review:shipped",
+    "review:escalated",
+];
+
 /// Daemon-wide events (no session, no policy): the configuration read
 /// again (the `live_config` module). Named in full only: `rejected` is
 /// also a policy's.
@@ -58,6 +68,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     if let Some(full) = CONFIG_EVENTS
         .iter()
         .chain(WATCHDOG_EVENTS)
+        .chain(REVIEW_EVENTS)
         .find(|f| **f == name)
     {
         return Ok(full);
@@ -73,6 +84,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())
+        .chain(REVIEW_EVENTS.iter().copied())
         .collect();
     Err(format!(
         "unknown event type '{name}' (known: {})",
@@ -111,9 +123,13 @@ mod tests {
     #[test]
     fn every_lifecycle_event_is_a_known_name() {
         for e in crate::engine::PolicyEvent::ALL {
-            assert!(POLICY_EVENTS.contains(&e.as_str()), "{}", e.as_str());
+            assert!(
+                POLICY_EVENTS.contains(&e.as_str()) || REVIEW_EVENTS.contains(&e.as_str()),
+                "{}",
+                e.as_str()
+            );
         }
-        for e in POLICY_EVENTS {
+        for e in POLICY_EVENTS.iter().chain(REVIEW_EVENTS) {
             assert!(
                 crate::engine::PolicyEvent::parse(e).is_some(),
                 "{e} is listed but never published"
@@ -138,6 +154,8 @@ mod tests {
         assert_eq!(full_type("session:stale"), Ok("session:stale"));
         assert_eq!(full_type("stale"), Ok("policy:stale"));
         assert_eq!(full_type("expired"), Ok("policy:expired"));
+        assert_eq!(full_type("review:escalated"), Ok("review:escalated"));
+        assert!(full_type("escalated").is_err());
         let err = full_type("turnend").expect_err("typo must be refused");
         assert!(err.contains("turn-end"), "{err}");
     }

@@ -399,6 +399,13 @@ pub fn named_sessions(spec: &serde_json::Value, out: &mut Vec<String>) {
         if let Some(list) = v.get("sessionIds").and_then(serde_json::Value::as_array) {
             out.extend(list.iter().filter_map(|i| i.as_str().map(str::to_string)));
         }
+        // A session reviewer is prompted: acting on it takes its key.
+        if let Some(id) = v
+            .pointer("/review/reviewer/session")
+            .and_then(serde_json::Value::as_str)
+        {
+            out.push(id.to_string());
+        }
         at = v.get("next");
     }
     out.sort();

@@ -205,6 +205,7 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("daemon.on_stale", false, d.on_stale),
         s("daemon.infra_retries", false, d.infra_retries),
         s("daemon.infra_retry_backoff", false, d.infra_retry_backoff),
+        s("daemon.max_chain_depth", false, d.max_chain_depth),
     ];
     for (name, adapter) in &c.adapters {
         out.push(s(&format!("judge.adapters.{name}"), false, adapter));

@@ -10,7 +10,16 @@ use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStat
 /// own.
 pub fn policy_line(p: &Policy) -> String {
     let row = &p.row;
-    let mut line = format!("{}  {}", row.id, row.status.as_str());
+    // A review chain names its cycle: `reviewing (cycle 2 of 5)`.
+    let chain: Option<crate::engine::chain::ChainRecord> = row
+        .review
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok());
+    let mut line = format!(
+        "{}  {}",
+        row.id,
+        crate::engine::chain::describe(row.status.as_str(), chain.as_ref())
+    );
     if row.status == PolicyStatus::Watching && !row.pending.is_empty() {
         line.push_str(&format!(" (waiting for {})", row.pending.join(", ")));
     }

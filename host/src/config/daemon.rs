@@ -44,6 +44,7 @@ pub(super) struct DaemonSection {
     pub(super) on_stale: Option<OnStale>,
     pub(super) infra_retries: Option<u32>,
     pub(super) infra_retry_backoff: Option<String>,
+    pub(super) max_chain_depth: Option<u32>,
 }
 
 /// One of `[[daemon.webhooks]]`.
@@ -70,6 +71,9 @@ pub enum OnStale {
 
 /// The most `infra_retries` may be.
 pub const MAX_INFRA_RETRIES: u32 = 10;
+
+/// The most `max_chain_depth` may be.
+pub const MAX_CHAIN_DEPTH: u32 = 64;
 
 /// Parses a `[daemon]` duration (humantime's: "30s", "10m"), at least
 /// `min`; an error is the message.
@@ -158,6 +162,11 @@ pub struct DaemonConfig {
     /// The first retry's wait; each next one waits twice as long (at
     /// most a minute).
     pub infra_retry_backoff: Duration,
+    /// The most automatic continuations one attach may lead to: its
+    /// `next` links and the `review.maxCycles` of every policy of its
+    /// chain, counted together (an attach over it is refused, naming the
+    /// field where the count crossed it).
+    pub max_chain_depth: u32,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -190,6 +199,7 @@ impl Default for DaemonConfig {
             on_stale: OnStale::Block,
             infra_retries: 2,
             infra_retry_backoff: Duration::from_secs(1),
+            max_chain_depth: 16,
         }
     }
 }

@@ -574,6 +574,15 @@ impl HostConfig {
             }
             config.daemon.infra_retries = n;
         }
+        if let Some(n) = dm.max_chain_depth {
+            if n == 0 || n > daemon::MAX_CHAIN_DEPTH {
+                return Err(invalid(
+                    "daemon.max_chain_depth",
+                    format!("{n}: must be between 1 and {}", daemon::MAX_CHAIN_DEPTH),
+                ));
+            }
+            config.daemon.max_chain_depth = n;
+        }
         if let Some(text) = &dm.infra_retry_backoff {
             config.daemon.infra_retry_backoff =
                 daemon::duration(text, Duration::from_millis(10))

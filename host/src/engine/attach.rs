@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::json;
 
+mod review;
 mod shape;
+pub use review::{DEFAULT_MAX_CYCLES, ReviewInput, Reviewer};
 use shape::check_shape;
 pub use shape::{check_stored, not_an_object};
 
@@ -153,6 +155,12 @@ pub struct AttachInput {
     /// `blocked`, whatever it waits on. None: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<String>,
+    /// A review chain: once the gate passes, `reviewer` reviews the change
+    /// (SHIP goes on to `then`; BLOCK nudges `repairer` with the findings,
+    /// and its next turn is gated and reviewed again), at most
+    /// `maxCycles` times before the policy is blocked and a person told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewInput>,
     /// Who attached the policy: set by the host from the credential (a
     /// value in the body is overwritten). The gates of an agent's policy
     /// are held to the allowlist's argument rules, at attach and at every
@@ -273,6 +281,7 @@ pub fn validate(
     runner: &GateRunner,
     lookup: &dyn Fn(&str) -> Result<Option<SessionRow>, EngineError>,
 ) -> Result<(), EngineError> {
+    review::check_depth(input, runner.config().daemon.max_chain_depth)?;
     validate_at(input, runner, lookup, "", None, 0)
 }
 
@@ -381,6 +390,36 @@ fn validate_at(
                 f("commit"),
                 format!(
                     "the workspace {workspace} is not a git repository gatehost commits to: {e}"
+                ),
+            ));
+        }
+    }
+    if let Some(r) = &input.review {
+        match r.reviewer(at)? {
+            Reviewer::Session { id, .. } => match lookup(&id)? {
+                Some(s) if s.damage.is_none() => {}
+                _ => {
+                    return Err(invalid(
+                        f("review.reviewer.session"),
+                        format!("unknown session '{id}' (register it first)"),
+                    ));
+                }
+            },
+            Reviewer::Judge(g) => {
+                let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
+                    .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
+                runner
+                    .preflight(&g, &anchor, input.attached_by)
+                    .map_err(|m| invalid(f("review.reviewer"), m))?;
+            }
+        }
+        if let Some(rep) = &r.repairer
+            && !members.contains(rep)
+        {
+            return Err(invalid(
+                f("review.repairer"),
+                format!(
+                    "'{rep}' is not one of the policy's sessions (the repairer's turn-end is gated: it must be a member)"
                 ),
             ));
         }
@@ -623,6 +662,7 @@ impl Engine {
                 .flatten()
                 .map(|d| now.saturating_add(d.as_millis() as i64)),
             infra_retries_used: 0,
+            review: None,
             damage: None,
         };
         tx.insert_policy(&mut p)?;

@@ -31,6 +31,13 @@ enum Judged {
     },
 }
 
+/// What the change of a passing gate is: its summary (`policy:commit-ready`'s
+/// plan) and, for a review chain, its diff against HEAD.
+struct Changed {
+    summary: Option<Value>,
+    review_diff: Option<String>,
+}
+
 impl Engine {
     /// Starts the gate task of a queued policy (once: a second call while
     /// one runs does nothing).
@@ -191,6 +198,12 @@ impl Engine {
                 .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
+            let review_diff = match &taken {
+                Some((_, files)) if report.outcome == Outcome::Pass && input.review.is_some() => {
+                    Some(crate::change::render(files))
+                }
+                _ => None,
+            };
             let (changes, changed_after, snap) = match taken {
                 Some((snap, files)) if report.outcome == Outcome::Pass => (
                     Some(summary_of(&files)),
@@ -205,7 +218,17 @@ impl Engine {
                 changed_after,
             };
             return self
-                .finish_gate(&runner, id, &input, report, judged, changes)
+                .finish_gate(
+                    &runner,
+                    id,
+                    &input,
+                    report,
+                    judged,
+                    Changed {
+                        summary: changes,
+                        review_diff,
+                    },
+                )
                 .await;
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
@@ -219,13 +242,21 @@ impl Engine {
         )
         .await;
         drop(permit);
+        let review_diff = if report.outcome == Outcome::Pass && input.review.is_some() {
+            Some(super::review::workspace_diff(&workspace).await)
+        } else {
+            None
+        };
         self.finish_gate(
             &runner,
             id,
             &input,
             report,
             Judged::Workspace { before, after },
-            changes,
+            Changed {
+                summary: changes,
+                review_diff,
+            },
         )
         .await
     }
@@ -403,8 +434,12 @@ impl Engine {
         input: &AttachInput,
         report: RunReport,
         judged: Judged,
-        changes: Option<Value>,
+        changed: Changed,
     ) -> EngineResult<Option<Step>> {
+        let Changed {
+            summary: changes,
+            review_diff,
+        } = changed;
         let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
             "outcome": report.outcome.as_str(),
@@ -432,7 +467,14 @@ impl Engine {
                 p.infra_retries_used = 0;
             }
             let outcome = match report.outcome {
-                Outcome::Pass => self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra),
+                Outcome::Pass => {
+                    let v = self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra);
+                    match v {
+                        // A review chain: the reviewer reviews what passed.
+                        Verdict::Pass(after) => self.begin_review(tx, &mut p, input, after, review_diff.clone(), &mut extra)?,
+                        v => v,
+                    }
+                }
                 Outcome::Error => self.could_not_run(&mut p, &report, &mut extra),
                 Outcome::Fail => {
                     let retry =
@@ -475,6 +517,7 @@ impl Engine {
                 PolicyEvent::CommitReady => json!({"plan": extra.get("plan")}),
                 PolicyEvent::Approved => json!({"by": "policy (requireHumanAck: false)"}),
                 PolicyEvent::Nudge => extra.get("nudge").cloned().unwrap_or(Value::Null),
+                PolicyEvent::ReviewStarted => extra.get("review").cloned().unwrap_or(Value::Null),
                 _ => json!({}),
             })
         })

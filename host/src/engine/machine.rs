@@ -37,10 +37,20 @@ pub enum PolicyEvent {
     /// Not a transition: a queued policy waits because supervision is
     /// paused (`[daemon] enabled = false`).
     Paused,
+    /// Its gate passed and its reviewer reviews the change (`review`).
+    ReviewStarted,
+    /// The reviewer's verdict: SHIP or BLOCK, with its findings.
+    ReviewVerdict,
+    /// The repair nudge (the findings) sent to the repairer.
+    ReviewRepair,
+    /// The reviewer shipped it: the policy goes on to its `then`.
+    ReviewShipped,
+    /// The reviewer blocked it `maxCycles` times: a person must look.
+    ReviewEscalated,
 }
 
 impl PolicyEvent {
-    pub const ALL: [PolicyEvent; 20] = [
+    pub const ALL: [PolicyEvent; 25] = [
         PolicyEvent::Attached,
         PolicyEvent::Watching,
         PolicyEvent::Queued,
@@ -61,6 +71,11 @@ impl PolicyEvent {
         PolicyEvent::Expired,
         PolicyEvent::Retry,
         PolicyEvent::Paused,
+        PolicyEvent::ReviewStarted,
+        PolicyEvent::ReviewVerdict,
+        PolicyEvent::ReviewRepair,
+        PolicyEvent::ReviewShipped,
+        PolicyEvent::ReviewEscalated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +100,11 @@ impl PolicyEvent {
             PolicyEvent::Expired => "policy:expired",
             PolicyEvent::Retry => "policy:retry",
             PolicyEvent::Paused => "policy:paused",
+            PolicyEvent::ReviewStarted => "review:started",
+            PolicyEvent::ReviewVerdict => "review:verdict",
+            PolicyEvent::ReviewRepair => "review:repair",
+            PolicyEvent::ReviewShipped => "review:shipped",
+            PolicyEvent::ReviewEscalated => "review:escalated",
         }
     }
 
@@ -111,6 +131,10 @@ pub enum Verdict {
     /// The gate could not run, and an infrastructure retry is left: it
     /// runs again after a backoff.
     ErrorRetry,
+    /// Passed, and the policy has a `review`: its reviewer reviews the
+    /// change before the pass goes on (what it goes on to is stored with
+    /// the chain).
+    PassReview,
 }
 
 /// What a pass leads to.
@@ -183,6 +207,20 @@ pub enum Input {
     },
     /// Its `deadline` ran out (the watchdog).
     Expired,
+    /// The review chain's decision on a reviewer's verdict
+    /// (`engine::chain::decide`).
+    Review(ReviewStep),
+}
+
+/// What a reviewer's verdict leads to, as the chain decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewStep {
+    /// SHIP: on to what the pass leads to.
+    Ship(AfterPass),
+    /// BLOCK with a cycle left: the repairer is nudged and watched.
+    Repair,
+    /// BLOCK with no cycle left (or no repairer alive): blocked, once.
+    Escalate,
 }
 
 /// Why an input is refused (a conflict answered to the caller).
@@ -218,6 +256,10 @@ pub enum Effect {
     ChainNext,
     /// Run its gate again after the infrastructure retries' backoff.
     RetryGate,
+    /// Run (or resume) its review.
+    Review,
+    /// Deliver the repair nudge to the repairer (the review task's own).
+    DeliverRepair,
 }
 
 /// A transition: the new state, the events telling of it (in order), the
@@ -292,6 +334,7 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
                 go(S::Blocked, &[E::Failed, E::Blocked], &[])
             }
             Verdict::ErrorRetry => go(S::Queued, &[E::Retry, E::Queued], &[F::RetryGate]),
+            Verdict::PassReview => go(S::Reviewing, &[E::Passed, E::ReviewStarted], &[F::Review]),
         },
         // Cancelled (or re-queued) while the gate ran: its verdict is
         // dropped.
@@ -333,6 +376,7 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
         (S::Queued, Input::Recover) => go(S::Queued, &[], &[F::RunGate]),
         (S::Nudging, Input::Recover) => go(S::Nudging, &[], &[F::Nudge]),
         (S::Committing, Input::Recover) => go(S::Committing, &[], &[F::Commit]),
+        (S::Reviewing, Input::Recover) => go(S::Reviewing, &[], &[F::Review]),
         (_, Input::Recover) => Decision::Ignore,
 
         // Nothing was stored: the state is as it was, and the sweep will
@@ -360,7 +404,48 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
         (S::Watching | S::Queued | S::Nudging | S::AwaitingAck, Input::Expired) => {
             go(S::Blocked, &[E::Expired, E::Blocked], &[])
         }
+        // A review waits on its reviewer (a judge is killed).
+        (S::Reviewing, Input::Expired) => {
+            go(S::Blocked, &[E::Expired, E::Blocked], &[F::AbortGate])
+        }
         (_, Input::Expired) => Decision::Ignore,
+
+        // A review chain's terminal emissions (shipped, escalated) happen
+        // only from `reviewing`, in the transaction that leaves it: each
+        // at most once.
+        (S::Reviewing, Input::Review(r)) => match r {
+            ReviewStep::Ship(AfterPass::Done) => go(
+                S::Done,
+                &[E::ReviewVerdict, E::ReviewShipped, E::Done],
+                &[F::ChainNext],
+            ),
+            ReviewStep::Ship(AfterPass::AwaitAck) => go(
+                S::AwaitingAck,
+                &[E::ReviewVerdict, E::ReviewShipped, E::CommitReady],
+                &[],
+            ),
+            ReviewStep::Ship(AfterPass::CommitNow) => go(
+                S::Committing,
+                &[
+                    E::ReviewVerdict,
+                    E::ReviewShipped,
+                    E::CommitReady,
+                    E::Approved,
+                ],
+                &[F::Commit],
+            ),
+            ReviewStep::Repair => go(
+                S::Watching,
+                &[E::ReviewVerdict, E::ReviewRepair, E::Watching],
+                &[F::DeliverRepair],
+            ),
+            ReviewStep::Escalate => go(
+                S::Blocked,
+                &[E::ReviewVerdict, E::ReviewEscalated, E::Blocked],
+                &[],
+            ),
+        },
+        (_, Input::Review(_)) => Decision::Ignore,
     }
 }
 

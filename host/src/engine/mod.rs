@@ -16,6 +16,7 @@
 
 mod agent_process;
 pub mod attach;
+pub mod chain;
 mod commits;
 mod damage;
 mod fan_in;
@@ -27,6 +28,7 @@ mod pinned;
 mod reconfigure;
 mod recovery;
 mod retry;
+mod review;
 mod rules;
 mod sessions;
 mod started;
@@ -112,6 +114,9 @@ struct Inner {
     gating: Arc<Semaphore>,
     /// Gate tasks by policy id, so that a cancel kills the gate.
     gate_tasks: Mutex<HashMap<String, AbortHandle>>,
+    /// Review tasks by policy id (one at a time; a cancel kills a judge
+    /// reviewing).
+    review_tasks: Mutex<HashMap<String, AbortHandle>>,
     started: started::Started,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
@@ -134,6 +139,7 @@ const WORKING: &[PolicyStatus] = &[
     PolicyStatus::Gating,
     PolicyStatus::Nudging,
     PolicyStatus::Committing,
+    PolicyStatus::Reviewing,
 ];
 
 impl std::fmt::Debug for Engine {
@@ -156,6 +162,7 @@ impl Engine {
                 bus: Bus::new(head),
                 gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                 gate_tasks: Mutex::new(HashMap::new()),
+                review_tasks: Mutex::new(HashMap::new()),
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
                 boot_time: std::time::SystemTime::now(),
@@ -355,7 +362,8 @@ impl Engine {
                 Effect::Nudge => self.spawn_nudge(id.to_string()),
                 Effect::Commit => self.spawn_commit(id.to_string()),
                 Effect::RetryGate => self.schedule_retry(id),
-                Effect::DeliverNudge | Effect::ChainNext => {}
+                Effect::Review => self.spawn_review(id.to_string()),
+                Effect::DeliverNudge | Effect::ChainNext | Effect::DeliverRepair => {}
             }
         }
     }
@@ -442,6 +450,16 @@ impl Engine {
         if let Some(h) = handle {
             // Dropping the gate future kills its process tree (the
             // supervisor's guard) or drops the plugin's store.
+            h.abort();
+        }
+        let review = self
+            .inner
+            .review_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(h) = review {
+            // A judge reviewing is killed the same way.
             h.abort();
         }
     }

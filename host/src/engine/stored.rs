@@ -135,7 +135,35 @@ pub fn check_row(p: &PolicyRow) -> Result<(), (&'static str, String)> {
     if let Some(v) = &p.prepared {
         prepared_of(v).map_err(|e| ("prepared", e))?;
     }
+    let chain = match &p.review {
+        None => None,
+        Some(v) => chain_of(v).map_err(|e| ("review", e))?,
+    };
+    if chain.is_none() && p.status == PolicyStatus::Reviewing {
+        return Err(("review", "missing, though the policy is reviewing".into()));
+    }
     Ok(())
+}
+
+fn chain_of(v: &Value) -> Result<Option<super::chain::ChainRecord>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    object(v).map(Some)
+}
+
+/// The review chain's state (`None` before its first review).
+pub fn chain(p: &PolicyRow) -> EngineResult<Option<super::chain::ChainRecord>> {
+    damaged(p)?;
+    match &p.review {
+        None => Ok(None),
+        Some(v) => chain_of(v).map_err(|e| corrupt(p, "review", e)),
+    }
+}
+
+/// Records the review chain's state in `p` (stored with it).
+pub fn set_chain(p: &mut PolicyRow, r: &super::chain::ChainRecord) {
+    p.review = serde_json::to_value(r).ok();
 }
 
 /// The policy's attach input.

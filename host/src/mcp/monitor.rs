@@ -246,6 +246,7 @@ pub fn waiting_for(row: &PolicyRow, session: &str) -> Option<String> {
                 .to_string()
         }
         PolicyStatus::Committing => "its commit to be made".to_string(),
+        PolicyStatus::Reviewing => "its reviewer's verdict (SHIP or BLOCK)".to_string(),
         PolicyStatus::Done | PolicyStatus::Blocked | PolicyStatus::Cancelled => return None,
     })
 }

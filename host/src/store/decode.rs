@@ -182,6 +182,7 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         publish_open: c.typed("publish_open", Vec::new()),
         deadline_at: c.get("deadline_at", None),
         infra_retries_used: c.get("infra_retries_used", 0),
+        review: c.json("review"),
         damage: None,
     };
     if p.sessions.is_empty() {

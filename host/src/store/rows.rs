@@ -63,19 +63,22 @@ pub enum PolicyStatus {
     Nudging,
     AwaitingAck,
     Committing,
+    /// Its gate passed; its `review` chain's reviewer reviews the change.
+    Reviewing,
     Done,
     Blocked,
     Cancelled,
 }
 
 impl PolicyStatus {
-    pub const ALL: [PolicyStatus; 9] = [
+    pub const ALL: [PolicyStatus; 10] = [
         PolicyStatus::Watching,
         PolicyStatus::Queued,
         PolicyStatus::Gating,
         PolicyStatus::Nudging,
         PolicyStatus::AwaitingAck,
         PolicyStatus::Committing,
+        PolicyStatus::Reviewing,
         PolicyStatus::Done,
         PolicyStatus::Blocked,
         PolicyStatus::Cancelled,
@@ -89,6 +92,7 @@ impl PolicyStatus {
             PolicyStatus::Nudging => "nudging",
             PolicyStatus::AwaitingAck => "awaiting-ack",
             PolicyStatus::Committing => "committing",
+            PolicyStatus::Reviewing => "reviewing",
             PolicyStatus::Done => "done",
             PolicyStatus::Blocked => "blocked",
             PolicyStatus::Cancelled => "cancelled",
@@ -190,6 +194,10 @@ pub struct PolicyRow {
     /// (`[daemon] infra_retries`); back to 0 once a gate gives a verdict.
     #[serde(default)]
     pub infra_retries_used: i64,
+    /// Its review chain's state (`engine::chain::ChainRecord`), once its
+    /// first review began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Value>,
     /// Set when the stored row does not decode (invalid JSON, or JSON of
     /// the wrong shape): the first such column and why. The other fields
     /// are then placeholders: the engine only blocks or cancels such a
@@ -227,6 +235,7 @@ impl PolicyRow {
             publish_open: Vec::new(),
             deadline_at: None,
             infra_retries_used: 0,
+            review: None,
             damage: None,
         }
     }

@@ -13,7 +13,8 @@ use rusqlite::Connection;
 /// Version 4: sessions keep their key's digest (none for older rows: see
 /// `engine::keys`). Version 5: sessions record when the watchdog found
 /// them stale; policies carry their deadline and count their gate's
-/// infrastructure retries.
+/// infrastructure retries. Version 6: policies keep their review chain's
+/// state.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {
@@ -54,6 +55,13 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
              ALTER TABLE policies ADD COLUMN infra_retries_used INTEGER NOT NULL DEFAULT 0;",
         )?;
     }
+    // --- Version 6 (review chains): a policy's chain state, as JSON
+    // (`engine::chain::ChainRecord`). One step, kept apart for the merge.
+    let has_review = has_column(conn, "policies", "review")?;
+    if !has_review {
+        conn.execute_batch("ALTER TABLE policies ADD COLUMN review TEXT;")?;
+    }
+    // --- end of version 6.
     // The watchdog's looks, each by a partial index (never a scan of all
     // sessions or policies: a unit test reads their query plans).
     conn.execute_batch(

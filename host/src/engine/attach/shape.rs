@@ -52,6 +52,7 @@ pub(super) fn check_shape(
     {
         return Err(e);
     }
+    super::review::check_review(input, at)?;
     if depth > MAX_CHAIN {
         return Err(invalid(
             f("next"),
@@ -195,7 +196,7 @@ pub fn not_an_object(value: &Value) -> Option<String> {
                 at.trim_end_matches('.').to_string()
             });
         };
-        for key in ["onFail", "commit"] {
+        for key in ["onFail", "commit", "review"] {
             if let Some(inner) = map.get(key)
                 && !inner.is_object()
                 && !inner.is_null()

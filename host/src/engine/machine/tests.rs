@@ -32,6 +32,7 @@ fn inputs() -> Vec<Input> {
         Verdict::Fail { retry: false },
         Verdict::Error,
         Verdict::ErrorRetry,
+        Verdict::PassReview,
     ] {
         all.push(Input::Verdict(v));
     }
@@ -41,6 +42,15 @@ fn inputs() -> Vec<Input> {
         AfterNudge::NoneAlive,
     ] {
         all.push(Input::NudgeDelivered(n));
+    }
+    for r in [
+        ReviewStep::Ship(AfterPass::Done),
+        ReviewStep::Ship(AfterPass::AwaitAck),
+        ReviewStep::Ship(AfterPass::CommitNow),
+        ReviewStep::Repair,
+        ReviewStep::Escalate,
+    ] {
+        all.push(Input::Review(r));
     }
     for (approve, fresh) in [(true, true), (true, false), (false, true), (false, false)] {
         all.push(Input::Ack { approve, fresh });
@@ -300,6 +310,7 @@ fn expected() -> Vec<Row> {
         S::Nudging,
         S::AwaitingAck,
         S::Committing,
+        S::Reviewing,
     ] {
         t.push((
             s,
@@ -319,6 +330,71 @@ fn expected() -> Vec<Row> {
             vec![],
         ));
     }
+    // A review waits on its reviewer: the deadline blocks it, and kills
+    // a judge reviewing.
+    t.push((
+        S::Reviewing,
+        Input::Expired,
+        S::Blocked,
+        vec![E::Expired, E::Blocked],
+        vec![F::AbortGate],
+    ));
+    // The review chain: a pass with a review goes to reviewing; the
+    // chain's decision leaves it, each terminal emission from there only.
+    t.push((
+        S::Gating,
+        Input::Verdict(Verdict::PassReview),
+        S::Reviewing,
+        vec![E::Passed, E::ReviewStarted],
+        vec![F::Review],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Recover,
+        S::Reviewing,
+        vec![],
+        vec![F::Review],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Review(ReviewStep::Ship(AfterPass::Done)),
+        S::Done,
+        vec![E::ReviewVerdict, E::ReviewShipped, E::Done],
+        vec![F::ChainNext],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Review(ReviewStep::Ship(AfterPass::AwaitAck)),
+        S::AwaitingAck,
+        vec![E::ReviewVerdict, E::ReviewShipped, E::CommitReady],
+        vec![],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Review(ReviewStep::Ship(AfterPass::CommitNow)),
+        S::Committing,
+        vec![
+            E::ReviewVerdict,
+            E::ReviewShipped,
+            E::CommitReady,
+            E::Approved,
+        ],
+        vec![F::Commit],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Review(ReviewStep::Repair),
+        S::Watching,
+        vec![E::ReviewVerdict, E::ReviewRepair, E::Watching],
+        vec![F::DeliverRepair],
+    ));
+    t.push((
+        S::Reviewing,
+        Input::Review(ReviewStep::Escalate),
+        S::Blocked,
+        vec![E::ReviewVerdict, E::ReviewEscalated, E::Blocked],
+        vec![],
+    ));
     // Cancel works in every state that is not terminal.
     for s in [
         S::Watching,
@@ -327,6 +403,7 @@ fn expected() -> Vec<Row> {
         S::Nudging,
         S::AwaitingAck,
         S::Committing,
+        S::Reviewing,
         S::Blocked,
     ] {
         t.push((
@@ -425,7 +502,11 @@ fn no_step_leaves_a_terminal_state_and_every_block_says_so() {
 #[test]
 fn event_names_are_the_stored_ones() {
     for e in PolicyEvent::ALL {
-        assert!(e.as_str().starts_with("policy:"));
+        assert!(
+            e.as_str().starts_with("policy:") || e.as_str().starts_with("review:"),
+            "{}",
+            e.as_str()
+        );
         assert_eq!(PolicyEvent::parse(e.as_str()), Some(e));
     }
     assert_eq!(PolicyEvent::CommitReady.as_str(), "policy:commit-ready");

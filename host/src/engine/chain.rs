@@ -1,0 +1,195 @@
+//! Review chains (`review: {reviewer, repairer?, maxCycles}`): the
+//! chain's state as stored with its policy, and its decision as a pure
+//! function. When the author's turn passes the policy's gate, the
+//! reviewer reviews the change; SHIP goes on to the policy's `then`,
+//! BLOCK sends a repair nudge to the repairer, whose next turn-end is
+//! gated and reviewed again; after `maxCycles` BLOCKs the chain escalates.
+//!
+//! It owns the rules only. It must never touch the store, the clock, a
+//! process or the network: [`decide`] is unit-tested for every state ×
+//! outcome, the review task (`engine::review`) does the I/O around it, and
+//! every answer reaches the store through `Engine::transition`, in the
+//! transaction that records the chain's new state, so that a terminal
+//! emission (shipped, escalated) happens at most once across restarts.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a chain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChainPhase {
+    /// The reviewer reviews the change of cycle `cycle`.
+    Reviewing,
+    /// The repairer was nudged with the findings of cycle `cycle`; its
+    /// next turn-end is gated and reviewed again.
+    Repairing,
+    /// SHIP: the policy went on to its `then` (terminal).
+    Shipped,
+    /// BLOCK `maxCycles` times: blocked, a person told (terminal).
+    Escalated,
+}
+
+/// What a pass leads to once shipped (stored: the review may outlive
+/// the daemon that gated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShipTo {
+    Done,
+    AwaitAck,
+    CommitNow,
+}
+
+impl ShipTo {
+    pub fn of(a: super::machine::AfterPass) -> ShipTo {
+        match a {
+            super::machine::AfterPass::Done => ShipTo::Done,
+            super::machine::AfterPass::AwaitAck => ShipTo::AwaitAck,
+            super::machine::AfterPass::CommitNow => ShipTo::CommitNow,
+        }
+    }
+
+    pub fn after_pass(self) -> super::machine::AfterPass {
+        match self {
+            ShipTo::Done => super::machine::AfterPass::Done,
+            ShipTo::AwaitAck => super::machine::AfterPass::AwaitAck,
+            ShipTo::CommitNow => super::machine::AfterPass::CommitNow,
+        }
+    }
+}
+
+/// A chain's stored state (the policy row's `review` column).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChainRecord {
+    pub phase: ChainPhase,
+    /// The review under way or last done, from 1.
+    pub cycle: u32,
+    pub max_cycles: u32,
+    /// What SHIP leads to.
+    pub ship_to: ShipTo,
+    /// The change under review (a diff against HEAD, as the gate judged
+    /// it; capped), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The event cursor when the review started: a session reviewer's
+    /// turn-end after it is its answer.
+    pub started_after: i64,
+    /// The last BLOCK's findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<String>,
+}
+
+impl ChainRecord {
+    pub fn state(&self) -> ChainState {
+        let (cycle, max) = (self.cycle, self.max_cycles);
+        match self.phase {
+            ChainPhase::Reviewing => ChainState::Reviewing { cycle, max },
+            ChainPhase::Repairing => ChainState::Repairing { cycle, max },
+            ChainPhase::Shipped => ChainState::Shipped,
+            ChainPhase::Escalated => ChainState::Escalated,
+        }
+    }
+}
+
+/// The chain's state as the decision sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainState {
+    /// No review yet: the author works.
+    Authoring,
+    Reviewing {
+        cycle: u32,
+        max: u32,
+    },
+    Repairing {
+        cycle: u32,
+        max: u32,
+    },
+    Shipped,
+    Escalated,
+}
+
+/// What happened to the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainOutcome {
+    /// The author's (or repairer's) turn passed the policy's gate.
+    GatePassed,
+    /// The reviewer's verdict (of the cycle under review).
+    Ship,
+    /// BLOCK; `repairer_alive`: the repairer can still act on a nudge.
+    Block { repairer_alive: bool },
+    /// The daemon restarted (or the sweep found it) while reviewing.
+    Recover,
+}
+
+/// What the engine does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainAction {
+    /// Start review `cycle`.
+    Review { cycle: u32 },
+    /// Run the review under way again (its task died with the daemon).
+    Resume,
+    /// On to the policy's `then` (terminal).
+    Ship,
+    /// Nudge the repairer with the findings and watch it.
+    Repair,
+    /// Blocked, an event and a notification (terminal).
+    Escalate,
+    /// Nothing: a verdict of a review no longer under way, anything
+    /// after a terminal state.
+    Ignore,
+}
+
+/// The chain: what `outcome` does in `state`.
+pub fn decide(state: ChainState, outcome: ChainOutcome) -> ChainAction {
+    use ChainAction as A;
+    use ChainOutcome as O;
+    use ChainState as S;
+    match (state, outcome) {
+        // The content changed after SHIP (a stale ack, a commit whose
+        // paths moved) and passed its gate again: what is committed must
+        // be what was reviewed, so it is reviewed anew.
+        (S::Shipped, O::GatePassed) => A::Review { cycle: 1 },
+        // Terminal: each emission happened once and never again.
+        (S::Shipped | S::Escalated, _) => A::Ignore,
+
+        (S::Authoring, O::GatePassed) => A::Review { cycle: 1 },
+        (S::Repairing { cycle, .. }, O::GatePassed) => A::Review { cycle: cycle + 1 },
+        // A pass while a review is under way cannot be (the policy does
+        // not gate then): ignored.
+        (S::Reviewing { .. }, O::GatePassed) => A::Ignore,
+
+        (S::Reviewing { .. }, O::Ship) => A::Ship,
+        (
+            S::Reviewing { cycle, max },
+            O::Block {
+                repairer_alive: true,
+            },
+        ) if cycle < max => A::Repair,
+        // No cycle left, or nobody to repair: a person must look.
+        (S::Reviewing { .. }, O::Block { .. }) => A::Escalate,
+        (S::Reviewing { .. }, O::Recover) => A::Resume,
+
+        // A verdict with no review under way (a stale task's): dropped.
+        (S::Authoring | S::Repairing { .. }, O::Ship | O::Block { .. }) => A::Ignore,
+        // Nothing runs for the chain there: the policy's lifecycle drives.
+        (S::Authoring | S::Repairing { .. }, O::Recover) => A::Ignore,
+    }
+}
+
+/// The cycle a status line names: `reviewing (cycle 2 of 5)`.
+pub fn describe(status: &str, record: Option<&ChainRecord>) -> String {
+    match record.map(|r| (r.phase, r.cycle, r.max_cycles)) {
+        Some((ChainPhase::Reviewing, c, m)) => format!("{status} (cycle {c} of {m})"),
+        Some((ChainPhase::Repairing, c, m)) => {
+            format!("{status} (repairing after review {c} of {m})")
+        }
+        Some((ChainPhase::Shipped, c, m)) => format!("{status} (shipped at review {c} of {m})"),
+        Some((ChainPhase::Escalated, c, m)) => {
+            format!("{status} (escalated after review {c} of {m})")
+        }
+        None => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

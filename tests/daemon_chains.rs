@@ -1,0 +1,418 @@
+//! Review → repair → re-review chains (issue 27) through a real daemon on
+//! loopback: judge reviewers are real adapter processes (a script that
+//! blocks its first calls, counted in a file), session reviewers are
+//! registered sessions answering through the API, a webhook receiver
+//! stands for the person, and SIGKILLs at random moments of the chains.
+
+use crate::common;
+
+use common::daemon::{Daemon, git_repo};
+use common::webhooks::{Receiver, receiver_answering};
+use common::{Scratch, allow_config, fixture_str};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A daemon with its webhook at a receiver and the judge adapter `j`
+/// (`review.sh DIR BLOCKS`) counting its calls in `calls`.
+fn setup(blocks: &str, keys: &str) -> (Scratch, Daemon, Receiver, std::path::PathBuf) {
+    let hook = receiver_answering(None);
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let calls = s.etc.join("calls");
+    std::fs::create_dir_all(&calls).expect("mkdir");
+    let mut cfg = allow_config(&["true", "false"]).replace(
+        "[daemon]\n",
+        &format!("[daemon]\nwebhook_url = \"{}\"\n{keys}", hook.url),
+    );
+    cfg.push_str(&format!(
+        "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\", \"{blocks}\"]\nwrite = [\"{}\"]\n",
+        fixture_str("judges/review.sh"),
+        calls.display(),
+        calls.display()
+    ));
+    let cfg = s.write("config.toml", &cfg);
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    (s, d, hook, calls)
+}
+
+fn judge_reviewer(tag: &str) -> Value {
+    json!({"judge": {"adapter": "j", "prompt": format!("Review {tag}: ship it only if it is complete.")}})
+}
+
+fn commit_chain(session: &str, tag: &str, max_cycles: u32) -> Value {
+    json!({
+        "sessionId": session,
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": ["work.txt"], "message": "reviewed change"},
+        "review": {"reviewer": judge_reviewer(tag), "maxCycles": max_cycles}
+    })
+}
+
+fn of_type(events: &[Value], kind: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == kind)
+        .cloned()
+        .collect()
+}
+
+fn count(d: &Daemon, pid: &str, kind: &str) -> usize {
+    d.policy_events(pid).iter().filter(|e| *e == kind).count()
+}
+
+fn calls(dir: &Path, key: &str) -> u32 {
+    std::fs::read_to_string(dir.join(key))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reports a turn-end of `id` with `message` as its last message.
+fn say(d: &Daemon, id: &str, message: &str) {
+    let request = gatehost::wire::ReportRequest {
+        kind: serde_json::from_value(json!("turn-end")).expect("kind"),
+        message: Some(message.to_string()),
+    };
+    let client = d.client();
+    if let Err(e) = d.block(client.report(id, &request)) {
+        panic!("report {id}: {e}");
+    }
+}
+
+/// Drives the author of `pid` as an agent would: each repair nudge is
+/// answered by a turn-end, until the policy is `want`. Returns how many
+/// repairs it answered.
+fn answer_repairs(d: &Daemon, pid: &str, author: &str, want: &str) -> usize {
+    let deadline = Instant::now() + T;
+    let mut answered = 0;
+    loop {
+        let p = d.policy(pid);
+        if p["status"] == want {
+            return answered;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "policy {pid} never {want}: {p}\n{:?}\n{}",
+            d.policy_events(pid),
+            d.log()
+        );
+        let repairs = count(d, pid, "review:repair");
+        if repairs > answered && p["status"] == "watching" {
+            say(d, author, &format!("repaired ({repairs})"));
+            answered = repairs;
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+/// BLOCK twice, then SHIP: exactly two repair nudges (each with the
+/// judge's findings, to the author), three verdicts, one `review:shipped`
+/// and one `awaiting-ack`; the status names the cycle it shipped at.
+#[test]
+fn a_chain_that_blocks_twice_then_ships_repairs_twice_and_awaits_one_ack() {
+    let (s, d, _hook, calls_dir) = setup("2", "");
+    d.register("author", &s.ws);
+    std::fs::write(s.ws.join("work.txt"), "chain-1 draft\n").expect("write");
+    let pid = d.attach(commit_chain("author", "chain-1", 5));
+    say(&d, "author", "done");
+    let repairs = answer_repairs(&d, &pid, "author", "awaiting-ack");
+    assert_eq!(repairs, 2);
+    // A while later nothing more happened.
+    std::thread::sleep(Duration::from_millis(500));
+    let events = d.all_events(&format!("&policy={pid}"));
+    let repair = of_type(&events, "review:repair");
+    assert_eq!(repair.len(), 2, "{events:#?}");
+    for (i, r) in repair.iter().enumerate() {
+        assert_eq!(r["payload"]["session"], "author");
+        assert_eq!(r["payload"]["cycle"], i as u64 + 1);
+        let message = r["payload"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("lacks a test"), "{message}");
+    }
+    let verdicts: Vec<Value> = of_type(&events, "review:verdict")
+        .iter()
+        .map(|v| v["payload"]["verdict"].clone())
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![json!("BLOCK"), json!("BLOCK"), json!("SHIP")]
+    );
+    assert_eq!(of_type(&events, "review:started").len(), 3);
+    assert_eq!(of_type(&events, "review:shipped").len(), 1);
+    assert_eq!(of_type(&events, "policy:commit-ready").len(), 1);
+    assert!(of_type(&events, "review:escalated").is_empty());
+    assert_eq!(calls(&calls_dir, "chain-1"), 3);
+    let p = d.policy(&pid);
+    assert_eq!(p["status"], "awaiting-ack");
+    assert_eq!(p["review"]["phase"], "shipped");
+    assert_eq!(p["review"]["cycle"], 3);
+    // The judge reviewed the change against HEAD.
+    let started = &of_type(&events, "review:started")[0]["payload"];
+    assert!(started["diffBytes"].as_u64().unwrap_or(0) > 0, "{started}");
+    let status = d.cli(&["policy", "status", &pid], &d.operator);
+    assert!(
+        status.stdout.contains("shipped at review 3 of 5"),
+        "{}{}",
+        status.stdout,
+        status.stderr
+    );
+}
+
+/// A reviewer that never ships: after `maxCycles` BLOCKs the chain
+/// escalates once: `blocked` with the findings, one `review:escalated`,
+/// one notification at the receiver; nothing more after.
+#[test]
+fn a_chain_that_never_ships_escalates_once_after_max_cycles() {
+    let (s, d, hook, calls_dir) = setup("always", "");
+    d.register("author", &s.ws);
+    std::fs::write(s.ws.join("work.txt"), "chain-2 draft\n").expect("write");
+    let pid = d.attach(commit_chain("author", "chain-2", 3));
+    say(&d, "author", "done");
+    let repairs = answer_repairs(&d, &pid, "author", "blocked");
+    assert_eq!(repairs, 2);
+    let p = d.policy(&pid);
+    let reason = p["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("3 times") && reason.contains("lacks a test"),
+        "{reason}"
+    );
+    // More turn-ends change nothing.
+    say(&d, "author", "again");
+    std::thread::sleep(Duration::from_millis(800));
+    let events = d.all_events(&format!("&policy={pid}"));
+    assert_eq!(of_type(&events, "review:escalated").len(), 1, "{events:#?}");
+    assert_eq!(of_type(&events, "review:verdict").len(), 3);
+    assert_eq!(of_type(&events, "review:repair").len(), 2);
+    assert_eq!(of_type(&events, "policy:blocked").len(), 1);
+    assert!(of_type(&events, "review:shipped").is_empty());
+    assert!(of_type(&events, "policy:commit-ready").is_empty());
+    assert_eq!(calls(&calls_dir, "chain-2"), 3);
+    let deadline = Instant::now() + T;
+    while !hook.kinds().contains(&"review:escalated".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "never notified: {:?}",
+            hook.kinds()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let told = hook
+        .kinds()
+        .iter()
+        .filter(|k| *k == "review:escalated")
+        .count();
+    assert_eq!(told, 1, "{:?}", hook.kinds());
+}
+
+/// A session reviewer is prompted with the rubric and the change; an
+/// answer without a verdict line counts as BLOCK (a repair to the author
+/// with what it said), and a later `VERDICT: SHIP` ships.
+#[test]
+fn a_session_reviewer_without_a_verdict_counts_as_block() {
+    let (s, d, _hook, _calls) = setup("0", "");
+    d.register("author", &s.ws);
+    d.register("rev", &s.ws);
+    std::fs::write(s.ws.join("work.txt"), "a change to review\n").expect("write");
+    let pid = d.attach(json!({
+        "sessionId": "author",
+        "gate": {"command": "true"},
+        "review": {"reviewer": {"session": "rev", "prompt": "Check the change for typos."}, "maxCycles": 3}
+    }));
+    say(&d, "author", "done");
+    d.wait_status(&pid, "reviewing", T);
+    let started = of_type(&d.all_events(&format!("&policy={pid}")), "review:started");
+    let prompt = started[0]["payload"]["prompt"].as_str().unwrap_or_default();
+    assert!(
+        prompt.contains("Check the change for typos.") && prompt.contains("a change to review"),
+        "{prompt}"
+    );
+    assert_eq!(d.policy(&pid)["review"]["cycle"], 1);
+    say(&d, "rev", "it reads well to me");
+    d.wait_status(&pid, "watching", T);
+    let events = d.all_events(&format!("&policy={pid}"));
+    let verdict = &of_type(&events, "review:verdict")[0]["payload"];
+    assert_eq!(verdict["verdict"], "BLOCK");
+    let findings = verdict["findings"].as_str().unwrap_or_default();
+    assert!(
+        findings.contains("no VERDICT") && findings.contains("it reads well"),
+        "{findings}"
+    );
+    assert_eq!(of_type(&events, "review:repair").len(), 1);
+    // The repaired turn is gated and reviewed again; SHIP ends it.
+    say(&d, "author", "fixed");
+    d.wait_status(&pid, "reviewing", T);
+    assert_eq!(d.policy(&pid)["review"]["cycle"], 2);
+    say(&d, "rev", "now it is right\nVERDICT: SHIP");
+    d.wait_status(&pid, "done", T);
+    let events = d.all_events(&format!("&policy={pid}"));
+    let verdicts: Vec<Value> = of_type(&events, "review:verdict")
+        .iter()
+        .map(|v| v["payload"]["verdict"].clone())
+        .collect();
+    assert_eq!(verdicts, vec![json!("BLOCK"), json!("SHIP")]);
+    assert_eq!(of_type(&events, "review:shipped").len(), 1);
+    assert_eq!(of_type(&events, "policy:done").len(), 1);
+}
+
+/// `[daemon] max_chain_depth` caps `next` links and review cycles
+/// together: an attach over it is refused naming the field; a reviewer
+/// that is the author, or unknown, is refused too.
+#[test]
+fn attaches_over_the_chain_cap_or_with_a_bad_reviewer_are_refused() {
+    let (s, d, _hook, _calls) = setup("0", "max_chain_depth = 4\n");
+    d.register("author", &s.ws);
+    let client = d.client();
+    for (spec, field) in [
+        (
+            json!({"sessionId": "author", "review": {"reviewer": judge_reviewer("x"), "maxCycles": 5}}),
+            "review.maxCycles",
+        ),
+        (
+            json!({"sessionId": "author", "review": {"reviewer": judge_reviewer("x"), "maxCycles": 3}, "next": {"next": {}}}),
+            "next.next",
+        ),
+        (
+            json!({"sessionId": "author", "review": {"reviewer": {"session": "author"}, "maxCycles": 1}}),
+            "review.reviewer.session",
+        ),
+        (
+            json!({"sessionId": "author", "review": {"reviewer": {"session": "nobody"}, "maxCycles": 1}}),
+            "review.reviewer.session",
+        ),
+        (
+            json!({"sessionId": "author", "review": {"reviewer": {"command": "true"}, "maxCycles": 1}}),
+            "review.reviewer",
+        ),
+    ] {
+        match d.block(client.attach(&spec)) {
+            Ok(p) => panic!("{spec} was attached: {}", p.policy_id),
+            Err(e) => assert!(e.to_string().contains(field), "{spec}: {e}"),
+        }
+    }
+    // Within the cap: attached.
+    d.attach(json!({"sessionId": "author", "review": {"reviewer": judge_reviewer("x"), "maxCycles": 3}, "next": {}}));
+}
+
+/// At least 100 SIGKILLs at random moments of eight chains (each blocks
+/// twice, then ships), the daemon restarted on the same data directory
+/// each time: every chain ships exactly once, none escalates, each
+/// `policy:commit-ready` is published once, and no repair is lost or
+/// doubled (repairs = BLOCK verdicts).
+#[test]
+fn sigkills_at_every_step_of_chains_double_and_lose_no_terminal_event() {
+    const CHAINS: usize = 8;
+    const KILLS: usize = 100;
+    let (s, mut d, _hook, _calls) = setup("2", "");
+    let mut chains = Vec::new();
+    for i in 0..CHAINS {
+        let ws = s.ws.join(format!("w{i}"));
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        git_repo(&ws);
+        std::fs::write(ws.join("work.txt"), format!("chain-{i} draft\n")).expect("write");
+        let sid = format!("a{i}");
+        d.register(&sid, &ws);
+        let mut spec = commit_chain(&sid, &format!("chain-{i}"), 5);
+        spec["sessionId"] = json!(sid);
+        let pid = d.attach(spec);
+        say(&d, &sid, "done");
+        chains.push((pid, sid));
+    }
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_nanos() as u64)
+        .unwrap_or(7);
+    eprintln!("seed {seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut answered = vec![0usize; CHAINS];
+    // One pass of the agents' side: each repair nudge answered once. A
+    // request the kill cut off is tried again on the next life.
+    let drive = |d: &Daemon, answered: &mut Vec<usize>| -> bool {
+        let mut all_settled = true;
+        for (i, (pid, sid)) in chains.iter().enumerate() {
+            let client = d.client();
+            let Ok(p) = d.block(client.policy(pid)) else {
+                return false;
+            };
+            let status = serde_json::to_value(&p).expect("json")["status"].clone();
+            if status != "awaiting-ack" && status != "blocked" {
+                all_settled = false;
+            }
+            let q = gatehost::wire::EventQuery {
+                since: Some(0),
+                limit: Some(1000),
+                types: Some("review:repair".into()),
+                session: None,
+                policy: Some(pid.clone()),
+                wait: None,
+            };
+            let Ok(page) = d.block(client.events(&q)) else {
+                return false;
+            };
+            let repairs = page.events.len();
+            if repairs > answered[i] && status == "watching" {
+                let request = gatehost::wire::ReportRequest {
+                    kind: serde_json::from_value(json!("turn-end")).expect("kind"),
+                    message: Some(format!("repaired {repairs}")),
+                };
+                if d.block(client.report(sid, &request)).is_err() {
+                    return false;
+                }
+                answered[i] = repairs;
+            }
+        }
+        all_settled
+    };
+    let started = Instant::now();
+    for _ in 0..KILLS {
+        let life = Duration::from_millis(rng.u64(5..250));
+        let until = Instant::now() + life;
+        while Instant::now() < until {
+            drive(&d, &mut answered);
+            std::thread::sleep(Duration::from_millis(rng.u64(0..20)));
+        }
+        d.restart();
+    }
+    eprintln!("{KILLS} kills in {:?}", started.elapsed());
+    // The last life runs the chains to their end.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !drive(&d, &mut answered) {
+        assert!(
+            Instant::now() < deadline,
+            "the chains never settled\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for (pid, _) in &chains {
+        let events = d.all_events(&format!("&policy={pid}"));
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        let n = |k: &str| kinds.iter().filter(|x| **x == k).count();
+        assert_eq!(n("review:shipped"), 1, "{pid}: {kinds:?}");
+        assert_eq!(n("review:escalated"), 0, "{pid}: {kinds:?}");
+        assert_eq!(n("policy:commit-ready"), 1, "{pid}: {kinds:?}");
+        let blocks = of_type(&events, "review:verdict")
+            .iter()
+            .filter(|v| v["payload"]["verdict"] == "BLOCK")
+            .count();
+        assert_eq!(n("review:repair"), blocks, "{pid}: {kinds:?}");
+        assert!(blocks <= 2, "{pid}: {kinds:?}");
+        // Each cycle's verdict once.
+        let mut cycles: Vec<u64> = of_type(&events, "review:verdict")
+            .iter()
+            .filter_map(|v| v["payload"]["cycle"].as_u64())
+            .collect();
+        let all = cycles.len();
+        cycles.dedup();
+        assert_eq!(
+            cycles.len(),
+            all,
+            "{pid}: a cycle's verdict twice: {kinds:?}"
+        );
+        assert_eq!(d.policy(pid)["status"], "awaiting-ack");
+    }
+}
