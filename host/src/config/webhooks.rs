@@ -43,7 +43,7 @@ impl Format {
 /// The events where a person must act: a policy blocked (out of retries,
 /// a gate that could not run, a deadline or a stale session), a change
 /// waiting for the operator's ack, a commit that failed, a chain that
-/// escalated, an agent gone silent, a session policy or a `next` refused,
+/// escalated (`review:escalated`), an agent gone silent, a session policy or a `next` refused,
 /// a configuration rejected. The default of `notify_url` and of every chat
 /// format.
 pub const ATTENTION: &[&str] = &[
@@ -52,6 +52,7 @@ pub const ATTENTION: &[&str] = &[
     "policy:commit-failed",
     "policy:expired",
     "policy:next-refused",
+    "review:escalated",
     "session:stale",
     "session:policy-refused",
     "config:rejected",

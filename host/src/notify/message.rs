@@ -43,6 +43,8 @@ struct Shown {
     outcome: Option<String>,
     message: Option<String>,
     silent_ms: Option<i64>,
+    cycle: Option<u32>,
+    max_cycles: Option<u32>,
     file: Option<String>,
     sha: Option<String>,
     by: Option<String>,
@@ -119,6 +121,15 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 because("the chained policy could not be attached"),
                 Priority::High,
                 &["warning"],
+            ),
+            "review:escalated" => (
+                format!("gatehost: the review of {subject} escalates to you"),
+                because(&match (shown.cycle, shown.max_cycles) {
+                    (Some(c), Some(m)) => format!("the reviewer blocked {c} of {m} cycles"),
+                    _ => "the reviewer never shipped it".to_string(),
+                }),
+                Priority::High,
+                &["rotating_light"],
             ),
             "session:stale" => {
                 let silent = shown

@@ -147,6 +147,11 @@ fn every_attention_event_has_its_own_words() {
         ("policy:commit-failed", json!({"reason": "r"}), "commit of"),
         ("policy:expired", json!({}), "deadline"),
         ("policy:next-refused", json!({"reason": "r"}), "next step"),
+        (
+            "review:escalated",
+            json!({"cycle": 5, "maxCycles": 5, "reason": "r"}),
+            "escalates to you",
+        ),
         ("session:stale", json!({"silentMs": 90_000}), "gone silent"),
         (
             "session:policy-refused",
@@ -158,7 +163,7 @@ fn every_attention_event_has_its_own_words() {
     assert_eq!(cases.len(), ATTENTION.len());
     for (kind, payload, words) in cases {
         assert!(ATTENTION.contains(&kind), "{kind}");
-        let policy = kind.starts_with("policy:").then_some("p1");
+        let policy = (kind.starts_with("policy:") || kind.starts_with("review:")).then_some("p1");
         let m = message(&event(kind, policy, payload), Some("http://h"));
         assert!(m.title.contains(words), "{kind}: {}", m.title);
         assert_eq!(m.priority, Priority::High, "{kind}");
