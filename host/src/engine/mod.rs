@@ -27,6 +27,7 @@ mod pinned;
 mod reconfigure;
 mod recovery;
 mod retry;
+mod review;
 mod rules;
 mod sessions;
 mod started;
