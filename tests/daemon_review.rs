@@ -336,11 +336,14 @@ impl Stream {
         Stream { reader }
     }
 
-    /// The next event: its id, type and data.
+    /// The next event: its id, type and data (within `T`: keep-alive
+    /// comments do not extend the wait).
     fn next(&mut self) -> (i64, String, Value) {
         use std::io::BufRead;
+        let start = std::time::Instant::now();
         let (mut id, mut kind, mut data) = (None, None, None);
         loop {
+            assert!(start.elapsed() < T, "no event within {T:?}");
             let mut line = String::new();
             let n = self.reader.read_line(&mut line).expect("read");
             assert!(n > 0, "the stream ended");
