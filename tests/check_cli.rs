@@ -465,3 +465,39 @@ fn client_command_errors_are_one_json_shape() {
         run.stderr
     );
 }
+
+/// `check` under a pseudo-terminal (util-linux `script`): what the
+/// terminal shows, stdout and stderr together.
+fn on_a_terminal(args: &[String]) -> String {
+    let mut all = vec![env!("CARGO_BIN_EXE_gatehost").to_string()];
+    all.extend(args.iter().cloned());
+    let line = shlex::try_join(all.iter().map(String::as_str)).expect("quote");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn check_shows_what_runs_on_a_terminal_and_nothing_extra_piped_or_with_json() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let gate = s.write(
+        "gate.json",
+        r#"{"command": "bash", "args": ["-c", "sleep 0.5"]}"#,
+    );
+    let json = common::check_args(&cfg, &s.ws, &[], &gate);
+    let human: Vec<String> = json.iter().filter(|a| *a != "--json").cloned().collect();
+    let shown = on_a_terminal(&human);
+    assert!(shown.contains("running shell"), "{shown:?}");
+    assert!(shown.contains("PASS  shell"), "{shown:?}");
+    // With --json on a terminal, and piped: the output only.
+    let shown = on_a_terminal(&json);
+    assert!(!shown.contains("running shell"), "{shown:?}");
+    let piped = common::run_gatehost(&human, &[]);
+    assert!(!piped.stderr.contains("running shell"), "{}", piped.stderr);
+    assert!(!piped.stdout.contains("running shell"), "{}", piped.stdout);
+}

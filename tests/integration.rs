@@ -26,6 +26,7 @@ mod daemon_lifecycle;
 mod daemon_limits;
 mod daemon_live_config;
 mod daemon_notify;
+mod daemon_review;
 mod daemon_session_policies;
 mod daemon_watchdog;
 mod docs_walkthrough;

@@ -13,9 +13,9 @@
 
 use crate::keyring::Keyring;
 use crate::wire::{
-    AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyPage,
-    PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session, SessionPage,
-    StartRequest,
+    AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyDiff,
+    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session,
+    SessionPage, StartRequest,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -374,12 +374,23 @@ impl Client {
             .await
     }
 
-    pub async fn ack(&self, id: &str, approve: bool) -> ClientResult<Policy> {
+    /// Approve or reject; an approval with `tree` holds only while that is
+    /// the policy's snapshot's tree.
+    pub async fn ack(&self, id: &str, approve: bool, tree: Option<&str>) -> ClientResult<Policy> {
         self.post(
             &format!("/v1/policies/{}/ack", segment(id)),
-            &AckRequest { approve },
+            &AckRequest {
+                approve,
+                tree: tree.map(str::to_string),
+            },
         )
         .await
+    }
+
+    /// One page of the patch a policy commits, from file index `from`.
+    pub async fn policy_diff(&self, id: &str, from: usize) -> ClientResult<PolicyDiff> {
+        self.get(&format!("/v1/policies/{}/diff?from={from}", segment(id)))
+            .await
     }
 
     pub async fn events(&self, q: &EventQuery) -> ClientResult<EventPage> {

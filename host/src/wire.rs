@@ -48,10 +48,14 @@ pub struct Reported {
 }
 
 /// `POST /v1/policies/{id}/ack`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     pub approve: bool,
+    /// The snapshot's tree the approval was given for (hex): refused
+    /// (409 `tree-changed`) when the policy's snapshot is another tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
 }
 
 /// A policy as the API shows it: the stored row and its id again as
@@ -170,6 +174,55 @@ pub struct EventPage {
     pub events: Vec<Event>,
     pub next_cursor: i64,
     pub oldest_cursor: Option<i64>,
+}
+
+/// `GET /v1/policies/{id}/diff`: one page of the exact patch the policy
+/// commits (or committed), `git diff --full-index` style.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyDiff {
+    pub policy_id: String,
+    pub status: PolicyStatus,
+    /// The tree committed: the snapshot's, or the commit's.
+    pub tree: String,
+    /// The commit the patch is against: where the branch is now (before
+    /// the commit) or the commit's parent (after); null for none.
+    pub base: Option<String>,
+    /// The commit made, once it is.
+    pub commit: Option<String>,
+    /// The branch moved since the snapshot was taken.
+    pub head_moved: bool,
+    /// This page's files, in the patch's order.
+    pub files: Vec<DiffFile>,
+    /// This page's text (whole files, except one marked `cut`).
+    pub patch: String,
+    /// The index of this page's first file among all of them.
+    pub from: usize,
+    /// `from` of the next page; null on the last.
+    pub next_from: Option<usize>,
+    pub total_files: usize,
+    /// Why the page is not the whole patch, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One file of a [`PolicyDiff`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffFile {
+    pub path: String,
+    /// The path before a rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// added, modified, deleted or renamed.
+    pub kind: String,
+    pub added: u64,
+    pub removed: u64,
+    pub binary: bool,
+    /// Its hunks were over the page's bound: the page holds its headers
+    /// only.
+    #[serde(default)]
+    pub cut: bool,
 }
 
 /// `GET /v1/sessions/{id}/next-event`.

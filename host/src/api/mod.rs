@@ -12,8 +12,10 @@
 //! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
-//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false}` |
+//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's) |
+//! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
+//! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}` with 400 (bad
 //! input, naming the field), 401 (missing or wrong token: nothing done),
@@ -31,6 +33,8 @@ pub(crate) mod auth;
 mod error;
 mod extract;
 pub mod limits;
+pub mod review;
+pub mod stream;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
@@ -80,7 +84,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/wait", get(wait_policy))
         .route("/v1/policies/{id}/cancel", post(cancel))
         .route("/v1/policies/{id}/ack", post(ack))
+        .route("/v1/policies/{id}/diff", get(review::diff))
         .route("/v1/events", get(events))
+        .route("/v1/events/stream", get(stream::stream))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
@@ -358,7 +364,9 @@ async fn ack(
     JsonBody(b): JsonBody<wire::AckRequest>,
 ) -> ApiResult {
     ok(wire::Policy::from(
-        st.engine.ack(&id, b.approve, "the operator").await?,
+        st.engine
+            .ack(&id, b.approve, b.tree.as_deref(), "the operator")
+            .await?,
     ))
 }
 

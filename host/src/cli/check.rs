@@ -33,6 +33,8 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
         context,
     } = prepared;
     let hints = allowlist_hints(&config, &gates);
+    let labels: Vec<String> = gates.iter().map(GateSpec::label).collect();
+    let progress = super::progress::Progress::start(json, format!("running {}", labels.join(", ")));
     let report = runtime.block_on(async {
         let runner = GateRunner::one_shot(config);
         // Quiet at the default level unless the sandbox is weaker than
@@ -47,6 +49,7 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
     // Every gate has ended and been cleaned up: nothing is left for the
     // runtime's shut-down to wait for.
     runtime.shutdown_background();
+    drop(progress);
     if json {
         let s = serde_json::to_string(&report)
             .map_err(|e| CliError::new("encode", format!("cannot encode the report: {e}")))?;

@@ -262,11 +262,32 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 id,
                 approve,
                 reject,
+                tree,
             } => show(
                 json,
-                &client.ack(&id, approve && !reject).await?,
+                &client.ack(&id, approve && !reject, tree.as_deref()).await?,
                 policy_detail,
             ),
+            PolicyCommand::Show { id } => show(
+                json,
+                &super::review::gather(&client, &id).await?,
+                super::review::show_text,
+            ),
+            PolicyCommand::Diff { id, stat } => {
+                let d = super::review::whole_diff(&client, &id).await?;
+                if json {
+                    return show(true, &d, |_| String::new());
+                }
+                if stat {
+                    println!("{}", super::review::stat(&d.files));
+                } else {
+                    print!("{}", d.patch);
+                }
+                if let Some(note) = &d.note {
+                    eprintln!("note: {note}");
+                }
+                Ok(0)
+            }
         }
     })
 }
@@ -357,6 +378,14 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
     run_client(&args, |client| async move {
         let deadline = Instant::now() + w.timeout;
         let mut last_unreachable: Option<String> = None;
+        let progress =
+            super::progress::Progress::start(json, format!("waiting for policy {}", w.policy));
+        // On a terminal, shorter slices keep the status shown fresh.
+        let most = if progress.is_drawn() {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_secs(25)
+        };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -369,13 +398,19 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
                 )
                 .field("--timeout"));
             }
-            let slice = left.min(Duration::from_secs(25));
+            let slice = left.min(most);
             match client.wait_policy(&w.policy, slice).await {
                 Ok(v) => {
                     last_unreachable = None;
                     if !v.settled {
+                        progress.set(format!(
+                            "policy {}: {}",
+                            w.policy,
+                            v.policy.row.status.as_str()
+                        ));
                         continue;
                     }
+                    drop(progress);
                     show(json, &v, |v| policy_detail(&v.policy))?;
                     return Ok(match v.policy.row.status {
                         PolicyStatus::Done | PolicyStatus::AwaitingAck => 0,

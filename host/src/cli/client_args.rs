@@ -145,6 +145,24 @@ pub enum PolicyCommand {
         approve: bool,
         #[arg(long)]
         reject: bool,
+        /// Approve only if the policy's snapshot is still this tree (the
+        /// one `policy show` printed): refused, changing nothing, when it
+        /// was re-gated on another since.
+        #[arg(long, value_name = "TREE", requires = "approve")]
+        tree: Option<String>,
+    },
+    /// A policy for review: its status, plan (gate, then, commit paths,
+    /// retries, next, snapshot tree), every verdict, the last gate run's
+    /// output and the diff's stat.
+    Show { id: String },
+    /// The exact patch a commit policy commits (its snapshot's tree
+    /// against HEAD; once committed, the commit against its parent), as
+    /// a unified diff read from git objects.
+    Diff {
+        id: String,
+        /// Only the files changed and their line counts.
+        #[arg(long)]
+        stat: bool,
     },
 }
 

@@ -17,7 +17,9 @@ mod plugin;
 mod plugin_list;
 mod plugin_new;
 mod plugin_run;
+mod progress;
 mod render;
+mod review;
 pub mod serve;
 
 pub use check::render_report;

@@ -22,7 +22,7 @@ use std::path::Path;
 /// cut (a cut diff would hide changed files from the gates).
 pub const MAX_DIFF_BYTES: usize = 16 * 1024 * 1024;
 
-fn mode(kind: EntryKind) -> &'static str {
+pub(super) fn mode(kind: EntryKind) -> &'static str {
     match kind {
         EntryKind::BlobExecutable => "100755",
         EntryKind::Link => "120000",
@@ -258,10 +258,10 @@ fn as_text(bytes: &[u8]) -> Option<&str> {
 
 /// One side of a file: its content, kind and blob.
 #[derive(Clone, Copy)]
-struct Version<'a> {
-    bytes: &'a [u8],
-    kind: EntryKind,
-    id: gix::ObjectId,
+pub(super) struct Version<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) kind: EntryKind,
+    pub(super) id: gix::ObjectId,
 }
 
 fn side(v: &Version<'_>) -> Side {
@@ -273,7 +273,7 @@ fn side(v: &Version<'_>) -> Side {
 
 /// One file's change, its hunks rendered `git diff` style (paths quoted as
 /// git quotes them); `None` when nothing differs.
-fn file_change(
+pub(super) fn file_change(
     path: BString,
     old: Option<Version<'_>>,
     new: Option<Version<'_>>,

@@ -103,6 +103,7 @@ use tracing::{debug, info, warn};
 mod changes;
 mod index;
 mod layout;
+pub mod patch;
 mod read;
 mod repo;
 mod snapshot;

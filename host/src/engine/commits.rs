@@ -38,10 +38,33 @@ pub(super) fn confined<T: Send>(
         .map_err(|e| commit::CommitError::UnsafeRepository(e.to_string()))?
 }
 
+/// An approval bound to `tree` holds only while the policy's snapshot is
+/// that tree.
+fn reviewed_tree(id: &str, plan: &stored::CommitPlan, tree: Option<&str>) -> EngineResult<()> {
+    let Some(tree) = tree else {
+        return Ok(());
+    };
+    let now = plan.snapshot.as_ref().map(|s| s.tree.as_str());
+    if now == Some(tree.trim()) {
+        return Ok(());
+    }
+    Err(EngineError::Conflict {
+        code: "tree-changed",
+        message: match now {
+            Some(now) => format!(
+                "the change was updated, review it again: policy {id}'s snapshot is tree {now}, the approval was for {tree}"
+            ),
+            None => format!(
+                "the change was updated, review it again: policy {id} has no snapshot tree, the approval was for {tree}"
+            ),
+        },
+    })
+}
+
 impl Engine {
     /// The workspace of `p`'s first member; an error for a member whose
     /// row does not decode (its workspace cannot be known).
-    fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
+    pub(super) fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
         let first = p
             .sessions
             .first()
@@ -91,7 +114,17 @@ impl Engine {
     /// ack of a policy not awaiting one, is a conflict and changes nothing.
     /// An approval whose paths changed since the gate passed is refused as
     /// stale and the policy gates again.
-    pub async fn ack(&self, id: &str, approve: bool, by: &str) -> EngineResult<PolicyRow> {
+    ///
+    /// An approval given for `tree` (the snapshot's tree id the person
+    /// reviewed) is refused, changing nothing, when the policy's snapshot
+    /// is another tree now (re-gated meanwhile).
+    pub async fn ack(
+        &self,
+        id: &str,
+        approve: bool,
+        tree: Option<&str>,
+        by: &str,
+    ) -> EngineResult<PolicyRow> {
         let current = self.policy(id)?;
         if current.status != PolicyStatus::AwaitingAck {
             return Err(EngineError::Conflict {
@@ -124,6 +157,9 @@ impl Engine {
                 return Err(e);
             }
         };
+        if approve {
+            reviewed_tree(id, &plan, tree)?;
+        }
         let paths = plan.paths.clone();
         let snapshot = plan.snapshot.clone();
         // Gated on a snapshot, the commit is that snapshot, whatever the
@@ -164,7 +200,13 @@ impl Engine {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            let gated = stored::plan_required(&p)?.fingerprint;
+            let plan_now = stored::plan_required(&p)?;
+            if approve {
+                // Checked again where the decision is stored: a re-gate
+                // between the first look and here is refused too.
+                reviewed_tree(id, &plan_now, tree)?;
+            }
+            let gated = plan_now.fingerprint;
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);
             let why = match &now_fp {
                 Some(Err(e)) => format!("the commit paths cannot be read: {e}"),

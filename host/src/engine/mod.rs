@@ -25,6 +25,7 @@ mod lifecycle;
 pub mod machine;
 mod nudge;
 mod pinned;
+mod policy_diff;
 mod reconfigure;
 mod recovery;
 mod retry;

@@ -1,0 +1,99 @@
+//! `GET /v1/policies/{id}/diff`: the exact patch a commit policy commits,
+//! a page at a time. Either token may read it (the agent wrote the
+//! content; the patch shows it nothing it cannot read in its workspace).
+//!
+//! Bounded: a page holds at most `limit` files (default and most
+//! [`MAX_FILES`]) and [`MAX_PAGE_BYTES`] of text; the next page starts at
+//! `nextFrom`. A single file over the byte bound is sent as its headers
+//! with `cut: true` and a `note`, its counts whole. This module only maps
+//! the engine's answer to the wire; it must never change state.
+
+use super::{ApiError, ApiResult, AppState, Bearer, int_param, ok};
+use crate::commit::patch::PageBounds;
+use crate::wire;
+use axum::extract::{Path, Query, State};
+use std::collections::HashMap;
+
+/// The most files on one page.
+pub const MAX_FILES: usize = 1000;
+/// The most patch text on one page.
+pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+pub(super) async fn diff(
+    State(st): State<AppState>,
+    _: Bearer,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let from = match int_param(&q, "from")? {
+        None => 0,
+        Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        Some(_) => return Err(ApiError::bad_request("from", "a file index is at least 0")),
+    };
+    let max_files = match int_param(&q, "limit")? {
+        None => MAX_FILES,
+        Some(n) if n >= 1 && n as usize <= MAX_FILES => n as usize,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "limit",
+                format!("must be between 1 and {MAX_FILES}"),
+            ));
+        }
+    };
+    let got = st
+        .engine
+        .policy_patch(
+            &id,
+            PageBounds {
+                from,
+                max_files,
+                max_bytes: MAX_PAGE_BYTES,
+            },
+        )
+        .await?;
+    let page = got.page;
+    let cut: Vec<String> = page
+        .files
+        .iter()
+        .filter(|f| f.cut)
+        .map(|f| f.entry.path.to_string())
+        .collect();
+    let note = match (cut.is_empty(), page.next) {
+        (false, _) => Some(format!(
+            "{} is over {MAX_PAGE_BYTES} bytes of diff: its headers and counts only",
+            cut.join(", ")
+        )),
+        (true, Some(n)) => Some(format!(
+            "files {from} to {} of {}: the next page starts at from={n}",
+            n.saturating_sub(1),
+            page.total
+        )),
+        (true, None) => None,
+    };
+    ok(wire::PolicyDiff {
+        policy_id: got.policy.id.clone(),
+        status: got.policy.status,
+        tree: got.tree,
+        base: got.base,
+        commit: got.commit,
+        head_moved: got.head_moved,
+        files: page
+            .files
+            .into_iter()
+            .map(|f| wire::DiffFile {
+                path: f.entry.path.to_string(),
+                from: f.entry.from.map(|p| p.to_string()),
+                kind: f.entry.kind.as_str().to_string(),
+                added: f.added,
+                removed: f.removed,
+                binary: f.binary,
+                cut: f.cut,
+            })
+            .collect(),
+        patch: page.patch,
+        from,
+        next_from: page.next,
+        total_files: page.total,
+        note,
+    })
+}

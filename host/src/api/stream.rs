@@ -1,0 +1,149 @@
+//! `GET /v1/events/stream`: the bus as server-sent events, for pages and
+//! tools that stay connected. Each event is `id: <cursor>`, `event:
+//! <type>`, `data: <the event's JSON, as /v1/events gives it>`; a
+//! `: keep-alive` comment goes out every [`KEEP_ALIVE`] while nothing
+//! happens.
+//!
+//! Where it starts: after `Last-Event-ID` (what an `EventSource` sends
+//! when it reconnects), else after `since`, else after the newest event
+//! stored (only what happens from now). Filters as `/v1/events`: `types`,
+//! `session`, `policy`. Bounded by the API's limits: a stream holds a
+//! place among the long-polls (503 `too-many-waiters` past the cap, see
+//! `limits`) and ends after [`STREAM_SPAN`]; the client reconnects with
+//! `Last-Event-ID` and misses nothing. It must never change state.
+
+use super::{ApiError, ApiResult, AppState, Bearer, int_param, list_param};
+use crate::bus::full_type;
+use crate::engine::{Engine, EngineError};
+use crate::store::{EventFilter, EventRow};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+/// A comment this often while no event comes.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long one stream lasts before the daemon ends it.
+pub const STREAM_SPAN: Duration = Duration::from_secs(600);
+/// Events read from the store at once.
+const BATCH: usize = 200;
+
+struct Follow {
+    engine: Engine,
+    filter: EventFilter,
+    queued: VecDeque<EventRow>,
+    until: Instant,
+    done: bool,
+    _place: OwnedSemaphorePermit,
+}
+
+fn sse_event(e: &EventRow) -> Event {
+    let data = serde_json::to_string(e).unwrap_or_else(|_| "null".into());
+    Event::default()
+        .id(e.cursor.to_string())
+        .event(e.kind.clone())
+        .data(data)
+}
+
+impl Follow {
+    /// The next event to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(e) = self.queued.pop_front() {
+                return Some(sse_event(&e));
+            }
+            let left = self.until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match self
+                .engine
+                .wait_events(&self.filter, left.min(super::MAX_WAIT))
+                .await
+            {
+                Ok(events) => {
+                    if let Some(last) = events.last() {
+                        self.filter.since = last.cursor;
+                    }
+                    self.queued.extend(events);
+                }
+                Err(e) => {
+                    // Said once, then the stream ends: the client
+                    // reconnects from its last id.
+                    tracing::warn!(error = %e, "the event stream cannot read the bus; ending it");
+                    self.done = true;
+                    return Some(Event::default().event("error").data(e.to_string()));
+                }
+            }
+        }
+    }
+}
+
+pub(super) async fn stream(
+    State(st): State<AppState>,
+    _: Bearer,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let resume = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok())
+                .filter(|c| *c >= 0)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "Last-Event-ID",
+                        "must be an event cursor (an integer, at least 0)",
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    let since = match (resume, int_param(&q, "since")?) {
+        (Some(c), _) => c,
+        (None, Some(c)) if c < 0 => {
+            return Err(ApiError::bad_request("since", "a cursor is at least 0"));
+        }
+        (None, Some(c)) => c,
+        (None, None) => st.engine.store().head_cursor().map_err(EngineError::from)?,
+    };
+    let mut types = Vec::new();
+    for t in list_param(&q, "types") {
+        types.push(
+            full_type(&t)
+                .map_err(|m| ApiError::bad_request("types", m))?
+                .to_string(),
+        );
+    }
+    let place = st.long_polls.enter("events-stream")?;
+    let follow = Follow {
+        engine: st.engine.clone(),
+        filter: EventFilter {
+            since,
+            types,
+            session_ids: list_param(&q, "session"),
+            policy_ids: list_param(&q, "policy"),
+            limit: BATCH,
+        },
+        queued: VecDeque::new(),
+        until: Instant::now() + STREAM_SPAN,
+        done: false,
+        _place: place,
+    };
+    let events = futures_lite::stream::unfold(follow, |mut f| async move {
+        let e = f.next().await?;
+        Some((Ok::<Event, Infallible>(e), f))
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response())
+}

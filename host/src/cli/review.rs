@@ -1,0 +1,251 @@
+//! `gatehost policy show` and `gatehost policy diff`: what a person
+//! reviews before an ack, read from the daemon (the policy, its
+//! `policy:passed`/`policy:failed` events, and the patch route, every page
+//! of it). It owns their text; it must never change state.
+
+use super::error::{CliError, CliResult};
+use super::render::policy_detail;
+use crate::client::{Client, ClientError};
+use crate::verdict::RunReport;
+use crate::wire::{DiffFile, Event, EventQuery, Policy, PolicyDiff};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Lines of a gate's output shown by `policy show`.
+const TAIL_LINES: usize = 20;
+/// The most pages followed (1000 files each): a bound, not a limit met.
+const MAX_PAGES: usize = 10_000;
+
+/// The whole patch: every page's files and text, in one answer.
+pub async fn whole_diff(client: &Client, id: &str) -> Result<PolicyDiff, ClientError> {
+    let mut all = client.policy_diff(id, 0).await?;
+    let mut next = all.next_from;
+    let mut notes: Vec<String> = all.note.iter().cloned().collect();
+    for _ in 0..MAX_PAGES {
+        let Some(from) = next else { break };
+        let page = client.policy_diff(id, from).await?;
+        all.files.extend(page.files);
+        all.patch.push_str(&page.patch);
+        notes.extend(page.note.filter(|n| n.contains("headers")));
+        next = page.next_from;
+    }
+    all.next_from = None;
+    // A page note on where the next page starts is moot once all are read.
+    notes.retain(|n| n.contains("headers"));
+    all.note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok(all)
+}
+
+/// Every `policy:passed` and `policy:failed` event of `id`, oldest first.
+async fn verdict_events(client: &Client, id: &str) -> Result<Vec<Event>, ClientError> {
+    let mut out = Vec::new();
+    let mut since = 0;
+    for _ in 0..MAX_PAGES {
+        let page = client
+            .events(&EventQuery {
+                since: Some(since),
+                types: Some("policy:passed,policy:failed".into()),
+                policy: Some(id.to_string()),
+                limit: Some(1000),
+                ..Default::default()
+            })
+            .await?;
+        let n = page.events.len();
+        out.extend(page.events);
+        if n < 1000 {
+            break;
+        }
+        since = page.next_cursor;
+    }
+    Ok(out)
+}
+
+/// `file | +a −r` lines and a total, as `git diff --stat` sums them.
+pub fn stat(files: &[DiffFile]) -> String {
+    let mut out = String::new();
+    let (mut added, mut removed) = (0u64, 0u64);
+    for f in files {
+        added += f.added;
+        removed += f.removed;
+        let name = match &f.from {
+            Some(from) => format!("{from} => {}", f.path),
+            None => f.path.clone(),
+        };
+        let what = if f.binary {
+            "binary".to_string()
+        } else {
+            format!("+{} −{}", f.added, f.removed)
+        };
+        let _ = writeln!(out, " {name} | {} {what}", f.kind);
+    }
+    let noun = if files.len() == 1 { "file" } else { "files" };
+    let _ = write!(out, " {} {noun} changed, +{added} −{removed}", files.len());
+    out
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(TAIL_LINES);
+    lines[from..]
+        .iter()
+        .map(|l| format!("      {l}\n"))
+        .collect()
+}
+
+fn compact(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() > 200 {
+        let cut: String = text.chars().take(200).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+/// What `policy show --json` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shown {
+    pub policy: Policy,
+    pub verdicts: Vec<Event>,
+    /// The patch's files (null before there is a diff).
+    pub diff: Option<Vec<DiffFile>>,
+    /// Why there is no diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_diff: Option<String>,
+}
+
+pub async fn gather(client: &Client, id: &str) -> CliResult<Shown> {
+    let policy = client.policy(id).await?;
+    let verdicts = verdict_events(client, id).await?;
+    let (diff, no_diff) = match whole_diff(client, id).await {
+        Ok(d) => (Some(d.files), None),
+        Err(e) if e.status() == Some(409) => (None, Some(e.to_string())),
+        Err(e) => return Err(CliError::from(e)),
+    };
+    Ok(Shown {
+        policy,
+        verdicts,
+        diff,
+        no_diff,
+    })
+}
+
+/// `policy show`'s text: the status, the plan, every verdict, the last
+/// gate run's output, the diff's stat.
+pub fn show_text(s: &Shown) -> String {
+    let p = &s.policy;
+    let row = &p.row;
+    let mut out = policy_detail(p);
+    let spec = &row.spec;
+    out.push_str("\nplan:");
+    match spec.get("gate") {
+        Some(g) if !g.is_null() => {
+            let _ = write!(out, "\n  gate: {}", compact(g));
+        }
+        _ => out.push_str("\n  gate: none (passes at turn-end)"),
+    }
+    let then = spec.get("then").and_then(|t| t.as_str()).unwrap_or("emit");
+    let _ = write!(out, "\n  then: {then}");
+    if let Some(paths) = spec
+        .get("commit")
+        .and_then(|c| c.get("paths"))
+        .and_then(|p| p.as_array())
+    {
+        let paths: Vec<&str> = paths.iter().filter_map(|p| p.as_str()).collect();
+        let _ = write!(out, "\n  commit paths: {}", paths.join(", "));
+    }
+    let max = spec
+        .get("onFail")
+        .and_then(|o| o.get("maxRetries"))
+        .and_then(|m| m.as_u64())
+        .unwrap_or(2);
+    let _ = write!(out, "\n  retries: {} of {max} used", row.retries_used);
+    match (spec.get("next"), &row.next_id) {
+        (_, Some(next)) => {
+            let _ = write!(out, "\n  next: policy {next}");
+        }
+        (Some(n), None) if !n.is_null() => {
+            let _ = write!(
+                out,
+                "\n  next: {} (attached once this one is done)",
+                compact(n)
+            );
+        }
+        _ => out.push_str("\n  next: none"),
+    }
+    if let Some(snap) = p.plan_view().and_then(|pl| pl.snapshot) {
+        let _ = write!(
+            out,
+            "\n  snapshot tree: {} (approve it with: gatehost policy ack {} --approve --tree {})",
+            snap.tree, row.id, snap.tree
+        );
+    }
+    out.push_str("\nverdicts:");
+    if s.verdicts.is_empty() {
+        out.push_str(" none yet");
+    }
+    for (i, e) in s.verdicts.iter().enumerate() {
+        let outcome = e
+            .payload
+            .get("outcome")
+            .and_then(|o| o.as_str())
+            .unwrap_or("?");
+        let reason = e
+            .payload
+            .get("reason")
+            .and_then(|o| o.as_str())
+            .unwrap_or("");
+        let _ = write!(out, "\n  #{} {outcome}: {reason}", i + 1);
+        for g in e
+            .payload
+            .get("gates")
+            .and_then(|g| g.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let name = g.get("gate").and_then(|o| o.as_str()).unwrap_or("?");
+            let go = g.get("outcome").and_then(|o| o.as_str()).unwrap_or("?");
+            let gr = g.get("reason").and_then(|o| o.as_str()).unwrap_or("");
+            let _ = write!(out, "\n     {name}: {go}: {gr}");
+        }
+    }
+    // The output tails are kept for the last run only.
+    if let Some(report) = row
+        .verdict
+        .clone()
+        .and_then(|v| serde_json::from_value::<RunReport>(v).ok())
+    {
+        for g in &report.gates {
+            for (stream, t) in [("stdout", &g.stdout), ("stderr", &g.stderr)] {
+                if let Some(t) = t
+                    && !t.text.is_empty()
+                {
+                    let _ = write!(
+                        out,
+                        "\n  last run, {}: {stream} ({} bytes{}):\n{}",
+                        g.gate,
+                        t.total_bytes,
+                        if t.truncated { ", its tail" } else { "" },
+                        tail(&t.text).trim_end_matches('\n')
+                    );
+                }
+            }
+        }
+    }
+    match (&s.diff, &s.no_diff) {
+        (Some(files), _) => {
+            let _ = write!(
+                out,
+                "\ndiff (gatehost policy diff {}):\n{}",
+                row.id,
+                stat(files)
+            );
+        }
+        (None, Some(why)) => {
+            let _ = write!(out, "\ndiff: none: {why}");
+        }
+        (None, None) => {}
+    }
+    out
+}

@@ -1,0 +1,133 @@
+//! What a person reviews before an ack: the exact patch a commit policy
+//! commits, read from git objects (see `commit::patch`).
+//!
+//! Owns: choosing what to diff for a policy (its snapshot's tree against
+//! where its branch is now, limited to its commit paths, while the commit
+//! is not made; the commit against its parent once it is). Must never
+//! change state, read the workspace's files, or run anything.
+
+use super::{Engine, EngineError, EngineResult, stored};
+use crate::commit::patch::{self, PageBounds, PatchPage, PatchSpec};
+use crate::store::PolicyRow;
+use gix::ObjectId;
+use std::path::Path;
+
+/// A page of a policy's patch and what it was computed from.
+#[derive(Debug, Clone)]
+pub struct PolicyPatch {
+    pub policy: PolicyRow,
+    /// The tree the commit has (the snapshot's, or the commit's).
+    pub tree: String,
+    /// The commit the patch is against (HEAD now, or the commit's parent).
+    pub base: Option<String>,
+    /// The commit made, once it is.
+    pub commit: Option<String>,
+    /// The branch moved since the snapshot (the snapshot is committed on
+    /// it if the move touched none of its paths, else refused).
+    pub head_moved: bool,
+    pub page: PatchPage,
+}
+
+fn oid(hex: &str, what: &str, p: &PolicyRow) -> EngineResult<ObjectId> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|e| EngineError::Corrupt {
+        policy: p.id.clone(),
+        column: "plan".into(),
+        message: format!("{what} {hex:?}: {e}"),
+    })
+}
+
+impl Engine {
+    /// One page of the patch `id` commits (or committed). A policy with no
+    /// snapshot yet (still watching or gating, or not a commit policy) is
+    /// a conflict; an unknown one is not found.
+    pub async fn policy_patch(&self, id: &str, bounds: PageBounds) -> EngineResult<PolicyPatch> {
+        let p = self.policy(id)?;
+        stored::damaged(&p)?;
+        let no_diff = |why: &str| EngineError::Conflict {
+            code: "no-diff",
+            message: format!(
+                "policy {id} is {}: {why} (a commit policy's diff exists from awaiting-ack on)",
+                p.status.as_str()
+            ),
+        };
+        let plan = stored::plan(&p)?;
+        let commit = p.commit_sha.clone();
+        let snapshot = plan.as_ref().and_then(|pl| pl.snapshot.clone());
+        if commit.is_none() && snapshot.is_none() {
+            return Err(no_diff(if plan.is_some() {
+                "it was not gated on a snapshot"
+            } else {
+                "it has no snapshot to diff"
+            }));
+        }
+        let workspace = self.workspace_of(&p)?;
+        let fail = |e: crate::commit::CommitError| EngineError::Conflict {
+            code: "diff-failed",
+            message: format!("the diff of policy {id} cannot be read: {e}"),
+        };
+        let (spec, base, head_moved, tree) = match (&commit, &snapshot) {
+            (Some(sha), _) => {
+                let (ws, sha) = (workspace.clone(), sha.clone());
+                let (base, tree) =
+                    tokio::task::spawn_blocking(move || patch::commit_trees(Path::new(&ws), &sha))
+                        .await
+                        .map_err(|e| EngineError::Unavailable {
+                            code: "internal",
+                            message: format!("the diff task failed: {e}"),
+                        })?
+                        .map_err(fail)?;
+                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent);
+                (
+                    PatchSpec {
+                        base,
+                        tree,
+                        paths: None,
+                    },
+                    parent,
+                    false,
+                    tree.to_string(),
+                )
+            }
+            (None, Some(snap)) => {
+                let ws = workspace.clone();
+                let (head, head_tree) =
+                    tokio::task::spawn_blocking(move || patch::head_tree(Path::new(&ws)))
+                        .await
+                        .map_err(|e| EngineError::Unavailable {
+                            code: "internal",
+                            message: format!("the diff task failed: {e}"),
+                        })?
+                        .map_err(fail)?;
+                let head = head.map(|h| h.to_string());
+                let moved = head != snap.parent;
+                (
+                    PatchSpec {
+                        base: head_tree,
+                        tree: oid(&snap.tree, "snapshot tree", &p)?,
+                        paths: Some(snap.paths.clone()),
+                    },
+                    head,
+                    moved,
+                    snap.tree.clone(),
+                )
+            }
+            (None, None) => return Err(no_diff("it has no snapshot to diff")),
+        };
+        let ws = workspace.clone();
+        let page = tokio::task::spawn_blocking(move || patch::page(Path::new(&ws), &spec, bounds))
+            .await
+            .map_err(|e| EngineError::Unavailable {
+                code: "internal",
+                message: format!("the diff task failed: {e}"),
+            })?
+            .map_err(fail)?;
+        Ok(PolicyPatch {
+            policy: p,
+            tree,
+            base,
+            commit,
+            head_moved,
+            page,
+        })
+    }
+}

@@ -1,0 +1,401 @@
+//! What a person reviews before an ack, through a real daemon: the exact
+//! patch (`GET /v1/policies/{id}/diff`, `policy diff`, `policy show`),
+//! approvals bound to the reviewed tree, and the bus as server-sent events.
+
+use crate::common;
+
+use common::daemon::{Daemon, git_out, git_repo};
+use common::{Scratch, allow_config};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn setup() -> (Scratch, Daemon) {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
+fn git(ws: &Path, args: &[&str]) -> String {
+    let mut all = vec![
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+    ];
+    all.extend_from_slice(args);
+    git_out(ws, &all)
+}
+
+/// `git diff`'s hunk headers carry a function context gatehost's patch
+/// does not (it runs no diff driver): compared without it.
+fn without_context(patch: &str) -> String {
+    patch
+        .lines()
+        .map(|l| match l.strip_prefix("@@ ") {
+            Some(rest) => match rest.find(" @@") {
+                Some(n) => format!("@@ {} @@", &rest[..n]),
+                None => l.to_string(),
+            },
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A workspace with an added, a modified, a deleted and a renamed file
+/// under the commit paths (and a change outside them), gated green.
+fn awaiting(s: &Scratch, d: &Daemon) -> (String, String) {
+    s.write_ws("src/lib.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+    s.write_ws("gone.txt", "bye\n");
+    s.write_ws("old.txt", "moved as is\n");
+    git(&s.ws, &["add", "-A"]);
+    git(&s.ws, &["commit", "-q", "-m", "more"]);
+    s.write_ws("src/lib.rs", "fn a() {}\nfn x() {}\nfn c() {}\n");
+    std::fs::remove_file(s.ws.join("gone.txt")).expect("rm");
+    std::fs::rename(s.ws.join("old.txt"), s.ws.join("new.txt")).expect("mv");
+    s.write_ws("src/added.rs", "pub fn n() {}\n");
+    s.write_ws("README", "not a commit path\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": ["src", "gone.txt", "old.txt", "new.txt"], "message": "reviewed"}
+    }));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    let tree = p["plan"]["snapshot"]["tree"]
+        .as_str()
+        .expect("snapshot tree")
+        .to_string();
+    (pid, tree)
+}
+
+#[test]
+fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
+    let (s, d) = setup();
+    let (pid, tree) = awaiting(&s, &d);
+    let (code, body) = d.http(
+        "GET",
+        &format!("/v1/policies/{pid}/diff"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let patch = body["patch"].as_str().expect("patch");
+    let want = git(&s.ws, &["diff", "--full-index", "HEAD", &tree]);
+    assert_eq!(without_context(patch), without_context(&want));
+    let kinds: Vec<(String, String)> = body["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or("").into(),
+                f["kind"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, &str)> = kinds
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("gone.txt", "deleted"),
+            ("new.txt", "renamed"),
+            ("src/added.rs", "added"),
+            ("src/lib.rs", "modified"),
+        ]
+    );
+    assert_eq!(body["tree"], json!(tree));
+    assert_eq!(body["nextFrom"], Value::Null);
+    assert!(
+        !patch.contains("README"),
+        "outside the commit paths: {patch}"
+    );
+    // The CLI prints the same patch, and its stat.
+    let run = d.cli(&["policy", "diff", &pid], &d.agent);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, patch);
+    let run = d.cli(&["policy", "diff", &pid, "--stat"], &d.agent);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(" src/lib.rs | modified +1 −1"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(" old.txt => new.txt | renamed +0 −0"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(" 4 files changed, +2 −2"),
+        "{}",
+        run.stdout
+    );
+    let run = d.cli(&["policy", "show", &pid], &d.agent);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for want in [
+        "awaiting-ack",
+        "gate: {\"command\":\"true\"}",
+        "then: commit",
+        "commit paths: src, gone.txt, old.txt, new.txt",
+        "retries: 0 of 2 used",
+        "next: none",
+        &format!("snapshot tree: {tree}"),
+        "#1 pass",
+        " src/added.rs | added +1 −0",
+    ] {
+        assert!(run.stdout.contains(want), "{want:?} in:\n{}", run.stdout);
+    }
+}
+
+#[test]
+fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it() {
+    let (s, d) = setup();
+    let (pid, tree) = awaiting(&s, &d);
+    let head = git(&s.ws, &["rev-parse", "HEAD"]);
+    let other = "0123456789abcdef0123456789abcdef01234567";
+    let (code, body) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true, "tree": other})),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error"]["code"], "tree-changed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the change was updated, review it again"),
+        "{body}"
+    );
+    let run = d.cli(
+        &["policy", "ack", &pid, "--approve", "--tree", other],
+        &d.operator,
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("review it again"), "{}", run.stderr);
+    assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
+    assert_eq!(
+        git(&s.ws, &["rev-parse", "HEAD"]),
+        head,
+        "nothing committed"
+    );
+    assert!(!d.policy_events(&pid).iter().any(|e| e == "policy:approved"));
+    // The tree reviewed: committed, exactly that tree.
+    let run = d.cli(
+        &["policy", "ack", &pid, "--approve", "--tree", &tree],
+        &d.operator,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha");
+    assert_eq!(
+        git(&s.ws, &["rev-parse", &format!("{sha}^{{tree}}")]).trim(),
+        tree
+    );
+    // Once committed, the diff is the commit's against its parent.
+    let (code, body) = d.http(
+        "GET",
+        &format!("/v1/policies/{pid}/diff"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["commit"], json!(sha));
+    let want = git(&s.ws, &["diff", "--full-index", &format!("{sha}^"), sha]);
+    assert_eq!(
+        without_context(body["patch"].as_str().unwrap_or("")),
+        without_context(&want)
+    );
+}
+
+#[test]
+fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
+    let (s, d) = setup();
+    for id in ["..", "..%2F..%2Fetc", "%2E%2E", "a%00b"] {
+        let (code, body) = d.http(
+            "GET",
+            &format!("/v1/policies/{id}/diff"),
+            Some(&d.agent),
+            None,
+        );
+        assert_eq!(code, 404, "{id}: {body}");
+    }
+    // Watching: no snapshot yet.
+    let watching = d.attach(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
+        "commit": {"paths": ["big"], "message": "m"}, "watchFrom": "now"
+    }));
+    let (code, body) = d.http(
+        "GET",
+        &format!("/v1/policies/{watching}/diff"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error"]["code"], "no-diff");
+    d.http(
+        "POST",
+        &format!("/v1/policies/{watching}/cancel"),
+        Some(&d.operator),
+        None,
+    );
+    // 4 MiB of changed lines and a second file: bounded pages.
+    let big: String = (0..400_000).map(|i| format!("line {i}\n")).collect();
+    s.write_ws("big/a.txt", &big);
+    s.write_ws("big/b.txt", "small\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
+        "commit": {"paths": ["big"], "message": "m"}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let (code, body) = d.http(
+        "GET",
+        &format!("/v1/policies/{pid}/diff"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body["patch"].as_str().unwrap_or("").len() <= 1024 * 1024);
+    assert_eq!(body["files"][0]["cut"], json!(true));
+    assert_eq!(body["files"][0]["added"], json!(400_000));
+    assert!(
+        body["note"].as_str().unwrap_or("").contains("headers"),
+        "{body}"
+    );
+    assert_eq!(body["nextFrom"], json!(1));
+    assert_eq!(body["totalFiles"], json!(2));
+    let (code, next) = d.http(
+        "GET",
+        &format!("/v1/policies/{pid}/diff?from=1"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 200, "{next}");
+    assert!(
+        next["patch"].as_str().unwrap_or("").contains("+small\n"),
+        "{next}"
+    );
+    let (code, _) = d.http(
+        "GET",
+        &format!("/v1/policies/{pid}/diff?from=-1"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 400);
+    // The daemon still answers.
+    assert_eq!(d.http("GET", "/v1/health", None, None).0, 200);
+}
+
+/// An open `GET /v1/events/stream`, read line by line.
+struct Stream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Stream {
+    fn open(d: &Daemon, query: &str, last_id: Option<i64>) -> Stream {
+        use std::io::{BufRead, Write};
+        let addr = d.url.trim_start_matches("http://").trim_end_matches('/');
+        let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
+        tcp.set_read_timeout(Some(T)).expect("timeout");
+        let resume = last_id
+            .map(|c| format!("Last-Event-ID: {c}\r\n"))
+            .unwrap_or_default();
+        write!(
+            tcp,
+            "GET /v1/events/stream?{query} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n{resume}\r\n",
+            d.agent
+        )
+        .expect("request");
+        let mut reader = std::io::BufReader::new(tcp);
+        let mut status = String::new();
+        reader.read_line(&mut status).expect("status");
+        assert!(status.contains(" 200 "), "{status}");
+        // The headers: once they are read, the stream's start is fixed.
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        Stream { reader }
+    }
+
+    /// The next event: its id, type and data (within `T`: keep-alive
+    /// comments do not extend the wait).
+    fn next(&mut self) -> (i64, String, Value) {
+        use std::io::BufRead;
+        let start = std::time::Instant::now();
+        let (mut id, mut kind, mut data) = (None, None, None);
+        loop {
+            assert!(start.elapsed() < T, "no event within {T:?}");
+            let mut line = String::new();
+            let n = self.reader.read_line(&mut line).expect("read");
+            assert!(n > 0, "the stream ended");
+            let line = line.trim_end();
+            // Chunked transfer: size lines and blank lines come between.
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = v.parse().ok();
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                kind = Some(v.to_string());
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = serde_json::from_str(v).ok();
+            } else if line.is_empty()
+                && let (Some(i), Some(k), Some(v)) = (id, kind.clone(), data.clone())
+            {
+                return (i, k, v);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_loss_or_repeat() {
+    let (_s, d) = setup();
+    let spec = || json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"});
+    let mut live = Stream::open(&d, "types=attached", None);
+    // Stored after the connection opened: delivered.
+    let a = d.attach(spec());
+    let (id_a, kind, data) = live.next();
+    assert_eq!(kind, "policy:attached");
+    assert_eq!(data["policyId"], json!(a));
+    assert_eq!(data["cursor"], json!(id_a));
+    drop(live);
+    // Two more while disconnected, then a resume from the last id seen.
+    let b = d.attach(spec());
+    let c = d.attach(spec());
+    let mut again = Stream::open(&d, "types=attached", Some(id_a));
+    let (id_b, _, data_b) = again.next();
+    let (id_c, _, data_c) = again.next();
+    assert_eq!(
+        (data_b["policyId"].clone(), data_c["policyId"].clone()),
+        (json!(b), json!(c)),
+        "neither lost nor repeated"
+    );
+    assert!(id_a < id_b && id_b < id_c);
+    // A filter holds: another policy's events are not sent.
+    let mut only_c = Stream::open(&d, &format!("policy={c}"), Some(0));
+    let (_, kind, data) = only_c.next();
+    assert_eq!(
+        (kind.as_str(), data["policyId"].clone()),
+        ("policy:attached", json!(c))
+    );
+    // A bad filter is refused before anything streams.
+    let (code, body) = d.http("GET", "/v1/events/stream?types=nope", Some(&d.agent), None);
+    assert_eq!(code, 400, "{body}");
+}
