@@ -161,6 +161,8 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("wasm", true, &c.wasm),
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),
+        // Read when an agent starts: applies to the agents started next.
+        s("agents", false, &c.agents),
         s("daemon.enabled", false, d.enabled),
         s("daemon.max_gating", true, d.max_gating),
         s("daemon.webhook_url", false, &d.webhook_url),

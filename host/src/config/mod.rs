@@ -9,6 +9,7 @@
 //! writes there.
 
 mod adapters;
+pub mod agents;
 mod allow;
 pub mod code_env;
 mod daemon;
@@ -96,6 +97,8 @@ struct ConfigFile {
     sandbox: SandboxSection,
     #[serde(default)]
     retention: retention::RetentionSection,
+    #[serde(default)]
+    agents: agents::AgentsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -176,6 +179,8 @@ pub struct HostConfig {
     pub wasm: WasmConfig,
     pub daemon: DaemonConfig,
     pub sandbox: SandboxConfig,
+    /// The agents the daemon starts (`[agents]`).
+    pub agents: agents::AgentsConfig,
     /// What `serve` keeps (`[retention]`).
     pub retention: Retention,
     /// Host environment variables a gate's `env: [NAMES]` may pass
@@ -198,6 +203,7 @@ impl Default for HostConfig {
             wasm: WasmConfig::default(),
             daemon: DaemonConfig::default(),
             sandbox: SandboxConfig::default(),
+            agents: agents::AgentsConfig::default(),
             retention: Retention::default(),
             pass_env: Vec::new(),
         }
@@ -394,6 +400,7 @@ impl HostConfig {
             }
         }
         config.pass_env = file.shell.pass_env;
+        config.agents = file.agents.resolve(home_path);
         let sb = file.sandbox;
         config.sandbox = SandboxConfig {
             enabled: sb.enabled.unwrap_or(true),
