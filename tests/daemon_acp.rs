@@ -18,6 +18,16 @@ fn agent_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp-agent")
 }
 
+/// The system's Python: a shim outside the system directories (pyenv's)
+/// is out of a confined agent's reach.
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
 fn setup() -> (Scratch, Daemon) {
     let s = Scratch::new();
     let agents = format!(
@@ -73,7 +83,7 @@ fn start(d: &Daemon, s: &Scratch, id: &str, rule: Value, prompt: &str, marker: &
             "--prompt",
             prompt,
             "--",
-            "python3",
+            python(),
             &script.display().to_string(),
             &format!("gatehost-test-{marker}"),
         ],
