@@ -199,9 +199,7 @@ impl Engine {
         id: &str,
         req: &RequestPermissionRequest,
         ask: &ToolAsk,
-        rule: Decision,
-        allowed: bool,
-        by: AnsweredBy,
+        (rule, allowed, by): (Decision, bool, AnsweredBy),
     ) {
         tracing::info!(
             session = sid,
@@ -241,7 +239,7 @@ impl Engine {
         let decision = decide(rule, &ask);
         if decision != Decision::Escalate {
             let allowed = decision == Decision::Allow;
-            self.record_answer(sid, &id, &req, &ask, decision, allowed, AnsweredBy::Rule);
+            self.record_answer(sid, &id, &req, &ask, (decision, allowed, AnsweredBy::Rule));
             return responder.respond(answer(&req, allowed));
         }
         let (tx, rx) = oneshot::channel();
@@ -281,7 +279,7 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&(sid.clone(), id.clone()));
-            engine.record_answer(&sid, &id, &req, &ask, decision, allowed, by);
+            engine.record_answer(&sid, &id, &req, &ask, (decision, allowed, by));
             responder.respond(answer(&req, allowed))
         })
     }
@@ -364,8 +362,10 @@ impl Engine {
                 .name("gatehost")
                 .on_receive_notification(
                     async move |n: SessionNotification, _cx| {
-                        if let SessionUpdate::AgentMessageChunk(chunk) = n.update {
-                            if let ContentBlock::Text(t) = chunk.content {
+                        if let SessionUpdate::AgentMessageChunk(chunk) = n.update
+                            && let ContentBlock::Text(t) = chunk.content
+                        {
+                            {
                                 let mut m = chunks.lock().unwrap_or_else(|p| p.into_inner());
                                 m.push_str(&t.text);
                                 let capped = cap(std::mem::take(&mut *m), MAX_MESSAGE);
