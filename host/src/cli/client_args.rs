@@ -79,7 +79,7 @@ pub enum SessionCommand {
         #[arg(long, value_name = "MS", conflicts_with = "acp")]
         quiet_ms: Option<u64>,
         /// The agent speaks the Agent Client Protocol on stdio (Gemini CLI
-        /// --experimental-acp, claude-agent-acp): a prompt's answer is its
+        /// in ACP mode, claude-agent-acp): a prompt's answer is its
         /// turn-end, a nudge its next prompt.
         #[arg(long, conflicts_with = "turn_end_pattern")]
         acp: bool,
