@@ -923,7 +923,9 @@ fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_r
     let (lone, shell, child) = (marker("agent"), marker("shell"), marker("child"));
     let sleep = marked_sleep(&s, &lone);
     let child_sleep = marked_sleep(&s, &child);
-    let script_dir = s.etc.join(format!("gatehost-test-{shell}"));
+    // In its workspace: a started agent is confined, and reads nothing of
+    // the test's configuration directory.
+    let script_dir = s.ws.join(format!("gatehost-test-{shell}"));
     std::fs::create_dir_all(&script_dir).expect("mkdir");
     let script = script_dir.join("agent.sh");
     std::fs::write(

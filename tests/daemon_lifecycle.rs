@@ -494,7 +494,9 @@ fn a_started_session_ends_turns_on_its_pattern_and_gets_nudges_on_stdin() {
     let (s, d) = setup();
     // An "agent" that answers each stdin line by writing it to a file and
     // printing a turn marker.
-    let agent = s.write(
+    // In its workspace: a started agent is confined (`[agents]`) and
+    // reads nothing of the test's configuration directory.
+    let agent = s.write_ws(
         "agent.sh",
         "#!/usr/bin/env bash\necho 'TURN DONE'\nwhile read -r line; do echo \"$line\" >> nudges.txt; echo ok > status.txt; echo 'TURN DONE'; done\n",
     );

@@ -18,6 +18,7 @@ mod agent_cursor;
 mod agent_gemini;
 mod carried_plugins;
 mod check_cli;
+mod daemon_acp;
 mod daemon_chains;
 mod daemon_commits;
 mod daemon_damaged_rows;

@@ -16,6 +16,9 @@ pub const SESSION_EVENTS: &[&str] = &[
     "session:awaiting-input",
     "session:exited",
     "session:policy-refused",
+    "session:permission",
+    "session:permission-escalated",
+    "session:client-refused",
 ];
 
 /// Policy events, one per lifecycle transition and outcome.

@@ -297,6 +297,25 @@ impl Client {
         Ok(registered)
     }
 
+    /// The operator's answer to an ACP session's escalated permission
+    /// request.
+    pub async fn answer_permission(
+        &self,
+        id: &str,
+        request: &str,
+        allow: bool,
+    ) -> ClientResult<serde_json::Value> {
+        self.post(
+            &format!(
+                "/v1/sessions/{}/permissions/{}",
+                segment(id),
+                segment(request)
+            ),
+            &serde_json::json!({ "allow": allow }),
+        )
+        .await
+    }
+
     pub async fn sessions(&self, page: &PageQuery) -> ClientResult<SessionPage> {
         self.get(&format!("/v1/sessions?{}", query(page)?)).await
     }

@@ -162,6 +162,8 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),
         s("hook", false, &c.hook),
+        // Read when an agent starts: applies to the agents started next.
+        s("agents", false, &c.agents),
         s("daemon.enabled", false, d.enabled),
         s("daemon.max_gating", true, d.max_gating),
         // Each operator webhook with its format and events; `targets` is

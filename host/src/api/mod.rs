@@ -79,6 +79,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sessions/{id}", get(get_session))
         .route("/v1/sessions/{id}/report", post(report))
         .route("/v1/sessions/{id}/next-event", get(next_session_event))
+        .route(
+            "/v1/sessions/{id}/permissions/{request}",
+            post(answer_permission),
+        )
         .route("/v1/policies", post(attach).get(list_policies))
         .route("/v1/policies/{id}", get(get_policy))
         .route("/v1/policies/{id}/wait", get(wait_policy))
@@ -208,6 +212,25 @@ async fn start_session(
     JsonBody(input): JsonBody<wire::StartRequest>,
 ) -> ApiResult {
     ok(st.engine.start_session(input)?)
+}
+
+/// The body of an answer to an escalated ACP permission request.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PermissionAnswer {
+    allow: bool,
+}
+
+/// The operator answers an ACP session's escalated permission request
+/// (the agent token is refused: an agent never allows itself).
+async fn answer_permission(
+    State(st): State<AppState>,
+    _: Operator,
+    Path((id, request)): Path<(String, String)>,
+    JsonBody(body): JsonBody<PermissionAnswer>,
+) -> ApiResult {
+    st.engine.resolve_permission(&id, &request, body.allow)?;
+    ok(serde_json::json!({"sessionId": id, "request": request, "allowed": body.allow}))
 }
 
 /// A page of sessions (`limit`, `cursor`), in registration order;

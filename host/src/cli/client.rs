@@ -150,8 +150,24 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                 turn_end_pattern,
                 quiet_ms,
                 notify_url,
+                acp,
+                prompt,
+                permission_rule,
                 command,
             } => {
+                let permission = match permission_rule {
+                    Some(file) => {
+                        let text = std::fs::read_to_string(&file).map_err(|e| {
+                            CliError::input(format!("{}: {e}", file.display()))
+                                .field("--permission-rule")
+                        })?;
+                        Some(serde_json::from_str(&text).map_err(|e| {
+                            CliError::input(format!("{}: {e}", file.display()))
+                                .field("--permission-rule")
+                        })?)
+                    }
+                    None => None,
+                };
                 let input = StartRequest {
                     id,
                     label,
@@ -160,10 +176,27 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                     turn_end_pattern,
                     quiet_ms,
                     notify_url,
+                    acp,
+                    prompt,
+                    permission,
                     ..StartRequest::default()
                 };
                 let s = client.start_session(&input).await?;
                 show(json, &s, |s| s.session.id.clone())
+            }
+            SessionCommand::Permission {
+                id,
+                request,
+                allow,
+                deny: _,
+            } => {
+                let r = client.answer_permission(&id, &request, allow).await?;
+                show(json, &r, |_| {
+                    format!(
+                        "{id}: {request} {}",
+                        if allow { "allowed" } else { "denied" }
+                    )
+                })
             }
             SessionCommand::List { page } => {
                 let mut q = page_query(&page);

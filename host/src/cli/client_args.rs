@@ -76,16 +76,41 @@ pub enum SessionCommand {
         #[arg(long, value_name = "REGEX")]
         turn_end_pattern: Option<String>,
         /// Without a pattern, this much silence after output ends a turn [default: 3000].
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", conflicts_with = "acp")]
         quiet_ms: Option<u64>,
         /// A webhook for this session's events (under [daemon]
         /// notify_url_prefixes; [daemon] notify_url tells of every
         /// session without one).
         #[arg(long, value_name = "URL")]
         notify_url: Option<String>,
+        /// The agent speaks the Agent Client Protocol on stdio (Gemini CLI
+        /// in ACP mode, claude-agent-acp): a prompt's answer is its
+        /// turn-end, a nudge its next prompt.
+        #[arg(long, conflicts_with = "turn_end_pattern")]
+        acp: bool,
+        /// ACP: the first prompt (without it, the agent waits for a nudge).
+        #[arg(long, value_name = "TEXT", requires = "acp")]
+        prompt: Option<String>,
+        /// ACP: the permission rule (JSON: {"allow": [KINDS or NAMES],
+        /// "deny": [...], "otherwise": "deny"|"escalate", "timeoutMs": N})
+        /// [default: [agents] permission, else deny all].
+        #[arg(long, value_name = "FILE", requires = "acp")]
+        permission_rule: Option<PathBuf>,
         /// The agent's argv.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// Answer an ACP session's permission request that waits for the
+    /// operator (its `session:permission-escalated` event names it;
+    /// operator token).
+    Permission {
+        id: String,
+        /// The request (`perm-N`).
+        request: String,
+        #[arg(long, conflicts_with = "deny", required_unless_present = "deny")]
+        allow: bool,
+        #[arg(long)]
+        deny: bool,
     },
     /// List sessions, a page at a time (the next page's cursor goes to
     /// stderr), or all of them with --all.

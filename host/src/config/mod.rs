@@ -9,6 +9,7 @@
 //! writes there.
 
 mod adapters;
+pub mod agents;
 mod allow;
 pub mod code_env;
 mod daemon;
@@ -101,6 +102,8 @@ struct ConfigFile {
     retention: retention::RetentionSection,
     #[serde(default)]
     hook: hook::HookSection,
+    #[serde(default)]
+    agents: agents::AgentsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +186,8 @@ pub struct HostConfig {
     /// Standalone hooks' settings (`[hook]`).
     pub hook: HookConfig,
     pub sandbox: SandboxConfig,
+    /// The agents the daemon starts (`[agents]`).
+    pub agents: agents::AgentsConfig,
     /// What `serve` keeps (`[retention]`).
     pub retention: Retention,
     /// Host environment variables a gate's `env: [NAMES]` may pass
@@ -206,6 +211,7 @@ impl Default for HostConfig {
             daemon: DaemonConfig::default(),
             hook: HookConfig::default(),
             sandbox: SandboxConfig::default(),
+            agents: agents::AgentsConfig::default(),
             retention: Retention::default(),
             pass_env: Vec::new(),
         }
@@ -404,6 +410,7 @@ impl HostConfig {
             }
         }
         config.pass_env = file.shell.pass_env;
+        config.agents = file.agents.resolve(home_path);
         let sb = file.sandbox;
         config.sandbox = SandboxConfig {
             enabled: sb.enabled.unwrap_or(true),

@@ -43,7 +43,8 @@ impl Format {
 /// The events where a person must act: a policy blocked (out of retries,
 /// a gate that could not run, a deadline or a stale session), a change
 /// waiting for the operator's ack, a commit that failed, a chain that
-/// escalated (`review:escalated`), an agent gone silent, a session policy or a `next` refused,
+/// escalated (`review:escalated`), an agent gone silent, an agent's
+/// permission request waiting for the operator,, a session policy or a `next` refused,
 /// a configuration rejected. The default of `notify_url` and of every chat
 /// format.
 pub const ATTENTION: &[&str] = &[
@@ -54,6 +55,7 @@ pub const ATTENTION: &[&str] = &[
     "policy:next-refused",
     "review:escalated",
     "session:stale",
+    "session:permission-escalated",
     "session:policy-refused",
     "config:rejected",
 ];

@@ -40,14 +40,25 @@ fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
 }
 
 /// Starts `cmd` (stdio piped) as an agent: in a process group of its own,
-/// killed when the daemon dies.
-pub fn spawn(mut cmd: std::process::Command) -> std::io::Result<async_process::Child> {
+/// killed when the daemon dies, confined by `rules` (applied in the child
+/// before its exec: the agent's first instruction is confined).
+pub fn spawn(
+    mut cmd: std::process::Command,
+    rules: Option<crate::sandbox::confine::Prepared>,
+) -> std::io::Result<async_process::Child> {
     let daemon = rustix::process::getpid();
     cmd.process_group(0);
     // SAFETY: the closure runs in the child between fork and exec and
-    // makes only async-signal-safe system calls (prctl, getppid).
+    // makes only async-signal-safe system calls (the confinement's raw
+    // system calls, prctl, getppid).
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(rules) = &rules {
+                // A uid switch clears the death signal: confine first.
+                rules
+                    .apply()
+                    .map_err(|e| std::io::Error::from_raw_os_error(e.errno.raw_os_error()))?;
+            }
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The daemon died before the prctl: nothing would kill it.
             if rustix::process::getppid() != Some(daemon) {
@@ -159,7 +170,7 @@ mod tests {
         // that SIGKILLs a daemon.)
         let mut cmd = std::process::Command::new("sleep");
         cmd.arg("30");
-        let mut child = spawn(cmd).expect("spawn");
+        let mut child = spawn(cmd, None).expect("spawn");
         let pid = child.id() as i32;
         let left = leftover_group(pid, &["/bin/sleep".into(), "30".into()]).expect("ours");
         assert!(left.leader_alive);

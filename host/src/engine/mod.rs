@@ -14,10 +14,12 @@
 //! without detection, never let a gate outlive its policy's cancel, and
 //! never publish an event whose state change is not stored.
 
+mod acp;
 mod agent_process;
 pub mod attach;
 pub mod chain;
 mod commits;
+mod confined_agent;
 mod damage;
 mod fan_in;
 pub mod keys;
@@ -119,6 +121,8 @@ struct Inner {
     /// reviewing).
     review_tasks: Mutex<HashMap<String, AbortHandle>>,
     started: started::Started,
+    /// The ACP sessions this daemon drives.
+    acp: acp::Acp,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
     boot_time: std::time::SystemTime,
@@ -166,6 +170,7 @@ impl Engine {
                 review_tasks: Mutex::new(HashMap::new()),
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
+                acp: acp::Acp::default(),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),

@@ -42,6 +42,19 @@ pub struct StartInput {
     /// Without a pattern: this much silence after output ends a turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiet_ms: Option<u64>,
+    /// The agent speaks the Agent Client Protocol on its stdio (see
+    /// `acp`): turn-ends are its prompts' answers, nudges its next
+    /// prompts. `turnEndPattern` and `quietMs` do not apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acp: bool,
+    /// ACP only: the first prompt (without one, the agent waits for the
+    /// first nudge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// ACP only: how its permission requests are answered (default:
+    /// `[agents] permission` in the configuration, else deny all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<crate::permission::PermissionRule>,
 }
 
 /// Stdin of the sessions gatehost started and follows.
@@ -54,6 +67,9 @@ impl Engine {
     /// Writes a prompt (a nudge) to a started session's stdin. Sessions
     /// registered from outside get it as the `policy:nudge` event only.
     pub(crate) async fn deliver_prompt(&self, session_id: &str, message: &str) {
+        if self.prompt_acp(session_id, message) {
+            return;
+        }
         let stdin = self
             .inner
             .started
@@ -101,17 +117,33 @@ impl Engine {
                 )
             })?
         };
+        if input.acp && (input.turn_end_pattern.is_some() || input.quiet_ms.is_some()) {
+            return Err(invalid(
+                "acp",
+                "an ACP session's turn-ends are its prompts' answers: turnEndPattern and quietMs do not apply",
+            ));
+        }
+        if !input.acp && (input.prompt.is_some() || input.permission.is_some()) {
+            return Err(invalid(
+                "prompt",
+                "prompt and permission are for ACP sessions (acp: true)",
+            ));
+        }
         let pattern = match &input.turn_end_pattern {
             Some(p) => {
                 Some(regex::Regex::new(p).map_err(|e| invalid("turnEndPattern", e.to_string()))?)
             }
             None => None,
         };
-        let (cwd, _) = locate(&input.cwd, input.workspace.as_deref())?;
+        let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
+        let confinement = self.agent_confinement(&resolved, &ws)?;
         let mut cmd = std::process::Command::new(&resolved);
-        cmd.args(&input.command[1..]).current_dir(&cwd);
-        // It dies with the daemon (see `agent_process`).
-        let mut child = super::agent_process::spawn(cmd).map_err(|e| {
+        cmd.args(&input.command[1..])
+            .current_dir(&cwd)
+            .envs(confinement.env.iter().map(|(k, v)| (k, v)));
+        let scratch = confinement.scratch;
+        // It dies with the daemon (see `agent_process`), confined.
+        let mut child = super::agent_process::spawn(cmd, confinement.rules).map_err(|e| {
             invalid(
                 "command",
                 format!("cannot start {}: {e}", resolved.display()),
@@ -137,6 +169,21 @@ impl Engine {
             }
         };
         let session = &registered.session;
+        if input.acp {
+            let rule = input
+                .permission
+                .clone()
+                .or_else(|| self.runner().config().agents.permission.clone())
+                .unwrap_or_default();
+            let engine = self.clone();
+            let sid = session.id.clone();
+            let first = input.prompt.clone();
+            tokio::spawn(async move {
+                engine.drive_acp(sid, child, cwd, first, rule).await;
+                drop(scratch);
+            });
+            return Ok(registered);
+        }
         if let Some(stdin) = child.stdin.take() {
             self.inner
                 .started
@@ -150,6 +197,7 @@ impl Engine {
         let sid = session.id.clone();
         tokio::spawn(async move {
             engine.follow(sid, child, pattern, quiet).await;
+            drop(scratch);
         });
         Ok(registered)
     }

@@ -44,6 +44,8 @@ struct Shown {
     message: Option<String>,
     silent_ms: Option<i64>,
     cycle: Option<u32>,
+    request: Option<String>,
+    timeout_ms: Option<u64>,
     max_cycles: Option<u32>,
     file: Option<String>,
     sha: Option<String>,
@@ -150,6 +152,24 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                     &["zzz"],
                 )
             }
+            "session:permission-escalated" => (
+                format!("gatehost: {subject} asks for your permission"),
+                format!(
+                    "Request {}: answer with gatehost session permission {} {} --allow or --deny{}.",
+                    shown.request.as_deref().map(clean).unwrap_or_default(),
+                    session.clone().unwrap_or_default(),
+                    shown.request.as_deref().map(clean).unwrap_or_default(),
+                    shown
+                        .timeout_ms
+                        .map(|ms| format!(
+                            " (denied after {} without an answer)",
+                            humantime::format_duration(std::time::Duration::from_secs(ms / 1000))
+                        ))
+                        .unwrap_or_default()
+                ),
+                Priority::High,
+                &["raising_hand"],
+            ),
             "session:policy-refused" => (
                 format!("gatehost: a session policy was refused for {subject}"),
                 because(&match &shown.file {

@@ -159,6 +159,11 @@ fn every_attention_event_has_its_own_words() {
             "session policy",
         ),
         ("config:rejected", json!({"reason": "r"}), "rejected"),
+        (
+            "session:permission-escalated",
+            json!({"request": "perm-1", "timeoutMs": 300_000}),
+            "asks for your permission",
+        ),
     ];
     assert_eq!(cases.len(), ATTENTION.len());
     for (kind, payload, words) in cases {
@@ -169,6 +174,21 @@ fn every_attention_event_has_its_own_words() {
         assert_eq!(m.priority, Priority::High, "{kind}");
         assert_eq!(m.link.is_some(), policy.is_some(), "{kind}");
     }
+    let ask = message(
+        &event(
+            "session:permission-escalated",
+            None,
+            json!({"request": "perm-1", "timeoutMs": 300_000}),
+        ),
+        None,
+    );
+    assert!(
+        ask.text
+            .contains("gatehost session permission claude:abc perm-1 --allow")
+            && ask.text.contains("5m"),
+        "{}",
+        ask.text
+    );
     let stale = message(
         &event("session:stale", None, json!({"silentMs": 90_000})),
         None,

@@ -63,7 +63,7 @@ pub const MAX_RUBRIC: usize = 16 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reviewer {
     /// A judge gate: its verdict PASS is SHIP, FAIL (or no verdict) BLOCK.
-    Judge(GateSpec),
+    Judge(Box<GateSpec>),
     /// A session, prompted with the rubric and the diff.
     Session { id: String, rubric: String },
 }
@@ -107,7 +107,7 @@ impl ReviewInput {
                 match parse_gate(self.reviewer.clone(), &field)
                     .map_err(|e| invalid(e.field, e.message))?
                 {
-                    g @ GateSpec::Judge { .. } => Ok(Reviewer::Judge(g)),
+                    g @ GateSpec::Judge { .. } => Ok(Reviewer::Judge(Box::new(g))),
                     _ => Err(invalid(field, "must be a judge gate object or a session")),
                 }
             }

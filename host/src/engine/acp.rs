@@ -1,0 +1,536 @@
+//! Sessions the daemon drives over the Agent Client Protocol (`session
+//! start --acp`): the daemon is the ACP *client* of the agent it started,
+//! over the agent's stdin and stdout, with the `agent-client-protocol`
+//! crate.
+//!
+//! It owns the conversation: `initialize` (advertising no file-system and
+//! no terminal capability), `session/new` in the session's working
+//! directory, the first prompt, then one `session/prompt` per nudge, in
+//! order. A prompt's answer (its `stopReason`, `end_turn` or any other:
+//! the agent waits for a prompt again) is the session's turn-end, reported
+//! as a hook's is, with the text of the `session/update` agent message
+//! chunks since the prompt as the session's last message. A
+//! `session/request_permission` is answered by the session's permission
+//! rule (`permission`), an escalation by the operator
+//! ([`Engine::resolve_permission`]) or, at its timeout, denied; each answer
+//! is a `session:permission` event. The agent's requests to read or write
+//! files or run terminals (`fs/*`, `terminal/*`) are refused, each with a
+//! `session:client-refused` event: the agent has its own tools, in its own
+//! sandbox, and the daemon never reads or writes a path for it.
+//!
+//! This module must never write to the agent anything but the protocol's
+//! messages, nor answer a permission request any other way than the rule
+//! or the operator said (a timeout, a closed connection or a dead daemon
+//! deny: the agent never gets an allow nobody gave).
+
+use super::sessions::{MAX_MESSAGE, ReportKind, cap};
+use super::{Engine, EngineError, EngineResult};
+use crate::permission::{Decision, PermissionRule, ToolAsk, decide};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
+    InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
+    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    TextContent, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// The live ACP sessions: where their prompts go, and the permission
+/// requests waiting for the operator.
+#[derive(Default)]
+pub(super) struct Acp {
+    prompts: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
+    /// By (session, request id).
+    escalations: Mutex<HashMap<(String, String), oneshot::Sender<bool>>>,
+    next_request: AtomicU64,
+}
+
+/// Who answered a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnsweredBy {
+    Rule,
+    Operator,
+    Timeout,
+    /// The session ended (or the daemon is stopping) while it waited.
+    Closed,
+}
+
+/// The payload of `session:permission`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PermissionEvent<'a> {
+    session_id: &'a str,
+    request: &'a str,
+    tool_call_id: &'a str,
+    tool: &'a ToolAsk,
+    rule: Decision,
+    allowed: bool,
+    by: AnsweredBy,
+}
+
+/// The payload of `session:permission-escalated`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EscalatedEvent<'a> {
+    session_id: &'a str,
+    request: &'a str,
+    tool_call_id: &'a str,
+    tool: &'a ToolAsk,
+    timeout_ms: u64,
+}
+
+/// The payload of `session:client-refused`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RefusedEvent<'a> {
+    session_id: &'a str,
+    method: &'a str,
+    /// The path or command the agent named.
+    target: String,
+    reason: &'a str,
+}
+
+const REFUSED: &str = "gatehost offers no file-system or terminal to agents: use your own tools";
+
+/// What the rule sees of a permission request.
+fn tool_ask(req: &RequestPermissionRequest) -> ToolAsk {
+    let f = &req.tool_call.fields;
+    ToolAsk {
+        kind: f.kind.and_then(|k| {
+            serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+        }),
+        name: f.name.clone(),
+        title: f.title.clone(),
+    }
+}
+
+/// The answer to `req`: one of its allow (or reject) options, the narrower
+/// first; a deny with no reject option is `cancelled`.
+fn answer(req: &RequestPermissionRequest, allow: bool) -> RequestPermissionResponse {
+    let kinds: &[PermissionOptionKind] = if allow {
+        &[
+            PermissionOptionKind::AllowOnce,
+            PermissionOptionKind::AllowAlways,
+        ]
+    } else {
+        &[
+            PermissionOptionKind::RejectOnce,
+            PermissionOptionKind::RejectAlways,
+        ]
+    };
+    let chosen = kinds.iter().find_map(|k| {
+        req.options
+            .iter()
+            .find(|o| o.kind == *k)
+            .map(|o| o.option_id.clone())
+    });
+    match chosen {
+        Some(id) => RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
+            SelectedPermissionOutcome::new(id),
+        )),
+        None => RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled),
+    }
+}
+
+impl Engine {
+    /// Sends `message` as the next prompt of the ACP session `session_id`;
+    /// `false` when it is not one this daemon drives.
+    pub(super) fn prompt_acp(&self, session_id: &str, message: &str) -> bool {
+        let prompts = self
+            .inner
+            .acp
+            .prompts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match prompts.get(session_id) {
+            Some(tx) => tx.send(message.to_string()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The operator's answer to an escalated permission request.
+    pub fn resolve_permission(
+        &self,
+        session: &str,
+        request: &str,
+        allow: bool,
+    ) -> EngineResult<()> {
+        let waiting = self
+            .inner
+            .acp
+            .escalations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(session.to_string(), request.to_string()));
+        match waiting.map(|tx| tx.send(allow)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(EngineError::NotFound(format!(
+                "no permission request '{request}' of session '{session}' waits for an answer"
+            ))),
+        }
+    }
+
+    fn publish(&self, kind: &str, sid: &str, payload: &impl Serialize) {
+        let payload =
+            serde_json::to_value(payload).unwrap_or_else(|e| json!({"error": e.to_string()}));
+        let hooks = self.webhooks(kind);
+        if let Err(e) =
+            self.write(|tx| Ok(tx.append_event(kind, Some(sid), None, &payload, &hooks)?))
+        {
+            tracing::error!(session = sid, event = kind, error = %e, "cannot record an ACP event");
+        }
+    }
+
+    fn record_answer(
+        &self,
+        sid: &str,
+        id: &str,
+        req: &RequestPermissionRequest,
+        ask: &ToolAsk,
+        (rule, allowed, by): (Decision, bool, AnsweredBy),
+    ) {
+        tracing::info!(
+            session = sid,
+            request = id,
+            ?rule,
+            allowed,
+            ?by,
+            "an ACP permission request answered"
+        );
+        self.publish(
+            "session:permission",
+            sid,
+            &PermissionEvent {
+                session_id: sid,
+                request: id,
+                tool_call_id: &req.tool_call.tool_call_id.0,
+                tool: ask,
+                rule,
+                allowed,
+                by,
+            },
+        );
+    }
+
+    /// Answers a permission request by the rule, or escalates it.
+    fn on_permission(
+        &self,
+        sid: &str,
+        rule: &PermissionRule,
+        req: RequestPermissionRequest,
+        responder: Responder<RequestPermissionResponse>,
+        cx: &ConnectionTo<Agent>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let n = self.inner.acp.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("perm-{n}");
+        let ask = tool_ask(&req);
+        let decision = decide(rule, &ask);
+        if decision != Decision::Escalate {
+            let allowed = decision == Decision::Allow;
+            self.record_answer(sid, &id, &req, &ask, (decision, allowed, AnsweredBy::Rule));
+            return responder.respond(answer(&req, allowed));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .acp
+            .escalations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((sid.to_string(), id.clone()), tx);
+        let timeout = rule.timeout();
+        tracing::warn!(session = sid, request = %id, tool = ?ask, "an ACP permission request waits for the operator");
+        self.publish(
+            "session:permission-escalated",
+            sid,
+            &EscalatedEvent {
+                session_id: sid,
+                request: &id,
+                tool_call_id: &req.tool_call.tool_call_id.0,
+                tool: &ask,
+                timeout_ms: timeout.as_millis() as u64,
+            },
+        );
+        let engine = self.clone();
+        let sid = sid.to_string();
+        // Waits apart from the dispatch loop: the agent's other messages
+        // go on meanwhile.
+        cx.spawn(async move {
+            let (allowed, by) = match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(allow)) => (allow, AnsweredBy::Operator),
+                Ok(Err(_)) => (false, AnsweredBy::Closed),
+                Err(_) => (false, AnsweredBy::Timeout),
+            };
+            engine
+                .inner
+                .acp
+                .escalations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&(sid.clone(), id.clone()));
+            engine.record_answer(&sid, &id, &req, &ask, (decision, allowed, by));
+            responder.respond(answer(&req, allowed))
+        })
+    }
+
+    fn refuse(&self, sid: &str, method: &str, target: String) -> agent_client_protocol::Error {
+        tracing::warn!(session = sid, method, target = %target, "an ACP agent asked the daemon for a file or a terminal: refused");
+        self.publish(
+            "session:client-refused",
+            sid,
+            &RefusedEvent {
+                session_id: sid,
+                method,
+                target,
+                reason: REFUSED,
+            },
+        );
+        agent_client_protocol::Error::method_not_found().data(json!({"reason": REFUSED}))
+    }
+
+    /// Drives the ACP session `sid` whose agent is `child` until it exits
+    /// or the conversation fails (then the agent is killed), and reports
+    /// its exit.
+    pub(super) async fn drive_acp(
+        &self,
+        sid: String,
+        mut child: async_process::Child,
+        cwd: PathBuf,
+        first: Option<String>,
+        rule: PermissionRule,
+    ) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        self.inner
+            .acp
+            .prompts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sid.clone(), tx);
+        if let Some(first) = first {
+            self.prompt_acp(&sid, &first);
+        }
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            self.acp_ended(&sid, child, "the agent's stdio is not piped".into())
+                .await;
+            return;
+        };
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let tail = stderr_tail.clone();
+            tokio::spawn(async move {
+                use futures_lite::{AsyncBufReadExt, StreamExt};
+                let mut lines = futures_lite::io::BufReader::new(stderr).lines();
+                while let Some(Ok(line)) = lines.next().await {
+                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                    t.push_str(&line);
+                    t.push('\n');
+                    let capped = cap(std::mem::take(&mut *t), 16 * 1024);
+                    *t = capped;
+                }
+            });
+        }
+        let text = Arc::new(Mutex::new(String::new()));
+        let conversation = {
+            let chunks = text.clone();
+            let (e1, e2, e3, e4, e5) = (
+                self.clone(),
+                self.clone(),
+                self.clone(),
+                self.clone(),
+                self.clone(),
+            );
+            let (s1, s2, s3, s4, s5) = (
+                sid.clone(),
+                sid.clone(),
+                sid.clone(),
+                sid.clone(),
+                sid.clone(),
+            );
+            Client
+                .v1()
+                .name("gatehost")
+                .on_receive_notification(
+                    async move |n: SessionNotification, _cx| {
+                        if let SessionUpdate::AgentMessageChunk(chunk) = n.update
+                            && let ContentBlock::Text(t) = chunk.content
+                        {
+                            {
+                                let mut m = chunks.lock().unwrap_or_else(|p| p.into_inner());
+                                m.push_str(&t.text);
+                                let capped = cap(std::mem::take(&mut *m), MAX_MESSAGE);
+                                *m = capped;
+                            }
+                        }
+                        Ok(())
+                    },
+                    agent_client_protocol::on_receive_notification!(),
+                )
+                .on_receive_request(
+                    async move |req: RequestPermissionRequest, responder, cx: ConnectionTo<Agent>| {
+                        e1.on_permission(&s1, &rule, req, responder, &cx)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: ReadTextFileRequest, responder: Responder<ReadTextFileResponse>, _cx| {
+                        responder.respond_with_error(e2.refuse(&s2, "fs/read_text_file", req.path.display().to_string()))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: WriteTextFileRequest, responder: Responder<WriteTextFileResponse>, _cx| {
+                        responder.respond_with_error(e3.refuse(&s3, "fs/write_text_file", req.path.display().to_string()))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: CreateTerminalRequest, responder: Responder<CreateTerminalResponse>, _cx| {
+                        responder.respond_with_error(e4.refuse(&s4, "terminal/create", req.command.clone()))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .connect_with(ByteStreams::new(stdin, stdout), async move |cx: ConnectionTo<Agent>| {
+                    // No `fs`, no `terminal`: the defaults say false.
+                    cx.send_request(
+                        InitializeRequest::new(ProtocolVersion::V1)
+                            .client_capabilities(ClientCapabilities::default()),
+                    )
+                    .block_task()
+                    .await?;
+                    let session = cx
+                        .send_request(NewSessionRequest::new(cwd))
+                        .block_task()
+                        .await?;
+                    tracing::info!(session = %s5, acp_session = %session.session_id.0, "an ACP session began");
+                    while let Some(prompt) = rx.recv().await {
+                        if let Err(e) = e5.report(&s5, ReportKind::TurnStart, None) {
+                            tracing::warn!(session = %s5, error = %e, "cannot record a turn-start");
+                        }
+                        let done = cx
+                            .send_request(PromptRequest::new(
+                                session.session_id.clone(),
+                                vec![ContentBlock::Text(TextContent::new(prompt))],
+                            ))
+                            .block_task()
+                            .await?;
+                        let message = std::mem::take(&mut *text.lock().unwrap_or_else(|p| p.into_inner()));
+                        tracing::info!(session = %s5, stop = ?done.stop_reason, "an ACP prompt ended");
+                        if let Err(e) = e5.report(&s5, ReportKind::TurnEnd, Some(message)) {
+                            tracing::warn!(session = %s5, error = %e, "cannot record a turn-end");
+                        }
+                    }
+                    Ok(())
+                })
+        };
+        let why = {
+            let status = child.status();
+            futures_lite::pin!(status);
+            tokio::select! {
+                r = conversation => match r {
+                    Ok(()) => "the daemon stopped prompting the agent".to_string(),
+                    Err(e) => format!("the ACP conversation ended: {e}"),
+                },
+                s = &mut status => match s {
+                    Ok(s) => format!("process ended: {s}"),
+                    Err(e) => format!("process could not be waited on: {e}"),
+                },
+            }
+        };
+        let tail = std::mem::take(&mut *stderr_tail.lock().unwrap_or_else(|p| p.into_inner()));
+        self.acp_ended(&sid, child, format!("{tail}[{why}]")).await;
+    }
+
+    /// The end of an ACP session: its agent killed if still alive, its
+    /// escalations denied (their waits see the closed channel), its exit
+    /// reported.
+    async fn acp_ended(&self, sid: &str, mut child: async_process::Child, message: String) {
+        self.inner
+            .acp
+            .prompts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(sid);
+        self.inner
+            .acp
+            .escalations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(s, _), _| s != sid);
+        if let Ok(None) = child.try_status() {
+            let _ = super::agent_process::kill_group(child.id() as i32);
+        }
+        let _ = child.status().await;
+        if let Err(e) = self.report(sid, ReportKind::Exited, Some(message)) {
+            tracing::warn!(session = sid, error = %e, "cannot record a session exit");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{
+        PermissionOption, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    };
+
+    fn request(options: &[(&str, PermissionOptionKind)]) -> RequestPermissionRequest {
+        RequestPermissionRequest::new(
+            "s",
+            ToolCallUpdate::new(
+                "t1",
+                ToolCallUpdateFields::new()
+                    .kind(ToolKind::Execute)
+                    .title("rm -rf /"),
+            ),
+            options
+                .iter()
+                .map(|(id, k)| PermissionOption::new(id.to_string(), id.to_string(), *k))
+                .collect(),
+        )
+    }
+
+    fn chosen(r: &RequestPermissionResponse) -> Option<String> {
+        match &r.outcome {
+            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_answer_picks_the_narrowest_option_and_a_deny_without_reject_cancels() {
+        use PermissionOptionKind::*;
+        let all = request(&[
+            ("always", AllowAlways),
+            ("once", AllowOnce),
+            ("no", RejectOnce),
+            ("never", RejectAlways),
+        ]);
+        assert_eq!(chosen(&answer(&all, true)).as_deref(), Some("once"));
+        assert_eq!(chosen(&answer(&all, false)).as_deref(), Some("no"));
+        let allow_only = request(&[("always", AllowAlways)]);
+        assert_eq!(
+            chosen(&answer(&allow_only, true)).as_deref(),
+            Some("always")
+        );
+        assert_eq!(chosen(&answer(&allow_only, false)), None);
+        assert_eq!(chosen(&answer(&request(&[]), true)), None);
+    }
+
+    #[test]
+    fn the_rule_sees_the_kind_as_acp_spells_it() {
+        let a = tool_ask(&request(&[]));
+        assert_eq!(a.kind.as_deref(), Some("execute"));
+        assert_eq!(a.title.as_deref(), Some("rm -rf /"));
+    }
+}

@@ -1,0 +1,78 @@
+//! The sandbox of the agents the daemon starts (`session start`, ACP or
+//! not): the native gates' sandbox (`crate::sandbox`) with the agents' own
+//! grants (`[agents]`: `read`, `write`, `network`, on by default). The
+//! agent may write its workspace and a private temporary directory, read
+//! the system and what `[agents] read` names; it never reaches the data
+//! directory, the tokens or the configuration (they are the sandbox's
+//! protected paths, granted around, never through).
+//!
+//! This module prepares; `agent_process` applies the prepared rules in
+//! the agent's process, between fork and exec. It must never start an
+//! agent unconfined unless `[agents] confine = false` or the sandbox is
+//! off (`[sandbox] enabled = false` or `required = false` on a kernel
+//! without Landlock), and then it says so in the log.
+
+use super::sessions::invalid;
+use super::{Engine, EngineResult};
+use crate::anchor::WorkspaceAnchor;
+use crate::sandbox::{Grants, Place, Scratch};
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+/// One agent's confinement, ready to apply.
+#[derive(Debug, Default)]
+pub(super) struct Confinement {
+    /// `None`: unconfined (said in the log).
+    pub rules: Option<crate::sandbox::confine::Prepared>,
+    /// What the sandbox adds to the agent's environment (`TMPDIR`).
+    pub env: Vec<(OsString, OsString)>,
+    /// The agent's private directory: kept as long as the agent runs.
+    pub scratch: Option<Scratch>,
+}
+
+impl Engine {
+    /// The confinement of `program` started in the workspace `ws`.
+    pub(super) fn agent_confinement(&self, program: &Path, ws: &Path) -> EngineResult<Confinement> {
+        let runner = self.runner();
+        let agents = &runner.config().agents;
+        if !agents.confine {
+            tracing::warn!(program = %program.display(), "[agents] confine = false: the agent runs UNCONFINED, with the daemon's rights");
+            return Ok(Confinement::default());
+        }
+        let anchor = WorkspaceAnchor::open(ws).map_err(|e| invalid("cwd", e.to_string()))?;
+        let grants = Grants {
+            read: agents.read.clone(),
+            write: agents.write.clone(),
+            network: agents.network,
+        };
+        let prepared = runner
+            .sandbox()
+            .prepare(
+                program,
+                Place::Workspace {
+                    dir: anchor.dir().as_fd(),
+                    canonical: anchor.root(),
+                },
+                &grants,
+            )
+            .map_err(|e| invalid("command", format!("the agent cannot be confined: {e}")))?;
+        let crate::sandbox::Prepared { plan, env, scratch } = prepared;
+        let rules = match plan {
+            Some(plan) => {
+                Some(plan.prepare().map_err(|e| {
+                    invalid("command", format!("the agent cannot be confined: {e}"))
+                })?)
+            }
+            None => {
+                tracing::warn!(program = %program.display(), "the sandbox is off: the agent runs UNCONFINED");
+                None
+            }
+        };
+        Ok(Confinement {
+            rules,
+            env,
+            scratch,
+        })
+    }
+}
