@@ -22,7 +22,8 @@ pub struct HookArgs {
     /// not lie inside the workspace.
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
-    /// Host configuration (TOML), for standalone mode. Must not lie inside the workspace.
+    /// Host configuration (TOML), for standalone mode (its `[hook] notify_url` is told when the
+    /// agent is out of retries or a gate could not run). Must not lie inside the workspace.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Standalone mode: how many times in a row a failing gate refuses the
