@@ -287,29 +287,6 @@ pub(crate) fn assert_session_exited(d: &Daemon, id: &str) {
     assert_eq!(last, Some("session:exited"), "{events:?}");
 }
 
-/// Runs `gatehost hook claude ARGS` once with `input` on stdin; its stdout.
-fn hook_once(args: &[&str], env: &[(&str, &str)], input: &Value) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("gatehost hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
 #[test]
 fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_verdict() {
     let s = Scratch::new();
@@ -335,7 +312,7 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
 
     // The gate takes 2 s; the hook's budget is 300 ms: "still running".
-    let first: Value = serde_json::from_str(&hook_once(
+    let first: Value = serde_json::from_str(&common::claude_hook_once(
         &["--budget", "300ms", "--state-dir", state],
         &env,
         &stop,
@@ -351,7 +328,7 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     );
     // The next stop waits for that verdict (the gate kept running in the
     // daemon): a fail, so the nudge.
-    let second: Value = serde_json::from_str(&hook_once(
+    let second: Value = serde_json::from_str(&common::claude_hook_once(
         &["--budget", "30s", "--state-dir", state],
         &env,
         &stop,
@@ -364,7 +341,7 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     );
     // Fixed: the next stop passes, and the answer is nothing at all.
     std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    let third = hook_once(&["--budget", "30s", "--state-dir", state], &env, &stop);
+    let third = common::claude_hook_once(&["--budget", "30s", "--state-dir", state], &env, &stop);
     assert_eq!(third, "", "a pass says nothing");
     assert_eq!(d.policy(&policy)["status"], "done");
     common::assert_no_survivors(&m);
@@ -397,10 +374,10 @@ fn a_standalone_session_end_forgets_the_sessions_retry_count() {
     let decision = |out: &str| -> Value { serde_json::from_str(out).expect("JSON") };
     // One retry: a block, then the stop is let through with the message.
     assert_eq!(
-        decision(&hook_once(&args, &[], &input("Stop")))["decision"],
+        decision(&common::claude_hook_once(&args, &[], &input("Stop")))["decision"],
         "block"
     );
-    let exhausted = decision(&hook_once(&args, &[], &input("Stop")));
+    let exhausted = decision(&common::claude_hook_once(&args, &[], &input("Stop")));
     assert!(exhausted["systemMessage"].is_string(), "{exhausted}");
     assert_eq!(
         std::fs::read_dir(&state).expect("state").count(),
@@ -408,11 +385,14 @@ fn a_standalone_session_end_forgets_the_sessions_retry_count() {
         "standing and lock"
     );
     // The session ends: its standing and lock are gone, nothing is said.
-    assert_eq!(hook_once(&args, &[], &input("SessionEnd")), "");
+    assert_eq!(
+        common::claude_hook_once(&args, &[], &input("SessionEnd")),
+        ""
+    );
     assert_eq!(std::fs::read_dir(&state).expect("state").count(), 0);
     // The same id again counts from the start: a block, not "out of retries".
     assert_eq!(
-        decision(&hook_once(&args, &[], &input("Stop")))["decision"],
+        decision(&common::claude_hook_once(&args, &[], &input("Stop")))["decision"],
         "block"
     );
     common::assert_no_survivors(&m);

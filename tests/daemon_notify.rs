@@ -40,29 +40,6 @@ fn header(s: &Seen, name: &str) -> String {
         .to_string()
 }
 
-/// Runs `gatehost hook claude ARGS` once with `input`; its stdout.
-fn hook_once(args: &[&str], env: &[(&str, &str)], input: &Value) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("gatehost hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
 /// A hook session the daemon learns of at the hook's first call, given a
 /// failing policy by a session rule: out of retries, it is blocked, and
 /// `notify_url` (Slack's shape, the default attention filter) is told of
@@ -120,7 +97,7 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
         "last_assistant_message": "done"});
     // The hook registers `claude:abc` (no notifyUrl: hooks cannot set one),
     // the rule attaches, the gate fails with no retry: blocked.
-    let answer: Value = serde_json::from_str(&hook_once(
+    let answer: Value = serde_json::from_str(&common::claude_hook_once(
         &["--budget", "30s", "--state-dir", state],
         &env,
         &stop,
@@ -259,7 +236,7 @@ fn a_standalone_hook_tells_a_person_when_the_agent_is_capped_or_a_gate_could_not
     let run = |gates: &std::path::Path, session: &str| -> Value {
         let (a, input) = args(gates, session);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let out = hook_once(&a, &[], &input);
+        let out = common::claude_hook_once(&a, &[], &input);
         if out.is_empty() {
             Value::Null
         } else {
@@ -337,7 +314,7 @@ fn a_notification_receiver_that_hangs_does_not_hold_the_hooks_answer() {
     let input = json!({"session_id": "h", "cwd": s.ws, "hook_event_name": "Stop",
         "last_assistant_message": "done"});
     let started = Instant::now();
-    let out = hook_once(
+    let out = common::claude_hook_once(
         &[
             "--gates",
             broken.to_str().expect("utf-8"),

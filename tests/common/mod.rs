@@ -439,3 +439,27 @@ pub fn script_gate(script: &str, args: &[&str], timeout_ms: u64) -> String {
     );
     serde_json::json!({"command": "bash", "args": argv, "timeoutMs": timeout_ms}).to_string()
 }
+
+/// Runs `gatehost hook claude ARGS` once with `input` on stdin and `env`
+/// added; asserts it exits 0 and returns its stdout (the CLI's answer).
+pub fn claude_hook_once(args: &[&str], env: &[(&str, &str)], input: &Value) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["hook", "claude"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gatehost hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
