@@ -364,31 +364,8 @@ mod tests {
     use super::*;
     use crate::change::ChangeKind;
     use crate::change::split;
+    use crate::commit::test_git::git;
     use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "core.hooksPath=/dev/null",
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 
     #[test]
     fn the_diff_lists_every_change_and_nothing_else() {

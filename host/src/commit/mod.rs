@@ -107,6 +107,8 @@ pub mod patch;
 mod read;
 mod repo;
 mod snapshot;
+#[cfg(test)]
+mod test_git;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes, workspace_diff,
 };

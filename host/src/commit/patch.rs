@@ -353,26 +353,7 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(["-c", "core.hooksPath=/dev/null", "-c", "user.name=t"])
-            .args(["-c", "user.email=t@t", "-c", "diff.noprefix=false"])
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use crate::commit::test_git::git;
 
     /// `git diff`'s hunk headers carry a function context this patch does
     /// not (it runs no diff driver): compared without it.
