@@ -769,11 +769,15 @@ fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
     let parent = cgroup::host_cgroup().expect("cgroup v2 here");
     let t = parent.join(format!("gatehost-leaftest-{}", std::process::id()));
     std::fs::create_dir(&t).expect("mkdir cgroup");
+    // The sleeps are the test's own children: registered as the
+    // supervisor's, so that another test's orphan sweep (which kills the
+    // host's unregistered children) leaves them be.
     let spawn_in = |cg: &Path| {
         let child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .expect("sleep");
+        reaper::registry().children.insert(child.id() as i32);
         std::fs::write(cg.join("cgroup.procs"), child.id().to_string()).expect("move");
         child
     };
@@ -800,6 +804,9 @@ fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
     );
     host.kill().expect("kill");
     host.wait().expect("wait");
+    for pid in [host.id(), other.id()] {
+        reaper::registry().children.remove(&(pid as i32));
+    }
     std::fs::remove_dir(&leaf).expect("rmdir leaf");
     std::fs::remove_dir(&t).expect("rmdir");
 }
