@@ -156,6 +156,19 @@ fn int_param(q: &HashMap<String, String>, name: &str) -> Result<Option<i64>, Api
         .transpose()
 }
 
+/// The `types` parameter of the event routes: each name made full (short
+/// ones allowed), an unknown one a 400 naming the known ones.
+fn types_param(q: &HashMap<String, String>) -> Result<Vec<String>, ApiError> {
+    list_param(q, "types")
+        .iter()
+        .map(|t| {
+            full_type(t)
+                .map(str::to_string)
+                .map_err(|m| ApiError::bad_request("types", m))
+        })
+        .collect()
+}
+
 fn list_param(q: &HashMap<String, String>, name: &str) -> Vec<String> {
     q.get(name)
         .map(|v| {
@@ -403,14 +416,7 @@ async fn events(
         return Err(ApiError::bad_request("since", "a cursor is at least 0"));
     }
     let limit = limit_param(&q)?;
-    let mut types = Vec::new();
-    for t in list_param(&q, "types") {
-        types.push(
-            full_type(&t)
-                .map_err(|m| ApiError::bad_request("types", m))?
-                .to_string(),
-        );
-    }
+    let types = types_param(&q)?;
     let filter = EventFilter {
         since,
         types,

@@ -12,8 +12,7 @@
 //! `limits`) and ends after [`STREAM_SPAN`]; the client reconnects with
 //! `Last-Event-ID` and misses nothing. It must never change state.
 
-use super::{ApiError, ApiResult, AppState, Bearer, int_param, list_param};
-use crate::bus::full_type;
+use super::{ApiError, ApiResult, AppState, Bearer, int_param, list_param, types_param};
 use crate::engine::{Engine, EngineError};
 use crate::store::{EventFilter, EventRow};
 use axum::extract::{Query, State};
@@ -116,14 +115,7 @@ pub(super) async fn stream(
         (None, Some(c)) => c,
         (None, None) => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
-    let mut types = Vec::new();
-    for t in list_param(&q, "types") {
-        types.push(
-            full_type(&t)
-                .map_err(|m| ApiError::bad_request("types", m))?
-                .to_string(),
-        );
-    }
+    let types = types_param(&q)?;
     let place = st.long_polls.enter("events-stream")?;
     let follow = Follow {
         engine: st.engine.clone(),
