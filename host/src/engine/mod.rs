@@ -32,6 +32,7 @@ mod reconfigure;
 mod recovery;
 mod retry;
 mod review;
+pub mod routine;
 mod rules;
 mod sessions;
 mod started;
