@@ -88,6 +88,24 @@ fn fail(r: FailReason) -> Decision {
     d(S::Failed, vec![E::Fail(r)])
 }
 
+/// A step under way (running or escalated) finishing, its session dying,
+/// or its agent gone with the old daemon.
+fn step_ended_or_recovered(step: usize, restarts: u32, input: RunInput) -> Decision {
+    match input {
+        I::StepFinished if step == 1 => d(S::Done, vec![E::StepDone { step }, E::Done]),
+        I::StepFinished => d(S::Waiting { step: 1 }, vec![E::StepDone { step }]),
+        I::SessionDied => fail(FailReason::SessionDied),
+        _ if restarts == MAX_RESTARTS => fail(FailReason::TooManyRestarts),
+        _ => d(
+            S::Running {
+                step,
+                restarts: restarts + 1,
+            },
+            vec![E::RestartStep { step }],
+        ),
+    }
+}
+
 /// The expected decision, from the rules in the module's doc (last step
 /// index 1: step 1 is the last).
 fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
@@ -120,37 +138,17 @@ fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
                 ),
                 InputRule::Fail => fail(FailReason::InputRefused),
             },
-            I::StepFinished if step == 1 => d(S::Done, vec![E::StepDone { step }, E::Done]),
-            I::StepFinished => d(S::Waiting { step: 1 }, vec![E::StepDone { step }]),
-            I::SessionDied => fail(FailReason::SessionDied),
-            I::Recover { owned_agent: true } if restarts == MAX_RESTARTS => {
-                fail(FailReason::TooManyRestarts)
+            I::StepFinished | I::SessionDied | I::Recover { owned_agent: true } => {
+                step_ended_or_recovered(step, restarts, input)
             }
-            I::Recover { owned_agent: true } => d(
-                S::Running {
-                    step,
-                    restarts: restarts + 1,
-                },
-                vec![E::RestartStep { step }],
-            ),
             _ => same,
         },
         S::Escalated { step, restarts, .. } => match input {
             I::Resolved => d(S::Running { step, restarts }, vec![E::SendResponse]),
             I::Timeout => fail(FailReason::EscalationTimedOut),
-            I::StepFinished if step == 1 => d(S::Done, vec![E::StepDone { step }, E::Done]),
-            I::StepFinished => d(S::Waiting { step: 1 }, vec![E::StepDone { step }]),
-            I::SessionDied => fail(FailReason::SessionDied),
-            I::Recover { owned_agent: true } if restarts == MAX_RESTARTS => {
-                fail(FailReason::TooManyRestarts)
+            I::StepFinished | I::SessionDied | I::Recover { owned_agent: true } => {
+                step_ended_or_recovered(step, restarts, input)
             }
-            I::Recover { owned_agent: true } => d(
-                S::Running {
-                    step,
-                    restarts: restarts + 1,
-                },
-                vec![E::RestartStep { step }],
-            ),
             I::Recover { owned_agent: false } => d(state, vec![E::RearmTimer]),
             _ => same,
         },
