@@ -10,6 +10,22 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+/// The caller's role: the bearer token when an Authorization header is
+/// sent, else the web page's login cookie (with its CSRF and origin checks
+/// on writes, see `ui`), else 401 as for a missing token.
+fn role_of(parts: &Parts, st: &AppState, needed: Role) -> Result<Role, ApiError> {
+    if parts
+        .headers
+        .contains_key(axum::http::header::AUTHORIZATION)
+    {
+        return st.tokens.require(&parts.headers, needed);
+    }
+    match st.ui.role(&parts.method, &parts.headers) {
+        Some(r) => r,
+        None => st.tokens.require(&parts.headers, needed),
+    }
+}
+
 /// Any valid token (agent or operator), and which one it was.
 pub struct Bearer(pub Role);
 
@@ -17,7 +33,7 @@ impl FromRequestParts<AppState> for Bearer {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        st.tokens.require(&parts.headers, Role::Agent).map(Bearer)
+        role_of(parts, st, Role::Agent).map(Bearer)
     }
 }
 
@@ -34,7 +50,7 @@ impl FromRequestParts<AppState> for Credential {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        let role = st.tokens.require(&parts.headers, Role::Agent)?;
+        let role = role_of(parts, st, Role::Agent)?;
         let mut keys = Vec::new();
         for value in parts.headers.get_all(SESSION_KEY_HEADER) {
             let text = value.to_str().map_err(|_| {
@@ -64,9 +80,7 @@ impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        st.tokens
-            .require(&parts.headers, Role::Operator)
-            .map(|_| Operator)
+        role_of(parts, st, Role::Operator).map(|_| Operator)
     }
 }
 

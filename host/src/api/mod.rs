@@ -15,6 +15,7 @@
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
+//! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}` with 400 (bad
@@ -35,6 +36,7 @@ mod extract;
 pub mod limits;
 pub mod review;
 pub mod stream;
+pub mod ui;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
@@ -69,6 +71,8 @@ pub struct AppState {
     pub tokens: Arc<Tokens>,
     /// The cap on concurrent long-polls.
     pub long_polls: limits::LongPolls,
+    /// The web page's logins (cookie sessions, see `ui`).
+    pub ui: ui::Sessions,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -91,6 +95,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/diff", get(review::diff))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
+        .route("/", get(ui::index))
+        .route("/ui/", get(ui::index))
+        .route("/ui/app.js", get(ui::app_js))
+        .route("/ui/app.css", get(ui::app_css))
+        .route("/ui/login", post(ui::login))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)

@@ -301,6 +301,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             engine: engine.clone(),
             tokens: Arc::new(tokens),
             long_polls: api::limits::LongPolls::new(long_polls),
+            ui: api::ui::Sessions::default(),
         });
         let unix = match &args.socket {
             Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),

@@ -1,0 +1,315 @@
+//! The operator's web page (`/ui/`) and its login. The page's files are
+//! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript, no
+//! CDN, works offline) and served with a strict Content-Security-Policy
+//! (no inline script), `X-Frame-Options: DENY` and `nosniff`.
+//!
+//! Login: `POST /ui/login {token}` exchanges the operator token (never the
+//! agent's: 403) for a session cookie (random, HttpOnly, SameSite=Strict,
+//! expiring after [`SESSION_TTL`]; only its SHA-256 is kept, in memory, so
+//! a restart logs the page out) and a CSRF token. The page's JSON calls
+//! then use the existing `/v1` routes with the cookie instead of a bearer
+//! token; a state-changing call (any method but GET/HEAD) with the cookie
+//! also needs the CSRF token in `X-CSRF-Token` AND a same-origin request
+//! (`Origin` equal to the daemon's own `Host`, and `Sec-Fetch-Site`, when
+//! sent, `same-origin`). The bearer-token API is unchanged. This module
+//! owns the page and the cookie sessions; it must never change a policy
+//! itself (the `/v1` routes do).
+
+use super::{ApiError, ApiResult, AppState, JsonBody, Role};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a page login lasts.
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// The session cookie's name.
+pub const COOKIE: &str = "gatehost_session";
+/// The header carrying the CSRF token.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// The most page logins held at once (the oldest is dropped past it).
+const MAX_SESSIONS: usize = 64;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const INDEX_HTML: &str = include_str!("../../ui/index.html");
+const APP_JS: &str = include_str!("../../ui/app.js");
+const APP_CSS: &str = include_str!("../../ui/app.css");
+
+struct Login {
+    csrf: [u8; 32],
+    expires: Instant,
+}
+
+/// The page's logins, by the SHA-256 of their cookie.
+#[derive(Clone, Default)]
+pub struct Sessions {
+    inner: Arc<Mutex<HashMap<[u8; 32], Login>>>,
+}
+
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+fn fresh_secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+fn forbidden(code: &'static str, message: &'static str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, code, message)
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Whether a state-changing request comes from the daemon's own page:
+/// `Origin` must be `http://<Host>`, and `Sec-Fetch-Site`, when present,
+/// `same-origin`. A request with no `Origin` is refused (browsers send it
+/// on every POST).
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let get = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok());
+    let site_ok = match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(s) => s == "same-origin",
+    };
+    match (get(header::ORIGIN), get(header::HOST)) {
+        (Some(origin), Some(host)) => site_ok && origin == format!("http://{host}"),
+        _ => false,
+    }
+}
+
+impl Sessions {
+    /// A new login: the cookie value and the CSRF token.
+    fn open(&self) -> (String, String) {
+        let (cookie, csrf) = (fresh_secret(), fresh_secret());
+        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, l| l.expires > now);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map.iter().min_by_key(|(_, l)| l.expires).map(|(k, _)| *k)
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            digest(&cookie),
+            Login {
+                csrf: digest(&csrf),
+                expires: now + SESSION_TTL,
+            },
+        );
+        (cookie, csrf)
+    }
+
+    /// The operator, if the request carries a live login cookie (and, for
+    /// a state-changing `method`, the CSRF token and a same origin);
+    /// `None` when it carries no cookie at all.
+    pub fn role(&self, method: &Method, headers: &HeaderMap) -> Option<Result<Role, ApiError>> {
+        let cookie = cookie_value(headers, COOKIE)?;
+        let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(login) = map
+            .get(&digest(cookie))
+            .filter(|l| l.expires > Instant::now())
+        else {
+            return Some(Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the page's login expired or is unknown: log in again",
+            )));
+        };
+        if method == Method::GET || method == Method::HEAD {
+            return Some(Ok(Role::Operator));
+        }
+        if !same_origin(headers) {
+            return Some(Err(forbidden(
+                "cross-origin",
+                "a state-changing request with the page's cookie must come from the page itself",
+            )));
+        }
+        let csrf_ok = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| digest(t) == login.csrf);
+        Some(if csrf_ok {
+            Ok(Role::Operator)
+        } else {
+            Err(forbidden(
+                "csrf",
+                "missing or wrong X-CSRF-Token for the page's login",
+            ))
+        })
+    }
+}
+
+fn secured(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn file(kind: &'static str, body: &'static str) -> Response {
+    secured(([(header::CONTENT_TYPE, kind)], body).into_response())
+}
+
+pub(super) async fn index() -> Response {
+    file("text/html; charset=utf-8", INDEX_HTML)
+}
+
+pub(super) async fn app_js() -> Response {
+    file("text/javascript; charset=utf-8", APP_JS)
+}
+
+pub(super) async fn app_css() -> Response {
+    file("text/css; charset=utf-8", APP_CSS)
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LoginRequest {
+    token: String,
+}
+
+/// `POST /ui/login {token}`: the operator token for a cookie and a CSRF
+/// token. Same-origin only; the agent token is refused.
+pub(super) async fn login(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody<LoginRequest>,
+) -> ApiResult {
+    if !same_origin(&headers) {
+        return Err(forbidden(
+            "cross-origin",
+            "log in from the daemon's own page",
+        ));
+    }
+    let mut bearer = HeaderMap::new();
+    let value = HeaderValue::from_str(&format!("Bearer {}", b.token.trim()))
+        .map_err(|_| ApiError::bad_request("token", "must be printable ASCII"))?;
+    bearer.insert(header::AUTHORIZATION, value);
+    match st.tokens.role(&bearer)? {
+        Role::Agent => Err(forbidden(
+            "operator-only",
+            "the agent token cannot log in to the page",
+        )),
+        Role::Operator => {
+            let (cookie, csrf) = st.ui.open();
+            let set = format!(
+                "{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+                SESSION_TTL.as_secs()
+            );
+            let mut r = axum::Json(serde_json::json!({"csrf": csrf})).into_response();
+            let v = HeaderValue::from_str(&set).map_err(|e| {
+                tracing::error!("cookie: {e}");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cookie",
+                    "cannot build the cookie",
+                )
+            })?;
+            r.headers_mut().insert(header::SET_COOKIE, v);
+            Ok(secured(r))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().expect("header"));
+        }
+        h
+    }
+
+    #[test]
+    fn same_origin_needs_the_origin_of_the_host_and_no_cross_site_fetch() {
+        let host = ("host", "127.0.0.1:7000");
+        assert!(same_origin(&headers(&[
+            host,
+            ("origin", "http://127.0.0.1:7000")
+        ])));
+        assert!(same_origin(&headers(&[
+            host,
+            ("origin", "http://127.0.0.1:7000"),
+            ("sec-fetch-site", "same-origin")
+        ])));
+        for bad in [
+            vec![host],
+            vec![host, ("origin", "http://evil.example")],
+            vec![host, ("origin", "http://127.0.0.1:7000.evil")],
+            vec![host, ("origin", "null")],
+            vec![
+                host,
+                ("origin", "http://127.0.0.1:7000"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+        ] {
+            assert!(!same_origin(&headers(&bad)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_login_cookie_works_for_reads_and_needs_csrf_and_origin_for_writes() {
+        let s = Sessions::default();
+        let (cookie, csrf) = s.open();
+        let c = format!("a=b; {COOKIE}={cookie}");
+        let base = [("host", "h:1"), ("cookie", c.as_str())];
+        assert!(matches!(
+            s.role(&Method::GET, &headers(&base)),
+            Some(Ok(Role::Operator))
+        ));
+        assert!(matches!(
+            s.role(&Method::POST, &headers(&base)),
+            Some(Err(_))
+        ));
+        let mut h = headers(&base);
+        h.insert("origin", "http://h:1".parse().expect("h"));
+        assert!(matches!(s.role(&Method::POST, &h), Some(Err(_))), "no csrf");
+        h.insert(CSRF_HEADER, "wrong".parse().expect("h"));
+        assert!(
+            matches!(s.role(&Method::POST, &h), Some(Err(_))),
+            "wrong csrf"
+        );
+        h.insert(CSRF_HEADER, csrf.parse().expect("h"));
+        assert!(matches!(
+            s.role(&Method::POST, &h),
+            Some(Ok(Role::Operator))
+        ));
+        h.insert("origin", "http://other:1".parse().expect("h"));
+        assert!(matches!(s.role(&Method::POST, &h), Some(Err(_))), "origin");
+        let unknown = headers(&[("cookie", "gatehost_session=nope")]);
+        assert!(matches!(s.role(&Method::GET, &unknown), Some(Err(_))));
+        assert!(s.role(&Method::GET, &headers(&[])).is_none());
+    }
+}
