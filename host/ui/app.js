@@ -40,7 +40,7 @@ async function policy(id) {
   current = p;
   $("p-title").textContent = p.id; $("p-status").textContent = p.status;
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
-  $("p-verdicts").textContent = JSON.stringify(p.verdicts || p.gateRuns || [], null, 2);
+  $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   $("actions").hidden = p.status !== "awaiting-ack";
   try {
     const d = await api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff");
