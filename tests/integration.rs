@@ -29,6 +29,7 @@ mod daemon_live_config;
 mod daemon_notify;
 mod daemon_review;
 mod daemon_session_policies;
+mod daemon_ui;
 mod daemon_watchdog;
 mod docs_walkthrough;
 mod hook_cost;

@@ -1,0 +1,174 @@
+//! The web page's login through a real daemon: the page is served with its
+//! security headers, only the operator token logs in, the cookie's flags,
+//! and a state-changing call with the cookie needs the CSRF token and the
+//! page's own origin (else it changes nothing).
+
+use crate::common;
+
+use common::daemon::{Daemon, git_repo};
+use common::{Scratch, allow_config};
+use serde_json::{Value, json};
+
+fn rt() -> tokio::runtime::Runtime {
+    gatehost::webhook::install_tls_provider();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+fn send(
+    method: reqwest::Method,
+    url: String,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Answer {
+    rt().block_on(async {
+        let mut r = reqwest::Client::new().request(method, url);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        if let Some(b) = body {
+            r = r
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let a = r.send().await.expect("send");
+        let status = a.status().as_u16();
+        let headers = a.headers().clone();
+        let body = a.text().await.expect("body");
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    })
+}
+
+fn login(d: &Daemon, token: &str) -> Answer {
+    send(
+        reqwest::Method::POST,
+        format!("{}/ui/login", d.url),
+        &[("origin", d.url.trim_end_matches('/'))],
+        Some(json!({"token": token})),
+    )
+}
+
+#[test]
+fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_change_anything() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
+
+    // The page itself, embedded, with a strict policy.
+    let page = send(reqwest::Method::GET, format!("{}/", d.url), &[], None);
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("<title>gatehost</title>"),
+        "{}",
+        page.body
+    );
+    let csp = page.headers["content-security-policy"]
+        .to_str()
+        .expect("csp");
+    assert!(
+        csp.contains("default-src") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(page.headers["x-frame-options"], "DENY");
+
+    // The agent token and a wrong token cannot log in.
+    for bad in [d.agent.as_str(), "not-a-token"] {
+        let a = login(&d, bad);
+        assert!(
+            a.status == 401 || a.status == 403,
+            "{} {}",
+            a.status,
+            a.body
+        );
+        assert!(
+            !a.headers.contains_key("set-cookie"),
+            "no cookie for {bad:?}"
+        );
+    }
+
+    // The operator token: a cookie with its flags, and a CSRF token.
+    let ok = login(&d, &d.operator);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let set = ok.headers["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .to_string();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().expect("pair").to_string();
+    let csrf = serde_json::from_str::<Value>(&ok.body).expect("json")["csrf"]
+        .as_str()
+        .expect("csrf")
+        .to_string();
+
+    // Reads need only the cookie.
+    let read = send(
+        reqwest::Method::GET,
+        format!("{}/v1/policies/{pid}", d.url),
+        &[("cookie", &cookie)],
+        None,
+    );
+    assert_eq!(read.status, 200, "{}", read.body);
+
+    // A cancel without the CSRF token, or from another origin, changes nothing.
+    let cancel = format!("{}/v1/policies/{pid}/cancel", d.url);
+    let origin = d.url.trim_end_matches('/').to_string();
+    let tries: [&[(&str, &str)]; 3] = [
+        &[("cookie", &cookie), ("origin", &origin)],
+        &[
+            ("cookie", &cookie),
+            ("origin", "http://evil.example"),
+            ("x-csrf-token", &csrf),
+        ],
+        &[
+            ("cookie", &cookie),
+            ("origin", &origin),
+            ("x-csrf-token", "forged"),
+        ],
+    ];
+    for h in tries {
+        let a = send(reqwest::Method::POST, cancel.clone(), h, Some(json!({})));
+        assert!(
+            a.status == 401 || a.status == 403,
+            "{h:?}: {} {}",
+            a.status,
+            a.body
+        );
+        assert_ne!(
+            d.policy(&pid)["status"],
+            "cancelled",
+            "{h:?} changed the policy"
+        );
+    }
+
+    // With both, the page's cancel works.
+    let a = send(
+        reqwest::Method::POST,
+        cancel,
+        &[
+            ("cookie", &cookie),
+            ("origin", &origin),
+            ("x-csrf-token", &csrf),
+        ],
+        Some(json!({})),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "cancelled");
+}
