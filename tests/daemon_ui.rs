@@ -5,17 +5,9 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_repo};
+use common::daemon::{Daemon, git_repo, rt};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
-
-fn rt() -> tokio::runtime::Runtime {
-    gatehost::webhook::install_tls_provider();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 struct Answer {
     status: u16,

@@ -21,7 +21,7 @@ pub struct Daemon {
     nofile: Option<u64>,
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub fn rt() -> tokio::runtime::Runtime {
     gatehost::webhook::install_tls_provider();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
