@@ -15,6 +15,14 @@ struct Answer {
     body: String,
 }
 
+impl Answer {
+    /// Refused as unauthenticated or forbidden (not, say, a 404 or 422 that
+    /// would hide whether the check ran).
+    fn refused(&self) -> bool {
+        self.status == 401 || self.status == 403
+    }
+}
+
 fn send(
     method: reqwest::Method,
     url: String,
@@ -81,12 +89,7 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
     // The agent token and a wrong token cannot log in.
     for bad in [d.agent.as_str(), "not-a-token"] {
         let a = login(&d, bad);
-        assert!(
-            a.status == 401 || a.status == 403,
-            "{} {}",
-            a.status,
-            a.body
-        );
+        assert!(a.refused(), "{} {}", a.status, a.body);
         assert!(
             !a.headers.contains_key("set-cookie"),
             "no cookie for {bad:?}"
@@ -137,12 +140,7 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
     ];
     for h in tries {
         let a = send(reqwest::Method::POST, cancel.clone(), h, Some(json!({})));
-        assert!(
-            a.status == 401 || a.status == 403,
-            "{h:?}: {} {}",
-            a.status,
-            a.body
-        );
+        assert!(a.refused(), "{h:?}: {} {}", a.status, a.body);
         assert_ne!(
             d.policy(&pid)["status"],
             "cancelled",
