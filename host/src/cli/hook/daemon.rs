@@ -262,7 +262,7 @@ fn find_server(args: &super::HookArgs) -> Result<String, String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());
     }
-    super::super::serve::default_data_dir()
+    data_dir(args)
         .and_then(|d| std::fs::read_to_string(d.join(super::super::serve::SERVER_URL_FILE)).ok())
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
@@ -277,8 +277,10 @@ fn find_token(args: &super::HookArgs) -> Result<String, String> {
     if let Some(t) = &args.token {
         return Ok(t.clone());
     }
-    let file = super::super::serve::default_data_dir()
-        .map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE))
+    let file = args
+        .token_file
+        .clone()
+        .or_else(|| data_dir(args).map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE)))
         .ok_or("no agent token: set GATEHOST_TOKEN")?;
     std::fs::read_to_string(&file)
         .map(|t| t.trim().to_string())
@@ -288,4 +290,11 @@ fn find_token(args: &super::HookArgs) -> Result<String, String> {
                 file.display()
             )
         })
+}
+
+/// The daemon's data directory: `--data-dir` (or `GATEHOST_DATA_DIR`), else the default.
+fn data_dir(args: &super::HookArgs) -> Option<std::path::PathBuf> {
+    args.data_dir
+        .clone()
+        .or_else(super::super::serve::default_data_dir)
 }

@@ -315,6 +315,21 @@ fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
             words.push(abs.display().to_string());
         }
     }
+    if let Some(url) = &args.server {
+        words.push("--server".into());
+        words.push(url.clone());
+    }
+    for (flag, path) in [
+        ("--token-file", &args.token_file),
+        ("--data-dir", &args.data_dir),
+    ] {
+        if let Some(p) = path {
+            let abs = std::fs::canonicalize(p)
+                .map_err(|e| CliError::input(format!("{flag} {}: {e}", p.display())).field(flag))?;
+            words.push(flag.into());
+            words.push(abs.display().to_string());
+        }
+    }
     if let Some(n) = args.max_retries {
         words.push("--max-retries".into());
         words.push(n.to_string());
