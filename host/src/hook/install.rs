@@ -600,13 +600,13 @@ mod codex_tests {
     }
 }
 
-/// Codex's `config.toml` with `[mcp_servers.<name>]` running `command mcp`
-/// (`Some`), or without it (`None`; and without `mcp_servers` if that
-/// leaves it empty), everything else kept as written.
+/// Codex's `config.toml` with `[mcp_servers.<name>]` running `command`
+/// with `args` (`Some`), or without it (`None`; and without `mcp_servers`
+/// if that leaves it empty), everything else kept as written.
 pub fn codex_config_mcp(
     text: &str,
     name: &str,
-    command: Option<&str>,
+    command: Option<(&str, &[String])>,
 ) -> Result<String, InstallError> {
     let mut doc: toml_edit::DocumentMut = text
         .parse()
@@ -624,8 +624,8 @@ pub fn codex_config_mcp(
         )
     });
     match command {
-        Some(cmd) => {
-            if current == Some((Some(cmd.to_string()), Some(vec!["mcp".to_string()]))) {
+        Some((cmd, words)) => {
+            if current == Some((Some(cmd.to_string()), Some(words.to_vec()))) {
                 return Ok(text.to_string());
             }
             let servers = doc
@@ -639,8 +639,7 @@ pub fn codex_config_mcp(
                 .ok_or_else(|| InstallError::NotObject("mcp_servers".into()))?;
             let mut t = toml_edit::Table::new();
             t["command"] = toml_edit::value(cmd);
-            let mut args = toml_edit::Array::new();
-            args.push("mcp");
+            let args: toml_edit::Array = words.iter().map(String::as_str).collect();
             t["args"] = toml_edit::value(args);
             servers.insert(name, toml_edit::Item::Table(t));
         }
@@ -666,16 +665,30 @@ mod codex_mcp_tests {
     #[test]
     fn the_mcp_server_goes_in_once_and_out_again() {
         let original = "model = \"gpt-5.5\"\n\n[mcp_servers.other]\ncommand = \"x\"\n";
-        let once = codex_config_mcp(original, "gatehost", Some("/bin/gatehost")).unwrap();
+        let mcp = ["mcp".to_string()];
+        let once = codex_config_mcp(original, "gatehost", Some(("/bin/gatehost", &mcp))).unwrap();
         assert!(
             once.contains("[mcp_servers.gatehost]") && once.contains("args = [\"mcp\"]"),
             "{once}"
         );
         assert!(once.contains("[mcp_servers.other]"), "{once}");
         assert_eq!(
-            codex_config_mcp(&once, "gatehost", Some("/bin/gatehost")).unwrap(),
+            codex_config_mcp(&once, "gatehost", Some(("/bin/gatehost", &mcp))).unwrap(),
             once
         );
         assert_eq!(codex_config_mcp(&once, "gatehost", None).unwrap(), original);
+        // Other arguments (a daemon on another data directory) replace the
+        // entry, not double it.
+        let dir = ["mcp".to_string(), "--data-dir".into(), "/d".into()];
+        let moved = codex_config_mcp(&once, "gatehost", Some(("/bin/gatehost", &dir))).unwrap();
+        assert!(
+            moved.contains("args = [\"mcp\", \"--data-dir\", \"/d\"]"),
+            "{moved}"
+        );
+        assert_eq!(
+            moved.matches("[mcp_servers.gatehost]").count(),
+            1,
+            "{moved}"
+        );
     }
 }

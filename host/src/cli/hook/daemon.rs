@@ -262,14 +262,27 @@ fn find_server(args: &super::HookArgs) -> Result<String, String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());
     }
-    data_dir(args)
+    let dir = data_dir(args);
+    dir.as_ref()
         .and_then(|d| std::fs::read_to_string(d.join(super::super::serve::SERVER_URL_FILE)).ok())
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
-            "no gates and no daemon: pass --gates FILE (standalone), or run `gatehost serve` \
-             (or set GATEHOST_SERVER)"
-                .to_string()
+            let looked = dir.map_or_else(
+                || "no data directory to look in".to_string(),
+                |d| {
+                    format!(
+                        "no {} in {}",
+                        super::super::serve::SERVER_URL_FILE,
+                        d.display()
+                    )
+                },
+            );
+            format!(
+                "no gates and no daemon ({looked}): pass --gates FILE (standalone), or run \
+                 `gatehost serve` and point the hook at it with --data-dir DIR (or \
+                 GATEHOST_DATA_DIR) or --server URL (or GATEHOST_SERVER)"
+            )
         })
 }
 
@@ -282,14 +295,10 @@ fn find_token(args: &super::HookArgs) -> Result<String, String> {
         .clone()
         .or_else(|| data_dir(args).map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE)))
         .ok_or("no agent token: set GATEHOST_TOKEN")?;
-    std::fs::read_to_string(&file)
-        .map(|t| t.trim().to_string())
-        .map_err(|e| {
-            format!(
-                "no agent token: set GATEHOST_TOKEN ({}: {e})",
-                file.display()
-            )
-        })
+    // Owner-only, as the daemon writes its own: a token file others can
+    // read is refused, not used.
+    crate::api::auth::read_or_create(&file, false)
+        .map_err(|e| format!("no agent token: {e}; pass --token-file FILE or set GATEHOST_TOKEN"))
 }
 
 /// The daemon's data directory: `--data-dir` (or `GATEHOST_DATA_DIR`), else the default.
