@@ -292,6 +292,7 @@ async fn report(
         session_id: id,
         cursor: r.cursor,
         policies: r.policies,
+        ungated: r.ungated,
     })
 }
 

@@ -309,6 +309,7 @@ pub fn main() -> i32 {
         Command::Plugin(PluginCommand::Run(a)) => (a.json, Some(plugin_run::error_report)),
         Command::Plugin(PluginCommand::Inspect(a)) => (a.json, None),
         Command::Plugin(PluginCommand::List(a)) => (a.json, None),
+        Command::Hook(hook::HookCommand::Status(a)) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
         | Command::Events { client, .. }

@@ -57,6 +57,7 @@ pub const ATTENTION: &[&str] = &[
     "session:stale",
     "session:permission-escalated",
     "session:policy-refused",
+    "session:ungated",
     "config:rejected",
 ];
 

@@ -85,6 +85,44 @@ pub enum HookCommand {
     /// Take gatehost's hooks out again (the original bytes, if the file is
     /// as gatehost left it).
     Uninstall(UninstallArgs),
+    /// What a session's last stop came to: passed, sent back, or let
+    /// through without a pass (out of retries, a blocked policy, a gate
+    /// that could not run, no policy watching). For scripts after a
+    /// headless run.
+    #[command(after_help = STATUS_AFTER_HELP)]
+    Status(StatusArgs),
+}
+
+pub const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
+outcomes/, one file per session, kept 30 days after its last stop (a session's end does not remove
+it). Exit status: 0 when the last stop passed its gates, 1 when it was sent back or let through
+without a pass, 2 when no stop is on record. Example, after `claude -p \"…\" --output-format json`:
+  gatehost hook status claude:$(jq -r .session_id out.json) --json
+  gatehost hook status --last --cwd .";
+
+/// `gatehost hook status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// The session, as the daemon names it: `AGENT:ID` (`claude:` and the
+    /// CLI's session id).
+    #[arg(
+        value_name = "AGENT:ID",
+        required_unless_present = "last",
+        conflicts_with = "last"
+    )]
+    pub session: Option<String>,
+    /// The most recent stop of any session (in `--cwd` if given).
+    #[arg(long)]
+    pub last: bool,
+    /// With `--last`: only stops in this workspace.
+    #[arg(long, value_name = "DIR", requires = "last")]
+    pub cwd: Option<PathBuf>,
+    /// The hook state directory (as given to the hooks' `--state-dir`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The record as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub const INSTALL_AFTER_HELP: &str = "\

@@ -99,7 +99,13 @@ pub(super) fn verdict(
             .await
             .map_err(|e| format!("cannot report the turn-end: {e}"))?;
         if reported.policies.is_empty() {
-            return Ok(Input::Pass);
+            // Nothing to wait for: no policy watches the session (said,
+            // never silent), or its policies wait on other sessions.
+            return Ok(if reported.ungated {
+                Input::Ungated(id)
+            } else {
+                Input::Pass
+            });
         }
         let since = reported.cursor.unwrap_or(0);
         wait_verdicts(&c, since, &reported.policies, deadline).await
