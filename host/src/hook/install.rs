@@ -111,6 +111,37 @@ fn group(hook: &Value) -> Value {
     serde_json::json!({ "hooks": [hook] })
 }
 
+/// gatehost's hooks in `text`, as `(event, command)` in file order (an
+/// event registered twice appears twice). Reads only: nothing is edited.
+pub fn gatehost_hooks(text: &str, layout: Layout) -> Result<Vec<(String, String)>, InstallError> {
+    let root = parse(text)?;
+    let value = root.to_serde_value().unwrap_or(Value::Null);
+    let Some(hooks) = value.get("hooks").and_then(Value::as_object) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (event, list) in hooks {
+        for entry in list.as_array().into_iter().flatten() {
+            let commands: Vec<&Value> = match layout {
+                Layout::Flat => vec![entry],
+                Layout::Grouped => entry
+                    .get("hooks")
+                    .and_then(Value::as_array)
+                    .map(|hs| hs.iter().collect())
+                    .unwrap_or_default(),
+            };
+            out.extend(
+                commands
+                    .into_iter()
+                    .filter_map(command_of)
+                    .filter(|c| is_gatehost_hook(c))
+                    .map(|c| (event.clone(), c.to_string())),
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// `text` with gatehost's hooks as `set` wants them.
 pub fn add_hooks(text: &str, set: &HookSet) -> Result<String, InstallError> {
     let root = parse(text)?;

@@ -264,6 +264,22 @@ where
     })
 }
 
+/// Whether the daemon these hook options name answers, with the token they
+/// name, by `deadline`: its URL, or why not (`gatehost doctor`).
+pub(in crate::cli) fn daemon_answers(
+    args: &super::HookArgs,
+    deadline: Instant,
+) -> Result<String, String> {
+    let server = find_server(args)?;
+    with_client(args, deadline, |c| async move {
+        c.health()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the daemon at {server}: {e}"))
+    })
+    .and_then(|()| find_server(args))
+}
+
 fn find_server(args: &super::HookArgs) -> Result<String, String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());

@@ -251,7 +251,11 @@ fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String
 const MCP_NAME: &str = "gatehost";
 
 /// The files an agent's hooks (and MCP servers) live in, for a scope.
-fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf>> {
+pub(in crate::cli) fn files(
+    agent: AgentCli,
+    scope: Scope,
+    project: &Path,
+) -> CliResult<Vec<PathBuf>> {
     let home =
         || dirs::home_dir().ok_or_else(|| CliError::new("no-home", "no home directory: set HOME"));
     let env_dir = |var: &str| {

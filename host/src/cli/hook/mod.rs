@@ -26,13 +26,13 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 mod args;
-mod daemon;
-mod install;
+pub(in crate::cli) mod daemon;
+pub(in crate::cli) mod install;
 mod program;
 mod standalone;
 mod status;
 
-pub use args::{HookArgs, HookCommand};
+pub use args::{HookArgs, HookCommand, Scope};
 
 pub(super) fn run(command: HookCommand) -> CliResult<i32> {
     let (agent, args) = match command {
