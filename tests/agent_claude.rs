@@ -91,6 +91,26 @@ impl Claude {
     }
 }
 
+/// Daemon-mode hooks for `claude` (a 60 s budget, the test's state
+/// directory); the keyring directory to give them.
+fn daemon_hooks(claude: &Claude, s: &Scratch, marker: &str, d: &Daemon) -> String {
+    claude.hooks(&format!(
+        "{} hook claude --budget 60s --state-dir {}",
+        env!("CARGO_BIN_EXE_gatehost"),
+        s.out.join(format!("gatehost-test-{marker}")).display()
+    ));
+    d.keyring().dir().display().to_string()
+}
+
+/// What daemon-mode hooks find the daemon by.
+fn daemon_env<'a>(d: &'a Daemon, keys: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys),
+    ]
+}
+
 /// The standalone hook command: `test -f DONE` as the gate.
 fn standalone_hook(s: &Scratch, marker: &str, max_retries: u32) -> String {
     let config = s.write("config.toml", &allow_config(&["test"]));
@@ -247,17 +267,8 @@ fn through_the_daemon_a_stop_no_policy_watches_is_shown_told_and_recorded() {
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     let api = FakeApi::start_script(&s.out, &json!([{"text": "I am done."}]));
     let claude = Claude::new(&s, &m);
-    claude.hooks(&format!(
-        "{} hook claude --budget 60s --state-dir {}",
-        env!("CARGO_BIN_EXE_gatehost"),
-        s.out.join(format!("gatehost-test-{m}")).display()
-    ));
-    let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let keys = daemon_hooks(&claude, &s, &m, &d);
+    let env = daemon_env(&d, &keys);
     let out = claude.start(&s.ws, &api, &env, &[], &s.out).finish(T);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(api.model_calls(MODEL_ROUTE).len(), 1, "not sent back");
@@ -314,17 +325,8 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
         ]),
     );
     let claude = Claude::new(&s, &m);
-    claude.hooks(&format!(
-        "{} hook claude --budget 60s --state-dir {}",
-        env!("CARGO_BIN_EXE_gatehost"),
-        s.out.join(format!("gatehost-test-{m}")).display()
-    ));
-    let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let keys = daemon_hooks(&claude, &s, &m, &d);
+    let env = daemon_env(&d, &keys);
     let run = claude.start(&s.ws, &api, &env, &["--session-id", session], &s.out);
 
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
@@ -397,11 +399,7 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     let state = s.out.join(format!("gatehost-test-{m}"));
     let state = state.to_str().expect("utf-8");
     let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let env = daemon_env(&d, &keys);
     let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
 
     // The gate takes 2 s; the hook's budget is 300 ms: "still running".

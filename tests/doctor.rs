@@ -62,6 +62,25 @@ fn standalone(s: &Scratch) -> (String, String) {
     (gates.display().to_string(), config.display().to_string())
 }
 
+/// Claude Code's standalone hooks in the project's settings.
+fn install_claude_project(s: &Scratch, gates: &str, config: &str) {
+    let ws = s.ws.to_str().expect("utf-8");
+    install(
+        s,
+        "claude",
+        &[
+            "--scope",
+            "project",
+            "--project",
+            ws,
+            "--gates",
+            gates,
+            "--config",
+            config,
+        ],
+    );
+}
+
 fn install(s: &Scratch, agent: &str, extra: &[&str]) {
     let mut args = vec!["hook", "install", agent];
     args.extend_from_slice(extra);
@@ -97,21 +116,7 @@ fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
     assert_eq!(human.code, 0, "{human:?}");
     assert!(human.stdout.contains("all well"), "{human:?}");
 
-    let ws = s.ws.to_str().expect("utf-8");
-    install(
-        &s,
-        "claude",
-        &[
-            "--scope",
-            "project",
-            "--project",
-            ws,
-            "--gates",
-            &gates,
-            "--config",
-            &config,
-        ],
-    );
+    install_claude_project(&s, &gates, &config);
     let (code, v, names) = doctor(&s, &["claude"]);
     assert_eq!(code, 1, "{v}");
     assert!(names.iter().all(|n| n == "duplicate"), "{v}");
@@ -186,21 +191,7 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
     );
 
     let (gates, config) = standalone(&s);
-    let ws = s.ws.to_str().expect("utf-8");
-    install(
-        &s,
-        "claude",
-        &[
-            "--scope",
-            "project",
-            "--project",
-            ws,
-            "--gates",
-            &gates,
-            "--config",
-            &config,
-        ],
-    );
+    install_claude_project(&s, &gates, &config);
     install(&s, "cursor", &["--gates", &gates, "--config", &config]);
     let (code, v, names) = doctor(&s, &[]);
     assert_eq!(code, 1, "{v}");

@@ -192,7 +192,7 @@ fn exhausted(nudge: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::Standing::{Clear, ErrorShown, Exhausted, Failing};
     use super::*;
 
@@ -205,7 +205,8 @@ mod tests {
         Exhausted,
     ];
 
-    fn inputs() -> Vec<Input> {
+    /// One of every input, in the tables' column order.
+    pub(crate) fn inputs() -> Vec<Input> {
         vec![
             Input::Prompt,
             Input::OwnFollowUp,

@@ -301,21 +301,8 @@ fn now_secs() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hook::decide::tests::inputs;
     use crate::hook::decide::{Standing, decide};
-
-    fn inputs() -> Vec<Input> {
-        vec![
-            Input::Prompt,
-            Input::OwnFollowUp,
-            Input::Pass,
-            Input::Fail("F".into()),
-            Input::Nudged("N".into()),
-            Input::Blocked("B".into()),
-            Input::Error("E".into()),
-            Input::Running("R".into()),
-            Input::Ungated("claude:s".into()),
-        ]
-    }
 
     /// Every stop the decision can answer, classified: a pass only when it
     /// proceeded, a send-back for every block, and every let-through named
