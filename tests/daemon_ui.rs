@@ -5,9 +5,12 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_repo, rt};
+use common::daemon::{Daemon, git_out, git_repo, rt};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
 
 struct Answer {
     status: u16,
@@ -161,4 +164,103 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
     );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(d.policy(&pid)["status"], "cancelled");
+}
+
+/// A page's login: its cookie and CSRF token, sent as the page sends them.
+struct Page<'a> {
+    d: &'a Daemon,
+    cookie: String,
+    csrf: String,
+}
+
+impl<'a> Page<'a> {
+    fn login(d: &'a Daemon) -> Page<'a> {
+        let ok = login(d, &d.operator);
+        assert_eq!(ok.status, 200, "{}", ok.body);
+        let set = ok.headers["set-cookie"].to_str().expect("cookie");
+        let cookie = set.split(';').next().expect("pair").to_string();
+        let csrf = serde_json::from_str::<Value>(&ok.body).expect("json")["csrf"]
+            .as_str()
+            .expect("csrf")
+            .to_string();
+        Page { d, cookie, csrf }
+    }
+
+    fn post(&self, path: &str, body: Value) -> Answer {
+        let origin = self.d.url.trim_end_matches('/').to_string();
+        send(
+            reqwest::Method::POST,
+            format!("{}{path}", origin),
+            &[
+                ("cookie", &self.cookie),
+                ("origin", &origin),
+                ("x-csrf-token", &self.csrf),
+            ],
+            Some(body),
+        )
+    }
+}
+
+/// A commit policy on s1 gated green, awaiting its ack.
+fn awaiting(s: &Scratch, d: &Daemon) -> String {
+    s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": ["src"], "message": "the answer"}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    pid
+}
+
+#[test]
+fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let pid = awaiting(&s, &d);
+    let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
+    let page = Page::login(&d);
+    let ack = format!("/v1/policies/{pid}/ack");
+
+    // A comment goes with a reject only: with an approval, refused, and
+    // nothing changes.
+    let a = page.post(&ack, json!({"approve": true, "comment": "ship it"}));
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("comment"), "{}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
+
+    let comment = "Use the builder, not a literal.\nAnd no unwrap in lib.rs.";
+    let a = page.post(&ack, json!({"approve": false, "comment": comment}));
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "cancelled");
+
+    // The agent (its own token) reads its next nudge from the bus: the
+    // comment, quoted under the host's fixed text.
+    let nudges = d.all_events(&format!("&policy={pid}&types=nudge"));
+    assert_eq!(nudges.len(), 1, "{nudges:?}");
+    let message = nudges[0]["payload"]["message"].as_str().expect("message");
+    assert_eq!(
+        message,
+        format!(
+            "The operator rejected the change of policy {pid}: it will not be committed. \
+             The operator's comment:\n> Use the builder, not a literal.\n> And no unwrap in lib.rs."
+        )
+    );
+    assert_eq!(
+        d.policy_events(&pid)
+            .iter()
+            .rev()
+            .take(3)
+            .rev()
+            .cloned()
+            .collect::<Vec<_>>(),
+        ["policy:rejected", "policy:nudge", "policy:cancelled"]
+    );
+    // Nothing was committed.
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]), head);
 }

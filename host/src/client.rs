@@ -394,13 +394,21 @@ impl Client {
     }
 
     /// Approve or reject; an approval with `tree` holds only while that is
-    /// the policy's snapshot's tree.
-    pub async fn ack(&self, id: &str, approve: bool, tree: Option<&str>) -> ClientResult<Policy> {
+    /// the policy's snapshot's tree; a reject's `comment` reaches the agent
+    /// as its nudge.
+    pub async fn ack(
+        &self,
+        id: &str,
+        approve: bool,
+        tree: Option<&str>,
+        comment: Option<&str>,
+    ) -> ClientResult<Policy> {
         self.post(
             &format!("/v1/policies/{}/ack", segment(id)),
             &AckRequest {
                 approve,
                 tree: tree.map(str::to_string),
+                comment: comment.map(str::to_string),
             },
         )
         .await

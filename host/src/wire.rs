@@ -56,6 +56,12 @@ pub struct AckRequest {
     /// (409 `tree-changed`) when the policy's snapshot is another tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<String>,
+    /// With a reject: the operator's comment, delivered to the agent as
+    /// its nudge (`policy:nudge`, and the prompt of a session gatehost
+    /// started). Refused (400 `comment`) with an approval, or past
+    /// `MAX_REJECT_COMMENT` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A policy as the API shows it: the stored row and its id again as

@@ -73,7 +73,10 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("more").addEventListener("click", () => more().catch(() => {}));
   $("approve").addEventListener("click", () => act({ approve: true, tree: current.tree }, "/ack"));
-  $("reject").addEventListener("click", () => act({ approve: false }, "/ack"));
+  $("reject").addEventListener("click", () => {
+    const comment = $("reject-comment").value.trim();
+    act(comment ? { approve: false, comment } : { approve: false }, "/ack").then(() => { $("reject-comment").value = ""; });
+  });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
   window.addEventListener("hashchange", route);
   if (csrf) { live(); route(); } else show("login");

@@ -12,7 +12,7 @@
 //! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
-//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's) |
+//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
@@ -410,7 +410,13 @@ async fn ack(
 ) -> ApiResult {
     ok(wire::Policy::from(
         st.engine
-            .ack(&id, b.approve, b.tree.as_deref(), "the operator")
+            .ack(
+                &id,
+                b.approve,
+                b.tree.as_deref(),
+                b.comment.as_deref(),
+                "the operator",
+            )
             .await?,
     ))
 }

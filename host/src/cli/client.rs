@@ -296,9 +296,12 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 approve,
                 reject,
                 tree,
+                comment,
             } => show(
                 json,
-                &client.ack(&id, approve && !reject, tree.as_deref()).await?,
+                &client
+                    .ack(&id, approve && !reject, tree.as_deref(), comment.as_deref())
+                    .await?,
                 policy_detail,
             ),
             PolicyCommand::Show { id } => show(

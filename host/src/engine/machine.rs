@@ -185,10 +185,12 @@ pub enum Input {
     /// The nudge task watched the members again.
     NudgeDelivered(AfterNudge),
     /// A person's answer to `commit-ready`; `fresh`: the content to
-    /// commit is still the judged one.
+    /// commit is still the judged one; `comment`: a reject carries the
+    /// operator's comment, delivered to the agent as its nudge.
     Ack {
         approve: bool,
         fresh: bool,
+        comment: bool,
     },
     Cancel,
     Commit(CommitResult),
@@ -347,9 +349,28 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
         },
         (_, Input::NudgeDelivered(_)) => Decision::Ignore,
 
-        (S::AwaitingAck, Input::Ack { approve: false, .. }) => {
-            go(S::Cancelled, &[E::Rejected, E::Cancelled], &[])
-        }
+        (
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                comment: false,
+                ..
+            },
+        ) => go(S::Cancelled, &[E::Rejected, E::Cancelled], &[]),
+        // The comment reaches the agent as its nudge (`policy:nudge`, and
+        // the prompt of the members gatehost started); the policy ends.
+        (
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                comment: true,
+                ..
+            },
+        ) => go(
+            S::Cancelled,
+            &[E::Rejected, E::Nudge, E::Cancelled],
+            &[F::DeliverNudge],
+        ),
         (S::AwaitingAck, Input::Ack { fresh: true, .. }) => {
             go(S::Committing, &[E::Approved], &[F::Commit])
         }

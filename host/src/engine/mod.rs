@@ -43,7 +43,7 @@ pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
-pub use nudge::render_nudge;
+pub use nudge::{MAX_REJECT_COMMENT, reject_nudge, render_nudge};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 
