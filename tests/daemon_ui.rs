@@ -33,7 +33,12 @@ fn send(
     body: Option<Value>,
 ) -> Answer {
     rt().block_on(async {
-        let mut r = reqwest::Client::new().request(method, url);
+        // Redirects are answers to check, not to follow.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let mut r = client.request(method, url);
         for (k, v) in headers {
             r = r.header(*k, *v);
         }
@@ -263,4 +268,67 @@ fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
     );
     // Nothing was committed.
     assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]), head);
+}
+
+#[test]
+fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
+
+    // The agent token cannot make a link (nor can the CLI with it).
+    let (code, body) = d.http("POST", "/v1/ui/link", Some(&d.agent), None);
+    assert_eq!(code, 403, "{body}");
+    let run = d.cli(&["ui"], &d.agent);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.trim().is_empty(), "no link: {}", run.stdout);
+
+    // `gatehost ui` with the operator token prints the link.
+    let run = d.cli(&["ui", "--json"], &d.operator);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let link = run.json();
+    let url = link["url"].as_str().expect("url").to_string();
+    assert!(
+        url.starts_with(&format!("{}/ui/login?code=", d.url.trim_end_matches('/'))),
+        "{url}"
+    );
+    assert_eq!(link["expiresInSeconds"], 120);
+
+    // Spent once: a cookie and a redirect to the page, the CSRF token in
+    // the fragment.
+    let first = send(reqwest::Method::GET, url.clone(), &[], None);
+    assert_eq!(first.status, 303, "{}", first.body);
+    let to = first.headers["location"].to_str().expect("location");
+    let csrf = to
+        .strip_prefix("/ui/#login=")
+        .expect("to the page")
+        .to_string();
+    let set = first.headers["set-cookie"].to_str().expect("cookie");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let page = Page {
+        d: &d,
+        cookie: set.split(';').next().expect("pair").to_string(),
+        csrf,
+    };
+    let a = page.post(&format!("/v1/policies/{pid}/cancel"), json!({}));
+    assert_eq!(a.status, 200, "the link's login works: {}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "cancelled");
+
+    // A second use, or a code never made, is refused with no cookie.
+    let bad = format!(
+        "{}/ui/login?code=0123456789abcdef",
+        d.url.trim_end_matches('/')
+    );
+    for u in [url, bad] {
+        let again = send(reqwest::Method::GET, u.clone(), &[], None);
+        assert_eq!(again.status, 403, "{u}: {}", again.body);
+        assert!(!again.headers.contains_key("set-cookie"), "{u}");
+        assert!(again.body.contains("gatehost ui"), "{}", again.body);
+    }
 }

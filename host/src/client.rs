@@ -414,6 +414,11 @@ impl Client {
         .await
     }
 
+    /// A one-time login link for the web page (operator token).
+    pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
+        self.post("/v1/ui/link", &()).await
+    }
+
     /// One page of the patch a policy commits, from file index `from`.
     pub async fn policy_diff(&self, id: &str, from: usize) -> ClientResult<PolicyDiff> {
         self.get(&format!("/v1/policies/{}/diff?from={from}", segment(id)))

@@ -47,6 +47,18 @@ pub struct Reported {
     pub policies: Vec<String>,
 }
 
+/// `POST /v1/ui/link`: a one-time login link for the web page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiLink {
+    /// The link on the address the request was made to.
+    pub url: String,
+    /// The same link's path (`/ui/login?code=…`).
+    pub path: String,
+    /// How long the code can be spent (once).
+    pub expires_in_seconds: u64,
+}
+
 /// `POST /v1/policies/{id}/ack`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -79,5 +79,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
   window.addEventListener("hashchange", route);
+  // A one-time login link (`gatehost ui`) lands here with the CSRF token in
+  // the fragment: kept, and dropped from the address bar and history.
+  const m = location.hash.match(/^#login=([0-9a-f]+)$/);
+  if (m) { csrf = m[1]; sessionStorage.setItem("csrf", csrf); history.replaceState(null, "", "/ui/"); }
   if (csrf) { live(); route(); } else show("login");
 });

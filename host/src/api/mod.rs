@@ -16,6 +16,7 @@
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
+//! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
 //! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}` with 400 (bad
@@ -99,7 +100,8 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/", get(ui::index))
         .route("/ui/app.js", get(ui::app_js))
         .route("/ui/app.css", get(ui::app_css))
-        .route("/ui/login", post(ui::login))
+        .route("/ui/login", post(ui::login).get(ui::login_link))
+        .route("/v1/ui/link", post(ui::link))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
