@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo};
+use common::daemon::{Daemon, git_out, git_repo, without_context};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -32,22 +32,6 @@ fn git(ws: &Path, args: &[&str]) -> String {
     ];
     all.extend_from_slice(args);
     git_out(ws, &all)
-}
-
-/// `git diff`'s hunk headers carry a function context gatehost's patch
-/// does not (it runs no diff driver): compared without it.
-fn without_context(patch: &str) -> String {
-    patch
-        .lines()
-        .map(|l| match l.strip_prefix("@@ ") {
-            Some(rest) => match rest.find(" @@") {
-                Some(n) => format!("@@ {} @@", &rest[..n]),
-                None => l.to_string(),
-            },
-            None => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// A workspace with an added, a modified, a deleted and a renamed file

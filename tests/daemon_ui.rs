@@ -1,13 +1,18 @@
-//! The web page's login through a real daemon: the page is served with its
+//! The web page through a real daemon: the page is served with its
 //! security headers, only the operator token logs in, the cookie's flags,
 //! and a state-changing call with the cookie needs the CSRF token and the
-//! page's own origin (else it changes nothing).
+//! page's own origin (else it changes nothing); a reject's comment reaches
+//! the agent; the one-time login link; and the whole page in a real
+//! headless Chromium (tests/browser/page_flow.py, Playwright for Python).
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo, rt};
-use common::{Scratch, allow_config};
+use common::daemon::{Daemon, git_out, git_repo, rt, without_context};
+use common::{MARKER_ENV, Scratch, allow_config, assert_no_env_survivors, marker};
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -331,4 +336,193 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
         assert!(!again.headers.contains_key("set-cookie"), "{u}");
         assert!(again.body.contains("gatehost ui"), "{}", again.body);
     }
+}
+
+/// The python of the venv scripts/install-browser.sh makes (with
+/// Playwright), or `$GATEHOST_BROWSER_PYTHON`.
+fn browser_python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = std::env::var_os("GATEHOST_BROWSER_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/browser-venv/bin/python"));
+    assert!(
+        Path::new("/usr/bin/chromium").exists() && python.exists(),
+        "the browser tests need Debian's Chromium (/usr/bin/chromium) and Playwright for Python \
+         ({}): run scripts/install-browser.sh (scripts/test.sh does)",
+        python.display()
+    );
+    python
+}
+
+/// Where the browser test leaves its screenshots (docs/img/ has copies).
+fn shots_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ui-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshots dir");
+    dir
+}
+
+#[test]
+fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone() {
+    let python = browser_python();
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    // A file to change (a removed and an added line) and one to add.
+    s.write_ws("src/lib.rs", "pub fn answer() -> u32 {\n    41\n}\n");
+    git_out(&s.ws, &["add", "-A"]);
+    git_out(
+        &s.ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "lib",
+        ],
+    );
+    let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws(
+        "src/lib.rs",
+        "pub fn answer() -> u32 {\n    42\n}\n\npub fn more() {}\n",
+    );
+    s.write_ws("docs/notes.md", "a note the operator rejects\n");
+    let commit = |paths: &[&str], message: &str| {
+        d.attach(json!({
+            "sessionId": "s1",
+            "gate": {"command": "true"},
+            "then": "commit",
+            "commit": {"paths": paths, "message": message}
+        }))
+    };
+    let approve = commit(&["src"], "the answer is 42");
+    let reject = commit(&["docs"], "a note");
+    let comment = "Not in docs/: put it in the README.\nAnd say why.";
+
+    let m = marker("browser");
+    let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
+    let shots = shots_dir();
+    let stderr = std::fs::File::create(s.etc.join("browser.log")).expect("log");
+    let mut child = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser/page_flow.py"))
+        .args([
+            d.url.trim_end_matches('/'),
+            &d.operator,
+            &d.agent,
+            &shots.display().to_string(),
+            &profile.display().to_string(),
+            &approve,
+            &reject,
+            comment,
+        ])
+        .env(MARKER_ENV, format!("gatehost-test-{m}"))
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("run the browser script");
+    // A bound on the whole script: killed (and said) past it.
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let pid = child.id() as i32;
+    let watchdog = std::thread::spawn(move || {
+        let late = watch.recv_timeout(Duration::from_secs(240)).is_err();
+        if late {
+            // SAFETY: kill(2) of the child this test started and still holds.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        late
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read");
+    let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
+    assert_eq!(
+        line.trim(),
+        "ready",
+        "the script did not log in: {line}\n{}",
+        log()
+    );
+
+    // The agent ends its turn: both policies gate and turn awaiting-ack
+    // while the page is open.
+    d.report("s1", "turn-end");
+    d.wait_status(&approve, "awaiting-ack", T);
+    d.wait_status(&reject, "awaiting-ack", T);
+    writeln!(stdin, "go").expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("read");
+    let status = child.wait().expect("wait");
+    let _ = done.send(());
+    let killed = watchdog.join().expect("watchdog");
+    assert!(!killed, "the browser script ran past 240 s\n{}", log());
+    let seen: Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("the script's answer {line:?}: {e}\n{}", log()));
+    assert!(
+        status.success() && seen.get("error").is_none(),
+        "{status}: {seen:#}\n{}",
+        log()
+    );
+
+    // The agent token could not log in.
+    assert_eq!(seen["agentStayedOnLogin"], true, "{seen:#}");
+    assert!(
+        seen["agentError"]
+            .as_str()
+            .is_some_and(|e| e.contains("agent token")),
+        "{seen:#}"
+    );
+    // Live: both appeared in the inbox with no reload.
+    assert_eq!(seen["appearedLive"], true, "{seen:#}");
+    // The diff's lines, as the page showed them.
+    assert_eq!(
+        seen["added"],
+        json!(["+    42", "+", "+pub fn more() {}"]),
+        "{seen:#}"
+    );
+    assert_eq!(seen["removed"], json!(["-    41"]), "{seen:#}");
+    // Approved: done, and the commit in git holds exactly the diff shown.
+    assert_eq!(seen["approvedStatus"], "done", "{seen:#}");
+    assert_eq!(seen["sameDocumentAfterApprove"], true, "{seen:#}");
+    let p = d.policy(&approve);
+    assert_eq!(p["status"], "done");
+    let sha = p["commitSha"].as_str().expect("commitSha").to_string();
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]).trim(), sha);
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD~1"]), head);
+    let committed = git_out(&s.ws, &["diff", "--full-index", "HEAD~1", "HEAD"]);
+    let shown = seen["diff"].as_str().expect("diff");
+    assert_eq!(without_context(shown), without_context(&committed));
+    // A 390 px screen: approve and reject shown whole, nothing wider.
+    for b in ["approve", "reject"] {
+        assert_eq!(seen["mobile"][b]["visible"], true, "{b}: {seen:#}");
+        assert_eq!(seen["mobile"][b]["inViewport"], true, "{b}: {seen:#}");
+    }
+    assert!(
+        seen["pageWidth"].as_i64().is_some_and(|w| w <= 390),
+        "{seen:#}"
+    );
+    // Rejected with a comment: the agent's next nudge holds it.
+    assert_eq!(seen["rejectedStatus"], "cancelled", "{seen:#}");
+    let nudges = d.all_events(&format!("&policy={reject}&types=nudge"));
+    let message = nudges
+        .last()
+        .and_then(|n| n["payload"]["message"].as_str())
+        .unwrap_or_default();
+    assert!(
+        message.contains("> Not in docs/: put it in the README.\n> And say why."),
+        "{nudges:?}"
+    );
+    for shot in ["inbox.png", "policy.png", "inbox-390.png", "policy-390.png"] {
+        let len = std::fs::metadata(shots.join(shot))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(len > 1000, "screenshot {shot}: {len} bytes");
+    }
+    // Neither the driver nor any Chromium process is left.
+    assert_no_env_survivors(&m);
 }

@@ -13,10 +13,12 @@ async function api(method, path, body) {
   return j;
 }
 function show(id) { for (const s of ["login", "inbox", "policy"]) $(s).hidden = s !== id; }
-const WAITING = "awaiting-ack,blocked,error";
+// The statuses waiting for a person (a gate that could not run blocks too).
+const WAITING = "awaiting-ack,blocked";
 function item(p) {
   const li = el("li"); const a = el("a", p.id); a.href = "#policy/" + encodeURIComponent(p.id);
-  li.append(a, " ", el("strong", p.status), " ", el("span", p.sessionId || ""));
+  li.append(a, " ", el("strong", p.status), " ", el("span", (p.sessions || []).join(", ")));
+  if (p.status === "blocked" && p.reason) li.append(el("div", p.reason, "reason"));
   return li;
 }
 let cursor = 0;
@@ -33,6 +35,12 @@ async function more() {
   $("others").append(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
   cursor = o.nextCursor; $("more").hidden = cursor == null;
 }
+// A patch line's class: a file's headers, a hunk's, an added or removed line.
+function lineClass(l) {
+  if (l.startsWith("+++ ") || l.startsWith("--- ") || l.startsWith("diff --git ") || l.startsWith("index ")) return "file";
+  if (l.startsWith("@@")) return "hunk";
+  return l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : "";
+}
 let current = null;
 async function policy(id) {
   show("policy"); $("p-error").textContent = "";
@@ -45,8 +53,7 @@ async function policy(id) {
   try {
     const d = await api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff");
     current.tree = d.tree;
-    $("p-diff").replaceChildren(...d.patch.split("\n").map((l) =>
-      el("div", l, l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : l.startsWith("@@") ? "hunk" : "")));
+    $("p-diff").replaceChildren(...d.patch.split("\n").map((l) => el("div", l, lineClass(l))));
   } catch (e) { $("p-diff").textContent = e.message; }
 }
 async function act(body, path) {
@@ -57,11 +64,18 @@ function route() {
   const m = location.hash.match(/^#policy\/(.+)$/);
   (m ? policy(decodeURIComponent(m[1])) : inbox()).catch(() => {});
 }
+// Every event that changes what the inbox or a policy page shows.
+const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "nudge", "commit-ready", "approved",
+  "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t);
 function live() {
   const es = new EventSource("/v1/events/stream");
-  es.onmessage = null;
-  for (const t of ["policy:awaiting-ack", "policy:blocked", "policy:done", "policy:approved", "policy:rejected", "policy:attached"])
-    es.addEventListener(t, () => { if (!$("inbox").hidden) inbox().catch(() => {}); });
+  for (const t of LIVE)
+    es.addEventListener(t, (ev) => {
+      if (!$("inbox").hidden) { inbox().catch(() => {}); return; }
+      let id = null;
+      try { id = JSON.parse(ev.data).policyId; } catch (_) { /* not an event of ours */ }
+      if (!$("policy").hidden && current && id === current.id) policy(current.id).catch(() => {});
+    });
 }
 document.addEventListener("DOMContentLoaded", () => {
   $("login-form").addEventListener("submit", async (ev) => {

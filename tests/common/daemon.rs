@@ -560,3 +560,19 @@ pub fn git_out(dir: &Path, args: &[&str]) -> String {
         .expect("git");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `git diff`'s hunk headers carry a function context gatehost's patch
+/// does not (it runs no diff driver): compared without it.
+pub fn without_context(patch: &str) -> String {
+    patch
+        .lines()
+        .map(|l| match l.strip_prefix("@@ ") {
+            Some(rest) => match rest.find(" @@") {
+                Some(n) => format!("@@ {} @@", &rest[..n]),
+                None => l.to_string(),
+            },
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
