@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo, rt, without_context};
+use common::daemon::{Daemon, git_commit_all, git_out, git_repo, rt, without_context};
 use common::{MARKER_ENV, Scratch, allow_config, assert_no_env_survivors, marker};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -64,6 +64,16 @@ fn send(
     })
 }
 
+/// A daemon with session s1 registered on a git workspace.
+fn setup() -> (Scratch, Daemon) {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
 fn login(d: &Daemon, token: &str) -> Answer {
     send(
         reqwest::Method::POST,
@@ -75,11 +85,7 @@ fn login(d: &Daemon, token: &str) -> Answer {
 
 #[test]
 fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_change_anything() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
+    let (_s, d) = setup();
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
 
     // The page itself, embedded, with a strict policy.
@@ -200,7 +206,7 @@ impl<'a> Page<'a> {
         let origin = self.d.url.trim_end_matches('/').to_string();
         send(
             reqwest::Method::POST,
-            format!("{}{path}", origin),
+            format!("{origin}{path}"),
             &[
                 ("cookie", &self.cookie),
                 ("origin", &origin),
@@ -227,11 +233,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> String {
 
 #[test]
 fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
+    let (s, d) = setup();
     let pid = awaiting(&s, &d);
     let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
     let page = Page::login(&d);
@@ -277,11 +279,7 @@ fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
 
 #[test]
 fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
+    let (_s, d) = setup();
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
 
     // The agent token cannot make a link (nor can the CLI with it).
@@ -364,28 +362,11 @@ fn shots_dir() -> PathBuf {
 #[test]
 fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone() {
     let python = browser_python();
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let (s, d) = setup();
     // A file to change (a removed and an added line) and one to add.
     s.write_ws("src/lib.rs", "pub fn answer() -> u32 {\n    41\n}\n");
-    git_out(&s.ws, &["add", "-A"]);
-    git_out(
-        &s.ws,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "lib",
-        ],
-    );
+    git_commit_all(&s.ws, "lib");
     let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
     s.write_ws(
         "src/lib.rs",
         "pub fn answer() -> u32 {\n    42\n}\n\npub fn more() {}\n",

@@ -561,6 +561,24 @@ pub fn git_out(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Commits everything in the workspace at `dir` (no hooks, a test identity).
+pub fn git_commit_all(dir: &Path, message: &str) {
+    git_out(dir, &["add", "-A"]);
+    let args = [
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "commit",
+        "-q",
+        "-m",
+        message,
+    ];
+    git_out(dir, &args);
+}
+
 /// `git diff`'s hunk headers carry a function context gatehost's patch
 /// does not (it runs no diff driver): compared without it.
 pub fn without_context(patch: &str) -> String {

@@ -3,9 +3,8 @@
 //! `xdg-open`. It owns that command only; it must never keep the link or
 //! the token anywhere.
 
-use super::client::{ClientArgs, find_server};
+use super::client::{ClientArgs, find_server, local_token};
 use super::error::{CliError, CliResult};
-use super::serve::{SERVER_URL_FILE, default_data_dir};
 use crate::client::Client;
 
 #[derive(Debug, clap::Args)]
@@ -47,13 +46,8 @@ fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.token {
         return Ok(t.clone());
     }
-    let local = default_data_dir().filter(|dir| {
-        std::fs::read_to_string(dir.join(SERVER_URL_FILE)).is_ok_and(|u| u.trim() == server)
-    });
-    if let Some(dir) = local
-        && let Ok(t) = std::fs::read_to_string(dir.join(crate::api::auth::OPERATOR_TOKEN_FILE))
-    {
-        return Ok(t.trim().to_string());
+    if let Some(t) = local_token(server, crate::api::auth::OPERATOR_TOKEN_FILE) {
+        return Ok(t);
     }
     Err(CliError::new("no-token", "no operator token")
         .field("--token")
