@@ -507,3 +507,74 @@ fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone()
     // Neither the driver nor any Chromium process is left.
     assert_no_env_survivors(&m);
 }
+
+#[test]
+fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again() {
+    let (s, d) = setup();
+    let pid = awaiting(&s, &d);
+    let tree = d.policy(&pid)["plan"]["snapshot"]["tree"]
+        .as_str()
+        .expect("tree")
+        .to_string();
+    let route = format!("/v1/policies/{pid}/request-changes");
+    let comments = json!([
+        {"path": "src/lib.rs", "line": 1, "side": "new", "body": "Return 43.\nThe answer moved."}
+    ]);
+
+    // The agent cannot ask for changes; a stale tree or a bad comment is
+    // refused; none changes anything.
+    let (code, body) = d.http(
+        "POST",
+        &route,
+        Some(&d.agent),
+        Some(json!({"tree": tree, "comments": comments})),
+    );
+    assert_eq!(code, 403, "{body}");
+    let page = Page::login(&d);
+    let a = page.post(
+        &route,
+        json!({"tree": "0".repeat(40), "comments": comments}),
+    );
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(a.body.contains("tree-changed"), "{}", a.body);
+    let a = page.post(
+        &route,
+        json!({"tree": tree, "comments": [{"path": "src/lib.rs", "line": 0, "side": "new", "body": "x"}]}),
+    );
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("comments[0].line"), "{}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
+    assert!(
+        d.all_events(&format!("&policy={pid}&types=nudge"))
+            .is_empty()
+    );
+
+    // From the page: the policy watches again, the agent's nudge names the
+    // file and line.
+    let a = page.post(&route, json!({"tree": tree, "comments": comments}));
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(d.policy(&pid)["status"], "watching");
+    let nudges = d.all_events(&format!("&policy={pid}&types=nudge"));
+    assert_eq!(nudges.len(), 1, "{nudges:?}");
+    let message = nudges[0]["payload"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(&format!(
+            "The operator requested changes to policy {pid} before it is committed."
+        )) && message.ends_with("\n- src/lib.rs:1\n  > Return 43.\n  > The answer moved."),
+        "{message}"
+    );
+    assert_eq!(nudges[0]["payload"]["comments"][0]["line"], 1);
+
+    // The agent's next turn gates it again, on a new snapshot.
+    s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 43 }\n");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    let again = p["plan"]["snapshot"]["tree"].as_str().expect("tree");
+    assert_ne!(again, tree, "gated on the new content");
+    // The old tree's approval is refused: the change was updated.
+    let a = page.post(
+        &format!("/v1/policies/{pid}/ack"),
+        json!({"approve": true, "tree": tree}),
+    );
+    assert_eq!(a.status, 409, "{}", a.body);
+}

@@ -9,7 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::{
-    RegisterInput as RegisterRequest, Registered, ReportKind, StartInput as StartRequest,
+    DiffSide, LineComment, RegisterInput as RegisterRequest, Registered, ReportKind,
+    StartInput as StartRequest,
 };
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
@@ -57,6 +58,15 @@ pub struct UiLink {
     pub path: String,
     /// How long the code can be spent (once).
     pub expires_in_seconds: u64,
+}
+
+/// `POST /v1/policies/{id}/request-changes`: comments on lines of the
+/// diff reviewed as `tree` (the snapshot's), sent to the agent as its nudge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestChanges {
+    pub tree: String,
+    pub comments: Vec<LineComment>,
 }
 
 /// `POST /v1/policies/{id}/ack`.

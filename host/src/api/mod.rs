@@ -13,6 +13,7 @@
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge) |
+//! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
@@ -93,6 +94,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/wait", get(wait_policy))
         .route("/v1/policies/{id}/cancel", post(cancel))
         .route("/v1/policies/{id}/ack", post(ack))
+        .route("/v1/policies/{id}/request-changes", post(request_changes))
         .route("/v1/policies/{id}/diff", get(review::diff))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
@@ -419,6 +421,19 @@ async fn ack(
                 b.comment.as_deref(),
                 "the operator",
             )
+            .await?,
+    ))
+}
+
+async fn request_changes(
+    State(st): State<AppState>,
+    _: Operator,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<wire::RequestChanges>,
+) -> ApiResult {
+    ok(wire::Policy::from(
+        st.engine
+            .request_changes(&id, &b.tree, &b.comments, "the operator")
             .await?,
     ))
 }

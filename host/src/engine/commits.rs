@@ -40,7 +40,11 @@ pub(super) fn confined<T: Send>(
 
 /// An approval bound to `tree` holds only while the policy's snapshot is
 /// that tree.
-fn reviewed_tree(id: &str, plan: &stored::CommitPlan, tree: Option<&str>) -> EngineResult<()> {
+pub(super) fn reviewed_tree(
+    id: &str,
+    plan: &stored::CommitPlan,
+    tree: Option<&str>,
+) -> EngineResult<()> {
     let Some(tree) = tree else {
         return Ok(());
     };

@@ -193,6 +193,11 @@ pub enum Input {
         comment: bool,
     },
     Cancel,
+    /// The operator's line comments on a change awaiting its ack ("request
+    /// changes"); `alive`: a member is alive to act on them.
+    RequestChanges {
+        alive: bool,
+    },
     Commit(CommitResult),
     /// The daemon restarted, or the sweep found it without a task.
     Recover,
@@ -230,6 +235,8 @@ pub enum ReviewStep {
 pub enum Refusal {
     NotAwaitingAck,
     Settled,
+    /// Changes requested of a policy none of whose members is alive.
+    NoMemberAlive,
 }
 
 impl Refusal {
@@ -237,6 +244,7 @@ impl Refusal {
         match self {
             Refusal::NotAwaitingAck => "not-awaiting-ack",
             Refusal::Settled => "settled",
+            Refusal::NoMemberAlive => "no-member-alive",
         }
     }
 }
@@ -378,6 +386,16 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
             go(S::Queued, &[E::Stale, E::Queued], &[F::RunGate])
         }
         (_, Input::Ack { .. }) => Decision::Refuse(Refusal::NotAwaitingAck),
+
+        // Request changes: the comments are the members' nudge, and the
+        // policy waits for their next turn (then gates again).
+        (S::AwaitingAck, Input::RequestChanges { alive: true }) => {
+            go(S::Watching, &[E::Nudge, E::Watching], &[F::DeliverNudge])
+        }
+        (S::AwaitingAck, Input::RequestChanges { alive: false }) => {
+            Decision::Refuse(Refusal::NoMemberAlive)
+        }
+        (_, Input::RequestChanges { .. }) => Decision::Refuse(Refusal::NotAwaitingAck),
 
         (S::Committing, Input::Commit(r)) => match r {
             CommitResult::Committed => go(S::Done, &[E::Committed, E::Done], &[F::ChainNext]),

@@ -52,6 +52,9 @@ fn inputs() -> Vec<Input> {
     ] {
         all.push(Input::Review(r));
     }
+    for alive in [true, false] {
+        all.push(Input::RequestChanges { alive });
+    }
     for approve in [true, false] {
         for fresh in [true, false] {
             for comment in [true, false] {
@@ -302,6 +305,13 @@ fn expected() -> Vec<Row> {
             vec![F::DeliverNudge],
         ));
     }
+    t.push((
+        S::AwaitingAck,
+        Input::RequestChanges { alive: true },
+        S::Watching,
+        vec![E::Nudge, E::Watching],
+        vec![F::DeliverNudge],
+    ));
     // An approval's comment is refused before the machine sees it; were one
     // to reach it, it changes nothing.
     for comment in [true, false] {
@@ -448,6 +458,8 @@ fn refused(state: PolicyStatus, input: Input) -> Option<Refusal> {
     match (state, input) {
         (S::Done | S::Cancelled, Input::Cancel) => Some(Refusal::Settled),
         (s, Input::Ack { .. }) if s != S::AwaitingAck => Some(Refusal::NotAwaitingAck),
+        (S::AwaitingAck, Input::RequestChanges { alive: false }) => Some(Refusal::NoMemberAlive),
+        (s, Input::RequestChanges { .. }) if s != S::AwaitingAck => Some(Refusal::NotAwaitingAck),
         _ => None,
     }
 }
