@@ -360,7 +360,7 @@ fn shots_dir() -> PathBuf {
 }
 
 #[test]
-fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone() {
+fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live_and_on_a_phone() {
     let python = browser_python();
     let (s, d) = setup();
     // A file to change (a removed and an added line) and one to add.
@@ -382,6 +382,8 @@ fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone()
     };
     let approve = commit(&["src"], "the answer is 42");
     let reject = commit(&["docs"], "a note");
+    s.write_ws("notes/todo.md", "first line\n");
+    let changes = commit(&["notes"], "a todo");
     let comment = "Not in docs/: put it in the README.\nAnd say why.";
 
     let m = marker("browser");
@@ -399,6 +401,7 @@ fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone()
             &approve,
             &reject,
             comment,
+            &changes,
         ])
         .env(MARKER_ENV, format!("gatehost-test-{m}"))
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -435,6 +438,7 @@ fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone()
     d.report("s1", "turn-end");
     d.wait_status(&approve, "awaiting-ack", T);
     d.wait_status(&reject, "awaiting-ack", T);
+    d.wait_status(&changes, "awaiting-ack", T);
     writeln!(stdin, "go").expect("go");
     line.clear();
     out.read_line(&mut line).expect("read");
@@ -498,7 +502,31 @@ fn the_page_in_a_real_browser_reviews_approves_and_rejects_live_and_on_a_phone()
         message.contains("> Not in docs/: put it in the README.\n> And say why."),
         "{nudges:?}"
     );
-    for shot in ["inbox.png", "policy.png", "inbox-390.png", "policy-390.png"] {
+    // Request changes on a line: the agent's nudge names file and line,
+    // and the policy watches again.
+    assert_eq!(
+        seen["commentedOn"],
+        json!({"path": "notes/todo.md", "line": "1", "side": "new"}),
+        "{seen:#}"
+    );
+    assert_eq!(seen["changesStatus"], "watching", "{seen:#}");
+    assert_eq!(d.policy(&changes)["status"], "watching");
+    let nudges = d.all_events(&format!("&policy={changes}&types=nudge"));
+    let message = nudges
+        .last()
+        .and_then(|n| n["payload"]["message"].as_str())
+        .unwrap_or_default();
+    assert!(
+        message.ends_with("\n- notes/todo.md:1\n  > Say what the first step is."),
+        "{nudges:?}"
+    );
+    for shot in [
+        "inbox.png",
+        "policy.png",
+        "inbox-390.png",
+        "policy-390.png",
+        "policy-comment.png",
+    ] {
         let len = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())
             .unwrap_or(0);

@@ -42,6 +42,48 @@ function lineClass(l) {
   return l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : "";
 }
 let current = null;
+// Comments on diff lines not sent yet: {row, at: {path, line, side}, box}.
+let drafts = [];
+let renderedTree = null;
+// The patch's lines, each added, removed or context line commentable: a
+// click opens a comment box under it, on its file and its line number on
+// its side (old for a removed line, new otherwise).
+function renderDiff(patch) {
+  let path = null, oldN = 0, newN = 0;
+  return patch.split("\n").map((l) => {
+    const cls = lineClass(l);
+    const row = el("div", l, cls);
+    if (cls === "file") {
+      const m = l.match(/^diff --git a\/.* b\/(.*)$/) || l.match(/^\+\+\+ b\/(.*)$/);
+      if (m) path = m[1];
+    } else if (cls === "hunk") {
+      const m = l.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)/);
+      if (m) { oldN = Number(m[1]); newN = Number(m[2]); }
+    } else if (path && (cls === "add" || cls === "del" || l.startsWith(" "))) {
+      const at = cls === "del" ? { path, line: oldN, side: "old" } : { path, line: newN, side: "new" };
+      if (cls !== "add") oldN++;
+      if (cls !== "del") newN++;
+      row.classList.add("commentable"); row.tabIndex = 0; row.title = "Comment on " + at.path + ":" + at.line;
+      row.dataset.path = at.path; row.dataset.line = String(at.line); row.dataset.side = at.side;
+      row.addEventListener("click", () => openComment(row, at));
+    }
+    return row;
+  });
+}
+function openComment(row, at) {
+  const open = drafts.find((d) => d.row === row);
+  if (open) { open.box.focus(); return; }
+  const box = el("textarea", undefined, "line-comment");
+  box.setAttribute("aria-label", "Comment on " + at.path + ":" + at.line);
+  box.placeholder = "What to change at " + at.path + ":" + at.line;
+  row.after(box); drafts.push({ row, at, box }); box.focus();
+}
+function requestChanges() {
+  const comments = drafts.filter((d) => d.box.value.trim())
+    .map((d) => ({ path: d.at.path, line: d.at.line, side: d.at.side, body: d.box.value.trim() }));
+  if (!comments.length) { $("p-error").textContent = "click a line of the diff and write what to change first"; return; }
+  act({ tree: current.tree, comments }, "/request-changes").then(() => { if (!$("p-error").textContent) drafts = []; });
+}
 async function policy(id) {
   show("policy"); $("p-error").textContent = "";
   const p = await api("GET", "/v1/policies/" + encodeURIComponent(id));
@@ -53,7 +95,11 @@ async function policy(id) {
   try {
     const d = await api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff");
     current.tree = d.tree;
-    $("p-diff").replaceChildren(...d.patch.split("\n").map((l) => el("div", l, lineClass(l))));
+    // Comments being written are kept while the diff is the same tree.
+    if (d.tree !== renderedTree || !drafts.length) {
+      drafts = []; renderedTree = d.tree;
+      $("p-diff").replaceChildren(...renderDiff(d.patch));
+    }
   } catch (e) { $("p-diff").textContent = e.message; }
 }
 async function act(body, path) {
@@ -92,6 +138,7 @@ document.addEventListener("DOMContentLoaded", () => {
     act(comment ? { approve: false, comment } : { approve: false }, "/ack").then(() => { $("reject-comment").value = ""; });
   });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
+  $("request-changes").addEventListener("click", requestChanges);
   window.addEventListener("hashchange", route);
   // A one-time login link (`gatehost ui`) lands here with the CSRF token in
   // the fragment: kept, and dropped from the address bar and history.

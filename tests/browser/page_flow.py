@@ -2,10 +2,11 @@
 Playwright for Python), run by tests/daemon_ui.rs against a real daemon.
 
 Arguments: URL OPERATOR_TOKEN AGENT_TOKEN SHOTS_DIR PROFILE_DIR APPROVE_ID
-REJECT_ID COMMENT. The two policies are attached and watching when it starts.
+REJECT_ID COMMENT CHANGES_ID. The three policies are attached and watching
+when it starts.
 
 On stdout: `ready` once logged in with the inbox shown (the test then ends
-the agent's turn, and both policies turn awaiting-ack), then, after reading
+the agent's turn, and the policies turn awaiting-ack), then, after reading
 a line on stdin, one JSON line: what it saw. It checks nothing itself but
 what it must wait for; the Rust test judges the JSON (and git). Every wait
 is bounded; an error is reported in the JSON (`error`) and exit code 1.
@@ -16,6 +17,9 @@ import os
 import sys
 
 from playwright.sync_api import expect, sync_playwright
+
+# The comment "request changes" sends on a line of the diff.
+CHANGES_COMMENT = "Say what the first step is."
 
 # Every wait in the page is bounded by this (milliseconds).
 WAIT = 20000
@@ -37,7 +41,7 @@ def lines_of(page, selector):
 
 
 def run(page, args, out):
-    url, operator, agent, shots, _profile, approve_id, reject_id, comment = args
+    url, operator, agent, shots, _profile, approve_id, reject_id, comment, changes_id = args
     page.goto(url + "/ui/")
     page.wait_for_selector("#login:not([hidden])", timeout=WAIT)
 
@@ -60,7 +64,7 @@ def run(page, args, out):
     sys.stdin.readline()
 
     # Both policies turn awaiting-ack and appear without a reload.
-    for pid in (approve_id, reject_id):
+    for pid in (approve_id, reject_id, changes_id):
         page.wait_for_selector(f"#waiting a[href='#policy/{pid}']", timeout=WAIT)
     out["appearedLive"] = page.evaluate("window.__sameDocument") == "yes"
     out["waiting"] = lines_of(page, "#waiting li")
@@ -112,11 +116,29 @@ def run(page, args, out):
     out["rejectedStatus"] = page.text_content("#p-status")
     out["errorShown"] = page.text_content("#p-error")
 
+    # Request changes: a comment on line 1 of the added file.
+    page.set_viewport_size({"width": 1100, "height": 800})
+    page.click("a[href='#']")
+    page.click(f"#waiting a[href='#policy/{changes_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    row = page.locator("#p-diff .add[data-line='1']")
+    row.click()
+    page.locator("#p-diff .line-comment").fill(CHANGES_COMMENT)
+    out["commentedOn"] = {
+        "path": row.get_attribute("data-path"),
+        "line": row.get_attribute("data-line"),
+        "side": row.get_attribute("data-side"),
+    }
+    page.screenshot(path=os.path.join(shots, "policy-comment.png"), full_page=True)
+    page.click("#request-changes")
+    expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
+    out["changesStatus"] = page.text_content("#p-status")
+
 
 def main():
     args = sys.argv[1:]
-    if len(args) != 8:
-        print(json.dumps({"error": f"expected 8 arguments, got {len(args)}"}), flush=True)
+    if len(args) != 9:
+        print(json.dumps({"error": f"expected 9 arguments, got {len(args)}"}), flush=True)
         return 1
     out = {}
     code = 0
