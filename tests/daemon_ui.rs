@@ -360,7 +360,8 @@ fn shots_dir() -> PathBuf {
 }
 
 #[test]
-fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live_and_on_a_phone() {
+fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_pages_live_and_on_a_phone()
+ {
     let python = browser_python();
     let (s, d) = setup();
     // A file to change (a removed and an added line) and one to add.
@@ -384,6 +385,11 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live
     let reject = commit(&["docs"], "a note");
     s.write_ws("notes/todo.md", "first line\n");
     let changes = commit(&["notes"], "a todo");
+    // More files than the page shows at once (100).
+    for i in 0..101 {
+        s.write_ws(&format!("many/f{i:03}.txt"), &format!("file {i}\n"));
+    }
+    let many = commit(&["many"], "many files");
     let comment = "Not in docs/: put it in the README.\nAnd say why.";
 
     let m = marker("browser");
@@ -402,6 +408,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live
             &reject,
             comment,
             &changes,
+            &many,
         ])
         .env(MARKER_ENV, format!("gatehost-test-{m}"))
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -439,6 +446,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live
     d.wait_status(&approve, "awaiting-ack", T);
     d.wait_status(&reject, "awaiting-ack", T);
     d.wait_status(&changes, "awaiting-ack", T);
+    d.wait_status(&many, "awaiting-ack", T);
     writeln!(stdin, "go").expect("go");
     line.clear();
     out.read_line(&mut line).expect("read");
@@ -520,6 +528,18 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_and_requests_changes_live
         message.ends_with("\n- notes/todo.md:1\n  > Say what the first step is."),
         "{nudges:?}"
     );
+    // A large diff a page at a time: 100 files, then the last one.
+    assert_eq!(seen["firstPageFiles"], 100, "{seen:#}");
+    assert_eq!(seen["moreShown"], true, "{seen:#}");
+    assert!(
+        seen["pageNote"]
+            .as_str()
+            .is_some_and(|n| n.contains("from=100")),
+        "{seen:#}"
+    );
+    let want: Vec<String> = (0..101).map(|i| format!("many/f{i:03}.txt")).collect();
+    assert_eq!(seen["allFiles"], json!(want), "{seen:#}");
+    assert_eq!(seen["moreHiddenAtEnd"], true, "{seen:#}");
     for shot in [
         "inbox.png",
         "policy.png",

@@ -54,7 +54,9 @@ function renderDiff(patch) {
     const cls = lineClass(l);
     const row = el("div", l, cls);
     if (cls === "file") {
-      const m = l.match(/^diff --git a\/.* b\/(.*)$/) || l.match(/^\+\+\+ b\/(.*)$/);
+      const g = l.match(/^diff --git a\/.* b\/(.*)$/);
+      if (g) row.dataset.file = g[1];
+      const m = g || l.match(/^\+\+\+ b\/(.*)$/);
       if (m) path = m[1];
     } else if (cls === "hunk") {
       const m = l.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)/);
@@ -93,14 +95,35 @@ async function policy(id) {
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   $("actions").hidden = p.status !== "awaiting-ack";
   try {
-    const d = await api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff");
+    const d = await diffPage(id, 0);
     current.tree = d.tree;
-    // Comments being written are kept while the diff is the same tree.
-    if (d.tree !== renderedTree || !drafts.length) {
-      drafts = []; renderedTree = d.tree;
+    // Comments being written are kept while the diff is the same policy's
+    // same tree.
+    const key = id + ":" + d.tree;
+    if (key !== renderedTree || !drafts.length) {
+      drafts = []; renderedTree = key;
       $("p-diff").replaceChildren(...renderDiff(d.patch));
+      paged(d);
     }
-  } catch (e) { $("p-diff").textContent = e.message; }
+  } catch (e) { $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = ""; }
+}
+// A large diff comes DIFF_FILES files at a time: "More files" appends the next.
+const DIFF_FILES = 100;
+let nextFrom = null;
+function diffPage(id, from) {
+  return api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff?limit=" + DIFF_FILES + "&from=" + from);
+}
+function paged(d) {
+  nextFrom = d.nextFrom ?? null;
+  $("more-files").hidden = nextFrom == null;
+  $("p-diff-note").textContent = d.note || "";
+}
+async function moreFiles() {
+  if (nextFrom == null || !current) return;
+  const d = await diffPage(current.id, nextFrom);
+  if (d.tree !== current.tree) { await policy(current.id); return; }
+  $("p-diff").append(...renderDiff(d.patch));
+  paged(d);
 }
 async function act(body, path) {
   try { await api("POST", "/v1/policies/" + encodeURIComponent(current.id) + path, body); await policy(current.id); }
@@ -139,6 +162,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
   $("request-changes").addEventListener("click", requestChanges);
+  $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));
   window.addEventListener("hashchange", route);
   // A one-time login link (`gatehost ui`) lands here with the CSRF token in
   // the fragment: kept, and dropped from the address bar and history.

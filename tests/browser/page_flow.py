@@ -2,8 +2,8 @@
 Playwright for Python), run by tests/daemon_ui.rs against a real daemon.
 
 Arguments: URL OPERATOR_TOKEN AGENT_TOKEN SHOTS_DIR PROFILE_DIR APPROVE_ID
-REJECT_ID COMMENT CHANGES_ID. The three policies are attached and watching
-when it starts.
+REJECT_ID COMMENT CHANGES_ID MANY_ID. The four policies are attached and
+watching when it starts.
 
 On stdout: `ready` once logged in with the inbox shown (the test then ends
 the agent's turn, and the policies turn awaiting-ack), then, after reading
@@ -41,7 +41,7 @@ def lines_of(page, selector):
 
 
 def run(page, args, out):
-    url, operator, agent, shots, _profile, approve_id, reject_id, comment, changes_id = args
+    url, operator, agent, shots, _profile, approve_id, reject_id, comment, changes_id, many_id = args
     page.goto(url + "/ui/")
     page.wait_for_selector("#login:not([hidden])", timeout=WAIT)
 
@@ -64,7 +64,7 @@ def run(page, args, out):
     sys.stdin.readline()
 
     # Both policies turn awaiting-ack and appear without a reload.
-    for pid in (approve_id, reject_id, changes_id):
+    for pid in (approve_id, reject_id, changes_id, many_id):
         page.wait_for_selector(f"#waiting a[href='#policy/{pid}']", timeout=WAIT)
     out["appearedLive"] = page.evaluate("window.__sameDocument") == "yes"
     out["waiting"] = lines_of(page, "#waiting li")
@@ -134,11 +134,25 @@ def run(page, args, out):
     expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
     out["changesStatus"] = page.text_content("#p-status")
 
+    # A large diff, a page of files at a time: "More files" appends the rest.
+    page.click("a[href='#']")
+    page.click(f"#waiting a[href='#policy/{many_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    files = page.locator("#p-diff [data-file]")
+    expect(files).to_have_count(100, timeout=WAIT)
+    out["firstPageFiles"] = files.count()
+    out["pageNote"] = page.text_content("#p-diff-note")
+    out["moreShown"] = page.is_visible("#more-files")
+    page.click("#more-files")
+    expect(files).to_have_count(101, timeout=WAIT)
+    out["allFiles"] = page.eval_on_selector_all("#p-diff [data-file]", "els => els.map(e => e.dataset.file)")
+    out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
+
 
 def main():
     args = sys.argv[1:]
-    if len(args) != 9:
-        print(json.dumps({"error": f"expected 9 arguments, got {len(args)}"}), flush=True)
+    if len(args) != 10:
+        print(json.dumps({"error": f"expected 10 arguments, got {len(args)}"}), flush=True)
         return 1
     out = {}
     code = 0
