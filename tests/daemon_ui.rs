@@ -104,6 +104,16 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
         "{csp}"
     );
     assert_eq!(page.headers["x-frame-options"], "DENY");
+    for script in ["app.js", "diff.js"] {
+        let js = send(
+            reqwest::Method::GET,
+            format!("{}/ui/{script}", d.url),
+            &[],
+            None,
+        );
+        assert_eq!(js.status, 200, "{script}");
+        assert_eq!(js.headers["content-type"], "text/javascript; charset=utf-8");
+    }
 
     // The agent token and a wrong token cannot log in.
     for bad in [d.agent.as_str(), "not-a-token"] {
@@ -479,6 +489,19 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         "{seen:#}"
     );
     assert_eq!(seen["removed"], json!(["-    41"]), "{seen:#}");
+    // The split view pairs the removed line with the added one, context on
+    // both sides, an added line alone on the right.
+    assert_eq!(
+        seen["splitPairs"],
+        json!([
+            [" pub fn answer() -> u32 {", " pub fn answer() -> u32 {"],
+            ["-    41", "+    42"],
+            [" }", " }"],
+            ["", "+"],
+            ["", "+pub fn more() {}"]
+        ]),
+        "{seen:#}"
+    );
     // Approved: done, and the commit in git holds exactly the diff shown.
     assert_eq!(seen["approvedStatus"], "done", "{seen:#}");
     assert_eq!(seen["sameDocumentAfterApprove"], true, "{seen:#}");
@@ -546,6 +569,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         "inbox-390.png",
         "policy-390.png",
         "policy-comment.png",
+        "policy-split.png",
     ] {
         let len = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())

@@ -35,50 +35,30 @@ async function more() {
   $("others").append(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
   cursor = o.nextCursor; $("more").hidden = cursor == null;
 }
-// A patch line's class: a file's headers, a hunk's, an added or removed line.
-function lineClass(l) {
-  if (l.startsWith("+++ ") || l.startsWith("--- ") || l.startsWith("diff --git ") || l.startsWith("index ")) return "file";
-  if (l.startsWith("@@")) return "hunk";
-  return l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : "";
-}
 let current = null;
 // Comments on diff lines not sent yet: {row, at: {path, line, side}, box}.
 let drafts = [];
 let renderedTree = null;
-// The patch's lines, each added, removed or context line commentable: a
-// click opens a comment box under it, on its file and its line number on
-// its side (old for a removed line, new otherwise).
-function renderDiff(patch) {
-  let path = null, oldN = 0, newN = 0;
-  return patch.split("\n").map((l) => {
-    const cls = lineClass(l);
-    const row = el("div", l, cls);
-    if (cls === "file") {
-      const g = l.match(/^diff --git a\/.* b\/(.*)$/);
-      if (g) row.dataset.file = g[1];
-      const m = g || l.match(/^\+\+\+ b\/(.*)$/);
-      if (m) path = m[1];
-    } else if (cls === "hunk") {
-      const m = l.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)/);
-      if (m) { oldN = Number(m[1]); newN = Number(m[2]); }
-    } else if (path && (cls === "add" || cls === "del" || l.startsWith(" "))) {
-      const at = cls === "del" ? { path, line: oldN, side: "old" } : { path, line: newN, side: "new" };
-      if (cls !== "add") oldN++;
-      if (cls !== "del") newN++;
-      row.classList.add("commentable"); row.tabIndex = 0; row.title = "Comment on " + at.path + ":" + at.line;
-      row.dataset.path = at.path; row.dataset.line = String(at.line); row.dataset.side = at.side;
-      row.addEventListener("click", () => openComment(row, at));
-    }
-    return row;
-  });
+// The diff shown: its pages' lines, unified or split.
+let pages = [];
+let view = sessionStorage.getItem("view") === "split" ? "split" : "unified";
+function rendered(items) { return (view === "split" ? renderSplit : renderUnified)(items, openComment); }
+function toggleView() {
+  if (drafts.some((d) => d.box.value.trim())) { $("p-error").textContent = "send your comments (Request changes) before switching the view"; return; }
+  view = view === "split" ? "unified" : "split"; sessionStorage.setItem("view", view);
+  drafts = [];
+  $("p-diff").replaceChildren(...rendered(pages.flat()));
+  $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
 }
 function openComment(row, at) {
   const open = drafts.find((d) => d.row === row);
   if (open) { open.box.focus(); return; }
+  // In the split view the box goes under the row of both sides.
+  const anchor = row.parentElement.classList.contains("split-row") ? row.parentElement : row;
   const box = el("textarea", undefined, "line-comment");
   box.setAttribute("aria-label", "Comment on " + at.path + ":" + at.line);
   box.placeholder = "What to change at " + at.path + ":" + at.line;
-  row.after(box); drafts.push({ row, at, box }); box.focus();
+  anchor.after(box); drafts.push({ row, at, box }); box.focus();
 }
 function requestChanges() {
   const comments = drafts.filter((d) => d.box.value.trim())
@@ -102,7 +82,8 @@ async function policy(id) {
     const key = id + ":" + d.tree;
     if (key !== renderedTree || !drafts.length) {
       drafts = []; renderedTree = key;
-      $("p-diff").replaceChildren(...renderDiff(d.patch));
+      pages = [parsePatch(d.patch)];
+      $("p-diff").replaceChildren(...rendered(pages[0]));
       paged(d);
     }
   } catch (e) { $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = ""; }
@@ -122,7 +103,9 @@ async function moreFiles() {
   if (nextFrom == null || !current) return;
   const d = await diffPage(current.id, nextFrom);
   if (d.tree !== current.tree) { await policy(current.id); return; }
-  $("p-diff").append(...renderDiff(d.patch));
+  const items = parsePatch(d.patch);
+  pages.push(items);
+  $("p-diff").append(...rendered(items));
   paged(d);
 }
 async function act(body, path) {
@@ -162,6 +145,8 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
   $("request-changes").addEventListener("click", requestChanges);
+  $("split-toggle").addEventListener("click", toggleView);
+  $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
   $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));
   window.addEventListener("hashchange", route);
   // A one-time login link (`gatehost ui`) lands here with the CSRF token in

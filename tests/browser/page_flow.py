@@ -79,6 +79,16 @@ def run(page, args, out):
     out["removed"] = lines_of(page, "#p-diff .del")
     page.screenshot(path=os.path.join(shots, "policy.png"), full_page=True)
 
+    # The split view: the removed line beside the added one.
+    page.click("#split-toggle")
+    page.wait_for_selector("#p-diff .split-row", timeout=WAIT)
+    out["splitPairs"] = page.eval_on_selector_all(
+        "#p-diff .split-row", "rows => rows.map(r => [...r.children].map(c => c.textContent))"
+    )
+    page.screenshot(path=os.path.join(shots, "policy-split.png"), full_page=True)
+    page.click("#split-toggle")
+    page.wait_for_selector("#p-diff .split-row", state="detached", timeout=WAIT)
+
     # Approve: the page shows done (live: the commit lands after the answer).
     page.click("#approve")
     expect(page.locator("#p-status")).to_have_text("done", timeout=WAIT)

@@ -1,5 +1,6 @@
 //! The operator's web page (`/ui/`) and its login. The page's files are
-//! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript, no
+//! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript —
+//! `app.js` the page, `diff.js` the diff's unified and split views — no
 //! CDN, works offline) and served with a strict Content-Security-Policy
 //! (no inline script), `X-Frame-Options: DENY` and `nosniff`.
 //!
@@ -48,6 +49,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_JS: &str = include_str!("../../ui/app.js");
+const DIFF_JS: &str = include_str!("../../ui/diff.js");
 const APP_CSS: &str = include_str!("../../ui/app.css");
 
 struct Login {
@@ -222,6 +224,10 @@ pub(super) async fn index() -> Response {
 
 pub(super) async fn app_js() -> Response {
     file("text/javascript; charset=utf-8", APP_JS)
+}
+
+pub(super) async fn diff_js() -> Response {
+    file("text/javascript; charset=utf-8", DIFF_JS)
 }
 
 pub(super) async fn app_css() -> Response {
