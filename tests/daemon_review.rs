@@ -4,22 +4,13 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo, without_context};
-use common::{Scratch, allow_config};
+use common::Scratch;
+use common::daemon::{Daemon, git_out, with_s1, without_context};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
-
-fn setup() -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
-    (s, d)
-}
 
 fn git(ws: &Path, args: &[&str]) -> String {
     let mut all = vec![
@@ -64,7 +55,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> (String, String) {
 
 #[test]
 fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let (pid, tree) = awaiting(&s, &d);
     let (code, body) = d.http(
         "GET",
@@ -146,7 +137,7 @@ fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
 
 #[test]
 fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let (pid, tree) = awaiting(&s, &d);
     let head = git(&s.ws, &["rev-parse", "HEAD"]);
     let other = "0123456789abcdef0123456789abcdef01234567";
@@ -208,7 +199,7 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
 
 #[test]
 fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     for id in ["..", "..%2F..%2Fetc", "%2E%2E", "a%00b"] {
         let (code, body) = d.http(
             "GET",
@@ -350,7 +341,7 @@ impl Stream {
 
 #[test]
 fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_loss_or_repeat() {
-    let (_s, d) = setup();
+    let (_s, d) = with_s1();
     let spec = || json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"});
     let mut live = Stream::open(&d, "types=attached", None);
     // Stored after the connection opened: delivered.

@@ -7,8 +7,8 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_commit_all, git_out, git_repo, rt, without_context};
-use common::{MARKER_ENV, Scratch, allow_config, assert_no_env_survivors, marker};
+use common::daemon::{Daemon, git_commit_all, git_out, rt, with_s1, without_context};
+use common::{MARKER_ENV, Scratch, assert_no_env_survivors, marker};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -64,16 +64,6 @@ fn send(
     })
 }
 
-/// A daemon with session s1 registered on a git workspace.
-fn setup() -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
-    (s, d)
-}
-
 fn login(d: &Daemon, token: &str) -> Answer {
     send(
         reqwest::Method::POST,
@@ -85,7 +75,7 @@ fn login(d: &Daemon, token: &str) -> Answer {
 
 #[test]
 fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_change_anything() {
-    let (_s, d) = setup();
+    let (_s, d) = with_s1();
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
 
     // The page itself, embedded, with a strict policy.
@@ -243,7 +233,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> String {
 
 #[test]
 fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let pid = awaiting(&s, &d);
     let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
     let page = Page::login(&d);
@@ -289,7 +279,7 @@ fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
 
 #[test]
 fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
-    let (_s, d) = setup();
+    let (_s, d) = with_s1();
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
 
     // The agent token cannot make a link (nor can the CLI with it).
@@ -373,7 +363,7 @@ fn shots_dir() -> PathBuf {
 fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_pages_live_and_on_a_phone()
  {
     let python = browser_python();
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     // A file to change (a removed and an added line) and one to add.
     s.write_ws("src/lib.rs", "pub fn answer() -> u32 {\n    41\n}\n");
     git_commit_all(&s.ws, "lib");
@@ -582,7 +572,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
 
 #[test]
 fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let pid = awaiting(&s, &d);
     let tree = d.policy(&pid)["plan"]["snapshot"]["tree"]
         .as_str()

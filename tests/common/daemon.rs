@@ -515,6 +515,17 @@ impl Drop for Daemon {
     }
 }
 
+/// A daemon allowing `true` and `false` as gates, with session `s1`
+/// registered on a git workspace.
+pub fn with_s1() -> (super::Scratch, Daemon) {
+    let s = super::Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &super::allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
 /// A git repository at `dir` with one commit holding `README`.
 pub fn git_repo(dir: &Path) {
     let git = |args: &[&str]| {

@@ -8,9 +8,9 @@
 //! `Engine::transition`, and never put anything the agent wrote in the
 //! nudge.
 
-use super::machine::{Effect, Input};
+use super::machine::Input;
 use super::{Engine, EngineResult, PolicyEvent, stored};
-use crate::store::{PolicyRow, PolicyStatus, SessionState, now_ms};
+use crate::store::{PolicyRow, PolicyStatus, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -139,16 +139,7 @@ impl Engine {
             if p.status == PolicyStatus::AwaitingAck {
                 super::commits::reviewed_tree(id, &stored::plan_required(&p)?, Some(tree))?;
             }
-            let alive: Vec<String> = alive
-                .iter()
-                .filter(|sid| {
-                    tx.session(sid)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| s.state != SessionState::Exited)
-                })
-                .cloned()
-                .collect();
+            let alive = super::nudge::not_exited(tx, &alive);
             // Refused by the machine, the write is not stored at all.
             p.pending = alive.clone();
             p.watch_after = tx.head_cursor()?;
@@ -176,11 +167,7 @@ impl Engine {
         })?;
         if let Some(step) = &step {
             self.perform(id, step);
-            if step.effects.contains(&Effect::DeliverNudge) {
-                for sid in &p.pending {
-                    self.deliver_prompt(sid, &message).await;
-                }
-            }
+            self.deliver_step_nudge(step, &p.pending, &message).await;
         }
         Ok(p)
     }

@@ -280,19 +280,11 @@ impl Engine {
         })?;
         if let Some(step) = &step {
             self.perform(id, step);
-            if let (Some(message), true) = (
-                &nudge,
-                step.effects.contains(&super::machine::Effect::DeliverNudge),
-            ) {
+            if let Some(message) = &nudge {
                 // Stored already (the `policy:nudge` event): a member that
                 // cannot be read gets it from the bus only.
-                let alive = stored::spec(&p).and_then(|input| self.alive_members(&input));
-                match alive {
-                    Ok(alive) => {
-                        for sid in alive {
-                            self.deliver_prompt(&sid, message).await;
-                        }
-                    }
+                match stored::spec(&p).and_then(|input| self.alive_members(&input)) {
+                    Ok(alive) => self.deliver_step_nudge(step, &alive, message).await,
                     Err(e) => {
                         tracing::warn!(policy = id, error = %e, "the reject's nudge is on the bus only");
                     }

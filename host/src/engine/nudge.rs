@@ -92,7 +92,37 @@ pub fn reject_nudge(policy_id: &str, comment: &str) -> Option<String> {
     ))
 }
 
+/// Those of `members` whose session has not exited, as the transaction
+/// reads them (one that cannot be read is left out).
+pub(super) fn not_exited(tx: &crate::store::Tx<'_>, members: &[String]) -> Vec<String> {
+    members
+        .iter()
+        .filter(|sid| {
+            tx.session(sid)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.state != SessionState::Exited)
+        })
+        .cloned()
+        .collect()
+}
+
 impl Engine {
+    /// Delivers a stored step's nudge `message` to `members` (the prompt of
+    /// those gatehost started) when the step says so.
+    pub(super) async fn deliver_step_nudge(
+        &self,
+        step: &super::machine::Step,
+        members: &[String],
+        message: &str,
+    ) {
+        if step.effects.contains(&super::machine::Effect::DeliverNudge) {
+            for sid in members {
+                self.deliver_prompt(sid, message).await;
+            }
+        }
+    }
+
     /// Watches the live members again, then delivers the stored nudge to
     /// the sessions gatehost started (others get it as the `policy:nudge`
     /// event). Re-run after a restart if the policy was still nudging.
@@ -168,16 +198,7 @@ impl Engine {
             if p.status != PolicyStatus::Nudging {
                 return Ok(None);
             }
-            let alive: Vec<String> = alive
-                .iter()
-                .filter(|sid| {
-                    tx.session(sid)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| s.state != SessionState::Exited)
-                })
-                .cloned()
-                .collect();
+            let alive = not_exited(tx, &alive);
             p.watch_after = match nudged_at {
                 Some(c) => c,
                 None => tx.head_cursor()?,
