@@ -640,3 +640,34 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
     );
     assert_eq!(a.status, 409, "{}", a.body);
 }
+
+#[test]
+fn request_changes_with_no_member_alive_is_refused_and_changes_nothing() {
+    let (s, d) = with_s1();
+    s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": ["src"], "message": "the answer"}
+    }));
+    // The agent exits: its last turn gates the policy, and nobody is left
+    // to act on comments.
+    d.report("s1", "exited");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    let tree = p["plan"]["snapshot"]["tree"].as_str().expect("tree");
+    let page = Page::login(&d);
+    let a = page.post(
+        &format!("/v1/policies/{pid}/request-changes"),
+        json!({"tree": tree, "comments": [{"path": "src/lib.rs", "line": 1, "side": "new", "body": "Why 42?"}]}),
+    );
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(a.body.contains("no-member-alive"), "{}", a.body);
+    let now = d.policy(&pid);
+    assert_eq!(now["status"], "awaiting-ack");
+    assert_eq!(now["plan"]["snapshot"]["tree"], tree, "the plan is kept");
+    assert!(
+        d.all_events(&format!("&policy={pid}&types=nudge"))
+            .is_empty()
+    );
+}
