@@ -470,8 +470,14 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
             .is_some_and(|e| e.contains("agent token")),
         "{seen:#}"
     );
-    // Live: both appeared in the inbox with no reload.
+    // Live: they appeared in the inbox with no reload, and so did the
+    // session's new state and last message.
     assert_eq!(seen["appearedLive"], true, "{seen:#}");
+    let session = seen["session"].as_str().unwrap_or_default();
+    assert!(
+        session.contains("idle") && session.contains("turn-end from s1"),
+        "{seen:#}"
+    );
     // The diff's lines, as the page showed them.
     assert_eq!(
         seen["added"],

@@ -29,6 +29,32 @@ async function inbox() {
   const o = await api("GET", "/v1/policies?order=newest&limit=50");
   $("others").replaceChildren(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
   cursor = o.nextCursor; $("more").hidden = cursor == null;
+  const ss = await api("GET", "/v1/sessions?limit=50");
+  $("sessions").replaceChildren(...ss.sessions.map(sessionItem));
+  sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
+}
+// A session: its id and label, state, when it was last heard from, and its
+// last message (the agent's words: text only, cut).
+let sessionCursor = null;
+function ago(ms) {
+  if (!ms) return "never";
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  return s < 90 ? s + " s ago" : s < 5400 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " h ago";
+}
+function sessionItem(x) {
+  const li = el("li"); li.dataset.session = x.id;
+  li.append(el("code", x.id), " ", el("strong", x.state), " ", el("span", x.label || ""),
+    " ", el("span", "heard from " + ago(Math.max(x.heartbeatAt || 0, x.updatedAt || 0)), "reason"));
+  if (x.lastMessage) {
+    const m = x.lastMessage.length > 200 ? x.lastMessage.slice(0, 200) + "…" : x.lastMessage;
+    li.append(el("div", m, "reason"));
+  }
+  return li;
+}
+async function moreSessions() {
+  const ss = await api("GET", "/v1/sessions?limit=50&cursor=" + sessionCursor);
+  $("sessions").append(...ss.sessions.map(sessionItem));
+  sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
 }
 async function more() {
   const o = await api("GET", "/v1/policies?order=newest&limit=50&cursor=" + cursor);
@@ -118,7 +144,8 @@ function route() {
 }
 // Every event that changes what the inbox or a policy page shows.
 const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "nudge", "commit-ready", "approved",
-  "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t);
+  "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t)
+  .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t));
 function live() {
   const es = new EventSource("/v1/events/stream");
   for (const t of LIVE)
@@ -138,6 +165,7 @@ document.addEventListener("DOMContentLoaded", () => {
     } catch (e) { $("login-error").textContent = e.message; }
   });
   $("more").addEventListener("click", () => more().catch(() => {}));
+  $("more-sessions").addEventListener("click", () => moreSessions().catch(() => {}));
   $("approve").addEventListener("click", () => act({ approve: true, tree: current.tree }, "/ack"));
   $("reject").addEventListener("click", () => {
     const comment = $("reject-comment").value.trim();

@@ -68,6 +68,9 @@ def run(page, args, out):
         page.wait_for_selector(f"#waiting a[href='#policy/{pid}']", timeout=WAIT)
     out["appearedLive"] = page.evaluate("window.__sameDocument") == "yes"
     out["waiting"] = lines_of(page, "#waiting li")
+    # The agent's session, with its state and last message, after its turn.
+    expect(page.locator("#sessions li[data-session='s1']")).to_contain_text("idle", timeout=WAIT)
+    out["session"] = page.text_content("#sessions li[data-session='s1']")
     page.screenshot(path=os.path.join(shots, "inbox.png"), full_page=True)
 
     # The policy page: its diff, added and removed lines.
