@@ -219,6 +219,11 @@ impl<'a> Page<'a> {
 
 /// A commit policy on s1 gated green, awaiting its ack.
 fn awaiting(s: &Scratch, d: &Daemon) -> String {
+    awaiting_after(s, d, "turn-end")
+}
+
+/// As [`awaiting`], the gate run by s1's report `kind` (turn-end, exited).
+fn awaiting_after(s: &Scratch, d: &Daemon, kind: &str) -> String {
     s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
     let pid = d.attach(json!({
         "sessionId": "s1",
@@ -226,7 +231,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> String {
         "then": "commit",
         "commit": {"paths": ["src"], "message": "the answer"}
     }));
-    d.report("s1", "turn-end");
+    d.report("s1", kind);
     d.wait_status(&pid, "awaiting-ack", T);
     pid
 }
@@ -650,17 +655,10 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
 #[test]
 fn request_changes_with_no_member_alive_is_refused_and_changes_nothing() {
     let (s, d) = with_s1();
-    s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
-    let pid = d.attach(json!({
-        "sessionId": "s1",
-        "gate": {"command": "true"},
-        "then": "commit",
-        "commit": {"paths": ["src"], "message": "the answer"}
-    }));
     // The agent exits: its last turn gates the policy, and nobody is left
     // to act on comments.
-    d.report("s1", "exited");
-    let p = d.wait_status(&pid, "awaiting-ack", T);
+    let pid = awaiting_after(&s, &d, "exited");
+    let p = d.policy(&pid);
     let tree = p["plan"]["snapshot"]["tree"].as_str().expect("tree");
     let page = Page::login(&d);
     let a = page.post(
