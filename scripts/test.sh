@@ -31,6 +31,10 @@ bash scripts/install-agent-clis.sh
 bash scripts/install-mcp-client.sh
 bash scripts/install-aider.sh
 
+# Debian's Chromium and Playwright for Python (pinned, in target/browser-venv,
+# driving the system Chromium) for the web page's browser tests.
+bash scripts/install-browser.sh
+
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 # (No doc tests: the crate has none, and a run closing on "0 passed" reads
 # as a run that tested nothing.)

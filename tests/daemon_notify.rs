@@ -155,7 +155,7 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
     assert!(text.contains(&format!("policy {pid} is blocked")), "{text}");
     assert!(
         text.contains(&format!(
-            "<https://desk.example/v1/policies/{pid}|Open the policy>"
+            "<https://desk.example/ui/#policy/{pid}|Open the policy>"
         )),
         "{text}"
     );
@@ -166,7 +166,7 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
         m["content"]
             .as_str()
             .is_some_and(|c| c.contains(" is blocked**")
-                && c.ends_with(&format!("<https://desk.example/v1/policies/{pid}>"))),
+                && c.ends_with(&format!("<https://desk.example/ui/#policy/{pid}>"))),
         "{m}"
     );
 
@@ -180,7 +180,7 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
     assert_eq!(header(n, "priority"), "high");
     assert_eq!(
         header(n, "click"),
-        format!("https://desk.example/v1/policies/{pid}")
+        format!("https://desk.example/ui/#policy/{pid}")
     );
     assert!(String::from_utf8_lossy(&n.3).contains("out of retries"));
 }

@@ -4,22 +4,13 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo};
-use common::{Scratch, allow_config};
+use common::Scratch;
+use common::daemon::{Daemon, git_out, with_s1, without_context};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
-
-fn setup() -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
-    (s, d)
-}
 
 fn git(ws: &Path, args: &[&str]) -> String {
     let mut all = vec![
@@ -32,22 +23,6 @@ fn git(ws: &Path, args: &[&str]) -> String {
     ];
     all.extend_from_slice(args);
     git_out(ws, &all)
-}
-
-/// `git diff`'s hunk headers carry a function context gatehost's patch
-/// does not (it runs no diff driver): compared without it.
-fn without_context(patch: &str) -> String {
-    patch
-        .lines()
-        .map(|l| match l.strip_prefix("@@ ") {
-            Some(rest) => match rest.find(" @@") {
-                Some(n) => format!("@@ {} @@", &rest[..n]),
-                None => l.to_string(),
-            },
-            None => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// A workspace with an added, a modified, a deleted and a renamed file
@@ -80,7 +55,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> (String, String) {
 
 #[test]
 fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let (pid, tree) = awaiting(&s, &d);
     let (code, body) = d.http(
         "GET",
@@ -162,7 +137,7 @@ fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
 
 #[test]
 fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     let (pid, tree) = awaiting(&s, &d);
     let head = git(&s.ws, &["rev-parse", "HEAD"]);
     let other = "0123456789abcdef0123456789abcdef01234567";
@@ -224,7 +199,7 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
 
 #[test]
 fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
-    let (s, d) = setup();
+    let (s, d) = with_s1();
     for id in ["..", "..%2F..%2Fetc", "%2E%2E", "a%00b"] {
         let (code, body) = d.http(
             "GET",
@@ -366,7 +341,7 @@ impl Stream {
 
 #[test]
 fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_loss_or_repeat() {
-    let (_s, d) = setup();
+    let (_s, d) = with_s1();
     let spec = || json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"});
     let mut live = Stream::open(&d, "types=attached", None);
     // Stored after the connection opened: delivered.

@@ -394,16 +394,29 @@ impl Client {
     }
 
     /// Approve or reject; an approval with `tree` holds only while that is
-    /// the policy's snapshot's tree.
-    pub async fn ack(&self, id: &str, approve: bool, tree: Option<&str>) -> ClientResult<Policy> {
+    /// the policy's snapshot's tree; a reject's `comment` reaches the agent
+    /// as its nudge.
+    pub async fn ack(
+        &self,
+        id: &str,
+        approve: bool,
+        tree: Option<&str>,
+        comment: Option<&str>,
+    ) -> ClientResult<Policy> {
         self.post(
             &format!("/v1/policies/{}/ack", segment(id)),
             &AckRequest {
                 approve,
                 tree: tree.map(str::to_string),
+                comment: comment.map(str::to_string),
             },
         )
         .await
+    }
+
+    /// A one-time login link for the web page (operator token).
+    pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
+        self.post("/v1/ui/link", &()).await
     }
 
     /// One page of the patch a policy commits, from file index `from`.

@@ -9,7 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::{
-    RegisterInput as RegisterRequest, Registered, ReportKind, StartInput as StartRequest,
+    DiffSide, LineComment, RegisterInput as RegisterRequest, Registered, ReportKind,
+    StartInput as StartRequest,
 };
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
@@ -52,6 +53,27 @@ pub struct Reported {
     pub ungated: bool,
 }
 
+/// `POST /v1/ui/link`: a one-time login link for the web page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiLink {
+    /// The link on the address the request was made to.
+    pub url: String,
+    /// The same link's path (`/ui/login?code=…`).
+    pub path: String,
+    /// How long the code can be spent (once).
+    pub expires_in_seconds: u64,
+}
+
+/// `POST /v1/policies/{id}/request-changes`: comments on lines of the
+/// diff reviewed as `tree` (the snapshot's), sent to the agent as its nudge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestChanges {
+    pub tree: String,
+    pub comments: Vec<LineComment>,
+}
+
 /// `POST /v1/policies/{id}/ack`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +83,12 @@ pub struct AckRequest {
     /// (409 `tree-changed`) when the policy's snapshot is another tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<String>,
+    /// With a reject: the operator's comment, delivered to the agent as
+    /// its nudge (`policy:nudge`, and the prompt of a session gatehost
+    /// started). Refused (400 `comment`) with an approval, or past
+    /// `MAX_REJECT_COMMENT` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A policy as the API shows it: the stored row and its id again as

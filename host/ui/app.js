@@ -13,10 +13,12 @@ async function api(method, path, body) {
   return j;
 }
 function show(id) { for (const s of ["login", "inbox", "policy"]) $(s).hidden = s !== id; }
-const WAITING = "awaiting-ack,blocked,error";
+// The statuses waiting for a person (a gate that could not run blocks too).
+const WAITING = "awaiting-ack,blocked";
 function item(p) {
   const li = el("li"); const a = el("a", p.id); a.href = "#policy/" + encodeURIComponent(p.id);
-  li.append(a, " ", el("strong", p.status), " ", el("span", p.sessionId || ""));
+  li.append(a, " ", el("strong", p.status), " ", el("span", (p.sessions || []).join(", ")));
+  if (p.status === "blocked" && p.reason) li.append(el("div", p.reason, "reason"));
   return li;
 }
 let cursor = 0;
@@ -27,6 +29,32 @@ async function inbox() {
   const o = await api("GET", "/v1/policies?order=newest&limit=50");
   $("others").replaceChildren(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
   cursor = o.nextCursor; $("more").hidden = cursor == null;
+  const ss = await api("GET", "/v1/sessions?limit=50");
+  $("sessions").replaceChildren(...ss.sessions.map(sessionItem));
+  sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
+}
+// A session: its id and label, state, when it was last heard from, and its
+// last message (the agent's words: text only, cut).
+let sessionCursor = null;
+function ago(ms) {
+  if (!ms) return "never";
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  return s < 90 ? s + " s ago" : s < 5400 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " h ago";
+}
+function sessionItem(x) {
+  const li = el("li"); li.dataset.session = x.id;
+  li.append(el("code", x.id), " ", el("strong", x.state), " ", el("span", x.label || ""),
+    " ", el("span", "heard from " + ago(Math.max(x.heartbeatAt || 0, x.updatedAt || 0)), "reason"));
+  if (x.lastMessage) {
+    const m = x.lastMessage.length > 200 ? x.lastMessage.slice(0, 200) + "…" : x.lastMessage;
+    li.append(el("div", m, "reason"));
+  }
+  return li;
+}
+async function moreSessions() {
+  const ss = await api("GET", "/v1/sessions?limit=50&cursor=" + sessionCursor);
+  $("sessions").append(...ss.sessions.map(sessionItem));
+  sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
 }
 async function more() {
   const o = await api("GET", "/v1/policies?order=newest&limit=50&cursor=" + cursor);
@@ -34,6 +62,36 @@ async function more() {
   cursor = o.nextCursor; $("more").hidden = cursor == null;
 }
 let current = null;
+// Comments on diff lines not sent yet: {row, at: {path, line, side}, box}.
+let drafts = [];
+let renderedTree = null;
+// The diff shown: its pages' lines, unified or split.
+let pages = [];
+let view = sessionStorage.getItem("view") === "split" ? "split" : "unified";
+function rendered(items) { return (view === "split" ? renderSplit : renderUnified)(items, openComment); }
+function toggleView() {
+  if (drafts.some((d) => d.box.value.trim())) { $("p-error").textContent = "send your comments (Request changes) before switching the view"; return; }
+  view = view === "split" ? "unified" : "split"; sessionStorage.setItem("view", view);
+  drafts = [];
+  $("p-diff").replaceChildren(...rendered(pages.flat()));
+  $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
+}
+function openComment(row, at) {
+  const open = drafts.find((d) => d.row === row);
+  if (open) { open.box.focus(); return; }
+  // In the split view the box goes under the row of both sides.
+  const anchor = row.parentElement.classList.contains("split-row") ? row.parentElement : row;
+  const box = el("textarea", undefined, "line-comment");
+  box.setAttribute("aria-label", "Comment on " + at.path + ":" + at.line);
+  box.placeholder = "What to change at " + at.path + ":" + at.line;
+  anchor.after(box); drafts.push({ row, at, box }); box.focus();
+}
+function requestChanges() {
+  const comments = drafts.filter((d) => d.box.value.trim())
+    .map((d) => ({ path: d.at.path, line: d.at.line, side: d.at.side, body: d.box.value.trim() }));
+  if (!comments.length) { $("p-error").textContent = "click a line of the diff and write what to change first"; return; }
+  act({ tree: current.tree, comments }, "/request-changes").then(() => { if (!$("p-error").textContent) drafts = []; });
+}
 async function policy(id) {
   show("policy"); $("p-error").textContent = "";
   const p = await api("GET", "/v1/policies/" + encodeURIComponent(id));
@@ -43,11 +101,38 @@ async function policy(id) {
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   $("actions").hidden = p.status !== "awaiting-ack";
   try {
-    const d = await api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff");
+    const d = await diffPage(id, 0);
     current.tree = d.tree;
-    $("p-diff").replaceChildren(...d.patch.split("\n").map((l) =>
-      el("div", l, l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : l.startsWith("@@") ? "hunk" : "")));
-  } catch (e) { $("p-diff").textContent = e.message; }
+    // Comments being written are kept while the diff is the same policy's
+    // same tree.
+    const key = id + ":" + d.tree;
+    if (key !== renderedTree || !drafts.length) {
+      drafts = []; renderedTree = key;
+      pages = [parsePatch(d.patch)];
+      $("p-diff").replaceChildren(...rendered(pages[0]));
+      paged(d);
+    }
+  } catch (e) { $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = ""; }
+}
+// A large diff comes DIFF_FILES files at a time: "More files" appends the next.
+const DIFF_FILES = 100;
+let nextFrom = null;
+function diffPage(id, from) {
+  return api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff?limit=" + DIFF_FILES + "&from=" + from);
+}
+function paged(d) {
+  nextFrom = d.nextFrom ?? null;
+  $("more-files").hidden = nextFrom == null;
+  $("p-diff-note").textContent = d.note || "";
+}
+async function moreFiles() {
+  if (nextFrom == null || !current) return;
+  const d = await diffPage(current.id, nextFrom);
+  if (d.tree !== current.tree) { await policy(current.id); return; }
+  const items = parsePatch(d.patch);
+  pages.push(items);
+  $("p-diff").append(...rendered(items));
+  paged(d);
 }
 async function act(body, path) {
   try { await api("POST", "/v1/policies/" + encodeURIComponent(current.id) + path, body); await policy(current.id); }
@@ -57,11 +142,19 @@ function route() {
   const m = location.hash.match(/^#policy\/(.+)$/);
   (m ? policy(decodeURIComponent(m[1])) : inbox()).catch(() => {});
 }
+// Every event that changes what the inbox or a policy page shows.
+const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "nudge", "commit-ready", "approved",
+  "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t)
+  .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t));
 function live() {
   const es = new EventSource("/v1/events/stream");
-  es.onmessage = null;
-  for (const t of ["policy:awaiting-ack", "policy:blocked", "policy:done", "policy:approved", "policy:rejected", "policy:attached"])
-    es.addEventListener(t, () => { if (!$("inbox").hidden) inbox().catch(() => {}); });
+  for (const t of LIVE)
+    es.addEventListener(t, (ev) => {
+      if (!$("inbox").hidden) { inbox().catch(() => {}); return; }
+      let id = null;
+      try { id = JSON.parse(ev.data).policyId; } catch (_) { /* not an event of ours */ }
+      if (!$("policy").hidden && current && id === current.id) policy(current.id).catch(() => {});
+    });
 }
 document.addEventListener("DOMContentLoaded", () => {
   $("login-form").addEventListener("submit", async (ev) => {
@@ -72,9 +165,21 @@ document.addEventListener("DOMContentLoaded", () => {
     } catch (e) { $("login-error").textContent = e.message; }
   });
   $("more").addEventListener("click", () => more().catch(() => {}));
+  $("more-sessions").addEventListener("click", () => moreSessions().catch(() => {}));
   $("approve").addEventListener("click", () => act({ approve: true, tree: current.tree }, "/ack"));
-  $("reject").addEventListener("click", () => act({ approve: false }, "/ack"));
+  $("reject").addEventListener("click", () => {
+    const comment = $("reject-comment").value.trim();
+    act(comment ? { approve: false, comment } : { approve: false }, "/ack").then(() => { $("reject-comment").value = ""; });
+  });
   $("cancel").addEventListener("click", () => act(null, "/cancel"));
+  $("request-changes").addEventListener("click", requestChanges);
+  $("split-toggle").addEventListener("click", toggleView);
+  $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
+  $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));
   window.addEventListener("hashchange", route);
+  // A one-time login link (`gatehost ui`) lands here with the CSRF token in
+  // the fragment: kept, and dropped from the address bar and history.
+  const m = location.hash.match(/^#login=([0-9a-f]+)$/);
+  if (m) { csrf = m[1]; sessionStorage.setItem("csrf", csrf); history.replaceState(null, "", "/ui/"); }
   if (csrf) { live(); route(); } else show("login");
 });

@@ -515,6 +515,17 @@ impl Drop for Daemon {
     }
 }
 
+/// A daemon allowing `true` and `false` as gates, with session `s1`
+/// registered on a git workspace.
+pub fn with_s1() -> (super::Scratch, Daemon) {
+    let s = super::Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &super::allow_config(&["true", "false"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
 /// A git repository at `dir` with one commit holding `README`.
 pub fn git_repo(dir: &Path) {
     let git = |args: &[&str]| {
@@ -559,4 +570,38 @@ pub fn git_out(dir: &Path, args: &[&str]) -> String {
         .output()
         .expect("git");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Commits everything in the workspace at `dir` (no hooks, a test identity).
+pub fn git_commit_all(dir: &Path, message: &str) {
+    git_out(dir, &["add", "-A"]);
+    let args = [
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "commit",
+        "-q",
+        "-m",
+        message,
+    ];
+    git_out(dir, &args);
+}
+
+/// `git diff`'s hunk headers carry a function context gatehost's patch
+/// does not (it runs no diff driver): compared without it.
+pub fn without_context(patch: &str) -> String {
+    patch
+        .lines()
+        .map(|l| match l.strip_prefix("@@ ") {
+            Some(rest) => match rest.find(" @@") {
+                Some(n) => format!("@@ {} @@", &rest[..n]),
+                None => l.to_string(),
+            },
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

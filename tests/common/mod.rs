@@ -39,15 +39,19 @@ pub fn marker(name: &str) -> String {
 
 /// Pids whose command line contains `gatehost-test-MARKER`.
 pub fn survivors(marker: &str) -> Vec<i32> {
-    let needle = format!("gatehost-test-{marker}");
+    pids_whose("cmdline", &format!("gatehost-test-{marker}"))
+}
+
+/// Pids whose `/proc/PID/FILE` (cmdline, environ) contains `needle`.
+fn pids_whose(file: &str, needle: &str) -> Vec<i32> {
     let mut found = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline"))
-                && String::from_utf8_lossy(&cmdline).contains(&needle)
+            if let Ok(text) = std::fs::read(format!("/proc/{pid}/{file}"))
+                && String::from_utf8_lossy(&text).contains(needle)
             {
                 found.push(pid);
             }
@@ -59,9 +63,25 @@ pub fn survivors(marker: &str) -> Vec<i32> {
 /// Fails when a process carrying the marker is alive. Allows the kernel a
 /// moment to finish tearing down what was already killed.
 pub fn assert_no_survivors(marker: &str) {
+    assert_none_left(marker, || survivors(marker));
+}
+
+/// The environment variable [`assert_no_env_survivors`] finds processes
+/// by: set on a process it is inherited by all its descendants (a
+/// browser's helpers included), whatever their command lines.
+pub const MARKER_ENV: &str = "GATEHOST_TEST_MARKER";
+
+/// As [`assert_no_survivors`], for processes whose environment holds
+/// `MARKER_ENV=gatehost-test-MARKER`.
+pub fn assert_no_env_survivors(marker: &str) {
+    let needle = format!("{MARKER_ENV}=gatehost-test-{marker}");
+    assert_none_left(marker, || pids_whose("environ", &needle));
+}
+
+fn assert_none_left(marker: &str, find: impl Fn() -> Vec<i32>) {
     let deadline = Instant::now() + Duration::from_millis(500);
     loop {
-        let left = survivors(marker);
+        let left = find();
         if left.is_empty() {
             return;
         }

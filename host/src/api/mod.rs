@@ -12,10 +12,12 @@
 //! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
-//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's) |
+//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge) |
+//! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
+//! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
 //! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}` with 400 (bad
@@ -92,14 +94,17 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/wait", get(wait_policy))
         .route("/v1/policies/{id}/cancel", post(cancel))
         .route("/v1/policies/{id}/ack", post(ack))
+        .route("/v1/policies/{id}/request-changes", post(request_changes))
         .route("/v1/policies/{id}/diff", get(review::diff))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))
         .route("/ui/", get(ui::index))
         .route("/ui/app.js", get(ui::app_js))
+        .route("/ui/diff.js", get(ui::diff_js))
         .route("/ui/app.css", get(ui::app_css))
-        .route("/ui/login", post(ui::login))
+        .route("/ui/login", post(ui::login).get(ui::login_link))
+        .route("/v1/ui/link", post(ui::link))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
@@ -411,7 +416,26 @@ async fn ack(
 ) -> ApiResult {
     ok(wire::Policy::from(
         st.engine
-            .ack(&id, b.approve, b.tree.as_deref(), "the operator")
+            .ack(
+                &id,
+                b.approve,
+                b.tree.as_deref(),
+                b.comment.as_deref(),
+                "the operator",
+            )
+            .await?,
+    ))
+}
+
+async fn request_changes(
+    State(st): State<AppState>,
+    _: Operator,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<wire::RequestChanges>,
+) -> ApiResult {
+    ok(wire::Policy::from(
+        st.engine
+            .request_changes(&id, &b.tree, &b.comments, "the operator")
             .await?,
     ))
 }

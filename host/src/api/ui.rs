@@ -1,5 +1,6 @@
 //! The operator's web page (`/ui/`) and its login. The page's files are
-//! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript, no
+//! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript —
+//! `app.js` the page, `diff.js` the diff's unified and split views — no
 //! CDN, works offline) and served with a strict Content-Security-Policy
 //! (no inline script), `X-Frame-Options: DENY` and `nosniff`.
 //!
@@ -11,7 +12,14 @@
 //! token; a state-changing call (any method but GET/HEAD) with the cookie
 //! also needs the CSRF token in `X-CSRF-Token` AND a same-origin request
 //! (`Origin` equal to the daemon's own `Host`, and `Sec-Fetch-Site`, when
-//! sent, `same-origin`). The bearer-token API is unchanged. This module
+//! sent, `same-origin`). The bearer-token API is unchanged.
+//!
+//! A one-time login link (`gatehost ui`): `POST /v1/ui/link` (operator
+//! only) makes a random code, good once and for [`LINK_TTL`] (only its
+//! SHA-256 is kept, in memory); `GET /ui/login?code=…` spends it for a
+//! login cookie and redirects to the page, the CSRF token in the URL's
+//! fragment (never sent to a server; the page reads it and drops it from
+//! the address bar). A used, expired or unknown code is refused. This module
 //! owns the page and the cookie sessions; it must never change a policy
 //! itself (the `/v1` routes do).
 
@@ -32,11 +40,16 @@ pub const COOKIE: &str = "gatehost_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// The most page logins held at once (the oldest is dropped past it).
 const MAX_SESSIONS: usize = 64;
+/// How long a one-time login link's code can be spent.
+pub const LINK_TTL: Duration = Duration::from_secs(120);
+/// The most unspent login codes held at once (the oldest is dropped).
+const MAX_CODES: usize = 16;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_JS: &str = include_str!("../../ui/app.js");
+const DIFF_JS: &str = include_str!("../../ui/diff.js");
 const APP_CSS: &str = include_str!("../../ui/app.css");
 
 struct Login {
@@ -44,10 +57,12 @@ struct Login {
     expires: Instant,
 }
 
-/// The page's logins, by the SHA-256 of their cookie.
+/// The page's logins, by the SHA-256 of their cookie, and the unspent
+/// one-time login codes, by theirs (with when they expire).
 #[derive(Clone, Default)]
 pub struct Sessions {
     inner: Arc<Mutex<HashMap<[u8; 32], Login>>>,
+    codes: Arc<Mutex<HashMap<[u8; 32], Instant>>>,
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -95,6 +110,30 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 impl Sessions {
+    /// A new one-time login code, good for [`LINK_TTL`].
+    fn new_code(&self) -> String {
+        let code = fresh_secret();
+        let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        codes.retain(|_, expires| *expires > now);
+        if codes.len() >= MAX_CODES
+            && let Some(oldest) = codes.iter().min_by_key(|(_, e)| **e).map(|(k, _)| *k)
+        {
+            codes.remove(&oldest);
+        }
+        codes.insert(digest(&code), now + LINK_TTL);
+        code
+    }
+
+    /// Spends `code`: true once for a code made by [`Self::new_code`] and
+    /// not yet expired; a spent code is gone whatever the answer.
+    fn spend_code(&self, code: &str) -> bool {
+        let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        codes
+            .remove(&digest(code))
+            .is_some_and(|expires| expires > Instant::now())
+    }
+
     /// A new login: the cookie value and the CSRF token.
     fn open(&self) -> (String, String) {
         let (cookie, csrf) = (fresh_secret(), fresh_secret());
@@ -187,6 +226,10 @@ pub(super) async fn app_js() -> Response {
     file("text/javascript; charset=utf-8", APP_JS)
 }
 
+pub(super) async fn diff_js() -> Response {
+    file("text/javascript; charset=utf-8", DIFF_JS)
+}
+
 pub(super) async fn app_css() -> Response {
     file("text/css; charset=utf-8", APP_CSS)
 }
@@ -195,6 +238,75 @@ pub(super) async fn app_css() -> Response {
 #[serde(deny_unknown_fields)]
 pub(super) struct LoginRequest {
     token: String,
+}
+
+/// The `Set-Cookie` value of a new login.
+fn session_cookie(st: &AppState) -> Result<(HeaderValue, String), ApiError> {
+    let (cookie, csrf) = st.ui.open();
+    let set = format!(
+        "{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        SESSION_TTL.as_secs()
+    );
+    let v = HeaderValue::from_str(&set).map_err(|e| {
+        tracing::error!("cookie: {e}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cookie",
+            "cannot build the cookie",
+        )
+    })?;
+    Ok((v, csrf))
+}
+
+/// `POST /v1/ui/link` (operator): a one-time login link, `{url, path,
+/// expiresInSeconds}`; `url` is on the address the call was made to.
+pub(super) async fn link(
+    State(st): State<AppState>,
+    _: super::Operator,
+    headers: HeaderMap,
+) -> ApiResult {
+    let code = st.ui.new_code();
+    let path = format!("/ui/login?code={code}");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    tracing::info!("a one-time login link for the page was made");
+    super::ok(crate::wire::UiLink {
+        url: format!("http://{host}{path}"),
+        path,
+        expires_in_seconds: LINK_TTL.as_secs(),
+    })
+}
+
+/// `GET /ui/login?code=…`: a one-time code for a login cookie, then to the
+/// page (the CSRF token in the fragment). A used, expired or unknown code
+/// is refused (403, a line for a person).
+pub(super) async fn login_link(
+    State(st): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+) -> ApiResult {
+    let spent = q.get("code").is_some_and(|c| st.ui.spend_code(c));
+    if !spent {
+        tracing::warn!("a login link was refused: used, expired or unknown");
+        let body = "This login link was already used, has expired (links last 2 minutes) or is unknown: run `gatehost ui` again.\n";
+        return Ok(secured(
+            (
+                StatusCode::FORBIDDEN,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                body,
+            )
+                .into_response(),
+        ));
+    }
+    let (cookie, csrf) = session_cookie(&st)?;
+    let mut r = (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/ui/#login={csrf}"))],
+    )
+        .into_response();
+    r.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(secured(r))
 }
 
 /// `POST /ui/login {token}`: the operator token for a cookie and a CSRF
@@ -220,21 +332,9 @@ pub(super) async fn login(
             "the agent token cannot log in to the page",
         )),
         Role::Operator => {
-            let (cookie, csrf) = st.ui.open();
-            let set = format!(
-                "{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-                SESSION_TTL.as_secs()
-            );
+            let (cookie, csrf) = session_cookie(&st)?;
             let mut r = axum::Json(serde_json::json!({"csrf": csrf})).into_response();
-            let v = HeaderValue::from_str(&set).map_err(|e| {
-                tracing::error!("cookie: {e}");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "cookie",
-                    "cannot build the cookie",
-                )
-            })?;
-            r.headers_mut().insert(header::SET_COOKIE, v);
+            r.headers_mut().insert(header::SET_COOKIE, cookie);
             Ok(secured(r))
         }
     }
@@ -277,6 +377,21 @@ mod tests {
         ] {
             assert!(!same_origin(&headers(&bad)), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_login_code_is_spent_once_and_only_if_it_was_made() {
+        let s = Sessions::default();
+        let code = s.new_code();
+        assert!(!s.spend_code("not-a-code"));
+        assert!(s.spend_code(&code), "first use");
+        assert!(!s.spend_code(&code), "second use");
+        let expired = s.new_code();
+        s.codes
+            .lock()
+            .expect("codes")
+            .insert(digest(&expired), Instant::now());
+        assert!(!s.spend_code(&expired), "expired");
     }
 
     #[test]

@@ -46,17 +46,23 @@ fn find_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.token {
         return Ok(t.clone());
     }
-    let local = default_data_dir().filter(|dir| {
-        std::fs::read_to_string(dir.join(SERVER_URL_FILE)).is_ok_and(|u| u.trim() == server)
-    });
-    if let Some(dir) = local
-        && let Ok(t) = std::fs::read_to_string(dir.join(crate::api::auth::AGENT_TOKEN_FILE))
-    {
-        return Ok(t.trim().to_string());
+    if let Some(t) = local_token(server, crate::api::auth::AGENT_TOKEN_FILE) {
+        return Ok(t);
     }
     Err(CliError::new("no-token", "no token")
         .field("--token")
         .hint("pass --token or set GATEHOST_TOKEN (the daemon keeps agent.token and operator.token in its data directory; the agent token of the default data directory's daemon is used by default)"))
+}
+
+/// The token file `name` of the daemon of the default data directory, if
+/// that daemon is `server` (its `server.url`); never one for another server.
+pub(super) fn local_token(server: &str, name: &str) -> Option<String> {
+    let dir = default_data_dir().filter(|dir| {
+        std::fs::read_to_string(dir.join(SERVER_URL_FILE)).is_ok_and(|u| u.trim() == server)
+    })?;
+    std::fs::read_to_string(dir.join(name))
+        .ok()
+        .map(|t| t.trim().to_string())
 }
 
 fn connect(args: &ClientArgs) -> CliResult<Client> {
@@ -296,9 +302,12 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 approve,
                 reject,
                 tree,
+                comment,
             } => show(
                 json,
-                &client.ack(&id, approve && !reject, tree.as_deref()).await?,
+                &client
+                    .ack(&id, approve && !reject, tree.as_deref(), comment.as_deref())
+                    .await?,
                 policy_detail,
             ),
             PolicyCommand::Show { id } => show(

@@ -175,6 +175,9 @@ pub enum PolicyCommand {
         /// was re-gated on another since.
         #[arg(long, value_name = "TREE", requires = "approve")]
         tree: Option<String>,
+        /// With --reject: a comment delivered to the agent as its nudge.
+        #[arg(long, value_name = "TEXT", requires = "reject")]
+        comment: Option<String>,
     },
     /// A policy for review: its status, plan (gate, then, commit paths,
     /// retries, next, snapshot tree), every verdict, the last gate run's

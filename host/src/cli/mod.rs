@@ -22,6 +22,7 @@ mod progress;
 mod render;
 mod review;
 pub mod serve;
+mod ui;
 
 pub use check::render_report;
 
@@ -113,6 +114,10 @@ pub enum Command {
         #[command(subcommand)]
         command: client::PolicyCommand,
     },
+    /// Print a one-time login link for the daemon's web page (operator
+    /// token; by default the operator.token of the local daemon): it works
+    /// once, within 2 minutes.
+    Ui(ui::UiArgs),
     /// Read the event bus by cursor (client of `serve`).
     Events {
         #[command(flatten)]
@@ -321,6 +326,7 @@ pub fn main() -> i32 {
         | Command::Policy { client, .. }
         | Command::Events { client, .. }
         | Command::Wait { client, .. } => (client.json, None),
+        Command::Ui(a) => (a.json, None),
         _ => (false, None),
     };
     match run(cli.command) {
@@ -340,6 +346,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Events { client, command } => client::events(command, client),
         Command::Wait { client, wait } => client::wait(wait, client),
         Command::Mcp(args) => mcp::run(args),
+        Command::Ui(args) => ui::run(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());

@@ -40,7 +40,11 @@ pub(super) fn confined<T: Send>(
 
 /// An approval bound to `tree` holds only while the policy's snapshot is
 /// that tree.
-fn reviewed_tree(id: &str, plan: &stored::CommitPlan, tree: Option<&str>) -> EngineResult<()> {
+pub(super) fn reviewed_tree(
+    id: &str,
+    plan: &stored::CommitPlan,
+    tree: Option<&str>,
+) -> EngineResult<()> {
     let Some(tree) = tree else {
         return Ok(());
     };
@@ -118,13 +122,35 @@ impl Engine {
     /// An approval given for `tree` (the snapshot's tree id the person
     /// reviewed) is refused, changing nothing, when the policy's snapshot
     /// is another tree now (re-gated meanwhile).
+    ///
+    /// A reject's `comment` (the operator's) is delivered to the agent as
+    /// its nudge ([`super::reject_nudge`]): the `policy:nudge` event, and
+    /// the prompt of the live members gatehost started. A comment with an
+    /// approval, or past [`super::MAX_REJECT_COMMENT`], is refused.
     pub async fn ack(
         &self,
         id: &str,
         approve: bool,
         tree: Option<&str>,
+        comment: Option<&str>,
         by: &str,
     ) -> EngineResult<PolicyRow> {
+        let nudge = match comment {
+            None => None,
+            Some(_) if approve => {
+                return Err(super::sessions::invalid(
+                    "comment",
+                    "a comment goes with a reject (approve: false) only",
+                ));
+            }
+            Some(c) if c.len() > super::MAX_REJECT_COMMENT => {
+                return Err(super::sessions::invalid(
+                    "comment",
+                    format!("at most {} bytes", super::MAX_REJECT_COMMENT),
+                ));
+            }
+            Some(c) => super::reject_nudge(id, c),
+        };
         let current = self.policy(id)?;
         if current.status != PolicyStatus::AwaitingAck {
             return Err(EngineError::Conflict {
@@ -220,33 +246,50 @@ impl Engine {
                 p.reason = Some(format!("ack refused as stale: {why}; the gate runs again"));
             }
             let reason = p.reason.clone();
-            let step =
-                self.transition(
-                    tx,
-                    &mut p,
-                    Input::Ack { approve, fresh },
-                    |event| match event {
-                        PolicyEvent::Rejected => json!({"by": by}),
-                        PolicyEvent::Cancelled => json!({"from": from.as_str(), "reason": reason}),
-                        PolicyEvent::Stale => json!({"by": by, "reason": why}),
-                        PolicyEvent::Queued => json!({"reason": "stale ack: re-gating"}),
-                        PolicyEvent::Approved => {
-                            let mut approved = json!({"by": by});
-                            if let Some(changed) = &changed_after {
-                                approved["changedAfterSnapshot"] = match changed {
-                                    Ok(list) => json!(list),
-                                    Err(e) => json!({"error": e}),
-                                };
-                            }
-                            approved
-                        }
-                        _ => json!({}),
+            let step = self.transition(
+                tx,
+                &mut p,
+                Input::Ack {
+                    approve,
+                    fresh,
+                    comment: nudge.is_some(),
+                },
+                |event| match event {
+                    PolicyEvent::Rejected => match &nudge {
+                        Some(_) => json!({"by": by, "comment": comment}),
+                        None => json!({"by": by}),
                     },
-                )?;
+                    PolicyEvent::Nudge => json!({"message": nudge, "by": by}),
+                    PolicyEvent::Cancelled => json!({"from": from.as_str(), "reason": reason}),
+                    PolicyEvent::Stale => json!({"by": by, "reason": why}),
+                    PolicyEvent::Queued => json!({"reason": "stale ack: re-gating"}),
+                    PolicyEvent::Approved => {
+                        let mut approved = json!({"by": by});
+                        if let Some(changed) = &changed_after {
+                            approved["changedAfterSnapshot"] = match changed {
+                                Ok(list) => json!(list),
+                                Err(e) => json!({"error": e}),
+                            };
+                        }
+                        approved
+                    }
+                    _ => json!({}),
+                },
+            )?;
             Ok((p, step))
         })?;
         if let Some(step) = &step {
             self.perform(id, step);
+            if let Some(message) = &nudge {
+                // Stored already (the `policy:nudge` event): a member that
+                // cannot be read gets it from the bus only.
+                match stored::spec(&p).and_then(|input| self.alive_members(&input)) {
+                    Ok(alive) => self.deliver_step_nudge(step, &alive, message).await,
+                    Err(e) => {
+                        tracing::warn!(policy = id, error = %e, "the reject's nudge is on the bus only");
+                    }
+                }
+            }
         }
         if p.status == PolicyStatus::Queued {
             return Err(EngineError::Conflict {

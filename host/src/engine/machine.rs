@@ -185,12 +185,19 @@ pub enum Input {
     /// The nudge task watched the members again.
     NudgeDelivered(AfterNudge),
     /// A person's answer to `commit-ready`; `fresh`: the content to
-    /// commit is still the judged one.
+    /// commit is still the judged one; `comment`: a reject carries the
+    /// operator's comment, delivered to the agent as its nudge.
     Ack {
         approve: bool,
         fresh: bool,
+        comment: bool,
     },
     Cancel,
+    /// The operator's line comments on a change awaiting its ack ("request
+    /// changes"); `alive`: a member is alive to act on them.
+    RequestChanges {
+        alive: bool,
+    },
     Commit(CommitResult),
     /// The daemon restarted, or the sweep found it without a task.
     Recover,
@@ -228,6 +235,8 @@ pub enum ReviewStep {
 pub enum Refusal {
     NotAwaitingAck,
     Settled,
+    /// Changes requested of a policy none of whose members is alive.
+    NoMemberAlive,
 }
 
 impl Refusal {
@@ -235,6 +244,7 @@ impl Refusal {
         match self {
             Refusal::NotAwaitingAck => "not-awaiting-ack",
             Refusal::Settled => "settled",
+            Refusal::NoMemberAlive => "no-member-alive",
         }
     }
 }
@@ -347,9 +357,28 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
         },
         (_, Input::NudgeDelivered(_)) => Decision::Ignore,
 
-        (S::AwaitingAck, Input::Ack { approve: false, .. }) => {
-            go(S::Cancelled, &[E::Rejected, E::Cancelled], &[])
-        }
+        (
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                comment: false,
+                ..
+            },
+        ) => go(S::Cancelled, &[E::Rejected, E::Cancelled], &[]),
+        // The comment reaches the agent as its nudge (`policy:nudge`, and
+        // the prompt of the members gatehost started); the policy ends.
+        (
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                comment: true,
+                ..
+            },
+        ) => go(
+            S::Cancelled,
+            &[E::Rejected, E::Nudge, E::Cancelled],
+            &[F::DeliverNudge],
+        ),
         (S::AwaitingAck, Input::Ack { fresh: true, .. }) => {
             go(S::Committing, &[E::Approved], &[F::Commit])
         }
@@ -357,6 +386,16 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
             go(S::Queued, &[E::Stale, E::Queued], &[F::RunGate])
         }
         (_, Input::Ack { .. }) => Decision::Refuse(Refusal::NotAwaitingAck),
+
+        // Request changes: the comments are the members' nudge, and the
+        // policy waits for their next turn (then gates again).
+        (S::AwaitingAck, Input::RequestChanges { alive: true }) => {
+            go(S::Watching, &[E::Nudge, E::Watching], &[F::DeliverNudge])
+        }
+        (S::AwaitingAck, Input::RequestChanges { alive: false }) => {
+            Decision::Refuse(Refusal::NoMemberAlive)
+        }
+        (_, Input::RequestChanges { .. }) => Decision::Refuse(Refusal::NotAwaitingAck),
 
         (S::Committing, Input::Commit(r)) => match r {
             CommitResult::Committed => go(S::Done, &[E::Committed, E::Done], &[F::ChainNext]),

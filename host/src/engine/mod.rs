@@ -18,6 +18,7 @@ mod acp;
 mod agent_process;
 pub mod attach;
 pub mod chain;
+mod changes;
 mod commits;
 mod confined_agent;
 mod damage;
@@ -40,10 +41,11 @@ pub mod stored;
 pub mod watchdog;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
+pub use changes::{DiffSide, LineComment, MAX_COMMENT_BODY, MAX_COMMENTS, changes_nudge};
 pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
-pub use nudge::render_nudge;
+pub use nudge::{MAX_REJECT_COMMENT, reject_nudge, render_nudge};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 
@@ -333,6 +335,10 @@ impl Engine {
                     machine::Refusal::Settled => {
                         format!("policy {} is already {}", p.id, p.status.as_str())
                     }
+                    machine::Refusal::NoMemberAlive => format!(
+                        "policy {}: no member is alive to act on the requested changes (approve, reject or cancel it)",
+                        p.id
+                    ),
                 };
                 return Err(EngineError::Conflict {
                     code: r.code(),

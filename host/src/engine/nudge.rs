@@ -64,7 +64,65 @@ pub fn render_nudge(template: &str, report: &RunReport) -> String {
         .replace("{gate}", &gate)
 }
 
+/// The longest comment a reject carries to the agent, in bytes.
+pub const MAX_REJECT_COMMENT: usize = 8000;
+
+/// The nudge a reject with the operator's `comment` sends the agent: fixed
+/// text, the policy's id (the host's own, `pol_…`) and the comment quoted
+/// line by line (`> `), its control characters (but tabs) dropped. Nothing
+/// the agent wrote (its commit message, its last turn) is in it, so nothing
+/// it wrote can steer what the nudge says. `None` for a comment that is
+/// empty once trimmed.
+pub fn reject_nudge(policy_id: &str, comment: &str) -> Option<String> {
+    let clean: String = comment
+        .chars()
+        .filter(|c| *c == '\n' || *c == '\t' || !c.is_control())
+        .collect();
+    let clean = clean.trim();
+    if clean.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = clean
+        .lines()
+        .map(|l| format!("> {}", l.trim_end()))
+        .collect();
+    Some(format!(
+        "The operator rejected the change of policy {policy_id}: it will not be committed. The operator's comment:\n{}",
+        quoted.join("\n")
+    ))
+}
+
+/// Those of `members` whose session has not exited, as the transaction
+/// reads them (one that cannot be read is left out).
+pub(super) fn not_exited(tx: &crate::store::Tx<'_>, members: &[String]) -> Vec<String> {
+    members
+        .iter()
+        .filter(|sid| {
+            tx.session(sid)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.state != SessionState::Exited)
+        })
+        .cloned()
+        .collect()
+}
+
 impl Engine {
+    /// Delivers a stored step's nudge `message` to `members` (the prompt of
+    /// those gatehost started) when the step says so.
+    pub(super) async fn deliver_step_nudge(
+        &self,
+        step: &super::machine::Step,
+        members: &[String],
+        message: &str,
+    ) {
+        if step.effects.contains(&super::machine::Effect::DeliverNudge) {
+            for sid in members {
+                self.deliver_prompt(sid, message).await;
+            }
+        }
+    }
+
     /// Watches the live members again, then delivers the stored nudge to
     /// the sessions gatehost started (others get it as the `policy:nudge`
     /// event). Re-run after a restart if the policy was still nudging.
@@ -140,16 +198,7 @@ impl Engine {
             if p.status != PolicyStatus::Nudging {
                 return Ok(None);
             }
-            let alive: Vec<String> = alive
-                .iter()
-                .filter(|sid| {
-                    tx.session(sid)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| s.state != SessionState::Exited)
-                })
-                .cloned()
-                .collect();
+            let alive = not_exited(tx, &alive);
             p.watch_after = match nudged_at {
                 Some(c) => c,
                 None => tx.head_cursor()?,
@@ -205,5 +254,40 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reject_nudge;
+
+    #[test]
+    fn a_reject_nudge_quotes_the_operators_comment_under_fixed_text() {
+        let n = reject_nudge("pol_1", "  Use the builder.\nNo unwrap here.  \n").expect("nudge");
+        assert_eq!(
+            n,
+            "The operator rejected the change of policy pol_1: it will not be committed. \
+             The operator's comment:\n> Use the builder.\n> No unwrap here."
+        );
+    }
+
+    #[test]
+    fn a_reject_nudge_drops_control_characters_and_is_none_when_empty() {
+        let n = reject_nudge("pol_2", "red\u{1b}[31m\r\nbell\u{7}\ttab").expect("nudge");
+        assert!(n.ends_with("> red[31m\n> bell\ttab"), "{n:?}");
+        assert!(!n.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        for empty in ["", "   ", "\n\t\n", "\u{1b}\u{7}"] {
+            assert_eq!(reject_nudge("pol_3", empty), None, "{empty:?}");
+        }
+    }
+
+    #[test]
+    fn a_comment_cannot_forge_the_fixed_text_on_its_own_line() {
+        // Every line of the comment is quoted: a line that imitates the
+        // host's own text still reads as the operator's comment.
+        let n = reject_nudge("pol_4", "ok\nThe operator approved the change").expect("nudge");
+        let lines: Vec<&str> = n.lines().collect();
+        assert!(lines[0].starts_with("The operator rejected the change of policy pol_4"));
+        assert!(lines[1..].iter().all(|l| l.starts_with("> ")), "{lines:?}");
     }
 }

@@ -21,11 +21,12 @@ pub use render::{Body, render};
 
 pub use crate::config::webhooks::{ATTENTION, EventSet, Format, Target};
 
-/// Where a policy's page is, for a link in a message: under the daemon's
-/// address (or `[daemon] public_url`).
+/// Where a policy's page is, for a link in a message: the web page's
+/// policy view (`/ui/#policy/{id}`, the route the page reads) under the
+/// daemon's address (or `[daemon] public_url`).
 pub fn policy_link(base: &str, policy_id: &str) -> String {
     format!(
-        "{}/v1/policies/{}",
+        "{}/ui/#policy/{}",
         base.trim_end_matches('/'),
         utf8_percent(policy_id)
     )

@@ -30,7 +30,7 @@ fn each_format_has_its_receivers_shape() {
     assert!(m.text.contains("out of retries") && m.text.contains("cargo test failed"));
     assert_eq!(
         m.link.as_deref(),
-        Some("http://127.0.0.1:7000/v1/policies/p1")
+        Some("http://127.0.0.1:7000/ui/#policy/p1")
     );
 
     let raw = render(Format::Raw, &e, &m);
@@ -44,7 +44,7 @@ fn each_format_has_its_receivers_shape() {
         text.starts_with("*gatehost: policy p1 is blocked*\n"),
         "{text}"
     );
-    assert!(text.ends_with("<http://127.0.0.1:7000/v1/policies/p1|Open the policy>"));
+    assert!(text.ends_with("<http://127.0.0.1:7000/ui/#policy/p1|Open the policy>"));
     assert_eq!(slack.as_object().map(|o| o.len()), Some(1));
 
     let discord = json_of(&render(Format::Discord, &e, &m));
@@ -71,7 +71,7 @@ fn each_format_has_its_receivers_shape() {
     assert_eq!(h("Priority").as_deref(), Some("high"));
     assert_eq!(
         h("Click").as_deref(),
-        Some("http://127.0.0.1:7000/v1/policies/p1")
+        Some("http://127.0.0.1:7000/ui/#policy/p1")
     );
     assert_eq!(h("Tags").as_deref(), Some("no_entry"));
 }
@@ -228,6 +228,6 @@ fn defaults_every_event_for_raw_webhooks_and_attention_for_chats_and_notify() {
 fn a_policy_link_is_never_steered_by_its_id() {
     assert_eq!(
         policy_link("http://h:1/", "../../v1/x?y#z"),
-        "http://h:1/v1/policies/%2E%2E%2F%2E%2E%2Fv1%2Fx%3Fy%23z"
+        "http://h:1/ui/#policy/%2E%2E%2F%2E%2E%2Fv1%2Fx%3Fy%23z"
     );
 }

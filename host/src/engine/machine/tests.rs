@@ -52,8 +52,19 @@ fn inputs() -> Vec<Input> {
     ] {
         all.push(Input::Review(r));
     }
-    for (approve, fresh) in [(true, true), (true, false), (false, true), (false, false)] {
-        all.push(Input::Ack { approve, fresh });
+    for alive in [true, false] {
+        all.push(Input::RequestChanges { alive });
+    }
+    for approve in [true, false] {
+        for fresh in [true, false] {
+            for comment in [true, false] {
+                all.push(Input::Ack {
+                    approve,
+                    fresh,
+                    comment,
+                });
+            }
+        }
     }
     for r in [
         CommitResult::Committed,
@@ -276,32 +287,57 @@ fn expected() -> Vec<Row> {
             Input::Ack {
                 approve: false,
                 fresh,
+                comment: false,
             },
             S::Cancelled,
             vec![E::Rejected, E::Cancelled],
             vec![],
         ));
+        t.push((
+            S::AwaitingAck,
+            Input::Ack {
+                approve: false,
+                fresh,
+                comment: true,
+            },
+            S::Cancelled,
+            vec![E::Rejected, E::Nudge, E::Cancelled],
+            vec![F::DeliverNudge],
+        ));
     }
     t.push((
         S::AwaitingAck,
-        Input::Ack {
-            approve: true,
-            fresh: true,
-        },
-        S::Committing,
-        vec![E::Approved],
-        vec![F::Commit],
+        Input::RequestChanges { alive: true },
+        S::Watching,
+        vec![E::Nudge, E::Watching],
+        vec![F::DeliverNudge],
     ));
-    t.push((
-        S::AwaitingAck,
-        Input::Ack {
-            approve: true,
-            fresh: false,
-        },
-        S::Queued,
-        vec![E::Stale, E::Queued],
-        vec![F::RunGate],
-    ));
+    // An approval's comment is refused before the machine sees it; were one
+    // to reach it, it changes nothing.
+    for comment in [true, false] {
+        t.push((
+            S::AwaitingAck,
+            Input::Ack {
+                approve: true,
+                fresh: true,
+                comment,
+            },
+            S::Committing,
+            vec![E::Approved],
+            vec![F::Commit],
+        ));
+        t.push((
+            S::AwaitingAck,
+            Input::Ack {
+                approve: true,
+                fresh: false,
+                comment,
+            },
+            S::Queued,
+            vec![E::Stale, E::Queued],
+            vec![F::RunGate],
+        ));
+    }
     // A row that does not decode blocks any state that is not settled.
     for s in [
         S::Watching,
@@ -422,6 +458,8 @@ fn refused(state: PolicyStatus, input: Input) -> Option<Refusal> {
     match (state, input) {
         (S::Done | S::Cancelled, Input::Cancel) => Some(Refusal::Settled),
         (s, Input::Ack { .. }) if s != S::AwaitingAck => Some(Refusal::NotAwaitingAck),
+        (S::AwaitingAck, Input::RequestChanges { alive: false }) => Some(Refusal::NoMemberAlive),
+        (s, Input::RequestChanges { .. }) if s != S::AwaitingAck => Some(Refusal::NotAwaitingAck),
         _ => None,
     }
 }

@@ -1,0 +1,97 @@
+//! `gatehost ui`: prints a one-time login link for the daemon's web page
+//! (`POST /v1/ui/link`, operator token), and with `--open` hands it to
+//! `xdg-open`. It owns that command only; it must never keep the link or
+//! the token anywhere.
+
+use super::client::{ClientArgs, find_server, local_token};
+use super::error::{CliError, CliResult};
+use crate::client::Client;
+
+#[derive(Debug, clap::Args)]
+pub struct UiArgs {
+    /// The daemon's URL, e.g. http://127.0.0.1:7878 [default: the server.url in the default data directory].
+    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The operator token [default: operator.token of the daemon whose server.url is in the default data directory].
+    #[arg(
+        long,
+        env = "GATEHOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Print `{url, expiresInSeconds}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also open the link in the desktop's browser (xdg-open).
+    #[arg(long)]
+    pub open: bool,
+}
+
+impl UiArgs {
+    fn client_args(&self) -> ClientArgs {
+        ClientArgs {
+            server: self.server.clone(),
+            token: self.token.clone(),
+            session_key: None,
+            json: self.json,
+        }
+    }
+}
+
+/// The operator token: `--token` or `GATEHOST_TOKEN`, else the
+/// `operator.token` of the daemon of the default data directory (the one
+/// its `server.url` names).
+fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
+    if let Some(t) = &args.token {
+        return Ok(t.clone());
+    }
+    if let Some(t) = local_token(server, crate::api::auth::OPERATOR_TOKEN_FILE) {
+        return Ok(t);
+    }
+    Err(CliError::new("no-token", "no operator token")
+        .field("--token")
+        .hint("pass --token or set GATEHOST_TOKEN to the daemon's operator.token (in its data directory)"))
+}
+
+pub fn run(args: UiArgs) -> CliResult<i32> {
+    let client_args = args.client_args();
+    let server = find_server(&client_args)?;
+    let token = operator_token(&client_args, &server)?;
+    let client = Client::new(&server, token)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("runtime", format!("cannot start the runtime: {e}")))?;
+    let link = rt.block_on(client.ui_link())?;
+    // The daemon's own URL when it was reached over HTTP; over a unix
+    // socket, the address the daemon answered with.
+    let url = match server.strip_prefix("unix:") {
+        Some(_) => link.url.clone(),
+        None => format!("{}{}", server.trim_end_matches('/'), link.path),
+    };
+    if args.json {
+        let v = serde_json::json!({"url": url, "expiresInSeconds": link.expires_in_seconds});
+        println!("{v}");
+    } else {
+        println!("{url}");
+        eprintln!(
+            "a one-time login link for the page: it works once, within {} seconds",
+            link.expires_in_seconds
+        );
+    }
+    if args.open {
+        match std::process::Command::new("xdg-open")
+            .arg(&url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+        {
+            Ok(s) if s.success() => {}
+            Ok(s) => eprintln!("xdg-open could not open the link ({s}): open it yourself"),
+            Err(e) => eprintln!("cannot run xdg-open ({e}): open the link yourself"),
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,250 @@
+//! "Request changes": the operator's comments on lines of the diff of a
+//! commit awaiting its ack go back to the agent as its nudge, with file and
+//! line, and the policy watches its members again (their next turn gates
+//! it again, on a new snapshot).
+//!
+//! It owns the comments' checks and the nudge's text ([`changes_nudge`], a
+//! pure function). It must never change a policy's state but through
+//! `Engine::transition`, and never put anything the agent wrote in the
+//! nudge.
+
+use super::machine::Input;
+use super::{Engine, EngineResult, PolicyEvent, stored};
+use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The most comments one request carries.
+pub const MAX_COMMENTS: usize = 50;
+/// The longest comment body, in bytes.
+pub const MAX_COMMENT_BODY: usize = 4000;
+/// The longest path a comment names, in bytes.
+const MAX_PATH: usize = 4096;
+
+/// Which side of the diff a comment's line is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiffSide {
+    /// A line of the file as it was (`HEAD`): a removed or context line.
+    Old,
+    /// A line of the file as it will be committed: an added or context line.
+    New,
+}
+
+/// One comment on a line of the diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineComment {
+    /// The file's path in the diff (the new path of a renamed file).
+    pub path: String,
+    /// The line's number on its side, from 1.
+    pub line: u32,
+    pub side: DiffSide,
+    pub body: String,
+}
+
+/// `text` without control characters (but newlines and tabs where `lines`).
+fn clean(text: &str, lines: bool) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || (lines && (*c == '\n' || *c == '\t')))
+        .collect()
+}
+
+/// The comments as the nudge will carry them (control characters dropped,
+/// trimmed), or the first one that cannot be sent, named by its field.
+pub fn checked_comments(comments: &[LineComment]) -> Result<Vec<LineComment>, (String, String)> {
+    if comments.is_empty() || comments.len() > MAX_COMMENTS {
+        return Err((
+            "comments".into(),
+            format!("1 to {MAX_COMMENTS} comments on lines of the diff"),
+        ));
+    }
+    let mut out = Vec::with_capacity(comments.len());
+    for (i, c) in comments.iter().enumerate() {
+        let at = |f: &str| format!("comments[{i}].{f}");
+        let path = clean(&c.path, false).trim().to_string();
+        if path.is_empty() || c.path.len() > MAX_PATH {
+            return Err((
+                at("path"),
+                format!("a file of the diff, 1 to {MAX_PATH} bytes"),
+            ));
+        }
+        if c.line == 0 {
+            return Err((at("line"), "lines are numbered from 1".into()));
+        }
+        let body = clean(&c.body, true).trim().to_string();
+        if body.is_empty() || c.body.len() > MAX_COMMENT_BODY {
+            return Err((
+                at("body"),
+                format!("what to change, 1 to {MAX_COMMENT_BODY} bytes"),
+            ));
+        }
+        out.push(LineComment {
+            path,
+            line: c.line,
+            side: c.side,
+            body,
+        });
+    }
+    Ok(out)
+}
+
+/// The nudge "request changes" sends: the host's fixed text, the policy's
+/// id (the host's own, `pol_…`), then each comment as `- PATH:LINE` (`(old
+/// side)` for a line of the file as it was) with its body quoted line by
+/// line (`> `). The comments are the operator's, already
+/// [`checked_comments`]; nothing the agent wrote is in it.
+pub fn changes_nudge(policy_id: &str, comments: &[LineComment]) -> String {
+    let mut text = format!(
+        "The operator requested changes to policy {policy_id} before it is committed. \
+         Address each comment, then end your turn: the gate runs again."
+    );
+    for c in comments {
+        let side = match c.side {
+            DiffSide::New => "",
+            DiffSide::Old => " (old side)",
+        };
+        text.push_str(&format!("\n- {}:{}{side}", c.path, c.line));
+        for l in c.body.lines() {
+            text.push_str(&format!("\n  > {}", l.trim_end()));
+        }
+    }
+    text
+}
+
+impl Engine {
+    /// The operator's comments on the diff of `id`, awaiting its ack and
+    /// reviewed as `tree` (refused, changing nothing, when the snapshot is
+    /// another tree now): delivered to the live members as their nudge
+    /// (`policy:nudge {message, comments}`, and the prompt of those
+    /// gatehost started), and the policy watches them again.
+    pub async fn request_changes(
+        &self,
+        id: &str,
+        tree: &str,
+        comments: &[LineComment],
+        by: &str,
+    ) -> EngineResult<PolicyRow> {
+        let comments = checked_comments(comments)
+            .map_err(|(field, message)| super::sessions::invalid(&field, message))?;
+        let message = changes_nudge(id, &comments);
+        let current = self.policy(id)?;
+        stored::damaged(&current)?;
+        let input = stored::spec(&current)?;
+        let alive = self.alive_members(&input)?;
+        let (p, step) = self.write(|tx| {
+            let mut p = tx
+                .policy(id)?
+                .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;
+            if p.status == PolicyStatus::AwaitingAck {
+                super::commits::reviewed_tree(id, &stored::plan_required(&p)?, Some(tree))?;
+            }
+            let alive = super::nudge::not_exited(tx, &alive);
+            // Refused by the machine, the write is not stored at all.
+            p.pending = alive.clone();
+            p.watch_after = tx.head_cursor()?;
+            p.plan = None;
+            p.reason = Some(format!("{by} requested changes"));
+            p.updated_at = now_ms();
+            let step = self.transition(
+                tx,
+                &mut p,
+                Input::RequestChanges {
+                    alive: !alive.is_empty(),
+                },
+                |event| match event {
+                    PolicyEvent::Nudge => json!({
+                        "message": message,
+                        "comments": comments,
+                        "by": by,
+                        "sessions": alive,
+                    }),
+                    PolicyEvent::Watching => json!({"pending": alive}),
+                    _ => json!({}),
+                },
+            )?;
+            Ok((p, step))
+        })?;
+        if let Some(step) = &step {
+            self.perform(id, step);
+            self.deliver_step_nudge(step, &p.pending, &message).await;
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(path: &str, line: u32, side: DiffSide, body: &str) -> LineComment {
+        LineComment {
+            path: path.into(),
+            line,
+            side,
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn the_nudge_names_each_file_and_line_and_quotes_each_body() {
+        let n = changes_nudge(
+            "pol_1",
+            &[
+                c("src/lib.rs", 2, DiffSide::New, "Use 43.\nAnd a doc line."),
+                c("src/old.rs", 7, DiffSide::Old, "Keep this one."),
+            ],
+        );
+        assert_eq!(
+            n,
+            "The operator requested changes to policy pol_1 before it is committed. \
+             Address each comment, then end your turn: the gate runs again.\n\
+             - src/lib.rs:2\n  > Use 43.\n  > And a doc line.\n\
+             - src/old.rs:7 (old side)\n  > Keep this one."
+        );
+    }
+
+    #[test]
+    fn comments_are_cleaned_and_each_bad_one_is_named() {
+        let got = checked_comments(&[c(
+            "src/a\n- forged:1",
+            1,
+            DiffSide::New,
+            " fix\u{1b}[2J it \n",
+        )])
+        .expect("ok");
+        assert_eq!(got[0].path, "src/a- forged:1", "no newline in a path");
+        assert_eq!(got[0].body, "fix[2J it");
+        let bad = |cs: &[LineComment]| checked_comments(cs).expect_err("refused").0;
+        assert_eq!(bad(&[]), "comments");
+        assert_eq!(
+            bad(&vec![c("a", 1, DiffSide::New, "b"); MAX_COMMENTS + 1]),
+            "comments"
+        );
+        assert_eq!(
+            bad(&[c("a", 1, DiffSide::New, "b"), c(" ", 1, DiffSide::New, "b")]),
+            "comments[1].path"
+        );
+        assert_eq!(bad(&[c("a", 0, DiffSide::New, "b")]), "comments[0].line");
+        assert_eq!(
+            bad(&[c("a", 1, DiffSide::New, "\u{7} \n")]),
+            "comments[0].body"
+        );
+        let long = "x".repeat(MAX_COMMENT_BODY + 1);
+        assert_eq!(bad(&[c("a", 1, DiffSide::New, &long)]), "comments[0].body");
+    }
+
+    #[test]
+    fn a_body_cannot_forge_a_comment_line_of_its_own() {
+        let n = changes_nudge(
+            "pol_2",
+            &checked_comments(&[c("a.rs", 1, DiffSide::New, "ok\n- b.rs:9")]).expect("ok"),
+        );
+        let lines: Vec<&str> = n.lines().collect();
+        assert_eq!(lines[1], "- a.rs:1");
+        assert!(
+            lines[2..].iter().all(|l| l.starts_with("  > ")),
+            "{lines:?}"
+        );
+    }
+}

@@ -1,0 +1,198 @@
+"""The operator's page in a real headless Chromium (Debian's, driven by
+Playwright for Python), run by tests/daemon_ui.rs against a real daemon.
+
+Arguments: URL OPERATOR_TOKEN AGENT_TOKEN SHOTS_DIR PROFILE_DIR APPROVE_ID
+REJECT_ID COMMENT CHANGES_ID MANY_ID. The four policies are attached and
+watching when it starts.
+
+On stdout: `ready` once logged in with the inbox shown (the test then ends
+the agent's turn, and the policies turn awaiting-ack), then, after reading
+a line on stdin, one JSON line: what it saw. It checks nothing itself but
+what it must wait for; the Rust test judges the JSON (and git). Every wait
+is bounded; an error is reported in the JSON (`error`) and exit code 1.
+"""
+
+import json
+import os
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+# The comment "request changes" sends on a line of the diff.
+CHANGES_COMMENT = "Say what the first step is."
+
+# Every wait in the page is bounded by this (milliseconds).
+WAIT = 20000
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def lines_of(page, selector):
+    return page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
+
+
+def run(page, args, out):
+    url, operator, agent, shots, _profile, approve_id, reject_id, comment, changes_id, many_id = args
+    page.goto(url + "/ui/")
+    page.wait_for_selector("#login:not([hidden])", timeout=WAIT)
+
+    # The agent token is refused: an error, still on the login form.
+    page.fill("#token", agent)
+    page.click("#login-form button[type=submit]")
+    # (Locator waits: the page's CSP forbids the eval a function wait needs.)
+    expect(page.locator("#login-error")).not_to_be_empty(timeout=WAIT)
+    out["agentError"] = page.text_content("#login-error")
+    out["agentStayedOnLogin"] = page.is_visible("#login") and not page.is_visible("#inbox")
+
+    page.fill("#token", operator)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#inbox:not([hidden])", timeout=WAIT)
+    out["loggedIn"] = True
+    # Set once: still there later means the page was never reloaded.
+    page.evaluate("window.__sameDocument = 'yes'")
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+    # Both policies turn awaiting-ack and appear without a reload.
+    for pid in (approve_id, reject_id, changes_id, many_id):
+        page.wait_for_selector(f"#waiting a[href='#policy/{pid}']", timeout=WAIT)
+    out["appearedLive"] = page.evaluate("window.__sameDocument") == "yes"
+    out["waiting"] = lines_of(page, "#waiting li")
+    # The agent's session, with its state and last message, after its turn.
+    expect(page.locator("#sessions li[data-session='s1']")).to_contain_text("idle", timeout=WAIT)
+    out["session"] = page.text_content("#sessions li[data-session='s1']")
+    page.screenshot(path=os.path.join(shots, "inbox.png"), full_page=True)
+
+    # The policy page: its diff, added and removed lines.
+    page.click(f"#waiting a[href='#policy/{approve_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    page.wait_for_selector("#p-diff .add", timeout=WAIT)
+    out["diff"] = "\n".join(lines_of(page, "#p-diff > div"))
+    out["added"] = lines_of(page, "#p-diff .add")
+    out["removed"] = lines_of(page, "#p-diff .del")
+    page.screenshot(path=os.path.join(shots, "policy.png"), full_page=True)
+
+    # The split view: the removed line beside the added one.
+    page.click("#split-toggle")
+    page.wait_for_selector("#p-diff .split-row", timeout=WAIT)
+    out["splitPairs"] = page.eval_on_selector_all(
+        "#p-diff .split-row", "rows => rows.map(r => [...r.children].map(c => c.textContent))"
+    )
+    page.screenshot(path=os.path.join(shots, "policy-split.png"), full_page=True)
+    page.click("#split-toggle")
+    page.wait_for_selector("#p-diff .split-row", state="detached", timeout=WAIT)
+
+    # Approve: the page shows done (live: the commit lands after the answer).
+    page.click("#approve")
+    expect(page.locator("#p-status")).to_have_text("done", timeout=WAIT)
+    out["approvedStatus"] = page.text_content("#p-status")
+    out["sameDocumentAfterApprove"] = page.evaluate("window.__sameDocument") == "yes"
+
+    # A phone-sized screen: the other policy, approve and reject in view.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.click("a[href='#']")
+    page.wait_for_selector(f"#waiting a[href='#policy/{reject_id}']", timeout=WAIT)
+    page.screenshot(path=os.path.join(shots, "inbox-390.png"))
+    page.click(f"#waiting a[href='#policy/{reject_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    page.wait_for_selector("#approve", state="visible", timeout=WAIT)
+    boxes = {}
+    for button in ("approve", "reject"):
+        box = page.locator("#" + button).bounding_box()
+        boxes[button] = {
+            "visible": page.is_visible("#" + button),
+            "inViewport": box is not None
+            and box["x"] >= 0
+            and box["x"] + box["width"] <= 390
+            and box["y"] >= 0
+            and box["y"] + box["height"] <= 844,
+            "width": box["width"] if box else 0,
+        }
+    out["mobile"] = boxes
+    out["pageWidth"] = page.evaluate("document.documentElement.scrollWidth")
+    page.screenshot(path=os.path.join(shots, "policy-390.png"))
+
+    # Reject with a comment for the agent.
+    page.fill("#reject-comment", comment)
+    page.click("#reject")
+    expect(page.locator("#p-status")).to_have_text("cancelled", timeout=WAIT)
+    out["rejectedStatus"] = page.text_content("#p-status")
+    out["errorShown"] = page.text_content("#p-error")
+
+    # Request changes: a comment on line 1 of the added file.
+    page.set_viewport_size({"width": 1100, "height": 800})
+    page.click("a[href='#']")
+    page.click(f"#waiting a[href='#policy/{changes_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    row = page.locator("#p-diff .add[data-line='1']")
+    row.click()
+    page.locator("#p-diff .line-comment").fill(CHANGES_COMMENT)
+    out["commentedOn"] = {
+        "path": row.get_attribute("data-path"),
+        "line": row.get_attribute("data-line"),
+        "side": row.get_attribute("data-side"),
+    }
+    page.screenshot(path=os.path.join(shots, "policy-comment.png"), full_page=True)
+    page.click("#request-changes")
+    expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
+    out["changesStatus"] = page.text_content("#p-status")
+
+    # A large diff, a page of files at a time: "More files" appends the rest.
+    page.click("a[href='#']")
+    page.click(f"#waiting a[href='#policy/{many_id}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    files = page.locator("#p-diff [data-file]")
+    expect(files).to_have_count(100, timeout=WAIT)
+    out["firstPageFiles"] = files.count()
+    out["pageNote"] = page.text_content("#p-diff-note")
+    out["moreShown"] = page.is_visible("#more-files")
+    page.click("#more-files")
+    expect(files).to_have_count(101, timeout=WAIT)
+    out["allFiles"] = page.eval_on_selector_all("#p-diff [data-file]", "els => els.map(e => e.dataset.file)")
+    out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) != 10:
+        print(json.dumps({"error": f"expected 10 arguments, got {len(args)}"}), flush=True)
+        return 1
+    out = {}
+    code = 0
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            args[4],
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1100, "height": 800},
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            console = []
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            try:
+                run(page, args, out)
+            except Exception as e:  # reported to the Rust test, never swallowed
+                out["error"] = f"{type(e).__name__}: {e}"
+                code = 1
+            out["console"] = console
+        finally:
+            context.close()
+    print(json.dumps(out), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
