@@ -14,6 +14,10 @@
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
+//! | `POST /v1/routines` | operator | start a routine (`engine::routine::RoutineSpec`) |
+//! | `GET /v1/routines`, `GET /v1/routines/{id}` | agent | read runs (the newest first), one run |
+//! | `POST /v1/routines/{id}/cancel` | operator | cancel a run |
+//! | `POST /v1/routines/{id}/steps/{step}/resolve` | operator | `{response}`: answer a step's escalation |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
@@ -35,6 +39,7 @@ mod error;
 mod extract;
 pub mod limits;
 pub mod review;
+mod routines;
 pub mod stream;
 pub mod ui;
 
@@ -93,6 +98,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/cancel", post(cancel))
         .route("/v1/policies/{id}/ack", post(ack))
         .route("/v1/policies/{id}/diff", get(review::diff))
+        .route("/v1/routines", post(routines::start).get(routines::list))
+        .route("/v1/routines/{id}", get(routines::get))
+        .route("/v1/routines/{id}/cancel", post(routines::cancel))
+        .route(
+            "/v1/routines/{id}/steps/{step}/resolve",
+            post(routines::resolve),
+        )
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))

@@ -20,6 +20,7 @@ mod plugin_run;
 mod progress;
 mod render;
 mod review;
+mod routine;
 pub mod serve;
 
 pub use check::render_report;
@@ -106,6 +107,15 @@ pub enum Command {
         client: client::ClientArgs,
         #[command(subcommand)]
         command: client::PolicyCommand,
+    },
+    /// Start, follow, cancel and answer routines: steps an agent carries
+    /// out one after another (client of `serve`).
+    #[command(after_help = routine::AFTER_HELP)]
+    Routine {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: routine::RoutineCommand,
     },
     /// Read the event bus by cursor (client of `serve`).
     Events {
@@ -311,6 +321,7 @@ pub fn main() -> i32 {
         Command::Plugin(PluginCommand::List(a)) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
+        | Command::Routine { client, .. }
         | Command::Events { client, .. }
         | Command::Wait { client, .. } => (client.json, None),
         _ => (false, None),
@@ -330,6 +341,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Session { client, command } => client::session(command, client),
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
+        Command::Routine { client, command } => routine::run(command, client),
         Command::Wait { client, wait } => client::wait(wait, client),
         Command::Mcp(args) => mcp::run(args),
         Command::Completions { shell } => {

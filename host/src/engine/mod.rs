@@ -33,6 +33,7 @@ mod recovery;
 mod retry;
 mod review;
 pub mod routine;
+mod routines;
 mod rules;
 mod sessions;
 mod started;
@@ -44,6 +45,7 @@ pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
 pub use nudge::render_nudge;
+pub use routines::{RoutineEvent, RoutineView};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 

@@ -364,8 +364,10 @@ impl Engine {
     ) -> EngineResult<ReportOutcome> {
         let message = message.map(|m| cap(m, MAX_MESSAGE));
         let mut counted = Vec::new();
+        let mut routine_actions = Vec::new();
         let (cursor, queued) = self.write(|tx| {
             counted.clear();
+            routine_actions.clear();
             let mut s = tx
                 .session(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
@@ -416,6 +418,7 @@ impl Engine {
                 s.last_turn_cursor = Some(cursor);
             }
             tx.put_session(&s)?;
+            routine_actions = self.routine_report(tx, id, kind, message.as_deref())?;
             if kind == ReportKind::TurnStart {
                 self.attach_session_policies(tx, &s, "turn-start")?;
             }
@@ -454,6 +457,7 @@ impl Engine {
             }
             Ok((Some(cursor), queued))
         })?;
+        self.perform_routine_actions(routine_actions);
         for (pid, step, slot) in queued {
             match slot {
                 Some(slot) => self.schedule_gate_with(&pid, Some(slot)),

@@ -1,0 +1,290 @@
+//! The routines' operations: start a run, read runs, the operator's
+//! cancel and resolve, the tick (escalation deadlines, waiting runs) and
+//! the recovery at start. Each is one transaction through the loop's
+//! `feed`, its actions run after the commit. It must never change a run's
+//! state but through `feed`.
+
+use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
+use super::super::sessions::invalid;
+use super::super::{Engine, EngineError, EngineResult};
+use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK};
+use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
+
+impl Engine {
+    /// Starts a run of `spec` (operator only; the API checks). Refused:
+    /// a spec that does not validate, a step with a `policy` (not
+    /// supported yet), an ACP step whose `cwd` is not an absolute
+    /// directory.
+    pub fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
+        spec.validate()
+            .map_err(|e| invalid("steps", e.to_string()))?;
+        for s in &spec.steps {
+            if s.policy.is_some() {
+                return Err(invalid(
+                    "policy",
+                    format!(
+                        "step {:?}: a policy on a routine step is not supported yet; attach it to the step's session with POST /v1/policies",
+                        s.label
+                    ),
+                ));
+            }
+            if let SessionSpec::Acp { cwd, .. } = &s.session {
+                super::super::sessions::locate(cwd, None)
+                    .map_err(|e| invalid("cwd", format!("step {:?}: {e}", s.label)))?;
+            }
+        }
+        let now = now_ms();
+        let id = format!("rt_{}", uuid::Uuid::new_v4().simple());
+        let row = RoutineRow {
+            id: id.clone(),
+            label: spec.label.clone(),
+            spec: serde_json::to_value(&spec).map_err(|e| invalid("spec", e.to_string()))?,
+            state: serde_json::to_value(routine::initial())
+                .map_err(|e| invalid("state", e.to_string()))?,
+            phase: routine::initial().name().to_string(),
+            step_session: None,
+            deadline_at: None,
+            pending_request: None,
+            reason: None,
+            created_at: now,
+            updated_at: now,
+            steps: spec
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, s)| RoutineStepRow {
+                    index,
+                    label: s.label.clone(),
+                    status: StepStatus::Pending,
+                    session_id: None,
+                    restarts: 0,
+                    response: None,
+                    started_at: None,
+                    ended_at: None,
+                })
+                .collect(),
+        };
+        let (actions, view) = self.write(|tx| {
+            tx.insert_routine(&row)?;
+            let mut run = Run {
+                row: row.clone(),
+                spec: spec.clone(),
+                state: routine::initial(),
+            };
+            self.routine_event(
+                tx,
+                "routine:started",
+                &run,
+                RoutineEvent {
+                    message: Some(format!("{} steps", spec.steps.len())),
+                    ..RoutineEvent::default()
+                },
+            )?;
+            let (ready, blocked, why) = self.check_waits(tx, &run, 0)?;
+            let actions = self.feed(
+                tx,
+                &mut run,
+                RunInput::Check { ready, blocked },
+                Context {
+                    why,
+                    ..Context::default()
+                },
+            )?;
+            Ok((actions, run.row))
+        })?;
+        tracing::info!(routine = %id, steps = spec.steps.len(), "a routine started");
+        self.perform_routine(actions);
+        Ok(self.routine(&view.id).unwrap_or(view))
+    }
+
+    pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
+        self.inner
+            .store
+            .routine(id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))
+    }
+
+    /// The newest runs, at most `limit`.
+    pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
+        Ok(self.inner.store.routines(limit)?)
+    }
+
+    /// The operator cancels a run; its step's agent, if the run started
+    /// it, is stopped. A finished run is a conflict.
+    pub fn cancel_routine(&self, id: &str, by: &str) -> EngineResult<RoutineView> {
+        self.operator_input(
+            id,
+            None,
+            RunInput::Cancel,
+            Some(format!("cancelled by {by}")),
+        )
+    }
+
+    /// The operator answers step `step`'s escalation with `response` (sent
+    /// as the step session's next prompt; for a permission request, it is
+    /// allowed). A run not escalated on that step is a conflict.
+    pub fn resolve_routine(
+        &self,
+        id: &str,
+        step: &str,
+        response: String,
+    ) -> EngineResult<RoutineView> {
+        self.operator_input(id, Some((step, response)), RunInput::Resolved, None)
+    }
+
+    fn operator_input(
+        &self,
+        id: &str,
+        resolve: Option<(&str, String)>,
+        input: RunInput,
+        why: Option<String>,
+    ) -> EngineResult<RoutineView> {
+        let (actions, view) = self.write(|tx| {
+            let row = tx
+                .routine(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))?;
+            let mut run = Run::decode(row)?;
+            if run.state.is_terminal() {
+                return Err(EngineError::Conflict {
+                    code: "routine-finished",
+                    message: format!("routine {id} is already {}", run.state.name()),
+                });
+            }
+            let mut cx = Context {
+                why: why.clone(),
+                ..Context::default()
+            };
+            if let Some((step, response)) = &resolve {
+                let escalated_on = match run.state {
+                    RunState::Escalated { step, .. } => {
+                        run.spec.steps.get(step).map(|s| s.label.as_str())
+                    }
+                    _ => None,
+                };
+                if escalated_on != Some(*step) {
+                    return Err(EngineError::Conflict {
+                        code: "not-escalated",
+                        message: format!(
+                            "routine {id} is {}: step {step:?} waits for no answer",
+                            run.state.name()
+                        ),
+                    });
+                }
+                cx.message = Some(response.clone());
+            }
+            let actions = self.feed(tx, &mut run, input, cx)?;
+            Ok((actions, run.row))
+        })?;
+        self.perform_routine(actions);
+        Ok(view)
+    }
+
+    /// One look: escalations past their deadline, waiting runs whose
+    /// `waitFor` finished (or never will).
+    fn routine_tick(&self) -> EngineResult<()> {
+        let actions = self.write(|tx| {
+            let mut actions = Vec::new();
+            for row in tx.routines_past_deadline(now_ms())? {
+                let mut run = Run::decode(row)?;
+                actions.extend(self.feed(tx, &mut run, RunInput::Timeout, Context::default())?);
+            }
+            for row in tx.active_routines()? {
+                if row.phase != "waiting" {
+                    continue;
+                }
+                let mut run = Run::decode(row)?;
+                let Some(step) = run.state.step() else {
+                    continue;
+                };
+                let (ready, blocked, why) = self.check_waits(tx, &run, step)?;
+                if ready || blocked {
+                    actions.extend(self.feed(
+                        tx,
+                        &mut run,
+                        RunInput::Check { ready, blocked },
+                        Context {
+                            why,
+                            ..Context::default()
+                        },
+                    )?);
+                }
+            }
+            Ok(actions)
+        })?;
+        self.perform_routine(actions);
+        Ok(())
+    }
+
+    /// Whether the tick has anything to do (a read: an idle tick writes
+    /// nothing).
+    fn routine_tick_due(&self) -> EngineResult<bool> {
+        let now = now_ms();
+        Ok(self.inner.store.active_routines()?.iter().any(|r| {
+            r.phase == "waiting"
+                || (r.phase == "escalated" && r.deadline_at.is_some_and(|d| d <= now))
+        }))
+    }
+
+    /// The tick, every second until the daemon stops.
+    pub fn spawn_routine_ticker(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(TICK) => {}
+                    _ = engine.stopped() => return,
+                }
+                match engine.routine_tick_due() {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        if let Err(e) = engine.routine_tick() {
+                            tracing::warn!(error = %e, "the routines' tick could not write the store; it tries again");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the routines' tick could not read the store; it tries again");
+                    }
+                }
+            }
+        });
+    }
+
+    /// At start, before the previous daemon's started sessions are marked
+    /// exited: every unfinished run is told the daemon restarted (a step
+    /// whose ACP agent died with the old daemon starts again, at most
+    /// `MAX_RESTARTS` times). Returns what to run once that recovery is
+    /// through (`perform_routine_actions`).
+    pub(in crate::engine) fn recover_routines(&self) -> EngineResult<Vec<RoutineActions>> {
+        let mut out = Vec::new();
+        for row in self.inner.store.active_routines()? {
+            let id = row.id.clone();
+            let r = self.write(|tx| {
+                let Some(row) = tx.routine(&id)? else {
+                    return Ok(Vec::new());
+                };
+                let mut run = Run::decode(row)?;
+                let owned = run
+                    .state
+                    .step()
+                    .and_then(|i| run.spec.steps.get(i))
+                    .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
+                let input = match run.state {
+                    RunState::Waiting { step } => {
+                        let (ready, blocked, _) = self.check_waits(tx, &run, step)?;
+                        RunInput::Check { ready, blocked }
+                    }
+                    _ => RunInput::Recover { owned_agent: owned },
+                };
+                tracing::info!(routine = %id, state = run.state.name(), owned, "a routine resumes after a restart");
+                self.feed(tx, &mut run, input, Context::default())
+            });
+            match r {
+                Ok(a) => out.push(RoutineActions(a)),
+                Err(e) => {
+                    tracing::error!(routine = %id, error = %e, "a routine cannot be resumed");
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,336 @@
+//! Routines (`gatehost routine …`) with a real daemon and the scripted ACP
+//! agent (tests/acp-agent/agent.py, in its `--ask-first` or `--done`
+//! mode): a step whose agent asks is answered by its auto-allow prompt, or
+//! escalated to the operator (who answers through the CLI; the agent token
+//! cannot), or fails the run when nobody answers in time; a fan-in step
+//! waits for two sessions; a SIGKILL of the daemon mid-run resumes the run
+//! on restart. Every terminal event is checked to happen once, and no
+//! agent to be left running.
+
+use crate::common::daemon::Daemon;
+use crate::common::{self, Scratch};
+use crate::daemon_acp::{agent_dir, agent_log, python, setup, wait_for};
+use serde_json::{Value, json};
+
+/// An ACP step running the scripted agent in `mode`.
+fn acp_step(s: &Scratch, label: &str, mode: &str, marker: &str, on_input: Value) -> Value {
+    json!({
+        "label": label,
+        "prompt": format!("carry out {label}"),
+        "session": {"acp": {
+            "command": [python(), agent_dir().join("agent.py").display().to_string(), mode,
+                        format!("gatehost-test-{marker}")],
+            "cwd": s.ws.display().to_string(),
+        }},
+        "onInput": on_input,
+    })
+}
+
+/// Starts the routine through the CLI (operator); its id.
+fn start(d: &Daemon, s: &Scratch, spec: Value) -> String {
+    let file = s.write("routine.json", &spec.to_string());
+    let r = d.cli(
+        &["routine", "start", &file.display().to_string()],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout.trim().to_string()
+}
+
+/// The run, through the CLI's `status --json`.
+fn status(d: &Daemon, id: &str) -> Value {
+    let r = d.cli(&["routine", "status", id, "--json"], &d.agent);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.json()
+}
+
+/// The routine's events of `kind`.
+fn events(d: &Daemon, id: &str, kind: &str) -> Vec<Value> {
+    d.all_events(&format!("&types={kind}"))
+        .into_iter()
+        .filter(|e| e["payload"]["routineId"] == id)
+        .collect()
+}
+
+fn wait_event(d: &Daemon, id: &str, kind: &str) -> Value {
+    wait_for(&format!("{kind} of {id}"), || {
+        events(d, id, kind).into_iter().next()
+    })
+}
+
+/// The prompts the agents in `s.ws` received, in order.
+fn prompts(s: &Scratch) -> Vec<String> {
+    agent_log(&s.ws)
+        .iter()
+        .filter(|l| l["received"]["method"] == "session/prompt")
+        .map(|l| {
+            l["received"]["params"]["prompt"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Waits until the agents carrying `marker` are gone (the run stops the
+/// agents it started), then checks none is left.
+fn no_agent_left(marker: &str) {
+    wait_for("the routine's agents to be stopped", || {
+        common::survivors(marker).is_empty().then_some(())
+    });
+    common::assert_no_survivors(marker);
+}
+
+#[test]
+fn an_auto_allow_step_answers_its_agent_and_the_run_is_done() {
+    let (s, d) = setup();
+    let m = common::marker("routine-auto");
+    let id = start(
+        &d,
+        &s,
+        json!({"label": "auto", "steps": [acp_step(&s, "build", "--ask-first", &m,
+            json!({"mode": "auto-allow", "prompt": "use main"}))]}),
+    );
+    let done = wait_event(&d, &id, "routine:done");
+    assert_eq!(done["payload"]["state"], "done", "{done}");
+    let asked = events(&d, &id, "routine:awaiting-input");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0]["payload"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("which branch")),
+        "{asked:?}"
+    );
+    assert_eq!(events(&d, &id, "routine:auto-allowed").len(), 1);
+    let got = prompts(&s);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with("carry out build") && got[0].contains("STEP DONE"),
+        "{got:?}"
+    );
+    assert_eq!(got[1], "use main");
+    let run = status(&d, &id);
+    assert_eq!(run["phase"], "done", "{run}");
+    assert_eq!(run["steps"][0]["status"], "done", "{run}");
+    no_agent_left(&m);
+    assert_eq!(events(&d, &id, "routine:done").len(), 1);
+}
+
+#[test]
+fn an_escalated_step_is_resolved_by_the_operator_never_by_the_agent_token() {
+    let (s, d) = setup();
+    let m = common::marker("routine-escalate");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "deploy", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 120}))]}),
+    );
+    let escalated = wait_event(&d, &id, "routine:escalated");
+    assert_eq!(escalated["payload"]["step"], "deploy", "{escalated}");
+    assert_eq!(escalated["payload"]["timeoutMs"], 120_000, "{escalated}");
+    // The agent token cannot answer, nor start or cancel.
+    let path = format!("/v1/routines/{id}/steps/deploy/resolve");
+    let (code, body) = d.http(
+        "POST",
+        &path,
+        Some(&d.agent),
+        Some(json!({"response": "x"})),
+    );
+    assert_eq!(code, 403, "{body}");
+    let r = d.cli(
+        &["routine", "resolve", &id, "deploy", "--response", "x"],
+        &d.agent,
+    );
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let (code, _) = d.http(
+        "POST",
+        &format!("/v1/routines/{id}/cancel"),
+        Some(&d.agent),
+        None,
+    );
+    assert_eq!(code, 403);
+    // A step that is not escalated waits for no answer.
+    let r = d.cli(
+        &["routine", "resolve", &id, "other", "--response", "x"],
+        &d.operator,
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("waits for no answer"), "{}", r.stderr);
+    let r = d.cli(
+        &[
+            "routine",
+            "resolve",
+            &id,
+            "deploy",
+            "--response",
+            "use release",
+        ],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    wait_event(&d, &id, "routine:done");
+    let got = prompts(&s);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1], "use release", "the agent got the operator's answer");
+    let resolved = events(&d, &id, "routine:resolved");
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["payload"]["message"], "use release");
+    let run = status(&d, &id);
+    assert_eq!(run["steps"][0]["response"], "use release", "{run}");
+    // Finished: a second answer or a cancel is refused.
+    let r = d.cli(&["routine", "cancel", &id], &d.operator);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("already done"), "{}", r.stderr);
+    no_agent_left(&m);
+}
+
+#[test]
+fn an_escalation_nobody_answers_fails_the_run_once_with_its_reason() {
+    let (s, mut d) = setup();
+    let m = common::marker("routine-timeout");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
+    );
+    let failed = wait_event(&d, &id, "routine:failed");
+    assert_eq!(
+        failed["payload"]["failReason"], "escalation-timed-out",
+        "{failed}"
+    );
+    assert!(
+        failed["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("nobody resolved")),
+        "{failed}"
+    );
+    let run = status(&d, &id);
+    assert_eq!(run["phase"], "failed", "{run}");
+    assert_eq!(run["reason"], "escalation-timed-out", "{run}");
+    assert_eq!(run["steps"][0]["status"], "failed", "{run}");
+    no_agent_left(&m);
+    // A restart changes nothing: the failure was said once.
+    d.restart();
+    assert_eq!(status(&d, &id)["phase"], "failed");
+    assert_eq!(events(&d, &id, "routine:failed").len(), 1);
+    assert!(events(&d, &id, "routine:step-restarted").is_empty());
+    no_agent_left(&m);
+}
+
+#[test]
+fn a_fan_in_step_waits_for_two_sessions() {
+    let (s, d) = setup();
+    let m = common::marker("routine-fan-in");
+    for sid in ["fan-a", "fan-b"] {
+        d.register(sid, &s.ws);
+    }
+    let mut step = acp_step(&s, "merge", "--done", &m, json!({"mode": "fail"}));
+    step["waitFor"] = json!(["fan-a", "fan-b"]);
+    let id = start(&d, &s, json!({"steps": [step]}));
+    let report = |sid: &str, message: &str| {
+        let request = gatehost::wire::ReportRequest {
+            kind: gatehost::wire::ReportKind::TurnEnd,
+            message: Some(message.to_string()),
+        };
+        let client = d.client();
+        d.block(client.report(sid, &request)).expect("report");
+    };
+    // A turn-end without the marker finishes nothing; one session done
+    // is not both.
+    report("fan-a", "still working");
+    report("fan-b", "done here\nSTEP DONE");
+    let run = status(&d, &id);
+    assert_eq!(run["phase"], "waiting", "{run}");
+    assert_eq!(run["steps"][0]["status"], "pending", "{run}");
+    assert!(events(&d, &id, "routine:step-started").is_empty());
+    report("fan-a", "STEP DONE");
+    let started = wait_event(&d, &id, "routine:step-started");
+    assert_eq!(started["payload"]["step"], "merge", "{started}");
+    wait_event(&d, &id, "routine:done");
+    assert_eq!(prompts(&s).len(), 1);
+    no_agent_left(&m);
+}
+
+#[test]
+fn a_sigkill_mid_run_resumes_the_run_and_each_terminal_event_happens_once() {
+    let (s, mut d) = setup();
+    let m = common::marker("routine-kill");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [
+            acp_step(&s, "one", "--done", &m, json!({"mode": "fail"})),
+            acp_step(&s, "two", "--ask-first", &m, json!({"mode": "escalate", "timeoutSecs": 120})),
+        ]}),
+    );
+    let escalated = wait_event(&d, &id, "routine:escalated");
+    assert_eq!(escalated["payload"]["step"], "two", "{escalated}");
+    d.kill9();
+    // The agent died with its daemon.
+    no_agent_left(&m);
+    d.restart();
+    let restarted = wait_event(&d, &id, "routine:step-restarted");
+    assert_eq!(restarted["payload"]["step"], "two", "{restarted}");
+    assert_eq!(restarted["payload"]["restarts"], 1, "{restarted}");
+    // The new agent asks again; the operator answers.
+    wait_for("the second escalation", || {
+        (events(&d, &id, "routine:escalated").len() == 2).then_some(())
+    });
+    let r = d.cli(
+        &["routine", "resolve", &id, "two", "--response", "go"],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    wait_event(&d, &id, "routine:done");
+    d.restart();
+    for (kind, n) in [
+        ("routine:started", 1),
+        ("routine:step-restarted", 1),
+        ("routine:done", 1),
+        ("routine:failed", 0),
+    ] {
+        assert_eq!(events(&d, &id, kind).len(), n, "{kind}");
+    }
+    let done_steps: Vec<Value> = events(&d, &id, "routine:step-done")
+        .into_iter()
+        .map(|e| e["payload"]["step"].clone())
+        .collect();
+    assert_eq!(done_steps, vec![json!("one"), json!("two")]);
+    let run = status(&d, &id);
+    assert_eq!(run["phase"], "done", "{run}");
+    assert_eq!(run["steps"][1]["restarts"], 1, "{run}");
+    no_agent_left(&m);
+}
+
+#[test]
+fn a_cancelled_run_stops_its_agent_and_a_bad_routine_is_refused() {
+    let (s, d) = setup();
+    let m = common::marker("routine-cancel");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "wait", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 120}))]}),
+    );
+    wait_event(&d, &id, "routine:escalated");
+    let r = d.cli(&["routine", "cancel", &id], &d.operator);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(events(&d, &id, "routine:cancelled").len(), 1);
+    no_agent_left(&m);
+    let r = d.cli(&["routine", "list", "--json"], &d.agent);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["routines"][0]["phase"], "cancelled");
+    // A step waiting for a later one never starts: refused up front.
+    let mut late = acp_step(&s, "a", "--done", &m, json!({"mode": "fail"}));
+    late["waitFor"] = json!(["b"]);
+    let b = acp_step(&s, "b", "--done", &m, json!({"mode": "fail"}));
+    let file = s.write("bad.json", &json!({"steps": [late, b]}).to_string());
+    let r = d.cli(
+        &["routine", "start", &file.display().to_string()],
+        &d.operator,
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("a later step"), "{}", r.stderr);
+}
