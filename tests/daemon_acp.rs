@@ -51,6 +51,20 @@ pub(crate) fn agent_log(ws: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The prompts the agents in `ws` received, in order.
+pub(crate) fn prompts(ws: &Path) -> Vec<String> {
+    agent_log(ws)
+        .iter()
+        .filter(|l| l["received"]["method"] == "session/prompt")
+        .map(|l| {
+            l["received"]["params"]["prompt"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
 pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
@@ -173,16 +187,7 @@ fn an_acp_session_ends_turns_on_end_turn_takes_nudges_as_prompts_and_asks_its_ru
     let opened = wait_for("the nudged prompt", || {
         agent_log(&s.ws).into_iter().find(|l| l["action"] == "open")
     });
-    let prompts: Vec<String> = agent_log(&s.ws)
-        .iter()
-        .filter(|l| l["received"]["method"] == "session/prompt")
-        .map(|l| {
-            l["received"]["params"]["prompt"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
+    let prompts = prompts(&s.ws);
     assert_eq!(prompts.len(), 2, "{prompts:?}");
     assert!(
         prompts[1].contains(&format!("OPEN {}", token.display())),

@@ -9,7 +9,7 @@
 
 use crate::common::daemon::Daemon;
 use crate::common::{self, Scratch};
-use crate::daemon_acp::{agent_dir, agent_log, python, setup, wait_for};
+use crate::daemon_acp::{agent_dir, python, setup, wait_for};
 use serde_json::{Value, json};
 
 /// An ACP step running the scripted agent in `mode`.
@@ -60,16 +60,7 @@ fn wait_event(d: &Daemon, id: &str, kind: &str) -> Value {
 
 /// The prompts the agents in `s.ws` received, in order.
 fn prompts(s: &Scratch) -> Vec<String> {
-    agent_log(&s.ws)
-        .iter()
-        .filter(|l| l["received"]["method"] == "session/prompt")
-        .map(|l| {
-            l["received"]["params"]["prompt"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect()
+    crate::daemon_acp::prompts(&s.ws)
 }
 
 /// Waits until the agents carrying `marker` are gone (the run stops the
@@ -333,4 +324,63 @@ fn a_cancelled_run_stops_its_agent_and_a_bad_routine_is_refused() {
     );
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("a later step"), "{}", r.stderr);
+}
+
+#[test]
+fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_operator() {
+    let (s, d) = setup();
+    let m = common::marker("routine-permission");
+    let rule = json!({"allow": ["read"], "otherwise": "escalate", "timeoutMs": 60_000});
+    let mut one = acp_step(
+        &s,
+        "edit",
+        "--done",
+        &m,
+        json!({"mode": "auto-allow", "prompt": "unused"}),
+    );
+    one["prompt"] = json!("PERMISSION edit patch");
+    one["session"]["acp"]["permission"] = rule.clone();
+    let mut two = acp_step(
+        &s,
+        "remove",
+        "--done",
+        &m,
+        json!({"mode": "escalate", "timeoutSecs": 120}),
+    );
+    two["prompt"] = json!("PERMISSION delete rm");
+    two["session"]["acp"]["permission"] = rule;
+    let id = start(&d, &s, json!({"steps": [one, two]}));
+    let escalated = wait_event(&d, &id, "routine:escalated");
+    assert_eq!(escalated["payload"]["step"], "remove", "{escalated}");
+    assert_eq!(escalated["payload"]["source"], "permission", "{escalated}");
+    let request = escalated["payload"]["request"]
+        .as_str()
+        .expect("the request id")
+        .to_string();
+    let auto = events(&d, &id, "routine:auto-allowed");
+    assert_eq!(auto.len(), 1, "{auto:?}");
+    assert_eq!(auto[0]["payload"]["source"], "permission", "{auto:?}");
+    let r = d.cli(
+        &["routine", "resolve", &id, "remove", "--response", "allow"],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    wait_event(&d, &id, "routine:done");
+    let answers: Vec<(String, String)> = crate::daemon_acp::agent_log(&s.ws)
+        .iter()
+        .filter(|l| l["action"] == "permission")
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap_or_default().to_string(),
+                l["answer"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![("patch".into(), "yes".into()), ("rm".into(), "yes".into())]
+    );
+    let resolved = events(&d, &id, "routine:resolved");
+    assert_eq!(resolved[0]["payload"]["request"], request.as_str());
+    no_agent_left(&m);
 }

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 pub const AFTER_HELP: &str = "\
 A routine file is JSON: {\"label\": \"...\", \"steps\": [STEP, ...]}; a step is
   {\"label\": \"build\", \"prompt\": \"...\",
-   \"session\": {\"acp\": {\"command\": [\"gemini\", \"--acp\"], \"cwd\": \"/abs/dir\"}} | {\"existing\": \"SESSION-ID\"},
+   \"session\": {\"acp\": {\"command\": [\"gemini\", \"--acp\"], \"cwd\": \"/abs/dir\",
+                        \"permission\": {\"allow\": [\"read\"], \"otherwise\": \"escalate\"}}}
+              | {\"existing\": \"SESSION-ID\"},
    \"waitFor\": [\"earlier-step-label\" or \"SESSION-ID\", ...],
    \"onInput\": {\"mode\": \"auto-allow\", \"prompt\": \"...\"} | {\"mode\": \"escalate\", \"timeoutSecs\": 300} | {\"mode\": \"fail\"}}
 A step is finished when its session ends a turn with a line that is only STEP DONE

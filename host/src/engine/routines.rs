@@ -127,6 +127,7 @@ enum Action {
         command: Vec<String>,
         cwd: String,
         prompt: String,
+        permission: Option<crate::permission::PermissionRule>,
     },
     /// Send `text` as the session's next prompt.
     Prompt { session: String, text: String },
@@ -294,7 +295,11 @@ impl Engine {
                     return Ok(());
                 };
                 let (sid, action) = match &spec.session {
-                    SessionSpec::Acp { command, cwd } => {
+                    SessionSpec::Acp {
+                        command,
+                        cwd,
+                        permission,
+                    } => {
                         let sid = format!("{}.s{step}.r{restarts}", run.row.id);
                         let a = Action::StartAcp {
                             run: run.row.id.clone(),
@@ -302,6 +307,7 @@ impl Engine {
                             command: command.clone(),
                             cwd: cwd.clone(),
                             prompt: routine::step_prompt(&spec),
+                            permission: permission.clone(),
                         };
                         (sid, a)
                     }
@@ -537,6 +543,7 @@ impl Engine {
                     command,
                     cwd,
                     prompt,
+                    permission,
                 } => {
                     let input = super::StartInput {
                         id: Some(session.clone()),
@@ -545,6 +552,7 @@ impl Engine {
                         command,
                         acp: true,
                         prompt: Some(prompt),
+                        permission,
                         ..super::StartInput::default()
                     };
                     if let Err(e) = self.start_session(input) {

@@ -80,16 +80,7 @@ impl Engine {
                     ..RoutineEvent::default()
                 },
             )?;
-            let (ready, blocked, why) = self.check_waits(tx, &run, 0)?;
-            let actions = self.feed(
-                tx,
-                &mut run,
-                RunInput::Check { ready, blocked },
-                Context {
-                    why,
-                    ..Context::default()
-                },
-            )?;
+            let actions = self.feed_check(tx, &mut run, 0)?;
             Ok((actions, run.row))
         })?;
         tracing::info!(routine = %id, steps = spec.steps.len(), "a routine started");
@@ -179,6 +170,26 @@ impl Engine {
         Ok(view)
     }
 
+    /// Feeds the check of waiting step `step`'s `waitFor` (a run not
+    /// ready stays as it is).
+    fn feed_check(
+        &self,
+        tx: &mut crate::store::Tx<'_>,
+        run: &mut Run,
+        step: usize,
+    ) -> EngineResult<Vec<super::Action>> {
+        let (ready, blocked, why) = self.check_waits(tx, run, step)?;
+        self.feed(
+            tx,
+            run,
+            RunInput::Check { ready, blocked },
+            Context {
+                why,
+                ..Context::default()
+            },
+        )
+    }
+
     /// One look: escalations past their deadline, waiting runs whose
     /// `waitFor` finished (or never will).
     fn routine_tick(&self) -> EngineResult<()> {
@@ -196,18 +207,7 @@ impl Engine {
                 let Some(step) = run.state.step() else {
                     continue;
                 };
-                let (ready, blocked, why) = self.check_waits(tx, &run, step)?;
-                if ready || blocked {
-                    actions.extend(self.feed(
-                        tx,
-                        &mut run,
-                        RunInput::Check { ready, blocked },
-                        Context {
-                            why,
-                            ..Context::default()
-                        },
-                    )?);
-                }
+                actions.extend(self.feed_check(tx, &mut run, step)?);
             }
             Ok(actions)
         })?;
@@ -268,15 +268,16 @@ impl Engine {
                     .step()
                     .and_then(|i| run.spec.steps.get(i))
                     .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
-                let input = match run.state {
-                    RunState::Waiting { step } => {
-                        let (ready, blocked, _) = self.check_waits(tx, &run, step)?;
-                        RunInput::Check { ready, blocked }
-                    }
-                    _ => RunInput::Recover { owned_agent: owned },
-                };
                 tracing::info!(routine = %id, state = run.state.name(), owned, "a routine resumes after a restart");
-                self.feed(tx, &mut run, input, Context::default())
+                match run.state {
+                    RunState::Waiting { step } => self.feed_check(tx, &mut run, step),
+                    _ => self.feed(
+                        tx,
+                        &mut run,
+                        RunInput::Recover { owned_agent: owned },
+                        Context::default(),
+                    ),
+                }
             });
             match r {
                 Ok(a) => out.push(RoutineActions(a)),
