@@ -145,7 +145,7 @@ pub enum Command {
     /// Print the man page (roff) on stdout, e.g. `gatehost man > gatehost.1`.
     Man,
     /// Print one of gatehost's documents (Markdown, carried in the binary):
-    /// readme, agents, daemon, security, plugins, mcp; with none, the list.
+    /// readme, agents, daemon, security, plugins, mcp, routines; with none, the list.
     Docs {
         #[arg(value_name = "TOPIC")]
         topic: Option<String>,

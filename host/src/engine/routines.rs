@@ -345,6 +345,7 @@ impl Engine {
                         step: Some(spec.label.clone()),
                         session_id: Some(sid),
                         restarts: restarted.then_some(restarts),
+                        message: Some(routine::step_prompt(&spec)),
                         reason: restarted.then(|| {
                             cx.why.clone().unwrap_or_else(|| {
                                 "the daemon restarted; the step's agent died with it".into()
