@@ -384,3 +384,110 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
     assert_eq!(resolved[0]["payload"]["request"], request.as_str());
     no_agent_left(&m);
 }
+
+/// The seed of the random kills: fixed, so a failure replays
+/// (`GATEHOST_TEST_SEED` overrides it).
+const KILL_SEED: u64 = 0x5EED_2027;
+const KILL_RUNS: usize = 4;
+const KILLS: usize = 24;
+
+#[test]
+fn random_sigkills_lose_no_run_and_double_no_event() {
+    let (s, mut d) = setup();
+    let m = common::marker("routine-kills");
+    let auto = json!({"mode": "auto-allow", "prompt": "carry on"});
+    let ids: Vec<String> = (0..KILL_RUNS)
+        .map(|i| {
+            let spec = json!({"label": format!("run {i}"), "steps": [
+                acp_step(&s, "a", "--done", &m, auto.clone()),
+                acp_step(&s, "b", "--ask-first", &m, auto.clone()),
+                acp_step(&s, "c", "--done", &m, auto.clone()),
+            ]});
+            let file = s.write(&format!("routine-{i}.json"), &spec.to_string());
+            let r = d.cli(
+                &["routine", "start", &file.display().to_string()],
+                &d.operator,
+            );
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            r.stdout.trim().to_string()
+        })
+        .collect();
+    let seed = std::env::var("GATEHOST_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(KILL_SEED);
+    eprintln!("seed {seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for _ in 0..KILLS {
+        // A random moment of the runs: the kill lands wherever they are.
+        std::thread::sleep(std::time::Duration::from_millis(rng.u64(0..400)));
+        d.restart();
+    }
+    // The last life runs them to their end.
+    let phases = wait_for("every run to finish", || {
+        let phases: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                status(&d, id)["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        phases
+            .iter()
+            .all(|p| matches!(p.as_str(), "done" | "failed"))
+            .then_some(phases)
+    });
+    eprintln!("phases after {KILLS} kills: {phases:?}");
+    let check = |d: &Daemon| {
+        for id in &ids {
+            let n = |kind: &str| events(d, id, kind).len();
+            assert_eq!(n("routine:started"), 1, "{id}");
+            assert_eq!(
+                n("routine:done") + n("routine:failed") + n("routine:cancelled"),
+                1,
+                "{id}: one terminal event"
+            );
+            let done: Vec<Value> = events(d, id, "routine:step-done")
+                .into_iter()
+                .map(|e| e["payload"]["step"].clone())
+                .collect();
+            let restarts: Vec<(Value, Value)> = events(d, id, "routine:step-restarted")
+                .into_iter()
+                .map(|e| {
+                    (
+                        e["payload"]["step"].clone(),
+                        e["payload"]["restarts"].clone(),
+                    )
+                })
+                .collect();
+            let mut unique = restarts.clone();
+            unique.sort_by_key(|(s, r)| (s.to_string(), r.to_string()));
+            unique.dedup();
+            assert_eq!(
+                unique.len(),
+                restarts.len(),
+                "{id}: a restart twice: {restarts:?}"
+            );
+            let run = status(d, id);
+            if run["phase"] == "done" {
+                assert_eq!(done, vec![json!("a"), json!("b"), json!("c")], "{id}");
+            } else {
+                assert_eq!(run["reason"], "too-many-restarts", "{id}: {run}");
+                let all = [json!("a"), json!("b"), json!("c")];
+                assert_eq!(
+                    done[..],
+                    all[..done.len()],
+                    "{id}: steps done in order, once"
+                );
+            }
+        }
+    };
+    check(&d);
+    // Another life changes nothing.
+    d.restart();
+    check(&d);
+    drop(d);
+    no_agent_left(&m);
+}
