@@ -21,7 +21,7 @@ use super::routine::{
 };
 use super::sessions::{ReportKind, invalid};
 use super::{Engine, EngineError, EngineResult};
-use crate::store::{RoutineRow, SessionState, StepStatus, StoreError, Tx, now_ms};
+use crate::store::{RoutineRow, SessionRow, SessionState, StepStatus, StoreError, Tx, now_ms};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -105,6 +105,54 @@ pub struct RoutineEvent {
     pub restarts: Option<u32>,
 }
 
+/// Whether step `step`'s `waitFor` are all finished (`ready`), or one
+/// never will (`blocked`, with why). A label names an earlier step; any
+/// other name a session, finished when its last turn (or its exit)
+/// ended with the done marker; a session that exited without it, or
+/// that does not exist, blocks.
+fn check_waits(
+    run: &Run,
+    step: usize,
+    session: impl Fn(&str) -> Result<Option<SessionRow>, StoreError>,
+) -> EngineResult<(bool, bool, Option<String>)> {
+    let Some(spec) = run.spec.steps.get(step) else {
+        return Ok((false, true, Some(format!("the run has no step {step}"))));
+    };
+    let mut ready = true;
+    for w in &spec.wait_for {
+        if let Some(s) = run.row.steps.iter().find(|s| &s.label == w) {
+            match s.status {
+                StepStatus::Done => {}
+                StepStatus::Failed | StepStatus::Cancelled => {
+                    return Ok((false, true, Some(format!("step {w:?} did not finish"))));
+                }
+                _ => ready = false,
+            }
+            continue;
+        }
+        match session(w)? {
+            None => {
+                return Ok((false, true, Some(format!("no session {w:?} to wait for"))));
+            }
+            Some(s) => {
+                let finished = routine::finishes_step(s.last_message.as_deref());
+                match s.state {
+                    SessionState::Exited if !finished => {
+                        return Ok((
+                            false,
+                            true,
+                            Some(format!("session {w:?} exited before it finished")),
+                        ));
+                    }
+                    SessionState::Exited | SessionState::Idle if finished => {}
+                    _ => ready = false,
+                }
+            }
+        }
+    }
+    Ok((ready, false, None))
+}
+
 /// What an input carries beyond its kind.
 #[derive(Debug, Default, Clone)]
 struct Context {
@@ -179,7 +227,7 @@ impl Engine {
                 self.apply(tx, run, prev, *e, &cx, now, &mut actions)?;
             }
             if let RunState::Waiting { step } = run.state {
-                let (ready, blocked, why) = self.check_waits(tx, run, step)?;
+                let (ready, blocked, why) = check_waits(run, step, |id| tx.session(id))?;
                 if ready || blocked {
                     input = Some((
                         RunInput::Check { ready, blocked },
@@ -210,55 +258,6 @@ impl Engine {
         }
         tx.put_routine(&run.row)?;
         Ok(actions)
-    }
-
-    /// Whether step `step`'s `waitFor` are all finished (`ready`), or one
-    /// never will (`blocked`, with why). A label names an earlier step; any
-    /// other name a session, finished when its last turn (or its exit)
-    /// ended with the done marker; a session that exited without it, or
-    /// that does not exist, blocks.
-    fn check_waits(
-        &self,
-        tx: &Tx<'_>,
-        run: &Run,
-        step: usize,
-    ) -> EngineResult<(bool, bool, Option<String>)> {
-        let Some(spec) = run.spec.steps.get(step) else {
-            return Ok((false, true, Some(format!("the run has no step {step}"))));
-        };
-        let mut ready = true;
-        for w in &spec.wait_for {
-            if let Some(s) = run.row.steps.iter().find(|s| &s.label == w) {
-                match s.status {
-                    StepStatus::Done => {}
-                    StepStatus::Failed | StepStatus::Cancelled => {
-                        return Ok((false, true, Some(format!("step {w:?} did not finish"))));
-                    }
-                    _ => ready = false,
-                }
-                continue;
-            }
-            match tx.session(w)? {
-                None => {
-                    return Ok((false, true, Some(format!("no session {w:?} to wait for"))));
-                }
-                Some(s) => {
-                    let finished = routine::finishes_step(s.last_message.as_deref());
-                    match s.state {
-                        SessionState::Exited if !finished => {
-                            return Ok((
-                                false,
-                                true,
-                                Some(format!("session {w:?} exited before it finished")),
-                            ));
-                        }
-                        SessionState::Exited | SessionState::Idle if finished => {}
-                        _ => ready = false,
-                    }
-                }
-            }
-        }
-        Ok((ready, false, None))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -229,6 +229,23 @@ pub(super) fn list_routines(c: &Connection, limit: usize) -> StoreResult<Vec<Rou
     )
 }
 
+/// Runs waiting for a step's `waitFor`, oldest first (by index).
+pub(super) fn waiting_routines(c: &Connection) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines WHERE phase = 'waiting' ORDER BY seq",
+        [],
+    )
+}
+
+/// Whether an escalated run's deadline is at or before `now` (by index).
+pub(super) fn past_deadline(c: &Connection, now: i64) -> StoreResult<bool> {
+    Ok(c.prepare_cached(
+        "SELECT 1 FROM routines WHERE phase = 'escalated' AND deadline_at <= ?1 LIMIT 1",
+    )?
+    .exists(params![now])?)
+}
+
 /// Runs not yet done, failed or cancelled, oldest first (by index).
 pub(super) fn active_routines(c: &Connection) -> StoreResult<Vec<RoutineRow>> {
     many(
@@ -250,6 +267,15 @@ impl super::Store {
     pub fn active_routines(&self) -> StoreResult<Vec<RoutineRow>> {
         self.read(active_routines)
     }
+
+    pub fn waiting_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        self.read(waiting_routines)
+    }
+
+    /// Whether an escalated run is past its deadline at `now`.
+    pub fn routine_past_deadline(&self, now: i64) -> StoreResult<bool> {
+        self.read(|c| past_deadline(c, now))
+    }
 }
 
 impl Tx<'_> {
@@ -259,6 +285,10 @@ impl Tx<'_> {
 
     pub fn active_routines(&self) -> StoreResult<Vec<RoutineRow>> {
         active_routines(&self.tx)
+    }
+
+    pub fn waiting_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        waiting_routines(&self.tx)
     }
 
     /// The run whose current step runs in (or is escalated on) `session`.
@@ -425,6 +455,13 @@ mod tests {
                 .len()
         };
         assert_eq!((due(99), due(100)), (0, 1));
+        assert_eq!(
+            (
+                store.routine_past_deadline(99).expect("due"),
+                store.routine_past_deadline(100).expect("due")
+            ),
+            (false, true)
+        );
         r.phase = "failed".into();
         r.reason = Some(json!("escalation-timed-out"));
         store.write(|tx| tx.put_routine(&r)).expect("put");
@@ -435,6 +472,7 @@ mod tests {
             .map(|r| r.id)
             .collect();
         assert_eq!(active, vec!["r2".to_string()]);
+        assert!(store.waiting_routines().expect("waiting").is_empty());
         let listed: Vec<String> = store
             .routines(10)
             .expect("list")

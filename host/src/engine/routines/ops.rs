@@ -7,7 +7,7 @@
 use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
 use super::super::sessions::invalid;
 use super::super::{Engine, EngineError, EngineResult};
-use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK};
+use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
 
 impl Engine {
@@ -171,14 +171,17 @@ impl Engine {
     }
 
     /// Feeds the check of waiting step `step`'s `waitFor` (a run not
-    /// ready stays as it is).
+    /// ready stays as it is, and nothing is written).
     fn feed_check(
         &self,
         tx: &mut crate::store::Tx<'_>,
         run: &mut Run,
         step: usize,
     ) -> EngineResult<Vec<super::Action>> {
-        let (ready, blocked, why) = self.check_waits(tx, run, step)?;
+        let (ready, blocked, why) = check_waits(run, step, |id| tx.session(id))?;
+        if !ready && !blocked {
+            return Ok(Vec::new());
+        }
         self.feed(
             tx,
             run,
@@ -199,10 +202,7 @@ impl Engine {
                 let mut run = Run::decode(row)?;
                 actions.extend(self.feed(tx, &mut run, RunInput::Timeout, Context::default())?);
             }
-            for row in tx.active_routines()? {
-                if row.phase != "waiting" {
-                    continue;
-                }
+            for row in tx.waiting_routines()? {
                 let mut run = Run::decode(row)?;
                 let Some(step) = run.state.step() else {
                     continue;
@@ -215,14 +215,25 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether the tick has anything to do (a read: an idle tick writes
-    /// nothing).
+    /// Whether the tick has anything to do: an escalation past its
+    /// deadline, a waiting run whose check would move it. Reads only, so
+    /// that an idle tick writes nothing and wakes no reader.
     fn routine_tick_due(&self) -> EngineResult<bool> {
-        let now = now_ms();
-        Ok(self.inner.store.active_routines()?.iter().any(|r| {
-            r.phase == "waiting"
-                || (r.phase == "escalated" && r.deadline_at.is_some_and(|d| d <= now))
-        }))
+        let store = &self.inner.store;
+        if store.routine_past_deadline(now_ms())? {
+            return Ok(true);
+        }
+        for row in store.waiting_routines()? {
+            let run = Run::decode(row)?;
+            let Some(step) = run.state.step() else {
+                continue;
+            };
+            let (ready, blocked, _) = check_waits(&run, step, |id| store.session(id))?;
+            if ready || blocked {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The tick, every second until the daemon stops.
