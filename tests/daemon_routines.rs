@@ -491,3 +491,43 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
     drop(d);
     no_agent_left(&m);
 }
+
+#[test]
+fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
+    let (s, mut d) = setup();
+    let m = common::marker("routine-damaged");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
+    );
+    wait_event(&d, &id, "routine:escalated");
+    d.kill9();
+    // As a damaged disk or a hand edit would leave it; its deadline is due.
+    rusqlite::Connection::open(d.data.join("gatehost.db"))
+        .expect("open the store")
+        .execute(
+            "UPDATE routines SET state = '{not json', deadline_at = 0 WHERE id = ?1",
+            [&id],
+        )
+        .expect("damage the run");
+    d.restart();
+    let run = status(&d, &id);
+    assert!(
+        run["damage"].as_str().is_some_and(|m| m.contains("state")),
+        "{run}"
+    );
+    assert!(run["state"].is_null(), "{run}");
+    // Another run goes on as ever, and the damaged one is not touched.
+    let other = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "go", "--done", &m, json!({"mode": "fail"}))]}),
+    );
+    wait_event(&d, &other, "routine:done");
+    assert!(events(&d, &id, "routine:failed").is_empty());
+    assert!(d.log().contains("does not decode"), "{}", d.log());
+    drop(d);
+    no_agent_left(&m);
+}

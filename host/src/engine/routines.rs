@@ -43,7 +43,27 @@ fn damaged(id: &str, what: &str, e: serde_json::Error) -> EngineError {
 }
 
 impl Run {
+    /// The run, or `None` (said in the log) when its row does not decode:
+    /// a damaged run is left as it is, never a reason for another run, a
+    /// session's report or the daemon's start to fail.
+    fn usable(row: RoutineRow) -> Option<Run> {
+        let id = row.id.clone();
+        match Run::decode(row) {
+            Ok(run) => Some(run),
+            Err(e) => {
+                tracing::error!(routine = %id, error = %e, "a routine's stored row does not decode; it is left as it is");
+                None
+            }
+        }
+    }
+
     fn decode(row: RoutineRow) -> EngineResult<Run> {
+        if let Some(d) = &row.damage {
+            return Err(EngineError::Store(StoreError::Decode {
+                what: "routine",
+                message: format!("routine {}: {d}", row.id),
+            }));
+        }
         let spec =
             serde_json::from_value(row.spec.clone()).map_err(|e| damaged(&row.id, "spec", e))?;
         let state =
@@ -587,10 +607,9 @@ impl Engine {
     /// any, and runs what it decided.
     fn routine_session_input(&self, session: &str, input: RunInput, cx: Context) {
         let r = self.write(|tx| {
-            let Some(row) = tx.routine_on_session(session)? else {
+            let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
                 return Ok(Vec::new());
             };
-            let mut run = Run::decode(row)?;
             self.feed(tx, &mut run, input, cx.clone())
         });
         match r {
@@ -619,10 +638,9 @@ impl Engine {
             ReportKind::Exited => RunInput::SessionDied,
             ReportKind::TurnStart | ReportKind::Heartbeat => return Ok(Vec::new()),
         };
-        let Some(row) = tx.routine_on_session(session)? else {
+        let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
             return Ok(Vec::new());
         };
-        let mut run = Run::decode(row)?;
         let cx = Context {
             message: message.map(str::to_string),
             why: (kind == ReportKind::Exited).then(|| {

@@ -131,22 +131,30 @@ pub struct RoutineRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub steps: Vec<RoutineStepRow>,
+    /// Set when its stored spec or state is not JSON: which and why (both
+    /// are then `null`, and the engine leaves the run as it is, saying
+    /// so). Never written back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
-fn json_col(r: &Row<'_>, col: &str) -> rusqlite::Result<Value> {
+/// A JSON column; one that does not parse is `null` with the damage said.
+fn json_col(r: &Row<'_>, col: &str, damage: &mut Option<String>) -> rusqlite::Result<Value> {
     let text: String = r.get(col)?;
-    serde_json::from_str(&text).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-    })
+    Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
+        damage.get_or_insert_with(|| format!("its stored {col} is not JSON: {e}"));
+        Value::Null
+    }))
 }
 
 fn routine_from(r: &Row<'_>) -> rusqlite::Result<RoutineRow> {
     let reason: Option<String> = r.get("reason")?;
+    let mut damage = None;
     Ok(RoutineRow {
         id: r.get("id")?,
         label: r.get("label")?,
-        spec: json_col(r, "spec")?,
-        state: json_col(r, "state")?,
+        spec: json_col(r, "spec", &mut damage)?,
+        state: json_col(r, "state", &mut damage)?,
         phase: r.get("phase")?,
         step_session: r.get("step_session")?,
         deadline_at: r.get("deadline_at")?,
@@ -155,6 +163,7 @@ fn routine_from(r: &Row<'_>) -> rusqlite::Result<RoutineRow> {
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
         steps: Vec::new(),
+        damage,
     })
 }
 
@@ -193,11 +202,18 @@ fn decode(e: rusqlite::Error) -> StoreError {
 fn with_steps(c: &Connection, mut r: RoutineRow) -> StoreResult<RoutineRow> {
     let mut st =
         c.prepare_cached("SELECT * FROM routine_steps WHERE routine_id = ?1 ORDER BY idx")?;
-    r.steps = st
+    let steps = st
         .query_map(params![r.id], step_from)
         .map_err(decode)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(decode)?;
+        .collect::<Result<Vec<_>, _>>();
+    match steps {
+        Ok(steps) => r.steps = steps,
+        // A step row that does not decode damages its run, not the list.
+        Err(e) => {
+            r.damage
+                .get_or_insert_with(|| format!("a stored step does not decode: {e}"));
+        }
+    }
     Ok(r)
 }
 
@@ -246,6 +262,15 @@ pub(super) fn past_deadline(c: &Connection, now: i64) -> StoreResult<bool> {
     .exists(params![now])?)
 }
 
+/// Escalated runs whose deadline is at or before `now` (by index).
+pub(super) fn due_routines(c: &Connection, now: i64) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines WHERE phase = 'escalated' AND deadline_at <= ?1 ORDER BY seq",
+        params![now],
+    )
+}
+
 /// Runs not yet done, failed or cancelled, oldest first (by index).
 pub(super) fn active_routines(c: &Connection) -> StoreResult<Vec<RoutineRow>> {
     many(
@@ -275,6 +300,11 @@ impl super::Store {
     /// Whether an escalated run is past its deadline at `now`.
     pub fn routine_past_deadline(&self, now: i64) -> StoreResult<bool> {
         self.read(|c| past_deadline(c, now))
+    }
+
+    /// The escalated runs past their deadline at `now`.
+    pub fn routines_past_deadline(&self, now: i64) -> StoreResult<Vec<RoutineRow>> {
+        self.read(|c| due_routines(c, now))
     }
 }
 
@@ -307,11 +337,7 @@ impl Tx<'_> {
 
     /// Escalated runs whose deadline is at or before `now`.
     pub fn routines_past_deadline(&self, now: i64) -> StoreResult<Vec<RoutineRow>> {
-        many(
-            &self.tx,
-            "SELECT * FROM routines WHERE phase = 'escalated' AND deadline_at <= ?1 ORDER BY seq",
-            params![now],
-        )
+        due_routines(&self.tx, now)
     }
 
     /// Inserts a new run (its `seq` is the next one) with its steps.
@@ -342,8 +368,15 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Writes a run's row and its steps' rows.
+    /// Writes a run's row and its steps' rows (never a damaged one's:
+    /// its placeholders would overwrite what is stored).
     pub fn put_routine(&mut self, r: &RoutineRow) -> StoreResult<()> {
+        if let Some(d) = &r.damage {
+            return Err(StoreError::Damaged {
+                row: format!("routine {}", r.id),
+                column: d.clone(),
+            });
+        }
         self.tx
             .prepare_cached(
                 "UPDATE routines SET label = ?2, state = ?3, phase = ?4, step_session = ?5,
@@ -408,6 +441,7 @@ mod tests {
             reason: None,
             created_at: 1,
             updated_at: 2,
+            damage: None,
             steps: vec![RoutineStepRow {
                 index: 0,
                 label: "a".into(),
@@ -514,7 +548,7 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_state_is_an_error_never_a_default() {
+    fn a_damaged_state_is_said_never_a_default_and_never_written_back() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
         store
@@ -525,12 +559,17 @@ mod tests {
                 Ok(())
             })
             .expect("write");
+        let r = store.routine("r1").expect("read").expect("row");
+        assert!(
+            r.damage.as_deref().is_some_and(|d| d.contains("state")),
+            "{r:?}"
+        );
+        assert_eq!(r.state, Value::Null);
+        // The lists still read, the damaged run among them.
+        assert_eq!(store.active_routines().expect("active").len(), 1);
         assert!(matches!(
-            store.routine("r1"),
-            Err(StoreError::Decode {
-                what: "routine",
-                ..
-            })
+            store.write(|tx| tx.put_routine(&r)),
+            Err(StoreError::Damaged { .. })
         ));
     }
 }

@@ -48,6 +48,7 @@ impl Engine {
             reason: None,
             created_at: now,
             updated_at: now,
+            damage: None,
             steps: spec
                 .steps
                 .iter()
@@ -199,11 +200,15 @@ impl Engine {
         let actions = self.write(|tx| {
             let mut actions = Vec::new();
             for row in tx.routines_past_deadline(now_ms())? {
-                let mut run = Run::decode(row)?;
+                let Some(mut run) = Run::usable(row) else {
+                    continue;
+                };
                 actions.extend(self.feed(tx, &mut run, RunInput::Timeout, Context::default())?);
             }
             for row in tx.waiting_routines()? {
-                let mut run = Run::decode(row)?;
+                let Some(mut run) = Run::usable(row) else {
+                    continue;
+                };
                 let Some(step) = run.state.step() else {
                     continue;
                 };
@@ -220,11 +225,20 @@ impl Engine {
     /// that an idle tick writes nothing and wakes no reader.
     fn routine_tick_due(&self) -> EngineResult<bool> {
         let store = &self.inner.store;
-        if store.routine_past_deadline(now_ms())? {
+        // The cheap look first (by index); then whether one of them is a
+        // run the tick can move (a damaged one is left as it is).
+        if store.routine_past_deadline(now_ms())?
+            && store
+                .routines_past_deadline(now_ms())?
+                .into_iter()
+                .any(|r| Run::usable(r).is_some())
+        {
             return Ok(true);
         }
         for row in store.waiting_routines()? {
-            let run = Run::decode(row)?;
+            let Some(run) = Run::usable(row) else {
+                continue;
+            };
             let Some(step) = run.state.step() else {
                 continue;
             };
