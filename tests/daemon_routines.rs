@@ -531,3 +531,62 @@ fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
     drop(d);
     no_agent_left(&m);
 }
+
+#[test]
+fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
+    let hook = crate::common::webhooks::receiver_answering(None);
+    let s = Scratch::new();
+    let cfg = common::allow_config(&["true"]).replace(
+        "[daemon]\n",
+        &format!(
+            "[daemon]\nnotify_url = \"{}\"\nnotify_format = \"ntfy\"\n",
+            hook.url
+        ),
+    ) + &format!(
+        "[agents]\nread = [{:?}]\n",
+        agent_dir().display().to_string()
+    );
+    let cfg = s.write("config.toml", &cfg);
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let m = common::marker("routine-notify");
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
+    );
+    wait_event(&d, &id, "routine:failed");
+    let seen = wait_for("both notifications", || {
+        let seen = hook.seen.lock().expect("lock").clone();
+        let kinds: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
+        (kinds.contains(&"routine:escalated") && kinds.contains(&"routine:failed")).then_some(seen)
+    });
+    // The attention filter: nothing else of the run is a person's business.
+    let kinds: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
+    assert!(
+        kinds
+            .iter()
+            .all(|k| matches!(*k, "routine:escalated" | "routine:failed")),
+        "{kinds:?}"
+    );
+    let body = |kind: &str| {
+        seen.iter()
+            .find(|s| s.1 == kind)
+            .map(|s| String::from_utf8_lossy(&s.3).to_string())
+            .unwrap_or_default()
+    };
+    let asked = body("routine:escalated");
+    assert!(
+        asked.contains(&format!(
+            "gatehost routine resolve {id} ask --response TEXT"
+        )) && asked.contains("which branch"),
+        "{asked}"
+    );
+    assert!(
+        body("routine:failed").contains("nobody resolved"),
+        "{}",
+        body("routine:failed")
+    );
+    drop(d);
+    no_agent_left(&m);
+}
