@@ -126,6 +126,9 @@ struct Inner {
     started: started::Started,
     /// The ACP sessions this daemon drives.
     acp: acp::Acp,
+    /// Whether a session ended a turn or exited since the routines' tick
+    /// last looked at the waiting runs (true at start).
+    routine_waits_dirty: std::sync::atomic::AtomicBool,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
     boot_time: std::time::SystemTime,
@@ -174,6 +177,7 @@ impl Engine {
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
                 acp: acp::Acp::default(),
+                routine_waits_dirty: std::sync::atomic::AtomicBool::new(true),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),

@@ -638,6 +638,12 @@ impl Engine {
             ReportKind::Exited => RunInput::SessionDied,
             ReportKind::TurnStart | ReportKind::Heartbeat => return Ok(Vec::new()),
         };
+        // A run waiting for this session may be ready: the tick looks.
+        if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
+            self.inner
+                .routine_waits_dirty
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
             return Ok(Vec::new());
         };

@@ -221,8 +221,10 @@ impl Engine {
     }
 
     /// Whether the tick has anything to do: an escalation past its
-    /// deadline, a waiting run whose check would move it. Reads only, so
-    /// that an idle tick writes nothing and wakes no reader.
+    /// deadline, a waiting run whose check would move it (looked at only
+    /// when a session ended a turn or exited since the last look: nothing
+    /// else moves a wait). Reads only, so that an idle tick writes nothing
+    /// and wakes no reader.
     fn routine_tick_due(&self) -> EngineResult<bool> {
         let store = &self.inner.store;
         // The cheap look first (by index); then whether one of them is a
@@ -234,6 +236,13 @@ impl Engine {
                 .any(|r| Run::usable(r).is_some())
         {
             return Ok(true);
+        }
+        if !self
+            .inner
+            .routine_waits_dirty
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(false);
         }
         for row in store.waiting_routines()? {
             let Some(run) = Run::usable(row) else {
@@ -259,16 +268,18 @@ impl Engine {
                     _ = tokio::time::sleep(TICK) => {}
                     _ = engine.stopped() => return,
                 }
-                match engine.routine_tick_due() {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        if let Err(e) = engine.routine_tick() {
-                            tracing::warn!(error = %e, "the routines' tick could not write the store; it tries again");
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the routines' tick could not read the store; it tries again");
-                    }
+                let failed = match engine.routine_tick_due() {
+                    Ok(false) => None,
+                    Ok(true) => engine.routine_tick().err().map(|e| ("write", e)),
+                    Err(e) => Some(("read", e)),
+                };
+                if let Some((what, e)) = failed {
+                    tracing::warn!(error = %e, "the routines' tick could not {what} the store; it tries again");
+                    // The waits it did not get to are looked at again.
+                    engine
+                        .inner
+                        .routine_waits_dirty
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             }
         });
