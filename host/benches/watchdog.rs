@@ -20,40 +20,13 @@ mod support;
 use gatehost::config::HostConfig;
 use gatehost::engine::Engine;
 use gatehost::gate::GateRunner;
-use gatehost::store::{SessionRow, SessionState, Store, now_ms};
+use gatehost::store::{Store, now_ms};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn fill(dir: &Path, n: usize) {
     let store = Store::open(dir).expect("store");
-    let now = now_ms();
-    store
-        .write(|tx| {
-            for i in 0..n {
-                tx.put_session(&SessionRow {
-                    id: format!("s{i}"),
-                    label: None,
-                    cwd: "/tmp".into(),
-                    workspace: "/tmp".into(),
-                    state: SessionState::Running,
-                    turns: 0,
-                    last_turn_cursor: None,
-                    last_message: None,
-                    heartbeat_at: Some(now),
-                    notify_url: None,
-                    command: None,
-                    pid: None,
-                    created_at: now,
-                    updated_at: now,
-                    owner: gatehost::config::Trust::Agent,
-                    key_digest: None,
-                    stale_at: None,
-                    damage: None,
-                })?;
-            }
-            Ok(())
-        })
-        .expect("fill");
+    support::live_sessions(&store, n);
 }
 
 fn config(dir: &Path, name: &str, heartbeat: bool) -> std::path::PathBuf {

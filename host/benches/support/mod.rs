@@ -139,3 +139,36 @@ pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
     let _ = child.wait();
     (ns as f64 / 1e6 / wall, rss)
 }
+
+/// Stores `n` live sessions `s0`…, every one heard from now.
+pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
+    use gatehost::store::{SessionRow, SessionState, now_ms};
+    let now = now_ms();
+    store
+        .write(|tx| {
+            for i in 0..n {
+                tx.put_session(&SessionRow {
+                    id: format!("s{i}"),
+                    label: None,
+                    cwd: "/tmp".into(),
+                    workspace: "/tmp".into(),
+                    state: SessionState::Running,
+                    turns: 0,
+                    last_turn_cursor: None,
+                    last_message: None,
+                    heartbeat_at: Some(now),
+                    notify_url: None,
+                    command: None,
+                    pid: None,
+                    created_at: now,
+                    updated_at: now,
+                    owner: gatehost::config::Trust::Agent,
+                    key_digest: None,
+                    stale_at: None,
+                    damage: None,
+                })?;
+            }
+            Ok(())
+        })
+        .expect("fill");
+}
