@@ -91,6 +91,26 @@ impl Claude {
     }
 }
 
+/// Daemon-mode hooks for `claude` (a 60 s budget, the test's state
+/// directory); the keyring directory to give them.
+fn daemon_hooks(claude: &Claude, s: &Scratch, marker: &str, d: &Daemon) -> String {
+    claude.hooks(&format!(
+        "{} hook claude --budget 60s --state-dir {}",
+        env!("CARGO_BIN_EXE_gatehost"),
+        s.out.join(format!("gatehost-test-{marker}")).display()
+    ));
+    d.keyring().dir().display().to_string()
+}
+
+/// What daemon-mode hooks find the daemon by.
+fn daemon_env<'a>(d: &'a Daemon, keys: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys),
+    ]
+}
+
 /// The standalone hook command: `test -f DONE` as the gate.
 fn standalone_hook(s: &Scratch, marker: &str, max_retries: u32) -> String {
     let config = s.write("config.toml", &allow_config(&["test"]));
@@ -191,6 +211,90 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_the_user_is_told() {
             .any(|m| m.contains("blocked, out of retries") && m.contains("test -f DONE")),
         "the user was not told: {shown:?}\n{out:?}"
     );
+    // `claude -p` exited 0; the record a script reads says the work was
+    // let through without a pass, after the session ended.
+    let (code, record) = hook_status(&s, &m, &["--last", "--cwd", s.ws.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{record}");
+    assert_eq!(record["outcome"], "let-through", "{record}");
+    assert_eq!(record["why"], "out-of-retries", "{record}");
+    assert_eq!(
+        (&record["stops"], &record["sentBack"], &record["letThrough"]),
+        (&json!(4), &json!(3), &json!(1)),
+        "{record}"
+    );
+    let by_id = format!("claude:{}", record["sessionId"].as_str().expect("id"));
+    assert_eq!(hook_status(&s, &m, &[&by_id]), (1, record));
+    common::assert_no_survivors(&m);
+}
+
+/// `gatehost hook status ARGS --json` on the test's hook state directory:
+/// its exit code and record.
+fn hook_status(s: &Scratch, marker: &str, args: &[&str]) -> (i32, Value) {
+    let state = s.out.join(format!("gatehost-test-{marker}"));
+    let mut all = vec![
+        "hook",
+        "status",
+        "--json",
+        "--state-dir",
+        state.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(args);
+    let all: Vec<String> = all.iter().map(ToString::to_string).collect();
+    let r = common::run_gatehost(&all, &[]);
+    (
+        r.code,
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}")),
+    )
+}
+
+/// A daemon stop no policy watches goes through, and is never silent: the
+/// user is shown it was not gated, the daemon says so once
+/// (`session:ungated`, a notification), and the record a script reads
+/// says so too.
+#[test]
+fn through_the_daemon_a_stop_no_policy_watches_is_shown_told_and_recorded() {
+    let s = Scratch::new();
+    let m = common::marker("claude-ungated");
+    git_repo(&s.ws);
+    let told = common::webhooks::receiver_answering(None);
+    let cfg = s.write(
+        "config.toml",
+        &allow_config(&["test"]).replace(
+            "[daemon]\n",
+            &format!("[daemon]\nnotify_url = \"{}\"\n", told.url),
+        ),
+    );
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let api = FakeApi::start_script(&s.out, &json!([{"text": "I am done."}]));
+    let claude = Claude::new(&s, &m);
+    let keys = daemon_hooks(&claude, &s, &m, &d);
+    let env = daemon_env(&d, &keys);
+    let out = claude.start(&s.ws, &api, &env, &[], &s.out).finish(T);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(api.model_calls(MODEL_ROUTE).len(), 1, "not sent back");
+    let shown = shown_to_user(&out);
+    assert!(
+        shown
+            .iter()
+            .any(|l| l.contains("no policy watches this session")),
+        "the user was not told: {shown:?}\n{out:?}"
+    );
+    let ungated = d.all_events("types=session:ungated");
+    assert_eq!(ungated.len(), 1, "{ungated:?}");
+    let id = ungated[0]["sessionId"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    assert!(id.starts_with("claude:"), "{id}");
+    common::eventually_within(T, "the operator is told", || {
+        told.kinds().contains(&"session:ungated".to_string())
+    });
+    let (code, record) = hook_status(&s, &m, &[&id]);
+    assert_eq!(code, 1, "{record}");
+    assert_eq!(
+        (&record["outcome"], &record["why"]),
+        (&json!("let-through"), &json!("ungated"))
+    );
     common::assert_no_survivors(&m);
 }
 
@@ -221,17 +325,8 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
         ]),
     );
     let claude = Claude::new(&s, &m);
-    claude.hooks(&format!(
-        "{} hook claude --budget 60s --state-dir {}",
-        env!("CARGO_BIN_EXE_gatehost"),
-        s.out.join(format!("gatehost-test-{m}")).display()
-    ));
-    let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let keys = daemon_hooks(&claude, &s, &m, &d);
+    let env = daemon_env(&d, &keys);
     let run = claude.start(&s.ws, &api, &env, &["--session-id", session], &s.out);
 
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
@@ -304,11 +399,7 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     let state = s.out.join(format!("gatehost-test-{m}"));
     let state = state.to_str().expect("utf-8");
     let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let env = daemon_env(&d, &keys);
     let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
 
     // The gate takes 2 s; the hook's budget is 300 ms: "still running".
@@ -379,17 +470,28 @@ fn a_standalone_session_end_forgets_the_sessions_retry_count() {
     );
     let exhausted = decision(&common::claude_hook_once(&args, &[], &input("Stop")));
     assert!(exhausted["systemMessage"].is_string(), "{exhausted}");
-    assert_eq!(
-        std::fs::read_dir(&state).expect("state").count(),
-        2,
-        "standing and lock"
-    );
+    // The standing and its lock, beside the stop records (`outcomes/`).
+    let standing = || {
+        std::fs::read_dir(&state)
+            .expect("state")
+            .flatten()
+            .filter(|e| e.file_name() != "outcomes")
+            .count()
+    };
+    assert_eq!(standing(), 2, "standing and lock");
     // The session ends: its standing and lock are gone, nothing is said.
     assert_eq!(
         common::claude_hook_once(&args, &[], &input("SessionEnd")),
         ""
     );
-    assert_eq!(std::fs::read_dir(&state).expect("state").count(), 0);
+    assert_eq!(standing(), 0);
+    // What its last stop came to is still there for a script.
+    let (code, record) = hook_status(&s, &m, &["claude:ended"]);
+    assert_eq!(
+        (code, &record["why"]),
+        (1, &json!("out-of-retries")),
+        "{record}"
+    );
     // The same id again counts from the start: a block, not "out of retries".
     assert_eq!(
         decision(&common::claude_hook_once(&args, &[], &input("Stop")))["decision"],

@@ -16,13 +16,9 @@ use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(30);
 
-/// Waits (bounded) until `f` holds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + T;
-    while !f() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits (bounded by `T`) until `f` holds.
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    common::eventually_within(T, what, f);
 }
 
 fn seen(r: &Receiver) -> Vec<Seen> {
@@ -388,5 +384,76 @@ fn session_start_sets_a_notify_url_within_the_prefixes() {
     assert_eq!(code, 404);
     assert_eq!(common::survivors(&m).len(), 1, "only the started one runs");
     d.stop();
+    common::assert_no_survivors(&m);
+}
+
+/// A turn-end no policy watches is said once per session
+/// (`session:ungated`, told to the operator), answered `ungated` every
+/// time so the hook says it too; a watched session's stop, and a session
+/// the daemon started itself, never are.
+#[test]
+fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one() {
+    let s = Scratch::new();
+    let m = common::marker("ungated");
+    let told = receiver_answering(None);
+    let cfg = allow_config(&["true"]).replace(
+        "[daemon]\n",
+        &format!("[daemon]\nnotify_url = \"{}\"\n", told.url),
+    );
+    let cfg = s.write("config.toml", &cfg);
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    d.register("alone", &s.ws);
+    for _ in 0..3 {
+        let r = d.report("alone", "turn-end");
+        assert_eq!(r["ungated"], true, "{r}");
+    }
+    d.register("watched", &s.ws);
+    d.attach(json!({"sessionId": "watched", "gate": {"command": "true"}}));
+    let r = d.report("watched", "turn-end");
+    assert_eq!(r["ungated"], false, "{r}");
+    let started = d.cli(
+        &[
+            "session",
+            "start",
+            "--id",
+            "started",
+            "--cwd",
+            &s.ws.display().to_string(),
+            "--",
+            "bash",
+            "-c",
+            "sleep 30; true",
+            &format!("gatehost-test-{m}"),
+        ],
+        &d.operator,
+    );
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let (code, r) = d.http(
+        "POST",
+        "/v1/sessions/started/report",
+        Some(&d.operator),
+        Some(json!({"kind": "turn-end"})),
+    );
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["ungated"], false, "a session the daemon runs: {r}");
+
+    let ungated = d.all_events("types=session:ungated");
+    assert_eq!(ungated.len(), 1, "{ungated:?}");
+    assert_eq!(ungated[0]["sessionId"], "alone");
+    assert_eq!(ungated[0]["payload"]["turn"], 1, "{}", ungated[0]);
+    eventually("the operator is told", || {
+        told.kinds().contains(&"session:ungated".to_string())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        told.kinds()
+            .iter()
+            .filter(|k| *k == "session:ungated")
+            .count(),
+        1,
+        "told once: {:?}",
+        told.kinds()
+    );
+    drop(d);
     common::assert_no_survivors(&m);
 }

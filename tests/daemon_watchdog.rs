@@ -42,13 +42,9 @@ fn events_of(d: &Daemon, query: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Waits (bounded) until `f` holds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + T;
-    while !f() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits (bounded by `T`) until `f` holds.
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    common::eventually_within(T, what, f);
 }
 
 /// A session silent past `heartbeat_timeout` is stale once, within the

@@ -33,6 +33,7 @@ mod daemon_session_policies;
 mod daemon_ui;
 mod daemon_watchdog;
 mod docs_walkthrough;
+mod doctor;
 mod hook_cost;
 mod hook_install;
 mod hostile_judge;

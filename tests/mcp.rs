@@ -95,6 +95,11 @@ impl McpClient {
     /// Starts the client, which spawns `gatehost mcp` with `env` (and the
     /// marker) and initializes the session.
     fn start(dir: &Path, marker: &str, env: &[(&str, &str)]) -> McpClient {
+        McpClient::start_args(dir, marker, &["mcp"], env)
+    }
+
+    /// [`McpClient::start`] with the server's arguments `args`.
+    fn start_args(dir: &Path, marker: &str, args: &[&str], env: &[(&str, &str)]) -> McpClient {
         let mut server_env: serde_json::Map<String, Value> =
             env.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         server_env.insert(MARKER_VAR.into(), json!(marker));
@@ -104,7 +109,7 @@ impl McpClient {
             &config,
             json!({
                 "command": env!("CARGO_BIN_EXE_gatehost"),
-                "args": ["mcp"],
+                "args": args,
                 "env": server_env,
             })
             .to_string(),
@@ -236,6 +241,46 @@ fn types(events: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// What `hook install --mcp --data-dir` (or `--server --token-file`)
+/// writes: `gatehost mcp` reaches a daemon on another data directory with
+/// nothing in its environment, and refuses a token file others can read.
+#[test]
+fn mcp_reaches_a_daemon_by_its_data_directory_or_a_token_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let m = marker("mcp-data-dir");
+    let s = Scratch::new();
+    let data = s.etc.join("gh-data");
+    let d = daemon(&s, &data, &m);
+    let keys = d.keyring().dir().display().to_string();
+    let env = [("GATEHOST_SESSION_KEYS", keys.as_str())];
+    let data_s = data.display().to_string();
+    let mut c = McpClient::start_args(&s.out, &m, &["mcp", "--data-dir", &data_s], &env);
+    c.ready();
+    assert!(c.ok("policy_list", json!({}))["policies"].is_array());
+    assert_eq!(c.close(), 0);
+
+    let token = s.write("agent.token", &d.agent);
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let token_s = token.display().to_string();
+    let by_file = ["mcp", "--server", &d.url, "--token-file", &token_s];
+    let mut c = McpClient::start_args(&s.out, &m, &by_file, &env);
+    c.ready();
+    assert!(c.ok("policy_list", json!({}))["policies"].is_array());
+    assert_eq!(c.close(), 0);
+
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let c = McpClient::start_args(&s.out, &m, &by_file, &env);
+    assert_ne!(
+        c.first["ready"], true,
+        "a token file others can read is refused: {}",
+        c.first
+    );
+    assert!(c.log().contains("owner-only"), "{}", c.log());
+    drop(c);
+    drop(d);
+    assert_none_left(&m);
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub const SESSION_EVENTS: &[&str] = &[
     "session:permission",
     "session:permission-escalated",
     "session:client-refused",
+    "session:ungated",
 ];
 
 /// Policy events, one per lifecycle transition and outcome.

@@ -63,6 +63,11 @@ pub struct Reported {
     /// (empty for other reports, and when no policy watches).
     #[serde(default)]
     pub policies: Vec<String>,
+    /// For a turn-end: no live policy has the session as a member, so
+    /// nothing gated this stop (the first such stop of a session is also a
+    /// `session:ungated` event).
+    #[serde(default)]
+    pub ungated: bool,
 }
 
 /// `POST /v1/policies/{id}/ack`.

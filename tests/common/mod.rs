@@ -298,6 +298,15 @@ impl CliRun {
 /// `ru_maxrss`: a child spawned with vfork semantics is charged at exec
 /// with the high-water mark of the test process, which runs every test's
 /// in-process work and so says nothing about gatehost.)
+/// Waits, at most `limit`, until `f` holds; fails naming `what`.
+pub fn eventually_within(limit: std::time::Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 pub fn run_gatehost(args: &[String], env: &[(&str, &str)]) -> CliRun {
     let start = Instant::now();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehost"));

@@ -304,6 +304,7 @@ async fn report(
         session_id: id,
         cursor: r.cursor,
         policies: r.policies,
+        ungated: r.ungated,
     })
 }
 

@@ -1,18 +1,19 @@
 //! `gatehost mcp`: the MCP server for agents ([`crate::mcp`]) on stdio.
 //! It finds the daemon (`--server`, `GATEHOST_SERVER`, else the
-//! `server.url` of the default data directory) and the agent token
-//! (`--token`, `GATEHOST_TOKEN`, else that directory's `agent.token`),
+//! `server.url` of the data directory: `--data-dir`, `GATEHOST_DATA_DIR` or
+//! the default) and the agent token (`--token`, `GATEHOST_TOKEN`, else the
+//! file `--token-file`, else that directory's `agent.token`),
 //! refuses to start with the operator's token, and serves until the MCP
 //! client closes stdin. Its errors go through [`super::error`]: it never
 //! prints one itself, and stdout carries nothing but MCP messages.
 
 use super::client::{ClientArgs, find_server};
 use super::error::{CliError, CliResult};
-use super::serve::default_data_dir;
+use super::serve::{SERVER_URL_FILE, default_data_dir};
 use crate::api::auth::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE, read_or_create};
 use crate::client::Client;
 use crate::mcp::{self, McpError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -29,6 +30,14 @@ pub struct McpArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// A file holding the agent token (owner-only), read at start.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+    /// The daemon's data directory (`gatehost serve --data-dir`), where its
+    /// `server.url` and `agent.token` are read [default: the default data
+    /// directory].
+    #[arg(long, env = "GATEHOST_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 pub const AFTER_HELP: &str = "\
@@ -38,16 +47,31 @@ routine_status, routine_list
 (no ack, no cancel: those stay with the operator). Logs go to stderr. See `gatehost docs mcp`.";
 
 pub fn run(args: McpArgs) -> CliResult<i32> {
-    let data_dir = default_data_dir();
-    let server = find_server(&ClientArgs {
-        server: args.server,
-        token: None,
-        session_key: None,
-        json: false,
-    })?;
-    let token = match args.token {
-        Some(t) => t.trim().to_string(),
-        None => agent_token(data_dir.as_deref())?,
+    let data_dir = args.data_dir.clone().or_else(default_data_dir);
+    let server = match (&args.server, &args.data_dir) {
+        (None, Some(dir)) => std::fs::read_to_string(dir.join(SERVER_URL_FILE))
+            .map(|u| u.trim().to_string())
+            .map_err(|e| {
+                CliError::new(
+                    "no-daemon",
+                    format!("no daemon: {}: {e}", dir.join(SERVER_URL_FILE).display()),
+                )
+                .field("--data-dir")
+                .hint("is `gatehost serve --data-dir` running on that directory?")
+            })?,
+        _ => find_server(&ClientArgs {
+            server: args.server,
+            token: None,
+            session_key: None,
+            json: false,
+        })?,
+    };
+    let token = match (args.token, &args.token_file) {
+        (Some(t), _) => t.trim().to_string(),
+        (None, Some(file)) => read_or_create(file, false).map_err(|e| {
+            CliError::new("no-token", format!("no agent token: {e}")).field("--token-file")
+        })?,
+        (None, None) => agent_token(data_dir.as_deref())?,
     };
     let operator_file = data_dir.map(|d| d.join(OPERATOR_TOKEN_FILE));
     // Its attaches present the keys of the sessions they name, kept by

@@ -10,6 +10,7 @@ mod check;
 pub mod client;
 mod client_args;
 mod docs;
+mod doctor;
 pub mod error;
 mod hook;
 mod mcp;
@@ -94,6 +95,11 @@ pub enum Command {
     /// Cursor) by the gates, on stdin and stdout.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// Check the agent CLIs' gatehost hooks: where they are registered,
+    /// duplicates, whether they run this gatehost, load their gates or
+    /// reach their daemon, and answer in the CLI's shape (a dry run).
+    #[command(after_help = doctor::AFTER_HELP)]
+    Doctor(doctor::DoctorArgs),
     /// Register, report, start and list agent sessions (client of `serve`).
     Session {
         #[command(flatten)]
@@ -319,6 +325,8 @@ pub fn main() -> i32 {
         Command::Plugin(PluginCommand::Run(a)) => (a.json, Some(plugin_run::error_report)),
         Command::Plugin(PluginCommand::Inspect(a)) => (a.json, None),
         Command::Plugin(PluginCommand::List(a)) => (a.json, None),
+        Command::Hook(hook::HookCommand::Status(a)) => (a.json, None),
+        Command::Doctor(a) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
         | Command::Routine { client, .. }
@@ -359,6 +367,7 @@ fn run(command: Command) -> error::CliResult<i32> {
             Ok(0)
         }
         Command::Docs { topic } => docs::show(topic.as_deref()),
+        Command::Doctor(a) => doctor::run(&a),
         Command::Plugin(PluginCommand::List(args)) => plugin_list::list(&args),
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
         Command::Plugin(PluginCommand::New(args)) => plugin_new::new(&args),

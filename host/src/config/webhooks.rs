@@ -58,6 +58,7 @@ pub const ATTENTION: &[&str] = &[
     "session:stale",
     "session:permission-escalated",
     "session:policy-refused",
+    "session:ungated",
     "routine:escalated",
     "routine:failed",
     "config:rejected",

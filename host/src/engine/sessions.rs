@@ -16,6 +16,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
+/// The event of a session's first stop that no policy watched.
+pub const UNGATED: &str = "session:ungated";
+
+/// [`UNGATED`]'s payload.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Ungated<'a> {
+    session_id: &'a str,
+    cwd: &'a str,
+    /// The session's turn count at that stop.
+    turn: i64,
+    reason: &'a str,
+}
+
 /// The most of a message kept per report.
 pub(super) const MAX_MESSAGE: usize = 64 * 1024;
 
@@ -63,6 +77,8 @@ pub enum ReportKind {
 pub struct ReportOutcome {
     pub cursor: Option<i64>,
     pub policies: Vec<String>,
+    /// A turn-end no live policy has the session as a member of: not gated.
+    pub ungated: bool,
 }
 
 pub(super) fn invalid(field: &str, message: impl Into<String>) -> EngineError {
@@ -335,6 +351,36 @@ impl Engine {
         Ok(())
     }
 
+    /// A turn-end of `s` that no live policy has as a member: the stop was
+    /// not gated. Said once per session (`session:ungated`, a person's
+    /// business: a standing policy that did not match, say), for the
+    /// sessions agents run themselves (a hook's, the API's); the sessions
+    /// the daemon starts are its routines' and reviews', which say their own.
+    /// Returns whether the stop was ungated.
+    fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
+        if s.command.is_some() || !tx.live_with(&s.id)?.is_empty() {
+            return Ok(false);
+        }
+        if tx.has_session_event(&s.id, UNGATED)? {
+            return Ok(true);
+        }
+        let said = Ungated {
+            session_id: &s.id,
+            cwd: &s.cwd,
+            turn: s.turns,
+            reason: "no policy watches this session: its stop was not gated",
+        };
+        tx.append_event(
+            UNGATED,
+            Some(&s.id),
+            None,
+            &json!(said),
+            &self.webhooks(UNGATED),
+        )?;
+        tracing::warn!(session = %s.id, turn = s.turns, "a stop no policy watches: not gated");
+        Ok(true)
+    }
+
     /// A report from (or about) a session. Returns the event cursor, or
     /// `None` for a heartbeat (which only updates the session).
     /// The daemon's own report, about a session it follows.
@@ -365,9 +411,11 @@ impl Engine {
         let message = message.map(|m| cap(m, MAX_MESSAGE));
         let mut counted = Vec::new();
         let mut routine_actions = Vec::new();
+        let mut ungated = false;
         let (cursor, queued) = self.write(|tx| {
             counted.clear();
             routine_actions.clear();
+            ungated = false;
             let mut s = tx
                 .session(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
@@ -430,6 +478,9 @@ impl Engine {
                 if kind == ReportKind::TurnEnd {
                     counted.extend(tx.judging_with(id)?);
                 }
+                if kind == ReportKind::TurnEnd {
+                    ungated = self.note_ungated(tx, &s)?;
+                }
                 for mut p in tx.watching_with(id)? {
                     if p.damage.is_some() {
                         // Blocked, said; the others gate as ever.
@@ -467,6 +518,7 @@ impl Engine {
         Ok(ReportOutcome {
             cursor,
             policies: counted,
+            ungated,
         })
     }
 }

@@ -32,6 +32,11 @@ impl AgentCli {
         AgentCli::Cursor,
     ];
 
+    /// The CLI named `name` (as [`AgentCli::name`] gives it).
+    pub fn from_name(name: &str) -> Option<AgentCli> {
+        AgentCli::ALL.into_iter().find(|a| a.name() == name)
+    }
+
     /// The name on the command line and the prefix of daemon session ids
     /// (`claude:<session_id>`).
     pub fn name(self) -> &'static str {

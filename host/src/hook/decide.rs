@@ -14,7 +14,9 @@
 //! - in daemon mode the policy counts the retries: a nudge blocks, a
 //!   blocked policy stops with its reason;
 //! - a gate still running at the budget blocks ("still running"), so the
-//!   next stop gets its verdict.
+//!   next stop gets its verdict;
+//! - a daemon stop no policy watches goes through, with a message saying
+//!   it was not gated (never silently).
 //!
 //! It must never read the CLI's own loop flag (`stop_hook_active`): an agent
 //! that claims done, is refused and claims again is not let through by it.
@@ -60,6 +62,9 @@ pub enum Input {
     Error(String),
     /// The gate was still running at the budget.
     Running(String),
+    /// Daemon: no policy watches this session (`AGENT:ID`): nothing gates
+    /// its stop.
+    Ungated(String),
 }
 
 /// The answer and the standing after it.
@@ -111,6 +116,14 @@ pub fn decide(standing: Standing, input: &Input, max_retries: u32) -> Decision {
         (ErrorShown { .. } | Exhausted, Input::Error(reason)) => go(
             Answer::StopWithMessage(format!(
                 "gatehost could not run the gate; the work was not accepted: {reason}"
+            )),
+            standing,
+        ),
+        (_, Input::Ungated(session)) => go(
+            Answer::StopWithMessage(format!(
+                "gatehost: no policy watches this session ({session}), so this stop was not \
+                 gated. Attach one to it, or a standing rule ([[daemon.session_policies]]) \
+                 that matches it."
             )),
             standing,
         ),
@@ -179,7 +192,7 @@ fn exhausted(nudge: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::Standing::{Clear, ErrorShown, Exhausted, Failing};
     use super::*;
 
@@ -192,7 +205,8 @@ mod tests {
         Exhausted,
     ];
 
-    fn inputs() -> Vec<Input> {
+    /// One of every input, in the tables' column order.
+    pub(crate) fn inputs() -> Vec<Input> {
         vec![
             Input::Prompt,
             Input::OwnFollowUp,
@@ -202,6 +216,7 @@ mod tests {
             Input::Blocked("B".into()),
             Input::Error("E".into()),
             Input::Running("R".into()),
+            Input::Ungated("claude:s".into()),
         ]
     }
 
@@ -224,14 +239,14 @@ mod tests {
         let f2 = Failing { blocks: 2 };
         let f3 = Failing { blocks: 3 };
         #[rustfmt::skip]
-        let table: [[(&str, Standing); 8]; 6] = [
-            // Prompt        OwnFollowUp       Pass          Fail              Nudged        Blocked              Error             Running
-            [("go", Clear), ("go", Clear),     ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("block", b0),    ("block", Clear)],
-            [("go", Clear), ("go", f1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("block", b1),    ("block", f1)],
-            [("go", Clear), ("go", f2),        ("go", Clear), ("stop", Exhausted), ("block", f3), ("stop", Exhausted), ("block", ErrorShown { blocks: 2 }), ("block", f2)],
-            [("go", Clear), ("go", b0),        ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("stop", b0),     ("block", b0)],
-            [("go", Clear), ("go", b1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("stop", b1),     ("block", b1)],
-            [("go", Clear), ("go", Exhausted), ("go", Clear), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("block", Exhausted)],
+        let table: [[(&str, Standing); 9]; 6] = [
+            // Prompt        OwnFollowUp       Pass          Fail              Nudged        Blocked              Error             Running           Ungated
+            [("go", Clear), ("go", Clear),     ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("block", b0),    ("block", Clear), ("stop", Clear)],
+            [("go", Clear), ("go", f1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("block", b1),    ("block", f1),    ("stop", f1)],
+            [("go", Clear), ("go", f2),        ("go", Clear), ("stop", Exhausted), ("block", f3), ("stop", Exhausted), ("block", ErrorShown { blocks: 2 }), ("block", f2), ("stop", f2)],
+            [("go", Clear), ("go", b0),        ("go", Clear), ("block", f1),    ("block", f1), ("stop", Exhausted), ("stop", b0),     ("block", b0),    ("stop", b0)],
+            [("go", Clear), ("go", b1),        ("go", Clear), ("block", f2),    ("block", f2), ("stop", Exhausted), ("stop", b1),     ("block", b1),    ("stop", b1)],
+            [("go", Clear), ("go", Exhausted), ("go", Clear), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("stop", Exhausted), ("block", Exhausted), ("stop", Exhausted)],
         ];
         for (s, row) in STANDINGS.iter().zip(table) {
             for (i, (want_kind, want_next)) in inputs().iter().zip(row) {
@@ -250,14 +265,15 @@ mod tests {
         // max_retries = 2; cells: the notice's kind, if any (columns as in
         // inputs()).
         #[rustfmt::skip]
-        let table: [[Option<&str>; 8]; 6] = [
-            // Prompt OwnFollowUp Pass  Fail            Nudged Blocked Error                   Running
-            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
-            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
-            [None,    None,       None, Some("hook:capped"), None, None, Some("hook:gate-error"), None],
-            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
-            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
-            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None],
+        // Ungated is a daemon stop: the daemon tells of it (`session:ungated`).
+        let table: [[Option<&str>; 9]; 6] = [
+            // Prompt OwnFollowUp Pass  Fail            Nudged Blocked Error                   Running Ungated
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None,   None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None,   None],
+            [None,    None,       None, Some("hook:capped"), None, None, Some("hook:gate-error"), None, None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None,   None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None,   None],
+            [None,    None,       None, None,           None,  None,   Some("hook:gate-error"), None,   None],
         ];
         for (s, row) in STANDINGS.iter().zip(table) {
             for (i, want) in inputs().iter().zip(row) {

@@ -8,6 +8,8 @@
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
+//! - [`outcome`]: what each session's last stop came to, kept for scripts
+//!   (`gatehost hook status`);
 //! - [`transcript`]: the last assistant message from a CLI's transcript;
 //! - [`install`]: merging gatehost's entries into a CLI's configuration.
 //!
@@ -26,6 +28,7 @@ pub mod cursor;
 pub mod decide;
 pub mod gemini;
 pub mod install;
+pub mod outcome;
 pub mod state;
 pub mod transcript;
 

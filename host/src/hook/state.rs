@@ -89,12 +89,7 @@ impl StateDir {
 
     /// The file of one agent session.
     fn file(&self, agent: AgentCli, session_id: &str) -> PathBuf {
-        let digest = Sha256::digest(format!("{}:{session_id}", agent.name()));
-        self.dir.join(format!(
-            "{}-{}.json",
-            agent.name(),
-            hex::encode(&digest[..16])
-        ))
+        self.dir.join(session_file_name(agent, session_id))
     }
 
     /// Reads the session's standing, lets `f` decide the next one, and
@@ -234,7 +229,14 @@ fn lock_by(file: &File, path: &Path, deadline: std::time::Instant) -> Result<(),
     }
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// The file name of one agent session's records: the agent and a hash of
+/// its id (the id is the CLI's, never a path).
+pub(super) fn session_file_name(agent: AgentCli, session_id: &str) -> String {
+    let digest = Sha256::digest(format!("{}:{session_id}", agent.name()));
+    format!("{}-{}.json", agent.name(), hex::encode(&digest[..16]))
+}
+
+pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -231,6 +231,21 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 Priority::High,
                 &["warning"],
             ),
+            "session:ungated" => (
+                format!("gatehost: {subject} stopped with no gate"),
+                format!(
+                    "No policy watches this session{}: its stop was let through ungated. \
+                     Attach one (a standing [[daemon.session_policies]] rule matches new sessions); \
+                     later ungated stops of this session are not announced again.",
+                    shown
+                        .cwd
+                        .as_deref()
+                        .map(|c| format!(" (in {})", clean(c)))
+                        .unwrap_or_default()
+                ),
+                Priority::High,
+                &["warning"],
+            ),
             "config:rejected" => (
                 "gatehost: the new configuration was rejected".to_string(),
                 because("the old configuration stays in force"),

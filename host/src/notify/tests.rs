@@ -170,6 +170,11 @@ fn every_attention_event_has_its_own_words() {
             "routine rt_1 failed",
         ),
         (
+            "session:ungated",
+            json!({"cwd": "/w", "turn": 1, "reason": "r"}),
+            "stopped with no gate",
+        ),
+        (
             "session:permission-escalated",
             json!({"request": "perm-1", "timeoutMs": 300_000}),
             "asks for your permission",

@@ -524,6 +524,16 @@ impl Tx<'_> {
         records::live_with(&self.tx, session_id)
     }
 
+    /// Whether `session_id` has an event of type `kind` in the log.
+    pub fn has_session_event(&self, session_id: &str, kind: &str) -> StoreResult<bool> {
+        Ok(self
+            .tx
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM events WHERE session_id = ?1 AND type = ?2)",
+            )?
+            .query_row(rusqlite::params![session_id, kind], |r| r.get(0))?)
+    }
+
     pub fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {
         records::put_session(&self.tx, s)
     }

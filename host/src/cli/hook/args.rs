@@ -7,8 +7,9 @@ use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
 Modes: with --gates FILE the gates run here (standalone); without it the hook asks a running
-`gatehost serve` (--server or GATEHOST_SERVER, else the server.url the daemon wrote; the agent
-token from --token or GATEHOST_TOKEN, else the daemon's agent.token).
+`gatehost serve` (--server or GATEHOST_SERVER, else the server.url the daemon wrote in its data
+directory, --data-dir or GATEHOST_DATA_DIR or the default; the agent token from --token or
+GATEHOST_TOKEN, else --token-file, else the data directory's agent.token).
 Outcomes: a pass lets the stop happen; a failing gate refuses it with the gate's reason, at most
 --max-retries times in a row (daemon: the policy's maxRetries), then lets it happen with a message
 the user sees; a gate that could not run refuses once with the error, then lets it happen with it.
@@ -53,6 +54,14 @@ pub struct HookArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Daemon mode: a file holding the agent token (as the daemon's
+    /// `agent.token`); read at each call.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+    /// Daemon mode: the daemon's data directory (as given to `gatehost serve
+    /// --data-dir`), where its `server.url` and `agent.token` are read.
+    #[arg(long, env = "GATEHOST_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -76,6 +85,44 @@ pub enum HookCommand {
     /// Take gatehost's hooks out again (the original bytes, if the file is
     /// as gatehost left it).
     Uninstall(UninstallArgs),
+    /// What a session's last stop came to: passed, sent back, or let
+    /// through without a pass (out of retries, a blocked policy, a gate
+    /// that could not run, no policy watching). For scripts after a
+    /// headless run.
+    #[command(after_help = STATUS_AFTER_HELP)]
+    Status(StatusArgs),
+}
+
+pub const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
+outcomes/, one file per session, kept 30 days after its last stop (a session's end does not remove
+it). Exit status: 0 when the last stop passed its gates, 1 when it was sent back or let through
+without a pass, 2 when no stop is on record. Example, after `claude -p \"…\" --output-format json`:
+  gatehost hook status claude:$(jq -r .session_id out.json) --json
+  gatehost hook status --last --cwd .";
+
+/// `gatehost hook status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// The session, as the daemon names it: `AGENT:ID` (`claude:` and the
+    /// CLI's session id).
+    #[arg(
+        value_name = "AGENT:ID",
+        required_unless_present = "last",
+        conflicts_with = "last"
+    )]
+    pub session: Option<String>,
+    /// The most recent stop of any session (in `--cwd` if given).
+    #[arg(long)]
+    pub last: bool,
+    /// With `--last`: only stops in this workspace.
+    #[arg(long, value_name = "DIR", requires = "last")]
+    pub cwd: Option<PathBuf>,
+    /// The hook state directory (as given to the hooks' `--state-dir`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The record as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub const INSTALL_AFTER_HELP: &str = "\
@@ -117,6 +164,17 @@ pub struct InstallArgs {
     /// Code and Codex, 60 s for Gemini CLI and Cursor); default 540 s or 54 s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
+    /// Daemon hooks: the daemon's URL (else its data directory's `server.url`).
+    #[arg(long, value_name = "URL", conflicts_with = "gates")]
+    pub server: Option<String>,
+    /// Daemon hooks: a file holding the agent token (never the token itself:
+    /// the command line is in the CLI's configuration).
+    #[arg(long, value_name = "FILE", conflicts_with = "gates")]
+    pub token_file: Option<PathBuf>,
+    /// Daemon hooks: the daemon's data directory (`gatehost serve --data-dir`),
+    /// where the hook reads `server.url` and `agent.token`.
+    #[arg(long, value_name = "DIR", conflicts_with = "gates")]
+    pub data_dir: Option<PathBuf>,
     /// Also add `gatehost mcp` to the CLI's MCP servers.
     #[arg(long)]
     pub mcp: bool,

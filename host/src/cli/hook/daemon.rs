@@ -99,7 +99,13 @@ pub(super) fn verdict(
             .await
             .map_err(|e| format!("cannot report the turn-end: {e}"))?;
         if reported.policies.is_empty() {
-            return Ok(Input::Pass);
+            // Nothing to wait for: no policy watches the session (said,
+            // never silent), or its policies wait on other sessions.
+            return Ok(if reported.ungated {
+                Input::Ungated(id)
+            } else {
+                Input::Pass
+            });
         }
         let since = reported.cursor.unwrap_or(0);
         wait_verdicts(&c, since, &reported.policies, deadline).await
@@ -258,18 +264,47 @@ where
     })
 }
 
+/// Whether the daemon these hook options name answers, with the token they
+/// name, by `deadline`: its URL, or why not (`gatehost doctor`).
+pub(in crate::cli) fn daemon_answers(
+    args: &super::HookArgs,
+    deadline: Instant,
+) -> Result<String, String> {
+    let server = find_server(args)?;
+    with_client(args, deadline, |c| async move {
+        c.health()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the daemon at {server}: {e}"))
+    })
+    .and_then(|()| find_server(args))
+}
+
 fn find_server(args: &super::HookArgs) -> Result<String, String> {
     if let Some(s) = &args.server {
         return Ok(s.clone());
     }
-    super::super::serve::default_data_dir()
+    let dir = data_dir(args);
+    dir.as_ref()
         .and_then(|d| std::fs::read_to_string(d.join(super::super::serve::SERVER_URL_FILE)).ok())
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
-            "no gates and no daemon: pass --gates FILE (standalone), or run `gatehost serve` \
-             (or set GATEHOST_SERVER)"
-                .to_string()
+            let looked = dir.map_or_else(
+                || "no data directory to look in".to_string(),
+                |d| {
+                    format!(
+                        "no {} in {}",
+                        super::super::serve::SERVER_URL_FILE,
+                        d.display()
+                    )
+                },
+            );
+            format!(
+                "no gates and no daemon ({looked}): pass --gates FILE (standalone), or run \
+                 `gatehost serve` and point the hook at it with --data-dir DIR (or \
+                 GATEHOST_DATA_DIR) or --server URL (or GATEHOST_SERVER)"
+            )
         })
 }
 
@@ -277,15 +312,20 @@ fn find_token(args: &super::HookArgs) -> Result<String, String> {
     if let Some(t) = &args.token {
         return Ok(t.clone());
     }
-    let file = super::super::serve::default_data_dir()
-        .map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE))
+    let file = args
+        .token_file
+        .clone()
+        .or_else(|| data_dir(args).map(|d| d.join(crate::api::auth::AGENT_TOKEN_FILE)))
         .ok_or("no agent token: set GATEHOST_TOKEN")?;
-    std::fs::read_to_string(&file)
-        .map(|t| t.trim().to_string())
-        .map_err(|e| {
-            format!(
-                "no agent token: set GATEHOST_TOKEN ({}: {e})",
-                file.display()
-            )
-        })
+    // Owner-only, as the daemon writes its own: a token file others can
+    // read is refused, not used.
+    crate::api::auth::read_or_create(&file, false)
+        .map_err(|e| format!("no agent token: {e}; pass --token-file FILE or set GATEHOST_TOKEN"))
+}
+
+/// The daemon's data directory: `--data-dir` (or `GATEHOST_DATA_DIR`), else the default.
+fn data_dir(args: &super::HookArgs) -> Option<std::path::PathBuf> {
+    args.data_dir
+        .clone()
+        .or_else(super::super::serve::default_data_dir)
 }

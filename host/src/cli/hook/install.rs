@@ -39,9 +39,11 @@ enum Edit {
     CodexTrust {
         hooks: PathBuf,
     },
-    /// Codex's `config.toml`: `[mcp_servers.gatehost]` running this command.
+    /// Codex's `config.toml`: `[mcp_servers.gatehost]` running this command
+    /// with these arguments.
     CodexMcp {
         command: String,
+        args: Vec<String>,
     },
 }
 
@@ -217,7 +219,7 @@ fn apply(edit: &Edit, text: &str, texts: &Texts) -> Result<String, String> {
             let new = codex_trust(hooks, &after).map_err(|e| e.to_string())?;
             codex_config_trust(text, &old, &new)
         }
-        Edit::CodexMcp { command } => codex_config_mcp(text, MCP_NAME, Some(command)),
+        Edit::CodexMcp { command, args } => codex_config_mcp(text, MCP_NAME, Some((command, args))),
     }
     .map_err(|e| e.to_string())
 }
@@ -249,7 +251,11 @@ fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String
 const MCP_NAME: &str = "gatehost";
 
 /// The files an agent's hooks (and MCP servers) live in, for a scope.
-fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf>> {
+pub(in crate::cli) fn files(
+    agent: AgentCli,
+    scope: Scope,
+    project: &Path,
+) -> CliResult<Vec<PathBuf>> {
     let home =
         || dirs::home_dir().ok_or_else(|| CliError::new("no-home", "no home directory: set HOME"));
     let env_dir = |var: &str| {
@@ -299,6 +305,38 @@ fn files(agent: AgentCli, scope: Scope, project: &Path) -> CliResult<Vec<PathBuf
     })
 }
 
+/// The arguments of the `gatehost mcp` entry: `mcp` and the daemon
+/// options given to `install` (absolute paths), so that the MCP server
+/// reaches the same daemon as the hooks.
+fn mcp_args(args: &InstallArgs) -> CliResult<Vec<String>> {
+    let mut words = vec!["mcp".to_string()];
+    words.extend(daemon_words(args)?);
+    Ok(words)
+}
+
+/// `--server`, `--token-file` and `--data-dir` as given to `install`, the
+/// paths made absolute (the CLI runs its hooks and MCP servers from
+/// anywhere); a path that is not there is refused, naming its option.
+fn daemon_words(args: &InstallArgs) -> CliResult<Vec<String>> {
+    let mut words = Vec::new();
+    if let Some(url) = &args.server {
+        words.push("--server".into());
+        words.push(url.clone());
+    }
+    for (flag, path) in [
+        ("--token-file", &args.token_file),
+        ("--data-dir", &args.data_dir),
+    ] {
+        if let Some(p) = path {
+            let abs = std::fs::canonicalize(p)
+                .map_err(|e| CliError::input(format!("{flag} {}: {e}", p.display())).field(flag))?;
+            words.push(flag.into());
+            words.push(abs.display().to_string());
+        }
+    }
+    Ok(words)
+}
+
 /// The hook command gatehost installs: `program` (see [`super::program`]),
 /// `hook AGENT`, and the options given.
 fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
@@ -315,6 +353,7 @@ fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
             words.push(abs.display().to_string());
         }
     }
+    words.extend(daemon_words(args)?);
     if let Some(n) = args.max_retries {
         words.push("--max-retries".into());
         words.push(n.to_string());
@@ -404,9 +443,10 @@ fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<F
         })
     };
     let exe = program.path.display().to_string();
+    let mcp_args = mcp_args(args)?;
     let mcp = || Edit::Mcp {
         name: MCP_NAME,
-        server: json!({"command": exe, "args": ["mcp"]}),
+        server: json!({"command": exe, "args": mcp_args}),
     };
     let mut plans: Vec<FilePlan> = Vec::new();
     let mut push = |path: &PathBuf, edit: Edit| match plans.iter_mut().find(|p| &p.path == path) {
@@ -436,6 +476,7 @@ fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<F
                     &files[1],
                     Edit::CodexMcp {
                         command: exe.clone(),
+                        args: mcp_args.clone(),
                     },
                 );
             }

@@ -17,6 +17,7 @@
 
 use super::error::CliResult;
 use crate::hook::decide::{Input, decide, notice};
+use crate::hook::outcome::{KEPT_FOR, Outcomes, classify};
 use crate::hook::state::{Session, StateDir, followup_digest};
 use crate::hook::{
     Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, adapter::trim_reason,
@@ -25,12 +26,13 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 mod args;
-mod daemon;
-mod install;
+pub(in crate::cli) mod daemon;
+pub(in crate::cli) mod install;
 mod program;
 mod standalone;
+mod status;
 
-pub use args::{HookArgs, HookCommand};
+pub use args::{HookArgs, HookCommand, Scope};
 
 pub(super) fn run(command: HookCommand) -> CliResult<i32> {
     let (agent, args) = match command {
@@ -40,6 +42,7 @@ pub(super) fn run(command: HookCommand) -> CliResult<i32> {
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
         HookCommand::Install(a) => return install::install(&a),
         HookCommand::Uninstall(a) => return install::uninstall(&a),
+        HookCommand::Status(a) => return status::status(&a),
     };
     Ok(answer_hook(agent, &args))
 }
@@ -153,6 +156,7 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
         Err(e) => return state_failure(input.point, &e.to_string()),
     };
     let max = args.max_retries;
+    let outcomes = Outcomes::under(state.path());
     let limit = crate::hook::adapter(agent).reason_limit();
     let prompt = input.prompt.as_deref().map(followup_digest);
     match state.update_session(agent, &input.session_id, |session: &Session| {
@@ -173,6 +177,14 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             _ => session.followup.clone(),
         };
         let notice = notice(session.standing, what, &d);
+        if input.point == HookPoint::Stop {
+            // Under the session's lock, as the standing: for scripts after
+            // a headless run (`gatehost hook status`).
+            let outcome = classify(what, &d.answer);
+            if let Err(e) = outcomes.record(agent, &input.session_id, &input.cwd, outcome) {
+                tracing::warn!(error = %e, "cannot keep the stop's outcome for `gatehost hook status`");
+            }
+        }
         let next = Session {
             standing: d.next,
             followup,
@@ -192,6 +204,12 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
 /// The session ended: the daemon is told it exited (its policies stop
 /// waiting on it); a standalone hook forgets the session's retry count.
 fn end_session(agent: AgentCli, args: &HookArgs, input: &HookInput, deadline: Instant) {
+    if let Ok(state) = StateDir::open(args.state_dir.as_deref()) {
+        let pruned = Outcomes::under(state.path()).prune(KEPT_FOR);
+        if pruned > 0 {
+            tracing::info!(pruned, "stop records older than 30 days removed");
+        }
+    }
     if args.gates.is_none() {
         daemon::session_end(agent, args, input, deadline);
         return;

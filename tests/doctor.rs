@@ -1,0 +1,205 @@
+//! `gatehost doctor` against real CLI configuration files in a scratch
+//! home, installed by `gatehost hook install` as a user would: a clean
+//! install is all well; a second registration of one event, a hook that
+//! runs another binary, a gate file that no longer loads, a daemon-mode
+//! hook with no daemon, and Cursor beside Claude Code's project hooks are
+//! each a named finding (exit 1); a daemon-mode hook whose daemon answers
+//! is well.
+
+use crate::common::daemon::{Daemon, git_repo};
+use crate::common::{CliRun, Scratch, allow_config, run_gatehost};
+use serde_json::{Value, json};
+
+/// `gatehost ARGS` with HOME (and nothing else of the user's) in the
+/// scratch area.
+fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
+    let home = s.out.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let state = s.out.join("state");
+    let mut all: Vec<String> = args.iter().map(ToString::to_string).collect();
+    if args.first() == Some(&"hook") {
+        all.extend(["--state-dir".into(), state.display().to_string()]);
+    }
+    run_gatehost(
+        &all,
+        &[
+            ("HOME", home.to_str().expect("utf-8")),
+            ("XDG_STATE_HOME", ""),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("CODEX_HOME", ""),
+        ],
+    )
+}
+
+/// `gatehost doctor ARGS --json`: exit code, report, and the findings'
+/// names.
+fn doctor(s: &Scratch, args: &[&str]) -> (i32, Value, Vec<String>) {
+    let mut all = vec![
+        "doctor",
+        "--json",
+        "--project",
+        s.ws.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(args);
+    let r = gatehost(s, &all);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let names = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["finding"].as_str().expect("name").to_string())
+        .collect();
+    (r.code, v, names)
+}
+
+/// A gate file and config outside the workspace; `test -f DONE`.
+fn standalone(s: &Scratch) -> (String, String) {
+    let config = s.write("config.toml", &allow_config(&["test"]));
+    let gates = s.write(
+        "gates.json",
+        r#"{"command": "test", "args": ["-f", "DONE"]}"#,
+    );
+    (gates.display().to_string(), config.display().to_string())
+}
+
+/// Claude Code's standalone hooks in the project's settings.
+fn install_claude_project(s: &Scratch, gates: &str, config: &str) {
+    let ws = s.ws.to_str().expect("utf-8");
+    install(
+        s,
+        "claude",
+        &[
+            "--scope",
+            "project",
+            "--project",
+            ws,
+            "--gates",
+            gates,
+            "--config",
+            config,
+        ],
+    );
+}
+
+fn install(s: &Scratch, agent: &str, extra: &[&str]) {
+    let mut args = vec!["hook", "install", agent];
+    args.extend_from_slice(extra);
+    let r = gatehost(s, &args);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let (code, v, names) = doctor(&s, &["claude"]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    assert_eq!(v["ok"], true);
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    assert!(
+        regs.iter()
+            .any(|r| r["event"] == "Stop" && r["scope"] == "user"),
+        "{v}"
+    );
+    // The human report says so too.
+    let human = gatehost(
+        &s,
+        &[
+            "doctor",
+            "claude",
+            "--project",
+            s.ws.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(human.stdout.contains("all well"), "{human:?}");
+
+    install_claude_project(&s, &gates, &config);
+    let (code, v, names) = doctor(&s, &["claude"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(names.iter().all(|n| n == "duplicate"), "{v}");
+    let stop = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["event"] == "Stop")
+        .cloned()
+        .expect("Stop is registered twice");
+    assert_eq!(stop["files"].as_array().map(Vec::len), Some(2), "{stop}");
+}
+
+#[test]
+fn a_hook_that_runs_another_binary_or_whose_gates_broke_is_named() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    // The gate file breaks.
+    std::fs::write(&gates, "{not json").expect("break");
+    let (code, v, names) = doctor(&s, &["claude"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(names.contains(&"gates-do-not-load".to_string()), "{v}");
+
+    // The settings now run another `gatehost`.
+    let other = s.etc.join("old/gatehost");
+    std::fs::create_dir_all(other.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&other, "#!/bin/sh\nexit 0\n").expect("write");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let settings = s.out.join("home/.claude/settings.json");
+    let text = std::fs::read_to_string(&settings).expect("settings");
+    let this = std::fs::canonicalize(env!("CARGO_BIN_EXE_gatehost")).expect("exe");
+    std::fs::write(
+        &settings,
+        text.replace(
+            this.to_str().expect("utf-8"),
+            other.to_str().expect("utf-8"),
+        ),
+    )
+    .expect("write");
+    let (code, v, names) = doctor(&s, &["claude", "--no-run"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        names.iter().all(|n| n == "other-binary") && !names.is_empty(),
+        "{v}"
+    );
+    let f = &v["findings"][0];
+    assert_eq!(f["program"], other.to_str().expect("utf-8"), "{f}");
+}
+
+#[test]
+fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_is_named() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let data = s.etc.join("gh-data");
+    let cfg = s.write("daemon.toml", &allow_config(&[]));
+    let mut d = Daemon::start(&data, &cfg);
+    let data_s = data.display().to_string();
+    install(&s, "codex", &["--data-dir", &data_s]);
+    let (code, v, names) = doctor(&s, &["codex"]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    d.stop();
+    let (code, v, names) = doctor(&s, &["codex"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        names.iter().all(|n| n == "no-daemon") && !names.is_empty(),
+        "{v}"
+    );
+
+    let (gates, config) = standalone(&s);
+    install_claude_project(&s, &gates, &config);
+    install(&s, "cursor", &["--gates", &gates, "--config", &config]);
+    let (code, v, names) = doctor(&s, &[]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        names.contains(&"cursor-runs-claude-hooks".to_string()),
+        "{v}"
+    );
+    // The dry runs of Claude Code's and Cursor's hooks answered in shape.
+    assert!(!names.contains(&"dry-run".to_string()), "{v}");
+    assert_eq!(json!(v["agents"].as_array().map(Vec::len)), json!(4));
+}
