@@ -19,6 +19,7 @@ A routine file is JSON: {\"label\": \"...\", \"steps\": [STEP, ...]}; a step is
 A step is finished when its session ends a turn with a line that is only STEP DONE
 (its prompt asks for it); a turn-end without it, or a permission request its rule
 escalates, is awaiting input and onInput decides (default: escalate, 300 s).
+A step's \"policy\" field is refused for now (attach one to its session instead).
 Start, cancel and resolve take the operator token; status and list either.
 Exit codes: 0 done, 2 error.";
 
