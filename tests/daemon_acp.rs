@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(60);
 
-fn agent_dir() -> PathBuf {
+pub(crate) fn agent_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp-agent")
 }
 
 /// The system's Python: a shim outside the system directories (pyenv's)
 /// is out of a confined agent's reach.
-fn python() -> &'static str {
+pub(crate) fn python() -> &'static str {
     if Path::new("/usr/bin/python3").exists() {
         "/usr/bin/python3"
     } else {
@@ -28,7 +28,7 @@ fn python() -> &'static str {
     }
 }
 
-fn setup() -> (Scratch, Daemon) {
+pub(crate) fn setup() -> (Scratch, Daemon) {
     let s = Scratch::new();
     let agents = format!(
         "[agents]\nread = [{:?}]\n",
@@ -43,7 +43,7 @@ fn setup() -> (Scratch, Daemon) {
 }
 
 /// What the agent logged (one JSON object a line).
-fn agent_log(ws: &Path) -> Vec<Value> {
+pub(crate) fn agent_log(ws: &Path) -> Vec<Value> {
     std::fs::read_to_string(ws.join("acp-log.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -51,7 +51,21 @@ fn agent_log(ws: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+/// The prompts the agents in `ws` received, in order.
+pub(crate) fn prompts(ws: &Path) -> Vec<String> {
+    agent_log(ws)
+        .iter()
+        .filter(|l| l["received"]["method"] == "session/prompt")
+        .map(|l| {
+            l["received"]["params"]["prompt"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -173,16 +187,7 @@ fn an_acp_session_ends_turns_on_end_turn_takes_nudges_as_prompts_and_asks_its_ru
     let opened = wait_for("the nudged prompt", || {
         agent_log(&s.ws).into_iter().find(|l| l["action"] == "open")
     });
-    let prompts: Vec<String> = agent_log(&s.ws)
-        .iter()
-        .filter(|l| l["received"]["method"] == "session/prompt")
-        .map(|l| {
-            l["received"]["params"]["prompt"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
+    let prompts = prompts(&s.ws);
     assert_eq!(prompts.len(), 2, "{prompts:?}");
     assert!(
         prompts[1].contains(&format!("OPEN {}", token.display())),

@@ -254,7 +254,9 @@ fn an_installed_gatehost_runs_its_carried_plugins_with_no_checkout() {
     );
     let out = run(&bin, &dirs.cwd, &dirs.home, &["docs"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    for topic in ["readme", "agents", "daemon", "security", "plugins", "mcp"] {
+    for topic in [
+        "readme", "agents", "daemon", "security", "plugins", "mcp", "routines",
+    ] {
         assert!(text.contains(topic), "gatehost docs lists {topic}:\n{text}");
     }
 }

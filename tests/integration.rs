@@ -28,6 +28,7 @@ mod daemon_limits;
 mod daemon_live_config;
 mod daemon_notify;
 mod daemon_review;
+mod daemon_routines;
 mod daemon_session_policies;
 mod daemon_ui;
 mod daemon_watchdog;

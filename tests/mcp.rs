@@ -284,7 +284,7 @@ fn mcp_reaches_a_daemon_by_its_data_directory_or_a_token_file() {
 }
 
 #[test]
-fn the_tools_are_exactly_the_five_and_none_acknowledges() {
+fn the_tools_are_exactly_the_seven_and_none_acknowledges() {
     let m = marker("mcp-tools");
     let s = Scratch::new();
     let d = daemon(&s, &s.etc.join("data"), &m);
@@ -316,7 +316,9 @@ fn the_tools_are_exactly_the_five_and_none_acknowledges() {
             "policy_status",
             "policy_list",
             "session_events_poll",
-            "session_monitor"
+            "session_monitor",
+            "routine_status",
+            "routine_list"
         ]
     );
     assert!(
@@ -621,6 +623,41 @@ fn the_operator_token_is_refused_and_the_agent_token_found_by_default() {
     c.ready();
     let page = c.ok("policy_list", json!({"limit": 5}));
     assert_eq!(page["policies"], json!([]), "{page}");
+    assert_eq!(c.close(), 0);
+    drop(d);
+    assert_none_left(&m);
+}
+
+#[test]
+fn a_routine_is_read_through_the_tools_and_never_started_by_the_agent() {
+    let m = marker("mcp-routines");
+    let s = Scratch::new();
+    let d = daemon(&s, &s.etc.join("data"), &m);
+    // A run whose only step waits for a session that does not exist: it
+    // fails at once, saying so.
+    let spec = json!({"label": "fan", "steps": [{"label": "merge", "session": {"existing": "nobody"},
+        "waitFor": ["ghost"], "onInput": {"mode": "fail"}}]});
+    let (code, body) = d.http("POST", "/v1/routines", Some(&d.agent), Some(spec.clone()));
+    assert_eq!(code, 403, "the agent token starts no routine: {body}");
+    let (code, run) = d.http("POST", "/v1/routines", Some(&d.operator), Some(spec));
+    assert_eq!(code, 200, "{run}");
+    let id = run["id"].as_str().expect("id").to_string();
+    let mut c = McpClient::start(
+        &s.out,
+        &m,
+        &[("GATEHOST_SERVER", &d.url), ("GATEHOST_TOKEN", &d.agent)],
+    );
+    let got = c.ok("routine_status", json!({"routineId": id}));
+    assert_eq!(got["phase"], "failed", "{got}");
+    assert_eq!(got["reason"], "wait-failed", "{got}");
+    assert_eq!(got["steps"][0]["label"], "merge", "{got}");
+    assert_eq!(got["steps"][0]["status"], "failed", "{got}");
+    let list = c.ok("routine_list", json!({}));
+    assert_eq!(list["routines"][0]["id"], id.as_str(), "{list}");
+    let e = c.err("routine_status", json!({"routineId": "rt_none"}));
+    assert_eq!(e["code"], "not-found", "{e}");
+    let e = c.err("routine_list", json!({"cancel": true}));
+    assert_eq!(e["code"], "invalid", "{e}");
     assert_eq!(c.close(), 0);
     drop(d);
     assert_none_left(&m);

@@ -73,15 +73,6 @@ fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
     (Daemon { child, url, agent }, t0.elapsed())
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
-}
-
 /// Calls through the library's typed client (`gatehost::client`), one per
 /// daemon URL so that its connections are reused as a real client's are.
 struct Http {
@@ -328,7 +319,7 @@ fn main() {
         "/v1/sessions",
         Some(json!({"id": "many", "cwd": ws})),
     );
-    let rss_before = rss_kib(d.child.id());
+    let rss_before = support::rss_kib(d.child.id());
     let t0 = Instant::now();
     for i in 0..policies {
         http.call(
@@ -339,7 +330,7 @@ fn main() {
         );
     }
     let attach = t0.elapsed();
-    let rss_after = rss_kib(d.child.id());
+    let rss_after = support::rss_kib(d.child.id());
     println!(
         "- attach: {policies} in {:.1} s ({:.2} ms each); daemon VmRSS {:.1} MiB before, **{:.1} MiB** after",
         attach.as_secs_f64(),
@@ -366,7 +357,7 @@ fn main() {
         "- restart after SIGKILL: serving again in **{:.0} ms** (process start to listening, recovery included); the first page ({n_watching}) of watching policies listed in {:.0} ms; VmRSS {:.1} MiB",
         up.as_secs_f64() * 1e3,
         listed.as_secs_f64() * 1e3,
-        rss_kib(d2.child.id()) as f64 / 1024.0
+        support::rss_kib(d2.child.id()) as f64 / 1024.0
     );
     let mut d2 = d2;
     let _ = d2.child.kill();
@@ -456,7 +447,7 @@ fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
     let http = Http::new();
     // Let the retention pass at start finish before measuring memory.
     std::thread::sleep(Duration::from_secs(3));
-    let rss_idle = rss_kib(d.child.id());
+    let rss_idle = support::rss_kib(d.child.id());
     let mut page = Vec::new();
     let mut newest = Vec::new();
     let mut health = Vec::new();
@@ -477,7 +468,7 @@ fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
         http.call(&d, reqwest::Method::GET, "/v1/health", None);
         health.push(t.elapsed());
     }
-    let rss_after = rss_kib(d.child.id());
+    let rss_after = support::rss_kib(d.child.id());
     let (hp50, pp50) = (pct(&mut health, 0.5), pct(&mut page, 0.5));
     println!(
         "- start to serving: **{:.0} ms**; VmRSS after the retention pass {:.1} MiB, after 300 requests **{:.1} MiB**",
@@ -503,7 +494,7 @@ fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
     println!(
         "- restart after SIGKILL: serving again in **{:.0} ms**; VmRSS {:.1} MiB",
         up.as_secs_f64() * 1e3,
-        rss_kib(d2.child.id()) as f64 / 1024.0
+        support::rss_kib(d2.child.id()) as f64 / 1024.0
     );
     let mut d2 = d2;
     let _ = d2.child.kill();

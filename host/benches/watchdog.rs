@@ -20,42 +20,13 @@ mod support;
 use gatehost::config::HostConfig;
 use gatehost::engine::Engine;
 use gatehost::gate::GateRunner;
-use gatehost::store::{SessionRow, SessionState, Store, now_ms};
-use std::io::{BufRead, BufReader};
+use gatehost::store::{Store, now_ms};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn fill(dir: &Path, n: usize) {
     let store = Store::open(dir).expect("store");
-    let now = now_ms();
-    store
-        .write(|tx| {
-            for i in 0..n {
-                tx.put_session(&SessionRow {
-                    id: format!("s{i}"),
-                    label: None,
-                    cwd: "/tmp".into(),
-                    workspace: "/tmp".into(),
-                    state: SessionState::Running,
-                    turns: 0,
-                    last_turn_cursor: None,
-                    last_message: None,
-                    heartbeat_at: Some(now),
-                    notify_url: None,
-                    command: None,
-                    pid: None,
-                    created_at: now,
-                    updated_at: now,
-                    owner: gatehost::config::Trust::Agent,
-                    key_digest: None,
-                    stale_at: None,
-                    damage: None,
-                })?;
-            }
-            Ok(())
-        })
-        .expect("fill");
+    support::live_sessions(&store, n);
 }
 
 fn config(dir: &Path, name: &str, heartbeat: bool) -> std::path::PathBuf {
@@ -77,63 +48,6 @@ fn engine(data: &Path, config: &Path) -> Engine {
 
 fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
-}
-
-/// CPU time (ns) every thread of `pid` has run, from each thread's
-/// schedstat (nanoseconds, where /proc/PID/stat counts 10 ms ticks).
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
-}
-
-/// Serves `data` with `config`, idle for `seconds`: (CPU ms per second,
-/// VmRSS KiB at the end).
-fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .arg("--config")
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let out = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(out).lines();
-    loop {
-        let line = lines.next().expect("serve output").expect("line");
-        if line.starts_with("gatehost serve: listening on ") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    // Past the start (recovery, the first retention pass).
-    std::thread::sleep(Duration::from_secs(2));
-    let t0 = (Instant::now(), cpu_ns(child.id()));
-    std::thread::sleep(Duration::from_secs(seconds));
-    let ns = cpu_ns(child.id()).saturating_sub(t0.1);
-    let wall = t0.0.elapsed().as_secs_f64();
-    let rss = rss_kib(child.id());
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
-    (ns as f64 / 1e6 / wall, rss)
 }
 
 fn main() {
@@ -194,7 +108,7 @@ fn main() {
             ("heartbeat_timeout = \"1h\"", &on),
             ("no heartbeat_timeout", &off),
         ] {
-            let (cpu, rss) = idle_daemon(&data, cfg, seconds);
+            let (cpu, rss) = support::idle_daemon(&data, cfg, seconds);
             println!(
                 "| {name} (run {}) | {cpu:.2} | {:.1} MiB |",
                 run + 1,

@@ -56,6 +56,21 @@ pub const REVIEW_EVENTS: &[&str] = &[
     "review:escalated",
 ];
 
+/// A routine's run (`engine::routines`): named in full only.
+pub const ROUTINE_EVENTS: &[&str] = &[
+    "routine:started",
+    "routine:step-started",
+    "routine:awaiting-input",
+    "routine:auto-allowed",
+    "routine:escalated",
+    "routine:resolved",
+    "routine:step-done",
+    "routine:step-restarted",
+    "routine:done",
+    "routine:failed",
+    "routine:cancelled",
+];
+
 /// Daemon-wide events (no session, no policy): the configuration read
 /// again (the `live_config` module). Named in full only: `rejected` is
 /// also a policy's.
@@ -73,6 +88,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
         .iter()
         .chain(WATCHDOG_EVENTS)
         .chain(REVIEW_EVENTS)
+        .chain(ROUTINE_EVENTS)
         .find(|f| **f == name)
     {
         return Ok(full);
@@ -89,6 +105,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
         .chain(CONFIG_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())
         .chain(REVIEW_EVENTS.iter().copied())
+        .chain(ROUTINE_EVENTS.iter().copied())
         .collect();
     Err(format!(
         "unknown event type '{name}' (known: {})",

@@ -14,8 +14,8 @@
 use crate::keyring::Keyring;
 use crate::wire::{
     AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyDiff,
-    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session,
-    SessionPage, StartRequest,
+    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, ResolveRequest,
+    Routine, RoutineList, RoutineRequest, Session, SessionPage, StartRequest,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -295,6 +295,48 @@ impl Client {
         let registered: Registered = self.post("/v1/sessions/start", input).await?;
         self.keep(&registered);
         Ok(registered)
+    }
+
+    /// Starts a routine (operator).
+    pub async fn start_routine(&self, spec: &RoutineRequest) -> ClientResult<Routine> {
+        self.post("/v1/routines", spec).await
+    }
+
+    pub async fn routine(&self, id: &str) -> ClientResult<Routine> {
+        self.get(&format!("/v1/routines/{}", segment(id))).await
+    }
+
+    pub async fn routines(&self) -> ClientResult<RoutineList> {
+        self.get("/v1/routines").await
+    }
+
+    /// Cancels a run (operator).
+    pub async fn cancel_routine(&self, id: &str) -> ClientResult<Routine> {
+        self.post(
+            &format!("/v1/routines/{}/cancel", segment(id)),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// Answers a step's escalation (operator).
+    pub async fn resolve_routine(
+        &self,
+        id: &str,
+        step: &str,
+        response: &str,
+    ) -> ClientResult<Routine> {
+        self.post(
+            &format!(
+                "/v1/routines/{}/steps/{}/resolve",
+                segment(id),
+                segment(step)
+            ),
+            &ResolveRequest {
+                response: response.to_string(),
+            },
+        )
+        .await
     }
 
     /// The operator's answer to an ACP session's escalated permission

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `POST /v1/routines` takes a routine; runs are answered as stored.
+pub use crate::engine::routine::RoutineSpec as RoutineRequest;
 pub use crate::engine::{
     DiffSide, LineComment, RegisterInput as RegisterRequest, Registered, ReportKind,
     StartInput as StartRequest,
@@ -15,6 +17,22 @@ pub use crate::engine::{
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
+pub use crate::store::{RoutineRow as Routine, RoutineStepRow as RoutineStep, StepStatus};
+
+/// `GET /v1/routines`: the newest runs first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutineList {
+    pub routines: Vec<Routine>,
+}
+
+/// `POST /v1/routines/{id}/steps/{label}/resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveRequest {
+    /// Sent as the step session's next prompt (a permission request the
+    /// step escalated is allowed).
+    pub response: String,
+}
 
 /// `GET /v1/health`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

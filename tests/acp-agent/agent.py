@@ -13,6 +13,12 @@ and answers `stopReason: end_turn`:
   OPEN PATH              opens PATH itself (the sandbox test)
   EXIT                   exits at once
 
+Its argv may hold a mode (the routine tests'):
+
+  --ask-first   the first prompt's answer ends without a `STEP DONE` line
+                (it asks a question), every later one ends with it
+  --done        every answer ends with a `STEP DONE` line
+
 Everything it receives and the result of every command are appended, one
 JSON object a line, to acp-log.jsonl in its working directory: the test
 reads what the agent got.
@@ -102,8 +108,18 @@ def run(sid, text):
     return done
 
 
+def closing(turn):
+    """The last line of the answer to the `turn`th prompt, by the mode."""
+    if "--done" in sys.argv or ("--ask-first" in sys.argv and turn > 1):
+        return "\nSTEP DONE"
+    if "--ask-first" in sys.argv:
+        return "\nQUESTION: which branch should I use?"
+    return ""
+
+
 def main():
     sid = "acp-session-1"
+    turn = 0
     while True:
         msg = read()
         method, rid = msg.get("method"), msg.get("id")
@@ -118,10 +134,11 @@ def main():
         elif method == "session/prompt":
             text = "".join(b.get("text", "") for b in msg["params"]["prompt"] if b.get("type") == "text")
             done = run(sid, text)
+            turn += 1
             send({"jsonrpc": "2.0", "method": "session/update", "params": {
                 "sessionId": sid,
                 "update": {"sessionUpdate": "agent_message_chunk",
-                           "content": {"type": "text", "text": "done: " + " ".join(done)}},
+                           "content": {"type": "text", "text": "done: " + " ".join(done) + closing(turn)}},
             }})
             send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
         elif rid is not None:

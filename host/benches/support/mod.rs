@@ -5,6 +5,7 @@
 // Each bench uses a part of it.
 #![allow(dead_code)]
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -80,4 +81,94 @@ pub fn generate_workspace(root: &Path, n: usize, planted: bool) {
         }
         std::fs::write(dir.join(format!("file{i}.rs")), text).expect("write");
     }
+}
+
+/// CPU time (ns) every thread of `pid` has run, from each thread's
+/// schedstat (nanoseconds, where /proc/PID/stat counts 10 ms ticks).
+pub fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Serves `data` with `config`, idle for `seconds`: (CPU ms per second,
+/// VmRSS KiB at the end).
+pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(out).lines();
+    loop {
+        let line = lines.next().expect("serve output").expect("line");
+        if line.starts_with("gatehost serve: listening on ") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    // Past the start (recovery, the first retention pass).
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = (Instant::now(), cpu_ns(child.id()));
+    std::thread::sleep(Duration::from_secs(seconds));
+    let ns = cpu_ns(child.id()).saturating_sub(t0.1);
+    let wall = t0.0.elapsed().as_secs_f64();
+    let rss = rss_kib(child.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    (ns as f64 / 1e6 / wall, rss)
+}
+
+/// Stores `n` live sessions `s0`…, every one heard from now.
+pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
+    use gatehost::store::{SessionRow, SessionState, now_ms};
+    let now = now_ms();
+    store
+        .write(|tx| {
+            for i in 0..n {
+                tx.put_session(&SessionRow {
+                    id: format!("s{i}"),
+                    label: None,
+                    cwd: "/tmp".into(),
+                    workspace: "/tmp".into(),
+                    state: SessionState::Running,
+                    turns: 0,
+                    last_turn_cursor: None,
+                    last_message: None,
+                    heartbeat_at: Some(now),
+                    notify_url: None,
+                    command: None,
+                    pid: None,
+                    created_at: now,
+                    updated_at: now,
+                    owner: gatehost::config::Trust::Agent,
+                    key_digest: None,
+                    stale_at: None,
+                    damage: None,
+                })?;
+            }
+            Ok(())
+        })
+        .expect("fill");
 }

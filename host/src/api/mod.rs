@@ -15,6 +15,10 @@
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge) |
 //! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
+//! | `POST /v1/routines` | operator | start a routine (`engine::routine::RoutineSpec`) |
+//! | `GET /v1/routines`, `GET /v1/routines/{id}` | agent | read runs (the newest first), one run |
+//! | `POST /v1/routines/{id}/cancel` | operator | cancel a run |
+//! | `POST /v1/routines/{id}/steps/{step}/resolve` | operator | `{response}`: answer a step's escalation |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
@@ -37,6 +41,7 @@ mod error;
 mod extract;
 pub mod limits;
 pub mod review;
+mod routines;
 pub mod stream;
 pub mod ui;
 
@@ -96,6 +101,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/policies/{id}/ack", post(ack))
         .route("/v1/policies/{id}/request-changes", post(request_changes))
         .route("/v1/policies/{id}/diff", get(review::diff))
+        .route("/v1/routines", post(routines::start).get(routines::list))
+        .route("/v1/routines/{id}", get(routines::get))
+        .route("/v1/routines/{id}/cancel", post(routines::cancel))
+        .route(
+            "/v1/routines/{id}/steps/{step}/resolve",
+            post(routines::resolve),
+        )
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))

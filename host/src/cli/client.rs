@@ -85,7 +85,7 @@ pub(super) fn split_keys(given: Option<&str>) -> Vec<String> {
 }
 
 /// Builds the client and a runtime, then runs `body` to its exit code.
-fn run_client<F, Fut>(args: &ClientArgs, body: F) -> CliResult<i32>
+pub(super) fn run_client<F, Fut>(args: &ClientArgs, body: F) -> CliResult<i32>
 where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = CliResult<i32>>,
@@ -99,7 +99,11 @@ where
 }
 
 /// Prints `v` as pretty JSON with `--json`, else `human(v)`.
-fn show<T: Serialize>(json: bool, v: &T, human: impl FnOnce(&T) -> String) -> CliResult<i32> {
+pub(super) fn show<T: Serialize>(
+    json: bool,
+    v: &T,
+    human: impl FnOnce(&T) -> String,
+) -> CliResult<i32> {
     if json {
         let text = serde_json::to_string_pretty(v)
             .map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))?;

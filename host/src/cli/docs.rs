@@ -51,10 +51,16 @@ const DOCS: &[Doc] = &[
         about: "gatehost mcp: the daemon as MCP tools for agents",
         text: include_str!("../../../docs/mcp.md"),
     },
+    Doc {
+        topic: "routines",
+        file: "docs/chains-routines.md",
+        about: "routines (steps agents carry out, escalations, restarts) and review chains",
+        text: include_str!("../../../docs/chains-routines.md"),
+    },
 ];
 
 /// The topics, for `--help` and errors.
-pub const TOPICS: &str = "readme, agents, daemon, security, plugins, mcp";
+pub const TOPICS: &str = "readme, agents, daemon, security, plugins, mcp, routines";
 
 /// Prints the document `topic` (Markdown), or the list of them.
 pub fn show(topic: Option<&str>) -> CliResult<i32> {

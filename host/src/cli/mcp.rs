@@ -42,7 +42,8 @@ pub struct McpArgs {
 
 pub const AFTER_HELP: &str = "\
 An MCP client runs it as a stdio server, e.g. `claude mcp add gatehost -- gatehost mcp`.
-Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor
+Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor,
+routine_status, routine_list
 (no ack, no cancel: those stay with the operator). Logs go to stderr. See `gatehost docs mcp`.";
 
 pub fn run(args: McpArgs) -> CliResult<i32> {

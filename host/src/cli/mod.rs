@@ -21,6 +21,7 @@ mod plugin_run;
 mod progress;
 mod render;
 mod review;
+mod routine;
 pub mod serve;
 mod ui;
 
@@ -118,6 +119,15 @@ pub enum Command {
     /// token; by default the operator.token of the local daemon): it works
     /// once, within 2 minutes.
     Ui(ui::UiArgs),
+    /// Start, follow, cancel and answer routines: steps an agent carries
+    /// out one after another (client of `serve`).
+    #[command(after_help = routine::AFTER_HELP)]
+    Routine {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: routine::RoutineCommand,
+    },
     /// Read the event bus by cursor (client of `serve`).
     Events {
         #[command(flatten)]
@@ -146,7 +156,7 @@ pub enum Command {
     /// Print the man page (roff) on stdout, e.g. `gatehost man > gatehost.1`.
     Man,
     /// Print one of gatehost's documents (Markdown, carried in the binary):
-    /// readme, agents, daemon, security, plugins, mcp; with none, the list.
+    /// readme, agents, daemon, security, plugins, mcp, routines; with none, the list.
     Docs {
         #[arg(value_name = "TOPIC")]
         topic: Option<String>,
@@ -324,6 +334,7 @@ pub fn main() -> i32 {
         Command::Doctor(a) => (a.json, None),
         Command::Session { client, .. }
         | Command::Policy { client, .. }
+        | Command::Routine { client, .. }
         | Command::Events { client, .. }
         | Command::Wait { client, .. } => (client.json, None),
         Command::Ui(a) => (a.json, None),
@@ -344,6 +355,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Session { client, command } => client::session(command, client),
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
+        Command::Routine { client, command } => routine::run(command, client),
         Command::Wait { client, wait } => client::wait(wait, client),
         Command::Mcp(args) => mcp::run(args),
         Command::Ui(args) => ui::run(args),

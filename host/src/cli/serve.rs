@@ -288,6 +288,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         engine.spawn_sweeper();
         engine.spawn_retention();
         engine.spawn_watchdog();
+        engine.spawn_routine_ticker();
         tokio::spawn(crate::live_config::watch(
             engine.clone(),
             config_path.clone(),

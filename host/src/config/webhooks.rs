@@ -44,7 +44,8 @@ impl Format {
 /// a gate that could not run, a deadline or a stale session), a change
 /// waiting for the operator's ack, a commit that failed, a chain that
 /// escalated (`review:escalated`), an agent gone silent, an agent's
-/// permission request waiting for the operator,, a session policy or a `next` refused,
+/// permission request waiting for the operator, a routine's step escalated
+/// to the operator or a routine failed, a session policy or a `next` refused,
 /// a configuration rejected. The default of `notify_url` and of every chat
 /// format.
 pub const ATTENTION: &[&str] = &[
@@ -58,6 +59,8 @@ pub const ATTENTION: &[&str] = &[
     "session:permission-escalated",
     "session:policy-refused",
     "session:ungated",
+    "routine:escalated",
+    "routine:failed",
     "config:rejected",
 ];
 

@@ -160,6 +160,19 @@ impl Engine {
         }
     }
 
+    /// Stops the ACP session `session_id` this daemon drives: no more
+    /// prompts, so its conversation ends and its agent is killed (its exit
+    /// reported). `false` when it is not one.
+    pub(super) fn stop_acp(&self, session_id: &str) -> bool {
+        self.inner
+            .acp
+            .prompts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id)
+            .is_some()
+    }
+
     /// The operator's answer to an escalated permission request.
     pub fn resolve_permission(
         &self,
@@ -262,6 +275,8 @@ impl Engine {
                 timeout_ms: timeout.as_millis() as u64,
             },
         );
+        // A routine's step in this session may answer it (or escalate).
+        self.routine_permission(sid, &id);
         let engine = self.clone();
         let sid = sid.to_string();
         // Waits apart from the dispatch loop: the agent's other messages

@@ -34,6 +34,7 @@ mod recovery;
 mod retry;
 mod review;
 pub mod routine;
+mod routines;
 mod rules;
 mod sessions;
 mod started;
@@ -46,6 +47,7 @@ pub use keys::Caller;
 pub use machine::PolicyEvent;
 use machine::{Decision, Effect, Input, Step};
 pub use nudge::{MAX_REJECT_COMMENT, reject_nudge, render_nudge};
+pub use routines::{RoutineEvent, RoutineView};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 
@@ -126,6 +128,9 @@ struct Inner {
     started: started::Started,
     /// The ACP sessions this daemon drives.
     acp: acp::Acp,
+    /// Whether a session ended a turn or exited since the routines' tick
+    /// last looked at the waiting runs (true at start).
+    routine_waits_dirty: std::sync::atomic::AtomicBool,
     /// When this daemon started: a publish recorded before this was our
     /// previous life's (its git locks may be cleared).
     boot_time: std::time::SystemTime,
@@ -174,6 +179,7 @@ impl Engine {
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
                 acp: acp::Acp::default(),
+                routine_waits_dirty: std::sync::atomic::AtomicBool::new(true),
                 boot_time: std::time::SystemTime::now(),
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),

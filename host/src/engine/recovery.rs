@@ -162,7 +162,11 @@ impl Engine {
         if let Some(signal) = fault {
             tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
         }
+        // Runs first: the exits the started sessions' recovery reports
+        // must find their steps restarted, not dead.
+        let routines = self.recover_routines()?;
         self.recover_started_sessions()?;
+        self.perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
         self.settle_damaged_rows()?;
         let open = self.inner.store.policies(WORKING)?;

@@ -71,8 +71,15 @@ pub struct StepSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub enum SessionSpec {
-    /// An ACP agent the daemon starts.
-    Acp { command: Vec<String>, cwd: String },
+    /// An ACP agent the daemon starts; `permission` answers its
+    /// permission requests (default: `[agents] permission`, else deny
+    /// all); one it escalates is the step's awaiting input.
+    Acp {
+        command: Vec<String>,
+        cwd: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permission: Option<crate::permission::PermissionRule>,
+    },
     /// An existing session, by id.
     Existing(String),
 }

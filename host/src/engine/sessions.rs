@@ -410,9 +410,11 @@ impl Engine {
     ) -> EngineResult<ReportOutcome> {
         let message = message.map(|m| cap(m, MAX_MESSAGE));
         let mut counted = Vec::new();
+        let mut routine_actions = Vec::new();
         let mut ungated = false;
         let (cursor, queued) = self.write(|tx| {
             counted.clear();
+            routine_actions.clear();
             ungated = false;
             let mut s = tx
                 .session(id)?
@@ -464,6 +466,7 @@ impl Engine {
                 s.last_turn_cursor = Some(cursor);
             }
             tx.put_session(&s)?;
+            routine_actions = self.routine_report(tx, id, kind, message.as_deref())?;
             if kind == ReportKind::TurnStart {
                 self.attach_session_policies(tx, &s, "turn-start")?;
             }
@@ -505,6 +508,7 @@ impl Engine {
             }
             Ok((Some(cursor), queued))
         })?;
+        self.perform_routine_actions(routine_actions);
         for (pid, step, slot) in queued {
             match slot {
                 Some(slot) => self.schedule_gate_with(&pid, Some(slot)),

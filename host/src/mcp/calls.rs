@@ -10,8 +10,9 @@ use super::answer::{
 use super::monitor;
 use super::tools::{
     DEFAULT_POLL_LIMIT, EventsPollInput, MAX_POLL_LIMIT, MAX_WAIT_MS, Order, POLICY_ATTACH,
-    POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, SESSION_EVENTS_POLL,
-    SESSION_MONITOR, SessionMonitorInput,
+    POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, ROUTINE_LIST, ROUTINE_STATUS,
+    RoutineListInput, RoutineStatusInput, SESSION_EVENTS_POLL, SESSION_MONITOR,
+    SessionMonitorInput,
 };
 use crate::client::Client;
 use crate::wire::{ErrorDetail, EventQuery, PageQuery};
@@ -29,6 +30,8 @@ pub async fn call(client: &Client, name: &str, args: JsonObject) -> Option<CallT
             Ok(input) => monitor::monitor(client, input).await,
             Err(e) => Err(e),
         },
+        ROUTINE_STATUS => routine_status(client, args).await,
+        ROUTINE_LIST => routine_list(client, args).await,
         _ => return None,
     };
     Some(match result {
@@ -69,6 +72,20 @@ async fn list(client: &Client, args: JsonObject) -> ToolResult {
     };
     let page = client.policies(&query).await.map_err(from_client)?;
     to_value(&page)
+}
+
+async fn routine_status(client: &Client, args: JsonObject) -> ToolResult {
+    let input: RoutineStatusInput = decode(args)?;
+    let run = client
+        .routine(&input.routine_id)
+        .await
+        .map_err(from_client)?;
+    to_value(&run)
+}
+
+async fn routine_list(client: &Client, args: JsonObject) -> ToolResult {
+    let _: RoutineListInput = decode(args)?;
+    to_value(&client.routines().await.map_err(from_client)?)
 }
 
 async fn poll(client: &Client, args: JsonObject) -> ToolResult {

@@ -1,6 +1,7 @@
 //! `gatehost mcp`: an MCP server over stdio for the supervised agent. Its
 //! tools (`policy_attach`, `policy_status`, `policy_list`,
-//! `session_events_poll`, `session_monitor`) are calls of the daemon's API
+//! `session_events_poll`, `session_monitor`, `routine_status`,
+//! `routine_list`) are calls of the daemon's API
 //! through the typed [`crate::client::Client`], made with the agent's token;
 //! the API's answers are their results and the API's errors their tool
 //! errors (`isError`, with the error's code, message and field).
@@ -11,7 +12,8 @@
 //! startup check that its token is the agent's ([`check_agent_token`]).
 //!
 //! It must never hold the operator token (it refuses to start with it),
-//! acknowledge or cancel a policy, validate an attach itself (the daemon
+//! acknowledge or cancel a policy, start, cancel or answer a routine,
+//! validate an attach itself (the daemon
 //! does, once), or write anything on stdout but MCP messages: logs go to
 //! stderr.
 

@@ -1,4 +1,4 @@
-//! The five tools: their names, descriptions and input types, and the
+//! The seven tools: their names, descriptions and input types, and the
 //! input schemas derived from those types with `schemars`. `policy_attach`'s
 //! schema is the attach body's own ([`AttachInput`], the type the daemon
 //! decodes it into), so what an agent is shown cannot drift from what the
@@ -19,15 +19,21 @@ pub const POLICY_STATUS: &str = "policy_status";
 pub const POLICY_LIST: &str = "policy_list";
 pub const SESSION_EVENTS_POLL: &str = "session_events_poll";
 pub const SESSION_MONITOR: &str = "session_monitor";
+pub const ROUTINE_STATUS: &str = "routine_status";
+pub const ROUTINE_LIST: &str = "routine_list";
 
 /// Every tool, in the order they are listed. There is no ack and no
-/// cancel: those stay with the operator.
-pub const TOOL_NAMES: [&str; 5] = [
+/// cancel, and no routine start, cancel or resolve: those stay with the
+/// operator (the daemon refuses them the agent's token, the only one this
+/// server runs with).
+pub const TOOL_NAMES: [&str; 7] = [
     POLICY_ATTACH,
     POLICY_STATUS,
     POLICY_LIST,
     SESSION_EVENTS_POLL,
     SESSION_MONITOR,
+    ROUTINE_STATUS,
+    ROUTINE_LIST,
 ];
 
 /// The most events one `session_events_poll` answers.
@@ -104,6 +110,19 @@ pub struct SessionMonitorInput {
     #[schemars(range(min = 1, max = MAX_MONITOR_EVENTS))]
     pub events: Option<u32>,
 }
+
+/// `routine_status`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RoutineStatusInput {
+    /// The run's id (`rt_…`), as `gatehost routine start` printed it.
+    pub routine_id: String,
+}
+
+/// `routine_list`'s input: none.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutineListInput {}
 
 /// A list of policy statuses, each one of [`PolicyStatus::ALL`].
 fn statuses_schema(_: &mut SchemaGenerator) -> Schema {
@@ -205,5 +224,19 @@ pub fn tools() -> Result<Vec<Tool>, String> {
             input_schema::<SessionMonitorInput>()?,
         )
         .with_annotations(read_only("Monitor a session")),
+        Tool::new(
+            ROUTINE_STATUS,
+            "A routine's run: its phase (waiting, running, escalated, done, failed, cancelled), \
+             each step's status, session, restarts and the operator's last answer, and why it \
+             failed. Starting, cancelling and answering a routine are the operator's.",
+            input_schema::<RoutineStatusInput>()?,
+        )
+        .with_annotations(read_only("Routine status")),
+        Tool::new(
+            ROUTINE_LIST,
+            "The newest routine runs (at most 200), each with its phase and steps.",
+            input_schema::<RoutineListInput>()?,
+        )
+        .with_annotations(read_only("List routines")),
     ])
 }

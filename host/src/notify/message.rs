@@ -54,6 +54,8 @@ struct Shown {
     cwd: Option<String>,
     #[serde(default)]
     changed: Vec<String>,
+    routine_id: Option<String>,
+    step: Option<String>,
 }
 
 /// The message for `event`; `base` is where the daemon's pages are (links
@@ -132,6 +134,56 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 }),
                 Priority::High,
                 &["rotating_light"],
+            ),
+            "routine:escalated" => (
+                format!(
+                    "gatehost: routine {} asks for your answer",
+                    shown
+                        .routine_id
+                        .as_deref()
+                        .map(clean_id)
+                        .unwrap_or_default()
+                ),
+                format!(
+                    "Step {} waits for input{}: answer with gatehost routine resolve {} {} --response TEXT{}.",
+                    shown.step.as_deref().map(clean).unwrap_or_default(),
+                    shown
+                        .message
+                        .as_deref()
+                        .map(|m| format!(" (it said: {})", clean(m)))
+                        .unwrap_or_default(),
+                    shown
+                        .routine_id
+                        .as_deref()
+                        .map(clean_id)
+                        .unwrap_or_default(),
+                    shown.step.as_deref().map(clean).unwrap_or_default(),
+                    shown
+                        .timeout_ms
+                        .map(|ms| format!(
+                            " (the run fails after {} without an answer)",
+                            humantime::format_duration(std::time::Duration::from_secs(ms / 1000))
+                        ))
+                        .unwrap_or_default()
+                ),
+                Priority::High,
+                &["raising_hand"],
+            ),
+            "routine:failed" => (
+                format!(
+                    "gatehost: routine {} failed",
+                    shown
+                        .routine_id
+                        .as_deref()
+                        .map(clean_id)
+                        .unwrap_or_default()
+                ),
+                because(&format!(
+                    "step {} did not finish",
+                    shown.step.as_deref().map(clean).unwrap_or_default()
+                )),
+                Priority::High,
+                &["warning"],
             ),
             "session:stale" => {
                 let silent = shown

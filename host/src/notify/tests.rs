@@ -160,6 +160,16 @@ fn every_attention_event_has_its_own_words() {
         ),
         ("config:rejected", json!({"reason": "r"}), "rejected"),
         (
+            "routine:escalated",
+            json!({"routineId": "rt_1", "step": "build", "message": "which branch?", "timeoutMs": 300_000}),
+            "asks for your answer",
+        ),
+        (
+            "routine:failed",
+            json!({"routineId": "rt_1", "step": "build", "reason": "nobody resolved the escalation"}),
+            "routine rt_1 failed",
+        ),
+        (
             "session:ungated",
             json!({"cwd": "/w", "turn": 1, "reason": "r"}),
             "stopped with no gate",
@@ -179,6 +189,23 @@ fn every_attention_event_has_its_own_words() {
         assert_eq!(m.priority, Priority::High, "{kind}");
         assert_eq!(m.link.is_some(), policy.is_some(), "{kind}");
     }
+    let routine = message(
+        &event(
+            "routine:escalated",
+            None,
+            json!({"routineId": "rt_1", "step": "build", "message": "which branch?", "timeoutMs": 60_000}),
+        ),
+        None,
+    );
+    assert!(
+        routine
+            .text
+            .contains("gatehost routine resolve rt_1 build --response TEXT")
+            && routine.text.contains("which branch?")
+            && routine.text.contains("1m"),
+        "{}",
+        routine.text
+    );
     let ask = message(
         &event(
             "session:permission-escalated",

@@ -1,6 +1,6 @@
 //! The daemon's durable store: one SQLite file (WAL, `synchronous=FULL`)
-//! in the data directory, holding sessions, policies, the event log and
-//! pending webhook deliveries.
+//! in the data directory, holding sessions, policies, routines, the event
+//! log and pending webhook deliveries.
 //!
 //! It owns the schema and the rule that makes the daemon crash-safe: every
 //! state change and the events it publishes are written in ONE transaction,
@@ -16,8 +16,10 @@ mod records;
 mod schema;
 use schema::{SCHEMA, migrate};
 mod retention;
+mod routines;
 mod rows;
 pub use retention::Swept;
+pub use routines::{RoutineRow, RoutineStepRow, StepStatus};
 
 #[cfg(test)]
 pub(crate) use decode::tests::damaged_policy_column_with;
@@ -32,7 +34,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// The newest cursor ever given, from the events' AUTOINCREMENT sequence
 /// (retention may have deleted the newest rows: the head never moves back).
@@ -200,6 +202,9 @@ impl Store {
         }
         conn.execute_batch(SCHEMA).map_err(corrupt)?;
         migrate(&conn).map_err(corrupt)?;
+        // Version 7: routines and their steps (new tables only).
+        conn.execute_batch(routines::ROUTINE_SCHEMA)
+            .map_err(corrupt)?;
         conn.set_prepared_statement_cache_capacity(64);
         let found: Option<i64> = conn
             .query_row(

@@ -14,7 +14,8 @@ use rusqlite::Connection;
 /// `engine::keys`). Version 5: sessions record when the watchdog found
 /// them stale; policies carry their deadline and count their gate's
 /// infrastructure retries. Version 6: policies keep their review chain's
-/// state.
+/// state. Version 7: routines and their steps, new tables
+/// (`routines::ROUTINE_SCHEMA`, run after this).
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {

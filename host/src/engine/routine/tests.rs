@@ -229,6 +229,7 @@ fn step(label: &str, wait: &[&str]) -> StepSpec {
         session: SessionSpec::Acp {
             command: vec!["agent".into()],
             cwd: "/tmp".into(),
+            permission: None,
         },
         wait_for: wait.iter().map(|w| w.to_string()).collect(),
         policy: None,
@@ -273,6 +274,7 @@ fn specs_are_checked() {
     empty.session = SessionSpec::Acp {
         command: vec![],
         cwd: "/".into(),
+        permission: None,
     };
     let spec = RoutineSpec {
         label: None,

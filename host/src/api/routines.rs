@@ -1,0 +1,51 @@
+//! The routines' routes: start, read, cancel a run and answer a step's
+//! escalation. Starting, cancelling and answering take the operator's
+//! token (an agent never answers for the operator, nor starts agents);
+//! reading takes either. It maps the engine's answers to the wire; it must
+//! never change state itself.
+
+use super::{ApiResult, AppState, Bearer, JsonBody, Operator, ok};
+use crate::wire;
+use axum::extract::{Path, State};
+
+/// The most runs `GET /v1/routines` answers.
+const LIST_LIMIT: usize = 200;
+
+pub(super) async fn start(
+    State(st): State<AppState>,
+    _: Operator,
+    JsonBody(spec): JsonBody<wire::RoutineRequest>,
+) -> ApiResult {
+    ok(st.engine.start_routine(spec)?)
+}
+
+pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
+    ok(wire::RoutineList {
+        routines: st.engine.routines(LIST_LIMIT)?,
+    })
+}
+
+pub(super) async fn get(
+    State(st): State<AppState>,
+    _: Bearer,
+    Path(id): Path<String>,
+) -> ApiResult {
+    ok(st.engine.routine(&id)?)
+}
+
+pub(super) async fn cancel(
+    State(st): State<AppState>,
+    _: Operator,
+    Path(id): Path<String>,
+) -> ApiResult {
+    ok(st.engine.cancel_routine(&id, "the operator")?)
+}
+
+pub(super) async fn resolve(
+    State(st): State<AppState>,
+    _: Operator,
+    Path((id, step)): Path<(String, String)>,
+    JsonBody(b): JsonBody<wire::ResolveRequest>,
+) -> ApiResult {
+    ok(st.engine.resolve_routine(&id, &step, b.response)?)
+}

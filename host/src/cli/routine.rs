@@ -1,0 +1,134 @@
+//! `gatehost routine`: start a routine from a JSON file, show a run or
+//! the list, cancel a run, answer a step's escalation. Each is one call
+//! through the typed client, printed for a person or, with `--json`, as
+//! the API's JSON. It must never print an error itself.
+
+use super::client::{ClientArgs, run_client, show};
+use super::error::{CliError, CliResult};
+use crate::wire::{Routine, RoutineRequest};
+use std::path::PathBuf;
+
+pub const AFTER_HELP: &str = "\
+A routine file is JSON: {\"label\": \"...\", \"steps\": [STEP, ...]}; a step is
+  {\"label\": \"build\", \"prompt\": \"...\",
+   \"session\": {\"acp\": {\"command\": [\"gemini\", \"--acp\"], \"cwd\": \"/abs/dir\",
+                        \"permission\": {\"allow\": [\"read\"], \"otherwise\": \"escalate\"}}}
+              | {\"existing\": \"SESSION-ID\"},
+   \"waitFor\": [\"earlier-step-label\" or \"SESSION-ID\", ...],
+   \"onInput\": {\"mode\": \"auto-allow\", \"prompt\": \"...\"} | {\"mode\": \"escalate\", \"timeoutSecs\": 300} | {\"mode\": \"fail\"}}
+A step is finished when its session ends a turn with a line that is only STEP DONE
+(its prompt asks for it); a turn-end without it, or a permission request its rule
+escalates, is awaiting input and onInput decides (default: escalate, 300 s).
+A step's \"policy\" field is refused for now (attach one to its session instead).
+Start, cancel and resolve take the operator token; status and list either.
+Exit codes: 0 done, 2 error.";
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RoutineCommand {
+    /// Start a routine from its JSON file (`-` reads stdin); prints the
+    /// run's id (operator token).
+    Start {
+        #[arg(value_name = "FILE.json")]
+        file: PathBuf,
+    },
+    /// A run's state and its steps.
+    Status { id: String },
+    /// The newest runs, one a line.
+    List,
+    /// Cancel a run; an agent it started is stopped (operator token).
+    Cancel { id: String },
+    /// Answer a step's escalation: the response is the step session's next
+    /// prompt (operator token).
+    Resolve {
+        id: String,
+        /// The step's label.
+        step: String,
+        #[arg(long, value_name = "TEXT")]
+        response: String,
+    },
+}
+
+fn read_spec(file: &std::path::Path) -> CliResult<RoutineRequest> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .map_err(|e| CliError::input(format!("{}: {e}", file.display())).field("FILE.json"))?;
+    serde_json::from_str(&text)
+        .map_err(|e| CliError::input(format!("{}: {e}", file.display())).field("FILE.json"))
+}
+
+/// One line: id, state, the step under way.
+fn line(r: &Routine) -> String {
+    let step = r
+        .steps
+        .iter()
+        .find(|s| {
+            !matches!(
+                s.status,
+                crate::wire::StepStatus::Done | crate::wire::StepStatus::Pending
+            )
+        })
+        .map(|s| format!(" step {} {}", s.label, s.status.as_str()))
+        .unwrap_or_default();
+    format!(
+        "{} {}{}{}",
+        r.id,
+        r.phase,
+        step,
+        r.label
+            .as_deref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default()
+    )
+}
+
+fn detail(r: &Routine) -> String {
+    let mut out = line(r);
+    if let Some(reason) = &r.reason {
+        out.push_str(&format!(
+            "\nreason: {}",
+            reason.as_str().unwrap_or_default()
+        ));
+    }
+    for s in &r.steps {
+        out.push_str(&format!(
+            "\n  {} {}{}{}",
+            s.label,
+            s.status.as_str(),
+            s.session_id
+                .as_deref()
+                .map(|id| format!(" session {id}"))
+                .unwrap_or_default(),
+            if s.restarts > 0 {
+                format!(" restarts {}", s.restarts)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}
+
+pub fn run(cmd: RoutineCommand, args: ClientArgs) -> CliResult<i32> {
+    let json = args.json;
+    run_client(&args, |client| async move {
+        match cmd {
+            RoutineCommand::Start { file } => {
+                let spec = read_spec(&file)?;
+                show(json, &client.start_routine(&spec).await?, |r| r.id.clone())
+            }
+            RoutineCommand::Status { id } => show(json, &client.routine(&id).await?, detail),
+            RoutineCommand::List => show(json, &client.routines().await?, |l| {
+                l.routines.iter().map(line).collect::<Vec<_>>().join("\n")
+            }),
+            RoutineCommand::Cancel { id } => show(json, &client.cancel_routine(&id).await?, detail),
+            RoutineCommand::Resolve { id, step, response } => show(
+                json,
+                &client.resolve_routine(&id, &step, &response).await?,
+                detail,
+            ),
+        }
+    })
+}

@@ -1,0 +1,327 @@
+//! The routines' operations: start a run, read runs, the operator's
+//! cancel and resolve, the tick (escalation deadlines, waiting runs) and
+//! the recovery at start. Each is one transaction through the loop's
+//! `feed`, its actions run after the commit. It must never change a run's
+//! state but through `feed`.
+
+use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
+use super::super::sessions::invalid;
+use super::super::{Engine, EngineError, EngineResult};
+use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
+use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
+
+impl Engine {
+    /// Starts a run of `spec` (operator only; the API checks). Refused:
+    /// a spec that does not validate, a step with a `policy` (not
+    /// supported yet), an ACP step whose `cwd` is not an absolute
+    /// directory.
+    pub fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
+        spec.validate()
+            .map_err(|e| invalid("steps", e.to_string()))?;
+        for s in &spec.steps {
+            if s.policy.is_some() {
+                return Err(invalid(
+                    "policy",
+                    format!(
+                        "step {:?}: a policy on a routine step is not supported yet; attach it to the step's session with POST /v1/policies",
+                        s.label
+                    ),
+                ));
+            }
+            if let SessionSpec::Acp { cwd, .. } = &s.session {
+                super::super::sessions::locate(cwd, None)
+                    .map_err(|e| invalid("cwd", format!("step {:?}: {e}", s.label)))?;
+            }
+        }
+        let now = now_ms();
+        let id = format!("rt_{}", uuid::Uuid::new_v4().simple());
+        let row = RoutineRow {
+            id: id.clone(),
+            label: spec.label.clone(),
+            spec: serde_json::to_value(&spec).map_err(|e| invalid("spec", e.to_string()))?,
+            state: serde_json::to_value(routine::initial())
+                .map_err(|e| invalid("state", e.to_string()))?,
+            phase: routine::initial().name().to_string(),
+            step_session: None,
+            deadline_at: None,
+            pending_request: None,
+            reason: None,
+            created_at: now,
+            updated_at: now,
+            damage: None,
+            steps: spec
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, s)| RoutineStepRow {
+                    index,
+                    label: s.label.clone(),
+                    status: StepStatus::Pending,
+                    session_id: None,
+                    restarts: 0,
+                    response: None,
+                    started_at: None,
+                    ended_at: None,
+                })
+                .collect(),
+        };
+        let (actions, view) = self.write(|tx| {
+            tx.insert_routine(&row)?;
+            let mut run = Run {
+                row: row.clone(),
+                spec: spec.clone(),
+                state: routine::initial(),
+            };
+            self.routine_event(
+                tx,
+                "routine:started",
+                &run,
+                RoutineEvent {
+                    message: Some(format!("{} steps", spec.steps.len())),
+                    ..RoutineEvent::default()
+                },
+            )?;
+            let actions = self.feed_check(tx, &mut run, 0)?;
+            Ok((actions, run.row))
+        })?;
+        tracing::info!(routine = %id, steps = spec.steps.len(), "a routine started");
+        self.perform_routine(actions);
+        Ok(self.routine(&view.id).unwrap_or(view))
+    }
+
+    pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
+        self.inner
+            .store
+            .routine(id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))
+    }
+
+    /// The newest runs, at most `limit`.
+    pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
+        Ok(self.inner.store.routines(limit)?)
+    }
+
+    /// The operator cancels a run; its step's agent, if the run started
+    /// it, is stopped. A finished run is a conflict.
+    pub fn cancel_routine(&self, id: &str, by: &str) -> EngineResult<RoutineView> {
+        self.operator_input(
+            id,
+            None,
+            RunInput::Cancel,
+            Some(format!("cancelled by {by}")),
+        )
+    }
+
+    /// The operator answers step `step`'s escalation with `response` (sent
+    /// as the step session's next prompt; for a permission request, it is
+    /// allowed). A run not escalated on that step is a conflict.
+    pub fn resolve_routine(
+        &self,
+        id: &str,
+        step: &str,
+        response: String,
+    ) -> EngineResult<RoutineView> {
+        self.operator_input(id, Some((step, response)), RunInput::Resolved, None)
+    }
+
+    fn operator_input(
+        &self,
+        id: &str,
+        resolve: Option<(&str, String)>,
+        input: RunInput,
+        why: Option<String>,
+    ) -> EngineResult<RoutineView> {
+        let (actions, view) = self.write(|tx| {
+            let row = tx
+                .routine(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))?;
+            let mut run = Run::decode(row)?;
+            if run.state.is_terminal() {
+                return Err(EngineError::Conflict {
+                    code: "routine-finished",
+                    message: format!("routine {id} is already {}", run.state.name()),
+                });
+            }
+            let mut cx = Context {
+                why: why.clone(),
+                ..Context::default()
+            };
+            if let Some((step, response)) = &resolve {
+                let escalated_on = match run.state {
+                    RunState::Escalated { step, .. } => {
+                        run.spec.steps.get(step).map(|s| s.label.as_str())
+                    }
+                    _ => None,
+                };
+                if escalated_on != Some(*step) {
+                    return Err(EngineError::Conflict {
+                        code: "not-escalated",
+                        message: format!(
+                            "routine {id} is {}: step {step:?} waits for no answer",
+                            run.state.name()
+                        ),
+                    });
+                }
+                cx.message = Some(response.clone());
+            }
+            let actions = self.feed(tx, &mut run, input, cx)?;
+            Ok((actions, run.row))
+        })?;
+        self.perform_routine(actions);
+        Ok(view)
+    }
+
+    /// Feeds the check of waiting step `step`'s `waitFor` (a run not
+    /// ready stays as it is, and nothing is written).
+    fn feed_check(
+        &self,
+        tx: &mut crate::store::Tx<'_>,
+        run: &mut Run,
+        step: usize,
+    ) -> EngineResult<Vec<super::Action>> {
+        let (ready, blocked, why) = check_waits(run, step, |id| tx.session(id))?;
+        if !ready && !blocked {
+            return Ok(Vec::new());
+        }
+        self.feed(
+            tx,
+            run,
+            RunInput::Check { ready, blocked },
+            Context {
+                why,
+                ..Context::default()
+            },
+        )
+    }
+
+    /// One look: escalations past their deadline, waiting runs whose
+    /// `waitFor` finished (or never will).
+    fn routine_tick(&self) -> EngineResult<()> {
+        let actions = self.write(|tx| {
+            let mut actions = Vec::new();
+            for row in tx.routines_past_deadline(now_ms())? {
+                let Some(mut run) = Run::usable(row) else {
+                    continue;
+                };
+                actions.extend(self.feed(tx, &mut run, RunInput::Timeout, Context::default())?);
+            }
+            for row in tx.waiting_routines()? {
+                let Some(mut run) = Run::usable(row) else {
+                    continue;
+                };
+                let Some(step) = run.state.step() else {
+                    continue;
+                };
+                actions.extend(self.feed_check(tx, &mut run, step)?);
+            }
+            Ok(actions)
+        })?;
+        self.perform_routine(actions);
+        Ok(())
+    }
+
+    /// Whether the tick has anything to do: an escalation past its
+    /// deadline, a waiting run whose check would move it (looked at only
+    /// when a session ended a turn or exited since the last look: nothing
+    /// else moves a wait). Reads only, so that an idle tick writes nothing
+    /// and wakes no reader.
+    fn routine_tick_due(&self) -> EngineResult<bool> {
+        let store = &self.inner.store;
+        // The cheap look first (by index); then whether one of them is a
+        // run the tick can move (a damaged one is left as it is).
+        if store.routine_past_deadline(now_ms())?
+            && store
+                .routines_past_deadline(now_ms())?
+                .into_iter()
+                .any(|r| Run::usable(r).is_some())
+        {
+            return Ok(true);
+        }
+        if !self
+            .inner
+            .routine_waits_dirty
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(false);
+        }
+        for row in store.waiting_routines()? {
+            let Some(run) = Run::usable(row) else {
+                continue;
+            };
+            let Some(step) = run.state.step() else {
+                continue;
+            };
+            let (ready, blocked, _) = check_waits(&run, step, |id| store.session(id))?;
+            if ready || blocked {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The tick, every second until the daemon stops.
+    pub fn spawn_routine_ticker(&self) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(TICK) => {}
+                    _ = engine.stopped() => return,
+                }
+                let failed = match engine.routine_tick_due() {
+                    Ok(false) => None,
+                    Ok(true) => engine.routine_tick().err().map(|e| ("write", e)),
+                    Err(e) => Some(("read", e)),
+                };
+                if let Some((what, e)) = failed {
+                    tracing::warn!(error = %e, "the routines' tick could not {what} the store; it tries again");
+                    // The waits it did not get to are looked at again.
+                    engine
+                        .inner
+                        .routine_waits_dirty
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+    }
+
+    /// At start, before the previous daemon's started sessions are marked
+    /// exited: every unfinished run is told the daemon restarted (a step
+    /// whose ACP agent died with the old daemon starts again, at most
+    /// `MAX_RESTARTS` times). Returns what to run once that recovery is
+    /// through (`perform_routine_actions`).
+    pub(in crate::engine) fn recover_routines(&self) -> EngineResult<Vec<RoutineActions>> {
+        let mut out = Vec::new();
+        for row in self.inner.store.active_routines()? {
+            let id = row.id.clone();
+            let r = self.write(|tx| {
+                let Some(row) = tx.routine(&id)? else {
+                    return Ok(Vec::new());
+                };
+                let mut run = Run::decode(row)?;
+                let owned = run
+                    .state
+                    .step()
+                    .and_then(|i| run.spec.steps.get(i))
+                    .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
+                tracing::info!(routine = %id, state = run.state.name(), owned, "a routine resumes after a restart");
+                match run.state {
+                    RunState::Waiting { step } => self.feed_check(tx, &mut run, step),
+                    _ => self.feed(
+                        tx,
+                        &mut run,
+                        RunInput::Recover { owned_agent: owned },
+                        Context::default(),
+                    ),
+                }
+            });
+            match r {
+                Ok(a) => out.push(RoutineActions(a)),
+                Err(e) => {
+                    tracing::error!(routine = %id, error = %e, "a routine cannot be resumed");
+                }
+            }
+        }
+        Ok(out)
+    }
+}

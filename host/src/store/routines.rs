@@ -1,0 +1,575 @@
+//! The routines' rows: a run (`routines`: its spec and its
+//! `engine::routine::RunState`, both as JSON, with the columns the daemon
+//! looks runs up by) and its steps (`routine_steps`: one row per step,
+//! what each did). It owns their SQL; it must never decide a run's next
+//! state (that is `engine::routine::decide`), and it reads the spec and
+//! the state as JSON values that the engine decodes into its types.
+
+use super::{StoreError, StoreResult, Tx};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The tables (schema version 7), created at every open.
+pub(super) const ROUTINE_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS routines(
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL UNIQUE,
+    label TEXT,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    step_session TEXT,
+    deadline_at INTEGER,
+    pending_request TEXT,
+    reason TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS routines_active ON routines(phase, seq)
+  WHERE phase IN ('waiting', 'running', 'escalated');
+CREATE INDEX IF NOT EXISTS routines_session ON routines(step_session)
+  WHERE step_session IS NOT NULL AND phase IN ('running', 'escalated');
+CREATE TABLE IF NOT EXISTS routine_steps(
+    routine_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    label TEXT NOT NULL,
+    status TEXT NOT NULL,
+    session_id TEXT,
+    restarts INTEGER NOT NULL DEFAULT 0,
+    response TEXT,
+    started_at INTEGER,
+    ended_at INTEGER,
+    PRIMARY KEY(routine_id, idx)
+) WITHOUT ROWID;
+";
+
+/// What a step did, as its row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Escalated,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Escalated => "escalated",
+            StepStatus::Done => "done",
+            StepStatus::Failed => "failed",
+            StepStatus::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> Option<StepStatus> {
+        [
+            StepStatus::Pending,
+            StepStatus::Running,
+            StepStatus::Escalated,
+            StepStatus::Done,
+            StepStatus::Failed,
+            StepStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// One step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutineStepRow {
+    pub index: usize,
+    pub label: String,
+    pub status: StepStatus,
+    /// The session it runs in (for an ACP step, the one of its latest
+    /// start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub restarts: u32,
+    /// The operator's last answer to its escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+}
+
+/// A run as stored. `spec` and `state` are the engine's
+/// `RoutineSpec` and `RunState` as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutineRow {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub spec: Value,
+    pub state: Value,
+    /// The state's name (`waiting`, `running`, `escalated`, `done`,
+    /// `failed`, `cancelled`).
+    pub phase: String,
+    /// The current step's session, while it runs or is escalated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_session: Option<String>,
+    /// Escalated: when nobody answering fails the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<i64>,
+    /// Escalated on a permission request: its id (`perm-N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_request: Option<String>,
+    /// Failed: why (the engine's `FailReason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Value>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub steps: Vec<RoutineStepRow>,
+    /// Set when its stored spec or state is not JSON: which and why (both
+    /// are then `null`, and the engine leaves the run as it is, saying
+    /// so). Never written back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// A JSON column; one that does not parse is `null` with the damage said.
+fn json_col(r: &Row<'_>, col: &str, damage: &mut Option<String>) -> rusqlite::Result<Value> {
+    let text: String = r.get(col)?;
+    Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
+        damage.get_or_insert_with(|| format!("its stored {col} is not JSON: {e}"));
+        Value::Null
+    }))
+}
+
+fn routine_from(r: &Row<'_>) -> rusqlite::Result<RoutineRow> {
+    let reason: Option<String> = r.get("reason")?;
+    let mut damage = None;
+    Ok(RoutineRow {
+        id: r.get("id")?,
+        label: r.get("label")?,
+        spec: json_col(r, "spec", &mut damage)?,
+        state: json_col(r, "state", &mut damage)?,
+        phase: r.get("phase")?,
+        step_session: r.get("step_session")?,
+        deadline_at: r.get("deadline_at")?,
+        pending_request: r.get("pending_request")?,
+        reason: reason.and_then(|t| serde_json::from_str(&t).ok()),
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+        steps: Vec::new(),
+        damage,
+    })
+}
+
+fn step_from(r: &Row<'_>) -> rusqlite::Result<RoutineStepRow> {
+    let status: String = r.get("status")?;
+    let idx: i64 = r.get("idx")?;
+    let restarts: i64 = r.get("restarts")?;
+    Ok(RoutineStepRow {
+        index: usize::try_from(idx).unwrap_or(usize::MAX),
+        label: r.get("label")?,
+        status: StepStatus::parse(&status).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Text,
+                format!("unknown step status {status:?}").into(),
+            )
+        })?,
+        session_id: r.get("session_id")?,
+        restarts: u32::try_from(restarts).unwrap_or(u32::MAX),
+        response: r.get("response")?,
+        started_at: r.get("started_at")?,
+        ended_at: r.get("ended_at")?,
+    })
+}
+
+fn decode(e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e {
+        return StoreError::Decode {
+            what: "routine",
+            message: inner.to_string(),
+        };
+    }
+    StoreError::from(e)
+}
+
+fn with_steps(c: &Connection, mut r: RoutineRow) -> StoreResult<RoutineRow> {
+    let mut st =
+        c.prepare_cached("SELECT * FROM routine_steps WHERE routine_id = ?1 ORDER BY idx")?;
+    let steps = st
+        .query_map(params![r.id], step_from)
+        .map_err(decode)?
+        .collect::<Result<Vec<_>, _>>();
+    match steps {
+        Ok(steps) => r.steps = steps,
+        // A step row that does not decode damages its run, not the list.
+        Err(e) => {
+            r.damage
+                .get_or_insert_with(|| format!("a stored step does not decode: {e}"));
+        }
+    }
+    Ok(r)
+}
+
+pub(super) fn get_routine(c: &Connection, id: &str) -> StoreResult<Option<RoutineRow>> {
+    let row = c
+        .prepare_cached("SELECT * FROM routines WHERE id = ?1")?
+        .query_row(params![id], routine_from)
+        .optional()
+        .map_err(decode)?;
+    row.map(|r| with_steps(c, r)).transpose()
+}
+
+fn many(c: &Connection, sql: &str, p: impl rusqlite::Params) -> StoreResult<Vec<RoutineRow>> {
+    let rows = c
+        .prepare_cached(sql)?
+        .query_map(p, routine_from)
+        .map_err(decode)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(decode)?;
+    rows.into_iter().map(|r| with_steps(c, r)).collect()
+}
+
+/// Runs newest first, at most `limit`.
+pub(super) fn list_routines(c: &Connection, limit: usize) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines ORDER BY seq DESC LIMIT ?1",
+        params![limit as i64],
+    )
+}
+
+/// Runs waiting for a step's `waitFor`, oldest first (by index).
+pub(super) fn waiting_routines(c: &Connection) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines WHERE phase = 'waiting' ORDER BY seq",
+        [],
+    )
+}
+
+/// Whether an escalated run's deadline is at or before `now` (by index).
+pub(super) fn past_deadline(c: &Connection, now: i64) -> StoreResult<bool> {
+    Ok(c.prepare_cached(
+        "SELECT 1 FROM routines WHERE phase = 'escalated' AND deadline_at <= ?1 LIMIT 1",
+    )?
+    .exists(params![now])?)
+}
+
+/// Escalated runs whose deadline is at or before `now` (by index).
+pub(super) fn due_routines(c: &Connection, now: i64) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines WHERE phase = 'escalated' AND deadline_at <= ?1 ORDER BY seq",
+        params![now],
+    )
+}
+
+/// Runs not yet done, failed or cancelled, oldest first (by index).
+pub(super) fn active_routines(c: &Connection) -> StoreResult<Vec<RoutineRow>> {
+    many(
+        c,
+        "SELECT * FROM routines WHERE phase IN ('waiting', 'running', 'escalated') ORDER BY seq",
+        [],
+    )
+}
+
+impl super::Store {
+    pub fn routine(&self, id: &str) -> StoreResult<Option<RoutineRow>> {
+        self.read(|c| get_routine(c, id))
+    }
+
+    pub fn routines(&self, limit: usize) -> StoreResult<Vec<RoutineRow>> {
+        self.read(|c| list_routines(c, limit))
+    }
+
+    pub fn active_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        self.read(active_routines)
+    }
+
+    pub fn waiting_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        self.read(waiting_routines)
+    }
+
+    /// Whether an escalated run is past its deadline at `now`.
+    pub fn routine_past_deadline(&self, now: i64) -> StoreResult<bool> {
+        self.read(|c| past_deadline(c, now))
+    }
+
+    /// The escalated runs past their deadline at `now`.
+    pub fn routines_past_deadline(&self, now: i64) -> StoreResult<Vec<RoutineRow>> {
+        self.read(|c| due_routines(c, now))
+    }
+}
+
+impl Tx<'_> {
+    pub fn routine(&self, id: &str) -> StoreResult<Option<RoutineRow>> {
+        get_routine(&self.tx, id)
+    }
+
+    pub fn active_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        active_routines(&self.tx)
+    }
+
+    pub fn waiting_routines(&self) -> StoreResult<Vec<RoutineRow>> {
+        waiting_routines(&self.tx)
+    }
+
+    /// The run whose current step runs in (or is escalated on) `session`.
+    pub fn routine_on_session(&self, session: &str) -> StoreResult<Option<RoutineRow>> {
+        let row = self
+            .tx
+            .prepare_cached(
+                "SELECT * FROM routines WHERE step_session = ?1
+                   AND phase IN ('running', 'escalated') ORDER BY seq LIMIT 1",
+            )?
+            .query_row(params![session], routine_from)
+            .optional()
+            .map_err(decode)?;
+        row.map(|r| with_steps(&self.tx, r)).transpose()
+    }
+
+    /// Escalated runs whose deadline is at or before `now`.
+    pub fn routines_past_deadline(&self, now: i64) -> StoreResult<Vec<RoutineRow>> {
+        due_routines(&self.tx, now)
+    }
+
+    /// Inserts a new run (its `seq` is the next one) with its steps.
+    pub fn insert_routine(&mut self, r: &RoutineRow) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO routines(id, seq, label, spec, state, phase, step_session, deadline_at,
+                   pending_request, reason, created_at, updated_at)
+                 VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM routines), ?2, ?3, ?4, ?5, ?6,
+                   ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(params![
+                r.id,
+                r.label,
+                r.spec.to_string(),
+                r.state.to_string(),
+                r.phase,
+                r.step_session,
+                r.deadline_at,
+                r.pending_request,
+                r.reason.as_ref().map(Value::to_string),
+                r.created_at,
+                r.updated_at
+            ])?;
+        for s in &r.steps {
+            self.put_routine_step(&r.id, s)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a run's row and its steps' rows (never a damaged one's:
+    /// its placeholders would overwrite what is stored).
+    pub fn put_routine(&mut self, r: &RoutineRow) -> StoreResult<()> {
+        if let Some(d) = &r.damage {
+            return Err(StoreError::Damaged {
+                row: format!("routine {}", r.id),
+                column: d.clone(),
+            });
+        }
+        self.tx
+            .prepare_cached(
+                "UPDATE routines SET label = ?2, state = ?3, phase = ?4, step_session = ?5,
+                   deadline_at = ?6, pending_request = ?7, reason = ?8, updated_at = ?9
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                r.id,
+                r.label,
+                r.state.to_string(),
+                r.phase,
+                r.step_session,
+                r.deadline_at,
+                r.pending_request,
+                r.reason.as_ref().map(Value::to_string),
+                r.updated_at
+            ])?;
+        for s in &r.steps {
+            self.put_routine_step(&r.id, s)?;
+        }
+        Ok(())
+    }
+
+    fn put_routine_step(&mut self, routine: &str, s: &RoutineStepRow) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO routine_steps(routine_id, idx, label, status, session_id,
+                   restarts, response, started_at, ended_at)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                routine,
+                s.index as i64,
+                s.label,
+                s.status.as_str(),
+                s.session_id,
+                s.restarts as i64,
+                s.response,
+                s.started_at,
+                s.ended_at
+            ])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Store;
+    use super::*;
+    use serde_json::json;
+
+    fn sample(id: &str) -> RoutineRow {
+        RoutineRow {
+            id: id.into(),
+            label: Some("nightly".into()),
+            spec: json!({"steps": [{"label": "a"}]}),
+            state: json!({"phase": "running", "step": 0, "restarts": 1}),
+            phase: "running".into(),
+            step_session: Some("s1".into()),
+            deadline_at: None,
+            pending_request: None,
+            reason: None,
+            created_at: 1,
+            updated_at: 2,
+            damage: None,
+            steps: vec![RoutineStepRow {
+                index: 0,
+                label: "a".into(),
+                status: StepStatus::Running,
+                session_id: Some("s1".into()),
+                restarts: 1,
+                response: None,
+                started_at: Some(1),
+                ended_at: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_run_and_its_steps_round_trip_and_are_found_by_session_and_deadline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let mut r = sample("r1");
+        store
+            .write(|tx| {
+                tx.insert_routine(&r)?;
+                tx.insert_routine(&sample("r2"))
+            })
+            .expect("insert");
+        assert_eq!(store.routine("r1").expect("read"), Some(r.clone()));
+        assert_eq!(
+            store
+                .write(|tx| tx.routine_on_session("s1"))
+                .expect("by session")
+                .map(|r| r.id),
+            Some("r1".into()),
+            "the oldest run on the session"
+        );
+        r.phase = "escalated".into();
+        r.deadline_at = Some(100);
+        r.pending_request = Some("perm-1".into());
+        r.steps[0].status = StepStatus::Escalated;
+        r.steps[0].response = Some("yes".into());
+        store.write(|tx| tx.put_routine(&r)).expect("put");
+        assert_eq!(store.routine("r1").expect("read"), Some(r.clone()));
+        let due = |now| {
+            store
+                .write(|tx| tx.routines_past_deadline(now))
+                .expect("due")
+                .len()
+        };
+        assert_eq!((due(99), due(100)), (0, 1));
+        assert_eq!(
+            (
+                store.routine_past_deadline(99).expect("due"),
+                store.routine_past_deadline(100).expect("due")
+            ),
+            (false, true)
+        );
+        r.phase = "failed".into();
+        r.reason = Some(json!("escalation-timed-out"));
+        store.write(|tx| tx.put_routine(&r)).expect("put");
+        let active: Vec<String> = store
+            .active_routines()
+            .expect("active")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(active, vec!["r2".to_string()]);
+        assert!(store.waiting_routines().expect("waiting").is_empty());
+        let listed: Vec<String> = store
+            .routines(10)
+            .expect("list")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(listed, vec!["r2".to_string(), "r1".to_string()]);
+        assert_eq!(store.routine("r1").expect("read"), Some(r));
+    }
+
+    #[test]
+    fn a_version_6_file_gains_the_routine_tables_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let conn = rusqlite::Connection::open(dir.path().join("gatehost.db")).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT INTO meta VALUES('schema', '6');",
+            )
+            .expect("v6 file");
+        }
+        let store = Store::open(dir.path()).expect("opens and migrates");
+        store
+            .write(|tx| tx.insert_routine(&sample("r1")))
+            .expect("the tables exist");
+        let version: String = store
+            .read(|c| {
+                Ok(
+                    c.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .expect("version");
+        assert_eq!(version, "7");
+        drop(store);
+        let store = Store::open(dir.path()).expect("reopens");
+        assert!(store.routine("r1").expect("read").is_some());
+    }
+
+    #[test]
+    fn a_damaged_state_is_said_never_a_default_and_never_written_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        store
+            .write(|tx| {
+                tx.insert_routine(&sample("r1"))?;
+                tx.conn()
+                    .execute("UPDATE routines SET state = '{nope' WHERE id = 'r1'", [])?;
+                Ok(())
+            })
+            .expect("write");
+        let r = store.routine("r1").expect("read").expect("row");
+        assert!(
+            r.damage.as_deref().is_some_and(|d| d.contains("state")),
+            "{r:?}"
+        );
+        assert_eq!(r.state, Value::Null);
+        // The lists still read, the damaged run among them.
+        assert_eq!(store.active_routines().expect("active").len(), 1);
+        assert!(matches!(
+            store.write(|tx| tx.put_routine(&r)),
+            Err(StoreError::Damaged { .. })
+        ));
+    }
+}
