@@ -100,6 +100,17 @@ impl McpClient {
 
     /// [`McpClient::start`] with the server's arguments `args`.
     fn start_args(dir: &Path, marker: &str, args: &[&str], env: &[(&str, &str)]) -> McpClient {
+        McpClient::start_in(dir, marker, args, env, None)
+    }
+
+    /// [`McpClient::start_args`] with the server started in `cwd`.
+    fn start_in(
+        dir: &Path,
+        marker: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cwd: Option<&Path>,
+    ) -> McpClient {
         let mut server_env: serde_json::Map<String, Value> =
             env.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         server_env.insert(MARKER_VAR.into(), json!(marker));
@@ -111,6 +122,7 @@ impl McpClient {
                 "command": env!("CARGO_BIN_EXE_gatehost"),
                 "args": args,
                 "env": server_env,
+                "cwd": cwd,
             })
             .to_string(),
         )
@@ -283,8 +295,75 @@ fn mcp_reaches_a_daemon_by_its_data_directory_or_a_token_file() {
     assert_none_left(&m);
 }
 
+/// An agent knows its own session without guessing its id: the live
+/// session its hook registered in the workspace the MCP server runs in
+/// (or the one GATEHOST_SESSION names); `policy_attach` without a session
+/// attaches to it and `session_events_poll` follows it.
 #[test]
-fn the_tools_are_exactly_the_seven_and_none_acknowledges() {
+fn session_current_is_the_hooks_session_of_this_workspace_and_the_default_of_attach() {
+    let m = marker("mcp-current");
+    let s = Scratch::new();
+    let d = daemon(&s, &s.etc.join("data"), &m);
+    let keys = d.keyring().dir().display().to_string();
+    let env = [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys.as_str()),
+    ];
+    // Nothing registered here yet: said, with what to do.
+    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &env, Some(&s.ws));
+    c.ready();
+    let e = c.err("session_current", json!({}));
+    assert_eq!(e["code"], "no-current-session", "{e}");
+    let e = c.err("policy_attach", json!({"gate": {"command": "true"}}));
+    assert_eq!(e["code"], "no-current-session", "{e}");
+    // The hook registers the CLI's session (here as the CLI would, with the
+    // user's keyring); an older session of the same workspace was heard
+    // from earlier, one elsewhere later.
+    d.register("claude:older", &s.ws);
+    d.report("claude:older", "turn-end");
+    let elsewhere = s.out.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    d.register("claude:mine", &s.ws);
+    d.report("claude:mine", "turn-start");
+    let now = c.ok("session_current", json!({}));
+    assert_eq!(now["sessionId"], "claude:mine", "{now}");
+    assert_eq!(now["how"], "workspace");
+    assert_eq!(now["alsoLive"], json!(["claude:older"]), "{now}");
+    let p = c.ok("policy_attach", json!({"gate": {"command": "true"}}));
+    let pid = p["policyId"].as_str().expect("policy").to_string();
+    assert_eq!(d.policy(&pid)["sessions"], json!(["claude:mine"]), "{p}");
+    let polled = c.ok("session_events_poll", json!({}));
+    assert!(
+        polled["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .all(|e| e["sessionId"] == "claude:mine" || e["policyId"] == json!(pid)),
+        "only its own events: {polled}"
+    );
+    assert_eq!(c.close(), 0);
+    // GATEHOST_SESSION names it outright.
+    let pinned = [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys.as_str()),
+        ("GATEHOST_SESSION", "claude:older"),
+    ];
+    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &pinned, Some(&elsewhere));
+    c.ready();
+    assert_eq!(
+        c.ok("session_current", json!({}))["sessionId"],
+        "claude:older"
+    );
+    assert_eq!(c.close(), 0);
+    drop(d);
+    assert_none_left(&m);
+}
+
+#[test]
+fn the_tools_are_exactly_the_eight_and_none_acknowledges() {
     let m = marker("mcp-tools");
     let s = Scratch::new();
     let d = daemon(&s, &s.etc.join("data"), &m);
@@ -317,6 +396,7 @@ fn the_tools_are_exactly_the_seven_and_none_acknowledges() {
             "policy_list",
             "session_events_poll",
             "session_monitor",
+            "session_current",
             "routine_status",
             "routine_list"
         ]

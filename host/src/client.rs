@@ -147,6 +147,16 @@ impl Client {
 
     /// The keys to present for a call about `sessions`: the given ones,
     /// then those kept for them.
+    /// Whether this client holds a key for `session` (in its keyring, or
+    /// given outright).
+    pub fn holds_key(&self, session: &str) -> bool {
+        !self.session_keys.is_empty()
+            || self
+                .keyring
+                .as_ref()
+                .is_some_and(|r| !r.get(session).is_empty())
+    }
+
     fn keys_for<'a>(&self, sessions: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut keys = self.session_keys.clone();
         if let Some(ring) = &self.keyring {

@@ -3,9 +3,9 @@ MCP Python SDK (the `mcp` package, pinned in requirements.txt).
 
     python client.py SERVER.json
 
-SERVER.json is {"command": PATH, "args": [...], "env": {NAME: VALUE}}: the
-server it spawns over stdio (stdio_client), with that environment on top of
-the SDK's default one. It initializes the session, prints one JSON line
+SERVER.json is {"command": PATH, "args": [...], "env": {NAME: VALUE},
+"cwd": DIR or null}: the server it spawns over stdio (stdio_client), in
+that directory, with that environment on top of the SDK's default one. It initializes the session, prints one JSON line
 {"ready": true, "protocolVersion", "serverInfo"}, then reads steps from
 stdin, one JSON object a line, and answers each with one JSON line:
 
@@ -55,7 +55,10 @@ async def main(config_path):
     with open(config_path, encoding="utf-8") as f:
         config = json.load(f)
     server = StdioServerParameters(
-        command=config["command"], args=config.get("args", []), env=config.get("env") or {}
+        command=config["command"],
+        args=config.get("args", []),
+        env=config.get("env") or {},
+        cwd=config.get("cwd"),
     )
     stdin = anyio.wrap_file(sys.stdin)
     try:

@@ -43,6 +43,8 @@ pub struct McpArgs {
 pub const AFTER_HELP: &str = "\
 An MCP client runs it as a stdio server, e.g. `claude mcp add gatehost -- gatehost mcp`.
 Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor,
+session_current (your session: GATEHOST_SESSION, else the live one your CLI's hook registered in
+this directory; policy_attach and session_events_poll default to it),
 routine_status, routine_list
 (no ack, no cancel: those stay with the operator). Logs go to stderr. See `gatehost docs mcp`.";
 
@@ -90,7 +92,9 @@ pub fn run(args: McpArgs) -> CliResult<i32> {
             .await
             .map_err(|e| refused(e, &server))?;
         tracing::info!(%server, "gatehost mcp: serving MCP on stdio");
-        let handler = mcp::GatehostMcp::new(client).map_err(|e| refused(e, &server))?;
+        let at = mcp::Whereabouts::of_this_process();
+        tracing::info!(cwd = %at.cwd.display(), pinned = ?at.pinned, "the agent's whereabouts");
+        let handler = mcp::GatehostMcp::new(client, at).map_err(|e| refused(e, &server))?;
         mcp::serve_stdio(handler)
             .await
             .map_err(|e| refused(e, &server))?;

@@ -7,25 +7,36 @@
 use super::answer::{
     ToolResult, decode, error_result, from_client, invalid, joined, ok_result, to_value,
 };
+use super::current::{self, Whereabouts};
 use super::monitor;
 use super::tools::{
     DEFAULT_POLL_LIMIT, EventsPollInput, MAX_POLL_LIMIT, MAX_WAIT_MS, Order, POLICY_ATTACH,
     POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, ROUTINE_LIST, ROUTINE_STATUS,
-    RoutineListInput, RoutineStatusInput, SESSION_EVENTS_POLL, SESSION_MONITOR,
-    SessionMonitorInput,
+    RoutineListInput, RoutineStatusInput, SESSION_CURRENT, SESSION_EVENTS_POLL, SESSION_MONITOR,
+    SessionCurrentInput, SessionMonitorInput,
 };
 use crate::client::Client;
 use crate::wire::{ErrorDetail, EventQuery, PageQuery};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
-/// Runs the tool `name`; `None` when there is no such tool.
-pub async fn call(client: &Client, name: &str, args: JsonObject) -> Option<CallToolResult> {
+/// Runs the tool `name`, for an agent `at` its whereabouts; `None` when
+/// there is no such tool.
+pub async fn call(
+    client: &Client,
+    at: &Whereabouts,
+    name: &str,
+    args: JsonObject,
+) -> Option<CallToolResult> {
     let result = match name {
-        POLICY_ATTACH => attach(client, args).await,
+        POLICY_ATTACH => attach(client, at, args).await,
+        SESSION_CURRENT => match decode::<SessionCurrentInput>(args) {
+            Ok(_) => current::find(client, at).await.and_then(|c| to_value(&c)),
+            Err(e) => Err(e),
+        },
         POLICY_STATUS => status(client, args).await,
         POLICY_LIST => list(client, args).await,
-        SESSION_EVENTS_POLL => poll(client, args).await,
+        SESSION_EVENTS_POLL => poll(client, at, args).await,
         SESSION_MONITOR => match decode::<SessionMonitorInput>(args) {
             Ok(input) => monitor::monitor(client, input).await,
             Err(e) => Err(e),
@@ -43,7 +54,17 @@ pub async fn call(client: &Client, name: &str, args: JsonObject) -> Option<CallT
     })
 }
 
-async fn attach(client: &Client, args: JsonObject) -> ToolResult {
+async fn attach(client: &Client, at: &Whereabouts, mut args: JsonObject) -> ToolResult {
+    // Naming no session: the caller's own. Only for a body that otherwise
+    // reads as an attach: a misspelt `sesionId` goes to the daemon as sent,
+    // which names it.
+    let names_none = !args.contains_key("sessionId") && !args.contains_key("sessionIds");
+    if names_none
+        && serde_json::from_value::<crate::engine::AttachInput>(Value::Object(args.clone())).is_ok()
+    {
+        let me = current::find(client, at).await?;
+        args.insert("sessionId".into(), Value::String(me.session_id));
+    }
     // The body goes to the daemon as the agent sent it: the daemon decodes
     // and validates it, and names the field at fault.
     let policy = client
@@ -88,8 +109,17 @@ async fn routine_list(client: &Client, args: JsonObject) -> ToolResult {
     to_value(&client.routines().await.map_err(from_client)?)
 }
 
-async fn poll(client: &Client, args: JsonObject) -> ToolResult {
-    let query = poll_query(decode(args)?)?;
+async fn poll(client: &Client, at: &Whereabouts, args: JsonObject) -> ToolResult {
+    let mut input: EventsPollInput = decode(args)?;
+    // Naming neither sessions nor policies: the caller's own session's
+    // events, when it has one (else every event, as before).
+    if input.session_ids.is_none() && input.policy_ids.is_none() {
+        input.session_ids = current::find(client, at)
+            .await
+            .ok()
+            .map(|c| vec![c.session_id]);
+    }
+    let query = poll_query(input)?;
     let page = client.events(&query).await.map_err(from_client)?;
     to_value(&page)
 }

@@ -1,7 +1,7 @@
 //! `gatehost mcp`: an MCP server over stdio for the supervised agent. Its
 //! tools (`policy_attach`, `policy_status`, `policy_list`,
-//! `session_events_poll`, `session_monitor`, `routine_status`,
-//! `routine_list`) are calls of the daemon's API
+//! `session_events_poll`, `session_monitor`, `session_current`,
+//! `routine_status`, `routine_list`) are calls of the daemon's API
 //! through the typed [`crate::client::Client`], made with the agent's token;
 //! the API's answers are their results and the API's errors their tool
 //! errors (`isError`, with the error's code, message and field).
@@ -19,6 +19,7 @@
 
 mod answer;
 mod calls;
+mod current;
 mod monitor;
 mod role;
 mod server;
@@ -28,6 +29,7 @@ mod tools;
 mod tests;
 
 pub use answer::MAX_STRING;
+pub use current::{SESSION_VAR, Whereabouts};
 pub use role::{PROBE_ROUTE, check_agent_token, role_from_probe};
 pub use server::{GatehostMcp, serve_stdio};
 pub use tools::{MAX_POLL_LIMIT, MAX_WAIT_MS, TOOL_NAMES, attach_schema, tools};

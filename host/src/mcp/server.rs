@@ -5,6 +5,7 @@
 
 use super::McpError;
 use super::calls;
+use super::current::Whereabouts;
 use crate::client::Client;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
@@ -14,8 +15,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use std::sync::Arc;
 
-const INSTRUCTIONS: &str = "gatehost gates your work: attach a policy (policy_attach) naming \
-your session and a gate; when your turn ends the daemon runs the gate, nudges you with the \
+const INSTRUCTIONS: &str = "gatehost gates your work: attach a policy (policy_attach) with a \
+gate (naming no session attaches it to yours: session_current says which it is); when your turn ends the daemon runs the gate, nudges you with the \
 reason when it fails, and on success emits an event or prepares a commit that a human \
 acknowledges. Follow it with session_monitor and session_events_poll (continue from \
 nextCursor). You cannot acknowledge or cancel: those are the operator's.";
@@ -24,14 +25,17 @@ nextCursor). You cannot acknowledge or cancel: those are the operator's.";
 #[derive(Debug, Clone)]
 pub struct GatehostMcp {
     client: Client,
+    at: Whereabouts,
     tools: Arc<Vec<Tool>>,
 }
 
 impl GatehostMcp {
-    pub fn new(client: Client) -> Result<GatehostMcp, McpError> {
+    /// The server for an agent `at` its whereabouts (which session it is).
+    pub fn new(client: Client, at: Whereabouts) -> Result<GatehostMcp, McpError> {
         let tools = super::tools::tools().map_err(McpError::Serve)?;
         Ok(GatehostMcp {
             client,
+            at,
             tools: Arc::new(tools),
         })
     }
@@ -60,7 +64,7 @@ impl ServerHandler for GatehostMcp {
         let name = request.name.as_ref();
         let args = request.arguments.unwrap_or_default();
         tracing::debug!(tool = name, "tool call");
-        match calls::call(&self.client, name, args).await {
+        match calls::call(&self.client, &self.at, name, args).await {
             Some(result) => Ok(result.into()),
             None => Err(ErrorData::invalid_params(
                 format!(

@@ -81,7 +81,7 @@ fn the_attach_schema_has_exactly_the_fields_the_daemon_decodes() {
 }
 
 #[test]
-fn there_are_seven_tools_and_no_ack_or_cancel() {
+fn there_are_eight_tools_and_no_ack_or_cancel() {
     let tools = super::tools().expect("tools");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, super::TOOL_NAMES);

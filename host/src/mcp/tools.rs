@@ -1,4 +1,4 @@
-//! The seven tools: their names, descriptions and input types, and the
+//! The eight tools: their names, descriptions and input types, and the
 //! input schemas derived from those types with `schemars`. `policy_attach`'s
 //! schema is the attach body's own ([`AttachInput`], the type the daemon
 //! decodes it into), so what an agent is shown cannot drift from what the
@@ -21,17 +21,19 @@ pub const SESSION_EVENTS_POLL: &str = "session_events_poll";
 pub const SESSION_MONITOR: &str = "session_monitor";
 pub const ROUTINE_STATUS: &str = "routine_status";
 pub const ROUTINE_LIST: &str = "routine_list";
+pub const SESSION_CURRENT: &str = "session_current";
 
 /// Every tool, in the order they are listed. There is no ack and no
 /// cancel, and no routine start, cancel or resolve: those stay with the
 /// operator (the daemon refuses them the agent's token, the only one this
 /// server runs with).
-pub const TOOL_NAMES: [&str; 7] = [
+pub const TOOL_NAMES: [&str; 8] = [
     POLICY_ATTACH,
     POLICY_STATUS,
     POLICY_LIST,
     SESSION_EVENTS_POLL,
     SESSION_MONITOR,
+    SESSION_CURRENT,
     ROUTINE_STATUS,
     ROUTINE_LIST,
 ];
@@ -118,6 +120,11 @@ pub struct RoutineStatusInput {
     /// The run's id (`rt_…`), as `gatehost routine start` printed it.
     pub routine_id: String,
 }
+
+/// `session_current`'s input: none.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCurrentInput {}
 
 /// `routine_list`'s input: none.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -224,6 +231,15 @@ pub fn tools() -> Result<Vec<Tool>, String> {
             input_schema::<SessionMonitorInput>()?,
         )
         .with_annotations(read_only("Monitor a session")),
+        Tool::new(
+            SESSION_CURRENT,
+            "Which session you are: the one GATEHOST_SESSION names, else the live session your \
+             CLI's hook registered in this workspace (the most recently heard from). \
+             policy_attach without sessionId or sessionIds attaches to it, and \
+             session_events_poll without sessionIds or policyIds follows it.",
+            input_schema::<SessionCurrentInput>()?,
+        )
+        .with_annotations(read_only("Your session")),
         Tool::new(
             ROUTINE_STATUS,
             "A routine's run: its phase (waiting, running, escalated, done, failed, cancelled), \
