@@ -1356,20 +1356,7 @@ fn what_an_agent_policys_gate_left_in_its_worktree_never_reaches_the_operators()
     let (s, d) = setup_with("", "");
     s.write_ws(".gitignore", "cache/\n");
     git_out(&s.ws, &["add", ".gitignore"]);
-    git_out(
-        &s.ws,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "commit",
-            "-qm",
-            "ignore cache",
-        ],
-    );
+    common::daemon::git_as_tester(&s.ws, &["commit", "-qm", "ignore cache"]);
     s.write_ws("src/lib.rs", "pub fn f() {}\n");
     let policy = |script: &str| {
         json!({"sessionId": "s1",

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::Scratch;
-use common::daemon::{Daemon, git_out, with_s1, without_context};
+use common::daemon::{Daemon, with_s1, without_context};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -13,16 +13,7 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(30);
 
 fn git(ws: &Path, args: &[&str]) -> String {
-    let mut all = vec![
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-    ];
-    all.extend_from_slice(args);
-    git_out(ws, &all)
+    common::daemon::git_as_tester(ws, args)
 }
 
 /// A workspace with an added, a modified, a deleted and a renamed file

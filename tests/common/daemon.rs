@@ -572,22 +572,24 @@ pub fn git_out(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Commits everything in the workspace at `dir` (no hooks, a test identity).
-pub fn git_commit_all(dir: &Path, message: &str) {
-    git_out(dir, &["add", "-A"]);
-    let args = [
+/// `git ARGS` in `dir` as the tests' own identity, with no hooks run.
+pub fn git_as_tester(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec![
+        "-c",
+        "core.hooksPath=/dev/null",
         "-c",
         "user.name=t",
         "-c",
         "user.email=t@t",
-        "-c",
-        "core.hooksPath=/dev/null",
-        "commit",
-        "-q",
-        "-m",
-        message,
     ];
-    git_out(dir, &args);
+    all.extend_from_slice(args);
+    git_out(dir, &all)
+}
+
+/// Commits everything in the workspace at `dir` (no hooks, a test identity).
+pub fn git_commit_all(dir: &Path, message: &str) {
+    git_out(dir, &["add", "-A"]);
+    git_as_tester(dir, &["commit", "-q", "-m", message]);
 }
 
 /// `git diff`'s hunk headers carry a function context gatehost's patch

@@ -271,13 +271,14 @@ pub(in crate::cli) fn daemon_answers(
     deadline: Instant,
 ) -> Result<String, String> {
     let server = find_server(args)?;
+    let asked = server.clone();
     with_client(args, deadline, |c| async move {
         c.health()
             .await
             .map(|_| ())
-            .map_err(|e| format!("the daemon at {server}: {e}"))
-    })
-    .and_then(|()| find_server(args))
+            .map_err(|e| format!("the daemon at {asked}: {e}"))
+    })?;
+    Ok(server)
 }
 
 fn find_server(args: &super::HookArgs) -> Result<String, String> {
