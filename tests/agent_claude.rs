@@ -373,6 +373,85 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
     common::assert_no_survivors(&m);
 }
 
+/// Daemon mode as a new user sets it up: a standing policy added once from
+/// the CLI (`policy attach --template --agent claude --under WS`), then
+/// Claude Code run with no session id chosen in advance and nothing
+/// registered by hand: its first hook registers `claude:<its id>`, the
+/// template's policy attaches, a failing gate sends it back, the fixed work
+/// ends `awaiting-ack`.
+#[test]
+fn through_the_daemon_a_standing_policy_gates_a_session_nobody_named_in_advance() {
+    let s = Scratch::new();
+    let m = common::marker("claude-standing");
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["test"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let template = s.write(
+        "rust.json",
+        &json!({
+            "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
+            "then": "commit",
+            "commit": {"paths": ["DONE"], "message": "Add DONE"},
+            "onFail": {"maxRetries": 2},
+        })
+        .to_string(),
+    );
+    let ws = s.ws.display().to_string();
+    let t = template.display().to_string();
+    let added = d.cli(
+        &[
+            "policy",
+            "attach",
+            "--template",
+            &t,
+            "--agent",
+            "claude",
+            "--under",
+            &ws,
+        ],
+        &d.operator,
+    );
+    assert_eq!(added.code, 0, "{added:?}");
+
+    let release = s.out.join("release");
+    let api = FakeApi::start_script(
+        &s.out,
+        &json!([
+            {"text": "I am done."},
+            {"text": "Fixed: DONE exists now.", "hold_until": release},
+        ]),
+    );
+    let claude = Claude::new(&s, &m);
+    let keys = daemon_hooks(&claude, &s, &m, &d);
+    let env = daemon_env(&d, &keys);
+    let run = claude.start(&s.ws, &api, &env, &[], &s.out);
+
+    let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
+    let second = calls[1]["body"].to_string();
+    assert!(
+        second.contains(NUDGE) && second.contains("test -f DONE"),
+        "{second}"
+    );
+    std::fs::write(s.ws.join("DONE"), "").expect("fix");
+    std::fs::write(&release, "").expect("release");
+    let out = run.finish(T);
+    assert!(out.status.success(), "{out:?}");
+
+    let list = d.agent_ok("GET", "/v1/policies?limit=100", None);
+    let policies = list["policies"].as_array().expect("policies");
+    assert_eq!(policies.len(), 1, "{list}");
+    let p = &policies[0];
+    let session = p["sessions"][0].as_str().expect("a member").to_string();
+    assert!(session.starts_with("claude:") && session.len() > 20, "{p}");
+    assert_eq!(p["status"], "awaiting-ack", "{p}");
+    assert_eq!(p["spec"]["attachedBy"], "operator", "{p}");
+    let id = p["policyId"].as_str().expect("id");
+    let events = d.policy_events(id);
+    assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
+    assert_session_exited(&d, &session);
+    common::assert_no_survivors(&m);
+}
+
 /// The daemon holds `id` as exited, and its last session event says so.
 pub(crate) fn assert_session_exited(d: &Daemon, id: &str) {
     let session = d.agent_ok("GET", &format!("/v1/sessions/{id}"), None);

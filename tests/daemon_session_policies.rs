@@ -185,3 +185,159 @@ fn a_rule_file_inside_a_workspace_root_or_naming_sessions_stops_serve() {
         );
     }
 }
+
+/// A standing policy, added from the CLI with the operator's token (no
+/// configuration edit, no restart): every new session it matches (agent,
+/// directory) gets its policy as it registers; it survives a restart; the
+/// agent's token can neither add nor remove one; once removed, new
+/// sessions get nothing, and each add and remove is on the bus.
+#[test]
+fn a_standing_policy_from_the_cli_gates_each_new_session_it_matches_until_removed() {
+    let s = Scratch::new();
+    common::daemon::git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["test"]));
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let template = s.write(
+        "rust.json",
+        &json!({
+            "label": "DONE must exist",
+            "gate": {"command": "test", "args": ["-f", "DONE"]},
+        })
+        .to_string(),
+    );
+    let ws = s.ws.display().to_string();
+    let t = template.display().to_string();
+    let add = [
+        "policy",
+        "attach",
+        "--template",
+        &t,
+        "--agent",
+        "claude",
+        "--under",
+        &ws,
+    ];
+    // The agent's token is refused: storing nothing.
+    let refused = d.cli(&add, &d.agent);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        d.cli(&["policy", "standing", "--json"], &d.agent)
+            .stdout
+            .contains("[]"),
+        "nothing was stored"
+    );
+    let added = d.cli(&add, &d.operator);
+    assert_eq!(added.code, 0, "{added:?}");
+    let sp = added.stdout.trim().to_string();
+    assert!(sp.starts_with("sp_"), "{sp}");
+    // The template's file changed afterwards changes nothing stored.
+    std::fs::write(&template, "{}").expect("rewrite");
+
+    d.register("claude:one", &s.ws);
+    let first = policies_of(&d, "claude:one");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["spec"]["label"], "DONE must exist", "{first:?}");
+    assert_eq!(first[0]["spec"]["attachedBy"], "operator", "{first:?}");
+    // Another agent, and a workspace elsewhere, get nothing.
+    d.register("codex:two", &s.ws);
+    assert!(policies_of(&d, "codex:two").is_empty());
+    let elsewhere = s.out.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    common::daemon::git_repo(&elsewhere);
+    d.register("claude:far", &elsewhere);
+    assert!(policies_of(&d, "claude:far").is_empty());
+
+    // Kept across a restart.
+    d.restart();
+    let listed = d.cli(&["policy", "standing"], &d.agent);
+    assert!(
+        listed.stdout.contains(&sp) && listed.stdout.contains("agents=claude"),
+        "{listed:?}"
+    );
+    d.register("claude:three", &s.ws);
+    assert_eq!(policies_of(&d, "claude:three").len(), 1);
+
+    // Removed: by the agent refused, by the operator done; new sessions
+    // get nothing, attached policies go on.
+    let rm = ["policy", "standing", "remove", sp.as_str()];
+    assert_ne!(d.cli(&rm, &d.agent).code, 0);
+    let removed = d.cli(&rm, &d.operator);
+    assert_eq!(removed.code, 0, "{removed:?}");
+    assert_ne!(d.cli(&rm, &d.operator).code, 0, "unknown the second time");
+    d.register("claude:four", &s.ws);
+    assert!(policies_of(&d, "claude:four").is_empty());
+    assert_eq!(policies_of(&d, "claude:one").len(), 1);
+    let kinds: Vec<String> = d
+        .all_events("types=standing:added,standing:removed")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap_or(""),
+                e["payload"]["standingId"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            format!("standing:added {sp}"),
+            format!("standing:removed {sp}")
+        ]
+    );
+}
+
+/// A template that names a session, or does not parse as a policy, is
+/// refused when added, naming the field; one that fits no workspace is
+/// said when a session matches it (`session:policy-refused` naming it).
+#[test]
+fn a_standing_policy_that_cannot_be_is_refused_at_once_or_said_at_the_session() {
+    let s = Scratch::new();
+    common::daemon::git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["test"]));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    for (name, body, said) in [
+        (
+            "named.json",
+            json!({"sessionId": "claude:x", "gate": {"command": "test"}}),
+            "sessionId",
+        ),
+        (
+            "bad.json",
+            json!({"gate": {"command": "test"}, "then": "launch"}),
+            "then",
+        ),
+        ("list.json", json!([1]), "object"),
+    ] {
+        let f = s.write(name, &body.to_string());
+        let f = f.display().to_string();
+        let out = d.cli(&["policy", "attach", "--template", &f], &d.operator);
+        assert_ne!(out.code, 0, "{name}: {out:?}");
+        assert!(out.stderr.contains(said), "{name}: {out:?}");
+    }
+    let listed = d.cli(&["policy", "standing", "--json"], &d.operator);
+    assert!(listed.stdout.contains("[]"), "{listed:?}");
+
+    let lost = s.write(
+        "lost.json",
+        &json!({"gate": {"command": "test", "args": ["-f", "DONE"], "cwd": "no-such-dir"}})
+            .to_string(),
+    );
+    let l = lost.display().to_string();
+    let added = d.cli(&["policy", "attach", "--template", &l], &d.operator);
+    assert_eq!(added.code, 0, "{added:?}");
+    let sp = added.stdout.trim().to_string();
+    d.register("gemini:lost", &s.ws);
+    assert!(policies_of(&d, "gemini:lost").is_empty());
+    let refused = d.all_events("session=gemini:lost&types=policy-refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(
+        refused[0]["payload"]["standingId"],
+        json!(sp),
+        "{refused:?}"
+    );
+    assert!(
+        refused[0]["payload"]["reason"].to_string().contains("cwd"),
+        "{refused:?}"
+    );
+}

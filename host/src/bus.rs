@@ -76,6 +76,10 @@ pub const ROUTINE_EVENTS: &[&str] = &[
 /// also a policy's.
 pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected"];
 
+/// Standing policies added and removed (`engine::standing`): daemon-wide,
+/// named in full only.
+pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
+
 /// The watchdog's session events. Named in full only: `stale` is also a
 /// policy's (`policy:stale`, its judged content changed).
 pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
@@ -86,6 +90,7 @@ pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
 pub fn full_type(name: &str) -> Result<&'static str, String> {
     if let Some(full) = CONFIG_EVENTS
         .iter()
+        .chain(STANDING_EVENTS)
         .chain(WATCHDOG_EVENTS)
         .chain(REVIEW_EVENTS)
         .chain(ROUTINE_EVENTS)
@@ -103,6 +108,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     let known: Vec<&str> = all
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
+        .chain(STANDING_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())
         .chain(REVIEW_EVENTS.iter().copied())
         .chain(ROUTINE_EVENTS.iter().copied())

@@ -15,7 +15,8 @@ use crate::keyring::Keyring;
 use crate::wire::{
     AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyDiff,
     PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, ResolveRequest,
-    Routine, RoutineList, RoutineRequest, Session, SessionPage, StartRequest,
+    Routine, RoutineList, RoutineRequest, Session, SessionPage, StandingList, StandingPolicy,
+    StandingRequest, StartRequest,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -318,6 +319,24 @@ impl Client {
 
     pub async fn routines(&self) -> ClientResult<RoutineList> {
         self.get("/v1/routines").await
+    }
+
+    /// Adds a standing policy (operator).
+    pub async fn add_standing(&self, req: &StandingRequest) -> ClientResult<StandingPolicy> {
+        self.post("/v1/standing-policies", req).await
+    }
+
+    pub async fn standing_policies(&self) -> ClientResult<StandingList> {
+        self.get("/v1/standing-policies").await
+    }
+
+    /// Removes a standing policy (operator).
+    pub async fn remove_standing(&self, id: &str) -> ClientResult<StandingPolicy> {
+        self.post(
+            &format!("/v1/standing-policies/{}/remove", segment(id)),
+            &serde_json::json!({}),
+        )
+        .await
     }
 
     /// Cancels a run (operator).

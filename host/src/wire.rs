@@ -19,6 +19,18 @@ pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTr
 pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
 pub use crate::store::{RoutineRow as Routine, RoutineStepRow as RoutineStep, StepStatus};
 
+/// `POST /v1/standing-policies` takes a template and the sessions it is
+/// for; standing policies are answered as stored. Their events' payload.
+pub use crate::engine::standing::{StandingEvent, StandingRequest};
+pub use crate::store::StandingRow as StandingPolicy;
+
+/// `GET /v1/standing-policies`: oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingList {
+    pub standing_policies: Vec<StandingPolicy>,
+}
+
 /// `GET /v1/routines`: the newest runs first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoutineList {

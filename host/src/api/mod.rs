@@ -42,6 +42,7 @@ mod extract;
 pub mod limits;
 pub mod review;
 mod routines;
+mod standing;
 pub mod stream;
 pub mod ui;
 
@@ -108,6 +109,11 @@ pub fn router(state: AppState) -> Router {
             "/v1/routines/{id}/steps/{step}/resolve",
             post(routines::resolve),
         )
+        .route(
+            "/v1/standing-policies",
+            post(standing::add).get(standing::list),
+        )
+        .route("/v1/standing-policies/{id}/remove", post(standing::remove))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))

@@ -263,10 +263,22 @@ fn lines(items: impl Iterator<Item = String>) -> String {
 pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
     let json = args.json;
     // The file is read before any connection: bad input is reported as such.
+    let cmd = match cmd {
+        PolicyCommand::Attach {
+            template: Some(template),
+            agents,
+            under,
+            label,
+            ..
+        } => return super::standing::add(&template, agents, &under, label, args),
+        PolicyCommand::Standing { cmd } => return super::standing::run(cmd, args),
+        cmd => cmd,
+    };
     let attach_body = match &cmd {
         PolicyCommand::Attach {
-            file,
+            file: Some(file),
             idempotency_key,
+            ..
         } => Some(attach_body(file, idempotency_key.as_deref())?),
         _ => None,
     };
@@ -334,12 +346,13 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 }
                 Ok(0)
             }
+            PolicyCommand::Standing { .. } => Ok(0),
         }
     })
 }
 
 /// The attach body from `file` (`-`: stdin), with `idempotencyKey` set.
-fn attach_body(file: &std::path::Path, key: Option<&str>) -> CliResult<Value> {
+pub(super) fn attach_body(file: &std::path::Path, key: Option<&str>) -> CliResult<Value> {
     let shown = file.display().to_string();
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();

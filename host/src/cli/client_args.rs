@@ -139,13 +139,35 @@ pub struct PageArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
     /// Attach a policy (agentproto policy_attach JSON; `-` reads stdin). Prints its id.
+    /// With --template: a standing policy instead (operator token), attached
+    /// to every new session that matches --agent, --under and --label, as it
+    /// registers; prints the standing policy's id.
     Attach {
-        #[arg(value_name = "FILE.json")]
-        file: PathBuf,
+        #[arg(value_name = "FILE.json", required_unless_present = "template")]
+        file: Option<PathBuf>,
         /// Retrying with the same key answers the policy the first attempt
         /// made instead of attaching another (scoped to the token).
-        #[arg(long, value_name = "KEY")]
+        #[arg(long, value_name = "KEY", conflicts_with = "template")]
         idempotency_key: Option<String>,
+        /// A standing policy's template: a policy naming no session.
+        #[arg(long, value_name = "FILE.json", conflicts_with = "file")]
+        template: Option<PathBuf>,
+        /// With --template: only this agent's sessions (claude, codex,
+        /// gemini, cursor; repeatable) [default: every agent].
+        #[arg(long = "agent", value_name = "AGENT", requires = "template")]
+        agents: Vec<String>,
+        /// With --template: only sessions whose workspace lies under DIR
+        /// (repeatable) [default: anywhere].
+        #[arg(long, value_name = "DIR", requires = "template")]
+        under: Vec<PathBuf>,
+        /// With --template: only sessions registered with this label.
+        #[arg(long, value_name = "LABEL", requires = "template")]
+        label: Option<String>,
+    },
+    /// Standing policies (`attach --template`): list them, or remove one.
+    Standing {
+        #[command(subcommand)]
+        cmd: Option<StandingCommand>,
     },
     /// A policy's status (with --json: the whole policy, `status` included).
     Status { id: String },
@@ -192,6 +214,15 @@ pub enum PolicyCommand {
         #[arg(long)]
         stat: bool,
     },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum StandingCommand {
+    /// Every standing policy, oldest first (the default).
+    List,
+    /// Remove one (operator token): no new session gets it; the policies
+    /// it attached already go on.
+    Remove { id: String },
 }
 
 #[derive(Debug, Clone, clap::Args)]

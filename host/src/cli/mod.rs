@@ -23,6 +23,7 @@ mod render;
 mod review;
 mod routine;
 pub mod serve;
+mod standing;
 mod ui;
 
 pub use check::render_report;

@@ -37,6 +37,7 @@ pub mod routine;
 mod routines;
 mod rules;
 mod sessions;
+pub mod standing;
 mod started;
 pub mod stored;
 pub mod watchdog;

@@ -1,15 +1,15 @@
 //! Session policies at work: when a session registers or starts a turn
 //! and no policy of it is live (not done, blocked or cancelled), each
-//! `[[daemon.session_policies]]` rule that applies to it attaches its
-//! policy, in the transaction that records the registration or the
+//! `[[daemon.session_policies]]` rule and each standing policy
+//! (`engine::standing`) that applies to it attaches its policy, in the transaction that records the registration or the
 //! turn-start, so a crash never leaves one without the other.
 //!
 //! A rule's policy is the operator's (it comes from the operator's
-//! configuration): it is attached with the operator's trust, whoever
+//! configuration, or the operator's token added it): it is attached with the operator's trust, whoever
 //! registered the session. A policy that does not validate for this
 //! session (a gate's cwd missing from its workspace, say) attaches nothing
-//! and is said: a `session:policy-refused` event naming the rule's file and
-//! the reason, and an error in the log. This module never reads the
+//! and is said: a `session:policy-refused` event naming the rule's file (or
+//! the standing policy's id) and the reason, and an error in the log. This module never reads the
 //! workspace beyond what attach validation reads, and never attaches a rule
 //! twice to one session while an earlier policy of it is live.
 
@@ -20,10 +20,27 @@ use crate::store::{PolicyStatus, SessionRow, Tx};
 use serde_json::json;
 use std::path::Path;
 
+/// Where a rule comes from: the configuration or a standing policy (named
+/// in events and the log).
+enum Origin<'a> {
+    Config(&'a Path),
+    Standing(&'a str),
+}
+
+impl Origin<'_> {
+    fn fields(&self) -> (&'static str, String) {
+        match self {
+            Origin::Config(file) => ("file", file.display().to_string()),
+            Origin::Standing(id) => ("standingId", (*id).to_string()),
+        }
+    }
+}
+
 impl Engine {
-    /// Attaches, in `tx`, the policy of every session rule that applies
-    /// to `s`, when no policy with `s` as a member is live. `why` names the
-    /// occasion in the log (`registered`, `turn-start`).
+    /// Attaches, in `tx`, the policy of every session rule and every
+    /// standing policy that applies to `s`, when no policy with `s` as a
+    /// member is live. `why` names the occasion in the log (`registered`,
+    /// `turn-start`).
     pub(super) fn attach_session_policies(
         &self,
         tx: &mut Tx<'_>,
@@ -32,50 +49,89 @@ impl Engine {
     ) -> EngineResult<()> {
         let runner = self.runner();
         let rules = &runner.config().daemon.session_policies;
-        if rules.is_empty() || !tx.live_with(&s.id)?.is_empty() {
+        let standing = tx.standing_policies()?;
+        if (rules.is_empty() && standing.is_empty()) || !tx.live_with(&s.id)?.is_empty() {
             return Ok(());
         }
+        let workspace = Path::new(&s.workspace);
         for rule in rules {
-            if !rule.applies_to(&s.id, Path::new(&s.workspace)) {
+            if rule.applies_to(&s.id, workspace) {
+                self.attach_rule(tx, s, &rule.policy, Origin::Config(&rule.file), why)?;
+            }
+        }
+        for t in &standing {
+            let applies = super::standing::matches(
+                &t.agents,
+                &t.under,
+                t.label.as_deref(),
+                &s.id,
+                workspace,
+                s.label.as_deref(),
+            );
+            if !applies {
                 continue;
             }
-            let checked = parse_input(rule.policy.clone()).and_then(|mut input| {
-                input.session_id = None;
-                input.session_ids = Some(vec![s.id.clone()]);
-                input.set_attached_by(Trust::Operator);
-                validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
-                Ok(input)
-            });
-            let input = match checked {
-                Ok(input) => input,
-                Err(e) => {
-                    tracing::error!(session = %s.id, file = %rule.file.display(), error = %e, "a session policy was refused");
-                    tx.append_event(
-                        "session:policy-refused",
-                        Some(&s.id),
-                        None,
-                        &json!({
-                            "sessionId": s.id,
-                            "file": rule.file.display().to_string(),
-                            "reason": e.to_string(),
-                        }),
-                        &self.webhooks("session:policy-refused"),
-                    )?;
-                    continue;
-                }
-            };
-            let p = self.insert_policy(tx, &input, None)?;
-            tracing::info!(session = %s.id, policy = %p.id, file = %rule.file.display(), on = why, "a session policy was attached");
-            if p.status == PolicyStatus::Queued {
-                // Not reached: the session has no turn-end after the
-                // newest event. Scheduled after the commit all the same.
-                let engine = self.clone();
-                let id = p.id.clone();
-                tokio::spawn(async move {
-                    tokio::task::yield_now().await;
-                    engine.schedule_gate(&id);
-                });
+            if let Some(damage) = &t.damage {
+                // Its stored conditions may be wrong: it attaches nothing.
+                self.refuse_rule(tx, s, &Origin::Standing(&t.id), damage)?;
+                continue;
             }
+            self.attach_rule(tx, s, &t.policy, Origin::Standing(&t.id), why)?;
+        }
+        Ok(())
+    }
+
+    fn refuse_rule(
+        &self,
+        tx: &mut Tx<'_>,
+        s: &SessionRow,
+        origin: &Origin<'_>,
+        reason: &str,
+    ) -> EngineResult<()> {
+        let (key, value) = origin.fields();
+        tracing::error!(session = %s.id, from = %value, error = %reason, "a session policy was refused");
+        tx.append_event(
+            "session:policy-refused",
+            Some(&s.id),
+            None,
+            &json!({"sessionId": s.id, (key): value, "reason": reason}),
+            &self.webhooks("session:policy-refused"),
+        )?;
+        Ok(())
+    }
+
+    fn attach_rule(
+        &self,
+        tx: &mut Tx<'_>,
+        s: &SessionRow,
+        policy: &serde_json::Value,
+        origin: Origin<'_>,
+        why: &str,
+    ) -> EngineResult<()> {
+        let runner = self.runner();
+        let checked = parse_input(policy.clone()).and_then(|mut input| {
+            input.session_id = None;
+            input.session_ids = Some(vec![s.id.clone()]);
+            input.set_attached_by(Trust::Operator);
+            validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
+            Ok(input)
+        });
+        let input = match checked {
+            Ok(input) => input,
+            Err(e) => return self.refuse_rule(tx, s, &origin, &e.to_string()),
+        };
+        let p = self.insert_policy(tx, &input, None)?;
+        let (_, from) = origin.fields();
+        tracing::info!(session = %s.id, policy = %p.id, from = %from, on = why, "a session policy was attached");
+        if p.status == PolicyStatus::Queued {
+            // Not reached: the session has no turn-end after the
+            // newest event. Scheduled after the commit all the same.
+            let engine = self.clone();
+            let id = p.id.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                engine.schedule_gate(&id);
+            });
         }
         Ok(())
     }

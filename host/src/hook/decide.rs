@@ -122,8 +122,8 @@ pub fn decide(standing: Standing, input: &Input, max_retries: u32) -> Decision {
         (_, Input::Ungated(session)) => go(
             Answer::StopWithMessage(format!(
                 "gatehost: no policy watches this session ({session}), so this stop was not \
-                 gated. Attach one to it, or a standing rule ([[daemon.session_policies]]) \
-                 that matches it."
+                 gated. Attach one to it, or a standing policy that matches it \
+                 (gatehost policy attach --template FILE --agent AGENT --under DIR)."
             )),
             standing,
         ),

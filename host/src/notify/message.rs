@@ -48,6 +48,7 @@ struct Shown {
     timeout_ms: Option<u64>,
     max_cycles: Option<u32>,
     file: Option<String>,
+    standing_id: Option<String>,
     sha: Option<String>,
     by: Option<String>,
     agent: Option<String>,
@@ -224,9 +225,10 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
             ),
             "session:policy-refused" => (
                 format!("gatehost: a session policy was refused for {subject}"),
-                because(&match &shown.file {
-                    Some(f) => format!("the policy file {} does not apply", clean(f)),
-                    None => "a session policy does not apply".to_string(),
+                because(&match (&shown.file, &shown.standing_id) {
+                    (Some(f), _) => format!("the policy file {} does not apply", clean(f)),
+                    (None, Some(id)) => format!("the standing policy {} does not apply", clean(id)),
+                    (None, None) => "a session policy does not apply".to_string(),
                 }),
                 Priority::High,
                 &["warning"],
@@ -235,7 +237,7 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 format!("gatehost: {subject} stopped with no gate"),
                 format!(
                     "No policy watches this session{}: its stop was let through ungated. \
-                     Attach one (a standing [[daemon.session_policies]] rule matches new sessions); \
+                     Attach one (a standing policy, `gatehost policy attach --template`, matches new sessions); \
                      later ungated stops of this session are not announced again.",
                     shown
                         .cwd

@@ -1,5 +1,5 @@
 //! The daemon's durable store: one SQLite file (WAL, `synchronous=FULL`)
-//! in the data directory, holding sessions, policies, routines, the event
+//! in the data directory, holding sessions, policies, routines, standing policies, the event
 //! log and pending webhook deliveries.
 //!
 //! It owns the schema and the rule that makes the daemon crash-safe: every
@@ -18,8 +18,10 @@ use schema::{SCHEMA, migrate};
 mod retention;
 mod routines;
 mod rows;
+mod standing;
 pub use retention::Swept;
 pub use routines::{RoutineRow, RoutineStepRow, StepStatus};
+pub use standing::StandingRow;
 
 #[cfg(test)]
 pub(crate) use decode::tests::damaged_policy_column_with;
@@ -34,7 +36,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 
 /// The newest cursor ever given, from the events' AUTOINCREMENT sequence
 /// (retention may have deleted the newest rows: the head never moves back).
@@ -204,6 +206,9 @@ impl Store {
         migrate(&conn).map_err(corrupt)?;
         // Version 7: routines and their steps (new tables only).
         conn.execute_batch(routines::ROUTINE_SCHEMA)
+            .map_err(corrupt)?;
+        // Version 8: standing policies (a new table only).
+        conn.execute_batch(standing::STANDING_SCHEMA)
             .map_err(corrupt)?;
         conn.set_prepared_statement_cache_capacity(64);
         let found: Option<i64> = conn

@@ -541,7 +541,7 @@ mod tests {
                 )
             })
             .expect("version");
-        assert_eq!(version, "7");
+        assert_eq!(version, super::super::SCHEMA_VERSION.to_string());
         drop(store);
         let store = Store::open(dir.path()).expect("reopens");
         assert!(store.routine("r1").expect("read").is_some());

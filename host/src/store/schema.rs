@@ -15,7 +15,8 @@ use rusqlite::Connection;
 /// them stale; policies carry their deadline and count their gate's
 /// infrastructure retries. Version 6: policies keep their review chain's
 /// state. Version 7: routines and their steps, new tables
-/// (`routines::ROUTINE_SCHEMA`, run after this).
+/// (`routines::ROUTINE_SCHEMA`, run after this). Version 8: standing
+/// policies, a new table (`standing::STANDING_SCHEMA`, run after this).
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {

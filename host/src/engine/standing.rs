@@ -1,0 +1,238 @@
+//! Standing policies: policy templates the operator adds at run time
+//! (`gatehost policy attach --template FILE --agent A --under DIR`,
+//! `POST /v1/standing-policies`), stored, and attached by `engine::rules`
+//! to every new session they match, exactly as a
+//! `[[daemon.session_policies]]` rule of the configuration is, but without
+//! editing the configuration or restarting.
+//!
+//! It owns adding, listing and removing them (operator only: the API
+//! checks) and which session a template matches ([`matches`], a pure
+//! function). Adding checks the template's shape (what can be checked with
+//! no session); what needs a session (its gates against the workspace) is
+//! checked when it attaches, and a refusal then is said as
+//! `session:policy-refused`. It must never attach a policy itself.
+
+use super::attach::{check_template, parse_input};
+use super::sessions::invalid;
+use super::{Engine, EngineResult};
+use crate::store::{StandingRow, now_ms};
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// The most standing policies a daemon holds (each is matched against
+/// every new session).
+pub const MAX_STANDING: usize = 100;
+
+/// `POST /v1/standing-policies`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StandingRequest {
+    /// Agents whose sessions it is for (`claude`, `codex`, `gemini`,
+    /// `cursor`: a session id's part before `:`); none: every agent.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Directories a session's workspace must lie under; none: anywhere.
+    /// Absolute.
+    #[serde(default)]
+    pub under: Vec<String>,
+    /// Only sessions registered with this label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The policy (the body of `POST /v1/policies` naming no session).
+    pub policy: Value,
+}
+
+/// Whether a template for `agents`, `under` and `label` applies to the
+/// session `id` (agent before `:`) whose canonical workspace is
+/// `workspace` and whose label is `session_label`.
+pub fn matches(
+    agents: &[String],
+    under: &[String],
+    label: Option<&str>,
+    id: &str,
+    workspace: &Path,
+    session_label: Option<&str>,
+) -> bool {
+    let agent_ok = agents.is_empty()
+        || id
+            .split_once(':')
+            .is_some_and(|(agent, _)| agents.iter().any(|a| a == agent));
+    let under_ok = under.is_empty() || under.iter().any(|u| workspace.starts_with(u));
+    let label_ok = label.is_none_or(|l| session_label == Some(l));
+    agent_ok && under_ok && label_ok
+}
+
+/// The payload of `standing:added` and `standing:removed`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingEvent {
+    pub standing_id: String,
+    pub agents: Vec<String>,
+    pub under: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl StandingEvent {
+    fn of(row: &StandingRow) -> StandingEvent {
+        StandingEvent {
+            standing_id: row.id.clone(),
+            agents: row.agents.clone(),
+            under: row.under.clone(),
+            label: row.label.clone(),
+        }
+    }
+
+    fn payload(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+fn plain_agent(a: &str) -> bool {
+    !a.is_empty()
+        && a.len() <= 64
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl Engine {
+    /// Adds a standing policy (operator only). Refused, storing nothing:
+    /// an agent name that is not one, a relative directory, a policy that
+    /// names sessions or does not parse, more than [`MAX_STANDING`].
+    pub fn add_standing(&self, req: StandingRequest) -> EngineResult<StandingRow> {
+        if let Some(a) = req.agents.iter().find(|a| !plain_agent(a)) {
+            return Err(invalid(
+                "agents",
+                format!(
+                    "{a:?}: an agent's name, as in its sessions' ids (claude, codex, gemini, cursor)"
+                ),
+            ));
+        }
+        let mut under = Vec::new();
+        for u in &req.under {
+            let p = Path::new(u);
+            if !p.is_absolute() {
+                return Err(invalid(
+                    "under",
+                    format!("{u:?}: must be an absolute directory"),
+                ));
+            }
+            // Canonical where it exists (sessions' workspaces are); one that
+            // does not exist yet is kept as given.
+            let c = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            under.push(c.display().to_string());
+        }
+        if let Some(obj) = req.policy.as_object() {
+            for field in ["sessionId", "sessionIds"] {
+                if obj.contains_key(field) {
+                    return Err(invalid(
+                        format!("policy.{field}").as_str(),
+                        "a standing policy is attached to each session it matches, so it names none",
+                    ));
+                }
+            }
+        }
+        let input = parse_input(req.policy.clone())?;
+        check_template(&input, self.runner().config().daemon.max_chain_depth)?;
+        let row = StandingRow {
+            id: format!("sp_{}", uuid::Uuid::new_v4().simple()),
+            agents: req.agents,
+            under,
+            label: req.label,
+            policy: req.policy,
+            created_at: now_ms(),
+            damage: None,
+        };
+        self.write(|tx| {
+            if tx.standing_policies()?.len() >= MAX_STANDING {
+                return Err(invalid(
+                    "policy",
+                    format!("{MAX_STANDING} standing policies are held already: remove one first"),
+                ));
+            }
+            tx.insert_standing(&row)?;
+            tx.append_event(
+                "standing:added",
+                None,
+                None,
+                &StandingEvent::of(&row).payload(),
+                &self.webhooks("standing:added"),
+            )?;
+            Ok(())
+        })?;
+        tracing::info!(standing = %row.id, agents = ?row.agents, under = ?row.under, "a standing policy was added");
+        Ok(row)
+    }
+
+    pub fn standing_policies(&self) -> EngineResult<Vec<StandingRow>> {
+        Ok(self.store().standing_policies()?)
+    }
+
+    /// Removes a standing policy (operator only); the policies it already
+    /// attached go on. An unknown id is refused.
+    pub fn remove_standing(&self, id: &str) -> EngineResult<StandingRow> {
+        let row = self.write(|tx| {
+            let Some(row) = tx.standing_policy(id)? else {
+                return Err(invalid("id", format!("no standing policy '{id}'")));
+            };
+            tx.remove_standing(id)?;
+            tx.append_event(
+                "standing:removed",
+                None,
+                None,
+                &StandingEvent::of(&row).payload(),
+                &self.webhooks("standing:removed"),
+            )?;
+            Ok(row)
+        })?;
+        tracing::info!(standing = %id, "a standing policy was removed");
+        Ok(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_template_matches_by_agent_directory_and_label() {
+        let ws = Path::new("/work/repo");
+        // Every combination of the three conditions, each met or not.
+        for agent_ok in [true, false] {
+            for under_ok in [true, false] {
+                for label_ok in [true, false] {
+                    let agents = s(&["claude"]);
+                    let under = s(&["/work"]);
+                    let id = if agent_ok { "claude:abc" } else { "codex:abc" };
+                    let w = if under_ok {
+                        ws
+                    } else {
+                        Path::new("/elsewhere/repo")
+                    };
+                    let l = if label_ok {
+                        Some("nightly")
+                    } else {
+                        Some("other")
+                    };
+                    assert_eq!(
+                        matches(&agents, &under, Some("nightly"), id, w, l),
+                        agent_ok && under_ok && label_ok,
+                        "{agent_ok} {under_ok} {label_ok}"
+                    );
+                }
+            }
+        }
+        // Empty conditions match anything.
+        assert!(matches(&[], &[], None, "ses_1", ws, None));
+        // A label asked for is not met by a session without one.
+        assert!(!matches(&[], &[], Some("x"), "ses_1", ws, None));
+        // No agent prefix is no agent's; a sibling directory is not under.
+        assert!(!matches(&s(&["claude"]), &[], None, "claude", ws, None));
+        assert!(!matches(&[], &s(&["/work/re"]), None, "s", ws, None));
+    }
+}
