@@ -42,7 +42,7 @@ cargo test --workspace --locked --lib --bins --tests
 
 # The README's first command: the daemon demo, end to end (sandboxed cargo
 # test as the gate, nudge, ack, commit), with the binary the tests built and
-# ran (a plain `cargo build` would compile wasmtime again: the tests'
-# dev-dependencies change its features).
+# ran (host/Cargo.toml unifies the dev-dependencies' features, so a plain
+# `cargo build` would find it built too).
 test -x target/debug/gatehost
 bash examples/daemon-demo.sh "$PWD/target/debug/gatehost"
