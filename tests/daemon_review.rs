@@ -365,3 +365,57 @@ fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_l
     let (code, body) = d.http("GET", "/v1/events/stream?types=nope", Some(&d.agent), None);
     assert_eq!(code, 400, "{body}");
 }
+
+/// `policy request-changes` from the CLI: comments as PATH:LINE:TEXT (and
+/// `--on-old` for a removed line) reach the agent as its nudge with file
+/// and line, the policy watches again; the agent's token, a stale
+/// `--tree` and a comment that is not PATH:LINE:TEXT are refused,
+/// changing nothing.
+#[test]
+fn request_changes_from_the_cli_sends_file_and_line_and_the_policy_watches_again() {
+    let (s, d) = with_s1();
+    let (pid, tree) = awaiting(&s, &d);
+    let ask = |extra: &[&str], token: &str| {
+        let mut args = vec!["policy", "request-changes", pid.as_str()];
+        args.extend_from_slice(extra);
+        d.cli(&args, token)
+    };
+    let bad = ask(&["--comment", "src/lib.rs:zero:no line"], &d.operator);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("PATH:LINE:TEXT"), "{bad:?}");
+    let agent = ask(&["--comment", "src/lib.rs:2:Keep b."], &d.agent);
+    assert_ne!(agent.code, 0, "{agent:?}");
+    let zeros = "0".repeat(40);
+    let stale = ask(
+        &["--comment", "src/lib.rs:2:Keep b.", "--tree", &zeros],
+        &d.operator,
+    );
+    assert_ne!(stale.code, 0, "{stale:?}");
+    assert!(stale.stderr.contains("tree"), "{stale:?}");
+    assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
+
+    let ok = ask(
+        &[
+            "--comment",
+            "src/lib.rs:2: Keep b: it is used.",
+            "--on-old",
+            "gone.txt:1:Why was this removed?",
+            "--tree",
+            &tree,
+        ],
+        &d.operator,
+    );
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(d.policy(&pid)["status"], "watching");
+    let nudges = d.all_events(&format!("&policy={pid}&types=nudge"));
+    assert_eq!(nudges.len(), 1, "{nudges:?}");
+    let message = nudges[0]["payload"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("- src/lib.rs:2\n  > Keep b: it is used.")
+            && message.contains("gone.txt:1")
+            && message.contains("Why was this removed?"),
+        "{message}"
+    );
+    let c = &nudges[0]["payload"]["comments"];
+    assert_eq!(c[1]["side"], "old", "{c}");
+}

@@ -485,6 +485,24 @@ impl Client {
         .await
     }
 
+    /// Request changes: `comments` on lines of the diff of `tree` reach
+    /// the agent as its nudge (operator token).
+    pub async fn request_changes(
+        &self,
+        id: &str,
+        tree: &str,
+        comments: Vec<crate::wire::LineComment>,
+    ) -> ClientResult<Policy> {
+        self.post(
+            &format!("/v1/policies/{}/request-changes", segment(id)),
+            &crate::wire::RequestChanges {
+                tree: tree.to_string(),
+                comments,
+            },
+        )
+        .await
+    }
+
     /// A one-time login link for the web page (operator token).
     pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
         self.post("/v1/ui/link", &()).await

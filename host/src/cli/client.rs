@@ -15,7 +15,8 @@ use super::render::{event_line, policy_detail, policy_line, session_line};
 use super::serve::{SERVER_URL_FILE, default_data_dir};
 use crate::client::{Client, ClientError};
 use crate::wire::{
-    EventQuery, PageQuery, PolicyStatus, RegisterRequest, ReportKind, ReportRequest, StartRequest,
+    DiffSide, EventQuery, LineComment, PageQuery, PolicyStatus, RegisterRequest, ReportKind,
+    ReportRequest, StartRequest,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -346,9 +347,61 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 }
                 Ok(0)
             }
+            PolicyCommand::RequestChanges {
+                id,
+                comments,
+                on_old,
+                tree,
+            } => {
+                let mut all = Vec::new();
+                for (texts, side) in [(comments, DiffSide::New), (on_old, DiffSide::Old)] {
+                    for t in &texts {
+                        all.push(line_comment(t, side)?);
+                    }
+                }
+                let tree = match tree {
+                    Some(t) => t,
+                    None => client.policy_diff(&id, 0).await?.tree,
+                };
+                let p = client.request_changes(&id, &tree, all).await?;
+                show(json, &p, policy_detail)
+            }
             PolicyCommand::Standing { .. } => Ok(0),
         }
     })
+}
+
+/// `PATH:LINE:TEXT` as a comment on `side` (the path is everything
+/// before the first `:LINE:`).
+fn line_comment(text: &str, side: DiffSide) -> CliResult<LineComment> {
+    let bad = || {
+        CliError::input(format!(
+            "{text:?}: a comment is PATH:LINE:TEXT (LINE from 1)"
+        ))
+        .field("--comment")
+    };
+    let mut at = 0;
+    while let Some(i) = text[at..].find(':').map(|i| i + at) {
+        let rest = &text[i + 1..];
+        if let Some((line, body)) = rest.split_once(':')
+            && i > 0
+            && !line.is_empty()
+            && line.bytes().all(|b| b.is_ascii_digit())
+        {
+            let line: u32 = line.parse().map_err(|_| bad())?;
+            if line == 0 || body.trim().is_empty() {
+                return Err(bad());
+            }
+            return Ok(LineComment {
+                path: text[..i].to_string(),
+                line,
+                side,
+                body: body.trim().to_string(),
+            });
+        }
+        at = i + 1;
+    }
+    Err(bad())
 }
 
 /// The attach body from `file` (`-`: stdin), with `idempotencyKey` set.
@@ -491,4 +544,35 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_comment_is_path_line_text_with_colons_in_path_and_text() {
+        let c = line_comment("src/a.rs:12: Use a loop: not a map.", DiffSide::New).expect("ok");
+        assert_eq!(
+            (c.path.as_str(), c.line, c.body.as_str()),
+            ("src/a.rs", 12, "Use a loop: not a map.")
+        );
+        let c = line_comment("dir:x/b.rs:3:why", DiffSide::Old).expect("ok");
+        assert_eq!(
+            (c.path.as_str(), c.line, c.side),
+            ("dir:x/b.rs", 3, DiffSide::Old)
+        );
+        for bad in [
+            "",
+            "a.rs",
+            "a.rs:3",
+            "a.rs:0:x",
+            ":3:x",
+            "a.rs:3:  ",
+            "a.rs:x:y",
+            "a.rs:99999999999:x",
+        ] {
+            assert!(line_comment(bad, DiffSide::New).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -201,6 +201,30 @@ pub enum PolicyCommand {
         #[arg(long, value_name = "TEXT", requires = "reject")]
         comment: Option<String>,
     },
+    /// Request changes on a commit awaiting ack (operator token): the
+    /// comments, each on a line of the diff (`policy diff`), reach the agent
+    /// as its nudge, with file and line, and the policy goes back to
+    /// watching.
+    RequestChanges {
+        id: String,
+        /// A comment on a line of the file as it will be committed:
+        /// PATH:LINE:TEXT (repeatable).
+        #[arg(
+            long = "comment",
+            value_name = "PATH:LINE:TEXT",
+            required_unless_present = "on_old"
+        )]
+        comments: Vec<String>,
+        /// A comment on a line of the file as it was (a removed line):
+        /// PATH:LINE:TEXT (repeatable).
+        #[arg(long = "on-old", value_name = "PATH:LINE:TEXT")]
+        on_old: Vec<String>,
+        /// The snapshot's tree the comments are on (as `policy show`
+        /// printed it): refused, changing nothing, when the policy was
+        /// re-gated on another since [default: the tree its diff shows now].
+        #[arg(long, value_name = "TREE")]
+        tree: Option<String>,
+    },
     /// A policy for review: its status, plan (gate, then, commit paths,
     /// retries, next, snapshot tree), every verdict, the last gate run's
     /// output and the diff's stat.
