@@ -264,17 +264,6 @@ fn lines(items: impl Iterator<Item = String>) -> String {
 pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
     let json = args.json;
     // The file is read before any connection: bad input is reported as such.
-    let cmd = match cmd {
-        PolicyCommand::Attach {
-            template: Some(template),
-            agents,
-            under,
-            label,
-            ..
-        } => return super::standing::add(&template, agents, &under, label, args),
-        PolicyCommand::Standing { cmd } => return super::standing::run(cmd, args),
-        cmd => cmd,
-    };
     let attach_body = match &cmd {
         PolicyCommand::Attach {
             file: Some(file),
@@ -366,6 +355,7 @@ pub fn policy(cmd: PolicyCommand, args: ClientArgs) -> CliResult<i32> {
                 let p = client.request_changes(&id, &tree, all).await?;
                 show(json, &p, policy_detail)
             }
+            // Dispatched to `standing` by the caller.
             PolicyCommand::Standing { .. } => Ok(0),
         }
     })

@@ -354,6 +354,21 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Serve(args) => serve::serve(args),
         Command::Hook(command) => hook::run(command),
         Command::Session { client, command } => client::session(command, client),
+        Command::Policy {
+            client,
+            command:
+                client::PolicyCommand::Attach {
+                    template: Some(template),
+                    agents,
+                    under,
+                    label,
+                    ..
+                },
+        } => standing::add(&template, agents, &under, label, client),
+        Command::Policy {
+            client,
+            command: client::PolicyCommand::Standing { cmd },
+        } => standing::run(cmd, client),
         Command::Policy { client, command } => client::policy(command, client),
         Command::Events { client, command } => client::events(command, client),
         Command::Routine { client, command } => routine::run(command, client),

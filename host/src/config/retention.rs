@@ -1,6 +1,6 @@
 //! The `[retention]` section: how long the daemon keeps what no live
 //! policy needs (events, webhook deliveries, exited sessions, settled
-//! policies), by age and by count.
+//! policies, finished routine runs), by age and by count.
 //!
 //! It owns parsing and checking these settings only; the store applies
 //! them (`store::retention`) and must never delete what a live policy or a
@@ -20,6 +20,7 @@ pub(super) struct RetentionSection {
     policies_max_count: Option<u64>,
     sessions_max_age: Option<String>,
     deliveries_max_age: Option<String>,
+    routines_max_age: Option<String>,
 }
 
 /// What the daemon keeps. Ages are measured from a row's last change.
@@ -39,6 +40,8 @@ pub struct Retention {
     pub sessions_max_age: Duration,
     /// Webhook deliveries delivered or given up.
     pub deliveries_max_age: Duration,
+    /// Routine runs finished (`done`, `failed`, `cancelled`), with their steps.
+    pub routines_max_age: Duration,
 }
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -54,6 +57,7 @@ impl Default for Retention {
             policies_max_count: 100_000,
             sessions_max_age: 30 * DAY,
             deliveries_max_age: 7 * DAY,
+            routines_max_age: 30 * DAY,
         }
     }
 }
@@ -101,6 +105,11 @@ impl RetentionSection {
             "deliveries_max_age",
             self.deliveries_max_age,
             &mut into.deliveries_max_age,
+        )?;
+        age(
+            "routines_max_age",
+            self.routines_max_age,
+            &mut into.routines_max_age,
         )?;
         let count = |key: &str, v: Option<u64>, into: &mut u64| -> Result<(), (String, String)> {
             match v {

@@ -20,7 +20,7 @@ mod review;
 mod shape;
 pub use review::{DEFAULT_MAX_CYCLES, ReviewInput, Reviewer};
 use shape::check_shape;
-pub use shape::{check_stored, not_an_object};
+pub use shape::{check_stored, check_template, not_an_object};
 
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const MAX_RETRIES_LIMIT: u32 = 10;
@@ -272,18 +272,6 @@ pub fn parse_input(value: Value) -> Result<AttachInput, EngineError> {
             e.into_inner().to_string(),
         )
     })
-}
-
-/// Checks what can be checked of a policy before it has a session (a
-/// standing policy's template): its shape, its gates' shape and its chain's
-/// depth. The rest (the gates against a workspace, commit paths, a
-/// reviewer) is checked when it attaches to a session.
-pub fn check_template(input: &AttachInput, max_chain_depth: u32) -> Result<(), EngineError> {
-    review::check_depth(input, max_chain_depth)?;
-    // Its session is given when it attaches: checked as if it had one.
-    let mut with_member = input.clone();
-    with_member.session_ids = Some(vec!["template".into()]);
-    check_shape(&with_member, "", false, 0).map(drop)
 }
 
 /// Validates `input` (and its `next` chain), filling the members of

@@ -72,6 +72,7 @@ impl Engine {
                         deliveries = swept.deliveries,
                         sessions = swept.sessions,
                         policies = swept.policies,
+                        routines = swept.routines,
                         "retention deleted what no live policy needs"
                     ),
                     Ok(Err(e)) => {

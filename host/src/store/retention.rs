@@ -3,7 +3,7 @@
 //! up for long.
 //!
 //! It owns the deletion rules. It must never delete a policy that is not
-//! settled, a session a live policy has as a member, an event of a live
+//! settled, a routine run that has not finished, a session a live policy has as a member, an event of a live
 //! policy (the nudge task reads its `policy:nudge`), an event a pending
 //! webhook delivery still has to send, or a pending delivery; and it never
 //! moves the head cursor back (that comes from the events' sequence, not
@@ -26,6 +26,7 @@ pub struct Swept {
     pub deliveries: u64,
     pub sessions: u64,
     pub policies: u64,
+    pub routines: u64,
 }
 
 impl Swept {
@@ -68,6 +69,26 @@ impl Store {
                     WHERE state IN ('delivered', 'failed') AND next_at < ?1 LIMIT ?2)",
                 params![now.saturating_sub(ms(rules.deliveries_max_age)), BATCH],
             )?)
+        })?;
+        swept.routines = self.batches(|tx| {
+            let cutoff = now.saturating_sub(ms(rules.routines_max_age));
+            let ids: Vec<String> = {
+                let mut st = tx.tx.prepare_cached(
+                    "SELECT id FROM routines
+                      WHERE phase IN ('done', 'failed', 'cancelled') AND updated_at < ?1 LIMIT ?2",
+                )?;
+                st.query_map(params![cutoff, BATCH], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            for id in &ids {
+                tx.tx
+                    .prepare_cached("DELETE FROM routine_steps WHERE routine_id = ?1")?
+                    .execute([id])?;
+                tx.tx
+                    .prepare_cached("DELETE FROM routines WHERE id = ?1")?
+                    .execute([id])?;
+            }
+            Ok(ids.len())
         })?;
         swept.events = self.sweep_events(rules, now)?;
         Ok(swept)

@@ -548,6 +548,61 @@ mod tests {
     }
 
     #[test]
+    fn retention_deletes_finished_runs_past_their_age_and_never_an_active_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let day = 24 * 3600 * 1000;
+        store
+            .write(|tx| {
+                for (id, phase) in [
+                    ("old-done", "done"),
+                    ("old-failed", "failed"),
+                    ("old-cancelled", "cancelled"),
+                    ("old-running", "running"),
+                    ("old-escalated", "escalated"),
+                    ("old-waiting", "waiting"),
+                ] {
+                    tx.insert_routine(&RoutineRow {
+                        phase: phase.into(),
+                        updated_at: 1,
+                        ..sample(id)
+                    })?;
+                }
+                tx.insert_routine(&RoutineRow {
+                    phase: "done".into(),
+                    updated_at: 40 * day,
+                    ..sample("new-done")
+                })
+            })
+            .expect("insert");
+        let rules = crate::config::Retention::default();
+        let swept = store.apply_retention(&rules, 45 * day).expect("sweep");
+        assert_eq!(swept.routines, 3, "{swept:?}");
+        let mut left: Vec<String> = store
+            .routines(100)
+            .expect("list")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["new-done", "old-escalated", "old-running", "old-waiting"]
+        );
+        // Their steps went with them.
+        let steps: i64 = store
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT COUNT(*) FROM routine_steps WHERE routine_id LIKE 'old-%'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .expect("count");
+        assert_eq!(steps, 3);
+    }
+
+    #[test]
     fn a_damaged_state_is_said_never_a_default_and_never_written_back() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");

@@ -209,3 +209,15 @@ pub fn not_an_object(value: &Value) -> Option<String> {
     }
     None
 }
+
+/// Checks what can be checked of a policy before it has a session (a
+/// standing policy's template): its shape, its gates' shape and its chain's
+/// depth. The rest (the gates against a workspace, commit paths, a
+/// reviewer) is checked when it attaches to a session.
+pub fn check_template(input: &AttachInput, max_chain_depth: u32) -> Result<(), EngineError> {
+    super::review::check_depth(input, max_chain_depth)?;
+    // Its session is given when it attaches: checked as if it had one.
+    let mut with_member = input.clone();
+    with_member.session_ids = Some(vec!["template".into()]);
+    check_shape(&with_member, "", false, 0).map(drop)
+}
