@@ -885,12 +885,14 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
                 .expect("three");
             // Measured while the compilations ran (they take seconds): when
             // they held the request threads, health waited 1.5 s for them.
+            // The bound is well below that and well above a loaded
+            // machine's answer (281 ms was seen with two builds beside).
             assert!(
                 concurrent == 1 || attaches.iter().any(|a| !a.is_finished()),
                 "the attaches ended before health was measured"
             );
             assert!(
-                slowest < Duration::from_millis(250),
+                slowest < Duration::from_millis(800),
                 "health took {slowest:?} while {concurrent} attaches compiled"
             );
             attaches
