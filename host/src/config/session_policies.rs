@@ -42,14 +42,29 @@ impl SessionPolicy {
     /// Whether the rule applies to the session `id` whose canonical
     /// workspace is `workspace`.
     pub fn applies_to(&self, id: &str, workspace: &Path) -> bool {
-        let agent_ok = self.agents.is_empty()
-            || id
-                .split_once(':')
-                .is_some_and(|(agent, _)| self.agents.iter().any(|a| a == agent));
-        let ws_ok =
-            self.workspaces.is_empty() || self.workspaces.iter().any(|w| workspace.starts_with(w));
-        agent_ok && ws_ok
+        applies(&self.agents, &self.workspaces, id, workspace)
     }
+}
+
+/// Whether a rule for `agents` (empty: every agent) and `under` (empty:
+/// anywhere) applies to the session `id` (its agent is the part before
+/// `:`) whose canonical workspace is `workspace`. Shared by the
+/// configuration's rules and the standing policies (`engine::standing`).
+pub fn applies<P: AsRef<Path>>(agents: &[String], under: &[P], id: &str, workspace: &Path) -> bool {
+    let agent_ok = agents.is_empty()
+        || id
+            .split_once(':')
+            .is_some_and(|(agent, _)| agents.iter().any(|a| a == agent));
+    let ws_ok = under.is_empty() || under.iter().any(|w| workspace.starts_with(w));
+    agent_ok && ws_ok
+}
+
+/// Whether `a` is an agent's name as sessions' ids carry it.
+pub fn plain_agent(a: &str) -> bool {
+    !a.is_empty()
+        && a.len() <= 64
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// The rules of `sections`, their files not read yet. `key` names the
@@ -59,11 +74,7 @@ pub(super) fn parse(sections: Vec<Section>) -> Result<Vec<SessionPolicy>, (Strin
     for (i, s) in sections.into_iter().enumerate() {
         let key = format!("daemon.session_policies[{i}]");
         for a in &s.agents {
-            let plain = !a.is_empty()
-                && a.len() <= 64
-                && a.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-            if !plain {
+            if !plain_agent(a) {
                 return Err((
                     format!("{key}.agents"),
                     format!(

@@ -15,6 +15,7 @@
 use super::attach::{check_template, parse_input};
 use super::sessions::invalid;
 use super::{Engine, EngineResult};
+use crate::config::session_policies::{applies, plain_agent};
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;
 use serde_json::Value;
@@ -54,13 +55,7 @@ pub fn matches(
     workspace: &Path,
     session_label: Option<&str>,
 ) -> bool {
-    let agent_ok = agents.is_empty()
-        || id
-            .split_once(':')
-            .is_some_and(|(agent, _)| agents.iter().any(|a| a == agent));
-    let under_ok = under.is_empty() || under.iter().any(|u| workspace.starts_with(u));
-    let label_ok = label.is_none_or(|l| session_label == Some(l));
-    agent_ok && under_ok && label_ok
+    label.is_none_or(|l| session_label == Some(l)) && applies(agents, under, id, workspace)
 }
 
 /// The payload of `standing:added` and `standing:removed`.
@@ -87,13 +82,6 @@ impl StandingEvent {
     fn payload(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
-}
-
-fn plain_agent(a: &str) -> bool {
-    !a.is_empty()
-        && a.len() <= 64
-        && a.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl Engine {
