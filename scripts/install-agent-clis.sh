@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real agent CLIs that gatehost's whole-program tests run: Claude
-# Code (as a judge adapter and as a gated agent), Codex and Gemini CLI (as
-# gated agents), each against the fake model API in tests/fake-model-api/.
+# Code (as a judge adapter and as a gated agent), Codex, Gemini CLI and Qwen
+# Code (as gated agents), each against the fake model API in tests/fake-model-api/.
 # Their versions are pinned by tests/agent-clis/package.json and its
-# package-lock.json; `npm ci` installs exactly that tree into a project-local
+# package-lock.json; `npm install --no-save` installs that tree into a project-local
 # directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
 # target/agent-clis (binaries in node_modules/.bin).
 #
@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 CLAUDE_CODE_VERSION=2.1.332
 CODEX_VERSION=0.169.0
 GEMINI_CLI_VERSION=0.61.0
+QWEN_CODE_VERSION=0.24.4
 
 dir=${GATEHOST_AGENT_CLIS_DIR:-target/agent-clis}
 mkdir -p "$dir"
@@ -32,16 +33,23 @@ bin=$dir/node_modules/.bin
 # True when every pinned version is installed from this lockfile and answers.
 installed() {
     cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
-        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] &&
+        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] &&
         [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
         "$bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
-        [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ]
+        [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ] &&
+        [ "$("$bin/qwen" --version 2>/dev/null)" = "$QWEN_CODE_VERSION" ]
 }
 
 if ! installed; then
     echo "installing the pinned agent CLIs into $dir" >&2
     cp tests/agent-clis/package.json tests/agent-clis/package-lock.json "$dir/"
-    (cd "$dir" && npm ci --no-audit --no-fund >&2)
+    # Not `npm ci`: Qwen Code's @teddyzhu/clipboard names optional
+    # per-platform packages that were never published (darwin, win32,
+    # linux-arm64), which the lockfile cannot hold and `npm ci` then refuses
+    # as out of sync. A clean `npm install --no-save` installs the same tree
+    # from the lockfile and writes nothing back (the lockfile is unchanged).
+    rm -rf "$dir/node_modules"
+    (cd "$dir" && npm install --no-save --no-audit --no-fund >&2)
     # npm 11 skips install scripts it was not told to trust, and so may a
     # user's npmrc (ignore-scripts=true): Claude Code's bin/claude.exe is then
     # still the placeholder stub. Place the native binary now.
@@ -55,6 +63,7 @@ if ! installed; then
         "$bin/claude" --version >&2 || true
         "$bin/codex" --version >&2 || true
         "$bin/gemini" --version >&2 || true
+        "$bin/qwen" --version >&2 || true
         exit 1
     fi
 fi

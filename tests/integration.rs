@@ -16,6 +16,7 @@ mod agent_claude;
 mod agent_codex;
 mod agent_cursor;
 mod agent_gemini;
+mod agent_qwen;
 mod carried_plugins;
 mod check_cli;
 mod daemon_acp;

@@ -311,6 +311,7 @@ async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
         AgentCli::Codex => "codex",
         AgentCli::Gemini => "gemini",
         AgentCli::Cursor => "cursor-agent",
+        AgentCli::Qwen => "qwen",
     };
     let Some(program) = crate::supervise::find_on_path(name, std::env::var_os("PATH").as_deref())
     else {
@@ -475,6 +476,7 @@ fn check_registration(
         HookCommand::Codex(a) => (AgentCli::Codex, a),
         HookCommand::Gemini(a) => (AgentCli::Gemini, a),
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+        HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         _ => return bad("is not `hook AGENT`".into()),
     };
     if answers != agent {

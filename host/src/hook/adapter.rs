@@ -22,14 +22,17 @@ pub enum AgentCli {
     Gemini,
     /// Cursor (`.cursor/hooks.json`: `stop`, `beforeSubmitPrompt`).
     Cursor,
+    /// Qwen Code (`settings.json` `hooks`: `Stop`, `SubagentStop`, `SessionStart`, `UserPromptSubmit`, `SessionEnd`).
+    Qwen,
 }
 
 impl AgentCli {
-    pub const ALL: [AgentCli; 4] = [
+    pub const ALL: [AgentCli; 5] = [
         AgentCli::Claude,
         AgentCli::Codex,
         AgentCli::Gemini,
         AgentCli::Cursor,
+        AgentCli::Qwen,
     ];
 
     /// The CLI named `name` (as [`AgentCli::name`] gives it).
@@ -45,6 +48,7 @@ impl AgentCli {
             AgentCli::Codex => "codex",
             AgentCli::Gemini => "gemini",
             AgentCli::Cursor => "cursor",
+            AgentCli::Qwen => "qwen",
         }
     }
 }

@@ -4,7 +4,7 @@
 //! - [`adapter`]: what every CLI's adapter does (read its hook JSON into a
 //!   [`HookInput`], write an [`Answer`] in its own format) and the shared
 //!   parsing rules (UTF-8 BOM, unknown fields);
-//! - [`claude`], [`codex`], [`gemini`], [`cursor`]: one adapter per CLI;
+//! - [`claude`], [`codex`], [`gemini`], [`cursor`], [`qwen`]: one adapter per CLI;
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
@@ -29,6 +29,7 @@ pub mod decide;
 pub mod gemini;
 pub mod install;
 pub mod outcome;
+pub mod qwen;
 pub mod state;
 pub mod transcript;
 
@@ -41,5 +42,6 @@ pub fn adapter(agent: AgentCli) -> &'static dyn Adapter {
         AgentCli::Codex => &codex::Codex,
         AgentCli::Gemini => &gemini::Gemini,
         AgentCli::Cursor => &cursor::Cursor,
+        AgentCli::Qwen => &qwen::Qwen,
     }
 }

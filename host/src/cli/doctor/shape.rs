@@ -11,7 +11,7 @@ use std::path::Path;
 /// The keys each CLI reads in a hook's JSON answer.
 fn known_keys(agent: AgentCli) -> &'static [&'static str] {
     match agent {
-        AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini => &[
+        AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini | AgentCli::Qwen => &[
             "decision",
             "reason",
             "systemMessage",
@@ -35,10 +35,11 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
     let text = stdout.trim();
     if text.is_empty() {
         // Claude Code and Codex read nothing as "go on"; Gemini CLI and
-        // Cursor want JSON.
+        // Cursor want JSON, and so does gatehost of Qwen Code (its adapter
+        // always answers JSON).
         return match agent {
             AgentCli::Claude | AgentCli::Codex => Ok(()),
-            AgentCli::Gemini | AgentCli::Cursor => {
+            AgentCli::Gemini | AgentCli::Cursor | AgentCli::Qwen => {
                 Err("nothing on stdout: this CLI reads a JSON object".into())
             }
         };
@@ -54,6 +55,8 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
     if let Some(d) = o.get("decision") {
         let allowed: &[&str] = match agent {
             AgentCli::Gemini => &["deny", "block", "allow"],
+            // isBlockingDecision in 0.24.4.
+            AgentCli::Qwen => &["block", "deny"],
             _ => &["block", "approve"],
         };
         if !d.as_str().is_some_and(|d| allowed.contains(&d)) {
@@ -85,8 +88,9 @@ fn excerpt(text: &str) -> String {
 pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
     let message = "gatehost doctor: a synthetic stop";
     match agent {
-        AgentCli::Claude => json!({"session_id": id, "cwd": cwd, "hook_event_name": "Stop",
-            "stop_hook_active": false, "last_assistant_message": message}),
+        AgentCli::Claude | AgentCli::Qwen => json!({"session_id": id, "cwd": cwd,
+            "hook_event_name": "Stop", "stop_hook_active": false,
+            "last_assistant_message": message}),
         AgentCli::Codex => json!({"session_id": id, "turn_id": "doctor", "cwd": cwd,
             "hook_event_name": "Stop", "model": "doctor", "permission_mode": "default",
             "transcript_path": null, "stop_hook_active": false, "last_assistant_message": message}),

@@ -34,7 +34,7 @@ pub struct HookArgs {
     pub max_retries: u32,
     /// The most the hook takes (`50s`, `2m`, ms). The CLI itself waits 600 s
     /// for a hook (Claude Code, Codex: the timeout `hook install` writes) or
-    /// 60 s (Gemini CLI, Cursor); the default budget is a tenth (at least
+    /// 60 s (Gemini CLI, Cursor, Qwen Code); the default budget is a tenth (at least
     /// 5 s) less: 540 s or 54 s. A session's end takes at most 1.5 s (the
     /// CLIs give it 3 s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -78,6 +78,9 @@ pub enum HookCommand {
     /// Answer a Cursor hook (stop, beforeSubmitPrompt).
     #[command(after_help = AFTER_HELP)]
     Cursor(HookArgs),
+    /// Answer a Qwen Code hook (Stop, SubagentStop, SessionStart, UserPromptSubmit, SessionEnd).
+    #[command(after_help = AFTER_HELP)]
+    Qwen(HookArgs),
     /// Add gatehost's hooks to an agent CLI's own configuration (merged,
     /// idempotent, the original kept for `uninstall`).
     #[command(after_help = INSTALL_AFTER_HELP)]
@@ -128,7 +131,8 @@ pub struct StatusArgs {
 pub const INSTALL_AFTER_HELP: &str = "\
 Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/settings.json;
 Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
-or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json.
+or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json;
+Qwen Code ~/.qwen/settings.json ($QWEN_HOME) or .qwen/settings.json.
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
@@ -161,7 +165,7 @@ pub struct InstallArgs {
     #[arg(long, value_name = "N")]
     pub max_retries: Option<u32>,
     /// The hooks' budget, below the CLI's own hook timeout (600 s for Claude
-    /// Code and Codex, 60 s for Gemini CLI and Cursor); default 540 s or 54 s.
+    /// Code and Codex, 60 s for Gemini CLI, Cursor and Qwen Code); default 540 s or 54 s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
     /// Daemon hooks: the daemon's URL (else its data directory's `server.url`).

@@ -294,6 +294,11 @@ pub(in crate::cli) fn files(
         }
         (AgentCli::Gemini, Scope::User) => vec![home()?.join(".gemini/settings.json")],
         (AgentCli::Gemini, Scope::Project) => vec![project()?.join(".gemini/settings.json")],
+        (AgentCli::Qwen, Scope::User) => {
+            let dir = env_dir("QWEN_HOME").map_or_else(|| home().map(|h| h.join(".qwen")), Ok)?;
+            vec![dir.join("settings.json")]
+        }
+        (AgentCli::Qwen, Scope::Project) => vec![project()?.join(".qwen/settings.json")],
         (AgentCli::Cursor, Scope::User) => {
             let h = home()?;
             vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
@@ -393,7 +398,7 @@ fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
 /// The unit of a CLI's hook `timeout`.
 #[derive(Debug, Clone, Copy)]
 enum Unit {
-    /// Claude Code, Codex.
+    /// Claude Code, Codex, Qwen Code.
     Seconds,
     /// Gemini CLI.
     Millis,
@@ -417,6 +422,15 @@ const CODEX_EVENTS: &[(&str, HookPoint)] = &[
     ("Stop", HookPoint::Stop),
     ("SessionStart", HookPoint::SessionStart),
     ("UserPromptSubmit", HookPoint::TurnStart),
+];
+
+/// The events gatehost hooks in Qwen Code: a sub-agent's stop is gated
+/// too; `UserPromptSubmit` is not hooked (see [`crate::hook::qwen`]).
+const QWEN_EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SubagentStop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("SessionEnd", HookPoint::SessionEnd),
 ];
 
 /// What to write where, and the program the hooks run.
@@ -493,6 +507,12 @@ fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<F
                     Unit::Millis,
                 ),
             );
+            if args.mcp {
+                push(&files[0], mcp());
+            }
+        }
+        AgentCli::Qwen => {
+            push(&files[0], grouped(QWEN_EVENTS, Unit::Seconds));
             if args.mcp {
                 push(&files[0], mcp());
             }

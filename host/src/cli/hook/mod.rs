@@ -40,6 +40,7 @@ pub(super) fn run(command: HookCommand) -> CliResult<i32> {
         HookCommand::Codex(a) => (AgentCli::Codex, a),
         HookCommand::Gemini(a) => (AgentCli::Gemini, a),
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+        HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         HookCommand::Install(a) => return install::install(&a),
         HookCommand::Uninstall(a) => return install::uninstall(&a),
         HookCommand::Status(a) => return status::status(&a),
@@ -249,6 +250,7 @@ mod tests {
             (AgentCli::Codex, 600, 540),
             (AgentCli::Gemini, 60, 54),
             (AgentCli::Cursor, 60, 54),
+            (AgentCli::Qwen, 60, 54),
         ] {
             let a = crate::hook::adapter(agent);
             assert_eq!(a.cli_timeout(), Duration::from_secs(cli), "{agent:?}");
