@@ -10,12 +10,12 @@ use std::path::Path;
 
 /// Runs `gatehost hook ARGS` with HOME (and nothing else of the user's) in
 /// the scratch area.
-fn hook(s: &Scratch, args: &[&str]) -> CliRun {
+pub(crate) fn hook(s: &Scratch, args: &[&str]) -> CliRun {
     hook_with(s, args, &[])
 }
 
 /// [`hook`] with more environment (`PATH`, say).
-fn hook_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> CliRun {
+pub(crate) fn hook_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> CliRun {
     let home = s.out.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let mut all: Vec<String> = vec!["hook".into()];
@@ -29,13 +29,14 @@ fn hook_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> CliRun {
         ("XDG_STATE_HOME", ""),
         ("CLAUDE_CONFIG_DIR", ""),
         ("CODEX_HOME", ""),
+        ("QWEN_HOME", ""),
     ];
     all_env.extend_from_slice(env);
     run_gatehost(&all, &all_env)
 }
 
 /// The commands of gatehost's hooks for `event` in a grouped settings file.
-fn our_commands(v: &Value, event: &str) -> Vec<String> {
+pub(crate) fn our_commands(v: &Value, event: &str) -> Vec<String> {
     v["hooks"][event]
         .as_array()
         .into_iter()
@@ -169,7 +170,7 @@ const CLAUDE_SETTINGS: &str = r#"{
 }
 "#;
 
-fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).expect("read");
     jsonc_value(&text)
 }
@@ -366,7 +367,11 @@ fn the_installed_command_answers_the_cli_hook_and_project_scope_warns() {
 /// Runs an installed hook `command` through `sh -c` as the CLI would, with
 /// `stdin` as its input and none of the daemon's variables inherited from
 /// the test's own environment (`env` added).
-fn run_installed(command: &str, stdin: &Value, env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_installed(
+    command: &str,
+    stdin: &Value,
+    env: &[(&str, &str)],
+) -> std::process::Output {
     use std::io::Write;
     let mut child = std::process::Command::new("sh")
         .args(["-c", command])

@@ -37,6 +37,7 @@ mod docs_walkthrough;
 mod doctor;
 mod hook_cost;
 mod hook_install;
+mod hook_install_qwen;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;

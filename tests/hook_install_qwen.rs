@@ -1,0 +1,97 @@
+//! `gatehost hook install qwen` and its installed command, against real
+//! files in a scratch home (the helpers are `hook_install`'s).
+
+use crate::common::{Scratch, allow_config};
+use crate::hook_install::{hook, hook_with, our_commands, read_json, run_installed};
+use serde_json::{Value, json};
+
+#[test]
+fn qwen_gets_its_events_in_seconds_in_qwen_home_or_the_home_and_uninstall_removes_them() {
+    let s = Scratch::new();
+    let home = s.out.join("home");
+    let r = hook(&s, &["install", "qwen"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let path = home.join(".qwen/settings.json");
+    let v = read_json(&path);
+    let timeout = |event: &str| v["hooks"][event][0]["hooks"][0]["timeout"].clone();
+    for event in ["Stop", "SubagentStop", "SessionStart"] {
+        assert_eq!(
+            timeout(event),
+            json!(60),
+            "{event}: seconds, Qwen Code's unit"
+        );
+        assert_eq!(our_commands(&v, event).len(), 1, "{event}");
+        assert!(our_commands(&v, event)[0].contains(" hook qwen"), "{v}");
+    }
+    assert_eq!(timeout("SessionEnd"), json!(3));
+    // A retry's continuation runs UserPromptSubmit with the reason as its
+    // prompt: it is not hooked.
+    assert!(v["hooks"].get("UserPromptSubmit").is_none(), "{v}");
+    assert_eq!(hook(&s, &["uninstall", "qwen"]).code, 0);
+    assert!(
+        !path.exists(),
+        "gatehost made the file: uninstall removes it"
+    );
+
+    // $QWEN_HOME, when set, is where the user's settings are.
+    let qwen_home = s.out.join("qwen-home");
+    let qh = qwen_home.to_str().expect("utf-8");
+    let r = hook_with(&s, &["install", "qwen"], &[("QWEN_HOME", qh)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&qwen_home.join("settings.json"));
+    assert_eq!(our_commands(&v, "Stop").len(), 1, "{v}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn the_installed_qwen_command_blocks_a_failing_stop_the_way_qwen_reads_it() {
+    let s = Scratch::new();
+    crate::common::daemon::git_repo(&s.ws);
+    let config = s.write("config.toml", &allow_config(&["test"]));
+    let gates = s.write(
+        "gates.json",
+        r#"{"command": "test", "args": ["-f", "DONE"]}"#,
+    );
+    let ws = s.ws.to_str().expect("utf-8");
+    let r = hook(
+        &s,
+        &[
+            "install",
+            "qwen",
+            "--scope",
+            "project",
+            "--project",
+            ws,
+            "--gates",
+            gates.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&s.ws.join(".qwen/settings.json"));
+    let command = v["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command")
+        .to_string();
+    // The stdin Qwen Code 0.24.4 sends (tests/fixtures/hooks/qwen/stop.json).
+    let input = json!({"session_id": "q-1", "transcript_path": "/nowhere.jsonl", "cwd": s.ws,
+        "hook_event_name": "Stop", "timestamp": "2026-12-02T20:05:39.358Z",
+        "permission_mode": "yolo", "stop_hook_active": false,
+        "last_assistant_message": "All done."});
+    let out = run_installed(&command, &input, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout, nothing else");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(
+        answer["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("test -f DONE")
+    );
+    // Once fixed, the stop passes with `{}`.
+    s.write_ws("DONE", "done\n");
+    let out = run_installed(&command, &input, &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "{}");
+}
