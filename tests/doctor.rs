@@ -27,6 +27,7 @@ fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
             ("XDG_STATE_HOME", ""),
             ("CLAUDE_CONFIG_DIR", ""),
             ("CODEX_HOME", ""),
+            ("QWEN_HOME", ""),
         ],
     )
 }
@@ -131,6 +132,24 @@ fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
 }
 
 #[test]
+fn a_qwen_install_is_well_with_its_stop_and_subagent_stop_answered_as_qwen_reads_them() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, "qwen", &["--gates", &gates, "--config", &config]);
+    let (code, v, names) = doctor(&s, &["qwen"]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    for event in ["Stop", "SubagentStop", "SessionStart", "SessionEnd"] {
+        assert!(
+            regs.iter()
+                .any(|r| r["event"] == event && r["scope"] == "user"),
+            "{event}: {v}"
+        );
+    }
+}
+
+#[test]
 fn a_hook_that_runs_another_binary_or_whose_gates_broke_is_named() {
     let s = Scratch::new();
     git_repo(&s.ws);
@@ -201,5 +220,5 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
     );
     // The dry runs of Claude Code's and Cursor's hooks answered in shape.
     assert!(!names.contains(&"dry-run".to_string()), "{v}");
-    assert_eq!(json!(v["agents"].as_array().map(Vec::len)), json!(4));
+    assert_eq!(json!(v["agents"].as_array().map(Vec::len)), json!(5));
 }
