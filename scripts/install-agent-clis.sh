@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real agent CLIs that gatehost's whole-program tests run: Claude
 # Code (as a judge adapter and as a gated agent), Codex, Gemini CLI and Qwen
-# Code (as gated agents), each against the fake model API in tests/fake-model-api/.
+# Code and GitHub Copilot CLI (as gated agents), each against the fake model API in tests/fake-model-api/.
 # Their versions are pinned by tests/agent-clis/package.json and its
 # package-lock.json; `npm install --no-save` installs that tree into a project-local
 # directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
@@ -24,6 +24,7 @@ CLAUDE_CODE_VERSION=2.1.332
 CODEX_VERSION=0.169.0
 GEMINI_CLI_VERSION=0.61.0
 QWEN_CODE_VERSION=0.24.4
+COPILOT_CLI_VERSION=1.0.102
 
 dir=${GATEHOST_AGENT_CLIS_DIR:-target/agent-clis}
 mkdir -p "$dir"
@@ -33,11 +34,12 @@ bin=$dir/node_modules/.bin
 # True when every pinned version is installed from this lockfile and answers.
 installed() {
     cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
-        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] &&
+        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] && [ -x "$bin/copilot" ] &&
         [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
         "$bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
         [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ] &&
-        [ "$("$bin/qwen" --version 2>/dev/null)" = "$QWEN_CODE_VERSION" ]
+        [ "$("$bin/qwen" --version 2>/dev/null)" = "$QWEN_CODE_VERSION" ] &&
+        "$bin/copilot" --version 2>/dev/null | grep -q "^GitHub Copilot CLI $COPILOT_CLI_VERSION"
 }
 
 if ! installed; then
@@ -64,6 +66,7 @@ if ! installed; then
         "$bin/codex" --version >&2 || true
         "$bin/gemini" --version >&2 || true
         "$bin/qwen" --version >&2 || true
+        "$bin/copilot" --version >&2 || true
         exit 1
     fi
 fi

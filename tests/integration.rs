@@ -14,6 +14,7 @@ mod common;
 mod agent_aider;
 mod agent_claude;
 mod agent_codex;
+mod agent_copilot;
 mod agent_cursor;
 mod agent_gemini;
 mod agent_qwen;

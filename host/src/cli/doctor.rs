@@ -312,6 +312,7 @@ async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
         AgentCli::Gemini => "gemini",
         AgentCli::Cursor => "cursor-agent",
         AgentCli::Qwen => "qwen",
+        AgentCli::Copilot => "copilot",
     };
     let Some(program) = crate::supervise::find_on_path(name, std::env::var_os("PATH").as_deref())
     else {
@@ -343,7 +344,7 @@ fn registrations(
     findings: &mut Vec<Finding>,
 ) -> CliResult<Vec<Registration>> {
     let layout = match agent {
-        AgentCli::Cursor => Layout::Flat,
+        AgentCli::Cursor | AgentCli::Copilot => Layout::Flat,
         _ => Layout::Grouped,
     };
     let mut out = Vec::new();
@@ -477,6 +478,7 @@ fn check_registration(
         HookCommand::Gemini(a) => (AgentCli::Gemini, a),
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
         HookCommand::Qwen(a) => (AgentCli::Qwen, a),
+        HookCommand::Copilot(a) => (AgentCli::Copilot, a),
         _ => return bad("is not `hook AGENT`".into()),
     };
     if answers != agent {

@@ -24,15 +24,18 @@ pub enum AgentCli {
     Cursor,
     /// Qwen Code (`settings.json` `hooks`: `Stop`, `SubagentStop`, `SessionStart`, `UserPromptSubmit`, `SessionEnd`).
     Qwen,
+    /// GitHub Copilot CLI (`hooks/*.json`: `agentStop`, `subagentStop`).
+    Copilot,
 }
 
 impl AgentCli {
-    pub const ALL: [AgentCli; 5] = [
+    pub const ALL: [AgentCli; 6] = [
         AgentCli::Claude,
         AgentCli::Codex,
         AgentCli::Gemini,
         AgentCli::Cursor,
         AgentCli::Qwen,
+        AgentCli::Copilot,
     ];
 
     /// The CLI named `name` (as [`AgentCli::name`] gives it).
@@ -49,6 +52,7 @@ impl AgentCli {
             AgentCli::Gemini => "gemini",
             AgentCli::Cursor => "cursor",
             AgentCli::Qwen => "qwen",
+            AgentCli::Copilot => "copilot",
         }
     }
 }

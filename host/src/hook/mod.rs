@@ -4,7 +4,8 @@
 //! - [`adapter`]: what every CLI's adapter does (read its hook JSON into a
 //!   [`HookInput`], write an [`Answer`] in its own format) and the shared
 //!   parsing rules (UTF-8 BOM, unknown fields);
-//! - [`claude`], [`codex`], [`gemini`], [`cursor`], [`qwen`]: one adapter per CLI;
+//! - [`claude`], [`codex`], [`gemini`], [`cursor`], [`qwen`],
+//!   [`copilot`]: one adapter per CLI;
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
@@ -24,6 +25,7 @@
 pub mod adapter;
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod decide;
 pub mod gemini;
@@ -43,5 +45,6 @@ pub fn adapter(agent: AgentCli) -> &'static dyn Adapter {
         AgentCli::Gemini => &gemini::Gemini,
         AgentCli::Cursor => &cursor::Cursor,
         AgentCli::Qwen => &qwen::Qwen,
+        AgentCli::Copilot => &copilot::Copilot,
     }
 }

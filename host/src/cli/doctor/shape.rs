@@ -21,6 +21,7 @@ fn known_keys(agent: AgentCli) -> &'static [&'static str] {
             "hookSpecificOutput",
         ],
         AgentCli::Cursor => &["followup_message", "continue"],
+        AgentCli::Copilot => &["decision", "reason", "modifiedResponse"],
     }
 }
 
@@ -39,7 +40,7 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
         // always answers JSON).
         return match agent {
             AgentCli::Claude | AgentCli::Codex => Ok(()),
-            AgentCli::Gemini | AgentCli::Cursor | AgentCli::Qwen => {
+            AgentCli::Gemini | AgentCli::Cursor | AgentCli::Qwen | AgentCli::Copilot => {
                 Err("nothing on stdout: this CLI reads a JSON object".into())
             }
         };
@@ -57,6 +58,7 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
             AgentCli::Gemini => &["deny", "block", "allow"],
             // isBlockingDecision in 0.24.4.
             AgentCli::Qwen => &["block", "deny"],
+            AgentCli::Copilot => &["block", "allow"],
             _ => &["block", "approve"],
         };
         if !d.as_str().is_some_and(|d| allowed.contains(&d)) {
@@ -96,6 +98,8 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
             "transcript_path": null, "stop_hook_active": false, "last_assistant_message": message}),
         AgentCli::Gemini => json!({"session_id": id, "cwd": cwd, "hook_event_name": "AfterAgent",
             "prompt": "doctor", "prompt_response": message, "stop_hook_active": false}),
+        AgentCli::Copilot => json!({"sessionId": id, "timestamp": 0, "cwd": cwd,
+            "stopReason": "end_turn", "stop_hook_active": false}),
         AgentCli::Cursor => json!({"conversation_id": id, "hook_event_name": "stop",
             "status": "completed", "loop_count": 0, "workspace_roots": [cwd]}),
     }
@@ -105,7 +109,7 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
 /// The end of session `id`, for the CLIs whose hooks have one.
 pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
     match agent {
-        AgentCli::Cursor => None,
+        AgentCli::Cursor | AgentCli::Copilot => None,
         _ => Some(
             json!({"session_id": id, "cwd": cwd, "hook_event_name": "SessionEnd", "reason": "exit"})
                 .to_string(),

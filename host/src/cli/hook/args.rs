@@ -34,8 +34,8 @@ pub struct HookArgs {
     pub max_retries: u32,
     /// The most the hook takes (`50s`, `2m`, ms). The CLI itself waits 600 s
     /// for a hook (Claude Code, Codex: the timeout `hook install` writes) or
-    /// 60 s (Gemini CLI, Cursor, Qwen Code); the default budget is a tenth (at least
-    /// 5 s) less: 540 s or 54 s. A session's end takes at most 1.5 s (the
+    /// 60 s (Gemini CLI, Cursor, Qwen Code) or 30 s (Copilot CLI); the default budget is a tenth (at least
+    /// 5 s) less: 540 s, 54 s or 25 s. A session's end takes at most 1.5 s (the
     /// CLIs give it 3 s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
@@ -81,6 +81,9 @@ pub enum HookCommand {
     /// Answer a Qwen Code hook (Stop, SubagentStop, SessionStart, UserPromptSubmit, SessionEnd).
     #[command(after_help = AFTER_HELP)]
     Qwen(HookArgs),
+    /// Answer a GitHub Copilot CLI hook (agentStop, subagentStop).
+    #[command(after_help = AFTER_HELP)]
+    Copilot(HookArgs),
     /// Add gatehost's hooks to an agent CLI's own configuration (merged,
     /// idempotent, the original kept for `uninstall`).
     #[command(after_help = INSTALL_AFTER_HELP)]
@@ -132,7 +135,8 @@ pub const INSTALL_AFTER_HELP: &str = "\
 Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/settings.json;
 Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
 or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json;
-Qwen Code ~/.qwen/settings.json ($QWEN_HOME) or .qwen/settings.json.
+Qwen Code ~/.qwen/settings.json ($QWEN_HOME) or .qwen/settings.json;
+Copilot CLI ~/.copilot/hooks/gatehost.json ($COPILOT_HOME) or .github/hooks/gatehost.json.
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
@@ -165,7 +169,7 @@ pub struct InstallArgs {
     #[arg(long, value_name = "N")]
     pub max_retries: Option<u32>,
     /// The hooks' budget, below the CLI's own hook timeout (600 s for Claude
-    /// Code and Codex, 60 s for Gemini CLI, Cursor and Qwen Code); default 540 s or 54 s.
+    /// Code and Codex, 60 s for Gemini CLI, Cursor and Qwen Code, 30 s for Copilot CLI); default 540 s, 54 s or 25 s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub budget: Option<Duration>,
     /// Daemon hooks: the daemon's URL (else its data directory's `server.url`).

@@ -299,6 +299,14 @@ pub(in crate::cli) fn files(
             vec![dir.join("settings.json")]
         }
         (AgentCli::Qwen, Scope::Project) => vec![project()?.join(".qwen/settings.json")],
+        (AgentCli::Copilot, Scope::User) => {
+            let dir =
+                env_dir("COPILOT_HOME").map_or_else(|| home().map(|h| h.join(".copilot")), Ok)?;
+            vec![dir.join("hooks/gatehost.json")]
+        }
+        (AgentCli::Copilot, Scope::Project) => {
+            vec![project()?.join(".github/hooks/gatehost.json")]
+        }
         (AgentCli::Cursor, Scope::User) => {
             let h = home()?;
             vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
@@ -516,6 +524,20 @@ fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<F
             if args.mcp {
                 push(&files[0], mcp());
             }
+        }
+        AgentCli::Copilot => {
+            let t = adapter.event_timeout(HookPoint::Stop).as_secs();
+            let hook = json!({"type": "command", "command": command, "timeoutSec": t});
+            push(
+                &files[0],
+                Edit::Hooks(HookSet {
+                    layout: Layout::Flat,
+                    entries: vec![
+                        ("agentStop".into(), hook.clone()),
+                        ("subagentStop".into(), hook),
+                    ],
+                }),
+            );
         }
         AgentCli::Cursor => {
             let hook = json!({"command": command});

@@ -1,0 +1,154 @@
+//! GitHub Copilot CLI's hooks (`$COPILOT_HOME/hooks/*.json`, by default
+//! `~/.copilot/hooks/`, or a project's `.github/hooks/*.json`, read by `-p`
+//! in a trusted folder): `{"version": 1, "hooks": {"agentStop": [{"type":
+//! "command", "command", "timeoutSec"}]}}`; `agentStop` and `subagentStop`
+//! gate.
+//!
+//! Measured with 1.0.102 (tests/fixtures/hooks/copilot/): a camelCase
+//! event's stdin names no event: `agentStop` sends `sessionId`,
+//! `timestamp` (ms), `cwd`, `transcriptPath`, `stopReason` and
+//! `stop_hook_active`; `subagentStop` (from the package's
+//! `copilot-sdk/types.d.ts`) the parent's `sessionId`, `agentId`,
+//! `agentType`, `response`. A PascalCase event (`Stop`) gets Claude Code's
+//! snake_case payload instead, read here too. So every input without a
+//! `hook_event_name` is a stop: gatehost installs no other event.
+//!
+//! A block is `{"decision": "block", "reason"}` with exit 0: the reason
+//! is the next user message (the CLI ends the turn itself after 8 blocks in
+//! a row). The output must be an object; the CLI shows no message from a
+//! stop hook, so a stop with a message answers `{}` and leaves it on stderr.
+//! A sub-agent's stop shares its parent session's retry count.
+
+use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+use super::adapter::{parse_json, required};
+use serde::Deserialize;
+use serde_json::json;
+use std::time::Duration;
+
+pub struct Copilot;
+
+#[derive(Deserialize)]
+struct Input {
+    hook_event_name: Option<String>,
+    #[serde(alias = "session_id")]
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+    cwd: Option<String>,
+    #[serde(rename = "transcriptPath", alias = "transcript_path")]
+    transcript_path: Option<String>,
+    #[serde(alias = "last_assistant_message")]
+    response: Option<String>,
+    #[serde(rename = "stopHookActive", alias = "stop_hook_active")]
+    stop_hook_active: Option<bool>,
+    #[serde(rename = "agentId")]
+    agent_id: Option<String>,
+}
+
+impl Adapter for Copilot {
+    fn agent(&self) -> AgentCli {
+        AgentCli::Copilot
+    }
+
+    fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {
+        let i: Input = parse_json(input)?;
+        match i.hook_event_name.as_deref() {
+            None | Some("agentStop" | "subagentStop" | "Stop" | "SubagentStop") => {}
+            Some(other) => return Err(HookError::UnknownEvent(other.to_string())),
+        }
+        let mut hint = i.stop_hook_active.map(|a| format!("stop_hook_active={a}"));
+        if let Some(agent) = i.agent_id.filter(|a| !a.is_empty()) {
+            hint = Some(format!("{} agentId={agent}", hint.unwrap_or_default()));
+        }
+        Ok(HookInput {
+            point: HookPoint::Stop,
+            session_id: required("sessionId", i.session_id)?,
+            cwd: required("cwd", i.cwd)?.into(),
+            last_message: i.response.filter(|m| !m.trim().is_empty()),
+            transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
+            loop_hint: hint,
+            prompt: None,
+        })
+    }
+
+    fn render(&self, point: HookPoint, answer: &Answer) -> Rendered {
+        let stdout = match (point, answer) {
+            (HookPoint::Stop, Answer::Block(reason)) => {
+                json!({"decision": "block", "reason": reason}).to_string()
+            }
+            _ => "{}".to_string(),
+        };
+        Rendered { stdout, exit: 0 }
+    }
+
+    /// `timeoutSec`'s default (30 s).
+    fn cli_timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const STOP: &str = include_str!("../../../tests/fixtures/hooks/copilot/agent-stop.json");
+    const STOP_RETRY: &str =
+        include_str!("../../../tests/fixtures/hooks/copilot/agent-stop-retry.json");
+    const SUBAGENT_STOP: &str =
+        include_str!("../../../tests/fixtures/hooks/copilot/subagent-stop.json");
+    const SESSION: &str = "0d9f3c2e-6a41-4b7e-8f15-2c3d4e5f6a7b";
+
+    fn value(s: &str) -> serde_json::Value {
+        serde_json::from_str(s).expect("JSON")
+    }
+
+    #[test]
+    fn agent_and_subagent_stops_as_1_0_102_sends_them_are_gated() {
+        let i = Copilot.parse(STOP.as_bytes()).unwrap();
+        assert_eq!(i.point, HookPoint::Stop);
+        assert_eq!(i.session_id, SESSION);
+        assert_eq!(i.cwd, PathBuf::from("/home/user/project"));
+        assert_eq!(i.last_message, None);
+        assert!(i.transcript_path.is_some());
+        assert_eq!(i.loop_hint.as_deref(), Some("stop_hook_active=false"));
+        let i = Copilot.parse(STOP_RETRY.as_bytes()).unwrap();
+        assert_eq!(i.loop_hint.as_deref(), Some("stop_hook_active=true"));
+        let i = Copilot.parse(SUBAGENT_STOP.as_bytes()).unwrap();
+        assert_eq!(i.point, HookPoint::Stop);
+        assert_eq!(i.session_id, SESSION, "the parent's session");
+        assert_eq!(i.last_message.as_deref(), Some("Found it."));
+        assert!(i.loop_hint.unwrap().contains("agentId=explore-1"));
+    }
+
+    #[test]
+    fn a_pascal_case_payload_is_read_and_other_events_or_missing_fields_are_errors() {
+        let raw =
+            br#"{"session_id":"s","cwd":"/w","hook_event_name":"Stop","stop_hook_active":true}"#;
+        let i = Copilot.parse(raw).unwrap();
+        assert_eq!((i.point, i.session_id.as_str()), (HookPoint::Stop, "s"));
+        let mut v = value(STOP);
+        v["hook_event_name"] = json!("preToolUse");
+        let e = Copilot.parse(v.to_string().as_bytes()).unwrap_err();
+        assert_eq!(e, HookError::UnknownEvent("preToolUse".into()));
+        for field in ["sessionId", "cwd"] {
+            let mut v = value(STOP);
+            v[field] = json!("");
+            let e = Copilot.parse(v.to_string().as_bytes()).unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn answers_are_an_object_with_exit_0() {
+        let r = Copilot.render(HookPoint::Stop, &Answer::Block("fix it".into()));
+        assert_eq!(
+            value(&r.stdout),
+            json!({"decision": "block", "reason": "fix it"})
+        );
+        assert_eq!(r.exit, 0);
+        for answer in [Answer::Proceed, Answer::StopWithMessage("blocked".into())] {
+            let r = Copilot.render(HookPoint::Stop, &answer);
+            assert_eq!((r.stdout.as_str(), r.exit), ("{}", 0), "{answer:?}");
+        }
+    }
+}
