@@ -28,6 +28,7 @@ fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
             ("CLAUDE_CONFIG_DIR", ""),
             ("CODEX_HOME", ""),
             ("QWEN_HOME", ""),
+            ("COPILOT_HOME", ""),
         ],
     )
 }
@@ -150,6 +151,24 @@ fn a_qwen_install_is_well_with_its_stop_and_subagent_stop_answered_as_qwen_reads
 }
 
 #[test]
+fn a_copilot_install_is_well_and_its_dry_stop_is_answered_as_copilot_reads_it() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, "copilot", &["--gates", &gates, "--config", &config]);
+    let (code, v, names) = doctor(&s, &["copilot"]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    for event in ["agentStop", "subagentStop"] {
+        assert!(
+            regs.iter()
+                .any(|r| r["event"] == event && r["scope"] == "user"),
+            "{event}: {v}"
+        );
+    }
+}
+
+#[test]
 fn a_hook_that_runs_another_binary_or_whose_gates_broke_is_named() {
     let s = Scratch::new();
     git_repo(&s.ws);
@@ -220,5 +239,9 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
     );
     // The dry runs of Claude Code's and Cursor's hooks answered in shape.
     assert!(!names.contains(&"dry-run".to_string()), "{v}");
-    assert_eq!(json!(v["agents"].as_array().map(Vec::len)), json!(5));
+    assert_eq!(
+        json!(v["agents"].as_array().map(Vec::len)),
+        json!(6),
+        "every CLI is reported"
+    );
 }

@@ -30,6 +30,7 @@ pub(crate) fn hook_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Cli
         ("CLAUDE_CONFIG_DIR", ""),
         ("CODEX_HOME", ""),
         ("QWEN_HOME", ""),
+        ("COPILOT_HOME", ""),
     ];
     all_env.extend_from_slice(env);
     run_gatehost(&all, &all_env)

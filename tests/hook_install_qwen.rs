@@ -1,4 +1,4 @@
-//! `gatehost hook install qwen` and its installed command, against real
+//! `gatehost hook install qwen` (and `copilot`) and the installed command, against real
 //! files in a scratch home (the helpers are `hook_install`'s).
 
 use crate::common::{Scratch, allow_config};
@@ -94,4 +94,31 @@ fn the_installed_qwen_command_blocks_a_failing_stop_the_way_qwen_reads_it() {
     let out = run_installed(&command, &input, &[]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "{}");
+}
+
+#[test]
+fn copilot_gets_a_versioned_hook_file_of_its_own_and_uninstall_removes_it() {
+    let s = Scratch::new();
+    let home = s.out.join("home");
+    assert_eq!(hook(&s, &["install", "copilot"]).code, 0);
+    let path = home.join(".copilot/hooks/gatehost.json");
+    let v = read_json(&path);
+    assert_eq!(v["version"], 1, "{v}");
+    for event in ["agentStop", "subagentStop"] {
+        let h = &v["hooks"][event][0];
+        assert_eq!(h["type"], "command", "{v}");
+        assert_eq!(h["timeoutSec"], 30, "{v}");
+        assert!(
+            h["command"]
+                .as_str()
+                .expect("command")
+                .contains(" hook copilot"),
+            "{v}"
+        );
+    }
+    assert_eq!(hook(&s, &["uninstall", "copilot"]).code, 0);
+    assert!(
+        !path.exists(),
+        "gatehost made the file: uninstall removes it"
+    );
 }

@@ -24,7 +24,7 @@ const DOCS: &[Doc] = &[
     Doc {
         topic: "agents",
         file: "docs/agents.md",
-        about: "gating agent CLIs with hooks (Claude Code, Codex, Gemini CLI, Cursor, Qwen Code, Aider), daemon mode step by step",
+        about: "gating agent CLIs with hooks (Claude Code, Codex, Gemini CLI, Cursor, Qwen Code, Copilot CLI, Aider), daemon mode step by step",
         text: include_str!("../../../docs/agents.md"),
     },
     Doc {

@@ -94,7 +94,7 @@ pub enum Command {
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
     /// Answer an agent CLI's turn-end hook (Claude Code, Codex, Gemini CLI,
-    /// Cursor, Qwen Code) by the gates, on stdin and stdout.
+    /// Cursor, Qwen Code, Copilot CLI) by the gates, on stdin and stdout.
     #[command(subcommand)]
     Hook(hook::HookCommand),
     /// Check the agent CLIs' gatehost hooks: where they are registered,
