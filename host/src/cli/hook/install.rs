@@ -8,55 +8,35 @@
 //! original bytes back when the file is as gatehost left it; if someone
 //! edited it since, only gatehost's entries are taken out.
 //!
+//! What is written where is planned by [`plan`].
+//!
 //! It must never touch an entry that is not gatehost's, never write where a
 //! symlink points, and never lose the original: the backup is written before
 //! the file is replaced.
 
 use super::super::error::{CliError, CliResult};
 use super::args::{InstallArgs, Scope, UninstallArgs};
-use super::program::{Program, this_program};
+use super::program::this_program;
 use crate::hook::install::{
-    HookSet, Layout, add_hooks, add_mcp_server, codex_config_mcp, codex_config_trust, codex_trust,
+    Layout, add_hooks, add_mcp_server, codex_config_mcp, codex_config_trust, codex_trust,
     remove_hooks, remove_mcp_server,
 };
-use crate::hook::{AgentCli, HookPoint};
+
+use crate::hook::AgentCli;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// One change to one file.
-#[derive(Debug, Clone)]
-enum Edit {
-    Hooks(HookSet),
-    Mcp {
-        name: &'static str,
-        server: Value,
-    },
-    /// Codex's `config.toml`: trust gatehost's hooks in this `hooks.json`.
-    CodexTrust {
-        hooks: PathBuf,
-    },
-    /// Codex's `config.toml`: `[mcp_servers.gatehost]` running this command
-    /// with these arguments.
-    CodexMcp {
-        command: String,
-        args: Vec<String>,
-    },
-}
+mod plan;
+
+pub(in crate::cli) use plan::files;
+use plan::{Edit, MCP_NAME, hook_command, plan};
 
 /// The texts of the files before and after, by path: a later file's edit
 /// (Codex's trust) reads an earlier one's.
 type Texts = HashMap<PathBuf, (String, String)>;
-
-/// A file and what gatehost puts in it.
-#[derive(Debug, Clone)]
-struct FilePlan {
-    path: PathBuf,
-    edits: Vec<Edit>,
-}
 
 /// What the original of an installed file was, kept outside it.
 #[derive(Debug, Serialize, Deserialize)]
@@ -246,317 +226,6 @@ fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String
     let t = remove_hooks(text, Layout::Grouped).map_err(|e| e.to_string())?;
     let t = remove_hooks(&t, Layout::Flat).map_err(|e| e.to_string())?;
     remove_mcp_server(&t, MCP_NAME).map_err(|e| e.to_string())
-}
-
-const MCP_NAME: &str = "gatehost";
-
-/// The files an agent's hooks (and MCP servers) live in, for a scope.
-pub(in crate::cli) fn files(
-    agent: AgentCli,
-    scope: Scope,
-    project: &Path,
-) -> CliResult<Vec<PathBuf>> {
-    let home =
-        || dirs::home_dir().ok_or_else(|| CliError::new("no-home", "no home directory: set HOME"));
-    let env_dir = |var: &str| {
-        std::env::var_os(var)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let project = || -> CliResult<PathBuf> {
-        std::path::absolute(project)
-            .map_err(|e| CliError::input(format!("--project: {e}")).field("--project"))
-    };
-    Ok(match (agent, scope) {
-        (AgentCli::Claude, Scope::User) => {
-            // MCP servers of user scope are in .claude.json: in
-            // $CLAUDE_CONFIG_DIR, else in the home directory.
-            match env_dir("CLAUDE_CONFIG_DIR") {
-                Some(dir) => vec![dir.join("settings.json"), dir.join(".claude.json")],
-                None => {
-                    let h = home()?;
-                    vec![h.join(".claude/settings.json"), h.join(".claude.json")]
-                }
-            }
-        }
-        (AgentCli::Claude, Scope::Project) => {
-            let p = project()?;
-            vec![p.join(".claude/settings.json"), p.join(".mcp.json")]
-        }
-        // Codex trusts a hook only by its hash in the user's config.toml.
-        (AgentCli::Codex, scope) => {
-            let dir = env_dir("CODEX_HOME").map_or_else(|| home().map(|h| h.join(".codex")), Ok)?;
-            let hooks = match scope {
-                Scope::User => dir.join("hooks.json"),
-                Scope::Project => project()?.join(".codex/hooks.json"),
-            };
-            vec![hooks, dir.join("config.toml")]
-        }
-        (AgentCli::Gemini, Scope::User) => vec![home()?.join(".gemini/settings.json")],
-        (AgentCli::Gemini, Scope::Project) => vec![project()?.join(".gemini/settings.json")],
-        (AgentCli::Qwen, Scope::User) => {
-            let dir = env_dir("QWEN_HOME").map_or_else(|| home().map(|h| h.join(".qwen")), Ok)?;
-            vec![dir.join("settings.json")]
-        }
-        (AgentCli::Qwen, Scope::Project) => vec![project()?.join(".qwen/settings.json")],
-        (AgentCli::Copilot, Scope::User) => {
-            let dir =
-                env_dir("COPILOT_HOME").map_or_else(|| home().map(|h| h.join(".copilot")), Ok)?;
-            vec![dir.join("hooks/gatehost.json")]
-        }
-        (AgentCli::Copilot, Scope::Project) => {
-            vec![project()?.join(".github/hooks/gatehost.json")]
-        }
-        (AgentCli::Cursor, Scope::User) => {
-            let h = home()?;
-            vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
-        }
-        (AgentCli::Cursor, Scope::Project) => {
-            let p = project()?;
-            vec![p.join(".cursor/hooks.json"), p.join(".cursor/mcp.json")]
-        }
-    })
-}
-
-/// The arguments of the `gatehost mcp` entry: `mcp` and the daemon
-/// options given to `install` (absolute paths), so that the MCP server
-/// reaches the same daemon as the hooks.
-fn mcp_args(args: &InstallArgs) -> CliResult<Vec<String>> {
-    let mut words = vec!["mcp".to_string()];
-    words.extend(daemon_words(args)?);
-    Ok(words)
-}
-
-/// `--server`, `--token-file` and `--data-dir` as given to `install`, the
-/// paths made absolute (the CLI runs its hooks and MCP servers from
-/// anywhere); a path that is not there is refused, naming its option.
-fn daemon_words(args: &InstallArgs) -> CliResult<Vec<String>> {
-    let mut words = Vec::new();
-    if let Some(url) = &args.server {
-        words.push("--server".into());
-        words.push(url.clone());
-    }
-    for (flag, path) in [
-        ("--token-file", &args.token_file),
-        ("--data-dir", &args.data_dir),
-    ] {
-        if let Some(p) = path {
-            let abs = std::fs::canonicalize(p)
-                .map_err(|e| CliError::input(format!("{flag} {}: {e}", p.display())).field(flag))?;
-            words.push(flag.into());
-            words.push(abs.display().to_string());
-        }
-    }
-    Ok(words)
-}
-
-/// The hook command gatehost installs: `program` (see [`super::program`]),
-/// `hook AGENT`, and the options given.
-fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
-    let mut words = vec![
-        program.display().to_string(),
-        "hook".into(),
-        args.agent.name().into(),
-    ];
-    for (flag, file) in [("--gates", &args.gates), ("--config", &args.config)] {
-        if let Some(f) = file {
-            let abs = std::fs::canonicalize(f)
-                .map_err(|e| CliError::input(format!("{flag} {}: {e}", f.display())).field(flag))?;
-            words.push(flag.into());
-            words.push(abs.display().to_string());
-        }
-    }
-    words.extend(daemon_words(args)?);
-    if let Some(n) = args.max_retries {
-        words.push("--max-retries".into());
-        words.push(n.to_string());
-    }
-    if let Some(b) = args.budget {
-        let limit = crate::hook::adapter(args.agent).cli_timeout();
-        if b >= limit {
-            return Err(CliError::input(format!(
-                "--budget {} is not below {}'s hook timeout ({} s): the CLI would give up first",
-                crate::gate::human_duration(b),
-                args.agent.name(),
-                limit.as_secs()
-            ))
-            .field("--budget"));
-        }
-        words.push("--budget".into());
-        words.push(format!("{}ms", b.as_millis()));
-    }
-    if let Some(dir) = &args.state_dir {
-        words.push("--state-dir".into());
-        words.push(
-            std::path::absolute(dir)
-                .unwrap_or_else(|_| dir.clone())
-                .display()
-                .to_string(),
-        );
-    }
-    let quoted: Result<Vec<String>, _> = words
-        .iter()
-        .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
-        .collect();
-    quoted
-        .map(|q| q.join(" "))
-        .map_err(|e| CliError::input(format!("cannot quote the hook command: {e}")))
-}
-
-/// The unit of a CLI's hook `timeout`.
-#[derive(Debug, Clone, Copy)]
-enum Unit {
-    /// Claude Code, Codex, Qwen Code.
-    Seconds,
-    /// Gemini CLI.
-    Millis,
-}
-
-/// The events gatehost hooks in Claude Code.
-const CLAUDE_EVENTS: &[(&str, HookPoint)] = &[
-    ("Stop", HookPoint::Stop),
-    ("SessionStart", HookPoint::SessionStart),
-    ("UserPromptSubmit", HookPoint::TurnStart),
-    ("SessionEnd", HookPoint::SessionEnd),
-];
-
-/// The events gatehost hooks in Codex: not `SessionEnd`. Once its hook is
-/// trusted (its hash taken over the timeout Codex clamps it to, 3 s),
-/// `codex exec` 0.169 runs it after a Stop hook's block, mid-session: it
-/// would forget a standalone session's retry count (and report a daemon
-/// session exited) while the agent goes on. (An earlier gatehost wrote it
-/// with 600 s, so Codex warned at every run and never ran it.)
-const CODEX_EVENTS: &[(&str, HookPoint)] = &[
-    ("Stop", HookPoint::Stop),
-    ("SessionStart", HookPoint::SessionStart),
-    ("UserPromptSubmit", HookPoint::TurnStart),
-];
-
-/// The events gatehost hooks in Qwen Code: a sub-agent's stop is gated
-/// too; `UserPromptSubmit` is not hooked (see [`crate::hook::qwen`]).
-const QWEN_EVENTS: &[(&str, HookPoint)] = &[
-    ("Stop", HookPoint::Stop),
-    ("SubagentStop", HookPoint::Stop),
-    ("SessionStart", HookPoint::SessionStart),
-    ("SessionEnd", HookPoint::SessionEnd),
-];
-
-/// What to write where, and the program the hooks run.
-fn plan(args: &InstallArgs, program: &Program, command: &str) -> CliResult<Vec<FilePlan>> {
-    let files = files(args.agent, args.scope, &args.project)?;
-    let adapter = crate::hook::adapter(args.agent);
-    // Each event's hook with the timeout the CLI accepts for it, in the
-    // CLI's unit.
-    let grouped = |events: &[(&str, HookPoint)], unit: Unit| {
-        Edit::Hooks(HookSet {
-            layout: Layout::Grouped,
-            entries: events
-                .iter()
-                .map(|(e, point)| {
-                    let t = adapter.event_timeout(*point);
-                    let timeout = match unit {
-                        Unit::Seconds => json!(t.as_secs().max(1)),
-                        Unit::Millis => json!(u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                    };
-                    let hook = json!({"type": "command", "command": command, "timeout": timeout});
-                    ((*e).to_string(), hook)
-                })
-                .collect(),
-        })
-    };
-    let exe = program.path.display().to_string();
-    let mcp_args = mcp_args(args)?;
-    let mcp = || Edit::Mcp {
-        name: MCP_NAME,
-        server: json!({"command": exe, "args": mcp_args}),
-    };
-    let mut plans: Vec<FilePlan> = Vec::new();
-    let mut push = |path: &PathBuf, edit: Edit| match plans.iter_mut().find(|p| &p.path == path) {
-        Some(p) => p.edits.push(edit),
-        None => plans.push(FilePlan {
-            path: path.clone(),
-            edits: vec![edit],
-        }),
-    };
-    match args.agent {
-        AgentCli::Claude => {
-            push(&files[0], grouped(CLAUDE_EVENTS, Unit::Seconds));
-            if args.mcp {
-                push(&files[1], mcp());
-            }
-        }
-        AgentCli::Codex => {
-            push(&files[0], grouped(CODEX_EVENTS, Unit::Seconds));
-            push(
-                &files[1],
-                Edit::CodexTrust {
-                    hooks: files[0].clone(),
-                },
-            );
-            if args.mcp {
-                push(
-                    &files[1],
-                    Edit::CodexMcp {
-                        command: exe.clone(),
-                        args: mcp_args.clone(),
-                    },
-                );
-            }
-        }
-        AgentCli::Gemini => {
-            push(
-                &files[0],
-                grouped(
-                    &[
-                        ("AfterAgent", HookPoint::Stop),
-                        ("SessionStart", HookPoint::SessionStart),
-                        ("SessionEnd", HookPoint::SessionEnd),
-                    ],
-                    Unit::Millis,
-                ),
-            );
-            if args.mcp {
-                push(&files[0], mcp());
-            }
-        }
-        AgentCli::Qwen => {
-            push(&files[0], grouped(QWEN_EVENTS, Unit::Seconds));
-            if args.mcp {
-                push(&files[0], mcp());
-            }
-        }
-        AgentCli::Copilot => {
-            let t = adapter.event_timeout(HookPoint::Stop).as_secs();
-            let hook = json!({"type": "command", "command": command, "timeoutSec": t});
-            push(
-                &files[0],
-                Edit::Hooks(HookSet {
-                    layout: Layout::Flat,
-                    entries: vec![
-                        ("agentStop".into(), hook.clone()),
-                        ("subagentStop".into(), hook),
-                    ],
-                }),
-            );
-        }
-        AgentCli::Cursor => {
-            let hook = json!({"command": command});
-            push(
-                &files[0],
-                Edit::Hooks(HookSet {
-                    layout: Layout::Flat,
-                    entries: vec![
-                        ("stop".into(), hook.clone()),
-                        ("beforeSubmitPrompt".into(), hook),
-                    ],
-                }),
-            );
-            if args.mcp {
-                push(&files[1], mcp());
-            }
-        }
-    }
-    Ok(plans)
 }
 
 fn print_trust_note(agent: AgentCli, scope: Scope) {
