@@ -37,9 +37,26 @@ fn fixture_in(name: &str, ws: &Path) -> Vec<u8> {
     out
 }
 
+/// `input` as a new stop of Cursor's: each call a generation of its own
+/// (the fixtures' generation ids replaced), as Cursor sends them; one stop
+/// reaching gatehost twice is tests/hook_once.rs's.
+fn new_generation(input: &[u8]) -> Vec<u8> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut text = String::from_utf8(input.to_vec()).expect("UTF-8 fixture");
+    for id in [
+        "26b45fb6-bdea-439c-b2dc-5e97ee00ecea",
+        "7f1c0a9e-51b2-4d8e-9a43-0c6f3e2b8d11",
+    ] {
+        text = text.replace(id, &format!("generation-{}-{n}", std::process::id()));
+    }
+    text.into_bytes()
+}
+
 /// Runs `gatehost hook cursor --gates … --config … --max-retries N
-/// --state-dir …` with `input` on stdin.
+/// --state-dir …` with `input` on stdin (a new generation's stop).
 fn hook(s: &Scratch, m: &str, max_retries: u32, input: &[u8]) -> Answer {
+    let input = &new_generation(input)[..];
     let gates = s.write("gates.json", GATES);
     let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
     let state = s.out.join(format!("state-gatehost-test-{m}"));

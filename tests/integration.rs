@@ -39,6 +39,7 @@ mod doctor;
 mod hook_cost;
 mod hook_install;
 mod hook_install_qwen;
+mod hook_once;
 mod hostile_judge;
 mod hostile_shell;
 mod js_plugin;

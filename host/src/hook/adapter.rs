@@ -93,10 +93,31 @@ pub struct HookInput {
     /// `followup_message` as the next user message), which is no person
     /// speaking and so does not start the count again.
     pub prompt: Option<String>,
+    /// The CLI's id of the generation that stopped (Cursor's
+    /// `generation_id`), when it sends one: tells this stop from the next
+    /// when the same stop reaches gatehost twice ([`super::ledger`]).
+    pub generation_id: Option<String>,
+    /// A sub-agent's stop (Claude Code's `SubagentStop`, Copilot CLI's
+    /// `subagentStop`): the sub-agent's id (or type). `session_id` is then
+    /// the parent's; the sub-agent is counted on a retry budget of its own.
+    pub subagent: Option<String>,
+}
+
+impl HookInput {
+    /// The key the stop's standing (retry count) and stop ledger entry are
+    /// kept under: the session's id, or the parent session's id and the
+    /// sub-agent's for a sub-agent's stop.
+    pub fn standing_key(&self) -> String {
+        match &self.subagent {
+            Some(agent) => format!("{}/subagent/{agent}", self.session_id),
+            None => self.session_id.clone(),
+        }
+    }
 }
 
 /// What gatehost answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "answer", content = "text", rename_all = "kebab-case")]
 pub enum Answer {
     /// Nothing to say: let the agent go on (or stop).
     Proceed,
@@ -226,18 +247,33 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
 }
 
 /// The fields Claude Code, Codex and Gemini CLI share (Gemini names the
-/// last message `prompt_response`).
+/// last message `prompt_response`). Cursor, running Claude Code's project
+/// hooks, sends a Claude Code-compatible payload that may name the session
+/// and workspace its own way (`conversation_id`, `workspace_roots`) and
+/// carry its `generation_id`: read as fallbacks (from Cursor's
+/// documentation; not measured, Cursor is not on a registry here).
 #[derive(serde::Deserialize)]
 struct CommonInput {
     hook_event_name: Option<String>,
     session_id: Option<String>,
+    conversation_id: Option<String>,
     cwd: Option<String>,
+    #[serde(default)]
+    workspace_roots: Vec<String>,
     transcript_path: Option<String>,
     #[serde(alias = "prompt_response")]
     last_assistant_message: Option<String>,
     stop_hook_active: Option<bool>,
     prompt: Option<String>,
+    generation_id: Option<String>,
+    /// `SubagentStop`'s sub-agent (Claude Code, Qwen Code).
+    agent_id: Option<String>,
+    agent_type: Option<String>,
 }
+
+/// The event names of a sub-agent's stop, in the CLIs that read
+/// [`parse_common`]'s shape.
+const SUBAGENT_STOPS: [&str; 1] = ["SubagentStop"];
 
 /// Reads the hook JSON those three CLIs share; `point` maps the event's
 /// name (`None`: an event gatehost does not answer).
@@ -247,15 +283,38 @@ pub fn parse_common(
 ) -> Result<HookInput, HookError> {
     let i: CommonInput = parse_json(input)?;
     let event = required("hook_event_name", i.hook_event_name)?;
+    let subagent = if SUBAGENT_STOPS.contains(&event.as_str()) {
+        // A sub-agent's stop that names no sub-agent is still one: its own
+        // budget, under its type or a fixed name.
+        Some(
+            [i.agent_id, i.agent_type]
+                .into_iter()
+                .flatten()
+                .find(|a| !a.trim().is_empty())
+                .unwrap_or_else(|| "subagent".to_string()),
+        )
+    } else {
+        None
+    };
     let point = point(&event).ok_or(HookError::UnknownEvent(event))?;
+    let session_id = match (i.session_id, i.conversation_id) {
+        (Some(s), _) if !s.trim().is_empty() => Some(s),
+        (_, c) => c,
+    };
+    let cwd = match i.cwd {
+        Some(c) if !c.trim().is_empty() => Some(c),
+        _ => i.workspace_roots.into_iter().find(|r| !r.trim().is_empty()),
+    };
     Ok(HookInput {
         point,
-        session_id: required("session_id", i.session_id)?,
-        cwd: required("cwd", i.cwd)?.into(),
+        session_id: required("session_id", session_id)?,
+        cwd: required("cwd", cwd)?.into(),
         last_message: i.last_assistant_message.filter(|m| !m.trim().is_empty()),
         transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
         loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
         prompt: i.prompt.filter(|_| point == HookPoint::TurnStart),
+        generation_id: i.generation_id.filter(|g| !g.trim().is_empty()),
+        subagent: subagent.filter(|_| point == HookPoint::Stop),
     })
 }
 

@@ -89,6 +89,59 @@ mod tests {
     }
 
     #[test]
+    fn a_subagents_stop_is_its_own_and_a_parents_is_not() {
+        let raw = br#"{"hook_event_name":"SubagentStop","session_id":"p","cwd":"/w",
+            "agent_id":"a-7","agent_type":"general-purpose","last_assistant_message":"ok"}"#;
+        let i = Claude.parse(raw).unwrap();
+        assert_eq!(i.subagent.as_deref(), Some("a-7"));
+        assert_eq!(i.standing_key(), "p/subagent/a-7");
+        // No id: its type; neither: still a sub-agent's, under a fixed name.
+        let raw = br#"{"hook_event_name":"SubagentStop","session_id":"p","cwd":"/w","agent_type":"Explore"}"#;
+        assert_eq!(
+            Claude.parse(raw).unwrap().subagent.as_deref(),
+            Some("Explore")
+        );
+        let raw = br#"{"hook_event_name":"SubagentStop","session_id":"p","cwd":"/w"}"#;
+        assert_eq!(
+            Claude.parse(raw).unwrap().subagent.as_deref(),
+            Some("subagent")
+        );
+        // A parent's stop with an agent_id field (Qwen Code sends it when set)
+        // is the parent's.
+        let raw = br#"{"hook_event_name":"Stop","session_id":"p","cwd":"/w","agent_id":"x"}"#;
+        let i = Claude.parse(raw).unwrap();
+        assert_eq!(
+            (i.subagent.as_deref(), i.standing_key().as_str()),
+            (None, "p")
+        );
+    }
+
+    #[test]
+    fn cursors_claude_compatible_stop_is_read_with_its_own_names_as_fallbacks() {
+        let raw =
+            include_bytes!("../../../tests/fixtures/hooks/cursor/claude-compatible-stop.json");
+        let i = Claude.parse(raw).unwrap();
+        assert_eq!(i.point, HookPoint::Stop);
+        assert_eq!(i.session_id, "cdefee2d-2727-4b73-bf77-d9d830f31d2a");
+        assert_eq!(
+            i.generation_id.as_deref(),
+            Some("26b45fb6-bdea-439c-b2dc-5e97ee00ecea")
+        );
+        // Without session_id and cwd: the conversation and its first root.
+        let raw = br#"{"hook_event_name":"Stop","conversation_id":"c","workspace_roots":["","/r1","/r2"]}"#;
+        let i = Claude.parse(raw).unwrap();
+        assert_eq!(i.session_id, "c");
+        assert_eq!(i.cwd, std::path::PathBuf::from("/r1"));
+        // session_id wins over conversation_id; an empty one does not.
+        let raw =
+            br#"{"hook_event_name":"Stop","session_id":"s","conversation_id":"c","cwd":"/w"}"#;
+        assert_eq!(Claude.parse(raw).unwrap().session_id, "s");
+        let raw =
+            br#"{"hook_event_name":"Stop","session_id":" ","conversation_id":"c","cwd":"/w"}"#;
+        assert_eq!(Claude.parse(raw).unwrap().session_id, "c");
+    }
+
+    #[test]
     fn answers_are_json_with_exit_0() {
         let r = Claude.render(HookPoint::Stop, &Answer::Block("fix it".into()));
         let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();

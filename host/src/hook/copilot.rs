@@ -17,7 +17,8 @@
 //! is the next user message (the CLI ends the turn itself after 8 blocks in
 //! a row). The output must be an object; the CLI shows no message from a
 //! stop hook, so a stop with a message answers `{}` and leaves it on stderr.
-//! A sub-agent's stop shares its parent session's retry count.
+//! A sub-agent's stop (one with an `agentId`) is counted on a retry budget
+//! of its own, under its parent session.
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
@@ -55,10 +56,14 @@ impl Adapter for Copilot {
             None | Some("agentStop" | "subagentStop" | "Stop" | "SubagentStop") => {}
             Some(other) => return Err(HookError::UnknownEvent(other.to_string())),
         }
-        let mut hint = i.stop_hook_active.map(|a| format!("stop_hook_active={a}"));
-        if let Some(agent) = i.agent_id.filter(|a| !a.is_empty()) {
-            hint = Some(format!("{} agentId={agent}", hint.unwrap_or_default()));
+        let hint = i.stop_hook_active.map(|a| format!("stop_hook_active={a}"));
+        let subagent = match i.hook_event_name.as_deref() {
+            Some("subagentStop" | "SubagentStop") => {
+                Some(i.agent_id.clone().unwrap_or_else(|| "subagent".into()))
+            }
+            _ => i.agent_id.clone(),
         }
+        .filter(|a| !a.trim().is_empty());
         Ok(HookInput {
             point: HookPoint::Stop,
             session_id: required("sessionId", i.session_id)?,
@@ -67,6 +72,8 @@ impl Adapter for Copilot {
             transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
             loop_hint: hint,
             prompt: None,
+            generation_id: None,
+            subagent,
         })
     }
 
@@ -111,13 +118,16 @@ mod tests {
         assert_eq!(i.last_message, None);
         assert!(i.transcript_path.is_some());
         assert_eq!(i.loop_hint.as_deref(), Some("stop_hook_active=false"));
+        assert_eq!(i.subagent, None);
+        assert_eq!(i.standing_key(), SESSION);
         let i = Copilot.parse(STOP_RETRY.as_bytes()).unwrap();
         assert_eq!(i.loop_hint.as_deref(), Some("stop_hook_active=true"));
         let i = Copilot.parse(SUBAGENT_STOP.as_bytes()).unwrap();
         assert_eq!(i.point, HookPoint::Stop);
         assert_eq!(i.session_id, SESSION, "the parent's session");
         assert_eq!(i.last_message.as_deref(), Some("Found it."));
-        assert!(i.loop_hint.unwrap().contains("agentId=explore-1"));
+        assert_eq!(i.subagent.as_deref(), Some("explore-1"), "its own budget");
+        assert_eq!(i.standing_key(), format!("{SESSION}/subagent/explore-1"));
     }
 
     #[test]

@@ -46,6 +46,7 @@ struct Input {
     status: Option<String>,
     loop_count: Option<u64>,
     prompt: Option<String>,
+    generation_id: Option<String>,
 }
 
 /// `stop` statuses that are not the agent claiming it is done.
@@ -87,6 +88,8 @@ impl Adapter for Cursor {
             transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
             loop_hint: hint,
             prompt: i.prompt.filter(|_| point == HookPoint::TurnStart),
+            generation_id: i.generation_id.filter(|g| !g.trim().is_empty()),
+            subagent: None,
         })
     }
 

@@ -9,6 +9,8 @@
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
+//! - [`ledger`]: one decision per stop, when one stop reaches gatehost
+//!   twice (two registrations);
 //! - [`outcome`]: what each session's last stop came to, kept for scripts
 //!   (`gatehost hook status`);
 //! - [`transcript`]: the last assistant message from a CLI's transcript;
@@ -30,6 +32,7 @@ pub mod cursor;
 pub mod decide;
 pub mod gemini;
 pub mod install;
+pub mod ledger;
 pub mod outcome;
 pub mod qwen;
 pub mod state;

@@ -51,7 +51,8 @@ struct Record {
 /// One session's standing and the digest of the last block reason it was
 /// sent (a prompt with that text is gatehost's own follow-up, not a
 /// person's).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Session {
     pub standing: Standing,
     pub followup: Option<String>,
@@ -205,9 +206,42 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// Removes the standings (and their locks) untouched for longer than
+    /// `older_than`: sessions that never said they ended (a killed CLI, a
+    /// sub-agent's own count); returns how many. A session that comes back
+    /// after that long starts its count again.
+    pub fn prune(&self, older_than: std::time::Duration) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut pruned = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_standing = path.extension().is_some_and(|e| e == "json")
+                && entry.file_type().is_ok_and(|t| t.is_file());
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+            if is_standing && old && std::fs::remove_file(&path).is_ok() {
+                let _ = std::fs::remove_file(path.with_extension("lock"));
+                pruned += 1;
+            }
+        }
+        pruned
+    }
+}
+
 /// Takes `file`'s exclusive lock, trying again every few milliseconds
 /// until `deadline`.
-fn lock_by(file: &File, path: &Path, deadline: std::time::Instant) -> Result<(), StateError> {
+pub(super) fn lock_by(
+    file: &File,
+    path: &Path,
+    deadline: std::time::Instant,
+) -> Result<(), StateError> {
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(()),

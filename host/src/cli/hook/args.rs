@@ -23,6 +23,13 @@ pub struct HookArgs {
     /// not lie inside the workspace.
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// The gate file for a sub-agent's stop (Claude Code's and Qwen Code's
+    /// `SubagentStop`, Copilot CLI's `subagentStop`), counted on a retry
+    /// budget of the sub-agent's own; default: `--gates`. In daemon mode
+    /// (no `--gates`) a sub-agent's stop is gated only by this file, in the
+    /// hook; without it the stop goes on (the parent's turn-end is gated).
+    #[arg(long, value_name = "FILE")]
+    pub subagent_gates: Option<PathBuf>,
     /// Host configuration (TOML), for standalone mode (its `[hook] notify_url` is told when the
     /// agent is out of retries or a gate could not run). Must not lie inside the workspace.
     #[arg(long, value_name = "FILE")]
@@ -162,6 +169,13 @@ pub struct InstallArgs {
     /// Standalone hooks: the gate file they run (else they ask the daemon).
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// The gate file for a sub-agent's stop (Claude Code's and Qwen Code's
+    /// `SubagentStop`, Copilot CLI's `subagentStop`), counted on a retry
+    /// budget of the sub-agent's own; default: `--gates`. In daemon mode
+    /// (no `--gates`) a sub-agent's stop is gated only by this file, in the
+    /// hook; without it the stop goes on (the parent's turn-end is gated).
+    #[arg(long, value_name = "FILE")]
+    pub subagent_gates: Option<PathBuf>,
     /// The host configuration the hooks use.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -17,7 +17,7 @@
 
 use super::error::CliResult;
 use crate::hook::decide::{Input, decide, notice};
-use crate::hook::outcome::{KEPT_FOR, Outcomes, classify};
+use crate::hook::outcome::{KEPT_FOR, Outcomes, StopOutcome, classify};
 use crate::hook::state::{Session, StateDir, followup_digest};
 use crate::hook::{
     Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, adapter::trim_reason,
@@ -31,6 +31,7 @@ pub(in crate::cli) mod install;
 mod program;
 mod standalone;
 mod status;
+mod stop;
 
 pub use args::{HookArgs, HookCommand, Scope};
 
@@ -122,46 +123,57 @@ fn default_budget(adapter: &dyn Adapter) -> Duration {
 /// session's standing.
 fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Duration) -> Answer {
     let deadline = Instant::now() + budget;
-    let mut hook_config = None;
-    let what = match input.point {
+    match input.point {
         HookPoint::SessionStart => {
             if args.gates.is_none() {
                 daemon::greet(agent, args, input, deadline);
             }
-            return Answer::Proceed;
+            Answer::Proceed
         }
         HookPoint::TurnStart => {
             if args.gates.is_none() {
                 daemon::turn_start(agent, args, input, deadline);
             }
-            Input::Prompt
-        }
-        HookPoint::Stop => match &args.gates {
-            Some(gates) => {
-                let (what, config) = standalone::verdict(args, gates, input, deadline);
-                hook_config = config;
-                what
+            match StateDir::open(args.state_dir.as_deref()) {
+                Ok(state) => settle(agent, args, &state, input, Input::Prompt, None, deadline).0,
+                Err(e) => state_failure(input.point, &e.to_string()),
             }
-            None => daemon::verdict(agent, args, input, deadline),
-        },
+        }
+        HookPoint::Stop => stop::answer(agent, args, input, deadline),
         HookPoint::SessionEnd => {
             // The CLI gives a session's end a few seconds, not the budget:
             // half of what `hook install` wrote for it.
             let limit = crate::hook::adapter(agent).event_timeout(HookPoint::SessionEnd) / 2;
             end_session(agent, args, input, deadline.min(Instant::now() + limit));
-            return Answer::Proceed;
+            Answer::Proceed
         }
-    };
-    tracing::info!(agent = agent.name(), session = %input.session_id, input = ?what, "hook verdict");
-    let state = match StateDir::open(args.state_dir.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return state_failure(input.point, &e.to_string()),
-    };
+    }
+}
+
+/// What was decided for one hook call, under the session's lock: the
+/// answer, the session's standing after it and (for a stop) its outcome.
+type Settled = (Answer, Session, Option<StopOutcome>);
+
+/// Decides `what` against the standing of the call's session (a
+/// sub-agent's own, for a sub-agent's stop), records it (and a stop's
+/// outcome for `gatehost hook status`), and notifies where a person must
+/// act.
+fn settle(
+    agent: AgentCli,
+    args: &HookArgs,
+    state: &StateDir,
+    input: &HookInput,
+    what: Input,
+    hook_config: Option<&crate::config::HookConfig>,
+    deadline: Instant,
+) -> Settled {
+    tracing::info!(agent = agent.name(), session = %input.session_id, subagent = ?input.subagent, input = ?what, "hook verdict");
     let max = args.max_retries;
     let outcomes = Outcomes::under(state.path());
     let limit = crate::hook::adapter(agent).reason_limit();
     let prompt = input.prompt.as_deref().map(followup_digest);
-    match state.update_session(agent, &input.session_id, |session: &Session| {
+    let key = input.standing_key();
+    match state.update_session(agent, &key, |session: &Session| {
         // The CLI submitted gatehost's own block reason as the next prompt
         // (Cursor's followup_message): no person spoke.
         let own = what == Input::Prompt && prompt.is_some() && prompt == session.followup;
@@ -179,11 +191,11 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             _ => session.followup.clone(),
         };
         let notice = notice(session.standing, what, &d);
-        if input.point == HookPoint::Stop {
+        let outcome = (input.point == HookPoint::Stop).then(|| classify(what, &d.answer));
+        if let Some(outcome) = &outcome {
             // Under the session's lock, as the standing: for scripts after
             // a headless run (`gatehost hook status`).
-            let outcome = classify(what, &d.answer);
-            if let Err(e) = outcomes.record(agent, &input.session_id, &input.cwd, outcome) {
+            if let Err(e) = outcomes.record(agent, &key, &input.cwd, outcome.clone()) {
                 tracing::warn!(error = %e, "cannot keep the stop's outcome for `gatehost hook status`");
             }
         }
@@ -191,15 +203,19 @@ fn answer_input(agent: AgentCli, args: &HookArgs, input: &HookInput, budget: Dur
             standing: d.next,
             followup,
         };
-        (next, (d.answer, notice))
+        (next.clone(), (d.answer, next, outcome, notice))
     }) {
-        Ok((answer, notice)) => {
-            if let (Some(notice), Some(config)) = (notice, &hook_config) {
+        Ok((answer, next, outcome, notice)) => {
+            if let (Some(notice), Some(config)) = (notice, hook_config) {
                 standalone::notify(agent, config, input, &notice, deadline);
             }
-            answer
+            (answer, next, outcome)
         }
-        Err(e) => state_failure(input.point, &e.to_string()),
+        Err(e) => (
+            state_failure(input.point, &e.to_string()),
+            Session::default(),
+            None,
+        ),
     }
 }
 
@@ -210,6 +226,14 @@ fn end_session(agent: AgentCli, args: &HookArgs, input: &HookInput, deadline: In
         let pruned = Outcomes::under(state.path()).prune(KEPT_FOR);
         if pruned > 0 {
             tracing::info!(pruned, "stop records older than 30 days removed");
+        }
+        let pruned = crate::hook::ledger::StopLedger::under(state.path()).prune();
+        if pruned > 0 {
+            tracing::info!(pruned, "stop ledger entries older than 15 minutes removed");
+        }
+        let pruned = state.prune(KEPT_FOR);
+        if pruned > 0 {
+            tracing::info!(pruned, "retry counts untouched for 30 days removed");
         }
     }
     if args.gates.is_none() {

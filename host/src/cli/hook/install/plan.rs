@@ -152,7 +152,11 @@ pub(super) fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<Stri
         "hook".into(),
         args.agent.name().into(),
     ];
-    for (flag, file) in [("--gates", &args.gates), ("--config", &args.config)] {
+    for (flag, file) in [
+        ("--gates", &args.gates),
+        ("--subagent-gates", &args.subagent_gates),
+        ("--config", &args.config),
+    ] {
         if let Some(f) = file {
             let abs = std::fs::canonicalize(f)
                 .map_err(|e| CliError::input(format!("{flag} {}: {e}", f.display())).field(flag))?;
@@ -209,6 +213,7 @@ enum Unit {
 /// The events gatehost hooks in Claude Code.
 const CLAUDE_EVENTS: &[(&str, HookPoint)] = &[
     ("Stop", HookPoint::Stop),
+    ("SubagentStop", HookPoint::Stop),
     ("SessionStart", HookPoint::SessionStart),
     ("UserPromptSubmit", HookPoint::TurnStart),
     ("SessionEnd", HookPoint::SessionEnd),
