@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real agent CLIs that gatehost's whole-program tests run: Claude
 # Code (as a judge adapter and as a gated agent), Codex, Gemini CLI and Qwen
-# Code and GitHub Copilot CLI (as gated agents), each against the fake model API in tests/fake-model-api/.
+# Code, GitHub Copilot CLI and OpenCode (as gated agents), each against the fake model API in tests/fake-model-api/.
 # Their versions are pinned by tests/agent-clis/package.json and its
 # package-lock.json; `npm install --no-save` installs that tree into a project-local
 # directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
@@ -14,6 +14,11 @@
 # native binary (from the platform's optional dependency, about 400 MB) over
 # bin/claude.exe; it needs no Node.js at run time. Its package.json asks for
 # Node >= 22, which only makes npm warn under Node 20: the install works.
+#
+# OpenCode's (opencode-ai) is the same kind: its bin/opencode.exe is a stub
+# until its postinstall (postinstall.mjs) hard-links the native binary of
+# the platform's optional dependency (opencode-linux-x64, about 185 MB; a
+# Bun-compiled program, no Node.js at run time) over it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +30,7 @@ CODEX_VERSION=0.169.0
 GEMINI_CLI_VERSION=0.61.0
 QWEN_CODE_VERSION=0.24.4
 COPILOT_CLI_VERSION=1.0.102
+OPENCODE_VERSION=1.18.33
 
 dir=${GATEHOST_AGENT_CLIS_DIR:-target/agent-clis}
 mkdir -p "$dir"
@@ -34,12 +40,13 @@ bin=$dir/node_modules/.bin
 # True when every pinned version is installed from this lockfile and answers.
 installed() {
     cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
-        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] && [ -x "$bin/copilot" ] &&
+        [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] && [ -x "$bin/copilot" ] && [ -x "$bin/opencode" ] &&
         [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
         "$bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
         [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ] &&
         [ "$("$bin/qwen" --version 2>/dev/null)" = "$QWEN_CODE_VERSION" ] &&
-        "$bin/copilot" --version 2>/dev/null | grep -q "^GitHub Copilot CLI $COPILOT_CLI_VERSION"
+        "$bin/copilot" --version 2>/dev/null | grep -q "^GitHub Copilot CLI $COPILOT_CLI_VERSION" &&
+        [ "$("$bin/opencode" --version 2>/dev/null)" = "$OPENCODE_VERSION" ]
 }
 
 if ! installed; then
@@ -60,6 +67,13 @@ if ! installed; then
         [ -f "$pkg/install.cjs" ]; then
         (cd "$pkg" && node install.cjs >&2)
     fi
+    # The same for OpenCode: bin/opencode.exe stays the stub that prints
+    # "opencode-ai's postinstall script was not run".
+    pkg=$dir/node_modules/opencode-ai
+    if [ "$("$bin/opencode" --version 2>/dev/null)" != "$OPENCODE_VERSION" ] &&
+        [ -f "$pkg/postinstall.mjs" ]; then
+        (cd "$pkg" && node postinstall.mjs >&2)
+    fi
     if ! installed; then
         echo "error: the agent CLIs in $dir do not report the pinned versions:" >&2
         "$bin/claude" --version >&2 || true
@@ -67,6 +81,7 @@ if ! installed; then
         "$bin/gemini" --version >&2 || true
         "$bin/qwen" --version >&2 || true
         "$bin/copilot" --version >&2 || true
+        "$bin/opencode" --version >&2 || true
         exit 1
     fi
 fi
