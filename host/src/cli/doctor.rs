@@ -15,12 +15,13 @@
 //! never run gates in a workspace: a standalone dry run's stop is in a
 //! fresh, empty repository of its own.
 
+mod registered;
 mod shape;
 
+use registered::{cursor_runs_claude, duplicates, registrations};
+
 use super::error::{CliError, CliResult};
-use super::hook::install::files;
-use super::hook::{HookCommand, Scope};
-use crate::hook::install::{Layout, gatehost_hooks};
+use super::hook::HookCommand;
 use crate::hook::{AgentCli, HookPoint};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -121,7 +122,7 @@ impl Finding {
                 list(files)
             ),
             Finding::CursorRunsClaudeHooks { claude, cursor } => format!(
-                "Cursor runs Claude Code's project hooks ({}) as well as its own ({}): each Cursor stop here is gated twice; keep one",
+                "Cursor runs Claude Code's project hooks ({}) as well as its own ({}): each Cursor stop here reaches gatehost twice (gated once when both calls name the stop; see `gatehost docs agents`); keep one",
                 claude.display(),
                 cursor.display()
             ),
@@ -313,6 +314,7 @@ async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
         AgentCli::Cursor => "cursor-agent",
         AgentCli::Qwen => "qwen",
         AgentCli::Copilot => "copilot",
+        AgentCli::Opencode => "opencode",
     };
     let Some(program) = crate::supervise::find_on_path(name, std::env::var_os("PATH").as_deref())
     else {
@@ -335,86 +337,6 @@ async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
         _ => None,
     };
     (Some(program), version)
-}
-
-/// gatehost's hooks in `agent`'s files of both scopes.
-fn registrations(
-    agent: AgentCli,
-    project: &Path,
-    findings: &mut Vec<Finding>,
-) -> CliResult<Vec<Registration>> {
-    let layout = match agent {
-        AgentCli::Cursor | AgentCli::Copilot => Layout::Flat,
-        _ => Layout::Grouped,
-    };
-    let mut out = Vec::new();
-    for (scope, name) in [(Scope::User, "user"), (Scope::Project, "project")] {
-        let Some(file) = files(agent, scope, project)?.into_iter().next() else {
-            continue;
-        };
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                findings.push(Finding::Unreadable {
-                    file,
-                    problem: e.to_string(),
-                });
-                continue;
-            }
-        };
-        match gatehost_hooks(&text, layout) {
-            Ok(hooks) => out.extend(hooks.into_iter().map(|(event, command)| Registration {
-                scope: name,
-                file: file.clone(),
-                event,
-                command,
-            })),
-            Err(e) => findings.push(Finding::Unreadable {
-                file,
-                problem: e.to_string(),
-            }),
-        }
-    }
-    Ok(out)
-}
-
-/// An event with more than one gatehost registration.
-fn duplicates(agent: AgentCli, registrations: &[Registration]) -> Vec<Finding> {
-    let mut events: Vec<&str> = registrations.iter().map(|r| r.event.as_str()).collect();
-    events.sort_unstable();
-    events.dedup();
-    events
-        .into_iter()
-        .filter_map(|event| {
-            let files: Vec<PathBuf> = registrations
-                .iter()
-                .filter(|r| r.event == event)
-                .map(|r| r.file.clone())
-                .collect();
-            (files.len() > 1).then(|| Finding::Duplicate {
-                agent: agent.name().to_string(),
-                event: event.to_string(),
-                files,
-            })
-        })
-        .collect()
-}
-
-/// Claude Code's project Stop hook beside a Cursor stop hook.
-fn cursor_runs_claude(reports: &[AgentReport]) -> Option<Finding> {
-    let of = |agent: &str, event: &str, scope: Option<&str>| {
-        reports
-            .iter()
-            .filter(|a| a.agent == agent)
-            .flat_map(|a| &a.registrations)
-            .find(|r| r.event == event && scope.is_none_or(|s| r.scope == s))
-            .map(|r| r.file.clone())
-    };
-    Some(Finding::CursorRunsClaudeHooks {
-        claude: of("claude", "Stop", Some("project"))?,
-        cursor: of("cursor", "stop", None)?,
-    })
 }
 
 /// One registration's program, gates or daemon, and dry run.
@@ -479,6 +401,7 @@ fn check_registration(
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
         HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         HookCommand::Copilot(a) => (AgentCli::Copilot, a),
+        HookCommand::Opencode(a) => (AgentCli::Opencode, a),
         _ => return bad("is not `hook AGENT`".into()),
     };
     if answers != agent {

@@ -26,16 +26,19 @@ pub enum AgentCli {
     Qwen,
     /// GitHub Copilot CLI (`hooks/*.json`: `agentStop`, `subagentStop`).
     Copilot,
+    /// OpenCode (gatehost's plugin in `opencode/plugin/`: `session.idle`).
+    Opencode,
 }
 
 impl AgentCli {
-    pub const ALL: [AgentCli; 6] = [
+    pub const ALL: [AgentCli; 7] = [
         AgentCli::Claude,
         AgentCli::Codex,
         AgentCli::Gemini,
         AgentCli::Cursor,
         AgentCli::Qwen,
         AgentCli::Copilot,
+        AgentCli::Opencode,
     ];
 
     /// The CLI named `name` (as [`AgentCli::name`] gives it).
@@ -53,6 +56,7 @@ impl AgentCli {
             AgentCli::Cursor => "cursor",
             AgentCli::Qwen => "qwen",
             AgentCli::Copilot => "copilot",
+            AgentCli::Opencode => "opencode",
         }
     }
 }
@@ -95,7 +99,7 @@ pub struct HookInput {
     pub prompt: Option<String>,
     /// The CLI's id of the generation that stopped (Cursor's
     /// `generation_id`), when it sends one: tells this stop from the next
-    /// when the same stop reaches gatehost twice ([`super::ledger`]).
+    /// when the same stop reaches gatehost twice (the stop ledger).
     pub generation_id: Option<String>,
     /// A sub-agent's stop (Claude Code's `SubagentStop`, Copilot CLI's
     /// `subagentStop`): the sub-agent's id (or type). `session_id` is then
@@ -266,9 +270,11 @@ struct CommonInput {
     stop_hook_active: Option<bool>,
     prompt: Option<String>,
     generation_id: Option<String>,
-    /// `SubagentStop`'s sub-agent (Claude Code, Qwen Code).
+    /// `SubagentStop`'s sub-agent (Claude Code, Qwen Code), and its own
+    /// transcript (`transcript_path` is the parent's there).
     agent_id: Option<String>,
     agent_type: Option<String>,
+    agent_transcript_path: Option<String>,
 }
 
 /// The event names of a sub-agent's stop, in the CLIs that read
@@ -310,7 +316,16 @@ pub fn parse_common(
         session_id: required("session_id", session_id)?,
         cwd: required("cwd", cwd)?.into(),
         last_message: i.last_assistant_message.filter(|m| !m.trim().is_empty()),
-        transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
+        // A sub-agent's stop is told by (and its last message read from) its
+        // own transcript: the parent's does not grow while the sub-agent
+        // runs (measured with Claude Code 2.1.332), so two of its stops
+        // would look like one.
+        transcript_path: match subagent {
+            Some(_) => i.agent_transcript_path,
+            None => i.transcript_path,
+        }
+        .filter(|p| !p.is_empty())
+        .map(Into::into),
         loop_hint: i.stop_hook_active.map(|a| format!("stop_hook_active={a}")),
         prompt: i.prompt.filter(|_| point == HookPoint::TurnStart),
         generation_id: i.generation_id.filter(|g| !g.trim().is_empty()),

@@ -69,7 +69,13 @@ impl Adapter for Copilot {
             session_id: required("sessionId", i.session_id)?,
             cwd: required("cwd", i.cwd)?.into(),
             last_message: i.response.filter(|m| !m.trim().is_empty()),
-            transcript_path: i.transcript_path.filter(|p| !p.is_empty()).map(Into::into),
+            // A sub-agent's stop names its parent's transcript, which need
+            // not grow between two of the sub-agent's stops: not a mark of
+            // this stop (nor where its message is: `response` has it).
+            transcript_path: i
+                .transcript_path
+                .filter(|p| !p.is_empty() && subagent.is_none())
+                .map(Into::into),
             loop_hint: hint,
             prompt: None,
             generation_id: None,

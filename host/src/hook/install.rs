@@ -2,7 +2,8 @@
 //! text, and taking exactly them out again: hooks (Claude Code, Codex and
 //! Gemini CLI group them as `hooks.<Event>[] = {matcher?, hooks: [...]}`;
 //! Cursor lists them flat as `hooks.<event>[] = {command}`) and MCP servers
-//! (`mcpServers.<name>`).
+//! (`mcpServers.<name>`); and gatehost's own OpenCode plugin file
+//! ([`opencode_plugin`]).
 //!
 //! It owns the edit: comments, key order and formatting of everything else
 //! are kept (a concrete syntax tree, `jsonc-parser`), an entry already as
@@ -12,8 +13,12 @@
 //! atomic writes.
 
 mod codex;
+mod opencode;
 
 pub use codex::{codex_config_mcp, codex_config_trust, codex_trust};
+pub use opencode::{
+    PLUGIN_ASSET, PLUGIN_FILE, is_gatehost_plugin, opencode_plugin, plugin_command,
+};
 
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstArray, CstInputValue, CstNode, CstObject, CstRootNode};

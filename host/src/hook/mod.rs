@@ -5,7 +5,7 @@
 //!   [`HookInput`], write an [`Answer`] in its own format) and the shared
 //!   parsing rules (UTF-8 BOM, unknown fields);
 //! - [`claude`], [`codex`], [`gemini`], [`cursor`], [`qwen`],
-//!   [`copilot`]: one adapter per CLI;
+//!   [`copilot`], [`opencode`]: one adapter per CLI;
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
@@ -33,6 +33,7 @@ pub mod decide;
 pub mod gemini;
 pub mod install;
 pub mod ledger;
+pub mod opencode;
 pub mod outcome;
 pub mod qwen;
 pub mod state;
@@ -49,5 +50,6 @@ pub fn adapter(agent: AgentCli) -> &'static dyn Adapter {
         AgentCli::Cursor => &cursor::Cursor,
         AgentCli::Qwen => &qwen::Qwen,
         AgentCli::Copilot => &copilot::Copilot,
+        AgentCli::Opencode => &opencode::OpenCode,
     }
 }

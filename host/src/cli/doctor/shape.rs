@@ -22,6 +22,8 @@ fn known_keys(agent: AgentCli) -> &'static [&'static str] {
         ],
         AgentCli::Cursor => &["followup_message", "continue"],
         AgentCli::Copilot => &["decision", "reason", "modifiedResponse"],
+        // What gatehost's plugin reads (host/assets/opencode/gatehost.js).
+        AgentCli::Opencode => &["decision", "reason", "systemMessage"],
     }
 }
 
@@ -40,9 +42,11 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
         // always answers JSON).
         return match agent {
             AgentCli::Claude | AgentCli::Codex => Ok(()),
-            AgentCli::Gemini | AgentCli::Cursor | AgentCli::Qwen | AgentCli::Copilot => {
-                Err("nothing on stdout: this CLI reads a JSON object".into())
-            }
+            AgentCli::Gemini
+            | AgentCli::Cursor
+            | AgentCli::Qwen
+            | AgentCli::Copilot
+            | AgentCli::Opencode => Err("nothing on stdout: this CLI reads a JSON object".into()),
         };
     }
     let v: Value = serde_json::from_str(text)
@@ -59,6 +63,7 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
             // isBlockingDecision in 0.24.4.
             AgentCli::Qwen => &["block", "deny"],
             AgentCli::Copilot => &["block", "allow"],
+            AgentCli::Opencode => &["block"],
             _ => &["block", "approve"],
         };
         if !d.as_str().is_some_and(|d| allowed.contains(&d)) {
@@ -102,6 +107,10 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
             "stopReason": "end_turn", "stop_hook_active": false}),
         AgentCli::Cursor => json!({"conversation_id": id, "hook_event_name": "stop",
             "status": "completed", "loop_count": 0, "workspace_roots": [cwd]}),
+        AgentCli::Opencode => json!({"hook_event_name": "session.idle", "session_id": id,
+            "cwd": cwd, "worktree": cwd, "parent_session_id": null,
+            "last_assistant_message": message, "stop_hook_active": false,
+            "can_continue": true, "opencode_mode": "doctor"}),
     }
     .to_string()
 }
@@ -109,7 +118,7 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
 /// The end of session `id`, for the CLIs whose hooks have one.
 pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
     match agent {
-        AgentCli::Cursor | AgentCli::Copilot => None,
+        AgentCli::Cursor | AgentCli::Copilot | AgentCli::Opencode => None,
         _ => Some(
             json!({"session_id": id, "cwd": cwd, "hook_event_name": "SessionEnd", "reason": "exit"})
                 .to_string(),

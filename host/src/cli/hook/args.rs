@@ -40,7 +40,7 @@ pub struct HookArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub max_retries: u32,
     /// The most the hook takes (`50s`, `2m`, ms). The CLI itself waits 600 s
-    /// for a hook (Claude Code, Codex: the timeout `hook install` writes) or
+    /// for a hook (Claude Code, Codex, gatehost's OpenCode plugin: the timeout `hook install` writes) or
     /// 60 s (Gemini CLI, Cursor, Qwen Code) or 30 s (Copilot CLI); the default budget is a tenth (at least
     /// 5 s) less: 540 s, 54 s or 25 s. A session's end takes at most 1.5 s (the
     /// CLIs give it 3 s).
@@ -91,6 +91,9 @@ pub enum HookCommand {
     /// Answer a GitHub Copilot CLI hook (agentStop, subagentStop).
     #[command(after_help = AFTER_HELP)]
     Copilot(HookArgs),
+    /// Answer gatehost's OpenCode plugin (session.idle).
+    #[command(after_help = AFTER_HELP)]
+    Opencode(HookArgs),
     /// Add gatehost's hooks to an agent CLI's own configuration (merged,
     /// idempotent, the original kept for `uninstall`).
     #[command(after_help = INSTALL_AFTER_HELP)]

@@ -19,7 +19,7 @@ use super::args::{InstallArgs, Scope, UninstallArgs};
 use super::program::this_program;
 use crate::hook::install::{
     Layout, add_hooks, add_mcp_server, codex_config_mcp, codex_config_trust, codex_trust,
-    remove_hooks, remove_mcp_server,
+    is_gatehost_plugin, opencode_plugin, remove_hooks, remove_mcp_server,
 };
 
 use crate::hook::AgentCli;
@@ -144,6 +144,8 @@ pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
                     without_ours(&path, &current, &texts).map_err(|m| edit_error(&path, &m))?;
                 if !existed || stripped == current {
                     Restore::Nothing
+                } else if stripped.is_empty() && is_gatehost_plugin(&current) {
+                    Restore::Delete
                 } else {
                     Restore::Bytes(stripped)
                 }
@@ -200,6 +202,19 @@ fn apply(edit: &Edit, text: &str, texts: &Texts) -> Result<String, String> {
             codex_config_trust(text, &old, &new)
         }
         Edit::CodexMcp { command, args } => codex_config_mcp(text, MCP_NAME, Some((command, args))),
+        Edit::Plugin {
+            command,
+            args,
+            timeout_ms,
+        } => {
+            if !text.trim().is_empty() && !is_gatehost_plugin(text) {
+                return Err(
+                    "is not gatehost's plugin (another program's?): move it aside or remove it"
+                        .to_string(),
+                );
+            }
+            opencode_plugin(command, args, *timeout_ms)
+        }
     }
     .map_err(|e| e.to_string())
 }
@@ -208,6 +223,15 @@ fn apply(edit: &Edit, text: &str, texts: &Texts) -> Result<String, String> {
 /// either layout and the MCP server, or in Codex's `config.toml` the trust
 /// of gatehost's hooks in the `hooks.json` beside it (as `texts` has it).
 fn without_ours(path: &Path, text: &str, texts: &Texts) -> Result<String, String> {
+    if path.extension().is_some_and(|e| e == "js") {
+        // A plugin file is gatehost's whole (nothing of it is kept) or
+        // another program's (all of it is).
+        return Ok(if is_gatehost_plugin(text) {
+            String::new()
+        } else {
+            text.to_string()
+        });
+    }
     if path.file_name().is_some_and(|n| n == "config.toml") {
         let mut keys = Vec::new();
         for (p, (before, _)) in texts {

@@ -43,6 +43,7 @@ pub(super) fn run(command: HookCommand) -> CliResult<i32> {
         HookCommand::Cursor(a) => (AgentCli::Cursor, a),
         HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         HookCommand::Copilot(a) => (AgentCli::Copilot, a),
+        HookCommand::Opencode(a) => (AgentCli::Opencode, a),
         HookCommand::Install(a) => return install::install(&a),
         HookCommand::Uninstall(a) => return install::uninstall(&a),
         HookCommand::Status(a) => return status::status(&a),
@@ -277,6 +278,7 @@ mod tests {
             (AgentCli::Cursor, 60, 54),
             (AgentCli::Qwen, 60, 54),
             (AgentCli::Copilot, 30, 25),
+            (AgentCli::Opencode, 600, 540),
         ] {
             let a = crate::hook::adapter(agent);
             assert_eq!(a.cli_timeout(), Duration::from_secs(cli), "{agent:?}");

@@ -10,7 +10,7 @@
 use super::super::super::error::{CliError, CliResult};
 use super::super::args::{InstallArgs, Scope};
 use super::super::program::Program;
-use crate::hook::install::{HookSet, Layout};
+use crate::hook::install::{HookSet, Layout, PLUGIN_FILE};
 use crate::hook::{AgentCli, HookPoint};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -32,6 +32,13 @@ pub(super) enum Edit {
     CodexMcp {
         command: String,
         args: Vec<String>,
+    },
+    /// OpenCode: the whole file is gatehost's plugin, running this program
+    /// with these arguments (no shell), waiting at most `timeout_ms`.
+    Plugin {
+        command: String,
+        args: Vec<String>,
+        timeout_ms: u64,
     },
 }
 
@@ -101,6 +108,15 @@ pub(in crate::cli) fn files(
         (AgentCli::Copilot, Scope::Project) => {
             vec![project()?.join(".github/hooks/gatehost.json")]
         }
+        (AgentCli::Opencode, Scope::User) => {
+            let config = env_dir("XDG_CONFIG_HOME")
+                .filter(|d| d.is_absolute())
+                .map_or_else(|| home().map(|h| h.join(".config")), Ok)?;
+            vec![config.join("opencode/plugin").join(PLUGIN_FILE)]
+        }
+        (AgentCli::Opencode, Scope::Project) => {
+            vec![project()?.join(".opencode/plugin").join(PLUGIN_FILE)]
+        }
         (AgentCli::Cursor, Scope::User) => {
             let h = home()?;
             vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
@@ -147,6 +163,18 @@ fn daemon_words(args: &InstallArgs) -> CliResult<Vec<String>> {
 /// The hook command gatehost installs: `program` (see [`super::program`]),
 /// `hook AGENT`, and the options given.
 pub(super) fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<String> {
+    let words = hook_words(args, program)?;
+    let quoted: Result<Vec<String>, _> = words
+        .iter()
+        .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
+        .collect();
+    quoted
+        .map(|q| q.join(" "))
+        .map_err(|e| CliError::input(format!("cannot quote the hook command: {e}")))
+}
+
+/// [`hook_command`]'s words, unquoted: the program, then its arguments.
+fn hook_words(args: &InstallArgs, program: &Path) -> CliResult<Vec<String>> {
     let mut words = vec![
         program.display().to_string(),
         "hook".into(),
@@ -192,13 +220,7 @@ pub(super) fn hook_command(args: &InstallArgs, program: &Path) -> CliResult<Stri
                 .to_string(),
         );
     }
-    let quoted: Result<Vec<String>, _> = words
-        .iter()
-        .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
-        .collect();
-    quoted
-        .map(|q| q.join(" "))
-        .map_err(|e| CliError::input(format!("cannot quote the hook command: {e}")))
+    Ok(words)
 }
 
 /// The unit of a CLI's hook `timeout`.
@@ -340,6 +362,19 @@ pub(super) fn plan(
                         ("subagentStop".into(), hook),
                     ],
                 }),
+            );
+        }
+        AgentCli::Opencode => {
+            let mut words = hook_words(args, &program.path)?.into_iter();
+            let command = words.next().unwrap_or_default();
+            push(
+                &files[0],
+                Edit::Plugin {
+                    command,
+                    args: words.collect(),
+                    timeout_ms: u64::try_from(adapter.cli_timeout().as_millis())
+                        .unwrap_or(u64::MAX),
+                },
             );
         }
         AgentCli::Cursor => {
