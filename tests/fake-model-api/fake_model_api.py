@@ -15,17 +15,35 @@ Usage:
 
 --script FILE is a JSON array of steps, one per model call in arrival order
 (counted across every provider's model route; token counting and probes do
-not count); calls past the end get the last step. A step is an object:
+not count). A step is an object:
     "text": the assistant's text (default "");
     "hold_until": a path; the answer waits until that file exists (polled every
         20 ms, at most 120 s), so a test can act between two model calls;
-    provider modules may read more keys (a tool call, say).
+    "tool_use" (Anthropic route): {"names": [NAME, ...], "input": {...}} (or
+        "name": NAME), or a list of such objects: the answer calls the first
+        of the names that the request's `tools` offer, with that input (after
+        the text, when the text is not empty), id "toolu_fake_...",
+        stop_reason "tool_use". An entry none of whose names is offered is
+        dropped; with none left the step is answered as plain text, end_turn
+        (and still used up), so a request that cannot run the tool (a
+        sub-agent's, a side call's) is never handed it;
+    matchers, each optional: "when_tools" / "unless_tools" (a name or a list:
+        the request offers at least one / none of them), "when_system" /
+        "unless_system" (a string or a list: the request's system prompt
+        contains all / none of them). A step with matchers applies only to a
+        request they all hold for;
+    provider modules may read more keys.
+Each model call takes the first step not yet used whose matchers hold for
+it; when none is left, the last step whose matchers hold (used or not), and
+when no step holds at all, an empty text. Without matchers this is plain
+arrival order, the last step repeating past the end.
 --reply TEXT is the script [{"text": TEXT}].
 
 Once listening on 127.0.0.1 it writes the port number to --port-file
 (atomically: temp file then rename). Each request is appended to --log as one
 JSON line: {"method", "path", "headers" (lowercased names), "body" (parsed JSON
-if it is JSON, else text)}. It exits cleanly on SIGTERM or SIGINT.
+if it is JSON, else text)}, and for a model call "step": the index of the
+script step that answered it (null: none held). It exits cleanly on SIGTERM or SIGINT.
 
 Standard library only; see README.md beside it for how the CLI is pointed here.
 """
@@ -60,6 +78,57 @@ def message_usage(input_tokens, output_tokens):
     }
 
 
+def _names(value):
+    """A matcher's value as a list of strings (one string, or a list)."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def offered_tools(req):
+    """The tool names a model request offers: Anthropic's and the OpenAI
+    Responses API's `tools[].name`, Chat Completions' `tools[].function.name`,
+    Gemini's `tools[].functionDeclarations[].name`."""
+    names = []
+    for tool in req.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if isinstance(tool.get("name"), str):
+            names.append(tool["name"])
+        elif isinstance(tool.get("function"), dict):
+            names.append(str(tool["function"].get("name")))
+        for decl in tool.get("functionDeclarations") or []:
+            if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                names.append(decl["name"])
+    return names
+
+
+def system_text(req):
+    """The request's system prompt as one string (Anthropic's `system`, a
+    string or text blocks; else Responses' `instructions`)."""
+    system = req.get("system", req.get("instructions"))
+    if isinstance(system, list):
+        return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return system if isinstance(system, str) else ""
+
+
+def step_matches(step, req):
+    """Whether a script step applies to this request: every matcher the step
+    has must hold (a step without matchers applies to any request)."""
+    tools = offered_tools(req)
+    when = _names(step.get("when_tools"))
+    if when and not any(n in tools for n in when):
+        return False
+    if any(n in tools for n in _names(step.get("unless_tools"))):
+        return False
+    system = system_text(req)
+    if any(t not in system for t in _names(step.get("when_system"))):
+        return False
+    if any(t in system for t in _names(step.get("unless_system"))):
+        return False
+    return True
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-model-api/1"
@@ -69,20 +138,31 @@ class Handler(BaseHTTPRequestHandler):
     log_path = ""
     log_lock = threading.Lock()
     calls = 0
+    consumed = set()  # indexes of the script's steps already used
     calls_lock = threading.Lock()
 
-    def next_step(self):
-        """The script's step for this model call; waits for its hold_until file."""
+    def pick_step(self, req):
+        """This model call's step and its index in the script (see the docstring)."""
         with self.calls_lock:
-            index = Handler.calls
             Handler.calls += 1
-        step = self.script[min(index, len(self.script) - 1)]
+            for i, step in enumerate(self.script):
+                if i not in Handler.consumed and step_matches(step, req):
+                    Handler.consumed.add(i)
+                    return i, step
+            # Past the end: the last step that matches, consumed or not.
+            for i in range(len(self.script) - 1, -1, -1):
+                if step_matches(self.script[i], req):
+                    return i, self.script[i]
+        return None, {"text": ""}
+
+    @staticmethod
+    def hold(step):
+        """Waits for the step's hold_until file (polled every 20 ms, at most 120 s)."""
         hold = step.get("hold_until")
         if hold:
             deadline = time.monotonic() + 120
             while not os.path.exists(hold) and time.monotonic() < deadline:
                 time.sleep(0.02)
-        return step
 
     def log_message(self, fmt, *args):  # keep stderr quiet; the log file says it all
         pass
@@ -108,13 +188,15 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return text
 
-    def _record(self, body):
+    def _record(self, body, step=None):
         entry = {
             "method": self.command,
             "path": self.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": body,
         }
+        if step is not None:
+            entry["step"] = step
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self.log_lock, open(self.log_path, "a", encoding="utf-8") as f:
             f.write(line)
@@ -130,14 +212,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self):
         body = self._read_body() if self.command in ("POST", "PUT", "PATCH") else None
-        self._record(body)
         path = urlsplit(self.path).path.rstrip("/")
         route = MODEL_ROUTES.get(path) if self.command == "POST" else None
         if route is None and self.command == "POST":
             route = next((r for p, r in MODEL_ROUTE_PATTERNS if p.fullmatch(path)), None)
         if route is not None:
-            route(self, body if isinstance(body, dict) else {}, self.next_step())
-        elif self.command == "POST" and path == "/v1/messages/count_tokens":
+            req = body if isinstance(body, dict) else {}
+            index, step = self.pick_step(req)
+            self._record(body, step=index)  # logged at once, even when held
+            self.hold(step)
+            route(self, req, step)
+            return
+        self._record(body)
+        if self.command == "POST" and path == "/v1/messages/count_tokens":
             payload = body if isinstance(body, dict) else {}
             self._send_json(200, {"input_tokens": count_tokens(payload.get("messages", []))})
         elif self.command == "HEAD":
@@ -161,22 +248,48 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def tool_calls(step, req):
+    """The step's tool calls that this request can take: for each entry of
+    `tool_use` (one object or a list), the first of its `names` (or its
+    `name`) that the request's `tools` offer, with its `input`. Entries none
+    of whose names are offered are dropped."""
+    entries = step.get("tool_use")
+    if entries is None:
+        return []
+    if isinstance(entries, dict):
+        entries = [entries]
+    offered = offered_tools(req)
+    calls = []
+    for entry in entries:
+        names = _names(entry.get("names")) or _names(entry.get("name"))
+        name = next((n for n in names if n in offered), None)
+        if name is not None:
+            calls.append({"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:24],
+                          "name": name, "input": entry.get("input", {})})
+    return calls
+
+
 def anthropic_messages(handler, req, step):
-    """POST /v1/messages: the step's text, stop_reason end_turn."""
+    """POST /v1/messages: the step's text (when not empty) and tool calls
+    (when it has `tool_use` and the request offers the tool), stop_reason
+    `tool_use` if there is a tool call, else `end_turn`."""
     reply = step.get("text", "")
+    calls = tool_calls(step, req)
     model = req.get("model") or MODEL_FALLBACK
     msg_id = "msg_fake_" + uuid.uuid4().hex[:24]
     input_tokens = count_tokens([req.get("system"), req.get("messages")])
-    output_tokens = count_tokens(reply)
-    # Always plain text with end_turn, even when tools are offered, so an
-    # agent loop stops after one turn.
+    # Plain text with end_turn unless the step calls a tool the request
+    # offers, so an agent loop stops after one turn.
+    content = ([{"type": "text", "text": reply}] if reply or not calls else []) + calls
+    stop_reason = "tool_use" if calls else "end_turn"
+    output_tokens = count_tokens(content if calls else reply)
     message = {
         "id": msg_id,
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": reply}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": message_usage(input_tokens, output_tokens),
     }
@@ -185,16 +298,24 @@ def anthropic_messages(handler, req, step):
         return
     start = dict(message, content=[], stop_reason=None,
                  usage=message_usage(input_tokens, 1))
-    events = [
-        ("message_start", {"type": "message_start", "message": start}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-        ("ping", {"type": "ping"}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": reply}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    events = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            first = dict(block, input={})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(("content_block_start", {"type": "content_block_start",
+                                               "index": index, "content_block": first}))
+        if index == 0:
+            events.append(("ping", {"type": "ping"}))
+        events.append(("content_block_delta", {"type": "content_block_delta",
+                                               "index": index, "delta": delta}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events += [
         ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                            "usage": {"output_tokens": output_tokens}}),
         ("message_stop", {"type": "message_stop"}),
     ]
