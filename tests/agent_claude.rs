@@ -20,14 +20,14 @@ const NUDGE: &str = "did not pass";
 
 /// A Claude Code run's private places (config with the hooks, home, tmp),
 /// all under the scratch area and outside the workspace.
-struct Claude {
+pub(crate) struct Claude {
     config: PathBuf,
     home: PathBuf,
     tmp: PathBuf,
 }
 
 impl Claude {
-    fn new(s: &Scratch, marker: &str) -> Claude {
+    pub(crate) fn new(s: &Scratch, marker: &str) -> Claude {
         let root = s.out.join(format!("claude-{marker}"));
         let c = Claude {
             config: root.join("config"),
@@ -40,17 +40,17 @@ impl Claude {
         c
     }
 
-    /// User-scope settings: `hook` on Stop, SessionStart, UserPromptSubmit
-    /// and SessionEnd.
-    fn hooks(&self, hook: &str) {
+    /// User-scope settings: `hook` on Stop, SubagentStop, SessionStart,
+    /// UserPromptSubmit and SessionEnd.
+    pub(crate) fn hooks(&self, hook: &str) {
         let entry = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 120}]}]);
         let settings = json!({"hooks": {
-            "Stop": entry, "SessionStart": entry, "UserPromptSubmit": entry, "SessionEnd": entry,
+            "Stop": entry, "SubagentStop": entry, "SessionStart": entry, "UserPromptSubmit": entry, "SessionEnd": entry,
         }});
         std::fs::write(self.config.join("settings.json"), settings.to_string()).expect("settings");
     }
 
-    fn start(
+    pub(crate) fn start(
         &self,
         ws: &Path,
         api: &FakeApi,
@@ -229,7 +229,7 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_the_user_is_told() {
 
 /// `gatehost hook status ARGS --json` on the test's hook state directory:
 /// its exit code and record.
-fn hook_status(s: &Scratch, marker: &str, args: &[&str]) -> (i32, Value) {
+pub(crate) fn hook_status(s: &Scratch, marker: &str, args: &[&str]) -> (i32, Value) {
     let state = s.out.join(format!("gatehost-test-{marker}"));
     let mut all = vec![
         "hook",

@@ -8,7 +8,7 @@
 
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{CliRun, Scratch, allow_config, run_gatehost};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `gatehost ARGS` with HOME (and nothing else of the user's) in the
 /// scratch area.
@@ -239,9 +239,15 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
     );
     // The dry runs of Claude Code's and Cursor's hooks answered in shape.
     assert!(!names.contains(&"dry-run".to_string()), "{v}");
+    let reported: Vec<&str> = v["agents"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["agent"].as_str()).collect())
+        .unwrap_or_default();
     assert_eq!(
-        json!(v["agents"].as_array().map(Vec::len)),
-        json!(6),
-        "every CLI is reported"
+        reported,
+        [
+            "claude", "codex", "gemini", "cursor", "qwen", "copilot", "opencode"
+        ],
+        "every CLI is reported, in order: {v}"
     );
 }

@@ -146,7 +146,9 @@ Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/setti
 Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
 or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json;
 Qwen Code ~/.qwen/settings.json ($QWEN_HOME) or .qwen/settings.json;
-Copilot CLI ~/.copilot/hooks/gatehost.json ($COPILOT_HOME) or .github/hooks/gatehost.json.
+Copilot CLI ~/.copilot/hooks/gatehost.json ($COPILOT_HOME) or .github/hooks/gatehost.json;
+OpenCode ~/.config/opencode/plugin/gatehost.js ($XDG_CONFIG_HOME) or .opencode/plugin/gatehost.js
+(gatehost's plugin, run by `opencode serve` and the TUI; plain `opencode run` cannot be sent back).
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 

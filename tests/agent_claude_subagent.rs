@@ -1,11 +1,3 @@
-//! DRAFT, not compiled yet (written without cargo; see SUBAGENT-FINDINGS.md).
-//! To use: rename to tests/agent_claude_subagent.rs, add
-//! `mod agent_claude_subagent;` to tests/integration.rs, and in
-//! tests/agent_claude.rs make `Claude`, `Claude::new`, `Claude::start` and
-//! `hook_status` `pub(crate)` and add `"SubagentStop": entry` to the events
-//! `Claude::hooks` registers (harmless for its other tests: no sub-agent
-//! runs there).
-//!
 //! The real Claude Code CLI (2.1.332) starts a sub-agent (the `Agent` tool,
 //! in the foreground) because the fake Anthropic API tells it to, and
 //! `gatehost hook claude --gates PARENT --subagent-gates SUB` answers its
@@ -14,11 +6,9 @@
 //! parent's stop is gated by the parent's gates, and the two are counted
 //! and recorded apart (`claude:SESSION` and `claude:SESSION/subagent/AGENT`).
 //!
-//! Both tests fail with the hook as of the lead's WIP of 2026-12-03: a
-//! sub-agent's stops all carry the parent's `transcript_path`, which does
-//! not grow while the sub-agent runs, so the stop ledger takes each of them
-//! for the first and replays its block (measured: 9 SubagentStops, all
-//! blocked, until Claude Code's own cap of 8 re-prompts; see the findings).
+//! A sub-agent's stops all carry the parent's `transcript_path`, which
+//! does not grow while the sub-agent runs: the hook tells them apart by the
+//! sub-agent's own `agent_transcript_path` (docs/claude-subagent-findings.md).
 
 use crate::agent_claude::{Claude, hook_status};
 use crate::common;
@@ -137,7 +127,10 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     let sub_retry = call_for_step(&api, 2);
     let agent = agent_id(&sub_retry).expect("a sub-agent's request");
     let body = sub_retry["body"].to_string();
-    assert!(body.contains(NUDGE) && body.contains("test -f SUB-OK"), "{body}");
+    assert!(
+        body.contains(NUDGE) && body.contains("test -f SUB-OK"),
+        "{body}"
+    );
     assert!(!body.contains("test -f PARENT-OK"), "{body}");
     let so_far = api.model_calls(MODEL_ROUTE);
     assert_eq!(agent_id(&so_far[0]), None, "the parent's first call");
@@ -157,13 +150,19 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     let parent_retry = call_for_step(&api, 4);
     assert_eq!(agent_id(&parent_retry), None);
     let body = parent_retry["body"].to_string();
-    assert!(body.contains(NUDGE) && body.contains("test -f PARENT-OK"), "{body}");
+    assert!(
+        body.contains(NUDGE) && body.contains("test -f PARENT-OK"),
+        "{body}"
+    );
     std::fs::write(s.ws.join("PARENT-OK"), "").expect("fix the parent's work");
     std::fs::write(&release_parent, "").expect("release");
     let out = run.finish(T);
 
     assert!(out.status.success(), "{out:?}");
-    assert!(out.stdout.contains("PARENT: fixed, PARENT-OK exists now."), "{out:?}");
+    assert!(
+        out.stdout.contains("PARENT: fixed, PARENT-OK exists now."),
+        "{out:?}"
+    );
     let steps: Vec<Value> = api
         .model_calls(MODEL_ROUTE)
         .iter()
@@ -172,7 +171,11 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     // Exactly one model call per step: no stop was refused twice (the bug
     // this catches: the sub-agent's fixed stop refused again, step 2
     // repeated until Claude Code's own cap).
-    assert_eq!(steps, [json!(0), json!(1), json!(2), json!(3), json!(4)], "{out:?}");
+    assert_eq!(
+        steps,
+        [json!(0), json!(1), json!(2), json!(3), json!(4)],
+        "{out:?}"
+    );
 
     // Two records, each counted on its own.
     let (code, parent) = hook_status(&s, &m, &[&format!("claude:{SESSION}")]);
@@ -236,14 +239,22 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
 
     let (code, sub) = hook_status(&s, &m, &[&format!("claude:{SESSION}/subagent/{agent}")]);
     assert_eq!(code, 1, "{sub}");
-    assert_eq!((&sub["outcome"], &sub["why"]), (&json!("let-through"), &json!("out-of-retries")), "{sub}");
+    assert_eq!(
+        (&sub["outcome"], &sub["why"]),
+        (&json!("let-through"), &json!("out-of-retries")),
+        "{sub}"
+    );
     assert_eq!(
         (&sub["stops"], &sub["sentBack"], &sub["letThrough"]),
         (&json!(3), &json!(2), &json!(1)),
         "{sub}"
     );
     let (code, parent) = hook_status(&s, &m, &[&format!("claude:{SESSION}")]);
-    assert_eq!((code, &parent["outcome"]), (0, &json!("passed")), "{parent}");
+    assert_eq!(
+        (code, &parent["outcome"]),
+        (0, &json!("passed")),
+        "{parent}"
+    );
     assert_eq!(parent["stops"], json!(1), "{parent}");
     // Measured: Claude Code 2.1.332 does not show a SubagentStop's
     // `systemMessage` in `-p --output-format stream-json` (no
