@@ -93,7 +93,7 @@ impl Claude {
 
 /// Daemon-mode hooks for `claude` (a 60 s budget, the test's state
 /// directory); the keyring directory to give them.
-fn daemon_hooks(claude: &Claude, s: &Scratch, marker: &str, d: &Daemon) -> String {
+pub(crate) fn daemon_hooks(claude: &Claude, s: &Scratch, marker: &str, d: &Daemon) -> String {
     claude.hooks(&format!(
         "{} hook claude --budget 60s --state-dir {}",
         env!("CARGO_BIN_EXE_gatehost"),
@@ -103,7 +103,7 @@ fn daemon_hooks(claude: &Claude, s: &Scratch, marker: &str, d: &Daemon) -> Strin
 }
 
 /// What daemon-mode hooks find the daemon by.
-fn daemon_env<'a>(d: &'a Daemon, keys: &'a str) -> [(&'static str, &'a str); 3] {
+pub(crate) fn daemon_env<'a>(d: &'a Daemon, keys: &'a str) -> [(&'static str, &'a str); 3] {
     [
         ("GATEHOST_SERVER", d.url.as_str()),
         ("GATEHOST_TOKEN", d.agent.as_str()),

@@ -13,6 +13,7 @@ mod common;
 
 mod agent_aider;
 mod agent_claude;
+mod agent_claude_mcp;
 mod agent_claude_subagent;
 mod agent_codex;
 mod agent_copilot;
