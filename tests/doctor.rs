@@ -4,7 +4,8 @@
 //! runs another binary, a gate file that no longer loads, a daemon-mode
 //! hook with no daemon, and Cursor beside Claude Code's project hooks are
 //! each a named finding (exit 1); a daemon-mode hook whose daemon answers
-//! is well.
+//! is well; a hook in Claude Code's managed settings (a drop-in of
+//! `managed-settings.d/`) is found there.
 
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{CliRun, Scratch, allow_config, run_gatehost};
@@ -16,6 +17,13 @@ fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
     let home = s.out.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let state = s.out.join("state");
+    // The managed (system) settings, in the scratch area, never /etc.
+    let managed = s.out.join("managed");
+    let (claude_managed, gemini_system, qwen_system) = (
+        managed.join("claude-code"),
+        managed.join("gemini-cli.json"),
+        managed.join("qwen-code.json"),
+    );
     let mut all: Vec<String> = args.iter().map(ToString::to_string).collect();
     if args.first() == Some(&"hook") {
         all.extend(["--state-dir".into(), state.display().to_string()]);
@@ -29,6 +37,18 @@ fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
             ("CODEX_HOME", ""),
             ("QWEN_HOME", ""),
             ("COPILOT_HOME", ""),
+            (
+                "CLAUDE_CODE_MANAGED_SETTINGS_PATH",
+                claude_managed.to_str().expect("utf-8"),
+            ),
+            (
+                "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+                gemini_system.to_str().expect("utf-8"),
+            ),
+            (
+                "QWEN_CODE_SYSTEM_SETTINGS_PATH",
+                qwen_system.to_str().expect("utf-8"),
+            ),
         ],
     )
 }
@@ -249,5 +269,49 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
             "claude", "codex", "gemini", "cursor", "qwen", "copilot", "opencode"
         ],
         "every CLI is reported, in order: {v}"
+    );
+}
+
+/// An administrator's copy of gatehost's hooks in Claude Code's managed
+/// settings (a drop-in, as `/etc/claude-code/managed-settings.d/` holds
+/// them; here the directory `CLAUDE_CODE_MANAGED_SETTINGS_PATH` names) is
+/// reported with scope `managed`, checked as the others are, and beside
+/// the user's own install it is a duplicate: both run at every stop.
+#[test]
+fn a_hook_in_claudes_managed_settings_is_found_checked_and_a_duplicate_of_the_users() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let user = s.out.join("home/.claude/settings.json");
+    let drop_ins = s.out.join("managed/claude-code/managed-settings.d");
+    std::fs::create_dir_all(&drop_ins).expect("mkdir");
+    std::fs::copy(&user, drop_ins.join("50-gatehost.json")).expect("copy");
+
+    let (code, v, names) = doctor(&s, &["claude"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n == "duplicate"),
+        "one finding per event registered twice: {v}"
+    );
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    let managed: Vec<&Value> = regs.iter().filter(|r| r["scope"] == "managed").collect();
+    assert!(
+        managed.iter().any(|r| r["event"] == "Stop"
+            && r["file"]
+                .as_str()
+                .is_some_and(|f| f.ends_with("50-gatehost.json"))),
+        "{v}"
+    );
+
+    // The user's own install taken out, the managed one alone is well.
+    let r = gatehost(&s, &["hook", "uninstall", "claude"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let (code, v, names) = doctor(&s, &["claude"]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    assert!(
+        !regs.is_empty() && regs.iter().all(|r| r["scope"] == "managed"),
+        "{v}"
     );
 }

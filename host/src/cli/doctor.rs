@@ -1,7 +1,7 @@
 //! `gatehost doctor [AGENT]`: whether the hooks that are installed are the
 //! ones that run, and would answer right. For each agent CLI: its version
-//! (when it is on PATH), where gatehost's hooks are registered (user and
-//! project scope), and, for each registration: that its command runs this
+//! (when it is on PATH), where gatehost's hooks are registered (user,
+//! project and managed scope), and, for each registration: that its command runs this
 //! gatehost, that its gate file and configuration load (standalone) or its
 //! daemon answers (daemon mode), and a dry run of the command as the CLI
 //! would run it, its answer checked against the CLI's contract
@@ -50,7 +50,10 @@ pub const AFTER_HELP: &str = "\
 Exit status: 0 when nothing is wrong, 1 with findings (each named), 2 when the check itself
 could not run. A standalone hook's dry run is a synthetic stop in a fresh empty repository (its
 gates run there); a daemon-mode hook is pinged with an event it does not answer, and its daemon
-asked for its health: no stop is reported to it. See `gatehost docs agents`.";
+asked for its health: no stop is reported to it. Managed (system) settings read: Claude Code's
+/etc/claude-code/managed-settings.json and managed-settings.d/*.json ($CLAUDE_CODE_MANAGED_SETTINGS_PATH),
+/etc/gemini-cli/settings.json ($GEMINI_CLI_SYSTEM_SETTINGS_PATH), /etc/qwen-code/settings.json
+($QWEN_CODE_SYSTEM_SETTINGS_PATH), /etc/cursor/hooks.json. See `gatehost docs agents`.";
 
 /// Something wrong with the hooks as installed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,5 +1,6 @@
 //! Where gatehost's hooks are registered, for `gatehost doctor`: the
-//! entries of each CLI's files of both scopes that run `gatehost hook`
+//! entries of each CLI's files of the user and project scopes, and of its
+//! managed (system) settings where it has them, that run `gatehost hook`
 //! (gatehost's OpenCode plugin, the command written in it), and what is
 //! wrong across them (one event registered twice, Cursor running Claude
 //! Code's project hooks beside its own). It reads files; it must never run
@@ -11,6 +12,7 @@ use super::super::hook::install::files;
 use super::{AgentReport, Finding, Registration};
 use crate::hook::AgentCli;
 use crate::hook::install::{Layout, gatehost_hooks, is_gatehost_plugin, plugin_command};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// gatehost's hooks in `agent`'s files of both scopes.
@@ -23,11 +25,20 @@ pub(super) fn registrations(
         AgentCli::Cursor | AgentCli::Copilot => Layout::Flat,
         _ => Layout::Grouped,
     };
-    let mut out = Vec::new();
+    let mut scoped: Vec<(&'static str, PathBuf)> = Vec::new();
     for (scope, name) in [(Scope::User, "user"), (Scope::Project, "project")] {
-        let Some(file) = files(agent, scope, project)?.into_iter().next() else {
-            continue;
-        };
+        if let Some(file) = files(agent, scope, project)?.into_iter().next() {
+            scoped.push((name, file));
+        }
+    }
+    let env = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+    scoped.extend(
+        managed_files(agent, &env, &list_json)
+            .into_iter()
+            .map(|f| ("managed", f)),
+    );
+    let mut out = Vec::new();
+    for (name, file) in scoped {
         let text = match std::fs::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -139,4 +150,124 @@ pub(super) fn cursor_runs_claude(reports: &[AgentReport]) -> Option<Finding> {
         claude: of("claude", "Stop", Some("project"))?,
         cursor: of("cursor", "stop", None)?,
     })
+}
+
+/// The managed (system) settings files `agent` reads hooks from, in the
+/// order it reads them; `env` is the environment, `list` the `.json` files
+/// of a directory. Claude Code: `managed-settings.json` and the drop-ins of
+/// `managed-settings.d/` in `/etc/claude-code` (or the directory
+/// `CLAUDE_CODE_MANAGED_SETTINGS_PATH` names); Gemini CLI and Qwen Code
+/// their system `settings.json` (or the file `GEMINI_CLI_SYSTEM_SETTINGS_PATH`
+/// / `QWEN_CODE_SYSTEM_SETTINGS_PATH` names); Cursor `/etc/cursor/hooks.json`.
+/// Codex, Copilot CLI and OpenCode read no hooks from such a place.
+pub(super) fn managed_files(
+    agent: AgentCli,
+    env: &dyn Fn(&str) -> Option<OsString>,
+    list: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> Vec<PathBuf> {
+    let file_or = |var: &str, default: &str| {
+        vec![env(var).map_or_else(|| PathBuf::from(default), PathBuf::from)]
+    };
+    match agent {
+        AgentCli::Claude => {
+            let dir = env("CLAUDE_CODE_MANAGED_SETTINGS_PATH")
+                .map_or_else(|| PathBuf::from("/etc/claude-code"), PathBuf::from);
+            let mut out = vec![dir.join("managed-settings.json")];
+            out.extend(list(&dir.join("managed-settings.d")));
+            out
+        }
+        AgentCli::Gemini => file_or(
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+            "/etc/gemini-cli/settings.json",
+        ),
+        AgentCli::Qwen => file_or(
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH",
+            "/etc/qwen-code/settings.json",
+        ),
+        AgentCli::Cursor => vec![PathBuf::from("/etc/cursor/hooks.json")],
+        AgentCli::Codex | AgentCli::Copilot | AgentCli::Opencode => Vec::new(),
+    }
+}
+
+/// The `.json` files of `dir` (not hidden ones), sorted by name, as Claude
+/// Code reads its drop-ins; none if it cannot be listed.
+fn list_json(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".json") && !n.starts_with('.'))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<OsString> {
+        None
+    }
+
+    #[test]
+    fn managed_settings_are_the_system_places_or_what_the_clis_own_variables_name() {
+        let drop_ins = |d: &Path| vec![d.join("10-gatehost.json")];
+        assert_eq!(
+            managed_files(AgentCli::Claude, &no_env, &drop_ins),
+            [
+                PathBuf::from("/etc/claude-code/managed-settings.json"),
+                PathBuf::from("/etc/claude-code/managed-settings.d/10-gatehost.json"),
+            ]
+        );
+        let env = |v: &str| match v {
+            "CLAUDE_CODE_MANAGED_SETTINGS_PATH" => Some(OsString::from("/srv/policy")),
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(OsString::from("/srv/gemini.json")),
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH" => Some(OsString::from("/srv/qwen.json")),
+            _ => None,
+        };
+        let none = |_: &Path| Vec::new();
+        assert_eq!(
+            managed_files(AgentCli::Claude, &env, &none),
+            [PathBuf::from("/srv/policy/managed-settings.json")]
+        );
+        assert_eq!(
+            managed_files(AgentCli::Gemini, &env, &none),
+            [PathBuf::from("/srv/gemini.json")]
+        );
+        assert_eq!(
+            managed_files(AgentCli::Qwen, &no_env, &none),
+            [PathBuf::from("/etc/qwen-code/settings.json")]
+        );
+        assert_eq!(
+            managed_files(AgentCli::Cursor, &no_env, &none),
+            [PathBuf::from("/etc/cursor/hooks.json")]
+        );
+        for agent in [AgentCli::Codex, AgentCli::Copilot, AgentCli::Opencode] {
+            assert!(
+                managed_files(agent, &env, &drop_ins).is_empty(),
+                "{agent:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn drop_ins_are_the_visible_json_files_in_name_order() {
+        let d = tempfile::tempdir().expect("tempdir");
+        for n in ["20-b.json", "10-a.json", ".hidden.json", "notes.txt"] {
+            std::fs::write(d.path().join(n), "{}").expect("write");
+        }
+        let names: Vec<String> = list_json(d.path())
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str().map(String::from))
+            .collect();
+        assert_eq!(names, ["10-a.json", "20-b.json"]);
+        assert!(list_json(&d.path().join("absent")).is_empty());
+    }
 }
