@@ -122,3 +122,68 @@ fn copilot_gets_a_versioned_hook_file_of_its_own_and_uninstall_removes_it() {
         "gatehost made the file: uninstall removes it"
     );
 }
+
+/// `install copilot --mcp` writes `gatehost mcp` where `copilot mcp add`
+/// does (`$COPILOT_HOME/mcp-config.json`, beside the user's other
+/// servers), the real Copilot CLI reads it back as a user server, and
+/// uninstall gives the file's bytes back; where gatehost writes no MCP
+/// configuration (OpenCode; Copilot's project scope) `--mcp` is refused,
+/// naming it, and nothing is written.
+#[test]
+fn copilot_mcp_goes_where_copilot_reads_it_and_mcp_is_refused_where_gatehost_writes_none() {
+    let s = Scratch::new();
+    let home = s.out.join("home");
+    let dir = home.join(".copilot");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join("mcp-config.json");
+    let original = "{\n  \"mcpServers\": {\n    \"other\": {\"type\": \"local\", \"command\": \"/bin/true\", \"args\": [], \"tools\": [\"*\"]}\n  }\n}\n";
+    std::fs::write(&path, original).expect("write");
+
+    let r = hook(&s, &["install", "copilot", "--mcp"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&path);
+    let ours = &v["mcpServers"]["gatehost"];
+    assert_eq!(ours["type"], "local", "{v}");
+    assert_eq!(ours["args"], json!(["mcp"]), "{v}");
+    assert_eq!(ours["tools"], json!(["*"]), "{v}");
+    assert_eq!(v["mcpServers"]["other"]["command"], "/bin/true", "{v}");
+
+    let copilot = crate::common::agents::agent_cli("copilot");
+    let out = std::process::Command::new(&copilot)
+        .args(["mcp", "get", "gatehost", "--json"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("COPILOT_HOME", &dir)
+        .env("COPILOT_OFFLINE", "1")
+        .output()
+        .expect("copilot runs");
+    assert!(out.status.success(), "{out:?}");
+    let got: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["gatehost"]["source"], "user", "{got}");
+    assert_eq!(got["gatehost"]["command"], ours["command"], "{got}");
+    assert_eq!(got["gatehost"]["args"], json!(["mcp"]), "{got}");
+
+    assert_eq!(hook(&s, &["uninstall", "copilot"]).code, 0);
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
+
+    let ws = s.ws.display().to_string();
+    for args in [
+        vec!["install", "opencode", "--mcp"],
+        vec![
+            "install",
+            "copilot",
+            "--mcp",
+            "--scope",
+            "project",
+            "--project",
+            &ws,
+        ],
+    ] {
+        let r = hook(&s, &args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("--mcp"), "{args:?}: {r:?}");
+    }
+    assert!(!home.join(".config/opencode").exists());
+    assert!(!s.ws.join(".github").exists());
+}

@@ -202,7 +202,8 @@ pub struct InstallArgs {
     /// where the hook reads `server.url` and `agent.token`.
     #[arg(long, value_name = "DIR", conflicts_with = "gates")]
     pub data_dir: Option<PathBuf>,
-    /// Also add `gatehost mcp` to the CLI's MCP servers.
+    /// Also add `gatehost mcp` to the CLI's MCP servers (not for OpenCode, nor Copilot CLI's
+    /// project scope: refused there).
     #[arg(long)]
     pub mcp: bool,
     /// Print the change; write nothing.

@@ -100,10 +100,12 @@ pub(in crate::cli) fn files(
             vec![dir.join("settings.json")]
         }
         (AgentCli::Qwen, Scope::Project) => vec![project()?.join(".qwen/settings.json")],
+        // MCP servers of user scope are in mcp-config.json (where
+        // `copilot mcp add` writes them, measured with 1.0.102).
         (AgentCli::Copilot, Scope::User) => {
             let dir =
                 env_dir("COPILOT_HOME").map_or_else(|| home().map(|h| h.join(".copilot")), Ok)?;
-            vec![dir.join("hooks/gatehost.json")]
+            vec![dir.join("hooks/gatehost.json"), dir.join("mcp-config.json")]
         }
         (AgentCli::Copilot, Scope::Project) => {
             vec![project()?.join(".github/hooks/gatehost.json")]
@@ -268,6 +270,9 @@ pub(super) fn plan(
     program: &Program,
     command: &str,
 ) -> CliResult<Vec<FilePlan>> {
+    if args.mcp {
+        refuse_mcp(args.agent, args.scope)?;
+    }
     let files = files(args.agent, args.scope, &args.project)?;
     let adapter = crate::hook::adapter(args.agent);
     // Each event's hook with the timeout the CLI accepts for it, in the
@@ -351,6 +356,16 @@ pub(super) fn plan(
             }
         }
         AgentCli::Copilot => {
+            if args.mcp {
+                // As `copilot mcp add` writes it: a local server, every tool.
+                push(
+                    &files[1],
+                    Edit::Mcp {
+                        name: MCP_NAME,
+                        server: json!({"type": "local", "command": exe, "args": mcp_args, "tools": ["*"]}),
+                    },
+                );
+            }
             let t = adapter.event_timeout(HookPoint::Stop).as_secs();
             let hook = json!({"type": "command", "command": command, "timeoutSec": t});
             push(
@@ -395,4 +410,21 @@ pub(super) fn plan(
         }
     }
     Ok(plans)
+}
+
+/// `--mcp` where gatehost does not write the CLI's MCP configuration: an
+/// error saying what to do instead, never a flag silently ignored.
+fn refuse_mcp(agent: AgentCli, scope: Scope) -> CliResult<()> {
+    let why = match (agent, scope) {
+        (AgentCli::Opencode, _) => {
+            "gatehost does not write OpenCode's MCP configuration: add \"mcp\": {\"gatehost\": \
+             {\"type\": \"local\", \"command\": [\"/path/to/gatehost\", \"mcp\"]}} to opencode.json"
+        }
+        (AgentCli::Copilot, Scope::Project) => {
+            "a project's MCP servers for Copilot CLI (.mcp.json, .github/mcp.json) are not written by \
+             gatehost (.mcp.json is Claude Code's too): use --scope user, or `copilot mcp add`"
+        }
+        _ => return Ok(()),
+    };
+    Err(CliError::input(format!("--mcp: {why}")).field("--mcp"))
 }
