@@ -353,6 +353,30 @@ fn stops_that_cannot_be_told_apart_are_each_gated() {
     assert_eq!(t.runs(), 3, "a new generation is gated");
 }
 
+/// The same registration seeing the same mark again is its CLI's next
+/// stop, not a duplicate: Copilot CLI, at times, has not written a turn to
+/// its transcript yet when the next stop comes, so two stops show one
+/// transcript length. Each is gated and counted, so a gate never fixed
+/// lets the stop through after `--max-retries`, instead of its first block
+/// being replayed until the CLI's own cap.
+#[test]
+fn the_same_hook_seeing_an_unchanged_transcript_again_gates_the_next_stop() {
+    let t = Setup::new(None);
+    let stop = t.claude_stop(None);
+    let first = t.hook("claude", &stop);
+    assert!(sent_back("claude", &first).is_some(), "{}", first.stderr);
+    let second = t.hook("claude", &stop);
+    assert!(sent_back("claude", &second).is_some(), "{}", second.stderr);
+    assert_eq!(t.runs(), 2, "the second stop was gated, not replayed");
+    // Out of retries (2): the third is let through with the message.
+    let third = t.hook("claude", &stop);
+    assert!(sent_back("claude", &third).is_none(), "{}", third.stdout);
+    assert_eq!(t.runs(), 3);
+    let v = t.status(&format!("claude:{CONVERSATION}"));
+    assert_eq!(v["outcome"], "let-through", "{v}");
+    assert_no_survivors(&t.m);
+}
+
 /// Claude Code's `SubagentStop` for sub-agent `agent_id`.
 fn subagent_stop(t: &Setup, agent_id: &str) -> Value {
     json!({

@@ -15,8 +15,13 @@
 //!
 //! It must never replay a decision for a stop it cannot tell apart from
 //! the next one: a stop with neither a generation id nor a transcript is
-//! never deduplicated (each call is gated, as before), and a decision older
-//! than [`REPLAY_WINDOW`] is never replayed. It decides nothing itself: the
+//! never deduplicated (each call is gated, as before), a decision older
+//! than [`REPLAY_WINDOW`] is never replayed, and a decision is never
+//! replayed to the registration that made it ([`Caller`]): a registration
+//! runs once per stop, so the same one seeing the same mark again is the
+//! next stop over a transcript the CLI has not written yet, which is
+//! gated, not answered from the record (seen in CI: Copilot CLI 1.0.102's
+//! never-fixed run got its first block replayed 7 times, to its own cap). It decides nothing itself: the
 //! recorded answer is what the first call's gates and standing decided.
 
 use super::adapter::{Answer, HookInput};
@@ -91,6 +96,39 @@ impl StopMark {
     }
 }
 
+/// Which registration of gatehost a hook call is: its CLI and its whole
+/// command line (program and arguments, as the CLI's settings give them).
+/// Two registrations of one stop differ in one or the other (Cursor's
+/// `stop` and Claude Code's `Stop`; one gate under two commands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(String);
+
+impl Caller {
+    /// The caller running `agent`'s hook with `argv`.
+    pub fn new<I, S>(agent: &str, argv: I) -> Caller
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let words: Vec<String> = argv
+            .into_iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        let mut parts = vec!["caller", agent];
+        parts.extend(words.iter().map(String::as_str));
+        Caller(digest(&parts))
+    }
+
+    /// This process's.
+    pub fn of_this_process(agent: &str) -> Caller {
+        Caller::new(agent, std::env::args_os())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 fn digest(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
@@ -107,6 +145,10 @@ pub struct Decided {
     pub mark: StopMark,
     /// The CLI whose hook decided (`claude`, `cursor`, …).
     pub agent: String,
+    /// The registration that decided ([`Caller`]); empty in a record of
+    /// an older gatehost.
+    #[serde(default)]
+    pub caller: String,
     pub answer: Answer,
     /// The session's standing after the decision: a duplicate through
     /// another CLI's hook takes it as its own, so the next stop is counted
@@ -225,13 +267,23 @@ impl StopLedger {
 }
 
 impl Held {
-    /// The decision already given for the stop `mark`, when it is that
-    /// same stop and was decided within [`REPLAY_WINDOW`] of `now_ms`.
-    pub fn decided(&self, mark: &StopMark, now_ms: u64) -> Option<&Decided> {
+    /// The decision already given for the stop `mark` by another
+    /// registration than `caller`, when it is that same stop and was
+    /// decided within [`REPLAY_WINDOW`] of `now_ms`.
+    pub fn decided(&self, mark: &StopMark, caller: &Caller, now_ms: u64) -> Option<&Decided> {
         self.last.as_ref().filter(|d| {
             d.mark.same_stop(mark)
+                && d.caller != caller.as_str()
                 && now_ms.saturating_sub(d.at_ms) <= REPLAY_WINDOW.as_millis() as u64
         })
+    }
+
+    /// Whether `caller` itself decided a stop with this same mark: the
+    /// CLI's next stop over a transcript that has not grown.
+    pub fn repeated_by(&self, mark: &StopMark, caller: &Caller) -> bool {
+        self.last
+            .as_ref()
+            .is_some_and(|d| d.mark.same_stop(mark) && d.caller == caller.as_str())
     }
 
     /// Records the decision of this stop and lets go of the entry.
@@ -327,10 +379,25 @@ mod tests {
         assert!(!StopMark::of(&gone).is_known());
     }
 
+    fn cursor() -> Caller {
+        Caller::new(
+            "cursor",
+            ["/bin/gatehost", "hook", "cursor", "--gates", "/g.json"],
+        )
+    }
+
+    fn claude() -> Caller {
+        Caller::new(
+            "claude",
+            ["/bin/gatehost", "hook", "claude", "--gates", "/g.json"],
+        )
+    }
+
     fn decided(mark: StopMark, at_ms: u64) -> Decided {
         Decided {
             mark,
             agent: "cursor".into(),
+            caller: cursor().as_str().to_string(),
             answer: Answer::Block("fix it".into()),
             session: Session {
                 standing: Standing::Failing { blocks: 1 },
@@ -350,18 +417,36 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(30);
         let m = mark(Some("g"), None);
         let held = ledger.hold("conv-1", far).unwrap();
-        assert!(held.decided(&m, 1_000).is_none(), "nothing yet");
+        assert!(held.decided(&m, &claude(), 1_000).is_none(), "nothing yet");
         held.record(&decided(m.clone(), 1_000)).unwrap();
 
         let held = ledger.hold("conv-1", far).unwrap();
-        assert_eq!(held.decided(&m, 2_000).unwrap().agent, "cursor");
-        assert!(held.decided(&mark(Some("g2"), None), 2_000).is_none());
+        assert_eq!(held.decided(&m, &claude(), 2_000).unwrap().agent, "cursor");
+        assert!(
+            held.decided(&mark(Some("g2"), None), &claude(), 2_000)
+                .is_none()
+        );
         let late = 1_000 + REPLAY_WINDOW.as_millis() as u64 + 1;
-        assert!(held.decided(&m, late).is_none(), "too old to replay");
+        assert!(
+            held.decided(&m, &claude(), late).is_none(),
+            "too old to replay"
+        );
+        // Never to the registration that decided it: the same mark seen
+        // again by it is its CLI's next stop.
+        assert!(held.decided(&m, &cursor(), 2_000).is_none());
+        assert!(held.repeated_by(&m, &cursor()) && !held.repeated_by(&m, &claude()));
+        let elsewhere = Caller::new(
+            "cursor",
+            ["/bin/gatehost", "hook", "cursor", "--gates", "/h.json"],
+        );
+        assert!(
+            held.decided(&m, &elsewhere, 2_000).is_some(),
+            "another command is another registration"
+        );
         drop(held);
         // Another session's entry is apart; a session id is never a path.
         let other = ledger.hold("../../conv-1", far).unwrap();
-        assert!(other.decided(&m, 2_000).is_none());
+        assert!(other.decided(&m, &claude(), 2_000).is_none());
     }
 
     #[test]
@@ -381,7 +466,11 @@ mod tests {
         let again = ledger
             .hold("conv", Instant::now() + Duration::from_secs(30))
             .unwrap();
-        assert!(again.decided(&mark(None, Some("t")), 6).is_some());
+        assert!(
+            again
+                .decided(&mark(None, Some("t")), &claude(), 6)
+                .is_some()
+        );
     }
 
     #[test]
@@ -396,6 +485,6 @@ mod tests {
             .unwrap();
         std::fs::write(ledger.file("c"), "{oops").unwrap();
         let held = ledger.hold("c", far).unwrap();
-        assert!(held.decided(&mark(Some("g"), None), 2).is_none());
+        assert!(held.decided(&mark(Some("g"), None), &claude(), 2).is_none());
     }
 }

@@ -11,7 +11,7 @@
 
 use super::{HookArgs, settle, standalone, state_failure};
 use crate::hook::adapter::trim_reason;
-use crate::hook::ledger::{Decided, StopLedger, StopMark};
+use crate::hook::ledger::{Caller, Decided, StopLedger, StopMark};
 use crate::hook::outcome::Outcomes;
 use crate::hook::state::{Session, StateDir, followup_digest};
 use crate::hook::{AgentCli, Answer, HookInput, HookPoint};
@@ -54,8 +54,16 @@ pub(super) fn answer(
         None
     };
     let now = now_ms();
-    if let Some(decided) = held.as_ref().and_then(|h| h.decided(&mark, now)) {
+    let caller = Caller::of_this_process(agent.name());
+    if let Some(decided) = held.as_ref().and_then(|h| h.decided(&mark, &caller, now)) {
         return replay(agent, &state, input, decided);
+    }
+    if held.as_ref().is_some_and(|h| h.repeated_by(&mark, &caller)) {
+        tracing::info!(
+            agent = agent.name(),
+            session = %input.session_id,
+            "this hook decided a stop with the same mark before: the CLI's next stop over a transcript it has not written yet, gated as a new stop"
+        );
     }
     let (what, hook_config) = match gates {
         Some(gates) => standalone::verdict(args, gates, input, deadline),
@@ -74,6 +82,7 @@ pub(super) fn answer(
         let decided = Decided {
             mark,
             agent: agent.name().to_string(),
+            caller: caller.as_str().to_string(),
             answer: answer.clone(),
             session,
             outcome,
