@@ -37,10 +37,10 @@
 mod support;
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::{Run, spawn};
 
 const PATTERN: &str = r"dbg!\(|FIXME[0-9]+";
 
@@ -278,82 +278,6 @@ fn main() {
         "the bench process's own peak (VmHWM): {} KiB",
         vm_hwm_kib().unwrap_or(0)
     );
-}
-
-/// One whole process: spawned, fed `stdin`, its output read, reaped.
-struct Run {
-    elapsed: Duration,
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    /// `ru_maxrss` from wait4, KiB.
-    max_rss_kib: i64,
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {} after {:?}\nstdout: {}\nstderr: {}",
-            self.code,
-            self.elapsed,
-            String::from_utf8_lossy(&self.stdout),
-            String::from_utf8_lossy(&self.stderr)
-        )
-    }
-}
-
-/// Spawns `program` with a clean environment (PATH and HOME only), writes
-/// `stdin` and closes it, reads stdout and stderr to their end and reaps
-/// the process with wait4, timing all of it.
-fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
-    let start = Instant::now();
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Reaped below with wait4(2).
-    #[allow(clippy::zombie_processes)]
-    let mut child = cmd.spawn().expect("spawn");
-    let pid = child.id() as i32;
-    if let Some(mut input) = child.stdin.take() {
-        // A program that does not read its stdin (`true`) may be gone
-        // already: a broken pipe is what a CLI's hook runner sees then too.
-        let _ = input.write_all(stdin);
-    }
-    let mut err = child.stderr.take().expect("stderr");
-    let stderr = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let mut stdout = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_end(&mut stdout)
-        .expect("read stdout");
-    let stderr = stderr.join().expect("stderr reader");
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data: all zeroes is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own unreaped child with valid out-pointers.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = start.elapsed();
-    assert_eq!(rc, pid, "wait4");
-    assert!(libc::WIFEXITED(status), "killed: status {status}");
-    Run {
-        elapsed,
-        code: libc::WEXITSTATUS(status),
-        stdout,
-        stderr,
-        max_rss_kib: usage.ru_maxrss,
-    }
 }
 
 fn report(name: &str, baseline: &[Run], subject: &[Run]) {

@@ -5,8 +5,10 @@
 // Each bench uses a part of it.
 #![allow(dead_code)]
 
-use std::io::BufRead;
+use std::ffi::OsString;
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `--NAME N` from the command line, else `default`.
@@ -171,4 +173,97 @@ pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
             Ok(())
         })
         .expect("fill");
+}
+
+/// One whole process: spawned, fed `stdin`, its output read, reaped.
+pub struct Run {
+    pub elapsed: Duration,
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// `ru_maxrss` from wait4, KiB.
+    pub max_rss_kib: i64,
+    /// User and system CPU time from wait4 (all its threads, and its
+    /// children that it reaped).
+    pub cpu: Duration,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {} after {:?}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.elapsed,
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
+    }
+}
+
+/// Spawns `program` with a clean environment (PATH and HOME only), writes
+/// `stdin` and closes it, reads stdout and stderr to their end and reaps
+/// the process with wait4, timing all of it.
+pub fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
+    let start = Instant::now();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Reaped below with wait4(2).
+    #[allow(clippy::zombie_processes)]
+    let mut child = cmd.spawn().expect("spawn");
+    let pid = child.id() as i32;
+    if let Some(mut input) = child.stdin.take() {
+        // A program that does not read its stdin (`true`) may be gone
+        // already: a broken pipe is what a CLI's hook runner sees then too.
+        let _ = input.write_all(stdin);
+    }
+    let mut err = child.stderr.take().expect("stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut stdout)
+        .expect("read stdout");
+    let stderr = stderr.join().expect("stderr reader");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data: all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own unreaped child with valid out-pointers.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let elapsed = start.elapsed();
+    assert_eq!(rc, pid, "wait4");
+    assert!(libc::WIFEXITED(status), "killed: status {status}");
+    Run {
+        elapsed,
+        code: libc::WEXITSTATUS(status),
+        stdout,
+        stderr,
+        max_rss_kib: usage.ru_maxrss,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+    }
+}
+
+fn tv(t: libc::timeval) -> Duration {
+    Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64)
+}
+
+/// This process's own peak RSS (VmHWM), KiB.
+pub fn rss_hwm_kib() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }

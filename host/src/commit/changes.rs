@@ -47,6 +47,7 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
 /// literally, whatever it holds (`-x`, `:x`, `*`, `?`, `[`, `\`, spaces,
 /// newlines): no pathspec is ever built from a name.
 pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitError> {
+    let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let head = resolve_head(repo)?;
@@ -95,7 +96,21 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitErro
         }
     }
     let paths: Vec<String> = names.into_iter().collect();
-    changes_of(&ws, head.tree, &paths, Detail::Hunks)
+    let t1 = std::time::Instant::now();
+    let tracked = tracked_entries(repo, head.tree, &paths)?;
+    let t2 = std::time::Instant::now();
+    let snapshot = read_snapshot(&ws, &paths, &tracked)?;
+    let t3 = std::time::Instant::now();
+    let out = diff_content(repo, &tracked, &snapshot, Detail::Hunks)?;
+    tracing::debug!(
+        open_us = (t1 - t0).as_micros(),
+        tracked_us = (t2 - t1).as_micros(),
+        read_us = (t3 - t2).as_micros(),
+        diff_us = t3.elapsed().as_micros(),
+        files = snapshot.files().count(),
+        "workspace changes"
+    );
+    Ok(out)
 }
 
 /// The same diff, limited to `paths` (commit paths: files or directories),
