@@ -13,7 +13,7 @@
 //! Each repository is made in a temporary directory: every file's blob and
 //! one commit through `git fast-import` (one pack, no loose objects), then
 //! `git reset --hard` writes the tree and the index (as a checkout does).
-//! Files are `src/dNNN/fNNNNN.rs`, 100 to a directory, about 300 bytes
+//! Files are `src/dNNN/fNNNNN.rs`, 100 to a directory, about 450 bytes
 //! each. Before each measured process the same file is rewritten (new
 //! content, so both git and gatehost find it changed and must read it).
 //! Rounds alternate git, the hook (and `--before`'s hook). Peak memory is
