@@ -185,7 +185,7 @@ fn hold(s: &Scratch, name: &str) -> String {
 }
 
 /// The text of the last user message a model request carried.
-fn last_user_text(request: &Value) -> String {
+pub(crate) fn last_user_text(request: &Value) -> String {
     let contents = request["body"]["contents"]
         .as_array()
         .cloned()

@@ -19,6 +19,7 @@ mod agent_codex;
 mod agent_copilot;
 mod agent_cursor;
 mod agent_gemini;
+mod agent_gemini_acp;
 mod agent_opencode;
 mod agent_qwen;
 mod carried_plugins;

@@ -71,11 +71,15 @@ pub fn assert_no_survivors(marker: &str) {
 /// browser's helpers included), whatever their command lines.
 pub const MARKER_ENV: &str = "GATEHOST_TEST_MARKER";
 
+/// Pids whose environment holds `MARKER_ENV=gatehost-test-MARKER`.
+pub fn env_survivors(marker: &str) -> Vec<i32> {
+    pids_whose("environ", &format!("{MARKER_ENV}=gatehost-test-{marker}"))
+}
+
 /// As [`assert_no_survivors`], for processes whose environment holds
 /// `MARKER_ENV=gatehost-test-MARKER`.
 pub fn assert_no_env_survivors(marker: &str) {
-    let needle = format!("{MARKER_ENV}=gatehost-test-{marker}");
-    assert_none_left(marker, || pids_whose("environ", &needle));
+    assert_none_left(marker, || env_survivors(marker));
 }
 
 fn assert_none_left(marker: &str, find: impl Fn() -> Vec<i32>) {
