@@ -4,7 +4,9 @@
 //! against the fake Gemini API on loopback: its prompt's `end_turn` is the
 //! turn-end the policy gates, the failing gate's reason is its next ACP
 //! prompt (the model sees it), the fixed work passes, and the agent dies
-//! with its daemon.
+//! with its daemon. A write the model asks for is a real ACP permission
+//! request (`write_file`, kind `edit`): the session's rule escalates it,
+//! the operator allows it, and the confined agent writes the workspace.
 
 use crate::agent_gemini::last_user_text;
 use crate::common::agents::{FakeApi, agent_cli};
@@ -34,58 +36,49 @@ fn settings(home: &std::path::Path) {
     std::fs::write(dir.join("settings.json"), v.to_string()).expect("settings");
 }
 
-#[test]
-fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixed() {
-    let s = Scratch::new();
-    let m = common::marker("gemini-acp");
-    git_repo(&s.ws);
-    let home = s.out.join("home");
-    settings(&home);
-    let clis = std::fs::canonicalize(agent_cli("gemini"))
-        .expect("gemini")
-        .parent()
-        .and_then(|p| p.parent())
-        .and_then(|p| p.parent())
-        .and_then(|p| p.parent())
-        .expect("node_modules")
-        .to_path_buf();
-    let agents = format!(
-        "[agents]\nread = [{:?}]\nwrite = [{:?}]\n",
-        clis.display().to_string(),
-        home.display().to_string()
-    );
-    let cfg = s.write(
-        "config.toml",
-        &format!("{}{agents}", allow_config(&[])),
-    );
-    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+/// A daemon whose `[agents]` profile lets Gemini CLI read its install and
+/// write its own home, the fake Gemini API with `script`, and `gemini
+/// --acp` started as session `gem` with the `--permission-rule` `rule`.
+struct Run {
+    s: Scratch,
+    m: String,
+    d: Daemon,
+    api: FakeApi,
+}
 
-    let attached = s.out.join("attached");
-    let fixed = s.out.join("fixed");
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": "I created DONE.", "when_tools": AGENT_TOOL, "hold_until": attached},
-            {"text": "Now DONE really exists.", "when_tools": AGENT_TOOL, "hold_until": fixed},
-            {"text": "{\"reasoning\": \"a small task\", \"complexity_score\": 5}",
-             "unless_tools": AGENT_TOOL},
-        ]),
-    );
-    let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
-    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-    let home_env = format!("HOME={}", home.display());
-    let base_url = format!("GOOGLE_GEMINI_BASE_URL={}", api.url());
-    let ws = s.ws.display().to_string();
-    let gemini = gemini.display().to_string();
-    let r = d.cli(
-        &[
-            "session",
-            "start",
-            "--acp",
-            "--id",
-            "gem",
-            "--cwd",
-            &ws,
+impl Run {
+    fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> Run {
+        let s = Scratch::new();
+        let m = common::marker(marker);
+        git_repo(&s.ws);
+        let home = s.out.join("home");
+        settings(&home);
+        let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
+        // node_modules/@google/gemini-cli/bundle/gemini.js: the install.
+        let clis = gemini
+            .ancestors()
+            .nth(4)
+            .expect("node_modules")
+            .to_path_buf();
+        let agents = format!(
+            "[agents]\nread = [{:?}]\nwrite = [{:?}]\n",
+            clis.display().to_string(),
+            home.display().to_string()
+        );
+        let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
+        let d = Daemon::start(&s.etc.join("data"), &cfg);
+        let api = FakeApi::start_script(&s.out, &script(&s));
+        let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
+        let home_env = format!("HOME={}", home.display());
+        let base_url = format!("GOOGLE_GEMINI_BASE_URL={}", api.url());
+        let ws = s.ws.display().to_string();
+        let gemini = gemini.display().to_string();
+        let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
+        let mut args = vec!["session", "start", "--acp", "--id", "gem", "--cwd", &ws];
+        if let Some(f) = &rule_file {
+            args.extend(["--permission-rule", f]);
+        }
+        args.extend([
             "--prompt",
             "Create the file DONE, then say so.",
             "--",
@@ -102,10 +95,43 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
             "--acp",
             "-m",
             MODEL,
-        ],
-        &d.operator,
+        ]);
+        let r = d.cli(&args, &d.operator);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        Run { s, m, d, api }
+    }
+
+    /// Stops the daemon: the agent dies with it.
+    fn stop(mut self) {
+        self.d.stop();
+        common::assert_no_env_survivors(&self.m);
+    }
+}
+
+/// The classifier's step: Gemini CLI's model router asks a lite model to
+/// score each request (a `generateContent` with no tools).
+fn classifier() -> Value {
+    json!({"text": "{\"reasoning\": \"a small task\", \"complexity_score\": 5}",
+           "unless_tools": AGENT_TOOL})
+}
+
+#[test]
+fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixed() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let fixed = scratch.path().join("fixed");
+    let run = Run::start(
+        "gemini-acp",
+        |_| {
+            json!([
+                {"text": "I created DONE.", "when_tools": AGENT_TOOL, "hold_until": attached},
+                {"text": "Now DONE really exists.", "when_tools": AGENT_TOOL, "hold_until": fixed},
+                classifier(),
+            ])
+        },
+        None,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (s, d, api) = (&run.s, &run.d, &run.api);
 
     // The first prompt reached the model; the policy is attached while
     // that call is held, so its end_turn is the first turn-end it gates.
@@ -127,7 +153,7 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
     );
     assert!(!last_user_text(&calls[0]).contains("did not pass"));
     assert!(
-        !common::env_survivors(&m).is_empty(),
+        !common::env_survivors(&run.m).is_empty(),
         "the marker does not find the running agent: the survivors check would prove nothing"
     );
     std::fs::write(s.ws.join("DONE"), "").expect("fix");
@@ -151,10 +177,77 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
     let events = d.policy_events(&policy);
     assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
     assert_eq!(api.model_calls(ROUTE).len(), 2, "no third turn");
+    run.stop();
+}
 
-    // The agent dies with its daemon.
-    d.stop();
-    common::assert_no_env_survivors(&m);
+#[test]
+fn a_write_gemini_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_done() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let run = Run::start(
+        "gemini-acp-perm",
+        |s| {
+            json!([
+                {"when_tools": "write_file", "hold_until": attached,
+                 "tool_use": {"names": ["write_file"],
+                              "input": {"file_path": s.ws.join("DONE"), "content": "done\n"}}},
+                {"text": "I wrote DONE.", "when_tools": AGENT_TOOL},
+                classifier(),
+            ])
+        },
+        Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
+    );
+    let (s, d, api) = (&run.s, &run.d, &run.api);
+    api.wait_for_calls(ROUTE, 1, T);
+    let policy = d.attach(json!({
+        "sessionId": "gem",
+        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
+    }));
+    std::fs::write(&attached, "").expect("release");
+
+    let escalated = wait(|| {
+        d.all_events("session=gem&types=permission-escalated")
+            .into_iter()
+            .next()
+    });
+    let payload = &escalated["payload"];
+    assert_eq!(payload["tool"]["kind"], "edit", "{escalated}");
+    assert!(
+        !s.ws.join("DONE").exists(),
+        "nothing is written before the answer"
+    );
+    let request = payload["request"].as_str().expect("request id").to_string();
+    let r = d.cli(
+        &["session", "permission", "gem", &request, "--allow"],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let done = wait(|| {
+        let p = d.policy(&policy);
+        (p["status"] == "done").then_some(p)
+    });
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("DONE")).expect("DONE"),
+        "done\n",
+        "the confined agent wrote its workspace"
+    );
+    let answers: Vec<Value> = d.all_events("session=gem&types=permission");
+    assert!(
+        answers.iter().any(|e| e["payload"]["allowed"] == true
+            && e["payload"]["by"] == "operator"
+            && e["payload"]["tool"]["kind"] == "edit"),
+        "{answers:?}"
+    );
+    // The model got the tool's result back, then ended its turn.
+    let calls = api.model_calls(ROUTE);
+    assert!(
+        calls[1]["body"].to_string().contains("functionResponse"),
+        "{}",
+        calls[1]["body"]
+    );
+    run.stop();
 }
 
 fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {

@@ -237,6 +237,11 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
+    def tool_calls(self, step, req):
+        """The step's tool calls this request can take (see `tool_calls`),
+        for the provider routes in other modules."""
+        return tool_calls(step, req)
+
     def send_sse(self, data):
         """Sends a complete server-sent-events body (already encoded)."""
         self.send_response(200)

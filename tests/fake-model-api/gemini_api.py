@@ -9,8 +9,12 @@ auth, calls
     POST /v1beta/models/MODEL:countTokens
 
 Every generate call answers the script step's text as one candidate with
-finishReason STOP (never a function call, so an agent turn ends after one
-model call); countTokens answers a rough count and is not a model call.
+finishReason STOP; a step with `tool_use` (as on the Anthropic route:
+`{"names": [...], "input": {...}}`) adds a `functionCall` part for the first
+of its names the request's `functionDeclarations` offer, with the input as
+its `args` (the agent then runs the tool and calls again with its
+`functionResponse`). countTokens answers a rough count and is not a model
+call.
 
 Standard library only; imported by fake_model_api.py, which calls
 register(MODEL_ROUTE_PATTERNS).
@@ -35,12 +39,15 @@ def _usage(req, reply):
     }
 
 
-def _response(req, step, model):
+def _response(handler, req, step, model):
     reply = step.get("text", "")
+    calls = handler.tool_calls(step, req)
+    parts = [{"text": reply}] if reply or not calls else []
+    parts += [{"functionCall": {"name": c["name"], "args": c["input"]}} for c in calls]
     return {
         "candidates": [
             {
-                "content": {"role": "model", "parts": [{"text": reply}]},
+                "content": {"role": "model", "parts": parts},
                 "finishReason": "STOP",
                 "index": 0,
             }
@@ -58,13 +65,13 @@ def _model(handler):
 
 def generate_content(handler, req, step):
     """POST /v1beta/models/MODEL:generateContent: one JSON response."""
-    handler._send_json(200, _response(req, step, _model(handler)))
+    handler._send_json(200, _response(handler, req, step, _model(handler)))
 
 
 def stream_generate_content(handler, req, step):
     """POST /v1beta/models/MODEL:streamGenerateContent?alt=sse: one SSE event
     holding the whole answer."""
-    chunk = _response(req, step, _model(handler))
+    chunk = _response(handler, req, step, _model(handler))
     handler.send_sse(("data: %s\r\n\r\n" % json.dumps(chunk)).encode("utf-8"))
 
 
