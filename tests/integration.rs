@@ -43,6 +43,7 @@ mod doctor;
 mod hook_cost;
 mod hook_install;
 mod hook_install_qwen;
+mod hook_kiro;
 mod hook_once;
 mod hostile_judge;
 mod hostile_shell;

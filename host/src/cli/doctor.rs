@@ -318,6 +318,7 @@ async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
         AgentCli::Qwen => "qwen",
         AgentCli::Copilot => "copilot",
         AgentCli::Opencode => "opencode",
+        AgentCli::Kiro => "kiro-cli",
     };
     let Some(program) = crate::supervise::find_on_path(name, std::env::var_os("PATH").as_deref())
     else {
@@ -405,6 +406,7 @@ fn check_registration(
         HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         HookCommand::Copilot(a) => (AgentCli::Copilot, a),
         HookCommand::Opencode(a) => (AgentCli::Opencode, a),
+        HookCommand::Kiro(a) => (AgentCli::Kiro, a),
         _ => return bad("is not `hook AGENT`".into()),
     };
     if answers != agent {

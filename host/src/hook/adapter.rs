@@ -28,10 +28,12 @@ pub enum AgentCli {
     Copilot,
     /// OpenCode (gatehost's plugin in `opencode/plugin/`: `session.idle`).
     Opencode,
+    /// Kiro CLI (an agent configuration's `hooks`: `stop`, `userPromptSubmit`).
+    Kiro,
 }
 
 impl AgentCli {
-    pub const ALL: [AgentCli; 7] = [
+    pub const ALL: [AgentCli; 8] = [
         AgentCli::Claude,
         AgentCli::Codex,
         AgentCli::Gemini,
@@ -39,6 +41,7 @@ impl AgentCli {
         AgentCli::Qwen,
         AgentCli::Copilot,
         AgentCli::Opencode,
+        AgentCli::Kiro,
     ];
 
     /// The CLI named `name` (as [`AgentCli::name`] gives it).
@@ -57,6 +60,7 @@ impl AgentCli {
             AgentCli::Qwen => "qwen",
             AgentCli::Copilot => "copilot",
             AgentCli::Opencode => "opencode",
+            AgentCli::Kiro => "kiro",
         }
     }
 }

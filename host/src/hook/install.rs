@@ -41,6 +41,9 @@ pub enum Layout {
     Grouped,
     /// `version: 1`, `hooks.<event>[] = {command, …}` (Cursor).
     Flat,
+    /// `hooks.<event>[] = {command, …}` and no version key: a Kiro CLI
+    /// agent configuration, whose schema has none.
+    Bare,
 }
 
 /// The hooks to install: for each event, the hook object gatehost wants.
@@ -132,7 +135,7 @@ pub fn gatehost_hooks(text: &str, layout: Layout) -> Result<Vec<(String, String)
     for (event, list) in hooks {
         for entry in list.as_array().into_iter().flatten() {
             let commands: Vec<&Value> = match layout {
-                Layout::Flat => vec![entry],
+                Layout::Flat | Layout::Bare => vec![entry],
                 Layout::Grouped => entry
                     .get("hooks")
                     .and_then(Value::as_array)
@@ -163,7 +166,7 @@ pub fn add_hooks(text: &str, set: &HookSet) -> Result<String, InstallError> {
         let list = child_array(&hooks, event, &format!("hooks.{event}"))?;
         let wanted = match set.layout {
             Layout::Grouped => group(hook),
-            Layout::Flat => hook.clone(),
+            Layout::Flat | Layout::Bare => hook.clone(),
         };
         let mut present = false;
         for element in list.elements() {
@@ -225,7 +228,7 @@ pub fn remove_hooks(text: &str, layout: Layout) -> Result<String, InstallError> 
 
 fn holds_ours(layout: Layout, value: &Value) -> bool {
     match layout {
-        Layout::Flat => command_of(value).is_some_and(is_gatehost_hook),
+        Layout::Flat | Layout::Bare => command_of(value).is_some_and(is_gatehost_hook),
         Layout::Grouped => value
             .get("hooks")
             .and_then(Value::as_array)
@@ -240,7 +243,7 @@ fn holds_ours(layout: Layout, value: &Value) -> bool {
 /// a group that also holds other hooks (then only gatehost's).
 fn remove_ours(layout: Layout, element: &CstNode, value: &Value) {
     let others = match layout {
-        Layout::Flat => 0,
+        Layout::Flat | Layout::Bare => 0,
         Layout::Grouped => value
             .get("hooks")
             .and_then(Value::as_array)
@@ -411,6 +414,29 @@ mod tests {
         assert_eq!(v["hooks"]["stop"][0]["command"], "gatehost hook cursor");
         assert_eq!(v["hooks"]["afterFileEdit"][0]["command"], "fmt");
         assert_eq!(add_hooks(&once, &set).unwrap(), once);
+    }
+
+    #[test]
+    fn a_kiro_agents_bare_hooks_get_no_version_and_round_trip() {
+        let set = HookSet {
+            layout: Layout::Bare,
+            entries: vec![(
+                "stop".into(),
+                json!({"command": "/bin/gatehost hook kiro", "timeout_ms": 30000}),
+            )],
+        };
+        let original = "{\n  \"name\": \"dev\",\n  \"tools\": [\"*\"]\n}\n";
+        let once = add_hooks(original, &set).unwrap();
+        let v: Value = serde_json::from_str(&once).unwrap();
+        assert!(v.get("version").is_none(), "{once}");
+        assert_eq!(v["hooks"]["stop"][0]["timeout_ms"], 30000);
+        assert_eq!(v["tools"], json!(["*"]));
+        assert_eq!(add_hooks(&once, &set).unwrap(), once);
+        assert_eq!(
+            gatehost_hooks(&once, Layout::Bare).unwrap(),
+            [("stop".to_string(), "/bin/gatehost hook kiro".to_string())]
+        );
+        assert_eq!(remove_hooks(&once, Layout::Bare).unwrap(), original);
     }
 
     #[test]

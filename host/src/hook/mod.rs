@@ -32,6 +32,7 @@ pub mod cursor;
 pub mod decide;
 pub mod gemini;
 pub mod install;
+pub mod kiro;
 pub mod ledger;
 pub mod opencode;
 pub mod outcome;
@@ -51,5 +52,6 @@ pub fn adapter(agent: AgentCli) -> &'static dyn Adapter {
         AgentCli::Qwen => &qwen::Qwen,
         AgentCli::Copilot => &copilot::Copilot,
         AgentCli::Opencode => &opencode::OpenCode,
+        AgentCli::Kiro => &kiro::Kiro,
     }
 }

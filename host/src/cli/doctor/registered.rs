@@ -8,7 +8,7 @@
 
 use super::super::error::CliResult;
 use super::super::hook::Scope;
-use super::super::hook::install::files;
+use super::super::hook::install::{files, kiro_agent_names, kiro_agents_dir};
 use super::{AgentReport, Finding, Registration};
 use crate::hook::AgentCli;
 use crate::hook::install::{Layout, gatehost_hooks, is_gatehost_plugin, plugin_command};
@@ -23,11 +23,18 @@ pub(super) fn registrations(
 ) -> CliResult<Vec<Registration>> {
     let layout = match agent {
         AgentCli::Cursor | AgentCli::Copilot => Layout::Flat,
+        AgentCli::Kiro => Layout::Bare,
         _ => Layout::Grouped,
     };
     let mut scoped: Vec<(&'static str, PathBuf)> = Vec::new();
     for (scope, name) in [(Scope::User, "user"), (Scope::Project, "project")] {
-        if let Some(file) = files(agent, scope, project)?.into_iter().next() {
+        if agent == AgentCli::Kiro {
+            // Every agent's configuration: hooks are per agent.
+            let dir = kiro_agents_dir(scope, project)?;
+            for agent_name in kiro_agent_names(&dir) {
+                scoped.push((name, dir.join(format!("{agent_name}.json"))));
+            }
+        } else if let Some(file) = files(agent, scope, project)?.into_iter().next() {
             scoped.push((name, file));
         }
     }
@@ -114,17 +121,21 @@ fn plugin_registration(
     }
 }
 
-/// An event with more than one gatehost registration.
+/// An event with more than one gatehost registration that runs: across
+/// files, except for Kiro CLI, which runs one agent's file (a project's
+/// agent in place of the user's of that name), so only one file's own
+/// doubles count there.
 pub(super) fn duplicates(agent: AgentCli, registrations: &[Registration]) -> Vec<Finding> {
-    let mut events: Vec<&str> = registrations.iter().map(|r| r.event.as_str()).collect();
-    events.sort_unstable();
-    events.dedup();
-    events
-        .into_iter()
-        .filter_map(|event| {
+    let per_file = agent == AgentCli::Kiro;
+    let key = |r: &Registration| (r.event.clone(), per_file.then(|| r.file.clone()));
+    let mut keys: Vec<(String, Option<PathBuf>)> = registrations.iter().map(key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|(event, file)| {
             let files: Vec<PathBuf> = registrations
                 .iter()
-                .filter(|r| r.event == event)
+                .filter(|r| r.event == event && file.as_ref().is_none_or(|f| &r.file == f))
                 .map(|r| r.file.clone())
                 .collect();
             (files.len() > 1).then(|| Finding::Duplicate {
@@ -159,7 +170,8 @@ pub(super) fn cursor_runs_claude(reports: &[AgentReport]) -> Option<Finding> {
 /// `CLAUDE_CODE_MANAGED_SETTINGS_PATH` names); Gemini CLI and Qwen Code
 /// their system `settings.json` (or the file `GEMINI_CLI_SYSTEM_SETTINGS_PATH`
 /// / `QWEN_CODE_SYSTEM_SETTINGS_PATH` names); Cursor `/etc/cursor/hooks.json`.
-/// Codex, Copilot CLI and OpenCode read no hooks from such a place.
+/// Codex, Copilot CLI, OpenCode and Kiro CLI read no hooks from such a
+/// place (Kiro's agents are the user's or the project's).
 pub(super) fn managed_files(
     agent: AgentCli,
     env: &dyn Fn(&str) -> Option<OsString>,
@@ -185,7 +197,7 @@ pub(super) fn managed_files(
             "/etc/qwen-code/settings.json",
         ),
         AgentCli::Cursor => vec![PathBuf::from("/etc/cursor/hooks.json")],
-        AgentCli::Codex | AgentCli::Copilot | AgentCli::Opencode => Vec::new(),
+        AgentCli::Codex | AgentCli::Copilot | AgentCli::Opencode | AgentCli::Kiro => Vec::new(),
     }
 }
 

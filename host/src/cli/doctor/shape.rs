@@ -24,6 +24,7 @@ fn known_keys(agent: AgentCli) -> &'static [&'static str] {
         AgentCli::Copilot => &["decision", "reason", "modifiedResponse"],
         // What gatehost's plugin reads (host/assets/opencode/gatehost.js).
         AgentCli::Opencode => &["decision", "reason", "systemMessage"],
+        AgentCli::Kiro => &["decision", "reason"],
     }
 }
 
@@ -41,7 +42,9 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
         // Cursor want JSON, and so does gatehost of Qwen Code (its adapter
         // always answers JSON).
         return match agent {
-            AgentCli::Claude | AgentCli::Codex => Ok(()),
+            // Kiro adds an exit-0 stdout of some events to the agent's
+            // context: gatehost answers nothing but a block.
+            AgentCli::Claude | AgentCli::Codex | AgentCli::Kiro => Ok(()),
             AgentCli::Gemini
             | AgentCli::Cursor
             | AgentCli::Qwen
@@ -63,7 +66,7 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
             // isBlockingDecision in 0.24.4.
             AgentCli::Qwen => &["block", "deny"],
             AgentCli::Copilot => &["block", "allow"],
-            AgentCli::Opencode => &["block"],
+            AgentCli::Opencode | AgentCli::Kiro => &["block"],
             _ => &["block", "approve"],
         };
         if !d.as_str().is_some_and(|d| allowed.contains(&d)) {
@@ -111,6 +114,8 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
             "cwd": cwd, "worktree": cwd, "parent_session_id": null,
             "last_assistant_message": message, "stop_hook_active": false,
             "can_continue": true, "opencode_mode": "doctor"}),
+        AgentCli::Kiro => json!({"hook_event_name": "stop", "session_id": id, "cwd": cwd,
+            "assistant_response": message}),
     }
     .to_string()
 }
@@ -118,7 +123,7 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
 /// The end of session `id`, for the CLIs whose hooks have one.
 pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
     match agent {
-        AgentCli::Cursor | AgentCli::Copilot | AgentCli::Opencode => None,
+        AgentCli::Cursor | AgentCli::Copilot | AgentCli::Opencode | AgentCli::Kiro => None,
         _ => Some(
             json!({"session_id": id, "cwd": cwd, "hook_event_name": "SessionEnd", "reason": "exit"})
                 .to_string(),

@@ -94,6 +94,9 @@ pub enum HookCommand {
     /// Answer gatehost's OpenCode plugin (session.idle).
     #[command(after_help = AFTER_HELP)]
     Opencode(HookArgs),
+    /// Answer a Kiro CLI hook (stop, userPromptSubmit, agentSpawn; the v3 engine's Stop too).
+    #[command(after_help = AFTER_HELP)]
+    Kiro(HookArgs),
     /// Add gatehost's hooks to an agent CLI's own configuration (merged,
     /// idempotent, the original kept for `uninstall`).
     #[command(after_help = INSTALL_AFTER_HELP)]
@@ -148,7 +151,8 @@ or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json;
 Qwen Code ~/.qwen/settings.json ($QWEN_HOME) or .qwen/settings.json;
 Copilot CLI ~/.copilot/hooks/gatehost.json ($COPILOT_HOME) or .github/hooks/gatehost.json;
 OpenCode ~/.config/opencode/plugin/gatehost.js ($XDG_CONFIG_HOME) or .opencode/plugin/gatehost.js
-(gatehost's plugin, run by `opencode serve` and the TUI; plain `opencode run` cannot be sent back).
+(gatehost's plugin, run by `opencode serve` and the TUI; plain `opencode run` cannot be sent back);
+Kiro CLI ~/.kiro/agents/NAME.json or .kiro/agents/NAME.json (--kiro-agent NAME, an agent that exists).
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
@@ -202,8 +206,13 @@ pub struct InstallArgs {
     /// where the hook reads `server.url` and `agent.token`.
     #[arg(long, value_name = "DIR", conflicts_with = "gates")]
     pub data_dir: Option<PathBuf>,
-    /// Also add `gatehost mcp` to the CLI's MCP servers (not for OpenCode, nor Copilot CLI's
-    /// project scope: refused there).
+    /// Kiro CLI: the agent whose configuration gets the hooks
+    /// (`~/.kiro/agents/NAME.json`, or the project's `.kiro/agents/NAME.json`);
+    /// it must exist (Kiro's built-in default agent carries no hooks).
+    #[arg(long, value_name = "NAME")]
+    pub kiro_agent: Option<String>,
+    /// Also add `gatehost mcp` to the CLI's MCP servers (not for OpenCode, Kiro CLI, nor
+    /// Copilot CLI's project scope: refused there).
     #[arg(long)]
     pub mcp: bool,
     /// Print the change; write nothing.
@@ -224,6 +233,9 @@ pub struct UninstallArgs {
     /// The project, for --scope project.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub project: PathBuf,
+    /// Kiro CLI: the agent given to `install --kiro-agent`.
+    #[arg(long, value_name = "NAME")]
+    pub kiro_agent: Option<String>,
     /// Print the change; write nothing.
     #[arg(long)]
     pub dry_run: bool,

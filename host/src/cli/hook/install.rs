@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 
 mod plan;
 
-pub(in crate::cli) use plan::files;
 use plan::{Edit, MCP_NAME, hook_command, plan};
+pub(in crate::cli) use plan::{files, install_files, kiro_agent_names, kiro_agents_dir};
 
 /// The texts of the files before and after, by path: a later file's edit
 /// (Codex's trust) reads an earlier one's.
@@ -123,7 +123,12 @@ pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
 
 pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
     let backups = backup_dir(args.state_dir.as_deref())?;
-    let paths = files(args.agent, args.scope, &args.project)?;
+    let paths = install_files(
+        args.agent,
+        args.scope,
+        &args.project,
+        args.kiro_agent.as_deref(),
+    )?;
     // Every file as it is now, first: Codex's trust entries are found from
     // its hooks.json before that is restored.
     let mut texts = Texts::new();

@@ -44,6 +44,7 @@ pub(super) fn run(command: HookCommand) -> CliResult<i32> {
         HookCommand::Qwen(a) => (AgentCli::Qwen, a),
         HookCommand::Copilot(a) => (AgentCli::Copilot, a),
         HookCommand::Opencode(a) => (AgentCli::Opencode, a),
+        HookCommand::Kiro(a) => (AgentCli::Kiro, a),
         HookCommand::Install(a) => return install::install(&a),
         HookCommand::Uninstall(a) => return install::uninstall(&a),
         HookCommand::Status(a) => return status::status(&a),
@@ -279,6 +280,7 @@ mod tests {
             (AgentCli::Qwen, 60, 54),
             (AgentCli::Copilot, 30, 25),
             (AgentCli::Opencode, 600, 540),
+            (AgentCli::Kiro, 30, 25),
         ] {
             let a = crate::hook::adapter(agent);
             assert_eq!(a.cli_timeout(), Duration::from_secs(cli), "{agent:?}");

@@ -119,6 +119,8 @@ pub(in crate::cli) fn files(
         (AgentCli::Opencode, Scope::Project) => {
             vec![project()?.join(".opencode/plugin").join(PLUGIN_FILE)]
         }
+        // An agent's file, named by `--kiro-agent`: see `kiro_agent_file`.
+        (AgentCli::Kiro, _) => Vec::new(),
         (AgentCli::Cursor, Scope::User) => {
             let h = home()?;
             vec![h.join(".cursor/hooks.json"), h.join(".cursor/mcp.json")]
@@ -128,6 +130,92 @@ pub(in crate::cli) fn files(
             vec![p.join(".cursor/hooks.json"), p.join(".cursor/mcp.json")]
         }
     })
+}
+
+/// Kiro CLI's agents directory of `scope`.
+pub(in crate::cli) fn kiro_agents_dir(scope: Scope, project: &Path) -> CliResult<PathBuf> {
+    Ok(match scope {
+        Scope::User => dirs::home_dir()
+            .ok_or_else(|| CliError::new("no-home", "no home directory: set HOME"))?
+            .join(".kiro/agents"),
+        Scope::Project => std::path::absolute(project)
+            .map_err(|e| CliError::input(format!("--project: {e}")).field("--project"))?
+            .join(".kiro/agents"),
+    })
+}
+
+/// The Kiro agent configuration `name` of `scope`: a plain name (no path),
+/// whose file exists (gatehost never makes an agent: Kiro's default one
+/// carries no hooks, and a new agent would change what the user runs).
+pub(in crate::cli) fn kiro_agent_file(
+    scope: Scope,
+    project: &Path,
+    name: Option<&str>,
+) -> CliResult<PathBuf> {
+    let dir = kiro_agents_dir(scope, project)?;
+    let Some(name) = name else {
+        let found = kiro_agent_names(&dir);
+        return Err(CliError::input(format!(
+            "--kiro-agent NAME is needed: Kiro CLI reads hooks from an agent's configuration ({}); {}",
+            dir.join("NAME.json").display(),
+            if found.is_empty() {
+                "none is there yet: create one with Kiro (`kiro-cli agent create`)".to_string()
+            } else {
+                format!("there: {}", found.join(", "))
+            }
+        ))
+        .field("--kiro-agent"));
+    };
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if !plain {
+        return Err(CliError::input(format!(
+            "--kiro-agent {name:?}: an agent's name (letters, digits, '-', '_', '.'), not a path"
+        ))
+        .field("--kiro-agent"));
+    }
+    let file = dir.join(format!("{name}.json"));
+    if !file.is_file() {
+        return Err(CliError::input(format!(
+            "--kiro-agent {name}: {} does not exist; create the agent with Kiro first (gatehost adds hooks, it makes no agent)",
+            file.display()
+        ))
+        .field("--kiro-agent"));
+    }
+    Ok(file)
+}
+
+/// The agents' names in `dir` (`NAME.json`), sorted.
+pub(in crate::cli) fn kiro_agent_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            n.strip_suffix(".json")
+                .filter(|s| !s.is_empty() && !s.starts_with('.'))
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The files `install` and `uninstall` change for `agent` in `scope`.
+pub(in crate::cli) fn install_files(
+    agent: AgentCli,
+    scope: Scope,
+    project: &Path,
+    kiro_agent: Option<&str>,
+) -> CliResult<Vec<PathBuf>> {
+    match agent {
+        AgentCli::Kiro => Ok(vec![kiro_agent_file(scope, project, kiro_agent)?]),
+        _ => files(agent, scope, project),
+    }
 }
 
 /// The arguments of the `gatehost mcp` entry: `mcp` and the daemon
@@ -273,7 +361,12 @@ pub(super) fn plan(
     if args.mcp {
         refuse_mcp(args.agent, args.scope)?;
     }
-    let files = files(args.agent, args.scope, &args.project)?;
+    let files = install_files(
+        args.agent,
+        args.scope,
+        &args.project,
+        args.kiro_agent.as_deref(),
+    )?;
     let adapter = crate::hook::adapter(args.agent);
     // Each event's hook with the timeout the CLI accepts for it, in the
     // CLI's unit.
@@ -392,6 +485,22 @@ pub(super) fn plan(
                 },
             );
         }
+        AgentCli::Kiro => {
+            // `timeout_ms`, in milliseconds; `stop` gates, a person's
+            // prompt starts the count again.
+            let t = u64::try_from(adapter.cli_timeout().as_millis()).unwrap_or(u64::MAX);
+            let hook = json!({"command": command, "timeout_ms": t});
+            push(
+                &files[0],
+                Edit::Hooks(HookSet {
+                    layout: Layout::Bare,
+                    entries: vec![
+                        ("stop".into(), hook.clone()),
+                        ("userPromptSubmit".into(), hook),
+                    ],
+                }),
+            );
+        }
         AgentCli::Cursor => {
             let hook = json!({"command": command});
             push(
@@ -419,6 +528,10 @@ fn refuse_mcp(agent: AgentCli, scope: Scope) -> CliResult<()> {
         (AgentCli::Opencode, _) => {
             "gatehost does not write OpenCode's MCP configuration: add \"mcp\": {\"gatehost\": \
              {\"type\": \"local\", \"command\": [\"/path/to/gatehost\", \"mcp\"]}} to opencode.json"
+        }
+        (AgentCli::Kiro, _) => {
+            "gatehost does not write a Kiro agent's MCP servers (its `tools` must name them too): \
+             add `gatehost mcp` under the agent's \"mcpServers\" and \"@gatehost\" to its \"tools\""
         }
         (AgentCli::Copilot, Scope::Project) => {
             "a project's MCP servers for Copilot CLI (.mcp.json, .github/mcp.json) are not written by \
