@@ -140,7 +140,7 @@ pub(super) fn duplicates(agent: AgentCli, registrations: &[Registration]) -> Vec
                 .collect();
             (files.len() > 1).then(|| Finding::Duplicate {
                 agent: agent.name().to_string(),
-                event: event.to_string(),
+                event: event.clone(),
                 files,
             })
         })
