@@ -19,7 +19,7 @@ not count). A step is an object:
     "text": the assistant's text (default "");
     "hold_until": a path; the answer waits until that file exists (polled every
         20 ms, at most 120 s), so a test can act between two model calls;
-    "tool_use" (Anthropic route): {"names": [NAME, ...], "input": {...}} (or
+    "tool_use" (Anthropic and Chat Completions routes): {"names": [NAME, ...], "input": {...}} (or
         "name": NAME), or a list of such objects: the answer calls the first
         of the names that the request's `tools` offer, with that input (after
         the text, when the text is not empty), id "toolu_fake_...",
@@ -105,8 +105,16 @@ def offered_tools(req):
 
 def system_text(req):
     """The request's system prompt as one string (Anthropic's `system`, a
-    string or text blocks; else Responses' `instructions`)."""
+    string or text blocks; else Responses' `instructions`; else Chat
+    Completions' `system` and `developer` messages)."""
     system = req.get("system", req.get("instructions"))
+    if system is None and isinstance(req.get("messages"), list):
+        system = [{"text": m["content"]} if isinstance(m.get("content"), str)
+                  else {"text": "\n".join(p.get("text", "") for p in m["content"]
+                                          if isinstance(p, dict))}
+                  for m in req["messages"]
+                  if isinstance(m, dict) and m.get("role") in ("system", "developer")
+                  and isinstance(m.get("content"), (str, list))]
     if isinstance(system, list):
         return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
     return system if isinstance(system, str) else ""
