@@ -18,15 +18,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The fake API's route for the agent's model calls.
-const ROUTE: &str = "/v1/chat/completions";
-const T: Duration = Duration::from_secs(90);
+pub(crate) const ROUTE: &str = "/v1/chat/completions";
+pub(crate) const T: Duration = Duration::from_secs(90);
 
 /// The gate every test uses: the agent's work is done when `DONE` exists.
 const GATES: &str =
     r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
 
 /// One `copilot -p` run, started.
-struct Copilot {
+pub(crate) struct Copilot {
     child: Child,
     started: Instant,
     out: PathBuf,
@@ -34,10 +34,10 @@ struct Copilot {
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
-struct Finished {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Finished {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -67,7 +67,7 @@ impl Copilot {
     /// Installs the hooks and starts `copilot -p PROMPT` in `s.ws` against
     /// `api`, in a process group of its own (so a failed test can kill all
     /// of it).
-    fn start(s: &Scratch, api: &FakeApi, m: &str, args: &[String]) -> Copilot {
+    pub(crate) fn start(s: &Scratch, api: &FakeApi, m: &str, args: &[String]) -> Copilot {
         let home = s.out.join("home");
         let copilot_home = home.join(".copilot");
         let tmp = s.out.join("tmp");
@@ -109,7 +109,7 @@ impl Copilot {
     }
 
     /// Waits for the run to end (killing its process group past `T`).
-    fn finish(mut self) -> Finished {
+    pub(crate) fn finish(mut self) -> Finished {
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 break Some(status);
@@ -138,7 +138,7 @@ impl Copilot {
     }
 
     /// Lets the fake API answer the model call held on `name`.
-    fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         std::fs::write(self.out.join(name), "").expect("release");
     }
 }
@@ -152,13 +152,13 @@ impl Drop for Copilot {
     }
 }
 
-fn hold(s: &Scratch, name: &str) -> String {
+pub(crate) fn hold(s: &Scratch, name: &str) -> String {
     s.out.join(name).display().to_string()
 }
 
 /// The text of the last user message a chat request carried (a string, or
 /// a list of text parts).
-fn last_user_text(request: &Value) -> String {
+pub(crate) fn last_user_text(request: &Value) -> String {
     let messages = request["body"]["messages"]
         .as_array()
         .cloned()

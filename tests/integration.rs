@@ -17,6 +17,7 @@ mod agent_claude_mcp;
 mod agent_claude_subagent;
 mod agent_codex;
 mod agent_copilot;
+mod agent_copilot_subagent;
 mod agent_cursor;
 mod agent_gemini;
 mod agent_gemini_acp;

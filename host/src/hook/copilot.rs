@@ -18,7 +18,14 @@
 //! a row). The output must be an object; the CLI shows no message from a
 //! stop hook, so a stop with a message answers `{}` and leaves it on stderr.
 //! A sub-agent's stop (one with an `agentId`) is counted on a retry budget
-//! of its own, under its parent session.
+//! of its own, under its parent session. Measured with a real sub-agent
+//! (the `task` tool; docs/copilot-subagent-findings.md): each of its stops
+//! is an `agentStop` of the sub-agent itself (`sessionId` is the sub-agent's
+//! `agentId`, with a `parentAgentId`; Copilot ignores a block on it), then
+//! a `subagentStop` (the parent's `sessionId`, the sub-agent's `agentId`):
+//! only the latter is gated, the former answered `{}` ungated. A stop is
+//! told from the next by its `timestamp` (milliseconds, new at every stop):
+//! the transcript Copilot writes lazily can show one length at two stops.
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
@@ -43,6 +50,9 @@ struct Input {
     stop_hook_active: Option<bool>,
     #[serde(rename = "agentId")]
     agent_id: Option<String>,
+    #[serde(rename = "parentAgentId")]
+    parent_agent_id: Option<String>,
+    timestamp: Option<serde_json::Value>,
 }
 
 impl Adapter for Copilot {
@@ -56,7 +66,25 @@ impl Adapter for Copilot {
             None | Some("agentStop" | "subagentStop" | "Stop" | "SubagentStop") => {}
             Some(other) => return Err(HookError::UnknownEvent(other.to_string())),
         }
+        if i.hook_event_name.is_none()
+            && i.parent_agent_id.is_some()
+            && i.agent_id.is_some()
+            && i.agent_id == i.session_id
+        {
+            // The sub-agent's own agentStop: its subagentStop follows, and
+            // that one is gated (Copilot ignores a block on this).
+            return Err(HookError::UnknownEvent(
+                "agentStop of a sub-agent (its subagentStop is the one gated)".into(),
+            ));
+        }
         let hint = i.stop_hook_active.map(|a| format!("stop_hook_active={a}"));
+        let generation_id = match &i.timestamp {
+            Some(serde_json::Value::Number(n)) => Some(format!("timestamp:{n}")),
+            Some(serde_json::Value::String(t)) if !t.trim().is_empty() => {
+                Some(format!("timestamp:{t}"))
+            }
+            _ => None,
+        };
         let subagent = match i.hook_event_name.as_deref() {
             Some("subagentStop" | "SubagentStop") => {
                 Some(i.agent_id.clone().unwrap_or_else(|| "subagent".into()))
@@ -78,7 +106,7 @@ impl Adapter for Copilot {
                 .map(Into::into),
             loop_hint: hint,
             prompt: None,
-            generation_id: None,
+            generation_id,
             subagent,
         })
     }
@@ -134,6 +162,28 @@ mod tests {
         assert_eq!(i.last_message.as_deref(), Some("Found it."));
         assert_eq!(i.subagent.as_deref(), Some("explore-1"), "its own budget");
         assert_eq!(i.standing_key(), format!("{SESSION}/subagent/explore-1"));
+    }
+
+    #[test]
+    fn a_measured_subagent_stop_is_gated_and_the_subagents_own_agent_stop_is_not() {
+        let raw = include_str!("../../../tests/fixtures/hooks/copilot/subagent-stop-measured.json");
+        let i = Copilot.parse(raw.as_bytes()).unwrap();
+        assert_eq!(i.session_id, SESSION, "the parent's session");
+        assert_eq!(
+            i.subagent.as_deref(),
+            Some("5b8e2f4a-1c3d-4e6f-9a7b-8c9d0e1f2a3b")
+        );
+        assert_eq!(i.last_message.as_deref(), Some("SUB-REPLY-1: I am done."));
+        assert_eq!(i.generation_id.as_deref(), Some("timestamp:1796299760270"));
+        let own = include_str!("../../../tests/fixtures/hooks/copilot/subagent-agent-stop.json");
+        assert!(matches!(
+            Copilot.parse(own.as_bytes()),
+            Err(HookError::UnknownEvent(_))
+        ));
+        // Two stops of one session: two timestamps, two stops.
+        let a = Copilot.parse(STOP.as_bytes()).unwrap();
+        let b = Copilot.parse(STOP_RETRY.as_bytes()).unwrap();
+        assert!(a.generation_id.is_some() && a.generation_id != b.generation_id);
     }
 
     #[test]

@@ -1,10 +1,3 @@
-//! DRAFT (not compiled, not in tests/integration.rs yet). To wire it in:
-//! rename to `agent_copilot_subagent.rs`, add `mod agent_copilot_subagent;`
-//! to tests/integration.rs, and make these `pub(crate)` in
-//! tests/agent_copilot.rs: `ROUTE`, `T`, `struct Copilot` with `start`,
-//! `finish` and `release`, `struct Finished` and its fields `code`, `stdout`,
-//! `stderr`, `fn hold`, `fn last_user_text`.
-//!
 //! The real GitHub Copilot CLI (1.0.102) starts a sub-agent (the `task`
 //! tool, `mode: "sync"`, so the parent waits) because the fake Chat
 //! Completions API tells it to, and `gatehost hook copilot --gates PARENT
@@ -15,18 +8,14 @@
 //! (`copilot:SESSION` and `copilot:SESSION/subagent/AGENT`). Measured in
 //! docs/copilot-subagent-findings.md.
 //!
-//! Known failures on 7dfe96d (see the findings): the first test's exact step
-//! sequence fails now and then (about 1 run in 10) because the stop ledger
-//! replays the parent's first block on its fixed stop (Copilot writes
-//! `events.jsonl` lazily, so its length is no mark of a stop); the third
-//! test fails every time (a sub-agent's own `agentStop` is gated as a second
-//! sub-agent, `copilot:AGENT/subagent/AGENT`).
+//! The two bugs the first runs found are fixed: a stop is told from the next
+//! by its `timestamp` (the lazily written `events.jsonl` is no mark), and a
+//! sub-agent's own `agentStop` is answered ungated.
 
 use crate::agent_copilot::{Copilot, ROUTE, T, hold, last_user_text};
 use crate::common::agents::FakeApi;
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -191,7 +180,11 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     run.release("release-parent");
     let end = run.finish();
 
-    assert_eq!(end.code, 0, "stdout:\n{}\nstderr:\n{}", end.stdout, end.stderr);
+    assert_eq!(
+        end.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        end.stdout, end.stderr
+    );
     assert!(
         end.stdout.contains("PARENT: fixed, PARENT-OK exists now."),
         "{}",
@@ -200,17 +193,33 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     // Exactly one model call per step: no stop was refused twice. (Fails
     // now and then on 7dfe96d: the ledger replays the parent's first block
     // on its fixed stop, step 4 repeated.)
-    let steps: Vec<Value> = api.model_calls(ROUTE).iter().map(|c| c["step"].clone()).collect();
+    let steps: Vec<Value> = api
+        .model_calls(ROUTE)
+        .iter()
+        .map(|c| c["step"].clone())
+        .collect();
     assert_eq!(steps, [json!(0), json!(1), json!(2), json!(3), json!(4)]);
 
     let (session, agent) = session_and_agent(&s);
     let (code, parent) = hook_status(&s, &m, &format!("copilot:{session}"));
-    assert_eq!((code, &parent["outcome"]), (0, &json!("passed")), "{parent}");
-    assert_eq!(counts(&parent), (&json!(2), &json!(1), &json!(0)), "{parent}");
+    assert_eq!(
+        (code, &parent["outcome"]),
+        (0, &json!("passed")),
+        "{parent}"
+    );
+    assert_eq!(
+        counts(&parent),
+        (&json!(2), &json!(1), &json!(0)),
+        "{parent}"
+    );
     let sub_id = format!("copilot:{session}/subagent/{agent}");
     let (code, sub) = hook_status(&s, &m, &sub_id);
     assert_eq!(code, 0, "{sub}");
-    assert_eq!((&sub["session"], &sub["outcome"]), (&json!(sub_id), &json!("passed")), "{sub}");
+    assert_eq!(
+        (&sub["session"], &sub["outcome"]),
+        (&json!(sub_id), &json!("passed")),
+        "{sub}"
+    );
     assert_eq!(counts(&sub), (&json!(2), &json!(1), &json!(0)), "{sub}");
     assert_no_survivors(&m);
 }
@@ -226,7 +235,11 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
     std::fs::write(s.out.join("release-parent"), "").expect("no hold");
     let api = FakeApi::start_script(&s.out, &script);
     let end = Copilot::start(&s, &api, &m, &subagent_args(&s, 2)).finish();
-    assert_eq!(end.code, 0, "stdout:\n{}\nstderr:\n{}", end.stdout, end.stderr);
+    assert_eq!(
+        end.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        end.stdout, end.stderr
+    );
 
     let calls = api.model_calls(ROUTE);
     let sub_calls: Vec<&Value> = calls.iter().filter(|c| is_subagent(c)).collect();
@@ -234,7 +247,10 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
     // Copilot has no cap of its own on subagentStop blocks (measured: 100
     // blocks in a row, all obeyed).
     assert_eq!(sub_calls.len(), 3, "{calls:#?}");
-    let nudged = sub_calls.iter().filter(|c| last_user_text(c).contains(NUDGE)).count();
+    let nudged = sub_calls
+        .iter()
+        .filter(|c| last_user_text(c).contains(NUDGE))
+        .count();
     assert_eq!(nudged, 2);
     // The parent: its first call, then its one stop, which passed.
     assert_eq!(calls.len() - sub_calls.len(), 2, "{calls:#?}");
@@ -249,7 +265,11 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
     );
     assert_eq!(counts(&sub), (&json!(3), &json!(2), &json!(1)), "{sub}");
     let (code, parent) = hook_status(&s, &m, &format!("copilot:{session}"));
-    assert_eq!((code, &parent["outcome"]), (0, &json!("passed")), "{parent}");
+    assert_eq!(
+        (code, &parent["outcome"]),
+        (0, &json!("passed")),
+        "{parent}"
+    );
     assert_eq!(parent["stops"], json!(1), "{parent}");
     // Copilot shows no stop hook's message: the let-through is only in the
     // record.
@@ -272,12 +292,19 @@ fn a_subagents_own_agent_stop_is_not_gated_as_a_second_subagent() {
     std::fs::write(s.out.join("release-parent"), "").expect("no hold");
     let api = FakeApi::start_script(&s.out, &script);
     let end = Copilot::start(&s, &api, &m, &subagent_args(&s, 2)).finish();
-    assert_eq!(end.code, 0, "stdout:\n{}\nstderr:\n{}", end.stdout, end.stderr);
+    assert_eq!(
+        end.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        end.stdout, end.stderr
+    );
     let (session, agent) = session_and_agent(&s);
     let (code, sub) = hook_status(&s, &m, &format!("copilot:{session}/subagent/{agent}"));
     assert_eq!((code, &sub["stops"]), (0, &json!(1)), "{sub}");
     let (code, stray) = hook_status(&s, &m, &format!("copilot:{agent}/subagent/{agent}"));
-    assert_eq!(code, 2, "no record of the sub-agent as a session of its own: {stray}");
+    assert_eq!(
+        code, 2,
+        "no record of the sub-agent as a session of its own: {stray}"
+    );
     let (code, stray) = hook_status(&s, &m, &format!("copilot:{agent}"));
     assert_eq!(code, 2, "{stray}");
     assert_no_survivors(&m);
