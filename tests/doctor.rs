@@ -266,7 +266,7 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
     assert_eq!(
         reported,
         [
-            "claude", "codex", "gemini", "cursor", "qwen", "copilot", "opencode"
+            "claude", "codex", "gemini", "cursor", "qwen", "copilot", "opencode", "kiro"
         ],
         "every CLI is reported, in order: {v}"
     );
