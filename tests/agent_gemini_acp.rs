@@ -36,8 +36,9 @@ fn settings(home: &std::path::Path) {
     std::fs::write(dir.join("settings.json"), v.to_string()).expect("settings");
 }
 
-/// A daemon whose `[agents]` profile lets Gemini CLI read its install and
-/// write its own home, the fake Gemini API with `script`, and `gemini
+/// A daemon whose `[agents]` profile lets Gemini CLI read its install,
+/// write its own home and open pseudo-terminals (its shell tool runs in
+/// one), the fake Gemini API with `script`, and `gemini
 /// --acp` started as session `gem` with the `--permission-rule` `rule`.
 struct Run {
     s: Scratch,
@@ -61,7 +62,7 @@ impl Run {
             .expect("node_modules")
             .to_path_buf();
         let agents = format!(
-            "[agents]\nread = [{:?}]\nwrite = [{:?}]\n",
+            "[agents]\npty = true\nread = [{:?}]\nwrite = [{:?}]\n",
             clis.display().to_string(),
             home.display().to_string()
         );
@@ -246,6 +247,80 @@ fn a_write_gemini_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
         calls[1]["body"].to_string().contains("functionResponse"),
         "{}",
         calls[1]["body"]
+    );
+    run.stop();
+}
+
+/// The hostile agent: its model has it read the operator's token with its
+/// file tool and with a shell command, both allowed by the session's rule.
+/// Gemini's file tool refuses a path outside the workspace itself; the
+/// shell's `cat` runs and the sandbox refuses it (`Permission denied`):
+/// the token reaches no model request, and the turn still ends.
+#[test]
+fn a_gemini_agent_told_to_read_the_operator_token_never_gets_it() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let run = Run::start(
+        "gemini-acp-token",
+        |s| {
+            let token = s.etc.join("data/operator.token");
+            json!([
+                {"when_tools": "read_file", "hold_until": attached,
+                 "tool_use": {"names": ["read_file"], "input": {"file_path": token}}},
+                {"when_tools": "run_shell_command",
+                 "tool_use": {"names": ["run_shell_command"],
+                              "input": {"command": format!("cat {}", token.display()),
+                                        "description": "read it"}}},
+                {"text": "I could not read it.", "when_tools": AGENT_TOOL},
+                classifier(),
+            ])
+        },
+        Some(json!({"allow": ["read", "search", "execute"], "otherwise": "deny"})),
+    );
+    let (d, api) = (&run.d, &run.api);
+    let token = std::fs::read_to_string(d.data.join("operator.token")).expect("token");
+    let token = token.trim().to_string();
+    assert!(token.len() >= 16, "a real token to look for");
+    api.wait_for_calls(ROUTE, 1, T);
+    std::fs::write(&attached, "").expect("release");
+
+    let ended = wait(|| {
+        let e = d.all_events("session=gem&types=turn-end");
+        (!e.is_empty()).then(|| e[0].clone())
+    });
+    assert_eq!(
+        ended["payload"]["message"], "I could not read it.",
+        "{ended}"
+    );
+    let calls = api.model_calls(ROUTE);
+    assert!(calls.len() >= 3, "both tools ran and answered: {calls:#?}");
+    for c in &calls {
+        assert!(
+            !c["body"].to_string().contains(&token),
+            "the operator token reached the model: {}",
+            c["body"]
+        );
+    }
+    // Each tool answered: the shell ran `cat`, which the sandbox refused.
+    let answers: Vec<String> = calls[1..]
+        .iter()
+        .map(|c| {
+            c["body"]["contents"]
+                .as_array()
+                .and_then(|a| a.last())
+                .map(|l| l.to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        answers[0].contains("functionResponse") && answers[0].contains("read_file"),
+        "{answers:?}"
+    );
+    assert!(
+        answers[1].contains("run_shell_command")
+            && answers[1].contains("Permission denied")
+            && answers[1].contains("Exit Code: 1"),
+        "the shell ran (a pty granted) and the sandbox refused the read: {answers:?}"
     );
     run.stop();
 }

@@ -16,6 +16,7 @@ pub(super) struct AgentsSection {
     #[serde(default)]
     write: Vec<String>,
     network: Option<bool>,
+    pty: Option<bool>,
     permission: Option<PermissionRule>,
 }
 
@@ -32,6 +33,12 @@ pub struct AgentsConfig {
     pub write: Vec<PathBuf>,
     /// TCP connect and bind (default true: it calls its model).
     pub network: bool,
+    /// Pseudo-terminals (`/dev/ptmx`, `/dev/pts`; default false): an agent
+    /// CLI's shell tool runs its commands in one (Gemini CLI's fails with
+    /// `forkpty(3) failed` without). Landlock cannot tell the agent's own
+    /// terminal from others of its uid beneath `/dev/pts`: with this on,
+    /// run agents as `[sandbox] user`, whose uid owns none of yours.
+    pub pty: bool,
     /// The permission rule of ACP sessions started without one.
     pub permission: Option<PermissionRule>,
 }
@@ -43,6 +50,7 @@ impl Default for AgentsConfig {
             read: Vec::new(),
             write: Vec::new(),
             network: true,
+            pty: false,
             permission: None,
         }
     }
@@ -55,6 +63,7 @@ impl AgentsSection {
             read: self.read.iter().map(|p| home(p)).collect(),
             write: self.write.iter().map(|p| home(p)).collect(),
             network: self.network.unwrap_or(true),
+            pty: self.pty.unwrap_or(false),
             permission: self.permission,
         }
     }

@@ -1,6 +1,7 @@
 //! The sandbox of the agents the daemon starts (`session start`, ACP or
 //! not): the native gates' sandbox (`crate::sandbox`) with the agents' own
-//! grants (`[agents]`: `read`, `write`, `network`, on by default). The
+//! grants (`[agents]`: `read`, `write`, `network`, on by default, and `pty`,
+//! the pseudo-terminal devices, off by default). The
 //! agent may write its workspace and a private temporary directory, read
 //! the system and what `[agents] read` names; it never reaches the data
 //! directory, the tokens or the configuration (they are the sandbox's
@@ -19,6 +20,10 @@ use crate::sandbox::{Grants, Place, Scratch};
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::path::Path;
+
+/// What `[agents] pty = true` grants (read, write, ioctl): the
+/// multiplexer and the terminals it makes.
+const PTY_DEVICES: &[&str] = &["/dev/ptmx", "/dev/pts"];
 
 /// One agent's confinement, ready to apply.
 #[derive(Debug, Default)]
@@ -41,9 +46,13 @@ impl Engine {
             return Ok(Confinement::default());
         }
         let anchor = WorkspaceAnchor::open(ws).map_err(|e| invalid("cwd", e.to_string()))?;
+        let mut write = agents.write.clone();
+        if agents.pty {
+            write.extend(PTY_DEVICES.iter().map(std::path::PathBuf::from));
+        }
         let grants = Grants {
             read: agents.read.clone(),
-            write: agents.write.clone(),
+            write,
             network: agents.network,
         };
         let prepared = runner
