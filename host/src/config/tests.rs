@@ -486,8 +486,8 @@ notify_format = "discord"
 fn agents_get_no_pseudo_terminal_unless_granted() {
     let c = HostConfig::from_toml("", "c.toml").expect("parses");
     assert!(c.agents.confine && c.agents.network && !c.agents.pty);
-    let c = HostConfig::from_toml("[agents]\npty = true\nnetwork = false\n", "c.toml")
-        .expect("parses");
+    let c =
+        HostConfig::from_toml("[agents]\npty = true\nnetwork = false\n", "c.toml").expect("parses");
     assert!(c.agents.pty && !c.agents.network);
     let e = HostConfig::from_toml("[agents]\nptys = true\n", "c.toml").unwrap_err();
     assert!(e.to_string().contains("ptys"), "{e}");
