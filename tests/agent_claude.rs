@@ -42,10 +42,14 @@ impl Claude {
 
     /// User-scope settings: `hook` on Stop, SubagentStop, SessionStart,
     /// UserPromptSubmit and SessionEnd.
+    /// The stop hooks carry `"onFailure": "block"`, as `hook install
+    /// claude` writes them for 2.1.295 and later: the real CLI reads them.
     pub(crate) fn hooks(&self, hook: &str) {
         let entry = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 120}]}]);
+        let stop = json!([{"hooks": [{"type": "command", "command": hook, "timeout": 120,
+            "onFailure": "block"}]}]);
         let settings = json!({"hooks": {
-            "Stop": entry, "SubagentStop": entry, "SessionStart": entry, "UserPromptSubmit": entry, "SessionEnd": entry,
+            "Stop": stop, "SubagentStop": stop, "SessionStart": entry, "UserPromptSubmit": entry, "SessionEnd": entry,
         }});
         std::fs::write(self.config.join("settings.json"), settings.to_string()).expect("settings");
     }

@@ -115,7 +115,15 @@ fn install_writes_the_gatehost_on_path_by_its_path_else_this_binary_with_a_warni
             .contains(&format!("hook command: {on_path} hook claude")),
         "{found:?}"
     );
-    assert!(!found.stderr.contains("warning"), "{found:?}");
+    // No warning about the program (the one about onFailure, with no
+    // `claude` on this PATH, is another matter).
+    assert!(
+        !found
+            .stderr
+            .lines()
+            .any(|l| l.contains("warning") && !l.contains("onFailure")),
+        "{found:?}"
+    );
     let v = read_json(&settings);
     for event in ["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"] {
         let ours = our_commands(&v, event);
@@ -642,4 +650,60 @@ fn an_installed_hook_reaches_a_daemon_on_another_data_directory() {
     }
     let both = hook(&s, &["claude", "--token", "t", "--token-file", "f"]);
     assert_eq!(both.code, 2, "{both:?}");
+}
+
+/// `"onFailure": "block"` on Claude Code's stop hooks only when every
+/// `claude` on the installer's PATH is 2.1.295 or later (older ones reject
+/// the key), said on stdout; otherwise a warning that a crash of the hook
+/// lets the stop through.
+#[test]
+fn claude_stop_hooks_fail_closed_only_where_every_claude_reads_on_failure() {
+    use std::os::unix::fs::PermissionsExt;
+    let settings_of = |s: &Scratch| read_json(&s.out.join("home/.claude/settings.json"));
+    let fake = |s: &Scratch, version: &str| {
+        let bin = s.out.join(format!("bin-{version}"));
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let f = bin.join("claude");
+        std::fs::write(&f, format!("#!/bin/sh\necho '{version} (Claude Code)'\n")).expect("write");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        format!("{}:/usr/bin:/bin", bin.display())
+    };
+    let s = Scratch::new();
+    let path = fake(&s, "2.1.332");
+    let r = hook_with(&s, &["install", "claude"], &[("PATH", &path)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("onFailure: block"), "{r:?}");
+    let v = settings_of(&s);
+    for event in ["Stop", "SubagentStop"] {
+        assert_eq!(
+            v["hooks"][event][0]["hooks"][0]["onFailure"], "block",
+            "{v}"
+        );
+    }
+    for event in ["SessionStart", "UserPromptSubmit", "SessionEnd"] {
+        assert!(
+            v["hooks"][event][0]["hooks"][0].get("onFailure").is_none(),
+            "{v}"
+        );
+    }
+
+    // An older claude on PATH too: not written (a re-install takes it out).
+    let old = fake(&s, "2.1.200");
+    let both = format!("{path}:{old}");
+    let r = hook_with(&s, &["install", "claude"], &[("PATH", &both)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("2.1.200") && r.stderr.contains("lets the stop through"),
+        "{r:?}"
+    );
+    let v = settings_of(&s);
+    assert!(
+        v["hooks"]["Stop"][0]["hooks"][0].get("onFailure").is_none(),
+        "{v}"
+    );
+    assert_eq!(
+        v["hooks"]["Stop"].as_array().map(Vec::len),
+        Some(1),
+        "replaced, not doubled: {v}"
+    );
 }

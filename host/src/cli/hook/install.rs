@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod claude_version;
 mod plan;
 
 use plan::{Edit, MCP_NAME, hook_command, plan};

@@ -403,7 +403,22 @@ pub(super) fn plan(
     };
     match args.agent {
         AgentCli::Claude => {
-            push(&files[0], grouped(CLAUDE_EVENTS, Unit::Seconds));
+            let mut hooks = grouped(CLAUDE_EVENTS, Unit::Seconds);
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            match super::claude_version::decide(&super::claude_version::claudes_on(&path)) {
+                Ok(said) => {
+                    println!("{said}");
+                    if let Edit::Hooks(set) = &mut hooks {
+                        for (event, hook) in &mut set.entries {
+                            if matches!(event.as_str(), "Stop" | "SubagentStop") {
+                                hook["onFailure"] = json!("block");
+                            }
+                        }
+                    }
+                }
+                Err(warning) => eprintln!("warning: {warning}"),
+            }
+            push(&files[0], hooks);
             if args.mcp {
                 push(&files[1], mcp());
             }
