@@ -73,25 +73,8 @@ fn script(release_sub: &std::path::Path, release_parent: &std::path::Path) -> Va
     ])
 }
 
-/// Waits for the model call the script's step `n` answered (the fake API
-/// logs each call's step as soon as it arrives, before a held answer).
 fn call_for_step(api: &FakeApi, n: u64) -> Value {
-    let deadline = std::time::Instant::now() + T;
-    loop {
-        if let Some(c) = api
-            .model_calls(MODEL_ROUTE)
-            .into_iter()
-            .find(|c| c["step"] == json!(n))
-        {
-            return c;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no call for step {n}: {:#?}",
-            api.model_calls(MODEL_ROUTE)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    api.call_for_step(MODEL_ROUTE, n, T)
 }
 
 /// The sub-agent's id, as Claude Code sends it with the sub-agent's

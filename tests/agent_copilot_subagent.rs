@@ -17,7 +17,6 @@ use crate::common::agents::FakeApi;
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// Words of the nudge that only a blocked stop puts in a model request.
 const NUDGE: &str = "did not pass";
@@ -77,25 +76,8 @@ fn is_subagent(call: &Value) -> bool {
     call["headers"]["x-interaction-type"] == "conversation-subagent"
 }
 
-/// Waits for the model call the script's step `n` answered (logged as soon
-/// as it arrives, before a held answer).
 fn call_for_step(api: &FakeApi, n: u64) -> Value {
-    let deadline = Instant::now() + T;
-    loop {
-        if let Some(c) = api
-            .model_calls(ROUTE)
-            .into_iter()
-            .find(|c| c["step"] == json!(n))
-        {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no call for step {n}: {:#?}",
-            api.model_calls(ROUTE)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    api.call_for_step(ROUTE, n, T)
 }
 
 /// The parent session's id and the sub-agent's, once the run is over:
@@ -133,8 +115,20 @@ fn hook_status(s: &Scratch, m: &str, id: &str) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), v)
 }
 
-fn counts(record: &Value) -> (&Value, &Value, &Value) {
-    (&record["stops"], &record["sentBack"], &record["letThrough"])
+/// Asserts `hook status ID`'s exit code, outcome and counts (stops, sent
+/// back, let through) in one comparison, so a failure shows them all.
+fn expect_record(s: &Scratch, m: &str, id: &str, code: i32, outcome: &str, counts: [u64; 3]) {
+    let (got, r) = hook_status(s, m, id);
+    assert_eq!(
+        (got, &r["session"], &r["outcome"]),
+        (code, &json!(id), &json!(outcome)),
+        "{r}"
+    );
+    assert_eq!(
+        [&r["stops"], &r["sentBack"], &r["letThrough"]],
+        counts.map(|n| json!(n)).each_ref(),
+        "{r}"
+    );
 }
 
 #[test]
@@ -201,26 +195,10 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     assert_eq!(steps, [json!(0), json!(1), json!(2), json!(3), json!(4)]);
 
     let (session, agent) = session_and_agent(&s);
-    let (code, parent) = hook_status(&s, &m, &format!("copilot:{session}"));
-    assert_eq!(
-        (code, &parent["outcome"]),
-        (0, &json!("passed")),
-        "{parent}"
-    );
-    assert_eq!(
-        counts(&parent),
-        (&json!(2), &json!(1), &json!(0)),
-        "{parent}"
-    );
-    let sub_id = format!("copilot:{session}/subagent/{agent}");
-    let (code, sub) = hook_status(&s, &m, &sub_id);
-    assert_eq!(code, 0, "{sub}");
-    assert_eq!(
-        (&sub["session"], &sub["outcome"]),
-        (&json!(sub_id), &json!("passed")),
-        "{sub}"
-    );
-    assert_eq!(counts(&sub), (&json!(2), &json!(1), &json!(0)), "{sub}");
+    let parent = format!("copilot:{session}");
+    expect_record(&s, &m, &parent, 0, "passed", [2, 1, 0]);
+    let sub = format!("copilot:{session}/subagent/{agent}");
+    expect_record(&s, &m, &sub, 0, "passed", [2, 1, 0]);
     assert_no_survivors(&m);
 }
 
@@ -256,21 +234,18 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
     assert_eq!(calls.len() - sub_calls.len(), 2, "{calls:#?}");
 
     let (session, agent) = session_and_agent(&s);
-    let (code, sub) = hook_status(&s, &m, &format!("copilot:{session}/subagent/{agent}"));
-    assert_eq!(code, 1, "{sub}");
-    assert_eq!(
-        (&sub["outcome"], &sub["why"]),
-        (&json!("let-through"), &json!("out-of-retries")),
-        "{sub}"
+    let sub = format!("copilot:{session}/subagent/{agent}");
+    expect_record(&s, &m, &sub, 1, "let-through", [3, 2, 1]);
+    let (_, record) = hook_status(&s, &m, &sub);
+    assert_eq!(record["why"], json!("out-of-retries"), "{record}");
+    expect_record(
+        &s,
+        &m,
+        &format!("copilot:{session}"),
+        0,
+        "passed",
+        [1, 0, 0],
     );
-    assert_eq!(counts(&sub), (&json!(3), &json!(2), &json!(1)), "{sub}");
-    let (code, parent) = hook_status(&s, &m, &format!("copilot:{session}"));
-    assert_eq!(
-        (code, &parent["outcome"]),
-        (0, &json!("passed")),
-        "{parent}"
-    );
-    assert_eq!(parent["stops"], json!(1), "{parent}");
     // Copilot shows no stop hook's message: the let-through is only in the
     // record.
     assert_no_survivors(&m);

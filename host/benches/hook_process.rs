@@ -38,7 +38,6 @@ mod support;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{Run, spawn};
 
@@ -100,26 +99,9 @@ fn main() {
             "config": {"scope": "all", "rules": [{"id": "no-dbg", "pattern": PATTERN}]}}})
         .to_string(),
     );
-    let stop = serde_json::json!({
-        "session_id": "bench",
-        "cwd": ws,
-        "hook_event_name": "Stop",
-        "stop_hook_active": false,
-        "last_assistant_message": "done",
-    })
-    .to_string()
-    .into_bytes();
+    let stop = support::claude_stop("bench", &ws);
     let hook = |config: &Path, gates: &Path| {
-        let args: Vec<OsString> = vec![
-            "hook".into(),
-            "claude".into(),
-            "--gates".into(),
-            gates.into(),
-            "--config".into(),
-            config.into(),
-            "--state-dir".into(),
-            state.as_os_str().into(),
-        ];
+        let args = support::hook_claude_args(gates, config, &state);
         let run = spawn(&gatehost, &args, &stop);
         assert!(
             run.code == 0 && run.stdout.is_empty(),
@@ -331,13 +313,6 @@ fn git_workspace(ws: &Path) {
             "start",
         ],
     ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(ws)
-            .stdout(Stdio::null())
-            .status()
-            .expect("git")
-            .success();
-        assert!(ok, "git {args:?}");
+        support::git(Path::new("git"), ws, args);
     }
 }

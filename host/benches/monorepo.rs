@@ -105,26 +105,9 @@ fn main() {
             "\n{n} files: repository made in {:.1} s (fast-import, reset --hard)",
             t.elapsed().as_secs_f64()
         );
-        let stop = serde_json::json!({
-            "session_id": format!("bench-{n}"),
-            "cwd": ws,
-            "hook_event_name": "Stop",
-            "stop_hook_active": false,
-            "last_assistant_message": "done",
-        })
-        .to_string()
-        .into_bytes();
+        let stop = support::claude_stop(&format!("bench-{n}"), &ws);
         let hook = |program: &Path, state: &Path| {
-            let args: Vec<OsString> = vec![
-                "hook".into(),
-                "claude".into(),
-                "--gates".into(),
-                gates.as_os_str().into(),
-                "--config".into(),
-                config.as_os_str().into(),
-                "--state-dir".into(),
-                state.as_os_str().into(),
-            ];
+            let args = support::hook_claude_args(&gates, &config, state);
             let run = spawn(program, &args, &stop);
             assert!(
                 run.code == 0 && run.stdout.is_empty(),
@@ -252,16 +235,7 @@ fn path_of(i: usize) -> String {
 /// written by git.
 fn make_repository(git: &Path, ws: &Path, n: usize) {
     std::fs::create_dir_all(ws).expect("mkdir");
-    let run = |args: &[&str]| {
-        let ok = Command::new(git)
-            .args(args)
-            .current_dir(ws)
-            .stdout(Stdio::null())
-            .status()
-            .expect("git")
-            .success();
-        assert!(ok, "git {args:?}");
-    };
+    let run = |args: &[&str]| support::git(git, ws, args);
     run(&["init", "-q", "-b", "main"]);
     let mut child = Command::new(git)
         .args(["fast-import", "--quiet"])

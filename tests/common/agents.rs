@@ -94,6 +94,23 @@ impl FakeApi {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Waits for the call to `route` that the script's step `n` answered
+    /// (logged with its step as soon as it arrives, before a held answer).
+    pub fn call_for_step(&self, route: &str, n: u64, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let calls = self.model_calls(route);
+            if let Some(c) = calls.iter().find(|c| c["step"] == serde_json::json!(n)) {
+                return c.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no call to {route} for step {n}: {calls:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for FakeApi {

@@ -201,6 +201,45 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// Runs `git ARGS` in `dir` (stdout discarded) and asserts it succeeded.
+pub fn git(program: &Path, dir: &Path, args: &[&str]) {
+    let ok = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A Claude Code `Stop` hook's stdin for session `session` in `cwd`.
+pub fn claude_stop(session: &str, cwd: &Path) -> Vec<u8> {
+    serde_json::json!({
+        "session_id": session,
+        "cwd": cwd,
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+        "last_assistant_message": "done",
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// `gatehost hook claude --gates G --config C --state-dir S`'s arguments.
+pub fn hook_claude_args(gates: &Path, config: &Path, state: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["hook".into(), "claude".into()];
+    for (flag, value) in [
+        ("--gates", gates),
+        ("--config", config),
+        ("--state-dir", state),
+    ] {
+        args.push(flag.into());
+        args.push(value.into());
+    }
+    args
+}
+
 /// Spawns `program` with a clean environment (PATH and HOME only), writes
 /// `stdin` and closes it, reads stdout and stderr to their end and reaps
 /// the process with wait4, timing all of it.
