@@ -167,15 +167,14 @@ fn a_failing_gate_sends_its_reason_to_the_model_and_the_fixed_work_stops() {
 
     // The first stop was refused: the second model call carries the reason.
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
-    let second = calls[1]["body"].to_string();
-    assert!(
-        second.contains(NUDGE) && second.contains("test -f DONE"),
-        "{second}"
-    );
     assert!(!calls[0]["body"].to_string().contains(NUDGE));
     // The work is fixed while the model "thinks"; then the stop passes.
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&release, "").expect("release");
+    common::agents::fix_after_nudge(
+        &calls[1],
+        &[NUDGE, "test -f DONE"],
+        &s.ws.join("DONE"),
+        &release,
+    );
     let out = run.finish(T);
 
     assert!(out.status.success(), "{out:?}");
@@ -334,13 +333,12 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
     let run = claude.start(&s.ws, &api, &env, &["--session-id", session], &s.out);
 
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
-    let second = calls[1]["body"].to_string();
-    assert!(
-        second.contains(NUDGE) && second.contains("test -f DONE"),
-        "{second}"
+    common::agents::fix_after_nudge(
+        &calls[1],
+        &[NUDGE, "test -f DONE"],
+        &s.ws.join("DONE"),
+        &release,
     );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&release, "").expect("release");
     let out = run.finish(T);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(api.model_calls(MODEL_ROUTE).len(), 2);
@@ -431,13 +429,12 @@ fn through_the_daemon_a_standing_policy_gates_a_session_nobody_named_in_advance(
     let run = claude.start(&s.ws, &api, &env, &[], &s.out);
 
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
-    let second = calls[1]["body"].to_string();
-    assert!(
-        second.contains(NUDGE) && second.contains("test -f DONE"),
-        "{second}"
+    common::agents::fix_after_nudge(
+        &calls[1],
+        &[NUDGE, "test -f DONE"],
+        &s.ws.join("DONE"),
+        &release,
     );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&release, "").expect("release");
     let out = run.finish(T);
     assert!(out.status.success(), "{out:?}");
 

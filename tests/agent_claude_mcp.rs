@@ -117,13 +117,12 @@ fn a_model_that_calls_policy_attach_without_a_session_attaches_to_its_own_sessio
     );
 
     // Its own gate then sent it back, and the fixed work passed.
-    let third = calls[2]["body"].to_string();
-    assert!(
-        third.contains(NUDGE) && third.contains("test -f DONE"),
-        "{third}"
+    common::agents::fix_after_nudge(
+        &calls[2],
+        &[NUDGE, "test -f DONE"],
+        &s.ws.join("DONE"),
+        &release,
     );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&release, "").expect("release");
     let out = run.finish(T);
     assert!(out.status.success(), "{out:?}");
     let init = out

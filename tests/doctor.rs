@@ -152,40 +152,37 @@ fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
     assert_eq!(stop["files"].as_array().map(Vec::len), Some(2), "{stop}");
 }
 
-#[test]
-fn a_qwen_install_is_well_with_its_stop_and_subagent_stop_answered_as_qwen_reads_them() {
+/// Installs gatehost's standalone hook for `agent` and checks that doctor
+/// finds nothing wrong and reports each of `events` registered in the user
+/// scope (the dry stop answered in the CLI's shape, or it is a finding).
+fn installed_well(agent: &str, events: &[&str]) {
     let s = Scratch::new();
     git_repo(&s.ws);
     let (gates, config) = standalone(&s);
-    install(&s, "qwen", &["--gates", &gates, "--config", &config]);
-    let (code, v, names) = doctor(&s, &["qwen"]);
+    install(&s, agent, &["--gates", &gates, "--config", &config]);
+    let (code, v, names) = doctor(&s, &[agent]);
     assert_eq!((code, names.len()), (0, 0), "{v}");
     let regs = v["agents"][0]["registrations"].as_array().expect("regs");
-    for event in ["Stop", "SubagentStop", "SessionStart", "SessionEnd"] {
+    for event in events {
         assert!(
             regs.iter()
-                .any(|r| r["event"] == event && r["scope"] == "user"),
+                .any(|r| r["event"] == *event && r["scope"] == "user"),
             "{event}: {v}"
         );
     }
 }
 
 #[test]
+fn a_qwen_install_is_well_with_its_stop_and_subagent_stop_answered_as_qwen_reads_them() {
+    installed_well(
+        "qwen",
+        &["Stop", "SubagentStop", "SessionStart", "SessionEnd"],
+    );
+}
+
+#[test]
 fn a_copilot_install_is_well_and_its_dry_stop_is_answered_as_copilot_reads_it() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let (gates, config) = standalone(&s);
-    install(&s, "copilot", &["--gates", &gates, "--config", &config]);
-    let (code, v, names) = doctor(&s, &["copilot"]);
-    assert_eq!((code, names.len()), (0, 0), "{v}");
-    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
-    for event in ["agentStop", "subagentStop"] {
-        assert!(
-            regs.iter()
-                .any(|r| r["event"] == event && r["scope"] == "user"),
-            "{event}: {v}"
-        );
-    }
+    installed_well("copilot", &["agentStop", "subagentStop"]);
 }
 
 #[test]

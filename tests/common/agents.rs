@@ -113,6 +113,19 @@ impl FakeApi {
     }
 }
 
+/// Asserts that the model call `call` carries each of `needles` (a gate's
+/// nudge), then fixes the work (creates `fix`) and lets the fake API's held
+/// answer go (creates `release`).
+pub fn fix_after_nudge(call: &Value, needles: &[&str], fix: &Path, release: &Path) {
+    let body = call["body"].to_string();
+    assert!(
+        needles.iter().all(|n| body.contains(n)),
+        "{needles:?} not all in {body}"
+    );
+    std::fs::write(fix, "").expect("fix");
+    std::fs::write(release, "").expect("release");
+}
+
 impl Drop for FakeApi {
     fn drop(&mut self) {
         let _ = self.child.kill();
