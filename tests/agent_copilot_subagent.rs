@@ -202,22 +202,29 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     assert_no_survivors(&m);
 }
 
+/// Runs the script with nothing held (both releases already there) to
+/// its end, and asserts Copilot exited 0.
+fn run_unheld(s: &Scratch, m: &str) -> FakeApi {
+    let script = script(s);
+    std::fs::write(s.out.join("release-sub"), "").expect("no hold");
+    std::fs::write(s.out.join("release-parent"), "").expect("no hold");
+    let api = FakeApi::start_script(&s.out, &script);
+    let end = Copilot::start(s, &api, m, &subagent_args(s, 2)).finish();
+    assert_eq!(
+        end.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        end.stdout, end.stderr
+    );
+    api
+}
+
 #[test]
 fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_parent_goes_on() {
     let s = Scratch::new();
     let m = marker("copilot-subagent-never");
     // The parent's gate passes from the start; the sub-agent's never does.
     std::fs::write(s.ws.join("PARENT-OK"), "").expect("parent ok");
-    let script = script(&s);
-    std::fs::write(s.out.join("release-sub"), "").expect("no hold");
-    std::fs::write(s.out.join("release-parent"), "").expect("no hold");
-    let api = FakeApi::start_script(&s.out, &script);
-    let end = Copilot::start(&s, &api, &m, &subagent_args(&s, 2)).finish();
-    assert_eq!(
-        end.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        end.stdout, end.stderr
-    );
+    let api = run_unheld(&s, &m);
 
     let calls = api.model_calls(ROUTE);
     let sub_calls: Vec<&Value> = calls.iter().filter(|c| is_subagent(c)).collect();
@@ -262,16 +269,7 @@ fn a_subagents_own_agent_stop_is_not_gated_as_a_second_subagent() {
     let m = marker("copilot-subagent-own-stop");
     std::fs::write(s.ws.join("PARENT-OK"), "").expect("parent ok");
     std::fs::write(s.ws.join("SUB-OK"), "").expect("sub ok");
-    let script = script(&s);
-    std::fs::write(s.out.join("release-sub"), "").expect("no hold");
-    std::fs::write(s.out.join("release-parent"), "").expect("no hold");
-    let api = FakeApi::start_script(&s.out, &script);
-    let end = Copilot::start(&s, &api, &m, &subagent_args(&s, 2)).finish();
-    assert_eq!(
-        end.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        end.stdout, end.stderr
-    );
+    let _api = run_unheld(&s, &m);
     let (session, agent) = session_and_agent(&s);
     let (code, sub) = hook_status(&s, &m, &format!("copilot:{session}/subagent/{agent}"));
     assert_eq!((code, &sub["stops"]), (0, &json!(1)), "{sub}");
