@@ -210,6 +210,153 @@ fn an_escalation_nobody_answers_fails_the_run_once_with_its_reason() {
     no_agent_left(&m);
 }
 
+/// A step whose policy decides it: the policy is attached to the step's
+/// session by the daemon (as the operator) before the prompt goes out.
+fn policy_step(s: &Scratch, label: &str, mode: &str, marker: &str, retries: u32) -> Value {
+    let mut step = acp_step(s, label, mode, marker, json!({"mode": "fail"}));
+    step["waitFor"] = json!("policy");
+    step["policy"] = json!({
+        "gate": {"command": "bash", "args": ["-c", "test -f DONE || { echo 'DONE is missing'; exit 1; }"]},
+        "onFail": {"maxRetries": retries},
+    });
+    step
+}
+
+/// The policies attached to `session`.
+fn policies_of(d: &Daemon, session: &str) -> Vec<Value> {
+    let (code, all) = d.http("GET", "/v1/policies?limit=100", Some(&d.operator), None);
+    assert_eq!(code, 200, "{all}");
+    all["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .filter(|p| p["sessions"] == json!([session]))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_policy_step_is_gated_nudged_and_finishes_when_its_policy_passes() {
+    let (s, d) = setup();
+    let m = common::marker("routine-policy");
+    let mut after = acp_step(&s, "after", "--done", &m, json!({"mode": "fail"}));
+    after["waitFor"] = json!(["gated"]);
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [policy_step(&s, "gated", "--fix-second", &m, 3), after]}),
+    );
+    let done = wait_event(&d, &id, "routine:done");
+    assert_eq!(done["payload"]["state"], "done", "{done}");
+
+    // The first prompt, then the gate's nudge (its reason in it), then the
+    // next step's prompt: a policy step's turn-ends are its policy's.
+    let got = prompts(&s);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got[0].starts_with("carry out gated") && !got[0].contains("STEP DONE"),
+        "{got:?}"
+    );
+    assert!(got[1].contains("DONE is missing"), "the nudge: {got:?}");
+    assert!(got[2].starts_with("carry out after"), "{got:?}");
+
+    let run = status(&d, &id);
+    let session = run["steps"][0]["sessionId"].as_str().expect("session");
+    let policies = policies_of(&d, session);
+    assert_eq!(
+        policies.len(),
+        1,
+        "one policy per step attempt: {policies:?}"
+    );
+    let p = &policies[0];
+    assert_eq!(p["status"], "done", "{p}");
+    assert_eq!(p["spec"]["attachedBy"], "operator", "{p}");
+    assert_eq!(p["gateRuns"], 2, "{p}");
+    let step_done = events(&d, &id, "routine:step-done");
+    assert_eq!(step_done.len(), 2, "{step_done:?}");
+    let policy_id = p["id"].as_str().expect("id");
+    assert!(
+        step_done[0]["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(policy_id)),
+        "the step says which policy finished it: {step_done:?}"
+    );
+    no_agent_left(&m);
+    assert_eq!(events(&d, &id, "routine:done").len(), 1);
+}
+
+#[test]
+fn a_policy_that_never_passes_or_cannot_be_attached_fails_its_run_once_said() {
+    let (s, d) = setup();
+    let m = common::marker("routine-policy-fail");
+    // Never fixed: one retry, then the policy is blocked and the run fails.
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [policy_step(&s, "never", "--done", &m, 1)]}),
+    );
+    let failed = wait_event(&d, &id, "routine:failed");
+    assert_eq!(failed["payload"]["failReason"], "policy-failed", "{failed}");
+    assert!(
+        failed["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("blocked")),
+        "{failed}"
+    );
+    assert_eq!(prompts(&s).len(), 2, "the prompt and one nudge");
+
+    // A gate the configuration does not allow: refused at the attach, the
+    // step fails with the attach's reason, its agent is stopped.
+    let mut bad = policy_step(&s, "bad", "--done", &m, 1);
+    bad["policy"]["gate"] = json!({"command": "curl", "args": ["http://example.com"]});
+    let id2 = start(&d, &s, json!({"steps": [bad]}));
+    let failed = wait_event(&d, &id2, "routine:failed");
+    let why = failed["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("could not be attached") && why.contains("curl"),
+        "{failed}"
+    );
+    // A policy that is not one is refused at the start, nothing run.
+    let mut shapeless = policy_step(&s, "x", "--done", &m, 1);
+    shapeless["policy"] = json!({"gate": {"command": "true"}, "bogus": 1});
+    let file = s.write("bad.json", &json!({"steps": [shapeless]}).to_string());
+    let r = d.cli(
+        &["routine", "start", &file.display().to_string()],
+        &d.operator,
+    );
+    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("bogus"), "{}", r.stderr);
+    no_agent_left(&m);
+    for run in [&id, &id2] {
+        assert_eq!(events(&d, run, "routine:failed").len(), 1);
+    }
+}
+
+#[test]
+fn auto_allow_answers_at_most_its_max_then_the_run_fails_said() {
+    let (s, d) = setup();
+    let m = common::marker("routine-auto-max");
+    // Every answer lacks the done marker: the agent "asks" at every
+    // turn-end, for ever.
+    let id = start(
+        &d,
+        &s,
+        json!({"steps": [acp_step(&s, "loop", "--asks-always", &m,
+            json!({"mode": "auto-allow", "prompt": "go on", "max": 2}))]}),
+    );
+    let failed = wait_event(&d, &id, "routine:failed");
+    assert_eq!(
+        failed["payload"]["failReason"], "auto-allow-exhausted",
+        "{failed}"
+    );
+    assert_eq!(events(&d, &id, "routine:auto-allowed").len(), 2);
+    let got = prompts(&s);
+    assert_eq!(got.len(), 3, "the step's prompt and two answers: {got:?}");
+    assert_eq!(&got[1..], ["go on", "go on"]);
+    no_agent_left(&m);
+    assert_eq!(events(&d, &id, "routine:failed").len(), 1);
+}
+
 #[test]
 fn a_fan_in_step_waits_for_two_sessions() {
     let (s, d) = setup();

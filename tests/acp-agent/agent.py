@@ -18,6 +18,10 @@ Its argv may hold a mode (the routine tests'):
   --ask-first   the first prompt's answer ends without a `STEP DONE` line
                 (it asks a question), every later one ends with it
   --done        every answer ends with a `STEP DONE` line
+  --asks-always (as no mode) no answer ends with `STEP DONE`
+  --fix-second  at its second prompt (a gate's nudge) it first creates
+                the file DONE in its working directory: the fix a gate
+                `test -f DONE` wants
 
 Everything it receives and the result of every command are appended, one
 JSON object a line, to acp-log.jsonl in its working directory: the test
@@ -135,6 +139,10 @@ def main():
             text = "".join(b.get("text", "") for b in msg["params"]["prompt"] if b.get("type") == "text")
             done = run(sid, text)
             turn += 1
+            if "--fix-second" in sys.argv and turn == 2:
+                with open("DONE", "w") as f:
+                    f.write("fixed\n")
+                log({"action": "fixed", "turn": turn})
             send({"jsonrpc": "2.0", "method": "session/update", "params": {
                 "sessionId": sid,
                 "update": {"sessionUpdate": "agent_message_chunk",

@@ -14,12 +14,16 @@ A routine file is JSON: {\"label\": \"...\", \"steps\": [STEP, ...]}; a step is
    \"session\": {\"acp\": {\"command\": [\"gemini\", \"--acp\"], \"cwd\": \"/abs/dir\",
                         \"permission\": {\"allow\": [\"read\"], \"otherwise\": \"escalate\"}}}
               | {\"existing\": \"SESSION-ID\"},
-   \"waitFor\": [\"earlier-step-label\" or \"SESSION-ID\", ...],
-   \"onInput\": {\"mode\": \"auto-allow\", \"prompt\": \"...\"} | {\"mode\": \"escalate\", \"timeoutSecs\": 300} | {\"mode\": \"fail\"}}
+   \"waitFor\": \"turn-end\" | \"policy\" | [\"earlier-step-label\" or \"SESSION-ID\", ...],
+   \"policy\": {a POST /v1/policies body without sessionId; with waitFor \"policy\"},
+   \"onInput\": {\"mode\": \"auto-allow\", \"prompt\": \"...\", \"max\": 10} | {\"mode\": \"escalate\", \"timeoutSecs\": 300} | {\"mode\": \"fail\"}}
 A step is finished when its session ends a turn with a line that is only STEP DONE
 (its prompt asks for it); a turn-end without it, or a permission request its rule
 escalates, is awaiting input and onInput decides (default: escalate, 300 s).
-A step's \"policy\" field is refused for now (attach one to its session instead).
+With waitFor \"policy\" its policy is attached to its session before the prompt;
+the step finishes when the policy passes (awaiting-ack or done), fails when it is
+blocked or cancelled, and its turn-ends are the policy's to gate and nudge.
+A list waitFor starts the step once all those steps and sessions finished.
 Start, cancel and resolve take the operator token; status and list either.
 Exit codes: 0 done, 2 error.";
 

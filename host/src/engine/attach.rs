@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::json;
 
+mod idempotency;
 mod review;
 mod shape;
+pub(super) use idempotency::scoped_key;
 pub use review::{DEFAULT_MAX_CYCLES, ReviewInput, Reviewer};
 use shape::check_shape;
 pub use shape::{check_stored, check_template, not_an_object};
@@ -430,11 +432,6 @@ fn validate_at(
     Ok(())
 }
 
-/// A digest of an attach request, to tell a retry from another request.
-fn request_digest(body: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(body.to_string().as_bytes()))
-}
 impl Engine {
     /// Attaches a policy: validates everything, stores it with its
     /// `policy:attached` event, and queues its gate at once when its
@@ -462,35 +459,7 @@ impl Engine {
         key: Option<String>,
     ) -> EngineResult<PolicyRow> {
         let trust = caller.trust;
-        let key = match (
-            key,
-            body.as_object_mut()
-                .and_then(|m| m.remove("idempotencyKey")),
-        ) {
-            (Some(k), _) => Some(k),
-            (None, Some(Value::String(k))) => Some(k),
-            (None, Some(_)) => {
-                return Err(EngineError::Invalid {
-                    field: "idempotencyKey".into(),
-                    message: "must be a string".into(),
-                });
-            }
-            (None, None) => None,
-        };
-        let key = match key {
-            Some(k)
-                if k.is_empty()
-                    || k.len() > 200
-                    || !k.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
-            {
-                return Err(EngineError::Invalid {
-                    field: "idempotencyKey".into(),
-                    message: "must be 1 to 200 printable ASCII characters, no spaces".into(),
-                });
-            }
-            Some(k) => Some((format!("{trust:?}:{k}"), request_digest(&body))),
-            None => None,
-        };
+        let key = idempotency::client_key(key, &mut body, trust)?;
         if let Some((k, digest)) = &key
             && let Some(p) = self.replayed(k, digest)?
         {

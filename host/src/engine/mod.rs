@@ -365,6 +365,17 @@ impl Engine {
         for &event in step.events {
             self.policy_event(tx, event, p, payload(event))?;
         }
+        if from != p.status
+            && matches!(
+                p.status,
+                PolicyStatus::AwaitingAck
+                    | PolicyStatus::Done
+                    | PolicyStatus::Blocked
+                    | PolicyStatus::Cancelled
+            )
+        {
+            self.routine_policy_settled(tx, p)?;
+        }
         if step.effects.contains(&Effect::ChainNext) {
             self.chain_next(tx, p)?;
         }

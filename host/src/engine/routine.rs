@@ -1,7 +1,16 @@
 //! Durable routines: a run of sequential steps, each an ACP session (one
-//! the daemon starts, or an existing one) given a prompt, that may wait
-//! for earlier steps or sessions (fan-in: ALL of them finished), and that
-//! says what happens when its session is *awaiting input*.
+//! the daemon starts, or an existing one) given a prompt, that says what
+//! finishes it and what happens when its session is *awaiting input*.
+//! A step's `waitFor` is one of:
+//! - `"turn-end"` (the default): it finishes at a turn-end whose last
+//!   message carries the done marker;
+//! - `"policy"`: its `policy` (a gate policy attached to its session
+//!   before its prompt goes out) decides: the step finishes when the
+//!   policy passed (`awaiting-ack` or `done`) and fails when it ended
+//!   otherwise (`blocked`, `cancelled`); its turn-ends are the policy's
+//!   (a failing gate nudges the session), never awaiting input;
+//! - a list of earlier steps' labels and session ids (fan-in): it starts
+//!   once ALL of them finished, then finishes as `"turn-end"` does.
 //!
 //! **Awaiting input**, precisely: the step's session (a) ended a turn
 //! (its `session/prompt` answered) whose last message holds no line that
@@ -38,6 +47,10 @@ pub const MAX_RESTARTS: u32 = 2;
 /// The default time an escalated step waits for the operator.
 pub const DEFAULT_ESCALATION_SECS: u64 = 300;
 
+/// How many times `autoAllow` answers one step by default; the next ask
+/// fails the run (an agent that asks forever is not left looping).
+pub const DEFAULT_AUTO_ALLOW_MAX: u32 = 10;
+
 /// A routine as submitted (`gatehost routine start FILE.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -55,16 +68,83 @@ pub struct StepSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     pub session: SessionSpec,
-    /// Labels of earlier steps, or session ids: the step starts once all
-    /// have finished.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub wait_for: Vec<String>,
-    /// A gate policy attached to the step's session (a `POST /v1/policies`
-    /// body).
+    /// What the step waits for (see the module's doc).
+    #[serde(default, skip_serializing_if = "WaitFor::is_default")]
+    pub wait_for: WaitFor,
+    /// With `waitFor: "policy"`: a gate policy attached to the step's
+    /// session (a `POST /v1/policies` body without `sessionId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<serde_json::Value>,
     #[serde(default)]
     pub on_input: OnInput,
+}
+
+/// What a step waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum WaitFor {
+    /// What finishes it: its turn-end with the marker, or its policy.
+    Finish(Finish),
+    /// Earlier steps' labels and session ids it starts after (fan-in);
+    /// it finishes as [`Finish::TurnEnd`].
+    All(Vec<String>),
+}
+
+/// What finishes a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Finish {
+    TurnEnd,
+    Policy,
+}
+
+impl Default for WaitFor {
+    fn default() -> Self {
+        WaitFor::Finish(Finish::TurnEnd)
+    }
+}
+
+impl WaitFor {
+    fn is_default(&self) -> bool {
+        *self == WaitFor::default()
+    }
+
+    /// The labels and session ids the step starts after.
+    pub fn prerequisites(&self) -> &[String] {
+        match self {
+            WaitFor::All(ids) => ids,
+            WaitFor::Finish(_) => &[],
+        }
+    }
+
+    pub fn finish(&self) -> Finish {
+        match self {
+            WaitFor::Finish(f) => *f,
+            WaitFor::All(_) => Finish::TurnEnd,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WaitFor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            List(Vec<String>),
+        }
+        const WANT: &str =
+            "\"turn-end\", \"policy\", or a list of earlier steps' labels and session ids";
+        match Raw::deserialize(d)
+            .map_err(|_| D::Error::custom(format!("waitFor must be {WANT}")))?
+        {
+            Raw::Word(w) if w == "turn-end" => Ok(WaitFor::Finish(Finish::TurnEnd)),
+            Raw::Word(w) if w == "policy" => Ok(WaitFor::Finish(Finish::Policy)),
+            Raw::Word(w) => Err(D::Error::custom(format!("waitFor {w:?}: must be {WANT}"))),
+            Raw::List(ids) => Ok(WaitFor::All(ids)),
+        }
+    }
 }
 
 /// The step's session.
@@ -88,8 +168,14 @@ pub enum SessionSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", tag = "mode")]
 pub enum OnInput {
-    /// Answer with `prompt` (a turn-end) or allow (a permission request).
-    AutoAllow { prompt: String },
+    /// Answer with `prompt` (a turn-end) or allow (a permission request),
+    /// at most `max` times for the step (default
+    /// [`DEFAULT_AUTO_ALLOW_MAX`]); the next ask fails the run.
+    AutoAllow {
+        prompt: String,
+        #[serde(default = "default_auto_allow_max")]
+        max: u32,
+    },
     /// Ask the operator; nobody answering in `timeoutSecs` fails the run.
     Escalate {
         #[serde(default = "default_timeout", rename = "timeoutSecs")]
@@ -111,6 +197,10 @@ fn default_timeout() -> u64 {
     DEFAULT_ESCALATION_SECS
 }
 
+fn default_auto_allow_max() -> u32 {
+    DEFAULT_AUTO_ALLOW_MAX
+}
+
 /// Why a spec is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
@@ -126,6 +216,16 @@ pub enum SpecError {
     EmptyCommand(String),
     #[error("step {0:?}: an escalation timeout of 0 seconds")]
     ZeroTimeout(String),
+    #[error("step {0:?}: autoAllow with max 0 would never answer (use onInput \"fail\")")]
+    ZeroAutoAllow(String),
+    #[error("step {0:?}: waitFor \"policy\" needs the step's policy")]
+    PolicyMissing(String),
+    #[error("step {0:?}: a policy decides a step only with waitFor \"policy\"")]
+    PolicyUnused(String),
+    #[error(
+        "step {0:?}: its policy must be a JSON object without sessionId or sessionIds (it watches the step's session)"
+    )]
+    PolicyNamesSession(String),
 }
 
 impl RoutineSpec {
@@ -144,7 +244,7 @@ impl RoutineSpec {
             if labels[..i].contains(&s.label.as_str()) {
                 return Err(SpecError::DuplicateLabel(s.label.clone()));
             }
-            for w in &s.wait_for {
+            for w in s.wait_for.prerequisites() {
                 if labels[i..].contains(&w.as_str()) {
                     return Err(SpecError::WaitsForLater {
                         step: s.label.clone(),
@@ -160,6 +260,23 @@ impl RoutineSpec {
             if let OnInput::Escalate { timeout_secs: 0 } = s.on_input {
                 return Err(SpecError::ZeroTimeout(s.label.clone()));
             }
+            if let OnInput::AutoAllow { max: 0, .. } = s.on_input {
+                return Err(SpecError::ZeroAutoAllow(s.label.clone()));
+            }
+            match (s.wait_for.finish(), &s.policy) {
+                (Finish::Policy, None) => return Err(SpecError::PolicyMissing(s.label.clone())),
+                (Finish::TurnEnd, Some(_)) => {
+                    return Err(SpecError::PolicyUnused(s.label.clone()));
+                }
+                (Finish::Policy, Some(p))
+                    if p.as_object().is_none_or(|o| {
+                        o.contains_key("sessionId") || o.contains_key("sessionIds")
+                    }) =>
+                {
+                    return Err(SpecError::PolicyNamesSession(s.label.clone()));
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -171,8 +288,14 @@ impl RoutineSpec {
 pub enum RunState {
     /// Step `step` waits for its `waitFor` to finish.
     Waiting { step: usize },
-    /// Step `step`'s session works; `restarts` counts its restarts.
-    Running { step: usize, restarts: u32 },
+    /// Step `step`'s session works; `restarts` counts its restarts,
+    /// `answered` the asks `autoAllow` answered.
+    Running {
+        step: usize,
+        restarts: u32,
+        #[serde(default)]
+        answered: u32,
+    },
     /// Step `step` is awaiting the operator until `deadline_ms`.
     Escalated {
         step: usize,
@@ -237,6 +360,8 @@ pub enum RunInput {
     AwaitingInput(InputSource),
     /// The step's session ended a turn with the done marker.
     StepFinished,
+    /// The step's policy ended: passed (`awaiting-ack`, `done`) or not.
+    PolicySettled { passed: bool },
     /// The step's session exited (or could not start) before finishing.
     SessionDied,
     /// The operator answered the escalation.
@@ -254,6 +379,10 @@ pub enum RunInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepRules {
     pub on_input: InputRule,
+    /// What finishes the step.
+    pub finish: Finish,
+    /// How many asks `autoAllow` answers.
+    pub auto_allow_max: u32,
     /// The index of the last step.
     pub last: usize,
     /// `now + timeout` for an escalation begun now.
@@ -292,6 +421,11 @@ pub enum FailReason {
     EscalationTimedOut,
     /// The daemon died under it more than [`MAX_RESTARTS`] times.
     TooManyRestarts,
+    /// Its policy ended without passing (blocked, cancelled), or could
+    /// not be attached.
+    PolicyFailed,
+    /// Its session asked again after `autoAllow` answered `max` times.
+    AutoAllowExhausted,
 }
 
 impl FailReason {
@@ -305,6 +439,10 @@ impl FailReason {
             FailReason::EscalationTimedOut => "nobody resolved the escalation before its timeout",
             FailReason::TooManyRestarts => {
                 "the daemon died under the step more times than it is restarted"
+            }
+            FailReason::PolicyFailed => "the step's policy did not pass",
+            FailReason::AutoAllowExhausted => {
+                "its session asked again after autoAllow answered as many times as its max"
             }
         }
     }
@@ -379,15 +517,49 @@ pub fn decide(state: RunState, input: RunInput, rules: StepRules) -> Decision {
                 blocked: false,
             },
         ) => to(
-            S::Running { step, restarts: 0 },
+            S::Running {
+                step,
+                restarts: 0,
+                answered: 0,
+            },
             vec![E::StartStep { step }],
         ),
         (S::Waiting { .. }, I::Check { .. }) => stay(state),
         // Nothing runs while waiting: a restart looks again at the next check.
         (S::Waiting { .. }, _) => stay(state),
 
-        (S::Running { step, restarts }, I::AwaitingInput(src)) => match rules.on_input {
-            InputRule::AutoAllow => stay_with(state, vec![E::AutoAllow(src)]),
+        // A policy step's turn-ends are its policy's: gated, nudged.
+        (
+            S::Running { .. } | S::Escalated { .. },
+            I::StepFinished | I::AwaitingInput(InputSource::TurnEnd),
+        ) if rules.finish == Finish::Policy => stay(state),
+        (S::Running { .. } | S::Escalated { .. }, I::PolicySettled { .. })
+            if rules.finish != Finish::Policy =>
+        {
+            stay(state)
+        }
+        (S::Running { .. } | S::Escalated { .. }, I::PolicySettled { passed: false }) => {
+            to(S::Failed, vec![E::Fail(FailReason::PolicyFailed)])
+        }
+        (
+            S::Running {
+                step,
+                restarts,
+                answered,
+            },
+            I::AwaitingInput(src),
+        ) => match rules.on_input {
+            InputRule::AutoAllow if answered >= rules.auto_allow_max => {
+                to(S::Failed, vec![E::Fail(FailReason::AutoAllowExhausted)])
+            }
+            InputRule::AutoAllow => to(
+                S::Running {
+                    step,
+                    restarts,
+                    answered: answered + 1,
+                },
+                vec![E::AutoAllow(src)],
+            ),
             InputRule::Escalate => to(
                 S::Escalated {
                     step,
@@ -398,7 +570,10 @@ pub fn decide(state: RunState, input: RunInput, rules: StepRules) -> Decision {
             ),
             InputRule::Fail => to(S::Failed, vec![E::Fail(FailReason::InputRefused)]),
         },
-        (S::Running { step, .. } | S::Escalated { step, .. }, I::StepFinished) => {
+        (
+            S::Running { step, .. } | S::Escalated { step, .. },
+            I::StepFinished | I::PolicySettled { passed: true },
+        ) => {
             if step >= rules.last {
                 to(S::Done, vec![E::StepDone { step }, E::Done])
             } else {
@@ -409,7 +584,7 @@ pub fn decide(state: RunState, input: RunInput, rules: StepRules) -> Decision {
             to(S::Failed, vec![E::Fail(FailReason::SessionDied)])
         }
         (
-            S::Running { step, restarts } | S::Escalated { step, restarts, .. },
+            S::Running { step, restarts, .. } | S::Escalated { step, restarts, .. },
             I::Recover { owned_agent: true },
         ) => {
             if restarts >= MAX_RESTARTS {
@@ -419,6 +594,7 @@ pub fn decide(state: RunState, input: RunInput, rules: StepRules) -> Decision {
                     S::Running {
                         step,
                         restarts: restarts + 1,
+                        answered: 0,
                     },
                     vec![E::RestartStep { step }],
                 )
@@ -431,9 +607,14 @@ pub fn decide(state: RunState, input: RunInput, rules: StepRules) -> Decision {
         // Stale inputs for a state that cannot have them.
         (S::Running { .. }, I::Check { .. } | I::Resolved | I::Timeout) => stay(state),
 
-        (S::Escalated { step, restarts, .. }, I::Resolved) => {
-            to(S::Running { step, restarts }, vec![E::SendResponse])
-        }
+        (S::Escalated { step, restarts, .. }, I::Resolved) => to(
+            S::Running {
+                step,
+                restarts,
+                answered: 0,
+            },
+            vec![E::SendResponse],
+        ),
         (S::Escalated { .. }, I::Timeout) => {
             to(S::Failed, vec![E::Fail(FailReason::EscalationTimedOut)])
         }
@@ -460,6 +641,11 @@ pub fn finishes_step(message: Option<&str>) -> bool {
 /// instruction.
 pub fn step_prompt(step: &StepSpec) -> String {
     let body = step.prompt.as_deref().unwrap_or("Carry out this step.");
+    if step.wait_for.finish() == Finish::Policy {
+        return format!(
+            "{body}\n\nThis step is finished when your work passes its gate; if it does not, the gate's reason comes back to you as your next prompt."
+        );
+    }
     format!(
         "{body}\n\nWhen this step is finished, end your answer with one line that holds only {STEP_DONE}. If you need input, ask and end your turn without it."
     )

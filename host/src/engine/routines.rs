@@ -16,12 +16,12 @@
 //! the API checks).
 
 use super::routine::{
-    self, Effect, FailReason, InputSource, OnInput, RoutineSpec, RunInput, RunState, SessionSpec,
-    StepRules,
+    self, Effect, FailReason, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunState,
+    SessionSpec, StepRules,
 };
 use super::sessions::{ReportKind, invalid};
 use super::{Engine, EngineError, EngineResult};
-use crate::store::{RoutineRow, SessionRow, SessionState, StepStatus, StoreError, Tx, now_ms};
+use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -72,16 +72,19 @@ impl Run {
     }
 
     fn rules(&self, step: Option<usize>, now: i64) -> StepRules {
-        let on_input = step
-            .and_then(|i| self.spec.steps.get(i))
-            .map(|s| s.on_input.clone())
-            .unwrap_or(OnInput::Fail);
+        let spec = step.and_then(|i| self.spec.steps.get(i));
+        let on_input = spec.map(|s| s.on_input.clone()).unwrap_or(OnInput::Fail);
         let timeout_secs = match on_input {
             OnInput::Escalate { timeout_secs } => timeout_secs,
             _ => 0,
         };
         StepRules {
             on_input: on_input.rule(),
+            finish: spec.map_or(Finish::TurnEnd, |s| s.wait_for.finish()),
+            auto_allow_max: match on_input {
+                OnInput::AutoAllow { max, .. } => max,
+                _ => 0,
+            },
             last: self.spec.steps.len().saturating_sub(1),
             escalation_deadline_ms: now.saturating_add(
                 i64::try_from(timeout_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
@@ -125,54 +128,6 @@ pub struct RoutineEvent {
     pub restarts: Option<u32>,
 }
 
-/// Whether step `step`'s `waitFor` are all finished (`ready`), or one
-/// never will (`blocked`, with why). A label names an earlier step; any
-/// other name a session, finished when its last turn (or its exit)
-/// ended with the done marker; a session that exited without it, or
-/// that does not exist, blocks.
-fn check_waits(
-    run: &Run,
-    step: usize,
-    session: impl Fn(&str) -> Result<Option<SessionRow>, StoreError>,
-) -> EngineResult<(bool, bool, Option<String>)> {
-    let Some(spec) = run.spec.steps.get(step) else {
-        return Ok((false, true, Some(format!("the run has no step {step}"))));
-    };
-    let mut ready = true;
-    for w in &spec.wait_for {
-        if let Some(s) = run.row.steps.iter().find(|s| &s.label == w) {
-            match s.status {
-                StepStatus::Done => {}
-                StepStatus::Failed | StepStatus::Cancelled => {
-                    return Ok((false, true, Some(format!("step {w:?} did not finish"))));
-                }
-                _ => ready = false,
-            }
-            continue;
-        }
-        match session(w)? {
-            None => {
-                return Ok((false, true, Some(format!("no session {w:?} to wait for"))));
-            }
-            Some(s) => {
-                let finished = routine::finishes_step(s.last_message.as_deref());
-                match s.state {
-                    SessionState::Exited if !finished => {
-                        return Ok((
-                            false,
-                            true,
-                            Some(format!("session {w:?} exited before it finished")),
-                        ));
-                    }
-                    SessionState::Exited | SessionState::Idle if finished => {}
-                    _ => ready = false,
-                }
-            }
-        }
-    }
-    Ok((ready, false, None))
-}
-
 /// What an input carries beyond its kind.
 #[derive(Debug, Default, Clone)]
 struct Context {
@@ -194,11 +149,19 @@ enum Action {
         session: String,
         command: Vec<String>,
         cwd: String,
-        prompt: String,
+        prompt: Option<String>,
         permission: Option<crate::permission::PermissionRule>,
     },
     /// Send `text` as the session's next prompt.
     Prompt { session: String, text: String },
+    /// Attach the step's policy to `session` (idempotent by `key`), then
+    /// send `text` as its prompt (`policy` module).
+    AttachThenPrompt {
+        session: String,
+        body: serde_json::Value,
+        key: String,
+        text: String,
+    },
     /// Allow the escalated permission request.
     Allow { session: String, request: String },
     /// Stop the ACP agent the run started.
@@ -313,31 +276,11 @@ impl Engine {
                 let Some(spec) = run.spec.steps.get(step).cloned() else {
                     return Ok(());
                 };
-                let (sid, action) = match &spec.session {
-                    SessionSpec::Acp {
-                        command,
-                        cwd,
-                        permission,
-                    } => {
-                        let sid = format!("{}.s{step}.r{restarts}", run.row.id);
-                        let a = Action::StartAcp {
-                            run: run.row.id.clone(),
-                            session: sid.clone(),
-                            command: command.clone(),
-                            cwd: cwd.clone(),
-                            prompt: routine::step_prompt(&spec),
-                            permission: permission.clone(),
-                        };
-                        (sid, a)
-                    }
-                    SessionSpec::Existing(id) => (
-                        id.clone(),
-                        Action::Prompt {
-                            session: id.clone(),
-                            text: routine::step_prompt(&spec),
-                        },
-                    ),
+                let sid = match &spec.session {
+                    SessionSpec::Acp { .. } => format!("{}.s{step}.r{restarts}", run.row.id),
+                    SessionSpec::Existing(id) => id.clone(),
                 };
+                let step_actions = policy::start_actions(&run.row.id, step, restarts, &spec, &sid);
                 if let (Effect::RestartStep { .. }, Some(old), true) = (effect, &session, owned) {
                     // The old agent died with its daemon; what is left of
                     // it is the started sessions' recovery's.
@@ -373,7 +316,7 @@ impl Engine {
                         ..RoutineEvent::default()
                     },
                 )?;
-                actions.push(action);
+                actions.extend(step_actions);
             }
             Effect::AutoAllow(src) => {
                 self.awaiting(tx, run, &base, src, cx)?;
@@ -381,7 +324,7 @@ impl Engine {
                     .and_then(|i| run.spec.steps.get(i))
                     .map(|s| &s.on_input)
                 {
-                    Some(OnInput::AutoAllow { prompt }) => prompt.clone(),
+                    Some(OnInput::AutoAllow { prompt, .. }) => prompt.clone(),
                     _ => String::new(),
                 };
                 self.routine_event(
@@ -472,7 +415,14 @@ impl Engine {
                     s.status = StepStatus::Done;
                     s.ended_at = Some(now);
                 }
-                self.routine_event(tx, "routine:step-done", run, base)?;
+                // A policy step says which policy finished it.
+                let reason = cx.why.clone();
+                self.routine_event(
+                    tx,
+                    "routine:step-done",
+                    run,
+                    RoutineEvent { reason, ..base },
+                )?;
                 if let (Some(session), true) = (session, owned) {
                     actions.push(Action::Stop { session });
                 }
@@ -565,13 +515,15 @@ impl Engine {
                     prompt,
                     permission,
                 } => {
+                    // None: the step's policy is attached first, then
+                    // the prompt goes (`AttachThenPrompt`).
                     let input = super::StartInput {
                         id: Some(session.clone()),
                         label: Some(format!("routine {run}")),
                         cwd,
                         command,
                         acp: true,
-                        prompt: Some(prompt),
+                        prompt,
                         permission,
                         ..super::StartInput::default()
                     };
@@ -590,6 +542,17 @@ impl Engine {
                 Action::Prompt { session, text } => {
                     let engine = self.clone();
                     tokio::spawn(async move { engine.deliver_prompt(&session, &text).await });
+                }
+                Action::AttachThenPrompt {
+                    session,
+                    body,
+                    key,
+                    text,
+                } => {
+                    let engine = self.clone();
+                    tokio::spawn(async move {
+                        engine.attach_step_policy(session, body, key, text).await;
+                    });
                 }
                 Action::Allow { session, request } => {
                     if let Err(e) = self.resolve_permission(&session, &request, true) {
@@ -688,3 +651,6 @@ pub(super) struct RoutineActions(Vec<Action>);
 pub type RoutineView = RoutineRow;
 
 mod ops;
+mod policy;
+mod waits;
+use waits::check_waits;

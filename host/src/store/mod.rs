@@ -273,14 +273,23 @@ impl Store {
                 "injected by GATEHOST_TEST_STORE_FAULTS".into(),
             ));
         }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut w = Tx {
-            tx,
-            check: self.check,
+        let (out, after) = {
+            let mut conn = self.lock();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut w = Tx {
+                tx,
+                check: self.check,
+                after: Vec::new(),
+            };
+            let out = f(&mut w)?;
+            let Tx { tx, after, .. } = w;
+            tx.commit()?;
+            (out, after)
         };
-        let out = f(&mut w)?;
-        w.tx.commit()?;
+        // The store is released first: what runs after may write again.
+        for f in after {
+            f();
+        }
         Ok(out)
     }
 
@@ -418,9 +427,17 @@ impl Store {
 pub struct Tx<'c> {
     tx: Transaction<'c>,
     check: PolicyCheck,
+    /// What runs once this transaction committed (never on a rollback).
+    after: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Tx<'_> {
+    /// Runs `f` once this transaction committed, after the store is
+    /// released; never when it rolls back.
+    pub fn after_commit(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.after.push(Box::new(f));
+    }
+
     pub fn conn(&self) -> &Connection {
         &self.tx
     }

@@ -443,3 +443,42 @@ fn the_watchdogs_looks_never_scan_a_table() {
         "{plan:?}"
     );
 }
+
+#[test]
+fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path()).expect("open"));
+    let seen: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let (s2, seen2) = (store.clone(), seen.clone());
+    let cursor = store
+        .write(|tx| {
+            let c = tx.append_event("policy:passed", None, None, &json!({}), &[])?;
+            tx.after_commit(move || {
+                // The store is free again, and the event is committed.
+                let n = s2
+                    .read(|c| {
+                        Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))?)
+                    })
+                    .expect("read");
+                seen2.lock().expect("lock").push(n);
+                append(&s2, "policy:failed", None);
+            });
+            Ok(c)
+        })
+        .expect("write");
+    assert!(cursor > 0);
+    assert_eq!(*seen.lock().expect("lock"), [1]);
+    let seen3 = seen.clone();
+    let r: StoreResult<()> = store.write(|tx| {
+        tx.append_event("policy:passed", None, None, &json!({}), &[])?;
+        tx.after_commit(move || seen3.lock().expect("lock").push(-1));
+        Err(StoreError::Sqlite("refused".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(*seen.lock().expect("lock"), [1], "a rollback runs nothing");
+    let n = store
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))?))
+        .expect("read");
+    assert_eq!(n, 2, "the first event and the one written after its commit");
+}

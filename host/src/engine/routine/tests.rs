@@ -9,12 +9,24 @@ use RunInput as I;
 use RunState as S;
 
 const DEADLINE: i64 = 1_000;
+/// `autoAllow`'s max in these tests.
+const AUTO_MAX: u32 = 2;
 
-fn rules(on_input: InputRule, last: usize) -> StepRules {
+fn rules(on_input: InputRule, finish: Finish, last: usize) -> StepRules {
     StepRules {
         on_input,
+        finish,
+        auto_allow_max: AUTO_MAX,
         last,
         escalation_deadline_ms: DEADLINE,
+    }
+}
+
+fn running(step: usize, restarts: u32, answered: u32) -> RunState {
+    S::Running {
+        step,
+        restarts,
+        answered,
     }
 }
 
@@ -22,18 +34,11 @@ fn states() -> Vec<RunState> {
     vec![
         S::Waiting { step: 0 },
         S::Waiting { step: 1 },
-        S::Running {
-            step: 0,
-            restarts: 0,
-        },
-        S::Running {
-            step: 1,
-            restarts: 0,
-        },
-        S::Running {
-            step: 0,
-            restarts: MAX_RESTARTS,
-        },
+        running(0, 0, 0),
+        running(1, 0, 0),
+        running(0, MAX_RESTARTS, 0),
+        running(0, 0, AUTO_MAX - 1),
+        running(1, 0, AUTO_MAX),
         S::Escalated {
             step: 0,
             restarts: 0,
@@ -71,6 +76,8 @@ fn inputs() -> Vec<RunInput> {
         I::AwaitingInput(InputSource::TurnEnd),
         I::AwaitingInput(InputSource::Permission),
         I::StepFinished,
+        I::PolicySettled { passed: true },
+        I::PolicySettled { passed: false },
         I::SessionDied,
         I::Resolved,
         I::Timeout,
@@ -88,27 +95,42 @@ fn fail(r: FailReason) -> Decision {
     d(S::Failed, vec![E::Fail(r)])
 }
 
-/// A step under way (running or escalated) finishing, its session dying,
-/// or its agent gone with the old daemon.
+/// A step under way (running or escalated) finishing (its marker, or its
+/// policy passed), its session dying, or its agent gone with the old
+/// daemon.
 fn step_ended_or_recovered(step: usize, restarts: u32, input: RunInput) -> Decision {
     match input {
-        I::StepFinished if step == 1 => d(S::Done, vec![E::StepDone { step }, E::Done]),
-        I::StepFinished => d(S::Waiting { step: 1 }, vec![E::StepDone { step }]),
+        I::StepFinished | I::PolicySettled { passed: true } if step == 1 => {
+            d(S::Done, vec![E::StepDone { step }, E::Done])
+        }
+        I::StepFinished | I::PolicySettled { passed: true } => {
+            d(S::Waiting { step: 1 }, vec![E::StepDone { step }])
+        }
         I::SessionDied => fail(FailReason::SessionDied),
         _ if restarts == MAX_RESTARTS => fail(FailReason::TooManyRestarts),
         _ => d(
-            S::Running {
-                step,
-                restarts: restarts + 1,
-            },
+            running(step, restarts + 1, 0),
             vec![E::RestartStep { step }],
         ),
     }
 }
 
+/// What finishes the step decides which inputs count: with a policy, its
+/// end does and turn-ends (the policy's to gate) do not; without one,
+/// the policy inputs are stale.
+fn ignored_by_finish(input: RunInput, finish: Finish) -> bool {
+    match finish {
+        Finish::Policy => matches!(
+            input,
+            I::StepFinished | I::AwaitingInput(InputSource::TurnEnd)
+        ),
+        Finish::TurnEnd => matches!(input, I::PolicySettled { .. }),
+    }
+}
+
 /// The expected decision, from the rules in the module's doc (last step
 /// index 1: step 1 is the last).
-fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
+fn expected(state: RunState, input: RunInput, rule: InputRule, finish: Finish) -> Decision {
     let same = d(state, vec![]);
     if state.is_terminal() {
         return same;
@@ -116,18 +138,32 @@ fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
     if input == I::Cancel {
         return d(S::Cancelled, vec![E::Cancelled]);
     }
+    let under_way = matches!(state, S::Running { .. } | S::Escalated { .. });
+    if under_way && ignored_by_finish(input, finish) {
+        return same;
+    }
+    if under_way && input == (I::PolicySettled { passed: false }) {
+        return fail(FailReason::PolicyFailed);
+    }
     match state {
         S::Waiting { step } => match input {
             I::Check { blocked: true, .. } => fail(FailReason::WaitFailed),
-            I::Check { ready: true, .. } => d(
-                S::Running { step, restarts: 0 },
-                vec![E::StartStep { step }],
-            ),
+            I::Check { ready: true, .. } => d(running(step, 0, 0), vec![E::StartStep { step }]),
             _ => same,
         },
-        S::Running { step, restarts } => match input {
+        S::Running {
+            step,
+            restarts,
+            answered,
+        } => match input {
             I::AwaitingInput(src) => match rule {
-                InputRule::AutoAllow => d(state, vec![E::AutoAllow(src)]),
+                InputRule::AutoAllow if answered >= AUTO_MAX => {
+                    fail(FailReason::AutoAllowExhausted)
+                }
+                InputRule::AutoAllow => d(
+                    running(step, restarts, answered + 1),
+                    vec![E::AutoAllow(src)],
+                ),
                 InputRule::Escalate => d(
                     S::Escalated {
                         step,
@@ -138,17 +174,19 @@ fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
                 ),
                 InputRule::Fail => fail(FailReason::InputRefused),
             },
-            I::StepFinished | I::SessionDied | I::Recover { owned_agent: true } => {
-                step_ended_or_recovered(step, restarts, input)
-            }
+            I::StepFinished
+            | I::PolicySettled { .. }
+            | I::SessionDied
+            | I::Recover { owned_agent: true } => step_ended_or_recovered(step, restarts, input),
             _ => same,
         },
         S::Escalated { step, restarts, .. } => match input {
-            I::Resolved => d(S::Running { step, restarts }, vec![E::SendResponse]),
+            I::Resolved => d(running(step, restarts, 0), vec![E::SendResponse]),
             I::Timeout => fail(FailReason::EscalationTimedOut),
-            I::StepFinished | I::SessionDied | I::Recover { owned_agent: true } => {
-                step_ended_or_recovered(step, restarts, input)
-            }
+            I::StepFinished
+            | I::PolicySettled { .. }
+            | I::SessionDied
+            | I::Recover { owned_agent: true } => step_ended_or_recovered(step, restarts, input),
             I::Recover { owned_agent: false } => d(state, vec![E::RearmTimer]),
             _ => same,
         },
@@ -157,21 +195,59 @@ fn expected(state: RunState, input: RunInput, rule: InputRule) -> Decision {
 }
 
 #[test]
-fn every_state_input_and_rule() {
+fn every_state_input_rule_and_finish() {
     let mut n = 0;
     for s in states() {
         for i in inputs() {
             for r in [InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail] {
-                assert_eq!(
-                    decide(s, i, rules(r, 1)),
-                    expected(s, i, r),
-                    "{s:?} × {i:?} × {r:?}"
-                );
-                n += 1;
+                for f in [Finish::TurnEnd, Finish::Policy] {
+                    assert_eq!(
+                        decide(s, i, rules(r, f, 1)),
+                        expected(s, i, r, f),
+                        "{s:?} × {i:?} × {r:?} × {f:?}"
+                    );
+                    n += 1;
+                }
             }
         }
     }
-    assert_eq!(n, 10 * 13 * 3);
+    assert_eq!(n, 12 * 15 * 3 * 2);
+}
+
+#[test]
+fn auto_allow_answers_max_times_then_the_next_ask_fails_the_run() {
+    let r = rules(InputRule::AutoAllow, Finish::TurnEnd, 0);
+    let mut s = running(0, 0, 0);
+    for n in 1..=AUTO_MAX {
+        let a = decide(s, I::AwaitingInput(InputSource::TurnEnd), r);
+        assert_eq!(
+            a.effects,
+            vec![E::AutoAllow(InputSource::TurnEnd)],
+            "ask {n}"
+        );
+        s = a.next;
+    }
+    assert_eq!(
+        decide(s, I::AwaitingInput(InputSource::Permission), r),
+        fail(FailReason::AutoAllowExhausted)
+    );
+}
+
+#[test]
+fn a_policy_step_finishes_when_its_policy_passes_and_never_on_a_turn_end() {
+    let r = rules(InputRule::Escalate, Finish::Policy, 1);
+    let s = running(0, 0, 0);
+    for turn in [I::StepFinished, I::AwaitingInput(InputSource::TurnEnd)] {
+        assert_eq!(decide(s, turn, r), d(s, vec![]), "{turn:?}");
+    }
+    assert_eq!(
+        decide(s, I::PolicySettled { passed: true }, r),
+        d(S::Waiting { step: 1 }, vec![E::StepDone { step: 0 }])
+    );
+    assert_eq!(
+        decide(s, I::PolicySettled { passed: false }, r),
+        fail(FailReason::PolicyFailed)
+    );
 }
 
 #[test]
@@ -179,7 +255,7 @@ fn terminal_states_never_emit_again() {
     for s in [S::Done, S::Failed, S::Cancelled] {
         for i in inputs() {
             assert!(
-                decide(s, i, rules(InputRule::Escalate, 0))
+                decide(s, i, rules(InputRule::Escalate, Finish::TurnEnd, 0))
                     .effects
                     .is_empty()
             );
@@ -189,8 +265,8 @@ fn terminal_states_never_emit_again() {
 
 #[test]
 fn a_whole_run_auto_allow_then_escalate_and_resolve() {
-    let r0 = rules(InputRule::AutoAllow, 1);
-    let r1 = rules(InputRule::Escalate, 1);
+    let r0 = rules(InputRule::AutoAllow, Finish::TurnEnd, 1);
+    let r1 = rules(InputRule::Escalate, Finish::TurnEnd, 1);
     let ready = I::Check {
         ready: true,
         blocked: false,
@@ -231,7 +307,11 @@ fn step(label: &str, wait: &[&str]) -> StepSpec {
             cwd: "/tmp".into(),
             permission: None,
         },
-        wait_for: wait.iter().map(|w| w.to_string()).collect(),
+        wait_for: if wait.is_empty() {
+            WaitFor::default()
+        } else {
+            WaitFor::All(wait.iter().map(|w| w.to_string()).collect())
+        },
         policy: None,
         on_input: OnInput::default(),
     }
@@ -288,6 +368,79 @@ fn specs_are_checked() {
         steps: vec![zero],
     };
     assert_eq!(spec.validate(), Err(SpecError::ZeroTimeout("a".into())));
+    let one = |s: StepSpec| RoutineSpec {
+        label: None,
+        steps: vec![s],
+    };
+    let mut never = step("a", &[]);
+    never.on_input = OnInput::AutoAllow {
+        prompt: "go".into(),
+        max: 0,
+    };
+    assert_eq!(
+        one(never).validate(),
+        Err(SpecError::ZeroAutoAllow("a".into()))
+    );
+    let mut no_policy = step("a", &[]);
+    no_policy.wait_for = WaitFor::Finish(Finish::Policy);
+    assert_eq!(
+        one(no_policy.clone()).validate(),
+        Err(SpecError::PolicyMissing("a".into()))
+    );
+    let mut unused = step("a", &[]);
+    unused.policy = Some(serde_json::json!({"gate": {"command": "true"}}));
+    assert_eq!(
+        one(unused).validate(),
+        Err(SpecError::PolicyUnused("a".into()))
+    );
+    for body in [
+        serde_json::json!({"sessionId": "other", "gate": {"command": "true"}}),
+        serde_json::json!({"sessionIds": ["other"]}),
+        serde_json::json!(["not", "an", "object"]),
+    ] {
+        let mut named = no_policy.clone();
+        named.policy = Some(body.clone());
+        assert_eq!(
+            one(named).validate(),
+            Err(SpecError::PolicyNamesSession("a".into())),
+            "{body}"
+        );
+    }
+    let mut ok = no_policy;
+    ok.policy = Some(serde_json::json!({"gate": {"command": "true"}}));
+    assert_eq!(one(ok).validate(), Ok(()));
+}
+
+#[test]
+fn wait_for_takes_its_three_forms_and_names_them_when_wrong() {
+    let parse = |w: &str| serde_json::from_str::<WaitFor>(w);
+    assert_eq!(
+        parse(r#""turn-end""#).unwrap(),
+        WaitFor::Finish(Finish::TurnEnd)
+    );
+    assert_eq!(
+        parse(r#""policy""#).unwrap(),
+        WaitFor::Finish(Finish::Policy)
+    );
+    assert_eq!(
+        parse(r#"["a","s1"]"#).unwrap(),
+        WaitFor::All(vec!["a".into(), "s1".into()])
+    );
+    for bad in [r#""later""#, "3", r#"{"policy":1}"#] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains("\"turn-end\", \"policy\""), "{bad}: {e}");
+    }
+    assert_eq!(WaitFor::All(vec!["a".into()]).prerequisites(), ["a"]);
+    assert_eq!(WaitFor::All(vec!["a".into()]).finish(), Finish::TurnEnd);
+    assert!(WaitFor::Finish(Finish::Policy).prerequisites().is_empty());
+    // Stored as written: the default is left out, the rest round-trips.
+    for w in [
+        WaitFor::Finish(Finish::Policy),
+        WaitFor::All(vec!["a".into()]),
+    ] {
+        let json = serde_json::to_string(&w).unwrap();
+        assert_eq!(parse(&json).unwrap(), w, "{json}");
+    }
 }
 
 #[test]
@@ -315,4 +468,7 @@ fn the_done_marker_is_a_line_of_its_own() {
     assert!(!finishes_step(Some("I am not STEP DONE yet?")));
     assert!(!finishes_step(None));
     assert!(step_prompt(&step("a", &[])).contains(STEP_DONE));
+    let mut gated = step("a", &[]);
+    gated.wait_for = WaitFor::Finish(Finish::Policy);
+    assert!(!step_prompt(&gated).contains(STEP_DONE));
 }

@@ -12,21 +12,22 @@ use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
 
 impl Engine {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
-    /// a spec that does not validate, a step with a `policy` (not
-    /// supported yet), an ACP step whose `cwd` is not an absolute
-    /// directory.
+    /// a spec that does not validate, a step whose `policy` is not a
+    /// policy body (its gates are checked when it is attached, at the
+    /// step's start: a policy refused then fails the step, said), an ACP
+    /// step whose `cwd` is not an absolute directory.
     pub fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
         spec.validate()
             .map_err(|e| invalid("steps", e.to_string()))?;
         for s in &spec.steps {
-            if s.policy.is_some() {
-                return Err(invalid(
-                    "policy",
-                    format!(
-                        "step {:?}: a policy on a routine step is not supported yet; attach it to the step's session with POST /v1/policies",
-                        s.label
-                    ),
-                ));
+            if let Some(body) = &s.policy {
+                let mut body = body.clone();
+                if let Some(o) = body.as_object_mut() {
+                    o.insert("sessionId".into(), "the-steps-session".into());
+                }
+                super::super::attach::parse_input(body).map_err(|e| {
+                    invalid("policy", format!("step {:?}: its policy: {e}", s.label))
+                })?;
             }
             if let SessionSpec::Acp { cwd, .. } = &s.session {
                 super::super::sessions::locate(cwd, None)
@@ -305,15 +306,17 @@ impl Engine {
                     .and_then(|i| run.spec.steps.get(i))
                     .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
                 tracing::info!(routine = %id, state = run.state.name(), owned, "a routine resumes after a restart");
-                match run.state {
-                    RunState::Waiting { step } => self.feed_check(tx, &mut run, step),
+                let mut actions = match run.state {
+                    RunState::Waiting { step } => self.feed_check(tx, &mut run, step)?,
                     _ => self.feed(
                         tx,
                         &mut run,
                         RunInput::Recover { owned_agent: owned },
                         Context::default(),
-                    ),
-                }
+                    )?,
+                };
+                actions.extend(self.policy_to_attach(tx, &run)?);
+                Ok(actions)
             });
             match r {
                 Ok(a) => out.push(RoutineActions(a)),
