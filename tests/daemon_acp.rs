@@ -29,6 +29,11 @@ pub(crate) fn python() -> &'static str {
 }
 
 pub(crate) fn setup() -> (Scratch, Daemon) {
+    setup_with_env(&[])
+}
+
+/// As `setup`, the daemon started with `env`.
+pub(crate) fn setup_with_env(env: &[(&str, &str)]) -> (Scratch, Daemon) {
     let s = Scratch::new();
     let agents = format!(
         "[agents]\nread = [{:?}]\n",
@@ -38,7 +43,7 @@ pub(crate) fn setup() -> (Scratch, Daemon) {
         "config.toml",
         &format!("{}{agents}", allow_config(&["true", "false"])),
     );
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, env);
     (s, d)
 }
 

@@ -9,7 +9,7 @@
 
 use crate::common::daemon::Daemon;
 use crate::common::{self, Scratch};
-use crate::daemon_acp::{agent_dir, python, setup, wait_for};
+use crate::daemon_acp::{agent_dir, python, setup, setup_with_env, wait_for};
 use serde_json::{Value, json};
 
 /// An ACP step running the scripted agent in `mode`.
@@ -355,6 +355,42 @@ fn auto_allow_answers_at_most_its_max_then_the_run_fails_said() {
     assert_eq!(&got[1..], ["go on", "go on"]);
     no_agent_left(&m);
     assert_eq!(events(&d, &id, "routine:failed").len(), 1);
+}
+
+/// A death of the daemon (abort) after a policy step's start is stored
+/// and before its policy is attached: the restarted daemon attaches it
+/// (once) and the step goes on; nothing is attached twice, no event
+/// doubled.
+#[test]
+fn a_daemon_dead_before_a_steps_policy_is_attached_attaches_it_at_restart() {
+    let flag = tempfile::NamedTempFile::new().expect("flag");
+    let flag_path = flag.path().display().to_string();
+    let (s, mut d) = setup_with_env(&[("GATEHOST_TEST_ABORT_BEFORE_STEP_POLICY", &flag_path)]);
+    d.register("existing-1", &s.ws);
+    let spec = json!({"steps": [{
+        "label": "gated",
+        "session": {"existing": "existing-1"},
+        "waitFor": "policy",
+        "policy": {"gate": {"command": "true"}},
+    }]});
+    let id = start(&d, &s, spec);
+    assert!(
+        d.wait_exit(std::time::Duration::from_secs(60)),
+        "the test hook did not stop the daemon"
+    );
+    assert!(!flag.path().exists(), "the hook fires once");
+    d.restart();
+    let attached = wait_for("the step's policy after the restart", || {
+        let p = policies_of(&d, "existing-1");
+        (!p.is_empty()).then_some(p)
+    });
+    assert_eq!(attached.len(), 1, "{attached:?}");
+    d.report("existing-1", "turn-end");
+    let done = wait_event(&d, &id, "routine:done");
+    assert_eq!(done["payload"]["state"], "done", "{done}");
+    assert_eq!(policies_of(&d, "existing-1").len(), 1);
+    assert_eq!(events(&d, &id, "routine:step-started").len(), 1);
+    assert_eq!(events(&d, &id, "routine:done").len(), 1);
 }
 
 #[test]

@@ -78,6 +78,14 @@ impl Engine {
         key: String,
         text: String,
     ) {
+        // A test hook: the daemon dies between a policy step's stored start
+        // and its policy's attach, once (the flag file goes first).
+        if let Some(flag) = std::env::var_os("GATEHOST_TEST_ABORT_BEFORE_STEP_POLICY")
+            && std::fs::remove_file(&flag).is_ok()
+        {
+            tracing::error!(session = %session, "test hook: aborting the daemon before a step's policy is attached");
+            std::process::abort();
+        }
         if let Some(o) = body.as_object_mut() {
             o.insert(
                 "sessionId".into(),
