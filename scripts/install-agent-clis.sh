@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real agent CLIs that gatehost's whole-program tests run: Claude
 # Code (as a judge adapter and as a gated agent), Codex, Gemini CLI and Qwen
-# Code, GitHub Copilot CLI and OpenCode (as gated agents), each against the fake model API in tests/fake-model-api/.
+# Code, GitHub Copilot CLI and OpenCode (as gated agents), and Zed's ACP
+# adapters for Claude Code and Codex (claude-agent-acp, codex-acp: agents the
+# daemon drives), each against the fake model API in tests/fake-model-api/.
 # Their versions are pinned by tests/agent-clis/package.json and its
 # package-lock.json; `npm install --no-save` installs that tree into a project-local
 # directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
@@ -41,6 +43,7 @@ bin=$dir/node_modules/.bin
 installed() {
     cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
         [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] && [ -x "$bin/copilot" ] && [ -x "$bin/opencode" ] &&
+        [ -x "$bin/claude-agent-acp" ] && [ -x "$bin/codex-acp" ] &&
         [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
         "$bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
         [ "$("$bin/gemini" --version 2>/dev/null)" = "$GEMINI_CLI_VERSION" ] &&

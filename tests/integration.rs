@@ -13,9 +13,11 @@ mod common;
 
 mod agent_aider;
 mod agent_claude;
+mod agent_claude_acp;
 mod agent_claude_mcp;
 mod agent_claude_subagent;
 mod agent_codex;
+mod agent_codex_acp;
 mod agent_copilot;
 mod agent_copilot_subagent;
 mod agent_cursor;

@@ -19,7 +19,7 @@ not count). A step is an object:
     "text": the assistant's text (default "");
     "hold_until": a path; the answer waits until that file exists (polled every
         20 ms, at most 120 s), so a test can act between two model calls;
-    "tool_use" (Anthropic and Chat Completions routes): {"names": [NAME, ...], "input": {...}} (or
+    "tool_use" (Anthropic, Chat Completions and Responses routes): {"names": [NAME, ...], "input": {...}} (or
         "name": NAME), or a list of such objects: the answer calls the first
         of the names that the request's `tools` offer, with that input (after
         the text, when the text is not empty), id "toolu_fake_...",

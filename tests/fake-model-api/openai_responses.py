@@ -4,7 +4,11 @@ Imported by fake_model_api.py, which registers `ROUTES` into its
 MODEL_ROUTES. Every call is answered with one assistant message holding the
 step's `text`, streamed as server-sent events (or as one JSON object when the
 request does not ask for a stream), and no tool call, so an agent's turn ends
-after one model call. Standard library only.
+after one model call; unless the step has `tool_use` naming a function the
+request's `tools` offer (`{"type": "function", "name": ...}`): then the
+output also holds one `function_call` item per such entry (`call_id`
+"call_fake_...", `arguments` the input as JSON text), after the message when
+its text is not empty. Standard library only.
 """
 
 import json
@@ -43,6 +47,29 @@ def _response(resp_id, model, created, status, output, usage):
     }
 
 
+def function_calls(step, req):
+    """The step's `tool_use` entries (one object or a list) the request can
+    take, as Responses `function_call` items: for each entry, the first of
+    its names (or its `name`) among the request's function tools."""
+    entries = step.get("tool_use")
+    if not entries:
+        return []
+    if isinstance(entries, dict):
+        entries = [entries]
+    offered = [str(t.get("name")) for t in req.get("tools") or []
+               if isinstance(t, dict) and t.get("type") == "function"]
+    calls = []
+    for e in entries:
+        names = e.get("names") or [e.get("name")]
+        name = next((n for n in names if n in offered), None)
+        if name is None:
+            continue
+        calls.append({"id": "fc_fake_" + uuid.uuid4().hex[:24], "type": "function_call",
+                      "status": "completed", "call_id": "call_fake_" + uuid.uuid4().hex[:24],
+                      "name": name, "arguments": json.dumps(e.get("input") or {})})
+    return calls
+
+
 def responses(handler, req, step):
     """POST /v1/responses: one assistant message with the step's text."""
     reply = step.get("text", "")
@@ -55,7 +82,9 @@ def responses(handler, req, step):
     part = {"type": "output_text", "text": reply, "annotations": []}
     item = {"id": item_id, "type": "message", "role": "assistant",
             "status": "completed", "content": [part]}
-    done = _response(resp_id, model, created, "completed", [item], usage)
+    calls = function_calls(step, req)
+    output = ([item] if reply or not calls else []) + calls
+    done = _response(resp_id, model, created, "completed", output, usage)
     if not req.get("stream"):
         handler._send_json(200, done)
         return
@@ -66,14 +95,26 @@ def responses(handler, req, step):
     events = [
         {"type": "response.created", "response": started},
         {"type": "response.in_progress", "response": started},
-        {"type": "response.output_item.added", "output_index": 0, "item": empty_item},
-        dict(where, type="response.content_part.added", part=empty_part),
-        dict(where, type="response.output_text.delta", delta=reply),
-        dict(where, type="response.output_text.done", text=reply),
-        dict(where, type="response.content_part.done", part=part),
-        {"type": "response.output_item.done", "output_index": 0, "item": item},
-        {"type": "response.completed", "response": done},
     ]
+    if output and output[0] is item:
+        events += [
+            {"type": "response.output_item.added", "output_index": 0, "item": empty_item},
+            dict(where, type="response.content_part.added", part=empty_part),
+            dict(where, type="response.output_text.delta", delta=reply),
+            dict(where, type="response.output_text.done", text=reply),
+            dict(where, type="response.content_part.done", part=part),
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ]
+    for n, call in enumerate(calls, start=len(output) - len(calls)):
+        at = {"item_id": call["id"], "output_index": n}
+        events += [
+            {"type": "response.output_item.added", "output_index": n,
+             "item": dict(call, status="in_progress", arguments="")},
+            dict(at, type="response.function_call_arguments.delta", delta=call["arguments"]),
+            dict(at, type="response.function_call_arguments.done", arguments=call["arguments"]),
+            {"type": "response.output_item.done", "output_index": n, "item": call},
+        ]
+    events.append({"type": "response.completed", "response": done})
     body = "".join(
         "event: %s\ndata: %s\n\n" % (ev["type"], json.dumps(dict(ev, sequence_number=n)))
         for n, ev in enumerate(events)

@@ -1,0 +1,356 @@
+//! Zed's Claude Code ACP adapter (`@zed-industries/claude-agent-acp`
+//! 0.23.1, pinned by tests/agent-clis) started by the daemon as an ACP
+//! session (`session start --acp`), running the pinned Claude Code
+//! (2.1.332, its native binary, named by `CLAUDE_CODE_EXECUTABLE` instead of
+//! the 2.1.83 `cli.js` its Agent SDK 0.2.83 bundles), confined by the
+//! `[agents]` profile, against the fake Anthropic API on loopback: a
+//! prompt's `end_turn` is the turn-end the policy gates, the failing gate's
+//! reason is the next ACP prompt (the model sees it), the fixed work passes,
+//! and the agent dies with its daemon. A `Write` the model asks for is a
+//! real ACP permission request (kind `edit`, title `Write DONE`): the
+//! session's rule escalates it, the operator allows it, and the confined
+//! agent writes the workspace. Told to read `operator.token`, its `Read`
+//! and `Bash` tools both get the sandbox's refusal.
+
+use crate::common::agents::{FakeApi, agent_cli};
+use crate::common::daemon::{Daemon, git_repo};
+use crate::common::{self, MARKER_ENV, Scratch, allow_config};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(120);
+const ROUTE: &str = "/v1/messages";
+/// A tool only the agent's own turns offer.
+const AGENT_TOOL: &str = "Write";
+
+/// A daemon whose `[agents]` profile lets the adapter and Claude Code read
+/// their install and write their own home and config directory, the fake
+/// Anthropic API with `script`, and the adapter started as session `cl`
+/// with the `--permission-rule` `rule`.
+struct Run {
+    s: Scratch,
+    m: String,
+    d: Daemon,
+    api: FakeApi,
+}
+
+impl Run {
+    fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> Run {
+        let s = Scratch::new();
+        let m = common::marker(marker);
+        git_repo(&s.ws);
+        let home = s.out.join("home");
+        let config = s.out.join("claude-config");
+        for d in [&home, &config] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        // node_modules/@zed-industries/claude-agent-acp/dist/index.js.
+        let adapter = std::fs::canonicalize(agent_cli("claude-agent-acp")).expect("index.js");
+        // node_modules/@anthropic-ai/claude-code/bin/claude.exe (native).
+        let claude = std::fs::canonicalize(agent_cli("claude")).expect("claude.exe");
+        let clis = adapter
+            .ancestors()
+            .nth(4)
+            .expect("node_modules")
+            .to_path_buf();
+        let agents = format!(
+            "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
+            clis.display().to_string(),
+            home.display().to_string(),
+            config.display().to_string()
+        );
+        let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
+        let d = Daemon::start(&s.etc.join("data"), &cfg);
+        let api = FakeApi::start_script(&s.out, &script(&s));
+        let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
+        let home_env = format!("HOME={}", home.display());
+        let config_env = format!("CLAUDE_CONFIG_DIR={}", config.display());
+        let base_url = format!("ANTHROPIC_BASE_URL={}", api.url());
+        let exe_env = format!("CLAUDE_CODE_EXECUTABLE={}", claude.display());
+        let ws = s.ws.display().to_string();
+        let adapter = adapter.display().to_string();
+        let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
+        let mut args = vec!["session", "start", "--acp", "--id", "cl", "--cwd", &ws];
+        if let Some(f) = &rule_file {
+            args.extend(["--permission-rule", f]);
+        }
+        args.extend([
+            "--prompt",
+            "Create the file DONE, then say so.",
+            "--",
+            "/usr/bin/env",
+            // The adapter passes --allow-dangerously-skip-permissions to
+            // Claude Code when it runs as root with IS_SANDBOX set (set on
+            // some CI machines); 2.1.332 then exits 1 ("cannot be used with
+            // root/sudo privileges") and `session/new` fails with "Query
+            // closed before response received".
+            "-u",
+            "IS_SANDBOX",
+            &marker_env,
+            &home_env,
+            &config_env,
+            &base_url,
+            "ANTHROPIC_API_KEY=sk-ant-fake",
+            &exe_env,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+            "CLAUDE_CODE_MAX_RETRIES=0",
+            "DISABLE_AUTOUPDATER=1",
+            "DISABLE_TELEMETRY=1",
+            "/usr/bin/node",
+            &adapter,
+        ]);
+        let r = d.cli(&args, &d.operator);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        Run { s, m, d, api }
+    }
+
+    /// Stops the daemon: the adapter and Claude Code die with it.
+    fn stop(mut self) {
+        self.d.stop();
+        common::assert_no_env_survivors(&self.m);
+    }
+}
+
+/// The text of a Messages request's last message (the newest user turn:
+/// a prompt's text, or a tool's result).
+fn last_user(call: &Value) -> String {
+    let last = &call["body"]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b["type"].as_str() {
+                Some("text") => b["text"].as_str().unwrap_or("").to_string(),
+                Some("tool_result") => b["content"].to_string(),
+                _ => String::new(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[test]
+fn claude_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixed() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let fixed = scratch.path().join("fixed");
+    let run = Run::start(
+        "claude-acp",
+        |_| {
+            json!([
+                {"text": "I am done.", "when_tools": AGENT_TOOL, "hold_until": attached},
+                {"text": "Fixed.", "when_tools": AGENT_TOOL, "hold_until": fixed},
+            ])
+        },
+        None,
+    );
+    let (s, d, api) = (&run.s, &run.d, &run.api);
+
+    // The first prompt reached the model; the policy is attached while
+    // that call is held, so its end_turn is the first turn-end it gates.
+    api.wait_for_calls(ROUTE, 1, T);
+    let policy = d.attach(json!({
+        "sessionId": "cl",
+        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
+        "onFail": {"maxRetries": 2},
+    }));
+    std::fs::write(&attached, "").expect("release");
+
+    // The gate failed: its reason is the agent's next ACP prompt, and the
+    // model's next call carries it.
+    let calls = api.wait_for_calls(ROUTE, 2, T);
+    let nudge = last_user(&calls[1]);
+    assert!(
+        nudge.contains("did not pass") && nudge.contains("test -f DONE"),
+        "the second model call does not carry the nudge: {nudge:?}"
+    );
+    assert!(!last_user(&calls[0]).contains("did not pass"));
+    assert!(
+        !common::env_survivors(&run.m).is_empty(),
+        "the marker does not find the running agent: the survivors check would prove nothing"
+    );
+    std::fs::write(s.ws.join("DONE"), "").expect("fix");
+    std::fs::write(&fixed, "").expect("release");
+
+    let done = wait(|| {
+        let p = d.policy(&policy);
+        (p["status"] == "done").then_some(p)
+    });
+    assert_eq!(done["status"], "done", "{done}");
+    let turn_ends: Vec<Value> = d.all_events("session=cl&types=turn-end");
+    let messages: Vec<&str> = turn_ends
+        .iter()
+        .filter_map(|e| e["payload"]["message"].as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        ["I am done.", "Fixed."],
+        "each end_turn is a turn-end with the agent's message: {turn_ends:?}"
+    );
+    let events = d.policy_events(&policy);
+    assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
+    assert_eq!(api.model_calls(ROUTE).len(), 2, "no third model call");
+    // The pinned Claude Code made them, through the Agent SDK.
+    assert_eq!(
+        calls[0]["headers"]["user-agent"], "claude-cli/2.1.332 (external, sdk-ts)",
+        "{}",
+        calls[0]["headers"]
+    );
+    run.stop();
+}
+
+#[test]
+fn a_write_claude_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_done() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let run = Run::start(
+        "claude-acp-perm",
+        |s| {
+            json!([
+                {"when_tools": AGENT_TOOL, "hold_until": attached,
+                 "tool_use": {"names": ["Write"],
+                              "input": {"file_path": s.ws.join("DONE"), "content": "done\n"}}},
+                {"text": "I wrote DONE.", "when_tools": AGENT_TOOL},
+            ])
+        },
+        Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
+    );
+    let (s, d, api) = (&run.s, &run.d, &run.api);
+    api.wait_for_calls(ROUTE, 1, T);
+    let policy = d.attach(json!({
+        "sessionId": "cl",
+        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
+    }));
+    std::fs::write(&attached, "").expect("release");
+
+    let escalated = wait(|| {
+        d.all_events("session=cl&types=permission-escalated")
+            .into_iter()
+            .next()
+    });
+    let payload = &escalated["payload"];
+    assert_eq!(payload["tool"]["kind"], "edit", "{escalated}");
+    assert_eq!(payload["tool"]["title"], "Write DONE", "{escalated}");
+    assert!(
+        !s.ws.join("DONE").exists(),
+        "nothing is written before the answer"
+    );
+    let request = payload["request"].as_str().expect("request id").to_string();
+    let r = d.cli(
+        &["session", "permission", "cl", &request, "--allow"],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let done = wait(|| {
+        let p = d.policy(&policy);
+        (p["status"] == "done").then_some(p)
+    });
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("DONE")).expect("DONE"),
+        "done\n",
+        "the confined agent wrote its workspace"
+    );
+    let answers: Vec<Value> = d.all_events("session=cl&types=permission");
+    assert!(
+        answers.iter().any(|e| e["payload"]["allowed"] == true
+            && e["payload"]["by"] == "operator"
+            && e["payload"]["tool"]["kind"] == "edit"),
+        "{answers:?}"
+    );
+    // Claude Code wrote it with its own tool, not through the client.
+    assert!(
+        d.all_events("session=cl&types=client-refused").is_empty(),
+        "the adapter asked the client to write"
+    );
+    // The model got the tool's result back, then ended its turn.
+    let calls = api.model_calls(ROUTE);
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    let result = last_user(&calls[1]);
+    assert!(result.contains("File created successfully"), "{result}");
+    let turn_ends: Vec<Value> = d.all_events("session=cl&types=turn-end");
+    assert_eq!(turn_ends[0]["payload"]["message"], "I wrote DONE.");
+    run.stop();
+}
+
+/// The hostile agent: its model has it read the operator's token with its
+/// `Read` tool and with `Bash`'s `cat`, both allowed by the session's rule
+/// (kinds `read` and `execute`). The sandbox refuses both (`EACCES` and
+/// `Permission denied`): the token reaches no model request, and the turn
+/// still ends.
+#[test]
+fn a_claude_agent_told_to_read_the_operator_token_never_gets_it() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let attached = scratch.path().join("attached");
+    let run = Run::start(
+        "claude-acp-token",
+        |s| {
+            let token = s.etc.join("data/operator.token");
+            json!([
+                {"when_tools": "Read", "hold_until": attached,
+                 "tool_use": {"names": ["Read"], "input": {"file_path": token}}},
+                {"when_tools": "Bash",
+                 "tool_use": {"names": ["Bash"],
+                              "input": {"command": format!("cat {}", token.display()),
+                                        "description": "read it"}}},
+                {"text": "I could not read it.", "when_tools": AGENT_TOOL},
+            ])
+        },
+        Some(json!({"allow": ["read", "search", "execute"], "otherwise": "deny"})),
+    );
+    let (d, api) = (&run.d, &run.api);
+    let token = std::fs::read_to_string(d.data.join("operator.token")).expect("token");
+    let token = token.trim().to_string();
+    assert!(token.len() >= 16, "a real token to look for");
+    api.wait_for_calls(ROUTE, 1, T);
+    std::fs::write(&attached, "").expect("release");
+
+    let ended = wait(|| {
+        let e = d.all_events("session=cl&types=turn-end");
+        (!e.is_empty()).then(|| e[0].clone())
+    });
+    assert_eq!(
+        ended["payload"]["message"], "I could not read it.",
+        "{ended}"
+    );
+    let asked: Vec<Value> = d.all_events("session=cl&types=permission");
+    let kinds: Vec<&str> = asked
+        .iter()
+        .filter_map(|e| e["payload"]["tool"]["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["read", "execute"], "{asked:?}");
+    let calls = api.model_calls(ROUTE);
+    assert_eq!(calls.len(), 3, "both tools ran and answered: {calls:#?}");
+    for c in &calls {
+        assert!(
+            !c["body"].to_string().contains(&token),
+            "the operator token reached the model: {}",
+            c["body"]
+        );
+    }
+    let read = last_user(&calls[1]);
+    assert!(read.contains("EACCES: permission denied"), "{read}");
+    let cat = last_user(&calls[2]);
+    assert!(
+        cat.contains("Permission denied") && cat.contains("Exit code 1"),
+        "Bash ran `cat` and the sandbox refused the read: {cat}"
+    );
+    run.stop();
+}
+
+fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < T, "timed out");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
