@@ -21,14 +21,15 @@
 
 mod support;
 
+use support::serve::{Daemon, Http, start};
+
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
 use gatehost::store::Store;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
@@ -38,73 +39,6 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 
 fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
-}
-
-struct Daemon {
-    child: Child,
-    url: String,
-    agent: String,
-}
-
-fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
-    let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", listen, "--data-dir"])
-        .arg(data)
-        .arg("--config")
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let out = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(out).lines();
-    let url = loop {
-        let line = lines.next().expect("serve output").expect("line");
-        if let Some(u) = line.strip_prefix("gatehost serve: listening on ") {
-            break u.to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let agent = std::fs::read_to_string(data.join("agent.token"))
-        .expect("token")
-        .trim()
-        .to_string();
-    (Daemon { child, url, agent }, t0.elapsed())
-}
-
-/// Calls through the library's typed client (`gatehost::client`), one per
-/// daemon URL so that its connections are reused as a real client's are.
-struct Http {
-    rt: tokio::runtime::Runtime,
-    clients: std::cell::RefCell<std::collections::HashMap<String, gatehost::client::Client>>,
-}
-
-impl Http {
-    fn new() -> Self {
-        gatehost::webhook::install_tls_provider();
-        Http {
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("rt"),
-            clients: Default::default(),
-        }
-    }
-
-    fn call(&self, d: &Daemon, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let client = self
-            .clients
-            .borrow_mut()
-            .entry(d.url.clone())
-            .or_insert_with(|| {
-                gatehost::client::Client::new(&d.url, d.agent.clone()).expect("client")
-            })
-            .clone();
-        self.rt
-            .block_on(client.call::<Value>(method, path, body.as_ref()))
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
 }
 
 /// What every latency case shares.
@@ -220,12 +154,16 @@ fn main() {
     let rounds = support::arg("--rounds", 200);
     let policies = support::arg("--policies", 10_000);
     let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().join("ws");
+    // The workspace apart from the host's own places (its data directory
+    // and configuration may not lie under a workspace root).
+    let roots = dir.path().join("roots");
+    let ws = roots.join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     let plugins: PathBuf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
     let config_text = format!(
-        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [\"/tmp\"]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        roots.display().to_string(),
         plugins.display(),
         dir.path().join("cache").display()
     );

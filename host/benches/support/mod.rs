@@ -5,6 +5,8 @@
 // Each bench uses a part of it.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
