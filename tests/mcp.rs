@@ -363,7 +363,7 @@ fn session_current_is_the_hooks_session_of_this_workspace_and_the_default_of_att
 }
 
 #[test]
-fn the_tools_are_exactly_the_eight_and_none_acknowledges() {
+fn the_tools_are_exactly_the_ten_and_none_acknowledges() {
     let m = marker("mcp-tools");
     let s = Scratch::new();
     let d = daemon(&s, &s.etc.join("data"), &m);
@@ -398,13 +398,16 @@ fn the_tools_are_exactly_the_eight_and_none_acknowledges() {
             "session_monitor",
             "session_current",
             "routine_status",
-            "routine_list"
+            "routine_list",
+            "routine_start",
+            "routine_cancel"
         ]
     );
+    // No ack, no policy cancel, no routine resolve: the operator's.
     assert!(
         !names
             .iter()
-            .any(|n| n.contains("ack") || n.contains("cancel"))
+            .any(|n| n.contains("ack") || n.contains("resolve") || *n == "policy_cancel")
     );
     // The attach schema is the attach body's: its fields, nothing else.
     let attach = &tools[0]["inputSchema"];
@@ -426,9 +429,17 @@ fn the_tools_are_exactly_the_eight_and_none_acknowledges() {
         );
     }
     assert!(attach["properties"].get("attachedBy").is_none());
-    for t in &tools[1..] {
+    // Every tool but those that start or cancel something only reads.
+    for t in &tools[1..8] {
         assert_eq!(t["annotations"]["readOnlyHint"], true, "{t}");
     }
+    for t in &tools[8..] {
+        assert_ne!(t["annotations"]["readOnlyHint"], true, "{t}");
+    }
+    // routine_start's schema is the routine's own type's.
+    let start = &tools[8]["inputSchema"];
+    assert!(start["properties"].get("steps").is_some(), "{start}");
+    assert_eq!(start["additionalProperties"], false, "{start}");
     assert_eq!(c.close(), 0);
     drop(d);
     assert_none_left(&m);
@@ -709,31 +720,75 @@ fn the_operator_token_is_refused_and_the_agent_token_found_by_default() {
 }
 
 #[test]
-fn a_routine_is_read_through_the_tools_and_never_started_by_the_agent() {
+fn an_agent_starts_and_cancels_routines_on_its_own_sessions_only() {
     let m = marker("mcp-routines");
     let s = Scratch::new();
     let d = daemon(&s, &s.etc.join("data"), &m);
-    // A run whose only step waits for a session that does not exist: it
-    // fails at once, saying so.
-    let spec = json!({"label": "fan", "steps": [{"label": "merge", "session": {"existing": "nobody"},
-        "waitFor": ["ghost"], "onInput": {"mode": "fail"}}]});
-    let (code, body) = d.http("POST", "/v1/routines", Some(&d.agent), Some(spec.clone()));
-    assert_eq!(code, 403, "the agent token starts no routine: {body}");
-    let (code, run) = d.http("POST", "/v1/routines", Some(&d.operator), Some(spec));
-    assert_eq!(code, 200, "{run}");
-    let id = run["id"].as_str().expect("id").to_string();
-    let mut c = McpClient::start(
-        &s.out,
-        &m,
-        &[("GATEHOST_SERVER", &d.url), ("GATEHOST_TOKEN", &d.agent)],
+    let keys = d.keyring().dir().display().to_string();
+    let env = [
+        ("GATEHOST_SERVER", d.url.as_str()),
+        ("GATEHOST_TOKEN", d.agent.as_str()),
+        ("GATEHOST_SESSION_KEYS", keys.as_str()),
+    ];
+    // The agent's own session (registered with its keyring), and one that
+    // is not its own (registered without keeping its key).
+    d.register("claude:mine", &s.ws);
+    let (code, other) = d.http_keyless(
+        "POST",
+        "/v1/sessions",
+        Some(&d.operator),
+        Some(json!({"id": "someone-else", "cwd": s.ws})),
     );
+    assert_eq!(code, 200, "{other}");
+    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &env, Some(&s.ws));
+    c.ready();
+    let mine = json!({"label": "fan", "steps": [{"label": "tidy", "session": {"existing": "claude:mine"},
+        "prompt": "tidy up", "onInput": {"mode": "fail"}}]});
+    let run = c.ok("routine_start", mine);
+    let id = run["id"].as_str().expect("id").to_string();
+    assert_eq!(run["phase"], "running", "{run}");
+    assert_eq!(run["steps"][0]["sessionId"], "claude:mine", "{run}");
+    // Its prompt is the step-started event's message, in its session.
+    let started = d
+        .all_events("&types=routine:step-started")
+        .into_iter()
+        .find(|e| e["payload"]["routineId"] == id.as_str())
+        .expect("step started");
+    assert_eq!(started["sessionId"], "claude:mine", "{started}");
     let got = c.ok("routine_status", json!({"routineId": id}));
-    assert_eq!(got["phase"], "failed", "{got}");
-    assert_eq!(got["reason"], "wait-failed", "{got}");
-    assert_eq!(got["steps"][0]["label"], "merge", "{got}");
-    assert_eq!(got["steps"][0]["status"], "failed", "{got}");
+    assert_eq!(got["phase"], "running", "{got}");
     let list = c.ok("routine_list", json!({}));
     assert_eq!(list["routines"][0]["id"], id.as_str(), "{list}");
+    let cancelled = c.ok("routine_cancel", json!({"routineId": id}));
+    assert_eq!(cancelled["phase"], "cancelled", "{cancelled}");
+
+    // Refused: another's session, an agent to start, a step policy; a
+    // run the operator started on another's session cannot be cancelled.
+    let theirs = json!({"steps": [{"label": "x", "session": {"existing": "someone-else"}}]});
+    let e = c.err("routine_start", theirs.clone());
+    assert_eq!(e["code"], "session-key-required", "{e}");
+    let acp =
+        json!({"steps": [{"label": "x", "session": {"acp": {"command": ["sh"], "cwd": s.ws}}}]});
+    let e = c.err("routine_start", acp);
+    assert_eq!(e["code"], "operator-only", "{e}");
+    let gated = json!({"steps": [{"label": "x", "session": {"existing": "claude:mine"},
+        "waitFor": "policy", "policy": {"gate": {"command": "true"}}}]});
+    let e = c.err("routine_start", gated);
+    assert_eq!(e["code"], "operator-only", "{e}");
+    let e = c.err("routine_start", json!({"steps": [], "evil": 1}));
+    assert_eq!(e["code"], "invalid", "{e}");
+    let (code, run) = d.http("POST", "/v1/routines", Some(&d.operator), Some(theirs));
+    assert_eq!(code, 200, "{run}");
+    let theirs_id = run["id"].as_str().expect("id").to_string();
+    let e = c.err("routine_cancel", json!({"routineId": theirs_id}));
+    assert_eq!(e["code"], "session-key-required", "{e}");
+    let (_, still) = d.http(
+        "GET",
+        &format!("/v1/routines/{theirs_id}"),
+        Some(&d.operator),
+        None,
+    );
+    assert_eq!(still["phase"], "running", "{still}");
     let e = c.err("routine_status", json!({"routineId": "rt_none"}));
     assert_eq!(e["code"], "not-found", "{e}");
     let e = c.err("routine_list", json!({"cancel": true}));

@@ -308,9 +308,12 @@ impl Client {
         Ok(registered)
     }
 
-    /// Starts a routine (operator).
+    /// Starts a routine: the operator any; the agent token one whose steps
+    /// all run in existing sessions of its own (their keys are sent).
     pub async fn start_routine(&self, spec: &RoutineRequest) -> ClientResult<Routine> {
-        self.post("/v1/routines", spec).await
+        let keys = self.keys_for(step_sessions(spec));
+        self.call_with_keys(Method::POST, "/v1/routines", Some(spec), &keys)
+            .await
     }
 
     pub async fn routine(&self, id: &str) -> ClientResult<Routine> {
@@ -339,11 +342,23 @@ impl Client {
         .await
     }
 
-    /// Cancels a run (operator).
+    /// Cancels a run: the operator any; the agent token one whose steps
+    /// all run in existing sessions of its own (their keys are sent, read
+    /// from the run).
     pub async fn cancel_routine(&self, id: &str) -> ClientResult<Routine> {
-        self.post(
+        let keys = match &self.keyring {
+            Some(_) => {
+                let run = self.routine(id).await?;
+                let spec = serde_json::from_value::<RoutineRequest>(run.spec).ok();
+                self.keys_for(spec.iter().flat_map(step_sessions))
+            }
+            None => self.session_keys.clone(),
+        };
+        self.call_with_keys(
+            Method::POST,
             &format!("/v1/routines/{}/cancel", segment(id)),
-            &serde_json::json!({}),
+            Some(&serde_json::json!({})),
+            &keys,
         )
         .await
     }
@@ -517,6 +532,14 @@ impl Client {
     pub async fn events(&self, q: &EventQuery) -> ClientResult<EventPage> {
         self.get(&format!("/v1/events?{}", query(q)?)).await
     }
+}
+
+/// The existing sessions a routine's steps run in.
+fn step_sessions(spec: &RoutineRequest) -> impl Iterator<Item = &str> {
+    spec.steps.iter().filter_map(|s| match &s.session {
+        crate::engine::routine::SessionSpec::Existing(id) => Some(id.as_str()),
+        crate::engine::routine::SessionSpec::Acp { .. } => None,
+    })
 }
 
 /// The session ids a policy spec names (`sessionId`, `sessionIds`, and

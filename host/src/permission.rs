@@ -22,7 +22,9 @@ pub const DEFAULT_ESCALATION_MS: u64 = 5 * 60 * 1000;
 pub const MAX_ESCALATION_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// What a tool that neither list names gets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Otherwise {
     #[default]
@@ -31,7 +33,7 @@ pub enum Otherwise {
 }
 
 /// A session's permission rule.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PermissionRule {
     /// Tool kinds (`read`, `edit`, `delete`, `move`, `search`, `execute`,

@@ -1,10 +1,12 @@
 //! The routines' routes: start, read, cancel a run and answer a step's
-//! escalation. Starting, cancelling and answering take the operator's
-//! token (an agent never answers for the operator, nor starts agents);
-//! reading takes either. It maps the engine's answers to the wire; it must
+//! escalation. Answering takes the operator's token (an agent never
+//! answers for the operator); starting and cancelling take either, the
+//! agent token only for runs whose every step runs in a session whose key
+//! it holds (never one that starts an agent: the engine checks); reading
+//! takes either. It maps the engine's answers to the wire; it must
 //! never change state itself.
 
-use super::{ApiResult, AppState, Bearer, JsonBody, Operator, ok};
+use super::{ApiResult, AppState, Bearer, Credential, JsonBody, Operator, ok};
 use crate::wire;
 use axum::extract::{Path, State};
 
@@ -13,10 +15,10 @@ const LIST_LIMIT: usize = 200;
 
 pub(super) async fn start(
     State(st): State<AppState>,
-    _: Operator,
+    Credential(caller): Credential,
     JsonBody(spec): JsonBody<wire::RoutineRequest>,
 ) -> ApiResult {
-    ok(st.engine.start_routine(spec)?)
+    ok(st.engine.start_routine_as(spec, &caller)?)
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
@@ -35,10 +37,10 @@ pub(super) async fn get(
 
 pub(super) async fn cancel(
     State(st): State<AppState>,
-    _: Operator,
+    Credential(caller): Credential,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(st.engine.cancel_routine(&id, "the operator")?)
+    ok(st.engine.cancel_routine_as(&id, &caller)?)
 }
 
 pub(super) async fn resolve(

@@ -24,13 +24,15 @@ With waitFor \"policy\" its policy is attached to its session before the prompt;
 the step finishes when the policy passes (awaiting-ack or done), fails when it is
 blocked or cancelled, and its turn-ends are the policy's to gate and nudge.
 A list waitFor starts the step once all those steps and sessions finished.
-Start, cancel and resolve take the operator token; status and list either.
+Resolve takes the operator token; start and cancel the operator token, or the
+agent token for a run whose every step is an existing session of its own (its key
+in the keyring) and has no policy; status and list either.
 Exit codes: 0 done, 2 error.";
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RoutineCommand {
     /// Start a routine from its JSON file (`-` reads stdin); prints the
-    /// run's id (operator token).
+    /// run's id (operator token; the agent token for its own sessions).
     Start {
         #[arg(value_name = "FILE.json")]
         file: PathBuf,
@@ -39,7 +41,8 @@ pub enum RoutineCommand {
     Status { id: String },
     /// The newest runs, one a line.
     List,
-    /// Cancel a run; an agent it started is stopped (operator token).
+    /// Cancel a run; an agent it started is stopped (operator token; the
+    /// agent token for a run on its own sessions).
     Cancel { id: String },
     /// Answer a step's escalation: the response is the step session's next
     /// prompt (operator token).

@@ -52,7 +52,7 @@ pub const DEFAULT_ESCALATION_SECS: u64 = 300;
 pub const DEFAULT_AUTO_ALLOW_MAX: u32 = 10;
 
 /// A routine as submitted (`gatehost routine start FILE.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RoutineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,7 +61,7 @@ pub struct RoutineSpec {
 }
 
 /// One step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepSpec {
     pub label: String,
@@ -80,7 +80,7 @@ pub struct StepSpec {
 }
 
 /// What a step waits for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum WaitFor {
     /// What finishes it: its turn-end with the marker, or its policy.
@@ -91,7 +91,7 @@ pub enum WaitFor {
 }
 
 /// What finishes a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Finish {
     TurnEnd,
@@ -148,7 +148,7 @@ impl<'de> Deserialize<'de> for WaitFor {
 }
 
 /// The step's session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub enum SessionSpec {
     /// An ACP agent the daemon starts; `permission` answers its
@@ -165,7 +165,7 @@ pub enum SessionSpec {
 }
 
 /// What a step does when its session is awaiting input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", tag = "mode")]
 pub enum OnInput {
     /// Answer with `prompt` (a turn-end) or allow (a permission request),

@@ -11,9 +11,10 @@ use super::current::{self, Whereabouts};
 use super::monitor;
 use super::tools::{
     DEFAULT_POLL_LIMIT, EventsPollInput, MAX_POLL_LIMIT, MAX_WAIT_MS, Order, POLICY_ATTACH,
-    POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, ROUTINE_LIST, ROUTINE_STATUS,
-    RoutineListInput, RoutineStatusInput, SESSION_CURRENT, SESSION_EVENTS_POLL, SESSION_MONITOR,
-    SessionCurrentInput, SessionMonitorInput,
+    POLICY_LIST, POLICY_STATUS, PolicyListInput, PolicyStatusInput, ROUTINE_CANCEL, ROUTINE_LIST,
+    ROUTINE_START, ROUTINE_STATUS, RoutineCancelInput, RoutineListInput, RoutineStatusInput,
+    SESSION_CURRENT, SESSION_EVENTS_POLL, SESSION_MONITOR, SessionCurrentInput,
+    SessionMonitorInput,
 };
 use crate::client::Client;
 use crate::wire::{ErrorDetail, EventQuery, PageQuery};
@@ -43,6 +44,8 @@ pub async fn call(
         },
         ROUTINE_STATUS => routine_status(client, args).await,
         ROUTINE_LIST => routine_list(client, args).await,
+        ROUTINE_START => routine_start(client, args).await,
+        ROUTINE_CANCEL => routine_cancel(client, args).await,
         _ => return None,
     };
     Some(match result {
@@ -99,6 +102,20 @@ async fn routine_status(client: &Client, args: JsonObject) -> ToolResult {
     let input: RoutineStatusInput = decode(args)?;
     let run = client
         .routine(&input.routine_id)
+        .await
+        .map_err(from_client)?;
+    to_value(&run)
+}
+
+async fn routine_start(client: &Client, args: JsonObject) -> ToolResult {
+    let spec: crate::engine::routine::RoutineSpec = decode(args)?;
+    to_value(&client.start_routine(&spec).await.map_err(from_client)?)
+}
+
+async fn routine_cancel(client: &Client, args: JsonObject) -> ToolResult {
+    let input: RoutineCancelInput = decode(args)?;
+    let run = client
+        .cancel_routine(&input.routine_id)
         .await
         .map_err(from_client)?;
     to_value(&run)

@@ -1,7 +1,8 @@
 //! `gatehost mcp`: an MCP server over stdio for the supervised agent. Its
 //! tools (`policy_attach`, `policy_status`, `policy_list`,
 //! `session_events_poll`, `session_monitor`, `session_current`,
-//! `routine_status`, `routine_list`) are calls of the daemon's API
+//! `routine_status`, `routine_list`, `routine_start`, `routine_cancel`) are
+//! calls of the daemon's API
 //! through the typed [`crate::client::Client`], made with the agent's token;
 //! the API's answers are their results and the API's errors their tool
 //! errors (`isError`, with the error's code, message and field).
@@ -12,7 +13,8 @@
 //! startup check that its token is the agent's ([`check_agent_token`]).
 //!
 //! It must never hold the operator token (it refuses to start with it),
-//! acknowledge or cancel a policy, start, cancel or answer a routine,
+//! acknowledge or cancel a policy, answer a routine (its start and cancel
+//! are the daemon's to refuse when a step is not the agent's own),
 //! validate an attach itself (the daemon
 //! does, once), or write anything on stdout but MCP messages: logs go to
 //! stderr.

@@ -81,13 +81,15 @@ fn the_attach_schema_has_exactly_the_fields_the_daemon_decodes() {
 }
 
 #[test]
-fn there_are_eight_tools_and_no_ack_or_cancel() {
+fn there_are_ten_tools_and_no_ack_policy_cancel_or_resolve() {
     let tools = super::tools().expect("tools");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, super::TOOL_NAMES);
+    assert_eq!(names.len(), 10);
     for t in &tools {
         assert_eq!(t.input_schema["type"], "object", "{}", t.name);
-        assert!(!t.name.contains("ack") && !t.name.contains("cancel"));
+        assert!(!t.name.contains("ack") && !t.name.contains("resolve"));
+        assert!(!t.name.contains("cancel") || t.name == super::tools::ROUTINE_CANCEL);
     }
     let monitor = tools
         .iter()

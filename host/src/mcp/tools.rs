@@ -1,4 +1,4 @@
-//! The eight tools: their names, descriptions and input types, and the
+//! The ten tools: their names, descriptions and input types, and the
 //! input schemas derived from those types with `schemars`. `policy_attach`'s
 //! schema is the attach body's own ([`AttachInput`], the type the daemon
 //! decodes it into), so what an agent is shown cannot drift from what the
@@ -21,13 +21,16 @@ pub const SESSION_EVENTS_POLL: &str = "session_events_poll";
 pub const SESSION_MONITOR: &str = "session_monitor";
 pub const ROUTINE_STATUS: &str = "routine_status";
 pub const ROUTINE_LIST: &str = "routine_list";
+pub const ROUTINE_START: &str = "routine_start";
+pub const ROUTINE_CANCEL: &str = "routine_cancel";
 pub const SESSION_CURRENT: &str = "session_current";
 
-/// Every tool, in the order they are listed. There is no ack and no
-/// cancel, and no routine start, cancel or resolve: those stay with the
-/// operator (the daemon refuses them the agent's token, the only one this
-/// server runs with).
-pub const TOOL_NAMES: [&str; 8] = [
+/// Every tool, in the order they are listed. There is no ack, no policy
+/// cancel and no routine resolve: those stay with the operator (the
+/// daemon refuses them the agent's token, the only one this server runs
+/// with); a routine is started or cancelled only when its every step runs
+/// in a session of the caller's own (the daemon checks the keys).
+pub const TOOL_NAMES: [&str; 10] = [
     POLICY_ATTACH,
     POLICY_STATUS,
     POLICY_LIST,
@@ -36,6 +39,8 @@ pub const TOOL_NAMES: [&str; 8] = [
     SESSION_CURRENT,
     ROUTINE_STATUS,
     ROUTINE_LIST,
+    ROUTINE_START,
+    ROUTINE_CANCEL,
 ];
 
 /// The most events one `session_events_poll` answers.
@@ -125,6 +130,14 @@ pub struct RoutineStatusInput {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCurrentInput {}
+
+/// `routine_cancel`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RoutineCancelInput {
+    /// The run's id (`rt_…`), as `routine_start` answered it.
+    pub routine_id: String,
+}
 
 /// `routine_list`'s input: none.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -244,7 +257,7 @@ pub fn tools() -> Result<Vec<Tool>, String> {
             ROUTINE_STATUS,
             "A routine's run: its phase (waiting, running, escalated, done, failed, cancelled), \
              each step's status, session, restarts and the operator's last answer, and why it \
-             failed. Starting, cancelling and answering a routine are the operator's.",
+             failed. Answering a routine's escalation is the operator's.",
             input_schema::<RoutineStatusInput>()?,
         )
         .with_annotations(read_only("Routine status")),
@@ -254,5 +267,21 @@ pub fn tools() -> Result<Vec<Tool>, String> {
             input_schema::<RoutineListInput>()?,
         )
         .with_annotations(read_only("List routines")),
+        Tool::new(
+            ROUTINE_START,
+            "Starts a routine: sequential steps, each prompting one of YOUR sessions (session \
+             {\"existing\": ID}, a session whose key you hold: your own, or one you registered) \
+             and waiting for it: waitFor \"turn-end\" (its turn ends with a line STEP DONE), or \
+             a list of earlier steps' labels and session ids (fan-in). onInput says what happens \
+             when the session asks instead: auto-allow with a prompt (at most max times), \
+             escalate to the operator, or fail. Starting agents and a step's own policy are the \
+             operator's (attach your own with policy_attach). Answers the run (its id).",
+            input_schema::<crate::engine::routine::RoutineSpec>()?,
+        ),
+        Tool::new(
+            ROUTINE_CANCEL,
+            "Cancels a routine whose every step runs in a session of your own.",
+            input_schema::<RoutineCancelInput>()?,
+        ),
     ])
 }

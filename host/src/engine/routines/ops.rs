@@ -90,6 +90,75 @@ impl Engine {
         Ok(self.routine(&view.id).unwrap_or(view))
     }
 
+    /// Starts a run of `spec` for `caller`: the operator may start any;
+    /// the agent token only a run whose every step runs in an existing
+    /// session it holds the key of (starting an agent is the operator's)
+    /// and carries no step policy (a policy the daemon attaches for a run
+    /// is the operator's; an agent attaches its own with `policy_attach`).
+    pub fn start_routine_as(
+        &self,
+        spec: RoutineSpec,
+        caller: &super::super::keys::Caller,
+    ) -> EngineResult<RoutineView> {
+        if caller.trust != crate::config::Trust::Operator {
+            for s in &spec.steps {
+                if s.policy.is_some() {
+                    return Err(EngineError::Forbidden {
+                        code: "operator-only",
+                        message: format!(
+                            "step {:?}: a step's policy is attached for the operator; with the agent token, leave it out and attach your own policy to the session (policy_attach)",
+                            s.label
+                        ),
+                    });
+                }
+                self.own_step_session(&s.label, &s.session, caller)?;
+            }
+        }
+        self.start_routine(spec)
+    }
+
+    /// The agent token may act on a step only when it runs in an existing
+    /// session whose key it holds.
+    fn own_step_session(
+        &self,
+        label: &str,
+        session: &SessionSpec,
+        caller: &super::super::keys::Caller,
+    ) -> EngineResult<()> {
+        let SessionSpec::Existing(id) = session else {
+            return Err(EngineError::Forbidden {
+                code: "operator-only",
+                message: format!(
+                    "step {label:?} starts an agent: starting agents is the operator's (with the agent token, every step runs in an existing session of yours)"
+                ),
+            });
+        };
+        let s = self
+            .inner
+            .store
+            .session(id)?
+            .ok_or_else(|| invalid("session", format!("step {label:?}: no session {id:?}")))?;
+        caller.check(&s)
+    }
+
+    /// Cancels run `id` for `caller`: the operator any run, the agent
+    /// token a run whose every step runs in an existing session it holds
+    /// the key of.
+    pub fn cancel_routine_as(
+        &self,
+        id: &str,
+        caller: &super::super::keys::Caller,
+    ) -> EngineResult<RoutineView> {
+        if caller.trust == crate::config::Trust::Operator {
+            return self.cancel_routine(id, "the operator");
+        }
+        let run = Run::decode(self.routine(id)?)?;
+        for s in &run.spec.steps {
+            self.own_step_session(&s.label, &s.session, caller)?;
+        }
+        self.cancel_routine(id, "the agent whose sessions it runs in")
+    }
+
     pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
         self.inner
             .store
