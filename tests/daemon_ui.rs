@@ -386,7 +386,17 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
             "commit": {"paths": paths, "message": message}
         }))
     };
-    let approve = commit(&["src"], "the answer is 42");
+    // Its second gate passes with a warning at src/lib.rs:2 (the page links
+    // the finding to that line of the diff).
+    let approve = d.attach(json!({
+        "sessionId": "s1",
+        "gate": [{"command": "true"},
+                 {"wasm": {"plugin": "forbid-patterns", "config": {"failOn": "error", "rules": [
+                     {"id": "magic", "pattern": "42", "severity": "warning",
+                      "message": "a magic number"}]}}}],
+        "then": "commit",
+        "commit": {"paths": ["src"], "message": "the answer is 42"}
+    }));
     let reject = commit(&["docs"], "a note");
     s.write_ws("notes/todo.md", "first line\n");
     let changes = commit(&["notes"], "a todo");
@@ -452,6 +462,11 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     d.wait_status(&reject, "awaiting-ack", T);
     d.wait_status(&changes, "awaiting-ack", T);
     d.wait_status(&many, "awaiting-ack", T);
+    // After the snapshot: the commit will not hold this change.
+    s.write_ws(
+        "docs/notes.md",
+        "a note the operator rejects, edited later\n",
+    );
     writeln!(stdin, "go").expect("go");
     line.clear();
     out.read_line(&mut line).expect("read");
@@ -503,6 +518,38 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         ]),
         "{seen:#}"
     );
+    // The gate runs: one, passed, with the warning a button that showed
+    // (and focused) the diff's new line 2 of src/lib.rs.
+    let runs = seen["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{seen:#}");
+    let run = runs[0].as_str().unwrap_or_default();
+    assert!(
+        run.starts_with("run 1: pass")
+            && run.contains("forbid-patterns")
+            && run.contains("src/lib.rs:2")
+            && run.contains("a magic number"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["findingTarget"],
+        json!({"path": "src/lib.rs", "line": "2", "side": "new", "text": "+    42", "focused": true}),
+        "{seen:#}"
+    );
+    // The timeline: the policy's events, in order, up to commit-ready.
+    let timeline: Vec<&str> = seen["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = |t: &str| timeline.iter().position(|x| *x == t);
+    assert!(
+        at("policy:attached") < at("policy:gating")
+            && at("policy:gating") < at("policy:passed")
+            && at("policy:passed") < at("policy:commit-ready")
+            && at("policy:attached").is_some(),
+        "{timeline:?}"
+    );
     // Approved: done, and the commit in git holds exactly the diff shown.
     assert_eq!(seen["approvedStatus"], "done", "{seen:#}");
     assert_eq!(seen["sameDocumentAfterApprove"], true, "{seen:#}");
@@ -523,6 +570,8 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         seen["pageWidth"].as_i64().is_some_and(|w| w <= 390),
         "{seen:#}"
     );
+    // What changed in the workspace since the reject policy's snapshot.
+    assert_eq!(seen["sinceSnapshot"], json!(["docs/notes.md"]), "{seen:#}");
     // Rejected with a comment: the agent's next nudge holds it.
     assert_eq!(seen["rejectedStatus"], "cancelled", "{seen:#}");
     let nudges = d.all_events(&format!("&policy={reject}&types=nudge"));

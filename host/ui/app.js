@@ -99,6 +99,8 @@ async function policy(id) {
   $("p-title").textContent = p.id; $("p-status").textContent = p.status;
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
+  since(p.plan && p.plan.changedAfterSnapshot);
+  history(p).catch((e) => { $("p-timeline").replaceChildren(el("li", e.message, "error")); });
   $("actions").hidden = p.status !== "awaiting-ack";
   try {
     const d = await diffPage(id, 0);
@@ -113,6 +115,78 @@ async function policy(id) {
       paged(d);
     }
   } catch (e) { $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = ""; }
+}
+// What the workspace holds now that the snapshot (the commit) does not:
+// paths, as the daemon read them for this page (or why it could not).
+function since(changed) {
+  $("p-since").hidden = changed == null || (Array.isArray(changed) && !changed.length);
+  if (changed == null) return;
+  $("p-since-list").replaceChildren(...(Array.isArray(changed)
+    ? changed.map((path) => el("li", path))
+    : [el("li", "cannot be read: " + (changed.error || JSON.stringify(changed)), "error")]));
+}
+// The policy's events, oldest first (at most HISTORY): the timeline, and
+// every gate run (`policy:passed` / `policy:failed`) with its gates'
+// outcomes, reasons and findings; the newest run's output tails come from
+// the stored verdict. Everything is agent-influenced text: textContent.
+const HISTORY = 200;
+async function history(p) {
+  const page = await api("GET", "/v1/events?policy=" + encodeURIComponent(p.id) + "&limit=" + HISTORY);
+  if (!current || current.id !== p.id) return;
+  const events = page.events || [];
+  $("p-timeline").replaceChildren(...events.map((e) => {
+    const li = el("li"); const x = e.payload || {};
+    li.append(el("span", new Date(e.at).toLocaleTimeString(), "when"), " ", el("code", e.type));
+    const said = x.reason || x.message || x.outcome || "";
+    if (said) li.append(" ", el("span", String(said).slice(0, 300), "reason"));
+    return li;
+  }));
+  $("p-timeline-note").textContent = events.length >= HISTORY ? "the first " + HISTORY + " events; `gatehost events poll --policy " + p.id + "` has the rest" : "";
+  const runs = events.filter((e) => e.type === "policy:passed" || e.type === "policy:failed");
+  const last = (p.verdict && p.verdict.gates) || [];
+  $("p-runs").replaceChildren(...runs.map((e, n) => gateRun(e, n + 1, n === runs.length - 1 ? last : [])));
+  if (!runs.length) $("p-runs").replaceChildren(el("li", "no gate has run yet", "hint"));
+}
+function gateRun(e, n, tails) {
+  const x = e.payload || {}; const li = el("li");
+  li.dataset.run = String(n);
+  li.append(el("strong", "run " + n + ": " + (x.outcome || e.type), x.outcome === "pass" ? "pass" : "fail"),
+    " ", el("span", new Date(e.at).toLocaleTimeString(), "when"));
+  if (x.reason) li.append(el("div", x.reason, "reason"));
+  (x.gates || []).forEach((g, i) => {
+    const gd = el("div", undefined, "gate");
+    gd.append(el("code", g.gate), " ", el("span", g.outcome, g.outcome === "pass" ? "pass" : "fail"));
+    if (g.reason) gd.append(" ", el("span", g.reason, "reason"));
+    for (const f of g.findings || []) gd.append(finding(f));
+    const t = tails[i];
+    for (const stream of ["stdout", "stderr"]) {
+      if (t && t[stream] && t[stream].text) {
+        const pre = el("pre", t[stream].text, "tail"); pre.dataset.stream = stream; gd.append(pre);
+      }
+    }
+    li.append(gd);
+  });
+  return li;
+}
+// A finding; one at a path and line is a button that shows that line of
+// the diff (when the diff has it).
+function finding(f) {
+  const d = el("span", undefined, "finding");
+  d.append(el("span", (f.severity || "") + ": ", "reason"), el("span", f.message));
+  if (f.path && f.line) {
+    const b = el("button", f.path + ":" + f.line);
+    b.dataset.path = f.path; b.dataset.line = String(f.line);
+    b.addEventListener("click", () => showLine(f.path, f.line, b));
+    d.prepend(b, " ");
+  } else if (f.path) d.prepend(el("code", f.path), " ");
+  return d;
+}
+function showLine(path, line, from) {
+  for (const t of document.querySelectorAll("#p-diff .target")) t.classList.remove("target");
+  const row = [...document.querySelectorAll("#p-diff [data-path][data-line]")]
+    .find((r) => r.dataset.path === path && r.dataset.line === String(line) && r.dataset.side === "new");
+  if (!row) { from.title = "not in the diff shown"; from.classList.add("missing"); return; }
+  row.classList.add("target"); row.scrollIntoView({ block: "center" }); row.focus();
 }
 // A large diff comes DIFF_FILES files at a time: "More files" appends the next.
 const DIFF_FILES = 100;

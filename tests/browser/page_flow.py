@@ -80,6 +80,24 @@ def run(page, args, out):
     out["diff"] = "\n".join(lines_of(page, "#p-diff > div"))
     out["added"] = lines_of(page, "#p-diff .add")
     out["removed"] = lines_of(page, "#p-diff .del")
+    # Its gate runs: the one run, each gate's outcome, and the warning
+    # finding at src/lib.rs:2, a button that shows that line of the diff.
+    page.wait_for_selector("#p-runs li[data-run='1']", timeout=WAIT)
+    out["runs"] = lines_of(page, "#p-runs > li")
+    button = page.locator("#p-runs .finding button[data-path='src/lib.rs'][data-line='2']")
+    button.click()
+    target = page.locator("#p-diff .target")
+    expect(target).to_have_count(1, timeout=WAIT)
+    out["findingTarget"] = {
+        "path": target.get_attribute("data-path"),
+        "line": target.get_attribute("data-line"),
+        "side": target.get_attribute("data-side"),
+        "text": target.text_content(),
+        "focused": page.evaluate("document.activeElement.classList.contains('target')"),
+    }
+    # The timeline: the policy's events, oldest first.
+    expect(page.locator("#p-timeline code").last).to_have_text("policy:commit-ready", timeout=WAIT)
+    out["timeline"] = lines_of(page, "#p-timeline code")
     page.screenshot(path=os.path.join(shots, "policy.png"), full_page=True)
 
     # The split view: the removed line beside the added one.
@@ -106,6 +124,9 @@ def run(page, args, out):
     page.click(f"#waiting a[href='#policy/{reject_id}']")
     expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
     page.wait_for_selector("#approve", state="visible", timeout=WAIT)
+    # The test changed docs/notes.md after the snapshot: listed apart.
+    page.wait_for_selector("#p-since:not([hidden])", timeout=WAIT)
+    out["sinceSnapshot"] = lines_of(page, "#p-since-list li")
     boxes = {}
     for button in ("approve", "reject"):
         box = page.locator("#" + button).bounding_box()
