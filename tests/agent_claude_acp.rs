@@ -12,13 +12,12 @@
 //! agent writes the workspace. Told to read `operator.token`, its `Read`
 //! and `Bash` tools both get the sandbox's refusal.
 
+use crate::common::acp_agents::{AgentRun, T, wait};
 use crate::common::agents::{FakeApi, agent_cli};
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{self, MARKER_ENV, Scratch, allow_config};
 use serde_json::{Value, json};
-use std::time::Duration;
 
-const T: Duration = Duration::from_secs(120);
 const ROUTE: &str = "/v1/messages";
 /// A tool only the agent's own turns offer.
 const AGENT_TOOL: &str = "Write";
@@ -27,87 +26,80 @@ const AGENT_TOOL: &str = "Write";
 /// their install and write their own home and config directory, the fake
 /// Anthropic API with `script`, and the adapter started as session `cl`
 /// with the `--permission-rule` `rule`.
-struct Run {
-    s: Scratch,
-    m: String,
-    d: Daemon,
-    api: FakeApi,
-}
-
-impl Run {
-    fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> Run {
-        let s = Scratch::new();
-        let m = common::marker(marker);
-        git_repo(&s.ws);
-        let home = s.out.join("home");
-        let config = s.out.join("claude-config");
-        for d in [&home, &config] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        // node_modules/@zed-industries/claude-agent-acp/dist/index.js.
-        let adapter = std::fs::canonicalize(agent_cli("claude-agent-acp")).expect("index.js");
-        // node_modules/@anthropic-ai/claude-code/bin/claude.exe (native).
-        let claude = std::fs::canonicalize(agent_cli("claude")).expect("claude.exe");
-        let clis = adapter
-            .ancestors()
-            .nth(4)
-            .expect("node_modules")
-            .to_path_buf();
-        let agents = format!(
-            "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
-            clis.display().to_string(),
-            home.display().to_string(),
-            config.display().to_string()
-        );
-        let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-        let d = Daemon::start(&s.etc.join("data"), &cfg);
-        let api = FakeApi::start_script(&s.out, &script(&s));
-        let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-        let home_env = format!("HOME={}", home.display());
-        let config_env = format!("CLAUDE_CONFIG_DIR={}", config.display());
-        let base_url = format!("ANTHROPIC_BASE_URL={}", api.url());
-        let exe_env = format!("CLAUDE_CODE_EXECUTABLE={}", claude.display());
-        let ws = s.ws.display().to_string();
-        let adapter = adapter.display().to_string();
-        let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-        let mut args = vec!["session", "start", "--acp", "--id", "cl", "--cwd", &ws];
-        if let Some(f) = &rule_file {
-            args.extend(["--permission-rule", f]);
-        }
-        args.extend([
-            "--prompt",
-            "Create the file DONE, then say so.",
-            "--",
-            "/usr/bin/env",
-            // The adapter passes --allow-dangerously-skip-permissions to
-            // Claude Code when it runs as root with IS_SANDBOX set (set on
-            // some CI machines); 2.1.332 then exits 1 ("cannot be used with
-            // root/sudo privileges") and `session/new` fails with "Query
-            // closed before response received".
-            "-u",
-            "IS_SANDBOX",
-            &marker_env,
-            &home_env,
-            &config_env,
-            &base_url,
-            "ANTHROPIC_API_KEY=sk-ant-fake",
-            &exe_env,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-            "CLAUDE_CODE_MAX_RETRIES=0",
-            "DISABLE_AUTOUPDATER=1",
-            "DISABLE_TELEMETRY=1",
-            "/usr/bin/node",
-            &adapter,
-        ]);
-        let r = d.cli(&args, &d.operator);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        Run { s, m, d, api }
+fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
+    let s = Scratch::new();
+    let m = common::marker(marker);
+    git_repo(&s.ws);
+    let home = s.out.join("home");
+    let config = s.out.join("claude-config");
+    for d in [&home, &config] {
+        std::fs::create_dir_all(d).expect("mkdir");
     }
-
-    /// Stops the daemon: the adapter and Claude Code die with it.
-    fn stop(mut self) {
-        self.d.stop();
-        common::assert_no_env_survivors(&self.m);
+    // node_modules/@zed-industries/claude-agent-acp/dist/index.js.
+    let adapter = std::fs::canonicalize(agent_cli("claude-agent-acp")).expect("index.js");
+    // node_modules/@anthropic-ai/claude-code/bin/claude.exe (native).
+    let claude = std::fs::canonicalize(agent_cli("claude")).expect("claude.exe");
+    let clis = adapter
+        .ancestors()
+        .nth(4)
+        .expect("node_modules")
+        .to_path_buf();
+    let agents = format!(
+        "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
+        clis.display().to_string(),
+        home.display().to_string(),
+        config.display().to_string()
+    );
+    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let api = FakeApi::start_script(&s.out, &script(&s));
+    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
+    let home_env = format!("HOME={}", home.display());
+    let config_env = format!("CLAUDE_CONFIG_DIR={}", config.display());
+    let base_url = format!("ANTHROPIC_BASE_URL={}", api.url());
+    let exe_env = format!("CLAUDE_CODE_EXECUTABLE={}", claude.display());
+    let ws = s.ws.display().to_string();
+    let adapter = adapter.display().to_string();
+    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
+    let mut args = vec!["session", "start", "--acp", "--id", "cl", "--cwd", &ws];
+    if let Some(f) = &rule_file {
+        args.extend(["--permission-rule", f]);
+    }
+    args.extend([
+        "--prompt",
+        "Create the file DONE, then say so.",
+        "--",
+        "/usr/bin/env",
+        // The adapter passes --allow-dangerously-skip-permissions to
+        // Claude Code when it runs as root with IS_SANDBOX set (set on
+        // some CI machines); 2.1.332 then exits 1 ("cannot be used with
+        // root/sudo privileges") and `session/new` fails with "Query
+        // closed before response received".
+        "-u",
+        "IS_SANDBOX",
+        &marker_env,
+        &home_env,
+        &config_env,
+        &base_url,
+        "ANTHROPIC_API_KEY=sk-ant-fake",
+        &exe_env,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+        "CLAUDE_CODE_MAX_RETRIES=0",
+        "DISABLE_AUTOUPDATER=1",
+        "DISABLE_TELEMETRY=1",
+        "/usr/bin/node",
+        &adapter,
+    ]);
+    let r = d.cli(&args, &d.operator);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    AgentRun {
+        s,
+        m,
+        d,
+        api,
+        session: "cl",
+        route: ROUTE,
+        text: last_user,
     }
 }
 
@@ -139,7 +131,7 @@ fn claude_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
     let fixed = scratch.path().join("fixed");
-    let run = Run::start(
+    let run = start(
         "claude-acp",
         |_| {
             json!([
@@ -149,52 +141,10 @@ fn claude_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
         },
         None,
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-
-    // The first prompt reached the model; the policy is attached while
-    // that call is held, so its end_turn is the first turn-end it gates.
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "cl",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-        "onFail": {"maxRetries": 2},
-    }));
-    std::fs::write(&attached, "").expect("release");
-
-    // The gate failed: its reason is the agent's next ACP prompt, and the
-    // model's next call carries it.
-    let calls = api.wait_for_calls(ROUTE, 2, T);
-    let nudge = last_user(&calls[1]);
-    assert!(
-        nudge.contains("did not pass") && nudge.contains("test -f DONE"),
-        "the second model call does not carry the nudge: {nudge:?}"
-    );
-    assert!(!last_user(&calls[0]).contains("did not pass"));
-    assert!(
-        !common::env_survivors(&run.m).is_empty(),
-        "the marker does not find the running agent: the survivors check would prove nothing"
-    );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&fixed, "").expect("release");
-
-    let done = wait(|| {
-        let p = d.policy(&policy);
-        (p["status"] == "done").then_some(p)
-    });
-    assert_eq!(done["status"], "done", "{done}");
-    let turn_ends: Vec<Value> = d.all_events("session=cl&types=turn-end");
-    let messages: Vec<&str> = turn_ends
-        .iter()
-        .filter_map(|e| e["payload"]["message"].as_str())
-        .collect();
-    assert_eq!(
-        messages,
-        ["I am done.", "Fixed."],
-        "each end_turn is a turn-end with the agent's message: {turn_ends:?}"
-    );
-    let events = d.policy_events(&policy);
-    assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
-    assert_eq!(api.model_calls(ROUTE).len(), 2, "no third model call");
+    // The policy is attached while the first call is held, so its end_turn
+    // is the first turn-end it gates; the gate's reason is the next prompt.
+    let policy = run.gate_first_turn(&attached, Some(json!({"maxRetries": 2})));
+    let calls = run.nudged_then_passes(&policy, &fixed, ["I am done.", "Fixed."]);
     // The pinned Claude Code made them, through the Agent SDK.
     assert_eq!(
         calls[0]["headers"]["user-agent"], "claude-cli/2.1.332 (external, sdk-ts)",
@@ -208,7 +158,7 @@ fn claude_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
 fn a_write_claude_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_done() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
-    let run = Run::start(
+    let run = start(
         "claude-acp-perm",
         |s| {
             json!([
@@ -220,49 +170,13 @@ fn a_write_claude_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
         },
         Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "cl",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-    }));
-    std::fs::write(&attached, "").expect("release");
-
-    let escalated = wait(|| {
-        d.all_events("session=cl&types=permission-escalated")
-            .into_iter()
-            .next()
-    });
-    let payload = &escalated["payload"];
-    assert_eq!(payload["tool"]["kind"], "edit", "{escalated}");
-    assert_eq!(payload["tool"]["title"], "Write DONE", "{escalated}");
-    assert!(
-        !s.ws.join("DONE").exists(),
-        "nothing is written before the answer"
-    );
-    let request = payload["request"].as_str().expect("request id").to_string();
-    let r = d.cli(
-        &["session", "permission", "cl", &request, "--allow"],
-        &d.operator,
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-
-    let done = wait(|| {
-        let p = d.policy(&policy);
-        (p["status"] == "done").then_some(p)
-    });
-    assert_eq!(done["status"], "done", "{done}");
+    let policy = run.gate_first_turn(&attached, None);
+    let calls = run.escalated_then_allowed(&policy, "edit", Some("Write DONE"));
+    let (s, d) = (&run.s, &run.d);
     assert_eq!(
         std::fs::read_to_string(s.ws.join("DONE")).expect("DONE"),
         "done\n",
         "the confined agent wrote its workspace"
-    );
-    let answers: Vec<Value> = d.all_events("session=cl&types=permission");
-    assert!(
-        answers.iter().any(|e| e["payload"]["allowed"] == true
-            && e["payload"]["by"] == "operator"
-            && e["payload"]["tool"]["kind"] == "edit"),
-        "{answers:?}"
     );
     // Claude Code wrote it with its own tool, not through the client.
     assert!(
@@ -270,7 +184,6 @@ fn a_write_claude_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
         "the adapter asked the client to write"
     );
     // The model got the tool's result back, then ended its turn.
-    let calls = api.model_calls(ROUTE);
     assert_eq!(calls.len(), 2, "{calls:#?}");
     let result = last_user(&calls[1]);
     assert!(result.contains("File created successfully"), "{result}");
@@ -288,7 +201,7 @@ fn a_write_claude_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
 fn a_claude_agent_told_to_read_the_operator_token_never_gets_it() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
-    let run = Run::start(
+    let run = start(
         "claude-acp-token",
         |s| {
             let token = s.etc.join("data/operator.token");
@@ -342,15 +255,4 @@ fn a_claude_agent_told_to_read_the_operator_token_never_gets_it() {
         "Bash ran `cat` and the sandbox refused the read: {cat}"
     );
     run.stop();
-}
-
-fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < T, "timed out");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

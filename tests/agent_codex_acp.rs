@@ -11,101 +11,93 @@
 //! test needs the fake API's Responses `function_call`:
 //! fake-model-api-responses-function-calls.patch.)
 
+use crate::common::acp_agents::AgentRun;
 use crate::common::agents::{FakeApi, agent_cli};
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{self, MARKER_ENV, Scratch, allow_config};
 use serde_json::{Value, json};
-use std::time::Duration;
 
-const T: Duration = Duration::from_secs(120);
 const ROUTE: &str = "/v1/responses";
 /// A tool only the agent's own turns offer.
 const AGENT_TOOL: &str = "exec_command";
 
-struct Run {
-    s: Scratch,
-    m: String,
-    d: Daemon,
-    api: FakeApi,
-}
-
-impl Run {
-    /// A daemon whose `[agents]` profile lets codex-acp read its install
-    /// and write its `HOME` and `CODEX_HOME`, the fake API with `script`,
-    /// and codex-acp started as session `cx` with the `--permission-rule`
-    /// `rule`.
-    fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> Run {
-        let s = Scratch::new();
-        let m = common::marker(marker);
-        git_repo(&s.ws);
-        let home = s.out.join("home");
-        let codex_home = s.out.join("codex-home");
-        for d in [&home, &codex_home] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
-        // wrapper; the binary it runs is the platform package's, run here
-        // directly.
-        let wrapper = std::fs::canonicalize(agent_cli("codex-acp")).expect("codex-acp.js");
-        let clis = wrapper
-            .ancestors()
-            .nth(4)
-            .expect("node_modules")
-            .to_path_buf();
-        let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
-        let api = FakeApi::start_script(&s.out, &script(&s));
-        std::fs::write(
-            codex_home.join("config.toml"),
-            format!(
-                "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
-                 [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
-                 env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\n\n\
-                 [analytics]\nenabled = false\n\n\
-                 [features]\nplugins = false\nshell_snapshot = false\n",
-                api.url()
-            ),
-        )
-        .expect("config.toml");
-        let agents = format!(
-            "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
-            clis.display().to_string(),
-            home.display().to_string(),
-            codex_home.display().to_string()
-        );
-        let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-        let d = Daemon::start(&s.etc.join("data"), &cfg);
-        let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-        let home_env = format!("HOME={}", home.display());
-        let codex_home_env = format!("CODEX_HOME={}", codex_home.display());
-        let ws = s.ws.display().to_string();
-        let binary = binary.display().to_string();
-        let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-        let mut args = vec!["session", "start", "--acp", "--id", "cx", "--cwd", &ws];
-        if let Some(f) = &rule_file {
-            args.extend(["--permission-rule", f]);
-        }
-        args.extend([
-            "--prompt",
-            "Create the file DONE, then say so.",
-            "--",
-            "/usr/bin/env",
-            "-u",
-            "IS_SANDBOX",
-            &marker_env,
-            &home_env,
-            &codex_home_env,
-            "FAKE_OPENAI_KEY=sk-fake",
-            &binary,
-        ]);
-        let r = d.cli(&args, &d.operator);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        Run { s, m, d, api }
+/// A daemon whose `[agents]` profile lets codex-acp read its install and
+/// write its `HOME` and `CODEX_HOME`, the fake API with `script`, and
+/// codex-acp started as session `cx` with the `--permission-rule` `rule`.
+fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
+    let s = Scratch::new();
+    let m = common::marker(marker);
+    git_repo(&s.ws);
+    let home = s.out.join("home");
+    let codex_home = s.out.join("codex-home");
+    for d in [&home, &codex_home] {
+        std::fs::create_dir_all(d).expect("mkdir");
     }
-
-    fn stop(mut self) {
-        self.d.stop();
-        common::assert_no_env_survivors(&self.m);
+    // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
+    // wrapper; the binary it runs is the platform package's, run here
+    // directly.
+    let wrapper = std::fs::canonicalize(agent_cli("codex-acp")).expect("codex-acp.js");
+    let clis = wrapper
+        .ancestors()
+        .nth(4)
+        .expect("node_modules")
+        .to_path_buf();
+    let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
+    let api = FakeApi::start_script(&s.out, &script(&s));
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
+             [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
+             env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
+             request_max_retries = 0\nstream_max_retries = 0\n\n\
+             [analytics]\nenabled = false\n\n\
+             [features]\nplugins = false\nshell_snapshot = false\n",
+            api.url()
+        ),
+    )
+    .expect("config.toml");
+    let agents = format!(
+        "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
+        clis.display().to_string(),
+        home.display().to_string(),
+        codex_home.display().to_string()
+    );
+    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
+    let home_env = format!("HOME={}", home.display());
+    let codex_home_env = format!("CODEX_HOME={}", codex_home.display());
+    let ws = s.ws.display().to_string();
+    let binary = binary.display().to_string();
+    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
+    let mut args = vec!["session", "start", "--acp", "--id", "cx", "--cwd", &ws];
+    if let Some(f) = &rule_file {
+        args.extend(["--permission-rule", f]);
+    }
+    args.extend([
+        "--prompt",
+        "Create the file DONE, then say so.",
+        "--",
+        "/usr/bin/env",
+        "-u",
+        "IS_SANDBOX",
+        &marker_env,
+        &home_env,
+        &codex_home_env,
+        "FAKE_OPENAI_KEY=sk-fake",
+        &binary,
+    ]);
+    let r = d.cli(&args, &d.operator);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    AgentRun {
+        s,
+        m,
+        d,
+        api,
+        session: "cx",
+        route: ROUTE,
+        text: last_input,
     }
 }
 
@@ -123,7 +115,7 @@ fn codex_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixe
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
     let fixed = scratch.path().join("fixed");
-    let run = Run::start(
+    let run = start(
         "codex-acp",
         |_| {
             json!([
@@ -133,37 +125,9 @@ fn codex_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixe
         },
         None,
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "cx",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-        "onFail": {"maxRetries": 2},
-    }));
-    std::fs::write(&attached, "").expect("release");
-    let calls = api.wait_for_calls(ROUTE, 2, T);
-    let nudge = last_input(&calls[1]);
-    assert!(
-        nudge.contains("did not pass") && nudge.contains("test -f DONE"),
-        "the second model call does not carry the nudge: {nudge}"
-    );
+    let policy = run.gate_first_turn(&attached, Some(json!({"maxRetries": 2})));
+    let calls = run.nudged_then_passes(&policy, &fixed, ["I am done.", "Fixed."]);
     assert!(last_input(&calls[0]).contains("Create the file DONE"));
-    assert!(
-        !common::env_survivors(&run.m).is_empty(),
-        "the marker does not find the running agent: the survivors check would prove nothing"
-    );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&fixed, "").expect("release");
-
-    let done = d.wait_status(&policy, "done", T);
-    assert_eq!(done["status"], "done", "{done}");
-    let messages: Vec<String> = d
-        .all_events("session=cx&types=turn-end")
-        .iter()
-        .filter_map(|e| e["payload"]["message"].as_str().map(str::to_string))
-        .collect();
-    assert_eq!(messages, ["I am done.", "Fixed."]);
-    assert_eq!(api.model_calls(ROUTE).len(), 2, "no third model call");
     assert!(
         calls[0]["headers"]["user-agent"]
             .as_str()
@@ -178,7 +142,7 @@ fn codex_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixe
 fn a_command_codex_asks_to_run_over_acp_is_escalated_allowed_by_the_operator_and_run() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
-    let run = Run::start(
+    let run = start(
         "codex-acp-perm",
         |_| {
             json!([
@@ -192,44 +156,8 @@ fn a_command_codex_asks_to_run_over_acp_is_escalated_allowed_by_the_operator_and
         },
         Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "cx",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-    }));
-    std::fs::write(&attached, "").expect("release");
-
-    let escalated = wait(|| {
-        d.all_events("session=cx&types=permission-escalated")
-            .into_iter()
-            .next()
-    });
-    let payload = &escalated["payload"];
-    assert_eq!(payload["tool"]["kind"], "execute", "{escalated}");
-    assert_eq!(payload["tool"]["title"], "touch DONE", "{escalated}");
-    assert!(
-        !s.ws.join("DONE").exists(),
-        "nothing is run before the answer"
-    );
-    let request = payload["request"].as_str().expect("request id").to_string();
-    let r = d.cli(
-        &["session", "permission", "cx", &request, "--allow"],
-        &d.operator,
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-
-    let done = d.wait_status(&policy, "done", T);
-    assert_eq!(done["status"], "done", "{done}");
-    assert!(s.ws.join("DONE").exists(), "the confined agent ran it");
-    let answers: Vec<Value> = d.all_events("session=cx&types=permission");
-    assert!(
-        answers.iter().any(|e| e["payload"]["allowed"] == true
-            && e["payload"]["by"] == "operator"
-            && e["payload"]["tool"]["kind"] == "execute"),
-        "{answers:?}"
-    );
-    let calls = api.model_calls(ROUTE);
+    let policy = run.gate_first_turn(&attached, None);
+    let calls = run.escalated_then_allowed(&policy, "execute", Some("touch DONE"));
     assert_eq!(calls.len(), 2, "{calls:#?}");
     let output = last_input(&calls[1]);
     assert!(
@@ -237,15 +165,4 @@ fn a_command_codex_asks_to_run_over_acp_is_escalated_allowed_by_the_operator_and
         "{output}"
     );
     run.stop();
-}
-
-fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < T, "timed out");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -9,13 +9,12 @@
 //! the operator allows it, and the confined agent writes the workspace.
 
 use crate::agent_gemini::last_user_text;
+use crate::common::acp_agents::{AgentRun, T, wait};
 use crate::common::agents::{FakeApi, agent_cli};
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{self, MARKER_ENV, Scratch, allow_config};
 use serde_json::{Value, json};
-use std::time::Duration;
 
-const T: Duration = Duration::from_secs(120);
 /// The agent's own turns (the router's classifier calls `generateContent`).
 const ROUTE: &str = ":streamGenerateContent";
 const MODEL: &str = "gemini-2.5-flash";
@@ -40,72 +39,65 @@ fn settings(home: &std::path::Path) {
 /// write its own home and open pseudo-terminals (its shell tool runs in
 /// one), the fake Gemini API with `script`, and `gemini
 /// --acp` started as session `gem` with the `--permission-rule` `rule`.
-struct Run {
-    s: Scratch,
-    m: String,
-    d: Daemon,
-    api: FakeApi,
-}
-
-impl Run {
-    fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> Run {
-        let s = Scratch::new();
-        let m = common::marker(marker);
-        git_repo(&s.ws);
-        let home = s.out.join("home");
-        settings(&home);
-        let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
-        // node_modules/@google/gemini-cli/bundle/gemini.js: the install.
-        let clis = gemini
-            .ancestors()
-            .nth(4)
-            .expect("node_modules")
-            .to_path_buf();
-        let agents = format!(
-            "[agents]\npty = true\nread = [{:?}]\nwrite = [{:?}]\n",
-            clis.display().to_string(),
-            home.display().to_string()
-        );
-        let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-        let d = Daemon::start(&s.etc.join("data"), &cfg);
-        let api = FakeApi::start_script(&s.out, &script(&s));
-        let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-        let home_env = format!("HOME={}", home.display());
-        let base_url = format!("GOOGLE_GEMINI_BASE_URL={}", api.url());
-        let ws = s.ws.display().to_string();
-        let gemini = gemini.display().to_string();
-        let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-        let mut args = vec!["session", "start", "--acp", "--id", "gem", "--cwd", &ws];
-        if let Some(f) = &rule_file {
-            args.extend(["--permission-rule", f]);
-        }
-        args.extend([
-            "--prompt",
-            "Create the file DONE, then say so.",
-            "--",
-            "/usr/bin/env",
-            &marker_env,
-            &home_env,
-            "GEMINI_API_KEY=fake-gemini-key",
-            &base_url,
-            "GEMINI_CLI_TRUST_WORKSPACE=true",
-            "GEMINI_CLI_NO_RELAUNCH=true",
-            "NO_COLOR=1",
-            "/usr/bin/node",
-            &gemini,
-            "--acp",
-            "-m",
-            MODEL,
-        ]);
-        let r = d.cli(&args, &d.operator);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        Run { s, m, d, api }
+fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
+    let s = Scratch::new();
+    let m = common::marker(marker);
+    git_repo(&s.ws);
+    let home = s.out.join("home");
+    settings(&home);
+    let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
+    // node_modules/@google/gemini-cli/bundle/gemini.js: the install.
+    let clis = gemini
+        .ancestors()
+        .nth(4)
+        .expect("node_modules")
+        .to_path_buf();
+    let agents = format!(
+        "[agents]\npty = true\nread = [{:?}]\nwrite = [{:?}]\n",
+        clis.display().to_string(),
+        home.display().to_string()
+    );
+    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
+    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let api = FakeApi::start_script(&s.out, &script(&s));
+    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
+    let home_env = format!("HOME={}", home.display());
+    let base_url = format!("GOOGLE_GEMINI_BASE_URL={}", api.url());
+    let ws = s.ws.display().to_string();
+    let gemini = gemini.display().to_string();
+    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
+    let mut args = vec!["session", "start", "--acp", "--id", "gem", "--cwd", &ws];
+    if let Some(f) = &rule_file {
+        args.extend(["--permission-rule", f]);
     }
-
-    /// Stops the daemon: the agent dies with it.
-    fn stop(mut self) {
-        self.d.stop();
-        common::assert_no_env_survivors(&self.m);
+    args.extend([
+        "--prompt",
+        "Create the file DONE, then say so.",
+        "--",
+        "/usr/bin/env",
+        &marker_env,
+        &home_env,
+        "GEMINI_API_KEY=fake-gemini-key",
+        &base_url,
+        "GEMINI_CLI_TRUST_WORKSPACE=true",
+        "GEMINI_CLI_NO_RELAUNCH=true",
+        "NO_COLOR=1",
+        "/usr/bin/node",
+        &gemini,
+        "--acp",
+        "-m",
+        MODEL,
+    ]);
+    let r = d.cli(&args, &d.operator);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    AgentRun {
+        s,
+        m,
+        d,
+        api,
+        session: "gem",
+        route: ROUTE,
+        text: last_user_text,
     }
 }
 
@@ -121,7 +113,7 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
     let fixed = scratch.path().join("fixed");
-    let run = Run::start(
+    let run = start(
         "gemini-acp",
         |_| {
             json!([
@@ -132,52 +124,14 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
         },
         None,
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-
-    // The first prompt reached the model; the policy is attached while
-    // that call is held, so its end_turn is the first turn-end it gates.
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "gem",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-        "onFail": {"maxRetries": 2},
-    }));
-    std::fs::write(&attached, "").expect("release");
-
-    // The gate failed: its reason is the agent's next ACP prompt, and the
-    // model's next call carries it.
-    let calls = api.wait_for_calls(ROUTE, 2, T);
-    let nudge = last_user_text(&calls[1]);
-    assert!(
-        nudge.contains("did not pass") && nudge.contains("test -f DONE"),
-        "the second model call does not carry the nudge: {nudge:?}"
-    );
-    assert!(!last_user_text(&calls[0]).contains("did not pass"));
-    assert!(
-        !common::env_survivors(&run.m).is_empty(),
-        "the marker does not find the running agent: the survivors check would prove nothing"
-    );
-    std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    std::fs::write(&fixed, "").expect("release");
-
-    let done = wait(|| {
-        let p = d.policy(&policy);
-        (p["status"] == "done").then_some(p)
-    });
-    assert_eq!(done["status"], "done", "{done}");
-    let turn_ends: Vec<Value> = d.all_events("session=gem&types=turn-end");
-    let messages: Vec<&str> = turn_ends
-        .iter()
-        .filter_map(|e| e["payload"]["message"].as_str())
-        .collect();
-    assert_eq!(
-        messages,
+    // The policy is attached while the first call is held, so its end_turn
+    // is the first turn-end it gates; the gate's reason is the next prompt.
+    let policy = run.gate_first_turn(&attached, Some(json!({"maxRetries": 2})));
+    run.nudged_then_passes(
+        &policy,
+        &fixed,
         ["I created DONE.", "Now DONE really exists."],
-        "each end_turn is a turn-end with the agent's message: {turn_ends:?}"
     );
-    let events = d.policy_events(&policy);
-    assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
-    assert_eq!(api.model_calls(ROUTE).len(), 2, "no third turn");
     run.stop();
 }
 
@@ -185,7 +139,7 @@ fn gemini_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fix
 fn a_write_gemini_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_done() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
-    let run = Run::start(
+    let run = start(
         "gemini-acp-perm",
         |s| {
             json!([
@@ -198,51 +152,14 @@ fn a_write_gemini_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
         },
         Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
     );
-    let (s, d, api) = (&run.s, &run.d, &run.api);
-    api.wait_for_calls(ROUTE, 1, T);
-    let policy = d.attach(json!({
-        "sessionId": "gem",
-        "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
-    }));
-    std::fs::write(&attached, "").expect("release");
-
-    let escalated = wait(|| {
-        d.all_events("session=gem&types=permission-escalated")
-            .into_iter()
-            .next()
-    });
-    let payload = &escalated["payload"];
-    assert_eq!(payload["tool"]["kind"], "edit", "{escalated}");
-    assert!(
-        !s.ws.join("DONE").exists(),
-        "nothing is written before the answer"
-    );
-    let request = payload["request"].as_str().expect("request id").to_string();
-    let r = d.cli(
-        &["session", "permission", "gem", &request, "--allow"],
-        &d.operator,
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-
-    let done = wait(|| {
-        let p = d.policy(&policy);
-        (p["status"] == "done").then_some(p)
-    });
-    assert_eq!(done["status"], "done", "{done}");
+    let policy = run.gate_first_turn(&attached, None);
+    let calls = run.escalated_then_allowed(&policy, "edit", None);
     assert_eq!(
-        std::fs::read_to_string(s.ws.join("DONE")).expect("DONE"),
+        std::fs::read_to_string(run.s.ws.join("DONE")).expect("DONE"),
         "done\n",
         "the confined agent wrote its workspace"
     );
-    let answers: Vec<Value> = d.all_events("session=gem&types=permission");
-    assert!(
-        answers.iter().any(|e| e["payload"]["allowed"] == true
-            && e["payload"]["by"] == "operator"
-            && e["payload"]["tool"]["kind"] == "edit"),
-        "{answers:?}"
-    );
     // The model got the tool's result back, then ended its turn.
-    let calls = api.model_calls(ROUTE);
     assert!(
         calls[1]["body"].to_string().contains("functionResponse"),
         "{}",
@@ -260,7 +177,7 @@ fn a_write_gemini_asks_for_over_acp_is_escalated_allowed_by_the_operator_and_don
 fn a_gemini_agent_told_to_read_the_operator_token_never_gets_it() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let attached = scratch.path().join("attached");
-    let run = Run::start(
+    let run = start(
         "gemini-acp-token",
         |s| {
             let token = s.etc.join("data/operator.token");
@@ -323,15 +240,4 @@ fn a_gemini_agent_told_to_read_the_operator_token_never_gets_it() {
         "the shell ran (a pty granted) and the sandbox refused the read: {answers:?}"
     );
     run.stop();
-}
-
-fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < T, "timed out");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

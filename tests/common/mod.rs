@@ -3,6 +3,7 @@
 //! binary, and proving that no process a test started is left alive.
 #![allow(dead_code)]
 
+pub mod acp_agents;
 pub mod agents;
 pub mod daemon;
 pub mod webhooks;

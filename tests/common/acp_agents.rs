@@ -1,0 +1,160 @@
+//! What the real-agent ACP tests share (Gemini CLI `--acp`, and Claude Code
+//! and Codex through Zed's adapters): the run (a daemon, the fake model
+//! API, the agent started by the operator as an ACP session), its end (the
+//! daemon stopped, no agent left), and the two flows every such agent is
+//! held to: a gated `end_turn` nudged by its next prompt, then passing once
+//! fixed; and a tool call that is an ACP permission request, escalated by
+//! the session's rule and allowed by the operator. Each test file keeps
+//! how its agent is started and what its model calls look like.
+
+use super::Scratch;
+use super::agents::FakeApi;
+use super::daemon::Daemon;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long any wait of these tests lasts.
+pub const T: Duration = Duration::from_secs(120);
+
+/// A real ACP agent the daemon drives as session `session`.
+pub struct AgentRun {
+    pub s: Scratch,
+    pub m: String,
+    pub d: Daemon,
+    pub api: FakeApi,
+    pub session: &'static str,
+    /// The fake API's route of the agent's own model calls.
+    pub route: &'static str,
+    /// A model call's newest input, as text (a prompt, a tool's result).
+    pub text: fn(&Value) -> String,
+}
+
+/// `f` until it answers, at most [`T`].
+pub fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < T, "timed out");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl AgentRun {
+    /// Stops the daemon: the agent dies with it, nothing is left.
+    pub fn stop(mut self) {
+        self.d.stop();
+        super::assert_no_env_survivors(&self.m);
+    }
+
+    /// With the first model call held until `attached` exists, attaches
+    /// the gate `test -f DONE` (with `onFail`, when given) to the session,
+    /// so that the agent's first `end_turn` is the first turn-end it gates;
+    /// then lets the call go. The policy's id.
+    pub fn gate_first_turn(&self, attached: &Path, on_fail: Option<Value>) -> String {
+        self.api.wait_for_calls(self.route, 1, T);
+        let mut policy = json!({
+            "sessionId": self.session,
+            "gate": {"command": "bash", "args": ["-c", "test -f DONE"]},
+        });
+        if let Some(f) = on_fail {
+            policy["onFail"] = f;
+        }
+        let id = self.d.attach(policy);
+        std::fs::write(attached, "").expect("release");
+        id
+    }
+
+    /// The gated flow: the gate fails, its reason is the agent's next
+    /// prompt (the second model call carries it, the first does not); the
+    /// work is fixed and `fixed` lets the held answer go; the policy is
+    /// done, each `end_turn` a turn-end with the agent's message
+    /// (`messages`), one nudge, no third call. The two calls.
+    pub fn nudged_then_passes(
+        &self,
+        policy: &str,
+        fixed: &Path,
+        messages: [&str; 2],
+    ) -> Vec<Value> {
+        let (d, api) = (&self.d, &self.api);
+        let calls = api.wait_for_calls(self.route, 2, T);
+        let nudge = (self.text)(&calls[1]);
+        assert!(
+            nudge.contains("did not pass") && nudge.contains("test -f DONE"),
+            "the second model call does not carry the nudge: {nudge:?}"
+        );
+        assert!(!(self.text)(&calls[0]).contains("did not pass"));
+        assert!(
+            !super::env_survivors(&self.m).is_empty(),
+            "the marker does not find the running agent: the survivors check would prove nothing"
+        );
+        std::fs::write(self.s.ws.join("DONE"), "").expect("fix");
+        std::fs::write(fixed, "").expect("release");
+        let done = d.wait_status(policy, "done", T);
+        assert_eq!(done["status"], "done", "{done}");
+        let turn_ends = d.all_events(&format!("session={}&types=turn-end", self.session));
+        let said: Vec<&str> = turn_ends
+            .iter()
+            .filter_map(|e| e["payload"]["message"].as_str())
+            .collect();
+        assert_eq!(
+            said, messages,
+            "each end_turn is a turn-end with the agent's message: {turn_ends:?}"
+        );
+        let events = d.policy_events(policy);
+        assert!(events.contains(&"policy:nudge".to_string()), "{events:?}");
+        assert_eq!(api.model_calls(self.route).len(), 2, "no third model call");
+        calls
+    }
+
+    /// The permission flow, after [`gate_first_turn`](Self::gate_first_turn):
+    /// the agent's tool call is an ACP permission request of `kind` (and
+    /// `title`, when given), escalated by the session's rule; nothing of
+    /// it happened before the answer (`DONE` does not exist); the operator
+    /// allows it; the confined agent does it and the policy is done; the
+    /// allow is an event naming the operator. The model's calls.
+    pub fn escalated_then_allowed(
+        &self,
+        policy: &str,
+        kind: &str,
+        title: Option<&str>,
+    ) -> Vec<Value> {
+        let (s, d) = (&self.s, &self.d);
+        let escalated = wait(|| {
+            d.all_events(&format!(
+                "session={}&types=permission-escalated",
+                self.session
+            ))
+            .into_iter()
+            .next()
+        });
+        let payload = &escalated["payload"];
+        assert_eq!(payload["tool"]["kind"], kind, "{escalated}");
+        if let Some(t) = title {
+            assert_eq!(payload["tool"]["title"], t, "{escalated}");
+        }
+        assert!(
+            !s.ws.join("DONE").exists(),
+            "nothing is done before the answer"
+        );
+        let request = payload["request"].as_str().expect("request id").to_string();
+        let r = d.cli(
+            &["session", "permission", self.session, &request, "--allow"],
+            &d.operator,
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let done = d.wait_status(policy, "done", T);
+        assert_eq!(done["status"], "done", "{done}");
+        assert!(s.ws.join("DONE").exists(), "the confined agent did it");
+        let answers = d.all_events(&format!("session={}&types=permission", self.session));
+        assert!(
+            answers.iter().any(|e| e["payload"]["allowed"] == true
+                && e["payload"]["by"] == "operator"
+                && e["payload"]["tool"]["kind"] == kind),
+            "{answers:?}"
+        );
+        self.api.model_calls(self.route)
+    }
+}
