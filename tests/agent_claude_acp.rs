@@ -12,10 +12,9 @@
 //! agent writes the workspace. Told to read `operator.token`, its `Read`
 //! and `Bash` tools both get the sandbox's refusal.
 
-use crate::common::acp_agents::{AgentRun, T, wait};
-use crate::common::agents::{FakeApi, agent_cli};
-use crate::common::daemon::{Daemon, git_repo};
-use crate::common::{self, MARKER_ENV, Scratch, allow_config};
+use crate::common::Scratch;
+use crate::common::acp_agents::{Agent, AgentRun, Launch, T, wait};
+use crate::common::agents::agent_cli;
 use serde_json::{Value, json};
 
 const ROUTE: &str = "/v1/messages";
@@ -27,80 +26,52 @@ const AGENT_TOOL: &str = "Write";
 /// Anthropic API with `script`, and the adapter started as session `cl`
 /// with the `--permission-rule` `rule`.
 fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
-    let s = Scratch::new();
-    let m = common::marker(marker);
-    git_repo(&s.ws);
-    let home = s.out.join("home");
-    let config = s.out.join("claude-config");
-    for d in [&home, &config] {
-        std::fs::create_dir_all(d).expect("mkdir");
-    }
-    // node_modules/@zed-industries/claude-agent-acp/dist/index.js.
-    let adapter = std::fs::canonicalize(agent_cli("claude-agent-acp")).expect("index.js");
-    // node_modules/@anthropic-ai/claude-code/bin/claude.exe (native).
-    let claude = std::fs::canonicalize(agent_cli("claude")).expect("claude.exe");
-    let clis = adapter
-        .ancestors()
-        .nth(4)
-        .expect("node_modules")
-        .to_path_buf();
-    let agents = format!(
-        "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
-        clis.display().to_string(),
-        home.display().to_string(),
-        config.display().to_string()
-    );
-    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    let api = FakeApi::start_script(&s.out, &script(&s));
-    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-    let home_env = format!("HOME={}", home.display());
-    let config_env = format!("CLAUDE_CONFIG_DIR={}", config.display());
-    let base_url = format!("ANTHROPIC_BASE_URL={}", api.url());
-    let exe_env = format!("CLAUDE_CODE_EXECUTABLE={}", claude.display());
-    let ws = s.ws.display().to_string();
-    let adapter = adapter.display().to_string();
-    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-    let mut args = vec!["session", "start", "--acp", "--id", "cl", "--cwd", &ws];
-    if let Some(f) = &rule_file {
-        args.extend(["--permission-rule", f]);
-    }
-    args.extend([
-        "--prompt",
-        "Create the file DONE, then say so.",
-        "--",
-        "/usr/bin/env",
-        // The adapter passes --allow-dangerously-skip-permissions to
-        // Claude Code when it runs as root with IS_SANDBOX set (set on
-        // some CI machines); 2.1.332 then exits 1 ("cannot be used with
-        // root/sudo privileges") and `session/new` fails with "Query
-        // closed before response received".
-        "-u",
-        "IS_SANDBOX",
-        &marker_env,
-        &home_env,
-        &config_env,
-        &base_url,
-        "ANTHROPIC_API_KEY=sk-ant-fake",
-        &exe_env,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-        "CLAUDE_CODE_MAX_RETRIES=0",
-        "DISABLE_AUTOUPDATER=1",
-        "DISABLE_TELEMETRY=1",
-        "/usr/bin/node",
-        &adapter,
-    ]);
-    let r = d.cli(&args, &d.operator);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    AgentRun {
-        s,
-        m,
-        d,
-        api,
+    let l = Launch {
+        marker,
         session: "cl",
         route: ROUTE,
         text: last_user,
-    }
+        rule,
+    };
+    AgentRun::launch(l, script, |s, api| {
+        let home = s.out.join("home");
+        let config = s.out.join("claude-config");
+        for d in [&home, &config] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        // node_modules/@zed-industries/claude-agent-acp/dist/index.js.
+        let adapter = std::fs::canonicalize(agent_cli("claude-agent-acp")).expect("index.js");
+        // node_modules/@anthropic-ai/claude-code/bin/claude.exe (native).
+        let claude = std::fs::canonicalize(agent_cli("claude")).expect("claude.exe");
+        let clis = adapter.ancestors().nth(4).expect("node_modules");
+        Agent {
+            agents: format!(
+                "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
+                clis.display().to_string(),
+                home.display().to_string(),
+                config.display().to_string()
+            ),
+            // The adapter passes --allow-dangerously-skip-permissions to
+            // Claude Code when it runs as root with IS_SANDBOX set (set on
+            // some CI machines); 2.1.332 then exits 1 ("cannot be used with
+            // root/sudo privileges") and `session/new` fails with "Query
+            // closed before response received".
+            env_options: vec!["-u".into(), "IS_SANDBOX".into()],
+            command: vec![
+                format!("HOME={}", home.display()),
+                format!("CLAUDE_CONFIG_DIR={}", config.display()),
+                format!("ANTHROPIC_BASE_URL={}", api.url()),
+                "ANTHROPIC_API_KEY=sk-ant-fake".into(),
+                format!("CLAUDE_CODE_EXECUTABLE={}", claude.display()),
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
+                "CLAUDE_CODE_MAX_RETRIES=0".into(),
+                "DISABLE_AUTOUPDATER=1".into(),
+                "DISABLE_TELEMETRY=1".into(),
+                "/usr/bin/node".into(),
+                adapter.display().to_string(),
+            ],
+        }
+    })
 }
 
 /// The text of a Messages request's last message (the newest user turn:

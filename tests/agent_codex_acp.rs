@@ -11,10 +11,9 @@
 //! test needs the fake API's Responses `function_call`:
 //! fake-model-api-responses-function-calls.patch.)
 
-use crate::common::acp_agents::AgentRun;
-use crate::common::agents::{FakeApi, agent_cli};
-use crate::common::daemon::{Daemon, git_repo};
-use crate::common::{self, MARKER_ENV, Scratch, allow_config};
+use crate::common::Scratch;
+use crate::common::acp_agents::{Agent, AgentRun, Launch};
+use crate::common::agents::agent_cli;
 use serde_json::{Value, json};
 
 const ROUTE: &str = "/v1/responses";
@@ -25,80 +24,54 @@ const AGENT_TOOL: &str = "exec_command";
 /// write its `HOME` and `CODEX_HOME`, the fake API with `script`, and
 /// codex-acp started as session `cx` with the `--permission-rule` `rule`.
 fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
-    let s = Scratch::new();
-    let m = common::marker(marker);
-    git_repo(&s.ws);
-    let home = s.out.join("home");
-    let codex_home = s.out.join("codex-home");
-    for d in [&home, &codex_home] {
-        std::fs::create_dir_all(d).expect("mkdir");
-    }
-    // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
-    // wrapper; the binary it runs is the platform package's, run here
-    // directly.
-    let wrapper = std::fs::canonicalize(agent_cli("codex-acp")).expect("codex-acp.js");
-    let clis = wrapper
-        .ancestors()
-        .nth(4)
-        .expect("node_modules")
-        .to_path_buf();
-    let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
-    let api = FakeApi::start_script(&s.out, &script(&s));
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
-             [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
-             env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
-             request_max_retries = 0\nstream_max_retries = 0\n\n\
-             [analytics]\nenabled = false\n\n\
-             [features]\nplugins = false\nshell_snapshot = false\n",
-            api.url()
-        ),
-    )
-    .expect("config.toml");
-    let agents = format!(
-        "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
-        clis.display().to_string(),
-        home.display().to_string(),
-        codex_home.display().to_string()
-    );
-    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-    let home_env = format!("HOME={}", home.display());
-    let codex_home_env = format!("CODEX_HOME={}", codex_home.display());
-    let ws = s.ws.display().to_string();
-    let binary = binary.display().to_string();
-    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-    let mut args = vec!["session", "start", "--acp", "--id", "cx", "--cwd", &ws];
-    if let Some(f) = &rule_file {
-        args.extend(["--permission-rule", f]);
-    }
-    args.extend([
-        "--prompt",
-        "Create the file DONE, then say so.",
-        "--",
-        "/usr/bin/env",
-        "-u",
-        "IS_SANDBOX",
-        &marker_env,
-        &home_env,
-        &codex_home_env,
-        "FAKE_OPENAI_KEY=sk-fake",
-        &binary,
-    ]);
-    let r = d.cli(&args, &d.operator);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    AgentRun {
-        s,
-        m,
-        d,
-        api,
+    let l = Launch {
+        marker,
         session: "cx",
         route: ROUTE,
         text: last_input,
-    }
+        rule,
+    };
+    AgentRun::launch(l, script, |s, api| {
+        let home = s.out.join("home");
+        let codex_home = s.out.join("codex-home");
+        for d in [&home, &codex_home] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
+        // wrapper; the binary it runs is the platform package's, run here
+        // directly.
+        let wrapper = std::fs::canonicalize(agent_cli("codex-acp")).expect("codex-acp.js");
+        let clis = wrapper.ancestors().nth(4).expect("node_modules");
+        let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
+        std::fs::write(
+            codex_home.join("config.toml"),
+            format!(
+                "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
+                 [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
+                 env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
+                 request_max_retries = 0\nstream_max_retries = 0\n\n\
+                 [analytics]\nenabled = false\n\n\
+                 [features]\nplugins = false\nshell_snapshot = false\n",
+                api.url()
+            ),
+        )
+        .expect("config.toml");
+        Agent {
+            agents: format!(
+                "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
+                clis.display().to_string(),
+                home.display().to_string(),
+                codex_home.display().to_string()
+            ),
+            env_options: vec!["-u".into(), "IS_SANDBOX".into()],
+            command: vec![
+                format!("HOME={}", home.display()),
+                format!("CODEX_HOME={}", codex_home.display()),
+                "FAKE_OPENAI_KEY=sk-fake".into(),
+                binary.display().to_string(),
+            ],
+        }
+    })
 }
 
 /// A Responses request's last input item, as JSON text.

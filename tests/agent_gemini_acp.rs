@@ -9,10 +9,9 @@
 //! the operator allows it, and the confined agent writes the workspace.
 
 use crate::agent_gemini::last_user_text;
-use crate::common::acp_agents::{AgentRun, T, wait};
-use crate::common::agents::{FakeApi, agent_cli};
-use crate::common::daemon::{Daemon, git_repo};
-use crate::common::{self, MARKER_ENV, Scratch, allow_config};
+use crate::common::Scratch;
+use crate::common::acp_agents::{Agent, AgentRun, Launch, T, wait};
+use crate::common::agents::agent_cli;
 use serde_json::{Value, json};
 
 /// The agent's own turns (the router's classifier calls `generateContent`).
@@ -40,65 +39,41 @@ fn settings(home: &std::path::Path) {
 /// one), the fake Gemini API with `script`, and `gemini
 /// --acp` started as session `gem` with the `--permission-rule` `rule`.
 fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
-    let s = Scratch::new();
-    let m = common::marker(marker);
-    git_repo(&s.ws);
-    let home = s.out.join("home");
-    settings(&home);
-    let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
-    // node_modules/@google/gemini-cli/bundle/gemini.js: the install.
-    let clis = gemini
-        .ancestors()
-        .nth(4)
-        .expect("node_modules")
-        .to_path_buf();
-    let agents = format!(
-        "[agents]\npty = true\nread = [{:?}]\nwrite = [{:?}]\n",
-        clis.display().to_string(),
-        home.display().to_string()
-    );
-    let cfg = s.write("config.toml", &format!("{}{agents}", allow_config(&[])));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    let api = FakeApi::start_script(&s.out, &script(&s));
-    let marker_env = format!("{MARKER_ENV}=gatehost-test-{m}");
-    let home_env = format!("HOME={}", home.display());
-    let base_url = format!("GOOGLE_GEMINI_BASE_URL={}", api.url());
-    let ws = s.ws.display().to_string();
-    let gemini = gemini.display().to_string();
-    let rule_file = rule.map(|r| s.write("rule.json", &r.to_string()).display().to_string());
-    let mut args = vec!["session", "start", "--acp", "--id", "gem", "--cwd", &ws];
-    if let Some(f) = &rule_file {
-        args.extend(["--permission-rule", f]);
-    }
-    args.extend([
-        "--prompt",
-        "Create the file DONE, then say so.",
-        "--",
-        "/usr/bin/env",
-        &marker_env,
-        &home_env,
-        "GEMINI_API_KEY=fake-gemini-key",
-        &base_url,
-        "GEMINI_CLI_TRUST_WORKSPACE=true",
-        "GEMINI_CLI_NO_RELAUNCH=true",
-        "NO_COLOR=1",
-        "/usr/bin/node",
-        &gemini,
-        "--acp",
-        "-m",
-        MODEL,
-    ]);
-    let r = d.cli(&args, &d.operator);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    AgentRun {
-        s,
-        m,
-        d,
-        api,
+    let l = Launch {
+        marker,
         session: "gem",
         route: ROUTE,
         text: last_user_text,
-    }
+        rule,
+    };
+    AgentRun::launch(l, script, |s, api| {
+        let home = s.out.join("home");
+        settings(&home);
+        // node_modules/@google/gemini-cli/bundle/gemini.js: the install.
+        let gemini = std::fs::canonicalize(agent_cli("gemini")).expect("gemini.js");
+        let clis = gemini.ancestors().nth(4).expect("node_modules");
+        Agent {
+            agents: format!(
+                "[agents]\npty = true\nread = [{:?}]\nwrite = [{:?}]\n",
+                clis.display().to_string(),
+                home.display().to_string()
+            ),
+            env_options: Vec::new(),
+            command: vec![
+                format!("HOME={}", home.display()),
+                "GEMINI_API_KEY=fake-gemini-key".into(),
+                format!("GOOGLE_GEMINI_BASE_URL={}", api.url()),
+                "GEMINI_CLI_TRUST_WORKSPACE=true".into(),
+                "GEMINI_CLI_NO_RELAUNCH=true".into(),
+                "NO_COLOR=1".into(),
+                "/usr/bin/node".into(),
+                gemini.display().to_string(),
+                "--acp".into(),
+                "-m".into(),
+                MODEL.into(),
+            ],
+        }
+    })
 }
 
 /// The classifier's step: Gemini CLI's model router asks a lite model to

@@ -7,9 +7,9 @@
 //! the session's rule and allowed by the operator. Each test file keeps
 //! how its agent is started and what its model calls look like.
 
-use super::Scratch;
 use super::agents::FakeApi;
-use super::daemon::Daemon;
+use super::daemon::{Daemon, git_repo};
+use super::{MARKER_ENV, Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -30,6 +30,29 @@ pub struct AgentRun {
     pub text: fn(&Value) -> String,
 }
 
+/// The first prompt every such agent gets.
+pub const PROMPT: &str = "Create the file DONE, then say so.";
+
+/// Which session a test's agent is, and how its model calls read.
+pub struct Launch<'a> {
+    pub marker: &'a str,
+    pub session: &'static str,
+    pub route: &'static str,
+    pub text: fn(&Value) -> String,
+    /// The session's `--permission-rule`.
+    pub rule: Option<Value>,
+}
+
+/// How a test's agent is started: the `[agents]` section that confines
+/// it, and the command run under `/usr/bin/env`: its options (`-u NAME`)
+/// first, then (after the tests' marker) its `NAME=VALUE`s, program and
+/// arguments.
+pub struct Agent {
+    pub agents: String,
+    pub env_options: Vec<String>,
+    pub command: Vec<String>,
+}
+
 /// `f` until it answers, at most [`T`].
 pub fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
     let start = Instant::now();
@@ -43,6 +66,48 @@ pub fn wait(mut f: impl FnMut() -> Option<Value>) -> Value {
 }
 
 impl AgentRun {
+    /// A git workspace, the fake model API with `script`, a daemon whose
+    /// configuration is `agent`'s `[agents]` section, and `agent`'s
+    /// command started by the operator as ACP session `l.session` with
+    /// [`PROMPT`].
+    pub fn launch(
+        l: Launch<'_>,
+        script: impl FnOnce(&Scratch) -> Value,
+        agent: impl FnOnce(&Scratch, &FakeApi) -> Agent,
+    ) -> AgentRun {
+        let s = Scratch::new();
+        let m = super::marker(l.marker);
+        git_repo(&s.ws);
+        let api = FakeApi::start_script(&s.out, &script(&s));
+        let a = agent(&s, &api);
+        let cfg = s.write("config.toml", &format!("{}{}", allow_config(&[]), a.agents));
+        let d = Daemon::start(&s.etc.join("data"), &cfg);
+        let ws = s.ws.display().to_string();
+        let mut args: Vec<String> = ["session", "start", "--acp", "--id", l.session, "--cwd", &ws]
+            .map(String::from)
+            .to_vec();
+        if let Some(r) = l.rule {
+            let f = s.write("rule.json", &r.to_string());
+            args.extend(["--permission-rule".to_string(), f.display().to_string()]);
+        }
+        args.extend(["--prompt", PROMPT, "--", "/usr/bin/env"].map(String::from));
+        args.extend(a.env_options);
+        args.push(format!("{MARKER_ENV}=gatehost-test-{m}"));
+        args.extend(a.command);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = d.cli(&argv, &d.operator);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        AgentRun {
+            s,
+            m,
+            d,
+            api,
+            session: l.session,
+            route: l.route,
+            text: l.text,
+        }
+    }
+
     /// Stops the daemon: the agent dies with it, nothing is left.
     pub fn stop(mut self) {
         self.d.stop();
