@@ -13,7 +13,7 @@
 //! and `Bash` tools both get the sandbox's refusal.
 
 use crate::common::Scratch;
-use crate::common::acp_agents::{Agent, AgentRun, Launch, T, wait};
+use crate::common::acp_agents::{Agent, AgentRun, Launch};
 use crate::common::agents::agent_cli;
 use serde_json::{Value, json};
 
@@ -188,36 +188,15 @@ fn a_claude_agent_told_to_read_the_operator_token_never_gets_it() {
         },
         Some(json!({"allow": ["read", "search", "execute"], "otherwise": "deny"})),
     );
-    let (d, api) = (&run.d, &run.api);
-    let token = std::fs::read_to_string(d.data.join("operator.token")).expect("token");
-    let token = token.trim().to_string();
-    assert!(token.len() >= 16, "a real token to look for");
-    api.wait_for_calls(ROUTE, 1, T);
-    std::fs::write(&attached, "").expect("release");
-
-    let ended = wait(|| {
-        let e = d.all_events("session=cl&types=turn-end");
-        (!e.is_empty()).then(|| e[0].clone())
-    });
-    assert_eq!(
-        ended["payload"]["message"], "I could not read it.",
-        "{ended}"
-    );
+    let calls = run.token_never_reaches_the_model(&attached, "I could not read it.");
+    let d = &run.d;
     let asked: Vec<Value> = d.all_events("session=cl&types=permission");
     let kinds: Vec<&str> = asked
         .iter()
         .filter_map(|e| e["payload"]["tool"]["kind"].as_str())
         .collect();
     assert_eq!(kinds, ["read", "execute"], "{asked:?}");
-    let calls = api.model_calls(ROUTE);
     assert_eq!(calls.len(), 3, "both tools ran and answered: {calls:#?}");
-    for c in &calls {
-        assert!(
-            !c["body"].to_string().contains(&token),
-            "the operator token reached the model: {}",
-            c["body"]
-        );
-    }
     let read = last_user(&calls[1]);
     assert!(read.contains("EACCES: permission denied"), "{read}");
     let cat = last_user(&calls[2]);

@@ -222,4 +222,31 @@ impl AgentRun {
         );
         self.api.model_calls(self.route)
     }
+
+    /// The hostile agent's flow: its model (the first call held until
+    /// `attached`) has it read the operator's token with its tools; its
+    /// turn ends with `last` said, and no model call holds the token. The
+    /// model's calls.
+    pub fn token_never_reaches_the_model(&self, attached: &Path, last: &str) -> Vec<Value> {
+        let (d, api) = (&self.d, &self.api);
+        let token = std::fs::read_to_string(d.data.join("operator.token")).expect("token");
+        let token = token.trim().to_string();
+        assert!(token.len() >= 16, "a real token to look for");
+        api.wait_for_calls(self.route, 1, T);
+        std::fs::write(attached, "").expect("release");
+        let ended = wait(|| {
+            let e = d.all_events(&format!("session={}&types=turn-end", self.session));
+            (!e.is_empty()).then(|| e[0].clone())
+        });
+        assert_eq!(ended["payload"]["message"], last, "{ended}");
+        let calls = api.model_calls(self.route);
+        for c in &calls {
+            assert!(
+                !c["body"].to_string().contains(&token),
+                "the operator token reached the model: {}",
+                c["body"]
+            );
+        }
+        calls
+    }
 }
