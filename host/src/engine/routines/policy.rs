@@ -183,3 +183,59 @@ impl Engine {
             .next())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(session: serde_json::Value, policy: bool) -> StepSpec {
+        let mut v = json!({"label": "s", "session": session, "prompt": "do it"});
+        if policy {
+            v["waitFor"] = json!("policy");
+            v["policy"] = json!({"gate": {"command": "true"}});
+        }
+        serde_json::from_value(v).expect("step")
+    }
+
+    #[test]
+    fn a_policy_is_attached_before_the_prompt_and_each_attempt_has_its_key() {
+        let acp = json!({"acp": {"command": ["agent"], "cwd": "/w"}});
+        let existing = json!({"existing": "s1"});
+        let prompt = |s: &StepSpec| routine::step_prompt(s);
+
+        // An ACP agent with a policy starts without its prompt; the attach
+        // sends it.
+        let s = step(acp.clone(), true);
+        let a = start_actions("rt_1", 2, 1, &s, "rt_1.s2.r1");
+        assert!(
+            matches!(&a[..], [Action::StartAcp { prompt: None, session, .. }, Action::AttachThenPrompt { session: s2, key, text, body }]
+                if session == "rt_1.s2.r1" && s2 == session && key == "routine:rt_1:s2:r1"
+                    && *text == prompt(&s) && body["gate"]["command"] == "true"),
+            "{a:?}"
+        );
+        // Without one, the agent starts with its prompt.
+        let s = step(acp, false);
+        let a = start_actions("rt_1", 0, 0, &s, "rt_1.s0.r0");
+        assert!(
+            matches!(&a[..], [Action::StartAcp { prompt: Some(p), .. }] if *p == prompt(&s)),
+            "{a:?}"
+        );
+        // An existing session: the attach then the prompt, or the prompt.
+        let s = step(existing.clone(), true);
+        let a = start_actions("rt_1", 0, 0, &s, "s1");
+        assert!(
+            matches!(&a[..], [Action::AttachThenPrompt { session, key, .. }] if session == "s1" && key == "routine:rt_1:s0:r0"),
+            "{a:?}"
+        );
+        let s = step(existing, false);
+        let a = start_actions("rt_1", 0, 0, &s, "s1");
+        assert!(
+            matches!(&a[..], [Action::Prompt { session, text }] if session == "s1" && *text == prompt(&s)),
+            "{a:?}"
+        );
+        // Each attempt of a step has its own key, each step its own.
+        assert_ne!(policy_key("rt_1", 0, 0), policy_key("rt_1", 0, 1));
+        assert_ne!(policy_key("rt_1", 0, 0), policy_key("rt_1", 1, 0));
+    }
+}
