@@ -579,11 +579,16 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
     let (s, mut d) = setup();
     let m = common::marker("routine-kills");
     let auto = json!({"mode": "auto-allow", "prompt": "carry on"});
+    // Step b is decided by its policy (the gate `true`): the kills land in
+    // its attach, its gate and its settling too.
+    let mut gated = acp_step(&s, "b", "--ask-first", &m, auto.clone());
+    gated["waitFor"] = json!("policy");
+    gated["policy"] = json!({"gate": {"command": "true"}});
     let ids: Vec<String> = (0..KILL_RUNS)
         .map(|i| {
             let spec = json!({"label": format!("run {i}"), "steps": [
                 acp_step(&s, "a", "--done", &m, auto.clone()),
-                acp_step(&s, "b", "--ask-first", &m, auto.clone()),
+                gated.clone(),
                 acp_step(&s, "c", "--done", &m, auto.clone()),
             ]});
             let file = s.write(&format!("routine-{i}.json"), &spec.to_string());
@@ -654,7 +659,26 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
                 "{id}: a restart twice: {restarts:?}"
             );
             let run = status(d, id);
+            // One policy per attempt of step b, however often the daemon
+            // died around its attach.
+            let (_, all) = d.http("GET", "/v1/policies?limit=200", Some(&d.operator), None);
+            let mut b_sessions: Vec<&str> = all["policies"]
+                .as_array()
+                .expect("policies")
+                .iter()
+                .filter_map(|p| p["sessions"][0].as_str())
+                .filter(|s| s.starts_with(&format!("{id}.s1.")))
+                .collect();
+            let attached = b_sessions.len();
+            b_sessions.sort_unstable();
+            b_sessions.dedup();
+            assert_eq!(
+                attached,
+                b_sessions.len(),
+                "{id}: a step attempt with two policies"
+            );
             if run["phase"] == "done" {
+                assert!(attached >= 1, "{id}: step b was done without its policy");
                 assert_eq!(done, vec![json!("a"), json!("b"), json!("c")], "{id}");
             } else {
                 assert_eq!(run["reason"], "too-many-restarts", "{id}: {run}");
