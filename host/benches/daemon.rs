@@ -315,36 +315,8 @@ fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
     let t0 = Instant::now();
     {
         let store = Store::open(&data).expect("store");
-        store
-            .write(|tx| {
-                tx.conn().execute(
-                    "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES('s', '/tmp', '/tmp', 'exited', ?1, ?1)",
-                    [gatehost::store::now_ms()],
-                )?;
-                Ok(())
-            })
-            .expect("session");
+        support::settled_policies(&store, "s", policies, 0);
         let now = gatehost::store::now_ms();
-        for chunk in (0..policies).collect::<Vec<_>>().chunks(10_000) {
-            store
-                .write(|tx| {
-                    let mut st = tx.conn().prepare_cached(
-                        "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
-                         VALUES(?1, ?2, ?3, 'done', '[\"s\"]', '[]', 0, 1, ?4, 'exited with code 0', ?5, ?5)",
-                    )?;
-                    for &i in chunk {
-                        st.execute(rusqlite::params![
-                            format!("pol_{i:032}"),
-                            i as i64 + 1,
-                            json!({"sessionId": "s", "sessionIds": ["s"], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
-                            json!({"outcome": "pass", "reason": "exited with code 0", "gates": [{"gate": "shell: true", "outcome": "pass", "exitCode": 0}]}).to_string(),
-                            now,
-                        ])?;
-                    }
-                    Ok(())
-                })
-                .expect("policies");
-        }
         for chunk in (0..events).collect::<Vec<_>>().chunks(20_000) {
             store
                 .write(|tx| {

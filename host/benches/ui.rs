@@ -19,52 +19,12 @@ mod support;
 
 use gatehost::store::Store;
 use serde_json::json;
-use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use support::serve::{Daemon, Http, start};
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-/// `n` policies written into the store at `data`: every 37th blocked, the
-/// rest done, all on one exited session.
-fn fill(data: &Path, n: usize) {
-    let store = Store::open(data).expect("store");
-    let now = gatehost::store::now_ms();
-    store
-        .write(|tx| {
-            tx.conn().execute(
-                "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES('old', '/tmp', '/tmp', 'exited', ?1, ?1)",
-                [now],
-            )?;
-            Ok(())
-        })
-        .expect("session");
-    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        store
-            .write(|tx| {
-                let mut st = tx.conn().prepare_cached(
-                    "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
-                     VALUES(?1, ?2, ?3, ?4, '[\"old\"]', '[]', 0, 1, ?5, ?6, ?7, ?7)",
-                )?;
-                for &i in chunk {
-                    let blocked = i % 37 == 0;
-                    st.execute(rusqlite::params![
-                        format!("pol_{i:032}"),
-                        i as i64 + 1,
-                        json!({"sessionId": "old", "sessionIds": ["old"], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
-                        if blocked { "blocked" } else { "done" },
-                        json!({"outcome": if blocked { "fail" } else { "pass" }, "reason": "exited with code 1", "gates": [{"gate": "shell: true", "outcome": "fail", "exitCode": 1}]}).to_string(),
-                        if blocked { "out of retries: exited with code 1" } else { "exited with code 0" },
-                        now,
-                    ])?;
-                }
-                Ok(())
-            })
-            .expect("policies");
-    }
 }
 
 /// Holds `/v1/events/stream` (session `s`'s turn-ends) on its own thread
@@ -130,7 +90,7 @@ fn main() {
     .expect("config");
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    fill(&data, policies);
+    support::settled_policies(&Store::open(&data).expect("store"), "old", policies, 37);
     let (d, _) = start(&data, &config, "127.0.0.1:0");
     let http = Http::new();
     let get = |path: &str| http.call(&d, reqwest::Method::GET, path, None);

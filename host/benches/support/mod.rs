@@ -144,6 +144,58 @@ pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
     (ns as f64 / 1e6 / wall, rss)
 }
 
+/// Writes an exited session `session` and `n` settled policies on it
+/// straight into `store` (`pol_<i, 32 digits>`, seq `i + 1`): every
+/// `blocked_every`th (0: none) `blocked` with its reason, the rest `done`.
+pub fn settled_policies(
+    store: &gatehost::store::Store,
+    session: &str,
+    n: usize,
+    blocked_every: usize,
+) {
+    use serde_json::json;
+    let now = gatehost::store::now_ms();
+    store
+        .write(|tx| {
+            tx.conn().execute(
+                "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES(?1, '/tmp', '/tmp', 'exited', ?2, ?2)",
+                rusqlite::params![session, now],
+            )?;
+            Ok(())
+        })
+        .expect("session");
+    let members = json!([session]).to_string();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        store
+            .write(|tx| {
+                let mut st = tx.conn().prepare_cached(
+                    "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
+                     VALUES(?1, ?2, ?3, ?4, ?5, '[]', 0, 1, ?6, ?7, ?8, ?8)",
+                )?;
+                for &i in chunk {
+                    let blocked = blocked_every > 0 && i % blocked_every == 0;
+                    let (status, outcome, reason) = if blocked {
+                        ("blocked", "fail", "out of retries: exited with code 1")
+                    } else {
+                        ("done", "pass", "exited with code 0")
+                    };
+                    st.execute(rusqlite::params![
+                        format!("pol_{i:032}"),
+                        i as i64 + 1,
+                        json!({"sessionId": session, "sessionIds": [session], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
+                        status,
+                        members,
+                        json!({"outcome": outcome, "reason": reason, "gates": [{"gate": "shell: true", "outcome": outcome}]}).to_string(),
+                        reason,
+                        now,
+                    ])?;
+                }
+                Ok(())
+            })
+            .expect("policies");
+    }
+}
+
 /// Stores `n` live sessions `s0`…, every one heard from now.
 pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
     use gatehost::store::{SessionRow, SessionState, now_ms};
