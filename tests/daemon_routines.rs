@@ -222,17 +222,23 @@ fn policy_step(s: &Scratch, label: &str, mode: &str, marker: &str, retries: u32)
     step
 }
 
-/// The policies attached to `session`.
-fn policies_of(d: &Daemon, session: &str) -> Vec<Value> {
-    let (code, all) = d.http("GET", "/v1/policies?limit=100", Some(&d.operator), None);
+/// The policies whose one session `on` accepts (the newest 200).
+fn policies_where(d: &Daemon, on: impl Fn(&str) -> bool) -> Vec<Value> {
+    let (code, all) = d.http("GET", "/v1/policies?limit=200", Some(&d.operator), None);
     assert_eq!(code, 200, "{all}");
     all["policies"]
         .as_array()
         .expect("policies")
         .iter()
-        .filter(|p| p["sessions"] == json!([session]))
+        .filter(|p| p["sessions"].as_array().is_some_and(|m| m.len() == 1))
+        .filter(|p| p["sessions"][0].as_str().is_some_and(&on))
         .cloned()
         .collect()
+}
+
+/// The policies attached to `session`.
+fn policies_of(d: &Daemon, session: &str) -> Vec<Value> {
+    policies_where(d, |s| s == session)
 }
 
 #[test]
@@ -661,13 +667,10 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
             let run = status(d, id);
             // One policy per attempt of step b, however often the daemon
             // died around its attach.
-            let (_, all) = d.http("GET", "/v1/policies?limit=200", Some(&d.operator), None);
-            let mut b_sessions: Vec<&str> = all["policies"]
-                .as_array()
-                .expect("policies")
+            let attempts = policies_where(d, |s| s.starts_with(&format!("{id}.s1.")));
+            let mut b_sessions: Vec<&str> = attempts
                 .iter()
                 .filter_map(|p| p["sessions"][0].as_str())
-                .filter(|s| s.starts_with(&format!("{id}.s1.")))
                 .collect();
             let attached = b_sessions.len();
             b_sessions.sort_unstable();
