@@ -7,11 +7,12 @@
 
 use crate::common;
 
+use common::browser::{browser_python, shots_dir};
 use common::daemon::{Daemon, git_commit_all, git_out, rt, with_s1, without_context};
 use common::{MARKER_ENV, Scratch, assert_no_env_survivors, marker};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -299,10 +300,13 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let link = run.json();
     let url = link["url"].as_str().expect("url").to_string();
-    assert!(
-        url.starts_with(&format!("{}/ui/login?code=", d.url.trim_end_matches('/'))),
-        "{url}"
-    );
+    // On the page's address: the daemon's port as `localhost` (where
+    // browsers allow passkeys), never the IP.
+    let page = d
+        .url
+        .trim_end_matches('/')
+        .replace("127.0.0.1", "localhost");
+    assert!(url.starts_with(&format!("{page}/ui/login?code=")), "{url}");
     assert_eq!(link["expiresInSeconds"], 120);
 
     // Spent once: a cookie and a redirect to the page, the CSRF token in
@@ -339,29 +343,6 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
         assert!(!again.headers.contains_key("set-cookie"), "{u}");
         assert!(again.body.contains("gatehost ui"), "{}", again.body);
     }
-}
-
-/// The python of the venv scripts/install-browser.sh makes (with
-/// Playwright), or `$GATEHOST_BROWSER_PYTHON`.
-fn browser_python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let python = std::env::var_os("GATEHOST_BROWSER_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/browser-venv/bin/python"));
-    assert!(
-        Path::new("/usr/bin/chromium").exists() && python.exists(),
-        "the browser tests need Debian's Chromium (/usr/bin/chromium) and Playwright for Python \
-         ({}): run scripts/install-browser.sh (scripts/test.sh does)",
-        python.display()
-    );
-    python
-}
-
-/// Where the browser test leaves its screenshots (docs/img/ has copies).
-fn shots_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ui-screenshots");
-    std::fs::create_dir_all(&dir).expect("screenshots dir");
-    dir
 }
 
 #[test]

@@ -36,6 +36,7 @@ mod daemon_lifecycle;
 mod daemon_limits;
 mod daemon_live_config;
 mod daemon_notify;
+mod daemon_passkey;
 mod daemon_review;
 mod daemon_routines;
 mod daemon_session_policies;

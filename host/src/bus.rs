@@ -80,6 +80,10 @@ pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected"];
 /// named in full only.
 pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
 
+/// The operator's passkeys registered and removed (`engine::passkeys`):
+/// daemon-wide, named in full only.
+pub const PASSKEY_EVENTS: &[&str] = &["passkey:registered", "passkey:removed"];
+
 /// The watchdog's session events. Named in full only: `stale` is also a
 /// policy's (`policy:stale`, its judged content changed).
 pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
@@ -91,6 +95,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     if let Some(full) = CONFIG_EVENTS
         .iter()
         .chain(STANDING_EVENTS)
+        .chain(PASSKEY_EVENTS)
         .chain(WATCHDOG_EVENTS)
         .chain(REVIEW_EVENTS)
         .chain(ROUTINE_EVENTS)
@@ -109,6 +114,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
         .chain(STANDING_EVENTS.iter().copied())
+        .chain(PASSKEY_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())
         .chain(REVIEW_EVENTS.iter().copied())
         .chain(ROUTINE_EVENTS.iter().copied())

@@ -495,6 +495,7 @@ impl Client {
                 approve,
                 tree: tree.map(str::to_string),
                 comment: comment.map(str::to_string),
+                passkey: None,
             },
         )
         .await

@@ -52,6 +52,7 @@ pub mod keyring;
 pub mod live_config;
 pub mod mcp;
 pub mod notify;
+pub mod passkey;
 pub mod permission;
 pub mod sandbox;
 pub mod store;

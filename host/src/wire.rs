@@ -105,7 +105,7 @@ pub struct RequestChanges {
 }
 
 /// `POST /v1/policies/{id}/ack`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     pub approve: bool,
@@ -119,6 +119,96 @@ pub struct AckRequest {
     /// `MAX_REJECT_COMMENT` bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// With `[daemon] ack_requires = "passkey"`, an approval's proof: the
+    /// answer to a challenge made for approving this policy at this tree
+    /// (`POST /v1/passkeys/challenge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyAssertion>,
+}
+
+/// The answer to a passkey challenge: the ceremony it answers and what
+/// `navigator.credentials.get` returned (its `toJSON()`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyAssertion {
+    pub ceremony: String,
+    pub credential: webauthn_rs::prelude::PublicKeyCredential,
+}
+
+/// What a passkey challenge is for (`POST /v1/passkeys/challenge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "for", deny_unknown_fields)]
+pub enum ChallengeFor {
+    /// Approving `policy` as reviewed at `tree` (its snapshot's tree id).
+    Approve { policy: String, tree: String },
+    /// Registering one more passkey.
+    AddPasskey,
+    /// Removing passkey `passkey`.
+    RemovePasskey { passkey: String },
+}
+
+/// A challenge: its ceremony id and the options for the browser
+/// (`publicKey`, as `navigator.credentials.get/create` take them, in JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PasskeyChallenge<O> {
+    pub ceremony: String,
+    pub options: O,
+}
+
+/// `POST /v1/passkeys/register`: a new passkey's name, and (once one is
+/// registered) an assertion of a registered one for adding a passkey.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRegister {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<PasskeyAssertion>,
+}
+
+/// `POST /v1/passkeys/register/finish`: the answer to a registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRegisterFinish {
+    pub ceremony: String,
+    pub credential: webauthn_rs::prelude::RegisterPublicKeyCredential,
+}
+
+/// `POST /v1/passkeys/{id}/remove`: an assertion for removing it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRemove {
+    pub assertion: PasskeyAssertion,
+}
+
+/// A registered passkey as the API shows it (never its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasskeyInfo {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<i64>,
+    /// Why it cannot be used, when its stored credential is damaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// `GET /v1/passkeys`: what approving takes, where passkeys work, and the
+/// registered ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Passkeys {
+    /// `token` or `passkey` (`[daemon] ack_requires`).
+    pub ack_requires: String,
+    /// The page's origin, where passkeys are registered and used.
+    pub origin: String,
+    /// The relying party's id (the origin's domain).
+    pub rp_id: String,
+    /// Why no passkey can be used here, if none can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    pub passkeys: Vec<PasskeyInfo>,
 }
 
 /// A policy as the API shows it: the stored row and its id again as

@@ -32,6 +32,7 @@ async function inbox() {
   const ss = await api("GET", "/v1/sessions?limit=50");
   $("sessions").replaceChildren(...ss.sessions.map(sessionItem));
   sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
+  await passkeys();
 }
 // A session: its id and label, state, when it was last heard from, and its
 // last message (the agent's words: text only, cut).
@@ -208,6 +209,68 @@ async function moreFiles() {
   $("p-diff").append(...rendered(items));
   paged(d);
 }
+// Passkeys (WebAuthn): what approving takes here, and the registered ones.
+// A ceremony's options come from the daemon as JSON; the browser parses
+// them and the answer goes back as its toJSON().
+let keys = null;
+async function passkeys() {
+  keys = await api("GET", "/v1/passkeys");
+  $("ack-mode").textContent = keys.ackRequires === "passkey"
+    ? "Approvals need a passkey on this daemon: the operator token alone approves nothing."
+    : "Approvals take the operator token (set [daemon] ack_requires = \"passkey\" to need a passkey).";
+  const away = keys.origin && location.origin !== keys.origin;
+  $("passkey-where").hidden = !away && !keys.unavailable;
+  $("passkey-origin").textContent = keys.origin + "/ui/"; $("passkey-origin").href = keys.origin + "/ui/";
+  $("passkeys").replaceChildren(...keys.passkeys.map((k) => {
+    const li = el("li", k.name + " "); li.dataset.passkey = k.id;
+    li.append(el("span", "added " + ago(k.createdAt) + (k.lastUsedAt ? ", used " + ago(k.lastUsedAt) : ", never used"), "hint"));
+    if (k.damage) li.append(el("div", k.damage, "reason"));
+    const rm = el("button", "Remove"); rm.addEventListener("click", () => removePasskey(k.id));
+    li.append(" ", rm);
+    return li;
+  }));
+}
+async function assertion(purpose) {
+  const c = await api("POST", "/v1/passkeys/challenge", purpose);
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(c.options.publicKey);
+  publicKey.timeout = 60000;
+  const cred = await navigator.credentials.get({ publicKey });
+  return { ceremony: c.ceremony, credential: cred.toJSON() };
+}
+async function registerPasskey(ev) {
+  ev.preventDefault();
+  $("passkey-error").textContent = "";
+  try {
+    if (!keys) await passkeys();
+    const name = $("passkey-name").value.trim() || "passkey";
+    const body = { name };
+    if (keys.passkeys.length) body.assertion = await assertion({ for: "add-passkey" });
+    const c = await api("POST", "/v1/passkeys/register", body);
+    const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(c.options.publicKey);
+    publicKey.timeout = 60000;
+    const cred = await navigator.credentials.create({ publicKey });
+    await api("POST", "/v1/passkeys/register/finish", { ceremony: c.ceremony, credential: cred.toJSON() });
+    $("passkey-name").value = "";
+    await passkeys();
+  } catch (e) { $("passkey-error").textContent = e.name ? e.name + ": " + e.message : e.message; }
+}
+async function removePasskey(id) {
+  $("passkey-error").textContent = "";
+  try {
+    const a = await assertion({ for: "remove-passkey", passkey: id });
+    await api("POST", "/v1/passkeys/" + encodeURIComponent(id) + "/remove", { assertion: a });
+    await passkeys();
+  } catch (e) { $("passkey-error").textContent = e.name ? e.name + ": " + e.message : e.message; }
+}
+async function approve() {
+  $("p-error").textContent = "";
+  const body = { approve: true, tree: current.tree };
+  try {
+    if (!keys) await passkeys();
+    if (keys.ackRequires === "passkey") body.passkey = await assertion({ for: "approve", policy: current.id, tree: current.tree });
+  } catch (e) { $("p-error").textContent = e.name ? e.name + ": " + e.message : e.message; return; }
+  await act(body, "/ack");
+}
 async function act(body, path) {
   try { await api("POST", "/v1/policies/" + encodeURIComponent(current.id) + path, body); await policy(current.id); }
   catch (e) { $("p-error").textContent = e.message; }
@@ -219,7 +282,8 @@ function route() {
 // Every event that changes what the inbox or a policy page shows.
 const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "nudge", "commit-ready", "approved",
   "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t)
-  .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t));
+  .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t))
+  .concat(["passkey:registered", "passkey:removed"]);
 function live() {
   const es = new EventSource("/v1/events/stream");
   for (const t of LIVE)
@@ -240,7 +304,8 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("more").addEventListener("click", () => more().catch(() => {}));
   $("more-sessions").addEventListener("click", () => moreSessions().catch(() => {}));
-  $("approve").addEventListener("click", () => act({ approve: true, tree: current.tree }, "/ack"));
+  $("approve").addEventListener("click", approve);
+  $("passkey-form").addEventListener("submit", registerPasskey);
   $("reject").addEventListener("click", () => {
     const comment = $("reject-comment").value.trim();
     act(comment ? { approve: false, comment } : { approve: false }, "/ack").then(() => { $("reject-comment").value = ""; });

@@ -5,6 +5,7 @@
 
 pub mod acp_agents;
 pub mod agents;
+pub mod browser;
 pub mod daemon;
 pub mod webhooks;
 

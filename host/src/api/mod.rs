@@ -12,13 +12,17 @@
 //! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
-//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge) |
+//! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?, passkey?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge; `passkey` `{ceremony, credential}`: with `ack_requires = "passkey"` an approval needs it, else 403 `passkey-required`) |
 //! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
 //! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
 //! | `POST /v1/routines` | operator | start a routine (`engine::routine::RoutineSpec`) |
 //! | `GET /v1/routines`, `GET /v1/routines/{id}` | agent | read runs (the newest first), one run |
 //! | `POST /v1/routines/{id}/cancel` | operator | cancel a run |
 //! | `POST /v1/routines/{id}/steps/{step}/resolve` | operator | `{response}`: answer a step's escalation |
+//! | `GET /v1/passkeys` | operator | what approving takes, the page's origin, the registered passkeys (see `passkeys`) |
+//! | `POST /v1/passkeys/challenge` | operator | `{for: approve, policy, tree}\|{for: add-passkey}\|{for: remove-passkey, passkey}`: a WebAuthn challenge for that only, `{ceremony, options}` |
+//! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, assertion?}` then `{ceremony, credential}`: register a passkey (a second one needs a registered one's assertion) |
+//! | `POST /v1/passkeys/{id}/remove` | operator | `{assertion}` for removing exactly it |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
@@ -40,6 +44,7 @@ pub(crate) mod auth;
 mod error;
 mod extract;
 pub mod limits;
+mod passkeys;
 pub mod review;
 mod routines;
 mod standing;
@@ -81,6 +86,8 @@ pub struct AppState {
     pub long_polls: limits::LongPolls,
     /// The web page's logins (cookie sessions, see `ui`).
     pub ui: ui::Sessions,
+    /// The page's passkeys' relying party and ceremonies in flight.
+    pub passkeys: crate::passkey::Passkeys,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -114,6 +121,14 @@ pub fn router(state: AppState) -> Router {
             post(standing::add).get(standing::list),
         )
         .route("/v1/standing-policies/{id}/remove", post(standing::remove))
+        .route("/v1/passkeys", get(passkeys::list))
+        .route("/v1/passkeys/challenge", post(passkeys::challenge))
+        .route("/v1/passkeys/register", post(passkeys::register))
+        .route(
+            "/v1/passkeys/register/finish",
+            post(passkeys::register_finish),
+        )
+        .route("/v1/passkeys/{id}/remove", post(passkeys::remove))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))
@@ -432,6 +447,20 @@ async fn ack(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::AckRequest>,
 ) -> ApiResult {
+    let proof = match &b.passkey {
+        Some(_) if !b.approve => {
+            return Err(ApiError::bad_request(
+                "passkey",
+                "a passkey goes with an approval only",
+            ));
+        }
+        Some(a) => Some(passkeys::prove(
+            &st,
+            a,
+            &passkeys::approval(&st, &id, b.tree.as_deref())?,
+        )?),
+        None => None,
+    };
     ok(wire::Policy::from(
         st.engine
             .ack(
@@ -440,6 +469,7 @@ async fn ack(
                 b.tree.as_deref(),
                 b.comment.as_deref(),
                 "the operator",
+                proof.as_ref(),
             )
             .await?,
     ))

@@ -185,7 +185,9 @@ pub enum PolicyCommand {
     },
     /// Cancel a policy (operator token); a running gate is killed.
     Cancel { id: String },
-    /// Approve or reject a commit awaiting ack (operator token).
+    /// Approve or reject a commit awaiting ack (operator token). With
+    /// `[daemon] ack_requires = "passkey"`, approving is the page's (a
+    /// passkey): `--approve` is refused, `--reject` still works.
     Ack {
         id: String,
         #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]

@@ -237,6 +237,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
+        let (public_url, ack_requires) =
+            (config.daemon.public_url.clone(), config.daemon.ack_requires);
         let runner = GateRunner::new(config);
         // A daemon probes its containment at start (and sweeps a dead
         // host's cgroups then), not at its first gate.
@@ -265,6 +267,17 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .local_addr()
             .map_err(|e| format!("cannot read the listening address: {e}"))?;
         let url = format!("http://{addr}");
+        // The page's origin: `public_url`, else the bound port as
+        // `localhost` (browsers refuse WebAuthn at an IP address).
+        let page = public_url.unwrap_or_else(|| api::ui::page_address(&url));
+        let passkeys = crate::passkey::Passkeys::new(&page);
+        if ack_requires == crate::config::AckRequires::Passkey
+            && let Some(why) = passkeys.unavailable()
+        {
+            return Err(format!(
+                "[daemon] ack_requires = \"passkey\", but passkeys cannot be used at {page}: {why}"
+            ));
+        }
         let url_file = data_dir.join(SERVER_URL_FILE);
         std::fs::write(&url_file, format!("{url}\n"))
             .map_err(|e| format!("cannot write {}: {e}", url_file.display()))?;
@@ -303,6 +316,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             tokens: Arc::new(tokens),
             long_polls: api::limits::LongPolls::new(long_polls),
             ui: api::ui::Sessions::default(),
+            passkeys,
         });
         let unix = match &args.socket {
             Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),
@@ -312,6 +326,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if let Some(p) = &args.socket {
             println!("socket: unix:{}", p.display());
         }
+        println!("page: {page}/ui/ (log in with `gatehost ui`)");
         println!("data: {}", data_dir.display());
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());

@@ -68,7 +68,7 @@ pub fn run(args: UiArgs) -> CliResult<i32> {
     // socket, the address the daemon answered with.
     let url = match server.strip_prefix("unix:") {
         Some(_) => link.url.clone(),
-        None => format!("{}{}", server.trim_end_matches('/'), link.path),
+        None => format!("{}{}", crate::api::ui::page_address(&server), link.path),
     };
     if args.json {
         let v = serde_json::json!({"url": url, "expiresInSeconds": link.expires_in_seconds});

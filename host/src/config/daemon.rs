@@ -45,6 +45,7 @@ pub(super) struct DaemonSection {
     pub(super) infra_retries: Option<u32>,
     pub(super) infra_retry_backoff: Option<String>,
     pub(super) max_chain_depth: Option<u32>,
+    pub(super) ack_requires: Option<AckRequires>,
 }
 
 /// One of `[[daemon.webhooks]]`.
@@ -67,6 +68,19 @@ pub enum OnStale {
     Block,
     /// `cancelled`.
     Cancel,
+}
+
+/// What approving a policy takes (`[daemon] ack_requires`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AckRequires {
+    /// The operator's token (the CLI's `ack --approve`, the page's login).
+    #[default]
+    Token,
+    /// A fresh WebAuthn assertion, user verified, from a passkey the
+    /// operator registered on the page, bound to the policy and the
+    /// snapshot's tree: the token alone approves nothing.
+    Passkey,
 }
 
 /// The most `infra_retries` may be.
@@ -167,6 +181,9 @@ pub struct DaemonConfig {
     /// chain, counted together (an attach over it is refused, naming the
     /// field where the count crossed it).
     pub max_chain_depth: u32,
+    /// What approving a policy takes (rejecting, cancelling and requesting
+    /// changes always take the operator's token alone).
+    pub ack_requires: AckRequires,
 }
 
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
@@ -200,6 +217,7 @@ impl Default for DaemonConfig {
             infra_retries: 2,
             infra_retry_backoff: Duration::from_secs(1),
             max_chain_depth: 16,
+            ack_requires: AckRequires::Token,
         }
     }
 }

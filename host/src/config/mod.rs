@@ -25,7 +25,7 @@ use adapters::JudgeSection;
 pub use adapters::{Adapter, default_adapters};
 pub use allow::{AllowEntry, AllowError, Allowlist, ArgRule, EntrySpec, Trust};
 use daemon::DaemonSection;
-pub use daemon::{DEFAULT_NUDGE, DaemonConfig, OnStale};
+pub use daemon::{AckRequires, DEFAULT_NUDGE, DaemonConfig, OnStale};
 pub use hook::HookConfig;
 pub use notify_url::NotifyPrefix;
 pub use retention::Retention;
@@ -572,6 +572,7 @@ impl HostConfig {
             );
         }
         config.daemon.on_stale = dm.on_stale.unwrap_or_default();
+        config.daemon.ack_requires = dm.ack_requires.unwrap_or_default();
         if let Some(n) = dm.infra_retries {
             if n > daemon::MAX_INFRA_RETRIES {
                 return Err(invalid(

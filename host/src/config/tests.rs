@@ -492,3 +492,17 @@ fn agents_get_no_pseudo_terminal_unless_granted() {
     let e = HostConfig::from_toml("[agents]\nptys = true\n", "c.toml").unwrap_err();
     assert!(e.to_string().contains("ptys"), "{e}");
 }
+
+#[test]
+fn ack_requires_is_the_token_by_default_a_passkey_when_said_and_nothing_else() {
+    let c = HostConfig::from_toml("", "c.toml").expect("parses");
+    assert_eq!(c.daemon.ack_requires, AckRequires::Token);
+    let c =
+        HostConfig::from_toml("[daemon]\nack_requires = \"passkey\"\n", "c.toml").expect("parses");
+    assert_eq!(c.daemon.ack_requires, AckRequires::Passkey);
+    let c =
+        HostConfig::from_toml("[daemon]\nack_requires = \"token\"\n", "c.toml").expect("parses");
+    assert_eq!(c.daemon.ack_requires, AckRequires::Token);
+    let e = HostConfig::from_toml("[daemon]\nack_requires = \"password\"\n", "c.toml").unwrap_err();
+    assert!(e.to_string().contains("ack_requires"), "{e}");
+}

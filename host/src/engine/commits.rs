@@ -134,7 +134,10 @@ impl Engine {
         tree: Option<&str>,
         comment: Option<&str>,
         by: &str,
+        proof: Option<&crate::passkey::Proof>,
     ) -> EngineResult<PolicyRow> {
+        let by_passkey = proof.map(crate::passkey::Proof::by);
+        let by = by_passkey.as_deref().unwrap_or(by);
         let nudge = match comment {
             None => None,
             Some(_) if approve => {
@@ -185,6 +188,7 @@ impl Engine {
         };
         if approve {
             reviewed_tree(id, &plan, tree)?;
+            self.check_approver(&current, proof)?;
         }
         let paths = plan.paths.clone();
         let snapshot = plan.snapshot.clone();
@@ -231,6 +235,7 @@ impl Engine {
                 // Checked again where the decision is stored: a re-gate
                 // between the first look and here is refused too.
                 reviewed_tree(id, &plan_now, tree)?;
+                self.check_approver(&p, proof)?;
             }
             let gated = plan_now.fingerprint;
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);

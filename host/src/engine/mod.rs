@@ -27,6 +27,7 @@ pub mod keys;
 mod lifecycle;
 pub mod machine;
 mod nudge;
+pub mod passkeys;
 mod pinned;
 mod policy_diff;
 mod reconfigure;

@@ -57,6 +57,7 @@ struct Shown {
     changed: Vec<String>,
     routine_id: Option<String>,
     step: Option<String>,
+    name: Option<String>,
 }
 
 /// The message for `event`; `base` is where the daemon's pages are (links
@@ -247,6 +248,24 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 ),
                 Priority::High,
                 &["warning"],
+            ),
+            "passkey:registered" => (
+                format!(
+                    "gatehost: passkey '{}' was registered",
+                    clean(shown.name.as_deref().unwrap_or("?"))
+                ),
+                "It can approve changes from now on. If you did not add it, remove it on the page and look at who holds the operator token.".to_string(),
+                Priority::High,
+                &["key"],
+            ),
+            "passkey:removed" => (
+                format!(
+                    "gatehost: passkey '{}' was removed",
+                    clean(shown.name.as_deref().unwrap_or("?"))
+                ),
+                "It can no longer approve changes.".to_string(),
+                Priority::High,
+                &["key"],
             ),
             "config:rejected" => (
                 "gatehost: the new configuration was rejected".to_string(),

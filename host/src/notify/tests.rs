@@ -160,6 +160,16 @@ fn every_attention_event_has_its_own_words() {
         ),
         ("config:rejected", json!({"reason": "r"}), "rejected"),
         (
+            "passkey:registered",
+            json!({"passkeyId": "c1", "name": "laptop", "by": "the operator"}),
+            "passkey 'laptop' was registered",
+        ),
+        (
+            "passkey:removed",
+            json!({"passkeyId": "c1", "name": "laptop", "by": "the operator"}),
+            "passkey 'laptop' was removed",
+        ),
+        (
             "routine:escalated",
             json!({"routineId": "rt_1", "step": "build", "message": "which branch?", "timeoutMs": 300_000}),
             "asks for your answer",

@@ -15,10 +15,12 @@ mod decode;
 mod records;
 mod schema;
 use schema::{SCHEMA, migrate};
+mod passkeys;
 mod retention;
 mod routines;
 mod rows;
 mod standing;
+pub use passkeys::PasskeyRow;
 pub use retention::Swept;
 pub use routines::{RoutineRow, RoutineStepRow, StepStatus};
 pub use standing::StandingRow;
@@ -36,7 +38,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = 9;
 
 /// The newest cursor ever given, from the events' AUTOINCREMENT sequence
 /// (retention may have deleted the newest rows: the head never moves back).
@@ -209,6 +211,9 @@ impl Store {
             .map_err(corrupt)?;
         // Version 8: standing policies (a new table only).
         conn.execute_batch(standing::STANDING_SCHEMA)
+            .map_err(corrupt)?;
+        // Version 9: the operator's passkeys (a new table only).
+        conn.execute_batch(passkeys::PASSKEY_SCHEMA)
             .map_err(corrupt)?;
         conn.set_prepared_statement_cache_capacity(64);
         let found: Option<i64> = conn

@@ -17,6 +17,8 @@ use rusqlite::Connection;
 /// state. Version 7: routines and their steps, new tables
 /// (`routines::ROUTINE_SCHEMA`, run after this). Version 8: standing
 /// policies, a new table (`standing::STANDING_SCHEMA`, run after this).
+/// Version 9: the operator's passkeys, a new table
+/// (`passkeys::PASSKEY_SCHEMA`, run after this).
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {

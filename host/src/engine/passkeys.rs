@@ -1,0 +1,176 @@
+//! The operator's passkeys as the engine keeps them: registered, used,
+//! removed, each stored with its event (`passkey:registered`,
+//! `passkey:removed`) in one transaction, and what an approval must be
+//! bound to. It never verifies a ceremony (`crate::passkey` does, and
+//! hands over a [`Proof`] or a [`NewPasskey`]).
+
+use super::{Engine, EngineError, EngineResult, stored};
+use crate::config::AckRequires;
+use crate::passkey::{NewPasskey, Proof, Purpose, Registered};
+use crate::store::{PasskeyRow, PolicyRow, now_ms};
+use serde::Serialize;
+
+/// The payload of `passkey:registered` and `passkey:removed`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasskeyEvent<'a> {
+    pub passkey_id: &'a str,
+    pub name: &'a str,
+    pub by: &'a str,
+}
+
+/// What an approval of `p` is bound to: its snapshot's tree, or, for a
+/// policy gated on the workspace itself, the fingerprint of what its gate
+/// judged (`fingerprint:<hex>`).
+pub fn approval_subject(p: &PolicyRow) -> EngineResult<String> {
+    let plan = stored::plan_required(p)?;
+    Ok(match &plan.snapshot {
+        Some(s) => s.tree.clone(),
+        None => format!("fingerprint:{}", plan.fingerprint),
+    })
+}
+
+fn forbidden(code: &'static str, message: impl Into<String>) -> EngineError {
+    EngineError::Forbidden {
+        code,
+        message: message.into(),
+    }
+}
+
+impl Engine {
+    /// What approving takes now (`[daemon] ack_requires`, reloadable).
+    pub fn ack_requires(&self) -> AckRequires {
+        self.runner().config().daemon.ack_requires
+    }
+
+    /// Every registered passkey, oldest first (a damaged one included,
+    /// with why).
+    pub fn passkeys(&self) -> EngineResult<Vec<PasskeyRow>> {
+        Ok(self.store().passkeys()?)
+    }
+
+    /// The passkeys a ceremony may use: the registered ones whose stored
+    /// credential decodes (a damaged one is logged, and proves nothing).
+    pub fn usable_passkeys(&self) -> EngineResult<Vec<Registered>> {
+        let mut out = Vec::new();
+        for row in self.passkeys()? {
+            match row.passkey {
+                Ok(passkey) => out.push(Registered {
+                    id: row.id,
+                    name: row.name,
+                    passkey,
+                }),
+                Err(why) => {
+                    tracing::error!(passkey = %row.id, %why, "a stored passkey cannot be used");
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The operator's WebAuthn user id (made at the first registration).
+    pub fn passkey_user(&self) -> EngineResult<uuid::Uuid> {
+        self.write(|tx| Ok(tx.passkey_user()?))
+    }
+
+    /// Stores a passkey a registration made, with its event; a credential
+    /// registered already is refused.
+    pub fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
+        self.write(|tx| {
+            if !tx.insert_passkey(&new.id, &new.name, &new.passkey, now_ms())? {
+                return Err(EngineError::Conflict {
+                    code: "passkey-registered",
+                    message: "this passkey is registered already".into(),
+                });
+            }
+            tx.append_event(
+                "passkey:registered",
+                None,
+                None,
+                &serde_json::to_value(PasskeyEvent {
+                    passkey_id: &new.id,
+                    name: &new.name,
+                    by: &new.by,
+                })
+                .unwrap_or_default(),
+                &self.webhooks("passkey:registered"),
+            )?;
+            Ok(())
+        })?;
+        tracing::warn!(passkey = %new.id, name = %new.name, "a passkey was registered: it can approve changes");
+        Ok(())
+    }
+
+    /// Records a proof's use: the passkey's new counter, and when.
+    pub fn passkey_used(&self, proof: &Proof) -> EngineResult<()> {
+        let Some(updated) = proof.updated() else {
+            return Ok(());
+        };
+        self.write(|tx| Ok(tx.passkey_used(proof.passkey_id(), updated, now_ms())?))?;
+        Ok(())
+    }
+
+    /// Removes passkey `id`, proved by a passkey's assertion for exactly
+    /// that; the last one is kept while approvals need a passkey (set
+    /// `ack_requires = "token"` first).
+    pub fn remove_passkey(&self, id: &str, proof: &Proof) -> EngineResult<PasskeyRow> {
+        proof
+            .require(&Purpose::RemovePasskey { id: id.to_string() })
+            .map_err(|e| forbidden("passkey-mismatch", e.to_string()))?;
+        let requires = self.ack_requires();
+        let by = proof.by();
+        let row = self.write(|tx| {
+            let all = tx.passkeys()?;
+            let Some(row) = all.iter().find(|r| r.id == id).cloned() else {
+                return Err(EngineError::NotFound(format!("no passkey '{id}'")));
+            };
+            if all.len() == 1 && requires == AckRequires::Passkey {
+                return Err(EngineError::Conflict {
+                    code: "last-passkey",
+                    message: "the last passkey cannot be removed while approvals need one: set [daemon] ack_requires = \"token\" first".into(),
+                });
+            }
+            tx.remove_passkey(id)?;
+            tx.append_event(
+                "passkey:removed",
+                None,
+                None,
+                &serde_json::to_value(PasskeyEvent {
+                    passkey_id: id,
+                    name: &row.name,
+                    by: &by,
+                })
+                .unwrap_or_default(),
+                &self.webhooks("passkey:removed"),
+            )?;
+            Ok(row)
+        })?;
+        tracing::warn!(passkey = %id, "a passkey was removed");
+        Ok(row)
+    }
+
+    /// Whether an approval of `p` (given for `tree`) may go ahead on this
+    /// daemon: with `ack_requires = "passkey"`, only with a proof for
+    /// approving exactly `p` at its current subject ([`approval_subject`]).
+    pub(super) fn check_approver(&self, p: &PolicyRow, proof: Option<&Proof>) -> EngineResult<()> {
+        if self.ack_requires() != AckRequires::Passkey {
+            return Ok(());
+        }
+        let Some(proof) = proof else {
+            return Err(forbidden(
+                "passkey-required",
+                format!(
+                    "this daemon's approvals need a passkey ([daemon] ack_requires = \"passkey\"): approve policy {} on the page (`gatehost ui` prints a login link); the operator token alone approves nothing",
+                    p.id
+                ),
+            ));
+        };
+        let wanted = Purpose::Approve {
+            policy: p.id.clone(),
+            tree: approval_subject(p)?,
+        };
+        proof
+            .require(&wanted)
+            .map_err(|e| forbidden("passkey-mismatch", e.to_string()))
+    }
+}

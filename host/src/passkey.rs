@@ -1,0 +1,529 @@
+//! The operator's passkeys (WebAuthn, through webauthn-rs): the relying
+//! party of the page's origin, the ceremonies in flight and the proof an
+//! assertion gives. With `[daemon] ack_requires = "passkey"` an approval
+//! needs a [`Proof`] for exactly that policy and snapshot tree, which only
+//! [`Passkeys::finish_assertion`] makes: a fresh assertion, user verified
+//! (webauthn-rs' passkeys require it), from a registered passkey, answering
+//! a challenge this daemon made for that purpose.
+//!
+//! webauthn-rs makes each challenge itself (random); what the challenge is
+//! for is kept here beside its state, under a random ceremony id: one use
+//! (spent whatever the answer), [`CEREMONY_TTL`], at most [`MAX_PENDING`]
+//! in flight. A proof for one purpose is refused for any other.
+//!
+//! It owns the verification and the ceremonies (in memory: a restart drops
+//! them); it must never store a passkey or change a policy itself (the
+//! engine does both, given what this returns), and never accept an
+//! assertion without user verification.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use webauthn_rs::prelude::{
+    CreationChallengeResponse, Passkey, PasskeyAuthentication, PasskeyRegistration,
+    PublicKeyCredential, RegisterPublicKeyCredential, RequestChallengeResponse, Url, Uuid,
+    Webauthn, WebauthnBuilder,
+};
+
+/// How long a ceremony can be answered.
+pub const CEREMONY_TTL: Duration = Duration::from_secs(120);
+/// The most ceremonies in flight (the oldest is dropped past it).
+pub const MAX_PENDING: usize = 32;
+/// The longest name a passkey may have.
+pub const MAX_NAME: usize = 64;
+
+/// What an assertion is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Purpose {
+    /// Approving `policy` as gated on the snapshot whose tree is `tree`.
+    Approve { policy: String, tree: String },
+    /// Registering one more passkey (once one is registered, only a
+    /// passkey adds another).
+    AddPasskey,
+    /// Removing the passkey `id`.
+    RemovePasskey { id: String },
+}
+
+impl std::fmt::Display for Purpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Purpose::Approve { policy, tree } => {
+                write!(f, "approving policy {policy} at tree {tree}")
+            }
+            Purpose::AddPasskey => f.write_str("adding a passkey"),
+            Purpose::RemovePasskey { id } => write!(f, "removing passkey {id}"),
+        }
+    }
+}
+
+/// Why a ceremony failed; each a line for a person.
+#[derive(Debug, thiserror::Error)]
+pub enum PasskeyError {
+    #[error(
+        "passkeys cannot be used at {origin}: {why} (open the page at http://localhost:PORT, or set [daemon] public_url to an address with a domain name)"
+    )]
+    Unavailable { origin: String, why: String },
+    #[error("no passkey is registered: register one on the page first")]
+    NoneRegistered,
+    #[error(
+        "this ceremony is unknown, already used or expired (each lasts {} s): start again",
+        CEREMONY_TTL.as_secs()
+    )]
+    UnknownCeremony,
+    #[error("this ceremony was for {made}, not for {wanted}")]
+    WrongPurpose { made: String, wanted: String },
+    #[error(
+        "a passkey is registered already: adding another needs an assertion of a registered one"
+    )]
+    NeedsAssertion,
+    #[error("the passkey's answer was not accepted: {0}")]
+    Rejected(String),
+    #[error("the name: {0}")]
+    BadName(String),
+}
+
+/// What a verified assertion proves: that a person holding the registered
+/// passkey `passkey_id`, verified by it, answered a challenge made for
+/// `purpose`. Made only by [`Passkeys::finish_assertion`].
+#[derive(Debug, Clone)]
+pub struct Proof {
+    passkey_id: String,
+    name: String,
+    purpose: Purpose,
+    /// The passkey's new state (its counter), to be stored.
+    updated: Option<Passkey>,
+}
+
+impl Proof {
+    pub fn purpose(&self) -> &Purpose {
+        &self.purpose
+    }
+
+    pub fn passkey_id(&self) -> &str {
+        &self.passkey_id
+    }
+
+    /// Who acted, for events and logs.
+    pub fn by(&self) -> String {
+        format!("the operator (passkey '{}')", self.name)
+    }
+
+    /// The passkey's new counter and flags, when the assertion changed
+    /// them: to be stored with the use.
+    pub fn updated(&self) -> Option<&Passkey> {
+        self.updated.as_ref()
+    }
+
+    /// Refuses this proof for anything but `wanted`.
+    pub fn require(&self, wanted: &Purpose) -> Result<(), PasskeyError> {
+        if &self.purpose == wanted {
+            Ok(())
+        } else {
+            Err(PasskeyError::WrongPurpose {
+                made: self.purpose.to_string(),
+                wanted: wanted.to_string(),
+            })
+        }
+    }
+}
+
+/// A registered passkey, as the ceremonies need it.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub id: String,
+    pub name: String,
+    pub passkey: Passkey,
+}
+
+/// A passkey a registration made, to be stored.
+#[derive(Debug, Clone)]
+pub struct NewPasskey {
+    pub id: String,
+    pub name: String,
+    pub passkey: Passkey,
+    /// Who registered it: the page's login for the first, else the
+    /// passkey whose assertion allowed it.
+    pub by: String,
+}
+
+enum State {
+    Register {
+        reg: PasskeyRegistration,
+        name: String,
+        by: String,
+    },
+    Assert {
+        auth: PasskeyAuthentication,
+        purpose: Purpose,
+        /// The passkeys the challenge allowed, by credential id.
+        allowed: HashMap<String, Registered>,
+    },
+}
+
+struct Pending {
+    state: State,
+    expires: Instant,
+}
+
+/// The relying party and its ceremonies in flight. Cheap to clone.
+#[derive(Clone)]
+pub struct Passkeys {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    rp: Result<Webauthn, String>,
+    origin: String,
+    rp_id: String,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// The credential id of `p`, as the page and the store name it.
+pub fn credential_id(p: &Passkey) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(p.cred_id().as_slice())
+}
+
+impl Passkeys {
+    /// The relying party of `origin` (the page's: `http://localhost:PORT`,
+    /// or `[daemon] public_url`): its RP ID is the origin's domain, and an
+    /// assertion from any other origin (another port included) is refused.
+    /// An origin with no domain name (an IP address: browsers refuse
+    /// WebAuthn there) makes a relying party that refuses every ceremony,
+    /// saying why.
+    pub fn new(origin: &str) -> Passkeys {
+        let parsed = Url::parse(origin).map_err(|e| e.to_string());
+        let rp_id = parsed
+            .as_ref()
+            .ok()
+            .and_then(|u| u.domain().map(str::to_string))
+            .unwrap_or_default();
+        let rp = parsed.and_then(|url| {
+            if rp_id.is_empty() {
+                return Err("an IP address cannot be a WebAuthn relying party".to_string());
+            }
+            WebauthnBuilder::new(&rp_id, &url)
+                .and_then(|b| b.rp_name("gatehost").build())
+                .map_err(|e| e.to_string())
+        });
+        Passkeys {
+            inner: Arc::new(Inner {
+                rp,
+                origin: origin.trim_end_matches('/').to_string(),
+                rp_id,
+                pending: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The page's origin.
+    pub fn origin(&self) -> &str {
+        &self.inner.origin
+    }
+
+    /// The RP ID (the origin's domain), empty when it has none.
+    pub fn rp_id(&self) -> &str {
+        &self.inner.rp_id
+    }
+
+    /// Why no ceremony can run here, if none can.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.inner.rp.as_ref().err().map(String::as_str)
+    }
+
+    fn rp(&self) -> Result<&Webauthn, PasskeyError> {
+        self.inner
+            .rp
+            .as_ref()
+            .map_err(|why| PasskeyError::Unavailable {
+                origin: self.inner.origin.clone(),
+                why: why.clone(),
+            })
+    }
+
+    fn hold(&self, state: State) -> String {
+        let id = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+        let mut map = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, p| p.expires > now);
+        if map.len() >= MAX_PENDING
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, p)| p.expires)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            id.clone(),
+            Pending {
+                state,
+                expires: now + CEREMONY_TTL,
+            },
+        );
+        id
+    }
+
+    /// Takes ceremony `id` out (spent, whatever comes next); unknown or
+    /// expired is refused.
+    fn take(&self, id: &str) -> Result<State, PasskeyError> {
+        let mut map = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+        match map.remove(id) {
+            Some(p) if p.expires > Instant::now() => Ok(p.state),
+            _ => Err(PasskeyError::UnknownCeremony),
+        }
+    }
+
+    /// A challenge for `purpose`, answerable by any of `registered`: the
+    /// ceremony's id and the options for `navigator.credentials.get`.
+    pub fn begin_assertion(
+        &self,
+        purpose: Purpose,
+        registered: &[Registered],
+    ) -> Result<(String, RequestChallengeResponse), PasskeyError> {
+        let rp = self.rp()?;
+        if registered.is_empty() {
+            return Err(PasskeyError::NoneRegistered);
+        }
+        let keys: Vec<Passkey> = registered.iter().map(|r| r.passkey.clone()).collect();
+        let (options, auth) = rp
+            .start_passkey_authentication(&keys)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let allowed = registered
+            .iter()
+            .map(|r| (r.id.clone(), r.clone()))
+            .collect();
+        let id = self.hold(State::Assert {
+            auth,
+            purpose,
+            allowed,
+        });
+        Ok((id, options))
+    }
+
+    /// Verifies the answer to ceremony `id` for `wanted`: the proof, or
+    /// why not (the ceremony is spent either way).
+    pub fn finish_assertion(
+        &self,
+        id: &str,
+        wanted: &Purpose,
+        answer: &PublicKeyCredential,
+    ) -> Result<Proof, PasskeyError> {
+        let rp = self.rp()?;
+        let State::Assert {
+            auth,
+            purpose,
+            allowed,
+        } = self.take(id)?
+        else {
+            return Err(PasskeyError::UnknownCeremony);
+        };
+        if &purpose != wanted {
+            return Err(PasskeyError::WrongPurpose {
+                made: purpose.to_string(),
+                wanted: wanted.to_string(),
+            });
+        }
+        let result = rp
+            .finish_passkey_authentication(answer, &auth)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        // webauthn-rs refuses an assertion without user verification for
+        // passkeys; checked again here, since this is what the proof means.
+        if !result.user_verified() {
+            return Err(PasskeyError::Rejected(
+                "the authenticator did not verify the user".into(),
+            ));
+        }
+        use base64::Engine as _;
+        let passkey_id =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(result.cred_id().as_slice());
+        let Some(used) = allowed.get(&passkey_id) else {
+            return Err(PasskeyError::Rejected("an unregistered credential".into()));
+        };
+        let mut passkey = used.passkey.clone();
+        let updated = passkey
+            .update_credential(&result)
+            .is_some_and(|changed| changed);
+        Ok(Proof {
+            passkey_id,
+            name: used.name.clone(),
+            purpose,
+            updated: updated.then_some(passkey),
+        })
+    }
+
+    /// A registration ceremony for a passkey named `name`, for the
+    /// operator `user`: the ceremony's id and the options for
+    /// `navigator.credentials.create`. Once one passkey is registered,
+    /// `proof` must be one's assertion for [`Purpose::AddPasskey`].
+    pub fn begin_registration(
+        &self,
+        user: Uuid,
+        name: &str,
+        registered: &[Registered],
+        proof: Option<&Proof>,
+    ) -> Result<(String, CreationChallengeResponse), PasskeyError> {
+        let rp = self.rp()?;
+        let name = name.trim();
+        if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+            return Err(PasskeyError::BadName(format!(
+                "1 to {MAX_NAME} bytes, no control characters"
+            )));
+        }
+        if !registered.is_empty() {
+            match proof {
+                None => return Err(PasskeyError::NeedsAssertion),
+                Some(p) => p.require(&Purpose::AddPasskey)?,
+            }
+        }
+        let exclude = registered
+            .iter()
+            .map(|r| r.passkey.cred_id().clone())
+            .collect();
+        let (options, reg) = rp
+            .start_passkey_registration(user, "operator", "gatehost operator", Some(exclude))
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        let id = self.hold(State::Register {
+            reg,
+            name: name.to_string(),
+            by: proof.map_or_else(|| "the operator (the page's login)".to_string(), Proof::by),
+        });
+        Ok((id, options))
+    }
+
+    /// Verifies the answer to registration ceremony `id`: the passkey to
+    /// store.
+    pub fn finish_registration(
+        &self,
+        id: &str,
+        answer: &RegisterPublicKeyCredential,
+    ) -> Result<NewPasskey, PasskeyError> {
+        let rp = self.rp()?;
+        let State::Register { reg, name, by } = self.take(id)? else {
+            return Err(PasskeyError::UnknownCeremony);
+        };
+        let passkey = rp
+            .finish_passkey_registration(answer, &reg)
+            .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
+        Ok(NewPasskey {
+            id: credential_id(&passkey),
+            name,
+            passkey,
+            by,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ip_origin_refuses_every_ceremony_and_says_why() {
+        let p = Passkeys::new("http://127.0.0.1:7000");
+        assert!(p.unavailable().is_some());
+        let e = p
+            .begin_assertion(Purpose::AddPasskey, &[])
+            .expect_err("refused");
+        assert!(e.to_string().contains("IP address"), "{e}");
+        assert!(e.to_string().contains("localhost"), "{e}");
+    }
+
+    #[test]
+    fn a_localhost_origin_is_a_relying_party_and_a_first_registration_needs_no_proof() {
+        let p = Passkeys::new("http://localhost:7000");
+        assert_eq!(p.unavailable(), None);
+        assert_eq!(p.rp_id(), "localhost");
+        let (id, options) = p
+            .begin_registration(Uuid::new_v4(), "laptop", &[], None)
+            .expect("begins");
+        let json = serde_json::to_value(&options).expect("json");
+        assert_eq!(json["publicKey"]["rp"]["id"], "localhost");
+        assert_eq!(
+            json["publicKey"]["authenticatorSelection"]["userVerification"],
+            "required"
+        );
+        // The ceremony is spent by its first answer, whatever it is.
+        assert!(p.take(&id).is_ok());
+        assert!(matches!(p.take(&id), Err(PasskeyError::UnknownCeremony)));
+        assert!(matches!(
+            p.take("never-made"),
+            Err(PasskeyError::UnknownCeremony)
+        ));
+    }
+
+    #[test]
+    fn a_bad_name_and_an_assertion_with_nothing_registered_are_refused() {
+        let p = Passkeys::new("http://localhost:7000");
+        for bad in ["", "  ", "a\nb", &"x".repeat(MAX_NAME + 1)] {
+            assert!(matches!(
+                p.begin_registration(Uuid::new_v4(), bad, &[], None),
+                Err(PasskeyError::BadName(_))
+            ));
+        }
+        assert!(matches!(
+            p.begin_assertion(Purpose::AddPasskey, &[]),
+            Err(PasskeyError::NoneRegistered)
+        ));
+    }
+
+    #[test]
+    fn an_expired_ceremony_is_refused_and_the_oldest_goes_past_the_cap() {
+        let p = Passkeys::new("http://localhost:7000");
+        let (id, _) = p
+            .begin_registration(Uuid::new_v4(), "k", &[], None)
+            .expect("begins");
+        p.inner
+            .pending
+            .lock()
+            .expect("lock")
+            .get_mut(&id)
+            .expect("held")
+            .expires = Instant::now();
+        assert!(matches!(p.take(&id), Err(PasskeyError::UnknownCeremony)));
+        let ids: Vec<String> = (0..=MAX_PENDING)
+            .map(|i| {
+                p.begin_registration(Uuid::new_v4(), &format!("k{i}"), &[], None)
+                    .expect("begins")
+                    .0
+            })
+            .collect();
+        assert_eq!(p.inner.pending.lock().expect("lock").len(), MAX_PENDING);
+        assert!(p.take(&ids[0]).is_err(), "the oldest was dropped");
+        assert!(p.take(&ids[MAX_PENDING]).is_ok());
+    }
+
+    #[test]
+    fn a_proof_is_for_its_purpose_only() {
+        let proof = Proof {
+            passkey_id: "c".into(),
+            name: "laptop".into(),
+            purpose: Purpose::Approve {
+                policy: "p1".into(),
+                tree: "t1".into(),
+            },
+            updated: None,
+        };
+        assert!(
+            proof
+                .require(&Purpose::Approve {
+                    policy: "p1".into(),
+                    tree: "t1".into()
+                })
+                .is_ok()
+        );
+        for other in [
+            Purpose::Approve {
+                policy: "p1".into(),
+                tree: "t2".into(),
+            },
+            Purpose::Approve {
+                policy: "p2".into(),
+                tree: "t1".into(),
+            },
+            Purpose::AddPasskey,
+        ] {
+            assert!(proof.require(&other).is_err(), "{other}");
+        }
+    }
+}

@@ -1,0 +1,225 @@
+"""Passkeys for acks in a real headless Chromium (Debian's, driven by
+Playwright for Python) with its virtual authenticator over CDP
+(`WebAuthn.addVirtualAuthenticator`), run by tests/daemon_passkey.rs against
+a real daemon with `[daemon] ack_requires = "passkey"`.
+
+Arguments: PAGE_URL (http://localhost:PORT) OPERATOR_TOKEN PROFILE_DIR
+POLICY_ID SHOTS_DIR. The policy is awaiting-ack when it starts.
+
+On stdout, one JSON line: what it saw. It checks nothing itself but what it
+must wait for; the Rust test judges the JSON (and git). Every wait is
+bounded; an error is reported in the JSON (`error`) and exit code 1.
+"""
+
+import json
+import os
+import re
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+WAIT = 20000
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Calls the daemon from the page itself (its cookie, its CSRF token, its
+# origin): what a script on the page could do, never what the page's
+# buttons do. Returns {status, body}.
+FETCH = """async ([method, path, body]) => {
+  const r = await fetch(path, {method, credentials: "same-origin",
+    headers: {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")},
+    body: body ? JSON.stringify(body) : undefined});
+  return {status: r.status, body: await r.json().catch(() => ({}))};
+}"""
+
+# An assertion for `purpose`, asked with `userVerification` as given (the
+# page always asks "required"): {ceremony, credential} or {error}.
+ASSERT = """async ([purpose, uv]) => {
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const r = await fetch("/v1/passkeys/challenge", {method: "POST", credentials: "same-origin", headers,
+    body: JSON.stringify(purpose)});
+  const c = await r.json();
+  if (!r.ok) return {error: c.error && c.error.code};
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(c.options.publicKey);
+  publicKey.userVerification = uv; publicKey.timeout = 10000;
+  try {
+    const cred = await navigator.credentials.get({publicKey});
+    return {ceremony: c.ceremony, credential: cred.toJSON()};
+  } catch (e) { return {error: e.name}; }
+}"""
+
+# Registers a passkey named `name` with `assertion` (a registered one's,
+# for adding a passkey): {status, body} of the last call, or {error}.
+REGISTER = """async ([name, assertion]) => {
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  let r = await fetch("/v1/passkeys/register", {method: "POST", credentials: "same-origin", headers,
+    body: JSON.stringify({name, assertion})});
+  const c = await r.json();
+  if (!r.ok) return {status: r.status, code: c.error && c.error.code};
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(c.options.publicKey);
+  publicKey.timeout = 10000;
+  let cred;
+  try { cred = await navigator.credentials.create({publicKey}); } catch (e) { return {error: e.name}; }
+  r = await fetch("/v1/passkeys/register/finish", {method: "POST", credentials: "same-origin", headers,
+    body: JSON.stringify({ceremony: c.ceremony, credential: cred.toJSON()})});
+  const b = await r.json();
+  return {status: r.status, name: b.name, code: b.error && b.error.code};
+}"""
+
+
+def authenticator(cdp, uv, transport="internal"):
+    return cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": transport, "hasResidentKey": True,
+        "hasUserVerification": uv, "isUserVerified": uv,
+        "automaticPresenceSimulation": True}})["authenticatorId"]
+
+
+def run(page, cdp, args, out):
+    url, operator, _profile, pid, shots = args
+    page.goto(url + "/ui/")
+    page.wait_for_selector("#login:not([hidden])", timeout=WAIT)
+    page.fill("#token", operator)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#inbox:not([hidden])", timeout=WAIT)
+    expect(page.locator("#ack-mode")).to_contain_text("need a passkey", timeout=WAIT)
+    out["ackMode"] = page.text_content("#ack-mode")
+
+    cdp.send("WebAuthn.enable", {"enableUI": False})
+    aid = authenticator(cdp, True)
+
+    # Register through the page: a click, the authenticator's answer.
+    page.fill("#passkey-name", "test laptop")
+    page.click("#passkey-register")
+    expect(page.locator("#passkeys li")).to_have_count(1, timeout=WAIT)
+    out["registered"] = page.text_content("#passkeys li")
+    out["registerError"] = page.text_content("#passkey-error")
+    creds = cdp.send("WebAuthn.getCredentials", {"authenticatorId": aid})["credentials"]
+    out["credentials"] = [{"rpId": c["rpId"], "signCount": c["signCount"]} for c in creds]
+
+    # A second registration with no assertion of the first is refused.
+    second = page.evaluate(FETCH, ["POST", "/v1/passkeys/register", {"name": "another"}])
+    out["secondWithoutAssertion"] = {"status": second["status"], "code": second["body"].get("error", {}).get("code")}
+
+    # The policy's page; the authenticator fails its user verification:
+    # the browser gives no assertion, nothing is approved.
+    page.click(f"#waiting a[href='#policy/{pid}']")
+    expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    page.wait_for_selector("#p-diff .add", timeout=WAIT)
+    # The tree the page shows (its diff's): what an approval is bound to.
+    tree = page.evaluate("current.tree")
+    out["tree"] = tree
+    cdp.send("WebAuthn.setUserVerified", {"authenticatorId": aid, "isUserVerified": False})
+    page.click("#approve")
+    expect(page.locator("#p-error")).to_contain_text("NotAllowedError", timeout=WAIT)
+    out["unverifiedError"] = page.text_content("#p-error")
+    out["statusAfterUnverified"] = page.text_content("#p-status")
+
+    # The same credential in an authenticator with no user verification,
+    # asked for "discouraged": an assertion with UV=0 reaches the daemon
+    # and is refused. Replayed, its ceremony is spent.
+    key = cdp.send("WebAuthn.getCredentials", {"authenticatorId": aid})["credentials"][0]
+    cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": aid})
+    bare = authenticator(cdp, False)
+    cdp.send("WebAuthn.addCredential", {"authenticatorId": bare, "credential": key})
+    purpose = {"for": "approve", "policy": pid, "tree": tree}
+    a = page.evaluate(ASSERT, [purpose, "discouraged"])
+    out["bareAssertion"] = "credential" in a
+    body = {"approve": True, "tree": tree, "passkey": a}
+    r = page.evaluate(FETCH, ["POST", f"/v1/policies/{pid}/ack", body])
+    out["uv0"] = {"status": r["status"], "code": r["body"].get("error", {}).get("code"),
+                  "message": r["body"].get("error", {}).get("message")}
+    r = page.evaluate(FETCH, ["POST", f"/v1/policies/{pid}/ack", body])
+    out["replay"] = {"status": r["status"], "code": r["body"].get("error", {}).get("code")}
+    cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": bare})
+
+    # Back to the verifying authenticator: an assertion made for another
+    # tree is refused at its challenge; then approve through the page.
+    aid = authenticator(cdp, True)
+    cdp.send("WebAuthn.addCredential", {"authenticatorId": aid, "credential": key})
+    other = page.evaluate(ASSERT, [{"for": "approve", "policy": pid, "tree": "0" * 40}, "required"])
+    out["otherTree"] = other.get("error")
+    page.click("#approve")
+    expect(page.locator("#p-status")).to_have_text("done", timeout=WAIT)
+    out["approvedStatus"] = page.text_content("#p-status")
+    out["approveError"] = page.text_content("#p-error")
+    page.screenshot(path=os.path.join(shots, "passkey-approved.png"), full_page=True)
+    creds = cdp.send("WebAuthn.getCredentials", {"authenticatorId": aid})["credentials"]
+    out["signCountAfter"] = creds[0]["signCount"] if creds else None
+
+    # Back in the inbox: the passkey was used.
+    page.click("a[href='#']")
+    expect(page.locator("#passkeys li")).to_contain_text(re.compile(r", used \d"), timeout=WAIT)
+    out["passkeyAfter"] = page.text_content("#passkeys li")
+
+    # A second passkey, on another authenticator (a security key; the
+    # first one holds an excluded credential, so it cannot make it): the
+    # first's assertion for adding a passkey, then the second creates one.
+    add = page.evaluate(ASSERT, [{"for": "add-passkey"}, "required"])
+    out["addAssertion"] = "credential" in add
+    cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": aid})
+    other_auth = authenticator(cdp, True, "usb")
+    second = page.evaluate(REGISTER, ["phone", add])
+    out["second"] = second
+    # Its assertion is spent: the same one cannot add a third.
+    third = page.evaluate(FETCH, ["POST", "/v1/passkeys/register", {"name": "third", "assertion": add}])
+    out["thirdWithSpentAssertion"] = {"status": third["status"], "code": third["body"].get("error", {}).get("code")}
+    page.reload()
+    page.wait_for_selector("#inbox:not([hidden])", timeout=WAIT)
+    expect(page.locator("#passkeys li")).to_have_count(2, timeout=WAIT)
+    out["afterSecond"] = page.eval_on_selector_all("#passkeys li", "els => els.map(e => e.textContent)")
+    # Remove the first (a registered passkey's assertion for exactly that),
+    # then the last is kept while approvals need one.
+    page.click("#passkeys li:nth-child(1) button")
+    expect(page.locator("#passkeys li")).to_have_count(1, timeout=WAIT)
+    out["afterRemove"] = page.text_content("#passkeys li")
+    page.click("#passkeys li:nth-child(1) button")
+    expect(page.locator("#passkey-error")).not_to_be_empty(timeout=WAIT)
+    out["lastRemoveError"] = page.text_content("#passkey-error")
+    out["afterLast"] = page.eval_on_selector_all("#passkeys li", "els => els.map(e => e.textContent)")
+    out["secondAuthenticator"] = len(cdp.send("WebAuthn.getCredentials", {"authenticatorId": other_auth})["credentials"])
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) != 5:
+        print(json.dumps({"error": f"expected 5 arguments, got {len(args)}"}), flush=True)
+        return 1
+    out = {}
+    code = 0
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            args[2],
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1100, "height": 800},
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            console = []
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            cdp = context.new_cdp_session(page)
+            try:
+                run(page, cdp, args, out)
+            except Exception as e:  # reported to the Rust test, never swallowed
+                out["error"] = f"{type(e).__name__}: {e}"
+                code = 1
+            out["console"] = console
+        finally:
+            context.close()
+    print(json.dumps(out), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
