@@ -486,6 +486,9 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         "{seen:#}"
     );
     assert_eq!(seen["removed"], json!(["-    41"]), "{seen:#}");
+    // Coloured as Rust, the text unchanged (`added` is the lines' text).
+    assert_eq!(seen["keywords"], json!(["pub", "fn"]), "{seen:#}");
+    assert_eq!(seen["numbers"], json!(["42"]), "{seen:#}");
     // The split view pairs the removed line with the added one, context on
     // both sides, an added line alone on the right.
     assert_eq!(

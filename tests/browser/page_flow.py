@@ -80,6 +80,10 @@ def run(page, args, out):
     out["diff"] = "\n".join(lines_of(page, "#p-diff > div"))
     out["added"] = lines_of(page, "#p-diff .add")
     out["removed"] = lines_of(page, "#p-diff .del")
+    # Syntax colouring (src/lib.rs: Rust): keywords and numbers as spans,
+    # the lines' text unchanged (`added` above is their textContent).
+    out["keywords"] = lines_of(page, "#p-diff .add .kw")
+    out["numbers"] = lines_of(page, "#p-diff .add .num")
     # Its gate runs: the one run, each gate's outcome, and the warning
     # finding at src/lib.rs:2, a button that shows that line of the diff.
     page.wait_for_selector("#p-runs li[data-run='1']", timeout=WAIT)

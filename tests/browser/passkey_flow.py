@@ -151,7 +151,6 @@ def run(page, cdp, args, out):
     expect(page.locator("#p-status")).to_have_text("done", timeout=WAIT)
     out["approvedStatus"] = page.text_content("#p-status")
     out["approveError"] = page.text_content("#p-error")
-    page.screenshot(path=os.path.join(shots, "passkey-approved.png"), full_page=True)
     creds = cdp.send("WebAuthn.getCredentials", {"authenticatorId": aid})["credentials"]
     out["signCountAfter"] = creds[0]["signCount"] if creds else None
 
@@ -159,6 +158,8 @@ def run(page, cdp, args, out):
     page.click("a[href='#']")
     expect(page.locator("#passkeys li")).to_contain_text(re.compile(r", used \d"), timeout=WAIT)
     out["passkeyAfter"] = page.text_content("#passkeys li")
+    page.locator("#passkey-form").scroll_into_view_if_needed()
+    page.screenshot(path=os.path.join(shots, "passkeys.png"))
 
     # A second passkey, on another authenticator (a security key; the
     # first one holds an excluded credential, so it cannot make it): the
