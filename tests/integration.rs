@@ -51,6 +51,7 @@ mod hook_kiro;
 mod hook_once;
 mod hostile_judge;
 mod hostile_shell;
+mod huge_inputs;
 mod js_plugin;
 mod linked_worktrees;
 mod mcp;

@@ -158,6 +158,12 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("limits.gate_memory_bytes", false, c.gate_limits.memory),
         s("limits.gate_pids", false, c.gate_limits.pids),
         s("limits.gate_file_bytes", false, c.gate_limits.file_bytes),
+        s(
+            "limits.change_file_cap_bytes",
+            false,
+            c.change_caps.file_bytes,
+        ),
+        s("limits.change_cap_bytes", false, c.change_caps.total_bytes),
         s("wasm", true, &c.wasm),
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),
@@ -208,6 +214,7 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("daemon.infra_retries", false, d.infra_retries),
         s("daemon.infra_retry_backoff", false, d.infra_retry_backoff),
         s("daemon.max_chain_depth", false, d.max_chain_depth),
+        s("daemon.ack_requires", false, d.ack_requires),
     ];
     for (name, adapter) in &c.adapters {
         out.push(s(&format!("judge.adapters.{name}"), false, adapter));

@@ -59,8 +59,61 @@ pub struct FileChange {
     pub removed: u64,
     pub binary: bool,
     /// The file's part of the diff, `git diff` style, headers included
-    /// (its headers only when the change was computed for its counts).
+    /// (its headers only when the change was computed for its counts, or
+    /// its content was capped).
     pub hunks: String,
+    /// Set when the file's content was left out of the change set (its
+    /// hunks are its headers only, its counts 0): which cap and why. A
+    /// gate given the change says so in its verdict.
+    pub capped: Option<Capped>,
+}
+
+/// Why a file's content is not in a change set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped {
+    /// The file (either side) is larger than the per-file cap: it was
+    /// never read into memory (a tracked one is hashed as it streams, to
+    /// know whether it changed).
+    File { bytes: u64, cap: u64 },
+    /// The change set's text reached its total cap before this file.
+    Total { cap: u64 },
+}
+
+impl Capped {
+    /// One line for a person (a verdict's finding, a judge's material).
+    pub fn describe(&self) -> String {
+        match self {
+            Capped::File { bytes, cap } => format!(
+                "its content was not read: {bytes} bytes, over the change set's per-file cap of {cap} bytes ([limits] change_file_cap_bytes)"
+            ),
+            Capped::Total { cap } => format!(
+                "its content was left out: the change set reached its cap of {cap} bytes ([limits] change_cap_bytes)"
+            ),
+        }
+    }
+}
+
+/// The bounds of a change set handed to gates: a file larger than
+/// `file_bytes` is not read, and past `total_bytes` of diff text the
+/// remaining files are listed with their headers only ([`Capped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeCaps {
+    pub file_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// The default per-file cap of a change set.
+pub const DEFAULT_FILE_CAP: u64 = 8 * 1024 * 1024;
+/// The default total cap of a change set's text.
+pub const DEFAULT_TOTAL_CAP: u64 = 16 * 1024 * 1024;
+
+impl Default for ChangeCaps {
+    fn default() -> Self {
+        ChangeCaps {
+            file_bytes: DEFAULT_FILE_CAP,
+            total_bytes: DEFAULT_TOTAL_CAP,
+        }
+    }
 }
 
 impl FileChange {
@@ -281,6 +334,7 @@ fn read_file(lines: &[&str], start: usize) -> (Option<FileChange>, usize) {
         removed,
         binary,
         hunks: lines[start..i].join("\n") + "\n",
+        capped: None,
     });
     (file, i)
 }

@@ -161,11 +161,12 @@ fn prepare(args: &RunArgs) -> Result<Prepared, String> {
         ),
         // As the daemon gives plugins a workspace's change.
         None if anchor.root().join(".git").exists() => {
-            let changes = crate::commit::workspace_changes(anchor.root()).map_err(|e| {
-                format!(
-                    "cannot compute the workspace's change against HEAD ({e}); pass --diff FILE"
-                )
-            })?;
+            let changes = crate::commit::workspace_changes(anchor.root(), config.change_caps)
+                .map_err(|e| {
+                    format!(
+                        "cannot compute the workspace's change against HEAD ({e}); pass --diff FILE"
+                    )
+                })?;
             (None, Some(changes))
         }
         None => (None, None),

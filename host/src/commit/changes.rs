@@ -12,7 +12,7 @@ use super::{
     CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
     resolve_head, tracked_entries,
 };
-use crate::change::{ChangeKind, FileChange, Side, quoted};
+use crate::change::{Capped, ChangeCaps, ChangeKind, FileChange, Side, quoted};
 use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -36,7 +36,7 @@ pub(super) fn mode(kind: EntryKind) -> &'static str {
 /// modified or deleted, untracked files not ignored), as one unified diff.
 /// Empty when nothing changed. An unborn HEAD diffs against nothing.
 pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
-    Ok(workspace_changes(workspace)?
+    Ok(workspace_changes(workspace, ChangeCaps::default())?
         .into_iter()
         .map(|f| f.hunks)
         .collect())
@@ -46,7 +46,15 @@ pub fn workspace_diff(workspace: &Path) -> Result<String, CommitError> {
 /// `changed-files` and `file-diff`). Every top-level name is taken
 /// literally, whatever it holds (`-x`, `:x`, `*`, `?`, `[`, `\`, spaces,
 /// newlines): no pathspec is ever built from a name.
-pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitError> {
+///
+/// Bounded by `caps`: a file over `caps.file_bytes` (either side) is never
+/// read into memory (a tracked one is hashed as it streams), and past
+/// `caps.total_bytes` of diff text the other files come with their headers
+/// only; each such file is listed, marked [`Capped`], never hidden.
+pub fn workspace_changes(
+    workspace: &Path,
+    caps: ChangeCaps,
+) -> Result<Vec<FileChange>, CommitError> {
     let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
@@ -99,9 +107,17 @@ pub fn workspace_changes(workspace: &Path) -> Result<Vec<FileChange>, CommitErro
     let t1 = std::time::Instant::now();
     let tracked = tracked_entries(repo, head.tree, &paths)?;
     let t2 = std::time::Instant::now();
-    let snapshot = read_snapshot(&ws, &paths, &tracked)?;
+    let snapshot = super::read::read_snapshot_with(
+        &ws,
+        &paths,
+        &tracked,
+        super::read::Reads {
+            cache: None,
+            content_cap: Some(caps.file_bytes),
+        },
+    )?;
     let t3 = std::time::Instant::now();
-    let out = diff_content(repo, &tracked, &snapshot, Detail::Hunks)?;
+    let out = diff_content(repo, &tracked, &snapshot, Detail::Hunks, Some(caps))?;
     tracing::debug!(
         open_us = (t1 - t0).as_micros(),
         tracked_us = (t2 - t1).as_micros(),
@@ -157,7 +173,7 @@ pub fn fingerprint_and_changes(
     let head = resolve_head(&ws.repo)?;
     let tracked = tracked_entries(&ws.repo, head.tree, &paths)?;
     let snapshot = read_snapshot(&ws, &paths, &tracked)?;
-    let changes = diff_content(&ws.repo, &tracked, &snapshot, detail)?;
+    let changes = diff_content(&ws.repo, &tracked, &snapshot, detail, None)?;
     Ok((snapshot.digest(), changes))
 }
 
@@ -176,31 +192,68 @@ fn changes_of(
     }
     let tracked = tracked_entries(repo, head_tree, paths)?;
     let snapshot = read_snapshot(ws, paths, &tracked)?;
-    diff_content(repo, &tracked, &snapshot, detail)
+    diff_content(repo, &tracked, &snapshot, detail, None)
 }
 
 /// Each changed file between `tracked` (HEAD's entries under the paths)
 /// and `snapshot` (what was read for them), typed: blob ids and modes
 /// from the objects, line counts from the diff's operations (never from
-/// its text), and the file's hunks rendered once.
+/// its text), and the file's hunks rendered once. With `caps` (a change
+/// set for gates) a file over the per-file cap, either side, is listed
+/// capped and never read, and past the total cap files come with their
+/// headers only; without, a diff past [`MAX_DIFF_BYTES`] is refused.
 pub(super) fn diff_content(
     repo: &gix::Repository,
     tracked: &std::collections::BTreeMap<BString, (EntryKind, gix::ObjectId)>,
     snapshot: &super::Snapshot,
     detail: Detail,
+    caps: Option<ChangeCaps>,
 ) -> Result<Vec<FileChange>, CommitError> {
     let mut out = Vec::new();
-    let mut total = 0usize;
-    let mut push = |out: &mut Vec<FileChange>, change: Option<FileChange>| {
-        let Some(change) = change else {
+    let total = std::cell::Cell::new(0u64);
+    // What is left of the total cap for the next file's text.
+    let budget = || {
+        caps.map(|c| Budget {
+            left: c.total_bytes.saturating_sub(total.get()),
+            cap: c.total_bytes,
+        })
+    };
+    let push = |out: &mut Vec<FileChange>, change: Option<FileChange>| {
+        let Some(mut change) = change else {
             return Ok(());
         };
-        total += change.hunks.len();
-        if total > MAX_DIFF_BYTES {
-            return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
+        match caps {
+            Some(caps) => {
+                if change.capped.is_none()
+                    && total.get() + change.hunks.len() as u64 > caps.total_bytes
+                {
+                    change.hunks = headers_of(&change.hunks);
+                    change.capped = Some(Capped::Total {
+                        cap: caps.total_bytes,
+                    });
+                }
+                total.set(total.get() + change.hunks.len() as u64);
+            }
+            None => {
+                total.set(total.get() + change.hunks.len() as u64);
+                if total.get() > MAX_DIFF_BYTES as u64 {
+                    return Err(CommitError::DiffTooLarge(MAX_DIFF_BYTES));
+                }
+            }
         }
         out.push(change);
         Ok(())
+    };
+    // A HEAD blob over the per-file cap is never read either.
+    let too_big = |id: gix::ObjectId| -> Result<Option<Capped>, CommitError> {
+        let Some(caps) = caps else {
+            return Ok(None);
+        };
+        let bytes = repo.find_header(id).map_err(git("read HEAD blob"))?.size();
+        Ok((bytes > caps.file_bytes).then_some(Capped::File {
+            bytes,
+            cap: caps.file_bytes,
+        }))
     };
     let mut present: std::collections::HashSet<&[u8]> =
         std::collections::HashSet::with_capacity(tracked.len());
@@ -214,6 +267,25 @@ pub(super) fn diff_content(
     for item in snapshot.files() {
         present.insert(item.path.as_slice());
         let new_kind = item.kind.entry_kind();
+        let path = BString::from(item.path.as_slice());
+        let head = tracked.get(&item.path).copied();
+        if let Some(o) = item.oversized {
+            // Never read: unchanged when its streamed blob is HEAD's.
+            if let (Some((kind, id)), Some(new_id)) = (head, o.id)
+                && (kind == EntryKind::Commit || (id == new_id && kind == new_kind))
+            {
+                continue;
+            }
+            let capped = Capped::File {
+                bytes: o.bytes,
+                cap: o.cap,
+            };
+            push(
+                &mut out,
+                Some(capped_change(path, head, Some((new_kind, o.id)), capped)),
+            )?;
+            continue;
+        }
         let new_id = item.oid(repo.object_hash())?;
         // Unchanged (same blob, same mode): nothing to read or show.
         if let Some((kind, id)) = tracked.get(&item.path)
@@ -223,7 +295,18 @@ pub(super) fn diff_content(
         }
         // As bytes: never hidden, never renamed (an interface whose paths
         // are strings refuses the change, naming it).
-        let path = BString::from(item.path.as_slice());
+        if let Some((kind, id)) = head
+            && let Some(capped) = too_big(id)?
+        {
+            let change = capped_change(
+                path,
+                Some((kind, id)),
+                Some((new_kind, Some(new_id))),
+                capped,
+            );
+            push(&mut out, Some(change))?;
+            continue;
+        }
         // Content vouched for by the stat cache is read from its blob.
         let data = match item.known {
             Some(id) => blob(id)?,
@@ -242,14 +325,26 @@ pub(super) fn diff_content(
                     kind: *kind,
                     id: *id,
                 };
-                file_change(path, Some(old), new, detail)
+                file_change(path, Some(old), new, detail, budget())
             }
-            None => file_change(path, None, new, detail),
+            None => file_change(path, None, new, detail, budget()),
         };
         push(&mut out, change)?;
     }
     for (path, (kind, id)) in tracked {
         if *kind == EntryKind::Commit || present.contains(path.as_slice()) {
+            continue;
+        }
+        if let Some(capped) = too_big(*id)? {
+            push(
+                &mut out,
+                Some(capped_change(
+                    path.clone(),
+                    Some((*kind, *id)),
+                    None,
+                    capped,
+                )),
+            )?;
             continue;
         }
         let old = blob(*id)?;
@@ -259,9 +354,70 @@ pub(super) fn diff_content(
             kind: *kind,
             id: *id,
         };
-        push(&mut out, file_change(path, Some(old), None, detail))?;
+        push(
+            &mut out,
+            file_change(path, Some(old), None, detail, budget()),
+        )?;
     }
     Ok(out)
+}
+
+/// A file's change whose content is left out (`capped`): its headers
+/// only, its counts 0.
+fn capped_change(
+    path: BString,
+    old: Option<(EntryKind, gix::ObjectId)>,
+    new: Option<(EntryKind, Option<gix::ObjectId>)>,
+    capped: Capped,
+) -> FileChange {
+    let kind = match (&old, &new) {
+        (None, _) => ChangeKind::Added,
+        (Some(_), None) => ChangeKind::Deleted,
+        (Some(_), Some(_)) => ChangeKind::Modified,
+    };
+    let (a, b) = (quoted("a/", &path), quoted("b/", &path));
+    let mut out = String::new();
+    let _ = writeln!(out, "diff --git {a} {b}");
+    match (&old, &new) {
+        (None, Some((k, _))) => {
+            let _ = writeln!(out, "new file mode {}", mode(*k));
+        }
+        (Some((k, _)), None) => {
+            let _ = writeln!(out, "deleted file mode {}", mode(*k));
+        }
+        (Some((o, _)), Some((n, _))) if o != n => {
+            let _ = writeln!(out, "old mode {}\nnew mode {}", mode(*o), mode(*n));
+        }
+        _ => {}
+    }
+    let side_of = |k: EntryKind, id: Option<gix::ObjectId>| Side {
+        id: id.map(|i| i.to_hex().to_string()),
+        mode: u32::from_str_radix(mode(k), 8).ok(),
+    };
+    FileChange {
+        path,
+        kind,
+        old: old.map(|(k, id)| side_of(k, Some(id))),
+        new: new.map(|(k, id)| side_of(k, id)),
+        added: 0,
+        removed: 0,
+        binary: false,
+        hunks: out,
+        capped: Some(capped),
+    }
+}
+
+/// The header lines of one file's part of a diff (up to its first hunk,
+/// `---` line or binary note).
+fn headers_of(hunks: &str) -> String {
+    let mut out = String::new();
+    for line in hunks.split_inclusive('\n') {
+        if line.starts_with("--- ") || line.starts_with("@@") || line.starts_with("Binary files ") {
+            break;
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 fn as_text(bytes: &[u8]) -> Option<&str> {
@@ -286,13 +442,29 @@ fn side(v: &Version<'_>) -> Side {
     }
 }
 
+/// What is left of a change set's total cap, for one file's text.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Budget {
+    pub(super) left: u64,
+    pub(super) cap: u64,
+}
+
+/// The longest the line diff of one file may take: past it the diff is
+/// approximated (still a correct diff, maybe not the smallest), so a file
+/// of a million changed lines costs seconds, not minutes.
+const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One file's change, its hunks rendered `git diff` style (paths quoted as
-/// git quotes them); `None` when nothing differs.
+/// git quotes them); `None` when nothing differs. With a `budget`, the
+/// hunks are rendered one at a time and, past what is left, dropped: the
+/// file keeps its headers and is marked [`Capped::Total`] (its text is
+/// never held whole).
 pub(super) fn file_change(
     path: BString,
     old: Option<Version<'_>>,
     new: Option<Version<'_>>,
     detail: Detail,
+    budget: Option<Budget>,
 ) -> Option<FileChange> {
     let kind = match (&old, &new) {
         (None, Some(_)) => ChangeKind::Added,
@@ -328,13 +500,16 @@ pub(super) fn file_change(
         "/dev/null".to_string()
     };
     let (mut added, mut removed, mut binary) = (0u64, 0u64, false);
+    let mut capped = None;
     match (as_text(old_bytes), as_text(new_bytes)) {
         (Some(o), Some(n)) => {
             if o == n && old.map(|v| v.kind) == new.map(|v| v.kind) {
                 return None;
             }
             if o != n {
-                let diff = similar::TextDiff::from_lines(o, n);
+                let diff = similar::TextDiff::configure()
+                    .timeout(DIFF_TIMEOUT)
+                    .diff_lines(o, n);
                 for op in diff.ops() {
                     for change in diff.iter_changes(op) {
                         match change.tag() {
@@ -345,13 +520,23 @@ pub(super) fn file_change(
                     }
                 }
                 if detail == Detail::Hunks {
-                    let text = diff
-                        .unified_diff()
-                        .context_radius(3)
-                        .header(&from, &to)
-                        .to_string();
-                    out.push_str(&text);
-                    if !text.ends_with('\n') {
+                    let headers = out.len();
+                    let mut unified = diff.unified_diff();
+                    unified.context_radius(3);
+                    for (i, hunk) in unified.iter_hunks().enumerate() {
+                        if i == 0 {
+                            let _ = writeln!(out, "--- {from}\n+++ {to}");
+                        }
+                        let _ = write!(out, "{hunk}");
+                        if let Some(b) = budget
+                            && out.len() as u64 > b.left
+                        {
+                            out.truncate(headers);
+                            capped = Some(Capped::Total { cap: b.cap });
+                            break;
+                        }
+                    }
+                    if !out.ends_with('\n') {
                         out.push('\n');
                     }
                 }
@@ -371,171 +556,9 @@ pub(super) fn file_change(
         removed,
         binary,
         hunks: out,
+        capped,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::change::ChangeKind;
-    use crate::change::split;
-    use crate::commit::test_git::git;
-    use std::process::Command;
-
-    #[test]
-    fn the_diff_lists_every_change_and_nothing_else() {
-        let t = tempfile::tempdir().expect("tempdir");
-        let ws = t.path();
-        git(ws, &["init", "-q", "-b", "main"]);
-        std::fs::create_dir_all(ws.join("src")).expect("mkdir");
-        std::fs::write(ws.join("src/lib.rs"), "fn a() {}\nfn b() {}\n").expect("write");
-        std::fs::write(ws.join("gone.txt"), "bye\n").expect("write");
-        std::fs::write(ws.join("same.txt"), "same\n").expect("write");
-        std::fs::write(ws.join(".gitignore"), "target/\n").expect("write");
-        git(ws, &["add", "-A"]);
-        git(ws, &["commit", "-q", "-m", "init"]);
-        assert_eq!(
-            workspace_diff(ws).expect("diff"),
-            "",
-            "a clean tree has no diff"
-        );
-        std::fs::write(ws.join("src/lib.rs"), "fn a() {}\nfn c() {}\n").expect("write");
-        std::fs::remove_file(ws.join("gone.txt")).expect("rm");
-        std::fs::write(ws.join("new.txt"), "hello\n").expect("write");
-        std::fs::create_dir_all(ws.join("target")).expect("mkdir");
-        std::fs::write(ws.join("target/out.bin"), [0u8, 1, 2]).expect("write");
-        std::fs::write(ws.join("blob.bin"), [0u8, 159, 146, 150]).expect("write");
-        let diff = workspace_diff(ws).expect("diff");
-        let files: Vec<(String, ChangeKind)> = split(&diff)
-            .into_iter()
-            .map(|f| (f.path_lossy().into_owned(), f.kind))
-            .collect();
-        assert_eq!(
-            files,
-            vec![
-                ("blob.bin".to_string(), ChangeKind::Added),
-                ("new.txt".to_string(), ChangeKind::Added),
-                ("src/lib.rs".to_string(), ChangeKind::Modified),
-                ("gone.txt".to_string(), ChangeKind::Deleted),
-            ],
-            "{diff}"
-        );
-        assert!(diff.contains("-fn b() {}\n+fn c() {}\n"), "{diff}");
-        assert!(
-            diff.contains("Binary files /dev/null and b/blob.bin differ"),
-            "{diff}"
-        );
-        assert!(
-            !diff.contains("target/"),
-            "ignored files are not changes: {diff}"
-        );
-    }
-
-    #[test]
-    fn changes_carry_blob_ids_modes_and_counts_read_as_git_would() {
-        let t = tempfile::tempdir().expect("tempdir");
-        let ws = t.path();
-        git(ws, &["init", "-q", "-b", "main"]);
-        // Lines that look like diff headers are content all the same.
-        std::fs::write(ws.join("notes.md"), "-- a\nkeep\n").expect("write");
-        git(ws, &["add", "-A"]);
-        git(ws, &["commit", "-q", "-m", "init"]);
-        std::fs::write(ws.join("notes.md"), "keep\n++ b\n+++ c\n").expect("write");
-        let name = "tab\there \"q\".txt";
-        std::fs::write(ws.join(name), "x\n").expect("write");
-        let changes = workspace_changes(ws).expect("changes");
-        let notes = changes
-            .iter()
-            .find(|c| c.path == "notes.md")
-            .expect("notes");
-        assert_eq!((notes.added, notes.removed, notes.binary), (2, 1, false));
-        let old_id = notes
-            .old
-            .as_ref()
-            .and_then(|s| s.id.clone())
-            .expect("old id");
-        let head_blob = Command::new("git")
-            .args(["rev-parse", "HEAD:notes.md"])
-            .current_dir(ws)
-            .output()
-            .expect("git");
-        assert_eq!(old_id, String::from_utf8_lossy(&head_blob.stdout).trim());
-        assert_eq!(notes.new.as_ref().and_then(|s| s.mode), Some(0o100644));
-        // The rendered text, read back, gives the same files and counts
-        // (paths quoted as git quotes them).
-        let text = crate::change::render(&changes);
-        assert!(
-            text.contains("diff --git \"a/tab\\there \\\"q\\\".txt\""),
-            "{text}"
-        );
-        let back: Vec<(String, u64, u64)> = split(&text)
-            .into_iter()
-            .map(|f| (f.path_lossy().into_owned(), f.added, f.removed))
-            .collect();
-        let direct: Vec<(String, u64, u64)> = changes
-            .iter()
-            .map(|f| (f.path_lossy().into_owned(), f.added, f.removed))
-            .collect();
-        assert_eq!(back, direct);
-        // Counts only: the same counts and sides, no hunk rendered.
-        let counted = paths_changes(ws, &["notes.md".to_string()], Detail::Counts).expect("counts");
-        assert_eq!((counted[0].added, counted[0].removed), (2, 1));
-        assert_eq!(counted[0].old, notes.old);
-        assert!(!counted[0].hunks.contains("@@"), "{}", counted[0].hunks);
-        assert!(notes.hunks.contains("@@"));
-        // One read gives the fingerprint the commit checks and the changes.
-        let paths = vec!["notes.md".to_string()];
-        let (fp, from_one_read) =
-            fingerprint_and_changes(ws, &paths, Detail::Counts).expect("read");
-        assert_eq!(
-            fp,
-            super::super::fingerprint(ws, &paths).expect("fingerprint")
-        );
-        assert_eq!(from_one_read, counted);
-    }
-
-    #[test]
-    fn every_changed_name_is_listed_whatever_it_holds() {
-        let t = tempfile::tempdir().expect("tempdir");
-        let ws = t.path();
-        git(ws, &["init", "-q", "-b", "main"]);
-        std::fs::write(ws.join("README"), "hi\n").expect("write");
-        git(ws, &["add", "-A"]);
-        git(ws, &["commit", "-q", "-m", "init"]);
-        // Names git would take as options, pathspec magic or globs, and
-        // names that break a text diff's headers.
-        let hostile = [
-            "-rf",
-            "--exec=x",
-            ":(glob)*",
-            ":!README",
-            "*",
-            "a?b",
-            "[ab]",
-            "back\\slash",
-            "with space",
-            "tab\there",
-            "new\nline",
-            " b",
-        ];
-        for name in hostile {
-            std::fs::write(ws.join(name), "dbg!(1)\n").expect("write");
-        }
-        std::fs::create_dir_all(ws.join("-dir")).expect("mkdir");
-        std::fs::write(ws.join("-dir/*.rs"), "x\n").expect("write");
-        let changes = workspace_changes(ws).expect("changes");
-        let mut listed: Vec<&str> = changes.iter().filter_map(|f| f.path_str()).collect();
-        listed.sort();
-        let mut want: Vec<&str> = hostile.to_vec();
-        want.push("-dir/*.rs");
-        want.sort();
-        assert_eq!(listed, want);
-        assert!(changes.iter().all(|f| f.kind == ChangeKind::Added));
-        // Each file's own part holds its content.
-        let nl = changes
-            .iter()
-            .find(|f| f.path == "new\nline")
-            .expect("listed");
-        assert!(nl.hunks.contains("+dbg!(1)"), "{}", nl.hunks);
-    }
-}
+mod tests;

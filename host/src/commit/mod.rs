@@ -101,6 +101,7 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
+mod excludes;
 mod index;
 mod layout;
 pub mod patch;
@@ -112,6 +113,7 @@ mod test_git;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes, workspace_diff,
 };
+use excludes::Excludes;
 use index::*;
 pub use layout::GitDirs;
 pub(crate) use read::Stamp;

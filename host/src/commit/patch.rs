@@ -320,6 +320,7 @@ fn render(
         version(&old_bytes, entry.old),
         version(&new_bytes, entry.new),
         Detail::Hunks,
+        None,
     ) else {
         return Ok((String::new(), 0, 0, false));
     };

@@ -33,6 +33,29 @@ pub(super) struct Item {
     pub(super) known: Option<ObjectId>,
     /// How the file looked when read (regular files only).
     pub(super) stamp: Option<Stamp>,
+    /// Set when the file was larger than the read's content cap: never
+    /// read into memory (`data` empty), its size, and its blob id when it
+    /// is tracked (hashed as it streamed, to know whether it changed).
+    pub(super) oversized: Option<Oversized>,
+}
+
+/// A file left out of a capped read (see [`Reads::content_cap`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Oversized {
+    pub(super) bytes: u64,
+    pub(super) cap: u64,
+    pub(super) id: Option<ObjectId>,
+}
+
+/// How a snapshot's files are read.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Reads<'a> {
+    /// Files unchanged since it was filled are not read.
+    pub(super) cache: Option<&'a StatCache>,
+    /// A regular file larger than this is not read into memory (a change
+    /// set's per-file cap; never set for a commit's snapshot, which must
+    /// write the blob).
+    pub(super) content_cap: Option<u64>,
 }
 
 /// HEAD's entries under some paths: kind and id by path.
@@ -158,6 +181,14 @@ impl StatCache {
 impl Item {
     /// The blob id of its content.
     pub(super) fn oid(&self, hash: gix::hash::Kind) -> Result<ObjectId, CommitError> {
+        if let Some(o) = &self.oversized {
+            return o.id.ok_or_else(|| {
+                CommitError::InvalidPrepared(format!(
+                    "{}: a file over the cap has no blob id",
+                    self.path
+                ))
+            });
+        }
         match self.known {
             Some(id) => Ok(id),
             None => gix::objs::compute_hash(hash, gix::objs::Kind::Blob, &self.data)
@@ -165,22 +196,47 @@ impl Item {
         }
     }
 
-    /// Reads a regular file, unless `cache` vouches for it unchanged.
+    /// Reads a regular file, unless the stat cache vouches for it
+    /// unchanged, or it is over the read's content cap (then only a
+    /// tracked one is read, streaming, for its blob id).
     pub(super) fn regular(
         dir: &Dir,
         name: &OsStr,
         meta: &Metadata,
         rel: BString,
-        cache: Option<&StatCache>,
+        reads: Reads<'_>,
+        is_tracked: bool,
     ) -> Result<Item, CommitError> {
         let stamp = Stamp::of(meta);
-        if let Some((kind, id)) = cache.and_then(|c| c.hit(rel.as_bstr(), &stamp)) {
+        if let Some((kind, id)) = reads.cache.and_then(|c| c.hit(rel.as_bstr(), &stamp)) {
             return Ok(Item {
                 path: rel,
                 kind,
                 data: Vec::new(),
                 known: Some(id),
                 stamp: Some(stamp),
+                oversized: None,
+            });
+        }
+        if let Some(cap) = reads.content_cap
+            && meta.len() > cap
+        {
+            let (kind, id) = if is_tracked {
+                hash_file(dir, name, meta, rel.as_bstr())?
+            } else {
+                (FileKind::of(meta), None)
+            };
+            return Ok(Item {
+                path: rel,
+                kind,
+                data: Vec::new(),
+                known: None,
+                stamp: Some(stamp),
+                oversized: Some(Oversized {
+                    bytes: meta.len(),
+                    cap,
+                    id,
+                }),
             });
         }
         let (kind, data) = read_file(dir, name, meta, rel.as_bstr())?;
@@ -190,6 +246,7 @@ impl Item {
             data,
             known: None,
             stamp: Some(stamp),
+            oversized: None,
         })
     }
 }
@@ -271,60 +328,30 @@ pub(super) fn read_snapshot_cached(
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     cache: Option<&StatCache>,
 ) -> Result<Snapshot, CommitError> {
+    read_snapshot_with(
+        ws,
+        paths,
+        tracked,
+        Reads {
+            cache,
+            content_cap: None,
+        },
+    )
+}
+
+/// [`read_snapshot`], read as `reads` says.
+pub(super) fn read_snapshot_with(
+    ws: &Workspace,
+    paths: &[String],
+    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    reads: Reads<'_>,
+) -> Result<Snapshot, CommitError> {
     let mut sections = Vec::with_capacity(paths.len());
     for path in paths {
-        let section = read_path(ws, path, tracked, cache)?;
+        let section = read_path(ws, path, tracked, reads)?;
         sections.push((path.clone(), section));
     }
     Ok(Snapshot { sections })
-}
-
-/// Ignore rules in effect while walking: `info/exclude` of the repository's
-/// git directory (`common`), then one list per
-/// directory's `.gitignore`, deepest last (matched first).
-#[derive(Clone)]
-pub(super) struct Excludes {
-    pub(super) search: gix::ignore::Search,
-}
-
-impl Excludes {
-    pub(super) fn new(common: &Dir) -> Result<Self, CommitError> {
-        let mut search = gix::ignore::Search::default();
-        if let Some(bytes) = read_regular_if_present(common, "info/exclude")? {
-            search
-                .add_patterns_buffer(&bytes, ".git/info/exclude", None, Default::default())
-                .map_err(io_err(b".git/info/exclude".as_bstr()))?;
-        }
-        Ok(Excludes { search })
-    }
-
-    /// Pushes the `.gitignore` of `dir` (repo-relative `rel`, empty for the root);
-    /// returns whether a list was pushed.
-    pub(super) fn push_dir(&mut self, dir: &Dir, rel: &BStr) -> Result<bool, CommitError> {
-        let Some(bytes) = read_regular_if_present(dir, ".gitignore")? else {
-            return Ok(false);
-        };
-        let mut source = rel.to_owned();
-        if !source.is_empty() {
-            source.push(b'/');
-        }
-        source.extend_from_slice(b".gitignore");
-        let source_path = PathBuf::from(OsStr::from_bytes(&source));
-        self.search
-            .add_patterns_buffer(&bytes, source_path, Some(Path::new("")), Default::default())
-            .map_err(io_err(source.as_bstr()))?;
-        Ok(true)
-    }
-
-    pub(super) fn pop(&mut self) {
-        self.search.patterns.pop();
-    }
-
-    pub(super) fn is_ignored(&self, rel: &BStr, is_dir: bool) -> bool {
-        self.search
-            .pattern_matching_relative_path(rel, Some(is_dir), gix::glob::pattern::Case::Sensitive)
-            .is_some_and(|m| !m.pattern.is_negative())
-    }
 }
 
 /// Reads `name` in `dir` if it is a regular file (symlinks are not followed).
@@ -381,12 +408,47 @@ pub(super) fn read_file(
         // It grew while it was read.
         return Err(too_large(data.len() as u64));
     }
-    let kind = if opened.mode() & 0o100 != 0 {
-        FileKind::Executable
-    } else {
-        FileKind::Regular
-    };
-    Ok((kind, data))
+    Ok((FileKind::of(&opened), data))
+}
+
+/// Opens `name` in `dir` as [`read_file`] does and hashes it as a blob as
+/// it streams (a bounded buffer, whatever its size): its kind and blob id.
+fn hash_file(
+    dir: &Dir,
+    name: &OsStr,
+    meta: &Metadata,
+    rel: &BStr,
+) -> Result<(FileKind, Option<ObjectId>), CommitError> {
+    let file = dir.open(name).map_err(io_err(rel))?;
+    let opened = file.metadata().map_err(io_err(rel))?;
+    if !opened.is_file() || opened.dev() != meta.dev() || opened.ino() != meta.ino() {
+        return Err(CommitError::ChangedWhileReading {
+            path: rel.to_str_lossy().into_owned(),
+        });
+    }
+    let len = opened.len();
+    let mut stream = std::io::BufReader::with_capacity(1 << 16, file.take(len));
+    let id = gix::objs::compute_stream_hash(
+        gix::hash::Kind::Sha1,
+        gix::objs::Kind::Blob,
+        &mut stream,
+        len,
+        &mut gix::progress::Discard,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+    .map_err(|e| CommitError::InvalidPrepared(format!("hashing {rel}: {e}")))?;
+    Ok((FileKind::of(&opened), Some(id)))
+}
+
+impl FileKind {
+    /// A regular file's kind by its mode (executable by its owner's x bit).
+    fn of(meta: &Metadata) -> FileKind {
+        if meta.mode() & 0o100 != 0 {
+            FileKind::Executable
+        } else {
+            FileKind::Regular
+        }
+    }
 }
 
 pub(super) fn read_symlink(dir: &Dir, name: &OsStr, rel: &BStr) -> Result<Vec<u8>, CommitError> {
@@ -415,7 +477,7 @@ pub(super) fn read_path(
     ws: &Workspace,
     path: &str,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
-    cache: Option<&StatCache>,
+    reads: Reads<'_>,
 ) -> Result<Option<Vec<Item>>, CommitError> {
     let components: Vec<&str> = path.split('/').collect();
     let Some((last, parents)) = components.split_last() else {
@@ -465,9 +527,11 @@ pub(super) fn read_path(
             data,
             known: None,
             stamp: None,
+            oversized: None,
         });
     } else if meta.is_file() {
-        items.push(Item::regular(&dir, name, &meta, rel, cache)?);
+        let is_tracked = tracked.contains_key(&rel);
+        items.push(Item::regular(&dir, name, &meta, rel, reads, is_tracked)?);
     } else if meta.is_dir() {
         if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
             return Ok(Some(items));
@@ -477,7 +541,7 @@ pub(super) fn read_path(
             debug!(path, "skipping nested repository");
             return Ok(Some(items));
         }
-        walk_dir(&sub, rel, false, &mut excludes, tracked, cache, &mut items)?;
+        walk_dir(&sub, rel, false, &mut excludes, tracked, reads, &mut items)?;
     } else {
         return Err(CommitError::UnsupportedFileType {
             path: path.to_owned(),
@@ -494,7 +558,7 @@ pub(super) fn walk_dir(
     ignored_parent: bool,
     excludes: &mut Excludes,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
-    cache: Option<&StatCache>,
+    reads: Reads<'_>,
     items: &mut Vec<Item>,
 ) -> Result<(), CommitError> {
     use rayon::prelude::*;
@@ -519,7 +583,7 @@ pub(super) fn walk_dir(
                 ignored_parent,
                 excludes_here,
                 tracked,
-                cache,
+                reads,
                 &mut out,
             )?;
             Ok(out)
@@ -543,7 +607,7 @@ pub(super) fn walk_entry(
     ignored_parent: bool,
     excludes: &Excludes,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
-    cache: Option<&StatCache>,
+    reads: Reads<'_>,
     items: &mut Vec<Item>,
 ) -> Result<(), CommitError> {
     if is_dot_git(name.as_bytes()) {
@@ -582,7 +646,7 @@ pub(super) fn walk_entry(
             return Ok(());
         }
         let mut own = excludes.clone();
-        return walk_dir(&sub, child, ignored, &mut own, tracked, cache, items);
+        return walk_dir(&sub, child, ignored, &mut own, tracked, reads, items);
     }
     let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
     if ignored && !is_tracked {
@@ -596,9 +660,10 @@ pub(super) fn walk_entry(
             data,
             known: None,
             stamp: None,
+            oversized: None,
         });
     } else if meta.is_file() {
-        items.push(Item::regular(dir, name, &meta, child, cache)?);
+        items.push(Item::regular(dir, name, &meta, child, reads, is_tracked)?);
     } else {
         // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
         warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");

@@ -111,8 +111,9 @@ pub fn snapshot_with(
     };
     // Its diff, for plugins and judges: a path that cannot be given to a
     // plugin does not stop the snapshot (the gates may not be plugins).
-    let changes = super::changes::diff_content(repo, &tracked, &content, super::Detail::Hunks)
-        .map_err(|e| e.to_string());
+    let changes =
+        super::changes::diff_content(repo, &tracked, &content, super::Detail::Hunks, None)
+            .map_err(|e| e.to_string());
     let tree_hex = tree.to_hex().to_string();
     Ok((
         TreeSnapshot {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::change::ChangeCaps;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
@@ -1213,7 +1214,7 @@ fn a_changed_path_that_is_not_utf8_is_never_hidden_from_plugins() {
     assert!(!snap.tree.is_empty());
     // At the top level of a workspace gated live, the same.
     std::fs::write(ws.join(name), "dbg!(1)\n").unwrap();
-    let err = workspace_changes(ws).unwrap_err();
+    let err = workspace_changes(ws, ChangeCaps::default()).unwrap_err();
     assert!(matches!(err, CommitError::PathNotUtf8(_)), "{err}");
 }
 
@@ -1244,29 +1245,44 @@ fn a_published_commit_built_upon_gets_its_index_entries_on_recovery() {
     assert_eq!(status(ws), "", "the index is in line with the branch");
 }
 
-/// Issue 24, item 7: a huge untracked file (a sparse 3 GiB one, as the
-/// agent can make in an instant) is refused by size before anything is
-/// read, in a change set and in a commit alike (before: read whole, the
-/// daemon grew to 4.1 GiB).
+/// Issue 24, item 7, and issue 30: a huge untracked file (a sparse 3 GiB
+/// one, as the agent can make in an instant) is refused by size before
+/// anything is read in a commit; in a change set for gates it is listed,
+/// capped and unread (before: read whole, the daemon grew to 4.1 GiB).
 #[test]
-fn a_file_past_the_read_bound_is_refused_unread() {
+fn a_file_past_the_read_bound_is_refused_unread_by_a_commit_and_capped_in_a_change_set() {
     let t = repo();
     let ws = t.path();
     let big = std::fs::File::create(ws.join("huge.bin")).unwrap();
     big.set_len(3 * 1024 * 1024 * 1024).unwrap();
-    let refused = |e: CommitError| match e {
+    match fingerprint(ws, &paths(&["huge.bin"])).unwrap_err() {
         CommitError::FileTooLarge { path, bytes, max } => {
             assert_eq!(path, "huge.bin");
             assert_eq!(bytes, 3 * 1024 * 1024 * 1024);
             assert_eq!(max, read::MAX_FILE_BYTES);
         }
         other => panic!("not refused by size: {other}"),
-    };
-    refused(workspace_changes(ws).unwrap_err());
-    refused(fingerprint(ws, &paths(&["huge.bin"])).unwrap_err());
-    // One just under the bound is read.
+    }
+    let changes = workspace_changes(ws, ChangeCaps::default()).unwrap();
+    let huge = changes
+        .iter()
+        .find(|c| c.path == "huge.bin")
+        .expect("listed");
+    assert_eq!(
+        huge.capped,
+        Some(crate::change::Capped::File {
+            bytes: 3 * 1024 * 1024 * 1024,
+            cap: crate::change::DEFAULT_FILE_CAP
+        })
+    );
+    assert_eq!(huge.kind, crate::change::ChangeKind::Added);
+    // One under the cap is read.
     let fits = std::fs::File::create(ws.join("huge.bin")).unwrap();
     fits.set_len(1024).unwrap();
-    let changes = workspace_changes(ws).unwrap();
-    assert!(changes.iter().any(|c| c.path == "huge.bin"), "{changes:?}");
+    let changes = workspace_changes(ws, ChangeCaps::default()).unwrap();
+    let read = changes
+        .iter()
+        .find(|c| c.path == "huge.bin")
+        .expect("listed");
+    assert_eq!(read.capped, None, "{changes:?}");
 }

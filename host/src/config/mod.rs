@@ -15,6 +15,7 @@ pub mod code_env;
 mod daemon;
 mod diagnose;
 mod hook;
+mod limits;
 pub mod notify_url;
 mod retention;
 pub mod session_policies;
@@ -91,7 +92,7 @@ struct ConfigFile {
     #[serde(default)]
     judge: JudgeSection,
     #[serde(default)]
-    limits: LimitsSection,
+    limits: limits::LimitsSection,
     #[serde(default)]
     wasm: WasmSection,
     #[serde(default)]
@@ -144,17 +145,6 @@ struct AllowRuleFile {
     env: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LimitsSection {
-    output_cap_bytes: Option<usize>,
-    kill_grace_ms: Option<u64>,
-    gate_memory_bytes: Option<u64>,
-    gate_pids: Option<u64>,
-    gate_file_bytes: Option<u64>,
-    gate_scratch_bytes: Option<u64>,
-}
-
 /// A configured path: `~/…` names the host user's home.
 fn home_path(p: &str) -> PathBuf {
     match (p.strip_prefix("~/"), dirs::home_dir()) {
@@ -174,6 +164,10 @@ pub struct HostConfig {
     pub adapters: BTreeMap<String, Adapter>,
     pub output_cap: usize,
     pub kill_grace: Duration,
+    /// The bounds of a change set handed to judges and plugins (`[limits]
+    /// change_file_cap_bytes`, `change_cap_bytes`): past them a file's
+    /// content is left out, listed and said in the verdict.
+    pub change_caps: crate::change::ChangeCaps,
     /// Memory, processes, file size and scratch of each gate's process
     /// tree (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`,
     /// `gate_scratch_bytes`; 0 turns one off).
@@ -205,6 +199,7 @@ impl Default for HostConfig {
             adapters: default_adapters(),
             output_cap: DEFAULT_OUTPUT_CAP,
             kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
+            change_caps: crate::change::ChangeCaps::default(),
             gate_limits: crate::supervise::GateLimits::default(),
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
@@ -453,52 +448,9 @@ impl HostConfig {
                 },
             );
         }
-        if let Some(cap) = file.limits.output_cap_bytes {
-            if cap == 0 {
-                return Err(invalid(
-                    "limits.output_cap_bytes",
-                    "must be at least 1".into(),
-                ));
-            }
-            config.output_cap = cap;
-        }
-        if let Some(ms) = file.limits.kill_grace_ms {
-            config.kill_grace = Duration::from_millis(ms);
-        }
-        let gl = &mut config.gate_limits;
-        for (key, value, min, slot) in [
-            (
-                "limits.gate_memory_bytes",
-                file.limits.gate_memory_bytes,
-                MIN_GATE_MEMORY,
-                &mut gl.memory,
-            ),
-            ("limits.gate_pids", file.limits.gate_pids, 1, &mut gl.pids),
-            (
-                "limits.gate_file_bytes",
-                file.limits.gate_file_bytes,
-                MIN_GATE_FILE_BYTES,
-                &mut gl.file_bytes,
-            ),
-            (
-                "limits.gate_scratch_bytes",
-                file.limits.gate_scratch_bytes,
-                MIN_GATE_FILE_BYTES,
-                &mut gl.scratch_bytes,
-            ),
-        ] {
-            match value {
-                None => {}
-                Some(0) => *slot = None,
-                Some(n) if n < min => {
-                    return Err(invalid(
-                        key,
-                        format!("{n} is too small: at least {min}, or 0 for no limit"),
-                    ));
-                }
-                Some(n) => *slot = Some(n),
-            }
-        }
+        file.limits
+            .apply(&mut config)
+            .map_err(|(key, message)| invalid(&key, message))?;
         file.retention
             .apply(&mut config.retention)
             .map_err(|(key, message)| invalid(&key, message))?;

@@ -243,7 +243,9 @@ impl Engine {
         .await;
         drop(permit);
         let review_diff = if report.outcome == Outcome::Pass && input.review.is_some() {
-            Some(super::review::workspace_diff(&workspace).await)
+            Some(
+                super::review::workspace_diff(&workspace, self.runner().config().change_caps).await,
+            )
         } else {
             None
         };
@@ -400,8 +402,9 @@ impl Engine {
             // directories the commit module checks; a refused one is an
             // error, never a silent empty change).
             let ws = workspace.to_string();
+            let caps = self.runner().config().change_caps;
             match tokio::task::spawn_blocking(move || {
-                crate::commit::workspace_changes(Path::new(&ws))
+                crate::commit::workspace_changes(Path::new(&ws), caps)
             })
             .await
             {

@@ -137,13 +137,15 @@ fn cap(mut s: String, max: usize) -> String {
 /// The change of a workspace as plugins and judges see it (against HEAD),
 /// for a review; a workspace without git has none, one whose change
 /// cannot be computed says so.
-pub(super) async fn workspace_diff(workspace: &str) -> String {
+pub(super) async fn workspace_diff(workspace: &str, caps: crate::change::ChangeCaps) -> String {
     if std::fs::symlink_metadata(Path::new(workspace).join(".git")).is_err() {
         return String::new();
     }
     let ws = workspace.to_string();
-    match tokio::task::spawn_blocking(move || crate::commit::workspace_changes(Path::new(&ws)))
-        .await
+    match tokio::task::spawn_blocking(move || {
+        crate::commit::workspace_changes(Path::new(&ws), caps)
+    })
+    .await
     {
         Ok(Ok(files)) => crate::change::render(&files),
         Ok(Err(e)) => format!("(the change could not be computed: {e})"),

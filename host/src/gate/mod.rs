@@ -48,12 +48,46 @@ pub struct GateContext {
     pub trust: Trust,
 }
 
+/// One warning per file of the change whose content a judge or plugin
+/// was not given (over a cap of `[limits]`): what a gate did not see is
+/// said in its verdict, never silent.
+fn capped_findings(ctx: &GateContext) -> Vec<crate::verdict::Finding> {
+    let Some(files) = &ctx.changes else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .filter_map(|f| {
+            let capped = f.capped?;
+            tracing::warn!(path = %f.path_lossy(), cap = %capped.describe(), "a file's content was left out of the change set");
+            Some(crate::verdict::Finding {
+                path: Some(f.path_lossy().into_owned()),
+                line: None,
+                severity: crate::verdict::Severity::Warning,
+                message: format!("not judged: {}", capped.describe()),
+            })
+        })
+        .collect()
+}
+
 /// What a judge is given to judge: the agents' last messages and the
 /// change (a diff against `HEAD`), when known. The judge gate caps it and
 /// marks it as untrusted data.
 fn judge_material(ctx: &GateContext) -> Option<String> {
     let change: Option<String> = match (&ctx.changes, &ctx.diff) {
-        (Some(files), _) if !files.is_empty() => Some(crate::change::render(files)),
+        (Some(files), _) if !files.is_empty() => {
+            let mut text = crate::change::render(files);
+            for f in files {
+                if let Some(c) = f.capped {
+                    text.push_str(&format!(
+                        "[gatehost: {}: {}]\n",
+                        f.path_lossy(),
+                        c.describe()
+                    ));
+                }
+            }
+            Some(text)
+        }
         (None, Some(d)) if !d.is_empty() => Some(d.clone()),
         _ => None,
     };
@@ -222,13 +256,16 @@ impl GateRunner {
             tracing::error!(gate = %verdict.gate, reason = %verdict.reason, "gate refused");
             return verdict;
         }
-        let verdict = match gate {
+        let mut verdict = match gate {
             GateSpec::Shell(s) => shell::run(self, gate, s, anchor, ctx.trust).await,
             GateSpec::Judge { judge: j, .. } => {
                 judge::run(self, gate, j, judge_material(ctx).as_deref()).await
             }
             GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await.0,
         };
+        if !matches!(gate, GateSpec::Shell(_)) {
+            verdict.findings.extend(capped_findings(ctx));
+        }
         tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
         verdict
     }
@@ -245,7 +282,8 @@ impl GateRunner {
         let GateSpec::Wasm { wasm: w, .. } = gate else {
             return (self.run_gate(gate, anchor, ctx).await, None);
         };
-        let (verdict, usage) = wasm::run(self, gate, w, anchor, ctx).await;
+        let (mut verdict, usage) = wasm::run(self, gate, w, anchor, ctx).await;
+        verdict.findings.extend(capped_findings(ctx));
         tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
         (verdict, usage)
     }

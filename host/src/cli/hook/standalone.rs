@@ -64,7 +64,7 @@ fn run(
     {
         None
     } else {
-        match crate::commit::workspace_changes(anchor.root()) {
+        match crate::commit::workspace_changes(anchor.root(), config.change_caps) {
             Ok(c) => Some(c),
             Err(e) => {
                 return Input::Error(format!(

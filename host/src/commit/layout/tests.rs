@@ -36,7 +36,7 @@ fn a_linked_worktree_commits_to_its_own_branch_and_index() {
     write(&wt, "a.txt", "changed in the worktree\n");
     write(&wt, "new.txt", "new\n");
     // Its change set, against its own HEAD.
-    let changes = workspace_changes(&wt).unwrap();
+    let changes = workspace_changes(&wt, crate::change::ChangeCaps::default()).unwrap();
     let changed: Vec<String> = changes
         .iter()
         .map(|c| c.path_lossy().into_owned())
@@ -65,7 +65,11 @@ fn a_linked_worktree_commits_to_its_own_branch_and_index() {
     // The repository's info/exclude is honoured in the worktree.
     std::fs::write(main.join(".git/info/exclude"), "*.log\n").unwrap();
     write(&wt, "debug.log", "x\n");
-    assert!(workspace_changes(&wt).unwrap().is_empty());
+    assert!(
+        workspace_changes(&wt, crate::change::ChangeCaps::default())
+            .unwrap()
+            .is_empty()
+    );
     // Writes are confined beneath the repository's git directory.
     let fd = git_dir_handle(&wt).unwrap();
     let held = std::fs::read_link(format!(

@@ -1,0 +1,130 @@
+//! Issue 30's bounded memory: a standalone `gatehost hook claude` whose
+//! plugin needs the change set, over a workspace holding a sparse 3 GiB
+//! untracked file and a 1 GiB file of one line, runs its gate (it finds
+//! the forbidden pattern in a small file beside them), keeps its peak RSS
+//! (the hook process's own, from wait4) under 256 MiB, and its answer says
+//! which files were capped and by which cap.
+
+use crate::common::daemon::{git_commit_all, git_repo};
+use crate::common::{Scratch, allow_config};
+use crate::wasm_gates::{shared_cache, wasm_config_in};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// Runs the hook on a Stop in `s.ws`; its stdout and its peak RSS (KiB).
+// The child is reaped by wait4 (for its own rusage), not by std's wait.
+#[allow(clippy::zombie_processes)]
+fn hook_rss(s: &Scratch, config: &std::path::Path, gates: &std::path::Path) -> (String, i64) {
+    let stop = serde_json::json!({
+        "session_id": "huge",
+        "cwd": s.ws,
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+        "last_assistant_message": "done",
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["hook", "claude", "--gates"])
+        .arg(gates)
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(s.out.join("state"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn gatehost hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stop.to_string().as_bytes())
+        .expect("write the hook's input");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 of the child this test spawned and has not waited for
+    // (std's Child is never waited: its pid is reaped here, once).
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    let text = reader.join().expect("stdout");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the hook failed ({status}): {text}"
+    );
+    (text, usage.ru_maxrss)
+}
+
+#[test]
+fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and_says_what_it_capped()
+ {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    s.write_ws("src/lib.rs", "fn a() {}\n");
+    git_commit_all(&s.ws, "lib");
+    let config = s.write(
+        "config.toml",
+        &format!(
+            "{}{}",
+            allow_config(&["true"]),
+            wasm_config_in(&shared_cache(), "")
+        ),
+    );
+    let gates = s.write(
+        "gates.json",
+        &serde_json::json!({"wasm": {"plugin": "forbid-patterns", "config": {"scope": "changed", "rules": [
+            {"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]}}})
+        .to_string(),
+    );
+    // Once on a small change: the plugin is compiled into the shared cache
+    // (cranelift's memory is not the change set's), and the gate finds.
+    s.write_ws("src/lib.rs", "fn a() { dbg!(1); }\n");
+    let (first, _) = hook_rss(&s, &config, &gates);
+    assert!(first.contains("remove dbg!"), "{first}");
+
+    let sparse = std::fs::File::create(s.ws.join("huge.bin")).expect("create");
+    sparse.set_len(3 * GIB).expect("set_len");
+    {
+        let line = std::fs::File::create(s.ws.join("line.txt")).expect("create");
+        let mut w = std::io::BufWriter::new(line);
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..1024 {
+            w.write_all(&chunk).expect("write");
+        }
+        w.flush().expect("flush");
+    }
+    let (answer, rss_kib) = hook_rss(&s, &config, &gates);
+    let _ = std::fs::remove_file(s.ws.join("line.txt"));
+    let _ = std::fs::remove_file(s.ws.join("huge.bin"));
+    // The gate ran: it found the pattern in the small file.
+    let v: serde_json::Value = serde_json::from_str(answer.trim()).expect("the hook's JSON");
+    assert_eq!(v["decision"], "block", "{answer}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("remove dbg!"), "{reason}");
+    // It said what it did not read, and why.
+    for (path, bytes) in [("huge.bin", 3 * GIB), ("line.txt", GIB)] {
+        assert!(
+            reason.contains(&format!(
+                "{path}: not judged: its content was not read: {bytes} bytes, over the change set's per-file cap"
+            )),
+            "{path}: {reason}"
+        );
+    }
+    assert!(
+        rss_kib < 256 * 1024,
+        "the hook's peak RSS was {} MiB",
+        rss_kib / 1024
+    );
+}
