@@ -102,6 +102,8 @@ use tracing::{debug, info, warn};
 
 mod changes;
 mod excludes;
+#[cfg(test)]
+mod git_parity;
 mod index;
 mod layout;
 pub mod patch;

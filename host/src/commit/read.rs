@@ -488,11 +488,15 @@ pub(super) fn read_path(
     excludes.push_dir(root, b"".as_bstr())?;
     let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
     let mut rel = BString::default();
+    // Whether a directory on the way is ignored: then, as for git, so is
+    // everything below it but what HEAD tracks.
+    let mut ignored = false;
     for component in parents {
         if !rel.is_empty() {
             rel.push(b'/');
         }
         rel.extend_from_slice(component.as_bytes());
+        ignored = ignored || excludes.is_ignored(rel.as_bstr(), true);
         let meta = match dir.symlink_metadata(component) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -541,7 +545,16 @@ pub(super) fn read_path(
             debug!(path, "skipping nested repository");
             return Ok(Some(items));
         }
-        walk_dir(&sub, rel, false, &mut excludes, tracked, reads, &mut items)?;
+        let ignored = ignored || excludes.is_ignored(rel.as_bstr(), true);
+        walk_dir(
+            &sub,
+            rel,
+            ignored,
+            &mut excludes,
+            tracked,
+            reads,
+            &mut items,
+        )?;
     } else {
         return Err(CommitError::UnsupportedFileType {
             path: path.to_owned(),

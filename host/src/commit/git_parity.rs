@@ -1,11 +1,13 @@
-//! A change set against what git itself reports for the same workspace:
-//! paths, modes and blob ids of every change since `HEAD`, tracked and
-//! untracked, as `git add -A` into a scratch index and `git diff --cached
-//! --raw` show them (the repository's own index untouched).
+//! A change set and a snapshot against what git itself reports for the
+//! same workspace (issue 30): paths, modes and blob ids of every change
+//! since `HEAD`, tracked and untracked, as `git add -A` into a scratch
+//! index and `git diff --cached --raw` show them, and the snapshot's tree
+//! as that index's `git write-tree` (the repository's own index
+//! untouched).
 
 use super::tests::{git, write};
 use super::*;
-use crate::change::{ChangeKind, FileChange};
+use crate::change::{ChangeCaps, ChangeKind, FileChange};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
@@ -18,11 +20,16 @@ const NONE_ID: &str = "0000000000000000000000000000000000000000";
 /// `git add -A` would stage it (ignore rules, nested `.gitignore`s and
 /// `info/exclude` honoured), renames not detected (a rename is a deletion
 /// and an addition, as in a change set).
-fn as_git_reports(ws: &Path) -> Vec<Row> {
+fn as_git_reports(ws: &Path) -> (Vec<Row>, String) {
     let index = tempfile::NamedTempFile::new().unwrap();
     let git_index = |args: &[&str]| {
         let out = Command::new("git")
-            .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+            .args([
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.fsmonitor=false",
+            ])
             .args(args)
             .current_dir(ws)
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -62,16 +69,14 @@ fn as_git_reports(ws: &Path) -> Vec<Row> {
         ));
     }
     rows.sort();
-    rows
+    let tree = String::from_utf8(git_index(&["write-tree"])).unwrap();
+    (rows, tree.trim().to_string())
 }
 
 /// The same rows from a change set.
 fn rows_of(changes: &[FileChange]) -> Vec<Row> {
     let side = |s: &Option<crate::change::Side>| match s {
-        Some(s) => (
-            format!("{:06o}", s.mode.unwrap()),
-            s.id.clone().unwrap(),
-        ),
+        Some(s) => (format!("{:06o}", s.mode.unwrap()), s.id.clone().unwrap()),
         None => ("000000".to_string(), NONE_ID.to_string()),
     };
     let mut rows: Vec<Row> = changes
@@ -81,6 +86,7 @@ fn rows_of(changes: &[FileChange]) -> Vec<Row> {
                 ChangeKind::Added => 'A',
                 ChangeKind::Deleted => 'D',
                 ChangeKind::Modified => 'M',
+                ChangeKind::Renamed => 'R',
             };
             let (om, oid) = side(&c.old);
             let (nm, nid) = side(&c.new);
@@ -146,16 +152,53 @@ fn mixed_repository() -> tempfile::TempDir {
 }
 
 #[test]
-fn a_change_set_equals_what_git_reports() {
+fn a_change_set_and_a_snapshot_equal_what_git_reports() {
     let t = mixed_repository();
     let ws = t.path();
-    let want = as_git_reports(ws);
+    let (want, tree) = as_git_reports(ws);
     // The reference itself covers every case.
     let statuses: std::collections::BTreeSet<char> = want.iter().map(|r| r.1).collect();
     assert_eq!(statuses, ['A', 'D', 'M'].into_iter().collect(), "{want:?}");
-    for must in ["src/renamed.txt", "to-rename.txt", "run.sh", "sub/keep.log", "new-link", "old-link", "newdir/a/b/c.txt", "build/tracked.txt"] {
+    for must in [
+        "src/renamed.txt",
+        "to-rename.txt",
+        "run.sh",
+        "both.sh",
+        "sub/keep.log",
+        "new-link",
+        "old-link",
+        "newdir/a/b/c.txt",
+        "build/tracked.txt",
+    ] {
         assert!(want.iter().any(|r| r.0 == must), "{must} in {want:?}");
     }
-    let got = rows_of(&workspace_changes(ws).unwrap());
-    assert_eq!(got, want);
+    for never in [
+        "build/out/0.o",
+        "sub/local/cache/x.bin",
+        "trace.log",
+        "sub/other.log",
+        "secret.txt",
+    ] {
+        assert!(!want.iter().any(|r| r.0 == never), "{never} in {want:?}");
+    }
+    let got = rows_of(&workspace_changes(ws, ChangeCaps::default()).unwrap());
+    assert_eq!(got, want, "the change set");
+    // A snapshot of every top-level name HEAD or the change holds (an
+    // ignored name given as a commit path would be taken, as `git add
+    // -f`): the tree git would write, and the same changes.
+    let mut names: std::collections::BTreeSet<String> =
+        git(ws, &["ls-tree", "--name-only", "HEAD"])
+            .lines()
+            .map(str::to_string)
+            .collect();
+    names.extend(
+        want.iter()
+            .map(|r| r.0.split('/').next().unwrap().to_string()),
+    );
+    let names: Vec<String> = names.into_iter().collect();
+    let (snap, changes) = snapshot(ws, &names).unwrap();
+    assert_eq!(snap.tree, tree, "the snapshot's tree");
+    assert_eq!(rows_of(&changes.unwrap()), want, "the snapshot's changes");
+    // The repository's own index was never touched by the reference.
+    assert!(git(ws, &["diff", "--cached", "--name-only"]).is_empty());
 }
