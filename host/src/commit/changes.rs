@@ -55,6 +55,27 @@ pub fn workspace_changes(
     workspace: &Path,
     caps: ChangeCaps,
 ) -> Result<Vec<FileChange>, CommitError> {
+    changes_since_head(workspace, caps, None).map(|(changes, _)| changes)
+}
+
+/// [`workspace_changes`], files whose stat data `cache` knows (and whose
+/// content was then HEAD's blob) not read again; `cache` is refilled from
+/// this read (the files now HEAD's). Also whether the cache changed (to
+/// be saved again). A process that runs once (a standalone hook) keeps
+/// the cache between its runs through [`super::remembered`].
+pub fn workspace_changes_remembered(
+    workspace: &Path,
+    caps: ChangeCaps,
+    cache: &mut super::StatCache,
+) -> Result<(Vec<FileChange>, bool), CommitError> {
+    changes_since_head(workspace, caps, Some(cache))
+}
+
+fn changes_since_head(
+    workspace: &Path,
+    caps: ChangeCaps,
+    mut cache: Option<&mut super::StatCache>,
+) -> Result<(Vec<FileChange>, bool), CommitError> {
     let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
@@ -105,19 +126,32 @@ pub fn workspace_changes(
     }
     let paths: Vec<String> = names.into_iter().collect();
     let t1 = std::time::Instant::now();
-    let tracked = tracked_entries(repo, head.tree, &paths)?;
+    let tracked = match cache.as_deref_mut() {
+        Some(c) => c.tracked(repo, head.tree, &paths)?,
+        None => tracked_entries(repo, head.tree, &paths)?,
+    };
     let t2 = std::time::Instant::now();
     let snapshot = super::read::read_snapshot_with(
         &ws,
         &paths,
         &tracked,
         super::read::Reads {
-            cache: None,
+            cache: cache.as_deref(),
             content_cap: Some(caps.file_bytes),
         },
     )?;
     let t3 = std::time::Instant::now();
     let out = diff_content(repo, &tracked, &snapshot, Detail::Hunks, Some(caps))?;
+    // Remembered: the files whose content is HEAD's (their blob is in the
+    // repository, where a later read takes it from).
+    let hash = repo.object_hash();
+    let refilled = cache.is_some_and(|c| {
+        c.refill(snapshot.files().filter_map(|item| {
+            let (kind, head_id) = tracked.get(&item.path)?;
+            let id = item.oid(hash).ok()?;
+            (id == *head_id && *kind == item.kind.entry_kind()).then_some((item, id))
+        }))
+    });
     tracing::debug!(
         open_us = (t1 - t0).as_micros(),
         tracked_us = (t2 - t1).as_micros(),
@@ -126,7 +160,7 @@ pub fn workspace_changes(
         files = snapshot.files().count(),
         "workspace changes"
     );
-    Ok(out)
+    Ok((out, refilled))
 }
 
 /// The same diff, limited to `paths` (commit paths: files or directories),

@@ -108,12 +108,14 @@ mod index;
 mod layout;
 pub mod patch;
 mod read;
+pub mod remembered;
 mod repo;
 mod snapshot;
 #[cfg(test)]
 mod test_git;
 pub use changes::{
-    Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes, workspace_diff,
+    Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
+    workspace_changes_remembered, workspace_diff,
 };
 use excludes::Excludes;
 use index::*;

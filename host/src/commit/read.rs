@@ -148,15 +148,16 @@ impl StatCache {
         self.last_tree = None;
     }
 
-    /// Replaces the entries by those of `items` (with their blob ids).
-    /// When every item was a hit and none went, nothing changes.
-    pub(super) fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) {
+    /// Replaces the entries by those of `items` (with their blob ids);
+    /// whether anything changed. When every item was a hit and none went,
+    /// nothing changes.
+    pub(super) fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) -> bool {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let items: Vec<(&Item, ObjectId)> = items.collect();
         if items.len() == self.entries.len() && items.iter().all(|(i, _)| i.known.is_some()) {
-            return;
+            return false;
         }
         self.entries.clear();
         for (item, id) in items {
@@ -167,6 +168,7 @@ impl StatCache {
                     .insert(item.path.clone(), (stamp, item.kind, id));
             }
         }
+        true
     }
 
     pub fn len(&self) -> usize {

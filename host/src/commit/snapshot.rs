@@ -99,7 +99,7 @@ pub fn snapshot_with(
                 tree
             }
         };
-        cache.refill(content.files().zip(ids));
+        let _ = cache.refill(content.files().zip(ids));
         Ok::<_, CommitError>((tracked, content, tree))
     })();
     let (tracked, content, tree) = match made {

@@ -64,7 +64,7 @@ fn run(
     {
         None
     } else {
-        match crate::commit::workspace_changes(anchor.root(), config.change_caps) {
+        match remembered_changes(args.state_dir.as_deref(), anchor.root(), config.change_caps) {
             Ok(c) => Some(c),
             Err(e) => {
                 return Input::Error(format!(
@@ -196,4 +196,30 @@ pub(super) fn notify(
             tracing::warn!(url = %target.url, event = %event.kind, "the notification timed out");
         }
     }
+}
+
+/// The workspace's change against HEAD, files unchanged since the last
+/// stop (by their stat data, remembered in the hook state directory, never
+/// in the workspace or `.git`) not read again; the cache saved when it
+/// changed. A cache that cannot be kept is logged, never an error.
+fn remembered_changes(
+    state_dir: Option<&Path>,
+    root: &Path,
+    caps: crate::change::ChangeCaps,
+) -> Result<Vec<crate::change::FileChange>, crate::commit::CommitError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(state) = crate::hook::state::StateDir::open(state_dir) else {
+        return crate::commit::workspace_changes(root, caps);
+    };
+    let name = blake3::hash(root.as_os_str().as_bytes()).to_hex();
+    let file = state
+        .path()
+        .join("stat-cache")
+        .join(format!("{}.bin", &name[..32]));
+    let mut cache = crate::commit::remembered::load(&file, root);
+    let (changes, changed) = crate::commit::workspace_changes_remembered(root, caps, &mut cache)?;
+    if changed && let Err(e) = crate::commit::remembered::save(&file, root, &cache) {
+        tracing::warn!(file = %file.display(), error = %e, "the stat cache could not be saved: the next stop reads every file");
+    }
+    Ok(changes)
 }

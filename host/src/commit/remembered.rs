@@ -136,7 +136,9 @@ fn read(file: &Path, workspace: &Path, cache: &mut StatCache) -> Result<(), Why>
         } else {
             FileKind::Regular
         };
-        cache.entries.insert(BString::from(e.path), (stamp, kind, id));
+        cache
+            .entries
+            .insert(BString::from(e.path), (stamp, kind, id));
     }
     Ok(())
 }
@@ -183,4 +185,110 @@ pub fn save(file: &Path, workspace: &Path, cache: &StatCache) -> std::io::Result
     tmp.write_all(&bytes)?;
     tmp.persist(file).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::ChangeCaps;
+    use crate::commit::test_git::git;
+    use crate::commit::workspace_changes_remembered;
+
+    /// A repository of three committed files, and a cache that takes
+    /// files however recent (the tests do not wait out the racy window).
+    fn setup() -> (tempfile::TempDir, StatCache) {
+        let t = tempfile::tempdir().expect("tempdir");
+        let ws = t.path();
+        git(ws, &["init", "-q", "-b", "main"]);
+        for (name, text) in [
+            ("a.txt", "a\n"),
+            ("b.txt", "b\n"),
+            ("src/c.rs", "fn c() {}\n"),
+        ] {
+            let p = ws.join(name);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+        git(ws, &["add", "-A"]);
+        git(ws, &["commit", "-q", "-m", "init"]);
+        let cache = StatCache {
+            racy_secs: -3600,
+            ..StatCache::default()
+        };
+        (t, cache)
+    }
+
+    #[test]
+    fn a_remembered_cache_vouches_for_unchanged_files_and_never_hides_a_change() {
+        let (t, mut cache) = setup();
+        let ws = t.path();
+        let caps = ChangeCaps::default();
+        let (changes, changed) = workspace_changes_remembered(ws, caps, &mut cache).expect("first");
+        assert!(changes.is_empty() && changed);
+        assert_eq!(cache.len(), 3, "HEAD's files remembered");
+        let (_, changed) = workspace_changes_remembered(ws, caps, &mut cache).expect("second");
+        assert!(!changed, "all hits: nothing to save");
+        // Kept across processes: saved, loaded, the same answers.
+        let state = tempfile::tempdir().expect("state");
+        let file = state.path().join("stat-cache/x.bin");
+        save(&file, ws, &cache).expect("save");
+        let mut loaded = load(&file, ws);
+        assert_eq!(loaded.len(), 3);
+        loaded.racy_secs = -3600;
+        // The same size, the mtime set back: the ctime still moved, so the
+        // change is seen (read, not taken from the cache).
+        let a = ws.join("a.txt");
+        let before = std::fs::metadata(&a).expect("meta");
+        std::fs::write(&a, "A\n").expect("write");
+        let times = std::fs::FileTimes::new().set_modified(before.modified().expect("mtime"));
+        std::fs::File::options()
+            .write(true)
+            .open(&a)
+            .expect("open")
+            .set_times(times)
+            .expect("set mtime back");
+        let (changes, changed) =
+            workspace_changes_remembered(ws, caps, &mut loaded).expect("after the change");
+        let paths: Vec<String> = changes
+            .iter()
+            .map(|c| c.path_lossy().into_owned())
+            .collect();
+        assert_eq!(paths, ["a.txt"]);
+        assert!(changed, "a.txt is no longer HEAD's: forgotten");
+        assert_eq!(loaded.len(), 2);
+        // A forged .git/index (the agent writes .git) changes nothing: it
+        // is never read.
+        std::fs::write(ws.join(".git/index"), b"DIRC garbage").expect("index");
+        let (changes, _) =
+            workspace_changes_remembered(ws, caps, &mut loaded).expect("forged index");
+        assert_eq!(changes.len(), 1);
+    }
+
+    #[test]
+    fn a_remembered_file_that_is_damaged_another_workspaces_or_a_symlink_is_an_empty_cache() {
+        let (t, mut cache) = setup();
+        let ws = t.path();
+        workspace_changes_remembered(ws, ChangeCaps::default(), &mut cache).expect("fill");
+        let state = tempfile::tempdir().expect("state");
+        let dir = state.path().to_path_buf();
+        let file = dir.join("c.bin");
+        save(&file, ws, &cache).expect("save");
+        assert_eq!(load(&file, ws).len(), 3);
+        assert!(
+            load(&file, &ws.join("other")).is_empty(),
+            "another workspace's"
+        );
+        assert!(load(&dir.join("absent.bin"), ws).is_empty());
+        let mut bytes = std::fs::read(&file).expect("read");
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        let damaged = dir.join("damaged.bin");
+        std::fs::write(&damaged, &bytes).expect("write");
+        assert!(load(&damaged, ws).is_empty(), "its digest fails");
+        std::fs::write(&damaged, &bytes[..10]).expect("write");
+        assert!(load(&damaged, ws).is_empty(), "cut short");
+        let link = dir.join("link.bin");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        assert!(load(&link, ws).is_empty(), "a symlink is not followed");
+    }
 }
