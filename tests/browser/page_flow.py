@@ -12,28 +12,15 @@ what it must wait for; the Rust test judges the JSON (and git). Every wait
 is bounded; an error is reported in the JSON (`error`) and exit code 1.
 """
 
-import json
 import os
 import sys
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
+
+from harness import WAIT, main
 
 # The comment "request changes" sends on a line of the diff.
 CHANGES_COMMENT = "Say what the first step is."
-
-# Every wait in the page is bounded by this (milliseconds).
-WAIT = 20000
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def lines_of(page, selector):
@@ -187,37 +174,5 @@ def run(page, args, out):
     out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
 
 
-def main():
-    args = sys.argv[1:]
-    if len(args) != 10:
-        print(json.dumps({"error": f"expected 10 arguments, got {len(args)}"}), flush=True)
-        return 1
-    out = {}
-    code = 0
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            args[4],
-            executable_path="/usr/bin/chromium",
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 800},
-        )
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            console = []
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            try:
-                run(page, args, out)
-            except Exception as e:  # reported to the Rust test, never swallowed
-                out["error"] = f"{type(e).__name__}: {e}"
-                code = 1
-            out["console"] = console
-        finally:
-            context.close()
-    print(json.dumps(out), flush=True)
-    return code
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(lambda _context, page, args, out: run(page, args, out), 10, 4))

@@ -11,25 +11,14 @@ must wait for; the Rust test judges the JSON (and git). Every wait is
 bounded; an error is reported in the JSON (`error`) and exit code 1.
 """
 
-import json
 import os
 import re
 import sys
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-WAIT = 20000
+from harness import WAIT, main
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 # Calls the daemon from the page itself (its cookie, its CSRF token, its
 # origin): what a script on the page could do, never what the page's
@@ -189,38 +178,9 @@ def run(page, cdp, args, out):
     out["secondAuthenticator"] = len(cdp.send("WebAuthn.getCredentials", {"authenticatorId": other_auth})["credentials"])
 
 
-def main():
-    args = sys.argv[1:]
-    if len(args) != 5:
-        print(json.dumps({"error": f"expected 5 arguments, got {len(args)}"}), flush=True)
-        return 1
-    out = {}
-    code = 0
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            args[2],
-            executable_path="/usr/bin/chromium",
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 800},
-        )
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            console = []
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            cdp = context.new_cdp_session(page)
-            try:
-                run(page, cdp, args, out)
-            except Exception as e:  # reported to the Rust test, never swallowed
-                out["error"] = f"{type(e).__name__}: {e}"
-                code = 1
-            out["console"] = console
-        finally:
-            context.close()
-    print(json.dumps(out), flush=True)
-    return code
+def with_cdp(context, page, args, out):
+    run(page, context.new_cdp_session(page), args, out)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(with_cdp, 5, 2))
