@@ -167,10 +167,9 @@ pub(super) async fn register(
     JsonBody(b): JsonBody<wire::PasskeyRegister>,
 ) -> ApiResult {
     let registered = st.engine.usable_passkeys()?;
-    let any = !st.engine.passkeys()?.is_empty();
     let proof = match &b.assertion {
         Some(a) => Some(prove(&st, a, &Purpose::AddPasskey)?),
-        None if any && registered.is_empty() => {
+        None if registered.is_empty() && !st.engine.passkeys()?.is_empty() => {
             // Registered but none usable (damaged): only the operator's
             // files can mend that.
             return Err(ApiError::new(
