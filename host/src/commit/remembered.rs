@@ -15,6 +15,10 @@
 //! that is missing, unreadable, not the format or whose digest fails is an
 //! empty cache (everything is read again), logged, never an error.
 //!
+//! Its digest catches damage, not a writer: whoever can write the state
+//! directory could make a changed file look unchanged (docs/security.md
+//! says to keep it outside the agent's reach, as the hooks' retry counts).
+//!
 //! What it never reads: `.git/index`. Its stat data would do the same job,
 //! but the agent writes `.git`: an index entry with the stat data of a file
 //! it changed (same size, mtime set back, the new ctime copied in) and the
