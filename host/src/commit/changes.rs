@@ -301,7 +301,6 @@ pub(super) fn diff_content(
     for item in snapshot.files() {
         present.insert(item.path.as_slice());
         let new_kind = item.kind.entry_kind();
-        let path = BString::from(item.path.as_slice());
         let head = tracked.get(&item.path).copied();
         if let Some(o) = item.oversized {
             // Never read: unchanged when its streamed blob is HEAD's.
@@ -314,6 +313,7 @@ pub(super) fn diff_content(
                 bytes: o.bytes,
                 cap: o.cap,
             };
+            let path = BString::from(item.path.as_slice());
             push(
                 &mut out,
                 Some(capped_change(path, head, Some((new_kind, o.id)), capped)),
@@ -322,13 +322,14 @@ pub(super) fn diff_content(
         }
         let new_id = item.oid(repo.object_hash())?;
         // Unchanged (same blob, same mode): nothing to read or show.
-        if let Some((kind, id)) = tracked.get(&item.path)
-            && (*kind == EntryKind::Commit || (*id == new_id && *kind == new_kind))
+        if let Some((kind, id)) = head
+            && (kind == EntryKind::Commit || (id == new_id && kind == new_kind))
         {
             continue;
         }
         // As bytes: never hidden, never renamed (an interface whose paths
         // are strings refuses the change, naming it).
+        let path = BString::from(item.path.as_slice());
         if let Some((kind, id)) = head
             && let Some(capped) = too_big(id)?
         {
