@@ -5,8 +5,7 @@
 
 use crate::common::{Scratch, allow_config};
 use crate::wasm_gates::{shared_cache, wasm_config_in};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const ENGINE_LINE: &str = "starting the WASM engine";
@@ -24,37 +23,10 @@ fn hook_with_debug_logs(s: &Scratch, gates: &str) -> (String, String) {
         ),
     );
     let gates = s.write("gates.json", gates);
-    let stop = serde_json::json!({
-        "session_id": "cost",
-        "cwd": s.ws,
-        "hook_event_name": "Stop",
-        "stop_hook_active": false,
-        "last_assistant_message": "done",
+    let mut child = crate::common::spawn_claude_stop(s, &gates, &config, |c| {
+        c.env("GATEHOST_LOG", "gatehost=debug")
+            .stderr(Stdio::piped())
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .arg("hook")
-        .arg("claude")
-        .arg("--gates")
-        .arg(&gates)
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(s.out.join("state"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .env("GATEHOST_LOG", "gatehost=debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn gatehost hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stop.to_string().as_bytes())
-        .expect("write the hook's input");
     // A hung hook fails the test instead of hanging the suite (the first
     // WASM run may compile the plugin into the shared cache).
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -9,7 +9,7 @@ use crate::common::daemon::{git_commit_all, git_repo};
 use crate::common::{Scratch, allow_config};
 use crate::wasm_gates::{shared_cache, wasm_config_in};
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const GIB: u64 = 1024 * 1024 * 1024;
 
@@ -17,34 +17,7 @@ const GIB: u64 = 1024 * 1024 * 1024;
 // The child is reaped by wait4 (for its own rusage), not by std's wait.
 #[allow(clippy::zombie_processes)]
 fn hook_rss(s: &Scratch, config: &std::path::Path, gates: &std::path::Path) -> (String, i64) {
-    let stop = serde_json::json!({
-        "session_id": "huge",
-        "cwd": s.ws,
-        "hook_event_name": "Stop",
-        "stop_hook_active": false,
-        "last_assistant_message": "done",
-    });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude", "--gates"])
-        .arg(gates)
-        .arg("--config")
-        .arg(config)
-        .arg("--state-dir")
-        .arg(s.out.join("state"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn gatehost hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stop.to_string().as_bytes())
-        .expect("write the hook's input");
+    let mut child = crate::common::spawn_claude_stop(s, gates, config, |c| c.stderr(Stdio::null()));
     let mut stdout = child.stdout.take().expect("stdout");
     let reader = std::thread::spawn(move || {
         let mut text = String::new();

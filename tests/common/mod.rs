@@ -498,3 +498,43 @@ pub fn claude_hook_once(args: &[&str], env: &[(&str, &str)], input: &Value) -> S
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// A standalone `gatehost hook claude --gates GATES --config CONFIG` on
+/// a Stop in `s.ws` (its state in `s.out/state`, PATH and HOME its only
+/// environment, stdin and stdout piped; the caller sets stderr and any
+/// more environment), spawned with the Stop's JSON written to its stdin.
+pub fn spawn_claude_stop(
+    s: &Scratch,
+    gates: &Path,
+    config: &Path,
+    shape: impl FnOnce(&mut Command) -> &mut Command,
+) -> std::process::Child {
+    use std::io::Write;
+    let stop = serde_json::json!({
+        "session_id": "stop",
+        "cwd": s.ws,
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+        "last_assistant_message": "done",
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehost"));
+    cmd.args(["hook", "claude", "--gates"])
+        .arg(gates)
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(s.out.join("state"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = shape(&mut cmd).spawn().expect("spawn gatehost hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stop.to_string().as_bytes())
+        .expect("write the hook's input");
+    child
+}
