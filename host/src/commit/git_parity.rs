@@ -8,6 +8,7 @@
 use super::tests::{git, write};
 use super::*;
 use crate::change::{ChangeCaps, ChangeKind, FileChange};
+use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
@@ -36,7 +37,7 @@ fn as_git_reports(ws: &Path) -> (Vec<Row>, String) {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_INDEX_FILE", index.path())
             .stdin(std::process::Stdio::null())
-            .output()
+            .tracked_output()
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {out:?}");
         out.stdout

@@ -2,6 +2,7 @@
 //! no user or system configuration and a fixed identity, so that what it
 //! writes is the reference the in-process code is compared with.
 
+use crate::supervise::reaper::TrackedCommand as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -15,7 +16,7 @@ pub(super) fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .stdin(std::process::Stdio::null())
-        .output()
+        .tracked_output()
         .expect("git");
     assert!(
         out.status.success(),

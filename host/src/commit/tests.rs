@@ -1,5 +1,6 @@
 use super::*;
 use crate::change::ChangeCaps;
+use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
@@ -23,7 +24,7 @@ pub(super) fn git_cmd(dir: &Path, extra: &[&str], args: &[&str]) -> std::process
     for e in extra {
         cmd.arg("-c").arg(e);
     }
-    cmd.args(args).output().expect("run git")
+    cmd.args(args).tracked_output().expect("run git")
 }
 
 /// git with setup options that neutralise hooks and signing.
@@ -179,7 +180,7 @@ fn a_racily_clean_entry_stays_modified_after_the_index_is_rewritten() {
         let ok = Command::new("touch")
             .args(["-m", "-d", when])
             .arg(ws.join(rel))
-            .status()
+            .tracked_status()
             .unwrap()
             .success();
         assert!(ok, "touch {rel}");

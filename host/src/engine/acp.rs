@@ -320,7 +320,7 @@ impl Engine {
     pub(super) async fn drive_acp(
         &self,
         sid: String,
-        mut child: async_process::Child,
+        mut child: super::agent_process::Agent,
         cwd: PathBuf,
         first: Option<String>,
         rule: PermissionRule,
@@ -469,7 +469,7 @@ impl Engine {
     /// The end of an ACP session: its agent killed if still alive, its
     /// escalations denied (their waits see the closed channel), its exit
     /// reported.
-    async fn acp_ended(&self, sid: &str, mut child: async_process::Child, message: String) {
+    async fn acp_ended(&self, sid: &str, mut child: super::agent_process::Agent, message: String) {
         self.inner
             .acp
             .prompts

@@ -39,13 +39,37 @@ fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
     Ok(FORKER.get_or_init(|| tx))
 }
 
+/// A running agent: its process, and its place in the supervisor's
+/// registry of the host's own children (so that the sweep of gates'
+/// orphans, which runs after every gate where there are no cgroups, never
+/// takes the agent for one), given up when this is dropped, after the
+/// agent was waited on.
+#[derive(Debug)]
+pub struct Agent {
+    child: async_process::Child,
+    _tracked: crate::supervise::reaper::Tracked,
+}
+
+impl std::ops::Deref for Agent {
+    type Target = async_process::Child;
+    fn deref(&self) -> &async_process::Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut async_process::Child {
+        &mut self.child
+    }
+}
+
 /// Starts `cmd` (stdio piped) as an agent: in a process group of its own,
 /// killed when the daemon dies, confined by `rules` (applied in the child
 /// before its exec: the agent's first instruction is confined).
 pub fn spawn(
     mut cmd: std::process::Command,
     rules: Option<crate::sandbox::confine::Prepared>,
-) -> std::io::Result<async_process::Child> {
+) -> std::io::Result<Agent> {
     let daemon = rustix::process::getpid();
     cmd.process_group(0);
     // SAFETY: the closure runs in the child between fork and exec and
@@ -79,7 +103,9 @@ pub fn spawn(
     let (tx, rx) = mpsc::sync_channel(1);
     forker()?
         .send(Box::new(move || {
-            let _ = tx.send(command.spawn());
+            let spawned = crate::supervise::reaper::Tracked::spawn(|| command.spawn(), |c| c.id())
+                .map(|(child, _tracked)| Agent { child, _tracked });
+            let _ = tx.send(spawned);
         }))
         .map_err(|_| std::io::Error::other("the agent forker thread is gone"))?;
     rx.recv()
@@ -179,5 +205,54 @@ mod tests {
         assert_eq!(leftover_group(pid, &["bash".into(), "30".into()]), None);
         kill_group(pid).expect("kill");
         let _ = futures_lite::future::block_on(child.status());
+    }
+
+    /// Where there are no cgroups, every gate's end sweeps the host's
+    /// children it did not spawn as orphans. An agent is the daemon's own
+    /// child too: it must outlive any number of gates (before: the first
+    /// gate's sweep SIGKILLed every running agent).
+    #[test]
+    fn an_agent_outlives_the_sweep_after_a_gate_without_cgroups() {
+        use crate::supervise::{GateLimits, Limits, ProcessSpec, Supervisor};
+        use std::ffi::OsString;
+        use std::path::Path;
+        use std::time::Duration;
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        let mut agent = spawn(cmd, None).expect("spawn");
+        let sup = Supervisor::without_cgroups();
+        let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let args = [OsString::from("-c"), OsString::from("exit 0")];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        for _ in 0..2 {
+            let run = rt
+                .block_on(sup.run(ProcessSpec {
+                    program: Path::new("/bin/sh"),
+                    args: &args,
+                    cwd: Path::new("/"),
+                    env: &env,
+                    stdin: None,
+                    limits: Limits {
+                        timeout: Duration::from_secs(10),
+                        grace: Duration::from_millis(200),
+                        output_cap: 1024,
+                        gate: GateLimits::NONE,
+                    },
+                    confine: None,
+                    scratch: None,
+                }))
+                .expect("the gate ran");
+            assert_eq!(run.termination, crate::supervise::Termination::Exited(0));
+        }
+        assert!(
+            matches!(agent.try_status(), Ok(None)),
+            "the sweep took the agent for an orphan: {:?}",
+            agent.try_status()
+        );
+        kill_group(agent.id() as i32).expect("kill");
+        let _ = futures_lite::future::block_on(agent.status());
     }
 }

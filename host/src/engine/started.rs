@@ -205,7 +205,7 @@ impl Engine {
     async fn follow(
         &self,
         sid: String,
-        mut child: async_process::Child,
+        mut child: super::agent_process::Agent,
         pattern: Option<regex::Regex>,
         quiet: Duration,
     ) {

@@ -3,13 +3,14 @@
 //! The host marks itself `PR_SET_CHILD_SUBREAPER`, so a descendant of a gate
 //! whose parent dies is re-parented to the host instead of to init. After
 //! each supervised process ends, `sweep` kills and reaps every child of the
-//! host that the supervisor did not spawn itself and that is not inside a
-//! live gate's cgroup: such a child can only be a gate's orphan. This is the
+//! host that is not tracked (spawned by the supervisor, or as a `Tracked`
+//! child: the agents `session start` runs) and not inside a live gate's
+//! cgroup: such a child can only be a gate's orphan. This is the
 //! fallback where cgroups are not available, and also catches the zombies
 //! that a `cgroup.kill` leaves re-parented to the host.
 //!
-//! It must never reap a child the supervisor is still waiting on: those are
-//! recorded in the registry under the same lock as their spawn.
+//! It must never kill nor reap a tracked child: those are recorded in the
+//! registry under the same lock as their spawn.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -31,6 +32,60 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// Locks the registry (a poisoned lock is still usable: it holds plain sets).
 pub fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A direct child of the host that is not a gate's (an agent that
+/// `session start` runs, a test's `git`): registered under the registry's
+/// lock as it is spawned, so that the sweep of orphans never kills nor
+/// reaps it; unregistered when this is dropped, after it was waited on.
+#[derive(Debug)]
+pub struct Tracked(i32);
+
+impl Tracked {
+    /// Runs `spawn` under the registry's lock and registers the pid
+    /// (`pid_of`) of what it started.
+    pub fn spawn<T>(
+        spawn: impl FnOnce() -> std::io::Result<T>,
+        pid_of: impl FnOnce(&T) -> u32,
+    ) -> std::io::Result<(T, Tracked)> {
+        let mut reg = registry();
+        let child = spawn()?;
+        let pid = pid_of(&child) as i32;
+        reg.children.insert(pid);
+        Ok((child, Tracked(pid)))
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        registry().children.remove(&self.0);
+    }
+}
+
+/// `Command::output` and `Command::status` for the unit tests, tracked:
+/// another test's gate that runs without cgroups sweeps the test
+/// process's untracked children (it cannot tell them from orphans).
+#[cfg(test)]
+pub trait TrackedCommand {
+    fn tracked_output(&mut self) -> std::io::Result<std::process::Output>;
+    fn tracked_status(&mut self) -> std::io::Result<std::process::ExitStatus>;
+}
+
+#[cfg(test)]
+impl TrackedCommand for std::process::Command {
+    fn tracked_output(&mut self) -> std::io::Result<std::process::Output> {
+        use std::process::Stdio;
+        self.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (child, _tracked) = Tracked::spawn(|| self.spawn(), |c| c.id())?;
+        child.wait_with_output()
+    }
+
+    fn tracked_status(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let (mut child, _tracked) = Tracked::spawn(|| self.spawn(), |c| c.id())?;
+        child.wait()
+    }
 }
 
 static SUBREAPER: Once = Once::new();
@@ -154,10 +209,11 @@ mod tests {
     #[test]
     fn parent_of_reads_the_ppid_of_a_real_process() {
         let me = std::process::id() as i32;
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .expect("spawn sleep");
+        let (mut child, _tracked) = Tracked::spawn(
+            || std::process::Command::new("sleep").arg("5").spawn(),
+            |c| c.id(),
+        )
+        .expect("spawn sleep");
         assert_eq!(parent_of(child.id() as i32), Some(me));
         child.kill().expect("kill");
         child.wait().expect("wait");

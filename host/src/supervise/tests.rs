@@ -329,7 +329,9 @@ fn a_dead_hosts_cgroups_are_removed_with_the_ones_nested_in_them() {
     let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
     let parent = cgroup::host_cgroup().expect("cgroup v2 here");
     // A pid that no longer exists: a child that was waited on.
-    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    let (mut gone, _tracked) =
+        reaper::Tracked::spawn(|| std::process::Command::new("true").spawn(), |c| c.id())
+            .expect("true");
     let dead = gone.id();
     gone.wait().expect("wait");
     // What a moving host could leave: a probe made inside its gate cgroup.
@@ -769,23 +771,25 @@ fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
     let parent = cgroup::host_cgroup().expect("cgroup v2 here");
     let t = parent.join(format!("gatehost-leaftest-{}", std::process::id()));
     std::fs::create_dir(&t).expect("mkdir cgroup");
-    // The sleeps are the test's own children: registered as the
-    // supervisor's, so that another test's orphan sweep (which kills the
-    // host's unregistered children) leaves them be.
+    // The sleeps are the test's own children, tracked (registered under
+    // the registry's lock as they are spawned), so that another test's
+    // orphan sweep (which kills the host's unregistered children) leaves
+    // them be: one killed between its spawn and a later registration left
+    // the host's cgroup "shared" with nothing and the test failing.
     let spawn_in = |cg: &Path| {
-        let child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep");
-        reaper::registry().children.insert(child.id() as i32);
+        let (child, tracked) = reaper::Tracked::spawn(
+            || std::process::Command::new("sleep").arg("30").spawn(),
+            |c| c.id(),
+        )
+        .expect("sleep");
         std::fs::write(cg.join("cgroup.procs"), child.id().to_string()).expect("move");
-        child
+        (child, tracked)
     };
     let cgroup_of_pid = |pid: u32| {
         cgroup_of(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"))
     };
-    let mut host = spawn_in(&t);
-    let mut other = spawn_in(&t);
+    let (mut host, _host_tracked) = spawn_in(&t);
+    let (mut other, _other_tracked) = spawn_in(&t);
     assert_eq!(cgroup::move_into_leaf(&t, host.id()), None);
     assert!(
         cgroup_of_pid(host.id()).ends_with(&format!("gatehost-leaftest-{}", std::process::id()))
@@ -804,9 +808,6 @@ fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
     );
     host.kill().expect("kill");
     host.wait().expect("wait");
-    for pid in [host.id(), other.id()] {
-        reaper::registry().children.remove(&(pid as i32));
-    }
     std::fs::remove_dir(&leaf).expect("rmdir leaf");
     std::fs::remove_dir(&t).expect("rmdir");
 }

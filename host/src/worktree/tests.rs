@@ -1,6 +1,7 @@
 //! The worktrees, synced for real against git repositories.
 
 use super::*;
+use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 
@@ -18,7 +19,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
+        .tracked_output()
         .expect("git");
     assert!(
         out.status.success(),

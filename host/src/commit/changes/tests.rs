@@ -2,6 +2,7 @@ use super::*;
 use crate::change::ChangeKind;
 use crate::change::split;
 use crate::commit::test_git::git;
+use crate::supervise::reaper::TrackedCommand as _;
 use std::process::Command;
 
 #[test]
@@ -79,7 +80,7 @@ fn changes_carry_blob_ids_modes_and_counts_read_as_git_would() {
     let head_blob = Command::new("git")
         .args(["rev-parse", "HEAD:notes.md"])
         .current_dir(ws)
-        .output()
+        .tracked_output()
         .expect("git");
     assert_eq!(old_id, String::from_utf8_lossy(&head_blob.stdout).trim());
     assert_eq!(notes.new.as_ref().and_then(|s| s.mode), Some(0o100644));

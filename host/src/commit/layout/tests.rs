@@ -1,5 +1,6 @@
 use super::super::tests::{commit, git, head, paths, repo, write};
 use super::*;
+use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::symlink;
 
 /// A repository (`main`) with a linked worktree `wt` on branch `agent`,
@@ -208,7 +209,7 @@ fn specials_in_a_linked_worktrees_directories_are_refused_by_their_path() {
     std::fs::remove_file(&index).unwrap();
     let made = std::process::Command::new("mkfifo")
         .arg(&index)
-        .status()
+        .tracked_status()
         .unwrap();
     assert!(made.success());
     let p = paths(&["a.txt"]);
