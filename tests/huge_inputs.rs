@@ -101,3 +101,61 @@ fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and
         rss_kib / 1024
     );
 }
+
+/// A chain of 1,000 nested directories (the agent makes one in a second):
+/// the walk used to recurse into it until the hook's stack overflowed and
+/// the process aborted, which the agent's CLI takes for no objection. Now
+/// the hook answers, blocking, and says how deep it goes.
+#[test]
+fn a_chain_of_nested_directories_deeper_than_the_walk_goes_is_a_block_not_a_crash() {
+    use rustix::fs::{Mode, OFlags};
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    s.write_ws("src/lib.rs", "fn a() {}\n");
+    git_commit_all(&s.ws, "lib");
+    let mut dir = rustix::fs::open(&s.ws, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty())
+        .expect("open the workspace");
+    const DEPTH: usize = 1000;
+    for _ in 0..DEPTH {
+        rustix::fs::mkdirat(&dir, "d", Mode::from_raw_mode(0o755)).expect("mkdir");
+        dir = rustix::fs::openat(&dir, "d", OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty())
+            .expect("open");
+    }
+    let leaf = rustix::fs::openat(
+        &dir,
+        "deep.txt",
+        OFlags::CREATE | OFlags::WRONLY,
+        Mode::from_raw_mode(0o644),
+    )
+    .expect("create");
+    rustix::io::write(&leaf, b"dbg!(1)\n").expect("write");
+    let config = s.write(
+        "config.toml",
+        &format!(
+            "{}{}",
+            allow_config(&["true"]),
+            wasm_config_in(&shared_cache(), "")
+        ),
+    );
+    let gates = s.write(
+        "gates.json",
+        &serde_json::json!({"wasm": {"plugin": "forbid-patterns", "config": {"scope": "changed", "rules": [
+            {"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]}}})
+        .to_string(),
+    );
+    let (answer, _) = hook_rss(&s, &config, &gates);
+    let v: serde_json::Value = serde_json::from_str(answer.trim()).expect("the hook's JSON");
+    assert_eq!(v["decision"], "block", "{answer}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("nests directories deeper than 512 levels"),
+        "{reason}"
+    );
+    // Removed from the bottom up (a recursive removal holds a descriptor
+    // per level).
+    let mut chain: Vec<String> = (1..=DEPTH).map(|k| vec!["d"; k].join("/")).collect();
+    std::fs::remove_file(s.ws.join(chain[DEPTH - 1].clone() + "/deep.txt")).expect("rm");
+    while let Some(d) = chain.pop() {
+        std::fs::remove_dir(s.ws.join(d)).expect("rmdir");
+    }
+}

@@ -111,21 +111,22 @@ mod read;
 pub mod remembered;
 mod repo;
 mod snapshot;
+mod stat_cache;
 #[cfg(test)]
 mod test_git;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
-    workspace_changes_remembered, workspace_diff,
+    workspace_changes_loading, workspace_changes_remembered, workspace_diff,
 };
 use excludes::Excludes;
 use index::*;
 pub use layout::GitDirs;
-pub(crate) use read::Stamp;
-pub use read::StatCache;
 use read::*;
 use repo::*;
 pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
+pub(crate) use stat_cache::Stamp;
+pub use stat_cache::StatCache;
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";
@@ -177,6 +178,10 @@ pub enum CommitError {
     UnsupportedFileType { path: String },
     #[error("{path:?} changed while it was being read")]
     ChangedWhileReading { path: String },
+    #[error(
+        "the workspace nests directories deeper than {max} levels (below {path:?}); gatehost does not walk deeper"
+    )]
+    TooDeep { path: String, max: usize },
     #[error(
         "{path:?} holds {bytes} bytes; files past {max} bytes are not read into a change set or a commit (keep it out of the commit paths, or ignore it)"
     )]

@@ -33,6 +33,9 @@ pub(super) struct Item {
     pub(super) known: Option<ObjectId>,
     /// How the file looked when read (regular files only).
     pub(super) stamp: Option<Stamp>,
+    /// HEAD's entry at its path (from the tracked entries the read was
+    /// given), looked up once, as the file was read.
+    pub(super) head: Option<(EntryKind, ObjectId)>,
     /// Set when the file was larger than the read's content cap: never
     /// read into memory (`data` empty), its size, and its blob id when it
     /// is tracked (hashed as it streamed, to know whether it changed).
@@ -56,129 +59,51 @@ pub(super) struct Reads<'a> {
     /// set's per-file cap; never set for a commit's snapshot, which must
     /// write the blob).
     pub(super) content_cap: Option<u64>,
+    /// A file the cache vouches for whose blob and mode are HEAD's is not
+    /// listed, only its path kept (`Snapshot::unchanged`): a change set
+    /// needs only what changed. Never set for a snapshot a tree is written
+    /// from, nor for paths that overlap.
+    pub(super) skip_unchanged: bool,
+}
+
+/// What a walk found: the files listed, and the paths of the files left
+/// unlisted because they are HEAD's (see [`Reads::skip_unchanged`]).
+#[derive(Default)]
+pub(super) struct Found {
+    pub(super) items: Vec<Item>,
+    pub(super) unchanged: Vec<BString>,
+}
+
+impl Found {
+    /// Takes the regular file `name` of `dir`: unlisted when `reads` skips
+    /// unchanged files and the cache vouches for HEAD's blob and mode,
+    /// else read (see [`Item::regular`]).
+    fn regular(
+        &mut self,
+        dir: &Dir,
+        name: &OsStr,
+        meta: &Metadata,
+        rel: BString,
+        reads: Reads<'_>,
+        head: Option<(EntryKind, ObjectId)>,
+    ) -> Result<(), CommitError> {
+        if reads.skip_unchanged
+            && let (Some(cache), Some((head_kind, head_id))) = (reads.cache, head)
+            && cache
+                .hit(rel.as_bstr(), &Stamp::of(meta))
+                .is_some_and(|(kind, id)| id == head_id && kind.entry_kind() == head_kind)
+        {
+            self.unchanged.push(rel);
+            return Ok(());
+        }
+        self.items
+            .push(Item::regular(dir, name, meta, rel, reads, head)?);
+        Ok(())
+    }
 }
 
 /// HEAD's entries under some paths: kind and id by path.
 pub(super) type Tracked = BTreeMap<BString, (EntryKind, ObjectId)>;
-
-/// What identifies a file's state without reading it: a write or chmod
-/// changes its ctime, which no unprivileged process can set back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    pub(super) dev: u64,
-    pub(super) ino: u64,
-    pub(super) size: u64,
-    pub(super) mode: u32,
-    pub(super) mtime: (i64, i64),
-    pub(super) ctime: (i64, i64),
-}
-
-impl Stamp {
-    pub(crate) fn of(m: &Metadata) -> Stamp {
-        Stamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mode: m.mode(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-}
-
-/// Blob ids of files read before, by path and [`Stamp`]: a file whose
-/// stamp is unchanged is not read again. Only files whose ctime is at
-/// least [`RACY_SECS`] old are kept (a write in the same clock tick as the
-/// read would not change the stamp).
-#[derive(Debug)]
-pub struct StatCache {
-    pub(super) entries: std::collections::HashMap<BString, (Stamp, FileKind, ObjectId)>,
-    pub(super) racy_secs: i64,
-    /// HEAD's entries under the paths, by (HEAD's tree, paths).
-    pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, Tracked)>,
-    /// The last tree written, by what it was made of (HEAD's tree, the
-    /// paths, and every file's path, mode and blob id, digested).
-    pub(super) last_tree: Option<([u8; 32], ObjectId)>,
-}
-
-impl Default for StatCache {
-    fn default() -> Self {
-        StatCache {
-            entries: Default::default(),
-            racy_secs: RACY_SECS,
-            tracked: None,
-            last_tree: None,
-        }
-    }
-}
-
-/// See [`StatCache`].
-pub(super) const RACY_SECS: i64 = 2;
-
-impl StatCache {
-    pub(super) fn hit(&self, path: &BStr, stamp: &Stamp) -> Option<(FileKind, ObjectId)> {
-        self.entries
-            .get(path)
-            .filter(|(s, _, _)| s == stamp)
-            .map(|(_, k, id)| (*k, *id))
-    }
-
-    /// HEAD's entries under `paths`, kept for HEAD's tree.
-    pub(super) fn tracked(
-        &mut self,
-        repo: &Repository,
-        head_tree: Option<ObjectId>,
-        paths: &[String],
-    ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
-        if let Some((tree, p, map)) = &self.tracked
-            && *tree == head_tree
-            && p == paths
-        {
-            return Ok(map.clone());
-        }
-        let map = tracked_entries(repo, head_tree, paths)?;
-        self.tracked = Some((head_tree, paths.to_vec(), map.clone()));
-        Ok(map)
-    }
-
-    /// Forgets everything (after an error: nothing half-known is kept).
-    pub(super) fn clear(&mut self) {
-        self.entries.clear();
-        self.tracked = None;
-        self.last_tree = None;
-    }
-
-    /// Replaces the entries by those of `items` (with their blob ids);
-    /// whether anything changed. When every item was a hit and none went,
-    /// nothing changes.
-    pub(super) fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) -> bool {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let items: Vec<(&Item, ObjectId)> = items.collect();
-        if items.len() == self.entries.len() && items.iter().all(|(i, _)| i.known.is_some()) {
-            return false;
-        }
-        self.entries.clear();
-        for (item, id) in items {
-            if let Some(stamp) = item.stamp
-                && stamp.ctime.0 <= now - self.racy_secs
-            {
-                self.entries
-                    .insert(item.path.clone(), (stamp, item.kind, id));
-            }
-        }
-        true
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-}
 
 impl Item {
     /// The blob id of its content.
@@ -200,14 +125,15 @@ impl Item {
 
     /// Reads a regular file, unless the stat cache vouches for it
     /// unchanged, or it is over the read's content cap (then only a
-    /// tracked one is read, streaming, for its blob id).
+    /// tracked one, `head` being HEAD's entry at its path, is read,
+    /// streaming, for its blob id).
     pub(super) fn regular(
         dir: &Dir,
         name: &OsStr,
         meta: &Metadata,
         rel: BString,
         reads: Reads<'_>,
-        is_tracked: bool,
+        head: Option<(EntryKind, ObjectId)>,
     ) -> Result<Item, CommitError> {
         let stamp = Stamp::of(meta);
         if let Some((kind, id)) = reads.cache.and_then(|c| c.hit(rel.as_bstr(), &stamp)) {
@@ -217,13 +143,14 @@ impl Item {
                 data: Vec::new(),
                 known: Some(id),
                 stamp: Some(stamp),
+                head,
                 oversized: None,
             });
         }
         if let Some(cap) = reads.content_cap
             && meta.len() > cap
         {
-            let (kind, id) = if is_tracked {
+            let (kind, id) = if head.is_some() {
                 hash_file(dir, name, meta, rel.as_bstr())?
             } else {
                 (FileKind::of(meta), None)
@@ -234,6 +161,7 @@ impl Item {
                 data: Vec::new(),
                 known: None,
                 stamp: Some(stamp),
+                head,
                 oversized: Some(Oversized {
                     bytes: meta.len(),
                     cap,
@@ -248,6 +176,7 @@ impl Item {
             data,
             known: None,
             stamp: Some(stamp),
+            head,
             oversized: None,
         })
     }
@@ -256,6 +185,9 @@ impl Item {
 /// What was read for each given path: `None` when it is absent.
 pub(super) struct Snapshot {
     pub(super) sections: Vec<(String, Option<Vec<Item>>)>,
+    /// The files left unlisted as HEAD's (only when read with
+    /// [`Reads::skip_unchanged`]), each once.
+    pub(super) unchanged: Vec<BString>,
 }
 
 impl Snapshot {
@@ -337,6 +269,7 @@ pub(super) fn read_snapshot_cached(
         Reads {
             cache,
             content_cap: None,
+            skip_unchanged: false,
         },
     )
 }
@@ -348,13 +281,59 @@ pub(super) fn read_snapshot_with(
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     reads: Reads<'_>,
 ) -> Result<Snapshot, CommitError> {
-    let mut sections = Vec::with_capacity(paths.len());
-    for path in paths {
-        let section = read_path(ws, path, tracked, reads)?;
-        sections.push((path.clone(), section));
+    let mut reads = reads;
+    // Overlapping paths would list a file twice: then each is listed.
+    let nested = |a: &String, b: &String| {
+        a == b || b.starts_with(&format!("{a}/")) || a.starts_with(&format!("{b}/"))
+    };
+    if paths
+        .iter()
+        .enumerate()
+        .any(|(i, a)| paths[i + 1..].iter().any(|b| nested(a, b)))
+    {
+        reads.skip_unchanged = false;
     }
-    Ok(Snapshot { sections })
+    let (root, common) = (&ws.root, &ws.common);
+    let read_all = || -> Result<Snapshot, CommitError> {
+        let mut sections = Vec::with_capacity(paths.len());
+        let mut unchanged = Vec::new();
+        for path in paths {
+            let section = read_path(root, common, path, tracked, reads)?.map(|found| {
+                unchanged.extend(found.unchanged);
+                found.items
+            });
+            sections.push((path.clone(), section));
+        }
+        Ok(Snapshot {
+            sections,
+            unchanged,
+        })
+    };
+    match walk_pool() {
+        Some(pool) => pool.install(read_all),
+        None => read_all(),
+    }
 }
+
+/// The threads the workspace is walked on: rayon's, with stacks deep
+/// enough for [`MAX_WALK_DEPTH`] levels of the walk's recursion (a
+/// thread's default 2 MiB were not, in a debug build, for 256). Made
+/// once; where it cannot be, the walk runs on rayon's global pool.
+fn walk_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("gatehost-walk-{i}"))
+            .stack_size(WALK_STACK_BYTES)
+            .build()
+            .map_err(|e| warn!(error = %e, "cannot start the workspace walk's threads"))
+            .ok()
+    })
+    .as_ref()
+}
+
+/// See [`walk_pool`]: address space, touched only as deep as a walk goes.
+const WALK_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Reads `name` in `dir` if it is a regular file (symlinks are not followed).
 pub(super) fn read_regular_if_present(
@@ -476,17 +455,17 @@ pub(super) fn open_subdir(
 
 /// Reads one given path: `None` when absent.
 pub(super) fn read_path(
-    ws: &Workspace,
+    root: &Dir,
+    common: &Dir,
     path: &str,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     reads: Reads<'_>,
-) -> Result<Option<Vec<Item>>, CommitError> {
+) -> Result<Option<Found>, CommitError> {
     let components: Vec<&str> = path.split('/').collect();
     let Some((last, parents)) = components.split_last() else {
         return Err(CommitPathError::Empty.into());
     };
-    let root = &ws.root;
-    let mut excludes = Excludes::new(&ws.common)?;
+    let mut excludes = Excludes::new(common)?;
     excludes.push_dir(root, b"".as_bstr())?;
     let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
     let mut rel = BString::default();
@@ -524,20 +503,22 @@ pub(super) fn read_path(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(rel.as_bstr())(e)),
     };
-    let mut items = Vec::new();
+    let mut items = Found::default();
     if meta.is_symlink() {
         let data = read_symlink(&dir, name, rel.as_bstr())?;
-        items.push(Item {
+        let head = tracked.get(&rel).copied();
+        items.items.push(Item {
             path: rel,
             kind: FileKind::Symlink,
             data,
             known: None,
             stamp: None,
+            head,
             oversized: None,
         });
     } else if meta.is_file() {
-        let is_tracked = tracked.contains_key(&rel);
-        items.push(Item::regular(&dir, name, &meta, rel, reads, is_tracked)?);
+        let head = tracked.get(&rel).copied();
+        items.regular(&dir, name, &meta, rel, reads, head)?;
     } else if meta.is_dir() {
         if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
             return Ok(Some(items));
@@ -565,6 +546,18 @@ pub(super) fn read_path(
     Ok(Some(items))
 }
 
+/// How many names of a directory one task of the walk takes: one each
+/// cost an allocation and a task per file.
+const WALK_CHUNK: usize = 16;
+
+/// How deep the walk goes into the workspace's directories. The walk
+/// recurses (frames per level, on the walk's threads): a chain of 3,000
+/// nested directories, which the agent can make in a second, overflowed
+/// a 2 MiB stack and aborted the host, a hook's crash the agent's CLI
+/// takes for "no objection". Past it the read is refused (a gate error,
+/// fail closed).
+pub const MAX_WALK_DEPTH: usize = 512;
+
 /// Recursively collects the files of `dir` (repo-relative `rel`), sorted by path.
 /// Below an ignored directory only files tracked in HEAD are taken.
 pub(super) fn walk_dir(
@@ -574,9 +567,17 @@ pub(super) fn walk_dir(
     excludes: &mut Excludes,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     reads: Reads<'_>,
-    items: &mut Vec<Item>,
+    items: &mut Found,
 ) -> Result<(), CommitError> {
     use rayon::prelude::*;
+    if rel.iter().filter(|b| **b == b'/').count() >= MAX_WALK_DEPTH {
+        let mut shown = rel.to_str_lossy().into_owned();
+        shown.truncate(shown.floor_char_boundary(200));
+        return Err(CommitError::TooDeep {
+            path: shown,
+            max: MAX_WALK_DEPTH,
+        });
+    }
     let pushed = excludes.push_dir(dir, rel.as_bstr())?;
     let mut names = Vec::new();
     for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
@@ -584,23 +585,25 @@ pub(super) fn walk_dir(
         names.push(entry.file_name());
     }
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    // Each name on rayon's pool (a directory with its own copy of the
-    // ignore rules), the results put back in name order.
+    // Names on rayon's pool a few at a time (a directory with its own
+    // copy of the ignore rules), the results put back in name order.
     let excludes_here: &Excludes = excludes;
-    let parts: Vec<Result<Vec<Item>, CommitError>> = names
-        .par_iter()
-        .map(|name| {
-            let mut out = Vec::new();
-            walk_entry(
-                dir,
-                &rel,
-                name,
-                ignored_parent,
-                excludes_here,
-                tracked,
-                reads,
-                &mut out,
-            )?;
+    let parts: Vec<Result<Found, CommitError>> = names
+        .par_chunks(WALK_CHUNK)
+        .map(|chunk| {
+            let mut out = Found::default();
+            for name in chunk {
+                walk_entry(
+                    dir,
+                    &rel,
+                    name,
+                    ignored_parent,
+                    excludes_here,
+                    tracked,
+                    reads,
+                    &mut out,
+                )?;
+            }
             Ok(out)
         })
         .collect();
@@ -608,7 +611,9 @@ pub(super) fn walk_dir(
         excludes.pop();
     }
     for part in parts {
-        items.extend(part?);
+        let part = part?;
+        items.items.extend(part.items);
+        items.unchanged.extend(part.unchanged);
     }
     Ok(())
 }
@@ -623,7 +628,7 @@ pub(super) fn walk_entry(
     excludes: &Excludes,
     tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
     reads: Reads<'_>,
-    items: &mut Vec<Item>,
+    items: &mut Found,
 ) -> Result<(), CommitError> {
     if is_dot_git(name.as_bytes()) {
         return Ok(());
@@ -637,7 +642,7 @@ pub(super) fn walk_entry(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_err(child.as_bstr())(e)),
     };
-    let is_tracked = tracked.contains_key(&child);
+    let head = tracked.get(&child).copied();
     if meta.is_dir() {
         if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
             return Ok(());
@@ -663,22 +668,23 @@ pub(super) fn walk_entry(
         let mut own = excludes.clone();
         return walk_dir(&sub, child, ignored, &mut own, tracked, reads, items);
     }
-    let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), false);
-    if ignored && !is_tracked {
+    // A tracked file is taken, ignored or not (its rules are not matched).
+    if head.is_none() && (ignored_parent || excludes.is_ignored(child.as_bstr(), false)) {
         return Ok(());
     }
     if meta.is_symlink() {
         let data = read_symlink(dir, name, child.as_bstr())?;
-        items.push(Item {
+        items.items.push(Item {
             path: child,
             kind: FileKind::Symlink,
             data,
             known: None,
             stamp: None,
+            head,
             oversized: None,
         });
     } else if meta.is_file() {
-        items.push(Item::regular(dir, name, &meta, child, reads, is_tracked)?);
+        items.regular(dir, name, &meta, child, reads, head)?;
     } else {
         // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
         warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");

@@ -10,7 +10,7 @@
 //! make a change look unchanged: an entry vouches for a file only when its
 //! device, inode, size, mode, mtime and ctime are all the same (a write or
 //! a chmod moves the ctime, which only root can set back), only files whose
-//! ctime was at least [`super::read::RACY_SECS`] old when the read began are
+//! ctime was at least [`super::stat_cache::RACY_SECS`] old when the read began are
 //! remembered, and only files whose content was then HEAD's blob. A file
 //! that is missing, unreadable, not the format or whose digest fails is an
 //! empty cache (everything is read again), logged, never an error.
@@ -25,7 +25,8 @@
 //! old blob id would hide the change. The state directory is the host's,
 //! as the hooks' retry counts are (see `hook::state`).
 
-use super::read::{FileKind, Stamp, StatCache};
+use super::read::FileKind;
+use super::stat_cache::{Stamp, StatCache};
 use gix::ObjectId;
 use gix::bstr::BString;
 use serde::{Deserialize, Serialize};
@@ -266,6 +267,46 @@ mod tests {
         let (changes, _) =
             workspace_changes_remembered(ws, caps, &mut loaded).expect("forged index");
         assert_eq!(changes.len(), 1);
+    }
+
+    /// With the cache vouching for HEAD's files (left unlisted by the
+    /// read), a deletion is still seen, an addition too, a file put back
+    /// as HEAD has it is unchanged, and the cache keeps exactly HEAD's
+    /// files still there.
+    #[test]
+    fn unlisted_unchanged_files_still_let_deletions_and_additions_through() {
+        let (t, mut cache) = setup();
+        let ws = t.path();
+        let caps = ChangeCaps::default();
+        workspace_changes_remembered(ws, caps, &mut cache).expect("fill");
+        assert_eq!(cache.len(), 3);
+        std::fs::remove_file(ws.join("b.txt")).expect("rm");
+        std::fs::write(ws.join("src/new.rs"), "fn n() {}\n").expect("write");
+        let (changes, changed) = workspace_changes_remembered(ws, caps, &mut cache).expect("rm");
+        let listed: Vec<(String, crate::change::ChangeKind)> = changes
+            .iter()
+            .map(|c| (c.path_lossy().into_owned(), c.kind))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("src/new.rs".to_string(), crate::change::ChangeKind::Added),
+                ("b.txt".to_string(), crate::change::ChangeKind::Deleted),
+            ]
+        );
+        assert!(changed, "b.txt forgotten");
+        assert_eq!(cache.len(), 2, "a.txt and src/c.rs");
+        // Nothing else changed: nothing to save, the same answer.
+        let (again, changed) = workspace_changes_remembered(ws, caps, &mut cache).expect("again");
+        assert_eq!(again.len(), 2);
+        assert!(!changed);
+        // b.txt back as HEAD has it: no change at all, and remembered.
+        std::fs::write(ws.join("b.txt"), "b\n").expect("write");
+        std::fs::remove_file(ws.join("src/new.rs")).expect("rm");
+        let (none, changed) = workspace_changes_remembered(ws, caps, &mut cache).expect("back");
+        assert!(none.is_empty(), "{none:?}");
+        assert!(changed);
+        assert_eq!(cache.len(), 3);
     }
 
     #[test]

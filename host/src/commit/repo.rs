@@ -403,11 +403,11 @@ pub(super) fn tracked_entries(
     head_tree: Option<ObjectId>,
     paths: &[String],
 ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
-    let mut out = BTreeMap::new();
     let Some(tree) = head_tree else {
-        return Ok(out);
+        return Ok(BTreeMap::new());
     };
     let tree = repo.find_tree(tree).map_err(git("read HEAD tree"))?;
+    let mut found = Vec::new();
     for path in paths {
         let Some(entry) = tree
             .lookup_entry(path.split('/'))
@@ -417,27 +417,54 @@ pub(super) fn tracked_entries(
         };
         let kind = entry.mode().kind();
         if kind != EntryKind::Tree {
-            out.insert(BString::from(path.as_str()), (kind, entry.object_id()));
+            found.push((BString::from(path.as_str()), (kind, entry.object_id())));
             continue;
         }
-        let sub = repo
-            .find_tree(entry.object_id())
-            .map_err(git("read HEAD tree"))?;
-        for record in sub
-            .traverse()
-            .breadthfirst
-            .files()
-            .map_err(git("read HEAD tree"))?
-        {
-            let kind = record.mode.kind();
-            if kind == EntryKind::Tree {
-                continue;
-            }
-            let mut full = BString::from(path.as_str());
-            full.push(b'/');
-            full.extend_from_slice(&record.filepath);
-            out.insert(full, (kind, record.oid));
-        }
+        let mut prefix = BString::from(path.as_str());
+        collect_tree(repo, entry.object_id(), &mut prefix, 0, &mut found)?;
     }
-    Ok(out)
+    // Bulk-built (sorted once, then no per-entry rebalancing).
+    Ok(found.into_iter().collect())
+}
+
+/// How deep trees may nest (git's own `core.maxTreeDepth` default): a
+/// deeper one, which only a crafted commit holds, is refused rather than
+/// walked.
+const MAX_TREE_DEPTH: usize = 4096;
+
+/// Every non-tree entry below the tree `id` (at `depth`), its path
+/// `prefix/…`, pushed onto `out` depth first: one allocation per entry
+/// (its full path) and one buffer per tree.
+fn collect_tree(
+    repo: &Repository,
+    id: ObjectId,
+    prefix: &mut BString,
+    depth: usize,
+    out: &mut Vec<(BString, (EntryKind, ObjectId))>,
+) -> Result<(), CommitError> {
+    use gix::objs::FindExt as _;
+    if depth >= MAX_TREE_DEPTH {
+        return Err(CommitError::UnsafeRepository(format!(
+            "HEAD's tree nests deeper than {MAX_TREE_DEPTH} directories (below {}…)",
+            prefix[..prefix.len().min(200)].as_bstr()
+        )));
+    }
+    let mut buf = Vec::new();
+    let tree = repo
+        .objects
+        .find_tree(&id, &mut buf)
+        .map_err(git("read HEAD tree"))?;
+    for e in &tree.entries {
+        let len = prefix.len();
+        prefix.push(b'/');
+        prefix.extend_from_slice(e.filename);
+        let kind = e.mode.kind();
+        if kind == EntryKind::Tree {
+            collect_tree(repo, e.oid.to_owned(), prefix, depth + 1, out)?;
+        } else {
+            out.push((prefix.clone(), (kind, e.oid.to_owned())));
+        }
+        prefix.truncate(len);
+    }
+    Ok(())
 }

@@ -216,8 +216,9 @@ fn remembered_changes(
         .path()
         .join("stat-cache")
         .join(format!("{}.bin", &name[..32]));
-    let mut cache = crate::commit::remembered::load(&file, root);
-    let (changes, changed) = crate::commit::workspace_changes_remembered(root, caps, &mut cache)?;
+    let (changes, changed, cache) = crate::commit::workspace_changes_loading(root, caps, || {
+        crate::commit::remembered::load(&file, root)
+    })?;
     if changed && let Err(e) = crate::commit::remembered::save(&file, root, &cache) {
         tracing::warn!(file = %file.display(), error = %e, "the stat cache could not be saved: the next stop reads every file");
     }

@@ -241,3 +241,35 @@ fn a_change_set_caps_big_files_and_its_total_and_lists_every_file() {
     assert!(!b.hunks.contains("+two"), "{}", b.hunks);
     assert_eq!(changes.len(), 6, "every file listed: {changes:?}");
 }
+
+/// The walk goes [`super::super::read::MAX_WALK_DEPTH`] directories deep
+/// and no deeper: a file at the last level is in the change set; one
+/// level more and the read is refused, naming the depth (before: the
+/// recursion overflowed the stack and aborted the host).
+#[test]
+fn the_walk_reads_to_its_depth_and_refuses_a_deeper_chain() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = t.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "a\n").expect("write");
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-q", "-m", "init"]);
+    let max = super::super::read::MAX_WALK_DEPTH;
+    let deepest = vec!["d"; max].join("/");
+    std::fs::create_dir_all(ws.join(&deepest)).expect("mkdir");
+    std::fs::write(ws.join(&deepest).join("x.txt"), "x\n").expect("write");
+    let changes = workspace_changes(ws, ChangeCaps::default()).expect("at the limit");
+    let paths: Vec<String> = changes
+        .iter()
+        .map(|c| c.path_lossy().into_owned())
+        .collect();
+    assert_eq!(paths, [format!("{deepest}/x.txt")]);
+    std::fs::create_dir(ws.join(&deepest).join("d")).expect("mkdir");
+    match workspace_changes(ws, ChangeCaps::default()) {
+        Err(CommitError::TooDeep { max: m, path }) => {
+            assert_eq!(m, max);
+            assert!(path.starts_with("d/d/"), "{path}");
+        }
+        other => panic!("expected TooDeep, got {other:?}"),
+    }
+}
