@@ -40,9 +40,10 @@ fn hook_rss(s: &Scratch, config: &std::path::Path, gates: &std::path::Path) -> (
     (text, usage.ru_maxrss)
 }
 
-#[test]
-fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and_says_what_it_capped()
- {
+/// A workspace with one commit, and a hook configuration whose one gate is
+/// `forbid-patterns` over the change set, forbidding `dbg!(`: the scratch
+/// directory, the configuration and the gates.
+fn committed_with_forbid_dbg() -> (Scratch, std::path::PathBuf, std::path::PathBuf) {
     let s = Scratch::new();
     git_repo(&s.ws);
     s.write_ws("src/lib.rs", "fn a() {}\n");
@@ -61,6 +62,13 @@ fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and
             {"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]}}})
         .to_string(),
     );
+    (s, config, gates)
+}
+
+#[test]
+fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and_says_what_it_capped()
+ {
+    let (s, config, gates) = committed_with_forbid_dbg();
     // Once on a small change: the plugin is compiled into the shared cache
     // (cranelift's memory is not the change set's), and the gate finds.
     s.write_ws("src/lib.rs", "fn a() { dbg!(1); }\n");
@@ -109,10 +117,7 @@ fn a_hook_over_a_3_gib_file_and_a_1_gib_line_runs_its_gate_in_bounded_memory_and
 #[test]
 fn a_chain_of_nested_directories_deeper_than_the_walk_goes_is_a_block_not_a_crash() {
     use rustix::fs::{Mode, OFlags};
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    s.write_ws("src/lib.rs", "fn a() {}\n");
-    git_commit_all(&s.ws, "lib");
+    let (s, config, gates) = committed_with_forbid_dbg();
     let mut dir = rustix::fs::open(&s.ws, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty())
         .expect("open the workspace");
     const DEPTH: usize = 1000;
@@ -129,20 +134,6 @@ fn a_chain_of_nested_directories_deeper_than_the_walk_goes_is_a_block_not_a_cras
     )
     .expect("create");
     rustix::io::write(&leaf, b"dbg!(1)\n").expect("write");
-    let config = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            wasm_config_in(&shared_cache(), "")
-        ),
-    );
-    let gates = s.write(
-        "gates.json",
-        &serde_json::json!({"wasm": {"plugin": "forbid-patterns", "config": {"scope": "changed", "rules": [
-            {"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]}}})
-        .to_string(),
-    );
     let (answer, _) = hook_rss(&s, &config, &gates);
     let v: serde_json::Value = serde_json::from_str(answer.trim()).expect("the hook's JSON");
     assert_eq!(v["decision"], "block", "{answer}");
