@@ -309,6 +309,40 @@ mod tests {
         assert_eq!(cache.len(), 3);
     }
 
+    /// The read behind a remembered change set really leaves HEAD's files
+    /// the cache vouches for unlisted (the test above would pass with
+    /// every file listed), and a read without the cache lists them all.
+    #[test]
+    fn a_change_sets_read_lists_only_what_the_cache_cannot_vouch_for() {
+        use crate::commit::read::{Reads, read_snapshot_with};
+        let (t, mut cache) = setup();
+        let ws = t.path();
+        workspace_changes_remembered(ws, ChangeCaps::default(), &mut cache).expect("fill");
+        std::fs::write(ws.join("a.txt"), "A\n").expect("write");
+        let workspace = crate::commit::Workspace::open(ws).expect("open");
+        let head = crate::commit::resolve_head(&workspace.repo).expect("head");
+        let paths = vec!["a.txt".to_string(), "b.txt".to_string(), "src".to_string()];
+        let tracked =
+            crate::commit::tracked_entries(&workspace.repo, head.tree, &paths).expect("tracked");
+        let read = |skip_unchanged| {
+            let reads = Reads {
+                cache: Some(&cache),
+                content_cap: None,
+                skip_unchanged,
+            };
+            read_snapshot_with(&workspace, &paths, &tracked, reads).expect("read")
+        };
+        let skipped = read(true);
+        let listed: Vec<String> = skipped.files().map(|i| i.path.to_string()).collect();
+        assert_eq!(listed, ["a.txt"]);
+        let mut unchanged: Vec<String> = skipped.unchanged.iter().map(|p| p.to_string()).collect();
+        unchanged.sort();
+        assert_eq!(unchanged, ["b.txt", "src/c.rs"]);
+        let all = read(false);
+        assert_eq!(all.files().count(), 3);
+        assert!(all.unchanged.is_empty());
+    }
+
     #[test]
     fn a_remembered_file_that_is_damaged_another_workspaces_or_a_symlink_is_an_empty_cache() {
         let (t, mut cache) = setup();
