@@ -17,6 +17,7 @@ use gix::bstr::{BString, ByteSlice};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The most diff text produced: beyond it the diff is refused rather than
 /// cut (a cut diff would hide changed files from the gates).
@@ -149,7 +150,7 @@ fn changes_since_head(
     let t1 = std::time::Instant::now();
     let mut loaded = None;
     let (tracked, cache) = match source {
-        Source::None => (tracked_entries(repo, head.tree, &paths)?, None),
+        Source::None => (Arc::new(tracked_entries(repo, head.tree, &paths)?), None),
         Source::Given(c) => (c.tracked(repo, head.tree, &paths)?, Some(c)),
         Source::Load(load) => {
             let (tracked, cache) = std::thread::scope(|s| {
@@ -161,7 +162,7 @@ fn changes_since_head(
                 });
                 (tracked, cache)
             });
-            (tracked?, Some(loaded.insert(cache)))
+            (Arc::new(tracked?), Some(loaded.insert(cache)))
         }
     };
     let t2 = std::time::Instant::now();
@@ -331,9 +332,6 @@ pub(super) fn diff_content(
             cap: caps.file_bytes,
         }))
     };
-    // How many of HEAD's entries other than gitlinks are present (each
-    // file is listed once): all of them, and none can have been deleted.
-    let mut present_tracked = snapshot.unchanged.len();
     let blob = |id| -> Result<Vec<u8>, CommitError> {
         Ok(repo
             .find_blob(id)
@@ -345,7 +343,6 @@ pub(super) fn diff_content(
         let new_kind = item.kind.entry_kind();
         // Looked up as it was read, in this same map.
         let head = item.head;
-        present_tracked += usize::from(head.is_some_and(|(k, _)| k != EntryKind::Commit));
         if let Some(o) = item.oversized {
             // Never read: unchanged when its streamed blob is HEAD's.
             if let (Some((kind, id)), Some(new_id)) = (head, o.id)
@@ -410,24 +407,7 @@ pub(super) fn diff_content(
         };
         push(&mut out, change)?;
     }
-    let gitlinks = || {
-        tracked
-            .values()
-            .filter(|(k, _)| *k == EntryKind::Commit)
-            .count()
-    };
-    if present_tracked + gitlinks() == tracked.len() {
-        return Ok(out);
-    }
-    let present: std::collections::HashSet<&[u8]> = snapshot
-        .files()
-        .map(|item| item.path.as_slice())
-        .chain(snapshot.unchanged.iter().map(|p| p.as_slice()))
-        .collect();
-    for (path, (kind, id)) in tracked {
-        if *kind == EntryKind::Commit || present.contains(path.as_slice()) {
-            continue;
-        }
+    for (path, (kind, id)) in snapshot.deleted(tracked) {
         if let Some(capped) = too_big(*id)? {
             push(
                 &mut out,

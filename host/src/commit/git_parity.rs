@@ -200,6 +200,23 @@ fn a_change_set_and_a_snapshot_equal_what_git_reports() {
     let (snap, changes) = snapshot(ws, &names).unwrap();
     assert_eq!(snap.tree, tree, "the snapshot's tree");
     assert_eq!(rows_of(&changes.unwrap()), want, "the snapshot's changes");
+    // With a warm stat cache, HEAD's unchanged files are left unlisted and
+    // the tree is HEAD's edited where the workspace differs: the same tree
+    // (written again, not taken from the last one).
+    let mut cache = StatCache {
+        racy_secs: -1_000_000,
+        ..StatCache::default()
+    };
+    let (cold, _) = snapshot_with(ws, &names, &mut cache).unwrap();
+    assert_eq!(cold.tree, tree, "the cold snapshot's tree");
+    cache.last_tree = None;
+    let (warm, changes) = snapshot_with(ws, &names, &mut cache).unwrap();
+    assert_eq!(warm.tree, tree, "the warm snapshot's tree");
+    assert_eq!(
+        rows_of(&changes.unwrap()),
+        want,
+        "the warm snapshot's changes"
+    );
     // The repository's own index was never touched by the reference.
     assert!(git(ws, &["diff", "--cached", "--name-only"]).is_empty());
 }

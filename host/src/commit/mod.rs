@@ -114,6 +114,7 @@ mod snapshot;
 mod stat_cache;
 #[cfg(test)]
 mod test_git;
+mod tree;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
     workspace_changes_loading, workspace_changes_remembered, workspace_diff,
@@ -127,6 +128,7 @@ pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
 pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
+use tree::{write_tree, write_tree_with};
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";
@@ -350,72 +352,8 @@ pub fn prepare_by(
         });
     }
 
-    let tree = write_tree(repo, &head, &paths, &tracked, &snapshot)?;
+    let tree = write_tree(repo, &head, &tracked, &snapshot)?;
     write_commit(repo, workspace, &head, tree, paths, message, who)
-}
-
-/// Writes the blobs of `content` and the tree `HEAD`'s tree becomes with
-/// `paths` taken from it (gitlinks kept as in `HEAD`); returns the tree.
-fn write_tree(
-    repo: &Repository,
-    head: &Head,
-    paths: &[String],
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
-    content: &Snapshot,
-) -> Result<ObjectId, CommitError> {
-    write_tree_with(repo, head, paths, tracked, content, &mut |_, _| {})
-}
-
-/// [`write_tree`], telling `each` the blob id of every file; a file whose
-/// id is already known is not written again.
-fn write_tree_with(
-    repo: &Repository,
-    head: &Head,
-    paths: &[String],
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
-    content: &Snapshot,
-    each: &mut dyn FnMut(&Item, ObjectId),
-) -> Result<ObjectId, CommitError> {
-    let mut editor = match head.tree {
-        Some(tree) => repo.edit_tree(tree).map_err(git("edit tree"))?,
-        None => repo.empty_tree().edit().map_err(git("edit tree"))?,
-    };
-    for path in paths {
-        editor.remove(path).map_err(git("remove tree entry"))?;
-    }
-    // Gitlinks are not read from the workspace; keep HEAD's.
-    for (path, (kind, id)) in tracked {
-        if *kind == EntryKind::Commit {
-            editor
-                .upsert(path.clone(), EntryKind::Commit, *id)
-                .map_err(git("keep gitlink"))?;
-        }
-    }
-    for item in content.files() {
-        let id = match item.known {
-            // Vouched for by the stat cache: the blob was written when the
-            // file was read (one in HEAD's tree is there for good; any
-            // other is checked, in case a `git gc` pruned it since).
-            Some(id) if tracked.get(&item.path).map(|t| t.1) == Some(id) || repo.has_object(id) => {
-                id
-            }
-            Some(_) => {
-                return Err(CommitError::InvalidPrepared(format!(
-                    "the blob of {:?} vanished from the repository; read it again",
-                    item.path
-                )));
-            }
-            None => repo
-                .write_blob(&item.data)
-                .map_err(git("write blob"))?
-                .detach(),
-        };
-        each(item, id);
-        editor
-            .upsert(item.path.clone(), item.kind.entry_kind(), id)
-            .map_err(git("add tree entry"))?;
-    }
-    Ok(editor.write().map_err(git("write tree"))?.detach())
 }
 
 /// Writes the commit of `tree` on `head` (nothing when `tree` is `head`'s

@@ -61,8 +61,9 @@ pub(super) struct Reads<'a> {
     pub(super) content_cap: Option<u64>,
     /// A file the cache vouches for whose blob and mode are HEAD's is not
     /// listed, only its path kept (`Snapshot::unchanged`): a change set
-    /// needs only what changed. Never set for a snapshot a tree is written
-    /// from, nor for paths that overlap.
+    /// needs only what changed, and a snapshot's tree is HEAD's edited
+    /// where the workspace differs (see `tree::write_tree_with`). Never
+    /// for paths that overlap (the read turns it off).
     pub(super) skip_unchanged: bool,
 }
 

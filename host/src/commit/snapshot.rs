@@ -62,15 +62,34 @@ pub fn snapshot_with(
     paths: &[String],
     cache: &mut StatCache,
 ) -> Result<(TreeSnapshot, Result<Vec<FileChange>, String>), CommitError> {
+    let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
     let repo = &ws.repo;
     let head = resolve_head(repo)?;
+    let mut times = [t0; 5];
+    let mut counts = (0, 0);
     let made = (|| {
+        times[1] = std::time::Instant::now();
         let tracked = cache.tracked(repo, head.tree, &paths)?;
-        let content = read_snapshot_cached(&ws, &paths, &tracked, Some(cache))?;
-        // What the tree is made of; the same as last time, it is the same
-        // tree, already written.
+        times[2] = std::time::Instant::now();
+        // HEAD's files the cache vouches for are kept as paths: the tree
+        // is HEAD's edited where the workspace differs.
+        let content = super::read::read_snapshot_with(
+            &ws,
+            &paths,
+            &tracked,
+            super::read::Reads {
+                cache: Some(cache),
+                content_cap: None,
+                skip_unchanged: true,
+            },
+        )?;
+        times[3] = std::time::Instant::now();
+        counts = (content.files().count(), content.unchanged.len());
+        // What the tree is made of (HEAD's tree, the paths, what differs
+        // from it); the same as last time, it is the same tree, already
+        // written.
         let mut key = Sha256::new();
         key.update(
             head.tree
@@ -89,17 +108,22 @@ pub fn snapshot_with(
             key.update(id.as_bytes());
             ids.push(id);
         }
+        key.update([1]);
+        for (path, _) in content.deleted(&tracked) {
+            key.update(path);
+            key.update([0]);
+        }
         let key: [u8; 32] = key.finalize().into();
         let tree = match cache.last_tree {
             Some((k, tree)) if k == key && repo.has_object(tree) => tree,
             _ => {
-                let tree =
-                    write_tree_with(repo, &head, &paths, &tracked, &content, &mut |_, _| {})?;
+                let tree = write_tree_with(repo, &head, &tracked, &content, &ids)?;
                 cache.last_tree = Some((key, tree));
                 tree
             }
         };
-        let _ = cache.refill(content.files().zip(ids));
+        times[4] = std::time::Instant::now();
+        let _ = cache.refill_keeping(&content.unchanged, content.files().zip(ids));
         Ok::<_, CommitError>((tracked, content, tree))
     })();
     let (tracked, content, tree) = match made {
@@ -114,6 +138,16 @@ pub fn snapshot_with(
     let changes =
         super::changes::diff_content(repo, &tracked, &content, super::Detail::Hunks, None)
             .map_err(|e| e.to_string());
+    tracing::debug!(
+        open_us = (times[1] - times[0]).as_micros(),
+        tracked_us = (times[2] - times[1]).as_micros(),
+        read_us = (times[3] - times[2]).as_micros(),
+        tree_us = (times[4] - times[3]).as_micros(),
+        refill_diff_us = times[4].elapsed().as_micros(),
+        listed = counts.0,
+        unchanged = counts.1,
+        "snapshot"
+    );
     let tree_hex = tree.to_hex().to_string();
     Ok((
         TreeSnapshot {

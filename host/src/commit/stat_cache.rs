@@ -52,7 +52,7 @@ pub struct StatCache {
     >,
     pub(super) racy_secs: i64,
     /// HEAD's entries under the paths, by (HEAD's tree, paths).
-    pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, Tracked)>,
+    pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, std::sync::Arc<Tracked>)>,
     /// The last tree written, by what it was made of (HEAD's tree, the
     /// paths, and every file's path, mode and blob id, digested).
     pub(super) last_tree: Option<([u8; 32], ObjectId)>,
@@ -86,14 +86,14 @@ impl StatCache {
         repo: &Repository,
         head_tree: Option<ObjectId>,
         paths: &[String],
-    ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+    ) -> Result<std::sync::Arc<Tracked>, CommitError> {
         if let Some((tree, p, map)) = &self.tracked
             && *tree == head_tree
             && p == paths
         {
             return Ok(map.clone());
         }
-        let map = tracked_entries(repo, head_tree, paths)?;
+        let map = std::sync::Arc::new(tracked_entries(repo, head_tree, paths)?);
         self.tracked = Some((head_tree, paths.to_vec(), map.clone()));
         Ok(map)
     }
@@ -105,33 +105,12 @@ impl StatCache {
         self.last_tree = None;
     }
 
-    /// Replaces the entries by those of `items` (with their blob ids);
-    /// whether anything changed. When every item was a hit and none went,
-    /// nothing changes.
-    pub(super) fn refill<'a>(&mut self, items: impl Iterator<Item = (&'a Item, ObjectId)>) -> bool {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let items: Vec<(&Item, ObjectId)> = items.collect();
-        if items.len() == self.entries.len() && items.iter().all(|(i, _)| i.known.is_some()) {
-            return false;
-        }
-        self.entries.clear();
-        for (item, id) in items {
-            if let Some(stamp) = item.stamp
-                && stamp.ctime.0 <= now - self.racy_secs
-            {
-                self.entries
-                    .insert(item.path.clone(), (stamp, item.kind, id));
-            }
-        }
-        true
-    }
-
-    /// [`StatCache::refill`] after a read that left HEAD's files the
-    /// cache vouched for unlisted (`unchanged`, their entries kept as
-    /// they are): the entries become those of `unchanged` and of `items`
-    /// (read, HEAD's, with their blob ids). Whether anything changed.
+    /// After a read that left the files the cache vouched for as
+    /// `HEAD`'s unlisted (`unchanged`, their entries kept as they are):
+    /// the entries become those of `unchanged` and of `items` (the files
+    /// listed, with their blob ids), in place; those of listed files still
+    /// in the racy window and of files the read did not find are dropped.
+    /// Whether anything changed.
     pub(super) fn refill_keeping<'a>(
         &mut self,
         unchanged: &[BString],
@@ -140,31 +119,40 @@ impl StatCache {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let fresh: Vec<(&Item, Stamp, ObjectId)> = items
-            .filter_map(|(item, id)| {
-                let stamp = item.stamp?;
-                (stamp.ctime.0 <= now - self.racy_secs).then_some((item, stamp, id))
-            })
-            .collect();
-        // Every unchanged path has its entry (it was a hit): as many
-        // entries as those, and they are all there is.
-        if fresh.is_empty() && self.entries.len() == unchanged.len() {
-            return false;
-        }
-        let mut kept = std::collections::HashMap::with_capacity_and_hasher(
-            unchanged.len() + fresh.len(),
-            foldhash::fast::RandomState::default(),
-        );
-        for path in unchanged {
-            if let Some((k, v)) = self.entries.remove_entry(path) {
-                kept.insert(k, v);
+        let mut changed = false;
+        let mut listed: Vec<&[u8]> = Vec::new();
+        let mut kept = 0usize;
+        for (item, id) in items {
+            listed.push(item.path.as_slice());
+            match item
+                .stamp
+                .filter(|stamp| stamp.ctime.0 <= now - self.racy_secs)
+            {
+                Some(stamp) => {
+                    let entry = (stamp, item.kind, id);
+                    if self.entries.get(&item.path) != Some(&entry) {
+                        self.entries.insert(item.path.clone(), entry);
+                        changed = true;
+                    }
+                    kept += 1;
+                }
+                None => changed |= self.entries.remove(&item.path).is_some(),
             }
         }
-        for (item, stamp, id) in fresh {
-            kept.insert(item.path.clone(), (stamp, item.kind, id));
+        // Every unchanged path has its entry (it was a hit), each listed
+        // one kept has one: as many entries as those, and they are all
+        // there is.
+        if self.entries.len() != unchanged.len() + kept {
+            let seen: std::collections::HashSet<&[u8]> = unchanged
+                .iter()
+                .map(|p| p.as_slice())
+                .chain(listed)
+                .collect();
+            self.entries
+                .retain(|path, _| seen.contains(path.as_slice()));
+            changed = true;
         }
-        self.entries = kept;
-        true
+        changed
     }
 
     pub fn len(&self) -> usize {
