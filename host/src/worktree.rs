@@ -15,7 +15,15 @@
 //! behind. Incremental: a file is
 //! rewritten only when the tree wants other content, or when it is not as
 //! this module left it (its inode, size, mtime and ctime are remembered;
-//! a gate can forge an mtime, not a ctime).
+//! a gate can forge an mtime, not a ctime). The worktree is read whole
+//! (every entry stat'ed) either before the next run, or right after a run
+//! ([`settle`], off the turn-end's path): a worktree settled since its last
+//! run is brought to the next tree by touching only the paths whose entry
+//! differs between the two trees (a tree diff that skips equal subtrees),
+//! nothing at all when the tree is the same. What `settle` trusts: that
+//! nothing writes a worktree between the end of a run and the next lease
+//! (the gates' processes are gone when their run returns, see
+//! `supervise`; no other run holds the lease).
 //!
 //! Must never: follow a symbolic link found in a worktree (a gate may have
 //! planted it: every step goes through a cap-std handle on the worktree,
@@ -25,7 +33,7 @@
 
 use crate::commit::Stamp;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, DirBuilder, OpenOptions, PermissionsExt};
+use cap_std::fs::Dir;
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
@@ -33,10 +41,13 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+mod apply;
+mod checkout;
 
 /// Why a worktree could not be brought to a tree.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +101,38 @@ struct Kept {
 struct Manifest {
     kept: HashMap<BString, Kept>,
     last: Option<(ObjectId, Wanted)>,
+    /// Read whole and brought to `last` after its last run ([`settle`]),
+    /// nothing synced or run since: the next sync trusts `kept`.
+    settled: bool,
+}
+
+/// A worktree directory's state among the host's.
+enum Slot {
+    /// Between runs: what it holds.
+    Free(Manifest),
+    /// Held by a [`Lease`].
+    Leased,
+    /// Held by a lease that is settling it: a run on the same workspace
+    /// waits for it rather than checking out a worktree of its own.
+    Settling,
+}
+
+/// How long a lease waits for a settling worktree before taking another.
+const SETTLE_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct Slots {
+    map: Mutex<HashMap<PathBuf, Slot>>,
+    /// Notified whenever a lease is returned.
+    returned: Condvar,
+    /// Leases waiting for a settling worktree (seen by the tests).
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl Slots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What a sync did.
@@ -113,8 +156,8 @@ pub struct Worktrees {
     owner: Option<(u32, u32)>,
     /// The caches the operator granted (worktree-relative directories).
     caches: Arc<Vec<BString>>,
-    /// By worktree directory: its manifest, or `None` while leased.
-    slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
+    /// By worktree directory: its manifest, or whether it is leased.
+    slots: Arc<Slots>,
 }
 
 /// One worktree, leased to one gate run; returned on drop.
@@ -125,7 +168,7 @@ pub struct Lease {
     /// What the sync keeps beyond the tree: the granted caches, or
     /// nothing.
     keep: Arc<Vec<BString>>,
-    slots: Arc<Mutex<HashMap<PathBuf, Option<Manifest>>>>,
+    slots: Arc<Slots>,
 }
 
 impl Lease {
@@ -137,8 +180,11 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.insert(self.path.clone(), Some(std::mem::take(&mut self.manifest)));
+        let manifest = std::mem::take(&mut self.manifest);
+        self.slots
+            .lock()
+            .insert(self.path.clone(), Slot::Free(manifest));
+        self.slots.returned.notify_all();
     }
 }
 
@@ -191,42 +237,94 @@ impl Worktrees {
             Tenant::Operator => ("", self.caches.clone()),
             Tenant::Agent => ("a", Arc::default()),
         };
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        for n in 0.. {
-            let path = root.join(format!("{key}-{class}{n}"));
-            let manifest = match slots.get_mut(&path) {
-                Some(None) => continue,
-                Some(slot) => slot.take().unwrap_or_default(),
-                None => {
-                    slots.insert(path.clone(), None);
-                    Manifest::default()
+        let deadline = Instant::now() + SETTLE_WAIT;
+        let mut slots = self.slots.lock();
+        let (path, manifest) = loop {
+            let waiting = Instant::now() < deadline;
+            match choose(&slots, |n| root.join(format!("{key}-{class}{n}")), waiting) {
+                Choice::Take(path) => {
+                    let Some(Slot::Free(manifest)) = slots.insert(path.clone(), Slot::Leased)
+                    else {
+                        unreachable!("chosen as free")
+                    };
+                    break (path, manifest);
                 }
-            };
-            let made = match std::fs::DirBuilder::new().mode(0o755).create(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                other => other,
+                Choice::New(path) => {
+                    slots.insert(path.clone(), Slot::Leased);
+                    break (path, Manifest::default());
+                }
+                Choice::Wait => {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    let wait = deadline.saturating_duration_since(Instant::now());
+                    self.slots.waiting.fetch_add(1, SeqCst);
+                    slots = self
+                        .slots
+                        .returned
+                        .wait_timeout(slots, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    self.slots.waiting.fetch_sub(1, SeqCst);
+                }
             }
-            .and_then(|()| match self.owner {
-                Some((uid, gid)) => std::os::unix::fs::lchown(&path, Some(uid), Some(gid)),
-                None => Ok(()),
-            });
-            if let Err(source) = made {
-                slots.insert(path.clone(), Some(manifest));
-                return Err(WorktreeError::Io {
-                    path: path.display().to_string(),
-                    source,
-                });
-            }
-            return Ok(Lease {
-                path,
-                manifest,
-                owner: self.owner,
-                keep,
-                slots: self.slots.clone(),
+        };
+        drop(slots);
+        let made = match std::fs::DirBuilder::new().mode(0o755).create(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+        .and_then(|()| match self.owner {
+            Some((uid, gid)) => std::os::unix::fs::lchown(&path, Some(uid), Some(gid)),
+            None => Ok(()),
+        });
+        if let Err(source) = made {
+            self.slots.lock().insert(path.clone(), Slot::Free(manifest));
+            self.slots.returned.notify_all();
+            return Err(WorktreeError::Io {
+                path: path.display().to_string(),
+                source,
             });
         }
-        unreachable!("an unbounded range always yields")
+        Ok(Lease {
+            path,
+            manifest,
+            owner: self.owner,
+            keep,
+            slots: self.slots.clone(),
+        })
     }
+}
+
+/// Which worktree a lease gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Choice {
+    /// This free one.
+    Take(PathBuf),
+    /// A new one, at this path.
+    New(PathBuf),
+    /// None is free but one is settling: wait for it.
+    Wait,
+}
+
+/// The first free worktree among `path(0)`, `path(1)`, ...; else, if one
+/// is settling and `waiting` (its wait is not over), to wait for it; else
+/// the first unused path.
+fn choose(
+    slots: &HashMap<PathBuf, Slot>,
+    path: impl Fn(usize) -> PathBuf,
+    waiting: bool,
+) -> Choice {
+    let mut settling = false;
+    for n in 0.. {
+        let path = path(n);
+        match slots.get(&path) {
+            Some(Slot::Free(_)) => return Choice::Take(path),
+            Some(Slot::Leased) => {}
+            Some(Slot::Settling) => settling = true,
+            None if settling && waiting => return Choice::Wait,
+            None => return Choice::New(path),
+        }
+    }
+    unreachable!("an unbounded range always yields")
 }
 
 /// Every blob, link and gitlink of `tree`, by path, and its directories.
@@ -355,29 +453,104 @@ fn scan_dir(
 
 /// Brings `lease`'s directory to exactly `tree` of the repository at
 /// `workspace` (see the module doc). Blocking: run it off the runtime.
+/// A worktree [`settle`]d since its last run is brought there by the
+/// tree's difference from the last one; any other is read whole.
 pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats, WorktreeError> {
     // A linked worktree's git directories are checked as a commit's are.
     let repo = crate::commit::open_repository(workspace)
         .map_err(|e| WorktreeError::Git(format!("cannot open the repository: {e}")))?;
     let tree = ObjectId::from_hex(tree.as_bytes())
         .map_err(|e| WorktreeError::Git(format!("tree {tree:?}: {e}")))?;
-    // The tree read last time is not read again.
-    let wanted = match lease.manifest.last.take() {
-        Some((id, wanted)) if id == tree => wanted,
-        _ => wanted(&repo, tree)?,
+    let started = Instant::now();
+    // Whatever happens next, a run follows: the worktree is no longer
+    // known settled.
+    let settled = std::mem::take(&mut lease.manifest.settled);
+    let last = lease.manifest.last.take();
+    let (how, result) = match last {
+        Some((id, wanted)) if settled && id == tree => {
+            let kept = wanted.files.len();
+            lease.manifest.last = Some((id, wanted));
+            return Ok(SyncStats {
+                kept,
+                ..SyncStats::default()
+            });
+        }
+        Some((id, mut wanted)) if settled => {
+            match apply::to_tree(lease, &repo, workspace, id, &mut wanted, tree) {
+                Ok(Some(stats)) => ("by the trees' difference", Ok((stats, wanted))),
+                // A granted cache on the way: read whole.
+                Ok(None) => ("whole", whole(lease, &repo, workspace, tree, None)),
+                Err(e) => ("by the trees' difference", Err(e)),
+            }
+        }
+        // The tree read last time is not read again.
+        last => ("whole", whole(lease, &repo, workspace, tree, last)),
     };
-    let result = sync_to(lease, &repo, &wanted);
-    if result.is_ok() {
-        lease.manifest.last = Some((tree, wanted));
-    } else {
-        lease.manifest = Manifest::default();
+    tracing::debug!(how, us = started.elapsed().as_micros(), "worktree sync");
+    match result {
+        Ok((stats, wanted)) => {
+            lease.manifest.last = Some((tree, wanted));
+            Ok(stats)
+        }
+        Err(e) => {
+            lease.manifest = Manifest::default();
+            Err(e)
+        }
+    }
+}
+
+/// Reads the worktree whole and brings it to `tree` (`last`: the tree it
+/// was last brought to, read).
+fn whole(
+    lease: &mut Lease,
+    repo: &gix::Repository,
+    workspace: &Path,
+    tree: ObjectId,
+    last: Option<(ObjectId, Wanted)>,
+) -> Result<(SyncStats, Wanted), WorktreeError> {
+    let wanted = match last {
+        Some((id, wanted)) if id == tree => wanted,
+        _ => wanted(repo, tree)?,
+    };
+    let stats = sync_to(lease, workspace, &wanted)?;
+    Ok((stats, wanted))
+}
+
+/// After a run: reads the worktree whole and brings it back to the tree
+/// it was synced to (what the run wrote, changed or removed is undone,
+/// the granted caches kept), so that the next [`sync`] touches only what
+/// the next tree changes. Blocking; meant to run once the run's outcome
+/// is recorded, off the turn-end's path. A run on the same workspace
+/// waits for it (up to 30 s) rather than checking out another worktree.
+/// A worktree that cannot be settled is read whole by the next sync.
+pub fn settle(lease: &mut Lease, workspace: &Path) -> Result<SyncStats, WorktreeError> {
+    let Some((tree, wanted)) = lease.manifest.last.take() else {
+        return Ok(SyncStats::default());
+    };
+    lease
+        .slots
+        .lock()
+        .insert(lease.path.clone(), Slot::Settling);
+    let started = Instant::now();
+    let result = sync_to(lease, workspace, &wanted);
+    tracing::debug!(
+        us = started.elapsed().as_micros(),
+        ok = result.is_ok(),
+        "worktree settled"
+    );
+    match &result {
+        Ok(_) => {
+            lease.manifest.last = Some((tree, wanted));
+            lease.manifest.settled = true;
+        }
+        Err(_) => lease.manifest = Manifest::default(),
     }
     result
 }
 
 fn sync_to(
     lease: &mut Lease,
-    repo: &gix::Repository,
+    workspace: &Path,
     wanted: &Wanted,
 ) -> Result<SyncStats, WorktreeError> {
     let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
@@ -420,71 +593,23 @@ fn sync_to(
         level = next;
     }
     lease.manifest.kept.retain(|p, _| kept.contains(p));
-    // 2. Write what is missing: directories first, then files.
-    let builder = {
-        let mut b = DirBuilder::new();
-        b.recursive(true);
-        b
-    };
+    // 2. Write what is missing: directories first (sorted: a parent
+    //    comes before its children), then files.
     let owner = lease.owner;
-    let chown = |rel: &BStr| -> Result<(), WorktreeError> {
-        if let Some((uid, gid)) = owner {
-            rustix::fs::chownat(
-                &root,
-                Path::new(OsStr::from_bytes(rel)),
-                Some(rustix::fs::Uid::from_raw(uid)),
-                Some(rustix::fs::Gid::from_raw(gid)),
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .map_err(|e| io(rel)(e.into()))?;
-        }
-        Ok(())
-    };
-    // Sorted: a parent comes before its children.
-    for d in wanted.dirs.iter().filter(|d| !present_dirs.contains(*d)) {
-        root.create_dir_with(OsStr::from_bytes(d), &builder)
-            .map_err(io(d.as_bstr()))?;
-        chown(d.as_bstr())?;
-    }
-    for (path, (kind, oid)) in &wanted.files {
-        if kept.contains(path) {
-            continue;
-        }
-        let name = Path::new(OsStr::from_bytes(path));
-        let blob = repo
-            .find_blob(*oid)
-            .map_err(|e| WorktreeError::Git(e.to_string()))?;
-        match kind {
-            EntryKind::Link => {
-                let target = Path::new(OsStr::from_bytes(&blob.data));
-                root.symlink(target, name).map_err(io(path.as_bstr()))?;
-            }
-            _ => {
-                let mut file = root
-                    .open_with(name, OpenOptions::new().write(true).create_new(true))
-                    .map_err(io(path.as_bstr()))?;
-                file.write_all(&blob.data).map_err(io(path.as_bstr()))?;
-                let mode = if *kind == EntryKind::BlobExecutable {
-                    0o755
-                } else {
-                    0o644
-                };
-                file.set_permissions(cap_std::fs::Permissions::from_mode(mode))
-                    .map_err(io(path.as_bstr()))?;
-            }
-        }
-        chown(path.as_bstr())?;
-        let meta = root.symlink_metadata(name).map_err(io(path.as_bstr()))?;
-        lease.manifest.kept.insert(
-            path.clone(),
-            Kept {
-                kind: *kind,
-                oid: *oid,
-                stamp: Stamp::of(&meta),
-            },
-        );
-        stats.written += 1;
-    }
+    checkout::make_dirs(
+        &root,
+        owner,
+        wanted.dirs.iter().filter(|d| !present_dirs.contains(*d)),
+    )?;
+    let missing: Vec<(&BString, EntryKind, ObjectId)> = wanted
+        .files
+        .iter()
+        .filter(|(path, _)| !kept.contains(*path))
+        .map(|(path, (kind, oid))| (path, *kind, *oid))
+        .collect();
+    let written = checkout::write_files(&root, workspace, owner, &missing)?;
+    stats.written += written.len();
+    lease.manifest.kept.extend(written);
     Ok(stats)
 }
 

@@ -343,7 +343,22 @@ impl Engine {
                 Some(changes.clone()),
             )
             .await;
-        drop(lease);
+        // The worktree is brought back to its tree now, off the next
+        // turn-end's path (which then touches only what its tree changes);
+        // a run on this workspace in the meantime waits for it.
+        let ws = workspace.to_string();
+        let policy_id = policy.id.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut lease = lease;
+            match crate::worktree::settle(&mut lease, Path::new(&ws)) {
+                Ok(stats) => {
+                    tracing::debug!(policy = %policy_id, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree settled after the run");
+                }
+                Err(e) => {
+                    tracing::warn!(policy = %policy_id, "the worktree could not be settled after the run (the next run reads it whole): {e}");
+                }
+            }
+        });
         (report, Some((snap, changes.unwrap_or_default())))
     }
 

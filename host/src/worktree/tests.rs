@@ -244,3 +244,209 @@ fn a_nested_granted_cache_is_kept_and_its_neighbours_are_not() {
         "{l:?}"
     );
 }
+
+/// Every file of the workspace but `.git`, as [`listing`] shows them.
+fn listing_but_git(ws: &Path) -> Vec<String> {
+    listing(ws)
+        .into_iter()
+        .filter(|l| !l.starts_with(".git/") && !l.starts_with(".git:"))
+        .collect()
+}
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p)
+        .expect("meta")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Issue 30: a worktree settled after its run is brought to the next tree
+/// by the trees' difference alone (a changed, a re-moded, a removed, a
+/// retargeted and a new file, a file that became a directory and the
+/// reverse), and ends up exactly as a whole read leaves it.
+#[test]
+fn a_settled_worktree_follows_the_next_tree_by_its_difference() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    write(&ws, "a.txt", "one");
+    write(&ws, "same/kept.txt", "kept");
+    write(&ws, "run.sh", "echo");
+    write(&ws, "gone/x.txt", "x");
+    write(&ws, "to_dir", "a file");
+    write(&ws, "to_file/y.txt", "y");
+    std::os::unix::fs::symlink("a.txt", ws.join("link")).expect("symlink");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "one"]);
+    let trees = Worktrees::new(t.path().join("worktrees"));
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    // The run leaves traces; settling undoes them.
+    write(&w, "a.txt", "tampered");
+    write(&w, "leftover/deep/file", "left");
+    write(&w, "same/extra.txt", "extra");
+    let settled = settle(&mut lease, &ws).expect("settle");
+    assert_eq!((settled.written, settled.removed), (1, 2), "{settled:?}");
+    assert_eq!(listing(&w), listing_but_git(&ws));
+    // The same tree again: nothing to do.
+    let same = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!(
+        (same.written, same.removed, same.kept),
+        (0, 0, 7),
+        "{same:?}"
+    );
+    settle(&mut lease, &ws).expect("settle");
+    drop(lease);
+
+    write(&ws, "a.txt", "two");
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    std::fs::remove_dir_all(ws.join("gone")).expect("rm");
+    std::fs::remove_file(ws.join("to_dir")).expect("rm");
+    write(&ws, "to_dir/z.txt", "z");
+    std::fs::remove_dir_all(ws.join("to_file")).expect("rm");
+    write(&ws, "to_file", "now a file");
+    std::fs::remove_file(ws.join("link")).expect("rm");
+    std::os::unix::fs::symlink("same/kept.txt", ws.join("link")).expect("symlink");
+    write(&ws, "new/deep/n.txt", "n");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "two"]);
+
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    assert_eq!(lease.path(), w, "the settled worktree is leased again");
+    // Not something any run could do (nothing writes a worktree between
+    // its settling and its next lease): a file only a whole read would
+    // find, so that its staying shows the sync read only the difference.
+    write(&w, "same/unseen.txt", "unseen");
+    let next = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    // a.txt, run.sh, to_dir/z.txt, to_file, link, new/deep/n.txt.
+    assert_eq!(next.written, 6, "{next:?}");
+    // a.txt, run.sh, gone, to_dir, to_file, link.
+    assert_eq!(next.removed, 6, "{next:?}");
+    assert_eq!(next.kept, 1, "{next:?}");
+    let mut expected = listing_but_git(&ws);
+    expected.push("same/unseen.txt: unseen".into());
+    expected.sort();
+    assert_eq!(listing(&w), expected);
+    assert_eq!(mode_of(&w.join("run.sh")), 0o755);
+    assert_eq!(mode_of(&w.join("a.txt")), 0o644);
+
+    // No settling after this run: the next sync reads the worktree whole.
+    let whole = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!(whole.removed, 1, "{whole:?}");
+    assert_eq!(listing(&w), listing_but_git(&ws));
+}
+
+/// A difference that reaches a granted cache is not applied by itself:
+/// the worktree is read whole, and the cache kept.
+#[test]
+fn a_difference_that_reaches_a_granted_cache_reads_the_worktree_whole() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = ignoring_repo(t.path());
+    let trees = Worktrees::new(t.path().join("worktrees")).keeping(&["build/cache".into()]);
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    write(&w, "build/cache/object", "warm");
+    settle(&mut lease, &ws).expect("settle");
+    write(&ws, "build/cache/tracked", "in the tree");
+    write(&ws, "build/other", "other");
+    git(&ws, &["add", "-f", "-A"]);
+    git(&ws, &["commit", "-qm", "two"]);
+    write(&w, "stray", "seen only by a whole read");
+    let stats = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!((stats.written, stats.removed), (2, 1), "{stats:?}");
+    let l = listing(&w);
+    assert!(l.contains(&"build/cache/object: warm".to_string()), "{l:?}");
+    assert!(
+        l.contains(&"build/cache/tracked: in the tree".to_string()),
+        "{l:?}"
+    );
+    assert!(!l.iter().any(|f| f.starts_with("stray")), "{l:?}");
+}
+
+/// Which worktree a lease gets, for every state of the slots before it.
+#[test]
+fn a_lease_takes_a_free_worktree_waits_for_a_settling_one_or_makes_one() {
+    let path = |n: usize| PathBuf::from(format!("/w/{n}"));
+    let slots = |states: Vec<Slot>| -> HashMap<PathBuf, Slot> {
+        states
+            .into_iter()
+            .enumerate()
+            .map(|(n, s)| (path(n), s))
+            .collect()
+    };
+    let free = || Slot::Free(Manifest::default());
+    for waiting in [true, false] {
+        assert_eq!(choose(&slots(vec![]), path, waiting), Choice::New(path(0)));
+        assert_eq!(
+            choose(&slots(vec![free()]), path, waiting),
+            Choice::Take(path(0))
+        );
+        assert_eq!(
+            choose(&slots(vec![Slot::Leased, free()]), path, waiting),
+            Choice::Take(path(1))
+        );
+        assert_eq!(
+            choose(&slots(vec![Slot::Settling, free()]), path, waiting),
+            Choice::Take(path(1)),
+            "a free worktree is taken before waiting"
+        );
+        assert_eq!(
+            choose(&slots(vec![Slot::Leased]), path, waiting),
+            Choice::New(path(1))
+        );
+    }
+    assert_eq!(
+        choose(&slots(vec![Slot::Settling]), path, true),
+        Choice::Wait
+    );
+    assert_eq!(
+        choose(&slots(vec![Slot::Leased, Slot::Settling]), path, true),
+        Choice::Wait
+    );
+    assert_eq!(
+        choose(&slots(vec![Slot::Settling]), path, false),
+        Choice::New(path(1)),
+        "past the wait, another worktree"
+    );
+}
+
+/// A worktree being settled is leased again once settled, not replaced
+/// by a new checkout.
+#[test]
+fn a_lease_waits_for_the_settling_worktree() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = ignoring_repo(t.path());
+    let trees = Worktrees::new(t.path().join("worktrees"));
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    // Marked settling as `settle` does, from this thread; the other
+    // lease is asked for while it is.
+    trees.slots.lock().insert(w.clone(), Slot::Settling);
+    let waiting = std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            trees
+                .lease(&ws, Tenant::Operator)
+                .map(|l| l.path().to_path_buf())
+        });
+        // Until the other lease waits (or, wrongly, got another one).
+        while trees
+            .slots
+            .waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+            && !other.is_finished()
+        {
+            std::thread::yield_now();
+        }
+        drop(lease);
+        other.join().expect("thread")
+    })
+    .expect("lease");
+    assert_eq!(waiting, w);
+}
