@@ -1063,7 +1063,9 @@ fn judges_of_a_commit_policy_see_the_snapshots_diff() {
 }
 
 /// With `[sandbox] user`, a commit policy's gate runs as that user in its
-/// snapshot's worktree, which that user owns and may write (a build there).
+/// snapshot's worktree, which that user owns and may write (a build there,
+/// into a cache the operator granted: the worktree is settled back to its
+/// tree after the run, and what the gate wrote elsewhere goes).
 #[test]
 fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
     use std::os::unix::fs::MetadataExt;
@@ -1073,25 +1075,35 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
     std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
     let cfg = s.write(
         "config.toml",
-        &allow_config(&["true"]).replace(
-            "[sandbox]\n",
-            &format!(
-                "[sandbox]\nuser = \"nobody\"\nscratch_dir = \"{}\"\n",
-                s.etc.join("scratch").display()
-            ),
-        ),
+        &allow_config(&["true"])
+            .replace(
+                "[sandbox]\n",
+                &format!(
+                    "[sandbox]\nuser = \"nobody\"\nscratch_dir = \"{}\"\n",
+                    s.etc.join("scratch").display()
+                ),
+            )
+            .replace("[daemon]\n", "[daemon]\nworktree_caches = [\"out\"]\n"),
     );
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
-    s.write_ws(".gitignore", "built.txt\n");
+    s.write_ws(".gitignore", "out/\nstray.txt\n");
     s.write_ws("a.txt", "x\n");
-    let pid = d.attach(json!({
+    // Attached by the operator: only its policies keep the granted caches.
+    let (code, body) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(json!({
         "sessionId": "s1",
-        "gate": {"command": "bash", "args": ["-c", "id -u > built.txt && grep -q x a.txt"]},
+        "gate": {"command": "bash", "args": ["-c", "mkdir -p out && id -u > out/built.txt && touch stray.txt && grep -q x a.txt"]},
         "onFail": {"maxRetries": 0},
         "then": "commit",
         "commit": {"paths": ["a.txt", ".gitignore"], "message": "m"}
-    }));
+    })),
+    );
+    assert_eq!(code, 201, "{body}");
+    let pid = body["policyId"].as_str().expect("policy id").to_string();
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
     assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
@@ -1099,7 +1111,7 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
     let built: Vec<PathBuf> = std::fs::read_dir(&worktrees)
         .expect("worktrees")
         .flatten()
-        .map(|e| e.path().join("built.txt"))
+        .map(|e| e.path().join("out/built.txt"))
         .filter(|p| p.exists())
         .collect();
     assert_eq!(built.len(), 1, "{built:?}");
@@ -1107,7 +1119,7 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
         std::fs::read_to_string(&built[0]).expect("built"),
         "65534\n"
     );
-    let worktree = built[0].parent().expect("worktree");
+    let worktree = built[0].parent().and_then(Path::parent).expect("worktree");
     assert_eq!(std::fs::metadata(worktree).expect("meta").uid(), 65534);
     assert_eq!(
         std::fs::metadata(worktree.join("a.txt"))
