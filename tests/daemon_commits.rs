@@ -944,12 +944,14 @@ fn content_flipping_under_the_gate_is_never_committed_unjudged() {
     let (s, d) = setup_with("", "");
     s.write_ws("a.txt", "clean 0\n");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let flipper = {
-        let (stop, path) = (stop.clone(), s.ws.join("a.txt"));
+        let (stop, flipped, path) = (stop.clone(), flipped.clone(), s.ws.join("a.txt"));
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 n += 1;
+                flipped.store(n, std::sync::atomic::Ordering::Relaxed);
                 // A -> B -> A -> C: clean contents come back byte for
                 // byte, so a check before and after a gate cannot tell.
                 let text = match n % 4 {
@@ -970,11 +972,14 @@ fn content_flipping_under_the_gate_is_never_committed_unjudged() {
         "then": "commit",
         "commit": {"paths": ["a.txt"], "message": "gated", "requireHumanAck": true}
     });
-    // Run until the race went both ways often enough (a loaded machine
-    // shifts the odds, so no fixed count of rounds is assumed).
+    // Run until the race went both ways often enough and the content
+    // flipped over a thousand times meanwhile (a loaded machine shifts the
+    // odds and a quick host ends the rounds sooner, so neither a fixed
+    // count of rounds nor of flips per round is assumed).
     let (mut passed, mut committed, mut refused) = (0, 0, 0);
     for _ in 0..400 {
-        if passed >= 5 && refused >= 5 {
+        if passed >= 5 && refused >= 5 && flipped.load(std::sync::atomic::Ordering::Relaxed) > 1000
+        {
             break;
         }
         let pid = d.attach(spec.clone());
