@@ -73,6 +73,9 @@ pub(super) struct Reads<'a> {
 pub(super) struct Found {
     pub(super) items: Vec<Item>,
     pub(super) unchanged: Vec<BString>,
+    /// Where the stat cache's next entry is likely (see
+    /// [`StatCache::hit_near`]): one walker's files come in path order.
+    hint: usize,
 }
 
 impl Found {
@@ -91,7 +94,7 @@ impl Found {
         if reads.skip_unchanged
             && let (Some(cache), Some((head_kind, head_id))) = (reads.cache, head)
             && cache
-                .hit(rel.as_bstr(), &Stamp::of(meta))
+                .hit_near(rel.as_bstr(), &Stamp::of(meta), &mut self.hint)
                 .is_some_and(|(kind, id)| id == head_id && kind.entry_kind() == head_kind)
         {
             self.unchanged.push(rel);

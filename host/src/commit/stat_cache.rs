@@ -44,12 +44,14 @@ impl Stamp {
 pub struct StatCache {
     /// Hashed with a per-process random seed (foldhash): a path is
     /// hashed for every file of every walk (SipHash was a tenth of a
-    /// remembered stop), and the agent chooses the paths.
-    pub(super) entries: std::collections::HashMap<
-        BString,
-        (Stamp, FileKind, ObjectId),
-        foldhash::fast::RandomState,
-    >,
+    /// remembered stop), and the agent chooses the paths. Kept in one
+    /// vector in the order they were put in (a remembered cache's is path
+    /// order, a filled one's the walk's), found through a table of
+    /// indices: a walk looking its files up in order reads the entries
+    /// front to back. (In a hash map's buckets, 12 MB at 100,000 files,
+    /// each lookup was a cache miss: 9% of a remembered stop's CPU.)
+    pub(super) entries:
+        indexmap::IndexMap<BString, (Stamp, FileKind, ObjectId), foldhash::fast::RandomState>,
     pub(super) racy_secs: i64,
     /// HEAD's entries under the paths, by (HEAD's tree, paths).
     pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, std::sync::Arc<Tracked>)>,
@@ -78,6 +80,29 @@ impl StatCache {
             .get(path)
             .filter(|(s, _, _)| s == stamp)
             .map(|(_, k, id)| (*k, *id))
+    }
+
+    /// [`StatCache::hit`], the entry after the last one found (`hint`)
+    /// tried first: a walk asks in about the order the entries were put
+    /// in (path order), so most lookups compare two paths lying next to
+    /// each other in memory instead of probing the hash table (whose
+    /// index is a cache miss per file at 100,000 files). `hint` is then
+    /// the entry after the one found.
+    pub(super) fn hit_near(
+        &self,
+        path: &BStr,
+        stamp: &Stamp,
+        hint: &mut usize,
+    ) -> Option<(FileKind, ObjectId)> {
+        let (at, (s, kind, id)) = match self.entries.get_index(*hint) {
+            Some((key, value)) if key.as_slice() == path.as_bytes() => (*hint, value),
+            _ => {
+                let (at, _, value) = self.entries.get_full(path)?;
+                (at, value)
+            }
+        };
+        *hint = at + 1;
+        (s == stamp).then_some((*kind, *id))
     }
 
     /// HEAD's entries under `paths`, kept for HEAD's tree.
@@ -136,7 +161,7 @@ impl StatCache {
                     }
                     kept += 1;
                 }
-                None => changed |= self.entries.remove(&item.path).is_some(),
+                None => changed |= self.entries.swap_remove(&item.path).is_some(),
             }
         }
         // Every unchanged path has its entry (it was a hit), each listed
@@ -161,5 +186,97 @@ impl StatCache {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(ino: u64) -> Stamp {
+        Stamp {
+            dev: 1,
+            ino,
+            size: 10,
+            mode: 0o100644,
+            mtime: (1, 0),
+            ctime: (1, 0),
+        }
+    }
+
+    fn id(byte: u8) -> ObjectId {
+        ObjectId::from_bytes_or_panic(&[byte; 20])
+    }
+
+    /// A hinted lookup answers exactly as the plain one, whatever the
+    /// hint: in order it moves along, out of order or past the end it
+    /// falls back to the table, a path the cache lacks is no hit and
+    /// leaves the hint, and another file's stamp is never taken for this
+    /// one's.
+    #[test]
+    fn a_hinted_lookup_answers_as_the_table_whatever_the_hint() {
+        let mut cache = StatCache::default();
+        for (i, path) in ["a.txt", "b.txt", "src/c.rs"].into_iter().enumerate() {
+            let n = i as u8 + 1;
+            cache.entries.insert(
+                BString::from(path),
+                (stamp(u64::from(n)), FileKind::Regular, id(n)),
+            );
+        }
+        fn ask(
+            cache: &StatCache,
+            path: &str,
+            ino: u64,
+            hint: &mut usize,
+        ) -> Option<(FileKind, ObjectId)> {
+            let got = cache.hit_near(path.as_bytes().as_bstr(), &stamp(ino), hint);
+            assert_eq!(
+                got,
+                cache.hit(path.as_bytes().as_bstr(), &stamp(ino)),
+                "{path}"
+            );
+            got
+        }
+        let mut hint = 0;
+        assert_eq!(
+            ask(&cache, "a.txt", 1, &mut hint),
+            Some((FileKind::Regular, id(1)))
+        );
+        assert_eq!(hint, 1);
+        assert_eq!(
+            ask(&cache, "b.txt", 2, &mut hint),
+            Some((FileKind::Regular, id(2)))
+        );
+        assert_eq!(hint, 2);
+        // Out of order: found through the table, the hint follows it.
+        assert_eq!(
+            ask(&cache, "a.txt", 1, &mut hint),
+            Some((FileKind::Regular, id(1)))
+        );
+        assert_eq!(hint, 1);
+        // Absent: no hit, the hint stays.
+        assert_eq!(ask(&cache, "b.rs", 2, &mut hint), None);
+        assert_eq!(hint, 1);
+        // The hinted entry (b.txt) is another file: its stamp and id are
+        // not this one's.
+        assert_eq!(
+            ask(&cache, "src/c.rs", 2, &mut hint),
+            None,
+            "c's own stamp differs"
+        );
+        assert_eq!(hint, 3);
+        let mut past = 99;
+        assert_eq!(
+            ask(&cache, "src/c.rs", 3, &mut past),
+            Some((FileKind::Regular, id(3)))
+        );
+        // After a removal (the last entry moved into its place) still right.
+        cache.entries.swap_remove(b"a.txt".as_bstr());
+        let mut hint = 0;
+        assert_eq!(
+            ask(&cache, "src/c.rs", 3, &mut hint),
+            Some((FileKind::Regular, id(3)))
+        );
+        assert_eq!(ask(&cache, "a.txt", 1, &mut hint), None);
     }
 }
