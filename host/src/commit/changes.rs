@@ -9,8 +9,8 @@
 //! is compared raw.
 
 use super::{
-    CommitError, EntryKind, Excludes, Workspace, git, is_dot_git, normalise_paths, read_snapshot,
-    resolve_head, tracked_entries,
+    CommitError, EntryKind, Excludes, Tracked, Workspace, git, is_dot_git, normalise_paths,
+    read_snapshot, resolve_head, tracked_entries,
 };
 use crate::change::{Capped, ChangeCaps, ChangeKind, FileChange, Side, quoted};
 use gix::bstr::{BString, ByteSlice};
@@ -154,12 +154,23 @@ fn changes_since_head(
         Source::Given(c) => (c.tracked(repo, head.tree, &paths)?, Some(c)),
         Source::Load(load) => {
             let (tracked, cache) = std::thread::scope(|s| {
-                let loader = s.spawn(load);
-                let tracked = tracked_entries(repo, head.tree, &paths);
-                let cache = loader.join().unwrap_or_else(|_| {
-                    tracing::warn!("loading the stat cache failed: every file is read");
-                    super::StatCache::default()
+                let loader = s.spawn(|| {
+                    let t = std::time::Instant::now();
+                    let cache = load();
+                    (cache, t.elapsed())
                 });
+                let tracked = tracked_entries(repo, head.tree, &paths);
+                let head_us = t1.elapsed().as_micros();
+                let (cache, load_time) = loader.join().unwrap_or_else(|_| {
+                    tracing::warn!("loading the stat cache failed: every file is read");
+                    (super::StatCache::default(), std::time::Duration::ZERO)
+                });
+                // Side by side: the longer of the two is what the stop waits.
+                tracing::debug!(
+                    head_us,
+                    load_us = load_time.as_micros(),
+                    "HEAD's entries and the stat cache"
+                );
                 (tracked, cache)
             });
             (Arc::new(tracked?), Some(loaded.insert(cache)))
@@ -281,7 +292,7 @@ fn changes_of(
 /// headers only; without, a diff past [`MAX_DIFF_BYTES`] is refused.
 pub(super) fn diff_content(
     repo: &gix::Repository,
-    tracked: &std::collections::BTreeMap<BString, (EntryKind, gix::ObjectId)>,
+    tracked: &Tracked,
     snapshot: &super::Snapshot,
     detail: Detail,
     caps: Option<ChangeCaps>,

@@ -114,6 +114,7 @@ mod snapshot;
 mod stat_cache;
 #[cfg(test)]
 mod test_git;
+mod tracked;
 mod tree;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
@@ -128,6 +129,7 @@ pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
 pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
+use tracked::Tracked;
 use tree::{write_tree, write_tree_with};
 
 /// Name and e-mail used when the repository's own config sets none.

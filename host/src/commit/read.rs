@@ -76,6 +76,8 @@ pub(super) struct Found {
     /// Where the stat cache's next entry is likely (see
     /// [`StatCache::hit_near`]): one walker's files come in path order.
     hint: usize,
+    /// Where `HEAD`'s next entry is likely (see [`Tracked::get_near`]).
+    head_hint: usize,
 }
 
 impl Found {
@@ -105,9 +107,6 @@ impl Found {
         Ok(())
     }
 }
-
-/// HEAD's entries under some paths: kind and id by path.
-pub(super) type Tracked = BTreeMap<BString, (EntryKind, ObjectId)>;
 
 impl Item {
     /// The blob id of its content.
@@ -254,7 +253,7 @@ pub(super) fn is_dot_git(name: &[u8]) -> bool {
 pub(super) fn read_snapshot(
     ws: &Workspace,
     paths: &[String],
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
 ) -> Result<Snapshot, CommitError> {
     read_snapshot_cached(ws, paths, tracked, None)
 }
@@ -263,7 +262,7 @@ pub(super) fn read_snapshot(
 pub(super) fn read_snapshot_cached(
     ws: &Workspace,
     paths: &[String],
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
     cache: Option<&StatCache>,
 ) -> Result<Snapshot, CommitError> {
     read_snapshot_with(
@@ -282,7 +281,7 @@ pub(super) fn read_snapshot_cached(
 pub(super) fn read_snapshot_with(
     ws: &Workspace,
     paths: &[String],
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
     reads: Reads<'_>,
 ) -> Result<Snapshot, CommitError> {
     let mut reads = reads;
@@ -462,7 +461,7 @@ pub(super) fn read_path(
     root: &Dir,
     common: &Dir,
     path: &str,
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
     reads: Reads<'_>,
 ) -> Result<Option<Found>, CommitError> {
     let components: Vec<&str> = path.split('/').collect();
@@ -569,7 +568,7 @@ pub(super) fn walk_dir(
     rel: BString,
     ignored_parent: bool,
     excludes: &mut Excludes,
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
     reads: Reads<'_>,
     items: &mut Found,
 ) -> Result<(), CommitError> {
@@ -630,14 +629,16 @@ pub(super) fn walk_entry(
     name: &std::ffi::OsString,
     ignored_parent: bool,
     excludes: &Excludes,
-    tracked: &BTreeMap<BString, (EntryKind, ObjectId)>,
+    tracked: &Tracked,
     reads: Reads<'_>,
     items: &mut Found,
 ) -> Result<(), CommitError> {
     if is_dot_git(name.as_bytes()) {
         return Ok(());
     }
-    let mut child = rel.clone();
+    // Sized once (a clone then a push reallocated, for every file).
+    let mut child = BString::from(Vec::with_capacity(rel.len() + 1 + name.len()));
+    child.extend_from_slice(rel);
     child.push(b'/');
     child.extend_from_slice(name.as_bytes());
     let meta = match dir.symlink_metadata(name) {
@@ -646,9 +647,9 @@ pub(super) fn walk_entry(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_err(child.as_bstr())(e)),
     };
-    let head = tracked.get(&child).copied();
+    let head = tracked.get_near(&child, &mut items.head_hint);
     if meta.is_dir() {
-        if matches!(tracked.get(&child), Some((EntryKind::Commit, _))) {
+        if matches!(head, Some((EntryKind::Commit, _))) {
             return Ok(());
         }
         let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
@@ -657,10 +658,7 @@ pub(super) fn walk_entry(
             p.push(b'/');
             p
         };
-        let has_tracked = tracked
-            .range(prefix.clone()..)
-            .next()
-            .is_some_and(|(k, _)| k.starts_with(&prefix));
+        let has_tracked = tracked.has_under(&prefix);
         if ignored && !has_tracked {
             return Ok(());
         }

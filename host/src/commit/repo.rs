@@ -402,9 +402,9 @@ pub(super) fn tracked_entries(
     repo: &Repository,
     head_tree: Option<ObjectId>,
     paths: &[String],
-) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, CommitError> {
+) -> Result<Tracked, CommitError> {
     let Some(tree) = head_tree else {
-        return Ok(BTreeMap::new());
+        return Ok(Tracked::default());
     };
     let tree = repo.find_tree(tree).map_err(git("read HEAD tree"))?;
     let mut found = Vec::new();

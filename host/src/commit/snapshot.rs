@@ -281,7 +281,7 @@ pub fn changed_since(
         }
     }
     for path in now.keys() {
-        if !in_snapshot.contains_key(path) {
+        if in_snapshot.get(path).is_none() {
             changed.push(path.to_str_lossy().into_owned());
         }
     }

@@ -8,7 +8,7 @@
 //! is past the racy window, and vouched for only when every field of its
 //! stamp is the same).
 
-use super::read::{FileKind, Item, Tracked};
+use super::read::{FileKind, Item};
 use super::*;
 
 /// What identifies a file's state without reading it: a write or chmod

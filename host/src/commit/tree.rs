@@ -8,7 +8,7 @@
 //! workspace; `HEAD`'s are kept), or take a blob id it did not write or
 //! find in the repository.
 
-use super::read::{Snapshot, Tracked};
+use super::read::Snapshot;
 use super::*;
 
 impl Snapshot {
