@@ -24,9 +24,8 @@
 mod support;
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Run, spawn};
 
@@ -100,7 +99,7 @@ fn main() {
     for n in sizes {
         let ws = root.join(format!("ws-{n}"));
         let t = Instant::now();
-        make_repository(&git, &ws, n);
+        support::make_repository(&git, &ws, n);
         println!(
             "\n{n} files: repository made in {:.1} s (fast-import, reset --hard)",
             t.elapsed().as_secs_f64()
@@ -134,7 +133,7 @@ fn main() {
         let mut round = 0u64;
         let mut change = || {
             round += 1;
-            std::fs::write(ws.join(CHANGED), content(0, round)).expect("write");
+            std::fs::write(ws.join(CHANGED), support::file_text(0, round)).expect("write");
         };
         let state_new = root.join(format!("state-new-{n}"));
         let state_old = root.join(format!("state-old-{n}"));
@@ -214,51 +213,4 @@ fn line(name: &str, runs: &[Run], baseline: &[Run]) {
         wall(runs).as_secs_f64() / wall(baseline).as_secs_f64(),
         rss(runs) as f64 / rss(baseline) as f64,
     );
-}
-
-/// File `i`'s text (`version` 0 as committed).
-fn content(i: usize, version: u64) -> String {
-    let mut text = format!("//! File {i}, version {version}.\n");
-    for line in 0..8 {
-        text.push_str(&format!(
-            "pub fn f{i}_{line}(x: u32) -> u32 {{ x.wrapping_add({line}) }}\n"
-        ));
-    }
-    text
-}
-
-fn path_of(i: usize) -> String {
-    format!("src/d{:03}/f{i:05}.rs", i / 100)
-}
-
-/// A repository of `n` files at `ws`, committed, checked out, its index
-/// written by git.
-fn make_repository(git: &Path, ws: &Path, n: usize) {
-    std::fs::create_dir_all(ws).expect("mkdir");
-    let run = |args: &[&str]| support::git(git, ws, args);
-    run(&["init", "-q", "-b", "main"]);
-    let mut child = Command::new(git)
-        .args(["fast-import", "--quiet"])
-        .current_dir(ws)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    {
-        let mut w = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
-        for i in 0..n {
-            let text = content(i, 0);
-            write!(w, "blob\nmark :{}\ndata {}\n{text}\n", i + 1, text.len()).expect("stream");
-        }
-        writeln!(
-            w,
-            "commit refs/heads/main\ncommitter bench <bench@example.com> 1700000000 +0000\ndata 5\nstart"
-        )
-        .expect("stream");
-        for i in 0..n {
-            writeln!(w, "M 100644 :{} {}", i + 1, path_of(i)).expect("stream");
-        }
-        writeln!(w).expect("stream");
-    }
-    assert!(child.wait().expect("fast-import").success(), "fast-import");
-    run(&["reset", "--hard", "-q"]);
 }

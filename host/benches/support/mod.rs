@@ -360,3 +360,53 @@ pub fn rss_hwm_kib() -> Option<i64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// File `i`'s text (`version` 0 as committed).
+pub fn file_text(i: usize, version: u64) -> String {
+    let mut text = format!("//! File {i}, version {version}.\n");
+    for line in 0..8 {
+        text.push_str(&format!(
+            "pub fn f{i}_{line}(x: u32) -> u32 {{ x.wrapping_add({line}) }}\n"
+        ));
+    }
+    text
+}
+
+/// File `i`'s path.
+pub fn path_of(i: usize) -> String {
+    format!("src/d{:03}/f{i:05}.rs", i / 100)
+}
+
+/// A repository of `n` files at `ws` (`src/dNNN/fNNNNN.rs`, 100 to a
+/// directory, about 450 bytes each): every blob and one commit through
+/// `git fast-import` (one pack), then `git reset --hard` writes the tree
+/// and the index, as a checkout does.
+pub fn make_repository(program: &Path, ws: &Path, n: usize) {
+    std::fs::create_dir_all(ws).expect("mkdir");
+    let run = |args: &[&str]| git(program, ws, args);
+    run(&["init", "-q", "-b", "main"]);
+    let mut child = Command::new(program)
+        .args(["fast-import", "--quiet"])
+        .current_dir(ws)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("git fast-import");
+    {
+        let mut w = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+        for i in 0..n {
+            let text = file_text(i, 0);
+            write!(w, "blob\nmark :{}\ndata {}\n{text}\n", i + 1, text.len()).expect("stream");
+        }
+        writeln!(
+            w,
+            "commit refs/heads/main\ncommitter bench <bench@example.com> 1700000000 +0000\ndata 5\nstart"
+        )
+        .expect("stream");
+        for i in 0..n {
+            writeln!(w, "M 100644 :{} {}", i + 1, path_of(i)).expect("stream");
+        }
+        writeln!(w).expect("stream");
+    }
+    assert!(child.wait().expect("fast-import").success(), "fast-import");
+    run(&["reset", "--hard", "-q"]);
+}

@@ -30,7 +30,13 @@ pub fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
         .arg("--config")
         .arg(config)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // Its log, when asked for (`GATEHOST_LOG=gatehost=debug` prints
+        // each step's phases).
+        .stderr(if std::env::var_os("GATEHOST_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("spawn serve");
     let out = child.stdout.take().expect("stdout");

@@ -1116,6 +1116,49 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     assert!(p.nothing_to_commit);
 }
 
+/// With a warm stat cache, what changed since a snapshot is found without
+/// listing the files the cache vouches for, and is what a read of every
+/// file finds: an edit (same size), a chmod, a deletion and an addition,
+/// and nothing for a file put back as the snapshot has it.
+#[test]
+fn what_changed_since_a_snapshot_is_the_same_with_a_warm_cache() {
+    let t = repo();
+    let ws = t.path();
+    write(ws, "dir/new.txt", "new\n");
+    write(ws, "dir/other.txt", "other\n");
+    let mut cache = StatCache {
+        racy_secs: -3600,
+        ..StatCache::default()
+    };
+    let (snap, _) = snapshot_with(ws, &paths(&["a.txt", "dir"]), &mut cache).unwrap();
+    assert!(cache.len() >= 3, "{}", cache.len());
+    let both = |cache: &StatCache| {
+        let warm = changed_since(ws, &snap, Some(cache)).unwrap();
+        assert_eq!(warm, changed_since(ws, &snap, None).unwrap());
+        warm
+    };
+    assert!(both(&cache).is_empty());
+    write(ws, "dir/new.txt", "NEW\n");
+    std::fs::set_permissions(
+        ws.join("dir/other.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    write(ws, "dir/added.txt", "added\n");
+    assert_eq!(
+        both(&cache),
+        ["a.txt", "dir/added.txt", "dir/new.txt", "dir/other.txt"]
+    );
+    write(ws, "dir/new.txt", "new\n");
+    std::fs::set_permissions(
+        ws.join("dir/other.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    assert_eq!(both(&cache), ["a.txt", "dir/added.txt"]);
+}
+
 #[test]
 fn a_snapshot_is_never_committed_over_a_commit_that_touched_its_paths() {
     let t = repo();
