@@ -548,6 +548,25 @@ pub fn settle(lease: &mut Lease, workspace: &Path) -> Result<SyncStats, Worktree
     result
 }
 
+/// Brings a run's worktree back to its tree in the background, off the
+/// next turn-end's path (which then touches only what its tree changes);
+/// a run on this workspace in the meantime waits for it. On tokio's
+/// blocking pool: called from within the daemon's runtime.
+pub fn settle_in_background(lease: Lease, workspace: &str, policy_id: &str) {
+    let (ws, policy_id) = (workspace.to_string(), policy_id.to_string());
+    tokio::task::spawn_blocking(move || {
+        let mut lease = lease;
+        match settle(&mut lease, Path::new(&ws)) {
+            Ok(stats) => {
+                tracing::debug!(policy = %policy_id, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree settled after the run");
+            }
+            Err(e) => {
+                tracing::warn!(policy = %policy_id, "the worktree could not be settled after the run (the next run reads it whole): {e}");
+            }
+        }
+    });
+}
+
 fn sync_to(
     lease: &mut Lease,
     workspace: &Path,

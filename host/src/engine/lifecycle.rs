@@ -194,7 +194,7 @@ impl Engine {
             _ => None,
         };
         if let (Some(paths), GateOn::Snapshot) = (&commit_paths, input.gate_on()) {
-            let (report, taken) = self
+            let (report, taken, lease) = self
                 .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
@@ -213,6 +213,11 @@ impl Engine {
                 Some((snap, _)) => (None, Ok(Vec::new()), Some(snap)),
                 None => (None, Ok(Vec::new()), None),
             };
+            // Once the workspace has been read again: the two walks would
+            // share the machine's cores, and the verdict waits for this one.
+            if let Some(lease) = lease {
+                crate::worktree::settle_in_background(lease, &workspace, &policy.id);
+            }
             let judged = Judged::Snapshot {
                 snap,
                 changed_after,
@@ -267,6 +272,9 @@ impl Engine {
     /// thread that may write only beneath `.git`), brings a worktree to its
     /// tree, and runs the gates there, with its diff against `HEAD` as the
     /// change. A snapshot or worktree that cannot be made is an `error`.
+    /// The worktree's lease comes back with the report: the caller has it
+    /// settled (`worktree::settle_in_background`) once it no longer needs the
+    /// machine for the verdict.
     async fn run_on_snapshot(
         &self,
         runner: &GateRunner,
@@ -278,6 +286,7 @@ impl Engine {
     ) -> (
         RunReport,
         Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileChange>)>,
+        Option<crate::worktree::Lease>,
     ) {
         let confining = runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
@@ -296,9 +305,16 @@ impl Engine {
                 return (
                     error_report(format!("cannot snapshot the commit paths: {e}")),
                     None,
+                    None,
                 );
             }
-            Err(e) => return (error_report(format!("the snapshot task failed: {e}")), None),
+            Err(e) => {
+                return (
+                    error_report(format!("the snapshot task failed: {e}")),
+                    None,
+                    None,
+                );
+            }
         };
         let worktrees = self.inner.worktrees.clone();
         let (ws, tree) = (workspace.to_string(), snap.tree.clone());
@@ -323,12 +339,14 @@ impl Engine {
                 return (
                     error_report(format!("cannot check the snapshot out: {e}")),
                     Some((snap, changes.unwrap_or_default())),
+                    None,
                 );
             }
             Err(e) => {
                 return (
                     error_report(format!("the worktree task failed: {e}")),
                     Some((snap, changes.unwrap_or_default())),
+                    None,
                 );
             }
         };
@@ -343,23 +361,11 @@ impl Engine {
                 Some(changes.clone()),
             )
             .await;
-        // The worktree is brought back to its tree now, off the next
-        // turn-end's path (which then touches only what its tree changes);
-        // a run on this workspace in the meantime waits for it.
-        let ws = workspace.to_string();
-        let policy_id = policy.id.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut lease = lease;
-            match crate::worktree::settle(&mut lease, Path::new(&ws)) {
-                Ok(stats) => {
-                    tracing::debug!(policy = %policy_id, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree settled after the run");
-                }
-                Err(e) => {
-                    tracing::warn!(policy = %policy_id, "the worktree could not be settled after the run (the next run reads it whole): {e}");
-                }
-            }
-        });
-        (report, Some((snap, changes.unwrap_or_default())))
+        (
+            report,
+            Some((snap, changes.unwrap_or_default())),
+            Some(lease),
+        )
     }
 
     pub(super) async fn run_policy_gates(
