@@ -264,7 +264,12 @@ pub fn changed_since(
     let ws = Workspace::open(workspace)?;
     let repo = &ws.repo;
     let tree = object_id(&snap.tree, "snapshot tree")?;
-    let in_snapshot = tracked_entries(repo, Some(tree), &snap.paths)?;
+    // A snapshot of nothing changed is HEAD's tree, whose entries the
+    // cache keeps.
+    let in_snapshot = match cache.and_then(|c| c.tracked_of(tree, &snap.paths)) {
+        Some(kept) => kept,
+        None => std::sync::Arc::new(tracked_entries(repo, Some(tree), &snap.paths)?),
+    };
     let content = super::read::read_snapshot_with(
         &ws,
         &snap.paths,

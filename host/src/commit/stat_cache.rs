@@ -123,6 +123,19 @@ impl StatCache {
         Ok(map)
     }
 
+    /// The entries kept by [`StatCache::tracked`], when they are those of
+    /// `tree` under `paths`.
+    pub(super) fn tracked_of(
+        &self,
+        tree: ObjectId,
+        paths: &[String],
+    ) -> Option<std::sync::Arc<Tracked>> {
+        match &self.tracked {
+            Some((Some(t), p, map)) if *t == tree && p == paths => Some(map.clone()),
+            _ => None,
+        }
+    }
+
     /// Forgets everything (after an error: nothing half-known is kept).
     pub(super) fn clear(&mut self) {
         self.entries.clear();

@@ -1159,6 +1159,30 @@ fn what_changed_since_a_snapshot_is_the_same_with_a_warm_cache() {
     assert_eq!(both(&cache), ["a.txt", "dir/added.txt"]);
 }
 
+/// A snapshot of an unchanged workspace is `HEAD`'s tree: what changed
+/// since it is found against the entries the cache keeps for `HEAD`, and
+/// is what a read against the tree itself finds.
+#[test]
+fn what_changed_since_a_snapshot_of_heads_tree_uses_the_entries_kept() {
+    let t = repo();
+    let ws = t.path();
+    let mut cache = StatCache {
+        racy_secs: -3600,
+        ..StatCache::default()
+    };
+    let wanted = paths(&["a.txt", "dir"]);
+    let (snap, _) = snapshot_with(ws, &wanted, &mut cache).unwrap();
+    assert_eq!(snap.tree, git(ws, &["rev-parse", "HEAD^{tree}"]).trim());
+    let tree = ObjectId::from_hex(snap.tree.as_bytes()).unwrap();
+    assert!(cache.tracked_of(tree, &snap.paths).is_some());
+    assert!(changed_since(ws, &snap, Some(&cache)).unwrap().is_empty());
+    write(ws, "a.txt", "edited\n");
+    std::fs::remove_file(ws.join("dir/keep.txt")).unwrap();
+    let warm = changed_since(ws, &snap, Some(&cache)).unwrap();
+    assert_eq!(warm, ["a.txt", "dir/keep.txt"]);
+    assert_eq!(warm, changed_since(ws, &snap, None).unwrap());
+}
+
 #[test]
 fn a_snapshot_is_never_committed_over_a_commit_that_touched_its_paths() {
     let t = repo();
