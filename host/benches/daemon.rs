@@ -53,6 +53,27 @@ struct Ctx<'a> {
     rt: &'a tokio::runtime::Runtime,
 }
 
+/// Reports a `turn-end` on `sid` and waits for policy `pid` to settle or
+/// await its ack: the policy, how long the report took, and how long the
+/// whole.
+fn turn_end(http: &Http, d: &Daemon, sid: &str, pid: &str) -> (Value, Duration, Duration) {
+    let t0 = Instant::now();
+    http.call(
+        d,
+        reqwest::Method::POST,
+        &format!("/v1/sessions/{sid}/report"),
+        Some(json!({"kind": "turn-end"})),
+    );
+    let reported = t0.elapsed();
+    let v = http.call(
+        d,
+        reqwest::Method::GET,
+        &format!("/v1/policies/{pid}/wait?timeout=120s"),
+        None,
+    );
+    (v, reported, t0.elapsed())
+}
+
 fn latency_case(c: &Ctx<'_>, name: &str, gate: &str) {
     let Ctx {
         rounds,
@@ -92,21 +113,7 @@ fn latency_case(c: &Ctx<'_>, name: &str, gate: &str) {
         let th = Instant::now();
         http.call(d, reqwest::Method::GET, "/v1/health", None);
         let t_health = th.elapsed();
-        let t0 = Instant::now();
-        http.call(
-            d,
-            reqwest::Method::POST,
-            &format!("/v1/sessions/{sid}/report"),
-            Some(json!({"kind": "turn-end"})),
-        );
-        let t_report = t0.elapsed();
-        let v = http.call(
-            d,
-            reqwest::Method::GET,
-            &format!("/v1/policies/{pid}/wait?timeout=30s"),
-            None,
-        );
-        let t_daemon = t0.elapsed();
+        let (v, t_report, t_daemon) = turn_end(http, d, &sid, &pid);
         assert_eq!(v["status"], "done", "{v}");
         let t1 = Instant::now();
         let report = rt.block_on(runner.run_gates(&gates, &anchor, &GateContext::default()));
@@ -195,23 +202,10 @@ fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
         "sessionId": sid, "gate": {"command": "true"}, "watchFrom": "now",
         "then": "commit", "commit": {"paths": ["src"], "message": "bench", "requireHumanAck": true}
     });
-    let turn_end = || {
+    let commit_round = || {
         let p = http.call(d, reqwest::Method::POST, "/v1/policies", Some(spec.clone()));
         let pid = p["policyId"].as_str().expect("id").to_string();
-        let t0 = Instant::now();
-        http.call(
-            d,
-            reqwest::Method::POST,
-            &format!("/v1/sessions/{sid}/report"),
-            Some(json!({"kind": "turn-end"})),
-        );
-        let v = http.call(
-            d,
-            reqwest::Method::GET,
-            &format!("/v1/policies/{pid}/wait?timeout=120s"),
-            None,
-        );
-        let took = t0.elapsed();
+        let (v, _, took) = turn_end(http, d, sid, &pid);
         assert_eq!(v["status"], "awaiting-ack", "{v}");
         http.call(
             d,
@@ -222,7 +216,7 @@ fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
         std::thread::sleep(Duration::from_millis(500));
         took
     };
-    let first = turn_end();
+    let first = commit_round();
     println!(
         "- the first turn-end (every file read, the worktree checked out): {:.0} ms\n",
         first.as_secs_f64() * 1e3
@@ -239,7 +233,7 @@ fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
                 let text = support::file_text(i, round as u64 + 1);
                 std::fs::write(ws.join(support::path_of(i)), text).expect("write");
             }
-            let took = turn_end();
+            let took = commit_round();
             let t1 = Instant::now();
             let report = rt.block_on(runner.run_gates(&gates, &anchor, &GateContext::default()));
             let gate_took = t1.elapsed();

@@ -1116,20 +1116,17 @@ fn the_commit_of_a_snapshot_is_its_tree_whatever_the_workspace_holds_after() {
     assert!(p.nothing_to_commit);
 }
 
-/// With a warm stat cache, what changed since a snapshot is found without
-/// listing the files the cache vouches for, and is what a read of every
-/// file finds: an edit (same size), a chmod, a deletion and an addition,
-/// and nothing for a file put back as the snapshot has it.
+/// With a warm stat cache (whose files are left unlisted by the read),
+/// what changed since a snapshot is what a read of every file finds: an
+/// edit (same size), a chmod, a deletion and an addition, and nothing for
+/// a file put back as the snapshot has it.
 #[test]
 fn what_changed_since_a_snapshot_is_the_same_with_a_warm_cache() {
     let t = repo();
     let ws = t.path();
     write(ws, "dir/new.txt", "new\n");
     write(ws, "dir/other.txt", "other\n");
-    let mut cache = StatCache {
-        racy_secs: -3600,
-        ..StatCache::default()
-    };
+    let mut cache = StatCache::trusting_any_age();
     let (snap, _) = snapshot_with(ws, &paths(&["a.txt", "dir"]), &mut cache).unwrap();
     assert!(cache.len() >= 3, "{}", cache.len());
     let both = |cache: &StatCache| {
@@ -1160,16 +1157,15 @@ fn what_changed_since_a_snapshot_is_the_same_with_a_warm_cache() {
 }
 
 /// A snapshot of an unchanged workspace is `HEAD`'s tree: what changed
-/// since it is found against the entries the cache keeps for `HEAD`, and
-/// is what a read against the tree itself finds.
+/// since it is found against the entries the cache keeps for `HEAD`
+/// (with a subtree's object gone from the repository it is still found;
+/// a read without the cache, which reads the tree, cannot), and is what a
+/// read against the tree itself finds.
 #[test]
 fn what_changed_since_a_snapshot_of_heads_tree_uses_the_entries_kept() {
     let t = repo();
     let ws = t.path();
-    let mut cache = StatCache {
-        racy_secs: -3600,
-        ..StatCache::default()
-    };
+    let mut cache = StatCache::trusting_any_age();
     let wanted = paths(&["a.txt", "dir"]);
     let (snap, _) = snapshot_with(ws, &wanted, &mut cache).unwrap();
     assert_eq!(snap.tree, git(ws, &["rev-parse", "HEAD^{tree}"]).trim());
@@ -1181,6 +1177,11 @@ fn what_changed_since_a_snapshot_of_heads_tree_uses_the_entries_kept() {
     let warm = changed_since(ws, &snap, Some(&cache)).unwrap();
     assert_eq!(warm, ["a.txt", "dir/keep.txt"]);
     assert_eq!(warm, changed_since(ws, &snap, None).unwrap());
+    let dir_tree = git(ws, &["rev-parse", "HEAD:dir"]);
+    let (fan, rest) = dir_tree.trim().split_at(2);
+    std::fs::remove_file(ws.join(".git/objects").join(fan).join(rest)).unwrap();
+    assert!(changed_since(ws, &snap, None).is_err(), "the tree is read");
+    assert_eq!(changed_since(ws, &snap, Some(&cache)).unwrap(), warm);
 }
 
 #[test]
