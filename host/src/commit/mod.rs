@@ -116,6 +116,7 @@ mod stat_cache;
 mod test_git;
 mod tracked;
 mod tree;
+mod walk;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
     workspace_changes_loading, workspace_changes_remembered, workspace_diff,
@@ -131,6 +132,7 @@ pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
 use tracked::Tracked;
 use tree::{write_tree, write_tree_with};
+use walk::*;
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";

@@ -242,7 +242,7 @@ fn a_change_set_caps_big_files_and_its_total_and_lists_every_file() {
     assert_eq!(changes.len(), 6, "every file listed: {changes:?}");
 }
 
-/// The walk goes [`super::super::read::MAX_WALK_DEPTH`] directories deep
+/// The walk goes [`super::super::walk::MAX_WALK_DEPTH`] directories deep
 /// and no deeper: a file at the last level is in the change set; one
 /// level more and the read is refused, naming the depth (before: the
 /// recursion overflowed the stack and aborted the host).
@@ -254,7 +254,7 @@ fn the_walk_reads_to_its_depth_and_refuses_a_deeper_chain() {
     std::fs::write(ws.join("a.txt"), "a\n").expect("write");
     git(ws, &["add", "-A"]);
     git(ws, &["commit", "-q", "-m", "init"]);
-    let max = super::super::read::MAX_WALK_DEPTH;
+    let max = super::super::walk::MAX_WALK_DEPTH;
     let deepest = vec!["d"; max].join("/");
     std::fs::create_dir_all(ws.join(&deepest)).expect("mkdir");
     std::fs::write(ws.join(&deepest).join("x.txt"), "x\n").expect("write");
