@@ -255,6 +255,73 @@ fn an_ack_after_the_paths_changed_commits_the_snapshot_that_passed() {
     assert_eq!(p["gateRuns"], 1);
 }
 
+/// The snapshot's directories are watched while its gate runs: a file
+/// under the commit paths written meanwhile is listed in
+/// `changedAfterSnapshot` at commit-ready (the event and the plan), one
+/// beside them is not; and a run during which nothing under them changed
+/// does not read them again (the daemon's log says which happened).
+#[test]
+fn what_changes_under_the_commit_paths_while_the_gate_runs_is_listed_at_commit_ready() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    s.write_ws("src/a.txt", "a\n");
+    s.write_ws("src/deep/b.txt", "b\n");
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let d = Daemon::start_with_env(
+        &s.etc.join("data"),
+        &cfg,
+        &[("GATEHOST_LOG", "gatehost=debug")],
+    );
+    d.register("s1", &s.ws);
+    let run = |release: &str, during: &dyn Fn()| {
+        let m = common::marker("watched");
+        let gate: Value = serde_json::from_str(&common::script_gate(
+            "gates/wait-for-file-then-pass.sh",
+            &[&m, &s.etc.join(release).display().to_string()],
+            60_000,
+        ))
+        .expect("gate");
+        let pid = d.attach(json!({
+            "sessionId": "s1", "gate": gate, "then": "commit",
+            "commit": {"paths": ["src"], "message": "m", "requireHumanAck": true}
+        }));
+        d.report("s1", "turn-end");
+        // The gate runs: the snapshot was taken.
+        common::eventually_within(T, "the gate runs", || !common::survivors(&m).is_empty());
+        during();
+        std::fs::write(s.etc.join(release), "go").expect("release");
+        let p = d.wait_status(&pid, "awaiting-ack", T);
+        let ready = d.all_events(&format!("&policy={pid}&types=commit-ready"));
+        assert_eq!(ready.len(), 1, "{ready:?}");
+        assert_eq!(
+            ready[0]["payload"]["plan"]["changedAfterSnapshot"],
+            p["plan"]["changedAfterSnapshot"]
+        );
+        let v = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
+        assert_eq!(v.code, 0, "{}", v.stderr);
+        d.wait_status(&pid, "cancelled", T);
+        assert!(common::survivors(&m).is_empty());
+        p["plan"]["changedAfterSnapshot"].clone()
+    };
+    let quiet = run("release-1", &|| {
+        s.write_ws("beside.txt", "not a commit path\n");
+        let _ = std::fs::read(s.ws.join("src/a.txt")).expect("read");
+    });
+    assert_eq!(quiet, json!([]));
+    assert!(
+        d.log()
+            .contains("nothing watched changed since the snapshot"),
+        "{}",
+        d.log()
+    );
+    let changed = run("release-2", &|| {
+        s.write_ws("src/deep/b.txt", "written while the gate ran\n");
+        s.write_ws("beside.txt", "again\n");
+    });
+    assert_eq!(changed, json!(["src/deep/b.txt"]));
+    assert!(d.log().contains("src/deep/b.txt changed"), "{}", d.log());
+}
+
 /// The operator's opt-out, `gateOn: "workspace"` (refused with the agent
 /// token): the gate reads the live files, so an ack after they changed is
 /// refused as stale and the policy gates again.

@@ -187,6 +187,7 @@ fn changes_since_head(
             // A change set lists what changed: HEAD's files are only
             // counted (their paths kept for the deletions and the cache).
             skip_unchanged: cache.is_some(),
+            watch: None,
         },
     )?;
     let t3 = std::time::Instant::now();

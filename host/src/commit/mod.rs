@@ -117,6 +117,7 @@ mod test_git;
 mod tracked;
 mod tree;
 mod walk;
+mod watch;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
     workspace_changes_loading, workspace_changes_remembered, workspace_diff,
@@ -127,12 +128,15 @@ pub use layout::GitDirs;
 use read::*;
 use repo::*;
 pub use repo::{Committer, git_dir_handle, open_repository};
-pub use snapshot::{TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_with};
+pub use snapshot::{
+    TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_watched, snapshot_with,
+};
 pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
 use tracked::Tracked;
 use tree::{write_tree, write_tree_with};
 use walk::*;
+pub use watch::Watch;
 
 /// Name and e-mail used when the repository's own config sets none.
 const DEFAULT_NAME: &str = "gatehost";

@@ -65,6 +65,9 @@ pub(super) struct Reads<'a> {
     /// where the workspace differs (see `tree::write_tree_with`). Never
     /// for paths that overlap (the read turns it off).
     pub(super) skip_unchanged: bool,
+    /// Each directory walked, and each on the way to a commit path, is
+    /// watched before it is listed (a snapshot's; see `watch`).
+    pub(super) watch: Option<&'a super::Watch>,
 }
 
 /// What a walk found: the files listed, and the paths of the files left
@@ -93,6 +96,12 @@ impl Found {
         reads: Reads<'_>,
         head: Option<(EntryKind, ObjectId)>,
     ) -> Result<(), CommitError> {
+        if let Some(watch) = reads.watch
+            && meta.nlink() > 1
+        {
+            // Writable through another directory, which is not watched.
+            watch.doubt(format!("{rel} has {} links", meta.nlink()));
+        }
         if reads.skip_unchanged
             && let (Some(cache), Some((head_kind, head_id))) = (reads.cache, head)
             && cache
@@ -273,6 +282,7 @@ pub(super) fn read_snapshot_cached(
             cache,
             content_cap: None,
             skip_unchanged: false,
+            watch: None,
         },
     )
 }

@@ -349,6 +349,7 @@ mod tests {
                 cache: Some(&cache),
                 content_cap: None,
                 skip_unchanged,
+                watch: None,
             };
             read_snapshot_with(&workspace, &paths, &tracked, reads).expect("read")
         };

@@ -60,6 +60,18 @@ pub fn snapshot_with(
     paths: &[String],
     cache: &mut StatCache,
 ) -> Result<(TreeSnapshot, Result<Vec<FileChange>, String>), CommitError> {
+    snapshot_watched(workspace, paths, cache, None)
+}
+
+/// [`snapshot_with`], each directory it reads watched by `watch` before
+/// it is listed: afterwards, [`super::Watch::unchanged`] says whether the
+/// commit paths still hold what the snapshot took.
+pub fn snapshot_watched(
+    workspace: &Path,
+    paths: &[String],
+    cache: &mut StatCache,
+    watch: Option<&super::Watch>,
+) -> Result<(TreeSnapshot, Result<Vec<FileChange>, String>), CommitError> {
     let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
@@ -81,6 +93,7 @@ pub fn snapshot_with(
                 cache: Some(cache),
                 content_cap: None,
                 skip_unchanged: true,
+                watch,
             },
         )?;
         times[3] = std::time::Instant::now();
@@ -278,6 +291,7 @@ pub fn changed_since(
             cache,
             content_cap: None,
             skip_unchanged: cache.is_some(),
+            watch: None,
         },
     )?;
     let hash = repo.object_hash();

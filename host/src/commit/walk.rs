@@ -71,6 +71,9 @@ pub(super) fn read_path(
         }
         rel.extend_from_slice(component.as_bytes());
         ignored = ignored || excludes.is_ignored(rel.as_bstr(), true);
+        if let Some(watch) = reads.watch {
+            watch.on_the_way(&dir, parent_of(rel.as_bstr()), component);
+        }
         let meta = match dir.symlink_metadata(component) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -90,6 +93,9 @@ pub(super) fn read_path(
         excludes.push_dir(&dir, rel.as_bstr())?;
     }
     let rel = BString::from(path);
+    if let Some(watch) = reads.watch {
+        watch.on_the_way(&dir, parent_of(rel.as_bstr()), last);
+    }
     let name = OsStr::new(last);
     let meta = match dir.symlink_metadata(name) {
         Ok(m) => m,
@@ -172,6 +178,9 @@ pub(super) fn walk_dir(
         });
     }
     let pushed = excludes.push_dir(dir, rel.as_bstr())?;
+    if let Some(watch) = reads.watch {
+        watch.walked(dir, rel.as_bstr());
+    }
     let mut names = Vec::new();
     for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
         let entry = entry.map_err(io_err(rel.as_bstr()))?;
@@ -282,4 +291,12 @@ pub(super) fn walk_entry(
         warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
     }
     Ok(())
+}
+
+/// `rel` without its last component (`""` for a name at the root).
+fn parent_of(rel: &BStr) -> &BStr {
+    match rel.rfind_byte(b'/') {
+        Some(i) => &rel[..i],
+        None => b"".as_bstr(),
+    }
 }

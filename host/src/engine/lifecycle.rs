@@ -4,7 +4,8 @@
 
 use super::machine::{AfterPass, Input, Step, Verdict};
 use super::nudge::render_nudge;
-use super::pinned::{after_gate, changed_since, fingerprint_of, summary_of};
+use super::on_snapshot::changed_after;
+use super::pinned::{after_gate, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::anchor::WorkspaceAnchor;
 use crate::gate::{GateContext, GateRunner};
@@ -194,7 +195,12 @@ impl Engine {
             _ => None,
         };
         if let (Some(paths), GateOn::Snapshot) = (&commit_paths, input.gate_on()) {
-            let (report, taken, lease) = self
+            let super::on_snapshot::SnapshotRun {
+                report,
+                taken,
+                lease,
+                watch,
+            } = self
                 .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
@@ -207,7 +213,7 @@ impl Engine {
             let (changes, changed_after, snap) = match taken {
                 Some((snap, files)) if report.outcome == Outcome::Pass => (
                     Some(summary_of(&files)),
-                    changed_since(&workspace, &snap, self.stat_cache(&workspace)).await,
+                    changed_after(&workspace, &snap, self.stat_cache(&workspace), watch).await,
                     Some(snap),
                 ),
                 Some((snap, _)) => (None, Ok(Vec::new()), Some(snap)),
@@ -266,106 +272,6 @@ impl Engine {
             },
         )
         .await
-    }
-
-    /// Takes the snapshot of the commit paths (objects written from a
-    /// thread that may write only beneath `.git`), brings a worktree to its
-    /// tree, and runs the gates there, with its diff against `HEAD` as the
-    /// change. A snapshot or worktree that cannot be made is an `error`.
-    /// The worktree's lease comes back with the report: the caller has it
-    /// settled (`worktree::settle_in_background`) once it no longer needs the
-    /// machine for the verdict.
-    async fn run_on_snapshot(
-        &self,
-        runner: &GateRunner,
-        policy: &PolicyRow,
-        input: &AttachInput,
-        sessions: &[crate::store::SessionRow],
-        workspace: &str,
-        paths: &[String],
-    ) -> (
-        RunReport,
-        Option<(crate::commit::TreeSnapshot, Vec<crate::change::FileChange>)>,
-        Option<crate::worktree::Lease>,
-    ) {
-        let confining = runner.clone();
-        let (ws, wanted) = (workspace.to_string(), paths.to_vec());
-        let cache = self.stat_cache(workspace);
-        let taken = tokio::task::spawn_blocking(move || {
-            let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
-            let cache: &mut crate::commit::StatCache = &mut guard;
-            super::commits::confined(&confining, Path::new(&ws), || {
-                crate::commit::snapshot_with(Path::new(&ws), &wanted, cache)
-            })
-        })
-        .await;
-        let (snap, changes) = match taken {
-            Ok(Ok(taken)) => taken,
-            Ok(Err(e)) => {
-                return (
-                    error_report(format!("cannot snapshot the commit paths: {e}")),
-                    None,
-                    None,
-                );
-            }
-            Err(e) => {
-                return (
-                    error_report(format!("the snapshot task failed: {e}")),
-                    None,
-                    None,
-                );
-            }
-        };
-        let worktrees = self.inner.worktrees.clone();
-        let (ws, tree) = (workspace.to_string(), snap.tree.clone());
-        // What the agent attached never shares a worktree (nor a cache)
-        // with what the operator attached.
-        let tenant = match input.attached_by {
-            crate::config::Trust::Operator => crate::worktree::Tenant::Operator,
-            crate::config::Trust::Agent => crate::worktree::Tenant::Agent,
-        };
-        let leased = tokio::task::spawn_blocking(move || {
-            let mut lease = worktrees.lease(Path::new(&ws), tenant)?;
-            let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
-            Ok::<_, crate::worktree::WorktreeError>((lease, stats))
-        })
-        .await;
-        let lease = match leased {
-            Ok(Ok((lease, stats))) => {
-                tracing::debug!(policy = %policy.id, tree = %snap.tree, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree ready");
-                lease
-            }
-            Ok(Err(e)) => {
-                return (
-                    error_report(format!("cannot check the snapshot out: {e}")),
-                    Some((snap, changes.unwrap_or_default())),
-                    None,
-                );
-            }
-            Err(e) => {
-                return (
-                    error_report(format!("the worktree task failed: {e}")),
-                    Some((snap, changes.unwrap_or_default())),
-                    None,
-                );
-            }
-        };
-        let worktree = lease.path().display().to_string();
-        let report = self
-            .run_policy_gates(
-                runner,
-                policy,
-                input,
-                sessions,
-                &worktree,
-                Some(changes.clone()),
-            )
-            .await;
-        (
-            report,
-            Some((snap, changes.unwrap_or_default())),
-            Some(lease),
-        )
     }
 
     pub(super) async fn run_policy_gates(

@@ -27,6 +27,7 @@ pub mod keys;
 mod lifecycle;
 pub mod machine;
 mod nudge;
+mod on_snapshot;
 pub mod passkeys;
 mod pinned;
 mod policy_diff;

@@ -1,0 +1,146 @@
+//! Gating on a snapshot: the commit paths read once into git objects
+//! (their directories watched from before they are listed), a worktree
+//! brought to the snapshot's tree, the gates run there; then, after a
+//! pass, which commit paths changed in the workspace since.
+//!
+//! Must never: let the gates see the live workspace, or settle the
+//! worktree before the caller is done with the machine for the verdict.
+
+use super::{AttachInput, Engine};
+use crate::commit::{TreeSnapshot, Watch};
+use crate::gate::GateRunner;
+use crate::store::PolicyRow;
+use crate::verdict::{Durations, Outcome, RunReport};
+use std::path::Path;
+
+/// What a run on a snapshot hands back.
+pub(super) struct SnapshotRun {
+    pub(super) report: RunReport,
+    /// The snapshot and its diff against `HEAD`, when it could be taken.
+    pub(super) taken: Option<(TreeSnapshot, Vec<crate::change::FileChange>)>,
+    /// The worktree, to settle once the caller no longer needs the
+    /// machine (`worktree::settle_in_background`).
+    pub(super) lease: Option<crate::worktree::Lease>,
+    /// The snapshot's watch (`None` when it could not be made), for
+    /// [`changed_after`].
+    pub(super) watch: Option<Watch>,
+}
+
+impl Engine {
+    /// Takes the snapshot of the commit paths (objects written from a
+    /// thread that may write only beneath `.git`), brings a worktree to its
+    /// tree, and runs the gates there, with its diff against `HEAD` as the
+    /// change. A snapshot or worktree that cannot be made is an `error`.
+    pub(super) async fn run_on_snapshot(
+        &self,
+        runner: &GateRunner,
+        policy: &PolicyRow,
+        input: &AttachInput,
+        sessions: &[crate::store::SessionRow],
+        workspace: &str,
+        paths: &[String],
+    ) -> SnapshotRun {
+        let failed = |reason: String, taken| SnapshotRun {
+            report: RunReport {
+                outcome: Outcome::Error,
+                reason,
+                durations: Durations::default(),
+                gates: Vec::new(),
+                skipped: Vec::new(),
+            },
+            taken,
+            lease: None,
+            watch: None,
+        };
+        let confining = runner.clone();
+        let (ws, wanted) = (workspace.to_string(), paths.to_vec());
+        let cache = self.stat_cache(workspace);
+        let taken = tokio::task::spawn_blocking(move || {
+            let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
+            let cache: &mut crate::commit::StatCache = &mut guard;
+            let watch = Watch::new()
+                .map_err(|e| tracing::debug!(error = %e, "cannot watch the commit paths"))
+                .ok();
+            super::commits::confined(&confining, Path::new(&ws), || {
+                crate::commit::snapshot_watched(Path::new(&ws), &wanted, cache, watch.as_ref())
+            })
+            .map(|taken| (taken, watch))
+        })
+        .await;
+        let ((snap, changes), watch) = match taken {
+            Ok(Ok(taken)) => taken,
+            Ok(Err(e)) => return failed(format!("cannot snapshot the commit paths: {e}"), None),
+            Err(e) => return failed(format!("the snapshot task failed: {e}"), None),
+        };
+        let worktrees = self.inner.worktrees.clone();
+        let (ws, tree) = (workspace.to_string(), snap.tree.clone());
+        // What the agent attached never shares a worktree (nor a cache)
+        // with what the operator attached.
+        let tenant = match input.attached_by {
+            crate::config::Trust::Operator => crate::worktree::Tenant::Operator,
+            crate::config::Trust::Agent => crate::worktree::Tenant::Agent,
+        };
+        let leased = tokio::task::spawn_blocking(move || {
+            let mut lease = worktrees.lease(Path::new(&ws), tenant)?;
+            let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
+            Ok::<_, crate::worktree::WorktreeError>((lease, stats))
+        })
+        .await;
+        let lease = match leased {
+            Ok(Ok((lease, stats))) => {
+                tracing::debug!(policy = %policy.id, tree = %snap.tree, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree ready");
+                lease
+            }
+            Ok(Err(e)) => {
+                return failed(
+                    format!("cannot check the snapshot out: {e}"),
+                    Some((snap, changes.unwrap_or_default())),
+                );
+            }
+            Err(e) => {
+                return failed(
+                    format!("the worktree task failed: {e}"),
+                    Some((snap, changes.unwrap_or_default())),
+                );
+            }
+        };
+        let worktree = lease.path().display().to_string();
+        let report = self
+            .run_policy_gates(
+                runner,
+                policy,
+                input,
+                sessions,
+                &worktree,
+                Some(changes.clone()),
+            )
+            .await;
+        SnapshotRun {
+            report,
+            taken: Some((snap, changes.unwrap_or_default())),
+            lease: Some(lease),
+            watch,
+        }
+    }
+}
+
+/// The commit paths whose content in `workspace` differs from `snap`'s
+/// now: none without a read when `watch` saw nothing change since the
+/// snapshot listed their directories, else read again (warm `cache`).
+pub(super) async fn changed_after(
+    workspace: &str,
+    snap: &TreeSnapshot,
+    cache: std::sync::Arc<std::sync::Mutex<crate::commit::StatCache>>,
+    watch: Option<Watch>,
+) -> Result<Vec<String>, String> {
+    let why = match watch.map(Watch::unchanged) {
+        Some(Ok(())) => {
+            tracing::debug!(tree = %snap.tree, "nothing watched changed since the snapshot");
+            return Ok(Vec::new());
+        }
+        Some(Err(why)) => why,
+        None => "no watch".to_string(),
+    };
+    tracing::debug!(tree = %snap.tree, why, "reading the commit paths again");
+    super::pinned::changed_since(workspace, snap, cache).await
+}
