@@ -322,6 +322,48 @@ fn what_changes_under_the_commit_paths_while_the_gate_runs_is_listed_at_commit_r
     assert!(d.log().contains("src/deep/b.txt changed"), "{}", d.log());
 }
 
+/// A gate that names the paths it needs runs in a worktree holding only
+/// them (the commit still holds all the commit paths' snapshot); a policy
+/// with one gate that names none checks out everything.
+#[test]
+fn gates_that_name_their_paths_get_only_those_checked_out() {
+    let (s, d) = setup_with("", "");
+    s.write_ws("src/a/x.txt", "x\n");
+    s.write_ws("src/b/y.txt", "y\n");
+    let only_a = json!({
+        "command": "bash",
+        "args": ["-c", "test -e src/a/x.txt && test ! -e src/b && test ! -e README"],
+        "paths": ["src/a"]
+    });
+    let pid = d.attach(json!({
+        "sessionId": "s1", "gate": only_a, "then": "commit",
+        "commit": {"paths": ["src"], "message": "sparse", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&pid, "awaiting-ack", T);
+    let v = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let p = d.wait_status(&pid, "done", T);
+    let sha = p["commitSha"].as_str().expect("sha");
+    assert_eq!(
+        git_out(&s.ws, &["show", &format!("{sha}:src/b/y.txt")]),
+        "y\n"
+    );
+
+    // With a gate that needs everything beside it, everything is there:
+    // the same check fails.
+    s.write_ws("src/a/x.txt", "x2\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1", "gate": [only_a, {"command": "true"}], "then": "commit",
+        "commit": {"paths": ["src"], "message": "whole", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    common::eventually_within(T, "the gate fails", || {
+        !d.all_events(&format!("&policy={pid}&types=failed"))
+            .is_empty()
+    });
+}
+
 /// The operator's opt-out, `gateOn: "workspace"` (refused with the agent
 /// token): the gate reads the live files, so an ack after they changed is
 /// refused as stale and the policy gates again.
@@ -601,6 +643,49 @@ fn events_tail_follows_the_bus_for_a_person() {
             .any(|l| l.contains("policy:passed") && l.contains(&pid)),
         "{lines:?}"
     );
+}
+
+/// A plugin gate that names its paths is shown only the changes under
+/// them (its worktree holds nothing else): a `dbg!` beside them is not
+/// its business, one under them is.
+#[test]
+fn a_plugin_that_names_its_paths_sees_only_the_changes_under_them() {
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let s0 = Scratch::new();
+    let (s, d) = setup_with(
+        "",
+        &format!(
+            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+            plugins.display(),
+            s0.etc.join("cache").display()
+        ),
+    );
+    let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {
+        "scope": "changed",
+        "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]
+    }}, "paths": ["src/a"]});
+    s.write_ws("src/a/ok.rs", "fn ok() {}\n");
+    s.write_ws("src/b/bad.rs", "fn f() { dbg!(1); }\n");
+    let attach = |message: &str| {
+        d.attach(json!({
+            "sessionId": "s1", "gate": gate, "then": "commit", "onFail": {"maxRetries": 0},
+            "commit": {"paths": ["src"], "message": message, "requireHumanAck": true}
+        }))
+    };
+    let pid = attach("beside");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+    let v = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    s.write_ws("src/a/ok.rs", "fn ok() { dbg!(2); }\n");
+    let pid = attach("under");
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "blocked", T);
+    let findings = &p["verdict"]["gates"][0]["findings"];
+    assert_eq!(findings.as_array().map(Vec::len), Some(1), "{p}");
+    assert_eq!(findings[0]["path"], "src/a/ok.rs", "{p}");
 }
 
 #[test]

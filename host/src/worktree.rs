@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 
 mod apply;
 mod checkout;
+mod view;
+
+pub use view::View;
 
 /// Why a worktree could not be brought to a tree.
 #[derive(Debug, thiserror::Error)]
@@ -168,6 +171,8 @@ pub struct Lease {
     /// What the sync keeps beyond the tree: the granted caches, or
     /// nothing.
     keep: Arc<Vec<BString>>,
+    /// What of a tree it holds (a worktree only ever holds one view).
+    view: View,
     slots: Arc<Slots>,
 }
 
@@ -221,6 +226,18 @@ impl Worktrees {
     /// A worktree for `workspace` that no other run holds, made if needed,
     /// among those of `tenant`.
     pub fn lease(&self, workspace: &Path, tenant: Tenant) -> Result<Lease, WorktreeError> {
+        self.lease_view(workspace, tenant, View::whole())
+    }
+
+    /// [`Worktrees::lease`] of a worktree that holds only `view` of the
+    /// trees it is synced to (its own directories: never one of another
+    /// view).
+    pub fn lease_view(
+        &self,
+        workspace: &Path,
+        tenant: Tenant,
+        view: View,
+    ) -> Result<Lease, WorktreeError> {
         use std::os::unix::fs::DirBuilderExt;
         let root_err = |source| WorktreeError::Root {
             path: self.root.clone(),
@@ -241,7 +258,8 @@ impl Worktrees {
         let mut slots = self.slots.lock();
         let (path, manifest) = loop {
             let waiting = Instant::now() < deadline;
-            match choose(&slots, |n| root.join(format!("{key}-{class}{n}")), waiting) {
+            let slot = |n| root.join(format!("{key}-{class}{}{n}", view.key()));
+            match choose(&slots, slot, waiting) {
                 Choice::Take(path) => {
                     let Some(Slot::Free(manifest)) = slots.insert(path.clone(), Slot::Leased)
                     else {
@@ -289,6 +307,7 @@ impl Worktrees {
             manifest,
             owner: self.owner,
             keep,
+            view,
             slots: self.slots.clone(),
         })
     }
@@ -333,7 +352,8 @@ struct Wanted {
     dirs: BTreeSet<BString>,
 }
 
-fn wanted(repo: &gix::Repository, tree: ObjectId) -> Result<Wanted, WorktreeError> {
+/// `view` of it (see [`View`]).
+fn wanted(repo: &gix::Repository, tree: ObjectId, view: &View) -> Result<Wanted, WorktreeError> {
     let git = |e: &dyn std::fmt::Display| WorktreeError::Git(e.to_string());
     let tree = repo.find_tree(tree).map_err(|e| git(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
@@ -343,6 +363,10 @@ fn wanted(repo: &gix::Repository, tree: ObjectId) -> Result<Wanted, WorktreeErro
     let mut files = BTreeMap::new();
     let mut dirs = BTreeSet::new();
     for entry in recorder.records {
+        let is_dir = matches!(entry.mode.kind(), EntryKind::Tree | EntryKind::Commit);
+        if !view.holds(entry.filepath.as_bstr(), is_dir) {
+            continue;
+        }
         match entry.mode.kind() {
             EntryKind::Tree => {
                 dirs.insert(entry.filepath);
@@ -510,7 +534,7 @@ fn whole(
 ) -> Result<(SyncStats, Wanted), WorktreeError> {
     let wanted = match last {
         Some((id, wanted)) if id == tree => wanted,
-        _ => wanted(repo, tree)?,
+        _ => wanted(repo, tree, &lease.view)?,
     };
     let stats = sync_to(lease, workspace, &wanted)?;
     Ok((stats, wanted))

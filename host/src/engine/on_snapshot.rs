@@ -1,7 +1,8 @@
 //! Gating on a snapshot: the commit paths read once into git objects
 //! (their directories watched from before they are listed), a worktree
-//! brought to the snapshot's tree, the gates run there; then, after a
-//! pass, which commit paths changed in the workspace since.
+//! brought to the snapshot's tree (only the paths the gates name, when
+//! each names some), the gates run there; then, after a pass, which commit
+//! paths changed in the workspace since.
 //!
 //! Must never: let the gates see the live workspace, or settle the
 //! worktree before the caller is done with the machine for the verdict.
@@ -80,8 +81,9 @@ impl Engine {
             crate::config::Trust::Operator => crate::worktree::Tenant::Operator,
             crate::config::Trust::Agent => crate::worktree::Tenant::Agent,
         };
+        let view = view_of(input);
         let leased = tokio::task::spawn_blocking(move || {
-            let mut lease = worktrees.lease(Path::new(&ws), tenant)?;
+            let mut lease = worktrees.lease_view(Path::new(&ws), tenant, view)?;
             let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
             Ok::<_, crate::worktree::WorktreeError>((lease, stats))
         })
@@ -121,6 +123,20 @@ impl Engine {
             lease: Some(lease),
             watch,
         }
+    }
+}
+
+/// What of the snapshot the policy's gates need checked out: the union of
+/// their `paths` when every gate names some, else everything (a stored
+/// gate that no longer parses needs everything: its run says why).
+fn view_of(input: &AttachInput) -> crate::worktree::View {
+    let gates = input.gates().unwrap_or_default();
+    let named: Option<Vec<&[String]>> = gates.iter().map(|g| g.paths()).collect();
+    match named {
+        Some(named) if !named.is_empty() => {
+            crate::worktree::View::only(named.into_iter().flatten().map(String::as_str))
+        }
+        _ => crate::worktree::View::whole(),
     }
 }
 

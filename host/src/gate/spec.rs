@@ -3,7 +3,7 @@
 //! The shapes are the agentproto policy engine's, so existing policies carry
 //! over: shell `{"command", "args"?, "cwd"?, "timeoutMs"?, "env"?}`, judge
 //! `{"judge": {"adapter", "model"?, "prompt", "timeoutMs"?, "nonce"?}}`.
-//! Every gate may carry a `"name"`. Unknown fields, wrong types, an empty
+//! Every gate may carry a `"name"` and the `"paths"` it needs. Unknown fields, wrong types, an empty
 //! command and `timeoutMs: 0` are refused with an error naming the field,
 //! before anything runs. This module never runs anything.
 
@@ -64,6 +64,12 @@ pub struct ShellGate {
     /// list of names the host's `[shell] pass_env` lists).
     #[serde(default)]
     pub env: GateEnv,
+    /// Workspace paths (files or directories) this gate needs: a policy
+    /// gated on a snapshot checks out only the union of its gates' paths
+    /// when every gate names some (a gate without `paths` needs everything).
+    /// Repository-relative, no `..`, no `.git`.
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -131,6 +137,9 @@ pub(crate) struct WasmWrapper {
     #[serde(default)]
     name: Option<String>,
     wasm: WasmGate,
+    /// See [`ShellGate::paths`].
+    #[serde(default)]
+    paths: Option<Vec<String>>,
 }
 
 /// A judge gate: `{"judge": {…}}`.
@@ -140,6 +149,9 @@ pub(crate) struct JudgeWrapper {
     #[serde(default)]
     name: Option<String>,
     judge: JudgeGate,
+    /// See [`ShellGate::paths`].
+    #[serde(default)]
+    paths: Option<Vec<String>>,
 }
 
 /// One gate object, or a list of them (run cheapest first).
@@ -171,10 +183,14 @@ pub enum GateSpec {
     Judge {
         name: Option<String>,
         judge: JudgeGate,
+        /// See [`ShellGate::paths`].
+        paths: Option<Vec<String>>,
     },
     Wasm {
         name: Option<String>,
         wasm: WasmGate,
+        /// See [`ShellGate::paths`].
+        paths: Option<Vec<String>>,
     },
 }
 
@@ -191,13 +207,23 @@ impl GateSpec {
                 }
                 truncate_label(l)
             }),
-            GateSpec::Judge { name, judge } => name.clone().unwrap_or_else(|| match &judge.model {
-                Some(m) => format!("judge: {} ({m})", judge.adapter),
-                None => format!("judge: {}", judge.adapter),
-            }),
-            GateSpec::Wasm { name, wasm } => name
+            GateSpec::Judge { name, judge, .. } => {
+                name.clone().unwrap_or_else(|| match &judge.model {
+                    Some(m) => format!("judge: {} ({m})", judge.adapter),
+                    None => format!("judge: {}", judge.adapter),
+                })
+            }
+            GateSpec::Wasm { name, wasm, .. } => name
                 .clone()
                 .unwrap_or_else(|| truncate_label(format!("wasm: {}", wasm.plugin))),
+        }
+    }
+
+    /// The workspace paths the gate says it needs (`None`: everything).
+    pub fn paths(&self) -> Option<&[String]> {
+        match self {
+            GateSpec::Shell(s) => s.paths.as_deref(),
+            GateSpec::Judge { paths, .. } | GateSpec::Wasm { paths, .. } => paths.as_deref(),
         }
     }
 
@@ -286,12 +312,14 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
         GateSpec::Judge {
             name: w.name,
             judge: w.judge,
+            paths: w.paths,
         }
     } else if map.contains_key("wasm") {
         let w: WasmWrapper = deserialize(value, at)?;
         GateSpec::Wasm {
             name: w.name,
             wasm: w.wasm,
+            paths: w.paths,
         }
     } else if map.contains_key("command") {
         GateSpec::Shell(deserialize(value, at)?)
@@ -357,6 +385,15 @@ fn validate(spec: &GateSpec, at: &str) -> Result<(), SpecError> {
         Some(ms) if ms > MAX_TIMEOUT_MS => Err(err(name, "must be at most 86400000 (one day)")),
         _ => Ok(()),
     };
+    if let Some(paths) = spec.paths() {
+        if paths.is_empty() {
+            return Err(err("paths", "must name at least one path when given"));
+        }
+        for (i, p) in paths.iter().enumerate() {
+            crate::commit::validate_commit_path(p)
+                .map_err(|e| err(&format!("paths[{i}]"), &e.to_string()))?;
+        }
+    }
     match spec {
         GateSpec::Shell(s) => {
             if s.command.trim().is_empty() {
@@ -435,6 +472,42 @@ mod tests {
 
     fn err_of(text: &str) -> SpecError {
         parse_gate_file(text).expect_err("must be refused")
+    }
+
+    /// `paths` on any kind of gate; an empty list, `..`, an absolute path
+    /// and `.git` are refused, naming the entry.
+    #[test]
+    fn a_gate_may_name_the_paths_it_needs() {
+        let g = parse_gate_file(
+            r#"[{"command": "true", "paths": ["src/api", "Cargo.toml"]},
+                {"judge": {"adapter": "a", "prompt": "p"}, "paths": ["docs"]},
+                {"wasm": {"plugin": "p"}, "paths": ["src"]},
+                {"command": "true"}]"#,
+        )
+        .unwrap();
+        let paths: Vec<Option<&[String]>> = g.iter().map(GateSpec::paths).collect();
+        assert_eq!(paths[0].unwrap(), ["src/api", "Cargo.toml"]);
+        assert_eq!(paths[1].unwrap(), ["docs"]);
+        assert_eq!(paths[2].unwrap(), ["src"]);
+        assert_eq!(paths[3], None);
+        for (bad, field) in [
+            (r#"{"command": "true", "paths": []}"#, "paths"),
+            (
+                r#"{"command": "true", "paths": ["src", "../x"]}"#,
+                "paths[1]",
+            ),
+            (r#"{"command": "true", "paths": ["/etc"]}"#, "paths[0]"),
+            (
+                r#"{"wasm": {"plugin": "p"}, "paths": [".git/config"]}"#,
+                "paths[0]",
+            ),
+            (
+                r#"[{"command": "true"}, {"judge": {"adapter": "a", "prompt": "p"}, "paths": [""]}]"#,
+                "[1].paths[0]",
+            ),
+        ] {
+            assert_eq!(err_of(bad).field, field, "{bad}");
+        }
     }
 
     #[test]

@@ -84,10 +84,21 @@ pub(super) async fn run(
         Ok(b) => b,
         Err(e) => return (Verdict::error(label, e.to_string()), None),
     };
-    let files = match &ctx.changes {
+    let mut files = match &ctx.changes {
         Some(files) => files.clone(),
         None => ctx.diff.as_deref().map(diff::split).unwrap_or_default(),
     };
+    // A gate that names the paths it needs is shown the changes under
+    // them: its worktree may hold nothing else.
+    if let Some(paths) = spec.paths() {
+        files.retain(|f| {
+            paths.iter().any(|p| {
+                let p = p.trim_end_matches('/').as_bytes();
+                f.path.as_slice() == p
+                    || (f.path.len() > p.len() && f.path.starts_with(p) && f.path[p.len()] == b'/')
+            })
+        });
+    }
     // The plugin interface's paths are strings: a changed path that is not
     // UTF-8 cannot be named to the plugin, and is never left out silently.
     let mut named = Vec::with_capacity(files.len());

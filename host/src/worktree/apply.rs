@@ -119,6 +119,12 @@ pub(super) fn to_tree(
     to: ObjectId,
 ) -> Result<Option<SyncStats>, WorktreeError> {
     let mut plan = plan(difference(repo, from, to)?);
+    // Only what the worktree's view holds (its `wanted` holds no more).
+    let view = &lease.view;
+    plan.remove
+        .retain(|(p, is_dir)| view.holds(p.as_bstr(), *is_dir));
+    plan.dirs.retain(|p| view.holds(p.as_bstr(), true));
+    plan.write.retain(|(p, ..)| view.holds(p.as_bstr(), false));
     let keep = lease.keep.clone();
     let touches_cache = |p: &BStr| in_cache(&keep, p) || holds_cache(&keep, p);
     if plan.remove.iter().any(|(p, _)| touches_cache(p.as_bstr()))

@@ -450,3 +450,74 @@ fn a_lease_waits_for_the_settling_worktree() {
     .expect("lease");
     assert_eq!(waiting, w);
 }
+
+/// A worktree of a view holds only its paths (and the directories on the
+/// way), follows the next tree by the difference within the view, is read
+/// whole back to the view, and is never the whole-tree worktree.
+#[test]
+fn a_worktree_of_a_view_holds_only_its_paths() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    write(&ws, "src/api/a.rs", "a");
+    write(&ws, "src/api/deep/d.rs", "d");
+    write(&ws, "src/web/b.rs", "b");
+    write(&ws, "src/top.rs", "top");
+    write(&ws, "Cargo.toml", "c");
+    write(&ws, "README", "r");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "one"]);
+    let trees = Worktrees::new(t.path().join("worktrees"));
+    let view = View::only(["src/api", "Cargo.toml"]);
+    let mut lease = trees
+        .lease_view(&ws, Tenant::Operator, view.clone())
+        .expect("lease");
+    let first = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!(first.written, 3, "{first:?}");
+    let w = lease.path().to_path_buf();
+    let want = |more: &[&str]| {
+        let mut v: Vec<String> = ["Cargo.toml: c", "src/api/a.rs: a", "src/api/deep/d.rs: d"]
+            .iter()
+            .chain(more)
+            .map(|s| s.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listing(&w), want(&[]));
+    // A gate's leftover is undone, and nothing outside the view appears.
+    write(&w, "src/web/planted.rs", "p");
+    settle(&mut lease, &ws).expect("settle");
+    assert_eq!(listing(&w), want(&[]));
+    drop(lease);
+
+    write(&ws, "src/api/new.rs", "n");
+    write(&ws, "src/web/c.rs", "c");
+    write(&ws, "README", "r2");
+    std::fs::remove_file(ws.join("src/api/deep/d.rs")).expect("rm");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "two"]);
+    let mut lease = trees
+        .lease_view(&ws, Tenant::Operator, view.clone())
+        .expect("lease");
+    assert_eq!(lease.path(), w, "the view's worktree is leased again");
+    let next = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!((next.written, next.removed), (1, 1), "{next:?}");
+    assert_eq!(
+        listing(&w),
+        ["Cargo.toml: c", "src/api/a.rs: a", "src/api/new.rs: n"]
+    );
+    // Read whole (not settled since): still the view.
+    let whole = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!((whole.written, whole.removed), (0, 0), "{whole:?}");
+
+    // The whole tree is another worktree, and so is another view.
+    let everything = trees.lease(&ws, Tenant::Operator).expect("lease");
+    assert_ne!(everything.path(), w);
+    let other = trees
+        .lease_view(&ws, Tenant::Operator, View::only(["src/web"]))
+        .expect("lease");
+    assert_ne!(other.path(), w);
+    assert_ne!(other.path(), everything.path());
+}
