@@ -51,8 +51,31 @@ struct State {
 /// The watches of one snapshot's read (see the module's doc).
 #[derive(Debug)]
 pub struct Watch {
-    fd: OwnedFd,
+    /// Always `Some` but in `drop`.
+    fd: Option<OwnedFd>,
     state: Mutex<State>,
+}
+
+impl Drop for Watch {
+    /// Closing an inotify descriptor waits for the kernel to let go of
+    /// every watch (10-15 ms at 1,000 directories, an RCU grace period):
+    /// done on a thread of its own, off the caller's path (inline when no
+    /// thread can be started).
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            let mut fd = Some(fd);
+            let spawned = std::thread::Builder::new()
+                .name("gatehost-unwatch".into())
+                .spawn({
+                    let fd = fd.take();
+                    move || drop(fd)
+                });
+            if let Err(e) = spawned {
+                tracing::debug!(error = %e, "closing the watch inline");
+                drop(fd);
+            }
+        }
+    }
 }
 
 /// What the kernel must report for a directory's entries and itself.
@@ -75,9 +98,15 @@ impl Watch {
     pub fn new() -> std::io::Result<Watch> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         Ok(Watch {
-            fd,
+            fd: Some(fd),
             state: Mutex::new(State::default()),
         })
+    }
+
+    fn fd(&self) -> Result<&OwnedFd, String> {
+        self.fd
+            .as_ref()
+            .ok_or_else(|| "the watch is closed".to_string())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -100,7 +129,10 @@ impl Watch {
         // The descriptor's own link: the kernel resolves it to the inode
         // the walk holds.
         let link = format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd());
-        let wd = match inotify::add_watch(&self.fd, link.as_str(), mask()) {
+        let wd = match self
+            .fd()
+            .and_then(|fd| inotify::add_watch(fd, link.as_str(), mask()).map_err(|e| e.to_string()))
+        {
             Ok(wd) => wd,
             Err(e) => {
                 self.doubt(format!("cannot watch {}: {e}", shown(rel)));
@@ -128,15 +160,15 @@ impl Watch {
     }
 
     /// `Ok` when nothing watched changed since it was watched; else why
-    /// the paths must be read again. Consumes the watch (its events are
-    /// read once; the watches go with the descriptor).
-    pub fn unchanged(self) -> Result<(), String> {
-        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
-        if let Some(why) = state.doubt {
-            return Err(why);
+    /// the paths must be read again. The events are read once: a second
+    /// call sees only what came after the first.
+    pub fn unchanged(&self) -> Result<(), String> {
+        let state = self.state();
+        if let Some(why) = &state.doubt {
+            return Err(why.clone());
         }
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-        let mut events = inotify::Reader::new(&self.fd, &mut buf);
+        let mut events = inotify::Reader::new(self.fd()?, &mut buf);
         loop {
             let event = match events.next() {
                 Ok(e) => e,

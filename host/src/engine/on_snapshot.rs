@@ -149,13 +149,16 @@ pub(super) async fn changed_after(
     cache: std::sync::Arc<std::sync::Mutex<crate::commit::StatCache>>,
     watch: Option<Watch>,
 ) -> Result<Vec<String>, String> {
-    let why = match watch.map(Watch::unchanged) {
-        Some(Ok(())) => {
+    let Some(watch) = watch else {
+        tracing::debug!(tree = %snap.tree, "no watch: reading the commit paths again");
+        return super::pinned::changed_since(workspace, snap, cache).await;
+    };
+    let why = match watch.unchanged() {
+        Ok(()) => {
             tracing::debug!(tree = %snap.tree, "nothing watched changed since the snapshot");
             return Ok(Vec::new());
         }
-        Some(Err(why)) => why,
-        None => "no watch".to_string(),
+        Err(why) => why,
     };
     tracing::debug!(tree = %snap.tree, why, "reading the commit paths again");
     super::pinned::changed_since(workspace, snap, cache).await
