@@ -101,6 +101,7 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
+mod dispose;
 mod excludes;
 #[cfg(test)]
 mod git_parity;
@@ -122,6 +123,7 @@ pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
     workspace_changes_loading, workspace_changes_remembered, workspace_diff,
 };
+pub(crate) use dispose::dispose;
 use excludes::Excludes;
 use index::*;
 pub use layout::GitDirs;

@@ -59,21 +59,10 @@ pub struct Watch {
 impl Drop for Watch {
     /// Closing an inotify descriptor waits for the kernel to let go of
     /// every watch (10-15 ms at 1,000 directories, an RCU grace period):
-    /// done on a thread of its own, off the caller's path (inline when no
-    /// thread can be started).
+    /// not on the caller's path.
     fn drop(&mut self) {
         if let Some(fd) = self.fd.take() {
-            let mut fd = Some(fd);
-            let spawned = std::thread::Builder::new()
-                .name("gatehost-unwatch".into())
-                .spawn({
-                    let fd = fd.take();
-                    move || drop(fd)
-                });
-            if let Err(e) = spawned {
-                tracing::debug!(error = %e, "closing the watch inline");
-                drop(fd);
-            }
+            super::dispose("watch", fd);
         }
     }
 }
