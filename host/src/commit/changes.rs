@@ -198,6 +198,7 @@ fn changes_since_head(
     let refilled = cache.is_some_and(|c| {
         c.refill_keeping(
             &snapshot.unchanged,
+            &tracked,
             snapshot.files().filter_map(|item| {
                 let (kind, head_id) = tracked.get(&item.path)?;
                 let id = item.oid(hash).ok()?;

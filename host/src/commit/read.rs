@@ -75,11 +75,11 @@ pub(super) struct Reads<'a> {
 #[derive(Default)]
 pub(super) struct Found {
     pub(super) items: Vec<Item>,
-    pub(super) unchanged: Vec<BString>,
+    pub(super) unchanged: Vec<usize>,
     /// Where the stat cache's next entry is likely (see
     /// [`StatCache::hit_near`]): one walker's files come in path order.
     hint: usize,
-    /// Where `HEAD`'s next entry is likely (see [`Tracked::get_near`]).
+    /// Where `HEAD`'s next entry is likely (see [`Tracked::get_near_at`]).
     pub(super) head_hint: usize,
 }
 
@@ -94,7 +94,7 @@ impl Found {
         meta: &Metadata,
         rel: BString,
         reads: Reads<'_>,
-        head: Option<(EntryKind, ObjectId)>,
+        head: Option<(usize, (EntryKind, ObjectId))>,
     ) -> Result<(), CommitError> {
         if let Some(watch) = reads.watch
             && meta.nlink() > 1
@@ -103,14 +103,17 @@ impl Found {
             watch.doubt(format!("{rel} has {} links", meta.nlink()));
         }
         if reads.skip_unchanged
-            && let (Some(cache), Some((head_kind, head_id))) = (reads.cache, head)
+            && let (Some(cache), Some((at, (head_kind, head_id)))) = (reads.cache, head)
             && cache
                 .hit_near(rel.as_bstr(), &Stamp::of(meta), &mut self.hint)
                 .is_some_and(|(kind, id)| id == head_id && kind.entry_kind() == head_kind)
         {
-            self.unchanged.push(rel);
+            // Its index in `HEAD`'s entries, not its path: 100,000
+            // unchanged files were as many allocations kept to the end.
+            self.unchanged.push(at);
             return Ok(());
         }
+        let head = head.map(|(_, entry)| entry);
         self.items
             .push(Item::regular(dir, name, meta, rel, reads, head)?);
         Ok(())
@@ -199,7 +202,7 @@ pub(super) struct Snapshot {
     pub(super) sections: Vec<(String, Option<Vec<Item>>)>,
     /// The files left unlisted as HEAD's (only when read with
     /// [`Reads::skip_unchanged`]), each once.
-    pub(super) unchanged: Vec<BString>,
+    pub(super) unchanged: Vec<usize>,
 }
 
 impl Snapshot {

@@ -356,7 +356,11 @@ mod tests {
         let skipped = read(true);
         let listed: Vec<String> = skipped.files().map(|i| i.path.to_string()).collect();
         assert_eq!(listed, ["a.txt"]);
-        let mut unchanged: Vec<String> = skipped.unchanged.iter().map(|p| p.to_string()).collect();
+        let mut unchanged: Vec<String> = skipped
+            .unchanged
+            .iter()
+            .filter_map(|at| tracked.path_at(*at).map(|p| p.to_string()))
+            .collect();
         unchanged.sort();
         assert_eq!(unchanged, ["b.txt", "src/c.rs"]);
         let all = read(false);

@@ -134,7 +134,7 @@ pub fn snapshot_watched(
             }
         };
         times[4] = std::time::Instant::now();
-        let _ = cache.refill_keeping(&content.unchanged, content.files().zip(ids));
+        let _ = cache.refill_keeping(&content.unchanged, &tracked, content.files().zip(ids));
         Ok::<_, CommitError>((tracked, content, tree))
     })();
     let (tracked, content, tree) = match made {

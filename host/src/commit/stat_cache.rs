@@ -154,14 +154,16 @@ impl StatCache {
     }
 
     /// After a read that left the files the cache vouched for as
-    /// `HEAD`'s unlisted (`unchanged`, their entries kept as they are):
+    /// `HEAD`'s unlisted (`unchanged`, by their index in `tracked`, the
+    /// entries the read was given; their cache entries kept as they are):
     /// the entries become those of `unchanged` and of `items` (the files
     /// listed, with their blob ids), in place; those of listed files still
     /// in the racy window and of files the read did not find are dropped.
     /// Whether anything changed.
     pub(super) fn refill_keeping<'a>(
         &mut self,
-        unchanged: &[BString],
+        unchanged: &[usize],
+        tracked: &Tracked,
         items: impl Iterator<Item = (&'a Item, ObjectId)>,
     ) -> bool {
         let now = std::time::SystemTime::now()
@@ -193,7 +195,7 @@ impl StatCache {
         if self.entries.len() != unchanged.len() + kept {
             let seen: std::collections::HashSet<&[u8]> = unchanged
                 .iter()
-                .map(|p| p.as_slice())
+                .filter_map(|at| tracked.path_at(*at).map(|p| p.as_slice()))
                 .chain(listed)
                 .collect();
             self.entries

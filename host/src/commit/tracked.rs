@@ -36,13 +36,29 @@ impl Tracked {
     /// asks in about path order, so most lookups compare one path lying
     /// next to the last instead of searching (a `BTreeMap`'s search was
     /// 7% of a 100,000-file stop's samples).
-    pub(super) fn get_near(&self, path: &[u8], hint: &mut usize) -> Option<(EntryKind, ObjectId)> {
+    /// Also the entry's index (see [`Tracked::path_at`]).
+    pub(super) fn get_near_at(
+        &self,
+        path: &[u8],
+        hint: &mut usize,
+    ) -> Option<(usize, (EntryKind, ObjectId))> {
         let at = match self.entries.get(*hint) {
             Some((key, _)) if key.as_slice() == path => *hint,
             _ => self.find(path)?,
         };
         *hint = at + 1;
-        Some(self.entries[at].1)
+        Some((at, self.entries[at].1))
+    }
+
+    /// The index of the entry at `path`, and the entry.
+    pub(super) fn get_at(&self, path: &[u8]) -> Option<(usize, (EntryKind, ObjectId))> {
+        self.find(path).map(|at| (at, self.entries[at].1))
+    }
+
+    /// The path of the entry at `index` (from [`Tracked::get_near_at`]
+    /// or [`Tracked::get_at`] on this same value).
+    pub(super) fn path_at(&self, index: usize) -> Option<&BString> {
+        self.entries.get(index).map(|(key, _)| key)
     }
 
     /// Whether any entry's path starts with `prefix` (a directory's path
@@ -157,7 +173,9 @@ mod tests {
             );
             for start in 0..=tracked.len() + 1 {
                 let mut hint = start;
-                let got = tracked.get_near(path.as_bytes(), &mut hint);
+                let got = tracked
+                    .get_near_at(path.as_bytes(), &mut hint)
+                    .map(|(_, e)| e);
                 assert_eq!(
                     got.as_ref(),
                     map.get(path.as_bytes().as_bstr()),
@@ -171,7 +189,10 @@ mod tests {
         // In order, each hinted lookup lands on the next entry.
         let mut hint = 0;
         for (path, value) in &map {
-            assert_eq!(tracked.get_near(path, &mut hint), Some(*value));
+            assert_eq!(
+                tracked.get_near_at(path, &mut hint).map(|(_, e)| e),
+                Some(*value)
+            );
         }
         assert_eq!(hint, map.len());
         for (prefix, under) in [

@@ -35,16 +35,24 @@ impl Snapshot {
         if present + gitlinks() == tracked.len() {
             return Vec::new();
         }
-        let seen: std::collections::HashSet<&[u8]> = self
-            .files()
-            .map(|item| item.path.as_slice())
-            .chain(self.unchanged.iter().map(|p| p.as_slice()))
-            .collect();
+        // By index in `tracked` (the unchanged files are kept by theirs).
+        let mut seen = vec![false; tracked.len()];
+        let listed = self.files().filter_map(|item| tracked.get_at(&item.path));
+        for at in self
+            .unchanged
+            .iter()
+            .copied()
+            .chain(listed.map(|(at, _)| at))
+        {
+            if let Some(s) = seen.get_mut(at) {
+                *s = true;
+            }
+        }
         tracked
             .iter()
-            .filter(|(path, (kind, _))| {
-                *kind != EntryKind::Commit && !seen.contains(path.as_slice())
-            })
+            .zip(seen)
+            .filter(|((_, (kind, _)), seen)| *kind != EntryKind::Commit && !seen)
+            .map(|(entry, _)| entry)
             .collect()
     }
 }

@@ -116,7 +116,7 @@ pub(super) fn read_path(
             oversized: None,
         });
     } else if meta.is_file() {
-        let head = tracked.get(&rel).copied();
+        let head = tracked.get_at(&rel);
         items.regular(&dir, name, &meta, rel, reads, head)?;
     } else if meta.is_dir() {
         if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
@@ -246,7 +246,8 @@ pub(super) fn walk_entry(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_err(child.as_bstr())(e)),
     };
-    let head = tracked.get_near(&child, &mut items.head_hint);
+    let found = tracked.get_near_at(&child, &mut items.head_hint);
+    let head = found.map(|(_, entry)| entry);
     if meta.is_dir() {
         if matches!(head, Some((EntryKind::Commit, _))) {
             return Ok(());
@@ -285,7 +286,7 @@ pub(super) fn walk_entry(
             oversized: None,
         });
     } else if meta.is_file() {
-        items.regular(dir, name, &meta, child, reads, head)?;
+        items.regular(dir, name, &meta, child, reads, found)?;
     } else {
         // Sockets, FIFOs, devices: never opened, never committed (git skips them too).
         warn!(path = %child, "skipping a file that is neither regular, directory nor symlink");
