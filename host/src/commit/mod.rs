@@ -108,6 +108,7 @@ mod git_parity;
 mod index;
 mod layout;
 pub mod patch;
+mod path_map;
 mod read;
 pub mod remembered;
 mod repo;

@@ -28,7 +28,6 @@
 use super::read::FileKind;
 use super::stat_cache::{Stamp, StatCache};
 use gix::ObjectId;
-use gix::bstr::BString;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -137,7 +136,7 @@ fn read(file: &Path, workspace: &Path, cache: &mut StatCache) -> Result<(), Why>
     // Reserved for at most as many entries as the bytes can hold.
     cache
         .entries
-        .reserve(head.count.min(rest.len() / MIN_ENTRY_BYTES));
+        .reserve(head.count.min(rest.len() / MIN_ENTRY_BYTES), rest.len());
     for _ in 0..head.count {
         let (e, after) = postcard::take_from_bytes::<Entry<'_>>(rest).map_err(format)?;
         rest = after;
@@ -155,9 +154,9 @@ fn read(file: &Path, workspace: &Path, cache: &mut StatCache) -> Result<(), Why>
         } else {
             FileKind::Regular
         };
-        cache
-            .entries
-            .insert(BString::from(e.path), (stamp, kind, id));
+        if !cache.entries.push(e.path, (stamp, kind, id)) {
+            return Err(Why::Format("its paths are not in order, each once".into()));
+        }
     }
     if !rest.is_empty() {
         return Err(Why::Format(format!(
@@ -182,11 +181,12 @@ pub fn save(file: &Path, workspace: &Path, cache: &StatCache) -> std::io::Result
             .mode(0o700)
             .create(dir)?;
     }
-    let mut entries: Vec<Entry<'_>> = cache
+    // In path order, as the cache holds them.
+    let entries: Vec<Entry<'_>> = cache
         .entries
         .iter()
         .map(|(path, (s, kind, id))| Entry {
-            path: path.as_slice(),
+            path,
             dev: s.dev,
             ino: s.ino,
             size: s.size,
@@ -197,7 +197,6 @@ pub fn save(file: &Path, workspace: &Path, cache: &StatCache) -> std::io::Result
             id: id.as_slice(),
         })
         .collect();
-    entries.sort_unstable_by(|a, b| a.path.cmp(b.path));
     let head = Head {
         format: FORMAT,
         workspace: workspace.as_os_str().as_bytes(),

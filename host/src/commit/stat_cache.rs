@@ -8,6 +8,7 @@
 //! is past the racy window, and vouched for only when every field of its
 //! stamp is the same).
 
+use super::path_map::PathMap;
 use super::read::{FileKind, Item};
 use super::*;
 
@@ -42,16 +43,12 @@ impl Stamp {
 /// read would not change the stamp).
 #[derive(Debug)]
 pub struct StatCache {
-    /// Hashed with a per-process random seed (foldhash): a path is
-    /// hashed for every file of every walk (SipHash was a tenth of a
-    /// remembered stop), and the agent chooses the paths. Kept in one
-    /// vector in the order they were put in (a remembered cache's is path
-    /// order, a filled one's the walk's), found through a table of
-    /// indices: a walk looking its files up in order reads the entries
-    /// front to back. (In a hash map's buckets, 12 MB at 100,000 files,
-    /// each lookup was a cache miss: 9% of a remembered stop's CPU.)
-    pub(super) entries:
-        indexmap::IndexMap<BString, (Stamp, FileKind, ObjectId), foldhash::fast::RandomState>,
+    /// By path, the paths end to end in one buffer ([`PathMap`]): a
+    /// remembered cache of 100,000 files is loaded without an allocation
+    /// or a hash per file (its load set when a stop's walk could start),
+    /// and a walk looking its files up in order reads the entries front to
+    /// back (`hit_near`).
+    pub(super) entries: PathMap<Remembered>,
     pub(super) racy_secs: i64,
     /// HEAD's entries under the paths, by (HEAD's tree, paths).
     pub(super) tracked: Option<(Option<ObjectId>, Vec<String>, std::sync::Arc<Tracked>)>,
@@ -74,6 +71,10 @@ impl Default for StatCache {
 /// See [`StatCache`].
 pub(super) const RACY_SECS: i64 = 2;
 
+/// What the cache holds for a path: the file's stamp when read, its kind
+/// and its blob id.
+pub(super) type Remembered = (Stamp, FileKind, ObjectId);
+
 impl StatCache {
     pub(super) fn hit(&self, path: &BStr, stamp: &Stamp) -> Option<(FileKind, ObjectId)> {
         self.entries
@@ -83,25 +84,16 @@ impl StatCache {
     }
 
     /// [`StatCache::hit`], the entry after the last one found (`hint`)
-    /// tried first: a walk asks in about the order the entries were put
-    /// in (path order), so most lookups compare two paths lying next to
-    /// each other in memory instead of probing the hash table (whose
-    /// index is a cache miss per file at 100,000 files). `hint` is then
-    /// the entry after the one found.
+    /// tried first: a walk asks in about path order, so most lookups
+    /// compare one path lying next to the last instead of searching.
+    /// `hint` is then the entry after the one found.
     pub(super) fn hit_near(
         &self,
         path: &BStr,
         stamp: &Stamp,
         hint: &mut usize,
     ) -> Option<(FileKind, ObjectId)> {
-        let (at, (s, kind, id)) = match self.entries.get_index(*hint) {
-            Some((key, value)) if key.as_slice() == path.as_bytes() => (*hint, value),
-            _ => {
-                let (at, _, value) = self.entries.get_full(path)?;
-                (at, value)
-            }
-        };
-        *hint = at + 1;
+        let (s, kind, id) = self.entries.get_near(path, hint)?;
         (s == stamp).then_some((*kind, *id))
     }
 
@@ -169,40 +161,51 @@ impl StatCache {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let mut changed = false;
-        let mut listed: Vec<&[u8]> = Vec::new();
-        let mut kept = 0usize;
-        for (item, id) in items {
-            listed.push(item.path.as_slice());
-            match item
-                .stamp
-                .filter(|stamp| stamp.ctime.0 <= now - self.racy_secs)
-            {
-                Some(stamp) => {
-                    let entry = (stamp, item.kind, id);
-                    if self.entries.get(&item.path) != Some(&entry) {
-                        self.entries.insert(item.path.clone(), entry);
-                        changed = true;
-                    }
-                    kept += 1;
-                }
-                None => changed |= self.entries.swap_remove(&item.path).is_some(),
+        let mut changes: Vec<(&[u8], Option<Remembered>)> = items
+            .map(|(item, id)| {
+                let entry = item
+                    .stamp
+                    .filter(|stamp| stamp.ctime.0 <= now - self.racy_secs)
+                    .map(|stamp| (stamp, item.kind, id));
+                (item.path.as_slice(), entry)
+            })
+            .collect();
+        // A path listed twice (overlapping read paths): the last counts.
+        changes.reverse();
+        changes.sort_by(|a, b| a.0.cmp(b.0));
+        changes.dedup_by(|later, first| later.0 == first.0);
+        let (mut differs, mut after) = (false, self.entries.len());
+        for (path, entry) in &changes {
+            let now_held = self.entries.get(path);
+            differs |= now_held != entry.as_ref();
+            match (now_held, entry) {
+                (None, Some(_)) => after += 1,
+                (Some(_), None) => after -= 1,
+                _ => {}
             }
         }
+        let kept = changes.iter().filter(|(_, e)| e.is_some()).count();
         // Every unchanged path has its entry (it was a hit), each listed
         // one kept has one: as many entries as those, and they are all
-        // there is.
-        if self.entries.len() != unchanged.len() + kept {
-            let seen: std::collections::HashSet<&[u8]> = unchanged
+        // there is. Else the others (files gone) are dropped.
+        let stale = after != unchanged.len() + kept;
+        if !differs && !stale {
+            return false;
+        }
+        let seen: std::collections::HashSet<&[u8]> = if stale {
+            unchanged
                 .iter()
                 .filter_map(|at| tracked.path_at(*at).map(|p| p.as_slice()))
-                .chain(listed)
-                .collect();
-            self.entries
-                .retain(|path, _| seen.contains(path.as_slice()));
-            changed = true;
-        }
-        changed
+                .collect()
+        } else {
+            Default::default()
+        };
+        let keep = |path: &[u8]| seen.contains(path);
+        self.entries = self.entries.merged(
+            &changes,
+            stale.then_some(&keep as super::path_map::Keep<'_>),
+        );
+        true
     }
 
     pub fn len(&self) -> usize {
@@ -235,7 +238,7 @@ mod tests {
 
     /// A hinted lookup answers exactly as the plain one, whatever the
     /// hint: in order it moves along, out of order or past the end it
-    /// falls back to the table, a path the cache lacks is no hit and
+    /// falls back to a search, a path the cache lacks is no hit and
     /// leaves the hint, and another file's stamp is never taken for this
     /// one's.
     #[test]
@@ -243,10 +246,10 @@ mod tests {
         let mut cache = StatCache::default();
         for (i, path) in ["a.txt", "b.txt", "src/c.rs"].into_iter().enumerate() {
             let n = i as u8 + 1;
-            cache.entries.insert(
-                BString::from(path),
+            assert!(cache.entries.push(
+                path.as_bytes(),
                 (stamp(u64::from(n)), FileKind::Regular, id(n)),
-            );
+            ));
         }
         fn ask(
             cache: &StatCache,
@@ -273,7 +276,7 @@ mod tests {
             Some((FileKind::Regular, id(2)))
         );
         assert_eq!(hint, 2);
-        // Out of order: found through the table, the hint follows it.
+        // Out of order: found by a search, the hint follows it.
         assert_eq!(
             ask(&cache, "a.txt", 1, &mut hint),
             Some((FileKind::Regular, id(1)))
@@ -295,8 +298,9 @@ mod tests {
             ask(&cache, "src/c.rs", 3, &mut past),
             Some((FileKind::Regular, id(3)))
         );
-        // After a removal (the last entry moved into its place) still right.
-        cache.entries.swap_remove(b"a.txt".as_bstr());
+        // After a removal, still right.
+        let gone: [(&[u8], _); 1] = [(b"a.txt", None)];
+        cache.entries = cache.entries.merged(&gone, None);
         let mut hint = 0;
         assert_eq!(
             ask(&cache, "src/c.rs", 3, &mut hint),
