@@ -425,7 +425,7 @@ pub(super) fn diff_content(
             push(
                 &mut out,
                 Some(capped_change(
-                    path.clone(),
+                    path.to_owned(),
                     Some((*kind, *id)),
                     None,
                     capped,
@@ -434,7 +434,7 @@ pub(super) fn diff_content(
             continue;
         }
         let old = blob(*id)?;
-        let path = path.clone();
+        let path = path.to_owned();
         let old = Version {
             bytes: &old,
             kind: *kind,

@@ -171,7 +171,7 @@ pub(super) fn update_index(
         ));
     }
     state.remove_entries(|_, path, _| covered(path));
-    for (path, (kind, id)) in &wanted {
+    for (path, (kind, id)) in wanted.iter() {
         state.dangerously_push_entry(
             gix::index::entry::Stat::default(),
             *id,

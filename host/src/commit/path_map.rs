@@ -91,12 +91,47 @@ impl<V> PathMap<V> {
     /// first; then `hint` is the entry after this one. A path not held
     /// leaves `hint` as it was.
     pub(super) fn get_near(&self, path: &[u8], hint: &mut usize) -> Option<&V> {
+        self.get_near_at(path, hint).map(|(_, value)| value)
+    }
+
+    /// [`PathMap::get_near`], with the entry's index (see
+    /// [`PathMap::path_at`]).
+    pub(super) fn get_near_at(&self, path: &[u8], hint: &mut usize) -> Option<(usize, &V)> {
         let at = match self.entries.get(*hint) {
             Some(_) if self.path(*hint) == path => *hint,
             _ => self.find(path)?,
         };
         *hint = at + 1;
-        Some(&self.entries[at].1)
+        Some((at, &self.entries[at].1))
+    }
+
+    /// The index of the entry at `path`, and its value.
+    pub(super) fn get_at(&self, path: &[u8]) -> Option<(usize, &V)> {
+        self.find(path).map(|at| (at, &self.entries[at].1))
+    }
+
+    /// The path of the entry at `index`.
+    pub(super) fn path_at(&self, index: usize) -> Option<&BStr> {
+        (index < self.entries.len()).then(|| self.path(index).as_bstr())
+    }
+
+    /// Whether a path held starts with `prefix`.
+    pub(super) fn has_prefixed(&self, prefix: &[u8]) -> bool {
+        let (mut lo, mut hi) = (0, self.entries.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.path(mid) < prefix {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo < self.entries.len() && self.path(lo).starts_with(prefix)
+    }
+
+    /// The values, in path order.
+    pub(super) fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, value)| value)
     }
 
     /// Every path and its value, in path order.

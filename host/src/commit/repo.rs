@@ -407,7 +407,7 @@ pub(super) fn tracked_entries(
         return Ok(Tracked::default());
     };
     let tree = repo.find_tree(tree).map_err(git("read HEAD tree"))?;
-    let mut found = Vec::new();
+    let mut looked = Vec::new();
     for path in paths {
         let Some(entry) = tree
             .lookup_entry(path.split('/'))
@@ -415,16 +415,28 @@ pub(super) fn tracked_entries(
         else {
             continue;
         };
-        let kind = entry.mode().kind();
+        looked.push((path, entry.mode().kind(), entry.object_id()));
+    }
+    // Each path's entries come in path order; the paths are taken in the
+    // order their entries sort (a directory's as its name and a slash),
+    // so that the whole comes sorted, with no allocation per entry.
+    looked.sort_by_cached_key(|(path, kind, _)| {
+        let mut key = BString::from(path.as_str());
+        if *kind == EntryKind::Tree {
+            key.push(b'/');
+        }
+        key
+    });
+    let mut found = super::tracked::Builder::default();
+    for (path, kind, id) in looked {
         if kind != EntryKind::Tree {
-            found.push((BString::from(path.as_str()), (kind, entry.object_id())));
+            found.push(path.as_bytes(), (kind, id));
             continue;
         }
         let mut prefix = BString::from(path.as_str());
-        collect_tree(repo, entry.object_id(), &mut prefix, 0, &mut found)?;
+        collect_tree(repo, id, &mut prefix, 0, &mut found)?;
     }
-    // Bulk-built (sorted once, then no per-entry rebalancing).
-    Ok(found.into_iter().collect())
+    Ok(found.finish())
 }
 
 /// How deep trees may nest (git's own `core.maxTreeDepth` default): a
@@ -433,14 +445,14 @@ pub(super) fn tracked_entries(
 const MAX_TREE_DEPTH: usize = 4096;
 
 /// Every non-tree entry below the tree `id` (at `depth`), its path
-/// `prefix/…`, pushed onto `out` depth first: one allocation per entry
-/// (its full path) and one buffer per tree.
+/// `prefix/…`, pushed onto `out` depth first (in path order: no
+/// allocation per entry) with one buffer per tree.
 fn collect_tree(
     repo: &Repository,
     id: ObjectId,
     prefix: &mut BString,
     depth: usize,
-    out: &mut Vec<(BString, (EntryKind, ObjectId))>,
+    out: &mut super::tracked::Builder,
 ) -> Result<(), CommitError> {
     use gix::objs::FindExt as _;
     if depth >= MAX_TREE_DEPTH {
@@ -462,7 +474,7 @@ fn collect_tree(
         if kind == EntryKind::Tree {
             collect_tree(repo, e.oid.to_owned(), prefix, depth + 1, out)?;
         } else {
-            out.push((prefix.clone(), (kind, e.oid.to_owned())));
+            out.push(prefix, (kind, e.oid.to_owned()));
         }
         prefix.truncate(len);
     }

@@ -243,9 +243,9 @@ pub fn prepare_snapshot(
         for p in &snap.paths {
             editor.remove(p).map_err(git("remove tree entry"))?;
         }
-        for (path, (kind, id)) in &judged {
+        for (path, (kind, id)) in judged.iter() {
             editor
-                .upsert(path.clone(), *kind, *id)
+                .upsert(path, *kind, *id)
                 .map_err(git("add tree entry"))?;
         }
         tree = editor.write().map_err(git("write tree"))?.detach();

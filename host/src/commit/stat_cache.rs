@@ -195,7 +195,7 @@ impl StatCache {
         let seen: std::collections::HashSet<&[u8]> = if stale {
             unchanged
                 .iter()
-                .filter_map(|at| tracked.path_at(*at).map(|p| p.as_slice()))
+                .filter_map(|at| tracked.path_at(*at).map(<&[u8]>::from))
                 .collect()
         } else {
             Default::default()

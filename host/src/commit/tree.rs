@@ -19,7 +19,7 @@ impl Snapshot {
     pub(super) fn deleted<'a>(
         &self,
         tracked: &'a Tracked,
-    ) -> Vec<(&'a BString, &'a (EntryKind, ObjectId))> {
+    ) -> Vec<(&'a BStr, &'a (EntryKind, ObjectId))> {
         let gitlinks = || {
             tracked
                 .values()
