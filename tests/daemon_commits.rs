@@ -29,6 +29,31 @@ fn setup_with(daemon_keys: &str, config_extra: &str) -> (Scratch, Daemon) {
     (s, d)
 }
 
+/// A daemon whose plugin directory is the built plugins' (the scratch
+/// holding its compile cache comes back too, to live as long).
+fn setup_with_plugins() -> (Scratch, Daemon, Scratch) {
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/target/wasm32-wasip2/release");
+    let cache = Scratch::new();
+    let (s, d) = setup_with(
+        "",
+        &format!(
+            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+            plugins.display(),
+            cache.etc.join("cache").display()
+        ),
+    );
+    (s, d, cache)
+}
+
+/// `forbid-patterns` on the changed files, refusing a `dbg!`.
+fn forbid_dbg() -> Value {
+    json!({"wasm": {"plugin": "forbid-patterns", "config": {
+        "scope": "changed",
+        "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]
+    }}})
+}
+
 fn commit_policy(paths: &[&str], ack: bool) -> Value {
     json!({
         "sessionId": "s1",
@@ -650,21 +675,9 @@ fn events_tail_follows_the_bus_for_a_person() {
 /// its business, one under them is.
 #[test]
 fn a_plugin_that_names_its_paths_sees_only_the_changes_under_them() {
-    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
-    let s0 = Scratch::new();
-    let (s, d) = setup_with(
-        "",
-        &format!(
-            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
-            plugins.display(),
-            s0.etc.join("cache").display()
-        ),
-    );
-    let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {
-        "scope": "changed",
-        "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]
-    }}, "paths": ["src/a"]});
+    let (s, d, _cache) = setup_with_plugins();
+    let mut gate = forbid_dbg();
+    gate["paths"] = json!(["src/a"]);
     s.write_ws("src/a/ok.rs", "fn ok() {}\n");
     s.write_ws("src/b/bad.rs", "fn f() { dbg!(1); }\n");
     let attach = |message: &str| {
@@ -690,21 +703,8 @@ fn a_plugin_that_names_its_paths_sees_only_the_changes_under_them() {
 
 #[test]
 fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
-    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
-    let s0 = Scratch::new();
-    let (s, d) = setup_with(
-        "",
-        &format!(
-            "[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
-            plugins.display(),
-            s0.etc.join("cache").display()
-        ),
-    );
-    let gate = json!({"wasm": {"plugin": "forbid-patterns", "config": {
-        "scope": "changed",
-        "rules": [{"id": "no-dbg", "pattern": "dbg!\\(", "message": "remove dbg!"}]
-    }}});
+    let (s, d, _cache) = setup_with_plugins();
+    let gate = forbid_dbg();
     // An untracked file with a dbg!: the plugin must see it as changed.
     s.write_ws("src/new.rs", "fn f() { dbg!(1); }\n");
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 0}}));

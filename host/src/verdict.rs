@@ -161,6 +161,17 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// A run that could not happen (no gate ran): `error`, with why.
+    pub fn error(reason: String) -> RunReport {
+        RunReport {
+            outcome: Outcome::Error,
+            reason,
+            durations: Durations::default(),
+            gates: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
     pub fn from_verdicts(gates: Vec<Verdict>, skipped: Vec<String>) -> Self {
         let total = gates.len() + skipped.len();
         let mut durations = Durations::default();

@@ -121,6 +121,23 @@ impl Found {
 }
 
 impl Item {
+    /// A symbolic link, its target as its content.
+    pub(super) fn symlink(
+        path: BString,
+        target: Vec<u8>,
+        head: Option<(EntryKind, ObjectId)>,
+    ) -> Item {
+        Item {
+            path,
+            kind: FileKind::Symlink,
+            data: target,
+            known: None,
+            stamp: None,
+            head,
+            oversized: None,
+        }
+    }
+
     /// The blob id of its content.
     pub(super) fn oid(&self, hash: gix::hash::Kind) -> Result<ObjectId, CommitError> {
         if let Some(o) = &self.oversized {

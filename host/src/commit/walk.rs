@@ -106,15 +106,7 @@ pub(super) fn read_path(
     if meta.is_symlink() {
         let data = read_symlink(&dir, name, rel.as_bstr())?;
         let head = tracked.get(&rel).copied();
-        items.items.push(Item {
-            path: rel,
-            kind: FileKind::Symlink,
-            data,
-            known: None,
-            stamp: None,
-            head,
-            oversized: None,
-        });
+        items.items.push(Item::symlink(rel, data, head));
     } else if meta.is_file() {
         let head = tracked.get_at(&rel);
         items.regular(&dir, name, &meta, rel, reads, head)?;
@@ -276,15 +268,7 @@ pub(super) fn walk_entry(
     }
     if meta.is_symlink() {
         let data = read_symlink(dir, name, child.as_bstr())?;
-        items.items.push(Item {
-            path: child,
-            kind: FileKind::Symlink,
-            data,
-            known: None,
-            stamp: None,
-            head,
-            oversized: None,
-        });
+        items.items.push(Item::symlink(child, data, head));
     } else if meta.is_file() {
         items.regular(dir, name, &meta, child, reads, found)?;
     } else {

@@ -585,11 +585,5 @@ impl Engine {
 }
 
 fn error_report(reason: String) -> RunReport {
-    RunReport {
-        outcome: Outcome::Error,
-        reason,
-        durations: Durations::default(),
-        gates: Vec::new(),
-        skipped: Vec::new(),
-    }
+    RunReport::error(reason)
 }

@@ -11,7 +11,7 @@ use super::{AttachInput, Engine};
 use crate::commit::{TreeSnapshot, Watch};
 use crate::gate::GateRunner;
 use crate::store::PolicyRow;
-use crate::verdict::{Durations, Outcome, RunReport};
+use crate::verdict::RunReport;
 use std::path::Path;
 
 /// What a run on a snapshot hands back.
@@ -42,13 +42,7 @@ impl Engine {
         paths: &[String],
     ) -> SnapshotRun {
         let failed = |reason: String, taken| SnapshotRun {
-            report: RunReport {
-                outcome: Outcome::Error,
-                reason,
-                durations: Durations::default(),
-                gates: Vec::new(),
-                skipped: Vec::new(),
-            },
+            report: RunReport::error(reason),
             taken,
             lease: None,
             watch: None,
