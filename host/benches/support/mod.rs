@@ -222,6 +222,7 @@ pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
                     key_digest: None,
                     stale_at: None,
                     damage: None,
+                    workspace_pin: None,
                 })?;
             }
             Ok(())

@@ -48,7 +48,7 @@ impl GitDirs {
             workspace: workspace.to_path_buf(),
             reason,
         };
-        let root = Dir::open_ambient_dir(workspace, ambient_authority())
+        let root = crate::anchor::identity::open_canonical_dir(workspace)
             .map_err(|e| not_repo(format!("cannot open the workspace: {e}")))?;
         let meta = match root.symlink_metadata(".git") {
             Ok(m) => m,

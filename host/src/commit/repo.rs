@@ -63,7 +63,7 @@ impl Workspace {
             workspace: workspace.to_path_buf(),
             reason: reason.to_owned(),
         };
-        let root = Dir::open_ambient_dir(workspace, ambient_authority())
+        let root = crate::anchor::identity::open_canonical_dir(workspace)
             .map_err(|e| not_repo(&format!("cannot open the workspace: {e}")))?;
         let open = |p: &Path| {
             Dir::open_ambient_dir(p, ambient_authority())

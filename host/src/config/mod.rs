@@ -609,7 +609,7 @@ pub fn overlapping_place(dir: &Path, places: &[PathBuf]) -> Option<PathBuf> {
 
 /// `places` in the canonical form [`overlapping_canonical`] compares, made
 /// once where the same places are checked again and again (every gate).
-pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
+fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
     places
         .iter()
         .filter_map(|p| canonical_or_planned(p))
@@ -617,7 +617,7 @@ pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// [`overlapping_place`] against places already made canonical.
-pub fn overlapping_canonical(dir: &Path, canonical: &[PathBuf]) -> Option<PathBuf> {
+fn overlapping_canonical(dir: &Path, canonical: &[PathBuf]) -> Option<PathBuf> {
     canonical
         .iter()
         .find(|p| p.starts_with(dir) || dir.starts_with(p))

@@ -18,7 +18,6 @@ use super::{Engine, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::sandbox::{Grants, Place, Scratch};
 use std::ffi::OsString;
-use std::os::fd::AsFd;
 use std::path::Path;
 
 /// What `[agents] pty = true` grants (read, write, ioctl): the
@@ -37,15 +36,19 @@ pub(super) struct Confinement {
 }
 
 impl Engine {
-    /// The confinement of `program` started in the workspace `ws`.
-    pub(super) fn agent_confinement(&self, program: &Path, ws: &Path) -> EngineResult<Confinement> {
+    /// The confinement of `program` started in the workspace `anchor`
+    /// opened (granted by that handle, checked by its identity).
+    pub(super) fn agent_confinement(
+        &self,
+        program: &Path,
+        anchor: &WorkspaceAnchor,
+    ) -> EngineResult<Confinement> {
         let runner = self.runner();
         let agents = &runner.config().agents;
         if !agents.confine {
             tracing::warn!(program = %program.display(), "[agents] confine = false: the agent runs UNCONFINED, with the daemon's rights");
             return Ok(Confinement::default());
         }
-        let anchor = WorkspaceAnchor::open(ws).map_err(|e| invalid("cwd", e.to_string()))?;
         let mut write = agents.write.clone();
         if agents.pty {
             write.extend(PTY_DEVICES.iter().map(std::path::PathBuf::from));
@@ -57,14 +60,7 @@ impl Engine {
         };
         let prepared = runner
             .sandbox()
-            .prepare(
-                program,
-                Place::Workspace {
-                    dir: anchor.dir().as_fd(),
-                    canonical: anchor.root(),
-                },
-                &grants,
-            )
+            .prepare(program, Place::Workspace(anchor), &grants)
             .map_err(|e| invalid("command", format!("the agent cannot be confined: {e}")))?;
         let crate::sandbox::Prepared { plan, env, scratch } = prepared;
         let rules = match plan {

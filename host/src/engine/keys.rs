@@ -124,6 +124,7 @@ mod tests {
             owner: Trust::Agent,
             key_digest,
             stale_at: None,
+            workspace_pin: None,
             damage: None,
         }
     }

@@ -7,7 +7,6 @@ use super::nudge::render_nudge;
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
-use crate::anchor::WorkspaceAnchor;
 use crate::gate::{GateContext, GateRunner};
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
@@ -296,9 +295,10 @@ impl Engine {
                 skipped: Vec::new(),
             };
         }
-        let anchor = match WorkspaceAnchor::open(Path::new(workspace)) {
+        let anchor = match super::sessions::open_registered(workspace, sessions) {
             Ok(a) => a,
-            Err(e) => return error_report(format!("workspace {workspace}: {e}")),
+            // Each of its errors names the workspace.
+            Err(e) => return error_report(e.to_string()),
         };
         let text = sessions
             .iter()

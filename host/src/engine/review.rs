@@ -14,7 +14,6 @@ use super::attach::Reviewer;
 use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainState, ShipTo};
 use super::machine::{AfterPass, Input, ReviewStep, Verdict};
 use super::{AttachInput, Engine, EngineResult, PolicyEvent, stored};
-use crate::anchor::WorkspaceAnchor;
 use crate::gate::{GateContext, prompt};
 use crate::store::{EventFilter, PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Outcome, RunReport};
@@ -323,6 +322,7 @@ impl Engine {
         let runner = self.runner();
         let mut workspace = String::new();
         let mut text = Vec::new();
+        let mut members = Vec::new();
         for sid in &p.sessions {
             if let Some(s) = self.inner.store.session(sid)? {
                 if workspace.is_empty() {
@@ -331,14 +331,15 @@ impl Engine {
                 if let Some(m) = &s.last_message {
                     text.push(format!("[session {}] {m}", s.id));
                 }
+                members.push(s);
             }
         }
-        let anchor = match WorkspaceAnchor::open(Path::new(&workspace)) {
+        let anchor = match super::sessions::open_registered(&workspace, &members) {
             Ok(a) => a,
             Err(e) => {
                 return Ok(Answer {
                     ship: false,
-                    findings: format!("the reviewer could not run: workspace {workspace}: {e}"),
+                    findings: format!("the reviewer could not run: {e}"),
                 });
             }
         };

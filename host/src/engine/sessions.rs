@@ -10,6 +10,7 @@
 use super::keys::{self, Caller};
 use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
+use crate::anchor::{Places, WorkspaceAnchor};
 use crate::config::Trust;
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
 use serde::{Deserialize, Serialize};
@@ -96,8 +97,18 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
-/// Resolves cwd and workspace to canonical paths, cwd inside workspace.
-pub(super) fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBuf, PathBuf)> {
+/// A registration's cwd and workspace: canonical paths, the cwd inside
+/// the workspace, and the workspace opened once, following no symlink
+/// (what the checks look at and what is pinned).
+pub(super) struct Located {
+    pub cwd: PathBuf,
+    pub ws: PathBuf,
+    pub anchor: WorkspaceAnchor,
+}
+
+/// Resolves cwd and workspace to canonical paths, cwd inside workspace,
+/// and opens the workspace (see [`Located`]).
+pub(super) fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<Located> {
     let cwd_path = Path::new(cwd);
     if !cwd_path.is_absolute() {
         return Err(invalid("cwd", "must be an absolute path"));
@@ -130,7 +141,49 @@ pub(super) fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<(PathBu
             ),
         ));
     }
-    Ok((cwd_real, ws))
+    let anchor = WorkspaceAnchor::open(&ws).map_err(|e| invalid("workspace", e.to_string()))?;
+    Ok(Located {
+        cwd: cwd_real,
+        ws,
+        anchor,
+    })
+}
+
+/// Opens `workspace` for a run (a gate, a plugin, a judge): refused unless
+/// it is still the directory that each of `sessions` working there
+/// registered (its pinned identity), so that a directory swapped in since
+/// (or a symlink at any component) is never what the run is given.
+pub(super) fn open_registered(
+    workspace: &str,
+    sessions: &[SessionRow],
+) -> Result<WorkspaceAnchor, crate::anchor::AnchorError> {
+    let members: Vec<&SessionRow> = sessions
+        .iter()
+        .filter(|s| s.workspace == workspace)
+        .collect();
+    // A registered workspace is canonical: opened as stored, never
+    // resolved again (a symlink there since is an error). A path no
+    // member registered (a snapshot's worktree, the host's own) is
+    // resolved first.
+    let anchor = if members.is_empty() {
+        WorkspaceAnchor::open(Path::new(workspace))?
+    } else {
+        WorkspaceAnchor::open_exact(Path::new(workspace), None)?
+    };
+    let found = anchor.identity();
+    for s in members {
+        if let Some(pinned) = s.workspace_pin
+            && pinned != found
+        {
+            tracing::error!(session = %s.id, workspace, %pinned, %found, "the workspace is not the directory registered: nothing runs in it");
+            return Err(crate::anchor::AnchorError::Replaced {
+                path: workspace.to_string(),
+                pinned,
+                found,
+            });
+        }
+    }
+    Ok(anchor)
 }
 
 /// A session's webhook must go where the operator allows
@@ -148,28 +201,28 @@ fn check_url(
 /// No workspace, whoever registers it, holds or lies inside the host's own
 /// places (data directory, tokens, configuration, cache, scratch,
 /// worktrees): the agent writes its workspace and its gates read it.
-fn check_clear_of_host(ws: &Path, places: &[PathBuf]) -> EngineResult<()> {
-    match crate::config::overlapping_place(ws, places) {
+/// Judged by the opened workspace's identity and the directories above it.
+fn check_clear_of_host(located: &Located, places: &[PathBuf]) -> EngineResult<()> {
+    match located.anchor.overlapping(&Places::of(places)) {
         None => Ok(()),
         Some(place) => Err(EngineError::Forbidden {
             code: "workspace-overlaps-host",
             message: format!(
                 "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); register the project directory itself",
-                ws.display(),
+                located.ws.display(),
                 place.display()
             ),
         }),
     }
 }
 
-/// The agent token registers workspaces only under the configured roots.
-fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
-    let inside = roots
-        .iter()
-        .any(|r| std::fs::canonicalize(r).is_ok_and(|r| ws.starts_with(&r)));
-    if inside {
+/// The agent token registers workspaces only under the configured roots
+/// (by identity: a root is the opened workspace or a directory above it).
+fn check_root(located: &Located, roots: &[PathBuf]) -> EngineResult<()> {
+    if roots.iter().any(|r| located.anchor.is_at_or_below(r)) {
         return Ok(());
     }
+    let ws = &located.ws;
     let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
     Err(EngineError::Forbidden {
         code: "workspace-not-allowed",
@@ -238,11 +291,13 @@ impl Engine {
         let runner = self.runner();
         let daemon = &runner.config().daemon;
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
-        let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
+        let located = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
-            check_root(&ws, &daemon.workspace_roots)?;
+            check_root(&located, &daemon.workspace_roots)?;
         }
-        check_clear_of_host(&ws, &runner.config().host_places())?;
+        check_clear_of_host(&located, &runner.config().host_places())?;
+        let Located { cwd, ws, anchor } = located;
+        let pin = anchor.identity();
         self.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
@@ -294,6 +349,7 @@ impl Engine {
                 key_digest: None,
                 stale_at: None,
                 damage: None,
+                workspace_pin: None,
             });
             if let Some((_, digest)) = &issued {
                 s.key_digest = Some(digest.clone());
@@ -301,6 +357,7 @@ impl Engine {
             s.label = input.label.clone().or(s.label);
             s.cwd = cwd.display().to_string();
             s.workspace = ws.display().to_string();
+            s.workspace_pin = Some(pin);
             s.notify_url = notify_url.clone().or(s.notify_url);
             s.heartbeat_at = Some(now);
             self.live_again(tx, &mut s, "registration")?;

@@ -13,7 +13,7 @@ use crate::store::SessionState;
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -135,11 +135,18 @@ impl Engine {
             }
             None => None,
         };
-        let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
-        let confinement = self.agent_confinement(&resolved, &ws)?;
+        let super::sessions::Located { cwd, ws, anchor } =
+            locate(&input.cwd, input.workspace.as_deref())?;
+        let confinement = self.agent_confinement(&resolved, &anchor)?;
+        // The agent starts in the very directory that was checked and
+        // confined (its handle), not in whatever the path names by then.
+        let relative_cwd = cwd.strip_prefix(&ws).unwrap_or(Path::new("."));
+        let start_dir = anchor
+            .open_dir(relative_cwd)
+            .map_err(|e| invalid("cwd", e.to_string()))?;
         let mut cmd = std::process::Command::new(&resolved);
         cmd.args(&input.command[1..])
-            .current_dir(&cwd)
+            .current_dir(start_dir.proc_path())
             .envs(confinement.env.iter().map(|(k, v)| (k, v)));
         let scratch = confinement.scratch;
         // It dies with the daemon (see `agent_process`), confined.
@@ -162,12 +169,26 @@ impl Engine {
             Some((input.command.clone(), pid)),
             &Caller::operator(),
         ) {
-            Ok(s) => s,
+            // The session is pinned to the directory the agent was
+            // confined to, or the agent does not run.
+            Ok(s) if s.session.workspace_pin == Some(anchor.identity()) => s,
+            Ok(s) => {
+                let _ = child.kill();
+                tracing::error!(session = %s.session.id, workspace = %ws.display(), "the workspace was replaced while the agent started");
+                return Err(invalid(
+                    "workspace",
+                    format!(
+                        "{} was replaced while the agent started; start it again",
+                        ws.display()
+                    ),
+                ));
+            }
             Err(e) => {
                 let _ = child.kill();
                 return Err(e);
             }
         };
+        drop(start_dir);
         let session = &registered.session;
         if input.acp {
             let rule = input

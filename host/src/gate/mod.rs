@@ -25,7 +25,6 @@ use crate::supervise::{ProcessRun, Supervisor, Termination};
 use crate::verdict::{Durations, OutputTail, RunReport, Verdict};
 use crate::wasm::{PluginUsage, WasmHost};
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -122,9 +121,9 @@ struct RunnerInner {
     judge_slots: Arc<Semaphore>,
     /// Started on the first WASM gate (an engine is not free).
     wasm: OnceLock<Result<WasmHost, String>>,
-    /// The host's places no gate runs in, canonical, found on the first
+    /// The host's places no gate runs in, by identity, found on the first
     /// gate (not again for every gate).
-    gate_free_places: OnceLock<Vec<PathBuf>>,
+    gate_free_places: OnceLock<crate::anchor::Places>,
 }
 
 impl std::fmt::Debug for GateRunner {
@@ -243,8 +242,8 @@ impl GateRunner {
         let places = self
             .inner
             .gate_free_places
-            .get_or_init(|| crate::config::canonical_places(&self.config.gate_free_places()));
-        if let Some(place) = crate::config::overlapping_canonical(anchor.root(), places) {
+            .get_or_init(|| crate::anchor::Places::of(&self.config.gate_free_places()));
+        if let Some(place) = anchor.overlapping(places) {
             let verdict = Verdict::error(
                 gate.label(),
                 format!(

@@ -19,7 +19,6 @@ use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination};
 use crate::verdict::{Outcome, Verdict};
 use std::ffi::OsString;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -156,10 +155,7 @@ pub(super) async fn run(
     let args: Vec<OsString> = gate.args.iter().map(OsString::from).collect();
     let prepared = match runner.sandbox().prepare(
         &program,
-        Place::Workspace {
-            dir: anchor.dir().as_fd(),
-            canonical: anchor.root(),
-        },
+        Place::Workspace(anchor),
         &Grants {
             network: entry.network,
             ..Grants::default()

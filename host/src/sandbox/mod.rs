@@ -37,7 +37,7 @@ pub use confine::{BaseGrants, Plan};
 pub use reach::{Lookup, Unreached};
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -145,6 +145,9 @@ pub struct Sandbox {
     read_paths: Vec<PathBuf>,
     /// Canonical host-private paths no grant may reach.
     protected: Vec<PathBuf>,
+    /// The same, by identity: what a workspace is checked against (from
+    /// its open handle, not its path).
+    protected_places: crate::anchor::Places,
     scratch_root: Option<PathBuf>,
     /// Why a daemon must not start with this configuration (the gate user
     /// cannot reach the scratch root: every gate would be refused).
@@ -197,13 +200,10 @@ pub struct Prepared<'a> {
 /// working directory beneath it) or a fresh empty directory (a judge).
 #[derive(Debug)]
 pub enum Place<'a> {
-    /// `dir` is the workspace the anchor opened (granted by its open
-    /// handle), `canonical` its canonical path (checked against the
-    /// protected paths).
-    Workspace {
-        dir: BorrowedFd<'a>,
-        canonical: &'a Path,
-    },
+    /// The workspace the anchor opened: granted by its open handle and
+    /// checked against the protected paths by that handle's identity and
+    /// the directories above it.
+    Workspace(&'a crate::anchor::WorkspaceAnchor),
     Judge,
 }
 
@@ -244,6 +244,7 @@ impl Sandbox {
             user: None,
             base: None,
             read_paths: Vec::new(),
+            protected_places: crate::anchor::Places::of(&protected),
             protected,
             scratch_root,
             refusal: None,
@@ -466,12 +467,9 @@ impl Sandbox {
         let scratch = self.scratch(matches!(place, Place::Judge))?;
         let mut write = vec![scratch.tmp()];
         let workspace = match place {
-            Place::Workspace { dir, canonical } => {
-                if let Some(p) = self
-                    .protected
-                    .iter()
-                    .find(|p| p.starts_with(canonical) || canonical.starts_with(p))
-                {
+            Place::Workspace(anchor) => {
+                let canonical = anchor.root();
+                if let Some(p) = anchor.overlapping(&self.protected_places) {
                     return Err(SandboxError::Refused(format!(
                         "the workspace {} overlaps gatehost's own {}; a gate may not write there",
                         canonical.display(),
@@ -490,7 +488,7 @@ impl Sandbox {
                         blocked.display()
                     )));
                 }
-                Some(dir)
+                Some(anchor.dir().as_fd())
             }
             Place::Judge => {
                 write.push(scratch.cwd());

@@ -233,6 +233,7 @@ fn confined(read: Vec<PathBuf>, protected: Vec<PathBuf>) -> Sandbox {
         user: None,
         base: None,
         read_paths: read,
+        protected_places: crate::anchor::Places::of(&protected),
         protected,
         scratch_root: None,
         refusal: None,

@@ -63,19 +63,16 @@ fn a_workspace_overlapping_a_protected_path_is_refused() {
         base: Some(BaseGrants::open(6, &[], &[], &[]).expect("base")),
         read_paths: Vec::new(),
         protected: vec![root.join("data")],
+        protected_places: crate::anchor::Places::of(&[root.join("data")]),
         scratch_root: Some(root.join("scratch")),
         refusal: None,
     };
-    let any_dir = std::fs::File::open(&root).expect("open");
     let wrap = |ws: &Path| {
-        use std::os::fd::AsFd;
+        let anchor = crate::anchor::WorkspaceAnchor::open(ws).expect("anchor");
         sandbox
             .prepare(
                 Path::new("/bin/true"),
-                Place::Workspace {
-                    dir: any_dir.as_fd(),
-                    canonical: ws,
-                },
+                Place::Workspace(&anchor),
                 &Grants::default(),
             )
             .map(|p| p.plan.is_some())

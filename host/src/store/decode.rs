@@ -143,6 +143,17 @@ pub(super) fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
         ),
         key_digest: c.get("key_digest", None),
         stale_at: c.get("stale_at", None),
+        workspace_pin: match (
+            c.get::<Option<i64>>("workspace_dev", None),
+            c.get::<Option<i64>>("workspace_ino", None),
+        ) {
+            // Stored bit for bit (SQLite integers are signed).
+            (Some(dev), Some(ino)) => Some(crate::anchor::DirIdentity {
+                dev: dev as u64,
+                ino: ino as u64,
+            }),
+            _ => None,
+        },
         damage: None,
     };
     s.damage = c.damage;

@@ -38,6 +38,7 @@ fn session(id: &str) -> SessionRow {
         owner: crate::config::Trust::Operator,
         key_digest: None,
         stale_at: None,
+        workspace_pin: None,
         damage: None,
     }
 }

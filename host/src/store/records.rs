@@ -104,13 +104,14 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest, stale_at)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+    c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest, stale_at, workspace_dev, workspace_ino)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
            state=excluded.state, turns=excluded.turns, last_turn_cursor=excluded.last_turn_cursor,
            last_message=excluded.last_message, heartbeat_at=excluded.heartbeat_at, notify_url=excluded.notify_url,
            command=excluded.command, pid=excluded.pid, updated_at=excluded.updated_at, owner=excluded.owner,
-           key_digest=excluded.key_digest, stale_at=excluded.stale_at")?.execute(params![
+           key_digest=excluded.key_digest, stale_at=excluded.stale_at,
+           workspace_dev=excluded.workspace_dev, workspace_ino=excluded.workspace_ino")?.execute(params![
             s.id,
             s.label,
             s.cwd,
@@ -131,6 +132,9 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
             },
             s.key_digest,
             s.stale_at,
+            // Bit for bit: SQLite integers are signed.
+            s.workspace_pin.map(|p| p.dev as i64),
+            s.workspace_pin.map(|p| p.ino as i64),
         ],
     )?;
     Ok(())

@@ -147,6 +147,12 @@ pub struct SessionRow {
     /// back (the store refuses to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<RowDamage>,
+    /// The workspace directory's identity when it was registered (opened
+    /// without following a symlink): a gate, plugin, judge or started
+    /// agent is given that directory or nothing. `None` for a session
+    /// stored before identities were kept. Not sent to a client.
+    #[serde(skip)]
+    pub workspace_pin: Option<crate::anchor::DirIdentity>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -18,7 +18,8 @@ use rusqlite::Connection;
 /// (`routines::ROUTINE_SCHEMA`, run after this). Version 8: standing
 /// policies, a new table (`standing::STANDING_SCHEMA`, run after this).
 /// Version 9: the operator's passkeys, a new table
-/// (`passkeys::PASSKEY_SCHEMA`, run after this).
+/// (`passkeys::PASSKEY_SCHEMA`, run after this). Version 10: sessions
+/// pin their workspace's identity.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_owner = has_column(conn, "sessions", "owner")?;
     if !has_owner {
@@ -66,6 +67,15 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch("ALTER TABLE policies ADD COLUMN review TEXT;")?;
     }
     // --- end of version 6.
+    // Version 10: sessions pin their workspace's identity (device, inode)
+    // at registration (`anchor::identity`); none for older rows.
+    let has_pin = has_column(conn, "sessions", "workspace_dev")?;
+    if !has_pin {
+        conn.execute_batch(
+            "ALTER TABLE sessions ADD COLUMN workspace_dev INTEGER;
+             ALTER TABLE sessions ADD COLUMN workspace_ino INTEGER;",
+        )?;
+    }
     // The watchdog's looks, each by a partial index (never a scan of all
     // sessions or policies: a unit test reads their query plans).
     conn.execute_batch(
@@ -101,7 +111,9 @@ CREATE TABLE IF NOT EXISTS sessions(
     updated_at INTEGER NOT NULL,
     owner TEXT NOT NULL DEFAULT 'agent',
     key_digest TEXT,
-    stale_at INTEGER
+    stale_at INTEGER,
+    workspace_dev INTEGER,
+    workspace_ino INTEGER
 );
 CREATE TABLE IF NOT EXISTS policies(
     id TEXT PRIMARY KEY,

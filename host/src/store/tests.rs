@@ -112,6 +112,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 owner: crate::config::Trust::Agent,
                 key_digest: None,
                 stale_at: None,
+                workspace_pin: None,
                 damage: None,
             })?;
             tx.append_event(
@@ -153,6 +154,7 @@ fn session(id: &str, url: &str) -> SessionRow {
         owner: crate::config::Trust::Agent,
         key_digest: None,
         stale_at: None,
+        workspace_pin: None,
         damage: None,
     }
 }

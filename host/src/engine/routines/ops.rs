@@ -31,6 +31,7 @@ impl Engine {
             }
             if let SessionSpec::Acp { cwd, .. } = &s.session {
                 super::super::sessions::locate(cwd, None)
+                    .map(drop)
                     .map_err(|e| invalid("cwd", format!("step {:?}: {e}", s.label)))?;
             }
         }

@@ -9,11 +9,22 @@
 //! The check is by resolution, never by string prefix, so a directory named
 //! `..x` is fine and a symlink that stays inside is fine.
 //!
+//! The workspace itself is opened once, from its canonical path, without
+//! following a symlink at any component ([`identity::open_dir_no_symlinks`]);
+//! what it is and where it lies (its identity, the directories above it) is
+//! read from that open handle, so the checks look at the very directory a
+//! gate, plugin, judge or confined agent is given. A workspace pinned at
+//! registration ([`WorkspaceAnchor::open_pinned`]) must still be the same
+//! directory (device and inode), else nothing runs in it.
+//!
 //! This module must never hand out a host path for a workspace path without
 //! resolving it first, and must never read the workspace through ambient
 //! (non-`Dir`) file system calls.
 
-use cap_std::ambient_authority;
+pub mod identity;
+
+pub use identity::{DirIdentity, Places};
+
 use cap_std::fs::Dir;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -38,6 +49,19 @@ pub enum AnchorError {
     NotADirectory(String),
     #[error("cannot read {path} in the workspace: {source}")]
     Io { path: String, source: io::Error },
+    #[error("workspace {path} cannot be opened safely: {source}")]
+    Unsafe {
+        path: String,
+        source: identity::OpenError,
+    },
+    #[error(
+        "workspace {path} is no longer the directory that was registered ({pinned}, now {found}): it was moved or replaced; register the session again"
+    )]
+    Replaced {
+        path: String,
+        pinned: DirIdentity,
+        found: DirIdentity,
+    },
 }
 
 /// An opened workspace. Cheap to share behind an `Arc`.
@@ -45,6 +69,9 @@ pub enum AnchorError {
 pub struct WorkspaceAnchor {
     root: PathBuf,
     dir: Dir,
+    /// The opened directory's identity, then those of the directories
+    /// above it, read from the handle.
+    lineage: Vec<DirIdentity>,
 }
 
 /// A directory inside the workspace, opened through the anchor, usable as a
@@ -72,15 +99,55 @@ impl AnchoredDir {
 }
 
 impl WorkspaceAnchor {
-    /// Opens `path` (which must be an existing directory) as the workspace.
+    /// Opens `path` (which must be an existing directory) as the workspace:
+    /// its canonical path is opened following no symlink at any component,
+    /// so a component swapped for a symlink since it was resolved is an
+    /// error, never another directory.
     pub fn open(path: &Path) -> Result<Self, AnchorError> {
-        let open_err = |source| AnchorError::Open {
+        Self::open_pinned(path, None)
+    }
+
+    /// [`Self::open`], and, with a `pin` (the identity recorded when the
+    /// workspace was registered), refused unless the opened directory is
+    /// that same directory.
+    pub fn open_pinned(path: &Path, pin: Option<DirIdentity>) -> Result<Self, AnchorError> {
+        let root = std::fs::canonicalize(path).map_err(|source| AnchorError::Open {
             path: path.display().to_string(),
             source,
+        })?;
+        Self::open_exact(&root, pin)
+    }
+
+    /// [`Self::open_pinned`] of a path already canonical (a registered
+    /// workspace's): not resolved again, so a symlink found at any of its
+    /// components since is an error.
+    pub fn open_exact(path: &Path, pin: Option<DirIdentity>) -> Result<Self, AnchorError> {
+        let shown = || path.display().to_string();
+        let open_err = |source| AnchorError::Open {
+            path: shown(),
+            source,
         };
-        let root = std::fs::canonicalize(path).map_err(open_err)?;
-        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(open_err)?;
-        Ok(WorkspaceAnchor { root, dir })
+        let root = path.to_path_buf();
+        test_hook::before_open(&root);
+        let fd = identity::open_dir_no_symlinks(&root).map_err(|source| match source {
+            identity::OpenError::Io { source, .. } => open_err(source),
+            source => AnchorError::Unsafe {
+                path: shown(),
+                source,
+            },
+        })?;
+        let lineage = identity::lineage(std::os::fd::AsFd::as_fd(&fd)).map_err(open_err)?;
+        if let Some(pinned) = pin
+            && lineage[0] != pinned
+        {
+            return Err(AnchorError::Replaced {
+                path: shown(),
+                pinned,
+                found: lineage[0],
+            });
+        }
+        let dir = Dir::from_std_file(std::fs::File::from(fd));
+        Ok(WorkspaceAnchor { root, dir, lineage })
     }
 
     /// The same workspace, through a duplicate of the handle (for work
@@ -89,10 +156,36 @@ impl WorkspaceAnchor {
         Ok(WorkspaceAnchor {
             root: self.root.clone(),
             dir: self.dir.try_clone()?,
+            lineage: self.lineage.clone(),
         })
     }
 
-    /// The canonical host path of the workspace root.
+    /// The opened directory's identity (device and inode).
+    pub fn identity(&self) -> DirIdentity {
+        self.lineage[0]
+    }
+
+    /// The first of the host's own `places` that the opened directory is,
+    /// lies inside or holds, judged by identity from the open handle.
+    pub fn overlapping<'p>(&self, places: &'p Places) -> Option<&'p Path> {
+        places.overlapping(&self.lineage)
+    }
+
+    /// True when the directory `dir` (an operator's path, followed) is the
+    /// opened workspace or a directory above it.
+    pub fn is_at_or_below(&self, dir: &Path) -> bool {
+        std::fs::metadata(dir).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            self.lineage.contains(&DirIdentity {
+                dev: m.dev(),
+                ino: m.ino(),
+            })
+        })
+    }
+
+    /// The canonical host path of the workspace root, as it was resolved
+    /// when it was opened (for messages and for what only the operator's
+    /// paths decide; the checks use the handle).
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -202,11 +295,33 @@ impl WorkspaceAnchor {
     /// A path that cannot be canonicalised is reported as inside: callers
     /// use this to refuse, so unclear means no.
     pub fn contains_host_path(&self, host_path: &Path) -> bool {
-        match std::fs::canonicalize(host_path) {
-            Ok(canonical) => canonical.starts_with(&self.root),
-            Err(_) => true,
+        identity::path_is_inside(host_path, self.identity()).unwrap_or(true)
+    }
+}
+
+/// A hook of debug builds (the whole-program tests run one): with
+/// `GATEHOST_TEST_BEFORE_WORKSPACE_OPEN=PROGRAM`, PROGRAM runs with the
+/// workspace's canonical path as its argument, and is waited for, between
+/// the path's resolution and its open: where an agent racing the daemon
+/// swaps a component. Release builds have no such hook.
+mod test_hook {
+    #[cfg(debug_assertions)]
+    pub(super) fn before_open(root: &std::path::Path) {
+        let Some(program) = std::env::var_os("GATEHOST_TEST_BEFORE_WORKSPACE_OPEN") else {
+            return;
+        };
+        match std::process::Command::new(&program).arg(root).status() {
+            Ok(status) => {
+                tracing::warn!(workspace = %root.display(), %status, "test hook ran before the workspace's open");
+            }
+            Err(e) => {
+                tracing::error!(workspace = %root.display(), error = %e, "test hook could not run");
+            }
         }
     }
+
+    #[cfg(not(debug_assertions))]
+    pub(super) fn before_open(_root: &std::path::Path) {}
 }
 
 fn is_cap_std_escape(e: &io::Error) -> bool {
