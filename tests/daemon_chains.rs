@@ -72,6 +72,25 @@ fn calls(dir: &Path, key: &str) -> u32 {
 }
 
 /// Reports a turn-end of `id` with `message` as its last message.
+/// The name of the review under way of `pid` (what its reviewer's
+/// verdict line must end with), as its prompt in `review:started` asks.
+fn review_name(d: &Daemon, pid: &str) -> String {
+    let name = d.policy(pid)["review"]["nonce"]
+        .as_str()
+        .expect("a review's name")
+        .to_string();
+    let started = of_type(&d.all_events(&format!("&policy={pid}")), "review:started");
+    let prompt = started
+        .last()
+        .and_then(|e| e["payload"]["prompt"].as_str())
+        .unwrap_or_default();
+    assert!(
+        prompt.contains(&format!("VERDICT: SHIP {name}")),
+        "{prompt}"
+    );
+    name
+}
+
 fn say(d: &Daemon, id: &str, message: &str) {
     let request = gatehost::wire::ReportRequest {
         kind: serde_json::from_value(json!("turn-end")).expect("kind"),
@@ -220,7 +239,7 @@ fn a_session_reviewer_without_a_verdict_counts_as_block() {
     let pid = d.attach(json!({
         "sessionId": "author",
         "gate": {"command": "true"},
-        "review": {"reviewer": {"session": "rev", "prompt": "Check the change for typos."}, "maxCycles": 3}
+        "review": {"reviewer": {"session": "rev", "prompt": "Check the change for typos."}, "maxCycles": 4}
     }));
     say(&d, "author", "done");
     d.wait_status(&pid, "reviewing", T);
@@ -246,14 +265,31 @@ fn a_session_reviewer_without_a_verdict_counts_as_block() {
     say(&d, "author", "fixed");
     d.wait_status(&pid, "reviewing", T);
     assert_eq!(d.policy(&pid)["review"]["cycle"], 2);
+    // A verdict that does not name the review it answers is BLOCK.
     say(&d, "rev", "now it is right\nVERDICT: SHIP");
+    d.wait_status(&pid, "watching", T);
+    say(&d, "author", "fixed again");
+    d.wait_status(&pid, "reviewing", T);
+    let name = review_name(&d, &pid);
+    say(&d, "rev", &format!("now it is right\nVERDICT: SHIP {name}"));
     d.wait_status(&pid, "done", T);
     let events = d.all_events(&format!("&policy={pid}"));
     let verdicts: Vec<Value> = of_type(&events, "review:verdict")
         .iter()
         .map(|v| v["payload"]["verdict"].clone())
         .collect();
-    assert_eq!(verdicts, vec![json!("BLOCK"), json!("SHIP")]);
+    assert_eq!(
+        verdicts,
+        vec![json!("BLOCK"), json!("BLOCK"), json!("SHIP")]
+    );
+    let unnamed = &of_type(&events, "review:verdict")[1]["payload"]["findings"];
+    assert!(
+        unnamed
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not name this review"),
+        "{unnamed}"
+    );
     assert_eq!(of_type(&events, "review:shipped").len(), 1);
     assert_eq!(of_type(&events, "policy:done").len(), 1);
 }
@@ -415,4 +451,63 @@ fn sigkills_at_every_step_of_chains_double_and_lose_no_terminal_event() {
         );
         assert_eq!(d.policy(pid)["status"], "awaiting-ack");
     }
+}
+
+/// One session reviewer for two authors (issue 48, item 6): the attacker,
+/// seeing `review:started` of the honest author's policy, gets its own
+/// review under way at once, so that the reviewer's next turn-end would
+/// answer both. Each answer is bound to its review by name: the SHIP of
+/// the honest change ships only the honest change, the attacker's change
+/// waits for its own answer, and that answer (BLOCK) is not dropped.
+#[test]
+fn a_reviewers_answer_ships_only_the_review_it_names() {
+    let (s, d, _hook, _calls) = setup("0", "");
+    d.register("honest", &s.ws);
+    d.register("attacker", &s.ws);
+    d.register("rev", &s.ws);
+    let chain = |author: &str| {
+        json!({
+            "sessionId": author,
+            "gate": {"command": "true"},
+            "review": {"reviewer": {"session": "rev", "prompt": "Ship only safe code."}, "maxCycles": 2}
+        })
+    };
+    let honest = d.attach(chain("honest"));
+    let attacker = d.attach(chain("attacker"));
+    say(&d, "honest", "a fix");
+    d.wait_status(&honest, "reviewing", T);
+    say(&d, "attacker", "a backdoor");
+    d.wait_status(&attacker, "reviewing", T);
+    let (h, a) = (review_name(&d, &honest), review_name(&d, &attacker));
+    assert_ne!(h, a);
+    // The reviewer answers the honest change.
+    say(&d, "rev", &format!("the fix is fine\nVERDICT: SHIP {h}"));
+    d.wait_status(&honest, "done", T);
+    std::thread::sleep(Duration::from_millis(500));
+    let p = d.policy(&attacker);
+    assert_eq!(
+        p["status"], "reviewing",
+        "the honest SHIP is not the attacker's: {p}"
+    );
+    // Its own answer comes, and is not dropped.
+    say(
+        &d,
+        "rev",
+        &format!("this opens a backdoor\nVERDICT: BLOCK {a}"),
+    );
+    d.wait_status(&attacker, "watching", T);
+    let verdicts = of_type(
+        &d.all_events(&format!("&policy={attacker}")),
+        "review:verdict",
+    );
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0]["payload"]["verdict"], "BLOCK");
+    assert_eq!(
+        of_type(
+            &d.all_events(&format!("&policy={honest}")),
+            "review:verdict"
+        )
+        .len(),
+        1
+    );
 }

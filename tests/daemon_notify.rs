@@ -407,8 +407,15 @@ fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one
         let r = d.report("alone", "turn-end");
         assert_eq!(r["ungated"], true, "{r}");
     }
+    // Watched by a policy of the operator's.
     d.register("watched", &s.ws);
-    d.attach(json!({"sessionId": "watched", "gate": {"command": "true"}}));
+    let (code, r) = d.http(
+        "POST",
+        "/v1/policies",
+        Some(&d.operator),
+        Some(json!({"sessionId": "watched", "gate": {"command": "true"}})),
+    );
+    assert_eq!(code, 201, "{r}");
     let r = d.report("watched", "turn-end");
     assert_eq!(r["ungated"], false, "{r}");
     let started = d.cli(
@@ -441,17 +448,37 @@ fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one
     assert_eq!(ungated.len(), 1, "{ungated:?}");
     assert_eq!(ungated[0]["sessionId"], "alone");
     assert_eq!(ungated[0]["payload"]["turn"], 1, "{}", ungated[0]);
-    eventually("the operator is told", || {
-        told.kinds().contains(&"session:ungated".to_string())
-    });
+    // Watched only by a policy the agent attached itself (which the
+    // agent may make as silent as it likes): said too, and why.
+    d.register("self-watched", &s.ws);
+    d.attach(json!({"sessionId": "self-watched", "gate": {"command": "true"}}));
+    d.report("self-watched", "turn-end");
+    let ungated = d.all_events("types=session:ungated");
+    assert_eq!(ungated.len(), 2, "{ungated:?}");
+    assert_eq!(ungated[1]["sessionId"], "self-watched");
+    assert!(
+        ungated[1]["payload"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("only policies the agent attached"),
+        "{}",
+        ungated[1]
+    );
+    let count = || {
+        told.kinds()
+            .iter()
+            .filter(|k| *k == "session:ungated")
+            .count()
+    };
+    eventually("the operator is told of both", || count() >= 2);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         told.kinds()
             .iter()
             .filter(|k| *k == "session:ungated")
             .count(),
-        1,
-        "told once: {:?}",
+        2,
+        "told once a session: {:?}",
         told.kinds()
     );
     drop(d);

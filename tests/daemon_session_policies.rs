@@ -341,3 +341,53 @@ fn a_standing_policy_that_cannot_be_is_refused_at_once_or_said_at_the_session() 
         "{refused:?}"
     );
 }
+
+/// A decoy (issue 48, item 7): the agent attaches, with its own token, a
+/// fan-in of its session and a helper that never ends a turn, so that a
+/// live policy always has the session as a member. The operator's rule
+/// still attaches again once its own policy ended, and gates the next
+/// turn; the decoy never switches it off.
+#[test]
+fn a_decoy_the_agent_attaches_never_switches_the_operators_rule_off() {
+    let (s, d) = daemon_with_rule(
+        r#"["claude"]"#,
+        &json!({
+            "label": "DONE must exist",
+            "gate": {"command": "test", "args": ["-f", "DONE"]},
+            "onFail": {"maxRetries": 0},
+        }),
+    );
+    common::daemon::git_repo(&s.ws);
+    d.register("claude:one", &s.ws);
+    d.register("helper", &s.ws);
+    let decoy = d.attach(json!({
+        "sessionIds": ["claude:one", "helper"], "gate": {"command": "bash", "args": ["-c", "true"]}
+    }));
+    let operators = |d: &Daemon| -> Vec<Value> {
+        policies_of(d, "claude:one")
+            .into_iter()
+            .filter(|p| p["spec"]["attachedBy"] == "operator")
+            .collect()
+    };
+    let first = operators(&d);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first_id = first[0]["policyId"].as_str().expect("id").to_string();
+    // The operator's policy judges the turn (no DONE: blocked).
+    d.report("claude:one", "turn-end");
+    d.wait_status(&first_id, "blocked", T);
+    assert_eq!(d.policy(&decoy)["status"], "watching", "the decoy is live");
+    // The next turn: the rule's policy is there again, decoy or not.
+    d.report("claude:one", "turn-start");
+    let again = operators(&d);
+    assert_eq!(again.len(), 2, "{again:?}");
+    let second = again[1]["policyId"].as_str().expect("id").to_string();
+    assert_eq!(again[1]["status"], "watching", "{again:?}");
+    s.write_ws("DONE", "");
+    let r = d.report("claude:one", "turn-end");
+    assert_eq!(r["ungated"], false, "{r}");
+    d.wait_status(&second, "done", T);
+    assert!(
+        d.all_events("types=session:ungated").is_empty(),
+        "every turn was the operator's to judge"
+    );
+}

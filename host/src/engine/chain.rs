@@ -77,6 +77,13 @@ pub struct ChainRecord {
     /// The last BLOCK's findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<String>,
+    /// This review's name (`rv-` and 12 hex digits, new at each cycle): a
+    /// session reviewer's verdict line must end with it, so that an
+    /// answer is bound to the prompt it answers (a reviewer of two
+    /// authors answers each by name). `None` for a record stored before
+    /// names existed (any verdict line then answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
 }
 
 impl ChainRecord {

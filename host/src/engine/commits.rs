@@ -341,14 +341,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        let lock = self
-            .inner
-            .commit_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(workspace.clone())
-            .or_default()
-            .clone();
+        let lock = super::lane(&self.inner.commit_locks, &workspace);
         let _held = lock.lock().await;
         for attempt in 1..=COMMIT_ATTEMPTS {
             let reference = match self.commit_once(id, &workspace).await {

@@ -128,6 +128,9 @@ struct Inner {
     /// Review tasks by policy id (one at a time; a cancel kills a judge
     /// reviewing).
     review_tasks: Mutex<HashMap<String, AbortHandle>>,
+    /// One lane per reviewer session: its reviews are prompted and
+    /// answered one at a time, in turn (`review::session_review`).
+    reviewer_lanes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     started: started::Started,
     /// The ACP sessions this daemon drives.
     acp: acp::Acp,
@@ -166,6 +169,21 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// The lane named `key` of `lanes` (made on first use): work that must
+/// not overlap for one key (a workspace's commits, a reviewer's reviews)
+/// holds it while it runs.
+fn lane(
+    lanes: &Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    key: &str,
+) -> Arc<tokio::sync::Mutex<()>> {
+    lanes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(key.to_string())
+        .or_default()
+        .clone()
+}
+
 impl Engine {
     /// Opens the engine over `store`. Call `recover` once the runtime runs.
     pub fn new(store: Store, runner: GateRunner) -> EngineResult<Engine> {
@@ -179,6 +197,7 @@ impl Engine {
                 gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                 gate_tasks: Mutex::new(HashMap::new()),
                 review_tasks: Mutex::new(HashMap::new()),
+                reviewer_lanes: Mutex::new(HashMap::new()),
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
                 acp: acp::Acp::default(),

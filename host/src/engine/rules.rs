@@ -50,7 +50,11 @@ impl Engine {
         let runner = self.runner();
         let rules = &runner.config().daemon.session_policies;
         let standing = tx.standing_policies()?;
-        if (rules.is_empty() && standing.is_empty()) || !tx.live_with(&s.id)?.is_empty() {
+        // Only the operator's own live policies (a standing or session
+        // policy, or one attached with the operator token) keep these from
+        // attaching: a policy the agent attached, however silent, never
+        // switches the operator's off.
+        if (rules.is_empty() && standing.is_empty()) || self.operator_watches(tx, &s.id)? {
             return Ok(());
         }
         let workspace = Path::new(&s.workspace);
@@ -79,6 +83,22 @@ impl Engine {
             self.attach_rule(tx, s, &t.policy, Origin::Standing(&t.id), why)?;
         }
         Ok(())
+    }
+
+    /// Whether a live policy the operator attached (with the operator
+    /// token, or as a standing or session policy) has `session` as a
+    /// member. A policy whose stored spec does not decode is no one's (it
+    /// is blocked, said, on its next step).
+    pub(super) fn operator_watches(&self, tx: &mut Tx<'_>, session: &str) -> EngineResult<bool> {
+        for id in tx.live_with(session)? {
+            let Some(p) = tx.policy(&id)? else {
+                continue;
+            };
+            if super::stored::spec(&p).is_ok_and(|input| input.attached_by == Trust::Operator) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn refuse_rule(

@@ -408,24 +408,31 @@ impl Engine {
         Ok(())
     }
 
-    /// A turn-end of `s` that no live policy has as a member: the stop was
-    /// not gated. Said once per session (`session:ungated`, a person's
+    /// A turn-end of `s` that no live policy of the operator's has as a
+    /// member: the stop was not gated by the operator (policies the agent
+    /// attached itself may still judge it; they are the agent's to
+    /// switch off). Said once per session (`session:ungated`, a person's
     /// business: a standing policy that did not match, say), for the
     /// sessions agents run themselves (a hook's, the API's); the sessions
     /// the daemon starts are its routines' and reviews', which say their own.
     /// Returns whether the stop was ungated.
     fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
-        if s.command.is_some() || !tx.live_with(&s.id)?.is_empty() {
+        if s.command.is_some() || self.operator_watches(tx, &s.id)? {
             return Ok(false);
         }
         if tx.has_session_event(&s.id, UNGATED)? {
             return Ok(true);
         }
+        let reason = if tx.live_with(&s.id)?.is_empty() {
+            "no policy watches this session: its stop was not gated"
+        } else {
+            "only policies the agent attached watch this session: no policy of the operator's gated its stop"
+        };
         let said = Ungated {
             session_id: &s.id,
             cwd: &s.cwd,
             turn: s.turns,
-            reason: "no policy watches this session: its stop was not gated",
+            reason,
         };
         tx.append_event(
             UNGATED,

@@ -237,14 +237,19 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
             "session:ungated" => (
                 format!("gatehost: {subject} stopped with no gate"),
                 format!(
-                    "No policy watches this session{}: its stop was let through ungated. \
+                    "No policy of yours watches this session{}{}: its stop was let through ungated. \
                      Attach one (a standing policy, `gatehost policy attach --template`, matches new sessions); \
                      later ungated stops of this session are not announced again.",
                     shown
                         .cwd
                         .as_deref()
                         .map(|c| format!(" (in {})", clean(c)))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    if reason.as_deref().is_some_and(|r| r.contains("the agent attached")) {
+                        " (only policies the agent attached itself do)"
+                    } else {
+                        ""
+                    }
                 ),
                 Priority::High,
                 &["warning"],

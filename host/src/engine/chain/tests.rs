@@ -176,6 +176,7 @@ fn a_status_line_names_the_cycle() {
         diff: None,
         started_after: 0,
         findings: None,
+        nonce: None,
     };
     assert_eq!(describe("reviewing", Some(&r)), "reviewing (cycle 2 of 5)");
     assert_eq!(describe("watching", None), "watching");
