@@ -43,6 +43,7 @@ mod daemon_session_policies;
 mod daemon_swap_race;
 mod daemon_ui;
 mod daemon_watchdog;
+mod daemon_worktree_caches;
 mod docs_walkthrough;
 mod doctor;
 mod hook_cost;

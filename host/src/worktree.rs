@@ -7,7 +7,9 @@
 //! the tree with its content and mode, symlinks as symlinks, and nothing
 //! else but the caches the operator granted (`[daemon] worktree_caches`,
 //! such as `target`), and those only between runs of policies the
-//! operator attached. What an earlier gate wrote anywhere else (an ignored
+//! operator attached on the same tree (a retry, a second gate of the same
+//! snapshot): a sync to another tree empties them, since what a gate
+//! wrote there is the agent's code's doing. What an earlier gate wrote anywhere else (an ignored
 //! `__pycache__/`, a `.pytest_cache`) is removed before the next run, and
 //! a policy the agent attached runs in worktrees of its own that keep
 //! nothing: a gate's result depends only on its snapshot and the granted
@@ -490,7 +492,17 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
     // known settled.
     let settled = std::mem::take(&mut lease.manifest.settled);
     let last = lease.manifest.last.take();
+    // The granted caches carry only between runs of the same tree: what a
+    // gate (the agent's code) left there for another tree is emptied, so
+    // that one tree's code never decides another tree's verdict.
+    let other_tree = last.as_ref().is_none_or(|(id, _)| *id != tree);
     let (how, result) = match last {
+        _ if other_tree && !lease.keep.is_empty() => {
+            let keep = std::mem::take(&mut lease.keep);
+            let result = whole(lease, &repo, workspace, tree, last);
+            lease.keep = keep;
+            ("whole, the granted caches emptied for another tree", result)
+        }
         Some((id, wanted)) if settled && id == tree => {
             let kept = wanted.files.len();
             lease.manifest.last = Some((id, wanted));
