@@ -347,3 +347,60 @@ fn a_retry_stored_after_a_pause_says_it_waits_when_due() {
     let calls_made = std::fs::read_to_string(calls.path().join("calls")).expect("calls");
     assert_eq!(calls_made.trim(), "2");
 }
+
+/// The daemon's own silence is not the sessions' (issue 48, item 11): a
+/// daemon stopped (SIGSTOP) for twice the heartbeat timeout, or killed and
+/// started again after as long, marks none of the sessions that heartbeat
+/// whenever it listens stale; one that then stays silent for a whole
+/// timeout of the daemon's running still is.
+#[test]
+fn a_stopped_or_restarted_daemon_does_not_count_its_own_silence_as_the_sessions() {
+    let (s, mut d, _hook) = setup("heartbeat_timeout = \"2s\"\n", None);
+    for id in ["a", "b", "c"] {
+        d.register(id, &s.ws);
+    }
+    let beat = |d: &Daemon, ids: &[&str], for_ms: u64| {
+        let until = Instant::now() + Duration::from_millis(for_ms);
+        while Instant::now() < until {
+            for id in ids {
+                let (code, body) = d.http(
+                    "POST",
+                    &format!("/v1/sessions/{id}/report"),
+                    Some(&d.agent),
+                    Some(json!({"kind": "heartbeat"})),
+                );
+                assert_eq!(code, 200, "{body}");
+            }
+            std::thread::sleep(Duration::from_millis(400));
+        }
+    };
+    beat(&d, &["a", "b", "c"], 1_500);
+    // Stopped for twice the timeout: a suspended laptop, a debugger.
+    let pid = rustix::process::Pid::from_raw(d.pid() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(4));
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
+    beat(&d, &["a", "b", "c"], 3_000);
+    let stale = events_of(&d, "", "session:stale");
+    assert!(stale.is_empty(), "the daemon's stop was counted: {stale:?}");
+    // Down for twice the timeout, then up again.
+    d.kill9();
+    std::thread::sleep(Duration::from_secs(4));
+    d.restart();
+    beat(&d, &["a", "b", "c"], 3_000);
+    let stale = events_of(&d, "", "session:stale");
+    assert!(
+        stale.is_empty(),
+        "the daemon's downtime was counted: {stale:?}"
+    );
+    // A session that stays silent while the daemon runs is stale as ever.
+    beat(&d, &["a", "b"], 3_500);
+    eventually("c is stale", || {
+        !events_of(&d, "", "session:stale").is_empty()
+    });
+    let stale: Vec<Value> = events_of(&d, "", "session:stale")
+        .iter()
+        .map(|e| e["sessionId"].clone())
+        .collect();
+    assert_eq!(stale, vec![json!("c")]);
+}

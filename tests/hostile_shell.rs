@@ -282,6 +282,21 @@ fn an_allowlisted_program_inside_the_workspace_is_refused() {
     );
 }
 
+/// A program the allowlist names that does not exist is reported as
+/// missing (issue 48, item 11), never as "inside the workspace".
+#[test]
+fn a_missing_allowlisted_program_is_reported_as_missing() {
+    let s = Scratch::new();
+    let path = s.etc.join("bin/no-such-tool").display().to_string();
+    let gate = serde_json::json!({"command": path}).to_string();
+    let run = s.check(&format!("[shell]\nallow = [\"{path}\"]\n"), &gate, &[]);
+    assert_eq!(run.code, 2);
+    let reason = run.reason();
+    assert!(reason.contains("which does not exist"), "{reason}");
+    assert!(reason.contains("[shell] allow entry"), "{reason}");
+    assert!(!reason.contains("inside the workspace"), "{reason}");
+}
+
 #[test]
 fn a_cwd_that_escapes_is_refused_before_anything_runs() {
     let s = Scratch::new();

@@ -82,6 +82,23 @@ pub fn load_for_serve(path: Option<&Path>, data_dir: &Path) -> Result<HostConfig
     Ok(config)
 }
 
+/// [`load_for_serve`] for a reload, which also refuses a file that sets
+/// nothing (empty, or only comments and blank lines): a file caught while
+/// it was being rewritten, or emptied by mistake, would otherwise put the
+/// defaults in force live (no allowlist, no workspace roots). To go back
+/// to the defaults, restart `serve`.
+pub fn load_for_reload(path: &Path, data_dir: &Path) -> Result<HostConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.parse::<toml::Table>().is_ok_and(|t| t.is_empty()) {
+        return Err(format!(
+            "{} sets nothing (it is empty, or only comments): a reload never empties the configuration in force; to run on the defaults, restart gatehost serve",
+            path.display()
+        ));
+    }
+    load_for_serve(Some(path), data_dir)
+}
+
 /// What `serve` adds to a loaded configuration (its data directory's
 /// places), and the checks of the whole that stop a start (and reject a
 /// reload): workspace roots clear of the host's places, session policies
@@ -326,7 +343,7 @@ pub fn shown(path: &Path) -> String {
 /// `config:rejected` with the reason. Either is logged.
 pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trigger) {
     let (p, d) = (path.to_path_buf(), data_dir.to_path_buf());
-    let loaded = tokio::task::spawn_blocking(move || load_for_serve(Some(&p), &d))
+    let loaded = tokio::task::spawn_blocking(move || load_for_reload(&p, &d))
         .await
         .unwrap_or_else(|e| Err(format!("the reload task failed: {e}")));
     let source = shown(path);

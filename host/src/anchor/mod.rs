@@ -295,7 +295,13 @@ impl WorkspaceAnchor {
     /// A path that cannot be canonicalised is reported as inside: callers
     /// use this to refuse, so unclear means no.
     pub fn contains_host_path(&self, host_path: &Path) -> bool {
-        identity::path_is_inside(host_path, self.identity()).unwrap_or(true)
+        self.holds_host_path(host_path).unwrap_or(true)
+    }
+
+    /// [`Self::contains_host_path`], telling a path that cannot be read
+    /// (a missing program) from one inside the workspace.
+    pub fn holds_host_path(&self, host_path: &Path) -> io::Result<bool> {
+        identity::path_is_inside(host_path, self.identity())
     }
 }
 

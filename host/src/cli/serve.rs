@@ -300,6 +300,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         engine.spawn_sweeper();
         engine.spawn_retention();
+        // What gates of a killed daemon (or a killed hook) left behind.
+        let reclaiming = engine.runner();
+        tokio::task::spawn_blocking(move || reclaiming.sandbox().reclaim_scratch());
         engine.spawn_watchdog();
         engine.spawn_routine_ticker();
         tokio::spawn(crate::live_config::watch(

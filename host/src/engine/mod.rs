@@ -131,6 +131,10 @@ struct Inner {
     /// One lane per reviewer session: its reviews are prompted and
     /// answered one at a time, in turn (`review::session_review`).
     reviewer_lanes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// When (ms) the watchdog last began to run without a gap: its start,
+    /// or its wake after the daemon stood still (a stop, a suspend, a
+    /// stall). A session's silence counts only from then (`watchdog`).
+    awake_since: std::sync::atomic::AtomicI64,
     started: started::Started,
     /// The ACP sessions this daemon drives.
     acp: acp::Acp,
@@ -198,6 +202,7 @@ impl Engine {
                 gate_tasks: Mutex::new(HashMap::new()),
                 review_tasks: Mutex::new(HashMap::new()),
                 reviewer_lanes: Mutex::new(HashMap::new()),
+                awake_since: std::sync::atomic::AtomicI64::new(0),
                 reloading: Mutex::new(()),
                 started: started::Started::default(),
                 acp: acp::Acp::default(),

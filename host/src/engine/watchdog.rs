@@ -9,6 +9,14 @@
 //! watchdog never looks at it. A session that speaks again is live again
 //! (`session:live`, published by the report itself).
 //!
+//! Silence is counted only over time the daemon itself was running: from
+//! the later of a session's last word and the moment the watchdog last
+//! began to run without a gap (its start, after any downtime; its wake
+//! after the daemon stood still, SIGSTOP'd, suspended with the machine or
+//! stalled, seen as a look that came [`STALL`] later than due). So no
+//! session is stale before a whole timeout of the daemon's own running
+//! has passed without a word from it.
+//!
 //! It owns the periodic look and its decisions through the one transition
 //! function. It must never reclaim a policy whose gate, nudge or commit is
 //! in flight (the lifecycle ignores the input there, and the next look
@@ -24,6 +32,10 @@ use std::time::Duration;
 
 /// Sessions marked stale per look at most (the rest wait for the next).
 const BATCH: usize = 500;
+
+/// A look this much later than due means the daemon stood still: the
+/// silence of that time is the daemon's, not the sessions'.
+const STALL: Duration = Duration::from_secs(1);
 
 /// How often the watchdog looks: a quarter of the heartbeat timeout
 /// (between 50 ms and 500 ms), so a silent session is stale within the
@@ -51,12 +63,23 @@ impl Engine {
     /// daemon stops.
     pub fn spawn_watchdog(&self) {
         let engine = self.clone();
+        engine.awake_from(now_ms(), "the watchdog starts");
         tokio::spawn(async move {
             loop {
                 let every = tick_interval(engine.runner().config().daemon.heartbeat_timeout);
+                let slept_at = now_ms();
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = engine.stopped() => return,
+                }
+                let woke = now_ms();
+                let late = woke - slept_at - every.as_millis() as i64;
+                if late > STALL.as_millis() as i64 {
+                    tracing::warn!(
+                        late_ms = late,
+                        "the daemon stood still (stopped, suspended or stalled): sessions' silence over that time is excused"
+                    );
+                    engine.awake_from(woke, "the daemon stood still");
                 }
                 let e2 = engine.clone();
                 match tokio::task::spawn_blocking(move || e2.watch(now_ms())).await {
@@ -84,7 +107,16 @@ impl Engine {
         let runner = self.runner();
         let daemon = &runner.config().daemon;
         let (timeout, on_stale) = (daemon.heartbeat_timeout, daemon.on_stale);
-        let cutoff = timeout.map(|t| now - t.as_millis() as i64);
+        // Silent since before the cutoff, and the daemon running all that
+        // time: within a timeout of its start or wake, no session is.
+        let awake_since = self
+            .inner
+            .awake_since
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let cutoff = timeout
+            .map(|t| now - t.as_millis() as i64)
+            .filter(|c| awake_since < *c);
+        let timeout = cutoff.and(timeout);
         if !self.inner.store.watch_due(cutoff, now)? {
             // Nothing due: no write, so no long-poll is woken for nothing
             // (the bus is told only of commits that appended events).
@@ -165,6 +197,14 @@ impl Engine {
         })
     }
 
+    /// Counts sessions' silence from `at` (ms) on (see the module doc).
+    pub fn awake_from(&self, at: i64, why: &str) {
+        self.inner
+            .awake_since
+            .store(at, std::sync::atomic::Ordering::SeqCst);
+        tracing::debug!(at, why, "the watchdog counts silence from now");
+    }
+
     /// Blocks `p`, whose deadline is past (if its state lets it: a gate or
     /// commit in flight settles first).
     fn expire(
@@ -222,6 +262,41 @@ mod tests {
             !woken.has_changed().expect("bus"),
             "an idle look woke the readers"
         );
+    }
+
+    /// A session silent since before the daemon's start (or its wake from
+    /// a stall) is not stale until a whole timeout of the daemon's own
+    /// running has passed; then it is.
+    #[test]
+    fn silence_counts_only_while_the_daemon_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = crate::config::HostConfig::default();
+        config.daemon.heartbeat_timeout = Some(Duration::from_secs(10));
+        let store = crate::store::Store::open(dir.path()).expect("store");
+        let engine = Engine::new(store, crate::gate::GateRunner::new(config)).expect("engine");
+        let cwd = dir.path().join("ws");
+        std::fs::create_dir_all(&cwd).expect("mkdir");
+        let input = crate::engine::sessions::RegisterInput {
+            id: Some("quiet".into()),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        };
+        engine
+            .register(input, &crate::engine::keys::Caller::operator())
+            .expect("register");
+        let spoke = now_ms();
+        // The daemon was down (or stood still) for a minute, and woke.
+        let woke = spoke + 60_000;
+        engine.awake_from(woke, "test");
+        let (look, _) = engine.watch(woke + 1).expect("look");
+        assert!(look.stale.is_empty(), "{look:?}");
+        let (look, _) = engine.watch(woke + 9_000).expect("look");
+        assert!(
+            look.stale.is_empty(),
+            "within the timeout of the wake: {look:?}"
+        );
+        let (look, _) = engine.watch(woke + 10_001).expect("look");
+        assert_eq!(look.stale, ["quiet"], "a whole timeout of running, silent");
     }
 
     #[test]

@@ -49,12 +49,30 @@ fn admit<'r>(
         .allow
         .admit_with_args(&gate.command, &gate.args, &set_env, trust)
         .map_err(|e| e.to_string())?;
-    if anchor.contains_host_path(&program) {
-        return Err(format!(
-            "command '{}' resolves to {}, inside the workspace, where the agent can change it",
-            gate.command,
-            program.display()
-        ));
+    match anchor.holds_host_path(&program) {
+        Ok(false) => {}
+        Ok(true) => {
+            return Err(format!(
+                "command '{}' resolves to {}, inside the workspace, where the agent can change it",
+                gate.command,
+                program.display()
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "command '{}' resolves to {}, which does not exist: install it, or correct its [shell] allow entry in {}",
+                gate.command,
+                program.display(),
+                super::config_shown(config)
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "command '{}' resolves to {}, which cannot be read ({e}): a gate runs only a program it can check is outside the workspace",
+                gate.command,
+                program.display()
+            ));
+        }
     }
     if let Some(why) = unreached(runner, &gate.command, &program) {
         return Err(why);

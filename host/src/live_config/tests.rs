@@ -145,3 +145,21 @@ fn a_file_stamp_changes_with_a_rename_over_it_and_a_rewrite() {
     std::fs::remove_file(&path).expect("remove");
     assert_eq!(FileStamp::of(&path), FileStamp(None));
 }
+
+#[test]
+fn a_file_that_sets_nothing_is_rejected_on_reload_only() {
+    let dir = data_dir();
+    let data = dir.path().join("data");
+    for text in ["", "\n\n", "# only a comment\n   \n# another\n"] {
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, text).expect("write");
+        let err = load_for_reload(&file, &data).expect_err("rejected");
+        assert!(err.contains("sets nothing"), "{err}");
+        assert!(err.contains("restart"), "{err}");
+        // At start, an empty file is the defaults, as ever.
+        assert!(load_for_serve(Some(&file), &data).is_ok());
+    }
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, "[shell]\nallow = [\"true\"]\n").expect("write");
+    assert!(load_for_reload(&file, &data).is_ok());
+}

@@ -159,6 +159,10 @@ pub struct Sandbox {
 #[derive(Debug)]
 pub struct Scratch {
     dir: PathBuf,
+    /// The directory, open and locked (`flock`, exclusive) while it is in
+    /// use: what a reclaim ([`Sandbox::reclaim_scratch`]) can lock was left
+    /// by a process that died.
+    _held: Option<std::fs::File>,
 }
 
 impl Scratch {
@@ -555,7 +559,16 @@ impl Sandbox {
                 .map_err(|e| SandboxError::Scratch(format!("{}: {e}", p.display())))
         };
         mk(&dir)?;
-        let scratch = Scratch { dir };
+        let held = std::fs::File::open(&dir)
+            .and_then(|f| {
+                rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+                Ok(f)
+            })
+            .map_err(|e| SandboxError::Scratch(format!("lock {}: {e}", dir.display())))?;
+        let scratch = Scratch {
+            dir,
+            _held: Some(held),
+        };
         mk(&scratch.tmp())?;
         if judge {
             mk(&scratch.cwd())?;
@@ -573,6 +586,73 @@ impl Sandbox {
             }
         }
         Ok(scratch)
+    }
+}
+
+/// A scratch directory younger than this is never reclaimed: it may be
+/// between its `mkdir` and its lock.
+const RECLAIM_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Sandbox {
+    /// Removes the private directories (`g-…` under the scratch root) that
+    /// no living process holds: those of gates whose host was killed
+    /// (SIGKILL, a crash) before it could remove them. A directory in use
+    /// is locked by its host; one made in the last minute is left alone.
+    /// Returns how many were removed; each is logged.
+    pub fn reclaim_scratch(&self) -> usize {
+        let Some(root) = &self.scratch_root else {
+            return 0;
+        };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if !name.to_string_lossy().starts_with("g-") {
+                continue;
+            }
+            let path = e.path();
+            // Never through a link (the root is the host's own; a gate
+            // user may not write it, but nothing is taken on trust).
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let young = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_none_or(|age| age < RECLAIM_AFTER);
+            if !meta.is_dir() || young {
+                continue;
+            }
+            let Ok(dir) = rustix::fs::open(
+                &path,
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::NOFOLLOW
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            ) else {
+                continue;
+            };
+            if rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .is_err()
+            {
+                continue;
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    removed += 1;
+                    tracing::info!(dir = %path.display(), "removed a gate's private directory that its dead host left");
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a gate's private directory its dead host left");
+                }
+            }
+        }
+        removed
     }
 }
 

@@ -87,3 +87,49 @@ fn a_workspace_overlapping_a_protected_path_is_refused() {
     let confined = wrap(&root.join("ws")).expect("a workspace beside it is fine");
     assert!(confined);
 }
+
+/// What a killed host left in the scratch root goes at the next start;
+/// a directory in use (locked by its host) or just made stays.
+#[test]
+fn scratch_directories_a_dead_host_left_are_reclaimed_and_no_others() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(t.path()).expect("canonical");
+    let sandbox = Sandbox {
+        state: State::Disabled,
+        drop_caps: false,
+        user: None,
+        base: None,
+        read_paths: Vec::new(),
+        protected: Vec::new(),
+        protected_places: crate::anchor::Places::default(),
+        scratch_root: Some(root.join("scratch")),
+        refusal: None,
+    };
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let age = |p: &Path| {
+        std::fs::File::open(p)
+            .expect("open")
+            .set_modified(old)
+            .expect("set mtime");
+    };
+    // In use: made by this process, held, and old.
+    let held = sandbox.scratch(true).expect("scratch");
+    age(&held.dir_path());
+    // Left by a dead host: old, its tmp/ full.
+    let dead = root.join("scratch/g-dead");
+    std::fs::create_dir_all(dead.join("tmp")).expect("mkdir");
+    std::fs::write(dead.join("tmp/big"), "x").expect("write");
+    age(&dead);
+    // Just made (maybe not locked yet), and a name that is not a gate's.
+    let young = root.join("scratch/g-young");
+    std::fs::create_dir_all(&young).expect("mkdir");
+    let other = root.join("scratch/keep-me");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    age(&other);
+    assert_eq!(sandbox.reclaim_scratch(), 1);
+    assert!(!dead.exists());
+    assert!(held.dir_path().exists() && young.exists() && other.exists());
+    let path = held.dir_path();
+    drop(held);
+    assert!(!path.exists(), "a gate's own directory goes with it");
+}
