@@ -511,3 +511,42 @@ fn a_reviewers_answer_ships_only_the_review_it_names() {
         1
     );
 }
+
+/// A session reviewer that goes silent (stale, past `[daemon]
+/// heartbeat_timeout`) without answering ends the review (issue 48, item
+/// 11): escalated, with an event, a reason naming the silence, and a
+/// notification; never `reviewing` for ever.
+#[test]
+fn a_silent_session_reviewer_escalates_the_review() {
+    let (s, d, hook, _calls) = setup("0", "heartbeat_timeout = \"1s\"\n");
+    d.register("author", &s.ws);
+    d.register("rev", &s.ws);
+    let pid = d.attach(json!({
+        "sessionId": "author",
+        "gate": {"command": "true"},
+        "review": {"reviewer": {"session": "rev", "prompt": "Check it."}, "maxCycles": 3}
+    }));
+    say(&d, "author", "done");
+    let p = d.wait_status(&pid, "blocked", T);
+    let reason = p["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("reviewer session rev went silent")
+            && reason.contains("a person must look"),
+        "{p}"
+    );
+    let events = d.all_events(&format!("&policy={pid}"));
+    assert_eq!(of_type(&events, "review:escalated").len(), 1, "{events:?}");
+    assert!(
+        of_type(&events, "review:repair").is_empty(),
+        "the author repairs nothing"
+    );
+    let deadline = Instant::now() + T;
+    while !hook.kinds().contains(&"review:escalated".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "never notified: {:?}",
+            hook.kinds()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

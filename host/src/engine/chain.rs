@@ -126,6 +126,9 @@ pub enum ChainOutcome {
     Block { repairer_alive: bool },
     /// The daemon restarted (or the sweep found it) while reviewing.
     Recover,
+    /// The session reviewer went silent (stale, past `[daemon]
+    /// heartbeat_timeout`) without answering.
+    ReviewerSilent,
 }
 
 /// What the engine does.
@@ -175,11 +178,14 @@ pub fn decide(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         // No cycle left, or nobody to repair: a person must look.
         (S::Reviewing { .. }, O::Block { .. }) => A::Escalate,
         (S::Reviewing { .. }, O::Recover) => A::Resume,
+        // Nobody will answer: a person must look (the author repairing
+        // for a reviewer that never spoke would loop for nothing).
+        (S::Reviewing { .. }, O::ReviewerSilent) => A::Escalate,
 
         // A verdict with no review under way (a stale task's): dropped.
         (S::Authoring | S::Repairing { .. }, O::Ship | O::Block { .. }) => A::Ignore,
         // Nothing runs for the chain there: the policy's lifecycle drives.
-        (S::Authoring | S::Repairing { .. }, O::Recover) => A::Ignore,
+        (S::Authoring | S::Repairing { .. }, O::Recover | O::ReviewerSilent) => A::Ignore,
     }
 }
 

@@ -103,6 +103,18 @@ fn value(v: impl Serialize) -> Value {
 pub(crate) struct Answer {
     pub ship: bool,
     pub findings: String,
+    /// No answer: the session reviewer went silent (stale).
+    pub silent: bool,
+}
+
+impl Answer {
+    fn said(ship: bool, findings: String) -> Answer {
+        Answer {
+            ship,
+            findings,
+            silent: false,
+        }
+    }
 }
 
 /// Reads a session reviewer's answer to the review named `nonce`: its
@@ -130,7 +142,7 @@ pub(crate) fn read_answer(message: Option<&str>, nonce: Option<&str>) -> Option<
     }
     let findings = cap(text.trim().to_string(), MAX_FINDINGS);
     if let Some(ship) = ours {
-        return Some(Answer { ship, findings });
+        return Some(Answer::said(ship, findings));
     }
     if others && unnamed.is_none() {
         return None;
@@ -144,10 +156,7 @@ pub(crate) fn read_answer(message: Option<&str>, nonce: Option<&str>) -> Option<
         }
         _ => format!("the reviewer's answer has no VERDICT: SHIP|BLOCK line: BLOCK\n{findings}"),
     };
-    Some(Answer {
-        ship: false,
-        findings,
-    })
+    Some(Answer::said(false, findings))
 }
 
 fn cap(mut s: String, max: usize) -> String {
@@ -178,6 +187,17 @@ pub(super) async fn workspace_diff(workspace: &str, caps: crate::change::ChangeC
         Ok(Ok(files)) => crate::change::render(&files),
         Ok(Err(e)) => format!("(the change could not be computed: {e})"),
         Err(e) => format!("(the diff task failed: {e})"),
+    }
+}
+
+/// No answer from a session reviewer gone silent.
+fn silent(reviewer: &str) -> Answer {
+    Answer {
+        ship: false,
+        findings: format!(
+            "the reviewer session {reviewer} went silent (no word for [daemon] heartbeat_timeout) without answering"
+        ),
+        silent: true,
     }
 }
 
@@ -381,10 +401,10 @@ impl Engine {
         let anchor = match super::sessions::open_registered(&workspace, &members) {
             Ok(a) => a,
             Err(e) => {
-                return Ok(Answer {
-                    ship: false,
-                    findings: format!("the reviewer could not run: {e}"),
-                });
+                return Ok(Answer::said(
+                    false,
+                    format!("the reviewer could not run: {e}"),
+                ));
             }
         };
         let ctx = GateContext {
@@ -399,18 +419,12 @@ impl Engine {
             .run_gates(std::slice::from_ref(gate), &anchor, &ctx)
             .await;
         Ok(match report.outcome {
-            Outcome::Pass => Answer {
-                ship: true,
-                findings: cap(report.reason.clone(), MAX_FINDINGS),
-            },
-            Outcome::Fail => Answer {
-                ship: false,
-                findings: judge_findings(&report),
-            },
-            Outcome::Error => Answer {
-                ship: false,
-                findings: format!("the reviewer could not run: {}", judge_findings(&report)),
-            },
+            Outcome::Pass => Answer::said(true, cap(report.reason.clone(), MAX_FINDINGS)),
+            Outcome::Fail => Answer::said(false, judge_findings(&report)),
+            Outcome::Error => Answer::said(
+                false,
+                format!("the reviewer could not run: {}", judge_findings(&report)),
+            ),
         })
     }
 
@@ -431,9 +445,22 @@ impl Engine {
         let _turn = lane.lock().await;
         self.deliver_prompt(reviewer, &session_prompt(rubric, record))
             .await;
+        // A reviewer already stale will not answer either.
+        if self
+            .inner
+            .store
+            .session(reviewer)?
+            .is_some_and(|s| s.stale_at.is_some())
+        {
+            return Ok(Some(silent(reviewer)));
+        }
         let mut filter = EventFilter {
             since: record.started_after,
-            types: vec!["session:turn-end".into(), "session:exited".into()],
+            types: vec![
+                "session:turn-end".into(),
+                "session:exited".into(),
+                "session:stale".into(),
+            ],
             session_ids: vec![reviewer.to_string()],
             limit: 1,
             ..Default::default()
@@ -448,12 +475,13 @@ impl Engine {
             let found = self.wait_events(&filter, ANSWER_POLL).await?;
             if let Some(e) = found.first() {
                 if e.kind == "session:exited" {
-                    return Ok(Some(Answer {
-                        ship: false,
-                        findings: format!(
-                            "the reviewer session {reviewer} exited without a verdict: BLOCK"
-                        ),
-                    }));
+                    return Ok(Some(Answer::said(
+                        false,
+                        format!("the reviewer session {reviewer} exited without a verdict: BLOCK"),
+                    )));
+                }
+                if e.kind == "session:stale" {
+                    return Ok(Some(silent(reviewer)));
                 }
                 let message = e.payload.get("message").and_then(Value::as_str);
                 match read_answer(message, record.nonce.as_deref()) {
@@ -504,7 +532,9 @@ impl Engine {
             let repairer_alive = tx
                 .session(&repairer)?
                 .is_some_and(|s| s.damage.is_none() && s.state != SessionState::Exited);
-            let outcome = if answer.ship {
+            let outcome = if answer.silent {
+                ChainOutcome::ReviewerSilent
+            } else if answer.ship {
                 ChainOutcome::Ship
             } else {
                 ChainOutcome::Block { repairer_alive }
@@ -530,7 +560,9 @@ impl Engine {
                 ChainAction::Escalate => {
                     rec.phase = ChainPhase::Escalated;
                     rec.findings = Some(answer.findings.clone());
-                    p.reason = Some(if repairer_alive {
+                    p.reason = Some(if answer.silent {
+                        format!("{} at review {cycle} of {max}: a person must look", answer.findings)
+                    } else if repairer_alive {
                         format!("the reviewer blocked it {cycle} times (maxCycles {max}): a person must look. Last findings: {}", answer.findings)
                     } else {
                         format!("the reviewer blocked it and the repairer {repairer} has exited: a person must look. Findings: {}", answer.findings)

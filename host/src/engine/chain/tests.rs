@@ -30,6 +30,7 @@ fn outcomes() -> Vec<ChainOutcome> {
             repairer_alive: false,
         },
         O::Recover,
+        O::ReviewerSilent,
     ]
 }
 
@@ -46,24 +47,40 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         (S::Authoring, alive, A::Ignore),
         (S::Authoring, gone, A::Ignore),
         (S::Authoring, O::Recover, A::Ignore),
+        (S::Authoring, O::ReviewerSilent, A::Ignore),
         // Cycle 1 of 3: a BLOCK repairs.
         (S::Reviewing { cycle: 1, max: 3 }, O::GatePassed, A::Ignore),
         (S::Reviewing { cycle: 1, max: 3 }, O::Ship, A::Ship),
         (S::Reviewing { cycle: 1, max: 3 }, alive, A::Repair),
         (S::Reviewing { cycle: 1, max: 3 }, gone, A::Escalate),
         (S::Reviewing { cycle: 1, max: 3 }, O::Recover, A::Resume),
+        (
+            S::Reviewing { cycle: 1, max: 3 },
+            O::ReviewerSilent,
+            A::Escalate,
+        ),
         // The last cycle: a BLOCK escalates; SHIP still ships.
         (S::Reviewing { cycle: 3, max: 3 }, O::GatePassed, A::Ignore),
         (S::Reviewing { cycle: 3, max: 3 }, O::Ship, A::Ship),
         (S::Reviewing { cycle: 3, max: 3 }, alive, A::Escalate),
         (S::Reviewing { cycle: 3, max: 3 }, gone, A::Escalate),
         (S::Reviewing { cycle: 3, max: 3 }, O::Recover, A::Resume),
+        (
+            S::Reviewing { cycle: 3, max: 3 },
+            O::ReviewerSilent,
+            A::Escalate,
+        ),
         // maxCycles 1: the first BLOCK escalates.
         (S::Reviewing { cycle: 1, max: 1 }, O::GatePassed, A::Ignore),
         (S::Reviewing { cycle: 1, max: 1 }, O::Ship, A::Ship),
         (S::Reviewing { cycle: 1, max: 1 }, alive, A::Escalate),
         (S::Reviewing { cycle: 1, max: 1 }, gone, A::Escalate),
         (S::Reviewing { cycle: 1, max: 1 }, O::Recover, A::Resume),
+        (
+            S::Reviewing { cycle: 1, max: 1 },
+            O::ReviewerSilent,
+            A::Escalate,
+        ),
         // Repairing: the repaired turn's pass starts the next review.
         (
             S::Repairing { cycle: 1, max: 3 },
@@ -75,6 +92,11 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         (S::Repairing { cycle: 1, max: 3 }, gone, A::Ignore),
         (S::Repairing { cycle: 1, max: 3 }, O::Recover, A::Ignore),
         (
+            S::Repairing { cycle: 1, max: 3 },
+            O::ReviewerSilent,
+            A::Ignore,
+        ),
+        (
             S::Repairing { cycle: 2, max: 3 },
             O::GatePassed,
             A::Review { cycle: 3 },
@@ -83,6 +105,11 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         (S::Repairing { cycle: 2, max: 3 }, alive, A::Ignore),
         (S::Repairing { cycle: 2, max: 3 }, gone, A::Ignore),
         (S::Repairing { cycle: 2, max: 3 }, O::Recover, A::Ignore),
+        (
+            S::Repairing { cycle: 2, max: 3 },
+            O::ReviewerSilent,
+            A::Ignore,
+        ),
         // Terminal: nothing fires twice.
         // Re-gated after SHIP (the content changed under a stale ack):
         // the new content is reviewed anew.
@@ -91,11 +118,13 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         (S::Shipped, alive, A::Ignore),
         (S::Shipped, gone, A::Ignore),
         (S::Shipped, O::Recover, A::Ignore),
+        (S::Shipped, O::ReviewerSilent, A::Ignore),
         (S::Escalated, O::GatePassed, A::Ignore),
         (S::Escalated, O::Ship, A::Ignore),
         (S::Escalated, alive, A::Ignore),
         (S::Escalated, gone, A::Ignore),
         (S::Escalated, O::Recover, A::Ignore),
+        (S::Escalated, O::ReviewerSilent, A::Ignore),
     ];
     assert_eq!(table.len(), states().len() * outcomes().len());
     table
@@ -118,7 +147,7 @@ fn every_chain_state_and_outcome_is_decided_as_listed() {
             n += 1;
         }
     }
-    assert_eq!(n, 40);
+    assert_eq!(n, 48);
 }
 
 /// A chain driven by its decision alone, BLOCK twice then SHIP: two
