@@ -994,3 +994,79 @@ fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_r
         "{shell_said}"
     );
 }
+
+/// The private directories of gates whose daemon was killed mid-run are
+/// reclaimed when the daemon starts again (issue 48, item 11: 131 were
+/// left after 330 kills); the gate processes die with the daemon.
+#[test]
+fn scratch_directories_of_gates_a_killed_daemon_ran_are_reclaimed_at_start() {
+    use std::path::{Path, PathBuf};
+    let s = Scratch::new();
+    let scratch = s.etc.join("scratch");
+    let cfg = allow_config(&["true"]).replace(
+        "[sandbox]\n",
+        &format!("[sandbox]\nscratch_dir = \"{}\"\n", scratch.display()),
+    );
+    let cfg = s.write("config.toml", &cfg);
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let m = marker("reclaim");
+    let gate: Value =
+        serde_json::from_str(&script_gate("gates/hang.sh", &[&m], 60_000)).expect("gate");
+    let mut ids = Vec::new();
+    for sid in ["a", "b", "c"] {
+        d.register(sid, &s.ws);
+        ids.push(d.attach(json!({"sessionId": sid, "gate": gate})));
+        d.report(sid, "turn-end");
+    }
+    for id in &ids {
+        d.wait_status(id, "gating", T);
+    }
+    let left = |scratch: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(scratch)
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("g-"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    common::eventually_within(T, "three gates' directories", || left(&scratch).len() == 3);
+    d.kill9();
+    let orphans = left(&scratch);
+    assert_eq!(orphans.len(), 3, "{orphans:?}");
+    // As a crash loop leaves them: older than a reclaim waits for.
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for p in &orphans {
+        std::fs::File::open(p)
+            .expect("open")
+            .set_modified(old)
+            .expect("age");
+    }
+    d.restart();
+    let deadline = Instant::now() + T;
+    while orphans.iter().any(|p| p.exists()) {
+        assert!(
+            Instant::now() < deadline,
+            "never reclaimed: {:?}\nlog:\n{}",
+            left(&scratch),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(d.log().contains("its dead host left"), "{}", d.log());
+    // The restarted daemon ran the three gates again: cancelled, they end.
+    for id in &ids {
+        let (code, body) = d.http(
+            "POST",
+            &format!("/v1/policies/{id}/cancel"),
+            Some(&d.operator),
+            None,
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    assert_no_survivors(&m);
+}
