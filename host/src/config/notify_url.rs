@@ -302,10 +302,16 @@ mod tests {
             ("https://hooks.example/hooks/%u002e%u002e/x", "%u0"),
             ("https://hooks.example/hooks/x%2", "%2"),
             ("https://hooks.example/hooks/x%", "'%'"),
-            ("https://hooks.example/hooks/\u{ff0e}\u{ff0e}/x", "non-ASCII"),
+            (
+                "https://hooks.example/hooks/\u{ff0e}\u{ff0e}/x",
+                "non-ASCII",
+            ),
         ] {
             let err = admit(url, &p).expect_err(url);
-            assert!(err.contains(named), "{url:?}: {err:?} does not name {named:?}");
+            assert!(
+                err.contains(named),
+                "{url:?}: {err:?} does not name {named:?}"
+            );
         }
         // A prefix is checked alike.
         for (prefix, named) in [
@@ -314,7 +320,10 @@ mod tests {
             ("https://hooks.example/%3b/", "%3b"),
         ] {
             let err = NotifyPrefix::parse(prefix).expect_err(prefix);
-            assert!(err.contains(named), "{prefix:?}: {err:?} does not name {named:?}");
+            assert!(
+                err.contains(named),
+                "{prefix:?}: {err:?} does not name {named:?}"
+            );
         }
     }
 
