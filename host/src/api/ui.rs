@@ -81,28 +81,6 @@ fn forbidden(code: &'static str, message: &'static str) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, code, message)
 }
 
-/// `base` (`http://HOST:PORT`) as the page's address: a loopback IP
-/// (`127.0.0.1`, `[::1]`) becomes `localhost`, where browsers allow
-/// passkeys (never at an IP address); anything else is kept.
-pub fn page_address(base: &str) -> String {
-    let base = base.trim_end_matches('/');
-    match reqwest::Url::parse(base) {
-        Ok(mut u)
-            if u.scheme() == "http"
-                && u.host_str()
-                    .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-                    .and_then(|h| h.parse::<std::net::IpAddr>().ok())
-                    .is_some_and(|ip| ip.is_loopback()) =>
-        {
-            if u.set_host(Some("localhost")).is_err() {
-                return base.to_string();
-            }
-            u.as_str().trim_end_matches('/').to_string()
-        }
-        _ => base.to_string(),
-    }
-}
-
 /// The value of cookie `name` in the request's `Cookie` headers.
 pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
@@ -281,21 +259,15 @@ fn session_cookie(st: &AppState) -> Result<(HeaderValue, String), ApiError> {
 }
 
 /// `POST /v1/ui/link` (operator): a one-time login link, `{url, path,
-/// expiresInSeconds}`; `url` is on the address the call was made to.
-pub(super) async fn link(
-    State(st): State<AppState>,
-    _: super::Operator,
-    headers: HeaderMap,
-) -> ApiResult {
+/// expiresInSeconds}`; `url` is on the page's address on this machine
+/// (`AppState::page`: `localhost` only when the daemon holds both of its
+/// addresses), never on one taken from the request.
+pub(super) async fn link(State(st): State<AppState>, _: super::Operator) -> ApiResult {
     let code = st.ui.new_code();
     let path = format!("/ui/login?code={code}");
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("127.0.0.1");
     tracing::info!("a one-time login link for the page was made");
     super::ok(crate::wire::UiLink {
-        url: format!("{}{path}", page_address(&format!("http://{host}"))),
+        url: format!("{}{path}", st.page),
         path,
         expires_in_seconds: LINK_TTL.as_secs(),
     })
@@ -398,27 +370,6 @@ mod tests {
             ],
         ] {
             assert!(!same_origin(&headers(&bad)), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_loopback_ip_is_shown_as_localhost_and_anything_else_is_kept() {
-        assert_eq!(
-            page_address("http://127.0.0.1:7000/"),
-            "http://localhost:7000"
-        );
-        assert_eq!(page_address("http://[::1]:7000"), "http://localhost:7000");
-        assert_eq!(
-            page_address("http://127.0.0.9:8080"),
-            "http://localhost:8080"
-        );
-        for kept in [
-            "http://localhost:7000",
-            "https://gate.example.com",
-            "http://10.0.0.2:7000",
-            "unix:/run/g.sock",
-        ] {
-            assert_eq!(page_address(kept), kept);
         }
     }
 
