@@ -135,16 +135,18 @@ fn no_such_address(e: &io::Error) -> bool {
 /// Binds `listen` and, for `127.0.0.1` or `[::1]`, `localhost`'s other
 /// address on the same port (see the module's doc). Needs a tokio runtime.
 pub fn bind(listen: SocketAddr) -> Result<Bound, ListenError> {
-    bind_tries(|_| listen, listen.port() == 0)
+    bind_tries(|_| listen, listen.port() == 0, bind_one)
 }
 
 /// [`bind`], the address of try `n` given by `first` (`--listen` each
 /// time in [`bind`]; a test names the port of its first try to make the
 /// clash happen); `ephemeral`: the port is the kernel's choice, so a clash
-/// is tried again on another.
+/// is tried again on another; `bind_other` binds localhost's other address
+/// ([`bind_one`] but in a test of a machine that has none).
 fn bind_tries(
     mut first: impl FnMut(u32) -> SocketAddr,
     ephemeral: bool,
+    bind_other: impl Fn(SocketAddr) -> io::Result<tokio::net::TcpListener>,
 ) -> Result<Bound, ListenError> {
     let mut n = 0;
     loop {
@@ -162,7 +164,7 @@ fn bind_tries(
             });
         };
         let other = SocketAddr::new(other, addr.port());
-        match bind_one(other) {
+        match bind_other(other) {
             Ok(partner) => {
                 return Ok(Bound {
                     primary,
@@ -209,16 +211,17 @@ fn bind_tries(
 mod tests {
     use super::*;
 
-    fn v6_loopback() -> bool {
-        std::net::TcpListener::bind("[::1]:0").is_ok()
+    /// These tests need an IPv6 loopback (::1): said, never skipped.
+    fn needs_v6_loopback() {
+        assert!(
+            std::net::TcpListener::bind("[::1]:0").is_ok(),
+            "this test needs an IPv6 loopback (::1)"
+        );
     }
 
     #[tokio::test]
     async fn both_of_localhosts_addresses_are_bound_on_one_port_and_the_page_is_localhost() {
-        if !v6_loopback() {
-            eprintln!("no IPv6 loopback here: skipped");
-            return;
-        }
+        needs_v6_loopback();
         for listen in ["127.0.0.1:0", "[::1]:0"] {
             let b = bind(listen.parse().expect("addr")).expect("bind");
             let port = b.addr().port();
@@ -240,9 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_taken_partner_on_a_named_port_is_a_refusal_naming_it() {
-        if !v6_loopback() {
-            return;
-        }
+        needs_v6_loopback();
         let impostor = std::net::TcpListener::bind("[::1]:0").expect("impostor");
         let port = impostor.local_addr().expect("addr").port();
         let err = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
@@ -268,9 +269,7 @@ mod tests {
     /// the kernel had picked it; the bind goes on to another port.
     #[tokio::test]
     async fn an_ephemeral_port_whose_other_half_is_taken_is_tried_again_elsewhere() {
-        if !v6_loopback() {
-            return;
-        }
+        needs_v6_loopback();
         let impostor = std::net::TcpListener::bind("[::1]:0").expect("impostor");
         let taken = impostor.local_addr().expect("addr").port();
         let b = bind_tries(
@@ -279,17 +278,48 @@ mod tests {
                 SocketAddr::from((Ipv4Addr::LOCALHOST, port))
             },
             true,
+            bind_one,
         )
         .expect("bound on another port");
         assert_ne!(b.addr().port(), taken);
         assert_eq!(b.partner_addr().map(|a| a.port()), Some(b.addr().port()));
         // Every try clashing ends with a reason, not a loop.
-        let err = bind_tries(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, taken)), true)
-            .err()
-            .expect("gives up");
+        let err = bind_tries(
+            |_| SocketAddr::from((Ipv4Addr::LOCALHOST, taken)),
+            true,
+            bind_one,
+        )
+        .err()
+        .expect("gives up");
         assert!(
             matches!(err, ListenError::NoFreePort { tries } if tries == EPHEMERAL_TRIES),
             "{err}"
         );
+    }
+
+    /// A machine with no IPv6 loopback (its bind answers EADDRNOTAVAIL, or
+    /// EAFNOSUPPORT with no IPv6 at all): 127.0.0.1 alone, and the page at
+    /// that IP, never `localhost`.
+    #[tokio::test]
+    async fn with_no_other_loopback_address_the_page_is_the_address_bound() {
+        for errno in [
+            rustix::io::Errno::ADDRNOTAVAIL,
+            rustix::io::Errno::AFNOSUPPORT,
+        ] {
+            let b = bind_tries(
+                |_| SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                true,
+                |_| Err(io::Error::from_raw_os_error(errno.raw_os_error())),
+            )
+            .expect("bound alone");
+            assert!(b.partner.is_none());
+            assert_eq!(b.page(), b.url());
+            assert!(b.page().starts_with("http://127.0.0.1:"), "{}", b.page());
+            assert!(
+                b.partner_missing
+                    .as_deref()
+                    .is_some_and(|m| m.contains("[::1]"))
+            );
+        }
     }
 }
