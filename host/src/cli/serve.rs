@@ -344,7 +344,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
         println!("{confinement}");
-        tracing::info!(%url, data = %data_dir.display(), %confinement, "serving");
+        let also = bound.partner_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(%url, %also, %page, data = %data_dir.display(), %confinement, "serving");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopping = engine.clone();
         tokio::spawn(async move {
