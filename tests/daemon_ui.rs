@@ -1,7 +1,8 @@
 //! The web page through a real daemon: the page is served with its
 //! security headers, only the operator token logs in, the cookie's flags,
-//! and a state-changing call with the cookie needs the CSRF token and the
-//! page's own origin (else it changes nothing); a reject's comment reaches
+//! the cookie alone reads nothing (a server on another port of localhost
+//! receives it), a state-changing call with the cookie needs the CSRF
+//! token and the page's own origin (else it changes nothing); a reject's comment reaches
 //! the agent; the one-time login link; and the whole page in a real
 //! headless Chromium (tests/browser/page_flow.py, Playwright for Python).
 
@@ -133,11 +134,11 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
         .expect("csrf")
         .to_string();
 
-    // Reads need only the cookie.
+    // Reads need the cookie and the CSRF token.
     let read = send(
         reqwest::Method::GET,
         format!("{}/v1/policies/{pid}", d.url),
-        &[("cookie", &cookie)],
+        &[("cookie", &cookie), ("x-csrf-token", &csrf)],
         None,
     );
     assert_eq!(read.status, 200, "{}", read.body);
@@ -181,6 +182,59 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
     );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(d.policy(&pid)["status"], "cancelled");
+}
+
+/// A browser sends the page's cookie to every port of `localhost` (cookies
+/// ignore ports, and SameSite compares sites, not origins), so a dev server
+/// on another port receives it on the operator's visits. Replayed to the
+/// daemon, alone, it reads nothing: every read the page makes is refused,
+/// the events stream too, and the answer holds nothing of the policy; the
+/// page's token (which only the page's exact origin holds) is what reads.
+#[test]
+fn the_page_cookie_alone_reads_nothing_so_another_localhost_port_that_receives_it_gets_nothing() {
+    let (_s, d) = with_s1();
+    let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
+    let page = Page::login(&d);
+    // What a server on another port would replay: the Cookie header the
+    // browser sent it (the page's cookie among its own).
+    let replayed = format!("dev=1; {}", page.cookie);
+    let base = d.url.trim_end_matches('/');
+    let reads = [
+        format!("/v1/policies/{pid}"),
+        "/v1/policies?order=newest".to_string(),
+        format!("/v1/events?policy={pid}"),
+        format!("/v1/policies/{pid}/diff"),
+        "/v1/sessions".to_string(),
+        "/v1/passkeys".to_string(),
+        "/v1/events/stream".to_string(),
+    ];
+    for path in &reads {
+        for token in [None, Some("forged"), Some("")] {
+            let mut h = vec![("cookie", replayed.as_str())];
+            if let Some(t) = token {
+                h.push(("x-csrf-token", t));
+            }
+            let a = send(reqwest::Method::GET, format!("{base}{path}"), &h, None);
+            assert!(a.refused(), "{path} {token:?}: {} {}", a.status, a.body);
+            assert!(
+                !a.body.contains(&pid),
+                "{path} leaked the policy: {}",
+                a.body
+            );
+        }
+    }
+    // The page itself, with its token, reads them (the diff of a policy
+    // with no snapshot yet is a 409 past the login, not a refusal).
+    for path in reads.iter().filter(|p| !p.ends_with("/stream")) {
+        let a = send(
+            reqwest::Method::GET,
+            format!("{base}{path}"),
+            &[("cookie", &replayed), ("x-csrf-token", &page.csrf)],
+            None,
+        );
+        let want = if path.ends_with("/diff") { 409 } else { 200 };
+        assert_eq!(a.status, want, "{path}: {}", a.body);
+    }
 }
 
 /// A page's login: its cookie and CSRF token, sent as the page sends them.
@@ -597,6 +651,10 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     let want: Vec<String> = (0..101).map(|i| format!("many/f{i:03}.txt")).collect();
     assert_eq!(seen["allFiles"], json!(want), "{seen:#}");
     assert_eq!(seen["moreHiddenAtEnd"], true, "{seen:#}");
+    // The page's cookie reached a dev server on another port of the same
+    // host, and replayed alone it read nothing.
+    assert_eq!(seen["devServerGotCookie"], true, "{seen:#}");
+    assert_eq!(seen["replayedAlone"], 403, "{seen:#}");
     for shot in [
         "inbox.png",
         "policy.png",

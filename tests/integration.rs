@@ -35,6 +35,7 @@ mod daemon_durability;
 mod daemon_lifecycle;
 mod daemon_limits;
 mod daemon_live_config;
+mod daemon_loopback;
 mod daemon_notify;
 mod daemon_passkey;
 mod daemon_review;

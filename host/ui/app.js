@@ -8,7 +8,9 @@ async function api(method, path, body) {
   if (csrf) h["X-CSRF-Token"] = csrf;
   const r = await fetch(path, { method, headers: h, credentials: "same-origin", body: body ? JSON.stringify(body) : undefined });
   const j = await r.json().catch(() => ({}));
-  if (r.status === 401) { show("login"); throw new Error("log in"); }
+  // Logged out, or this tab's token is not its login's (another tab
+  // logged in since): the login form.
+  if (r.status === 401 || (r.status === 403 && j.error && j.error.code === "csrf")) { show("login"); throw new Error("log in"); }
   if (!r.ok) throw new Error((j.error && j.error.message) || r.statusText);
   return j;
 }
@@ -284,15 +286,56 @@ const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "n
   "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t)
   .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t))
   .concat(["passkey:registered", "passkey:removed"]);
-function live() {
-  const es = new EventSource("/v1/events/stream");
-  for (const t of LIVE)
-    es.addEventListener(t, (ev) => {
-      if (!$("inbox").hidden) { inbox().catch(() => {}); return; }
-      let id = null;
-      try { id = JSON.parse(ev.data).policyId; } catch (_) { /* not an event of ours */ }
-      if (!$("policy").hidden && current && id === current.id) policy(current.id).catch(() => {});
-    });
+// A live event: the inbox again, or the policy shown when it is its.
+function onLive(data) {
+  if (!$("inbox").hidden) { inbox().catch(() => {}); return; }
+  let id = null;
+  try { id = JSON.parse(data).policyId; } catch (_) { /* not an event of ours */ }
+  if (!$("policy").hidden && current && id === current.id) policy(current.id).catch(() => {});
+}
+// One server-sent event (its lines, without the blank line ending it).
+let lastEventId = null;
+function dispatch(block) {
+  let type = "message"; const data = [];
+  for (const line of block.split("\n")) {
+    if (line === "" || line.startsWith(":")) continue;
+    const c = line.indexOf(":");
+    const field = c < 0 ? line : line.slice(0, c);
+    let v = c < 0 ? "" : line.slice(c + 1);
+    if (v.startsWith(" ")) v = v.slice(1);
+    if (field === "event") type = v; else if (field === "data") data.push(v); else if (field === "id") lastEventId = v;
+  }
+  if (LIVE.includes(type)) onLive(data.join("\n"));
+}
+// The bus, read with fetch rather than an EventSource: the cookie alone
+// authorises nothing, and an EventSource cannot send the page's token.
+// A stream that ends (the daemon ends each after a while) or fails is
+// opened again after the last event seen (Last-Event-ID).
+let living = false;
+async function live() {
+  if (living) return;
+  living = true;
+  while (csrf) {
+    try {
+      const h = { "Accept": "text/event-stream", "X-CSRF-Token": csrf };
+      if (lastEventId) h["Last-Event-ID"] = lastEventId;
+      const r = await fetch("/v1/events/stream", { headers: h, credentials: "same-origin" });
+      if (r.status === 401 || r.status === 403) { show("login"); break; }
+      if (r.ok && r.body) {
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) { dispatch(buf.slice(0, i)); buf = buf.slice(i + 2); }
+        }
+      }
+    } catch (_) { /* opened again below */ }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  living = false;
 }
 document.addEventListener("DOMContentLoaded", () => {
   $("login-form").addEventListener("submit", async (ev) => {

@@ -14,6 +14,11 @@ is bounded; an error is reported in the JSON (`error`) and exit code 1.
 
 import os
 import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from playwright.sync_api import expect
 
@@ -25,6 +30,46 @@ CHANGES_COMMENT = "Say what the first step is."
 
 def lines_of(page, selector):
     return page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
+
+
+def dev_server_cookie(page, url):
+    """Opens a "dev server" on another port of the page's host in the
+    browser; the Cookie header the browser sent it (cookies ignore ports)."""
+    host = urllib.parse.urlsplit(url).hostname
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Cookie") or "")
+            body = b"<!doctype html><title>dev</title><p>a dev server"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args):
+            pass
+
+    server = HTTPServer((host, 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://{host}:{server.server_address[1]}/", timeout=WAIT)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return seen[0] if seen else ""
+
+
+def replay(url, cookie):
+    """The daemon's answer to `url` with `cookie` alone, as that dev server
+    could send it."""
+    req = urllib.request.Request(url, headers={"Cookie": cookie})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def run(page, args, out):
@@ -172,6 +217,13 @@ def run(page, args, out):
     expect(files).to_have_count(101, timeout=WAIT)
     out["allFiles"] = page.eval_on_selector_all("#p-diff [data-file]", "els => els.map(e => e.dataset.file)")
     out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
+
+    # Last (it leaves the page): the browser sends the page's cookie to a
+    # dev server on another port of the same host; replayed alone to the
+    # daemon, it reads nothing.
+    cookie = dev_server_cookie(page, url)
+    out["devServerGotCookie"] = "gatehost_session=" in cookie
+    out["replayedAlone"] = replay(url + "/v1/policies", cookie)
 
 
 if __name__ == "__main__":

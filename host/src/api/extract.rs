@@ -11,8 +11,9 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 /// The caller's role: the bearer token when an Authorization header is
-/// sent, else the web page's login cookie (with its CSRF and origin checks
-/// on writes, see `ui`), else 401 as for a missing token.
+/// sent, else the web page's login cookie (with its CSRF token on every
+/// method and the origin check on writes, see `ui`), else 401 as for a
+/// missing token.
 fn role_of(parts: &Parts, st: &AppState, needed: Role) -> Result<Role, ApiError> {
     if parts
         .headers

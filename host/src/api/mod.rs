@@ -44,6 +44,7 @@ pub(crate) mod auth;
 mod error;
 mod extract;
 pub mod limits;
+pub mod listen;
 mod passkeys;
 pub mod review;
 mod routines;
@@ -88,6 +89,9 @@ pub struct AppState {
     pub ui: ui::Sessions,
     /// The page's passkeys' relying party and ceremonies in flight.
     pub passkeys: crate::passkey::Passkeys,
+    /// The page's address on this machine (`listen::Bound::page`: an
+    /// address the daemon holds whole), where login links point.
+    pub page: Arc<str>,
 }
 
 pub fn router(state: AppState) -> Router {

@@ -33,8 +33,8 @@ impl From<PasskeyError> for ApiError {
     }
 }
 
-/// The operator through the page's login only (its cookie, with the CSRF
-/// token and the page's origin on writes): a bearer token is refused.
+/// The operator through the page's login only (its cookie with the CSRF
+/// token, and the page's origin on writes): a bearer token is refused.
 pub(super) struct PageOperator;
 
 impl FromRequestParts<AppState> for PageOperator {

@@ -9,10 +9,16 @@
 //! expiring after [`SESSION_TTL`]; only its SHA-256 is kept, in memory, so
 //! a restart logs the page out) and a CSRF token. The page's JSON calls
 //! then use the existing `/v1` routes with the cookie instead of a bearer
-//! token; a state-changing call (any method but GET/HEAD) with the cookie
-//! also needs the CSRF token in `X-CSRF-Token` AND a same-origin request
-//! (`Origin` equal to the daemon's own `Host`, and `Sec-Fetch-Site`, when
-//! sent, `same-origin`). The bearer-token API is unchanged.
+//! token, and every one of them, reads included, also needs the CSRF
+//! token in `X-CSRF-Token`: a browser sends the cookie to every port of
+//! `localhost` (cookies ignore ports), so a dev server on another port
+//! receives it on the operator's visits; the token is kept by the page in
+//! its `sessionStorage`, which only the page's exact origin (scheme, host
+//! and port) can read, so the cookie alone authorises nothing. A
+//! state-changing call (any method but GET/HEAD) also needs a same-origin
+//! request (`Origin` equal to the daemon's own `Host`, and
+//! `Sec-Fetch-Site`, when sent, `same-origin`). The bearer-token API is
+//! unchanged.
 //!
 //! A one-time login link (`gatehost ui`): `POST /v1/ui/link` (operator
 //! only) makes a random code, good once and for [`LINK_TTL`] (only its
@@ -69,6 +75,11 @@ fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
 }
 
+/// Equal in time independent of where the digests differ.
+fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 fn fresh_secret() -> String {
     format!(
         "{}{}",
@@ -79,28 +90,6 @@ fn fresh_secret() -> String {
 
 fn forbidden(code: &'static str, message: &'static str) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, code, message)
-}
-
-/// `base` (`http://HOST:PORT`) as the page's address: a loopback IP
-/// (`127.0.0.1`, `[::1]`) becomes `localhost`, where browsers allow
-/// passkeys (never at an IP address); anything else is kept.
-pub fn page_address(base: &str) -> String {
-    let base = base.trim_end_matches('/');
-    match reqwest::Url::parse(base) {
-        Ok(mut u)
-            if u.scheme() == "http"
-                && u.host_str()
-                    .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-                    .and_then(|h| h.parse::<std::net::IpAddr>().ok())
-                    .is_some_and(|ip| ip.is_loopback()) =>
-        {
-            if u.set_host(Some("localhost")).is_err() {
-                return base.to_string();
-            }
-            u.as_str().trim_end_matches('/').to_string()
-        }
-        _ => base.to_string(),
-    }
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
@@ -177,9 +166,9 @@ impl Sessions {
         (cookie, csrf)
     }
 
-    /// The operator, if the request carries a live login cookie (and, for
-    /// a state-changing `method`, the CSRF token and a same origin);
-    /// `None` when it carries no cookie at all.
+    /// The operator, if the request carries a live login cookie and the
+    /// login's CSRF token (and, for a state-changing `method`, a same
+    /// origin); `None` when it carries no cookie at all.
     pub fn role(&self, method: &Method, headers: &HeaderMap) -> Option<Result<Role, ApiError>> {
         let cookie = cookie_value(headers, COOKIE)?;
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -193,25 +182,25 @@ impl Sessions {
                 "the page's login expired or is unknown: log in again",
             )));
         };
-        if method == Method::GET || method == Method::HEAD {
-            return Some(Ok(Role::Operator));
-        }
-        if !same_origin(headers) {
+        let writes = !(method == Method::GET || method == Method::HEAD);
+        if writes && !same_origin(headers) {
             return Some(Err(forbidden(
                 "cross-origin",
                 "a state-changing request with the page's cookie must come from the page itself",
             )));
         }
+        // Every method, reads included: a browser sends the cookie to every
+        // port of the host, and only the page's exact origin holds the token.
         let csrf_ok = headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|t| digest(t) == login.csrf);
+            .is_some_and(|t| same_digest(&digest(t), &login.csrf));
         Some(if csrf_ok {
             Ok(Role::Operator)
         } else {
             Err(forbidden(
                 "csrf",
-                "missing or wrong X-CSRF-Token for the page's login",
+                "missing or wrong X-CSRF-Token for the page's login (the cookie alone authorises nothing, not even a read)",
             ))
         })
     }
@@ -281,21 +270,15 @@ fn session_cookie(st: &AppState) -> Result<(HeaderValue, String), ApiError> {
 }
 
 /// `POST /v1/ui/link` (operator): a one-time login link, `{url, path,
-/// expiresInSeconds}`; `url` is on the address the call was made to.
-pub(super) async fn link(
-    State(st): State<AppState>,
-    _: super::Operator,
-    headers: HeaderMap,
-) -> ApiResult {
+/// expiresInSeconds}`; `url` is on the page's address on this machine
+/// (`AppState::page`: `localhost` only when the daemon holds both of its
+/// addresses), never on one taken from the request.
+pub(super) async fn link(State(st): State<AppState>, _: super::Operator) -> ApiResult {
     let code = st.ui.new_code();
     let path = format!("/ui/login?code={code}");
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("127.0.0.1");
     tracing::info!("a one-time login link for the page was made");
     super::ok(crate::wire::UiLink {
-        url: format!("{}{path}", page_address(&format!("http://{host}"))),
+        url: format!("{}{path}", st.page),
         path,
         expires_in_seconds: LINK_TTL.as_secs(),
     })
@@ -402,27 +385,6 @@ mod tests {
     }
 
     #[test]
-    fn a_loopback_ip_is_shown_as_localhost_and_anything_else_is_kept() {
-        assert_eq!(
-            page_address("http://127.0.0.1:7000/"),
-            "http://localhost:7000"
-        );
-        assert_eq!(page_address("http://[::1]:7000"), "http://localhost:7000");
-        assert_eq!(
-            page_address("http://127.0.0.9:8080"),
-            "http://localhost:8080"
-        );
-        for kept in [
-            "http://localhost:7000",
-            "https://gate.example.com",
-            "http://10.0.0.2:7000",
-            "unix:/run/g.sock",
-        ] {
-            assert_eq!(page_address(kept), kept);
-        }
-    }
-
-    #[test]
     fn a_login_code_is_spent_once_and_only_if_it_was_made() {
         let s = Sessions::default();
         let code = s.new_code();
@@ -438,13 +400,29 @@ mod tests {
     }
 
     #[test]
-    fn a_login_cookie_works_for_reads_and_needs_csrf_and_origin_for_writes() {
+    fn a_login_cookie_needs_its_csrf_token_for_reads_and_also_the_origin_for_writes() {
         let s = Sessions::default();
         let (cookie, csrf) = s.open();
         let c = format!("a=b; {COOKIE}={cookie}");
         let base = [("host", "h:1"), ("cookie", c.as_str())];
+        // A read with the cookie alone (what a server on another port of
+        // the same host receives) is refused; with the token it works.
         assert!(matches!(
             s.role(&Method::GET, &headers(&base)),
+            Some(Err(_))
+        ));
+        let wrong = [("host", "h:1"), ("cookie", c.as_str()), (CSRF_HEADER, "x")];
+        assert!(matches!(
+            s.role(&Method::GET, &headers(&wrong)),
+            Some(Err(_))
+        ));
+        let read = [
+            ("host", "h:1"),
+            ("cookie", c.as_str()),
+            (CSRF_HEADER, &csrf),
+        ];
+        assert!(matches!(
+            s.role(&Method::GET, &headers(&read)),
             Some(Ok(Role::Operator))
         ));
         assert!(matches!(

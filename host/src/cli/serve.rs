@@ -34,6 +34,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Loopback address and port to listen on (port 0: any free port).
+    /// 127.0.0.1 or [::1] also binds localhost's other address on the same
+    /// port (the page is advertised as http://localhost:PORT, and browsers
+    /// try both): a start refuses when another process holds it; with no
+    /// such address on the machine, the page is advertised at the one bound.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
     pub listen: SocketAddr,
     /// Host configuration (TOML): allowlist, adapters, plugins, [daemon];
@@ -260,22 +264,27 @@ fn run(args: ServeArgs) -> Result<(), String> {
         // says it listens (its default action would end it).
         let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| format!("cannot catch SIGHUP: {e}"))?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| format!("cannot read the listening address: {e}"))?;
-        let url = format!("http://{addr}");
-        // The page's origin: `public_url`, else the bound port as
-        // `localhost` (browsers refuse WebAuthn at an IP address).
-        let page = public_url.unwrap_or_else(|| api::ui::page_address(&url));
+        // Both of `localhost`'s addresses, or the page advertised at the
+        // one bound (`api::listen`).
+        let bound = api::listen::bind(args.listen).map_err(|e| e.to_string())?;
+        let url = bound.url();
+        // The page's address on this machine: `localhost` when the daemon
+        // holds both of its addresses on the port (browsers refuse WebAuthn
+        // at an IP address), else the address bound.
+        let local_page = bound.page();
+        // The page's origin: `public_url`, else the local page.
+        let page = public_url.unwrap_or_else(|| local_page.clone());
         let passkeys = crate::passkey::Passkeys::new(&page);
         if ack_requires == crate::config::AckRequires::Passkey
             && let Some(why) = passkeys.unavailable()
         {
+            let because = bound
+                .partner_missing
+                .as_deref()
+                .map(|m| format!(" (the page is advertised at the address bound only: {m})"))
+                .unwrap_or_default();
             return Err(format!(
-                "[daemon] ack_requires = \"passkey\", but passkeys cannot be used at {page}: {why}"
+                "[daemon] ack_requires = \"passkey\", but passkeys cannot be used at {page}: {why}{because}"
             ));
         }
         let url_file = data_dir.join(SERVER_URL_FILE);
@@ -320,12 +329,16 @@ fn run(args: ServeArgs) -> Result<(), String> {
             long_polls: api::limits::LongPolls::new(long_polls),
             ui: api::ui::Sessions::default(),
             passkeys,
+            page: Arc::from(local_page.as_str()),
         });
         let unix = match &args.socket {
             Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),
             None => None,
         };
         println!("gatehost serve: listening on {url}");
+        if let Some(other) = bound.partner_addr() {
+            println!("also listening on http://{other} (localhost's other address)");
+        }
         if let Some(p) = &args.socket {
             println!("socket: unix:{}", p.display());
         }
@@ -334,7 +347,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
         println!("{confinement}");
-        tracing::info!(%url, data = %data_dir.display(), %confinement, "serving");
+        let also = bound.partner_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(%url, %also, %page, data = %data_dir.display(), %confinement, "serving");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopping = engine.clone();
         tokio::spawn(async move {
@@ -346,17 +360,39 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let listener = api::limits::Accepting::new(listener, "tcp");
-        let tcp =
-            axum::serve(listener, app.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
-        match unix {
-            Some(u) => {
-                let on_socket = axum::serve(u, app).with_graceful_shutdown(stopped(stop_rx));
-                tokio::try_join!(tcp.into_future(), on_socket.into_future())
-                    .map_err(|e| format!("server error: {e}"))?;
+        let api::listen::Bound {
+            primary, partner, ..
+        } = bound;
+        let tcp = axum::serve(api::limits::Accepting::new(primary, "tcp"), app.clone())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future();
+        let other = {
+            let served = partner.map(|l| {
+                axum::serve(api::limits::Accepting::new(l, "tcp"), app.clone())
+                    .with_graceful_shutdown(stopped(stop_rx.clone()))
+                    .into_future()
+            });
+            async move {
+                match served {
+                    Some(s) => s.await,
+                    None => Ok(()),
+                }
             }
-            None => tcp.await.map_err(|e| format!("server error: {e}"))?,
-        }
+        };
+        let on_socket = {
+            let served = unix.map(|u| {
+                axum::serve(u, app)
+                    .with_graceful_shutdown(stopped(stop_rx))
+                    .into_future()
+            });
+            async move {
+                match served {
+                    Some(s) => s.await,
+                    None => Ok(()),
+                }
+            }
+        };
+        tokio::try_join!(tcp, other, on_socket).map_err(|e| format!("server error: {e}"))?;
         let _ = std::fs::remove_file(&url_file);
         if let Some(p) = &args.socket {
             let _ = std::fs::remove_file(p);

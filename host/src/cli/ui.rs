@@ -64,12 +64,9 @@ pub fn run(args: UiArgs) -> CliResult<i32> {
         .build()
         .map_err(|e| CliError::new("runtime", format!("cannot start the runtime: {e}")))?;
     let link = rt.block_on(client.ui_link())?;
-    // The daemon's own URL when it was reached over HTTP; over a unix
-    // socket, the address the daemon answered with.
-    let url = match server.strip_prefix("unix:") {
-        Some(_) => link.url.clone(),
-        None => format!("{}{}", crate::api::ui::page_address(&server), link.path),
-    };
+    // On the page's address the daemon answered with: one it holds whole
+    // (`localhost` only when it listens on both of localhost's addresses).
+    let url = link.url.clone();
     if args.json {
         let v = serde_json::json!({"url": url, "expiresInSeconds": link.expires_in_seconds});
         println!("{v}");

@@ -6,12 +6,17 @@
 //! string prefix is not enough: `…/hooks/../admin` starts with `…/hooks/`
 //! but is posted to `/admin` (the URL parser, like every HTTP client and
 //! server, resolves dot segments, and many servers decode `%2e`, `%2f`,
-//! `%5c` before routing). So before comparing, the raw text is refused if
-//! its path has a `.` or `..` segment, a percent-encoded `.`, `/`, `\` or
-//! `%` (`%2e`, `%2f`, `%5c`, `%25`, any case: a double encoding is one
-//! decode away from the others), a backslash, whitespace or a control
+//! `%5c` before routing; Tomcat reads `..;` as `..`; many collapse `//`).
+//! So before comparing, the raw text is refused if its path has a `.` or
+//! `..` segment (or one of dots only), an empty segment (`//`), a `;` (a
+//! path parameter) in any segment, a percent-encoded `.`, `/`, `\`, `%`,
+//! `;`, control character or non-ASCII byte (`%2e`, `%2f`, `%5c`, `%25`,
+//! `%3b`, `%00`, `%c0%ae`, any case: a double encoding is one decode away
+//! from the others), a `%` not followed by two hex digits (`%u002e`), a
+//! non-ASCII character, and anywhere a backslash, whitespace or a control
 //! character (the parser drops tabs and newlines, which would join `.\t.`
-//! into `..`), or userinfo (`user:pass@`). The prefixes themselves are
+//! into `..`), or userinfo (`user:pass@`). Each refusal names what it
+//! refused. The prefixes themselves are
 //! checked alike when the configuration loads. This module must never
 //! admit a URL whose path the parser would change.
 
@@ -48,6 +53,79 @@ fn after_scheme(raw: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")).then_some(rest)
 }
 
+/// What a server may decode before routing, by the byte a `%XX` escape
+/// stands for: why it is refused, or `None` for a byte that is kept.
+fn encoded_refusal(byte: u8) -> Option<&'static str> {
+    match byte {
+        b'.' => Some("an encoded '.' (servers decode it into a dot segment)"),
+        b'/' => Some("an encoded '/' (servers decode it into a segment break)"),
+        b'\\' => Some("an encoded '\\' (servers read it as '/')"),
+        b'%' => Some("an encoded '%' (one decode away from the others)"),
+        b';' => Some("an encoded ';' (a path parameter once decoded)"),
+        0x00..=0x1f | 0x7f => Some("an encoded control character (NUL included)"),
+        0x80.. => Some(
+            "an encoded non-ASCII byte (an overlong '.' such as %c0%ae, or a fullwidth one, once decoded)",
+        ),
+        _ => None,
+    }
+}
+
+/// Why the path `path` (as written, before the query) could be moved by a
+/// server that normalises it, or `None` when nothing in it can be: a `.`
+/// or `..` segment (or one of dots only), an empty segment (`//`), a `;`
+/// path parameter (`..;` is `..` to Tomcat), a percent escape of a byte
+/// [`encoded_refusal`] refuses or one that is not two hex digits (`%u002e`
+/// is a '.' to IIS), or a non-ASCII character.
+fn path_refusal(path: &str) -> Option<String> {
+    if path.contains("//") {
+        return Some(
+            "its path must not contain an empty segment ('//'): servers collapse it".into(),
+        );
+    }
+    if let Some(c) = path.chars().find(|c| !c.is_ascii()) {
+        return Some(format!(
+            "its path must not contain the non-ASCII character {c:?} (servers may fold it into '.' or '/')"
+        ));
+    }
+    for segment in path.split('/') {
+        if segment == "." || segment == ".." {
+            return Some("its path must not contain a '.' or '..' segment".into());
+        }
+        if !segment.is_empty() && segment.bytes().all(|b| b == b'.') {
+            return Some(format!(
+                "its path must not contain the segment {segment:?} (dots only: some servers trim it to '..')"
+            ));
+        }
+        if segment.contains(';') {
+            return Some(format!(
+                "its path must not contain ';' (in the segment {segment:?}): a path parameter, which servers such as Tomcat drop ('..;' is '..')"
+            ));
+        }
+        let bytes = segment.as_bytes();
+        for (i, _) in segment.match_indices('%') {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let escape = segment.get(i..(i + 3).min(segment.len())).unwrap_or("%");
+            match hex {
+                None => {
+                    return Some(format!(
+                        "its path must not contain {escape:?}: a '%' not followed by two hex digits (%u002e is a '.' to some servers)"
+                    ));
+                }
+                Some(b) => {
+                    if let Some(why) = encoded_refusal(b) {
+                        return Some(format!("its path must not contain {escape}: {why}"));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Parses `raw` and refuses what could move its path once sent.
 fn check(raw: &str) -> Result<Checked, String> {
     if let Some(c) = raw
@@ -62,16 +140,8 @@ fn check(raw: &str) -> Result<Checked, String> {
     let path_start = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let after = &rest[path_start..];
     let path = &after[..after.find(['?', '#']).unwrap_or(after.len())];
-    let lower = path.to_ascii_lowercase();
-    for enc in ["%2e", "%2f", "%5c", "%25"] {
-        if lower.contains(enc) {
-            return Err(format!(
-                "its path must not contain the encoded character {enc}"
-            ));
-        }
-    }
-    if path.split('/').any(|s| s == "." || s == "..") {
-        return Err("its path must not contain a '.' or '..' segment".into());
+    if let Some(why) = path_refusal(path) {
+        return Err(why);
     }
     let url = Url::parse(raw).map_err(|e| format!("is not a URL: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
@@ -194,6 +264,69 @@ mod tests {
         }
     }
 
+    /// Each form a server may normalise, refused with a reason naming what
+    /// was refused (the reason is what the agent reads).
+    #[test]
+    fn every_form_a_server_may_normalise_is_refused_with_a_reason_naming_it() {
+        let p = prefixes();
+        for (url, named) in [
+            ("https://hooks.example/hooks/..;/admin", "';'"),
+            ("https://hooks.example/hooks/x/..;/..;/admin", "..;"),
+            ("https://hooks.example/hooks/.;/x", "';'"),
+            ("https://hooks.example/hooks/x;jsessionid=1", "';'"),
+            ("https://hooks.example/hooks;x/y", "';'"),
+            ("https://hooks.example/hooks//admin", "'//'"),
+            ("https://hooks.example/hooks/x//", "'//'"),
+            ("https://hooks.example//hooks/x", "'//'"),
+            ("https://hooks.example/hooks/./x", "'.' or '..' segment"),
+            ("https://hooks.example/hooks/../x", "'.' or '..' segment"),
+            ("https://hooks.example/hooks/.../x", "\"...\""),
+            ("https://hooks.example/hooks/%2e/x", "%2e"),
+            ("https://hooks.example/hooks/%2E/x", "%2E"),
+            ("https://hooks.example/hooks/%2e%2e/x", "%2e"),
+            ("https://hooks.example/hooks/.%2e/x", "%2e"),
+            ("https://hooks.example/hooks/%2e./x", "%2e"),
+            ("https://hooks.example/hooks/x%2fy", "%2f"),
+            ("https://hooks.example/hooks/x%2Fy", "%2F"),
+            ("https://hooks.example/hooks/x%5cy", "%5c"),
+            ("https://hooks.example/hooks/x%5Cy", "%5C"),
+            ("https://hooks.example/hooks/x\\y", "'\\\\'"),
+            ("https://hooks.example/hooks/x%3by", "%3b"),
+            ("https://hooks.example/hooks/x%253b", "%25"),
+            ("https://hooks.example/hooks/x%00y", "%00"),
+            ("https://hooks.example/hooks/x%0ay", "%0a"),
+            ("https://hooks.example/hooks/x%7fy", "%7f"),
+            ("https://hooks.example/hooks/x\0y", "'\\0'"),
+            ("https://hooks.example/hooks/x\u{1}y", "'\\u{1}'"),
+            ("https://hooks.example/hooks/%c0%ae%c0%ae/x", "%c0"),
+            ("https://hooks.example/hooks/%u002e%u002e/x", "%u0"),
+            ("https://hooks.example/hooks/x%2", "%2"),
+            ("https://hooks.example/hooks/x%", "'%'"),
+            (
+                "https://hooks.example/hooks/\u{ff0e}\u{ff0e}/x",
+                "non-ASCII",
+            ),
+        ] {
+            let err = admit(url, &p).expect_err(url);
+            assert!(
+                err.contains(named),
+                "{url:?}: {err:?} does not name {named:?}"
+            );
+        }
+        // A prefix is checked alike.
+        for (prefix, named) in [
+            ("https://hooks.example/hooks;x/", "';'"),
+            ("https://hooks.example//hooks/", "'//'"),
+            ("https://hooks.example/%3b/", "%3b"),
+        ] {
+            let err = NotifyPrefix::parse(prefix).expect_err(prefix);
+            assert!(
+                err.contains(named),
+                "{prefix:?}: {err:?} does not name {named:?}"
+            );
+        }
+    }
+
     #[test]
     fn urls_under_the_prefix_are_admitted_as_the_parser_writes_them() {
         let p = prefixes();
@@ -217,6 +350,10 @@ mod tests {
             (
                 "https://hooks.example/hooks/a..b/.x",
                 "https://hooks.example/hooks/a..b/.x",
+            ),
+            (
+                "https://hooks.example/hooks/a%20b/x/?q=a;b//c",
+                "https://hooks.example/hooks/a%20b/x/?q=a;b//c",
             ),
         ] {
             assert_eq!(admit(url, &p).as_deref(), Ok(stored), "{url}");
