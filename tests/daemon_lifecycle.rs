@@ -754,6 +754,33 @@ mod operator_power {
             assert_eq!(code, 403, "{}: {body}", dir.display());
             assert_eq!(body["error"]["code"], "workspace-not-allowed", "{body}");
         }
+        // Issue 48, item 12: the refusal names the configuration file and
+        // the exact line that would admit the workspace (before: neither).
+        let (_, body) = d.http(
+            "POST",
+            "/v1/sessions",
+            Some(&d.agent),
+            Some(json!({"id": "x", "cwd": outside})),
+        );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        let cfg_real = std::fs::canonicalize(&cfg).expect("canonical config");
+        let out_real = std::fs::canonicalize(&outside).expect("canonical outside");
+        let line = format!(
+            "`workspace_roots = [\"{}\", \"{}\"]` under [daemon] in {}",
+            s.ws.display(),
+            out_real.display(),
+            cfg_real.display()
+        );
+        assert!(message.contains(&line), "{line}\n{message}");
+        // The line, pasted into the file, admits it.
+        let text = std::fs::read_to_string(&cfg).expect("read config");
+        let old = format!("workspace_roots = [\"{}\"]", s.ws.display());
+        assert!(text.contains(&old), "{text}");
+        let pasted = format!("workspace_roots = [\"{}\", \"{}\"]", s.ws.display(), out_real.display());
+        std::fs::write(&cfg, text.replace(&old, &pasted)).expect("write config");
+        let mut d = d;
+        d.restart();
+        d.register("x", &outside);
         // Inside a root: fine. Outside, the operator may.
         d.register("in", &s.ws);
         let (code, body) = d.http(
@@ -823,6 +850,15 @@ mod operator_power {
                 assert_eq!(code, 403, "{}: {body}", dir.display());
                 if token == &d.operator {
                     assert_eq!(body["error"]["code"], "workspace-overlaps-host", "{body}");
+                    // Issue 48, item 12: a workspace holding the data
+                    // directory says where the data directory goes.
+                    let message = body["error"]["message"].as_str().unwrap_or_default();
+                    assert_eq!(
+                        message.contains("data directory") && message.contains("outside every workspace"),
+                        dir == s.etc,
+                        "{}: {message}",
+                        dir.display()
+                    );
                 }
             }
         }

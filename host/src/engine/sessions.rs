@@ -149,21 +149,31 @@ fn check_url(
 /// places (data directory, tokens, configuration, cache, scratch,
 /// worktrees): the agent writes its workspace and its gates read it.
 fn check_clear_of_host(ws: &Path, places: &[PathBuf]) -> EngineResult<()> {
-    match crate::config::overlapping_place(ws, places) {
-        None => Ok(()),
-        Some(place) => Err(EngineError::Forbidden {
-            code: "workspace-overlaps-host",
-            message: format!(
-                "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); register the project directory itself",
-                ws.display(),
-                place.display()
-            ),
-        }),
-    }
+    let place = match crate::config::overlapping_place(ws, places) {
+        None => return Ok(()),
+        Some(place) => place,
+    };
+    // Which way round says what to move: a place inside the workspace is
+    // the daemon's to move out; a workspace inside a place, the caller's.
+    let fix = if place.starts_with(ws) && place != ws {
+        "the agent writes its workspace and its gates read it: restart `gatehost serve` with its data directory (and [daemon] worktree_dir, [sandbox] scratch_dir, the configuration and token files) outside every workspace, for example the default data directory, ~/.local/share/gatehost"
+    } else {
+        "register the project directory itself"
+    };
+    Err(EngineError::Forbidden {
+        code: "workspace-overlaps-host",
+        message: format!(
+            "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); {fix}",
+            ws.display(),
+            place.display()
+        ),
+    })
 }
 
-/// The agent token registers workspaces only under the configured roots.
-fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
+/// The agent token registers workspaces only under the configured roots;
+/// a refusal names the configuration file (`source`, `None` for the
+/// defaults) and the `workspace_roots` line that would admit `ws`.
+fn check_root(ws: &Path, roots: &[PathBuf], source: Option<&Path>) -> EngineResult<()> {
     let inside = roots
         .iter()
         .any(|r| std::fs::canonicalize(r).is_ok_and(|r| ws.starts_with(&r)));
@@ -171,10 +181,32 @@ fn check_root(ws: &Path, roots: &[PathBuf]) -> EngineResult<()> {
         return Ok(());
     }
     let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""));
+    let line = format!(
+        "workspace_roots = [{}]",
+        listed
+            .iter()
+            .map(String::as_str)
+            .chain([ws.display().to_string().as_str()])
+            .map(quote)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let fix = match source {
+        Some(file) => format!(
+            "to let the agent token register it, put `{line}` under [daemon] in {} (the daemon reloads it)",
+            std::fs::canonicalize(file)
+                .unwrap_or_else(|_| file.to_path_buf())
+                .display()
+        ),
+        None => format!(
+            "the daemon runs without a configuration file: to let the agent token register it, restart `gatehost serve` with --config FILE, FILE holding [daemon] and `{line}`"
+        ),
+    };
     Err(EngineError::Forbidden {
         code: "workspace-not-allowed",
         message: format!(
-            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; the operator token may",
+            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; {fix}; or register it with the operator token",
             if listed.is_empty() {
                 "none configured".to_string()
             } else {
