@@ -866,6 +866,58 @@ mod operator_power {
         assert_eq!(code, 404, "a refused registration stored a session: {body}");
     }
 
+    /// Issue 48, item 12: a data directory made inside a Cargo project
+    /// (the README's `--data-dir ./gh-data`, run from gatehost's own
+    /// checkout) puts the worktrees where commit policies' gates run
+    /// beside it, inside that project: a gate's cargo read the project's
+    /// Cargo.toml, which the sandbox denies, and every `cargo test` gate
+    /// failed as if the agent's tests did. Now serve refuses to start,
+    /// saying where to put it; with [daemon] worktree_dir outside, it
+    /// starts.
+    #[test]
+    fn serve_refuses_worktrees_inside_a_cargo_project_and_says_where_to_put_them() {
+        let s = Scratch::new();
+        let project = s.etc.join("project");
+        std::fs::create_dir_all(&project).expect("mkdir");
+        std::fs::write(project.join("Cargo.toml"), "[workspace]\n").expect("write");
+        let data = project.join("gh-data");
+        let cfg = s.write("config.toml", &allow_config(&["true"]));
+        let run = common::run_gatehost(
+            &[
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--data-dir".into(),
+                data.display().to_string(),
+                "--config".into(),
+                cfg.display().to_string(),
+            ],
+            &[],
+        );
+        assert_eq!(run.code, 2, "{run:?}");
+        for want in [
+            "lies inside the project",
+            &project.join("Cargo.toml").display().to_string(),
+            "outside every project",
+            "~/.local/share/gatehost",
+            "[daemon] worktree_dir",
+        ] {
+            assert!(run.stderr.contains(want), "{want}: {}", run.stderr);
+        }
+        let cfg = s.write(
+            "config.toml",
+            &allow_config(&["true"]).replace(
+                DAEMON_ROOTS,
+                &format!(
+                    "{DAEMON_ROOTS}worktree_dir = \"{}\"\n",
+                    s.etc.join("worktrees").display()
+                ),
+            ),
+        );
+        let mut d = Daemon::start(&data, &cfg);
+        assert_eq!(d.stop(), Some(0), "{}", d.log());
+    }
+
     /// Issue 24, item 4: each session has its own key, answered once at
     /// registration; with the shared agent token only that key may report
     /// on the session, register it again or attach to it (and so nudge
