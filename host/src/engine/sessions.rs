@@ -272,7 +272,7 @@ impl Engine {
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
-            check_root(&ws, &daemon.workspace_roots)?;
+            check_root(&ws, &daemon.workspace_roots, runner.config().source.as_deref())?;
         }
         check_clear_of_host(&ws, &runner.config().host_places())?;
         self.write(|tx| {
