@@ -914,8 +914,9 @@ mod operator_power {
                 ),
             ),
         );
-        let mut d = Daemon::start(&data, &cfg);
-        assert_eq!(d.stop(), Some(0), "{}", d.log());
+        let d = Daemon::start(&data, &cfg);
+        let (code, body) = d.http("GET", "/v1/sessions", Some(&d.operator), None);
+        assert_eq!(code, 200, "{body}\n{}", d.log());
     }
 
     /// Issue 24, item 4: each session has its own key, answered once at
