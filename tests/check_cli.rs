@@ -586,7 +586,8 @@ fn a_pyenv_shims_red_test_fails_as_the_walkthrough_says_and_an_unreachable_shim_
         .count();
     assert_eq!(said, 1, "the reason, once: {run:?}");
     assert!(
-        run.stdout.contains(&format!("read = [\"{}\"]", root.display())),
+        run.stdout
+            .contains(&format!("read = [\"{}\"]", root.display())),
         "{run:?}"
     );
 }

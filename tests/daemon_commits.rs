@@ -556,8 +556,7 @@ fn the_shipped_daemon_demo_runs_to_a_commit() {
             args.display()
         ),
     );
-    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755))
-        .expect("chmod");
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let out = std::process::Command::new("bash")
         .arg(root.join("examples/daemon-demo.sh"))
         .env("CARGO", &cargo)
@@ -582,7 +581,10 @@ fn the_shipped_daemon_demo_runs_to_a_commit() {
             .rsplit_once('[')
             .and_then(|(_, t)| t.strip_suffix("s]"))
             .and_then(|t| t.parse::<u64>().ok());
-        assert!(elapsed.is_some(), "a stage without its elapsed time: {stage}");
+        assert!(
+            elapsed.is_some(),
+            "a stage without its elapsed time: {stage}"
+        );
     }
     for want in [
         "policy:nudge",

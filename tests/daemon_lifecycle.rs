@@ -776,7 +776,11 @@ mod operator_power {
         let text = std::fs::read_to_string(&cfg).expect("read config");
         let old = format!("workspace_roots = [\"{}\"]", s.ws.display());
         assert!(text.contains(&old), "{text}");
-        let pasted = format!("workspace_roots = [\"{}\", \"{}\"]", s.ws.display(), out_real.display());
+        let pasted = format!(
+            "workspace_roots = [\"{}\", \"{}\"]",
+            s.ws.display(),
+            out_real.display()
+        );
         std::fs::write(&cfg, text.replace(&old, &pasted)).expect("write config");
         let mut d = d;
         d.restart();
@@ -854,7 +858,8 @@ mod operator_power {
                     // directory says where the data directory goes.
                     let message = body["error"]["message"].as_str().unwrap_or_default();
                     assert_eq!(
-                        message.contains("data directory") && message.contains("outside every workspace"),
+                        message.contains("data directory")
+                            && message.contains("outside every workspace"),
                         dir == s.etc,
                         "{}: {message}",
                         dir.display()

@@ -188,12 +188,17 @@ fn the_readme_and_agents_md_walkthroughs_run_as_written() {
 /// help cannot drift from what the daemon accepts.
 #[test]
 fn policy_attach_help_shows_the_json_and_its_example_attaches() {
-    let help = common::run_gatehost(
-        &["policy".into(), "attach".into(), "--help".into()],
-        &[],
-    );
+    let help = common::run_gatehost(&["policy".into(), "attach".into(), "--help".into()], &[]);
     assert_eq!(help.code, 0, "{help:?}");
-    for field in ["sessionId", "gate", "then", "commit", "onFail", "next", "review"] {
+    for field in [
+        "sessionId",
+        "gate",
+        "then",
+        "commit",
+        "onFail",
+        "next",
+        "review",
+    ] {
         assert!(help.stdout.contains(field), "{field}: {}", help.stdout);
     }
     let example: String = help
@@ -224,7 +229,9 @@ fn policy_attach_help_shows_the_json_and_its_example_attaches() {
         &cfg,
         &[("PATH", "/usr/bin:/bin")],
     );
-    let session = spec["sessionId"].as_str().expect("the example names a session");
+    let session = spec["sessionId"]
+        .as_str()
+        .expect("the example names a session");
     d.register(session, &s.ws);
     let file = s.write("policy.json", &example);
     let run = d.cli(
@@ -307,8 +314,8 @@ fn every_readme_command_block_runs_as_pasted() {
     ] {
         assert!(out.contains(want), "{want}:\n{out}\n{err}");
     }
-    let settings = std::fs::read_to_string(run.home.join(".claude/settings.json"))
-        .unwrap_or_default();
+    let settings =
+        std::fs::read_to_string(run.home.join(".claude/settings.json")).unwrap_or_default();
     assert!(settings.contains("hook claude --data-dir"), "{settings}");
 
     // The hooks' block, after the walkthrough's lines that make the gate
@@ -329,7 +336,11 @@ fn every_readme_command_block_runs_as_pasted() {
     assert_eq!(hooks.len(), 1);
     let script = format!("{}\ncd ~\n{}", made.join("\n"), hooks[0]);
     let run = run_block("readme-hooks", &script, &root);
-    assert!(run.ok, "{}\nstdout:\n{}\nstderr:\n{}", run.status, run.out, run.err);
+    assert!(
+        run.ok,
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        run.status, run.out, run.err
+    );
     for want in ["installed:", "all well", "removed:"] {
         assert!(run.out.contains(want), "{want}:\n{}\n{}", run.out, run.err);
     }

@@ -357,11 +357,14 @@ mod tests {
             fields.extend(found);
         }
         for field in fields {
-            let as_word = POLICY_JSON_HELP.match_indices(field.as_str()).any(|(at, _)| {
-                let before = POLICY_JSON_HELP[..at].chars().next_back();
-                let after = POLICY_JSON_HELP[at + field.len()..].chars().next();
-                !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-            });
+            let as_word = POLICY_JSON_HELP
+                .match_indices(field.as_str())
+                .any(|(at, _)| {
+                    let before = POLICY_JSON_HELP[..at].chars().next_back();
+                    let after = POLICY_JSON_HELP[at + field.len()..].chars().next();
+                    !before.is_some_and(char::is_alphanumeric)
+                        && !after.is_some_and(char::is_alphanumeric)
+                });
             assert!(as_word, "`policy attach --help` does not describe {field}");
         }
     }

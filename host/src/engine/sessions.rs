@@ -149,9 +149,8 @@ fn check_url(
 /// places (data directory, tokens, configuration, cache, scratch,
 /// worktrees): the agent writes its workspace and its gates read it.
 fn check_clear_of_host(ws: &Path, places: &[PathBuf]) -> EngineResult<()> {
-    let place = match crate::config::overlapping_place(ws, places) {
-        None => return Ok(()),
-        Some(place) => place,
+    let Some(place) = crate::config::overlapping_place(ws, places) else {
+        return Ok(());
     };
     // Which way round says what to move: a place inside the workspace is
     // the daemon's to move out; a workspace inside a place, the caller's.
@@ -272,7 +271,11 @@ impl Engine {
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let (cwd, ws) = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
-            check_root(&ws, &daemon.workspace_roots, runner.config().source.as_deref())?;
+            check_root(
+                &ws,
+                &daemon.workspace_roots,
+                runner.config().source.as_deref(),
+            )?;
         }
         check_clear_of_host(&ws, &runner.config().host_places())?;
         self.write(|tx| {
