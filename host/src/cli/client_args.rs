@@ -150,8 +150,8 @@ reference: `gatehost docs daemon`, \"Policies\"):
                 or a list of them; none: passes at turn-end
   then          \"emit\" (default: a green gate is an event) or \"commit\"
   commit        with then: \"commit\": {\"paths\": [...], \"message\": \"...\",
-                \"requireHumanAck\": true} (paths workspace-relative; the
-                operator's ack is always needed)
+                \"requireHumanAck\": true} (paths workspace-relative; only the
+                operator token may set requireHumanAck to false)
   onFail        {\"nudge\": \"text with {code} {reason} {findings} {output} {gate}\",
                 \"maxRetries\": 2}: sent to the agent when the gate fails (0 to 10
                 times, then blocked)
