@@ -401,6 +401,11 @@ fn run_block(name: &str, block: &str, cwd: &Path) -> BlockRun {
         .env("HOME", &home)
         .env("TMPDIR", &tmp)
         .env("LANG", "C.UTF-8")
+        .envs(
+            ["CARGO_HOME", "RUSTUP_HOME"]
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_AUTHOR_NAME", "A Newcomer")
         .env("GIT_AUTHOR_EMAIL", "newcomer@example.invalid")
