@@ -9,10 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+# Each stage's line says how long the demo has run (bash's $SECONDS).
+say() { printf '\n\033[1m== %s\033[0m  [%ss]\n' "$*" "$SECONDS"; }
+
 if [[ $# -ge 1 ]]; then
   gatehost=$1
 else
-  cargo build -q -p gatehost
+  # cargo's own progress is shown (on stderr): from a fresh clone the debug
+  # build takes about 12 minutes on 2 cores, seconds once built.
+  say "building gatehost with cargo (debug; about 12 minutes on 2 cores from a fresh clone)"
+  "${CARGO:-cargo}" build -p gatehost
   gatehost=$root/target/debug/gatehost
 fi
 
@@ -29,7 +35,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 g() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$wsdir/ws" -c user.name=demo -c user.email=demo@example.invalid "$@"; }
 
 say "a scratch git repository from examples/workspace"
@@ -64,6 +69,7 @@ policy=$("$gatehost" policy attach "$tmp/policy.json")
 say "the agent ends a turn with a broken change: the gate fails, the agent is nudged"
 sed -i 's/a.saturating_add(b)/a.wrapping_add(b)/' "$wsdir/ws/src/lib.rs"
 "$gatehost" session report demo turn-end --message "switched add() to wrapping_add"
+echo "(the gate runs cargo test in the workspace: its first build takes a while)"
 for _ in $(seq 600); do
   [[ $("$gatehost" policy status "$policy" --json | grep -c '"status": "watching"') -eq 1 ]] && \
   [[ $("$gatehost" events poll --policy "$policy" --types nudge --json | grep -c '"policy:nudge"') -ge 1 ]] && break

@@ -501,3 +501,93 @@ fn check_shows_what_runs_on_a_terminal_and_nothing_extra_piped_or_with_json() {
     assert!(!piped.stderr.contains("running shell"), "{}", piped.stderr);
     assert!(!piped.stdout.contains("running shell"), "{}", piped.stdout);
 }
+
+/// Issue 48, item 12: with `python3` a pyenv shim (a script in
+/// `<root>/shims` that runs `<root>/libexec/pyenv`, which runs the real
+/// interpreter), the README walkthrough's configuration lets the gate run,
+/// so its red test is a FAIL (exit 1) as the walkthrough says; a
+/// configuration that does not grant the shim's tree is an ERROR (exit 2:
+/// the gate could not run) whose reason is printed once (before: the
+/// walkthrough's config gave ERROR, its reason printed three times).
+#[test]
+fn a_pyenv_shims_red_test_fails_as_the_walkthrough_says_and_an_unreachable_shim_says_why_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let home = s.etc.join("home");
+    let root = home.join(".pyenv");
+    let exe = |path: &std::path::Path, text: &str| {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    // pyenv's own shape: the shim sets PYENV_ROOT and execs libexec/pyenv.
+    exe(
+        &root.join("shims/python3"),
+        &format!(
+            "#!/usr/bin/env bash\nset -e\nexport PYENV_ROOT=\"{}\"\nexec \"{}/libexec/pyenv\" exec \"${{0##*/}}\" \"$@\"\n",
+            root.display(),
+            root.display()
+        ),
+    );
+    exe(
+        &root.join("libexec/pyenv"),
+        "#!/usr/bin/env bash\n[ \"$1\" = exec ] || exit 3\nshift 2\nexec /usr/bin/python3 \"$@\"\n",
+    );
+    s.write_ws("calc.py", "def add(a, b):\n    return a - b\n");
+    s.write_ws(
+        "test_calc.py",
+        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
+    );
+    let gate = s.write(
+        "python.json",
+        r#"{"name": "unit tests", "command": "python3", "args": ["-m", "unittest", "-q"]}"#,
+    );
+    let path = format!("{}:/usr/bin:/bin", root.join("shims").display());
+    let home_s = home.to_str().expect("utf-8");
+    // The README walkthrough's configuration, written by its own line.
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .expect("README");
+    let line = readme
+        .lines()
+        .find(|l| l.contains("> ~/.config/gatehost/config.toml"))
+        .expect("the walkthrough writes ~/.config/gatehost/config.toml");
+    let made = std::process::Command::new("bash")
+        .args(["-c", &format!("mkdir -p ~/.config/gatehost && {line}")])
+        .env("HOME", &home)
+        .status()
+        .expect("bash");
+    assert!(made.success());
+    let check = |config: &std::path::Path| {
+        run_gatehost(
+            &args(&[
+                "check",
+                "--config",
+                config.to_str().expect("utf-8"),
+                "--workspace",
+                s.ws.to_str().expect("utf-8"),
+                gate.to_str().expect("utf-8"),
+            ]),
+            &[("HOME", home_s), ("PATH", &path)],
+        )
+    };
+    let run = check(&home.join(".config/gatehost/config.toml"));
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.starts_with("FAIL  unit tests"), "{run:?}");
+    assert!(run.stdout.contains("AssertionError"), "{run:?}");
+
+    let plain = s.write("plain.toml", "[shell]\nallow = [\"python3\"]\n");
+    let run = check(&plain);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.starts_with("ERROR unit tests"), "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr)
+        .matches("python3 is a pyenv shim")
+        .count();
+    assert_eq!(said, 1, "the reason, once: {run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("read = [\"{}\"]", root.display())),
+        "{run:?}"
+    );
+}

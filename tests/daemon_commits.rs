@@ -532,20 +532,60 @@ fn webhooks_tell_of_commit_ready_signed_retried_and_idempotent() {
     }
 }
 
+/// The demo as the README runs it, with no binary given: it builds gatehost
+/// itself, through `$CARGO` (here a stand-in that records its arguments:
+/// this test's binary is the one the build would make), and shows the
+/// build's progress and each stage's elapsed time (issue 48, item 12:
+/// before, `cargo build -q` printed nothing for the 12.5 minutes of a
+/// fresh clone's debug build).
 #[test]
 fn the_shipped_daemon_demo_runs_to_a_commit() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = std::fs::canonicalize(root.join("target/debug/gatehost")).ok();
+    assert_eq!(
+        built,
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_gatehost")).ok(),
+        "the demo's build makes target/debug/gatehost: this test needs it to be its binary"
+    );
+    let s = Scratch::new();
+    let args = s.etc.join("cargo-args");
+    let cargo = s.write(
+        "cargo",
+        &format!(
+            "#!/bin/sh\necho \"$@\" > {}\necho '   Compiling gatehost v0.1.0 (stand-in)' >&2\n",
+            args.display()
+        ),
+    );
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let out = std::process::Command::new("bash")
         .arg(root.join("examples/daemon-demo.sh"))
-        .arg(env!("CARGO_BIN_EXE_gatehost"))
+        .env("CARGO", &cargo)
         .output()
         .expect("run the demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The build: announced, cargo's progress not swallowed.
+    assert_eq!(
+        std::fs::read_to_string(&args).expect("cargo ran").trim(),
+        "build -p gatehost"
     );
+    assert!(stderr.contains("Compiling gatehost"), "{stderr}");
+    let stages: Vec<&str> = stdout.lines().filter(|l| l.contains("== ")).collect();
+    assert!(
+        stages[0].contains("building gatehost") && stages.len() >= 6,
+        "{stdout}"
+    );
+    for stage in &stages {
+        let elapsed = stage
+            .rsplit_once('[')
+            .and_then(|(_, t)| t.strip_suffix("s]"))
+            .and_then(|t| t.parse::<u64>().ok());
+        assert!(
+            elapsed.is_some(),
+            "a stage without its elapsed time: {stage}"
+        );
+    }
     for want in [
         "policy:nudge",
         "policy:commit-ready",

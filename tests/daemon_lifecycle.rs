@@ -754,6 +754,37 @@ mod operator_power {
             assert_eq!(code, 403, "{}: {body}", dir.display());
             assert_eq!(body["error"]["code"], "workspace-not-allowed", "{body}");
         }
+        // Issue 48, item 12: the refusal names the configuration file and
+        // the exact line that would admit the workspace (before: neither).
+        let (_, body) = d.http(
+            "POST",
+            "/v1/sessions",
+            Some(&d.agent),
+            Some(json!({"id": "x", "cwd": outside})),
+        );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        let cfg_real = std::fs::canonicalize(&cfg).expect("canonical config");
+        let out_real = std::fs::canonicalize(&outside).expect("canonical outside");
+        let line = format!(
+            "`workspace_roots = [\"{}\", \"{}\"]` under [daemon] in {}",
+            s.ws.display(),
+            out_real.display(),
+            cfg_real.display()
+        );
+        assert!(message.contains(&line), "{line}\n{message}");
+        // The line, pasted into the file, admits it.
+        let text = std::fs::read_to_string(&cfg).expect("read config");
+        let old = format!("workspace_roots = [\"{}\"]", s.ws.display());
+        assert!(text.contains(&old), "{text}");
+        let pasted = format!(
+            "workspace_roots = [\"{}\", \"{}\"]",
+            s.ws.display(),
+            out_real.display()
+        );
+        std::fs::write(&cfg, text.replace(&old, &pasted)).expect("write config");
+        let mut d = d;
+        d.restart();
+        d.register("x", &outside);
         // Inside a root: fine. Outside, the operator may.
         d.register("in", &s.ws);
         let (code, body) = d.http(
@@ -823,11 +854,74 @@ mod operator_power {
                 assert_eq!(code, 403, "{}: {body}", dir.display());
                 if token == &d.operator {
                     assert_eq!(body["error"]["code"], "workspace-overlaps-host", "{body}");
+                    // Issue 48, item 12: a workspace holding the data
+                    // directory says where the data directory goes.
+                    let message = body["error"]["message"].as_str().unwrap_or_default();
+                    assert_eq!(
+                        message.contains("data directory")
+                            && message.contains("outside every workspace"),
+                        dir == s.etc,
+                        "{}: {message}",
+                        dir.display()
+                    );
                 }
             }
         }
         let (code, body) = d.http("GET", "/v1/sessions/x", Some(&d.agent), None);
         assert_eq!(code, 404, "a refused registration stored a session: {body}");
+    }
+
+    /// Issue 48, item 12: a data directory made inside a Cargo project
+    /// (the README's `--data-dir ./gh-data`, run from gatehost's own
+    /// checkout) puts the worktrees where commit policies' gates run
+    /// beside it, inside that project: a gate's cargo read the project's
+    /// Cargo.toml, which the sandbox denies, and every `cargo test` gate
+    /// failed as if the agent's tests did. Now serve refuses to start,
+    /// saying where to put it; with [daemon] worktree_dir outside, it
+    /// starts.
+    #[test]
+    fn serve_refuses_worktrees_inside_a_cargo_project_and_says_where_to_put_them() {
+        let s = Scratch::new();
+        let project = s.etc.join("project");
+        std::fs::create_dir_all(&project).expect("mkdir");
+        std::fs::write(project.join("Cargo.toml"), "[workspace]\n").expect("write");
+        let data = project.join("gh-data");
+        let cfg = s.write("config.toml", &allow_config(&["true"]));
+        let run = common::run_gatehost(
+            &[
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--data-dir".into(),
+                data.display().to_string(),
+                "--config".into(),
+                cfg.display().to_string(),
+            ],
+            &[],
+        );
+        assert_eq!(run.code, 2, "{run:?}");
+        for want in [
+            "lies inside the project",
+            &project.join("Cargo.toml").display().to_string(),
+            "outside every project",
+            "~/.local/share/gatehost",
+            "[daemon] worktree_dir",
+        ] {
+            assert!(run.stderr.contains(want), "{want}: {}", run.stderr);
+        }
+        let cfg = s.write(
+            "config.toml",
+            &allow_config(&["true"]).replace(
+                DAEMON_ROOTS,
+                &format!(
+                    "{DAEMON_ROOTS}worktree_dir = \"{}\"\n",
+                    s.etc.join("worktrees").display()
+                ),
+            ),
+        );
+        let d = Daemon::start(&data, &cfg);
+        let (code, body) = d.http("GET", "/v1/sessions", Some(&d.operator), None);
+        assert_eq!(code, 200, "{body}\n{}", d.log());
     }
 
     /// Issue 24, item 4: each session has its own key, answered once at

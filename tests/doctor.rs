@@ -152,6 +152,38 @@ fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
     assert_eq!(stop["files"].as_array().map(Vec::len), Some(2), "{stop}");
 }
 
+/// Issue 48, item 12: `doctor` run from the home directory reads
+/// `~/.claude/settings.json` as the user's and as the project's settings:
+/// one file, counted once (before: a "duplicate" of itself, exit 1), also
+/// when the project is reached through a symlink.
+#[test]
+fn doctor_run_from_home_counts_the_users_settings_once() {
+    let s = Scratch::new();
+    let (gates, config) = standalone(&s);
+    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let home = s.out.join("home");
+    let link = s.out.join("home-link");
+    std::os::unix::fs::symlink(&home, &link).expect("symlink");
+    for project in [&home, &link] {
+        let r = gatehost(
+            &s,
+            &[
+                "doctor",
+                "--json",
+                "claude",
+                "--project",
+                project.to_str().expect("utf-8"),
+            ],
+        );
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        assert_eq!((r.code, &v["findings"]), (0, &serde_json::json!([])), "{v}");
+        let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+        let stops: Vec<&Value> = regs.iter().filter(|r| r["event"] == "Stop").collect();
+        assert_eq!(stops.len(), 1, "{v}");
+        assert_eq!(stops[0]["scope"], "user", "{v}");
+    }
+}
+
 /// Installs gatehost's standalone hook for `agent` and checks that doctor
 /// finds nothing wrong and reports each of `events` registered in the user
 /// scope (the dry stop answered in the CLI's shape, or it is a finding).

@@ -479,7 +479,7 @@ fn mcp_goes_into_claudes_and_codexs_own_files_and_comes_out_again() {
     );
 }
 
-/// The README's `gatehost serve --data-dir ./gh-data`: a hook installed
+/// The README's `gatehost serve --data-dir "$data"`: a hook installed
 /// with `--data-dir` (or `--server` and `--token-file`) reaches that daemon
 /// with nothing in its environment, and a path that is not there is
 /// refused at install, naming the option.

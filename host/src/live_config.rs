@@ -119,6 +119,11 @@ pub fn prepare(config: &mut HostConfig, data_dir: &Path) -> Result<(), String> {
     if config.sandbox.scratch_dir.is_none() && config.sandbox.user.is_none() {
         config.sandbox.scratch_dir = Some(data_dir.join("scratch"));
     }
+    if let Some(worktrees) = &config.daemon.worktree_dir
+        && let Some(why) = inside_a_project(worktrees, data_dir)
+    {
+        return Err(why);
+    }
     // A root that holds (or lies inside) the host's own places would let
     // the agent register a workspace around them.
     let places = config.host_places();
@@ -145,6 +150,41 @@ pub fn prepare(config: &mut HostConfig, data_dir: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Build manifests whose tools look for more of the project in every
+/// directory above the one they run in (cargo's workspace root, go's
+/// `go.work`), and fail when one there cannot be read.
+const WALKED_UP_MANIFESTS: &[&str] = &["Cargo.toml", "go.work"];
+
+/// Why the worktree directory (where commit policies' gates run, on their
+/// snapshot) cannot be where it is: a directory above it holds a manifest
+/// of [`WALKED_UP_MANIFESTS`], which a gate's cargo or go would read and
+/// the sandbox denies, so every such gate would fail as if the agent's
+/// tests did (a data directory made in a project's checkout, such as
+/// `--data-dir ./gh-data` in gatehost's own).
+fn inside_a_project(worktrees: &Path, data_dir: &Path) -> Option<String> {
+    let canonical = crate::config::canonical_places(&[worktrees.to_path_buf()]);
+    let at = canonical.first().map_or(worktrees, PathBuf::as_path);
+    let (dir, manifest) = at
+        .ancestors()
+        .skip(1)
+        .filter(|d| d.parent().is_some())
+        .find_map(|d| {
+            WALKED_UP_MANIFESTS
+                .iter()
+                .map(|m| d.join(m))
+                .find(|m| m.exists())
+                .map(|m| (d.to_path_buf(), m))
+        })?;
+    Some(format!(
+        "the worktree directory {} (where commit policies' gates run) lies inside the project {}: a gate's cargo or go there reads {}, which the sandbox denies, so every such gate would fail; \
+         start serve with its data directory outside every project (now {}; for example the default, ~/.local/share/gatehost, or a directory made by `mktemp -d`), or set [daemon] worktree_dir outside it",
+        at.display(),
+        dir.display(),
+        manifest.display(),
+        data_dir.display()
+    ))
 }
 
 /// A setting as compared: its name, whether a change needs a restart, and

@@ -136,12 +136,49 @@ pub struct PageArgs {
     pub all: bool,
 }
 
+/// `policy attach --help`'s description of the policy JSON. Its example
+/// (the lines between `Example` and the blank line after it) is attached
+/// to a real daemon by tests/daemon_lifecycle.rs, and every field of the
+/// attach input's schema must be named here (a unit test below).
+pub const POLICY_JSON_HELP: &str = "\
+The policy JSON (agentproto's policy_attach; unknown fields are errors; full
+reference: `gatehost docs daemon`, \"Policies\"):
+  sessionId     the session to watch (or sessionIds: a list, the gate runs once
+                every one ended its turn; a --template names none)
+  label         a name for people (at most 256 bytes)
+  gate          a gate object (shell, judge or wasm, as in `gatehost check --help`)
+                or a list of them; none: passes at turn-end
+  then          \"emit\" (default: a green gate is an event) or \"commit\"
+  commit        with then: \"commit\": {\"paths\": [...], \"message\": \"...\",
+                \"requireHumanAck\": true} (paths workspace-relative; only the
+                operator token may set requireHumanAck to false)
+  onFail        {\"nudge\": \"text with {code} {reason} {findings} {output} {gate}\",
+                \"maxRetries\": 2}: sent to the agent when the gate fails (0 to 10
+                times, then blocked)
+  next          a policy attached once this one is done (same sessions by default)
+  watchFrom     \"latest\" (default: a turn that already ended counts), \"now\",
+                or an event cursor
+  gateOn        a commit policy's gates judge \"snapshot\" (default) or \"workspace\"
+  deadline      \"30m\", \"2h\": past it the policy is expired and blocked
+  review        {\"reviewer\": {\"judge\": {...}} or {\"session\": ID, \"prompt\": RUBRIC},
+                \"repairer\": ID, \"maxCycles\": 5}: a review after the gate passes
+
+Example (a commit gated by the tests, the agent nudged twice at most):
+{\"sessionId\": \"s1\",
+ \"gate\": {\"name\": \"unit tests\", \"command\": \"python3\", \"args\": [\"-m\", \"unittest\", \"-q\"]},
+ \"then\": \"commit\",
+ \"commit\": {\"paths\": [\"calc.py\"], \"message\": \"Fix add()\"},
+ \"onFail\": {\"nudge\": \"The tests fail ({reason}). Fix them:\\n{output}\", \"maxRetries\": 2}}
+
+Prints the policy's id (pol_…); `gatehost wait --policy ID` waits for it.";
+
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
     /// Attach a policy (agentproto policy_attach JSON; `-` reads stdin). Prints its id.
     /// With --template: a standing policy instead (operator token), attached
     /// to every new session that matches --agent, --under and --label, as it
     /// registers; prints the standing policy's id.
+    #[command(after_long_help = POLICY_JSON_HELP)]
     Attach {
         #[arg(value_name = "FILE.json", required_unless_present = "template")]
         file: Option<PathBuf>,
@@ -292,4 +329,43 @@ pub struct WaitArgs {
     /// Give up after this long (e.g. 90s, 10m, 1500 for milliseconds).
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     pub timeout: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::POLICY_JSON_HELP;
+
+    /// Every field of the attach input (and of its commit, onFail and
+    /// review objects), as its JSON schema names them, is described by
+    /// `policy attach --help`: a field added to the input without a word
+    /// in the help fails here.
+    #[test]
+    fn the_policy_json_help_names_every_field_of_the_attach_input() {
+        let schema = serde_json::to_value(schemars::schema_for!(crate::engine::AttachInput))
+            .expect("schema as JSON");
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            v["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let mut fields = names(&schema);
+        assert!(fields.contains(&"sessionId".to_string()), "{schema}");
+        for def in ["CommitInput", "OnFail", "ReviewInput"] {
+            let found = names(&schema["$defs"][def]);
+            assert!(!found.is_empty(), "{def} in {schema}");
+            fields.extend(found);
+        }
+        for field in fields {
+            let as_word = POLICY_JSON_HELP
+                .match_indices(field.as_str())
+                .any(|(at, _)| {
+                    let before = POLICY_JSON_HELP[..at].chars().next_back();
+                    let after = POLICY_JSON_HELP[at + field.len()..].chars().next();
+                    !before.is_some_and(char::is_alphanumeric)
+                        && !after.is_some_and(char::is_alphanumeric)
+                });
+            assert!(as_word, "`policy attach --help` does not describe {field}");
+        }
+    }
 }

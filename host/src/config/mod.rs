@@ -609,7 +609,7 @@ pub fn overlapping_place(dir: &Path, places: &[PathBuf]) -> Option<PathBuf> {
 
 /// `places` in the canonical form [`overlapping_canonical`] compares, made
 /// once where the same places are checked again and again (every gate).
-fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
+pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
     places
         .iter()
         .filter_map(|p| canonical_or_planned(p))

@@ -203,31 +203,65 @@ fn check_url(
 /// worktrees): the agent writes its workspace and its gates read it.
 /// Judged by the opened workspace's identity and the directories above it.
 fn check_clear_of_host(located: &Located, places: &[PathBuf]) -> EngineResult<()> {
-    match located.anchor.overlapping(&Places::of(places)) {
-        None => Ok(()),
-        Some(place) => Err(EngineError::Forbidden {
-            code: "workspace-overlaps-host",
-            message: format!(
-                "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); register the project directory itself",
-                located.ws.display(),
-                place.display()
-            ),
-        }),
-    }
+    let places = Places::of(places);
+    let Some(place) = located.anchor.overlapping(&places) else {
+        return Ok(());
+    };
+    let ws = &located.ws;
+    // Which way round says what to move: a place inside the workspace is
+    // the daemon's to move out; a workspace inside a place, the caller's.
+    let shown = std::fs::canonicalize(place).unwrap_or_else(|_| place.to_path_buf());
+    let fix = if shown.starts_with(ws) && shown != *ws {
+        "the agent writes its workspace and its gates read it: restart `gatehost serve` with its data directory (and [daemon] worktree_dir, [sandbox] scratch_dir, the configuration and token files) outside every workspace, for example the default data directory, ~/.local/share/gatehost"
+    } else {
+        "register the project directory itself"
+    };
+    Err(EngineError::Forbidden {
+        code: "workspace-overlaps-host",
+        message: format!(
+            "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); {fix}",
+            ws.display(),
+            place.display()
+        ),
+    })
 }
 
 /// The agent token registers workspaces only under the configured roots
-/// (by identity: a root is the opened workspace or a directory above it).
-fn check_root(located: &Located, roots: &[PathBuf]) -> EngineResult<()> {
+/// (by identity: a root is the opened workspace or a directory above
+/// it); a refusal names the configuration file (`source`, `None` for the
+/// defaults) and the `workspace_roots` line that would admit it.
+fn check_root(located: &Located, roots: &[PathBuf], source: Option<&Path>) -> EngineResult<()> {
     if roots.iter().any(|r| located.anchor.is_at_or_below(r)) {
         return Ok(());
     }
     let ws = &located.ws;
     let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""));
+    let line = format!(
+        "workspace_roots = [{}]",
+        listed
+            .iter()
+            .map(String::as_str)
+            .chain([ws.display().to_string().as_str()])
+            .map(quote)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let fix = match source {
+        Some(file) => format!(
+            "to let the agent token register it, put `{line}` under [daemon] in {} (the daemon reloads it)",
+            std::fs::canonicalize(file)
+                .unwrap_or_else(|_| file.to_path_buf())
+                .display()
+        ),
+        None => format!(
+            "the daemon runs without a configuration file: to let the agent token register it, restart `gatehost serve` with --config FILE, FILE holding [daemon] and `{line}`"
+        ),
+    };
     Err(EngineError::Forbidden {
         code: "workspace-not-allowed",
         message: format!(
-            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; the operator token may",
+            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; {fix}; or register it with the operator token",
             if listed.is_empty() {
                 "none configured".to_string()
             } else {
@@ -293,7 +327,11 @@ impl Engine {
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let located = locate(&input.cwd, input.workspace.as_deref())?;
         if by == Trust::Agent {
-            check_root(&located, &daemon.workspace_roots)?;
+            check_root(
+                &located,
+                &daemon.workspace_roots,
+                runner.config().source.as_deref(),
+            )?;
         }
         check_clear_of_host(&located, &runner.config().host_places())?;
         let Located { cwd, ws, anchor } = located;

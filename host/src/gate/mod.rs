@@ -330,7 +330,9 @@ impl GateRunner {
         {
             let gate = ordered[i];
             let verdict = Verdict::error(gate.label(), reason);
-            tracing::error!(gate = %verdict.gate, reason = %verdict.reason, "gate refused before any gate ran");
+            // Info: the verdict is what the caller reports (`check` prints
+            // it, the daemon logs its policy's outcome at warn and emits it).
+            tracing::info!(gate = %verdict.gate, reason = %verdict.reason, "gate refused before any gate ran");
             let skipped = ordered
                 .iter()
                 .enumerate()

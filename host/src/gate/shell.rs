@@ -117,7 +117,9 @@ fn unreached(runner: &GateRunner, command: &str, program: &Path) -> Option<Strin
     let lookup = Lookup::host(config.host_path.as_deref());
     let u = runner.sandbox().unreached(command, program, &[], &lookup)?;
     let why = u.message(&super::config_shown(config));
-    tracing::warn!(command, program = %program.display(), reason = %why, "a gate's program is out of the sandbox's reach");
+    // Debug only: the refusal is the gate's `error` verdict, which its
+    // caller reports (check's line, the daemon's policy log and event).
+    tracing::debug!(command, program = %program.display(), reason = %why, "a gate's program is out of the sandbox's reach");
     Some(why)
 }
 

@@ -44,6 +44,22 @@ pub(super) fn registrations(
             .into_iter()
             .map(|f| ("managed", f)),
     );
+    // One file read from two scopes (the project is the home directory:
+    // `~/.claude/settings.json` is both) is one file: counted once, under
+    // the first scope, compared by its device and inode.
+    let mut seen: Vec<(u64, u64)> = Vec::new();
+    scoped.retain(|(_, file)| {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(file) else {
+            return true;
+        };
+        let id = (m.dev(), m.ino());
+        if seen.contains(&id) {
+            return false;
+        }
+        seen.push(id);
+        true
+    });
     let mut out = Vec::new();
     for (name, file) in scoped {
         let text = match std::fs::read_to_string(&file) {

@@ -99,7 +99,9 @@ fn unreached(
         "judge adapter '{name}': {}",
         u.message(&super::config_shown(config))
     );
-    tracing::warn!(adapter = name, program = %program.display(), reason = %why, "a judge adapter is out of the sandbox's reach");
+    // Debug only: the refusal is the gate's `error` verdict, reported by
+    // its caller.
+    tracing::debug!(adapter = name, program = %program.display(), reason = %why, "a judge adapter is out of the sandbox's reach");
     Some(why)
 }
 
