@@ -742,6 +742,56 @@ fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
     no_agent_left(&m);
 }
 
+/// A damaged run (issue 48, item 11), its state not JSON or JSON of the
+/// wrong shape, is flagged as damaged either way, and the operator can
+/// cancel it (it was a 500): ended as cancelled in place, said with
+/// `routine:cancelled`, once. (Their agents died with the killed daemon:
+/// none is left.)
+#[test]
+fn a_damaged_run_is_flagged_whatever_the_damage_and_the_operator_cancels_it() {
+    let (s, mut d) = setup();
+    let m = common::marker("routine-damaged-cancel");
+    let ask = || {
+        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
+            json!({"mode": "escalate", "timeoutSecs": 3600}))]})
+    };
+    let broken = start(&d, &s, ask());
+    let shaped = start(&d, &s, ask());
+    wait_event(&d, &broken, "routine:escalated");
+    wait_event(&d, &shaped, "routine:escalated");
+    d.kill9();
+    let db = rusqlite::Connection::open(d.data.join("gatehost.db")).expect("open the store");
+    for (id, state) in [(&broken, "{not json"), (&shaped, "{\"wrong\": \"shape\"}")] {
+        db.execute("UPDATE routines SET state = ?2 WHERE id = ?1", [id, state])
+            .expect("damage the run");
+    }
+    drop(db);
+    d.restart();
+    for id in [&broken, &shaped] {
+        let run = status(&d, id);
+        assert!(
+            run["damage"].as_str().is_some_and(|m| m.contains("state")),
+            "{run}"
+        );
+        let r = d.cli(&["routine", "cancel", id], &d.operator);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let run = status(&d, id);
+        assert_eq!(run["phase"], "cancelled", "{run}");
+        let said = wait_event(&d, id, "routine:cancelled");
+        assert_eq!(said["payload"]["damaged"], true, "{said}");
+        assert!(
+            said["payload"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("damaged")),
+            "{said}"
+        );
+        // Once is enough.
+        let again = d.cli(&["routine", "cancel", id], &d.operator);
+        assert_ne!(again.code, 0, "{}", again.stdout);
+    }
+    no_agent_left(&m);
+}
+
 #[test]
 fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
     let hook = crate::common::webhooks::receiver_answering(None);

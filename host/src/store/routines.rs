@@ -400,6 +400,34 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Ends a run whose stored row is damaged (it cannot be decoded, so
+    /// never written back whole): its state, phase and reason are
+    /// replaced by the terminal ones given, its step session, deadline and
+    /// pending request cleared; its spec (and damage) stay as they are.
+    pub fn end_damaged_routine(
+        &mut self,
+        id: &str,
+        state: &Value,
+        phase: &str,
+        reason: &Value,
+        now: i64,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE routines SET state = ?2, phase = ?3, step_session = NULL,
+                   deadline_at = NULL, pending_request = NULL, reason = ?4, updated_at = ?5
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                state.to_string(),
+                phase,
+                reason.to_string(),
+                now
+            ])?;
+        Ok(())
+    }
+
     fn put_routine_step(&mut self, routine: &str, s: &RoutineStepRow) -> StoreResult<()> {
         self.tx
             .prepare_cached(

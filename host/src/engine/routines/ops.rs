@@ -9,6 +9,7 @@ use super::super::sessions::invalid;
 use super::super::{Engine, EngineError, EngineResult};
 use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
+use serde_json::{Value, json};
 
 impl Engine {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
@@ -164,17 +165,84 @@ impl Engine {
         self.inner
             .store
             .routine(id)?
+            .map(flag_damage)
             .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))
     }
 
     /// The newest runs, at most `limit`.
     pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
-        Ok(self.inner.store.routines(limit)?)
+        Ok(self
+            .inner
+            .store
+            .routines(limit)?
+            .into_iter()
+            .map(flag_damage)
+            .collect())
+    }
+
+    /// A run whose stored row does not decode (not JSON, or JSON of the
+    /// wrong shape) cannot be fed a `Cancel`: it is ended as cancelled in
+    /// place (its state and phase replaced, its spec left as it was), with
+    /// `routine:cancelled` saying so, and the agents its running steps
+    /// started are stopped. `None`: the run decodes (cancelled the usual
+    /// way).
+    fn cancel_damaged_routine(&self, id: &str, by: &str) -> EngineResult<Option<RoutineView>> {
+        let mut stop = Vec::new();
+        let view = self.write(|tx| {
+            stop.clear();
+            let row = tx
+                .routine(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))?;
+            let damage = match Run::decode(row.clone()) {
+                Ok(_) => return Ok(None),
+                Err(e) => row.damage.clone().unwrap_or_else(|| e.to_string()),
+            };
+            if row.phase == RunState::Cancelled.name() {
+                return Err(EngineError::Conflict {
+                    code: "routine-finished",
+                    message: format!("routine {id} is already cancelled"),
+                });
+            }
+            for s in &row.steps {
+                if let Some(sid) = &s.session_id
+                    && s.status == StepStatus::Running
+                    && tx.session(sid)?.is_some_and(|s| s.command.is_some())
+                {
+                    stop.push(sid.clone());
+                }
+            }
+            let reason = format!("cancelled by {by}; its stored row was damaged ({damage})");
+            let state = serde_json::to_value(RunState::Cancelled)
+                .map_err(|e| invalid("state", e.to_string()))?;
+            tx.end_damaged_routine(
+                id,
+                &state,
+                RunState::Cancelled.name(),
+                &Value::String(reason.clone()),
+                now_ms(),
+            )?;
+            tracing::warn!(routine = id, %damage, "a damaged routine was cancelled in place");
+            tx.append_event(
+                "routine:cancelled",
+                None,
+                None,
+                &json!({"routineId": id, "state": "cancelled", "reason": reason, "damaged": true}),
+                &self.webhooks("routine:cancelled"),
+            )?;
+            Ok(tx.routine(id)?)
+        })?;
+        for session in stop {
+            self.stop_acp(&session);
+        }
+        Ok(view.map(flag_damage))
     }
 
     /// The operator cancels a run; its step's agent, if the run started
     /// it, is stopped. A finished run is a conflict.
     pub fn cancel_routine(&self, id: &str, by: &str) -> EngineResult<RoutineView> {
+        if let Some(view) = self.cancel_damaged_routine(id, by)? {
+            return Ok(view);
+        }
         self.operator_input(
             id,
             None,
@@ -397,4 +465,15 @@ impl Engine {
         }
         Ok(out)
     }
+}
+
+/// A run whose stored spec or state is JSON of the wrong shape is damaged
+/// too: said in its `damage`, as a row that is not JSON is.
+fn flag_damage(mut row: RoutineView) -> RoutineView {
+    if row.damage.is_none()
+        && let Err(e) = Run::decode(row.clone())
+    {
+        row.damage = Some(e.to_string());
+    }
+    row
 }
