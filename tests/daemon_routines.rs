@@ -792,6 +792,64 @@ fn a_damaged_run_is_flagged_whatever_the_damage_and_the_operator_cancels_it() {
     no_agent_left(&m);
 }
 
+/// A start repeated with its idempotency key (a retry whose first answer
+/// was lost) answers the run the first start made, and starts nothing
+/// more; the same key with another spec is a conflict (issue 48, item 11).
+#[test]
+fn a_start_repeated_with_its_key_is_the_same_run() {
+    let (s, d) = setup();
+    let m = common::marker("routine-key");
+    let spec = json!({"steps": [acp_step(&s, "go", "--done", &m, json!({"mode": "fail"}))]});
+    let post = |spec: &Value, key: &str| -> (u16, Value) {
+        d.block(async {
+            let r = reqwest::Client::new()
+                .post(format!("{}/v1/routines", d.url))
+                .bearer_auth(&d.operator)
+                .header("Idempotency-Key", key)
+                .json(spec)
+                .send()
+                .await
+                .expect("send");
+            let code = r.status().as_u16();
+            (code, r.json().await.unwrap_or(Value::Null))
+        })
+    };
+    let (code, first) = post(&spec, "nightly-2026-12-06");
+    assert_eq!(code, 200, "{first}");
+    let id = first["id"].as_str().expect("id").to_string();
+    let (code, again) = post(&spec, "nightly-2026-12-06");
+    assert_eq!(code, 200, "{again}");
+    assert_eq!(again["id"], id.as_str());
+    // Through the CLI, with the same key: the same run.
+    let file = s.write("routine.json", &spec.to_string());
+    let r = d.cli(
+        &[
+            "routine",
+            "start",
+            &file.display().to_string(),
+            "--idempotency-key",
+            "nightly-2026-12-06",
+        ],
+        &d.operator,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), id);
+    let other = json!({"label": "another", "steps": spec["steps"]});
+    let (code, refused) = post(&other, "nightly-2026-12-06");
+    assert_eq!(code, 409, "{refused}");
+    assert!(refused.to_string().contains("another spec"), "{refused}");
+    wait_event(&d, &id, "routine:done");
+    let started: Vec<Value> = d.all_events("&types=routine:started").into_iter().collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    // A new key is a new run.
+    let (code, new) = post(&spec, "nightly-2026-12-07");
+    assert_eq!(code, 200, "{new}");
+    assert_ne!(new["id"], id.as_str());
+    wait_event(&d, new["id"].as_str().expect("id"), "routine:done");
+    drop(d);
+    no_agent_left(&m);
+}
+
 #[test]
 fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
     let hook = crate::common::webhooks::receiver_answering(None);

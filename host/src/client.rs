@@ -87,6 +87,9 @@ impl ClientError {
 
 pub type ClientResult<T> = Result<T, ClientError>;
 
+/// How many times a routine's start is sent when no answer comes back.
+pub const START_ATTEMPTS: u32 = 5;
+
 /// A client of one daemon, with one credential.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -210,9 +213,26 @@ impl Client {
         body: Option<Vec<u8>>,
         keys: &[String],
     ) -> ClientResult<(u16, Vec<u8>)> {
+        self.send_with(method, path_and_query, token, body, keys, &[])
+            .await
+    }
+
+    /// [`Client::send_with_keys`] with `headers` added.
+    async fn send_with(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+        keys: &[String],
+        headers: &[(&str, &str)],
+    ) -> ClientResult<(u16, Vec<u8>)> {
         let mut req = self
             .http
             .request(method, format!("{}{path_and_query}", self.base));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -310,10 +330,49 @@ impl Client {
 
     /// Starts a routine: the operator any; the agent token one whose steps
     /// all run in existing sessions of its own (their keys are sent).
-    pub async fn start_routine(&self, spec: &RoutineRequest) -> ClientResult<Routine> {
+    /// Starts a run. The start carries an idempotency key (`key`, or a
+    /// new one): a start whose answer was lost on the way (the daemon
+    /// killed after it stored the run, a connection cut) is sent again, up
+    /// to [`START_ATTEMPTS`] times, with the same key, and answers the run
+    /// the first one started, never a second run.
+    pub async fn start_routine_keyed(
+        &self,
+        spec: &RoutineRequest,
+        key: Option<&str>,
+    ) -> ClientResult<Routine> {
         let keys = self.keys_for(step_sessions(spec));
-        self.call_with_keys(Method::POST, "/v1/routines", Some(spec), &keys)
-            .await
+        let key = key.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_string);
+        let body = serde_json::to_vec(spec)
+            .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
+        let mut attempt = 1;
+        loop {
+            let sent = self
+                .send_with(
+                    Method::POST,
+                    "/v1/routines",
+                    Some(&self.token),
+                    Some(body.clone()),
+                    &keys,
+                    &[("idempotency-key", &key)],
+                )
+                .await;
+            match sent {
+                Ok((status, bytes)) => return decode(status, &bytes, "/v1/routines"),
+                Err(ClientError::Unreachable { .. }) if attempt < START_ATTEMPTS => {
+                    attempt += 1;
+                    tracing::warn!(
+                        attempt,
+                        "the routine's start got no answer; sending it again with its key"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    pub async fn start_routine(&self, spec: &RoutineRequest) -> ClientResult<Routine> {
+        self.start_routine_keyed(spec, None).await
     }
 
     pub async fn routine(&self, id: &str) -> ClientResult<Routine> {

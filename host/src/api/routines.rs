@@ -16,9 +16,22 @@ const LIST_LIMIT: usize = 200;
 pub(super) async fn start(
     State(st): State<AppState>,
     Credential(caller): Credential,
+    headers: axum::http::HeaderMap,
     JsonBody(spec): JsonBody<wire::RoutineRequest>,
 ) -> ApiResult {
-    ok(st.engine.start_routine_as(spec, &caller)?)
+    // A client's retry of a start whose answer it lost sends the same key.
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| crate::engine::EngineError::Invalid {
+                    field: "Idempotency-Key".into(),
+                    message: "not visible ASCII".into(),
+                })?
+                .to_string(),
+        ),
+    };
+    ok(st.engine.start_routine_as(spec, key, &caller)?)
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {

@@ -36,6 +36,12 @@ pub enum RoutineCommand {
     Start {
         #[arg(value_name = "FILE.json")]
         file: PathBuf,
+        /// The start's idempotency key: a start repeated with the same key
+        /// (a script's retry) answers the run the first one started, never
+        /// a second run [default: a new key; the client itself resends it
+        /// when an answer is lost].
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// A run's state and its steps.
     Status { id: String },
@@ -122,9 +128,15 @@ pub fn run(cmd: RoutineCommand, args: ClientArgs) -> CliResult<i32> {
     let json = args.json;
     run_client(&args, |client| async move {
         match cmd {
-            RoutineCommand::Start { file } => {
+            RoutineCommand::Start {
+                file,
+                idempotency_key,
+            } => {
                 let spec = read_spec(&file)?;
-                show(json, &client.start_routine(&spec).await?, |r| r.id.clone())
+                let started = client
+                    .start_routine_keyed(&spec, idempotency_key.as_deref())
+                    .await?;
+                show(json, &started, |r| r.id.clone())
             }
             RoutineCommand::Status { id } => show(json, &client.routine(&id).await?, detail),
             RoutineCommand::List => show(json, &client.routines().await?, |l| {

@@ -85,6 +85,9 @@ impl Store {
                     .prepare_cached("DELETE FROM routine_steps WHERE routine_id = ?1")?
                     .execute([id])?;
                 tx.tx
+                    .prepare_cached("DELETE FROM routine_keys WHERE routine_id = ?1")?
+                    .execute([id])?;
+                tx.tx
                     .prepare_cached("DELETE FROM routines WHERE id = ?1")?
                     .execute([id])?;
             }

@@ -30,6 +30,14 @@ CREATE INDEX IF NOT EXISTS routines_active ON routines(phase, seq)
   WHERE phase IN ('waiting', 'running', 'escalated');
 CREATE INDEX IF NOT EXISTS routines_session ON routines(step_session)
   WHERE step_session IS NOT NULL AND phase IN ('running', 'escalated');
+-- A run's idempotency key (`Idempotency-Key` on its start), with the
+-- digest of the spec it started: the same key again answers the same run.
+CREATE TABLE IF NOT EXISTS routine_keys(
+    key TEXT PRIMARY KEY,
+    routine_id TEXT NOT NULL,
+    spec_digest TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS routine_keys_routine ON routine_keys(routine_id);
 CREATE TABLE IF NOT EXISTS routine_steps(
     routine_id TEXT NOT NULL,
     idx INTEGER NOT NULL,
@@ -341,6 +349,30 @@ impl Tx<'_> {
     }
 
     /// Inserts a new run (its `seq` is the next one) with its steps.
+    /// The run an idempotency key started, and the digest of its spec.
+    pub fn routine_by_key(&self, key: &str) -> StoreResult<Option<(String, String)>> {
+        Ok(self
+            .tx
+            .prepare_cached("SELECT routine_id, spec_digest FROM routine_keys WHERE key = ?1")?
+            .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    /// Records that `key` started run `routine` of spec digest `digest`.
+    pub fn insert_routine_key(
+        &mut self,
+        key: &str,
+        routine: &str,
+        digest: &str,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO routine_keys(key, routine_id, spec_digest) VALUES(?1, ?2, ?3)",
+            )?
+            .execute(params![key, routine, digest])?;
+        Ok(())
+    }
+
     pub fn insert_routine(&mut self, r: &RoutineRow) -> StoreResult<()> {
         self.tx
             .prepare_cached(

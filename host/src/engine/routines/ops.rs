@@ -18,6 +18,36 @@ impl Engine {
     /// step's start: a policy refused then fails the step, said), an ACP
     /// step whose `cwd` is not an absolute directory.
     pub fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
+        self.start_routine_keyed(spec, None)
+    }
+
+    /// [`Engine::start_routine`] with an idempotency key (a client's
+    /// `Idempotency-Key`): a key seen before answers the run it started,
+    /// whatever became of it, and starts nothing (a retry whose first
+    /// answer was lost); the same key with another spec is a conflict.
+    /// The key is recorded in the transaction that stores the run.
+    pub fn start_routine_keyed(
+        &self,
+        spec: RoutineSpec,
+        key: Option<String>,
+    ) -> EngineResult<RoutineView> {
+        if let Some(k) = &key
+            && (k.is_empty() || k.len() > MAX_KEY || k.chars().any(char::is_control))
+        {
+            return Err(invalid(
+                "Idempotency-Key",
+                format!("1 to {MAX_KEY} bytes with no control character"),
+            ));
+        }
+        let digest = match &key {
+            Some(_) => Some(spec_digest(&spec)?),
+            None => None,
+        };
+        if let (Some(k), Some(d)) = (&key, &digest)
+            && let Some(run) = self.routine_of_key(k, d)?
+        {
+            return Ok(run);
+        }
         spec.validate()
             .map_err(|e| invalid("steps", e.to_string()))?;
         for s in &spec.steps {
@@ -69,6 +99,16 @@ impl Engine {
                 .collect(),
         };
         let (actions, view) = self.write(|tx| {
+            if let (Some(k), Some(d)) = (&key, &digest) {
+                // Another start with this key won the race: its run.
+                if let Some((existing, _)) = tx.routine_by_key(k)? {
+                    let row = tx
+                        .routine(&existing)?
+                        .ok_or_else(|| EngineError::NotFound(format!("no routine '{existing}'")))?;
+                    return Ok((Vec::new(), row));
+                }
+                tx.insert_routine_key(k, &id, d)?;
+            }
             tx.insert_routine(&row)?;
             let mut run = Run {
                 row: row.clone(),
@@ -92,6 +132,25 @@ impl Engine {
         Ok(self.routine(&view.id).unwrap_or(view))
     }
 
+    /// The run `key` started, if it did: the same spec (by `digest`), or a
+    /// conflict naming the run.
+    fn routine_of_key(&self, key: &str, digest: &str) -> EngineResult<Option<RoutineView>> {
+        let found = self.write(|tx| Ok(tx.routine_by_key(key)?))?;
+        let Some((id, stored)) = found else {
+            return Ok(None);
+        };
+        if stored != digest {
+            return Err(EngineError::Conflict {
+                code: "idempotency-key-reused",
+                message: format!(
+                    "the Idempotency-Key {key:?} started routine {id} with another spec; use a new key for a new run"
+                ),
+            });
+        }
+        tracing::info!(routine = %id, key, "a routine start repeated with its key: the run it started");
+        self.routine(&id).map(Some)
+    }
+
     /// Starts a run of `spec` for `caller`: the operator may start any;
     /// the agent token only a run whose every step runs in an existing
     /// session it holds the key of (starting an agent is the operator's)
@@ -100,6 +159,7 @@ impl Engine {
     pub fn start_routine_as(
         &self,
         spec: RoutineSpec,
+        key: Option<String>,
         caller: &super::super::keys::Caller,
     ) -> EngineResult<RoutineView> {
         if caller.trust != crate::config::Trust::Operator {
@@ -116,7 +176,7 @@ impl Engine {
                 self.own_step_session(&s.label, &s.session, caller)?;
             }
         }
-        self.start_routine(spec)
+        self.start_routine_keyed(spec, key)
     }
 
     /// The agent token may act on a step only when it runs in an existing
@@ -476,4 +536,15 @@ fn flag_damage(mut row: RoutineView) -> RoutineView {
         row.damage = Some(e.to_string());
     }
     row
+}
+
+/// The longest idempotency key taken.
+const MAX_KEY: usize = 200;
+
+/// The digest (SHA-256, hex) of a spec as stored: what a repeated key's
+/// spec is compared by.
+fn spec_digest(spec: &RoutineSpec) -> EngineResult<String> {
+    use sha2::Digest;
+    let text = serde_json::to_vec(spec).map_err(|e| invalid("spec", e.to_string()))?;
+    Ok(hex::encode(sha2::Sha256::digest(&text)))
 }
