@@ -1341,17 +1341,10 @@ fn a_fan_in_policys_events_reach_every_member() {
         .expect("cursor");
     // The operator's (a policy the agent attached would leave the
     // members' stops ungated by the operator: `session:ungated` first).
-    let (code, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.operator),
-        Some(json!({
-            "sessionIds": ["s1", "s2"], "watchFrom": "now",
-            "gate": {"command": "false"}, "onFail": {"maxRetries": 1}
-        })),
-    );
-    assert_eq!(code, 201, "{body}");
-    let pid = body["policyId"].as_str().expect("policy id").to_string();
+    let pid = d.attach_operator(json!({
+        "sessionIds": ["s1", "s2"], "watchFrom": "now",
+        "gate": {"command": "false"}, "onFail": {"maxRetries": 1}
+    }));
     d.report("s1", "turn-end");
     d.report("s2", "turn-end");
     d.wait_status(&pid, "watching", Duration::from_secs(10));

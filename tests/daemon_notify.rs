@@ -409,13 +409,7 @@ fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one
     }
     // Watched by a policy of the operator's.
     d.register("watched", &s.ws);
-    let (code, r) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.operator),
-        Some(json!({"sessionId": "watched", "gate": {"command": "true"}})),
-    );
-    assert_eq!(code, 201, "{r}");
+    d.attach_operator(json!({"sessionId": "watched", "gate": {"command": "true"}}));
     let r = d.report("watched", "turn-end");
     assert_eq!(r["ungated"], false, "{r}");
     let started = d.cli(

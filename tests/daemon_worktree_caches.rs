@@ -26,20 +26,13 @@ const HONEST: &str = "check: cache/result.stamp\ncache/result.stamp: src.txt\n\t
 /// `make -s check` in the snapshot's worktree; ends s1's turn; returns the
 /// settled policy.
 fn operator_turn(d: &Daemon, want: &str) -> Value {
-    let (code, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.operator),
-        Some(json!({
-            "sessionId": "s1",
-            "gate": {"command": "make", "args": ["-s", "check"]},
-            "onFail": {"maxRetries": 0},
-            "then": "commit",
-            "commit": {"paths": ["src.txt", "Makefile", ".gitignore"], "message": "m", "requireHumanAck": true}
-        })),
-    );
-    assert_eq!(code, 201, "{body}");
-    let pid = body["policyId"].as_str().expect("policy id").to_string();
+    let pid = d.attach_operator(json!({
+        "sessionId": "s1",
+        "gate": {"command": "make", "args": ["-s", "check"]},
+        "onFail": {"maxRetries": 0},
+        "then": "commit",
+        "commit": {"paths": ["src.txt", "Makefile", ".gitignore"], "message": "m", "requireHumanAck": true}
+    }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, want, T)
 }

@@ -418,6 +418,14 @@ impl Daemon {
         }
     }
 
+    /// Attaches `spec` with the operator token (a policy of the
+    /// operator's); its id. Panics unless 201.
+    pub fn attach_operator(&self, spec: Value) -> String {
+        let (code, body) = self.http("POST", "/v1/policies", Some(&self.operator), Some(spec));
+        assert_eq!(code, 201, "{body}");
+        body["policyId"].as_str().expect("policy id").to_string()
+    }
+
     /// The policy through the typed client (so every policy a test reads
     /// also proves the API's answer decodes as `wire::Policy`); its JSON.
     pub fn policy(&self, id: &str) -> Value {
