@@ -3,16 +3,21 @@
 //! --approve` is refused with a pointer to the page, as is the API),
 //! rejecting still takes the token, registration is the page's only, a
 //! forged answer changes nothing; and in a real headless Chromium with its
-//! virtual authenticator (tests/browser/passkey_flow.py): register on the
-//! page, a failed user verification approves nothing, an assertion without
-//! user verification or replayed is refused by the daemon, approve with
-//! the passkey → the commit is in git; the passkey outlives a restart.
+//! virtual authenticator (tests/browser/passkey_flow.py): the page's login
+//! (what a token holder has) registers no first passkey without the
+//! enrolment code of `gatehost passkey enrol-code`, a registration begun on
+//! the code before the first passkey and finished after it is refused, the
+//! code registers one passkey; register on the page, a failed user
+//! verification approves nothing, an assertion without user verification
+//! or replayed is refused by the daemon, approve with the passkey → the
+//! commit is in git; a token holder's flood of challenges pushes out none
+//! of the page's; the passkey outlives a restart.
 
 use crate::common;
 
 use common::browser::{run_script, shots_dir};
 use common::daemon::{Daemon, git_out, git_repo};
-use common::{DAEMON_ROOTS, Scratch, allow_config, assert_no_env_survivors, marker};
+use common::{DAEMON_ROOTS, Scratch, allow_config, assert_no_env_survivors, marker, run_gatehost};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -147,6 +152,29 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         .url
         .trim_end_matches('/')
         .replace("127.0.0.1", "localhost");
+    // The enrolment code, made on the daemon's machine as its user: on
+    // this terminal only, its digest in the data directory.
+    let made = run_gatehost(
+        &[
+            "passkey".into(),
+            "enrol-code".into(),
+            "--data-dir".into(),
+            d.data.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let code = made.stdout.trim().to_string();
+    assert_eq!(code.len(), 23, "{code}");
+    let enrol_file = d.data.join("passkey-enrol.json");
+    let stored = std::fs::read_to_string(&enrol_file).expect("the code's file");
+    assert!(!stored.contains(&code.replace('-', "")), "{stored}");
+    // Nothing the operator token reads carries it.
+    let (_, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let events = serde_json::to_string(&d.all_events("")).expect("json");
+    for seen_by_token in [keys.to_string(), events, d.log()] {
+        assert!(!seen_by_token.contains(&code), "the code leaked");
+    }
     let m = marker("passkey");
     let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
     let shots = shots_dir();
@@ -158,6 +186,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
             &profile.display().to_string(),
             &pid,
             &shots.display().to_string(),
+            &code,
         ],
         &format!("gatehost-test-{m}"),
         &s.etc.join("browser.log"),
@@ -166,6 +195,45 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
     let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
     assert!(ok && seen.get("error").is_none(), "{seen:#}\n{}", log());
 
+    // Without the code, or with a wrong one, the page's login (a token
+    // holder's) registers nothing; the page asks for the code until the
+    // first passkey exists.
+    assert_eq!(seen["codeFieldShown"], true, "{seen:#}");
+    assert_eq!(
+        seen["firstWithoutCode"],
+        json!({"status": 403, "code": "enrol-code-required"}),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["firstWithWrongCode"],
+        json!({"status": 403, "code": "enrol-code-refused"}),
+        "{seen:#}"
+    );
+    assert!(
+        seen["pageWithoutCode"]
+            .as_str()
+            .is_some_and(|t| t.contains("gatehost passkey enrol-code")),
+        "{seen:#}"
+    );
+    assert_eq!(seen["codeFieldAfter"], false, "{seen:#}");
+    // Begun on the code before the first passkey, finished after it:
+    // refused (its ceremony ended when the first was stored).
+    assert_eq!(seen["earlyBegun"], 200, "{seen:#}");
+    assert_eq!(
+        seen["earlyFinished"],
+        json!({"status": 409, "code": "ceremony-unknown", "error": null}),
+        "{seen:#}"
+    );
+    // The code registered one passkey: spent, its file gone.
+    assert_eq!(
+        seen["codeAgain"],
+        json!({"status": 403, "code": "passkey-required"}),
+        "{seen:#}"
+    );
+    assert!(!enrol_file.exists(), "the spent code's file is removed");
+    // A token holder's 40 challenges were made, and pushed out none of
+    // the page's (its pending assertion added the second passkey below).
+    assert_eq!(seen["flood"], json!(vec![200; 40]), "{seen:#}");
     // Registered through the page, for RP ID localhost.
     assert!(
         seen["registered"]
@@ -244,7 +312,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         [
             (
                 json!("test laptop"),
-                json!("the operator (the page's login)")
+                json!("the operator (the page's login, with the enrolment code)")
             ),
             (
                 json!("phone"),

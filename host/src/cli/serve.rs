@@ -270,7 +270,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         // The page's origin: `public_url`, else the bound port as
         // `localhost` (browsers refuse WebAuthn at an IP address).
         let page = public_url.unwrap_or_else(|| api::ui::page_address(&url));
-        let passkeys = crate::passkey::Passkeys::new(&page);
+        let passkeys = crate::passkey::Passkeys::with_enrolment(&page, Some(&data_dir));
         if ack_requires == crate::config::AckRequires::Passkey
             && let Some(why) = passkeys.unavailable()
         {

@@ -2,11 +2,14 @@
 //! removed, each stored with its event (`passkey:registered`,
 //! `passkey:removed`) in one transaction, and what an approval must be
 //! bound to. It never verifies a ceremony (`crate::passkey` does, and
-//! hands over a [`Proof`] or a [`NewPasskey`]).
+//! hands over a [`Proof`] or a [`NewPasskey`]), but it holds the rule of
+//! who may add one where the passkey is stored, in the same transaction:
+//! the first needs the enrolment code, every later one an assertion of a
+//! passkey still registered.
 
 use super::{Engine, EngineError, EngineResult, stored};
 use crate::config::AckRequires;
-use crate::passkey::{NewPasskey, Proof, Purpose, Registered};
+use crate::passkey::{Authority, NewPasskey, Proof, Purpose, Registered};
 use crate::store::{PasskeyRow, PolicyRow, now_ms};
 use serde::Serialize;
 
@@ -74,9 +77,32 @@ impl Engine {
     }
 
     /// Stores a passkey a registration made, with its event; a credential
-    /// registered already is refused.
+    /// registered already is refused, and so is one whose registration was
+    /// begun on what no longer allows it (checked in the transaction that
+    /// stores it): on the enrolment code once any passkey is registered,
+    /// on an assertion of a passkey no longer registered.
     pub fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
         self.write(|tx| {
+            let registered = tx.passkeys()?;
+            match &new.authority {
+                Authority::EnrolCode(_) if !registered.is_empty() => {
+                    tracing::warn!(passkey = %new.id, name = %new.name, "a registration begun on the enrolment code was refused: a passkey is registered already");
+                    return Err(forbidden(
+                        "passkey-required",
+                        "a passkey is registered already: this registration was begun before it was, on the enrolment code, and adding another now needs an assertion of a registered passkey",
+                    ));
+                }
+                Authority::EnrolCode(_) => {}
+                Authority::Passkey { id } => {
+                    if !registered.iter().any(|r| &r.id == id && r.passkey.is_ok()) {
+                        tracing::warn!(passkey = %new.id, by = %id, "a registration was refused: the passkey whose assertion allowed it is no longer registered");
+                        return Err(forbidden(
+                            "passkey-required",
+                            format!("the passkey {id} whose assertion allowed this registration is no longer registered"),
+                        ));
+                    }
+                }
+            }
             if !tx.insert_passkey(&new.id, &new.name, &new.passkey, now_ms())? {
                 return Err(EngineError::Conflict {
                     code: "passkey-registered",
