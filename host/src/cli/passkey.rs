@@ -22,7 +22,7 @@ minutes and registers one passkey; a new code replaces the last one.
 
 Run it as the daemon's user, with the daemon's --data-dir: the code's
 digest is written there (owner-only), where the operator token does not
-reach. See docs/security.md, \"Passkeys\".";
+reach. See docs/daemon.md, \"Passkeys for acks\".";
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PasskeyCommand {
