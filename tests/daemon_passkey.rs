@@ -3,16 +3,27 @@
 //! --approve` is refused with a pointer to the page, as is the API),
 //! rejecting still takes the token, registration is the page's only, a
 //! forged answer changes nothing; and in a real headless Chromium with its
-//! virtual authenticator (tests/browser/passkey_flow.py): register on the
-//! page, a failed user verification approves nothing, an assertion without
-//! user verification or replayed is refused by the daemon, approve with
-//! the passkey → the commit is in git; the passkey outlives a restart.
+//! virtual authenticator (tests/browser/passkey_flow.py): the page's login
+//! (what a token holder has) registers no first passkey without the
+//! enrolment code of `gatehost passkey enrol-code`, a registration begun on
+//! the code before the first passkey and finished after it is refused, the
+//! code registers one passkey; register on the page, a failed user
+//! verification approves nothing, an assertion without user verification
+//! or replayed is refused by the daemon, approve with the passkey → the
+//! commit is in git; a token holder's flood of challenges pushes out none
+//! of the page's; the passkey outlives a restart. A configuration file
+//! lowering `ack_requires` (what an agent running as the daemon's user can
+//! write) is held until a restart, with a `config:held` attention event.
 
 use crate::common;
 
 use common::browser::{run_script, shots_dir};
 use common::daemon::{Daemon, git_out, git_repo};
-use common::{DAEMON_ROOTS, Scratch, allow_config, assert_no_env_survivors, marker};
+use common::webhooks::receiver_answering;
+use common::{
+    DAEMON_ROOTS, Scratch, allow_config, assert_no_env_survivors, eventually_within, marker,
+    run_gatehost,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -147,6 +158,29 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         .url
         .trim_end_matches('/')
         .replace("127.0.0.1", "localhost");
+    // The enrolment code, made on the daemon's machine as its user: on
+    // this terminal only, its digest in the data directory.
+    let made = run_gatehost(
+        &[
+            "passkey".into(),
+            "enrol-code".into(),
+            "--data-dir".into(),
+            d.data.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let code = made.stdout.trim().to_string();
+    assert_eq!(code.len(), 23, "{code}");
+    let enrol_file = d.data.join("passkey-enrol.json");
+    let stored = std::fs::read_to_string(&enrol_file).expect("the code's file");
+    assert!(!stored.contains(&code.replace('-', "")), "{stored}");
+    // Nothing the operator token reads carries it.
+    let (_, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let events = serde_json::to_string(&d.all_events("")).expect("json");
+    for seen_by_token in [keys.to_string(), events, d.log()] {
+        assert!(!seen_by_token.contains(&code), "the code leaked");
+    }
     let m = marker("passkey");
     let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
     let shots = shots_dir();
@@ -158,6 +192,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
             &profile.display().to_string(),
             &pid,
             &shots.display().to_string(),
+            &code,
         ],
         &format!("gatehost-test-{m}"),
         &s.etc.join("browser.log"),
@@ -166,6 +201,45 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
     let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
     assert!(ok && seen.get("error").is_none(), "{seen:#}\n{}", log());
 
+    // Without the code, or with a wrong one, the page's login (a token
+    // holder's) registers nothing; the page asks for the code until the
+    // first passkey exists.
+    assert_eq!(seen["codeFieldShown"], true, "{seen:#}");
+    assert_eq!(
+        seen["firstWithoutCode"],
+        json!({"status": 403, "code": "enrol-code-required"}),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["firstWithWrongCode"],
+        json!({"status": 403, "code": "enrol-code-refused"}),
+        "{seen:#}"
+    );
+    assert!(
+        seen["pageWithoutCode"]
+            .as_str()
+            .is_some_and(|t| t.contains("gatehost passkey enrol-code")),
+        "{seen:#}"
+    );
+    assert_eq!(seen["codeFieldAfter"], false, "{seen:#}");
+    // Begun on the code before the first passkey, finished after it:
+    // refused (its ceremony ended when the first was stored).
+    assert_eq!(seen["earlyBegun"], 200, "{seen:#}");
+    assert_eq!(
+        seen["earlyFinished"],
+        json!({"status": 409, "code": "ceremony-unknown", "error": null}),
+        "{seen:#}"
+    );
+    // The code registered one passkey: spent, its file gone.
+    assert_eq!(
+        seen["codeAgain"],
+        json!({"status": 403, "code": "passkey-required"}),
+        "{seen:#}"
+    );
+    assert!(!enrol_file.exists(), "the spent code's file is removed");
+    // A token holder's 40 challenges were made, and pushed out none of
+    // the page's (its pending assertion added the second passkey below).
+    assert_eq!(seen["flood"], json!(vec![200; 40]), "{seen:#}");
     // Registered through the page, for RP ID localhost.
     assert!(
         seen["registered"]
@@ -244,7 +318,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         [
             (
                 json!("test laptop"),
-                json!("the operator (the page's login)")
+                json!("the operator (the page's login, with the enrolment code)")
             ),
             (
                 json!("phone"),
@@ -276,4 +350,94 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         "the page shows its use: {seen:#}"
     );
     assert_eq!(seen["signCountAfter"], 2, "{seen:#}");
+}
+
+/// The daemon's configuration with `ack_requires = ack`, notifications to
+/// `notify`.
+fn passkey_config(ack: &str, notify: &str) -> String {
+    allow_config(&["true", "false"]).replace(
+        DAEMON_ROOTS,
+        &format!("{DAEMON_ROOTS}ack_requires = \"{ack}\"\nnotify_url = \"{notify}\"\n"),
+    )
+}
+
+#[test]
+fn a_configuration_file_lowering_ack_requires_is_held_until_a_restart_and_announced() {
+    let told = receiver_answering(None);
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &passkey_config("passkey", &told.url));
+    // Only SIGHUP reloads: the test knows its trigger.
+    let mut d = Daemon::start_with_env(
+        &s.etc.join("data"),
+        &cfg,
+        &[("GATEHOST_TEST_NO_CONFIG_POLL", "1")],
+    );
+    d.register("s1", &s.ws);
+    let head = git_out(&s.ws, &["rev-parse", "HEAD"]);
+    let pid = awaiting(&s, &d, "src/lib.rs");
+
+    // What an agent running as the daemon's user can do: write the file
+    // (at once, as an editor saves) and have it read.
+    let tmp = cfg.with_extension("toml.new");
+    std::fs::write(&tmp, passkey_config("token", &told.url)).expect("write");
+    std::fs::rename(&tmp, &cfg).expect("rename");
+    // SAFETY: kill(2) on the test's own child.
+    assert_eq!(unsafe { libc::kill(d.pid() as i32, libc::SIGHUP) }, 0);
+    eventually_within(T, "the reload", || {
+        !d.all_events("types=config:reloaded").is_empty()
+    });
+
+    // The stronger setting stays in force: the token approves nothing.
+    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    assert_eq!(
+        (status, keys["ackRequires"].as_str()),
+        (200, Some("passkey"))
+    );
+    let (status, body) = d.http(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!((status, code(&body)), (403, "passkey-required"), "{body}");
+    let run = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
+    assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]), head);
+
+    // Held, and said: an attention event (notified), a log line.
+    let held = d.all_events("types=config:held");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["payload"]["held"], json!(["daemon.ack_requires"]));
+    assert_eq!(held[0]["payload"]["trigger"], "signal");
+    assert!(
+        held[0]["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("restart")),
+        "{held:?}"
+    );
+    let reloaded = d.all_events("types=config:reloaded");
+    assert_eq!(
+        reloaded[0]["payload"]["held"],
+        json!(["daemon.ack_requires"])
+    );
+    assert!(
+        d.log()
+            .contains("a weakening of the configuration is held until a restart"),
+        "{}",
+        d.log()
+    );
+    eventually_within(T, "the notification", || {
+        told.kinds().iter().any(|k| k == "config:held")
+    });
+
+    // A restart (the operator's act) reads the file: the token approves.
+    d.restart();
+    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    assert_eq!((status, keys["ackRequires"].as_str()), (200, Some("token")));
+    let run = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    d.wait_status(&pid, "done", T);
+    assert_ne!(git_out(&s.ws, &["rev-parse", "HEAD"]), head);
 }

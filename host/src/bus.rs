@@ -72,9 +72,10 @@ pub const ROUTINE_EVENTS: &[&str] = &[
 ];
 
 /// Daemon-wide events (no session, no policy): the configuration read
-/// again (the `live_config` module). Named in full only: `rejected` is
+/// again, and a weakening of it held until a restart (the `live_config`
+/// module). Named in full only: `rejected` is
 /// also a policy's.
-pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected"];
+pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected", "config:held"];
 
 /// Standing policies added and removed (`engine::standing`): daemon-wide,
 /// named in full only.

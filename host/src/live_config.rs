@@ -2,8 +2,10 @@
 //! configuration before it uses it (its data directory's places, and the
 //! checks that stop a start), what differs between two configurations,
 //! which settings keep their old value until a restart, the typed payloads
-//! of the `config:reloaded` and `config:rejected` events, and noticing that
-//! the configuration file changed.
+//! of the `config:reloaded` and `config:rejected` events, which changes
+//! would weaken a guarantee and are held until a restart (`weakening`,
+//! with its `config:held` attention event), and noticing that the
+//! configuration file changed.
 //!
 //! It owns those rules only. It must never swap the engine's configuration
 //! (`Engine::reconfigure` does, whole, once this module checked it), and
@@ -14,6 +16,8 @@ use crate::engine::Engine;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub mod weakening;
 
 /// How often the configuration file's metadata is looked at.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -33,15 +37,22 @@ pub enum Trigger {
 pub enum ConfigEvent {
     Reloaded,
     Rejected,
+    /// A weakening of a guarantee, kept out of force until a restart.
+    Held,
 }
 
 impl ConfigEvent {
-    pub const ALL: [ConfigEvent; 2] = [ConfigEvent::Reloaded, ConfigEvent::Rejected];
+    pub const ALL: [ConfigEvent; 3] = [
+        ConfigEvent::Reloaded,
+        ConfigEvent::Rejected,
+        ConfigEvent::Held,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ConfigEvent::Reloaded => "config:reloaded",
             ConfigEvent::Rejected => "config:rejected",
+            ConfigEvent::Held => weakening::HELD_EVENT,
         }
     }
 }
@@ -60,6 +71,11 @@ pub struct ConfigReloaded {
     /// Those of `changed` that need a restart: their old value stays in
     /// force until then.
     pub needs_restart: Vec<String>,
+    /// Those of `changed` that would weaken a guarantee: their old value
+    /// stays in force until a restart (see `weakening`; a `config:held`
+    /// event says so).
+    #[serde(default)]
+    pub held: Vec<String>,
     /// Whether supervision runs (`[daemon] enabled`) now.
     pub enabled: bool,
 }
@@ -406,6 +422,26 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
     let old = engine.runner();
     let changes = diff(old.config(), &new);
     keep_until_restart(old.config(), &mut new, &changes.needs_restart);
+    let held = weakening::weakened(old.config(), &new);
+    weakening::hold(old.config(), &mut new, &held);
+    if !held.is_empty() {
+        // Said (and stored) before the rest of the reload is in force.
+        let reason = format!(
+            "the configuration file lowers {}: the daemon keeps the stronger setting until it restarts (a file the daemon's user can write must not switch off what protects you; if you made this change, restart gatehost serve)",
+            held.join(", ")
+        );
+        tracing::warn!(config = %source, ?trigger, held = %held.join(", "), %reason, "a weakening of the configuration is held until a restart");
+        let payload = weakening::ConfigHeld {
+            source: source.clone(),
+            trigger,
+            held: held.clone(),
+            reason,
+        };
+        let value = serde_json::to_value(&payload).unwrap_or_default();
+        if let Err(e) = engine.daemon_event(ConfigEvent::Held.as_str(), &value) {
+            tracing::error!(error = %e, "cannot store the config:held event (the stronger setting is kept all the same)");
+        }
+    }
     tracing::info!(
         config = %source,
         ?trigger,
@@ -422,6 +458,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
         trigger,
         changed: changes.changed,
         needs_restart: changes.needs_restart,
+        held,
         enabled: new.daemon.enabled,
     };
     let value = serde_json::to_value(&payload).unwrap_or_default();

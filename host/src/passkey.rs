@@ -7,14 +7,26 @@
 //! a challenge this daemon made for that purpose.
 //!
 //! webauthn-rs makes each challenge itself (random); what the challenge is
-//! for is kept here beside its state, under a random ceremony id: one use
-//! (spent whatever the answer), [`CEREMONY_TTL`], at most [`MAX_PENDING`]
-//! in flight. A proof for one purpose is refused for any other.
+//! for is kept here beside its state, under a random ceremony id, with the
+//! login that began it (the bearer token, or one page login): one use
+//! (spent whatever the answer), answerable by that login only,
+//! [`CEREMONY_TTL`], at most [`MAX_PER_LOGIN`] in flight per login (its
+//! own oldest is dropped past it, never another login's) and
+//! [`MAX_PENDING`] in all (past it a new one is refused). A proof for one
+//! purpose is refused for any other.
+//!
+//! A registration is begun on an [`Authority`]: the enrolment code
+//! ([`enrol`]) for the first passkey, a registered passkey's assertion for
+//! every later one. The rule is checked again where the passkey is stored
+//! (the engine's `add_passkey`, in the store's transaction), and the
+//! ceremonies begun on a code die when a passkey is stored.
 //!
 //! It owns the verification and the ceremonies (in memory: a restart drops
 //! them); it must never store a passkey or change a policy itself (the
 //! engine does both, given what this returns), and never accept an
 //! assertion without user verification.
+
+pub mod enrol;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,8 +39,12 @@ use webauthn_rs::prelude::{
 
 /// How long a ceremony can be answered.
 pub const CEREMONY_TTL: Duration = Duration::from_secs(120);
-/// The most ceremonies in flight (the oldest is dropped past it).
-pub const MAX_PENDING: usize = 32;
+/// The most ceremonies one login has in flight (its oldest is dropped
+/// past it).
+pub const MAX_PER_LOGIN: usize = 16;
+/// The most ceremonies in flight in all (past it a new one is refused:
+/// no login's ceremony is dropped for another's).
+pub const MAX_PENDING: usize = 1024;
 /// The longest name a passkey may have.
 pub const MAX_NAME: usize = 64;
 
@@ -80,6 +96,13 @@ pub enum PasskeyError {
     Rejected(String),
     #[error("the name: {0}")]
     BadName(String),
+    #[error(
+        "too many passkey ceremonies are in flight ({MAX_PENDING}): try again within {} s",
+        CEREMONY_TTL.as_secs()
+    )]
+    Busy,
+    #[error(transparent)]
+    Enrol(#[from] enrol::EnrolError),
 }
 
 /// What a verified assertion proves: that a person holding the registered
@@ -135,15 +158,35 @@ pub struct Registered {
     pub passkey: Passkey,
 }
 
+/// What a registration was begun on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authority {
+    /// The enrolment code (the first passkey only).
+    EnrolCode(enrol::Checked),
+    /// An assertion of the registered passkey `id` for adding one.
+    Passkey { id: String },
+}
+
+/// What a registration is begun on, as its caller has it.
+pub enum Grant<'a> {
+    /// An enrolment code, checked against its file.
+    Code(enrol::Checked),
+    /// A registered passkey's assertion.
+    Proof(&'a Proof),
+}
+
 /// A passkey a registration made, to be stored.
 #[derive(Debug, Clone)]
 pub struct NewPasskey {
     pub id: String,
     pub name: String,
     pub passkey: Passkey,
-    /// Who registered it: the page's login for the first, else the
-    /// passkey whose assertion allowed it.
+    /// Who registered it: the page's login with the enrolment code for the
+    /// first, else the passkey whose assertion allowed it.
     pub by: String,
+    /// What the registration was begun on: checked again where it is
+    /// stored.
+    pub authority: Authority,
 }
 
 enum State {
@@ -151,6 +194,7 @@ enum State {
         reg: PasskeyRegistration,
         name: String,
         by: String,
+        authority: Authority,
     },
     Assert {
         auth: PasskeyAuthentication,
@@ -163,6 +207,8 @@ enum State {
 struct Pending {
     state: State,
     expires: Instant,
+    /// The login that began it (see [`Passkeys::begin_assertion`]).
+    login: String,
 }
 
 /// The relying party and its ceremonies in flight. Cheap to clone.
@@ -176,6 +222,9 @@ struct Inner {
     origin: String,
     rp_id: String,
     pending: Mutex<HashMap<String, Pending>>,
+    /// Where the enrolment code's file is (the data directory); without
+    /// one, no code is ever accepted.
+    enrol_dir: Option<std::path::PathBuf>,
 }
 
 /// The credential id of `p`, as the page and the store name it.
@@ -192,6 +241,12 @@ impl Passkeys {
     /// WebAuthn there) makes a relying party that refuses every ceremony,
     /// saying why.
     pub fn new(origin: &str) -> Passkeys {
+        Passkeys::with_enrolment(origin, None)
+    }
+
+    /// As [`Passkeys::new`], with the enrolment code's file in `data_dir`
+    /// (see [`enrol`]).
+    pub fn with_enrolment(origin: &str, data_dir: Option<&std::path::Path>) -> Passkeys {
         let parsed = Url::parse(origin).map_err(|e| e.to_string());
         let rp_id = parsed
             .as_ref()
@@ -212,6 +267,7 @@ impl Passkeys {
                 origin: origin.trim_end_matches('/').to_string(),
                 rp_id,
                 pending: Mutex::new(HashMap::new()),
+                enrol_dir: data_dir.map(std::path::Path::to_path_buf),
             }),
         }
     }
@@ -224,6 +280,29 @@ impl Passkeys {
     /// The RP ID (the origin's domain), empty when it has none.
     pub fn rp_id(&self) -> &str {
         &self.inner.rp_id
+    }
+
+    /// Checks an enrolment code against its file.
+    pub fn check_code(&self, code: &str) -> Result<enrol::Checked, PasskeyError> {
+        match &self.inner.enrol_dir {
+            Some(dir) => Ok(enrol::check(dir, code)?),
+            None => Err(enrol::EnrolError::Refused.into()),
+        }
+    }
+
+    /// Whether `checked` is still the code in force.
+    pub fn code_still(&self, checked: &enrol::Checked) -> bool {
+        self.inner
+            .enrol_dir
+            .as_deref()
+            .is_some_and(|dir| enrol::still(dir, checked))
+    }
+
+    /// Spends the code in force (the first passkey is stored).
+    pub fn spend_code(&self) {
+        if let Some(dir) = &self.inner.enrol_dir {
+            enrol::spend(dir);
+        }
     }
 
     /// Why no ceremony can run here, if none can.
@@ -241,43 +320,79 @@ impl Passkeys {
             })
     }
 
-    fn hold(&self, state: State) -> String {
+    /// Holds `state` for `login`: past [`MAX_PER_LOGIN`] that login's own
+    /// oldest is dropped; past [`MAX_PENDING`] in all, refused.
+    fn hold(&self, login: &str, state: State) -> Result<String, PasskeyError> {
         let id = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
         let mut map = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         map.retain(|_, p| p.expires > now);
-        if map.len() >= MAX_PENDING
-            && let Some(oldest) = map
+        let mine = map.values().filter(|p| p.login == login).count();
+        if mine >= MAX_PER_LOGIN {
+            if let Some(oldest) = map
                 .iter()
+                .filter(|(_, p)| p.login == login)
                 .min_by_key(|(_, p)| p.expires)
                 .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
+            {
+                map.remove(&oldest);
+            }
+        } else if map.len() >= MAX_PENDING {
+            tracing::warn!(
+                pending = map.len(),
+                "a passkey ceremony was refused: too many in flight"
+            );
+            return Err(PasskeyError::Busy);
         }
         map.insert(
             id.clone(),
             Pending {
                 state,
                 expires: now + CEREMONY_TTL,
+                login: login.to_string(),
             },
         );
-        id
+        Ok(id)
     }
 
-    /// Takes ceremony `id` out (spent, whatever comes next); unknown or
-    /// expired is refused.
-    fn take(&self, id: &str) -> Result<State, PasskeyError> {
+    /// Takes ceremony `id` of `login` out (spent, whatever comes next);
+    /// unknown, expired or another login's is refused (and another
+    /// login's is left alone).
+    fn take(&self, login: &str, id: &str) -> Result<State, PasskeyError> {
         let mut map = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(id).is_some_and(|p| p.login != login) {
+            return Err(PasskeyError::UnknownCeremony);
+        }
         match map.remove(id) {
             Some(p) if p.expires > Instant::now() => Ok(p.state),
             _ => Err(PasskeyError::UnknownCeremony),
         }
     }
 
-    /// A challenge for `purpose`, answerable by any of `registered`: the
+    /// Drops every registration begun on an enrolment code: called once
+    /// a passkey is stored, when no code registers anything any more.
+    /// Returns how many.
+    pub fn drop_unproven(&self) -> usize {
+        let mut map = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        map.retain(|_, p| {
+            !matches!(
+                p.state,
+                State::Register {
+                    authority: Authority::EnrolCode(_),
+                    ..
+                }
+            )
+        });
+        before - map.len()
+    }
+
+    /// A challenge for `purpose`, answerable by any of `registered`, held
+    /// for `login` (who asks: `bearer`, or a page login's digest): the
     /// ceremony's id and the options for `navigator.credentials.get`.
     pub fn begin_assertion(
         &self,
+        login: &str,
         purpose: Purpose,
         registered: &[Registered],
     ) -> Result<(String, RequestChallengeResponse), PasskeyError> {
@@ -293,11 +408,14 @@ impl Passkeys {
             .iter()
             .map(|r| (r.id.clone(), r.clone()))
             .collect();
-        let id = self.hold(State::Assert {
-            auth,
-            purpose,
-            allowed,
-        });
+        let id = self.hold(
+            login,
+            State::Assert {
+                auth,
+                purpose,
+                allowed,
+            },
+        )?;
         Ok((id, options))
     }
 
@@ -305,6 +423,7 @@ impl Passkeys {
     /// why not (the ceremony is spent either way).
     pub fn finish_assertion(
         &self,
+        login: &str,
         id: &str,
         wanted: &Purpose,
         answer: &PublicKeyCredential,
@@ -314,7 +433,7 @@ impl Passkeys {
             auth,
             purpose,
             allowed,
-        } = self.take(id)?
+        } = self.take(login, id)?
         else {
             return Err(PasskeyError::UnknownCeremony);
         };
@@ -352,16 +471,18 @@ impl Passkeys {
         })
     }
 
-    /// A registration ceremony for a passkey named `name`, for the
-    /// operator `user`: the ceremony's id and the options for
-    /// `navigator.credentials.create`. Once one passkey is registered,
-    /// `proof` must be one's assertion for [`Purpose::AddPasskey`].
+    /// A registration ceremony of `login` for a passkey named `name`, for
+    /// the operator `user`: the ceremony's id and the options for
+    /// `navigator.credentials.create`. With none registered, `grant` must
+    /// be the enrolment code; once one is, a registered one's assertion
+    /// for [`Purpose::AddPasskey`].
     pub fn begin_registration(
         &self,
+        login: &str,
         user: Uuid,
         name: &str,
         registered: &[Registered],
-        proof: Option<&Proof>,
+        grant: Option<Grant<'_>>,
     ) -> Result<(String, CreationChallengeResponse), PasskeyError> {
         let rp = self.rp()?;
         let name = name.trim();
@@ -370,12 +491,23 @@ impl Passkeys {
                 "1 to {MAX_NAME} bytes, no control characters"
             )));
         }
-        if !registered.is_empty() {
-            match proof {
-                None => return Err(PasskeyError::NeedsAssertion),
-                Some(p) => p.require(&Purpose::AddPasskey)?,
+        let (authority, by) = match (registered.is_empty(), grant) {
+            (true, Some(Grant::Code(checked))) => (
+                Authority::EnrolCode(checked),
+                "the operator (the page's login, with the enrolment code)".to_string(),
+            ),
+            (true, _) => return Err(enrol::EnrolError::Missing.into()),
+            (false, Some(Grant::Proof(p))) => {
+                p.require(&Purpose::AddPasskey)?;
+                (
+                    Authority::Passkey {
+                        id: p.passkey_id().to_string(),
+                    },
+                    p.by(),
+                )
             }
-        }
+            (false, _) => return Err(PasskeyError::NeedsAssertion),
+        };
         let exclude = registered
             .iter()
             .map(|r| r.passkey.cred_id().clone())
@@ -383,23 +515,34 @@ impl Passkeys {
         let (options, reg) = rp
             .start_passkey_registration(user, "operator", "gatehost operator", Some(exclude))
             .map_err(|e| PasskeyError::Rejected(e.to_string()))?;
-        let id = self.hold(State::Register {
-            reg,
-            name: name.to_string(),
-            by: proof.map_or_else(|| "the operator (the page's login)".to_string(), Proof::by),
-        });
+        let id = self.hold(
+            login,
+            State::Register {
+                reg,
+                name: name.to_string(),
+                by,
+                authority,
+            },
+        )?;
         Ok((id, options))
     }
 
-    /// Verifies the answer to registration ceremony `id`: the passkey to
-    /// store.
+    /// Verifies the answer to registration ceremony `id` of `login`: the
+    /// passkey to store, with what it was begun on.
     pub fn finish_registration(
         &self,
+        login: &str,
         id: &str,
         answer: &RegisterPublicKeyCredential,
     ) -> Result<NewPasskey, PasskeyError> {
         let rp = self.rp()?;
-        let State::Register { reg, name, by } = self.take(id)? else {
+        let State::Register {
+            reg,
+            name,
+            by,
+            authority,
+        } = self.take(login, id)?
+        else {
             return Err(PasskeyError::UnknownCeremony);
         };
         let passkey = rp
@@ -410,120 +553,10 @@ impl Passkeys {
             name,
             passkey,
             by,
+            authority,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_ip_origin_refuses_every_ceremony_and_says_why() {
-        let p = Passkeys::new("http://127.0.0.1:7000");
-        assert!(p.unavailable().is_some());
-        let e = p
-            .begin_assertion(Purpose::AddPasskey, &[])
-            .expect_err("refused");
-        assert!(e.to_string().contains("IP address"), "{e}");
-        assert!(e.to_string().contains("localhost"), "{e}");
-    }
-
-    #[test]
-    fn a_localhost_origin_is_a_relying_party_and_a_first_registration_needs_no_proof() {
-        let p = Passkeys::new("http://localhost:7000");
-        assert_eq!(p.unavailable(), None);
-        assert_eq!(p.rp_id(), "localhost");
-        let (id, options) = p
-            .begin_registration(Uuid::new_v4(), "laptop", &[], None)
-            .expect("begins");
-        let json = serde_json::to_value(&options).expect("json");
-        assert_eq!(json["publicKey"]["rp"]["id"], "localhost");
-        assert_eq!(
-            json["publicKey"]["authenticatorSelection"]["userVerification"],
-            "required"
-        );
-        // The ceremony is spent by its first answer, whatever it is.
-        assert!(p.take(&id).is_ok());
-        assert!(matches!(p.take(&id), Err(PasskeyError::UnknownCeremony)));
-        assert!(matches!(
-            p.take("never-made"),
-            Err(PasskeyError::UnknownCeremony)
-        ));
-    }
-
-    #[test]
-    fn a_bad_name_and_an_assertion_with_nothing_registered_are_refused() {
-        let p = Passkeys::new("http://localhost:7000");
-        for bad in ["", "  ", "a\nb", &"x".repeat(MAX_NAME + 1)] {
-            assert!(matches!(
-                p.begin_registration(Uuid::new_v4(), bad, &[], None),
-                Err(PasskeyError::BadName(_))
-            ));
-        }
-        assert!(matches!(
-            p.begin_assertion(Purpose::AddPasskey, &[]),
-            Err(PasskeyError::NoneRegistered)
-        ));
-    }
-
-    #[test]
-    fn an_expired_ceremony_is_refused_and_the_oldest_goes_past_the_cap() {
-        let p = Passkeys::new("http://localhost:7000");
-        let (id, _) = p
-            .begin_registration(Uuid::new_v4(), "k", &[], None)
-            .expect("begins");
-        p.inner
-            .pending
-            .lock()
-            .expect("lock")
-            .get_mut(&id)
-            .expect("held")
-            .expires = Instant::now();
-        assert!(matches!(p.take(&id), Err(PasskeyError::UnknownCeremony)));
-        let ids: Vec<String> = (0..=MAX_PENDING)
-            .map(|i| {
-                p.begin_registration(Uuid::new_v4(), &format!("k{i}"), &[], None)
-                    .expect("begins")
-                    .0
-            })
-            .collect();
-        assert_eq!(p.inner.pending.lock().expect("lock").len(), MAX_PENDING);
-        assert!(p.take(&ids[0]).is_err(), "the oldest was dropped");
-        assert!(p.take(&ids[MAX_PENDING]).is_ok());
-    }
-
-    #[test]
-    fn a_proof_is_for_its_purpose_only() {
-        let proof = Proof {
-            passkey_id: "c".into(),
-            name: "laptop".into(),
-            purpose: Purpose::Approve {
-                policy: "p1".into(),
-                tree: "t1".into(),
-            },
-            updated: None,
-        };
-        assert!(
-            proof
-                .require(&Purpose::Approve {
-                    policy: "p1".into(),
-                    tree: "t1".into()
-                })
-                .is_ok()
-        );
-        for other in [
-            Purpose::Approve {
-                policy: "p1".into(),
-                tree: "t2".into(),
-            },
-            Purpose::Approve {
-                policy: "p2".into(),
-                tree: "t1".into(),
-            },
-            Purpose::AddPasskey,
-        ] {
-            assert!(proof.require(&other).is_err(), "{other}");
-        }
-    }
-}
+mod tests;

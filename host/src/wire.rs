@@ -161,8 +161,14 @@ pub struct PasskeyChallenge<O> {
 #[serde(deny_unknown_fields)]
 pub struct PasskeyRegister {
     pub name: String,
+    /// A registered passkey's assertion for adding one (every passkey but
+    /// the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertion: Option<PasskeyAssertion>,
+    /// The enrolment code `gatehost passkey enrol-code` printed (the first
+    /// passkey only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// `POST /v1/passkeys/register/finish`: the answer to a registration.

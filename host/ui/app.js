@@ -231,6 +231,10 @@ async function passkeys() {
     li.append(" ", rm);
     return li;
   }));
+  // The first passkey needs the enrolment code; every later one an
+  // assertion of a registered one.
+  const first = keys.passkeys.length === 0;
+  $("passkey-code-label").hidden = !first; $("passkey-code-hint").hidden = !first;
 }
 async function assertion(purpose) {
   const c = await api("POST", "/v1/passkeys/challenge", purpose);
@@ -247,12 +251,13 @@ async function registerPasskey(ev) {
     const name = $("passkey-name").value.trim() || "passkey";
     const body = { name };
     if (keys.passkeys.length) body.assertion = await assertion({ for: "add-passkey" });
+    else body.code = $("passkey-code").value.trim();
     const c = await api("POST", "/v1/passkeys/register", body);
     const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(c.options.publicKey);
     publicKey.timeout = 60000;
     const cred = await navigator.credentials.create({ publicKey });
     await api("POST", "/v1/passkeys/register/finish", { ceremony: c.ceremony, credential: cred.toJSON() });
-    $("passkey-name").value = "";
+    $("passkey-name").value = ""; $("passkey-code").value = "";
     await passkeys();
   } catch (e) { $("passkey-error").textContent = e.name ? e.name + ": " + e.message : e.message; }
 }

@@ -4,16 +4,20 @@ Playwright for Python) with its virtual authenticator over CDP
 a real daemon with `[daemon] ack_requires = "passkey"`.
 
 Arguments: PAGE_URL (http://localhost:PORT) OPERATOR_TOKEN PROFILE_DIR
-POLICY_ID SHOTS_DIR. The policy is awaiting-ack when it starts.
+POLICY_ID SHOTS_DIR ENROL_CODE. The policy is awaiting-ack when it starts;
+ENROL_CODE is what `gatehost passkey enrol-code` printed.
 
 On stdout, one JSON line: what it saw. It checks nothing itself but what it
 must wait for; the Rust test judges the JSON (and git). Every wait is
 bounded; an error is reported in the JSON (`error`) and exit code 1.
 """
 
+import json
 import os
 import re
 import sys
+import urllib.error
+import urllib.request
 
 from playwright.sync_api import expect
 
@@ -65,6 +69,47 @@ REGISTER = """async ([name, assertion]) => {
 }"""
 
 
+# Begins a registration (POST /v1/passkeys/register with `body`) and keeps
+# its options in the page: {status, code, ceremony}.
+BEGIN = """async (body) => {
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const r = await fetch("/v1/passkeys/register", {method: "POST", credentials: "same-origin", headers,
+    body: JSON.stringify(body)});
+  const c = await r.json();
+  if (!r.ok) return {status: r.status, code: c.error && c.error.code, message: c.error && c.error.message};
+  window.held = window.held || {};
+  window.held[c.ceremony] = c.options.publicKey;
+  return {status: r.status, ceremony: c.ceremony};
+}"""
+
+# Finishes registration `ceremony` begun by BEGIN: {status, code} or {error}.
+FINISH = """async (ceremony) => {
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(window.held[ceremony]);
+  publicKey.timeout = 10000;
+  let cred;
+  try { cred = await navigator.credentials.create({publicKey}); } catch (e) { return {error: e.name}; }
+  const r = await fetch("/v1/passkeys/register/finish", {method: "POST", credentials: "same-origin", headers,
+    body: JSON.stringify({ceremony, credential: cred.toJSON()})});
+  const b = await r.json();
+  return {status: r.status, code: b.error && b.error.code, message: b.error && b.error.message};
+}"""
+
+
+def bearer(url, token, path, body):
+    """POSTs `body` to the daemon with the operator token (what a token
+    holder without the page does): the status."""
+    req = urllib.request.Request(url.replace("localhost", "127.0.0.1") + path, method="POST",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token,
+                                          "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 def authenticator(cdp, uv, transport="internal"):
     return cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
         "protocol": "ctap2", "transport": transport, "hasResidentKey": True,
@@ -73,7 +118,7 @@ def authenticator(cdp, uv, transport="internal"):
 
 
 def run(page, cdp, args, out):
-    url, operator, _profile, pid, shots = args
+    url, operator, _profile, pid, shots, code = args
     page.goto(url + "/ui/")
     page.wait_for_selector("#login:not([hidden])", timeout=WAIT)
     page.fill("#token", operator)
@@ -83,16 +128,52 @@ def run(page, cdp, args, out):
     out["ackMode"] = page.text_content("#ack-mode")
 
     cdp.send("WebAuthn.enable", {"enableUI": False})
-    aid = authenticator(cdp, True)
 
-    # Register through the page: a click, the authenticator's answer.
+    # The page's login is what any holder of the operator token has: with
+    # no passkey registered yet, it registers none without the enrolment
+    # code, nor with a wrong one; the page asks for the code.
+    out["codeFieldShown"] = page.is_visible("#passkey-code")
+    r = page.evaluate(BEGIN, {"name": "squatter"})
+    out["firstWithoutCode"] = {"status": r["status"], "code": r.get("code")}
+    r = page.evaluate(BEGIN, {"name": "squatter", "code": "00000-00000-00000-00000"})
+    out["firstWithWrongCode"] = {"status": r["status"], "code": r.get("code")}
+    page.fill("#passkey-name", "no code")
+    page.click("#passkey-register")
+    expect(page.locator("#passkey-error")).to_contain_text("enrol-code", timeout=WAIT)
+    out["pageWithoutCode"] = page.text_content("#passkey-error")
+
+    # A registration begun on the code while none is registered, left
+    # pending (a second tab, or whoever else saw the code).
+    early = page.evaluate(BEGIN, {"name": "early", "code": code})
+    out["earlyBegun"] = early["status"]
+
+    # Register through the page with the code: a click, the
+    # authenticator's answer.
+    aid = authenticator(cdp, True)
     page.fill("#passkey-name", "test laptop")
+    page.fill("#passkey-code", code)
     page.click("#passkey-register")
     expect(page.locator("#passkeys li")).to_have_count(1, timeout=WAIT)
     out["registered"] = page.text_content("#passkeys li")
     out["registerError"] = page.text_content("#passkey-error")
+    out["codeFieldAfter"] = page.is_visible("#passkey-code")
     creds = cdp.send("WebAuthn.getCredentials", {"authenticatorId": aid})["credentials"]
     out["credentials"] = [{"rpId": c["rpId"], "signCount": c["signCount"]} for c in creds]
+    first_key = creds[0]
+
+    # The early registration, finished now that a passkey exists (on
+    # another authenticator): refused, nothing added.
+    cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": aid})
+    evil = authenticator(cdp, True, "usb")
+    r = page.evaluate(FINISH, early.get("ceremony", ""))
+    out["earlyFinished"] = {"status": r.get("status"), "code": r.get("code"), "error": r.get("error")}
+    cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": evil})
+    aid = authenticator(cdp, True)
+    cdp.send("WebAuthn.addCredential", {"authenticatorId": aid, "credential": first_key})
+    # The code again: it registered one passkey; a later one needs an
+    # assertion.
+    r = page.evaluate(BEGIN, {"name": "again", "code": code})
+    out["codeAgain"] = {"status": r["status"], "code": r.get("code")}
 
     # A second registration with no assertion of the first is refused.
     second = page.evaluate(FETCH, ["POST", "/v1/passkeys/register", {"name": "another"}])
@@ -155,6 +236,10 @@ def run(page, cdp, args, out):
     # first's assertion for adding a passkey, then the second creates one.
     add = page.evaluate(ASSERT, [{"for": "add-passkey"}, "required"])
     out["addAssertion"] = "credential" in add
+    # While it is pending, a token holder floods the daemon with
+    # challenges: its own, never the page's, are pushed out.
+    out["flood"] = [bearer(url, operator, "/v1/passkeys/challenge", {"for": "add-passkey"})
+                    for _ in range(40)]
     cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": aid})
     other_auth = authenticator(cdp, True, "usb")
     second = page.evaluate(REGISTER, ["phone", add])
@@ -183,4 +268,4 @@ def with_cdp(context, page, args, out):
 
 
 if __name__ == "__main__":
-    sys.exit(main(with_cdp, 5, 2))
+    sys.exit(main(with_cdp, 6, 2))

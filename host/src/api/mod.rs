@@ -21,7 +21,7 @@
 //! | `POST /v1/routines/{id}/steps/{step}/resolve` | operator | `{response}`: answer a step's escalation |
 //! | `GET /v1/passkeys` | operator | what approving takes, the page's origin, the registered passkeys (see `passkeys`) |
 //! | `POST /v1/passkeys/challenge` | operator | `{for: approve, policy, tree}\|{for: add-passkey}\|{for: remove-passkey, passkey}`: a WebAuthn challenge for that only, `{ceremony, options}` |
-//! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, assertion?}` then `{ceremony, credential}`: register a passkey (a second one needs a registered one's assertion) |
+//! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, code?, assertion?}` then `{ceremony, credential}`: register a passkey (the first needs the enrolment code of `gatehost passkey enrol-code`, every later one a registered one's assertion) |
 //! | `POST /v1/passkeys/{id}/remove` | operator | `{assertion}` for removing exactly it |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
@@ -448,6 +448,7 @@ async fn cancel(State(st): State<AppState>, _: Operator, Path(id): Path<String>)
 async fn ack(
     State(st): State<AppState>,
     _: Operator,
+    passkeys::Login(login): passkeys::Login,
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::AckRequest>,
 ) -> ApiResult {
@@ -460,6 +461,7 @@ async fn ack(
         }
         Some(a) => Some(passkeys::prove(
             &st,
+            &login,
             a,
             &passkeys::approval(&st, &id, b.tree.as_deref())?,
         )?),

@@ -1,14 +1,17 @@
 //! The passkeys' routes: list, challenge, register (from the page only),
 //! remove, and the passkey half of an approval. Registration needs the
-//! page's login (a person's browser: the bearer token is refused) and,
-//! once one passkey is registered, an assertion of a registered one.
-//! Removing takes an assertion for exactly that passkey. It maps the
-//! relying party's and the engine's answers to the wire; it must never
-//! store a passkey or change a policy itself.
+//! page's login (a person's browser: the bearer token is refused) and the
+//! enrolment code (`gatehost passkey enrol-code`, for the first passkey)
+//! or an assertion of a registered one (every later one). Removing takes
+//! an assertion for exactly that passkey. Every ceremony is held for the
+//! login that began it ([`Login`]). It maps the relying party's and the
+//! engine's answers to the wire; it must never store a passkey or change a
+//! policy itself.
 
 use super::{ApiError, ApiResult, AppState, JsonBody, Operator, ok};
 use crate::engine::passkeys::approval_subject;
-use crate::passkey::{PasskeyError, Proof, Purpose};
+use crate::passkey::enrol::EnrolError;
+use crate::passkey::{Authority, Grant, PasskeyError, Proof, Purpose};
 use crate::store::PolicyStatus;
 use crate::wire;
 use axum::extract::{FromRequestParts, Path, State};
@@ -27,6 +30,16 @@ impl From<PasskeyError> for ApiError {
             PasskeyError::NeedsAssertion => (StatusCode::FORBIDDEN, "passkey-required"),
             PasskeyError::Rejected(_) => (StatusCode::FORBIDDEN, "passkey-rejected"),
             PasskeyError::BadName(_) => return ApiError::bad_request("name", e.to_string()),
+            PasskeyError::Busy => (StatusCode::TOO_MANY_REQUESTS, "passkeys-busy"),
+            PasskeyError::Enrol(EnrolError::Missing) => {
+                (StatusCode::FORBIDDEN, "enrol-code-required")
+            }
+            PasskeyError::Enrol(EnrolError::Refused) => {
+                (StatusCode::FORBIDDEN, "enrol-code-refused")
+            }
+            PasskeyError::Enrol(EnrolError::Write { .. }) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         };
         tracing::warn!(code, error = %e, "a passkey ceremony was refused");
         ApiError::new(status, code, e.to_string())
@@ -58,6 +71,31 @@ impl FromRequestParts<AppState> for PageOperator {
             Some(r) => r.map(|_| PageOperator),
             None => Err(page_only()),
         }
+    }
+}
+
+/// Who began a ceremony: `bearer` (the operator token) or a page login
+/// (`page:` and its cookie's digest). Each login's ceremonies are its own:
+/// another's cannot answer them, nor push them out.
+pub(super) struct Login(pub String);
+
+impl FromRequestParts<AppState> for Login {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        use sha2::{Digest, Sha256};
+        if parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            return Ok(Login("bearer".into()));
+        }
+        Ok(Login(
+            match super::ui::cookie_value(&parts.headers, super::ui::COOKIE) {
+                Some(c) => format!("page:{}", hex::encode(Sha256::digest(c.as_bytes()))),
+                None => "bearer".into(),
+            },
+        ))
     }
 }
 
@@ -123,23 +161,25 @@ fn purpose(st: &AppState, f: wire::ChallengeFor) -> Result<Purpose, ApiError> {
 pub(super) async fn challenge(
     State(st): State<AppState>,
     _: Operator,
+    Login(login): Login,
     JsonBody(f): JsonBody<wire::ChallengeFor>,
 ) -> ApiResult {
     let purpose = purpose(&st, f)?;
     let registered = st.engine.usable_passkeys()?;
-    let (ceremony, options) = st.passkeys.begin_assertion(purpose, &registered)?;
+    let (ceremony, options) = st.passkeys.begin_assertion(&login, purpose, &registered)?;
     ok(wire::PasskeyChallenge { ceremony, options })
 }
 
 /// Verifies `a` for `wanted`, and records the passkey's use.
 pub(super) fn prove(
     st: &AppState,
+    login: &str,
     a: &wire::PasskeyAssertion,
     wanted: &Purpose,
 ) -> Result<Proof, ApiError> {
     let proof = st
         .passkeys
-        .finish_assertion(&a.ceremony, wanted, &a.credential)?;
+        .finish_assertion(login, &a.ceremony, wanted, &a.credential)?;
     st.engine.passkey_used(&proof)?;
     Ok(proof)
 }
@@ -164,11 +204,12 @@ pub(super) fn approval(
 pub(super) async fn register(
     State(st): State<AppState>,
     _: PageOperator,
+    Login(login): Login,
     JsonBody(b): JsonBody<wire::PasskeyRegister>,
 ) -> ApiResult {
     let registered = st.engine.usable_passkeys()?;
     let proof = match &b.assertion {
-        Some(a) => Some(prove(&st, a, &Purpose::AddPasskey)?),
+        Some(a) => Some(prove(&st, &login, a, &Purpose::AddPasskey)?),
         None if registered.is_empty() && !st.engine.passkeys()?.is_empty() => {
             // Registered but none usable (damaged): only the operator's
             // files can mend that.
@@ -180,10 +221,19 @@ pub(super) async fn register(
         }
         None => None,
     };
+    // The code is looked at only while none is registered (a later one
+    // needs an assertion, whatever code comes with it).
+    let grant = match (&proof, b.code.as_deref()) {
+        (Some(p), _) => Some(Grant::Proof(p)),
+        (None, Some(code)) if registered.is_empty() => {
+            Some(Grant::Code(st.passkeys.check_code(code)?))
+        }
+        (None, _) => None,
+    };
     let user = st.engine.passkey_user()?;
     let (ceremony, options) =
         st.passkeys
-            .begin_registration(user, &b.name, &registered, proof.as_ref())?;
+            .begin_registration(&login, user, &b.name, &registered, grant)?;
     ok(wire::PasskeyChallenge { ceremony, options })
 }
 
@@ -191,12 +241,32 @@ pub(super) async fn register(
 pub(super) async fn register_finish(
     State(st): State<AppState>,
     _: PageOperator,
+    Login(login): Login,
     JsonBody(b): JsonBody<wire::PasskeyRegisterFinish>,
 ) -> ApiResult {
     let new = st
         .passkeys
-        .finish_registration(&b.ceremony, &b.credential)?;
+        .finish_registration(&login, &b.ceremony, &b.credential)?;
+    // A code spent, replaced or expired since the ceremony began allows
+    // nothing; whether a passkey is registered already is the store's to
+    // say, in the transaction that would add this one.
+    if let Authority::EnrolCode(checked) = &new.authority
+        && !st.passkeys.code_still(checked)
+    {
+        return Err(PasskeyError::Enrol(EnrolError::Refused).into());
+    }
     st.engine.add_passkey(&new)?;
+    // A passkey exists now: no code registers anything any more.
+    if matches!(new.authority, Authority::EnrolCode(_)) {
+        st.passkeys.spend_code();
+    }
+    let dropped = st.passkeys.drop_unproven();
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "registrations begun on the enrolment code were ended: a passkey is registered"
+        );
+    }
     let row = st
         .engine
         .passkeys()?
@@ -216,11 +286,13 @@ pub(super) async fn register_finish(
 pub(super) async fn remove(
     State(st): State<AppState>,
     _: Operator,
+    Login(login): Login,
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::PasskeyRemove>,
 ) -> ApiResult {
     let proof = prove(
         &st,
+        &login,
         &b.assertion,
         &Purpose::RemovePasskey { id: id.clone() },
     )?;

@@ -14,6 +14,7 @@ mod doctor;
 pub mod error;
 mod hook;
 mod mcp;
+mod passkey;
 mod plugin;
 mod plugin_list;
 mod plugin_new;
@@ -120,6 +121,10 @@ pub enum Command {
     /// token; by default the operator.token of the local daemon): it works
     /// once, within 2 minutes.
     Ui(ui::UiArgs),
+    /// The operator's passkeys: `enrol-code` makes the one-time code the
+    /// first passkey's registration on the page needs.
+    #[command(subcommand)]
+    Passkey(passkey::PasskeyCommand),
     /// Start, follow, cancel and answer routines: steps an agent carries
     /// out one after another (client of `serve`).
     #[command(after_help = routine::AFTER_HELP)]
@@ -375,6 +380,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Wait { client, wait } => client::wait(wait, client),
         Command::Mcp(args) => mcp::run(args),
         Command::Ui(args) => ui::run(args),
+        Command::Passkey(command) => passkey::run(command),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());

@@ -24,7 +24,10 @@ one in force stays) and a valid one is put in force for every gate that
 starts from then on (a config:reloaded event naming what changed; gates
 already running keep theirs). A few settings need a restart (listed in the
 event as needsRestart, their old value kept): see docs/daemon.md, \"Live
-configuration\". [daemon] enabled = false pauses supervision: turn-ends are
+configuration\". A change that weakens a guarantee (ack_requires lowered to
+\"token\", a workspace root or notify URL prefix added, a session policy
+dropped, [agents] confinement lowered) is held until a restart, with a
+config:held event. [daemon] enabled = false pauses supervision: turn-ends are
 recorded, no gate starts, until a reload enables it again.";
 
 #[derive(Debug, clap::Args)]
@@ -274,7 +277,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let local_page = bound.page();
         // The page's origin: `public_url`, else the local page.
         let page = public_url.unwrap_or_else(|| local_page.clone());
-        let passkeys = crate::passkey::Passkeys::new(&page);
+        let passkeys = crate::passkey::Passkeys::with_enrolment(&page, Some(&data_dir));
         if ack_requires == crate::config::AckRequires::Passkey
             && let Some(why) = passkeys.unavailable()
         {

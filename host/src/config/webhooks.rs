@@ -46,7 +46,8 @@ impl Format {
 /// escalated (`review:escalated`), an agent gone silent, an agent's
 /// permission request waiting for the operator, a routine's step escalated
 /// to the operator or a routine failed, a session policy or a `next` refused,
-/// a configuration rejected, a passkey registered or removed (a person
+/// a configuration rejected, a weakening of the configuration held until a
+/// restart (`config:held`), a passkey registered or removed (a person
 /// should know who can approve). The default of `notify_url` and of every chat
 /// format.
 pub const ATTENTION: &[&str] = &[
@@ -63,6 +64,7 @@ pub const ATTENTION: &[&str] = &[
     "routine:escalated",
     "routine:failed",
     "config:rejected",
+    "config:held",
     "passkey:registered",
     "passkey:removed",
 ];

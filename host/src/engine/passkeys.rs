@@ -2,11 +2,14 @@
 //! removed, each stored with its event (`passkey:registered`,
 //! `passkey:removed`) in one transaction, and what an approval must be
 //! bound to. It never verifies a ceremony (`crate::passkey` does, and
-//! hands over a [`Proof`] or a [`NewPasskey`]).
+//! hands over a [`Proof`] or a [`NewPasskey`]), but it holds the rule of
+//! who may add one where the passkey is stored, in the same transaction:
+//! the first needs the enrolment code, every later one an assertion of a
+//! passkey still registered.
 
 use super::{Engine, EngineError, EngineResult, stored};
 use crate::config::AckRequires;
-use crate::passkey::{NewPasskey, Proof, Purpose, Registered};
+use crate::passkey::{Authority, NewPasskey, Proof, Purpose, Registered};
 use crate::store::{PasskeyRow, PolicyRow, now_ms};
 use serde::Serialize;
 
@@ -74,9 +77,32 @@ impl Engine {
     }
 
     /// Stores a passkey a registration made, with its event; a credential
-    /// registered already is refused.
+    /// registered already is refused, and so is one whose registration was
+    /// begun on what no longer allows it (checked in the transaction that
+    /// stores it): on the enrolment code once any passkey is registered,
+    /// on an assertion of a passkey no longer registered.
     pub fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
         self.write(|tx| {
+            let registered = tx.passkeys()?;
+            match &new.authority {
+                Authority::EnrolCode(_) if !registered.is_empty() => {
+                    tracing::warn!(passkey = %new.id, name = %new.name, "a registration begun on the enrolment code was refused: a passkey is registered already");
+                    return Err(forbidden(
+                        "passkey-required",
+                        "a passkey is registered already: this registration was begun before it was, on the enrolment code, and adding another now needs an assertion of a registered passkey",
+                    ));
+                }
+                Authority::EnrolCode(_) => {}
+                Authority::Passkey { id } => {
+                    if !registered.iter().any(|r| &r.id == id && r.passkey.is_ok()) {
+                        tracing::warn!(passkey = %new.id, by = %id, "a registration was refused: the passkey whose assertion allowed it is no longer registered");
+                        return Err(forbidden(
+                            "passkey-required",
+                            format!("the passkey {id} whose assertion allowed this registration is no longer registered"),
+                        ));
+                    }
+                }
+            }
             if !tx.insert_passkey(&new.id, &new.name, &new.passkey, now_ms())? {
                 return Err(EngineError::Conflict {
                     code: "passkey-registered",
@@ -172,5 +198,80 @@ impl Engine {
         proof
             .require(&wanted)
             .map_err(|e| forbidden("passkey-mismatch", e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::passkey::enrol::Checked;
+
+    /// A passkey as a real registration stored it (Chromium's virtual
+    /// authenticator, through the page), its credential id `ID`.
+    const STORED: &str = r#"{"cred":{"cred_id":"ID","cred":{"type_":"ES256","key":{"EC_EC2":{"curve":"SECP256R1","x":"gCpwFMRKNpciyKZXzQM4H3SrsyKMfhRQQu7GH3M4b9Q","y":"y8jJ8C_FUtM0_kTBw9BsVySVaWAUHrVNwLl8lVW7mc0"}}},"counter":4,"transports":null,"user_verified":true,"backup_eligible":false,"backup_state":false,"registration_policy":"required","extensions":{"cred_protect":"Ignored","hmac_create_secret":"NotRequested","appid":"NotRequested","cred_props":{"Unsigned":{"rk":null}}},"attestation":{"data":"None","metadata":"None"},"attestation_format":"none"}}"#;
+
+    fn new(id: &str, authority: Authority) -> NewPasskey {
+        NewPasskey {
+            id: id.to_string(),
+            name: format!("key {id}"),
+            passkey: serde_json::from_str(&STORED.replace("\"ID\"", &format!("\"{id}\"")))
+                .expect("a stored passkey"),
+            by: "the test".into(),
+            authority,
+        }
+    }
+
+    fn refused(e: EngineResult<()>) -> String {
+        match e {
+            Err(EngineError::Forbidden { code, message }) => {
+                assert_eq!(code, "passkey-required");
+                message
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    /// The rule is the store transaction's, whatever the ceremony was
+    /// begun on: a registration begun on the code while none existed and
+    /// finished after one was stored adds nothing, nor does one begun on
+    /// the assertion of a passkey removed since.
+    #[test]
+    fn the_transaction_that_stores_a_passkey_holds_the_rule_of_who_may_add_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::store::Store::open(dir.path()).expect("store");
+        let engine = Engine::new(
+            store,
+            crate::gate::GateRunner::new(crate::config::HostConfig::default()),
+        )
+        .expect("engine");
+        let code = || Authority::EnrolCode(Checked::for_tests("ABCDE"));
+        let begun_early = new("BBBBBBBB", code());
+        engine
+            .add_passkey(&new("AAAAAAAA", code()))
+            .expect("the first, on the code");
+        let why = refused(engine.add_passkey(&begun_early));
+        assert!(why.contains("registered already"), "{why}");
+        engine
+            .add_passkey(&new(
+                "CCCCCCCC",
+                Authority::Passkey {
+                    id: "AAAAAAAA".into(),
+                },
+            ))
+            .expect("a second, on the first's assertion");
+        let why = refused(engine.add_passkey(&new(
+            "DDDDDDDD",
+            Authority::Passkey {
+                id: "ZZZZZZZZ".into(),
+            },
+        )));
+        assert!(why.contains("no longer registered"), "{why}");
+        let ids: Vec<String> = engine
+            .passkeys()
+            .expect("passkeys")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, ["AAAAAAAA", "CCCCCCCC"]);
     }
 }

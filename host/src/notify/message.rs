@@ -278,6 +278,12 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 Priority::High,
                 &["warning"],
             ),
+            "config:held" => (
+                "gatehost: a weakening of the configuration is held until a restart".to_string(),
+                because("the stronger setting stays in force"),
+                Priority::High,
+                &["warning"],
+            ),
             "config:reloaded" => (
                 "gatehost: the configuration was reloaded".to_string(),
                 if shown.changed.is_empty() {

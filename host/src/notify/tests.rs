@@ -160,6 +160,11 @@ fn every_attention_event_has_its_own_words() {
         ),
         ("config:rejected", json!({"reason": "r"}), "rejected"),
         (
+            "config:held",
+            json!({"held": ["daemon.ack_requires"], "reason": "r"}),
+            "held until a restart",
+        ),
+        (
             "passkey:registered",
             json!({"passkeyId": "c1", "name": "laptop", "by": "the operator"}),
             "passkey 'laptop' was registered",
