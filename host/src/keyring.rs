@@ -75,6 +75,38 @@ impl Keyring {
             .unwrap_or_default()
     }
 
+    /// The newest key of each of the `most` sessions kept most recently
+    /// (newest first): what a client presents with a read that names no
+    /// session (a listing, the events), so that it sees its own sessions.
+    pub fn recent(&self, most: usize) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = dir
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| {
+                // Never through a link, as `get`.
+                let meta = std::fs::symlink_metadata(e.path()).ok()?;
+                (meta.is_file() && meta.len() <= 64 * 1024)
+                    .then(|| Some((meta.modified().ok()?, e.path())))?
+            })
+            .collect();
+        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files
+            .into_iter()
+            .take(most)
+            .filter_map(|(_, path)| {
+                std::fs::read_to_string(path).ok().and_then(|t| {
+                    t.lines()
+                        .map(str::trim)
+                        .find(|k| !k.is_empty())
+                        .map(str::to_string)
+                })
+            })
+            .collect()
+    }
+
     /// Keeps `key` for `session`, first of the newest [`KEPT`],
     /// owner-only, written whole or not at all.
     pub fn put(&self, session: &str, key: &str) -> std::io::Result<()> {
