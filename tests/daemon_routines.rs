@@ -13,7 +13,13 @@ use crate::daemon_acp::{agent_dir, python, setup, setup_with_env, wait_for};
 use serde_json::{Value, json};
 
 /// An ACP step running the scripted agent in `mode`.
-pub(crate) fn acp_step(s: &Scratch, label: &str, mode: &str, marker: &str, on_input: Value) -> Value {
+pub(crate) fn acp_step(
+    s: &Scratch,
+    label: &str,
+    mode: &str,
+    marker: &str,
+    on_input: Value,
+) -> Value {
     json!({
         "label": label,
         "prompt": format!("carry out {label}"),

@@ -41,7 +41,15 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
     // An operator-chosen id, a plain started session.
     let plain = d.cli(
         &[
-            "session", "start", "--id", "reviewer", "--cwd", &ws, "--", python(), &script,
+            "session",
+            "start",
+            "--id",
+            "reviewer",
+            "--cwd",
+            &ws,
+            "--",
+            python(),
+            &script,
             &marker,
         ],
         &d.operator,
@@ -49,13 +57,28 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
     // The same for an ACP session.
     let acp = d.cli(
         &[
-            "session", "start", "--acp", "--id", "bot", "--cwd", &ws, "--prompt", "hello", "--",
-            python(), &script, &marker,
+            "session",
+            "start",
+            "--acp",
+            "--id",
+            "bot",
+            "--cwd",
+            &ws,
+            "--prompt",
+            "hello",
+            "--",
+            python(),
+            &script,
+            &marker,
         ],
         &d.operator,
     );
     for (what, run) in [("plain", &plain), ("acp", &acp)] {
-        assert_ne!(run.code, 0, "{what}: a start over a squatted id: {}", run.stdout);
+        assert_ne!(
+            run.code, 0,
+            "{what}: a start over a squatted id: {}",
+            run.stdout
+        );
         assert!(
             run.stderr.contains("session-id-taken") && run.stderr.contains("already registered"),
             "{what}: {}",
@@ -74,7 +97,15 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
     // Under an id nobody holds, the operator's start works.
     let ok = d.cli(
         &[
-            "session", "start", "--id", "reviewer-2", "--cwd", &ws, "--", python(), &script,
+            "session",
+            "start",
+            "--id",
+            "reviewer-2",
+            "--cwd",
+            &ws,
+            "--",
+            python(),
+            &script,
             &marker,
         ],
         &d.operator,
@@ -100,7 +131,11 @@ fn a_routine_steps_session_id_cannot_be_registered_by_the_agent_token() {
     wait_event(&d, &id, "routine:escalated");
     // The run id is readable with the agent token; the ids its steps'
     // sessions will take are not the agent's to register.
-    for squat in [format!("{id}.s1.r0"), format!("{id}.s0.r1"), format!("{id}.s0.r0")] {
+    for squat in [
+        format!("{id}.s1.r0"),
+        format!("{id}.s0.r1"),
+        format!("{id}.s0.r0"),
+    ] {
         let (code, body) = d.http(
             "POST",
             "/v1/sessions",
@@ -213,7 +248,10 @@ fn the_agent_tokens_routine_never_runs_in_a_session_of_the_operators() {
     assert_eq!(body["error"]["code"], "session-owned-by-operator", "{body}");
     // The operator's own routine may.
     let file = s.write("r.json", &spec.to_string());
-    let r = d.cli(&["routine", "start", &file.display().to_string()], &d.operator);
+    let r = d.cli(
+        &["routine", "start", &file.display().to_string()],
+        &d.operator,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
@@ -262,33 +300,37 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
     assert_eq!(code, 403, "attaching needs b's key: {p}");
     let client = d.client();
     let (code, bytes) = d
-        .block(client.send_with_keys(
-            reqwest::Method::POST,
-            "/v1/policies",
-            Some(&d.agent),
-            Some(
-                json!({"sessionId": "b", "gate": {"command": "true"}})
-                    .to_string()
-                    .into_bytes(),
+        .block(
+            client.send_with_keys(
+                reqwest::Method::POST,
+                "/v1/policies",
+                Some(&d.agent),
+                Some(
+                    json!({"sessionId": "b", "gate": {"command": "true"}})
+                        .to_string()
+                        .into_bytes(),
+                ),
+                std::slice::from_ref(&b),
             ),
-            std::slice::from_ref(&b),
-        ))
+        )
         .expect("attach");
     let p: Value = serde_json::from_slice(&bytes).expect("json");
     assert_eq!(code, 201, "{p}");
     let pid = p["policyId"].as_str().expect("policyId").to_string();
     let (code, v) = d
-        .block(client.send_with_keys(
-            reqwest::Method::POST,
-            "/v1/sessions/b/report",
-            Some(&d.agent),
-            Some(
-                json!({"kind": "turn-end", "message": "b's secret plan"})
-                    .to_string()
-                    .into_bytes(),
+        .block(
+            client.send_with_keys(
+                reqwest::Method::POST,
+                "/v1/sessions/b/report",
+                Some(&d.agent),
+                Some(
+                    json!({"kind": "turn-end", "message": "b's secret plan"})
+                        .to_string()
+                        .into_bytes(),
+                ),
+                std::slice::from_ref(&b),
             ),
-            std::slice::from_ref(&b),
-        ))
+        )
         .expect("report");
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&v));
     d.wait_status(&pid, "done", std::time::Duration::from_secs(60));
@@ -352,7 +394,10 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
         assert_eq!(code, 200, "{path} with b's key: {v}");
     }
     let (code, v) = read(&d, &format!("/v1/policies/{pid}/diff"), &[&b]);
-    assert_ne!(code, 403, "b reads its policy's diff (or is told it has none): {v}");
+    assert_ne!(
+        code, 403,
+        "b reads its policy's diff (or is told it has none): {v}"
+    );
     let (code, v) = read(&d, "/v1/sessions/b", &[&b]);
     assert_eq!(code, 200);
     assert_eq!(v["lastMessage"], "b's secret plan", "{v}");

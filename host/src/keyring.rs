@@ -146,6 +146,30 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
+    fn recent_answers_the_newest_key_of_the_sessions_kept_last_never_through_a_link() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let k = Keyring::at(t.path().join("keys"));
+        assert!(k.recent(10).is_empty(), "no directory: no keys");
+        for (i, s) in ["s1", "s2", "s3"].iter().enumerate() {
+            k.put(s, &format!("gsk_old{i}")).expect("put");
+            k.put(s, &format!("gsk_new{i}")).expect("put");
+            let when =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + i as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(k.file(s))
+                .and_then(|f| f.set_modified(when))
+                .expect("mtime");
+        }
+        assert_eq!(k.recent(2), ["gsk_new2", "gsk_new1"]);
+        assert_eq!(k.recent(10).len(), 3);
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "gsk_planted\n").expect("write");
+        std::os::unix::fs::symlink(&outside, k.dir().join("link")).expect("link");
+        assert!(!k.recent(10).contains(&"gsk_planted".to_string()));
+    }
+
+    #[test]
     fn the_newest_keys_are_kept_per_session_owner_only() {
         let t = tempfile::tempdir().expect("tempdir");
         let k = Keyring::at(t.path().join("keys"));

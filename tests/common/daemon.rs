@@ -395,6 +395,14 @@ impl Daemon {
         v
     }
 
+    /// As the operator (how a test observes what it does not test the
+    /// agent's reach of); panics unless 2xx.
+    pub fn operator_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (s, v) = self.http(method, path, Some(&self.operator), body);
+        assert!((200..300).contains(&s), "{method} {path}: HTTP {s}: {v}");
+        v
+    }
+
     /// Registers a session through the typed client; its JSON.
     pub fn register(&self, id: &str, cwd: &Path) -> Value {
         let input = gatehost::wire::RegisterRequest {

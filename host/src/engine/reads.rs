@@ -34,7 +34,10 @@ impl Engine {
     pub fn session_for(&self, id: &str, caller: &Caller) -> EngineResult<SessionRow> {
         let s = self.session(id)?;
         if !caller.covers(&s) {
-            tracing::info!(session = id, "a read of a session without its key is refused");
+            tracing::info!(
+                session = id,
+                "a read of a session without its key is refused"
+            );
             return Err(refused(format!("session '{id}' (its record and messages)")));
         }
         Ok(s)

@@ -137,7 +137,8 @@ async fn routine_list(client: &Client, args: JsonObject) -> ToolResult {
 async fn poll(client: &Client, at: &Whereabouts, args: JsonObject) -> ToolResult {
     let mut input: EventsPollInput = decode(args)?;
     // Naming neither sessions nor policies: the caller's own session's
-    // events, when it has one (else every event, as before).
+    // events, when it has one (else those of the sessions whose keys the
+    // client presents: the daemon reads an agent nothing else).
     if input.session_ids.is_none() && input.policy_ids.is_none() {
         input.session_ids = current::find(client, at)
             .await
