@@ -92,7 +92,7 @@ impl Keyring {
                     .then(|| Some((meta.modified().ok()?, e.path())))?
             })
             .collect();
-        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
         files
             .into_iter()
             .take(most)

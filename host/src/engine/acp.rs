@@ -49,11 +49,14 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Default)]
 pub(super) struct Acp {
     prompts: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
-    /// By (session, request id); the answer and the routine that gave
-    /// it (none: the operator).
-    escalations: Mutex<HashMap<(String, String), oneshot::Sender<(bool, Option<String>)>>>,
+    /// By (session, request id).
+    escalations: Mutex<HashMap<(String, String), oneshot::Sender<Answer>>>,
     next_request: AtomicU64,
 }
+
+/// An escalation's answer: allowed or not, and the routine that gave it
+/// (none: the operator).
+type Answer = (bool, Option<String>);
 
 /// Who answered a permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
