@@ -7,11 +7,12 @@
 //! Where it starts: after `Last-Event-ID` (what an `EventSource` sends
 //! when it reconnects), else after `since`, else after the newest event
 //! stored (only what happens from now). Filters as `/v1/events`: `types`,
-//! `session`, `policy`; with the agent token, as there, only naming
-//! sessions or policies whose keys it presents. Bounded by the API's limits: a stream holds a
-//! place among the long-polls (503 `too-many-waiters` past the cap, see
-//! `limits`) and ends after [`STREAM_SPAN`]; the client reconnects with
-//! `Last-Event-ID` and misses nothing. It must never change state.
+//! `session`, `policy`; with the agent token, as there, only sessions and
+//! policies whose keys it presents (`engine::reads`). Bounded by the API's
+//! limits: a stream holds a place among the long-polls (503
+//! `too-many-waiters` past the cap, see `limits`) and ends after
+//! [`STREAM_SPAN`]; the client reconnects with `Last-Event-ID` and misses
+//! nothing. It must never change state.
 
 use super::{ApiError, ApiResult, AppState, Credential, int_param, list_param, types_param};
 use crate::engine::{Engine, EngineError};

@@ -12,8 +12,11 @@
 //! chunks since the prompt as the session's last message. A
 //! `session/request_permission` is answered by the session's permission
 //! rule (`permission`), an escalation by the operator
-//! ([`Engine::resolve_permission`]) or, at its timeout, denied; each answer
-//! is a `session:permission` event. The agent's requests to read or write
+//! ([`Engine::resolve_permission`]) or by the `auto-allow` of a routine's
+//! step in the session (only the operator's routines run in the
+//! operator's sessions: `routines::ops`), or, at its timeout, denied; each
+//! answer is a `session:permission` event saying who answered (`by`, and
+//! the run for a routine's). The agent's requests to read or write
 //! files or run terminals (`fs/*`, `terminal/*`) are refused, each with a
 //! `session:client-refused` event: the agent has its own tools, in its own
 //! sandbox, and the daemon never reads or writes a path for it.
