@@ -665,7 +665,9 @@ fn events_tail_follows_the_bus_for_a_person() {
     let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
         .args(["events", "tail", "--since", "0"])
         .env("GATEHOST_SERVER", &d.url)
-        .env("GATEHOST_TOKEN", &d.agent)
+        // A person follows the bus with the operator's token (the agent
+        // token reads only the sessions whose keys it presents).
+        .env("GATEHOST_TOKEN", &d.operator)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -1093,7 +1095,7 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
                 .collect::<Vec<_>>()
         });
         let listed = || {
-            d.agent_ok("GET", "/v1/policies?limit=1000", None)["policies"]
+            d.operator_ok("GET", "/v1/policies?limit=1000", None)["policies"]
                 .as_array()
                 .map_or(0, Vec::len)
         };
@@ -1355,7 +1357,7 @@ fn a_url_that_never_answers_delays_only_itself() {
     for _ in 0..40 {
         d.report("s2", "turn-start");
     }
-    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+    let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_u64()
         .expect("cursor");
     let deadline = started + Duration::from_secs(4);

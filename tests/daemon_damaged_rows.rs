@@ -92,7 +92,7 @@ fn damaged_policy(status: &str, column: &str, value: &str) {
     drop(conn);
     d = Daemon::start(&s.etc.join("data"), &d.config.clone());
     // The list answers, showing the damaged policy blocked, with why.
-    let (code, page) = d.http("GET", "/v1/policies", Some(&d.agent), None);
+    let (code, page) = d.http("GET", "/v1/policies", Some(&d.operator), None);
     assert_eq!(code, 200, "{page}");
     let listed = page["policies"]
         .as_array()
@@ -125,7 +125,7 @@ fn damaged_policy(status: &str, column: &str, value: &str) {
     let (code, one) = d.http(
         "GET",
         &format!("/v1/policies/{victim}"),
-        Some(&d.agent),
+        Some(&d.operator),
         None,
     );
     assert_eq!((code, &one["status"]), (200, &json!("blocked")), "{one}");
@@ -327,7 +327,7 @@ fn damaged_session(column: &str, value: &str) {
         )
         .expect("damage the row");
     d = Daemon::start(&data, &cfg);
-    let (code, page) = d.http("GET", "/v1/sessions", Some(&d.agent), None);
+    let (code, page) = d.http("GET", "/v1/sessions", Some(&d.operator), None);
     assert_eq!(code, 200, "{page}");
     let s1 = page["sessions"]
         .as_array()

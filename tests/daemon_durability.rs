@@ -63,6 +63,8 @@ fn wait_keeps_waiting_across_a_daemon_restart() {
         .args(["wait", "--policy", &pid, "--timeout", "60s"])
         .env("GATEHOST_SERVER", &d.url)
         .env("GATEHOST_TOKEN", &d.agent)
+        // The agent's keyring: reading its policy takes its session's key.
+        .env("GATEHOST_SESSION_KEYS", d.keyring().dir())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -235,7 +237,7 @@ deliveries_max_age = \"1s\"
     let deadline = Instant::now() + Duration::from_secs(120);
     let total = N + N / 2;
     let policies = loop {
-        let (_, v) = d.http("GET", "/v1/policies?limit=1000", Some(&d.agent), None);
+        let (_, v) = d.http("GET", "/v1/policies?limit=1000", Some(&d.operator), None);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
         if done == total || Instant::now() > deadline {
@@ -779,7 +781,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
     assert!(head > 30, "{head}");
     let deadline = Instant::now() + T;
     loop {
-        let v = d.agent_ok("GET", "/v1/policies?limit=100", None);
+        let v = d.operator_ok("GET", "/v1/policies?limit=100", None);
         let ids: Vec<&str> = v["policies"]
             .as_array()
             .expect("list")
@@ -795,7 +797,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(d.log().contains("retention deleted"), "{}", d.log());
-    let events = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None);
+    let events = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None);
     let list = events["events"].as_array().expect("events");
     let others = list
         .iter()

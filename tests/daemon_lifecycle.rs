@@ -1190,7 +1190,7 @@ fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
     let (s, mut d) = setup();
     d.register("s1", &s.ws);
     let pid = d.attach(json!({"sessionId": "s1", "watchFrom": "now", "gate": {"command": "true"}}));
-    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+    let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_u64()
         .expect("cursor");
     let polls = [
@@ -1294,7 +1294,7 @@ fn an_attach_that_could_never_gate_is_refused() {
     d.register("gone", &s.ws);
     d.register("alive", &s.ws);
     d.report("gone", "exited");
-    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+    let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_i64()
         .expect("cursor");
     let (code, v) = d.http(
@@ -1336,7 +1336,7 @@ fn a_fan_in_policys_events_reach_every_member() {
     let (s, d) = setup();
     d.register("s1", &s.ws);
     d.register("s2", &s.ws);
-    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+    let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_i64()
         .expect("cursor");
     // The operator's (a policy the agent attached would leave the

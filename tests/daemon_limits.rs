@@ -69,14 +69,14 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
     let cfg = s.write("config.toml", &allow_config(&[]));
     let d = Daemon::start_with_nofile(&s.etc.join("data"), &cfg, 128);
     let addr = d.url.trim_start_matches("http://").to_string();
-    let head = d.agent_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
+    let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_i64()
         .expect("cursor");
     let baseline = open_fds(d.pid());
     let path = format!("/v1/events?since={head}&wait=55s");
     let mut polls: Vec<(TcpStream, Vec<u8>, bool)> = (0..300)
         .map(|_| {
-            let c = request(&addr, &path, Some(&d.agent), false);
+            let c = request(&addr, &path, Some(&d.operator), false);
             c.set_nonblocking(true).expect("nonblocking");
             (c, Vec::new(), false)
         })
@@ -167,7 +167,7 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
     let (code, body) = d.http(
         "GET",
         &format!("/v1/events?since={head}&wait=10ms"),
-        Some(&d.agent),
+        Some(&d.operator),
         None,
     );
     assert_eq!(code, 200, "{body}");

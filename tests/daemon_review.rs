@@ -284,7 +284,7 @@ impl Stream {
         write!(
             tcp,
             "GET /v1/events/stream?{query} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n{resume}\r\n",
-            d.agent
+            d.operator
         )
         .expect("request");
         let mut reader = std::io::BufReader::new(tcp);

@@ -13,7 +13,13 @@ use crate::daemon_acp::{agent_dir, python, setup, setup_with_env, wait_for};
 use serde_json::{Value, json};
 
 /// An ACP step running the scripted agent in `mode`.
-fn acp_step(s: &Scratch, label: &str, mode: &str, marker: &str, on_input: Value) -> Value {
+pub(crate) fn acp_step(
+    s: &Scratch,
+    label: &str,
+    mode: &str,
+    marker: &str,
+    on_input: Value,
+) -> Value {
     json!({
         "label": label,
         "prompt": format!("carry out {label}"),
@@ -27,7 +33,7 @@ fn acp_step(s: &Scratch, label: &str, mode: &str, marker: &str, on_input: Value)
 }
 
 /// Starts the routine through the CLI (operator); its id.
-fn start(d: &Daemon, s: &Scratch, spec: Value) -> String {
+pub(crate) fn start(d: &Daemon, s: &Scratch, spec: Value) -> String {
     let file = s.write("routine.json", &spec.to_string());
     let r = d.cli(
         &["routine", "start", &file.display().to_string()],
@@ -45,14 +51,14 @@ fn status(d: &Daemon, id: &str) -> Value {
 }
 
 /// The routine's events of `kind`.
-fn events(d: &Daemon, id: &str, kind: &str) -> Vec<Value> {
+pub(crate) fn events(d: &Daemon, id: &str, kind: &str) -> Vec<Value> {
     d.all_events(&format!("&types={kind}"))
         .into_iter()
         .filter(|e| e["payload"]["routineId"] == id)
         .collect()
 }
 
-fn wait_event(d: &Daemon, id: &str, kind: &str) -> Value {
+pub(crate) fn wait_event(d: &Daemon, id: &str, kind: &str) -> Value {
     wait_for(&format!("{kind} of {id}"), || {
         events(d, id, kind).into_iter().next()
     })
@@ -65,7 +71,7 @@ fn prompts(s: &Scratch) -> Vec<String> {
 
 /// Waits until the agents carrying `marker` are gone (the run stops the
 /// agents it started), then checks none is left.
-fn no_agent_left(marker: &str) {
+pub(crate) fn no_agent_left(marker: &str) {
     wait_for("the routine's agents to be stopped", || {
         common::survivors(marker).is_empty().then_some(())
     });

@@ -531,9 +531,11 @@ fn an_installed_hook_reaches_a_daemon_on_another_data_directory() {
                 .contains("test -f DONE"),
             "{answer}"
         );
-        // The daemon on gh-data registered the session and gated it.
+        // The daemon on gh-data registered the session and gated it (the
+        // hook kept its key in its own keyring: the test reads as the
+        // operator).
         assert_eq!(
-            d.agent_ok("GET", &format!("/v1/sessions/claude:{id}"), None)["id"],
+            d.operator_ok("GET", &format!("/v1/sessions/claude:{id}"), None)["id"],
             format!("claude:{id}")
         );
     };

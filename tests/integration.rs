@@ -40,6 +40,7 @@ mod daemon_notify;
 mod daemon_passkey;
 mod daemon_review;
 mod daemon_routines;
+mod daemon_session_ids;
 mod daemon_session_policies;
 mod daemon_swap_race;
 mod daemon_ui;

@@ -90,6 +90,9 @@ pub type ClientResult<T> = Result<T, ClientError>;
 /// How many times a routine's start is sent when no answer comes back.
 pub const START_ATTEMPTS: u32 = 5;
 
+/// The most session keys a read presents (the daemon takes 64).
+pub const READ_KEYS: usize = 48;
+
 /// A client of one daemon, with one credential.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -147,6 +150,16 @@ impl Client {
     pub fn with_session_keys(mut self, keys: Vec<String>) -> Client {
         self.session_keys = keys;
         self
+    }
+
+    /// The same client presenting, with every call, the keys kept for
+    /// `sessions` too: reads about a session (its policies, their diffs,
+    /// its events) need its key with the agent token.
+    pub fn with_keys_for<'a>(&self, sessions: impl IntoIterator<Item = &'a str>) -> Client {
+        let mut c = self.clone();
+        c.session_keys = self.keys_for(sessions);
+        c.session_keys.dedup();
+        c
     }
 
     /// The keys to present for a call about `sessions`: the given ones,
@@ -294,8 +307,22 @@ impl Client {
         }
     }
 
+    /// A read: with the keys given, those of the sessions kept most
+    /// recently in the keyring ([`READ_KEYS`] at most in all): with the
+    /// agent token, a session's words, policies and events are read only
+    /// with its key (the daemon's `engine::reads`).
     async fn get<T: DeserializeOwned>(&self, path: &str) -> ClientResult<T> {
-        self.call(Method::GET, path, None::<&()>).await
+        let mut keys = self.session_keys.clone();
+        if let Some(ring) = &self.keyring {
+            for k in ring.recent(READ_KEYS) {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys.truncate(READ_KEYS);
+        self.call_with_keys(Method::GET, path, None::<&()>, &keys)
+            .await
     }
 
     async fn post<T: DeserializeOwned>(

@@ -75,6 +75,38 @@ impl Keyring {
             .unwrap_or_default()
     }
 
+    /// The newest key of each of the `most` sessions kept most recently
+    /// (newest first): what a client presents with a read that names no
+    /// session (a listing, the events), so that it sees its own sessions.
+    pub fn recent(&self, most: usize) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = dir
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| {
+                // Never through a link, as `get`.
+                let meta = std::fs::symlink_metadata(e.path()).ok()?;
+                (meta.is_file() && meta.len() <= 64 * 1024)
+                    .then(|| Some((meta.modified().ok()?, e.path())))?
+            })
+            .collect();
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
+        files
+            .into_iter()
+            .take(most)
+            .filter_map(|(_, path)| {
+                std::fs::read_to_string(path).ok().and_then(|t| {
+                    t.lines()
+                        .map(str::trim)
+                        .find(|k| !k.is_empty())
+                        .map(str::to_string)
+                })
+            })
+            .collect()
+    }
+
     /// Keeps `key` for `session`, first of the newest [`KEPT`],
     /// owner-only, written whole or not at all.
     pub fn put(&self, session: &str, key: &str) -> std::io::Result<()> {
@@ -112,6 +144,30 @@ pub const KEPT: usize = 8;
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn recent_answers_the_newest_key_of_the_sessions_kept_last_never_through_a_link() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let k = Keyring::at(t.path().join("keys"));
+        assert!(k.recent(10).is_empty(), "no directory: no keys");
+        for (i, s) in ["s1", "s2", "s3"].iter().enumerate() {
+            k.put(s, &format!("gsk_old{i}")).expect("put");
+            k.put(s, &format!("gsk_new{i}")).expect("put");
+            let when =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + i as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(k.file(s))
+                .and_then(|f| f.set_modified(when))
+                .expect("mtime");
+        }
+        assert_eq!(k.recent(2), ["gsk_new2", "gsk_new1"]);
+        assert_eq!(k.recent(10).len(), 3);
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "gsk_planted\n").expect("write");
+        std::os::unix::fs::symlink(&outside, k.dir().join("link")).expect("link");
+        assert!(!k.recent(10).contains(&"gsk_planted".to_string()));
+    }
 
     #[test]
     fn the_newest_keys_are_kept_per_session_owner_only() {

@@ -310,7 +310,7 @@ impl Daemon {
             .as_deref()
             .and_then(|b| serde_json::from_slice::<Value>(b).ok());
         let presented = if keys {
-            self.keys_for(path, json_body.as_ref())
+            self.keys_for(method, path, json_body.as_ref())
         } else {
             Vec::new()
         };
@@ -329,7 +329,7 @@ impl Daemon {
     }
 
     /// The keys kept for the sessions a call names.
-    fn keys_for(&self, path: &str, body: Option<&Value>) -> Vec<String> {
+    fn keys_for(&self, method: &str, path: &str, body: Option<&Value>) -> Vec<String> {
         let mut ids = Vec::new();
         if let Some(rest) = path.strip_prefix("/v1/sessions/")
             && let Some(id) = rest.split('/').next()
@@ -346,7 +346,13 @@ impl Daemon {
             ids.extend(b["id"].as_str().map(str::to_string));
         }
         let ring = self.keyring();
-        ids.iter().flat_map(|id| ring.get(id)).collect()
+        let mut keys: Vec<String> = ids.iter().flat_map(|id| ring.get(id)).collect();
+        if method == "GET" {
+            // As the typed client's reads: the keys kept most recently too.
+            keys.extend(ring.recent(gatehost::client::READ_KEYS));
+            keys.truncate(gatehost::client::READ_KEYS);
+        }
+        keys
     }
 
     /// Where this daemon's session keys are kept, for the typed client and
@@ -364,6 +370,12 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no key kept for session {id}"))
     }
 
+    /// The typed client with the operator token: how the tests observe
+    /// (events, policies) whatever session they are about.
+    pub fn observer(&self) -> gatehost::client::Client {
+        self.client().with_token(self.operator.clone())
+    }
+
     /// The library's typed API client, with the agent token.
     pub fn client(&self) -> gatehost::client::Client {
         gatehost::client::Client::new(&self.url, self.agent.clone())
@@ -379,6 +391,14 @@ impl Daemon {
     /// As the agent; panics unless 2xx.
     pub fn agent_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let (s, v) = self.http(method, path, Some(&self.agent), body);
+        assert!((200..300).contains(&s), "{method} {path}: HTTP {s}: {v}");
+        v
+    }
+
+    /// As the operator (how a test observes what it does not test the
+    /// agent's reach of); panics unless 2xx.
+    pub fn operator_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (s, v) = self.http(method, path, Some(&self.operator), body);
         assert!((200..300).contains(&s), "{method} {path}: HTTP {s}: {v}");
         v
     }
@@ -429,7 +449,7 @@ impl Daemon {
     /// The policy through the typed client (so every policy a test reads
     /// also proves the API's answer decodes as `wire::Policy`); its JSON.
     pub fn policy(&self, id: &str) -> Value {
-        let client = self.client();
+        let client = self.observer();
         match self.block(client.policy(id)) {
             Ok(p) => serde_json::to_value(p).expect("policy json"),
             Err(e) => panic!("policy {id}: {e}"),
@@ -452,11 +472,13 @@ impl Daemon {
                     self.log()
                 );
             }
-            let v = self.agent_ok(
+            let (code, v) = self.http(
                 "GET",
                 &format!("/v1/events?since={since}&policy={id}&wait=2s&limit=1000"),
+                Some(&self.operator),
                 None,
             );
+            assert_eq!(code, 200, "{v}");
             since = v["nextCursor"].as_i64().unwrap_or(since);
         }
     }
@@ -468,7 +490,7 @@ impl Daemon {
         // `query` is `&policy=…`-style extra filters, as the API takes them.
         let extra: std::collections::HashMap<String, String> =
             serde_urlencoded::from_str(query.trim_start_matches('&')).expect("query");
-        let client = self.client();
+        let client = self.observer();
         loop {
             let q = gatehost::wire::EventQuery {
                 since: Some(since),

@@ -293,7 +293,8 @@ async fn answer_permission(
     Path((id, request)): Path<(String, String)>,
     JsonBody(body): JsonBody<PermissionAnswer>,
 ) -> ApiResult {
-    st.engine.resolve_permission(&id, &request, body.allow)?;
+    st.engine
+        .resolve_permission(&id, &request, body.allow, None)?;
     ok(serde_json::json!({"sessionId": id, "request": request, "allowed": body.allow}))
 }
 
@@ -301,7 +302,7 @@ async fn answer_permission(
 /// `nextCursor` is null on the last page.
 async fn list_sessions(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
     let limit = limit_param(&q)?;
@@ -314,13 +315,20 @@ async fn list_sessions(
         .then(|| page.last().map(|(c, _)| *c))
         .flatten();
     ok(wire::SessionPage {
-        sessions: page.into_iter().map(|(_, s)| s).collect(),
+        sessions: page
+            .into_iter()
+            .map(|(_, s)| st.engine.listed_session(s, &caller))
+            .collect(),
         next_cursor,
     })
 }
 
-async fn get_session(State(st): State<AppState>, _: Bearer, Path(id): Path<String>) -> ApiResult {
-    ok(st.engine.session(&id)?)
+async fn get_session(
+    State(st): State<AppState>,
+    Credential(caller): Credential,
+    Path(id): Path<String>,
+) -> ApiResult {
+    ok(st.engine.session_for(&id, &caller)?)
 }
 
 async fn report(
@@ -340,11 +348,11 @@ async fn report(
 
 async fn next_session_event(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    st.engine.session(&id)?;
+    st.engine.session_for(&id, &caller)?;
     let since = match int_param(&q, "since")? {
         Some(c) => c,
         None => st.engine.store().head_cursor().map_err(EngineError::from)?,
@@ -387,7 +395,7 @@ async fn attach(
 
 async fn list_policies(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
     let mut statuses = Vec::new();
@@ -417,21 +425,32 @@ async fn list_policies(
         .then(|| list.last().map(|p| p.seq))
         .flatten();
     ok(wire::PolicyPage {
-        policies: list.into_iter().map(wire::Policy::from).collect(),
+        policies: st
+            .engine
+            .readable_policies(list, &caller)?
+            .into_iter()
+            .map(wire::Policy::from)
+            .collect(),
         next_cursor,
     })
 }
 
-async fn get_policy(State(st): State<AppState>, _: Bearer, Path(id): Path<String>) -> ApiResult {
+async fn get_policy(
+    State(st): State<AppState>,
+    Credential(caller): Credential,
+    Path(id): Path<String>,
+) -> ApiResult {
+    st.engine.policy_for(&id, &caller)?;
     ok(wire::Policy::from(st.engine.policy_now(&id).await?))
 }
 
 async fn wait_policy(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
+    st.engine.policy_for(&id, &caller)?;
     let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
     let _waiting = wait_place(&st, timeout, "policy-wait")?;
     let (p, settled) = st.engine.wait_policy(&id, timeout).await?;
@@ -496,7 +515,7 @@ async fn request_changes(
 
 async fn events(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
     let since = int_param(&q, "since")?.unwrap_or(0);
@@ -505,13 +524,14 @@ async fn events(
     }
     let limit = limit_param(&q)?;
     let types = types_param(&q)?;
-    let filter = EventFilter {
+    let mut filter = EventFilter {
         since,
         types,
         session_ids: list_param(&q, "session"),
         policy_ids: list_param(&q, "policy"),
         limit,
     };
+    st.engine.check_event_read(&mut filter, &caller)?;
     let wait = match q.get("wait") {
         Some(_) => duration_param(&q, "wait", DEFAULT_WAIT)?,
         None => Duration::ZERO,

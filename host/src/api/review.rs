@@ -1,6 +1,6 @@
 //! `GET /v1/policies/{id}/diff`: the exact patch a commit policy commits,
-//! a page at a time. Either token may read it (the agent wrote the
-//! content; the patch shows it nothing it cannot read in its workspace).
+//! a page at a time. The operator token reads any; the agent token only
+//! with the key of one of the policy's sessions (see `engine::reads`).
 //!
 //! Bounded: a page holds at most `limit` files (default and most
 //! [`MAX_FILES`]) and [`MAX_PAGE_BYTES`] of text; the next page starts at
@@ -8,7 +8,7 @@
 //! with `cut: true` and a `note`, its counts whole. This module only maps
 //! the engine's answer to the wire; it must never change state.
 
-use super::{ApiError, ApiResult, AppState, Bearer, int_param, ok};
+use super::{ApiError, ApiResult, AppState, Credential, int_param, ok};
 use crate::commit::patch::PageBounds;
 use crate::wire;
 use axum::extract::{Path, Query, State};
@@ -21,10 +21,11 @@ pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 pub(super) async fn diff(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
+    st.engine.policy_for(&id, &caller)?;
     let from = match int_param(&q, "from")? {
         None => 0,
         Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),

@@ -7,12 +7,14 @@
 //! Where it starts: after `Last-Event-ID` (what an `EventSource` sends
 //! when it reconnects), else after `since`, else after the newest event
 //! stored (only what happens from now). Filters as `/v1/events`: `types`,
-//! `session`, `policy`. Bounded by the API's limits: a stream holds a
-//! place among the long-polls (503 `too-many-waiters` past the cap, see
-//! `limits`) and ends after [`STREAM_SPAN`]; the client reconnects with
-//! `Last-Event-ID` and misses nothing. It must never change state.
+//! `session`, `policy`; with the agent token, as there, only sessions and
+//! policies whose keys it presents (`engine::reads`). Bounded by the API's
+//! limits: a stream holds a place among the long-polls (503
+//! `too-many-waiters` past the cap, see `limits`) and ends after
+//! [`STREAM_SPAN`]; the client reconnects with `Last-Event-ID` and misses
+//! nothing. It must never change state.
 
-use super::{ApiError, ApiResult, AppState, Bearer, int_param, list_param, types_param};
+use super::{ApiError, ApiResult, AppState, Credential, int_param, list_param, types_param};
 use crate::engine::{Engine, EngineError};
 use crate::store::{EventFilter, EventRow};
 use axum::extract::{Query, State};
@@ -88,7 +90,7 @@ impl Follow {
 
 pub(super) async fn stream(
     State(st): State<AppState>,
-    _: Bearer,
+    Credential(caller): Credential,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult {
@@ -116,16 +118,20 @@ pub(super) async fn stream(
         (None, None) => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
     let types = types_param(&q)?;
+    let mut filter = EventFilter {
+        since,
+        types,
+        session_ids: list_param(&q, "session"),
+        policy_ids: list_param(&q, "policy"),
+        limit: BATCH,
+    };
+    // With the agent token: only the sessions and policies whose keys it
+    // presents (`engine::reads`).
+    st.engine.check_event_read(&mut filter, &caller)?;
     let place = st.long_polls.enter("events-stream")?;
     let follow = Follow {
         engine: st.engine.clone(),
-        filter: EventFilter {
-            since,
-            types,
-            session_ids: list_param(&q, "session"),
-            policy_ids: list_param(&q, "policy"),
-            limit: BATCH,
-        },
+        filter,
         queued: VecDeque::new(),
         until: Instant::now() + STREAM_SPAN,
         done: false,

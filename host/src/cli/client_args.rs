@@ -66,6 +66,8 @@ pub enum SessionCommand {
     },
     /// Start an agent as a child of the daemon and follow it (operator token).
     Start {
+        /// The session's id; one already registered (by anyone) is refused,
+        /// never taken over [default: a random ses_…].
         #[arg(long)]
         id: Option<String>,
         #[arg(long, value_name = "DIR")]

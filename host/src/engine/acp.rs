@@ -12,8 +12,11 @@
 //! chunks since the prompt as the session's last message. A
 //! `session/request_permission` is answered by the session's permission
 //! rule (`permission`), an escalation by the operator
-//! ([`Engine::resolve_permission`]) or, at its timeout, denied; each answer
-//! is a `session:permission` event. The agent's requests to read or write
+//! ([`Engine::resolve_permission`]) or by the `auto-allow` of a routine's
+//! step in the session (only the operator's routines run in the
+//! operator's sessions: `routines::ops`), or, at its timeout, denied; each
+//! answer is a `session:permission` event saying who answered (`by`, and
+//! the run for a routine's). The agent's requests to read or write
 //! files or run terminals (`fs/*`, `terminal/*`) are refused, each with a
 //! `session:client-refused` event: the agent has its own tools, in its own
 //! sandbox, and the daemon never reads or writes a path for it.
@@ -50,9 +53,13 @@ use tokio::sync::{mpsc, oneshot};
 pub(super) struct Acp {
     prompts: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
     /// By (session, request id).
-    escalations: Mutex<HashMap<(String, String), oneshot::Sender<bool>>>,
+    escalations: Mutex<HashMap<(String, String), oneshot::Sender<Answer>>>,
     next_request: AtomicU64,
 }
+
+/// An escalation's answer: allowed or not, and the routine that gave it
+/// (none: the operator).
+type Answer = (bool, Option<String>);
 
 /// Who answered a permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,6 +67,9 @@ pub(super) struct Acp {
 pub enum AnsweredBy {
     Rule,
     Operator,
+    /// A routine's rule (`auto-allow`) for a step in the session: the
+    /// event names the run (`routine`).
+    Routine,
     Timeout,
     /// The session ended (or the daemon is stopping) while it waited.
     Closed,
@@ -76,6 +86,9 @@ struct PermissionEvent<'a> {
     rule: Decision,
     allowed: bool,
     by: AnsweredBy,
+    /// `by: routine`: the run whose rule answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    routine: Option<&'a str>,
 }
 
 /// The payload of `session:permission-escalated`.
@@ -173,12 +186,16 @@ impl Engine {
             .is_some()
     }
 
-    /// The operator's answer to an escalated permission request.
+    /// The answer to an escalated permission request: the operator's
+    /// (`routine` none: the API, or the operator resolving a routine's
+    /// escalation) or a routine's own rule (`routine`: the run, recorded
+    /// as `by: routine`, never as the operator).
     pub fn resolve_permission(
         &self,
         session: &str,
         request: &str,
         allow: bool,
+        routine: Option<&str>,
     ) -> EngineResult<()> {
         let waiting = self
             .inner
@@ -187,7 +204,7 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(session.to_string(), request.to_string()));
-        match waiting.map(|tx| tx.send(allow)) {
+        match waiting.map(|tx| tx.send((allow, routine.map(str::to_string)))) {
             Some(Ok(())) => Ok(()),
             _ => Err(EngineError::NotFound(format!(
                 "no permission request '{request}' of session '{session}' waits for an answer"
@@ -213,6 +230,7 @@ impl Engine {
         req: &RequestPermissionRequest,
         ask: &ToolAsk,
         (rule, allowed, by): (Decision, bool, AnsweredBy),
+        routine: Option<&str>,
     ) {
         tracing::info!(
             session = sid,
@@ -220,6 +238,7 @@ impl Engine {
             ?rule,
             allowed,
             ?by,
+            routine,
             "an ACP permission request answered"
         );
         self.publish(
@@ -233,6 +252,7 @@ impl Engine {
                 rule,
                 allowed,
                 by,
+                routine,
             },
         );
     }
@@ -252,7 +272,14 @@ impl Engine {
         let decision = decide(rule, &ask);
         if decision != Decision::Escalate {
             let allowed = decision == Decision::Allow;
-            self.record_answer(sid, &id, &req, &ask, (decision, allowed, AnsweredBy::Rule));
+            self.record_answer(
+                sid,
+                &id,
+                &req,
+                &ask,
+                (decision, allowed, AnsweredBy::Rule),
+                None,
+            );
             return responder.respond(answer(&req, allowed));
         }
         let (tx, rx) = oneshot::channel();
@@ -282,10 +309,11 @@ impl Engine {
         // Waits apart from the dispatch loop: the agent's other messages
         // go on meanwhile.
         cx.spawn(async move {
-            let (allowed, by) = match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(allow)) => (allow, AnsweredBy::Operator),
-                Ok(Err(_)) => (false, AnsweredBy::Closed),
-                Err(_) => (false, AnsweredBy::Timeout),
+            let (allowed, by, routine) = match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok((allow, None))) => (allow, AnsweredBy::Operator, None),
+                Ok(Ok((allow, Some(run)))) => (allow, AnsweredBy::Routine, Some(run)),
+                Ok(Err(_)) => (false, AnsweredBy::Closed, None),
+                Err(_) => (false, AnsweredBy::Timeout, None),
             };
             engine
                 .inner
@@ -294,7 +322,14 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&(sid.clone(), id.clone()));
-            engine.record_answer(&sid, &id, &req, &ask, (decision, allowed, by));
+            engine.record_answer(
+                &sid,
+                &id,
+                &req,
+                &ask,
+                (decision, allowed, by),
+                routine.as_deref(),
+            );
             responder.respond(answer(&req, allowed))
         })
     }

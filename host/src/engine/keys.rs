@@ -4,7 +4,9 @@
 //! a random secret answered once, to whoever registered it, and stored
 //! only as its SHA-256 digest. With the agent token, only a caller that
 //! presents a session's key may register it again, report on it, or attach
-//! a policy to it (and so nudge it); the operator token needs none. So one
+//! a policy to it (and so nudge it), or read its messages, its policies,
+//! their diffs and outputs and its events (`reads`); the operator token
+//! needs none. So one
 //! agent holding the shared agent token cannot forge another's turn-end,
 //! put words on its stdin or re-point its workspace.
 //!
@@ -66,6 +68,17 @@ impl Caller {
                 session.id
             ),
         })
+    }
+
+    /// The digests of the keys presented (what the store keeps).
+    pub fn digests(&self) -> Vec<String> {
+        self.keys.iter().map(|k| digest(k)).collect()
+    }
+
+    /// Whether this caller may read `session` (see `reads`): as
+    /// [`Caller::check`], without the error.
+    pub fn covers(&self, session: &SessionRow) -> bool {
+        self.check(session).is_ok()
     }
 
     /// Whether re-registering `session` may issue it a key: a session

@@ -31,6 +31,7 @@ mod on_snapshot;
 pub mod passkeys;
 mod pinned;
 mod policy_diff;
+mod reads;
 mod reconfigure;
 mod recovery;
 mod retry;

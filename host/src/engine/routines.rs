@@ -162,8 +162,13 @@ enum Action {
         key: String,
         text: String,
     },
-    /// Allow the escalated permission request.
-    Allow { session: String, request: String },
+    /// Allow the escalated permission request: by the run's own rule
+    /// (`routine`: its id) or the operator's answer (none).
+    Allow {
+        session: String,
+        request: String,
+        routine: Option<String>,
+    },
     /// Stop the ACP agent the run started.
     Stop { session: String },
 }
@@ -343,6 +348,7 @@ impl Engine {
                         (InputSource::Permission, Some(request)) => Action::Allow {
                             session,
                             request: request.clone(),
+                            routine: Some(run.row.id.clone()),
                         },
                         _ => Action::Prompt {
                             session,
@@ -402,7 +408,11 @@ impl Engine {
                 )?;
                 if let Some(session) = session {
                     actions.push(match request {
-                        Some(request) => Action::Allow { session, request },
+                        Some(request) => Action::Allow {
+                            session,
+                            request,
+                            routine: None,
+                        },
                         None => Action::Prompt {
                             session,
                             text: response,
@@ -554,8 +564,14 @@ impl Engine {
                         engine.attach_step_policy(session, body, key, text).await;
                     });
                 }
-                Action::Allow { session, request } => {
-                    if let Err(e) = self.resolve_permission(&session, &request, true) {
+                Action::Allow {
+                    session,
+                    request,
+                    routine,
+                } => {
+                    if let Err(e) =
+                        self.resolve_permission(&session, &request, true, routine.as_deref())
+                    {
                         tracing::warn!(session = %session, request = %request, error = %e, "a routine's allow found no permission request waiting");
                     }
                 }

@@ -97,6 +97,16 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
+/// The prefix of the ids the daemon gives its routines' runs, and so of
+/// their ACP steps' sessions (`<run>.s<step>.r<n>`): the agent token
+/// cannot register an id under it, so no agent holds a key to a session
+/// a run is about to start.
+pub(super) const RESERVED_PREFIX: &str = "rt_";
+
+fn reserved_id(id: &str) -> bool {
+    id.starts_with(RESERVED_PREFIX)
+}
+
 /// A registration's cwd and workspace: canonical paths, the cwd inside
 /// the workspace, and the workspace opened once, following no symlink
 /// (what the checks look at and what is pinned).
@@ -309,6 +319,14 @@ impl Engine {
                 "1 to 128 characters among letters, digits, '-', '_', '.', ':'",
             ));
         }
+        if by == Trust::Agent && reserved_id(&id) {
+            return Err(EngineError::Forbidden {
+                code: "session-id-reserved",
+                message: format!(
+                    "session ids beginning with '{RESERVED_PREFIX}' are the daemon's (its routines' steps' sessions); the agent token cannot register '{id}'"
+                ),
+            });
+        }
         if let Some(l) = &input.label
             && l.len() > super::attach::MAX_LABEL
         {
@@ -342,6 +360,23 @@ impl Engine {
             if let Some(e) = existing.as_ref().and_then(super::damage::session_error) {
                 tracing::error!(session = %id, error = %e, "a register over a session whose stored row does not decode is refused");
                 return Err(e);
+            }
+            // Starting an agent never adopts a session someone registered
+            // before: whoever holds that session's key would speak for
+            // the agent the operator started (its turn-ends, its
+            // routine's answers).
+            if let (Some(e), Some(_)) = (&existing, &command) {
+                let whose = match e.owner {
+                    Trust::Operator => "the operator",
+                    Trust::Agent => "the agent token",
+                };
+                tracing::warn!(session = %id, owner = whose, "a start under an existing session id is refused");
+                return Err(EngineError::Conflict {
+                    code: "session-id-taken",
+                    message: format!(
+                        "session id '{id}' is already registered (by {whose}); a started session never takes over an existing one: choose another id, or leave it out for a fresh one"
+                    ),
+                });
             }
             if let Some(e) = &existing
                 && e.owner == Trust::Operator

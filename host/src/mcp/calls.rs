@@ -35,8 +35,8 @@ pub async fn call(
             Ok(_) => current::find(client, at).await.and_then(|c| to_value(&c)),
             Err(e) => Err(e),
         },
-        POLICY_STATUS => status(client, args).await,
-        POLICY_LIST => list(client, args).await,
+        POLICY_STATUS => status(&keyed(client, at, &[]).await, args).await,
+        POLICY_LIST => list(&keyed(client, at, &[]).await, args).await,
         SESSION_EVENTS_POLL => poll(client, at, args).await,
         SESSION_MONITOR => match decode::<SessionMonitorInput>(args) {
             Ok(input) => monitor::monitor(client, input).await,
@@ -75,6 +75,14 @@ async fn attach(client: &Client, at: &Whereabouts, mut args: JsonObject) -> Tool
         .await
         .map_err(from_client)?;
     to_value(&policy)
+}
+
+/// The client presenting the keys of the caller's own session (when one
+/// is found) and of `named`: with the agent token, a session's policies and
+/// events are read only with its key.
+async fn keyed(client: &Client, at: &Whereabouts, named: &[String]) -> Client {
+    let mine = current::find(client, at).await.ok().map(|c| c.session_id);
+    client.with_keys_for(mine.iter().chain(named).map(String::as_str))
 }
 
 async fn status(client: &Client, args: JsonObject) -> ToolResult {
@@ -129,14 +137,17 @@ async fn routine_list(client: &Client, args: JsonObject) -> ToolResult {
 async fn poll(client: &Client, at: &Whereabouts, args: JsonObject) -> ToolResult {
     let mut input: EventsPollInput = decode(args)?;
     // Naming neither sessions nor policies: the caller's own session's
-    // events, when it has one (else every event, as before).
+    // events, when it has one (else those of the sessions whose keys the
+    // client presents: the daemon reads an agent nothing else).
     if input.session_ids.is_none() && input.policy_ids.is_none() {
         input.session_ids = current::find(client, at)
             .await
             .ok()
             .map(|c| vec![c.session_id]);
     }
+    let named: Vec<String> = input.session_ids.clone().unwrap_or_default();
     let query = poll_query(input)?;
+    let client = keyed(client, at, &named).await;
     let page = client.events(&query).await.map_err(from_client)?;
     to_value(&page)
 }

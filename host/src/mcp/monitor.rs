@@ -53,6 +53,8 @@ pub async fn monitor(client: &Client, input: SessionMonitorInput) -> ToolResult 
         ));
     }
     let filter = Some(input.session_id.clone());
+    // Reading a session's record, policies and events takes its key.
+    let client = &client.with_keys_for([input.session_id.as_str()]);
     let session = client
         .session(&input.session_id)
         .await

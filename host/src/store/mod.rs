@@ -328,6 +328,12 @@ impl Store {
         self.read(records::list_sessions)
     }
 
+    /// The ids of the sessions whose key digest is among `digests` (by
+    /// the `sessions_key` index).
+    pub fn sessions_keyed(&self, digests: &[String]) -> StoreResult<Vec<String>> {
+        self.read(|c| records::sessions_keyed(c, digests))
+    }
+
     pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
         let p = self.read(|c| records::get_policy(c, id))?;
         Ok(p.map(|p| checked(self.check, p)))

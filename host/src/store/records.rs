@@ -42,6 +42,20 @@ pub(super) fn open_publishes(c: &Connection) -> StoreResult<Vec<PolicyRow>> {
 
 /// A page of sessions in registration order after `cursor` (a rowid),
 /// with each one's cursor.
+pub(super) fn sessions_keyed(c: &Connection, digests: &[String]) -> StoreResult<Vec<String>> {
+    if digests.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT id FROM sessions WHERE key_digest IN ({}) ORDER BY rowid",
+        vec!["?"; digests.len()].join(",")
+    );
+    let mut st = c.prepare(&sql)?;
+    st.query_map(params_from_iter(digests.iter()), |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()
+        .map_err(StoreError::from)
+}
+
 pub(super) fn page_sessions(
     c: &Connection,
     cursor: i64,

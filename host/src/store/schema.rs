@@ -85,6 +85,11 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS policies_deadline ON policies(deadline_at)
            WHERE deadline_at IS NOT NULL AND status NOT IN ('done', 'blocked', 'cancelled');",
     )?;
+    // Sessions by their key (an agent's reads name no session: those its
+    // keys cover), found without a scan.
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS sessions_key ON sessions(key_digest) WHERE key_digest IS NOT NULL;",
+    )?;
     // The few policies with a publish that never ended, found without a scan.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",

@@ -108,7 +108,14 @@ pub(super) fn verdict(
             });
         }
         let since = reported.cursor.unwrap_or(0);
-        wait_verdicts(&c, since, &reported.policies, deadline).await
+        // Reading the policies' events needs the session's key.
+        wait_verdicts(
+            &c.with_keys_for([id.as_str()]),
+            since,
+            &reported.policies,
+            deadline,
+        )
+        .await
     });
     outcome.unwrap_or_else(|e| Input::Error(format!("the daemon: {e}")))
 }

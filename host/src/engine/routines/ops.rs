@@ -200,7 +200,19 @@ impl Engine {
             .store
             .session(id)?
             .ok_or_else(|| invalid("session", format!("step {label:?}: no session {id:?}")))?;
-        caller.check(&s)
+        caller.check(&s)?;
+        // A routine answers its step's session's permission requests
+        // (`auto-allow`): for a session the operator started or
+        // registered, only the operator's routines may.
+        if s.owner == crate::config::Trust::Operator {
+            return Err(EngineError::Forbidden {
+                code: "session-owned-by-operator",
+                message: format!(
+                    "step {label:?} runs in session {id:?}, which the operator started or registered: only the operator's routines run in (and answer for) it"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Cancels run `id` for `caller`: the operator any run, the agent
