@@ -1072,3 +1072,44 @@ fn scratch_directories_of_gates_a_killed_daemon_ran_are_reclaimed_at_start() {
     }
     assert_no_survivors(&m);
 }
+
+/// A registration whose answer was lost (the daemon died after it stored
+/// the session, before it answered; 22 of 2,806 registrations in crash
+/// loops) is recovered by the agent's next registration: the client made
+/// and kept the key before it asked, the session was stored with it, and
+/// the next call presents it. Never a session without its key for good,
+/// so ungated for its whole life (issue 48, item 11).
+#[test]
+fn a_registration_whose_answer_was_lost_is_the_same_session_next_time() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let id = "claude:lost";
+    let mut dying =
+        Daemon::start_with_env(&data, &cfg, &[("GATEHOST_TEST_ABORT_AFTER_REGISTER", id)]);
+    let input = gatehost::wire::RegisterRequest {
+        id: Some(id.to_string()),
+        cwd: s.ws.display().to_string(),
+        ..Default::default()
+    };
+    let lost = dying.block(dying.client().register(&input));
+    assert!(lost.is_err(), "the answer should have been lost: {lost:?}");
+    assert!(dying.wait_exit(T), "the daemon died before answering");
+    let d = Daemon::start(&data, &cfg);
+    // It was stored, with the key the client kept before it asked.
+    let (code, stored) = d.http(
+        "GET",
+        &format!("/v1/sessions/{id}"),
+        Some(&d.operator),
+        None,
+    );
+    assert_eq!(code, 200, "{stored}");
+    assert_eq!(d.keyring().get(id).len(), 1);
+    // The hook's next call registers again and reports: the same session.
+    d.register(id, &s.ws);
+    let r = d.report(id, "turn-end");
+    assert_eq!(r["ungated"], true, "{r}");
+    let pid = d.attach(json!({"sessionId": id, "gate": {"command": "true"}, "watchFrom": "now"}));
+    d.report(id, "turn-end");
+    d.wait_status(&pid, "done", T);
+}

@@ -339,10 +339,33 @@ impl Client {
 
     /// Registers a session (or refreshes one, with its key); a key the
     /// answer carries is kept in the keyring.
+    /// Registers a session. With a keyring and an id it holds no key for,
+    /// the key is made here and kept before the request goes: if the
+    /// answer is lost (the daemon killed after it stored the session), the
+    /// next registration presents that key and is the same session's, not
+    /// a session without a key for good.
     pub async fn register(&self, input: &RegisterRequest) -> ClientResult<Registered> {
+        let mut input = input.clone();
+        if let (Some(ring), Some(id), None) = (&self.keyring, &input.id, &input.session_key) {
+            // A key kept from an earlier try (whose answer was lost, or
+            // which never reached the daemon) is proposed again.
+            input.session_key = match ring.get(id).into_iter().next() {
+                Some(kept) => Some(kept),
+                None => {
+                    let (key, _) = crate::engine::keys::issue();
+                    match ring.put(id, &key) {
+                        Ok(()) => Some(key),
+                        Err(e) => {
+                            tracing::warn!(session = %id, dir = %ring.dir().display(), error = %e, "cannot keep a session key before registering: the daemon's answer carries one");
+                            None
+                        }
+                    }
+                }
+            };
+        }
         let keys = self.keys_for(input.id.as_deref());
         let registered: Registered = self
-            .call_with_keys(Method::POST, "/v1/sessions", Some(input), &keys)
+            .call_with_keys(Method::POST, "/v1/sessions", Some(&input), &keys)
             .await?;
         self.keep(&registered);
         Ok(registered)
@@ -357,7 +380,7 @@ impl Client {
 
     /// Starts a routine: the operator any; the agent token one whose steps
     /// all run in existing sessions of its own (their keys are sent).
-    /// Starts a run. The start carries an idempotency key (`key`, or a
+    /// The start carries an idempotency key (`key`, or a
     /// new one): a start whose answer was lost on the way (the daemon
     /// killed after it stored the run, a connection cut) is sent again, up
     /// to [`START_ATTEMPTS`] times, with the same key, and answers the run

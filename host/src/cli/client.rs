@@ -139,6 +139,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                     cwd: absolute(&cwd),
                     workspace: workspace.as_deref().map(absolute),
                     notify_url,
+                    session_key: None,
                 };
                 let s = client.register(&input).await?;
                 show(json, &s, |s| s.session.id.clone())

@@ -99,6 +99,21 @@ pub fn issue() -> (String, String) {
     (key, d)
 }
 
+/// A key the caller made (see `RegisterInput::session_key`): one of the
+/// form [`issue`] makes (`gsk_` and 64 lowercase hex digits, as random as
+/// ours when made by `issue`), with its digest; anything else is refused.
+pub fn proposed(key: &str) -> EngineResult<(String, String)> {
+    let hex = key.strip_prefix("gsk_").unwrap_or_default();
+    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(EngineError::Invalid {
+            field: "sessionKey".into(),
+            message: "a session key is gsk_ and 64 lowercase hex digits (as gatehost makes them)"
+                .into(),
+        });
+    }
+    Ok((key.to_string(), digest(key)))
+}
+
 /// The stored form of a key.
 pub fn digest(key: &str) -> String {
     hex::encode(Sha256::digest(key.trim().as_bytes()))
@@ -116,6 +131,24 @@ fn same(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_proposed_key_is_taken_only_in_the_form_gatehost_makes() {
+        let (made, _) = issue();
+        let (k, d) = proposed(&made).expect("ours");
+        assert_eq!((k.as_str(), d), (made.as_str(), digest(&made)));
+        for bad in [
+            "",
+            "gsk_",
+            "gsk_short",
+            &made.to_uppercase(),
+            &format!("{made}0"),
+            &made.replace("gsk_", "key_"),
+            &format!("gsk_{}", "g".repeat(64)),
+        ] {
+            assert!(proposed(bad).is_err(), "{bad}");
+        }
+    }
     use crate::store::SessionState;
 
     fn session(key_digest: Option<String>) -> SessionRow {

@@ -47,6 +47,13 @@ pub struct RegisterInput {
     pub workspace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
+    /// A key the caller made and kept before it asked (`gsk_` and 64 hex
+    /// digits), for a session not registered yet: the session gets it
+    /// rather than a new one. A registration whose answer was lost is then
+    /// recovered by registering again with that key (presented as every
+    /// key is), never left without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
 }
 
 /// A registered (or started) session, with its key when this request
@@ -96,6 +103,24 @@ fn valid_id(id: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
+
+/// A hook of debug builds (the whole-program tests run one): with
+/// `GATEHOST_TEST_ABORT_AFTER_REGISTER=ID`, the daemon dies (abort) right
+/// after session ID's registration is stored and before it is answered, as
+/// a SIGKILL there would. Release builds have no such hook.
+#[cfg(debug_assertions)]
+fn abort_hook(id: &str) {
+    if std::env::var("GATEHOST_TEST_ABORT_AFTER_REGISTER").is_ok_and(|v| v == id) {
+        tracing::error!(
+            session = id,
+            "test hook: the daemon dies before answering a registration"
+        );
+        std::process::abort();
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn abort_hook(_id: &str) {}
 
 /// The prefix of the ids the daemon gives its routines' runs, and so of
 /// their ACP steps' sessions (`<run>.s<step>.r<n>`): the agent token
@@ -299,7 +324,9 @@ impl Engine {
     /// start). The agent token registers only under `workspace_roots` and
     /// never takes over a session the operator registered or started.
     pub fn register(&self, input: RegisterInput, caller: &Caller) -> EngineResult<Registered> {
-        self.register_with(input, None, caller)
+        let registered = self.register_with(input, None, caller)?;
+        abort_hook(&registered.session.id);
+        Ok(registered)
     }
 
     pub(super) fn register_with(
@@ -393,7 +420,10 @@ impl Engine {
             // only with it (or by the operator), but one stored before
             // keys existed is claimed by the first agent that does.
             let issued = match &existing {
-                None => Some(keys::issue()),
+                None => Some(match &input.session_key {
+                    Some(k) => keys::proposed(k)?,
+                    None => keys::issue(),
+                }),
                 Some(e) if caller.may_claim(e) => {
                     tracing::warn!(session = %id, "a session stored without a key was claimed by the agent token");
                     Some(keys::issue())

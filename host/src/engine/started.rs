@@ -163,6 +163,7 @@ impl Engine {
             cwd: input.cwd.clone(),
             workspace: input.workspace.clone(),
             notify_url: input.notify_url.clone(),
+            session_key: None,
         };
         let registered = match self.register_with(
             reg,
