@@ -85,6 +85,10 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS policies_deadline ON policies(deadline_at)
            WHERE deadline_at IS NOT NULL AND status NOT IN ('done', 'blocked', 'cancelled');",
     )?;
+    // The sweep's look (every few seconds): only the policies a task of
+    // the daemon drives, never the watching ones (a unit test reads its
+    // query plan).
+    conn.execute_batch(super::records::WORKING_INDEX)?;
     // The few policies with a publish that never ended, found without a scan.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",
