@@ -99,14 +99,15 @@ impl Engine {
     /// in its own transaction, so one cannot stop the others). The rows
     /// are decoded one at a time and only the damaged ones kept; a
     /// policy's members are looked at only when a session is damaged
-    /// (never one session read per policy).
-    pub(super) fn settle_damaged_rows(&self) -> EngineResult<()> {
+    /// (never one session read per policy): `sessions` holds every
+    /// session whose row does not decode (and may hold others).
+    pub(super) fn settle_damaged_rows(&self, sessions: &[SessionRow]) -> EngineResult<()> {
         for id in self.inner.store.damaged_policies()? {
             if let Some(step) = self.block_damaged(&id)? {
                 self.perform(&id, &step);
             }
         }
-        let sessions = self.inner.store.damaged_sessions()?;
+        let sessions: Vec<&SessionRow> = sessions.iter().filter(|s| s.damage.is_some()).collect();
         if sessions.is_empty() {
             return Ok(());
         }
@@ -129,7 +130,7 @@ impl Engine {
                 sessions
                     .iter()
                     .find(|s| &s.id == sid)
-                    .and_then(session_error)
+                    .and_then(|s| session_error(s))
             }) else {
                 continue;
             };

@@ -171,10 +171,13 @@ impl Engine {
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
         let routines = self.recover_routines()?;
-        self.recover_started_sessions()?;
+        // One read of the sessions, keeping only the damaged and the
+        // started ones (never every session held, nor one read per policy).
+        let sessions = self.inner.store.sessions_to_recover()?;
+        self.recover_started_sessions(&sessions)?;
         self.perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
-        self.settle_damaged_rows()?;
+        self.settle_damaged_rows(&sessions)?;
         let open = self.inner.store.policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started
@@ -274,7 +277,7 @@ mod tests {
         assert_eq!(status("watching"), "watching");
         // The next start reads every unsettled row for damage: it is
         // blocked then.
-        engine.settle_damaged_rows().expect("start");
+        engine.settle_damaged_rows(&[]).expect("start");
         assert_eq!(status("watching"), "blocked");
     }
 }

@@ -374,9 +374,11 @@ impl Store {
         self.read(|c| records::damaged_unsettled(c, self.check))
     }
 
-    /// The sessions whose row does not decode (read one at a time).
-    pub fn damaged_sessions(&self) -> StoreResult<Vec<SessionRow>> {
-        self.read(records::damaged_sessions)
+    /// The sessions recovery looks at: those whose row does not decode,
+    /// and those gatehost started that have not exited (read one at a
+    /// time, the others never held).
+    pub fn sessions_to_recover(&self) -> StoreResult<Vec<SessionRow>> {
+        self.read(records::sessions_to_recover)
     }
 
     /// Ids of the policies with `session_id` as a member that have not

@@ -277,15 +277,19 @@ pub(super) fn damaged_unsettled(
     Ok(out)
 }
 
-/// The sessions whose row does not decode, oldest first. Rows are decoded
-/// one at a time and dropped: the read never holds every session.
-pub(super) fn damaged_sessions(c: &Connection) -> StoreResult<Vec<SessionRow>> {
+/// The sessions recovery looks at, oldest first: those whose row does not
+/// decode and those gatehost started that have not exited. Rows are
+/// decoded one at a time and the rest dropped: the read never holds every
+/// session.
+pub(super) fn sessions_to_recover(c: &Connection) -> StoreResult<Vec<SessionRow>> {
     let mut st = c.prepare_cached("SELECT * FROM sessions ORDER BY created_at, id")?;
     let mut rows = st.query([])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
         let s = session_from(r).map_err(decode_err)?;
-        if s.damage.is_some() {
+        if s.damage.is_some()
+            || (s.command.is_some() && s.state != super::rows::SessionState::Exited)
+        {
             out.push(s);
         }
     }
