@@ -202,10 +202,7 @@ fn main() {
     let config = root.path().join("config.toml");
     std::fs::write(&config, "[daemon]\n").expect("config");
 
-    println!(
-        "## {} idle, {calls} health calls 50 ms apart, {runs} runs alternating\n",
-        seconds
-    );
+    println!("## {seconds} s idle, {calls} health calls 50 ms apart, {runs} runs alternating\n");
     println!(
         "| policies | daemon | run | restart | CPU ms per s | VmRSS (peak) | health p50 | p99 | max |"
     );
