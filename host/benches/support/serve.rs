@@ -23,8 +23,24 @@ impl Drop for Daemon {
 }
 
 pub fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
+    start_program(
+        Path::new(env!("CARGO_BIN_EXE_gatehost")),
+        data,
+        config,
+        listen,
+    )
+}
+
+/// [`start`] with another `gatehost` binary (`program`): until it says
+/// where it listens.
+pub fn start_program(
+    program: &Path,
+    data: &Path,
+    config: &Path,
+    listen: &str,
+) -> (Daemon, Duration) {
     let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+    let mut child = Command::new(program)
         .args(["serve", "--listen", listen, "--data-dir"])
         .arg(data)
         .arg("--config")

@@ -96,18 +96,45 @@ impl Engine {
 
     /// At start-up: every policy not settled whose row does not decode,
     /// or that has a member whose row does not decode, is blocked (each
-    /// in its own transaction, so one cannot stop the others).
-    pub(super) fn settle_damaged_rows(&self) -> EngineResult<()> {
-        for p in self.inner.store.unsettled_policies()? {
-            let step = if p.damage.is_some() {
-                self.block_damaged(&p.id)?
-            } else {
-                match self.damaged_member(&p)? {
-                    Some(e) => self.settle_corrupt(&p.id, &e)?,
-                    None => None,
-                }
+    /// in its own transaction, so one cannot stop the others). The rows
+    /// are decoded one at a time and only the damaged ones kept; a
+    /// policy's members are looked at only when a session is damaged
+    /// (never one session read per policy): `sessions` holds every
+    /// session whose row does not decode (and may hold others).
+    pub(super) fn settle_damaged_rows(&self, sessions: &[SessionRow]) -> EngineResult<()> {
+        for id in self.inner.store.damaged_policies()? {
+            if let Some(step) = self.block_damaged(&id)? {
+                self.perform(&id, &step);
+            }
+        }
+        let sessions: Vec<&SessionRow> = sessions.iter().filter(|s| s.damage.is_some()).collect();
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        // The policies that need a damaged session, oldest first, each
+        // blocked naming its first damaged member (as its row lists them).
+        let mut ids = std::collections::BTreeSet::new();
+        for s in &sessions {
+            ids.extend(self.inner.store.live_with(&s.id)?);
+        }
+        let mut policies = Vec::new();
+        for id in ids {
+            policies.extend(self.inner.store.policy(&id)?);
+        }
+        policies.sort_by_key(|p| p.seq);
+        for p in policies {
+            if p.damage.is_some() || p.status.is_settled() {
+                continue;
+            }
+            let Some(e) = p.sessions.iter().find_map(|sid| {
+                sessions
+                    .iter()
+                    .find(|s| &s.id == sid)
+                    .and_then(|s| session_error(s))
+            }) else {
+                continue;
             };
-            if let Some(step) = step {
+            if let Some(step) = self.settle_corrupt(&p.id, &e)? {
                 self.perform(&p.id, &step);
             }
         }
@@ -120,21 +147,5 @@ impl Engine {
             Some(mut p) => self.settle_damaged(tx, &mut p),
             None => Ok(None),
         })
-    }
-
-    /// The error of the first member of `p` whose row does not decode.
-    fn damaged_member(&self, p: &PolicyRow) -> EngineResult<Option<EngineError>> {
-        for sid in &p.sessions {
-            if let Some(e) = self
-                .inner
-                .store
-                .session(sid)?
-                .as_ref()
-                .and_then(session_error)
-            {
-                return Ok(Some(e));
-            }
-        }
-        Ok(None)
     }
 }

@@ -90,11 +90,16 @@ impl Engine {
         });
     }
 
-    /// Blocks what does not decode (a row damaged while the daemon ran),
-    /// and re-drives what a failed task left behind.
-    fn sweep(&self) -> EngineResult<()> {
+    /// Blocks what does not decode (a row damaged while the daemon ran)
+    /// among the policies a task drives, and re-drives what a failed task
+    /// left behind. It reads only those policies, by a partial index:
+    /// watching policies (and those awaiting their ack) are never its work
+    /// (a damaged one is blocked when a turn-end, an ack or a cancel reads
+    /// it, or at the next start), nor, while supervision is paused, queued
+    /// ones.
+    pub(super) fn sweep(&self) -> EngineResult<()> {
         let stale_before = now_ms() - SWEEP_AFTER_MS;
-        for p in self.inner.store.unsettled_policies()? {
+        for p in self.inner.store.policies_to_sweep(self.supervising())? {
             if p.damage.is_some() {
                 if let Some(step) = self.block_damaged(&p.id)? {
                     self.perform(&p.id, &step);
@@ -166,10 +171,13 @@ impl Engine {
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
         let routines = self.recover_routines()?;
-        self.recover_started_sessions()?;
+        // One read of the sessions, keeping only the damaged and the
+        // started ones (never every session held, nor one read per policy).
+        let sessions = self.inner.store.sessions_to_recover()?;
+        self.recover_started_sessions(&sessions)?;
         self.perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
-        self.settle_damaged_rows()?;
+        self.settle_damaged_rows(&sessions)?;
         let open = self.inner.store.policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started
@@ -217,5 +225,59 @@ impl Engine {
             self.perform(id, &step);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn policy(id: &str, status: PolicyStatus) -> PolicyRow {
+        let mut p = PolicyRow::sample(id, status, &["s1"]);
+        p.spec = json!({"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"},
+            "then": "emit", "onFail": {}, "attachedBy": "agent"});
+        p
+    }
+
+    /// The sweep reads only the policies a task drives, by its index: a
+    /// watching policy damaged while the daemon runs is not its to find (a
+    /// turn-end, an ack or a cancel that reads it blocks it, or the next
+    /// start), while one left gating is blocked by it, as before. Before
+    /// (issue 48), every sweep read and decoded every unsettled policy.
+    #[tokio::test]
+    async fn the_sweep_never_reads_a_watching_policy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let runner = crate::gate::GateRunner::new(crate::config::HostConfig::default());
+        let engine = Engine::new(store, runner).expect("engine");
+        let status = |id: &str| -> String {
+            engine
+                .store()
+                .read(|c| {
+                    Ok(
+                        c.query_row("SELECT status FROM policies WHERE id = ?1", [id], |r| {
+                            r.get(0)
+                        })?,
+                    )
+                })
+                .expect("status")
+        };
+        engine
+            .store()
+            .write(|tx| {
+                tx.insert_policy(&mut policy("watching", PolicyStatus::Watching))?;
+                tx.insert_policy(&mut policy("gating", PolicyStatus::Gating))?;
+                tx.conn().execute("UPDATE policies SET spec = '[]'", [])?;
+                Ok(())
+            })
+            .expect("fill");
+        engine.sweep().expect("sweep");
+        assert_eq!(status("gating"), "blocked");
+        assert_eq!(status("watching"), "watching");
+        // The next start reads every unsettled row for damage: it is
+        // blocked then.
+        engine.settle_damaged_rows(&[]).expect("start");
+        assert_eq!(status("watching"), "blocked");
     }
 }

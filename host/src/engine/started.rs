@@ -9,7 +9,7 @@
 use super::keys::Caller;
 use super::sessions::{MAX_MESSAGE, RegisterInput, Registered, ReportKind, cap, invalid, locate};
 use super::{Engine, EngineResult};
-use crate::store::SessionState;
+use crate::store::{SessionRow, SessionState};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -317,8 +317,10 @@ impl Engine {
     /// with its daemon (`agent_process`); what it started is killed (its
     /// process group, whose number no other process can hold meanwhile).
     /// An agent still alive is not re-adopted nor killed: it is reported.
-    pub(super) fn recover_started_sessions(&self) -> EngineResult<()> {
-        for s in self.inner.store.sessions()? {
+    /// `sessions`: every session whose row does not decode (logged) and
+    /// every started one that has not exited (`Store::sessions_to_recover`).
+    pub(super) fn recover_started_sessions(&self, sessions: &[SessionRow]) -> EngineResult<()> {
+        for s in sessions {
             if let Some(d) = &s.damage {
                 tracing::error!(session = %s.id, column = %d.column, error = %d.message, "a session's stored row does not decode; it cannot be reported on");
                 continue;

@@ -155,9 +155,15 @@ fn an_unknown_status_is_damage_read_as_blocked() {
             Ok(())
         })
         .expect("damage");
-    let unsettled = store.unsettled_policies().expect("read");
-    let victim = unsettled.iter().find(|p| p.id == "victim").expect("found");
-    assert_eq!(victim.status, PolicyStatus::Blocked);
+    // Found by the start's look for damage and by the sweep's (a status
+    // that does not decode is in its index), read as blocked.
+    assert_eq!(store.damaged_policies().expect("read"), ["victim"]);
+    for queued in [true, false] {
+        let swept = store.policies_to_sweep(queued).expect("read");
+        let victim = swept.iter().find(|p| p.id == "victim").expect("found");
+        assert_eq!(victim.status, PolicyStatus::Blocked);
+        assert!(victim.damage.is_some());
+    }
 }
 
 #[test]

@@ -363,13 +363,34 @@ impl Store {
         Ok(all_checked(self.check, self.read(records::open_publishes)?))
     }
 
-    /// Policies not settled, oldest first, whatever their status column
-    /// holds (one that does not decode is among them).
-    pub fn unsettled_policies(&self) -> StoreResult<Vec<PolicyRow>> {
+    /// What the sweep looks at: the policies in a working state (`queued`
+    /// ones only when `queued`) and those whose status does not decode,
+    /// oldest first, by a partial index (never a watching or settled one).
+    pub fn policies_to_sweep(&self, queued: bool) -> StoreResult<Vec<PolicyRow>> {
         Ok(all_checked(
             self.check,
-            self.read(records::unsettled_policies)?,
+            self.read(|c| records::to_sweep(c, queued))?,
         ))
+    }
+
+    /// Ids of the policies not settled whose row does not decode (or that
+    /// the policy check refuses), oldest first (at start-up: rows are
+    /// decoded one at a time, never all held at once).
+    pub fn damaged_policies(&self) -> StoreResult<Vec<String>> {
+        self.read(|c| records::damaged_unsettled(c, self.check))
+    }
+
+    /// The sessions recovery looks at: those whose row does not decode,
+    /// and those gatehost started that have not exited (read one at a
+    /// time, the others never held).
+    pub fn sessions_to_recover(&self) -> StoreResult<Vec<SessionRow>> {
+        self.read(records::sessions_to_recover)
+    }
+
+    /// Ids of the policies with `session_id` as a member that have not
+    /// ended, oldest first (by the member index).
+    pub fn live_with(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        self.read(|c| records::live_with(c, session_id))
     }
 
     /// Policies, oldest first; `statuses` empty means all.

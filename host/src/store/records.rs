@@ -237,16 +237,77 @@ pub(super) fn list_policies(
     .map_err(decode_err)
 }
 
-/// Policies not settled (`done`, `blocked`, `cancelled`), oldest first:
-/// also those whose status does not decode.
-pub(super) fn unsettled_policies(c: &Connection) -> StoreResult<Vec<PolicyRow>> {
-    let mut st = c.prepare_cached(
-        "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled') ORDER BY seq",
-    )?;
-    st.query_map([], policy_from)
+/// The statuses no task of the daemon drives: what the sweep never reads.
+/// `policies_working`, the sweep's partial index, holds every other row
+/// (the working states and a status that does not decode).
+macro_rules! not_driven {
+    () => {
+        "status NOT IN ('watching', 'awaiting-ack', 'done', 'blocked', 'cancelled')"
+    };
+}
+pub(super) const WORKING_INDEX: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS policies_working ON policies(seq) WHERE ",
+    not_driven!()
+);
+
+/// The sweep's look (every few seconds): the policies in a working state
+/// (queued ones only when `?1`) and those whose status does not decode,
+/// oldest first, by the partial index `policies_working`: never a scan of
+/// the watching (or settled) policies (a unit test reads its plan).
+pub(super) const TO_SWEEP: &str = concat!(
+    "SELECT * FROM policies WHERE ",
+    not_driven!(),
+    " AND (?1 OR status != 'queued') ORDER BY seq"
+);
+
+/// The policies the sweep looks at (see [`TO_SWEEP`]).
+pub(super) fn to_sweep(c: &Connection, queued: bool) -> StoreResult<Vec<PolicyRow>> {
+    let mut st = c.prepare_cached(TO_SWEEP)?;
+    st.query_map(params![queued], policy_from)
         .map_err(decode_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(decode_err)
+}
+
+/// Ids of the policies not settled (`done`, `blocked`, `cancelled`; a
+/// status that does not decode is not settled) whose row does not decode
+/// or that `check` refuses, oldest first. Rows are decoded one at a time
+/// and dropped: the read never holds every policy.
+pub(super) fn damaged_unsettled(
+    c: &Connection,
+    check: super::PolicyCheck,
+) -> StoreResult<Vec<String>> {
+    let mut st = c.prepare_cached(
+        "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled') ORDER BY seq",
+    )?;
+    let mut rows = st.query([])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let p = super::checked(check, policy_from(r).map_err(decode_err)?);
+        if p.damage.is_some() {
+            out.push(p.id);
+        }
+    }
+    Ok(out)
+}
+
+/// The sessions recovery looks at, oldest first: those whose row does not
+/// decode and those gatehost started that have not exited. Rows are
+/// decoded one at a time and the rest dropped: the read never holds every
+/// session.
+pub(super) fn sessions_to_recover(c: &Connection) -> StoreResult<Vec<SessionRow>> {
+    let mut st = c.prepare_cached("SELECT * FROM sessions ORDER BY created_at, id")?;
+    let mut rows = st.query([])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let s = session_from(r).map_err(decode_err)?;
+        if s.damage.is_some()
+            || (s.command.is_some() && s.state != super::rows::SessionState::Exited)
+        {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 fn to_text(v: &Option<Value>) -> Option<String> {

@@ -90,6 +90,10 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS sessions_key ON sessions(key_digest) WHERE key_digest IS NOT NULL;",
     )?;
+    // The sweep's look (every few seconds): only the policies a task of
+    // the daemon drives, never the watching ones (a unit test reads its
+    // query plan).
+    conn.execute_batch(super::records::WORKING_INDEX)?;
     // The few policies with a publish that never ended, found without a scan.
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS policies_open_publish ON policies(seq) WHERE publish_open != '[]';",
