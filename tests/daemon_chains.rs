@@ -209,15 +209,7 @@ fn a_chain_that_never_ships_escalates_once_after_max_cycles() {
     assert!(of_type(&events, "review:shipped").is_empty());
     assert!(of_type(&events, "policy:commit-ready").is_empty());
     assert_eq!(calls(&calls_dir, "chain-2"), 3);
-    let deadline = Instant::now() + T;
-    while !hook.kinds().contains(&"review:escalated".to_string()) {
-        assert!(
-            Instant::now() < deadline,
-            "never notified: {:?}",
-            hook.kinds()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    hook.wait_for_kind("review:escalated", T);
     std::thread::sleep(Duration::from_millis(300));
     let told = hook
         .kinds()
@@ -540,13 +532,5 @@ fn a_silent_session_reviewer_escalates_the_review() {
         of_type(&events, "review:repair").is_empty(),
         "the author repairs nothing"
     );
-    let deadline = Instant::now() + T;
-    while !hook.kinds().contains(&"review:escalated".to_string()) {
-        assert!(
-            Instant::now() < deadline,
-            "never notified: {:?}",
-            hook.kinds()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    hook.wait_for_kind("review:escalated", T);
 }

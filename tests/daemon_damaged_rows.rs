@@ -447,3 +447,97 @@ fn an_attach_whose_next_is_a_list_is_refused() {
     assert_eq!(code, 400, "{v}");
     assert_eq!(v["error"]["field"], "next", "{v}");
 }
+
+#[test]
+fn a_corrupt_store_is_refused_loudly_never_replaced() {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&[]));
+    let data = s.etc.join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(data.join("gatehost.db"), vec![0x5a; 16384]).expect("junk");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gatehost.db") && err.contains("damaged"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(data.join("gatehost.db")).expect("read"),
+        vec![0x5a; 16384]
+    );
+}
+
+/// Issue 12: a policy row whose stored JSON does not decode (a damaged
+/// store) is an error naming the policy and the column, and the policy is
+/// blocked with that reason, never read as `null` (before, a corrupt plan
+/// read as no paths, and a corrupt spec dropped the `next` silently).
+#[test]
+fn a_corrupt_policy_row_is_blocked_with_a_reason_naming_it() {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let data = s.etc.join("data");
+    let mut d = Daemon::start(&data, &cfg);
+    d.register("s1", &s.ws);
+    s.write_ws("a.txt", "a\n");
+    let acked = d.attach(json!({
+        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
+        "commit": {"paths": ["a.txt"], "message": "m", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    d.wait_status(&acked, "awaiting-ack", T);
+    let gated =
+        d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    d.stop();
+    {
+        let db = rusqlite::Connection::open(data.join("gatehost.db")).expect("open");
+        db.execute(
+            "UPDATE policies SET plan = '{\"paths\": 3}' WHERE id = ?1",
+            [&acked],
+        )
+        .expect("corrupt plan");
+        db.execute(
+            "UPDATE policies SET spec = '{\"then\": \"deploy\"}' WHERE id = ?1",
+            [&gated],
+        )
+        .expect("corrupt spec");
+    }
+    d = Daemon::start(&data, &cfg);
+    // Recovery found the plan unreadable: blocked, so the ack is refused.
+    let (code, v) = d.http(
+        "POST",
+        &format!("/v1/policies/{acked}/ack"),
+        Some(&d.operator),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("not-awaiting-ack")),
+        "{v}"
+    );
+    let p = d.policy(&acked);
+    assert_eq!(p["status"], "blocked", "{p}");
+    assert!(p["reason"].as_str().unwrap_or("").contains("plan"), "{p}");
+    assert!(
+        p["reason"].as_str().unwrap_or("").contains(acked.as_str()),
+        "{p}"
+    );
+    // So is the spec: blocked, with the reason, a turn-end changes nothing.
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&gated, "blocked", T);
+    let reason = p["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(gated.as_str()) && reason.contains("spec"),
+        "{reason}"
+    );
+    let blocked = d.all_events(&format!("&policy={gated}&types=blocked"));
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert!(d.log().contains("does not decode"));
+}

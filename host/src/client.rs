@@ -214,7 +214,7 @@ impl Client {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> ClientResult<(u16, Vec<u8>)> {
-        self.send_with_keys(method, path_and_query, token, body, &[])
+        self.send_with(method, path_and_query, token, body, &[], &[])
             .await
     }
 

@@ -21,6 +21,19 @@ impl Receiver {
             .map(|s| s.1.clone())
             .collect()
     }
+
+    /// Waits (up to `limit`) until an event of type `kind` was received.
+    pub fn wait_for_kind(&self, kind: &str, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.kinds().iter().any(|k| k == kind) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never notified of {kind}: {:?}",
+                self.kinds()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }
 
 /// One request the receiver saw: delivery id, event type, signature, body.

@@ -433,30 +433,30 @@ impl Tx<'_> {
     }
 
     /// Ends a run whose stored row is damaged (it cannot be decoded, so
-    /// never written back whole): its state, phase and reason are
-    /// replaced by the terminal ones given, its step session, deadline and
-    /// pending request cleared; its spec (and damage) stay as they are.
+    /// never written back whole): its state (`state_json`, the engine's
+    /// terminal state as JSON text), phase and reason (a person's words)
+    /// are replaced, its step session, deadline and pending request
+    /// cleared; its spec (and damage) stay as they are.
     pub fn end_damaged_routine(
         &mut self,
         id: &str,
-        state: &Value,
+        state_json: &str,
         phase: &str,
-        reason: &Value,
+        reason: &str,
         now: i64,
     ) -> StoreResult<()> {
+        // The reason column holds JSON, as `put_routine` writes it.
+        let reason = serde_json::to_string(reason).map_err(|e| StoreError::Decode {
+            what: "routine",
+            message: format!("its reason: {e}"),
+        })?;
         self.tx
             .prepare_cached(
                 "UPDATE routines SET state = ?2, phase = ?3, step_session = NULL,
                    deadline_at = NULL, pending_request = NULL, reason = ?4, updated_at = ?5
                  WHERE id = ?1",
             )?
-            .execute(params![
-                id,
-                state.to_string(),
-                phase,
-                reason.to_string(),
-                now
-            ])?;
+            .execute(params![id, state_json, phase, reason, now])?;
         Ok(())
     }
 

@@ -9,7 +9,7 @@ use super::super::sessions::invalid;
 use super::super::{Engine, EngineError, EngineResult};
 use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
-use serde_json::{Value, json};
+use serde_json::json;
 
 impl Engine {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
@@ -284,15 +284,9 @@ impl Engine {
                 }
             }
             let reason = format!("cancelled by {by}; its stored row was damaged ({damage})");
-            let state = serde_json::to_value(RunState::Cancelled)
+            let state = serde_json::to_string(&RunState::Cancelled)
                 .map_err(|e| invalid("state", e.to_string()))?;
-            tx.end_damaged_routine(
-                id,
-                &state,
-                RunState::Cancelled.name(),
-                &Value::String(reason.clone()),
-                now_ms(),
-            )?;
+            tx.end_damaged_routine(id, &state, RunState::Cancelled.name(), &reason, now_ms())?;
             tracing::warn!(routine = id, %damage, "a damaged routine was cancelled in place");
             tx.append_event(
                 "routine:cancelled",
