@@ -51,6 +51,7 @@ pub mod hook;
 pub mod keyring;
 pub mod live_config;
 pub mod mcp;
+pub mod model;
 pub mod notify;
 pub mod passkey;
 pub mod permission;
