@@ -1,36 +1,51 @@
 //! gatehost: a judge-gate host for supervising coding agents.
 //!
 //! When an agent's turn ends, a *gate* decides whether its work is
-//! acceptable. The crate is split by concept:
+//! acceptable. The crate is split by concept, from the bottom up:
+//! - [`model`]: the typed model (records and events) below the store and
+//!   the engine: data and the pure rules that keep it well formed;
+//! - [`verdict`]: the one result type of every gate;
 //! - [`anchor`]: the workspace anchor, the only way to turn a workspace path
-//!   into something usable;
+//!   into something usable (opened once, checked on what was opened);
+//! - [`change`]: the change set, typed (which files changed and how);
 //! - [`supervise`]: running a process tree with bounded time and output and
 //!   nothing left behind;
+//! - [`sandbox`]: confinement of every process a native gate starts
+//!   (Landlock, no capabilities, `no_new_privs`, applied in the spawned
+//!   child between `clone3` and `execve`), and the gates' scratch places;
 //! - [`gate`]: gate objects and the shell and judge gates;
-//! - [`verdict`]: the one result type of every gate;
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
-//! - [`sandbox`]: confinement of every process a native gate starts
-//!   (Landlock, no capabilities, applied to the thread that spawns it);
-//! - [`store`]: the daemon's SQLite store (sessions, policies, events);
+//! - [`live_config`]: what `serve` makes of a configuration, and its
+//!   reloads (differences, settings held until a restart, weakenings);
+//! - [`permission`]: the pure permission rule of an ACP session;
+//! - [`store`]: the daemon's SQLite store (sessions, policies, routines,
+//!   standing policies, passkeys, events, deliveries);
 //! - [`bus`]: event names and the wake-up of long-polls;
-//! - [`engine`]: the policy lifecycle over the store and the gates;
+//! - [`fault_marker`]: how a start tells the daemon's own fault from a kill;
 //! - [`commit`]: commits of exactly the gated paths, running nothing the
 //!   workspace names;
 //! - [`worktree`]: host-owned checkouts of a snapshot's tree, where a
 //!   commit policy's gates run;
+//! - [`engine`]: the policy lifecycle over the store and the gates, review
+//!   chains, sessions, started agents, routines, operator settings;
+//! - [`passkey`]: the operator's passkeys (WebAuthn) and the proof of a
+//!   human an ack may require;
+//! - [`notify`]: the text a person reads for an event, rendered for a chat;
 //! - [`webhook`]: signed, retried webhook delivery from the store's queue;
-//! - [`api`]: the HTTP/JSON API and its two tokens;
+//! - [`api`]: the HTTP/JSON API, its two tokens, the page;
 //! - [`wire`]: the API's request and answer bodies, defined once;
 //! - [`client`]: the typed client of that API (the CLI, tests and benches);
+//! - [`keyring`]: the client side's store of session keys;
 //! - [`hook`]: the agent CLIs' turn-end hooks (one adapter per CLI, the
 //!   pure retry decision, the per-session standing, `hook install`'s
 //!   configuration merge);
 //! - [`mcp`]: the MCP server for agents (`gatehost mcp`), a client of that
 //!   API with the agent token;
+//! - [`suggest`]: "did you mean" for misspelt names;
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
-//!   the client commands).
+//!   the client commands), and the one place errors become exit codes.
 //!
 //! Invariant shared by all of them: nothing unclear passes. A timeout, a
 //! crash, an unparseable judge or a refused path is `fail` or `error`, never

@@ -183,3 +183,45 @@ fn no_source_file_is_over_700_lines() {
     assert!(files.len() > 50, "the reader found no sources");
     assert!(long.is_empty(), "split these: {long:?}");
 }
+
+/// The crate's doc lists every top-level module (`- [`name`]: …`), and
+/// every module has a doc comment saying what it owns.
+#[test]
+fn every_top_level_module_is_listed_and_documented() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .collect();
+    assert!(modules.len() > 20, "the reader found no modules");
+    let unlisted: Vec<&str> = modules
+        .iter()
+        .filter(|m| !lib.contains(&format!("//! - [`{m}`]:")))
+        .copied()
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "lib.rs's doc does not list {unlisted:?}"
+    );
+    let listed = lib.lines().filter(|l| l.starts_with("//! - [`")).count();
+    assert_eq!(
+        listed,
+        modules.len(),
+        "lib.rs's doc lists a module that is gone"
+    );
+    let undocumented: Vec<&str> = modules
+        .iter()
+        .filter(|m| {
+            let file = src.join(format!("{m}.rs"));
+            let file = if file.exists() {
+                file
+            } else {
+                src.join(m).join("mod.rs")
+            };
+            !std::fs::read_to_string(file).is_ok_and(|t| t.starts_with("//! "))
+        })
+        .copied()
+        .collect();
+    assert!(undocumented.is_empty(), "no module doc: {undocumented:?}");
+}
