@@ -46,6 +46,7 @@ mod extract;
 pub mod limits;
 pub mod listen;
 mod passkeys;
+pub mod query;
 pub mod review;
 mod routines;
 mod standing;
@@ -56,28 +57,25 @@ pub use auth::{Role, Tokens};
 pub use error::ApiError;
 pub use extract::{Bearer, Credential, JsonBody, Operator, SESSION_KEY_HEADER};
 
-use crate::bus::full_type;
 use crate::engine::{Engine, EngineError};
-use crate::store::{EventFilter, PolicyStatus};
+use crate::store::EventFilter;
 use crate::wire;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use query::{EventQuery, NextEventQuery, PageQuery, PolicyListQuery, Query, WaitQuery};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1024 * 1024;
-/// Default and largest long-poll slice.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(25);
+/// The largest long-poll slice.
 pub const MAX_WAIT: Duration = Duration::from_secs(55);
-const DEFAULT_LIMIT: usize = 50;
-const MAX_LIMIT: usize = 1000;
+pub use query::DEFAULT_WAIT;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -153,20 +151,6 @@ fn ok(v: impl Serialize) -> ApiResult {
     Ok(Json(v).into_response())
 }
 
-fn duration_param(
-    q: &HashMap<String, String>,
-    name: &str,
-    default: Duration,
-) -> Result<Duration, ApiError> {
-    match q.get(name) {
-        None => Ok(default),
-        Some(v) => {
-            let d = parse_duration(v).map_err(|m| ApiError::bad_request(name, m))?;
-            Ok(d.min(MAX_WAIT))
-        }
-    }
-}
-
 /// `1500` (milliseconds), `25s`, `2m`, `1h 5m`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -175,61 +159,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(t)
         .map_err(|e| format!("'{text}' is not a duration ({e}); try 1500, 30s, 5m"))
-}
-
-/// `limit`: 1 to `MAX_LIMIT`, `DEFAULT_LIMIT` when absent.
-fn limit_param(q: &HashMap<String, String>) -> Result<usize, ApiError> {
-    match int_param(q, "limit")? {
-        None => Ok(DEFAULT_LIMIT),
-        Some(n) if n >= 1 && n as usize <= MAX_LIMIT => Ok(n as usize),
-        Some(_) => Err(ApiError::bad_request(
-            "limit",
-            format!("must be between 1 and {MAX_LIMIT}"),
-        )),
-    }
-}
-
-/// `cursor`: where a page continues (a list's `nextCursor`), 0 if absent.
-fn cursor_param(q: &HashMap<String, String>) -> Result<i64, ApiError> {
-    match int_param(q, "cursor")? {
-        Some(c) if c < 0 => Err(ApiError::bad_request("cursor", "a cursor is at least 0")),
-        c => Ok(c.unwrap_or(0)),
-    }
-}
-
-fn int_param(q: &HashMap<String, String>, name: &str) -> Result<Option<i64>, ApiError> {
-    q.get(name)
-        .map(|v| {
-            v.trim()
-                .parse::<i64>()
-                .map_err(|_| ApiError::bad_request(name, format!("'{v}' is not an integer")))
-        })
-        .transpose()
-}
-
-/// The `types` parameter of the event routes: each name made full (short
-/// ones allowed), an unknown one a 400 naming the known ones.
-fn types_param(q: &HashMap<String, String>) -> Result<Vec<String>, ApiError> {
-    list_param(q, "types")
-        .iter()
-        .map(|t| {
-            full_type(t)
-                .map(str::to_string)
-                .map_err(|m| ApiError::bad_request("types", m))
-        })
-        .collect()
-}
-
-fn list_param(q: &HashMap<String, String>, name: &str) -> Vec<String> {
-    q.get(name)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A place among the long-polls for one that waits (`wait` above zero),
@@ -303,13 +232,13 @@ async fn answer_permission(
 async fn list_sessions(
     State(st): State<AppState>,
     Credential(caller): Credential,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<PageQuery>,
 ) -> ApiResult {
-    let limit = limit_param(&q)?;
+    let limit = q.limit;
     let page = st
         .engine
         .store()
-        .sessions_page(cursor_param(&q)?, limit)
+        .sessions_page(q.cursor, limit)
         .map_err(EngineError::from)?;
     let next_cursor = (page.len() == limit)
         .then(|| page.last().map(|(c, _)| *c))
@@ -350,14 +279,14 @@ async fn next_session_event(
     State(st): State<AppState>,
     Credential(caller): Credential,
     Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<NextEventQuery>,
 ) -> ApiResult {
     st.engine.session_for(&id, &caller)?;
-    let since = match int_param(&q, "since")? {
+    let since = match q.since {
         Some(c) => c,
         None => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
-    let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
+    let timeout = q.timeout;
     let _waiting = wait_place(&st, timeout, "next-event")?;
     let filter = EventFilter {
         since,
@@ -396,29 +325,13 @@ async fn attach(
 async fn list_policies(
     State(st): State<AppState>,
     Credential(caller): Credential,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<PolicyListQuery>,
 ) -> ApiResult {
-    let mut statuses = Vec::new();
-    for s in list_param(&q, "status") {
-        statuses.push(PolicyStatus::parse(&s).ok_or_else(|| {
-            ApiError::bad_request("status", format!("'{s}' is not a policy status"))
-        })?);
-    }
-    let newest_first = match q.get("order").map(String::as_str) {
-        None | Some("oldest") => false,
-        Some("newest") => true,
-        Some(o) => {
-            return Err(ApiError::bad_request(
-                "order",
-                format!("'{o}' is neither \"oldest\" nor \"newest\""),
-            ));
-        }
-    };
-    let limit = limit_param(&q)?;
+    let limit = q.page.limit;
     let list = st
         .engine
         .store()
-        .policies_page(&statuses, cursor_param(&q)?, limit, newest_first)
+        .policies_page(&q.statuses, q.page.cursor, limit, q.newest_first)
         .map_err(EngineError::from)?;
     // A full page may have a next one; its cursor is the last `seq`.
     let next_cursor = (list.len() == limit)
@@ -448,10 +361,10 @@ async fn wait_policy(
     State(st): State<AppState>,
     Credential(caller): Credential,
     Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<WaitQuery>,
 ) -> ApiResult {
     st.engine.policy_for(&id, &caller)?;
-    let timeout = duration_param(&q, "timeout", DEFAULT_WAIT)?;
+    let timeout = q.timeout;
     let _waiting = wait_place(&st, timeout, "policy-wait")?;
     let (p, settled) = st.engine.wait_policy(&id, timeout).await?;
     ok(wire::PolicyWait {
@@ -516,26 +429,17 @@ async fn request_changes(
 async fn events(
     State(st): State<AppState>,
     Credential(caller): Credential,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<EventQuery>,
 ) -> ApiResult {
-    let since = int_param(&q, "since")?.unwrap_or(0);
-    if since < 0 {
-        return Err(ApiError::bad_request("since", "a cursor is at least 0"));
-    }
-    let limit = limit_param(&q)?;
-    let types = types_param(&q)?;
+    let (since, wait) = (q.since, q.wait);
     let mut filter = EventFilter {
         since,
-        types,
-        session_ids: list_param(&q, "session"),
-        policy_ids: list_param(&q, "policy"),
-        limit,
+        types: q.select.types,
+        session_ids: q.select.sessions,
+        policy_ids: q.select.policies,
+        limit: q.limit,
     };
     st.engine.check_event_read(&mut filter, &caller)?;
-    let wait = match q.get("wait") {
-        Some(_) => duration_param(&q, "wait", DEFAULT_WAIT)?,
-        None => Duration::ZERO,
-    };
     let events = if wait.is_zero() {
         st.engine.events(&filter)?
     } else {

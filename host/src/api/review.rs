@@ -8,11 +8,11 @@
 //! with `cut: true` and a `note`, its counts whole. This module only maps
 //! the engine's answer to the wire; it must never change state.
 
-use super::{ApiError, ApiResult, AppState, Credential, int_param, ok};
+use super::query::{DiffQuery, Query};
+use super::{ApiResult, AppState, Credential, ok};
 use crate::commit::patch::PageBounds;
 use crate::wire;
-use axum::extract::{Path, Query, State};
-use std::collections::HashMap;
+use axum::extract::{Path, State};
 
 /// The most files on one page.
 pub const MAX_FILES: usize = 1000;
@@ -23,24 +23,10 @@ pub(super) async fn diff(
     State(st): State<AppState>,
     Credential(caller): Credential,
     Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<DiffQuery>,
 ) -> ApiResult {
     st.engine.policy_for(&id, &caller)?;
-    let from = match int_param(&q, "from")? {
-        None => 0,
-        Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
-        Some(_) => return Err(ApiError::bad_request("from", "a file index is at least 0")),
-    };
-    let max_files = match int_param(&q, "limit")? {
-        None => MAX_FILES,
-        Some(n) if n >= 1 && n as usize <= MAX_FILES => n as usize,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "limit",
-                format!("must be between 1 and {MAX_FILES}"),
-            ));
-        }
-    };
+    let (from, max_files) = (q.from, q.files(MAX_FILES));
     let got = st
         .engine
         .policy_patch(

@@ -14,14 +14,15 @@
 //! [`STREAM_SPAN`]; the client reconnects with `Last-Event-ID` and misses
 //! nothing. It must never change state.
 
-use super::{ApiError, ApiResult, AppState, Credential, int_param, list_param, types_param};
+use super::query::{Query, StreamQuery};
+use super::{ApiError, ApiResult, AppState, Credential};
 use crate::engine::{Engine, EngineError};
 use crate::store::{EventFilter, EventRow};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
@@ -92,7 +93,7 @@ pub(super) async fn stream(
     State(st): State<AppState>,
     Credential(caller): Credential,
     headers: HeaderMap,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<StreamQuery>,
 ) -> ApiResult {
     let resume = match headers.get("last-event-id") {
         Some(v) => Some(
@@ -109,20 +110,15 @@ pub(super) async fn stream(
         ),
         None => None,
     };
-    let since = match (resume, int_param(&q, "since")?) {
-        (Some(c), _) => c,
-        (None, Some(c)) if c < 0 => {
-            return Err(ApiError::bad_request("since", "a cursor is at least 0"));
-        }
-        (None, Some(c)) => c,
+    let since = match (resume, q.since) {
+        (Some(c), _) | (None, Some(c)) => c,
         (None, None) => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
-    let types = types_param(&q)?;
     let mut filter = EventFilter {
         since,
-        types,
-        session_ids: list_param(&q, "session"),
-        policy_ids: list_param(&q, "policy"),
+        types: q.select.types,
+        session_ids: q.select.sessions,
+        policy_ids: q.select.policies,
         limit: BATCH,
     };
     // With the agent token: only the sessions and policies whose keys it

@@ -289,9 +289,9 @@ pub(super) async fn link(State(st): State<AppState>, _: super::Operator) -> ApiR
 /// is refused (403, a line for a person).
 pub(super) async fn login_link(
     State(st): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+    super::query::Query(q): super::query::Query<super::query::LoginLinkQuery>,
 ) -> ApiResult {
-    let spent = q.get("code").is_some_and(|c| st.ui.spend_code(c));
+    let spent = q.code.is_some_and(|c| st.ui.spend_code(&c));
     if !spent {
         tracing::warn!("a login link was refused: used, expired or unknown");
         let body = "This login link was already used, has expired (links last 2 minutes) or is unknown: run `gatehost ui` again.\n";
