@@ -386,14 +386,14 @@ impl Client {
         id: &str,
         request: &str,
         allow: bool,
-    ) -> ClientResult<serde_json::Value> {
+    ) -> ClientResult<crate::wire::PermissionAnswered> {
         self.post(
             &format!(
                 "/v1/sessions/{}/permissions/{}",
                 segment(id),
                 segment(request)
             ),
-            &serde_json::json!({ "allow": allow }),
+            &crate::wire::PermissionAnswer { allow },
         )
         .await
     }

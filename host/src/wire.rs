@@ -83,6 +83,29 @@ pub struct Reported {
     pub ungated: bool,
 }
 
+/// `POST /v1/sessions/{id}/permissions/{request}`: the operator's answer
+/// to an ACP session's escalated permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionAnswer {
+    pub allow: bool,
+}
+
+/// The answer to [`PermissionAnswer`]: what was answered, to which request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionAnswered {
+    pub session_id: String,
+    pub request: String,
+    pub allowed: bool,
+}
+
+/// `POST /ui/login`: the CSRF token the page sends with its writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UiLogin {
+    pub csrf: String,
+}
+
 /// `POST /v1/ui/link`: a one-time login link for the web page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -207,24 +207,21 @@ async fn start_session(
     ok(st.engine.start_session(input)?)
 }
 
-/// The body of an answer to an escalated ACP permission request.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PermissionAnswer {
-    allow: bool,
-}
-
 /// The operator answers an ACP session's escalated permission request
 /// (the agent token is refused: an agent never allows itself).
 async fn answer_permission(
     State(st): State<AppState>,
     _: Operator,
     Path((id, request)): Path<(String, String)>,
-    JsonBody(body): JsonBody<PermissionAnswer>,
+    JsonBody(body): JsonBody<wire::PermissionAnswer>,
 ) -> ApiResult {
     st.engine
         .resolve_permission(&id, &request, body.allow, None)?;
-    ok(serde_json::json!({"sessionId": id, "request": request, "allowed": body.allow}))
+    ok(wire::PermissionAnswered {
+        session_id: id,
+        request,
+        allowed: body.allow,
+    })
 }
 
 /// A page of sessions (`limit`, `cursor`), in registration order;

@@ -338,7 +338,7 @@ pub(super) async fn login(
         )),
         Role::Operator => {
             let (cookie, csrf) = session_cookie(&st)?;
-            let mut r = axum::Json(serde_json::json!({"csrf": csrf})).into_response();
+            let mut r = axum::Json(crate::wire::UiLogin { csrf }).into_response();
             r.headers_mut().insert(header::SET_COOKIE, cookie);
             Ok(secured(r))
         }
