@@ -136,7 +136,10 @@ fn settle_live_fields(then: &Value, now: &mut Value) {
         .filter(|p| p["status"] == "awaiting-ack")
         .map(|p| p["policyId"].as_str().expect("policyId").to_string())
         .collect();
-    assert!(!awaiting.is_empty(), "the fixture has a policy awaiting its ack");
+    assert!(
+        !awaiting.is_empty(),
+        "the fixture has a policy awaiting its ack"
+    );
     for id in awaiting {
         let workspace = then["session"][then["policy"][&id]["sessions"][0]
             .as_str()
@@ -184,24 +187,21 @@ fn assert_serves_the_same(d: &Daemon, then: &Value, when: &str) {
     // A damaged-free start: nothing was appended, above all no
     // `policy:blocked` for a row that did not decode.
     let fixture_events = then["events"].as_array().expect("events").len();
-    let appended: Vec<&Value> = now["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .skip(fixture_events)
-        .collect();
-    let blocked: Vec<&&Value> = appended
-        .iter()
-        .filter(|e| e["type"] == "policy:blocked")
-        .collect();
+    let events = now["events"].as_array().expect("events");
+    let appended = events.get(fixture_events..).unwrap_or_default();
+    let lines = |events: &mut dyn Iterator<Item = &Value>| {
+        events.map(Value::to_string).collect::<Vec<_>>().join("\n")
+    };
     assert!(
-        blocked.is_empty(),
-        "{when}: policies blocked at start (a stored column that no longer decodes?): {blocked:?}\nlog:\n{}",
+        !appended.iter().any(|e| e["type"] == "policy:blocked"),
+        "{when}: policies blocked at start (a stored column that no longer decodes?):\n{}\nlog:\n{}",
+        lines(&mut appended.iter().filter(|e| e["type"] == "policy:blocked")),
         d.log()
     );
     assert!(
         appended.is_empty(),
-        "{when}: events appended at start: {appended:?}"
+        "{when}: events appended at start:\n{}",
+        lines(&mut appended.iter())
     );
     settle_live_fields(then, &mut now);
     let mut diff = Vec::new();
@@ -230,7 +230,10 @@ fn a_store_written_by_fd21d0c_opens_migrates_and_serves_the_same() {
         .filter_map(|p| p["status"].as_str())
         .collect();
     for status in ["watching", "awaiting-ack", "done", "blocked", "cancelled"] {
-        assert!(statuses.contains(&status), "no {status} policy in the fixture");
+        assert!(
+            statuses.contains(&status),
+            "no {status} policy in the fixture"
+        );
     }
     for list in ["sessions", "events", "routines", "standingPolicies"] {
         assert!(
@@ -240,7 +243,11 @@ fn a_store_written_by_fd21d0c_opens_migrates_and_serves_the_same() {
     }
 
     let (_s, data, cfg) = setup();
-    assert_eq!(schema_version(&data), "9", "the fixture is fd21d0c's schema");
+    assert_eq!(
+        schema_version(&data),
+        "9",
+        "the fixture is fd21d0c's schema"
+    );
     let mut d = Daemon::start(&data, &cfg);
     assert_eq!(schema_version(&data), CURRENT_SCHEMA, "migrated at start");
     assert!(
