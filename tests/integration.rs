@@ -45,6 +45,7 @@ mod daemon_routine_faults;
 mod daemon_routines;
 mod daemon_session_ids;
 mod daemon_session_policies;
+mod daemon_store_fixture;
 mod daemon_swap_race;
 mod daemon_ui;
 mod daemon_watchdog;
