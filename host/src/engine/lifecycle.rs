@@ -314,7 +314,7 @@ impl Engine {
         // baseline: plugins then get no changed files.
         let needs_diff = gates
             .iter()
-            .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
+            .any(|g| g.imp().runs_plugin());
         let diff = if let Some(changes) = snapshot_changes {
             match changes {
                 Ok(changes) => Some(changes),

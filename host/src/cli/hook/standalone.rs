@@ -59,7 +59,7 @@ fn run(
     });
     // Shell gates see the workspace itself; only judges and plugins are
     // given the change, so a shell-only hook never opens the repository.
-    let changes = if specs.iter().all(|g| matches!(g, GateSpec::Shell(_)))
+    let changes = if specs.iter().all(|g| !g.imp().sees_change())
         || !anchor.root().join(".git").exists()
     {
         None
