@@ -1,12 +1,11 @@
 //! What every kind of gate is to the runner: one implementation of
 //! [`GateKind`] per kind (`shell`, `judge`, `wasm`, each in its own file
-//! with its JSON shape), registered in [`super::spec::Kind`].
+//! with its JSON shape), registered in `spec::Kind`.
 //!
 //! It owns the trait and the field checks the kinds share. It must never
 //! name a kind: a new kind is a new file and its registration, not an arm
 //! here.
 
-use super::spec::{Gate, MAX_TIMEOUT_MS, SpecError};
 use super::{GateContext, GateRunner};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::Trust;
@@ -15,6 +14,26 @@ use crate::wasm::PluginUsage;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
+
+/// The longest timeout a gate may ask for: one day.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// A gate object that is refused, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    /// Where in the gate file, e.g. `[1].judge.timeoutMs` (empty: the file).
+    pub field: String,
+    pub message: String,
+}
+
+/// What a kind runs as: the gate's label and the workspace paths it
+/// needs (`None`: everything).
+#[derive(Debug, Clone, Copy)]
+pub struct Named<'a> {
+    pub label: &'a str,
+    pub paths: Option<&'a [String]>,
+}
 
 /// A gate's verdict and, for a plugin whose evaluation got that far, what
 /// it used against its bounds (`gatehost plugin run` reports it).
@@ -74,11 +93,11 @@ pub trait GateKind: Send + Sync {
         trust: Trust,
     ) -> Result<(), String>;
 
-    /// Runs the gate (`gate` is the whole gate: its label and paths).
+    /// Runs the gate, named `gate.label`.
     fn run<'a>(
         &'a self,
         runner: &'a GateRunner,
-        gate: &'a Gate,
+        gate: Named<'a>,
         anchor: &'a WorkspaceAnchor,
         ctx: &'a GateContext,
     ) -> BoxFuture<'a, Measured>;
@@ -98,7 +117,7 @@ impl<'a> Check<'a> {
     /// An error naming `name` (relative to the gate object).
     pub fn err(&self, name: &str, message: &str) -> SpecError {
         SpecError {
-            field: super::spec::join_field(self.at, name),
+            field: join_field(self.at, name),
             message: message.to_string(),
         }
     }
@@ -131,4 +150,23 @@ impl<'a> Check<'a> {
             Ok(())
         }
     }
+}
+
+/// A field's name under the gate's place in its file.
+pub(super) fn join_field(at: &str, name: &str) -> String {
+    match (at.is_empty(), name.is_empty()) {
+        (true, true) => "gate".into(),
+        (true, false) => name.to_string(),
+        (false, true) => at.to_string(),
+        (false, false) => format!("{at}.{name}"),
+    }
+}
+
+/// A label cut to 80 characters.
+pub(super) fn truncate_label(mut l: String) -> String {
+    const MAX: usize = 80;
+    if l.chars().count() > MAX {
+        l = l.chars().take(MAX - 1).collect::<String>() + "…";
+    }
+    l
 }

@@ -269,7 +269,12 @@ impl GateRunner {
         anchor: &WorkspaceAnchor,
         ctx: &GateContext,
     ) -> (Verdict, Option<PluginUsage>) {
-        let (mut verdict, usage) = gate.imp().run(self, gate, anchor, ctx).await;
+        let label = gate.label();
+        let named = kind::Named {
+            label: &label,
+            paths: gate.paths(),
+        };
+        let (mut verdict, usage) = gate.imp().run(self, named, anchor, ctx).await;
         if gate.imp().sees_change() {
             verdict.findings.extend(capped_findings(ctx));
         }

@@ -11,8 +11,8 @@
 //! grants was "Permission denied" is `error` (the gate could not run),
 //! never `fail`.
 
-use super::kind::{BoxFuture, Check, GateKind, Measured};
-use super::spec::{DEFAULT_SHELL_TIMEOUT, Gate, MAX_TIMEOUT_MS, SpecError, truncate_label};
+use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
+use super::kind::truncate_label;
 use super::{
     GateContext, GateRunner, base_env, fill_process_details, human_duration, signal_name,
 };
@@ -27,6 +27,9 @@ use crate::verdict::{Outcome, Verdict};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The timeout of a gate of this kind that sets none.
+pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Extra environment for a shell gate: names passed through from the host,
 /// or names with values.
@@ -193,7 +196,7 @@ impl GateKind for ShellGate {
     fn run<'a>(
         &'a self,
         runner: &'a GateRunner,
-        gate: &'a Gate,
+        gate: Named<'a>,
         anchor: &'a WorkspaceAnchor,
         ctx: &'a GateContext,
     ) -> BoxFuture<'a, Measured> {
@@ -332,12 +335,12 @@ fn preflight(
 
 async fn run(
     runner: &GateRunner,
-    spec: &Gate,
+    named: Named<'_>,
     gate: &ShellGate,
     anchor: &WorkspaceAnchor,
     trust: Trust,
 ) -> Verdict {
-    let label = spec.label();
+    let label = named.label.to_string();
     let config = runner.config();
     let Admitted {
         program,
@@ -368,7 +371,7 @@ async fn run(
     // refusal of the sandbox from the gate's own failure.
     let mut reached = vec![program.clone(), anchor.root().to_path_buf()];
     reached.extend(prepared.scratch.as_ref().map(|s| s.tmp()));
-    let timeout = spec.timeout();
+    let timeout = GateKind::timeout(gate);
     let scratch_tmp = prepared.scratch.as_ref().map(|s| s.tmp());
     let run = runner
         .supervisor()

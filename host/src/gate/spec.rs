@@ -11,30 +11,17 @@
 //! `judge`, `wasm`); this module never runs anything.
 
 pub(crate) use super::judge::JudgeWrapper;
-use super::kind::{Check, GateKind};
+use super::kind::{Check, GateKind, join_field};
 use super::shell::ShellObject;
 use super::wasm::WasmWrapper;
 use schemars::JsonSchema;
 use serde_json::Value;
 use std::time::Duration;
 
-pub use super::judge::JudgeGate;
-pub use super::shell::{GateEnv, ShellGate};
-pub use super::wasm::{PluginJudge, WasmGate};
-
-pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_secs(120);
-pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest timeout a gate may ask for: one day.
-pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SpecError {
-    /// Where in the gate file, e.g. `[1].judge.timeoutMs` (empty: the file).
-    pub field: String,
-    pub message: String,
-}
+pub use super::judge::{DEFAULT_JUDGE_TIMEOUT, JudgeGate};
+pub use super::kind::{MAX_TIMEOUT_MS, SpecError};
+pub use super::shell::{DEFAULT_SHELL_TIMEOUT, GateEnv, ShellGate};
+pub use super::wasm::{DEFAULT_WASM_TIMEOUT, PluginJudge, WasmGate};
 
 /// One gate: its name, the workspace paths it needs, and what it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,15 +138,6 @@ impl Gate {
     }
 }
 
-/// A label cut to 80 characters.
-pub(super) fn truncate_label(mut l: String) -> String {
-    const MAX: usize = 80;
-    if l.chars().count() > MAX {
-        l = l.chars().take(MAX - 1).collect::<String>() + "…";
-    }
-    l
-}
-
 /// Parses a gate file: one gate object, or a list of them.
 pub fn parse_gate_file(text: &str) -> Result<Vec<Gate>, SpecError> {
     let value: Value = serde_json::from_str(text).map_err(|e| SpecError {
@@ -243,15 +221,6 @@ fn deserialize<T: serde::de::DeserializeOwned>(value: Value, at: &str) -> Result
             message: crate::suggest::with_suggestion(&e.into_inner().to_string()),
         }
     })
-}
-
-pub(super) fn join_field(at: &str, name: &str) -> String {
-    match (at.is_empty(), name.is_empty()) {
-        (true, true) => "gate".into(),
-        (true, false) => name.to_string(),
-        (false, true) => at.to_string(),
-        (false, false) => format!("{at}.{name}"),
-    }
 }
 
 /// The checks of every gate (its `paths`), then its kind's.

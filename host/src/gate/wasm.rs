@@ -8,10 +8,9 @@
 //! to a verdict: its decision is `pass` or `fail`; anything that stops it
 //! from deciding (a trap, a bound, a refused import) is `error`.
 
-use super::kind::{BoxFuture, Check, GateKind, Measured};
-use super::spec::{
-    DEFAULT_JUDGE_TIMEOUT, DEFAULT_WASM_TIMEOUT, Gate, MAX_TIMEOUT_MS, SpecError, truncate_label,
-};
+use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
+use super::judge::DEFAULT_JUDGE_TIMEOUT;
+use super::kind::truncate_label;
 use super::{GateContext, GateRunner, diff};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{PluginBounds, Trust};
@@ -25,6 +24,9 @@ use crate::wasm::{
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The timeout of a gate of this kind that sets none.
+pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The judge a WASM plugin's `judge` import uses.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -75,7 +77,7 @@ pub(crate) struct WasmWrapper {
     #[serde(default)]
     pub name: Option<String>,
     pub wasm: WasmGate,
-    /// See [`super::spec::Gate::paths`].
+    /// The workspace paths the gate needs (see `Gate::paths`).
     #[serde(default)]
     pub paths: Option<Vec<String>>,
 }
@@ -145,7 +147,7 @@ impl GateKind for WasmGate {
     fn run<'a>(
         &'a self,
         runner: &'a GateRunner,
-        gate: &'a Gate,
+        gate: Named<'a>,
         anchor: &'a WorkspaceAnchor,
         ctx: &'a GateContext,
     ) -> BoxFuture<'a, Measured> {
@@ -173,12 +175,12 @@ fn preflight(
 /// as far as one (`gatehost plugin run` reports it; gates drop it).
 async fn run(
     runner: &GateRunner,
-    spec: &Gate,
+    named: Named<'_>,
     gate: &WasmGate,
     anchor: &WorkspaceAnchor,
     ctx: &GateContext,
 ) -> (Verdict, Option<PluginUsage>) {
-    let label = spec.label();
+    let label = named.label.to_string();
     let started = Instant::now();
     let host = match runner.wasm_host() {
         Ok(h) => h,
@@ -222,7 +224,7 @@ async fn run(
     };
     // A gate that names the paths it needs is shown the changes under
     // them: its worktree may hold nothing else.
-    if let Some(paths) = spec.paths() {
+    if let Some(paths) = named.paths {
         files.retain(|f| {
             paths.iter().any(|p| {
                 let p = p.trim_end_matches('/').as_bytes();

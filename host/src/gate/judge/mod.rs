@@ -8,8 +8,7 @@
 
 pub mod prompt;
 
-use super::kind::{BoxFuture, Check, GateKind, Measured};
-use super::spec::{DEFAULT_JUDGE_TIMEOUT, Gate, MAX_TIMEOUT_MS, SpecError};
+use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
 use super::{GateContext, GateRunner, base_env, fill_process_details, signal_name};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::Trust;
@@ -22,6 +21,9 @@ use prompt::Decision;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// The timeout of a gate of this kind that sets none.
+pub const DEFAULT_JUDGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A judge gate: an LLM CLI asked to judge the work against a rubric.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -48,7 +50,7 @@ pub(crate) struct JudgeWrapper {
     #[serde(default)]
     pub name: Option<String>,
     pub judge: JudgeGate,
-    /// See [`super::spec::Gate::paths`].
+    /// The workspace paths the gate needs (see `Gate::paths`).
     #[serde(default)]
     pub paths: Option<Vec<String>>,
 }
@@ -105,7 +107,7 @@ impl GateKind for JudgeGate {
     fn run<'a>(
         &'a self,
         runner: &'a GateRunner,
-        gate: &'a Gate,
+        gate: Named<'a>,
         _anchor: &'a WorkspaceAnchor,
         ctx: &'a GateContext,
     ) -> BoxFuture<'a, Measured> {
@@ -253,17 +255,17 @@ pub(super) fn preflight(
 
 async fn run(
     runner: &GateRunner,
-    spec: &Gate,
+    named: Named<'_>,
     judge: &JudgeGate,
     context: Option<&str>,
 ) -> Verdict {
     let request = JudgeRequest {
-        label: spec.label(),
+        label: named.label.to_string(),
         adapter: &judge.adapter,
         model: judge.model.as_deref(),
         rubric: &judge.prompt,
         context,
-        timeout: spec.timeout(),
+        timeout: GateKind::timeout(judge),
         nonce: judge.nonce,
     };
     run_request(runner, request).await.verdict
