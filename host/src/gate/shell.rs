@@ -11,19 +11,17 @@
 //! grants was "Permission denied" is `error` (the gate could not run),
 //! never `fail`.
 
-use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
 use super::kind::truncate_label;
-use super::{
-    GateContext, GateRunner, base_env, fill_process_details, human_duration, signal_name,
-};
+use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
+use super::{GateContext, GateRunner, base_env, fill_process_details, human_duration, signal_name};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{AllowEntry, Trust};
-use schemars::JsonSchema;
-use serde::Deserialize;
-use std::collections::BTreeMap;
 use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination};
 use crate::verdict::{Outcome, Verdict};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

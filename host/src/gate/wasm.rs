@@ -8,19 +8,19 @@
 //! to a verdict: its decision is `pass` or `fail`; anything that stops it
 //! from deciding (a trap, a bound, a refused import) is `error`.
 
-use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
 use super::judge::DEFAULT_JUDGE_TIMEOUT;
 use super::kind::truncate_label;
+use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
 use super::{GateContext, GateRunner, diff};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{PluginBounds, Trust};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use crate::verdict::{Durations, Outcome, OutputTail, Verdict};
 use crate::wasm::{
     Evaluation, JudgeBridge, LoadedPlugin, NamedPlugin, PluginContext, PluginError, PluginUsage,
     WasmHost,
 };
+use schemars::JsonSchema;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -112,6 +112,27 @@ pub enum HookCommand {
     Status(StatusArgs),
 }
 
+impl HookCommand {
+    /// The agent CLI a hook-answering subcommand answers, and its options
+    /// (`None`: install, uninstall, status).
+    pub fn answering(self) -> Option<(crate::hook::AgentCli, HookArgs)> {
+        use crate::hook::AgentCli;
+        Some(match self {
+            HookCommand::Claude(a) => (AgentCli::Claude, a),
+            HookCommand::Codex(a) => (AgentCli::Codex, a),
+            HookCommand::Gemini(a) => (AgentCli::Gemini, a),
+            HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+            HookCommand::Qwen(a) => (AgentCli::Qwen, a),
+            HookCommand::Copilot(a) => (AgentCli::Copilot, a),
+            HookCommand::Opencode(a) => (AgentCli::Opencode, a),
+            HookCommand::Kiro(a) => (AgentCli::Kiro, a),
+            HookCommand::Install(_) | HookCommand::Uninstall(_) | HookCommand::Status(_) => {
+                return None;
+            }
+        })
+    }
+}
+
 pub const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
 outcomes/, one file per session, kept 30 days after its last stop (a session's end does not remove
 it). Exit status: 0 when the last stop passed its gates, 1 when it was sent back or let through
@@ -156,14 +177,7 @@ Kiro CLI ~/.kiro/agents/NAME.json or .kiro/agents/NAME.json (--kiro-agent NAME, 
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
-/// Where the CLI's configuration is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scope {
-    /// The user's own configuration (out of the agent's workspace).
-    User,
-    /// The project's (in the workspace: the agent can edit it).
-    Project,
-}
+pub use crate::hook::plan::Scope;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct InstallArgs {

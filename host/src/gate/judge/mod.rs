@@ -12,12 +12,12 @@ use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, S
 use super::{GateContext, GateRunner, base_env, fill_process_details, signal_name};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::Trust;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
 use crate::verdict::{Durations, Outcome, Verdict};
 use prompt::Decision;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
