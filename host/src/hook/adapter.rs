@@ -6,9 +6,12 @@
 //! are ignored, a missing required field names itself) and the size bound of
 //! a block reason. An adapter also says where its CLI keeps its hooks and
 //! what `hook install` writes there ([`super::plan`]), and what `gatehost
-//! doctor` checks of it: everything one CLI needs is its adapter's file.
-//! It must never run a gate or touch the disk: adapters are
-//! pure translations, tested on fixtures of each CLI's documented JSON.
+//! doctor` checks of it: everything one CLI needs is its adapter's file
+//! (docs/contributing.md lists what to add for a new CLI).
+//! It must never run a gate nor write a file: `parse` and `render` are pure
+//! translations, tested on fixtures of each CLI's documented JSON; the
+//! install and doctor parts only name paths (Kiro's lists its agents'
+//! files, Claude Code's plan asks each `claude` on PATH its version).
 
 use super::install::Layout;
 use super::plan::{Dirs, InstallContext, PlaceError, Planned, Scope};

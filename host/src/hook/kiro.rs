@@ -21,6 +21,11 @@
 //! directory share a retry count; a person's prompt (`userPromptSubmit`)
 //! starts it again. Kiro has no loop guard of its own: gatehost's count is
 //! what ends a run of blocks.
+//!
+//! `hook install kiro --kiro-agent NAME` adds the hooks to that agent's
+//! file, which must exist (gatehost makes no agent); `doctor` reads every
+//! agent's file of both scopes, and counts an event twice only within one
+//! file (Kiro runs one agent's).
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
