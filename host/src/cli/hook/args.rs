@@ -50,17 +50,9 @@ pub struct HookArgs {
     /// the user's state directory, `gatehost/hooks`).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Daemon mode: the daemon's URL.
-    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
-    pub server: Option<String>,
-    /// Daemon mode: the agent token (never the operator's).
-    #[arg(
-        long,
-        env = "GATEHOST_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    /// Daemon mode: the daemon and the agent token (never the operator's).
+    #[command(flatten)]
+    pub daemon: crate::cli::server_args::ServerArgs,
     /// Daemon mode: a file holding the agent token (as the daemon's
     /// `agent.token`); read at each call.
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
