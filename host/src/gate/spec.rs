@@ -251,6 +251,50 @@ fn validate(object: &GateObject, at: &str) -> Result<(), SpecError> {
 mod tests {
     use super::*;
 
+    /// Each registered kind answers for itself: shell first and blind to
+    /// the change (a shell-only hook never opens the repository), plugins
+    /// next and given the change as files, judges last.
+    #[test]
+    fn each_kind_is_its_own_implementation() {
+        let g = parse_gate_file(
+            r#"[{"judge": {"adapter": "a", "prompt": "p"}},
+                {"wasm": {"plugin": "p"}},
+                {"command": "true", "name": "t", "paths": ["src"]}]"#,
+        )
+        .unwrap();
+        let facts: Vec<(u8, bool, bool, bool, Option<&str>)> = g
+            .iter()
+            .map(|g| {
+                let k = g.imp();
+                (
+                    k.cost_class(),
+                    k.sees_change(),
+                    k.runs_plugin(),
+                    k.is_native(),
+                    k.allowlisted_command(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            facts,
+            [
+                (2, true, false, true, None),
+                (1, true, true, false, None),
+                (0, false, false, true, Some("true")),
+            ]
+        );
+        assert!(matches!(g[0].kind, Kind::Judge(_)));
+        assert!(matches!(g[1].kind, Kind::Wasm(_)));
+        assert_eq!(g[2].name.as_deref(), Some("t"));
+        assert_eq!(g[2].label(), "t");
+        assert_eq!(g[2].imp().label(), "shell: true");
+        assert_eq!(g[1].label(), "wasm: p");
+        assert_eq!(g[1].timeout(), Duration::from_secs(5));
+        let with_judge =
+            parse_gate_file(r#"{"wasm": {"plugin": "p", "judge": {"adapter": "a"}}}"#).unwrap();
+        assert!(with_judge[0].is_native(), "a plugin that may call a judge");
+    }
+
     fn err_of(text: &str) -> SpecError {
         parse_gate_file(text).expect_err("must be refused")
     }

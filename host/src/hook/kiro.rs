@@ -263,6 +263,88 @@ fn agent_names(dir: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `install --kiro-agent NAME` names an agent that exists, by a plain
+    /// name; doctor reads every agent's file, and an event counts twice
+    /// only within one file.
+    #[test]
+    fn the_hooks_go_to_an_existing_agents_file_and_doctor_reads_them_all() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dirs = Dirs::new(project.path());
+        let e = Kiro
+            .install_files(Scope::Project, &dirs, None)
+            .expect_err("no agent named");
+        assert_eq!(e.field, Some("--kiro-agent"));
+        assert!(e.message.contains("none is there yet"), "{e}");
+        let agents = project.path().join(".kiro/agents");
+        std::fs::create_dir_all(&agents).expect("mkdir");
+        for name in ["b", "a"] {
+            std::fs::write(agents.join(format!("{name}.json")), "{}").expect("write");
+        }
+        let e = Kiro
+            .install_files(Scope::Project, &dirs, None)
+            .expect_err("no agent named");
+        assert!(e.message.ends_with("there: a, b"), "{e}");
+        for bad in ["../a", ".a", "a/b", ""] {
+            let e = Kiro
+                .install_files(Scope::Project, &dirs, Some(bad))
+                .expect_err(bad);
+            assert_eq!(e.field, Some("--kiro-agent"), "{bad}");
+        }
+        assert!(
+            Kiro.install_files(Scope::Project, &dirs, Some("c"))
+                .expect_err("absent")
+                .message
+                .contains("does not exist")
+        );
+        assert_eq!(
+            Kiro.install_files(Scope::Project, &dirs, Some("a"))
+                .expect("a"),
+            [agents.join("a.json")]
+        );
+        assert_eq!(
+            Kiro.registered_files(Scope::Project, &dirs)
+                .expect("listed"),
+            [agents.join("a.json"), agents.join("b.json")]
+        );
+        assert!(Kiro.runs_one_file());
+        assert!(
+            Kiro.hook_files(Scope::Project, &dirs)
+                .expect("none")
+                .is_empty()
+        );
+    }
+
+    /// The plan: `stop` and `userPromptSubmit` in the agent's file, bare
+    /// (no version key), the timeout in milliseconds; `--mcp` is refused.
+    #[test]
+    fn the_plan_is_two_bare_hooks_in_the_agents_file() {
+        let files = [std::path::PathBuf::from("/p/.kiro/agents/a.json")];
+        let ctx = InstallContext {
+            scope: Scope::User,
+            files: &files,
+            command: "/bin/gatehost hook kiro",
+            words: &[],
+            mcp: None,
+        };
+        let mut out = Planned::default();
+        Kiro.plan(&ctx, &mut out);
+        assert_eq!(out.files.len(), 1);
+        assert_eq!(out.files[0].path, files[0]);
+        let [Edit::Hooks(set)] = out.files[0].edits.as_slice() else {
+            panic!("one hook set: {:?}", out.files[0].edits)
+        };
+        assert_eq!(set.layout, Layout::Bare);
+        let hook = json!({"command": "/bin/gatehost hook kiro", "timeout_ms": 30000});
+        assert_eq!(
+            set.entries,
+            [
+                ("stop".to_string(), hook.clone()),
+                ("userPromptSubmit".to_string(), hook)
+            ]
+        );
+        assert!(Kiro.refuse_mcp(Scope::User).is_some());
+    }
     use std::path::PathBuf;
 
     const STOP: &str = include_str!("../../../tests/fixtures/hooks/kiro/stop.json");
