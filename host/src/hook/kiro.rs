@@ -321,7 +321,6 @@ mod tests {
     fn the_plan_is_two_bare_hooks_in_the_agents_file() {
         let files = [std::path::PathBuf::from("/p/.kiro/agents/a.json")];
         let ctx = InstallContext {
-            scope: Scope::User,
             files: &files,
             command: "/bin/gatehost hook kiro",
             words: &[],

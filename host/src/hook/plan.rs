@@ -124,7 +124,6 @@ pub const MCP_NAME: &str = "gatehost";
 /// What an adapter plans with: the files (its `install_files`), the
 /// hook command, and the MCP server to add when `--mcp` is given.
 pub struct InstallContext<'a> {
-    pub scope: Scope,
     pub files: &'a [PathBuf],
     /// The hook command, quoted for a shell.
     pub command: &'a str,

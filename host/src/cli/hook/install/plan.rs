@@ -126,7 +126,6 @@ pub(super) fn plan(
     let mcp_args = mcp_args(args)?;
     let words = hook_words(args, &program.path)?;
     let ctx = InstallContext {
-        scope: args.scope,
         files: &files,
         command,
         words: &words,
