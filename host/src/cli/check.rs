@@ -71,7 +71,7 @@ pub(super) fn check(args: CheckArgs) -> CliResult<i32> {
 /// plugin's evaluation never holds up the other gates nor the run's
 /// deadline.
 pub(super) fn gate_runtime(gates: &[GateSpec]) -> CliResult<tokio::runtime::Runtime> {
-    let mut builder = if !gates.iter().any(|g| matches!(g, GateSpec::Wasm { .. })) {
+    let mut builder = if !gates.iter().any(|g| g.imp().runs_plugin()) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
@@ -107,8 +107,10 @@ fn allowlist_hints(config: &HostConfig, gates: &[GateSpec]) -> Vec<String> {
     };
     let mut hints = Vec::new();
     for g in gates {
-        let GateSpec::Shell(s) = g else { continue };
-        if let Err(crate::config::AllowError::NotAllowed(cmd)) = config.allow.admit(&s.command) {
+        let Some(command) = g.imp().allowlisted_command() else {
+            continue;
+        };
+        if let Err(crate::config::AllowError::NotAllowed(cmd)) = config.allow.admit(command) {
             let mut words = cmd.split_whitespace();
             let program = words.next().unwrap_or_default();
             let rest: Vec<&str> = words.collect();

@@ -13,6 +13,7 @@
 use super::error::{CliError, CliResult};
 use super::render::{event_line, policy_detail, policy_line, session_line};
 use super::serve::{SERVER_URL_FILE, default_data_dir};
+use super::server_args::{ServerArgs, discover};
 use crate::client::{Client, ClientError};
 use crate::wire::{
     DiffSide, EventQuery, LineComment, PageQuery, PolicyStatus, RegisterRequest, ReportKind,
@@ -24,18 +25,14 @@ use std::time::{Duration, Instant};
 
 pub use super::client_args::*;
 
-pub(super) fn find_server(args: &ClientArgs) -> CliResult<String> {
-    if let Some(s) = &args.server {
-        return Ok(s.clone());
-    }
-    if let Some(dir) = default_data_dir()
-        && let Ok(text) = std::fs::read_to_string(dir.join(SERVER_URL_FILE))
-    {
-        return Ok(text.trim().to_string());
-    }
-    Err(CliError::new("no-daemon", "no daemon to talk to")
-        .field("--server")
-        .hint("pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL and writes it to server.url in its data directory)"))
+/// The daemon: `--server`, else the `server.url` in the default data
+/// directory ([`discover`]).
+pub(super) fn find_server(args: &ServerArgs) -> CliResult<String> {
+    discover(args.server.as_deref(), default_data_dir().as_deref()).map_err(|_| {
+        CliError::new("no-daemon", "no daemon to talk to")
+            .field("--server")
+            .hint("pass --server URL or set GATEHOST_SERVER (gatehost serve prints its URL and writes it to server.url in its data directory)")
+    })
 }
 
 /// The token: `--token` or `GATEHOST_TOKEN`; else, for the daemon of the
@@ -44,7 +41,7 @@ pub(super) fn find_server(args: &ClientArgs) -> CliResult<String> {
 /// ack or a cancel is asked for by name. Never a local token for another
 /// server.
 fn find_token(args: &ClientArgs, server: &str) -> CliResult<String> {
-    if let Some(t) = &args.token {
+    if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
     if let Some(t) = local_token(server, crate::api::auth::AGENT_TOKEN_FILE) {
@@ -67,7 +64,7 @@ pub(super) fn local_token(server: &str, name: &str) -> Option<String> {
 }
 
 fn connect(args: &ClientArgs) -> CliResult<Client> {
-    let server = find_server(args)?;
+    let server = find_server(&args.daemon)?;
     let token = find_token(args, &server)?;
     Ok(Client::new(&server, token)?
         .with_keyring(crate::keyring::Keyring::default_for_user())

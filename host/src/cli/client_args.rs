@@ -8,18 +8,8 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket.
-    #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
-    pub server: Option<String>,
-    /// The agent or operator token [default: agent.token of the daemon whose server.url is in the default data directory].
-    #[arg(
-        long,
-        global = true,
-        env = "GATEHOST_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub daemon: super::server_args::ServerArgs,
     /// Session keys to present, comma-separated (with the agent token, a
     /// report on a session or an attach to it needs the session's key; the
     /// keys `session register` is answered are kept and found in the

@@ -310,16 +310,7 @@ fn print_human(report: &Report) {
 
 /// The CLI's program on PATH and its `--version`.
 async fn version_of(agent: AgentCli) -> (Option<PathBuf>, Option<String>) {
-    let name = match agent {
-        AgentCli::Claude => "claude",
-        AgentCli::Codex => "codex",
-        AgentCli::Gemini => "gemini",
-        AgentCli::Cursor => "cursor-agent",
-        AgentCli::Qwen => "qwen",
-        AgentCli::Copilot => "copilot",
-        AgentCli::Opencode => "opencode",
-        AgentCli::Kiro => "kiro-cli",
-    };
+    let name = crate::hook::adapter(agent).program();
     let Some(program) = crate::supervise::find_on_path(name, std::env::var_os("PATH").as_deref())
     else {
         return (None, None);
@@ -398,16 +389,8 @@ fn check_registration(
         Ok(h) => h.hook,
         Err(e) => return bad(format!("does not parse: {}", e.kind())),
     };
-    let (answers, hook_args) = match hook {
-        HookCommand::Claude(a) => (AgentCli::Claude, a),
-        HookCommand::Codex(a) => (AgentCli::Codex, a),
-        HookCommand::Gemini(a) => (AgentCli::Gemini, a),
-        HookCommand::Cursor(a) => (AgentCli::Cursor, a),
-        HookCommand::Qwen(a) => (AgentCli::Qwen, a),
-        HookCommand::Copilot(a) => (AgentCli::Copilot, a),
-        HookCommand::Opencode(a) => (AgentCli::Opencode, a),
-        HookCommand::Kiro(a) => (AgentCli::Kiro, a),
-        _ => return bad("is not `hook AGENT`".into()),
+    let Some((answers, hook_args)) = hook.answering() else {
+        return bad("is not `hook AGENT`".into());
     };
     if answers != agent {
         return vec![Finding::WrongAgent {

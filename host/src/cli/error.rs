@@ -67,6 +67,16 @@ impl CliError {
     }
 }
 
+impl From<crate::hook::plan::PlaceError> for CliError {
+    fn from(e: crate::hook::plan::PlaceError) -> Self {
+        let err = CliError::new(e.code, e.message);
+        match e.field {
+            Some(f) => err.field(f),
+            None => err,
+        }
+    }
+}
+
 impl From<crate::config::ConfigError> for CliError {
     fn from(e: crate::config::ConfigError) -> Self {
         use crate::config::ConfigError;

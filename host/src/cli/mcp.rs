@@ -7,9 +7,10 @@
 //! client closes stdin. Its errors go through [`super::error`]: it never
 //! prints one itself, and stdout carries nothing but MCP messages.
 
-use super::client::{ClientArgs, find_server};
+use super::client::find_server;
 use super::error::{CliError, CliResult};
-use super::serve::{SERVER_URL_FILE, default_data_dir};
+use super::serve::default_data_dir;
+use super::server_args::{ServerArgs, discover};
 use crate::api::auth::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE, read_or_create};
 use crate::client::Client;
 use crate::mcp::{self, McpError};
@@ -17,19 +18,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
-    /// The daemon's URL, e.g. http://127.0.0.1:7878, or unix:/path/to/socket
-    /// [default: server.url in the default data directory].
-    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
-    pub server: Option<String>,
-    /// The AGENT token [default: agent.token in the default data directory].
-    /// The operator token is refused.
-    #[arg(
-        long,
-        env = "GATEHOST_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub daemon: ServerArgs,
     /// A file holding the agent token (owner-only), read at start.
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
@@ -50,25 +40,15 @@ routine_status, routine_list
 
 pub fn run(args: McpArgs) -> CliResult<i32> {
     let data_dir = args.data_dir.clone().or_else(default_data_dir);
-    let server = match (&args.server, &args.data_dir) {
-        (None, Some(dir)) => std::fs::read_to_string(dir.join(SERVER_URL_FILE))
-            .map(|u| u.trim().to_string())
-            .map_err(|e| {
-                CliError::new(
-                    "no-daemon",
-                    format!("no daemon: {}: {e}", dir.join(SERVER_URL_FILE).display()),
-                )
+    let server = match &args.data_dir {
+        Some(_) => discover(args.daemon.server.as_deref(), data_dir.as_deref()).map_err(|e| {
+            CliError::new("no-daemon", format!("no daemon: {}", e.why))
                 .field("--data-dir")
                 .hint("is `gatehost serve --data-dir` running on that directory?")
-            })?,
-        _ => find_server(&ClientArgs {
-            server: args.server,
-            token: None,
-            session_key: None,
-            json: false,
         })?,
+        None => find_server(&args.daemon)?,
     };
-    let token = match (args.token, &args.token_file) {
+    let token = match (args.daemon.token, &args.token_file) {
         (Some(t), _) => t.trim().to_string(),
         (None, Some(file)) => read_or_create(file, false).map_err(|e| {
             CliError::new("no-token", format!("no agent token: {e}")).field("--token-file")

@@ -24,6 +24,7 @@ mod render;
 mod review;
 mod routine;
 pub mod serve;
+pub mod server_args;
 mod standing;
 mod ui;
 

@@ -5,21 +5,13 @@
 
 use super::client::{ClientArgs, find_server, local_token};
 use super::error::{CliError, CliResult};
+use super::server_args::ServerArgs;
 use crate::client::Client;
 
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
-    /// The daemon's URL, e.g. http://127.0.0.1:7878 [default: the server.url in the default data directory].
-    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
-    pub server: Option<String>,
-    /// The operator token [default: operator.token of the daemon whose server.url is in the default data directory].
-    #[arg(
-        long,
-        env = "GATEHOST_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub daemon: ServerArgs,
     /// Print `{url, expiresInSeconds}` as JSON.
     #[arg(long)]
     pub json: bool,
@@ -31,8 +23,7 @@ pub struct UiArgs {
 impl UiArgs {
     fn client_args(&self) -> ClientArgs {
         ClientArgs {
-            server: self.server.clone(),
-            token: self.token.clone(),
+            daemon: self.daemon.clone(),
             session_key: None,
             json: self.json,
         }
@@ -43,7 +34,7 @@ impl UiArgs {
 /// `operator.token` of the daemon of the default data directory (the one
 /// its `server.url` names).
 fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
-    if let Some(t) = &args.token {
+    if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
     if let Some(t) = local_token(server, crate::api::auth::OPERATOR_TOKEN_FILE) {
@@ -56,7 +47,7 @@ fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
 
 pub fn run(args: UiArgs) -> CliResult<i32> {
     let client_args = args.client_args();
-    let server = find_server(&client_args)?;
+    let server = find_server(&client_args.daemon)?;
     let token = operator_token(&client_args, &server)?;
     let client = Client::new(&server, token)?;
     let rt = tokio::runtime::Builder::new_current_thread()

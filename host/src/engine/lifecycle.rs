@@ -312,9 +312,7 @@ impl Engine {
         // Plugins see the change since HEAD (computed in process: nothing
         // the repository names runs). A workspace without git has no
         // baseline: plugins then get no changed files.
-        let needs_diff = gates
-            .iter()
-            .any(|g| matches!(g, crate::gate::spec::GateSpec::Wasm { .. }));
+        let needs_diff = gates.iter().any(|g| g.imp().runs_plugin());
         let diff = if let Some(changes) = snapshot_changes {
             match changes {
                 Ok(changes) => Some(changes),

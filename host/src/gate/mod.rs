@@ -1,14 +1,16 @@
 //! Gates: what decides whether an agent's turn is acceptable.
 //!
 //! `GateRunner` is the host-wide entry point: it owns the configuration,
-//! the process supervisor and the judge slots, and turns a `GateSpec` into a
-//! `Verdict`. Each kind lives in its own module (`shell`, `judge`); `spec`
+//! the process supervisor and the judge slots, and turns a [`Gate`] into a
+//! `Verdict`. Each kind is one implementation of [`GateKind`] in its own
+//! module (`shell`, `judge`, `wasm`), registered in [`spec::Kind`]; `spec`
 //! parses gate files. A gate never returns `pass` by default: every path
 //! that is not an explicit success is `fail` or `error`.
 
 pub use crate::change as diff;
 pub use crate::verdict::human_duration;
 mod judge;
+pub mod kind;
 mod shell;
 pub mod spec;
 mod wasm;
@@ -16,7 +18,8 @@ mod wasm;
 pub use judge::prompt;
 pub use wasm::bounds_for;
 
-pub use spec::{GateSpec, SpecError, parse_gate_file};
+pub use kind::GateKind;
+pub use spec::{Gate, GateSpec, Kind, SpecError, parse_gate_file};
 
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{HostConfig, Trust};
@@ -232,7 +235,7 @@ impl GateRunner {
     /// Runs one gate against the workspace.
     pub async fn run_gate(
         &self,
-        gate: &GateSpec,
+        gate: &Gate,
         anchor: &WorkspaceAnchor,
         ctx: &GateContext,
     ) -> Verdict {
@@ -255,18 +258,28 @@ impl GateRunner {
             tracing::error!(gate = %verdict.gate, reason = %verdict.reason, "gate refused");
             return verdict;
         }
-        let mut verdict = match gate {
-            GateSpec::Shell(s) => shell::run(self, gate, s, anchor, ctx.trust).await,
-            GateSpec::Judge { judge: j, .. } => {
-                judge::run(self, gate, j, judge_material(ctx).as_deref()).await
-            }
-            GateSpec::Wasm { wasm: w, .. } => wasm::run(self, gate, w, anchor, ctx).await.0,
+        self.run_kind(gate, anchor, ctx).await.0
+    }
+
+    /// Runs the gate's kind; what a gate given the change was not shown
+    /// is added to its findings.
+    async fn run_kind(
+        &self,
+        gate: &Gate,
+        anchor: &WorkspaceAnchor,
+        ctx: &GateContext,
+    ) -> (Verdict, Option<PluginUsage>) {
+        let label = gate.label();
+        let named = kind::Named {
+            label: &label,
+            paths: gate.paths(),
         };
-        if !matches!(gate, GateSpec::Shell(_)) {
+        let (mut verdict, usage) = gate.imp().run(self, named, anchor, ctx).await;
+        if gate.imp().sees_change() {
             verdict.findings.extend(capped_findings(ctx));
         }
         tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
-        verdict
+        (verdict, usage)
     }
 
     /// Runs one gate as `run_gate` does and, for a WASM gate whose plugin
@@ -274,17 +287,14 @@ impl GateRunner {
     /// against its bounds (`gatehost plugin run`).
     pub async fn run_gate_measured(
         &self,
-        gate: &GateSpec,
+        gate: &Gate,
         anchor: &WorkspaceAnchor,
         ctx: &GateContext,
     ) -> (Verdict, Option<PluginUsage>) {
-        let GateSpec::Wasm { wasm: w, .. } = gate else {
+        if !gate.imp().runs_plugin() {
             return (self.run_gate(gate, anchor, ctx).await, None);
-        };
-        let (mut verdict, usage) = wasm::run(self, gate, w, anchor, ctx).await;
-        verdict.findings.extend(capped_findings(ctx));
-        tracing::info!(gate = %verdict.gate, outcome = verdict.outcome.as_str(), reason = %verdict.reason, "gate resolved");
-        (verdict, usage)
+        }
+        self.run_kind(gate, anchor, ctx).await
     }
 
     /// Checks, without running anything, that `gate` could run against
@@ -296,17 +306,11 @@ impl GateRunner {
     /// within the maxima. Used to refuse a policy at attach time.
     pub fn preflight(
         &self,
-        gate: &GateSpec,
+        gate: &Gate,
         anchor: &WorkspaceAnchor,
         trust: Trust,
     ) -> Result<(), String> {
-        match gate {
-            GateSpec::Shell(s) => shell::preflight(self, s, anchor, trust),
-            GateSpec::Judge { judge: j, .. } => {
-                judge::preflight(self, &j.adapter, j.model.as_deref())
-            }
-            GateSpec::Wasm { wasm: w, .. } => wasm::preflight(self, w, anchor, trust),
-        }
+        gate.imp().preflight(self, anchor, trust)
     }
 
     /// Runs a list of gates cheapest first (shell before judge, the file's
@@ -315,11 +319,11 @@ impl GateRunner {
     /// would not let run is an `error` (the others skipped).
     pub async fn run_gates(
         &self,
-        gates: &[GateSpec],
+        gates: &[Gate],
         anchor: &WorkspaceAnchor,
         ctx: &GateContext,
     ) -> RunReport {
-        let mut ordered: Vec<&GateSpec> = gates.iter().collect();
+        let mut ordered: Vec<&Gate> = gates.iter().collect();
         ordered.sort_by_key(|g| g.cost_class());
         // A program the sandbox would keep from running is an `error`
         // before any gate runs, not a red test after the others ran.
@@ -351,7 +355,7 @@ impl GateRunner {
                 break;
             }
         }
-        let skipped = rest.map(GateSpec::label).collect();
+        let skipped = rest.map(Gate::label).collect();
         RunReport::from_verdicts(verdicts, skipped)
     }
 }
@@ -381,12 +385,8 @@ impl GateRunner {
 
     /// Why the sandbox would keep a native gate's program (or what it
     /// runs) from running, found without running anything.
-    fn out_of_reach(&self, gate: &GateSpec, trust: Trust) -> Option<String> {
-        match gate {
-            GateSpec::Shell(s) => shell::reach(self, s, trust),
-            GateSpec::Judge { judge: j, .. } => judge::reach(self, &j.adapter, j.model.as_deref()),
-            GateSpec::Wasm { .. } => None,
-        }
+    fn out_of_reach(&self, gate: &Gate, trust: Trust) -> Option<String> {
+        gate.imp().reach(self, trust)
     }
 }
 

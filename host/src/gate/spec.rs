@@ -1,283 +1,150 @@
-//! Gate objects: parsing and validating the JSON a gate file holds.
+//! Gate objects: parsing and validating the JSON a gate file holds, and
+//! the registration of the gate kinds ([`Kind`]).
 //!
 //! The shapes are the agentproto policy engine's, so existing policies carry
 //! over: shell `{"command", "args"?, "cwd"?, "timeoutMs"?, "env"?}`, judge
-//! `{"judge": {"adapter", "model"?, "prompt", "timeoutMs"?, "nonce"?}}`.
+//! `{"judge": {"adapter", "model"?, "prompt", "timeoutMs"?, "nonce"?}}`,
+//! plugin `{"wasm": {"plugin", …}}`.
 //! Every gate may carry a `"name"` and the `"paths"` it needs. Unknown fields, wrong types, an empty
 //! command and `timeoutMs: 0` are refused with an error naming the field,
-//! before anything runs. This module never runs anything.
+//! before anything runs. Each kind's fields are its own file's (`shell`,
+//! `judge`, `wasm`); this module never runs anything.
 
+pub(crate) use super::judge::JudgeWrapper;
+use super::kind::{Check, GateKind, join_field};
+use super::shell::ShellObject;
+use super::wasm::WasmWrapper;
 use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_secs(120);
-pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest timeout a gate may ask for: one day.
-pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+pub use super::judge::{DEFAULT_JUDGE_TIMEOUT, JudgeGate};
+pub use super::kind::{MAX_TIMEOUT_MS, SpecError};
+pub use super::shell::{DEFAULT_SHELL_TIMEOUT, GateEnv, ShellGate};
+pub use super::wasm::{DEFAULT_WASM_TIMEOUT, PluginJudge, WasmGate};
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SpecError {
-    /// Where in the gate file, e.g. `[1].judge.timeoutMs` (empty: the file).
-    pub field: String,
-    pub message: String,
+/// One gate: its name, the workspace paths it needs, and what it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    /// The gate's own label, when its object names one.
+    pub name: Option<String>,
+    /// Workspace paths (files or directories) this gate needs: a policy
+    /// gated on a snapshot checks out only the union of its gates' paths
+    /// when every gate names some (a gate without `paths` needs
+    /// everything). Repository-relative, no `..`, no `.git`.
+    pub paths: Option<Vec<String>>,
+    pub kind: Kind,
 }
 
-/// Extra environment for a shell gate: names passed through from the host,
-/// or names with values.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum GateEnv {
-    PassThrough(Vec<String>),
-    Set(BTreeMap<String, String>),
+/// The name this type had before gates were one struct over their kinds.
+pub type GateSpec = Gate;
+
+/// The registered gate kinds. A new kind is a file implementing
+/// [`GateKind`] with its JSON shape, a variant here, its arm in
+/// [`Kind::imp`], in [`GateObject`] and in [`parse_gate`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Shell(ShellGate),
+    Judge(JudgeGate),
+    Wasm(WasmGate),
 }
 
-impl Default for GateEnv {
-    fn default() -> Self {
-        GateEnv::PassThrough(Vec::new())
+impl Kind {
+    /// The kind's implementation: the one match every question goes
+    /// through.
+    pub fn imp(&self) -> &dyn GateKind {
+        match self {
+            Kind::Shell(k) => k,
+            Kind::Judge(k) => k,
+            Kind::Wasm(k) => k,
+        }
     }
 }
 
-/// A shell gate: an allowlisted program; exit 0 passes.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ShellGate {
-    #[serde(default)]
-    pub name: Option<String>,
-    /// A program in the host's allowlist (run by argv, never a shell, sandboxed).
-    pub command: String,
-    /// Its arguments (held to the allowlist entry's argument rules).
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Workspace-relative working directory (default: the root).
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// Default 60000; at most one day.
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    /// Variables to set (an object), or host variables to pass through (a
-    /// list of names the host's `[shell] pass_env` lists).
-    #[serde(default)]
-    pub env: GateEnv,
-    /// Workspace paths (files or directories) this gate needs: a policy
-    /// gated on a snapshot checks out only the union of its gates' paths
-    /// when every gate names some (a gate without `paths` needs everything).
-    /// Repository-relative, no `..`, no `.git`.
-    #[serde(default)]
-    pub paths: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct JudgeGate {
-    /// A judge adapter the host configures (`claude`, `codex`, `gemini`, …).
-    pub adapter: String,
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The rubric; the judge must end with `VERDICT: PASS` or `VERDICT: FAIL`.
-    pub prompt: String,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    /// Opt-in: the verdict line must carry a per-run random code.
-    #[serde(default)]
-    pub nonce: bool,
-}
-
-/// The judge a WASM plugin's `judge` import uses.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PluginJudge {
-    pub adapter: String,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub nonce: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WasmGate {
-    /// A plugin name (found in the host's plugin directories) or a path
-    /// (absolute, or relative to the workspace).
-    pub plugin: String,
-    /// The plugin file's sha256, hex. Required for a file inside the workspace.
-    #[serde(default)]
-    pub sha256: Option<String>,
-    /// The plugin's own configuration (a JSON object).
-    #[serde(default)]
-    pub config: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub fuel: Option<u64>,
-    #[serde(default, rename = "memoryMiB")]
-    pub memory_mib: Option<u64>,
-    #[serde(default)]
-    pub max_output_bytes: Option<u64>,
-    #[serde(default)]
-    pub max_judge_calls: Option<u32>,
-    #[serde(default)]
-    pub judge: Option<PluginJudge>,
-}
-
-/// A WASM gate: `{"wasm": {…}}`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WasmWrapper {
-    #[serde(default)]
-    name: Option<String>,
-    wasm: WasmGate,
-    /// See [`ShellGate::paths`].
-    #[serde(default)]
-    paths: Option<Vec<String>>,
-}
-
-/// A judge gate: `{"judge": {…}}`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct JudgeWrapper {
-    #[serde(default)]
-    name: Option<String>,
-    judge: JudgeGate,
-    /// See [`ShellGate::paths`].
-    #[serde(default)]
-    paths: Option<Vec<String>>,
-}
-
-/// One gate object, or a list of them (run cheapest first).
-// The JSON shape of `gate` in an attach, for its schema only (`gatehost mcp`
-// shows it to agents): `parse_gate` decides what is accepted, from the same
-// types.
+/// One gate object as JSON: a shell gate, `{"judge": …}` or `{"wasm": …}`.
+/// Its schema is what `gatehost mcp` shows agents; [`parse_gate`] reads
+/// each kind's shape by the key that marks it.
 #[derive(JsonSchema)]
 #[serde(untagged)]
-#[allow(dead_code)]
-pub(crate) enum GateSchema {
-    One(Box<GateObjectSchema>),
-    List(Vec<GateObjectSchema>),
-}
-
-/// One gate object: a shell gate, `{"judge": …}` or `{"wasm": …}`.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-pub(crate) enum GateObjectSchema {
-    Shell(ShellGate),
+pub(crate) enum GateObject {
+    Shell(ShellObject),
     Judge(JudgeWrapper),
     Wasm(WasmWrapper),
 }
 
-/// One gate of any kind.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GateSpec {
-    Shell(ShellGate),
-    Judge {
-        name: Option<String>,
-        judge: JudgeGate,
-        /// See [`ShellGate::paths`].
-        paths: Option<Vec<String>>,
-    },
-    Wasm {
-        name: Option<String>,
-        wasm: WasmGate,
-        /// See [`ShellGate::paths`].
-        paths: Option<Vec<String>>,
-    },
+impl From<GateObject> for Gate {
+    fn from(object: GateObject) -> Gate {
+        let (name, paths, kind) = match object {
+            GateObject::Shell(o) => {
+                let (name, paths, shell) = o.split();
+                (name, paths, Kind::Shell(shell))
+            }
+            GateObject::Judge(w) => (w.name, w.paths, Kind::Judge(w.judge)),
+            GateObject::Wasm(w) => (w.name, w.paths, Kind::Wasm(w.wasm)),
+        };
+        Gate { name, paths, kind }
+    }
 }
 
-impl GateSpec {
+/// One gate object, or a list of them (run cheapest first).
+// The JSON shape of `gate` in an attach, for its schema (`gatehost mcp`
+// shows it to agents): [`parse_gate_file`] reads a file into it.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum GateSchema {
+    One(Box<GateObject>),
+    List(Vec<GateObject>),
+}
+
+impl GateSchema {
+    fn into_gates(self) -> Vec<Gate> {
+        match self {
+            GateSchema::One(o) => vec![Gate::from(*o)],
+            GateSchema::List(l) => l.into_iter().map(Gate::from).collect(),
+        }
+    }
+}
+
+impl Gate {
+    /// The kind's implementation.
+    pub fn imp(&self) -> &dyn GateKind {
+        self.kind.imp()
+    }
+
     /// A short label: `shell: cargo test`, `judge: claude (opus)`, or the
     /// gate's own `name`.
     pub fn label(&self) -> String {
-        match self {
-            GateSpec::Shell(s) => s.name.clone().unwrap_or_else(|| {
-                let mut l = format!("shell: {}", s.command);
-                for a in &s.args {
-                    l.push(' ');
-                    l.push_str(a);
-                }
-                truncate_label(l)
-            }),
-            GateSpec::Judge { name, judge, .. } => {
-                name.clone().unwrap_or_else(|| match &judge.model {
-                    Some(m) => format!("judge: {} ({m})", judge.adapter),
-                    None => format!("judge: {}", judge.adapter),
-                })
-            }
-            GateSpec::Wasm { name, wasm, .. } => name
-                .clone()
-                .unwrap_or_else(|| truncate_label(format!("wasm: {}", wasm.plugin))),
-        }
+        self.name.clone().unwrap_or_else(|| self.imp().label())
     }
 
     /// The workspace paths the gate says it needs (`None`: everything).
     pub fn paths(&self) -> Option<&[String]> {
-        match self {
-            GateSpec::Shell(s) => s.paths.as_deref(),
-            GateSpec::Judge { paths, .. } | GateSpec::Wasm { paths, .. } => paths.as_deref(),
-        }
+        self.paths.as_deref()
     }
 
     /// True when the gate starts host processes (a shell gate, a judge, or
     /// a plugin that may call a judge): those run in the sandbox.
     pub fn is_native(&self) -> bool {
-        match self {
-            GateSpec::Shell(_) | GateSpec::Judge { .. } => true,
-            GateSpec::Wasm { wasm, .. } => wasm.judge.is_some(),
-        }
+        self.imp().is_native()
     }
 
     /// Cost class for ordering a list of gates, cheapest first.
     pub fn cost_class(&self) -> u8 {
-        match self {
-            GateSpec::Shell(_) => 0,
-            GateSpec::Wasm { .. } => 1,
-            GateSpec::Judge { .. } => 2,
-        }
+        self.imp().cost_class()
     }
 
     pub fn timeout(&self) -> Duration {
-        match self {
-            GateSpec::Shell(s) => s
-                .timeout_ms
-                .map(Duration::from_millis)
-                .unwrap_or(DEFAULT_SHELL_TIMEOUT),
-            GateSpec::Judge { judge, .. } => judge
-                .timeout_ms
-                .map(Duration::from_millis)
-                .unwrap_or(DEFAULT_JUDGE_TIMEOUT),
-            GateSpec::Wasm { wasm, .. } => wasm
-                .timeout_ms
-                .map(Duration::from_millis)
-                .unwrap_or(DEFAULT_WASM_TIMEOUT),
-        }
+        self.imp().timeout()
     }
-}
-
-fn truncate_label(mut l: String) -> String {
-    const MAX: usize = 80;
-    if l.chars().count() > MAX {
-        l = l.chars().take(MAX - 1).collect::<String>() + "…";
-    }
-    l
 }
 
 /// Parses a gate file: one gate object, or a list of them.
-pub fn parse_gate_file(text: &str) -> Result<Vec<GateSpec>, SpecError> {
+pub fn parse_gate_file(text: &str) -> Result<Vec<Gate>, SpecError> {
     let value: Value = serde_json::from_str(text).map_err(|e| SpecError {
         field: "gate file".into(),
         message: format!("not valid JSON: {e}"),
     })?;
-    match value {
+    let read = match value {
         Value::Array(items) => {
             if items.is_empty() {
                 return Err(SpecError {
@@ -285,18 +152,25 @@ pub fn parse_gate_file(text: &str) -> Result<Vec<GateSpec>, SpecError> {
                     message: "the list holds no gate".into(),
                 });
             }
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| parse_gate(v, &format!("[{i}]")))
-                .collect()
+            GateSchema::List(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| parse_object(v, &format!("[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            )
         }
-        v => parse_gate(v, "").map(|g| vec![g]),
-    }
+        v => GateSchema::One(Box::new(parse_object(v, "")?)),
+    };
+    Ok(read.into_gates())
 }
 
 /// Parses and validates one gate object; `at` prefixes field names.
-pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
+pub fn parse_gate(value: Value, at: &str) -> Result<Gate, SpecError> {
+    parse_object(value, at).map(Gate::from)
+}
+
+fn parse_object(value: Value, at: &str) -> Result<GateObject, SpecError> {
     let Value::Object(map) = &value else {
         return Err(SpecError {
             field: if at.is_empty() {
@@ -307,22 +181,12 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
             message: "a gate must be a JSON object".into(),
         });
     };
-    let spec = if map.contains_key("judge") {
-        let w: JudgeWrapper = deserialize(value, at)?;
-        GateSpec::Judge {
-            name: w.name,
-            judge: w.judge,
-            paths: w.paths,
-        }
+    let object = if map.contains_key("judge") {
+        GateObject::Judge(deserialize(value, at)?)
     } else if map.contains_key("wasm") {
-        let w: WasmWrapper = deserialize(value, at)?;
-        GateSpec::Wasm {
-            name: w.name,
-            wasm: w.wasm,
-            paths: w.paths,
-        }
+        GateObject::Wasm(deserialize(value, at)?)
     } else if map.contains_key("command") {
-        GateSpec::Shell(deserialize(value, at)?)
+        GateObject::Shell(deserialize(value, at)?)
     } else {
         let kinds = ["command", "judge", "wasm"];
         let misspelt = map
@@ -344,8 +208,8 @@ pub fn parse_gate(value: Value, at: &str) -> Result<GateSpec, SpecError> {
             },
         });
     };
-    validate(&spec, at)?;
-    Ok(spec)
+    validate(&object, at)?;
+    Ok(object)
 }
 
 fn deserialize<T: serde::de::DeserializeOwned>(value: Value, at: &str) -> Result<T, SpecError> {
@@ -359,116 +223,77 @@ fn deserialize<T: serde::de::DeserializeOwned>(value: Value, at: &str) -> Result
     })
 }
 
-fn join_field(at: &str, name: &str) -> String {
-    match (at.is_empty(), name.is_empty()) {
-        (true, true) => "gate".into(),
-        (true, false) => name.to_string(),
-        (false, true) => at.to_string(),
-        (false, false) => format!("{at}.{name}"),
-    }
-}
-
-fn validate(spec: &GateSpec, at: &str) -> Result<(), SpecError> {
-    let err = |name: &str, message: &str| SpecError {
-        field: join_field(at, name),
-        message: message.to_string(),
-    };
-    let no_nul = |name: &str, s: &str| {
-        if s.contains('\0') {
-            Err(err(name, "must not contain a NUL byte"))
-        } else {
-            Ok(())
+/// The checks of every gate (its `paths`), then its kind's.
+fn validate(object: &GateObject, at: &str) -> Result<(), SpecError> {
+    let check = Check::new(at);
+    let shell;
+    let (paths, kind): (&Option<Vec<String>>, &dyn GateKind) = match object {
+        GateObject::Shell(o) => {
+            shell = o.kind();
+            (&o.paths, &shell)
         }
+        GateObject::Judge(w) => (&w.paths, &w.judge),
+        GateObject::Wasm(w) => (&w.paths, &w.wasm),
     };
-    let timeout = |name: &str, t: Option<u64>| match t {
-        Some(0) => Err(err(name, "must be at least 1")),
-        Some(ms) if ms > MAX_TIMEOUT_MS => Err(err(name, "must be at most 86400000 (one day)")),
-        _ => Ok(()),
-    };
-    if let Some(paths) = spec.paths() {
+    if let Some(paths) = paths {
         if paths.is_empty() {
-            return Err(err("paths", "must name at least one path when given"));
+            return Err(check.err("paths", "must name at least one path when given"));
         }
         for (i, p) in paths.iter().enumerate() {
             crate::commit::validate_commit_path(p)
-                .map_err(|e| err(&format!("paths[{i}]"), &e.to_string()))?;
+                .map_err(|e| check.err(&format!("paths[{i}]"), &e.to_string()))?;
         }
     }
-    match spec {
-        GateSpec::Shell(s) => {
-            if s.command.trim().is_empty() {
-                return Err(err("command", "must not be empty"));
-            }
-            no_nul("command", &s.command)?;
-            for (i, a) in s.args.iter().enumerate() {
-                no_nul(&format!("args[{i}]"), a)?;
-            }
-            if let Some(cwd) = &s.cwd {
-                no_nul("cwd", cwd)?;
-            }
-            timeout("timeoutMs", s.timeout_ms)?;
-            let names: Vec<&String> = match &s.env {
-                GateEnv::PassThrough(n) => n.iter().collect(),
-                GateEnv::Set(m) => {
-                    for (k, v) in m {
-                        no_nul(&format!("env.{k}"), v)?;
-                    }
-                    m.keys().collect()
-                }
-            };
-            for n in names {
-                if n.is_empty() || n.contains('=') || n.contains('\0') {
-                    return Err(err("env", &format!("'{n}' is not a valid variable name")));
-                }
-            }
-        }
-        GateSpec::Judge { judge, .. } => {
-            if judge.adapter.trim().is_empty() {
-                return Err(err("judge.adapter", "must not be empty"));
-            }
-            if judge.prompt.trim().is_empty() {
-                return Err(err("judge.prompt", "must not be empty"));
-            }
-            if judge.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-                return Err(err("judge.model", "must not be empty when given"));
-            }
-            no_nul("judge.prompt", &judge.prompt)?;
-            timeout("judge.timeoutMs", judge.timeout_ms)?;
-        }
-        GateSpec::Wasm { wasm, .. } => {
-            if wasm.plugin.trim().is_empty() {
-                return Err(err("wasm.plugin", "must not be empty"));
-            }
-            no_nul("wasm.plugin", &wasm.plugin)?;
-            if let Some(d) = &wasm.sha256
-                && (d.len() != 64 || !d.chars().all(|c| c.is_ascii_hexdigit()))
-            {
-                return Err(err("wasm.sha256", "must be 64 hexadecimal digits"));
-            }
-            timeout("wasm.timeoutMs", wasm.timeout_ms)?;
-            for (name, v) in [
-                ("wasm.fuel", wasm.fuel),
-                ("wasm.memoryMiB", wasm.memory_mib),
-                ("wasm.maxOutputBytes", wasm.max_output_bytes),
-            ] {
-                if v == Some(0) {
-                    return Err(err(name, "must be at least 1"));
-                }
-            }
-            if let Some(j) = &wasm.judge {
-                if j.adapter.trim().is_empty() {
-                    return Err(err("wasm.judge.adapter", "must not be empty"));
-                }
-                timeout("wasm.judge.timeoutMs", j.timeout_ms)?;
-            }
-        }
-    }
-    Ok(())
+    kind.validate(&check)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each registered kind answers for itself: shell first and blind to
+    /// the change (a shell-only hook never opens the repository), plugins
+    /// next and given the change as files, judges last.
+    #[test]
+    fn each_kind_is_its_own_implementation() {
+        let g = parse_gate_file(
+            r#"[{"judge": {"adapter": "a", "prompt": "p"}},
+                {"wasm": {"plugin": "p"}},
+                {"command": "true", "name": "t", "paths": ["src"]}]"#,
+        )
+        .unwrap();
+        let facts: Vec<(u8, bool, bool, bool, Option<&str>)> = g
+            .iter()
+            .map(|g| {
+                let k = g.imp();
+                (
+                    k.cost_class(),
+                    k.sees_change(),
+                    k.runs_plugin(),
+                    k.is_native(),
+                    k.allowlisted_command(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            facts,
+            [
+                (2, true, false, true, None),
+                (1, true, true, false, None),
+                (0, false, false, true, Some("true")),
+            ]
+        );
+        assert!(matches!(g[0].kind, Kind::Judge(_)));
+        assert!(matches!(g[1].kind, Kind::Wasm(_)));
+        assert_eq!(g[2].name.as_deref(), Some("t"));
+        assert_eq!(g[2].label(), "t");
+        assert_eq!(g[2].imp().label(), "shell: true");
+        assert_eq!(g[1].label(), "wasm: p");
+        assert_eq!(g[1].timeout(), Duration::from_secs(5));
+        let with_judge =
+            parse_gate_file(r#"{"wasm": {"plugin": "p", "judge": {"adapter": "a"}}}"#).unwrap();
+        assert!(with_judge[0].is_native(), "a plugin that may call a judge");
+    }
 
     fn err_of(text: &str) -> SpecError {
         parse_gate_file(text).expect_err("must be refused")
@@ -485,7 +310,7 @@ mod tests {
                 {"command": "true"}]"#,
         )
         .unwrap();
-        let paths: Vec<Option<&[String]>> = g.iter().map(GateSpec::paths).collect();
+        let paths: Vec<Option<&[String]>> = g.iter().map(Gate::paths).collect();
         assert_eq!(paths[0].unwrap(), ["src/api", "Cargo.toml"]);
         assert_eq!(paths[1].unwrap(), ["docs"]);
         assert_eq!(paths[2].unwrap(), ["src"]);
@@ -513,7 +338,7 @@ mod tests {
     #[test]
     fn a_shell_gate_parses_with_defaults() {
         let g = parse_gate_file(r#"{"command": "cargo", "args": ["test"], "cwd": "sub"}"#).unwrap();
-        let GateSpec::Shell(s) = &g[0] else {
+        let Kind::Shell(s) = &g[0].kind else {
             panic!("shell")
         };
         assert_eq!(s.command, "cargo");
@@ -528,7 +353,7 @@ mod tests {
             r#"{"judge": {"adapter": "claude", "model": "opus", "prompt": "be strict", "timeoutMs": 5000, "nonce": true}}"#,
         )
         .unwrap();
-        let GateSpec::Judge { judge, .. } = &g[0] else {
+        let Kind::Judge(judge) = &g[0].kind else {
             panic!("judge")
         };
         assert!(judge.nonce);
@@ -614,10 +439,10 @@ mod tests {
     #[test]
     fn env_takes_names_or_values() {
         let g = parse_gate_file(r#"{"command": "true", "env": ["CARGO_HOME"]}"#).unwrap();
-        let GateSpec::Shell(s) = &g[0] else { panic!() };
+        let Kind::Shell(s) = &g[0].kind else { panic!() };
         assert_eq!(s.env, GateEnv::PassThrough(vec!["CARGO_HOME".into()]));
         let g = parse_gate_file(r#"{"command": "true", "env": {"RUST_LOG": "debug"}}"#).unwrap();
-        let GateSpec::Shell(s) = &g[0] else { panic!() };
+        let Kind::Shell(s) = &g[0].kind else { panic!() };
         assert!(matches!(&s.env, GateEnv::Set(m) if m["RUST_LOG"] == "debug"));
     }
 }

@@ -4,11 +4,20 @@
 //!
 //! It owns the shared parsing rules (a UTF-8 BOM is skipped, unknown fields
 //! are ignored, a missing required field names itself) and the size bound of
-//! a block reason. It must never run a gate or touch the disk: adapters are
-//! pure translations, tested on fixtures of each CLI's documented JSON.
+//! a block reason. An adapter also says where its CLI keeps its hooks and
+//! what `hook install` writes there ([`super::plan`]), and what `gatehost
+//! doctor` checks of it: everything one CLI needs is its adapter's file
+//! (docs/contributing.md lists what to add for a new CLI).
+//! It must never run a gate nor write a file: `parse` and `render` are pure
+//! translations, tested on fixtures of each CLI's documented JSON; the
+//! install and doctor parts only name paths (Kiro's lists its agents'
+//! files, Claude Code's plan asks each `claude` on PATH its version).
 
+use super::install::Layout;
+use super::plan::{Dirs, InstallContext, PlaceError, Planned, Scope};
 use serde::de::DeserializeOwned;
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The agent CLIs gatehost has hook adapters for.
@@ -185,7 +194,114 @@ pub trait Adapter: Sync {
     fn reason_limit(&self) -> usize {
         16 * 1024
     }
+
+    // What `gatehost doctor` knows of the CLI.
+
+    /// The CLI's program on PATH (doctor reads its `--version`).
+    fn program(&self) -> &'static str;
+
+    /// The keys the CLI reads in a hook's JSON answer.
+    fn answer_keys(&self) -> &'static [&'static str] {
+        COMMON_ANSWER_KEYS
+    }
+
+    /// True when the CLI reads nothing on stdout as "go on"; the others
+    /// want a JSON object.
+    fn reads_empty_answer(&self) -> bool {
+        false
+    }
+
+    /// The `decision` values the CLI reads.
+    fn decisions(&self) -> &'static [&'static str] {
+        &["block", "approve"]
+    }
+
+    /// A stop of session `id` in `cwd` whose last message is `message`, as
+    /// the CLI sends it (doctor's dry run).
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value;
+
+    /// The end of session `id`, for the CLIs whose hooks have one.
+    fn session_end(&self, id: &str, cwd: &Path) -> Option<serde_json::Value> {
+        Some(serde_json::json!({"session_id": id, "cwd": cwd,
+            "hook_event_name": "SessionEnd", "reason": "exit"}))
+    }
+
+    /// The managed (system) settings files the CLI reads hooks from, in
+    /// the order it reads them; `env` is the environment, `list` the
+    /// `.json` files of a directory. None by default.
+    fn managed_files(
+        &self,
+        _env: &dyn Fn(&str) -> Option<OsString>,
+        _list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
+    /// True when the CLI runs one file's hooks only (Kiro: one agent's
+    /// configuration), so an event registered in two files is no double.
+    fn runs_one_file(&self) -> bool {
+        false
+    }
+
+    // Where its hooks live, and what `hook install` writes there.
+
+    /// How the CLI's configuration lists hooks.
+    fn layout(&self) -> Layout {
+        Layout::Grouped
+    }
+
+    /// True when gatehost's hook file is its plugin (OpenCode), not a
+    /// configuration listing hooks.
+    fn hooks_in_plugin(&self) -> bool {
+        false
+    }
+
+    /// The files the CLI's hooks (and MCP servers) live in, for a scope:
+    /// the hooks' first.
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError>;
+
+    /// The files `install` and `uninstall` change; `target` is what names
+    /// one where the CLI keeps several (`--kiro-agent`).
+    fn install_files(
+        &self,
+        scope: Scope,
+        dirs: &Dirs<'_>,
+        _target: Option<&str>,
+    ) -> Result<Vec<PathBuf>, PlaceError> {
+        self.hook_files(scope, dirs)
+    }
+
+    /// Every file of a scope that may hold gatehost's hooks (doctor).
+    fn registered_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(self.hook_files(scope, dirs)?.into_iter().take(1).collect())
+    }
+
+    /// Why `--mcp` is refused in `scope` (gatehost does not write this
+    /// CLI's MCP configuration there), with what to do instead.
+    fn refuse_mcp(&self, _scope: Scope) -> Option<&'static str> {
+        None
+    }
+
+    /// What `hook install` tells the installer of the CLI, after it wrote.
+    fn install_notes(&self, _scope: Scope) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    /// What `hook install` writes where.
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned);
 }
+
+/// The keys Claude Code, Codex, Gemini CLI and Qwen Code read in a hook's
+/// JSON answer.
+pub const COMMON_ANSWER_KEYS: &[&str] = &[
+    "decision",
+    "reason",
+    "systemMessage",
+    "continue",
+    "stopReason",
+    "suppressOutput",
+    "hookSpecificOutput",
+];
 
 /// The timeout written for a `SessionEnd` hook: the most Codex accepts
 /// (it clamps a longer one to 3 s and warns on every run); within Claude

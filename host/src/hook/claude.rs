@@ -11,14 +11,101 @@
 
 use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+use super::plan::{Dirs, Edit, InstallContext, PlaceError, Planned, Scope, Unit, grouped};
 use serde_json::json;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Claude;
 
+/// The events gatehost hooks in Claude Code.
+const EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SubagentStop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("UserPromptSubmit", HookPoint::TurnStart),
+    ("SessionEnd", HookPoint::SessionEnd),
+];
+
 impl Adapter for Claude {
     fn agent(&self) -> AgentCli {
         AgentCli::Claude
+    }
+
+    fn program(&self) -> &'static str {
+        "claude"
+    }
+
+    fn reads_empty_answer(&self) -> bool {
+        true
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"session_id": id, "cwd": cwd, "hook_event_name": "Stop",
+            "stop_hook_active": false, "last_assistant_message": message})
+    }
+
+    /// `managed-settings.json` and the drop-ins of `managed-settings.d/` in
+    /// `/etc/claude-code` (or the directory
+    /// `CLAUDE_CODE_MANAGED_SETTINGS_PATH` names).
+    fn managed_files(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+        list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        let dir = env("CLAUDE_CODE_MANAGED_SETTINGS_PATH")
+            .map_or_else(|| PathBuf::from("/etc/claude-code"), PathBuf::from);
+        let mut out = vec![dir.join("managed-settings.json")];
+        out.extend(list(&dir.join("managed-settings.d")));
+        out
+    }
+
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(match scope {
+            // MCP servers of user scope are in .claude.json: in
+            // $CLAUDE_CONFIG_DIR, else in the home directory.
+            Scope::User => match dirs.env_dir("CLAUDE_CONFIG_DIR") {
+                Some(dir) => vec![dir.join("settings.json"), dir.join(".claude.json")],
+                None => {
+                    let h = dirs.home()?;
+                    vec![h.join(".claude/settings.json"), h.join(".claude.json")]
+                }
+            },
+            Scope::Project => {
+                let p = dirs.project()?;
+                vec![p.join(".claude/settings.json"), p.join(".mcp.json")]
+            }
+        })
+    }
+
+    /// Every event of [`EVENTS`]; `onFailure: block` on the stops when
+    /// every `claude` on PATH reads it.
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let mut hooks = grouped(
+            |p| self.event_timeout(p),
+            ctx.command,
+            EVENTS,
+            Unit::Seconds,
+        );
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        match super::claude_version::decide(&super::claude_version::claudes_on(&path)) {
+            Ok(said) => {
+                out.said.push(said);
+                if let Edit::Hooks(set) = &mut hooks {
+                    for (event, hook) in &mut set.entries {
+                        if matches!(event.as_str(), "Stop" | "SubagentStop") {
+                            hook["onFailure"] = json!("block");
+                        }
+                    }
+                }
+            }
+            Err(warning) => out.warnings.push(warning),
+        }
+        out.push(&ctx.files[0], hooks);
+        if let Some(mcp) = ctx.mcp_server() {
+            out.push(&ctx.files[1], mcp);
+        }
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

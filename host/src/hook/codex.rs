@@ -35,14 +35,91 @@
 
 use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+use super::plan::{Dirs, Edit, InstallContext, PlaceError, Planned, Scope, Unit, grouped};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Codex;
 
+/// The events gatehost hooks in Codex: not `SessionEnd`. Once its hook is
+/// trusted (its hash taken over the timeout Codex clamps it to, 3 s),
+/// `codex exec` 0.169 runs it after a Stop hook's block, mid-session: it
+/// would forget a standalone session's retry count (and report a daemon
+/// session exited) while the agent goes on. (An earlier gatehost wrote it
+/// with 600 s, so Codex warned at every run and never ran it.)
+const EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("UserPromptSubmit", HookPoint::TurnStart),
+];
+
 impl Adapter for Codex {
     fn agent(&self) -> AgentCli {
         AgentCli::Codex
+    }
+
+    fn program(&self) -> &'static str {
+        "codex"
+    }
+
+    fn reads_empty_answer(&self) -> bool {
+        true
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"session_id": id, "turn_id": "doctor", "cwd": cwd,
+            "hook_event_name": "Stop", "model": "doctor", "permission_mode": "default",
+            "transcript_path": null, "stop_hook_active": false, "last_assistant_message": message})
+    }
+
+    /// Codex trusts a hook only by its hash in the user's config.toml.
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        let dir = dirs.env_or_home("CODEX_HOME", ".codex")?;
+        let hooks = match scope {
+            Scope::User => dir.join("hooks.json"),
+            Scope::Project => dirs.project()?.join(".codex/hooks.json"),
+        };
+        Ok(vec![hooks, dir.join("config.toml")])
+    }
+
+    fn install_notes(&self, scope: Scope) -> Vec<&'static str> {
+        let mut notes = vec![
+            "Codex runs a hook only if its config.toml trusts it: gatehost wrote that trust; \
+             a hook edited by hand must be trusted again (codex asks).",
+        ];
+        if scope == Scope::Project {
+            notes.push(
+                "Codex reads a project's .codex/hooks.json only in a trusted project \
+                 ([projects.\"DIR\"] trust_level = \"trusted\"); gatehost does not grant that.",
+            );
+        }
+        notes
+    }
+
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let hooks = grouped(
+            |p| self.event_timeout(p),
+            ctx.command,
+            EVENTS,
+            Unit::Seconds,
+        );
+        out.push(&ctx.files[0], hooks);
+        out.push(
+            &ctx.files[1],
+            Edit::CodexTrust {
+                hooks: ctx.files[0].clone(),
+            },
+        );
+        if let Some((command, args)) = ctx.mcp {
+            out.push(
+                &ctx.files[1],
+                Edit::CodexMcp {
+                    command: command.to_string(),
+                    args: args.to_vec(),
+                },
+            );
+        }
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

@@ -29,8 +29,11 @@
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
+use super::install::{HookSet, Layout};
+use super::plan::{Dirs, Edit, InstallContext, MCP_NAME, PlaceError, Planned, Scope};
 use serde::Deserialize;
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Copilot;
@@ -58,6 +61,75 @@ struct Input {
 impl Adapter for Copilot {
     fn agent(&self) -> AgentCli {
         AgentCli::Copilot
+    }
+
+    fn program(&self) -> &'static str {
+        "copilot"
+    }
+
+    fn answer_keys(&self) -> &'static [&'static str] {
+        &["decision", "reason", "modifiedResponse"]
+    }
+
+    fn decisions(&self) -> &'static [&'static str] {
+        &["block", "allow"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, _message: &str) -> serde_json::Value {
+        json!({"sessionId": id, "timestamp": 0, "cwd": cwd,
+            "stopReason": "end_turn", "stop_hook_active": false})
+    }
+
+    fn session_end(&self, _id: &str, _cwd: &Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::Flat
+    }
+
+    /// MCP servers of user scope are in mcp-config.json (where `copilot
+    /// mcp add` writes them, measured with 1.0.102).
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(match scope {
+            Scope::User => {
+                let dir = dirs.env_or_home("COPILOT_HOME", ".copilot")?;
+                vec![dir.join("hooks/gatehost.json"), dir.join("mcp-config.json")]
+            }
+            Scope::Project => vec![dirs.project()?.join(".github/hooks/gatehost.json")],
+        })
+    }
+
+    fn refuse_mcp(&self, scope: Scope) -> Option<&'static str> {
+        (scope == Scope::Project).then_some(
+            "a project's MCP servers for Copilot CLI (.mcp.json, .github/mcp.json) are not written by \
+             gatehost (.mcp.json is Claude Code's too): use --scope user, or `copilot mcp add`",
+        )
+    }
+
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        if let Some((command, args)) = ctx.mcp {
+            // As `copilot mcp add` writes it: a local server, every tool.
+            out.push(
+                &ctx.files[1],
+                Edit::Mcp {
+                    name: MCP_NAME,
+                    server: json!({"type": "local", "command": command, "args": args, "tools": ["*"]}),
+                },
+            );
+        }
+        let t = self.event_timeout(HookPoint::Stop).as_secs();
+        let hook = json!({"type": "command", "command": ctx.command, "timeoutSec": t});
+        out.push(
+            &ctx.files[0],
+            Edit::Hooks(HookSet {
+                layout: Layout::Flat,
+                entries: vec![
+                    ("agentStop".into(), hook.clone()),
+                    ("subagentStop".into(), hook),
+                ],
+            }),
+        );
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

@@ -30,8 +30,12 @@
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
+use super::install::{HookSet, Layout};
+use super::plan::{Dirs, Edit, InstallContext, PlaceError, Planned, Scope};
 use serde::Deserialize;
 use serde_json::json;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Cursor;
@@ -55,6 +59,64 @@ const NOT_DONE: [&str; 2] = ["aborted", "error"];
 impl Adapter for Cursor {
     fn agent(&self) -> AgentCli {
         AgentCli::Cursor
+    }
+
+    fn program(&self) -> &'static str {
+        "cursor-agent"
+    }
+
+    fn answer_keys(&self) -> &'static [&'static str] {
+        &["followup_message", "continue"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, _message: &str) -> serde_json::Value {
+        json!({"conversation_id": id, "hook_event_name": "stop",
+            "status": "completed", "loop_count": 0, "workspace_roots": [cwd]})
+    }
+
+    fn session_end(&self, _id: &str, _cwd: &Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// `/etc/cursor/hooks.json`.
+    fn managed_files(
+        &self,
+        _env: &dyn Fn(&str) -> Option<OsString>,
+        _list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        vec![PathBuf::from("/etc/cursor/hooks.json")]
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::Flat
+    }
+
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        let base = match scope {
+            Scope::User => dirs.home()?,
+            Scope::Project => dirs.project()?,
+        };
+        Ok(vec![
+            base.join(".cursor/hooks.json"),
+            base.join(".cursor/mcp.json"),
+        ])
+    }
+
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let hook = json!({"command": ctx.command});
+        out.push(
+            &ctx.files[0],
+            Edit::Hooks(HookSet {
+                layout: Layout::Flat,
+                entries: vec![
+                    ("stop".into(), hook.clone()),
+                    ("beforeSubmitPrompt".into(), hook),
+                ],
+            }),
+        );
+        if let Some(mcp) = ctx.mcp_server() {
+            out.push(&ctx.files[1], mcp);
+        }
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

@@ -26,7 +26,10 @@
 
 use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+use super::plan::{Dirs, InstallContext, PlaceError, Planned, Scope, Unit, grouped};
 use serde_json::json;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Gemini;
@@ -34,6 +37,57 @@ pub struct Gemini;
 impl Adapter for Gemini {
     fn agent(&self) -> AgentCli {
         AgentCli::Gemini
+    }
+
+    fn program(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn decisions(&self) -> &'static [&'static str] {
+        &["deny", "block", "allow"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"session_id": id, "cwd": cwd, "hook_event_name": "AfterAgent",
+            "prompt": "doctor", "prompt_response": message, "stop_hook_active": false})
+    }
+
+    /// Its system `settings.json` (or the file
+    /// `GEMINI_CLI_SYSTEM_SETTINGS_PATH` names).
+    fn managed_files(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+        _list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        vec![env("GEMINI_CLI_SYSTEM_SETTINGS_PATH").map_or_else(
+            || PathBuf::from("/etc/gemini-cli/settings.json"),
+            PathBuf::from,
+        )]
+    }
+
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(vec![match scope {
+            Scope::User => dirs.home()?.join(".gemini/settings.json"),
+            Scope::Project => dirs.project()?.join(".gemini/settings.json"),
+        }])
+    }
+
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let events = [
+            ("AfterAgent", HookPoint::Stop),
+            ("SessionStart", HookPoint::SessionStart),
+            ("SessionEnd", HookPoint::SessionEnd),
+        ];
+        let hooks = grouped(
+            |p| self.event_timeout(p),
+            ctx.command,
+            &events,
+            Unit::Millis,
+        );
+        out.push(&ctx.files[0], hooks);
+        if let Some(mcp) = ctx.mcp_server() {
+            out.push(&ctx.files[0], mcp);
+        }
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

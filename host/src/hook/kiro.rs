@@ -21,12 +21,20 @@
 //! directory share a retry count; a person's prompt (`userPromptSubmit`)
 //! starts it again. Kiro has no loop guard of its own: gatehost's count is
 //! what ends a run of blocks.
+//!
+//! `hook install kiro --kiro-agent NAME` adds the hooks to that agent's
+//! file, which must exist (gatehost makes no agent); `doctor` reads every
+//! agent's file of both scopes, and counts an event twice only within one
+//! file (Kiro runs one agent's).
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
+use super::install::{HookSet, Layout};
+use super::plan::{Dirs, Edit, InstallContext, PlaceError, Planned, Scope, millis};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Kiro;
@@ -51,6 +59,90 @@ pub fn cwd_session(cwd: &str) -> String {
 impl Adapter for Kiro {
     fn agent(&self) -> AgentCli {
         AgentCli::Kiro
+    }
+
+    fn program(&self) -> &'static str {
+        "kiro-cli"
+    }
+
+    fn answer_keys(&self) -> &'static [&'static str] {
+        &["decision", "reason"]
+    }
+
+    /// Kiro adds an exit-0 stdout of some events to the agent's context:
+    /// gatehost answers nothing but a block.
+    fn reads_empty_answer(&self) -> bool {
+        true
+    }
+
+    fn decisions(&self) -> &'static [&'static str] {
+        &["block"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"hook_event_name": "stop", "session_id": id, "cwd": cwd,
+            "assistant_response": message})
+    }
+
+    fn session_end(&self, _id: &str, _cwd: &Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Kiro runs one agent's file (a project's agent in place of the
+    /// user's of that name).
+    fn runs_one_file(&self) -> bool {
+        true
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::Bare
+    }
+
+    /// None of its own: hooks are in an agent's file, named by
+    /// `--kiro-agent` ([`Adapter::install_files`]).
+    fn hook_files(&self, _scope: Scope, _dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(Vec::new())
+    }
+
+    fn install_files(
+        &self,
+        scope: Scope,
+        dirs: &Dirs<'_>,
+        target: Option<&str>,
+    ) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(vec![agent_file(scope, dirs, target)?])
+    }
+
+    /// Every agent's configuration: hooks are per agent.
+    fn registered_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        let dir = agents_dir(scope, dirs)?;
+        Ok(agent_names(&dir)
+            .into_iter()
+            .map(|name| dir.join(format!("{name}.json")))
+            .collect())
+    }
+
+    fn refuse_mcp(&self, _scope: Scope) -> Option<&'static str> {
+        Some(
+            "gatehost does not write a Kiro agent's MCP servers (its `tools` must name them too): \
+             add `gatehost mcp` under the agent's \"mcpServers\" and \"@gatehost\" to its \"tools\"",
+        )
+    }
+
+    /// `timeout_ms`, in milliseconds; `stop` gates, a person's prompt
+    /// starts the count again.
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let hook = json!({"command": ctx.command, "timeout_ms": millis(self.cli_timeout())});
+        out.push(
+            &ctx.files[0],
+            Edit::Hooks(HookSet {
+                layout: Layout::Bare,
+                entries: vec![
+                    ("stop".into(), hook.clone()),
+                    ("userPromptSubmit".into(), hook),
+                ],
+            }),
+        );
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {
@@ -96,9 +188,162 @@ impl Adapter for Kiro {
     }
 }
 
+/// Kiro CLI's agents directory of `scope`.
+fn agents_dir(scope: Scope, dirs: &Dirs<'_>) -> Result<PathBuf, PlaceError> {
+    Ok(match scope {
+        Scope::User => dirs.home()?,
+        Scope::Project => dirs.project()?,
+    }
+    .join(".kiro/agents"))
+}
+
+/// The Kiro agent configuration `name` of `scope`: a plain name (no path),
+/// whose file exists (gatehost never makes an agent: Kiro's default one
+/// carries no hooks, and a new agent would change what the user runs).
+fn agent_file(scope: Scope, dirs: &Dirs<'_>, name: Option<&str>) -> Result<PathBuf, PlaceError> {
+    let dir = agents_dir(scope, dirs)?;
+    let Some(name) = name else {
+        let found = agent_names(&dir);
+        return Err(PlaceError::input(
+            format!(
+                "--kiro-agent NAME is needed: Kiro CLI reads hooks from an agent's configuration ({}); {}",
+                dir.join("NAME.json").display(),
+                if found.is_empty() {
+                    "none is there yet: create one with Kiro (`kiro-cli agent create`)".to_string()
+                } else {
+                    format!("there: {}", found.join(", "))
+                }
+            ),
+            "--kiro-agent",
+        ));
+    };
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if !plain {
+        return Err(PlaceError::input(
+            format!(
+                "--kiro-agent {name:?}: an agent's name (letters, digits, '-', '_', '.'), not a path"
+            ),
+            "--kiro-agent",
+        ));
+    }
+    let file = dir.join(format!("{name}.json"));
+    if !file.is_file() {
+        return Err(PlaceError::input(
+            format!(
+                "--kiro-agent {name}: {} does not exist; create the agent with Kiro first (gatehost adds hooks, it makes no agent)",
+                file.display()
+            ),
+            "--kiro-agent",
+        ));
+    }
+    Ok(file)
+}
+
+/// The agents' names in `dir` (`NAME.json`), sorted.
+fn agent_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            n.strip_suffix(".json")
+                .filter(|s| !s.is_empty() && !s.starts_with('.'))
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `install --kiro-agent NAME` names an agent that exists, by a plain
+    /// name; doctor reads every agent's file, and an event counts twice
+    /// only within one file.
+    #[test]
+    fn the_hooks_go_to_an_existing_agents_file_and_doctor_reads_them_all() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dirs = Dirs::new(project.path());
+        let e = Kiro
+            .install_files(Scope::Project, &dirs, None)
+            .expect_err("no agent named");
+        assert_eq!(e.field, Some("--kiro-agent"));
+        assert!(e.message.contains("none is there yet"), "{e}");
+        let agents = project.path().join(".kiro/agents");
+        std::fs::create_dir_all(&agents).expect("mkdir");
+        for name in ["b", "a"] {
+            std::fs::write(agents.join(format!("{name}.json")), "{}").expect("write");
+        }
+        let e = Kiro
+            .install_files(Scope::Project, &dirs, None)
+            .expect_err("no agent named");
+        assert!(e.message.ends_with("there: a, b"), "{e}");
+        for bad in ["../a", ".a", "a/b", ""] {
+            let e = Kiro
+                .install_files(Scope::Project, &dirs, Some(bad))
+                .expect_err(bad);
+            assert_eq!(e.field, Some("--kiro-agent"), "{bad}");
+        }
+        assert!(
+            Kiro.install_files(Scope::Project, &dirs, Some("c"))
+                .expect_err("absent")
+                .message
+                .contains("does not exist")
+        );
+        assert_eq!(
+            Kiro.install_files(Scope::Project, &dirs, Some("a"))
+                .expect("a"),
+            [agents.join("a.json")]
+        );
+        assert_eq!(
+            Kiro.registered_files(Scope::Project, &dirs)
+                .expect("listed"),
+            [agents.join("a.json"), agents.join("b.json")]
+        );
+        assert!(Kiro.runs_one_file());
+        assert!(
+            Kiro.hook_files(Scope::Project, &dirs)
+                .expect("none")
+                .is_empty()
+        );
+    }
+
+    /// The plan: `stop` and `userPromptSubmit` in the agent's file, bare
+    /// (no version key), the timeout in milliseconds; `--mcp` is refused.
+    #[test]
+    fn the_plan_is_two_bare_hooks_in_the_agents_file() {
+        let files = [std::path::PathBuf::from("/p/.kiro/agents/a.json")];
+        let ctx = InstallContext {
+            files: &files,
+            command: "/bin/gatehost hook kiro",
+            words: &[],
+            mcp: None,
+        };
+        let mut out = Planned::default();
+        Kiro.plan(&ctx, &mut out);
+        assert_eq!(out.files.len(), 1);
+        assert_eq!(out.files[0].path, files[0]);
+        let [Edit::Hooks(set)] = out.files[0].edits.as_slice() else {
+            panic!("one hook set: {:?}", out.files[0].edits)
+        };
+        assert_eq!(set.layout, Layout::Bare);
+        let hook = json!({"command": "/bin/gatehost hook kiro", "timeout_ms": 30000});
+        assert_eq!(
+            set.entries,
+            [
+                ("stop".to_string(), hook.clone()),
+                ("userPromptSubmit".to_string(), hook)
+            ]
+        );
+        assert!(Kiro.refuse_mcp(Scope::User).is_some());
+    }
     use std::path::PathBuf;
 
     const STOP: &str = include_str!("../../../tests/fixtures/hooks/kiro/stop.json");

@@ -5,7 +5,9 @@
 //!   [`HookInput`], write an [`Answer`] in its own format) and the shared
 //!   parsing rules (UTF-8 BOM, unknown fields);
 //! - [`claude`], [`codex`], [`gemini`], [`cursor`], [`qwen`],
-//!   [`copilot`], [`opencode`]: one adapter per CLI;
+//!   [`copilot`], [`opencode`], [`kiro`]: one adapter per CLI, holding all
+//!   gatehost knows of it (its hook contract, where its hooks live and
+//!   what `hook install` writes there, what `doctor` checks);
 //! - [`decide`]: the pure decision from a gate outcome and the session's
 //!   retry state to an answer (unit-tested for every state × input);
 //! - [`state`]: the per-session standing on disk;
@@ -14,7 +16,9 @@
 //! - [`outcome`]: what each session's last stop came to, kept for scripts
 //!   (`gatehost hook status`);
 //! - [`transcript`]: the last assistant message from a CLI's transcript;
-//! - [`install`]: merging gatehost's entries into a CLI's configuration.
+//! - [`install`]: merging gatehost's entries into a CLI's configuration;
+//! - [`plan`]: the vocabulary of what `hook install` writes where, which
+//!   each adapter plans for its CLI.
 //!
 //! Where a stop's gate outcome comes from (standalone gates, or a daemon's
 //! policies) is the command line's: `cli::hook`.
@@ -26,6 +30,7 @@
 
 pub mod adapter;
 pub mod claude;
+mod claude_version;
 pub mod codex;
 pub mod copilot;
 pub mod cursor;
@@ -36,6 +41,7 @@ pub mod kiro;
 pub mod ledger;
 pub mod opencode;
 pub mod outcome;
+pub mod plan;
 pub mod qwen;
 pub mod state;
 pub mod transcript;

@@ -22,8 +22,11 @@
 
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
 use super::adapter::{parse_json, required};
+use super::install::PLUGIN_FILE;
+use super::plan::{Dirs, Edit, InstallContext, PlaceError, Planned, Scope, millis};
 use serde::Deserialize;
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct OpenCode;
@@ -43,6 +46,69 @@ struct Input {
 impl Adapter for OpenCode {
     fn agent(&self) -> AgentCli {
         AgentCli::Opencode
+    }
+
+    fn program(&self) -> &'static str {
+        "opencode"
+    }
+
+    /// What gatehost's plugin reads (host/assets/opencode/gatehost.js).
+    fn answer_keys(&self) -> &'static [&'static str] {
+        &["decision", "reason", "systemMessage"]
+    }
+
+    fn decisions(&self) -> &'static [&'static str] {
+        &["block"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"hook_event_name": "session.idle", "session_id": id,
+            "cwd": cwd, "worktree": cwd, "parent_session_id": null,
+            "last_assistant_message": message, "stop_hook_active": false,
+            "can_continue": true, "opencode_mode": "doctor"})
+    }
+
+    fn session_end(&self, _id: &str, _cwd: &Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    fn hooks_in_plugin(&self) -> bool {
+        true
+    }
+
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(vec![match scope {
+            Scope::User => {
+                let config = dirs
+                    .env_dir("XDG_CONFIG_HOME")
+                    .filter(|d| d.is_absolute())
+                    .map_or_else(|| dirs.home().map(|h| h.join(".config")), Ok)?;
+                config.join("opencode/plugin").join(PLUGIN_FILE)
+            }
+            Scope::Project => dirs.project()?.join(".opencode/plugin").join(PLUGIN_FILE),
+        }])
+    }
+
+    fn refuse_mcp(&self, _scope: Scope) -> Option<&'static str> {
+        Some(
+            "gatehost does not write OpenCode's MCP configuration: add \"mcp\": {\"gatehost\": \
+             {\"type\": \"local\", \"command\": [\"/path/to/gatehost\", \"mcp\"]}} to opencode.json",
+        )
+    }
+
+    /// The whole file is gatehost's plugin, running the hook command's
+    /// words (no shell).
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let mut words = ctx.words.iter().cloned();
+        let command = words.next().unwrap_or_default();
+        out.push(
+            &ctx.files[0],
+            Edit::Plugin {
+                command,
+                args: words.collect(),
+                timeout_ms: millis(self.cli_timeout()),
+            },
+        );
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

@@ -31,14 +31,75 @@
 
 use super::adapter::parse_common;
 use super::adapter::{Adapter, AgentCli, Answer, HookError, HookInput, HookPoint, Rendered};
+use super::plan::{Dirs, InstallContext, PlaceError, Planned, Scope, Unit, grouped};
 use serde_json::json;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct Qwen;
 
+/// The events gatehost hooks in Qwen Code: a sub-agent's stop is gated
+/// too; `UserPromptSubmit` is not hooked (see this module's documentation).
+const EVENTS: &[(&str, HookPoint)] = &[
+    ("Stop", HookPoint::Stop),
+    ("SubagentStop", HookPoint::Stop),
+    ("SessionStart", HookPoint::SessionStart),
+    ("SessionEnd", HookPoint::SessionEnd),
+];
+
 impl Adapter for Qwen {
     fn agent(&self) -> AgentCli {
         AgentCli::Qwen
+    }
+
+    fn program(&self) -> &'static str {
+        "qwen"
+    }
+
+    /// isBlockingDecision in 0.24.4.
+    fn decisions(&self) -> &'static [&'static str] {
+        &["block", "deny"]
+    }
+
+    fn synthetic_stop(&self, id: &str, cwd: &Path, message: &str) -> serde_json::Value {
+        json!({"session_id": id, "cwd": cwd, "hook_event_name": "Stop",
+            "stop_hook_active": false, "last_assistant_message": message})
+    }
+
+    /// Its system `settings.json` (or the file
+    /// `QWEN_CODE_SYSTEM_SETTINGS_PATH` names).
+    fn managed_files(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+        _list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        vec![env("QWEN_CODE_SYSTEM_SETTINGS_PATH").map_or_else(
+            || PathBuf::from("/etc/qwen-code/settings.json"),
+            PathBuf::from,
+        )]
+    }
+
+    fn hook_files(&self, scope: Scope, dirs: &Dirs<'_>) -> Result<Vec<PathBuf>, PlaceError> {
+        Ok(vec![match scope {
+            Scope::User => dirs
+                .env_or_home("QWEN_HOME", ".qwen")?
+                .join("settings.json"),
+            Scope::Project => dirs.project()?.join(".qwen/settings.json"),
+        }])
+    }
+
+    fn plan(&self, ctx: &InstallContext<'_>, out: &mut Planned) {
+        let hooks = grouped(
+            |p| self.event_timeout(p),
+            ctx.command,
+            EVENTS,
+            Unit::Seconds,
+        );
+        out.push(&ctx.files[0], hooks);
+        if let Some(mcp) = ctx.mcp_server() {
+            out.push(&ctx.files[0], mcp);
+        }
     }
 
     fn parse(&self, input: &[u8]) -> Result<HookInput, HookError> {

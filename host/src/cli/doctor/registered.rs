@@ -7,12 +7,10 @@
 //! a command or change a file.
 
 use super::super::error::CliResult;
-use super::super::hook::Scope;
-use super::super::hook::install::{files, kiro_agent_names, kiro_agents_dir};
 use super::{AgentReport, Finding, Registration};
 use crate::hook::AgentCli;
-use crate::hook::install::{Layout, gatehost_hooks, is_gatehost_plugin, plugin_command};
-use std::ffi::OsString;
+use crate::hook::install::{gatehost_hooks, is_gatehost_plugin, plugin_command};
+use crate::hook::plan::{Dirs, Scope};
 use std::path::{Path, PathBuf};
 
 /// gatehost's hooks in `agent`'s files of both scopes.
@@ -21,26 +19,19 @@ pub(super) fn registrations(
     project: &Path,
     findings: &mut Vec<Finding>,
 ) -> CliResult<Vec<Registration>> {
-    let layout = match agent {
-        AgentCli::Cursor | AgentCli::Copilot => Layout::Flat,
-        AgentCli::Kiro => Layout::Bare,
-        _ => Layout::Grouped,
-    };
+    let adapter = crate::hook::adapter(agent);
+    let layout = adapter.layout();
+    let dirs = Dirs::new(project);
     let mut scoped: Vec<(&'static str, PathBuf)> = Vec::new();
     for (scope, name) in [(Scope::User, "user"), (Scope::Project, "project")] {
-        if agent == AgentCli::Kiro {
-            // Every agent's configuration: hooks are per agent.
-            let dir = kiro_agents_dir(scope, project)?;
-            for agent_name in kiro_agent_names(&dir) {
-                scoped.push((name, dir.join(format!("{agent_name}.json"))));
-            }
-        } else if let Some(file) = files(agent, scope, project)?.into_iter().next() {
+        for file in adapter.registered_files(scope, &dirs)? {
             scoped.push((name, file));
         }
     }
     let env = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
     scoped.extend(
-        managed_files(agent, &env, &list_json)
+        adapter
+            .managed_files(&env, &list_json)
             .into_iter()
             .map(|f| ("managed", f)),
     );
@@ -73,7 +64,7 @@ pub(super) fn registrations(
                 continue;
             }
         };
-        if agent == AgentCli::Opencode {
+        if adapter.hooks_in_plugin() {
             out.extend(plugin_registration(name, &file, &text, findings));
             continue;
         }
@@ -138,11 +129,11 @@ fn plugin_registration(
 }
 
 /// An event with more than one gatehost registration that runs: across
-/// files, except for Kiro CLI, which runs one agent's file (a project's
-/// agent in place of the user's of that name), so only one file's own
-/// doubles count there.
+/// files, except for a CLI that runs one file's hooks only
+/// ([`crate::hook::Adapter::runs_one_file`]: Kiro CLI runs one agent's), so
+/// only one file's own doubles count there.
 pub(super) fn duplicates(agent: AgentCli, registrations: &[Registration]) -> Vec<Finding> {
-    let per_file = agent == AgentCli::Kiro;
+    let per_file = crate::hook::adapter(agent).runs_one_file();
     let key = |r: &Registration| (r.event.clone(), per_file.then(|| r.file.clone()));
     let mut keys: Vec<(String, Option<PathBuf>)> = registrations.iter().map(key).collect();
     keys.sort_unstable();
@@ -179,44 +170,6 @@ pub(super) fn cursor_runs_claude(reports: &[AgentReport]) -> Option<Finding> {
     })
 }
 
-/// The managed (system) settings files `agent` reads hooks from, in the
-/// order it reads them; `env` is the environment, `list` the `.json` files
-/// of a directory. Claude Code: `managed-settings.json` and the drop-ins of
-/// `managed-settings.d/` in `/etc/claude-code` (or the directory
-/// `CLAUDE_CODE_MANAGED_SETTINGS_PATH` names); Gemini CLI and Qwen Code
-/// their system `settings.json` (or the file `GEMINI_CLI_SYSTEM_SETTINGS_PATH`
-/// / `QWEN_CODE_SYSTEM_SETTINGS_PATH` names); Cursor `/etc/cursor/hooks.json`.
-/// Codex, Copilot CLI, OpenCode and Kiro CLI read no hooks from such a
-/// place (Kiro's agents are the user's or the project's).
-pub(super) fn managed_files(
-    agent: AgentCli,
-    env: &dyn Fn(&str) -> Option<OsString>,
-    list: &dyn Fn(&Path) -> Vec<PathBuf>,
-) -> Vec<PathBuf> {
-    let file_or = |var: &str, default: &str| {
-        vec![env(var).map_or_else(|| PathBuf::from(default), PathBuf::from)]
-    };
-    match agent {
-        AgentCli::Claude => {
-            let dir = env("CLAUDE_CODE_MANAGED_SETTINGS_PATH")
-                .map_or_else(|| PathBuf::from("/etc/claude-code"), PathBuf::from);
-            let mut out = vec![dir.join("managed-settings.json")];
-            out.extend(list(&dir.join("managed-settings.d")));
-            out
-        }
-        AgentCli::Gemini => file_or(
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
-            "/etc/gemini-cli/settings.json",
-        ),
-        AgentCli::Qwen => file_or(
-            "QWEN_CODE_SYSTEM_SETTINGS_PATH",
-            "/etc/qwen-code/settings.json",
-        ),
-        AgentCli::Cursor => vec![PathBuf::from("/etc/cursor/hooks.json")],
-        AgentCli::Codex | AgentCli::Copilot | AgentCli::Opencode | AgentCli::Kiro => Vec::new(),
-    }
-}
-
 /// The `.json` files of `dir` (not hidden ones), sorted by name, as Claude
 /// Code reads its drop-ins; none if it cannot be listed.
 fn list_json(dir: &Path) -> Vec<PathBuf> {
@@ -239,6 +192,16 @@ fn list_json(dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
+
+    /// The managed files of `agent`, as its adapter names them.
+    fn managed_files(
+        agent: AgentCli,
+        env: &dyn Fn(&str) -> Option<OsString>,
+        list: &dyn Fn(&Path) -> Vec<PathBuf>,
+    ) -> Vec<PathBuf> {
+        crate::hook::adapter(agent).managed_files(env, list)
+    }
 
     fn no_env(_: &str) -> Option<OsString> {
         None
@@ -277,7 +240,12 @@ mod tests {
             managed_files(AgentCli::Cursor, &no_env, &none),
             [PathBuf::from("/etc/cursor/hooks.json")]
         );
-        for agent in [AgentCli::Codex, AgentCli::Copilot, AgentCli::Opencode] {
+        for agent in [
+            AgentCli::Codex,
+            AgentCli::Copilot,
+            AgentCli::Opencode,
+            AgentCli::Kiro,
+        ] {
             assert!(
                 managed_files(agent, &env, &drop_ins).is_empty(),
                 "{agent:?}"

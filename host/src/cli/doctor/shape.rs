@@ -8,26 +8,6 @@ use crate::hook::{AgentCli, HookPoint};
 use serde_json::{Value, json};
 use std::path::Path;
 
-/// The keys each CLI reads in a hook's JSON answer.
-fn known_keys(agent: AgentCli) -> &'static [&'static str] {
-    match agent {
-        AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini | AgentCli::Qwen => &[
-            "decision",
-            "reason",
-            "systemMessage",
-            "continue",
-            "stopReason",
-            "suppressOutput",
-            "hookSpecificOutput",
-        ],
-        AgentCli::Cursor => &["followup_message", "continue"],
-        AgentCli::Copilot => &["decision", "reason", "modifiedResponse"],
-        // What gatehost's plugin reads (host/assets/opencode/gatehost.js).
-        AgentCli::Opencode => &["decision", "reason", "systemMessage"],
-        AgentCli::Kiro => &["decision", "reason"],
-    }
-}
-
 /// Whether `stdout` and `exit`, a hook's answer at `point`, are what
 /// `agent` reads; the problem otherwise.
 pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Result<(), String> {
@@ -36,20 +16,15 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
             "exit status {exit}: the CLI takes that as a crash, and lets the stop through"
         ));
     }
+    let adapter = crate::hook::adapter(agent);
     let text = stdout.trim();
     if text.is_empty() {
-        // Claude Code and Codex read nothing as "go on"; Gemini CLI and
-        // Cursor want JSON, and so does gatehost of Qwen Code (its adapter
-        // always answers JSON).
-        return match agent {
-            // Kiro adds an exit-0 stdout of some events to the agent's
-            // context: gatehost answers nothing but a block.
-            AgentCli::Claude | AgentCli::Codex | AgentCli::Kiro => Ok(()),
-            AgentCli::Gemini
-            | AgentCli::Cursor
-            | AgentCli::Qwen
-            | AgentCli::Copilot
-            | AgentCli::Opencode => Err("nothing on stdout: this CLI reads a JSON object".into()),
+        // Claude Code, Codex and Kiro read nothing as "go on"; the others
+        // want JSON (gatehost's Qwen Code adapter always answers JSON).
+        return if adapter.reads_empty_answer() {
+            Ok(())
+        } else {
+            Err("nothing on stdout: this CLI reads a JSON object".into())
         };
     }
     let v: Value = serde_json::from_str(text)
@@ -57,18 +32,14 @@ pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Resu
     let o = v
         .as_object()
         .ok_or_else(|| format!("stdout is JSON but not an object: {}", excerpt(text)))?;
-    if let Some(k) = o.keys().find(|k| !known_keys(agent).contains(&k.as_str())) {
+    if let Some(k) = o
+        .keys()
+        .find(|k| !adapter.answer_keys().contains(&k.as_str()))
+    {
         return Err(format!("`{k}` is not a key {} reads", agent.name()));
     }
     if let Some(d) = o.get("decision") {
-        let allowed: &[&str] = match agent {
-            AgentCli::Gemini => &["deny", "block", "allow"],
-            // isBlockingDecision in 0.24.4.
-            AgentCli::Qwen => &["block", "deny"],
-            AgentCli::Copilot => &["block", "allow"],
-            AgentCli::Opencode | AgentCli::Kiro => &["block"],
-            _ => &["block", "approve"],
-        };
+        let allowed = adapter.decisions();
         if !d.as_str().is_some_and(|d| allowed.contains(&d)) {
             return Err(format!("decision {d} is not one {} reads", agent.name()));
         }
@@ -97,38 +68,16 @@ fn excerpt(text: &str) -> String {
 /// A stop of session `id` in `cwd`, as `agent` sends it.
 pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
     let message = "gatehost doctor: a synthetic stop";
-    match agent {
-        AgentCli::Claude | AgentCli::Qwen => json!({"session_id": id, "cwd": cwd,
-            "hook_event_name": "Stop", "stop_hook_active": false,
-            "last_assistant_message": message}),
-        AgentCli::Codex => json!({"session_id": id, "turn_id": "doctor", "cwd": cwd,
-            "hook_event_name": "Stop", "model": "doctor", "permission_mode": "default",
-            "transcript_path": null, "stop_hook_active": false, "last_assistant_message": message}),
-        AgentCli::Gemini => json!({"session_id": id, "cwd": cwd, "hook_event_name": "AfterAgent",
-            "prompt": "doctor", "prompt_response": message, "stop_hook_active": false}),
-        AgentCli::Copilot => json!({"sessionId": id, "timestamp": 0, "cwd": cwd,
-            "stopReason": "end_turn", "stop_hook_active": false}),
-        AgentCli::Cursor => json!({"conversation_id": id, "hook_event_name": "stop",
-            "status": "completed", "loop_count": 0, "workspace_roots": [cwd]}),
-        AgentCli::Opencode => json!({"hook_event_name": "session.idle", "session_id": id,
-            "cwd": cwd, "worktree": cwd, "parent_session_id": null,
-            "last_assistant_message": message, "stop_hook_active": false,
-            "can_continue": true, "opencode_mode": "doctor"}),
-        AgentCli::Kiro => json!({"hook_event_name": "stop", "session_id": id, "cwd": cwd,
-            "assistant_response": message}),
-    }
-    .to_string()
+    crate::hook::adapter(agent)
+        .synthetic_stop(id, cwd, message)
+        .to_string()
 }
 
 /// The end of session `id`, for the CLIs whose hooks have one.
 pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
-    match agent {
-        AgentCli::Cursor | AgentCli::Copilot | AgentCli::Opencode | AgentCli::Kiro => None,
-        _ => Some(
-            json!({"session_id": id, "cwd": cwd, "hook_event_name": "SessionEnd", "reason": "exit"})
-                .to_string(),
-        ),
-    }
+    crate::hook::adapter(agent)
+        .session_end(id, cwd)
+        .map(|v| v.to_string())
 }
 
 /// An event no hook answers: the hook starts, reads it, and says nothing

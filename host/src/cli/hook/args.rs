@@ -50,17 +50,9 @@ pub struct HookArgs {
     /// the user's state directory, `gatehost/hooks`).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Daemon mode: the daemon's URL.
-    #[arg(long, env = "GATEHOST_SERVER", value_name = "URL")]
-    pub server: Option<String>,
-    /// Daemon mode: the agent token (never the operator's).
-    #[arg(
-        long,
-        env = "GATEHOST_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
+    /// Daemon mode: the daemon and the agent token (never the operator's).
+    #[command(flatten)]
+    pub daemon: crate::cli::server_args::ServerArgs,
     /// Daemon mode: a file holding the agent token (as the daemon's
     /// `agent.token`); read at each call.
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
@@ -112,6 +104,27 @@ pub enum HookCommand {
     Status(StatusArgs),
 }
 
+impl HookCommand {
+    /// The agent CLI a hook-answering subcommand answers, and its options
+    /// (`None`: install, uninstall, status).
+    pub fn answering(self) -> Option<(crate::hook::AgentCli, HookArgs)> {
+        use crate::hook::AgentCli;
+        Some(match self {
+            HookCommand::Claude(a) => (AgentCli::Claude, a),
+            HookCommand::Codex(a) => (AgentCli::Codex, a),
+            HookCommand::Gemini(a) => (AgentCli::Gemini, a),
+            HookCommand::Cursor(a) => (AgentCli::Cursor, a),
+            HookCommand::Qwen(a) => (AgentCli::Qwen, a),
+            HookCommand::Copilot(a) => (AgentCli::Copilot, a),
+            HookCommand::Opencode(a) => (AgentCli::Opencode, a),
+            HookCommand::Kiro(a) => (AgentCli::Kiro, a),
+            HookCommand::Install(_) | HookCommand::Uninstall(_) | HookCommand::Status(_) => {
+                return None;
+            }
+        })
+    }
+}
+
 pub const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
 outcomes/, one file per session, kept 30 days after its last stop (a session's end does not remove
 it). Exit status: 0 when the last stop passed its gates, 1 when it was sent back or let through
@@ -156,14 +169,7 @@ Kiro CLI ~/.kiro/agents/NAME.json or .kiro/agents/NAME.json (--kiro-agent NAME, 
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
-/// Where the CLI's configuration is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scope {
-    /// The user's own configuration (out of the agent's workspace).
-    User,
-    /// The project's (in the workspace: the agent can edit it).
-    Project,
-}
+pub use crate::hook::plan::Scope;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct InstallArgs {

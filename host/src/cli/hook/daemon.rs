@@ -289,35 +289,28 @@ pub(in crate::cli) fn daemon_answers(
 }
 
 fn find_server(args: &super::HookArgs) -> Result<String, String> {
-    if let Some(s) = &args.server {
-        return Ok(s.clone());
-    }
     let dir = data_dir(args);
-    dir.as_ref()
-        .and_then(|d| std::fs::read_to_string(d.join(super::super::serve::SERVER_URL_FILE)).ok())
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            let looked = dir.map_or_else(
-                || "no data directory to look in".to_string(),
-                |d| {
-                    format!(
-                        "no {} in {}",
-                        super::super::serve::SERVER_URL_FILE,
-                        d.display()
-                    )
-                },
-            );
-            format!(
-                "no gates and no daemon ({looked}): pass --gates FILE (standalone), or run \
+    crate::cli::server_args::discover(args.daemon.server.as_deref(), dir.as_deref()).map_err(|_| {
+        let looked = dir.map_or_else(
+            || "no data directory to look in".to_string(),
+            |d| {
+                format!(
+                    "no {} in {}",
+                    super::super::serve::SERVER_URL_FILE,
+                    d.display()
+                )
+            },
+        );
+        format!(
+            "no gates and no daemon ({looked}): pass --gates FILE (standalone), or run \
                  `gatehost serve` and point the hook at it with --data-dir DIR (or \
                  GATEHOST_DATA_DIR) or --server URL (or GATEHOST_SERVER)"
-            )
-        })
+        )
+    })
 }
 
 fn find_token(args: &super::HookArgs) -> Result<String, String> {
-    if let Some(t) = &args.token {
+    if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
     let file = args

@@ -29,11 +29,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-mod claude_version;
 mod plan;
 
-use plan::{Edit, MCP_NAME, hook_command, plan};
-pub(in crate::cli) use plan::{files, install_files, kiro_agent_names, kiro_agents_dir};
+use crate::hook::plan::{Dirs, Edit, MCP_NAME};
+use plan::{hook_command, plan};
 
 /// The texts of the files before and after, by path: a later file's edit
 /// (Codex's trust) reads an earlier one's.
@@ -124,10 +123,9 @@ pub(super) fn install(args: &InstallArgs) -> CliResult<i32> {
 
 pub(super) fn uninstall(args: &UninstallArgs) -> CliResult<i32> {
     let backups = backup_dir(args.state_dir.as_deref())?;
-    let paths = install_files(
-        args.agent,
+    let paths = crate::hook::adapter(args.agent).install_files(
         args.scope,
-        &args.project,
+        &Dirs::new(&args.project),
         args.kiro_agent.as_deref(),
     )?;
     // Every file as it is now, first: Codex's trust entries are found from
@@ -265,17 +263,8 @@ fn print_trust_note(agent: AgentCli, scope: Scope) {
              For unattended agents install with --scope user (or the CLI's managed settings)."
         );
     }
-    if agent == AgentCli::Codex {
-        println!(
-            "note: Codex runs a hook only if its config.toml trusts it: gatehost wrote that trust; \
-             a hook edited by hand must be trusted again (codex asks)."
-        );
-        if scope == Scope::Project {
-            println!(
-                "note: Codex reads a project's .codex/hooks.json only in a trusted project \
-                 ([projects.\"DIR\"] trust_level = \"trusted\"); gatehost does not grant that."
-            );
-        }
+    for note in crate::hook::adapter(agent).install_notes(scope) {
+        println!("note: {note}");
     }
 }
 

@@ -15,7 +15,7 @@
 //! never let a stop through silently because something failed: every
 //! failure is an [`Input::Error`] (block once, then stop with the message).
 
-use super::error::CliResult;
+use super::error::{CliError, CliResult};
 use crate::hook::decide::{Input, decide, notice};
 use crate::hook::outcome::{KEPT_FOR, Outcomes, StopOutcome, classify};
 use crate::hook::state::{Session, StateDir, followup_digest};
@@ -33,23 +33,18 @@ mod standalone;
 mod status;
 mod stop;
 
-pub use args::{HookArgs, HookCommand, Scope};
+pub use args::{HookArgs, HookCommand};
 
 pub(super) fn run(command: HookCommand) -> CliResult<i32> {
-    let (agent, args) = match command {
-        HookCommand::Claude(a) => (AgentCli::Claude, a),
-        HookCommand::Codex(a) => (AgentCli::Codex, a),
-        HookCommand::Gemini(a) => (AgentCli::Gemini, a),
-        HookCommand::Cursor(a) => (AgentCli::Cursor, a),
-        HookCommand::Qwen(a) => (AgentCli::Qwen, a),
-        HookCommand::Copilot(a) => (AgentCli::Copilot, a),
-        HookCommand::Opencode(a) => (AgentCli::Opencode, a),
-        HookCommand::Kiro(a) => (AgentCli::Kiro, a),
-        HookCommand::Install(a) => return install::install(&a),
-        HookCommand::Uninstall(a) => return install::uninstall(&a),
-        HookCommand::Status(a) => return status::status(&a),
-    };
-    Ok(answer_hook(agent, &args))
+    match command {
+        HookCommand::Install(a) => install::install(&a),
+        HookCommand::Uninstall(a) => install::uninstall(&a),
+        HookCommand::Status(a) => status::status(&a),
+        hook => match hook.answering() {
+            Some((agent, args)) => Ok(answer_hook(agent, &args)),
+            None => Err(CliError::input("not a hook of an agent CLI")),
+        },
+    }
 }
 
 /// The most of stdin read: hook JSON is small, a transcript is not sent.

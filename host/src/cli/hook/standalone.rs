@@ -59,20 +59,19 @@ fn run(
     });
     // Shell gates see the workspace itself; only judges and plugins are
     // given the change, so a shell-only hook never opens the repository.
-    let changes = if specs.iter().all(|g| matches!(g, GateSpec::Shell(_)))
-        || !anchor.root().join(".git").exists()
-    {
-        None
-    } else {
-        match remembered_changes(args.state_dir.as_deref(), anchor.root(), config.change_caps) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                return Input::Error(format!(
-                    "cannot compute the workspace's change against HEAD: {e}"
-                ));
+    let changes =
+        if specs.iter().all(|g| !g.imp().sees_change()) || !anchor.root().join(".git").exists() {
+            None
+        } else {
+            match remembered_changes(args.state_dir.as_deref(), anchor.root(), config.change_caps) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    return Input::Error(format!(
+                        "cannot compute the workspace's change against HEAD: {e}"
+                    ));
+                }
             }
-        }
-    };
+        };
     let context = GateContext {
         text,
         changes,

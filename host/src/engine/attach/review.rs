@@ -5,7 +5,7 @@
 
 use super::{AttachInput, invalid};
 use crate::engine::EngineError;
-use crate::gate::spec::{GateSpec, parse_gate};
+use crate::gate::spec::{GateSpec, Kind, parse_gate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -107,7 +107,10 @@ impl ReviewInput {
                 match parse_gate(self.reviewer.clone(), &field)
                     .map_err(|e| invalid(e.field, e.message))?
                 {
-                    g @ GateSpec::Judge { .. } => Ok(Reviewer::Judge(Box::new(g))),
+                    g @ GateSpec {
+                        kind: Kind::Judge(_),
+                        ..
+                    } => Ok(Reviewer::Judge(Box::new(g))),
                     _ => Err(invalid(field, "must be a judge gate object or a session")),
                 }
             }

@@ -9,19 +9,19 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A version, `major.minor.patch`.
-pub(super) type Version = (u64, u64, u64);
+pub(crate) type Version = (u64, u64, u64);
 
 /// A `claude` found on PATH, and the version it told (if it did).
-pub(super) type Found = (PathBuf, Option<Version>);
+pub(crate) type Found = (PathBuf, Option<Version>);
 
 /// The first Claude Code that reads `onFailure`.
-pub(super) const SINCE: Version = (2, 1, 295);
+pub(crate) const SINCE: Version = (2, 1, 295);
 
 /// How long one `claude --version` may take.
 const PROBE: Duration = Duration::from_secs(10);
 
 /// `2.1.332` from `claude --version`'s `2.1.332 (Claude Code)`.
-pub(super) fn parse_version(text: &str) -> Option<Version> {
+pub(crate) fn parse_version(text: &str) -> Option<Version> {
     let word = text.split_whitespace().next()?;
     let mut parts = word.split('.').map(|p| p.parse::<u64>().ok());
     Some((parts.next()??, parts.next()??, parts.next()??))
@@ -29,7 +29,7 @@ pub(super) fn parse_version(text: &str) -> Option<Version> {
 
 /// Every distinct `claude` on `path` (a `PATH` value) and its version, if
 /// it told one.
-pub(super) fn claudes_on(path: &std::ffi::OsStr) -> Vec<Found> {
+pub(crate) fn claudes_on(path: &std::ffi::OsStr) -> Vec<Found> {
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for dir in std::env::split_paths(path) {
@@ -78,7 +78,7 @@ fn version_of(program: &Path) -> Option<Version> {
 /// `Ok(what to say)` when every `claude` found reads `onFailure`;
 /// `Err(the warning)` otherwise (none found, one too old, one that told no
 /// version). Pure.
-pub(super) fn decide(found: &[Found]) -> Result<String, String> {
+pub(crate) fn decide(found: &[Found]) -> Result<String, String> {
     let show = |v: &Option<Version>| match v {
         Some((a, b, c)) => format!("{a}.{b}.{c}"),
         None => "no version".into(),
