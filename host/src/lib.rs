@@ -13,7 +13,8 @@
 //! - [`sandbox`]: confinement of every process a native gate starts
 //!   (Landlock, no capabilities, `no_new_privs`, applied in the spawned
 //!   child between `clone3` and `execve`), and the gates' scratch places;
-//! - [`gate`]: gate objects and the shell and judge gates;
+//! - [`gate`]: gate objects and their kinds (shell, judge, wasm), each one
+//!   implementation of the `GateKind` trait;
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
