@@ -309,15 +309,16 @@ impl Engine {
     }
 
     pub(crate) fn spawn_commit(&self, id: String) {
-        if !self.begin_task(&id) {
+        let Some(task) = self.begin_task(&id) else {
             return;
-        }
+        };
         let engine = self.clone();
         tokio::spawn(async move {
+            // The policy is free again however the task ends.
+            let _task = task;
             if let Err(e) = engine.commit_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
             }
-            engine.end_task(&id);
         });
     }
 

@@ -17,6 +17,7 @@
 mod acp;
 mod agent_process;
 pub mod attach;
+mod busy;
 pub mod chain;
 mod changes;
 mod commits;
@@ -154,7 +155,7 @@ struct Inner {
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Policies with a nudge or commit task running.
-    busy: Mutex<std::collections::HashSet<String>>,
+    busy: busy::Busy,
 }
 
 /// The states a task of the daemon drives.
@@ -212,7 +213,7 @@ impl Engine {
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),
                 stopping: tokio::sync::watch::Sender::new(false),
-                busy: Mutex::new(std::collections::HashSet::new()),
+                busy: busy::Busy::default(),
                 worktrees: crate::worktree::Worktrees::new(
                     config.worktree_dir.clone().unwrap_or_else(|| {
                         std::env::temp_dir().join(format!(
@@ -239,21 +240,10 @@ impl Engine {
             .clone()
     }
 
-    /// Marks a nudge or commit task of `id` running; false if one is.
-    pub(crate) fn begin_task(&self, id: &str) -> bool {
-        self.inner
-            .busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string())
-    }
-
-    pub(crate) fn end_task(&self, id: &str) {
-        self.inner
-            .busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+    /// Marks a nudge or commit task of `id` running until the guard is
+    /// dropped; `None` if one runs.
+    pub(crate) fn begin_task(&self, id: &str) -> Option<busy::TaskGuard> {
+        self.inner.busy.begin(id)
     }
 
     /// Whether a gate task of this daemon runs (or is about to) for `id`.

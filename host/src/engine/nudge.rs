@@ -127,15 +127,16 @@ impl Engine {
     /// the sessions gatehost started (others get it as the `policy:nudge`
     /// event). Re-run after a restart if the policy was still nudging.
     pub(crate) fn spawn_nudge(&self, id: String) {
-        if !self.begin_task(&id) {
+        let Some(task) = self.begin_task(&id) else {
             return;
-        }
+        };
         let engine = self.clone();
         tokio::spawn(async move {
+            // The policy is free again however the task ends.
+            let _task = task;
             if let Err(e) = engine.nudge_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
             }
-            engine.end_task(&id);
         });
     }
 
