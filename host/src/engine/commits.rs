@@ -217,10 +217,7 @@ impl Engine {
             Some(
                 tokio::task::spawn_blocking(move || commit::fingerprint(Path::new(&ws), &p2))
                     .await
-                    .map_err(|e| EngineError::Conflict {
-                        code: "internal",
-                        message: format!("fingerprint task failed: {e}"),
-                    })?
+                    .map_err(|e| EngineError::task_failed("the fingerprint task", e))?
                     .map_err(|e| e.to_string()),
             )
         } else {
@@ -402,10 +399,7 @@ impl Engine {
                     })
                 })
                 .await
-                .map_err(|e| EngineError::Conflict {
-                    code: "internal",
-                    message: format!("commit task failed: {e}"),
-                })?;
+                .map_err(|e| EngineError::task_failed("the commit task", e))?;
                 match made {
                     Ok(pr) if pr.nothing_to_commit => {
                         return self.finish_commit(id, None, true).map(|_| None);
@@ -539,10 +533,7 @@ impl Engine {
                 })
             })
             .await
-            .map_err(|e| EngineError::Conflict {
-                code: "internal",
-                message: format!("commit task failed: {e}"),
-            })?;
+            .map_err(|e| EngineError::task_failed("the commit task", e))?;
             // This publish ended (its locks are released); after one that
             // went through, the dead lives' locks are gone too.
             let ended = outcome.is_ok();

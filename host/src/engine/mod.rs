@@ -102,8 +102,21 @@ pub enum EngineError {
         column: String,
         message: String,
     },
+    /// The daemon failed inside, not the request: a blocking task it ran
+    /// panicked or was cancelled. Answered as 500 `internal`.
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The blocking task `what` did not finish (it panicked or was
+    /// cancelled): an internal error, never the caller's conflict.
+    pub(crate) fn task_failed(what: &str, e: tokio::task::JoinError) -> Self {
+        tracing::error!(task = what, error = %e, "a blocking task did not finish");
+        EngineError::Internal(format!("{what} failed: {e}"))
+    }
 }
 
 pub type EngineResult<T> = Result<T, EngineError>;
@@ -310,22 +323,23 @@ impl Engine {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, EngineError>,
     ) -> EngineResult<T> {
-        let mut inner_err = None;
-        let out = self.inner.store.write(|tx| match f(tx) {
-            Ok(v) => Ok(Some(v)),
-            Err(EngineError::Store(e)) => Err(e),
-            Err(e) => {
-                inner_err = Some(e);
-                // Roll back: nothing of a refused request is kept.
-                Err(StoreError::Sqlite("rolled back".into()))
-            }
+        let mut refused = None;
+        let out = self.inner.store.write(|tx| {
+            f(tx).map_err(|e| match e {
+                EngineError::Store(e) => e,
+                e => {
+                    refused = Some(e);
+                    // Roll back: nothing of a refused request is kept.
+                    StoreError::RolledBack
+                }
+            })
         });
-        if let Some(e) = inner_err {
+        if let Some(e) = refused {
             return Err(e);
         }
         let out = out?;
         self.inner.bus.published();
-        out.ok_or_else(|| EngineError::Store(StoreError::Sqlite("empty transaction".into())))
+        Ok(out)
     }
 
     /// The one transition function: applies [`machine::decide`] to `p`
@@ -559,3 +573,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

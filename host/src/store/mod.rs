@@ -82,6 +82,10 @@ pub enum StoreError {
     /// overwrite what is stored).
     #[error("{row}: its stored {column} does not decode; it is not written back")]
     Damaged { row: String, column: String },
+    /// The caller of a write refused it (its own error says why, and is
+    /// what it answers): the transaction was rolled back, nothing kept.
+    #[error("the transaction was rolled back")]
+    RolledBack,
 }
 
 impl StoreError {
