@@ -7,7 +7,7 @@
 //! what is left: a prepared commit whose branch already moved is only
 //! recorded, never made twice.
 
-use super::machine::{CommitResult, Input};
+use super::machine::{CommitResult, Input, Task, awaits_ack, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
@@ -87,7 +87,7 @@ impl Engine {
         let mut p = self.policy(id)?;
         // A row that does not decode is shown as it was found, with its
         // `damage` (the sweep blocks it).
-        if p.status != PolicyStatus::AwaitingAck || p.damage.is_some() {
+        if !awaits_ack(p.status) || p.damage.is_some() {
             return Ok(p);
         }
         let mut plan = stored::plan_required(&p)?;
@@ -155,7 +155,7 @@ impl Engine {
             Some(c) => super::reject_nudge(id, c),
         };
         let current = self.policy(id)?;
-        if current.status != PolicyStatus::AwaitingAck {
+        if !awaits_ack(current.status) {
             return Err(EngineError::Conflict {
                 code: "not-awaiting-ack",
                 message: format!(
@@ -293,7 +293,8 @@ impl Engine {
                 }
             }
         }
-        if p.status == PolicyStatus::Queued {
+        // The machine's step re-gates a stale ack: refused as such.
+        if step.is_some_and(|s| s.to == PolicyStatus::Queued) {
             return Err(EngineError::Conflict {
                 code: "stale",
                 message: format!(
@@ -327,7 +328,7 @@ impl Engine {
     /// content — a bounded number of times before the policy is blocked.
     async fn commit_task(&self, id: &str) -> EngineResult<()> {
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Committing {
+        if !drives(Task::Commit, p.status) {
             return Ok(());
         }
         let workspace = match stored::damaged(&p).and_then(|()| self.workspace_of(&p)) {
@@ -377,7 +378,7 @@ impl Engine {
     /// the branch moved away from the prepared parent.
     async fn commit_once(&self, id: &str, workspace: &str) -> EngineResult<Option<String>> {
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Committing {
+        if !drives(Task::Commit, p.status) {
             return Ok(None);
         }
         let workspace = workspace.to_string();
@@ -410,7 +411,7 @@ impl Engine {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(false);
                             };
-                            if p.status != PolicyStatus::Committing {
+                            if !drives(Task::Commit, p.status) {
                                 // Cancelled while it was prepared: the
                                 // commit object stays unreferenced.
                                 return Ok(false);
@@ -436,7 +437,7 @@ impl Engine {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(None);
                             };
-                            if p.status != PolicyStatus::Committing {
+                            if !drives(Task::Commit, p.status) {
                                 return Ok(None);
                             }
                             p.plan = None;
@@ -481,7 +482,7 @@ impl Engine {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(false);
                 };
-                if p.status != PolicyStatus::Committing {
+                if !drives(Task::Commit, p.status) {
                     return Ok(false);
                 }
                 p.publish_open.push(started);
@@ -617,7 +618,9 @@ impl Engine {
                 return Ok(());
             };
             let cancelled = p.status == PolicyStatus::Cancelled;
-            if p.status != PolicyStatus::Committing && !(cancelled && sha.is_some()) {
+            // A commit published in the instant its policy was cancelled
+            // is still said on it (the machine's step there).
+            if !drives(Task::Commit, p.status) && !(cancelled && sha.is_some()) {
                 return Ok(());
             }
             p.commit_sha = sha.clone();
@@ -655,7 +658,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(());
             };
-            if p.status != PolicyStatus::Committing {
+            if !drives(Task::Commit, p.status) {
                 return Ok(());
             }
             p.reason = Some(reason.clone());

@@ -358,7 +358,12 @@ impl Engine {
     ) -> EngineResult<Option<Step>> {
         // A row that does not decode goes nowhere but to `blocked` (said)
         // or `cancelled`: its placeholders are never acted on.
-        if p.damage.is_some() && !matches!(input, Input::Cancel | Input::Corrupt) {
+        if p.damage.is_some()
+            && !matches!(
+                input,
+                Input::Cancel | Input::Corrupt | Input::StatusUnreadable
+            )
+        {
             return self.settle_damaged(tx, p);
         }
         let step = match machine::decide(p.status, input) {

@@ -6,9 +6,9 @@
 //! turn-end reported between the nudge's publication and its task, and
 //! never change a policy's state but through `Engine::transition`.
 
-use super::machine::{AfterNudge, Input};
+use super::machine::{AfterNudge, Input, Task, drives};
 use super::{Engine, EngineResult, PolicyEvent, stored};
-use crate::store::{PolicyStatus, SessionState, now_ms};
+use crate::store::{SessionState, now_ms};
 use crate::verdict::RunReport;
 use serde_json::{Value, json};
 
@@ -150,7 +150,7 @@ impl Engine {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Nudging {
+        if !drives(Task::Nudge, p.status) {
             return Ok(());
         }
         let input = match stored::spec(&p) {
@@ -196,7 +196,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            if p.status != PolicyStatus::Nudging {
+            if !drives(Task::Nudge, p.status) {
                 return Ok(None);
             }
             let alive = not_exited(tx, &alive);

@@ -72,6 +72,7 @@ impl Input {
             Input::StoreError,
             Input::Poisoned,
             Input::Corrupt,
+            Input::StatusUnreadable,
             Input::MemberStale { cancel: false },
             Input::MemberStale { cancel: true },
             Input::Expired,
@@ -116,6 +117,7 @@ fn every_input_is_listed() {
         Input::StoreError,
         Input::Poisoned,
         Input::Corrupt,
+        Input::StatusUnreadable,
         Input::MemberStale { .. },
         Input::Expired,
         Input::Review(_),
@@ -421,6 +423,14 @@ fn expected() -> Vec<Row> {
             vec![F::AbortGate],
         ));
     }
+    // A status that does not decode reads as blocked: stored so, said.
+    t.push((
+        S::Blocked,
+        Input::StatusUnreadable,
+        S::Blocked,
+        vec![E::Blocked],
+        vec![],
+    ));
     // A deadline blocks whatever waits (not a gate or commit in flight).
     for s in [S::Watching, S::Queued, S::Nudging, S::AwaitingAck] {
         t.push((
@@ -617,4 +627,79 @@ fn event_names_are_the_stored_ones() {
     assert_eq!(PolicyEvent::Expired.as_str(), "policy:expired");
     assert_eq!(PolicyEvent::Retry.as_str(), "policy:retry");
     assert_eq!(PolicyEvent::parse("policy:unknown"), None);
+}
+
+impl Task {
+    fn all() -> Vec<Task> {
+        vec![
+            Task::Slot,
+            Task::Gate,
+            Task::Nudge,
+            Task::Commit,
+            Task::Review,
+        ]
+    }
+
+    /// Every outcome the task can end in.
+    fn outcomes(self) -> Vec<Input> {
+        match self {
+            Task::Slot => vec![Input::SlotTaken],
+            Task::Gate => Verdict::all().into_iter().map(Input::Verdict).collect(),
+            Task::Nudge => AfterNudge::all()
+                .into_iter()
+                .map(Input::NudgeDelivered)
+                .collect(),
+            Task::Commit => CommitResult::all().into_iter().map(Input::Commit).collect(),
+            Task::Review => ReviewStep::all().into_iter().map(Input::Review).collect(),
+        }
+    }
+}
+
+/// Which state each task drives, written out; and that is exactly where
+/// the machine takes every outcome of the task (but a commit published
+/// as its policy was cancelled, said on the cancelled policy): the tasks'
+/// guards are the machine's own "ignore" rule.
+#[test]
+fn a_task_drives_exactly_the_states_that_take_its_outcomes() {
+    variants!(Task; Task::Slot, Task::Gate, Task::Nudge, Task::Commit, Task::Review)
+        .assert_listed(&Task::all());
+    let driven = |task| match task {
+        Task::Slot => S::Queued,
+        Task::Gate => S::Gating,
+        Task::Nudge => S::Nudging,
+        Task::Commit => S::Committing,
+        Task::Review => S::Reviewing,
+    };
+    for task in Task::all() {
+        for state in PolicyStatus::ALL {
+            assert_eq!(
+                drives(task, state),
+                state == driven(task),
+                "{task:?} in {state:?}"
+            );
+            for outcome in task.outcomes() {
+                let taken = matches!(decide(state, outcome), Decision::Go(_));
+                let said_after_cancel =
+                    state == S::Cancelled && outcome == Input::Commit(CommitResult::Committed);
+                assert_eq!(
+                    taken,
+                    drives(task, state) || said_after_cancel,
+                    "{task:?}: {outcome:?} in {state:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn only_awaiting_ack_awaits_an_ack() {
+    for state in PolicyStatus::ALL {
+        assert_eq!(awaits_ack(state), state == S::AwaitingAck, "{state:?}");
+        for input in Input::all() {
+            if matches!(input, Input::Ack { .. } | Input::RequestChanges { .. }) {
+                let refused = decide(state, input) == Decision::Refuse(Refusal::NotAwaitingAck);
+                assert_eq!(refused, !awaits_ack(state), "{state:?} × {input:?}");
+            }
+        }
+    }
 }
