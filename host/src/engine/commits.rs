@@ -367,7 +367,7 @@ impl Engine {
                 };
                 p.prepared = None;
                 p.updated_at = now_ms();
-                tx.put_policy(&p)?;
+                tx.record_prepared(&p)?;
                 Ok(())
             })?;
         }
@@ -418,7 +418,7 @@ impl Engine {
                             }
                             p.prepared = Some(stored.clone());
                             p.updated_at = now_ms();
-                            tx.put_policy(&p)?;
+                            tx.record_prepared(&p)?;
                             Ok(true)
                         })?;
                         if !still {
@@ -486,7 +486,7 @@ impl Engine {
                     return Ok(false);
                 }
                 p.publish_open.push(started);
-                tx.put_policy(&p)?;
+                tx.record_publishes(&p)?;
                 Ok(true)
             })?;
             if !recorded {
@@ -547,7 +547,7 @@ impl Engine {
                 } else {
                     p.publish_open.retain(|&at| at != started);
                 }
-                tx.put_policy(&p)?;
+                tx.record_publishes(&p)?;
                 // Once a publish went through, the dead lives' locks in this
                 // workspace are gone: their records (of any policy, a
                 // cancelled one included) need not be read again.
@@ -555,7 +555,7 @@ impl Engine {
                 for other in dead.iter().filter(|o| ended && o.as_str() != id) {
                     if let Some(mut o) = tx.policy(other)? {
                         o.publish_open.retain(|&at| at >= boot);
-                        tx.put_policy(&o)?;
+                        tx.record_publishes(&o)?;
                     }
                 }
                 Ok(())

@@ -570,7 +570,7 @@ impl Engine {
         }
         let child = self.insert_policy(tx, &next, Some(&p.id))?;
         p.next_id = Some(child.id.clone());
-        tx.put_policy(p)?;
+        tx.record_next(p)?;
         if drives(Task::Slot, child.status) {
             // Scheduled after the commit: the task reads the stored row.
             let engine = self.clone();

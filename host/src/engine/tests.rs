@@ -50,3 +50,50 @@ fn a_refused_write_keeps_nothing_and_answers_its_own_error() {
     assert!(kept.is_ok(), "{kept:?}");
     assert_eq!(all_events(&engine).len(), 1);
 }
+
+/// Nothing changes a policy but the machine: the engine writes a policy
+/// row whole (or a damaged one's status) only in `Engine::transition`;
+/// every other write is a typed store operation that changes no state
+/// (`record_next`, `record_prepared`, `record_publishes`).
+#[test]
+fn only_the_transition_writes_a_policy_row() {
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read engine") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+    let mut files = Vec::new();
+    sources(&dir, &mut files);
+    let mut writes = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read");
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in text.lines().enumerate() {
+            if line.contains(".put_policy(") || line.contains(".put_damaged_policy(") {
+                let rel = f.strip_prefix(&dir).expect("under engine");
+                writes.push(format!("{}:{}", rel.display(), n + 1));
+            }
+        }
+    }
+    assert_eq!(
+        writes.len(),
+        2,
+        "policy rows written outside the transition: {writes:?}"
+    );
+    let mod_rs = std::fs::read_to_string(dir.join("mod.rs")).expect("read mod.rs");
+    let transition = mod_rs
+        .split("pub(crate) fn transition(")
+        .nth(1)
+        .and_then(|t| t.split("\n    }\n").next())
+        .expect("Engine::transition");
+    assert!(
+        transition.contains(".put_policy(") && transition.contains(".put_damaged_policy("),
+        "the transition no longer writes the row: {writes:?}"
+    );
+}
