@@ -514,12 +514,10 @@ impl Engine {
             s.updated_at = now;
         }
         s.state = step.to;
-        if step.stale {
+        if !step.events.contains(&machine::Event::Live) {
             return Ok(());
         }
-        let Some(stale_at) = s.stale_at.take() else {
-            return Ok(());
-        };
+        let stale_at = s.stale_at.take();
         let live = machine::Event::Live.as_str();
         tx.append_event(
             live,
