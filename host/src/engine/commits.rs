@@ -620,7 +620,8 @@ impl Engine {
             let cancelled = p.status == PolicyStatus::Cancelled;
             // A commit published in the instant its policy was cancelled
             // is still said on it (the machine's step there).
-            if !drives(Task::Commit, p.status) && !(cancelled && sha.is_some()) {
+            let said_on_cancel = cancelled && sha.is_some();
+            if !(drives(Task::Commit, p.status) || said_on_cancel) {
                 return Ok(());
             }
             p.commit_sha = sha.clone();

@@ -542,7 +542,7 @@ impl Engine {
         let mut rx = self.inner.bus.subscribe();
         loop {
             let p = self.policy(id)?;
-            if p.status.is_settled() || p.status == PolicyStatus::AwaitingAck {
+            if p.status.is_settled() || machine::awaits_ack(p.status) {
                 return Ok((p, true));
             }
             tokio::select! {
