@@ -56,6 +56,18 @@ fn states() -> Vec<RunState> {
     ]
 }
 
+impl InputRule {
+    fn all() -> Vec<InputRule> {
+        vec![InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail]
+    }
+}
+
+impl Finish {
+    fn all() -> Vec<Finish> {
+        vec![Finish::TurnEnd, Finish::Policy]
+    }
+}
+
 impl InputSource {
     fn all() -> Vec<InputSource> {
         vec![InputSource::TurnEnd, InputSource::Permission]
@@ -115,6 +127,9 @@ fn every_state_and_input_is_listed() {
     .assert_listed(&RunInput::all());
     variants!(InputSource; InputSource::TurnEnd, InputSource::Permission)
         .assert_listed(&InputSource::all());
+    variants!(InputRule; InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail)
+        .assert_listed(&InputRule::all());
+    variants!(Finish; Finish::TurnEnd, Finish::Policy).assert_listed(&Finish::all());
     variants!(RunState;
         S::Waiting { .. },
         S::Running { .. },
@@ -238,8 +253,8 @@ fn every_state_input_rule_and_finish() {
     let mut n = 0;
     for s in states() {
         for i in RunInput::all() {
-            for r in [InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail] {
-                for f in [Finish::TurnEnd, Finish::Policy] {
+            for r in InputRule::all() {
+                for f in Finish::all() {
                     assert_eq!(
                         decide(s, i, rules(r, f, 1)),
                         expected(s, i, r, f),
