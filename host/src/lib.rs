@@ -82,4 +82,6 @@ pub mod wire;
 pub mod worktree;
 
 #[cfg(test)]
+mod exhaustive;
+#[cfg(test)]
 mod structure_tests;

@@ -78,6 +78,10 @@ impl From<EngineError> for ApiError {
                     e.to_string(),
                 )
             }
+            EngineError::Internal(message) => {
+                tracing::error!(error = %message, "an internal error answered to a client");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
             EngineError::Store(s) => s.into(),
         }
     }
@@ -118,5 +122,81 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(e: EngineError) -> (StatusCode, &'static str) {
+        let a = ApiError::from(e);
+        (a.status, a.code)
+    }
+
+    /// The one mapping of engine errors to HTTP: a failure inside the
+    /// daemon (a blocking task that panicked) is a 500, never the 409 of
+    /// a request that does not fit the state.
+    #[tokio::test]
+    async fn engine_errors_map_to_their_status_and_code() {
+        let join = tokio::spawn(async { panic!("a blocking task fails") })
+            .await
+            .expect_err("it panicked");
+        let internal = EngineError::task_failed("the commit task", join);
+        assert!(
+            internal.to_string().starts_with("the commit task failed: "),
+            "{internal}"
+        );
+        assert_eq!(
+            answer(internal),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        );
+        let conflict = EngineError::Conflict {
+            code: "settled",
+            message: "policy p is already done".into(),
+        };
+        assert_eq!(answer(conflict), (StatusCode::CONFLICT, "settled"));
+        let unavailable = EngineError::Unavailable {
+            code: "busy",
+            message: "later".into(),
+        };
+        assert_eq!(
+            answer(unavailable),
+            (StatusCode::SERVICE_UNAVAILABLE, "busy")
+        );
+        let invalid = EngineError::Invalid {
+            field: "cwd".into(),
+            message: "must be an absolute path".into(),
+        };
+        assert_eq!(answer(invalid), (StatusCode::BAD_REQUEST, "invalid"));
+        assert_eq!(
+            answer(EngineError::NotFound("no policy 'p'".into())),
+            (StatusCode::NOT_FOUND, "not-found")
+        );
+        let forbidden = EngineError::Forbidden {
+            code: "session-owned-by-operator",
+            message: "no".into(),
+        };
+        assert_eq!(
+            answer(forbidden),
+            (StatusCode::FORBIDDEN, "session-owned-by-operator")
+        );
+        let corrupt = EngineError::Corrupt {
+            policy: "p".into(),
+            column: "spec".into(),
+            message: "expected value".into(),
+        };
+        assert_eq!(
+            answer(corrupt),
+            (StatusCode::INTERNAL_SERVER_ERROR, "store-corrupt")
+        );
+        assert_eq!(
+            answer(EngineError::Store(StoreError::Full("disk".into()))),
+            (StatusCode::SERVICE_UNAVAILABLE, "store-unavailable")
+        );
+        assert_eq!(
+            answer(EngineError::Store(StoreError::RolledBack)),
+            (StatusCode::INTERNAL_SERVER_ERROR, "store-error")
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! validation. Everything is checked here, before anything is stored: a
 //! refused attach leaves no trace but its error, which names the field.
 
-use super::machine::Input;
+use super::machine::{Input, Task, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
@@ -520,7 +520,7 @@ impl Engine {
             }
             Ok((p, true))
         })?;
-        if fresh && policy.status == PolicyStatus::Queued {
+        if fresh && drives(Task::Slot, policy.status) {
             self.schedule_gate(&policy.id);
         }
         Ok(policy)
@@ -656,7 +656,7 @@ impl Engine {
                 },
                 |_| json!({"reason": "every member had already ended its turn"}),
             )?;
-            if p.status == PolicyStatus::Queued && !self.supervising() {
+            if drives(Task::Slot, p.status) && !self.supervising() {
                 self.wait_paused(tx, &p)?;
             }
         }

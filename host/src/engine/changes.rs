@@ -8,9 +8,9 @@
 //! `Engine::transition`, and never put anything the agent wrote in the
 //! nudge.
 
-use super::machine::Input;
+use super::machine::{Input, awaits_ack};
 use super::{Engine, EngineResult, PolicyEvent, stored};
-use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use crate::store::{PolicyRow, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -136,7 +136,7 @@ impl Engine {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;
-            if p.status == PolicyStatus::AwaitingAck {
+            if awaits_ack(p.status) {
                 super::commits::reviewed_tree(id, &stored::plan_required(&p)?, Some(tree))?;
             }
             let alive = super::nudge::not_exited(tx, &alive);

@@ -7,7 +7,7 @@
 //! what is left: a prepared commit whose branch already moved is only
 //! recorded, never made twice.
 
-use super::machine::{CommitResult, Input};
+use super::machine::{CommitResult, Input, Task, awaits_ack, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
@@ -87,7 +87,7 @@ impl Engine {
         let mut p = self.policy(id)?;
         // A row that does not decode is shown as it was found, with its
         // `damage` (the sweep blocks it).
-        if p.status != PolicyStatus::AwaitingAck || p.damage.is_some() {
+        if !awaits_ack(p.status) || p.damage.is_some() {
             return Ok(p);
         }
         let mut plan = stored::plan_required(&p)?;
@@ -155,7 +155,7 @@ impl Engine {
             Some(c) => super::reject_nudge(id, c),
         };
         let current = self.policy(id)?;
-        if current.status != PolicyStatus::AwaitingAck {
+        if !awaits_ack(current.status) {
             return Err(EngineError::Conflict {
                 code: "not-awaiting-ack",
                 message: format!(
@@ -217,10 +217,7 @@ impl Engine {
             Some(
                 tokio::task::spawn_blocking(move || commit::fingerprint(Path::new(&ws), &p2))
                     .await
-                    .map_err(|e| EngineError::Conflict {
-                        code: "internal",
-                        message: format!("fingerprint task failed: {e}"),
-                    })?
+                    .map_err(|e| EngineError::task_failed("the fingerprint task", e))?
                     .map_err(|e| e.to_string()),
             )
         } else {
@@ -296,7 +293,8 @@ impl Engine {
                 }
             }
         }
-        if p.status == PolicyStatus::Queued {
+        // The machine's step re-gates a stale ack: refused as such.
+        if step.is_some_and(|s| s.to == PolicyStatus::Queued) {
             return Err(EngineError::Conflict {
                 code: "stale",
                 message: format!(
@@ -309,15 +307,16 @@ impl Engine {
     }
 
     pub(crate) fn spawn_commit(&self, id: String) {
-        if !self.begin_task(&id) {
+        let Some(task) = self.begin_task(&id) else {
             return;
-        }
+        };
         let engine = self.clone();
         tokio::spawn(async move {
+            // The policy is free again however the task ends.
+            let _task = task;
             if let Err(e) = engine.commit_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
             }
-            engine.end_task(&id);
         });
     }
 
@@ -329,7 +328,7 @@ impl Engine {
     /// content — a bounded number of times before the policy is blocked.
     async fn commit_task(&self, id: &str) -> EngineResult<()> {
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Committing {
+        if !drives(Task::Commit, p.status) {
             return Ok(());
         }
         let workspace = match stored::damaged(&p).and_then(|()| self.workspace_of(&p)) {
@@ -368,7 +367,7 @@ impl Engine {
                 };
                 p.prepared = None;
                 p.updated_at = now_ms();
-                tx.put_policy(&p)?;
+                tx.record_prepared(&p)?;
                 Ok(())
             })?;
         }
@@ -379,7 +378,7 @@ impl Engine {
     /// the branch moved away from the prepared parent.
     async fn commit_once(&self, id: &str, workspace: &str) -> EngineResult<Option<String>> {
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Committing {
+        if !drives(Task::Commit, p.status) {
             return Ok(None);
         }
         let workspace = workspace.to_string();
@@ -401,10 +400,7 @@ impl Engine {
                     })
                 })
                 .await
-                .map_err(|e| EngineError::Conflict {
-                    code: "internal",
-                    message: format!("commit task failed: {e}"),
-                })?;
+                .map_err(|e| EngineError::task_failed("the commit task", e))?;
                 match made {
                     Ok(pr) if pr.nothing_to_commit => {
                         return self.finish_commit(id, None, true).map(|_| None);
@@ -415,14 +411,14 @@ impl Engine {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(false);
                             };
-                            if p.status != PolicyStatus::Committing {
+                            if !drives(Task::Commit, p.status) {
                                 // Cancelled while it was prepared: the
                                 // commit object stays unreferenced.
                                 return Ok(false);
                             }
                             p.prepared = Some(stored.clone());
                             p.updated_at = now_ms();
-                            tx.put_policy(&p)?;
+                            tx.record_prepared(&p)?;
                             Ok(true)
                         })?;
                         if !still {
@@ -441,7 +437,7 @@ impl Engine {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(None);
                             };
-                            if p.status != PolicyStatus::Committing {
+                            if !drives(Task::Commit, p.status) {
                                 return Ok(None);
                             }
                             p.plan = None;
@@ -486,11 +482,11 @@ impl Engine {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(false);
                 };
-                if p.status != PolicyStatus::Committing {
+                if !drives(Task::Commit, p.status) {
                     return Ok(false);
                 }
                 p.publish_open.push(started);
-                tx.put_policy(&p)?;
+                tx.record_publishes(&p)?;
                 Ok(true)
             })?;
             if !recorded {
@@ -538,10 +534,7 @@ impl Engine {
                 })
             })
             .await
-            .map_err(|e| EngineError::Conflict {
-                code: "internal",
-                message: format!("commit task failed: {e}"),
-            })?;
+            .map_err(|e| EngineError::task_failed("the commit task", e))?;
             // This publish ended (its locks are released); after one that
             // went through, the dead lives' locks are gone too.
             let ended = outcome.is_ok();
@@ -554,7 +547,7 @@ impl Engine {
                 } else {
                     p.publish_open.retain(|&at| at != started);
                 }
-                tx.put_policy(&p)?;
+                tx.record_publishes(&p)?;
                 // Once a publish went through, the dead lives' locks in this
                 // workspace are gone: their records (of any policy, a
                 // cancelled one included) need not be read again.
@@ -562,7 +555,7 @@ impl Engine {
                 for other in dead.iter().filter(|o| ended && o.as_str() != id) {
                     if let Some(mut o) = tx.policy(other)? {
                         o.publish_open.retain(|&at| at >= boot);
-                        tx.put_policy(&o)?;
+                        tx.record_publishes(&o)?;
                     }
                 }
                 Ok(())
@@ -625,7 +618,10 @@ impl Engine {
                 return Ok(());
             };
             let cancelled = p.status == PolicyStatus::Cancelled;
-            if p.status != PolicyStatus::Committing && !(cancelled && sha.is_some()) {
+            // A commit published in the instant its policy was cancelled
+            // is still said on it (the machine's step there).
+            let said_on_cancel = cancelled && sha.is_some();
+            if !(drives(Task::Commit, p.status) || said_on_cancel) {
                 return Ok(());
             }
             p.commit_sha = sha.clone();
@@ -663,7 +659,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(());
             };
-            if p.status != PolicyStatus::Committing {
+            if !drives(Task::Commit, p.status) {
                 return Ok(());
             }
             p.reason = Some(reason.clone());

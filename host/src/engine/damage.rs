@@ -10,9 +10,9 @@
 //! policy's status, reason and time), and never let one damaged row stop
 //! the daemon or a read of many.
 
-use super::machine::{Input, Step};
-use super::{Engine, EngineError, EngineResult, PolicyEvent};
-use crate::store::{PolicyRow, PolicyStatus, SessionRow, Tx, now_ms};
+use super::machine::{self, Decision, Input, Step};
+use super::{Engine, EngineError, EngineResult};
+use crate::store::{PolicyRow, SessionRow, Tx};
 use serde_json::{Value, json};
 
 /// The error of a session row the store found damaged.
@@ -54,24 +54,21 @@ impl Engine {
         let Err(e) = super::stored::damaged(p) else {
             return Ok(None);
         };
-        let unknown_status = p.damage.as_ref().is_some_and(|d| d.column == "status");
-        if p.status.is_settled() && !unknown_status {
+        // A status that does not decode leaves no state to move from: it
+        // reads as blocked, and is stored so (and said).
+        let input = if p.damage.as_ref().is_some_and(|d| d.column == "status") {
+            Input::StatusUnreadable
+        } else {
+            Input::Corrupt
+        };
+        if machine::decide(p.status, input) == Decision::Ignore {
             return Ok(None);
         }
         tracing::error!(policy = %p.id, error = %e, "a policy's stored row does not decode; it is blocked");
         let reason = e.to_string();
         let payload = json!({"outcome": "error", "reason": reason, "damage": damage_of(&e)});
         p.reason = Some(reason);
-        if unknown_status {
-            // No state the lifecycle could move it from: stored as
-            // blocked (it read as such), and said.
-            p.status = PolicyStatus::Blocked;
-            p.updated_at = now_ms();
-            tx.put_damaged_policy(p)?;
-            self.policy_event(tx, PolicyEvent::Blocked, p, payload)?;
-            return Ok(None);
-        }
-        self.transition(tx, p, Input::Corrupt, |_| payload.clone())
+        self.transition(tx, p, input, |_| payload.clone())
     }
 
     /// Blocks policy `id` because of `e`, found while driving it (its row,

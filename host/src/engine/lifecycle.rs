@@ -2,13 +2,13 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::machine::{AfterPass, Input, Step, Verdict};
+use super::machine::{AfterPass, Input, Step, Task, Verdict, drives};
 use super::nudge::render_nudge;
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::gate::{GateContext, GateRunner};
-use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
+use crate::store::{PolicyRow, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -89,7 +89,7 @@ impl Engine {
         tx: &mut Tx<'_>,
         p: &mut PolicyRow,
     ) -> EngineResult<Option<OwnedSemaphorePermit>> {
-        if p.status != PolicyStatus::Queued {
+        if !drives(Task::Slot, p.status) {
             return Ok(None);
         }
         if !self.supervising() {
@@ -111,7 +111,7 @@ impl Engine {
     ) -> EngineResult<Option<Step>> {
         if let Some(slot) = slot {
             let policy = self.policy(id)?;
-            if policy.status != PolicyStatus::Gating {
+            if !drives(Task::Gate, policy.status) {
                 return Ok(None);
             }
             return self.gate_policy(id, policy, slot).await;
@@ -135,7 +135,7 @@ impl Engine {
                 return Ok(None);
             };
             // Paused while it waited for its slot: it waits on, queued.
-            if p.status != PolicyStatus::Queued || !self.supervising() {
+            if !drives(Task::Slot, p.status) || !self.supervising() {
                 return Ok(None);
             }
             p.gate_runs += 1;
@@ -382,7 +382,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            if p.status != PolicyStatus::Gating {
+            if !drives(Task::Gate, p.status) {
                 // Cancelled while the gate ran: its verdict is dropped.
                 return Ok(None);
             }
@@ -568,8 +568,8 @@ impl Engine {
         }
         let child = self.insert_policy(tx, &next, Some(&p.id))?;
         p.next_id = Some(child.id.clone());
-        tx.put_policy(p)?;
-        if child.status == PolicyStatus::Queued {
+        tx.record_next(p)?;
+        if drives(Task::Slot, child.status) {
             // Scheduled after the commit: the task reads the stored row.
             let engine = self.clone();
             let cid = child.id.clone();

@@ -207,6 +207,9 @@ pub enum Input {
     Poisoned,
     /// Its stored row does not decode (a damaged store): it cannot go on.
     Corrupt,
+    /// Its stored status itself does not decode: it reads as `blocked`
+    /// (the store's placeholder), and is stored blocked, and said.
+    StatusUnreadable,
     /// A member is silent past `[daemon] heartbeat_timeout` (the
     /// watchdog); `cancel`: `[daemon] on_stale = "cancel"`, else block.
     MemberStale {
@@ -427,6 +430,10 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
 
         (S::Done | S::Cancelled | S::Blocked, Input::Corrupt) => Decision::Ignore,
         (_, Input::Corrupt) => go(S::Blocked, &[E::Blocked], &[F::AbortGate]),
+        // No state to move from: it reads as blocked (the store's
+        // placeholder), is stored so, and said.
+        (S::Blocked, Input::StatusUnreadable) => go(S::Blocked, &[E::Blocked], &[]),
+        (_, Input::StatusUnreadable) => Decision::Ignore,
 
         // The watchdog reclaims only a policy that waits on its agents: a
         // gate, nudge or commit in flight settles first, and a policy
@@ -486,6 +493,51 @@ pub fn decide(state: PolicyStatus, input: Input) -> Decision {
         },
         (_, Input::Review(_)) => Decision::Ignore,
     }
+}
+
+/// The daemon's tasks that drive a policy, each ending in an input of
+/// the lifecycle: waiting for a gating slot (`SlotTaken`), the gate (a
+/// verdict), the nudge (`NudgeDelivered`), the commit (`Commit`), the
+/// review (`Review`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    Slot,
+    Gate,
+    Nudge,
+    Commit,
+    Review,
+}
+
+/// Whether `task` still drives a policy in `state`: whether the lifecycle
+/// takes the task's outcome there. A task that finds its policy moved on
+/// (cancelled, re-queued, settled) stops, since whatever it found would
+/// be ignored; this asks the machine rather than restating its rule.
+pub fn drives(task: Task, state: PolicyStatus) -> bool {
+    // An outcome of the task that only the state it drives takes (a
+    // commit published after a cancel is still said on the cancelled
+    // policy, but no commit task drives a cancelled one).
+    let outcome = match task {
+        Task::Slot => Input::SlotTaken,
+        Task::Gate => Input::Verdict(Verdict::Error),
+        Task::Nudge => Input::NudgeDelivered(AfterNudge::NoneAlive),
+        Task::Commit => Input::Commit(CommitResult::Failed),
+        Task::Review => Input::Review(ReviewStep::Escalate),
+    };
+    matches!(decide(state, outcome), Decision::Go(_))
+}
+
+/// Whether a policy in `state` awaits a person's ack (an ack or a
+/// request for changes is not refused as `not-awaiting-ack`).
+pub fn awaits_ack(state: PolicyStatus) -> bool {
+    let ack = Input::Ack {
+        approve: true,
+        fresh: true,
+        comment: false,
+    };
+    !matches!(
+        decide(state, ack),
+        Decision::Refuse(Refusal::NotAwaitingAck)
+    )
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 mod acp;
 mod agent_process;
 pub mod attach;
+mod busy;
 pub mod chain;
 mod changes;
 mod commits;
@@ -101,8 +102,21 @@ pub enum EngineError {
         column: String,
         message: String,
     },
+    /// The daemon failed inside, not the request: a blocking task it ran
+    /// panicked or was cancelled. Answered as 500 `internal`.
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The blocking task `what` did not finish (it panicked or was
+    /// cancelled): an internal error, never the caller's conflict.
+    pub(crate) fn task_failed(what: &str, e: tokio::task::JoinError) -> Self {
+        tracing::error!(task = what, error = %e, "a blocking task did not finish");
+        EngineError::Internal(format!("{what} failed: {e}"))
+    }
 }
 
 pub type EngineResult<T> = Result<T, EngineError>;
@@ -154,7 +168,7 @@ struct Inner {
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Policies with a nudge or commit task running.
-    busy: Mutex<std::collections::HashSet<String>>,
+    busy: busy::Busy,
 }
 
 /// The states a task of the daemon drives.
@@ -212,7 +226,7 @@ impl Engine {
                 commit_locks: Mutex::new(HashMap::new()),
                 stat_caches: Mutex::new(HashMap::new()),
                 stopping: tokio::sync::watch::Sender::new(false),
-                busy: Mutex::new(std::collections::HashSet::new()),
+                busy: busy::Busy::default(),
                 worktrees: crate::worktree::Worktrees::new(
                     config.worktree_dir.clone().unwrap_or_else(|| {
                         std::env::temp_dir().join(format!(
@@ -239,21 +253,10 @@ impl Engine {
             .clone()
     }
 
-    /// Marks a nudge or commit task of `id` running; false if one is.
-    pub(crate) fn begin_task(&self, id: &str) -> bool {
-        self.inner
-            .busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string())
-    }
-
-    pub(crate) fn end_task(&self, id: &str) {
-        self.inner
-            .busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+    /// Marks a nudge or commit task of `id` running until the guard is
+    /// dropped; `None` if one runs.
+    pub(crate) fn begin_task(&self, id: &str) -> Option<busy::TaskGuard> {
+        self.inner.busy.begin(id)
     }
 
     /// Whether a gate task of this daemon runs (or is about to) for `id`.
@@ -320,22 +323,23 @@ impl Engine {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, EngineError>,
     ) -> EngineResult<T> {
-        let mut inner_err = None;
-        let out = self.inner.store.write(|tx| match f(tx) {
-            Ok(v) => Ok(Some(v)),
-            Err(EngineError::Store(e)) => Err(e),
-            Err(e) => {
-                inner_err = Some(e);
-                // Roll back: nothing of a refused request is kept.
-                Err(StoreError::Sqlite("rolled back".into()))
-            }
+        let mut refused = None;
+        let out = self.inner.store.write(|tx| {
+            f(tx).map_err(|e| match e {
+                EngineError::Store(e) => e,
+                e => {
+                    refused = Some(e);
+                    // Roll back: nothing of a refused request is kept.
+                    StoreError::RolledBack
+                }
+            })
         });
-        if let Some(e) = inner_err {
+        if let Some(e) = refused {
             return Err(e);
         }
         let out = out?;
         self.inner.bus.published();
-        out.ok_or_else(|| EngineError::Store(StoreError::Sqlite("empty transaction".into())))
+        Ok(out)
     }
 
     /// The one transition function: applies [`machine::decide`] to `p`
@@ -354,7 +358,12 @@ impl Engine {
     ) -> EngineResult<Option<Step>> {
         // A row that does not decode goes nowhere but to `blocked` (said)
         // or `cancelled`: its placeholders are never acted on.
-        if p.damage.is_some() && !matches!(input, Input::Cancel | Input::Corrupt) {
+        if p.damage.is_some()
+            && !matches!(
+                input,
+                Input::Cancel | Input::Corrupt | Input::StatusUnreadable
+            )
+        {
             return self.settle_damaged(tx, p);
         }
         let step = match machine::decide(p.status, input) {
@@ -533,7 +542,7 @@ impl Engine {
         let mut rx = self.inner.bus.subscribe();
         loop {
             let p = self.policy(id)?;
-            if p.status.is_settled() || p.status == PolicyStatus::AwaitingAck {
+            if p.status.is_settled() || machine::awaits_ack(p.status) {
                 return Ok((p, true));
             }
             tokio::select! {
@@ -569,3 +578,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,9 +6,9 @@
 //! turn-end reported between the nudge's publication and its task, and
 //! never change a policy's state but through `Engine::transition`.
 
-use super::machine::{AfterNudge, Input};
+use super::machine::{AfterNudge, Input, Task, drives};
 use super::{Engine, EngineResult, PolicyEvent, stored};
-use crate::store::{PolicyStatus, SessionState, now_ms};
+use crate::store::{SessionState, now_ms};
 use crate::verdict::RunReport;
 use serde_json::{Value, json};
 
@@ -127,15 +127,16 @@ impl Engine {
     /// the sessions gatehost started (others get it as the `policy:nudge`
     /// event). Re-run after a restart if the policy was still nudging.
     pub(crate) fn spawn_nudge(&self, id: String) {
-        if !self.begin_task(&id) {
+        let Some(task) = self.begin_task(&id) else {
             return;
-        }
+        };
         let engine = self.clone();
         tokio::spawn(async move {
+            // The policy is free again however the task ends.
+            let _task = task;
             if let Err(e) = engine.nudge_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
             }
-            engine.end_task(&id);
         });
     }
 
@@ -149,7 +150,7 @@ impl Engine {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Nudging {
+        if !drives(Task::Nudge, p.status) {
             return Ok(());
         }
         let input = match stored::spec(&p) {
@@ -195,7 +196,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            if p.status != PolicyStatus::Nudging {
+            if !drives(Task::Nudge, p.status) {
                 return Ok(None);
             }
             let alive = not_exited(tx, &alive);

@@ -71,10 +71,7 @@ impl Engine {
                 let (base, tree) =
                     tokio::task::spawn_blocking(move || patch::commit_trees(Path::new(&ws), &sha))
                         .await
-                        .map_err(|e| EngineError::Unavailable {
-                            code: "internal",
-                            message: format!("the diff task failed: {e}"),
-                        })?
+                        .map_err(|e| EngineError::task_failed("the diff task", e))?
                         .map_err(fail)?;
                 let parent = stored::prepared(&p)?.and_then(|pr| pr.parent);
                 (
@@ -93,10 +90,7 @@ impl Engine {
                 let (head, head_tree) =
                     tokio::task::spawn_blocking(move || patch::head_tree(Path::new(&ws)))
                         .await
-                        .map_err(|e| EngineError::Unavailable {
-                            code: "internal",
-                            message: format!("the diff task failed: {e}"),
-                        })?
+                        .map_err(|e| EngineError::task_failed("the diff task", e))?
                         .map_err(fail)?;
                 let head = head.map(|h| h.to_string());
                 let moved = head != snap.parent;
@@ -116,10 +110,7 @@ impl Engine {
         let ws = workspace.clone();
         let page = tokio::task::spawn_blocking(move || patch::page(Path::new(&ws), &spec, bounds))
             .await
-            .map_err(|e| EngineError::Unavailable {
-                code: "internal",
-                message: format!("the diff task failed: {e}"),
-            })?
+            .map_err(|e| EngineError::task_failed("the diff task", e))?
             .map_err(fail)?;
         Ok(PolicyPatch {
             policy: p,

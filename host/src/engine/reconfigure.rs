@@ -8,6 +8,7 @@
 //! runs (each holds the runner it started with), and never start a gate
 //! while supervision is paused.
 
+use super::machine::{Task, drives};
 use super::{Engine, EngineResult, PolicyEvent};
 use crate::config::HostConfig;
 use crate::store::{PolicyRow, PolicyStatus, Tx};
@@ -77,7 +78,7 @@ impl Engine {
         self.write(|tx| {
             for p in &queued {
                 let Some(p) = tx.policy(&p.id)? else { continue };
-                if p.status != PolicyStatus::Queued || p.damage.is_some() {
+                if !drives(Task::Slot, p.status) || p.damage.is_some() {
                     continue;
                 }
                 self.wait_paused(tx, &p)?;

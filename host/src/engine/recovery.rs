@@ -6,9 +6,9 @@
 //! policy's state but through `Engine::transition`, and never start a
 //! second task for a policy that has one.
 
-use super::machine::{Decision, Input};
+use super::machine::{Decision, Input, Task, drives};
 use super::{Engine, EngineResult, WORKING, machine};
-use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use crate::store::{PolicyRow, now_ms};
 use serde_json::json;
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ impl Engine {
                 if let Some(step) = self.block_damaged(&p.id)? {
                     self.perform(&p.id, &step);
                 }
-            } else if p.status == PolicyStatus::Queued && !self.supervising() {
+            } else if drives(Task::Slot, p.status) && !self.supervising() {
                 // It waits for supervision, said by its `policy:paused`.
             } else if WORKING.contains(&p.status) && p.updated_at < stale_before {
                 self.redrive(
@@ -122,16 +122,16 @@ impl Engine {
     /// is run; `nudging` and `committing` resume. A policy whose gate task
     /// runs is left to it; nudge and commit tasks run once at a time.
     pub(super) fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
-        if matches!(p.status, PolicyStatus::Queued | PolicyStatus::Gating)
+        if (drives(Task::Slot, p.status) || drives(Task::Gate, p.status))
             && self.has_gate_task(&p.id)
         {
             return Ok(());
         }
-        if p.status == PolicyStatus::Gating {
+        if drives(Task::Gate, p.status) {
             tracing::warn!(policy = %p.id, %reason, "a policy was left gating");
         }
         let id = p.id.clone();
-        let step = if p.status == PolicyStatus::Gating {
+        let step = if drives(Task::Gate, p.status) {
             // Stored: the gate runs again from `queued`.
             self.write(|tx| {
                 let Some(mut p) = tx.policy(&id)? else {
@@ -182,7 +182,7 @@ impl Engine {
         for p in open {
             // A gate this life started already (recovery of a started
             // session ended its turn) is left to its task.
-            if p.status == PolicyStatus::Gating && !self.has_gate_task(&p.id) {
+            if drives(Task::Gate, p.status) && !self.has_gate_task(&p.id) {
                 self.recover_gating(&p.id, fault.is_some())?;
                 continue;
             }
@@ -231,7 +231,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::{PolicyStatus, Store};
 
     fn policy(id: &str, status: PolicyStatus) -> PolicyRow {
         let mut p = PolicyRow::sample(id, status, &["s1"]);

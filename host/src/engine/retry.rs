@@ -6,8 +6,8 @@
 //! never hold a gating slot while it waits.
 
 use super::Engine;
-use super::machine::Verdict;
-use crate::store::{PolicyRow, PolicyStatus};
+use super::machine::{Task, Verdict, drives};
+use crate::store::PolicyRow;
 use crate::verdict::RunReport;
 use serde_json::{Value, json};
 
@@ -66,7 +66,7 @@ impl Engine {
         }
         let said = self.write(|tx| {
             match tx.policy(id)? {
-                Some(p) if p.status == PolicyStatus::Queued && p.damage.is_none() => {
+                Some(p) if drives(Task::Slot, p.status) && p.damage.is_none() => {
                     self.wait_paused(tx, &p)?;
                 }
                 _ => {}

@@ -12,10 +12,10 @@
 
 use super::attach::Reviewer;
 use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainState, ShipTo};
-use super::machine::{AfterPass, Input, ReviewStep, Verdict};
+use super::machine::{AfterPass, Input, ReviewStep, Task, Verdict, drives};
 use super::{AttachInput, Engine, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;
-use crate::store::{EventFilter, PolicyRow, PolicyStatus, SessionState, Tx};
+use crate::store::{EventFilter, PolicyRow, SessionState, Tx};
 use crate::verdict::{Outcome, RunReport};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -216,7 +216,7 @@ impl Engine {
 
     async fn review_task(&self, id: &str) -> EngineResult<()> {
         let p = self.policy(id)?;
-        if p.status != PolicyStatus::Reviewing {
+        if !drives(Task::Review, p.status) {
             return Ok(());
         }
         let (input, record, review) =
@@ -359,7 +359,7 @@ impl Engine {
         };
         loop {
             let p = self.policy(id)?;
-            let still = p.status == PolicyStatus::Reviewing
+            let still = drives(Task::Review, p.status)
                 && stored::chain(&p)?.is_some_and(|r| r.cycle == record.cycle);
             if !still {
                 return Ok(None);
@@ -413,7 +413,7 @@ impl Engine {
             let Some(mut rec) = stored::chain(&p)? else {
                 return Ok(None);
             };
-            if p.status != PolicyStatus::Reviewing
+            if !drives(Task::Review, p.status)
                 || rec.cycle != record.cycle
                 || rec.phase != ChainPhase::Reviewing
             {

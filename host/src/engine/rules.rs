@@ -16,7 +16,7 @@
 use super::attach::{parse_input, validate};
 use super::{Engine, EngineResult};
 use crate::config::Trust;
-use crate::store::{PolicyStatus, SessionRow, Tx};
+use crate::store::{SessionRow, Tx};
 use serde_json::json;
 use std::path::Path;
 
@@ -143,7 +143,7 @@ impl Engine {
         let p = self.insert_policy(tx, &input, None)?;
         let (_, from) = origin.fields();
         tracing::info!(session = %s.id, policy = %p.id, from = %from, on = why, "a session policy was attached");
-        if p.status == PolicyStatus::Queued {
+        if super::machine::drives(super::machine::Task::Slot, p.status) {
             // Not reached: the session has no turn-end after the
             // newest event. Scheduled after the commit all the same.
             let engine = self.clone();

@@ -2,34 +2,26 @@
 //! the API (how agent hooks feed it); those gatehost starts and follows are
 //! `started`'s. Registration checks the workspace (under the agent's
 //! roots, clear of the host's own places) and issues the session's key;
-//! a report, with that key, is one transaction: the session row, its
-//! event, and the policies it moves (a member's turn-end or exit leaves
-//! their pending set; an empty set queues the gate). It must never record
+//! a report, with that key, is one transaction (`report`). What a report,
+//! a registration or the watchdog's silence does to a session is the pure
+//! machine's (`machine::decide`); this module and `report` perform it. It
+//! must never change a session's state but by that decision, nor record
 //! a report the caller's key does not cover.
 
 use super::keys::{self, Caller};
-use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
 use crate::anchor::{Places, WorkspaceAnchor};
 use crate::config::Trust;
-use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
+use crate::store::{SessionRow, SessionState, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
+pub(super) mod machine;
+mod report;
+
 /// The event of a session's first stop that no policy watched.
 pub const UNGATED: &str = "session:ungated";
-
-/// [`UNGATED`]'s payload.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Ungated<'a> {
-    session_id: &'a str,
-    cwd: &'a str,
-    /// The session's turn count at that stop.
-    turn: i64,
-    reason: &'a str,
-}
 
 /// The most of a message kept per report.
 pub(super) const MAX_MESSAGE: usize = 64 * 1024;
@@ -462,12 +454,27 @@ impl Engine {
             s.workspace = ws.display().to_string();
             s.workspace_pin = Some(pin);
             s.notify_url = notify_url.clone().or(s.notify_url);
-            s.heartbeat_at = Some(now);
-            self.live_again(tx, &mut s, "registration")?;
+            let input = machine::Input::Register {
+                started: command.is_some(),
+            };
+            let step = match machine::decide(machine::Standing::of(&s), input) {
+                machine::Decision::Go(step) => step,
+                machine::Decision::Refuse(machine::Refusal::Exited) => {
+                    return Err(EngineError::Conflict {
+                        code: "exited",
+                        message: format!("session {id} has exited"),
+                    });
+                }
+                other => {
+                    return Err(EngineError::Internal(format!(
+                        "session {id}: a registration was decided {other:?}"
+                    )));
+                }
+            };
+            self.enter(tx, &mut s, &step, "registration")?;
             if let Some((argv, pid)) = &command {
                 s.command = Some(argv.clone());
                 s.pid = Some(*pid);
-                s.state = SessionState::Running;
             }
             s.updated_at = now;
             tx.put_session(&s)?;
@@ -480,7 +487,9 @@ impl Engine {
                     &self.webhooks("session:registered"),
                 )?;
             }
-            self.attach_session_policies(tx, &s, "registered")?;
+            if step.does(machine::Effect::AttachPolicies) {
+                self.attach_session_policies(tx, &s, "registered")?;
+            }
             Ok(Registered {
                 session: s,
                 session_key: issued.map(|(key, _)| key),
@@ -488,204 +497,36 @@ impl Engine {
         })
     }
 
-    /// A stale session spoke (`by`: a report, a registration): it is live
-    /// again, which `session:live` says. Its policies the watchdog
-    /// reclaimed stay as they are.
-    fn live_again(
+    /// Performs what every step of a session does to its row: heard from
+    /// (`Touch`), live again when it was stale (`session:live`, said;
+    /// `by`: a report, a registration; its policies the watchdog
+    /// reclaimed stay as they are), and its new state.
+    pub(super) fn enter(
         &self,
         tx: &mut crate::store::Tx<'_>,
         s: &mut SessionRow,
+        step: &machine::Step,
         by: &str,
     ) -> EngineResult<()> {
-        let Some(stale_at) = s.stale_at.take() else {
-            return Ok(());
-        };
-        tx.append_event(
-            "session:live",
-            Some(&s.id),
-            None,
-            &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
-            &self.webhooks("session:live"),
-        )?;
-        tracing::info!(session = %s.id, by, "a stale session is live again");
-        Ok(())
-    }
-
-    /// A turn-end of `s` that no live policy of the operator's has as a
-    /// member: the stop was not gated by the operator (policies the agent
-    /// attached itself may still judge it; they are the agent's to
-    /// switch off). Said once per session (`session:ungated`, a person's
-    /// business: a standing policy that did not match, say), for the
-    /// sessions agents run themselves (a hook's, the API's); the sessions
-    /// the daemon starts are its routines' and reviews', which say their own.
-    /// Returns whether the stop was ungated.
-    fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
-        if s.command.is_some() || self.operator_watches(tx, &s.id)? {
-            return Ok(false);
-        }
-        if tx.has_session_event(&s.id, UNGATED)? {
-            return Ok(true);
-        }
-        let reason = if tx.live_with(&s.id)?.is_empty() {
-            "no policy watches this session: its stop was not gated"
-        } else {
-            "only policies the agent attached watch this session: no policy of the operator's gated its stop"
-        };
-        let said = Ungated {
-            session_id: &s.id,
-            cwd: &s.cwd,
-            turn: s.turns,
-            reason,
-        };
-        tx.append_event(
-            UNGATED,
-            Some(&s.id),
-            None,
-            &json!(said),
-            &self.webhooks(UNGATED),
-        )?;
-        tracing::warn!(session = %s.id, turn = s.turns, "a stop no policy watches: not gated");
-        Ok(true)
-    }
-
-    /// A report from (or about) a session. Returns the event cursor, or
-    /// `None` for a heartbeat (which only updates the session).
-    /// The daemon's own report, about a session it follows.
-    pub fn report(
-        &self,
-        id: &str,
-        kind: ReportKind,
-        message: Option<String>,
-    ) -> EngineResult<Option<i64>> {
-        self.report_counted(id, kind, message, &Caller::operator())
-            .map(|r| r.cursor)
-    }
-
-    /// [`Engine::report`], also naming, for a turn-end, the policies whose
-    /// verdict on the session's work is to come: those it counted (watching
-    /// the session, which was pending in them) and those already judging it
-    /// (queued, gating or nudging), so a caller (a CLI's stop hook) knows
-    /// whose verdicts to wait for.
-    ///
-    /// With the agent token, only with the session's key.
-    pub fn report_counted(
-        &self,
-        id: &str,
-        kind: ReportKind,
-        message: Option<String>,
-        caller: &Caller,
-    ) -> EngineResult<ReportOutcome> {
-        let message = message.map(|m| cap(m, MAX_MESSAGE));
-        let mut counted = Vec::new();
-        let mut routine_actions = Vec::new();
-        let mut ungated = false;
-        let (cursor, queued) = self.write(|tx| {
-            counted.clear();
-            routine_actions.clear();
-            ungated = false;
-            let mut s = tx
-                .session(id)?
-                .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
-            if let Some(e) = super::damage::session_error(&s) {
-                tracing::error!(session = id, error = %e, "a report on a session whose stored row does not decode is refused");
-                return Err(e);
-            }
-            caller.check(&s)?;
+        if step.does(machine::Effect::Touch) {
             let now = now_ms();
             s.heartbeat_at = Some(now);
             s.updated_at = now;
-            self.live_again(tx, &mut s, "report")?;
-            let (event, state) = match kind {
-                ReportKind::Heartbeat => {
-                    tx.put_session(&s)?;
-                    return Ok((None, Vec::new()));
-                }
-                ReportKind::TurnStart => ("session:turn-start", SessionState::Running),
-                ReportKind::TurnEnd => ("session:turn-end", SessionState::Idle),
-                ReportKind::AwaitingInput => ("session:awaiting-input", SessionState::AwaitingInput),
-                ReportKind::Exited => ("session:exited", SessionState::Exited),
-            };
-            if s.state == SessionState::Exited && kind != ReportKind::Exited {
-                return Err(EngineError::Conflict {
-                    code: "exited",
-                    message: format!("session {id} has exited"),
-                });
-            }
-            if s.state == SessionState::Exited {
-                // A second exit report changes nothing and publishes nothing.
-                return Ok((None, Vec::new()));
-            }
-            s.state = state;
-            if kind == ReportKind::TurnEnd {
-                s.turns += 1;
-            }
-            if let Some(m) = &message {
-                s.last_message = Some(m.clone());
-            }
-            let cursor = tx.append_event(
-                event,
-                Some(id),
-                None,
-                &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
-                &self.webhooks(event),
-            )?;
-            if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
-                s.last_turn_cursor = Some(cursor);
-            }
-            tx.put_session(&s)?;
-            routine_actions = self.routine_report(tx, id, kind, message.as_deref())?;
-            if kind == ReportKind::TurnStart {
-                self.attach_session_policies(tx, &s, "turn-start")?;
-            }
-            let mut queued = Vec::new();
-            if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
-                // Policies already judging this session (a gate still
-                // running from an earlier turn-end) give their verdict
-                // next: a caller waiting for verdicts waits for theirs too.
-                if kind == ReportKind::TurnEnd {
-                    counted.extend(tx.judging_with(id)?);
-                }
-                if kind == ReportKind::TurnEnd {
-                    ungated = self.note_ungated(tx, &s)?;
-                }
-                for mut p in tx.watching_with(id)? {
-                    if p.damage.is_some() {
-                        // Blocked, said; the others gate as ever.
-                        self.settle_damaged(tx, &mut p)?;
-                        continue;
-                    }
-                    if cursor <= p.watch_after {
-                        continue;
-                    }
-                    let before = p.pending.len();
-                    p.pending.retain(|m| m != id);
-                    if p.pending.len() == before {
-                        continue;
-                    }
-                    let more_pending = !p.pending.is_empty();
-                    counted.push(p.id.clone());
-                    let step = self.transition(tx, &mut p, Input::TurnEnd { more_pending }, |_| {
-                        json!({"reason": format!("session {id}: {event}")})
-                    })?;
-                    if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
-                        let slot = self.try_start_gating(tx, &mut p)?;
-                        queued.push((p.id.clone(), step, slot));
-                    }
-                }
-            }
-            Ok((Some(cursor), queued))
-        })?;
-        self.perform_routine_actions(routine_actions);
-        for (pid, step, slot) in queued {
-            match slot {
-                Some(slot) => self.schedule_gate_with(&pid, Some(slot)),
-                None => self.perform(&pid, &step),
-            }
         }
-        Ok(ReportOutcome {
-            cursor,
-            policies: counted,
-            ungated,
-        })
+        s.state = step.to;
+        if !step.events.contains(&machine::Event::Live) {
+            return Ok(());
+        }
+        let stale_at = s.stale_at.take();
+        let live = machine::Event::Live.as_str();
+        tx.append_event(
+            live,
+            Some(&s.id),
+            None,
+            &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
+            &self.webhooks(live),
+        )?;
+        tracing::info!(session = %s.id, by, "a stale session is live again");
+        Ok(())
     }
 }

@@ -24,6 +24,7 @@
 //! never read more than the partial indexes give it.
 
 use super::machine::{Input, PolicyEvent};
+use super::sessions::machine as session;
 use super::{Engine, EngineResult};
 use crate::config::OnStale;
 use crate::store::{PolicyRow, now_ms};
@@ -131,11 +132,16 @@ impl Engine {
                     if s.damage.is_some() {
                         continue;
                     }
+                    let silent = session::decide(session::Standing::of(&s), session::Input::Silent);
+                    let session::Decision::Go(step) = silent else {
+                        continue;
+                    };
                     let last = s.heartbeat_at.unwrap_or(s.updated_at);
-                    s.stale_at = Some(now);
+                    s.stale_at = step.stale.then_some(now);
                     tx.put_session(&s)?;
+                    let stale = session::Event::Stale.as_str();
                     tx.append_event(
-                        "session:stale",
+                        stale,
                         Some(&s.id),
                         None,
                         &json!({
@@ -145,7 +151,7 @@ impl Engine {
                             "timeoutMs": timeout_ms,
                             "onStale": match on_stale { OnStale::Block => "block", OnStale::Cancel => "cancel" },
                         }),
-                        &self.webhooks("session:stale"),
+                        &self.webhooks(stale),
                     )?;
                     tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
                     look.stale.push(s.id);

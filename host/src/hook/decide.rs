@@ -220,6 +220,32 @@ pub(crate) mod tests {
         ]
     }
 
+    /// A variant added to the input or the standing does not compile
+    /// until it is named here, and this fails until its list holds it.
+    #[test]
+    fn every_standing_and_input_is_listed() {
+        use crate::exhaustive::variants;
+        variants!(Input;
+            Input::Prompt,
+            Input::OwnFollowUp,
+            Input::Pass,
+            Input::Fail(_),
+            Input::Nudged(_),
+            Input::Blocked(_),
+            Input::Error(_),
+            Input::Running(_),
+            Input::Ungated(_),
+        )
+        .assert_listed(&inputs());
+        variants!(Standing;
+            Clear,
+            Failing { .. },
+            ErrorShown { .. },
+            Exhausted,
+        )
+        .assert_listed(&STANDINGS);
+    }
+
     /// The kind of answer, for the table.
     fn kind(a: &Answer) -> &'static str {
         match a {

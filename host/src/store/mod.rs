@@ -82,6 +82,10 @@ pub enum StoreError {
     /// overwrite what is stored).
     #[error("{row}: its stored {column} does not decode; it is not written back")]
     Damaged { row: String, column: String },
+    /// The caller of a write refused it (its own error says why, and is
+    /// what it answers): the transaction was rolled back, nothing kept.
+    #[error("the transaction was rolled back")]
+    RolledBack,
 }
 
 impl StoreError {
@@ -595,6 +599,27 @@ impl Tx<'_> {
     /// Writes `p` whole; refused for a row that did not decode.
     pub fn put_policy(&mut self, p: &PolicyRow) -> StoreResult<()> {
         records::put_policy(&self.tx, p)
+    }
+
+    /// Records the policy attached as `p`'s `next` (its `next_id`), and
+    /// nothing else: bookkeeping of a step the lifecycle took, never a
+    /// change of state. Refused for a row that did not decode.
+    pub fn record_next(&mut self, p: &PolicyRow) -> StoreResult<()> {
+        records::record_next(&self.tx, p)
+    }
+
+    /// Records the commit prepared for `p` (or its absence, to prepare it
+    /// again) and the time, and nothing else: never a change of state.
+    /// Refused for a row that did not decode.
+    pub fn record_prepared(&mut self, p: &PolicyRow) -> StoreResult<()> {
+        records::record_prepared(&self.tx, p)
+    }
+
+    /// Records `p`'s publishes under way (`publish_open`: opened before a
+    /// publish takes a lock, closed once it ended), and nothing else:
+    /// never a change of state. Refused for a row that did not decode.
+    pub fn record_publishes(&mut self, p: &PolicyRow) -> StoreResult<()> {
+        records::record_publishes(&self.tx, p)
     }
 
     /// Writes only the status, reason and time of a policy whose row did

@@ -403,6 +403,60 @@ pub(super) fn put_damaged_policy(c: &Connection, p: &PolicyRow) -> StoreResult<(
     Ok(())
 }
 
+/// Writes bookkeeping columns of an undamaged policy (`sql` sets them
+/// from `?2`…, `?1` is its id), never its status.
+fn record(
+    c: &Connection,
+    p: &PolicyRow,
+    sql: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> StoreResult<()> {
+    if let Some(d) = &p.damage {
+        return Err(StoreError::Damaged {
+            row: format!("policy {}", p.id),
+            column: d.column.clone(),
+        });
+    }
+    let mut params: Vec<&dyn rusqlite::ToSql> = vec![&p.id];
+    params.extend_from_slice(values);
+    let n = c.prepare_cached(sql)?.execute(params.as_slice())?;
+    if n != 1 {
+        return Err(StoreError::Sqlite(format!(
+            "policy {} vanished during an update",
+            p.id
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn record_next(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    record(
+        c,
+        p,
+        "UPDATE policies SET next_id=?2 WHERE id=?1",
+        &[&p.next_id],
+    )
+}
+
+pub(super) fn record_prepared(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    record(
+        c,
+        p,
+        "UPDATE policies SET prepared=?2, updated_at=?3 WHERE id=?1",
+        &[&to_text(&p.prepared), &p.updated_at],
+    )
+}
+
+pub(super) fn record_publishes(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
+    let open = serde_json::to_string(&p.publish_open).unwrap_or_default();
+    record(
+        c,
+        p,
+        "UPDATE policies SET publish_open=?2 WHERE id=?1",
+        &[&open],
+    )
+}
+
 pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     if let Some(d) = &p.damage {
         return Err(StoreError::Damaged {

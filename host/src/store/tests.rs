@@ -557,3 +557,52 @@ fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback(
         .expect("read");
     assert_eq!(n, 2, "the first event and the one written after its commit");
 }
+
+/// The bookkeeping writes (`record_next`, `record_prepared`,
+/// `record_publishes`) store their own columns and never a status: a
+/// status changed in memory is not written by them (only the engine's
+/// transition writes a policy whole).
+#[test]
+fn bookkeeping_writes_store_their_columns_and_never_a_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    store
+        .write(|tx| {
+            tx.insert_policy(&mut PolicyRow::sample(
+                "p",
+                PolicyStatus::Committing,
+                &["s"],
+            ))
+        })
+        .expect("insert");
+    let mut p = store.policy("p").expect("read").expect("stored");
+    p.status = PolicyStatus::Done;
+    p.reason = Some("not to be stored".into());
+    p.next_id = Some("child".into());
+    p.prepared = Some(json!({"commit": "abc"}));
+    p.publish_open = vec![7, 9];
+    store
+        .write(|tx| {
+            tx.record_next(&p)?;
+            tx.record_prepared(&p)?;
+            tx.record_publishes(&p)
+        })
+        .expect("record");
+    let stored = store.policy("p").expect("read").expect("stored");
+    assert_eq!(stored.status, PolicyStatus::Committing);
+    assert_eq!(stored.reason, None);
+    assert_eq!(stored.next_id.as_deref(), Some("child"));
+    assert_eq!(stored.prepared, Some(json!({"commit": "abc"})));
+    assert_eq!(stored.publish_open, [7, 9]);
+    // A row that did not decode is never written back by them.
+    let mut damaged = stored.clone();
+    damaged.damage = Some(crate::store::RowDamage {
+        column: "spec".into(),
+        message: "test".into(),
+    });
+    let refused = store.write(|tx| tx.record_publishes(&damaged));
+    assert!(
+        matches!(refused, Err(StoreError::Damaged { .. })),
+        "{refused:?}"
+    );
+}

@@ -2,6 +2,7 @@
 //! from the code under test), with the cycle at the boundaries.
 
 use super::*;
+use crate::exhaustive::variants;
 use ChainAction as A;
 use ChainOutcome as O;
 use ChainState as S;
@@ -19,19 +20,45 @@ fn states() -> Vec<ChainState> {
     ]
 }
 
-fn outcomes() -> Vec<ChainOutcome> {
-    vec![
+impl ChainOutcome {
+    /// Every outcome (checked against the type by
+    /// [`every_state_and_outcome_is_listed`]).
+    fn all() -> Vec<ChainOutcome> {
+        vec![
+            O::GatePassed,
+            O::Ship,
+            O::Block {
+                repairer_alive: true,
+            },
+            O::Block {
+                repairer_alive: false,
+            },
+            O::Recover,
+            O::ReviewerSilent,
+        ]
+    }
+}
+
+/// A variant added to the state or the outcome does not compile until it
+/// is named here, and this fails until its list holds it.
+#[test]
+fn every_state_and_outcome_is_listed() {
+    variants!(ChainOutcome;
         O::GatePassed,
         O::Ship,
-        O::Block {
-            repairer_alive: true,
-        },
-        O::Block {
-            repairer_alive: false,
-        },
+        O::Block { .. },
         O::Recover,
         O::ReviewerSilent,
-    ]
+    )
+    .assert_listed(&ChainOutcome::all());
+    variants!(ChainState;
+        S::Authoring,
+        S::Reviewing { .. },
+        S::Repairing { .. },
+        S::Shipped,
+        S::Escalated,
+    )
+    .assert_listed(&states());
 }
 
 fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
@@ -126,7 +153,7 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
         (S::Escalated, O::Recover, A::Ignore),
         (S::Escalated, O::ReviewerSilent, A::Ignore),
     ];
-    assert_eq!(table.len(), states().len() * outcomes().len());
+    assert_eq!(table.len(), states().len() * ChainOutcome::all().len());
     table
         .into_iter()
         .find(|(s, o, _)| *s == state && *o == outcome)
@@ -138,7 +165,7 @@ fn expected(state: ChainState, outcome: ChainOutcome) -> ChainAction {
 fn every_chain_state_and_outcome_is_decided_as_listed() {
     let mut n = 0;
     for state in states() {
-        for outcome in outcomes() {
+        for outcome in ChainOutcome::all() {
             assert_eq!(
                 decide(state, outcome),
                 expected(state, outcome),

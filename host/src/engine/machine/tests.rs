@@ -3,77 +3,144 @@
 //! must be ignored or refused as listed.
 
 use super::*;
+use crate::exhaustive::variants;
 use PolicyEvent as E;
 use PolicyStatus as S;
 
-fn inputs() -> Vec<Input> {
-    let mut all = vec![
-        Input::TurnEnd { more_pending: true },
-        Input::TurnEnd {
-            more_pending: false,
-        },
+impl AfterPass {
+    fn all() -> Vec<AfterPass> {
+        vec![AfterPass::Done, AfterPass::AwaitAck, AfterPass::CommitNow]
+    }
+}
+
+impl Verdict {
+    fn all() -> Vec<Verdict> {
+        let mut all: Vec<Verdict> = AfterPass::all().into_iter().map(Verdict::Pass).collect();
+        all.extend([
+            Verdict::PassChanged,
+            Verdict::PassUnreadable,
+            Verdict::Fail { retry: true },
+            Verdict::Fail { retry: false },
+            Verdict::Error,
+            Verdict::ErrorRetry,
+            Verdict::PassReview,
+        ]);
+        all
+    }
+}
+
+impl AfterNudge {
+    fn all() -> Vec<AfterNudge> {
+        vec![
+            AfterNudge::Watch,
+            AfterNudge::AllEnded,
+            AfterNudge::NoneAlive,
+        ]
+    }
+}
+
+impl CommitResult {
+    fn all() -> Vec<CommitResult> {
+        vec![
+            CommitResult::Committed,
+            CommitResult::Stale,
+            CommitResult::Failed,
+        ]
+    }
+}
+
+impl ReviewStep {
+    fn all() -> Vec<ReviewStep> {
+        let mut all: Vec<ReviewStep> = AfterPass::all().into_iter().map(ReviewStep::Ship).collect();
+        all.extend([ReviewStep::Repair, ReviewStep::Escalate]);
+        all
+    }
+}
+
+impl Input {
+    /// Every input: each variant with every value of its fields
+    /// (checked against the types by [`every_input_is_listed`]).
+    fn all() -> Vec<Input> {
+        let mut all = vec![
+            Input::TurnEnd { more_pending: true },
+            Input::TurnEnd {
+                more_pending: false,
+            },
+            Input::SlotTaken,
+            Input::Cancel,
+            Input::Recover,
+            Input::StoreError,
+            Input::Poisoned,
+            Input::Corrupt,
+            Input::StatusUnreadable,
+            Input::MemberStale { cancel: false },
+            Input::MemberStale { cancel: true },
+            Input::Expired,
+        ];
+        all.extend(Verdict::all().into_iter().map(Input::Verdict));
+        all.extend(AfterNudge::all().into_iter().map(Input::NudgeDelivered));
+        all.extend(ReviewStep::all().into_iter().map(Input::Review));
+        for alive in [true, false] {
+            all.push(Input::RequestChanges { alive });
+        }
+        for approve in [true, false] {
+            for fresh in [true, false] {
+                for comment in [true, false] {
+                    all.push(Input::Ack {
+                        approve,
+                        fresh,
+                        comment,
+                    });
+                }
+            }
+        }
+        all.extend(CommitResult::all().into_iter().map(Input::Commit));
+        all
+    }
+}
+
+/// The lists above name every variant of every input type: a variant
+/// added to one does not compile until it is named here, and this fails
+/// until its list holds it.
+#[test]
+fn every_input_is_listed() {
+    variants!(Input;
+        Input::TurnEnd { .. },
         Input::SlotTaken,
+        Input::Verdict(_),
+        Input::NudgeDelivered(_),
+        Input::Ack { .. },
         Input::Cancel,
+        Input::RequestChanges { .. },
+        Input::Commit(_),
         Input::Recover,
         Input::StoreError,
         Input::Poisoned,
         Input::Corrupt,
-        Input::MemberStale { cancel: false },
-        Input::MemberStale { cancel: true },
+        Input::StatusUnreadable,
+        Input::MemberStale { .. },
         Input::Expired,
-    ];
-    for v in [
-        Verdict::Pass(AfterPass::Done),
-        Verdict::Pass(AfterPass::AwaitAck),
-        Verdict::Pass(AfterPass::CommitNow),
+        Input::Review(_),
+    )
+    .assert_listed(&Input::all());
+    variants!(Verdict;
+        Verdict::Pass(_),
         Verdict::PassChanged,
         Verdict::PassUnreadable,
-        Verdict::Fail { retry: true },
-        Verdict::Fail { retry: false },
+        Verdict::Fail { .. },
         Verdict::Error,
         Verdict::ErrorRetry,
         Verdict::PassReview,
-    ] {
-        all.push(Input::Verdict(v));
-    }
-    for n in [
-        AfterNudge::Watch,
-        AfterNudge::AllEnded,
-        AfterNudge::NoneAlive,
-    ] {
-        all.push(Input::NudgeDelivered(n));
-    }
-    for r in [
-        ReviewStep::Ship(AfterPass::Done),
-        ReviewStep::Ship(AfterPass::AwaitAck),
-        ReviewStep::Ship(AfterPass::CommitNow),
-        ReviewStep::Repair,
-        ReviewStep::Escalate,
-    ] {
-        all.push(Input::Review(r));
-    }
-    for alive in [true, false] {
-        all.push(Input::RequestChanges { alive });
-    }
-    for approve in [true, false] {
-        for fresh in [true, false] {
-            for comment in [true, false] {
-                all.push(Input::Ack {
-                    approve,
-                    fresh,
-                    comment,
-                });
-            }
-        }
-    }
-    for r in [
-        CommitResult::Committed,
-        CommitResult::Stale,
-        CommitResult::Failed,
-    ] {
-        all.push(Input::Commit(r));
-    }
-    all
+    )
+    .assert_listed(&Verdict::all());
+    variants!(AfterPass; AfterPass::Done, AfterPass::AwaitAck, AfterPass::CommitNow)
+        .assert_listed(&AfterPass::all());
+    variants!(AfterNudge; AfterNudge::Watch, AfterNudge::AllEnded, AfterNudge::NoneAlive)
+        .assert_listed(&AfterNudge::all());
+    variants!(CommitResult; CommitResult::Committed, CommitResult::Stale, CommitResult::Failed)
+        .assert_listed(&CommitResult::all());
+    variants!(ReviewStep; ReviewStep::Ship(_), ReviewStep::Repair, ReviewStep::Escalate)
+        .assert_listed(&ReviewStep::all());
 }
 
 /// A transition: from, input, to, events, effects.
@@ -356,6 +423,14 @@ fn expected() -> Vec<Row> {
             vec![F::AbortGate],
         ));
     }
+    // A status that does not decode reads as blocked: stored so, said.
+    t.push((
+        S::Blocked,
+        Input::StatusUnreadable,
+        S::Blocked,
+        vec![E::Blocked],
+        vec![],
+    ));
     // A deadline blocks whatever waits (not a gate or commit in flight).
     for s in [S::Watching, S::Queued, S::Nudging, S::AwaitingAck] {
         t.push((
@@ -469,7 +544,7 @@ fn every_state_and_input_is_decided_as_listed() {
     let table = expected();
     let mut checked = 0;
     for state in PolicyStatus::ALL {
-        for input in inputs() {
+        for input in Input::all() {
             let got = decide(state, input);
             let want = match table.iter().find(|(s, i, ..)| *s == state && *i == input) {
                 Some((_, _, to, events, effects)) => {
@@ -491,7 +566,7 @@ fn every_state_and_input_is_decided_as_listed() {
             checked += 1;
         }
     }
-    assert_eq!(checked, PolicyStatus::ALL.len() * inputs().len());
+    assert_eq!(checked, PolicyStatus::ALL.len() * Input::all().len());
     // Every listed transition was met.
     assert_eq!(
         table.len(),
@@ -505,7 +580,7 @@ fn every_state_and_input_is_decided_as_listed() {
 #[test]
 fn no_step_leaves_a_terminal_state_and_every_block_says_so() {
     for state in PolicyStatus::ALL {
-        for input in inputs() {
+        for input in Input::all() {
             let Decision::Go(step) = decide(state, input) else {
                 continue;
             };
@@ -552,4 +627,79 @@ fn event_names_are_the_stored_ones() {
     assert_eq!(PolicyEvent::Expired.as_str(), "policy:expired");
     assert_eq!(PolicyEvent::Retry.as_str(), "policy:retry");
     assert_eq!(PolicyEvent::parse("policy:unknown"), None);
+}
+
+impl Task {
+    fn all() -> Vec<Task> {
+        vec![
+            Task::Slot,
+            Task::Gate,
+            Task::Nudge,
+            Task::Commit,
+            Task::Review,
+        ]
+    }
+
+    /// Every outcome the task can end in.
+    fn outcomes(self) -> Vec<Input> {
+        match self {
+            Task::Slot => vec![Input::SlotTaken],
+            Task::Gate => Verdict::all().into_iter().map(Input::Verdict).collect(),
+            Task::Nudge => AfterNudge::all()
+                .into_iter()
+                .map(Input::NudgeDelivered)
+                .collect(),
+            Task::Commit => CommitResult::all().into_iter().map(Input::Commit).collect(),
+            Task::Review => ReviewStep::all().into_iter().map(Input::Review).collect(),
+        }
+    }
+}
+
+/// Which state each task drives, written out; and that is exactly where
+/// the machine takes every outcome of the task (but a commit published
+/// as its policy was cancelled, said on the cancelled policy): the tasks'
+/// guards are the machine's own "ignore" rule.
+#[test]
+fn a_task_drives_exactly_the_states_that_take_its_outcomes() {
+    variants!(Task; Task::Slot, Task::Gate, Task::Nudge, Task::Commit, Task::Review)
+        .assert_listed(&Task::all());
+    let driven = |task| match task {
+        Task::Slot => S::Queued,
+        Task::Gate => S::Gating,
+        Task::Nudge => S::Nudging,
+        Task::Commit => S::Committing,
+        Task::Review => S::Reviewing,
+    };
+    for task in Task::all() {
+        for state in PolicyStatus::ALL {
+            assert_eq!(
+                drives(task, state),
+                state == driven(task),
+                "{task:?} in {state:?}"
+            );
+            for outcome in task.outcomes() {
+                let taken = matches!(decide(state, outcome), Decision::Go(_));
+                let said_after_cancel =
+                    state == S::Cancelled && outcome == Input::Commit(CommitResult::Committed);
+                assert_eq!(
+                    taken,
+                    drives(task, state) || said_after_cancel,
+                    "{task:?}: {outcome:?} in {state:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn only_awaiting_ack_awaits_an_ack() {
+    for state in PolicyStatus::ALL {
+        assert_eq!(awaits_ack(state), state == S::AwaitingAck, "{state:?}");
+        for input in Input::all() {
+            if matches!(input, Input::Ack { .. } | Input::RequestChanges { .. }) {
+                let refused = decide(state, input) == Decision::Refuse(Refusal::NotAwaitingAck);
+                assert_eq!(refused, !awaits_ack(state), "{state:?} × {input:?}");
+            }
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! done marker.
 
 use super::*;
+use crate::exhaustive::variants;
 use Effect as E;
 use RunInput as I;
 use RunState as S;
@@ -55,36 +56,89 @@ fn states() -> Vec<RunState> {
     ]
 }
 
-fn inputs() -> Vec<RunInput> {
-    vec![
-        I::Check {
-            ready: false,
-            blocked: false,
-        },
-        I::Check {
-            ready: true,
-            blocked: false,
-        },
-        I::Check {
-            ready: false,
-            blocked: true,
-        },
-        I::Check {
-            ready: true,
-            blocked: true,
-        },
-        I::AwaitingInput(InputSource::TurnEnd),
-        I::AwaitingInput(InputSource::Permission),
+impl InputRule {
+    fn all() -> Vec<InputRule> {
+        vec![InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail]
+    }
+}
+
+impl Finish {
+    fn all() -> Vec<Finish> {
+        vec![Finish::TurnEnd, Finish::Policy]
+    }
+}
+
+impl InputSource {
+    fn all() -> Vec<InputSource> {
+        vec![InputSource::TurnEnd, InputSource::Permission]
+    }
+}
+
+impl RunInput {
+    /// Every input (checked against the type by [`every_state_and_input_is_listed`]).
+    fn all() -> Vec<RunInput> {
+        let mut all = vec![
+            I::Check {
+                ready: false,
+                blocked: false,
+            },
+            I::Check {
+                ready: true,
+                blocked: false,
+            },
+            I::Check {
+                ready: false,
+                blocked: true,
+            },
+            I::Check {
+                ready: true,
+                blocked: true,
+            },
+            I::StepFinished,
+            I::PolicySettled { passed: true },
+            I::PolicySettled { passed: false },
+            I::SessionDied,
+            I::Resolved,
+            I::Timeout,
+            I::Cancel,
+            I::Recover { owned_agent: true },
+            I::Recover { owned_agent: false },
+        ];
+        all.extend(InputSource::all().into_iter().map(I::AwaitingInput));
+        all
+    }
+}
+
+/// A variant added to a state or an input does not compile until it is
+/// named here, and this fails until its list holds it.
+#[test]
+fn every_state_and_input_is_listed() {
+    variants!(RunInput;
+        I::Check { .. },
+        I::AwaitingInput(_),
         I::StepFinished,
-        I::PolicySettled { passed: true },
-        I::PolicySettled { passed: false },
+        I::PolicySettled { .. },
         I::SessionDied,
         I::Resolved,
         I::Timeout,
         I::Cancel,
-        I::Recover { owned_agent: true },
-        I::Recover { owned_agent: false },
-    ]
+        I::Recover { .. },
+    )
+    .assert_listed(&RunInput::all());
+    variants!(InputSource; InputSource::TurnEnd, InputSource::Permission)
+        .assert_listed(&InputSource::all());
+    variants!(InputRule; InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail)
+        .assert_listed(&InputRule::all());
+    variants!(Finish; Finish::TurnEnd, Finish::Policy).assert_listed(&Finish::all());
+    variants!(RunState;
+        S::Waiting { .. },
+        S::Running { .. },
+        S::Escalated { .. },
+        S::Done,
+        S::Failed,
+        S::Cancelled,
+    )
+    .assert_listed(&states());
 }
 
 fn d(next: RunState, effects: Vec<Effect>) -> Decision {
@@ -198,9 +252,9 @@ fn expected(state: RunState, input: RunInput, rule: InputRule, finish: Finish) -
 fn every_state_input_rule_and_finish() {
     let mut n = 0;
     for s in states() {
-        for i in inputs() {
-            for r in [InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail] {
-                for f in [Finish::TurnEnd, Finish::Policy] {
+        for i in RunInput::all() {
+            for r in InputRule::all() {
+                for f in Finish::all() {
                     assert_eq!(
                         decide(s, i, rules(r, f, 1)),
                         expected(s, i, r, f),
@@ -253,7 +307,7 @@ fn a_policy_step_finishes_when_its_policy_passes_and_never_on_a_turn_end() {
 #[test]
 fn terminal_states_never_emit_again() {
     for s in [S::Done, S::Failed, S::Cancelled] {
-        for i in inputs() {
+        for i in RunInput::all() {
             assert!(
                 decide(s, i, rules(InputRule::Escalate, Finish::TurnEnd, 0))
                     .effects

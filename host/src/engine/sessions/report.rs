@@ -1,0 +1,204 @@
+//! A session's report: one transaction performing the session machine's
+//! step (`machine::decide`): the session row, its event, and the
+//! policies it moves (a member's turn-end or exit leaves their pending
+//! set; an empty set queues the gate).
+//!
+//! It owns the performing of a report's step. It must never decide a
+//! session's state itself (that is the machine's), and never record a
+//! report the caller's key does not cover.
+
+use super::machine::{Decision, Effect as F, Input, Refusal, Standing, decide};
+use super::{MAX_MESSAGE, ReportKind, ReportOutcome, UNGATED, cap};
+use crate::engine::keys::Caller;
+use crate::engine::machine::Input as PolicyInput;
+use crate::engine::{Engine, EngineError, EngineResult, damage};
+use crate::store::{PolicyStatus, SessionRow};
+use serde::Serialize;
+use serde_json::json;
+
+/// [`UNGATED`]'s payload.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Ungated<'a> {
+    session_id: &'a str,
+    cwd: &'a str,
+    /// The session's turn count at that stop.
+    turn: i64,
+    reason: &'a str,
+}
+
+impl Engine {
+    /// A turn-end of `s` that no live policy of the operator's has as a
+    /// member: the stop was not gated by the operator (policies the agent
+    /// attached itself may still judge it; they are the agent's to
+    /// switch off). Said once per session (`session:ungated`, a person's
+    /// business: a standing policy that did not match, say), for the
+    /// sessions agents run themselves (a hook's, the API's); the sessions
+    /// the daemon starts are its routines' and reviews', which say their own.
+    /// Returns whether the stop was ungated.
+    fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
+        if s.command.is_some() || self.operator_watches(tx, &s.id)? {
+            return Ok(false);
+        }
+        if tx.has_session_event(&s.id, UNGATED)? {
+            return Ok(true);
+        }
+        let reason = if tx.live_with(&s.id)?.is_empty() {
+            "no policy watches this session: its stop was not gated"
+        } else {
+            "only policies the agent attached watch this session: no policy of the operator's gated its stop"
+        };
+        let said = Ungated {
+            session_id: &s.id,
+            cwd: &s.cwd,
+            turn: s.turns,
+            reason,
+        };
+        tx.append_event(
+            UNGATED,
+            Some(&s.id),
+            None,
+            &json!(said),
+            &self.webhooks(UNGATED),
+        )?;
+        tracing::warn!(session = %s.id, turn = s.turns, "a stop no policy watches: not gated");
+        Ok(true)
+    }
+
+    /// A report from (or about) a session. Returns the event cursor, or
+    /// `None` for a heartbeat (which only updates the session).
+    /// The daemon's own report, about a session it follows.
+    pub fn report(
+        &self,
+        id: &str,
+        kind: ReportKind,
+        message: Option<String>,
+    ) -> EngineResult<Option<i64>> {
+        self.report_counted(id, kind, message, &Caller::operator())
+            .map(|r| r.cursor)
+    }
+
+    /// [`Engine::report`], also naming, for a turn-end, the policies whose
+    /// verdict on the session's work is to come: those it counted (watching
+    /// the session, which was pending in them) and those already judging it
+    /// (queued, gating or nudging), so a caller (a CLI's stop hook) knows
+    /// whose verdicts to wait for.
+    ///
+    /// With the agent token, only with the session's key.
+    pub fn report_counted(
+        &self,
+        id: &str,
+        kind: ReportKind,
+        message: Option<String>,
+        caller: &Caller,
+    ) -> EngineResult<ReportOutcome> {
+        let message = message.map(|m| cap(m, MAX_MESSAGE));
+        let mut counted = Vec::new();
+        let mut routine_actions = Vec::new();
+        let mut ungated = false;
+        let (cursor, queued) = self.write(|tx| {
+            counted.clear();
+            routine_actions.clear();
+            ungated = false;
+            let mut s = tx
+                .session(id)?
+                .ok_or_else(|| EngineError::NotFound(format!("no session '{id}'")))?;
+            if let Some(e) = damage::session_error(&s) {
+                tracing::error!(session = id, error = %e, "a report on a session whose stored row does not decode is refused");
+                return Err(e);
+            }
+            caller.check(&s)?;
+            let step = match decide(Standing::of(&s), Input::Report(kind)) {
+                Decision::Go(step) => step,
+                Decision::Ignore => return Ok((None, Vec::new())),
+                Decision::Refuse(Refusal::Exited) => {
+                    return Err(EngineError::Conflict {
+                        code: "exited",
+                        message: format!("session {id} has exited"),
+                    });
+                }
+            };
+            self.enter(tx, &mut s, &step, "report")?;
+            let Some(event) = step.report_event() else {
+                // A heartbeat only updates the session.
+                tx.put_session(&s)?;
+                return Ok((None, Vec::new()));
+            };
+            if step.does(F::CountTurn) {
+                s.turns += 1;
+            }
+            if step.does(F::KeepMessage)
+                && let Some(m) = &message
+            {
+                s.last_message = Some(m.clone());
+            }
+            let event = event.as_str();
+            let cursor = tx.append_event(
+                event,
+                Some(id),
+                None,
+                &json!({"sessionId": id, "state": s.state.as_str(), "turn": s.turns, "message": message}),
+                &self.webhooks(event),
+            )?;
+            if step.does(F::MarkTurn) {
+                s.last_turn_cursor = Some(cursor);
+            }
+            tx.put_session(&s)?;
+            if step.does(F::TellRoutines) {
+                routine_actions = self.routine_report(tx, id, kind, message.as_deref())?;
+            }
+            if step.does(F::AttachPolicies) {
+                self.attach_session_policies(tx, &s, "turn-start")?;
+            }
+            // Policies already judging this session (a gate still running
+            // from an earlier turn-end) give their verdict next: a caller
+            // waiting for verdicts waits for theirs too.
+            if step.does(F::NameJudging) {
+                counted.extend(tx.judging_with(id)?);
+            }
+            if step.does(F::NoteUngated) {
+                ungated = self.note_ungated(tx, &s)?;
+            }
+            let mut queued = Vec::new();
+            if step.does(F::EndTurnInPolicies) {
+                for mut p in tx.watching_with(id)? {
+                    if p.damage.is_some() {
+                        // Blocked, said; the others gate as ever.
+                        self.settle_damaged(tx, &mut p)?;
+                        continue;
+                    }
+                    if cursor <= p.watch_after {
+                        continue;
+                    }
+                    let before = p.pending.len();
+                    p.pending.retain(|m| m != id);
+                    if p.pending.len() == before {
+                        continue;
+                    }
+                    let more_pending = !p.pending.is_empty();
+                    counted.push(p.id.clone());
+                    let step = self.transition(tx, &mut p, PolicyInput::TurnEnd { more_pending }, |_| {
+                        json!({"reason": format!("session {id}: {event}")})
+                    })?;
+                    if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
+                        let slot = self.try_start_gating(tx, &mut p)?;
+                        queued.push((p.id.clone(), step, slot));
+                    }
+                }
+            }
+            Ok((Some(cursor), queued))
+        })?;
+        self.perform_routine_actions(routine_actions);
+        for (pid, step, slot) in queued {
+            match slot {
+                Some(slot) => self.schedule_gate_with(&pid, Some(slot)),
+                None => self.perform(&pid, &step),
+            }
+        }
+        Ok(ReportOutcome {
+            cursor,
+            policies: counted,
+            ungated,
+        })
+    }
+}
