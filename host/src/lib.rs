@@ -7,7 +7,7 @@
 //! - [`supervise`]: running a process tree with bounded time and output and
 //!   nothing left behind;
 //! - [`gate`]: gate objects and the shell and judge gates;
-//! - [`verdict`]: the one result type of every gate;
+//! - [`verdict`] (`model::report`): the one result type of every gate;
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
@@ -59,7 +59,8 @@ pub mod sandbox;
 pub mod store;
 pub mod suggest;
 pub mod supervise;
-pub mod verdict;
+/// The gate report, at its old path ([`model::report`]).
+pub use model::report as verdict;
 pub mod wasm;
 pub mod webhook;
 pub mod wire;

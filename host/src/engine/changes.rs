@@ -137,7 +137,7 @@ impl Engine {
                 .policy(id)?
                 .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;
             if p.status == PolicyStatus::AwaitingAck {
-                super::commits::reviewed_tree(id, &stored::plan_required(&p)?, Some(tree))?;
+                super::commits::reviewed_tree(id, stored::plan_required(&p)?, Some(tree))?;
             }
             let alive = super::nudge::not_exited(tx, &alive);
             // Refused by the machine, the write is not stored at all.

@@ -76,7 +76,7 @@ impl Engine {
                             message: format!("the diff task failed: {e}"),
                         })?
                         .map_err(fail)?;
-                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent);
+                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent.clone());
                 (
                     PatchSpec {
                         base,

@@ -129,7 +129,9 @@ impl Engine {
         why: &str,
     ) -> EngineResult<()> {
         let runner = self.runner();
-        let checked = parse_input(policy.clone()).and_then(|mut input| {
+        let checked = parse_input(policy.clone())
+            .map_err(super::EngineError::from)
+            .and_then(|mut input| {
             input.session_id = None;
             input.session_ids = Some(vec![s.id.clone()]);
             input.set_attached_by(Trust::Operator);

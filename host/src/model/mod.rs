@@ -5,3 +5,17 @@
 //! engine, the API's wire types and the readers of events hold only them.
 //! This layer must never hold SQL, a process, a clock or a network call: it
 //! is data and the pure rules that keep that data well formed.
+
+pub mod as_given;
+pub mod attach;
+pub mod chain;
+pub mod plan;
+pub mod report;
+
+/// A value that is refused: the field (`next.gate[0].command`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct Invalid {
+    pub field: String,
+    pub message: String,
+}
