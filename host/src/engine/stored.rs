@@ -57,3 +57,7 @@ pub fn prepared(p: &PolicyRow) -> EngineResult<Option<&Prepared>> {
     damaged(p)?;
     Ok(p.prepared.as_ref())
 }
+
+#[cfg(test)]
+#[path = "stored_tests.rs"]
+mod tests;

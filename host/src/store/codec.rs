@@ -107,9 +107,10 @@ pub(crate) fn encode_opt<T: Column>(
     v.map(|v| encode(column, v)).transpose()
 }
 
-/// The decodes of each row's columns, for tests that count them (a
-/// turn-end decodes each stored column once). Keyed by row id: tests run
-/// in parallel, each with rows of its own.
+/// The decodes of each row's columns (`row`: the reads of the row), for
+/// tests that count them: a read decodes each stored column once, and
+/// nothing decodes one again. Keyed by row id: tests run in parallel,
+/// each with rows of its own.
 #[cfg(test)]
 pub(crate) mod counter {
     use std::collections::HashMap;

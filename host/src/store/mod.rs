@@ -26,6 +26,8 @@ pub use retention::Swept;
 pub use routines::{RoutineRow, RoutineStepRow, StepStatus};
 pub use standing::StandingRow;
 
+#[cfg(test)]
+pub(crate) use codec::counter as codec_counter;
 pub use rows::{
     Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState,
 };
