@@ -276,6 +276,13 @@ pub fn parse_input(value: Value) -> Result<AttachInput, Invalid> {
     })
 }
 
+impl FromJson for AttachInput {
+    /// As an attach's body is parsed ([`parse_input`]).
+    fn from_json(v: &Value) -> Result<Self, Invalid> {
+        parse_input(v.clone())
+    }
+}
+
 pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
     Invalid {
         field: field.into(),

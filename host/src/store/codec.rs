@@ -12,6 +12,7 @@
 //! read or write SQL itself.
 
 use super::{StoreError, StoreResult};
+use crate::model::as_given::AsGiven;
 use crate::model::attach::{AttachInput, check_stored, not_an_object};
 use crate::model::chain::ChainRecord;
 use crate::model::plan::{CommitPlan, PLAN_VERSION, Prepared};
@@ -63,6 +64,7 @@ impl Column for CommitPlan {
     }
 }
 
+impl Column for AsGiven<AttachInput> {}
 impl Column for RunReport {}
 impl Column for Prepared {}
 impl Column for ChainRecord {}
