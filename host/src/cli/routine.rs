@@ -102,7 +102,7 @@ fn detail(r: &Routine) -> String {
     if let Some(reason) = &r.reason {
         out.push_str(&format!(
             "\nreason: {}",
-            reason.as_str().unwrap_or_default()
+            reason.as_str()
         ));
     }
     for s in &r.steps {

@@ -11,6 +11,7 @@ pub mod attach;
 pub mod chain;
 pub mod plan;
 pub mod report;
+pub mod routine;
 
 /// A value that is refused: the field (`next.gate[0].command`) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -66,6 +66,18 @@ impl Column for CommitPlan {
 
 impl Column for AsGiven<AttachInput> {}
 impl Column for RunReport {}
+impl Column for crate::model::routine::RoutineSpec {}
+impl Column for crate::model::routine::RunState {}
+impl Column for crate::model::routine::RunReason {
+    /// A name or a person's words: a JSON string.
+    fn check_json(json: &Value) -> Result<(), String> {
+        if json.is_string() {
+            Ok(())
+        } else {
+            Err("the wrong shape: not a JSON string".into())
+        }
+    }
+}
 impl Column for Prepared {}
 impl Column for ChainRecord {}
 
