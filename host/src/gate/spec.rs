@@ -154,28 +154,6 @@ pub(crate) struct JudgeWrapper {
     paths: Option<Vec<String>>,
 }
 
-/// One gate object, or a list of them (run cheapest first).
-// The JSON shape of `gate` in an attach, for its schema only (`gatehost mcp`
-// shows it to agents): `parse_gate` decides what is accepted, from the same
-// types.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-pub(crate) enum GateSchema {
-    One(Box<GateObjectSchema>),
-    List(Vec<GateObjectSchema>),
-}
-
-/// One gate object: a shell gate, `{"judge": …}` or `{"wasm": …}`.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-pub(crate) enum GateObjectSchema {
-    Shell(ShellGate),
-    Judge(JudgeWrapper),
-    Wasm(WasmWrapper),
-}
-
 /// One gate of any kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateSpec {

@@ -128,7 +128,7 @@ impl<'de> Deserialize<'de> for WatchFrom {
 /// The attach input. Field names and defaults are agentproto's. Its JSON
 /// schema (`schemars`) is what `gatehost mcp` shows agents as
 /// `policy_attach`'s input: `gate` is described by
-/// [`crate::gate::spec::GateSchema`], `attachedBy` is left out (the host
+/// the gate parser's types (one object or a list), `attachedBy` is left out (the host
 /// sets it from the credential).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -146,7 +146,6 @@ pub struct AttachInput {
     /// The gate run at turn-end: a shell, judge or wasm gate object, or a
     /// list of them (run cheapest first); none passes at turn-end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<crate::gate::spec::GateSchema>")]
     pub gate: Option<AsGiven<Vec<GateSpec>>>,
     /// What a green gate does: `emit` an event (default) or `commit`.
     #[serde(default)]
@@ -280,6 +279,43 @@ impl FromJson for AttachInput {
     /// As an attach's body is parsed ([`parse_input`]).
     fn from_json(v: &Value) -> Result<Self, Invalid> {
         parse_input(v.clone())
+    }
+}
+
+impl JsonSchema for GateSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GateObjectSchema".into()
+    }
+
+    /// One gate object: a shell gate, `{"judge": …}` or `{"wasm": …}`,
+    /// each described by the type the gate parser reads it with.
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use crate::gate::spec::{JudgeWrapper, ShellGate, WasmWrapper};
+        schemars::json_schema!({
+            "description": "One gate object: a shell gate, `{\"judge\": …}` or `{\"wasm\": …}`.",
+            "anyOf": [
+                g.subschema_for::<ShellGate>(),
+                g.subschema_for::<JudgeWrapper>(),
+                g.subschema_for::<WasmWrapper>(),
+            ]
+        })
+    }
+}
+
+impl JsonSchema for AsGiven<Vec<GateSpec>> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GateSchema".into()
+    }
+
+    /// One gate object, or a list of them (run cheapest first).
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "One gate object, or a list of them (run cheapest first).",
+            "anyOf": [
+                g.subschema_for::<GateSpec>(),
+                {"type": "array", "items": g.subschema_for::<GateSpec>()},
+            ]
+        })
     }
 }
 
