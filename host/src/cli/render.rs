@@ -174,9 +174,10 @@ mod tests {
         // Many files are cut; a plan without a summary names its paths.
         let mut row = crate::store::PolicyRow::sample("pol_2", PolicyStatus::AwaitingAck, &["s1"]);
         let paths: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
-        row.plan = serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
+        row.plan =
+            serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
                                "requireHumanAck": true, "diffSummary": null}))
-        .expect("a plan");
+            .expect("a plan");
         let line = policy_detail(&Policy::from(row));
         assert!(
             line.contains(

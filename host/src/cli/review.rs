@@ -163,10 +163,7 @@ pub fn show_text(s: &Shown) -> String {
                 Ok(v) => compact(&v),
                 Err(e) => format!("(does not encode: {e})"),
             };
-            let _ = write!(
-                out,
-                "\n  next: {shown} (attached once this one is done)"
-            );
+            let _ = write!(out, "\n  next: {shown} (attached once this one is done)");
         }
         _ => out.push_str("\n  next: none"),
     }

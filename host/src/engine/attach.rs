@@ -15,12 +15,12 @@ use serde_json::Value;
 use serde_json::json;
 
 mod idempotency;
-pub(super) use idempotency::scoped_key;
 pub use crate::model::attach::{
     AttachInput, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn, MAX_LABEL,
     MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName, check_stored,
     check_template, not_an_object, parse_input,
 };
+pub(super) use idempotency::scoped_key;
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> EngineError {
     EngineError::Invalid {

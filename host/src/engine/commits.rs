@@ -632,7 +632,10 @@ impl Engine {
                     None => "nothing to commit: the paths already match HEAD".into(),
                 });
             }
-            let paths = stored::plan(&p).ok().flatten().map(|plan| plan.paths.clone());
+            let paths = stored::plan(&p)
+                .ok()
+                .flatten()
+                .map(|plan| plan.paths.clone());
             self.transition(
                 tx,
                 &mut p,

@@ -5,10 +5,10 @@
 use super::machine::{AfterPass, Input, Step, Verdict};
 use super::nudge::render_nudge;
 use super::on_snapshot::changed_after;
-use crate::model::plan::{ChangedAfter, CommitPlan, DiffSummary, PLAN_VERSION};
 use super::pinned::{after_gate, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::gate::{GateContext, GateRunner};
+use crate::model::plan::{ChangedAfter, CommitPlan, DiffSummary, PLAN_VERSION};
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};

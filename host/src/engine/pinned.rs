@@ -44,10 +44,7 @@ pub(super) async fn after_gate(
         ),
         Err(e) => {
             let m = format!("the fingerprint task failed: {e}");
-            (
-                Some(Err(m.clone())),
-                Some(DiffSummary::Failed { error: m }),
-            )
+            (Some(Err(m.clone())), Some(DiffSummary::Failed { error: m }))
         }
     }
 }

@@ -221,12 +221,10 @@ impl Engine {
         }
         let (input, record, review) =
             match stored::spec(&p).and_then(|i| Ok((i, stored::chain(&p)?))) {
-                Ok((input, Some(record))) if input.review.is_some() => {
-                    match &input.review {
-                        Some(review) => (input, record, review),
-                        None => return Ok(()),
-                    }
-                }
+                Ok((input, Some(record))) if input.review.is_some() => match &input.review {
+                    Some(review) => (input, record, review),
+                    None => return Ok(()),
+                },
                 Ok(_) => {
                     let e = super::EngineError::Corrupt {
                         policy: id.to_string(),
@@ -240,7 +238,10 @@ impl Engine {
         let answer = match &review.reviewer {
             Reviewer::Judge(gate) => self.judge_review(&p, input, gate, record).await?,
             Reviewer::Session(s) => {
-                match self.session_review(id, &s.session, s.rubric(), record).await? {
+                match self
+                    .session_review(id, &s.session, s.rubric(), record)
+                    .await?
+                {
                     Some(a) => a,
                     None => return Ok(()),
                 }

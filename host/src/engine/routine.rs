@@ -122,7 +122,6 @@ impl RoutineSpec {
     }
 }
 
-
 /// Where awaiting input came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -189,7 +188,6 @@ impl OnInput {
         }
     }
 }
-
 
 /// What the loop does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

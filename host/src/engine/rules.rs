@@ -138,12 +138,12 @@ impl Engine {
         let checked = policy
             .map_err(super::EngineError::from)
             .and_then(|mut input| {
-            input.session_id = None;
-            input.session_ids = Some(vec![s.id.clone()]);
-            input.set_attached_by(Trust::Operator);
-            validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
-            Ok(input)
-        });
+                input.session_id = None;
+                input.session_ids = Some(vec![s.id.clone()]);
+                input.set_attached_by(Trust::Operator);
+                validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
+                Ok(input)
+            });
         let input = match checked {
             Ok(input) => input,
             Err(e) => return self.refuse_rule(tx, s, &origin, &e.to_string()),

@@ -13,10 +13,10 @@
 //! `session:policy-refused`. It must never attach a policy itself.
 
 use super::attach::{AttachInput, check_template};
-use crate::model::as_given::AsGiven;
 use super::sessions::invalid;
 use super::{Engine, EngineResult};
 use crate::config::session_policies::{applies, plain_agent};
+use crate::model::as_given::AsGiven;
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;
 use serde_json::Value;

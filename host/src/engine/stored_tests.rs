@@ -88,7 +88,9 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
         .zip(&before)
         .map(|(c, b)| decodes(&id, c) - b)
         .collect();
-    eprintln!("turn-end to awaiting-ack: {reads} reads of the row, decodes {columns:?} = {counted:?}");
+    eprintln!(
+        "turn-end to awaiting-ack: {reads} reads of the row, decodes {columns:?} = {counted:?}"
+    );
     // The spec is decoded once per read, never again.
     assert_eq!(counted[0], reads, "spec decodes vs reads");
     // Every other column at most once per read (only once stored).

@@ -4,8 +4,8 @@
 //! a decode error, never a default). It must never look at a session, the
 //! runner or a file (the engine's `attach` does, once).
 
-use super::as_given::{AsGiven, FromJson, tagged};
 use super::Invalid;
+use super::as_given::{AsGiven, FromJson, tagged};
 use crate::config::Trust;
 use crate::gate::spec::{GateSpec, parse_gate};
 use schemars::JsonSchema;
@@ -14,7 +14,10 @@ use serde_json::Value;
 
 mod review;
 mod shape;
-pub use review::{DEFAULT_MAX_CYCLES, DEFAULT_RUBRIC, MAX_RUBRIC, ReviewInput, Reviewer, SessionReviewer, check_depth};
+pub use review::{
+    DEFAULT_MAX_CYCLES, DEFAULT_RUBRIC, MAX_RUBRIC, ReviewInput, Reviewer, SessionReviewer,
+    check_depth,
+};
 pub use shape::{check_shape, check_stored, check_template, not_an_object};
 
 pub const DEFAULT_MAX_RETRIES: u32 = 2;

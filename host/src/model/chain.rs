@@ -57,4 +57,3 @@ pub struct ChainRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
 }
-

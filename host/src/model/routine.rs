@@ -320,7 +320,8 @@ mod tests {
             let back: RunReason = serde_json::from_value(json).expect("decodes");
             assert_eq!(back, RunReason::Failed(f));
         }
-        let said: RunReason = serde_json::from_value(serde_json::json!("cancelled by x")).expect("decodes");
+        let said: RunReason =
+            serde_json::from_value(serde_json::json!("cancelled by x")).expect("decodes");
         assert_eq!(said.as_str(), "cancelled by x");
     }
 }

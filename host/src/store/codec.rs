@@ -83,8 +83,7 @@ impl Column for ChainRecord {}
 
 /// Decodes a column's text as a `T`, strictly; the error says why.
 pub(crate) fn decode<T: Column>(text: &str) -> Result<T, String> {
-    let json: Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
     T::check_json(&json)?;
     let v = T::deserialize(&json).map_err(|e| {
         format!(

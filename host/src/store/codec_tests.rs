@@ -45,7 +45,8 @@ fn a_spec_is_stored_and_shown_as_given() {
         json!({"sessionId": "s1", "sessionIds": ["s1"], "then": "emit", "onFail": {}, "attachedBy": "operator", "watchFrom": 3,
                "review": {"reviewer": {"session": "r", "prompt": "look"}, "maxCycles": 2}}),
     ] {
-        let input = decode::<crate::model::attach::AttachInput>(&given.to_string()).expect("decodes");
+        let input =
+            decode::<crate::model::attach::AttachInput>(&given.to_string()).expect("decodes");
         let text = encode("spec", &input).expect("encodes");
         let shown: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(shown, given);

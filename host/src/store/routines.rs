@@ -7,9 +7,9 @@
 //! row is read (the store's codec).
 
 use super::{StoreError, StoreResult, Tx};
+use crate::model::routine::{RoutineSpec, RunReason, RunState};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
-use crate::model::routine::{RoutineSpec, RunReason, RunState};
 
 /// The tables (schema version 7), created at every open.
 pub(super) const ROUTINE_SCHEMA: &str = "

@@ -6,10 +6,10 @@
 //! by the store's codec, kept as the operator gave it.
 
 use super::{StoreError, StoreResult, Tx};
-use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 use crate::model::as_given::AsGiven;
 use crate::model::attach::AttachInput;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
 
 /// The table (schema version 8), created at every open.
 pub(super) const STANDING_SCHEMA: &str = "
@@ -167,9 +167,7 @@ mod tests {
             agents: vec!["claude".into()],
             under: vec!["/work".into()],
             label: None,
-            policy: Some(
-                AsGiven::parse(json!({"gate": {"command": "true"}})).expect("a template"),
-            ),
+            policy: Some(AsGiven::parse(json!({"gate": {"command": "true"}})).expect("a template")),
             created_at: 1,
             damage: None,
         }

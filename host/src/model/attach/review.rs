@@ -263,7 +263,8 @@ mod tests {
             ),
             (json!("r"), "review.reviewer"),
         ] {
-            match super::super::parse_input(json!({"sessionId": "a", "review": {"reviewer": bad}})) {
+            match super::super::parse_input(json!({"sessionId": "a", "review": {"reviewer": bad}}))
+            {
                 Err(Invalid { field: f, .. }) => assert_eq!(f, field, "{bad}"),
                 other => panic!("{bad}: {other:?}"),
             }
