@@ -131,7 +131,7 @@ impl Engine {
         let current = self.policy(id)?;
         stored::damaged(&current)?;
         let input = stored::spec(&current)?;
-        let alive = self.alive_members(&input)?;
+        let alive = self.alive_members(input)?;
         let (p, step) = self.write(|tx| {
             let mut p = tx
                 .policy(id)?

@@ -201,7 +201,7 @@ impl Engine {
                 lease,
                 watch,
             } = self
-                .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
+                .run_on_snapshot(&runner, &policy, input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
             let review_diff = match &taken {
@@ -232,7 +232,7 @@ impl Engine {
                 .finish_gate(
                     &runner,
                     id,
-                    &input,
+                    input,
                     report,
                     judged,
                     Changed {
@@ -244,7 +244,7 @@ impl Engine {
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         let report = self
-            .run_in_each_workspace(&runner, &policy, &input, &sessions)
+            .run_in_each_workspace(&runner, &policy, input, &sessions)
             .await;
         let (after, changes) = after_gate(
             &workspace,
@@ -263,7 +263,7 @@ impl Engine {
         self.finish_gate(
             &runner,
             id,
-            &input,
+            input,
             report,
             Judged::Workspace { before, after },
             Changed {
@@ -352,7 +352,7 @@ impl Engine {
             policy_id: Some(policy.id.clone()),
             trust: input.attached_by,
         };
-        runner.run_gates(&gates, &anchor, &ctx).await
+        runner.run_gates(gates, &anchor, &ctx).await
     }
 
     async fn finish_gate(

@@ -344,7 +344,7 @@ impl Store {
     /// first (at start-up: rows are
     /// decoded one at a time, never all held at once).
     pub fn damaged_policies(&self) -> StoreResult<Vec<String>> {
-        self.read(|c| records::damaged_unsettled(c))
+        self.read(records::damaged_unsettled)
     }
 
     /// The sessions recovery looks at: those whose row does not decode,

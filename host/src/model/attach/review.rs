@@ -45,7 +45,7 @@ pub const MAX_RUBRIC: usize = 16 * 1024;
 #[serde(untagged)]
 pub enum Reviewer {
     /// A judge gate: its verdict PASS is SHIP, FAIL (or no verdict) BLOCK.
-    Judge(#[schemars(with = "crate::gate::spec::JudgeWrapper")] AsGiven<GateSpec>),
+    Judge(#[schemars(with = "crate::gate::spec::JudgeWrapper")] Box<AsGiven<GateSpec>>),
     /// A session, prompted with the rubric and the diff.
     Session(SessionReviewer),
 }
@@ -109,7 +109,7 @@ impl FromJson for Reviewer {
             Value::Object(map) if map.contains_key("judge") => {
                 let gate = AsGiven::<GateSpec>::parse(v.clone())?;
                 match &*gate {
-                    GateSpec::Judge { .. } => Ok(Reviewer::Judge(gate)),
+                    GateSpec::Judge { .. } => Ok(Reviewer::Judge(Box::new(gate))),
                     _ => Err(invalid(field, "must be a judge gate object or a session")),
                 }
             }
