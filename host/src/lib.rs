@@ -13,6 +13,9 @@
 //!   adapters, limits, sandbox grants);
 //! - [`sandbox`]: confinement of every process a native gate starts
 //!   (Landlock, no capabilities, applied to the thread that spawns it);
+//! - [`model`]: the typed records below the store and the engine (an
+//!   attach input, a commit plan, a review chain, a routine's run, a gate
+//!   report), each stored as one JSON column;
 //! - [`store`]: the daemon's SQLite store (sessions, policies, events);
 //! - [`bus`]: event names and the wake-up of long-polls;
 //! - [`engine`]: the policy lifecycle over the store and the gates;

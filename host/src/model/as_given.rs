@@ -66,7 +66,7 @@ pub(super) fn tagged(field: &str, message: &str) -> String {
     format!("{TAG}{field}{TAG}{message}")
 }
 
-/// The field and message of a [`tagged`] serde error at `path` (the
+/// The field and message of a `tagged` serde error at `path` (the
 /// value's own path, `next.gate`): the field is put under the object that
 /// holds it (`next.` + `gate[0].command`). `None` for any other error.
 pub fn untag(path: &str, message: &str) -> Option<Invalid> {
@@ -83,7 +83,7 @@ pub fn untag(path: &str, message: &str) -> Option<Invalid> {
     })
 }
 
-/// `message` for a person: a [`tagged`] field shown as `field: why`.
+/// `message` for a person: a `tagged` field shown as `field: why`.
 pub fn readable(message: &str) -> String {
     match message.strip_prefix(TAG).and_then(|r| r.split_once(TAG)) {
         Some((field, why)) => format!("{field}: {why}"),

@@ -5,6 +5,12 @@
 //! engine, the API's wire types and the readers of events hold only them.
 //! This layer must never hold SQL, a process, a clock or a network call: it
 //! is data and the pure rules that keep that data well formed.
+//!
+//! - [`attach`]: the attach input (a policy's `spec`), its gates parsed and
+//!   kept as given ([`as_given`]), and the checks that need only it;
+//! - [`plan`]: a commit policy's plan and its prepared commit;
+//! - [`chain`]: a review chain's record; [`report`]: the gate report (a
+//!   policy's `verdict`); [`routine`]: a routine's spec, state and reason.
 
 pub mod as_given;
 pub mod attach;
