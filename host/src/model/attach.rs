@@ -352,3 +352,71 @@ impl FromJson for Vec<GateSpec> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused(body: Value) -> Invalid {
+        parse_input(body).expect_err("refused")
+    }
+
+    /// A gate, a reviewer or a `watchFrom` refused while the input is read
+    /// is named from the input's root, as the attach's checks named it.
+    #[test]
+    fn errors_inside_parsed_fields_name_the_field_from_the_root() {
+        let e = refused(
+            json!({"sessionId": "s", "next": {"gate": [{"command": "true"}, {"command": ""}]}}),
+        );
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("next.gate[1].command", "must not be empty")
+        );
+        let e = refused(json!({"sessionId": "s", "gate": {"comand": "true"}}));
+        assert_eq!(e.field, "gate.comand", "{e}");
+        assert!(e.message.contains("did you mean `command`?"), "{e}");
+        let e = refused(json!({"sessionId": "s", "gate": []}));
+        assert_eq!(e.field, "gate");
+        let e = refused(
+            json!({"sessionId": "s", "next": {"review": {"reviewer": {"session": "r", "x": 1}}}}),
+        );
+        assert_eq!(e.field, "next.review.reviewer.x");
+        let e = refused(json!({"sessionId": "s", "watchFrom": "soon"}));
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            (
+                "watchFrom",
+                "'soon' is neither \"now\", \"latest\" nor an event cursor"
+            )
+        );
+        // The tag never reaches a person: a stored spec's damage reads.
+        let text = r#"{"sessionId": "s", "gate": {"command": ""}}"#;
+        let e = serde_json::from_str::<AttachInput>(text).expect_err("refused");
+        let shown = crate::model::as_given::readable(&e.to_string());
+        assert!(
+            shown.starts_with("gate.command: must not be empty"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_gate_is_kept_as_given_one_object_or_a_list() {
+        let one = parse_input(json!({"sessionId": "s", "gate": {"command": "true"}})).expect("ok");
+        assert_eq!(one.gates().len(), 1);
+        assert_eq!(one.gate_field(0), "gate");
+        let list =
+            parse_input(json!({"sessionId": "s", "gate": [{"command": "true"}]})).expect("ok");
+        assert_eq!(list.gate_field(0), "gate[0]");
+        assert_eq!(
+            serde_json::to_value(&list).expect("encodes")["gate"],
+            json!([{"command": "true"}])
+        );
+        assert_eq!(
+            parse_input(json!({"sessionId": "s", "watchFrom": 7}))
+                .expect("ok")
+                .watch_from,
+            Some(WatchFrom::Cursor(7))
+        );
+    }
+}

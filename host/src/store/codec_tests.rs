@@ -120,3 +120,59 @@ fn a_chain_of_the_wrong_shape_is_damage() {
     check("review", "[]");
     check("review", r#"{"phase": "sleeping"}"#);
 }
+
+/// What the API shows of a policy's JSON columns is what is stored: each
+/// typed column, written and read back, serialises to the JSON its column
+/// holds (a gate list stays a list, a judge reviewer keeps its fields).
+#[test]
+fn a_policy_is_shown_as_its_columns_hold_it() {
+    use crate::store::{PolicyRow, PolicyStatus, Store};
+    fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("a sample of the type")
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let mut p = PolicyRow::sample("shown", PolicyStatus::Reviewing, &["s1"]);
+    p.spec = typed(json!({"sessionId": "s1", "sessionIds": ["s1"],
+        "gate": [{"command": "true", "args": []}, {"wasm": {"plugin": "p"}}],
+        "then": "commit", "commit": {"paths": ["a"], "message": "m", "requireHumanAck": true},
+        "onFail": {"maxRetries": 1}, "attachedBy": "operator", "gateOn": "snapshot",
+        "review": {"reviewer": {"judge": {"adapter": "a", "prompt": "p"}, "name": "j"}, "maxCycles": 2},
+        "watchFrom": "latest", "deadline": "1h"}));
+    p.plan = Some(typed(
+        json!({"version": 1, "paths": ["a"], "message": "m", "fingerprint": "f",
+        "requireHumanAck": true,
+        "diffSummary": {"files": [{"path": "a", "kind": "modified", "added": 1, "removed": 0, "binary": false}],
+                        "added": 1, "removed": 0},
+        "changedAfterSnapshot": {"error": "gone"}}),
+    ));
+    p.verdict = Some(typed(json!({"outcome": "pass", "reason": "ok",
+        "durations": {"queuedMs": 0, "runMs": 1}, "gates": []})));
+    p.review = Some(typed(
+        json!({"phase": "reviewing", "cycle": 1, "maxCycles": 2,
+        "shipTo": "await-ack", "startedAfter": 3, "nonce": "rv-0123456789ab"}),
+    ));
+    store.write(|tx| tx.insert_policy(&mut p)).expect("insert");
+    let read = store.policy("shown").expect("read").expect("there");
+    assert_eq!(read.damage, None);
+    let shown = serde_json::to_value(&read).expect("encodes");
+    for column in ["spec", "plan", "verdict", "review"] {
+        let text: String = store
+            .read(|c| {
+                Ok(c.query_row(
+                    &format!("SELECT {column} FROM policies WHERE id = 'shown'"),
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .expect("column");
+        let stored: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(shown[column], stored, "{column}");
+    }
+    // The gate list and the reviewer as given.
+    assert_eq!(
+        shown["spec"]["gate"],
+        json!([{"command": "true", "args": []}, {"wasm": {"plugin": "p"}}])
+    );
+    assert_eq!(shown["spec"]["review"]["reviewer"]["name"], "j");
+}
