@@ -138,9 +138,11 @@ fn damaged_policy(status: &str, column: &str, value: &str) {
     assert_eq!(code, 200, "{cancelled}");
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     assert!(d.log().contains("does not decode"), "{}", d.log());
-    // Nothing was written over the damaged column.
+    // Nothing was written over the damaged column (a JSON `null` plan is
+    // no plan: once the policy is blocked its row is whole again, and the
+    // cancel stores it as SQL NULL, which reads the same).
     d.stop();
-    if column != "status" {
+    if column != "status" && value != "null" {
         assert_eq!(stored(&d, &victim, column).as_deref(), Some(value));
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! When an agent's turn ends, a *gate* decides whether its work is
 //! acceptable. The crate is split by concept, from the bottom up:
-//! - [`model`]: the typed model (records and events) below the store and
-//!   the engine: data and the pure rules that keep it well formed;
-//! - [`verdict`]: the one result type of every gate;
+//! - [`model`]: the typed model below the store and the engine (an attach
+//!   input, a commit plan, a review chain, a routine's run, a gate report,
+//!   the events): data and the pure rules that keep it well formed;
+//! - [`verdict`] (`model::report`): the one result type of every gate;
 //! - [`anchor`]: the workspace anchor, the only way to turn a workspace path
 //!   into something usable (opened once, checked on what was opened);
 //! - [`change`]: the change set, typed (which files changed and how);
@@ -75,7 +76,8 @@ pub mod sandbox;
 pub mod store;
 pub mod suggest;
 pub mod supervise;
-pub mod verdict;
+/// The gate report, at its old path ([`model::report`]).
+pub use model::report as verdict;
 pub mod wasm;
 pub mod webhook;
 pub mod wire;

@@ -156,8 +156,7 @@ pub fn prepare(config: &mut HostConfig, data_dir: &Path) -> Result<(), String> {
     // A session policy that cannot parse would be refused at every
     // registration: said now, once.
     for (i, rule) in config.daemon.session_policies.iter().enumerate() {
-        let parsed = crate::engine::attach::parse_input(rule.policy.clone())
-            .and_then(|input| input.gates().map(|_| ()));
+        let parsed = crate::model::attach::parse_input(rule.policy.clone());
         if let Err(e) = parsed {
             return Err(format!(
                 "[[daemon.session_policies]] {i} ({}): {e}",

@@ -260,10 +260,16 @@ impl From<PolicyRow> for Policy {
 }
 
 impl Policy {
-    /// The policy's commit plan, typed as far as a person reading it needs
-    /// (none before a green gate, or when it does not decode).
+    /// The policy's commit plan, as far as a person reading it needs
+    /// (none before a green gate).
     pub fn plan_view(&self) -> Option<PlanView> {
-        serde_json::from_value(self.row.plan.clone()?).ok()
+        self.row.plan.as_ref().map(|p| PlanView {
+            paths: p.paths.clone(),
+            require_human_ack: p.require_human_ack,
+            diff_summary: p.diff_summary.clone(),
+            snapshot: p.snapshot.clone(),
+            changed_after_snapshot: p.changed_after_snapshot.clone(),
+        })
     }
 }
 
@@ -287,41 +293,7 @@ pub struct PlanView {
     pub changed_after_snapshot: Option<ChangedAfter>,
 }
 
-/// A plan's `diffSummary`: the per-file counts, or why they could not be
-/// read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum DiffSummary {
-    Counts {
-        files: Vec<FileCount>,
-        added: u64,
-        removed: u64,
-    },
-    Failed {
-        error: String,
-    },
-}
-
-/// One file of a [`DiffSummary`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileCount {
-    pub path: String,
-    /// `added`, `modified`, `deleted`, …
-    pub kind: String,
-    pub added: u64,
-    pub removed: u64,
-    #[serde(default)]
-    pub binary: bool,
-}
-
-/// A plan's `changedAfterSnapshot`: the paths, or why they could not be
-/// read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ChangedAfter {
-    Paths(Vec<String>),
-    Failed { error: String },
-}
+pub use crate::model::plan::{ChangedAfter, DiffSummary, FileCount};
 
 /// `GET /v1/policies/{id}/wait`: the policy, and whether it settled (or
 /// awaits an ack) before the wait's timeout.

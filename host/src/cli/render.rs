@@ -11,14 +11,10 @@ use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStat
 pub fn policy_line(p: &Policy) -> String {
     let row = &p.row;
     // A review chain names its cycle: `reviewing (cycle 2 of 5)`.
-    let chain: Option<crate::engine::chain::ChainRecord> = row
-        .review
-        .clone()
-        .and_then(|v| serde_json::from_value(v).ok());
     let mut line = format!(
         "{}  {}",
         row.id,
-        crate::engine::chain::describe(row.status.as_str(), chain.as_ref())
+        crate::engine::chain::describe(row.status.as_str(), row.review.as_ref())
     );
     if row.status == PolicyStatus::Watching && !row.pending.is_empty() {
         line.push_str(&format!(" (waiting for {})", row.pending.join(", ")));
@@ -157,14 +153,15 @@ mod tests {
             .iter()
             .map(|p| json!({"path": p, "kind": "modified", "added": 10, "removed": 1, "binary": false}))
             .collect();
-        row.plan = Some(json!({
+        row.plan = serde_json::from_value(json!({
             "version": 1, "paths": ["src", "README.md"], "message": "m", "fingerprint": "f",
             "requireHumanAck": true,
             "diffSummary": {"files": files, "added": 40, "removed": 2},
             "snapshot": {"tree": "1a2b3c4d5e6f7a8b", "parent": "9f8e7d6c5b4a3f2e",
                          "reference": "refs/heads/main", "paths": ["src"], "fingerprint": "f"},
             "changedAfterSnapshot": ["README.md"],
-        }));
+        }))
+        .expect("a plan");
         let line = policy_detail(&Policy::from(row));
         assert_eq!(
             line,
@@ -177,8 +174,10 @@ mod tests {
         // Many files are cut; a plan without a summary names its paths.
         let mut row = crate::store::PolicyRow::sample("pol_2", PolicyStatus::AwaitingAck, &["s1"]);
         let paths: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
-        row.plan = Some(json!({"paths": paths, "message": "m", "fingerprint": "f",
-                               "requireHumanAck": true, "diffSummary": null}));
+        row.plan =
+            serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
+                               "requireHumanAck": true, "diffSummary": null}))
+            .expect("a plan");
         let line = policy_detail(&Policy::from(row));
         assert!(
             line.contains(

@@ -6,7 +6,6 @@
 use super::error::{CliError, CliResult};
 use super::render::policy_detail;
 use crate::client::{Client, ClientError};
-use crate::verdict::RunReport;
 use crate::wire::{DiffFile, Event, EventQuery, Policy, PolicyDiff};
 use serde::Serialize;
 use std::fmt::Write;
@@ -139,38 +138,32 @@ pub fn show_text(s: &Shown) -> String {
     let mut out = policy_detail(p);
     let spec = &row.spec;
     out.push_str("\nplan:");
-    match spec.get("gate") {
-        Some(g) if !g.is_null() => {
-            let _ = write!(out, "\n  gate: {}", compact(g));
+    match &spec.gate {
+        Some(g) => {
+            let _ = write!(out, "\n  gate: {}", compact(g.json()));
         }
-        _ => out.push_str("\n  gate: none (passes at turn-end)"),
+        None => out.push_str("\n  gate: none (passes at turn-end)"),
     }
-    let then = spec.get("then").and_then(|t| t.as_str()).unwrap_or("emit");
+    let then = match spec.then {
+        crate::model::attach::Then::Emit => "emit",
+        crate::model::attach::Then::Commit => "commit",
+    };
     let _ = write!(out, "\n  then: {then}");
-    if let Some(paths) = spec
-        .get("commit")
-        .and_then(|c| c.get("paths"))
-        .and_then(|p| p.as_array())
-    {
-        let paths: Vec<&str> = paths.iter().filter_map(|p| p.as_str()).collect();
-        let _ = write!(out, "\n  commit paths: {}", paths.join(", "));
+    if let Some(c) = &spec.commit {
+        let _ = write!(out, "\n  commit paths: {}", c.paths.join(", "));
     }
-    let max = spec
-        .get("onFail")
-        .and_then(|o| o.get("maxRetries"))
-        .and_then(|m| m.as_u64())
-        .unwrap_or(2);
+    let max = spec.max_retries();
     let _ = write!(out, "\n  retries: {} of {max} used", row.retries_used);
-    match (spec.get("next"), &row.next_id) {
+    match (&spec.next, &row.next_id) {
         (_, Some(next)) => {
             let _ = write!(out, "\n  next: policy {next}");
         }
-        (Some(n), None) if !n.is_null() => {
-            let _ = write!(
-                out,
-                "\n  next: {} (attached once this one is done)",
-                compact(n)
-            );
+        (Some(n), None) => {
+            let shown = match serde_json::to_value(&**n) {
+                Ok(v) => compact(&v),
+                Err(e) => format!("(does not encode: {e})"),
+            };
+            let _ = write!(out, "\n  next: {shown} (attached once this one is done)");
         }
         _ => out.push_str("\n  next: none"),
     }
@@ -211,11 +204,7 @@ pub fn show_text(s: &Shown) -> String {
         }
     }
     // The output tails are kept for the last run only.
-    if let Some(report) = row
-        .verdict
-        .clone()
-        .and_then(|v| serde_json::from_value::<RunReport>(v).ok())
-    {
+    if let Some(report) = &row.verdict {
         for g in &report.gates {
             for (stream, t) in [("stdout", &g.stdout), ("stderr", &g.stderr)] {
                 if let Some(t) = t

@@ -100,10 +100,7 @@ fn line(r: &Routine) -> String {
 fn detail(r: &Routine) -> String {
     let mut out = line(r);
     if let Some(reason) = &r.reason {
-        out.push_str(&format!(
-            "\nreason: {}",
-            reason.as_str().unwrap_or_default()
-        ));
+        out.push_str(&format!("\nreason: {}", reason.as_str()));
     }
     for s in &r.steps {
         out.push_str(&format!(

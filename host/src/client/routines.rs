@@ -91,7 +91,7 @@ impl Client {
         let keys = match &self.keyring {
             Some(_) => {
                 let run = self.routine(id).await?;
-                let spec = serde_json::from_value::<RoutineRequest>(run.spec).ok();
+                let spec = run.spec;
                 self.keys_for(spec.iter().flat_map(step_sessions))
             }
             None => self.session_keys.clone(),

@@ -1,279 +1,32 @@
-//! The `policy attach` input (the agentproto `policy_attach` JSON) and its
-//! validation. Everything is checked here, before anything is stored: a
-//! refused attach leaves no trace but its error, which names the field.
+//! The `policy attach`: the input (typed in `model::attach`) validated
+//! against the sessions, the runner and the workspace, and stored.
+//! Everything is checked here, before anything is stored: a refused attach
+//! leaves no trace but its error, which names the field.
 
 use super::machine::{Input, Task, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
-use crate::config::Trust;
 use crate::gate::GateRunner;
-use crate::gate::spec::{GateSpec, parse_gate};
+use crate::model::attach::{SessionReviewer, check_depth, check_shape};
 use crate::store::SessionRow;
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::json;
 
 mod idempotency;
-mod review;
-mod shape;
+pub use crate::model::attach::{
+    AttachInput, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn, MAX_LABEL,
+    MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName, check_stored,
+    check_template, not_an_object, parse_input,
+};
 pub(super) use idempotency::scoped_key;
-pub use review::{DEFAULT_MAX_CYCLES, ReviewInput, Reviewer};
-use shape::check_shape;
-pub use shape::{check_stored, check_template, not_an_object};
-
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
-pub const MAX_RETRIES_LIMIT: u32 = 10;
-/// How deep `next` chains may nest in one attach.
-const MAX_CHAIN: usize = 16;
-/// The most bytes of a label (policy or session); it is copied into events.
-pub const MAX_LABEL: usize = 256;
-/// The longest `deadline`.
-pub const MAX_DEADLINE: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
-/// The most bytes of a nudge template (`onFail.nudge`).
-pub const MAX_NUDGE: usize = 8 * 1024;
-/// The most bytes of a commit message.
-pub const MAX_COMMIT_MESSAGE: usize = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Then {
-    #[default]
-    Emit,
-    Commit,
-}
-
-/// What a commit policy's gates run against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum GateOn {
-    /// A snapshot of the commit paths taken before the gates run, checked
-    /// out in a host-owned worktree; the commit is exactly that snapshot.
-    Snapshot,
-    /// The live workspace, fingerprinted before and after the run (the
-    /// operator's opt-out, for gates that need the whole workspace).
-    Workspace,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CommitInput {
-    /// Workspace-relative paths (files or directories) the commit holds.
-    pub paths: Vec<String>,
-    pub message: String,
-    /// Wait for the operator's ack before committing (the agent token
-    /// cannot turn it off).
-    #[serde(default = "yes")]
-    pub require_human_ack: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct OnFail {
-    /// The nudge template: `{code}`, `{reason}`, `{findings}`, `{output}`
-    /// and `{gate}` are filled in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nudge: Option<String>,
-    /// Nudges before the policy is blocked (0 to 10, default 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = MAX_RETRIES_LIMIT))]
-    pub max_retries: Option<u32>,
-}
-
-/// From which point a policy watches its sessions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum WatchFrom {
-    /// `"latest"` (default): a member that has already ended its turn (idle
-    /// after a turn-end, or exited) counts as ended, so a policy attached
-    /// just after the agent finished still gates that turn. `"now"`: only
-    /// turn-ends after the attach count.
-    Named(#[schemars(with = "WatchFromName")] String),
-    /// Only session events after this cursor count.
-    Cursor(i64),
-}
-
-/// `latest` or `now`.
-// The names `watchFrom` accepts, for its schema: `validate_at` checks them.
-#[derive(JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum WatchFromName {
-    Latest,
-    Now,
-}
-
-/// The attach input. Field names and defaults are agentproto's. Its JSON
-/// schema (`schemars`) is what `gatehost mcp` shows agents as
-/// `policy_attach`'s input: `gate` is described by
-/// [`crate::gate::spec::GateSchema`], `attachedBy` is left out (the host
-/// sets it from the credential).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct AttachInput {
-    /// The session to watch (or `sessionIds`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    /// The sessions to watch (fan-in: the gate runs once all ended their
-    /// turn); wins over `sessionId`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_ids: Option<Vec<String>>,
-    /// A name for people (at most 256 bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    /// The gate run at turn-end: a shell, judge or wasm gate object, or a
-    /// list of them (run cheapest first); none passes at turn-end.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<crate::gate::spec::GateSchema>")]
-    pub gate: Option<Value>,
-    /// What a green gate does: `emit` an event (default) or `commit`.
-    #[serde(default)]
-    pub then: Then,
-    /// With `then: "commit"`: the paths to commit and the message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<CommitInput>,
-    /// The nudge sent to the agent when the gate fails, and how many times.
-    #[serde(default)]
-    pub on_fail: OnFail,
-    /// A policy attached once this one is done (its sessions default to
-    /// this one's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<Box<AttachInput>>,
-    /// Which turn-ends count: `latest` (default: a turn that already ended
-    /// counts), `now` (only later ones), or an event cursor.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch_from: Option<WatchFrom>,
-    /// What the gates of a commit policy judge (default: a snapshot).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_on: Option<GateOn>,
-    /// How long the policy may take from its attach ("30m", "2h"; at
-    /// least 1s, at most 365 days): past it, it is `expired` and
-    /// `blocked`, whatever it waits on. None: no deadline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<String>,
-    /// A review chain: once the gate passes, `reviewer` reviews the change
-    /// (SHIP goes on to `then`; BLOCK nudges `repairer` with the findings,
-    /// and its next turn is gated and reviewed again), at most
-    /// `maxCycles` times before the policy is blocked and a person told.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<ReviewInput>,
-    /// Who attached the policy: set by the host from the credential (a
-    /// value in the body is overwritten). The gates of an agent's policy
-    /// are held to the allowlist's argument rules, at attach and at every
-    /// run.
-    #[serde(default)]
-    #[schemars(skip)]
-    pub attached_by: Trust,
-}
-
-impl AttachInput {
-    /// What the gates judge: a snapshot for a commit policy unless the
-    /// operator said otherwise; the workspace for any other.
-    pub fn gate_on(&self) -> GateOn {
-        match (self.then, self.gate_on) {
-            (Then::Commit, Some(g)) => g,
-            (Then::Commit, None) => GateOn::Snapshot,
-            (Then::Emit, _) => GateOn::Workspace,
-        }
-    }
-
-    /// Records who attached this policy and its whole `next` chain.
-    pub fn set_attached_by(&mut self, trust: Trust) {
-        self.attached_by = trust;
-        if let Some(next) = self.next.as_deref_mut() {
-            next.set_attached_by(trust);
-        }
-    }
-
-    /// The members, in order, the list winning over the single id.
-    pub fn members(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        let given: Vec<&String> = match &self.session_ids {
-            Some(list) => list.iter().collect(),
-            None => self.session_id.iter().collect(),
-        };
-        for id in given {
-            if !out.contains(id) {
-                out.push(id.clone());
-            }
-        }
-        out
-    }
-
-    /// The `deadline` as a duration; an error is the message.
-    pub fn deadline_duration(&self) -> Result<Option<std::time::Duration>, String> {
-        let Some(text) = &self.deadline else {
-            return Ok(None);
-        };
-        let d = humantime::parse_duration(text.trim())
-            .map_err(|e| format!("'{text}' is not a duration ({e}); try \"30m\", \"2h\""))?;
-        if d < std::time::Duration::from_secs(1) || d > MAX_DEADLINE {
-            return Err(format!("'{text}' must be between 1s and 365days"));
-        }
-        Ok(Some(d))
-    }
-
-    pub fn max_retries(&self) -> u32 {
-        self.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)
-    }
-
-    /// The gates to run, parsed (validated at attach, so errors here mean
-    /// a store written by something else).
-    pub fn gates(&self) -> Result<Vec<GateSpec>, EngineError> {
-        parse_gates(self.gate.as_ref(), "gate")
-    }
-}
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> EngineError {
     EngineError::Invalid {
         field: field.into(),
         message: message.into(),
     }
-}
-
-fn parse_gates(gate: Option<&Value>, at: &str) -> Result<Vec<GateSpec>, EngineError> {
-    let to_err = |e: crate::gate::SpecError| invalid(e.field, e.message);
-    match gate {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => {
-            if items.is_empty() {
-                return Err(invalid(
-                    at,
-                    "an empty list holds no gate (omit `gate` to pass at turn-end)",
-                ));
-            }
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| parse_gate(v.clone(), &format!("{at}[{i}]")).map_err(to_err))
-                .collect()
-        }
-        Some(v) => parse_gate(v.clone(), at).map(|g| vec![g]).map_err(to_err),
-    }
-}
-
-/// Parses the JSON body of an attach.
-pub fn parse_input(value: Value) -> Result<AttachInput, EngineError> {
-    if let Some(at) = not_an_object(&value) {
-        return Err(invalid(at, "must be a JSON object"));
-    }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        invalid(
-            if path == "." {
-                "policy".to_string()
-            } else {
-                path
-            },
-            e.into_inner().to_string(),
-        )
-    })
 }
 
 /// Validates `input` (and its `next` chain), filling the members of
@@ -283,7 +36,7 @@ pub fn validate(
     runner: &GateRunner,
     lookup: &dyn Fn(&str) -> Result<Option<SessionRow>, EngineError>,
 ) -> Result<(), EngineError> {
-    review::check_depth(input, runner.config().daemon.max_chain_depth)?;
+    check_depth(input, runner.config().daemon.max_chain_depth)?;
     validate_at(input, runner, lookup, "", None, 0)
 }
 
@@ -295,7 +48,7 @@ fn validate_at(
     parent_members: Option<&[String]>,
     depth: usize,
 ) -> Result<(), EngineError> {
-    let gates = check_shape(input, at, parent_members.is_some(), depth)?;
+    check_shape(input, at, parent_members.is_some(), depth)?;
     let f = |name: &str| format!("{at}{name}");
     let mut members = input.members();
     if members.is_empty()
@@ -358,17 +111,13 @@ fn validate_at(
             ),
         ));
     }
+    let gates = input.gates();
     if !gates.is_empty() {
         for ws in &workspaces {
             let anchor = WorkspaceAnchor::open(std::path::Path::new(ws))
                 .map_err(|e| invalid(f("sessionId"), format!("workspace {ws}: {e}")))?;
             for (i, g) in gates.iter().enumerate() {
-                let name = if gates.len() == 1 && !input.gate.as_ref().is_some_and(Value::is_array)
-                {
-                    f("gate")
-                } else {
-                    f(&format!("gate[{i}]"))
-                };
+                let name = f(&input.gate_field(i));
                 runner
                     .preflight(g, &anchor, input.attached_by)
                     .map_err(|m| invalid(name, m))?;
@@ -397,8 +146,8 @@ fn validate_at(
         }
     }
     if let Some(r) = &input.review {
-        match r.reviewer(at)? {
-            Reviewer::Session { id, .. } => match lookup(&id)? {
+        match &r.reviewer {
+            Reviewer::Session(SessionReviewer { session: id, .. }) => match lookup(id)? {
                 Some(s) if s.damage.is_none() => {}
                 _ => {
                     return Err(invalid(
@@ -411,7 +160,7 @@ fn validate_at(
                 let anchor = WorkspaceAnchor::open(std::path::Path::new(workspace))
                     .map_err(|e| invalid(f("sessionId"), format!("workspace {workspace}: {e}")))?;
                 runner
-                    .preflight(&g, &anchor, input.attached_by)
+                    .preflight(g, &anchor, input.attached_by)
                     .map_err(|m| invalid(f("review.reviewer"), m))?;
             }
         }
@@ -557,8 +306,8 @@ impl Engine {
         let head = tx.head_cursor()?;
         let (watch_after, count_ended) = match &input.watch_from {
             None => (head, true),
-            Some(WatchFrom::Named(n)) if n == "latest" => (head, true),
-            Some(WatchFrom::Named(_)) => (head, false),
+            Some(WatchFrom::Named(WatchName::Latest)) => (head, true),
+            Some(WatchFrom::Named(WatchName::Now)) => (head, false),
             Some(WatchFrom::Cursor(c)) => (*c, false),
         };
         if watch_after > head {
@@ -603,11 +352,10 @@ impl Engine {
             });
         }
         let now = now_ms();
-        let spec = serde_json::to_value(input).unwrap_or(Value::Null);
         let mut p = PolicyRow {
             id: format!("pol_{}", uuid::Uuid::new_v4().simple()),
             seq: 0,
-            spec,
+            spec: input.clone(),
             status: PolicyStatus::Watching,
             sessions: members,
             pending,

@@ -131,13 +131,13 @@ impl Engine {
         let current = self.policy(id)?;
         stored::damaged(&current)?;
         let input = stored::spec(&current)?;
-        let alive = self.alive_members(&input)?;
+        let alive = self.alive_members(input)?;
         let (p, step) = self.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;
             if awaits_ack(p.status) {
-                super::commits::reviewed_tree(id, &stored::plan_required(&p)?, Some(tree))?;
+                super::commits::reviewed_tree(id, stored::plan_required(&p)?, Some(tree))?;
             }
             let alive = super::nudge::not_exited(tx, &alive);
             // Refused by the machine, the write is not stored at all.

@@ -10,8 +10,9 @@
 use super::machine::{CommitResult, Input, Task, awaits_ack, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
+use crate::model::plan::ChangedAfter;
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 
 /// Tries at publishing a prepared commit before the policy is blocked.
@@ -90,8 +91,7 @@ impl Engine {
         if !awaits_ack(p.status) || p.damage.is_some() {
             return Ok(p);
         }
-        let mut plan = stored::plan_required(&p)?;
-        let Some(snap) = plan.snapshot.clone() else {
+        let Some(snap) = stored::plan_required(&p)?.snapshot.clone() else {
             return Ok(p);
         };
         let workspace = match self.workspace_of(&p) {
@@ -106,11 +106,9 @@ impl Engine {
         })
         .await
         .unwrap_or_else(|e| Err(format!("the task failed: {e}")));
-        plan.changed_after_snapshot = Some(match changed {
-            Ok(list) => json!(list),
-            Err(e) => json!({"error": e}),
-        });
-        stored::set_plan(&mut p, &plan);
+        if let Some(plan) = p.plan.as_mut() {
+            plan.changed_after_snapshot = Some(ChangedAfter::of(changed));
+        }
         Ok(p)
     }
 
@@ -187,7 +185,7 @@ impl Engine {
             }
         };
         if approve {
-            reviewed_tree(id, &plan, tree)?;
+            reviewed_tree(id, plan, tree)?;
             self.check_approver(&current, proof)?;
         }
         let paths = plan.paths.clone();
@@ -231,10 +229,10 @@ impl Engine {
             if approve {
                 // Checked again where the decision is stored: a re-gate
                 // between the first look and here is refused too.
-                reviewed_tree(id, &plan_now, tree)?;
+                reviewed_tree(id, plan_now, tree)?;
                 self.check_approver(&p, proof)?;
             }
-            let gated = plan_now.fingerprint;
+            let gated = plan_now.fingerprint.clone();
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);
             let why = match &now_fp {
                 Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
@@ -285,7 +283,7 @@ impl Engine {
             if let Some(message) = &nudge {
                 // Stored already (the `policy:nudge` event): a member that
                 // cannot be read gets it from the bus only.
-                match stored::spec(&p).and_then(|input| self.alive_members(&input)) {
+                match stored::spec(&p).and_then(|input| self.alive_members(input)) {
                     Ok(alive) => self.deliver_step_nudge(step, &alive, message).await,
                     Err(e) => {
                         tracing::warn!(policy = id, error = %e, "the reject's nudge is on the bus only");
@@ -382,11 +380,11 @@ impl Engine {
             return Ok(None);
         }
         let workspace = workspace.to_string();
-        let prepared: Option<Prepared> = stored::prepared(&p)?;
+        let prepared: Option<Prepared> = stored::prepared(&p)?.cloned();
         let prepared = match prepared {
             Some(pr) => pr,
             None => {
-                let plan = stored::plan_required(&p)?;
+                let plan = stored::plan_required(&p)?.clone();
                 let (paths, message, fp) = (plan.paths, plan.message, plan.fingerprint);
                 let ws = workspace.clone();
                 let runner = self.runner();
@@ -406,7 +404,6 @@ impl Engine {
                         return self.finish_commit(id, None, true).map(|_| None);
                     }
                     Ok(pr) => {
-                        let stored = serde_json::to_value(&pr).unwrap_or(Value::Null);
                         let still = self.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(false);
@@ -416,7 +413,7 @@ impl Engine {
                                 // commit object stays unreferenced.
                                 return Ok(false);
                             }
-                            p.prepared = Some(stored.clone());
+                            p.prepared = Some(pr.clone());
                             p.updated_at = now_ms();
                             tx.record_prepared(&p)?;
                             Ok(true)
@@ -631,7 +628,10 @@ impl Engine {
                     None => "nothing to commit: the paths already match HEAD".into(),
                 });
             }
-            let paths = stored::plan(&p).ok().flatten().map(|plan| plan.paths);
+            let paths = stored::plan(&p)
+                .ok()
+                .flatten()
+                .map(|plan| plan.paths.clone());
             self.transition(
                 tx,
                 &mut p,

@@ -8,6 +8,7 @@ use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::gate::{GateContext, GateRunner};
+use crate::model::plan::{ChangedAfter, CommitPlan, DiffSummary, PLAN_VERSION};
 use crate::store::{PolicyRow, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use serde_json::{Value, json};
@@ -34,7 +35,7 @@ enum Judged {
 /// What the change of a passing gate is: its summary (`policy:commit-ready`'s
 /// plan) and, for a review chain, its diff against HEAD.
 struct Changed {
-    summary: Option<Value>,
+    summary: Option<DiffSummary>,
     review_diff: Option<String>,
 }
 
@@ -200,7 +201,7 @@ impl Engine {
                 lease,
                 watch,
             } = self
-                .run_on_snapshot(&runner, &policy, &input, &sessions, &workspace, paths)
+                .run_on_snapshot(&runner, &policy, input, &sessions, &workspace, paths)
                 .await;
             drop(permit);
             let review_diff = match &taken {
@@ -231,7 +232,7 @@ impl Engine {
                 .finish_gate(
                     &runner,
                     id,
-                    &input,
+                    input,
                     report,
                     judged,
                     Changed {
@@ -243,7 +244,7 @@ impl Engine {
         }
         let before = fingerprint_of(&workspace, commit_paths.as_deref()).await;
         let report = self
-            .run_in_each_workspace(&runner, &policy, &input, &sessions)
+            .run_in_each_workspace(&runner, &policy, input, &sessions)
             .await;
         let (after, changes) = after_gate(
             &workspace,
@@ -262,7 +263,7 @@ impl Engine {
         self.finish_gate(
             &runner,
             id,
-            &input,
+            input,
             report,
             Judged::Workspace { before, after },
             Changed {
@@ -282,10 +283,7 @@ impl Engine {
         workspace: &str,
         snapshot_changes: Option<Result<Vec<crate::change::FileChange>, String>>,
     ) -> RunReport {
-        let gates = match input.gates() {
-            Ok(g) => g,
-            Err(e) => return error_report(format!("the stored gate no longer parses: {e}")),
-        };
+        let gates = input.gates();
         if gates.is_empty() {
             return RunReport {
                 outcome: Outcome::Pass,
@@ -352,7 +350,7 @@ impl Engine {
             policy_id: Some(policy.id.clone()),
             trust: input.attached_by,
         };
-        runner.run_gates(&gates, &anchor, &ctx).await
+        runner.run_gates(gates, &anchor, &ctx).await
     }
 
     async fn finish_gate(
@@ -368,7 +366,6 @@ impl Engine {
             summary: changes,
             review_diff,
         } = changed;
-        let verdict = serde_json::to_value(&report).unwrap_or(Value::Null);
         let summary = json!({
             "outcome": report.outcome.as_str(),
             "reason": report.reason,
@@ -386,7 +383,7 @@ impl Engine {
                 // Cancelled while the gate ran: its verdict is dropped.
                 return Ok(None);
             }
-            p.verdict = Some(verdict.clone());
+            p.verdict = Some(report.clone());
             // The gate finished: the daemon outlived it.
             p.gate_crashes = 0;
             let mut extra = serde_json::Map::new();
@@ -461,7 +458,7 @@ impl Engine {
         input: &AttachInput,
         report: &RunReport,
         judged: &Judged,
-        changes: &Option<Value>,
+        changes: &Option<DiffSummary>,
         extra: &mut serde_json::Map<String, Value>,
     ) -> Verdict {
         let (before, after, snapshot) = match judged {
@@ -487,24 +484,28 @@ impl Engine {
         let (Some(c), Some(fp), Then::Commit) = (&input.commit, fp, input.then) else {
             return Verdict::Pass(AfterPass::Done);
         };
-        let plan = stored::CommitPlan {
-            version: stored::PLAN_VERSION,
+        let plan = CommitPlan {
+            version: PLAN_VERSION,
             paths: c.paths.clone(),
             message: c.message.clone(),
             fingerprint: fp,
             require_human_ack: c.require_human_ack,
-            diff_summary: changes.clone().unwrap_or(Value::Null),
+            diff_summary: changes.clone(),
             snapshot: snapshot.as_ref().map(|(snap, _)| (*snap).clone()),
-            changed_after_snapshot: snapshot.as_ref().map(
-                |(_, changed_after)| match changed_after {
-                    Ok(list) => json!(list),
-                    Err(e) => json!({"error": e}),
-                },
-            ),
+            changed_after_snapshot: snapshot
+                .as_ref()
+                .map(|(_, changed_after)| ChangedAfter::of((*changed_after).clone())),
         };
-        stored::set_plan(p, &plan);
+        // The event's `plan` is the plan as stored.
+        match serde_json::to_value(&plan) {
+            Ok(v) => extra.insert("plan".into(), v),
+            Err(e) => {
+                p.reason = Some(format!("the commit plan does not encode: {e}"));
+                return Verdict::PassUnreadable;
+            }
+        };
+        p.plan = Some(plan);
         p.prepared = None;
-        extra.insert("plan".into(), p.plan.clone().unwrap_or(Value::Null));
         Verdict::Pass(if c.require_human_ack {
             AfterPass::AwaitAck
         } else {
@@ -547,10 +548,10 @@ impl Engine {
                 return Ok(());
             }
         };
-        let Some(next) = input.next else {
+        let Some(next) = &input.next else {
             return Ok(());
         };
-        let mut next = *next;
+        let mut next = AttachInput::clone(next);
         if next.members().is_empty() {
             next.session_ids = Some(p.sessions.clone());
         }

@@ -203,6 +203,15 @@ fn lane(
         .clone()
 }
 
+impl From<crate::model::Invalid> for EngineError {
+    fn from(e: crate::model::Invalid) -> Self {
+        EngineError::Invalid {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
 impl Engine {
     /// Opens the engine over `store`. Call `recover` once the runtime runs.
     pub fn new(store: Store, runner: GateRunner) -> EngineResult<Engine> {
@@ -210,8 +219,7 @@ impl Engine {
         let config = runner.config().daemon.clone();
         Ok(Engine {
             inner: Arc::new(Inner {
-                // Every policy read is checked against its types.
-                store: store.with_policy_check(stored::check_row),
+                store,
                 bus: Bus::new(head),
                 gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                 gate_tasks: Mutex::new(HashMap::new()),

@@ -189,7 +189,7 @@ impl Engine {
             Some((cursor, message)) => (Some(cursor), message.unwrap_or_default()),
             None => (None, String::new()),
         };
-        let alive = self.alive_members(&input)?;
+        let alive = self.alive_members(input)?;
         // Watch again first, then deliver: a turn-end that follows the
         // nudge at once must find the policy watching.
         let watching = self.write(|tx| {

@@ -121,10 +121,9 @@ impl Engine {
 }
 
 /// What of the snapshot the policy's gates need checked out: the union of
-/// their `paths` when every gate names some, else everything (a stored
-/// gate that no longer parses needs everything: its run says why).
+/// their `paths` when every gate names some, else everything.
 fn view_of(input: &AttachInput) -> crate::worktree::View {
-    let gates = input.gates().unwrap_or_default();
+    let gates = input.gates();
     let named: Option<Vec<&[String]>> = gates.iter().map(|g| g.paths()).collect();
     match named {
         Some(named) if !named.is_empty() => {

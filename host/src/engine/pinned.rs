@@ -5,7 +5,7 @@
 //! It only reads the workspace (on the blocking pool). It must never
 //! write there, nor decide a verdict.
 
-use serde_json::{Value, json};
+use crate::model::plan::{DiffSummary, FileCount};
 use std::path::Path;
 
 /// After a workspace-mode gate, one read of the commit paths: the
@@ -18,7 +18,7 @@ pub(super) async fn after_gate(
     workspace: &str,
     paths: Option<&[String]>,
     passed: bool,
-) -> (Option<Result<String, String>>, Option<Value>) {
+) -> (Option<Result<String, String>>, Option<DiffSummary>) {
     let Some(paths) = paths else {
         return (None, None);
     };
@@ -38,35 +38,34 @@ pub(super) async fn after_gate(
         Ok(Ok((fingerprint, changes))) => (Some(Ok(fingerprint)), Some(summary_of(&changes))),
         Ok(Err(e)) => (
             Some(Err(e.to_string())),
-            Some(json!({"error": e.to_string()})),
+            Some(DiffSummary::Failed {
+                error: e.to_string(),
+            }),
         ),
         Err(e) => {
             let m = format!("the fingerprint task failed: {e}");
-            (Some(Err(m.clone())), Some(json!({"error": m})))
+            (Some(Err(m.clone())), Some(DiffSummary::Failed { error: m }))
         }
     }
 }
 
 /// Lines added and removed, per file and in all, from the changes' own
 /// counts.
-pub(super) fn summary_of(changes: &[crate::change::FileChange]) -> Value {
-    let files: Vec<Value> = changes
-        .iter()
-        .map(|f| {
-            json!({
-                "path": f.path_lossy(),
-                "kind": f.kind.as_str(),
-                "added": f.added,
-                "removed": f.removed,
-                "binary": f.binary,
+pub(super) fn summary_of(changes: &[crate::change::FileChange]) -> DiffSummary {
+    DiffSummary::Counts {
+        files: changes
+            .iter()
+            .map(|f| FileCount {
+                path: f.path_lossy().to_string(),
+                kind: f.kind.as_str().to_string(),
+                added: f.added,
+                removed: f.removed,
+                binary: f.binary,
             })
-        })
-        .collect();
-    json!({
-        "files": files,
-        "added": changes.iter().map(|f| f.added).sum::<u64>(),
-        "removed": changes.iter().map(|f| f.removed).sum::<u64>(),
-    })
+            .collect(),
+        added: changes.iter().map(|f| f.added).sum::<u64>(),
+        removed: changes.iter().map(|f| f.removed).sum::<u64>(),
+    }
 }
 
 pub(super) async fn changed_since(

@@ -73,7 +73,7 @@ impl Engine {
                         .await
                         .map_err(|e| EngineError::task_failed("the diff task", e))?
                         .map_err(fail)?;
-                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent);
+                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent.clone());
                 (
                     PatchSpec {
                         base,

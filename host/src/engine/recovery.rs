@@ -235,8 +235,11 @@ mod tests {
 
     fn policy(id: &str, status: PolicyStatus) -> PolicyRow {
         let mut p = PolicyRow::sample(id, status, &["s1"]);
-        p.spec = json!({"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"},
-            "then": "emit", "onFail": {}, "attachedBy": "agent"});
+        p.spec = serde_json::from_value(
+            json!({"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"},
+            "then": "emit", "onFail": {}, "attachedBy": "agent"}),
+        )
+        .expect("a spec");
         p
     }
 

@@ -144,14 +144,14 @@ impl Engine {
         let Some(review) = &input.review else {
             return Ok(Verdict::Pass(after));
         };
-        let record = stored::chain(p)?;
-        let state = record
+        let findings = stored::chain(p)?.and_then(|r| r.findings.clone());
+        let state = p
+            .review
             .as_ref()
             .map_or(ChainState::Authoring, ChainRecord::state);
         let ChainAction::Review { cycle } = chain::decide(state, ChainOutcome::GatePassed) else {
             return Ok(Verdict::Pass(after));
         };
-        let reviewer = review.reviewer("")?;
         let record = ChainRecord {
             phase: ChainPhase::Reviewing,
             cycle,
@@ -159,14 +159,14 @@ impl Engine {
             ship_to: ShipTo::of(after),
             diff: diff.map(|d| cap(d, MAX_DIFF)),
             started_after: tx.head_cursor()?,
-            findings: record.and_then(|r| r.findings),
+            findings,
             nonce: Some(new_nonce()),
         };
-        let (label, prompt) = match &reviewer {
+        let (label, prompt) = match &review.reviewer {
             Reviewer::Judge(g) => (g.label(), None),
-            Reviewer::Session { id, rubric } => (
-                format!("session {id}"),
-                Some(session_prompt(rubric, &record)),
+            Reviewer::Session(s) => (
+                format!("session {}", s.session),
+                Some(session_prompt(s.rubric(), &record)),
             ),
         };
         extra.insert(
@@ -183,7 +183,7 @@ impl Engine {
             "the gate passed; review {cycle} of {} under way",
             record.max_cycles
         ));
-        stored::set_chain(p, &record);
+        p.review = Some(record);
         Ok(Verdict::PassReview)
     }
 
@@ -221,13 +221,10 @@ impl Engine {
         }
         let (input, record, review) =
             match stored::spec(&p).and_then(|i| Ok((i, stored::chain(&p)?))) {
-                Ok((input, Some(record))) if input.review.is_some() => {
-                    let review = input.review.clone();
-                    match review {
-                        Some(review) => (input, record, review),
-                        None => return Ok(()),
-                    }
-                }
+                Ok((input, Some(record))) if input.review.is_some() => match &input.review {
+                    Some(review) => (input, record, review),
+                    None => return Ok(()),
+                },
                 Ok(_) => {
                     let e = super::EngineError::Corrupt {
                         policy: id.to_string(),
@@ -238,20 +235,19 @@ impl Engine {
                 }
                 Err(e) => return self.settle_and_perform(id, &e),
             };
-        let reviewer = match review.reviewer("") {
-            Ok(r) => r,
-            Err(e) => return self.settle_and_perform(id, &e),
-        };
-        let answer = match reviewer {
-            Reviewer::Judge(gate) => self.judge_review(&p, &input, &gate, &record).await?,
-            Reviewer::Session { id: sid, rubric } => {
-                match self.session_review(id, &sid, &rubric, &record).await? {
+        let answer = match &review.reviewer {
+            Reviewer::Judge(gate) => self.judge_review(&p, input, gate, record).await?,
+            Reviewer::Session(s) => {
+                match self
+                    .session_review(id, &s.session, s.rubric(), record)
+                    .await?
+                {
                     Some(a) => a,
                     None => return Ok(()),
                 }
             }
         };
-        self.apply_answer(id, &record, &review, answer).await
+        self.apply_answer(id, record, review, answer).await
     }
 
     /// The reviewer session's lane: its reviews one at a time.
@@ -410,7 +406,7 @@ impl Engine {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
-            let Some(mut rec) = stored::chain(&p)? else {
+            let Some(mut rec) = stored::chain(&p)?.cloned() else {
                 return Ok(None);
             };
             if !drives(Task::Review, p.status)
@@ -466,7 +462,7 @@ impl Engine {
                     return Ok(None);
                 }
             };
-            stored::set_chain(&mut p, &rec);
+            p.review = Some(rec);
             let message = format!(
                 "The reviewer blocked your change (review {cycle} of {max}):\n{}\nRepair it and end your turn again.",
                 answer.findings

@@ -16,8 +16,8 @@
 //! the API checks).
 
 use super::routine::{
-    self, Effect, FailReason, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunState,
-    SessionSpec, StepRules,
+    self, Effect, FailReason, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunReason,
+    RunState, SessionSpec, StepRules,
 };
 use super::sessions::{ReportKind, invalid};
 use super::{Engine, EngineError, EngineResult};
@@ -35,7 +35,7 @@ struct Run {
     state: RunState,
 }
 
-fn damaged(id: &str, what: &str, e: serde_json::Error) -> EngineError {
+fn damaged(id: &str, what: &str, e: impl std::fmt::Display) -> EngineError {
     EngineError::Store(StoreError::Decode {
         what: "routine",
         message: format!("routine {id}: its stored {what} does not decode: {e}"),
@@ -64,10 +64,13 @@ impl Run {
                 message: format!("routine {}: {d}", row.id),
             }));
         }
-        let spec =
-            serde_json::from_value(row.spec.clone()).map_err(|e| damaged(&row.id, "spec", e))?;
-        let state =
-            serde_json::from_value(row.state.clone()).map_err(|e| damaged(&row.id, "state", e))?;
+        let spec = row
+            .spec
+            .clone()
+            .ok_or_else(|| damaged(&row.id, "spec", "missing"))?;
+        let state = row
+            .state
+            .ok_or_else(|| damaged(&row.id, "state", "missing"))?;
         Ok(Run { row, spec, state })
     }
 
@@ -230,8 +233,7 @@ impl Engine {
                 tracing::debug!(routine = %run.row.id, from = prev.name(), to = d.next.name(), ?i, "routine transition");
             }
         }
-        run.row.state =
-            serde_json::to_value(run.state).map_err(|e| invalid("state", e.to_string()))?;
+        run.row.state = Some(run.state);
         run.row.phase = run.state.name().to_string();
         run.row.updated_at = now_ms();
         if !matches!(
@@ -446,7 +448,7 @@ impl Engine {
                     s.status = StepStatus::Failed;
                     s.ended_at = Some(now);
                 }
-                run.row.reason = serde_json::to_value(reason).ok();
+                run.row.reason = Some(RunReason::Failed(reason));
                 let why = match &cx.why {
                     Some(w) => format!("{}: {w}", reason.describe()),
                     None => reason.describe().to_string(),

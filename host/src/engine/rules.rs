@@ -13,7 +13,7 @@
 //! workspace beyond what attach validation reads, and never attaches a rule
 //! twice to one session while an earlier policy of it is live.
 
-use super::attach::{parse_input, validate};
+use super::attach::{AttachInput, parse_input, validate};
 use super::{Engine, EngineResult};
 use crate::config::Trust;
 use crate::store::{SessionRow, Tx};
@@ -60,7 +60,8 @@ impl Engine {
         let workspace = Path::new(&s.workspace);
         for rule in rules {
             if rule.applies_to(&s.id, workspace) {
-                self.attach_rule(tx, s, &rule.policy, Origin::Config(&rule.file), why)?;
+                let parsed = parse_input(rule.policy.clone());
+                self.attach_rule(tx, s, parsed, Origin::Config(&rule.file), why)?;
             }
         }
         for t in &standing {
@@ -75,12 +76,17 @@ impl Engine {
             if !applies {
                 continue;
             }
-            if let Some(damage) = &t.damage {
-                // Its stored conditions may be wrong: it attaches nothing.
-                self.refuse_rule(tx, s, &Origin::Standing(&t.id), damage)?;
-                continue;
-            }
-            self.attach_rule(tx, s, &t.policy, Origin::Standing(&t.id), why)?;
+            let policy = match (&t.damage, &t.policy) {
+                (None, Some(policy)) => policy,
+                (damage, _) => {
+                    // Its stored conditions may be wrong: it attaches nothing.
+                    let why = damage.as_deref().unwrap_or("its stored policy is missing");
+                    self.refuse_rule(tx, s, &Origin::Standing(&t.id), why)?;
+                    continue;
+                }
+            };
+            let parsed = Ok(AttachInput::clone(policy));
+            self.attach_rule(tx, s, parsed, Origin::Standing(&t.id), why)?;
         }
         Ok(())
     }
@@ -124,18 +130,20 @@ impl Engine {
         &self,
         tx: &mut Tx<'_>,
         s: &SessionRow,
-        policy: &serde_json::Value,
+        policy: Result<AttachInput, crate::model::Invalid>,
         origin: Origin<'_>,
         why: &str,
     ) -> EngineResult<()> {
         let runner = self.runner();
-        let checked = parse_input(policy.clone()).and_then(|mut input| {
-            input.session_id = None;
-            input.session_ids = Some(vec![s.id.clone()]);
-            input.set_attached_by(Trust::Operator);
-            validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
-            Ok(input)
-        });
+        let checked = policy
+            .map_err(super::EngineError::from)
+            .and_then(|mut input| {
+                input.session_id = None;
+                input.session_ids = Some(vec![s.id.clone()]);
+                input.set_attached_by(Trust::Operator);
+                validate(&mut input, &runner, &|sid| Ok(tx.session(sid)?))?;
+                Ok(input)
+            });
         let input = match checked {
             Ok(input) => input,
             Err(e) => return self.refuse_rule(tx, s, &origin, &e.to_string()),

@@ -12,10 +12,11 @@
 //! checked when it attaches, and a refusal then is said as
 //! `session:policy-refused`. It must never attach a policy itself.
 
-use super::attach::{check_template, parse_input};
+use super::attach::{AttachInput, check_template};
 use super::sessions::invalid;
 use super::{Engine, EngineResult};
 use crate::config::session_policies::{applies, plain_agent};
+use crate::model::as_given::AsGiven;
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;
 use serde_json::Value;
@@ -121,14 +122,14 @@ impl Engine {
                 }
             }
         }
-        let input = parse_input(req.policy.clone())?;
-        check_template(&input, self.runner().config().daemon.max_chain_depth)?;
+        let policy = AsGiven::<AttachInput>::parse(req.policy)?;
+        check_template(&policy, self.runner().config().daemon.max_chain_depth)?;
         let row = StandingRow {
             id: format!("sp_{}", uuid::Uuid::new_v4().simple()),
             agents: req.agents,
             under,
             label: req.label,
-            policy: req.policy,
+            policy: Some(policy),
             created_at: now_ms(),
             damage: None,
         };

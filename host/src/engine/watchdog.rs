@@ -223,10 +223,7 @@ impl Engine {
         let was = p.status;
         let reason = format!(
             "its deadline ({}) passed while it was {}",
-            p.spec
-                .get("deadline")
-                .and_then(|d| d.as_str())
-                .unwrap_or("?"),
+            p.spec.deadline.as_deref().unwrap_or("?"),
             was.as_str()
         );
         let old_reason = p.reason.replace(reason.clone());

@@ -183,15 +183,12 @@ async fn latest_events(
 pub fn policy_view(p: &Policy, session: &str) -> Value {
     let row = &p.row;
     let spec = &row.spec;
-    let max_retries = spec
-        .pointer("/onFail/maxRetries")
-        .and_then(Value::as_u64)
-        .unwrap_or(u64::from(DEFAULT_MAX_RETRIES));
+    let max_retries = spec.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
     json!({
         "policyId": p.policy_id,
         "status": row.status,
-        "label": spec.get("label"),
-        "then": spec.get("then"),
+        "label": spec.label,
+        "then": spec.then,
         "sessions": row.sessions,
         "pending": row.pending,
         "gateRuns": row.gate_runs,
@@ -209,25 +206,20 @@ pub fn policy_view(p: &Policy, session: &str) -> Value {
 
 /// The last gate report, without its outputs: the overall outcome and
 /// reason, and each gate's.
-fn verdict_summary(v: &Value) -> Value {
+fn verdict_summary(v: &crate::verdict::RunReport) -> Value {
     let gates: Vec<Value> = v
-        .get("gates")
-        .and_then(Value::as_array)
-        .map(|gates| {
-            gates
-                .iter()
-                .map(|g| {
-                    json!({
-                        "gate": g.get("gate"),
-                        "outcome": g.get("outcome"),
-                        "reason": g.get("reason"),
-                        "exitCode": g.get("exitCode"),
-                    })
-                })
-                .collect()
+        .gates
+        .iter()
+        .map(|g| {
+            json!({
+                "gate": g.gate,
+                "outcome": g.outcome,
+                "reason": g.reason,
+                "exitCode": g.exit_code,
+            })
         })
-        .unwrap_or_default();
-    json!({"outcome": v.get("outcome"), "reason": v.get("reason"), "gates": gates})
+        .collect();
+    json!({"outcome": v.outcome, "reason": v.reason, "gates": gates})
 }
 
 /// What an unsettled policy waits for, in words for the agent `session`.

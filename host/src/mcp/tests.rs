@@ -42,9 +42,7 @@ fn the_attach_schema_has_exactly_the_fields_the_daemon_decodes() {
     // error: the schema shows all of it but the host-set `attachedBy`,
     // plus the API's `idempotencyKey`.
     let err = parse_input(json!({"zzz": 1})).expect_err("unknown field");
-    let crate::engine::EngineError::Invalid { message, .. } = err else {
-        panic!("not an invalid-field error")
-    };
+    let crate::model::Invalid { message, .. } = err;
     let mut accepted = expected_names(&message);
     assert!(accepted.remove("attachedBy"), "{message}");
     accepted.insert("idempotencyKey".into());

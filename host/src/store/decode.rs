@@ -7,12 +7,13 @@
 //! such column and why, and placeholders in its other fields. A decode
 //! never yields a default that could be acted on: the engine only blocks or
 //! cancels a damaged policy, and the store refuses to write a damaged row
-//! back (all but a policy's status, reason and time). The typed shape of a
-//! policy's JSON columns is checked by the store's [`PolicyCheck`](super::PolicyCheck) (the
-//! engine's, which owns those types) on every policy read.
+//! back (all but a policy's status, reason and time). A policy's JSON
+//! columns are decoded into their `model` types here, once per read, by
+//! the store's codec (`codec`), with its strict checks.
 //!
 //! It must never write, and never fail a read for a row whose key decodes.
 
+use super::codec::{self, Column};
 use super::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
 use rusqlite::Row;
 use rusqlite::types::FromSql;
@@ -95,6 +96,25 @@ impl<'a, 'r> Reader<'a, 'r> {
             None => {
                 self.note(column, "missing");
                 placeholder
+            }
+        }
+    }
+
+    /// A typed JSON column (`codec`), NULL (or `null`) being `None`;
+    /// `None` when it does not decode (noted). `row`: the row's id.
+    fn column<T: Column>(&mut self, row: &str, column: &'static str) -> Option<T> {
+        let text: Option<String> = self.get(column, None);
+        #[cfg(test)]
+        if text.as_deref().is_some_and(|t| t.trim() != "null") {
+            codec::counter::note(row, column);
+        }
+        #[cfg(not(test))]
+        let _ = row;
+        match codec::decode_opt(text.as_deref()) {
+            Ok(v) => v,
+            Err(e) => {
+                self.note(column, e);
+                None
             }
         }
     }
@@ -185,23 +205,24 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
     // An unknown status reads as `blocked` (so that nothing drives it)
     // with its damage noted; the engine then stores `blocked` and says so.
     let status = c.named("status", PolicyStatus::parse, PolicyStatus::Blocked);
-    let spec = c.json("spec");
+    #[cfg(test)]
+    codec::counter::note(&id, "row");
+    let spec = c.column::<crate::model::attach::AttachInput>(&id, "spec");
     if spec.is_none() && c.damage.is_none() {
         c.note("spec", "missing");
     }
     let mut p = PolicyRow {
-        id,
         seq: c.get("seq", 0),
-        spec: spec.unwrap_or(Value::Null),
+        spec: spec.unwrap_or_default(),
         status,
         sessions: c.typed("sessions", Vec::new()),
         pending: c.typed("pending", Vec::new()),
         watch_after: c.get("watch_after", 0),
         retries_used: c.get("retries_used", 0),
         gate_runs: c.get("gate_runs", 0),
-        verdict: c.json("verdict"),
-        plan: c.json("plan"),
-        prepared: c.json("prepared"),
+        verdict: c.column(&id, "verdict"),
+        plan: c.column(&id, "plan"),
+        prepared: c.column(&id, "prepared"),
         commit_sha: c.get("commit_sha", None),
         reason: c.get("reason", None),
         parent_id: c.get("parent_id", None),
@@ -212,7 +233,8 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         publish_open: c.typed("publish_open", Vec::new()),
         deadline_at: c.get("deadline_at", None),
         infra_retries_used: c.get("infra_retries_used", 0),
-        review: c.json("review"),
+        review: c.column(&id, "review"),
+        id,
         damage: None,
     };
     if p.sessions.is_empty() {
@@ -220,6 +242,21 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
             "sessions",
             "the wrong shape: a policy has at least one member",
         );
+    }
+    // What the status says the row holds must be there.
+    if p.plan.is_none()
+        && matches!(
+            p.status,
+            PolicyStatus::AwaitingAck | PolicyStatus::Committing
+        )
+    {
+        c.note(
+            "plan",
+            format_args!("missing, though the policy is {}", p.status.as_str()),
+        );
+    }
+    if p.review.is_none() && p.status == PolicyStatus::Reviewing {
+        c.note("review", "missing, though the policy is reviewing");
     }
     p.damage = c.damage;
     Ok(p)

@@ -2,21 +2,13 @@
 //! allows one, JSON of the wrong shape read as damage naming the column,
 //! never as a default, and never failing a read of many.
 
-use super::super::{PolicyCheck, PolicyRow, PolicyStatus, SessionRow, SessionState, Store};
+use super::super::{PolicyRow, PolicyStatus, SessionRow, SessionState, Store};
 use serde_json::json;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
     (dir, store)
-}
-
-fn no_check(_: &PolicyRow) -> Result<(), (&'static str, String)> {
-    Ok(())
-}
-
-fn damaged_policy_column(column: &str, value: &str) {
-    damaged_policy_column_with(no_check, column, value);
 }
 
 fn session(id: &str) -> SessionRow {
@@ -43,20 +35,24 @@ fn session(id: &str) -> SessionRow {
     }
 }
 
+fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("a sample of the type")
+}
+
 /// A commit policy awaiting its ack, with every JSON column set, and a
 /// plain one beside it.
 fn two_policies(store: &Store) {
     store
         .write(|tx| {
             let mut p = PolicyRow::sample("victim", PolicyStatus::AwaitingAck, &["s1"]);
-            p.spec = json!({"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"},
-                "then": "commit", "commit": {"paths": ["a"], "message": "m", "requireHumanAck": true}});
-            p.plan = Some(json!({"version": 1, "paths": ["a"], "message": "m", "fingerprint": "f",
-                "requireHumanAck": true, "diffSummary": null}));
-            p.verdict = Some(json!({"outcome": "pass", "reason": "ok",
-                "durations": {"queuedMs": 0, "runMs": 1}, "gates": []}));
-            p.prepared = Some(json!({"commit": "c", "parent": null, "reference": "refs/heads/main",
-                "nothing_to_commit": false, "paths": ["a"]}));
+            p.spec = typed(json!({"sessionId": "s1", "sessionIds": ["s1"], "gate": {"command": "true"},
+                "then": "commit", "commit": {"paths": ["a"], "message": "m", "requireHumanAck": true}}));
+            p.plan = Some(typed(json!({"version": 1, "paths": ["a"], "message": "m", "fingerprint": "f",
+                "requireHumanAck": true, "diffSummary": null})));
+            p.verdict = Some(typed(json!({"outcome": "pass", "reason": "ok",
+                "durations": {"queuedMs": 0, "runMs": 1}, "gates": []})));
+            p.prepared = Some(typed(json!({"commit": "c", "parent": null, "reference": "refs/heads/main",
+                "nothing_to_commit": false, "paths": ["a"]})));
             tx.insert_policy(&mut p)?;
             tx.insert_policy(&mut PolicyRow::sample("other", PolicyStatus::Watching, &["s1"]))?;
             Ok(())
@@ -65,12 +61,11 @@ fn two_policies(store: &Store) {
 }
 
 /// Sets `column` of the victim to `value` (raw text) and reads every
-/// policy with `check` (the typed check of the JSON columns): the read
+/// policy (each JSON column decoded into its type): the read
 /// succeeds, the victim names `column`, the other reads clean; the victim
 /// is never written back whole, and its damaged column is kept as found.
-pub(crate) fn damaged_policy_column_with(check: PolicyCheck, column: &str, value: &str) {
+pub(crate) fn damaged_policy_column(column: &str, value: &str) {
     let (_dir, store) = store();
-    let store = store.with_policy_check(check);
     two_policies(&store);
     let clean = store.policy("victim").expect("read").expect("there");
     assert_eq!(clean.damage, None, "the sample decodes: {clean:?}");

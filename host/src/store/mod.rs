@@ -11,6 +11,7 @@
 //! It must never run a gate, a process or a network call, and never hold
 //! its lock across an `.await`.
 
+mod codec;
 mod decode;
 mod records;
 mod schema;
@@ -26,7 +27,7 @@ pub use routines::{RoutineRow, RoutineStepRow, StepStatus};
 pub use standing::StandingRow;
 
 #[cfg(test)]
-pub(crate) use decode::tests::damaged_policy_column_with;
+pub(crate) use codec::counter as codec_counter;
 pub use rows::{
     Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState,
 };
@@ -78,6 +79,13 @@ pub enum StoreError {
     Sqlite(String),
     #[error("stored {what} is not valid JSON: {message}")]
     Decode { what: &'static str, message: String },
+    /// A typed column that does not encode as JSON (never stored as
+    /// `null`).
+    #[error("the {column} to store does not encode as JSON: {message}")]
+    Encode {
+        column: &'static str,
+        message: String,
+    },
     /// A write of a row that did not decode (its placeholders would
     /// overwrite what is stored).
     #[error("{row}: its stored {column} does not decode; it is not written back")]
@@ -112,38 +120,10 @@ impl From<rusqlite::Error> for StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// The typed check of a policy row's JSON columns (`Err((column, why))`),
-/// made on every policy the store reads: the engine owns those types and
-/// gives its check ([`Store::with_policy_check`]). A row it refuses is
-/// read with that [`RowDamage`].
-pub type PolicyCheck = fn(&PolicyRow) -> Result<(), (&'static str, String)>;
-
-fn no_check(_: &PolicyRow) -> Result<(), (&'static str, String)> {
-    Ok(())
-}
-
-/// Notes `check`'s refusal of `p` as its damage (unless damaged already).
-fn checked(check: PolicyCheck, mut p: PolicyRow) -> PolicyRow {
-    if p.damage.is_none()
-        && let Err((column, message)) = check(&p)
-    {
-        p.damage = Some(RowDamage {
-            column: column.to_string(),
-            message,
-        });
-    }
-    p
-}
-
-fn all_checked(check: PolicyCheck, list: Vec<PolicyRow>) -> Vec<PolicyRow> {
-    list.into_iter().map(|p| checked(check, p)).collect()
-}
-
 /// The store. Cheap operations under one mutex; callers never hold it
 /// across an await (the API is synchronous).
 pub struct Store {
     conn: Mutex<Connection>,
-    check: PolicyCheck,
     path: PathBuf,
     /// A test hook (`GATEHOST_TEST_STORE_FAULTS`, a percentage): that
     /// share of write transactions fails as a full disk would, before
@@ -254,7 +234,6 @@ impl Store {
         }
         Ok(Store {
             conn: Mutex::new(conn),
-            check: no_check,
             path,
             faults,
         })
@@ -262,12 +241,6 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// This store, checking every policy it reads with `check`.
-    pub fn with_policy_check(mut self, check: PolicyCheck) -> Store {
-        self.check = check;
-        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -287,7 +260,6 @@ impl Store {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut w = Tx {
                 tx,
-                check: self.check,
                 after: Vec::new(),
             };
             let out = f(&mut w)?;
@@ -340,7 +312,7 @@ impl Store {
 
     pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
         let p = self.read(|c| records::get_policy(c, id))?;
-        Ok(p.map(|p| checked(self.check, p)))
+        Ok(p)
     }
 
     /// A page of sessions after `cursor`, each with its cursor.
@@ -357,31 +329,26 @@ impl Store {
         limit: usize,
         newest_first: bool,
     ) -> StoreResult<Vec<PolicyRow>> {
-        let list =
-            self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))?;
-        Ok(all_checked(self.check, list))
+        self.read(|c| records::page_policies(c, statuses, cursor, limit, newest_first))
     }
 
     /// Policies with a publish that began and never recorded its end.
     pub fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(self.check, self.read(records::open_publishes)?))
+        self.read(records::open_publishes)
     }
 
     /// What the sweep looks at: the policies in a working state (`queued`
     /// ones only when `queued`) and those whose status does not decode,
     /// oldest first, by a partial index (never a watching or settled one).
     pub fn policies_to_sweep(&self, queued: bool) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(
-            self.check,
-            self.read(|c| records::to_sweep(c, queued))?,
-        ))
+        self.read(|c| records::to_sweep(c, queued))
     }
 
-    /// Ids of the policies not settled whose row does not decode (or that
-    /// the policy check refuses), oldest first (at start-up: rows are
+    /// Ids of the policies not settled whose row does not decode, oldest
+    /// first (at start-up: rows are
     /// decoded one at a time, never all held at once).
     pub fn damaged_policies(&self) -> StoreResult<Vec<String>> {
-        self.read(|c| records::damaged_unsettled(c, self.check))
+        self.read(records::damaged_unsettled)
     }
 
     /// The sessions recovery looks at: those whose row does not decode,
@@ -399,8 +366,7 @@ impl Store {
 
     /// Policies, oldest first; `statuses` empty means all.
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
-        let list = self.read(|c| records::list_policies(c, statuses))?;
-        Ok(all_checked(self.check, list))
+        self.read(|c| records::list_policies(c, statuses))
     }
 
     /// Events after `filter.since`, oldest first, at most `filter.limit`.
@@ -462,7 +428,6 @@ impl Store {
 /// it commits, together with the state change they describe.
 pub struct Tx<'c> {
     tx: Transaction<'c>,
-    check: PolicyCheck,
     /// What runs once this transaction committed (never on a rollback).
     after: Vec<Box<dyn FnOnce() + Send>>,
 }
@@ -530,22 +495,16 @@ impl Tx<'_> {
     }
 
     pub fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>> {
-        Ok(records::get_policy(&self.tx, id)?.map(|p| checked(self.check, p)))
+        records::get_policy(&self.tx, id)
     }
 
     pub fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(
-            self.check,
-            records::list_policies(&self.tx, statuses)?,
-        ))
+        records::list_policies(&self.tx, statuses)
     }
 
     /// Watching policies that have `session_id` as a member, oldest first.
     pub fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(
-            self.check,
-            records::watching_with(&self.tx, session_id)?,
-        ))
+        records::watching_with(&self.tx, session_id)
     }
 
     /// Sessions silent since before `cutoff` (ms), neither exited nor
@@ -556,18 +515,12 @@ impl Tx<'_> {
 
     /// Watching policies with a stale member.
     pub fn watching_with_stale_member(&self) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(
-            self.check,
-            records::watching_with_stale_member(&self.tx)?,
-        ))
+        records::watching_with_stale_member(&self.tx)
     }
 
     /// Unsettled policies whose deadline is at or before `now` (ms).
     pub fn past_deadline(&self, now: i64) -> StoreResult<Vec<PolicyRow>> {
-        Ok(all_checked(
-            self.check,
-            records::past_deadline(&self.tx, now)?,
-        ))
+        records::past_deadline(&self.tx, now)
     }
 
     /// Ids of the policies judging `session_id`'s work (queued, gating,

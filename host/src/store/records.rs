@@ -1,10 +1,10 @@
 //! The SQL that reads and writes the store's rows.
 
+use super::codec;
 use super::decode::{event_from, policy_from, session_from};
 use super::rows::{Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow};
 use super::{StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use serde_json::Value;
 
 fn decode_err(e: rusqlite::Error) -> StoreError {
     if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e {
@@ -271,19 +271,16 @@ pub(super) fn to_sweep(c: &Connection, queued: bool) -> StoreResult<Vec<PolicyRo
 
 /// Ids of the policies not settled (`done`, `blocked`, `cancelled`; a
 /// status that does not decode is not settled) whose row does not decode
-/// or that `check` refuses, oldest first. Rows are decoded one at a time
+/// (a typed column included), oldest first. Rows are decoded one at a time
 /// and dropped: the read never holds every policy.
-pub(super) fn damaged_unsettled(
-    c: &Connection,
-    check: super::PolicyCheck,
-) -> StoreResult<Vec<String>> {
+pub(super) fn damaged_unsettled(c: &Connection) -> StoreResult<Vec<String>> {
     let mut st = c.prepare_cached(
         "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled') ORDER BY seq",
     )?;
     let mut rows = st.query([])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        let p = super::checked(check, policy_from(r).map_err(decode_err)?);
+        let p = policy_from(r).map_err(decode_err)?;
         if p.damage.is_some() {
             out.push(p.id);
         }
@@ -308,10 +305,6 @@ pub(super) fn sessions_to_recover(c: &Connection) -> StoreResult<Vec<SessionRow>
         }
     }
     Ok(out)
-}
-
-fn to_text(v: &Option<Value>) -> Option<String> {
-    v.as_ref().map(Value::to_string)
 }
 
 pub(super) fn watching_with(c: &Connection, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
@@ -362,16 +355,16 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)")?.execute(params![
             p.id,
             p.seq,
-            p.spec.to_string(),
+            codec::encode("spec", &p.spec)?,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
             serde_json::to_string(&p.pending).unwrap_or_default(),
             p.watch_after,
             p.retries_used,
             p.gate_runs,
-            to_text(&p.verdict),
-            to_text(&p.plan),
-            to_text(&p.prepared),
+            codec::encode_opt("verdict", p.verdict.as_ref())?,
+            codec::encode_opt("plan", p.plan.as_ref())?,
+            codec::encode_opt("prepared", p.prepared.as_ref())?,
             p.commit_sha,
             p.reason,
             p.parent_id,
@@ -382,7 +375,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             serde_json::to_string(&p.publish_open).unwrap_or_default(),
             p.deadline_at,
             p.infra_retries_used,
-            to_text(&p.review)
+            codec::encode_opt("review", p.review.as_ref())?
         ],
     )?;
     Ok(())
@@ -443,7 +436,10 @@ pub(super) fn record_prepared(c: &Connection, p: &PolicyRow) -> StoreResult<()> 
         c,
         p,
         "UPDATE policies SET prepared=?2, updated_at=?3 WHERE id=?1",
-        &[&to_text(&p.prepared), &p.updated_at],
+        &[
+            &codec::encode_opt("prepared", p.prepared.as_ref())?,
+            &p.updated_at,
+        ],
     )
 }
 
@@ -474,9 +470,9 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.watch_after,
             p.retries_used,
             p.gate_runs,
-            to_text(&p.verdict),
-            to_text(&p.plan),
-            to_text(&p.prepared),
+            codec::encode_opt("verdict", p.verdict.as_ref())?,
+            codec::encode_opt("plan", p.plan.as_ref())?,
+            codec::encode_opt("prepared", p.prepared.as_ref())?,
             p.commit_sha,
             p.reason,
             p.next_id,
@@ -485,7 +481,7 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             serde_json::to_string(&p.publish_open).unwrap_or_default(),
             p.deadline_at,
             p.infra_retries_used,
-            to_text(&p.review)
+            codec::encode_opt("review", p.review.as_ref())?
         ],
     )?;
     if n != 1 {

@@ -2,13 +2,14 @@
 //! `engine::routine::RunState`, both as JSON, with the columns the daemon
 //! looks runs up by) and its steps (`routine_steps`: one row per step,
 //! what each did). It owns their SQL; it must never decide a run's next
-//! state (that is `engine::routine::decide`), and it reads the spec and
-//! the state as JSON values that the engine decodes into its types.
+//! state (that is `engine::routine::decide`); the spec, the state and the
+//! reason are decoded into their `model::routine` types once, when the
+//! row is read (the store's codec).
 
 use super::{StoreError, StoreResult, Tx};
+use crate::model::routine::{RoutineSpec, RunReason, RunState};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The tables (schema version 7), created at every open.
 pub(super) const ROUTINE_SCHEMA: &str = "
@@ -111,16 +112,18 @@ pub struct RoutineStepRow {
     pub ended_at: Option<i64>,
 }
 
-/// A run as stored. `spec` and `state` are the engine's
-/// `RoutineSpec` and `RunState` as JSON.
+/// A run as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoutineRow {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    pub spec: Value,
-    pub state: Value,
+    /// `None` (`null`) only when its stored JSON does not decode
+    /// (`damage` says why).
+    pub spec: Option<RoutineSpec>,
+    /// `None` (`null`) only when its stored JSON does not decode.
+    pub state: Option<RunState>,
     /// The state's name (`waiting`, `running`, `escalated`, `done`,
     /// `failed`, `cancelled`).
     pub phase: String,
@@ -133,26 +136,34 @@ pub struct RoutineRow {
     /// Escalated on a permission request: its id (`perm-N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_request: Option<String>,
-    /// Failed: why (the engine's `FailReason`).
+    /// Failed: why (the engine's `FailReason`), or a person's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Value>,
+    pub reason: Option<RunReason>,
     pub created_at: i64,
     pub updated_at: i64,
     pub steps: Vec<RoutineStepRow>,
-    /// Set when its stored spec or state is not JSON: which and why (both
-    /// are then `null`, and the engine leaves the run as it is, saying
-    /// so). Never written back.
+    /// Set when its stored spec or state does not decode: which and why
+    /// (that one is then `null`, and the engine leaves the run as it is,
+    /// saying so). Never written back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<String>,
 }
 
-/// A JSON column; one that does not parse is `null` with the damage said.
-fn json_col(r: &Row<'_>, col: &str, damage: &mut Option<String>) -> rusqlite::Result<Value> {
+/// A typed JSON column; one that does not decode is `None` with the
+/// damage said.
+fn json_col<T: super::codec::Column>(
+    r: &Row<'_>,
+    col: &str,
+    damage: &mut Option<String>,
+) -> rusqlite::Result<Option<T>> {
     let text: String = r.get(col)?;
-    Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
-        damage.get_or_insert_with(|| format!("its stored {col} is not JSON: {e}"));
-        Value::Null
-    }))
+    Ok(match super::codec::decode(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            damage.get_or_insert_with(|| format!("its stored {col} does not decode: {e}"));
+            None
+        }
+    })
 }
 
 fn routine_from(r: &Row<'_>) -> rusqlite::Result<RoutineRow> {
@@ -167,7 +178,13 @@ fn routine_from(r: &Row<'_>) -> rusqlite::Result<RoutineRow> {
         step_session: r.get("step_session")?,
         deadline_at: r.get("deadline_at")?,
         pending_request: r.get("pending_request")?,
-        reason: reason.and_then(|t| serde_json::from_str(&t).ok()),
+        reason: match super::codec::decode_opt(reason.as_deref()) {
+            Ok(v) => v,
+            Err(e) => {
+                damage.get_or_insert_with(|| format!("its stored reason does not decode: {e}"));
+                None
+            }
+        },
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
         steps: Vec::new(),
@@ -195,6 +212,22 @@ fn step_from(r: &Row<'_>) -> rusqlite::Result<RoutineStepRow> {
         started_at: r.get("started_at")?,
         ended_at: r.get("ended_at")?,
     })
+}
+
+/// A column a whole row holds (`None` only in a damaged row, which is
+/// never written).
+fn encode_some<T: super::codec::Column>(
+    r: &RoutineRow,
+    column: &'static str,
+    v: Option<&T>,
+) -> StoreResult<String> {
+    match v {
+        Some(v) => super::codec::encode(column, v),
+        None => Err(StoreError::Damaged {
+            row: format!("routine {}", r.id),
+            column: column.into(),
+        }),
+    }
 }
 
 fn decode(e: rusqlite::Error) -> StoreError {
@@ -384,13 +417,13 @@ impl Tx<'_> {
             .execute(params![
                 r.id,
                 r.label,
-                r.spec.to_string(),
-                r.state.to_string(),
+                encode_some(r, "spec", r.spec.as_ref())?,
+                encode_some(r, "state", r.state.as_ref())?,
                 r.phase,
                 r.step_session,
                 r.deadline_at,
                 r.pending_request,
-                r.reason.as_ref().map(Value::to_string),
+                super::codec::encode_opt("reason", r.reason.as_ref())?,
                 r.created_at,
                 r.updated_at
             ])?;
@@ -418,12 +451,12 @@ impl Tx<'_> {
             .execute(params![
                 r.id,
                 r.label,
-                r.state.to_string(),
+                encode_some(r, "state", r.state.as_ref())?,
                 r.phase,
                 r.step_session,
                 r.deadline_at,
                 r.pending_request,
-                r.reason.as_ref().map(Value::to_string),
+                super::codec::encode_opt("reason", r.reason.as_ref())?,
                 r.updated_at
             ])?;
         for s in &r.steps {
@@ -433,23 +466,20 @@ impl Tx<'_> {
     }
 
     /// Ends a run whose stored row is damaged (it cannot be decoded, so
-    /// never written back whole): its state (`state_json`, the engine's
-    /// terminal state as JSON text), phase and reason (a person's words)
+    /// never written back whole): its state (the engine's terminal
+    /// state), phase and reason (a person's words)
     /// are replaced, its step session, deadline and pending request
     /// cleared; its spec (and damage) stay as they are.
     pub fn end_damaged_routine(
         &mut self,
         id: &str,
-        state_json: &str,
+        state: RunState,
         phase: &str,
         reason: &str,
         now: i64,
     ) -> StoreResult<()> {
-        // The reason column holds JSON, as `put_routine` writes it.
-        let reason = serde_json::to_string(reason).map_err(|e| StoreError::Decode {
-            what: "routine",
-            message: format!("its reason: {e}"),
-        })?;
+        let state_json = super::codec::encode("state", &state)?;
+        let reason = super::codec::encode("reason", &RunReason::Said(reason.to_string()))?;
         self.tx
             .prepare_cached(
                 "UPDATE routines SET state = ?2, phase = ?3, step_session = NULL,
@@ -483,208 +513,5 @@ impl Tx<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::Store;
-    use super::*;
-    use serde_json::json;
-
-    fn sample(id: &str) -> RoutineRow {
-        RoutineRow {
-            id: id.into(),
-            label: Some("nightly".into()),
-            spec: json!({"steps": [{"label": "a"}]}),
-            state: json!({"phase": "running", "step": 0, "restarts": 1}),
-            phase: "running".into(),
-            step_session: Some("s1".into()),
-            deadline_at: None,
-            pending_request: None,
-            reason: None,
-            created_at: 1,
-            updated_at: 2,
-            damage: None,
-            steps: vec![RoutineStepRow {
-                index: 0,
-                label: "a".into(),
-                status: StepStatus::Running,
-                session_id: Some("s1".into()),
-                restarts: 1,
-                response: None,
-                started_at: Some(1),
-                ended_at: None,
-            }],
-        }
-    }
-
-    #[test]
-    fn a_run_and_its_steps_round_trip_and_are_found_by_session_and_deadline() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        let mut r = sample("r1");
-        store
-            .write(|tx| {
-                tx.insert_routine(&r)?;
-                tx.insert_routine(&sample("r2"))
-            })
-            .expect("insert");
-        assert_eq!(store.routine("r1").expect("read"), Some(r.clone()));
-        assert_eq!(
-            store
-                .write(|tx| tx.routine_on_session("s1"))
-                .expect("by session")
-                .map(|r| r.id),
-            Some("r1".into()),
-            "the oldest run on the session"
-        );
-        r.phase = "escalated".into();
-        r.deadline_at = Some(100);
-        r.pending_request = Some("perm-1".into());
-        r.steps[0].status = StepStatus::Escalated;
-        r.steps[0].response = Some("yes".into());
-        store.write(|tx| tx.put_routine(&r)).expect("put");
-        assert_eq!(store.routine("r1").expect("read"), Some(r.clone()));
-        let due = |now| {
-            store
-                .write(|tx| tx.routines_past_deadline(now))
-                .expect("due")
-                .len()
-        };
-        assert_eq!((due(99), due(100)), (0, 1));
-        assert_eq!(
-            (
-                store.routine_past_deadline(99).expect("due"),
-                store.routine_past_deadline(100).expect("due")
-            ),
-            (false, true)
-        );
-        r.phase = "failed".into();
-        r.reason = Some(json!("escalation-timed-out"));
-        store.write(|tx| tx.put_routine(&r)).expect("put");
-        let active: Vec<String> = store
-            .active_routines()
-            .expect("active")
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        assert_eq!(active, vec!["r2".to_string()]);
-        assert!(store.waiting_routines().expect("waiting").is_empty());
-        let listed: Vec<String> = store
-            .routines(10)
-            .expect("list")
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        assert_eq!(listed, vec!["r2".to_string(), "r1".to_string()]);
-        assert_eq!(store.routine("r1").expect("read"), Some(r));
-    }
-
-    #[test]
-    fn a_version_6_file_gains_the_routine_tables_at_open() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        {
-            let conn = rusqlite::Connection::open(dir.path().join("gatehost.db")).expect("open");
-            conn.execute_batch(
-                "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                 INSERT INTO meta VALUES('schema', '6');",
-            )
-            .expect("v6 file");
-        }
-        let store = Store::open(dir.path()).expect("opens and migrates");
-        store
-            .write(|tx| tx.insert_routine(&sample("r1")))
-            .expect("the tables exist");
-        let version: String = store
-            .read(|c| {
-                Ok(
-                    c.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-                        r.get(0)
-                    })?,
-                )
-            })
-            .expect("version");
-        assert_eq!(version, super::super::SCHEMA_VERSION.to_string());
-        drop(store);
-        let store = Store::open(dir.path()).expect("reopens");
-        assert!(store.routine("r1").expect("read").is_some());
-    }
-
-    #[test]
-    fn retention_deletes_finished_runs_past_their_age_and_never_an_active_one() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        let day = 24 * 3600 * 1000;
-        store
-            .write(|tx| {
-                for (id, phase) in [
-                    ("old-done", "done"),
-                    ("old-failed", "failed"),
-                    ("old-cancelled", "cancelled"),
-                    ("old-running", "running"),
-                    ("old-escalated", "escalated"),
-                    ("old-waiting", "waiting"),
-                ] {
-                    tx.insert_routine(&RoutineRow {
-                        phase: phase.into(),
-                        updated_at: 1,
-                        ..sample(id)
-                    })?;
-                }
-                tx.insert_routine(&RoutineRow {
-                    phase: "done".into(),
-                    updated_at: 40 * day,
-                    ..sample("new-done")
-                })
-            })
-            .expect("insert");
-        let rules = crate::config::Retention::default();
-        let swept = store.apply_retention(&rules, 45 * day).expect("sweep");
-        assert_eq!(swept.routines, 3, "{swept:?}");
-        let mut left: Vec<String> = store
-            .routines(100)
-            .expect("list")
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            ["new-done", "old-escalated", "old-running", "old-waiting"]
-        );
-        // Their steps went with them.
-        let steps: i64 = store
-            .read(|c| {
-                Ok(c.query_row(
-                    "SELECT COUNT(*) FROM routine_steps WHERE routine_id LIKE 'old-%'",
-                    [],
-                    |r| r.get(0),
-                )?)
-            })
-            .expect("count");
-        assert_eq!(steps, 3);
-    }
-
-    #[test]
-    fn a_damaged_state_is_said_never_a_default_and_never_written_back() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        store
-            .write(|tx| {
-                tx.insert_routine(&sample("r1"))?;
-                tx.conn()
-                    .execute("UPDATE routines SET state = '{nope' WHERE id = 'r1'", [])?;
-                Ok(())
-            })
-            .expect("write");
-        let r = store.routine("r1").expect("read").expect("row");
-        assert!(
-            r.damage.as_deref().is_some_and(|d| d.contains("state")),
-            "{r:?}"
-        );
-        assert_eq!(r.state, Value::Null);
-        // The lists still read, the damaged run among them.
-        assert_eq!(store.active_routines().expect("active").len(), 1);
-        assert!(matches!(
-            store.write(|tx| tx.put_routine(&r)),
-            Err(StoreError::Damaged { .. })
-        ));
-    }
-}
+#[path = "routines_tests.rs"]
+mod tests;

@@ -1,6 +1,10 @@
 //! The row types of the store: what a session, a policy, an event and a
 //! pending delivery are once read. It must never hold SQL or decoding.
 
+use crate::model::attach::AttachInput;
+use crate::model::chain::ChainRecord;
+use crate::model::plan::{CommitPlan, Prepared};
+use crate::model::report::RunReport;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -161,7 +165,7 @@ pub struct PolicyRow {
     pub id: String,
     pub seq: i64,
     /// The attach input as validated (agentproto `policy_attach` JSON).
-    pub spec: Value,
+    pub spec: AttachInput,
     pub status: PolicyStatus,
     pub sessions: Vec<String>,
     /// Members whose turn-end (or exit) is still awaited.
@@ -171,11 +175,11 @@ pub struct PolicyRow {
     pub retries_used: i64,
     pub gate_runs: i64,
     /// The last gate report (outcome, reason, gates).
-    pub verdict: Option<Value>,
+    pub verdict: Option<RunReport>,
     /// The commit plan recorded on green (paths, message, fingerprint).
-    pub plan: Option<Value>,
+    pub plan: Option<CommitPlan>,
     /// The commit object written but maybe not yet published.
-    pub prepared: Option<Value>,
+    pub prepared: Option<Prepared>,
     pub commit_sha: Option<String>,
     pub reason: Option<String>,
     pub parent_id: Option<String>,
@@ -200,13 +204,13 @@ pub struct PolicyRow {
     /// (`[daemon] infra_retries`); back to 0 once a gate gives a verdict.
     #[serde(default)]
     pub infra_retries_used: i64,
-    /// Its review chain's state (`engine::chain::ChainRecord`), once its
-    /// first review began.
+    /// Its review chain's state, once its first review began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<Value>,
+    pub review: Option<ChainRecord>,
     /// Set when the stored row does not decode (invalid JSON, or JSON of
-    /// the wrong shape): the first such column and why. The other fields
-    /// are then placeholders: the engine only blocks or cancels such a
+    /// the wrong shape, or a spec an attach would refuse, or a plan or
+    /// chain missing that its status needs): the first such column and
+    /// why. The other fields are then placeholders: the engine only blocks or cancels such a
     /// policy, and the store writes nothing of it but its status, reason
     /// and time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,7 +225,11 @@ impl PolicyRow {
         PolicyRow {
             id: id.into(),
             seq: 0,
-            spec: serde_json::json!({"sessionId": members.first(), "sessionIds": members}),
+            spec: AttachInput {
+                session_id: members.first().map(|m| m.to_string()),
+                session_ids: Some(members.iter().map(|m| m.to_string()).collect()),
+                ..AttachInput::default()
+            },
             status,
             sessions: members.iter().map(|s| s.to_string()).collect(),
             pending: vec![],

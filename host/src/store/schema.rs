@@ -61,7 +61,7 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         )?;
     }
     // --- Version 6 (review chains): a policy's chain state, as JSON
-    // (`engine::chain::ChainRecord`). One step, kept apart for the merge.
+    // (`model::chain::ChainRecord`). One step, kept apart for the merge.
     let has_review = has_column(conn, "policies", "review")?;
     if !has_review {
         conn.execute_batch("ALTER TABLE policies ADD COLUMN review TEXT;")?;

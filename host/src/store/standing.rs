@@ -2,13 +2,14 @@
 //! (`gatehost policy attach --template`), with the sessions it is for (by
 //! agent, by workspace, by label), that the engine attaches to each new
 //! session it matches (`engine::rules`). It owns their SQL; it must never
-//! decide whether a template applies to a session, nor read the
-//! template's policy beyond storing it.
+//! decide whether a template applies to a session; its policy is decoded
+//! by the store's codec, kept as the operator gave it.
 
 use super::{StoreError, StoreResult, Tx};
+use crate::model::as_given::AsGiven;
+use crate::model::attach::AttachInput;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The table (schema version 8), created at every open.
 pub(super) const STANDING_SCHEMA: &str = "
@@ -36,9 +37,10 @@ pub struct StandingRow {
     /// The label a session must carry; none: any session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// The policy's JSON (the body of `POST /v1/policies` without its
-    /// sessions), as the operator gave it.
-    pub policy: Value,
+    /// The policy (the body of `POST /v1/policies` without its sessions),
+    /// kept and shown as the operator gave it; `None` (`null`) when its
+    /// stored JSON does not decode (then `damage` says why).
+    pub policy: Option<AsGiven<AttachInput>>,
     pub created_at: i64,
     /// Set when a stored column does not decode: which and why. Such a
     /// template attaches nothing (the engine says so) and is never written
@@ -66,7 +68,16 @@ fn standing_from(r: &Row<'_>) -> rusqlite::Result<StandingRow> {
         agents: json_col(r, "agents", &mut damage)?,
         under: json_col(r, "under", &mut damage)?,
         label: r.get("label")?,
-        policy: json_col(r, "policy", &mut damage)?,
+        policy: {
+            let text: String = r.get("policy")?;
+            match super::codec::decode(&text) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    damage.get_or_insert_with(|| format!("its stored policy does not decode: {e}"));
+                    None
+                }
+            }
+        },
         created_at: r.get("created_at")?,
         damage,
     })
@@ -115,7 +126,15 @@ impl Tx<'_> {
         let (agents, under, policy) = (
             encode("agents", &s.agents)?,
             encode("under", &s.under)?,
-            encode("policy", &s.policy)?,
+            match &s.policy {
+                Some(p) => super::codec::encode("policy", p)?,
+                None => {
+                    return Err(StoreError::Damaged {
+                        row: format!("standing policy {}", s.id),
+                        column: "policy".into(),
+                    });
+                }
+            },
         );
         self.conn()
             .prepare_cached(
@@ -148,7 +167,7 @@ mod tests {
             agents: vec!["claude".into()],
             under: vec!["/work".into()],
             label: None,
-            policy: json!({"gate": {"command": "true"}}),
+            policy: Some(AsGiven::parse(json!({"gate": {"command": "true"}})).expect("a template")),
             created_at: 1,
             damage: None,
         }

@@ -579,7 +579,14 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
     p.status = PolicyStatus::Done;
     p.reason = Some("not to be stored".into());
     p.next_id = Some("child".into());
-    p.prepared = Some(json!({"commit": "abc"}));
+    let prepared = crate::commit::Prepared {
+        commit: Some("abc".into()),
+        parent: None,
+        reference: "refs/heads/main".into(),
+        nothing_to_commit: false,
+        paths: vec!["a".into()],
+    };
+    p.prepared = Some(prepared.clone());
     p.publish_open = vec![7, 9];
     store
         .write(|tx| {
@@ -592,7 +599,7 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
     assert_eq!(stored.status, PolicyStatus::Committing);
     assert_eq!(stored.reason, None);
     assert_eq!(stored.next_id.as_deref(), Some("child"));
-    assert_eq!(stored.prepared, Some(json!({"commit": "abc"})));
+    assert_eq!(stored.prepared, Some(prepared));
     assert_eq!(stored.publish_open, [7, 9]);
     // A row that did not decode is never written back by them.
     let mut damaged = stored.clone();

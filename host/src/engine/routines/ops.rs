@@ -71,9 +71,8 @@ impl Engine {
         let row = RoutineRow {
             id: id.clone(),
             label: spec.label.clone(),
-            spec: serde_json::to_value(&spec).map_err(|e| invalid("spec", e.to_string()))?,
-            state: serde_json::to_value(routine::initial())
-                .map_err(|e| invalid("state", e.to_string()))?,
+            spec: Some(spec.clone()),
+            state: Some(routine::initial()),
             phase: routine::initial().name().to_string(),
             step_session: None,
             deadline_at: None,
@@ -284,9 +283,13 @@ impl Engine {
                 }
             }
             let reason = format!("cancelled by {by}; its stored row was damaged ({damage})");
-            let state = serde_json::to_string(&RunState::Cancelled)
-                .map_err(|e| invalid("state", e.to_string()))?;
-            tx.end_damaged_routine(id, &state, RunState::Cancelled.name(), &reason, now_ms())?;
+            tx.end_damaged_routine(
+                id,
+                RunState::Cancelled,
+                RunState::Cancelled.name(),
+                &reason,
+                now_ms(),
+            )?;
             tracing::warn!(routine = id, %damage, "a damaged routine was cancelled in place");
             tx.append_event(
                 "routine:cancelled",

@@ -4,25 +4,24 @@
 //! session, the runner or a file.
 
 use super::{
-    AttachInput, GateOn, MAX_CHAIN, MAX_COMMIT_MESSAGE, MAX_LABEL, MAX_NUDGE, MAX_RETRIES_LIMIT,
-    Then, WatchFrom, invalid, parse_gates,
+    AttachInput, GateOn, Invalid, MAX_CHAIN, MAX_COMMIT_MESSAGE, MAX_LABEL, MAX_NUDGE,
+    MAX_RETRIES_LIMIT, Then, WatchFrom, invalid,
 };
 use crate::commit::validate_commit_path;
 use crate::config::Trust;
-use crate::engine::EngineError;
-use crate::gate::spec::GateSpec;
 use serde_json::Value;
 
 /// The checks of an attach input that need nothing but the input (no
 /// session, runner or file): sizes, members named, gates that parse, the
-/// commit and its rules, options in range. Returns the parsed gates.
-/// `chained`: a `next` policy, whose members default to its parent's.
-pub(super) fn check_shape(
+/// commit and its rules, options in range (the gates were parsed with
+/// the input). `chained`: a `next` policy, whose members default to its
+/// parent's.
+pub fn check_shape(
     input: &AttachInput,
     at: &str,
     chained: bool,
     depth: usize,
-) -> Result<Vec<GateSpec>, EngineError> {
+) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}{name}");
     let too_long = |field: &str, value: &str, max: usize| {
         (value.len() > max).then(|| {
@@ -70,7 +69,7 @@ pub(super) fn check_shape(
             "name the session (sessionId) or sessions (sessionIds) to watch",
         ));
     }
-    let gates = parse_gates(input.gate.as_ref(), &f("gate"))?;
+    let gates = input.gates();
     match (input.then, &input.commit) {
         (Then::Commit, None) => {
             return Err(invalid(
@@ -148,28 +147,19 @@ pub(super) fn check_shape(
             "must not be empty (omit it for the default nudge)",
         ));
     }
-    match &input.watch_from {
-        None => {}
-        Some(WatchFrom::Named(n)) if n == "now" || n == "latest" => {}
-        Some(WatchFrom::Named(n)) => {
-            return Err(invalid(
-                f("watchFrom"),
-                format!("'{n}' is neither \"now\", \"latest\" nor an event cursor"),
-            ));
-        }
-        Some(WatchFrom::Cursor(c)) if *c < 0 => {
-            return Err(invalid(f("watchFrom"), "a cursor is at least 0"));
-        }
-        Some(WatchFrom::Cursor(_)) => {}
+    if let Some(WatchFrom::Cursor(c)) = input.watch_from
+        && c < 0
+    {
+        return Err(invalid(f("watchFrom"), "a cursor is at least 0"));
     }
-    Ok(gates)
+    Ok(())
 }
 
 /// Checks an attach input read back from the store, as strictly as
-/// [`validate`] checks one at attach, but for what needs the sessions, the
+/// the engine's attach checks one at attach, but for what needs the sessions, the
 /// runner or the workspace (checked again when the gate runs): a stored
 /// spec of the wrong shape is a decode error, never a default.
-pub fn check_stored(input: &AttachInput) -> Result<(), EngineError> {
+pub fn check_stored(input: &AttachInput) -> Result<(), Invalid> {
     let mut at = String::new();
     let mut next = Some(input);
     let mut depth = 0;
@@ -214,10 +204,10 @@ pub fn not_an_object(value: &Value) -> Option<String> {
 /// standing policy's template): its shape, its gates' shape and its chain's
 /// depth. The rest (the gates against a workspace, commit paths, a
 /// reviewer) is checked when it attaches to a session.
-pub fn check_template(input: &AttachInput, max_chain_depth: u32) -> Result<(), EngineError> {
+pub fn check_template(input: &AttachInput, max_chain_depth: u32) -> Result<(), Invalid> {
     super::review::check_depth(input, max_chain_depth)?;
     // Its session is given when it attaches: checked as if it had one.
     let mut with_member = input.clone();
     with_member.session_ids = Some(vec!["template".into()]);
-    check_shape(&with_member, "", false, 0).map(drop)
+    check_shape(&with_member, "", false, 0)
 }

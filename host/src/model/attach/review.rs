@@ -3,9 +3,9 @@
 //! what the reviewer parses to; it must never run a reviewer or decide a
 //! chain (`engine::chain`, `engine::review`).
 
-use super::{AttachInput, invalid};
-use crate::engine::EngineError;
+use super::{AttachInput, Invalid, invalid};
 use crate::gate::spec::{GateSpec, Kind, parse_gate};
+use crate::model::as_given::{AsGiven, FromJson, tagged};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,8 +21,7 @@ pub struct ReviewInput {
     /// (`{"judge": {…}}`, SHIP for PASS) or a registered session
     /// (`{"session": ID, "prompt"?: RUBRIC}`, prompted with the rubric and
     /// the diff; its last `VERDICT: SHIP|BLOCK` line decides).
-    #[schemars(with = "ReviewerSchema")]
-    pub reviewer: Value,
+    pub reviewer: Reviewer,
     /// The session nudged with a BLOCK's findings (one of the policy's
     /// sessions; default: its first, the author).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,24 +33,6 @@ pub struct ReviewInput {
     pub max_cycles: Option<u32>,
 }
 
-/// `{"judge": {…}}` or `{"session": ID}`, for the schema only.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum ReviewerSchema {
-    Judge(crate::gate::spec::JudgeWrapper),
-    Session(SessionReviewer),
-}
-
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct SessionReviewer {
-    session: String,
-    /// The rubric (a default one asks for a review of the change).
-    prompt: Option<String>,
-}
-
 /// The rubric of a session reviewer given none.
 pub const DEFAULT_RUBRIC: &str =
     "Review this change for correctness, tests and clarity. List what must be fixed, if anything.";
@@ -59,24 +40,44 @@ pub const DEFAULT_RUBRIC: &str =
 /// The most bytes of a session reviewer's rubric.
 pub const MAX_RUBRIC: usize = 16 * 1024;
 
-/// A reviewer, parsed.
-#[derive(Debug, Clone, PartialEq)]
+/// A reviewer: `{"judge": {…}}` or `{"session": ID, "prompt"?: RUBRIC}`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
 pub enum Reviewer {
     /// A judge gate: its verdict PASS is SHIP, FAIL (or no verdict) BLOCK.
-    Judge(Box<GateSpec>),
+    Judge(#[schemars(with = "crate::gate::spec::JudgeWrapper")] Box<AsGiven<GateSpec>>),
     /// A session, prompted with the rubric and the diff.
-    Session { id: String, rubric: String },
+    Session(SessionReviewer),
 }
 
-impl ReviewInput {
-    pub fn max_cycles(&self) -> u32 {
-        self.max_cycles.unwrap_or(DEFAULT_MAX_CYCLES)
-    }
+/// A session reviewer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionReviewer {
+    pub session: String,
+    /// The rubric (a default one asks for a review of the change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
 
-    /// The reviewer; an error names `at` + `review.reviewer`.
-    pub fn reviewer(&self, at: &str) -> Result<Reviewer, EngineError> {
-        let field = format!("{at}review.reviewer");
-        match &self.reviewer {
+impl SessionReviewer {
+    /// The rubric it is prompted with.
+    pub fn rubric(&self) -> &str {
+        self.prompt.as_deref().unwrap_or(DEFAULT_RUBRIC)
+    }
+}
+
+impl FromJson for GateSpec {
+    fn from_json(v: &Value) -> Result<Self, Invalid> {
+        parse_gate(v.clone(), "reviewer").map_err(|e| invalid(e.field, e.message))
+    }
+}
+
+impl FromJson for Reviewer {
+    /// Errors name `reviewer` (the field of the review object).
+    fn from_json(v: &Value) -> Result<Self, Invalid> {
+        let field = "reviewer";
+        match v {
             Value::Object(map) if map.contains_key("session") => {
                 if let Some(k) = map.keys().find(|k| *k != "session" && *k != "prompt") {
                     return Err(invalid(
@@ -84,9 +85,9 @@ impl ReviewInput {
                         "a session reviewer is {\"session\": ID, \"prompt\"?: RUBRIC}",
                     ));
                 }
-                let rubric = match map.get("prompt") {
-                    None => DEFAULT_RUBRIC.to_string(),
-                    Some(Value::String(p)) if p.len() <= MAX_RUBRIC => p.clone(),
+                let prompt = match map.get("prompt") {
+                    None => None,
+                    Some(Value::String(p)) if p.len() <= MAX_RUBRIC => Some(p.clone()),
                     Some(Value::String(p)) => {
                         return Err(invalid(
                             format!("{field}.prompt"),
@@ -96,21 +97,19 @@ impl ReviewInput {
                     Some(_) => return Err(invalid(format!("{field}.prompt"), "must be a string")),
                 };
                 match map.get("session") {
-                    Some(Value::String(id)) if !id.is_empty() => Ok(Reviewer::Session {
-                        id: id.clone(),
-                        rubric,
-                    }),
+                    Some(Value::String(id)) if !id.is_empty() => {
+                        Ok(Reviewer::Session(SessionReviewer {
+                            session: id.clone(),
+                            prompt,
+                        }))
+                    }
                     _ => Err(invalid(format!("{field}.session"), "must be a session id")),
                 }
             }
             Value::Object(map) if map.contains_key("judge") => {
-                match parse_gate(self.reviewer.clone(), &field)
-                    .map_err(|e| invalid(e.field, e.message))?
-                {
-                    g @ GateSpec {
-                        kind: Kind::Judge(_),
-                        ..
-                    } => Ok(Reviewer::Judge(Box::new(g))),
+                let gate = AsGiven::<GateSpec>::parse(v.clone())?;
+                match &gate.kind {
+                    Kind::Judge(_) => Ok(Reviewer::Judge(Box::new(gate))),
                     _ => Err(invalid(field, "must be a judge gate object or a session")),
                 }
             }
@@ -119,6 +118,19 @@ impl ReviewInput {
                 "must be a judge gate object ({\"judge\": {…}}) or {\"session\": ID}",
             )),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Reviewer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Reviewer::from_json(&v).map_err(|e| serde::de::Error::custom(tagged(&e.field, &e.message)))
+    }
+}
+
+impl ReviewInput {
+    pub fn max_cycles(&self) -> u32 {
+        self.max_cycles.unwrap_or(DEFAULT_MAX_CYCLES)
     }
 
     /// The repairer: the one named, or the policy's first member.
@@ -130,11 +142,11 @@ impl ReviewInput {
 /// The checks of `input.review` that need nothing but the input: the
 /// reviewer parses, `maxCycles` is at least 1, the repairer is one of the
 /// members (when the members are named).
-pub(super) fn check_review(input: &AttachInput, at: &str) -> Result<(), EngineError> {
+pub(super) fn check_review(input: &AttachInput, at: &str) -> Result<(), Invalid> {
     let Some(r) = &input.review else {
         return Ok(());
     };
-    let reviewer = r.reviewer(at)?;
+    let reviewer = &r.reviewer;
     if r.max_cycles == Some(0) {
         return Err(invalid(
             format!("{at}review.maxCycles"),
@@ -153,7 +165,7 @@ pub(super) fn check_review(input: &AttachInput, at: &str) -> Result<(), EngineEr
             ),
         ));
     }
-    if let Reviewer::Session { id, .. } = &reviewer
+    if let Reviewer::Session(SessionReviewer { session: id, .. }) = reviewer
         && members.contains(id)
     {
         return Err(invalid(
@@ -170,7 +182,7 @@ pub(super) fn check_review(input: &AttachInput, at: &str) -> Result<(), EngineEr
 /// every `review.maxCycles` of its chain, counted together; refused past
 /// `max` (`[daemon] max_chain_depth`), naming the field where the count
 /// crossed it.
-pub(super) fn check_depth(input: &AttachInput, max: u32) -> Result<(), EngineError> {
+pub fn check_depth(input: &AttachInput, max: u32) -> Result<(), Invalid> {
     let mut count: u64 = 0;
     let mut at = String::new();
     let mut cur = Some(input);
@@ -220,11 +232,17 @@ mod tests {
         let i = input(json!({"sessionId": "a", "review": {"reviewer": {"session": "r"}}}));
         let r = i.review.as_ref().expect("review");
         assert_eq!(
-            r.reviewer("").ok(),
-            Some(Reviewer::Session {
-                id: "r".into(),
-                rubric: DEFAULT_RUBRIC.into()
+            r.reviewer,
+            Reviewer::Session(SessionReviewer {
+                session: "r".into(),
+                prompt: None
             })
+        );
+        assert!(matches!(&r.reviewer, Reviewer::Session(s) if s.rubric() == DEFAULT_RUBRIC));
+        // Shown as given.
+        assert_eq!(
+            serde_json::to_value(r).expect("encodes"),
+            json!({"reviewer": {"session": "r"}})
         );
         assert_eq!(r.max_cycles(), 5);
         assert_eq!(r.repairer_of(&["a".into()]), Some("a".into()));
@@ -232,8 +250,8 @@ mod tests {
             json!({"sessionId": "a", "review": {"reviewer": {"judge": {"adapter": "j", "prompt": "p"}}, "maxCycles": 2}}),
         );
         assert!(matches!(
-            i.review.as_ref().map(|r| r.reviewer("")),
-            Some(Ok(Reviewer::Judge(_)))
+            i.review.as_ref().map(|r| &r.reviewer),
+            Some(Reviewer::Judge(_))
         ));
         for (bad, field) in [
             (json!({"command": "true"}), "review.reviewer"),
@@ -245,27 +263,27 @@ mod tests {
             ),
             (json!("r"), "review.reviewer"),
         ] {
-            let i = input(json!({"sessionId": "a", "review": {"reviewer": bad}}));
-            match check_review(&i, "") {
-                Err(EngineError::Invalid { field: f, .. }) => assert_eq!(f, field, "{bad}"),
+            match super::super::parse_input(json!({"sessionId": "a", "review": {"reviewer": bad}}))
+            {
+                Err(Invalid { field: f, .. }) => assert_eq!(f, field, "{bad}"),
                 other => panic!("{bad}: {other:?}"),
             }
         }
         let i = input(json!({"sessionId": "a", "review": {"reviewer": {"session": "a"}}}));
         assert!(
-            matches!(check_review(&i, ""), Err(EngineError::Invalid { field, .. }) if field == "review.reviewer.session")
+            matches!(check_review(&i, ""), Err(Invalid { field, .. }) if field == "review.reviewer.session")
         );
         let i = input(
             json!({"sessionId": "a", "review": {"reviewer": {"session": "r"}, "repairer": "b"}}),
         );
         assert!(
-            matches!(check_review(&i, ""), Err(EngineError::Invalid { field, .. }) if field == "review.repairer")
+            matches!(check_review(&i, ""), Err(Invalid { field, .. }) if field == "review.repairer")
         );
         let i = input(
             json!({"sessionId": "a", "review": {"reviewer": {"session": "r"}, "maxCycles": 0}}),
         );
         assert!(
-            matches!(check_review(&i, ""), Err(EngineError::Invalid { field, .. }) if field == "review.maxCycles")
+            matches!(check_review(&i, ""), Err(Invalid { field, .. }) if field == "review.maxCycles")
         );
     }
 
@@ -278,15 +296,15 @@ mod tests {
         // 3 + 1 + 3 + 1 = 8.
         assert!(check_depth(&i, 8).is_ok());
         match check_depth(&i, 7) {
-            Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "next.next"),
+            Err(Invalid { field, .. }) => assert_eq!(field, "next.next"),
             other => panic!("{other:?}"),
         }
         match check_depth(&i, 6) {
-            Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "next.review.maxCycles"),
+            Err(Invalid { field, .. }) => assert_eq!(field, "next.review.maxCycles"),
             other => panic!("{other:?}"),
         }
         match check_depth(&i, 2) {
-            Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "review.maxCycles"),
+            Err(Invalid { field, .. }) => assert_eq!(field, "review.maxCycles"),
             other => panic!("{other:?}"),
         }
     }

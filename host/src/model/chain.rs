@@ -1,0 +1,59 @@
+//! A review chain's stored state (the policy row's `review` column): where
+//! the chain is, which cycle, what SHIP leads to. It owns the record's
+//! shape; it must never decide a chain (`engine::chain` does).
+
+use serde::{Deserialize, Serialize};
+
+/// Where a chain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChainPhase {
+    /// The reviewer reviews the change of cycle `cycle`.
+    Reviewing,
+    /// The repairer was nudged with the findings of cycle `cycle`; its
+    /// next turn-end is gated and reviewed again.
+    Repairing,
+    /// SHIP: the policy went on to its `then` (terminal).
+    Shipped,
+    /// BLOCK `maxCycles` times: blocked, a person told (terminal).
+    Escalated,
+}
+
+/// What a pass leads to once shipped (stored: the review may outlive
+/// the daemon that gated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShipTo {
+    Done,
+    AwaitAck,
+    CommitNow,
+}
+
+/// A chain's stored state (the policy row's `review` column).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChainRecord {
+    pub phase: ChainPhase,
+    /// The review under way or last done, from 1.
+    pub cycle: u32,
+    pub max_cycles: u32,
+    /// What SHIP leads to.
+    pub ship_to: ShipTo,
+    /// The change under review (a diff against HEAD, as the gate judged
+    /// it; capped), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The event cursor when the review started: a session reviewer's
+    /// turn-end after it is its answer.
+    pub started_after: i64,
+    /// The last BLOCK's findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<String>,
+    /// This review's name (`rv-` and 12 hex digits, new at each cycle): a
+    /// session reviewer's verdict line must end with it, so that an
+    /// answer is bound to the prompt it answers (a reviewer of two
+    /// authors answers each by name). `None` for a record stored before
+    /// names existed (any verdict line then answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+}
