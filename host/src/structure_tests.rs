@@ -194,6 +194,16 @@ fn every_top_level_module_is_listed_and_documented() {
         .lines()
         .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
         .collect();
+    // A module kept under its old name (`pub use model::report as verdict;`).
+    let renamed: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("pub use ")?
+                .strip_suffix(';')?
+                .split_once(" as ")
+        })
+        .map(|(_, name)| name)
+        .collect();
     assert!(modules.len() > 20, "the reader found no modules");
     let unlisted: Vec<&str> = modules
         .iter()
@@ -207,7 +217,7 @@ fn every_top_level_module_is_listed_and_documented() {
     let listed = lib.lines().filter(|l| l.starts_with("//! - [`")).count();
     assert_eq!(
         listed,
-        modules.len(),
+        modules.len() + renamed.len(),
         "lib.rs's doc lists a module that is gone"
     );
     let undocumented: Vec<&str> = modules

@@ -567,13 +567,7 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
     store
-        .write(|tx| {
-            tx.insert_policy(&mut PolicyRow::sample(
-                "p",
-                PolicyStatus::Committing,
-                &["s"],
-            ))
-        })
+        .write(|tx| tx.insert_policy(&mut PolicyRow::sample("p", PolicyStatus::Gating, &["s"])))
         .expect("insert");
     let mut p = store.policy("p").expect("read").expect("stored");
     p.status = PolicyStatus::Done;
@@ -596,7 +590,7 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
         })
         .expect("record");
     let stored = store.policy("p").expect("read").expect("stored");
-    assert_eq!(stored.status, PolicyStatus::Committing);
+    assert_eq!(stored.status, PolicyStatus::Gating);
     assert_eq!(stored.reason, None);
     assert_eq!(stored.next_id.as_deref(), Some("child"));
     assert_eq!(stored.prepared, Some(prepared));
