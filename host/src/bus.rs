@@ -1,93 +1,48 @@
 //! The event bus: event names, their short forms, and the wake-up signal
 //! that long-polls wait on.
 //!
-//! Events themselves live in the store (appended in the transaction of the
+//! The names come from the typed events (`model::event`), one list per
+//! family. Events themselves live in the store (appended in the transaction of the
 //! state change they describe); this module only says which names exist and
 //! tells waiting readers that the log grew. It must never hold events in
 //! memory as the source of truth: a reader always reads the store by cursor.
 
+use crate::model::event::{
+    ConfigEvent, PasskeyEvent, PolicyChange, ReviewChange, RoutineKind, SessionEvent,
+    StandingEvent, WatchdogEvent,
+};
 use tokio::sync::watch;
 
 /// Session events.
-pub const SESSION_EVENTS: &[&str] = &[
-    "session:registered",
-    "session:turn-start",
-    "session:turn-end",
-    "session:awaiting-input",
-    "session:exited",
-    "session:policy-refused",
-    "session:permission",
-    "session:permission-escalated",
-    "session:client-refused",
-    "session:ungated",
-];
+pub const SESSION_EVENTS: &[&str] = SessionEvent::KINDS;
 
 /// Policy events, one per lifecycle transition and outcome.
-pub const POLICY_EVENTS: &[&str] = &[
-    "policy:attached",
-    "policy:queued",
-    "policy:gating",
-    "policy:passed",
-    "policy:failed",
-    "policy:nudge",
-    "policy:watching",
-    "policy:blocked",
-    "policy:commit-ready",
-    "policy:approved",
-    "policy:rejected",
-    "policy:stale",
-    "policy:committed",
-    "policy:commit-failed",
-    "policy:cancelled",
-    "policy:done",
-    "policy:next-refused",
-    "policy:paused",
-    "policy:expired",
-    "policy:retry",
-];
+pub const POLICY_EVENTS: &[&str] = PolicyChange::KINDS;
 
 /// A policy's review chain (`review`): named in full only (`started`,
 /// `verdict` may be other families' too).
-pub const REVIEW_EVENTS: &[&str] = &[
-    "review:started",
-    "review:verdict",
-    "review:repair",
-    "review:shipped",
-    "review:escalated",
-];
+pub const REVIEW_EVENTS: &[&str] = ReviewChange::KINDS;
 
 /// A routine's run (`engine::routines`): named in full only.
-pub const ROUTINE_EVENTS: &[&str] = &[
-    "routine:started",
-    "routine:step-started",
-    "routine:awaiting-input",
-    "routine:auto-allowed",
-    "routine:escalated",
-    "routine:resolved",
-    "routine:step-done",
-    "routine:step-restarted",
-    "routine:done",
-    "routine:failed",
-    "routine:cancelled",
-];
+pub const ROUTINE_EVENTS: &[&str] = RoutineKind::KINDS;
 
 /// Daemon-wide events (no session, no policy): the configuration read
 /// again, and a weakening of it held until a restart (the `live_config`
 /// module). Named in full only: `rejected` is
 /// also a policy's.
-pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected", "config:held"];
+pub const CONFIG_EVENTS: &[&str] = ConfigEvent::KINDS;
 
 /// Standing policies added and removed (`engine::standing`): daemon-wide,
 /// named in full only.
-pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
+pub const STANDING_EVENTS: &[&str] = StandingEvent::KINDS;
 
 /// The operator's passkeys registered and removed (`engine::passkeys`):
 /// daemon-wide, named in full only.
-pub const PASSKEY_EVENTS: &[&str] = &["passkey:registered", "passkey:removed"];
+pub const PASSKEY_EVENTS: &[&str] = PasskeyEvent::KINDS;
 
 /// The watchdog's session events. Named in full only: `stale` is also a
 /// policy's (`policy:stale`, its judged content changed).
-pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
+pub const WATCHDOG_EVENTS: &[&str] = WatchdogEvent::KINDS;
 
 /// The full name of an event type given in full (`session:turn-end`) or
 /// short (`turn-end`; session and policy events only); an unknown name is

@@ -13,7 +13,6 @@
 
 use crate::config::HostConfig;
 use crate::engine::Engine;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,15 +21,7 @@ pub mod weakening;
 /// How often the configuration file's metadata is looked at.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
 
-/// What made the daemon read its configuration again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trigger {
-    /// SIGHUP.
-    Signal,
-    /// The file changed (its metadata, polled).
-    File,
-}
+pub use crate::model::event::Trigger;
 
 /// The daemon-wide configuration events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,38 +48,7 @@ impl ConfigEvent {
     }
 }
 
-/// The payload of `config:reloaded`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigReloaded {
-    /// The file read.
-    pub source: String,
-    pub trigger: Trigger,
-    /// The settings whose value differs from the one in force (by their
-    /// configuration names: `shell.allow`, `judge.adapters.claude`,
-    /// `daemon.webhook_url` …), those applied and those not.
-    pub changed: Vec<String>,
-    /// Those of `changed` that need a restart: their old value stays in
-    /// force until then.
-    pub needs_restart: Vec<String>,
-    /// Those of `changed` that would weaken a guarantee: their old value
-    /// stays in force until a restart (see `weakening`; a `config:held`
-    /// event says so).
-    #[serde(default)]
-    pub held: Vec<String>,
-    /// Whether supervision runs (`[daemon] enabled`) now.
-    pub enabled: bool,
-}
-
-/// The payload of `config:rejected`: the configuration in force is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigRejected {
-    pub source: String,
-    pub trigger: Trigger,
-    /// Why, as `serve` would have said it at start.
-    pub reason: String,
-}
+pub use crate::model::event::{ConfigRejected, ConfigReloaded};
 
 /// Reads the configuration at `path` (the defaults for `None`) and makes
 /// of it what `serve` uses, with every check that stops a start.

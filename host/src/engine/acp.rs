@@ -61,19 +61,7 @@ pub(super) struct Acp {
 /// (none: the operator).
 type Answer = (bool, Option<String>);
 
-/// Who answered a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AnsweredBy {
-    Rule,
-    Operator,
-    /// A routine's rule (`auto-allow`) for a step in the session: the
-    /// event names the run (`routine`).
-    Routine,
-    Timeout,
-    /// The session ended (or the daemon is stopping) while it waited.
-    Closed,
-}
+pub use crate::model::event::AnsweredBy;
 
 /// The payload of `session:permission`.
 #[derive(Debug, Serialize)]

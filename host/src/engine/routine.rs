@@ -340,15 +340,7 @@ impl RunState {
     }
 }
 
-/// Where awaiting input came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InputSource {
-    /// A turn-end without the step's done marker.
-    TurnEnd,
-    /// A permission request the session's rule escalated.
-    Permission,
-}
+pub use crate::model::event::InputSource;
 
 /// What happened to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -407,26 +399,7 @@ impl OnInput {
     }
 }
 
-/// Why a run failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailReason {
-    /// A step it waited for failed.
-    WaitFailed,
-    /// Its session awaited input and the step's rule is `fail`.
-    InputRefused,
-    /// Its session exited before finishing.
-    SessionDied,
-    /// Nobody answered the escalation in time.
-    EscalationTimedOut,
-    /// The daemon died under it more than [`MAX_RESTARTS`] times.
-    TooManyRestarts,
-    /// Its policy ended without passing (blocked, cancelled), or could
-    /// not be attached.
-    PolicyFailed,
-    /// Its session asked again after `autoAllow` answered `max` times.
-    AutoAllowExhausted,
-}
+pub use crate::model::event::FailReason;
 
 impl FailReason {
     pub fn describe(self) -> &'static str {

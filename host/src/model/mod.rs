@@ -5,3 +5,5 @@
 //! engine, the API's wire types and the readers of events hold only them.
 //! This layer must never hold SQL, a process, a clock or a network call: it
 //! is data and the pure rules that keep that data well formed.
+
+pub mod event;
