@@ -15,6 +15,7 @@ use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, Cha
 use super::machine::{AfterPass, Input, ReviewStep, Verdict};
 use super::{AttachInput, Engine, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;
+use crate::model::event::{Event, SessionEvent, WatchdogEvent};
 use crate::store::{EventFilter, PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Outcome, RunReport};
 use serde::Serialize;
@@ -366,16 +367,19 @@ impl Engine {
             }
             let found = self.wait_events(&filter, ANSWER_POLL).await?;
             if let Some(e) = found.first() {
-                if e.kind == "session:exited" {
-                    return Ok(Some(Answer::said(
-                        false,
-                        format!("the reviewer session {reviewer} exited without a verdict: BLOCK"),
-                    )));
-                }
-                if e.kind == "session:stale" {
-                    return Ok(Some(silent(reviewer)));
-                }
-                let message = e.payload.get("message").and_then(Value::as_str);
+                let message = match &e.event {
+                    Event::Session(SessionEvent::Exited(_)) => {
+                        return Ok(Some(Answer::said(
+                            false,
+                            format!(
+                                "the reviewer session {reviewer} exited without a verdict: BLOCK"
+                            ),
+                        )));
+                    }
+                    Event::Watchdog(WatchdogEvent::Stale(_)) => return Ok(Some(silent(reviewer))),
+                    Event::Session(SessionEvent::TurnEnd(r)) => r.message.as_deref(),
+                    _ => None,
+                };
                 match read_answer(message, record.nonce.as_deref()) {
                     Some(answer) => return Ok(Some(answer)),
                     None => {

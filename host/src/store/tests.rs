@@ -132,7 +132,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
         urls,
         ["http://127.0.0.1:1/global", "http://127.0.0.1:1/session"]
     );
-    assert!(due.iter().all(|d| d.event.kind == "policy:blocked"));
+    assert!(due.iter().all(|d| d.event.kind() == "policy:blocked"));
 }
 
 fn session(id: &str, url: &str) -> SessionRow {

@@ -1,7 +1,7 @@
 //! The one codec between an [`Event`] and its stored and published form:
 //! a kind and a JSON object payload.
 
-use super::{ConfigEvent, PasskeyEvent, SessionEvent, StandingEvent, WatchdogEvent};
+use super::{ConfigEvent, HookEvent, PasskeyEvent, SessionEvent, StandingEvent, WatchdogEvent};
 use super::{Event, PolicyChange, PolicyEvent, PolicyHead, ReviewChange, ReviewEvent};
 use super::{RoutineEvent, RoutineKind, RoutinePayload};
 use serde::Deserialize;
@@ -81,6 +81,7 @@ impl Event {
             Event::Standing(e) => e.encode().map_err(err),
             Event::Passkey(e) => e.encode().map_err(err),
             Event::Config(e) => e.encode().map_err(err),
+            Event::Hook(e) => e.encode().map_err(err),
             Event::Unknown { payload, .. } => Ok(payload.clone()),
         }
     }
@@ -151,6 +152,30 @@ impl Event {
     }
 }
 
+impl Event {
+    /// The string fields among `keys` its published payload holds, in the
+    /// order of `keys`: what a one-line view of any event (a kind it does
+    /// not know too) shows. Display only: a reader that acts on an event
+    /// matches its type.
+    pub fn said<'k>(&self, keys: &[&'k str]) -> Vec<(&'k str, String)> {
+        let payload = match self.payload() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(kind = self.kind(), error = %e, "an event does not encode");
+                return Vec::new();
+            }
+        };
+        keys.iter()
+            .filter_map(|k| {
+                payload
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .map(|v| (*k, v.to_string()))
+            })
+            .collect()
+    }
+}
+
 fn unknown(kind: &str, payload: Value) -> Event {
     Event::Unknown {
         kind: kind.to_string(),
@@ -189,6 +214,9 @@ fn typed(kind: &str, v: &Value) -> Option<Result<Event, serde_json::Error>> {
     }
     if let Some(r) = PasskeyEvent::decode(kind, v) {
         return Some(r.map(Event::Passkey));
+    }
+    if let Some(r) = HookEvent::decode(kind, v) {
+        return Some(r.map(Event::Hook));
     }
     ConfigEvent::decode(kind, v).map(|r| r.map(Event::Config))
 }

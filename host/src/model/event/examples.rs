@@ -635,5 +635,17 @@ pub(super) fn examples() -> Vec<Event> {
             held: vec![s("daemon.ack_requires")],
             reason: s("a weakening waits for a restart"),
         })),
+        Event::Hook(HookEvent::Capped(HookNotice {
+            agent: s("claude"),
+            session_id: s("claude-1"),
+            cwd: s("/w/app"),
+            reason: s("out of retries: the stop is let through"),
+        })),
+        Event::Hook(HookEvent::GateError(HookNotice {
+            agent: s("codex"),
+            session_id: s("codex-1"),
+            cwd: s("/w/app"),
+            reason: s("the gate could not run"),
+        })),
     ]
 }

@@ -40,8 +40,9 @@ pub use policy::{
 };
 pub use routine::{FailReason, InputSource, RoutineEvent, RoutineKind, RoutinePayload};
 pub use session::{
-    AnsweredBy, ClientRefused, Live, OnStaleName, Permission, PermissionEscalated, PolicyRefused,
-    RefusedOrigin, Registered, Report, SessionEvent, Stale, Ungated, WatchdogEvent,
+    AnsweredBy, ClientRefused, HookEvent, HookNotice, Live, OnStaleName, Permission,
+    PermissionEscalated, PolicyRefused, RefusedOrigin, Registered, Report, SessionEvent, Stale,
+    Ungated, WatchdogEvent,
 };
 
 use serde_json::Value;
@@ -66,6 +67,8 @@ pub enum Event {
     Passkey(PasskeyEvent),
     /// The configuration read again, rejected or held (`config:*`).
     Config(ConfigEvent),
+    /// A standalone hook's notices (`hook:*`), sent and never stored.
+    Hook(HookEvent),
     /// A kind this build does not know, or a payload that does not decode
     /// into its kind's struct: kept as stored.
     Unknown { kind: String, payload: Value },
@@ -73,7 +76,7 @@ pub enum Event {
 
 impl Event {
     /// Every kind this build knows, family by family.
-    pub const KINDS: [&'static [&'static str]; 8] = [
+    pub const KINDS: [&'static [&'static str]; 9] = [
         SessionEvent::KINDS,
         WatchdogEvent::KINDS,
         PolicyChange::KINDS,
@@ -82,6 +85,7 @@ impl Event {
         StandingEvent::KINDS,
         PasskeyEvent::KINDS,
         ConfigEvent::KINDS,
+        HookEvent::KINDS,
     ];
 
     /// Its kind, as stored and published (`policy:nudge`).
@@ -95,6 +99,7 @@ impl Event {
             Event::Standing(e) => e.kind(),
             Event::Passkey(e) => e.kind(),
             Event::Config(e) => e.kind(),
+            Event::Hook(e) => e.kind(),
             Event::Unknown { kind, .. } => kind,
         }
     }

@@ -171,3 +171,23 @@ pub struct Live {
     pub by: String,
     pub stale_at: i64,
 }
+
+family! {
+    /// A standalone hook's notices to a person (`[hook] notify_url`):
+    /// sent, never stored.
+    HookEvent {
+        Capped(HookNotice) = "hook:capped",
+        GateError(HookNotice) = "hook:gate-error",
+    }
+}
+
+/// The payload of a standalone hook's notice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookNotice {
+    /// The agent CLI's name (`claude`).
+    pub agent: String,
+    pub session_id: String,
+    pub cwd: String,
+    pub reason: String,
+}

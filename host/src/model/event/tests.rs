@@ -87,6 +87,10 @@ fn named(e: &Event) -> &'static str {
             ConfigEvent::Rejected(_) => "config:rejected",
             ConfigEvent::Held(_) => "config:held",
         },
+        Event::Hook(e) => match e {
+            HookEvent::Capped(_) => "hook:capped",
+            HookEvent::GateError(_) => "hook:gate-error",
+        },
         Event::Unknown { .. } => "",
     }
 }
