@@ -22,6 +22,7 @@ pub mod weakening;
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
 
 pub use crate::model::event::Trigger;
+use crate::model::event::{ConfigEvent as Typed, Event};
 
 /// The daemon-wide configuration events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,8 +373,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
                 trigger,
                 reason,
             };
-            let value = serde_json::to_value(&payload).unwrap_or_default();
-            if let Err(e) = engine.daemon_event(ConfigEvent::Rejected.as_str(), &value) {
+            if let Err(e) = engine.daemon_event(&Event::Config(Typed::Rejected(payload))) {
                 tracing::error!(error = %e, "cannot store the config:rejected event");
             }
             return;
@@ -397,8 +397,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
             held: held.clone(),
             reason,
         };
-        let value = serde_json::to_value(&payload).unwrap_or_default();
-        if let Err(e) = engine.daemon_event(ConfigEvent::Held.as_str(), &value) {
+        if let Err(e) = engine.daemon_event(&Event::Config(Typed::Held(payload))) {
             tracing::error!(error = %e, "cannot store the config:held event (the stronger setting is kept all the same)");
         }
     }
@@ -421,8 +420,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
         held,
         enabled: new.daemon.enabled,
     };
-    let value = serde_json::to_value(&payload).unwrap_or_default();
-    if let Err(e) = engine.reconfigure(new, ConfigEvent::Reloaded.as_str(), &value) {
+    if let Err(e) = engine.reconfigure(new, &Event::Config(Typed::Reloaded(payload))) {
         tracing::error!(error = %e, "the configuration is in force, but its config:reloaded event (or a paused policy's) could not be stored");
     }
 }

@@ -8,10 +8,10 @@
 
 use super::machine::{AfterNudge, Input};
 use super::{AttachInput, Engine, EngineError, EngineResult, PolicyEvent, stored};
+use crate::model::event as ev;
 use crate::store::{PolicyRow, PolicyStatus, SessionState, now_ms};
 use crate::verdict::RunReport;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The most of a gate's output a nudge or event carries.
 const OUTPUT_IN_NUDGE: usize = 4000;
@@ -253,12 +253,21 @@ impl Engine {
                     &mut p,
                     Input::NudgeDelivered(after),
                     |event| match event {
-                        PolicyEvent::Blocked => json!({"outcome": "fail", "reason": reason}),
-                        PolicyEvent::Queued => {
-                            json!({"reason": "every member ended its turn after the nudge"})
-                        }
-                        PolicyEvent::Watching => json!({"pending": pending}),
-                        _ => json!({}),
+                        PolicyEvent::Blocked => Some(
+                            ev::PolicyChange::blocked(ev::BlockOutcome::Fail, reason.clone())
+                                .into(),
+                        ),
+                        PolicyEvent::Queued => Some(
+                            ev::PolicyChange::queued("every member ended its turn after the nudge")
+                                .into(),
+                        ),
+                        PolicyEvent::Watching => Some(
+                            ev::PolicyChange::Watching(ev::Watching {
+                                pending: pending.clone(),
+                            })
+                            .into(),
+                        ),
+                        _ => None,
                     },
                 )?;
             // Gated at once when a slot is free (saves a transaction).

@@ -12,24 +12,13 @@ use super::machine::Input;
 use super::{Engine, EngineError, EngineResult};
 use crate::anchor::{Places, WorkspaceAnchor};
 use crate::config::Trust;
+use crate::model::event::{self as ev, Event, SessionEvent, WatchdogEvent};
 use crate::store::{PolicyStatus, SessionRow, SessionState, now_ms};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// The event of a session's first stop that no policy watched.
 pub const UNGATED: &str = "session:ungated";
-
-/// [`UNGATED`]'s payload.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Ungated<'a> {
-    session_id: &'a str,
-    cwd: &'a str,
-    /// The session's turn count at that stop.
-    turn: i64,
-    reason: &'a str,
-}
 
 /// The most of a message kept per report.
 pub(super) const MAX_MESSAGE: usize = 64 * 1024;
@@ -472,13 +461,15 @@ impl Engine {
             s.updated_at = now;
             tx.put_session(&s)?;
             if existing.is_none() {
-                tx.append_event(
-                    "session:registered",
-                    Some(&s.id),
-                    None,
-                    &json!({"sessionId": s.id, "cwd": s.cwd, "workspace": s.workspace, "label": s.label, "started": command.is_some()}),
-                    &self.webhooks("session:registered"),
-                )?;
+                let registered = ev::Registered {
+                    session_id: s.id.clone(),
+                    cwd: s.cwd.clone(),
+                    workspace: s.workspace.clone(),
+                    label: s.label.clone(),
+                    started: command.is_some(),
+                };
+                let event = Event::Session(SessionEvent::Registered(registered));
+                self.append(tx, &event, Some(&s.id), None)?;
             }
             self.attach_session_policies(tx, &s, "registered")?;
             Ok(Registered {
@@ -500,12 +491,16 @@ impl Engine {
         let Some(stale_at) = s.stale_at.take() else {
             return Ok(());
         };
-        tx.append_event(
-            "session:live",
+        let live = ev::Live {
+            session_id: s.id.clone(),
+            by: by.to_string(),
+            stale_at,
+        };
+        self.append(
+            tx,
+            &Event::Watchdog(WatchdogEvent::Live(live)),
             Some(&s.id),
             None,
-            &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
-            &self.webhooks("session:live"),
         )?;
         tracing::info!(session = %s.id, by, "a stale session is live again");
         Ok(())
@@ -531,18 +526,17 @@ impl Engine {
         } else {
             "only policies the agent attached watch this session: no policy of the operator's gated its stop"
         };
-        let said = Ungated {
-            session_id: &s.id,
-            cwd: &s.cwd,
+        let said = ev::Ungated {
+            session_id: s.id.clone(),
+            cwd: s.cwd.clone(),
             turn: s.turns,
-            reason,
+            reason: reason.to_string(),
         };
-        tx.append_event(
-            UNGATED,
+        self.append(
+            tx,
+            &Event::Session(SessionEvent::Ungated(said)),
             Some(&s.id),
             None,
-            &json!(said),
-            &self.webhooks(UNGATED),
         )?;
         tracing::warn!(session = %s.id, turn = s.turns, "a stop no policy watches: not gated");
         Ok(true)
@@ -622,13 +616,19 @@ impl Engine {
             if let Some(m) = &message {
                 s.last_message = Some(m.clone());
             }
-            let cursor = tx.append_event(
-                event,
-                Some(id),
-                None,
-                &json!({"sessionId": id, "state": state.as_str(), "turn": s.turns, "message": message}),
-                &self.webhooks(event),
-            )?;
+            let report = ev::Report {
+                session_id: id.to_string(),
+                state: state.as_str().to_string(),
+                turn: s.turns,
+                message: message.clone(),
+            };
+            let said = Event::Session(match kind {
+                ReportKind::TurnStart => SessionEvent::TurnStart(report),
+                ReportKind::TurnEnd => SessionEvent::TurnEnd(report),
+                ReportKind::AwaitingInput => SessionEvent::AwaitingInput(report),
+                _ => SessionEvent::Exited(report),
+            });
+            let cursor = self.append(tx, &said, Some(id), None)?;
             if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
                 s.last_turn_cursor = Some(cursor);
             }
@@ -665,7 +665,7 @@ impl Engine {
                     let more_pending = !p.pending.is_empty();
                     counted.push(p.id.clone());
                     let step = self.transition(tx, &mut p, Input::TurnEnd { more_pending }, |_| {
-                        json!({"reason": format!("session {id}: {event}")})
+                        Some(ev::PolicyChange::queued(format!("session {id}: {event}")).into())
                     })?;
                     if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
                         let slot = self.try_start_gating(tx, &mut p)?;

@@ -307,7 +307,15 @@ impl<'de> Deserialize<'de> for EventRow {
         Ok(EventRow {
             cursor: w.cursor,
             at: w.at,
-            event: Event::decode(&w.kind, w.payload),
+            // A damaged row's payload is `null`: kept, not decoded.
+            event: if w.damage.is_some() {
+                Event::Unknown {
+                    kind: w.kind,
+                    payload: w.payload,
+                }
+            } else {
+                Event::decode(&w.kind, w.payload)
+            },
             session_id: w.session_id,
             policy_id: w.policy_id,
             damage: w.damage,

@@ -33,10 +33,10 @@ pub use daemon::{
     StandingEvent, Trigger,
 };
 pub use policy::{
-    Approved, Attached, BlockOutcome, Blocked, Cancelled, ChangedAfter, CommitReady, Committed,
-    DamageRef, Empty, Expired, GateSummary, GateSummaryItem, Gating, Nudge, PolicyChange,
-    PolicyEvent, PolicyHead, Queued, Reasoned, Rejected, Retry, ReviewChange, ReviewEnded,
-    ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict, StaleAck, Watching,
+    Approved, Attached, BlockOutcome, Blocked, Cancelled, Change, ChangedAfter, CommitReady,
+    Committed, DamageRef, Empty, Expired, GateSummary, GateSummaryItem, Gating, Nudge,
+    PolicyChange, PolicyEvent, PolicyHead, Queued, Reasoned, Rejected, Retry, ReviewChange,
+    ReviewEnded, ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict, StaleAck, Watching,
 };
 pub use routine::{FailReason, InputSource, RoutineEvent, RoutineKind, RoutinePayload};
 pub use session::{

@@ -2,7 +2,7 @@
 //! each payload is the policy's head (id, status, members) and the kind's
 //! own fields, in one JSON object.
 
-use crate::verdict::{Finding, Outcome};
+use crate::verdict::{Finding, Outcome, RunReport};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -29,6 +29,43 @@ pub struct PolicyEvent {
 pub struct ReviewEvent {
     pub head: PolicyHead,
     pub change: ReviewChange,
+}
+
+/// What one step of a policy's lifecycle says, before its head is known:
+/// a `policy:*` or a `review:*` change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Policy(PolicyChange),
+    Review(ReviewChange),
+}
+
+impl Change {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Change::Policy(c) => c.kind(),
+            Change::Review(c) => c.kind(),
+        }
+    }
+
+    /// The event, with the policy's head.
+    pub fn with(self, head: PolicyHead) -> super::Event {
+        match self {
+            Change::Policy(change) => super::Event::Policy(PolicyEvent { head, change }),
+            Change::Review(change) => super::Event::Review(ReviewEvent { head, change }),
+        }
+    }
+}
+
+impl From<PolicyChange> for Change {
+    fn from(c: PolicyChange) -> Change {
+        Change::Policy(c)
+    }
+}
+
+impl From<ReviewChange> for Change {
+    fn from(c: ReviewChange) -> Change {
+        Change::Review(c)
+    }
 }
 
 family! {
@@ -66,6 +103,97 @@ family! {
         Repair(ReviewRepair) = "review:repair",
         Shipped(ReviewEnded) = "review:shipped",
         Escalated(ReviewEnded) = "review:escalated",
+    }
+}
+
+impl PolicyChange {
+    /// `policy:queued` with `reason`.
+    pub fn queued(reason: impl Into<String>) -> PolicyChange {
+        PolicyChange::Queued(Queued {
+            reason: reason.into(),
+            gate_crashes: None,
+        })
+    }
+
+    /// `policy:blocked` with its outcome and reason.
+    pub fn blocked(outcome: BlockOutcome, reason: Option<String>) -> PolicyChange {
+        PolicyChange::Blocked(Blocked {
+            outcome,
+            reason,
+            stale_sessions: None,
+            gate_crashes: None,
+            damage: None,
+        })
+    }
+
+    /// `policy:approved` by the policy itself (`requireHumanAck: false`).
+    pub fn approved_by_policy() -> PolicyChange {
+        PolicyChange::Approved(Approved {
+            by: "policy (requireHumanAck: false)".into(),
+            changed_after_snapshot: None,
+        })
+    }
+
+    /// `policy:cancelled` from the status `from`.
+    pub fn cancelled(from: &str, reason: Option<String>) -> PolicyChange {
+        PolicyChange::Cancelled(Cancelled {
+            from: Some(from.to_string()),
+            reason,
+            stale_sessions: None,
+        })
+    }
+
+    /// `policy:nudge` of the operator's (`by`) to the members.
+    pub fn nudge_by(message: String, by: &str) -> Nudge {
+        Nudge {
+            message,
+            by: Some(by.to_string()),
+            comments: None,
+            retry: None,
+            max_retries: None,
+            sessions: None,
+        }
+    }
+
+    /// `policy:stale`: acked by `by` (none: found at commit time).
+    pub fn stale(by: Option<&str>, reason: impl Into<String>) -> PolicyChange {
+        PolicyChange::Stale(StaleAck {
+            by: by.map(str::to_string),
+            reason: reason.into(),
+        })
+    }
+
+    /// `policy:commit-failed`.
+    pub fn commit_failed(reason: impl Into<String>) -> PolicyChange {
+        PolicyChange::CommitFailed(Reasoned {
+            reason: reason.into(),
+        })
+    }
+
+    /// `policy:done`.
+    pub fn done() -> PolicyChange {
+        PolicyChange::Done(Empty {})
+    }
+}
+
+impl GateSummary {
+    /// The summary of `report`: its outcome and reason, gate by gate.
+    pub fn of(report: &RunReport) -> GateSummary {
+        GateSummary {
+            outcome: report.outcome,
+            reason: report.reason.clone(),
+            gates: report
+                .gates
+                .iter()
+                .map(|g| GateSummaryItem {
+                    gate: g.gate.clone(),
+                    outcome: g.outcome,
+                    reason: g.reason.clone(),
+                    exit_code: g.exit_code,
+                    findings: g.findings.clone(),
+                })
+                .collect(),
+        }
     }
 }
 
