@@ -2,7 +2,8 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::machine::{AfterPass, Input, Step, Verdict};
+use super::judge::{Judged, judge_outcome};
+use super::machine::{Input, Step, Verdict};
 use super::nudge::render_nudge;
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
@@ -12,26 +13,9 @@ use crate::gate::{GateContext, GateRunner};
 use crate::model::event::{self as ev, PolicyChange as P};
 use crate::store::{PolicyRow, PolicyStatus, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 use tokio::sync::OwnedSemaphorePermit;
-
-/// What the gates judged, for what follows a pass.
-enum Judged {
-    /// The live workspace, the commit paths fingerprinted before and after
-    /// the run (`None` when the policy commits nothing).
-    Workspace {
-        before: Option<Result<String, String>>,
-        after: Option<Result<String, String>>,
-    },
-    /// A snapshot of the commit paths, checked out in a worktree: the
-    /// commit will be exactly it. `changed_after`: the commit paths that
-    /// changed in the workspace since it was taken.
-    Snapshot {
-        snap: Option<crate::commit::TreeSnapshot>,
-        changed_after: Result<Vec<String>, String>,
-    },
-}
 
 /// What the change of a passing gate is: its summary (`policy:commit-ready`'s
 /// plan) and, for a review chain, its diff against HEAD.
@@ -397,7 +381,16 @@ impl Engine {
             }
             let outcome = match report.outcome {
                 Outcome::Pass => {
-                    let v = self.judge_pass(&mut p, input, &report, &judged, &changes, &mut said);
+                    let judged = judge_outcome(input, &report, &judged, &changes);
+                    if let Some(reason) = judged.reason {
+                        p.reason = Some(reason);
+                    }
+                    if let Some(plan) = &judged.plan {
+                        stored::set_plan(&mut p, plan);
+                        p.prepared = None;
+                        said.plan = p.plan.clone();
+                    }
+                    let v = judged.verdict;
                     match v {
                         // A review chain: the reviewer reviews what passed.
                         Verdict::Pass(after) => self.begin_review(
@@ -481,67 +474,6 @@ impl Engine {
                     _ => return None,
                 })
             })
-        })
-    }
-
-    /// What a pass leads to (the lifecycle's input), with the plan of a
-    /// commit policy recorded in `p` and `extra["plan"]`. What passed must
-    /// be what gets committed: the snapshot, or (gating on the workspace)
-    /// paths that did not change while the gate ran.
-    fn judge_pass(
-        &self,
-        p: &mut PolicyRow,
-        input: &AttachInput,
-        report: &RunReport,
-        judged: &Judged,
-        changes: &Option<Value>,
-        said: &mut Said,
-    ) -> Verdict {
-        let (before, after, snapshot) = match judged {
-            Judged::Workspace { before, after } => (before.clone(), after.clone(), None),
-            Judged::Snapshot {
-                snap,
-                changed_after,
-            } => {
-                let fp = snap.as_ref().map(|s| Ok(s.fingerprint.clone()));
-                (fp.clone(), fp, snap.as_ref().map(|s| (s, changed_after)))
-            }
-        };
-        let fp = match (&before, &after) {
-            (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
-            (Some(Ok(_)), Some(Ok(_))) => return Verdict::PassChanged,
-            (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                p.reason = Some(format!("cannot read the commit paths: {e}"));
-                return Verdict::PassUnreadable;
-            }
-            _ => None,
-        };
-        p.reason = Some(report.reason.clone());
-        let (Some(c), Some(fp), Then::Commit) = (&input.commit, fp, input.then) else {
-            return Verdict::Pass(AfterPass::Done);
-        };
-        let plan = stored::CommitPlan {
-            version: stored::PLAN_VERSION,
-            paths: c.paths.clone(),
-            message: c.message.clone(),
-            fingerprint: fp,
-            require_human_ack: c.require_human_ack,
-            diff_summary: changes.clone().unwrap_or(Value::Null),
-            snapshot: snapshot.as_ref().map(|(snap, _)| (*snap).clone()),
-            changed_after_snapshot: snapshot.as_ref().map(
-                |(_, changed_after)| match changed_after {
-                    Ok(list) => json!(list),
-                    Err(e) => json!({"error": e}),
-                },
-            ),
-        };
-        stored::set_plan(p, &plan);
-        p.prepared = None;
-        said.plan = p.plan.clone();
-        Verdict::Pass(if c.require_human_ack {
-            AfterPass::AwaitAck
-        } else {
-            AfterPass::CommitNow
         })
     }
 

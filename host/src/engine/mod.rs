@@ -23,6 +23,7 @@ mod commits;
 mod confined_agent;
 mod damage;
 mod fan_in;
+mod judge;
 pub mod keys;
 mod lifecycle;
 pub mod machine;

@@ -597,3 +597,50 @@ fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback(
         .expect("read");
     assert_eq!(n, 2, "the first event and the one written after its commit");
 }
+
+#[test]
+fn an_event_is_read_typed_once_and_published_as_it_was_stored() {
+    use crate::model::event::{Event, PolicyChange};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let payload = json!({"policyId": "p1", "status": "watching", "sessionIds": ["s1"],
+                         "pending": ["s1"]});
+    let novel = json!({"anything": [1, 2]});
+    store
+        .write(|tx| {
+            tx.append_event(
+                &Event::decode("policy:watching", payload.clone()),
+                Some("s1"),
+                Some("p1"),
+                &[],
+            )?;
+            tx.append_event(
+                &Event::decode("policy:teleported", novel.clone()),
+                None,
+                None,
+                &[],
+            )
+        })
+        .expect("write");
+    let read = store
+        .events(&EventFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .expect("read");
+    assert!(matches!(
+        &read[0].event,
+        Event::Policy(e) if matches!(&e.change, PolicyChange::Watching(w) if w.pending == ["s1"])
+    ));
+    assert!(matches!(&read[1].event, Event::Unknown { kind, .. } if kind == "policy:teleported"));
+    // The wire (`/v1/events`, SSE, webhooks): the stored kind and payload.
+    let wire = serde_json::to_value(&read).expect("serialises");
+    assert_eq!(wire[0]["type"], "policy:watching");
+    assert_eq!(wire[0]["payload"], payload);
+    assert_eq!(wire[0]["sessionId"], "s1");
+    assert_eq!(wire[1]["payload"], novel);
+    assert_eq!(wire[0].as_object().map(|o| o.len()), Some(6), "{wire}");
+    // The client reads it back equal.
+    let back: Vec<EventRow> = serde_json::from_value(wire).expect("deserialises");
+    assert_eq!(back, read);
+}
