@@ -13,8 +13,12 @@
 //!   adapters, limits, sandbox grants);
 //! - [`sandbox`]: confinement of every process a native gate starts
 //!   (Landlock, no capabilities, applied to the thread that spawns it);
+//! - [`model`]: the typed model below the store and the engine; its
+//!   [`model::event`] is every event the daemon stores and publishes, one
+//!   typed enum with its one codec;
 //! - [`store`]: the daemon's SQLite store (sessions, policies, events);
-//! - [`bus`]: event names and the wake-up of long-polls;
+//! - [`bus`]: event names (from [`model::event`]) and the wake-up of
+//!   long-polls;
 //! - [`engine`]: the policy lifecycle over the store and the gates;
 //! - [`commit`]: commits of exactly the gated paths, running nothing the
 //!   workspace names;
