@@ -27,6 +27,7 @@ use support::serve::{Daemon, Http, start};
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
+use gatehost::model::event::{Event, Report, SessionEvent};
 use gatehost::store::Store;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -326,7 +327,14 @@ fn main() {
     for i in 0..n {
         store
             .write(|tx| {
-                tx.append_event("session:turn-start", Some("s"), None, &json!({"i": i}), &[])
+                let report = Report {
+                    session_id: "s".into(),
+                    state: "running".into(),
+                    turn: i,
+                    message: None,
+                };
+                let event = Event::Session(SessionEvent::TurnStart(report));
+                tx.append_event(&event, Some("s"), None, &[])
             })
             .expect("append");
     }

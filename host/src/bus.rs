@@ -1,7 +1,10 @@
 //! The event bus: event names, their short forms, and the wake-up signal
 //! that long-polls wait on.
 //!
-//! Events themselves live in the store (appended in the transaction of the
+//! The names are those of the typed events (`model::event`), one list per
+//! family, spelled here, below the configuration that filters by them (a
+//! webhook's `events`), and checked equal to the enum's by `model::event`'s
+//! tests: a kind added to one and not the other fails them. Events themselves live in the store (appended in the transaction of the
 //! state change they describe); this module only says which names exist and
 //! tells waiting readers that the log grew. It must never hold events in
 //! memory as the source of truth: a reader always reads the store by cursor.

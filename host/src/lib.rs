@@ -4,7 +4,9 @@
 //! acceptable. The crate is split by concept, from the bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
-//!   the events): data and the pure rules that keep it well formed;
+//!   every event the daemon stores and publishes, one typed enum with its
+//!   one codec in [`model::event`]): data and the pure rules that keep it
+//!   well formed;
 //! - [`verdict`] (`model::report`): the one result type of every gate;
 //! - [`anchor`]: the workspace anchor, the only way to turn a workspace path
 //!   into something usable (opened once, checked on what was opened);
@@ -24,7 +26,8 @@
 //! - [`permission`]: the pure permission rule of an ACP session;
 //! - [`store`]: the daemon's SQLite store (sessions, policies, routines,
 //!   standing policies, passkeys, events, deliveries);
-//! - [`bus`]: event names and the wake-up of long-polls;
+//! - [`bus`]: event names (from [`model::event`]) and the wake-up of
+//!   long-polls;
 //! - [`fault_marker`]: how a start tells the daemon's own fault from a kill;
 //! - [`commit`]: commits of exactly the gated paths, running nothing the
 //!   workspace names;

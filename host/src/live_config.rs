@@ -13,7 +13,6 @@
 
 use crate::config::HostConfig;
 use crate::engine::Engine;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,15 +21,8 @@ pub mod weakening;
 /// How often the configuration file's metadata is looked at.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
 
-/// What made the daemon read its configuration again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trigger {
-    /// SIGHUP.
-    Signal,
-    /// The file changed (its metadata, polled).
-    File,
-}
+pub use crate::model::event::Trigger;
+use crate::model::event::{ConfigEvent as Typed, Event};
 
 /// The daemon-wide configuration events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,38 +49,7 @@ impl ConfigEvent {
     }
 }
 
-/// The payload of `config:reloaded`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigReloaded {
-    /// The file read.
-    pub source: String,
-    pub trigger: Trigger,
-    /// The settings whose value differs from the one in force (by their
-    /// configuration names: `shell.allow`, `judge.adapters.claude`,
-    /// `daemon.webhook_url` …), those applied and those not.
-    pub changed: Vec<String>,
-    /// Those of `changed` that need a restart: their old value stays in
-    /// force until then.
-    pub needs_restart: Vec<String>,
-    /// Those of `changed` that would weaken a guarantee: their old value
-    /// stays in force until a restart (see `weakening`; a `config:held`
-    /// event says so).
-    #[serde(default)]
-    pub held: Vec<String>,
-    /// Whether supervision runs (`[daemon] enabled`) now.
-    pub enabled: bool,
-}
-
-/// The payload of `config:rejected`: the configuration in force is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigRejected {
-    pub source: String,
-    pub trigger: Trigger,
-    /// Why, as `serve` would have said it at start.
-    pub reason: String,
-}
+pub use crate::model::event::{ConfigRejected, ConfigReloaded};
 
 /// Reads the configuration at `path` (the defaults for `None`) and makes
 /// of it what `serve` uses, with every check that stops a start.
@@ -411,8 +372,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
                 trigger,
                 reason,
             };
-            let value = serde_json::to_value(&payload).unwrap_or_default();
-            if let Err(e) = engine.daemon_event(ConfigEvent::Rejected.as_str(), &value) {
+            if let Err(e) = engine.daemon_event(&Event::Config(Typed::Rejected(payload))) {
                 tracing::error!(error = %e, "cannot store the config:rejected event");
             }
             return;
@@ -436,8 +396,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
             held: held.clone(),
             reason,
         };
-        let value = serde_json::to_value(&payload).unwrap_or_default();
-        if let Err(e) = engine.daemon_event(ConfigEvent::Held.as_str(), &value) {
+        if let Err(e) = engine.daemon_event(&Event::Config(Typed::Held(payload))) {
             tracing::error!(error = %e, "cannot store the config:held event (the stronger setting is kept all the same)");
         }
     }
@@ -460,8 +419,7 @@ pub async fn reload(engine: &Engine, path: &Path, data_dir: &Path, trigger: Trig
         held,
         enabled: new.daemon.enabled,
     };
-    let value = serde_json::to_value(&payload).unwrap_or_default();
-    if let Err(e) = engine.reconfigure(new, ConfigEvent::Reloaded.as_str(), &value) {
+    if let Err(e) = engine.reconfigure(new, &Event::Config(Typed::Reloaded(payload))) {
         tracing::error!(error = %e, "the configuration is in force, but its config:reloaded event (or a paused policy's) could not be stored");
     }
 }

@@ -138,7 +138,7 @@ pub fn request(
     let mut req = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, body.content_type)
-        .header("X-Gatehost-Event", &event.kind)
+        .header("X-Gatehost-Event", event.kind())
         .header("webhook-id", &id)
         .header("webhook-timestamp", timestamp.to_string());
     for (name, value) in &body.headers {
@@ -302,9 +302,9 @@ impl Webhooks {
             (state, now_ms())
         };
         if state == "failed" {
-            tracing::warn!(url = %d.url, event = %d.event.kind, cursor = d.event.cursor, attempts, error = ?error, "webhook given up");
+            tracing::warn!(url = %d.url, event = %d.event.kind(), cursor = d.event.cursor, attempts, error = ?error, "webhook given up");
         } else if let Some(e) = &error {
-            tracing::info!(url = %d.url, event = %d.event.kind, attempts, error = %e, "webhook will be retried");
+            tracing::info!(url = %d.url, event = %d.event.kind(), attempts, error = %e, "webhook will be retried");
         }
         if let Err(e) = self
             .engine

@@ -21,7 +21,8 @@ pub use crate::store::{RoutineRow as Routine, RoutineStepRow as RoutineStep, Ste
 
 /// `POST /v1/standing-policies` takes a template and the sessions it is
 /// for; standing policies are answered as stored. Their events' payload.
-pub use crate::engine::standing::{StandingEvent, StandingRequest};
+pub use crate::engine::standing::StandingRequest;
+pub use crate::model::event::Standing as StandingEvent;
 pub use crate::store::StandingRow as StandingPolicy;
 
 /// `GET /v1/standing-policies`: oldest first.

@@ -48,7 +48,7 @@ fn sse_event(e: &EventRow) -> Event {
     let data = serde_json::to_string(e).unwrap_or_else(|_| "null".into());
     Event::default()
         .id(e.cursor.to_string())
-        .event(e.kind.clone())
+        .event(e.kind())
         .data(data)
 }
 

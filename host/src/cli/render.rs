@@ -125,17 +125,15 @@ pub fn session_line(s: &Session) -> String {
 /// `#cursor type policy-or-session key="value" …`, values cut to 160
 /// characters on one line.
 pub fn event_line(e: &Event) -> String {
-    let mut line = format!("#{} {}", e.cursor, e.kind);
+    let mut line = format!("#{} {}", e.cursor, e.kind());
     if let Some(pid) = &e.policy_id {
         line.push_str(&format!(" {pid}"));
     } else if let Some(sid) = &e.session_id {
         line.push_str(&format!(" {sid}"));
     }
-    for key in ["outcome", "reason", "sha", "message", "by"] {
-        if let Some(v) = e.payload[key].as_str() {
-            let v: String = v.chars().take(160).collect::<String>().replace('\n', " ");
-            line.push_str(&format!(" {key}={v:?}"));
-        }
+    for (key, v) in e.event.said(&["outcome", "reason", "sha", "message", "by"]) {
+        let v: String = v.chars().take(160).collect::<String>().replace('\n', " ");
+        line.push_str(&format!(" {key}={v:?}"));
     }
     line
 }
@@ -215,18 +213,21 @@ mod tests {
         let e = Event {
             cursor: 7,
             at: 0,
-            kind: "policy:blocked".into(),
             session_id: Some("s1".into()),
             policy_id: Some("p1".into()),
-            payload: json!({"reason": format!("a\nb{}", "x".repeat(300))}),
+            event: crate::model::event::Event::decode(
+                "policy:blocked",
+                json!({"policyId": "p1", "status": "blocked", "sessionIds": ["s1"],
+                       "outcome": "fail", "reason": format!("a\nb{}", "x".repeat(300))}),
+            ),
             damage: None,
         };
         let line = event_line(&e);
         assert!(
-            line.starts_with("#7 policy:blocked p1 reason=\"a b"),
+            line.starts_with("#7 policy:blocked p1 outcome=\"fail\" reason=\"a b"),
             "{line}"
         );
         assert!(!line.contains('\n'));
-        assert!(line.len() < 200, "{line}");
+        assert!(line.len() < 220, "{line}");
     }
 }

@@ -6,6 +6,7 @@
 use super::error::{CliError, CliResult};
 use super::render::policy_detail;
 use crate::client::{Client, ClientError};
+use crate::model::event::{Event as TypedEvent, PolicyChange, PolicyEvent};
 use crate::wire::{DiffFile, Event, EventQuery, Policy, PolicyDiff};
 use serde::Serialize;
 use std::fmt::Write;
@@ -179,28 +180,23 @@ pub fn show_text(s: &Shown) -> String {
         out.push_str(" none yet");
     }
     for (i, e) in s.verdicts.iter().enumerate() {
-        let outcome = e
-            .payload
-            .get("outcome")
-            .and_then(|o| o.as_str())
-            .unwrap_or("?");
-        let reason = e
-            .payload
-            .get("reason")
-            .and_then(|o| o.as_str())
-            .unwrap_or("");
-        let _ = write!(out, "\n  #{} {outcome}: {reason}", i + 1);
-        for g in e
-            .payload
-            .get("gates")
-            .and_then(|g| g.as_array())
-            .into_iter()
-            .flatten()
-        {
-            let name = g.get("gate").and_then(|o| o.as_str()).unwrap_or("?");
-            let go = g.get("outcome").and_then(|o| o.as_str()).unwrap_or("?");
-            let gr = g.get("reason").and_then(|o| o.as_str()).unwrap_or("");
-            let _ = write!(out, "\n     {name}: {go}: {gr}");
+        let TypedEvent::Policy(PolicyEvent {
+            change: PolicyChange::Passed(v) | PolicyChange::Failed(v),
+            ..
+        }) = &e.event
+        else {
+            let _ = write!(out, "\n  #{} ?: ", i + 1);
+            continue;
+        };
+        let _ = write!(out, "\n  #{} {}: {}", i + 1, v.outcome.as_str(), v.reason);
+        for g in &v.gates {
+            let _ = write!(
+                out,
+                "\n     {}: {}: {}",
+                g.gate,
+                g.outcome.as_str(),
+                g.reason
+            );
         }
     }
     // The output tails are kept for the last run only.

@@ -28,6 +28,7 @@
 
 use super::sessions::{MAX_MESSAGE, ReportKind, cap};
 use super::{Engine, EngineError, EngineResult};
+use crate::model::event::{ClientRefused, Event, Permission, PermissionEscalated, SessionEvent};
 use crate::permission::{Decision, PermissionRule, ToolAsk, decide};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -39,7 +40,6 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use serde::Serialize;
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -61,57 +61,7 @@ pub(super) struct Acp {
 /// (none: the operator).
 type Answer = (bool, Option<String>);
 
-/// Who answered a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AnsweredBy {
-    Rule,
-    Operator,
-    /// A routine's rule (`auto-allow`) for a step in the session: the
-    /// event names the run (`routine`).
-    Routine,
-    Timeout,
-    /// The session ended (or the daemon is stopping) while it waited.
-    Closed,
-}
-
-/// The payload of `session:permission`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PermissionEvent<'a> {
-    session_id: &'a str,
-    request: &'a str,
-    tool_call_id: &'a str,
-    tool: &'a ToolAsk,
-    rule: Decision,
-    allowed: bool,
-    by: AnsweredBy,
-    /// `by: routine`: the run whose rule answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    routine: Option<&'a str>,
-}
-
-/// The payload of `session:permission-escalated`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EscalatedEvent<'a> {
-    session_id: &'a str,
-    request: &'a str,
-    tool_call_id: &'a str,
-    tool: &'a ToolAsk,
-    timeout_ms: u64,
-}
-
-/// The payload of `session:client-refused`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RefusedEvent<'a> {
-    session_id: &'a str,
-    method: &'a str,
-    /// The path or command the agent named.
-    target: String,
-    reason: &'a str,
-}
+pub use crate::model::event::AnsweredBy;
 
 const REFUSED: &str = "gatehost offers no file-system or terminal to agents: use your own tools";
 
@@ -212,14 +162,10 @@ impl Engine {
         }
     }
 
-    fn publish(&self, kind: &str, sid: &str, payload: &impl Serialize) {
-        let payload =
-            serde_json::to_value(payload).unwrap_or_else(|e| json!({"error": e.to_string()}));
-        let hooks = self.webhooks(kind);
-        if let Err(e) =
-            self.write(|tx| Ok(tx.append_event(kind, Some(sid), None, &payload, &hooks)?))
-        {
-            tracing::error!(session = sid, event = kind, error = %e, "cannot record an ACP event");
+    fn publish(&self, sid: &str, said: SessionEvent) {
+        let event = Event::Session(said);
+        if let Err(e) = self.write(|tx| self.append(tx, &event, Some(sid), None)) {
+            tracing::error!(session = sid, event = event.kind(), error = %e, "cannot record an ACP event");
         }
     }
 
@@ -242,18 +188,17 @@ impl Engine {
             "an ACP permission request answered"
         );
         self.publish(
-            "session:permission",
             sid,
-            &PermissionEvent {
-                session_id: sid,
-                request: id,
-                tool_call_id: &req.tool_call.tool_call_id.0,
-                tool: ask,
+            SessionEvent::Permission(Permission {
+                session_id: sid.to_string(),
+                request: id.to_string(),
+                tool_call_id: req.tool_call.tool_call_id.0.to_string(),
+                tool: ask.clone(),
                 rule,
                 allowed,
                 by,
-                routine,
-            },
+                routine: routine.map(str::to_string),
+            }),
         );
     }
 
@@ -292,15 +237,14 @@ impl Engine {
         let timeout = rule.timeout();
         tracing::warn!(session = sid, request = %id, tool = ?ask, "an ACP permission request waits for the operator");
         self.publish(
-            "session:permission-escalated",
             sid,
-            &EscalatedEvent {
-                session_id: sid,
-                request: &id,
-                tool_call_id: &req.tool_call.tool_call_id.0,
-                tool: &ask,
+            SessionEvent::PermissionEscalated(PermissionEscalated {
+                session_id: sid.to_string(),
+                request: id.clone(),
+                tool_call_id: req.tool_call.tool_call_id.0.to_string(),
+                tool: ask.clone(),
                 timeout_ms: timeout.as_millis() as u64,
-            },
+            }),
         );
         // A routine's step in this session may answer it (or escalate).
         self.routine_permission(sid, &id);
@@ -337,14 +281,13 @@ impl Engine {
     fn refuse(&self, sid: &str, method: &str, target: String) -> agent_client_protocol::Error {
         tracing::warn!(session = sid, method, target = %target, "an ACP agent asked the daemon for a file or a terminal: refused");
         self.publish(
-            "session:client-refused",
             sid,
-            &RefusedEvent {
-                session_id: sid,
-                method,
+            SessionEvent::ClientRefused(ClientRefused {
+                session_id: sid.to_string(),
+                method: method.to_string(),
                 target,
-                reason: REFUSED,
-            },
+                reason: REFUSED.to_string(),
+            }),
         );
         agent_client_protocol::Error::method_not_found().data(json!({"reason": REFUSED}))
     }

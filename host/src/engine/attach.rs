@@ -4,15 +4,15 @@
 //! leaves no trace but its error, which names the field.
 
 use super::machine::{Input, Task, drives};
-use super::{Engine, EngineError, EngineResult, PolicyEvent};
+use super::{Engine, EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
 use crate::gate::GateRunner;
 use crate::model::attach::{SessionReviewer, check_depth, check_shape};
+use crate::model::event as ev;
 use crate::store::SessionRow;
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
 use serde_json::Value;
-use serde_json::json;
 
 mod idempotency;
 pub use crate::model::attach::{
@@ -383,18 +383,18 @@ impl Engine {
             damage: None,
         };
         tx.insert_policy(&mut p)?;
-        self.policy_event(
-            tx,
-            PolicyEvent::Attached,
-            &p,
-            json!({
-                "then": input.then,
-                "label": input.label,
-                "watchAfter": watch_after,
-                "pending": p.pending,
-                "parentId": parent,
-            }),
-        )?;
+        let attached = ev::Attached {
+            then: match input.then {
+                Then::Emit => "emit",
+                Then::Commit => "commit",
+            }
+            .to_string(),
+            label: input.label.clone(),
+            watch_after,
+            pending: p.pending.clone(),
+            parent_id: parent.map(str::to_string),
+        };
+        self.policy_event(tx, ev::PolicyChange::Attached(attached), &p)?;
         if p.pending.is_empty() {
             self.transition(
                 tx,
@@ -402,7 +402,9 @@ impl Engine {
                 Input::TurnEnd {
                     more_pending: false,
                 },
-                |_| json!({"reason": "every member had already ended its turn"}),
+                |_| {
+                    Some(ev::PolicyChange::queued("every member had already ended its turn").into())
+                },
             )?;
             if drives(Task::Slot, p.status) && !self.supervising() {
                 self.wait_paused(tx, &p)?;

@@ -10,6 +10,7 @@
 
 use super::machine::{Input, awaits_ack};
 use super::{Engine, EngineResult, PolicyEvent, stored};
+use crate::model::event::{self as ev, PolicyChange};
 use crate::store::{PolicyRow, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -153,14 +154,25 @@ impl Engine {
                     alive: !alive.is_empty(),
                 },
                 |event| match event {
-                    PolicyEvent::Nudge => json!({
-                        "message": message,
-                        "comments": comments,
-                        "by": by,
-                        "sessions": alive,
-                    }),
-                    PolicyEvent::Watching => json!({"pending": alive}),
-                    _ => json!({}),
+                    PolicyEvent::Nudge => Some(
+                        PolicyChange::Nudge(ev::Nudge {
+                            message: message.clone(),
+                            by: Some(by.to_string()),
+                            // typed by the model layer (`LineComment`)
+                            comments: Some(json!(comments)),
+                            retry: None,
+                            max_retries: None,
+                            sessions: Some(alive.clone()),
+                        })
+                        .into(),
+                    ),
+                    PolicyEvent::Watching => Some(
+                        PolicyChange::Watching(ev::Watching {
+                            pending: alive.clone(),
+                        })
+                        .into(),
+                    ),
+                    _ => None,
                 },
             )?;
             Ok((p, step))

@@ -10,9 +10,9 @@
 use super::machine::{CommitResult, Input, Task, awaits_ack, drives};
 use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
+use crate::model::event::{self as ev, PolicyChange as P};
 use crate::model::plan::ChangedAfter;
 use crate::store::{PolicyRow, PolicyStatus, now_ms};
-use serde_json::json;
 use std::path::Path;
 
 /// Tries at publishing a prepared commit before the policy is blocked.
@@ -254,26 +254,29 @@ impl Engine {
                     fresh,
                     comment: nudge.is_some(),
                 },
-                |event| match event {
-                    PolicyEvent::Rejected => match &nudge {
-                        Some(_) => json!({"by": by, "comment": comment}),
-                        None => json!({"by": by}),
-                    },
-                    PolicyEvent::Nudge => json!({"message": nudge, "by": by}),
-                    PolicyEvent::Cancelled => json!({"from": from.as_str(), "reason": reason}),
-                    PolicyEvent::Stale => json!({"by": by, "reason": why}),
-                    PolicyEvent::Queued => json!({"reason": "stale ack: re-gating"}),
-                    PolicyEvent::Approved => {
-                        let mut approved = json!({"by": by});
-                        if let Some(changed) = &changed_after {
-                            approved["changedAfterSnapshot"] = match changed {
-                                Ok(list) => json!(list),
-                                Err(e) => json!({"error": e}),
-                            };
+                |event| {
+                    Some(match event {
+                        PolicyEvent::Rejected => P::Rejected(ev::Rejected {
+                            by: by.to_string(),
+                            comment: nudge.as_ref().and(comment.map(str::to_string)),
+                        })
+                        .into(),
+                        PolicyEvent::Nudge => P::Nudge(P::nudge_by(nudge.clone()?, by)).into(),
+                        PolicyEvent::Cancelled => {
+                            P::cancelled(from.as_str(), reason.clone()).into()
                         }
-                        approved
-                    }
-                    _ => json!({}),
+                        PolicyEvent::Stale => P::stale(Some(by), why.clone()).into(),
+                        PolicyEvent::Queued => P::queued("stale ack: re-gating").into(),
+                        PolicyEvent::Approved => P::Approved(ev::Approved {
+                            by: by.to_string(),
+                            changed_after_snapshot: changed_after.as_ref().map(|c| match c {
+                                Ok(list) => ChangedAfter::Paths(list.clone()),
+                                Err(e) => ChangedAfter::Failed { error: e.clone() },
+                            }),
+                        })
+                        .into(),
+                        _ => return None,
+                    })
                 },
             )?;
             Ok((p, step))
@@ -444,10 +447,11 @@ impl Engine {
                                 &mut p,
                                 Input::Commit(CommitResult::Stale),
                                 |event| match event {
-                                    PolicyEvent::Stale => json!({"reason": why}),
-                                    _ => {
-                                        json!({"reason": "stale content at commit time: re-gating"})
-                                    }
+                                    PolicyEvent::Stale => Some(P::stale(None, why).into()),
+                                    PolicyEvent::Queued => Some(
+                                        P::queued("stale content at commit time: re-gating").into(),
+                                    ),
+                                    _ => None,
                                 },
                             )
                         })?;
@@ -628,23 +632,23 @@ impl Engine {
                     None => "nothing to commit: the paths already match HEAD".into(),
                 });
             }
-            let paths = stored::plan(&p)
-                .ok()
-                .flatten()
-                .map(|plan| plan.paths.clone());
+            let committed = ev::Committed {
+                sha: sha.clone(),
+                nothing_to_commit: nothing,
+                paths: stored::plan(&p)
+                    .ok()
+                    .flatten()
+                    .map(|plan| plan.paths.clone()),
+                note: cancelled.then(|| "published in the instant the policy was cancelled".into()),
+            };
             self.transition(
                 tx,
                 &mut p,
                 Input::Commit(CommitResult::Committed),
                 |event| match event {
-                    PolicyEvent::Committed if cancelled => json!({
-                        "sha": sha, "nothingToCommit": nothing, "paths": paths,
-                        "note": "published in the instant the policy was cancelled",
-                    }),
-                    PolicyEvent::Committed => {
-                        json!({"sha": sha, "nothingToCommit": nothing, "paths": paths})
-                    }
-                    _ => json!({}),
+                    PolicyEvent::Committed => Some(P::Committed(committed.clone()).into()),
+                    PolicyEvent::Done => Some(P::done().into()),
+                    _ => None,
                 },
             )?;
             Ok(())
@@ -670,8 +674,11 @@ impl Engine {
                 &mut p,
                 Input::Commit(CommitResult::Failed),
                 |event| match event {
-                    PolicyEvent::Blocked => json!({"outcome": "error", "reason": reason}),
-                    _ => json!({"reason": reason}),
+                    PolicyEvent::Blocked => {
+                        Some(P::blocked(ev::BlockOutcome::Error, Some(reason.clone())).into())
+                    }
+                    PolicyEvent::CommitFailed => Some(P::commit_failed(reason.clone()).into()),
+                    _ => None,
                 },
             )?;
             Ok(())

@@ -12,8 +12,8 @@
 
 use super::machine::{self, Decision, Input, Step};
 use super::{Engine, EngineError, EngineResult};
+use crate::model::event::{BlockOutcome, Blocked, DamageRef, PolicyChange};
 use crate::store::{PolicyRow, SessionRow, Tx};
-use serde_json::{Value, json};
 
 /// The error of a session row the store found damaged.
 pub(super) fn session_error(s: &SessionRow) -> Option<EngineError> {
@@ -25,20 +25,39 @@ pub(super) fn session_error(s: &SessionRow) -> Option<EngineError> {
 }
 
 /// The `damage` field of a `policy:blocked` event for `e`.
-fn damage_of(e: &EngineError) -> Value {
+fn damage_of(e: &EngineError) -> Option<DamageRef> {
     match e {
         EngineError::Corrupt {
             policy,
             column,
             message,
-        } => json!({"policyId": policy, "column": column, "message": message}),
+        } => Some(DamageRef::Policy {
+            policy_id: policy.clone(),
+            column: column.clone(),
+            message: message.clone(),
+        }),
         EngineError::SessionCorrupt {
             session,
             column,
             message,
-        } => json!({"sessionId": session, "column": column, "message": message}),
-        _ => Value::Null,
+        } => Some(DamageRef::Session {
+            session_id: session.clone(),
+            column: column.clone(),
+            message: message.clone(),
+        }),
+        _ => None,
     }
+}
+
+/// `policy:blocked` for a row that does not decode.
+fn blocked_damaged(reason: &str, e: &EngineError) -> PolicyChange {
+    PolicyChange::Blocked(Blocked {
+        outcome: BlockOutcome::Error,
+        reason: Some(reason.to_string()),
+        stale_sessions: None,
+        gate_crashes: None,
+        damage: Some(damage_of(e)),
+    })
 }
 
 impl Engine {
@@ -66,9 +85,9 @@ impl Engine {
         }
         tracing::error!(policy = %p.id, error = %e, "a policy's stored row does not decode; it is blocked");
         let reason = e.to_string();
-        let payload = json!({"outcome": "error", "reason": reason, "damage": damage_of(&e)});
+        let payload = blocked_damaged(&reason, &e);
         p.reason = Some(reason);
-        self.transition(tx, p, input, |_| payload.clone())
+        self.transition(tx, p, input, |_| Some(payload.clone().into()))
     }
 
     /// Blocks policy `id` because of `e`, found while driving it (its row,
@@ -86,7 +105,7 @@ impl Engine {
             tracing::error!(policy = %id, error = %e, "a stored row this policy needs does not decode; it is blocked");
             p.reason = Some(reason.clone());
             self.transition(tx, &mut p, Input::Corrupt, |_| {
-                json!({"outcome": "error", "reason": reason, "damage": damage_of(e)})
+                Some(blocked_damaged(&reason, e).into())
             })
         })
     }

@@ -2,35 +2,20 @@
 //! and what follows the verdict (done, commit-ready, nudge, blocked), plus
 //! the `next` chain.
 
-use super::machine::{AfterPass, Input, Step, Task, Verdict, drives};
+use super::judge::{Judged, judge_outcome};
+use super::machine::{Input, Step, Task, Verdict, drives};
 use super::nudge::render_nudge;
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
+use super::said::Said;
 use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
 use crate::gate::{GateContext, GateRunner};
-use crate::model::plan::{ChangedAfter, CommitPlan, DiffSummary, PLAN_VERSION};
+use crate::model::event::{self as ev, PolicyChange as P};
+use crate::model::plan::DiffSummary;
 use crate::store::{PolicyRow, SessionState, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
-use serde_json::{Value, json};
 use std::path::Path;
 use tokio::sync::OwnedSemaphorePermit;
-
-/// What the gates judged, for what follows a pass.
-enum Judged {
-    /// The live workspace, the commit paths fingerprinted before and after
-    /// the run (`None` when the policy commits nothing).
-    Workspace {
-        before: Option<Result<String, String>>,
-        after: Option<Result<String, String>>,
-    },
-    /// A snapshot of the commit paths, checked out in a worktree: the
-    /// commit will be exactly it. `changed_after`: the commit paths that
-    /// changed in the workspace since it was taken.
-    Snapshot {
-        snap: Option<crate::commit::TreeSnapshot>,
-        changed_after: Result<Vec<String>, String>,
-    },
-}
 
 /// What the change of a passing gate is: its summary (`policy:commit-ready`'s
 /// plan) and, for a review chain, its diff against HEAD.
@@ -101,7 +86,9 @@ impl Engine {
         };
         p.gate_runs += 1;
         let run = p.gate_runs;
-        self.transition(tx, p, Input::SlotTaken, |_| json!({"run": run}))?;
+        self.transition(tx, p, Input::SlotTaken, |_| {
+            Some(P::Gating(ev::Gating { run }).into())
+        })?;
         Ok(Some(slot))
     }
 
@@ -141,7 +128,9 @@ impl Engine {
             }
             p.gate_runs += 1;
             let run = p.gate_runs;
-            self.transition(tx, &mut p, Input::SlotTaken, |_| json!({"run": run}))?;
+            self.transition(tx, &mut p, Input::SlotTaken, |_| {
+                Some(P::Gating(ev::Gating { run }).into())
+            })?;
             Ok(Some(p))
         })?
         else {
@@ -366,14 +355,7 @@ impl Engine {
             summary: changes,
             review_diff,
         } = changed;
-        let summary = json!({
-            "outcome": report.outcome.as_str(),
-            "reason": report.reason,
-            "gates": report.gates.iter().map(|g| json!({
-                "gate": g.gate, "outcome": g.outcome.as_str(), "reason": g.reason,
-                "exitCode": g.exit_code, "findings": g.findings,
-            })).collect::<Vec<_>>(),
-        });
+        let summary = ev::GateSummary::of(&report);
         let alive = self.alive_members(input)?;
         self.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
@@ -386,40 +368,69 @@ impl Engine {
             p.verdict = Some(report.clone());
             // The gate finished: the daemon outlived it.
             p.gate_crashes = 0;
-            let mut extra = serde_json::Map::new();
+            let mut said = Said::default();
             if report.outcome != Outcome::Error {
                 // A verdict: the next time the gate cannot run counts anew.
                 p.infra_retries_used = 0;
             }
             let outcome = match report.outcome {
                 Outcome::Pass => {
-                    let v = self.judge_pass(&mut p, input, &report, &judged, &changes, &mut extra);
+                    let judged = judge_outcome(input, &report, &judged, &changes);
+                    if let Some(reason) = judged.reason {
+                        p.reason = Some(reason);
+                    }
+                    if let Some(plan) = &judged.plan {
+                        p.plan = Some(plan.clone());
+                        p.prepared = None;
+                        said.plan = p.plan.clone();
+                    }
+                    let v = judged.verdict;
                     match v {
                         // A review chain: the reviewer reviews what passed.
-                        Verdict::Pass(after) => self.begin_review(tx, &mut p, input, after, review_diff.clone(), &mut extra)?,
+                        Verdict::Pass(after) => self.begin_review(
+                            tx,
+                            &mut p,
+                            input,
+                            after,
+                            review_diff.clone(),
+                            &mut said,
+                        )?,
                         v => v,
                     }
                 }
-                Outcome::Error => self.could_not_run(&mut p, &report, &mut extra),
+                Outcome::Error => self.could_not_run(&mut p, &report, &mut said),
                 Outcome::Fail => {
-                    let retry =
-                        (p.retries_used as u32) < input.max_retries() && !alive.is_empty();
+                    let retry = (p.retries_used as u32) < input.max_retries() && !alive.is_empty();
                     if retry {
                         p.retries_used += 1;
                         p.reason = Some(report.reason.clone());
                         let message = render_nudge(
-                            input.on_fail.nudge.as_deref().unwrap_or(&runner.config().daemon.default_nudge),
+                            input
+                                .on_fail
+                                .nudge
+                                .as_deref()
+                                .unwrap_or(&runner.config().daemon.default_nudge),
                             &report,
                         );
-                        extra.insert(
-                            "nudge".into(),
-                            json!({"message": message, "retry": p.retries_used, "maxRetries": input.max_retries(), "sessions": alive}),
-                        );
+                        said.nudge = Some(ev::Nudge {
+                            message,
+                            by: None,
+                            comments: None,
+                            retry: Some(p.retries_used),
+                            max_retries: Some(input.max_retries()),
+                            sessions: Some(alive.clone()),
+                        });
                     } else {
                         p.reason = Some(if alive.is_empty() {
-                            format!("the gate failed and no member is alive to fix it: {}", report.reason)
+                            format!(
+                                "the gate failed and no member is alive to fix it: {}",
+                                report.reason
+                            )
                         } else {
-                            format!("the gate failed after {} retries: {}", p.retries_used, report.reason)
+                            format!(
+                                "the gate failed after {} retries: {}",
+                                p.retries_used, report.reason
+                            )
                         });
                         tracing::warn!(policy = id, reason = ?p.reason, "policy blocked");
                     }
@@ -427,89 +438,36 @@ impl Engine {
                 }
             };
             let blocked_outcome = match outcome {
-                Verdict::Fail { .. } => "fail",
-                _ => "error",
+                Verdict::Fail { .. } => ev::BlockOutcome::Fail,
+                _ => ev::BlockOutcome::Error,
             };
             let reason = p.reason.clone();
-            self.transition(tx, &mut p, Input::Verdict(outcome), |event| match event {
-                PolicyEvent::Passed | PolicyEvent::Failed => summary.clone(),
-                PolicyEvent::Retry => extra.get("retry").cloned().unwrap_or(Value::Null),
-                PolicyEvent::Queued if outcome == Verdict::ErrorRetry => {
-                    json!({"reason": "the gate could not run; it runs again after the backoff"})
-                }
-                PolicyEvent::Queued => json!({"reason": "the commit paths changed while the gate ran; it runs again"}),
-                PolicyEvent::Blocked => json!({"outcome": blocked_outcome, "reason": reason}),
-                PolicyEvent::CommitReady => json!({"plan": extra.get("plan")}),
-                PolicyEvent::Approved => json!({"by": "policy (requireHumanAck: false)"}),
-                PolicyEvent::Nudge => extra.get("nudge").cloned().unwrap_or(Value::Null),
-                PolicyEvent::ReviewStarted => extra.get("review").cloned().unwrap_or(Value::Null),
-                _ => json!({}),
+            self.transition(tx, &mut p, Input::Verdict(outcome), |event| {
+                Some(match event {
+                    PolicyEvent::Passed => P::Passed(summary.clone()).into(),
+                    PolicyEvent::Failed => P::Failed(summary.clone()).into(),
+                    PolicyEvent::Retry => P::Retry(said.retry.clone()?).into(),
+                    PolicyEvent::Queued if outcome == Verdict::ErrorRetry => {
+                        P::queued("the gate could not run; it runs again after the backoff").into()
+                    }
+                    PolicyEvent::Queued => {
+                        P::queued("the commit paths changed while the gate ran; it runs again")
+                            .into()
+                    }
+                    PolicyEvent::Blocked => P::blocked(blocked_outcome, reason.clone()).into(),
+                    PolicyEvent::CommitReady => P::CommitReady(ev::CommitReady {
+                        plan: said.plan.clone().map(Box::new),
+                    })
+                    .into(),
+                    PolicyEvent::Approved => P::approved_by_policy().into(),
+                    PolicyEvent::Nudge => P::Nudge(said.nudge.clone()?).into(),
+                    PolicyEvent::ReviewStarted => {
+                        ev::ReviewChange::Started(said.review.clone()?).into()
+                    }
+                    PolicyEvent::Done => P::done().into(),
+                    _ => return None,
+                })
             })
-        })
-    }
-
-    /// What a pass leads to (the lifecycle's input), with the plan of a
-    /// commit policy recorded in `p` and `extra["plan"]`. What passed must
-    /// be what gets committed: the snapshot, or (gating on the workspace)
-    /// paths that did not change while the gate ran.
-    fn judge_pass(
-        &self,
-        p: &mut PolicyRow,
-        input: &AttachInput,
-        report: &RunReport,
-        judged: &Judged,
-        changes: &Option<DiffSummary>,
-        extra: &mut serde_json::Map<String, Value>,
-    ) -> Verdict {
-        let (before, after, snapshot) = match judged {
-            Judged::Workspace { before, after } => (before.clone(), after.clone(), None),
-            Judged::Snapshot {
-                snap,
-                changed_after,
-            } => {
-                let fp = snap.as_ref().map(|s| Ok(s.fingerprint.clone()));
-                (fp.clone(), fp, snap.as_ref().map(|s| (s, changed_after)))
-            }
-        };
-        let fp = match (&before, &after) {
-            (Some(Ok(a)), Some(Ok(b))) if a == b => Some(a.clone()),
-            (Some(Ok(_)), Some(Ok(_))) => return Verdict::PassChanged,
-            (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                p.reason = Some(format!("cannot read the commit paths: {e}"));
-                return Verdict::PassUnreadable;
-            }
-            _ => None,
-        };
-        p.reason = Some(report.reason.clone());
-        let (Some(c), Some(fp), Then::Commit) = (&input.commit, fp, input.then) else {
-            return Verdict::Pass(AfterPass::Done);
-        };
-        let plan = CommitPlan {
-            version: PLAN_VERSION,
-            paths: c.paths.clone(),
-            message: c.message.clone(),
-            fingerprint: fp,
-            require_human_ack: c.require_human_ack,
-            diff_summary: changes.clone(),
-            snapshot: snapshot.as_ref().map(|(snap, _)| (*snap).clone()),
-            changed_after_snapshot: snapshot
-                .as_ref()
-                .map(|(_, changed_after)| ChangedAfter::of((*changed_after).clone())),
-        };
-        // The event's `plan` is the plan as stored.
-        match serde_json::to_value(&plan) {
-            Ok(v) => extra.insert("plan".into(), v),
-            Err(e) => {
-                p.reason = Some(format!("the commit plan does not encode: {e}"));
-                return Verdict::PassUnreadable;
-            }
-        };
-        p.plan = Some(plan);
-        p.prepared = None;
-        Verdict::Pass(if c.require_human_ack {
-            AfterPass::AwaitAck
-        } else {
-            AfterPass::CommitNow
         })
     }
 
@@ -538,12 +496,8 @@ impl Engine {
             Ok(i) => i,
             Err(e) => {
                 // The policy is done; its `next` cannot be read: said.
-                self.policy_event(
-                    tx,
-                    PolicyEvent::NextRefused,
-                    p,
-                    json!({"reason": e.to_string()}),
-                )?;
+                let reason = e.to_string();
+                self.policy_event(tx, P::NextRefused(ev::Reasoned { reason }), p)?;
                 tracing::error!(policy = %p.id, error = %e, "the next policy cannot be read");
                 return Ok(());
             }
@@ -558,12 +512,8 @@ impl Engine {
         let store_check =
             super::attach::validate(&mut next, &self.runner(), &|sid| Ok(tx.session(sid)?));
         if let Err(e) = store_check {
-            self.policy_event(
-                tx,
-                PolicyEvent::NextRefused,
-                p,
-                json!({"reason": e.to_string()}),
-            )?;
+            let reason = e.to_string();
+            self.policy_event(tx, P::NextRefused(ev::Reasoned { reason }), p)?;
             tracing::warn!(policy = %p.id, error = %e, "the next policy was refused");
             return Ok(());
         }

@@ -24,6 +24,7 @@ mod commits;
 mod confined_agent;
 mod damage;
 mod fan_in;
+mod judge;
 pub mod keys;
 mod lifecycle;
 pub mod machine;
@@ -40,6 +41,7 @@ mod review;
 pub mod routine;
 mod routines;
 mod rules;
+mod said;
 mod sessions;
 pub mod standing;
 mod started;
@@ -58,10 +60,10 @@ pub use started::StartInput;
 
 use crate::bus::Bus;
 use crate::gate::GateRunner;
+use crate::model::event::{Change, PolicyChange, PolicyHead};
 use crate::store::{
     EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, Store, StoreError, Tx, now_ms,
 };
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -356,13 +358,14 @@ impl Engine {
     /// and attaching the `next` policy when the step says so. Returns the
     /// step, whose other effects the caller runs once `tx` committed
     /// ([`Engine::perform`]); `None` when the input changes nothing; a
-    /// conflict when the state refuses it.
+    /// conflict when the state refuses it. `payload` says each event of
+    /// the step (`None`, or a change of another kind: an internal error).
     pub(crate) fn transition(
         &self,
         tx: &mut Tx<'_>,
         p: &mut PolicyRow,
         input: Input,
-        payload: impl Fn(PolicyEvent) -> Value,
+        payload: impl Fn(PolicyEvent) -> Option<Change>,
     ) -> EngineResult<Option<Step>> {
         // A row that does not decode goes nowhere but to `blocked` (said)
         // or `cancelled`: its placeholders are never acted on.
@@ -407,7 +410,19 @@ impl Engine {
             tx.put_policy(p)?;
         }
         for &event in step.events {
-            self.policy_event(tx, event, p, payload(event))?;
+            let change = payload(event).filter(|c| c.kind() == event.as_str());
+            let Some(change) = change else {
+                tracing::error!(policy = %p.id, event = event.as_str(), ?input, "a transition's event has no payload");
+                return Err(EngineError::Conflict {
+                    code: "internal",
+                    message: format!(
+                        "policy {}: no payload for its {} event",
+                        p.id,
+                        event.as_str()
+                    ),
+                });
+            };
+            self.policy_event(tx, change, p)?;
         }
         if from != p.status
             && matches!(
@@ -443,30 +458,36 @@ impl Engine {
         }
     }
 
-    /// Appends a policy event with the usual payload fields.
+    /// Appends `event` in `tx`, with the webhooks it goes to.
+    pub(crate) fn append(
+        &self,
+        tx: &mut Tx<'_>,
+        event: &crate::model::event::Event,
+        session: Option<&str>,
+        policy: Option<&str>,
+    ) -> EngineResult<i64> {
+        Ok(tx.append_event(event, session, policy, &self.webhooks(event.kind()))?)
+    }
+
+    /// Appends a policy (or review) event, with `p`'s head (its id,
+    /// status and members).
     pub(crate) fn policy_event(
         &self,
         tx: &mut Tx<'_>,
-        kind: PolicyEvent,
+        change: impl Into<Change>,
         p: &PolicyRow,
-        extra: Value,
     ) -> EngineResult<i64> {
-        let kind = kind.as_str();
-        let mut payload = json!({
-            "policyId": p.id,
-            "status": p.status.as_str(),
-            "sessionIds": p.sessions,
+        let event = change.into().with(PolicyHead {
+            policy_id: p.id.clone(),
+            status: p.status.as_str().to_string(),
+            session_ids: p.sessions.clone(),
         });
-        if let (Value::Object(m), Value::Object(e)) = (&mut payload, extra) {
-            m.extend(e);
-        }
-        Ok(tx.append_event(
-            kind,
+        self.append(
+            tx,
+            &event,
             p.sessions.first().map(String::as_str),
             Some(&p.id),
-            &payload,
-            &self.webhooks(kind),
-        )?)
+        )
     }
 
     pub fn policy(&self, id: &str) -> EngineResult<PolicyRow> {
@@ -500,12 +521,9 @@ impl Engine {
             let from = p.status;
             let reason = format!("cancelled by {by}");
             p.reason = Some(reason.clone());
-            let step = self.transition(
-                tx,
-                &mut p,
-                Input::Cancel,
-                |_| json!({"from": from.as_str(), "reason": reason}),
-            )?;
+            let step = self.transition(tx, &mut p, Input::Cancel, |_| {
+                Some(PolicyChange::cancelled(from.as_str(), Some(reason.clone())).into())
+            })?;
             Ok((p, step))
         })?;
         if let Some(step) = step {

@@ -7,10 +7,10 @@
 //! never change a policy's state but through `Engine::transition`.
 
 use super::machine::{AfterNudge, Input, Task, drives};
-use super::{Engine, EngineResult, PolicyEvent, stored};
-use crate::store::{SessionState, now_ms};
+use super::{AttachInput, Engine, EngineError, EngineResult, PolicyEvent, stored};
+use crate::model::event as ev;
+use crate::store::{PolicyRow, SessionState, now_ms};
 use crate::verdict::RunReport;
-use serde_json::{Value, json};
 
 /// The most of a gate's output a nudge or event carries.
 const OUTPUT_IN_NUDGE: usize = 4000;
@@ -62,6 +62,29 @@ pub fn render_nudge(template: &str, report: &RunReport) -> String {
         .replace("{findings}", &findings)
         .replace("{output}", &output)
         .replace("{gate}", &gate)
+}
+
+/// The nudge of `p`'s failed gate, rendered from its stored verdict with
+/// its `onFail.nudge` template (else `default`): what its `policy:nudge`
+/// said. A verdict that is not stored, or does not decode, is the row's
+/// damage.
+pub(super) fn failed_gate_nudge(
+    p: &PolicyRow,
+    input: &AttachInput,
+    default: &str,
+) -> EngineResult<String> {
+    let corrupt = |message: String| EngineError::Corrupt {
+        policy: p.id.clone(),
+        column: "verdict".into(),
+        message,
+    };
+    let Some(report) = &p.verdict else {
+        return Err(corrupt("no verdict is stored for the nudge".into()));
+    };
+    Ok(render_nudge(
+        input.on_fail.nudge.as_deref().unwrap_or(default),
+        report,
+    ))
 }
 
 /// The longest comment a reject carries to the agent, in bytes.
@@ -163,32 +186,31 @@ impl Engine {
                 return Ok(());
             }
         };
-        let nudge = self
+        let message =
+            match failed_gate_nudge(&p, input, &self.runner().config().daemon.default_nudge) {
+                Ok(m) => m,
+                Err(e) => {
+                    if let Some(step) = self.settle_corrupt(id, &e)? {
+                        self.perform(id, &step);
+                    }
+                    return Ok(());
+                }
+            };
+        // The nudge's cursor: a turn-end reported after the nudge was
+        // published (an agent that acts on the event at once) counts, even
+        // if it came before this task ran.
+        let nudged_at = self
             .inner
             .store
             .events(&crate::store::EventFilter {
                 since: 0,
-                types: vec!["policy:nudge".into()],
+                types: vec![PolicyEvent::Nudge.as_str().into()],
                 policy_ids: vec![id.to_string()],
                 limit: 1000,
                 ..Default::default()
             })?
             .last()
-            .map(|e| {
-                let message = e
-                    .payload
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                (e.cursor, message)
-            });
-        // A turn-end reported after the nudge was published (an agent
-        // that acts on the event at once) counts, even if it came before
-        // this task ran.
-        let (nudged_at, message) = match nudge {
-            Some((cursor, message)) => (Some(cursor), message.unwrap_or_default()),
-            None => (None, String::new()),
-        };
+            .map(|e| e.cursor);
         let alive = self.alive_members(input)?;
         // Watch again first, then deliver: a turn-end that follows the
         // nudge at once must find the policy watching.
@@ -230,12 +252,21 @@ impl Engine {
                     &mut p,
                     Input::NudgeDelivered(after),
                     |event| match event {
-                        PolicyEvent::Blocked => json!({"outcome": "fail", "reason": reason}),
-                        PolicyEvent::Queued => {
-                            json!({"reason": "every member ended its turn after the nudge"})
-                        }
-                        PolicyEvent::Watching => json!({"pending": pending}),
-                        _ => json!({}),
+                        PolicyEvent::Blocked => Some(
+                            ev::PolicyChange::blocked(ev::BlockOutcome::Fail, reason.clone())
+                                .into(),
+                        ),
+                        PolicyEvent::Queued => Some(
+                            ev::PolicyChange::queued("every member ended its turn after the nudge")
+                                .into(),
+                        ),
+                        PolicyEvent::Watching => Some(
+                            ev::PolicyChange::Watching(ev::Watching {
+                                pending: pending.clone(),
+                            })
+                            .into(),
+                        ),
+                        _ => None,
                     },
                 )?;
             // Gated at once when a slot is free (saves a transaction).

@@ -9,18 +9,9 @@
 
 use super::{Engine, EngineError, EngineResult, stored};
 use crate::config::AckRequires;
+use crate::model::event::{Event, Passkey, PasskeyEvent};
 use crate::passkey::{Authority, NewPasskey, Proof, Purpose, Registered};
 use crate::store::{PasskeyRow, PolicyRow, now_ms};
-use serde::Serialize;
-
-/// The payload of `passkey:registered` and `passkey:removed`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PasskeyEvent<'a> {
-    pub passkey_id: &'a str,
-    pub name: &'a str,
-    pub by: &'a str,
-}
 
 /// What an approval of `p` is bound to: its snapshot's tree, or, for a
 /// policy gated on the workspace itself, the fingerprint of what its gate
@@ -109,18 +100,12 @@ impl Engine {
                     message: "this passkey is registered already".into(),
                 });
             }
-            tx.append_event(
-                "passkey:registered",
-                None,
-                None,
-                &serde_json::to_value(PasskeyEvent {
-                    passkey_id: &new.id,
-                    name: &new.name,
-                    by: &new.by,
-                })
-                .unwrap_or_default(),
-                &self.webhooks("passkey:registered"),
-            )?;
+            let said = Passkey {
+                passkey_id: new.id.clone(),
+                name: new.name.clone(),
+                by: new.by.clone(),
+            };
+            self.append(tx, &Event::Passkey(PasskeyEvent::Registered(said)), None, None)?;
             Ok(())
         })?;
         tracing::warn!(passkey = %new.id, name = %new.name, "a passkey was registered: it can approve changes");
@@ -157,18 +142,12 @@ impl Engine {
                 });
             }
             tx.remove_passkey(id)?;
-            tx.append_event(
-                "passkey:removed",
-                None,
-                None,
-                &serde_json::to_value(PasskeyEvent {
-                    passkey_id: id,
-                    name: &row.name,
-                    by: &by,
-                })
-                .unwrap_or_default(),
-                &self.webhooks("passkey:removed"),
-            )?;
+            let said = Passkey {
+                passkey_id: id.to_string(),
+                name: row.name.clone(),
+                by: by.clone(),
+            };
+            self.append(tx, &Event::Passkey(PasskeyEvent::Removed(said)), None, None)?;
             Ok(row)
         })?;
         tracing::warn!(passkey = %id, "a passkey was removed");

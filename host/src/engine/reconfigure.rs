@@ -9,10 +9,10 @@
 //! while supervision is paused.
 
 use super::machine::{Task, drives};
-use super::{Engine, EngineResult, PolicyEvent};
+use super::{Engine, EngineResult};
 use crate::config::HostConfig;
+use crate::model::event::{Event, PolicyChange, Reasoned};
 use crate::store::{PolicyRow, PolicyStatus, Tx};
-use serde_json::{Value, json};
 
 /// Why a queued policy waits while supervision is paused.
 pub(crate) const PAUSED_REASON: &str =
@@ -24,16 +24,19 @@ impl Engine {
     /// supervision again runs it.
     pub(super) fn wait_paused(&self, tx: &mut Tx<'_>, p: &PolicyRow) -> EngineResult<()> {
         tracing::info!(policy = %p.id, "supervision is paused ([daemon] enabled = false): the policy waits, queued");
-        self.policy_event(tx, PolicyEvent::Paused, p, json!({"reason": PAUSED_REASON}))?;
+        let paused = PolicyChange::Paused(Reasoned {
+            reason: PAUSED_REASON.to_string(),
+        });
+        self.policy_event(tx, paused, p)?;
         Ok(())
     }
 
     /// Puts `config` in force, whole, for every gate, attach and
     /// registration that starts from now on (those running keep theirs),
-    /// and stores `kind` (`config:reloaded`) with `payload`. Pausing
+    /// and stores `event` (`config:reloaded`). Pausing
     /// supervision says `policy:paused` on every queued policy; enabling it
     /// again runs what waited, once each.
-    pub fn reconfigure(&self, config: HostConfig, kind: &str, payload: &Value) -> EngineResult<()> {
+    pub fn reconfigure(&self, config: HostConfig, event: &Event) -> EngineResult<()> {
         let _one = self
             .inner
             .reloading
@@ -48,7 +51,7 @@ impl Engine {
         for warning in self.runner().allowlist_out_of_reach() {
             tracing::warn!(%warning, "after the reload");
         }
-        self.daemon_event(kind, payload)?;
+        self.daemon_event(event)?;
         if was && !now {
             tracing::warn!(
                 "supervision paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
@@ -64,8 +67,8 @@ impl Engine {
     }
 
     /// Stores a daemon-wide event (no session, no policy).
-    pub fn daemon_event(&self, kind: &str, payload: &Value) -> EngineResult<i64> {
-        self.write(|tx| Ok(tx.append_event(kind, None, None, payload, &self.webhooks(kind))?))
+    pub fn daemon_event(&self, event: &Event) -> EngineResult<i64> {
+        self.write(|tx| self.append(tx, event, None, None))
     }
 
     /// Says `policy:paused` on every queued policy: it waits for

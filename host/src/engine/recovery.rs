@@ -8,8 +8,8 @@
 
 use super::machine::{Decision, Input, Task, drives};
 use super::{Engine, EngineResult, WORKING, machine};
+use crate::model::event::{BlockOutcome, Blocked, PolicyChange, Queued};
 use crate::store::{PolicyRow, now_ms};
-use serde_json::json;
 use std::time::Duration;
 
 /// Daemon deaths in a row during one policy's gate that settle it.
@@ -137,7 +137,9 @@ impl Engine {
                 let Some(mut p) = tx.policy(&id)? else {
                     return Ok(None);
                 };
-                self.transition(tx, &mut p, Input::Recover, |_| json!({"reason": reason}))
+                self.transition(tx, &mut p, Input::Recover, |_| {
+                    Some(PolicyChange::queued(reason).into())
+                })
             })?
         } else {
             // Nothing to store: the task resumes from the state as it is.
@@ -213,12 +215,27 @@ impl Engine {
                 tracing::error!(policy = %id, crashes, "a poison policy is settled instead of gated again");
                 p.reason = Some(reason.clone());
                 return self.transition(tx, &mut p, Input::Poisoned, |_| {
-                    json!({"outcome": "error", "reason": reason, "gateCrashes": crashes})
+                    Some(
+                        PolicyChange::Blocked(Blocked {
+                            outcome: BlockOutcome::Error,
+                            reason: Some(reason.clone()),
+                            stale_sessions: None,
+                            gate_crashes: Some(crashes),
+                            damage: None,
+                        })
+                        .into(),
+                    )
                 });
             }
             tracing::warn!(policy = %id, crashes, "the daemon restarted while this policy's gate ran; it runs again");
             self.transition(tx, &mut p, Input::Recover, |_| {
-                json!({"reason": "the daemon restarted while the gate ran; it runs again", "gateCrashes": crashes})
+                Some(
+                    PolicyChange::Queued(Queued {
+                        reason: "the daemon restarted while the gate ran; it runs again".into(),
+                        gate_crashes: Some(crashes),
+                    })
+                    .into(),
+                )
             })
         })?;
         if let Some(step) = step {
@@ -232,6 +249,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::store::{PolicyStatus, Store};
+    use serde_json::json;
 
     fn policy(id: &str, status: PolicyStatus) -> PolicyRow {
         let mut p = PolicyRow::sample(id, status, &["s1"]);

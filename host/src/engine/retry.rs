@@ -9,7 +9,6 @@ use super::Engine;
 use super::machine::{Task, Verdict, drives};
 use crate::store::PolicyRow;
 use crate::verdict::RunReport;
-use serde_json::{Value, json};
 
 /// The wait before infrastructure retry `attempt` (1, 2, …): `first`,
 /// doubling each time, at most a minute.
@@ -23,13 +22,13 @@ pub(super) fn retry_backoff(first: std::time::Duration, attempt: i64) -> std::ti
 impl Engine {
     /// What a gate that could not run leads to: a retry while
     /// `[daemon] infra_retries` last (counted in `p`, told in
-    /// `extra["retry"]`: its cause, attempt and wait), else `error`, with
+    /// `said.retry`: its cause, attempt and wait), else `error`, with
     /// the reason in `p`.
     pub(super) fn could_not_run(
         &self,
         p: &mut PolicyRow,
         report: &RunReport,
-        extra: &mut serde_json::Map<String, Value>,
+        said: &mut super::said::Said,
     ) -> Verdict {
         let runner = self.runner();
         let daemon = &runner.config().daemon;
@@ -38,10 +37,12 @@ impl Engine {
             p.infra_retries_used += 1;
             let wait = retry_backoff(daemon.infra_retry_backoff, p.infra_retries_used);
             tracing::warn!(policy = %p.id, attempt = p.infra_retries_used, of = retries, wait_ms = wait.as_millis() as u64, reason = %report.reason, "the gate could not run; it runs again");
-            extra.insert(
-                "retry".into(),
-                json!({"cause": report.reason, "attempt": p.infra_retries_used, "of": retries, "waitMs": wait.as_millis() as u64}),
-            );
+            said.retry = Some(crate::model::event::Retry {
+                cause: report.reason.clone(),
+                attempt: p.infra_retries_used,
+                of: retries,
+                wait_ms: wait.as_millis() as u64,
+            });
             return Verdict::ErrorRetry;
         }
         p.reason = Some(if p.infra_retries_used > 0 {

@@ -15,10 +15,11 @@ use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, Cha
 use super::machine::{AfterPass, Input, ReviewStep, Task, Verdict, drives};
 use super::{AttachInput, Engine, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;
+use crate::model::event::{
+    self as ev, Event, PolicyChange, ReviewChange as R, SessionEvent, WatchdogEvent,
+};
 use crate::store::{EventFilter, PolicyRow, SessionState, Tx};
 use crate::verdict::{Outcome, RunReport};
-use serde::Serialize;
-use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
@@ -35,54 +36,6 @@ const MAX_FINDINGS: usize = 8 * 1024;
 /// How long one wait for a session reviewer's answer lasts before the
 /// task looks at the policy again (a cancel, a deadline).
 const ANSWER_POLL: Duration = Duration::from_secs(30);
-
-/// `review:started`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Started<'a> {
-    cycle: u32,
-    max_cycles: u32,
-    reviewer: String,
-    /// A session reviewer's prompt (the rubric and the change): a
-    /// registered session reads it here, a started one gets it on stdin.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
-    diff_bytes: usize,
-}
-
-/// `review:verdict`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct VerdictPayload<'a> {
-    cycle: u32,
-    max_cycles: u32,
-    verdict: &'static str,
-    findings: &'a str,
-}
-
-/// `review:repair`: the nudge the repairer gets.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Repair<'a> {
-    cycle: u32,
-    max_cycles: u32,
-    session: &'a str,
-    message: &'a str,
-}
-
-/// `review:shipped` and `review:escalated`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Ended<'a> {
-    cycle: u32,
-    max_cycles: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-}
-
-fn value(v: impl Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
 
 fn cap(mut s: String, max: usize) -> String {
     if s.len() > max {
@@ -130,7 +83,7 @@ impl Engine {
     /// A gate passed on a policy with a review: the chain decides (its
     /// first review, the next one after a repair, or anew after SHIP),
     /// and the chain's record is set in `p` with the change. Returns the
-    /// lifecycle's verdict; `extra["review"]` is `review:started`'s
+    /// lifecycle's verdict; `said.review` is `review:started`'s
     /// payload.
     pub(super) fn begin_review(
         &self,
@@ -139,7 +92,7 @@ impl Engine {
         input: &AttachInput,
         after: AfterPass,
         diff: Option<String>,
-        extra: &mut serde_json::Map<String, Value>,
+        said: &mut super::said::Said,
     ) -> EngineResult<Verdict> {
         let Some(review) = &input.review else {
             return Ok(Verdict::Pass(after));
@@ -169,16 +122,13 @@ impl Engine {
                 Some(session_prompt(s.rubric(), &record)),
             ),
         };
-        extra.insert(
-            "review".into(),
-            value(Started {
-                cycle,
-                max_cycles: record.max_cycles,
-                reviewer: label,
-                prompt: prompt.as_deref(),
-                diff_bytes: record.diff.as_ref().map_or(0, String::len),
-            }),
-        );
+        said.review = Some(ev::ReviewStarted {
+            cycle,
+            max_cycles: record.max_cycles,
+            reviewer: label,
+            prompt,
+            diff_bytes: record.diff.as_ref().map_or(0, String::len),
+        });
         p.reason = Some(format!(
             "the gate passed; review {cycle} of {} under way",
             record.max_cycles
@@ -362,16 +312,19 @@ impl Engine {
             }
             let found = self.wait_events(&filter, ANSWER_POLL).await?;
             if let Some(e) = found.first() {
-                if e.kind == "session:exited" {
-                    return Ok(Some(Answer::said(
-                        false,
-                        format!("the reviewer session {reviewer} exited without a verdict: BLOCK"),
-                    )));
-                }
-                if e.kind == "session:stale" {
-                    return Ok(Some(silent(reviewer)));
-                }
-                let message = e.payload.get("message").and_then(Value::as_str);
+                let message = match &e.event {
+                    Event::Session(SessionEvent::Exited(_)) => {
+                        return Ok(Some(Answer::said(
+                            false,
+                            format!(
+                                "the reviewer session {reviewer} exited without a verdict: BLOCK"
+                            ),
+                        )));
+                    }
+                    Event::Watchdog(WatchdogEvent::Stale(_)) => return Ok(Some(silent(reviewer))),
+                    Event::Session(SessionEvent::TurnEnd(r)) => r.message.as_deref(),
+                    _ => None,
+                };
                 match read_answer(message, record.nonce.as_deref()) {
                     Some(answer) => return Ok(Some(answer)),
                     None => {
@@ -470,29 +423,44 @@ impl Engine {
             let reason = p.reason.clone();
             let plan = p.plan.clone();
             let verdict = if answer.ship { "SHIP" } else { "BLOCK" };
-            let step = self.transition(tx, &mut p, Input::Review(step), |event| match event {
-                PolicyEvent::ReviewVerdict => value(VerdictPayload {
-                    cycle,
-                    max_cycles: max,
-                    verdict,
-                    findings: &answer.findings,
-                }),
-                PolicyEvent::ReviewRepair => value(Repair {
-                    cycle,
-                    max_cycles: max,
-                    session: &repairer,
-                    message: &message,
-                }),
-                PolicyEvent::ReviewShipped | PolicyEvent::ReviewEscalated => value(Ended {
-                    cycle,
-                    max_cycles: max,
-                    reason: reason.as_deref(),
-                }),
-                PolicyEvent::Watching => json!({"pending": [repairer]}),
-                PolicyEvent::Blocked => json!({"outcome": "review", "reason": reason}),
-                PolicyEvent::CommitReady => json!({"plan": plan}),
-                PolicyEvent::Approved => json!({"by": "policy (requireHumanAck: false)"}),
-                _ => json!({}),
+            let ended = ev::ReviewEnded {
+                cycle,
+                max_cycles: max,
+                reason: reason.clone(),
+            };
+            let step = self.transition(tx, &mut p, Input::Review(step), |event| {
+                Some(match event {
+                    PolicyEvent::ReviewVerdict => R::Verdict(ev::ReviewVerdict {
+                        cycle,
+                        max_cycles: max,
+                        verdict: verdict.to_string(),
+                        findings: answer.findings.clone(),
+                    })
+                    .into(),
+                    PolicyEvent::ReviewRepair => R::Repair(ev::ReviewRepair {
+                        cycle,
+                        max_cycles: max,
+                        session: repairer.clone(),
+                        message: message.clone(),
+                    })
+                    .into(),
+                    PolicyEvent::ReviewShipped => R::Shipped(ended.clone()).into(),
+                    PolicyEvent::ReviewEscalated => R::Escalated(ended.clone()).into(),
+                    PolicyEvent::Watching => PolicyChange::Watching(ev::Watching {
+                        pending: vec![repairer.clone()],
+                    })
+                    .into(),
+                    PolicyEvent::Blocked => {
+                        PolicyChange::blocked(ev::BlockOutcome::Review, reason.clone()).into()
+                    }
+                    PolicyEvent::CommitReady => PolicyChange::CommitReady(ev::CommitReady {
+                        plan: plan.clone().map(Box::new),
+                    })
+                    .into(),
+                    PolicyEvent::Approved => PolicyChange::approved_by_policy().into(),
+                    PolicyEvent::Done => PolicyChange::Done(ev::Empty {}).into(),
+                    _ => return None,
+                })
             })?;
             Ok(step.map(|s| (s, repairer, message)))
         })?;

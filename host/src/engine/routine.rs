@@ -34,8 +34,6 @@
 //! happens exactly once across restarts: once stored, a terminal state
 //! ignores every input.
 
-use serde::{Deserialize, Serialize};
-
 pub use crate::model::routine::{
     DEFAULT_AUTO_ALLOW_MAX, DEFAULT_ESCALATION_SECS, FailReason, Finish, MAX_RESTARTS, OnInput,
     RoutineSpec, RunReason, RunState, STEP_DONE, SessionSpec, StepSpec, WaitFor,
@@ -122,15 +120,7 @@ impl RoutineSpec {
     }
 }
 
-/// Where awaiting input came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InputSource {
-    /// A turn-end without the step's done marker.
-    TurnEnd,
-    /// A permission request the session's rule escalated.
-    Permission,
-}
+pub use crate::model::routine::InputSource;
 
 /// What happened to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

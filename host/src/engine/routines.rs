@@ -16,13 +16,13 @@
 //! the API checks).
 
 use super::routine::{
-    self, Effect, FailReason, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunReason,
-    RunState, SessionSpec, StepRules,
+    self, Effect, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunReason, RunState,
+    SessionSpec, StepRules,
 };
-use super::sessions::{ReportKind, invalid};
+use super::sessions::ReportKind;
 use super::{Engine, EngineError, EngineResult};
+use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
 use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
-use serde::Serialize;
 use std::time::Duration;
 
 /// How often the loop looks at waiting runs and escalations' deadlines.
@@ -96,40 +96,9 @@ impl Run {
     }
 }
 
-/// The payload of every `routine:*` event.
-#[derive(Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RoutineEvent {
-    pub routine_id: String,
-    /// The run's state after the event.
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    /// The step's label.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<InputSource>,
-    /// The session's last message (what it asked), or the operator's
-    /// response.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fail_reason: Option<FailReason>,
-    /// Why, for a person.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub deadline_at: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub restarts: Option<u32>,
-}
+/// The payload of every `routine:*` event (the run's id, state and label
+/// are filled in by `routine_event`).
+pub use crate::model::event::RoutinePayload as RoutineEvent;
 
 /// What an input carries beyond its kind.
 #[derive(Debug, Default, Clone)]
@@ -180,20 +149,20 @@ impl Engine {
     fn routine_event(
         &self,
         tx: &mut Tx<'_>,
-        kind: &str,
+        kind: RoutineKind,
         run: &Run,
         payload: RoutineEvent,
     ) -> EngineResult<()> {
         let payload = RoutineEvent {
             routine_id: run.row.id.clone(),
-            state: run.state.name(),
+            state: run.state.name().to_string(),
             label: run.spec.label.clone(),
             ..payload
         };
         let session = payload.session_id.clone();
-        let value = serde_json::to_value(&payload).map_err(|e| invalid("event", e.to_string()))?;
-        tracing::info!(routine = %run.row.id, event = kind, step = ?payload.step, "routine event");
-        tx.append_event(kind, session.as_deref(), None, &value, &self.webhooks(kind))?;
+        tracing::info!(routine = %run.row.id, event = kind.as_str(), step = ?payload.step, "routine event");
+        let event = Event::Routine(RoutineEventOf { kind, payload });
+        self.append(tx, &event, session.as_deref(), None)?;
         Ok(())
     }
 
@@ -305,9 +274,9 @@ impl Engine {
                 self.routine_event(
                     tx,
                     if restarted {
-                        "routine:step-restarted"
+                        RoutineKind::StepRestarted
                     } else {
-                        "routine:step-started"
+                        RoutineKind::StepStarted
                     },
                     run,
                     RoutineEvent {
@@ -336,7 +305,7 @@ impl Engine {
                 };
                 self.routine_event(
                     tx,
-                    "routine:auto-allowed",
+                    RoutineKind::AutoAllowed,
                     run,
                     RoutineEvent {
                         source: Some(src),
@@ -372,7 +341,7 @@ impl Engine {
                 }
                 self.routine_event(
                     tx,
-                    "routine:escalated",
+                    RoutineKind::Escalated,
                     run,
                     RoutineEvent {
                         source: Some(src),
@@ -400,7 +369,7 @@ impl Engine {
                 }
                 self.routine_event(
                     tx,
-                    "routine:resolved",
+                    RoutineKind::Resolved,
                     run,
                     RoutineEvent {
                         message: Some(response.clone()),
@@ -431,7 +400,7 @@ impl Engine {
                 let reason = cx.why.clone();
                 self.routine_event(
                     tx,
-                    "routine:step-done",
+                    RoutineKind::StepDone,
                     run,
                     RoutineEvent { reason, ..base },
                 )?;
@@ -441,7 +410,7 @@ impl Engine {
                 run.row.step_session = None;
             }
             Effect::Done => {
-                self.routine_event(tx, "routine:done", run, RoutineEvent::default())?;
+                self.routine_event(tx, RoutineKind::Done, run, RoutineEvent::default())?;
             }
             Effect::Fail(reason) => {
                 if let Some(s) = current.and_then(|i| run.row.steps.get_mut(i)) {
@@ -456,7 +425,7 @@ impl Engine {
                 tracing::warn!(routine = %run.row.id, ?reason, %why, "a routine failed");
                 self.routine_event(
                     tx,
-                    "routine:failed",
+                    RoutineKind::Failed,
                     run,
                     RoutineEvent {
                         fail_reason: Some(reason),
@@ -475,7 +444,7 @@ impl Engine {
                 }
                 self.routine_event(
                     tx,
-                    "routine:cancelled",
+                    RoutineKind::Cancelled,
                     run,
                     RoutineEvent {
                         reason: cx.why.clone(),
@@ -502,7 +471,7 @@ impl Engine {
     ) -> EngineResult<()> {
         self.routine_event(
             tx,
-            "routine:awaiting-input",
+            RoutineKind::AwaitingInput,
             run,
             RoutineEvent {
                 step: base.step.clone(),

@@ -16,8 +16,8 @@
 use super::attach::{AttachInput, parse_input, validate};
 use super::{Engine, EngineResult};
 use crate::config::Trust;
+use crate::model::event::{Event, PolicyRefused, RefusedOrigin, SessionEvent};
 use crate::store::{SessionRow, Tx};
-use serde_json::json;
 use std::path::Path;
 
 /// Where a rule comes from: the configuration or a standing policy (named
@@ -28,10 +28,14 @@ enum Origin<'a> {
 }
 
 impl Origin<'_> {
-    fn fields(&self) -> (&'static str, String) {
+    fn said(&self) -> RefusedOrigin {
         match self {
-            Origin::Config(file) => ("file", file.display().to_string()),
-            Origin::Standing(id) => ("standingId", (*id).to_string()),
+            Origin::Config(file) => RefusedOrigin::File {
+                file: file.display().to_string(),
+            },
+            Origin::Standing(id) => RefusedOrigin::Standing {
+                standing_id: (*id).to_string(),
+            },
         }
     }
 }
@@ -114,15 +118,15 @@ impl Engine {
         origin: &Origin<'_>,
         reason: &str,
     ) -> EngineResult<()> {
-        let (key, value) = origin.fields();
-        tracing::error!(session = %s.id, from = %value, error = %reason, "a session policy was refused");
-        tx.append_event(
-            "session:policy-refused",
-            Some(&s.id),
-            None,
-            &json!({"sessionId": s.id, (key): value, "reason": reason}),
-            &self.webhooks("session:policy-refused"),
-        )?;
+        let origin = origin.said();
+        tracing::error!(session = %s.id, from = ?origin, error = %reason, "a session policy was refused");
+        let refused = PolicyRefused {
+            session_id: s.id.clone(),
+            origin,
+            reason: reason.to_string(),
+        };
+        let event = Event::Session(SessionEvent::PolicyRefused(refused));
+        self.append(tx, &event, Some(&s.id), None)?;
         Ok(())
     }
 
@@ -149,7 +153,10 @@ impl Engine {
             Err(e) => return self.refuse_rule(tx, s, &origin, &e.to_string()),
         };
         let p = self.insert_policy(tx, &input, None)?;
-        let (_, from) = origin.fields();
+        let from = match origin.said() {
+            RefusedOrigin::File { file } => file,
+            RefusedOrigin::Standing { standing_id } => standing_id,
+        };
         tracing::info!(session = %s.id, policy = %p.id, from = %from, on = why, "a session policy was attached");
         if super::machine::drives(super::machine::Task::Slot, p.status) {
             // Not reached: the session has no turn-end after the

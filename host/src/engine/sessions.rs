@@ -12,9 +12,9 @@ use super::keys::{self, Caller};
 use super::{Engine, EngineError, EngineResult};
 use crate::anchor::{Places, WorkspaceAnchor};
 use crate::config::Trust;
+use crate::model::event::{self as ev, Event, SessionEvent, WatchdogEvent};
 use crate::store::{SessionRow, SessionState, now_ms};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 pub(super) mod machine;
@@ -479,13 +479,15 @@ impl Engine {
             s.updated_at = now;
             tx.put_session(&s)?;
             if existing.is_none() {
-                tx.append_event(
-                    "session:registered",
-                    Some(&s.id),
-                    None,
-                    &json!({"sessionId": s.id, "cwd": s.cwd, "workspace": s.workspace, "label": s.label, "started": command.is_some()}),
-                    &self.webhooks("session:registered"),
-                )?;
+                let registered = ev::Registered {
+                    session_id: s.id.clone(),
+                    cwd: s.cwd.clone(),
+                    workspace: s.workspace.clone(),
+                    label: s.label.clone(),
+                    started: command.is_some(),
+                };
+                let event = Event::Session(SessionEvent::Registered(registered));
+                self.append(tx, &event, Some(&s.id), None)?;
             }
             if step.does(machine::Effect::AttachPolicies) {
                 self.attach_session_policies(tx, &s, "registered")?;
@@ -517,14 +519,23 @@ impl Engine {
         if !step.events.contains(&machine::Event::Live) {
             return Ok(());
         }
-        let stale_at = s.stale_at.take();
-        let live = machine::Event::Live.as_str();
-        tx.append_event(
-            live,
+        // The machine says `live` of a stale session only.
+        let Some(stale_at) = s.stale_at.take() else {
+            return Err(EngineError::Internal(format!(
+                "session {} is live again but was never stale",
+                s.id
+            )));
+        };
+        let live = ev::Live {
+            session_id: s.id.clone(),
+            by: by.to_string(),
+            stale_at,
+        };
+        self.append(
+            tx,
+            &Event::Watchdog(WatchdogEvent::Live(live)),
             Some(&s.id),
             None,
-            &json!({"sessionId": s.id, "by": by, "staleAt": stale_at}),
-            &self.webhooks(live),
         )?;
         tracing::info!(session = %s.id, by, "a stale session is live again");
         Ok(())

@@ -17,6 +17,7 @@ use super::sessions::invalid;
 use super::{Engine, EngineResult};
 use crate::config::session_policies::{applies, plain_agent};
 use crate::model::as_given::AsGiven;
+use crate::model::event::{Event, Standing, StandingEvent};
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;
 use serde_json::Value;
@@ -60,28 +61,12 @@ pub fn matches(
 }
 
 /// The payload of `standing:added` and `standing:removed`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StandingEvent {
-    pub standing_id: String,
-    pub agents: Vec<String>,
-    pub under: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-}
-
-impl StandingEvent {
-    fn of(row: &StandingRow) -> StandingEvent {
-        StandingEvent {
-            standing_id: row.id.clone(),
-            agents: row.agents.clone(),
-            under: row.under.clone(),
-            label: row.label.clone(),
-        }
-    }
-
-    fn payload(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+fn standing_of(row: &StandingRow) -> Standing {
+    Standing {
+        standing_id: row.id.clone(),
+        agents: row.agents.clone(),
+        under: row.under.clone(),
+        label: row.label.clone(),
     }
 }
 
@@ -141,13 +126,8 @@ impl Engine {
                 ));
             }
             tx.insert_standing(&row)?;
-            tx.append_event(
-                "standing:added",
-                None,
-                None,
-                &StandingEvent::of(&row).payload(),
-                &self.webhooks("standing:added"),
-            )?;
+            let event = Event::Standing(StandingEvent::Added(standing_of(&row)));
+            self.append(tx, &event, None, None)?;
             Ok(())
         })?;
         tracing::info!(standing = %row.id, agents = ?row.agents, under = ?row.under, "a standing policy was added");
@@ -166,13 +146,8 @@ impl Engine {
                 return Err(invalid("id", format!("no standing policy '{id}'")));
             };
             tx.remove_standing(id)?;
-            tx.append_event(
-                "standing:removed",
-                None,
-                None,
-                &StandingEvent::of(&row).payload(),
-                &self.webhooks("standing:removed"),
-            )?;
+            let event = Event::Standing(StandingEvent::Removed(standing_of(&row)));
+            self.append(tx, &event, None, None)?;
             Ok(row)
         })?;
         tracing::info!(standing = %id, "a standing policy was removed");

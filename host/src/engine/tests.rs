@@ -20,6 +20,17 @@ fn all_events(engine: &Engine) -> Vec<EventRow> {
         .expect("events")
 }
 
+/// A typed `session:turn-end` of `s1`.
+fn turn_end() -> crate::model::event::Event {
+    use crate::model::event::{Event, Report, SessionEvent};
+    Event::Session(SessionEvent::TurnEnd(Report {
+        session_id: "s1".into(),
+        state: "idle".into(),
+        turn: 1,
+        message: None,
+    }))
+}
+
 /// A write whose closure refuses (a conflict, not a store error) is
 /// rolled back, and its caller gets the refusal itself, not the store's
 /// rollback: before, a string sentinel (`"rolled back"`) stood between.
@@ -28,7 +39,7 @@ fn a_refused_write_keeps_nothing_and_answers_its_own_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = engine(dir.path());
     let got = engine.write(|tx| {
-        tx.append_event("session:turn-end", Some("s1"), None, &json!({}), &[])?;
+        tx.append_event(&turn_end(), Some("s1"), None, &[])?;
         Err::<(), _>(EngineError::Conflict {
             code: "settled",
             message: "refused".into(),
@@ -45,8 +56,7 @@ fn a_refused_write_keeps_nothing_and_answers_its_own_error() {
         "{got:?}"
     );
     assert!(all_events(&engine).is_empty(), "a refused write was kept");
-    let kept = engine
-        .write(|tx| Ok(tx.append_event("session:turn-end", Some("s1"), None, &json!({}), &[])?));
+    let kept = engine.write(|tx| Ok(tx.append_event(&turn_end(), Some("s1"), None, &[])?));
     assert!(kept.is_ok(), "{kept:?}");
     assert_eq!(all_events(&engine).len(), 1);
 }

@@ -27,8 +27,8 @@ use super::machine::{Input, PolicyEvent};
 use super::sessions::machine as session;
 use super::{Engine, EngineResult};
 use crate::config::OnStale;
+use crate::model::event::{self as ev, PolicyChange as P};
 use crate::store::{PolicyRow, now_ms};
-use serde_json::json;
 use std::time::Duration;
 
 /// Sessions marked stale per look at most (the rest wait for the next).
@@ -139,20 +139,18 @@ impl Engine {
                     let last = s.heartbeat_at.unwrap_or(s.updated_at);
                     s.stale_at = step.stale.then_some(now);
                     tx.put_session(&s)?;
-                    let stale = session::Event::Stale.as_str();
-                    tx.append_event(
-                        stale,
-                        Some(&s.id),
-                        None,
-                        &json!({
-                            "sessionId": s.id,
-                            "lastHeardAt": last,
-                            "silentMs": now - last,
-                            "timeoutMs": timeout_ms,
-                            "onStale": match on_stale { OnStale::Block => "block", OnStale::Cancel => "cancel" },
-                        }),
-                        &self.webhooks(stale),
-                    )?;
+                    let stale = ev::Stale {
+                        session_id: s.id.clone(),
+                        last_heard_at: last,
+                        silent_ms: now - last,
+                        timeout_ms,
+                        on_stale: match on_stale {
+                            OnStale::Block => ev::OnStaleName::Block,
+                            OnStale::Cancel => ev::OnStaleName::Cancel,
+                        },
+                    };
+                    let event = ev::Event::Watchdog(ev::WatchdogEvent::Stale(stale));
+                    self.append(tx, &event, Some(&s.id), None)?;
                     tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
                     look.stale.push(s.id);
                 }
@@ -184,8 +182,25 @@ impl Engine {
                     cancel: on_stale == OnStale::Cancel,
                 };
                 let step = self.transition(tx, &mut p, input, |e| match e {
-                    PolicyEvent::Blocked => json!({"outcome": "stale", "reason": reason, "staleSessions": stale}),
-                    _ => json!({"reason": reason, "staleSessions": stale}),
+                    PolicyEvent::Blocked => Some(
+                        P::Blocked(ev::Blocked {
+                            outcome: ev::BlockOutcome::Stale,
+                            reason: Some(reason.clone()),
+                            stale_sessions: Some(stale.clone()),
+                            gate_crashes: None,
+                            damage: None,
+                        })
+                        .into(),
+                    ),
+                    PolicyEvent::Cancelled => Some(
+                        P::Cancelled(ev::Cancelled {
+                            from: None,
+                            reason: Some(reason.clone()),
+                            stale_sessions: Some(stale.clone()),
+                        })
+                        .into(),
+                    ),
+                    _ => None,
                 })?;
                 if let Some(step) = step {
                     tracing::warn!(policy = %p.id, reason = %reason, "policy reclaimed by the watchdog");
@@ -228,10 +243,18 @@ impl Engine {
         );
         let old_reason = p.reason.replace(reason.clone());
         let step = self.transition(tx, p, Input::Expired, |e| match e {
-            PolicyEvent::Expired => {
-                json!({"deadlineAt": deadline, "was": was.as_str(), "reason": reason})
+            PolicyEvent::Expired => Some(
+                P::Expired(ev::Expired {
+                    deadline_at: deadline,
+                    was: was.as_str().to_string(),
+                    reason: reason.clone(),
+                })
+                .into(),
+            ),
+            PolicyEvent::Blocked => {
+                Some(P::blocked(ev::BlockOutcome::Expired, Some(reason.clone())).into())
             }
-            _ => json!({"outcome": "expired", "reason": reason}),
+            _ => None,
         })?;
         if step.is_none() {
             p.reason = old_reason;

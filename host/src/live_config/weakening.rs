@@ -24,23 +24,11 @@
 //! strengthening.
 
 use crate::config::{AckRequires, HostConfig};
-use serde::{Deserialize, Serialize};
 
 /// The attention event of a held weakening.
 pub const HELD_EVENT: &str = "config:held";
 
-/// The payload of `config:held`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigHeld {
-    /// The file read.
-    pub source: String,
-    pub trigger: super::Trigger,
-    /// The settings whose weakening waits for a restart.
-    pub held: Vec<String>,
-    /// Why, for a person.
-    pub reason: String,
-}
+pub use crate::model::event::ConfigHeld;
 
 /// Whether `new` has an item `old` lacks (compared as configured).
 fn gains<T: std::fmt::Debug>(old: &[T], new: &[T]) -> bool {

@@ -10,11 +10,13 @@
 //!   kept as given ([`as_given`]), and the checks that need only it;
 //! - [`plan`]: a commit policy's plan and its prepared commit;
 //! - [`chain`]: a review chain's record; [`report`]: the gate report (a
-//!   policy's `verdict`); [`routine`]: a routine's spec, state and reason.
+//!   policy's `verdict`); [`routine`]: a routine's spec, state and reason;
+//! - [`event`]: every event, one typed enum, and its one codec.
 
 pub mod as_given;
 pub mod attach;
 pub mod chain;
+pub mod event;
 pub mod plan;
 pub mod report;
 pub mod routine;

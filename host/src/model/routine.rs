@@ -227,6 +227,16 @@ impl RunState {
     }
 }
 
+/// Where awaiting input came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputSource {
+    /// A turn-end without the step's done marker.
+    TurnEnd,
+    /// A permission request the session's rule escalated.
+    Permission,
+}
+
 /// Why a run failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

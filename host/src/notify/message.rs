@@ -2,12 +2,15 @@
 //! is and where to look. A pure function of the event ([`message`]); the
 //! receiver's shape is the `render` module's.
 //!
-//! It reads only the fields of an event's payload it shows (typed, below),
-//! and never trusts their text: a reason is the agent's gate output as much
+//! It reads the typed event (`model::event`), and never trusts its text: a reason is the agent's gate output as much
 //! as gatehost's. It must never do I/O.
 
+use crate::model::event::{
+    BlockOutcome, ConfigEvent, Event, HookEvent, HookNotice, PasskeyEvent, PolicyChange,
+    RefusedOrigin, ReviewChange, ReviewEvent, RoutineEvent, RoutineKind, SessionEvent,
+    WatchdogEvent,
+};
 use crate::store::EventRow;
-use serde::Deserialize;
 
 /// How urgent a message is (ntfy's priority; chats show it as a word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,40 +38,16 @@ pub struct Message {
 /// The most of the agent's text (a reason) one message carries.
 pub const MAX_REASON_CHARS: usize = 600;
 
-/// The payload fields a message shows; absent ones are `None`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Shown {
-    reason: Option<String>,
-    outcome: Option<String>,
-    message: Option<String>,
-    silent_ms: Option<i64>,
-    cycle: Option<u32>,
-    request: Option<String>,
-    timeout_ms: Option<u64>,
-    max_cycles: Option<u32>,
-    file: Option<String>,
-    standing_id: Option<String>,
-    sha: Option<String>,
-    by: Option<String>,
-    agent: Option<String>,
-    cwd: Option<String>,
-    #[serde(default)]
-    changed: Vec<String>,
-    routine_id: Option<String>,
-    step: Option<String>,
-    name: Option<String>,
-}
-
 /// The message for `event`; `base` is where the daemon's pages are (links
 /// are left out without it).
 pub fn message(event: &EventRow, base: Option<&str>) -> Message {
-    let shown: Shown = serde_json::from_value(event.payload.clone()).unwrap_or_default();
-    let reason = shown
-        .reason
-        .as_deref()
-        .or(shown.message.as_deref())
-        .map(clean);
+    let said = event.event.said(&["reason", "message", "by"]);
+    let field = |key: &str| {
+        said.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let reason = field("reason").or(field("message")).map(clean);
     let policy = event.policy_id.as_deref().map(clean_id);
     let session = event.session_id.as_deref().map(clean_id);
     let subject = match (&policy, &session) {
@@ -80,12 +59,16 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
         Some(r) if !r.is_empty() => format!("{what}: {r}"),
         _ => what.to_string(),
     };
+    let policy_change = match &event.event {
+        Event::Policy(e) => Some(&e.change),
+        _ => None,
+    };
     let (title, text, priority, tags): (String, String, Priority, &'static [&'static str]) =
-        match event.kind.as_str() {
-            "policy:blocked" => {
-                let what = match shown.outcome.as_deref() {
-                    Some("error") => "its gate could not run",
-                    Some("fail") => "its gate still fails, out of retries",
+        match (&event.event, policy_change) {
+            (_, Some(PolicyChange::Blocked(b))) => {
+                let what = match b.outcome {
+                    BlockOutcome::Error => "its gate could not run",
+                    BlockOutcome::Fail => "its gate still fails, out of retries",
                     _ => "it needs a person",
                 };
                 (
@@ -95,73 +78,72 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                     &["no_entry"],
                 )
             }
-            "policy:commit-ready" => (
+            (_, Some(PolicyChange::CommitReady(_))) => (
                 format!("gatehost: {subject} awaits your review"),
                 "Its gate passed; the change waits for your ack (approve or reject).".to_string(),
                 Priority::High,
                 &["eyes"],
             ),
-            "policy:commit-failed" => (
+            (_, Some(PolicyChange::CommitFailed(_))) => (
                 format!("gatehost: the commit of {subject} failed"),
                 because("the commit could not be made"),
                 Priority::High,
                 &["warning"],
             ),
-            "policy:committed" => (
+            (_, Some(PolicyChange::Committed(c))) => (
                 format!("gatehost: {subject} committed"),
-                match &shown.sha {
+                match &c.sha {
                     Some(sha) => format!("Committed as {}.", clean(sha)),
                     None => "Committed.".to_string(),
                 },
                 Priority::Default,
                 &["white_check_mark"],
             ),
-            "policy:expired" => (
+            (_, Some(PolicyChange::Expired(_))) => (
                 format!("gatehost: {subject} passed its deadline"),
                 because("its deadline ran out; it is blocked"),
                 Priority::High,
                 &["hourglass"],
             ),
-            "policy:next-refused" => (
+            (_, Some(PolicyChange::NextRefused(_))) => (
                 format!("gatehost: the next step of {subject} was refused"),
                 because("the chained policy could not be attached"),
                 Priority::High,
                 &["warning"],
             ),
-            "review:escalated" => (
-                format!("gatehost: the review of {subject} escalates to you"),
-                because(&match (shown.cycle, shown.max_cycles) {
-                    (Some(c), Some(m)) => format!("the reviewer blocked {c} of {m} cycles"),
-                    _ => "the reviewer never shipped it".to_string(),
+            (
+                Event::Review(ReviewEvent {
+                    change: ReviewChange::Escalated(r),
+                    ..
                 }),
+                _,
+            ) => (
+                format!("gatehost: the review of {subject} escalates to you"),
+                because(&format!(
+                    "the reviewer blocked {} of {} cycles",
+                    r.cycle, r.max_cycles
+                )),
                 Priority::High,
                 &["rotating_light"],
             ),
-            "routine:escalated" => (
-                format!(
-                    "gatehost: routine {} asks for your answer",
-                    shown
-                        .routine_id
-                        .as_deref()
-                        .map(clean_id)
-                        .unwrap_or_default()
-                ),
+            (
+                Event::Routine(RoutineEvent {
+                    kind: RoutineKind::Escalated,
+                    payload: r,
+                }),
+                _,
+            ) => (
+                format!("gatehost: routine {} asks for your answer", clean_id(&r.routine_id)),
                 format!(
                     "Step {} waits for input{}: answer with gatehost routine resolve {} {} --response TEXT{}.",
-                    shown.step.as_deref().map(clean).unwrap_or_default(),
-                    shown
-                        .message
+                    r.step.as_deref().map(clean).unwrap_or_default(),
+                    r.message
                         .as_deref()
                         .map(|m| format!(" (it said: {})", clean(m)))
                         .unwrap_or_default(),
-                    shown
-                        .routine_id
-                        .as_deref()
-                        .map(clean_id)
-                        .unwrap_or_default(),
-                    shown.step.as_deref().map(clean).unwrap_or_default(),
-                    shown
-                        .timeout_ms
+                    clean_id(&r.routine_id),
+                    r.step.as_deref().map(clean).unwrap_or_default(),
+                    r.timeout_ms
                         .map(|ms| format!(
                             " (the run fails after {} without an answer)",
                             humantime::format_duration(std::time::Duration::from_secs(ms / 1000))
@@ -171,32 +153,26 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 Priority::High,
                 &["raising_hand"],
             ),
-            "routine:failed" => (
-                format!(
-                    "gatehost: routine {} failed",
-                    shown
-                        .routine_id
-                        .as_deref()
-                        .map(clean_id)
-                        .unwrap_or_default()
-                ),
+            (
+                Event::Routine(RoutineEvent {
+                    kind: RoutineKind::Failed,
+                    payload: r,
+                }),
+                _,
+            ) => (
+                format!("gatehost: routine {} failed", clean_id(&r.routine_id)),
                 because(&format!(
                     "step {} did not finish",
-                    shown.step.as_deref().map(clean).unwrap_or_default()
+                    r.step.as_deref().map(clean).unwrap_or_default()
                 )),
                 Priority::High,
                 &["warning"],
             ),
-            "session:stale" => {
-                let silent = shown
-                    .silent_ms
-                    .map(|ms| {
-                        humantime::format_duration(std::time::Duration::from_secs(
-                            u64::try_from(ms / 1000).unwrap_or(0),
-                        ))
-                        .to_string()
-                    })
-                    .unwrap_or_else(|| "too long".into());
+            (Event::Watchdog(WatchdogEvent::Stale(st)), _) => {
+                let silent = humantime::format_duration(std::time::Duration::from_secs(
+                    u64::try_from(st.silent_ms / 1000).unwrap_or(0),
+                ))
+                .to_string();
                 (
                     format!("gatehost: {subject} has gone silent"),
                     format!(
@@ -206,46 +182,39 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                     &["zzz"],
                 )
             }
-            "session:permission-escalated" => (
+            (Event::Session(SessionEvent::PermissionEscalated(p)), _) => (
                 format!("gatehost: {subject} asks for your permission"),
                 format!(
-                    "Request {}: answer with gatehost session permission {} {} --allow or --deny{}.",
-                    shown.request.as_deref().map(clean).unwrap_or_default(),
+                    "Request {}: answer with gatehost session permission {} {} --allow or --deny (denied after {} without an answer).",
+                    clean(&p.request),
                     session.clone().unwrap_or_default(),
-                    shown.request.as_deref().map(clean).unwrap_or_default(),
-                    shown
-                        .timeout_ms
-                        .map(|ms| format!(
-                            " (denied after {} without an answer)",
-                            humantime::format_duration(std::time::Duration::from_secs(ms / 1000))
-                        ))
-                        .unwrap_or_default()
+                    clean(&p.request),
+                    humantime::format_duration(std::time::Duration::from_secs(p.timeout_ms / 1000))
                 ),
                 Priority::High,
                 &["raising_hand"],
             ),
-            "session:policy-refused" => (
+            (Event::Session(SessionEvent::PolicyRefused(p)), _) => (
                 format!("gatehost: a session policy was refused for {subject}"),
-                because(&match (&shown.file, &shown.standing_id) {
-                    (Some(f), _) => format!("the policy file {} does not apply", clean(f)),
-                    (None, Some(id)) => format!("the standing policy {} does not apply", clean(id)),
-                    (None, None) => "a session policy does not apply".to_string(),
+                because(&match &p.origin {
+                    RefusedOrigin::File { file } => {
+                        format!("the policy file {} does not apply", clean(file))
+                    }
+                    RefusedOrigin::Standing { standing_id } => {
+                        format!("the standing policy {} does not apply", clean(standing_id))
+                    }
                 }),
                 Priority::High,
                 &["warning"],
             ),
-            "session:ungated" => (
+            (Event::Session(SessionEvent::Ungated(u)), _) => (
                 format!("gatehost: {subject} stopped with no gate"),
                 format!(
-                    "No policy of yours watches this session{}{}: its stop was let through ungated. \
+                    "No policy of yours watches this session (in {}){}: its stop was let through ungated. \
                      Attach one (a standing policy, `gatehost policy attach --template`, matches new sessions); \
                      later ungated stops of this session are not announced again.",
-                    shown
-                        .cwd
-                        .as_deref()
-                        .map(|c| format!(" (in {})", clean(c)))
-                        .unwrap_or_default(),
-                    if reason.as_deref().is_some_and(|r| r.contains("the agent attached")) {
+                    clean(&u.cwd),
+                    if u.reason.contains("the agent attached") {
                         " (only policies the agent attached itself do)"
                     } else {
                         ""
@@ -254,72 +223,58 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 Priority::High,
                 &["warning"],
             ),
-            "passkey:registered" => (
-                format!(
-                    "gatehost: passkey '{}' was registered",
-                    clean(shown.name.as_deref().unwrap_or("?"))
-                ),
+            (Event::Passkey(PasskeyEvent::Registered(p)), _) => (
+                format!("gatehost: passkey '{}' was registered", clean(&p.name)),
                 "It can approve changes from now on. If you did not add it, remove it on the page and look at who holds the operator token.".to_string(),
                 Priority::High,
                 &["key"],
             ),
-            "passkey:removed" => (
-                format!(
-                    "gatehost: passkey '{}' was removed",
-                    clean(shown.name.as_deref().unwrap_or("?"))
-                ),
+            (Event::Passkey(PasskeyEvent::Removed(p)), _) => (
+                format!("gatehost: passkey '{}' was removed", clean(&p.name)),
                 "It can no longer approve changes.".to_string(),
                 Priority::High,
                 &["key"],
             ),
-            "config:rejected" => (
+            (Event::Config(ConfigEvent::Rejected(_)), _) => (
                 "gatehost: the new configuration was rejected".to_string(),
                 because("the old configuration stays in force"),
                 Priority::High,
                 &["warning"],
             ),
-            "config:held" => (
+            (Event::Config(ConfigEvent::Held(_)), _) => (
                 "gatehost: a weakening of the configuration is held until a restart".to_string(),
                 because("the stronger setting stays in force"),
                 Priority::High,
                 &["warning"],
             ),
-            "config:reloaded" => (
+            (Event::Config(ConfigEvent::Reloaded(r)), _) => (
                 "gatehost: the configuration was reloaded".to_string(),
-                if shown.changed.is_empty() {
+                if r.changed.is_empty() {
                     "Nothing changed.".to_string()
                 } else {
-                    format!("Changed: {}.", clean(&shown.changed.join(", ")))
+                    format!("Changed: {}.", clean(&r.changed.join(", ")))
                 },
                 Priority::Default,
                 &["gear"],
             ),
-            "hook:capped" => (
-                format!(
-                    "gatehost: {} is out of retries",
-                    hook_subject(&shown, &session)
-                ),
+            (Event::Hook(HookEvent::Capped(h)), _) => (
+                format!("gatehost: {} is out of retries", hook_subject(h, &session)),
                 because("the gate still fails; the stop was let through"),
                 Priority::High,
                 &["no_entry"],
             ),
-            "hook:gate-error" => (
-                format!(
-                    "gatehost: a gate could not run for {}",
-                    hook_subject(&shown, &session)
-                ),
+            (Event::Hook(HookEvent::GateError(h)), _) => (
+                format!("gatehost: a gate could not run for {}", hook_subject(h, &session)),
                 because("the work was not accepted"),
                 Priority::High,
                 &["warning"],
             ),
-            kind => {
-                let by = shown
-                    .by
-                    .as_deref()
+            (e, _) => {
+                let by = field("by")
                     .map(|b| format!(" by {}", clean(b)))
                     .unwrap_or_default();
                 (
-                    format!("gatehost: {} {subject}{by}", clean(kind)),
+                    format!("gatehost: {} {subject}{by}", clean(e.kind())),
                     reason.clone().unwrap_or_default(),
                     Priority::Default,
                     &[],
@@ -340,8 +295,8 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
 }
 
 /// A standalone hook's subject: the agent CLI, its session and workspace.
-fn hook_subject(shown: &Shown, session: &Option<String>) -> String {
-    let agent = shown.agent.as_deref().map(clean).unwrap_or_default();
+fn hook_subject(h: &HookNotice, session: &Option<String>) -> String {
+    let agent = clean(&h.agent);
     let mut out = if agent.is_empty() {
         "the agent".to_string()
     } else {
@@ -350,9 +305,7 @@ fn hook_subject(shown: &Shown, session: &Option<String>) -> String {
     if let Some(s) = session {
         out.push_str(&format!(" session {s}"));
     }
-    if let Some(cwd) = &shown.cwd {
-        out.push_str(&format!(" in {}", clean(cwd)));
-    }
+    out.push_str(&format!(" in {}", clean(&h.cwd)));
     out
 }
 

@@ -2,14 +2,23 @@ use super::*;
 use crate::store::EventRow;
 use serde_json::{Value, json};
 
-fn event(kind: &str, policy: Option<&str>, payload: Value) -> EventRow {
+/// An event as the store reads it: a policy or review event gets its
+/// policy's head (id, status, members) when the payload leaves it out.
+fn event(kind: &str, policy: Option<&str>, mut payload: Value) -> EventRow {
+    if let (Some(p), Value::Object(m)) = (policy, &mut payload)
+        && (kind.starts_with("policy:") || kind.starts_with("review:"))
+    {
+        m.entry("policyId").or_insert(json!(p));
+        m.entry("status").or_insert(json!("blocked"));
+        m.entry("sessionIds").or_insert(json!(["claude:abc"]));
+    }
+    let event = crate::model::event::Event::decode(kind, payload);
     EventRow {
         cursor: 7,
         at: 1_700_000_000_000,
-        kind: kind.into(),
         session_id: Some("claude:abc".into()),
         policy_id: policy.map(str::to_string),
-        payload,
+        event,
         damage: None,
     }
 }
@@ -142,26 +151,46 @@ fn long_text_is_cut_within_each_receivers_limit() {
 #[test]
 fn every_attention_event_has_its_own_words() {
     let cases = [
-        ("policy:blocked", json!({"reason": "r"}), "is blocked"),
-        ("policy:commit-ready", json!({}), "awaits your review"),
+        (
+            "policy:blocked",
+            json!({"outcome": "fail", "reason": "r"}),
+            "is blocked",
+        ),
+        (
+            "policy:commit-ready",
+            json!({"plan": null}),
+            "awaits your review",
+        ),
         ("policy:commit-failed", json!({"reason": "r"}), "commit of"),
-        ("policy:expired", json!({}), "deadline"),
+        (
+            "policy:expired",
+            json!({"deadlineAt": 1, "was": "watching", "reason": "r"}),
+            "deadline",
+        ),
         ("policy:next-refused", json!({"reason": "r"}), "next step"),
         (
             "review:escalated",
             json!({"cycle": 5, "maxCycles": 5, "reason": "r"}),
             "escalates to you",
         ),
-        ("session:stale", json!({"silentMs": 90_000}), "gone silent"),
+        (
+            "session:stale",
+            json!({"sessionId": "claude:abc", "lastHeardAt": 0, "silentMs": 90_000, "timeoutMs": 60_000, "onStale": "block"}),
+            "gone silent",
+        ),
         (
             "session:policy-refused",
-            json!({"file": "/p.json", "reason": "r"}),
+            json!({"sessionId": "claude:abc", "file": "/p.json", "reason": "r"}),
             "session policy",
         ),
-        ("config:rejected", json!({"reason": "r"}), "rejected"),
+        (
+            "config:rejected",
+            json!({"source": "/c.toml", "trigger": "signal", "reason": "r"}),
+            "rejected",
+        ),
         (
             "config:held",
-            json!({"held": ["daemon.ack_requires"], "reason": "r"}),
+            json!({"source": "/c.toml", "trigger": "file", "held": ["daemon.ack_requires"], "reason": "r"}),
             "held until a restart",
         ),
         (
@@ -176,22 +205,22 @@ fn every_attention_event_has_its_own_words() {
         ),
         (
             "routine:escalated",
-            json!({"routineId": "rt_1", "step": "build", "message": "which branch?", "timeoutMs": 300_000}),
+            json!({"routineId": "rt_1", "state": "escalated", "step": "build", "message": "which branch?", "timeoutMs": 300_000}),
             "asks for your answer",
         ),
         (
             "routine:failed",
-            json!({"routineId": "rt_1", "step": "build", "reason": "nobody resolved the escalation"}),
+            json!({"routineId": "rt_1", "state": "failed", "step": "build", "reason": "nobody resolved the escalation"}),
             "routine rt_1 failed",
         ),
         (
             "session:ungated",
-            json!({"cwd": "/w", "turn": 1, "reason": "r"}),
+            json!({"sessionId": "claude:abc", "cwd": "/w", "turn": 1, "reason": "r"}),
             "stopped with no gate",
         ),
         (
             "session:permission-escalated",
-            json!({"request": "perm-1", "timeoutMs": 300_000}),
+            json!({"sessionId": "claude:abc", "request": "perm-1", "toolCallId": "c1", "tool": {}, "timeoutMs": 300_000}),
             "asks for your permission",
         ),
     ];
@@ -208,7 +237,7 @@ fn every_attention_event_has_its_own_words() {
         &event(
             "routine:escalated",
             None,
-            json!({"routineId": "rt_1", "step": "build", "message": "which branch?", "timeoutMs": 60_000}),
+            json!({"routineId": "rt_1", "state": "escalated", "step": "build", "message": "which branch?", "timeoutMs": 60_000}),
         ),
         None,
     );
@@ -225,7 +254,7 @@ fn every_attention_event_has_its_own_words() {
         &event(
             "session:permission-escalated",
             None,
-            json!({"request": "perm-1", "timeoutMs": 300_000}),
+            json!({"sessionId": "claude:abc", "request": "perm-1", "toolCallId": "c1", "tool": {}, "timeoutMs": 300_000}),
         ),
         None,
     );
@@ -237,7 +266,11 @@ fn every_attention_event_has_its_own_words() {
         ask.text
     );
     let stale = message(
-        &event("session:stale", None, json!({"silentMs": 90_000})),
+        &event(
+            "session:stale",
+            None,
+            json!({"sessionId": "claude:abc", "lastHeardAt": 0, "silentMs": 90_000, "timeoutMs": 60_000, "onStale": "cancel"}),
+        ),
         None,
     );
     assert!(stale.text.contains("1m 30s"), "{}", stale.text);

@@ -15,6 +15,7 @@
 
 use super::codec::{self, Column};
 use super::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
+use crate::model::event::Event;
 use rusqlite::Row;
 use rusqlite::types::FromSql;
 use serde::Deserialize;
@@ -264,6 +265,7 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
 
 pub(super) fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     let mut c = Reader::new(r);
+    let kind: String = c.get("type", String::new());
     let payload = match c.json("payload") {
         Some(v @ Value::Object(_)) => v,
         Some(_) => {
@@ -278,10 +280,13 @@ pub(super) fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     let mut e = EventRow {
         cursor: c.key("cursor")?,
         at: c.get("at", 0),
-        kind: c.get("type", String::new()),
         session_id: c.get("session_id", None),
         policy_id: c.get("policy_id", None),
-        payload,
+        event: if c.damage.is_some() {
+            Event::Unknown { kind, payload }
+        } else {
+            Event::decode(&kind, payload)
+        },
         damage: None,
     };
     e.damage = c.damage;

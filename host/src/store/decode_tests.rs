@@ -226,8 +226,18 @@ fn event_payloads_that_do_not_decode_are_damage() {
         let (_dir, store) = store();
         store
             .write(|tx| {
-                tx.append_event("policy:passed", None, Some("p"), &json!({"a": 1}), &[])?;
-                tx.append_event("policy:done", None, Some("p"), &json!({"b": 2}), &[])?;
+                tx.append_event(
+                    &crate::model::event::Event::decode("policy:passed", json!({"a": 1})),
+                    None,
+                    Some("p"),
+                    &[],
+                )?;
+                tx.append_event(
+                    &crate::model::event::Event::decode("policy:done", json!({"b": 2})),
+                    None,
+                    Some("p"),
+                    &[],
+                )?;
                 tx.conn().execute(
                     "UPDATE events SET payload = ?1 WHERE type = 'policy:passed'",
                     [value],

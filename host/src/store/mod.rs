@@ -32,8 +32,8 @@ pub use rows::{
     Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState,
 };
 
+use crate::model::event::Event;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -94,6 +94,9 @@ pub enum StoreError {
     /// what it answers): the transaction was rolled back, nothing kept.
     #[error("the transaction was rolled back")]
     RolledBack,
+    /// An event whose payload does not encode.
+    #[error("cannot store an event: {0}")]
+    Event(#[from] crate::model::event::EventError),
 }
 
 impl StoreError {
@@ -448,14 +451,15 @@ impl Tx<'_> {
     /// inside this transaction.
     pub fn append_event(
         &mut self,
-        kind: &str,
+        event: &Event,
         session_id: Option<&str>,
         policy_id: Option<&str>,
-        payload: &Value,
         webhooks: &[String],
     ) -> StoreResult<i64> {
+        let kind = event.kind();
+        let payload = event.payload_text()?;
         let now = now_ms();
-        self.tx.prepare_cached("INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)")?.execute(params![now, kind, session_id, policy_id, payload.to_string()],
+        self.tx.prepare_cached("INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, ?3, ?4, ?5)")?.execute(params![now, kind, session_id, policy_id, payload],
         )?;
         let cursor = self.tx.last_insert_rowid();
         // The global URLs, the session's own, and for a policy event every

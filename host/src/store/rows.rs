@@ -3,6 +3,7 @@
 
 use crate::model::attach::AttachInput;
 use crate::model::chain::ChainRecord;
+use crate::model::event::Event;
 use crate::model::plan::{CommitPlan, Prepared};
 use crate::model::report::RunReport;
 use serde::{Deserialize, Serialize};
@@ -255,19 +256,79 @@ impl PolicyRow {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+/// A stored event, its payload decoded once, into its type, when read.
+/// Published (`/v1/events`, SSE, webhooks) as
+/// `{cursor, at, type, sessionId, policyId, payload, damage?}`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
     pub cursor: i64,
     pub at: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
     pub session_id: Option<String>,
     pub policy_id: Option<String>,
-    pub payload: Value,
-    /// Set when the stored payload does not decode (it is then `null`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Event,
+    /// Set when the stored payload does not decode (the event is then
+    /// `Unknown` with a `null` payload).
     pub damage: Option<RowDamage>,
+}
+
+impl EventRow {
+    /// Its kind (`policy:nudge`).
+    pub fn kind(&self) -> &str {
+        self.event.kind()
+    }
+}
+
+/// An [`EventRow`] as published.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventWire<K, P> {
+    cursor: i64,
+    at: i64,
+    #[serde(rename = "type")]
+    kind: K,
+    session_id: Option<String>,
+    policy_id: Option<String>,
+    payload: P,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    damage: Option<RowDamage>,
+}
+
+impl Serialize for EventRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let payload = self.event.payload().map_err(serde::ser::Error::custom)?;
+        EventWire {
+            cursor: self.cursor,
+            at: self.at,
+            kind: self.kind(),
+            session_id: self.session_id.clone(),
+            policy_id: self.policy_id.clone(),
+            payload,
+            damage: self.damage.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventRow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = EventWire::<String, Value>::deserialize(d)?;
+        Ok(EventRow {
+            cursor: w.cursor,
+            at: w.at,
+            // A damaged row's payload is `null`: kept, not decoded.
+            event: if w.damage.is_some() {
+                Event::Unknown {
+                    kind: w.kind,
+                    payload: w.payload,
+                }
+            } else {
+                Event::decode(&w.kind, w.payload)
+            },
+            session_id: w.session_id,
+            policy_id: w.policy_id,
+            damage: w.damage,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default)]

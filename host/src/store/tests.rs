@@ -3,7 +3,14 @@ use serde_json::json;
 
 fn append(store: &Store, kind: &str, session: Option<&str>) -> i64 {
     store
-        .write(|tx| tx.append_event(kind, session, None, &json!({"n": 1}), &[]))
+        .write(|tx| {
+            tx.append_event(
+                &crate::model::event::Event::decode(kind, json!({"n": 1})),
+                session,
+                None,
+                &[],
+            )
+        })
         .expect("append")
 }
 
@@ -35,7 +42,12 @@ fn a_failed_transaction_leaves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("open");
     let r: StoreResult<()> = store.write(|tx| {
-        tx.append_event("policy:passed", None, Some("p"), &json!({}), &[])?;
+        tx.append_event(
+            &crate::model::event::Event::decode("policy:passed", json!({})),
+            None,
+            Some("p"),
+            &[],
+        )?;
         Err(StoreError::Sqlite("boom".into()))
     });
     assert!(r.is_err());
@@ -116,10 +128,9 @@ fn webhook_deliveries_are_queued_with_the_event() {
                 damage: None,
             })?;
             tx.append_event(
-                "policy:blocked",
+                &crate::model::event::Event::decode("policy:blocked", json!({})),
                 Some("s1"),
                 Some("p1"),
-                &json!({}),
                 &["http://127.0.0.1:1/global".to_string()],
             )?;
             Ok(())
@@ -132,7 +143,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
         urls,
         ["http://127.0.0.1:1/global", "http://127.0.0.1:1/session"]
     );
-    assert!(due.iter().all(|d| d.event.kind == "policy:blocked"));
+    assert!(due.iter().all(|d| d.event.kind() == "policy:blocked"));
 }
 
 fn session(id: &str, url: &str) -> SessionRow {
@@ -203,7 +214,12 @@ fn a_policy_event_reaches_every_members_webhook() {
             tx.put_session(&session("c", "http://127.0.0.1:1/c"))?;
             let mut p = PolicyRow::sample("p1", PolicyStatus::Watching, &["a", "b"]);
             tx.insert_policy(&mut p)?;
-            tx.append_event("policy:blocked", Some("a"), Some("p1"), &json!({}), &[])?;
+            tx.append_event(
+                &crate::model::event::Event::decode("policy:blocked", json!({})),
+                Some("a"),
+                Some("p1"),
+                &[],
+            )?;
             Ok(())
         })
         .expect("write");
@@ -290,17 +306,31 @@ fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
             tx.put_idempotent("agent:k", "digest", "old-done")?;
             // Old events: one of the live policy, one a pending delivery
             // still has to send, one of a settled policy, plain ones.
-            tx.append_event("policy:commit-ready", None, Some("live"), &json!({}), &[])?;
             tx.append_event(
-                "policy:done",
+                &crate::model::event::Event::decode("policy:commit-ready", json!({})),
+                None,
+                Some("live"),
+                &[],
+            )?;
+            tx.append_event(
+                &crate::model::event::Event::decode("policy:done", json!({})),
                 None,
                 Some("old-done"),
-                &json!({}),
                 &["http://127.0.0.1:1/hook".to_string()],
             )?;
-            tx.append_event("policy:done", None, Some("old-blocked"), &json!({}), &[])?;
+            tx.append_event(
+                &crate::model::event::Event::decode("policy:done", json!({})),
+                None,
+                Some("old-blocked"),
+                &[],
+            )?;
             for _ in 0..5 {
-                tx.append_event("session:turn-end", Some("alive"), None, &json!({}), &[])?;
+                tx.append_event(
+                    &crate::model::event::Event::decode("session:turn-end", json!({})),
+                    Some("alive"),
+                    None,
+                    &[],
+                )?;
             }
             Ok(())
         })
@@ -528,7 +558,12 @@ fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback(
     let (s2, seen2) = (store.clone(), seen.clone());
     let cursor = store
         .write(|tx| {
-            let c = tx.append_event("policy:passed", None, None, &json!({}), &[])?;
+            let c = tx.append_event(
+                &crate::model::event::Event::decode("policy:passed", json!({})),
+                None,
+                None,
+                &[],
+            )?;
             tx.after_commit(move || {
                 // The store is free again, and the event is committed.
                 let n = s2
@@ -546,7 +581,12 @@ fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback(
     assert_eq!(*seen.lock().expect("lock"), [1]);
     let seen3 = seen.clone();
     let r: StoreResult<()> = store.write(|tx| {
-        tx.append_event("policy:passed", None, None, &json!({}), &[])?;
+        tx.append_event(
+            &crate::model::event::Event::decode("policy:passed", json!({})),
+            None,
+            None,
+            &[],
+        )?;
         tx.after_commit(move || seen3.lock().expect("lock").push(-1));
         Err(StoreError::Sqlite("refused".into()))
     });
@@ -606,4 +646,51 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
         matches!(refused, Err(StoreError::Damaged { .. })),
         "{refused:?}"
     );
+}
+
+#[test]
+fn an_event_is_read_typed_once_and_published_as_it_was_stored() {
+    use crate::model::event::{Event, PolicyChange};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let payload = json!({"policyId": "p1", "status": "watching", "sessionIds": ["s1"],
+                         "pending": ["s1"]});
+    let novel = json!({"anything": [1, 2]});
+    store
+        .write(|tx| {
+            tx.append_event(
+                &Event::decode("policy:watching", payload.clone()),
+                Some("s1"),
+                Some("p1"),
+                &[],
+            )?;
+            tx.append_event(
+                &Event::decode("policy:teleported", novel.clone()),
+                None,
+                None,
+                &[],
+            )
+        })
+        .expect("write");
+    let read = store
+        .events(&EventFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .expect("read");
+    assert!(matches!(
+        &read[0].event,
+        Event::Policy(e) if matches!(&e.change, PolicyChange::Watching(w) if w.pending == ["s1"])
+    ));
+    assert!(matches!(&read[1].event, Event::Unknown { kind, .. } if kind == "policy:teleported"));
+    // The wire (`/v1/events`, SSE, webhooks): the stored kind and payload.
+    let wire = serde_json::to_value(&read).expect("serialises");
+    assert_eq!(wire[0]["type"], "policy:watching");
+    assert_eq!(wire[0]["payload"], payload);
+    assert_eq!(wire[0]["sessionId"], "s1");
+    assert_eq!(wire[1]["payload"], novel);
+    assert_eq!(wire[0].as_object().map(|o| o.len()), Some(6), "{wire}");
+    // The client reads it back equal.
+    let back: Vec<EventRow> = serde_json::from_value(wire).expect("deserialises");
+    assert_eq!(back, read);
 }

@@ -14,6 +14,7 @@
 use crate::client::Client;
 use crate::hook::decide::Input;
 use crate::hook::{AgentCli, HookInput};
+use crate::model::event::{Event, PolicyChange, PolicyEvent};
 use crate::wire::{EventQuery, RegisterRequest, ReportKind, ReportRequest};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -168,16 +169,15 @@ async fn wait_verdicts(
             if said.contains_key(&pid) {
                 continue;
             }
-            let text = |key: &str| {
-                e.payload
-                    .get(key)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let s = match e.kind.as_str() {
-                "policy:nudge" => Said::Nudged(text("message")),
-                "policy:blocked" => Said::Blocked(text("reason")),
+            let s = match &e.event {
+                Event::Policy(PolicyEvent {
+                    change: PolicyChange::Nudge(n),
+                    ..
+                }) => Said::Nudged(n.message.clone()),
+                Event::Policy(PolicyEvent {
+                    change: PolicyChange::Blocked(b),
+                    ..
+                }) => Said::Blocked(b.reason.clone().unwrap_or_default()),
                 _ => Said::Passed,
             };
             said.insert(pid, s);

@@ -16,6 +16,7 @@ use crate::hook::AgentCli;
 use crate::hook::HookInput;
 use crate::hook::decide::Input;
 use crate::hook::decide::Notice;
+use crate::model::event::{Event, HookEvent, HookNotice};
 use crate::store::EventRow;
 use crate::verdict::Outcome;
 use std::path::Path;
@@ -137,15 +138,9 @@ pub(super) fn notify(
     let event = EventRow {
         cursor: 0,
         at: crate::store::now_ms(),
-        kind: notice.kind().to_string(),
         session_id: Some(input.session_id.clone()),
         policy_id: None,
-        payload: serde_json::json!({
-            "agent": agent.name(),
-            "sessionId": input.session_id,
-            "cwd": input.cwd.display().to_string(),
-            "reason": notice.reason(),
-        }),
+        event: Event::Hook(hook_event(notice, agent, input)),
         damage: None,
     };
     let left = deadline
@@ -183,16 +178,16 @@ pub(super) fn notify(
     );
     match runtime.block_on(async { tokio::time::timeout(left, req.send()).await }) {
         Ok(Ok(resp)) if resp.status().is_success() => {
-            tracing::info!(url = %target.url, event = %event.kind, "notified");
+            tracing::info!(url = %target.url, event = event.kind(), "notified");
         }
         Ok(Ok(resp)) => {
-            tracing::warn!(url = %target.url, event = %event.kind, status = %resp.status(), "the notification was refused");
+            tracing::warn!(url = %target.url, event = event.kind(), status = %resp.status(), "the notification was refused");
         }
         Ok(Err(e)) => {
-            tracing::warn!(url = %target.url, event = %event.kind, error = %e, "cannot send the notification");
+            tracing::warn!(url = %target.url, event = event.kind(), error = %e, "cannot send the notification");
         }
         Err(_) => {
-            tracing::warn!(url = %target.url, event = %event.kind, "the notification timed out");
+            tracing::warn!(url = %target.url, event = event.kind(), "the notification timed out");
         }
     }
 }
@@ -222,4 +217,19 @@ fn remembered_changes(
         tracing::warn!(file = %file.display(), error = %e, "the stat cache could not be saved: the next stop reads every file");
     }
     Ok(changes)
+}
+
+/// The notice as the event a receiver reads (`hook:capped`,
+/// `hook:gate-error`).
+fn hook_event(notice: &Notice, agent: AgentCli, input: &HookInput) -> HookEvent {
+    let said = HookNotice {
+        agent: agent.name().to_string(),
+        session_id: input.session_id.clone(),
+        cwd: input.cwd.display().to_string(),
+        reason: notice.reason().to_string(),
+    };
+    match notice {
+        Notice::Capped(_) => HookEvent::Capped(said),
+        Notice::GateError(_) => HookEvent::GateError(said),
+    }
 }

@@ -8,8 +8,8 @@ use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
 use super::super::sessions::invalid;
 use super::super::{Engine, EngineError, EngineResult};
 use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
+use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
-use serde_json::json;
 
 impl Engine {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
@@ -116,7 +116,7 @@ impl Engine {
             };
             self.routine_event(
                 tx,
-                "routine:started",
+                RoutineKind::Started,
                 &run,
                 RoutineEvent {
                     message: Some(format!("{} steps", spec.steps.len())),
@@ -291,13 +291,18 @@ impl Engine {
                 now_ms(),
             )?;
             tracing::warn!(routine = id, %damage, "a damaged routine was cancelled in place");
-            tx.append_event(
-                "routine:cancelled",
-                None,
-                None,
-                &json!({"routineId": id, "state": "cancelled", "reason": reason, "damaged": true}),
-                &self.webhooks("routine:cancelled"),
-            )?;
+            let cancelled = RoutineEvent {
+                routine_id: id.to_string(),
+                state: RunState::Cancelled.name().to_string(),
+                reason: Some(reason),
+                damaged: true,
+                ..RoutineEvent::default()
+            };
+            let event = Event::Routine(RoutineEventOf {
+                kind: RoutineKind::Cancelled,
+                payload: cancelled,
+            });
+            self.append(tx, &event, None, None)?;
             Ok(tx.routine(id)?)
         })?;
         for session in stop {

@@ -7,25 +7,13 @@
 //! session's state itself (that is the machine's), and never record a
 //! report the caller's key does not cover.
 
-use super::machine::{Decision, Effect as F, Input, Refusal, Standing, decide};
+use super::machine::{Decision, Effect as F, Event as Said, Input, Refusal, Standing, decide};
 use super::{MAX_MESSAGE, ReportKind, ReportOutcome, UNGATED, cap};
 use crate::engine::keys::Caller;
 use crate::engine::machine::Input as PolicyInput;
 use crate::engine::{Engine, EngineError, EngineResult, damage};
+use crate::model::event::{self as ev, Event, SessionEvent};
 use crate::store::{PolicyStatus, SessionRow};
-use serde::Serialize;
-use serde_json::json;
-
-/// [`UNGATED`]'s payload.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Ungated<'a> {
-    session_id: &'a str,
-    cwd: &'a str,
-    /// The session's turn count at that stop.
-    turn: i64,
-    reason: &'a str,
-}
 
 impl Engine {
     /// A turn-end of `s` that no live policy of the operator's has as a
@@ -48,18 +36,17 @@ impl Engine {
         } else {
             "only policies the agent attached watch this session: no policy of the operator's gated its stop"
         };
-        let said = Ungated {
-            session_id: &s.id,
-            cwd: &s.cwd,
+        let said = ev::Ungated {
+            session_id: s.id.clone(),
+            cwd: s.cwd.clone(),
             turn: s.turns,
-            reason,
+            reason: reason.to_string(),
         };
-        tx.append_event(
-            UNGATED,
+        self.append(
+            tx,
+            &Event::Session(SessionEvent::Ungated(said)),
             Some(&s.id),
             None,
-            &json!(said),
-            &self.webhooks(UNGATED),
         )?;
         tracing::warn!(session = %s.id, turn = s.turns, "a stop no policy watches: not gated");
         Ok(true)
@@ -132,14 +119,27 @@ impl Engine {
             {
                 s.last_message = Some(m.clone());
             }
+            let report = ev::Report {
+                session_id: id.to_string(),
+                state: s.state.as_str().to_string(),
+                turn: s.turns,
+                message: message.clone(),
+            };
+            let said = Event::Session(match event {
+                Said::TurnStart => SessionEvent::TurnStart(report),
+                Said::TurnEnd => SessionEvent::TurnEnd(report),
+                Said::AwaitingInput => SessionEvent::AwaitingInput(report),
+                Said::Exited => SessionEvent::Exited(report),
+                // `report_event` is never the watchdog's.
+                Said::Live | Said::Stale => {
+                    return Err(EngineError::Internal(format!(
+                        "a report's step named the watchdog's {}",
+                        event.as_str()
+                    )));
+                }
+            });
+            let cursor = self.append(tx, &said, Some(id), None)?;
             let event = event.as_str();
-            let cursor = tx.append_event(
-                event,
-                Some(id),
-                None,
-                &json!({"sessionId": id, "state": s.state.as_str(), "turn": s.turns, "message": message}),
-                &self.webhooks(event),
-            )?;
             if step.does(F::MarkTurn) {
                 s.last_turn_cursor = Some(cursor);
             }
@@ -178,7 +178,7 @@ impl Engine {
                     let more_pending = !p.pending.is_empty();
                     counted.push(p.id.clone());
                     let step = self.transition(tx, &mut p, PolicyInput::TurnEnd { more_pending }, |_| {
-                        json!({"reason": format!("session {id}: {event}")})
+                        Some(ev::PolicyChange::queued(format!("session {id}: {event}")).into())
                     })?;
                     if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
                         let slot = self.try_start_gating(tx, &mut p)?;

@@ -1,0 +1,108 @@
+//! The daemon-wide events, with no session and no policy: standing
+//! policies added and removed, passkeys registered and removed, the
+//! configuration reloaded, rejected or held.
+
+use serde::{Deserialize, Serialize};
+
+family! {
+    /// Standing policies added and removed: named in full only.
+    StandingEvent {
+        Added(Standing) = "standing:added",
+        Removed(Standing) = "standing:removed",
+    }
+}
+
+family! {
+    /// The operator's passkeys registered and removed: named in full only.
+    PasskeyEvent {
+        Registered(Passkey) = "passkey:registered",
+        Removed(Passkey) = "passkey:removed",
+    }
+}
+
+family! {
+    /// The configuration read again (`config:reloaded`), refused
+    /// (`config:rejected`), or a weakening of it held until a restart
+    /// (`config:held`). Named in full only: `rejected` is also a policy's.
+    ConfigEvent {
+        Reloaded(ConfigReloaded) = "config:reloaded",
+        Rejected(ConfigRejected) = "config:rejected",
+        Held(ConfigHeld) = "config:held",
+    }
+}
+
+/// The payload of `standing:added` and `standing:removed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing {
+    pub standing_id: String,
+    pub agents: Vec<String>,
+    pub under: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// The payload of `passkey:registered` and `passkey:removed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Passkey {
+    pub passkey_id: String,
+    pub name: String,
+    /// Who (`the operator (passkey 'laptop')`, `the operator (token)`).
+    pub by: String,
+}
+
+/// What made the daemon read its configuration again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    /// SIGHUP.
+    Signal,
+    /// The file changed (its metadata, polled).
+    File,
+}
+
+/// The payload of `config:reloaded`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReloaded {
+    /// The file read.
+    pub source: String,
+    pub trigger: Trigger,
+    /// The settings whose value differs from the one in force (by their
+    /// configuration names: `shell.allow`, `judge.adapters.claude`,
+    /// `daemon.webhook_url` …), those applied and those not.
+    pub changed: Vec<String>,
+    /// Those of `changed` that need a restart: their old value stays in
+    /// force until then.
+    pub needs_restart: Vec<String>,
+    /// Those of `changed` that would weaken a guarantee: their old value
+    /// stays in force until a restart (a `config:held` event says so).
+    #[serde(default)]
+    pub held: Vec<String>,
+    /// Whether supervision runs (`[daemon] enabled`) now.
+    pub enabled: bool,
+}
+
+/// The payload of `config:rejected`: the configuration in force is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRejected {
+    pub source: String,
+    pub trigger: Trigger,
+    /// Why, as `serve` would have said it at start.
+    pub reason: String,
+}
+
+/// The payload of `config:held`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigHeld {
+    /// The file read.
+    pub source: String,
+    pub trigger: Trigger,
+    /// The settings whose weakening waits for a restart.
+    pub held: Vec<String>,
+    /// Why, for a person.
+    pub reason: String,
+}
