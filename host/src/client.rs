@@ -251,7 +251,7 @@ impl Client {
             req = req.bearer_auth(t);
         }
         if !keys.is_empty() {
-            req = req.header(crate::api::SESSION_KEY_HEADER, keys.join(","));
+            req = req.header(crate::session_key::HEADER, keys.join(","));
         }
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
@@ -353,7 +353,7 @@ impl Client {
             input.session_key = match ring.get(id).into_iter().next() {
                 Some(kept) => Some(kept),
                 None => {
-                    let (key, _) = crate::engine::keys::issue();
+                    let key = crate::session_key::new();
                     match ring.put(id, &key) {
                         Ok(()) => Some(key),
                         Err(e) => {

@@ -42,6 +42,8 @@
 //! - [`api`]: the HTTP/JSON API, its two tokens, the page;
 //! - [`wire`]: the API's request and answer bodies, defined once;
 //! - [`client`]: the typed client of that API (the CLI, tests and benches);
+//! - [`session_key`]: a session key's form (made, checked, digested) and
+//!   the header that carries keys, for the daemon and the client alike;
 //! - [`keyring`]: the client side's store of session keys;
 //! - [`hook`]: the agent CLIs' turn-end hooks (one adapter per CLI, the
 //!   pure retry decision, the per-session standing, `hook install`'s
@@ -76,6 +78,7 @@ pub mod notify;
 pub mod passkey;
 pub mod permission;
 pub mod sandbox;
+pub mod session_key;
 pub mod store;
 pub mod suggest;
 pub mod supervise;

@@ -45,7 +45,7 @@ impl FromRequestParts<AppState> for Bearer {
 pub struct Credential(pub crate::engine::Caller);
 
 /// The header carrying session keys.
-pub const SESSION_KEY_HEADER: &str = "gatehost-session-key";
+pub const SESSION_KEY_HEADER: &str = crate::session_key::HEADER;
 
 impl FromRequestParts<AppState> for Credential {
     type Rejection = ApiError;

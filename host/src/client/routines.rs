@@ -129,7 +129,7 @@ impl Client {
 /// The existing sessions a routine's steps run in.
 fn step_sessions(spec: &RoutineRequest) -> impl Iterator<Item = &str> {
     spec.steps.iter().filter_map(|s| match &s.session {
-        crate::engine::routine::SessionSpec::Existing(id) => Some(id.as_str()),
-        crate::engine::routine::SessionSpec::Acp { .. } => None,
+        crate::model::routine::SessionSpec::Existing(id) => Some(id.as_str()),
+        crate::model::routine::SessionSpec::Acp { .. } => None,
     })
 }

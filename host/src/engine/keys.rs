@@ -15,8 +15,8 @@
 
 use super::{EngineError, EngineResult};
 use crate::config::Trust;
+use crate::session_key;
 use crate::store::SessionRow;
-use sha2::{Digest, Sha256};
 
 /// Who makes a request: the token's trust and the session keys presented
 /// with it (`Gatehost-Session-Key`, comma-separated).
@@ -88,13 +88,9 @@ impl Caller {
     }
 }
 
-/// A fresh key (256 random bits, hex) and its digest.
+/// A fresh key (`crate::session_key`'s form) and its digest.
 pub fn issue() -> (String, String) {
-    let key = format!(
-        "gsk_{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let key = session_key::new();
     let d = digest(&key);
     (key, d)
 }
@@ -103,8 +99,7 @@ pub fn issue() -> (String, String) {
 /// form [`issue`] makes (`gsk_` and 64 lowercase hex digits, as random as
 /// ours when made by `issue`), with its digest; anything else is refused.
 pub fn proposed(key: &str) -> EngineResult<(String, String)> {
-    let hex = key.strip_prefix("gsk_").unwrap_or_default();
-    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    if !session_key::well_formed(key) {
         return Err(EngineError::Invalid {
             field: "sessionKey".into(),
             message: "a session key is gsk_ and 64 lowercase hex digits (as gatehost makes them)"
@@ -114,10 +109,7 @@ pub fn proposed(key: &str) -> EngineResult<(String, String)> {
     Ok((key.to_string(), digest(key)))
 }
 
-/// The stored form of a key.
-pub fn digest(key: &str) -> String {
-    hex::encode(Sha256::digest(key.trim().as_bytes()))
-}
+pub use crate::session_key::digest;
 
 /// Equal in time independent of where the digests differ.
 fn same(a: &str, b: &str) -> bool {
