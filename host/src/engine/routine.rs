@@ -107,9 +107,7 @@ impl RoutineSpec {
                     return Err(SpecError::PolicyUnused(s.label.clone()));
                 }
                 (Finish::Policy, Some(p))
-                    if p.as_object().is_none_or(|o| {
-                        o.contains_key("sessionId") || o.contains_key("sessionIds")
-                    }) =>
+                    if !p.is_object() || p.named_session().is_some() =>
                 {
                     return Err(SpecError::PolicyNamesSession(s.label.clone()));
                 }
