@@ -42,7 +42,6 @@ pub struct StandingRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// The policy (the body of `POST /v1/policies` naming no session).
-    #[schemars(with = "serde_json::Value")]
     pub policy: Template,
 }
 

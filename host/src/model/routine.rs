@@ -42,7 +42,6 @@ pub struct StepSpec {
     /// With `waitFor: "policy"`: a gate policy attached to the step's
     /// session (a `POST /v1/policies` body without `sessionId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub policy: Option<StepPolicy>,
     #[serde(default)]
     pub on_input: OnInput,

@@ -7,6 +7,7 @@
 
 use super::{AttachInput, Invalid, parse_input, request_digest};
 use crate::model::as_given::AsGiven;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,6 +15,25 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Template(Value);
+
+/// Any JSON, as its schema says (it is checked where it is parsed).
+impl JsonSchema for Template {
+    fn inline_schema() -> bool {
+        Value::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        Value::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        Value::schema_id()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Value::json_schema(g)
+    }
+}
 
 impl From<Value> for Template {
     fn from(json: Value) -> Self {
