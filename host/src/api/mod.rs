@@ -318,7 +318,8 @@ async fn attach(
         ),
         None => None,
     };
-    let created = |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
+    let created =
+        |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
     let key = crate::model::attach::client_key(header, &mut v).map_err(EngineError::from)?;
     let input = match crate::model::attach::parse_input(v) {
         Ok(input) => input,

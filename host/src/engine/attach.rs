@@ -6,8 +6,8 @@
 use super::machine::{Input, Task, drives};
 use super::{Engine, EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
-use crate::config::Trust;
 use crate::commit::validate_commit_path;
+use crate::config::Trust;
 use crate::gate::GateRunner;
 use crate::model::attach::{SessionReviewer, check_depth, check_shape};
 use crate::model::event as ev;
@@ -15,9 +15,9 @@ use crate::store::SessionRow;
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
 
 pub use crate::model::attach::{
-    AttachInput, ClientKey, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn, MAX_LABEL,
-    MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName, check_stored,
-    check_template, not_an_object, parse_input,
+    AttachInput, ClientKey, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn,
+    MAX_LABEL, MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName,
+    check_stored, check_template, not_an_object, parse_input,
 };
 
 /// An idempotency key as stored: scoped to the credential that sent it

@@ -106,9 +106,7 @@ impl RoutineSpec {
                 (Finish::TurnEnd, Some(_)) => {
                     return Err(SpecError::PolicyUnused(s.label.clone()));
                 }
-                (Finish::Policy, Some(p))
-                    if !p.is_object() || p.named_session().is_some() =>
-                {
+                (Finish::Policy, Some(p)) if !p.is_object() || p.named_session().is_some() => {
                     return Err(SpecError::PolicyNamesSession(s.label.clone()));
                 }
                 _ => {}

@@ -21,8 +21,8 @@ use super::routine::{
 };
 use super::sessions::ReportKind;
 use super::{Engine, EngineError, EngineResult};
-use crate::model::routine::StepPolicy;
 use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
+use crate::model::routine::StepPolicy;
 use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
 use std::time::Duration;
 

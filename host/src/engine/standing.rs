@@ -13,10 +13,10 @@
 //! `session:policy-refused`. It must never attach a policy itself.
 
 use super::attach::check_template;
-use crate::model::attach::Template;
 use super::sessions::invalid;
 use super::{Engine, EngineResult};
 use crate::config::session_policies::{applies, plain_agent};
+use crate::model::attach::Template;
 use crate::model::event::{Event, Standing, StandingEvent};
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;

@@ -13,14 +13,14 @@
 //! default. An encode that fails is an error, never `null`. It must never
 //! read or write SQL itself.
 
+use super::rows::{EventRow, RowDamage};
 use super::{StoreError, StoreResult};
 use crate::model::as_given::AsGiven;
 use crate::model::attach::{AttachInput, check_stored, not_an_object};
 use crate::model::chain::ChainRecord;
+use crate::model::event::Event;
 use crate::model::plan::{CommitPlan, PLAN_VERSION, Prepared};
 use crate::model::report::RunReport;
-use super::rows::{EventRow, RowDamage};
-use crate::model::event::Event;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -127,8 +127,8 @@ pub(crate) fn encode_opt<T: Column>(
 /// Decodes a column holding plain JSON of type `T` (a list of session
 /// ids), NULL being missing; the error says why.
 pub(super) fn decode_plain<T: DeserializeOwned>(text: Option<&str>) -> Result<T, String> {
-    let json: Value = serde_json::from_str(text.ok_or("missing")?)
-        .map_err(|e| format!("not valid JSON: {e}"))?;
+    let json: Value =
+        serde_json::from_str(text.ok_or("missing")?).map_err(|e| format!("not valid JSON: {e}"))?;
     T::deserialize(&json).map_err(|e| format!("the wrong shape: {e}"))
 }
 
@@ -136,8 +136,7 @@ pub(super) fn decode_plain<T: DeserializeOwned>(text: Option<&str>) -> Result<T,
 /// empty list is refused).
 pub(super) fn decode_argv(text: Option<&str>) -> Result<Option<Vec<String>>, String> {
     let Some(text) = text else { return Ok(None) };
-    let json: Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
     if json.is_null() {
         return Ok(None);
     }
@@ -153,8 +152,8 @@ pub(super) struct Payload(Value);
 
 /// Reads an event row's `payload`: a JSON object, else why not.
 pub(super) fn decode_payload(text: Option<&str>) -> Result<Payload, String> {
-    let json: Value = serde_json::from_str(text.ok_or("missing")?)
-        .map_err(|e| format!("not valid JSON: {e}"))?;
+    let json: Value =
+        serde_json::from_str(text.ok_or("missing")?).map_err(|e| format!("not valid JSON: {e}"))?;
     if json.is_object() {
         Ok(Payload(json))
     } else {

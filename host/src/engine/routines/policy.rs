@@ -9,10 +9,10 @@
 use super::super::keys::Caller;
 use super::super::routine::{self, Finish, RunInput, RunState, SessionSpec, StepSpec};
 use super::super::{Engine, EngineResult, attach};
-use crate::model::attach::ClientKey;
-use crate::model::routine::StepPolicy;
 use super::{Action, Context, Run};
 use crate::config::Trust;
+use crate::model::attach::ClientKey;
+use crate::model::routine::StepPolicy;
 use crate::store::{PolicyRow, PolicyStatus, Tx};
 
 /// The idempotency key of the policy of step `step`'s attempt `restarts`

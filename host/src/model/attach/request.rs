@@ -68,13 +68,18 @@ mod tests {
         assert_eq!(k.digest, request_digest(&json!({"sessionId": "s"})));
         // The header wins; the body's key still leaves the body.
         let mut body = json!({"sessionId": "s", "idempotencyKey": 3});
-        let k = client_key(Some("h".into()), &mut body).expect("ok").expect("a key");
+        let k = client_key(Some("h".into()), &mut body)
+            .expect("ok")
+            .expect("a key");
         assert_eq!((k.key.as_str(), body), ("h", json!({"sessionId": "s"})));
         // Another request, another digest.
         assert_ne!(k.digest, request_digest(&json!({"sessionId": "t"})));
         assert_eq!(client_key(None, &mut json!({})).expect("ok"), None);
         let e = client_key(None, &mut json!({"idempotencyKey": 1})).expect_err("refused");
-        assert_eq!((e.field.as_str(), e.message.as_str()), ("idempotencyKey", "must be a string"));
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("idempotencyKey", "must be a string")
+        );
         for bad in ["", "a b", &"x".repeat(201)] {
             let e = client_key(Some(bad.into()), &mut json!({})).expect_err("refused");
             assert_eq!(e.field, "idempotencyKey", "{bad:?}");
