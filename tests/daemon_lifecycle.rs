@@ -1256,6 +1256,13 @@ fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
     let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(other));
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["error"]["code"], "idempotency-key-reused");
+    // The key answers before the body is checked: under a reused key, a
+    // body that does not parse is that conflict too.
+    let mut bad = spec.clone();
+    bad["gate"] = json!({"command": ""});
+    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(bad));
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["code"], "idempotency-key-reused");
     // The operator's "k-1" is not the agent's.
     let (code, v) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
     assert_eq!(code, 201, "{v}");

@@ -531,26 +531,27 @@ impl Client {
     }
 }
 
-/// The session ids a policy spec names (`sessionId`, `sessionIds`, and
-/// those of its `next` chain), bounded in depth.
+/// The session ids a policy spec names (`sessionId`, `sessionIds`, a
+/// session reviewer, and those of its `next` chain), read from the spec
+/// parsed as the daemon parses it. A spec that does not parse names none:
+/// the daemon refuses it, naming the field, before it looks at any key.
 pub fn named_sessions(spec: &serde_json::Value, out: &mut Vec<String>) {
-    let mut at = Some(spec);
-    for _ in 0..16 {
-        let Some(v) = at else { break };
-        if let Some(id) = v.get("sessionId").and_then(serde_json::Value::as_str) {
-            out.push(id.to_string());
-        }
-        if let Some(list) = v.get("sessionIds").and_then(serde_json::Value::as_array) {
-            out.extend(list.iter().filter_map(|i| i.as_str().map(str::to_string)));
-        }
+    let mut body = spec.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("idempotencyKey");
+    }
+    let Ok(input) = crate::wire::parse_attach(body) else {
+        return;
+    };
+    let mut at = Some(&input);
+    while let Some(p) = at {
+        out.extend(p.session_id.iter().cloned());
+        out.extend(p.session_ids.iter().flatten().cloned());
         // A session reviewer is prompted: acting on it takes its key.
-        if let Some(id) = v
-            .pointer("/review/reviewer/session")
-            .and_then(serde_json::Value::as_str)
-        {
-            out.push(id.to_string());
+        if let Some(crate::wire::Reviewer::Session(r)) = p.review.as_ref().map(|r| &r.reviewer) {
+            out.push(r.session.clone());
         }
-        at = v.get("next");
+        at = p.next.as_deref();
     }
     out.sort();
     out.dedup();

@@ -16,6 +16,9 @@ pub use crate::engine::{
 };
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
+/// `POST /v1/policies` takes an attach input, parsed as the daemon parses
+/// it.
+pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
 pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
 pub use crate::store::{RoutineRow as Routine, RoutineStepRow as RoutineStep, StepStatus};
 

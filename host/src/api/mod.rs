@@ -301,13 +301,16 @@ async fn next_session_event(
     })
 }
 
+/// `POST /v1/policies`: the body is parsed here, once, into the attach
+/// input (errors name the field), after its idempotency key is taken out
+/// of it and the request digested.
 async fn attach(
     State(st): State<AppState>,
     Credential(caller): Credential,
     headers: HeaderMap,
-    JsonBody(v): JsonBody<Value>,
+    JsonBody(mut v): JsonBody<Value>,
 ) -> ApiResult {
-    let key = match headers.get("idempotency-key") {
+    let header = match headers.get("idempotency-key") {
         Some(k) => Some(
             k.to_str()
                 .map_err(|_| ApiError::bad_request("Idempotency-Key", "must be ASCII"))?
@@ -315,8 +318,23 @@ async fn attach(
         ),
         None => None,
     };
-    let p = st.engine.attach(v, caller, key).await?;
-    Ok((axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response())
+    let created =
+        |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
+    let key = crate::model::attach::client_key(header, &mut v).map_err(EngineError::from)?;
+    let input = match crate::model::attach::parse_input(v) {
+        Ok(input) => input,
+        Err(e) => {
+            // A reused key answers before the body's checks, as it always did.
+            if let Some(k) = &key
+                && let Some(p) = st.engine.attach_replayed(caller.trust, k)?
+            {
+                return Ok(created(p));
+            }
+            return Err(EngineError::from(e).into());
+        }
+    };
+    let p = st.engine.attach(input, caller, key).await?;
+    Ok(created(p))
 }
 
 async fn list_policies(

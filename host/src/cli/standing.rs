@@ -58,7 +58,7 @@ pub fn add(
         agents,
         under: under.iter().map(|u| directory(u)).collect(),
         label,
-        policy: attach_body(template, None)?,
+        policy: attach_body(template, None)?.into(),
     };
     run_client(&args, |client| async move {
         let s = client.add_standing(&req).await?;

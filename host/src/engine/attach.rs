@@ -7,20 +7,24 @@ use super::machine::{Input, Task, drives};
 use super::{Engine, EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
+use crate::config::Trust;
 use crate::gate::GateRunner;
 use crate::model::attach::{SessionReviewer, check_depth, check_shape};
 use crate::model::event as ev;
 use crate::store::SessionRow;
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
-use serde_json::Value;
 
-mod idempotency;
 pub use crate::model::attach::{
-    AttachInput, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn, MAX_LABEL,
-    MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName, check_stored,
-    check_template, not_an_object, parse_input,
+    AttachInput, ClientKey, CommitInput, DEFAULT_MAX_CYCLES, DEFAULT_MAX_RETRIES, GateOn,
+    MAX_LABEL, MAX_RETRIES_LIMIT, OnFail, ReviewInput, Reviewer, Then, WatchFrom, WatchName,
+    check_stored, check_template, not_an_object, parse_input,
 };
-pub(super) use idempotency::scoped_key;
+
+/// An idempotency key as stored: scoped to the credential that sent it
+/// (two credentials never share a key).
+pub(in crate::engine) fn scoped_key(trust: Trust, key: &str) -> String {
+    format!("{trust:?}:{key}")
+}
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> EngineError {
     EngineError::Invalid {
@@ -196,19 +200,20 @@ impl Engine {
     /// With the agent token, every session it watches needs its key among
     /// the caller's (`engine::keys`).
     ///
-    /// With an idempotency key (the client's, scoped to its credential):
-    /// the first attach with it stores the policy and the key in one
+    /// With an idempotency key (the client's, scoped to its credential,
+    /// and the digest of its request, `model::attach::client_key`): the
+    /// first attach with it stores the policy and the key in one
     /// transaction; a retry with the same key and the same request answers
     /// that policy and attaches nothing; the same key with another request
     /// is a conflict.
     pub async fn attach(
         &self,
-        mut body: Value,
+        mut input: AttachInput,
         caller: super::keys::Caller,
-        key: Option<String>,
+        key: Option<ClientKey>,
     ) -> EngineResult<PolicyRow> {
         let trust = caller.trust;
-        let key = idempotency::client_key(key, &mut body, trust)?;
+        let key = key.map(|k| (scoped_key(trust, &k.key), k.digest));
         if let Some((k, digest)) = &key
             && let Some(p) = self.replayed(k, digest)?
         {
@@ -217,7 +222,6 @@ impl Engine {
         let limit = self.runner().config().daemon.attach_timeout;
         let engine = self.clone();
         let checks = tokio::task::spawn_blocking(move || {
-            let mut input = parse_input(body)?;
             input.set_attached_by(trust);
             let store = &engine.inner.store;
             // Every session the policy (or its chain) watches, and so may
@@ -275,8 +279,20 @@ impl Engine {
         Ok(policy)
     }
 
-    /// The policy an earlier attach with this key made, when the request
-    /// is the same; a conflict when it is not.
+    /// The policy an earlier attach by `trust` with this key made, when
+    /// the request is the same; a conflict when it is not; `None` when the
+    /// key is new. (The API asks it of a body that does not parse, so a
+    /// reused key answers as it did before the body was checked.)
+    pub fn attach_replayed(
+        &self,
+        trust: Trust,
+        key: &ClientKey,
+    ) -> EngineResult<Option<PolicyRow>> {
+        self.replayed(&scoped_key(trust, &key.key), &key.digest)
+    }
+
+    /// The policy an earlier attach with this (scoped) key made, when the
+    /// request is the same; a conflict when it is not.
     fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
         let found = self.write(|tx| Ok(tx.idempotent(key)?))?;
         let Some((id, earlier)) = found else {

@@ -106,11 +106,7 @@ impl RoutineSpec {
                 (Finish::TurnEnd, Some(_)) => {
                     return Err(SpecError::PolicyUnused(s.label.clone()));
                 }
-                (Finish::Policy, Some(p))
-                    if p.as_object().is_none_or(|o| {
-                        o.contains_key("sessionId") || o.contains_key("sessionIds")
-                    }) =>
-                {
+                (Finish::Policy, Some(p)) if !p.is_object() || p.named_session().is_some() => {
                     return Err(SpecError::PolicyNamesSession(s.label.clone()));
                 }
                 _ => {}

@@ -22,6 +22,7 @@ use super::routine::{
 use super::sessions::ReportKind;
 use super::{Engine, EngineError, EngineResult};
 use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
+use crate::model::routine::StepPolicy;
 use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
 use std::time::Duration;
 
@@ -130,7 +131,7 @@ enum Action {
     /// send `text` as its prompt (`policy` module).
     AttachThenPrompt {
         session: String,
-        body: serde_json::Value,
+        policy: StepPolicy,
         key: String,
         text: String,
     },
@@ -526,13 +527,13 @@ impl Engine {
                 }
                 Action::AttachThenPrompt {
                     session,
-                    body,
+                    policy,
                     key,
                     text,
                 } => {
                     let engine = self.clone();
                     tokio::spawn(async move {
-                        engine.attach_step_policy(session, body, key, text).await;
+                        engine.attach_step_policy(session, policy, key, text).await;
                     });
                 }
                 Action::Allow {

@@ -12,15 +12,14 @@
 //! checked when it attaches, and a refusal then is said as
 //! `session:policy-refused`. It must never attach a policy itself.
 
-use super::attach::{AttachInput, check_template};
+use super::attach::check_template;
 use super::sessions::invalid;
 use super::{Engine, EngineResult};
 use crate::config::session_policies::{applies, plain_agent};
-use crate::model::as_given::AsGiven;
+use crate::model::attach::Template;
 use crate::model::event::{Event, Standing, StandingEvent};
 use crate::store::{StandingRow, now_ms};
 use serde::Deserialize;
-use serde_json::Value;
 use std::path::Path;
 
 /// The most standing policies a daemon holds (each is matched against
@@ -43,7 +42,7 @@ pub struct StandingRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// The policy (the body of `POST /v1/policies` naming no session).
-    pub policy: Value,
+    pub policy: Template,
 }
 
 /// Whether a template for `agents`, `under` and `label` applies to the
@@ -97,17 +96,13 @@ impl Engine {
             let c = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
             under.push(c.display().to_string());
         }
-        if let Some(obj) = req.policy.as_object() {
-            for field in ["sessionId", "sessionIds"] {
-                if obj.contains_key(field) {
-                    return Err(invalid(
-                        format!("policy.{field}").as_str(),
-                        "a standing policy is attached to each session it matches, so it names none",
-                    ));
-                }
-            }
+        if let Some(field) = req.policy.named_session() {
+            return Err(invalid(
+                format!("policy.{field}").as_str(),
+                "a standing policy is attached to each session it matches, so it names none",
+            ));
         }
-        let policy = AsGiven::<AttachInput>::parse(req.policy)?;
+        let policy = req.policy.parse()?;
         check_template(&policy, self.runner().config().daemon.max_chain_depth)?;
         let row = StandingRow {
             id: format!("sp_{}", uuid::Uuid::new_v4().simple()),

@@ -61,8 +61,11 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
         .expect("register");
     let p = engine
         .attach(
-            json!({"sessionId": "s1", "then": "commit", "gateOn": "workspace",
-                   "commit": {"paths": ["a.txt"], "message": "m"}}),
+            crate::model::attach::parse_input(
+                json!({"sessionId": "s1", "then": "commit", "gateOn": "workspace",
+                       "commit": {"paths": ["a.txt"], "message": "m"}}),
+            )
+            .expect("input"),
             operator,
             None,
         )

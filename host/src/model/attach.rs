@@ -12,13 +12,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod request;
 mod review;
 mod shape;
+mod template;
+pub use request::{ClientKey, client_key, request_digest};
 pub use review::{
     DEFAULT_MAX_CYCLES, DEFAULT_RUBRIC, MAX_RUBRIC, ReviewInput, Reviewer, SessionReviewer,
     check_depth,
 };
 pub use shape::{check_shape, check_stored, check_template, not_an_object};
+pub use template::Template;
 
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const MAX_RETRIES_LIMIT: u32 = 10;

@@ -42,10 +42,15 @@ pub struct StepSpec {
     /// With `waitFor: "policy"`: a gate policy attached to the step's
     /// session (a `POST /v1/policies` body without `sessionId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<serde_json::Value>,
+    pub policy: Option<StepPolicy>,
     #[serde(default)]
     pub on_input: OnInput,
 }
+
+/// A step's policy as submitted: an attach body without its session,
+/// parsed for the step's session where the routine's start checks it and
+/// where the step attaches it.
+pub use super::attach::Template as StepPolicy;
 
 /// What a step waits for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]

@@ -1,6 +1,8 @@
 //! The typed JSON columns of the store: each is decoded once, when its row
 //! is read, into its `model` type, and encoded in the same place when the
-//! row is written.
+//! row is written. The plain JSON columns (a list of ids, a session's
+//! argv, an event's payload) and an event row's published JSON are read
+//! here too: this is the store's one place that reads JSON.
 //!
 //! It owns the strictness of a decode: the JSON must be valid, an object
 //! where the type is one (serde would read `[]` as a struct of its
@@ -11,14 +13,16 @@
 //! default. An encode that fails is an error, never `null`. It must never
 //! read or write SQL itself.
 
+use super::rows::{EventRow, RowDamage};
 use super::{StoreError, StoreResult};
 use crate::model::as_given::AsGiven;
 use crate::model::attach::{AttachInput, check_stored, not_an_object};
 use crate::model::chain::ChainRecord;
+use crate::model::event::Event;
 use crate::model::plan::{CommitPlan, PLAN_VERSION, Prepared};
 use crate::model::report::RunReport;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A type stored as a JSON column.
@@ -118,6 +122,110 @@ pub(crate) fn encode_opt<T: Column>(
     v: Option<&T>,
 ) -> StoreResult<Option<String>> {
     v.map(|v| encode(column, v)).transpose()
+}
+
+/// Decodes a column holding plain JSON of type `T` (a list of session
+/// ids), NULL being missing; the error says why.
+pub(super) fn decode_plain<T: DeserializeOwned>(text: Option<&str>) -> Result<T, String> {
+    let json: Value =
+        serde_json::from_str(text.ok_or("missing")?).map_err(|e| format!("not valid JSON: {e}"))?;
+    T::deserialize(&json).map_err(|e| format!("the wrong shape: {e}"))
+}
+
+/// Decodes a session's `command` (an argv; NULL or `null`: none, an
+/// empty list is refused).
+pub(super) fn decode_argv(text: Option<&str>) -> Result<Option<Vec<String>>, String> {
+    let Some(text) = text else { return Ok(None) };
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    if json.is_null() {
+        return Ok(None);
+    }
+    match Vec::<String>::deserialize(&json) {
+        Ok(argv) if !argv.is_empty() => Ok(Some(argv)),
+        Ok(_) => Err("the wrong shape: an empty argv".into()),
+        Err(e) => Err(format!("the wrong shape: {e}")),
+    }
+}
+
+/// An event row's payload, read as a JSON object (not yet its event).
+pub(super) struct Payload(Value);
+
+/// Reads an event row's `payload`: a JSON object, else why not.
+pub(super) fn decode_payload(text: Option<&str>) -> Result<Payload, String> {
+    let json: Value =
+        serde_json::from_str(text.ok_or("missing")?).map_err(|e| format!("not valid JSON: {e}"))?;
+    if json.is_object() {
+        Ok(Payload(json))
+    } else {
+        Err("the wrong shape: not a JSON object".into())
+    }
+}
+
+/// The event of kind `kind` with `payload`: an event whose row is
+/// `damaged` (or whose payload did not read, `null` then) is kept as
+/// `Unknown`, not decoded.
+pub(super) fn decode_event(kind: String, payload: Option<Payload>, damaged: bool) -> Event {
+    match payload {
+        Some(Payload(p)) if !damaged => Event::decode(&kind, p),
+        Some(Payload(payload)) => Event::Unknown { kind, payload },
+        None => Event::Unknown {
+            kind,
+            payload: Value::Null,
+        },
+    }
+}
+
+/// An [`EventRow`] as published.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventWire<K, P> {
+    cursor: i64,
+    at: i64,
+    #[serde(rename = "type")]
+    kind: K,
+    session_id: Option<String>,
+    policy_id: Option<String>,
+    payload: P,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    damage: Option<RowDamage>,
+}
+
+impl Serialize for EventRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let payload = self.event.payload().map_err(serde::ser::Error::custom)?;
+        EventWire {
+            cursor: self.cursor,
+            at: self.at,
+            kind: self.kind(),
+            session_id: self.session_id.clone(),
+            policy_id: self.policy_id.clone(),
+            payload,
+            damage: self.damage.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventRow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = EventWire::<String, Value>::deserialize(d)?;
+        Ok(EventRow {
+            cursor: w.cursor,
+            at: w.at,
+            // A damaged row's payload is `null`: kept, not decoded.
+            event: if w.damage.is_some() {
+                Event::Unknown {
+                    kind: w.kind,
+                    payload: w.payload,
+                }
+            } else {
+                Event::decode(&w.kind, w.payload)
+            },
+            session_id: w.session_id,
+            policy_id: w.policy_id,
+            damage: w.damage,
+        })
+    }
 }
 
 /// The decodes of each row's columns (`row`: the reads of the row), for

@@ -9,17 +9,15 @@
 //! cancels a damaged policy, and the store refuses to write a damaged row
 //! back (all but a policy's status, reason and time). A policy's JSON
 //! columns are decoded into their `model` types here, once per read, by
-//! the store's codec (`codec`), with its strict checks.
+//! the store's codec (`codec`), with its strict checks; every JSON column
+//! (typed or plain) is read by the codec, never here.
 //!
 //! It must never write, and never fail a read for a row whose key decodes.
 
 use super::codec::{self, Column};
 use super::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
-use crate::model::event::Event;
 use rusqlite::Row;
 use rusqlite::types::FromSql;
-use serde::Deserialize;
-use serde_json::Value;
 
 /// Reads the columns of one row, keeping the first that does not decode.
 struct Reader<'a, 'r> {
@@ -71,31 +69,14 @@ impl<'a, 'r> Reader<'a, 'r> {
         }
     }
 
-    /// A JSON column (NULL: `None`); `None` when it is not valid JSON.
-    fn json(&mut self, column: &str) -> Option<Value> {
-        let text: Option<String> = self.get(column, None);
-        match serde_json::from_str(text.as_deref()?) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.note(column, format_args!("not valid JSON: {e}"));
-                None
-            }
-        }
-    }
-
     /// A JSON column holding a `T` (NULL is damage too); `placeholder`
-    /// when it does not decode.
+    /// when it does not decode (`codec`).
     fn typed<T: serde::de::DeserializeOwned>(&mut self, column: &str, placeholder: T) -> T {
-        match self.json(column) {
-            Some(v) => match T::deserialize(&v) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.note(column, format_args!("the wrong shape: {e}"));
-                    placeholder
-                }
-            },
-            None => {
-                self.note(column, "missing");
+        let text: Option<String> = self.get(column, None);
+        match codec::decode_plain(text.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                self.note(column, e);
                 placeholder
             }
         }
@@ -136,20 +117,11 @@ impl<'a, 'r> Reader<'a, 'r> {
 pub(super) fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
     let mut c = Reader::new(r);
     let id: String = c.key("id")?;
-    let command = match c.json("command") {
-        None | Some(Value::Null) => None,
-        Some(v) => match Vec::<String>::deserialize(&v) {
-            Ok(argv) if !argv.is_empty() => Some(argv),
-            Ok(_) => {
-                c.note("command", "the wrong shape: an empty argv");
-                None
-            }
-            Err(e) => {
-                c.note("command", format_args!("the wrong shape: {e}"));
-                None
-            }
-        },
-    };
+    let text: Option<String> = c.get("command", None);
+    let command = codec::decode_argv(text.as_deref()).unwrap_or_else(|e| {
+        c.note("command", e);
+        None
+    });
     let cwd: String = c.get("cwd", String::new());
     let workspace: String = c.get("workspace", String::new());
     for (column, path) in [("cwd", &cwd), ("workspace", &workspace)] {
@@ -266,27 +238,20 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
 pub(super) fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     let mut c = Reader::new(r);
     let kind: String = c.get("type", String::new());
-    let payload = match c.json("payload") {
-        Some(v @ Value::Object(_)) => v,
-        Some(_) => {
-            c.note("payload", "the wrong shape: not a JSON object");
-            Value::Null
-        }
-        None => {
-            c.note("payload", "missing");
-            Value::Null
-        }
-    };
+    let text: Option<String> = c.get("payload", None);
+    let payload = codec::decode_payload(text.as_deref())
+        .map_err(|e| c.note("payload", e))
+        .ok();
+    let cursor = c.key("cursor")?;
+    let at = c.get("at", 0);
+    let session_id = c.get("session_id", None);
+    let policy_id = c.get("policy_id", None);
     let mut e = EventRow {
-        cursor: c.key("cursor")?,
-        at: c.get("at", 0),
-        session_id: c.get("session_id", None),
-        policy_id: c.get("policy_id", None),
-        event: if c.damage.is_some() {
-            Event::Unknown { kind, payload }
-        } else {
-            Event::decode(&kind, payload)
-        },
+        cursor,
+        at,
+        session_id,
+        policy_id,
+        event: codec::decode_event(kind, payload, c.damage.is_some()),
         damage: None,
     };
     e.damage = c.damage;

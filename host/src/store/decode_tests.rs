@@ -35,8 +35,8 @@ fn session(id: &str) -> SessionRow {
     }
 }
 
-fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("a sample of the type")
+fn typed<T: serde::de::DeserializeOwned>(v: impl serde::Serialize) -> T {
+    serde_json::from_value(serde_json::to_value(v).expect("json")).expect("a sample of the type")
 }
 
 /// A commit policy awaiting its ack, with every JSON column set, and a

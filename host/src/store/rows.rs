@@ -1,5 +1,6 @@
 //! The row types of the store: what a session, a policy, an event and a
-//! pending delivery are once read. It must never hold SQL or decoding.
+//! pending delivery are once read. It must never hold SQL or decoding
+//! (an event row's JSON is `codec`'s).
 
 use crate::model::attach::AttachInput;
 use crate::model::chain::ChainRecord;
@@ -7,7 +8,6 @@ use crate::model::event::Event;
 use crate::model::plan::{CommitPlan, Prepared};
 use crate::model::report::RunReport;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// Why a stored row does not decode: the column and the error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -275,59 +275,6 @@ impl EventRow {
     /// Its kind (`policy:nudge`).
     pub fn kind(&self) -> &str {
         self.event.kind()
-    }
-}
-
-/// An [`EventRow`] as published.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct EventWire<K, P> {
-    cursor: i64,
-    at: i64,
-    #[serde(rename = "type")]
-    kind: K,
-    session_id: Option<String>,
-    policy_id: Option<String>,
-    payload: P,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    damage: Option<RowDamage>,
-}
-
-impl Serialize for EventRow {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let payload = self.event.payload().map_err(serde::ser::Error::custom)?;
-        EventWire {
-            cursor: self.cursor,
-            at: self.at,
-            kind: self.kind(),
-            session_id: self.session_id.clone(),
-            policy_id: self.policy_id.clone(),
-            payload,
-            damage: self.damage.clone(),
-        }
-        .serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for EventRow {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let w = EventWire::<String, Value>::deserialize(d)?;
-        Ok(EventRow {
-            cursor: w.cursor,
-            at: w.at,
-            // A damaged row's payload is `null`: kept, not decoded.
-            event: if w.damage.is_some() {
-                Event::Unknown {
-                    kind: w.kind,
-                    payload: w.payload,
-                }
-            } else {
-                Event::decode(&w.kind, w.payload)
-            },
-            session_id: w.session_id,
-            policy_id: w.policy_id,
-            damage: w.damage,
-        })
     }
 }
 

@@ -442,7 +442,7 @@ fn specs_are_checked() {
         Err(SpecError::PolicyMissing("a".into()))
     );
     let mut unused = step("a", &[]);
-    unused.policy = Some(serde_json::json!({"gate": {"command": "true"}}));
+    unused.policy = Some(serde_json::json!({"gate": {"command": "true"}}).into());
     assert_eq!(
         one(unused).validate(),
         Err(SpecError::PolicyUnused("a".into()))
@@ -453,7 +453,7 @@ fn specs_are_checked() {
         serde_json::json!(["not", "an", "object"]),
     ] {
         let mut named = no_policy.clone();
-        named.policy = Some(body.clone());
+        named.policy = Some(body.clone().into());
         assert_eq!(
             one(named).validate(),
             Err(SpecError::PolicyNamesSession("a".into())),
@@ -461,7 +461,7 @@ fn specs_are_checked() {
         );
     }
     let mut ok = no_policy;
-    ok.policy = Some(serde_json::json!({"gate": {"command": "true"}}));
+    ok.policy = Some(serde_json::json!({"gate": {"command": "true"}}).into());
     assert_eq!(one(ok).validate(), Ok(()));
 }
 

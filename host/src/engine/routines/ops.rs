@@ -51,12 +51,8 @@ impl Engine {
         spec.validate()
             .map_err(|e| invalid("steps", e.to_string()))?;
         for s in &spec.steps {
-            if let Some(body) = &s.policy {
-                let mut body = body.clone();
-                if let Some(o) = body.as_object_mut() {
-                    o.insert("sessionId".into(), "the-steps-session".into());
-                }
-                super::super::attach::parse_input(body).map_err(|e| {
+            if let Some(policy) = &s.policy {
+                policy.for_session("the-steps-session").map_err(|e| {
                     invalid("policy", format!("step {:?}: its policy: {e}", s.label))
                 })?;
             }

@@ -11,6 +11,8 @@ use super::super::routine::{self, Finish, RunInput, RunState, SessionSpec, StepS
 use super::super::{Engine, EngineResult, attach};
 use super::{Action, Context, Run};
 use crate::config::Trust;
+use crate::model::attach::ClientKey;
+use crate::model::routine::StepPolicy;
 use crate::store::{PolicyRow, PolicyStatus, Tx};
 
 /// The idempotency key of the policy of step `step`'s attempt `restarts`
@@ -31,9 +33,9 @@ pub(super) fn start_actions(
 ) -> Vec<Action> {
     let text = routine::step_prompt(spec);
     let then = match &spec.policy {
-        Some(body) if spec.wait_for.finish() == Finish::Policy => Action::AttachThenPrompt {
+        Some(policy) if spec.wait_for.finish() == Finish::Policy => Action::AttachThenPrompt {
             session: session.to_string(),
-            body: body.clone(),
+            policy: policy.clone(),
             key: policy_key(run, step, restarts),
             text: text.clone(),
         },
@@ -74,7 +76,7 @@ impl Engine {
     pub(super) async fn attach_step_policy(
         &self,
         session: String,
-        mut body: serde_json::Value,
+        policy: StepPolicy,
         key: String,
         text: String,
     ) {
@@ -86,13 +88,14 @@ impl Engine {
             tracing::error!(session = %session, "test hook: aborting the daemon before a step's policy is attached");
             std::process::abort();
         }
-        if let Some(o) = body.as_object_mut() {
-            o.insert(
-                "sessionId".into(),
-                serde_json::Value::String(session.clone()),
-            );
-        }
-        match self.attach(body, Caller::operator(), Some(key)).await {
+        let attached = match policy.for_session(&session) {
+            Ok((input, digest)) => {
+                let key = ClientKey { key, digest };
+                self.attach(input, Caller::operator(), Some(key)).await
+            }
+            Err(e) => Err(e.into()),
+        };
+        match attached {
             Ok(p) => {
                 tracing::info!(session = %session, policy = %p.id, "a routine step's policy is attached");
                 self.deliver_prompt(&session, &text).await;
@@ -189,7 +192,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn step(session: serde_json::Value, policy: bool) -> StepSpec {
+    fn step(session: impl serde::Serialize, policy: bool) -> StepSpec {
         let mut v = json!({"label": "s", "session": session, "prompt": "do it"});
         if policy {
             v["waitFor"] = json!("policy");
@@ -209,9 +212,9 @@ mod tests {
         let s = step(acp.clone(), true);
         let a = start_actions("rt_1", 2, 1, &s, "rt_1.s2.r1");
         assert!(
-            matches!(&a[..], [Action::StartAcp { prompt: None, session, .. }, Action::AttachThenPrompt { session: s2, key, text, body }]
+            matches!(&a[..], [Action::StartAcp { prompt: None, session, .. }, Action::AttachThenPrompt { session: s2, key, text, policy }]
                 if session == "rt_1.s2.r1" && s2 == session && key == "routine:rt_1:s2:r1"
-                    && *text == prompt(&s) && body["gate"]["command"] == "true"),
+                    && *text == prompt(&s) && policy.json()["gate"]["command"] == "true"),
             "{a:?}"
         );
         // Without one, the agent starts with its prompt.
