@@ -413,14 +413,11 @@ impl Engine {
             let change = payload(event).filter(|c| c.kind() == event.as_str());
             let Some(change) = change else {
                 tracing::error!(policy = %p.id, event = event.as_str(), ?input, "a transition's event has no payload");
-                return Err(EngineError::Conflict {
-                    code: "internal",
-                    message: format!(
-                        "policy {}: no payload for its {} event",
-                        p.id,
-                        event.as_str()
-                    ),
-                });
+                return Err(EngineError::Internal(format!(
+                    "policy {}: no payload for its {} event",
+                    p.id,
+                    event.as_str()
+                )));
             };
             self.policy_event(tx, change, p)?;
         }
