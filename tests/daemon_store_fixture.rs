@@ -22,7 +22,7 @@ use std::path::Path;
 /// host/src/store/mod.rs): the fixture (9) must be migrated to it. A new
 /// schema version changes this line, and this test proves the fixture
 /// still migrates to it.
-const CURRENT_SCHEMA: &str = "10";
+const CURRENT_SCHEMA: &str = "11";
 
 /// Fields this build serves that fd21d0c did not: (the field's name, why).
 /// A difference in any other field fails the test. None today: the

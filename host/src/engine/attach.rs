@@ -395,6 +395,7 @@ impl Engine {
                 .flatten()
                 .map(|d| now.saturating_add(d.as_millis() as i64)),
             infra_retries_used: 0,
+            nudge: None,
             review: None,
             damage: None,
         };

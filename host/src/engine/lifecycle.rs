@@ -412,6 +412,9 @@ impl Engine {
                                 .unwrap_or(&runner.config().daemon.default_nudge),
                             &report,
                         );
+                        // Kept with the verdict: the nudge task delivers
+                        // what the event says, whatever the template is then.
+                        p.nudge = Some(message.clone());
                         said.nudge = Some(ev::Nudge {
                             message,
                             by: None,

@@ -64,6 +64,21 @@ pub fn render_nudge(template: &str, report: &RunReport) -> String {
         .replace("{gate}", &gate)
 }
 
+/// What the nudge task delivers for `p`: the nudge stored when its gate
+/// failed (what its `policy:nudge` said), or, for a row stored before
+/// nudges were kept, the one rendered from its verdict
+/// ([`failed_gate_nudge`]).
+pub(super) fn delivered_nudge(
+    p: &PolicyRow,
+    input: &AttachInput,
+    default: &str,
+) -> EngineResult<String> {
+    match &p.nudge {
+        Some(said) => Ok(said.clone()),
+        None => failed_gate_nudge(p, input, default),
+    }
+}
+
 /// The nudge of `p`'s failed gate, rendered from its stored verdict with
 /// its `onFail.nudge` template (else `default`): what its `policy:nudge`
 /// said. A verdict that is not stored, or does not decode, is the row's
@@ -186,16 +201,16 @@ impl Engine {
                 return Ok(());
             }
         };
-        let message =
-            match failed_gate_nudge(&p, input, &self.runner().config().daemon.default_nudge) {
-                Ok(m) => m,
-                Err(e) => {
-                    if let Some(step) = self.settle_corrupt(id, &e)? {
-                        self.perform(id, &step);
-                    }
-                    return Ok(());
+        let message = match delivered_nudge(&p, input, &self.runner().config().daemon.default_nudge)
+        {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(step) = self.settle_corrupt(id, &e)? {
+                    self.perform(id, &step);
                 }
-            };
+                return Ok(());
+            }
+        };
         // The nudge's cursor: a turn-end reported after the nudge was
         // published (an agent that acts on the event at once) counts, even
         // if it came before this task ran.
@@ -291,7 +306,35 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::reject_nudge;
+    use super::{delivered_nudge, reject_nudge};
+    use crate::store::{PolicyRow, PolicyStatus};
+    use crate::verdict::{Outcome, RunReport};
+
+    /// A nudging policy whose gate failed with `reason`.
+    fn failed(reason: &str) -> PolicyRow {
+        let mut p = PolicyRow::sample("p", PolicyStatus::Nudging, &["s"]);
+        let mut report = RunReport::error(reason.into());
+        report.outcome = Outcome::Fail;
+        p.verdict = Some(report);
+        p
+    }
+
+    #[test]
+    fn the_nudge_delivered_is_the_one_stored_with_the_verdict_whatever_the_template_is_now() {
+        let mut p = failed("tests failed");
+        let input = p.spec.clone();
+        // A row from before nudges were kept: rendered from its verdict.
+        let rendered = delivered_nudge(&p, &input, "fix: {reason}").expect("rendered");
+        assert_eq!(rendered, "fix: tests failed");
+        // Kept: the template read now (reloaded since) does not change it.
+        p.nudge = Some("fix: tests failed (as judged)".into());
+        let kept = delivered_nudge(&p, &input, "a new template: {reason}").expect("kept");
+        assert_eq!(kept, "fix: tests failed (as judged)");
+        // No verdict and no nudge: the row's damage, never an empty nudge.
+        p.nudge = None;
+        p.verdict = None;
+        assert!(delivered_nudge(&p, &input, "{reason}").is_err());
+    }
 
     #[test]
     fn a_reject_nudge_quotes_the_operators_comment_under_fixed_text() {

@@ -207,6 +207,7 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         deadline_at: c.get("deadline_at", None),
         infra_retries_used: c.get("infra_retries_used", 0),
         review: c.column(&id, "review"),
+        nudge: c.get("nudge", None),
         id,
         damage: None,
     };

@@ -39,7 +39,7 @@ use std::sync::Mutex;
 
 /// The schema version this build writes; older files are migrated, newer
 /// ones refused.
-const SCHEMA_VERSION: i64 = 10;
+const SCHEMA_VERSION: i64 = 11;
 
 /// The newest cursor ever given, from the events' AUTOINCREMENT sequence
 /// (retention may have deleted the newest rows: the head never moves back).

@@ -351,8 +351,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         )?
         .execute(params![sid, p.id])?;
     }
-    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_open, deadline_at, infra_retries_used, review)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)")?.execute(params![
+    c.prepare_cached("INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used, gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at, updated_at, gate_crashes, publish_open, deadline_at, infra_retries_used, review, nudge)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)")?.execute(params![
             p.id,
             p.seq,
             codec::encode("spec", &p.spec)?,
@@ -375,7 +375,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             serde_json::to_string(&p.publish_open).unwrap_or_default(),
             p.deadline_at,
             p.infra_retries_used,
-            codec::encode_opt("review", p.review.as_ref())?
+            codec::encode_opt("review", p.review.as_ref())?,
+            p.nudge
         ],
     )?;
     Ok(())
@@ -462,7 +463,7 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
     }
     let n = c.prepare_cached("UPDATE policies SET status=?2, sessions=?3, pending=?4, watch_after=?5, retries_used=?6, gate_runs=?7,
            verdict=?8, plan=?9, prepared=?10, commit_sha=?11, reason=?12, next_id=?13, updated_at=?14, gate_crashes=?15, publish_open=?16,
-           deadline_at=?17, infra_retries_used=?18, review=?19 WHERE id=?1")?.execute(params![
+           deadline_at=?17, infra_retries_used=?18, review=?19, nudge=?20 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
             serde_json::to_string(&p.sessions).unwrap_or_default(),
@@ -481,7 +482,8 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             serde_json::to_string(&p.publish_open).unwrap_or_default(),
             p.deadline_at,
             p.infra_retries_used,
-            codec::encode_opt("review", p.review.as_ref())?
+            codec::encode_opt("review", p.review.as_ref())?,
+            p.nudge
         ],
     )?;
     if n != 1 {

@@ -208,6 +208,13 @@ pub struct PolicyRow {
     /// Its review chain's state, once its first review began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ChainRecord>,
+    /// The nudge its last failed gate sends (rendered when the verdict was
+    /// judged, the text its `policy:nudge` carries): the nudge task
+    /// delivers exactly this, whatever the template is by then. `None`
+    /// before a retry, and in rows stored before it was kept. Not sent to
+    /// a client (the event carries it).
+    #[serde(skip)]
+    pub nudge: Option<String>,
     /// Set when the stored row does not decode (invalid JSON, or JSON of
     /// the wrong shape, or a spec an attach would refuse, or a plan or
     /// chain missing that its status needs): the first such column and
@@ -250,6 +257,7 @@ impl PolicyRow {
             publish_open: Vec::new(),
             deadline_at: None,
             infra_retries_used: 0,
+            nudge: None,
             review: None,
             damage: None,
         }

@@ -76,6 +76,11 @@ pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
              ALTER TABLE sessions ADD COLUMN workspace_ino INTEGER;",
         )?;
     }
+    // Version 11: a failed gate's nudge as judged, so that its delivery
+    // (again after a restart) says what its `policy:nudge` said.
+    if !has_column(conn, "policies", "nudge")? {
+        conn.execute_batch("ALTER TABLE policies ADD COLUMN nudge TEXT;")?;
+    }
     // The watchdog's looks, each by a partial index (never a scan of all
     // sessions or policies: a unit test reads their query plans).
     conn.execute_batch(

@@ -694,3 +694,23 @@ fn an_event_is_read_typed_once_and_published_as_it_was_stored() {
     let back: Vec<EventRow> = serde_json::from_value(wire).expect("deserialises");
     assert_eq!(back, read);
 }
+
+/// A failed gate's nudge is kept with the row (written whole, read back),
+/// and never shown to a client: the event carries it.
+#[test]
+fn a_policys_nudge_is_stored_and_read_back_but_not_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    let mut p = PolicyRow::sample("p", PolicyStatus::Gating, &["s"]);
+    p.nudge = Some("fix the tests".into());
+    store.write(|tx| tx.insert_policy(&mut p)).expect("insert");
+    let read = store.policy("p").expect("read").expect("stored");
+    assert_eq!(read.nudge.as_deref(), Some("fix the tests"));
+    let mut again = read.clone();
+    again.nudge = Some("fix the lints".into());
+    store.write(|tx| tx.put_policy(&again)).expect("put");
+    let read = store.policy("p").expect("read").expect("stored");
+    assert_eq!(read.nudge.as_deref(), Some("fix the lints"));
+    let shown = serde_json::to_value(&read).expect("serialises");
+    assert!(shown.get("nudge").is_none(), "{shown}");
+}
