@@ -124,6 +124,18 @@ pub(crate) fn encode_opt<T: Column>(
     v.map(|v| encode(column, v)).transpose()
 }
 
+/// Encodes a column holding plain JSON (a list of session ids, an argv);
+/// a value that does not encode is an error, never an empty text.
+pub(super) fn encode_plain<T: Serialize + ?Sized>(
+    column: &'static str,
+    v: &T,
+) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Encode {
+        column,
+        message: e.to_string(),
+    })
+}
+
 /// Decodes a column holding plain JSON of type `T` (a list of session
 /// ids), NULL being missing; the error says why.
 pub(super) fn decode_plain<T: DeserializeOwned>(text: Option<&str>) -> Result<T, String> {

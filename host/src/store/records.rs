@@ -117,7 +117,8 @@ pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
     let command = s
         .command
         .as_ref()
-        .map(|c| serde_json::to_string(c).unwrap_or_default());
+        .map(|c| codec::encode_plain("command", c))
+        .transpose()?;
     c.prepare_cached("INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor, last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner, key_digest, stale_at, workspace_dev, workspace_ino)
          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
          ON CONFLICT(id) DO UPDATE SET label=excluded.label, cwd=excluded.cwd, workspace=excluded.workspace,
@@ -357,8 +358,8 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.seq,
             codec::encode("spec", &p.spec)?,
             p.status.as_str(),
-            serde_json::to_string(&p.sessions).unwrap_or_default(),
-            serde_json::to_string(&p.pending).unwrap_or_default(),
+            codec::encode_plain("sessions", &p.sessions)?,
+            codec::encode_plain("pending", &p.pending)?,
             p.watch_after,
             p.retries_used,
             p.gate_runs,
@@ -372,7 +373,7 @@ pub(super) fn insert_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.created_at,
             p.updated_at,
             p.gate_crashes,
-            serde_json::to_string(&p.publish_open).unwrap_or_default(),
+            codec::encode_plain("publish_open", &p.publish_open)?,
             p.deadline_at,
             p.infra_retries_used,
             codec::encode_opt("review", p.review.as_ref())?,
@@ -445,7 +446,7 @@ pub(super) fn record_prepared(c: &Connection, p: &PolicyRow) -> StoreResult<()> 
 }
 
 pub(super) fn record_publishes(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
-    let open = serde_json::to_string(&p.publish_open).unwrap_or_default();
+    let open = codec::encode_plain("publish_open", &p.publish_open)?;
     record(
         c,
         p,
@@ -466,8 +467,8 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
            deadline_at=?17, infra_retries_used=?18, review=?19, nudge=?20 WHERE id=?1")?.execute(params![
             p.id,
             p.status.as_str(),
-            serde_json::to_string(&p.sessions).unwrap_or_default(),
-            serde_json::to_string(&p.pending).unwrap_or_default(),
+            codec::encode_plain("sessions", &p.sessions)?,
+            codec::encode_plain("pending", &p.pending)?,
             p.watch_after,
             p.retries_used,
             p.gate_runs,
@@ -479,7 +480,7 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
             p.next_id,
             p.updated_at,
             p.gate_crashes,
-            serde_json::to_string(&p.publish_open).unwrap_or_default(),
+            codec::encode_plain("publish_open", &p.publish_open)?,
             p.deadline_at,
             p.infra_retries_used,
             codec::encode_opt("review", p.review.as_ref())?,
