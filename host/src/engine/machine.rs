@@ -541,4 +541,6 @@ pub fn awaits_ack(state: PolicyStatus) -> bool {
 }
 
 #[cfg(test)]
+mod tasks_tests;
+#[cfg(test)]
 mod tests;

@@ -635,4 +635,6 @@ impl Tx<'_> {
 }
 
 #[cfg(test)]
+mod columns_tests;
+#[cfg(test)]
 mod tests;

@@ -8,13 +8,13 @@ use PolicyEvent as E;
 use PolicyStatus as S;
 
 impl AfterPass {
-    fn all() -> Vec<AfterPass> {
+    pub(super) fn all() -> Vec<AfterPass> {
         vec![AfterPass::Done, AfterPass::AwaitAck, AfterPass::CommitNow]
     }
 }
 
 impl Verdict {
-    fn all() -> Vec<Verdict> {
+    pub(super) fn all() -> Vec<Verdict> {
         let mut all: Vec<Verdict> = AfterPass::all().into_iter().map(Verdict::Pass).collect();
         all.extend([
             Verdict::PassChanged,
@@ -30,7 +30,7 @@ impl Verdict {
 }
 
 impl AfterNudge {
-    fn all() -> Vec<AfterNudge> {
+    pub(super) fn all() -> Vec<AfterNudge> {
         vec![
             AfterNudge::Watch,
             AfterNudge::AllEnded,
@@ -40,7 +40,7 @@ impl AfterNudge {
 }
 
 impl CommitResult {
-    fn all() -> Vec<CommitResult> {
+    pub(super) fn all() -> Vec<CommitResult> {
         vec![
             CommitResult::Committed,
             CommitResult::Stale,
@@ -50,7 +50,7 @@ impl CommitResult {
 }
 
 impl ReviewStep {
-    fn all() -> Vec<ReviewStep> {
+    pub(super) fn all() -> Vec<ReviewStep> {
         let mut all: Vec<ReviewStep> = AfterPass::all().into_iter().map(ReviewStep::Ship).collect();
         all.extend([ReviewStep::Repair, ReviewStep::Escalate]);
         all
@@ -60,7 +60,7 @@ impl ReviewStep {
 impl Input {
     /// Every input: each variant with every value of its fields
     /// (checked against the types by [`every_input_is_listed`]).
-    fn all() -> Vec<Input> {
+    pub(super) fn all() -> Vec<Input> {
         let mut all = vec![
             Input::TurnEnd { more_pending: true },
             Input::TurnEnd {
@@ -627,79 +627,4 @@ fn event_names_are_the_stored_ones() {
     assert_eq!(PolicyEvent::Expired.as_str(), "policy:expired");
     assert_eq!(PolicyEvent::Retry.as_str(), "policy:retry");
     assert_eq!(PolicyEvent::parse("policy:unknown"), None);
-}
-
-impl Task {
-    fn all() -> Vec<Task> {
-        vec![
-            Task::Slot,
-            Task::Gate,
-            Task::Nudge,
-            Task::Commit,
-            Task::Review,
-        ]
-    }
-
-    /// Every outcome the task can end in.
-    fn outcomes(self) -> Vec<Input> {
-        match self {
-            Task::Slot => vec![Input::SlotTaken],
-            Task::Gate => Verdict::all().into_iter().map(Input::Verdict).collect(),
-            Task::Nudge => AfterNudge::all()
-                .into_iter()
-                .map(Input::NudgeDelivered)
-                .collect(),
-            Task::Commit => CommitResult::all().into_iter().map(Input::Commit).collect(),
-            Task::Review => ReviewStep::all().into_iter().map(Input::Review).collect(),
-        }
-    }
-}
-
-/// Which state each task drives, written out; and that is exactly where
-/// the machine takes every outcome of the task (but a commit published
-/// as its policy was cancelled, said on the cancelled policy): the tasks'
-/// guards are the machine's own "ignore" rule.
-#[test]
-fn a_task_drives_exactly_the_states_that_take_its_outcomes() {
-    variants!(Task; Task::Slot, Task::Gate, Task::Nudge, Task::Commit, Task::Review)
-        .assert_listed(&Task::all());
-    let driven = |task| match task {
-        Task::Slot => S::Queued,
-        Task::Gate => S::Gating,
-        Task::Nudge => S::Nudging,
-        Task::Commit => S::Committing,
-        Task::Review => S::Reviewing,
-    };
-    for task in Task::all() {
-        for state in PolicyStatus::ALL {
-            assert_eq!(
-                drives(task, state),
-                state == driven(task),
-                "{task:?} in {state:?}"
-            );
-            for outcome in task.outcomes() {
-                let taken = matches!(decide(state, outcome), Decision::Go(_));
-                let said_after_cancel =
-                    state == S::Cancelled && outcome == Input::Commit(CommitResult::Committed);
-                assert_eq!(
-                    taken,
-                    drives(task, state) || said_after_cancel,
-                    "{task:?}: {outcome:?} in {state:?}"
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn only_awaiting_ack_awaits_an_ack() {
-    for state in PolicyStatus::ALL {
-        assert_eq!(awaits_ack(state), state == S::AwaitingAck, "{state:?}");
-        for input in Input::all() {
-            if matches!(input, Input::Ack { .. } | Input::RequestChanges { .. }) {
-                let refused = decide(state, input) == Decision::Refuse(Refusal::NotAwaitingAck);
-                assert_eq!(refused, !awaits_ack(state), "{state:?} × {input:?}");
-            }
-        }
-    }
 }
