@@ -113,6 +113,7 @@ impl Engine {
     pub(super) fn prompt_acp(&self, session_id: &str, message: &str) -> bool {
         let prompts = self
             .inner
+            .agents
             .acp
             .prompts
             .lock()
@@ -128,6 +129,7 @@ impl Engine {
     /// reported). `false` when it is not one.
     pub(super) fn stop_acp(&self, session_id: &str) -> bool {
         self.inner
+            .agents
             .acp
             .prompts
             .lock()
@@ -149,6 +151,7 @@ impl Engine {
     ) -> EngineResult<()> {
         let waiting = self
             .inner
+            .agents
             .acp
             .escalations
             .lock()
@@ -211,7 +214,13 @@ impl Engine {
         responder: Responder<RequestPermissionResponse>,
         cx: &ConnectionTo<Agent>,
     ) -> Result<(), agent_client_protocol::Error> {
-        let n = self.inner.acp.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = self
+            .inner
+            .agents
+            .acp
+            .next_request
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         let id = format!("perm-{n}");
         let ask = tool_ask(&req);
         let decision = decide(rule, &ask);
@@ -229,6 +238,7 @@ impl Engine {
         }
         let (tx, rx) = oneshot::channel();
         self.inner
+            .agents
             .acp
             .escalations
             .lock()
@@ -261,6 +271,7 @@ impl Engine {
             };
             engine
                 .inner
+                .agents
                 .acp
                 .escalations
                 .lock()
@@ -305,6 +316,7 @@ impl Engine {
     ) {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         self.inner
+            .agents
             .acp
             .prompts
             .lock()
@@ -449,12 +461,14 @@ impl Engine {
     /// reported.
     async fn acp_ended(&self, sid: &str, mut child: super::agent_process::Agent, message: String) {
         self.inner
+            .agents
             .acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(sid);
         self.inner
+            .agents
             .acp
             .escalations
             .lock()

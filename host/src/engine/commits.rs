@@ -341,7 +341,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        let lock = super::lane(&self.inner.commit_locks, &workspace);
+        let lock = super::lane(&self.inner.policies.commit_locks, &workspace);
         let _held = lock.lock().await;
         for attempt in 1..=COMMIT_ATTEMPTS {
             let reference = match self.commit_once(id, &workspace).await {
@@ -592,6 +592,7 @@ impl Engine {
     /// When this daemon started, in ms since the epoch.
     fn boot_ms(&self) -> i64 {
         self.inner
+            .policies
             .boot_time
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -603,7 +604,7 @@ impl Engine {
     ) -> Option<std::ops::RangeInclusive<std::time::SystemTime>> {
         use std::time::{Duration, UNIX_EPOCH};
         let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).ok()?);
-        let boot = self.inner.boot_time;
+        let boot = self.inner.policies.boot_time;
         if at >= boot {
             return None;
         }

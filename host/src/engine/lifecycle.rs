@@ -36,6 +36,7 @@ impl Engine {
     pub(crate) fn schedule_gate_with(&self, id: &str, slot: Option<OwnedSemaphorePermit>) {
         let mut tasks = self
             .inner
+            .policies
             .gate_tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -56,6 +57,7 @@ impl Engine {
             };
             engine
                 .inner
+                .policies
                 .gate_tasks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -81,7 +83,7 @@ impl Engine {
         if !self.supervising() {
             return self.wait_paused(tx, p).map(|()| None);
         }
-        let Ok(slot) = self.inner.gating.clone().try_acquire_owned() else {
+        let Ok(slot) = self.inner.policies.gating.clone().try_acquire_owned() else {
             return Ok(None);
         };
         p.gate_runs += 1;
@@ -110,6 +112,7 @@ impl Engine {
         }
         let permit = self
             .inner
+            .policies
             .gating
             .clone()
             .acquire_owned()

@@ -42,6 +42,7 @@ pub mod routine;
 mod routines;
 mod rules;
 mod said;
+mod services;
 mod sessions;
 pub mod standing;
 mod started;
@@ -68,7 +69,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tokio::task::AbortHandle;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -135,42 +135,15 @@ struct Inner {
     /// whole by a reload (`reconfigure`); a gate takes its own clone when
     /// it starts and keeps it to its end.
     runner: std::sync::RwLock<GateRunner>,
-    /// One reload at a time.
-    reloading: Mutex<()>,
     bus: Bus,
-    /// Policies gating at once (FIFO: tokio's semaphore is fair).
-    gating: Arc<Semaphore>,
-    /// Gate tasks by policy id, so that a cancel kills the gate.
-    gate_tasks: Mutex<HashMap<String, AbortHandle>>,
-    /// Review tasks by policy id (one at a time; a cancel kills a judge
-    /// reviewing).
-    review_tasks: Mutex<HashMap<String, AbortHandle>>,
-    /// One lane per reviewer session: its reviews are prompted and
-    /// answered one at a time, in turn (`review::session_review`).
-    reviewer_lanes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// When (ms) the watchdog last began to run without a gap: its start,
-    /// or its wake after the daemon stood still (a stop, a suspend, a
-    /// stall). A session's silence counts only from then (`watchdog`).
-    awake_since: std::sync::atomic::AtomicI64,
-    started: started::Started,
-    /// The ACP sessions this daemon drives.
-    acp: acp::Acp,
-    /// Whether a session ended a turn or exited since the routines' tick
-    /// last looked at the waiting runs (true at start).
-    routine_waits_dirty: std::sync::atomic::AtomicBool,
-    /// When this daemon started: a publish recorded before this was our
-    /// previous life's (its git locks may be cleared).
-    boot_time: std::time::SystemTime,
-    /// One commit at a time per workspace.
-    commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Where commit policies' gates run on their snapshot.
-    worktrees: crate::worktree::Worktrees,
-    /// Per workspace: the blob ids of files read by its last snapshot.
-    stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
-    /// Policies with a nudge or commit task running.
-    busy: busy::Busy,
+    policies: services::Policies,
+    reviews: services::Reviews,
+    sessions: services::Sessions,
+    agents: services::Agents,
+    routines: services::Routines,
+    settings: services::Settings,
 }
 
 /// The states a task of the daemon drives.
@@ -219,42 +192,99 @@ impl Engine {
     pub fn new(store: Store, runner: GateRunner) -> EngineResult<Engine> {
         let head = store.head_cursor()?;
         let config = runner.config().daemon.clone();
-        Ok(Engine {
-            inner: Arc::new(Inner {
+        let worktrees =
+            crate::worktree::Worktrees::new(config.worktree_dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!(
+                    "gatehost-worktrees-{}",
+                    rustix::process::getuid().as_raw()
+                ))
+            }))
+            .owned_by(runner.sandbox().gate_user())
+            .keeping(&config.worktree_caches);
+        let inner = Arc::new_cyclic(|hub| {
+            let service = services::Service::new(hub);
+            Inner {
                 store,
                 bus: Bus::new(head),
-                gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
-                gate_tasks: Mutex::new(HashMap::new()),
-                review_tasks: Mutex::new(HashMap::new()),
-                reviewer_lanes: Mutex::new(HashMap::new()),
-                awake_since: std::sync::atomic::AtomicI64::new(0),
-                reloading: Mutex::new(()),
-                started: started::Started::default(),
-                acp: acp::Acp::default(),
-                routine_waits_dirty: std::sync::atomic::AtomicBool::new(true),
-                boot_time: std::time::SystemTime::now(),
-                commit_locks: Mutex::new(HashMap::new()),
-                stat_caches: Mutex::new(HashMap::new()),
                 stopping: tokio::sync::watch::Sender::new(false),
-                busy: busy::Busy::default(),
-                worktrees: crate::worktree::Worktrees::new(
-                    config.worktree_dir.clone().unwrap_or_else(|| {
-                        std::env::temp_dir().join(format!(
-                            "gatehost-worktrees-{}",
-                            rustix::process::getuid().as_raw()
-                        ))
-                    }),
-                )
-                .owned_by(runner.sandbox().gate_user())
-                .keeping(&config.worktree_caches),
+                policies: services::Policies {
+                    service: service.clone(),
+                    gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
+                    gate_tasks: Mutex::new(HashMap::new()),
+                    busy: busy::Busy::default(),
+                    commit_locks: Mutex::new(HashMap::new()),
+                    boot_time: std::time::SystemTime::now(),
+                    worktrees,
+                    stat_caches: Mutex::new(HashMap::new()),
+                },
+                reviews: services::Reviews {
+                    service: service.clone(),
+                    review_tasks: Mutex::new(HashMap::new()),
+                    reviewer_lanes: Mutex::new(HashMap::new()),
+                },
+                sessions: services::Sessions {
+                    service: service.clone(),
+                    awake_since: std::sync::atomic::AtomicI64::new(0),
+                },
+                agents: services::Agents {
+                    service: service.clone(),
+                    started: started::Started::default(),
+                    acp: acp::Acp::default(),
+                },
+                routines: services::Routines {
+                    service: service.clone(),
+                    waits_dirty: std::sync::atomic::AtomicBool::new(true),
+                },
+                settings: services::Settings {
+                    service,
+                    reloading: Mutex::new(()),
+                },
                 runner: std::sync::RwLock::new(runner),
-            }),
-        })
+            }
+        });
+        Ok(Engine { inner })
     }
+
+    /// The policy lifecycle.
+    pub(crate) fn policies(&self) -> &services::Policies {
+        &self.inner.policies
+    }
+
+    /// Review chains.
+    pub(crate) fn reviews(&self) -> &services::Reviews {
+        &self.inner.reviews
+    }
+
+    /// Sessions, their keys and the watchdog.
+    pub(crate) fn sessions(&self) -> &services::Sessions {
+        &self.inner.sessions
+    }
+
+    /// The agents this daemon runs.
+    pub(crate) fn agents(&self) -> &services::Agents {
+        &self.inner.agents
+    }
+
+    /// Routines and their runs (`routines(limit)` lists the runs).
+    pub(crate) fn runs(&self) -> &services::Routines {
+        &self.inner.routines
+    }
+
+    /// The operator's settings.
+    pub(crate) fn settings(&self) -> &services::Settings {
+        &self.inner.settings
+    }
+
+    // FACADE (policies helper): what the API and CLI call of the policy
+    // lifecycle and review chains, each delegating to its service.
+
+    // FACADE (services helper): what the API and CLI call of sessions,
+    // agents, routines and settings, each delegating to its service.
 
     /// The stat cache of `workspace`'s snapshots.
     pub(crate) fn stat_cache(&self, workspace: &str) -> Arc<Mutex<crate::commit::StatCache>> {
         self.inner
+            .policies
             .stat_caches
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -266,12 +296,13 @@ impl Engine {
     /// Marks a nudge or commit task of `id` running until the guard is
     /// dropped; `None` if one runs.
     pub(crate) fn begin_task(&self, id: &str) -> Option<busy::TaskGuard> {
-        self.inner.busy.begin(id)
+        self.inner.policies.busy.begin(id)
     }
 
     /// Whether a gate task of this daemon runs (or is about to) for `id`.
     fn has_gate_task(&self, id: &str) -> bool {
         self.inner
+            .policies
             .gate_tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -533,6 +564,7 @@ impl Engine {
     fn abort_gate(&self, id: &str) {
         let handle = self
             .inner
+            .policies
             .gate_tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -544,6 +576,7 @@ impl Engine {
         }
         let review = self
             .inner
+            .reviews
             .review_tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())

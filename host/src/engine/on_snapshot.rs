@@ -67,7 +67,7 @@ impl Engine {
             Ok(Err(e)) => return failed(format!("cannot snapshot the commit paths: {e}"), None),
             Err(e) => return failed(format!("the snapshot task failed: {e}"), None),
         };
-        let worktrees = self.inner.worktrees.clone();
+        let worktrees = self.inner.policies.worktrees.clone();
         let (ws, tree) = (workspace.to_string(), snap.tree.clone());
         // What the agent attached never shares a worktree (nor a cache)
         // with what the operator attached.

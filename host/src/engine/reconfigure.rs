@@ -39,6 +39,7 @@ impl Engine {
     pub fn reconfigure(&self, config: HostConfig, event: &Event) -> EngineResult<()> {
         let _one = self
             .inner
+            .settings
             .reloading
             .lock()
             .unwrap_or_else(|p| p.into_inner());

@@ -142,6 +142,7 @@ impl Engine {
     pub(crate) fn spawn_review(&self, id: String) {
         let mut tasks = self
             .inner
+            .reviews
             .review_tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -156,6 +157,7 @@ impl Engine {
             }
             engine
                 .inner
+                .reviews
                 .review_tasks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -202,7 +204,7 @@ impl Engine {
 
     /// The reviewer session's lane: its reviews one at a time.
     fn reviewer_lane(&self, reviewer: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        super::lane(&self.inner.reviewer_lanes, reviewer)
+        super::lane(&self.inner.reviews.reviewer_lanes, reviewer)
     }
 
     fn settle_and_perform(&self, id: &str, e: &super::EngineError) -> EngineResult<()> {

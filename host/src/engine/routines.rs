@@ -592,7 +592,8 @@ impl Engine {
         // A run waiting for this session may be ready: the tick looks.
         if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
             self.inner
-                .routine_waits_dirty
+                .routines
+                .waits_dirty
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {

@@ -72,6 +72,7 @@ impl Engine {
         }
         let stdin = self
             .inner
+            .agents
             .started
             .stdin
             .lock()
@@ -84,6 +85,7 @@ impl Engine {
         let ok = stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok();
         if ok {
             self.inner
+                .agents
                 .started
                 .stdin
                 .lock()
@@ -208,6 +210,7 @@ impl Engine {
         }
         if let Some(stdin) = child.stdin.take() {
             self.inner
+                .agents
                 .started
                 .stdin
                 .lock()
@@ -296,6 +299,7 @@ impl Engine {
         }
         let status = child.status().await;
         self.inner
+            .agents
             .started
             .stdin
             .lock()

@@ -112,6 +112,7 @@ impl Engine {
         // time: within a timeout of its start or wake, no session is.
         let awake_since = self
             .inner
+            .sessions
             .awake_since
             .load(std::sync::atomic::Ordering::SeqCst);
         let cutoff = timeout
@@ -221,6 +222,7 @@ impl Engine {
     /// Counts sessions' silence from `at` (ms) on (see the module doc).
     pub fn awake_from(&self, at: i64, why: &str) {
         self.inner
+            .sessions
             .awake_since
             .store(at, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(at, why, "the watchdog counts silence from now");

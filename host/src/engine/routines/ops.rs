@@ -448,7 +448,8 @@ impl Engine {
         }
         if !self
             .inner
-            .routine_waits_dirty
+            .routines
+            .waits_dirty
             .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
             return Ok(false);
@@ -487,7 +488,8 @@ impl Engine {
                     // The waits it did not get to are looked at again.
                     engine
                         .inner
-                        .routine_waits_dirty
+                        .routines
+                        .waits_dirty
                         .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             }
