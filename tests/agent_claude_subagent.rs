@@ -8,7 +8,7 @@
 //!
 //! A sub-agent's stops all carry the parent's `transcript_path`, which
 //! does not grow while the sub-agent runs: the hook tells them apart by the
-//! sub-agent's own `agent_transcript_path` (docs/claude-subagent-findings.md).
+//! sub-agent's own `agent_transcript_path` (docs/compatibility.md, "Claude Code").
 
 use crate::agent_claude::{Claude, hook_status};
 use crate::common;

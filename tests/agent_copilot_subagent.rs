@@ -5,8 +5,8 @@
 //! sub-agent's failing gate sends the sub-agent back (not the parent), a
 //! fixed workspace lets it finish, the parent's stop is gated by the
 //! parent's gates, and the two are counted and recorded apart
-//! (`copilot:SESSION` and `copilot:SESSION/subagent/AGENT`). Measured in
-//! docs/copilot-subagent-findings.md.
+//! (`copilot:SESSION` and `copilot:SESSION/subagent/AGENT`). What was
+//! measured: docs/compatibility.md, "GitHub Copilot CLI".
 //!
 //! The two bugs the first runs found are fixed: a stop is told from the next
 //! by its `timestamp` (the lazily written `events.jsonl` is no mark), and a

@@ -7,7 +7,7 @@
 //! plugin (host/assets/opencode/gatehost.js) into a private
 //! `$XDG_CONFIG_HOME/opencode/plugin/`, and the test drives `opencode serve`
 //! over its HTTP API (plain `opencode run` exits when the session is idle,
-//! so there an agent cannot be sent back: docs/opencode-findings.md). A
+//! so there an agent cannot be sent back: docs/compatibility.md). A
 //! refused stop is the next model request's last user message.
 
 use crate::common::agents::{FakeApi, agent_cli};

@@ -1,5 +1,5 @@
 //! Kiro CLI, from its documentation (not on a registry here: no real run;
-//! docs/kiro-findings.md, tests/fixtures/hooks/kiro/): `hook install kiro
+//! docs/compatibility.md, tests/fixtures/hooks/kiro/): `hook install kiro
 //! --kiro-agent NAME` adds gatehost's `stop` and `userPromptSubmit` hooks to
 //! that agent's configuration (it must exist; no version key, every other
 //! key kept), idempotently, and `uninstall` gives the bytes back; the
