@@ -21,7 +21,7 @@
 // installer has replaced the placeholder, every stop is refused with an
 // error.
 //
-// OpenCode 1.18.33, measured (see docs/opencode-findings.md):
+// OpenCode 1.18.33, measured (see docs/compatibility.md, OpenCode):
 // - `opencode serve`, the TUI, and `opencode run --attach` keep the session
 //   alive after `session.idle`: a block is sent as the session's next user
 //   message (session.promptAsync) and the agent goes on.

@@ -19,7 +19,7 @@
 //! stop hook, so a stop with a message answers `{}` and leaves it on stderr.
 //! A sub-agent's stop (one with an `agentId`) is counted on a retry budget
 //! of its own, under its parent session. Measured with a real sub-agent
-//! (the `task` tool; docs/copilot-subagent-findings.md): each of its stops
+//! (the `task` tool; docs/compatibility.md, GitHub Copilot CLI): each of its stops
 //! is an `agentStop` of the sub-agent itself (`sessionId` is the sub-agent's
 //! `agentId`, with a `parentAgentId`; Copilot ignores a block on it), then
 //! a `subagentStop` (the parent's `sessionId`, the sub-agent's `agentId`):

@@ -1,5 +1,5 @@
 //! Kiro CLI's hooks, from its documentation only (its CLI is not on a
-//! registry here; docs/kiro-findings.md has every source):
+//! registry here; docs/compatibility.md (Kiro CLI) names every source):
 //!
 //! - the default engine (v2) reads them from an agent configuration
 //!   (`~/.kiro/agents/NAME.json`, a project's `.kiro/agents/NAME.json`):

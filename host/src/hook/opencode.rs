@@ -6,7 +6,7 @@
 //! reads one JSON object back.
 //!
 //! Stdin, as the plugin writes it (measured with opencode-ai 1.18.33,
-//! docs/opencode-findings.md): `hook_event_name: "session.idle"`,
+//! docs/compatibility.md, OpenCode): `hook_event_name: "session.idle"`,
 //! `session_id`, `cwd` (the session's directory), `worktree`,
 //! `parent_session_id` (a sub-agent's session: its parent's id, else null),
 //! `last_assistant_message`, `stop_hook_active` (the newest user message is
