@@ -104,6 +104,44 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// The body of `POST /v1/policies`, read once into what the attach needs:
+/// the client's idempotency key (the `Idempotency-Key` header, else the
+/// body's `idempotencyKey`, which leaves the body either way) with the
+/// digest of the rest of the request, and the attach input parsed from
+/// that rest (its error names the field). The input's error is kept, not
+/// answered here: a reused key answers its policy before the body's checks.
+///
+/// The body is read as JSON before it is typed because the key is taken
+/// out of it and the digest is of the JSON as sent; the typed parse
+/// (`model::attach::parse_input`) names the failing field by its path.
+pub struct AttachBody {
+    pub key: Option<crate::model::attach::ClientKey>,
+    pub input: Result<crate::model::attach::AttachInput, crate::model::Invalid>,
+}
+
+impl<S: Send + Sync> FromRequest<S> for AttachBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let header = req.headers().get("idempotency-key").cloned();
+        let JsonBody(mut body) = JsonBody::<serde_json::Value>::from_request(req, state).await?;
+        let header = match header {
+            Some(k) => Some(
+                k.to_str()
+                    .map_err(|_| ApiError::bad_request("Idempotency-Key", "must be ASCII"))?
+                    .to_string(),
+            ),
+            None => None,
+        };
+        let key = crate::model::attach::client_key(header, &mut body)
+            .map_err(|e| ApiError::bad_request(&e.field, e.message))?;
+        Ok(AttachBody {
+            key,
+            input: crate::model::attach::parse_input(body),
+        })
+    }
+}
+
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::bad_request("body", "a JSON body is required"));

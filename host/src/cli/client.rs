@@ -44,7 +44,7 @@ fn find_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
-    if let Some(t) = local_token(server, crate::api::auth::AGENT_TOKEN_FILE) {
+    if let Some(t) = local_token(server, crate::wire::AGENT_TOKEN_FILE) {
         return Ok(t);
     }
     Err(CliError::new("no-token", "no token")
@@ -503,16 +503,12 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
                 Ok(v) => {
                     last_unreachable = None;
                     if !v.settled {
-                        progress.set(format!(
-                            "policy {}: {}",
-                            w.policy,
-                            v.policy.row.status.as_str()
-                        ));
+                        progress.set(format!("policy {}: {}", w.policy, v.policy.status.as_str()));
                         continue;
                     }
                     drop(progress);
                     show(json, &v, |v| policy_detail(&v.policy))?;
-                    return Ok(match v.policy.row.status {
+                    return Ok(match v.policy.status {
                         PolicyStatus::Done | PolicyStatus::AwaitingAck => 0,
                         PolicyStatus::Blocked | PolicyStatus::Cancelled => 1,
                         _ => 2,
