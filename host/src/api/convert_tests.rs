@@ -4,6 +4,7 @@
 //! client reads the API's JSON back into the same value.
 
 use crate::engine;
+use crate::exhaustive::variants;
 use crate::model::as_given::AsGiven;
 use crate::model::event::Event as TypedEvent;
 use crate::model::report::RunReport;
@@ -157,6 +158,32 @@ fn a_policy_is_answered_as_its_row_and_its_id_were() {
         assert!(!after.contains("fix it"), "the nudge is not sent: {after}");
         let back: wire::Policy = serde_json::from_str(&after).expect("decodes");
         assert_eq!(back, wire);
+    }
+}
+
+#[test]
+fn the_lists_of_states_name_every_variant() {
+    use wire::{PolicyStatus as P, ReportKind as K, SessionState as S, StepStatus as T};
+    variants!(P; P::Watching, P::Queued, P::Gating, P::Nudging, P::AwaitingAck,
+        P::Committing, P::Reviewing, P::Done, P::Blocked, P::Cancelled)
+    .assert_listed(&P::ALL);
+    variants!(S; S::Running, S::Idle, S::AwaitingInput, S::Exited).assert_listed(&S::ALL);
+    variants!(T; T::Pending, T::Running, T::Escalated, T::Done, T::Failed, T::Cancelled)
+        .assert_listed(&T::ALL);
+    variants!(K; K::TurnStart, K::TurnEnd, K::AwaitingInput, K::Exited, K::Heartbeat)
+        .assert_listed(&K::ALL);
+    // Each name is the serde name.
+    for k in K::ALL {
+        assert_eq!(json!(k), json!(k.as_str()));
+    }
+    for t in T::ALL {
+        assert_eq!(json!(t), json!(t.as_str()));
+    }
+    for s in S::ALL {
+        assert_eq!(json!(s), json!(s.as_str()));
+    }
+    for p in P::ALL {
+        assert_eq!(json!(p), json!(p.as_str()));
     }
 }
 

@@ -197,6 +197,79 @@ mod tests {
         }
     }
 
+    async fn attach_body(header: Option<&[u8]>, body: &str) -> Result<AttachBody, ApiError> {
+        let mut req = axum::http::Request::builder().method("POST");
+        if let Some(h) = header {
+            req = req.header(
+                "idempotency-key",
+                axum::http::HeaderValue::from_bytes(h).expect("a header value"),
+            );
+        }
+        let req = req
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("a request");
+        AttachBody::from_request(req, &()).await
+    }
+
+    #[tokio::test]
+    async fn an_attach_body_gives_its_key_and_its_input_apart() {
+        let body = r#"{"sessionId": "s1", "gate": {"command": "true"}, "idempotencyKey": "k1"}"#;
+        let got = attach_body(None, body).await.expect("read");
+        let key = got.key.expect("the body's key");
+        assert_eq!(key.key, "k1");
+        // The digest is of the body without its key.
+        let rest = serde_json::json!({"sessionId": "s1", "gate": {"command": "true"}});
+        assert_eq!(key.digest, crate::model::attach::request_digest(&rest));
+        assert_eq!(
+            got.input.expect("an input").session_id.as_deref(),
+            Some("s1")
+        );
+        // The header's key wins.
+        let got = attach_body(Some(b"h1"), body).await.expect("read");
+        assert_eq!(got.key.expect("a key").key, "h1");
+        // A body the attach refuses keeps its key (a replay answers first).
+        let got = attach_body(Some(b"h2"), r#"{"then": "nope"}"#)
+            .await
+            .expect("read");
+        assert_eq!(got.key.expect("a key").key, "h2");
+        assert_eq!(got.input.expect_err("refused").field, "then");
+        // Without a key, none.
+        let got = attach_body(None, r#"{"sessionId": "s1"}"#)
+            .await
+            .expect("read");
+        assert!(got.key.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_attach_body_refuses_a_bad_key_or_a_bad_body_first() {
+        let e = attach_body(Some(b"caf\xc3\xa9"), "{}")
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            (e.status, e.field.as_deref(), e.message.as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                Some("Idempotency-Key"),
+                "Idempotency-Key: must be ASCII"
+            )
+        );
+        let e = attach_body(None, r#"{"idempotencyKey": 1}"#)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.field.as_deref(), Some("idempotencyKey"));
+        // The body is read before the header is looked at.
+        let e = attach_body(Some(b"caf\xc3\xa9"), "[] []")
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.field.as_deref(), Some("body"));
+        assert!(e.message.contains("one JSON value"), "{}", e.message);
+        let e = attach_body(None, "").await.err().expect("refused");
+        assert_eq!(e.message, "body: a JSON body is required");
+    }
+
     #[test]
     fn trailing_whitespace_is_fine() {
         let b: Body = decode(b" {\"a\":1} \r\n\t").expect("one object");
