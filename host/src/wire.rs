@@ -3,8 +3,15 @@
 //! them, so the two cannot disagree on a field's name or presence.
 //!
 //! It owns the JSON shape of every route's request and answer (camelCase
-//! names, what may be absent or null). It must never hold behaviour:
-//! validation belongs to the engine, transport to the client and the API.
+//! names, what may be absent or null): the records the API answers with
+//! are types of its own (a session, a policy, an event, a routine, a
+//! standing policy), which the `api` module converts the store's rows
+//! into; where a record's field is already a
+//! documented shape of the `model` layer (an attach input, a run report,
+//! a typed event) it is that type. It must never hold behaviour
+//! (validation belongs to the engine, transport to the client and the
+//! API) nor import the store, the engine or the API: the client and the
+//! command line build on it alone (a structure test holds this).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
