@@ -1,8 +1,9 @@
 //! The crate's shape, checked: no import cycle between its top-level
 //! modules, none between sibling modules inside one (for example `gate`
 //! and `wasm`, `wasm::spare` and `wasm::evaluate`), read from the
-//! `crate::…` and `super::…` paths of the sources; and no source file
-//! over 700 lines.
+//! `crate::…` and `super::…` paths of the sources; the API's client side
+//! importing nothing of the daemon's (`store`, `engine`, `api`); and no
+//! source file over 700 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -167,6 +168,98 @@ fn the_cycle_finder_finds_cycles() {
 
 /// No source file past what one person holds in mind (about 700 lines);
 /// unit tests (`tests.rs` files) aside.
+/// The modules on the API's client side: the API's types (`wire`), the
+/// typed client, the command line's client commands and renderers, and
+/// the MCP server (a client of the API).
+const CLIENT_SIDE: [&[&str]; 11] = [
+    &["wire"],
+    &["client"],
+    &["cli", "client"],
+    &["cli", "client_args"],
+    &["cli", "error"],
+    &["cli", "render"],
+    &["cli", "review"],
+    &["cli", "routine"],
+    &["cli", "standing"],
+    &["cli", "ui"],
+    &["mcp"],
+];
+
+/// The daemon's own modules, which the client side never imports: it
+/// speaks the API's types only.
+const DAEMON_SIDE: [&str; 3] = ["store", "engine", "api"];
+
+/// The edges in `graph` from a client-side module (or one inside it, but
+/// unit-test files) into the daemon's side.
+fn client_imports_of_the_daemon(
+    graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (from, tos) in graph {
+        let test_file = from
+            .last()
+            .is_some_and(|m| m == "tests" || m.ends_with("_tests"));
+        let client = CLIENT_SIDE
+            .iter()
+            .any(|c| from.starts_with(&c.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
+        if !client || test_file {
+            continue;
+        }
+        for to in tos {
+            if DAEMON_SIDE.contains(&to[0].as_str()) {
+                out.push((from.join("::"), to.join("::")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_client_depends_on_wire_not_on_the_daemon() {
+    let graph = edges();
+    let client = graph.get(&vec!["client".to_string()]);
+    assert!(
+        client.is_some_and(|tos| tos.contains(&vec!["wire".to_string()])),
+        "the reader found no edge from the client to wire: {client:?}"
+    );
+    let found = client_imports_of_the_daemon(&graph);
+    assert!(
+        found.is_empty(),
+        "the API's client side imports the daemon's modules (it must use `wire` only): {found:?}"
+    );
+}
+
+#[test]
+fn the_client_check_finds_an_import_of_the_daemon() {
+    let edge = |from: &[&str], to: &[&str]| {
+        let v = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        (v(from), BTreeSet::from([v(to)]))
+    };
+    for (from, to) in [
+        (&["wire"][..], &["store"][..]),
+        (&["wire", "records"], &["engine", "sessions"]),
+        (&["client", "routines"], &["api"]),
+        (&["cli", "render"], &["engine", "chain"]),
+        (&["mcp", "monitor"], &["store"]),
+    ] {
+        let graph = BTreeMap::from([edge(from, to)]);
+        assert_eq!(
+            client_imports_of_the_daemon(&graph),
+            vec![(from.join("::"), to.join("::"))]
+        );
+    }
+    // The daemon's side, other modules and unit-test files may.
+    for (from, to) in [
+        (&["api"][..], &["store"][..]),
+        (&["cli", "serve"], &["engine"]),
+        (&["mcp", "tests"], &["engine", "attach"]),
+        (&["client"], &["wire"]),
+    ] {
+        let graph = BTreeMap::from([edge(from, to)]);
+        assert_eq!(client_imports_of_the_daemon(&graph), vec![]);
+    }
+}
+
 #[test]
 fn no_source_file_is_over_700_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

@@ -3,30 +3,54 @@
 //! them, so the two cannot disagree on a field's name or presence.
 //!
 //! It owns the JSON shape of every route's request and answer (camelCase
-//! names, what may be absent or null). It must never hold behaviour:
-//! validation belongs to the engine, transport to the client and the API.
+//! names, what may be absent or null): the records the API answers with
+//! are types of its own (a session, a policy, an event, a routine, a
+//! standing policy), which the `api` module converts the store's rows
+//! into; where a record's field is already a
+//! documented shape of the `model` layer (an attach input, a run report,
+//! a typed event) it is that type. It must never hold behaviour
+//! (validation belongs to the engine, transport to the client and the
+//! API) nor import the store, the engine or the API: the client and the
+//! command line build on it alone (a structure test holds this).
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-/// `POST /v1/routines` takes a routine; runs are answered as stored.
-pub use crate::engine::routine::RoutineSpec as RoutineRequest;
-pub use crate::engine::{
-    DiffSide, LineComment, RegisterInput as RegisterRequest, Registered, ReportKind,
-    StartInput as StartRequest,
-};
+mod records;
+mod requests;
+
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 /// `POST /v1/policies` takes an attach input, parsed as the daemon parses
 /// it.
 pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
-pub use crate::store::{EventRow as Event, PolicyRow, PolicyStatus, SessionRow as Session};
-pub use crate::store::{RoutineRow as Routine, RoutineStepRow as RoutineStep, StepStatus};
-
-/// `POST /v1/standing-policies` takes a template and the sessions it is
-/// for; standing policies are answered as stored. Their events' payload.
-pub use crate::engine::standing::StandingRequest;
+/// The payload of the `standing:*` events.
 pub use crate::model::event::Standing as StandingEvent;
-pub use crate::store::StandingRow as StandingPolicy;
+/// `POST /v1/routines` takes a routine; runs are answered as [`Routine`].
+pub use crate::model::routine::RoutineSpec as RoutineRequest;
+pub use records::{
+    Damage, Event, Policy, PolicyStatus, Registered, Routine, RoutineStep, Session, SessionState,
+    StandingPolicy, StepStatus,
+};
+pub use requests::{
+    DiffSide, LineComment, RegisterRequest, ReportKind, StandingRequest, StartRequest,
+};
+
+/// The files in the daemon's data directory holding its tokens, which a
+/// client on the same machine reads when given none.
+pub const AGENT_TOKEN_FILE: &str = "agent.token";
+pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
+
+/// A duration as the API's queries (`wait`, `timeout`) and the command
+/// line take it: `1500` (milliseconds), `25s`, `2m`, `1h 5m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(ms) = t.parse::<u64>() {
+        return Ok(Duration::from_millis(ms));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("'{text}' is not a duration ({e}); try 1500, 30s, 5m"))
+}
 
 /// `GET /v1/standing-policies`: oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -244,30 +268,11 @@ pub struct Passkeys {
     pub passkeys: Vec<PasskeyInfo>,
 }
 
-/// A policy as the API shows it: the stored row and its id again as
-/// `policyId` (agentproto's name).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Policy {
-    #[serde(flatten)]
-    pub row: PolicyRow,
-    pub policy_id: String,
-}
-
-impl From<PolicyRow> for Policy {
-    fn from(row: PolicyRow) -> Self {
-        Policy {
-            policy_id: row.id.clone(),
-            row,
-        }
-    }
-}
-
 impl Policy {
     /// The policy's commit plan, as far as a person reading it needs
     /// (none before a green gate).
     pub fn plan_view(&self) -> Option<PlanView> {
-        self.row.plan.as_ref().map(|p| PlanView {
+        self.plan.as_ref().map(|p| PlanView {
             paths: p.paths.clone(),
             require_human_ack: p.require_human_ack,
             diff_summary: p.diff_summary.clone(),

@@ -27,8 +27,7 @@ impl Role {
 }
 
 /// Token file names in the data directory.
-pub const AGENT_TOKEN_FILE: &str = "agent.token";
-pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
+pub use crate::wire::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE};
 
 pub struct Tokens {
     agent: [u8; 32],

@@ -104,6 +104,44 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// The body of `POST /v1/policies`, read once into what the attach needs:
+/// the client's idempotency key (the `Idempotency-Key` header, else the
+/// body's `idempotencyKey`, which leaves the body either way) with the
+/// digest of the rest of the request, and the attach input parsed from
+/// that rest (its error names the field). The input's error is kept, not
+/// answered here: a reused key answers its policy before the body's checks.
+///
+/// The body is read as JSON before it is typed because the key is taken
+/// out of it and the digest is of the JSON as sent; the typed parse
+/// (`model::attach::parse_input`) names the failing field by its path.
+pub struct AttachBody {
+    pub key: Option<crate::model::attach::ClientKey>,
+    pub input: Result<crate::model::attach::AttachInput, crate::model::Invalid>,
+}
+
+impl<S: Send + Sync> FromRequest<S> for AttachBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let header = req.headers().get("idempotency-key").cloned();
+        let JsonBody(mut body) = JsonBody::<serde_json::Value>::from_request(req, state).await?;
+        let header = match header {
+            Some(k) => Some(
+                k.to_str()
+                    .map_err(|_| ApiError::bad_request("Idempotency-Key", "must be ASCII"))?
+                    .to_string(),
+            ),
+            None => None,
+        };
+        let key = crate::model::attach::client_key(header, &mut body)
+            .map_err(|e| ApiError::bad_request(&e.field, e.message))?;
+        Ok(AttachBody {
+            key,
+            input: crate::model::attach::parse_input(body),
+        })
+    }
+}
+
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::bad_request("body", "a JSON body is required"));
@@ -157,6 +195,79 @@ mod tests {
                 e.message
             );
         }
+    }
+
+    async fn attach_body(header: Option<&[u8]>, body: &str) -> Result<AttachBody, ApiError> {
+        let mut req = axum::http::Request::builder().method("POST");
+        if let Some(h) = header {
+            req = req.header(
+                "idempotency-key",
+                axum::http::HeaderValue::from_bytes(h).expect("a header value"),
+            );
+        }
+        let req = req
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("a request");
+        AttachBody::from_request(req, &()).await
+    }
+
+    #[tokio::test]
+    async fn an_attach_body_gives_its_key_and_its_input_apart() {
+        let body = r#"{"sessionId": "s1", "gate": {"command": "true"}, "idempotencyKey": "k1"}"#;
+        let got = attach_body(None, body).await.expect("read");
+        let key = got.key.expect("the body's key");
+        assert_eq!(key.key, "k1");
+        // The digest is of the body without its key.
+        let rest = serde_json::json!({"sessionId": "s1", "gate": {"command": "true"}});
+        assert_eq!(key.digest, crate::model::attach::request_digest(&rest));
+        assert_eq!(
+            got.input.expect("an input").session_id.as_deref(),
+            Some("s1")
+        );
+        // The header's key wins.
+        let got = attach_body(Some(b"h1"), body).await.expect("read");
+        assert_eq!(got.key.expect("a key").key, "h1");
+        // A body the attach refuses keeps its key (a replay answers first).
+        let got = attach_body(Some(b"h2"), r#"{"then": "nope"}"#)
+            .await
+            .expect("read");
+        assert_eq!(got.key.expect("a key").key, "h2");
+        assert_eq!(got.input.expect_err("refused").field, "then");
+        // Without a key, none.
+        let got = attach_body(None, r#"{"sessionId": "s1"}"#)
+            .await
+            .expect("read");
+        assert!(got.key.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_attach_body_refuses_a_bad_key_or_a_bad_body_first() {
+        let e = attach_body(Some(b"caf\xc3\xa9"), "{}")
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            (e.status, e.field.as_deref(), e.message.as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                Some("Idempotency-Key"),
+                "Idempotency-Key: must be ASCII"
+            )
+        );
+        let e = attach_body(None, r#"{"idempotencyKey": 1}"#)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.field.as_deref(), Some("idempotencyKey"));
+        // The body is read before the header is looked at.
+        let e = attach_body(Some(b"caf\xc3\xa9"), "[] []")
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.field.as_deref(), Some("body"));
+        assert!(e.message.contains("one JSON value"), "{}", e.message);
+        let e = attach_body(None, "").await.err().expect("refused");
+        assert_eq!(e.message, "body: a JSON body is required");
     }
 
     #[test]

@@ -41,6 +41,7 @@
 //! results to HTTP; it must never change state itself.
 
 pub(crate) mod auth;
+mod convert;
 mod error;
 mod extract;
 pub mod limits;
@@ -55,19 +56,17 @@ pub mod ui;
 
 pub use auth::{Role, Tokens};
 pub use error::ApiError;
-pub use extract::{Bearer, Credential, JsonBody, Operator, SESSION_KEY_HEADER};
+pub use extract::{AttachBody, Bearer, Credential, JsonBody, Operator, SESSION_KEY_HEADER};
 
 use crate::engine::{Engine, EngineError};
 use crate::store::EventFilter;
 use crate::wire;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use query::{EventQuery, NextEventQuery, PageQuery, PolicyListQuery, Query, WaitQuery};
 use serde::Serialize;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,16 +150,6 @@ fn ok(v: impl Serialize) -> ApiResult {
     Ok(Json(v).into_response())
 }
 
-/// `1500` (milliseconds), `25s`, `2m`, `1h 5m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Ok(ms) = t.parse::<u64>() {
-        return Ok(Duration::from_millis(ms));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("'{text}' is not a duration ({e}); try 1500, 30s, 5m"))
-}
-
 /// A place among the long-polls for one that waits (`wait` above zero),
 /// held until it answers; past the cap, the 503 to answer at once.
 fn wait_place(
@@ -196,7 +185,9 @@ async fn register(
     Credential(caller): Credential,
     JsonBody(input): JsonBody<wire::RegisterRequest>,
 ) -> ApiResult {
-    ok(st.engine.register(input, &caller)?)
+    ok(wire::Registered::from(
+        st.engine.register(input.into(), &caller)?,
+    ))
 }
 
 async fn start_session(
@@ -204,7 +195,9 @@ async fn start_session(
     _: Operator,
     JsonBody(input): JsonBody<wire::StartRequest>,
 ) -> ApiResult {
-    ok(st.engine.start_session(input)?)
+    ok(wire::Registered::from(
+        st.engine.start_session(input.into())?,
+    ))
 }
 
 /// The operator answers an ACP session's escalated permission request
@@ -243,7 +236,7 @@ async fn list_sessions(
     ok(wire::SessionPage {
         sessions: page
             .into_iter()
-            .map(|(_, s)| st.engine.listed_session(s, &caller))
+            .map(|(_, s)| wire::Session::from(st.engine.listed_session(s, &caller)))
             .collect(),
         next_cursor,
     })
@@ -254,7 +247,7 @@ async fn get_session(
     Credential(caller): Credential,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(st.engine.session_for(&id, &caller)?)
+    ok(wire::Session::from(st.engine.session_for(&id, &caller)?))
 }
 
 async fn report(
@@ -263,7 +256,9 @@ async fn report(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::ReportRequest>,
 ) -> ApiResult {
-    let r = st.engine.report_counted(&id, b.kind, b.message, &caller)?;
+    let r = st
+        .engine
+        .report_counted(&id, b.kind.into(), b.message, &caller)?;
     ok(wire::Reported {
         session_id: id,
         cursor: r.cursor,
@@ -295,33 +290,23 @@ async fn next_session_event(
     let next_cursor = events.last().map(|e| e.cursor).unwrap_or(since);
     let timed_out = events.is_empty();
     ok(wire::NextEvent {
-        event: (!events.is_empty()).then(|| events.swap_remove(0)),
+        event: (!events.is_empty()).then(|| events.swap_remove(0).into()),
         next_cursor,
         timed_out,
     })
 }
 
-/// `POST /v1/policies`: the body is parsed here, once, into the attach
-/// input (errors name the field), after its idempotency key is taken out
-/// of it and the request digested.
+/// `POST /v1/policies`: the body is parsed once, by [`AttachBody`], into
+/// the attach input (errors name the field), after its idempotency key is
+/// taken out of it and the request digested.
 async fn attach(
     State(st): State<AppState>,
     Credential(caller): Credential,
-    headers: HeaderMap,
-    JsonBody(mut v): JsonBody<Value>,
+    AttachBody { key, input }: AttachBody,
 ) -> ApiResult {
-    let header = match headers.get("idempotency-key") {
-        Some(k) => Some(
-            k.to_str()
-                .map_err(|_| ApiError::bad_request("Idempotency-Key", "must be ASCII"))?
-                .to_string(),
-        ),
-        None => None,
-    };
     let created =
         |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
-    let key = crate::model::attach::client_key(header, &mut v).map_err(EngineError::from)?;
-    let input = match crate::model::attach::parse_input(v) {
+    let input = match input {
         Ok(input) => input,
         Err(e) => {
             // A reused key answers before the body's checks, as it always did.
@@ -434,9 +419,11 @@ async fn request_changes(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::RequestChanges>,
 ) -> ApiResult {
+    let comments: Vec<crate::engine::LineComment> =
+        b.comments.into_iter().map(Into::into).collect();
     ok(wire::Policy::from(
         st.engine
-            .request_changes(&id, &b.tree, &b.comments, "the operator")
+            .request_changes(&id, &b.tree, &comments, "the operator")
             .await?,
     ))
 }
@@ -472,7 +459,7 @@ async fn events(
         .oldest_cursor()
         .map_err(EngineError::from)?;
     ok(wire::EventPage {
-        events,
+        events: events.into_iter().map(wire::Event::from).collect(),
         next_cursor,
         oldest_cursor,
     })

@@ -6,9 +6,10 @@
 //! It owns the parameters' names, defaults and bounds; it must never read
 //! the store or decide who may read what (the engine's `reads` does).
 
-use super::{ApiError, MAX_WAIT, parse_duration};
+use super::{ApiError, MAX_WAIT};
 use crate::bus::full_type;
 use crate::store::PolicyStatus;
+use crate::wire::parse_duration;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use std::collections::HashMap;

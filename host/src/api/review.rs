@@ -59,7 +59,7 @@ pub(super) async fn diff(
     };
     ok(wire::PolicyDiff {
         policy_id: got.policy.id.clone(),
-        status: got.policy.status,
+        status: got.policy.status.into(),
         tree: got.tree,
         base: got.base,
         commit: got.commit,

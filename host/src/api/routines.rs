@@ -31,12 +31,19 @@ pub(super) async fn start(
                 .to_string(),
         ),
     };
-    ok(st.engine.start_routine_as(spec, key, &caller)?)
+    ok(wire::Routine::from(
+        st.engine.start_routine_as(spec, key, &caller)?,
+    ))
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
     ok(wire::RoutineList {
-        routines: st.engine.routines(LIST_LIMIT)?,
+        routines: st
+            .engine
+            .routines(LIST_LIMIT)?
+            .into_iter()
+            .map(wire::Routine::from)
+            .collect(),
     })
 }
 
@@ -45,7 +52,7 @@ pub(super) async fn get(
     _: Bearer,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(st.engine.routine(&id)?)
+    ok(wire::Routine::from(st.engine.routine(&id)?))
 }
 
 pub(super) async fn cancel(
@@ -53,7 +60,9 @@ pub(super) async fn cancel(
     Credential(caller): Credential,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(st.engine.cancel_routine_as(&id, &caller)?)
+    ok(wire::Routine::from(
+        st.engine.cancel_routine_as(&id, &caller)?,
+    ))
 }
 
 pub(super) async fn resolve(
@@ -62,5 +71,7 @@ pub(super) async fn resolve(
     Path((id, step)): Path<(String, String)>,
     JsonBody(b): JsonBody<wire::ResolveRequest>,
 ) -> ApiResult {
-    ok(st.engine.resolve_routine(&id, &step, b.response)?)
+    ok(wire::Routine::from(
+        st.engine.resolve_routine(&id, &step, b.response)?,
+    ))
 }

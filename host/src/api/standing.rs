@@ -13,12 +13,19 @@ pub(super) async fn add(
     _: Operator,
     JsonBody(req): JsonBody<wire::StandingRequest>,
 ) -> ApiResult {
-    ok(st.engine.add_standing(req)?)
+    ok(wire::StandingPolicy::from(
+        st.engine.add_standing(req.into())?,
+    ))
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
     ok(wire::StandingList {
-        standing_policies: st.engine.standing_policies()?,
+        standing_policies: st
+            .engine
+            .standing_policies()?
+            .into_iter()
+            .map(wire::StandingPolicy::from)
+            .collect(),
     })
 }
 
@@ -27,5 +34,5 @@ pub(super) async fn remove(
     _: Operator,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(st.engine.remove_standing(&id)?)
+    ok(wire::StandingPolicy::from(st.engine.remove_standing(&id)?))
 }

@@ -44,8 +44,14 @@ struct Follow {
     _place: OwnedSemaphorePermit,
 }
 
-fn sse_event(e: &EventRow) -> Event {
-    let data = serde_json::to_string(e).unwrap_or_else(|_| "null".into());
+/// The event as the API sends it; one that cannot be encoded is sent as
+/// `null`, logged.
+fn sse_event(row: EventRow) -> Event {
+    let e = crate::wire::Event::from(row);
+    let data = serde_json::to_string(&e).unwrap_or_else(|err| {
+        tracing::error!(cursor = e.cursor, kind = e.kind(), error = %err, "an event does not encode: sent as null");
+        "null".into()
+    });
     Event::default()
         .id(e.cursor.to_string())
         .event(e.kind())
@@ -60,7 +66,7 @@ impl Follow {
                 return None;
             }
             if let Some(e) = self.queued.pop_front() {
-                return Some(sse_event(&e));
+                return Some(sse_event(e));
             }
             let left = self.until.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -44,7 +44,7 @@ fn find_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
-    if let Some(t) = local_token(server, crate::api::auth::AGENT_TOKEN_FILE) {
+    if let Some(t) = local_token(server, crate::wire::AGENT_TOKEN_FILE) {
         return Ok(t);
     }
     Err(CliError::new("no-token", "no token")
@@ -103,13 +103,21 @@ pub(super) fn show<T: Serialize>(
     human: impl FnOnce(&T) -> String,
 ) -> CliResult<i32> {
     if json {
-        let text = serde_json::to_string_pretty(v)
-            .map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))?;
-        println!("{text}");
-    } else {
-        println!("{}", human(v));
+        return print_json(v);
     }
+    println!("{}", human(v));
     Ok(0)
+}
+
+/// Prints `v` as indented JSON.
+fn print_json<T: Serialize>(v: &T) -> CliResult<i32> {
+    println!("{}", encode(serde_json::to_string_pretty(v))?);
+    Ok(0)
+}
+
+/// An answer's JSON text, or the error that it cannot be encoded.
+fn encode(text: serde_json::Result<String>) -> CliResult<String> {
+    text.map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))
 }
 
 fn absolute(p: &std::path::Path) -> String {
@@ -145,8 +153,7 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                 let kind: ReportKind = serde_json::from_value(Value::String(kind.clone()))
                     .map_err(|e| CliError::input(format!("{kind}: {e}")).field("KIND"))?;
                 let r = client.report(&id, &ReportRequest { kind, message }).await?;
-                let name = serde_json::to_value(kind).unwrap_or_default();
-                let name = name.as_str().unwrap_or_default();
+                let name = kind.as_str();
                 show(json, &r, |r| match r.cursor {
                     Some(c) => format!("{id}: {name} recorded (event #{c})"),
                     None => format!("{id}: {name} recorded"),
@@ -222,10 +229,8 @@ pub fn session(cmd: SessionCommand, args: ClientArgs) -> CliResult<i32> {
                 })
             }
             SessionCommand::Show { id } => {
-                let s = client.session(&id).await?;
-                show(json, &s, |s| {
-                    serde_json::to_string_pretty(s).unwrap_or_default()
-                })
+                // A session is shown as its JSON, with --json or not.
+                print_json(&client.session(&id).await?)
             }
         }
     })
@@ -447,7 +452,7 @@ pub fn events(cmd: EventsCommand, args: ClientArgs) -> CliResult<i32> {
                         Ok(page) => {
                             for e in &page.events {
                                 if json {
-                                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                                    println!("{}", encode(serde_json::to_string(e))?);
                                 } else {
                                     println!("{}", event_line(e));
                                 }
@@ -503,16 +508,12 @@ pub fn wait(w: WaitArgs, args: ClientArgs) -> CliResult<i32> {
                 Ok(v) => {
                     last_unreachable = None;
                     if !v.settled {
-                        progress.set(format!(
-                            "policy {}: {}",
-                            w.policy,
-                            v.policy.row.status.as_str()
-                        ));
+                        progress.set(format!("policy {}: {}", w.policy, v.policy.status.as_str()));
                         continue;
                     }
                     drop(progress);
                     show(json, &v, |v| policy_detail(&v.policy))?;
-                    return Ok(match v.policy.row.status {
+                    return Ok(match v.policy.status {
                         PolicyStatus::Done | PolicyStatus::AwaitingAck => 0,
                         PolicyStatus::Blocked | PolicyStatus::Cancelled => 1,
                         _ => 2,

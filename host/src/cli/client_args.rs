@@ -2,7 +2,7 @@
 //! `wait`): what a person types, as clap types. It owns their names,
 //! help and defaults; it must never talk to the daemon.
 
-use crate::api::parse_duration;
+use crate::wire::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -333,7 +333,7 @@ mod tests {
     /// in the help fails here.
     #[test]
     fn the_policy_json_help_names_every_field_of_the_attach_input() {
-        let schema = serde_json::to_value(schemars::schema_for!(crate::engine::AttachInput))
+        let schema = serde_json::to_value(schemars::schema_for!(crate::wire::AttachInput))
             .expect("schema as JSON");
         let names = |v: &serde_json::Value| -> Vec<String> {
             v["properties"]

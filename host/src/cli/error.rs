@@ -143,20 +143,41 @@ impl From<ClientError> for CliError {
 /// `outcome` and `reason` beside `error`).
 pub fn report(err: &CliError, json: bool, extra: Option<serde_json::Value>) -> i32 {
     if json {
-        let mut v = serde_json::to_value(err.body()).unwrap_or_default();
-        if let (Some(serde_json::Value::Object(more)), serde_json::Value::Object(m)) =
-            (extra, &mut v)
-        {
-            m.extend(more);
-        }
-        println!("{v}");
-    } else {
-        eprintln!("gatehost: error: {}", err.message);
-        if let Some(h) = &err.hint {
-            eprintln!("  hint: {h}");
+        match json_text(err, extra) {
+            Ok(text) => {
+                println!("{text}");
+                return EXIT_ERROR;
+            }
+            // Said, and the error shown as text below.
+            Err(e) => tracing::error!(error = %e, "the error does not encode as JSON"),
         }
     }
+    eprintln!("gatehost: error: {}", err.message);
+    if let Some(h) = &err.hint {
+        eprintln!("  hint: {h}");
+    }
     EXIT_ERROR
+}
+
+/// The line `--json` prints for `err`: `{"error": {…}}`, then the fields
+/// of `extra` (an object; anything else adds nothing).
+fn json_text(err: &CliError, extra: Option<serde_json::Value>) -> serde_json::Result<String> {
+    serde_json::to_string(&Printed {
+        body: err.body(),
+        extra: match extra {
+            Some(serde_json::Value::Object(more)) => more,
+            _ => serde_json::Map::new(),
+        },
+    })
+}
+
+/// What `--json` prints for an error: its body, then the extra fields.
+#[derive(serde::Serialize)]
+struct Printed {
+    #[serde(flatten)]
+    body: ErrorBody,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[cfg(test)]
@@ -190,6 +211,22 @@ mod tests {
         assert_eq!(body["error"]["code"], "invalid");
         assert_eq!(body["error"]["field"], "then");
         assert!(body["error"].get("hint").is_none());
+    }
+
+    #[test]
+    fn the_json_line_is_the_body_then_the_extra_fields() {
+        let e = CliError::new("gate-failed", "the gate failed").field("gate");
+        let extra = serde_json::json!({"outcome": "fail", "reason": "exit 1"});
+        assert_eq!(
+            json_text(&e, Some(extra)).expect("encodes"),
+            r#"{"error":{"code":"gate-failed","message":"the gate failed","field":"gate"},"outcome":"fail","reason":"exit 1"}"#
+        );
+        for extra in [None, Some(serde_json::json!("not an object"))] {
+            assert_eq!(
+                json_text(&e, extra).expect("encodes"),
+                r#"{"error":{"code":"gate-failed","message":"the gate failed","field":"gate"}}"#
+            );
+        }
     }
 
     #[test]

@@ -2,19 +2,35 @@
 //! line per session, policy or event. It owns only text; it must never
 //! call the daemon or choose an exit code.
 
+use crate::model::chain::{ChainPhase, ChainRecord};
 use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStatus, Session};
+
+/// The cycle a status line names: `reviewing (cycle 2 of 5)`.
+fn describe(status: &str, record: Option<&ChainRecord>) -> String {
+    match record.map(|r| (r.phase, r.cycle, r.max_cycles)) {
+        Some((ChainPhase::Reviewing, c, m)) => format!("{status} (cycle {c} of {m})"),
+        Some((ChainPhase::Repairing, c, m)) => {
+            format!("{status} (repairing after review {c} of {m})")
+        }
+        Some((ChainPhase::Shipped, c, m)) => format!("{status} (shipped at review {c} of {m})"),
+        Some((ChainPhase::Escalated, c, m)) => {
+            format!("{status} (escalated after review {c} of {m})")
+        }
+        None => status.to_string(),
+    }
+}
 
 /// `id  status (waiting for …): reason`; awaiting an ack, what awaits it
 /// (files, lines, snapshot); and the
 /// commit paths that changed after the gate's snapshot on a line of their
 /// own.
 pub fn policy_line(p: &Policy) -> String {
-    let row = &p.row;
+    let row = p;
     // A review chain names its cycle: `reviewing (cycle 2 of 5)`.
     let mut line = format!(
         "{}  {}",
         row.id,
-        crate::engine::chain::describe(row.status.as_str(), row.review.as_ref())
+        describe(row.status.as_str(), row.review.as_ref())
     );
     if row.status == PolicyStatus::Watching && !row.pending.is_empty() {
         line.push_str(&format!(" (waiting for {})", row.pending.join(", ")));
@@ -54,7 +70,7 @@ pub fn policy_line(p: &Policy) -> String {
 /// command for one awaiting it, where to look and how to start again for
 /// a blocked one.
 pub fn policy_detail(p: &Policy) -> String {
-    let row = &p.row;
+    let row = p;
     let mut line = policy_line(p);
     match row.status {
         PolicyStatus::AwaitingAck => line.push_str(&format!(
@@ -145,7 +161,11 @@ mod tests {
 
     #[test]
     fn an_awaiting_ack_policy_says_what_awaits_and_how_to_ack() {
-        let mut row = crate::store::PolicyRow::sample("pol_1", PolicyStatus::AwaitingAck, &["s1"]);
+        let mut row = crate::store::PolicyRow::sample(
+            "pol_1",
+            crate::store::PolicyStatus::AwaitingAck,
+            &["s1"],
+        );
         row.reason = Some("exited with code 0".into());
         let files: Vec<serde_json::Value> = ["src/a.rs", "src/b.rs", "README.md"]
             .iter()
@@ -170,7 +190,11 @@ mod tests {
              approve: GATEHOST_TOKEN=<operator.token> gatehost policy ack pol_1 --approve (or --reject)"
         );
         // Many files are cut; a plan without a summary names its paths.
-        let mut row = crate::store::PolicyRow::sample("pol_2", PolicyStatus::AwaitingAck, &["s1"]);
+        let mut row = crate::store::PolicyRow::sample(
+            "pol_2",
+            crate::store::PolicyStatus::AwaitingAck,
+            &["s1"],
+        );
         let paths: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
         row.plan =
             serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
@@ -191,7 +215,8 @@ mod tests {
 
     #[test]
     fn a_blocked_policy_says_why_and_what_the_operator_can_do() {
-        let mut row = crate::store::PolicyRow::sample("pol_3", PolicyStatus::Blocked, &["s1"]);
+        let mut row =
+            crate::store::PolicyRow::sample("pol_3", crate::store::PolicyStatus::Blocked, &["s1"]);
         row.reason = Some("out of retries: exited with code 1".into());
         let line = policy_detail(&Policy::from(row));
         assert!(

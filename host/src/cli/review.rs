@@ -135,7 +135,7 @@ pub async fn gather(client: &Client, id: &str) -> CliResult<Shown> {
 /// gate run's output, the diff's stat.
 pub fn show_text(s: &Shown) -> String {
     let p = &s.policy;
-    let row = &p.row;
+    let row = p;
     let mut out = policy_detail(p);
     let spec = &row.spec;
     out.push_str("\nplan:");

@@ -37,7 +37,7 @@ fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }
-    if let Some(t) = local_token(server, crate::api::auth::OPERATOR_TOKEN_FILE) {
+    if let Some(t) = local_token(server, crate::wire::OPERATOR_TOKEN_FILE) {
         return Ok(t);
     }
     Err(CliError::new("no-token", "no operator token")

@@ -24,8 +24,16 @@ pub fn ok_result(mut v: Value) -> CallToolResult {
 
 /// A tool error in the API's error shape.
 pub fn error_result(detail: ErrorDetail) -> CallToolResult {
-    let body = serde_json::to_value(ErrorBody { error: detail }).unwrap_or(Value::Null);
-    CallToolResult::structured_error(body)
+    match serde_json::to_value(ErrorBody { error: detail }) {
+        Ok(body) => CallToolResult::structured_error(body),
+        // Said, never a `null` error: the tool error is its text then.
+        Err(e) => {
+            tracing::error!(error = %e, "a tool error does not encode as JSON");
+            CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "the error does not encode as JSON: {e}"
+            ))])
+        }
+    }
 }
 
 /// A bad argument, named as the API names a bad field.

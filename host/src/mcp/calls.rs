@@ -63,7 +63,7 @@ async fn attach(client: &Client, at: &Whereabouts, mut args: JsonObject) -> Tool
     // which names it.
     let names_none = !args.contains_key("sessionId") && !args.contains_key("sessionIds");
     if names_none
-        && serde_json::from_value::<crate::engine::AttachInput>(Value::Object(args.clone())).is_ok()
+        && serde_json::from_value::<crate::wire::AttachInput>(Value::Object(args.clone())).is_ok()
     {
         let me = current::find(client, at).await?;
         args.insert("sessionId".into(), Value::String(me.session_id));
@@ -116,7 +116,7 @@ async fn routine_status(client: &Client, args: JsonObject) -> ToolResult {
 }
 
 async fn routine_start(client: &Client, args: JsonObject) -> ToolResult {
-    let spec: crate::engine::routine::RoutineSpec = decode(args)?;
+    let spec: crate::wire::RoutineRequest = decode(args)?;
     to_value(&client.start_routine(&spec).await.map_err(from_client)?)
 }
 

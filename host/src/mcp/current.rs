@@ -12,8 +12,7 @@
 //! saves the agent from guessing its own id.
 
 use crate::client::Client;
-use crate::store::SessionState;
-use crate::wire::{ErrorDetail, PageQuery, Session};
+use crate::wire::{ErrorDetail, PageQuery, Session, SessionState};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -20,8 +20,7 @@
 use super::answer::{ToolResult, from_client, invalid, to_value};
 use super::tools::{DEFAULT_MONITOR_EVENTS, MAX_MONITOR_EVENTS, SessionMonitorInput};
 use crate::client::Client;
-use crate::engine::attach::DEFAULT_MAX_RETRIES;
-use crate::store::PolicyRow;
+use crate::model::attach::DEFAULT_MAX_RETRIES;
 use crate::wire::{ErrorDetail, EventQuery, PageQuery, Policy, PolicyStatus};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -85,7 +84,7 @@ pub async fn monitor(client: &Client, input: SessionMonitorInput) -> ToolResult 
 /// the most recently attached settled ones; and whether more unsettled
 /// ones were left unread.
 async fn policies_of(client: &Client, session: &str) -> Result<(Vec<Policy>, bool), ErrorDetail> {
-    let member = |p: &Policy| p.row.sessions.iter().any(|s| s == session);
+    let member = |p: &Policy| p.sessions.iter().any(|s| s == session);
     let names = |settled: bool| {
         PolicyStatus::ALL
             .iter()
@@ -181,7 +180,7 @@ async fn latest_events(
 
 /// A policy as the monitor shows it.
 pub fn policy_view(p: &Policy, session: &str) -> Value {
-    let row = &p.row;
+    let row = p;
     let spec = &row.spec;
     let max_retries = spec.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
     json!({
@@ -223,7 +222,7 @@ fn verdict_summary(v: &crate::verdict::RunReport) -> Value {
 }
 
 /// What an unsettled policy waits for, in words for the agent `session`.
-pub fn waiting_for(row: &PolicyRow, session: &str) -> Option<String> {
+pub fn waiting_for(row: &Policy, session: &str) -> Option<String> {
     Some(match row.status {
         PolicyStatus::Watching if row.pending.iter().any(|s| s == session) => {
             "this session's turn-end: the gate runs when your turn ends".to_string()

@@ -5,8 +5,7 @@
 //! daemon validates.
 
 use crate::bus::{POLICY_EVENTS, SESSION_EVENTS};
-use crate::engine::AttachInput;
-use crate::store::PolicyStatus;
+use crate::wire::{AttachInput, PolicyStatus, RoutineRequest};
 use rmcp::handler::server::tool::schema_for_input;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -276,7 +275,7 @@ pub fn tools() -> Result<Vec<Tool>, String> {
              when the session asks instead: auto-allow with a prompt (at most max times), \
              escalate to the operator, or fail. Starting agents and a step's own policy are the \
              operator's (attach your own with policy_attach). Answers the run (its id).",
-            input_schema::<crate::engine::routine::RoutineSpec>()?,
+            input_schema::<RoutineRequest>()?,
         ),
         Tool::new(
             ROUTINE_CANCEL,

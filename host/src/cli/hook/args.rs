@@ -1,7 +1,7 @@
 //! `gatehost hook`'s arguments, as clap types: the same options for every
 //! agent CLI. It must never run anything.
 
-use crate::api::parse_duration;
+use crate::wire::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
 
