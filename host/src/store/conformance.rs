@@ -7,10 +7,12 @@
 //! belongs in the backend's own tests).
 
 use super::{
-    EventFilter, PolicyRow, PolicyStatus, Records, SessionRow, SessionState, Store, StoreError,
-    StoreResult, Tx, now_ms,
+    EventFilter, PolicyRow, PolicyStatus, Records, RoutineRow, RoutineStepRow, SessionRow,
+    SessionState, StandingRow, StepStatus, Store, StoreError, StoreResult, Tx, now_ms,
 };
+use crate::model::as_given::AsGiven;
 use crate::model::event::Event;
+use crate::model::routine::RunState;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
@@ -229,4 +231,97 @@ pub(crate) fn after_commit_runs_once_committed(store: Arc<Store>) {
         ["policy:passed", "policy:failed"],
         "the first event and the one written after its commit"
     );
+}
+
+fn run(id: &str) -> RoutineRow {
+    RoutineRow {
+        id: id.into(),
+        label: Some("nightly".into()),
+        spec: Some(
+            serde_json::from_value(
+                json!({"steps": [{"label": "a", "session": {"existing": "s1"}}]}),
+            )
+            .expect("a spec"),
+        ),
+        state: Some(RunState::Running {
+            step: 0,
+            restarts: 0,
+            answered: 0,
+        }),
+        phase: "running".into(),
+        step_session: Some("s1".into()),
+        deadline_at: None,
+        pending_request: None,
+        reason: None,
+        created_at: 1,
+        updated_at: 1,
+        damage: None,
+        steps: vec![RoutineStepRow {
+            index: 0,
+            label: "a".into(),
+            status: StepStatus::Running,
+            session_id: Some("s1".into()),
+            restarts: 0,
+            response: None,
+            started_at: Some(1),
+            ended_at: None,
+        }],
+    }
+}
+
+/// A routine run with its steps, a standing policy and the operator's
+/// passkey user id round-trip; an id inserted twice is an error; a removal
+/// says whether there was something to remove.
+pub(crate) fn runs_and_operator_records_round_trip(store: &Store) {
+    let reads: &dyn Records = &**store;
+    store
+        .write(|tx| {
+            tx.insert_routine(&run("r1"))?;
+            tx.insert_routine_key("k1", "r1", "digest")
+        })
+        .expect("insert");
+    assert_eq!(reads.routine("r1").expect("read"), Some(run("r1")));
+    assert_eq!(
+        reads.routine_on_session("s1").expect("read").map(|r| r.id),
+        Some("r1".into())
+    );
+    assert_eq!(
+        reads.routine_by_key("k1").expect("read"),
+        Some(("r1".into(), "digest".into()))
+    );
+    let mut done = run("r1");
+    done.phase = "done".into();
+    done.state = Some(RunState::Done);
+    done.step_session = None;
+    done.steps[0].status = StepStatus::Done;
+    done.steps[0].ended_at = Some(2);
+    store.write(|tx| tx.put_routine(&done)).expect("put");
+    assert_eq!(reads.routine("r1").expect("read"), Some(done));
+    assert!(reads.active_routines().expect("active").is_empty());
+    assert!(store.write(|tx| tx.insert_routine(&run("r1"))).is_err());
+
+    let standing = StandingRow {
+        id: "sp_1".into(),
+        agents: vec!["claude".into()],
+        under: vec!["/work".into()],
+        label: None,
+        policy: Some(AsGiven::parse(json!({"gate": {"command": "true"}})).expect("a template")),
+        created_at: 1,
+        damage: None,
+    };
+    store
+        .write(|tx| tx.insert_standing(&standing))
+        .expect("insert");
+    assert!(store.write(|tx| tx.insert_standing(&standing)).is_err());
+    assert_eq!(
+        reads.standing_policy("sp_1").expect("read"),
+        Some(standing.clone())
+    );
+    assert_eq!(reads.standing_policies().expect("list"), [standing]);
+    assert!(store.write(|tx| tx.remove_standing("sp_1")).expect("rm"));
+    assert!(!store.write(|tx| tx.remove_standing("sp_1")).expect("again"));
+
+    let user = store.write(|tx| tx.passkey_user()).expect("made");
+    assert_eq!(store.write(|tx| tx.passkey_user()).expect("kept"), user);
+    assert!(reads.passkeys().expect("none").is_empty());
 }

@@ -29,7 +29,11 @@
 //!   answers what there is. `put_session` inserts or replaces; `put_policy`,
 //!   `record_*` and `put_damaged_policy` of a policy that is not there are an
 //!   error (it vanished during an update), never a silent insert;
-//!   `remove_*` answer whether something was removed.
+//!   `end_damaged_routine`, `mark_delivery` and `passkey_used` of a row that
+//!   is not there change nothing and answer `Ok`; `put_routine` writes back
+//!   a run read in the same transaction; `remove_*` answer whether
+//!   something was removed; `insert_*` of an id already there is an error,
+//!   but `insert_passkey`, which answers `false`.
 //! - **Damage.** A typed column that does not decode makes its record
 //!   damaged (`damage` says which column and why; the column is `None` or
 //!   a placeholder), never an error of the whole read nor a default taken

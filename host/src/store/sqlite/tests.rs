@@ -29,6 +29,12 @@ fn conforms_a_rolled_back_write_leaves_nothing() {
 }
 
 #[test]
+fn conforms_runs_and_operator_records_round_trip() {
+    let (_dir, store) = fresh();
+    conformance::runs_and_operator_records_round_trip(&store);
+}
+
+#[test]
 fn conforms_after_commit_runs_once_committed() {
     let (_dir, store) = fresh();
     conformance::after_commit_runs_once_committed(std::sync::Arc::new(store));
