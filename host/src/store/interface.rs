@@ -53,6 +53,9 @@
 //!
 //! `store::conformance` holds tests written against this contract alone:
 //! a new backend runs them with its own store.
+//!
+//! This module owns the traits and their contract only: it must never hold
+//! SQL, state or a backend's type.
 
 use super::StoreResult;
 use super::routine_rows::RoutineRow;
