@@ -438,27 +438,27 @@ fn scale_case(dir: &Path, config_text: &str, policies: usize, events: usize) {
     std::fs::create_dir_all(&data).expect("mkdir");
     let t0 = Instant::now();
     {
-        let store = Store::open(&data).expect("store");
-        support::settled_policies(&store, "s", policies, 0);
+        support::settled_policies(&data, "s", policies, 0);
         let now = gatehost::store::now_ms();
+        let mut c = support::seed_connection(&data);
         for chunk in (0..events).collect::<Vec<_>>().chunks(20_000) {
-            store
-                .write(|tx| {
-                    let mut st = tx.conn().prepare_cached(
-                        "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, 's', ?3, ?4)",
-                    )?;
-                    for &i in chunk {
-                        let pid = format!("pol_{:032}", i % policies.max(1));
-                        st.execute(rusqlite::params![
-                            now,
-                            "policy:passed",
-                            pid,
-                            json!({"policyId": pid, "status": "done", "sessionIds": ["s"], "outcome": "pass", "reason": "exited with code 0"}).to_string(),
-                        ])?;
-                    }
-                    Ok(())
-                })
-                .expect("events");
+            let tx = c.transaction().expect("begin");
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, ?2, 's', ?3, ?4)",
+                ).expect("prepare");
+                for &i in chunk {
+                    let pid = format!("pol_{:032}", i % policies.max(1));
+                    st.execute(rusqlite::params![
+                        now,
+                        "policy:passed",
+                        pid,
+                        json!({"policyId": pid, "status": "done", "sessionIds": ["s"], "outcome": "pass", "reason": "exited with code 0"}).to_string(),
+                    ])
+                    .expect("event");
+                }
+            }
+            tx.commit().expect("events");
         }
     }
     let size = std::fs::metadata(data.join("gatehost.db"))

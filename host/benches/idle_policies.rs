@@ -49,47 +49,51 @@ fn path_arg(name: &str) -> Option<PathBuf> {
 /// Writes `n` watching policies on `n / PER_SESSION` live sessions (and
 /// their members and `policy:attached` events) into a new store in `dir`.
 fn fill(dir: &Path, n: usize) {
-    let store = Store::open(dir).expect("store");
     let now = now_ms();
     let sessions = n.div_ceil(PER_SESSION).max(1);
-    support::live_sessions(&store, sessions);
+    support::live_sessions(&Store::open(dir).expect("store"), sessions);
+    let mut c = support::seed_connection(dir);
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        store
-            .write(|tx| {
-                let c = tx.conn();
-                let mut policy = c.prepare_cached(
-                    "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, created_at, updated_at)
-                     VALUES(?1, ?2, ?3, 'watching', ?4, '[]', 0, ?5, ?5)",
-                )?;
-                let mut member = c.prepare_cached(
-                    "INSERT INTO policy_members(session_id, policy_id) VALUES(?1, ?2)",
-                )?;
-                let mut event = c.prepare_cached(
-                    "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, 'policy:attached', ?2, ?3, ?4)",
-                )?;
-                for &i in chunk {
-                    let (id, session) = (format!("pol_{i:032}"), format!("s{}", i / PER_SESSION));
-                    let spec = json!({"sessionId": session, "sessionIds": [session],
-                        "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit",
-                        "onFail": {}, "attachedBy": "agent"});
-                    policy.execute(rusqlite::params![
+        let tx = c.transaction().expect("begin");
+        {
+            let mut policy = tx.prepare_cached(
+                "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, created_at, updated_at)
+                 VALUES(?1, ?2, ?3, 'watching', ?4, '[]', 0, ?5, ?5)",
+            ).expect("prepare");
+            let mut member = tx
+                .prepare_cached("INSERT INTO policy_members(session_id, policy_id) VALUES(?1, ?2)")
+                .expect("prepare");
+            let mut event = tx.prepare_cached(
+                "INSERT INTO events(at, type, session_id, policy_id, payload) VALUES(?1, 'policy:attached', ?2, ?3, ?4)",
+            ).expect("prepare");
+            for &i in chunk {
+                let (id, session) = (format!("pol_{i:032}"), format!("s{}", i / PER_SESSION));
+                let spec = json!({"sessionId": session, "sessionIds": [session],
+                    "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit",
+                    "onFail": {}, "attachedBy": "agent"});
+                policy
+                    .execute(rusqlite::params![
                         id,
                         i as i64 + 1,
                         spec.to_string(),
                         json!([session]).to_string(),
                         now,
-                    ])?;
-                    member.execute(rusqlite::params![session, id])?;
-                    event.execute(rusqlite::params![
+                    ])
+                    .expect("policy");
+                member
+                    .execute(rusqlite::params![session, id])
+                    .expect("member");
+                event
+                    .execute(rusqlite::params![
                         now,
                         session,
                         id,
                         json!({"policyId": id, "status": "watching", "spec": spec}).to_string(),
-                    ])?;
-                }
-                Ok(())
-            })
-            .expect("policies");
+                    ])
+                    .expect("event");
+            }
+        }
+        tx.commit().expect("policies");
     }
 }
 

@@ -17,7 +17,6 @@
 
 mod support;
 
-use gatehost::store::Store;
 use serde_json::json;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -90,7 +89,7 @@ fn main() {
     .expect("config");
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    support::settled_policies(&Store::open(&data).expect("store"), "old", policies, 37);
+    support::settled_policies(&data, "old", policies, 37);
     let (d, _) = start(&data, &config, "127.0.0.1:0");
     let http = Http::new();
     let get = |path: &str| http.call(&d, reqwest::Method::GET, path, None);

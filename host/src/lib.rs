@@ -24,8 +24,10 @@
 //! - [`live_config`]: what `serve` makes of a configuration, and its
 //!   reloads (differences, settings held until a restart, weakenings);
 //! - [`permission`]: the pure permission rule of an ACP session;
-//! - [`store`]: the daemon's SQLite store (sessions, policies, routines,
-//!   standing policies, passkeys, events, deliveries);
+//! - [`store`]: the daemon's durable store (sessions, policies, routines,
+//!   standing policies, passkeys, events, deliveries) as typed records
+//!   behind one interface (`Records`, `RecordsTx`, `Backend`), with SQLite
+//!   its one backend;
 //! - [`bus`]: event names (from [`model::event`]) and the wake-up of
 //!   long-polls;
 //! - [`fault_marker`]: how a start tells the daemon's own fault from a kill;

@@ -2,8 +2,9 @@
 //! modules, none between sibling modules inside one (for example `gate`
 //! and `wasm`, `wasm::spare` and `wasm::evaluate`), read from the
 //! `crate::…` and `super::…` paths of the sources; the API's client side
-//! importing nothing of the daemon's (`store`, `engine`, `api`); and no
-//! source file over 700 lines.
+//! importing nothing of the daemon's (`store`, `engine`, `api`); no
+//! database driver named outside its store backend; and no source file
+//! over 700 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -327,4 +328,47 @@ fn every_top_level_module_is_listed_and_documented() {
         .copied()
         .collect();
     assert!(undocumented.is_empty(), "no module doc: {undocumented:?}");
+}
+
+/// The store's backends keep their database drivers to themselves: no
+/// source file outside a backend's module (`store/sqlite/`) names a
+/// driver's crate in code (comments aside), so the engine and everything
+/// above the store see only the interface (`store::interface`). A new
+/// backend adds its driver here and its module to `BACKENDS`.
+#[test]
+fn no_driver_type_above_the_store() {
+    const DRIVERS: &[&str] = &["rusqlite"];
+    const BACKENDS: &[&str] = &["store/sqlite/"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let me = Path::new(file!()).file_name().expect("this file");
+    let mut inside = 0;
+    let mut leaks = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = std::fs::read_to_string(f).expect("read");
+        let code: Vec<&str> = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect();
+        let named = DRIVERS
+            .iter()
+            .filter(|d| code.iter().any(|l| l.contains(**d)))
+            .count();
+        if BACKENDS.iter().any(|b| rel.starts_with(b)) {
+            inside += named;
+        } else if named > 0 && f.file_name() != Some(me) {
+            leaks.push(rel);
+        }
+    }
+    assert!(inside > 0, "the reader found no backend naming its driver");
+    assert!(
+        leaks.is_empty(),
+        "a database driver named outside its store backend (use the store's interface): {leaks:?}"
+    );
 }

@@ -144,55 +144,61 @@ pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
     (ns as f64 / 1e6 / wall, rss)
 }
 
+/// The store file of the data directory `data` (created and migrated by
+/// `Store::open`), opened straight for a seed of bulk rows in SQL: the
+/// benches' fixtures only (the daemon reaches the store through its
+/// interface; a seed of millions of rows through its typed operations
+/// would take minutes).
+pub fn seed_connection(data: &Path) -> rusqlite::Connection {
+    drop(gatehost::store::Store::open(data).expect("store"));
+    let c = rusqlite::Connection::open(data.join("gatehost.db")).expect("open the store file");
+    c.busy_timeout(Duration::from_secs(5))
+        .expect("busy timeout");
+    c
+}
+
 /// Writes an exited session `session` and `n` settled policies on it
-/// straight into `store` (`pol_<i, 32 digits>`, seq `i + 1`): every
-/// `blocked_every`th (0: none) `blocked` with its reason, the rest `done`.
-pub fn settled_policies(
-    store: &gatehost::store::Store,
-    session: &str,
-    n: usize,
-    blocked_every: usize,
-) {
+/// straight into the store of `data` (`pol_<i, 32 digits>`, seq `i + 1`):
+/// every `blocked_every`th (0: none) `blocked` with its reason, the rest
+/// `done`.
+pub fn settled_policies(data: &Path, session: &str, n: usize, blocked_every: usize) {
     use serde_json::json;
     let now = gatehost::store::now_ms();
-    store
-        .write(|tx| {
-            tx.conn().execute(
-                "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES(?1, '/tmp', '/tmp', 'exited', ?2, ?2)",
-                rusqlite::params![session, now],
-            )?;
-            Ok(())
-        })
-        .expect("session");
+    let mut c = seed_connection(data);
+    c.execute(
+        "INSERT INTO sessions(id, cwd, workspace, state, created_at, updated_at) VALUES(?1, '/tmp', '/tmp', 'exited', ?2, ?2)",
+        rusqlite::params![session, now],
+    )
+    .expect("session");
     let members = json!([session]).to_string();
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        store
-            .write(|tx| {
-                let mut st = tx.conn().prepare_cached(
-                    "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
-                     VALUES(?1, ?2, ?3, ?4, ?5, '[]', 0, 1, ?6, ?7, ?8, ?8)",
-                )?;
-                for &i in chunk {
-                    let blocked = blocked_every > 0 && i % blocked_every == 0;
-                    let (status, outcome, reason) = if blocked {
-                        ("blocked", "fail", "out of retries: exited with code 1")
-                    } else {
-                        ("done", "pass", "exited with code 0")
-                    };
-                    st.execute(rusqlite::params![
-                        format!("pol_{i:032}"),
-                        i as i64 + 1,
-                        json!({"sessionId": session, "sessionIds": [session], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
-                        status,
-                        members,
-                        json!({"outcome": outcome, "reason": reason, "gates": [{"gate": "shell: true", "outcome": outcome}]}).to_string(),
-                        reason,
-                        now,
-                    ])?;
-                }
-                Ok(())
-            })
-            .expect("policies");
+        let tx = c.transaction().expect("begin");
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, gate_runs, verdict, reason, created_at, updated_at)
+                 VALUES(?1, ?2, ?3, ?4, ?5, '[]', 0, 1, ?6, ?7, ?8, ?8)",
+            ).expect("prepare");
+            for &i in chunk {
+                let blocked = blocked_every > 0 && i % blocked_every == 0;
+                let (status, outcome, reason) = if blocked {
+                    ("blocked", "fail", "out of retries: exited with code 1")
+                } else {
+                    ("done", "pass", "exited with code 0")
+                };
+                st.execute(rusqlite::params![
+                    format!("pol_{i:032}"),
+                    i as i64 + 1,
+                    json!({"sessionId": session, "sessionIds": [session], "gate": {"command": "true"}, "label": format!("p{i}"), "then": "emit", "onFail": {}, "attachedBy": "agent"}).to_string(),
+                    status,
+                    members,
+                    json!({"outcome": outcome, "reason": reason, "gates": [{"gate": "shell: true", "outcome": outcome}]}).to_string(),
+                    reason,
+                    now,
+                ])
+                .expect("policy");
+            }
+        }
+        tx.commit().expect("policies");
     }
 }
 

@@ -3,8 +3,9 @@
 //! policies, finished routine runs), by age and by count.
 //!
 //! It owns parsing and checking these settings only; the store applies
-//! them (`store::retention`) and must never delete what a live policy or a
-//! pending delivery needs.
+//! them (`store::Backend::apply_retention`; SQLite:
+//! `store::sqlite::retention`) and must never delete what a live policy or
+//! a pending delivery needs.
 
 use serde::Deserialize;
 use std::time::Duration;

@@ -275,24 +275,22 @@ mod tests {
         let status = |id: &str| -> String {
             engine
                 .store()
-                .read(|c| {
-                    Ok(
-                        c.query_row("SELECT status FROM policies WHERE id = ?1", [id], |r| {
-                            r.get(0)
-                        })?,
-                    )
-                })
+                .stored_text("policies", "status", id)
                 .expect("status")
+                .unwrap_or_default()
         };
         engine
             .store()
             .write(|tx| {
                 tx.insert_policy(&mut policy("watching", PolicyStatus::Watching))?;
                 tx.insert_policy(&mut policy("gating", PolicyStatus::Gating))?;
-                tx.conn().execute("UPDATE policies SET spec = '[]'", [])?;
                 Ok(())
             })
             .expect("fill");
+        engine
+            .store()
+            .damage_column("policies", "spec", None, "[]")
+            .expect("damage");
         engine.sweep().expect("sweep");
         assert_eq!(status("gating"), "blocked");
         assert_eq!(status("watching"), "watching");

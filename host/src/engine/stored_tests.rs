@@ -83,14 +83,9 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
     let status = || {
         engine
             .store()
-            .read(|c| {
-                Ok(
-                    c.query_row("SELECT status FROM policies WHERE id = ?1", [&id], |r| {
-                        r.get::<_, String>(0)
-                    })?,
-                )
-            })
+            .stored_text("policies", "status", &id)
             .expect("status")
+            .unwrap_or_default()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !matches!(

@@ -4,7 +4,7 @@
 
 use super::{decode, decode_opt, encode};
 use crate::model::plan::{CommitPlan, DiffSummary, PLAN_VERSION};
-use crate::store::decode::tests::damaged_policy_column as check;
+use crate::store::sqlite::decode::tests::damaged_policy_column as check;
 use serde_json::json;
 
 #[test]
@@ -157,15 +157,10 @@ fn a_policy_is_shown_as_its_columns_hold_it() {
     assert_eq!(read.damage, None);
     let shown = serde_json::to_value(&read).expect("encodes");
     for column in ["spec", "plan", "verdict", "review"] {
-        let text: String = store
-            .read(|c| {
-                Ok(c.query_row(
-                    &format!("SELECT {column} FROM policies WHERE id = 'shown'"),
-                    [],
-                    |r| r.get(0),
-                )?)
-            })
-            .expect("column");
+        let text = store
+            .stored_text("policies", column, "shown")
+            .expect("column")
+            .expect("there");
         let stored: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(shown[column], stored, "{column}");
     }

@@ -1,13 +1,16 @@
-//! The row types of the store: what a session, a policy, an event and a
-//! pending delivery are once read. It must never hold SQL or decoding
+//! The row types of the store: what a session, a policy, an event, a
+//! pending delivery, a standing policy and a passkey are once read (a
+//! routine run's are `routine_rows`). It must never hold SQL or decoding
 //! (an event row's JSON is `codec`'s).
 
+use crate::model::as_given::AsGiven;
 use crate::model::attach::AttachInput;
 use crate::model::chain::ChainRecord;
 use crate::model::event::Event;
 use crate::model::plan::{CommitPlan, Prepared};
 use crate::model::report::RunReport;
 use serde::{Deserialize, Serialize};
+use webauthn_rs::prelude::Passkey;
 
 /// Why a stored row does not decode: the column and the error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,4 +305,44 @@ pub struct Delivery {
     pub url: String,
     pub attempts: u32,
     pub event: EventRow,
+}
+
+/// A standing policy as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingRow {
+    pub id: String,
+    /// Agents (a session id's part before `:`); empty: every agent.
+    pub agents: Vec<String>,
+    /// Directories a session's workspace must lie under (canonical where
+    /// they existed when added); empty: anywhere.
+    pub under: Vec<String>,
+    /// The label a session must carry; none: any session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The policy (the body of `POST /v1/policies` without its sessions),
+    /// kept and shown as the operator gave it; `None` (`null`) when its
+    /// stored JSON does not decode (then `damage` says why).
+    pub policy: Option<AsGiven<AttachInput>>,
+    pub created_at: i64,
+    /// Set when a stored column does not decode: which and why. Such a
+    /// template attaches nothing (the engine says so) and is never written
+    /// back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// A registered passkey as stored.
+#[derive(Debug, Clone)]
+pub struct PasskeyRow {
+    /// The credential id, base64url (no padding).
+    pub id: String,
+    /// The name the operator gave it on the page.
+    pub name: String,
+    /// The credential (public key, counter, flags), as webauthn-rs keeps
+    /// it; `Err` with why when the stored column does not decode (such a
+    /// passkey can prove nothing, and is said so).
+    pub passkey: Result<Passkey, String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
 }

@@ -2,12 +2,13 @@
 //! allows one, JSON of the wrong shape read as damage naming the column,
 //! never as a default, and never failing a read of many.
 
-use super::super::{PolicyRow, PolicyStatus, SessionRow, SessionState, Store};
+use super::super::{Reads, SqliteStore};
+use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow, SessionState};
 use serde_json::json;
 
-fn store() -> (tempfile::TempDir, Store) {
+fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     (dir, store)
 }
 
@@ -41,7 +42,7 @@ fn typed<T: serde::de::DeserializeOwned>(v: impl serde::Serialize) -> T {
 
 /// A commit policy awaiting its ack, with every JSON column set, and a
 /// plain one beside it.
-fn two_policies(store: &Store) {
+fn two_policies(store: &SqliteStore) {
     store
         .write(|tx| {
             let mut p = PolicyRow::sample("victim", PolicyStatus::AwaitingAck, &["s1"]);
@@ -98,7 +99,7 @@ pub(crate) fn damaged_policy_column(column: &str, value: &str) {
         .write(|tx| tx.put_damaged_policy(&blocked))
         .expect("status written");
     let text: String = store
-        .read(|c| {
+        .reading(|c| {
             Ok(c.query_row(
                 &format!("SELECT CAST({column} AS TEXT) FROM policies WHERE id = 'victim'"),
                 [],

@@ -5,11 +5,11 @@
 //! decide whether a template applies to a session; its policy is decoded
 //! by the store's codec, kept as the operator gave it.
 
-use super::{StoreError, StoreResult, Tx};
-use crate::model::as_given::AsGiven;
-use crate::model::attach::AttachInput;
+use crate::store::{StoreError, StoreResult};
+
+use crate::store::rows::StandingRow;
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The table (schema version 8), created at every open.
 pub(super) const STANDING_SCHEMA: &str = "
@@ -23,31 +23,6 @@ CREATE TABLE IF NOT EXISTS standing_policies(
     created_at INTEGER NOT NULL
 );
 ";
-
-/// A standing policy as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StandingRow {
-    pub id: String,
-    /// Agents (a session id's part before `:`); empty: every agent.
-    pub agents: Vec<String>,
-    /// Directories a session's workspace must lie under (canonical where
-    /// they existed when added); empty: anywhere.
-    pub under: Vec<String>,
-    /// The label a session must carry; none: any session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    /// The policy (the body of `POST /v1/policies` without its sessions),
-    /// kept and shown as the operator gave it; `None` (`null`) when its
-    /// stored JSON does not decode (then `damage` says why).
-    pub policy: Option<AsGiven<AttachInput>>,
-    pub created_at: i64,
-    /// Set when a stored column does not decode: which and why. Such a
-    /// template attaches nothing (the engine says so) and is never written
-    /// back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub damage: Option<String>,
-}
 
 fn json_col<T: serde::de::DeserializeOwned + Default>(
     r: &Row<'_>,
@@ -70,7 +45,7 @@ fn standing_from(r: &Row<'_>) -> rusqlite::Result<StandingRow> {
         label: r.get("label")?,
         policy: {
             let text: String = r.get("policy")?;
-            match super::codec::decode(&text) {
+            match crate::store::codec::decode(&text) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     damage.get_or_insert_with(|| format!("its stored policy does not decode: {e}"));
@@ -99,7 +74,7 @@ pub(super) fn list_standing(c: &Connection) -> StoreResult<Vec<StandingRow>> {
     Ok(rows)
 }
 
-fn get_standing(c: &Connection, id: &str) -> StoreResult<Option<StandingRow>> {
+pub(super) fn get_standing(c: &Connection, id: &str) -> StoreResult<Option<StandingRow>> {
     Ok(
         c.prepare_cached("SELECT * FROM standing_policies WHERE id = ?1")?
             .query_row(params![id], standing_from)
@@ -107,58 +82,43 @@ fn get_standing(c: &Connection, id: &str) -> StoreResult<Option<StandingRow>> {
     )
 }
 
-impl super::Store {
-    pub fn standing_policies(&self) -> StoreResult<Vec<StandingRow>> {
-        self.read(list_standing)
-    }
+pub(super) fn insert_standing(c: &Connection, s: &StandingRow) -> StoreResult<()> {
+    let (agents, under, policy) = (
+        encode("agents", &s.agents)?,
+        encode("under", &s.under)?,
+        match &s.policy {
+            Some(p) => crate::store::codec::encode("policy", p)?,
+            None => {
+                return Err(StoreError::Damaged {
+                    row: format!("standing policy {}", s.id),
+                    column: "policy".into(),
+                });
+            }
+        },
+    );
+    c.prepare_cached(
+            "INSERT INTO standing_policies(id, seq, agents, under, label, policy, created_at)
+             VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM standing_policies), ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![s.id, agents, under, s.label, policy, s.created_at])?;
+    Ok(())
 }
 
-impl Tx<'_> {
-    pub fn standing_policies(&self) -> StoreResult<Vec<StandingRow>> {
-        list_standing(self.conn())
-    }
-
-    pub fn standing_policy(&self, id: &str) -> StoreResult<Option<StandingRow>> {
-        get_standing(self.conn(), id)
-    }
-
-    pub fn insert_standing(&mut self, s: &StandingRow) -> StoreResult<()> {
-        let (agents, under, policy) = (
-            encode("agents", &s.agents)?,
-            encode("under", &s.under)?,
-            match &s.policy {
-                Some(p) => super::codec::encode("policy", p)?,
-                None => {
-                    return Err(StoreError::Damaged {
-                        row: format!("standing policy {}", s.id),
-                        column: "policy".into(),
-                    });
-                }
-            },
-        );
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO standing_policies(id, seq, agents, under, label, policy, created_at)
-                 VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM standing_policies), ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![s.id, agents, under, s.label, policy, s.created_at])?;
-        Ok(())
-    }
-
-    /// Removes one; whether it was there.
-    pub fn remove_standing(&mut self, id: &str) -> StoreResult<bool> {
-        Ok(self
-            .conn()
-            .prepare_cached("DELETE FROM standing_policies WHERE id = ?1")?
+/// Removes one; whether it was there.
+pub(super) fn remove_standing(c: &Connection, id: &str) -> StoreResult<bool> {
+    Ok(
+        c.prepare_cached("DELETE FROM standing_policies WHERE id = ?1")?
             .execute(params![id])?
-            > 0)
-    }
+            > 0,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::model::as_given::AsGiven;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{Records, RecordsTx};
     use serde_json::json;
 
     fn sample(id: &str) -> StandingRow {
@@ -176,7 +136,7 @@ mod tests {
     #[test]
     fn rows_are_kept_in_order_across_a_reopen_and_removed_once() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
+        let store = SqliteStore::open(dir.path()).expect("open");
         store
             .write(|tx| {
                 tx.insert_standing(&sample("sp_b"))?;
@@ -187,7 +147,7 @@ mod tests {
             })
             .expect("insert");
         drop(store);
-        let store = Store::open(dir.path()).expect("reopen");
+        let store = SqliteStore::open(dir.path()).expect("reopen");
         let rows = store.standing_policies().expect("list");
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["sp_b", "sp_a"], "in the order added");
@@ -201,7 +161,7 @@ mod tests {
     #[test]
     fn a_damaged_column_is_said_and_the_list_still_reads() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
+        let store = SqliteStore::open(dir.path()).expect("open");
         store
             .write(|tx| {
                 tx.insert_standing(&sample("sp_1"))?;
@@ -234,7 +194,7 @@ mod tests {
             )
             .expect("v7 file");
         }
-        let store = Store::open(dir.path()).expect("opens and migrates");
+        let store = SqliteStore::open(dir.path()).expect("opens and migrates");
         store
             .write(|tx| tx.insert_standing(&sample("sp_1")))
             .expect("the table exists");

@@ -1,9 +1,9 @@
 //! The SQL that reads and writes the store's rows.
 
-use super::codec;
 use super::decode::{event_from, policy_from, session_from};
-use super::rows::{Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow};
-use super::{StoreError, StoreResult};
+use crate::store::codec;
+use crate::store::rows::{Delivery, EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow};
+use crate::store::{StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 fn decode_err(e: rusqlite::Error) -> StoreError {
@@ -300,7 +300,7 @@ pub(super) fn sessions_to_recover(c: &Connection) -> StoreResult<Vec<SessionRow>
     while let Some(r) = rows.next()? {
         let s = session_from(r).map_err(decode_err)?;
         if s.damage.is_some()
-            || (s.command.is_some() && s.state != super::rows::SessionState::Exited)
+            || (s.command.is_some() && s.state != crate::store::rows::SessionState::Exited)
         {
             out.push(s);
         }
@@ -390,7 +390,7 @@ pub(super) fn put_damaged_policy(c: &Connection, p: &PolicyRow) -> StoreResult<(
         .prepare_cached("UPDATE policies SET status=?2, reason=?3, updated_at=?4 WHERE id=?1")?
         .execute(params![p.id, p.status.as_str(), p.reason, p.updated_at])?;
     if n != 1 {
-        return Err(StoreError::Sqlite(format!(
+        return Err(StoreError::Backend(format!(
             "policy {} vanished during an update",
             p.id
         )));
@@ -416,7 +416,7 @@ fn record(
     params.extend_from_slice(values);
     let n = c.prepare_cached(sql)?.execute(params.as_slice())?;
     if n != 1 {
-        return Err(StoreError::Sqlite(format!(
+        return Err(StoreError::Backend(format!(
             "policy {} vanished during an update",
             p.id
         )));
@@ -488,7 +488,7 @@ pub(super) fn put_policy(c: &Connection, p: &PolicyRow) -> StoreResult<()> {
         ],
     )?;
     if n != 1 {
-        return Err(StoreError::Sqlite(format!(
+        return Err(StoreError::Backend(format!(
             "policy {} vanished during an update",
             p.id
         )));
@@ -576,4 +576,76 @@ pub(super) fn due_deliveries(c: &Connection, now: i64, limit: usize) -> StoreRes
     .map_err(decode_err)?
     .collect::<Result<Vec<_>, _>>()
     .map_err(decode_err)
+}
+
+/// The newest cursor ever given (see [`super::HEAD_CURSOR`]).
+pub(super) fn head_cursor(c: &Connection) -> StoreResult<i64> {
+    Ok(c.prepare_cached(super::HEAD_CURSOR)?
+        .query_row([], |r| r.get(0))?)
+}
+
+pub(super) fn oldest_cursor(c: &Connection) -> StoreResult<Option<i64>> {
+    Ok(c.query_row("SELECT MIN(cursor) FROM events", [], |r| r.get(0))?)
+}
+
+pub(super) fn has_session_event(c: &Connection, session_id: &str, kind: &str) -> StoreResult<bool> {
+    Ok(
+        c.prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM events WHERE session_id = ?1 AND type = ?2)",
+        )?
+        .query_row(params![session_id, kind], |r| r.get(0))?,
+    )
+}
+
+pub(super) fn idempotent(c: &Connection, key: &str) -> StoreResult<Option<(String, String)>> {
+    Ok(
+        c.prepare_cached("SELECT policy_id, request FROM idempotency WHERE key = ?1")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?,
+    )
+}
+
+pub(super) fn due_urls(c: &Connection, now: i64) -> StoreResult<Vec<String>> {
+    let mut st = c.prepare_cached(
+        "SELECT DISTINCT url FROM deliveries WHERE state='pending' AND next_at <= ?1",
+    )?;
+    let urls = st
+        .query_map([now], |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(urls)
+}
+
+pub(super) fn next_delivery_at(c: &Connection) -> StoreResult<Option<i64>> {
+    Ok(
+        c.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state='pending'")?
+            .query_row([], |r| r.get(0))?,
+    )
+}
+
+pub(super) fn put_idempotent(
+    c: &Connection,
+    key: &str,
+    request: &str,
+    policy: &str,
+) -> StoreResult<()> {
+    c.prepare_cached(
+        "INSERT INTO idempotency(key, request, policy_id, created_at) VALUES(?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![key, request, policy, crate::store::now_ms()])?;
+    Ok(())
+}
+
+pub(super) fn mark_delivery(
+    c: &Connection,
+    id: i64,
+    state: &str,
+    attempts: u32,
+    next_at: i64,
+    error: Option<&str>,
+) -> StoreResult<()> {
+    c.prepare_cached(
+        "UPDATE deliveries SET state=?2, attempts=?3, next_at=?4, last_error=?5 WHERE id=?1",
+    )?
+    .execute(params![id, state, attempts, next_at, error])?;
+    Ok(())
 }

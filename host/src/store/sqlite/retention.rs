@@ -1,4 +1,4 @@
-//! Retention: deleting what the daemon no longer needs, by age and count
+//! Retention in the SQLite store: deleting what the daemon no longer needs, by age and count
 //! (`[retention]`), in small transactions so that requests are never held
 //! up for long.
 //!
@@ -9,8 +9,9 @@
 //! moves the head cursor back (that comes from the events' sequence, not
 //! from the newest row).
 
-use super::{Store, StoreResult};
+use super::{Reads, SqliteStore, SqliteTx};
 use crate::config::Retention;
+use crate::store::{Records, StoreResult, Swept};
 use rusqlite::params;
 
 /// Rows deleted per transaction.
@@ -19,30 +20,14 @@ const BATCH: i64 = 5_000;
 /// The statuses no transition leaves but by an operator's cancel.
 const SETTLED: &str = "('done', 'blocked', 'cancelled')";
 
-/// What one application of the rules deleted.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Swept {
-    pub events: u64,
-    pub deliveries: u64,
-    pub sessions: u64,
-    pub policies: u64,
-    pub routines: u64,
-}
-
-impl Swept {
-    pub fn is_empty(&self) -> bool {
-        *self == Swept::default()
-    }
-}
-
 fn ms(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-impl Store {
+impl SqliteStore {
     /// Applies `rules` as of `now` (ms). Each batch is its own transaction:
     /// a crash in between leaves a consistent store with less deleted.
-    pub fn apply_retention(&self, rules: &Retention, now: i64) -> StoreResult<Swept> {
+    pub(super) fn retain(&self, rules: &Retention, now: i64) -> StoreResult<Swept> {
         let mut swept = Swept::default();
         if !rules.enabled {
             return Ok(swept);
@@ -100,7 +85,7 @@ impl Store {
     /// Runs `one` (a batch) until it deletes less than a batch.
     fn batches(
         &self,
-        mut one: impl FnMut(&mut super::Tx<'_>) -> StoreResult<usize>,
+        mut one: impl FnMut(&mut SqliteTx<'_>) -> StoreResult<usize>,
     ) -> StoreResult<u64> {
         let mut total = 0u64;
         loop {
@@ -115,7 +100,7 @@ impl Store {
     fn sweep_policies(&self, rules: &Retention, now: i64) -> StoreResult<u64> {
         // Beyond the count: the settled ones older than the newest N.
         let keep = i64::try_from(rules.policies_max_count).unwrap_or(i64::MAX);
-        let below: i64 = self.read(|c| {
+        let below: i64 = self.reading(|c| {
             Ok(c.query_row(
                 &format!(
                     "SELECT COALESCE((SELECT seq FROM policies WHERE status IN {SETTLED}
@@ -159,7 +144,7 @@ impl Store {
         // the cutoff, found by bisection over the cursor (no index on
         // `at` is needed).
         let cutoff = now.saturating_sub(ms(rules.events_max_age));
-        let by_age = self.read(|c| {
+        let by_age = self.reading(|c| {
             let at_or_after = |cursor: i64| -> rusqlite::Result<Option<(i64, i64)>> {
                 c.query_row(
                     "SELECT cursor, at FROM events WHERE cursor >= ?1 ORDER BY cursor LIMIT 1",

@@ -12,7 +12,7 @@ use serde_json::json;
 #[test]
 fn bookkeeping_writes_store_their_columns_and_never_a_status() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     store
         .write(|tx| tx.insert_policy(&mut PolicyRow::sample("p", PolicyStatus::Gating, &["s"])))
         .expect("insert");
@@ -59,7 +59,7 @@ fn bookkeeping_writes_store_their_columns_and_never_a_status() {
 fn an_event_is_read_typed_once_and_published_as_it_was_stored() {
     use crate::model::event::{Event, PolicyChange};
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     let payload = json!({"policyId": "p1", "status": "watching", "sessionIds": ["s1"],
                          "pending": ["s1"]});
     let novel = json!({"anything": [1, 2]});
@@ -107,7 +107,7 @@ fn an_event_is_read_typed_once_and_published_as_it_was_stored() {
 #[test]
 fn a_policys_nudge_is_stored_and_read_back_but_not_served() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     let mut p = PolicyRow::sample("p", PolicyStatus::Gating, &["s"]);
     p.nudge = Some("fix the tests".into());
     store.write(|tx| tx.insert_policy(&mut p)).expect("insert");

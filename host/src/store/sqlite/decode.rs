@@ -14,8 +14,8 @@
 //!
 //! It must never write, and never fail a read for a row whose key decodes.
 
-use super::codec::{self, Column};
-use super::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
+use crate::store::codec::{self, Column};
+use crate::store::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
 use rusqlite::Row;
 use rusqlite::types::FromSql;
 

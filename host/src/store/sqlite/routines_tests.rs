@@ -1,7 +1,8 @@
 //! The routines' rows: kept, listed, and a damaged column said.
 
-use super::super::Store;
+use super::super::{Reads, SqliteStore};
 use super::*;
+use crate::store::{Backend, Records, RecordsTx};
 use serde_json::json;
 
 fn sample(id: &str) -> RoutineRow {
@@ -43,7 +44,7 @@ fn sample(id: &str) -> RoutineRow {
 #[test]
 fn a_run_and_its_steps_round_trip_and_are_found_by_session_and_deadline() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     let mut r = sample("r1");
     store
         .write(|tx| {
@@ -115,12 +116,12 @@ fn a_version_6_file_gains_the_routine_tables_at_open() {
         )
         .expect("v6 file");
     }
-    let store = Store::open(dir.path()).expect("opens and migrates");
+    let store = SqliteStore::open(dir.path()).expect("opens and migrates");
     store
         .write(|tx| tx.insert_routine(&sample("r1")))
         .expect("the tables exist");
     let version: String = store
-        .read(|c| {
+        .reading(|c| {
             Ok(
                 c.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
                     r.get(0)
@@ -130,14 +131,14 @@ fn a_version_6_file_gains_the_routine_tables_at_open() {
         .expect("version");
     assert_eq!(version, super::super::SCHEMA_VERSION.to_string());
     drop(store);
-    let store = Store::open(dir.path()).expect("reopens");
+    let store = SqliteStore::open(dir.path()).expect("reopens");
     assert!(store.routine("r1").expect("read").is_some());
 }
 
 #[test]
 fn retention_deletes_finished_runs_past_their_age_and_never_an_active_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     let day = 24 * 3600 * 1000;
     store
         .write(|tx| {
@@ -178,7 +179,7 @@ fn retention_deletes_finished_runs_past_their_age_and_never_an_active_one() {
     );
     // Their steps went with them.
     let steps: i64 = store
-        .read(|c| {
+        .reading(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM routine_steps WHERE routine_id LIKE 'old-%'",
                 [],
@@ -192,7 +193,7 @@ fn retention_deletes_finished_runs_past_their_age_and_never_an_active_one() {
 #[test]
 fn a_damaged_state_is_said_never_a_default_and_never_written_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     store
         .write(|tx| {
             tx.insert_routine(&sample("r1"))?;

@@ -1,7 +1,46 @@
 use super::*;
+use crate::store::{SessionState, Store, conformance};
 use serde_json::json;
 
-fn append(store: &Store, kind: &str, session: Option<&str>) -> i64 {
+/// A fresh store of this backend behind the facade, for the conformance
+/// tests (the directory lives as long as the store).
+fn fresh() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("open");
+    (dir, store)
+}
+
+#[test]
+fn conforms_a_policy_round_trips() {
+    let (_dir, store) = fresh();
+    conformance::a_policy_round_trips(&store);
+}
+
+#[test]
+fn conforms_events_append_and_read_back() {
+    let (_dir, store) = fresh();
+    conformance::events_append_and_read_back(&store);
+}
+
+#[test]
+fn conforms_a_rolled_back_write_leaves_nothing() {
+    let (_dir, store) = fresh();
+    conformance::a_rolled_back_write_leaves_nothing(&store);
+}
+
+#[test]
+fn conforms_runs_and_operator_records_round_trip() {
+    let (_dir, store) = fresh();
+    conformance::runs_and_operator_records_round_trip(&store);
+}
+
+#[test]
+fn conforms_after_commit_runs_once_committed() {
+    let (_dir, store) = fresh();
+    conformance::after_commit_runs_once_committed(std::sync::Arc::new(store));
+}
+
+fn append(store: &SqliteStore, kind: &str, session: Option<&str>) -> i64 {
     store
         .write(|tx| {
             tx.append_event(
@@ -18,7 +57,7 @@ fn append(store: &Store, kind: &str, session: Option<&str>) -> i64 {
 fn cursors_only_grow_and_survive_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = {
-        let store = Store::open(dir.path()).expect("open");
+        let store = SqliteStore::open(dir.path()).expect("open");
         let a = append(&store, "session:turn-end", Some("s1"));
         let b = append(&store, "policy:passed", None);
         assert!(b > a);
@@ -32,32 +71,15 @@ fn cursors_only_grow_and_survive_a_reopen() {
             .expect("delete");
         b
     };
-    let store = Store::open(dir.path()).expect("reopen");
+    let store = SqliteStore::open(dir.path()).expect("reopen");
     let c = append(&store, "policy:failed", None);
     assert!(c > a, "cursor {c} reused or reset after reopen (had {a})");
 }
 
 #[test]
-fn a_failed_transaction_leaves_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
-    let r: StoreResult<()> = store.write(|tx| {
-        tx.append_event(
-            &crate::model::event::Event::decode("policy:passed", json!({})),
-            None,
-            Some("p"),
-            &[],
-        )?;
-        Err(StoreError::Sqlite("boom".into()))
-    });
-    assert!(r.is_err());
-    assert_eq!(store.head_cursor().expect("head"), 0);
-}
-
-#[test]
 fn pages_cut_by_limit_never_skip_events() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     for i in 0..25 {
         let kind = if i % 2 == 0 {
             "session:turn-end"
@@ -91,7 +113,7 @@ fn pages_cut_by_limit_never_skip_events() {
 fn a_damaged_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("gatehost.db"), vec![0x42u8; 8192]).expect("write junk");
-    let err = Store::open(dir.path()).expect_err("junk must not open");
+    let err = SqliteStore::open(dir.path()).expect_err("junk must not open");
     let text = err.to_string();
     assert!(text.contains("gatehost.db"), "{text}");
     assert!(
@@ -103,7 +125,7 @@ fn a_damaged_file_is_an_error_naming_it() {
 #[test]
 fn webhook_deliveries_are_queued_with_the_event() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     store
         .write(|tx| {
             tx.put_session(&SessionRow {
@@ -190,13 +212,13 @@ fn a_version_1_file_gains_session_owners_at_open() {
         )
         .expect("v1 file");
     }
-    let store = Store::open(dir.path()).expect("opens and migrates");
+    let store = SqliteStore::open(dir.path()).expect("opens and migrates");
     let owner = |id: &str| store.session(id).expect("read").expect("row").owner;
     assert_eq!(owner("hooked"), crate::config::Trust::Agent);
     assert_eq!(owner("started"), crate::config::Trust::Operator);
     drop(store);
     // Opening again is a no-op.
-    let store = Store::open(dir.path()).expect("reopens");
+    let store = SqliteStore::open(dir.path()).expect("reopens");
     assert_eq!(
         store.session("started").expect("read").expect("row").owner,
         crate::config::Trust::Operator
@@ -206,7 +228,7 @@ fn a_version_1_file_gains_session_owners_at_open() {
 #[test]
 fn a_policy_event_reaches_every_members_webhook() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     store
         .write(|tx| {
             tx.put_session(&session("a", "http://127.0.0.1:1/a"))?;
@@ -245,7 +267,7 @@ fn a_policy_event_reaches_every_members_webhook() {
 fn the_webhook_lookup_of_every_event_searches_by_index() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let store = Store::open(dir.path()).expect("open");
+        let store = SqliteStore::open(dir.path()).expect("open");
         store
             .write(|tx| {
                 tx.conn()
@@ -254,7 +276,7 @@ fn the_webhook_lookup_of_every_event_searches_by_index() {
             })
             .expect("drop the index, as in an older file");
     }
-    let store = Store::open(dir.path()).expect("reopen");
+    let store = SqliteStore::open(dir.path()).expect("reopen");
     let plan: Vec<String> = store
         .write(|tx| {
             let mut plan = Vec::new();
@@ -280,7 +302,7 @@ fn the_webhook_lookup_of_every_event_searches_by_index() {
 #[test]
 fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     // No session webhooks: their pending deliveries would keep every event.
     let quiet = |id: &str| SessionRow {
         notify_url: None,
@@ -439,7 +461,7 @@ fn retention_keeps_what_live_policies_and_pending_deliveries_need() {
 fn the_watchdogs_looks_never_scan_a_table() {
     use super::records::{PAST_DEADLINE, SILENT_SESSIONS, WATCHING_WITH_STALE_MEMBER};
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).expect("open");
+    let store = SqliteStore::open(dir.path()).expect("open");
     let plan: Vec<String> = store
         .write(|tx| {
             let mut plan = Vec::new();
@@ -487,7 +509,7 @@ fn the_sweep_reads_only_the_policies_a_task_drives_by_its_index() {
     use super::records::TO_SWEEP;
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let store = Store::open(dir.path()).expect("open");
+        let store = SqliteStore::open(dir.path()).expect("open");
         store
             .write(|tx| {
                 tx.conn()
@@ -513,7 +535,7 @@ fn the_sweep_reads_only_the_policies_a_task_drives_by_its_index() {
             })
             .expect("fill, as in an older file");
     }
-    let store = Store::open(dir.path()).expect("reopen");
+    let store = SqliteStore::open(dir.path()).expect("reopen");
     let ids = |queued| -> Vec<String> {
         let list = store.policies_to_sweep(queued).expect("sweep");
         list.into_iter().map(|p| p.id).collect()
@@ -524,7 +546,7 @@ fn the_sweep_reads_only_the_policies_a_task_drives_by_its_index() {
     );
     assert_eq!(ids(false), ["gating", "nudging", "committing", "reviewing"]);
     let plan: Vec<String> = store
-        .read(|c| {
+        .reading(|c| {
             let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {TO_SWEEP}"))?;
             let steps = st
                 .query_map(params![true], |r| r.get::<_, String>(3))?
@@ -547,53 +569,4 @@ fn the_sweep_reads_only_the_policies_a_task_drives_by_its_index() {
             .any(|s| s.contains("policies_status") || s.contains("TEMP B-TREE")),
         "{plan:?}"
     );
-}
-
-#[test]
-fn after_commit_runs_once_committed_with_the_store_free_and_never_on_a_rollback() {
-    use std::sync::{Arc, Mutex};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(Store::open(dir.path()).expect("open"));
-    let seen: Arc<Mutex<Vec<i64>>> = Arc::default();
-    let (s2, seen2) = (store.clone(), seen.clone());
-    let cursor = store
-        .write(|tx| {
-            let c = tx.append_event(
-                &crate::model::event::Event::decode("policy:passed", json!({})),
-                None,
-                None,
-                &[],
-            )?;
-            tx.after_commit(move || {
-                // The store is free again, and the event is committed.
-                let n = s2
-                    .read(|c| {
-                        Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))?)
-                    })
-                    .expect("read");
-                seen2.lock().expect("lock").push(n);
-                append(&s2, "policy:failed", None);
-            });
-            Ok(c)
-        })
-        .expect("write");
-    assert!(cursor > 0);
-    assert_eq!(*seen.lock().expect("lock"), [1]);
-    let seen3 = seen.clone();
-    let r: StoreResult<()> = store.write(|tx| {
-        tx.append_event(
-            &crate::model::event::Event::decode("policy:passed", json!({})),
-            None,
-            None,
-            &[],
-        )?;
-        tx.after_commit(move || seen3.lock().expect("lock").push(-1));
-        Err(StoreError::Sqlite("refused".into()))
-    });
-    assert!(r.is_err());
-    assert_eq!(*seen.lock().expect("lock"), [1], "a rollback runs nothing");
-    let n = store
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))?))
-        .expect("read");
-    assert_eq!(n, 2, "the first event and the one written after its commit");
 }
