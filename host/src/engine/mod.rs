@@ -441,7 +441,7 @@ impl Engine {
             tx.put_policy(p)?;
         }
         for &event in step.events {
-            let change = payload(event).filter(|c| c.kind() == event.as_str());
+            let change = payload(event).filter(|c| PolicyEvent::of(c) == event);
             let Some(change) = change else {
                 tracing::error!(policy = %p.id, event = event.as_str(), ?input, "a transition's event has no payload");
                 return Err(EngineError::Internal(format!(
