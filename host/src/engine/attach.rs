@@ -4,7 +4,8 @@
 //! leaves no trace but its error, which names the field.
 
 use super::machine::{Input, Task, drives};
-use super::{Engine, EngineError, EngineResult};
+use super::services::Policies;
+use super::{EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
 use crate::config::Trust;
@@ -185,7 +186,7 @@ fn validate_at(
     Ok(())
 }
 
-impl Engine {
+impl Policies {
     /// Attaches a policy: validates everything, stores it with its
     /// `policy:attached` event, and queues its gate at once when its
     /// members have already ended their turn (`watchFrom: "latest"`).
@@ -219,11 +220,11 @@ impl Engine {
         {
             return Ok(p);
         }
-        let limit = self.runner().config().daemon.attach_timeout;
-        let engine = self.clone();
+        let limit = self.engine().runner().config().daemon.attach_timeout;
+        let engine = self.engine();
         let checks = tokio::task::spawn_blocking(move || {
             input.set_attached_by(trust);
-            let store = &engine.inner.store;
+            let store = engine.store();
             // Every session the policy (or its chain) watches, and so may
             // nudge, must be the caller's: its key, or the operator token.
             validate(&mut input, &engine.runner(), &|id| {
@@ -257,7 +258,7 @@ impl Engine {
                 });
             }
         };
-        let (policy, fresh) = self.write(|tx| {
+        let (policy, fresh) = self.engine().write(|tx| {
             if let Some((k, _)) = &key {
                 // Another attach with this key won the race meanwhile.
                 if let Some((id, _)) = tx.idempotent(k)? {
@@ -294,7 +295,7 @@ impl Engine {
     /// The policy an earlier attach with this (scoped) key made, when the
     /// request is the same; a conflict when it is not.
     fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
-        let found = self.write(|tx| Ok(tx.idempotent(key)?))?;
+        let found = self.engine().write(|tx| Ok(tx.idempotent(key)?))?;
         let Some((id, earlier)) = found else {
             return Ok(None);
         };
@@ -307,7 +308,7 @@ impl Engine {
             });
         }
         tracing::info!(policy = %id, "attach replayed for its idempotency key");
-        Ok(Some(self.policy(&id)?))
+        Ok(Some(self.engine().policy(&id)?))
     }
 
     /// Inserts a validated policy in `tx`, publishing `policy:attached`
@@ -423,8 +424,8 @@ impl Engine {
                     Some(ev::PolicyChange::queued("every member had already ended its turn").into())
                 },
             )?;
-            if drives(Task::Slot, p.status) && !self.supervising() {
-                self.wait_paused(tx, &p)?;
+            if drives(Task::Slot, p.status) && !self.engine().supervising() {
+                self.engine().wait_paused(tx, &p)?;
             }
         }
         Ok(p)

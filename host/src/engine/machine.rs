@@ -5,7 +5,7 @@
 //! It owns the rules only. It must never touch the store, the clock, a
 //! process or the network: [`decide`] is a pure function, unit-tested for
 //! every state × input, and the engine's one transition function
-//! (`Engine::transition`) is the only place that applies its answer.
+//! (`Policies::transition`) is the only place that applies its answer.
 
 use crate::store::PolicyStatus;
 
