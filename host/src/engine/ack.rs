@@ -111,6 +111,7 @@ impl Policies {
         by: &str,
         proof: Option<&crate::passkey::Proof>,
     ) -> EngineResult<PolicyRow> {
+        let engine = self.engine();
         let by_passkey = proof.map(crate::passkey::Proof::by);
         let by = by_passkey.as_deref().unwrap_or(by);
         let nudge = match comment {
@@ -129,7 +130,7 @@ impl Policies {
             }
             Some(c) => super::reject_nudge(id, c),
         };
-        let current = self.engine().policy(id)?;
+        let current = engine.policy(id)?;
         if !awaits_ack(current.status) {
             return Err(EngineError::Conflict {
                 code: "not-awaiting-ack",
@@ -163,7 +164,7 @@ impl Policies {
         };
         if approve {
             reviewed_tree(id, plan, tree)?;
-            self.engine().check_approver(&current, proof)?;
+            engine.check_approver(&current, proof)?;
         }
         let paths = plan.paths.clone();
         let snapshot = plan.snapshot.clone();
@@ -198,7 +199,7 @@ impl Policies {
         } else {
             None
         };
-        let (p, step) = self.engine().write(|tx| {
+        let (p, step) = engine.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
@@ -207,7 +208,7 @@ impl Policies {
                 // Checked again where the decision is stored: a re-gate
                 // between the first look and here is refused too.
                 reviewed_tree(id, plan_now, tree)?;
-                self.engine().check_approver(&p, proof)?;
+                engine.check_approver(&p, proof)?;
             }
             let gated = plan_now.fingerprint.clone();
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);

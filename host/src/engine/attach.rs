@@ -2,6 +2,10 @@
 //! against the sessions, the runner and the workspace, and stored.
 //! Everything is checked here, before anything is stored: a refused attach
 //! leaves no trace but its error, which names the field.
+//!
+//! It owns the checks and the new policy's first row and events
+//! (`Policies::attach`, `insert_policy`). It must never store a policy it
+//! refused, nor let a caller watch (and so nudge) a session not its own.
 
 use super::machine::{Input, Task, drives};
 use super::services::Policies;
@@ -295,7 +299,8 @@ impl Policies {
     /// The policy an earlier attach with this (scoped) key made, when the
     /// request is the same; a conflict when it is not.
     fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
-        let found = self.engine().write(|tx| Ok(tx.idempotent(key)?))?;
+        let engine = self.engine();
+        let found = engine.write(|tx| Ok(tx.idempotent(key)?))?;
         let Some((id, earlier)) = found else {
             return Ok(None);
         };
@@ -308,7 +313,7 @@ impl Policies {
             });
         }
         tracing::info!(policy = %id, "attach replayed for its idempotency key");
-        Ok(Some(self.engine().policy(&id)?))
+        Ok(Some(engine.policy(&id)?))
     }
 
     /// Inserts a validated policy in `tx`, publishing `policy:attached`
@@ -319,6 +324,7 @@ impl Policies {
         input: &AttachInput,
         parent: Option<&str>,
     ) -> EngineResult<PolicyRow> {
+        let engine = self.engine();
         let members = input.members();
         let head = tx.head_cursor()?;
         let (watch_after, count_ended) = match &input.watch_from {
@@ -424,8 +430,8 @@ impl Policies {
                     Some(ev::PolicyChange::queued("every member had already ended its turn").into())
                 },
             )?;
-            if drives(Task::Slot, p.status) && !self.engine().supervising() {
-                self.engine().wait_paused(tx, &p)?;
+            if drives(Task::Slot, p.status) && !engine.supervising() {
+                engine.wait_paused(tx, &p)?;
             }
         }
         Ok(p)

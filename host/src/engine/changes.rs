@@ -127,14 +127,15 @@ impl Policies {
         comments: &[LineComment],
         by: &str,
     ) -> EngineResult<PolicyRow> {
+        let engine = self.engine();
         let comments = checked_comments(comments)
             .map_err(|(field, message)| super::sessions::invalid(&field, message))?;
         let message = changes_nudge(id, &comments);
-        let current = self.engine().policy(id)?;
+        let current = engine.policy(id)?;
         stored::damaged(&current)?;
         let input = stored::spec(&current)?;
         let alive = self.alive_members(input)?;
-        let (p, step) = self.engine().write(|tx| {
+        let (p, step) = engine.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;

@@ -62,7 +62,8 @@ impl Policies {
     /// prepared again on the new HEAD — the fingerprint still guards the
     /// content — a bounded number of times before the policy is blocked.
     async fn commit_task(&self, id: &str) -> EngineResult<()> {
-        let p = self.engine().policy(id)?;
+        let engine = self.engine();
+        let p = engine.policy(id)?;
         if !drives(Task::Commit, p.status) {
             return Ok(());
         }
@@ -96,7 +97,7 @@ impl Policies {
                 );
             }
             tracing::info!(policy = id, %reference, "the branch moved before the commit was published; preparing it again");
-            self.engine().write(|tx| {
+            engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(());
                 };
@@ -112,7 +113,8 @@ impl Policies {
     /// One try: prepare (unless stored) and publish. `Some(reference)`:
     /// the branch moved away from the prepared parent.
     async fn commit_once(&self, id: &str, workspace: &str) -> EngineResult<Option<String>> {
-        let p = self.engine().policy(id)?;
+        let engine = self.engine();
+        let p = engine.policy(id)?;
         if !drives(Task::Commit, p.status) {
             return Ok(None);
         }
@@ -124,7 +126,7 @@ impl Policies {
                 let plan = stored::plan_required(&p)?.clone();
                 let (paths, message, fp) = (plan.paths, plan.message, plan.fingerprint);
                 let ws = workspace.clone();
-                let runner = self.engine().runner();
+                let runner = engine.runner();
                 let snapshot = plan.snapshot;
                 let made = tokio::task::spawn_blocking(move || {
                     let who = &runner.config().daemon.committer;
@@ -141,7 +143,7 @@ impl Policies {
                         return self.finish_commit(id, None, true).map(|_| None);
                     }
                     Ok(pr) => {
-                        let still = self.engine().write(|tx| {
+                        let still = engine.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(false);
                             };
@@ -167,7 +169,7 @@ impl Policies {
                             }
                             _ => "the commit paths changed after the ack; the gate runs again",
                         };
-                        let step = self.engine().write(|tx| {
+                        let step = engine.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(None);
                             };
@@ -213,7 +215,7 @@ impl Policies {
         let state = loop {
             attempt += 1;
             let started = now_ms();
-            let recorded = self.engine().write(|tx| {
+            let recorded = engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(false);
                 };
@@ -232,7 +234,7 @@ impl Policies {
             // a previous life and never ended: that life died in them, and
             // its locks are in the way of every commit here.
             let (mut ours, mut dead) = (Vec::new(), Vec::new());
-            for other in self.engine().store().policies_with_open_publishes()? {
+            for other in engine.store().policies_with_open_publishes()? {
                 if self.workspace_of(&other).ok().as_deref() == Some(workspace.as_str()) {
                     let spans: Vec<_> = other
                         .publish_open
@@ -247,7 +249,7 @@ impl Policies {
             }
             let ws = workspace.clone();
             let pr = prepared.clone();
-            let runner = self.engine().runner();
+            let runner = engine.runner();
             let outcome = tokio::task::spawn_blocking(move || {
                 let who = &runner.config().daemon.committer;
                 confined(&runner, Path::new(&ws), || {
@@ -273,7 +275,7 @@ impl Policies {
             // This publish ended (its locks are released); after one that
             // went through, the dead lives' locks are gone too.
             let ended = outcome.is_ok();
-            let closed = self.engine().write(|tx| {
+            let closed = engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(());
                 };

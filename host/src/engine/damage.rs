@@ -119,7 +119,8 @@ impl Policies {
     /// (never one session read per policy): `sessions` holds every
     /// session whose row does not decode (and may hold others).
     pub(super) fn settle_damaged_rows(&self, sessions: &[SessionRow]) -> EngineResult<()> {
-        for id in self.engine().store().damaged_policies()? {
+        let engine = self.engine();
+        for id in engine.store().damaged_policies()? {
             if let Some(step) = self.block_damaged(&id)? {
                 self.perform(&id, &step);
             }
@@ -132,11 +133,11 @@ impl Policies {
         // blocked naming its first damaged member (as its row lists them).
         let mut ids = std::collections::BTreeSet::new();
         for s in &sessions {
-            ids.extend(self.engine().store().live_with(&s.id)?);
+            ids.extend(engine.store().live_with(&s.id)?);
         }
         let mut policies = Vec::new();
         for id in ids {
-            policies.extend(self.engine().store().policy(&id)?);
+            policies.extend(engine.store().policy(&id)?);
         }
         policies.sort_by_key(|p| p.seq);
         for p in policies {

@@ -28,13 +28,14 @@ impl Policies {
         judged: Judged,
         changed: Changed,
     ) -> EngineResult<Option<Step>> {
+        let engine = self.engine();
         let Changed {
             summary: changes,
             review_diff,
         } = changed;
         let summary = ev::GateSummary::of(&report);
         let alive = self.alive_members(input)?;
-        self.engine().write(|tx| {
+        engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -64,7 +65,7 @@ impl Policies {
                     let v = judged.verdict;
                     match v {
                         // A review chain: the reviewer reviews what passed.
-                        Verdict::Pass(after) => self.engine().reviews().begin_review(
+                        Verdict::Pass(after) => engine.reviews().begin_review(
                             tx,
                             &mut p,
                             input,

@@ -73,11 +73,12 @@ impl Policies {
         tx: &mut Tx<'_>,
         p: &mut PolicyRow,
     ) -> EngineResult<Option<OwnedSemaphorePermit>> {
+        let engine = self.engine();
         if !drives(Task::Slot, p.status) {
             return Ok(None);
         }
-        if !self.engine().supervising() {
-            return self.engine().wait_paused(tx, p).map(|()| None);
+        if !engine.supervising() {
+            return engine.wait_paused(tx, p).map(|()| None);
         }
         let Ok(slot) = self.gating.clone().try_acquire_owned() else {
             return Ok(None);
@@ -95,14 +96,15 @@ impl Policies {
         id: &str,
         slot: Option<OwnedSemaphorePermit>,
     ) -> EngineResult<Option<Step>> {
+        let engine = self.engine();
         if let Some(slot) = slot {
-            let policy = self.engine().policy(id)?;
+            let policy = engine.policy(id)?;
             if !drives(Task::Gate, policy.status) {
                 return Ok(None);
             }
             return self.gate_policy(id, policy, slot).await;
         }
-        if !self.engine().supervising() {
+        if !engine.supervising() {
             // Waits, queued, its `policy:paused` said (`wait_paused`).
             return Ok(None);
         }
@@ -115,12 +117,12 @@ impl Policies {
                     code: "shutdown",
                     message: "the gating slots are closed".into(),
                 })?;
-        let Some(policy) = self.engine().write(|tx| {
+        let Some(policy) = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
             // Paused while it waited for its slot: it waits on, queued.
-            if !drives(Task::Slot, p.status) || !self.engine().supervising() {
+            if !drives(Task::Slot, p.status) || !engine.supervising() {
                 return Ok(None);
             }
             p.gate_runs += 1;
@@ -144,9 +146,10 @@ impl Policies {
         policy: PolicyRow,
         permit: OwnedSemaphorePermit,
     ) -> EngineResult<Option<Step>> {
+        let engine = self.engine();
         // The configuration this gate runs under, to its end, whatever a
         // reload changes meanwhile.
-        let runner = self.engine().runner();
+        let runner = engine.runner();
         let input = match stored::spec(&policy) {
             Ok(input) => input,
             Err(e) => return self.settle_corrupt(id, &e),
@@ -163,7 +166,7 @@ impl Policies {
         }
         let mut sessions = Vec::new();
         for sid in &policy.sessions {
-            if let Some(s) = self.engine().store().session(sid)? {
+            if let Some(s) = engine.store().session(sid)? {
                 if let Some(e) = super::damage::session_error(&s) {
                     // Its workspace and messages cannot be known.
                     drop(permit);
@@ -241,11 +244,8 @@ impl Policies {
         drop(permit);
         let review_diff = if report.outcome == Outcome::Pass && input.review.is_some() {
             Some(
-                super::review::workspace_diff(
-                    &workspace,
-                    self.engine().runner().config().change_caps,
-                )
-                .await,
+                super::review::workspace_diff(&workspace, engine.runner().config().change_caps)
+                    .await,
             )
         } else {
             None

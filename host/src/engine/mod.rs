@@ -1,5 +1,10 @@
 //! The policy engine: sessions, policies and their lifecycle.
 //!
+//! [`Engine`] is a thin facade: the shared core (the store, the bus, the
+//! configuration in force, the stopping flag) and one of each service
+//! (`engine/services.rs`), which owns its state and its methods; what the
+//! API and CLI call stays callable on `Engine` by one-line delegations.
+//!
 //! It drives the state machine of [`machine`]
 //! (`watching → queued → gating → done | nudging → watching | blocked`, and
 //! for commit policies `… → awaiting-ack → committing → done | cancelled`):
@@ -18,12 +23,14 @@ mod ack;
 mod acp;
 mod agent_process;
 pub mod attach;
+mod bridge;
 mod busy;
 pub mod chain;
 mod changes;
 mod commits;
 mod confined_agent;
 mod damage;
+mod error;
 mod fan_in;
 mod gated;
 mod judge;
@@ -54,9 +61,10 @@ pub mod watchdog;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use changes::{DiffSide, LineComment, MAX_COMMENT_BODY, MAX_COMMENTS, changes_nudge};
+pub use error::{EngineError, EngineResult};
 pub use keys::Caller;
 pub use machine::PolicyEvent;
-use machine::{Input, Step};
+use machine::Step;
 pub use nudge::{MAX_REJECT_COMMENT, reject_nudge, render_nudge};
 pub use routines::{RoutineEvent, RoutineView};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
@@ -64,7 +72,6 @@ pub use started::StartInput;
 
 use crate::bus::Bus;
 use crate::gate::GateRunner;
-use crate::model::event::Change;
 use crate::store::{
     EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, Store, StoreError, Tx,
 };
@@ -72,59 +79,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// Bad input; `field` names where.
-    #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
-    #[error("{0}")]
-    NotFound(String),
-    /// The request does not fit the current state (double ack, stale ack,
-    /// cancel of a settled policy); `code` is machine-readable.
-    #[error("{message}")]
-    Conflict { code: &'static str, message: String },
-    /// The credential may not do this (a session of another owner).
-    #[error("{message}")]
-    Forbidden { code: &'static str, message: String },
-    /// The request could not be served now (a time bound); retrying may
-    /// succeed. Nothing was changed.
-    #[error("{message}")]
-    Unavailable { code: &'static str, message: String },
-    /// A stored row that does not decode (a damaged store, or one written
-    /// by a newer gatehost): never read as `null`.
-    #[error("policy {policy}: its stored {column} does not decode: {message}")]
-    Corrupt {
-        policy: String,
-        column: String,
-        message: String,
-    },
-    /// A session row that does not decode: that session cannot be
-    /// reported on, and a policy that needs it is blocked.
-    #[error("session {session}: its stored {column} does not decode: {message}")]
-    SessionCorrupt {
-        session: String,
-        column: String,
-        message: String,
-    },
-    /// The daemon failed inside, not the request: a blocking task it ran
-    /// panicked or was cancelled. Answered as 500 `internal`.
-    #[error("{0}")]
-    Internal(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl EngineError {
-    /// The blocking task `what` did not finish (it panicked or was
-    /// cancelled): an internal error, never the caller's conflict.
-    pub(crate) fn task_failed(what: &str, e: tokio::task::JoinError) -> Self {
-        tracing::error!(task = what, error = %e, "a blocking task did not finish");
-        EngineError::Internal(format!("{what} failed: {e}"))
-    }
-}
-
-pub type EngineResult<T> = Result<T, EngineError>;
 
 /// The engine. Cheap to clone.
 #[derive(Clone)]
@@ -179,15 +133,6 @@ fn lane(
         .entry(key.to_string())
         .or_default()
         .clone()
-}
-
-impl From<crate::model::Invalid> for EngineError {
-    fn from(e: crate::model::Invalid) -> Self {
-        EngineError::Invalid {
-            field: e.field,
-            message: e.message,
-        }
-    }
 }
 
 impl Engine {
@@ -360,74 +305,6 @@ impl Engine {
     /// Starts retention (`Policies::spawn_retention`).
     pub fn spawn_retention(&self) {
         self.policies().spawn_retention()
-    }
-
-    // BRIDGE (policies helper; removed at the merge, once the services
-    // half calls `self.engine().policies().…`): what the services half's
-    // files call of the policy lifecycle, still on `Engine` in this tree.
-
-    pub(crate) fn transition(
-        &self,
-        tx: &mut Tx<'_>,
-        p: &mut PolicyRow,
-        input: Input,
-        payload: impl Fn(PolicyEvent) -> Option<Change>,
-    ) -> EngineResult<Option<Step>> {
-        self.policies().transition(tx, p, input, payload)
-    }
-
-    pub(crate) fn perform(&self, id: &str, step: &Step) {
-        self.policies().perform(id, step)
-    }
-
-    pub(crate) fn policy_event(
-        &self,
-        tx: &mut Tx<'_>,
-        change: impl Into<Change>,
-        p: &PolicyRow,
-    ) -> EngineResult<i64> {
-        self.policies().policy_event(tx, change, p)
-    }
-
-    pub(crate) fn settle_damaged(
-        &self,
-        tx: &mut Tx<'_>,
-        p: &mut PolicyRow,
-    ) -> EngineResult<Option<Step>> {
-        self.policies().settle_damaged(tx, p)
-    }
-
-    pub(crate) fn schedule_gate(&self, id: &str) {
-        self.policies().schedule_gate(id)
-    }
-
-    pub(crate) fn schedule_gate_with(
-        &self,
-        id: &str,
-        slot: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) {
-        self.policies().schedule_gate_with(id, slot)
-    }
-
-    pub(crate) fn try_start_gating(
-        &self,
-        tx: &mut Tx<'_>,
-        p: &mut PolicyRow,
-    ) -> EngineResult<Option<tokio::sync::OwnedSemaphorePermit>> {
-        self.policies().try_start_gating(tx, p)
-    }
-
-    pub(crate) fn insert_policy(
-        &self,
-        tx: &mut Tx<'_>,
-        input: &AttachInput,
-        parent: Option<&str>,
-    ) -> EngineResult<PolicyRow> {
-        self.policies().insert_policy(tx, input, parent)
-    }
-
-    pub(crate) fn redrive(&self, p: &PolicyRow, reason: &str) -> EngineResult<()> {
-        self.policies().redrive(p, reason)
     }
 
     // FACADE (services helper): what the API and CLI call of sessions,

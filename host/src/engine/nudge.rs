@@ -180,6 +180,7 @@ impl Policies {
     }
 
     async fn nudge_task(&self, id: &str) -> EngineResult<()> {
+        let engine = self.engine();
         // A test hook: widens the window between the nudge's publication
         // and this task, where an agent's turn-end must not be lost.
         if let Some(ms) = std::env::var("GATEHOST_TEST_NUDGE_DELAY_MS")
@@ -188,7 +189,7 @@ impl Policies {
         {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
-        let p = self.engine().policy(id)?;
+        let p = engine.policy(id)?;
         if !drives(Task::Nudge, p.status) {
             return Ok(());
         }
@@ -202,19 +203,16 @@ impl Policies {
                 return Ok(());
             }
         };
-        let message = match delivered_nudge(
-            &p,
-            input,
-            &self.engine().runner().config().daemon.default_nudge,
-        ) {
-            Ok(m) => m,
-            Err(e) => {
-                if let Some(step) = self.settle_corrupt(id, &e)? {
-                    self.perform(id, &step);
+        let message =
+            match delivered_nudge(&p, input, &engine.runner().config().daemon.default_nudge) {
+                Ok(m) => m,
+                Err(e) => {
+                    if let Some(step) = self.settle_corrupt(id, &e)? {
+                        self.perform(id, &step);
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-        };
+            };
         // The nudge's cursor: a turn-end reported after the nudge was
         // published (an agent that acts on the event at once) counts, even
         // if it came before this task ran.
@@ -233,7 +231,7 @@ impl Policies {
         let alive = self.alive_members(input)?;
         // Watch again first, then deliver: a turn-end that follows the
         // nudge at once must find the policy watching.
-        let watching = self.engine().write(|tx| {
+        let watching = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -301,7 +299,7 @@ impl Policies {
         }
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in alive {
-                self.engine().deliver_prompt(&sid, &message).await;
+                engine.deliver_prompt(&sid, &message).await;
             }
         }
         Ok(())

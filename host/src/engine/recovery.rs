@@ -97,17 +97,18 @@ impl Policies {
     /// it, or at the next start), nor, while supervision is paused, queued
     /// ones.
     pub(super) fn sweep(&self) -> EngineResult<()> {
+        let engine = self.engine();
         let stale_before = now_ms() - SWEEP_AFTER_MS;
         for p in self
             .engine()
             .store()
-            .policies_to_sweep(self.engine().supervising())?
+            .policies_to_sweep(engine.supervising())?
         {
             if p.damage.is_some() {
                 if let Some(step) = self.block_damaged(&p.id)? {
                     self.perform(&p.id, &step);
                 }
-            } else if drives(Task::Slot, p.status) && !self.engine().supervising() {
+            } else if drives(Task::Slot, p.status) && !engine.supervising() {
                 // It waits for supervision, said by its `policy:paused`.
             } else if WORKING.contains(&p.status) && p.updated_at < stale_before {
                 self.redrive(
@@ -170,20 +171,21 @@ impl Policies {
     /// `policy:blocked` event instead of running the gate again: a gate
     /// input that kills the daemon must not crash-loop it.
     pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+        let engine = self.engine();
         if let Some(signal) = fault {
             tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
         }
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
-        let routines = self.engine().recover_routines()?;
+        let routines = engine.recover_routines()?;
         // One read of the sessions, keeping only the damaged and the
         // started ones (never every session held, nor one read per policy).
-        let sessions = self.engine().store().sessions_to_recover()?;
-        self.engine().recover_started_sessions(&sessions)?;
-        self.engine().perform_routine_actions(routines);
+        let sessions = engine.store().sessions_to_recover()?;
+        engine.recover_started_sessions(&sessions)?;
+        engine.perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
         self.settle_damaged_rows(&sessions)?;
-        let open = self.engine().store().policies(WORKING)?;
+        let open = engine.store().policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started
             // session ended its turn) is left to its task.
@@ -193,11 +195,11 @@ impl Policies {
             }
             self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
         }
-        if !self.engine().supervising() {
+        if !engine.supervising() {
             tracing::warn!(
                 "supervision is paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
             );
-            self.engine().announce_paused()?;
+            engine.announce_paused()?;
         }
         Ok(())
     }

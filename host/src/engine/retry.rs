@@ -61,14 +61,15 @@ impl Policies {
     /// while supervision is paused, the policy waits and says so
     /// (`policy:paused`; the reload that enables supervision runs it).
     fn retry_now(&self, id: &str) {
-        if self.engine().supervising() {
+        let engine = self.engine();
+        if engine.supervising() {
             self.schedule_gate(id);
             return;
         }
-        let said = self.engine().write(|tx| {
+        let said = engine.write(|tx| {
             match tx.policy(id)? {
                 Some(p) if drives(Task::Slot, p.status) && p.damage.is_none() => {
-                    self.engine().wait_paused(tx, &p)?;
+                    engine.wait_paused(tx, &p)?;
                 }
                 _ => {}
             }

@@ -217,8 +217,9 @@ impl Reviews {
     }
 
     fn settle_and_perform(&self, id: &str, e: &super::EngineError) -> EngineResult<()> {
-        if let Some(step) = self.engine().policies().settle_corrupt(id, e)? {
-            self.engine().policies().perform(id, &step);
+        let engine = self.engine();
+        if let Some(step) = engine.policies().settle_corrupt(id, e)? {
+            engine.policies().perform(id, &step);
         }
         Ok(())
     }
@@ -232,12 +233,13 @@ impl Reviews {
         gate: &crate::gate::GateSpec,
         record: &ChainRecord,
     ) -> EngineResult<Answer> {
-        let runner = self.engine().runner();
+        let engine = self.engine();
+        let runner = engine.runner();
         let mut workspace = String::new();
         let mut text = Vec::new();
         let mut members = Vec::new();
         for sid in &p.sessions {
-            if let Some(s) = self.engine().store().session(sid)? {
+            if let Some(s) = engine.store().session(sid)? {
                 if workspace.is_empty() {
                     workspace = s.workspace.clone();
                 }
@@ -288,11 +290,12 @@ impl Reviews {
         rubric: &str,
         record: &ChainRecord,
     ) -> EngineResult<Option<Answer>> {
+        let engine = self.engine();
         // One review in flight per reviewer session: the others wait here
         // (in turn) before their prompt is delivered.
         let lane = self.reviewer_lane(reviewer);
         let _turn = lane.lock().await;
-        self.engine()
+        engine
             .deliver_prompt(reviewer, &session_prompt(rubric, record))
             .await;
         // A reviewer already stale will not answer either.
@@ -316,13 +319,13 @@ impl Reviews {
             ..Default::default()
         };
         loop {
-            let p = self.engine().policy(id)?;
+            let p = engine.policy(id)?;
             let still = drives(Task::Review, p.status)
                 && stored::chain(&p)?.is_some_and(|r| r.cycle == record.cycle);
             if !still {
                 return Ok(None);
             }
-            let found = self.engine().wait_events(&filter, ANSWER_POLL).await?;
+            let found = engine.wait_events(&filter, ANSWER_POLL).await?;
             if let Some(e) = found.first() {
                 let message = match &e.event {
                     Event::Session(SessionEvent::Exited(_)) => {
@@ -352,7 +355,7 @@ impl Reviews {
                     }
                 }
             }
-            if self.engine().is_stopping() {
+            if engine.is_stopping() {
                 return Ok(None);
             }
         }
@@ -367,7 +370,8 @@ impl Reviews {
         review: &super::attach::ReviewInput,
         answer: Answer,
     ) -> EngineResult<()> {
-        let applied = self.engine().write(|tx| {
+        let engine = self.engine();
+        let applied = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -440,7 +444,7 @@ impl Reviews {
                 max_cycles: max,
                 reason: reason.clone(),
             };
-            let step = self.engine().policies().transition(tx, &mut p, Input::Review(step), |event| {
+            let step = engine.policies().transition(tx, &mut p, Input::Review(step), |event| {
                 Some(match event {
                     PolicyEvent::ReviewVerdict => R::Verdict(ev::ReviewVerdict {
                         cycle,
@@ -479,12 +483,12 @@ impl Reviews {
         let Some((step, repairer, message)) = applied else {
             return Ok(());
         };
-        self.engine().policies().perform(id, &step);
+        engine.policies().perform(id, &step);
         if step
             .effects
             .contains(&super::machine::Effect::DeliverRepair)
         {
-            self.engine().deliver_prompt(&repairer, &message).await;
+            engine.deliver_prompt(&repairer, &message).await;
         }
         Ok(())
     }
