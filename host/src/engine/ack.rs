@@ -7,8 +7,8 @@
 //! approval of a tree other than the one reviewed, nor change a policy's
 //! state but through the transition.
 
+use super::Policies;
 use super::machine::{Input, awaits_ack};
-use super::services::Policies;
 use super::{EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self};
 use crate::model::event::{self as ev, PolicyChange as P};

@@ -7,8 +7,8 @@
 //! (`Policies::attach`, `insert_policy`). It must never store a policy it
 //! refused, nor let a caller watch (and so nudge) a session not its own.
 
+use super::Policies;
 use super::machine::{Input, Task, drives};
-use super::services::Policies;
 use super::{EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;

@@ -23,7 +23,7 @@ impl Engine {
     }
 
     pub(crate) fn perform(&self, id: &str, step: &Step) {
-        self.policies().perform(id, step)
+        self.policies().perform(id, step);
     }
 
     pub(crate) fn policy_event(
@@ -44,7 +44,7 @@ impl Engine {
     }
 
     pub(crate) fn schedule_gate(&self, id: &str) {
-        self.policies().schedule_gate(id)
+        self.policies().schedule_gate(id);
     }
 
     pub(crate) fn schedule_gate_with(
@@ -52,7 +52,7 @@ impl Engine {
         id: &str,
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
-        self.policies().schedule_gate_with(id, slot)
+        self.policies().schedule_gate_with(id, slot);
     }
 
     pub(crate) fn try_start_gating(

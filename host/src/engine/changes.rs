@@ -8,8 +8,8 @@
 //! `Policies::transition`, and never put anything the agent wrote in the
 //! nudge.
 
+use super::Policies;
 use super::machine::{Input, awaits_ack};
-use super::services::Policies;
 use super::{EngineResult, PolicyEvent, stored};
 use crate::model::event::{self as ev, PolicyChange};
 use crate::store::{PolicyRow, now_ms};

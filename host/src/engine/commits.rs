@@ -8,8 +8,8 @@
 //! what is left: a prepared commit whose branch already moved is only
 //! recorded, never made twice.
 
+use super::Policies;
 use super::machine::{CommitResult, Input, Task, drives};
-use super::services::Policies;
 use super::{EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::model::event::{self as ev, PolicyChange as P};

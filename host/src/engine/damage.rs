@@ -10,8 +10,8 @@
 //! policy's status, reason and time), and never let one damaged row stop
 //! the daemon or a read of many.
 
+use super::Policies;
 use super::machine::{self, Decision, Input, Step};
-use super::services::Policies;
 use super::{EngineError, EngineResult};
 use crate::model::event::{BlockOutcome, Blocked, DamageRef, PolicyChange};
 use crate::store::{PolicyRow, SessionRow, Tx};

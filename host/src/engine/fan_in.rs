@@ -7,7 +7,7 @@
 //! repository).
 
 use super::AttachInput;
-use super::services::Policies;
+use super::Policies;
 use crate::store::{PolicyRow, SessionRow};
 use crate::verdict::{Outcome, RunReport};
 

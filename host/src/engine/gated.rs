@@ -6,11 +6,11 @@
 //! policy that left `gating` meanwhile (a cancel), and never change a
 //! policy's state but through the transition.
 
+use super::Policies;
 use super::judge::{Judged, judge_outcome};
 use super::machine::{Input, Step, Task, Verdict, drives};
 use super::nudge::render_nudge;
 use super::said::Said;
-use super::services::Policies;
 use super::{AttachInput, EngineResult, PolicyEvent, stored};
 use crate::gate::GateRunner;
 use crate::model::event::{self as ev, PolicyChange as P};

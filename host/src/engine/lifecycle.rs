@@ -5,11 +5,11 @@
 //! It owns the gate tasks and the gating slots. It must never run a gate
 //! without a slot, nor two gate tasks for one policy.
 
+use super::Policies;
 use super::judge::Judged;
 use super::machine::{Input, Step, Task, drives};
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
-use super::services::Policies;
 use super::{AttachInput, EngineError, EngineResult, GateOn, Then, stored};
 use crate::gate::{GateContext, GateRunner};
 use crate::model::event::{self as ev, PolicyChange as P};

@@ -70,6 +70,10 @@ pub use routines::{RoutineEvent, RoutineView};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 
+// The services of this half, named here so that their files import them
+// from the engine (a parent), never from `services` (a sibling).
+use services::{Policies, Reviews};
+
 use crate::bus::Bus;
 use crate::gate::GateRunner;
 use crate::store::{
@@ -95,8 +99,8 @@ struct Inner {
     bus: Bus,
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
-    policies: services::Policies,
-    reviews: services::Reviews,
+    policies: Policies,
+    reviews: Reviews,
     sessions: services::Sessions,
     agents: services::Agents,
     routines: services::Routines,
@@ -155,7 +159,7 @@ impl Engine {
                 store,
                 bus: Bus::new(head),
                 stopping: tokio::sync::watch::Sender::new(false),
-                policies: services::Policies {
+                policies: Policies {
                     service: service.clone(),
                     gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                     gate_tasks: Mutex::new(HashMap::new()),
@@ -165,7 +169,7 @@ impl Engine {
                     worktrees,
                     stat_caches: Mutex::new(HashMap::new()),
                 },
-                reviews: services::Reviews {
+                reviews: Reviews {
                     service: service.clone(),
                     review_tasks: Mutex::new(HashMap::new()),
                     reviewer_lanes: Mutex::new(HashMap::new()),
@@ -194,12 +198,12 @@ impl Engine {
     }
 
     /// The policy lifecycle.
-    pub(crate) fn policies(&self) -> &services::Policies {
+    pub(crate) fn policies(&self) -> &Policies {
         &self.inner.policies
     }
 
     /// Review chains.
-    pub(crate) fn reviews(&self) -> &services::Reviews {
+    pub(crate) fn reviews(&self) -> &Reviews {
         &self.inner.reviews
     }
 
@@ -299,12 +303,12 @@ impl Engine {
 
     /// Starts the sweep (`Policies::spawn_sweeper`).
     pub fn spawn_sweeper(&self) {
-        self.policies().spawn_sweeper()
+        self.policies().spawn_sweeper();
     }
 
     /// Starts retention (`Policies::spawn_retention`).
     pub fn spawn_retention(&self) {
-        self.policies().spawn_retention()
+        self.policies().spawn_retention();
     }
 
     // FACADE (services helper): what the API and CLI call of sessions,

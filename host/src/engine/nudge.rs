@@ -6,8 +6,8 @@
 //! turn-end reported between the nudge's publication and its task, and
 //! never change a policy's state but through `Policies::transition`.
 
+use super::Policies;
 use super::machine::{AfterNudge, Input, Task, drives};
-use super::services::Policies;
 use super::{AttachInput, EngineError, EngineResult, PolicyEvent, stored};
 use crate::model::event as ev;
 use crate::store::{PolicyRow, SessionState, now_ms};

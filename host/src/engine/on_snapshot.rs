@@ -8,7 +8,7 @@
 //! worktree before the caller is done with the machine for the verdict.
 
 use super::AttachInput;
-use super::services::Policies;
+use super::Policies;
 use crate::commit::{TreeSnapshot, Watch};
 use crate::gate::GateRunner;
 use crate::store::PolicyRow;

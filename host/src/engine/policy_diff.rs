@@ -6,7 +6,7 @@
 //! is not made; the commit against its parent once it is). Must never
 //! change state, read the workspace's files, or run anything.
 
-use super::services::Policies;
+use super::Policies;
 use super::{EngineError, EngineResult, stored};
 use crate::commit::patch::{self, PageBounds, PatchPage, PatchSpec};
 use crate::store::PolicyRow;

@@ -6,8 +6,8 @@
 //! policy's state but through `Policies::transition`, and never start a
 //! second task for a policy that has one.
 
+use super::Policies;
 use super::machine::{Decision, Input, Task, drives};
-use super::services::Policies;
 use super::{EngineResult, WORKING, machine};
 use crate::model::event::{BlockOutcome, Blocked, PolicyChange, Queued};
 use crate::store::{PolicyRow, now_ms};

@@ -5,8 +5,8 @@
 //! retry a gate that gave a verdict (the lifecycle decides that), and
 //! never hold a gating slot while it waits.
 
+use super::Policies;
 use super::machine::{Task, Verdict, drives};
-use super::services::Policies;
 use crate::store::PolicyRow;
 use crate::verdict::RunReport;
 

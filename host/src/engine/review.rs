@@ -10,10 +10,10 @@
 //! cycle is checked in the transaction that applies it), and never read a
 //! verdict from anything but the reviewer's own output.
 
+use super::Reviews;
 use super::attach::Reviewer;
 use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainState, ShipTo};
 use super::machine::{AfterPass, Input, ReviewStep, Task, Verdict, drives};
-use super::services::Reviews;
 use super::{AttachInput, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;
 use crate::model::event::{

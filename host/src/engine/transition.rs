@@ -10,8 +10,8 @@
 //! state change is not stored, nor store an event of another kind than the
 //! step names.
 
+use super::Policies;
 use super::machine::{self, Decision, Effect, Input, PolicyEvent, Step};
-use super::services::Policies;
 use super::{EngineError, EngineResult, busy};
 use crate::model::event::{Change, PolicyChange, PolicyHead};
 use crate::store::{PolicyRow, PolicyStatus, Tx, now_ms};
