@@ -99,8 +99,8 @@ struct Inner {
     bus: Bus,
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
-    policies: Policies,
-    reviews: Reviews,
+    policies: services::Policies,
+    reviews: services::Reviews,
     sessions: services::Sessions,
     agents: services::Agents,
     routines: services::Routines,
@@ -159,7 +159,7 @@ impl Engine {
                 store,
                 bus: Bus::new(head),
                 stopping: tokio::sync::watch::Sender::new(false),
-                policies: Policies {
+                policies: services::Policies {
                     service: service.clone(),
                     gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
                     gate_tasks: Mutex::new(HashMap::new()),
@@ -169,7 +169,7 @@ impl Engine {
                     worktrees,
                     stat_caches: Mutex::new(HashMap::new()),
                 },
-                reviews: Reviews {
+                reviews: services::Reviews {
                     service: service.clone(),
                     review_tasks: Mutex::new(HashMap::new()),
                     reviewer_lanes: Mutex::new(HashMap::new()),
@@ -198,12 +198,12 @@ impl Engine {
     }
 
     /// The policy lifecycle.
-    pub(crate) fn policies(&self) -> &Policies {
+    pub(crate) fn policies(&self) -> &services::Policies {
         &self.inner.policies
     }
 
     /// Review chains.
-    pub(crate) fn reviews(&self) -> &Reviews {
+    pub(crate) fn reviews(&self) -> &services::Reviews {
         &self.inner.reviews
     }
 
