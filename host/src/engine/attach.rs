@@ -2,9 +2,14 @@
 //! against the sessions, the runner and the workspace, and stored.
 //! Everything is checked here, before anything is stored: a refused attach
 //! leaves no trace but its error, which names the field.
+//!
+//! It owns the checks and the new policy's first row and events
+//! (`Policies::attach`, `insert_policy`). It must never store a policy it
+//! refused, nor let a caller watch (and so nudge) a session not its own.
 
+use super::Policies;
 use super::machine::{Input, Task, drives};
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult};
 use crate::anchor::WorkspaceAnchor;
 use crate::commit::validate_commit_path;
 use crate::config::Trust;
@@ -185,7 +190,7 @@ fn validate_at(
     Ok(())
 }
 
-impl Engine {
+impl Policies {
     /// Attaches a policy: validates everything, stores it with its
     /// `policy:attached` event, and queues its gate at once when its
     /// members have already ended their turn (`watchFrom: "latest"`).
@@ -219,11 +224,11 @@ impl Engine {
         {
             return Ok(p);
         }
-        let limit = self.runner().config().daemon.attach_timeout;
-        let engine = self.clone();
+        let limit = self.engine().runner().config().daemon.attach_timeout;
+        let engine = self.engine();
         let checks = tokio::task::spawn_blocking(move || {
             input.set_attached_by(trust);
-            let store = &engine.inner.store;
+            let store = engine.store();
             // Every session the policy (or its chain) watches, and so may
             // nudge, must be the caller's: its key, or the operator token.
             validate(&mut input, &engine.runner(), &|id| {
@@ -257,7 +262,7 @@ impl Engine {
                 });
             }
         };
-        let (policy, fresh) = self.write(|tx| {
+        let (policy, fresh) = self.engine().write(|tx| {
             if let Some((k, _)) = &key {
                 // Another attach with this key won the race meanwhile.
                 if let Some((id, _)) = tx.idempotent(k)? {
@@ -294,7 +299,8 @@ impl Engine {
     /// The policy an earlier attach with this (scoped) key made, when the
     /// request is the same; a conflict when it is not.
     fn replayed(&self, key: &str, digest: &str) -> EngineResult<Option<PolicyRow>> {
-        let found = self.write(|tx| Ok(tx.idempotent(key)?))?;
+        let engine = self.engine();
+        let found = engine.write(|tx| Ok(tx.idempotent(key)?))?;
         let Some((id, earlier)) = found else {
             return Ok(None);
         };
@@ -307,7 +313,7 @@ impl Engine {
             });
         }
         tracing::info!(policy = %id, "attach replayed for its idempotency key");
-        Ok(Some(self.policy(&id)?))
+        Ok(Some(engine.policy(&id)?))
     }
 
     /// Inserts a validated policy in `tx`, publishing `policy:attached`
@@ -318,6 +324,7 @@ impl Engine {
         input: &AttachInput,
         parent: Option<&str>,
     ) -> EngineResult<PolicyRow> {
+        let engine = self.engine();
         let members = input.members();
         let head = tx.head_cursor()?;
         let (watch_after, count_ended) = match &input.watch_from {
@@ -423,8 +430,8 @@ impl Engine {
                     Some(ev::PolicyChange::queued("every member had already ended its turn").into())
                 },
             )?;
-            if drives(Task::Slot, p.status) && !self.supervising() {
-                self.wait_paused(tx, &p)?;
+            if drives(Task::Slot, p.status) && !engine.supervising() {
+                engine.wait_paused(tx, &p)?;
             }
         }
         Ok(p)

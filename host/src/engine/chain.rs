@@ -8,7 +8,7 @@
 //! It owns the rules only. It must never touch the store, the clock, a
 //! process or the network: [`decide`] is unit-tested for every state ×
 //! outcome, the review task (`engine::review`) does the I/O around it, and
-//! every answer reaches the store through `Engine::transition`, in the
+//! every answer reaches the store through `Policies::transition`, in the
 //! transaction that records the chain's new state, so that a terminal
 //! emission (shipped, escalated) happens at most once across restarts.
 

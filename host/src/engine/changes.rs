@@ -5,11 +5,12 @@
 //!
 //! It owns the comments' checks and the nudge's text ([`changes_nudge`], a
 //! pure function). It must never change a policy's state but through
-//! `Engine::transition`, and never put anything the agent wrote in the
+//! `Policies::transition`, and never put anything the agent wrote in the
 //! nudge.
 
+use super::Policies;
 use super::machine::{Input, awaits_ack};
-use super::{Engine, EngineResult, PolicyEvent, stored};
+use super::{EngineResult, PolicyEvent, stored};
 use crate::model::event::{self as ev, PolicyChange};
 use crate::store::{PolicyRow, now_ms};
 use serde::{Deserialize, Serialize};
@@ -113,7 +114,7 @@ pub fn changes_nudge(policy_id: &str, comments: &[LineComment]) -> String {
     text
 }
 
-impl Engine {
+impl Policies {
     /// The operator's comments on the diff of `id`, awaiting its ack and
     /// reviewed as `tree` (refused, changing nothing, when the snapshot is
     /// another tree now): delivered to the live members as their nudge
@@ -126,19 +127,20 @@ impl Engine {
         comments: &[LineComment],
         by: &str,
     ) -> EngineResult<PolicyRow> {
+        let engine = self.engine();
         let comments = checked_comments(comments)
             .map_err(|(field, message)| super::sessions::invalid(&field, message))?;
         let message = changes_nudge(id, &comments);
-        let current = self.policy(id)?;
+        let current = engine.policy(id)?;
         stored::damaged(&current)?;
         let input = stored::spec(&current)?;
         let alive = self.alive_members(input)?;
-        let (p, step) = self.write(|tx| {
+        let (p, step) = engine.write(|tx| {
             let mut p = tx
                 .policy(id)?
                 .ok_or_else(|| super::EngineError::NotFound(format!("no policy '{id}'")))?;
             if awaits_ack(p.status) {
-                super::commits::reviewed_tree(id, stored::plan_required(&p)?, Some(tree))?;
+                super::ack::reviewed_tree(id, stored::plan_required(&p)?, Some(tree))?;
             }
             let alive = super::nudge::not_exited(tx, &alive);
             // Refused by the machine, the write is not stored at all.

@@ -1,4 +1,5 @@
-//! The human ack and the commit it allows, exactly once.
+//! The commit an ack (or `then: commit` without one) allows, exactly once;
+//! the ack itself is `ack`'s.
 //!
 //! Steps, each stored before the next runs: `awaiting-ack` → (ack,
 //! fingerprint still the gated one) `committing` → commit object written,
@@ -7,12 +8,12 @@
 //! what is left: a prepared commit whose branch already moved is only
 //! recorded, never made twice.
 
-use super::machine::{CommitResult, Input, Task, awaits_ack, drives};
-use super::{Engine, EngineError, EngineResult, PolicyEvent, stored};
+use super::Policies;
+use super::machine::{CommitResult, Input, Task, drives};
+use super::{EngineError, EngineResult, PolicyEvent, stored};
 use crate::commit::{self, CommitError, Prepared, RefState};
 use crate::model::event::{self as ev, PolicyChange as P};
-use crate::model::plan::ChangedAfter;
-use crate::store::{PolicyRow, PolicyStatus, now_ms};
+use crate::store::{PolicyStatus, now_ms};
 use std::path::Path;
 
 /// Tries at publishing a prepared commit before the policy is blocked.
@@ -39,283 +40,16 @@ pub(super) fn confined<T: Send>(
         .map_err(|e| commit::CommitError::UnsafeRepository(e.to_string()))?
 }
 
-/// An approval bound to `tree` holds only while the policy's snapshot is
-/// that tree.
-pub(super) fn reviewed_tree(
-    id: &str,
-    plan: &stored::CommitPlan,
-    tree: Option<&str>,
-) -> EngineResult<()> {
-    let Some(tree) = tree else {
-        return Ok(());
-    };
-    let now = plan.snapshot.as_ref().map(|s| s.tree.as_str());
-    if now == Some(tree.trim()) {
-        return Ok(());
-    }
-    Err(EngineError::Conflict {
-        code: "tree-changed",
-        message: match now {
-            Some(now) => format!(
-                "the change was updated, review it again: policy {id}'s snapshot is tree {now}, the approval was for {tree}"
-            ),
-            None => format!(
-                "the change was updated, review it again: policy {id} has no snapshot tree, the approval was for {tree}"
-            ),
-        },
-    })
-}
-
-impl Engine {
-    /// The workspace of `p`'s first member; an error for a member whose
-    /// row does not decode (its workspace cannot be known).
-    pub(super) fn workspace_of(&self, p: &PolicyRow) -> EngineResult<String> {
-        let first = p
-            .sessions
-            .first()
-            .ok_or_else(|| EngineError::NotFound(format!("policy {} has no session", p.id)))?;
-        let s = self.session(first)?;
-        match super::damage::session_error(&s) {
-            Some(e) => Err(e),
-            None => Ok(s.workspace),
-        }
-    }
-
-    /// A policy as it is now: one awaiting its ack with a snapshot gets
-    /// `plan.changedAfterSnapshot` as of this call (what the commit will
-    /// not hold), not as of its commit-ready. Nothing is stored.
-    pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
-        let mut p = self.policy(id)?;
-        // A row that does not decode is shown as it was found, with its
-        // `damage` (the sweep blocks it).
-        if !awaits_ack(p.status) || p.damage.is_some() {
-            return Ok(p);
-        }
-        let Some(snap) = stored::plan_required(&p)?.snapshot.clone() else {
-            return Ok(p);
-        };
-        let workspace = match self.workspace_of(&p) {
-            Err(EngineError::SessionCorrupt { .. }) => return Ok(p),
-            w => w?,
-        };
-        let cache = self.stat_cache(&workspace);
-        let changed = tokio::task::spawn_blocking(move || {
-            let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-            commit::changed_since(Path::new(&workspace), &snap, Some(&cache))
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the task failed: {e}")));
-        if let Some(plan) = p.plan.as_mut() {
-            plan.changed_after_snapshot = Some(ChangedAfter::of(changed));
-        }
-        Ok(p)
-    }
-
-    /// The operator's answer to `policy:commit-ready`. A second ack, or an
-    /// ack of a policy not awaiting one, is a conflict and changes nothing.
-    /// An approval whose paths changed since the gate passed is refused as
-    /// stale and the policy gates again.
-    ///
-    /// An approval given for `tree` (the snapshot's tree id the person
-    /// reviewed) is refused, changing nothing, when the policy's snapshot
-    /// is another tree now (re-gated meanwhile).
-    ///
-    /// A reject's `comment` (the operator's) is delivered to the agent as
-    /// its nudge ([`super::reject_nudge`]): the `policy:nudge` event, and
-    /// the prompt of the live members gatehost started. A comment with an
-    /// approval, or past [`super::MAX_REJECT_COMMENT`], is refused.
-    pub async fn ack(
-        &self,
-        id: &str,
-        approve: bool,
-        tree: Option<&str>,
-        comment: Option<&str>,
-        by: &str,
-        proof: Option<&crate::passkey::Proof>,
-    ) -> EngineResult<PolicyRow> {
-        let by_passkey = proof.map(crate::passkey::Proof::by);
-        let by = by_passkey.as_deref().unwrap_or(by);
-        let nudge = match comment {
-            None => None,
-            Some(_) if approve => {
-                return Err(super::sessions::invalid(
-                    "comment",
-                    "a comment goes with a reject (approve: false) only",
-                ));
-            }
-            Some(c) if c.len() > super::MAX_REJECT_COMMENT => {
-                return Err(super::sessions::invalid(
-                    "comment",
-                    format!("at most {} bytes", super::MAX_REJECT_COMMENT),
-                ));
-            }
-            Some(c) => super::reject_nudge(id, c),
-        };
-        let current = self.policy(id)?;
-        if !awaits_ack(current.status) {
-            return Err(EngineError::Conflict {
-                code: "not-awaiting-ack",
-                message: format!(
-                    "policy {id} is {}, not awaiting-ack: nothing to approve or reject",
-                    current.status.as_str()
-                ),
-            });
-        }
-        if let Err(e) = stored::damaged(&current) {
-            // Nothing can be committed from it: blocked, and said.
-            if let Some(step) = self.block_damaged(id)? {
-                self.perform(id, &step);
-            }
-            return Err(e);
-        }
-        let workspace = match self.workspace_of(&current) {
-            Err(e @ EngineError::SessionCorrupt { .. }) => {
-                self.settle_corrupt(id, &e)?;
-                return Err(e);
-            }
-            w => w?,
-        };
-        let plan = match stored::plan_required(&current) {
-            Ok(plan) => plan,
-            Err(e) => {
-                // Nothing can be committed from it: blocked, and said.
-                self.settle_corrupt(id, &e)?;
-                return Err(e);
-            }
-        };
-        if approve {
-            reviewed_tree(id, plan, tree)?;
-            self.check_approver(&current, proof)?;
-        }
-        let paths = plan.paths.clone();
-        let snapshot = plan.snapshot.clone();
-        // Gated on a snapshot, the commit is that snapshot, whatever the
-        // workspace holds now: nothing can be stale, and what changed
-        // since is said (it will not be in the commit).
-        let changed_after = match (&snapshot, approve) {
-            (Some(snap), true) => {
-                let (ws, snap) = (workspace.clone(), snap.clone());
-                let cache = self.stat_cache(&workspace);
-                Some(
-                    tokio::task::spawn_blocking(move || {
-                        let cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-                        commit::changed_since(Path::new(&ws), &snap, Some(&cache))
-                            .map_err(|e| e.to_string())
-                    })
-                    .await
-                    .unwrap_or_else(|e| Err(format!("the task failed: {e}"))),
-                )
-            }
-            _ => None,
-        };
-        let now_fp = if approve && snapshot.is_none() {
-            let ws = workspace.clone();
-            let p2 = paths.clone();
-            Some(
-                tokio::task::spawn_blocking(move || commit::fingerprint(Path::new(&ws), &p2))
-                    .await
-                    .map_err(|e| EngineError::task_failed("the fingerprint task", e))?
-                    .map_err(|e| e.to_string()),
-            )
-        } else {
-            None
-        };
-        let (p, step) = self.write(|tx| {
-            let mut p = tx
-                .policy(id)?
-                .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            let plan_now = stored::plan_required(&p)?;
-            if approve {
-                // Checked again where the decision is stored: a re-gate
-                // between the first look and here is refused too.
-                reviewed_tree(id, plan_now, tree)?;
-                self.check_approver(&p, proof)?;
-            }
-            let gated = plan_now.fingerprint.clone();
-            let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);
-            let why = match &now_fp {
-                Some(Err(e)) => format!("the commit paths cannot be read: {e}"),
-                _ => "the commit paths changed since the gate passed".to_string(),
-            };
-            let from = p.status;
-            if !approve {
-                p.reason = Some(format!("commit rejected by {by}"));
-            } else if !fresh {
-                p.plan = None;
-                p.reason = Some(format!("ack refused as stale: {why}; the gate runs again"));
-            }
-            let reason = p.reason.clone();
-            let step = self.transition(
-                tx,
-                &mut p,
-                Input::Ack {
-                    approve,
-                    fresh,
-                    comment: nudge.is_some(),
-                },
-                |event| {
-                    Some(match event {
-                        PolicyEvent::Rejected => P::Rejected(ev::Rejected {
-                            by: by.to_string(),
-                            comment: nudge.as_ref().and(comment.map(str::to_string)),
-                        })
-                        .into(),
-                        PolicyEvent::Nudge => P::Nudge(P::nudge_by(nudge.clone()?, by)).into(),
-                        PolicyEvent::Cancelled => {
-                            P::cancelled(from.as_str(), reason.clone()).into()
-                        }
-                        PolicyEvent::Stale => P::stale(Some(by), why.clone()).into(),
-                        PolicyEvent::Queued => P::queued("stale ack: re-gating").into(),
-                        PolicyEvent::Approved => P::Approved(ev::Approved {
-                            by: by.to_string(),
-                            changed_after_snapshot: changed_after.as_ref().map(|c| match c {
-                                Ok(list) => ChangedAfter::Paths(list.clone()),
-                                Err(e) => ChangedAfter::Failed { error: e.clone() },
-                            }),
-                        })
-                        .into(),
-                        _ => return None,
-                    })
-                },
-            )?;
-            Ok((p, step))
-        })?;
-        if let Some(step) = &step {
-            self.perform(id, step);
-            if let Some(message) = &nudge {
-                // Stored already (the `policy:nudge` event): a member that
-                // cannot be read gets it from the bus only.
-                match stored::spec(&p).and_then(|input| self.alive_members(input)) {
-                    Ok(alive) => self.deliver_step_nudge(step, &alive, message).await,
-                    Err(e) => {
-                        tracing::warn!(policy = id, error = %e, "the reject's nudge is on the bus only");
-                    }
-                }
-            }
-        }
-        // The machine's step re-gates a stale ack: refused as such.
-        if step.is_some_and(|s| s.to == PolicyStatus::Queued) {
-            return Err(EngineError::Conflict {
-                code: "stale",
-                message: format!(
-                    "ack refused: {}",
-                    p.reason.clone().unwrap_or_else(|| "stale".into())
-                ),
-            });
-        }
-        Ok(p)
-    }
-
+impl Policies {
     pub(crate) fn spawn_commit(&self, id: String) {
         let Some(task) = self.begin_task(&id) else {
             return;
         };
-        let engine = self.clone();
+        let engine = self.engine();
         tokio::spawn(async move {
             // The policy is free again however the task ends.
             let _task = task;
-            if let Err(e) = engine.commit_task(&id).await {
+            if let Err(e) = engine.policies().commit_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
             }
         });
@@ -328,7 +62,8 @@ impl Engine {
     /// prepared again on the new HEAD — the fingerprint still guards the
     /// content — a bounded number of times before the policy is blocked.
     async fn commit_task(&self, id: &str) -> EngineResult<()> {
-        let p = self.policy(id)?;
+        let engine = self.engine();
+        let p = engine.policy(id)?;
         if !drives(Task::Commit, p.status) {
             return Ok(());
         }
@@ -341,7 +76,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        let lock = super::lane(&self.inner.policies.commit_locks, &workspace);
+        let lock = super::lane(&self.commit_locks, &workspace);
         let _held = lock.lock().await;
         for attempt in 1..=COMMIT_ATTEMPTS {
             let reference = match self.commit_once(id, &workspace).await {
@@ -362,7 +97,7 @@ impl Engine {
                 );
             }
             tracing::info!(policy = id, %reference, "the branch moved before the commit was published; preparing it again");
-            self.write(|tx| {
+            engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(());
                 };
@@ -378,7 +113,8 @@ impl Engine {
     /// One try: prepare (unless stored) and publish. `Some(reference)`:
     /// the branch moved away from the prepared parent.
     async fn commit_once(&self, id: &str, workspace: &str) -> EngineResult<Option<String>> {
-        let p = self.policy(id)?;
+        let engine = self.engine();
+        let p = engine.policy(id)?;
         if !drives(Task::Commit, p.status) {
             return Ok(None);
         }
@@ -390,7 +126,7 @@ impl Engine {
                 let plan = stored::plan_required(&p)?.clone();
                 let (paths, message, fp) = (plan.paths, plan.message, plan.fingerprint);
                 let ws = workspace.clone();
-                let runner = self.runner();
+                let runner = engine.runner();
                 let snapshot = plan.snapshot;
                 let made = tokio::task::spawn_blocking(move || {
                     let who = &runner.config().daemon.committer;
@@ -407,7 +143,7 @@ impl Engine {
                         return self.finish_commit(id, None, true).map(|_| None);
                     }
                     Ok(pr) => {
-                        let still = self.write(|tx| {
+                        let still = engine.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(false);
                             };
@@ -433,7 +169,7 @@ impl Engine {
                             }
                             _ => "the commit paths changed after the ack; the gate runs again",
                         };
-                        let step = self.write(|tx| {
+                        let step = engine.write(|tx| {
                             let Some(mut p) = tx.policy(id)? else {
                                 return Ok(None);
                             };
@@ -479,7 +215,7 @@ impl Engine {
         let state = loop {
             attempt += 1;
             let started = now_ms();
-            let recorded = self.write(|tx| {
+            let recorded = engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(false);
                 };
@@ -498,7 +234,7 @@ impl Engine {
             // a previous life and never ended: that life died in them, and
             // its locks are in the way of every commit here.
             let (mut ours, mut dead) = (Vec::new(), Vec::new());
-            for other in self.inner.store.policies_with_open_publishes()? {
+            for other in engine.store().policies_with_open_publishes()? {
                 if self.workspace_of(&other).ok().as_deref() == Some(workspace.as_str()) {
                     let spans: Vec<_> = other
                         .publish_open
@@ -513,7 +249,7 @@ impl Engine {
             }
             let ws = workspace.clone();
             let pr = prepared.clone();
-            let runner = self.runner();
+            let runner = engine.runner();
             let outcome = tokio::task::spawn_blocking(move || {
                 let who = &runner.config().daemon.committer;
                 confined(&runner, Path::new(&ws), || {
@@ -539,7 +275,7 @@ impl Engine {
             // This publish ended (its locks are released); after one that
             // went through, the dead lives' locks are gone too.
             let ended = outcome.is_ok();
-            let closed = self.write(|tx| {
+            let closed = engine.write(|tx| {
                 let Some(mut p) = tx.policy(id)? else {
                     return Ok(());
                 };
@@ -591,9 +327,7 @@ impl Engine {
     /// when `at` is this life's own.
     /// When this daemon started, in ms since the epoch.
     fn boot_ms(&self) -> i64 {
-        self.inner
-            .policies
-            .boot_time
+        self.boot_time
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
@@ -604,7 +338,7 @@ impl Engine {
     ) -> Option<std::ops::RangeInclusive<std::time::SystemTime>> {
         use std::time::{Duration, UNIX_EPOCH};
         let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).ok()?);
-        let boot = self.inner.policies.boot_time;
+        let boot = self.boot_time;
         if at >= boot {
             return None;
         }
@@ -615,7 +349,7 @@ impl Engine {
     }
 
     fn finish_commit(&self, id: &str, sha: Option<String>, nothing: bool) -> EngineResult<()> {
-        self.write(|tx| {
+        self.engine().write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(());
             };
@@ -660,7 +394,7 @@ impl Engine {
 
     fn block_commit(&self, id: &str, reason: String) -> EngineResult<()> {
         tracing::warn!(policy = id, %reason, "commit blocked");
-        self.write(|tx| {
+        self.engine().write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(());
             };

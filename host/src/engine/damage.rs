@@ -10,8 +10,9 @@
 //! policy's status, reason and time), and never let one damaged row stop
 //! the daemon or a read of many.
 
+use super::Policies;
 use super::machine::{self, Decision, Input, Step};
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult};
 use crate::model::event::{BlockOutcome, Blocked, DamageRef, PolicyChange};
 use crate::store::{PolicyRow, SessionRow, Tx};
 
@@ -60,7 +61,7 @@ fn blocked_damaged(reason: &str, e: &EngineError) -> PolicyChange {
     })
 }
 
-impl Engine {
+impl Policies {
     /// Blocks `p`, whose row the store found damaged, in `tx`: its status
     /// (and reason) alone is stored, with a `policy:blocked` event whose
     /// `damage` names the policy, the column and the error. Nothing for a
@@ -95,7 +96,7 @@ impl Engine {
     /// reason: retrying could never help.
     pub(crate) fn settle_corrupt(&self, id: &str, e: &EngineError) -> EngineResult<Option<Step>> {
         let reason = e.to_string();
-        self.write(|tx| {
+        self.engine().write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -118,7 +119,8 @@ impl Engine {
     /// (never one session read per policy): `sessions` holds every
     /// session whose row does not decode (and may hold others).
     pub(super) fn settle_damaged_rows(&self, sessions: &[SessionRow]) -> EngineResult<()> {
-        for id in self.inner.store.damaged_policies()? {
+        let engine = self.engine();
+        for id in engine.store().damaged_policies()? {
             if let Some(step) = self.block_damaged(&id)? {
                 self.perform(&id, &step);
             }
@@ -131,11 +133,11 @@ impl Engine {
         // blocked naming its first damaged member (as its row lists them).
         let mut ids = std::collections::BTreeSet::new();
         for s in &sessions {
-            ids.extend(self.inner.store.live_with(&s.id)?);
+            ids.extend(engine.store().live_with(&s.id)?);
         }
         let mut policies = Vec::new();
         for id in ids {
-            policies.extend(self.inner.store.policy(&id)?);
+            policies.extend(engine.store().policy(&id)?);
         }
         policies.sort_by_key(|p| p.seq);
         for p in policies {
@@ -159,7 +161,7 @@ impl Engine {
 
     /// Blocks policy `id` if its row does not decode.
     pub(super) fn block_damaged(&self, id: &str) -> EngineResult<Option<Step>> {
-        self.write(|tx| match tx.policy(id)? {
+        self.engine().write(|tx| match tx.policy(id)? {
             Some(mut p) => self.settle_damaged(tx, &mut p),
             None => Ok(None),
         })

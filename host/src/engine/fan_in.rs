@@ -6,7 +6,8 @@
 //! policy span workspaces (attach refuses that: one commit is of one
 //! repository).
 
-use super::{AttachInput, Engine};
+use super::AttachInput;
+use super::Policies;
 use crate::store::{PolicyRow, SessionRow};
 use crate::verdict::{Outcome, RunReport};
 
@@ -63,7 +64,7 @@ pub(super) fn merge(runs: Vec<(String, RunReport)>) -> RunReport {
     RunReport::from_verdicts(gates, skipped)
 }
 
-impl Engine {
+impl Policies {
     /// Runs the policy's gates in its members' workspace, or, when they
     /// work in several, in each of them (all must pass).
     pub(super) async fn run_in_each_workspace(

@@ -1,30 +1,32 @@
-//! Gating: running a policy's gate when its members have ended their turn,
-//! and what follows the verdict (done, commit-ready, nudge, blocked), plus
-//! the `next` chain.
+//! Gating: running a policy's gate when its members have ended their turn
+//! (holding a gating slot, on its snapshot or in its members'
+//! workspaces); what follows the verdict is `gated`'s.
+//!
+//! It owns the gate tasks and the gating slots. It must never run a gate
+//! without a slot, nor two gate tasks for one policy.
 
-use super::judge::{Judged, judge_outcome};
-use super::machine::{Input, Step, Task, Verdict, drives};
-use super::nudge::render_nudge;
+use super::Policies;
+use super::judge::Judged;
+use super::machine::{Input, Step, Task, drives};
 use super::on_snapshot::changed_after;
 use super::pinned::{after_gate, fingerprint_of, summary_of};
-use super::said::Said;
-use super::{AttachInput, Engine, EngineError, EngineResult, GateOn, PolicyEvent, Then, stored};
+use super::{AttachInput, EngineError, EngineResult, GateOn, Then, stored};
 use crate::gate::{GateContext, GateRunner};
 use crate::model::event::{self as ev, PolicyChange as P};
 use crate::model::plan::DiffSummary;
-use crate::store::{PolicyRow, SessionState, Tx};
+use crate::store::{PolicyRow, Tx};
 use crate::verdict::{Durations, Outcome, RunReport};
 use std::path::Path;
 use tokio::sync::OwnedSemaphorePermit;
 
 /// What the change of a passing gate is: its summary (`policy:commit-ready`'s
 /// plan) and, for a review chain, its diff against HEAD.
-struct Changed {
-    summary: Option<DiffSummary>,
-    review_diff: Option<String>,
+pub(super) struct Changed {
+    pub(super) summary: Option<DiffSummary>,
+    pub(super) review_diff: Option<String>,
 }
 
-impl Engine {
+impl Policies {
     /// Starts the gate task of a queued policy (once: a second call while
     /// one runs does nothing).
     pub(crate) fn schedule_gate(&self, id: &str) {
@@ -34,19 +36,14 @@ impl Engine {
     /// As `schedule_gate`; with `slot`, the policy was already moved to
     /// `gating` (in the transaction that queued it) holding that slot.
     pub(crate) fn schedule_gate_with(&self, id: &str, slot: Option<OwnedSemaphorePermit>) {
-        let mut tasks = self
-            .inner
-            .policies
-            .gate_tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.gate_tasks.lock().unwrap_or_else(|p| p.into_inner());
         if tasks.contains_key(id) {
             return;
         }
-        let engine = self.clone();
+        let engine = self.engine();
         let owned = id.to_string();
         let handle = tokio::spawn(async move {
-            let step = match engine.gate_task(&owned, slot).await {
+            let step = match engine.policies().gate_task(&owned, slot).await {
                 Ok(step) => step,
                 Err(e) => {
                     // `Input::StoreError`: nothing was stored, the sweep
@@ -56,14 +53,13 @@ impl Engine {
                 }
             };
             engine
-                .inner
-                .policies
+                .policies()
                 .gate_tasks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&owned);
             if let Some(step) = step {
-                engine.perform(&owned, &step);
+                engine.policies().perform(&owned, &step);
             }
         });
         tasks.insert(id.to_string(), handle.abort_handle());
@@ -77,13 +73,14 @@ impl Engine {
         tx: &mut Tx<'_>,
         p: &mut PolicyRow,
     ) -> EngineResult<Option<OwnedSemaphorePermit>> {
+        let engine = self.engine();
         if !drives(Task::Slot, p.status) {
             return Ok(None);
         }
-        if !self.supervising() {
-            return self.wait_paused(tx, p).map(|()| None);
+        if !engine.supervising() {
+            return engine.wait_paused(tx, p).map(|()| None);
         }
-        let Ok(slot) = self.inner.policies.gating.clone().try_acquire_owned() else {
+        let Ok(slot) = self.gating.clone().try_acquire_owned() else {
             return Ok(None);
         };
         p.gate_runs += 1;
@@ -99,34 +96,33 @@ impl Engine {
         id: &str,
         slot: Option<OwnedSemaphorePermit>,
     ) -> EngineResult<Option<Step>> {
+        let engine = self.engine();
         if let Some(slot) = slot {
-            let policy = self.policy(id)?;
+            let policy = engine.policy(id)?;
             if !drives(Task::Gate, policy.status) {
                 return Ok(None);
             }
             return self.gate_policy(id, policy, slot).await;
         }
-        if !self.supervising() {
+        if !engine.supervising() {
             // Waits, queued, its `policy:paused` said (`wait_paused`).
             return Ok(None);
         }
-        let permit = self
-            .inner
-            .policies
-            .gating
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| EngineError::Conflict {
-                code: "shutdown",
-                message: "the gating slots are closed".into(),
-            })?;
-        let Some(policy) = self.write(|tx| {
+        let permit =
+            self.gating
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| EngineError::Conflict {
+                    code: "shutdown",
+                    message: "the gating slots are closed".into(),
+                })?;
+        let Some(policy) = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
             // Paused while it waited for its slot: it waits on, queued.
-            if !drives(Task::Slot, p.status) || !self.supervising() {
+            if !drives(Task::Slot, p.status) || !engine.supervising() {
                 return Ok(None);
             }
             p.gate_runs += 1;
@@ -150,9 +146,10 @@ impl Engine {
         policy: PolicyRow,
         permit: OwnedSemaphorePermit,
     ) -> EngineResult<Option<Step>> {
+        let engine = self.engine();
         // The configuration this gate runs under, to its end, whatever a
         // reload changes meanwhile.
-        let runner = self.runner();
+        let runner = engine.runner();
         let input = match stored::spec(&policy) {
             Ok(input) => input,
             Err(e) => return self.settle_corrupt(id, &e),
@@ -169,7 +166,7 @@ impl Engine {
         }
         let mut sessions = Vec::new();
         for sid in &policy.sessions {
-            if let Some(s) = self.inner.store.session(sid)? {
+            if let Some(s) = engine.store().session(sid)? {
                 if let Some(e) = super::damage::session_error(&s) {
                     // Its workspace and messages cannot be known.
                     drop(permit);
@@ -247,7 +244,8 @@ impl Engine {
         drop(permit);
         let review_diff = if report.outcome == Outcome::Pass && input.review.is_some() {
             Some(
-                super::review::workspace_diff(&workspace, self.runner().config().change_caps).await,
+                super::review::workspace_diff(&workspace, engine.runner().config().change_caps)
+                    .await,
             )
         } else {
             None
@@ -317,7 +315,7 @@ impl Engine {
             // directories the commit module checks; a refused one is an
             // error, never a silent empty change).
             let ws = workspace.to_string();
-            let caps = self.runner().config().change_caps;
+            let caps = self.engine().runner().config().change_caps;
             match tokio::task::spawn_blocking(move || {
                 crate::commit::workspace_changes(Path::new(&ws), caps)
             })
@@ -343,199 +341,6 @@ impl Engine {
             trust: input.attached_by,
         };
         runner.run_gates(gates, &anchor, &ctx).await
-    }
-
-    async fn finish_gate(
-        &self,
-        runner: &GateRunner,
-        id: &str,
-        input: &AttachInput,
-        report: RunReport,
-        judged: Judged,
-        changed: Changed,
-    ) -> EngineResult<Option<Step>> {
-        let Changed {
-            summary: changes,
-            review_diff,
-        } = changed;
-        let summary = ev::GateSummary::of(&report);
-        let alive = self.alive_members(input)?;
-        self.write(|tx| {
-            let Some(mut p) = tx.policy(id)? else {
-                return Ok(None);
-            };
-            if !drives(Task::Gate, p.status) {
-                // Cancelled while the gate ran: its verdict is dropped.
-                return Ok(None);
-            }
-            p.verdict = Some(report.clone());
-            // The gate finished: the daemon outlived it.
-            p.gate_crashes = 0;
-            let mut said = Said::default();
-            if report.outcome != Outcome::Error {
-                // A verdict: the next time the gate cannot run counts anew.
-                p.infra_retries_used = 0;
-            }
-            let outcome = match report.outcome {
-                Outcome::Pass => {
-                    let judged = judge_outcome(input, &report, &judged, &changes);
-                    if let Some(reason) = judged.reason {
-                        p.reason = Some(reason);
-                    }
-                    if let Some(plan) = &judged.plan {
-                        p.plan = Some(plan.clone());
-                        p.prepared = None;
-                        said.plan = p.plan.clone();
-                    }
-                    let v = judged.verdict;
-                    match v {
-                        // A review chain: the reviewer reviews what passed.
-                        Verdict::Pass(after) => self.begin_review(
-                            tx,
-                            &mut p,
-                            input,
-                            after,
-                            review_diff.clone(),
-                            &mut said,
-                        )?,
-                        v => v,
-                    }
-                }
-                Outcome::Error => self.could_not_run(&mut p, &report, &mut said),
-                Outcome::Fail => {
-                    let retry = (p.retries_used as u32) < input.max_retries() && !alive.is_empty();
-                    if retry {
-                        p.retries_used += 1;
-                        p.reason = Some(report.reason.clone());
-                        let message = render_nudge(
-                            input
-                                .on_fail
-                                .nudge
-                                .as_deref()
-                                .unwrap_or(&runner.config().daemon.default_nudge),
-                            &report,
-                        );
-                        // Kept with the verdict: the nudge task delivers
-                        // what the event says, whatever the template is then.
-                        p.nudge = Some(message.clone());
-                        said.nudge = Some(ev::Nudge {
-                            message,
-                            by: None,
-                            comments: None,
-                            retry: Some(p.retries_used),
-                            max_retries: Some(input.max_retries()),
-                            sessions: Some(alive.clone()),
-                        });
-                    } else {
-                        p.reason = Some(if alive.is_empty() {
-                            format!(
-                                "the gate failed and no member is alive to fix it: {}",
-                                report.reason
-                            )
-                        } else {
-                            format!(
-                                "the gate failed after {} retries: {}",
-                                p.retries_used, report.reason
-                            )
-                        });
-                        tracing::warn!(policy = id, reason = ?p.reason, "policy blocked");
-                    }
-                    Verdict::Fail { retry }
-                }
-            };
-            let blocked_outcome = match outcome {
-                Verdict::Fail { .. } => ev::BlockOutcome::Fail,
-                _ => ev::BlockOutcome::Error,
-            };
-            let reason = p.reason.clone();
-            self.transition(tx, &mut p, Input::Verdict(outcome), |event| {
-                Some(match event {
-                    PolicyEvent::Passed => P::Passed(summary.clone()).into(),
-                    PolicyEvent::Failed => P::Failed(summary.clone()).into(),
-                    PolicyEvent::Retry => P::Retry(said.retry.clone()?).into(),
-                    PolicyEvent::Queued if outcome == Verdict::ErrorRetry => {
-                        P::queued("the gate could not run; it runs again after the backoff").into()
-                    }
-                    PolicyEvent::Queued => {
-                        P::queued("the commit paths changed while the gate ran; it runs again")
-                            .into()
-                    }
-                    PolicyEvent::Blocked => P::blocked(blocked_outcome, reason.clone()).into(),
-                    PolicyEvent::CommitReady => P::CommitReady(ev::CommitReady {
-                        plan: said.plan.clone().map(Box::new),
-                    })
-                    .into(),
-                    PolicyEvent::Approved => P::approved_by_policy().into(),
-                    PolicyEvent::Nudge => P::Nudge(said.nudge.clone()?).into(),
-                    PolicyEvent::ReviewStarted => {
-                        ev::ReviewChange::Started(said.review.clone()?).into()
-                    }
-                    PolicyEvent::Done => P::done().into(),
-                    _ => return None,
-                })
-            })
-        })
-    }
-
-    /// Members that have not exited (one whose row does not decode is
-    /// not counted: nothing it reports can be recorded).
-    pub(super) fn alive_members(&self, input: &AttachInput) -> EngineResult<Vec<String>> {
-        let mut alive = Vec::new();
-        for sid in input.members() {
-            if let Some(s) = self.inner.store.session(&sid)?
-                && s.damage.is_none()
-                && s.state != SessionState::Exited
-            {
-                alive.push(sid);
-            }
-        }
-        Ok(alive)
-    }
-
-    /// Attaches the `next` policy of a completed one, exactly once (its id
-    /// is stored in the same transaction).
-    pub(crate) fn chain_next(&self, tx: &mut Tx<'_>, p: &mut PolicyRow) -> EngineResult<()> {
-        if p.next_id.is_some() {
-            return Ok(());
-        }
-        let input = match stored::spec(p) {
-            Ok(i) => i,
-            Err(e) => {
-                // The policy is done; its `next` cannot be read: said.
-                let reason = e.to_string();
-                self.policy_event(tx, P::NextRefused(ev::Reasoned { reason }), p)?;
-                tracing::error!(policy = %p.id, error = %e, "the next policy cannot be read");
-                return Ok(());
-            }
-        };
-        let Some(next) = &input.next else {
-            return Ok(());
-        };
-        let mut next = AttachInput::clone(next);
-        if next.members().is_empty() {
-            next.session_ids = Some(p.sessions.clone());
-        }
-        let store_check =
-            super::attach::validate(&mut next, &self.runner(), &|sid| Ok(tx.session(sid)?));
-        if let Err(e) = store_check {
-            let reason = e.to_string();
-            self.policy_event(tx, P::NextRefused(ev::Reasoned { reason }), p)?;
-            tracing::warn!(policy = %p.id, error = %e, "the next policy was refused");
-            return Ok(());
-        }
-        let child = self.insert_policy(tx, &next, Some(&p.id))?;
-        p.next_id = Some(child.id.clone());
-        tx.record_next(p)?;
-        if drives(Task::Slot, child.status) {
-            // Scheduled after the commit: the task reads the stored row.
-            let engine = self.clone();
-            let cid = child.id.clone();
-            tokio::spawn(async move {
-                tokio::task::yield_now().await;
-                engine.schedule_gate(&cid);
-            });
-        }
-        Ok(())
     }
 }
 

@@ -5,113 +5,12 @@
 //! It owns the rules only. It must never touch the store, the clock, a
 //! process or the network: [`decide`] is a pure function, unit-tested for
 //! every state × input, and the engine's one transition function
-//! (`Engine::transition`) is the only place that applies its answer.
+//! (`Policies::transition`) is the only place that applies its answer.
 
 use crate::store::PolicyStatus;
 
-/// The events a policy publishes, serialised to the names the API and
-/// stored events have always used (`policy:…`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PolicyEvent {
-    Attached,
-    Watching,
-    Queued,
-    Gating,
-    Passed,
-    Failed,
-    Nudge,
-    CommitReady,
-    Approved,
-    Rejected,
-    Stale,
-    Committed,
-    CommitFailed,
-    Done,
-    Blocked,
-    Cancelled,
-    NextRefused,
-    /// Its `deadline` ran out.
-    Expired,
-    /// Its gate could not run and is tried again (`[daemon] infra_retries`).
-    Retry,
-    /// Not a transition: a queued policy waits because supervision is
-    /// paused (`[daemon] enabled = false`).
-    Paused,
-    /// Its gate passed and its reviewer reviews the change (`review`).
-    ReviewStarted,
-    /// The reviewer's verdict: SHIP or BLOCK, with its findings.
-    ReviewVerdict,
-    /// The repair nudge (the findings) sent to the repairer.
-    ReviewRepair,
-    /// The reviewer shipped it: the policy goes on to its `then`.
-    ReviewShipped,
-    /// The reviewer blocked it `maxCycles` times: a person must look.
-    ReviewEscalated,
-}
-
-impl PolicyEvent {
-    pub const ALL: [PolicyEvent; 25] = [
-        PolicyEvent::Attached,
-        PolicyEvent::Watching,
-        PolicyEvent::Queued,
-        PolicyEvent::Gating,
-        PolicyEvent::Passed,
-        PolicyEvent::Failed,
-        PolicyEvent::Nudge,
-        PolicyEvent::CommitReady,
-        PolicyEvent::Approved,
-        PolicyEvent::Rejected,
-        PolicyEvent::Stale,
-        PolicyEvent::Committed,
-        PolicyEvent::CommitFailed,
-        PolicyEvent::Done,
-        PolicyEvent::Blocked,
-        PolicyEvent::Cancelled,
-        PolicyEvent::NextRefused,
-        PolicyEvent::Expired,
-        PolicyEvent::Retry,
-        PolicyEvent::Paused,
-        PolicyEvent::ReviewStarted,
-        PolicyEvent::ReviewVerdict,
-        PolicyEvent::ReviewRepair,
-        PolicyEvent::ReviewShipped,
-        PolicyEvent::ReviewEscalated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyEvent::Attached => "policy:attached",
-            PolicyEvent::Watching => "policy:watching",
-            PolicyEvent::Queued => "policy:queued",
-            PolicyEvent::Gating => "policy:gating",
-            PolicyEvent::Passed => "policy:passed",
-            PolicyEvent::Failed => "policy:failed",
-            PolicyEvent::Nudge => "policy:nudge",
-            PolicyEvent::CommitReady => "policy:commit-ready",
-            PolicyEvent::Approved => "policy:approved",
-            PolicyEvent::Rejected => "policy:rejected",
-            PolicyEvent::Stale => "policy:stale",
-            PolicyEvent::Committed => "policy:committed",
-            PolicyEvent::CommitFailed => "policy:commit-failed",
-            PolicyEvent::Done => "policy:done",
-            PolicyEvent::Blocked => "policy:blocked",
-            PolicyEvent::Cancelled => "policy:cancelled",
-            PolicyEvent::NextRefused => "policy:next-refused",
-            PolicyEvent::Expired => "policy:expired",
-            PolicyEvent::Retry => "policy:retry",
-            PolicyEvent::Paused => "policy:paused",
-            PolicyEvent::ReviewStarted => "review:started",
-            PolicyEvent::ReviewVerdict => "review:verdict",
-            PolicyEvent::ReviewRepair => "review:repair",
-            PolicyEvent::ReviewShipped => "review:shipped",
-            PolicyEvent::ReviewEscalated => "review:escalated",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        PolicyEvent::ALL.into_iter().find(|e| e.as_str() == s)
-    }
-}
+mod events;
+pub use events::PolicyEvent;
 
 /// What a finished gate found, as far as the lifecycle cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

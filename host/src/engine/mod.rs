@@ -1,9 +1,14 @@
 //! The policy engine: sessions, policies and their lifecycle.
 //!
+//! [`Engine`] is a thin facade: the shared core (the store, the bus, the
+//! configuration in force, the stopping flag) and one of each service
+//! (`engine/services.rs`), which owns its state and its methods; what the
+//! API and CLI call stays callable on `Engine` by one-line delegations.
+//!
 //! It drives the state machine of [`machine`]
 //! (`watching → queued → gating → done | nudging → watching | blocked`, and
 //! for commit policies `… → awaiting-ack → committing → done | cancelled`):
-//! every transition goes through [`Engine::transition`], which stores the
+//! every transition goes through `Policies::transition`, which stores the
 //! state, its timestamp and the events describing it in one transaction;
 //! the effects it names (running a gate, delivering a nudge, making the
 //! commit) happen only after that transaction committed, and are re-driven
@@ -14,16 +19,20 @@
 //! without detection, never let a gate outlive its policy's cancel, and
 //! never publish an event whose state change is not stored.
 
+mod ack;
 mod acp;
 mod agent_process;
 pub mod attach;
+mod bridge;
 mod busy;
 pub mod chain;
 mod changes;
 mod commits;
 mod confined_agent;
 mod damage;
+mod error;
 mod fan_in;
+mod gated;
 mod judge;
 pub mod keys;
 mod lifecycle;
@@ -47,81 +56,33 @@ mod sessions;
 pub mod standing;
 mod started;
 pub mod stored;
+mod transition;
 pub mod watchdog;
 
 pub use attach::{AttachInput, GateOn, Then, WatchFrom};
 pub use changes::{DiffSide, LineComment, MAX_COMMENT_BODY, MAX_COMMENTS, changes_nudge};
+pub use error::{EngineError, EngineResult};
 pub use keys::Caller;
 pub use machine::PolicyEvent;
-use machine::{Decision, Effect, Input, Step};
+use machine::Step;
 pub use nudge::{MAX_REJECT_COMMENT, reject_nudge, render_nudge};
 pub use routines::{RoutineEvent, RoutineView};
 pub use sessions::{RegisterInput, Registered, ReportKind, ReportOutcome};
 pub use started::StartInput;
 
+// The services of this half, named here so that their files import them
+// from the engine (a parent), never from `services` (a sibling).
+use services::{Policies, Reviews};
+
 use crate::bus::Bus;
 use crate::gate::GateRunner;
-use crate::model::event::{Change, PolicyChange, PolicyHead};
 use crate::store::{
-    EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, Store, StoreError, Tx, now_ms,
+    EventFilter, EventRow, PolicyRow, PolicyStatus, SessionRow, Store, StoreError, Tx,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// Bad input; `field` names where.
-    #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
-    #[error("{0}")]
-    NotFound(String),
-    /// The request does not fit the current state (double ack, stale ack,
-    /// cancel of a settled policy); `code` is machine-readable.
-    #[error("{message}")]
-    Conflict { code: &'static str, message: String },
-    /// The credential may not do this (a session of another owner).
-    #[error("{message}")]
-    Forbidden { code: &'static str, message: String },
-    /// The request could not be served now (a time bound); retrying may
-    /// succeed. Nothing was changed.
-    #[error("{message}")]
-    Unavailable { code: &'static str, message: String },
-    /// A stored row that does not decode (a damaged store, or one written
-    /// by a newer gatehost): never read as `null`.
-    #[error("policy {policy}: its stored {column} does not decode: {message}")]
-    Corrupt {
-        policy: String,
-        column: String,
-        message: String,
-    },
-    /// A session row that does not decode: that session cannot be
-    /// reported on, and a policy that needs it is blocked.
-    #[error("session {session}: its stored {column} does not decode: {message}")]
-    SessionCorrupt {
-        session: String,
-        column: String,
-        message: String,
-    },
-    /// The daemon failed inside, not the request: a blocking task it ran
-    /// panicked or was cancelled. Answered as 500 `internal`.
-    #[error("{0}")]
-    Internal(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl EngineError {
-    /// The blocking task `what` did not finish (it panicked or was
-    /// cancelled): an internal error, never the caller's conflict.
-    pub(crate) fn task_failed(what: &str, e: tokio::task::JoinError) -> Self {
-        tracing::error!(task = what, error = %e, "a blocking task did not finish");
-        EngineError::Internal(format!("{what} failed: {e}"))
-    }
-}
-
-pub type EngineResult<T> = Result<T, EngineError>;
 
 /// The engine. Cheap to clone.
 #[derive(Clone)]
@@ -176,15 +137,6 @@ fn lane(
         .entry(key.to_string())
         .or_default()
         .clone()
-}
-
-impl From<crate::model::Invalid> for EngineError {
-    fn from(e: crate::model::Invalid) -> Self {
-        EngineError::Invalid {
-            field: e.field,
-            message: e.message,
-        }
-    }
 }
 
 impl Engine {
@@ -278,42 +230,100 @@ impl Engine {
     // FACADE (policies helper): what the API and CLI call of the policy
     // lifecycle and review chains, each delegating to its service.
 
+    /// Attaches a policy (`Policies::attach`).
+    pub async fn attach(
+        &self,
+        input: AttachInput,
+        caller: Caller,
+        key: Option<attach::ClientKey>,
+    ) -> EngineResult<PolicyRow> {
+        self.policies().attach(input, caller, key).await
+    }
+
+    /// The policy an idempotent attach already made (`Policies::attach_replayed`).
+    pub fn attach_replayed(
+        &self,
+        trust: crate::config::Trust,
+        key: &attach::ClientKey,
+    ) -> EngineResult<Option<PolicyRow>> {
+        self.policies().attach_replayed(trust, key)
+    }
+
+    /// A policy as it is now (`Policies::policy_now`).
+    pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
+        self.policies().policy_now(id).await
+    }
+
+    /// The operator's answer to `policy:commit-ready` (`Policies::ack`).
+    pub async fn ack(
+        &self,
+        id: &str,
+        approve: bool,
+        tree: Option<&str>,
+        comment: Option<&str>,
+        by: &str,
+        proof: Option<&crate::passkey::Proof>,
+    ) -> EngineResult<PolicyRow> {
+        self.policies()
+            .ack(id, approve, tree, comment, by, proof)
+            .await
+    }
+
+    /// Requests changes with line comments (`Policies::request_changes`).
+    pub async fn request_changes(
+        &self,
+        id: &str,
+        tree: &str,
+        comments: &[LineComment],
+        by: &str,
+    ) -> EngineResult<PolicyRow> {
+        self.policies()
+            .request_changes(id, tree, comments, by)
+            .await
+    }
+
+    /// A page of a policy's change (`Policies::policy_patch`).
+    pub async fn policy_patch(
+        &self,
+        id: &str,
+        bounds: crate::commit::patch::PageBounds,
+    ) -> EngineResult<policy_diff::PolicyPatch> {
+        self.policies().policy_patch(id, bounds).await
+    }
+
+    /// Cancels a policy (`Policies::cancel`).
+    pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
+        self.policies().cancel(id, by)
+    }
+
+    /// Picks up every policy where it was left (`Policies::recover`).
+    pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+        self.policies().recover(fault)
+    }
+
+    /// Starts the sweep (`Policies::spawn_sweeper`).
+    pub fn spawn_sweeper(&self) {
+        self.policies().spawn_sweeper();
+    }
+
+    /// Starts retention (`Policies::spawn_retention`).
+    pub fn spawn_retention(&self) {
+        self.policies().spawn_retention();
+    }
+
     // FACADE (services helper): what the API and CLI call of sessions,
     // agents, routines and settings, each delegating to its service.
-
-    /// The stat cache of `workspace`'s snapshots.
-    pub(crate) fn stat_cache(&self, workspace: &str) -> Arc<Mutex<crate::commit::StatCache>> {
-        self.inner
-            .policies
-            .stat_caches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(workspace.to_string())
-            .or_default()
-            .clone()
-    }
-
-    /// Marks a nudge or commit task of `id` running until the guard is
-    /// dropped; `None` if one runs.
-    pub(crate) fn begin_task(&self, id: &str) -> Option<busy::TaskGuard> {
-        self.inner.policies.busy.begin(id)
-    }
-
-    /// Whether a gate task of this daemon runs (or is about to) for `id`.
-    fn has_gate_task(&self, id: &str) -> bool {
-        self.inner
-            .policies
-            .gate_tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(id)
-    }
 
     /// The daemon is stopping: every long-poll answers now (as timed
     /// out: its client polls again, and finds the next daemon), so that
     /// the server's graceful shutdown does not wait for them.
     pub fn begin_shutdown(&self) {
         self.inner.stopping.send_replace(true);
+    }
+
+    /// Whether [`Engine::begin_shutdown`] was called.
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.inner.stopping.borrow()
     }
 
     /// Resolves once [`Engine::begin_shutdown`] was called.
@@ -383,109 +393,6 @@ impl Engine {
         Ok(out)
     }
 
-    /// The one transition function: applies [`machine::decide`] to `p`
-    /// and `input`, storing the new state, its timestamp and the events of
-    /// the step (each with the usual fields and `payload(event)`) in `tx`,
-    /// and attaching the `next` policy when the step says so. Returns the
-    /// step, whose other effects the caller runs once `tx` committed
-    /// ([`Engine::perform`]); `None` when the input changes nothing; a
-    /// conflict when the state refuses it. `payload` says each event of
-    /// the step (`None`, or a change of another kind: an internal error).
-    pub(crate) fn transition(
-        &self,
-        tx: &mut Tx<'_>,
-        p: &mut PolicyRow,
-        input: Input,
-        payload: impl Fn(PolicyEvent) -> Option<Change>,
-    ) -> EngineResult<Option<Step>> {
-        // A row that does not decode goes nowhere but to `blocked` (said)
-        // or `cancelled`: its placeholders are never acted on.
-        if p.damage.is_some()
-            && !matches!(
-                input,
-                Input::Cancel | Input::Corrupt | Input::StatusUnreadable
-            )
-        {
-            return self.settle_damaged(tx, p);
-        }
-        let step = match machine::decide(p.status, input) {
-            Decision::Ignore => return Ok(None),
-            Decision::Refuse(r) => {
-                let message = match r {
-                    machine::Refusal::NotAwaitingAck => format!(
-                        "policy {} is {}, not awaiting-ack: nothing to approve or reject",
-                        p.id,
-                        p.status.as_str()
-                    ),
-                    machine::Refusal::Settled => {
-                        format!("policy {} is already {}", p.id, p.status.as_str())
-                    }
-                    machine::Refusal::NoMemberAlive => format!(
-                        "policy {}: no member is alive to act on the requested changes (approve, reject or cancel it)",
-                        p.id
-                    ),
-                };
-                return Err(EngineError::Conflict {
-                    code: r.code(),
-                    message,
-                });
-            }
-            Decision::Go(step) => step,
-        };
-        let from = p.status;
-        p.status = step.to;
-        p.updated_at = now_ms();
-        if p.damage.is_some() {
-            tx.put_damaged_policy(p)?;
-        } else {
-            tx.put_policy(p)?;
-        }
-        for &event in step.events {
-            let change = payload(event).filter(|c| c.kind() == event.as_str());
-            let Some(change) = change else {
-                tracing::error!(policy = %p.id, event = event.as_str(), ?input, "a transition's event has no payload");
-                return Err(EngineError::Internal(format!(
-                    "policy {}: no payload for its {} event",
-                    p.id,
-                    event.as_str()
-                )));
-            };
-            self.policy_event(tx, change, p)?;
-        }
-        if from != p.status
-            && matches!(
-                p.status,
-                PolicyStatus::AwaitingAck
-                    | PolicyStatus::Done
-                    | PolicyStatus::Blocked
-                    | PolicyStatus::Cancelled
-            )
-        {
-            self.routine_policy_settled(tx, p)?;
-        }
-        if step.effects.contains(&Effect::ChainNext) {
-            self.chain_next(tx, p)?;
-        }
-        tracing::debug!(policy = %p.id, from = from.as_str(), to = p.status.as_str(), ?input, "transition");
-        Ok(Some(step))
-    }
-
-    /// Runs the effects of a stored step that happen outside the store
-    /// (the nudge's delivery is the nudge task's own).
-    pub(crate) fn perform(&self, id: &str, step: &Step) {
-        for effect in step.effects {
-            match effect {
-                Effect::RunGate => self.schedule_gate(id),
-                Effect::AbortGate => self.abort_gate(id),
-                Effect::Nudge => self.spawn_nudge(id.to_string()),
-                Effect::Commit => self.spawn_commit(id.to_string()),
-                Effect::RetryGate => self.schedule_retry(id),
-                Effect::Review => self.spawn_review(id.to_string()),
-                Effect::DeliverNudge | Effect::ChainNext | Effect::DeliverRepair => {}
-            }
-        }
-    }
-
     /// Appends `event` in `tx`, with the webhooks it goes to.
     pub(crate) fn append(
         &self,
@@ -495,27 +402,6 @@ impl Engine {
         policy: Option<&str>,
     ) -> EngineResult<i64> {
         Ok(tx.append_event(event, session, policy, &self.webhooks(event.kind()))?)
-    }
-
-    /// Appends a policy (or review) event, with `p`'s head (its id,
-    /// status and members).
-    pub(crate) fn policy_event(
-        &self,
-        tx: &mut Tx<'_>,
-        change: impl Into<Change>,
-        p: &PolicyRow,
-    ) -> EngineResult<i64> {
-        let event = change.into().with(PolicyHead {
-            policy_id: p.id.clone(),
-            status: p.status.as_str().to_string(),
-            session_ids: p.sessions.clone(),
-        });
-        self.append(
-            tx,
-            &event,
-            p.sessions.first().map(String::as_str),
-            Some(&p.id),
-        )
     }
 
     pub fn policy(&self, id: &str) -> EngineResult<PolicyRow> {
@@ -534,57 +420,6 @@ impl Engine {
 
     pub fn events(&self, filter: &EventFilter) -> EngineResult<Vec<EventRow>> {
         Ok(self.inner.store.events(filter)?)
-    }
-
-    /// Cancels a policy in any state but a terminal one (`done`,
-    /// `cancelled`); its gate, if running, is killed. A commit being made
-    /// stops before its branch moves; one published already in the same
-    /// instant is reported by a `policy:committed` event on the cancelled
-    /// policy.
-    pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
-        let (p, step) = self.write(|tx| {
-            let mut p = tx
-                .policy(id)?
-                .ok_or_else(|| EngineError::NotFound(format!("no policy '{id}'")))?;
-            let from = p.status;
-            let reason = format!("cancelled by {by}");
-            p.reason = Some(reason.clone());
-            let step = self.transition(tx, &mut p, Input::Cancel, |_| {
-                Some(PolicyChange::cancelled(from.as_str(), Some(reason.clone())).into())
-            })?;
-            Ok((p, step))
-        })?;
-        if let Some(step) = step {
-            self.perform(id, &step);
-        }
-        tracing::info!(policy = id, by, "policy cancelled");
-        Ok(p)
-    }
-
-    fn abort_gate(&self, id: &str) {
-        let handle = self
-            .inner
-            .policies
-            .gate_tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        if let Some(h) = handle {
-            // Dropping the gate future kills its process tree (the
-            // supervisor's guard) or drops the plugin's store.
-            h.abort();
-        }
-        let review = self
-            .inner
-            .reviews
-            .review_tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        if let Some(h) = review {
-            // A judge reviewing is killed the same way.
-            h.abort();
-        }
     }
 
     /// Waits until the policy is settled or awaiting an ack, or `timeout`.

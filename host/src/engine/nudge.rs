@@ -4,10 +4,11 @@
 //!
 //! It owns the nudge's rendering and delivery. It must never lose a
 //! turn-end reported between the nudge's publication and its task, and
-//! never change a policy's state but through `Engine::transition`.
+//! never change a policy's state but through `Policies::transition`.
 
+use super::Policies;
 use super::machine::{AfterNudge, Input, Task, drives};
-use super::{AttachInput, Engine, EngineError, EngineResult, PolicyEvent, stored};
+use super::{AttachInput, EngineError, EngineResult, PolicyEvent, stored};
 use crate::model::event as ev;
 use crate::store::{PolicyRow, SessionState, now_ms};
 use crate::verdict::RunReport;
@@ -145,7 +146,7 @@ pub(super) fn not_exited(tx: &crate::store::Tx<'_>, members: &[String]) -> Vec<S
         .collect()
 }
 
-impl Engine {
+impl Policies {
     /// Delivers a stored step's nudge `message` to `members` (the prompt of
     /// those gatehost started) when the step says so.
     pub(super) async fn deliver_step_nudge(
@@ -156,7 +157,7 @@ impl Engine {
     ) {
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in members {
-                self.deliver_prompt(sid, message).await;
+                self.engine().deliver_prompt(sid, message).await;
             }
         }
     }
@@ -168,17 +169,18 @@ impl Engine {
         let Some(task) = self.begin_task(&id) else {
             return;
         };
-        let engine = self.clone();
+        let engine = self.engine();
         tokio::spawn(async move {
             // The policy is free again however the task ends.
             let _task = task;
-            if let Err(e) = engine.nudge_task(&id).await {
+            if let Err(e) = engine.policies().nudge_task(&id).await {
                 tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
             }
         });
     }
 
     async fn nudge_task(&self, id: &str) -> EngineResult<()> {
+        let engine = self.engine();
         // A test hook: widens the window between the nudge's publication
         // and this task, where an agent's turn-end must not be lost.
         if let Some(ms) = std::env::var("GATEHOST_TEST_NUDGE_DELAY_MS")
@@ -187,7 +189,7 @@ impl Engine {
         {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
-        let p = self.policy(id)?;
+        let p = engine.policy(id)?;
         if !drives(Task::Nudge, p.status) {
             return Ok(());
         }
@@ -201,22 +203,22 @@ impl Engine {
                 return Ok(());
             }
         };
-        let message = match delivered_nudge(&p, input, &self.runner().config().daemon.default_nudge)
-        {
-            Ok(m) => m,
-            Err(e) => {
-                if let Some(step) = self.settle_corrupt(id, &e)? {
-                    self.perform(id, &step);
+        let message =
+            match delivered_nudge(&p, input, &engine.runner().config().daemon.default_nudge) {
+                Ok(m) => m,
+                Err(e) => {
+                    if let Some(step) = self.settle_corrupt(id, &e)? {
+                        self.perform(id, &step);
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-        };
+            };
         // The nudge's cursor: a turn-end reported after the nudge was
         // published (an agent that acts on the event at once) counts, even
         // if it came before this task ran.
         let nudged_at = self
-            .inner
-            .store
+            .engine()
+            .store()
             .events(&crate::store::EventFilter {
                 since: 0,
                 types: vec![PolicyEvent::Nudge.as_str().into()],
@@ -229,7 +231,7 @@ impl Engine {
         let alive = self.alive_members(input)?;
         // Watch again first, then deliver: a turn-end that follows the
         // nudge at once must find the policy watching.
-        let watching = self.write(|tx| {
+        let watching = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -297,7 +299,7 @@ impl Engine {
         }
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in alive {
-                self.deliver_prompt(&sid, &message).await;
+                engine.deliver_prompt(&sid, &message).await;
             }
         }
         Ok(())

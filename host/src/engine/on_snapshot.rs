@@ -7,7 +7,8 @@
 //! Must never: let the gates see the live workspace, or settle the
 //! worktree before the caller is done with the machine for the verdict.
 
-use super::{AttachInput, Engine};
+use super::AttachInput;
+use super::Policies;
 use crate::commit::{TreeSnapshot, Watch};
 use crate::gate::GateRunner;
 use crate::store::PolicyRow;
@@ -27,7 +28,7 @@ pub(super) struct SnapshotRun {
     pub(super) watch: Option<Watch>,
 }
 
-impl Engine {
+impl Policies {
     /// Takes the snapshot of the commit paths (objects written from a
     /// thread that may write only beneath `.git`), brings a worktree to its
     /// tree, and runs the gates there, with its diff against `HEAD` as the
@@ -67,7 +68,7 @@ impl Engine {
             Ok(Err(e)) => return failed(format!("cannot snapshot the commit paths: {e}"), None),
             Err(e) => return failed(format!("the snapshot task failed: {e}"), None),
         };
-        let worktrees = self.inner.policies.worktrees.clone();
+        let worktrees = self.worktrees.clone();
         let (ws, tree) = (workspace.to_string(), snap.tree.clone());
         // What the agent attached never shares a worktree (nor a cache)
         // with what the operator attached.

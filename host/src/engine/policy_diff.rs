@@ -6,7 +6,8 @@
 //! is not made; the commit against its parent once it is). Must never
 //! change state, read the workspace's files, or run anything.
 
-use super::{Engine, EngineError, EngineResult, stored};
+use super::Policies;
+use super::{EngineError, EngineResult, stored};
 use crate::commit::patch::{self, PageBounds, PatchPage, PatchSpec};
 use crate::store::PolicyRow;
 use gix::ObjectId;
@@ -36,12 +37,12 @@ fn oid(hex: &str, what: &str, p: &PolicyRow) -> EngineResult<ObjectId> {
     })
 }
 
-impl Engine {
+impl Policies {
     /// One page of the patch `id` commits (or committed). A policy with no
     /// snapshot yet (still watching or gating, or not a commit policy) is
     /// a conflict; an unknown one is not found.
     pub async fn policy_patch(&self, id: &str, bounds: PageBounds) -> EngineResult<PolicyPatch> {
-        let p = self.policy(id)?;
+        let p = self.engine().policy(id)?;
         stored::damaged(&p)?;
         let no_diff = |why: &str| EngineError::Conflict {
             code: "no-diff",

@@ -3,11 +3,12 @@
 //! sweep that re-drives what a failed task left behind, and retention.
 //!
 //! It owns when those run and what they re-drive. It must never change a
-//! policy's state but through `Engine::transition`, and never start a
+//! policy's state but through `Policies::transition`, and never start a
 //! second task for a policy that has one.
 
+use super::Policies;
 use super::machine::{Decision, Input, Task, drives};
-use super::{Engine, EngineResult, WORKING, machine};
+use super::{EngineResult, WORKING, machine};
 use crate::model::event::{BlockOutcome, Blocked, PolicyChange, Queued};
 use crate::store::{PolicyRow, now_ms};
 use std::time::Duration;
@@ -22,7 +23,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(3);
 /// left behind (a live transition schedules its task within milliseconds).
 const SWEEP_AFTER_MS: i64 = 5_000;
 
-impl Engine {
+impl Policies {
     /// Self-healing: every few seconds, re-drives the policies a failed
     /// task left behind (a store or git error, a full disk): `gating` or
     /// `queued` with no gate task, `nudging` or `committing` with no task.
@@ -34,14 +35,14 @@ impl Engine {
             tracing::warn!("test hook: no sweep");
             return;
         }
-        let engine = self.clone();
+        let engine = self.engine();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(SWEEP_EVERY) => {}
                     _ = engine.stopped() => return,
                 }
-                if let Err(e) = engine.sweep() {
+                if let Err(e) = engine.policies().sweep() {
                     tracing::warn!(error = %e, "the sweep could not read the store; it tries again");
                 }
             }
@@ -52,19 +53,17 @@ impl Engine {
     /// blocking pool (in small transactions), logging what it deleted.
     /// Runs until the daemon stops.
     pub fn spawn_retention(&self) {
-        let rules = self.runner().config().retention.clone();
+        let rules = self.engine().runner().config().retention.clone();
         if !rules.enabled {
             tracing::info!("retention is off: events, deliveries, sessions and policies are kept");
             return;
         }
-        let engine = self.clone();
+        let engine = self.engine();
         tokio::spawn(async move {
             loop {
                 let (e2, r) = (engine.clone(), rules.clone());
-                match tokio::task::spawn_blocking(move || {
-                    e2.inner.store.apply_retention(&r, now_ms())
-                })
-                .await
+                match tokio::task::spawn_blocking(move || e2.store().apply_retention(&r, now_ms()))
+                    .await
                 {
                     Ok(Ok(swept)) if swept.is_empty() => {}
                     Ok(Ok(swept)) => tracing::info!(
@@ -98,13 +97,18 @@ impl Engine {
     /// it, or at the next start), nor, while supervision is paused, queued
     /// ones.
     pub(super) fn sweep(&self) -> EngineResult<()> {
+        let engine = self.engine();
         let stale_before = now_ms() - SWEEP_AFTER_MS;
-        for p in self.inner.store.policies_to_sweep(self.supervising())? {
+        for p in self
+            .engine()
+            .store()
+            .policies_to_sweep(engine.supervising())?
+        {
             if p.damage.is_some() {
                 if let Some(step) = self.block_damaged(&p.id)? {
                     self.perform(&p.id, &step);
                 }
-            } else if drives(Task::Slot, p.status) && !self.supervising() {
+            } else if drives(Task::Slot, p.status) && !engine.supervising() {
                 // It waits for supervision, said by its `policy:paused`.
             } else if WORKING.contains(&p.status) && p.updated_at < stale_before {
                 self.redrive(
@@ -133,7 +137,7 @@ impl Engine {
         let id = p.id.clone();
         let step = if drives(Task::Gate, p.status) {
             // Stored: the gate runs again from `queued`.
-            self.write(|tx| {
+            self.engine().write(|tx| {
                 let Some(mut p) = tx.policy(&id)? else {
                     return Ok(None);
                 };
@@ -167,20 +171,21 @@ impl Engine {
     /// `policy:blocked` event instead of running the gate again: a gate
     /// input that kills the daemon must not crash-loop it.
     pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+        let engine = self.engine();
         if let Some(signal) = fault {
             tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");
         }
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
-        let routines = self.recover_routines()?;
+        let routines = engine.recover_routines()?;
         // One read of the sessions, keeping only the damaged and the
         // started ones (never every session held, nor one read per policy).
-        let sessions = self.inner.store.sessions_to_recover()?;
-        self.recover_started_sessions(&sessions)?;
-        self.perform_routine_actions(routines);
+        let sessions = engine.store().sessions_to_recover()?;
+        engine.recover_started_sessions(&sessions)?;
+        engine.perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
         self.settle_damaged_rows(&sessions)?;
-        let open = self.inner.store.policies(WORKING)?;
+        let open = engine.store().policies(WORKING)?;
         for p in open {
             // A gate this life started already (recovery of a started
             // session ended its turn) is left to its task.
@@ -190,17 +195,17 @@ impl Engine {
             }
             self.redrive(&p, "the daemon restarted while the gate ran; it runs again")?;
         }
-        if !self.supervising() {
+        if !engine.supervising() {
             tracing::warn!(
                 "supervision is paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
             );
-            self.announce_paused()?;
+            engine.announce_paused()?;
         }
         Ok(())
     }
 
     fn recover_gating(&self, id: &str, fault: bool) -> EngineResult<()> {
-        let step = self.write(|tx| {
+        let step = self.engine().write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -248,6 +253,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::store::{PolicyStatus, Store};
     use serde_json::json;
 
@@ -291,12 +297,12 @@ mod tests {
             .store()
             .damage_column("policies", "spec", None, "[]")
             .expect("damage");
-        engine.sweep().expect("sweep");
+        engine.policies().sweep().expect("sweep");
         assert_eq!(status("gating"), "blocked");
         assert_eq!(status("watching"), "watching");
         // The next start reads every unsettled row for damage: it is
         // blocked then.
-        engine.settle_damaged_rows(&[]).expect("start");
+        engine.policies().settle_damaged_rows(&[]).expect("start");
         assert_eq!(status("watching"), "blocked");
     }
 }

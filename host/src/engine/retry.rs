@@ -5,7 +5,7 @@
 //! retry a gate that gave a verdict (the lifecycle decides that), and
 //! never hold a gating slot while it waits.
 
-use super::Engine;
+use super::Policies;
 use super::machine::{Task, Verdict, drives};
 use crate::store::PolicyRow;
 use crate::verdict::RunReport;
@@ -19,7 +19,7 @@ pub(super) fn retry_backoff(first: std::time::Duration, attempt: i64) -> std::ti
         .min(std::time::Duration::from_secs(60))
 }
 
-impl Engine {
+impl Policies {
     /// What a gate that could not run leads to: a retry while
     /// `[daemon] infra_retries` last (counted in `p`, told in
     /// `said.retry`: its cause, attempt and wait), else `error`, with
@@ -30,7 +30,7 @@ impl Engine {
         report: &RunReport,
         said: &mut super::said::Said,
     ) -> Verdict {
-        let runner = self.runner();
+        let runner = self.engine().runner();
         let daemon = &runner.config().daemon;
         let retries = daemon.infra_retries;
         if (p.infra_retries_used as u32) < retries {
@@ -61,14 +61,15 @@ impl Engine {
     /// while supervision is paused, the policy waits and says so
     /// (`policy:paused`; the reload that enables supervision runs it).
     fn retry_now(&self, id: &str) {
-        if self.supervising() {
+        let engine = self.engine();
+        if engine.supervising() {
             self.schedule_gate(id);
             return;
         }
-        let said = self.write(|tx| {
+        let said = engine.write(|tx| {
             match tx.policy(id)? {
                 Some(p) if drives(Task::Slot, p.status) && p.damage.is_none() => {
-                    self.wait_paused(tx, &p)?;
+                    engine.wait_paused(tx, &p)?;
                 }
                 _ => {}
             }
@@ -83,7 +84,7 @@ impl Engine {
     /// retry has passed (the policy is `queued` meanwhile; a restart runs
     /// it at once).
     pub(super) fn schedule_retry(&self, id: &str) {
-        let (engine, id) = (self.clone(), id.to_string());
+        let (engine, id) = (self.engine(), id.to_string());
         tokio::spawn(async move {
             let wait = match engine.policy(&id) {
                 Ok(p) => retry_backoff(
@@ -93,7 +94,7 @@ impl Engine {
                 Err(_) => return,
             };
             tokio::select! {
-                _ = tokio::time::sleep(wait) => engine.retry_now(&id),
+                _ = tokio::time::sleep(wait) => engine.policies().retry_now(&id),
                 _ = engine.stopped() => {}
             }
         });

@@ -5,15 +5,16 @@
 //! repair nudge.
 //!
 //! It owns the loop around the decision, never the decision itself; it
-//! must never change a policy's state but through `Engine::transition`,
+//! must never change a policy's state but through `Policies::transition`,
 //! never act on a verdict of a review no longer under way (the stored
 //! cycle is checked in the transaction that applies it), and never read a
 //! verdict from anything but the reviewer's own output.
 
+use super::Reviews;
 use super::attach::Reviewer;
 use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainState, ShipTo};
 use super::machine::{AfterPass, Input, ReviewStep, Task, Verdict, drives};
-use super::{AttachInput, Engine, EngineResult, PolicyEvent, stored};
+use super::{AttachInput, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;
 use crate::model::event::{
     self as ev, Event, PolicyChange, ReviewChange as R, SessionEvent, WatchdogEvent,
@@ -79,7 +80,7 @@ fn judge_findings(report: &RunReport) -> String {
     )
 }
 
-impl Engine {
+impl Reviews {
     /// A gate passed on a policy with a review: the chain decides (its
     /// first review, the next one after a repair, or anew after SHIP),
     /// and the chain's record is set in `p` with the change. Returns the
@@ -140,24 +141,18 @@ impl Engine {
     /// Runs (or resumes) the review of a policy in `reviewing`, once at a
     /// time; a cancel kills it.
     pub(crate) fn spawn_review(&self, id: String) {
-        let mut tasks = self
-            .inner
-            .reviews
-            .review_tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.review_tasks.lock().unwrap_or_else(|p| p.into_inner());
         if tasks.get(&id).is_some_and(|h| !h.is_finished()) {
             return;
         }
-        let engine = self.clone();
+        let engine = self.engine();
         let owned = id.clone();
         let handle = tokio::spawn(async move {
-            if let Err(e) = engine.review_task(&owned).await {
+            if let Err(e) = engine.reviews().review_task(&owned).await {
                 tracing::error!(policy = %owned, error = %e, "review failed; the sweep runs it again");
             }
             engine
-                .inner
-                .reviews
+                .reviews()
                 .review_tasks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -166,8 +161,22 @@ impl Engine {
         tasks.insert(id, handle.abort_handle());
     }
 
+    /// Kills the review task of `id`, if one runs (a cancel): a judge
+    /// reviewing is killed as a gate is.
+    pub(super) fn abort_review(&self, id: &str) {
+        let review = self
+            .review_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(h) = review {
+            // A judge reviewing is killed the same way.
+            h.abort();
+        }
+    }
+
     async fn review_task(&self, id: &str) -> EngineResult<()> {
-        let p = self.policy(id)?;
+        let p = self.engine().policy(id)?;
         if !drives(Task::Review, p.status) {
             return Ok(());
         }
@@ -204,12 +213,13 @@ impl Engine {
 
     /// The reviewer session's lane: its reviews one at a time.
     fn reviewer_lane(&self, reviewer: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        super::lane(&self.inner.reviews.reviewer_lanes, reviewer)
+        super::lane(&self.reviewer_lanes, reviewer)
     }
 
     fn settle_and_perform(&self, id: &str, e: &super::EngineError) -> EngineResult<()> {
-        if let Some(step) = self.settle_corrupt(id, e)? {
-            self.perform(id, &step);
+        let engine = self.engine();
+        if let Some(step) = engine.policies().settle_corrupt(id, e)? {
+            engine.policies().perform(id, &step);
         }
         Ok(())
     }
@@ -223,12 +233,13 @@ impl Engine {
         gate: &crate::gate::GateSpec,
         record: &ChainRecord,
     ) -> EngineResult<Answer> {
-        let runner = self.runner();
+        let engine = self.engine();
+        let runner = engine.runner();
         let mut workspace = String::new();
         let mut text = Vec::new();
         let mut members = Vec::new();
         for sid in &p.sessions {
-            if let Some(s) = self.inner.store.session(sid)? {
+            if let Some(s) = engine.store().session(sid)? {
                 if workspace.is_empty() {
                     workspace = s.workspace.clone();
                 }
@@ -279,16 +290,18 @@ impl Engine {
         rubric: &str,
         record: &ChainRecord,
     ) -> EngineResult<Option<Answer>> {
+        let engine = self.engine();
         // One review in flight per reviewer session: the others wait here
         // (in turn) before their prompt is delivered.
         let lane = self.reviewer_lane(reviewer);
         let _turn = lane.lock().await;
-        self.deliver_prompt(reviewer, &session_prompt(rubric, record))
+        engine
+            .deliver_prompt(reviewer, &session_prompt(rubric, record))
             .await;
         // A reviewer already stale will not answer either.
         if self
-            .inner
-            .store
+            .engine()
+            .store()
             .session(reviewer)?
             .is_some_and(|s| s.stale_at.is_some())
         {
@@ -306,13 +319,13 @@ impl Engine {
             ..Default::default()
         };
         loop {
-            let p = self.policy(id)?;
+            let p = engine.policy(id)?;
             let still = drives(Task::Review, p.status)
                 && stored::chain(&p)?.is_some_and(|r| r.cycle == record.cycle);
             if !still {
                 return Ok(None);
             }
-            let found = self.wait_events(&filter, ANSWER_POLL).await?;
+            let found = engine.wait_events(&filter, ANSWER_POLL).await?;
             if let Some(e) = found.first() {
                 let message = match &e.event {
                     Event::Session(SessionEvent::Exited(_)) => {
@@ -342,7 +355,7 @@ impl Engine {
                     }
                 }
             }
-            if *self.inner.stopping.borrow() {
+            if engine.is_stopping() {
                 return Ok(None);
             }
         }
@@ -357,7 +370,8 @@ impl Engine {
         review: &super::attach::ReviewInput,
         answer: Answer,
     ) -> EngineResult<()> {
-        let applied = self.write(|tx| {
+        let engine = self.engine();
+        let applied = engine.write(|tx| {
             let Some(mut p) = tx.policy(id)? else {
                 return Ok(None);
             };
@@ -430,7 +444,7 @@ impl Engine {
                 max_cycles: max,
                 reason: reason.clone(),
             };
-            let step = self.transition(tx, &mut p, Input::Review(step), |event| {
+            let step = engine.policies().transition(tx, &mut p, Input::Review(step), |event| {
                 Some(match event {
                     PolicyEvent::ReviewVerdict => R::Verdict(ev::ReviewVerdict {
                         cycle,
@@ -469,12 +483,12 @@ impl Engine {
         let Some((step, repairer, message)) = applied else {
             return Ok(());
         };
-        self.perform(id, &step);
+        engine.policies().perform(id, &step);
         if step
             .effects
             .contains(&super::machine::Effect::DeliverRepair)
         {
-            self.deliver_prompt(&repairer, &message).await;
+            engine.deliver_prompt(&repairer, &message).await;
         }
         Ok(())
     }

@@ -108,7 +108,6 @@ macro_rules! reach_the_engine {
         impl $service {
             /// The engine this service belongs to: the way to the shared
             /// core and to the other services.
-            #[allow(dead_code)] // SKELETON: removed once every service calls it
             pub(crate) fn engine(&self) -> Engine {
                 self.service.engine()
             }

@@ -62,7 +62,7 @@ fn a_refused_write_keeps_nothing_and_answers_its_own_error() {
 }
 
 /// Nothing changes a policy but the machine: the engine writes a policy
-/// row whole (or a damaged one's status) only in `Engine::transition`;
+/// row whole (or a damaged one's status) only in `Policies::transition`;
 /// every other write is a typed store operation that changes no state
 /// (`record_next`, `record_prepared`, `record_publishes`).
 #[test]
@@ -96,12 +96,12 @@ fn only_the_transition_writes_a_policy_row() {
         2,
         "policy rows written outside the transition: {writes:?}"
     );
-    let mod_rs = std::fs::read_to_string(dir.join("mod.rs")).expect("read mod.rs");
-    let transition = mod_rs
+    let file = std::fs::read_to_string(dir.join("transition.rs")).expect("read transition.rs");
+    let transition = file
         .split("pub(crate) fn transition(")
         .nth(1)
         .and_then(|t| t.split("\n    }\n").next())
-        .expect("Engine::transition");
+        .expect("Policies::transition");
     assert!(
         transition.contains(".put_policy(") && transition.contains(".put_damaged_policy("),
         "the transition no longer writes the row: {writes:?}"
