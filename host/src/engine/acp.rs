@@ -12,7 +12,7 @@
 //! chunks since the prompt as the session's last message. A
 //! `session/request_permission` is answered by the session's permission
 //! rule (`permission`), an escalation by the operator
-//! ([`Engine::resolve_permission`]) or by the `auto-allow` of a routine's
+//! ([`Agents::resolve_permission`]) or by the `auto-allow` of a routine's
 //! step in the session (only the operator's routines run in the
 //! operator's sessions: `routines::ops`), or, at its timeout, denied; each
 //! answer is a `session:permission` event saying who answered (`by`, and
@@ -27,7 +27,7 @@
 //! deny: the agent never gets an allow nobody gave).
 
 use super::sessions::{MAX_MESSAGE, ReportKind, cap};
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult, services::Agents};
 use crate::model::event::{ClientRefused, Event, Permission, PermissionEscalated, SessionEvent};
 use crate::permission::{Decision, PermissionRule, ToolAsk, decide};
 use agent_client_protocol::schema::ProtocolVersion;
@@ -107,17 +107,11 @@ fn answer(req: &RequestPermissionRequest, allow: bool) -> RequestPermissionRespo
     }
 }
 
-impl Engine {
+impl Agents {
     /// Sends `message` as the next prompt of the ACP session `session_id`;
     /// `false` when it is not one this daemon drives.
     pub(super) fn prompt_acp(&self, session_id: &str, message: &str) -> bool {
-        let prompts = self
-            .inner
-            .agents
-            .acp
-            .prompts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let prompts = self.acp.prompts.lock().unwrap_or_else(|p| p.into_inner());
         match prompts.get(session_id) {
             Some(tx) => tx.send(message.to_string()).is_ok(),
             None => false,
@@ -128,9 +122,7 @@ impl Engine {
     /// prompts, so its conversation ends and its agent is killed (its exit
     /// reported). `false` when it is not one.
     pub(super) fn stop_acp(&self, session_id: &str) -> bool {
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -150,8 +142,6 @@ impl Engine {
         routine: Option<&str>,
     ) -> EngineResult<()> {
         let waiting = self
-            .inner
-            .agents
             .acp
             .escalations
             .lock()
@@ -166,8 +156,9 @@ impl Engine {
     }
 
     fn publish(&self, sid: &str, said: SessionEvent) {
+        let engine = self.engine();
         let event = Event::Session(said);
-        if let Err(e) = self.write(|tx| self.append(tx, &event, Some(sid), None)) {
+        if let Err(e) = engine.write(|tx| engine.append(tx, &event, Some(sid), None)) {
             tracing::error!(session = sid, event = event.kind(), error = %e, "cannot record an ACP event");
         }
     }
@@ -214,13 +205,8 @@ impl Engine {
         responder: Responder<RequestPermissionResponse>,
         cx: &ConnectionTo<Agent>,
     ) -> Result<(), agent_client_protocol::Error> {
-        let n = self
-            .inner
-            .agents
-            .acp
-            .next_request
-            .fetch_add(1, Ordering::Relaxed)
-            + 1;
+        let e = self.engine();
+        let n = self.acp.next_request.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("perm-{n}");
         let ask = tool_ask(&req);
         let decision = decide(rule, &ask);
@@ -237,9 +223,7 @@ impl Engine {
             return responder.respond(answer(&req, allowed));
         }
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .agents
-            .acp
+        self.acp
             .escalations
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -257,8 +241,8 @@ impl Engine {
             }),
         );
         // A routine's step in this session may answer it (or escalate).
-        self.routine_permission(sid, &id);
-        let engine = self.clone();
+        e.runs().routine_permission(sid, &id);
+        let engine = e.clone();
         let sid = sid.to_string();
         // Waits apart from the dispatch loop: the agent's other messages
         // go on meanwhile.
@@ -277,7 +261,7 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&(sid.clone(), id.clone()));
-            engine.record_answer(
+            engine.agents().record_answer(
                 &sid,
                 &id,
                 &req,
@@ -315,9 +299,7 @@ impl Engine {
         rule: PermissionRule,
     ) {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -348,12 +330,13 @@ impl Engine {
         let text = Arc::new(Mutex::new(String::new()));
         let conversation = {
             let chunks = text.clone();
+            let engine = self.engine();
             let (e1, e2, e3, e4, e5) = (
-                self.clone(),
-                self.clone(),
-                self.clone(),
-                self.clone(),
-                self.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine,
             );
             let (s1, s2, s3, s4, s5) = (
                 sid.clone(),
@@ -383,25 +366,25 @@ impl Engine {
                 )
                 .on_receive_request(
                     async move |req: RequestPermissionRequest, responder, cx: ConnectionTo<Agent>| {
-                        e1.on_permission(&s1, &rule, req, responder, &cx)
+                        e1.agents().on_permission(&s1, &rule, req, responder, &cx)
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: ReadTextFileRequest, responder: Responder<ReadTextFileResponse>, _cx| {
-                        responder.respond_with_error(e2.refuse(&s2, "fs/read_text_file", req.path.display().to_string()))
+                        responder.respond_with_error(e2.agents().refuse(&s2, "fs/read_text_file", req.path.display().to_string()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: WriteTextFileRequest, responder: Responder<WriteTextFileResponse>, _cx| {
-                        responder.respond_with_error(e3.refuse(&s3, "fs/write_text_file", req.path.display().to_string()))
+                        responder.respond_with_error(e3.agents().refuse(&s3, "fs/write_text_file", req.path.display().to_string()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: CreateTerminalRequest, responder: Responder<CreateTerminalResponse>, _cx| {
-                        responder.respond_with_error(e4.refuse(&s4, "terminal/create", req.command.clone()))
+                        responder.respond_with_error(e4.agents().refuse(&s4, "terminal/create", req.command.clone()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
@@ -419,7 +402,7 @@ impl Engine {
                         .await?;
                     tracing::info!(session = %s5, acp_session = %session.session_id.0, "an ACP session began");
                     while let Some(prompt) = rx.recv().await {
-                        if let Err(e) = e5.report(&s5, ReportKind::TurnStart, None) {
+                        if let Err(e) = e5.sessions().report(&s5, ReportKind::TurnStart, None) {
                             tracing::warn!(session = %s5, error = %e, "cannot record a turn-start");
                         }
                         let done = cx
@@ -431,7 +414,7 @@ impl Engine {
                             .await?;
                         let message = std::mem::take(&mut *text.lock().unwrap_or_else(|p| p.into_inner()));
                         tracing::info!(session = %s5, stop = ?done.stop_reason, "an ACP prompt ended");
-                        if let Err(e) = e5.report(&s5, ReportKind::TurnEnd, Some(message)) {
+                        if let Err(e) = e5.sessions().report(&s5, ReportKind::TurnEnd, Some(message)) {
                             tracing::warn!(session = %s5, error = %e, "cannot record a turn-end");
                         }
                     }
@@ -460,16 +443,12 @@ impl Engine {
     /// escalations denied (their waits see the closed channel), its exit
     /// reported.
     async fn acp_ended(&self, sid: &str, mut child: super::agent_process::Agent, message: String) {
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(sid);
-        self.inner
-            .agents
-            .acp
+        self.acp
             .escalations
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -478,7 +457,11 @@ impl Engine {
             let _ = super::agent_process::kill_group(child.id() as i32);
         }
         let _ = child.status().await;
-        if let Err(e) = self.report(sid, ReportKind::Exited, Some(message)) {
+        if let Err(e) = self
+            .engine()
+            .sessions()
+            .report(sid, ReportKind::Exited, Some(message))
+        {
             tracing::warn!(session = sid, error = %e, "cannot record a session exit");
         }
     }

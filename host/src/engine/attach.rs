@@ -424,7 +424,7 @@ impl Engine {
                 },
             )?;
             if drives(Task::Slot, p.status) && !self.supervising() {
-                self.wait_paused(tx, &p)?;
+                self.settings().wait_paused(tx, &p)?;
             }
         }
         Ok(p)

@@ -186,7 +186,7 @@ impl Engine {
         };
         if approve {
             reviewed_tree(id, plan, tree)?;
-            self.check_approver(&current, proof)?;
+            self.settings().check_approver(&current, proof)?;
         }
         let paths = plan.paths.clone();
         let snapshot = plan.snapshot.clone();
@@ -230,7 +230,7 @@ impl Engine {
                 // Checked again where the decision is stored: a re-gate
                 // between the first look and here is refused too.
                 reviewed_tree(id, plan_now, tree)?;
-                self.check_approver(&p, proof)?;
+                self.settings().check_approver(&p, proof)?;
             }
             let gated = plan_now.fingerprint.clone();
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);

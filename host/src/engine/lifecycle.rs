@@ -81,7 +81,7 @@ impl Engine {
             return Ok(None);
         }
         if !self.supervising() {
-            return self.wait_paused(tx, p).map(|()| None);
+            return self.settings().wait_paused(tx, p).map(|()| None);
         }
         let Ok(slot) = self.inner.policies.gating.clone().try_acquire_owned() else {
             return Ok(None);

@@ -156,7 +156,7 @@ impl Engine {
     ) {
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in members {
-                self.deliver_prompt(sid, message).await;
+                self.agents().deliver_prompt(sid, message).await;
             }
         }
     }
@@ -297,7 +297,7 @@ impl Engine {
         }
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in alive {
-                self.deliver_prompt(&sid, &message).await;
+                self.agents().deliver_prompt(&sid, &message).await;
             }
         }
         Ok(())

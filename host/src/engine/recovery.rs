@@ -172,12 +172,12 @@ impl Engine {
         }
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
-        let routines = self.recover_routines()?;
+        let routines = self.runs().recover_routines()?;
         // One read of the sessions, keeping only the damaged and the
         // started ones (never every session held, nor one read per policy).
         let sessions = self.inner.store.sessions_to_recover()?;
-        self.recover_started_sessions(&sessions)?;
-        self.perform_routine_actions(routines);
+        self.agents().recover_started_sessions(&sessions)?;
+        self.runs().perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
         self.settle_damaged_rows(&sessions)?;
         let open = self.inner.store.policies(WORKING)?;
@@ -194,7 +194,7 @@ impl Engine {
             tracing::warn!(
                 "supervision is paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
             );
-            self.announce_paused()?;
+            self.settings().announce_paused()?;
         }
         Ok(())
     }

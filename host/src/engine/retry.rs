@@ -68,7 +68,7 @@ impl Engine {
         let said = self.write(|tx| {
             match tx.policy(id)? {
                 Some(p) if drives(Task::Slot, p.status) && p.damage.is_none() => {
-                    self.wait_paused(tx, &p)?;
+                    self.settings().wait_paused(tx, &p)?;
                 }
                 _ => {}
             }

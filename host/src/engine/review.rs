@@ -283,7 +283,8 @@ impl Engine {
         // (in turn) before their prompt is delivered.
         let lane = self.reviewer_lane(reviewer);
         let _turn = lane.lock().await;
-        self.deliver_prompt(reviewer, &session_prompt(rubric, record))
+        self.agents()
+            .deliver_prompt(reviewer, &session_prompt(rubric, record))
             .await;
         // A reviewer already stale will not answer either.
         if self
@@ -474,7 +475,7 @@ impl Engine {
             .effects
             .contains(&super::machine::Effect::DeliverRepair)
         {
-            self.deliver_prompt(&repairer, &message).await;
+            self.agents().deliver_prompt(&repairer, &message).await;
         }
         Ok(())
     }

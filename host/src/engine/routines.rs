@@ -20,7 +20,7 @@ use super::routine::{
     SessionSpec, StepRules,
 };
 use super::sessions::ReportKind;
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult, services::Routines};
 use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
 use crate::model::routine::StepPolicy;
 use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
@@ -146,7 +146,7 @@ enum Action {
     Stop { session: String },
 }
 
-impl Engine {
+impl Routines {
     fn routine_event(
         &self,
         tx: &mut Tx<'_>,
@@ -163,7 +163,7 @@ impl Engine {
         let session = payload.session_id.clone();
         tracing::info!(routine = %run.row.id, event = kind.as_str(), step = ?payload.step, "routine event");
         let event = Event::Routine(RoutineEventOf { kind, payload });
-        self.append(tx, &event, session.as_deref(), None)?;
+        self.engine().append(tx, &event, session.as_deref(), None)?;
         Ok(())
     }
 
@@ -487,6 +487,7 @@ impl Engine {
 
     /// Runs what committed decisions said.
     fn perform_routine(&self, actions: Vec<Action>) {
+        let engine = self.engine();
         for a in actions {
             match a {
                 Action::StartAcp {
@@ -509,7 +510,7 @@ impl Engine {
                         permission,
                         ..super::StartInput::default()
                     };
-                    if let Err(e) = self.start_session(input) {
+                    if let Err(e) = engine.agents().start_session(input) {
                         tracing::warn!(routine = %run, session = %session, error = %e, "a routine step's agent could not start");
                         self.routine_session_input(
                             &session,
@@ -522,8 +523,10 @@ impl Engine {
                     }
                 }
                 Action::Prompt { session, text } => {
-                    let engine = self.clone();
-                    tokio::spawn(async move { engine.deliver_prompt(&session, &text).await });
+                    let engine = engine.clone();
+                    tokio::spawn(
+                        async move { engine.agents().deliver_prompt(&session, &text).await },
+                    );
                 }
                 Action::AttachThenPrompt {
                     session,
@@ -531,9 +534,12 @@ impl Engine {
                     key,
                     text,
                 } => {
-                    let engine = self.clone();
+                    let engine = engine.clone();
                     tokio::spawn(async move {
-                        engine.attach_step_policy(session, policy, key, text).await;
+                        engine
+                            .runs()
+                            .attach_step_policy(session, policy, key, text)
+                            .await;
                     });
                 }
                 Action::Allow {
@@ -541,14 +547,17 @@ impl Engine {
                     request,
                     routine,
                 } => {
-                    if let Err(e) =
-                        self.resolve_permission(&session, &request, true, routine.as_deref())
-                    {
+                    if let Err(e) = engine.agents().resolve_permission(
+                        &session,
+                        &request,
+                        true,
+                        routine.as_deref(),
+                    ) {
                         tracing::warn!(session = %session, request = %request, error = %e, "a routine's allow found no permission request waiting");
                     }
                 }
                 Action::Stop { session } => {
-                    self.stop_acp(&session);
+                    engine.agents().stop_acp(&session);
                 }
             }
         }
@@ -557,7 +566,7 @@ impl Engine {
     /// Feeds `input` to the run whose current step runs in `session`, if
     /// any, and runs what it decided.
     fn routine_session_input(&self, session: &str, input: RunInput, cx: Context) {
-        let r = self.write(|tx| {
+        let r = self.engine().write(|tx| {
             let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
                 return Ok(Vec::new());
             };
@@ -591,9 +600,7 @@ impl Engine {
         };
         // A run waiting for this session may be ready: the tick looks.
         if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
-            self.inner
-                .routines
-                .waits_dirty
+            self.waits_dirty
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {

@@ -9,7 +9,7 @@
 //! a report the caller's key does not cover.
 
 use super::keys::{self, Caller};
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult, services::Sessions};
 use crate::anchor::{Places, WorkspaceAnchor};
 use crate::config::Trust;
 use crate::model::event::{self as ev, Event, SessionEvent, WatchdogEvent};
@@ -310,7 +310,7 @@ pub(super) fn cap(mut s: String, max: usize) -> String {
     s
 }
 
-impl Engine {
+impl Sessions {
     /// Registers a session for the credential `by`, or updates the label,
     /// cwd and URL of a known one it owns (hooks may register on every
     /// start). The agent token registers only under `workspace_roots` and
@@ -327,6 +327,7 @@ impl Engine {
         command: Option<(Vec<String>, i64)>,
         caller: &Caller,
     ) -> EngineResult<Registered> {
+        let engine = self.engine();
         let by = caller.trust;
         let id = input
             .id
@@ -359,7 +360,7 @@ impl Engine {
             ));
         }
         // One configuration for the whole registration.
-        let runner = self.runner();
+        let runner = engine.runner();
         let daemon = &runner.config().daemon;
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let located = locate(&input.cwd, input.workspace.as_deref())?;
@@ -373,7 +374,7 @@ impl Engine {
         check_clear_of_host(&located, &runner.config().host_places())?;
         let Located { cwd, ws, anchor } = located;
         let pin = anchor.identity();
-        self.write(|tx| {
+        engine.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
             if let Some(e) = existing.as_ref().and_then(super::damage::session_error) {
@@ -487,10 +488,10 @@ impl Engine {
                     started: command.is_some(),
                 };
                 let event = Event::Session(SessionEvent::Registered(registered));
-                self.append(tx, &event, Some(&s.id), None)?;
+                engine.append(tx, &event, Some(&s.id), None)?;
             }
             if step.does(machine::Effect::AttachPolicies) {
-                self.attach_session_policies(tx, &s, "registered")?;
+                engine.settings().attach_session_policies(tx, &s, "registered")?;
             }
             Ok(Registered {
                 session: s,
@@ -531,7 +532,7 @@ impl Engine {
             by: by.to_string(),
             stale_at,
         };
-        self.append(
+        self.engine().append(
             tx,
             &Event::Watchdog(WatchdogEvent::Live(live)),
             Some(&s.id),

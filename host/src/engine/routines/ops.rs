@@ -6,12 +6,12 @@
 
 use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
 use super::super::sessions::invalid;
-use super::super::{Engine, EngineError, EngineResult};
+use super::super::{EngineError, EngineResult, services::Routines};
 use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
 use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
 
-impl Engine {
+impl Routines {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
     /// a spec that does not validate, a step whose `policy` is not a
     /// policy body (its gates are checked when it is attached, at the
@@ -21,7 +21,7 @@ impl Engine {
         self.start_routine_keyed(spec, None)
     }
 
-    /// [`Engine::start_routine`] with an idempotency key (a client's
+    /// [`Routines::start_routine`] with an idempotency key (a client's
     /// `Idempotency-Key`): a key seen before answers the run it started,
     /// whatever became of it, and starts nothing (a retry whose first
     /// answer was lost); the same key with another spec is a conflict.
@@ -93,7 +93,7 @@ impl Engine {
                 })
                 .collect(),
         };
-        let (actions, view) = self.write(|tx| {
+        let (actions, view) = self.engine().write(|tx| {
             if let (Some(k), Some(d)) = (&key, &digest) {
                 // Another start with this key won the race: its run.
                 if let Some((existing, _)) = tx.routine_by_key(k)? {
@@ -130,7 +130,7 @@ impl Engine {
     /// The run `key` started, if it did: the same spec (by `digest`), or a
     /// conflict naming the run.
     fn routine_of_key(&self, key: &str, digest: &str) -> EngineResult<Option<RoutineView>> {
-        let found = self.write(|tx| Ok(tx.routine_by_key(key)?))?;
+        let found = self.engine().write(|tx| Ok(tx.routine_by_key(key)?))?;
         let Some((id, stored)) = found else {
             return Ok(None);
         };
@@ -191,8 +191,8 @@ impl Engine {
             });
         };
         let s = self
-            .inner
-            .store
+            .engine()
+            .store()
             .session(id)?
             .ok_or_else(|| invalid("session", format!("step {label:?}: no session {id:?}")))?;
         caller.check(&s)?;
@@ -229,8 +229,8 @@ impl Engine {
     }
 
     pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
-        self.inner
-            .store
+        self.engine()
+            .store()
             .routine(id)?
             .map(flag_damage)
             .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))
@@ -239,8 +239,8 @@ impl Engine {
     /// The newest runs, at most `limit`.
     pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
         Ok(self
-            .inner
-            .store
+            .engine()
+            .store()
             .routines(limit)?
             .into_iter()
             .map(flag_damage)
@@ -254,8 +254,9 @@ impl Engine {
     /// started are stopped. `None`: the run decodes (cancelled the usual
     /// way).
     fn cancel_damaged_routine(&self, id: &str, by: &str) -> EngineResult<Option<RoutineView>> {
+        let engine = self.engine();
         let mut stop = Vec::new();
-        let view = self.write(|tx| {
+        let view = engine.write(|tx| {
             stop.clear();
             let row = tx
                 .routine(id)?
@@ -298,11 +299,11 @@ impl Engine {
                 kind: RoutineKind::Cancelled,
                 payload: cancelled,
             });
-            self.append(tx, &event, None, None)?;
+            engine.append(tx, &event, None, None)?;
             Ok(tx.routine(id)?)
         })?;
         for session in stop {
-            self.stop_acp(&session);
+            engine.agents().stop_acp(&session);
         }
         Ok(view.map(flag_damage))
     }
@@ -340,7 +341,7 @@ impl Engine {
         input: RunInput,
         why: Option<String>,
     ) -> EngineResult<RoutineView> {
-        let (actions, view) = self.write(|tx| {
+        let (actions, view) = self.engine().write(|tx| {
             let row = tx
                 .routine(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))?;
@@ -406,7 +407,7 @@ impl Engine {
     /// One look: escalations past their deadline, waiting runs whose
     /// `waitFor` finished (or never will).
     fn routine_tick(&self) -> EngineResult<()> {
-        let actions = self.write(|tx| {
+        let actions = self.engine().write(|tx| {
             let mut actions = Vec::new();
             for row in tx.routines_past_deadline(now_ms())? {
                 let Some(mut run) = Run::usable(row) else {
@@ -435,7 +436,8 @@ impl Engine {
     /// else moves a wait). Reads only, so that an idle tick writes nothing
     /// and wakes no reader.
     fn routine_tick_due(&self) -> EngineResult<bool> {
-        let store = &self.inner.store;
+        let e = self.engine();
+        let store = e.store();
         // The cheap look first (by index); then whether one of them is a
         // run the tick can move (a damaged one is left as it is).
         if store.routine_past_deadline(now_ms())?
@@ -447,8 +449,6 @@ impl Engine {
             return Ok(true);
         }
         if !self
-            .inner
-            .routines
             .waits_dirty
             .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
@@ -471,16 +471,16 @@ impl Engine {
 
     /// The tick, every second until the daemon stops.
     pub fn spawn_routine_ticker(&self) {
-        let engine = self.clone();
+        let engine = self.engine();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(TICK) => {}
                     _ = engine.stopped() => return,
                 }
-                let failed = match engine.routine_tick_due() {
+                let failed = match engine.runs().routine_tick_due() {
                     Ok(false) => None,
-                    Ok(true) => engine.routine_tick().err().map(|e| ("write", e)),
+                    Ok(true) => engine.runs().routine_tick().err().map(|e| ("write", e)),
                     Err(e) => Some(("read", e)),
                 };
                 if let Some((what, e)) = failed {
@@ -502,10 +502,11 @@ impl Engine {
     /// `MAX_RESTARTS` times). Returns what to run once that recovery is
     /// through (`perform_routine_actions`).
     pub(in crate::engine) fn recover_routines(&self) -> EngineResult<Vec<RoutineActions>> {
+        let engine = self.engine();
         let mut out = Vec::new();
-        for row in self.inner.store.active_routines()? {
+        for row in engine.store().active_routines()? {
             let id = row.id.clone();
-            let r = self.write(|tx| {
+            let r = engine.write(|tx| {
                 let Some(row) = tx.routine(&id)? else {
                     return Ok(Vec::new());
                 };
