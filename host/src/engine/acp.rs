@@ -254,8 +254,7 @@ impl Agents {
                 Err(_) => (false, AnsweredBy::Timeout, None),
             };
             engine
-                .inner
-                .agents
+                .agents()
                 .acp
                 .escalations
                 .lock()
