@@ -332,7 +332,7 @@ impl Engine {
 
     /// Starts the watchdog until the daemon stops.
     pub fn spawn_watchdog(&self) {
-        self.sessions().spawn_watchdog()
+        self.sessions().spawn_watchdog();
     }
 
     /// One look of the watchdog at `now` (ms).
@@ -399,7 +399,7 @@ impl Engine {
 
     /// Starts the routines' tick until the daemon stops.
     pub fn spawn_routine_ticker(&self) {
-        self.runs().spawn_routine_ticker()
+        self.runs().spawn_routine_ticker();
     }
 
     /// Adds a standing policy (operator only).
