@@ -40,25 +40,9 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
-
-/// The live ACP sessions: where their prompts go, and the permission
-/// requests waiting for the operator.
-#[derive(Default)]
-pub(super) struct Acp {
-    prompts: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
-    /// By (session, request id).
-    escalations: Mutex<HashMap<(String, String), oneshot::Sender<Answer>>>,
-    next_request: AtomicU64,
-}
-
-/// An escalation's answer: allowed or not, and the routine that gave it
-/// (none: the operator).
-type Answer = (bool, Option<String>);
+use tokio::sync::mpsc;
 
 impl Agents {
     /// Sends `message` as the next prompt of the ACP session `session_id`;

@@ -228,8 +228,8 @@ impl Engine {
                 },
                 agents: services::Agents {
                     service: service.clone(),
-                    started: started::Started::default(),
-                    acp: acp::Acp::default(),
+                    started: services::Started::default(),
+                    acp: services::Acp::default(),
                 },
                 routines: services::Routines {
                     service: service.clone(),
@@ -280,197 +280,51 @@ impl Engine {
 
     // FACADE (services helper): what the API and CLI call of sessions,
     // agents, routines and settings, each delegating to its service.
-
-    /// Registers a session for `caller` (see [`services::Sessions::register`]).
-    pub fn register(
-        &self,
-        input: RegisterInput,
-        caller: &keys::Caller,
-    ) -> EngineResult<Registered> {
-        self.sessions().register(input, caller)
-    }
-
-    /// A session's report, with the policies a turn-end counted.
-    pub fn report_counted(
-        &self,
-        id: &str,
-        kind: ReportKind,
-        message: Option<String>,
-        caller: &keys::Caller,
-    ) -> EngineResult<ReportOutcome> {
-        self.sessions().report_counted(id, kind, message, caller)
-    }
-
-    /// Session `id`, for `caller`.
-    pub fn session_for(&self, id: &str, caller: &keys::Caller) -> EngineResult<SessionRow> {
-        self.sessions().session_for(id, caller)
-    }
-
-    /// A listing's session as `caller` sees it.
-    pub fn listed_session(&self, s: SessionRow, caller: &keys::Caller) -> SessionRow {
-        self.sessions().listed_session(s, caller)
-    }
-
-    /// The policies of a listing `caller` may read.
-    pub fn readable_policies(
-        &self,
-        list: Vec<PolicyRow>,
-        caller: &keys::Caller,
-    ) -> EngineResult<Vec<PolicyRow>> {
-        self.sessions().readable_policies(list, caller)
-    }
-
-    /// Policy `id`, for `caller`.
-    pub fn policy_for(&self, id: &str, caller: &keys::Caller) -> EngineResult<PolicyRow> {
-        self.sessions().policy_for(id, caller)
-    }
-
-    /// Narrows or refuses an event read for `caller`.
-    pub fn check_event_read(&self, f: &mut EventFilter, caller: &keys::Caller) -> EngineResult<()> {
-        self.sessions().check_event_read(f, caller)
-    }
-
-    /// Starts the watchdog until the daemon stops.
-    pub fn spawn_watchdog(&self) {
-        self.sessions().spawn_watchdog();
-    }
-
-    /// One look of the watchdog at `now` (ms).
-    pub fn watch(&self, now: i64) -> EngineResult<(watchdog::Look, Vec<(String, Step)>)> {
-        self.sessions().watch(now)
-    }
-
-    /// Starts a session as a child of the daemon and follows it.
-    pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
-        self.agents().start_session(input)
-    }
-
-    /// The answer to an escalated permission request.
-    pub fn resolve_permission(
-        &self,
-        session: &str,
-        request: &str,
-        allow: bool,
-        routine: Option<&str>,
-    ) -> EngineResult<()> {
-        self.agents()
-            .resolve_permission(session, request, allow, routine)
-    }
-
-    /// Starts a routine's run (the operator's).
-    pub fn start_routine(&self, spec: routine::RoutineSpec) -> EngineResult<RoutineView> {
-        self.runs().start_routine(spec)
-    }
-
-    /// Starts a routine's run for `caller`, with an idempotency key.
-    pub fn start_routine_as(
-        &self,
-        spec: routine::RoutineSpec,
-        key: Option<String>,
-        caller: &keys::Caller,
-    ) -> EngineResult<RoutineView> {
-        self.runs().start_routine_as(spec, key, caller)
-    }
-
-    /// Run `id`.
-    pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
-        self.runs().routine(id)
-    }
-
-    /// The newest runs, at most `limit`.
-    pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
-        self.runs().routines(limit)
-    }
-
-    /// Cancels run `id` for `caller`.
-    pub fn cancel_routine_as(&self, id: &str, caller: &keys::Caller) -> EngineResult<RoutineView> {
-        self.runs().cancel_routine_as(id, caller)
-    }
-
-    /// The operator answers step `step`'s escalation with `response`.
-    pub fn resolve_routine(
-        &self,
-        id: &str,
-        step: &str,
-        response: String,
-    ) -> EngineResult<RoutineView> {
-        self.runs().resolve_routine(id, step, response)
-    }
-
-    /// Starts the routines' tick until the daemon stops.
-    pub fn spawn_routine_ticker(&self) {
-        self.runs().spawn_routine_ticker();
-    }
-
-    /// Adds a standing policy (operator only).
-    pub fn add_standing(
-        &self,
-        req: standing::StandingRequest,
-    ) -> EngineResult<crate::store::StandingRow> {
-        self.settings().add_standing(req)
-    }
-
-    /// The standing policies.
-    pub fn standing_policies(&self) -> EngineResult<Vec<crate::store::StandingRow>> {
-        self.settings().standing_policies()
-    }
-
-    /// Removes a standing policy (operator only).
-    pub fn remove_standing(&self, id: &str) -> EngineResult<crate::store::StandingRow> {
-        self.settings().remove_standing(id)
-    }
-
-    /// What approving takes now (`[daemon] ack_requires`).
-    pub fn ack_requires(&self) -> crate::config::AckRequires {
-        self.settings().ack_requires()
-    }
-
-    /// Every registered passkey, oldest first.
-    pub fn passkeys(&self) -> EngineResult<Vec<crate::store::PasskeyRow>> {
-        self.settings().passkeys()
-    }
-
-    /// The passkeys a ceremony may use.
-    pub fn usable_passkeys(&self) -> EngineResult<Vec<crate::passkey::Registered>> {
-        self.settings().usable_passkeys()
-    }
-
-    /// The operator's WebAuthn user id.
-    pub fn passkey_user(&self) -> EngineResult<uuid::Uuid> {
-        self.settings().passkey_user()
-    }
-
-    /// Stores a passkey a registration made, with its event.
-    pub fn add_passkey(&self, new: &crate::passkey::NewPasskey) -> EngineResult<()> {
-        self.settings().add_passkey(new)
-    }
-
-    /// Records a proof's use.
-    pub fn passkey_used(&self, proof: &crate::passkey::Proof) -> EngineResult<()> {
-        self.settings().passkey_used(proof)
-    }
-
-    /// Removes passkey `id`, proved by a passkey's assertion for exactly that.
-    pub fn remove_passkey(
-        &self,
-        id: &str,
-        proof: &crate::passkey::Proof,
-    ) -> EngineResult<crate::store::PasskeyRow> {
-        self.settings().remove_passkey(id, proof)
-    }
-
-    /// Puts a reloaded configuration in force and stores `event`.
-    pub fn reconfigure(
-        &self,
-        config: crate::config::HostConfig,
-        event: &crate::model::event::Event,
-    ) -> EngineResult<()> {
-        self.settings().reconfigure(config, event)
-    }
-
-    /// Stores a daemon-wide event (no session, no policy).
-    pub fn daemon_event(&self, event: &crate::model::event::Event) -> EngineResult<i64> {
-        self.settings().daemon_event(event)
+    services::delegate! {
+        sessions: Sessions {
+            register(input: RegisterInput, caller: &keys::Caller) -> EngineResult<Registered>;
+            report_counted(id: &str, kind: ReportKind, message: Option<String>,
+                caller: &keys::Caller) -> EngineResult<ReportOutcome>;
+            session_for(id: &str, caller: &keys::Caller) -> EngineResult<SessionRow>;
+            listed_session(s: SessionRow, caller: &keys::Caller) -> SessionRow;
+            readable_policies(list: Vec<PolicyRow>, caller: &keys::Caller)
+                -> EngineResult<Vec<PolicyRow>>;
+            policy_for(id: &str, caller: &keys::Caller) -> EngineResult<PolicyRow>;
+            check_event_read(f: &mut EventFilter, caller: &keys::Caller) -> EngineResult<()>;
+            spawn_watchdog();
+            watch(now: i64) -> EngineResult<(watchdog::Look, Vec<(String, Step)>)>;
+        }
+        agents: Agents {
+            start_session(input: StartInput) -> EngineResult<Registered>;
+            resolve_permission(session: &str, request: &str, allow: bool, routine: Option<&str>)
+                -> EngineResult<()>;
+        }
+        runs: Routines {
+            start_routine(spec: routine::RoutineSpec) -> EngineResult<RoutineView>;
+            start_routine_as(spec: routine::RoutineSpec, key: Option<String>, caller: &keys::Caller)
+                -> EngineResult<RoutineView>;
+            routine(id: &str) -> EngineResult<RoutineView>;
+            routines(limit: usize) -> EngineResult<Vec<RoutineView>>;
+            cancel_routine_as(id: &str, caller: &keys::Caller) -> EngineResult<RoutineView>;
+            resolve_routine(id: &str, step: &str, response: String) -> EngineResult<RoutineView>;
+            spawn_routine_ticker();
+        }
+        settings: Settings {
+            add_standing(req: standing::StandingRequest) -> EngineResult<crate::store::StandingRow>;
+            standing_policies() -> EngineResult<Vec<crate::store::StandingRow>>;
+            remove_standing(id: &str) -> EngineResult<crate::store::StandingRow>;
+            ack_requires() -> crate::config::AckRequires;
+            passkeys() -> EngineResult<Vec<crate::store::PasskeyRow>>;
+            usable_passkeys() -> EngineResult<Vec<crate::passkey::Registered>>;
+            passkey_user() -> EngineResult<uuid::Uuid>;
+            add_passkey(new: &crate::passkey::NewPasskey) -> EngineResult<()>;
+            passkey_used(proof: &crate::passkey::Proof) -> EngineResult<()>;
+            remove_passkey(id: &str, proof: &crate::passkey::Proof)
+                -> EngineResult<crate::store::PasskeyRow>;
+            reconfigure(config: crate::config::HostConfig, event: &crate::model::event::Event)
+                -> EngineResult<()>;
+            daemon_event(event: &crate::model::event::Event) -> EngineResult<i64>;
+        }
     }
 
     /// The stat cache of `workspace`'s snapshots.

@@ -12,9 +12,7 @@ use super::{EngineResult, services::Agents};
 use crate::store::{SessionRow, SessionState};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Output kept for a started session.
@@ -55,12 +53,6 @@ pub struct StartInput {
     /// `[agents] permission` in the configuration, else deny all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<crate::permission::PermissionRule>,
-}
-
-/// Stdin of the sessions gatehost started and follows.
-#[derive(Default)]
-pub(super) struct Started {
-    stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
 }
 
 impl Agents {
