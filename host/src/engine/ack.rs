@@ -164,7 +164,7 @@ impl Policies {
         };
         if approve {
             reviewed_tree(id, plan, tree)?;
-            engine.check_approver(&current, proof)?;
+            engine.settings().check_approver(&current, proof)?;
         }
         let paths = plan.paths.clone();
         let snapshot = plan.snapshot.clone();
@@ -208,7 +208,7 @@ impl Policies {
                 // Checked again where the decision is stored: a re-gate
                 // between the first look and here is refused too.
                 reviewed_tree(id, plan_now, tree)?;
-                engine.check_approver(&p, proof)?;
+                engine.settings().check_approver(&p, proof)?;
             }
             let gated = plan_now.fingerprint.clone();
             let fresh = snapshot.is_some() || matches!(&now_fp, Some(Ok(fp)) if *fp == gated);

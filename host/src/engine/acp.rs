@@ -12,7 +12,7 @@
 //! chunks since the prompt as the session's last message. A
 //! `session/request_permission` is answered by the session's permission
 //! rule (`permission`), an escalation by the operator
-//! ([`Engine::resolve_permission`]) or by the `auto-allow` of a routine's
+//! ([`Agents::resolve_permission`]) or by the `auto-allow` of a routine's
 //! step in the session (only the operator's routines run in the
 //! operator's sessions: `routines::ops`), or, at its timeout, denied; each
 //! answer is a `session:permission` event saying who answered (`by`, and
@@ -21,103 +21,34 @@
 //! `session:client-refused` event: the agent has its own tools, in its own
 //! sandbox, and the daemon never reads or writes a path for it.
 //!
+//! The permission requests and refusals are `permission`'s.
+//!
 //! This module must never write to the agent anything but the protocol's
 //! messages, nor answer a permission request any other way than the rule
 //! or the operator said (a timeout, a closed connection or a dead daemon
 //! deny: the agent never gets an allow nobody gave).
 
+use super::services::Agents;
 use super::sessions::{MAX_MESSAGE, ReportKind, cap};
-use super::{Engine, EngineError, EngineResult};
-use crate::model::event::{ClientRefused, Event, Permission, PermissionEscalated, SessionEvent};
-use crate::permission::{Decision, PermissionRule, ToolAsk, decide};
+use crate::permission::PermissionRule;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
-    InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    InitializeRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    RequestPermissionRequest, SessionNotification, SessionUpdate, TextContent,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use serde_json::json;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-/// The live ACP sessions: where their prompts go, and the permission
-/// requests waiting for the operator.
-#[derive(Default)]
-pub(super) struct Acp {
-    prompts: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
-    /// By (session, request id).
-    escalations: Mutex<HashMap<(String, String), oneshot::Sender<Answer>>>,
-    next_request: AtomicU64,
-}
-
-/// An escalation's answer: allowed or not, and the routine that gave it
-/// (none: the operator).
-type Answer = (bool, Option<String>);
-
-pub use crate::model::event::AnsweredBy;
-
-const REFUSED: &str = "gatehost offers no file-system or terminal to agents: use your own tools";
-
-/// What the rule sees of a permission request.
-fn tool_ask(req: &RequestPermissionRequest) -> ToolAsk {
-    let f = &req.tool_call.fields;
-    ToolAsk {
-        kind: f.kind.and_then(|k| {
-            serde_json::to_value(k)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-        }),
-        name: f.name.clone(),
-        title: f.title.clone(),
-    }
-}
-
-/// The answer to `req`: one of its allow (or reject) options, the narrower
-/// first; a deny with no reject option is `cancelled`.
-fn answer(req: &RequestPermissionRequest, allow: bool) -> RequestPermissionResponse {
-    let kinds: &[PermissionOptionKind] = if allow {
-        &[
-            PermissionOptionKind::AllowOnce,
-            PermissionOptionKind::AllowAlways,
-        ]
-    } else {
-        &[
-            PermissionOptionKind::RejectOnce,
-            PermissionOptionKind::RejectAlways,
-        ]
-    };
-    let chosen = kinds.iter().find_map(|k| {
-        req.options
-            .iter()
-            .find(|o| o.kind == *k)
-            .map(|o| o.option_id.clone())
-    });
-    match chosen {
-        Some(id) => RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
-            SelectedPermissionOutcome::new(id),
-        )),
-        None => RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled),
-    }
-}
-
-impl Engine {
+impl Agents {
     /// Sends `message` as the next prompt of the ACP session `session_id`;
     /// `false` when it is not one this daemon drives.
     pub(super) fn prompt_acp(&self, session_id: &str, message: &str) -> bool {
-        let prompts = self
-            .inner
-            .agents
-            .acp
-            .prompts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let prompts = self.acp.prompts.lock().unwrap_or_else(|p| p.into_inner());
         match prompts.get(session_id) {
             Some(tx) => tx.send(message.to_string()).is_ok(),
             None => false,
@@ -128,179 +59,12 @@ impl Engine {
     /// prompts, so its conversation ends and its agent is killed (its exit
     /// reported). `false` when it is not one.
     pub(super) fn stop_acp(&self, session_id: &str) -> bool {
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id)
             .is_some()
-    }
-
-    /// The answer to an escalated permission request: the operator's
-    /// (`routine` none: the API, or the operator resolving a routine's
-    /// escalation) or a routine's own rule (`routine`: the run, recorded
-    /// as `by: routine`, never as the operator).
-    pub fn resolve_permission(
-        &self,
-        session: &str,
-        request: &str,
-        allow: bool,
-        routine: Option<&str>,
-    ) -> EngineResult<()> {
-        let waiting = self
-            .inner
-            .agents
-            .acp
-            .escalations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(session.to_string(), request.to_string()));
-        match waiting.map(|tx| tx.send((allow, routine.map(str::to_string)))) {
-            Some(Ok(())) => Ok(()),
-            _ => Err(EngineError::NotFound(format!(
-                "no permission request '{request}' of session '{session}' waits for an answer"
-            ))),
-        }
-    }
-
-    fn publish(&self, sid: &str, said: SessionEvent) {
-        let event = Event::Session(said);
-        if let Err(e) = self.write(|tx| self.append(tx, &event, Some(sid), None)) {
-            tracing::error!(session = sid, event = event.kind(), error = %e, "cannot record an ACP event");
-        }
-    }
-
-    fn record_answer(
-        &self,
-        sid: &str,
-        id: &str,
-        req: &RequestPermissionRequest,
-        ask: &ToolAsk,
-        (rule, allowed, by): (Decision, bool, AnsweredBy),
-        routine: Option<&str>,
-    ) {
-        tracing::info!(
-            session = sid,
-            request = id,
-            ?rule,
-            allowed,
-            ?by,
-            routine,
-            "an ACP permission request answered"
-        );
-        self.publish(
-            sid,
-            SessionEvent::Permission(Permission {
-                session_id: sid.to_string(),
-                request: id.to_string(),
-                tool_call_id: req.tool_call.tool_call_id.0.to_string(),
-                tool: ask.clone(),
-                rule,
-                allowed,
-                by,
-                routine: routine.map(str::to_string),
-            }),
-        );
-    }
-
-    /// Answers a permission request by the rule, or escalates it.
-    fn on_permission(
-        &self,
-        sid: &str,
-        rule: &PermissionRule,
-        req: RequestPermissionRequest,
-        responder: Responder<RequestPermissionResponse>,
-        cx: &ConnectionTo<Agent>,
-    ) -> Result<(), agent_client_protocol::Error> {
-        let n = self
-            .inner
-            .agents
-            .acp
-            .next_request
-            .fetch_add(1, Ordering::Relaxed)
-            + 1;
-        let id = format!("perm-{n}");
-        let ask = tool_ask(&req);
-        let decision = decide(rule, &ask);
-        if decision != Decision::Escalate {
-            let allowed = decision == Decision::Allow;
-            self.record_answer(
-                sid,
-                &id,
-                &req,
-                &ask,
-                (decision, allowed, AnsweredBy::Rule),
-                None,
-            );
-            return responder.respond(answer(&req, allowed));
-        }
-        let (tx, rx) = oneshot::channel();
-        self.inner
-            .agents
-            .acp
-            .escalations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((sid.to_string(), id.clone()), tx);
-        let timeout = rule.timeout();
-        tracing::warn!(session = sid, request = %id, tool = ?ask, "an ACP permission request waits for the operator");
-        self.publish(
-            sid,
-            SessionEvent::PermissionEscalated(PermissionEscalated {
-                session_id: sid.to_string(),
-                request: id.clone(),
-                tool_call_id: req.tool_call.tool_call_id.0.to_string(),
-                tool: ask.clone(),
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-        );
-        // A routine's step in this session may answer it (or escalate).
-        self.routine_permission(sid, &id);
-        let engine = self.clone();
-        let sid = sid.to_string();
-        // Waits apart from the dispatch loop: the agent's other messages
-        // go on meanwhile.
-        cx.spawn(async move {
-            let (allowed, by, routine) = match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok((allow, None))) => (allow, AnsweredBy::Operator, None),
-                Ok(Ok((allow, Some(run)))) => (allow, AnsweredBy::Routine, Some(run)),
-                Ok(Err(_)) => (false, AnsweredBy::Closed, None),
-                Err(_) => (false, AnsweredBy::Timeout, None),
-            };
-            engine
-                .inner
-                .agents
-                .acp
-                .escalations
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&(sid.clone(), id.clone()));
-            engine.record_answer(
-                &sid,
-                &id,
-                &req,
-                &ask,
-                (decision, allowed, by),
-                routine.as_deref(),
-            );
-            responder.respond(answer(&req, allowed))
-        })
-    }
-
-    fn refuse(&self, sid: &str, method: &str, target: String) -> agent_client_protocol::Error {
-        tracing::warn!(session = sid, method, target = %target, "an ACP agent asked the daemon for a file or a terminal: refused");
-        self.publish(
-            sid,
-            SessionEvent::ClientRefused(ClientRefused {
-                session_id: sid.to_string(),
-                method: method.to_string(),
-                target,
-                reason: REFUSED.to_string(),
-            }),
-        );
-        agent_client_protocol::Error::method_not_found().data(json!({"reason": REFUSED}))
     }
 
     /// Drives the ACP session `sid` whose agent is `child` until it exits
@@ -315,9 +79,7 @@ impl Engine {
         rule: PermissionRule,
     ) {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -348,12 +110,13 @@ impl Engine {
         let text = Arc::new(Mutex::new(String::new()));
         let conversation = {
             let chunks = text.clone();
+            let engine = self.engine();
             let (e1, e2, e3, e4, e5) = (
-                self.clone(),
-                self.clone(),
-                self.clone(),
-                self.clone(),
-                self.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine.clone(),
+                engine,
             );
             let (s1, s2, s3, s4, s5) = (
                 sid.clone(),
@@ -383,25 +146,25 @@ impl Engine {
                 )
                 .on_receive_request(
                     async move |req: RequestPermissionRequest, responder, cx: ConnectionTo<Agent>| {
-                        e1.on_permission(&s1, &rule, req, responder, &cx)
+                        e1.agents().on_permission(&s1, &rule, req, responder, &cx)
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: ReadTextFileRequest, responder: Responder<ReadTextFileResponse>, _cx| {
-                        responder.respond_with_error(e2.refuse(&s2, "fs/read_text_file", req.path.display().to_string()))
+                        responder.respond_with_error(e2.agents().refuse(&s2, "fs/read_text_file", req.path.display().to_string()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: WriteTextFileRequest, responder: Responder<WriteTextFileResponse>, _cx| {
-                        responder.respond_with_error(e3.refuse(&s3, "fs/write_text_file", req.path.display().to_string()))
+                        responder.respond_with_error(e3.agents().refuse(&s3, "fs/write_text_file", req.path.display().to_string()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
                 .on_receive_request(
                     async move |req: CreateTerminalRequest, responder: Responder<CreateTerminalResponse>, _cx| {
-                        responder.respond_with_error(e4.refuse(&s4, "terminal/create", req.command.clone()))
+                        responder.respond_with_error(e4.agents().refuse(&s4, "terminal/create", req.command.clone()))
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
@@ -419,7 +182,7 @@ impl Engine {
                         .await?;
                     tracing::info!(session = %s5, acp_session = %session.session_id.0, "an ACP session began");
                     while let Some(prompt) = rx.recv().await {
-                        if let Err(e) = e5.report(&s5, ReportKind::TurnStart, None) {
+                        if let Err(e) = e5.sessions().report(&s5, ReportKind::TurnStart, None) {
                             tracing::warn!(session = %s5, error = %e, "cannot record a turn-start");
                         }
                         let done = cx
@@ -431,7 +194,7 @@ impl Engine {
                             .await?;
                         let message = std::mem::take(&mut *text.lock().unwrap_or_else(|p| p.into_inner()));
                         tracing::info!(session = %s5, stop = ?done.stop_reason, "an ACP prompt ended");
-                        if let Err(e) = e5.report(&s5, ReportKind::TurnEnd, Some(message)) {
+                        if let Err(e) = e5.sessions().report(&s5, ReportKind::TurnEnd, Some(message)) {
                             tracing::warn!(session = %s5, error = %e, "cannot record a turn-end");
                         }
                     }
@@ -460,16 +223,12 @@ impl Engine {
     /// escalations denied (their waits see the closed channel), its exit
     /// reported.
     async fn acp_ended(&self, sid: &str, mut child: super::agent_process::Agent, message: String) {
-        self.inner
-            .agents
-            .acp
+        self.acp
             .prompts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(sid);
-        self.inner
-            .agents
-            .acp
+        self.acp
             .escalations
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -478,66 +237,14 @@ impl Engine {
             let _ = super::agent_process::kill_group(child.id() as i32);
         }
         let _ = child.status().await;
-        if let Err(e) = self.report(sid, ReportKind::Exited, Some(message)) {
+        if let Err(e) = self
+            .engine()
+            .sessions()
+            .report(sid, ReportKind::Exited, Some(message))
+        {
             tracing::warn!(session = sid, error = %e, "cannot record a session exit");
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use agent_client_protocol::v1::schema::{
-        PermissionOption, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    };
-
-    fn request(options: &[(&str, PermissionOptionKind)]) -> RequestPermissionRequest {
-        RequestPermissionRequest::new(
-            "s",
-            ToolCallUpdate::new(
-                "t1",
-                ToolCallUpdateFields::new()
-                    .kind(ToolKind::Execute)
-                    .title("rm -rf /"),
-            ),
-            options
-                .iter()
-                .map(|(id, k)| PermissionOption::new(id.to_string(), id.to_string(), *k))
-                .collect(),
-        )
-    }
-
-    fn chosen(r: &RequestPermissionResponse) -> Option<String> {
-        match &r.outcome {
-            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn an_answer_picks_the_narrowest_option_and_a_deny_without_reject_cancels() {
-        use PermissionOptionKind::*;
-        let all = request(&[
-            ("always", AllowAlways),
-            ("once", AllowOnce),
-            ("no", RejectOnce),
-            ("never", RejectAlways),
-        ]);
-        assert_eq!(chosen(&answer(&all, true)).as_deref(), Some("once"));
-        assert_eq!(chosen(&answer(&all, false)).as_deref(), Some("no"));
-        let allow_only = request(&[("always", AllowAlways)]);
-        assert_eq!(
-            chosen(&answer(&allow_only, true)).as_deref(),
-            Some("always")
-        );
-        assert_eq!(chosen(&answer(&allow_only, false)), None);
-        assert_eq!(chosen(&answer(&request(&[]), true)), None);
-    }
-
-    #[test]
-    fn the_rule_sees_the_kind_as_acp_spells_it() {
-        let a = tool_ask(&request(&[]));
-        assert_eq!(a.kind.as_deref(), Some("execute"));
-        assert_eq!(a.title.as_deref(), Some("rm -rf /"));
-    }
-}
+mod permission;

@@ -431,7 +431,7 @@ impl Policies {
                 },
             )?;
             if drives(Task::Slot, p.status) && !engine.supervising() {
-                engine.wait_paused(tx, &p)?;
+                engine.settings().wait_paused(tx, &p)?;
             }
         }
         Ok(p)

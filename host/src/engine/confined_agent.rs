@@ -14,7 +14,7 @@
 //! without Landlock), and then it says so in the log.
 
 use super::sessions::invalid;
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Agents};
 use crate::anchor::WorkspaceAnchor;
 use crate::sandbox::{Grants, Place, Scratch};
 use std::ffi::OsString;
@@ -35,7 +35,7 @@ pub(super) struct Confinement {
     pub scratch: Option<Scratch>,
 }
 
-impl Engine {
+impl Agents {
     /// The confinement of `program` started in the workspace `anchor`
     /// opened (granted by that handle, checked by its identity).
     pub(super) fn agent_confinement(
@@ -43,7 +43,7 @@ impl Engine {
         program: &Path,
         anchor: &WorkspaceAnchor,
     ) -> EngineResult<Confinement> {
-        let runner = self.runner();
+        let runner = self.engine().runner();
         let agents = &runner.config().agents;
         if !agents.confine {
             tracing::warn!(program = %program.display(), "[agents] confine = false: the agent runs UNCONFINED, with the daemon's rights");

@@ -78,7 +78,7 @@ impl Policies {
             return Ok(None);
         }
         if !engine.supervising() {
-            return engine.wait_paused(tx, p).map(|()| None);
+            return engine.settings().wait_paused(tx, p).map(|()| None);
         }
         let Ok(slot) = self.gating.clone().try_acquire_owned() else {
             return Ok(None);

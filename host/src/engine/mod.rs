@@ -23,7 +23,6 @@ mod ack;
 mod acp;
 mod agent_process;
 pub mod attach;
-mod bridge;
 mod busy;
 pub mod chain;
 mod changes;
@@ -180,8 +179,8 @@ impl Engine {
                 },
                 agents: services::Agents {
                     service: service.clone(),
-                    started: started::Started::default(),
-                    acp: acp::Acp::default(),
+                    started: services::Started::default(),
+                    acp: services::Acp::default(),
                 },
                 routines: services::Routines {
                     service: service.clone(),
@@ -227,92 +226,71 @@ impl Engine {
         &self.inner.settings
     }
 
-    // FACADE (policies helper): what the API and CLI call of the policy
-    // lifecycle and review chains, each delegating to its service.
-
-    /// Attaches a policy (`Policies::attach`).
-    pub async fn attach(
-        &self,
-        input: AttachInput,
-        caller: Caller,
-        key: Option<attach::ClientKey>,
-    ) -> EngineResult<PolicyRow> {
-        self.policies().attach(input, caller, key).await
+    // The facade: what the API and the CLI call, each delegating to the
+    // service that owns it.
+    services::delegate! {
+        policies: Policies {
+            async attach(input: AttachInput, caller: Caller, key: Option<attach::ClientKey>)
+                -> EngineResult<PolicyRow>;
+            attach_replayed(trust: crate::config::Trust, key: &attach::ClientKey)
+                -> EngineResult<Option<PolicyRow>>;
+            async policy_now(id: &str) -> EngineResult<PolicyRow>;
+            async ack(id: &str, approve: bool, tree: Option<&str>, comment: Option<&str>, by: &str,
+                proof: Option<&crate::passkey::Proof>) -> EngineResult<PolicyRow>;
+            async request_changes(id: &str, tree: &str, comments: &[LineComment], by: &str)
+                -> EngineResult<PolicyRow>;
+            async policy_patch(id: &str, bounds: crate::commit::patch::PageBounds)
+                -> EngineResult<policy_diff::PolicyPatch>;
+            cancel(id: &str, by: &str) -> EngineResult<PolicyRow>;
+            recover(fault: Option<&str>) -> EngineResult<()>;
+            spawn_sweeper();
+            spawn_retention();
+        }
+        sessions: Sessions {
+            register(input: RegisterInput, caller: &keys::Caller) -> EngineResult<Registered>;
+            report_counted(id: &str, kind: ReportKind, message: Option<String>,
+                caller: &keys::Caller) -> EngineResult<ReportOutcome>;
+            session_for(id: &str, caller: &keys::Caller) -> EngineResult<SessionRow>;
+            listed_session(s: SessionRow, caller: &keys::Caller) -> SessionRow;
+            readable_policies(list: Vec<PolicyRow>, caller: &keys::Caller)
+                -> EngineResult<Vec<PolicyRow>>;
+            policy_for(id: &str, caller: &keys::Caller) -> EngineResult<PolicyRow>;
+            check_event_read(f: &mut EventFilter, caller: &keys::Caller) -> EngineResult<()>;
+            spawn_watchdog();
+            watch(now: i64) -> EngineResult<(watchdog::Look, Vec<(String, Step)>)>;
+        }
+        agents: Agents {
+            start_session(input: StartInput) -> EngineResult<Registered>;
+            resolve_permission(session: &str, request: &str, allow: bool, routine: Option<&str>)
+                -> EngineResult<()>;
+        }
+        runs: Routines {
+            start_routine(spec: routine::RoutineSpec) -> EngineResult<RoutineView>;
+            start_routine_as(spec: routine::RoutineSpec, key: Option<String>, caller: &keys::Caller)
+                -> EngineResult<RoutineView>;
+            routine(id: &str) -> EngineResult<RoutineView>;
+            routines(limit: usize) -> EngineResult<Vec<RoutineView>>;
+            cancel_routine_as(id: &str, caller: &keys::Caller) -> EngineResult<RoutineView>;
+            resolve_routine(id: &str, step: &str, response: String) -> EngineResult<RoutineView>;
+            spawn_routine_ticker();
+        }
+        settings: Settings {
+            add_standing(req: standing::StandingRequest) -> EngineResult<crate::store::StandingRow>;
+            standing_policies() -> EngineResult<Vec<crate::store::StandingRow>>;
+            remove_standing(id: &str) -> EngineResult<crate::store::StandingRow>;
+            ack_requires() -> crate::config::AckRequires;
+            passkeys() -> EngineResult<Vec<crate::store::PasskeyRow>>;
+            usable_passkeys() -> EngineResult<Vec<crate::passkey::Registered>>;
+            passkey_user() -> EngineResult<uuid::Uuid>;
+            add_passkey(new: &crate::passkey::NewPasskey) -> EngineResult<()>;
+            passkey_used(proof: &crate::passkey::Proof) -> EngineResult<()>;
+            remove_passkey(id: &str, proof: &crate::passkey::Proof)
+                -> EngineResult<crate::store::PasskeyRow>;
+            reconfigure(config: crate::config::HostConfig, event: &crate::model::event::Event)
+                -> EngineResult<()>;
+            daemon_event(event: &crate::model::event::Event) -> EngineResult<i64>;
+        }
     }
-
-    /// The policy an idempotent attach already made (`Policies::attach_replayed`).
-    pub fn attach_replayed(
-        &self,
-        trust: crate::config::Trust,
-        key: &attach::ClientKey,
-    ) -> EngineResult<Option<PolicyRow>> {
-        self.policies().attach_replayed(trust, key)
-    }
-
-    /// A policy as it is now (`Policies::policy_now`).
-    pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
-        self.policies().policy_now(id).await
-    }
-
-    /// The operator's answer to `policy:commit-ready` (`Policies::ack`).
-    pub async fn ack(
-        &self,
-        id: &str,
-        approve: bool,
-        tree: Option<&str>,
-        comment: Option<&str>,
-        by: &str,
-        proof: Option<&crate::passkey::Proof>,
-    ) -> EngineResult<PolicyRow> {
-        self.policies()
-            .ack(id, approve, tree, comment, by, proof)
-            .await
-    }
-
-    /// Requests changes with line comments (`Policies::request_changes`).
-    pub async fn request_changes(
-        &self,
-        id: &str,
-        tree: &str,
-        comments: &[LineComment],
-        by: &str,
-    ) -> EngineResult<PolicyRow> {
-        self.policies()
-            .request_changes(id, tree, comments, by)
-            .await
-    }
-
-    /// A page of a policy's change (`Policies::policy_patch`).
-    pub async fn policy_patch(
-        &self,
-        id: &str,
-        bounds: crate::commit::patch::PageBounds,
-    ) -> EngineResult<policy_diff::PolicyPatch> {
-        self.policies().policy_patch(id, bounds).await
-    }
-
-    /// Cancels a policy (`Policies::cancel`).
-    pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
-        self.policies().cancel(id, by)
-    }
-
-    /// Picks up every policy where it was left (`Policies::recover`).
-    pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
-        self.policies().recover(fault)
-    }
-
-    /// Starts the sweep (`Policies::spawn_sweeper`).
-    pub fn spawn_sweeper(&self) {
-        self.policies().spawn_sweeper();
-    }
-
-    /// Starts retention (`Policies::spawn_retention`).
-    pub fn spawn_retention(&self) {
-        self.policies().spawn_retention();
-    }
-
-    // FACADE (services helper): what the API and CLI call of sessions,
-    // agents, routines and settings, each delegating to its service.
 
     /// The daemon is stopping: every long-poll answers now (as timed
     /// out: its client polls again, and finds the next daemon), so that

@@ -157,7 +157,7 @@ impl Policies {
     ) {
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in members {
-                self.engine().deliver_prompt(sid, message).await;
+                self.engine().agents().deliver_prompt(sid, message).await;
             }
         }
     }
@@ -299,7 +299,7 @@ impl Policies {
         }
         if step.effects.contains(&super::machine::Effect::DeliverNudge) {
             for sid in alive {
-                engine.deliver_prompt(&sid, &message).await;
+                engine.agents().deliver_prompt(&sid, &message).await;
             }
         }
         Ok(())

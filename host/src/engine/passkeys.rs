@@ -7,7 +7,7 @@
 //! the first needs the enrolment code, every later one an assertion of a
 //! passkey still registered.
 
-use super::{Engine, EngineError, EngineResult, stored};
+use super::{EngineError, EngineResult, services::Settings, stored};
 use crate::config::AckRequires;
 use crate::model::event::{Event, Passkey, PasskeyEvent};
 use crate::passkey::{Authority, NewPasskey, Proof, Purpose, Registered};
@@ -31,16 +31,16 @@ fn forbidden(code: &'static str, message: impl Into<String>) -> EngineError {
     }
 }
 
-impl Engine {
+impl Settings {
     /// What approving takes now (`[daemon] ack_requires`, reloadable).
     pub fn ack_requires(&self) -> AckRequires {
-        self.runner().config().daemon.ack_requires
+        self.engine().runner().config().daemon.ack_requires
     }
 
     /// Every registered passkey, oldest first (a damaged one included,
     /// with why).
     pub fn passkeys(&self) -> EngineResult<Vec<PasskeyRow>> {
-        Ok(self.store().passkeys()?)
+        Ok(self.engine().store().passkeys()?)
     }
 
     /// The passkeys a ceremony may use: the registered ones whose stored
@@ -64,7 +64,7 @@ impl Engine {
 
     /// The operator's WebAuthn user id (made at the first registration).
     pub fn passkey_user(&self) -> EngineResult<uuid::Uuid> {
-        self.write(|tx| Ok(tx.passkey_user()?))
+        self.engine().write(|tx| Ok(tx.passkey_user()?))
     }
 
     /// Stores a passkey a registration made, with its event; a credential
@@ -73,7 +73,8 @@ impl Engine {
     /// stores it): on the enrolment code once any passkey is registered,
     /// on an assertion of a passkey no longer registered.
     pub fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
-        self.write(|tx| {
+        let e = self.engine();
+        e.write(|tx| {
             let registered = tx.passkeys()?;
             match &new.authority {
                 Authority::EnrolCode(_) if !registered.is_empty() => {
@@ -105,7 +106,7 @@ impl Engine {
                 name: new.name.clone(),
                 by: new.by.clone(),
             };
-            self.append(tx, &Event::Passkey(PasskeyEvent::Registered(said)), None, None)?;
+            e.append(tx, &Event::Passkey(PasskeyEvent::Registered(said)), None, None)?;
             Ok(())
         })?;
         tracing::warn!(passkey = %new.id, name = %new.name, "a passkey was registered: it can approve changes");
@@ -117,7 +118,8 @@ impl Engine {
         let Some(updated) = proof.updated() else {
             return Ok(());
         };
-        self.write(|tx| Ok(tx.passkey_used(proof.passkey_id(), updated, now_ms())?))?;
+        self.engine()
+            .write(|tx| Ok(tx.passkey_used(proof.passkey_id(), updated, now_ms())?))?;
         Ok(())
     }
 
@@ -125,12 +127,13 @@ impl Engine {
     /// that; the last one is kept while approvals need a passkey (set
     /// `ack_requires = "token"` first).
     pub fn remove_passkey(&self, id: &str, proof: &Proof) -> EngineResult<PasskeyRow> {
+        let engine = self.engine();
         proof
             .require(&Purpose::RemovePasskey { id: id.to_string() })
             .map_err(|e| forbidden("passkey-mismatch", e.to_string()))?;
         let requires = self.ack_requires();
         let by = proof.by();
-        let row = self.write(|tx| {
+        let row = engine.write(|tx| {
             let all = tx.passkeys()?;
             let Some(row) = all.iter().find(|r| r.id == id).cloned() else {
                 return Err(EngineError::NotFound(format!("no passkey '{id}'")));
@@ -147,7 +150,7 @@ impl Engine {
                 name: row.name.clone(),
                 by: by.clone(),
             };
-            self.append(tx, &Event::Passkey(PasskeyEvent::Removed(said)), None, None)?;
+            engine.append(tx, &Event::Passkey(PasskeyEvent::Removed(said)), None, None)?;
             Ok(row)
         })?;
         tracing::warn!(passkey = %id, "a passkey was removed");
@@ -183,6 +186,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::passkey::enrol::Checked;
 
     /// A passkey as a real registration stored it (Chromium's virtual
@@ -226,11 +230,13 @@ mod tests {
         let code = || Authority::EnrolCode(Checked::for_tests("ABCDE"));
         let begun_early = new("BBBBBBBB", code());
         engine
+            .settings()
             .add_passkey(&new("AAAAAAAA", code()))
             .expect("the first, on the code");
-        let why = refused(engine.add_passkey(&begun_early));
+        let why = refused(engine.settings().add_passkey(&begun_early));
         assert!(why.contains("registered already"), "{why}");
         engine
+            .settings()
             .add_passkey(&new(
                 "CCCCCCCC",
                 Authority::Passkey {
@@ -238,7 +244,7 @@ mod tests {
                 },
             ))
             .expect("a second, on the first's assertion");
-        let why = refused(engine.add_passkey(&new(
+        let why = refused(engine.settings().add_passkey(&new(
             "DDDDDDDD",
             Authority::Passkey {
                 id: "ZZZZZZZZ".into(),
@@ -246,6 +252,7 @@ mod tests {
         )));
         assert!(why.contains("no longer registered"), "{why}");
         let ids: Vec<String> = engine
+            .settings()
             .passkeys()
             .expect("passkeys")
             .into_iter()

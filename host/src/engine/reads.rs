@@ -14,7 +14,7 @@
 //! session's words with the agent token alone) nor change state.
 
 use super::keys::Caller;
-use super::{Engine, EngineError, EngineResult};
+use super::{EngineError, EngineResult, services::Sessions};
 use crate::config::Trust;
 use crate::store::{EventFilter, PolicyRow, SessionRow};
 use std::collections::HashMap;
@@ -29,10 +29,10 @@ fn refused(what: String) -> EngineError {
     }
 }
 
-impl Engine {
+impl Sessions {
     /// Session `id`, for `caller`.
     pub fn session_for(&self, id: &str, caller: &Caller) -> EngineResult<SessionRow> {
-        let s = self.session(id)?;
+        let s = self.engine().session(id)?;
         if !caller.covers(&s) {
             tracing::info!(
                 session = id,
@@ -60,8 +60,8 @@ impl Engine {
                 Some(c) => *c,
                 None => {
                     let c = self
-                        .inner
-                        .store
+                        .engine()
+                        .store()
                         .session(member)?
                         .is_some_and(|s| caller.covers(&s));
                     seen.insert(member.clone(), c);
@@ -91,7 +91,7 @@ impl Engine {
 
     /// Policy `id`, for `caller`.
     pub fn policy_for(&self, id: &str, caller: &Caller) -> EngineResult<PolicyRow> {
-        let p = self.policy(id)?;
+        let p = self.engine().policy(id)?;
         self.check_policy_read(&p, caller)?;
         Ok(p)
     }
@@ -135,7 +135,7 @@ impl Engine {
             return Ok(());
         }
         if f.session_ids.is_empty() && f.policy_ids.is_empty() {
-            f.session_ids = self.inner.store.sessions_keyed(&caller.digests())?;
+            f.session_ids = self.engine().store().sessions_keyed(&caller.digests())?;
             if f.session_ids.is_empty() {
                 return Err(EngineError::Forbidden {
                     code: "session-key-required",

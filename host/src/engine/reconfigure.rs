@@ -9,7 +9,7 @@
 //! while supervision is paused.
 
 use super::machine::{Task, drives};
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Settings};
 use crate::config::HostConfig;
 use crate::model::event::{Event, PolicyChange, Reasoned};
 use crate::store::{PolicyRow, PolicyStatus, Tx};
@@ -18,7 +18,7 @@ use crate::store::{PolicyRow, PolicyStatus, Tx};
 pub(crate) const PAUSED_REASON: &str =
     "supervision is paused ([daemon] enabled = false); the gate runs when it is enabled again";
 
-impl Engine {
+impl Settings {
     /// A queued policy found while supervision is paused: it waits, queued,
     /// said by `policy:paused` in `tx`; the reload that enables
     /// supervision again runs it.
@@ -27,7 +27,7 @@ impl Engine {
         let paused = PolicyChange::Paused(Reasoned {
             reason: PAUSED_REASON.to_string(),
         });
-        self.policy_event(tx, paused, p)?;
+        self.engine().policies().policy_event(tx, paused, p)?;
         Ok(())
     }
 
@@ -37,19 +37,15 @@ impl Engine {
     /// supervision says `policy:paused` on every queued policy; enabling it
     /// again runs what waited, once each.
     pub fn reconfigure(&self, config: HostConfig, event: &Event) -> EngineResult<()> {
-        let _one = self
-            .inner
-            .settings
-            .reloading
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let was = self.supervising();
+        let e = self.engine();
+        let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        let was = e.supervising();
         let now = config.daemon.enabled;
         {
-            let mut runner = self.inner.runner.write().unwrap_or_else(|p| p.into_inner());
+            let mut runner = e.inner.runner.write().unwrap_or_else(|p| p.into_inner());
             *runner = runner.reconfigured(config);
         }
-        for warning in self.runner().allowlist_out_of_reach() {
+        for warning in e.runner().allowlist_out_of_reach() {
             tracing::warn!(%warning, "after the reload");
         }
         self.daemon_event(event)?;
@@ -69,17 +65,19 @@ impl Engine {
 
     /// Stores a daemon-wide event (no session, no policy).
     pub fn daemon_event(&self, event: &Event) -> EngineResult<i64> {
-        self.write(|tx| self.append(tx, event, None, None))
+        let e = self.engine();
+        e.write(|tx| e.append(tx, event, None, None))
     }
 
     /// Says `policy:paused` on every queued policy: it waits for
     /// supervision to be enabled.
     pub(super) fn announce_paused(&self) -> EngineResult<()> {
-        let queued = self.inner.store.policies(&[PolicyStatus::Queued])?;
+        let e = self.engine();
+        let queued = e.store().policies(&[PolicyStatus::Queued])?;
         if queued.is_empty() {
             return Ok(());
         }
-        self.write(|tx| {
+        e.write(|tx| {
             for p in &queued {
                 let Some(p) = tx.policy(&p.id)? else { continue };
                 if !drives(Task::Slot, p.status) || p.damage.is_some() {
@@ -95,9 +93,10 @@ impl Engine {
     /// while supervision was paused): a policy's gate task starts once, and
     /// moves it out of `queued` once.
     fn resume_queued(&self) -> EngineResult<()> {
-        for p in self.inner.store.policies(&[PolicyStatus::Queued])? {
+        let e = self.engine();
+        for p in e.store().policies(&[PolicyStatus::Queued])? {
             if p.damage.is_none() {
-                self.redrive(&p, "supervision enabled again")?;
+                e.policies().redrive(&p, "supervision enabled again")?;
             }
         }
         Ok(())

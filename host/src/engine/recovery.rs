@@ -177,12 +177,12 @@ impl Policies {
         }
         // Runs first: the exits the started sessions' recovery reports
         // must find their steps restarted, not dead.
-        let routines = engine.recover_routines()?;
+        let routines = engine.runs().recover_routines()?;
         // One read of the sessions, keeping only the damaged and the
         // started ones (never every session held, nor one read per policy).
         let sessions = engine.store().sessions_to_recover()?;
-        engine.recover_started_sessions(&sessions)?;
-        engine.perform_routine_actions(routines);
+        engine.agents().recover_started_sessions(&sessions)?;
+        engine.runs().perform_routine_actions(routines);
         // A row that does not decode is blocked, never a reason not to start.
         self.settle_damaged_rows(&sessions)?;
         let open = engine.store().policies(WORKING)?;
@@ -199,7 +199,7 @@ impl Policies {
             tracing::warn!(
                 "supervision is paused ([daemon] enabled = false): turn-ends are recorded, no gate starts"
             );
-            engine.announce_paused()?;
+            engine.settings().announce_paused()?;
         }
         Ok(())
     }

@@ -69,7 +69,7 @@ impl Policies {
         let said = engine.write(|tx| {
             match tx.policy(id)? {
                 Some(p) if drives(Task::Slot, p.status) && p.damage.is_none() => {
-                    engine.wait_paused(tx, &p)?;
+                    engine.settings().wait_paused(tx, &p)?;
                 }
                 _ => {}
             }

@@ -296,6 +296,7 @@ impl Reviews {
         let lane = self.reviewer_lane(reviewer);
         let _turn = lane.lock().await;
         engine
+            .agents()
             .deliver_prompt(reviewer, &session_prompt(rubric, record))
             .await;
         // A reviewer already stale will not answer either.
@@ -488,7 +489,7 @@ impl Reviews {
             .effects
             .contains(&super::machine::Effect::DeliverRepair)
         {
-            engine.deliver_prompt(&repairer, &message).await;
+            engine.agents().deliver_prompt(&repairer, &message).await;
         }
         Ok(())
     }

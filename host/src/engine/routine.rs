@@ -379,4 +379,6 @@ pub fn step_prompt(step: &StepSpec) -> String {
 }
 
 #[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
 mod tests;

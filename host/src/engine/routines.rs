@@ -14,16 +14,19 @@
 //! effect before the state naming it is stored, and never answer for the
 //! operator (a resolve comes from the operator's credential only, which
 //! the API checks).
+//!
+//! The [`Routines`] service: this module reads runs and carries out the
+//! actions of committed decisions; `effects` writes a decision, `ops`
+//! holds the API's operations, `tick` what time and a restart feed,
+//! `policy` a step's policy, `waits` a step's `waitFor`.
 
 use super::routine::{
-    self, Effect, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunReason, RunState,
-    SessionSpec, StepRules,
+    self, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunState, StepRules,
 };
 use super::sessions::ReportKind;
-use super::{Engine, EngineError, EngineResult};
-use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
+use super::{EngineError, EngineResult, services::Routines};
 use crate::model::routine::StepPolicy;
-use crate::store::{RoutineRow, StepStatus, StoreError, Tx, now_ms};
+use crate::store::{RoutineRow, StoreError, Tx};
 use std::time::Duration;
 
 /// How often the loop looks at waiting runs and escalations' deadlines.
@@ -146,347 +149,10 @@ enum Action {
     Stop { session: String },
 }
 
-impl Engine {
-    fn routine_event(
-        &self,
-        tx: &mut Tx<'_>,
-        kind: RoutineKind,
-        run: &Run,
-        payload: RoutineEvent,
-    ) -> EngineResult<()> {
-        let payload = RoutineEvent {
-            routine_id: run.row.id.clone(),
-            state: run.state.name().to_string(),
-            label: run.spec.label.clone(),
-            ..payload
-        };
-        let session = payload.session_id.clone();
-        tracing::info!(routine = %run.row.id, event = kind.as_str(), step = ?payload.step, "routine event");
-        let event = Event::Routine(RoutineEventOf { kind, payload });
-        self.append(tx, &event, session.as_deref(), None)?;
-        Ok(())
-    }
-
-    /// Applies `input` to `run` (and, when the run comes to wait for a
-    /// step, the check of that step's `waitFor`, again and again), writing
-    /// the rows and events; returns the actions to run after the commit.
-    fn feed(
-        &self,
-        tx: &mut Tx<'_>,
-        run: &mut Run,
-        input: RunInput,
-        cx: Context,
-    ) -> EngineResult<Vec<Action>> {
-        let mut actions = Vec::new();
-        let mut input = Some((input, cx));
-        while let Some((i, cx)) = input.take() {
-            let now = now_ms();
-            let prev = run.state;
-            let d = routine::decide(prev, i, run.rules(prev.step(), now));
-            run.state = d.next;
-            for e in &d.effects {
-                self.apply(tx, run, prev, *e, &cx, now, &mut actions)?;
-            }
-            if let RunState::Waiting { step } = run.state {
-                let (ready, blocked, why) = check_waits(run, step, |id| tx.session(id))?;
-                if ready || blocked {
-                    input = Some((
-                        RunInput::Check { ready, blocked },
-                        Context {
-                            why,
-                            ..Context::default()
-                        },
-                    ));
-                }
-            }
-            if d.next != prev || !d.effects.is_empty() {
-                tracing::debug!(routine = %run.row.id, from = prev.name(), to = d.next.name(), ?i, "routine transition");
-            }
-        }
-        run.row.state = Some(run.state);
-        run.row.phase = run.state.name().to_string();
-        run.row.updated_at = now_ms();
-        if !matches!(
-            run.state,
-            RunState::Running { .. } | RunState::Escalated { .. }
-        ) {
-            run.row.step_session = None;
-        }
-        if !matches!(run.state, RunState::Escalated { .. }) {
-            run.row.deadline_at = None;
-            run.row.pending_request = None;
-        }
-        tx.put_routine(&run.row)?;
-        Ok(actions)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn apply(
-        &self,
-        tx: &mut Tx<'_>,
-        run: &mut Run,
-        prev: RunState,
-        effect: Effect,
-        cx: &Context,
-        now: i64,
-        actions: &mut Vec<Action>,
-    ) -> EngineResult<()> {
-        let current = prev.step().or(run.state.step());
-        let step_label = current
-            .and_then(|i| run.spec.steps.get(i))
-            .map(|s| s.label.clone());
-        let session = run.row.step_session.clone();
-        let owned = current
-            .and_then(|i| run.spec.steps.get(i))
-            .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
-        let base = RoutineEvent {
-            step: step_label.clone(),
-            session_id: session.clone(),
-            ..RoutineEvent::default()
-        };
-        match effect {
-            Effect::StartStep { step } | Effect::RestartStep { step } => {
-                let restarts = match run.state {
-                    RunState::Running { restarts, .. } => restarts,
-                    _ => 0,
-                };
-                let Some(spec) = run.spec.steps.get(step).cloned() else {
-                    return Ok(());
-                };
-                let sid = match &spec.session {
-                    SessionSpec::Acp { .. } => format!("{}.s{step}.r{restarts}", run.row.id),
-                    SessionSpec::Existing(id) => id.clone(),
-                };
-                let step_actions = policy::start_actions(&run.row.id, step, restarts, &spec, &sid);
-                if let (Effect::RestartStep { .. }, Some(old), true) = (effect, &session, owned) {
-                    // The old agent died with its daemon; what is left of
-                    // it is the started sessions' recovery's.
-                    tracing::warn!(routine = %run.row.id, session = %old, "a routine step's agent died with the daemon; the step starts again");
-                }
-                run.row.step_session = Some(sid.clone());
-                if let Some(s) = run.row.steps.get_mut(step) {
-                    s.status = StepStatus::Running;
-                    s.session_id = Some(sid.clone());
-                    s.restarts = restarts;
-                    s.started_at = Some(now);
-                    s.ended_at = None;
-                }
-                let restarted = matches!(effect, Effect::RestartStep { .. });
-                self.routine_event(
-                    tx,
-                    if restarted {
-                        RoutineKind::StepRestarted
-                    } else {
-                        RoutineKind::StepStarted
-                    },
-                    run,
-                    RoutineEvent {
-                        step: Some(spec.label.clone()),
-                        session_id: Some(sid),
-                        restarts: restarted.then_some(restarts),
-                        message: Some(routine::step_prompt(&spec)),
-                        reason: restarted.then(|| {
-                            cx.why.clone().unwrap_or_else(|| {
-                                "the daemon restarted; the step's agent died with it".into()
-                            })
-                        }),
-                        ..RoutineEvent::default()
-                    },
-                )?;
-                actions.extend(step_actions);
-            }
-            Effect::AutoAllow(src) => {
-                self.awaiting(tx, run, &base, src, cx)?;
-                let prompt = match current
-                    .and_then(|i| run.spec.steps.get(i))
-                    .map(|s| &s.on_input)
-                {
-                    Some(OnInput::AutoAllow { prompt, .. }) => prompt.clone(),
-                    _ => String::new(),
-                };
-                self.routine_event(
-                    tx,
-                    RoutineKind::AutoAllowed,
-                    run,
-                    RoutineEvent {
-                        source: Some(src),
-                        message: (src == InputSource::TurnEnd).then(|| prompt.clone()),
-                        request: cx.request.clone(),
-                        ..base
-                    },
-                )?;
-                if let Some(session) = session {
-                    actions.push(match (src, &cx.request) {
-                        (InputSource::Permission, Some(request)) => Action::Allow {
-                            session,
-                            request: request.clone(),
-                            routine: Some(run.row.id.clone()),
-                        },
-                        _ => Action::Prompt {
-                            session,
-                            text: prompt,
-                        },
-                    });
-                }
-            }
-            Effect::Escalate(src) => {
-                self.awaiting(tx, run, &base, src, cx)?;
-                let deadline = match run.state {
-                    RunState::Escalated { deadline_ms, .. } => deadline_ms,
-                    _ => now,
-                };
-                run.row.deadline_at = Some(deadline);
-                run.row.pending_request = cx.request.clone();
-                if let Some(s) = current.and_then(|i| run.row.steps.get_mut(i)) {
-                    s.status = StepStatus::Escalated;
-                }
-                self.routine_event(
-                    tx,
-                    RoutineKind::Escalated,
-                    run,
-                    RoutineEvent {
-                        source: Some(src),
-                        message: cx.message.clone(),
-                        request: cx.request.clone(),
-                        deadline_at: Some(deadline),
-                        timeout_ms: u64::try_from(deadline - now).ok(),
-                        reason: Some(format!(
-                            "step {:?} asks for input: answer with gatehost routine resolve {} {} --response TEXT",
-                            step_label.clone().unwrap_or_default(),
-                            run.row.id,
-                            step_label.clone().unwrap_or_default()
-                        )),
-                        ..base
-                    },
-                )?;
-            }
-            Effect::SendResponse => {
-                let response = cx.message.clone().unwrap_or_default();
-                let request = run.row.pending_request.take();
-                run.row.deadline_at = None;
-                if let Some(s) = current.and_then(|i| run.row.steps.get_mut(i)) {
-                    s.status = StepStatus::Running;
-                    s.response = Some(response.clone());
-                }
-                self.routine_event(
-                    tx,
-                    RoutineKind::Resolved,
-                    run,
-                    RoutineEvent {
-                        message: Some(response.clone()),
-                        request: request.clone(),
-                        ..base
-                    },
-                )?;
-                if let Some(session) = session {
-                    actions.push(match request {
-                        Some(request) => Action::Allow {
-                            session,
-                            request,
-                            routine: None,
-                        },
-                        None => Action::Prompt {
-                            session,
-                            text: response,
-                        },
-                    });
-                }
-            }
-            Effect::StepDone { step } => {
-                if let Some(s) = run.row.steps.get_mut(step) {
-                    s.status = StepStatus::Done;
-                    s.ended_at = Some(now);
-                }
-                // A policy step says which policy finished it.
-                let reason = cx.why.clone();
-                self.routine_event(
-                    tx,
-                    RoutineKind::StepDone,
-                    run,
-                    RoutineEvent { reason, ..base },
-                )?;
-                if let (Some(session), true) = (session, owned) {
-                    actions.push(Action::Stop { session });
-                }
-                run.row.step_session = None;
-            }
-            Effect::Done => {
-                self.routine_event(tx, RoutineKind::Done, run, RoutineEvent::default())?;
-            }
-            Effect::Fail(reason) => {
-                if let Some(s) = current.and_then(|i| run.row.steps.get_mut(i)) {
-                    s.status = StepStatus::Failed;
-                    s.ended_at = Some(now);
-                }
-                run.row.reason = Some(RunReason::Failed(reason));
-                let why = match &cx.why {
-                    Some(w) => format!("{}: {w}", reason.describe()),
-                    None => reason.describe().to_string(),
-                };
-                tracing::warn!(routine = %run.row.id, ?reason, %why, "a routine failed");
-                self.routine_event(
-                    tx,
-                    RoutineKind::Failed,
-                    run,
-                    RoutineEvent {
-                        fail_reason: Some(reason),
-                        reason: Some(why),
-                        ..base
-                    },
-                )?;
-                if let (Some(session), true) = (session, owned) {
-                    actions.push(Action::Stop { session });
-                }
-            }
-            Effect::Cancelled => {
-                if let Some(s) = current.and_then(|i| run.row.steps.get_mut(i)) {
-                    s.status = StepStatus::Cancelled;
-                    s.ended_at = Some(now);
-                }
-                self.routine_event(
-                    tx,
-                    RoutineKind::Cancelled,
-                    run,
-                    RoutineEvent {
-                        reason: cx.why.clone(),
-                        ..base
-                    },
-                )?;
-                if let (Some(session), true) = (session, owned) {
-                    actions.push(Action::Stop { session });
-                }
-            }
-            // The tick finds the deadline in the store.
-            Effect::RearmTimer => {}
-        }
-        Ok(())
-    }
-
-    fn awaiting(
-        &self,
-        tx: &mut Tx<'_>,
-        run: &Run,
-        base: &RoutineEvent,
-        src: InputSource,
-        cx: &Context,
-    ) -> EngineResult<()> {
-        self.routine_event(
-            tx,
-            RoutineKind::AwaitingInput,
-            run,
-            RoutineEvent {
-                step: base.step.clone(),
-                session_id: base.session_id.clone(),
-                source: Some(src),
-                message: cx.message.clone(),
-                request: cx.request.clone(),
-                ..RoutineEvent::default()
-            },
-        )
-    }
-
+impl Routines {
     /// Runs what committed decisions said.
     fn perform_routine(&self, actions: Vec<Action>) {
+        let engine = self.engine();
         for a in actions {
             match a {
                 Action::StartAcp {
@@ -509,7 +175,7 @@ impl Engine {
                         permission,
                         ..super::StartInput::default()
                     };
-                    if let Err(e) = self.start_session(input) {
+                    if let Err(e) = engine.agents().start_session(input) {
                         tracing::warn!(routine = %run, session = %session, error = %e, "a routine step's agent could not start");
                         self.routine_session_input(
                             &session,
@@ -522,8 +188,10 @@ impl Engine {
                     }
                 }
                 Action::Prompt { session, text } => {
-                    let engine = self.clone();
-                    tokio::spawn(async move { engine.deliver_prompt(&session, &text).await });
+                    let engine = engine.clone();
+                    tokio::spawn(
+                        async move { engine.agents().deliver_prompt(&session, &text).await },
+                    );
                 }
                 Action::AttachThenPrompt {
                     session,
@@ -531,9 +199,12 @@ impl Engine {
                     key,
                     text,
                 } => {
-                    let engine = self.clone();
+                    let engine = engine.clone();
                     tokio::spawn(async move {
-                        engine.attach_step_policy(session, policy, key, text).await;
+                        engine
+                            .runs()
+                            .attach_step_policy(session, policy, key, text)
+                            .await;
                     });
                 }
                 Action::Allow {
@@ -541,14 +212,17 @@ impl Engine {
                     request,
                     routine,
                 } => {
-                    if let Err(e) =
-                        self.resolve_permission(&session, &request, true, routine.as_deref())
-                    {
+                    if let Err(e) = engine.agents().resolve_permission(
+                        &session,
+                        &request,
+                        true,
+                        routine.as_deref(),
+                    ) {
                         tracing::warn!(session = %session, request = %request, error = %e, "a routine's allow found no permission request waiting");
                     }
                 }
                 Action::Stop { session } => {
-                    self.stop_acp(&session);
+                    engine.agents().stop_acp(&session);
                 }
             }
         }
@@ -557,7 +231,7 @@ impl Engine {
     /// Feeds `input` to the run whose current step runs in `session`, if
     /// any, and runs what it decided.
     fn routine_session_input(&self, session: &str, input: RunInput, cx: Context) {
-        let r = self.write(|tx| {
+        let r = self.engine().write(|tx| {
             let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
                 return Ok(Vec::new());
             };
@@ -591,9 +265,7 @@ impl Engine {
         };
         // A run waiting for this session may be ready: the tick looks.
         if matches!(kind, ReportKind::TurnEnd | ReportKind::Exited) {
-            self.inner
-                .routines
-                .waits_dirty
+            self.waits_dirty
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let Some(mut run) = tx.routine_on_session(session)?.and_then(Run::usable) else {
@@ -639,7 +311,9 @@ pub(super) struct RoutineActions(Vec<Action>);
 /// A run's view on the wire: the stored row.
 pub type RoutineView = RoutineRow;
 
+mod effects;
 mod ops;
 mod policy;
+mod tick;
 mod waits;
 use waits::check_waits;

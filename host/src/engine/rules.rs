@@ -14,7 +14,7 @@
 //! twice to one session while an earlier policy of it is live.
 
 use super::attach::{AttachInput, parse_input, validate};
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Settings};
 use crate::config::Trust;
 use crate::model::event::{Event, PolicyRefused, RefusedOrigin, SessionEvent};
 use crate::store::{SessionRow, Tx};
@@ -40,7 +40,7 @@ impl Origin<'_> {
     }
 }
 
-impl Engine {
+impl Settings {
     /// Attaches, in `tx`, the policy of every session rule and every
     /// standing policy that applies to `s`, when no policy with `s` as a
     /// member is live. `why` names the occasion in the log (`registered`,
@@ -51,7 +51,7 @@ impl Engine {
         s: &SessionRow,
         why: &str,
     ) -> EngineResult<()> {
-        let runner = self.runner();
+        let runner = self.engine().runner();
         let rules = &runner.config().daemon.session_policies;
         let standing = tx.standing_policies()?;
         // Only the operator's own live policies (a standing or session
@@ -126,7 +126,7 @@ impl Engine {
             reason: reason.to_string(),
         };
         let event = Event::Session(SessionEvent::PolicyRefused(refused));
-        self.append(tx, &event, Some(&s.id), None)?;
+        self.engine().append(tx, &event, Some(&s.id), None)?;
         Ok(())
     }
 
@@ -138,7 +138,8 @@ impl Engine {
         origin: Origin<'_>,
         why: &str,
     ) -> EngineResult<()> {
-        let runner = self.runner();
+        let engine = self.engine();
+        let runner = engine.runner();
         let checked = policy
             .map_err(super::EngineError::from)
             .and_then(|mut input| {
@@ -152,7 +153,7 @@ impl Engine {
             Ok(input) => input,
             Err(e) => return self.refuse_rule(tx, s, &origin, &e.to_string()),
         };
-        let p = self.insert_policy(tx, &input, None)?;
+        let p = engine.policies().insert_policy(tx, &input, None)?;
         let from = match origin.said() {
             RefusedOrigin::File { file } => file,
             RefusedOrigin::Standing { standing_id } => standing_id,
@@ -161,11 +162,10 @@ impl Engine {
         if super::machine::drives(super::machine::Task::Slot, p.status) {
             // Not reached: the session has no turn-end after the
             // newest event. Scheduled after the commit all the same.
-            let engine = self.clone();
             let id = p.id.clone();
             tokio::spawn(async move {
                 tokio::task::yield_now().await;
-                engine.schedule_gate(&id);
+                engine.policies().schedule_gate(&id);
             });
         }
         Ok(())

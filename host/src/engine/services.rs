@@ -82,10 +82,30 @@ pub(crate) struct Sessions {
 /// The agents this daemon started, ACP or not.
 pub(crate) struct Agents {
     pub(super) service: Service,
-    pub(super) started: super::started::Started,
+    pub(super) started: Started,
     /// The ACP sessions this daemon drives.
-    pub(super) acp: super::acp::Acp,
+    pub(super) acp: Acp,
 }
+
+/// Stdin of the sessions gatehost started and follows.
+#[derive(Default)]
+pub(crate) struct Started {
+    pub(super) stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
+}
+
+/// The live ACP sessions: where their prompts go, and the permission
+/// requests waiting for the operator.
+#[derive(Default)]
+pub(crate) struct Acp {
+    pub(super) prompts: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<String>>>,
+    /// By (session, request id).
+    pub(super) escalations: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<Answer>>>,
+    pub(super) next_request: std::sync::atomic::AtomicU64,
+}
+
+/// An escalation's answer: allowed or not, and the routine that gave it
+/// (none: the operator).
+pub(super) type Answer = (bool, Option<String>);
 
 /// Routines and their runs.
 pub(crate) struct Routines {
@@ -115,3 +135,31 @@ macro_rules! reach_the_engine {
     )*};
 }
 reach_the_engine!(Policies, Reviews, Sessions, Agents, Routines, Settings);
+
+/// The facade's delegations: under `accessor: Service { .. }`, each
+/// `name(args) -> T;` is `pub fn name(&self, args) -> T` on [`Engine`],
+/// calling `self.accessor().name(args)`, and each `async name(args) -> T;`
+/// the same `async`, awaited (the service's method has the doc).
+macro_rules! delegate {
+    ($($acc:ident: $svc:ident { $($items:tt)* })*) => {
+        $($crate::engine::services::delegate!(@items $acc $svc $($items)*);)*
+    };
+    (@items $acc:ident $svc:ident) => {};
+    (@items $acc:ident $svc:ident
+        async $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
+        #[doc = concat!("`", stringify!($svc), "::", stringify!($name), "`, for the API and the CLI.")]
+        pub async fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            self.$acc().$name($($arg),*).await
+        }
+        $crate::engine::services::delegate!(@items $acc $svc $($rest)*);
+    };
+    (@items $acc:ident $svc:ident
+        $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
+        #[doc = concat!("`", stringify!($svc), "::", stringify!($name), "`, for the API and the CLI.")]
+        pub fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            self.$acc().$name($($arg),*)
+        }
+        $crate::engine::services::delegate!(@items $acc $svc $($rest)*);
+    };
+}
+pub(super) use delegate;

@@ -1,24 +1,27 @@
 //! Sessions: agent runs the daemon knows, registered and reported through
 //! the API (how agent hooks feed it); those gatehost starts and follows are
-//! `started`'s. Registration checks the workspace (under the agent's
-//! roots, clear of the host's own places) and issues the session's key;
-//! a report, with that key, is one transaction (`report`). What a report,
+//! `started`'s. Registration ([`Sessions::register`]) checks the workspace
+//! (`workspace`: under the agent's roots, clear of the host's own places)
+//! and issues the session's key; a report, with that key, is one
+//! transaction (`report`). What a report,
 //! a registration or the watchdog's silence does to a session is the pure
 //! machine's (`machine::decide`); this module and `report` perform it. It
 //! must never change a session's state but by that decision, nor record
 //! a report the caller's key does not cover.
 
 use super::keys::{self, Caller};
-use super::{Engine, EngineError, EngineResult};
-use crate::anchor::{Places, WorkspaceAnchor};
+use super::{EngineError, EngineResult, services::Sessions};
 use crate::config::Trust;
 use crate::model::event::{self as ev, Event, SessionEvent, WatchdogEvent};
 use crate::store::{SessionRow, SessionState, now_ms};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 
 pub(super) mod machine;
 mod report;
+mod workspace;
+
+pub(super) use workspace::{Located, locate, open_registered};
+use workspace::{check_clear_of_host, check_root};
 
 /// The event of a session's first stop that no policy watched.
 pub const UNGATED: &str = "session:ungated";
@@ -124,95 +127,6 @@ fn reserved_id(id: &str) -> bool {
     id.starts_with(RESERVED_PREFIX)
 }
 
-/// A registration's cwd and workspace: canonical paths, the cwd inside
-/// the workspace, and the workspace opened once, following no symlink
-/// (what the checks look at and what is pinned).
-pub(super) struct Located {
-    pub cwd: PathBuf,
-    pub ws: PathBuf,
-    pub anchor: WorkspaceAnchor,
-}
-
-/// Resolves cwd and workspace to canonical paths, cwd inside workspace,
-/// and opens the workspace (see [`Located`]).
-pub(super) fn locate(cwd: &str, workspace: Option<&str>) -> EngineResult<Located> {
-    let cwd_path = Path::new(cwd);
-    if !cwd_path.is_absolute() {
-        return Err(invalid("cwd", "must be an absolute path"));
-    }
-    let cwd_real =
-        std::fs::canonicalize(cwd_path).map_err(|e| invalid("cwd", format!("{cwd}: {e}")))?;
-    if !cwd_real.is_dir() {
-        return Err(invalid("cwd", format!("{cwd} is not a directory")));
-    }
-    let ws = match workspace {
-        Some(w) => {
-            if !Path::new(w).is_absolute() {
-                return Err(invalid("workspace", "must be an absolute path"));
-            }
-            std::fs::canonicalize(w).map_err(|e| invalid("workspace", format!("{w}: {e}")))?
-        }
-        None => cwd_real
-            .ancestors()
-            .find(|a| a.join(".git").exists())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| cwd_real.clone()),
-    };
-    if !cwd_real.starts_with(&ws) {
-        return Err(invalid(
-            "cwd",
-            format!(
-                "{} is not inside the workspace {}",
-                cwd_real.display(),
-                ws.display()
-            ),
-        ));
-    }
-    let anchor = WorkspaceAnchor::open(&ws).map_err(|e| invalid("workspace", e.to_string()))?;
-    Ok(Located {
-        cwd: cwd_real,
-        ws,
-        anchor,
-    })
-}
-
-/// Opens `workspace` for a run (a gate, a plugin, a judge): refused unless
-/// it is still the directory that each of `sessions` working there
-/// registered (its pinned identity), so that a directory swapped in since
-/// (or a symlink at any component) is never what the run is given.
-pub(super) fn open_registered(
-    workspace: &str,
-    sessions: &[SessionRow],
-) -> Result<WorkspaceAnchor, crate::anchor::AnchorError> {
-    let members: Vec<&SessionRow> = sessions
-        .iter()
-        .filter(|s| s.workspace == workspace)
-        .collect();
-    // A registered workspace is canonical: opened as stored, never
-    // resolved again (a symlink there since is an error). A path no
-    // member registered (a snapshot's worktree, the host's own) is
-    // resolved first.
-    let anchor = if members.is_empty() {
-        WorkspaceAnchor::open(Path::new(workspace))?
-    } else {
-        WorkspaceAnchor::open_exact(Path::new(workspace), None)?
-    };
-    let found = anchor.identity();
-    for s in members {
-        if let Some(pinned) = s.workspace_pin
-            && pinned != found
-        {
-            tracing::error!(session = %s.id, workspace, %pinned, %found, "the workspace is not the directory registered: nothing runs in it");
-            return Err(crate::anchor::AnchorError::Replaced {
-                path: workspace.to_string(),
-                pinned,
-                found,
-            });
-        }
-    }
-    Ok(anchor)
-}
-
 /// A session's webhook must go where the operator allows
 /// (`[daemon] notify_url_prefixes`); the URL as parsed, which is what is
 /// stored and posted to.
@@ -223,80 +137,6 @@ fn check_url(
     url.as_deref()
         .map(|u| crate::config::notify_url::admit(u, prefixes).map_err(|m| invalid("notifyUrl", m)))
         .transpose()
-}
-
-/// No workspace, whoever registers it, holds or lies inside the host's own
-/// places (data directory, tokens, configuration, cache, scratch,
-/// worktrees): the agent writes its workspace and its gates read it.
-/// Judged by the opened workspace's identity and the directories above it.
-fn check_clear_of_host(located: &Located, places: &[PathBuf]) -> EngineResult<()> {
-    let places = Places::of(places);
-    let Some(place) = located.anchor.overlapping(&places) else {
-        return Ok(());
-    };
-    let ws = &located.ws;
-    // Which way round says what to move: a place inside the workspace is
-    // the daemon's to move out; a workspace inside a place, the caller's.
-    let shown = std::fs::canonicalize(place).unwrap_or_else(|_| place.to_path_buf());
-    let fix = if shown.starts_with(ws) && shown != *ws {
-        "the agent writes its workspace and its gates read it: restart `gatehost serve` with its data directory (and [daemon] worktree_dir, [sandbox] scratch_dir, the configuration and token files) outside every workspace, for example the default data directory, ~/.local/share/gatehost"
-    } else {
-        "register the project directory itself"
-    };
-    Err(EngineError::Forbidden {
-        code: "workspace-overlaps-host",
-        message: format!(
-            "the workspace {} overlaps gatehost's own {} (its data directory, tokens, configuration, cache, scratch or worktrees); {fix}",
-            ws.display(),
-            place.display()
-        ),
-    })
-}
-
-/// The agent token registers workspaces only under the configured roots
-/// (by identity: a root is the opened workspace or a directory above
-/// it); a refusal names the configuration file (`source`, `None` for the
-/// defaults) and the `workspace_roots` line that would admit it.
-fn check_root(located: &Located, roots: &[PathBuf], source: Option<&Path>) -> EngineResult<()> {
-    if roots.iter().any(|r| located.anchor.is_at_or_below(r)) {
-        return Ok(());
-    }
-    let ws = &located.ws;
-    let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-    let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""));
-    let line = format!(
-        "workspace_roots = [{}]",
-        listed
-            .iter()
-            .map(String::as_str)
-            .chain([ws.display().to_string().as_str()])
-            .map(quote)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let fix = match source {
-        Some(file) => format!(
-            "to let the agent token register it, put `{line}` under [daemon] in {} (the daemon reloads it)",
-            std::fs::canonicalize(file)
-                .unwrap_or_else(|_| file.to_path_buf())
-                .display()
-        ),
-        None => format!(
-            "the daemon runs without a configuration file: to let the agent token register it, restart `gatehost serve` with --config FILE, FILE holding [daemon] and `{line}`"
-        ),
-    };
-    Err(EngineError::Forbidden {
-        code: "workspace-not-allowed",
-        message: format!(
-            "the agent token may register workspaces only under [daemon] workspace_roots ({}); {} is not; {fix}; or register it with the operator token",
-            if listed.is_empty() {
-                "none configured".to_string()
-            } else {
-                listed.join(", ")
-            },
-            ws.display()
-        ),
-    })
 }
 
 pub(super) fn cap(mut s: String, max: usize) -> String {
@@ -310,7 +150,7 @@ pub(super) fn cap(mut s: String, max: usize) -> String {
     s
 }
 
-impl Engine {
+impl Sessions {
     /// Registers a session for the credential `by`, or updates the label,
     /// cwd and URL of a known one it owns (hooks may register on every
     /// start). The agent token registers only under `workspace_roots` and
@@ -327,6 +167,7 @@ impl Engine {
         command: Option<(Vec<String>, i64)>,
         caller: &Caller,
     ) -> EngineResult<Registered> {
+        let engine = self.engine();
         let by = caller.trust;
         let id = input
             .id
@@ -359,7 +200,7 @@ impl Engine {
             ));
         }
         // One configuration for the whole registration.
-        let runner = self.runner();
+        let runner = engine.runner();
         let daemon = &runner.config().daemon;
         let notify_url = check_url(&input.notify_url, &daemon.notify_url_prefixes)?;
         let located = locate(&input.cwd, input.workspace.as_deref())?;
@@ -373,7 +214,7 @@ impl Engine {
         check_clear_of_host(&located, &runner.config().host_places())?;
         let Located { cwd, ws, anchor } = located;
         let pin = anchor.identity();
-        self.write(|tx| {
+        engine.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
             if let Some(e) = existing.as_ref().and_then(super::damage::session_error) {
@@ -487,10 +328,10 @@ impl Engine {
                     started: command.is_some(),
                 };
                 let event = Event::Session(SessionEvent::Registered(registered));
-                self.append(tx, &event, Some(&s.id), None)?;
+                engine.append(tx, &event, Some(&s.id), None)?;
             }
             if step.does(machine::Effect::AttachPolicies) {
-                self.attach_session_policies(tx, &s, "registered")?;
+                engine.settings().attach_session_policies(tx, &s, "registered")?;
             }
             Ok(Registered {
                 session: s,
@@ -531,7 +372,7 @@ impl Engine {
             by: by.to_string(),
             stale_at,
         };
-        self.append(
+        self.engine().append(
             tx,
             &Event::Watchdog(WatchdogEvent::Live(live)),
             Some(&s.id),

@@ -14,7 +14,7 @@
 
 use super::attach::check_template;
 use super::sessions::invalid;
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Settings};
 use crate::config::session_policies::{applies, plain_agent};
 use crate::model::attach::Template;
 use crate::model::event::{Event, Standing, StandingEvent};
@@ -69,11 +69,12 @@ fn standing_of(row: &StandingRow) -> Standing {
     }
 }
 
-impl Engine {
+impl Settings {
     /// Adds a standing policy (operator only). Refused, storing nothing:
     /// an agent name that is not one, a relative directory, a policy that
     /// names sessions or does not parse, more than [`MAX_STANDING`].
     pub fn add_standing(&self, req: StandingRequest) -> EngineResult<StandingRow> {
+        let e = self.engine();
         if let Some(a) = req.agents.iter().find(|a| !plain_agent(a)) {
             return Err(invalid(
                 "agents",
@@ -103,7 +104,7 @@ impl Engine {
             ));
         }
         let policy = req.policy.parse()?;
-        check_template(&policy, self.runner().config().daemon.max_chain_depth)?;
+        check_template(&policy, e.runner().config().daemon.max_chain_depth)?;
         let row = StandingRow {
             id: format!("sp_{}", uuid::Uuid::new_v4().simple()),
             agents: req.agents,
@@ -113,7 +114,7 @@ impl Engine {
             created_at: now_ms(),
             damage: None,
         };
-        self.write(|tx| {
+        e.write(|tx| {
             if tx.standing_policies()?.len() >= MAX_STANDING {
                 return Err(invalid(
                     "policy",
@@ -122,7 +123,7 @@ impl Engine {
             }
             tx.insert_standing(&row)?;
             let event = Event::Standing(StandingEvent::Added(standing_of(&row)));
-            self.append(tx, &event, None, None)?;
+            e.append(tx, &event, None, None)?;
             Ok(())
         })?;
         tracing::info!(standing = %row.id, agents = ?row.agents, under = ?row.under, "a standing policy was added");
@@ -130,19 +131,20 @@ impl Engine {
     }
 
     pub fn standing_policies(&self) -> EngineResult<Vec<StandingRow>> {
-        Ok(self.store().standing_policies()?)
+        Ok(self.engine().store().standing_policies()?)
     }
 
     /// Removes a standing policy (operator only); the policies it already
     /// attached go on. An unknown id is refused.
     pub fn remove_standing(&self, id: &str) -> EngineResult<StandingRow> {
-        let row = self.write(|tx| {
+        let e = self.engine();
+        let row = e.write(|tx| {
             let Some(row) = tx.standing_policy(id)? else {
                 return Err(invalid("id", format!("no standing policy '{id}'")));
             };
             tx.remove_standing(id)?;
             let event = Event::Standing(StandingEvent::Removed(standing_of(&row)));
-            self.append(tx, &event, None, None)?;
+            e.append(tx, &event, None, None)?;
             Ok(row)
         })?;
         tracing::info!(standing = %id, "a standing policy was removed");

@@ -8,13 +8,11 @@
 
 use super::keys::Caller;
 use super::sessions::{MAX_MESSAGE, RegisterInput, Registered, ReportKind, cap, invalid, locate};
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Agents};
 use crate::store::{SessionRow, SessionState};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Output kept for a started session.
@@ -57,13 +55,7 @@ pub struct StartInput {
     pub permission: Option<crate::permission::PermissionRule>,
 }
 
-/// Stdin of the sessions gatehost started and follows.
-#[derive(Default)]
-pub(super) struct Started {
-    stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
-}
-
-impl Engine {
+impl Agents {
     /// Writes a prompt (a nudge) to a started session's stdin. Sessions
     /// registered from outside get it as the `policy:nudge` event only.
     pub(crate) async fn deliver_prompt(&self, session_id: &str, message: &str) {
@@ -71,8 +63,6 @@ impl Engine {
             return;
         }
         let stdin = self
-            .inner
-            .agents
             .started
             .stdin
             .lock()
@@ -84,9 +74,7 @@ impl Engine {
         let line = format!("{}\n", message.replace('\n', " "));
         let ok = stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok();
         if ok {
-            self.inner
-                .agents
-                .started
+            self.started
                 .stdin
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -101,10 +89,11 @@ impl Engine {
 
     /// Starts a session as a child of the daemon and follows it.
     pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
+        let engine = self.engine();
         let Some(program) = input.command.first() else {
             return Err(invalid("command", "must name a program"));
         };
-        let path_var = self.runner().config().host_path.clone();
+        let path_var = engine.runner().config().host_path.clone();
         let resolved = if program.contains('/') {
             let p = PathBuf::from(program);
             if !p.is_absolute() {
@@ -167,7 +156,7 @@ impl Engine {
             notify_url: input.notify_url.clone(),
             session_key: None,
         };
-        let registered = match self.register_with(
+        let registered = match engine.sessions().register_with(
             reg,
             Some((input.command.clone(), pid)),
             &Caller::operator(),
@@ -197,31 +186,31 @@ impl Engine {
             let rule = input
                 .permission
                 .clone()
-                .or_else(|| self.runner().config().agents.permission.clone())
+                .or_else(|| engine.runner().config().agents.permission.clone())
                 .unwrap_or_default();
-            let engine = self.clone();
+            let engine = engine.clone();
             let sid = session.id.clone();
             let first = input.prompt.clone();
             tokio::spawn(async move {
-                engine.drive_acp(sid, child, cwd, first, rule).await;
+                engine
+                    .agents()
+                    .drive_acp(sid, child, cwd, first, rule)
+                    .await;
                 drop(scratch);
             });
             return Ok(registered);
         }
         if let Some(stdin) = child.stdin.take() {
-            self.inner
-                .agents
-                .started
+            self.started
                 .stdin
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(session.id.clone(), stdin);
         }
         let quiet = Duration::from_millis(input.quiet_ms.unwrap_or(DEFAULT_QUIET_MS).max(1));
-        let engine = self.clone();
         let sid = session.id.clone();
         tokio::spawn(async move {
-            engine.follow(sid, child, pattern, quiet).await;
+            engine.agents().follow(sid, child, pattern, quiet).await;
             drop(scratch);
         });
         Ok(registered)
@@ -234,6 +223,7 @@ impl Engine {
         pattern: Option<regex::Regex>,
         quiet: Duration,
     ) {
+        let engine = self.engine();
         let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
         for stream in [
             child
@@ -270,7 +260,11 @@ impl Engine {
                     Err(_) => {
                         dirty = false;
                         let msg = std::mem::take(&mut turn_text);
-                        if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                        if let Err(e) =
+                            engine
+                                .sessions()
+                                .report(&sid, ReportKind::TurnEnd, Some(msg))
+                        {
                             tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
                         }
                         continue;
@@ -289,7 +283,10 @@ impl Engine {
             if let Some(re) = &pattern {
                 if re.is_match(&line) {
                     let msg = std::mem::take(&mut turn_text);
-                    if let Err(e) = self.report(&sid, ReportKind::TurnEnd, Some(msg)) {
+                    if let Err(e) = engine
+                        .sessions()
+                        .report(&sid, ReportKind::TurnEnd, Some(msg))
+                    {
                         tracing::warn!(session = %sid, error = %e, "cannot record a turn-end");
                     }
                 }
@@ -298,9 +295,7 @@ impl Engine {
             }
         }
         let status = child.status().await;
-        self.inner
-            .agents
-            .started
+        self.started
             .stdin
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -311,7 +306,10 @@ impl Engine {
         };
         let mut msg = tail;
         msg.push_str(&format!("[{how}]"));
-        if let Err(e) = self.report(&sid, ReportKind::Exited, Some(msg)) {
+        if let Err(e) = engine
+            .sessions()
+            .report(&sid, ReportKind::Exited, Some(msg))
+        {
             tracing::warn!(session = %sid, error = %e, "cannot record a session exit");
         }
     }
@@ -362,7 +360,9 @@ impl Engine {
                 }
                 _ => "the daemon restarted; the session's process died with it".into(),
             };
-            self.report(&s.id, ReportKind::Exited, Some(message))?;
+            self.engine()
+                .sessions()
+                .report(&s.id, ReportKind::Exited, Some(message))?;
         }
         Ok(())
     }

@@ -50,6 +50,7 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
     let engine = Engine::new(store, runner).expect("engine");
     let operator = Caller::operator();
     engine
+        .sessions()
         .register(
             RegisterInput {
                 id: Some("s1".into()),
@@ -76,6 +77,7 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
     let before: Vec<usize> = columns.iter().map(|c| decodes(&id, c)).collect();
     let reads_before = decodes(&id, "row");
     engine
+        .sessions()
         .report("s1", ReportKind::TurnEnd, Some("done".into()))
         .expect("turn-end");
     // Waited for by the status column alone (a read of the row would

@@ -120,7 +120,7 @@ impl Policies {
                     | PolicyStatus::Cancelled
             )
         {
-            self.engine().routine_policy_settled(tx, p)?;
+            self.engine().runs().routine_policy_settled(tx, p)?;
         }
         if step.effects.contains(&Effect::ChainNext) {
             self.chain_next(tx, p)?;

@@ -25,7 +25,7 @@
 
 use super::machine::{Input, PolicyEvent};
 use super::sessions::machine as session;
-use super::{Engine, EngineResult};
+use super::{EngineResult, services::Sessions};
 use crate::config::OnStale;
 use crate::model::event::{self as ev, PolicyChange as P};
 use crate::store::{PolicyRow, now_ms};
@@ -59,12 +59,12 @@ pub struct Look {
     pub expired: Vec<String>,
 }
 
-impl Engine {
+impl Sessions {
     /// Starts the watchdog: one look every [`tick_interval`], until the
     /// daemon stops.
     pub fn spawn_watchdog(&self) {
-        let engine = self.clone();
-        engine.awake_from(now_ms(), "the watchdog starts");
+        self.awake_from(now_ms(), "the watchdog starts");
+        let engine = self.engine();
         tokio::spawn(async move {
             loop {
                 let every = tick_interval(engine.runner().config().daemon.heartbeat_timeout);
@@ -80,13 +80,13 @@ impl Engine {
                         late_ms = late,
                         "the daemon stood still (stopped, suspended or stalled): sessions' silence over that time is excused"
                     );
-                    engine.awake_from(woke, "the daemon stood still");
+                    engine.sessions().awake_from(woke, "the daemon stood still");
                 }
                 let e2 = engine.clone();
-                match tokio::task::spawn_blocking(move || e2.watch(now_ms())).await {
+                match tokio::task::spawn_blocking(move || e2.sessions().watch(now_ms())).await {
                     Ok(Ok(look)) => {
                         for (id, step) in look.1 {
-                            engine.perform(&id, &step);
+                            engine.policies().perform(&id, &step);
                         }
                     }
                     Ok(Err(e)) => {
@@ -105,26 +105,23 @@ impl Engine {
     /// deadline. Returns what it did and the steps whose effects the
     /// caller runs.
     pub fn watch(&self, now: i64) -> EngineResult<(Look, Vec<(String, super::Step)>)> {
-        let runner = self.runner();
+        let engine = self.engine();
+        let runner = engine.runner();
         let daemon = &runner.config().daemon;
         let (timeout, on_stale) = (daemon.heartbeat_timeout, daemon.on_stale);
         // Silent since before the cutoff, and the daemon running all that
         // time: within a timeout of its start or wake, no session is.
-        let awake_since = self
-            .inner
-            .sessions
-            .awake_since
-            .load(std::sync::atomic::Ordering::SeqCst);
+        let awake_since = self.awake_since.load(std::sync::atomic::Ordering::SeqCst);
         let cutoff = timeout
             .map(|t| now - t.as_millis() as i64)
             .filter(|c| awake_since < *c);
         let timeout = cutoff.and(timeout);
-        if !self.inner.store.watch_due(cutoff, now)? {
+        if !engine.store().watch_due(cutoff, now)? {
             // Nothing due: no write, so no long-poll is woken for nothing
             // (the bus is told only of commits that appended events).
             return Ok((Look::default(), Vec::new()));
         }
-        self.write(|tx| {
+        engine.write(|tx| {
             let mut look = Look::default();
             let mut steps = Vec::new();
             if let Some(timeout) = timeout {
@@ -151,7 +148,7 @@ impl Engine {
                         },
                     };
                     let event = ev::Event::Watchdog(ev::WatchdogEvent::Stale(stale));
-                    self.append(tx, &event, Some(&s.id), None)?;
+                    engine.append(tx, &event, Some(&s.id), None)?;
                     tracing::warn!(session = %s.id, silent_ms = now - last, "session is stale: silent past [daemon] heartbeat_timeout");
                     look.stale.push(s.id);
                 }
@@ -182,7 +179,7 @@ impl Engine {
                 let input = Input::MemberStale {
                     cancel: on_stale == OnStale::Cancel,
                 };
-                let step = self.transition(tx, &mut p, input, |e| match e {
+                let step = engine.policies().transition(tx, &mut p, input, |e| match e {
                     PolicyEvent::Blocked => Some(
                         P::Blocked(ev::Blocked {
                             outcome: ev::BlockOutcome::Stale,
@@ -221,9 +218,7 @@ impl Engine {
 
     /// Counts sessions' silence from `at` (ms) on (see the module doc).
     pub fn awake_from(&self, at: i64, why: &str) {
-        self.inner
-            .sessions
-            .awake_since
+        self.awake_since
             .store(at, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(at, why, "the watchdog counts silence from now");
     }
@@ -244,20 +239,23 @@ impl Engine {
             was.as_str()
         );
         let old_reason = p.reason.replace(reason.clone());
-        let step = self.transition(tx, p, Input::Expired, |e| match e {
-            PolicyEvent::Expired => Some(
-                P::Expired(ev::Expired {
-                    deadline_at: deadline,
-                    was: was.as_str().to_string(),
-                    reason: reason.clone(),
-                })
-                .into(),
-            ),
-            PolicyEvent::Blocked => {
-                Some(P::blocked(ev::BlockOutcome::Expired, Some(reason.clone())).into())
-            }
-            _ => None,
-        })?;
+        let step = self
+            .engine()
+            .policies()
+            .transition(tx, p, Input::Expired, |e| match e {
+                PolicyEvent::Expired => Some(
+                    P::Expired(ev::Expired {
+                        deadline_at: deadline,
+                        was: was.as_str().to_string(),
+                        reason: reason.clone(),
+                    })
+                    .into(),
+                ),
+                PolicyEvent::Blocked => {
+                    Some(P::blocked(ev::BlockOutcome::Expired, Some(reason.clone())).into())
+                }
+                _ => None,
+            })?;
         if step.is_none() {
             p.reason = old_reason;
         } else {
@@ -270,6 +268,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
 
     /// An idle look (nothing silent, stale or due) writes nothing and so
     /// wakes no long-poll: before, every look committed an empty
@@ -283,7 +282,7 @@ mod tests {
         let engine = Engine::new(store, crate::gate::GateRunner::new(config)).expect("engine");
         let mut woken = engine.bus().subscribe();
         woken.mark_unchanged();
-        let (look, steps) = engine.watch(now_ms()).expect("look");
+        let (look, steps) = engine.sessions().watch(now_ms()).expect("look");
         assert_eq!(look, Look::default());
         assert!(steps.is_empty());
         assert!(
@@ -310,20 +309,21 @@ mod tests {
             ..Default::default()
         };
         engine
+            .sessions()
             .register(input, &crate::engine::keys::Caller::operator())
             .expect("register");
         let spoke = now_ms();
         // The daemon was down (or stood still) for a minute, and woke.
         let woke = spoke + 60_000;
-        engine.awake_from(woke, "test");
-        let (look, _) = engine.watch(woke + 1).expect("look");
+        engine.sessions().awake_from(woke, "test");
+        let (look, _) = engine.sessions().watch(woke + 1).expect("look");
         assert!(look.stale.is_empty(), "{look:?}");
-        let (look, _) = engine.watch(woke + 9_000).expect("look");
+        let (look, _) = engine.sessions().watch(woke + 9_000).expect("look");
         assert!(
             look.stale.is_empty(),
             "within the timeout of the wake: {look:?}"
         );
-        let (look, _) = engine.watch(woke + 10_001).expect("look");
+        let (look, _) = engine.sessions().watch(woke + 10_001).expect("look");
         assert_eq!(look.stale, ["quiet"], "a whole timeout of running, silent");
     }
 

@@ -1,17 +1,17 @@
 //! The routines' operations: start a run, read runs, the operator's
-//! cancel and resolve, the tick (escalation deadlines, waiting runs) and
-//! the recovery at start. Each is one transaction through the loop's
-//! `feed`, its actions run after the commit. It must never change a run's
-//! state but through `feed`.
+//! cancel and resolve (the tick and the recovery at start are `tick`'s).
+//! Each is one transaction through the loop's `feed`, its actions run
+//! after the commit. It must never change a run's state but through
+//! `feed`.
 
 use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
 use super::super::sessions::invalid;
-use super::super::{Engine, EngineError, EngineResult};
-use super::{Context, RoutineActions, RoutineEvent, RoutineView, Run, TICK, check_waits};
+use super::super::{EngineError, EngineResult, services::Routines};
+use super::{Context, RoutineEvent, RoutineView, Run};
 use crate::model::event::{Event, RoutineEvent as RoutineEventOf, RoutineKind};
 use crate::store::{RoutineRow, RoutineStepRow, StepStatus, now_ms};
 
-impl Engine {
+impl Routines {
     /// Starts a run of `spec` (operator only; the API checks). Refused:
     /// a spec that does not validate, a step whose `policy` is not a
     /// policy body (its gates are checked when it is attached, at the
@@ -21,7 +21,7 @@ impl Engine {
         self.start_routine_keyed(spec, None)
     }
 
-    /// [`Engine::start_routine`] with an idempotency key (a client's
+    /// [`Routines::start_routine`] with an idempotency key (a client's
     /// `Idempotency-Key`): a key seen before answers the run it started,
     /// whatever became of it, and starts nothing (a retry whose first
     /// answer was lost); the same key with another spec is a conflict.
@@ -93,7 +93,7 @@ impl Engine {
                 })
                 .collect(),
         };
-        let (actions, view) = self.write(|tx| {
+        let (actions, view) = self.engine().write(|tx| {
             if let (Some(k), Some(d)) = (&key, &digest) {
                 // Another start with this key won the race: its run.
                 if let Some((existing, _)) = tx.routine_by_key(k)? {
@@ -130,7 +130,7 @@ impl Engine {
     /// The run `key` started, if it did: the same spec (by `digest`), or a
     /// conflict naming the run.
     fn routine_of_key(&self, key: &str, digest: &str) -> EngineResult<Option<RoutineView>> {
-        let found = self.write(|tx| Ok(tx.routine_by_key(key)?))?;
+        let found = self.engine().write(|tx| Ok(tx.routine_by_key(key)?))?;
         let Some((id, stored)) = found else {
             return Ok(None);
         };
@@ -191,8 +191,8 @@ impl Engine {
             });
         };
         let s = self
-            .inner
-            .store
+            .engine()
+            .store()
             .session(id)?
             .ok_or_else(|| invalid("session", format!("step {label:?}: no session {id:?}")))?;
         caller.check(&s)?;
@@ -229,8 +229,8 @@ impl Engine {
     }
 
     pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
-        self.inner
-            .store
+        self.engine()
+            .store()
             .routine(id)?
             .map(flag_damage)
             .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))
@@ -239,8 +239,8 @@ impl Engine {
     /// The newest runs, at most `limit`.
     pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
         Ok(self
-            .inner
-            .store
+            .engine()
+            .store()
             .routines(limit)?
             .into_iter()
             .map(flag_damage)
@@ -254,8 +254,9 @@ impl Engine {
     /// started are stopped. `None`: the run decodes (cancelled the usual
     /// way).
     fn cancel_damaged_routine(&self, id: &str, by: &str) -> EngineResult<Option<RoutineView>> {
+        let engine = self.engine();
         let mut stop = Vec::new();
-        let view = self.write(|tx| {
+        let view = engine.write(|tx| {
             stop.clear();
             let row = tx
                 .routine(id)?
@@ -298,11 +299,11 @@ impl Engine {
                 kind: RoutineKind::Cancelled,
                 payload: cancelled,
             });
-            self.append(tx, &event, None, None)?;
+            engine.append(tx, &event, None, None)?;
             Ok(tx.routine(id)?)
         })?;
         for session in stop {
-            self.stop_acp(&session);
+            engine.agents().stop_acp(&session);
         }
         Ok(view.map(flag_damage))
     }
@@ -340,7 +341,7 @@ impl Engine {
         input: RunInput,
         why: Option<String>,
     ) -> EngineResult<RoutineView> {
-        let (actions, view) = self.write(|tx| {
+        let (actions, view) = self.engine().write(|tx| {
             let row = tx
                 .routine(id)?
                 .ok_or_else(|| EngineError::NotFound(format!("no routine '{id}'")))?;
@@ -378,164 +379,6 @@ impl Engine {
         })?;
         self.perform_routine(actions);
         Ok(view)
-    }
-
-    /// Feeds the check of waiting step `step`'s `waitFor` (a run not
-    /// ready stays as it is, and nothing is written).
-    fn feed_check(
-        &self,
-        tx: &mut crate::store::Tx<'_>,
-        run: &mut Run,
-        step: usize,
-    ) -> EngineResult<Vec<super::Action>> {
-        let (ready, blocked, why) = check_waits(run, step, |id| tx.session(id))?;
-        if !ready && !blocked {
-            return Ok(Vec::new());
-        }
-        self.feed(
-            tx,
-            run,
-            RunInput::Check { ready, blocked },
-            Context {
-                why,
-                ..Context::default()
-            },
-        )
-    }
-
-    /// One look: escalations past their deadline, waiting runs whose
-    /// `waitFor` finished (or never will).
-    fn routine_tick(&self) -> EngineResult<()> {
-        let actions = self.write(|tx| {
-            let mut actions = Vec::new();
-            for row in tx.routines_past_deadline(now_ms())? {
-                let Some(mut run) = Run::usable(row) else {
-                    continue;
-                };
-                actions.extend(self.feed(tx, &mut run, RunInput::Timeout, Context::default())?);
-            }
-            for row in tx.waiting_routines()? {
-                let Some(mut run) = Run::usable(row) else {
-                    continue;
-                };
-                let Some(step) = run.state.step() else {
-                    continue;
-                };
-                actions.extend(self.feed_check(tx, &mut run, step)?);
-            }
-            Ok(actions)
-        })?;
-        self.perform_routine(actions);
-        Ok(())
-    }
-
-    /// Whether the tick has anything to do: an escalation past its
-    /// deadline, a waiting run whose check would move it (looked at only
-    /// when a session ended a turn or exited since the last look: nothing
-    /// else moves a wait). Reads only, so that an idle tick writes nothing
-    /// and wakes no reader.
-    fn routine_tick_due(&self) -> EngineResult<bool> {
-        let store = &self.inner.store;
-        // The cheap look first (by index); then whether one of them is a
-        // run the tick can move (a damaged one is left as it is).
-        if store.routine_past_deadline(now_ms())?
-            && store
-                .routines_past_deadline(now_ms())?
-                .into_iter()
-                .any(|r| Run::usable(r).is_some())
-        {
-            return Ok(true);
-        }
-        if !self
-            .inner
-            .routines
-            .waits_dirty
-            .swap(false, std::sync::atomic::Ordering::Relaxed)
-        {
-            return Ok(false);
-        }
-        for row in store.waiting_routines()? {
-            let Some(run) = Run::usable(row) else {
-                continue;
-            };
-            let Some(step) = run.state.step() else {
-                continue;
-            };
-            let (ready, blocked, _) = check_waits(&run, step, |id| store.session(id))?;
-            if ready || blocked {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The tick, every second until the daemon stops.
-    pub fn spawn_routine_ticker(&self) {
-        let engine = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(TICK) => {}
-                    _ = engine.stopped() => return,
-                }
-                let failed = match engine.routine_tick_due() {
-                    Ok(false) => None,
-                    Ok(true) => engine.routine_tick().err().map(|e| ("write", e)),
-                    Err(e) => Some(("read", e)),
-                };
-                if let Some((what, e)) = failed {
-                    tracing::warn!(error = %e, "the routines' tick could not {what} the store; it tries again");
-                    // The waits it did not get to are looked at again.
-                    engine
-                        .inner
-                        .routines
-                        .waits_dirty
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        });
-    }
-
-    /// At start, before the previous daemon's started sessions are marked
-    /// exited: every unfinished run is told the daemon restarted (a step
-    /// whose ACP agent died with the old daemon starts again, at most
-    /// `MAX_RESTARTS` times). Returns what to run once that recovery is
-    /// through (`perform_routine_actions`).
-    pub(in crate::engine) fn recover_routines(&self) -> EngineResult<Vec<RoutineActions>> {
-        let mut out = Vec::new();
-        for row in self.inner.store.active_routines()? {
-            let id = row.id.clone();
-            let r = self.write(|tx| {
-                let Some(row) = tx.routine(&id)? else {
-                    return Ok(Vec::new());
-                };
-                let mut run = Run::decode(row)?;
-                let owned = run
-                    .state
-                    .step()
-                    .and_then(|i| run.spec.steps.get(i))
-                    .is_some_and(|s| matches!(s.session, SessionSpec::Acp { .. }));
-                tracing::info!(routine = %id, state = run.state.name(), owned, "a routine resumes after a restart");
-                let mut actions = match run.state {
-                    RunState::Waiting { step } => self.feed_check(tx, &mut run, step)?,
-                    _ => self.feed(
-                        tx,
-                        &mut run,
-                        RunInput::Recover { owned_agent: owned },
-                        Context::default(),
-                    )?,
-                };
-                actions.extend(self.policy_to_attach(tx, &run)?);
-                Ok(actions)
-            });
-            match r {
-                Ok(a) => out.push(RoutineActions(a)),
-                Err(e) => {
-                    tracing::error!(routine = %id, error = %e, "a routine cannot be resumed");
-                }
-            }
-        }
-        Ok(out)
     }
 }
 

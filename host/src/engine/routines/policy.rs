@@ -8,7 +8,7 @@
 
 use super::super::keys::Caller;
 use super::super::routine::{self, Finish, RunInput, RunState, SessionSpec, StepSpec};
-use super::super::{Engine, EngineResult, attach};
+use super::super::{EngineResult, attach, services::Routines};
 use super::{Action, Context, Run};
 use crate::config::Trust;
 use crate::model::attach::ClientKey;
@@ -69,7 +69,7 @@ pub(super) fn start_actions(
     }
 }
 
-impl Engine {
+impl Routines {
     /// Attaches a step's policy to `session` as the operator (the run's
     /// starter), then sends the step's prompt; a policy that cannot be
     /// attached fails the step, said.
@@ -80,6 +80,7 @@ impl Engine {
         key: String,
         text: String,
     ) {
+        let engine = self.engine();
         // A test hook: the daemon dies between a policy step's stored start
         // and its policy's attach, once (the flag file goes first).
         if let Some(flag) = std::env::var_os("GATEHOST_TEST_ABORT_BEFORE_STEP_POLICY")
@@ -91,14 +92,14 @@ impl Engine {
         let attached = match policy.for_session(&session) {
             Ok((input, digest)) => {
                 let key = ClientKey { key, digest };
-                self.attach(input, Caller::operator(), Some(key)).await
+                engine.attach(input, Caller::operator(), Some(key)).await
             }
             Err(e) => Err(e.into()),
         };
         match attached {
             Ok(p) => {
                 tracing::info!(session = %session, policy = %p.id, "a routine step's policy is attached");
-                self.deliver_prompt(&session, &text).await;
+                engine.agents().deliver_prompt(&session, &text).await;
             }
             Err(e) => {
                 tracing::warn!(session = %session, error = %e, "a routine step's policy could not be attached");
@@ -149,8 +150,8 @@ impl Engine {
             };
             let actions = self.feed(tx, &mut run, RunInput::PolicySettled { passed }, cx)?;
             if !actions.is_empty() {
-                let engine = self.clone();
-                tx.after_commit(move || engine.perform_routine(actions));
+                let engine = self.engine();
+                tx.after_commit(move || engine.runs().perform_routine(actions));
             }
         }
         Ok(())

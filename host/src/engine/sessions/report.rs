@@ -11,11 +11,11 @@ use super::machine::{Decision, Effect as F, Event as Said, Input, Refusal, Stand
 use super::{MAX_MESSAGE, ReportKind, ReportOutcome, UNGATED, cap};
 use crate::engine::keys::Caller;
 use crate::engine::machine::Input as PolicyInput;
-use crate::engine::{Engine, EngineError, EngineResult, damage};
+use crate::engine::{EngineError, EngineResult, damage, services::Sessions};
 use crate::model::event::{self as ev, Event, SessionEvent};
 use crate::store::{PolicyStatus, SessionRow};
 
-impl Engine {
+impl Sessions {
     /// A turn-end of `s` that no live policy of the operator's has as a
     /// member: the stop was not gated by the operator (policies the agent
     /// attached itself may still judge it; they are the agent's to
@@ -25,7 +25,8 @@ impl Engine {
     /// the daemon starts are its routines' and reviews', which say their own.
     /// Returns whether the stop was ungated.
     fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
-        if s.command.is_some() || self.operator_watches(tx, &s.id)? {
+        let e = self.engine();
+        if s.command.is_some() || e.settings().operator_watches(tx, &s.id)? {
             return Ok(false);
         }
         if tx.has_session_event(&s.id, UNGATED)? {
@@ -42,7 +43,7 @@ impl Engine {
             turn: s.turns,
             reason: reason.to_string(),
         };
-        self.append(
+        e.append(
             tx,
             &Event::Session(SessionEvent::Ungated(said)),
             Some(&s.id),
@@ -65,7 +66,7 @@ impl Engine {
             .map(|r| r.cursor)
     }
 
-    /// [`Engine::report`], also naming, for a turn-end, the policies whose
+    /// [`Sessions::report`], also naming, for a turn-end, the policies whose
     /// verdict on the session's work is to come: those it counted (watching
     /// the session, which was pending in them) and those already judging it
     /// (queued, gating or nudging), so a caller (a CLI's stop hook) knows
@@ -79,11 +80,12 @@ impl Engine {
         message: Option<String>,
         caller: &Caller,
     ) -> EngineResult<ReportOutcome> {
+        let engine = self.engine();
         let message = message.map(|m| cap(m, MAX_MESSAGE));
         let mut counted = Vec::new();
         let mut routine_actions = Vec::new();
         let mut ungated = false;
-        let (cursor, queued) = self.write(|tx| {
+        let (cursor, queued) = engine.write(|tx| {
             counted.clear();
             routine_actions.clear();
             ungated = false;
@@ -138,17 +140,17 @@ impl Engine {
                     )));
                 }
             });
-            let cursor = self.append(tx, &said, Some(id), None)?;
+            let cursor = engine.append(tx, &said, Some(id), None)?;
             let event = event.as_str();
             if step.does(F::MarkTurn) {
                 s.last_turn_cursor = Some(cursor);
             }
             tx.put_session(&s)?;
             if step.does(F::TellRoutines) {
-                routine_actions = self.routine_report(tx, id, kind, message.as_deref())?;
+                routine_actions = engine.runs().routine_report(tx, id, kind, message.as_deref())?;
             }
             if step.does(F::AttachPolicies) {
-                self.attach_session_policies(tx, &s, "turn-start")?;
+                engine.settings().attach_session_policies(tx, &s, "turn-start")?;
             }
             // Policies already judging this session (a gate still running
             // from an earlier turn-end) give their verdict next: a caller
@@ -164,7 +166,7 @@ impl Engine {
                 for mut p in tx.watching_with(id)? {
                     if p.damage.is_some() {
                         // Blocked, said; the others gate as ever.
-                        self.settle_damaged(tx, &mut p)?;
+                        engine.policies().settle_damaged(tx, &mut p)?;
                         continue;
                     }
                     if cursor <= p.watch_after {
@@ -177,22 +179,22 @@ impl Engine {
                     }
                     let more_pending = !p.pending.is_empty();
                     counted.push(p.id.clone());
-                    let step = self.transition(tx, &mut p, PolicyInput::TurnEnd { more_pending }, |_| {
+                    let step = engine.policies().transition(tx, &mut p, PolicyInput::TurnEnd { more_pending }, |_| {
                         Some(ev::PolicyChange::queued(format!("session {id}: {event}")).into())
                     })?;
                     if let Some(step) = step.filter(|s| s.to == PolicyStatus::Queued) {
-                        let slot = self.try_start_gating(tx, &mut p)?;
+                        let slot = engine.policies().try_start_gating(tx, &mut p)?;
                         queued.push((p.id.clone(), step, slot));
                     }
                 }
             }
             Ok((Some(cursor), queued))
         })?;
-        self.perform_routine_actions(routine_actions);
+        engine.runs().perform_routine_actions(routine_actions);
         for (pid, step, slot) in queued {
             match slot {
-                Some(slot) => self.schedule_gate_with(&pid, Some(slot)),
-                None => self.perform(&pid, &step),
+                Some(slot) => engine.policies().schedule_gate_with(&pid, Some(slot)),
+                None => engine.policies().perform(&pid, &step),
             }
         }
         Ok(ReportOutcome {

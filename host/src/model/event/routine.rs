@@ -10,70 +10,53 @@ pub struct RoutineEvent {
     pub payload: RoutinePayload,
 }
 
-/// The kinds of a routine's events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoutineKind {
-    Started,
-    StepStarted,
-    AwaitingInput,
-    AutoAllowed,
-    Escalated,
-    Resolved,
-    StepDone,
-    StepRestarted,
-    Done,
-    Failed,
-    Cancelled,
+/// The kinds of a routine's events, each with its name: the enum, its
+/// list and the names derived from this one table.
+macro_rules! routine_kinds {
+    ($($variant:ident = $kind:literal,)*) => {
+        /// The kinds of a routine's events.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum RoutineKind {
+            $($variant,)*
+        }
+
+        impl RoutineKind {
+            /// Every kind, in order.
+            pub const ALL: &'static [RoutineKind] = &[$(RoutineKind::$variant),*];
+
+            /// The names of [`RoutineKind::ALL`], in order.
+            pub const KINDS: &'static [&'static str] = &[$($kind),*];
+
+            /// Its kind, as stored and published.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(RoutineKind::$variant => $kind,)*
+                }
+            }
+        }
+    };
+}
+
+routine_kinds! {
+    Started = "routine:started",
+    StepStarted = "routine:step-started",
+    AwaitingInput = "routine:awaiting-input",
+    AutoAllowed = "routine:auto-allowed",
+    Escalated = "routine:escalated",
+    Resolved = "routine:resolved",
+    StepDone = "routine:step-done",
+    StepRestarted = "routine:step-restarted",
+    Done = "routine:done",
+    Failed = "routine:failed",
+    Cancelled = "routine:cancelled",
 }
 
 impl RoutineKind {
-    pub const ALL: [RoutineKind; 11] = [
-        RoutineKind::Started,
-        RoutineKind::StepStarted,
-        RoutineKind::AwaitingInput,
-        RoutineKind::AutoAllowed,
-        RoutineKind::Escalated,
-        RoutineKind::Resolved,
-        RoutineKind::StepDone,
-        RoutineKind::StepRestarted,
-        RoutineKind::Done,
-        RoutineKind::Failed,
-        RoutineKind::Cancelled,
-    ];
-
-    /// The names of [`RoutineKind::ALL`], in order (checked by a test).
-    pub const KINDS: &'static [&'static str] = &[
-        "routine:started",
-        "routine:step-started",
-        "routine:awaiting-input",
-        "routine:auto-allowed",
-        "routine:escalated",
-        "routine:resolved",
-        "routine:step-done",
-        "routine:step-restarted",
-        "routine:done",
-        "routine:failed",
-        "routine:cancelled",
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RoutineKind::Started => "routine:started",
-            RoutineKind::StepStarted => "routine:step-started",
-            RoutineKind::AwaitingInput => "routine:awaiting-input",
-            RoutineKind::AutoAllowed => "routine:auto-allowed",
-            RoutineKind::Escalated => "routine:escalated",
-            RoutineKind::Resolved => "routine:resolved",
-            RoutineKind::StepDone => "routine:step-done",
-            RoutineKind::StepRestarted => "routine:step-restarted",
-            RoutineKind::Done => "routine:done",
-            RoutineKind::Failed => "routine:failed",
-            RoutineKind::Cancelled => "routine:cancelled",
-        }
-    }
-
     pub fn parse(kind: &str) -> Option<RoutineKind> {
-        RoutineKind::ALL.into_iter().find(|k| k.as_str() == kind)
+        RoutineKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == kind)
     }
 }
 
