@@ -173,24 +173,16 @@ mod tests {
     }
 
     /// Every policy and review event the daemon publishes (the model's
-    /// golden examples, decoded as a stored row is) is the event of its
+    /// examples, which encode to `golden.json` exactly) is the event of its
     /// stored kind, and every event has its change: the transition's
     /// check of a step's payload (`PolicyEvent::of(change) == event`)
     /// accepts exactly what it accepted when it compared the kinds' names.
     #[test]
     fn each_change_is_the_event_of_its_stored_kind_and_each_event_has_one() {
-        #[derive(serde::Deserialize)]
-        struct Golden {
-            #[serde(rename = "type")]
-            kind: String,
-            payload: serde_json::Value,
-        }
-        let golden: Vec<Golden> =
-            serde_json::from_str(include_str!("../../model/event/golden.json"))
-                .expect("golden.json is a list");
         let mut seen = Vec::new();
-        for Golden { kind, payload } in golden {
-            let change: Change = match Event::decode(&kind, payload) {
+        for example in crate::model::event::examples() {
+            let kind = example.kind().to_string();
+            let change: Change = match example {
                 Event::Policy(e) => e.change.into(),
                 Event::Review(e) => e.change.into(),
                 _ => continue,

@@ -21,6 +21,8 @@ mod codec;
 mod daemon;
 #[cfg(test)]
 mod examples;
+#[cfg(test)]
+pub(crate) use examples::examples;
 mod policy;
 mod routine;
 mod session;
