@@ -2,23 +2,8 @@
 //! line per session, policy or event. It owns only text; it must never
 //! call the daemon or choose an exit code.
 
-use crate::model::chain::{ChainPhase, ChainRecord};
+use crate::model::chain::describe;
 use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStatus, Session};
-
-/// The cycle a status line names: `reviewing (cycle 2 of 5)`.
-fn describe(status: &str, record: Option<&ChainRecord>) -> String {
-    match record.map(|r| (r.phase, r.cycle, r.max_cycles)) {
-        Some((ChainPhase::Reviewing, c, m)) => format!("{status} (cycle {c} of {m})"),
-        Some((ChainPhase::Repairing, c, m)) => {
-            format!("{status} (repairing after review {c} of {m})")
-        }
-        Some((ChainPhase::Shipped, c, m)) => format!("{status} (shipped at review {c} of {m})"),
-        Some((ChainPhase::Escalated, c, m)) => {
-            format!("{status} (escalated after review {c} of {m})")
-        }
-        None => status.to_string(),
-    }
-}
 
 /// `id  status (waiting for …): reason`; awaiting an ack, what awaits it
 /// (files, lines, snapshot); and the

@@ -135,20 +135,5 @@ pub fn decide(state: ChainState, outcome: ChainOutcome) -> ChainAction {
     }
 }
 
-/// The cycle a status line names: `reviewing (cycle 2 of 5)`.
-pub fn describe(status: &str, record: Option<&ChainRecord>) -> String {
-    match record.map(|r| (r.phase, r.cycle, r.max_cycles)) {
-        Some((ChainPhase::Reviewing, c, m)) => format!("{status} (cycle {c} of {m})"),
-        Some((ChainPhase::Repairing, c, m)) => {
-            format!("{status} (repairing after review {c} of {m})")
-        }
-        Some((ChainPhase::Shipped, c, m)) => format!("{status} (shipped at review {c} of {m})"),
-        Some((ChainPhase::Escalated, c, m)) => {
-            format!("{status} (escalated after review {c} of {m})")
-        }
-        None => status.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests;

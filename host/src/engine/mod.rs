@@ -324,6 +324,14 @@ impl Engine {
             .clone()
     }
 
+    /// Puts `config` in force: the runner is swapped whole (a gate
+    /// running keeps the clone it started with). Only `Settings`'s reload
+    /// calls it, one at a time.
+    pub(crate) fn put_config_in_force(&self, config: crate::config::HostConfig) {
+        let mut runner = self.inner.runner.write().unwrap_or_else(|p| p.into_inner());
+        *runner = runner.reconfigured(config);
+    }
+
     /// The operator's webhooks of the configuration in force that receive
     /// events of type `kind` (each webhook's event filter).
     pub(crate) fn webhooks(&self, kind: &str) -> Vec<String> {

@@ -41,10 +41,7 @@ impl Settings {
         let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
         let was = e.supervising();
         let now = config.daemon.enabled;
-        {
-            let mut runner = e.inner.runner.write().unwrap_or_else(|p| p.into_inner());
-            *runner = runner.reconfigured(config);
-        }
+        e.put_config_in_force(config);
         for warning in e.runner().allowlist_out_of_reach() {
             tracing::warn!(%warning, "after the reload");
         }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::exhaustive::variants;
+use crate::model::chain::describe;
 use ChainAction as A;
 use ChainOutcome as O;
 use ChainState as S;
