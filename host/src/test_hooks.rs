@@ -61,7 +61,10 @@ pub fn abort_before_step_policy(session: &str) {
     if let Some(flag) = var!("ABORT_BEFORE_STEP_POLICY")
         && std::fs::remove_file(&flag).is_ok()
     {
-        tracing::error!(session, "test hook: aborting the daemon before a step's policy is attached");
+        tracing::error!(
+            session,
+            "test hook: aborting the daemon before a step's policy is attached"
+        );
         std::process::abort();
     }
 }
@@ -140,7 +143,10 @@ async fn barrier(path: &Path, policy: &str) {
         }
         tokio::time::sleep(BARRIER_LOOKS_EVERY).await;
     }
-    tracing::warn!(policy, "test hook: the barrier opened; the nudge task goes on");
+    tracing::warn!(
+        policy,
+        "test hook: the barrier opened; the nudge task goes on"
+    );
 }
 
 /// `STORE_FAULTS=PERCENT`: that share (at most 90) of the store's write
