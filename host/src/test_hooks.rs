@@ -31,7 +31,7 @@ macro_rules! var {
 /// The message of a store write failed by [`StoreFaults`] (a test looks
 /// for it in the daemon's log).
 #[cfg(feature = "test-hooks")]
-const STORE_FAULT: &str = concat!("injected by ", "GATEHOST_TEST_", "STORE_FAULTS");
+const STORE_FAULT: &str = "injected by GATEHOST_TEST_STORE_FAULTS";
 
 /// The most a barrier holds its task: a test that never opens it gets a
 /// daemon that goes on (and says so), not one stuck for good.
