@@ -40,9 +40,22 @@ bash scripts/install-browser.sh
 # as a run that tested nothing.)
 cargo test --workspace --locked --lib --bins --tests
 
+# The product has no test hooks (docs/contributing.md, "Test hooks"): the
+# binary a plain `cargo build` makes (no dev-dependencies, so no
+# `test-hooks` feature; a release build and `cargo install` resolve
+# features the same way) holds no GATEHOST_TEST_ string. It compiles the
+# gatehost crate once more (the dependencies are the test build's: about a
+# minute of CPU) and leaves the product at target/debug/gatehost; the next
+# `cargo test` links its own back.
+cargo build --locked -p gatehost --bin gatehost
+if grep -qa GATEHOST_TEST_ target/debug/gatehost; then
+  echo "target/debug/gatehost, built without the test-hooks feature, holds a GATEHOST_TEST_ string" >&2
+  exit 1
+fi
+
 # The README's first command: the daemon demo, end to end (sandboxed cargo
-# test as the gate, nudge, ack, commit), with the binary the tests built and
-# ran (host/Cargo.toml unifies the dev-dependencies' features, so a plain
-# `cargo build` would find it built too).
+# test as the gate, nudge, ack, commit), with that binary (host/Cargo.toml
+# unifies the dev-dependencies' features of every other crate, so only
+# gatehost itself was compiled again).
 test -x target/debug/gatehost
 bash examples/daemon-demo.sh "$PWD/target/debug/gatehost"

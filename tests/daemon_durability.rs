@@ -529,17 +529,18 @@ fn a_policy_gated_by_recovery_itself_is_not_requeued_and_finishes() {
 
 /// Issue 12 #2: an agent that reports its turn-end as soon as it sees the
 /// `policy:nudge` event, before the daemon's nudge task has run (a test
-/// hook holds that task 1.5 s), is not lost: the policy gates again.
-/// (Before, the task moved the watch past that turn-end and the policy
-/// waited in `watching` for good.)
+/// hook holds that task at a barrier until the turn-end is stored), is not
+/// lost: the policy gates again. (Before, the task moved the watch past
+/// that turn-end and the policy waited in `watching` for good.)
 #[test]
 fn a_turn_end_right_after_the_nudge_is_not_lost() {
     let s = Scratch::new();
     let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let barrier = s.etc.join("nudge-barrier").display().to_string();
     let d = Daemon::start_with_env(
         &s.etc.join("data"),
         &cfg,
-        &[("GATEHOST_TEST_NUDGE_DELAY_MS", "1500")],
+        &[("GATEHOST_TEST_NUDGE_BARRIER", &barrier)],
     );
     d.register("s1", &s.ws);
     let pid = d.attach(
@@ -554,8 +555,16 @@ fn a_turn_end_right_after_the_nudge_is_not_lost() {
         assert!(Instant::now() < deadline, "no nudge");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The nudge task is held: the turn-end comes between the nudge's
+    // publication and the task, every time.
+    while !d.log().contains("the nudge task waits at its barrier") {
+        assert!(Instant::now() < deadline, "no barrier: {}", d.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(d.policy(&pid)["status"], "nudging");
     d.report("s1", "turn-end");
+    assert_eq!(d.policy(&pid)["status"], "nudging");
+    std::fs::write(&barrier, "").expect("open the barrier");
     let p = d.wait_status(&pid, "blocked", T);
     assert_eq!(p["gateRuns"], 2, "{p}");
 }

@@ -3,7 +3,7 @@
 //! while its gate is being set up, swaps that directory for a symlink to
 //! the daemon's data directory (or for another directory). The swap is
 //! made deterministically, between the path's resolution and its open, by
-//! the debug build's `GATEHOST_TEST_BEFORE_WORKSPACE_OPEN` hook (a script
+//! the test build's `GATEHOST_TEST_BEFORE_WORKSPACE_OPEN` hook (a script
 //! armed by a file, so that registration itself is not raced).
 //!
 //! Whatever the run (a native gate, a WASM plugin, a judge, an agent the

@@ -1,7 +1,10 @@
 //! The plugins carried in the binary, as a `cargo install` user has them:
 //! gatehost installed into a temporary root (`cargo install --locked
-//! --debug --path host --root TMP --target-dir <this build's target>`,
-//! which reuses the dev build), then run from a directory with no checkout
+//! --debug --path host --features test-hooks --root TMP --target-dir
+//! <this build's target>`, which reuses the dev build: with the test hooks,
+//! as the test build has them, else cargo would compile gatehost again and
+//! relink the `target/debug/gatehost` the whole-program tests run next;
+//! scripts/test.sh checks the build without them), then run from a directory with no checkout
 //! beside it, with a configuration that names no plugin directory, over a
 //! workspace that is a fresh git repository. Named gates (`forbid-patterns`,
 //! `diff-budget`) must pass and fail as their configurations say, and
@@ -29,7 +32,8 @@ fn target_dir() -> PathBuf {
 fn install(root: &Path) -> PathBuf {
     let cargo = option_env!("CARGO").unwrap_or("cargo");
     let out = Command::new(cargo)
-        .args(["install", "--locked", "--debug", "--quiet", "--path"])
+        .args(["install", "--locked", "--debug", "--quiet"])
+        .args(["--features", "test-hooks", "--path"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")))
         .arg("--root")
         .arg(root)

@@ -53,6 +53,9 @@
 //! - [`mcp`]: the MCP server for agents (`gatehost mcp`), a client of that
 //!   API with the agent token;
 //! - [`suggest`]: "did you mean" for misspelt names;
+//! - [`test_hooks`]: the hooks whole-program tests reach the daemon by
+//!   (an abort at a chosen step, store faults, a barrier), compiled out
+//!   of the product (the `test-hooks` feature, on in test builds only);
 //! - [`cli`]: the `gatehost` command line (`check`, `plugin`, `serve` and
 //!   the client commands), and the one place errors become exit codes.
 //!
@@ -84,6 +87,7 @@ pub mod session_key;
 pub mod store;
 pub mod suggest;
 pub mod supervise;
+pub mod test_hooks;
 /// The gate report, at its old path ([`model::report`]).
 pub use model::report as verdict;
 pub mod wasm;

@@ -438,7 +438,7 @@ pub async fn watch(
     loaded: Option<FileStamp>,
 ) {
     // A test hook: only SIGHUP reloads, so that a test knows its trigger.
-    let poll = std::env::var_os("GATEHOST_TEST_NO_CONFIG_POLL").is_none();
+    let poll = crate::test_hooks::config_poll();
     let mut applied = loaded;
     let mut seen = applied;
     let mut tick = tokio::time::interval(POLL_EVERY);

@@ -128,7 +128,7 @@ impl WorkspaceAnchor {
             source,
         };
         let root = path.to_path_buf();
-        test_hook::before_open(&root);
+        crate::test_hooks::before_workspace_open(&root);
         let fd = identity::open_dir_no_symlinks(&root).map_err(|source| match source {
             identity::OpenError::Io { source, .. } => open_err(source),
             source => AnchorError::Unsafe {
@@ -303,31 +303,6 @@ impl WorkspaceAnchor {
     pub fn holds_host_path(&self, host_path: &Path) -> io::Result<bool> {
         identity::path_is_inside(host_path, self.identity())
     }
-}
-
-/// A hook of debug builds (the whole-program tests run one): with
-/// `GATEHOST_TEST_BEFORE_WORKSPACE_OPEN=PROGRAM`, PROGRAM runs with the
-/// workspace's canonical path as its argument, and is waited for, between
-/// the path's resolution and its open: where an agent racing the daemon
-/// swaps a component. Release builds have no such hook.
-mod test_hook {
-    #[cfg(debug_assertions)]
-    pub(super) fn before_open(root: &std::path::Path) {
-        let Some(program) = std::env::var_os("GATEHOST_TEST_BEFORE_WORKSPACE_OPEN") else {
-            return;
-        };
-        match std::process::Command::new(&program).arg(root).status() {
-            Ok(status) => {
-                tracing::warn!(workspace = %root.display(), %status, "test hook ran before the workspace's open");
-            }
-            Err(e) => {
-                tracing::error!(workspace = %root.display(), error = %e, "test hook could not run");
-            }
-        }
-    }
-
-    #[cfg(not(debug_assertions))]
-    pub(super) fn before_open(_root: &std::path::Path) {}
 }
 
 fn is_cap_std_escape(e: &io::Error) -> bool {

@@ -156,14 +156,7 @@ impl Policies {
         };
         // A test hook: a gate input that kills the daemon (as an abort in
         // a library could), for the poison-policy test.
-        if let (Ok(label), Some(mine)) = (
-            std::env::var("GATEHOST_TEST_ABORT_GATE_LABEL"),
-            input.label.as_deref(),
-        ) && label == mine
-        {
-            tracing::error!(policy = %id, "test hook: aborting the daemon in this gate");
-            std::process::abort();
-        }
+        crate::test_hooks::abort_in_gate(id, input.label.as_deref());
         let mut sessions = Vec::new();
         for sid in &policy.sessions {
             if let Some(s) = engine.store().session(sid)? {

@@ -181,14 +181,9 @@ impl Policies {
 
     async fn nudge_task(&self, id: &str) -> EngineResult<()> {
         let engine = self.engine();
-        // A test hook: widens the window between the nudge's publication
-        // and this task, where an agent's turn-end must not be lost.
-        if let Some(ms) = std::env::var("GATEHOST_TEST_NUDGE_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
+        // A test hook: holds this task between the nudge's publication and
+        // its run, where an agent's turn-end must not be lost.
+        crate::test_hooks::nudge_barrier(id).await;
         let p = engine.policy(id)?;
         if !drives(Task::Nudge, p.status) {
             return Ok(());

@@ -31,8 +31,7 @@ impl Policies {
     pub fn spawn_sweeper(&self) {
         // A test hook: no sweep, so that a test sees what re-drives a
         // policy without it (a reload that enables supervision).
-        if std::env::var_os("GATEHOST_TEST_NO_SWEEP").is_some() {
-            tracing::warn!("test hook: no sweep");
+        if !crate::test_hooks::sweep() {
             return;
         }
         let engine = self.engine();

@@ -99,24 +99,6 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
-/// A hook of debug builds (the whole-program tests run one): with
-/// `GATEHOST_TEST_ABORT_AFTER_REGISTER=ID`, the daemon dies (abort) right
-/// after session ID's registration is stored and before it is answered, as
-/// a SIGKILL there would. Release builds have no such hook.
-#[cfg(debug_assertions)]
-fn abort_hook(id: &str) {
-    if std::env::var("GATEHOST_TEST_ABORT_AFTER_REGISTER").is_ok_and(|v| v == id) {
-        tracing::error!(
-            session = id,
-            "test hook: the daemon dies before answering a registration"
-        );
-        std::process::abort();
-    }
-}
-
-#[cfg(not(debug_assertions))]
-fn abort_hook(_id: &str) {}
-
 /// The prefix of the ids the daemon gives its routines' runs, and so of
 /// their ACP steps' sessions (`<run>.s<step>.r<n>`): the agent token
 /// cannot register an id under it, so no agent holds a key to a session
@@ -157,7 +139,7 @@ impl Sessions {
     /// never takes over a session the operator registered or started.
     pub fn register(&self, input: RegisterInput, caller: &Caller) -> EngineResult<Registered> {
         let registered = self.register_with(input, None, caller)?;
-        abort_hook(&registered.session.id);
+        crate::test_hooks::abort_after_register(&registered.session.id);
         Ok(registered)
     }
 

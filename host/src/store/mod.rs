@@ -107,11 +107,9 @@ pub fn now_ms() -> i64 {
 /// [`Records`] (`store.policy(id)`); it writes through [`Store::write`].
 pub struct Store {
     backend: Box<dyn Backend>,
-    /// A test hook (`GATEHOST_TEST_STORE_FAULTS`, a percentage): that
-    /// share of write transactions fails as a full disk would, before
-    /// anything is written, so that crash tests exercise every caller's
-    /// handling of a store error. 0 (always, unless the variable is set).
-    faults: u32,
+    /// A test hook: a share of write transactions fails as a full disk
+    /// would (none in the product).
+    faults: crate::test_hooks::StoreFaults,
 }
 
 impl std::fmt::Debug for Store {
@@ -139,24 +137,18 @@ impl Store {
 
     /// A store over `backend`.
     pub fn over(backend: Box<dyn Backend>) -> Store {
-        let faults = std::env::var("GATEHOST_TEST_STORE_FAULTS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .map_or(0, |p| p.min(90));
-        if faults > 0 {
-            tracing::warn!(percent = faults, "test hook: store writes fail at random");
+        Store {
+            backend,
+            faults: crate::test_hooks::StoreFaults::from_env(),
         }
-        Store { backend, faults }
     }
 
     /// The test hook's draw: a write fails as on a full disk.
     fn fault(&self) -> StoreResult<()> {
-        if self.faults > 0 && fastrand::u32(0..100) < self.faults {
-            return Err(StoreError::Full(
-                "injected by GATEHOST_TEST_STORE_FAULTS".into(),
-            ));
+        match self.faults.draw() {
+            Some(why) => Err(StoreError::Full(why.into())),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Runs `f` in one transaction: everything it writes commits together

@@ -83,12 +83,7 @@ impl Routines {
         let engine = self.engine();
         // A test hook: the daemon dies between a policy step's stored start
         // and its policy's attach, once (the flag file goes first).
-        if let Some(flag) = std::env::var_os("GATEHOST_TEST_ABORT_BEFORE_STEP_POLICY")
-            && std::fs::remove_file(&flag).is_ok()
-        {
-            tracing::error!(session = %session, "test hook: aborting the daemon before a step's policy is attached");
-            std::process::abort();
-        }
+        crate::test_hooks::abort_before_step_policy(&session);
         let attached = match policy.for_session(&session) {
             Ok((input, digest)) => {
                 let key = ClientKey { key, digest };
