@@ -12,7 +12,7 @@
 //! by its `timestamp` (the lazily written `events.jsonl` is no mark), and a
 //! sub-agent's own `agentStop` is answered ungated.
 
-use crate::agent_copilot::{Copilot, ROUTE, T, hold, last_user_text};
+use crate::agents::copilot::{Copilot, ROUTE, T, hold, last_user_text};
 use crate::common::agents::FakeApi;
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};

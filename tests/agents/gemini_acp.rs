@@ -8,7 +8,7 @@
 //! request (`write_file`, kind `edit`): the session's rule escalates it,
 //! the operator allows it, and the confined agent writes the workspace.
 
-use crate::agent_gemini::last_user_text;
+use crate::agents::gemini::last_user_text;
 use crate::common::Scratch;
 use crate::common::acp_agents::{Agent, AgentRun, Launch};
 use crate::common::agents::agent_cli;

@@ -445,6 +445,6 @@ fn through_the_daemon_a_commit_policy_nudges_then_awaits_the_ack() {
         end.stderr
     );
     // Gemini CLI's SessionEnd, as it exits, reported the session exited.
-    crate::agent_claude::assert_session_exited(&d, &session);
+    crate::agents::claude::assert_session_exited(&d, &session);
     assert_no_survivors(&m);
 }

@@ -10,7 +10,7 @@
 //! does not grow while the sub-agent runs: the hook tells them apart by the
 //! sub-agent's own `agent_transcript_path` (docs/compatibility.md, "Claude Code").
 
-use crate::agent_claude::{Claude, hook_status};
+use crate::agents::claude::{Claude, hook_status};
 use crate::common;
 use crate::common::agents::FakeApi;
 use crate::common::daemon::git_repo;

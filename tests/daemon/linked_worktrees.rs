@@ -6,8 +6,8 @@
 //! there.
 
 use crate::common;
-use crate::daemon_commits::{booby_trap, ran};
-use crate::wasm_gates::{gate, plugin_dir};
+use crate::daemon::commits::{booby_trap, ran};
+use crate::gates::wasm::{gate, plugin_dir};
 use common::daemon::{Daemon, git_out, git_repo};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};

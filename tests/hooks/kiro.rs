@@ -8,7 +8,7 @@
 //! and a stop with a message after `--max-retries`; `doctor` finds it.
 
 use crate::common::{Scratch, allow_config, fixture, run_gatehost};
-use crate::hook_install::{hook, read_json, run_installed};
+use crate::hooks::install::{hook, read_json, run_installed};
 use serde_json::{Value, json};
 
 /// An agent as Kiro's documentation shows one, without hooks.

@@ -39,7 +39,7 @@ fn fixture_in(name: &str, ws: &Path) -> Vec<u8> {
 
 /// `input` as a new stop of Cursor's: each call a generation of its own
 /// (the fixtures' generation ids replaced), as Cursor sends them; one stop
-/// reaching gatehost twice is tests/hook_once.rs's.
+/// reaching gatehost twice is tests/hooks/once.rs's.
 fn new_generation(input: &[u8]) -> Vec<u8> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

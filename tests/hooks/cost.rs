@@ -4,7 +4,7 @@
 //! hook whose gates are all shell gates is shown not to pay for it.
 
 use crate::common::{Scratch, allow_config};
-use crate::wasm_gates::{shared_cache, wasm_config_in};
+use crate::gates::wasm::{shared_cache, wasm_config_in};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

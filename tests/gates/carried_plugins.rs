@@ -4,7 +4,7 @@
 //! checkout is `tests/install.rs`.
 
 use crate::common::*;
-use crate::wasm_gates::plugin_dir;
+use crate::gates::wasm::plugin_dir;
 use serde_json::json;
 
 /// A plugin directory's file beats the plugin of that name carried in the

@@ -7,7 +7,7 @@
 
 use crate::common::daemon::{git_commit_all, git_repo};
 use crate::common::{Scratch, allow_config};
-use crate::wasm_gates::{shared_cache, wasm_config_in};
+use crate::gates::wasm::{shared_cache, wasm_config_in};
 use std::io::{Read, Write};
 use std::process::Stdio;
 

@@ -5,7 +5,7 @@
 //! nobody in advance); the model is then gated by the gate it attached
 //! itself, sent back with the reason, and passes once the work is fixed.
 
-use crate::agent_claude::{Claude, daemon_env, daemon_hooks};
+use crate::agents::claude::{Claude, daemon_env, daemon_hooks};
 use crate::common;
 use crate::common::agents::FakeApi;
 use crate::common::daemon::{Daemon, git_repo};

@@ -6,8 +6,8 @@
 
 use crate::common;
 use crate::common::daemon::Daemon;
-use crate::daemon_acp::{setup, setup_with_env, wait_for};
-use crate::daemon_routines::{
+use crate::daemon::acp::{setup, setup_with_env, wait_for};
+use crate::daemon::routines::{
     acp_step, events, no_agent_left, policies_of, policies_where, start, status, wait_event,
 };
 use serde_json::{Value, json};

@@ -9,7 +9,7 @@
 
 use crate::common::daemon::Daemon;
 use crate::common::{self, Scratch};
-use crate::daemon_acp::{agent_dir, python, setup, wait_for};
+use crate::daemon::acp::{agent_dir, python, setup, wait_for};
 use serde_json::{Value, json};
 
 /// An ACP step running the scripted agent in `mode`.
@@ -66,7 +66,7 @@ pub(crate) fn wait_event(d: &Daemon, id: &str, kind: &str) -> Value {
 
 /// The prompts the agents in `s.ws` received, in order.
 pub(crate) fn prompts(s: &Scratch) -> Vec<String> {
-    crate::daemon_acp::prompts(&s.ws)
+    crate::daemon::acp::prompts(&s.ws)
 }
 
 /// Waits until the agents carrying `marker` are gone (the run stops the
@@ -480,7 +480,7 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     wait_event(&d, &id, "routine:done");
-    let answers: Vec<(String, String)> = crate::daemon_acp::agent_log(&s.ws)
+    let answers: Vec<(String, String)> = crate::daemon::acp::agent_log(&s.ws)
         .iter()
         .filter(|l| l["action"] == "permission")
         .map(|l| {
@@ -499,7 +499,7 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
     // Who answered is on the record (issue 48, item 2): the routine's
     // rule, with its run, and the operator.
     let answered = |sid: String| -> Value {
-        crate::daemon_acp::wait_for("the permission's answer", || {
+        crate::daemon::acp::wait_for("the permission's answer", || {
             d.all_events(&format!("&session={sid}&types=session:permission"))
                 .into_iter()
                 .next()

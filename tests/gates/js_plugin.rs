@@ -4,7 +4,7 @@
 //! findings on real files and diffs, its config, and its bounds.
 
 use crate::common::*;
-use crate::wasm_gates::{gate, plugin_file, shared_cache, wasm_config_in};
+use crate::gates::wasm::{gate, plugin_file, shared_cache, wasm_config_in};
 use serde_json::json;
 
 /// The file of the change, as it is in the workspace after the change.

@@ -10,8 +10,8 @@
 
 use crate::common::daemon::Daemon;
 use crate::common::{self, Scratch};
-use crate::daemon_acp::{agent_dir, python, setup};
-use crate::daemon_routines::{acp_step, no_agent_left, start, wait_event};
+use crate::daemon::acp::{agent_dir, python, setup};
+use crate::daemon::routines::{acp_step, no_agent_left, start, wait_event};
 use serde_json::{Value, json};
 
 /// The session as the operator reads it.

@@ -2,7 +2,7 @@
 //! files in a scratch home (the helpers are `hook_install`'s).
 
 use crate::common::{Scratch, allow_config};
-use crate::hook_install::{hook, hook_with, our_commands, read_json, run_installed};
+use crate::hooks::install::{hook, hook_with, our_commands, read_json, run_installed};
 use serde_json::{Value, json};
 
 #[test]
