@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Aider, the agent CLI that tests/agent_aider.rs runs against the
+# Installs Aider, the agent CLI that tests/agents/aider.rs runs against the
 # fake model API (its documented use with gatehost: `aider --auto-test
 # --test-cmd "gatehost check ..."`): aider-chat 0.86.2 from PyPI, it and every
 # dependency pinned with their hashes by tests/aider/requirements.txt and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the MCP client that the whole-program tests of `gatehost mcp` run
-# (tests/mcp.rs, through tests/mcp-client/client.py): the official MCP
+# (tests/cli/mcp.rs, through tests/mcp-client/client.py): the official MCP
 # Python SDK (`mcp` from PyPI) at the versions and hashes that
 # tests/mcp-client/requirements.txt pins, with `pip install
 # --require-hashes`, into a project-local venv, never the system's:

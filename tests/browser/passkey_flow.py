@@ -1,6 +1,6 @@
 """Passkeys for acks in a real headless Chromium (Debian's, driven by
 Playwright for Python) with its virtual authenticator over CDP
-(`WebAuthn.addVirtualAuthenticator`), run by tests/daemon_passkey.rs against
+(`WebAuthn.addVirtualAuthenticator`), run by tests/daemon/passkey.rs against
 a real daemon with `[daemon] ack_requires = "passkey"`.
 
 Arguments: PAGE_URL (http://localhost:PORT) OPERATOR_TOKEN PROFILE_DIR
