@@ -1,5 +1,5 @@
 """The operator's page in a real headless Chromium (Debian's, driven by
-Playwright for Python), run by tests/daemon/ui.rs against a real daemon.
+Playwright for Python), run by tests/daemon/ui/browser.rs against a real daemon.
 
 Arguments: URL OPERATOR_TOKEN AGENT_TOKEN SHOTS_DIR PROFILE_DIR APPROVE_ID
 REJECT_ID COMMENT CHANGES_ID MANY_ID. The four policies are attached and

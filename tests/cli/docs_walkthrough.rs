@@ -278,7 +278,7 @@ fn every_readme_command_block_runs_as_pasted() {
     assert_eq!(
         commands,
         ["bash examples/daemon-demo.sh", "bash scripts/test.sh"],
-        "the demo runs in daemon::commits::the_shipped_daemon_demo_runs_to_a_commit"
+        "the demo runs in daemon::commits::approval::the_shipped_daemon_demo_runs_to_a_commit"
     );
 
     // The daemon's block, from the repository's root.

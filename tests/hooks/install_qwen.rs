@@ -1,8 +1,8 @@
 //! `gatehost hook install qwen` (and `copilot`) and the installed command, against real
 //! files in a scratch home (the helpers are `hook_install`'s).
 
+use super::{hook, hook_with, our_commands, read_json, run_installed};
 use crate::common::{Scratch, allow_config};
-use crate::hooks::install::{hook, hook_with, our_commands, read_json, run_installed};
 use serde_json::{Value, json};
 
 #[test]

@@ -7,8 +7,8 @@
 //! block (`{"decision": "block", "reason"}`, exit 0), nothing once fixed,
 //! and a stop with a message after `--max-retries`; `doctor` finds it.
 
+use super::{hook, read_json, run_installed};
 use crate::common::{Scratch, allow_config, fixture, run_gatehost};
-use crate::hooks::install::{hook, read_json, run_installed};
 use serde_json::{Value, json};
 
 /// An agent as Kiro's documentation shows one, without hooks.

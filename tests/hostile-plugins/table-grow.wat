@@ -1,7 +1,7 @@
 ;; A hostile plugin that needs no compiler: a core module that grows its
 ;; funcref table 65,536 entries at a time for as long as the host lets it,
 ;; then traps. Table memory must count against the plugin's memoryMiB.
-;; tests/gates/wasm.rs makes it a component of the `gate-plugin` world
+;; tests/gates/wasm/hostile.rs makes it a component of the `gate-plugin` world
 ;; (wit/v0.1) with wit-component at test time.
 (module
   (memory (export "memory") 1)
