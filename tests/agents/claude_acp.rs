@@ -1,5 +1,5 @@
 //! Zed's Claude Code ACP adapter (`@zed-industries/claude-agent-acp`
-//! 0.23.1, pinned by tests/agent-clis) started by the daemon as an ACP
+//! 0.23.1, pinned by tests/support/agent-clis) started by the daemon as an ACP
 //! session (`session start --acp`), running the pinned Claude Code
 //! (2.1.332, its native binary, named by `CLAUDE_CODE_EXECUTABLE` instead of
 //! the 2.1.83 `cli.js` its Agent SDK 0.2.83 bundles), confined by the

@@ -1,10 +1,10 @@
 //! `gatehost hook codex` behind the real Codex CLI (0.169.0, pinned by
-//! tests/agent-clis), run headless (`codex exec`) against the fake OpenAI
+//! tests/support/agent-clis), run headless (`codex exec`) against the fake OpenAI
 //! Responses API on loopback: the hook is installed as a user would (a
 //! `hooks.json` in a private `CODEX_HOME`, trusted by its hash in
 //! `config.toml`), a gate fails, and the test checks what reached the model,
 //! what Codex did and what was left behind. How Codex is run and why each
-//! setting is there: tests/fake-model-api/README.md, "Codex CLI".
+//! setting is there: tests/support/fake-model-api/README.md, "Codex CLI".
 
 use crate::common;
 

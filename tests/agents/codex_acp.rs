@@ -1,5 +1,5 @@
 //! Zed's Codex ACP adapter (`@zed-industries/codex-acp` 0.16.0, pinned by
-//! tests/agent-clis; a native binary embedding Codex's core, which calls
+//! tests/support/agent-clis; a native binary embedding Codex's core, which calls
 //! itself `codex_cli_rs/0.137.0`, not the pinned 0.169.0 CLI) started by the
 //! daemon as an ACP session, confined by `[agents]`, against the fake
 //! OpenAI Responses API on loopback: its prompt's `end_turn` is the

@@ -1,6 +1,6 @@
-//! The real GitHub Copilot CLI (pinned 1.0.102, tests/agent-clis) gated by
+//! The real GitHub Copilot CLI (pinned 1.0.102, tests/support/agent-clis) gated by
 //! `gatehost hook copilot`, against the fake model API on loopback
-//! (tests/fake-model-api/openai_chat.py: with a custom provider,
+//! (tests/support/fake-model-api/openai_chat.py: with a custom provider,
 //! `COPILOT_PROVIDER_BASE_URL`, `COPILOT_PROVIDER_API_KEY`, `COPILOT_MODEL`,
 //! and `COPILOT_OFFLINE=1`, `copilot -p` needs no GitHub login).
 //!

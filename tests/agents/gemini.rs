@@ -1,6 +1,6 @@
-//! The real Gemini CLI (pinned 0.61.0, tests/agent-clis) gated by
+//! The real Gemini CLI (pinned 0.61.0, tests/support/agent-clis) gated by
 //! `gatehost hook gemini`, against the fake model API on loopback
-//! (tests/fake-model-api/gemini_api.py; how it is run and what its hooks
+//! (tests/support/fake-model-api/gemini_api.py; how it is run and what its hooks
 //! send: the README there).
 //!
 //! Each test runs `gemini -p` once, with a private HOME (its settings.json

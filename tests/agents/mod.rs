@@ -1,6 +1,6 @@
 //! The real agent CLIs (Claude Code, Codex, Gemini, Qwen, Copilot, OpenCode,
 //! Cursor, Aider, the ACP agents) run against the fake model API
-//! (`tests/fake-model-api/`) with gatehost's hooks or daemon in their way.
+//! (`tests/support/fake-model-api/`) with gatehost's hooks or daemon in their way.
 
 mod aider;
 mod claude;

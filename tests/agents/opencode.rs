@@ -1,6 +1,6 @@
-//! The real OpenCode (opencode-ai, pinned 1.18.33, tests/agent-clis) gated
+//! The real OpenCode (opencode-ai, pinned 1.18.33, tests/support/agent-clis) gated
 //! by gatehost's plugin and `gatehost hook opencode`, against the fake model
-//! API on loopback (tests/fake-model-api/openai_chat.py, as an
+//! API on loopback (tests/support/fake-model-api/openai_chat.py, as an
 //! `@ai-sdk/openai-compatible` provider in OpenCode's own config).
 //!
 //! OpenCode has no stop hook: `gatehost hook install opencode` writes the

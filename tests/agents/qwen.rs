@@ -1,6 +1,6 @@
-//! The real Qwen Code (pinned 0.24.4, tests/agent-clis) gated by
+//! The real Qwen Code (pinned 0.24.4, tests/support/agent-clis) gated by
 //! `gatehost hook qwen`, against the fake model API on loopback
-//! (tests/fake-model-api/openai_chat.py: Qwen Code speaks OpenAI chat
+//! (tests/support/fake-model-api/openai_chat.py: Qwen Code speaks OpenAI chat
 //! completions with `--auth-type openai`, `OPENAI_BASE_URL`,
 //! `OPENAI_API_KEY`, `OPENAI_MODEL`; `-p --yolo` asks nothing).
 //!

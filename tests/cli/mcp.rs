@@ -1,7 +1,7 @@
 //! `gatehost mcp` through a real MCP client: the official MCP Python SDK
-//! (pinned with its hashes in tests/mcp-client/requirements.txt, installed
+//! (pinned with its hashes in tests/support/mcp-client/requirements.txt, installed
 //! into a venv under target/ by scripts/install-mcp-client.sh) runs
-//! tests/mcp-client/client.py, which spawns `gatehost mcp` over stdio
+//! tests/support/mcp-client/client.py, which spawns `gatehost mcp` over stdio
 //! against a real `gatehost serve` and answers each scripted step (one JSON
 //! line in) with one JSON line out.
 //!
@@ -132,7 +132,7 @@ impl McpClient {
         .expect("write the server config");
         let stderr = dir.join("mcp-client.err");
         let mut child = Command::new(python())
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp-client/client.py"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/mcp-client/client.py"))
             .arg(&config)
             .env(MARKER_VAR, marker)
             .stdin(Stdio::piped())

@@ -1,6 +1,6 @@
 //! The real agent CLIs (installed by scripts/install-agent-clis.sh, pinned by
-//! tests/agent-clis/package-lock.json) and the fake model API they talk to
-//! (tests/fake-model-api), for tests that run an agent or a judge for real.
+//! tests/support/agent-clis/package-lock.json) and the fake model API they talk to
+//! (tests/support/fake-model-api), for tests that run an agent or a judge for real.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ impl FakeApi {
         let child = std::process::Command::new("python3")
             .arg(
                 Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../tests/fake-model-api/fake_model_api.py"),
+                    .join("../tests/support/fake-model-api/fake_model_api.py"),
             )
             .arg("--port-file")
             .arg(&port_file)

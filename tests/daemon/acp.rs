@@ -1,5 +1,5 @@
 //! ACP sessions (`session start --acp`) with a real daemon and a scripted
-//! ACP agent (tests/acp-agent/agent.py, JSON-RPC over its stdio): its
+//! ACP agent (tests/support/acp-agent/agent.py, JSON-RPC over its stdio): its
 //! prompts' `end_turn` are turn-ends, a nudge is its next prompt, its
 //! permission requests follow the session's rule (allowed, denied,
 //! escalated to the operator, timed out), its file and terminal requests
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(60);
 
 pub(crate) fn agent_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp-agent")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/acp-agent")
 }
 
 /// The system's Python: a shim outside the system directories (pyenv's)

@@ -3,7 +3,7 @@
 //! --approve` is refused with a pointer to the page, as is the API),
 //! rejecting still takes the token, registration is the page's only, a
 //! forged answer changes nothing; and in a real headless Chromium with its
-//! virtual authenticator (tests/browser/passkey_flow.py): the page's login
+//! virtual authenticator (tests/support/browser/passkey_flow.py): the page's login
 //! (what a token holder has) registers no first passkey without the
 //! enrolment code of `gatehost passkey enrol-code`, a registration begun on
 //! the code before the first passkey and finished after it is refused, the

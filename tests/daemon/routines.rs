@@ -1,5 +1,5 @@
 //! Routines (`gatehost routine …`) with a real daemon and the scripted ACP
-//! agent (tests/acp-agent/agent.py, in its `--ask-first` or `--done`
+//! agent (tests/support/acp-agent/agent.py, in its `--ask-first` or `--done`
 //! mode): a step whose agent asks is answered by its auto-allow prompt, or
 //! escalated to the operator (who answers through the CLI; the agent token
 //! cannot), or fails the run when nobody answers in time; a fan-in step

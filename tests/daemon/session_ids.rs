@@ -1,6 +1,6 @@
 //! Session ids an agent cannot squat, and whose hand answers a started
 //! agent's permission requests, with a real daemon and the scripted ACP
-//! agent (tests/acp-agent/agent.py). The agent holds the agent token and
+//! agent (tests/support/acp-agent/agent.py). The agent holds the agent token and
 //! its own sessions' keys: registering an id before the operator starts an
 //! agent under it must not hand it that agent (its turn-ends, its prompts,
 //! its permissions), neither for an id the operator chooses (`--id

@@ -1,4 +1,4 @@
-//! The whole page in a real headless Chromium (tests/browser/page_flow.py,
+//! The whole page in a real headless Chromium (tests/support/browser/page_flow.py,
 //! Playwright for Python): reviews, approvals, rejects, requested changes,
 //! live pages and a phone's viewport.
 
@@ -62,7 +62,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     let shots = shots_dir();
     let stderr = std::fs::File::create(s.etc.join("browser.log")).expect("log");
     let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser/page_flow.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/browser/page_flow.py"))
         .args([
             d.url.trim_end_matches('/'),
             &d.operator,

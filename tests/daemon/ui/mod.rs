@@ -4,7 +4,7 @@
 //! receives it), a state-changing call with the cookie needs the CSRF
 //! token and the page's own origin (else it changes nothing); a reject's comment reaches
 //! the agent; the one-time login link; and the whole page in a real
-//! headless Chromium (tests/browser/page_flow.py, Playwright for Python).
+//! headless Chromium (tests/support/browser/page_flow.py, Playwright for Python).
 
 use crate::common;
 

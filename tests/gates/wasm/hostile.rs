@@ -1,4 +1,4 @@
-//! The hostile corpus (tests/hostile-plugins/) and the host's bounds: time,
+//! The hostile corpus (tests/support/hostile-plugins/) and the host's bounds: time,
 //! fuel, memory, output, findings, logs, judge calls, the read-only
 //! workspace that cannot be escaped, FIFOs and sparse files; each with its
 //! outcome, reason and time bound.
@@ -117,12 +117,12 @@ fn a_plugin_asleep_in_a_host_call_is_stopped_at_its_timeout() {
     assert!(took < Duration::from_millis(2500), "took {took:?}");
 }
 
-/// `tests/hostile-plugins/table-grow.wat` as a component of the
+/// `tests/support/hostile-plugins/table-grow.wat` as a component of the
 /// `gate-plugin` world, written into `dir`; returns its path.
 fn table_grow_component(dir: &std::path::Path) -> PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut module =
-        wat::parse_file(root.join("tests/hostile-plugins/table-grow.wat")).expect("wat");
+        wat::parse_file(root.join("tests/support/hostile-plugins/table-grow.wat")).expect("wat");
     let mut resolve = wit_parser::Resolve::default();
     let (pkg, _) = resolve.push_dir(root.join("wit/v0.1")).expect("wit");
     let world = resolve

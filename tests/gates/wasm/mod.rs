@@ -1,6 +1,6 @@
 //! WASM gate plugins through the real `gatehost check`: the shipped
 //! plugins on real files, the load-time refusals, and the hostile corpus
-//! (tests/hostile-plugins/), each with its outcome, reason and time bound.
+//! (tests/support/hostile-plugins/), each with its outcome, reason and time bound.
 //! Plugins are built by `scripts/build-plugins.sh` (the test script runs it).
 
 use crate::common;
