@@ -132,7 +132,9 @@ impl McpClient {
         .expect("write the server config");
         let stderr = dir.join("mcp-client.err");
         let mut child = Command::new(python())
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/mcp-client/client.py"))
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/mcp-client/client.py"),
+            )
             .arg(&config)
             .env(MARKER_VAR, marker)
             .stdin(Stdio::piped())
