@@ -12,8 +12,9 @@
 //! by its `timestamp` (the lazily written `events.jsonl` is no mark), and a
 //! sub-agent's own `agentStop` is answered ungated.
 
-use crate::agents::copilot::{Copilot, ROUTE, T, hold, last_user_text};
+use crate::agents::copilot::{Copilot, ROUTE, T, hold};
 use crate::common::agents::FakeApi;
+use crate::common::agents::chat_last_user_text;
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::process::Command;
@@ -142,7 +143,7 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     // next request (a sub-agent's) ends with that gate's reason.
     let sub_retry = call_for_step(&api, 2);
     assert!(is_subagent(&sub_retry), "{sub_retry}");
-    let nudge = last_user_text(&sub_retry);
+    let nudge = chat_last_user_text(&sub_retry);
     assert!(
         nudge.contains(NUDGE) && nudge.contains("SUB-OK exists"),
         "{nudge:?}"
@@ -165,7 +166,7 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     assert!(!body.contains(NUDGE), "{body}");
     let parent_retry = call_for_step(&api, 4);
     assert!(!is_subagent(&parent_retry));
-    let nudge = last_user_text(&parent_retry);
+    let nudge = chat_last_user_text(&parent_retry);
     assert!(
         nudge.contains(NUDGE) && nudge.contains("PARENT-OK exists"),
         "{nudge:?}"
@@ -234,7 +235,7 @@ fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_pare
     assert_eq!(sub_calls.len(), 3, "{calls:#?}");
     let nudged = sub_calls
         .iter()
-        .filter(|c| last_user_text(c).contains(NUDGE))
+        .filter(|c| chat_last_user_text(c).contains(NUDGE))
         .count();
     assert_eq!(nudged, 2);
     // The parent: its first call, then its one stop, which passed.

@@ -3,15 +3,13 @@
 //! `workspace_roots`) on stdin, the documented answer on stdout, exit 0.
 //! Cursor itself is not run (its CLI is not on a registry here).
 
+use crate::common::agents::DONE_GATES;
 use crate::common::{Scratch, assert_no_survivors, fixture, marker};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const GATES: &str =
-    r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
 
 struct Answer {
     code: i32,
@@ -57,7 +55,7 @@ fn new_generation(input: &[u8]) -> Vec<u8> {
 /// --state-dir …` with `input` on stdin (a new generation's stop).
 fn hook(s: &Scratch, m: &str, max_retries: u32, input: &[u8]) -> Answer {
     let input = &new_generation(input)[..];
-    let gates = s.write("gates.json", GATES);
+    let gates = s.write("gates.json", DONE_GATES);
     let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
     let state = s.out.join(format!("state-gatehost-test-{m}"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))

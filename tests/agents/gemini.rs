@@ -8,7 +8,7 @@
 //! minimal environment, and checks what reached the model: a refused stop
 //! is the next model request's last user message.
 
-use crate::common::agents::{FakeApi, agent_cli};
+use crate::common::agents::{FakeApi, agent_cli, drain, standalone_args};
 use crate::common::daemon::{Daemon, git_repo};
 use crate::common::{DAEMON_ROOTS, Scratch, assert_no_survivors, marker, survivors};
 use serde_json::{Value, json};
@@ -24,10 +24,6 @@ const MODEL: &str = "gemini-2.5-flash";
 const ROUTE: &str = ":streamGenerateContent";
 const T: Duration = Duration::from_secs(90);
 
-/// The gate every test uses: the agent's work is done when `DONE` exists.
-const GATES: &str =
-    r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
-
 /// One `gemini -p` run, started, with its scratch area.
 struct Gemini {
     child: Child,
@@ -35,15 +31,6 @@ struct Gemini {
     out: PathBuf,
     stdout: Option<std::thread::JoinHandle<String>>,
     stderr: Option<std::thread::JoinHandle<String>>,
-}
-
-/// Reads a pipe to its end on a thread of its own.
-fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
 }
 
 struct Finished {
@@ -203,21 +190,6 @@ pub(crate) fn last_user_text(request: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-/// Standalone mode's options: the gate file and the host configuration
-/// (allowing `test`) outside the workspace, the retry count.
-fn standalone_args(s: &Scratch, max_retries: u32) -> Vec<String> {
-    let gates = s.write("gates.json", GATES);
-    let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
-    vec![
-        "--gates".into(),
-        gates.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--max-retries".into(),
-        max_retries.to_string(),
-    ]
 }
 
 #[test]

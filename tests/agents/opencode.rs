@@ -10,7 +10,7 @@
 //! so there an agent cannot be sent back: docs/compatibility.md). A
 //! refused stop is the next model request's last user message.
 
-use crate::common::agents::{FakeApi, agent_cli};
+use crate::common::agents::{DONE_GATES, FakeApi, agent_cli};
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 
 const ROUTE: &str = "/v1/chat/completions";
 const T: Duration = Duration::from_secs(120);
-const GATES: &str =
-    r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
 const PASSWORD: &str = "gatehost-test-password";
 
 /// `opencode serve` on a free loopback port, killed (with its process
@@ -264,7 +262,7 @@ fn a_failing_gate_sends_opencode_back_a_fix_passes_and_a_never_fixed_one_stops_a
         ]),
     );
     let dirs = Dirs::under(&s.out);
-    let gates = s.write("gates.json", GATES);
+    let gates = s.write("gates.json", DONE_GATES);
     let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
     let state = s.out.join(format!("state-gatehost-test-{m}"));
     let mut install = Command::new(env!("CARGO_BIN_EXE_gatehost"));

@@ -9,9 +9,12 @@
 //! scratch directory and a minimal environment, and checks what reached the
 //! model: a refused stop is the next model request's last user message.
 
-use crate::common::agents::{FakeApi, agent_cli};
+use crate::common::agents::{
+    FakeApi, agent_cli, chat_last_user_text, drain, standalone_args, turn_calls,
+    wait_for_turn_calls,
+};
 use crate::common::{Scratch, assert_no_survivors, marker, survivors};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,10 +23,6 @@ use std::time::{Duration, Instant};
 /// The fake API's route for the agent's model calls.
 const ROUTE: &str = "/v1/chat/completions";
 const T: Duration = Duration::from_secs(90);
-
-/// The gate every test uses: the agent's work is done when `DONE` exists.
-const GATES: &str =
-    r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
 
 /// One `qwen -p` run, started.
 struct Qwen {
@@ -38,14 +37,6 @@ struct Finished {
     code: i32,
     stdout: String,
     stderr: String,
-}
-
-fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
 }
 
 /// Writes HOME/.qwen/settings.json: no managed auto-memory (else a side
@@ -177,70 +168,6 @@ fn hold(s: &Scratch, name: &str) -> String {
     s.out.join(name).display().to_string()
 }
 
-/// The text of the last user message a chat request carried (a string, or
-/// a list of text parts).
-fn last_user_text(request: &Value) -> String {
-    let messages = request["body"]["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let Some(m) = messages.iter().rev().find(|m| m["role"] == "user") else {
-        return String::new();
-    };
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// The model calls of the agent's turn (any other call Qwen Code makes, a
-/// side query, carries no conversation of the prompt).
-fn turn_calls(api: &FakeApi, m: &str) -> Vec<Value> {
-    api.model_calls(ROUTE)
-        .into_iter()
-        .filter(|c| {
-            c["body"]
-                .to_string()
-                .contains(&format!("gatehost-test-{m}"))
-        })
-        .collect()
-}
-
-/// The turn's model calls once there are `n` of them (within `T`).
-fn wait_for_turn_calls(api: &FakeApi, m: &str, n: usize) -> Vec<Value> {
-    let started = Instant::now();
-    loop {
-        let calls = turn_calls(api, m);
-        if calls.len() >= n {
-            return calls;
-        }
-        assert!(
-            started.elapsed() < T,
-            "{} of {n} model calls within {T:?}",
-            calls.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn standalone_args(s: &Scratch, max_retries: u32) -> Vec<String> {
-    let gates = s.write("gates.json", GATES);
-    let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
-    vec![
-        "--gates".into(),
-        gates.display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--max-retries".into(),
-        max_retries.to_string(),
-    ]
-}
-
 #[test]
 fn a_failing_gate_reaches_the_model_and_the_fixed_turn_ends_the_run() {
     let s = Scratch::new();
@@ -256,12 +183,12 @@ fn a_failing_gate_reaches_the_model_and_the_fixed_turn_ends_the_run() {
     let hook = hook_command(&s, &m, &standalone_args(&s, 2));
     let run = Qwen::start(&s, &api, &m, &hook);
 
-    let calls = wait_for_turn_calls(&api, &m, 2);
+    let calls = wait_for_turn_calls(&api, ROUTE, &m, 2, T);
     assert!(
         !survivors(&m).is_empty(),
         "the marker does not find the running qwen: the survivors check would prove nothing"
     );
-    let nudge = last_user_text(&calls[calls.len() - 1]);
+    let nudge = chat_last_user_text(&calls[calls.len() - 1]);
     assert!(
         nudge.contains("DONE exists") && nudge.contains("did not pass"),
         "the model call after the stop does not carry the block reason: {nudge:?}"
@@ -275,9 +202,9 @@ fn a_failing_gate_reaches_the_model_and_the_fixed_turn_ends_the_run() {
         "stdout:\n{}\nstderr:\n{}",
         end.stdout, end.stderr
     );
-    let calls = turn_calls(&api, &m);
+    let calls = turn_calls(&api, ROUTE, &m);
     assert_eq!(calls.len(), 2, "the fixed turn was let stop: {calls:#?}");
-    assert!(!last_user_text(&calls[0]).contains("did not pass"));
+    assert!(!chat_last_user_text(&calls[0]).contains("did not pass"));
     assert!(
         end.stdout.contains("I created DONE.") && end.stdout.contains("Now DONE really exists."),
         "{}",
@@ -314,10 +241,10 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_tells_the_user() {
         "stdout:\n{}\nstderr:\n{}",
         end.stdout, end.stderr
     );
-    let calls = turn_calls(&api, &m);
+    let calls = turn_calls(&api, ROUTE, &m);
     let nudged = calls
         .iter()
-        .filter(|c| last_user_text(c).contains("did not pass"))
+        .filter(|c| chat_last_user_text(c).contains("did not pass"))
         .count();
     assert_eq!(
         nudged, 2,
