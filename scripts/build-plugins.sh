@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every gate plugin (plugins/: the Rust ones, the Python one and the
-# JavaScript one) and the hostile plugin corpus (tests/hostile-plugins/) as
+# JavaScript one) and the hostile plugin corpus (tests/support/hostile-plugins/) as
 # WASI components, installing the wasm32-wasip2 target, componentize-py
 # (PyPI) and jco / componentize-js (npm) where missing.
 set -euo pipefail

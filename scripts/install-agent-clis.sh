@@ -3,8 +3,8 @@
 # Code (as a judge adapter and as a gated agent), Codex, Gemini CLI and Qwen
 # Code, GitHub Copilot CLI and OpenCode (as gated agents), and Zed's ACP
 # adapters for Claude Code and Codex (claude-agent-acp, codex-acp: agents the
-# daemon drives), each against the fake model API in tests/fake-model-api/.
-# Their versions are pinned by tests/agent-clis/package.json and its
+# daemon drives), each against the fake model API in tests/support/fake-model-api/.
+# Their versions are pinned by tests/support/agent-clis/package.json and its
 # package-lock.json; `npm install --no-save` installs that tree into a project-local
 # directory, never a global prefix: $GATEHOST_AGENT_CLIS_DIR, by default
 # target/agent-clis (binaries in node_modules/.bin).
@@ -41,7 +41,7 @@ bin=$dir/node_modules/.bin
 
 # True when every pinned version is installed from this lockfile and answers.
 installed() {
-    cmp -s tests/agent-clis/package-lock.json "$dir/package-lock.json" &&
+    cmp -s tests/support/agent-clis/package-lock.json "$dir/package-lock.json" &&
         [ -x "$bin/claude" ] && [ -x "$bin/codex" ] && [ -x "$bin/gemini" ] && [ -x "$bin/qwen" ] && [ -x "$bin/copilot" ] && [ -x "$bin/opencode" ] &&
         [ -x "$bin/claude-agent-acp" ] && [ -x "$bin/codex-acp" ] &&
         [ "$("$bin/claude" --version 2>/dev/null)" = "$CLAUDE_CODE_VERSION (Claude Code)" ] &&
@@ -54,7 +54,7 @@ installed() {
 
 if ! installed; then
     echo "installing the pinned agent CLIs into $dir" >&2
-    cp tests/agent-clis/package.json tests/agent-clis/package-lock.json "$dir/"
+    cp tests/support/agent-clis/package.json tests/support/agent-clis/package-lock.json "$dir/"
     # Not `npm ci`: Qwen Code's @teddyzhu/clipboard names optional
     # per-platform packages that were never published (darwin, win32,
     # linux-arm64), which the lockfile cannot hold and `npm ci` then refuses

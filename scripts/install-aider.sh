@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs Aider, the agent CLI that tests/agent_aider.rs runs against the
+# Installs Aider, the agent CLI that tests/agents/aider.rs runs against the
 # fake model API (its documented use with gatehost: `aider --auto-test
 # --test-cmd "gatehost check ..."`): aider-chat 0.86.2 from PyPI, it and every
-# dependency pinned with their hashes by tests/aider/requirements.txt and
+# dependency pinned with their hashes by tests/support/aider/requirements.txt and
 # installed with `pip install --require-hashes --no-deps`, into a venv of its
 # own, never the system's: $GATEHOST_AIDER_DIR, by default target/aider
 # (the CLI is its bin/aider). Prints the venv's bin directory on its last
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # around the test command change between releases.
 AIDER_VERSION=0.86.2
 
-req=tests/aider/requirements.txt
+req=tests/support/aider/requirements.txt
 dir=${GATEHOST_AIDER_DIR:-target/aider}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the browser tests (tests/daemon_ui.rs, tests/browser/) run:
+# Installs what the browser tests (tests/daemon/ui/browser.rs,
+# tests/support/browser/) run:
 # Debian's Chromium (/usr/bin/chromium, with apt-get when it is missing: CI
 # runs as root on Debian) and Playwright for Python, pinned, in a venv of its
 # own: target/browser-venv (its python is bin/python). Playwright drives the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the MCP client that the whole-program tests of `gatehost mcp` run
-# (tests/mcp.rs, through tests/mcp-client/client.py): the official MCP
+# (tests/cli/mcp.rs, through tests/support/mcp-client/client.py): the official MCP
 # Python SDK (`mcp` from PyPI) at the versions and hashes that
-# tests/mcp-client/requirements.txt pins, with `pip install
+# tests/support/mcp-client/requirements.txt pins, with `pip install
 # --require-hashes`, into a project-local venv, never the system's:
 # $GATEHOST_MCP_CLIENT_DIR, by default target/mcp-client. Prints the venv's
 # python (the tests find it there).
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 # The version the tests were written against (also in the requirements file).
 MCP_VERSION=2.3.0
 
-req=tests/mcp-client/requirements.txt
+req=tests/support/mcp-client/requirements.txt
 dir=${GATEHOST_MCP_CLIENT_DIR:-target/mcp-client}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)

@@ -16,7 +16,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # The gate plugins and the hostile plugin corpus, as WASI components.
 command -v npm >/dev/null || { echo "npm (Node.js 20 or later) is needed by plugins/js and the agent CLIs" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "python3 is needed by plugins/python and tests/fake-model-api" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is needed by plugins/python and tests/support/fake-model-api" >&2; exit 1; }
 bash scripts/build-plugins.sh
 # The plugins' lints (for their target), and their own unit tests, run natively (forbid-patterns' fast scanner
 # against the regex crate's answers).
@@ -26,7 +26,7 @@ bash scripts/build-plugins.sh
 
 # The real agent CLIs the tests run against a fake model API (pinned, from
 # npm, into target/agent-clis), and python3 for that fake API.
-command -v python3 >/dev/null || { echo "python3 is needed by tests/fake-model-api" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is needed by tests/support/fake-model-api" >&2; exit 1; }
 bash scripts/install-agent-clis.sh
 bash scripts/install-mcp-client.sh
 bash scripts/install-aider.sh

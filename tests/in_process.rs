@@ -7,6 +7,9 @@
 
 mod common;
 
+#[path = "in_process/fallback_containment.rs"]
 mod fallback_containment;
+#[path = "in_process/judge_slots.rs"]
 mod judge_slots;
+#[path = "in_process/wasm_host.rs"]
 mod wasm_host;

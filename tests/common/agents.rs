@@ -1,7 +1,8 @@
 //! The real agent CLIs (installed by scripts/install-agent-clis.sh, pinned by
-//! tests/agent-clis/package-lock.json) and the fake model API they talk to
-//! (tests/fake-model-api), for tests that run an agent or a judge for real.
+//! tests/support/agent-clis/package-lock.json) and the fake model API they talk to
+//! (tests/support/fake-model-api), for tests that run an agent or a judge for real.
 
+use super::Scratch;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,7 +31,7 @@ impl FakeApi {
         let child = std::process::Command::new("python3")
             .arg(
                 Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../tests/fake-model-api/fake_model_api.py"),
+                    .join("../tests/support/fake-model-api/fake_model_api.py"),
             )
             .arg("--port-file")
             .arg(&port_file)
@@ -226,4 +227,90 @@ impl Drop for AgentRun {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The gate most agent tests use: the agent's work is done when `DONE` exists.
+pub const DONE_GATES: &str =
+    r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
+
+/// Reads `pipe` to its end on a thread of its own.
+pub fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// The text of the last user message an OpenAI chat-completions request
+/// carried (a string, or a list of text parts).
+pub fn chat_last_user_text(request: &Value) -> String {
+    let messages = request["body"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let Some(m) = messages.iter().rev().find(|m| m["role"] == "user") else {
+        return String::new();
+    };
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The model calls on `route` of the agent's turn: those whose body holds
+/// the test's marker `m` (a side query carries no conversation of the
+/// prompt).
+pub fn turn_calls(api: &FakeApi, route: &str, m: &str) -> Vec<Value> {
+    api.model_calls(route)
+        .into_iter()
+        .filter(|c| {
+            c["body"]
+                .to_string()
+                .contains(&format!("gatehost-test-{m}"))
+        })
+        .collect()
+}
+
+/// The turn's model calls once there are `n` of them (within `within`).
+pub fn wait_for_turn_calls(
+    api: &FakeApi,
+    route: &str,
+    m: &str,
+    n: usize,
+    within: Duration,
+) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let calls = turn_calls(api, route, m);
+        if calls.len() >= n {
+            return calls;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} of {n} model calls within {within:?}",
+            calls.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Standalone mode's options: the gate file ([`DONE_GATES`]) and the host
+/// configuration (allowing `test`) outside the workspace, the retry count.
+pub fn standalone_args(s: &Scratch, max_retries: u32) -> Vec<String> {
+    let gates = s.write("gates.json", DONE_GATES);
+    let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
+    vec![
+        "--gates".into(),
+        gates.display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--max-retries".into(),
+        max_retries.to_string(),
+    ]
 }

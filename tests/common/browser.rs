@@ -29,7 +29,7 @@ pub fn shots_dir() -> PathBuf {
     dir
 }
 
-/// Runs tests/browser/`script` with `args` (its stderr in `log`, the
+/// Runs tests/support/browser/`script` with `args` (its stderr in `log`, the
 /// process marked with `marker`), killed past `bound`; its one JSON line
 /// and whether it succeeded. Panics, with the log, past the bound or on
 /// an answer that is no JSON.
@@ -44,7 +44,7 @@ pub fn run_script(
     let child = Command::new(browser_python())
         .arg(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../tests/browser")
+                .join("../tests/support/browser")
                 .join(script),
         )
         .args(args)

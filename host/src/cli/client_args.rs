@@ -130,7 +130,7 @@ pub struct PageArgs {
 
 /// `policy attach --help`'s description of the policy JSON. Its example
 /// (the lines between `Example` and the blank line after it) is attached
-/// to a real daemon by tests/daemon_lifecycle.rs, and every field of the
+/// to a real daemon by tests/cli/docs_walkthrough.rs, and every field of the
 /// attach input's schema must be named here (a unit test below).
 pub const POLICY_JSON_HELP: &str = "\
 The policy JSON (agentproto's policy_attach; unknown fields are errors; full

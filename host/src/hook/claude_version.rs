@@ -133,6 +133,6 @@ mod tests {
         assert!(decide(&[(p("/a/claude"), None)]).is_err());
     }
 
-    // `claudes_on` runs programs: tested whole in tests/hook_install.rs
+    // `claudes_on` runs programs: tested whole in tests/hooks/install.rs
     // (a process spawned here would share the unit tests' cgroup).
 }

@@ -1,6 +1,6 @@
 //! Codex CLI's hooks: `Stop` gates, `SessionStart` and `UserPromptSubmit`
 //! register and mark turns. As measured with Codex 0.169.0 (the details,
-//! with the commands, are in tests/fake-model-api/README.md, "Codex CLI"):
+//! with the commands, are in tests/support/fake-model-api/README.md, "Codex CLI"):
 //!
 //! - Hooks are on by default (feature `hooks`), read from `hooks.json` in
 //!   `$CODEX_HOME` or a trusted project's `.codex/`, and run only once

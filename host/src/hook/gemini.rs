@@ -4,7 +4,7 @@
 //! `SessionEnd` (`reason` `exit` as the CLI exits, `clear` on `/clear`)
 //! ends it.
 //!
-//! As measured with Gemini CLI 0.61.0 (tests/fake-model-api/README.md):
+//! As measured with Gemini CLI 0.61.0 (tests/support/fake-model-api/README.md):
 //! every event's stdin has `session_id`, `transcript_path`, `cwd`,
 //! `hook_event_name` and `timestamp`; `SessionStart` adds `source`,
 //! `BeforeAgent` adds `prompt`, `AfterAgent` adds `prompt` (the user's),

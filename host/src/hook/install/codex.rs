@@ -150,7 +150,7 @@ mod codex_tests {
     fn the_trust_hash_is_codexs_for_a_measured_hook() {
         // The identity Codex 0.169.0 hashes: for hooks like this one its
         // own `currentHash` (`codex app-server`, hooks/list) matched it,
-        // by hand; tests/agent_codex.rs shows Codex running what
+        // by hand; tests/agents/codex.rs shows Codex running what
         // `hook install codex` trusted.
         let hooks = json!({"hooks": {"Stop": [
             {"hooks": [{"type": "command", "command": "say"}]},

@@ -1,0 +1,32 @@
+//! The policy lifecycle through a real daemon on loopback: pass, nudge,
+//! block, the attach race, fan-in, `next`, cancel, tokens and bad input.
+
+use crate::common;
+
+use common::daemon::Daemon;
+use common::{Scratch, allow_config, script_gate};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+mod api;
+mod gating;
+mod operator_power;
+
+const T: Duration = Duration::from_secs(30);
+
+fn setup() -> (Scratch, Daemon) {
+    let s = Scratch::new();
+    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let data = s.etc.join("data");
+    let d = Daemon::start(&data, &cfg);
+    (s, d)
+}
+
+fn gate_file_ok(file: &str) -> Value {
+    serde_json::from_str(&script_gate("gates/file-says-ok.sh", &[file], 10_000)).expect("gate json")
+}
+
+fn subsequence(events: &[String], want: &[&str]) -> bool {
+    let mut it = events.iter();
+    want.iter().all(|w| it.any(|e| e == w))
+}

@@ -1,0 +1,130 @@
+//! The web page through a real daemon: the page is served with its
+//! security headers, only the operator token logs in, the cookie's flags,
+//! the cookie alone reads nothing (a server on another port of localhost
+//! receives it), a state-changing call with the cookie needs the CSRF
+//! token and the page's own origin (else it changes nothing); a reject's comment reaches
+//! the agent; the one-time login link; and the whole page in a real
+//! headless Chromium (tests/support/browser/page_flow.py, Playwright for Python).
+
+use crate::common;
+
+use common::Scratch;
+use common::daemon::{Daemon, rt};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+mod browser;
+mod logins;
+mod review;
+
+const T: Duration = Duration::from_secs(30);
+
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    /// Refused as unauthenticated or forbidden (not, say, a 404 or 422 that
+    /// would hide whether the check ran).
+    fn refused(&self) -> bool {
+        self.status == 401 || self.status == 403
+    }
+}
+
+fn send(
+    method: reqwest::Method,
+    url: String,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Answer {
+    rt().block_on(async {
+        // Redirects are answers to check, not to follow.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let mut r = client.request(method, url);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        if let Some(b) = body {
+            r = r
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let a = r.send().await.expect("send");
+        let status = a.status().as_u16();
+        let headers = a.headers().clone();
+        let body = a.text().await.expect("body");
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    })
+}
+
+fn login(d: &Daemon, token: &str) -> Answer {
+    send(
+        reqwest::Method::POST,
+        format!("{}/ui/login", d.url),
+        &[("origin", d.url.trim_end_matches('/'))],
+        Some(json!({"token": token})),
+    )
+}
+
+/// A page's login: its cookie and CSRF token, sent as the page sends them.
+struct Page<'a> {
+    d: &'a Daemon,
+    cookie: String,
+    csrf: String,
+}
+
+impl<'a> Page<'a> {
+    fn login(d: &'a Daemon) -> Page<'a> {
+        let ok = login(d, &d.operator);
+        assert_eq!(ok.status, 200, "{}", ok.body);
+        let set = ok.headers["set-cookie"].to_str().expect("cookie");
+        let cookie = set.split(';').next().expect("pair").to_string();
+        let csrf = serde_json::from_str::<Value>(&ok.body).expect("json")["csrf"]
+            .as_str()
+            .expect("csrf")
+            .to_string();
+        Page { d, cookie, csrf }
+    }
+
+    fn post(&self, path: &str, body: Value) -> Answer {
+        let origin = self.d.url.trim_end_matches('/').to_string();
+        send(
+            reqwest::Method::POST,
+            format!("{origin}{path}"),
+            &[
+                ("cookie", &self.cookie),
+                ("origin", &origin),
+                ("x-csrf-token", &self.csrf),
+            ],
+            Some(body),
+        )
+    }
+}
+
+/// A commit policy on s1 gated green, awaiting its ack.
+fn awaiting(s: &Scratch, d: &Daemon) -> String {
+    awaiting_after(s, d, "turn-end")
+}
+
+/// As [`awaiting`], the gate run by s1's report `kind` (turn-end, exited).
+fn awaiting_after(s: &Scratch, d: &Daemon, kind: &str) -> String {
+    s.write_ws("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    let pid = d.attach(json!({
+        "sessionId": "s1",
+        "gate": {"command": "true"},
+        "then": "commit",
+        "commit": {"paths": ["src"], "message": "the answer"}
+    }));
+    d.report("s1", kind);
+    d.wait_status(&pid, "awaiting-ack", T);
+    pid
+}
