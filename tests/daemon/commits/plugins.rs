@@ -139,10 +139,10 @@ fn fifo_reading_plugins_leave_the_daemon_answering() {
         })
         .min()
         .expect("three");
-    assert!(
-        fastest < Duration::from_millis(100),
-        "health took {fastest:?}"
-    );
+    // Within a second: a plugin's blocked open holding the API would hold
+    // it for the gate's whole 3 s; a loaded machine's client alone takes a
+    // few hundred ms.
+    assert!(fastest < Duration::from_secs(1), "health took {fastest:?}");
     for id in &ids {
         let p = d.wait_status(id, "blocked", T);
         let reason = p["verdict"]["gates"][0]["reason"]

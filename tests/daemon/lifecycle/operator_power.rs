@@ -495,8 +495,9 @@ fn a_fifo_or_device_named_as_a_plugin_is_refused_at_once() {
             started.elapsed()
         );
         // The API was never held up: the fastest of three health checks
-        // (a client and its connection are made per call) answers in
-        // under 100 ms.
+        // (a client and its connection are made per call) answers within
+        // a second (a FIFO's open with no writer would hold it forever;
+        // a loaded machine's client alone takes a few hundred ms).
         let fastest = (0..3)
             .map(|_| {
                 let started = std::time::Instant::now();
@@ -505,9 +506,6 @@ fn a_fifo_or_device_named_as_a_plugin_is_refused_at_once() {
             })
             .min()
             .expect("three");
-        assert!(
-            fastest < Duration::from_millis(100),
-            "health took {fastest:?}"
-        );
+        assert!(fastest < Duration::from_secs(1), "health took {fastest:?}");
     }
 }
