@@ -4,6 +4,7 @@
 //! acceptable. The crate is split by concept, from the bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
+//!   the request bodies the API and the engine share,
 //!   every event the daemon stores and publishes, one typed enum with its
 //!   one codec in [`model::event`]): data and the pure rules that keep it
 //!   well formed;

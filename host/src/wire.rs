@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 mod records;
-mod requests;
 
 /// The payloads of the `config:reloaded` and `config:rejected` events.
 pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
@@ -26,14 +25,17 @@ pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTr
 pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
 /// The payload of the `standing:*` events.
 pub use crate::model::event::Standing as StandingEvent;
+/// The request bodies that name a session or a review are the model's
+/// inputs, taken by the engine as they are.
+pub use crate::model::inputs::{
+    DiffSide, LineComment, RegisterInput as RegisterRequest, ReportKind, StandingRequest,
+    StartInput as StartRequest,
+};
 /// `POST /v1/routines` takes a routine; runs are answered as [`Routine`].
 pub use crate::model::routine::RoutineSpec as RoutineRequest;
 pub use records::{
     Damage, Event, Policy, PolicyStatus, Registered, Routine, RoutineStep, Session, SessionState,
     StandingPolicy, StepStatus,
-};
-pub use requests::{
-    DiffSide, LineComment, RegisterRequest, ReportKind, StandingRequest, StartRequest,
 };
 
 /// The files in the daemon's data directory holding its tokens, which a

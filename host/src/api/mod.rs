@@ -185,9 +185,7 @@ async fn register(
     Credential(caller): Credential,
     JsonBody(input): JsonBody<wire::RegisterRequest>,
 ) -> ApiResult {
-    ok(wire::Registered::from(
-        st.engine.register(input.into(), &caller)?,
-    ))
+    ok(wire::Registered::from(st.engine.register(input, &caller)?))
 }
 
 async fn start_session(
@@ -195,9 +193,7 @@ async fn start_session(
     _: Operator,
     JsonBody(input): JsonBody<wire::StartRequest>,
 ) -> ApiResult {
-    ok(wire::Registered::from(
-        st.engine.start_session(input.into())?,
-    ))
+    ok(wire::Registered::from(st.engine.start_session(input)?))
 }
 
 /// The operator answers an ACP session's escalated permission request
@@ -256,9 +252,7 @@ async fn report(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::ReportRequest>,
 ) -> ApiResult {
-    let r = st
-        .engine
-        .report_counted(&id, b.kind.into(), b.message, &caller)?;
+    let r = st.engine.report_counted(&id, b.kind, b.message, &caller)?;
     ok(wire::Reported {
         session_id: id,
         cursor: r.cursor,
@@ -419,8 +413,7 @@ async fn request_changes(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<wire::RequestChanges>,
 ) -> ApiResult {
-    let comments: Vec<crate::engine::LineComment> =
-        b.comments.into_iter().map(Into::into).collect();
+    let comments = b.comments;
     ok(wire::Policy::from(
         st.engine
             .request_changes(&id, &b.tree, &comments, "the operator")

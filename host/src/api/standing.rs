@@ -13,9 +13,7 @@ pub(super) async fn add(
     _: Operator,
     JsonBody(req): JsonBody<wire::StandingRequest>,
 ) -> ApiResult {
-    ok(wire::StandingPolicy::from(
-        st.engine.add_standing(req.into())?,
-    ))
+    ok(wire::StandingPolicy::from(st.engine.add_standing(req)?))
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {

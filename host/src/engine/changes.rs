@@ -13,7 +13,6 @@ use super::machine::{Input, awaits_ack};
 use super::{EngineResult, PolicyEvent, stored};
 use crate::model::event::{self as ev, PolicyChange};
 use crate::store::{PolicyRow, now_ms};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// The most comments one request carries.
@@ -23,27 +22,9 @@ pub const MAX_COMMENT_BODY: usize = 4000;
 /// The longest path a comment names, in bytes.
 const MAX_PATH: usize = 4096;
 
-/// Which side of the diff a comment's line is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DiffSide {
-    /// A line of the file as it was (`HEAD`): a removed or context line.
-    Old,
-    /// A line of the file as it will be committed: an added or context line.
-    New,
-}
+pub use crate::model::inputs::DiffSide;
 
-/// One comment on a line of the diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LineComment {
-    /// The file's path in the diff (the new path of a renamed file).
-    pub path: String,
-    /// The line's number on its side, from 1.
-    pub line: u32,
-    pub side: DiffSide,
-    pub body: String,
-}
+pub use crate::model::inputs::LineComment;
 
 /// `text` without control characters (but newlines and tabs where `lines`).
 fn clean(text: &str, lines: bool) -> String {

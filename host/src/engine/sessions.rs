@@ -29,27 +29,7 @@ pub const UNGATED: &str = "session:ungated";
 /// The most of a message kept per report.
 pub(super) const MAX_MESSAGE: usize = 64 * 1024;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RegisterInput {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    pub cwd: String,
-    /// Default: the nearest folder at or above `cwd` holding `.git`, else `cwd`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notify_url: Option<String>,
-    /// A key the caller made and kept before it asked (`gsk_` and 64 hex
-    /// digits), for a session not registered yet: the session gets it
-    /// rather than a new one. A registration whose answer was lost is then
-    /// recovered by registering again with that key (presented as every
-    /// key is), never left without one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_key: Option<String>,
-}
+pub use crate::model::inputs::RegisterInput;
 
 /// A registered (or started) session, with its key when this request
 /// was given one: on its first registration (or start), or when the agent
@@ -64,15 +44,7 @@ pub struct Registered {
     pub session_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReportKind {
-    TurnStart,
-    TurnEnd,
-    AwaitingInput,
-    Exited,
-    Heartbeat,
-}
+pub use crate::model::inputs::ReportKind;
 
 /// What a report did: its event's cursor (none for a heartbeat) and the
 /// policies a turn-end counted.

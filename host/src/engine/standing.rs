@@ -16,34 +16,15 @@ use super::attach::check_template;
 use super::sessions::invalid;
 use super::{EngineResult, services::Settings};
 use crate::config::session_policies::{applies, plain_agent};
-use crate::model::attach::Template;
 use crate::model::event::{Event, Standing, StandingEvent};
 use crate::store::{StandingRow, now_ms};
-use serde::Deserialize;
 use std::path::Path;
 
 /// The most standing policies a daemon holds (each is matched against
 /// every new session).
 pub const MAX_STANDING: usize = 100;
 
-/// `POST /v1/standing-policies`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct StandingRequest {
-    /// Agents whose sessions it is for (`claude`, `codex`, `gemini`,
-    /// `cursor`: a session id's part before `:`); none: every agent.
-    #[serde(default)]
-    pub agents: Vec<String>,
-    /// Directories a session's workspace must lie under; none: anywhere.
-    /// Absolute.
-    #[serde(default)]
-    pub under: Vec<String>,
-    /// Only sessions registered with this label.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    /// The policy (the body of `POST /v1/policies` naming no session).
-    pub policy: Template,
-}
+pub use crate::model::inputs::StandingRequest;
 
 /// Whether a template for `agents`, `under` and `label` applies to the
 /// session `id` (agent before `:`) whose canonical workspace is

@@ -11,7 +11,6 @@ use super::sessions::{MAX_MESSAGE, RegisterInput, Registered, ReportKind, cap, i
 use super::{EngineResult, services::Agents};
 use crate::store::{SessionRow, SessionState};
 use futures_lite::{AsyncBufReadExt, AsyncWriteExt, io::BufReader};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,41 +18,7 @@ use std::time::Duration;
 const STARTED_TAIL: usize = 64 * 1024;
 const DEFAULT_QUIET_MS: u64 = 3000;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct StartInput {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    pub cwd: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notify_url: Option<String>,
-    /// The argv; the program is a bare name looked up on the daemon's PATH
-    /// or an absolute path.
-    pub command: Vec<String>,
-    /// A regex; a stdout line matching it ends a turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_end_pattern: Option<String>,
-    /// Without a pattern: this much silence after output ends a turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quiet_ms: Option<u64>,
-    /// The agent speaks the Agent Client Protocol on its stdio (see
-    /// `acp`): turn-ends are its prompts' answers, nudges its next
-    /// prompts. `turnEndPattern` and `quietMs` do not apply.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub acp: bool,
-    /// ACP only: the first prompt (without one, the agent waits for the
-    /// first nudge).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// ACP only: how its permission requests are answered (default:
-    /// `[agents] permission` in the configuration, else deny all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<crate::permission::PermissionRule>,
-}
+pub use crate::model::inputs::StartInput;
 
 impl Agents {
     /// Writes a prompt (a nudge) to a started session's stdin. Sessions

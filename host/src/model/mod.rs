@@ -11,12 +11,16 @@
 //! - [`plan`]: a commit policy's plan and its prepared commit;
 //! - [`chain`]: a review chain's record; [`report`]: the gate report (a
 //!   policy's `verdict`); [`routine`]: a routine's spec, state and reason;
-//! - [`event`]: every event, one typed enum, and its one codec.
+//! - [`event`]: every event, one typed enum, and its one codec;
+//! - [`inputs`]: what a caller asks about a session or a review (register,
+//!   start, report, line comments, a standing policy), one type each for
+//!   the API's bodies and the engine's inputs.
 
 pub mod as_given;
 pub mod attach;
 pub mod chain;
 pub mod event;
+pub mod inputs;
 pub mod plan;
 pub mod report;
 pub mod routine;

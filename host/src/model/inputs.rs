@@ -1,7 +1,9 @@
-//! The API's request bodies that name a session or a review: register,
-//! start, report, request changes, add a standing policy. The `api`
-//! module hands them to the engine as its own inputs; a routine and an
-//! attach are `model` types already (`RoutineSpec`, `AttachInput`).
+//! What a caller asks of the daemon about a session or a review:
+//! register, start, report, request changes (line comments), add a
+//! standing policy. The API takes them as its request bodies (`wire`
+//! names them `RegisterRequest`, `StartRequest`, ...) and the engine as its
+//! inputs: one type each, so the two cannot disagree. A routine and an
+//! attach are `model` types of their own (`RoutineSpec`, `AttachInput`).
 //!
 //! It owns their JSON shape (names, what may be absent, unknown fields
 //! refused); it must never validate beyond that shape (the engine does).
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// `POST /v1/sessions`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RegisterRequest {
+pub struct RegisterInput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,7 +28,9 @@ pub struct RegisterRequest {
     pub notify_url: Option<String>,
     /// A key the caller made and kept before it asked (`gsk_` and 64 hex
     /// digits), for a session not registered yet: the session gets it
-    /// rather than a new one.
+    /// rather than a new one. A registration whose answer was lost is then
+    /// recovered by registering again with that key (presented as every
+    /// key is), never left without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
 }
@@ -35,7 +39,7 @@ pub struct RegisterRequest {
 /// follows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct StartRequest {
+pub struct StartInput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,13 +58,17 @@ pub struct StartRequest {
     /// Without a pattern: this much silence after output ends a turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiet_ms: Option<u64>,
-    /// The agent speaks the Agent Client Protocol on its stdio.
+    /// The agent speaks the Agent Client Protocol on its stdio (see
+    /// `engine::acp`): turn-ends are its prompts' answers, nudges its next
+    /// prompts. `turnEndPattern` and `quietMs` do not apply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub acp: bool,
-    /// ACP only: the first prompt.
+    /// ACP only: the first prompt (without one, the agent waits for the
+    /// first nudge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    /// ACP only: how its permission requests are answered.
+    /// ACP only: how its permission requests are answered (default:
+    /// `[agents] permission` in the configuration, else deny all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<PermissionRule>,
 }
