@@ -21,23 +21,11 @@ impl Standing {
     }
 }
 
-impl ReportKind {
-    fn all() -> Vec<ReportKind> {
-        vec![
-            ReportKind::TurnStart,
-            ReportKind::TurnEnd,
-            ReportKind::AwaitingInput,
-            ReportKind::Exited,
-            ReportKind::Heartbeat,
-        ]
-    }
-}
-
 impl Input {
     /// Every input (checked against the types by
     /// [`every_state_and_input_is_listed`]).
     fn all() -> Vec<Input> {
-        let mut all: Vec<Input> = ReportKind::all().into_iter().map(Input::Report).collect();
+        let mut all: Vec<Input> = ReportKind::ALL.into_iter().map(Input::Report).collect();
         all.push(Input::Register { started: false });
         all.push(Input::Register { started: true });
         all.push(Input::Silent);
@@ -58,7 +46,7 @@ fn every_state_and_input_is_listed() {
         ReportKind::Exited,
         ReportKind::Heartbeat,
     )
-    .assert_listed(&ReportKind::all());
+    .assert_listed(&ReportKind::ALL);
     let states: Vec<SessionState> = Standing::all().iter().map(|s| s.state).collect();
     let mut states = states;
     states.dedup();
