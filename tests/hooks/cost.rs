@@ -13,7 +13,7 @@ const ENGINE_LINE: &str = "starting the WASM engine";
 /// gatehost's debug logs on; returns (stdout, stderr) after checking it
 /// exited 0.
 fn hook_with_debug_logs(s: &Scratch, gates: &str) -> (String, String) {
-    let config = super::wasm_config(&s);
+    let config = super::wasm_config(s);
     let gates = s.write("gates.json", gates);
     let mut child = crate::common::spawn_claude_stop(s, &gates, &config, |c| {
         c.env("GATEHOST_LOG", "gatehost=debug")
