@@ -8,8 +8,9 @@
 //! run. Aider reflects a failure at most three times per user message.
 
 use crate::common;
-use crate::common::agents::{AgentOutput, AgentRun, FakeApi};
-use crate::common::daemon::git_repo;
+use crate::common::agents::{
+    AgentOutput, AgentRun, FakeApi, installed_tool, private_command, scratch_repo,
+};
 use crate::common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -24,22 +25,37 @@ const RAN: &str = "I ran this command:";
 
 /// The pinned Aider, in `$GATEHOST_AIDER_DIR` (default target/aider).
 fn aider_cli() -> PathBuf {
-    let dir = std::env::var_os("GATEHOST_AIDER_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/aider"));
-    let cli = dir.join("bin/aider");
-    assert!(
-        cli.exists(),
-        "{} is missing: run `bash scripts/install-aider.sh` (scripts/test.sh does)",
-        cli.display()
-    );
-    cli
+    installed_tool(
+        "GATEHOST_AIDER_DIR",
+        "aider",
+        "bin/aider",
+        "install-aider.sh",
+    )
 }
 
 /// A whole-file edit in Aider's `whole` format: a line of prose, then the
 /// file's name on its own line and its entire content in a fence.
 fn whole_file(prose: &str, name: &str, content: &str) -> String {
     format!("{prose}\n\n{name}\n```\n{content}\n```\n")
+}
+
+/// Runs Aider once against the fake API answering `script`, with "Create
+/// the file DONE." as the user's one message, in the workspace (a git
+/// repository); asserts it exited 0 after `calls` model calls, `turns` of
+/// them the agent's turns. The turns and what Aider printed.
+fn run_to_end(
+    s: &Scratch,
+    m: &str,
+    script: Value,
+    [calls, turns]: [usize; 2],
+) -> (Vec<Value>, AgentOutput) {
+    let api = FakeApi::start_script(&s.out, &script);
+    let out = run_aider(s, m, &api, "Create the file DONE.");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(api.model_calls(MODEL_ROUTE).len(), calls, "{out:?}");
+    let turns_made = agent_turns(&api);
+    assert_eq!(turns_made.len(), turns, "{out:?}");
+    (turns_made, out)
 }
 
 /// Runs Aider once, with `message` as the user's one message, in the
@@ -88,7 +104,7 @@ fn run_aider(s: &Scratch, m: &str, api: &FakeApi, message: &str) -> AgentOutput 
     )
     .expect("metadata");
 
-    let mut cmd = std::process::Command::new(aider_cli());
+    let mut cmd = private_command(aider_cli(), &s.ws, "/usr/bin:/bin", [&home, &tmp]);
     cmd.args(["--model", "openai/fake-model", "--openai-api-base"])
         .arg(format!("{}/v1", api.url()))
         .arg("--model-metadata-file")
@@ -103,11 +119,6 @@ fn run_aider(s: &Scratch, m: &str, api: &FakeApi, message: &str) -> AgentOutput 
         .arg(root.join("input-history"))
         .args(["--auto-test", "--test-cmd", &test_cmd])
         .args(["--message", message])
-        .current_dir(&s.ws)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &home)
-        .env("TMPDIR", &tmp)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("OPENAI_API_KEY", "sk-fake")
         // litellm, at import: no fetch of its own copy of the price list.
@@ -117,7 +128,7 @@ fn run_aider(s: &Scratch, m: &str, api: &FakeApi, message: &str) -> AgentOutput 
 
 /// The model calls that are the agent's turns (streamed), not the commit
 /// messages Aider asks for after each edit (not streamed).
-fn turns(api: &FakeApi) -> Vec<Value> {
+fn agent_turns(api: &FakeApi) -> Vec<Value> {
     api.model_calls(MODEL_ROUTE)
         .into_iter()
         .filter(|r| r["body"]["stream"] == true)
@@ -150,27 +161,17 @@ fn commit_subjects(ws: &Path) -> Vec<String> {
 
 #[test]
 fn a_failing_gate_reaches_the_model_through_the_test_command_and_the_fix_passes() {
-    let s = Scratch::new();
-    let m = common::marker("aider-fix");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("aider-fix");
     // Turns and commit messages alternate: edit, its commit message, ...
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": whole_file("I wrote the notes.", "NOTES.md", "not done yet")},
-            {"text": "Add notes"},
-            {"text": whole_file("Now the DONE file.", "DONE", "done")},
-            {"text": "Add DONE"},
-        ]),
-    );
-    let out = run_aider(&s, &m, &api, "Create the file DONE.");
-
-    assert!(out.status.success(), "{out:?}");
+    let script = json!([
+        {"text": whole_file("I wrote the notes.", "NOTES.md", "not done yet")},
+        {"text": "Add notes"},
+        {"text": whole_file("Now the DONE file.", "DONE", "done")},
+        {"text": "Add DONE"},
+    ]);
     // Two turns, each followed by its commit message: no third turn, so no
     // failure after the fix.
-    assert_eq!(api.model_calls(MODEL_ROUTE).len(), 4, "{out:?}");
-    let turns = turns(&api);
-    assert_eq!(turns.len(), 2, "{out:?}");
+    let (turns, out) = run_to_end(&s, &m, script, [4, 2]);
     assert!(
         !turns[0]["body"].to_string().contains(FAILURE),
         "{}",
@@ -202,22 +203,14 @@ fn a_failing_gate_reaches_the_model_through_the_test_command_and_the_fix_passes(
 
 #[test]
 fn a_gate_never_fixed_is_sent_back_three_times_then_aider_stops() {
-    let s = Scratch::new();
-    let m = common::marker("aider-never");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("aider-never");
     let mut script = Vec::new();
     for n in 1..=4 {
         script.push(json!({"text": whole_file("Attempt.", "NOTES.md", &format!("attempt {n}"))}));
         script.push(json!({"text": format!("Attempt {n}")}));
     }
-    let api = FakeApi::start_script(&s.out, &Value::Array(script));
-    let out = run_aider(&s, &m, &api, "Create the file DONE.");
-
-    assert!(out.status.success(), "{out:?}");
     // The first turn and three reflections, each with its commit message.
-    assert_eq!(api.model_calls(MODEL_ROUTE).len(), 8, "{out:?}");
-    let turns = turns(&api);
-    assert_eq!(turns.len(), 4, "{out:?}");
+    let (turns, out) = run_to_end(&s, &m, Value::Array(script), [8, 4]);
     assert!(
         turns[1..]
             .iter()

@@ -6,8 +6,11 @@
 //! `awaiting-ack`.
 
 use crate::common;
-use crate::common::agents::{AgentOutput, AgentRun, FakeApi, agent_cli};
-use crate::common::daemon::{Daemon, git_repo};
+use crate::common::agents::{
+    AgentOutput, AgentRun, FakeApi, agent_cli, daemon_configured, private_command, scratch_repo,
+};
+use crate::common::daemon::Daemon;
+use crate::common::hooks::assert_blocks;
 use crate::common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -62,7 +65,8 @@ impl Claude {
         args: &[&str],
         out: &Path,
     ) -> AgentRun {
-        let mut cmd = std::process::Command::new(agent_cli("claude"));
+        let (home, tmp) = (&self.home, &self.tmp);
+        let mut cmd = private_command(agent_cli("claude"), ws, "/usr/bin:/bin", [home, tmp]);
         cmd.args([
             "-p",
             "--model",
@@ -79,12 +83,7 @@ impl Claude {
             "--verbose",
         ])
         .args(args)
-        .current_dir(ws)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &self.home)
         .env("CLAUDE_CONFIG_DIR", &self.config)
-        .env("TMPDIR", &self.tmp)
         .env("ANTHROPIC_BASE_URL", api.url())
         .env("ANTHROPIC_API_KEY", "sk-ant-fake")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -148,36 +147,57 @@ fn nudged_calls(api: &FakeApi) -> usize {
         .count()
 }
 
-#[test]
-fn a_failing_gate_sends_its_reason_to_the_model_and_the_fixed_work_stops() {
-    let s = Scratch::new();
-    let m = common::marker("claude-fix");
-    git_repo(&s.ws);
-    let release = s.out.join("release");
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": "I am done."},
-            {"text": "Fixed: DONE exists now.", "hold_until": release},
-        ]),
-    );
-    let claude = Claude::new(&s, &m);
-    claude.hooks(&standalone_hook(&s, &m, 2));
-    let run = claude.start(&s.ws, &api, &[], &[], &s.out);
-
+/// Claude Code in `s.ws` against the fake API answering "I am done."
+/// and, once the work is fixed, "Fixed: DONE exists now.", with the
+/// standalone hooks (`test -f DONE`, two retries), or daemon-mode hooks
+/// when `d` is given; `args` added to its command line. Its first stop is
+/// sent back: the second model call carries the gate's reason, the first
+/// does not; the work is fixed while that call is held, and the run exits
+/// 0. The fake API and what Claude Code printed.
+fn sent_back_then_fixed(
+    s: &Scratch,
+    m: &str,
+    d: Option<&Daemon>,
+    args: &[&str],
+) -> (FakeApi, AgentOutput) {
+    let (api, release) = FakeApi::held_second(&s.out, "I am done.", "Fixed: DONE exists now.");
+    let claude = Claude::new(s, m);
+    let run = match d {
+        None => {
+            claude.hooks(&standalone_hook(s, m, 2));
+            claude.start(&s.ws, &api, &[], args, &s.out)
+        }
+        Some(d) => {
+            let keys = daemon_hooks(&claude, s, m, d);
+            claude.start(&s.ws, &api, &daemon_env(d, &keys), args, &s.out)
+        }
+    };
     // The first stop was refused: the second model call carries the reason.
     let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
     assert!(!calls[0]["body"].to_string().contains(NUDGE));
-    // The work is fixed while the model "thinks"; then the stop passes.
-    common::agents::fix_after_nudge(
-        &calls[1],
-        &[NUDGE, "test -f DONE"],
-        &s.ws.join("DONE"),
-        &release,
-    );
-    let out = run.finish(T);
+    let out = fixed_then_finished(s, run, &calls[1], &release);
+    (api, out)
+}
 
+/// The work is fixed while the model "thinks" (`call`, held until
+/// `release`, carries the nudge of `test -f DONE`); then the stop passes
+/// and Claude Code exits 0. What it printed.
+pub(crate) fn fixed_then_finished(
+    s: &Scratch,
+    run: AgentRun,
+    call: &Value,
+    release: &Path,
+) -> AgentOutput {
+    common::agents::fix_after_nudge(call, &[NUDGE, "test -f DONE"], &s.ws.join("DONE"), release);
+    let out = run.finish(T);
     assert!(out.status.success(), "{out:?}");
+    out
+}
+
+#[test]
+fn a_failing_gate_sends_its_reason_to_the_model_and_the_fixed_work_stops() {
+    let (s, m) = scratch_repo("claude-fix");
+    let (api, out) = sent_back_then_fixed(&s, &m, None, &[]);
     assert!(out.stdout.contains("Fixed: DONE exists now."), "{out:?}");
     assert_eq!(
         api.model_calls(MODEL_ROUTE).len(),
@@ -194,9 +214,7 @@ fn a_failing_gate_sends_its_reason_to_the_model_and_the_fixed_work_stops() {
 
 #[test]
 fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_the_user_is_told() {
-    let s = Scratch::new();
-    let m = common::marker("claude-never");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("claude-never");
     let api = FakeApi::start_script(&s.out, &json!([{"text": "I am done."}]));
     let claude = Claude::new(&s, &m);
     claude.hooks(&standalone_hook(&s, &m, 3));
@@ -256,18 +274,10 @@ pub(crate) fn hook_status(s: &Scratch, marker: &str, args: &[&str]) -> (i32, Val
 /// says so too.
 #[test]
 fn through_the_daemon_a_stop_no_policy_watches_is_shown_told_and_recorded() {
-    let s = Scratch::new();
-    let m = common::marker("claude-ungated");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("claude-ungated");
     let told = common::webhooks::receiver_answering(None);
-    let cfg = s.write(
-        "config.toml",
-        &allow_config(&["test"]).replace(
-            "[daemon]\n",
-            &format!("[daemon]\nnotify_url = \"{}\"\n", told.url),
-        ),
-    );
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let notify = format!("[daemon]\nnotify_url = \"{}\"\n", told.url);
+    let d = daemon_configured(&s, &allow_config(&["test"]).replace("[daemon]\n", &notify));
     let api = FakeApi::start_script(&s.out, &json!([{"text": "I am done."}]));
     let claude = Claude::new(&s, &m);
     let keys = daemon_hooks(&claude, &s, &m, &d);
@@ -303,11 +313,8 @@ fn through_the_daemon_a_stop_no_policy_watches_is_shown_told_and_recorded() {
 
 #[test]
 fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack() {
-    let s = Scratch::new();
-    let m = common::marker("claude-daemon");
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["test"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let (s, m) = scratch_repo("claude-daemon");
+    let d = daemon_configured(&s, &allow_config(&["test"]));
     let session = "4d7b7f3e-2a65-4c1b-9a52-0c6f1e8d2b11";
     let id = format!("claude:{session}");
     d.register(&id, &s.ws);
@@ -319,28 +326,7 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
         "onFail": {"maxRetries": 2},
     }));
 
-    let release = s.out.join("release");
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": "I am done."},
-            {"text": "Fixed: DONE exists now.", "hold_until": release},
-        ]),
-    );
-    let claude = Claude::new(&s, &m);
-    let keys = daemon_hooks(&claude, &s, &m, &d);
-    let env = daemon_env(&d, &keys);
-    let run = claude.start(&s.ws, &api, &env, &["--session-id", session], &s.out);
-
-    let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
-    common::agents::fix_after_nudge(
-        &calls[1],
-        &[NUDGE, "test -f DONE"],
-        &s.ws.join("DONE"),
-        &release,
-    );
-    let out = run.finish(T);
-    assert!(out.status.success(), "{out:?}");
+    let (api, _) = sent_back_then_fixed(&s, &m, Some(&d), &["--session-id", session]);
     assert_eq!(api.model_calls(MODEL_ROUTE).len(), 2);
 
     let p = d.policy(&policy);
@@ -383,11 +369,8 @@ fn through_the_daemon_the_session_is_gated_by_its_policy_and_ends_awaiting_ack()
 /// ends `awaiting-ack`.
 #[test]
 fn through_the_daemon_a_standing_policy_gates_a_session_nobody_named_in_advance() {
-    let s = Scratch::new();
-    let m = common::marker("claude-standing");
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&["test"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let (s, m) = scratch_repo("claude-standing");
+    let d = daemon_configured(&s, &allow_config(&["test"]));
     let template = s.write(
         "rust.json",
         &json!({
@@ -398,45 +381,12 @@ fn through_the_daemon_a_standing_policy_gates_a_session_nobody_named_in_advance(
         })
         .to_string(),
     );
-    let ws = s.ws.display().to_string();
-    let t = template.display().to_string();
-    let added = d.cli(
-        &[
-            "policy",
-            "attach",
-            "--template",
-            &t,
-            "--agent",
-            "claude",
-            "--under",
-            &ws,
-        ],
-        &d.operator,
-    );
+    let (t, ws) = (template.display(), s.ws.display());
+    let line = format!("policy attach --template {t} --agent claude --under {ws}");
+    let added = d.cli(&line.split(' ').collect::<Vec<_>>(), &d.operator);
     assert_eq!(added.code, 0, "{added:?}");
 
-    let release = s.out.join("release");
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": "I am done."},
-            {"text": "Fixed: DONE exists now.", "hold_until": release},
-        ]),
-    );
-    let claude = Claude::new(&s, &m);
-    let keys = daemon_hooks(&claude, &s, &m, &d);
-    let env = daemon_env(&d, &keys);
-    let run = claude.start(&s.ws, &api, &env, &[], &s.out);
-
-    let calls = api.wait_for_calls(MODEL_ROUTE, 2, T);
-    common::agents::fix_after_nudge(
-        &calls[1],
-        &[NUDGE, "test -f DONE"],
-        &s.ws.join("DONE"),
-        &release,
-    );
-    let out = run.finish(T);
-    assert!(out.status.success(), "{out:?}");
+    sent_back_then_fixed(&s, &m, Some(&d), &[]);
 
     let list = d.agent_ok("GET", "/v1/policies?limit=100", None);
     let policies = list["policies"].as_array().expect("policies");
@@ -464,11 +414,8 @@ pub(crate) fn assert_session_exited(d: &Daemon, id: &str) {
 
 #[test]
 fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_verdict() {
-    let s = Scratch::new();
-    let m = common::marker("claude-budget");
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &allow_config(&[]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let (s, m) = scratch_repo("claude-budget");
+    let d = daemon_configured(&s, &allow_config(&[]));
     let id = "claude:slow";
     d.register(id, &s.ws);
     let policy = d.attach(json!({
@@ -482,38 +429,17 @@ fn a_daemon_gate_still_running_at_the_budget_blocks_and_the_next_stop_gets_its_v
     let env = daemon_env(&d, &keys);
     let stop = json!({"session_id": "slow", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
 
+    let stop_within = |budget: &str| {
+        common::claude_hook_once(&["--budget", budget, "--state-dir", state], &env, &stop)
+    };
     // The gate takes 2 s; the hook's budget is 300 ms: "still running".
-    let first: Value = serde_json::from_str(&common::claude_hook_once(
-        &["--budget", "300ms", "--state-dir", state],
-        &env,
-        &stop,
-    ))
-    .expect("JSON");
-    assert_eq!(first["decision"], "block", "{first}");
-    assert!(
-        first["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("still running"),
-        "{first}"
-    );
+    assert_blocks(stop_within("300ms").as_bytes(), "still running");
     // The next stop waits for that verdict (the gate kept running in the
     // daemon): a fail, so the nudge.
-    let second: Value = serde_json::from_str(&common::claude_hook_once(
-        &["--budget", "30s", "--state-dir", state],
-        &env,
-        &stop,
-    ))
-    .expect("JSON");
-    assert_eq!(second["decision"], "block", "{second}");
-    assert!(
-        second["reason"].as_str().expect("reason").contains(NUDGE),
-        "{second}"
-    );
+    assert_blocks(stop_within("30s").as_bytes(), NUDGE);
     // Fixed: the next stop passes, and the answer is nothing at all.
     std::fs::write(s.ws.join("DONE"), "").expect("fix");
-    let third = common::claude_hook_once(&["--budget", "30s", "--state-dir", state], &env, &stop);
-    assert_eq!(third, "", "a pass says nothing");
+    assert_eq!(stop_within("30s"), "", "a pass says nothing");
     assert_eq!(d.policy(&policy)["status"], "done");
     common::assert_no_survivors(&m);
 }

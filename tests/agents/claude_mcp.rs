@@ -5,35 +5,25 @@
 //! nobody in advance); the model is then gated by the gate it attached
 //! itself, sent back with the reason, and passes once the work is fixed.
 
-use crate::agents::claude::{Claude, daemon_env, daemon_hooks};
+use crate::agents::claude::{Claude, daemon_env, daemon_hooks, fixed_then_finished};
 use crate::common;
-use crate::common::agents::FakeApi;
-use crate::common::daemon::{Daemon, git_repo};
-use crate::common::{MARKER_ENV, Scratch, allow_config};
+use crate::common::agents::{FakeApi, daemon_configured, scratch_repo};
+use crate::common::{MARKER_ENV, allow_config};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(120);
 const MODEL_ROUTE: &str = "/v1/messages";
-const NUDGE: &str = "did not pass";
 /// The name Claude Code gives the MCP server's tool: `mcp__SERVER__TOOL`.
 const ATTACH_TOOL: &str = "mcp__gatehost__policy_attach";
 
 #[test]
 fn a_model_that_calls_policy_attach_without_a_session_attaches_to_its_own_session() {
-    let s = Scratch::new();
-    let m = common::marker("claude-mcp");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("claude-mcp");
     // An agent's gate runs only what the allowlist admits with its
     // arguments: `test -f`, here.
-    let cfg = s.write(
-        "config.toml",
-        &allow_config(&[]).replace(
-            "free_args = true }",
-            "free_args = true }, { program = \"test\", subcommands = [\"-f\"] }",
-        ),
-    );
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let test_f = "free_args = true }, { program = \"test\", subcommands = [\"-f\"] }";
+    let d = daemon_configured(&s, &allow_config(&[]).replace("free_args = true }", test_f));
 
     let release = s.out.join("release");
     let api = FakeApi::start_script(
@@ -117,14 +107,7 @@ fn a_model_that_calls_policy_attach_without_a_session_attaches_to_its_own_sessio
     );
 
     // Its own gate then sent it back, and the fixed work passed.
-    common::agents::fix_after_nudge(
-        &calls[2],
-        &[NUDGE, "test -f DONE"],
-        &s.ws.join("DONE"),
-        &release,
-    );
-    let out = run.finish(T);
-    assert!(out.status.success(), "{out:?}");
+    let out = fixed_then_finished(&s, run, &calls[2], &release);
     let init = out
         .json_lines()
         .into_iter()

@@ -12,8 +12,7 @@
 
 use crate::agents::claude::{Claude, hook_status};
 use crate::common;
-use crate::common::agents::FakeApi;
-use crate::common::daemon::git_repo;
+use crate::common::agents::{FakeApi, scratch_repo};
 use crate::common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -87,9 +86,7 @@ fn agent_id(call: &Value) -> Option<String> {
 
 #[test]
 fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apart() {
-    let s = Scratch::new();
-    let m = common::marker("claude-subagent");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("claude-subagent");
     let (release_sub, release_parent) = (s.out.join("release-sub"), s.out.join("release-parent"));
     let api = FakeApi::start_script(&s.out, &script(&release_sub, &release_parent));
     let claude = Claude::new(&s, &m);
@@ -184,9 +181,7 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
 
 #[test]
 fn a_subagents_gate_never_fixed_blocks_it_exactly_max_retries_times_and_the_parent_goes_on() {
-    let s = Scratch::new();
-    let m = common::marker("claude-subagent-never");
-    git_repo(&s.ws);
+    let (s, m) = scratch_repo("claude-subagent-never");
     // The parent's gate passes from the start; the sub-agent's never does.
     std::fs::write(s.ws.join("PARENT-OK"), "").expect("parent ok");
     let (release_sub, release_parent) = (s.out.join("release-sub"), s.out.join("release-parent"));

@@ -8,9 +8,9 @@
 
 use crate::common;
 
-use common::agents::{AgentOutput, AgentRun, FakeApi, agent_cli};
-use common::daemon::{Daemon, git_repo};
-use common::{DAEMON_ROOTS, Scratch, assert_no_survivors, marker, survivors};
+use common::agents::{AgentRun, FakeApi, agent_cli, scratch_repo};
+use common::headless::{assert_nudged_once_then_commit_ready, daemon_allowing_test};
+use common::{Scratch, assert_no_survivors, marker, survivors};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -270,6 +270,19 @@ fn stop_statuses(stderr: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits for `codex exec` to end and asserts what it showed: exit 0
+/// (else its stderr and `more()`), `said` as all of its stdout, `stops` as
+/// the Stop hook's statuses, and no clamped hook timeout. Its stderr.
+fn ended(child: AgentRun, said: &str, stops: &[&str], more: impl Fn() -> String) -> String {
+    let out = child.finish(T);
+    let stderr = out.stderr;
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}{}", more());
+    assert_eq!(out.stdout, said, "stderr:\n{stderr}");
+    assert_eq!(stop_statuses(&stderr), stops, "{stderr}");
+    assert_no_clamp_warning(&stderr);
+    stderr
+}
+
 /// The standalone hook's record of one session.
 fn standing(state_dir: &Path, session: &str) -> Value {
     let records: Vec<Value> = std::fs::read_dir(state_dir)
@@ -313,14 +326,7 @@ fn standalone_args(s: &Scratch, m: &str, max_retries: u32) -> (Vec<String>, Stri
 fn a_failing_gate_sends_codex_back_with_the_nudge_until_the_work_is_fixed() {
     let s = Scratch::new();
     let m = marker("codex-fix");
-    let release = s.out.join("release");
-    let api = FakeApi::start_script(
-        &s.out,
-        &json!([
-            {"text": "I am done."},
-            {"text": "Now DONE exists.", "hold_until": release},
-        ]),
-    );
+    let (api, release) = FakeApi::held_second(&s.out, "I am done.", "Now DONE exists.");
     let (args, nudge) = standalone_args(&s, &m, 2);
     // Installed as a user would: `gatehost hook install codex` writes the
     // hooks and Codex's trust of them.
@@ -353,18 +359,15 @@ fn a_failing_gate_sends_codex_back_with_the_nudge_until_the_work_is_fixed() {
     // passes and Codex ends.
     std::fs::write(s.ws.join("DONE"), "").expect("DONE");
     std::fs::write(&release, "").expect("release");
-    let AgentOutput {
-        status,
-        stdout,
-        stderr,
-    } = child.finish(T);
-    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
-    assert_eq!(stdout, "Now DONE exists.\n", "stderr:\n{stderr}");
-    assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
     // What `hook install` wrote is within what Codex accepts for each event
-    // (it warns on every run when it clamps a SessionEnd timeout above 3 s;
-    // gatehost writes no SessionEnd for Codex).
-    assert_no_clamp_warning(&stderr);
+    // (it warns on every run when it clamps a SessionEnd timeout above 3 s:
+    // `ended` asserts no warning; gatehost writes no SessionEnd for Codex).
+    ended(
+        child,
+        "Now DONE exists.\n",
+        &["Blocked", "Completed"],
+        String::new,
+    );
     let hooks: Value = serde_json::from_str(
         &std::fs::read_to_string(codex.home.join("hooks.json")).expect("hooks.json"),
     )
@@ -389,13 +392,12 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_codex_stops() {
     let codex = CodexEnv::new(&s, &m, &api, &hook_command(&args));
 
     let child = codex.spawn(&s.ws, &format!("gatehost-test-{m}: create the file DONE"));
-    let AgentOutput {
-        status,
-        stdout,
-        stderr,
-    } = child.finish(T);
-    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
-    assert_eq!(stdout, "I am done.\n");
+    // What the user sees of it in `codex exec`: the blocks, then a stop the
+    // hook made (not "Completed", as after a pass). Codex prints no hook
+    // message; gatehost's record says why.
+    let mut want = vec!["Blocked"; max_retries as usize];
+    want.push("Stopped");
+    let stderr = ended(child, "I am done.\n", &want, String::new);
 
     // One call for the prompt, one per block; each block's reason is the
     // nudge, and the last call carries all of them.
@@ -409,14 +411,6 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_codex_stops() {
     let last = hook_prompts(calls.last().expect("calls"));
     assert_eq!(last.len(), max_retries as usize, "{last:?}");
     assert!(last.iter().all(|r| r.contains(&nudge)), "{last:?}");
-
-    // What the user sees of it in `codex exec`: the blocks, then a stop the
-    // hook made (not "Completed", as after a pass). Codex prints no hook
-    // message; gatehost's record says why.
-    let mut want = vec!["Blocked"; max_retries as usize];
-    want.push("Stopped");
-    assert_eq!(stop_statuses(&stderr), want, "{stderr}");
-    assert_no_clamp_warning(&stderr);
     let session = session_of(&calls[0]);
     assert_eq!(
         standing(&codex.state_dir(), &session)["standing"],
@@ -427,14 +421,8 @@ fn a_gate_never_fixed_blocks_exactly_max_retries_times_then_codex_stops() {
 
 #[test]
 fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_the_ack() {
-    let s = Scratch::new();
-    let m = marker("codex-daemon");
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "daemon.toml",
-        &format!("[shell]\nallow = [{{ program = \"test\", free_args = true }}]\n{DAEMON_ROOTS}"),
-    );
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
+    let (s, m) = scratch_repo("codex-daemon");
+    let d = daemon_allowing_test(&s, "daemon.toml");
     let attached = s.out.join("attached");
     let fixed = s.out.join("fixed");
     let api = FakeApi::start_script(
@@ -488,31 +476,16 @@ fn through_the_daemon_a_commit_policy_on_the_codex_session_nudges_then_awaits_th
     std::fs::write(s.ws.join("DONE"), "done\n").expect("DONE");
     std::fs::write(&fixed, "").expect("fixed");
 
-    let AgentOutput {
-        status,
-        stdout,
-        stderr,
-    } = child.finish(T);
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "stderr:\n{stderr}\ndaemon:\n{}",
-        d.log()
+    let daemon_log = || format!("\ndaemon:\n{}", d.log());
+    ended(
+        child,
+        "Now DONE exists.\n",
+        &["Blocked", "Completed"],
+        daemon_log,
     );
-    assert_eq!(stdout, "Now DONE exists.\n");
-    assert_eq!(stop_statuses(&stderr), ["Blocked", "Completed"], "{stderr}");
-    assert_no_clamp_warning(&stderr);
     assert_eq!(api.model_calls(RESPONSES).len(), 2);
     d.wait_status(&pid, "awaiting-ack", T);
-    let events = d.policy_events(&pid);
-    for want in ["policy:nudge", "policy:commit-ready"] {
-        assert!(
-            events.iter().any(|e| e == want),
-            "{want} missing: {events:?}"
-        );
-    }
-    let nudges = events.iter().filter(|e| *e == "policy:nudge").count();
-    assert_eq!(nudges, 1, "{events:?}");
+    assert_nudged_once_then_commit_ready(&d, &pid);
     // gatehost installs no SessionEnd for Codex (0.169 runs a trusted one
     // after a Stop's block, mid-session), so nothing reports the exit of a
     // `codex exec`: the session stays idle.

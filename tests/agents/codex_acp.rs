@@ -12,66 +12,43 @@
 //! fake-model-api-responses-function-calls.patch.)
 
 use crate::common::Scratch;
-use crate::common::acp_agents::{Agent, AgentRun, Launch};
-use crate::common::agents::agent_cli;
+use crate::common::acp_agents::{AcpAgent, Agent, installed, private_dirs};
+use crate::common::agents::FakeApi;
 use serde_json::{Value, json};
 
-const ROUTE: &str = "/v1/responses";
-/// A tool only the agent's own turns offer.
-const AGENT_TOOL: &str = "exec_command";
+/// codex-acp started as session `cx`; `exec_command` is a tool only the
+/// agent's own turns offer.
+const CODEX: AcpAgent = AcpAgent::new("cx", "/v1/responses", "exec_command", last_input, codex_acp);
 
-/// A daemon whose `[agents]` profile lets codex-acp read its install and
-/// write its `HOME` and `CODEX_HOME`, the fake API with `script`, and
-/// codex-acp started as session `cx` with the `--permission-rule` `rule`.
-fn start(marker: &str, script: impl FnOnce(&Scratch) -> Value, rule: Option<Value>) -> AgentRun {
-    let l = Launch {
-        marker,
-        session: "cx",
-        route: ROUTE,
-        text: last_input,
-        rule,
-    };
-    AgentRun::launch(l, script, |s, api| {
-        let home = s.out.join("home");
-        let codex_home = s.out.join("codex-home");
-        for d in [&home, &codex_home] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
-        // wrapper; the binary it runs is the platform package's, run here
-        // directly.
-        let wrapper = std::fs::canonicalize(agent_cli("codex-acp")).expect("codex-acp.js");
-        let clis = wrapper.ancestors().nth(4).expect("node_modules");
-        let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
-        std::fs::write(
-            codex_home.join("config.toml"),
-            format!(
-                "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
-                 [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
-                 env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\n\n\
-                 [analytics]\nenabled = false\n\n\
-                 [features]\nplugins = false\nshell_snapshot = false\n",
-                api.url()
-            ),
-        )
-        .expect("config.toml");
-        Agent {
-            agents: format!(
-                "[agents]\nread = [{:?}]\nwrite = [{:?}, {:?}]\n",
-                clis.display().to_string(),
-                home.display().to_string(),
-                codex_home.display().to_string()
-            ),
-            env_options: vec!["-u".into(), "IS_SANDBOX".into()],
-            command: vec![
-                format!("HOME={}", home.display()),
-                format!("CODEX_HOME={}", codex_home.display()),
-                "FAKE_OPENAI_KEY=sk-fake".into(),
-                binary.display().to_string(),
-            ],
-        }
-    })
+/// A daemon `[agents]` profile that lets codex-acp read its install and
+/// write its `HOME` and `CODEX_HOME`, and its command, against the fake
+/// Responses API.
+fn codex_acp(s: &Scratch, api: &FakeApi) -> Agent {
+    let [home, codex_home] = private_dirs(s, ["home", "codex-home"]);
+    // node_modules/@zed-industries/codex-acp/bin/codex-acp.js: the node
+    // wrapper; the binary it runs is the platform package's, run here
+    // directly.
+    let (_, clis) = installed("codex-acp");
+    let binary = clis.join("@zed-industries/codex-acp-linux-x64/bin/codex-acp");
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
+             [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
+             env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\
+             request_max_retries = 0\nstream_max_retries = 0\n\n\
+             [analytics]\nenabled = false\n\n\
+             [features]\nplugins = false\nshell_snapshot = false\n",
+            api.url()
+        ),
+    )
+    .expect("config.toml");
+    let command = vec![
+        format!("CODEX_HOME={}", codex_home.display()),
+        "FAKE_OPENAI_KEY=sk-fake".into(),
+        binary.display().to_string(),
+    ];
+    Agent::confined(false, &clis, &[&home, &codex_home], command).without_is_sandbox()
 }
 
 /// A Responses request's last input item, as JSON text.
@@ -85,21 +62,7 @@ fn last_input(call: &Value) -> String {
 
 #[test]
 fn codex_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixed() {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let attached = scratch.path().join("attached");
-    let fixed = scratch.path().join("fixed");
-    let run = start(
-        "codex-acp",
-        |_| {
-            json!([
-                {"text": "I am done.", "when_tools": AGENT_TOOL, "hold_until": attached},
-                {"text": "Fixed.", "when_tools": AGENT_TOOL, "hold_until": fixed},
-            ])
-        },
-        None,
-    );
-    let policy = run.gate_first_turn(&attached, Some(json!({"maxRetries": 2})));
-    let calls = run.nudged_then_passes(&policy, &fixed, ["I am done.", "Fixed."]);
+    let (run, calls) = CODEX.gated_then_fixed("codex-acp", ["I am done.", "Fixed."]);
     assert!(last_input(&calls[0]).contains("Create the file DONE"));
     assert!(
         calls[0]["headers"]["user-agent"]
@@ -113,24 +76,16 @@ fn codex_over_acp_is_gated_at_its_end_turn_nudged_by_prompt_and_passes_once_fixe
 
 #[test]
 fn a_command_codex_asks_to_run_over_acp_is_escalated_allowed_by_the_operator_and_run() {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let attached = scratch.path().join("attached");
-    let run = start(
+    let touch = |_: &Scratch| {
+        json!({"cmd": "touch DONE", "sandbox_permissions": "require_escalated",
+               "justification": "Create DONE?"})
+    };
+    let (run, calls) = CODEX.a_tool_call_escalated_then_allowed(
         "codex-acp-perm",
-        |_| {
-            json!([
-                {"when_tools": AGENT_TOOL, "hold_until": attached,
-                 "tool_use": {"names": ["exec_command"],
-                              "input": {"cmd": "touch DONE",
-                                        "sandbox_permissions": "require_escalated",
-                                        "justification": "Create DONE?"}}},
-                {"text": "I wrote DONE.", "when_tools": AGENT_TOOL},
-            ])
-        },
-        Some(json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000})),
+        ("exec_command", touch),
+        "execute",
+        Some("touch DONE"),
     );
-    let policy = run.gate_first_turn(&attached, None);
-    let calls = run.escalated_then_allowed(&policy, "execute", Some("touch DONE"));
     assert_eq!(calls.len(), 2, "{calls:#?}");
     let output = last_input(&calls[1]);
     assert!(

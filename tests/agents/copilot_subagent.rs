@@ -12,9 +12,9 @@
 //! by its `timestamp` (the lazily written `events.jsonl` is no mark), and a
 //! sub-agent's own `agentStop` is answered ungated.
 
-use crate::agents::copilot::{Copilot, ROUTE, T, hold};
-use crate::common::agents::FakeApi;
-use crate::common::agents::chat_last_user_text;
+use crate::agents::copilot::{ROUTE, start};
+use crate::common::agents::{FakeApi, chat_last_user_text};
+use crate::common::headless::{T, hold, release, state_dir};
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::process::Command;
@@ -109,7 +109,7 @@ fn session_and_agent(s: &Scratch) -> (String, String) {
 fn hook_status(s: &Scratch, m: &str, id: &str) -> (i32, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_gatehost"))
         .args(["hook", "status", id, "--json", "--state-dir"])
-        .arg(s.out.join(format!("state-gatehost-test-{m}")))
+        .arg(state_dir(s, m))
         .output()
         .expect("gatehost runs");
     let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
@@ -137,7 +137,7 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     let s = Scratch::new();
     let m = marker("copilot-subagent");
     let api = FakeApi::start_script(&s.out, &script(&s));
-    let run = Copilot::start(&s, &api, &m, &subagent_args(&s, 2));
+    let run = start(&s, &api, &m, &subagent_args(&s, 2));
 
     // The sub-agent's first stop was refused by the sub-agent's gate: its
     // next request (a sub-agent's) ends with that gate's reason.
@@ -154,7 +154,7 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
     assert!(is_subagent(&so_far[1]));
     assert!(!so_far[1]["body"].to_string().contains(NUDGE));
     std::fs::write(s.ws.join("SUB-OK"), "").expect("fix the sub-agent's work");
-    run.release("release-sub");
+    release(&s, "release-sub");
 
     // Back in the parent: its `task` result is the sub-agent's last text
     // only (none of its nudges); its own first stop is refused by the
@@ -172,14 +172,10 @@ fn a_subagents_failing_gate_sends_the_subagent_back_and_the_parent_is_gated_apar
         "{nudge:?}"
     );
     std::fs::write(s.ws.join("PARENT-OK"), "").expect("fix the parent's work");
-    run.release("release-parent");
-    let end = run.finish();
+    release(&s, "release-parent");
+    let end = run.finish(T);
 
-    assert_eq!(
-        end.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        end.stdout, end.stderr
-    );
+    end.assert_exited_0();
     assert!(
         end.stdout.contains("PARENT: fixed, PARENT-OK exists now."),
         "{}",
@@ -210,12 +206,8 @@ fn run_unheld(s: &Scratch, m: &str) -> FakeApi {
     std::fs::write(s.out.join("release-sub"), "").expect("no hold");
     std::fs::write(s.out.join("release-parent"), "").expect("no hold");
     let api = FakeApi::start_script(&s.out, &script);
-    let end = Copilot::start(s, &api, m, &subagent_args(s, 2)).finish();
-    assert_eq!(
-        end.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        end.stdout, end.stderr
-    );
+    let end = start(s, &api, m, &subagent_args(s, 2)).finish(T);
+    end.assert_exited_0();
     api
 }
 

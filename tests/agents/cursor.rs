@@ -4,35 +4,74 @@
 //! Cursor itself is not run (its CLI is not on a registry here).
 
 use crate::common::agents::DONE_GATES;
+use crate::common::hooks::{Answer, gatehost_hook, spawn_with_input, wait_bounded};
 use crate::common::{Scratch, assert_no_survivors, fixture, marker};
 use serde_json::{Value, json};
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-struct Answer {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// One test's workspace and marker, and Cursor's hooks run on it.
+struct Cursor {
+    s: Scratch,
+    m: String,
 }
 
-/// A fixture with the test's workspace as its only root (and, for the
-/// stop after follow-ups, no transcript).
-fn fixture_in(name: &str, ws: &Path) -> Vec<u8> {
-    let raw = std::fs::read(fixture(&format!("hooks/cursor/{name}"))).expect("fixture");
-    let bom = raw.starts_with(b"\xEF\xBB\xBF");
-    let mut v: Value = serde_json::from_slice(raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&raw))
-        .expect("fixture JSON");
-    v["workspace_roots"] = json!([ws.display().to_string()]);
-    v["transcript_path"] = Value::Null;
-    let mut out = if bom {
-        b"\xEF\xBB\xBF".to_vec()
-    } else {
-        Vec::new()
-    };
-    out.extend_from_slice(v.to_string().as_bytes());
-    out
+impl Cursor {
+    fn new(name: &str) -> Cursor {
+        Cursor {
+            s: Scratch::new(),
+            m: marker(name),
+        }
+    }
+
+    /// A fixture with the test's workspace as its only root (and, for the
+    /// stop after follow-ups, no transcript).
+    fn fixture(&self, name: &str) -> Vec<u8> {
+        let raw = std::fs::read(fixture(&format!("hooks/cursor/{name}"))).expect("fixture");
+        let bom = raw.starts_with(b"\xEF\xBB\xBF");
+        let mut v: Value =
+            serde_json::from_slice(raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&raw))
+                .expect("fixture JSON");
+        v["workspace_roots"] = json!([self.s.ws.display().to_string()]);
+        v["transcript_path"] = Value::Null;
+        let mut out = if bom {
+            b"\xEF\xBB\xBF".to_vec()
+        } else {
+            Vec::new()
+        };
+        out.extend_from_slice(v.to_string().as_bytes());
+        out
+    }
+
+    /// Cursor's completed stop.
+    fn stop(&self) -> Vec<u8> {
+        self.fixture("stop-completed.json")
+    }
+
+    /// Runs `gatehost hook cursor --gates … --config … --max-retries N
+    /// --state-dir …` with `input` on stdin (a new generation's stop).
+    fn hook(&self, max_retries: u32, input: &[u8]) -> Answer {
+        let s = &self.s;
+        let gates = s.write("gates.json", DONE_GATES);
+        let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
+        let state = s.out.join(format!("state-gatehost-test-{}", self.m));
+        let mut cmd = gatehost_hook("cursor", &s.out.join("home"));
+        cmd.arg("--gates")
+            .arg(&gates)
+            .arg("--config")
+            .arg(&config)
+            .args(["--max-retries", &max_retries.to_string(), "--state-dir"])
+            .arg(&state);
+        let child = spawn_with_input(&mut cmd, &new_generation(input));
+        wait_bounded(child, Duration::from_secs(60)).into()
+    }
+
+    /// `input` is sent back with the failing gate's name; the message.
+    #[track_caller]
+    fn sent_back(&self, max_retries: u32, input: &[u8]) -> String {
+        let message = followup(&self.hook(max_retries, input));
+        assert!(message.contains("DONE exists"), "{message}");
+        message
+    }
 }
 
 /// `input` as a new stop of Cursor's: each call a generation of its own
@@ -49,50 +88,6 @@ fn new_generation(input: &[u8]) -> Vec<u8> {
         text = text.replace(id, &format!("generation-{}-{n}", std::process::id()));
     }
     text.into_bytes()
-}
-
-/// Runs `gatehost hook cursor --gates … --config … --max-retries N
-/// --state-dir …` with `input` on stdin (a new generation's stop).
-fn hook(s: &Scratch, m: &str, max_retries: u32, input: &[u8]) -> Answer {
-    let input = &new_generation(input)[..];
-    let gates = s.write("gates.json", DONE_GATES);
-    let config = s.write("config.toml", "[shell]\nallow = [\"test\"]\n");
-    let state = s.out.join(format!("state-gatehost-test-{m}"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "cursor", "--gates"])
-        .arg(&gates)
-        .arg("--config")
-        .arg(&config)
-        .args(["--max-retries", &max_retries.to_string(), "--state-dir"])
-        .arg(&state)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", s.out.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gatehost runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("hook JSON written");
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("gatehost hook cursor ran past 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().expect("output");
-    Answer {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// The answer is exactly `{"followup_message": …}`; its message.
@@ -118,46 +113,39 @@ fn lets_it_stop(a: &Answer) {
 
 #[test]
 fn a_failing_gate_continues_the_agent_and_a_passing_one_lets_it_stop() {
-    let s = Scratch::new();
-    let m = marker("cursor-fix");
-    let stop = fixture_in("stop-completed.json", &s.ws);
-    let message = followup(&hook(&s, &m, 2, &stop));
-    assert!(
-        message.contains("DONE exists") && message.contains("did not pass"),
-        "{message}"
-    );
+    let c = Cursor::new("cursor-fix");
+    let message = c.sent_back(2, &c.stop());
+    assert!(message.contains("did not pass"), "{message}");
     // The agent fixes it; the next stop (after one follow-up) passes.
-    s.write_ws("DONE", "done\n");
-    lets_it_stop(&hook(&s, &m, 2, &fixture_in("stop-followup.json", &s.ws)));
+    c.s.write_ws("DONE", "done\n");
+    lets_it_stop(&c.hook(2, &c.fixture("stop-followup.json")));
     // And a new turn's stop passes too: nothing is left counted.
-    lets_it_stop(&hook(&s, &m, 2, &stop));
-    assert_no_survivors(&m);
+    lets_it_stop(&c.hook(2, &c.stop()));
+    assert_no_survivors(&c.m);
 }
 
 #[test]
 fn a_gate_never_fixed_gets_max_retries_follow_ups_then_lets_cursor_stop() {
-    let s = Scratch::new();
-    let m = marker("cursor-never");
-    let stop = fixture_in("stop-completed.json", &s.ws);
+    let c = Cursor::new("cursor-never");
     for _ in 0..2 {
-        assert!(followup(&hook(&s, &m, 2, &stop)).contains("DONE exists"));
+        c.sent_back(2, &c.stop());
     }
     // Out of retries: the stop goes through; Cursor shows a stop hook no
     // message, so the block is named on stderr.
-    let third = hook(&s, &m, 2, &stop);
+    let third = c.hook(2, &c.stop());
     lets_it_stop(&third);
+    let said = &third.stderr;
     assert!(
-        third.stderr.contains("blocked, out of retries") && third.stderr.contains("DONE exists"),
-        "{}",
-        third.stderr
+        said.contains("blocked, out of retries") && said.contains("DONE exists"),
+        "{said}"
     );
-    lets_it_stop(&hook(&s, &m, 2, &stop));
+    lets_it_stop(&c.hook(2, &c.stop()));
     // A person's new prompt starts the count again.
-    let prompt = hook(&s, &m, 2, &fixture_in("before-submit-prompt.json", &s.ws));
+    let prompt = c.hook(2, &c.fixture("before-submit-prompt.json"));
     assert_eq!(prompt.code, 0);
     assert_eq!(prompt.stdout, r#"{"continue":true}"#);
-    assert!(followup(&hook(&s, &m, 2, &stop)).contains("DONE exists"));
-    assert_no_survivors(&m);
+    c.sent_back(2, &c.stop());
+    assert_no_survivors(&c.m);
 }
 
 #[test]
@@ -166,65 +154,56 @@ fn gatehosts_own_follow_up_submitted_as_a_prompt_does_not_start_the_count_again(
     // runs beforeSubmitPrompt for it, that prompt is gatehost's own words,
     // not a person's: the count goes on (as Gemini CLI's BeforeAgent once
     // showed, a reset there means blocks without end).
-    let s = Scratch::new();
-    let m = marker("cursor-own-prompt");
-    let stop = fixture_in("stop-completed.json", &s.ws);
+    let c = Cursor::new("cursor-own-prompt");
     let prompt_of = |text: &str| {
         let mut v: Value =
-            serde_json::from_slice(&fixture_in("before-submit-prompt.json", &s.ws)).expect("JSON");
+            serde_json::from_slice(&c.fixture("before-submit-prompt.json")).expect("JSON");
         v["prompt"] = json!(text);
         v.to_string().into_bytes()
     };
-    let message = followup(&hook(&s, &m, 1, &stop));
+    let message = followup(&c.hook(1, &c.stop()));
     // Submitted back verbatim (and with a trailing newline): no reset.
     for echoed in [message.clone(), format!("{message}\n")] {
-        let answer = hook(&s, &m, 1, &prompt_of(&echoed));
+        let answer = c.hook(1, &prompt_of(&echoed));
         assert_eq!(answer.stdout, r#"{"continue":true}"#, "{}", answer.stderr);
     }
     // So the one retry is spent: the next stop goes through, named.
-    let out = hook(&s, &m, 1, &stop);
+    let out = c.hook(1, &c.stop());
     lets_it_stop(&out);
-    assert!(
-        out.stderr.contains("blocked, out of retries"),
-        "{}",
-        out.stderr
-    );
+    let said = &out.stderr;
+    assert!(said.contains("blocked, out of retries"), "{said}");
     // A person's own prompt does start it again.
-    hook(&s, &m, 1, &prompt_of("Please make DONE exist."));
-    assert!(followup(&hook(&s, &m, 1, &stop)).contains("DONE exists"));
-    assert_no_survivors(&m);
+    c.hook(1, &prompt_of("Please make DONE exist."));
+    c.sent_back(1, &c.stop());
+    assert_no_survivors(&c.m);
 }
 
 #[test]
 fn an_aborted_or_failed_turn_is_let_stop_without_spending_a_retry() {
-    let s = Scratch::new();
-    let m = marker("cursor-aborted");
+    let c = Cursor::new("cursor-aborted");
     for name in ["stop-aborted.json", "stop-error.json"] {
-        lets_it_stop(&hook(&s, &m, 1, &fixture_in(name, &s.ws)));
+        lets_it_stop(&c.hook(1, &c.fixture(name)));
     }
     // The one retry is still there for the next completed stop.
-    let stop = fixture_in("stop-completed.json", &s.ws);
-    assert!(followup(&hook(&s, &m, 1, &stop)).contains("DONE exists"));
-    lets_it_stop(&hook(&s, &m, 1, &stop));
-    assert_no_survivors(&m);
+    c.sent_back(1, &c.stop());
+    lets_it_stop(&c.hook(1, &c.stop()));
+    assert_no_survivors(&c.m);
 }
 
 #[test]
 fn a_bom_is_read_and_unreadable_input_never_lets_a_stop_through_silently() {
-    let s = Scratch::new();
-    let m = marker("cursor-input");
-    let bom = fixture_in("stop-bom.json", &s.ws);
+    let c = Cursor::new("cursor-input");
+    let bom = c.fixture("stop-bom.json");
     assert!(bom.starts_with(b"\xEF\xBB\xBF"));
-    assert!(followup(&hook(&s, &m, 2, &bom)).contains("DONE exists"));
-    let garbage = followup(&hook(&s, &m, 2, b"not json"));
+    c.sent_back(2, &bom);
+    let garbage = followup(&c.hook(2, b"not json"));
     assert!(
         garbage.contains("gatehost hook cursor") && garbage.contains("not JSON"),
         "{garbage}"
     );
-    let mut no_root: Value =
-        serde_json::from_slice(&fixture_in("stop-completed.json", &s.ws)).expect("JSON");
+    let mut no_root: Value = serde_json::from_slice(&c.stop()).expect("JSON");
     no_root["workspace_roots"] = json!([]);
-    let missing = followup(&hook(&s, &m, 2, no_root.to_string().as_bytes()));
+    let missing = followup(&c.hook(2, no_root.to_string().as_bytes()));
     assert!(missing.contains("workspace_roots"), "{missing}");
-    assert_no_survivors(&m);
+    assert_no_survivors(&c.m);
 }

@@ -10,7 +10,7 @@
 //! so there an agent cannot be sent back: docs/compatibility.md). A
 //! refused stop is the next model request's last user message.
 
-use crate::common::agents::{DONE_GATES, FakeApi, agent_cli};
+use crate::common::agents::{DONE_GATES, FakeApi, agent_cli, chat_last_user_text};
 use crate::common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
@@ -213,25 +213,6 @@ fn status_after(state: &Path, id: &str, stops: u64, serve: &Serve) -> Value {
     }
 }
 
-/// The last user message's text of a chat-completions request.
-fn last_user_text(call: &Value) -> String {
-    let messages = call["body"]["messages"].as_array().expect("messages");
-    let last = messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .expect("a user message");
-    match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        other => other.to_string(),
-    }
-}
-
 fn git_init(dir: &Path) {
     let ok = Command::new("git")
         .args(["init", "-q"])
@@ -290,7 +271,7 @@ fn a_failing_gate_sends_opencode_back_a_fix_passes_and_a_never_fixed_one_stops_a
     // last user message.
     let a = serve.prompt_new(&s.ws, "Create the file DONE, then say so.");
     let calls = api.wait_for_calls(ROUTE, 2, T);
-    let nudge = last_user_text(&calls[1]);
+    let nudge = chat_last_user_text(&calls[1]);
     assert!(
         nudge.contains("DONE exists"),
         "the reason reached the model: {nudge}"
@@ -308,7 +289,7 @@ fn a_failing_gate_sends_opencode_back_a_fix_passes_and_a_never_fixed_one_stops_a
     assert_eq!(st["outcome"], "let-through", "{st}");
     assert_eq!(st["why"], "out-of-retries", "{st}");
     let calls = api.wait_for_calls(ROUTE, 4, T);
-    assert!(last_user_text(&calls[3]).contains("DONE exists"));
+    assert!(chat_last_user_text(&calls[3]).contains("DONE exists"));
     let started = Instant::now();
     while !serve.stderr().contains("out of retries") {
         assert!(

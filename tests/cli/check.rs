@@ -4,9 +4,45 @@
 
 use crate::common;
 use common::*;
+use std::path::{Path, PathBuf};
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A scratch area with `config` (config.toml) and `gate` (gate.json)
+/// written beside the workspace: the area and the two files.
+fn with_files(config: &str, gate: &str) -> (Scratch, PathBuf, PathBuf) {
+    let s = Scratch::new();
+    let (cfg, gate) = (s.write("config.toml", config), s.write("gate.json", gate));
+    (s, cfg, gate)
+}
+
+/// The words of `line` (split at spaces) as arguments.
+fn words(line: &str) -> Vec<String> {
+    line.split(' ').map(String::from).collect()
+}
+
+/// `gatehost check [--json] [--config CONFIG] --workspace WS OPTIONS...
+/// GATE`, with `env` added to its environment.
+fn check(
+    json: bool,
+    config: Option<&Path>,
+    [ws, gate]: [&Path; 2],
+    options: &[&str],
+    env: &[(&str, &str)],
+) -> CliRun {
+    let mut all = vec!["check".to_string()];
+    if json {
+        all.push("--json".into());
+    }
+    if let Some(c) = config {
+        all.extend(["--config".into(), c.display().to_string()]);
+    }
+    all.extend(["--workspace".into(), ws.display().to_string()]);
+    all.extend(options.iter().map(|o| o.to_string()));
+    all.push(gate.display().to_string());
+    run_gatehost(&all, env)
 }
 
 #[test]
@@ -101,57 +137,43 @@ fn a_list_runs_cheap_gates_first_and_stops_at_the_first_that_does_not_pass() {
     assert!(log.exists());
 }
 
+/// The configuration (`config_in_ws`) or the gate file (else) written in
+/// the workspace, the other beside it: `check --json` refuses to run,
+/// exit 2, its reason saying `why`. The scratch area, configuration and
+/// gate file.
+fn refused_in_the_workspace(config_in_ws: bool, why: &str) -> (Scratch, PathBuf, PathBuf) {
+    let s = Scratch::new();
+    let (config, gate) = (allow_config(&["true"]), r#"{"command": "true"}"#);
+    let (cfg, gate) = if config_in_ws {
+        (
+            s.write_ws(".gatehost.toml", &config),
+            s.write("gate.json", gate),
+        )
+    } else {
+        (
+            s.write("config.toml", &config),
+            s.write_ws("gate.json", gate),
+        )
+    };
+    let run = check(true, Some(&cfg), [&s.ws, &gate], &[], &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.reason().contains(why), "{}", run.reason());
+    (s, cfg, gate)
+}
+
 #[test]
 fn the_configuration_must_not_live_in_the_workspace() {
-    let s = Scratch::new();
-    let cfg = s.write_ws(".gatehost.toml", &allow_config(&["true"]));
-    let gate = s.write("gate.json", r#"{"command": "true"}"#);
-    let run = run_gatehost(
-        &args(&[
-            "check",
-            "--json",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--workspace",
-            s.ws.to_str().unwrap(),
-            gate.to_str().unwrap(),
-        ]),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("is inside the workspace"),
-        "{}",
-        run.reason()
-    );
+    refused_in_the_workspace(true, "is inside the workspace");
 }
 
 #[test]
 fn a_gate_file_in_the_workspace_needs_an_explicit_trust_flag() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let gate = s.write_ws("gate.json", r#"{"command": "true"}"#);
-    let base = [
-        "check",
-        "--json",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--workspace",
-        s.ws.to_str().unwrap(),
-    ];
-    let mut a = args(&base);
-    a.push(gate.display().to_string());
-    let run = run_gatehost(&a, &[]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("--trust-workspace-gate-file"),
-        "{}",
-        run.reason()
+    let (s, cfg, gate) = refused_in_the_workspace(false, "--trust-workspace-gate-file");
+    let trusted = ["--trust-workspace-gate-file"];
+    assert_eq!(
+        check(true, Some(&cfg), [&s.ws, &gate], &trusted, &[]).code,
+        0
     );
-    let mut a = args(&base);
-    a.push("--trust-workspace-gate-file".into());
-    a.push(gate.display().to_string());
-    assert_eq!(run_gatehost(&a, &[]).code, 0);
 }
 
 #[test]
@@ -159,21 +181,15 @@ fn configuration_comes_from_the_flag_else_the_environment() {
     let s = Scratch::new();
     let cfg = s.write("env-config.toml", &allow_config(&["true"]));
     let gate = s.write("gate.json", r#"{"command": "true"}"#);
-    let a = args(&[
-        "check",
-        "--json",
-        "--workspace",
-        s.ws.to_str().unwrap(),
-        gate.to_str().unwrap(),
-    ]);
-    let run = run_gatehost(&a, &[("GATEHOST_CONFIG", cfg.to_str().unwrap())]);
+    let with = |env: (&str, &str)| check(true, None, [&s.ws, &gate], &[], &[env]);
+    let run = with(("GATEHOST_CONFIG", cfg.to_str().unwrap()));
     assert_eq!(run.code, 0, "{}", run.stdout);
     // Without any configuration the allowlist is empty.
-    let run = run_gatehost(&a, &[("XDG_CONFIG_HOME", s.etc.to_str().unwrap())]);
+    let run = with(("XDG_CONFIG_HOME", s.etc.to_str().unwrap()));
     assert_eq!(run.code, 2);
     assert_eq!(run.reason(), "command 'true' is not in the allowlist");
     // A named configuration that does not exist is an error, not defaults.
-    let run = run_gatehost(&a, &[("GATEHOST_CONFIG", "/nonexistent/gatehost.toml")]);
+    let run = with(("GATEHOST_CONFIG", "/nonexistent/gatehost.toml"));
     assert_eq!(run.code, 2);
     assert!(
         run.reason().starts_with("cannot read configuration"),
@@ -193,39 +209,17 @@ fn a_bad_configuration_or_workspace_is_exit_2() {
         run.reason()
     );
     let gate = s.write("gate.json", r#"{"command": "true"}"#);
-    let run = run_gatehost(
-        &args(&[
-            "check",
-            "--json",
-            "--workspace",
-            "/nonexistent/ws",
-            gate.to_str().unwrap(),
-        ]),
-        &[],
-    );
+    let nowhere = Path::new("/nonexistent/ws");
+    let run = check(true, None, [nowhere, &gate], &[], &[]);
     assert_eq!(run.code, 2);
     assert!(run.reason().contains("/nonexistent/ws"), "{}", run.reason());
 }
 
 #[test]
 fn human_output_shows_outcome_reason_and_the_output_tail() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
-    let gate = s.write(
-        "gate.json",
-        &script_gate("gates/exit-with.sh", &["4"], 10_000),
-    );
-    let run = run_gatehost(
-        &args(&[
-            "check",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--workspace",
-            s.ws.to_str().unwrap(),
-            gate.to_str().unwrap(),
-        ]),
-        &[],
-    );
+    let exit_4 = script_gate("gates/exit-with.sh", &["4"], 10_000);
+    let (s, cfg, gate) = with_files(&allow_config(&[]), &exit_4);
+    let run = check(false, Some(&cfg), [&s.ws, &gate], &[], &[]);
     assert_eq!(run.code, 1);
     let out = &run.stdout;
     assert!(out.starts_with("FAIL  shell: bash "), "{out}");
@@ -297,39 +291,25 @@ fn completions_man_page_and_help_cover_every_command() {
 /// stderr is not a terminal), naming the field at fault and what to do.
 #[test]
 fn an_error_is_printed_once_plainly_with_the_field_and_a_fix() {
-    let s = Scratch::new();
-    let gate = s.write("gate.json", r#"{"comand": "true"}"#);
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let run = run_gatehost(
-        &check_args(&cfg, &s.ws, &[], &gate)
-            .into_iter()
-            .filter(|a| a != "--json")
-            .collect::<Vec<_>>(),
+    let (s, cfg, gate) = with_files(&allow_config(&["true"]), r#"{"comand": "true"}"#);
+    let run = check(
+        false,
+        Some(&cfg),
+        [&s.ws, &gate],
+        &[],
         &[("GATEHOST_LOG", "info")],
     );
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert_eq!(
-        run.stderr.matches("gatehost: error:").count(),
-        1,
-        "the error is printed once: {}",
-        run.stderr
-    );
+    let said = &run.stderr;
+    assert_eq!(run.code, 2, "{said}");
+    let errors = said.matches("gatehost: error:").count();
+    assert_eq!(errors, 1, "the error is printed once: {said}");
     assert!(
-        run.stderr.contains(": comand: not a gate field"),
-        "the field is named: {}",
-        run.stderr
+        said.contains(": comand: not a gate field"),
+        "the field is named: {said}"
     );
-    assert!(
-        !run.stderr.contains('\u{1b}'),
-        "no ANSI colours: {:?}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("did you mean `command`?"),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stderr.contains("  hint: "), "{}", run.stderr);
+    assert!(!said.contains('\u{1b}'), "no ANSI colours: {said:?}");
+    assert!(said.contains("did you mean `command`?"), "{said}");
+    assert!(said.contains("  hint: "), "{said}");
 
     // A misspelt configuration key: its line, its dotted name, the
     // nearest known key, and the file to edit.
@@ -374,17 +354,7 @@ fn a_refused_command_says_where_the_allowlist_is_and_what_to_add() {
         ),
     ] {
         let gate_file = s.write("gate.json", gate);
-        let run = run_gatehost(
-            &args(&[
-                "check",
-                "--config",
-                cfg.to_str().unwrap(),
-                "--workspace",
-                s.ws.to_str().unwrap(),
-                gate_file.to_str().unwrap(),
-            ]),
-            &[],
-        );
+        let run = check(false, Some(&cfg), [&s.ws, &gate_file], &[], &[]);
         assert_eq!(run.code, 2, "{gate}");
         assert!(
             run.stdout.contains("is not in the allowlist"),
@@ -405,64 +375,41 @@ fn a_refused_command_says_where_the_allowlist_is_and_what_to_add() {
 /// the API's error shape, whether the daemon refused or was never reached.
 #[test]
 fn client_command_errors_are_one_json_shape() {
-    let run = run_gatehost(
-        &args(&["policy", "list", "--json"]),
-        &[("HOME", "/nonexistent")],
-    );
-    assert_eq!(run.code, 2);
-    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON on stdout");
-    assert_eq!(v["error"]["code"], "no-daemon", "{v}");
-    assert_eq!(v["error"]["field"], "--server", "{v}");
+    let nowhere = "--server http://127.0.0.1:1 --token x";
+    let error_of = |line: &str, env: &[(&str, &str)]| {
+        let run = run_gatehost(&words(line), env);
+        assert_eq!(run.code, 2, "{line}: {run:?}");
+        let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON on stdout");
+        (run, v["error"].clone())
+    };
+    let (run, e) = error_of("policy list --json", &[("HOME", "/nonexistent")]);
+    assert_eq!(e["code"], "no-daemon", "{e}");
+    assert_eq!(e["field"], "--server", "{e}");
     assert!(run.stderr.trim().is_empty(), "{}", run.stderr);
 
-    let run = run_gatehost(
-        &args(&[
-            "wait",
-            "--policy",
-            "p",
-            "--timeout",
-            "1s",
-            "--json",
-            "--server",
-            "http://127.0.0.1:1",
-            "--token",
-            "x",
-        ]),
+    let (_, e) = error_of(
+        &format!("wait --policy p --timeout 1s --json {nowhere}"),
         &[],
     );
-    assert_eq!(run.code, 2);
-    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON on stdout");
-    assert_eq!(v["error"]["code"], "timeout", "{v}");
+    assert_eq!(e["code"], "timeout", "{e}");
     assert!(
-        v["error"]["message"]
+        e["message"]
             .as_str()
             .is_some_and(|m| m.contains("Connection refused")),
-        "the last transport error is named: {v}"
+        "the last transport error is named: {e}"
     );
 
-    let run = run_gatehost(
-        &args(&[
-            "events",
-            "poll",
-            "--server",
-            "http://127.0.0.1:1",
-            "--token",
-            "x",
-        ]),
-        &[],
-    );
+    let run = run_gatehost(&words(&format!("events poll {nowhere}")), &[]);
     assert_eq!(run.code, 2);
     assert!(run.stdout.is_empty());
+    let said = &run.stderr;
     assert!(
-        run.stderr
-            .starts_with("gatehost: error: cannot reach the daemon"),
-        "{}",
-        run.stderr
+        said.starts_with("gatehost: error: cannot reach the daemon"),
+        "{said}"
     );
     assert!(
-        run.stderr.contains("hint: is `gatehost serve` running?"),
-        "{}",
-        run.stderr
+        said.contains("hint: is `gatehost serve` running?"),
+        "{said}"
     );
 }
 
@@ -483,12 +430,8 @@ fn on_a_terminal(args: &[String]) -> String {
 
 #[test]
 fn check_shows_what_runs_on_a_terminal_and_nothing_extra_piped_or_with_json() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
-    let gate = s.write(
-        "gate.json",
-        r#"{"command": "bash", "args": ["-c", "sleep 0.5"]}"#,
-    );
+    let sleep = r#"{"command": "bash", "args": ["-c", "sleep 0.5"]}"#;
+    let (s, cfg, gate) = with_files(&allow_config(&[]), sleep);
     let json = common::check_args(&cfg, &s.ws, &[], &gate);
     let human: Vec<String> = json.iter().filter(|a| *a != "--json").cloned().collect();
     let shown = on_a_terminal(&human);
@@ -559,26 +502,15 @@ fn a_pyenv_shims_red_test_fails_as_the_walkthrough_says_and_an_unreachable_shim_
         .status()
         .expect("bash");
     assert!(made.success());
-    let check = |config: &std::path::Path| {
-        run_gatehost(
-            &args(&[
-                "check",
-                "--config",
-                config.to_str().expect("utf-8"),
-                "--workspace",
-                s.ws.to_str().expect("utf-8"),
-                gate.to_str().expect("utf-8"),
-            ]),
-            &[("HOME", home_s), ("PATH", &path)],
-        )
-    };
-    let run = check(&home.join(".config/gatehost/config.toml"));
+    let env = [("HOME", home_s), ("PATH", path.as_str())];
+    let check_with = |config: &Path| check(false, Some(config), [&s.ws, &gate], &[], &env);
+    let run = check_with(&home.join(".config/gatehost/config.toml"));
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stdout.starts_with("FAIL  unit tests"), "{run:?}");
     assert!(run.stdout.contains("AssertionError"), "{run:?}");
 
     let plain = s.write("plain.toml", "[shell]\nallow = [\"python3\"]\n");
-    let run = check(&plain);
+    let run = check_with(&plain);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stdout.starts_with("ERROR unit tests"), "{run:?}");
     let said = format!("{}{}", run.stdout, run.stderr)

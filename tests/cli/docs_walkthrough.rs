@@ -11,7 +11,7 @@
 //! the text says, fails this test.
 
 use crate::common;
-use crate::common::agents::{FakeApi, agent_cli};
+use crate::common::agents::{FakeApi, agent_cli, private_command};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -68,12 +68,7 @@ fn the_readme_and_agents_md_walkthroughs_run_as_written() {
         }
     }
 
-    let m = common::marker("walkthrough");
-    std::fs::create_dir_all(common::TEST_ETC_ROOT).expect("mkdir");
-    let root = tempfile::Builder::new()
-        .prefix(&format!("gatehost-test-{m}-"))
-        .tempdir_in(common::TEST_ETC_ROOT)
-        .expect("tempdir");
+    let (m, root) = marked_dir("walkthrough");
     let home = root.path().join("home");
     let bin = home.join(".cargo/bin");
     std::fs::create_dir_all(&bin).expect("mkdir");
@@ -96,30 +91,14 @@ fn the_readme_and_agents_md_walkthroughs_run_as_written() {
         ]),
     );
     let path = format!("{}:{}:/usr/bin:/bin", bin.display(), claude_dir.display());
-    let mut cmd = std::process::Command::new("bash");
-    cmd.arg(&script_file)
-        .current_dir(&home)
-        .env_clear()
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("TMPDIR", &tmp)
-        .env("LANG", "C.UTF-8")
-        .env("GIT_AUTHOR_NAME", "A Newcomer")
-        .env("GIT_AUTHOR_EMAIL", "newcomer@example.invalid")
-        .env("GIT_COMMITTER_NAME", "A Newcomer")
-        .env("GIT_COMMITTER_EMAIL", "newcomer@example.invalid")
-        .env("ANTHROPIC_BASE_URL", api.url())
+    let mut cmd = newcomer_bash(&script_file, &home, &path, [&home, &tmp]);
+    cmd.env("ANTHROPIC_BASE_URL", api.url())
         .env("ANTHROPIC_API_KEY", "sk-ant-fake")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("CLAUDE_CODE_MAX_RETRIES", "0")
         .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::fs::File::create(root.path().join("out")).expect("out"))
-        .stderr(std::fs::File::create(root.path().join("err")).expect("err"));
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().expect("run the walkthrough");
-    let group = child.id() as i32;
+        .env("DISABLE_TELEMETRY", "1");
+    let walk = Walk::start(cmd, root.path(), "run the walkthrough");
     let read = |name: &str| std::fs::read_to_string(root.path().join(name)).unwrap_or_default();
 
     // The standalone stop: the red test's failure reaches the model.
@@ -135,24 +114,13 @@ fn the_readme_and_agents_md_walkthroughs_run_as_written() {
     std::fs::write(&calc, "def add(a, b):\n    return a + b\n").expect("fix");
     std::fs::write(&release, "").expect("release");
 
-    let deadline = Instant::now() + T;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // The daemon the walk left in the background, and anything else of it.
-    // SAFETY: kill(2) on the walk's own process group.
-    unsafe { libc::kill(-group, libc::SIGTERM) };
+    // Then the daemon the walk left in the background, and anything else
+    // of it, is ended.
+    let status = walk.end(T);
     let out = read("out");
     let err = read("err");
     let serve_log = std::fs::read_to_string(home.join("gatehost-serve.log")).unwrap_or_default();
     let status = status.unwrap_or_else(|| {
-        let _ = child.kill();
         panic!(
             "the walkthrough did not finish\nstdout:\n{out}\nstderr:\n{err}\nserve:\n{serve_log}"
         )
@@ -369,12 +337,7 @@ struct BlockRun {
 /// `~/.rustup`) the home links to; then kills what it left in the
 /// background (its process group) and checks nothing of it survives.
 fn run_block(name: &str, block: &str, cwd: &Path) -> BlockRun {
-    let m = common::marker(name);
-    std::fs::create_dir_all(common::TEST_ETC_ROOT).expect("mkdir");
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("gatehost-test-{m}-"))
-        .tempdir_in(common::TEST_ETC_ROOT)
-        .expect("tempdir");
+    let (m, dir) = marked_dir(name);
     let home = dir.path().join("home");
     let bin = dir.path().join("bin");
     let tmp = dir.path().join("tmp");
@@ -393,46 +356,15 @@ fn run_block(name: &str, block: &str, cwd: &Path) -> BlockRun {
     let script_file = dir.path().join("block.sh");
     std::fs::write(&script_file, format!("set -euo pipefail\n{block}")).expect("write");
     let path = format!("{}:{}:/usr/bin:/bin", bin.display(), cargo_dir.display());
-    let mut cmd = std::process::Command::new("bash");
-    cmd.arg(&script_file)
-        .current_dir(cwd)
-        .env_clear()
-        .env("PATH", &path)
-        .env("HOME", &home)
-        .env("TMPDIR", &tmp)
-        .env("LANG", "C.UTF-8")
-        .envs(
-            ["CARGO_HOME", "RUSTUP_HOME"]
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-        )
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "A Newcomer")
-        .env("GIT_AUTHOR_EMAIL", "newcomer@example.invalid")
-        .env("GIT_COMMITTER_NAME", "A Newcomer")
-        .env("GIT_COMMITTER_EMAIL", "newcomer@example.invalid")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::fs::File::create(dir.path().join("out")).expect("out"))
-        .stderr(std::fs::File::create(dir.path().join("err")).expect("err"));
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().expect("run the block");
-    let group = child.id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // What the block left in the background (a daemon), ended by SIGTERM
-    // after its shutdown.
-    // SAFETY: kill(2) on the block's own process group.
-    unsafe { libc::kill(-group, libc::SIGTERM) };
+    let mut cmd = newcomer_bash(&script_file, cwd, &path, [&home, &tmp]);
+    cmd.envs(
+        ["CARGO_HOME", "RUSTUP_HOME"]
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+    )
+    .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    // What the block left in the background (a daemon) is ended after it.
+    let status = Walk::start(cmd, dir.path(), "run the block").end(Duration::from_secs(600));
     let stopped = Instant::now() + Duration::from_secs(20);
     while !common::survivors(&m).is_empty() && Instant::now() < stopped {
         std::thread::sleep(Duration::from_millis(50));
@@ -452,4 +384,71 @@ fn run_block(name: &str, block: &str, cwd: &Path) -> BlockRun {
         home,
         _dir: dir,
     }
+}
+
+/// `bash SCRIPT` in `cwd` as a newcomer runs it: nothing of the test's
+/// environment but `path` as `PATH`, `HOME` and `TMPDIR` of its own, a
+/// UTF-8 locale and a git identity.
+fn newcomer_bash(script: &Path, cwd: &Path, path: &str, dirs: [&Path; 2]) -> std::process::Command {
+    let mut cmd = private_command("bash", cwd, path, dirs);
+    cmd.arg(script)
+        .env("LANG", "C.UTF-8")
+        .env("GIT_AUTHOR_NAME", "A Newcomer")
+        .env("GIT_AUTHOR_EMAIL", "newcomer@example.invalid")
+        .env("GIT_COMMITTER_NAME", "A Newcomer")
+        .env("GIT_COMMITTER_EMAIL", "newcomer@example.invalid");
+    cmd
+}
+
+/// A script run in a process group of its own, its stdout and stderr in
+/// the files `out` and `err` of a directory.
+struct Walk {
+    child: std::process::Child,
+}
+
+impl Walk {
+    /// Starts `cmd` (no stdin, its output in `dir`); `what` names it.
+    fn start(mut cmd: std::process::Command, dir: &Path, what: &str) -> Walk {
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(dir.join("out")).expect("out"))
+            .stderr(std::fs::File::create(dir.join("err")).expect("err"));
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        Walk {
+            child: cmd.spawn().expect(what),
+        }
+    }
+
+    /// Waits for the script at most `within` (killing it past that), then
+    /// sends what it left in the background SIGTERM (its process group).
+    /// Its exit status, when it ended in time.
+    fn end(mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // SAFETY: kill(2) on the script's own process group.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGTERM) };
+        status
+    }
+}
+
+/// A marker named `name`, and a temporary directory beside the tests'
+/// workspaces whose name carries it (so every process whose command line
+/// names a file in it is found by it).
+fn marked_dir(name: &str) -> (String, tempfile::TempDir) {
+    let m = common::marker(name);
+    std::fs::create_dir_all(common::TEST_ETC_ROOT).expect("mkdir");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("gatehost-test-{m}-"))
+        .tempdir_in(common::TEST_ETC_ROOT)
+        .expect("tempdir");
+    (m, dir)
 }

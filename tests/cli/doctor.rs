@@ -8,6 +8,7 @@
 //! `managed-settings.d/`) is found there.
 
 use crate::common::daemon::{Daemon, git_repo};
+use crate::common::hooks::home_env;
 use crate::common::{CliRun, Scratch, allow_config, run_gatehost};
 use serde_json::Value;
 
@@ -28,39 +29,37 @@ fn gatehost(s: &Scratch, args: &[&str]) -> CliRun {
     if args.first() == Some(&"hook") {
         all.extend(["--state-dir".into(), state.display().to_string()]);
     }
-    run_gatehost(
-        &all,
-        &[
-            ("HOME", home.to_str().expect("utf-8")),
-            ("XDG_STATE_HOME", ""),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("CODEX_HOME", ""),
-            ("QWEN_HOME", ""),
-            ("COPILOT_HOME", ""),
-            (
-                "CLAUDE_CODE_MANAGED_SETTINGS_PATH",
-                claude_managed.to_str().expect("utf-8"),
-            ),
-            (
-                "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
-                gemini_system.to_str().expect("utf-8"),
-            ),
-            (
-                "QWEN_CODE_SYSTEM_SETTINGS_PATH",
-                qwen_system.to_str().expect("utf-8"),
-            ),
-        ],
-    )
+    let mut env = home_env(home.to_str().expect("utf-8"));
+    env.extend([
+        (
+            "CLAUDE_CODE_MANAGED_SETTINGS_PATH",
+            claude_managed.to_str().expect("utf-8"),
+        ),
+        (
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+            gemini_system.to_str().expect("utf-8"),
+        ),
+        (
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH",
+            qwen_system.to_str().expect("utf-8"),
+        ),
+    ]);
+    run_gatehost(&all, &env)
 }
 
 /// `gatehost doctor ARGS --json`: exit code, report, and the findings'
 /// names.
 fn doctor(s: &Scratch, args: &[&str]) -> (i32, Value, Vec<String>) {
+    doctor_at(s, &s.ws, args)
+}
+
+/// [`doctor`] with `project` as the project.
+fn doctor_at(s: &Scratch, project: &std::path::Path, args: &[&str]) -> (i32, Value, Vec<String>) {
     let mut all = vec![
         "doctor",
         "--json",
         "--project",
-        s.ws.to_str().expect("utf-8"),
+        project.to_str().expect("utf-8"),
     ];
     all.extend_from_slice(args);
     let r = gatehost(s, &all);
@@ -82,6 +81,36 @@ fn standalone(s: &Scratch) -> (String, String) {
         r#"{"command": "test", "args": ["-f", "DONE"]}"#,
     );
     (gates.display().to_string(), config.display().to_string())
+}
+
+/// A scratch area whose workspace is a git repository, and `agent`'s
+/// standalone hooks installed in the user's settings: the gate file and
+/// configuration.
+fn installed(agent: &str) -> (Scratch, String, String) {
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let (gates, config) = standalone(&s);
+    install(&s, agent, &["--gates", &gates, "--config", &config]);
+    (s, gates, config)
+}
+
+/// `doctor AGENT` finds nothing wrong (exit 0); its report, and the
+/// events registered in each scope (`EVENT@SCOPE`).
+fn well(s: &Scratch, agent: &str) -> (Value, Vec<String>) {
+    let (code, v, names) = doctor(s, &[agent]);
+    assert_eq!((code, names.len()), (0, 0), "{v}");
+    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    let at = regs
+        .iter()
+        .map(|r| {
+            format!(
+                "{}@{}",
+                r["event"].as_str().unwrap_or("?"),
+                r["scope"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    (v, at)
 }
 
 /// Claude Code's standalone hooks in the project's settings.
@@ -112,29 +141,13 @@ fn install(s: &Scratch, agent: &str, extra: &[&str]) {
 
 #[test]
 fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let (gates, config) = standalone(&s);
-    install(&s, "claude", &["--gates", &gates, "--config", &config]);
-    let (code, v, names) = doctor(&s, &["claude"]);
-    assert_eq!((code, names.len()), (0, 0), "{v}");
+    let (s, gates, config) = installed("claude");
+    let (v, at) = well(&s, "claude");
     assert_eq!(v["ok"], true);
-    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
-    assert!(
-        regs.iter()
-            .any(|r| r["event"] == "Stop" && r["scope"] == "user"),
-        "{v}"
-    );
+    assert!(at.iter().any(|a| a == "Stop@user"), "{v}");
     // The human report says so too.
-    let human = gatehost(
-        &s,
-        &[
-            "doctor",
-            "claude",
-            "--project",
-            s.ws.to_str().expect("utf-8"),
-        ],
-    );
+    let ws = s.ws.to_str().expect("utf-8");
+    let human = gatehost(&s, &["doctor", "claude", "--project", ws]);
     assert_eq!(human.code, 0, "{human:?}");
     assert!(human.stdout.contains("all well"), "{human:?}");
 
@@ -158,25 +171,13 @@ fn a_clean_install_is_well_and_a_second_scope_is_a_duplicate() {
 /// when the project is reached through a symlink.
 #[test]
 fn doctor_run_from_home_counts_the_users_settings_once() {
-    let s = Scratch::new();
-    let (gates, config) = standalone(&s);
-    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let (s, _, _) = installed("claude");
     let home = s.out.join("home");
     let link = s.out.join("home-link");
     std::os::unix::fs::symlink(&home, &link).expect("symlink");
     for project in [&home, &link] {
-        let r = gatehost(
-            &s,
-            &[
-                "doctor",
-                "--json",
-                "claude",
-                "--project",
-                project.to_str().expect("utf-8"),
-            ],
-        );
-        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-        assert_eq!((r.code, &v["findings"]), (0, &serde_json::json!([])), "{v}");
+        let (code, v, _) = doctor_at(&s, project, &["claude"]);
+        assert_eq!((code, &v["findings"]), (0, &serde_json::json!([])), "{v}");
         let regs = v["agents"][0]["registrations"].as_array().expect("regs");
         let stops: Vec<&Value> = regs.iter().filter(|r| r["event"] == "Stop").collect();
         assert_eq!(stops.len(), 1, "{v}");
@@ -188,19 +189,10 @@ fn doctor_run_from_home_counts_the_users_settings_once() {
 /// finds nothing wrong and reports each of `events` registered in the user
 /// scope (the dry stop answered in the CLI's shape, or it is a finding).
 fn installed_well(agent: &str, events: &[&str]) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let (gates, config) = standalone(&s);
-    install(&s, agent, &["--gates", &gates, "--config", &config]);
-    let (code, v, names) = doctor(&s, &[agent]);
-    assert_eq!((code, names.len()), (0, 0), "{v}");
-    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    let (s, _, _) = installed(agent);
+    let (v, at) = well(&s, agent);
     for event in events {
-        assert!(
-            regs.iter()
-                .any(|r| r["event"] == *event && r["scope"] == "user"),
-            "{event}: {v}"
-        );
+        assert!(at.contains(&format!("{event}@user")), "{event}: {v}");
     }
 }
 
@@ -219,10 +211,7 @@ fn a_copilot_install_is_well_and_its_dry_stop_is_answered_as_copilot_reads_it() 
 
 #[test]
 fn a_hook_that_runs_another_binary_or_whose_gates_broke_is_named() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let (gates, config) = standalone(&s);
-    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let (s, gates, _) = installed("claude");
     // The gate file breaks.
     std::fs::write(&gates, "{not json").expect("break");
     let (code, v, names) = doctor(&s, &["claude"]);
@@ -308,10 +297,7 @@ fn a_daemon_mode_hook_needs_its_daemon_and_cursor_beside_claudes_project_hooks_i
 /// the user's own install it is a duplicate: both run at every stop.
 #[test]
 fn a_hook_in_claudes_managed_settings_is_found_checked_and_a_duplicate_of_the_users() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let (gates, config) = standalone(&s);
-    install(&s, "claude", &["--gates", &gates, "--config", &config]);
+    let (s, _, _) = installed("claude");
     let user = s.out.join("home/.claude/settings.json");
     let drop_ins = s.out.join("managed/claude-code/managed-settings.d");
     std::fs::create_dir_all(&drop_ins).expect("mkdir");
@@ -336,11 +322,9 @@ fn a_hook_in_claudes_managed_settings_is_found_checked_and_a_duplicate_of_the_us
     // The user's own install taken out, the managed one alone is well.
     let r = gatehost(&s, &["hook", "uninstall", "claude"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let (code, v, names) = doctor(&s, &["claude"]);
-    assert_eq!((code, names.len()), (0, 0), "{v}");
-    let regs = v["agents"][0]["registrations"].as_array().expect("regs");
+    let (v, at) = well(&s, "claude");
     assert!(
-        !regs.is_empty() && regs.iter().all(|r| r["scope"] == "managed"),
+        !at.is_empty() && at.iter().all(|a| a.ends_with("@managed")),
         "{v}"
     );
 }

@@ -27,16 +27,8 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The venv's python that scripts/install-mcp-client.sh made.
 fn python() -> PathBuf {
-    let dir = std::env::var_os("GATEHOST_MCP_CLIENT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-client"));
-    let py = dir.join("venv/bin/python");
-    assert!(
-        py.exists(),
-        "{} is missing: run `bash scripts/install-mcp-client.sh` (scripts/test.sh does)",
-        py.display()
-    );
-    py
+    let (var, script) = ("GATEHOST_MCP_CLIENT_DIR", "install-mcp-client.sh");
+    crate::common::agents::installed_tool(var, "mcp-client", "venv/bin/python", script)
 }
 
 /// Pids of live processes whose environment holds `GATEHOST_TEST_MARKER=marker`.
@@ -58,23 +50,38 @@ fn marked(marker: &str) -> Vec<i32> {
 }
 
 /// Fails when a process the test marked is still alive (after a moment
-/// for the kernel to finish what was killed).
+/// for the kernel to finish what was killed), killing what is left.
 fn assert_none_left(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = marked(marker);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() > deadline {
-            for pid in &left {
-                // SAFETY: kill(2) on a pid this test's marker found.
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
-            }
-            panic!("processes left alive for {marker}: {left:?}");
-        }
+    while !marked(marker).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let left = marked(marker);
+    for pid in &left {
+        // SAFETY: kill(2) on a pid this test's marker found.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "processes left alive for {marker}: {left:?}"
+    );
+}
+
+/// A scratch area, a marker named `name`, and a [`daemon`] carrying it
+/// (its data in `s.etc/data`).
+fn setup(name: &str) -> (Scratch, String, Daemon) {
+    let m = marker(name);
+    let s = Scratch::new();
+    let d = daemon(&s, &s.etc.join("data"), &m);
+    (s, m, d)
+}
+
+/// The session ends well (the client exits 0), the daemon stops, and
+/// nothing the test marked is left.
+fn finish(c: McpClient, d: Daemon, m: &str) {
+    assert_eq!(c.close(), 0);
+    drop(d);
+    assert_none_left(m);
 }
 
 /// A daemon whose environment carries `marker`, with `true` allowed.
@@ -99,6 +106,26 @@ impl McpClient {
     /// marker) and initializes the session.
     fn start(dir: &Path, marker: &str, env: &[(&str, &str)]) -> McpClient {
         McpClient::start_args(dir, marker, &["mcp"], env)
+    }
+
+    /// [`McpClient::start_in`] for an agent of `d`: the server given the
+    /// daemon's URL, the agent token and the keyring (then `more`), and
+    /// started in `cwd` (when given).
+    fn for_agent(
+        s: &Scratch,
+        m: &str,
+        d: &Daemon,
+        cwd: Option<&Path>,
+        more: &[(&str, &str)],
+    ) -> McpClient {
+        let keys = d.keyring().dir().display().to_string();
+        let mut env = vec![
+            ("GATEHOST_SERVER", d.url.as_str()),
+            ("GATEHOST_TOKEN", d.agent.as_str()),
+            ("GATEHOST_SESSION_KEYS", keys.as_str()),
+        ];
+        env.extend_from_slice(more);
+        McpClient::start_in(&s.out, m, &["mcp"], &env, cwd)
     }
 
     /// [`McpClient::start`] with the server's arguments `args`.
@@ -306,17 +333,9 @@ fn mcp_reaches_a_daemon_by_its_data_directory_or_a_token_file() {
 /// attaches to it and `session_events_poll` follows it.
 #[test]
 fn session_current_is_the_hooks_session_of_this_workspace_and_the_default_of_attach() {
-    let m = marker("mcp-current");
-    let s = Scratch::new();
-    let d = daemon(&s, &s.etc.join("data"), &m);
-    let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let (s, m, d) = setup("mcp-current");
     // Nothing registered here yet: said, with what to do.
-    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &env, Some(&s.ws));
+    let mut c = McpClient::for_agent(&s, &m, &d, Some(&s.ws), &[]);
     c.ready();
     let e = c.err("session_current", json!({}));
     assert_eq!(e["code"], "no-current-session", "{e}");
@@ -350,40 +369,20 @@ fn session_current_is_the_hooks_session_of_this_workspace_and_the_default_of_att
     );
     assert_eq!(c.close(), 0);
     // GATEHOST_SESSION names it outright.
-    let pinned = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-        ("GATEHOST_SESSION", "claude:older"),
-    ];
-    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &pinned, Some(&elsewhere));
+    let pinned = [("GATEHOST_SESSION", "claude:older")];
+    let mut c = McpClient::for_agent(&s, &m, &d, Some(&elsewhere), &pinned);
     c.ready();
     assert_eq!(
         c.ok("session_current", json!({}))["sessionId"],
         "claude:older"
     );
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }
 
 #[test]
 fn the_tools_are_exactly_the_ten_and_none_acknowledges() {
-    let m = marker("mcp-tools");
-    let s = Scratch::new();
-    let d = daemon(&s, &s.etc.join("data"), &m);
-    let mut c = McpClient::start(
-        &s.out,
-        &m,
-        &[
-            ("GATEHOST_SERVER", &d.url),
-            ("GATEHOST_TOKEN", &d.agent),
-            (
-                "GATEHOST_SESSION_KEYS",
-                &d.keyring().dir().display().to_string(),
-            ),
-        ],
-    );
+    let (s, m, d) = setup("mcp-tools");
+    let mut c = McpClient::for_agent(&s, &m, &d, None, &[]);
     assert_eq!(c.ready()["serverInfo"]["name"], "gatehost");
     // The marker reaches all three: the daemon, the client and `gatehost mcp`.
     let alive = marked(&m);
@@ -445,29 +444,14 @@ fn the_tools_are_exactly_the_ten_and_none_acknowledges() {
     let start = &tools[8]["inputSchema"];
     assert!(start["properties"].get("steps").is_some(), "{start}");
     assert_eq!(start["additionalProperties"], false, "{start}");
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }
 
 #[test]
 fn an_attached_policy_gates_at_turn_end_and_its_events_page_without_gaps() {
-    let m = marker("mcp-attach");
-    let s = Scratch::new();
-    let d = daemon(&s, &s.etc.join("data"), &m);
+    let (s, m, d) = setup("mcp-attach");
     d.register("s1", &s.ws);
-    let mut c = McpClient::start(
-        &s.out,
-        &m,
-        &[
-            ("GATEHOST_SERVER", &d.url),
-            ("GATEHOST_TOKEN", &d.agent),
-            (
-                "GATEHOST_SESSION_KEYS",
-                &d.keyring().dir().display().to_string(),
-            ),
-        ],
-    );
+    let mut c = McpClient::for_agent(&s, &m, &d, None, &[]);
     c.ready();
     let p = c.ok(
         "policy_attach",
@@ -560,9 +544,7 @@ fn an_attached_policy_gates_at_turn_end_and_its_events_page_without_gaps() {
     assert_eq!(list["policies"][0]["policyId"], id.as_str(), "{list}");
     assert!(list["nextCursor"].is_null(), "{list}");
 
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }
 
 #[test]
@@ -640,7 +622,5 @@ fn the_operator_token_is_refused_and_the_agent_token_found_by_default() {
     c.ready();
     let page = c.ok("policy_list", json!({"limit": 5}));
     assert_eq!(page["policies"], json!([]), "{page}");
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }

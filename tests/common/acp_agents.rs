@@ -7,11 +7,11 @@
 //! the session's rule and allowed by the operator. Each test file keeps
 //! how its agent is started and what its model calls look like.
 
-use super::agents::FakeApi;
+use super::agents::{FakeApi, agent_cli};
 use super::daemon::{Daemon, git_repo};
 use super::{MARKER_ENV, Scratch, allow_config};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long any wait of these tests lasts.
@@ -51,6 +51,214 @@ pub struct Agent {
     pub agents: String,
     pub env_options: Vec<String>,
     pub command: Vec<String>,
+}
+
+impl Agent {
+    /// An agent that reads `read` (its install) and writes `write` (its
+    /// own directories, its `HOME` first), opening pseudo-terminals when
+    /// `pty`; its command `HOME=…`, then `command` (more `NAME=VALUE`s,
+    /// its program and arguments).
+    pub fn confined(pty: bool, read: &Path, write: &[&Path], command: Vec<String>) -> Agent {
+        let quoted: Vec<String> = write
+            .iter()
+            .map(|p| format!("{:?}", p.display().to_string()))
+            .collect();
+        let agents = format!(
+            "[agents]\n{}read = [{:?}]\nwrite = [{}]\n",
+            if pty { "pty = true\n" } else { "" },
+            read.display().to_string(),
+            quoted.join(", ")
+        );
+        let mut all = vec![format!("HOME={}", write[0].display())];
+        all.extend(command);
+        Agent {
+            agents,
+            env_options: Vec::new(),
+            command: all,
+        }
+    }
+
+    /// The agent started without `IS_SANDBOX` in its environment.
+    pub fn without_is_sandbox(mut self) -> Agent {
+        self.env_options = vec!["-u".into(), "IS_SANDBOX".into()];
+        self
+    }
+}
+
+/// A real ACP agent as its test file describes it: how the daemon starts
+/// it, and what its model calls look like.
+pub struct AcpAgent {
+    /// The session id the operator starts it as.
+    pub session: &'static str,
+    /// The fake API's route of the agent's own model calls.
+    pub route: &'static str,
+    /// A model call's newest input, as text (a prompt, a tool's result).
+    pub text: fn(&Value) -> String,
+    /// A tool only the agent's own turns offer.
+    pub tool: &'static str,
+    /// Steps every script of this agent ends with (none, or the answers
+    /// of a model call the agent makes on its own).
+    pub more_steps: fn() -> Vec<Value>,
+    /// Its `[agents]` section and command, given the scratch area and the
+    /// fake API.
+    pub agent: fn(&Scratch, &FakeApi) -> Agent,
+}
+
+impl AcpAgent {
+    /// An agent started as `session`, its own model calls on `route`
+    /// (`text` reading them), `tool` offered only in its own turns, and
+    /// `agent` its `[agents]` section and command; no steps of its own.
+    pub const fn new(
+        session: &'static str,
+        route: &'static str,
+        tool: &'static str,
+        text: fn(&Value) -> String,
+        agent: fn(&Scratch, &FakeApi) -> Agent,
+    ) -> AcpAgent {
+        AcpAgent {
+            session,
+            route,
+            text,
+            tool,
+            more_steps: Vec::new,
+            agent,
+        }
+    }
+
+    /// [`AgentRun::launch`] of this agent, with the fake API's script
+    /// `steps` (then [`AcpAgent::more_steps`]) and the session's
+    /// `--permission-rule` `rule`.
+    pub fn launch(
+        &self,
+        marker: &str,
+        rule: Option<Value>,
+        steps: impl FnOnce(&Scratch) -> Vec<Value>,
+    ) -> AgentRun {
+        let l = Launch {
+            marker,
+            session: self.session,
+            route: self.route,
+            text: self.text,
+            rule,
+        };
+        let script = |s: &Scratch| {
+            let mut all = steps(s);
+            all.extend((self.more_steps)());
+            Value::Array(all)
+        };
+        AgentRun::launch(l, script, self.agent)
+    }
+
+    /// The gated flow from the start ([`AgentRun::gate_first_turn`] with
+    /// two retries, then [`AgentRun::nudged_then_passes`]): the agent says
+    /// `said[0]` (held until the policy is attached), is sent back, and
+    /// says `said[1]` (held until the work is fixed). The run and the two
+    /// model calls.
+    pub fn gated_then_fixed(&self, marker: &str, said: [&str; 2]) -> (AgentRun, Vec<Value>) {
+        let tool = self.tool;
+        let run = self.launch(marker, None, |s| {
+            vec![
+                json!({"text": said[0], "when_tools": tool, "hold_until": s.out.join("attached")}),
+                json!({"text": said[1], "when_tools": tool, "hold_until": s.out.join("fixed")}),
+            ]
+        });
+        let on_fail = json!({"maxRetries": 2});
+        let policy = run.gate_first_turn(&run.s.out.join("attached"), Some(on_fail));
+        let calls = run.nudged_then_passes(&policy, &run.s.out.join("fixed"), said);
+        (run, calls)
+    }
+
+    /// The permission flow ([`AgentRun::escalated_then_allowed`]): the
+    /// model's first answer (held until the policy is attached) calls the
+    /// tool `call.0` with the input `call.1` (given the scratch area); the
+    /// session's rule allows reads and searches and escalates the rest; the
+    /// request is of `kind` (and `title`, when given); after it the agent
+    /// says "I wrote DONE.". The run and the model calls.
+    pub fn a_tool_call_escalated_then_allowed(
+        &self,
+        marker: &str,
+        call: (&str, impl FnOnce(&Scratch) -> Value),
+        kind: &str,
+        title: Option<&str>,
+    ) -> (AgentRun, Vec<Value>) {
+        let rule =
+            json!({"allow": ["read", "search"], "otherwise": "escalate", "timeoutMs": 60000});
+        let (name, input) = call;
+        let run = self.launch(marker, Some(rule), |s| {
+            vec![
+                json!({"when_tools": name, "hold_until": s.out.join("attached"),
+                       "tool_use": {"names": [name], "input": input(s)}}),
+                json!({"text": "I wrote DONE.", "when_tools": self.tool}),
+            ]
+        });
+        let policy = run.gate_first_turn(&run.s.out.join("attached"), None);
+        let calls = run.escalated_then_allowed(&policy, kind, title);
+        (run, calls)
+    }
+
+    /// [`AcpAgent::a_tool_call_escalated_then_allowed`] for a write: the
+    /// model has the agent's tool `tool` write `done` to `DONE` (the
+    /// request titled `title`, when given, of kind `edit`), and the
+    /// confined agent wrote it.
+    pub fn a_write_escalated_then_allowed(
+        &self,
+        marker: &str,
+        tool: &str,
+        title: Option<&str>,
+    ) -> (AgentRun, Vec<Value>) {
+        let write = |s: &Scratch| json!({"file_path": s.ws.join("DONE"), "content": "done\n"});
+        let (run, calls) =
+            self.a_tool_call_escalated_then_allowed(marker, (tool, write), "edit", title);
+        let wrote = std::fs::read_to_string(run.s.ws.join("DONE")).expect("DONE");
+        assert_eq!(wrote, "done\n", "the confined agent wrote its workspace");
+        (run, calls)
+    }
+
+    /// The hostile flow ([`AgentRun::token_never_reaches_the_model`]): the
+    /// model has the agent read the operator's token with its file tool
+    /// `tools[0]` (`file_path`; held until the test looks), then `cat` it
+    /// with its shell tool `tools[1]` (`command`), both allowed by the
+    /// session's rule (reads, searches, commands); then the agent says "I
+    /// could not read it.". The run and the model calls.
+    pub fn told_to_read_the_token(&self, marker: &str, tools: [&str; 2]) -> (AgentRun, Vec<Value>) {
+        let rule = json!({"allow": ["read", "search", "execute"], "otherwise": "deny"});
+        let [read, shell] = tools;
+        let run = self.launch(marker, Some(rule), |s| {
+            let token = s.etc.join("data/operator.token");
+            let cat =
+                json!({"command": format!("cat {}", token.display()), "description": "read it"});
+            vec![
+                json!({"when_tools": read, "hold_until": s.out.join("attached"),
+                       "tool_use": {"names": [read], "input": {"file_path": token}}}),
+                json!({"when_tools": shell, "tool_use": {"names": [shell], "input": cat}}),
+                json!({"text": "I could not read it.", "when_tools": self.tool}),
+            ]
+        });
+        let attached = run.s.out.join("attached");
+        let calls = run.token_never_reaches_the_model(&attached, "I could not read it.");
+        (run, calls)
+    }
+}
+
+/// The pinned agent CLI `name`'s program, its link resolved, and the
+/// `node_modules` it is installed in (four levels up).
+pub fn installed(name: &str) -> (PathBuf, PathBuf) {
+    let program = std::fs::canonicalize(agent_cli(name)).expect(name);
+    let clis = program
+        .ancestors()
+        .nth(4)
+        .expect("node_modules")
+        .to_path_buf();
+    (program, clis)
+}
+
+/// The directories `names` under `s.out`, made.
+pub fn private_dirs<const N: usize>(s: &Scratch, names: [&str; N]) -> [PathBuf; N] {
+    names.map(|n| {
+        let d = s.out.join(n);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    })
 }
 
 /// `f` until it answers, at most [`T`].

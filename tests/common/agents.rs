@@ -55,6 +55,19 @@ impl FakeApi {
         FakeApi { child, port, log }
     }
 
+    /// Answers the first model call with `first`, the second with
+    /// `second` once the file `release` (under `dir`, returned) exists: a
+    /// stop sent back, and the answer after the fix, held until the test
+    /// has fixed the work.
+    pub fn held_second(dir: &Path, first: &str, second: &str) -> (FakeApi, PathBuf) {
+        let release = dir.join("release");
+        let script = serde_json::json!([
+            {"text": first},
+            {"text": second, "hold_until": release},
+        ]);
+        (FakeApi::start_script(dir, &script), release)
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -137,24 +150,58 @@ impl Drop for FakeApi {
 /// The pinned agent CLI `name` (`claude`, `codex`, `gemini`) installed by
 /// scripts/install-agent-clis.sh.
 pub fn agent_cli(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GATEHOST_AGENT_CLIS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis"));
-    let cli = dir.join("node_modules/.bin").join(name);
+    let bin = format!("node_modules/.bin/{name}");
+    installed_tool(
+        "GATEHOST_AGENT_CLIS_DIR",
+        "agent-clis",
+        &bin,
+        "install-agent-clis.sh",
+    )
+}
+
+/// `rel` in what `scripts/SCRIPT` installs: in `$VAR`, by default
+/// `target/DIR`; asserted there (else the failure names the script).
+pub fn installed_tool(var: &str, dir: &str, rel: &str, script: &str) -> PathBuf {
+    let root = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target")
+            .join(dir)
+    });
+    let tool = root.join(rel);
     assert!(
-        cli.exists(),
-        "{} is missing: run `bash scripts/install-agent-clis.sh` (scripts/test.sh does)",
-        cli.display()
+        tool.exists(),
+        "{} is missing: run `bash scripts/{script}` (scripts/test.sh does)",
+        tool.display()
     );
-    cli
+    tool
+}
+
+/// `program` to run in `cwd` with nothing of the test's environment:
+/// only `PATH` (`path`), and `HOME` and `TMPDIR` (`home`, `tmp`) private
+/// to the test.
+pub fn private_command(
+    program: impl AsRef<std::ffi::OsStr>,
+    cwd: &Path,
+    path: &str,
+    [home, tmp]: [&Path; 2],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    cmd.current_dir(cwd)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("TMPDIR", tmp);
+    cmd
 }
 
 /// An agent CLI running in a test: its output goes to files (no pipe can
-/// fill and stall it), and it is killed if it outlives the test's bound.
+/// fill and stall it), and it is killed if it outlives the test's bound
+/// (with its whole process group, when it was started in one of its own).
 pub struct AgentRun {
     child: std::process::Child,
     stdout: PathBuf,
     stderr: PathBuf,
+    group: bool,
 }
 
 /// What an agent CLI run left.
@@ -173,26 +220,77 @@ impl AgentOutput {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+
+    /// The exit code (-1 for a signal).
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+
+    /// Asserts the CLI exited 0, showing both outputs if not.
+    #[track_caller]
+    pub fn assert_exited_0(&self) {
+        assert_eq!(
+            self.code(),
+            0,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
 }
 
 impl AgentRun {
     /// Starts `cmd` with `stdin` written to it; output files go in `dir`.
-    pub fn start(mut cmd: std::process::Command, stdin: &str, dir: &Path) -> AgentRun {
+    pub fn start(cmd: std::process::Command, stdin: &str, dir: &Path) -> AgentRun {
+        AgentRun::spawn(cmd, Some(stdin), dir, false)
+    }
+
+    /// Starts `cmd` with no stdin, in a process group of its own (so a
+    /// failed test kills all of it); output files go in `dir`.
+    pub fn start_group(mut cmd: std::process::Command, dir: &Path) -> AgentRun {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        AgentRun::spawn(cmd, None, dir, true)
+    }
+
+    fn spawn(
+        mut cmd: std::process::Command,
+        stdin: Option<&str>,
+        dir: &Path,
+        group: bool,
+    ) -> AgentRun {
         use std::io::Write;
+        use std::process::Stdio;
         let stdout = dir.join("agent.stdout");
         let stderr = dir.join("agent.stderr");
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"));
         let mut child = cmd.spawn().expect("the agent CLI starts");
-        {
+        if let Some(text) = stdin {
             let mut pipe = child.stdin.take().expect("stdin");
-            pipe.write_all(stdin.as_bytes()).expect("write the prompt");
+            pipe.write_all(text.as_bytes()).expect("write the prompt");
         }
         AgentRun {
             child,
             stdout,
             stderr,
+            group,
+        }
+    }
+
+    /// SIGKILL to the CLI (and its process group, when it has one of its
+    /// own: a no-op once the group is gone).
+    fn kill(&mut self) {
+        if self.group {
+            // SAFETY: kill(2) on the process group of our own child.
+            unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        } else {
+            let _ = self.child.kill();
         }
     }
 
@@ -204,12 +302,13 @@ impl AgentRun {
                 break status;
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                self.kill();
                 let _ = self.child.wait();
+                let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+                let tail = &stderr[stderr.floor_char_boundary(stderr.len().saturating_sub(4000))..];
                 panic!(
-                    "the agent CLI did not end within {within:?}:\nstdout: {}\nstderr: {}",
+                    "the agent CLI did not end within {within:?}:\nstdout: {}\nstderr (its end): {tail}",
                     std::fs::read_to_string(&self.stdout).unwrap_or_default(),
-                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -224,7 +323,7 @@ impl AgentRun {
 
 impl Drop for AgentRun {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        self.kill();
         let _ = self.child.wait();
     }
 }
@@ -233,13 +332,19 @@ impl Drop for AgentRun {
 pub const DONE_GATES: &str =
     r#"[{"name": "DONE exists", "command": "test", "args": ["-f", "DONE"], "timeoutMs": 10000}]"#;
 
-/// Reads `pipe` to its end on a thread of its own.
-pub fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
+/// A scratch area whose workspace is a git repository, and a marker
+/// named `name`.
+pub fn scratch_repo(name: &str) -> (Scratch, String) {
+    let s = Scratch::new();
+    super::daemon::git_repo(&s.ws);
+    (s, super::marker(name))
+}
+
+/// A daemon on `s.etc/data` configured by `config` (written to
+/// `s.etc/config.toml`).
+pub fn daemon_configured(s: &Scratch, config: &str) -> super::daemon::Daemon {
+    let cfg = s.write("config.toml", config);
+    super::daemon::Daemon::start(&s.etc.join("data"), &cfg)
 }
 
 /// The text of the last user message an OpenAI chat-completions request
@@ -275,29 +380,6 @@ pub fn turn_calls(api: &FakeApi, route: &str, m: &str) -> Vec<Value> {
                 .contains(&format!("gatehost-test-{m}"))
         })
         .collect()
-}
-
-/// The turn's model calls once there are `n` of them (within `within`).
-pub fn wait_for_turn_calls(
-    api: &FakeApi,
-    route: &str,
-    m: &str,
-    n: usize,
-    within: Duration,
-) -> Vec<Value> {
-    let started = Instant::now();
-    loop {
-        let calls = turn_calls(api, route, m);
-        if calls.len() >= n {
-            return calls;
-        }
-        assert!(
-            started.elapsed() < within,
-            "{} of {n} model calls within {within:?}",
-            calls.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Standalone mode's options: the gate file ([`DONE_GATES`]) and the host

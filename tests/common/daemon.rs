@@ -228,12 +228,7 @@ impl Daemon {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (u16, Value) {
-        self.http_raw(
-            method,
-            path,
-            token,
-            body.map(|b| b.to_string().into_bytes()),
-        )
+        self.http_raw(method, path, token, json_bytes(body))
     }
 
     pub fn http_raw(
@@ -255,13 +250,7 @@ impl Daemon {
         token: Option<&str>,
         body: Option<Value>,
     ) -> Option<(u16, Value)> {
-        self.http_opt(
-            method,
-            path,
-            token,
-            body.map(|b| b.to_string().into_bytes()),
-        )
-        .ok()
+        self.http_opt(method, path, token, json_bytes(body)).ok()
     }
 
     /// As `http`, presenting no session key whatever the call (to test
@@ -273,14 +262,8 @@ impl Daemon {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (u16, Value) {
-        self.http_send(
-            method,
-            path,
-            token,
-            body.map(|b| b.to_string().into_bytes()),
-            false,
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+        self.http_send(method, path, token, json_bytes(body), false)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     fn http_opt(
@@ -543,6 +526,11 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// A request body as bytes.
+fn json_bytes(body: Option<Value>) -> Option<Vec<u8>> {
+    body.map(|b| b.to_string().into_bytes())
 }
 
 /// A daemon allowing `true` and `false` as gates, with session `s1`

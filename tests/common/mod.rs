@@ -7,6 +7,8 @@ pub mod acp_agents;
 pub mod agents;
 pub mod browser;
 pub mod daemon;
+pub mod headless;
+pub mod hooks;
 pub mod webhooks;
 
 use serde_json::Value;

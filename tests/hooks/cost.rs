@@ -3,8 +3,7 @@
 //! engine", logged where the gate runner starts it on first use), so a
 //! hook whose gates are all shell gates is shown not to pay for it.
 
-use crate::common::{Scratch, allow_config};
-use crate::gates::wasm::{shared_cache, wasm_config_in};
+use crate::common::Scratch;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -14,14 +13,7 @@ const ENGINE_LINE: &str = "starting the WASM engine";
 /// gatehost's debug logs on; returns (stdout, stderr) after checking it
 /// exited 0.
 fn hook_with_debug_logs(s: &Scratch, gates: &str) -> (String, String) {
-    let config = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            wasm_config_in(&shared_cache(), "")
-        ),
-    );
+    let config = super::wasm_config(s);
     let gates = s.write("gates.json", gates);
     let mut child = crate::common::spawn_claude_stop(s, &gates, &config, |c| {
         c.env("GATEHOST_LOG", "gatehost=debug")

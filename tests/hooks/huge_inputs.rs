@@ -5,9 +5,8 @@
 //! (the hook process's own, from wait4) under 256 MiB, and its answer says
 //! which files were capped and by which cap.
 
+use crate::common::Scratch;
 use crate::common::daemon::{git_commit_all, git_repo};
-use crate::common::{Scratch, allow_config};
-use crate::gates::wasm::{shared_cache, wasm_config_in};
 use std::io::{Read, Write};
 use std::process::Stdio;
 
@@ -48,14 +47,7 @@ fn committed_with_forbid_dbg() -> (Scratch, std::path::PathBuf, std::path::PathB
     git_repo(&s.ws);
     s.write_ws("src/lib.rs", "fn a() {}\n");
     git_commit_all(&s.ws, "lib");
-    let config = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            wasm_config_in(&shared_cache(), "")
-        ),
-    );
+    let config = super::wasm_config(&s);
     let gates = s.write(
         "gates.json",
         &serde_json::json!({"wasm": {"plugin": "forbid-patterns", "config": {"scope": "changed", "rules": [

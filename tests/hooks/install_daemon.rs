@@ -1,9 +1,10 @@
 //! A hook installed with `--data-dir` (or `--server` and `--token-file`)
 //! reaches a daemon on another data directory than the default one.
 
-use super::{hook, our_commands, read_json, run_installed};
+use super::{blocks, hook, hook_ok, our_commands, read_json, run_installed};
+use crate::common::hooks::assert_blocks;
 use crate::common::{Scratch, allow_config};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The README's `gatehost serve --data-dir "$data"`: a hook installed
 /// with `--data-dir` (or `--server` and `--token-file`) reaches that daemon
@@ -39,24 +40,13 @@ fn an_installed_hook_reaches_a_daemon_on_another_data_directory() {
     let project = ["install", "claude", "--scope", "project", "--project", ws];
     let installed = |extra: &[&str]| {
         let args: Vec<&str> = project.iter().chain(extra).copied().collect();
-        let r = hook(&s, &args);
-        assert_eq!(r.code, 0, "{r:?}");
+        hook_ok(&s, &args);
         let v = read_json(&s.ws.join(".claude/settings.json"));
         our_commands(&v, "Stop").pop().expect("the Stop hook")
     };
     let stop = |id: &str| json!({"session_id": id, "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
     let blocked = |command: &str, id: &str| {
-        let out = run_installed(command, &stop(id), &env);
-        assert!(out.status.success(), "{out:?}");
-        let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-        assert_eq!(answer["decision"], "block", "{answer} {out:?}");
-        assert!(
-            answer["reason"]
-                .as_str()
-                .expect("reason")
-                .contains("test -f DONE"),
-            "{answer}"
-        );
+        blocks(&run_installed(command, &stop(id), &env), "test -f DONE");
         // The daemon on gh-data registered the session and gated it (the
         // hook kept its key in its own keyring: the test reads as the
         // operator).
@@ -119,15 +109,7 @@ fn an_installed_hook_reaches_a_daemon_on_another_data_directory() {
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     }
     let out = run_installed(&by_url, &stop("loose"), &env);
-    let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    assert_eq!(answer["decision"], "block", "{answer}");
-    assert!(
-        answer["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("owner-only"),
-        "{answer}"
-    );
+    assert_blocks(&out.stdout, "owner-only");
     let (code, _) = d
         .http_try("GET", "/v1/sessions/claude:loose", Some(&d.agent), None)
         .expect("the daemon answers");

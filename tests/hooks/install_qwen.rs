@@ -1,18 +1,17 @@
 //! `gatehost hook install qwen` (and `copilot`) and the installed command, against real
 //! files in a scratch home (the helpers are `hook_install`'s).
 
-use super::{hook, hook_with, our_commands, read_json, run_installed};
-use crate::common::{Scratch, allow_config};
+use super::{
+    blocks, hook, hook_ok, hook_with, install_in_project, installed_file, our_commands, read_json,
+    run_installed, uninstall_removes,
+};
+use crate::common::Scratch;
 use serde_json::{Value, json};
 
 #[test]
 fn qwen_gets_its_events_in_seconds_in_qwen_home_or_the_home_and_uninstall_removes_them() {
     let s = Scratch::new();
-    let home = s.out.join("home");
-    let r = hook(&s, &["install", "qwen"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let path = home.join(".qwen/settings.json");
-    let v = read_json(&path);
+    let (path, v) = installed_file(&s, "qwen", ".qwen/settings.json");
     let timeout = |event: &str| v["hooks"][event][0]["hooks"][0]["timeout"].clone();
     for event in ["Stop", "SubagentStop", "SessionStart"] {
         assert_eq!(
@@ -27,11 +26,7 @@ fn qwen_gets_its_events_in_seconds_in_qwen_home_or_the_home_and_uninstall_remove
     // A retry's continuation runs UserPromptSubmit with the reason as its
     // prompt: it is not hooked.
     assert!(v["hooks"].get("UserPromptSubmit").is_none(), "{v}");
-    assert_eq!(hook(&s, &["uninstall", "qwen"]).code, 0);
-    assert!(
-        !path.exists(),
-        "gatehost made the file: uninstall removes it"
-    );
+    uninstall_removes(&s, "qwen", &path);
 
     // $QWEN_HOME, when set, is where the user's settings are.
     let qwen_home = s.out.join("qwen-home");
@@ -46,49 +41,13 @@ fn qwen_gets_its_events_in_seconds_in_qwen_home_or_the_home_and_uninstall_remove
 #[test]
 fn the_installed_qwen_command_blocks_a_failing_stop_the_way_qwen_reads_it() {
     let s = Scratch::new();
-    crate::common::daemon::git_repo(&s.ws);
-    let config = s.write("config.toml", &allow_config(&["test"]));
-    let gates = s.write(
-        "gates.json",
-        r#"{"command": "test", "args": ["-f", "DONE"]}"#,
-    );
-    let ws = s.ws.to_str().expect("utf-8");
-    let r = hook(
-        &s,
-        &[
-            "install",
-            "qwen",
-            "--scope",
-            "project",
-            "--project",
-            ws,
-            "--gates",
-            gates.to_str().expect("utf-8"),
-            "--config",
-            config.to_str().expect("utf-8"),
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let v = read_json(&s.ws.join(".qwen/settings.json"));
-    let command = v["hooks"]["Stop"][0]["hooks"][0]["command"]
-        .as_str()
-        .expect("command")
-        .to_string();
+    let (_, command) = install_in_project(&s, "qwen", &[]);
     // The stdin Qwen Code 0.24.4 sends (tests/fixtures/hooks/qwen/stop.json).
     let input = json!({"session_id": "q-1", "transcript_path": "/nowhere.jsonl", "cwd": s.ws,
         "hook_event_name": "Stop", "timestamp": "2026-12-02T20:05:39.358Z",
         "permission_mode": "yolo", "stop_hook_active": false,
         "last_assistant_message": "All done."});
-    let out = run_installed(&command, &input, &[]);
-    assert!(out.status.success(), "{out:?}");
-    let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout, nothing else");
-    assert_eq!(answer["decision"], "block", "{answer}");
-    assert!(
-        answer["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("test -f DONE")
-    );
+    blocks(&run_installed(&command, &input, &[]), "test -f DONE");
     // Once fixed, the stop passes with `{}`.
     s.write_ws("DONE", "done\n");
     let out = run_installed(&command, &input, &[]);
@@ -99,10 +58,7 @@ fn the_installed_qwen_command_blocks_a_failing_stop_the_way_qwen_reads_it() {
 #[test]
 fn copilot_gets_a_versioned_hook_file_of_its_own_and_uninstall_removes_it() {
     let s = Scratch::new();
-    let home = s.out.join("home");
-    assert_eq!(hook(&s, &["install", "copilot"]).code, 0);
-    let path = home.join(".copilot/hooks/gatehost.json");
-    let v = read_json(&path);
+    let (path, v) = installed_file(&s, "copilot", ".copilot/hooks/gatehost.json");
     assert_eq!(v["version"], 1, "{v}");
     for event in ["agentStop", "subagentStop"] {
         let h = &v["hooks"][event][0];
@@ -116,11 +72,7 @@ fn copilot_gets_a_versioned_hook_file_of_its_own_and_uninstall_removes_it() {
             "{v}"
         );
     }
-    assert_eq!(hook(&s, &["uninstall", "copilot"]).code, 0);
-    assert!(
-        !path.exists(),
-        "gatehost made the file: uninstall removes it"
-    );
+    uninstall_removes(&s, "copilot", &path);
 }
 
 /// `install copilot --mcp` writes `gatehost mcp` where `copilot mcp add`
@@ -139,8 +91,7 @@ fn copilot_mcp_goes_where_copilot_reads_it_and_mcp_is_refused_where_gatehost_wri
     let original = "{\n  \"mcpServers\": {\n    \"other\": {\"type\": \"local\", \"command\": \"/bin/true\", \"args\": [], \"tools\": [\"*\"]}\n  }\n}\n";
     std::fs::write(&path, original).expect("write");
 
-    let r = hook(&s, &["install", "copilot", "--mcp"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    hook_ok(&s, &["install", "copilot", "--mcp"]);
     let v = read_json(&path);
     let ours = &v["mcpServers"]["gatehost"];
     assert_eq!(ours["type"], "local", "{v}");
@@ -164,7 +115,7 @@ fn copilot_mcp_goes_where_copilot_reads_it_and_mcp_is_refused_where_gatehost_wri
     assert_eq!(got["gatehost"]["command"], ours["command"], "{got}");
     assert_eq!(got["gatehost"]["args"], json!(["mcp"]), "{got}");
 
-    assert_eq!(hook(&s, &["uninstall", "copilot"]).code, 0);
+    hook_ok(&s, &["uninstall", "copilot"]);
     assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
 
     let ws = s.ws.display().to_string();

@@ -7,8 +7,8 @@
 //! block (`{"decision": "block", "reason"}`, exit 0), nothing once fixed,
 //! and a stop with a message after `--max-retries`; `doctor` finds it.
 
-use super::{hook, read_json, run_installed};
-use crate::common::{Scratch, allow_config, fixture, run_gatehost};
+use super::{blocks, done_gate, hook, hook_ok, read_json, run_installed};
+use crate::common::{Scratch, fixture, run_gatehost};
 use serde_json::{Value, json};
 
 /// An agent as Kiro's documentation shows one, without hooks.
@@ -30,19 +30,15 @@ fn kiro_hooks_go_into_the_named_agent_answer_its_stop_and_come_out_again() {
     let s = Scratch::new();
     crate::common::daemon::git_repo(&s.ws);
     let home = s.out.join("home");
-    let config = s.write("config.toml", &allow_config(&["test"]));
-    let gates = s.write(
-        "gates.json",
-        r#"{"command": "test", "args": ["-f", "DONE"]}"#,
-    );
-    let (g, c) = (gates.display().to_string(), config.display().to_string());
+    let gate = done_gate(&s);
+    let (g, c) = (gate[1].as_str(), gate[3].as_str());
 
     // No agent named: refused, naming the option and what is there.
-    let r = hook(&s, &["install", "kiro", "--gates", &g, "--config", &c]);
+    let r = hook(&s, &["install", "kiro", "--gates", g, "--config", c]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("--kiro-agent"), "{r:?}");
     let (path, original) = agent(&s, &home.join(".kiro/agents"), "dev");
-    let r = hook(&s, &["install", "kiro", "--gates", &g, "--config", &c]);
+    let r = hook(&s, &["install", "kiro", "--gates", g, "--config", c]);
     assert!(
         r.code == 2 && r.stderr.contains("dev"),
         "the agents there are listed: {r:?}"
@@ -53,7 +49,7 @@ fn kiro_hooks_go_into_the_named_agent_answer_its_stop_and_come_out_again() {
         vec!["--kiro-agent", "../dev"],
         vec!["--kiro-agent", "dev", "--mcp"],
     ] {
-        let mut args = vec!["install", "kiro", "--gates", &g, "--config", &c];
+        let mut args = vec!["install", "kiro", "--gates", g, "--config", c];
         args.extend(bad.iter().copied());
         let r = hook(&s, &args);
         assert_eq!(r.code, 2, "{bad:?}: {r:?}");
@@ -66,12 +62,11 @@ fn kiro_hooks_go_into_the_named_agent_answer_its_stop_and_come_out_again() {
         "--kiro-agent",
         "dev",
         "--gates",
-        &g,
+        g,
         "--config",
-        &c,
+        c,
     ];
-    let r = hook(&s, &args);
-    assert_eq!(r.code, 0, "{r:?}");
+    hook_ok(&s, &args);
     let once = std::fs::read_to_string(&path).expect("read");
     let v = read_json(&path);
     assert!(
@@ -103,15 +98,7 @@ fn kiro_hooks_go_into_the_named_agent_answer_its_stop_and_come_out_again() {
     let raw = std::fs::read(fixture("hooks/kiro/stop.json")).expect("fixture");
     let mut input: Value = serde_json::from_slice(&raw).expect("JSON");
     input["cwd"] = json!(s.ws);
-    let out = run_installed(&command, &input, &[]);
-    assert!(out.status.success(), "exit 0 even for a block: {out:?}");
-    let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout, nothing else");
-    assert_eq!(answer["decision"], "block", "{answer}");
-    assert!(
-        answer["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("test -f DONE"))
-    );
+    blocks(&run_installed(&command, &input, &[]), "test -f DONE");
     // Kiro has no loop guard: gatehost's count ends the run of blocks.
     let again = run_installed(&command, &input, &[]);
     assert!(

@@ -9,14 +9,17 @@
 //! (tests/fixtures/hooks/cursor/, `claude-compatible-stop.json` for the
 //! Claude Code-shaped one), piped into the real `gatehost hook` processes.
 
+use crate::common::hooks::{Answer, gatehost_hook, spawn_with_input, wait_bounded};
 use crate::common::{Scratch, assert_no_survivors, fixture, marker, sandbox_config};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const CONVERSATION: &str = "cdefee2d-2727-4b73-bf77-d9d830f31d2a";
+/// The longest one hook may run.
+const LIMIT: Duration = Duration::from_secs(90);
 
 /// The workspace, the counted gate and the hooks' shared state.
 struct Setup {
@@ -120,31 +123,17 @@ impl Setup {
     }
 
     fn spawn(&self, agent: &str, extra: &[&str], input: &Value) -> Child {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-            .args(["hook", agent, "--gates"])
+        let mut cmd = gatehost_hook(agent, &self.s.out.join("home"));
+        cmd.arg("--gates")
             .arg(&self.gates)
             .arg("--config")
             .arg(&self.config)
             .args(["--max-retries", "2", "--state-dir"])
             .arg(&self.state)
             .args(extra)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.s.out.join("home"))
             .env("GATEHOST_LOG", "gatehost=info")
-            .current_dir(&self.s.ws)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("gatehost runs");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.to_string().as_bytes())
-            .expect("hook JSON written");
-        child
+            .current_dir(&self.s.ws);
+        spawn_with_input(&mut cmd, input.to_string().as_bytes())
     }
 
     fn hook(&self, agent: &str, input: &Value) -> Answer {
@@ -165,31 +154,8 @@ impl Setup {
     }
 }
 
-struct Answer {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn finish(child: Child) -> Answer {
-    let out = wait_bounded(child);
-    Answer {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn wait_bounded(mut child: Child) -> std::process::Output {
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("gatehost hook ran past 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("output")
+    wait_bounded(child, LIMIT).into()
 }
 
 /// What the answer tells the agent, in either CLI's terms: `Some(reason)`
@@ -317,7 +283,7 @@ fn a_duplicate_arriving_while_the_gate_runs_waits_for_its_decision() {
     std::fs::write(t.s.ws.join("RELEASE"), "").expect("release");
     let a = finish(first);
     let reason = sent_back("claude", &a).expect("sent back");
-    let out = wait_bounded(second);
+    let out = wait_bounded(second, LIMIT);
     let rest: String = err
         .lines()
         .map_while(Result::ok)
@@ -468,28 +434,17 @@ fn without_subagent_gates_a_daemon_mode_hook_lets_a_subagents_stop_go_on_and_say
     // Daemon mode (no --gates), no daemon anywhere: a parent's stop would
     // be refused (the daemon cannot be asked); a sub-agent's is not the
     // daemon's to gate.
-    let out = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude", "--data-dir"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehost"));
+    cmd.args(["hook", "claude", "--data-dir"])
         .arg(t.s.etc.join("no-daemon"))
         .arg("--state-dir")
         .arg(&t.state)
         .env("GATEHOST_LOG", "gatehost=info")
         .env_remove("GATEHOST_SERVER")
         .env_remove("GATEHOST_TOKEN")
-        .current_dir(&t.s.ws)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin
-                .take()
-                .expect("stdin")
-                .write_all(subagent_stop(&t, "a1").to_string().as_bytes())?;
-            Ok(c)
-        })
-        .expect("gatehost hook claude");
-    let out = wait_bounded(out);
+        .current_dir(&t.s.ws);
+    let stop = subagent_stop(&t, "a1").to_string();
+    let out = wait_bounded(spawn_with_input(&mut cmd, stop.as_bytes()), LIMIT);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "the stop goes on");
     let stderr = String::from_utf8_lossy(&out.stderr);

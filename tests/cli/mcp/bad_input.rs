@@ -2,25 +2,20 @@
 
 use super::*;
 
+/// The tool error `e` names `field` and suggests `right` instead.
+#[track_caller]
+fn suggests(e: &Value, field: &str, right: &str) {
+    assert_eq!(e["field"], field, "{e}");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("did you mean `{right}`")), "{e}");
+}
+
 #[test]
 fn bad_input_is_a_tool_error_naming_the_field() {
-    let m = marker("mcp-errors");
-    let s = Scratch::new();
+    let (s, m, d) = setup("mcp-errors");
     git_repo(&s.ws);
-    let d = daemon(&s, &s.etc.join("data"), &m);
     d.register("s1", &s.ws);
-    let mut c = McpClient::start(
-        &s.out,
-        &m,
-        &[
-            ("GATEHOST_SERVER", &d.url),
-            ("GATEHOST_TOKEN", &d.agent),
-            (
-                "GATEHOST_SESSION_KEYS",
-                &d.keyring().dir().display().to_string(),
-            ),
-        ],
-    );
+    let mut c = McpClient::for_agent(&s, &m, &d, None, &[]);
     c.ready();
     // A misspelt gate field: named, and the right one suggested.
     let e = c.err(
@@ -28,25 +23,13 @@ fn bad_input_is_a_tool_error_naming_the_field() {
         json!({"sessionId": "s1", "gate": {"comand": "true"}}),
     );
     assert_eq!(e["code"], "invalid", "{e}");
-    assert_eq!(e["field"], "gate.comand", "{e}");
-    assert!(
-        e["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("did you mean `command`")),
-        "{e}"
-    );
+    suggests(&e, "gate.comand", "command");
     // A misspelt attach field.
     let e = c.err(
         "policy_attach",
         json!({"sesionId": "s1", "gate": {"command": "true"}}),
     );
-    assert_eq!(e["field"], "sesionId", "{e}");
-    assert!(
-        e["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("did you mean `sessionId`")),
-        "{e}"
-    );
+    suggests(&e, "sesionId", "sessionId");
     // What only the operator may do stays refused: the token is the agent's.
     let e = c.err(
         "policy_attach",
@@ -59,13 +42,7 @@ fn bad_input_is_a_tool_error_naming_the_field() {
     assert_eq!(list["policies"], json!([]), "{list}");
     // The other tools' arguments, and the daemon's other refusals.
     let e = c.err("policy_status", json!({"policyID": "pol_x"}));
-    assert_eq!(e["field"], "policyID", "{e}");
-    assert!(
-        e["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("did you mean `policyId`")),
-        "{e}"
-    );
+    suggests(&e, "policyID", "policyId");
     let e = c.err("policy_status", json!({"policyId": "pol_nope"}));
     assert_eq!(e["code"], "not-found", "{e}");
     let e = c.err("session_events_poll", json!({"limit": 500}));
@@ -76,7 +53,5 @@ fn bad_input_is_a_tool_error_naming_the_field() {
     assert_eq!(e["field"], "status", "{e}");
     let e = c.err("session_monitor", json!({"sessionId": "nobody"}));
     assert_eq!(e["code"], "not-found", "{e}");
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }

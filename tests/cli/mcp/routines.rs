@@ -4,15 +4,7 @@ use super::*;
 
 #[test]
 fn an_agent_starts_and_cancels_routines_on_its_own_sessions_only() {
-    let m = marker("mcp-routines");
-    let s = Scratch::new();
-    let d = daemon(&s, &s.etc.join("data"), &m);
-    let keys = d.keyring().dir().display().to_string();
-    let env = [
-        ("GATEHOST_SERVER", d.url.as_str()),
-        ("GATEHOST_TOKEN", d.agent.as_str()),
-        ("GATEHOST_SESSION_KEYS", keys.as_str()),
-    ];
+    let (s, m, d) = setup("mcp-routines");
     // The agent's own session (registered with its keyring), and one that
     // is not its own (registered without keeping its key).
     d.register("claude:mine", &s.ws);
@@ -23,7 +15,7 @@ fn an_agent_starts_and_cancels_routines_on_its_own_sessions_only() {
         Some(json!({"id": "someone-else", "cwd": s.ws})),
     );
     assert_eq!(code, 200, "{other}");
-    let mut c = McpClient::start_in(&s.out, &m, &["mcp"], &env, Some(&s.ws));
+    let mut c = McpClient::for_agent(&s, &m, &d, Some(&s.ws), &[]);
     c.ready();
     let mine = json!({"label": "fan", "steps": [{"label": "tidy", "session": {"existing": "claude:mine"},
         "prompt": "tidy up", "onInput": {"mode": "fail"}}]});
@@ -76,7 +68,5 @@ fn an_agent_starts_and_cancels_routines_on_its_own_sessions_only() {
     assert_eq!(e["code"], "not-found", "{e}");
     let e = c.err("routine_list", json!({"cancel": true}));
     assert_eq!(e["code"], "invalid", "{e}");
-    assert_eq!(c.close(), 0);
-    drop(d);
-    assert_none_left(&m);
+    finish(c, d, &m);
 }
