@@ -359,7 +359,13 @@ pub(super) unsafe fn run(plan: &Plan<'_>) -> ! {
     }
     // SAFETY: NUL-terminated strings and NULL-terminated arrays the plan
     // owns.
-    unsafe { libc::execve(plan.program.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr()) };
+    unsafe {
+        libc::execve(
+            plan.program.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+        )
+    };
     fail(ProgramStep::Exec)
 }
 

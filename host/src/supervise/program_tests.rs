@@ -178,7 +178,12 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
     let mut fds = Vec::new();
     let mut joined = Vec::new();
     for (controller, step, limit, name) in [
-        (Controller::Memory, LimitStep::JoinMemory, 1u64 << 30, ":memory:"),
+        (
+            Controller::Memory,
+            LimitStep::JoinMemory,
+            1u64 << 30,
+            ":memory:",
+        ),
         (Controller::Pids, LimitStep::JoinPids, 64, ":pids:"),
     ] {
         match Hierarchy::detect(controller) {
@@ -207,10 +212,9 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
         .map(PathBuf::from)
         .filter(|p| p.exists())
         .collect();
-    let base = crate::sandbox::confine::BaseGrants::open(6, &read, &[], &[PathBuf::from(
-        "/dev/null",
-    )])
-    .expect("base grants");
+    let base =
+        crate::sandbox::confine::BaseGrants::open(6, &read, &[], &[PathBuf::from("/dev/null")])
+            .expect("base grants");
     let plan = crate::sandbox::confine::Plan {
         abi: 6,
         base: &base,
@@ -226,7 +230,10 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
     let args = [OsString::from("-c"), OsString::from(SCRIPT)];
     let env = [
         (OsString::from("PATH"), OsString::from("/usr/bin:/bin")),
-        (OsString::from("TMPDIR"), scratch_dir.clone().into_os_string()),
+        (
+            OsString::from("TMPDIR"),
+            scratch_dir.clone().into_os_string(),
+        ),
     ];
     let exec = Exec {
         program: Path::new("/bin/sh"),
@@ -378,7 +385,11 @@ fn a_gate_runs_confined_under_each_spawn_mode() {
                 scratch: None,
             }))
             .expect("the gate ran");
-        assert_eq!(run.termination, super::super::Termination::Exited(0), "{mode:?}");
+        assert_eq!(
+            run.termination,
+            super::super::Termination::Exited(0),
+            "{mode:?}"
+        );
         let out = String::from_utf8(run.stdout.into_bytes()).expect("utf-8");
         assert_eq!(out, "denied\n", "{mode:?}: not confined");
         assert_eq!(run.cgroup_entry, Some("clone3"), "{mode:?}");
@@ -412,9 +423,7 @@ fn a_started_process_dies_with_the_thread_that_started_it() {
         started.watch().expect("watched")
     };
     let status = rt
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(5), process.status()).await
-        })
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), process.status()).await })
         .expect("killed within 5 s")
         .expect("a status");
     use std::os::unix::process::ExitStatusExt;
