@@ -429,3 +429,62 @@ fn a_started_process_dies_with_the_thread_that_started_it() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
 }
+
+/// Where `clone3` answers ENOSYS, a process started outside a cgroup (an
+/// agent) is started by the legacy `clone`, with the same program: its
+/// confinement, its process group, its death signal.
+#[test]
+fn the_legacy_clone_runs_the_same_program() {
+    let base = crate::sandbox::confine::BaseGrants::open(
+        6,
+        &["/usr", "/bin", "/lib", "/lib64", "/proc"]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect::<Vec<_>>(),
+        &[],
+        &[],
+    )
+    .expect("base grants");
+    let plan = crate::sandbox::confine::Plan {
+        abi: 6,
+        base: &base,
+        read: Vec::new(),
+        write: Vec::new(),
+        workspace: None,
+        network: false,
+        drop_caps: true,
+        user: None,
+    };
+    let prepared = plan.prepare().expect("landlock ABI 6 here");
+    let args = [
+        OsString::from("-c"),
+        OsString::from(
+            "cat /etc/hostname 2>/dev/null || echo denied; echo \"pgrp $(cut -d' ' -f5 /proc/$$/stat) pid $$\"",
+        ),
+    ];
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let limits = ChildLimits::default();
+    let exec = Exec {
+        program: Path::new("/bin/sh"),
+        args: &args,
+        env: &env,
+        cwd: Path::new("/"),
+        piped_stdin: false,
+        confine: Some(&prepared),
+        limits: &limits,
+        scratch: None,
+        die_with_parent: true,
+        mode: SpawnMode::Vfork,
+    };
+    let ran = wait(spawn::start_by_legacy_clone(&exec).expect("started"));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let mut lines = ran.stdout.lines();
+    assert_eq!(lines.next(), Some("denied"), "not confined: {}", ran.stdout);
+    let pgrp = lines
+        .next()
+        .and_then(|l| l.strip_prefix("pgrp "))
+        .and_then(|l| l.split_once(" pid "))
+        .expect("the pgrp line");
+    assert_eq!(pgrp.0, pgrp.1, "not a process group of its own");
+}

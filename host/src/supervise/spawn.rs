@@ -95,7 +95,7 @@ pub struct Started {
 /// own, with exactly the given environment. Returns once the program has
 /// been exec'd (or failed to be, or could not be confined).
 pub fn start(cgroup: Option<BorrowedFd<'_>>, exec: &Exec<'_>) -> Result<Started, CloneError> {
-    start_planting(cgroup, exec, false)
+    start_planting(cgroup, exec, false, false)
 }
 
 /// [`start`], with a child that allocates once (to prove the test build's
@@ -105,13 +105,21 @@ pub fn start_planting_an_allocation(
     cgroup: Option<BorrowedFd<'_>>,
     exec: &Exec<'_>,
 ) -> Result<Started, CloneError> {
-    start_planting(cgroup, exec, true)
+    start_planting(cgroup, exec, true, false)
+}
+
+/// [`start`] outside a cgroup by the legacy `clone`, as where `clone3`
+/// answers ENOSYS (to test that way here).
+#[cfg(test)]
+pub fn start_by_legacy_clone(exec: &Exec<'_>) -> Result<Started, CloneError> {
+    start_planting(None, exec, false, true)
 }
 
 fn start_planting(
     cgroup: Option<BorrowedFd<'_>>,
     exec: &Exec<'_>,
     #[cfg_attr(not(test), allow(unused_variables))] plant: bool,
+    legacy: bool,
 ) -> Result<Started, CloneError> {
     let failed = CloneError::Failed;
     // All of these are close-on-exec; the child's copies on 0, 1 and 2 are
@@ -156,9 +164,22 @@ fn start_planting(
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = cgroup.as_raw_fd() as u64;
     }
-    let pid = match exec.mode {
-        SpawnMode::Vfork => clone_sharing(&mut args, &plan),
-        SpawnMode::Fork => clone_copying(&mut args, &plan),
+    let pid = if legacy && cgroup.is_none() {
+        clone_legacy(&mut pidfd, &plan)
+    } else {
+        let pid = match exec.mode {
+            SpawnMode::Vfork => clone_sharing(&mut args, &plan),
+            SpawnMode::Fork => clone_copying(&mut args, &plan),
+        };
+        let no_clone3 = pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
+        // No clone3 at all (an old kernel, a seccomp filter that answers
+        // ENOSYS, as Docker's default one does): outside a cgroup, the
+        // legacy clone starts the same program.
+        if no_clone3 && cgroup.is_none() {
+            clone_legacy(&mut pidfd, &plan)
+        } else {
+            pid
+        }
     };
     if pid < 0 {
         let e = io::Error::last_os_error();
@@ -327,6 +348,37 @@ fn clone_copying(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
             libc::SYS_clone3,
             args as *const libc::clone_args,
             std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: the freshly cloned child; `plan` is in its copy of this
+        // thread's memory.
+        unsafe { program::run(plan) }
+    }
+    pid
+}
+
+/// The legacy `clone`, fork-like (no `CLONE_VM`, the child on a copy of
+/// this thread's stack), with a pidfd: where there is no `clone3`, and
+/// only outside a cgroup. It cannot clear the signal handlers
+/// (`CLONE_CLEAR_SIGHAND` is `clone3`'s): until its exec the child keeps
+/// copies of the host's, which could only ever touch its own copy of the
+/// host's memory.
+fn clone_legacy(pidfd: &mut RawFd, plan: &Plan<'_>) -> libc::c_long {
+    let flags = (libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: the raw clone system call, fork-like: no CLONE_VM and no new
+    // stack. With CLONE_PIDFD the kernel stores the pidfd where the third
+    // argument (the parent's tid pointer on every 64-bit target but s390)
+    // points, a live i32 here. In the child (0) only the child program
+    // runs, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            0usize,
+            pidfd as *mut RawFd,
+            0usize,
+            0usize,
         )
     };
     if pid == 0 {
