@@ -118,6 +118,7 @@ struct SandboxSection {
     write: Vec<String>,
     user: Option<String>,
     scratch_dir: Option<String>,
+    spawn: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -415,6 +416,18 @@ impl HostConfig {
             user: sb.user,
             scratch_dir: sb.scratch_dir.as_deref().map(home_path),
             protect: Vec::new(),
+            spawn: match sb.spawn.as_deref() {
+                None => Default::default(),
+                Some(text) => crate::supervise::SpawnMode::parse(text).ok_or_else(|| {
+                    invalid(
+                        "sandbox.spawn",
+                        format!(
+                            "must be {}, not {text:?}",
+                            crate::supervise::SpawnMode::ALLOWED
+                        ),
+                    )
+                })?,
+            },
         };
         if let Some(slots) = file.judge.slots {
             if slots == 0 {

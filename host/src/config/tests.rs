@@ -506,3 +506,24 @@ fn ack_requires_is_the_token_by_default_a_passkey_when_said_and_nothing_else() {
     let e = HostConfig::from_toml("[daemon]\nack_requires = \"password\"\n", "c.toml").unwrap_err();
     assert!(e.to_string().contains("ack_requires"), "{e}");
 }
+
+#[test]
+fn sandbox_spawn_takes_vfork_or_fork_and_names_them_otherwise() {
+    use crate::supervise::SpawnMode;
+    let spawn = |text: &str| HostConfig::from_toml(text, "c.toml").map(|c| c.sandbox.spawn);
+    assert_eq!(spawn("").expect("default"), SpawnMode::Vfork);
+    assert_eq!(
+        spawn("[sandbox]\nspawn = \"vfork\"\n").expect("vfork"),
+        SpawnMode::Vfork
+    );
+    assert_eq!(
+        spawn("[sandbox]\nspawn = \"fork\"\n").expect("fork"),
+        SpawnMode::Fork
+    );
+    let m = spawn("[sandbox]\nspawn = \"posix_spawn\"\n")
+        .expect_err("refused")
+        .to_string();
+    assert!(m.contains("sandbox.spawn"), "{m}");
+    assert!(m.contains("\"vfork\" or \"fork\""), "{m}");
+    assert!(m.contains("\"posix_spawn\""), "{m}");
+}

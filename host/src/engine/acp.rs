@@ -234,7 +234,7 @@ impl Agents {
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(s, _), _| s != sid);
         if let Ok(None) = child.try_status() {
-            let _ = super::agent_process::kill_group(child.id() as i32);
+            let _ = super::agent_process::kill_group(child.id());
         }
         let _ = child.status().await;
         if let Err(e) = self

@@ -1,7 +1,9 @@
 //! Starting the processes `session start` runs (agents) so that they die
 //! with the daemon, and finding what a dead daemon's agents left.
 //!
-//! Each agent is its own process group's leader and has
+//! Each agent is started by the same child program as a gate
+//! (`supervise::program`, through `supervise::start_process`): its own
+//! process group's leader, confined before its first instruction, with
 //! `PR_SET_PDEATHSIG(SIGKILL)`: when the daemon dies, SIGKILL included, the
 //! kernel kills the agent. The kernel sends that signal when the *thread*
 //! that forked the child exits, not the process: so every agent is forked
@@ -14,7 +16,8 @@
 //!
 //! This module never kills a process it cannot tell is an agent's.
 
-use std::os::unix::process::CommandExt;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::mpsc;
 
@@ -39,77 +42,61 @@ fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
     Ok(FORKER.get_or_init(|| tx))
 }
 
-/// A running agent: its process, and its place in the supervisor's
-/// registry of the host's own children (so that the sweep of gates'
-/// orphans, which runs after every gate where there are no cgroups, never
-/// takes the agent for one), given up when this is dropped, after the
-/// agent was waited on.
+/// A running agent: its process, its pipes, and its place in the
+/// supervisor's registry of the host's own children (so that the sweep of
+/// gates' orphans, which runs after every gate where there are no
+/// cgroups, never takes the agent for one), given up when this is
+/// dropped, after the agent was waited on.
+pub type Agent = crate::supervise::Process;
+
+/// What to start as an agent.
 #[derive(Debug)]
-pub struct Agent {
-    child: async_process::Child,
-    _tracked: crate::supervise::reaper::Tracked,
+pub struct AgentCommand {
+    /// The resolved program.
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Added to (or replacing in) the daemon's own environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: PathBuf,
 }
 
-impl std::ops::Deref for Agent {
-    type Target = async_process::Child;
-    fn deref(&self) -> &async_process::Child {
-        &self.child
-    }
-}
-
-impl std::ops::DerefMut for Agent {
-    fn deref_mut(&mut self) -> &mut async_process::Child {
-        &mut self.child
-    }
-}
-
-/// Starts `cmd` (stdio piped) as an agent: in a process group of its own,
-/// killed when the daemon dies, confined by `rules` (applied in the child
-/// before its exec: the agent's first instruction is confined).
+/// Starts `cmd` (stdio piped) as an agent with the child program
+/// (`supervise::program`, cloned as `[sandbox] spawn` says): in a process
+/// group of its own, killed when the daemon dies, confined by `rules`
+/// (applied in the child before its exec: the agent's first instruction
+/// is confined). Called in a tokio runtime, which watches the agent.
 pub fn spawn(
-    mut cmd: std::process::Command,
+    cmd: AgentCommand,
     rules: Option<crate::sandbox::confine::Prepared>,
+    mode: crate::supervise::SpawnMode,
 ) -> std::io::Result<Agent> {
-    let daemon = rustix::process::getpid();
-    cmd.process_group(0);
-    // SAFETY: the closure runs in the child between fork and exec and
-    // makes only async-signal-safe system calls (the confinement's raw
-    // system calls, prctl, getppid).
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(rules) = &rules {
-                // A uid switch clears the death signal: confine first.
-                rules
-                    .apply()
-                    .map_err(|e| std::io::Error::from_raw_os_error(e.errno.raw_os_error()))?;
-            }
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            // The daemon died before the prctl: nothing would kill it.
-            if rustix::process::getppid() != Some(daemon) {
-                return Err(std::io::Error::other(
-                    "the daemon exited while starting the agent",
-                ));
-            }
-            Ok(())
-        });
-    }
-    let mut command = async_process::Command::from(cmd);
-    // `From<std::process::Command>` forgets stdio: set it again.
-    command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(false);
+    // The daemon's environment, with the agent's own on top.
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !cmd.env.iter().any(|(name, _)| name == k))
+        .collect();
+    env.extend(cmd.env.iter().cloned());
     let (tx, rx) = mpsc::sync_channel(1);
     forker()?
         .send(Box::new(move || {
-            let spawned = crate::supervise::reaper::Tracked::spawn(|| command.spawn(), |c| c.id())
-                .map(|(child, _tracked)| Agent { child, _tracked });
-            let _ = tx.send(spawned);
+            let started = crate::supervise::start_process(
+                &cmd.program,
+                &cmd.args,
+                &env,
+                &cmd.cwd,
+                rules.as_ref(),
+                mode,
+            );
+            let _ = tx.send(started);
         }))
         .map_err(|_| std::io::Error::other("the agent forker thread is gone"))?;
-    rx.recv()
-        .map_err(|_| std::io::Error::other("the agent forker thread is gone"))?
+    let started = rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the agent forker thread is gone"))??;
+    let pid = started.id();
+    started.watch().inspect_err(|_| {
+        // Not watched: not left running either.
+        let _ = kill_group(pid);
+    })
 }
 
 /// What a previous daemon's agent (its pid `pid`, started as `argv`) left:
@@ -190,21 +177,37 @@ pub fn kill_group(pgid: i32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    fn sleep() -> AgentCommand {
+        AgentCommand {
+            program: "/bin/sleep".into(),
+            args: vec!["30".into()],
+            env: Vec::new(),
+            cwd: "/".into(),
+        }
+    }
+
     #[test]
     fn an_agent_leads_its_own_group_and_another_program_on_its_pid_is_not_it() {
         // (The death signal itself is proven by the whole-program test
         // that SIGKILLs a daemon.)
-        let mut cmd = std::process::Command::new("sleep");
-        cmd.arg("30");
-        let mut child = spawn(cmd, None).expect("spawn");
-        let pid = child.id() as i32;
+        let rt = runtime();
+        let _in = rt.enter();
+        let mut child = spawn(sleep(), None, Default::default()).expect("spawn");
+        let pid = child.id();
         let left = leftover_group(pid, &["/bin/sleep".into(), "30".into()]).expect("ours");
         assert!(left.leader_alive);
         assert!(left.members.is_empty());
         assert_eq!(leftover_group(pid, &["sleep".into(), "31".into()]), None);
         assert_eq!(leftover_group(pid, &["bash".into(), "30".into()]), None);
         kill_group(pid).expect("kill");
-        let _ = futures_lite::future::block_on(child.status());
+        let _ = rt.block_on(child.status());
     }
 
     /// Where there are no cgroups, every gate's end sweeps the host's
@@ -217,16 +220,14 @@ mod tests {
         use std::ffi::OsString;
         use std::path::Path;
         use std::time::Duration;
-        let mut cmd = std::process::Command::new("sleep");
-        cmd.arg("30");
-        let mut agent = spawn(cmd, None).expect("spawn");
+        let rt = runtime();
+        let mut agent = {
+            let _in = rt.enter();
+            spawn(sleep(), None, Default::default()).expect("spawn")
+        };
         let sup = Supervisor::without_cgroups();
         let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
         let args = [OsString::from("-c"), OsString::from("exit 0")];
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
         for _ in 0..2 {
             let run = rt
                 .block_on(sup.run(ProcessSpec {
@@ -252,7 +253,7 @@ mod tests {
             "the sweep took the agent for an orphan: {:?}",
             agent.try_status()
         );
-        kill_group(agent.id() as i32).expect("kill");
-        let _ = futures_lite::future::block_on(agent.status());
+        kill_group(agent.id()).expect("kill");
+        let _ = rt.block_on(agent.status());
     }
 }

@@ -90,7 +90,7 @@ pub(crate) struct Agents {
 /// Stdin of the sessions gatehost started and follows.
 #[derive(Default)]
 pub(crate) struct Started {
-    pub(super) stdin: Mutex<HashMap<String, async_process::ChildStdin>>,
+    pub(super) stdin: Mutex<HashMap<String, Box<dyn futures_lite::AsyncWrite + Send + Unpin>>>,
 }
 
 /// The live ACP sessions: where their prompts go, and the permission

@@ -100,13 +100,16 @@ impl Agents {
         let start_dir = anchor
             .open_dir(relative_cwd)
             .map_err(|e| invalid("cwd", e.to_string()))?;
-        let mut cmd = std::process::Command::new(&resolved);
-        cmd.args(&input.command[1..])
-            .current_dir(start_dir.proc_path())
-            .envs(confinement.env.iter().map(|(k, v)| (k, v)));
+        let cmd = super::agent_process::AgentCommand {
+            program: resolved.clone(),
+            args: input.command[1..].iter().map(Into::into).collect(),
+            env: confinement.env,
+            cwd: start_dir.proc_path(),
+        };
         let scratch = confinement.scratch;
+        let mode = engine.runner().config().sandbox.spawn;
         // It dies with the daemon (see `agent_process`), confined.
-        let mut child = super::agent_process::spawn(cmd, confinement.rules).map_err(|e| {
+        let mut child = super::agent_process::spawn(cmd, confinement.rules, mode).map_err(|e| {
             invalid(
                 "command",
                 format!("cannot start {}: {e}", resolved.display()),

@@ -203,7 +203,9 @@ impl GateRunner {
     }
 
     pub fn supervisor(&self) -> &Supervisor {
-        self.inner.supervisor.get_or_init(Supervisor::new)
+        self.inner
+            .supervisor
+            .get_or_init(|| Supervisor::new().spawning(self.config.sandbox.spawn))
     }
 
     /// How native gates are confined on this host.

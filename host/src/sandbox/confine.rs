@@ -3,14 +3,14 @@
 //! Linux and inherited by a child process from the thread that spawned it.
 //!
 //! Two ways, one set of steps ([`Prepared`]):
-//! - **In the child** (the supervisor's `clone3` spawn): everything that
-//!   can allocate, open a path or fail for a reason worth a sentence is
-//!   done in the host first ([`Plan::prepare`]: the Landlock ruleset is
-//!   built and its rules added); the cloned child (a single thread, which
-//!   on x86_64 shares the host's memory until its exec) then applies it to
-//!   itself with raw, async-signal-safe system calls only
-//!   ([`Prepared::apply`]) before it execs the program. No thread
-//!   is made for a spawn.
+//! - **In the child** (the child program, `supervise::program`, which
+//!   starts gates and the daemon's agents): everything that can allocate,
+//!   open a path or fail for a reason worth a sentence is done in the host
+//!   first ([`Plan::prepare`]: the Landlock ruleset is built and its rules
+//!   added); the cloned child then applies it to itself
+//!   ([`Prepared::apply`], a step of that program, under the rules its
+//!   module doc states) before it execs the program. No thread is made
+//!   for a spawn.
 //! - **On a fresh thread** ([`Plan::spawn_confined`]), for the other ways
 //!   to spawn (std's posix_spawn, where `clone3` into a cgroup is not
 //!   available): the host confines a short-lived thread of its own, spawns
@@ -293,7 +293,8 @@ impl Prepared {
     /// ruleset, before it is applied: for a directory that exists only in
     /// the child (the tmpfs over its scratch directory, mounted in its own
     /// mount namespace: Landlock ignores a rule on the directory it hides).
-    /// A raw system call (async-signal-safe). Returns the errno.
+    /// One raw system call (a step of the child program: see
+    /// `supervise::program` for the rules). Returns the errno.
     ///
     /// # Safety
     /// Only in the child that applies this confinement next; `dir` is an
@@ -324,10 +325,9 @@ impl Prepared {
     /// Confines the caller, irrevocably: the child of a `clone3` (or
     /// `fork`) of the host between the clone and its `execve`, or a fresh
     /// thread of the host that spawns the program and ends. Raw system
-    /// calls only (rustix's linux_raw backend and `libc::syscall`; no
-    /// allocation, no lock), and no memory written but the stack and this
-    /// thread's errno: async-signal-safe, as a copy of a multi-threaded
-    /// process requires, and safe in a child that shares the host's memory.
+    /// calls only (rustix's linux_raw backend and `libc::syscall`), so
+    /// that it keeps the child program's rules (`supervise::program`'s
+    /// module doc).
     ///
     /// # Safety
     /// The caller must run nothing of the host's after it: it is such a

@@ -81,6 +81,8 @@ pub struct SandboxConfig {
     /// Host-private paths beyond those the configuration names (the
     /// daemon's data directory): never granted to a gate.
     pub protect: Vec<PathBuf>,
+    /// How gates and agents are cloned (`[sandbox] spawn`).
+    pub spawn: crate::supervise::SpawnMode,
 }
 
 impl Default for SandboxConfig {
@@ -93,6 +95,7 @@ impl Default for SandboxConfig {
             user: None,
             scratch_dir: None,
             protect: Vec::new(),
+            spawn: Default::default(),
         }
     }
 }

@@ -17,10 +17,10 @@
 //! - scratch: a tmpfs of `gate_scratch_bytes` over the gate's `TMPDIR`, in
 //!   a mount namespace of the child's own ([`super::scratch`]).
 //!
-//! The child applies its part ([`ChildLimits`]) between clone and exec
-//! with raw system calls only (no allocation, no lock), as the rest of its
-//! pre-exec steps. This module never lets a limit it could not apply go
-//! unnoticed: a failed step stops the spawn.
+//! The child applies its part ([`ChildLimits`]) between clone and exec,
+//! as a step of the child program ([`super::program`], whose module doc
+//! states what may run there). This module never lets a limit it could
+//! not apply go unnoticed: a failed step stops the spawn.
 
 use std::os::fd::RawFd;
 
@@ -212,8 +212,9 @@ impl ChildLimits {
             return;
         }
         let child = *self;
-        // SAFETY: `apply` makes async-signal-safe system calls only, as a
-        // forked child of a multi-threaded process requires.
+        // SAFETY: `apply` keeps the child program's rules (see
+        // `super::program`), as a forked child of a multi-threaded process
+        // requires.
         unsafe {
             cmd.pre_exec(move || {
                 child
@@ -237,39 +238,14 @@ impl ChildLimits {
         }
     }
 
-    /// Applies the limits to the calling process: raw system calls only
-    /// (async-signal-safe; no memory written but the stack and errno).
-    /// Returns the failed step and its errno.
-    ///
-    /// # Safety
-    /// Only in a freshly cloned or forked child before its exec (a join
-    /// moves the whole calling process).
-    pub unsafe fn apply(&self) -> Result<(), (LimitStep, i32)> {
-        let errno = || {
-            // SAFETY: reading this thread's errno.
-            unsafe { *libc::__errno_location() }
-        };
-        for &(fd, step) in &self.joins[..self.n_joins] {
-            // SAFETY: a write of two bytes from a static buffer to an open
-            // descriptor.
-            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-            if n != 1 {
-                return Err((step, errno()));
-            }
-        }
-        for &(resource, value, step) in &self.rlimits[..self.n_rlimits] {
-            let lim = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            // SAFETY: setrlimit with a valid struct on the stack. The
-            // resource is one of the RLIMIT_* constants (their type differs
-            // between libcs, hence the cast).
-            if unsafe { libc::setrlimit(resource as _, &lim) } != 0 {
-                return Err((step, errno()));
-            }
-        }
-        Ok(())
+    /// The v1 `cgroup.procs` descriptors the child writes itself to.
+    pub(super) fn joins(&self) -> &[(RawFd, LimitStep)] {
+        &self.joins[..self.n_joins]
+    }
+
+    /// The (resource, value) pairs the child sets as both limits.
+    pub(super) fn rlimits(&self) -> &[(i32, u64, LimitStep)] {
+        &self.rlimits[..self.n_rlimits]
     }
 }
 

@@ -30,6 +30,8 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
+mod process;
+mod program;
 pub mod reaper;
 mod scratch;
 mod spawn;
@@ -40,6 +42,8 @@ pub use limits::{
     DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, DEFAULT_GATE_SCRATCH_BYTES, GateLimits, LimitHits,
     default_gate_memory,
 };
+pub use process::{Process, StartedProcess, start_process};
+pub use program::SpawnMode;
 pub use scratch::hint as scratch_hint;
 
 use cgroup::{Cgroups, ProcessCgroup};
@@ -152,6 +156,8 @@ pub struct Supervisor {
     /// How gates' memory and processes are bounded where the v2 cgroup
     /// cannot.
     enforcer: limits::Enforcer,
+    /// How a child is cloned (`[sandbox] spawn`).
+    mode: SpawnMode,
 }
 
 /// Born in it: `clone3(CLONE_INTO_CGROUP)`, no process moves.
@@ -185,6 +191,7 @@ impl Supervisor {
             cgroups,
             into: AtomicU8::new(INTO_BY_CLONE),
             enforcer,
+            mode: SpawnMode::default(),
         }
     }
 
@@ -197,7 +204,15 @@ impl Supervisor {
             cgroups: None,
             into: AtomicU8::new(INTO_NONE),
             enforcer: limits::Enforcer::rlimits_only(),
+            mode: SpawnMode::default(),
         }
+    }
+
+    /// This supervisor, cloning its children as `mode` says
+    /// (`[sandbox] spawn`).
+    pub fn spawning(mut self, mode: SpawnMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// A supervisor that puts each child into its cgroup by moving itself
@@ -260,7 +275,7 @@ impl Supervisor {
                         });
                     }
                 };
-                let exec = spawn::Exec {
+                let exec = program::Exec {
                     program: spec.program,
                     args: spec.args,
                     env: spec.env,
@@ -269,11 +284,13 @@ impl Supervisor {
                     confine: prepared.as_ref(),
                     limits: bounds,
                     scratch: scratch.as_ref().map(|(m, _)| m),
+                    die_with_parent: false,
+                    mode: self.mode,
                 };
                 let started = cg
                     .open()
                     .map_err(spawn::CloneError::Refused)
-                    .and_then(|dir| spawn::clone_into(dir.as_fd(), &exec));
+                    .and_then(|dir| spawn::start(Some(dir.as_fd()), &exec));
                 match started {
                     Ok(started) => {
                         let child =

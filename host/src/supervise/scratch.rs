@@ -23,7 +23,9 @@
 //!   as below.)
 //!
 //! In both, every mount is made private first, so the tmpfs never
-//! propagates back to the host. Where neither works (user namespaces
+//! propagates back to the host. The child's side (`ScratchMount::apply`)
+//! is a step of the child program ([`super::program`], whose module doc
+//! states what may run there); this module prepares its data. Where neither works (user namespaces
 //! disabled, a seccomp filter, a spawn that cannot take this way), the
 //! spawn is retried without the mount and the bound is not enforced,
 //! which the host says once (as it does for a pids bound it cannot
@@ -33,25 +35,20 @@
 use std::ffi::CString;
 use std::path::Path;
 
-/// `/proc/self/...` files the child writes when it maps its ids.
-const SETGROUPS: &std::ffi::CStr = c"/proc/self/setgroups";
-const UID_MAP: &std::ffi::CStr = c"/proc/self/uid_map";
-const GID_MAP: &std::ffi::CStr = c"/proc/self/gid_map";
-
 /// One gate's scratch tmpfs, prepared by the host before the clone: plain
 /// data and C strings the child passes to system calls.
 #[derive(Debug)]
 pub struct ScratchMount {
-    target: CString,
-    options: CString,
+    pub(super) target: CString,
+    pub(super) options: CString,
     /// The id maps to write, when the child makes a user namespace first.
-    maps: Option<IdMaps>,
+    pub(super) maps: Option<IdMaps>,
 }
 
 #[derive(Debug)]
-struct IdMaps {
-    uid: CString,
-    gid: CString,
+pub(super) struct IdMaps {
+    pub(super) uid: CString,
+    pub(super) gid: CString,
 }
 
 /// How the child may get a mount namespace on this host.
@@ -127,122 +124,6 @@ impl ScratchMount {
             maps,
         })
     }
-
-    /// Enters a mount namespace of the calling process's own and mounts the
-    /// tmpfs, and grants the gate's confinement (when it has one) writes
-    /// beneath it: Landlock ignores the rule the host put on the directory
-    /// the tmpfs hides. Raw system calls only (async-signal-safe; no
-    /// allocation, no lock). Returns the errno of the failed call.
-    ///
-    /// The caller's working directory must be set before (the kernel moves
-    /// it into the new namespace; a directory entered after, by a
-    /// descriptor the host opened, would lie outside it, and `getcwd` would
-    /// fail in the gate).
-    ///
-    /// # Safety
-    /// Only in a freshly cloned child before its exec, which is alone in
-    /// its thread group and shares no file-system state (`CLONE_FS`) with
-    /// the host: the namespaces it enters are its own.
-    pub unsafe fn apply(
-        &self,
-        confine: Option<&crate::sandbox::confine::Prepared>,
-    ) -> Result<(), i32> {
-        let errno = || {
-            // SAFETY: reading this thread's errno.
-            unsafe { *libc::__errno_location() }
-        };
-        let flags = match self.maps {
-            Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWNS,
-            None => libc::CLONE_NEWNS,
-        };
-        // SAFETY: unshare with constant flags.
-        if unsafe { libc::unshare(flags) } != 0 {
-            return Err(errno());
-        }
-        if let Some(maps) = &self.maps {
-            for (file, text) in [
-                (SETGROUPS, c"deny"),
-                (UID_MAP, maps.uid.as_c_str()),
-                (GID_MAP, maps.gid.as_c_str()),
-            ] {
-                // SAFETY: NUL-terminated strings prepared before the clone.
-                unsafe { write_file(file, text) }?;
-            }
-        }
-        // SAFETY: mount with NUL-terminated strings or NULL where the call
-        // takes none: every mount of the new namespace private, so nothing
-        // mounted below propagates to the host's.
-        if unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return Err(errno());
-        }
-        // SAFETY: as above; the tmpfs over the gate's scratch directory.
-        if unsafe {
-            libc::mount(
-                c"gatehost-scratch".as_ptr(),
-                self.target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                self.options.as_ptr().cast(),
-            )
-        } != 0
-        {
-            return Err(errno());
-        }
-        if let Some(prepared) = confine {
-            // SAFETY: open with a NUL-terminated path.
-            let dir = unsafe {
-                libc::open(
-                    self.target.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                )
-            };
-            if dir < 0 {
-                return Err(errno());
-            }
-            // SAFETY: the open descriptor above; this child applies the
-            // confinement next.
-            let granted = unsafe { prepared.grant_write_beneath(dir) };
-            // SAFETY: closing the descriptor opened above.
-            unsafe { libc::close(dir) };
-            granted?;
-        }
-        Ok(())
-    }
-}
-
-/// Writes `text` to `file`: open, write, close (raw system calls).
-///
-/// # Safety
-/// Both are NUL-terminated strings.
-unsafe fn write_file(file: &std::ffi::CStr, text: &std::ffi::CStr) -> Result<(), i32> {
-    let errno = || {
-        // SAFETY: reading this thread's errno.
-        unsafe { *libc::__errno_location() }
-    };
-    // SAFETY: open with a NUL-terminated path.
-    let fd = unsafe { libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(errno());
-    }
-    let bytes = text.to_bytes();
-    // SAFETY: a write from a live buffer of that length to the open fd.
-    let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
-    let e = errno();
-    // SAFETY: closing the descriptor opened above.
-    unsafe { libc::close(fd) };
-    if n != bytes.len() as isize {
-        return Err(if n < 0 { e } else { libc::EIO });
-    }
-    Ok(())
 }
 
 /// What a person reads when a gate's output says a write failed for

@@ -1,7 +1,9 @@
-//! Starting a gate's process directly inside its cgroup, with
-//! `clone3(CLONE_INTO_CGROUP | CLONE_PIDFD)`, and waiting on it through its
-//! pidfd. The pidfd and the host's ends of the child's pipes are watched by
-//! the tokio runtime's own reactor (no reactor thread is started for them).
+//! Starting a process with the child program ([`super::program`]):
+//! `clone3`, directly inside a gate's cgroup where one is given
+//! (`CLONE_INTO_CGROUP`), with a pidfd (`CLONE_PIDFD`), and waiting on it
+//! through that pidfd. The pidfd and the host's ends of the child's pipes
+//! are watched by the tokio runtime's own reactor (no reactor thread is
+//! started for them).
 //!
 //! Moving a process between cgroups (a write to `cgroup.procs`) takes the
 //! write side of the kernel's global `cgroup_threadgroup_rwsem`, which waits
@@ -11,35 +13,37 @@
 //! `CLONE_INTO_CGROUP` is born in its cgroup: no process moves, no grace
 //! period, and no window in which it runs outside the cgroup.
 //!
-//! It owns the fork-and-exec itself, which `std::process::Command` cannot
-//! do into a cgroup: everything the child needs (paths, argv, environment,
-//! pipes, the sandbox's prepared confinement) is prepared before `clone3`;
-//! between `clone3` and `execve` the child confines itself and puts its
-//! descriptors in place with system calls that are async-signal-safe only,
-//! and it never returns into the host's code: it execs or `_exit`s. On
-//! x86_64 the child shares the host's memory until its exec, on a stack of
-//! its own, with every signal handler cleared (`CLONE_VM | CLONE_VFORK |
-//! CLONE_CLEAR_SIGHAND`, as `posix_spawn` does it): nothing of the host's
-//! (the WASM engine, the daemon's caches) is copied or made copy-on-write
-//! for a spawn. Elsewhere it is a fork-like copy. A confinement or exec error comes back
-//! through a close-on-exec pipe (the step and the errno), as std does it. It must never be used for anything but a supervised gate: the
-//! caller ([`super::Supervisor::run`]) owns the tree's clean-up.
+//! It owns the host's side of the fork-and-exec, which
+//! `std::process::Command` cannot do into a cgroup: the pipes, the plan
+//! ([`super::program::Plan`], built before `clone3`), the clone itself in
+//! the mode `[sandbox] spawn` names, and reading the child's report. With
+//! `"vfork"` on x86_64 the child shares the host's memory until its exec,
+//! on a stack of its own, with every signal handler cleared (`CLONE_VM |
+//! CLONE_VFORK | CLONE_CLEAR_SIGHAND`, as `posix_spawn` does it): nothing of
+//! the host's (the WASM engine, the daemon's caches) is copied or made
+//! copy-on-write for a spawn. With `"fork"`, and elsewhere, it is a
+//! fork-like copy. What the child may do is the child program's to say.
+//! A child started here must be waited on by its caller (the supervisor
+//! owns a gate's tree's clean-up; an agent's owner waits on it).
 
-use std::ffi::{CString, OsString};
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::ExitStatus;
 
-use super::limits::{ChildLimits, LimitStep};
-use crate::sandbox::confine::{Prepared, Step, StepError};
+use super::limits::LimitStep;
+use super::program::{self, ChildFds, Exec, Plan, ProgramStep, REPORT_LEN, SpawnMode};
+use crate::sandbox::confine::{Step, StepError};
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by
 /// `clone_args.cgroup`. (libc declares it as a C `int`, which cannot hold
 /// it on every target.)
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `CLONE_CLEAR_SIGHAND` (Linux 5.5, below `CLONE_INTO_CGROUP`'s 5.7):
+/// every signal the host handles is back to its default in the child from
+/// its first instruction, so no handler of the host's ever runs in it.
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// Why `clone3` could not start the child.
 #[derive(Debug)]
@@ -52,7 +56,8 @@ pub enum CloneError {
     /// this cgroup's `cgroup.procs`, or a seccomp filter says EPERM. The
     /// caller falls back for this spawn only.
     Refused(io::Error),
-    /// The child could not be started or could not exec its program.
+    /// The child could not be started or could not exec its program (a
+    /// failed step of the child program is named in the error).
     Failed(io::Error),
     /// The child could not confine itself (and so never ran the program).
     Confine(StepError),
@@ -61,20 +66,18 @@ pub enum CloneError {
     Limit(LimitStep, i32),
 }
 
-/// What to start.
-pub struct Exec<'a> {
-    pub program: &'a Path,
-    pub args: &'a [OsString],
-    pub env: &'a [(OsString, OsString)],
-    pub cwd: &'a Path,
-    /// A pipe for stdin; otherwise stdin is /dev/null.
-    pub piped_stdin: bool,
-    /// The confinement the child applies to itself before it execs.
-    pub confine: Option<&'a Prepared>,
-    /// The limits it applies first.
-    pub limits: &'a ChildLimits,
-    /// The scratch tmpfs it mounts next, in a mount namespace of its own.
-    pub scratch: Option<&'a super::scratch::ScratchMount>,
+impl CloneError {
+    /// As one I/O error (for a caller without a way to fall back).
+    pub fn into_io(self) -> io::Error {
+        match self {
+            CloneError::Unsupported(e) | CloneError::Refused(e) | CloneError::Failed(e) => e,
+            CloneError::Confine(e) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("cannot confine the process ({:?}): {}", e.step, e.errno),
+            ),
+            CloneError::Limit(step, errno) => io::Error::other(step.describe(errno)),
+        }
+    }
 }
 
 /// A started child: its pid, its pidfd, and the host's ends of its pipes.
@@ -87,47 +90,38 @@ pub struct Started {
     pub stderr: std::io::PipeReader,
 }
 
-fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{what} contains a NUL byte"),
-        )
-    })
+/// Starts `exec` with the child program, inside the cgroup whose
+/// directory is open as `cgroup` (if any), in a new process group of its
+/// own, with exactly the given environment. Returns once the program has
+/// been exec'd (or failed to be, or could not be confined).
+pub fn start(cgroup: Option<BorrowedFd<'_>>, exec: &Exec<'_>) -> Result<Started, CloneError> {
+    start_planting(cgroup, exec, false, false)
 }
 
-/// Starts `exec` inside the cgroup whose directory is open as `cgroup`, in
-/// a new process group of its own, with exactly the given environment.
-/// Returns once the program has been exec'd (or failed to be, or could not
-/// be confined).
-pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, CloneError> {
-    let failed = CloneError::Failed;
-    // Everything the child touches is built here, before clone3.
-    let program =
-        cstring(exec.program.as_os_str().as_bytes(), "the program path").map_err(failed)?;
-    let mut argv_owned = vec![program.clone()];
-    for a in exec.args {
-        argv_owned.push(cstring(a.as_bytes(), "an argument").map_err(failed)?);
-    }
-    let mut envp_owned = Vec::with_capacity(exec.env.len());
-    for (k, v) in exec.env {
-        let mut kv = k.as_bytes().to_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.as_bytes());
-        envp_owned.push(cstring(&kv, "an environment variable").map_err(failed)?);
-    }
-    let cwd = cstring(exec.cwd.as_os_str().as_bytes(), "the working directory").map_err(failed)?;
-    let argv: Vec<*const libc::c_char> = argv_owned
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp: Vec<*const libc::c_char> = envp_owned
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+/// [`start`], with a child that allocates once (to prove the test build's
+/// allocation guard can fail).
+#[cfg(test)]
+pub fn start_planting_an_allocation(
+    cgroup: Option<BorrowedFd<'_>>,
+    exec: &Exec<'_>,
+) -> Result<Started, CloneError> {
+    start_planting(cgroup, exec, true, false)
+}
 
+/// [`start`] outside a cgroup by the legacy `clone`, as where `clone3`
+/// answers ENOSYS (to test that way here).
+#[cfg(test)]
+pub fn start_by_legacy_clone(exec: &Exec<'_>) -> Result<Started, CloneError> {
+    start_planting(None, exec, false, true)
+}
+
+fn start_planting(
+    cgroup: Option<BorrowedFd<'_>>,
+    exec: &Exec<'_>,
+    #[cfg_attr(not(test), allow(unused_variables))] plant: bool,
+    legacy: bool,
+) -> Result<Started, CloneError> {
+    let failed = CloneError::Failed;
     // All of these are close-on-exec; the child's copies on 0, 1 and 2 are
     // made by dup2, which clears the flag.
     let (stdin_child, stdin_host): (OwnedFd, Option<std::io::PipeWriter>) = if exec.piped_stdin {
@@ -142,31 +136,51 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
     let (stdout_host, stdout_child) = std::io::pipe().map_err(failed)?;
     let (stderr_host, stderr_child) = std::io::pipe().map_err(failed)?;
     let (mut report_host, report_child) = std::io::pipe().map_err(failed)?;
-
-    let mut pidfd: RawFd = -1;
-    // SAFETY: clone_args is plain data; all zeroes is its documented
-    // default.
-    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
-    args.flags = libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP;
-    args.pidfd = &mut pidfd as *mut RawFd as u64;
-    args.exit_signal = libc::SIGCHLD as u64;
-    args.cgroup = cgroup.as_raw_fd() as u64;
-    let start = ChildStart {
-        fds: ChildFds {
+    // Everything the child touches is built here, before clone3.
+    #[cfg_attr(not(test), allow(unused_mut))]
+    let mut plan = Plan::new(
+        exec,
+        ChildFds {
             stdin: stdin_child.as_raw_fd(),
             stdout: stdout_child.as_raw_fd(),
             stderr: stderr_child.as_raw_fd(),
             report: report_child.as_raw_fd(),
         },
-        confine: exec.confine,
-        limits: exec.limits,
-        scratch: exec.scratch,
-        program: program.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: cwd.as_ptr(),
+    )
+    .map_err(failed)?;
+    #[cfg(test)]
+    {
+        plan.plant_allocation = plant;
+    }
+
+    let mut pidfd: RawFd = -1;
+    // SAFETY: clone_args is plain data; all zeroes is its documented
+    // default.
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = libc::CLONE_PIDFD as u64 | CLONE_CLEAR_SIGHAND;
+    args.pidfd = &mut pidfd as *mut RawFd as u64;
+    args.exit_signal = libc::SIGCHLD as u64;
+    if let Some(cgroup) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = cgroup.as_raw_fd() as u64;
+    }
+    let pid = if legacy && cgroup.is_none() {
+        clone_legacy(&mut pidfd, &plan)
+    } else {
+        let pid = match exec.mode {
+            SpawnMode::Vfork => clone_sharing(&mut args, &plan),
+            SpawnMode::Fork => clone_copying(&mut args, &plan),
+        };
+        let no_clone3 = pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
+        // No clone3 at all (an old kernel, a seccomp filter that answers
+        // ENOSYS, as Docker's default one does): outside a cgroup, the
+        // legacy clone starts the same program.
+        if no_clone3 && cgroup.is_none() {
+            clone_legacy(&mut pidfd, &plan)
+        } else {
+            pid
+        }
     };
-    let pid = clone_child(&mut args, &start);
     if pid < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
@@ -196,6 +210,8 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
             }
         }
     }
+    // The child has exec'd or exited: the plan's descriptors may close.
+    drop(plan);
     if got == 0 {
         return Ok(Started {
             pid,
@@ -221,45 +237,24 @@ pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, Cl
     if let Some(step) = LimitStep::from_code(step) {
         return Err(CloneError::Limit(step, errno));
     }
-    Err(match Step::from_code(step) {
-        Some(step) => CloneError::Confine(StepError {
+    if let Some(step) = Step::from_code(step) {
+        return Err(CloneError::Confine(StepError {
             step,
             errno: rustix::io::Errno::from_raw_os_error(errno),
-        }),
-        None => CloneError::Failed(io::Error::from_raw_os_error(errno)),
-    })
-}
-
-/// What a child that failed writes on its report pipe: the confinement
-/// step (0: setting up or exec) and the errno, in native byte order.
-const REPORT_LEN: usize = 8;
-
-/// Everything the child uses, built before the clone (pointers into this
-/// thread's frame, which outlives the child's use of them: the child execs
-/// or exits before `clone_child` returns, or works on a copy).
-struct ChildStart<'a> {
-    fds: ChildFds,
-    confine: Option<&'a Prepared>,
-    limits: &'a ChildLimits,
-    scratch: Option<&'a super::scratch::ScratchMount>,
-    program: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    cwd: *const libc::c_char,
+        }));
+    }
+    Err(CloneError::Failed(match ProgramStep::from_code(step) {
+        Some(step) => step.error(errno),
+        None => io::Error::from_raw_os_error(errno),
+    }))
 }
 
 /// The child's stack when it shares the host's memory: it only makes the
-/// confinement's and the exec's system calls (a few hundred bytes of
-/// frames); a guard page below it turns an overflow into a SIGSEGV of the
-/// child, never a write into the host.
+/// child program's system calls (a few hundred bytes of frames); a guard
+/// page below it turns an overflow into a SIGSEGV of the child, never a
+/// write into the host.
 #[cfg(target_arch = "x86_64")]
 const CHILD_STACK: usize = 64 * 1024;
-
-/// `CLONE_CLEAR_SIGHAND` (Linux 5.5, below `CLONE_INTO_CGROUP`'s 5.7):
-/// every signal the host handles is back to its default in the child from
-/// its first instruction, so no handler of the host's ever runs in it.
-#[cfg(target_arch = "x86_64")]
-const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// Starts the child, as `posix_spawn` does: `CLONE_VM | CLONE_VFORK`, on a
 /// stack of its own. The child shares the host's memory until it execs (no
@@ -267,7 +262,7 @@ const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 /// copy-on-write), and this thread waits until then. Returns the pid, or
 /// -1 with errno set.
 #[cfg(target_arch = "x86_64")]
-fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_long {
+fn clone_sharing(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
     let page = 4096;
     let len = CHILD_STACK + page;
     // SAFETY: a fresh anonymous private mapping, owned here and unmapped
@@ -291,17 +286,17 @@ fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_l
         unsafe { libc::munmap(stack, len) };
         return -1;
     }
-    args.flags |= libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64 | CLONE_CLEAR_SIGHAND;
+    args.flags |= libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64;
     args.stack = stack as u64 + page as u64;
     args.stack_size = CHILD_STACK as u64;
-    let entry: unsafe extern "C" fn(*const ChildStart<'_>) -> ! = child_entry;
+    let entry: unsafe extern "C" fn(*const Plan<'_>) -> ! = child_entry;
     let pid: libc::c_long;
     // SAFETY: the raw clone3 system call with a valid, fully initialised
     // clone_args of the size passed. In the parent it returns the pid (or
     // -errno). In the child (0), the kernel has switched to the new stack
     // (16-byte aligned: its top is page-aligned); the child calls
-    // `child_entry(start)`, which never returns. The registers holding
-    // `entry` and `start` survive the syscall (only rax, rcx and r11 do
+    // `child_entry(plan)`, which never returns. The registers holding
+    // `entry` and `plan` survive the syscall (only rax, rcx and r11 do
     // not, and neither operand is given those). The parent's stack is not
     // touched (nostack).
     unsafe {
@@ -310,12 +305,12 @@ fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_l
             "test rax, rax",
             "jnz 2f",
             "xor ebp, ebp",
-            "mov rdi, {start}",
+            "mov rdi, {plan}",
             "call {entry}",
             "ud2",
             "2:",
             entry = in(reg) entry,
-            start = in(reg) start as *const ChildStart<'_>,
+            plan = in(reg) plan as *const Plan<'_>,
             inlateout("rax") libc::SYS_clone3 => pid,
             in("rdi") args as *const libc::clone_args,
             in("rsi") std::mem::size_of::<libc::clone_args>(),
@@ -335,13 +330,19 @@ fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_l
     pid
 }
 
-/// Elsewhere: a fork-like `clone3` (no shared memory, the child on a copy
-/// of this thread's stack).
+/// Elsewhere than on x86_64, `"vfork"` is a fork-like copy too.
 #[cfg(not(target_arch = "x86_64"))]
-fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_long {
+fn clone_sharing(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
+    clone_copying(args, plan)
+}
+
+/// A fork-like `clone3` (no shared memory, the child on a copy of this
+/// thread's stack): `[sandbox] spawn = "fork"`.
+fn clone_copying(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
     // SAFETY: the raw clone3 system call with a valid, fully initialised
-    // clone_args of the size passed. In the child (0) only `child_exec`
-    // runs, which never returns.
+    // clone_args of the size passed, without CLONE_VM nor a stack: the
+    // child runs on its copy of this thread's stack. In the child (0)
+    // only the child program runs, which never returns.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone3,
@@ -350,112 +351,54 @@ fn clone_child(args: &mut libc::clone_args, start: &ChildStart<'_>) -> libc::c_l
         )
     };
     if pid == 0 {
-        // SAFETY: the freshly cloned child; `start` points into its copy of
-        // this thread's memory.
-        unsafe { child_entry(start) }
+        // SAFETY: the freshly cloned child; `plan` is in its copy of this
+        // thread's memory.
+        unsafe { program::run(plan) }
     }
     pid
 }
 
-/// The child's first Rust frame.
-///
-/// # Safety
-/// Only in the child of [`clone_child`], with `start` built by
-/// [`clone_into`].
-unsafe extern "C" fn child_entry(start: *const ChildStart<'_>) -> ! {
-    // SAFETY: per the contract, `start` is valid for the child's life.
-    unsafe { child_exec(&*start) }
-}
-
-/// Raw descriptors the child puts in place.
-struct ChildFds {
-    stdin: RawFd,
-    stdout: RawFd,
-    stderr: RawFd,
-    report: RawFd,
-}
-
-/// The child's side of the spawn: async-signal-safe system calls only. It
-/// may share the host's memory (see [`clone_child`]): it writes nothing
-/// but its own stack and this thread's errno.
-///
-/// # Safety
-/// Only in the child of `clone3`, with pointers to NUL-terminated strings
-/// and NULL-terminated arrays that live in the (copied) memory.
-unsafe fn child_exec(start: &ChildStart<'_>) -> ! {
-    let &ChildStart {
-        ref fds,
-        confine,
-        limits,
-        scratch,
-        program,
-        argv,
-        envp,
-        cwd,
-    } = start;
-    // SAFETY: plain system calls on valid arguments; see the function's
-    // contract.
-    unsafe {
-        let report_failure = |report: RawFd, step: u32, errno: i32| -> ! {
-            let mut bytes = [0u8; REPORT_LEN];
-            bytes[..4].copy_from_slice(&step.to_ne_bytes());
-            bytes[4..].copy_from_slice(&errno.to_ne_bytes());
-            libc::write(report, bytes.as_ptr().cast(), bytes.len());
-            libc::_exit(127)
-        };
-        let fail = |report: RawFd| -> ! { report_failure(report, 0, *libc::__errno_location()) };
-        // The limits first: joining a v1 cgroup is done with the host's
-        // rights, and nothing below (nor the program) runs unbounded.
-        if let Err((step, errno)) = limits.apply() {
-            report_failure(fds.report, step as u32, errno)
-        }
-        // The working directory before the scratch's mount namespace, which
-        // takes it along (see `ScratchMount::apply`).
-        if libc::chdir(cwd) != 0 {
-            fail(fds.report);
-        }
-        // The scratch tmpfs next: a mount needs the host's rights (or a
-        // user namespace's), which the confinement gives up.
-        if let Some(mount) = scratch
-            && let Err(errno) = mount.apply(confine)
-        {
-            report_failure(fds.report, LimitStep::Scratch as u32, errno)
-        }
-        // Then the confinement, so that nothing below runs unconfined.
-        if let Some(prepared) = confine
-            && let Err(e) = prepared.apply()
-        {
-            report_failure(fds.report, e.step as u32, e.errno.raw_os_error())
-        }
-        // The host ignores SIGPIPE (Rust's runtime does); a gate must get
-        // the default, as std gives it. Nothing is blocked in the gate.
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
-            fail(fds.report);
-        }
-        if libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR {
-            fail(fds.report);
-        }
-        for (fd, target) in [(fds.stdin, 0), (fds.stdout, 1), (fds.stderr, 2)] {
-            if fd == target {
-                // dup2 onto itself keeps close-on-exec: clear it.
-                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    fail(fds.report);
-                }
-            } else if libc::dup2(fd, target) < 0 {
-                fail(fds.report);
-            }
-        }
-        if libc::setpgid(0, 0) != 0 {
-            fail(fds.report);
-        }
-        libc::execve(program, argv, envp);
-        fail(fds.report)
+/// The legacy `clone`, fork-like (no `CLONE_VM`, the child on a copy of
+/// this thread's stack), with a pidfd: where there is no `clone3`, and
+/// only outside a cgroup. It cannot clear the signal handlers
+/// (`CLONE_CLEAR_SIGHAND` is `clone3`'s): until its exec the child keeps
+/// copies of the host's, which could only ever touch its own copy of the
+/// host's memory.
+fn clone_legacy(pidfd: &mut RawFd, plan: &Plan<'_>) -> libc::c_long {
+    let flags = (libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: the raw clone system call, fork-like: no CLONE_VM and no new
+    // stack. With CLONE_PIDFD the kernel stores the pidfd where the third
+    // argument (the parent's tid pointer on every 64-bit target but s390)
+    // points, a live i32 here. In the child (0) only the child program
+    // runs, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            0usize,
+            pidfd as *mut RawFd,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        // SAFETY: the freshly cloned child; `plan` is in its copy of this
+        // thread's memory.
+        unsafe { program::run(plan) }
     }
+    pid
 }
 
-/// Kills and reaps a child whose start went wrong half-way.
+/// The shared-memory child's first Rust frame.
+///
+/// # Safety
+/// Only in the child of [`clone_sharing`], with `plan` built before it.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn child_entry(plan: *const Plan<'_>) -> ! {
+    // SAFETY: per the contract, `plan` is valid for the child's life.
+    unsafe { program::run(&*plan) }
+}
+
 /// An error, instead of tokio's panic, where there is no tokio runtime to
 /// watch a child's pidfd and pipes.
 pub fn in_runtime() -> io::Result<()> {
@@ -464,6 +407,7 @@ pub fn in_runtime() -> io::Result<()> {
         .map_err(|e| io::Error::other(format!("a gate is waited on by a tokio runtime: {e}")))
 }
 
+/// Kills and reaps a child whose start went wrong half-way.
 fn reap_killed(pid: i32, pidfd: BorrowedFd<'_>) {
     super::kill(pid, rustix::process::Signal::KILL);
     let _ = rustix::process::waitid(

@@ -285,7 +285,7 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
     let failing = crate::sandbox::confine::Prepared::failing_at_landlock(not_a_ruleset);
     let args = [marker.clone().into_os_string()];
     let env = env();
-    let exec = spawn::Exec {
+    let exec = program::Exec {
         program: Path::new("/usr/bin/touch"),
         args: &args,
         env: &env,
@@ -294,8 +294,10 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
         confine: Some(&failing),
         limits: &limits::ChildLimits::default(),
         scratch: None,
+        die_with_parent: false,
+        mode: SpawnMode::Vfork,
     };
-    let err = spawn::clone_into(cg.open().expect("open").as_fd(), &exec).expect_err("refused");
+    let err = spawn::start(Some(cg.open().expect("open").as_fd()), &exec).expect_err("refused");
     match err {
         spawn::CloneError::Confine(e) => {
             assert_eq!(e.step, crate::sandbox::confine::Step::Landlock);
