@@ -29,6 +29,47 @@ pub fn shots_dir() -> PathBuf {
     dir
 }
 
+/// Starts tests/support/browser/`script` with `args` (its stderr in `log`,
+/// the process marked with `marker`, `stdin` as given, stdout piped).
+pub fn spawn_script(
+    script: &str,
+    args: &[&str],
+    marker: &str,
+    log: &Path,
+    stdin: Stdio,
+) -> std::process::Child {
+    let stderr = std::fs::File::create(log).expect("log");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/browser");
+    Command::new(browser_python())
+        .arg(path.join(script))
+        .args(args)
+        .env(super::MARKER_ENV, marker)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("run the browser script")
+}
+
+/// A watchdog that SIGKILLs `pid` unless told (by a send on the sender)
+/// within `bound`; joined, it says whether it killed.
+pub fn kill_past(
+    pid: u32,
+    bound: Duration,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>) {
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let late = watch.recv_timeout(bound).is_err();
+        if late {
+            // SAFETY: kill(2) of the child this test started and still holds.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        late
+    });
+    (done, watchdog)
+}
+
 /// Runs tests/support/browser/`script` with `args` (its stderr in `log`, the
 /// process marked with `marker`), killed past `bound`; its one JSON line
 /// and whether it succeeded. Panics, with the log, past the bound or on
@@ -40,31 +81,8 @@ pub fn run_script(
     log: &Path,
     bound: Duration,
 ) -> (bool, serde_json::Value) {
-    let stderr = std::fs::File::create(log).expect("log");
-    let child = Command::new(browser_python())
-        .arg(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../tests/support/browser")
-                .join(script),
-        )
-        .args(args)
-        .env(super::MARKER_ENV, marker)
-        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("run the browser script");
-    let pid = child.id() as i32;
-    let (done, watch) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        let late = watch.recv_timeout(bound).is_err();
-        if late {
-            // SAFETY: kill(2) of the child this test started and still holds.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        late
-    });
+    let child = spawn_script(script, args, marker, log, Stdio::null());
+    let (done, watchdog) = kill_past(child.id(), bound);
     let output = child.wait_with_output().expect("wait");
     let _ = done.send(());
     let killed = watchdog.join().expect("watchdog");

@@ -5,7 +5,7 @@ use super::CliRun;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub struct Daemon {
@@ -64,7 +64,7 @@ impl Daemon {
     ) -> Daemon {
         // Made here (serve would make it) so that the log below can open.
         let _ = std::fs::create_dir_all(data);
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gatehost"));
+        let mut command = serve_command(data, config, listen);
         if let Some(n) = nofile {
             use std::os::unix::process::CommandExt;
             let limit = libc::rlimit {
@@ -84,15 +84,8 @@ impl Daemon {
             }
         }
         let mut child = command
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data)
-            .arg("--config")
-            .arg(config)
             .env("GATEHOST_LOG", "gatehost=info")
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gatehost serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -229,6 +222,16 @@ impl Daemon {
         body: Option<Value>,
     ) -> (u16, Value) {
         self.http_raw(method, path, token, json_bytes(body))
+    }
+
+    /// `POST path` with `token` and `body`; the status and the JSON body.
+    pub fn post(&self, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+        self.http("POST", path, Some(token), body)
+    }
+
+    /// `GET path` with `token`; the status and the JSON body.
+    pub fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.http("GET", path, Some(token), None)
     }
 
     pub fn http_raw(
@@ -386,6 +389,19 @@ impl Daemon {
         v
     }
 
+    /// The fastest of three health checks (a client and its connection are
+    /// made per call), each asserted to answer `ok`.
+    pub fn fastest_health(&self) -> Duration {
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                assert_eq!(self.agent_ok("GET", "/v1/health", None)["ok"], true);
+                started.elapsed()
+            })
+            .min()
+            .expect("three")
+    }
+
     /// Registers a session through the typed client; its JSON.
     pub fn register(&self, id: &str, cwd: &Path) -> Value {
         let input = gatehost::wire::RegisterRequest {
@@ -419,6 +435,20 @@ impl Daemon {
             Ok(p) => p.policy_id,
             Err(e) => panic!("attach {spec}: {e}"),
         }
+    }
+
+    /// Writes `a.txt` into `ws`, attaches a policy of session `s1` that
+    /// commits it (with `message`) once the human acks, and ends the turn:
+    /// the policy awaits the ack (within `timeout`). Its id.
+    pub fn commit_awaiting_ack(&self, ws: &Path, message: &str, timeout: Duration) -> String {
+        std::fs::write(ws.join("a.txt"), "a\n").expect("write a.txt");
+        let commit = json!({"paths": ["a.txt"], "message": message, "requireHumanAck": true});
+        let id = self.attach(json!({
+            "sessionId": "s1", "gate": {"command": "true"}, "then": "commit", "commit": commit
+        }));
+        self.report("s1", "turn-end");
+        self.wait_status(&id, "awaiting-ack", timeout);
+        id
     }
 
     /// Attaches `spec` with the operator token (a policy of the
@@ -466,6 +496,46 @@ impl Daemon {
         }
     }
 
+    /// As [`Daemon::wait_status`], and asserts the policy's gate ran `runs`
+    /// times; the policy.
+    pub fn wait_runs(&self, id: &str, want: &str, runs: u64, timeout: Duration) -> Value {
+        let p = self.wait_status(id, want, timeout);
+        assert_eq!(p["gateRuns"], runs, "{p}");
+        p
+    }
+
+    /// Polls the policy until `settled` holds of it (at most `timeout`);
+    /// the policy.
+    pub fn wait_policy(
+        &self,
+        id: &str,
+        timeout: Duration,
+        settled: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let p = self.policy(id);
+            if settled(&p) {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "policy {id} never settled: {p}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits (at most `timeout`) until the daemon's log holds `needle`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} never logged:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Every event (all pages).
     pub fn all_events(&self, query: &str) -> Vec<Value> {
         let mut since = 0;
@@ -507,6 +577,46 @@ impl Daemon {
             .collect()
     }
 
+    /// As [`Daemon::cli`], and asserts that the CLI exited 0.
+    #[track_caller]
+    pub fn cli_ok(&self, args: &[&str], token: &str) -> CliRun {
+        let run = self.cli(args, token);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        run
+    }
+
+    /// `session register --id ID --cwd CWD` with `token`; asserts it
+    /// exited 0.
+    pub fn register_cli(&self, id: &str, cwd: &Path, token: &str) -> CliRun {
+        let cwd = super::arg(cwd);
+        self.cli_ok(&["session", "register", "--id", id, "--cwd", &cwd], token)
+    }
+
+    /// The messages of the nudges policy `id` sent, in order.
+    pub fn nudge_messages(&self, id: &str) -> Vec<String> {
+        let nudges = self.all_events(&format!("&policy={id}&types=nudge"));
+        let message = |n: &Value| n["payload"]["message"].as_str().map(str::to_string);
+        nudges
+            .iter()
+            .map(|n| message(n).expect("message"))
+            .collect()
+    }
+
+    /// The message of the one nudge policy `id` sent (asserted to be one).
+    pub fn only_nudge(&self, id: &str) -> String {
+        let mut nudges = self.nudge_messages(id);
+        assert_eq!(nudges.len(), 1, "{nudges:?}");
+        nudges.remove(0)
+    }
+
+    /// `session start --id ID --cwd CWD ARGS…` as the operator (ARGS: the
+    /// start's options, then `--` and the command); asserts it exited 0.
+    pub fn start_session(&self, id: &str, cwd: &Path, args: &[&str]) -> CliRun {
+        let cwd = super::arg(cwd);
+        let start = ["session", "start", "--id", id, "--cwd", &cwd];
+        self.cli_ok(&[&start[..], args].concat(), &self.operator)
+    }
+
     /// Runs the CLI against this daemon with `token`.
     pub fn cli(&self, args: &[&str], token: &str) -> CliRun {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -533,95 +643,5 @@ fn json_bytes(body: Option<Value>) -> Option<Vec<u8>> {
     body.map(|b| b.to_string().into_bytes())
 }
 
-/// A daemon allowing `true` and `false` as gates, with session `s1`
-/// registered on a git workspace.
-pub fn with_s1() -> (super::Scratch, Daemon) {
-    let s = super::Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write("config.toml", &super::allow_config(&["true", "false"]));
-    let d = Daemon::start(&s.etc.join("data"), &cfg);
-    d.register("s1", &s.ws);
-    (s, d)
-}
-
-/// A git repository at `dir` with one commit holding `README`.
-pub fn git_repo(dir: &Path) {
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    git(&["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("README"), "hello\n").expect("write");
-    git(&["add", "README"]);
-    git(&[
-        "-c",
-        "core.hooksPath=/dev/null",
-        "commit",
-        "-q",
-        "-m",
-        "init",
-    ]);
-}
-
-/// `git ARGS` output in `dir`, run so that nothing the repo names runs.
-pub fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("--no-pager")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `git ARGS` in `dir` as the tests' own identity, with no hooks run.
-pub fn git_as_tester(dir: &Path, args: &[&str]) -> String {
-    let mut all = vec![
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-    ];
-    all.extend_from_slice(args);
-    git_out(dir, &all)
-}
-
-/// Commits everything in the workspace at `dir` (no hooks, a test identity).
-pub fn git_commit_all(dir: &Path, message: &str) {
-    git_out(dir, &["add", "-A"]);
-    git_as_tester(dir, &["commit", "-q", "-m", message]);
-}
-
-/// `git diff`'s hunk headers carry a function context gatehost's patch
-/// does not (it runs no diff driver): compared without it.
-pub fn without_context(patch: &str) -> String {
-    patch
-        .lines()
-        .map(|l| match l.strip_prefix("@@ ") {
-            Some(rest) => match rest.find(" @@") {
-                Some(n) => format!("@@ {} @@", &rest[..n]),
-                None => l.to_string(),
-            },
-            None => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+pub use super::daemon_git::*;
+pub use super::daemon_setup::*;

@@ -7,9 +7,20 @@ pub mod acp_agents;
 pub mod agents;
 pub mod browser;
 pub mod daemon;
+pub mod daemon_git;
+pub mod daemon_setup;
 pub mod headless;
 pub mod hooks;
+pub mod plugins;
+pub mod shorthand;
 pub mod webhooks;
+
+// Each test binary uses some of these (`in_process` few).
+#[allow(unused_imports)]
+pub use shorthand::{
+    arg, assert_has, assert_lacks, assert_nothing_left, assert_reason, assert_refused,
+    assert_starts, assert_took, assert_within, etc_dir, gatehost, str_of, strs_of,
+};
 
 use serde_json::Value;
 use std::io::Read;

@@ -22,6 +22,30 @@ impl Receiver {
             .collect()
     }
 
+    /// The requests of event type `kind` received so far, in order.
+    pub fn of_kind(&self, kind: &str) -> Vec<Seen> {
+        let seen = self.seen.lock().expect("lock");
+        seen.iter().filter(|s| s.1 == kind).cloned().collect()
+    }
+
+    /// Waits (up to `limit`) until `n` requests of event type `kind` were
+    /// received; those requests.
+    pub fn wait_for_n(&self, kind: &str, n: usize, limit: std::time::Duration) -> Vec<Seen> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let seen = self.of_kind(kind);
+            if seen.len() >= n {
+                return seen;
+            }
+            let got = seen.len();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{kind} seen {got} times, wanted {n}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Waits (up to `limit`) until an event of type `kind` was received.
     pub fn wait_for_kind(&self, kind: &str, limit: std::time::Duration) {
         let deadline = std::time::Instant::now() + limit;

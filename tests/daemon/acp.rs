@@ -7,10 +7,11 @@
 //! session exited.
 
 use crate::common::daemon::Daemon;
+use crate::common::shorthand::assert_lacks;
 use crate::common::{self, Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -70,15 +71,8 @@ pub(crate) fn prompts(ws: &Path) -> Vec<String> {
         .collect()
 }
 
-pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < T, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub(crate) fn wait_for<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    crate::common::shorthand::wait_for_within(T, what, f)
 }
 
 fn events_of(d: &Daemon, session: &str, kind: &str) -> Vec<Value> {
@@ -88,7 +82,7 @@ fn events_of(d: &Daemon, session: &str, kind: &str) -> Vec<Value> {
 fn start(d: &Daemon, s: &Scratch, id: &str, rule: Value, prompt: &str, marker: &str) {
     let rule_file = s.write(&format!("{id}-rule.json"), &rule.to_string());
     let script = agent_dir().join("agent.py");
-    let r = d.cli(
+    d.cli_ok(
         &[
             "session",
             "start",
@@ -108,7 +102,6 @@ fn start(d: &Daemon, s: &Scratch, id: &str, rule: Value, prompt: &str, marker: &
         ],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
 #[test]
@@ -143,20 +136,14 @@ fn an_acp_session_ends_turns_on_end_turn_takes_nudges_as_prompts_and_asks_its_ru
     );
     // The agent token cannot answer for the operator.
     let path = format!("/v1/sessions/bot/permissions/{request}");
-    let (code, body) = d.http("POST", &path, Some(&d.agent), Some(json!({"allow": true})));
+    let (code, body) = d.post(&path, &d.agent, Some(json!({"allow": true})));
     assert_eq!(code, 403, "{body}");
-    let r = d.cli(
+    d.cli_ok(
         &["session", "permission", "bot", &request, "--allow"],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     // A second answer finds nothing waiting.
-    let (code, _) = d.http(
-        "POST",
-        &path,
-        Some(&d.operator),
-        Some(json!({"allow": false})),
-    );
+    let (code, _) = d.post(&path, &d.operator, Some(json!({"allow": false})));
     assert_eq!(code, 404);
 
     // The turn-end comes from `end_turn`, with the agent's message.
@@ -269,7 +256,7 @@ fn hostile_file_and_terminal_requests_are_refused_a_late_answer_denies_and_a_res
     let log = agent_log(&s.ws);
     let read = log.iter().find(|l| l["action"] == "read").expect("read");
     assert!(read["answer"]["error"].is_object(), "{read}");
-    assert!(!read.to_string().contains("top secret"), "{read}");
+    assert_lacks(&read.to_string(), "top secret");
     assert!(!s.ws.join("../../outside.txt").exists());
     let answer = events_of(&d, "evil", "session:permission");
     assert_eq!(answer.len(), 1, "{answer:?}");

@@ -5,10 +5,11 @@
 //! stands for the person, and SIGKILLs at random moments of the chains.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, etc_dir, str_of};
 
-use common::daemon::{Daemon, git_repo};
+use common::Scratch;
+use common::daemon::{Daemon, allow_config_with, git_repo, git_scratch, judge_j};
 use common::webhooks::{Receiver, receiver_answering};
-use common::{Scratch, allow_config, fixture_str};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,20 +20,13 @@ const T: Duration = Duration::from_secs(30);
 /// (`review.sh DIR BLOCKS`) counting its calls in `calls`.
 fn setup(blocks: &str, keys: &str) -> (Scratch, Daemon, Receiver, std::path::PathBuf) {
     let hook = receiver_answering(None);
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let calls = s.etc.join("calls");
-    std::fs::create_dir_all(&calls).expect("mkdir");
-    let mut cfg = allow_config(&["true", "false"]).replace(
-        "[daemon]\n",
-        &format!("[daemon]\nwebhook_url = \"{}\"\n{keys}", hook.url),
+    let s = git_scratch();
+    let calls = etc_dir(&s, "calls");
+    let mut cfg = allow_config_with(
+        &["true", "false"],
+        &format!("webhook_url = \"{}\"\n{keys}", hook.url),
     );
-    cfg.push_str(&format!(
-        "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\", \"{blocks}\"]\nwrite = [\"{}\"]\n",
-        fixture_str("judges/review.sh"),
-        calls.display(),
-        calls.display()
-    ));
+    cfg.push_str(&judge_j("judges/review.sh", &calls, blocks));
     let cfg = s.write("config.toml", &cfg);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     (s, d, hook, calls)
@@ -40,6 +34,16 @@ fn setup(blocks: &str, keys: &str) -> (Scratch, Daemon, Receiver, std::path::Pat
 
 fn judge_reviewer(tag: &str) -> Value {
     json!({"judge": {"adapter": "j", "prompt": format!("Review {tag}: ship it only if it is complete.")}})
+}
+
+/// Session `author` registered, its `work.txt` drafted, a chain (as
+/// [`commit_chain`]) attached and the author's turn ended; the policy.
+fn start_chain(d: &Daemon, s: &Scratch, tag: &str, max_cycles: u32) -> String {
+    d.register("author", &s.ws);
+    std::fs::write(s.ws.join("work.txt"), format!("{tag} draft\n")).expect("write");
+    let pid = d.attach(commit_chain("author", tag, max_cycles));
+    say(d, "author", "done");
+    pid
 }
 
 fn commit_chain(session: &str, tag: &str, max_cycles: u32) -> Value {
@@ -50,6 +54,15 @@ fn commit_chain(session: &str, tag: &str, max_cycles: u32) -> Value {
         "commit": {"paths": ["work.txt"], "message": "reviewed change"},
         "review": {"reviewer": judge_reviewer(tag), "maxCycles": max_cycles}
     })
+}
+
+/// The verdicts of the chain's reviews, in order.
+fn verdicts_of(events: &[Value]) -> Vec<Value> {
+    let verdicts = of_type(events, "review:verdict");
+    verdicts
+        .iter()
+        .map(|v| v["payload"]["verdict"].clone())
+        .collect()
 }
 
 fn of_type(events: &[Value], kind: &str) -> Vec<Value> {
@@ -84,10 +97,7 @@ fn review_name(d: &Daemon, pid: &str) -> String {
         .last()
         .and_then(|e| e["payload"]["prompt"].as_str())
         .unwrap_or_default();
-    assert!(
-        prompt.contains(&format!("VERDICT: SHIP {name}")),
-        "{prompt}"
-    );
+    assert_has(prompt, &format!("VERDICT: SHIP {name}"));
     name
 }
 
@@ -108,11 +118,8 @@ fn say(d: &Daemon, id: &str, message: &str) {
 fn answer_repairs(d: &Daemon, pid: &str, author: &str, want: &str) -> usize {
     let deadline = Instant::now() + T;
     let mut answered = 0;
-    loop {
-        let p = d.policy(pid);
-        if p["status"] == want {
-            return answered;
-        }
+    let mut p = d.policy(pid);
+    while p["status"] != want {
         assert!(
             Instant::now() < deadline,
             "policy {pid} never {want}: {p}\n{:?}\n{}",
@@ -125,7 +132,9 @@ fn answer_repairs(d: &Daemon, pid: &str, author: &str, want: &str) -> usize {
             answered = repairs;
         }
         std::thread::sleep(Duration::from_millis(30));
+        p = d.policy(pid);
     }
+    answered
 }
 
 /// BLOCK twice, then SHIP: exactly two repair nudges (each with the
@@ -134,12 +143,12 @@ fn answer_repairs(d: &Daemon, pid: &str, author: &str, want: &str) -> usize {
 #[test]
 fn a_chain_that_blocks_twice_then_ships_repairs_twice_and_awaits_one_ack() {
     let (s, d, _hook, calls_dir) = setup("2", "");
-    d.register("author", &s.ws);
-    std::fs::write(s.ws.join("work.txt"), "chain-1 draft\n").expect("write");
-    let pid = d.attach(commit_chain("author", "chain-1", 5));
-    say(&d, "author", "done");
-    let repairs = answer_repairs(&d, &pid, "author", "awaiting-ack");
-    assert_eq!(repairs, 2);
+    let pid = start_chain(&d, &s, "chain-1", 5);
+    assert_eq!(
+        answer_repairs(&d, &pid, "author", "awaiting-ack"),
+        2,
+        "two repairs"
+    );
     // A while later nothing more happened.
     std::thread::sleep(Duration::from_millis(500));
     let events = d.all_events(&format!("&policy={pid}"));
@@ -149,12 +158,9 @@ fn a_chain_that_blocks_twice_then_ships_repairs_twice_and_awaits_one_ack() {
         assert_eq!(r["payload"]["session"], "author");
         assert_eq!(r["payload"]["cycle"], i as u64 + 1);
         let message = r["payload"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("lacks a test"), "{message}");
+        assert_has(message, "lacks a test");
     }
-    let verdicts: Vec<Value> = of_type(&events, "review:verdict")
-        .iter()
-        .map(|v| v["payload"]["verdict"].clone())
-        .collect();
+    let verdicts = verdicts_of(&events);
     assert_eq!(
         verdicts,
         vec![json!("BLOCK"), json!("BLOCK"), json!("SHIP")]
@@ -186,18 +192,16 @@ fn a_chain_that_blocks_twice_then_ships_repairs_twice_and_awaits_one_ack() {
 #[test]
 fn a_chain_that_never_ships_escalates_once_after_max_cycles() {
     let (s, d, hook, calls_dir) = setup("always", "");
-    d.register("author", &s.ws);
-    std::fs::write(s.ws.join("work.txt"), "chain-2 draft\n").expect("write");
-    let pid = d.attach(commit_chain("author", "chain-2", 3));
-    say(&d, "author", "done");
-    let repairs = answer_repairs(&d, &pid, "author", "blocked");
-    assert_eq!(repairs, 2);
+    let pid = start_chain(&d, &s, "chain-2", 3);
+    assert_eq!(
+        answer_repairs(&d, &pid, "author", "blocked"),
+        2,
+        "two repairs"
+    );
     let p = d.policy(&pid);
     let reason = p["reason"].as_str().unwrap_or_default();
-    assert!(
-        reason.contains("3 times") && reason.contains("lacks a test"),
-        "{reason}"
-    );
+    assert_has(reason, "3 times");
+    assert_has(reason, "lacks a test");
     // More turn-ends change nothing.
     say(&d, "author", "again");
     std::thread::sleep(Duration::from_millis(800));
@@ -237,10 +241,8 @@ fn a_session_reviewer_without_a_verdict_counts_as_block() {
     d.wait_status(&pid, "reviewing", T);
     let started = of_type(&d.all_events(&format!("&policy={pid}")), "review:started");
     let prompt = started[0]["payload"]["prompt"].as_str().unwrap_or_default();
-    assert!(
-        prompt.contains("Check the change for typos.") && prompt.contains("a change to review"),
-        "{prompt}"
-    );
+    assert_has(prompt, "Check the change for typos.");
+    assert_has(prompt, "a change to review");
     assert_eq!(d.policy(&pid)["review"]["cycle"], 1);
     say(&d, "rev", "it reads well to me");
     d.wait_status(&pid, "watching", T);
@@ -248,10 +250,8 @@ fn a_session_reviewer_without_a_verdict_counts_as_block() {
     let verdict = &of_type(&events, "review:verdict")[0]["payload"];
     assert_eq!(verdict["verdict"], "BLOCK");
     let findings = verdict["findings"].as_str().unwrap_or_default();
-    assert!(
-        findings.contains("no VERDICT") && findings.contains("it reads well"),
-        "{findings}"
-    );
+    assert_has(findings, "no VERDICT");
+    assert_has(findings, "it reads well");
     assert_eq!(of_type(&events, "review:repair").len(), 1);
     // The repaired turn is gated and reviewed again; SHIP ends it.
     say(&d, "author", "fixed");
@@ -266,22 +266,13 @@ fn a_session_reviewer_without_a_verdict_counts_as_block() {
     say(&d, "rev", &format!("now it is right\nVERDICT: SHIP {name}"));
     d.wait_status(&pid, "done", T);
     let events = d.all_events(&format!("&policy={pid}"));
-    let verdicts: Vec<Value> = of_type(&events, "review:verdict")
-        .iter()
-        .map(|v| v["payload"]["verdict"].clone())
-        .collect();
+    let verdicts = verdicts_of(&events);
     assert_eq!(
         verdicts,
         vec![json!("BLOCK"), json!("BLOCK"), json!("SHIP")]
     );
     let unnamed = &of_type(&events, "review:verdict")[1]["payload"]["findings"];
-    assert!(
-        unnamed
-            .as_str()
-            .unwrap_or_default()
-            .contains("does not name this review"),
-        "{unnamed}"
-    );
+    assert_has(str_of(unnamed), "does not name this review");
     assert_eq!(of_type(&events, "review:shipped").len(), 1);
     assert_eq!(of_type(&events, "policy:done").len(), 1);
 }

@@ -2,9 +2,12 @@
 //! nothing is lost or doubled, waiting clients resume.
 
 use crate::common;
+use crate::common::shorthand::assert_has;
 
-use common::daemon::{Daemon, git_out, git_repo};
-use common::{Scratch, allow_config, assert_no_survivors, marker, script_gate};
+use common::daemon::{
+    Daemon, allow_config_with, git_out, git_scratch, scratch_config, script_gate_json, wait_started,
+};
+use common::{Scratch, assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -13,26 +16,18 @@ const T: Duration = Duration::from_secs(60);
 
 #[test]
 fn a_gate_running_when_the_daemon_dies_runs_again_after_restart_and_nothing_doubles() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
     let m = marker("restart");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "2"], 30_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/sleep-then-pass.sh", &[&m, "2"], 30_000);
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate}));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "gating", T);
-    let deadline = Instant::now() + T;
-    while common::survivors(&m).is_empty() {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_started(&m, T);
     d.restart();
     // The orphaned gate of the dead daemon is killed; the policy gates again.
-    let p = d.wait_status(&pid, "done", T);
-    assert_eq!(p["gateRuns"], 2, "{p}");
+    d.wait_runs(&pid, "done", 2, T);
     assert_no_survivors(&m);
     let events = d.policy_events(&pid);
     assert_eq!(
@@ -54,8 +49,7 @@ fn a_gate_running_when_the_daemon_dies_runs_again_after_restart_and_nothing_doub
 
 #[test]
 fn wait_keeps_waiting_across_a_daemon_restart() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}}));
@@ -122,8 +116,7 @@ fn with_retry<T>(d: &mut Daemon, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
 fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_lose_and_double_nothing()
  {
     const N: usize = 200;
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     // Every event is also posted to a URL nobody listens on (given up
     // after 2 tries), and retention deletes finished deliveries every
     // second; 3 % of the store's write transactions fail as on a full
@@ -136,9 +129,9 @@ fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_los
 every = \"1s\"
 deliveries_max_age = \"1s\"
 ",
-            allow_config(&["true"]).replace(
-                "[daemon]\n",
-                "[daemon]\nwebhook_url = \"http://127.0.0.1:9/dead\"\nwebhook_max_attempts = 2\n"
+            allow_config_with(
+                &["true"],
+                "webhook_url = \"http://127.0.0.1:9/dead\"\nwebhook_max_attempts = 2\n"
             )
         ),
     );
@@ -158,10 +151,9 @@ deliveries_max_age = \"1s\"
         let sid = format!("s{i}");
         s.write_ws(&format!("f/{i}.txt"), &format!("file {i}\n"));
         with_retry(&mut d, |d| {
-            let (c, _) = d.http(
-                "POST",
+            let (c, _) = d.post(
                 "/v1/sessions",
-                Some(&d.agent),
+                &d.agent,
                 Some(json!({"id": sid, "cwd": s.ws})),
             );
             (c == 200).then_some(())
@@ -211,7 +203,7 @@ deliveries_max_age = \"1s\"
     let deadline = Instant::now() + Duration::from_secs(120);
     let total = N + N / 2;
     let policies = loop {
-        let (_, v) = d.http("GET", "/v1/policies?limit=1000", Some(&d.operator), None);
+        let (_, v) = d.get("/v1/policies?limit=1000", &d.operator);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
         if done == total || Instant::now() > deadline {
@@ -327,6 +319,24 @@ deliveries_max_age = \"1s\"
     }
 }
 
+/// A 4 kB turn-start report of `s1` (as the agent): what fills a disk.
+fn bulky_report(d: &Daemon) -> (u16, Value) {
+    let report = json!({"kind": "turn-start", "message": "x".repeat(4000)});
+    d.post("/v1/sessions/s1/report", &d.agent, Some(report))
+}
+
+/// An 8 MiB tmpfs mounted at `s.etc/mnt` (the test needs root, as on the
+/// CI machines); its path and the guard that unmounts it.
+fn scratch_tmpfs(s: &Scratch) -> (std::path::PathBuf, Unmount) {
+    let mnt = s.etc.join("mnt");
+    let mounted = mount_tmpfs(&mnt, "8m");
+    assert!(
+        mounted,
+        "this test needs to mount a tmpfs (root, as on the CI machines)"
+    );
+    (mnt.clone(), Unmount(mnt))
+}
+
 fn mount_tmpfs(dir: &std::path::Path, size: &str) -> bool {
     std::fs::create_dir_all(dir).expect("mkdir");
     std::process::Command::new("mount")
@@ -359,14 +369,8 @@ fn fill(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recovers() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let mnt = s.etc.join("mnt");
-    assert!(
-        mount_tmpfs(&mnt, "8m"),
-        "this test needs to mount a tmpfs (root, as on the CI machines)"
-    );
-    let _guard = Unmount(mnt.clone());
+    let (s, cfg) = scratch_config(&["true"]);
+    let (mnt, _guard) = scratch_tmpfs(&s);
     let data = mnt.join("data");
     let d = Daemon::start(&data, &cfg);
     d.register("s1", &s.ws);
@@ -378,12 +382,7 @@ fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recove
     let mut ok = 0;
     let mut refused = None;
     for _ in 0..2000 {
-        let (code, v) = d.http(
-            "POST",
-            "/v1/sessions/s1/report",
-            Some(&d.agent),
-            Some(json!({"kind": "turn-start", "message": "x".repeat(4000)})),
-        );
+        let (code, v) = bulky_report(&d);
         match code {
             200 => ok += 1,
             _ => {
@@ -438,16 +437,12 @@ fn a_full_or_read_only_data_directory_answers_503_writes_nothing_half_and_recove
 
 #[test]
 fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let data = s.etc.join("data");
     let d = Daemon::start(&data, &cfg);
     let url_before = std::fs::read_to_string(data.join("server.url")).expect("server.url");
     let err = serve_refused(&data, &cfg);
-    assert!(
-        err.contains(&format!("another gatehost serve (pid {})", d.pid())),
-        "{err}"
-    );
+    assert_has(&err, &format!("another gatehost serve (pid {})", d.pid()));
     // The first one's files are untouched and it still serves.
     assert_eq!(
         std::fs::read_to_string(data.join("server.url")).expect("server.url"),
@@ -477,11 +472,7 @@ fn serve_to_exit(
     cfg: &std::path::Path,
     env: &[(&str, &str)],
 ) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .arg("--config")
-        .arg(cfg)
+    common::daemon::serve_command(data, cfg, "127.0.0.1:0")
         .envs(env.iter().copied())
         .output()
         .expect("run")
@@ -494,28 +485,11 @@ fn serve_to_exit(
 /// the next restart).
 #[test]
 fn a_policy_gated_by_recovery_itself_is_not_requeued_and_finishes() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
-    let r = d.cli(
-        &[
-            "session",
-            "start",
-            "--id",
-            "bot",
-            "--cwd",
-            &s.ws.display().to_string(),
-            "--",
-            "sleep",
-            "600",
-        ],
-        &d.operator,
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    d.start_session("bot", &s.ws, &["--", "sleep", "600"]);
     let m = marker("recovery-gate");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "1"], 30_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/sleep-then-pass.sh", &[&m, "1"], 30_000);
     let pid = d.attach(json!({"sessionId": "bot", "watchFrom": "now", "gate": gate}));
     assert_eq!(d.policy(&pid)["status"], "watching");
     d.restart();
@@ -534,8 +508,7 @@ fn a_policy_gated_by_recovery_itself_is_not_requeued_and_finishes() {
 /// that turn-end and the policy waited in `watching` for good.)
 #[test]
 fn a_turn_end_right_after_the_nudge_is_not_lost() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let (s, cfg) = scratch_config(&["true", "false"]);
     let barrier = s.etc.join("nudge-barrier").display().to_string();
     let d = Daemon::start_with_env(
         &s.etc.join("data"),
@@ -565,8 +538,7 @@ fn a_turn_end_right_after_the_nudge_is_not_lost() {
     d.report("s1", "turn-end");
     assert_eq!(d.policy(&pid)["status"], "nudging");
     std::fs::write(&barrier, "").expect("open the barrier");
-    let p = d.wait_status(&pid, "blocked", T);
-    assert_eq!(p["gateRuns"], 2, "{p}");
+    d.wait_runs(&pid, "blocked", 2, T);
 }
 
 /// Issue 12 #3: the disk fills while a gate runs, so its verdict cannot be
@@ -575,20 +547,12 @@ fn a_turn_end_right_after_the_nudge_is_not_lost() {
 /// stayed `gating` until the next restart.)
 #[test]
 fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let mnt = s.etc.join("mnt");
-    assert!(
-        mount_tmpfs(&mnt, "8m"),
-        "this test needs to mount a tmpfs (root, as on the CI machines)"
-    );
-    let _guard = Unmount(mnt.clone());
+    let (s, cfg) = scratch_config(&["true"]);
+    let (mnt, _guard) = scratch_tmpfs(&s);
     let d = Daemon::start(&mnt.join("data"), &cfg);
     d.register("s1", &s.ws);
     let m = marker("full-disk");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "3"], 30_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/sleep-then-pass.sh", &[&m, "3"], 30_000);
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate, "watchFrom": "now"}));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "gating", T);
@@ -596,12 +560,7 @@ fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
     let filler = fill(&mnt);
     let mut refused = false;
     for _ in 0..2000 {
-        let (code, _) = d.http(
-            "POST",
-            "/v1/sessions/s1/report",
-            Some(&d.agent),
-            Some(json!({"kind": "turn-start", "message": "x".repeat(4000)})),
-        );
+        let (code, _) = bulky_report(&d);
         if code == 503 {
             refused = true;
             break;
@@ -616,8 +575,7 @@ fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
     }
     assert_eq!(d.policy(&pid)["status"], "gating");
     std::fs::remove_file(&filler).expect("rm filler");
-    let p = d.wait_status(&pid, "done", T);
-    assert_eq!(p["gateRuns"], 2, "{p}");
+    d.wait_runs(&pid, "done", 2, T);
 }
 
 /// Issue 12 #12: a gate input that kills the daemon (a test hook aborts it
@@ -628,8 +586,7 @@ fn a_verdict_lost_to_a_full_disk_is_gated_again_once_space_returns() {
 /// again and died: a crash loop.)
 #[test]
 fn a_gate_that_kills_the_daemon_twice_is_settled_instead_of_crash_looping() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let data = s.etc.join("data");
     let env = [("GATEHOST_TEST_ABORT_GATE_LABEL", "poison")];
     let mut d = Daemon::start_with_env(&data, &cfg, &env);
@@ -651,7 +608,7 @@ fn a_gate_that_kills_the_daemon_twice_is_settled_instead_of_crash_looping() {
     let p = d.wait_status(&pid, "blocked", T);
     assert_eq!(p["gateCrashes"], 2, "{p}");
     let reason = p["reason"].as_str().unwrap_or("");
-    assert!(reason.contains("died 2 times"), "{reason}");
+    assert_has(reason, "died 2 times");
     let blocked = d.all_events(&format!("&policy={pid}&types=blocked"));
     assert_eq!(blocked.len(), 1, "{blocked:?}");
     assert_eq!(blocked[0]["payload"]["gateCrashes"], 2);
@@ -671,9 +628,7 @@ fn a_gate_that_kills_the_daemon_twice_is_settled_instead_of_crash_looping() {
     // Killed from outside (SIGKILL) twice while a gate runs is no fault
     // of the gate: it runs again and passes.
     let m = marker("outside-kill");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "2"], 30_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/sleep-then-pass.sh", &[&m, "2"], 30_000);
     let slow = d.attach(json!({"sessionId": "s1", "gate": gate, "watchFrom": "now"}));
     d.report("s1", "turn-end");
     let mut d = d;

@@ -2,9 +2,9 @@
 //! flood of long-polls.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, assert_starts};
 
-use common::daemon::Daemon;
-use common::{Scratch, allow_config};
+use common::daemon::{Daemon, scratch_config};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -65,8 +65,7 @@ fn open_fds(pid: u32) -> usize {
 /// ended.) When the clients go, so do their connections.
 #[test]
 fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
+    let (s, cfg) = scratch_config(&[]);
     let d = Daemon::start_with_nofile(&s.etc.join("data"), &cfg, 128);
     let addr = d.url.trim_start_matches("http://").to_string();
     let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
@@ -89,7 +88,7 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
         Duration::from_secs(2),
     )
     .unwrap_or_else(|e| panic!("/v1/health during the flood: {e}\nlog:\n{}", d.log()));
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert_starts(&health, "HTTP/1.1 200");
     assert!(started.elapsed() < Duration::from_secs(2));
 
     // Every poll past the cap is answered and closed by the daemon; the
@@ -128,11 +127,11 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
         .collect();
     assert_eq!(refused.len(), 300 - 64);
     for r in &refused {
-        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+        assert_starts(r, "HTTP/1.1 503");
         let lower = r.to_ascii_lowercase();
         assert!(lower.contains("\r\nretry-after: 1\r\n"), "{r}");
         assert!(lower.contains("\r\nconnection: close\r\n"), "{r}");
-        assert!(r.contains("\"code\":\"too-many-waiters\""), "{r}");
+        assert_has(r, "\"code\":\"too-many-waiters\"");
     }
     // The waiters are still waiting, not answered.
     assert!(polls.iter().filter(|p| !p.2).all(|p| p.1.is_empty()));
@@ -144,11 +143,11 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
         Duration::from_secs(2),
     )
     .unwrap_or_else(|e| panic!("/v1/health with 64 waiters: {e}"));
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert_starts(&health, "HTTP/1.1 200");
     assert!(started.elapsed() < Duration::from_secs(2));
     let log = d.log();
-    assert!(log.contains("too many long-polls wait at once"), "{log}");
-    assert!(log.contains("nofile limit"), "{log}");
+    assert_has(&log, "too many long-polls wait at once");
+    assert_has(&log, "nofile limit");
     // Logged once a second at most, not once per refusal.
     let warnings = log.matches("too many long-polls wait at once").count();
     assert!(warnings < 236, "{warnings} warnings");
@@ -164,11 +163,6 @@ fn a_flood_of_long_polls_under_a_low_nofile_limit_gets_503s_and_health_answers()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (code, body) = d.http(
-        "GET",
-        &format!("/v1/events?since={head}&wait=10ms"),
-        Some(&d.operator),
-        None,
-    );
+    let (code, body) = d.get(&format!("/v1/events?since={head}&wait=10ms"), &d.operator);
     assert_eq!(code, 200, "{body}");
 }

@@ -6,8 +6,9 @@
 //! there.
 
 use crate::common;
+use crate::common::shorthand::assert_has;
 use crate::daemon::commits::{booby_trap, ran};
-use crate::gates::wasm::{gate, plugin_dir};
+use crate::gates::wasm::{gate, plugin_dir, standalone_stop};
 use common::daemon::{Daemon, git_out, git_repo};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
@@ -20,34 +21,19 @@ const T: Duration = Duration::from_secs(30);
 /// turned off on the command line (the test's own inspection must not
 /// set off the traps it checks).
 fn git_safe(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args([
-            "--no-pager",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "filter.evil.clean=cat",
-            "-c",
-            "filter.evil.smudge=cat",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let traps = ["-c", "core.fsmonitor=false", "-c", "filter.evil.clean=cat"];
+    let mut all = vec!["-c", "core.hooksPath=/dev/null"];
+    all.extend(traps);
+    all.extend([
+        "-c",
+        "filter.evil.smudge=cat",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+    ]);
+    all.extend_from_slice(args);
+    common::daemon::git_ok(dir, &all)
 }
 
 /// The repository at `s.ws` (branch `main`) and its linked worktree
@@ -116,8 +102,7 @@ fn a_worktree_sessions_commit_lands_on_its_branch_and_runs_nothing_from_the_repo
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
     assert_eq!(p["plan"]["paths"], json!(["src", ".gitattributes"]), "{p}");
-    let a = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    assert_eq!(a.code, 0, "{}", a.stderr);
+    d.cli_ok(&["policy", "ack", &pid, "--approve"], &d.operator);
     let p = d.wait_status(&pid, "done", T);
     let sha = p["commitSha"].as_str().expect("sha").to_string();
 
@@ -192,7 +177,6 @@ fn recording_judge(saved: &Path) -> String {
 
 #[test]
 fn a_standalone_hook_in_a_linked_worktree_runs_a_judge_and_a_plugin_on_its_change() {
-    use std::io::Write;
     let s = Scratch::new();
     let wt = worktree(&s);
     std::fs::write(wt.join("README"), "hello\nchanged in the worktree\n").expect("write");
@@ -220,37 +204,7 @@ fn a_standalone_hook_in_a_linked_worktree_runs_a_judge_and_a_plugin_on_its_chang
             ),
         ),
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude", "--log", "info", "--gates"])
-        .arg(&gates)
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(s.etc.join("hook-state"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn hook");
-    let input = json!({"session_id": "s-wt", "cwd": wt, "hook_event_name": "Stop",
-        "last_assistant_message": "done"});
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write input");
-    let out = child.wait_with_output().expect("hook output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        !stdout.contains("\"block\""),
-        "the stop was blocked: {stdout}\n{stderr}"
-    );
+    let stderr = standalone_stop(&s, &config, &gates, "s-wt", &wt);
     assert!(
         stderr.contains("no forbidden pattern in 1 file(s)"),
         "the plugin saw the worktree's one changed file: {stderr}"
@@ -270,7 +224,7 @@ fn refused_attach(d: &Daemon) -> String {
         "then": "commit",
         "commit": {"paths": ["README"], "message": "m"}
     });
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(body));
+    let (code, v) = d.post("/v1/policies", &d.agent, Some(body));
     assert_eq!(code, 400, "{v}");
     assert_eq!(v["error"]["field"], "commit", "{v}");
     v["error"]["message"]
@@ -357,10 +311,7 @@ fn a_gitfile_pointing_elsewhere_is_refused_naming_the_path_and_nothing_is_writte
     )
     .expect("write commondir");
     let why = refused_attach(&d);
-    assert!(
-        why.contains(&format!("{}/commondir leads to", entry.display())),
-        "{why}"
-    );
+    assert_has(&why, &format!("{}/commondir leads to", entry.display()));
     std::fs::write(entry.join("commondir"), "../..\n").expect("restore commondir");
 
     // A symlinked gitdir.
@@ -368,12 +319,9 @@ fn a_gitfile_pointing_elsewhere_is_refused_naming_the_path_and_nothing_is_writte
     std::fs::rename(&entry, worktrees.join("real")).expect("rename");
     std::os::unix::fs::symlink(worktrees.join("real"), &entry).expect("symlink");
     let why = refused_attach(&d);
-    assert!(
-        why.contains(&format!(
-            "its gitdir {} leads through a symlink",
-            entry.display()
-        )),
-        "{why}"
+    assert_has(
+        &why,
+        &format!("its gitdir {} leads through a symlink", entry.display()),
     );
     std::fs::remove_file(&entry).expect("unlink");
     std::fs::rename(worktrees.join("real"), &entry).expect("rename back");
@@ -394,8 +342,7 @@ fn a_gitfile_pointing_elsewhere_is_refused_naming_the_path_and_nothing_is_writte
     }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "awaiting-ack", T);
-    let a = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    assert_eq!(a.code, 0, "{}", a.stderr);
+    d.cli_ok(&["policy", "ack", &pid, "--approve"], &d.operator);
     d.wait_status(&pid, "done", T);
     assert_eq!(git_out(&s.ws, &["show", "agent:README"]), "hello\nagain\n");
 }

@@ -7,8 +7,9 @@
 //! reload or a restart, each waiting policy then gated once.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, str_of};
 
-use common::daemon::{Daemon, git_repo};
+use common::daemon::{Daemon, git_repo, scratch_config, scratch_config_with};
 use common::{DAEMON_ROOTS, Scratch, allow_config};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -35,7 +36,7 @@ fn hangup(d: &Daemon) {
 
 /// The newest cursor of the event log.
 fn head(d: &Daemon) -> i64 {
-    let (_, v) = d.http("GET", "/v1/health", Some(&d.operator), None);
+    let (_, v) = d.get("/v1/health", &d.operator);
     v["cursor"].as_i64().expect("cursor")
 }
 
@@ -44,11 +45,9 @@ fn next_event(d: &Daemon, kind: &str, since: i64) -> Value {
     let deadline = Instant::now() + T;
     let mut since = since;
     loop {
-        let (code, v) = d.http(
-            "GET",
+        let (code, v) = d.get(
             &format!("/v1/events?since={since}&types={kind}&wait=2s&limit=100"),
-            Some(&d.operator),
-            None,
+            &d.operator,
         );
         assert_eq!(code, 200, "{v}");
         if let Some(e) = v["events"].as_array().and_then(|a| a.first()) {
@@ -66,10 +65,9 @@ fn next_event(d: &Daemon, kind: &str, since: i64) -> Value {
 /// Attaches (as the operator) a policy watching `s1` whose gate runs
 /// `program`: the HTTP status and body.
 fn attach_running(d: &Daemon, program: &str) -> (u16, Value) {
-    d.http(
-        "POST",
+    d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"sessionId": "s1", "gate": {"command": program}})),
     )
 }
@@ -77,10 +75,9 @@ fn attach_running(d: &Daemon, program: &str) -> (u16, Value) {
 fn refused_as_not_allowlisted(d: &Daemon, program: &str) {
     let (code, v) = attach_running(d, program);
     assert_eq!(code, 400, "{program} must be refused: {v}");
-    assert!(
-        v.to_string()
-            .contains(&format!("'{program}' is not in the allowlist")),
-        "{v}"
+    assert_has(
+        &v.to_string(),
+        &format!("'{program}' is not in the allowlist"),
     );
 }
 
@@ -94,10 +91,28 @@ fn count(events: &[String], kind: &str) -> usize {
     events.iter().filter(|e| *e == kind).count()
 }
 
+/// A scratch area whose git workspace holds session `s1`, its config
+/// (allowing `true`) and a daemon that does not poll it for changes.
+fn polled_s1() -> (Scratch, std::path::PathBuf, Daemon) {
+    let (s, cfg) = scratch_config(&["true"]);
+    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
+    git_repo(&s.ws);
+    d.register("s1", &s.ws);
+    (s, cfg, d)
+}
+
+/// Waits until policy `id` is done, and asserts it was gated and passed
+/// once.
+fn gated_once(d: &Daemon, id: &str) {
+    d.wait_status(id, "done", T);
+    let events = d.policy_events(id);
+    assert_eq!(count(&events, "policy:gating"), 1, "{events:?}");
+    assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
+}
+
 #[test]
 fn an_allowlist_edit_applies_on_sighup_without_a_restart() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
+    let (s, cfg) = scratch_config(&[]);
     let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
     let pid = d.pid();
     git_repo(&s.ws);
@@ -119,13 +134,12 @@ fn an_allowlist_edit_applies_on_sighup_without_a_restart() {
     d.report("s1", "turn-end");
     d.wait_status(&policy, "done", T);
     assert_eq!(d.pid(), pid, "the same daemon");
-    assert!(d.log().contains("configuration reloaded"), "{}", d.log());
+    assert_has(&d.log(), "configuration reloaded");
 }
 
 #[test]
 fn an_allowlist_edit_applies_when_the_file_changes_without_a_signal() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
+    let (s, cfg) = scratch_config(&[]);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     git_repo(&s.ws);
     d.register("s1", &s.ws);
@@ -142,11 +156,7 @@ fn an_allowlist_edit_applies_when_the_file_changes_without_a_signal() {
 
 #[test]
 fn an_invalid_configuration_is_rejected_and_the_one_in_force_kept() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
-    git_repo(&s.ws);
-    d.register("s1", &s.ws);
+    let (s, cfg, d) = polled_s1();
     // Bad TOML (and an allowlist that would have admitted `false`).
     let since = head(&d);
     rewrite(&cfg, &format!("{}\n[shell\n", allow_config(&["false"])));
@@ -179,26 +189,21 @@ fn an_invalid_configuration_is_rejected_and_the_one_in_force_kept() {
     // Never a reload.
     let reloads = d.all_events("&types=config:reloaded");
     assert!(reloads.is_empty(), "{reloads:?}");
-    assert!(d.log().contains("configuration rejected"), "{}", d.log());
+    assert_has(&d.log(), "configuration rejected");
 }
 
 #[test]
 fn a_running_gate_finishes_under_the_configuration_it_started_with() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
-    git_repo(&s.ws);
-    d.register("s1", &s.ws);
+    let (s, cfg, d) = polled_s1();
     let fifo = s.ws.join("go");
     let c = std::ffi::CString::new(fifo.display().to_string()).expect("path");
     // SAFETY: mkfifo(3) with a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
     // Two gates, run in order: the first waits on the FIFO; the second
     // runs `true`, which the reload takes off the allowlist meanwhile.
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"sessionId": "s1", "gate": [
             {"command": "bash", "args": ["-c", "read -r line < go"], "timeoutMs": 60000},
             {"command": "true"},
@@ -231,10 +236,7 @@ fn a_running_gate_finishes_under_the_configuration_it_started_with() {
 
 #[test]
 fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_enabled_again() {
-    let s = Scratch::new();
-    let paused =
-        allow_config(&["true"]).replace(DAEMON_ROOTS, &format!("{DAEMON_ROOTS}enabled = false\n"));
-    let cfg = s.write("config.toml", &paused);
+    let (s, cfg) = scratch_config_with(&["true"], "enabled = false\n");
     // No sweep either: the reload itself must run what waited.
     let env = [NO_POLL[0], ("GATEHOST_TEST_NO_SWEEP", "1")];
     let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, &env);
@@ -253,11 +255,9 @@ fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_ena
         .all_events(&format!("&types=policy:paused&policy={policy}"))
         .pop()
         .expect("paused");
-    assert!(
-        paused_event["payload"]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("enabled = false")),
-        "{paused_event}"
+    assert_has(
+        str_of(&paused_event["payload"]["reason"]),
+        "enabled = false",
     );
     // Attached while paused over a turn already ended: queued at once,
     // and said to wait too.
@@ -273,19 +273,13 @@ fn a_paused_daemon_records_turn_ends_and_gates_each_waiting_policy_once_when_ena
     assert_eq!(e["payload"]["changed"], json!(["daemon.enabled"]), "{e}");
     assert_eq!(e["payload"]["enabled"], true, "{e}");
     for id in [&policy, &late] {
-        d.wait_status(id, "done", T);
-        let events = d.policy_events(id);
-        assert_eq!(count(&events, "policy:gating"), 1, "{events:?}");
-        assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
+        gated_once(&d, id);
     }
 }
 
 #[test]
 fn a_policy_waiting_while_paused_survives_a_sigkill_and_is_gated_once_by_the_next_enabled_daemon() {
-    let s = Scratch::new();
-    let paused =
-        allow_config(&["true"]).replace(DAEMON_ROOTS, &format!("{DAEMON_ROOTS}enabled = false\n"));
-    let cfg = s.write("config.toml", &paused);
+    let (s, cfg) = scratch_config_with(&["true"], "enabled = false\n");
     let mut d = Daemon::start_with_env(&s.etc.join("data"), &cfg, NO_POLL);
     git_repo(&s.ws);
     d.register("s1", &s.ws);
@@ -293,10 +287,9 @@ fn a_policy_waiting_while_paused_survives_a_sigkill_and_is_gated_once_by_the_nex
     // Pausing by a reload says so on a policy already queued too.
     let second = {
         d.register("s2", &s.ws);
-        let (code, v) = d.http(
-            "POST",
+        let (code, v) = d.post(
             "/v1/policies",
-            Some(&d.operator),
+            &d.operator,
             Some(json!({"sessionId": "s2", "gate": {"command": "true"}})),
         );
         assert_eq!(code, 201, "{v}");
@@ -318,10 +311,7 @@ fn a_policy_waiting_while_paused_survives_a_sigkill_and_is_gated_once_by_the_nex
     rewrite(&cfg, &allow_config(&["true"]));
     d.restart();
     for id in [&policy, &second] {
-        d.wait_status(id, "done", T);
-        let events = d.policy_events(id);
-        assert_eq!(count(&events, "policy:gating"), 1, "{events:?}");
-        assert_eq!(count(&events, "policy:passed"), 1, "{events:?}");
+        gated_once(&d, id);
     }
 }
 
@@ -329,7 +319,7 @@ fn a_policy_waiting_while_paused_survives_a_sigkill_and_is_gated_once_by_the_nex
 fn serve_help_tells_of_the_sighup_reload() {
     let run = common::run_gatehost(&["serve".to_string(), "--help".to_string()], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("SIGHUP"), "{}", run.stdout);
-    assert!(run.stdout.contains("config:rejected"), "{}", run.stdout);
-    assert!(run.stdout.contains("enabled = false"), "{}", run.stdout);
+    assert_has(&run.stdout, "SIGHUP");
+    assert_has(&run.stdout, "config:rejected");
+    assert_has(&run.stdout, "enabled = false");
 }

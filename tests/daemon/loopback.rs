@@ -8,12 +8,11 @@
 
 use crate::common;
 
-use common::daemon::{rt, with_s1};
+use common::daemon::{rt, serve_command, with_s1};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{Ipv6Addr, SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// How `serve` ended when another process held an address it needs.
@@ -27,24 +26,11 @@ struct Refused {
 fn serve_expecting_refusal(s: &Scratch, listen: &str) -> Refused {
     let cfg = s.write("config.toml", &allow_config(&["true"]));
     let data = s.etc.join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["serve", "--listen", listen, "--data-dir"])
-        .arg(&data)
-        .arg("--config")
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = serve_command(&data, &cfg, listen)
         .spawn()
         .expect("spawn gatehost serve");
-    let stdout = child.stdout.take().expect("stdout");
+    let rx = common::daemon::line_channel(child.stdout.take().expect("stdout"));
     let mut stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
     let errors = std::thread::spawn(move || {
         let mut text = String::new();
         let _ = stderr.read_to_string(&mut text);
@@ -159,8 +145,7 @@ fn localhost_reached_over_ipv6_first_as_browsers_do_is_the_daemon_and_its_login_
 
     // The login link `gatehost ui` prints is on localhost, and spent over
     // [::1] it is the daemon's: a cookie and the page's token.
-    let run = d.cli(&["ui", "--json"], &d.operator);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = d.cli_ok(&["ui", "--json"], &d.operator);
     let url = run.json()["url"].as_str().expect("url").to_string();
     assert!(url.starts_with(&format!("{page}/ui/login?code=")), "{url}");
     let (cookie, csrf) = rt().block_on(async {

@@ -7,8 +7,9 @@
 //! hooks, local receivers.
 
 use crate::common;
+use crate::common::shorthand::{arg, assert_has, assert_within, str_of};
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, allow_config_with, git_scratch};
 use common::webhooks::{Receiver, Seen, receiver_answering, verifies};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
@@ -49,8 +50,7 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
     let raw = receiver_answering(None);
     let ntfy = receiver_answering(None);
     let discord = receiver_answering(None);
-    let s = Scratch::new();
-    common::daemon::git_repo(&s.ws);
+    let s = git_scratch();
     let secret = s.write("webhook.secret", "operator-secret");
     // (The chats' escaping of the agent's text is the notify module's
     // unit tests'.)
@@ -62,10 +62,10 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
         })
         .to_string(),
     );
-    let cfg = allow_config(&[]).replace(
-        "[daemon]\n",
+    let cfg = allow_config_with(
+        &[],
         &format!(
-            "[daemon]\nwebhook_url = \"{}\"\nwebhook_events = [\"blocked\"]\nwebhook_secret_file = \"{}\"\n\
+            "webhook_url = \"{}\"\nwebhook_events = [\"blocked\"]\nwebhook_secret_file = \"{}\"\n\
              notify_url = \"{}\"\nnotify_format = \"slack\"\npublic_url = \"https://desk.example\"\n",
             raw.url,
             secret.display(),
@@ -152,23 +152,18 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
     let m = body_json(&seen(&slack)[0]);
     let text = m["text"].as_str().expect("text");
     assert_eq!(m.as_object().map(|o| o.len()), Some(1), "{m}");
-    assert!(text.contains(&format!("policy {pid} is blocked")), "{text}");
-    assert!(
-        text.contains(&format!(
-            "<https://desk.example/ui/#policy/{pid}|Open the policy>"
-        )),
-        "{text}"
+    assert_has(text, &format!("policy {pid} is blocked"));
+    assert_has(
+        text,
+        &format!("<https://desk.example/ui/#policy/{pid}|Open the policy>"),
     );
     // Discord: content, no mention parsed.
     let m = body_json(&seen(&discord)[0]);
     assert_eq!(m["allowed_mentions"], json!({"parse": []}));
-    assert!(
-        m["content"]
-            .as_str()
-            .is_some_and(|c| c.contains(" is blocked**")
-                && c.ends_with(&format!("<https://desk.example/ui/#policy/{pid}>"))),
-        "{m}"
-    );
+    let content = str_of(&m["content"]);
+    assert_has(content, " is blocked**");
+    let link = format!("<https://desk.example/ui/#policy/{pid}>");
+    assert!(content.ends_with(&link), "{m}");
 
     // ntfy: plain text, a title, high priority, a click link.
     let n = &seen(&ntfy)[0];
@@ -213,25 +208,13 @@ fn a_standalone_hook_tells_a_person_when_the_agent_is_capped_or_a_gate_could_not
         &json!({"command": "not-allowed-program", "args": []}).to_string(),
     );
     let state = s.out.join("hook-state");
-    let args = |gates: &std::path::Path, session: &str| -> (Vec<String>, Value) {
-        (
-            vec![
-                "--gates".into(),
-                gates.display().to_string(),
-                "--config".into(),
-                cfg.display().to_string(),
-                "--max-retries".into(),
-                "1".into(),
-                "--state-dir".into(),
-                state.display().to_string(),
-            ],
-            json!({"session_id": session, "cwd": s.ws, "hook_event_name": "Stop",
-                "last_assistant_message": "done"}),
-        )
-    };
+    let (cfg, state) = (arg(&cfg), arg(&state));
     let run = |gates: &std::path::Path, session: &str| -> Value {
-        let (a, input) = args(gates, session);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let gates = arg(gates);
+        let files = ["--gates", &gates, "--config", &cfg, "--state-dir", &state];
+        let a = [&files[..], &["--max-retries", "1"]].concat();
+        let input = json!({"session_id": session, "cwd": s.ws, "hook_event_name": "Stop",
+            "last_assistant_message": "done"});
         let out = common::claude_hook_once(&a, &[], &input);
         if out.is_empty() {
             Value::Null
@@ -310,28 +293,13 @@ fn a_notification_receiver_that_hangs_does_not_hold_the_hooks_answer() {
     let input = json!({"session_id": "h", "cwd": s.ws, "hook_event_name": "Stop",
         "last_assistant_message": "done"});
     let started = Instant::now();
-    let out = common::claude_hook_once(
-        &[
-            "--gates",
-            broken.to_str().expect("utf-8"),
-            "--config",
-            cfg.to_str().expect("utf-8"),
-            "--budget",
-            "3s",
-            "--state-dir",
-            state.to_str().expect("utf-8"),
-        ],
-        &[],
-        &input,
-    );
+    let (broken, cfg, state) = (arg(&broken), arg(&cfg), arg(&state));
+    let files = ["--gates", &broken, "--config", &cfg, "--state-dir", &state];
+    let out = common::claude_hook_once(&[&files[..], &["--budget", "3s"]].concat(), &[], &input);
     let answer: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(answer["decision"], "block", "{answer}");
     // Bounded by the budget (3 s), never by the receiver.
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_within(started, Duration::from_secs(10));
 }
 
 /// `gatehost session start --notify-url` gives a started session its own
@@ -342,9 +310,9 @@ fn session_start_sets_a_notify_url_within_the_prefixes() {
     let s = Scratch::new();
     let cfg = s.write(
         "config.toml",
-        &allow_config(&[]).replace(
-            "[daemon]\n",
-            "[daemon]\nnotify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n",
+        &allow_config_with(
+            &[],
+            "notify_url_prefixes = [\"http://127.0.0.1:9/allowed/\"]\n",
         ),
     );
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
@@ -379,8 +347,8 @@ fn session_start_sets_a_notify_url_within_the_prefixes() {
     );
     let refused = start(&d, "other", "http://127.0.0.1:9/elsewhere");
     assert_ne!(refused.code, 0);
-    assert!(refused.stderr.contains("notifyUrl"), "{}", refused.stderr);
-    let (code, _) = d.http("GET", "/v1/sessions/other", Some(&d.operator), None);
+    assert_has(&refused.stderr, "notifyUrl");
+    let (code, _) = d.get("/v1/sessions/other", &d.operator);
     assert_eq!(code, 404);
     assert_eq!(common::survivors(&m).len(), 1, "only the started one runs");
     d.stop();
@@ -396,10 +364,7 @@ fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one
     let s = Scratch::new();
     let m = common::marker("ungated");
     let told = receiver_answering(None);
-    let cfg = allow_config(&["true"]).replace(
-        "[daemon]\n",
-        &format!("[daemon]\nnotify_url = \"{}\"\n", told.url),
-    );
+    let cfg = allow_config_with(&["true"], &format!("notify_url = \"{}\"\n", told.url));
     let cfg = s.write("config.toml", &cfg);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("alone", &s.ws);
@@ -412,27 +377,12 @@ fn a_stop_no_policy_watches_is_said_once_per_session_and_never_for_a_watched_one
     d.attach_operator(json!({"sessionId": "watched", "gate": {"command": "true"}}));
     let r = d.report("watched", "turn-end");
     assert_eq!(r["ungated"], false, "{r}");
-    let started = d.cli(
-        &[
-            "session",
-            "start",
-            "--id",
-            "started",
-            "--cwd",
-            &s.ws.display().to_string(),
-            "--",
-            "bash",
-            "-c",
-            "sleep 30; true",
-            &format!("gatehost-test-{m}"),
-        ],
-        &d.operator,
-    );
-    assert_eq!(started.code, 0, "{}", started.stderr);
-    let (code, r) = d.http(
-        "POST",
+    let tag = format!("gatehost-test-{m}");
+    let sleeper = ["--", "bash", "-c", "sleep 30; true", &tag];
+    d.start_session("started", &s.ws, &sleeper);
+    let (code, r) = d.post(
         "/v1/sessions/started/report",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"kind": "turn-end"})),
     );
     assert_eq!(code, 200, "{r}");

@@ -16,13 +16,13 @@
 //! write) is held until a restart, with a `config:held` attention event.
 
 use crate::common;
+use crate::common::shorthand::{arg, assert_has, assert_lacks, gatehost, str_of};
 
 use common::browser::{run_script, shots_dir};
-use common::daemon::{Daemon, git_out, git_repo};
+use common::daemon::{Daemon, git_out, git_scratch};
 use common::webhooks::receiver_answering;
 use common::{
     DAEMON_ROOTS, Scratch, allow_config, assert_no_env_survivors, eventually_within, marker,
-    run_gatehost,
 };
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -30,8 +30,7 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(30);
 
 fn passkey_daemon() -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = allow_config(&["true", "false"]).replace(
         DAEMON_ROOTS,
         &format!("{DAEMON_ROOTS}ack_requires = \"passkey\"\n"),
@@ -70,15 +69,12 @@ fn with_passkeys_required_the_token_alone_approves_nothing_and_registers_nothing
     let run = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let said = format!("{}{}", run.stdout, run.stderr);
-    assert!(
-        said.contains("passkey") && said.contains("gatehost ui"),
-        "{said}"
-    );
+    assert_has(&said, "passkey");
+    assert_has(&said, "gatehost ui");
     // The API with the bearer token, and with a forged passkey answer.
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true})),
     );
     assert_eq!((status, code(&body)), (403, "passkey-required"), "{body}");
@@ -88,10 +84,9 @@ fn with_passkeys_required_the_token_alone_approves_nothing_and_registers_nothing
             "response": {"authenticatorData": "AAAA", "clientDataJSON": "AAAA",
                          "signature": "AAAA", "userHandle": null}}
     });
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true, "passkey": forged})),
     );
     assert_eq!((status, code(&body)), (409, "ceremony-unknown"), "{body}");
@@ -104,7 +99,7 @@ fn with_passkeys_required_the_token_alone_approves_nothing_and_registers_nothing
 
     // What approving takes, where passkeys work, and none registered yet:
     // no challenge can be made.
-    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let (status, keys) = d.get("/v1/passkeys", &d.operator);
     assert_eq!(status, 200, "{keys}");
     assert_eq!(keys["ackRequires"], "passkey");
     assert_eq!(keys["rpId"], "localhost");
@@ -116,32 +111,29 @@ fn with_passkeys_required_the_token_alone_approves_nothing_and_registers_nothing
         .expect("port");
     assert_eq!(keys["origin"], format!("http://localhost:{port}"));
     assert_eq!(keys["passkeys"], json!([]));
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         "/v1/passkeys/challenge",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"for": "add-passkey"})),
     );
     assert_eq!((status, code(&body)), (409, "no-passkey"), "{body}");
     // The agent token reads none of it.
-    let (status, _) = d.http("GET", "/v1/passkeys", Some(&d.agent), None);
+    let (status, _) = d.get("/v1/passkeys", &d.agent);
     assert_eq!(status, 403);
 
     // Registration with a token (even the operator's) is refused: it is
     // the page's, in a person's browser.
     for token in [&d.operator, &d.agent] {
-        let (status, body) = d.http(
-            "POST",
+        let (status, body) = d.post(
             "/v1/passkeys/register",
-            Some(token),
+            token,
             Some(json!({"name": "mine"})),
         );
         assert_eq!((status, code(&body)), (403, "page-only"), "{body}");
     }
 
     // Rejecting still takes the token alone.
-    let run = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    d.cli_ok(&["policy", "ack", &pid, "--reject"], &d.operator);
     assert_eq!(d.policy(&pid)["status"], "cancelled");
 }
 
@@ -160,23 +152,15 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         .replace("127.0.0.1", "localhost");
     // The enrolment code, made on the daemon's machine as its user: on
     // this terminal only, its digest in the data directory.
-    let made = run_gatehost(
-        &[
-            "passkey".into(),
-            "enrol-code".into(),
-            "--data-dir".into(),
-            d.data.display().to_string(),
-        ],
-        &[],
-    );
+    let made = gatehost(&["passkey", "enrol-code", "--data-dir", &arg(&d.data)]);
     assert_eq!(made.code, 0, "{}", made.stderr);
     let code = made.stdout.trim().to_string();
     assert_eq!(code.len(), 23, "{code}");
     let enrol_file = d.data.join("passkey-enrol.json");
     let stored = std::fs::read_to_string(&enrol_file).expect("the code's file");
-    assert!(!stored.contains(&code.replace('-', "")), "{stored}");
+    assert_lacks(&stored, &code.replace('-', ""));
     // Nothing the operator token reads carries it.
-    let (_, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let (_, keys) = d.get("/v1/passkeys", &d.operator);
     let events = serde_json::to_string(&d.all_events("")).expect("json");
     for seen_by_token in [keys.to_string(), events, d.log()] {
         assert!(!seen_by_token.contains(&code), "the code leaked");
@@ -215,11 +199,9 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         json!({"status": 403, "code": "enrol-code-refused"}),
         "{seen:#}"
     );
-    assert!(
-        seen["pageWithoutCode"]
-            .as_str()
-            .is_some_and(|t| t.contains("gatehost passkey enrol-code")),
-        "{seen:#}"
+    assert_has(
+        str_of(&seen["pageWithoutCode"]),
+        "gatehost passkey enrol-code",
     );
     assert_eq!(seen["codeFieldAfter"], false, "{seen:#}");
     // Begun on the code before the first passkey, finished after it:
@@ -241,12 +223,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
     // the page's (its pending assertion added the second passkey below).
     assert_eq!(seen["flood"], json!(vec![200; 40]), "{seen:#}");
     // Registered through the page, for RP ID localhost.
-    assert!(
-        seen["registered"]
-            .as_str()
-            .is_some_and(|t| t.contains("test laptop")),
-        "{seen:#}"
-    );
+    assert_has(str_of(&seen["registered"]), "test laptop");
     assert_eq!(seen["credentials"][0]["rpId"], "localhost", "{seen:#}");
     // A second passkey needs the first's assertion.
     assert_eq!(
@@ -302,12 +279,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         Some(2),
         "{seen:#}"
     );
-    assert!(
-        seen["lastRemoveError"]
-            .as_str()
-            .is_some_and(|e| e.contains("last passkey")),
-        "{seen:#}"
-    );
+    assert_has(str_of(&seen["lastRemoveError"]), "last passkey");
     let registered: Vec<(Value, Value)> = d
         .all_events("types=passkey:registered")
         .into_iter()
@@ -337,7 +309,7 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
 
     // The passkey is stored: a restart keeps it, and its use.
     d.restart();
-    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let (status, keys) = d.get("/v1/passkeys", &d.operator);
     assert_eq!(status, 200, "{keys}");
     let list = keys["passkeys"].as_array().expect("passkeys");
     assert_eq!(list.len(), 1, "{keys}");
@@ -364,8 +336,7 @@ fn passkey_config(ack: &str, notify: &str) -> String {
 #[test]
 fn a_configuration_file_lowering_ack_requires_is_held_until_a_restart_and_announced() {
     let told = receiver_answering(None);
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = s.write("config.toml", &passkey_config("passkey", &told.url));
     // Only SIGHUP reloads: the test knows its trigger.
     let mut d = Daemon::start_with_env(
@@ -389,15 +360,14 @@ fn a_configuration_file_lowering_ack_requires_is_held_until_a_restart_and_announ
     });
 
     // The stronger setting stays in force: the token approves nothing.
-    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let (status, keys) = d.get("/v1/passkeys", &d.operator);
     assert_eq!(
         (status, keys["ackRequires"].as_str()),
         (200, Some("passkey"))
     );
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true})),
     );
     assert_eq!((status, code(&body)), (403, "passkey-required"), "{body}");
@@ -411,22 +381,15 @@ fn a_configuration_file_lowering_ack_requires_is_held_until_a_restart_and_announ
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0]["payload"]["held"], json!(["daemon.ack_requires"]));
     assert_eq!(held[0]["payload"]["trigger"], "signal");
-    assert!(
-        held[0]["payload"]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("restart")),
-        "{held:?}"
-    );
+    assert_has(str_of(&held[0]["payload"]["reason"]), "restart");
     let reloaded = d.all_events("types=config:reloaded");
     assert_eq!(
         reloaded[0]["payload"]["held"],
         json!(["daemon.ack_requires"])
     );
-    assert!(
-        d.log()
-            .contains("a weakening of the configuration is held until a restart"),
-        "{}",
-        d.log()
+    assert_has(
+        &d.log(),
+        "a weakening of the configuration is held until a restart",
     );
     eventually_within(T, "the notification", || {
         told.kinds().iter().any(|k| k == "config:held")
@@ -434,7 +397,7 @@ fn a_configuration_file_lowering_ack_requires_is_held_until_a_restart_and_announ
 
     // A restart (the operator's act) reads the file: the token approves.
     d.restart();
-    let (status, keys) = d.http("GET", "/v1/passkeys", Some(&d.operator), None);
+    let (status, keys) = d.get("/v1/passkeys", &d.operator);
     assert_eq!((status, keys["ackRequires"].as_str()), (200, Some("token")));
     let run = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);

@@ -5,10 +5,11 @@
 //! answered (the same session at the agent's next call).
 
 use crate::common;
+use crate::common::shorthand::{assert_has, etc_dir};
 
-use common::daemon::Daemon;
-use common::{Scratch, allow_config, assert_no_survivors, marker, script_gate};
-use serde_json::{Value, json};
+use common::daemon::{Daemon, scratch_config, script_gate_json};
+use common::{Scratch, allow_config, assert_no_survivors, marker};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(60);
@@ -21,10 +22,8 @@ const T: Duration = Duration::from_secs(60);
 /// process (flock(1)) that releases it within a second holds the lock.
 #[test]
 fn a_restart_waits_for_a_lock_a_dead_daemons_child_still_holds() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
-    let data = s.etc.join("data");
-    std::fs::create_dir_all(&data).expect("mkdir");
+    let (s, cfg) = scratch_config(&["true"]);
+    let data = etc_dir(&s, "data");
     let lock = data.join("serve.lock");
     // A pid that no process has (above the kernel's pid_max default).
     std::fs::write(&lock, "4194304").expect("write");
@@ -82,8 +81,7 @@ fn wait_gone(m: &str, within: Duration) -> bool {
 /// `session:exited`. (Before, both kept running, unowned.)
 #[test]
 fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_restart() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&[]));
+    let (s, cfg) = scratch_config(&[]);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     let (lone, shell, child) = (marker("agent"), marker("shell"), marker("child"));
     let sleep = marked_sleep(&s, &lone);
@@ -102,10 +100,9 @@ fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_r
         ("lone", json!([sleep, "300"])),
         ("shell", json!(["bash", script])),
     ] {
-        let (code, body) = d.http(
-            "POST",
+        let (code, body) = d.post(
             "/v1/sessions/start",
-            Some(&d.operator),
+            &d.operator,
             Some(json!({"id": id, "cwd": s.ws, "command": command})),
         );
         assert_eq!(code, 200, "{body}");
@@ -152,12 +149,9 @@ fn agents_started_by_the_daemon_die_when_it_is_sigkilled_and_their_children_at_r
             .unwrap_or_else(|| panic!("no session:exited for {id}"))
     };
     let lone_said = said("lone");
-    assert!(lone_said.contains("died with it"), "{lone_said}");
+    assert_has(&lone_said, "died with it");
     let shell_said = said("shell");
-    assert!(
-        shell_said.contains("gatehost killed the 1 process(es) it left"),
-        "{shell_said}"
-    );
+    assert_has(&shell_said, "gatehost killed the 1 process(es) it left");
 }
 
 /// The private directories of gates whose daemon was killed mid-run are
@@ -175,8 +169,7 @@ fn scratch_directories_of_gates_a_killed_daemon_ran_are_reclaimed_at_start() {
     let cfg = s.write("config.toml", &cfg);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     let m = marker("reclaim");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/hang.sh", &[&m], 60_000)).expect("gate");
+    let gate = script_gate_json("gates/hang.sh", &[&m], 60_000);
     let mut ids = Vec::new();
     for sid in ["a", "b", "c"] {
         d.register(sid, &s.ws);
@@ -222,15 +215,10 @@ fn scratch_directories_of_gates_a_killed_daemon_ran_are_reclaimed_at_start() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(d.log().contains("its dead host left"), "{}", d.log());
+    assert_has(&d.log(), "its dead host left");
     // The restarted daemon ran the three gates again: cancelled, they end.
     for id in &ids {
-        let (code, body) = d.http(
-            "POST",
-            &format!("/v1/policies/{id}/cancel"),
-            Some(&d.operator),
-            None,
-        );
+        let (code, body) = d.post(&format!("/v1/policies/{id}/cancel"), &d.operator, None);
         assert_eq!(code, 200, "{body}");
     }
     assert_no_survivors(&m);
@@ -244,8 +232,7 @@ fn scratch_directories_of_gates_a_killed_daemon_ran_are_reclaimed_at_start() {
 /// so ungated for its whole life (issue 48, item 11).
 #[test]
 fn a_registration_whose_answer_was_lost_is_the_same_session_next_time() {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let data = s.etc.join("data");
     let id = "claude:lost";
     let mut dying =
@@ -260,12 +247,7 @@ fn a_registration_whose_answer_was_lost_is_the_same_session_next_time() {
     assert!(dying.wait_exit(T), "the daemon died before answering");
     let d = Daemon::start(&data, &cfg);
     // It was stored, with the key the client kept before it asked.
-    let (code, stored) = d.http(
-        "GET",
-        &format!("/v1/sessions/{id}"),
-        Some(&d.operator),
-        None,
-    );
+    let (code, stored) = d.get(&format!("/v1/sessions/{id}"), &d.operator);
     assert_eq!(code, 200, "{stored}");
     assert_eq!(d.keyring().get(id).len(), 1);
     // The hook's next call registers again and reports: the same session.

@@ -2,9 +2,10 @@
 //! live policy needs.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, strs_of};
 
-use common::daemon::{Daemon, git_repo};
-use common::{Scratch, allow_config};
+use common::allow_config;
+use common::daemon::{Daemon, git_scratch};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -17,8 +18,7 @@ const T: Duration = Duration::from_secs(60);
 /// never moves back. (Before, nothing was ever deleted.)
 #[test]
 fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = s.write(
         "config.toml",
         &format!(
@@ -28,13 +28,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
     );
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
-    s.write_ws("a.txt", "a\n");
-    let live = d.attach(json!({
-        "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
-        "commit": {"paths": ["a.txt"], "message": "kept alive", "requireHumanAck": true}
-    }));
-    d.report("s1", "turn-end");
-    d.wait_status(&live, "awaiting-ack", T);
+    let live = d.commit_awaiting_ack(&s.ws, "kept alive", T);
     let mut settled = Vec::new();
     for _ in 0..6 {
         let pid =
@@ -50,12 +44,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
     let deadline = Instant::now() + T;
     loop {
         let v = d.operator_ok("GET", "/v1/policies?limit=100", None);
-        let ids: Vec<&str> = v["policies"]
-            .as_array()
-            .expect("list")
-            .iter()
-            .filter_map(|p| p["id"].as_str())
-            .collect();
+        let ids = strs_of(&v["policies"], "id");
         if ids.len() == 3 {
             // The live one and the newest two settled ones.
             assert_eq!(ids, [live.as_str(), &settled[4], &settled[5]]);
@@ -64,7 +53,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
         assert!(Instant::now() < deadline, "{ids:?}\n{}", d.log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(d.log().contains("retention deleted"), "{}", d.log());
+    assert_has(&d.log(), "retention deleted");
     let events = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None);
     let list = events["events"].as_array().expect("events");
     let others = list
@@ -78,8 +67,7 @@ fn retention_deletes_the_old_and_never_what_a_live_policy_needs() {
     assert!(kinds.contains(&"policy:commit-ready"), "{kinds:?}");
     assert!(events["oldestCursor"].as_i64().expect("oldest") > 1);
     // It still commits; the head only grew.
-    let c = d.cli(&["policy", "ack", &live, "--approve"], &d.operator);
-    assert_eq!(c.code, 0, "{}", c.stderr);
+    d.cli_ok(&["policy", "ack", &live, "--approve"], &d.operator);
     let p = d.wait_status(&live, "done", T);
     assert!(p["commitSha"].is_string(), "{p}");
     let after = d.agent_ok("GET", "/v1/health", None)["cursor"]

@@ -3,6 +3,7 @@
 //! approvals bound to the reviewed tree, and the bus as server-sent events.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, str_of};
 
 use common::Scratch;
 use common::daemon::{Daemon, with_s1, without_context};
@@ -37,10 +38,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> (String, String) {
     }));
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
-    let tree = p["plan"]["snapshot"]["tree"]
-        .as_str()
-        .expect("snapshot tree")
-        .to_string();
+    let tree = common::daemon::snapshot_tree(&p);
     (pid, tree)
 }
 
@@ -48,12 +46,7 @@ fn awaiting(s: &Scratch, d: &Daemon) -> (String, String) {
 fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
     let (s, d) = with_s1();
     let (pid, tree) = awaiting(&s, &d);
-    let (code, body) = d.http(
-        "GET",
-        &format!("/v1/policies/{pid}/diff"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, body) = d.get(&format!("/v1/policies/{pid}/diff"), &d.agent);
     assert_eq!(code, 200, "{body}");
     let patch = body["patch"].as_str().expect("patch");
     let want = git(&s.ws, &["diff", "--full-index", "HEAD", &tree]);
@@ -89,28 +82,17 @@ fn the_diff_route_and_cli_show_exactly_what_git_diff_prints_for_the_snapshot() {
         "outside the commit paths: {patch}"
     );
     // The CLI prints the same patch, and its stat.
-    let run = d.cli(&["policy", "diff", &pid], &d.agent);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = d.cli_ok(&["policy", "diff", &pid], &d.agent);
     assert_eq!(run.stdout, patch);
-    let run = d.cli(&["policy", "diff", &pid, "--stat"], &d.agent);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stdout.contains(" src/lib.rs | modified +1 −1"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(" old.txt => new.txt | renamed +0 −0"),
-        "{}",
-        run.stdout
-    );
+    let run = d.cli_ok(&["policy", "diff", &pid, "--stat"], &d.agent);
+    assert_has(&run.stdout, " src/lib.rs | modified +1 −1");
+    assert_has(&run.stdout, " old.txt => new.txt | renamed +0 −0");
     assert!(
         run.stdout.contains(" 4 files changed, +2 −2"),
         "{}",
         run.stdout
     );
-    let run = d.cli(&["policy", "show", &pid], &d.agent);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = d.cli_ok(&["policy", "show", &pid], &d.agent);
     for want in [
         "awaiting-ack",
         "gate: {\"command\":\"true\"}",
@@ -132,10 +114,9 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
     let (pid, tree) = awaiting(&s, &d);
     let head = git(&s.ws, &["rev-parse", "HEAD"]);
     let other = "0123456789abcdef0123456789abcdef01234567";
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true, "tree": other})),
     );
     assert_eq!(code, 409, "{body}");
@@ -152,7 +133,7 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
         &d.operator,
     );
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(run.stderr.contains("review it again"), "{}", run.stderr);
+    assert_has(&run.stderr, "review it again");
     assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
     assert_eq!(
         git(&s.ws, &["rev-parse", "HEAD"]),
@@ -161,11 +142,10 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
     );
     assert!(!d.policy_events(&pid).iter().any(|e| e == "policy:approved"));
     // The tree reviewed: committed, exactly that tree.
-    let run = d.cli(
+    d.cli_ok(
         &["policy", "ack", &pid, "--approve", "--tree", &tree],
         &d.operator,
     );
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let p = d.wait_status(&pid, "done", T);
     let sha = p["commitSha"].as_str().expect("sha");
     assert_eq!(
@@ -173,12 +153,7 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
         tree
     );
     // Once committed, the diff is the commit's against its parent.
-    let (code, body) = d.http(
-        "GET",
-        &format!("/v1/policies/{pid}/diff"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, body) = d.get(&format!("/v1/policies/{pid}/diff"), &d.agent);
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["commit"], json!(sha));
     let want = git(&s.ws, &["diff", "--full-index", &format!("{sha}^"), sha]);
@@ -192,12 +167,7 @@ fn an_approval_for_another_tree_is_refused_and_one_for_the_snapshot_commits_it()
 fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
     let (s, d) = with_s1();
     for id in ["..", "..%2F..%2Fetc", "%2E%2E", "a%00b"] {
-        let (code, body) = d.http(
-            "GET",
-            &format!("/v1/policies/{id}/diff"),
-            Some(&d.agent),
-            None,
-        );
+        let (code, body) = d.get(&format!("/v1/policies/{id}/diff"), &d.agent);
         assert_eq!(code, 404, "{id}: {body}");
     }
     // Watching: no snapshot yet.
@@ -205,18 +175,12 @@ fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
         "sessionId": "s1", "gate": {"command": "true"}, "then": "commit",
         "commit": {"paths": ["big"], "message": "m"}, "watchFrom": "now"
     }));
-    let (code, body) = d.http(
-        "GET",
-        &format!("/v1/policies/{watching}/diff"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, body) = d.get(&format!("/v1/policies/{watching}/diff"), &d.agent);
     assert_eq!(code, 409, "{body}");
     assert_eq!(body["error"]["code"], "no-diff");
-    d.http(
-        "POST",
+    d.post(
         &format!("/v1/policies/{watching}/cancel"),
-        Some(&d.operator),
+        &d.operator,
         None,
     );
     // 4 MiB of changed lines and a second file: bounded pages.
@@ -229,39 +193,18 @@ fn the_diff_route_holds_against_hostile_ids_early_policies_and_huge_diffs() {
     }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "awaiting-ack", T);
-    let (code, body) = d.http(
-        "GET",
-        &format!("/v1/policies/{pid}/diff"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, body) = d.get(&format!("/v1/policies/{pid}/diff"), &d.agent);
     assert_eq!(code, 200, "{body}");
     assert!(body["patch"].as_str().unwrap_or("").len() <= 1024 * 1024);
     assert_eq!(body["files"][0]["cut"], json!(true));
     assert_eq!(body["files"][0]["added"], json!(400_000));
-    assert!(
-        body["note"].as_str().unwrap_or("").contains("headers"),
-        "{body}"
-    );
+    assert_has(str_of(&body["note"]), "headers");
     assert_eq!(body["nextFrom"], json!(1));
     assert_eq!(body["totalFiles"], json!(2));
-    let (code, next) = d.http(
-        "GET",
-        &format!("/v1/policies/{pid}/diff?from=1"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, next) = d.get(&format!("/v1/policies/{pid}/diff?from=1"), &d.agent);
     assert_eq!(code, 200, "{next}");
-    assert!(
-        next["patch"].as_str().unwrap_or("").contains("+small\n"),
-        "{next}"
-    );
-    let (code, _) = d.http(
-        "GET",
-        &format!("/v1/policies/{pid}/diff?from=-1"),
-        Some(&d.agent),
-        None,
-    );
+    assert_has(str_of(&next["patch"]), "+small\n");
+    let (code, _) = d.get(&format!("/v1/policies/{pid}/diff?from=-1"), &d.agent);
     assert_eq!(code, 400);
     // The daemon still answers.
     assert_eq!(d.http("GET", "/v1/health", None, None).0, 200);
@@ -290,7 +233,7 @@ impl Stream {
         let mut reader = std::io::BufReader::new(tcp);
         let mut status = String::new();
         reader.read_line(&mut status).expect("status");
-        assert!(status.contains(" 200 "), "{status}");
+        assert_has(&status, " 200 ");
         // The headers: once they are read, the stream's start is fixed.
         loop {
             let mut line = String::new();
@@ -362,7 +305,7 @@ fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_l
         ("policy:attached", json!(c))
     );
     // A bad filter is refused before anything streams.
-    let (code, body) = d.http("GET", "/v1/events/stream?types=nope", Some(&d.agent), None);
+    let (code, body) = d.get("/v1/events/stream?types=nope", &d.agent);
     assert_eq!(code, 400, "{body}");
 }
 

@@ -4,11 +4,12 @@
 //! rows (said, flagged, cancelled in place), and a start repeated with its
 //! idempotency key (the same run).
 
-use crate::common;
 use crate::common::daemon::Daemon;
-use crate::daemon::acp::{setup, setup_with_env, wait_for};
+use crate::common::shorthand::{assert_has, str_of};
+use crate::daemon::acp::{setup_with_env, wait_for};
 use crate::daemon::routines::{
-    acp_step, events, no_agent_left, policies_of, policies_where, start, status, wait_event,
+    acp_step, escalate, events, no_agent_left, policies_of, policies_where, setup_marked, start,
+    start_asking, status, wait_event,
 };
 use serde_json::{Value, json};
 
@@ -50,14 +51,13 @@ fn a_daemon_dead_before_a_steps_policy_is_attached_attaches_it_at_restart() {
 
 #[test]
 fn a_sigkill_mid_run_resumes_the_run_and_each_terminal_event_happens_once() {
-    let (s, mut d) = setup();
-    let m = common::marker("routine-kill");
+    let (s, mut d, m) = setup_marked("routine-kill");
     let id = start(
         &d,
         &s,
         json!({"steps": [
             acp_step(&s, "one", "--done", &m, json!({"mode": "fail"})),
-            acp_step(&s, "two", "--ask-first", &m, json!({"mode": "escalate", "timeoutSecs": 120})),
+            acp_step(&s, "two", "--ask-first", &m, escalate(120)),
         ]}),
     );
     let escalated = wait_event(&d, &id, "routine:escalated");
@@ -73,11 +73,10 @@ fn a_sigkill_mid_run_resumes_the_run_and_each_terminal_event_happens_once() {
     wait_for("the second escalation", || {
         (events(&d, &id, "routine:escalated").len() == 2).then_some(())
     });
-    let r = d.cli(
+    d.cli_ok(
         &["routine", "resolve", &id, "two", "--response", "go"],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     wait_event(&d, &id, "routine:done");
     d.restart();
     for (kind, n) in [
@@ -107,8 +106,7 @@ const KILLS: usize = 24;
 
 #[test]
 fn random_sigkills_lose_no_run_and_double_no_event() {
-    let (s, mut d) = setup();
-    let m = common::marker("routine-kills");
+    let (s, mut d, m) = setup_marked("routine-kills");
     let auto = json!({"mode": "auto-allow", "prompt": "carry on"});
     // Step b is decided by its policy (the gate `true`): the kills land in
     // its attach, its gate and its settling too.
@@ -123,11 +121,10 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
                 acp_step(&s, "c", "--done", &m, auto.clone()),
             ]});
             let file = s.write(&format!("routine-{i}.json"), &spec.to_string());
-            let r = d.cli(
+            let r = d.cli_ok(
                 &["routine", "start", &file.display().to_string()],
                 &d.operator,
             );
-            assert_eq!(r.code, 0, "{}", r.stderr);
             r.stdout.trim().to_string()
         })
         .collect();
@@ -229,14 +226,8 @@ fn random_sigkills_lose_no_run_and_double_no_event() {
 
 #[test]
 fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
-    let (s, mut d) = setup();
-    let m = common::marker("routine-damaged");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
-    );
+    let (s, mut d, m) = setup_marked("routine-damaged");
+    let id = start_asking(&d, &s, &m, 1);
     wait_event(&d, &id, "routine:escalated");
     d.kill9();
     // As a damaged disk or a hand edit would leave it; its deadline is due.
@@ -249,20 +240,14 @@ fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
         .expect("damage the run");
     d.restart();
     let run = status(&d, &id);
-    assert!(
-        run["damage"].as_str().is_some_and(|m| m.contains("state")),
-        "{run}"
-    );
+    assert_has(str_of(&run["damage"]), "state");
     assert!(run["state"].is_null(), "{run}");
     // Another run goes on as ever, and the damaged one is not touched.
-    let other = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "go", "--done", &m, json!({"mode": "fail"}))]}),
-    );
+    let step = acp_step(&s, "go", "--done", &m, json!({"mode": "fail"}));
+    let other = start(&d, &s, json!({"steps": [step]}));
     wait_event(&d, &other, "routine:done");
     assert!(events(&d, &id, "routine:failed").is_empty());
-    assert!(d.log().contains("does not decode"), "{}", d.log());
+    assert_has(&d.log(), "does not decode");
     drop(d);
     no_agent_left(&m);
 }
@@ -274,11 +259,10 @@ fn a_damaged_run_is_said_and_stops_neither_the_daemon_nor_other_runs() {
 /// none is left.)
 #[test]
 fn a_damaged_run_is_flagged_whatever_the_damage_and_the_operator_cancels_it() {
-    let (s, mut d) = setup();
-    let m = common::marker("routine-damaged-cancel");
+    let (s, mut d, m) = setup_marked("routine-damaged-cancel");
     let ask = || {
         json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 3600}))]})
+            escalate(3600))]})
     };
     let broken = start(&d, &s, ask());
     let shaped = start(&d, &s, ask());
@@ -294,22 +278,13 @@ fn a_damaged_run_is_flagged_whatever_the_damage_and_the_operator_cancels_it() {
     d.restart();
     for id in [&broken, &shaped] {
         let run = status(&d, id);
-        assert!(
-            run["damage"].as_str().is_some_and(|m| m.contains("state")),
-            "{run}"
-        );
-        let r = d.cli(&["routine", "cancel", id], &d.operator);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_has(str_of(&run["damage"]), "state");
+        d.cli_ok(&["routine", "cancel", id], &d.operator);
         let run = status(&d, id);
         assert_eq!(run["phase"], "cancelled", "{run}");
         let said = wait_event(&d, id, "routine:cancelled");
         assert_eq!(said["payload"]["damaged"], true, "{said}");
-        assert!(
-            said["payload"]["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains("damaged")),
-            "{said}"
-        );
+        assert_has(str_of(&said["payload"]["reason"]), "damaged");
         // Once is enough.
         let again = d.cli(&["routine", "cancel", id], &d.operator);
         assert_ne!(again.code, 0, "{}", again.stdout);
@@ -322,8 +297,7 @@ fn a_damaged_run_is_flagged_whatever_the_damage_and_the_operator_cancels_it() {
 /// more; the same key with another spec is a conflict (issue 48, item 11).
 #[test]
 fn a_start_repeated_with_its_key_is_the_same_run() {
-    let (s, d) = setup();
-    let m = common::marker("routine-key");
+    let (s, d, m) = setup_marked("routine-key");
     let spec = json!({"steps": [acp_step(&s, "go", "--done", &m, json!({"mode": "fail"}))]});
     let post = |spec: &Value, key: &str| -> (u16, Value) {
         d.block(async {
@@ -347,7 +321,7 @@ fn a_start_repeated_with_its_key_is_the_same_run() {
     assert_eq!(again["id"], id.as_str());
     // Through the CLI, with the same key: the same run.
     let file = s.write("routine.json", &spec.to_string());
-    let r = d.cli(
+    let r = d.cli_ok(
         &[
             "routine",
             "start",
@@ -357,12 +331,11 @@ fn a_start_repeated_with_its_key_is_the_same_run() {
         ],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), id);
     let other = json!({"label": "another", "steps": spec["steps"]});
     let (code, refused) = post(&other, "nightly-2026-12-06");
     assert_eq!(code, 409, "{refused}");
-    assert!(refused.to_string().contains("another spec"), "{refused}");
+    assert_has(&refused.to_string(), "another spec");
     wait_event(&d, &id, "routine:done");
     let started: Vec<Value> = d.all_events("&types=routine:started").into_iter().collect();
     assert_eq!(started.len(), 1, "{started:?}");

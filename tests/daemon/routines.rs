@@ -7,7 +7,8 @@
 //! on restart. Every terminal event is checked to happen once, and no
 //! agent to be left running.
 
-use crate::common::daemon::Daemon;
+use crate::common::daemon::{Daemon, allow_config_with};
+use crate::common::shorthand::{assert_has, str_of};
 use crate::common::{self, Scratch};
 use crate::daemon::acp::{agent_dir, python, setup, wait_for};
 use serde_json::{Value, json};
@@ -32,21 +33,43 @@ pub(crate) fn acp_step(
     })
 }
 
+/// The scratch area and daemon of [`setup`], and a marker named `name`
+/// for the agents the test's routines start.
+pub(crate) fn setup_marked(name: &str) -> (Scratch, Daemon, String) {
+    let (s, d) = setup();
+    (s, d, common::marker(name))
+}
+
+/// A step's `onInput`: escalated to the operator, who has `secs` to answer.
+pub(crate) fn escalate(secs: u64) -> Value {
+    json!({"mode": "escalate", "timeoutSecs": secs})
+}
+
+/// A step's `onInput`: answered with `prompt`.
+pub(crate) fn auto_allow(prompt: &str) -> Value {
+    json!({"mode": "auto-allow", "prompt": prompt})
+}
+
+/// Starts a routine of one step, `ask`, whose agent asks at once and is
+/// escalated to the operator with `secs` to answer; its id.
+pub(crate) fn start_asking(d: &Daemon, s: &Scratch, marker: &str, secs: u64) -> String {
+    let step = acp_step(s, "ask", "--ask-first", marker, escalate(secs));
+    start(d, s, json!({"steps": [step]}))
+}
+
 /// Starts the routine through the CLI (operator); its id.
 pub(crate) fn start(d: &Daemon, s: &Scratch, spec: Value) -> String {
     let file = s.write("routine.json", &spec.to_string());
-    let r = d.cli(
+    let r = d.cli_ok(
         &["routine", "start", &file.display().to_string()],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     r.stdout.trim().to_string()
 }
 
 /// The run, through the CLI's `status --json`.
 pub(crate) fn status(d: &Daemon, id: &str) -> Value {
-    let r = d.cli(&["routine", "status", id, "--json"], &d.agent);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = d.cli_ok(&["routine", "status", id, "--json"], &d.agent);
     r.json()
 }
 
@@ -80,24 +103,14 @@ pub(crate) fn no_agent_left(marker: &str) {
 
 #[test]
 fn an_auto_allow_step_answers_its_agent_and_the_run_is_done() {
-    let (s, d) = setup();
-    let m = common::marker("routine-auto");
-    let id = start(
-        &d,
-        &s,
-        json!({"label": "auto", "steps": [acp_step(&s, "build", "--ask-first", &m,
-            json!({"mode": "auto-allow", "prompt": "use main"}))]}),
-    );
+    let (s, d, m) = setup_marked("routine-auto");
+    let step = acp_step(&s, "build", "--ask-first", &m, auto_allow("use main"));
+    let id = start(&d, &s, json!({"label": "auto", "steps": [step]}));
     let done = wait_event(&d, &id, "routine:done");
     assert_eq!(done["payload"]["state"], "done", "{done}");
     let asked = events(&d, &id, "routine:awaiting-input");
     assert_eq!(asked.len(), 1, "{asked:?}");
-    assert!(
-        asked[0]["payload"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("which branch")),
-        "{asked:?}"
-    );
+    assert_has(str_of(&asked[0]["payload"]["message"]), "which branch");
     assert_eq!(events(&d, &id, "routine:auto-allowed").len(), 1);
     let got = prompts(&s);
     assert_eq!(got.len(), 2, "{got:?}");
@@ -115,37 +128,22 @@ fn an_auto_allow_step_answers_its_agent_and_the_run_is_done() {
 
 #[test]
 fn an_escalated_step_is_resolved_by_the_operator_never_by_the_agent_token() {
-    let (s, d) = setup();
-    let m = common::marker("routine-escalate");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "deploy", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 120}))]}),
-    );
+    let (s, d, m) = setup_marked("routine-escalate");
+    let step = acp_step(&s, "deploy", "--ask-first", &m, escalate(120));
+    let id = start(&d, &s, json!({"steps": [step]}));
     let escalated = wait_event(&d, &id, "routine:escalated");
     assert_eq!(escalated["payload"]["step"], "deploy", "{escalated}");
     assert_eq!(escalated["payload"]["timeoutMs"], 120_000, "{escalated}");
     // The agent token cannot answer, nor start or cancel.
     let path = format!("/v1/routines/{id}/steps/deploy/resolve");
-    let (code, body) = d.http(
-        "POST",
-        &path,
-        Some(&d.agent),
-        Some(json!({"response": "x"})),
-    );
+    let (code, body) = d.post(&path, &d.agent, Some(json!({"response": "x"})));
     assert_eq!(code, 403, "{body}");
     let r = d.cli(
         &["routine", "resolve", &id, "deploy", "--response", "x"],
         &d.agent,
     );
     assert_eq!(r.code, 2, "{}", r.stdout);
-    let (code, _) = d.http(
-        "POST",
-        &format!("/v1/routines/{id}/cancel"),
-        Some(&d.agent),
-        None,
-    );
+    let (code, _) = d.post(&format!("/v1/routines/{id}/cancel"), &d.agent, None);
     assert_eq!(code, 403);
     // A step that is not escalated waits for no answer.
     let r = d.cli(
@@ -153,8 +151,8 @@ fn an_escalated_step_is_resolved_by_the_operator_never_by_the_agent_token() {
         &d.operator,
     );
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("waits for no answer"), "{}", r.stderr);
-    let r = d.cli(
+    assert_has(&r.stderr, "waits for no answer");
+    d.cli_ok(
         &[
             "routine",
             "resolve",
@@ -165,7 +163,6 @@ fn an_escalated_step_is_resolved_by_the_operator_never_by_the_agent_token() {
         ],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     wait_event(&d, &id, "routine:done");
     let got = prompts(&s);
     assert_eq!(got.len(), 2, "{got:?}");
@@ -178,31 +175,20 @@ fn an_escalated_step_is_resolved_by_the_operator_never_by_the_agent_token() {
     // Finished: a second answer or a cancel is refused.
     let r = d.cli(&["routine", "cancel", &id], &d.operator);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("already done"), "{}", r.stderr);
+    assert_has(&r.stderr, "already done");
     no_agent_left(&m);
 }
 
 #[test]
 fn an_escalation_nobody_answers_fails_the_run_once_with_its_reason() {
-    let (s, mut d) = setup();
-    let m = common::marker("routine-timeout");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
-    );
+    let (s, mut d, m) = setup_marked("routine-timeout");
+    let id = start_asking(&d, &s, &m, 1);
     let failed = wait_event(&d, &id, "routine:failed");
     assert_eq!(
         failed["payload"]["failReason"], "escalation-timed-out",
         "{failed}"
     );
-    assert!(
-        failed["payload"]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("nobody resolved")),
-        "{failed}"
-    );
+    assert_has(str_of(&failed["payload"]["reason"]), "nobody resolved");
     let run = status(&d, &id);
     assert_eq!(run["phase"], "failed", "{run}");
     assert_eq!(run["reason"], "escalation-timed-out", "{run}");
@@ -236,7 +222,7 @@ pub(crate) fn policy_step(
 
 /// The policies whose one session `on` accepts (the newest 200).
 pub(crate) fn policies_where(d: &Daemon, on: impl Fn(&str) -> bool) -> Vec<Value> {
-    let (code, all) = d.http("GET", "/v1/policies?limit=200", Some(&d.operator), None);
+    let (code, all) = d.get("/v1/policies?limit=200", &d.operator);
     assert_eq!(code, 200, "{all}");
     all["policies"]
         .as_array()
@@ -255,8 +241,7 @@ pub(crate) fn policies_of(d: &Daemon, session: &str) -> Vec<Value> {
 
 #[test]
 fn a_policy_step_is_gated_nudged_and_finishes_when_its_policy_passes() {
-    let (s, d) = setup();
-    let m = common::marker("routine-policy");
+    let (s, d, m) = setup_marked("routine-policy");
     let mut after = acp_step(&s, "after", "--done", &m, json!({"mode": "fail"}));
     after["waitFor"] = json!(["gated"]);
     let id = start(
@@ -305,22 +290,13 @@ fn a_policy_step_is_gated_nudged_and_finishes_when_its_policy_passes() {
 
 #[test]
 fn a_policy_that_never_passes_or_cannot_be_attached_fails_its_run_once_said() {
-    let (s, d) = setup();
-    let m = common::marker("routine-policy-fail");
+    let (s, d, m) = setup_marked("routine-policy-fail");
     // Never fixed: one retry, then the policy is blocked and the run fails.
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [policy_step(&s, "never", "--done", &m, 1)]}),
-    );
+    let step = policy_step(&s, "never", "--done", &m, 1);
+    let id = start(&d, &s, json!({"steps": [step]}));
     let failed = wait_event(&d, &id, "routine:failed");
     assert_eq!(failed["payload"]["failReason"], "policy-failed", "{failed}");
-    assert!(
-        failed["payload"]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("blocked")),
-        "{failed}"
-    );
+    assert_has(str_of(&failed["payload"]["reason"]), "blocked");
     assert_eq!(prompts(&s).len(), 2, "the prompt and one nudge");
 
     // A gate the configuration does not allow: refused at the attach, the
@@ -343,7 +319,7 @@ fn a_policy_that_never_passes_or_cannot_be_attached_fails_its_run_once_said() {
         &d.operator,
     );
     assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("bogus"), "{}", r.stderr);
+    assert_has(&r.stderr, "bogus");
     no_agent_left(&m);
     for run in [&id, &id2] {
         assert_eq!(events(&d, run, "routine:failed").len(), 1);
@@ -352,16 +328,17 @@ fn a_policy_that_never_passes_or_cannot_be_attached_fails_its_run_once_said() {
 
 #[test]
 fn auto_allow_answers_at_most_its_max_then_the_run_fails_said() {
-    let (s, d) = setup();
-    let m = common::marker("routine-auto-max");
+    let (s, d, m) = setup_marked("routine-auto-max");
     // Every answer lacks the done marker: the agent "asks" at every
     // turn-end, for ever.
-    let id = start(
-        &d,
+    let step = acp_step(
         &s,
-        json!({"steps": [acp_step(&s, "loop", "--asks-always", &m,
-            json!({"mode": "auto-allow", "prompt": "go on", "max": 2}))]}),
+        "loop",
+        "--asks-always",
+        &m,
+        json!({"mode": "auto-allow", "prompt": "go on", "max": 2}),
     );
+    let id = start(&d, &s, json!({"steps": [step]}));
     let failed = wait_event(&d, &id, "routine:failed");
     assert_eq!(
         failed["payload"]["failReason"], "auto-allow-exhausted",
@@ -377,8 +354,7 @@ fn auto_allow_answers_at_most_its_max_then_the_run_fails_said() {
 
 #[test]
 fn a_fan_in_step_waits_for_two_sessions() {
-    let (s, d) = setup();
-    let m = common::marker("routine-fan-in");
+    let (s, d, m) = setup_marked("routine-fan-in");
     for sid in ["fan-a", "fan-b"] {
         d.register(sid, &s.ws);
     }
@@ -411,21 +387,14 @@ fn a_fan_in_step_waits_for_two_sessions() {
 
 #[test]
 fn a_cancelled_run_stops_its_agent_and_a_bad_routine_is_refused() {
-    let (s, d) = setup();
-    let m = common::marker("routine-cancel");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "wait", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 120}))]}),
-    );
+    let (s, d, m) = setup_marked("routine-cancel");
+    let step = acp_step(&s, "wait", "--ask-first", &m, escalate(120));
+    let id = start(&d, &s, json!({"steps": [step]}));
     wait_event(&d, &id, "routine:escalated");
-    let r = d.cli(&["routine", "cancel", &id], &d.operator);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    d.cli_ok(&["routine", "cancel", &id], &d.operator);
     assert_eq!(events(&d, &id, "routine:cancelled").len(), 1);
     no_agent_left(&m);
-    let r = d.cli(&["routine", "list", "--json"], &d.agent);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = d.cli_ok(&["routine", "list", "--json"], &d.agent);
     assert_eq!(r.json()["routines"][0]["phase"], "cancelled");
     // A step waiting for a later one never starts: refused up front.
     let mut late = acp_step(&s, "a", "--done", &m, json!({"mode": "fail"}));
@@ -437,13 +406,12 @@ fn a_cancelled_run_stops_its_agent_and_a_bad_routine_is_refused() {
         &d.operator,
     );
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("a later step"), "{}", r.stderr);
+    assert_has(&r.stderr, "a later step");
 }
 
 #[test]
 fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_operator() {
-    let (s, d) = setup();
-    let m = common::marker("routine-permission");
+    let (s, d, m) = setup_marked("routine-permission");
     let rule = json!({"allow": ["read"], "otherwise": "escalate", "timeoutMs": 60_000});
     let mut one = acp_step(
         &s,
@@ -454,13 +422,7 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
     );
     one["prompt"] = json!("PERMISSION edit patch");
     one["session"]["acp"]["permission"] = rule.clone();
-    let mut two = acp_step(
-        &s,
-        "remove",
-        "--done",
-        &m,
-        json!({"mode": "escalate", "timeoutSecs": 120}),
-    );
+    let mut two = acp_step(&s, "remove", "--done", &m, escalate(120));
     two["prompt"] = json!("PERMISSION delete rm");
     two["session"]["acp"]["permission"] = rule;
     let id = start(&d, &s, json!({"steps": [one, two]}));
@@ -474,11 +436,10 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
     let auto = events(&d, &id, "routine:auto-allowed");
     assert_eq!(auto.len(), 1, "{auto:?}");
     assert_eq!(auto[0]["payload"]["source"], "permission", "{auto:?}");
-    let r = d.cli(
+    d.cli_ok(
         &["routine", "resolve", &id, "remove", "--response", "allow"],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     wait_event(&d, &id, "routine:done");
     let answers: Vec<(String, String)> = crate::daemon::acp::agent_log(&s.ws)
         .iter()
@@ -519,12 +480,9 @@ fn a_permission_the_steps_rule_escalates_is_auto_allowed_or_resolved_by_the_oper
 fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
     let hook = crate::common::webhooks::receiver_answering(None);
     let s = Scratch::new();
-    let cfg = common::allow_config(&["true"]).replace(
-        "[daemon]\n",
-        &format!(
-            "[daemon]\nnotify_url = \"{}\"\nnotify_format = \"ntfy\"\n",
-            hook.url
-        ),
+    let cfg = allow_config_with(
+        &["true"],
+        &format!("notify_url = \"{}\"\nnotify_format = \"ntfy\"\n", hook.url),
     ) + &format!(
         "[agents]\nread = [{:?}]\n",
         agent_dir().display().to_string()
@@ -532,12 +490,7 @@ fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
     let cfg = s.write("config.toml", &cfg);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     let m = common::marker("routine-notify");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [acp_step(&s, "ask", "--ask-first", &m,
-            json!({"mode": "escalate", "timeoutSecs": 1}))]}),
-    );
+    let id = start_asking(&d, &s, &m, 1);
     wait_event(&d, &id, "routine:failed");
     let seen = wait_for("both notifications", || {
         let seen = hook.seen.lock().expect("lock").clone();
@@ -559,17 +512,12 @@ fn an_escalation_and_a_failure_reach_the_operators_notify_url() {
             .unwrap_or_default()
     };
     let asked = body("routine:escalated");
-    assert!(
-        asked.contains(&format!(
-            "gatehost routine resolve {id} ask --response TEXT"
-        )) && asked.contains("which branch"),
-        "{asked}"
+    assert_has(
+        &asked,
+        &format!("gatehost routine resolve {id} ask --response TEXT"),
     );
-    assert!(
-        body("routine:failed").contains("nobody resolved"),
-        "{}",
-        body("routine:failed")
-    );
+    assert_has(&asked, "which branch");
+    assert_has(&body("routine:failed"), "nobody resolved");
     drop(d);
     no_agent_left(&m);
 }

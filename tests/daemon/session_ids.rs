@@ -9,27 +9,22 @@
 //! is held by `daemon_routines`' permission test.)
 
 use crate::common::daemon::Daemon;
+use crate::common::shorthand::{assert_has, assert_lacks, str_of};
 use crate::common::{self, Scratch};
 use crate::daemon::acp::{agent_dir, python, setup};
-use crate::daemon::routines::{acp_step, no_agent_left, start, wait_event};
+use crate::daemon::routines::{acp_step, escalate, no_agent_left, setup_marked, start, wait_event};
 use serde_json::{Value, json};
 
 /// The session as the operator reads it.
 fn session(d: &Daemon, id: &str) -> Value {
-    let (code, v) = d.http(
-        "GET",
-        &format!("/v1/sessions/{id}"),
-        Some(&d.operator),
-        None,
-    );
+    let (code, v) = d.get(&format!("/v1/sessions/{id}"), &d.operator);
     assert_eq!(code, 200, "{v}");
     v
 }
 
 #[test]
 fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing() {
-    let (s, d) = setup();
-    let m = common::marker("squat-start");
+    let (s, d, m) = setup_marked("squat-start");
     let script = agent_dir().join("agent.py").display().to_string();
     let ws = s.ws.display().to_string();
     // The agent registers the ids the operator is about to use.
@@ -38,52 +33,25 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
         assert_eq!(squatted["owner"], "agent", "{squatted}");
     }
     let marker = format!("gatehost-test-{m}");
+    let agent = ["--", python(), &script, &marker];
+    // `session start ARGS -- AGENT` as the operator.
+    let start = |args: &[&str]| {
+        let args = [&["session", "start"][..], args, &["--cwd", &ws], &agent].concat();
+        d.cli(&args, &d.operator)
+    };
     // An operator-chosen id, a plain started session.
-    let plain = d.cli(
-        &[
-            "session",
-            "start",
-            "--id",
-            "reviewer",
-            "--cwd",
-            &ws,
-            "--",
-            python(),
-            &script,
-            &marker,
-        ],
-        &d.operator,
-    );
+    let plain = start(&["--id", "reviewer"]);
     // The same for an ACP session.
-    let acp = d.cli(
-        &[
-            "session",
-            "start",
-            "--acp",
-            "--id",
-            "bot",
-            "--cwd",
-            &ws,
-            "--prompt",
-            "hello",
-            "--",
-            python(),
-            &script,
-            &marker,
-        ],
-        &d.operator,
-    );
+    let acp = start(&["--acp", "--id", "bot", "--prompt", "hello"]);
     for (what, run) in [("plain", &plain), ("acp", &acp)] {
         assert_ne!(
             run.code, 0,
             "{what}: a start over a squatted id: {}",
             run.stdout
         );
-        assert!(
-            run.stderr.contains("session-id-taken") && run.stderr.contains("already registered"),
-            "{what}: {}",
-            run.stderr
-        );
+        for said in ["session-id-taken", "already registered"] {
+            assert!(run.stderr.contains(said), "{what}: {}", run.stderr);
+        }
     }
     // The squatted sessions are still the agent's, with no command: no
     // started agent answers to the agent's key.
@@ -95,21 +63,7 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
     // The refused starts' processes are gone.
     common::assert_no_survivors(&m);
     // Under an id nobody holds, the operator's start works.
-    let ok = d.cli(
-        &[
-            "session",
-            "start",
-            "--id",
-            "reviewer-2",
-            "--cwd",
-            &ws,
-            "--",
-            python(),
-            &script,
-            &marker,
-        ],
-        &d.operator,
-    );
+    let ok = start(&["--id", "reviewer-2"]);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert_eq!(session(&d, "reviewer-2")["owner"], "operator");
     drop(d);
@@ -118,16 +72,10 @@ fn a_start_under_an_id_the_agent_registered_first_is_refused_and_adopts_nothing(
 
 #[test]
 fn a_routine_steps_session_id_cannot_be_registered_by_the_agent_token() {
-    let (s, d) = setup();
-    let m = common::marker("squat-routine");
-    let id = start(
-        &d,
-        &s,
-        json!({"steps": [
-            acp_step(&s, "plan", "--ask-first", &m, json!({"mode": "escalate", "timeoutSecs": 120})),
-            acp_step(&s, "build", "--done", &m, json!({"mode": "fail"})),
-        ]}),
-    );
+    let (s, d, m) = setup_marked("squat-routine");
+    let plan = acp_step(&s, "plan", "--ask-first", &m, escalate(120));
+    let build = acp_step(&s, "build", "--done", &m, json!({"mode": "fail"}));
+    let id = start(&d, &s, json!({"steps": [plan, build]}));
     wait_event(&d, &id, "routine:escalated");
     // The run id is readable with the agent token; the ids its steps'
     // sessions will take are not the agent's to register.
@@ -136,20 +84,18 @@ fn a_routine_steps_session_id_cannot_be_registered_by_the_agent_token() {
         format!("{id}.s0.r1"),
         format!("{id}.s0.r0"),
     ] {
-        let (code, body) = d.http(
-            "POST",
+        let (code, body) = d.post(
             "/v1/sessions",
-            Some(&d.agent),
+            &d.agent,
             Some(json!({"id": squat, "cwd": s.ws.display().to_string()})),
         );
         assert_eq!(code, 403, "{squat}: {body}");
         assert_eq!(body["error"]["code"], "session-id-reserved", "{body}");
     }
-    let r = d.cli(
+    d.cli_ok(
         &["routine", "resolve", &id, "plan", "--response", "go on"],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     wait_event(&d, &id, "routine:done");
     // The second step ran in a session of the operator's, which the agent
     // never held a key to.
@@ -167,18 +113,7 @@ fn the_agent_tokens_routine_never_runs_in_a_session_of_the_operators() {
     let (s, d) = setup();
     // The operator registers a session; its key lands in the keyring the
     // tests share, so the agent here holds it (as a same-user agent may).
-    let reg = d.cli(
-        &[
-            "session",
-            "register",
-            "--id",
-            "ops",
-            "--cwd",
-            &s.ws.display().to_string(),
-        ],
-        &d.operator,
-    );
-    assert_eq!(reg.code, 0, "{}", reg.stderr);
+    d.register_cli("ops", &s.ws, &d.operator);
     let key = d.key("ops");
     let spec = json!({"steps": [{"label": "tidy", "prompt": "go",
         "session": {"existing": "ops"},
@@ -198,11 +133,10 @@ fn the_agent_tokens_routine_never_runs_in_a_session_of_the_operators() {
     assert_eq!(body["error"]["code"], "session-owned-by-operator", "{body}");
     // The operator's own routine may.
     let file = s.write("r.json", &spec.to_string());
-    let r = d.cli(
+    d.cli_ok(
         &["routine", "start", &file.display().to_string()],
         &d.operator,
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
 /// Scratch, a daemon, and two agents' sessions `a` and `b`, each with its
@@ -249,39 +183,22 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
     );
     assert_eq!(code, 403, "attaching needs b's key: {p}");
     let client = d.client();
-    let (code, bytes) = d
-        .block(
-            client.send_with_keys(
-                reqwest::Method::POST,
-                "/v1/policies",
-                Some(&d.agent),
-                Some(
-                    json!({"sessionId": "b", "gate": {"command": "true"}})
-                        .to_string()
-                        .into_bytes(),
-                ),
-                std::slice::from_ref(&b),
-            ),
-        )
-        .expect("attach");
+    // POST `path` as the agent presenting b's key; the status and body.
+    let as_b = |path: &str, body: Value| {
+        let body = Some(body.to_string().into_bytes());
+        let keys = std::slice::from_ref(&b);
+        let sent = client.send_with_keys(reqwest::Method::POST, path, Some(&d.agent), body, keys);
+        d.block(sent).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let (code, bytes) = as_b(
+        "/v1/policies",
+        json!({"sessionId": "b", "gate": {"command": "true"}}),
+    );
     let p: Value = serde_json::from_slice(&bytes).expect("json");
     assert_eq!(code, 201, "{p}");
     let pid = p["policyId"].as_str().expect("policyId").to_string();
-    let (code, v) = d
-        .block(
-            client.send_with_keys(
-                reqwest::Method::POST,
-                "/v1/sessions/b/report",
-                Some(&d.agent),
-                Some(
-                    json!({"kind": "turn-end", "message": "b's secret plan"})
-                        .to_string()
-                        .into_bytes(),
-                ),
-                std::slice::from_ref(&b),
-            ),
-        )
-        .expect("report");
+    let report = json!({"kind": "turn-end", "message": "b's secret plan"});
+    let (code, v) = as_b("/v1/sessions/b/report", report);
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&v));
     d.wait_status(&pid, "done", std::time::Duration::from_secs(60));
 
@@ -303,9 +220,7 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
         assert_eq!(code, 403, "{path} with a's key: {v}");
         assert_eq!(v["error"]["code"], "session-key-required", "{path}: {v}");
         assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("key")),
+            str_of(&v["error"]["message"]).contains("key"),
             "{path}: {v}"
         );
         // Without any key, the same.
@@ -329,7 +244,7 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
         .expect("b is listed")
         .clone();
     assert!(listed_b["lastMessage"].is_null(), "{listed_b}");
-    assert!(!list.to_string().contains("secret plan"), "{list}");
+    assert_lacks(&list.to_string(), "secret plan");
     let (code, page) = read(&d, "/v1/events?since=0&limit=1000", &[&a]);
     assert_eq!(code, 200, "{page}");
     let text = page.to_string();
@@ -353,7 +268,7 @@ fn an_agent_reads_its_own_sessions_work_and_not_anothers() {
     assert_eq!(v["lastMessage"], "b's secret plan", "{v}");
     let (code, page) = read(&d, "/v1/events?since=0&limit=1000", &[&b]);
     assert_eq!(code, 200);
-    assert!(page.to_string().contains("secret plan"), "{page}");
+    assert_has(&page.to_string(), "secret plan");
     let (code, list) = read(&d, "/v1/policies?limit=1000", &[&b]);
     assert_eq!(code, 200);
     assert_eq!(list["policies"][0]["policyId"], pid.as_str(), "{list}");

@@ -6,8 +6,9 @@
 //! file the agent could write stops `serve` at start.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, assert_starts};
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, git_scratch};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -19,16 +20,28 @@ const T: Duration = Duration::from_secs(30);
 fn daemon_with_rule(agents: &str, policy: &Value) -> (Scratch, Daemon) {
     let s = Scratch::new();
     let file = s.write("claude-policy.json", &policy.to_string());
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}[[daemon.session_policies]]\nagents = {agents}\npolicy = \"{}\"\n",
-            allow_config(&["test"]),
-            file.display()
-        ),
-    );
+    let rule = format!("{}agents = {agents}\n", rule_config(&["test"], &file));
+    let cfg = s.write("config.toml", &rule);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     (s, d)
+}
+
+/// A config allowing `allow` with one `[[daemon.session_policies]]` rule
+/// whose policy is the file `policy` (for every agent, unless a line
+/// `agents = …` is added after it).
+fn rule_config(allow: &[&str], policy: &std::path::Path) -> String {
+    let policy = policy.display();
+    let rule = format!("[[daemon.session_policies]]\npolicy = \"{policy}\"\n");
+    format!("{}{rule}", allow_config(allow))
+}
+
+/// A rule's policy: the gate passes once `DONE` exists, `retries` nudges.
+fn done_rule(retries: u32) -> Value {
+    json!({
+        "label": "DONE must exist",
+        "gate": {"command": "test", "args": ["-f", "DONE"]},
+        "onFail": {"maxRetries": retries},
+    })
 }
 
 /// The policies that have session `id` as a member, oldest first.
@@ -49,14 +62,7 @@ fn policies_of(d: &Daemon, id: &str) -> Vec<Value> {
 
 #[test]
 fn a_rule_gates_each_session_it_matches_from_its_registration_and_again_after_its_policy_ended() {
-    let (s, d) = daemon_with_rule(
-        r#"["claude"]"#,
-        &json!({
-            "label": "DONE must exist",
-            "gate": {"command": "test", "args": ["-f", "DONE"]},
-            "onFail": {"maxRetries": 1},
-        }),
-    );
+    let (s, d) = daemon_with_rule(r#"["claude"]"#, &done_rule(1));
     common::daemon::git_repo(&s.ws);
     // Registered by the agent token, as a hook's first call does: the
     // rule's policy is there at once, watching the session.
@@ -126,15 +132,9 @@ fn a_rule_whose_policy_does_not_fit_the_session_is_said_and_the_session_still_re
         .collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
     let payload = refused[0]["payload"].to_string();
-    assert!(
-        payload.contains("claude-policy.json") && payload.contains("cwd"),
-        "{payload}"
-    );
-    assert!(
-        d.log().contains("a session policy was refused"),
-        "{}",
-        d.log()
-    );
+    assert_has(&payload, "claude-policy.json");
+    assert_has(&payload, "cwd");
+    assert_has(&d.log(), "a session policy was refused");
 }
 
 #[test]
@@ -156,26 +156,8 @@ fn a_rule_file_inside_a_workspace_root_or_naming_sessions_stops_serve() {
         (named.as_path(), "names sessionId"),
         (unparsed.as_path(), "[[daemon.session_policies]] 0"),
     ] {
-        let cfg = s.write(
-            "rule.toml",
-            &format!(
-                "{}[[daemon.session_policies]]\npolicy = \"{}\"\n",
-                allow_config(&["true"]),
-                file.display()
-            ),
-        );
-        let run = common::run_gatehost(
-            &[
-                "serve".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--data-dir".into(),
-                s.etc.join("data").display().to_string(),
-                "--config".into(),
-                cfg.display().to_string(),
-            ],
-            &[],
-        );
+        let cfg = s.write("rule.toml", &rule_config(&["true"], file));
+        let run = common::daemon::serve_run(&s.etc.join("data"), &cfg);
         assert_ne!(run.code, 0, "{}: {}", file.display(), run.stdout);
         assert!(
             run.stderr.contains(said) && run.stderr.contains(&*file.display().to_string()),
@@ -193,8 +175,7 @@ fn a_rule_file_inside_a_workspace_root_or_naming_sessions_stops_serve() {
 /// sessions get nothing, and each add and remove is on the bus.
 #[test]
 fn a_standing_policy_from_the_cli_gates_each_new_session_it_matches_until_removed() {
-    let s = Scratch::new();
-    common::daemon::git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = s.write("config.toml", &allow_config(&["test"]));
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     let template = s.write(
@@ -207,16 +188,8 @@ fn a_standing_policy_from_the_cli_gates_each_new_session_it_matches_until_remove
     );
     let ws = s.ws.display().to_string();
     let t = template.display().to_string();
-    let add = [
-        "policy",
-        "attach",
-        "--template",
-        &t,
-        "--agent",
-        "claude",
-        "--under",
-        &ws,
-    ];
+    let target = ["--agent", "claude", "--under", &ws];
+    let add = [&["policy", "attach", "--template", &t][..], &target].concat();
     // The agent's token is refused: storing nothing.
     let refused = d.cli(&add, &d.agent);
     assert_ne!(refused.code, 0, "{refused:?}");
@@ -229,7 +202,7 @@ fn a_standing_policy_from_the_cli_gates_each_new_session_it_matches_until_remove
     let added = d.cli(&add, &d.operator);
     assert_eq!(added.code, 0, "{added:?}");
     let sp = added.stdout.trim().to_string();
-    assert!(sp.starts_with("sp_"), "{sp}");
+    assert_starts(&sp, "sp_");
     // The template's file changed afterwards changes nothing stored.
     std::fs::write(&template, "{}").expect("rewrite");
 
@@ -292,8 +265,7 @@ fn a_standing_policy_from_the_cli_gates_each_new_session_it_matches_until_remove
 /// said when a session matches it (`session:policy-refused` naming it).
 #[test]
 fn a_standing_policy_that_cannot_be_is_refused_at_once_or_said_at_the_session() {
-    let s = Scratch::new();
-    common::daemon::git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = s.write("config.toml", &allow_config(&["test"]));
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     for (name, body, said) in [
@@ -349,14 +321,7 @@ fn a_standing_policy_that_cannot_be_is_refused_at_once_or_said_at_the_session() 
 /// turn; the decoy never switches it off.
 #[test]
 fn a_decoy_the_agent_attaches_never_switches_the_operators_rule_off() {
-    let (s, d) = daemon_with_rule(
-        r#"["claude"]"#,
-        &json!({
-            "label": "DONE must exist",
-            "gate": {"command": "test", "args": ["-f", "DONE"]},
-            "onFail": {"maxRetries": 0},
-        }),
-    );
+    let (s, d) = daemon_with_rule(r#"["claude"]"#, &done_rule(0));
     common::daemon::git_repo(&s.ws);
     d.register("claude:one", &s.ws);
     d.register("helper", &s.ws);

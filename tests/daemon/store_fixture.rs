@@ -12,6 +12,7 @@
 //! directory of the machine that made it) do not exist here, and need not.
 
 use crate::common;
+use crate::common::shorthand::strs_of;
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, fixture};
@@ -62,7 +63,7 @@ fn served_then() -> Value {
 
 /// `GET path` with the operator token; panics unless 200.
 fn get(d: &Daemon, path: &str) -> Value {
-    let (code, v) = d.http("GET", path, Some(&d.operator), None);
+    let (code, v) = d.get(path, &d.operator);
     assert_eq!(code, 200, "GET {path}: {v}");
     v
 }
@@ -223,12 +224,7 @@ fn assert_serves_the_same(d: &Daemon, then: &Value, when: &str) {
 fn a_store_written_by_fd21d0c_opens_migrates_and_serves_the_same() {
     let then = served_then();
     // What the comparison covers, so a fixture made short fails here.
-    let statuses: Vec<&str> = then["policies"]
-        .as_array()
-        .expect("policies")
-        .iter()
-        .filter_map(|p| p["status"].as_str())
-        .collect();
+    let statuses = strs_of(&then["policies"], "status");
     for status in ["watching", "awaiting-ack", "done", "blocked", "cancelled"] {
         assert!(
             statuses.contains(&status),

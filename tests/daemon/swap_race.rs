@@ -12,6 +12,7 @@
 //! written there, nothing of it is read, and the refusal says why.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, assert_lacks};
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, assert_no_env_survivors, marker};
@@ -169,8 +170,8 @@ fn a_wasm_plugin_never_reads_a_data_directory_swapped_in() {
     assert!(reason(&p).contains("symlink"), "{p}");
     let shown = p.to_string();
     let token = std::fs::read_to_string(r.data.join("operator.token")).expect("token");
-    assert!(!shown.contains("operator.token"), "{shown}");
-    assert!(!shown.contains(token.trim()), "{shown}");
+    assert_lacks(&shown, "operator.token");
+    assert_lacks(&shown, token.trim());
 }
 
 #[test]
@@ -198,10 +199,9 @@ fn an_agent_the_daemon_starts_is_never_confined_to_a_data_directory_swapped_in()
     let before = r.data_entries();
     let m = marker("swap-agent");
     r.arm(SwapIn::Symlink(&r.data));
-    let (code, body) = r.d.http(
-        "POST",
+    let (code, body) = r.d.post(
         "/v1/sessions/start",
-        Some(&r.d.operator),
+        &r.d.operator,
         Some(json!({
             "id": "bot",
             "cwd": r.inner,
@@ -210,15 +210,14 @@ fn an_agent_the_daemon_starts_is_never_confined_to_a_data_directory_swapped_in()
     );
     r.assert_hook_fired();
     assert!((400..500).contains(&code), "HTTP {code}: {body}");
-    assert!(body.to_string().contains("symlink"), "{body}");
+    assert_has(&body.to_string(), "symlink");
     assert_eq!(
         r.data_entries(),
         before,
         "nothing was written in the data directory"
     );
     assert_no_env_survivors(&m);
-    let (code, _) =
-        r.d.http("GET", "/v1/sessions/bot", Some(&r.d.operator), None);
+    let (code, _) = r.d.get("/v1/sessions/bot", &r.d.operator);
     assert_eq!(code, 404, "no session was registered");
 }
 

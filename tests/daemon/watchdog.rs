@@ -4,10 +4,11 @@
 //! standing for the person.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, str_of};
 
-use common::daemon::Daemon;
+use common::Scratch;
+use common::daemon::{Daemon, allow_config_with, judge_j, script_gate_json};
 use common::webhooks::{Receiver, receiver_answering};
-use common::{Scratch, allow_config, fixture_str, script_gate};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -18,17 +19,12 @@ const T: Duration = Duration::from_secs(30);
 fn setup(keys: &str, judge: Option<(&str, &std::path::Path)>) -> (Scratch, Daemon, Receiver) {
     let hook = receiver_answering(None);
     let s = Scratch::new();
-    let mut cfg = allow_config(&["true", "false"]).replace(
-        "[daemon]\n",
-        &format!("[daemon]\nwebhook_url = \"{}\"\n{keys}", hook.url),
+    let mut cfg = allow_config_with(
+        &["true", "false"],
+        &format!("webhook_url = \"{}\"\n{keys}", hook.url),
     );
     if let Some((fails, dir)) = judge {
-        cfg.push_str(&format!(
-            "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{}\", \"{fails}\"]\nwrite = [\"{}\"]\n",
-            fixture_str("judges/flaky.sh"),
-            dir.display(),
-            dir.display()
-        ));
+        cfg.push_str(&judge_j("judges/flaky.sh", dir, fails));
     }
     let cfg = s.write("config.toml", &cfg);
     let d = Daemon::start(&s.etc.join("data"), &cfg);
@@ -71,10 +67,8 @@ fn a_silent_session_is_stale_and_its_policy_blocked_once_with_a_notification() {
         std::thread::sleep(Duration::from_millis(200));
     };
     let reason = p["reason"].as_str().unwrap_or_default();
-    assert!(
-        reason.contains("quiet") && reason.contains("heartbeat_timeout"),
-        "{reason}"
-    );
+    assert_has(reason, "quiet");
+    assert_has(reason, "heartbeat_timeout");
     let stale = events_of(&d, "&session=quiet", "session:stale");
     assert_eq!(stale.len(), 1, "{stale:?}");
     let silent = stale[0]["payload"]["silentMs"].as_i64().expect("silentMs");
@@ -121,12 +115,11 @@ fn on_stale_cancel_waits_for_a_gate_in_flight_to_settle() {
     let (s, d, _hook) = setup("heartbeat_timeout = \"1s\"\non_stale = \"cancel\"\n", None);
     d.register("s1", &s.ws);
     let release = s.ws.join("release");
-    let gate: Value = serde_json::from_str(&script_gate(
+    let gate = script_gate_json(
         "gates/wait-for-file.sh",
         &[&release.display().to_string()],
         60_000,
-    ))
-    .expect("gate");
+    );
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 1}}));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "gating", T);
@@ -138,13 +131,7 @@ fn on_stale_cancel_waits_for_a_gate_in_flight_to_settle() {
     assert_eq!(d.policy(&pid)["status"], "gating");
     std::fs::write(&release, "go").expect("release");
     let p = d.wait_status(&pid, "cancelled", T);
-    assert!(
-        p["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("on_stale = \"cancel\""),
-        "{p}"
-    );
+    assert_has(str_of(&p["reason"]), "on_stale = \"cancel\"");
     let ev = d.policy_events(&pid);
     let at = |e: &str| ev.iter().position(|x| x == e);
     assert!(at("policy:failed") < at("policy:cancelled"), "{ev:?}");
@@ -159,13 +146,7 @@ fn a_policy_past_its_deadline_is_expired_once() {
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "deadline": "1s"}));
     assert!(d.policy(&pid)["deadlineAt"].as_i64().is_some());
     let p = d.wait_status(&pid, "blocked", T);
-    assert!(
-        p["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("deadline"),
-        "{p}"
-    );
+    assert_has(str_of(&p["reason"]), "deadline");
     std::thread::sleep(Duration::from_millis(1200));
     let ev = d.policy_events(&pid);
     assert_eq!(
@@ -178,10 +159,9 @@ fn a_policy_past_its_deadline_is_expired_once() {
         hook.kinds().contains(&"policy:expired".to_string())
     });
     for bad in ["soon", "0s", "400days"] {
-        let (code, body) = d.http(
-            "POST",
+        let (code, body) = d.post(
             "/v1/policies",
-            Some(&d.agent),
+            &d.agent,
             Some(json!({"sessionId": "s1", "gate": {"command": "true"}, "deadline": bad})),
         );
         assert_eq!(code, 400, "{bad}: {body}");
@@ -208,19 +188,13 @@ fn a_gate_that_could_not_run_is_retried_and_a_no_never_is() {
         assert_eq!(retries.len(), 2, "{fails}: {retries:?}");
         for (i, r) in retries.iter().enumerate() {
             assert_eq!(r["payload"]["attempt"], i + 1, "{r}");
-            assert!(
-                r["payload"]["cause"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("exited with code 1"),
-                "{r}"
-            );
+            assert_has(str_of(&r["payload"]["cause"]), "exited with code 1");
         }
         let calls_made = std::fs::read_to_string(calls.path().join("calls")).expect("calls");
         assert_eq!(calls_made.trim(), "3", "{fails}");
         if want == "blocked" {
             let reason = p["reason"].as_str().unwrap_or_default();
-            assert!(reason.contains("could not run (2 retries)"), "{reason}");
+            assert_has(reason, "could not run (2 retries)");
         }
     }
     // A "no" is not retried.
@@ -248,9 +222,7 @@ fn a_fan_in_over_two_workspaces_gates_both() {
     d.register("b", &ws2);
     std::fs::write(ws1.join("flag"), "ok\n").expect("write");
     std::fs::write(ws2.join("flag"), "not yet\n").expect("write");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/file-says-ok.sh", &["flag"], 10_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/file-says-ok.sh", &["flag"], 10_000);
     let pid =
         d.attach(json!({"sessionIds": ["a", "b"], "gate": gate, "onFail": {"maxRetries": 1}}));
     d.report("a", "turn-end");
@@ -259,7 +231,7 @@ fn a_fan_in_over_two_workspaces_gates_both() {
     let failed = events_of(&d, &format!("&policy={pid}"), "policy:failed");
     assert_eq!(failed.len(), 1, "{failed:?}");
     let reason = failed[0]["payload"]["reason"].as_str().unwrap_or_default();
-    assert!(reason.contains(&ws2.display().to_string()), "{reason}");
+    assert_has(reason, &ws2.display().to_string());
     let gates = failed[0]["payload"]["gates"].as_array().expect("gates");
     assert_eq!(gates.len(), 2, "one verdict per workspace: {gates:?}");
     std::fs::write(ws2.join("flag"), "ok\n").expect("write");
@@ -269,17 +241,16 @@ fn a_fan_in_over_two_workspaces_gates_both() {
 
     common::daemon::git_repo(&ws1);
     common::daemon::git_repo(&ws2);
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(
             json!({"sessionIds": ["a", "b"], "gate": {"command": "true"}, "then": "commit",
                     "commit": {"paths": ["flag"], "message": "m"}}),
         ),
     );
     assert_eq!(code, 400, "{body}");
-    assert!(body.to_string().contains("sessionIds"), "{body}");
+    assert_has(&body.to_string(), "sessionIds");
 }
 
 /// A gate that could not run while supervision was being paused: its
@@ -298,13 +269,11 @@ fn a_retry_stored_after_a_pause_says_it_waits_when_due() {
         "cat >/dev/null\nn=$(( $(cat \"$1/calls\" 2>/dev/null || echo 0) + 1 ))\necho \"$n\" > \"$1/calls\"\n\
          if [ \"$n\" -eq 1 ]; then\n  while [ ! -f \"$1/go\" ]; do sleep 0.05; done\n  echo 'model API 503' >&2\n  exit 1\nfi\necho 'VERDICT: PASS'\n",
     );
-    let text = allow_config(&[]).replace(
-        "[daemon]\n",
-        "[daemon]\ninfra_retries = 2\ninfra_retry_backoff = \"200ms\"\n",
-    ) + &format!(
-        "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{dir}\"]\nwrite = [\"{dir}\"]\n",
-        judge.display()
-    );
+    let text = allow_config_with(&[], "infra_retries = 2\ninfra_retry_backoff = \"200ms\"\n")
+        + &format!(
+            "\n[judge.adapters.j]\ncommand = [\"bash\", \"{}\", \"{dir}\"]\nwrite = [\"{dir}\"]\n",
+            judge.display()
+        );
     let cfg = s.write("config.toml", &text);
     let env = [
         ("GATEHOST_TEST_NO_CONFIG_POLL", "1"),
@@ -363,10 +332,9 @@ fn a_stopped_or_restarted_daemon_does_not_count_its_own_silence_as_the_sessions(
         let until = Instant::now() + Duration::from_millis(for_ms);
         while Instant::now() < until {
             for id in ids {
-                let (code, body) = d.http(
-                    "POST",
+                let (code, body) = d.post(
                     &format!("/v1/sessions/{id}/report"),
-                    Some(&d.agent),
+                    &d.agent,
                     Some(json!({"kind": "heartbeat"})),
                 );
                 assert_eq!(code, 200, "{body}");

@@ -7,8 +7,7 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_repo};
-use common::{Scratch, allow_config};
+use common::daemon::{Daemon, allow_config_with, git_scratch};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -39,11 +38,10 @@ fn operator_turn(d: &Daemon, want: &str) -> Value {
 
 #[test]
 fn a_result_one_turn_stamped_into_a_granted_cache_never_passes_the_next_turn() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let cfg = s.write(
         "config.toml",
-        &allow_config(&["make"]).replace("[daemon]\n", "[daemon]\nworktree_caches = [\"cache\"]\n"),
+        &allow_config_with(&["make"], "worktree_caches = [\"cache\"]\n"),
     );
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);

@@ -14,8 +14,7 @@ use serde_json::json;
 #[test]
 fn a_plugin_directory_replaces_a_carried_plugin_of_the_same_name() {
     let s = Scratch::new();
-    let dir = s.etc.join("plugins");
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let dir = etc_dir(&s, "plugins");
     std::fs::copy(plugin_dir().join("diff_budget.wasm"), dir.join("noop.wasm")).expect("copy");
     let diff = s.write(
         "change.diff",
@@ -46,16 +45,7 @@ fn a_plugin_directory_replaces_a_carried_plugin_of_the_same_name() {
     assert_eq!(run.outcome(), "pass", "{}", run.stdout);
 
     let cfg = s.write("list.toml", &config);
-    let run = run_gatehost(
-        &[
-            "plugin".into(),
-            "list".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-        ],
-        &[],
-    );
+    let run = gatehost(&["plugin", "list", "--json", "--config", &arg(&cfg)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let listing = run.json();
     let noops: Vec<(String, bool)> = listing["plugins"]
@@ -63,12 +53,7 @@ fn a_plugin_directory_replaces_a_carried_plugin_of_the_same_name() {
         .expect("plugins")
         .iter()
         .filter(|p| p["name"] == "noop")
-        .map(|p| {
-            (
-                p["from"].as_str().unwrap_or_default().to_string(),
-                p["used"].as_bool().unwrap_or_default(),
-            )
-        })
+        .map(|p| (str_of(&p["from"]).to_string(), p["used"] == true))
         .collect();
     assert_eq!(
         noops,

@@ -5,15 +5,20 @@ use crate::common;
 use common::*;
 use std::time::Duration;
 
+/// `check` of a shell gate running the fixture `script` with `args`
+/// under `allow_config(&[])`.
+fn check_script(s: &Scratch, script: &str, args: &[&str], timeout_ms: u64) -> CliRun {
+    s.check(
+        &allow_config(&[]),
+        &script_gate(script, args, timeout_ms),
+        &[],
+    )
+}
+
 #[test]
 fn a_hanging_gate_times_out_and_its_tree_is_killed() {
-    let s = Scratch::new();
     let m = marker("hang");
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/hang.sh", &[&m], 500),
-        &[],
-    );
+    let run = check_script(&Scratch::new(), "gates/hang.sh", &[&m], 500);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(run.outcome(), "fail");
     assert_eq!(
@@ -32,51 +37,31 @@ fn a_hanging_gate_times_out_and_its_tree_is_killed() {
         "took {:?}",
         run.elapsed
     );
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    assert_nothing_left(&m, run.pid);
 }
 
 #[test]
 fn a_gate_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let s = Scratch::new();
     let m = marker("noterm");
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/ignore-term.sh", &[&m], 500),
-        &[],
-    );
+    let run = check_script(&Scratch::new(), "gates/ignore-term.sh", &[&m], 500);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(
-        run.reason().starts_with("timed out after 500 ms"),
-        "{}",
-        run.reason()
-    );
+    assert_starts(&run.reason(), "timed out after 500 ms");
     // Default grace is 2 s: SIGKILL comes after it, and not much later.
-    assert!(
-        run.elapsed >= Duration::from_millis(2400),
-        "took {:?}",
-        run.elapsed
-    );
-    assert!(
-        run.elapsed < Duration::from_millis(500 + 2000 + 1000),
-        "took {:?}",
-        run.elapsed
-    );
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    assert_took(&run, 2400, 500 + 2000 + 1000);
+    assert_nothing_left(&m, run.pid);
 }
 
 #[test]
 fn a_grandchild_holding_stdout_does_not_hang_the_gate() {
     let run = passes_quickly_leaving_nothing("gates/grandchild-holds-stdout.sh", "holdout");
     let reason = run.reason();
-    assert!(reason.starts_with("exited with code 0"), "{reason}");
-    assert!(reason.contains("leftover process(es) killed"), "{reason}");
+    assert_starts(&reason, "exited with code 0");
+    assert_has(&reason, "leftover process(es) killed");
     let out = run.gate0()["stdout"]["text"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(out.contains("main process done"), "{out}");
+    assert_has(&out, "main process done");
 }
 
 #[test]
@@ -126,8 +111,7 @@ fn a_leftover_process_does_not_poison_the_gates_after_it() {
         assert_eq!(g["outcome"], "pass", "gate {i}: {g}");
     }
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    assert_nothing_left(&m, run.pid);
 }
 
 #[test]
@@ -153,24 +137,15 @@ fn a_one_gib_flood_is_capped_and_does_not_grow_the_host() {
 #[test]
 fn exit_codes_and_signals_are_a_fail_with_the_cause() {
     let s = Scratch::new();
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/exit-with.sh", &["3"], 10_000),
-        &[],
-    );
+    let run = check_script(&s, "gates/exit-with.sh", &["3"], 10_000);
     assert_eq!(run.code, 1);
     assert_eq!(run.outcome(), "fail");
     assert_eq!(run.reason(), "exited with code 3");
     assert_eq!(run.gate0()["exitCode"], 3);
     assert_eq!(run.gate0()["stderr"]["text"], "stderr of the gate\n");
 
-    let run = s.check(
-        &allow_config(&[]),
-        &script_gate("gates/signal-self.sh", &[], 10_000),
-        &[],
-    );
-    assert_eq!(run.code, 1);
-    assert_eq!(run.reason(), "killed by signal 11 (SIGSEGV)");
+    let run = check_script(&s, "gates/signal-self.sh", &[], 10_000);
+    assert_reason(&run, 1, "killed by signal 11 (SIGSEGV)");
     assert_eq!(run.gate0()["signal"], 11);
 }
 
@@ -274,12 +249,7 @@ fn an_allowlisted_program_inside_the_workspace_is_refused() {
     let path = script.display().to_string();
     let gate = serde_json::json!({"command": path}).to_string();
     let run = s.check(&format!("[shell]\nallow = [\"{path}\"]\n"), &gate, &[]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("inside the workspace"),
-        "{}",
-        run.reason()
-    );
+    assert_refused(&run, "inside the workspace");
 }
 
 /// A program the allowlist names that does not exist is reported as
@@ -292,9 +262,9 @@ fn a_missing_allowlisted_program_is_reported_as_missing() {
     let run = s.check(&format!("[shell]\nallow = [\"{path}\"]\n"), &gate, &[]);
     assert_eq!(run.code, 2);
     let reason = run.reason();
-    assert!(reason.contains("which does not exist"), "{reason}");
-    assert!(reason.contains("[shell] allow entry"), "{reason}");
-    assert!(!reason.contains("inside the workspace"), "{reason}");
+    assert_has(&reason, "which does not exist");
+    assert_has(&reason, "[shell] allow entry");
+    assert_lacks(&reason, "inside the workspace");
 }
 
 #[test]
@@ -330,8 +300,7 @@ fn passes_quickly_leaving_nothing(script: &str, name: &str) -> CliRun {
         "took {:?}",
         run.elapsed
     );
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    assert_nothing_left(&m, run.pid);
     run
 }
 
@@ -374,23 +343,22 @@ fn per_gate_cgroup(controller: &str) -> bool {
     })
 }
 
+/// `check` of a `bash -c SCRIPT` gate (60 s) under `allow_config(&[])`
+/// with `limit` (`key = value`) under `[limits]`.
+fn check_limited(s: &Scratch, limit: &str, script: &str) -> CliRun {
+    let config = format!("{}[limits]\n{limit}\n", allow_config(&[]));
+    let gate = serde_json::json!({"command": "bash", "args": ["-c", script], "timeoutMs": 60000});
+    s.check(&config, &gate.to_string(), &[])
+}
+
 /// Issue 24, item 7: a gate that allocates past `[limits]
 /// gate_memory_bytes` does not pass, and where a cgroup bounds it the
 /// reason names the limit; gatehost itself stays small.
 #[test]
 fn a_gate_allocating_past_its_memory_limit_does_not_pass() {
     let s = Scratch::new();
-    let config = format!(
-        "{}[limits]\ngate_memory_bytes = 268435456\n",
-        allow_config(&[])
-    );
-    let gate = serde_json::json!({
-        "command": "bash",
-        "args": ["-c", "exec /usr/bin/python3 -c 'b = bytearray(2 * 1024**3)'"],
-        "timeoutMs": 60000,
-    })
-    .to_string();
-    let run = s.check(&config, &gate, &[]);
+    let python = "exec /usr/bin/python3 -c 'b = bytearray(2 * 1024**3)'";
+    let run = check_limited(&s, "gate_memory_bytes = 268435456", python);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.outcome(), "fail", "{}", run.reason());
     if per_gate_cgroup("memory") {
@@ -418,15 +386,12 @@ fn a_fork_bomb_is_bounded_by_its_process_limit_and_leaves_nothing() {
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.outcome(), "fail", "{}", run.reason());
     if per_gate_cgroup("pids") {
-        assert!(
-            run.reason()
-                .contains("fork(s) refused at the process limit ([limits] gate_pids = 64)"),
-            "{}",
-            run.reason()
+        assert_has(
+            &run.reason(),
+            "fork(s) refused at the process limit ([limits] gate_pids = 64)",
         );
     }
-    assert_no_survivors(&m);
-    assert_no_cgroups_left(run.pid);
+    assert_nothing_left(&m, run.pid);
 }
 
 /// A gate writing a 64 MiB file to its private TMPDIR under
@@ -434,17 +399,12 @@ fn a_fork_bomb_is_bounded_by_its_process_limit_and_leaves_nothing() {
 #[test]
 fn a_gate_writing_past_its_file_size_limit_does_not_pass() {
     let s = Scratch::new();
-    let config = format!(
-        "{}[limits]\ngate_file_bytes = 16777216\n",
-        allow_config(&[])
+    let limit = "gate_file_bytes = 16777216";
+    let run = check_limited(
+        &s,
+        limit,
+        "exec head -c 67108864 /dev/zero > \"$TMPDIR/big\"",
     );
-    let gate = serde_json::json!({
-        "command": "bash",
-        "args": ["-c", "exec head -c 67108864 /dev/zero > \"$TMPDIR/big\""],
-        "timeoutMs": 60000,
-    })
-    .to_string();
-    let run = s.check(&config, &gate, &[]);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.outcome(), "fail");
     assert_eq!(
@@ -452,13 +412,11 @@ fn a_gate_writing_past_its_file_size_limit_does_not_pass() {
         "killed by signal 25 (SIGXFSZ); a file grew past [limits] gate_file_bytes (16777216 bytes)"
     );
     // Through a shell that forks the writer: still not a pass.
-    let gate = serde_json::json!({
-        "command": "bash",
-        "args": ["-c", "head -c 67108864 /dev/zero > \"$TMPDIR/big\"; exit $?"],
-        "timeoutMs": 60000,
-    })
-    .to_string();
-    let run = s.check(&config, &gate, &[]);
+    let run = check_limited(
+        &s,
+        limit,
+        "head -c 67108864 /dev/zero > \"$TMPDIR/big\"; exit $?",
+    );
     assert_eq!(run.outcome(), "fail", "{}", run.reason());
 }
 
@@ -472,25 +430,15 @@ fn a_gate_writing_past_its_file_size_limit_does_not_pass() {
 #[test]
 fn a_gate_filling_its_scratch_past_its_bound_does_not_pass() {
     let s = Scratch::new();
-    let gate = serde_json::json!({
-        "command": "bash",
-        "args": ["-c", "for i in 1 2 3 4; do head -c 1048576 /dev/zero > \"$TMPDIR/f$i\" || exit 1; done; /bin/pwd -P"],
-        "timeoutMs": 60000,
-    })
-    .to_string();
-    let bounded = |bytes: u64| {
-        format!(
-            "{}[limits]\ngate_scratch_bytes = {bytes}\n",
-            allow_config(&[])
-        )
-    };
-    let run = s.check(&bounded(2 * 1024 * 1024), &gate, &[]);
+    let script = "for i in 1 2 3 4; do head -c 1048576 /dev/zero > \"$TMPDIR/f$i\" || exit 1; done; /bin/pwd -P";
+    let bounded = |bytes: u64| check_limited(&s, &format!("gate_scratch_bytes = {bytes}"), script);
+    let run = bounded(2 * 1024 * 1024);
     assert_eq!(run.outcome(), "fail", "{}\n{}", run.stdout, run.stderr);
     assert_eq!(
         run.reason(),
         "exited with code 1; its scratch directory (TMPDIR) holds at most [limits] gate_scratch_bytes = 2097152 bytes"
     );
-    let run = s.check(&bounded(8 * 1024 * 1024), &gate, &[]);
+    let run = bounded(8 * 1024 * 1024);
     assert_eq!(run.outcome(), "pass", "{}\n{}", run.reason(), run.stdout);
-    assert!(!run.stdout.contains("getcwd"), "{}", run.stdout);
+    assert_lacks(&run.stdout, "getcwd");
 }

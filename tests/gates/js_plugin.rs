@@ -125,10 +125,10 @@ fn the_javascript_plugin_flags_added_debug_statements_with_path_and_line() {
 
     // Without a change it cannot decide: an error, never a pass.
     let run = s.check(&cfg, &js_gate(json!({})), &[]);
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert_eq!(
-        run.reason(),
-        "plugin 'no-debug-js' reported an error: the host gave no changed files (pass the change with --diff)"
+    assert_reason(
+        &run,
+        2,
+        "plugin 'no-debug-js' reported an error: the host gave no changed files (pass the change with --diff)",
     );
 }
 
@@ -180,24 +180,16 @@ fn the_javascript_plugin_follows_its_config() {
         &["--diff", &flagged],
     );
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.reason().starts_with(
-            "plugin 'no-debug-js' reported an error: bad plugin config: pattern broken: "
-        ),
-        "{}",
-        run.reason()
+    assert_starts(
+        &run.reason(),
+        "plugin 'no-debug-js' reported an error: bad plugin config: pattern broken: ",
     );
     let run = s.check(
         &cfg,
         &js_gate(json!({"scope": "all"})),
         &["--diff", &flagged],
     );
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.reason().contains("unknown key scope"),
-        "{}",
-        run.reason()
-    );
+    assert_refused(&run, "unknown key scope");
 }
 
 #[test]
@@ -232,9 +224,9 @@ fn the_javascript_plugin_scans_a_large_file_within_the_default_bounds() {
         ),
         &["--diff", &diff],
     );
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert_eq!(
-        run.reason(),
-        "plugin 'no-debug-js' ran out of fuel (its budget is 100000000 instructions)"
+    assert_reason(
+        &run,
+        2,
+        "plugin 'no-debug-js' ran out of fuel (its budget is 100000000 instructions)",
     );
 }

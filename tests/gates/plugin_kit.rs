@@ -126,15 +126,9 @@ fn plugin_run_reports_the_verdict_and_what_the_evaluation_used() {
     let run = plugin_run(&s, &noop, &["--fuel", "20000000", "--memory-mib", "64"]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let text = &run.stdout;
-    assert!(
-        text.starts_with("PASS  wasm: noop.wasm — noop: nothing to check"),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("(sha256 {})", sha256_of(&noop))),
-        "{text}"
-    );
-    assert!(text.contains("\ntime    "), "{text}");
+    assert_starts(text, "PASS  wasm: noop.wasm — noop: nothing to check");
+    assert_has(text, &format!("(sha256 {})", sha256_of(&noop)));
+    assert_has(text, "\ntime    ");
     assert!(text.contains(" of 5 s ("), "{text}");
     let fuel_line = text
         .lines()
@@ -192,11 +186,9 @@ fn plugin_run_gives_forbid_patterns_the_diff_or_the_workspaces_change() {
     );
     assert_eq!(run.code, 1);
     assert!(run.stdout.starts_with("FAIL  wasm: forbid_patterns.wasm"));
-    assert!(
-        run.stdout
-            .contains("      error   src/lib.rs:2: [no-dbg] remove dbg!\n"),
-        "{}",
-        run.stdout
+    assert_has(
+        &run.stdout,
+        "      error   src/lib.rs:2: [no-dbg] remove dbg!\n",
     );
     // The plugin's config from a file; a change that adds nothing forbidden.
     let config_file = s.write("rules.json", config);
@@ -254,18 +246,16 @@ fn plugin_run_gives_forbid_patterns_the_diff_or_the_workspaces_change() {
 fn plugin_run_reports_a_hostile_plugins_bounds_by_name() {
     let s = Scratch::new();
     let hostile = plugin_file("hostile");
+    // `plugin run` of the hostile plugin in `mode` with `bound` (a flag and
+    // its value), its report as JSON or as text.
+    let bounded = |mode: &str, bound: [&str; 2], json: bool| {
+        let config = format!(r#"{{"mode": "{mode}"}}"#);
+        let mut args = vec!["--plugin-config", &config, bound[0], bound[1]];
+        args.extend(json.then_some("--json"));
+        plugin_run(&s, &hostile, &args)
+    };
     // A tight fuel bound: an error naming fuel, with all of it used.
-    let run = plugin_run(
-        &s,
-        &hostile,
-        &[
-            "--json",
-            "--plugin-config",
-            r#"{"mode": "loop"}"#,
-            "--fuel",
-            "10000000",
-        ],
-    );
+    let run = bounded("loop", ["--fuel", "10000000"], true);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.outcome(), "error");
     assert_eq!(
@@ -274,16 +264,7 @@ fn plugin_run_reports_a_hostile_plugins_bounds_by_name() {
     );
     let usage = assert_measured(&run, 10_000_000, 128 * MIB);
     assert_eq!(usage["fuel"]["used"], 10_000_000);
-    let text = plugin_run(
-        &s,
-        &hostile,
-        &[
-            "--plugin-config",
-            r#"{"mode": "loop"}"#,
-            "--fuel",
-            "10000000",
-        ],
-    );
+    let text = bounded("loop", ["--fuel", "10000000"], false);
     assert_eq!(text.code, 2);
     assert!(
         text.stdout
@@ -293,17 +274,7 @@ fn plugin_run_reports_a_hostile_plugins_bounds_by_name() {
     );
     // A tight memory bound: an error naming memory, with the memory in
     // use reported below the bound (the growth past it was refused).
-    let run = plugin_run(
-        &s,
-        &hostile,
-        &[
-            "--json",
-            "--plugin-config",
-            r#"{"mode": "memory"}"#,
-            "--memory-mib",
-            "16",
-        ],
-    );
+    let run = bounded("memory", ["--memory-mib", "16"], true);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(
         run.reason(),
@@ -320,10 +291,10 @@ fn plugin_run_reports_a_hostile_plugins_bounds_by_name() {
         &hostile,
         &["--json", "--plugin-config", r#"{"mode": "error"}"#],
     );
-    assert_eq!(run.code, 2);
-    assert_eq!(
-        run.reason(),
-        "plugin 'hostile' reported an error: the plugin could not decide"
+    assert_reason(
+        &run,
+        2,
+        "plugin 'hostile' reported an error: the plugin could not decide",
     );
     assert_measured(&run, 5_000_000_000, 128 * MIB);
 }
@@ -358,12 +329,7 @@ fn plugin_run_refuses_bad_input_before_anything_runs() {
     }
     let run = plugin_run(&s, Path::new("/nonexistent/p.wasm"), &[]);
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr
-            .contains("cannot read plugin /nonexistent/p.wasm"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&run.stderr, "cannot read plugin /nonexistent/p.wasm");
     // Not a component: an error, not measured.
     let junk = s.write("junk.wasm", "not wasm");
     let run = plugin_run(&s, &junk, &["--json"]);
@@ -373,7 +339,11 @@ fn plugin_run_refuses_bad_input_before_anything_runs() {
 
 /// Runs an installed gatehost (not the test build's path) in `cwd`, with
 /// nothing of the test's environment but PATH and HOME.
-fn run_installed(bin: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
+fn run_installed<S: AsRef<std::ffi::OsStr>>(
+    bin: &Path,
+    cwd: &Path,
+    args: &[S],
+) -> std::process::Output {
     Command::new(bin)
         .args(args)
         .current_dir(cwd)
@@ -429,7 +399,7 @@ fn an_installed_gatehost_makes_a_plugin_crate_that_builds_offline_and_gates() {
         "rustup target add wasm32-wasip2",
         "gatehost plugin run target/wasm32-wasip2/release/my_gate.wasm",
     ] {
-        assert!(said.contains(line), "missing {line:?} in:\n{said}");
+        assert_has(&said, line);
     }
     assert_eq!(
         files_under(&crate_dir),
@@ -541,22 +511,27 @@ fn an_installed_gatehost_makes_a_plugin_crate_that_builds_offline_and_gates() {
             .to_string(),
     )
     .unwrap();
+    // `COMMAND --json --config CONFIG --workspace WS --diff DIFF LAST`.
+    let (config, ws) = (arg(&config), arg(&ws));
+    let args = |command: &[&str], diff: &Path, last: &str| -> Vec<String> {
+        let on = [
+            "--json",
+            "--config",
+            &config,
+            "--workspace",
+            &ws,
+            "--diff",
+            &arg(diff),
+            last,
+        ];
+        command
+            .iter()
+            .chain(on.iter())
+            .map(|a| a.to_string())
+            .collect()
+    };
     let check = |diff: &Path| {
-        let out = run_installed(
-            &bin,
-            &work,
-            &[
-                "check",
-                "--json",
-                "--config",
-                config.to_str().unwrap(),
-                "--workspace",
-                ws.to_str().unwrap(),
-                "--diff",
-                diff.to_str().unwrap(),
-                gate.to_str().unwrap(),
-            ],
-        );
+        let out = run_installed(&bin, &work, &args(&["check"], diff, &arg(&gate)));
         let report: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
         (out.status.code(), report)
@@ -571,22 +546,9 @@ fn an_installed_gatehost_makes_a_plugin_crate_that_builds_offline_and_gates() {
         json!([{"path": "notes.txt", "line": 2, "severity": "error", "message": "XXX marker"}])
     );
     // And through `plugin run`, which says what it used.
-    let out = run_installed(
-        &bin,
-        &crate_dir,
-        &[
-            "plugin",
-            "run",
-            "--json",
-            "--config",
-            config.to_str().unwrap(),
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--diff",
-            flagged.to_str().unwrap(),
-            "../../target/wasm32-wasip2/release/my_gate.wasm",
-        ],
-    );
+    let built = "../../target/wasm32-wasip2/release/my_gate.wasm";
+    let run = args(&["plugin", "run"], &flagged, built);
+    let out = run_installed(&bin, &crate_dir, &run);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(report["findings"][0]["line"], 2);
@@ -629,7 +591,7 @@ fn plugin_new_checks_the_name_and_never_overwrites() {
     for name in ["taken", "file"] {
         let run = new(&[name]);
         assert_eq!(run.code, 2, "{name}");
-        assert!(run.stderr.contains("already exists"), "{}", run.stderr);
+        assert_has(&run.stderr, "already exists");
     }
     assert_eq!(
         files_under(&s.etc),
@@ -643,11 +605,7 @@ fn plugin_new_checks_the_name_and_never_overwrites() {
     // folder that is not the kit is refused before anything is written.
     let run = new(&["--kit", s.ws.to_str().unwrap(), "not-a-kit"]);
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("is not the gatehost-plugin kit crate"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&run.stderr, "is not the gatehost-plugin kit crate");
     assert!(!s.etc.join("not-a-kit").exists());
     let kit = std::fs::canonicalize(repo().join("plugins/kit")).unwrap();
     let run = new(&["--kit", kit.to_str().unwrap(), "with-kit"]);
@@ -667,11 +625,9 @@ fn plugin_new_checks_the_name_and_never_overwrites() {
 fn the_help_states_the_kits_version_and_how_to_build() {
     let help = run_gatehost(&["plugin".into(), "new".into(), "--help".into()], &[]);
     assert_eq!(help.code, 0);
-    assert!(
-        help.stdout
-            .contains("gatehost-plugin 0.1.0 (for gatehost:gate@0.1.2)"),
-        "{}",
-        help.stdout
+    assert_has(
+        &help.stdout,
+        "gatehost-plugin 0.1.0 (for gatehost:gate@0.1.2)",
     );
     assert!(
         help.stdout

@@ -48,23 +48,28 @@ async fn run_script_with(
     (v, start.elapsed())
 }
 
+/// Fails unless the gate passed within 2 s and nothing carrying `marker`
+/// is left.
+#[track_caller]
+fn assert_swept(v: &gatehost::verdict::Verdict, took: Duration, marker: &str) {
+    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_no_survivors(marker);
+}
+
 #[tokio::test]
 async fn without_cgroups_a_setsid_descendant_is_still_swept() {
     assert_eq!(Supervisor::without_cgroups().containment(), "process-group");
     let m = marker("fb-setsid");
     let (v, took) = run_script("gates/setsid-escape.sh", &m, 10_000).await;
-    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
-    assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_no_survivors(&m);
+    assert_swept(&v, took, &m);
 }
 
 #[tokio::test]
 async fn without_cgroups_a_double_forked_orphan_is_swept() {
     let m = marker("fb-orphan");
     let (v, took) = run_script("gates/double-fork-orphan.sh", &m, 10_000).await;
-    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
-    assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_no_survivors(&m);
+    assert_swept(&v, took, &m);
 }
 
 #[tokio::test]
@@ -72,11 +77,7 @@ async fn without_cgroups_a_hang_that_ignores_sigterm_is_killed() {
     let m = marker("fb-noterm");
     let (v, took) = run_script("gates/ignore-term.sh", &m, 300).await;
     assert_eq!(v.outcome, Outcome::Fail);
-    assert!(
-        v.reason.starts_with("timed out after 300 ms"),
-        "{}",
-        v.reason
-    );
+    assert_starts(&v.reason, "timed out after 300 ms");
     assert!(
         took < Duration::from_millis(300 + 2000 + 1000),
         "took {took:?}"
@@ -92,9 +93,7 @@ async fn moving_into_cgroups_a_setsid_descendant_is_killed_with_its_cgroup() {
     // Still moving into cgroups after the run: entering one did not fail
     // (which would have left only process groups).
     assert_eq!(runner.supervisor().cgroup_entry(), "moving");
-    assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
-    assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_no_survivors(&m);
+    assert_swept(&v, took, &m);
 }
 
 #[tokio::test]
@@ -104,10 +103,6 @@ async fn moving_into_cgroups_a_hang_that_ignores_sigterm_is_killed() {
     let (v, _) = run_script_with(&runner, "gates/ignore-term.sh", &m, 300).await;
     assert_eq!(runner.supervisor().cgroup_entry(), "moving");
     assert_eq!(v.outcome, Outcome::Fail);
-    assert!(
-        v.reason.starts_with("timed out after 300 ms"),
-        "{}",
-        v.reason
-    );
+    assert_starts(&v.reason, "timed out after 300 ms");
     assert_no_survivors(&m);
 }

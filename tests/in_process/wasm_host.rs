@@ -10,17 +10,6 @@ use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
 use gatehost::verdict::Outcome;
 use std::time::{Duration, Instant};
 
-/// Where `scripts/build-plugins.sh` puts the built plugins.
-fn built_plugins() -> std::path::PathBuf {
-    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../plugins/target/wasm32-wasip2/release");
-    assert!(
-        plugins.join("noop.wasm").is_file(),
-        "run `bash scripts/build-plugins.sh` first"
-    );
-    plugins
-}
-
 /// A configuration finding plugins in `plugins`, caching them in the
 /// scratch's `etc/cache`, with `more` TOML after the `[wasm]` keys.
 fn config(s: &Scratch, plugins: &std::path::Path, more: &str) -> HostConfig {
@@ -32,8 +21,16 @@ fn config(s: &Scratch, plugins: &std::path::Path, more: &str) -> HostConfig {
     HostConfig::from_toml(&text, "test").expect("config")
 }
 
+/// A scratch area, a runner on it (as [`runner`]) and its workspace.
+fn host() -> (Scratch, GateRunner, WorkspaceAnchor) {
+    let s = Scratch::new();
+    let r = runner(&s);
+    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    (s, r, anchor)
+}
+
 fn runner(s: &Scratch) -> GateRunner {
-    GateRunner::new(config(s, &built_plugins(), ""))
+    GateRunner::new(config(s, &common::plugins::plugin_dir(), ""))
 }
 
 fn gate(json: &str) -> gatehost::gate::GateSpec {
@@ -42,9 +39,7 @@ fn gate(json: &str) -> gatehost::gate::GateSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_keeps_serving_after_traps_and_bounds() {
-    let s = Scratch::new();
-    let r = runner(&s);
-    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let (_s, r, anchor) = host();
     let ctx = GateContext::default();
     let noop = gate(r#"{"wasm": {"plugin": "noop"}}"#);
     for bad in [
@@ -62,9 +57,7 @@ async fn the_host_keeps_serving_after_traps_and_bounds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
-    let s = Scratch::new();
-    let r = runner(&s);
-    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let (_s, r, anchor) = host();
     let ctx = GateContext::default();
     let looping = gate(
         r#"{"wasm": {"plugin": "hostile", "config": {"mode": "loop"}, "timeoutMs": 1500, "fuel": 500000000000}}"#,
@@ -79,7 +72,7 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
         (v, t.elapsed())
     });
     assert_eq!(stuck.outcome, Outcome::Error);
-    assert!(stuck.reason.contains("timed out"), "{}", stuck.reason);
+    assert_has(&stuck.reason, "timed out");
     assert!(quick.0.passed());
     assert!(
         quick.1 < Duration::from_millis(1000),
@@ -96,9 +89,8 @@ async fn a_looping_plugin_does_not_hold_up_others_running_beside_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
     let s = Scratch::new();
-    let built = built_plugins();
-    let dir = s.etc.join("plugins");
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let built = common::plugins::plugin_dir();
+    let dir = etc_dir(&s, "plugins");
     let r = GateRunner::new(config(&s, &dir, ""));
     let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
     let ctx = GateContext::default();
@@ -150,9 +142,8 @@ async fn a_remembered_named_plugin_is_found_again_when_its_file_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_plugin_file_is_not_read_again_by_the_next_host() {
     let s = Scratch::new();
-    let built = built_plugins();
-    let dir = s.etc.join("plugins");
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let built = common::plugins::plugin_dir();
+    let dir = etc_dir(&s, "plugins");
     let plugin = dir.join("probe.wasm");
     std::fs::copy(built.join("noop.wasm"), &plugin).expect("copy");
     let noop_digest = {
@@ -239,7 +230,7 @@ async fn more_evaluations_than_instance_slots_wait_for_a_slot() {
     std::fs::write(s.ws.join("STYLE.md"), "Be kind.\n").expect("write");
     let r = GateRunner::new(config(
         &s,
-        &built_plugins(),
+        &common::plugins::plugin_dir(),
         "[judge]\nslots = 200\n\
          [judge.adapters.slow]\ncommand = [\"bash\", \"-c\", \"cat >/dev/null; sleep 0.5; echo VERDICT: PASS\"]\n",
     ));
@@ -268,9 +259,7 @@ async fn more_evaluations_than_instance_slots_wait_for_a_slot() {
 /// is called twice, and reports the diffs it is given through the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_evaluation_gets_an_instance_of_its_own_with_its_own_context() {
-    let s = Scratch::new();
-    let r = runner(&s);
-    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let (_s, r, anchor) = host();
     let stateful = gate(r#"{"wasm": {"plugin": "stateful"}}"#);
     for i in 0..12 {
         let path = format!("src/f{i}.rs");
@@ -300,9 +289,7 @@ async fn every_evaluation_gets_an_instance_of_its_own_with_its_own_context() {
 /// asking for other bounds gets an instance made under its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spare_made_under_other_bounds_is_not_used() {
-    let s = Scratch::new();
-    let r = runner(&s);
-    let anchor = WorkspaceAnchor::open(&s.ws).expect("workspace");
+    let (_s, r, anchor) = host();
     let ctx = GateContext::default();
     let noop = gate(r#"{"wasm": {"plugin": "noop"}}"#);
     let starved = gate(r#"{"wasm": {"plugin": "noop", "fuel": 100}}"#);

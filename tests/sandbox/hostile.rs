@@ -5,6 +5,9 @@
 //! is safe to do, to show that the attack is real and the test can see it.
 
 use crate::common;
+use crate::common::shorthand::{
+    assert_has, assert_lacks, assert_refused, assert_starts, etc_dir, str_of,
+};
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, assert_no_survivors, fixture_str, marker, survivors};
@@ -29,8 +32,7 @@ fn plant(s: &Scratch, m: &str) -> Secrets {
     let home = s.etc.join("home");
     std::fs::create_dir_all(home.join(".ssh")).expect("mkdir");
     std::fs::write(home.join(".ssh/id_rsa"), format!("PRIVATE-KEY-{m}\n")).expect("key");
-    let cache = s.etc.join("cache");
-    std::fs::create_dir_all(&cache).expect("mkdir");
+    let cache = etc_dir(s, "cache");
     std::fs::write(cache.join("planted.cwasm"), format!("COMPILED-{m}\n")).expect("cwasm");
     Secrets {
         home,
@@ -113,10 +115,7 @@ fn run_hostile_gate(d: &Daemon, s: &Scratch, script: &str) -> String {
     }));
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "done", T);
-    let out = p["verdict"]["gates"][0]["stdout"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = str_of(&p["verdict"]["gates"][0]["stdout"]["text"]).to_string();
     eprintln!("the hostile gate printed:\n{out}");
     out
 }
@@ -178,20 +177,14 @@ fn a_hostile_gate_reaches_nothing_of_the_host() {
         "compiled-cache",
         "store",
     ] {
-        assert!(
-            out.contains(&format!("DENIED read {what}")),
-            "{what}:\n{out}"
-        );
+        assert_has(&out, &format!("DENIED read {what}"));
     }
     for what in ["data", "home", "config-dir", "cache", "tmp"] {
-        assert!(
-            out.contains(&format!("DENIED write {what}")),
-            "{what}:\n{out}"
-        );
+        assert_has(&out, &format!("DENIED write {what}"));
     }
-    assert!(out.contains("DENIED connect"), "{out}");
-    assert!(out.contains("DENIED signal"), "{out}");
-    assert!(!out.contains("MOVED"), "{out}");
+    assert_has(&out, "DENIED connect");
+    assert_has(&out, "DENIED signal");
+    assert_lacks(&out, "MOVED");
     // Nothing secret in the verdict the agent reads.
     for secret in [
         &d.operator,
@@ -210,7 +203,7 @@ fn a_hostile_gate_reaches_nothing_of_the_host() {
     ] {
         assert!(!p.exists(), "{} was written", p.display());
     }
-    assert!(!out.contains("WROTE tmp"), "{out}");
+    assert_lacks(&out, "WROTE tmp");
     assert_eq!(
         listener.accept().map(|_| ()).map_err(|e| e.kind()),
         Err(ErrorKind::WouldBlock),
@@ -222,15 +215,12 @@ fn a_hostile_gate_reaches_nothing_of_the_host() {
     // holds (the daemon runs as root in CI).
     if rustix::process::geteuid().is_root() {
         for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-            assert!(
-                out.contains(&format!("{set}:\t0000000000000000")),
-                "{set} is not empty:\n{out}"
-            );
+            assert_has(&out, &format!("{set}:\t0000000000000000"));
         }
     }
-    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert_has(&out, "NoNewPrivs:\t1");
     // Its own workspace stays writable.
-    assert!(out.contains("WROTE workspace"), "{out}");
+    assert_has(&out, "WROTE workspace");
     assert_eq!(
         std::fs::read_to_string(s.ws.join("own-file")).expect("own file"),
         "WROTE-OWN\n"
@@ -250,16 +240,11 @@ fn without_the_sandbox_the_same_gate_reads_the_tokens() {
         out,
         ..
     } = attack("nosbx", false, false);
-    assert!(
-        out.contains(&format!("READ operator-token: {}", d.operator)),
-        "{out}"
-    );
-    assert!(out.contains(&format!("PRIVATE-KEY-{m}")), "{out}");
-    assert!(out.contains(&sec.secret_env), "{out}");
-    assert!(
-        out.contains("WROTE data") && out.contains("CONNECTED"),
-        "{out}"
-    );
+    assert_has(&out, &format!("READ operator-token: {}", d.operator));
+    assert_has(&out, &format!("PRIVATE-KEY-{m}"));
+    assert_has(&out, &sec.secret_env);
+    assert_has(&out, "WROTE data");
+    assert_has(&out, "CONNECTED");
     assert!(d.data.join("pwned").exists());
     assert_no_survivors(&m);
 }
@@ -277,17 +262,10 @@ fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_op
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(reason.contains("the sandbox cannot be applied"), "{reason}");
-    assert!(
-        reason.contains("'gatehost-no-such-user' does not exist"),
-        "{reason}"
-    );
-    assert!(reason.contains("required = false"), "{reason}");
-    assert!(
-        run.stderr.contains("sandbox: NOT AVAILABLE"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&reason, "the sandbox cannot be applied");
+    assert_has(&reason, "'gatehost-no-such-user' does not exist");
+    assert_has(&reason, "required = false");
+    assert_has(&run.stderr, "sandbox: NOT AVAILABLE");
     // The operator's explicit, documented opt-out runs it unconfined, and
     // says so at start.
     let run = s.check(
@@ -296,7 +274,7 @@ fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_op
         &[],
     );
     assert_eq!(run.code, 0, "{}", run.stdout);
-    assert!(run.stderr.contains("UNCONFINED"), "{}", run.stderr);
+    assert_has(&run.stderr, "UNCONFINED");
     // Confined (the default), a check is quiet at the default log level:
     // what is in force is said where a person asks for it (`--log info`).
     let run = s.check("[shell]\nallow = [\"true\"]\n", gate, &[]);
@@ -308,11 +286,7 @@ fn where_the_sandbox_cannot_be_applied_a_gate_is_an_error_unless_the_operator_op
     );
     let run = s.check("[shell]\nallow = [\"true\"]\n", gate, &["--log", "info"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
-    assert!(
-        run.stderr.contains("confined by Landlock ABI"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&run.stderr, "confined by Landlock ABI");
 }
 
 #[test]
@@ -328,12 +302,7 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
     );
     // A workspace the user cannot write is refused with the reason.
     let run = s.check(&config, gate, &[]);
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.reason().contains("not writable by the gate user"),
-        "{}",
-        run.reason()
-    );
+    assert_refused(&run, "not writable by the gate user");
     // Given the workspace, the gate runs as that user and writes there.
     let ws = std::ffi::CString::new(s.ws.display().to_string()).expect("path");
     assert_eq!(
@@ -349,12 +318,12 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(out.starts_with("65534\n"), "{out}");
-    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert_starts(&out, "65534\n");
+    assert_has(&out, "CapEff:\t0000000000000000");
     // Still in a cgroup of its own: the unprivileged user may not clone3
     // into it, so the host moved itself in for that spawn.
-    assert!(out.contains(&format!("/gatehost-{}-", run.pid)), "{out}");
-    assert!(run.stderr.contains("as uid 65534"), "{}", run.stderr);
+    assert_has(&out, &format!("/gatehost-{}-", run.pid));
+    assert_has(&run.stderr, "as uid 65534");
     use std::os::unix::fs::MetadataExt;
     let made = std::fs::metadata(s.ws.join("made-by-gate")).expect("the gate wrote its workspace");
     assert_eq!(made.uid(), 65534);
@@ -366,13 +335,8 @@ fn gates_can_run_as_an_unprivileged_user_that_keeps_its_workspace_writable() {
 #[test]
 fn an_agent_gate_setting_git_config_variables_is_refused_at_attach() {
     let s = Scratch::new();
-    let cfg = s.write(
-        "config.toml",
-        &allow_config(&[]).replace(
-            "allow = [",
-            "allow = [{ program = \"git\", subcommands = [\"status\"] }, ",
-        ),
-    );
+    let git = "allow = [{ program = \"git\", subcommands = [\"status\"] }, ";
+    let cfg = s.write("config.toml", &allow_config(&[]).replace("allow = [", git));
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
     let gate = json!({
@@ -384,10 +348,9 @@ fn an_agent_gate_setting_git_config_variables_is_refused_at_attach() {
             "GIT_CONFIG_VALUE_0": "touch /tmp/gatehost-pwned; false",
         }
     });
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         "/v1/policies",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"sessionId": "s1", "gate": gate})),
     );
     assert_eq!(status, 400, "{body}");
@@ -402,10 +365,9 @@ fn an_agent_gate_setting_git_config_variables_is_refused_at_attach() {
         assert!(msg.contains(want), "{want:?} missing from: {msg}");
     }
     // The operator's gate may (still sandboxed).
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"sessionId": "s1", "gate": gate})),
     );
     assert_eq!(status, 201, "{body}");
@@ -429,15 +391,14 @@ fn hostile_git_and_cargo_arguments_are_refused_at_attach_naming_the_argument() {
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
     let refused = |gate: Value, arg: &str| {
-        let (status, body) = d.http(
-            "POST",
+        let (status, body) = d.post(
             "/v1/policies",
-            Some(&d.agent),
+            &d.agent,
             Some(json!({"sessionId": "s1", "gate": gate})),
         );
         assert_eq!(status, 400, "{body}");
         let msg = body["error"]["message"].as_str().unwrap_or_default();
-        assert!(msg.contains(&format!("argument '{arg}'")), "{msg}");
+        assert_has(msg, &format!("argument '{arg}'"));
         assert_eq!(body["error"]["field"], "gate");
     };
     refused(
@@ -462,12 +423,7 @@ fn hostile_git_and_cargo_arguments_are_refused_at_attach_naming_the_argument() {
     );
     refused(json!({"command": "cargo", "args": ["run"]}), "run");
     // An environment variable the host does not pass, and the loader's.
-    let (status, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.agent),
-        Some(json!({"sessionId": "s1", "gate": {"command": "bash", "args": ["x"], "env": ["GATEHOST_TEST_SECRET"]}})),
-    );
+    let (status, body) = d.post("/v1/policies", &d.agent, Some(json!({"sessionId": "s1", "gate": {"command": "bash", "args": ["x"], "env": ["GATEHOST_TEST_SECRET"]}})));
     assert_eq!(status, 400, "{body}");
     assert!(
         body["error"]["message"]
@@ -475,29 +431,14 @@ fn hostile_git_and_cargo_arguments_are_refused_at_attach_naming_the_argument() {
             .unwrap_or_default()
             .contains("pass_env")
     );
-    let (status, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.agent),
-        Some(json!({"sessionId": "s1", "gate": {"command": "bash", "args": ["x"], "env": {"LD_PRELOAD": "/tmp/x.so"}}})),
-    );
+    let (status, body) = d.post("/v1/policies", &d.agent, Some(json!({"sessionId": "s1", "gate": {"command": "bash", "args": ["x"], "env": {"LD_PRELOAD": "/tmp/x.so"}}})));
     assert_eq!(status, 400, "{body}");
     // The operator may attach what the agent may not (still sandboxed).
-    let (status, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.operator),
-        Some(json!({"sessionId": "s1", "gate": {"command": "git", "args": ["-c", "core.pager=cat", "log"]}})),
-    );
+    let (status, body) = d.post("/v1/policies", &d.operator, Some(json!({"sessionId": "s1", "gate": {"command": "git", "args": ["-c", "core.pager=cat", "log"]}})));
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["spec"]["attachedBy"], "operator", "{body}");
     // A client cannot claim to be the operator in the body.
-    let (status, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.agent),
-        Some(json!({"sessionId": "s1", "attachedBy": "operator", "gate": {"command": "git", "args": ["-c", "x=y", "log"]}})),
-    );
+    let (status, body) = d.post("/v1/policies", &d.agent, Some(json!({"sessionId": "s1", "attachedBy": "operator", "gate": {"command": "git", "args": ["-c", "x=y", "log"]}})));
     assert_eq!(status, 400, "{body}");
 }
 
@@ -527,8 +468,7 @@ fn a_gate_user_without_scratch_dir_gets_a_reachable_scratch_root_or_serve_refuse
     std::fs::create_dir_all(home.join(".cache")).expect("mkdir");
     chmod(&home, 0o755);
     chmod(&home.join(".cache"), 0o755);
-    let tmp = s.etc.join("tmp");
-    std::fs::create_dir_all(&tmp).expect("mkdir");
+    let tmp = etc_dir(&s, "tmp");
     chmod(&tmp, 0o1777);
     let (home_s, tmp_s) = (home.display().to_string(), tmp.display().to_string());
     let env = [
@@ -571,8 +511,7 @@ fn a_gate_user_without_scratch_dir_gets_a_reachable_scratch_root_or_serve_refuse
         )
     };
     // A scratch_dir the gate user cannot reach.
-    let closed = s.etc.join("closed");
-    std::fs::create_dir_all(&closed).expect("mkdir");
+    let closed = etc_dir(&s, "closed");
     chmod(&closed, 0o700);
     let cfg = s.write(
         "closed.toml",
@@ -586,12 +525,8 @@ fn a_gate_user_without_scratch_dir_gets_a_reachable_scratch_root_or_serve_refuse
     );
     let run = serve(&cfg, "data2", &tmp_s);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("cannot reach the scratch directory")
-            && run.stderr.contains("[sandbox] scratch_dir"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&run.stderr, "cannot reach the scratch directory");
+    assert_has(&run.stderr, "[sandbox] scratch_dir");
     assert_eq!(mode(&closed), 0o700);
     // A default root another user made first, in a temp dir they share.
     let shared = s.etc.join("shared-tmp");
@@ -605,10 +540,6 @@ fn a_gate_user_without_scratch_dir_gets_a_reachable_scratch_root_or_serve_refuse
     let cfg = s.write("config.toml", &with_user);
     let run = serve(&cfg, "data3", &shared.display().to_string());
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("cannot prepare the scratch directory")
-            && run.stderr.contains("uid 65534"),
-        "{}",
-        run.stderr
-    );
+    assert_has(&run.stderr, "cannot prepare the scratch directory");
+    assert_has(&run.stderr, "uid 65534");
 }

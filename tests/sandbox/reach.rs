@@ -5,6 +5,7 @@
 //! that no load-time walk can see.
 
 use crate::common;
+use crate::common::shorthand::assert_has;
 
 use common::daemon::Daemon;
 use common::{Scratch, allow_config, assert_no_survivors, check_args, marker, run_gatehost};
@@ -97,11 +98,7 @@ fn a_pyenv_shim_the_sandbox_cannot_read_is_an_error_at_check_naming_the_read_lin
     let cfg = s.write("config.toml", &granted);
     let run = run_gatehost(&check_args(&cfg, &s.ws, &[], &gate), &env);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stdout.contains("fake pyenv: exec python3"),
-        "{}",
-        run.stdout
-    );
+    assert_has(&run.stdout, "fake pyenv: exec python3");
     assert_no_survivors(&m);
 }
 
@@ -114,10 +111,9 @@ fn a_pyenv_shim_the_sandbox_cannot_read_is_refused_at_attach() {
     let cfg = s.write("config.toml", &allow_config(&[&shim]));
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     d.register("s1", &s.ws);
-    let (status, body) = d.http(
-        "POST",
+    let (status, body) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"sessionId": "s1", "gate": {"command": shim}})),
     );
     assert_eq!(status, 400, "{body}");

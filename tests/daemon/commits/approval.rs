@@ -3,9 +3,10 @@
 //! shipped demo; judges and gates over the snapshot's worktree.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, assert_lacks};
 
-use super::{T, booby_trap, commit_policy, commits, ran, setup_with};
-use common::daemon::{Daemon, git_out, git_repo};
+use super::{T, approve, booby_trap, commit_policy, commits, ran, setup_with};
+use common::daemon::{Daemon, git_out, git_scratch};
 use common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -40,16 +41,14 @@ fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_re
     );
     assert_eq!(summary["added"], 1);
     // The agent cannot approve.
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"approve": true})),
     );
     assert_eq!(code, 403, "{v}");
     assert_eq!(commits(&s.ws).len(), 1);
-    let a = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    assert_eq!(a.code, 0, "{}", a.stderr);
+    d.cli_ok(&["policy", "ack", &pid, "--approve"], &d.operator);
     let p = d.wait_status(&pid, "done", T);
     let sha = p["commitSha"].as_str().expect("sha").to_string();
     let log = commits(&s.ws);
@@ -86,20 +85,15 @@ fn an_approved_commit_holds_exactly_the_gated_paths_and_runs_nothing_from_the_re
 #[test]
 fn a_double_ack_commits_once() {
     let (s, d) = setup_with("", "");
-    s.write_ws("a.txt", "a\n");
-    let pid = d.attach(commit_policy(&["a.txt"], true));
-    d.report("s1", "turn-end");
-    d.wait_status(&pid, "awaiting-ack", T);
-    let first = d.http(
-        "POST",
+    let pid = d.commit_awaiting_ack(&s.ws, "gated change", T);
+    let first = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true})),
     );
-    let second = d.http(
-        "POST",
+    let second = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true})),
     );
     assert_eq!(first.0, 200, "{}", first.1);
@@ -126,25 +120,16 @@ fn an_ack_after_the_paths_changed_commits_the_snapshot_that_passed() {
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
-    let tree = p["plan"]["snapshot"]["tree"]
-        .as_str()
-        .expect("tree")
-        .to_string();
+    let tree = common::daemon::snapshot_tree(&p);
     assert_eq!(p["plan"]["changedAfterSnapshot"], json!([]));
     s.write_ws("a.txt", "changed after the gate\n");
     // The status says so, as of now.
     let status = d.cli(&["policy", "status", &pid], &d.agent);
-    assert!(
-        status
-            .stdout
-            .contains("changed since the gate's snapshot (not in the commit): a.txt"),
-        "{}",
-        status.stdout
+    assert_has(
+        &status.stdout,
+        "changed since the gate's snapshot (not in the commit): a.txt",
     );
-    let v = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    assert_eq!(v.code, 0, "{}", v.stderr);
-    let p = d.wait_status(&pid, "done", T);
-    let sha = p["commitSha"].as_str().expect("sha");
+    let sha = approve(&d, &pid);
     assert_eq!(
         git_out(&s.ws, &["show", &format!("{sha}:a.txt")]),
         "gated\n"
@@ -168,8 +153,7 @@ fn an_ack_after_the_paths_changed_commits_the_snapshot_that_passed() {
 /// does not read them again (the daemon's log says which happened).
 #[test]
 fn what_changes_under_the_commit_paths_while_the_gate_runs_is_listed_at_commit_ready() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     s.write_ws("src/a.txt", "a\n");
     s.write_ws("src/deep/b.txt", "b\n");
     let cfg = s.write("config.toml", &allow_config(&["true"]));
@@ -203,8 +187,7 @@ fn what_changes_under_the_commit_paths_while_the_gate_runs_is_listed_at_commit_r
             ready[0]["payload"]["plan"]["changedAfterSnapshot"],
             p["plan"]["changedAfterSnapshot"]
         );
-        let v = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
-        assert_eq!(v.code, 0, "{}", v.stderr);
+        d.cli_ok(&["policy", "ack", &pid, "--reject"], &d.operator);
         d.wait_status(&pid, "cancelled", T);
         assert!(common::survivors(&m).is_empty());
         p["plan"]["changedAfterSnapshot"].clone()
@@ -214,18 +197,13 @@ fn what_changes_under_the_commit_paths_while_the_gate_runs_is_listed_at_commit_r
         let _ = std::fs::read(s.ws.join("src/a.txt")).expect("read");
     });
     assert_eq!(quiet, json!([]));
-    assert!(
-        d.log()
-            .contains("nothing watched changed since the snapshot"),
-        "{}",
-        d.log()
-    );
+    assert_has(&d.log(), "nothing watched changed since the snapshot");
     let changed = run("release-2", &|| {
         s.write_ws("src/deep/b.txt", "written while the gate ran\n");
         s.write_ws("beside.txt", "again\n");
     });
     assert_eq!(changed, json!(["src/deep/b.txt"]));
-    assert!(d.log().contains("src/deep/b.txt changed"), "{}", d.log());
+    assert_has(&d.log(), "src/deep/b.txt changed");
 }
 
 /// A gate that names the paths it needs runs in a worktree holding only
@@ -247,10 +225,7 @@ fn gates_that_name_their_paths_get_only_those_checked_out() {
     }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "awaiting-ack", T);
-    let v = d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    assert_eq!(v.code, 0, "{}", v.stderr);
-    let p = d.wait_status(&pid, "done", T);
-    let sha = p["commitSha"].as_str().expect("sha");
+    let sha = approve(&d, &pid);
     assert_eq!(
         git_out(&s.ws, &["show", &format!("{sha}:src/b/y.txt")]),
         "y\n"
@@ -279,10 +254,10 @@ fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
     s.write_ws("a.txt", "gated\n");
     let mut spec = commit_policy(&["a.txt"], true);
     spec["gateOn"] = json!("workspace");
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()));
+    let (code, v) = d.post("/v1/policies", &d.agent, Some(spec.clone()));
     assert_eq!(code, 400, "{v}");
     assert_eq!(v["error"]["field"], "gateOn");
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+    let (code, v) = d.post("/v1/policies", &d.operator, Some(spec));
     assert_eq!(code, 201, "{v}");
     let pid = v["policyId"].as_str().expect("id").to_string();
     d.report("s1", "turn-end");
@@ -295,10 +270,9 @@ fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
     assert_eq!(summary["added"], 1, "{summary}");
     let fp1 = p["plan"]["fingerprint"].clone();
     s.write_ws("a.txt", "changed after the gate\n");
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         &format!("/v1/policies/{pid}/ack"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({"approve": true})),
     );
     assert_eq!(code, 409, "{v}");
@@ -307,9 +281,7 @@ fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
     let p = d.wait_status(&pid, "awaiting-ack", T);
     assert_ne!(p["plan"]["fingerprint"], fp1, "re-gated on the new content");
     assert_eq!(p["gateRuns"], 2);
-    d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
-    let p = d.wait_status(&pid, "done", T);
-    let sha = p["commitSha"].as_str().expect("sha");
+    let sha = approve(&d, &pid);
     assert_eq!(
         git_out(&s.ws, &["show", &format!("{sha}:a.txt")]),
         "changed after the gate\n"
@@ -319,12 +291,8 @@ fn gated_on_the_workspace_a_stale_ack_is_refused_and_the_policy_gates_again() {
 #[test]
 fn reject_cancels_with_events_and_commits_nothing() {
     let (s, d) = setup_with("", "");
-    s.write_ws("a.txt", "a\n");
-    let pid = d.attach(commit_policy(&["a.txt"], true));
-    d.report("s1", "turn-end");
-    d.wait_status(&pid, "awaiting-ack", T);
-    let r = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let pid = d.commit_awaiting_ack(&s.ws, "gated change", T);
+    d.cli_ok(&["policy", "ack", &pid, "--reject"], &d.operator);
     assert_eq!(d.policy(&pid)["status"], "cancelled");
     let ev = d.policy_events(&pid);
     assert!(
@@ -345,10 +313,9 @@ fn without_human_ack_a_green_gate_commits_at_once_and_deletions_are_committed() 
     std::fs::remove_file(s.ws.join("README")).expect("rm");
     // Only the operator may waive the ack (the agent is refused: see
     // daemon_lifecycle.rs, operator power).
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(commit_policy(&["README"], false)),
     );
     assert_eq!(code, 201, "{body}");
@@ -401,7 +368,7 @@ fn the_shipped_daemon_demo_runs_to_a_commit() {
         std::fs::read_to_string(&args).expect("cargo ran").trim(),
         "build -p gatehost"
     );
-    assert!(stderr.contains("Compiling gatehost"), "{stderr}");
+    assert_has(&stderr, "Compiling gatehost");
     let stages: Vec<&str> = stdout.lines().filter(|l| l.contains("== ")).collect();
     assert!(
         stages[0].contains("building gatehost") && stages.len() >= 6,
@@ -457,14 +424,11 @@ fn judges_of_a_commit_policy_see_the_snapshots_diff() {
     d.report("s1", "turn-end");
     d.wait_status(&pid, "blocked", T);
     let prompt = std::fs::read_to_string(&saved).expect("prompt saved");
-    assert!(prompt.contains("turn-end from s1"), "{prompt}");
-    assert!(
-        prompt.contains("THE CHANGE (a diff against HEAD)"),
-        "{prompt}"
-    );
-    assert!(prompt.contains("+pub fn judged() {}"), "{prompt}");
-    assert!(!prompt.contains("not in the commit"), "{prompt}");
-    assert!(prompt.contains("BEGIN UNTRUSTED DATA>>>"), "{prompt}");
+    assert_has(&prompt, "turn-end from s1");
+    assert_has(&prompt, "THE CHANGE (a diff against HEAD)");
+    assert_has(&prompt, "+pub fn judged() {}");
+    assert_lacks(&prompt, "not in the commit");
+    assert_has(&prompt, "BEGIN UNTRUSTED DATA>>>");
 }
 
 /// With `[sandbox] user`, a commit policy's gate runs as that user in its
@@ -474,8 +438,7 @@ fn judges_of_a_commit_policy_see_the_snapshots_diff() {
 #[test]
 fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
     use std::os::unix::fs::MetadataExt;
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let top = s.ws.parent().expect("scratch top");
     std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
     let cfg = s.write(
@@ -495,18 +458,13 @@ fn a_gate_user_runs_and_writes_in_its_snapshots_worktree() {
     s.write_ws(".gitignore", "out/\nstray.txt\n");
     s.write_ws("a.txt", "x\n");
     // Attached by the operator: only its policies keep the granted caches.
-    let (code, body) = d.http(
-        "POST",
-        "/v1/policies",
-        Some(&d.operator),
-        Some(json!({
+    let (code, body) = d.post("/v1/policies", &d.operator, Some(json!({
         "sessionId": "s1",
         "gate": {"command": "bash", "args": ["-c", "mkdir -p out && id -u > out/built.txt && touch stray.txt && grep -q x a.txt"]},
         "onFail": {"maxRetries": 0},
         "then": "commit",
         "commit": {"paths": ["a.txt", ".gitignore"], "message": "m"}
-    })),
-    );
+    })));
     assert_eq!(code, 201, "{body}");
     let pid = body["policyId"].as_str().expect("policy id").to_string();
     d.report("s1", "turn-end");

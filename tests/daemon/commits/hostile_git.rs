@@ -3,10 +3,11 @@
 //! an agent policy's gate left in its worktree.
 
 use crate::common;
+use crate::common::shorthand::assert_has;
 
 use super::{T, commit_policy, setup_with};
-use common::daemon::{Daemon, git_out, git_repo};
-use common::{Scratch, allow_config};
+use common::allow_config;
+use common::daemon::{Daemon, git_out, git_scratch};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -115,10 +116,9 @@ fn symlinks_planted_in_git_never_carry_a_commit_write_outside_the_workspace() {
             rel => plant_link(&s.ws, &canary, rel),
         }
         let before = tree_of(&canary);
-        let (code, body) = d.http(
-            "POST",
+        let (code, body) = d.post(
             &format!("/v1/policies/{pid}/ack"),
-            Some(&d.operator),
+            &d.operator,
             Some(json!({"approve": true})),
         );
         if !(200..300).contains(&code) {
@@ -256,10 +256,7 @@ fn content_flipping_under_the_gate_is_never_committed_unjudged() {
             continue;
         }
         passed += 1;
-        let tree = p["plan"]["snapshot"]["tree"]
-            .as_str()
-            .expect("tree")
-            .to_string();
+        let tree = common::daemon::snapshot_tree(&p);
         d.cli(&["policy", "ack", &pid, "--approve"], &d.operator);
         let p = d.wait_status(&pid, "done", T);
         let Some(sha) = p["commitSha"].as_str() else {
@@ -348,8 +345,7 @@ impl Drop for LiveGit {
 /// through under the person's git; and `committing` refused a cancel.)
 #[test]
 fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_cancelled() {
-    let s = Scratch::new();
-    git_repo(&s.ws);
+    let s = git_scratch();
     let head = git_out(&s.ws, &["rev-parse", "HEAD"]).trim().to_string();
     let editor = s.write("editor.sh", "#!/bin/sh\nsleep 600\n");
     std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -392,7 +388,7 @@ fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_ca
     d.register("s1", &s.ws);
     s.write_ws("gated.txt", "gated\n");
     let as_operator = |spec: Value| {
-        let (code, body) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+        let (code, body) = d.post("/v1/policies", &d.operator, Some(spec));
         assert_eq!(code, 201, "{body}");
         body["policyId"].as_str().expect("policyId").to_string()
     };
@@ -407,7 +403,7 @@ fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_ca
     );
     assert!(committing_person.alive() && transaction.alive());
     assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]).trim(), head);
-    assert!(d.log().contains("retrying"), "{}", d.log());
+    assert_has(&d.log(), "retrying");
     // A second one waits on the same locks, in `committing`: cancelled.
     let second = as_operator(json!({
         "sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now", "then": "commit",
@@ -415,8 +411,7 @@ fn a_live_gits_locks_are_waited_for_never_removed_and_a_waiting_commit_can_be_ca
     }));
     d.report("s1", "turn-end");
     d.wait_status(&second, "committing", T);
-    let c = d.cli(&["policy", "cancel", &second], &d.operator);
-    assert_eq!(c.code, 0, "{}", c.stderr);
+    d.cli_ok(&["policy", "cancel", &second], &d.operator);
     let p = d.policy(&second);
     assert_eq!(p["status"], "cancelled", "{p}");
     let ev = d.all_events(&format!("&policy={second}&types=cancelled"));
@@ -455,18 +450,12 @@ fn what_an_agent_policys_gate_left_in_its_worktree_never_reaches_the_operators()
     let planter = d.attach(policy("mkdir -p cache && echo planted > cache/planted"));
     d.report("s1", "turn-end");
     d.wait_status(&planter, "awaiting-ack", T);
-    let (code, body) = d.http(
-        "POST",
-        &format!("/v1/policies/{planter}/cancel"),
-        Some(&d.operator),
-        None,
-    );
+    let (code, body) = d.post(&format!("/v1/policies/{planter}/cancel"), &d.operator, None);
     assert_eq!(code, 200, "{body}");
 
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         "/v1/policies",
-        Some(&d.operator),
+        &d.operator,
         Some(policy("test ! -e cache/planted")),
     );
     assert_eq!(code, 201, "{body}");

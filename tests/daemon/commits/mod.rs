@@ -3,8 +3,8 @@
 
 use crate::common;
 
-use common::daemon::{Daemon, git_out, git_repo};
-use common::{Scratch, allow_config};
+use common::Scratch;
+use common::daemon::{Daemon, allow_config_with, git_out, git_scratch};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -21,10 +21,8 @@ const T: Duration = Duration::from_secs(30);
 /// A daemon whose config is the common one with `daemon_keys` added to its
 /// `[daemon]` section and `config_extra` (whole sections) after it.
 fn setup_with(daemon_keys: &str, config_extra: &str) -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let common =
-        allow_config(&["true", "false"]).replace("[daemon]\n", &format!("[daemon]\n{daemon_keys}"));
+    let s = git_scratch();
+    let common = allow_config_with(&["true", "false"], daemon_keys);
     let cfg = s.write("config.toml", &format!("{common}{config_extra}"));
     let data = s.etc.join("data");
     let d = Daemon::start(&data, &cfg);
@@ -64,6 +62,14 @@ fn commit_policy(paths: &[&str], ack: bool) -> Value {
         "then": "commit",
         "commit": {"paths": paths, "message": "gated change", "requireHumanAck": ack}
     })
+}
+
+/// Approves policy `pid` through the CLI (operator) and waits for its
+/// commit; the commit's sha.
+fn approve(d: &Daemon, pid: &str) -> String {
+    d.cli_ok(&["policy", "ack", pid, "--approve"], &d.operator);
+    let p = d.wait_status(pid, "done", T);
+    p["commitSha"].as_str().expect("sha").to_string()
 }
 
 fn commits(ws: &Path) -> Vec<String> {

@@ -5,11 +5,10 @@
 use crate::common;
 
 use super::{T, commit_policy, setup_with};
-use common::daemon::Daemon;
+use common::Scratch;
+use common::daemon::{Daemon, allow_config_with};
 use common::webhooks::{Seen, receiver, receiver_answering, verifies};
-use common::{Scratch, allow_config};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 #[test]
@@ -25,27 +24,8 @@ fn webhooks_tell_of_commit_ready_signed_retried_and_idempotent() {
         ),
         "",
     );
-    s.write_ws("a.txt", "a\n");
-    let pid = d.attach(commit_policy(&["a.txt"], true));
-    d.report("s1", "turn-end");
-    d.wait_status(&pid, "awaiting-ack", T);
-    let deadline = std::time::Instant::now() + T;
-    let ready_deliveries = loop {
-        let seen = hook.seen.lock().expect("lock").clone();
-        let ready: Vec<_> = seen
-            .into_iter()
-            .filter(|(_, k, _, _)| k == "policy:commit-ready")
-            .collect();
-        if ready.len() >= 2 {
-            break ready;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "commit-ready not retried: {ready:?}\n{}",
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let pid = d.commit_awaiting_ack(&s.ws, "gated change", T);
+    let ready_deliveries = hook.wait_for_n("policy:commit-ready", 2, T);
     // Retried after the 500 with the same idempotency id, signed.
     assert_eq!(ready_deliveries[0].0, ready_deliveries[1].0);
     for seen in &ready_deliveries {
@@ -69,9 +49,9 @@ fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
     let prefix = hook.url.trim_end_matches("hook");
     let cfg = s.write(
         "config.toml",
-        &allow_config(&["false"]).replace(
-            "[daemon]\n",
-            &format!("[daemon]\nnotify_url_prefixes = [\"{prefix}\"]\n"),
+        &allow_config_with(
+            &["false"],
+            &format!("notify_url_prefixes = [\"{prefix}\"]\n"),
         ),
     );
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
@@ -85,28 +65,7 @@ fn a_sessions_webhook_hears_of_its_blocked_policy_even_across_a_restart() {
     );
     d.report("s1", "turn-end");
     d.wait_status(&pid, "blocked", T);
-    let blocked = |n: usize| {
-        let deadline = std::time::Instant::now() + T;
-        loop {
-            let seen: Vec<Seen> = hook
-                .seen
-                .lock()
-                .expect("lock")
-                .iter()
-                .filter(|(_, k, _, _)| k == "policy:blocked")
-                .cloned()
-                .collect();
-            if seen.len() >= n {
-                return seen;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "policy:blocked seen {} times, wanted {n}",
-                seen.len()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let blocked = |n: usize| hook.wait_for_n("policy:blocked", n, T);
     // The first attempt got a 500; the daemon dies before its retry (1 s).
     blocked(1);
     d.restart();
@@ -136,13 +95,7 @@ fn events_tail_follows_the_bus_for_a_person() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn tail");
-    let out = tail.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::daemon::line_channel(tail.stdout.take().expect("stdout"));
     s.write_ws("a.txt", "a\n");
     let pid = d.attach(commit_policy(&["a.txt"], true));
     d.report("s1", "turn-end");
@@ -194,10 +147,9 @@ fn a_url_that_never_answers_delays_only_itself() {
         ),
         "",
     );
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/sessions",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"id": "s2", "cwd": s.ws, "notifyUrl": dead_url})),
     );
     assert!((200..300).contains(&code), "{v}");

@@ -3,6 +3,7 @@
 //! threads.
 
 use super::{T, forbid_dbg, setup_with, setup_with_plugins};
+use crate::common::shorthand::assert_has;
 use serde_json::json;
 use std::time::Duration;
 
@@ -26,8 +27,7 @@ fn a_plugin_that_names_its_paths_sees_only_the_changes_under_them() {
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "awaiting-ack", T);
     assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
-    let v = d.cli(&["policy", "ack", &pid, "--reject"], &d.operator);
-    assert_eq!(v.code, 0, "{}", v.stderr);
+    d.cli_ok(&["policy", "ack", &pid, "--reject"], &d.operator);
     s.write_ws("src/a/ok.rs", "fn ok() { dbg!(2); }\n");
     let pid = attach("under");
     d.report("s1", "turn-end");
@@ -54,22 +54,7 @@ fn plugins_gated_by_the_daemon_see_the_workspace_changes_since_head() {
         &["add", "src/new.rs"][..],
         &["commit", "-q", "-m", "by hand"][..],
     ] {
-        let out = std::process::Command::new("git")
-            .args([
-                "-c",
-                "core.hooksPath=/dev/null",
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-            ])
-            .args(args)
-            .current_dir(&s.ws)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .expect("git");
-        assert!(out.status.success());
+        crate::common::daemon::git_tester_ok(&s.ws, args);
     }
     std::fs::write(s.ws.join("README"), "a clean change\n").expect("write");
     let again = d.attach(json!({"sessionId": "s1", "gate": gate}));
@@ -131,14 +116,7 @@ fn fifo_reading_plugins_leave_the_daemon_answering() {
     let spec = json!({"sessionId": "s1", "gate": gate, "onFail": {"maxRetries": 0}});
     let ids = [d.attach(spec.clone()), d.attach(spec)];
     d.report("s1", "turn-end");
-    let fastest = (0..3)
-        .map(|_| {
-            let started = std::time::Instant::now();
-            assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
-            started.elapsed()
-        })
-        .min()
-        .expect("three");
+    let fastest = d.fastest_health();
     // Within a second: a plugin's blocked open holding the API would hold
     // it for the gate's whole 3 s; a loaded machine's client alone takes a
     // few hundred ms.
@@ -180,11 +158,7 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
         );
         let answers = std::thread::scope(|scope| {
             let attaches: Vec<_> = (0..concurrent)
-                .map(|_| {
-                    scope.spawn(|| {
-                        d.http("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()))
-                    })
-                })
+                .map(|_| scope.spawn(|| d.post("/v1/policies", &d.agent, Some(spec.clone()))))
                 .collect();
             std::thread::sleep(Duration::from_millis(200));
             let slowest = (0..3)
@@ -240,6 +214,6 @@ fn attach_checks_run_off_the_request_threads_within_a_time_bound() {
         }
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(listed(), 0);
-        assert!(d.log().contains("attach_timeout_ms"), "{}", d.log());
+        assert_has(&d.log(), "attach_timeout_ms");
     }
 }

@@ -3,9 +3,10 @@
 //! owner-only unix socket and SIGTERM.
 
 use crate::common;
+use crate::common::daemon::scratch_config;
+use crate::common::shorthand::{assert_has, assert_within, str_of};
 
-use super::{T, setup};
-use common::{Scratch, allow_config};
+use super::{T, setup, setup_s1};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ fn wrong_or_missing_tokens_get_401_and_nothing_is_done() {
         assert_eq!(code, 401, "{body}");
         assert_eq!(body["error"]["code"], "unauthorized");
     }
-    let (code, _) = d.http("GET", "/v1/sessions/x", Some(&d.agent), None);
+    let (code, _) = d.get("/v1/sessions/x", &d.agent);
     assert_eq!(code, 404, "nothing was registered");
     assert_eq!(d.all_events("").len(), before);
     let (code, _) = d.http("GET", "/v1/health", None, None);
@@ -32,8 +33,7 @@ fn wrong_or_missing_tokens_get_401_and_nothing_is_done() {
 
 #[test]
 fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     let cases: Vec<(Value, &str)> = vec![
         (
             json!({"sessionId": "nope", "gate": {"command": "true"}}),
@@ -83,7 +83,7 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         ),
     ];
     for (body, field) in cases {
-        let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(body.clone()));
+        let (code, v) = d.post("/v1/policies", &d.agent, Some(body.clone()));
         assert_eq!(code, 400, "{body} → {v}");
         let got = v["error"]["field"].as_str().unwrap_or("");
         assert!(
@@ -107,12 +107,7 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         let (code, v) = d.http_raw("POST", "/v1/policies", Some(&d.agent), Some(body.to_vec()));
         assert_eq!(code, 400, "{v}");
         assert_eq!(v["error"]["field"], "body", "{v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("one JSON value")),
-            "{v}"
-        );
+        assert_has(str_of(&v["error"]["message"]), "one JSON value");
     }
     let (code, v) = d.http_raw(
         "POST",
@@ -121,31 +116,28 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
         Some(vec![b' '; 2 * 1024 * 1024]),
     );
     assert_eq!(code, 413, "{v}");
-    let (code, v) = d.http("GET", "/v1/events?limit=0", Some(&d.agent), None);
+    let (code, v) = d.get("/v1/events?limit=0", &d.agent);
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("limit")));
-    let (code, v) = d.http("GET", "/v1/events?types=turnend", Some(&d.agent), None);
+    let (code, v) = d.get("/v1/events?types=turnend", &d.agent);
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("types")));
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/sessions/s1/report",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"kind": "done"})),
     );
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("kind")));
     // A misspelt field or value gets the nearest known name.
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/sessions/s1/report",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"kind": "turn-ended"})),
     );
     assert_eq!(code, 400, "{v}");
     let m = v["error"]["message"].as_str().unwrap_or_default();
     assert!(m.ends_with("(did you mean `turn-end`?)"), "{v}");
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/policies",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"sessionId": "s1", "gate": {"command": "true"}, "onFial": {}})),
     );
     assert_eq!(
@@ -155,7 +147,7 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
     );
     let m = v["error"]["message"].as_str().unwrap_or_default();
     assert!(m.ends_with("(did you mean `onFail`?)"), "{v}");
-    let (_, list) = d.http("GET", "/v1/policies?limit=1000", Some(&d.agent), None);
+    let (_, list) = d.get("/v1/policies?limit=1000", &d.agent);
     assert_eq!(
         list["policies"],
         json!([]),
@@ -165,8 +157,7 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
 
 #[test]
 fn event_polls_filter_by_short_names_and_pages_never_skip() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     for _ in 0..7 {
         d.report("s1", "turn-start");
         d.report("s1", "turn-end");
@@ -179,7 +170,7 @@ fn event_polls_filter_by_short_names_and_pages_never_skip() {
     let mut since = 0;
     let mut got = 0;
     loop {
-        let r = d.cli(
+        let r = d.cli_ok(
             &[
                 "events",
                 "poll",
@@ -193,7 +184,6 @@ fn event_polls_filter_by_short_names_and_pages_never_skip() {
             ],
             &d.agent,
         );
-        assert_eq!(r.code, 0, "{}", r.stderr);
         let v = r.json();
         let n = v["events"].as_array().map(Vec::len).unwrap_or(0);
         if n == 0 {
@@ -208,8 +198,7 @@ fn event_polls_filter_by_short_names_and_pages_never_skip() {
 
 #[test]
 fn a_session_long_poll_returns_its_next_event() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     let head = d.agent_ok("GET", "/v1/health", None)["cursor"]
         .as_i64()
         .expect("cursor");
@@ -229,8 +218,7 @@ fn a_session_long_poll_returns_its_next_event() {
 #[test]
 fn the_api_is_also_served_on_an_owner_only_unix_socket() {
     use std::os::unix::fs::PermissionsExt;
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true"]));
+    let (s, cfg) = scratch_config(&["true"]);
     let data = s.etc.join("data");
     let sock = s.etc.join("gatehost.sock");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
@@ -295,7 +283,7 @@ fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
     std::thread::scope(|scope| {
         let open: Vec<_> = polls
             .iter()
-            .map(|path| scope.spawn(|| d.http("GET", path, Some(&d.agent), None)))
+            .map(|path| scope.spawn(|| d.get(path, &d.agent)))
             .collect();
         // Let the three requests reach the daemon and wait there.
         std::thread::sleep(Duration::from_millis(500));
@@ -323,11 +311,7 @@ fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
     });
     let started = std::time::Instant::now();
     assert_eq!(d.stop(), Some(0));
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_within(started, Duration::from_secs(2));
 }
 
 /// A client that retries an attach after a lost answer, with the same
@@ -336,8 +320,7 @@ fn sigterm_answers_open_long_polls_and_stops_within_two_seconds() {
 /// keys are the token's own; the CLI's `--idempotency-key` does the same.
 #[test]
 fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (s, d) = setup_s1();
     let spec = json!({"sessionId": "s1", "gate": {"command": "true"}, "idempotencyKey": "k-1"});
     let first = d.attach(spec.clone());
     let again = d.attach(spec.clone());
@@ -347,18 +330,18 @@ fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
     // Another request under the same key: a conflict, nothing stored.
     let mut other = spec.clone();
     other["label"] = json!("something else");
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(other));
+    let (code, v) = d.post("/v1/policies", &d.agent, Some(other));
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["error"]["code"], "idempotency-key-reused");
     // The key answers before the body is checked: under a reused key, a
     // body that does not parse is that conflict too.
     let mut bad = spec.clone();
     bad["gate"] = json!({"command": ""});
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(bad));
+    let (code, v) = d.post("/v1/policies", &d.agent, Some(bad));
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["error"]["code"], "idempotency-key-reused");
     // The operator's "k-1" is not the agent's.
-    let (code, v) = d.http("POST", "/v1/policies", Some(&d.operator), Some(spec));
+    let (code, v) = d.post("/v1/policies", &d.operator, Some(spec));
     assert_eq!(code, 201, "{v}");
     assert_ne!(v["policyId"].as_str(), Some(first.as_str()));
     // The CLI.
@@ -367,7 +350,7 @@ fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
         &json!({"sessionId": "s1", "gate": {"command": "true"}}).to_string(),
     );
     let run = |key: &str| {
-        let r = d.cli(
+        let r = d.cli_ok(
             &[
                 "policy",
                 "attach",
@@ -377,7 +360,6 @@ fn an_attach_retried_with_its_idempotency_key_makes_one_policy() {
             ],
             &d.agent,
         );
-        assert_eq!(r.code, 0, "{}", r.stderr);
         r.stdout.trim().to_string()
     };
     assert_eq!(run("cli-1"), run("cli-1"));
@@ -435,7 +417,7 @@ fn policies_and_sessions_are_listed_in_pages() {
     assert_eq!(v["policies"].as_array().map(Vec::len), Some(7));
     assert!(v["nextCursor"].is_null());
     for bad in ["limit=0", "limit=1001", "cursor=-1", "cursor=x"] {
-        let (code, v) = d.http("GET", &format!("/v1/policies?{bad}"), Some(&d.agent), None);
+        let (code, v) = d.get(&format!("/v1/policies?{bad}"), &d.agent);
         let field = bad.split('=').next().unwrap_or("");
         assert_eq!(
             (code, v["error"]["field"].as_str()),
@@ -443,13 +425,12 @@ fn policies_and_sessions_are_listed_in_pages() {
             "{bad}"
         );
     }
-    let (code, v) = d.http("GET", "/v1/policies?order=up", Some(&d.agent), None);
+    let (code, v) = d.get("/v1/policies?order=up", &d.agent);
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("order")));
     // The CLI: one page and where the next starts, or all of them.
-    let one = d.cli(&["policy", "list", "--limit", "3"], &d.agent);
-    assert_eq!(one.code, 0, "{}", one.stderr);
+    let one = d.cli_ok(&["policy", "list", "--limit", "3"], &d.agent);
     assert_eq!(one.stdout.lines().count(), 3, "{}", one.stdout);
-    assert!(one.stderr.contains("more: --cursor 3"), "{}", one.stderr);
+    assert_has(&one.stderr, "more: --cursor 3");
     let all = d.cli(&["policy", "list", "--limit", "2", "--all"], &d.agent);
     assert_eq!(all.stdout.lines().count(), 7, "{}", all.stdout);
     assert!(all.stdout.lines().next().unwrap_or("").contains(&ids[0]));
@@ -487,35 +468,25 @@ fn oversized_labels_nudges_and_messages_are_refused_naming_the_field() {
         ),
     ];
     for (spec, field) in cases {
-        let (code, v) = d.http("POST", "/v1/policies", Some(&d.agent), Some(spec));
+        let (code, v) = d.post("/v1/policies", &d.agent, Some(spec));
         assert_eq!(
             (code, v["error"]["field"].as_str()),
             (400, Some(field)),
             "{v}"
         );
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap_or("")
-                .contains("at most"),
-            "{v}"
-        );
+        assert_has(str_of(&v["error"]["message"]), "at most");
     }
     // At the cap, accepted.
     d.attach(json!({"sessionId": "s1", "label": big(256)}));
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/sessions",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"id": "s2", "cwd": s.ws, "label": big(257)})),
     );
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("label")));
     let v = d.agent_ok("GET", "/v1/policies", None);
     assert_eq!(v["policies"].as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        d.http("GET", "/v1/sessions/s2", Some(&d.agent), None).0,
-        404
-    );
+    assert_eq!(d.get("/v1/sessions/s2", &d.agent).0, 404);
 }
 
 fn gatehost_git_init(dir: &std::path::Path) {

@@ -3,48 +3,36 @@
 //! sessions and the host-wide cap on gating.
 
 use crate::common;
+use crate::common::shorthand::{arg, assert_has, assert_starts, str_of};
 
-use super::{T, gate_file_ok, setup, subsequence};
-use common::daemon::Daemon;
-use common::{Scratch, allow_config, assert_no_survivors, fixture_str, marker, script_gate};
+use super::{T, fix_and_pass, gate_file_ok, setup, setup_s1, subsequence};
+use common::daemon::{Daemon, allow_config_with, script_gate_json, wait_started};
+use common::{Scratch, assert_no_survivors, fixture_str, marker};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 #[test]
 fn a_passing_gate_runs_at_turn_end_and_the_cli_sees_it() {
     let (s, d) = setup();
-    let reg = d.cli(
-        &[
-            "session",
-            "register",
-            "--id",
-            "s1",
-            "--cwd",
-            &s.ws.display().to_string(),
-        ],
-        &d.agent,
-    );
-    assert_eq!(reg.code, 0, "{}", reg.stderr);
+    d.register_cli("s1", &s.ws, &d.agent);
     let spec = s.write(
         "p.json",
         &json!({"sessionId": "s1", "gate": {"command": "true"}}).to_string(),
     );
-    let att = d.cli(
+    let att = d.cli_ok(
         &["policy", "attach", &spec.display().to_string(), "--json"],
         &d.agent,
     );
-    assert_eq!(att.code, 0, "{}", att.stderr);
     let pid = att.json()["policyId"]
         .as_str()
         .expect("policyId")
         .to_string();
     // Registered sessions start running: nothing gates before a turn-end.
     assert_eq!(d.policy(&pid)["status"], "watching");
-    let rep = d.cli(
+    d.cli_ok(
         &["session", "report", "s1", "turn-end", "--message", "done"],
         &d.agent,
     );
-    assert_eq!(rep.code, 0, "{}", rep.stderr);
     let w = d.cli(&["wait", "--policy", &pid, "--timeout", "30s"], &d.agent);
     assert_eq!(w.code, 0, "wait: {} {}", w.stdout, w.stderr);
     let st = d.cli(&["policy", "status", &pid, "--json"], &d.agent);
@@ -64,8 +52,7 @@ fn a_passing_gate_runs_at_turn_end_and_the_cli_sees_it() {
 
 #[test]
 fn a_failing_gate_nudges_with_its_output_then_blocks_out_of_retries() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (s, d) = setup_s1();
     s.write_ws("status.txt", "broken\n");
     let pid = d.attach(json!({
         "sessionId": "s1",
@@ -78,20 +65,14 @@ fn a_failing_gate_nudges_with_its_output_then_blocks_out_of_retries() {
     let nudge = d.all_events(&format!("&policy={pid}&types=nudge"));
     assert_eq!(nudge.len(), 1);
     let msg = nudge[0]["payload"]["message"].as_str().expect("message");
-    assert!(msg.starts_with("Fix it (fail (exit 1))"), "{msg}");
+    assert_starts(msg, "Fix it (fail (exit 1))");
     assert!(
         msg.contains("does not say ok yet (it holds: broken"),
         "the nudge carries the gate's output: {msg}"
     );
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "blocked", T);
-    assert!(
-        p["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("after 1 retries"),
-        "{p}"
-    );
+    assert_has(str_of(&p["reason"]), "after 1 retries");
     let events = d.policy_events(&pid);
     assert!(
         subsequence(
@@ -114,23 +95,18 @@ fn a_failing_gate_nudges_with_its_output_then_blocks_out_of_retries() {
 
 #[test]
 fn a_nudged_agent_that_fixes_the_work_passes_on_its_next_turn() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (s, d) = setup_s1();
     s.write_ws("status.txt", "broken\n");
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate_file_ok("status.txt")}));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "watching", T);
     assert_eq!(d.policy(&pid)["gateRuns"], 1);
-    s.write_ws("status.txt", "ok\n");
-    d.report("s1", "turn-end");
-    let p = d.wait_status(&pid, "done", T);
-    assert_eq!(p["gateRuns"], 2);
+    fix_and_pass(&s, &d, "s1", &pid);
 }
 
 #[test]
 fn attaching_after_the_turn_end_still_gates_that_turn_by_default() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     d.report("s1", "turn-end");
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true"}}));
     d.wait_status(&pid, "done", T);
@@ -146,8 +122,7 @@ fn attaching_after_the_turn_end_still_gates_that_turn_by_default() {
 
 #[test]
 fn an_infrastructure_failure_blocks_with_an_error_and_an_event() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (s, d) = setup_s1();
     // The gate's cwd exists at attach but is gone by turn-end.
     std::fs::create_dir_all(s.ws.join("sub")).expect("mkdir");
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "true", "cwd": "sub"}}));
@@ -169,8 +144,9 @@ fn an_infrastructure_failure_blocks_with_an_error_and_an_event() {
 #[test]
 fn fan_in_runs_once_all_members_ended_and_a_dead_member_never_stalls_it() {
     let (s, d) = setup();
-    d.register("a", &s.ws);
-    d.register("b", &s.ws);
+    for id in ["a", "b"] {
+        d.register(id, &s.ws);
+    }
     s.write_ws("status.txt", "broken\n");
     let pid = d.attach(json!({"sessionIds": ["a", "b", "a"], "gate": gate_file_ok("status.txt")}));
     let p = d.policy(&pid);
@@ -183,32 +159,21 @@ fn fan_in_runs_once_all_members_ended_and_a_dead_member_never_stalls_it() {
     // The gate fails; b is dead, so only a is awaited after the nudge.
     let p = d.wait_status(&pid, "watching", T);
     assert_eq!(p["pending"], json!(["a"]), "{p}");
-    s.write_ws("status.txt", "ok\n");
-    d.report("a", "turn-end");
-    let p = d.wait_status(&pid, "done", T);
-    assert_eq!(p["gateRuns"], 2);
+    fix_and_pass(&s, &d, "a", &pid);
 }
 
 #[test]
 fn a_lone_member_that_exits_is_gated_and_blocked_when_nobody_can_fix_it() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
     d.report("s1", "exited");
     let p = d.wait_status(&pid, "blocked", T);
-    assert!(
-        p["reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("no member is alive"),
-        "{p}"
-    );
+    assert_has(str_of(&p["reason"]), "no member is alive");
 }
 
 #[test]
 fn next_is_attached_exactly_once_when_its_parent_is_done() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     let pid = d.attach(json!({
         "sessionId": "s1",
         "gate": {"command": "true"},
@@ -230,32 +195,21 @@ fn next_is_attached_exactly_once_when_its_parent_is_done() {
 
 #[test]
 fn cancel_kills_a_running_gate_and_publishes_an_event() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (_s, d) = setup_s1();
     let m = marker("cancel");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/hang.sh", &[&m], 60_000)).expect("gate");
+    let gate = script_gate_json("gates/hang.sh", &[&m], 60_000);
     let pid = d.attach(json!({"sessionId": "s1", "gate": gate}));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "gating", T);
-    let deadline = std::time::Instant::now() + T;
-    while common::survivors(&m).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the gate never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_started(&m, T);
     // The agent token cannot cancel.
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         &format!("/v1/policies/{pid}/cancel"),
-        Some(&d.agent),
+        &d.agent,
         Some(json!({})),
     );
     assert_eq!(code, 403, "{body}");
-    let c = d.cli(&["policy", "cancel", &pid], &d.operator);
-    assert_eq!(c.code, 0, "{}", c.stderr);
+    d.cli_ok(&["policy", "cancel", &pid], &d.operator);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !common::survivors(&m).is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -266,10 +220,9 @@ fn cancel_kills_a_running_gate_and_publishes_an_event() {
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0]["payload"]["from"], "gating");
     // Cancelling again is a conflict, and changes nothing.
-    let (code, _) = d.http(
-        "POST",
+    let (code, _) = d.post(
         &format!("/v1/policies/{pid}/cancel"),
-        Some(&d.operator),
+        &d.operator,
         Some(json!({})),
     );
     assert_eq!(code, 409);
@@ -286,28 +239,17 @@ fn a_started_session_ends_turns_on_its_pattern_and_gets_nudges_on_stdin() {
         "agent.sh",
         "#!/usr/bin/env bash\necho 'TURN DONE'\nwhile read -r line; do echo \"$line\" >> nudges.txt; echo ok > status.txt; echo 'TURN DONE'; done\n",
     );
-    let r = d.cli(
-        &[
-            "session",
-            "start",
-            "--id",
-            "bot",
-            "--cwd",
-            &s.ws.display().to_string(),
-            "--turn-end-pattern",
-            "^TURN DONE$",
-            "--",
-            "bash",
-            &agent.display().to_string(),
-        ],
-        &d.operator,
+    let agent = arg(&agent);
+    let pattern = ["--turn-end-pattern", "^TURN DONE$"];
+    d.start_session(
+        "bot",
+        &s.ws,
+        &[&pattern[..], &["--", "bash", &agent]].concat(),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
     // The agent token cannot start processes.
-    let (code, _) = d.http(
-        "POST",
+    let (code, _) = d.post(
         "/v1/sessions/start",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"cwd": s.ws, "command": ["true"]})),
     );
     assert_eq!(code, 403);
@@ -326,7 +268,7 @@ fn a_started_session_ends_turns_on_its_pattern_and_gets_nudges_on_stdin() {
     // it fixes the file and ends its turn: the gate passes.
     d.wait_status(&pid, "done", T);
     let nudges = std::fs::read_to_string(s.ws.join("nudges.txt")).expect("nudges");
-    assert!(nudges.contains("does not say ok yet"), "{nudges}");
+    assert_has(&nudges, "does not say ok yet");
     let _ = fixture_str("gates/file-says-ok.sh");
 }
 
@@ -335,13 +277,11 @@ fn gating_is_capped_host_wide_and_the_queue_is_fifo() {
     let s = Scratch::new();
     let cfg = s.write(
         "config.toml",
-        &allow_config(&["true"]).replace("[daemon]\n", "[daemon]\nmax_gating = 1\n"),
+        &allow_config_with(&["true"], "max_gating = 1\n"),
     );
     let d = Daemon::start(&s.etc.join("data"), &cfg);
     let m = marker("fifo");
-    let gate: Value =
-        serde_json::from_str(&script_gate("gates/sleep-then-pass.sh", &[&m, "1"], 30_000))
-            .expect("gate");
+    let gate = script_gate_json("gates/sleep-then-pass.sh", &[&m, "1"], 30_000);
     let mut ids = Vec::new();
     for sid in ["a", "b", "c"] {
         d.register(sid, &s.ws);
@@ -392,18 +332,16 @@ fn an_attach_that_could_never_gate_is_refused() {
     let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_i64()
         .expect("cursor");
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/policies",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"sessionId": "alive", "watchFrom": head + 100})),
     );
     assert_eq!(code, 400, "{v}");
     assert_eq!(v["error"]["field"], "watchFrom");
-    let (code, v) = d.http(
-        "POST",
+    let (code, v) = d.post(
         "/v1/policies",
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"sessionId": "gone", "watchFrom": "now"})),
     );
     assert_eq!(code, 409, "{v}");
@@ -428,8 +366,7 @@ fn an_attach_that_could_never_gate_is_refused() {
 /// the nudge meant for it.
 #[test]
 fn a_fan_in_policys_events_reach_every_member() {
-    let (s, d) = setup();
-    d.register("s1", &s.ws);
+    let (s, d) = setup_s1();
     d.register("s2", &s.ws);
     let head = d.operator_ok("GET", "/v1/events?since=0&limit=1000", None)["nextCursor"]
         .as_i64()

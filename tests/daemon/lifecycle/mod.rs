@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, scratch_config};
 use common::{Scratch, allow_config, script_gate};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -15,11 +15,25 @@ mod operator_power;
 const T: Duration = Duration::from_secs(30);
 
 fn setup() -> (Scratch, Daemon) {
-    let s = Scratch::new();
-    let cfg = s.write("config.toml", &allow_config(&["true", "false"]));
+    let (s, cfg) = scratch_config(&["true", "false"]);
     let data = s.etc.join("data");
     let d = Daemon::start(&data, &cfg);
     (s, d)
+}
+
+/// As [`setup`], with session `s1` registered on the workspace.
+fn setup_s1() -> (Scratch, Daemon) {
+    let (s, d) = setup();
+    d.register("s1", &s.ws);
+    (s, d)
+}
+
+/// The agent of `session` fixes `status.txt` and ends its turn: the
+/// policy `pid` passes on its second gate run.
+fn fix_and_pass(s: &Scratch, d: &Daemon, session: &str, pid: &str) {
+    s.write_ws("status.txt", "ok\n");
+    d.report(session, "turn-end");
+    d.wait_runs(pid, "done", 2, T);
 }
 
 fn gate_file_ok(file: &str) -> Value {

@@ -3,21 +3,22 @@
 //! live pages and a phone's viewport.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, str_of};
 
 use super::T;
-use common::browser::{browser_python, shots_dir};
+use common::browser::{browser_python, kill_past, shots_dir, spawn_script};
 use common::daemon::{git_commit_all, git_out, with_s1, without_context};
-use common::{MARKER_ENV, assert_no_env_survivors, marker};
+use common::{assert_no_env_survivors, marker};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
 fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_pages_live_and_on_a_phone()
  {
-    let python = browser_python();
+    // Before anything starts: fails at once where the browser is missing.
+    browser_python();
     let (s, d) = with_s1();
     // A file to change (a removed and an added line) and one to add.
     s.write_ws("src/lib.rs", "pub fn answer() -> u32 {\n    41\n}\n");
@@ -60,39 +61,21 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     let m = marker("browser");
     let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
     let shots = shots_dir();
-    let stderr = std::fs::File::create(s.etc.join("browser.log")).expect("log");
-    let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/support/browser/page_flow.py"))
-        .args([
-            d.url.trim_end_matches('/'),
-            &d.operator,
-            &d.agent,
-            &shots.display().to_string(),
-            &profile.display().to_string(),
-            &approve,
-            &reject,
-            comment,
-            &changes,
-            &many,
-        ])
-        .env(MARKER_ENV, format!("gatehost-test-{m}"))
-        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("run the browser script");
+    let (shots_arg, profile) = (common::arg(&shots), common::arg(&profile));
+    let args = [
+        d.url.trim_end_matches('/'),
+        &d.operator,
+        &d.agent,
+        &shots_arg,
+        &profile,
+    ];
+    let mut args = args.to_vec();
+    args.extend([approve.as_str(), &reject, comment, &changes, &many]);
+    let marked = format!("gatehost-test-{m}");
+    let log_file = s.etc.join("browser.log");
+    let mut child = spawn_script("page_flow.py", &args, &marked, &log_file, Stdio::piped());
     // A bound on the whole script: killed (and said) past it.
-    let (done, watch) = std::sync::mpsc::channel::<()>();
-    let pid = child.id() as i32;
-    let watchdog = std::thread::spawn(move || {
-        let late = watch.recv_timeout(Duration::from_secs(240)).is_err();
-        if late {
-            // SAFETY: kill(2) of the child this test started and still holds.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        late
-    });
+    let (done, watchdog) = kill_past(child.id(), Duration::from_secs(240));
     let mut stdin = child.stdin.take().expect("stdin");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
@@ -134,12 +117,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
 
     // The agent token could not log in.
     assert_eq!(seen["agentStayedOnLogin"], true, "{seen:#}");
-    assert!(
-        seen["agentError"]
-            .as_str()
-            .is_some_and(|e| e.contains("agent token")),
-        "{seen:#}"
-    );
+    assert_has(str_of(&seen["agentError"]), "agent token");
     // Live: they appeared in the inbox with no reload, and so did the
     // session's new state and last message.
     assert_eq!(seen["appearedLive"], true, "{seen:#}");
@@ -227,11 +205,8 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     assert_eq!(seen["sinceSnapshot"], json!(["docs/notes.md"]), "{seen:#}");
     // Rejected with a comment: the agent's next nudge holds it.
     assert_eq!(seen["rejectedStatus"], "cancelled", "{seen:#}");
-    let nudges = d.all_events(&format!("&policy={reject}&types=nudge"));
-    let message = nudges
-        .last()
-        .and_then(|n| n["payload"]["message"].as_str())
-        .unwrap_or_default();
+    let nudges = d.nudge_messages(&reject);
+    let message = nudges.last().map(String::as_str).unwrap_or_default();
     assert!(
         message.contains("> Not in docs/: put it in the README.\n> And say why."),
         "{nudges:?}"
@@ -245,11 +220,8 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     );
     assert_eq!(seen["changesStatus"], "watching", "{seen:#}");
     assert_eq!(d.policy(&changes)["status"], "watching");
-    let nudges = d.all_events(&format!("&policy={changes}&types=nudge"));
-    let message = nudges
-        .last()
-        .and_then(|n| n["payload"]["message"].as_str())
-        .unwrap_or_default();
+    let nudges = d.nudge_messages(&changes);
+    let message = nudges.last().map(String::as_str).unwrap_or_default();
     assert!(
         message.ends_with("\n- notes/todo.md:1\n  > Say what the first step is."),
         "{nudges:?}"
@@ -257,12 +229,7 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     // A large diff a page at a time: 100 files, then the last one.
     assert_eq!(seen["firstPageFiles"], 100, "{seen:#}");
     assert_eq!(seen["moreShown"], true, "{seen:#}");
-    assert!(
-        seen["pageNote"]
-            .as_str()
-            .is_some_and(|n| n.contains("from=100")),
-        "{seen:#}"
-    );
+    assert_has(str_of(&seen["pageNote"]), "from=100");
     let want: Vec<String> = (0..101).map(|i| format!("many/f{i:03}.txt")).collect();
     assert_eq!(seen["allFiles"], json!(want), "{seen:#}");
     assert_eq!(seen["moreHiddenAtEnd"], true, "{seen:#}");

@@ -4,6 +4,7 @@
 //! one-time login link.
 
 use crate::common;
+use crate::common::shorthand::{assert_has, assert_lacks};
 
 use super::{Page, login, send};
 use common::daemon::with_s1;
@@ -17,18 +18,12 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
     // The page itself, embedded, with a strict policy.
     let page = send(reqwest::Method::GET, format!("{}/", d.url), &[], None);
     assert_eq!(page.status, 200);
-    assert!(
-        page.body.contains("<title>gatehost</title>"),
-        "{}",
-        page.body
-    );
+    assert_has(&page.body, "<title>gatehost</title>");
     let csp = page.headers["content-security-policy"]
         .to_str()
         .expect("csp");
-    assert!(
-        csp.contains("default-src") && !csp.contains("unsafe-inline"),
-        "{csp}"
-    );
+    assert_has(csp, "default-src");
+    assert_lacks(csp, "unsafe-inline");
     assert_eq!(page.headers["x-frame-options"], "DENY");
     for script in ["app.js", "diff.js"] {
         let js = send(
@@ -58,10 +53,8 @@ fn the_page_logs_in_the_operator_only_and_its_cookie_needs_csrf_and_origin_to_ch
         .to_str()
         .expect("cookie")
         .to_string();
-    assert!(
-        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
-        "{set}"
-    );
+    assert_has(&set, "HttpOnly");
+    assert_has(&set, "SameSite=Strict");
     let cookie = set.split(';').next().expect("pair").to_string();
     let csrf = serde_json::from_str::<Value>(&ok.body).expect("json")["csrf"]
         .as_str()
@@ -177,15 +170,14 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
     let pid = d.attach(json!({"sessionId": "s1", "gate": {"command": "false"}}));
 
     // The agent token cannot make a link (nor can the CLI with it).
-    let (code, body) = d.http("POST", "/v1/ui/link", Some(&d.agent), None);
+    let (code, body) = d.post("/v1/ui/link", &d.agent, None);
     assert_eq!(code, 403, "{body}");
     let run = d.cli(&["ui"], &d.agent);
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(run.stdout.trim().is_empty(), "no link: {}", run.stdout);
 
     // `gatehost ui` with the operator token prints the link.
-    let run = d.cli(&["ui", "--json"], &d.operator);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = d.cli_ok(&["ui", "--json"], &d.operator);
     let link = run.json();
     let url = link["url"].as_str().expect("url").to_string();
     // On the page's address: the daemon's port as `localhost` (where
@@ -207,10 +199,8 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
         .expect("to the page")
         .to_string();
     let set = first.headers["set-cookie"].to_str().expect("cookie");
-    assert!(
-        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
-        "{set}"
-    );
+    assert_has(set, "HttpOnly");
+    assert_has(set, "SameSite=Strict");
     let page = Page {
         d: &d,
         cookie: set.split(';').next().expect("pair").to_string(),
@@ -229,6 +219,6 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
         let again = send(reqwest::Method::GET, u.clone(), &[], None);
         assert_eq!(again.status, 403, "{u}: {}", again.body);
         assert!(!again.headers.contains_key("set-cookie"), "{u}");
-        assert!(again.body.contains("gatehost ui"), "{}", again.body);
+        assert_has(&again.body, "gatehost ui");
     }
 }

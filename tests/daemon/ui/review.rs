@@ -2,6 +2,7 @@
 //! requested changes send file and line to the agent and gate again.
 
 use crate::common;
+use crate::common::shorthand::assert_has;
 
 use super::{Page, T, awaiting, awaiting_after};
 use common::daemon::{git_out, with_s1};
@@ -19,7 +20,7 @@ fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
     // nothing changes.
     let a = page.post(&ack, json!({"approve": true, "comment": "ship it"}));
     assert_eq!(a.status, 400, "{}", a.body);
-    assert!(a.body.contains("comment"), "{}", a.body);
+    assert_has(&a.body, "comment");
     assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
 
     let comment = "Use the builder, not a literal.\nAnd no unwrap in lib.rs.";
@@ -29,9 +30,7 @@ fn a_reject_from_the_page_with_a_comment_is_the_agents_next_nudge() {
 
     // The agent (its own token) reads its next nudge from the bus: the
     // comment, quoted under the host's fixed text.
-    let nudges = d.all_events(&format!("&policy={pid}&types=nudge"));
-    assert_eq!(nudges.len(), 1, "{nudges:?}");
-    let message = nudges[0]["payload"]["message"].as_str().expect("message");
+    let message = d.only_nudge(&pid);
     assert_eq!(
         message,
         format!(
@@ -68,10 +67,9 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
 
     // The agent cannot ask for changes; a stale tree or a bad comment is
     // refused; none changes anything.
-    let (code, body) = d.http(
-        "POST",
+    let (code, body) = d.post(
         &route,
-        Some(&d.agent),
+        &d.agent,
         Some(json!({"tree": tree, "comments": comments})),
     );
     assert_eq!(code, 403, "{body}");
@@ -81,18 +79,15 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
         json!({"tree": "0".repeat(40), "comments": comments}),
     );
     assert_eq!(a.status, 409, "{}", a.body);
-    assert!(a.body.contains("tree-changed"), "{}", a.body);
+    assert_has(&a.body, "tree-changed");
     let a = page.post(
         &route,
         json!({"tree": tree, "comments": [{"path": "src/lib.rs", "line": 0, "side": "new", "body": "x"}]}),
     );
     assert_eq!(a.status, 400, "{}", a.body);
-    assert!(a.body.contains("comments[0].line"), "{}", a.body);
+    assert_has(&a.body, "comments[0].line");
     assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
-    assert!(
-        d.all_events(&format!("&policy={pid}&types=nudge"))
-            .is_empty()
-    );
+    assert!(d.nudge_messages(&pid).is_empty());
 
     // From the page: the policy watches again, the agent's nudge names the
     // file and line.
@@ -138,12 +133,9 @@ fn request_changes_with_no_member_alive_is_refused_and_changes_nothing() {
         json!({"tree": tree, "comments": [{"path": "src/lib.rs", "line": 1, "side": "new", "body": "Why 42?"}]}),
     );
     assert_eq!(a.status, 409, "{}", a.body);
-    assert!(a.body.contains("no-member-alive"), "{}", a.body);
+    assert_has(&a.body, "no-member-alive");
     let now = d.policy(&pid);
     assert_eq!(now["status"], "awaiting-ack");
     assert_eq!(now["plan"]["snapshot"]["tree"], tree, "the plan is kept");
-    assert!(
-        d.all_events(&format!("&policy={pid}&types=nudge"))
-            .is_empty()
-    );
+    assert!(d.nudge_messages(&pid).is_empty());
 }

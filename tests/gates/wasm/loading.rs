@@ -4,7 +4,10 @@
 //! maxima, a workspace holding the host's own places, and the change a
 //! plugin sees.
 
-use super::{gate, plugin_file, sha256_of, shared_cache, wasm_config, wasm_config_in};
+use super::{
+    check_pinned, check_plugin, gate, inspect, plugin_file, sha256_of, shared_cache,
+    standalone_stop, wasm_config, wasm_config_in,
+};
 use crate::common;
 use common::*;
 use serde_json::json;
@@ -15,74 +18,29 @@ fn a_plugin_in_the_workspace_must_be_pinned_by_digest() {
     let bytes = std::fs::read(plugin_file("noop")).unwrap();
     std::fs::create_dir_all(s.ws.join("gates")).unwrap();
     std::fs::write(s.ws.join("gates/noop.wasm"), &bytes).unwrap();
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("gates/noop.wasm", json!({}), json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("pin it with \"sha256\""),
-        "{}",
-        run.reason()
-    );
+    let run = check_plugin(&s, "gates/noop.wasm", json!({}), json!({}), &[]);
+    assert_refused(&run, "pin it with \"sha256\"");
     let digest = {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(&bytes))
     };
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("gates/noop.wasm", json!({}), json!({"sha256": digest})),
-        &[],
-    );
+    let run = check_pinned(&s, "gates/noop.wasm", &digest);
     assert_eq!(run.code, 0, "{}", run.stdout);
     let wrong = "0".repeat(64);
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("gates/noop.wasm", json!({}), json!({"sha256": wrong})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(run.reason().contains("is not the 0000"), "{}", run.reason());
+    let run = check_pinned(&s, "gates/noop.wasm", &wrong);
+    assert_refused(&run, "is not the 0000");
     // The file's real digest is never told: it would be an oracle.
-    assert!(!run.reason().contains(&digest), "{}", run.reason());
+    assert_lacks(&run.reason(), &digest);
     // Outside the workspace too (the agent can write /tmp): a path needs a pin.
     let outside = s.etc.join("noop.wasm");
     std::fs::write(&outside, &bytes).unwrap();
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate(outside.to_str().unwrap(), json!({}), json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason()
-            .contains("is given by path: pin it with \"sha256\""),
-        "{}",
-        run.reason()
-    );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate(
-            outside.to_str().unwrap(),
-            json!({}),
-            json!({"sha256": digest}),
-        ),
-        &[],
-    );
+    let run = check_plugin(&s, outside.to_str().unwrap(), json!({}), json!({}), &[]);
+    assert_refused(&run, "is given by path: pin it with \"sha256\"");
+    let run = check_pinned(&s, outside.to_str().unwrap(), &digest);
     assert_eq!(run.code, 0, "{}", run.reason());
     // A path that escapes the workspace is refused by the anchor.
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("../etc/x.wasm", json!({}), json!({"sha256": digest})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("path escapes the workspace"),
-        "{}",
-        run.reason()
-    );
+    let run = check_pinned(&s, "../etc/x.wasm", &digest);
+    assert_refused(&run, "path escapes the workspace");
 }
 
 #[test]
@@ -109,58 +67,24 @@ fn files_that_are_not_gate_components_are_refused_with_the_cause() {
     for (name, bytes, expected) in cases {
         let path = s.etc.join(name);
         std::fs::write(&path, bytes).unwrap();
-        let run = s.check(
-            &wasm_config(&s, ""),
-            &gate(
-                path.to_str().unwrap(),
-                json!({}),
-                json!({"sha256": sha256_of(&path)}),
-            ),
-            &[],
-        );
+        let run = check_pinned(&s, path.to_str().unwrap(), &sha256_of(&path));
         assert_eq!(run.code, 2, "{name}");
         assert!(run.reason().contains(expected), "{name}: {}", run.reason());
     }
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("wrong-world", json!({}), json!({})),
-        &[],
+    let run = check_plugin(&s, "wrong-world", json!({}), json!({}), &[]);
+    assert_refused(
+        &run,
+        "does not target the gatehost:gate@0.1 gate-plugin world",
     );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason()
-            .contains("does not target the gatehost:gate@0.1 gate-plugin world"),
-        "{}",
-        run.reason()
-    );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("hostile-socket", json!({}), json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("imports wasi:sockets/"),
-        "{}",
-        run.reason()
-    );
+    let run = check_plugin(&s, "hostile-socket", json!({}), json!({}), &[]);
+    assert_refused(&run, "imports wasi:sockets/");
     assert!(
         run.reason().ends_with("which gatehost does not grant"),
         "{}",
         run.reason()
     );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("no-such-plugin", json!({}), json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason()
-            .contains("was not found in the plugin directories"),
-        "{}",
-        run.reason()
-    );
+    let run = check_plugin(&s, "no-such-plugin", json!({}), json!({}), &[]);
+    assert_refused(&run, "was not found in the plugin directories");
 }
 
 /// A plugin built against the exact text of `gatehost:gate@0.1.0` (before
@@ -171,17 +95,7 @@ fn a_plugin_built_against_0_1_0_keeps_loading() {
     let s = Scratch::new();
     let config = wasm_config(&s, "");
     let cfg = s.write("c.toml", &config);
-    let inspect = run_gatehost(
-        &[
-            "plugin".into(),
-            "inspect".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            plugin_file("legacy-v0-1-0").display().to_string(),
-        ],
-        &[],
-    );
+    let inspect = inspect(&cfg, &plugin_file("legacy-v0-1-0"));
     assert_eq!(inspect.code, 0, "{}", inspect.stderr);
     assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.0");
     s.write(
@@ -194,11 +108,7 @@ fn a_plugin_built_against_0_1_0_keeps_loading() {
         &gate("legacy-v0-1-0", json!({}), json!({})),
         &["--diff", &diff],
     );
-    assert_eq!(run.code, 0, "{}", run.stdout);
-    assert_eq!(
-        run.reason(),
-        "0.1.0 plugin: 1 changed file(s), 1 with a diff"
-    );
+    assert_reason(&run, 0, "0.1.0 plugin: 1 changed file(s), 1 with a diff");
 }
 
 /// A plugin built against the exact text of `gatehost:gate@0.1.1` (before
@@ -211,17 +121,7 @@ fn a_plugin_built_against_0_1_1_keeps_loading() {
     s.write_ws("b.rs", "y\n");
     let config = wasm_config(&s, "");
     let cfg = s.write("c.toml", &config);
-    let inspect = run_gatehost(
-        &[
-            "plugin".into(),
-            "inspect".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            plugin_file("legacy-v0-1-1").display().to_string(),
-        ],
-        &[],
-    );
+    let inspect = inspect(&cfg, &plugin_file("legacy-v0-1-1"));
     assert_eq!(inspect.code, 0, "{}", inspect.stderr);
     assert_eq!(inspect.json()["interface"], "gatehost:gate@0.1.1");
     let run = s.check(
@@ -233,11 +133,7 @@ fn a_plugin_built_against_0_1_1_keeps_loading() {
         ),
         &[],
     );
-    assert_eq!(run.code, 0, "{}", run.stdout);
-    assert_eq!(
-        run.reason(),
-        "0.1.1 plugin: 2 file(s), 2 read, judge passed"
-    );
+    assert_reason(&run, 0, "0.1.1 plugin: 2 file(s), 2 read, judge passed");
 }
 
 #[test]
@@ -248,10 +144,10 @@ fn bounds_beyond_the_host_maxima_are_refused_before_running() {
         &gate("noop", json!({}), json!({"memoryMiB": 65})),
         &[],
     );
-    assert_eq!(run.code, 2);
-    assert_eq!(
-        run.reason(),
-        "plugin 'noop': memoryMiB 65 exceeds the host's maximum of 64"
+    assert_reason(
+        &run,
+        2,
+        "plugin 'noop': memoryMiB 65 exceeds the host's maximum of 64",
     );
 }
 
@@ -262,8 +158,7 @@ fn bounds_beyond_the_host_maxima_are_refused_before_running() {
 #[test]
 fn a_wasm_gate_refuses_a_workspace_that_holds_the_hosts_own_places() {
     let s = Scratch::new();
-    let scratch = s.etc.join("scratch");
-    std::fs::create_dir_all(&scratch).expect("mkdir");
+    let scratch = etc_dir(&s, "scratch");
     std::fs::write(scratch.join("operator.token"), "SECRET-TOKEN-abc123\n").expect("write");
     // The configuration itself lies outside the workspace (a separate
     // refusal covers that).
@@ -291,49 +186,8 @@ fn a_wasm_gate_refuses_a_workspace_that_holds_the_hosts_own_places() {
     .expect("write");
     let run = run_gatehost(&check_args(&cfg, &s.etc, &[], &gate_file), &[]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.reason().contains("overlaps gatehost's own"),
-        "{}",
-        run.reason()
-    );
-    assert!(!run.stdout.contains("abc123"), "{}", run.stdout);
-}
-
-/// Runs `gatehost hook claude` (standalone, `--log info`) once for a stop
-/// in `s.ws`; its stderr (the gates' log lines).
-fn standalone_stop(s: &Scratch, config: &std::path::Path, gates: &std::path::Path) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
-        .args(["hook", "claude", "--log", "info", "--gates"])
-        .arg(gates)
-        .arg("--config")
-        .arg(config)
-        .arg("--state-dir")
-        .arg(s.etc.join("hook-state"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn hook");
-    let input = json!({"session_id": "s-pycache", "cwd": s.ws, "hook_event_name": "Stop",
-        "last_assistant_message": "done"});
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write input");
-    let out = child.wait_with_output().expect("hook output");
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !stdout.contains("\"block\""),
-        "the stop was blocked: {stdout}"
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    assert_has(&run.reason(), "overlaps gatehost's own");
+    assert_lacks(&run.stdout, "abc123");
 }
 
 /// The change a plugin sees is the agent's: computed once, before the
@@ -368,7 +222,7 @@ fn the_change_a_plugin_sees_holds_nothing_the_gates_of_a_run_wrote() {
         ),
     );
     for stop in 1..=2 {
-        let log = standalone_stop(&s, &config, &gates);
+        let log = standalone_stop(&s, &config, &gates, "s-pycache", &s.ws);
         assert!(
             log.contains("no forbidden pattern in 1 file(s)"),
             "stop {stop}: {log}"

@@ -3,7 +3,10 @@
 //! host's judge, the plugin example, the Python plugin, and `plugin
 //! inspect`.
 
-use super::{LIB_DIFF, gate, plugin_dir, plugin_file, shared_cache, wasm_config, wasm_config_in};
+use super::{
+    LIB_DIFF, check_diff, check_plugin, gate, inspect, plugin_dir, plugin_file, shared_cache,
+    style_review_setup, wasm_config, wasm_config_in,
+};
 use crate::common;
 use common::*;
 use serde_json::json;
@@ -11,11 +14,7 @@ use serde_json::json;
 #[test]
 fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
     let s = Scratch::new();
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("noop", json!({}), json!({})),
-        &[],
-    );
+    let run = check_plugin(&s, "noop", json!({}), json!({}), &[]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.reason(), "noop: nothing to check");
     let cached: Vec<_> = std::fs::read_dir(s.etc.join("cache"))
@@ -47,11 +46,7 @@ fn the_trivial_plugin_passes_and_its_compilation_is_cached_on_disk() {
         (m.ino(), m.mtime_nsec(), m.mtime())
     };
     let before = identity(&cache_file);
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("noop", json!({}), json!({})),
-        &[],
-    );
+    let run = check_plugin(&s, "noop", json!({}), json!({}), &[]);
     assert_eq!(run.code, 0);
     assert_eq!(
         identity(&cache_file),
@@ -71,29 +66,15 @@ fn forbid_patterns_reports_file_and_line_over_all_files() {
         {"id": "todo", "pattern": "TODO(?!\\(#\\d+\\))", "severity": "warning"}
     ]});
     // The look-ahead is not supported by the regex crate: a config error.
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config, json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.reason().contains("rule todo: bad pattern"),
-        "{}",
-        run.reason()
-    );
+    let run = check_plugin(&s, "forbid-patterns", config, json!({}), &[]);
+    assert_refused(&run, "rule todo: bad pattern");
 
     let config = json!({"scope": "all", "rules": [
         {"id": "no-dbg", "pattern": "dbg!\\(", "paths": ["**/*.rs"], "message": "remove dbg!"},
         {"id": "todo", "pattern": "TODO[^(]", "severity": "warning"}
     ]});
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config, json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert_eq!(run.reason(), "1 forbidden pattern match(es) in 3 file(s)");
+    let run = check_plugin(&s, "forbid-patterns", config, json!({}), &[]);
+    assert_reason(&run, 1, "1 forbidden pattern match(es) in 3 file(s)");
     let findings = run.gate0()["findings"].clone();
     assert_eq!(findings[0]["path"], "README.md");
     assert_eq!(findings[0]["severity"], "warning");
@@ -116,11 +97,7 @@ fn quoted_paths_in_a_diff_reach_plugins_or_refuse_the_gate() {
         "quoted.diff",
         "diff --git \"a/sp ace\\t.rs\" \"b/sp ace\\t.rs\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/sp ace\\t.rs\"\n@@ -0,0 +1 @@\n+fn f() { dbg!(1); }\n",
     );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config.clone(), json!({})),
-        &["--diff", quoted.to_str().unwrap()],
-    );
+    let run = check_diff(&s, "forbid-patterns", config.clone(), &quoted);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let findings = run.gate0()["findings"].as_array().unwrap().clone();
     assert_eq!(findings[0]["path"], "sp ace\t.rs", "{findings:?}");
@@ -128,14 +105,9 @@ fn quoted_paths_in_a_diff_reach_plugins_or_refuse_the_gate() {
         "odd.diff",
         "diff --git \"a/evil\\377.rs\" \"b/evil\\377.rs\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/evil\\377.rs\"\n@@ -0,0 +1 @@\n+dbg!(1);\n",
     );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config, json!({})),
-        &["--diff", odd.to_str().unwrap()],
-    );
-    assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(run.reason().contains("is not UTF-8"), "{}", run.reason());
-    assert!(run.reason().contains("evil"), "{}", run.reason());
+    let run = check_diff(&s, "forbid-patterns", config, &odd);
+    assert_refused(&run, "is not UTF-8");
+    assert_has(&run.reason(), "evil");
 }
 
 #[test]
@@ -151,27 +123,14 @@ fn forbid_patterns_over_a_diff_checks_only_added_lines() {
         "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,1 +1,2 @@\n fn old() { dbg!(0); }\n+fn new() { dbg!(1); }\n",
     );
     let config = json!({"scope": "changed", "addedLinesOnly": true, "rules": [{"id": "no-dbg", "pattern": "dbg!\\("}]});
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config.clone(), json!({})),
-        &["--diff", diff.to_str().unwrap()],
-    );
+    let run = check_diff(&s, "forbid-patterns", config.clone(), &diff);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let findings = run.gate0()["findings"].as_array().unwrap().clone();
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert_eq!(findings[0]["line"], 2);
     // Without a diff, "changed" cannot be honoured: the plugin says so.
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config, json!({})),
-        &[],
-    );
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("gave no changed files"),
-        "{}",
-        run.reason()
-    );
+    let run = check_plugin(&s, "forbid-patterns", config, json!({}), &[]);
+    assert_refused(&run, "gave no changed files");
 }
 
 #[test]
@@ -182,9 +141,11 @@ fn plugins_receive_the_context_and_changed_files() {
         "d.diff",
         "diff --git a/x.rs b/x.rs\n--- a/x.rs\n+++ b/x.rs\n@@ -1 +1 @@\n-a\n+b\n",
     );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("hostile", json!({"mode": "echo-context"}), json!({})),
+    let run = check_plugin(
+        &s,
+        "hostile",
+        json!({"mode": "echo-context"}),
+        json!({}),
         &[
             "--context",
             msg.to_str().unwrap(),
@@ -192,10 +153,10 @@ fn plugins_receive_the_context_and_changed_files() {
             diff.to_str().unwrap(),
         ],
     );
-    assert_eq!(run.code, 0, "{}", run.reason());
-    assert_eq!(
-        run.reason(),
-        "session=None policy=None message=Some(\"I fixed it\") changed=[\"x.rs\"]"
+    assert_reason(
+        &run,
+        0,
+        "session=None policy=None message=Some(\"I fixed it\") changed=[\"x.rs\"]",
     );
 }
 
@@ -204,17 +165,7 @@ fn plugin_inspect_shows_the_interface_and_digest() {
     let s = Scratch::new();
     let cfg = s.write("c.toml", &wasm_config(&s, ""));
     let file = plugin_file("forbid-patterns");
-    let run = run_gatehost(
-        &[
-            "plugin".into(),
-            "inspect".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            file.display().to_string(),
-        ],
-        &[],
-    );
+    let run = inspect(&cfg, &file);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let j = run.json();
     assert_eq!(j["interface"], "gatehost:gate@0.1.2");
@@ -229,17 +180,7 @@ fn plugin_inspect_shows_the_interface_and_digest() {
             .any(|i| i == "gatehost:gate/host@0.1.2")
     );
     assert!(j["problem"].is_null());
-    let run = run_gatehost(
-        &[
-            "plugin".into(),
-            "inspect".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            plugin_file("hostile-socket").display().to_string(),
-        ],
-        &[],
-    );
+    let run = inspect(&cfg, &plugin_file("hostile-socket"));
     assert_eq!(run.code, 1);
     assert!(
         run.json()["problem"]
@@ -257,35 +198,21 @@ fn diff_budget_fails_on_protected_paths_and_over_budget_changes() {
     let both = s.write("both.diff", &format!("{LIB_DIFF}{TEST_DIFF}"));
     let lib_only = s.write("lib.diff", LIB_DIFF);
     let cfg = json!({"maxFiles": 5, "maxLines": 10, "protected": ["tests/**"]});
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("diff-budget", cfg.clone(), json!({})),
-        &["--diff", both.to_str().unwrap()],
-    );
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert_eq!(run.reason(), "1 protected path(s) touched");
+    let run = check_diff(&s, "diff-budget", cfg.clone(), &both);
+    assert_reason(&run, 1, "1 protected path(s) touched");
     assert_eq!(run.gate0()["findings"][0]["path"], "tests/t.rs");
     assert_eq!(
         run.gate0()["findings"][0]["message"],
         "protected path modified"
     );
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("diff-budget", cfg, json!({})),
-        &["--diff", lib_only.to_str().unwrap()],
-    );
-    assert_eq!(run.code, 0, "{}", run.reason());
-    assert_eq!(run.reason(), "1 file(s), 2 line(s) changed: within budget");
+    let run = check_diff(&s, "diff-budget", cfg, &lib_only);
+    assert_reason(&run, 0, "1 file(s), 2 line(s) changed: within budget");
     let tight = json!({"maxFiles": 1, "maxLines": 1});
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("diff-budget", tight, json!({})),
-        &["--diff", both.to_str().unwrap()],
-    );
-    assert_eq!(run.code, 1);
-    assert_eq!(
-        run.reason(),
-        "2 files changed (budget 1); 4 lines changed (budget 1)"
+    let run = check_diff(&s, "diff-budget", tight, &both);
+    assert_reason(
+        &run,
+        1,
+        "2 files changed (budget 1); 4 lines changed (budget 1)",
     );
 }
 
@@ -293,38 +220,26 @@ fn diff_budget_fails_on_protected_paths_and_over_budget_changes() {
 fn style_review_asks_the_host_judge_and_maps_its_findings() {
     let s = Scratch::new();
     s.write_ws("STYLE.md", "Use snake_case for function names.\n");
-    s.write_ws("src/lib.rs", "fn BadName() {}\nfn good() {}\n");
-    let diff = s.write("lib.diff", LIB_DIFF);
-    let extra = format!(
-        "[judge.adapters.style]\ncommand = [\"bash\", \"{}\"]\n",
-        fixture_str("judges/style.sh")
-    );
-    let cfg = format!("{}{extra}", wasm_config(&s, ""));
+    let (cfg, diff) = style_review_setup(&s);
     let g = gate(
         "style-review",
         json!({"guide": "STYLE.md"}),
         json!({"judge": {"adapter": "style", "timeoutMs": 10000}}),
     );
-    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert_eq!(run.reason(), "the judge found 1 style problem(s)");
+    let run = s.check(&cfg, &g, &["--diff", &diff]);
+    assert_reason(&run, 1, "the judge found 1 style problem(s)");
     assert_eq!(
         run.gate0()["findings"][0],
         json!({"path": "src/lib.rs", "line": 1, "severity": "warning", "message": "function name BadName is not snake_case"})
     );
     // A guide that asks for nothing in particular: the judge passes it.
     s.write_ws("STYLE.md", "Be kind.\n");
-    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+    let run = s.check(&cfg, &g, &["--diff", &diff]);
     assert_eq!(run.code, 0, "{}", run.reason());
     // Without a judge configured for the gate, the plugin cannot decide.
     let no_judge = gate("style-review", json!({}), json!({}));
-    let run = s.check(&cfg, &no_judge, &["--diff", diff.to_str().unwrap()]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("configures no judge"),
-        "{}",
-        run.reason()
-    );
+    let run = s.check(&cfg, &no_judge, &["--diff", &diff]);
+    assert_refused(&run, "configures no judge");
 }
 
 /// The text of `prompt` between `from` and the next `to`.
@@ -370,20 +285,16 @@ fn style_review_keeps_the_workspace_style_guide_out_of_the_judges_rubric() {
 
     // No rubric configured: the plugin's fixed one.
     let g = gate("style-review", json!({}), judge.clone());
-    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert_eq!(run.reason(), "the judge found 0 style problem(s)");
+    let run = s.check(&cfg, &g, &["--diff", &arg(&diff)]);
+    assert_reason(&run, 1, "the judge found 0 style problem(s)");
     let prompt = std::fs::read_to_string(&saved).expect("the judge got a prompt");
     let rubric = rubric_of(&prompt);
     assert!(!rubric.contains(cut), "STYLE.md in the rubric:\n{rubric}");
-    assert!(
-        rubric.starts_with("Review a change made by a coding agent"),
-        "{rubric}"
-    );
-    assert!(!rubric.contains("Use snake_case"), "{rubric}");
+    assert_starts(rubric, "Review a change made by a coding agent");
+    assert_lacks(rubric, "Use snake_case");
     let data = data_of(&prompt);
     assert!(data.contains(cut), "STYLE.md not in the data:\n{prompt}");
-    assert!(data.contains("[verdict-token removed] PASS"), "{data}");
+    assert_has(data, "[verdict-token removed] PASS");
     assert!(
         data.contains("+fn BadName() {}"),
         "the diff is data: {data}"
@@ -393,15 +304,13 @@ fn style_review_keeps_the_workspace_style_guide_out_of_the_judges_rubric() {
     std::fs::remove_file(&saved).expect("remove the saved prompt");
     let own = "Function names must be snake_case. Judge nothing else.";
     let g = gate("style-review", json!({"rubric": own}), judge);
-    let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
+    let run = s.check(&cfg, &g, &["--diff", &arg(&diff)]);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let prompt = std::fs::read_to_string(&saved).expect("the judge got a prompt");
     assert_eq!(rubric_of(&prompt).trim_end(), own);
     let data = data_of(&prompt);
-    assert!(
-        data.contains(cut) && data.contains("Use snake_case"),
-        "{data}"
-    );
+    assert_has(data, cut);
+    assert_has(data, "Use snake_case");
 
     // A guide past maxGuideBytes, or an empty rubric: the plugin cannot
     // judge, and says why (no judge runs).
@@ -414,9 +323,8 @@ fn style_review_keeps_the_workspace_style_guide_out_of_the_judges_rubric() {
         (json!({"rubric": " "}), "bad plugin config: rubric is empty"),
     ] {
         let g = gate("style-review", config, json!({"judge": {"adapter": "rec"}}));
-        let run = s.check(&cfg, &g, &["--diff", diff.to_str().unwrap()]);
-        assert_eq!(run.code, 2, "{}", run.stdout);
-        assert!(run.reason().contains(why), "{}", run.reason());
+        let run = s.check(&cfg, &g, &["--diff", &arg(&diff)]);
+        assert_refused(&run, why);
     }
     assert!(!saved.exists(), "a judge ran");
 }
@@ -464,15 +372,9 @@ fn the_python_plugin_runs_through_the_host() {
         json!({"path": "app.py", "line": 3, "severity": "error", "message": "looks like a secret (assigned-secret)"})
     );
     let run = s.check(&cfg, &g, &["--diff", clean.to_str().unwrap()]);
-    assert_eq!(run.code, 0, "{}", run.reason());
-    assert_eq!(run.reason(), "no secret-looking string added in 1 file(s)");
+    assert_reason(&run, 0, "no secret-looking string added in 1 file(s)");
     let run = s.check(&cfg, &g, &[]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.reason().contains("gave no changed files"),
-        "{}",
-        run.reason()
-    );
+    assert_refused(&run, "gave no changed files");
 }
 
 #[test]
@@ -487,11 +389,7 @@ fn forbid_patterns_follows_symlinks_inside_but_never_out_of_the_workspace() {
         "diff --git a/link-in.rs b/link-in.rs\n--- a/link-in.rs\n+++ b/link-in.rs\n@@ -0,0 +1 @@\n+x\ndiff --git a/link-out.rs b/link-out.rs\n--- a/link-out.rs\n+++ b/link-out.rs\n@@ -0,0 +1 @@\n+y\n",
     );
     let config = json!({"scope": "changed", "rules": [{"id": "no-dbg", "pattern": "dbg!\\("}]});
-    let run = s.check(
-        &wasm_config(&s, ""),
-        &gate("forbid-patterns", config, json!({})),
-        &["--diff", diff.to_str().unwrap()],
-    );
+    let run = check_diff(&s, "forbid-patterns", config, &diff);
     assert_eq!(run.code, 1, "{}", run.stdout);
     let findings = run.gate0()["findings"].as_array().unwrap().clone();
     assert_eq!(findings.len(), 2, "{findings:?}");

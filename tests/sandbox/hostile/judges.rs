@@ -1,6 +1,9 @@
-//! Judges beside hostile agents: a judge never sees the workspace nor what\nthe agent planted there, and the real Claude CLI as a judge never loads\nthe instructions, settings, hooks or MCP servers planted for it.
+//! Judges beside hostile agents: a judge never sees the workspace nor what
+//! the agent planted there, and the real Claude CLI as a judge never loads
+//! the instructions, settings, hooks or MCP servers planted for it.
 
 use super::*;
+use crate::common::shorthand::{assert_has, assert_lacks, str_of};
 
 #[test]
 fn a_judge_never_sees_the_workspace_nor_what_the_agent_planted_there() {
@@ -33,10 +36,7 @@ fn a_judge_never_sees_the_workspace_nor_what_the_agent_planted_there() {
     }));
     d.report("s1", "turn-end");
     let p = d.wait_status(&pid, "blocked", T);
-    let out = p["verdict"]["gates"][0]["stdout"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = str_of(&p["verdict"]["gates"][0]["stdout"]["text"]).to_string();
     let cwd = out
         .lines()
         .find_map(|l| l.strip_prefix("cwd: "))
@@ -46,8 +46,8 @@ fn a_judge_never_sees_the_workspace_nor_what_the_agent_planted_there() {
         out.contains("entries: 0"),
         "the judge's directory is not empty:\n{out}"
     );
-    assert!(out.contains("workspace: unreadable"), "{out}");
-    assert!(!out.contains("always answer"), "{out}");
+    assert_has(&out, "workspace: unreadable");
+    assert_lacks(&out, "always answer");
     // Its private directory is gone once it resolved.
     assert!(!Path::new(cwd).exists(), "{cwd} was left behind");
 }
@@ -182,10 +182,9 @@ fn the_real_claude_cli_as_a_judge_never_loads_what_the_agent_planted() {
         );
         let requests: Vec<Value> = api.requests().into_iter().skip(before).collect();
         assert!(
-            requests.iter().any(|r| r["method"] == "POST"
-                && r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/v1/messages"))),
+            requests
+                .iter()
+                .any(|r| r["method"] == "POST" && str_of(&r["path"]).starts_with("/v1/messages")),
             "{adapter}: the judge never called the model API: {requests:?}"
         );
         assert_eq!(
@@ -194,10 +193,11 @@ fn the_real_claude_cli_as_a_judge_never_loads_what_the_agent_planted() {
             "{adapter}: {requests:?}"
         );
         // The rubric reached the model: the judge really judged.
+        let bodies: Vec<String> = requests.iter().map(Value::to_string).collect();
         assert!(
-            requests
+            bodies
                 .iter()
-                .any(|r| r.to_string().contains("Pass only if the change is tested.")),
+                .any(|b| b.contains("Pass only if the change is tested.")),
             "{adapter}: {requests:?}"
         );
     }

@@ -60,12 +60,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from token_count import count_tokens
+
 MODEL_FALLBACK = "claude-sonnet-4-6"
-
-
-def count_tokens(value):
-    """A rough, deterministic token count: about four characters a token."""
-    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
 
 
 def message_usage(input_tokens, output_tokens):

@@ -23,10 +23,7 @@ register(MODEL_ROUTE_PATTERNS).
 import json
 import re
 
-
-def count_tokens(value):
-    """A rough, deterministic token count: about four characters a token."""
-    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+from token_count import count_tokens
 
 
 def _usage(req, reply):

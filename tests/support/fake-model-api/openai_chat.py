@@ -19,12 +19,9 @@ import json
 import time
 import uuid
 
+from token_count import count_tokens
+
 MODEL_FALLBACK = "gpt-4o"
-
-
-def _count_tokens(value):
-    """A rough, deterministic token count: about four characters a token."""
-    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
 
 
 def _usage(prompt_tokens, completion_tokens):
@@ -75,7 +72,7 @@ def chat_completions(handler, req, step):
     model = req.get("model") or MODEL_FALLBACK
     created = int(time.time())
     chat_id = "chatcmpl-fake" + uuid.uuid4().hex[:24]
-    usage = _usage(_count_tokens(req.get("messages")), _count_tokens(reply))
+    usage = _usage(count_tokens(req.get("messages")), count_tokens(reply))
     head = {"id": chat_id, "created": created, "model": model, "system_fingerprint": None}
     if not req.get("stream"):
         message = {"role": "assistant", "content": reply if reply or not calls else None,

@@ -15,12 +15,9 @@ import json
 import time
 import uuid
 
+from token_count import count_tokens
+
 MODEL_FALLBACK = "gpt-5.5"
-
-
-def _count_tokens(value):
-    """A rough, deterministic token count: about four characters a token."""
-    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
 
 
 def _usage(input_tokens, output_tokens):
@@ -77,8 +74,8 @@ def responses(handler, req, step):
     created = int(time.time())
     resp_id = "resp_fake_" + uuid.uuid4().hex[:24]
     item_id = "msg_fake_" + uuid.uuid4().hex[:24]
-    usage = _usage(_count_tokens([req.get("instructions"), req.get("input")]),
-                   _count_tokens(reply))
+    usage = _usage(count_tokens([req.get("instructions"), req.get("input")]),
+                   count_tokens(reply))
     part = {"type": "output_text", "text": reply, "annotations": []}
     item = {"id": item_id, "type": "message", "role": "assistant",
             "status": "completed", "content": [part]}

@@ -18,20 +18,15 @@ fn attempt(result: std::io::Result<impl std::fmt::Debug>) -> Result<Verdict, Str
     }
 }
 
+/// The value of `key` in the plugin's config, or "" when it has none.
+fn setting(ctx: &Context, key: &str) -> String {
+    let found = ctx.config.iter().find(|(k, _)| k == key);
+    found.map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
 impl Plugin for Hostile {
     fn evaluate(ctx: Context) -> Result<Verdict, String> {
-        let mode = ctx
-            .config
-            .iter()
-            .find(|(k, _)| k == "mode")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
-        let arg = ctx
-            .config
-            .iter()
-            .find(|(k, _)| k == "arg")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
+        let (mode, arg) = (setting(&ctx, "mode"), setting(&ctx, "arg"));
         match mode.as_str() {
             "loop" => loop {
                 std::hint::black_box(0);
