@@ -10,7 +10,8 @@
 //! pool's threads end when idle: either would kill agents that are well).
 //! The signal reaches the agent only, not what it started; those stay in
 //! its process group, which the next daemon kills at start
-//! (`leftover_group`).
+//! (`leftover_group`). (The death signal and the confinement are Linux's:
+//! on other platforms an agent is its group's leader only.)
 //!
 //! This module never kills a process it cannot tell is an agent's.
 
@@ -70,11 +71,15 @@ pub fn spawn(
     mut cmd: std::process::Command,
     rules: Option<crate::sandbox::confine::Prepared>,
 ) -> std::io::Result<Agent> {
-    let daemon = rustix::process::getpid();
     cmd.process_group(0);
+    // The confinement and the death signal are Linux's (elsewhere there
+    // are no rules to apply, and an agent outlives a daemon that died).
+    #[cfg(target_os = "linux")]
+    let daemon = rustix::process::getpid();
     // SAFETY: the closure runs in the child between fork and exec and
     // makes only async-signal-safe system calls (the confinement's raw
     // system calls, prctl, getppid).
+    #[cfg(target_os = "linux")]
     unsafe {
         cmd.pre_exec(move || {
             if let Some(rules) = &rules {
@@ -92,6 +97,10 @@ pub fn spawn(
             }
             Ok(())
         });
+    }
+    #[cfg(not(target_os = "linux"))]
+    if let Some(rules) = rules {
+        match rules {}
     }
     let mut command = async_process::Command::from(cmd);
     // `From<std::process::Command>` forgets stdio: set it again.

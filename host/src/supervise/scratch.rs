@@ -30,12 +30,19 @@
 //! apply). This module must never let the child run the program after a
 //! failed step: a failure is reported before exec and nothing ran.
 
+// Only Linux's `clone3` child mounts the tmpfs: elsewhere nothing here is
+// used (and Linux's build, where all of it is, finds its dead code).
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::ffi::CString;
 use std::path::Path;
 
 /// `/proc/self/...` files the child writes when it maps its ids.
+#[cfg(target_os = "linux")]
 const SETGROUPS: &std::ffi::CStr = c"/proc/self/setgroups";
+#[cfg(target_os = "linux")]
 const UID_MAP: &std::ffi::CStr = c"/proc/self/uid_map";
+#[cfg(target_os = "linux")]
 const GID_MAP: &std::ffi::CStr = c"/proc/self/gid_map";
 
 /// One gate's scratch tmpfs, prepared by the host before the clone: plain
@@ -66,6 +73,7 @@ pub enum Way {
 
 impl Way {
     /// The way for this process's rights.
+    #[cfg(target_os = "linux")]
     pub fn for_this_host() -> Way {
         let admin = rustix::thread::capabilities(None)
             .map(|c| {
@@ -78,6 +86,13 @@ impl Way {
         } else {
             Way::UserNamespace
         }
+    }
+
+    /// Elsewhere there are no mount namespaces: no child mounts a tmpfs
+    /// (only Linux's `clone3` spawn does), so the way is never taken.
+    #[cfg(not(target_os = "linux"))]
+    pub fn for_this_host() -> Way {
+        Way::UserNamespace
     }
 }
 
@@ -143,6 +158,7 @@ impl ScratchMount {
     /// Only in a freshly cloned child before its exec, which is alone in
     /// its thread group and shares no file-system state (`CLONE_FS`) with
     /// the host: the namespaces it enters are its own.
+    #[cfg(target_os = "linux")]
     pub unsafe fn apply(
         &self,
         confine: Option<&crate::sandbox::confine::Prepared>,
@@ -223,6 +239,7 @@ impl ScratchMount {
 ///
 /// # Safety
 /// Both are NUL-terminated strings.
+#[cfg(target_os = "linux")]
 unsafe fn write_file(file: &std::ffi::CStr, text: &std::ffi::CStr) -> Result<(), i32> {
     let errno = || {
         // SAFETY: reading this thread's errno.
