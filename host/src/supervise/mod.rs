@@ -27,8 +27,8 @@
 //! scratch tmpfs and the subreaper are compiled only there, and the cgroups
 //! (v2 and v1) are found through `/proc/self/cgroup`, which no other system
 //! has (the platform interface of the confinement itself is
-//! [`crate::sandbox::platform`]). Elsewhere a gate is spawned by
-//! `posix_spawn` into a process group of its own, its memory and file
+//! [`crate::sandbox::platform`]). Elsewhere a gate is spawned by std's
+//! `Command` into a process group of its own, its address space and file
 //! sizes bounded by rlimits, and its tree killed by that group.
 //!
 //! It must never wait on an output pipe without a bound, and must never
