@@ -29,7 +29,7 @@ if ! "$venv/bin/python" -m ziglang version 2>/dev/null | grep -qx "$ZIG_VERSION"
 fi
 
 if [ ! -e /usr/include/openssl/opensslv.h ]; then
-  apt-get install -y -q libssl-dev >/dev/null
+  (apt-get update -q && apt-get install -y -q libssl-dev) >/dev/null
 fi
 
 # The C compiler and archiver for the target: zig's, through wrappers that
