@@ -14,6 +14,12 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The portable core: the workspace (tests and benches too) compiles for
+# macOS, where only the sandbox is missing (docs/security.md, "1c. macOS").
+# It installs the target's standard library and Zig (pinned) as the C
+# compiler of the dependencies' build scripts.
+bash scripts/check-macos.sh
+
 # The gate plugins and the hostile plugin corpus, as WASI components.
 command -v npm >/dev/null || { echo "npm (Node.js 20 or later) is needed by plugins/js and the agent CLIs" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is needed by plugins/python and tests/support/fake-model-api" >&2; exit 1; }

@@ -5,8 +5,8 @@
 //!
 //! A workspace is opened once, by [`open_dir_no_symlinks`], which follows
 //! no symlink at any component of its absolute path (`openat2` with
-//! `RESOLVE_NO_SYMLINKS`, or a walk of `O_NOFOLLOW` opens where the kernel
-//! has no `openat2`). Every check is then made on what was opened: its
+//! `RESOLVE_NO_SYMLINKS` on Linux, `O_NOFOLLOW_ANY` on macOS, or a walk of
+//! `O_NOFOLLOW` opens where the kernel has neither). Every check is then made on what was opened: its
 //! identity and its [`lineage`], read upwards from the descriptor through
 //! `..`, never by resolving the path again. An agent that swaps a path
 //! component for a symlink (or another directory) between the check and
@@ -15,7 +15,9 @@
 //! This module must never decide anything from a path string alone, and
 //! never follow a symlink while opening a workspace.
 
-use rustix::fs::{AtFlags, CWD, Mode, OFlags, ResolveFlags};
+#[cfg(target_os = "linux")]
+use rustix::fs::ResolveFlags;
+use rustix::fs::{AtFlags, CWD, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::io;
@@ -38,9 +40,11 @@ impl DirIdentity {
         Ok(Self::from_stat(&st))
     }
 
+    // (`st_dev` is an `i32` on macOS: its bits are the identity.)
+    #[allow(clippy::unnecessary_cast)]
     fn from_stat(st: &rustix::fs::Stat) -> Self {
         DirIdentity {
-            dev: st.st_dev,
+            dev: st.st_dev as u64,
             ino: st.st_ino,
         }
     }
@@ -75,7 +79,16 @@ pub enum OpenError {
 
 /// How many times an `openat2` that a concurrent rename interrupted
 /// (`EAGAIN`) is tried again before giving up.
+#[cfg(target_os = "linux")]
 const RENAME_RETRIES: usize = 8;
+
+/// The flags of a handle that only names a directory, to walk from or to
+/// stat: `O_PATH` where the system has it, else a read-only open (which
+/// needs read permission on the directory).
+#[cfg(target_os = "linux")]
+const NAMING: OFlags = OFlags::PATH;
+#[cfg(not(target_os = "linux"))]
+const NAMING: OFlags = OFlags::RDONLY;
 
 /// Opens the absolute `path` as a directory (read-only, close-on-exec)
 /// without following a symlink at any of its components: a symlink
@@ -91,16 +104,28 @@ pub fn open_dir_no_symlinks(path: &Path) -> Result<OwnedFd, OpenError> {
         return Err(OpenError::NotPlain(shown()));
     }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let mut tries = 0;
-    loop {
-        match rustix::fs::openat2(CWD, path, flags, Mode::empty(), resolve) {
-            Ok(fd) => return Ok(fd),
-            Err(Errno::AGAIN) if tries < RENAME_RETRIES => tries += 1,
-            Err(Errno::NOSYS) => return walk_no_symlinks(path),
-            Err(e) => return Err(classify(path, e)),
+    #[cfg(target_os = "linux")]
+    {
+        let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let mut tries = 0;
+        loop {
+            match rustix::fs::openat2(CWD, path, flags, Mode::empty(), resolve) {
+                Ok(fd) => return Ok(fd),
+                Err(Errno::AGAIN) if tries < RENAME_RETRIES => tries += 1,
+                Err(Errno::NOSYS) => return walk_no_symlinks(path),
+                Err(e) => return Err(classify(path, e)),
+            }
         }
     }
+    // A symlink at any component is ELOOP, as under RESOLVE_NO_SYMLINKS.
+    #[cfg(target_vendor = "apple")]
+    return rustix::fs::open(path, flags | OFlags::NOFOLLOW_ANY, Mode::empty())
+        .map_err(|e| classify(path, e));
+    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+    return {
+        let _ = flags;
+        walk_no_symlinks(path)
+    };
 }
 
 /// `path` resolved once to its canonical form, then opened by
@@ -116,9 +141,11 @@ pub fn open_canonical_dir(path: &Path) -> io::Result<cap_std::fs::Dir> {
 }
 
 /// The same open as [`open_dir_no_symlinks`], one `O_NOFOLLOW` component at
-/// a time from `/` (kernels before 5.6 have no `openat2`).
+/// a time from `/` (kernels before 5.6 have no `openat2`). (Not used on
+/// macOS, which has `O_NOFOLLOW_ANY`; its test holds it there too.)
+#[cfg_attr(target_vendor = "apple", allow(dead_code))]
 fn walk_no_symlinks(path: &Path) -> Result<OwnedFd, OpenError> {
-    let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let step = NAMING | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let mut at: OwnedFd =
         rustix::fs::open("/", step, Mode::empty()).map_err(|e| classify(path, e))?;
     let names: Vec<&OsStr> = path
@@ -167,7 +194,7 @@ const MAX_DEPTH: usize = 4096;
 /// to the root, read through `..` from the descriptor (never by path): the
 /// first is `fd`'s own.
 pub fn lineage(fd: BorrowedFd<'_>) -> io::Result<Vec<DirIdentity>> {
-    let up = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let up = NAMING | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let mut out = vec![DirIdentity::of(fd)?];
     let mut at: OwnedFd = rustix::fs::openat(fd, "..", up, Mode::empty())?;
     loop {

@@ -88,8 +88,25 @@ impl AnchoredDir {
     /// The path a child process can `chdir` to. It names this open file
     /// descriptor, so it is valid only while `self` lives and only for a
     /// child spawned by this process.
+    #[cfg(target_os = "linux")]
     pub fn proc_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_fd().as_raw_fd()))
+    }
+
+    /// The path a child process can `chdir` to: where this open directory
+    /// is now (`F_GETPATH`). macOS has no `/proc/self/fd`, so a component
+    /// swapped between this call and the child's `chdir` is not caught
+    /// here (native gates run on macOS only unconfined, `[sandbox]
+    /// required = false`, which is unsafe anyway); `/dev/fd/N` if the
+    /// kernel cannot say.
+    #[cfg(not(target_os = "linux"))]
+    pub fn proc_path(&self) -> PathBuf {
+        #[cfg(target_vendor = "apple")]
+        if let Ok(path) = rustix::fs::getpath(self.dir.as_fd()) {
+            use std::os::unix::ffi::OsStringExt;
+            return PathBuf::from(std::ffi::OsString::from_vec(path.into_bytes()));
+        }
+        PathBuf::from(format!("/dev/fd/{}", self.dir.as_fd().as_raw_fd()))
     }
 
     /// The workspace-relative path it was resolved to (`.` for the root).

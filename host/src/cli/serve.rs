@@ -132,9 +132,19 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
         // starting: a child between its clone and its exec holds a copy of
         // every descriptor. Wait for that, a bounded time, when the pid
         // that took the lock is gone; a live one is refused at once.
+        #[cfg(target_os = "linux")]
         let alive = holder
             .parse::<u32>()
             .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        // No /proc elsewhere: a signal 0 tells (no such process: ESRCH).
+        #[cfg(not(target_os = "linux"))]
+        let alive = holder
+            .parse::<i32>()
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|pid| {
+                rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
+            });
         if alive {
             return Err(refused());
         }

@@ -101,6 +101,8 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
+// (Only the inotify watch needs it.)
+#[cfg(target_os = "linux")]
 mod dispose;
 mod excludes;
 #[cfg(test)]
@@ -119,11 +121,17 @@ mod test_git;
 mod tracked;
 mod tree;
 mod walk;
+#[cfg(target_os = "linux")]
+mod watch;
+/// No inotify: no watch is ever made, and the paths are read again.
+#[cfg(not(target_os = "linux"))]
+#[path = "watch_none.rs"]
 mod watch;
 pub use changes::{
     Detail, fingerprint_and_changes, paths_changes, paths_diff, workspace_changes,
     workspace_changes_loading, workspace_changes_remembered, workspace_diff,
 };
+#[cfg(target_os = "linux")]
 pub(crate) use dispose::dispose;
 use excludes::Excludes;
 use index::*;

@@ -311,10 +311,15 @@ impl Record {
 pub fn git_dir_handle(workspace: &Path) -> Result<std::os::fd::OwnedFd, CommitError> {
     use rustix::fs::{CWD, Mode, OFlags};
     let dirs = GitDirs::of(workspace)?;
+    // A handle that only names the directory: `O_PATH` where there is one.
+    #[cfg(target_os = "linux")]
+    let naming = OFlags::PATH;
+    #[cfg(not(target_os = "linux"))]
+    let naming = OFlags::RDONLY;
     rustix::fs::openat(
         CWD,
         &dirs.common_dir,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        naming | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| {

@@ -173,6 +173,15 @@ impl GateRunner {
         Self::with(config, OnceLock::from(supervisor))
     }
 
+    /// A runner whose native gates get `sandbox` (a test's: the path of
+    /// another platform, [`crate::sandbox::Platform`]).
+    #[cfg(test)]
+    pub(crate) fn with_sandbox(config: HostConfig, sandbox: Sandbox) -> Self {
+        let runner = Self::new(config);
+        let _ = runner.inner.sandbox.set(sandbox);
+        runner
+    }
+
     fn with(config: HostConfig, supervisor: OnceLock<Supervisor>) -> Self {
         let slots = config.judge_slots.max(1);
         GateRunner {
@@ -457,6 +466,8 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+#[cfg(test)]
+mod platform_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

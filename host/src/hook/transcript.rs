@@ -83,14 +83,9 @@ mod tests {
     fn a_fifo_a_symlink_or_nothing_is_no_message() {
         let t = tempfile::tempdir().unwrap();
         let fifo = t.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
         assert_eq!(last_assistant_message(&fifo), None);
         let real = t.path().join("real");
         std::fs::write(&real, "{\"role\":\"assistant\",\"content\":\"x\"}").unwrap();

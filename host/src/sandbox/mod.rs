@@ -25,16 +25,30 @@
 //! granted directory that holds one is granted child by child around it,
 //! and a workspace or write grant that overlaps one is refused.
 //!
+//! That confinement is Linux's; the rest of this module is portable and
+//! reaches the operating system only through [`platform`] (which
+//! confinement there is here, or why none) and the [`Plan`] a gate gets.
+//! On a platform without a sandbox implementation (macOS today), the
+//! sandbox is unavailable as below the needed kernel: native gates are
+//! `error`s naming the reason unless `[sandbox] required = false`.
+//!
 //! This module decides and describes; it must never run a gate's program
 //! itself, and never let a gate run unconfined unless the configuration
 //! says `required = false` or `enabled = false` (and then the start line
 //! says so). The kernel probe happens once, at start.
 
+#[cfg(target_os = "linux")]
 pub mod confine;
+/// No confinement to apply: the plan's types, with none constructible.
+#[cfg(not(target_os = "linux"))]
+#[path = "unconfined.rs"]
+pub mod confine;
+pub mod platform;
 pub mod reach;
 mod scratch;
 
 pub use confine::{BaseGrants, Plan};
+pub use platform::Platform;
 pub use reach::{Lookup, Unreached};
 pub use scratch::Scratch;
 
@@ -45,8 +59,6 @@ use std::path::{Path, PathBuf};
 /// Landlock ABI this host writes its rules for (the landlock crate knows
 /// more; 6 has everything the guarantees need: files, TCP, scopes).
 const WANTED_ABI: u32 = 6;
-/// Below this ABI, TCP cannot be denied: the sandbox cannot hold.
-const MIN_ABI: u32 = 4;
 
 /// Read-only system locations, granted when they exist.
 const SYSTEM_READ: &[&str] = &[
@@ -185,6 +197,12 @@ impl Sandbox {
     /// the host's private paths (data directory, configuration, tokens,
     /// cache …); those that do not exist are ignored.
     pub fn new(config: &SandboxConfig, protected: &[PathBuf]) -> Self {
+        Self::on(Platform::here(), config, protected)
+    }
+
+    /// [`Sandbox::new`] with the confinement of `platform` (a test holds
+    /// the path of a platform without a sandbox where it runs).
+    pub fn on(platform: Platform, config: &SandboxConfig, protected: &[PathBuf]) -> Self {
         let mut protected: Vec<PathBuf> = protected
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
@@ -237,20 +255,15 @@ impl Sandbox {
             reason,
             required: config.required,
         };
-        sandbox.state = match sandbox.resolve(config) {
+        sandbox.state = match sandbox.resolve(platform, config) {
             Ok(abi) => State::Confined { abi },
             Err(reason) => unavailable(reason),
         };
         sandbox
     }
 
-    fn resolve(&mut self, config: &SandboxConfig) -> Result<u32, String> {
-        let abi = landlock_abi()?;
-        if abi < MIN_ABI {
-            return Err(format!(
-                "the kernel's Landlock ABI is {abi}; at least {MIN_ABI} is needed to deny TCP connections"
-            ));
-        }
+    fn resolve(&mut self, platform: Platform, config: &SandboxConfig) -> Result<u32, String> {
+        let abi = platform.probe()?;
         if let Some(user) = &config.user {
             let (uid, gid) = lookup_user(user)?;
             self.user = Some((uid, gid));
@@ -275,7 +288,7 @@ impl Sandbox {
                  other processes of gatehost's user (or set [sandbox] user to an unprivileged user)"
             ));
         }
-        self.drop_caps = rustix::process::geteuid().is_root() || has_capabilities();
+        self.drop_caps = rustix::process::geteuid().is_root() || platform.has_capabilities();
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(config.read.iter().cloned());
         // Name resolution for judges: resolv.conf often points into /run.
@@ -509,36 +522,6 @@ impl Sandbox {
     }
 }
 
-/// The running kernel's Landlock ABI version.
-fn landlock_abi() -> Result<u32, String> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset with a null attribute and the
-    // VERSION flag only returns the ABI version; no memory is touched.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if v < 0 {
-        let err = std::io::Error::last_os_error();
-        return Err(match err.raw_os_error() {
-            Some(libc::EOPNOTSUPP) => {
-                "Landlock is built into this kernel but not enabled (add landlock to the lsm= boot parameter)".into()
-            }
-            Some(libc::ENOSYS) => "this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK is needed)".into(),
-            _ => format!("Landlock is not usable: {err}"),
-        });
-    }
-    u32::try_from(v).map_err(|_| format!("Landlock answered an odd ABI version {v}"))
-}
-
-fn has_capabilities() -> bool {
-    rustix::thread::capabilities(None).is_ok_and(|c| !c.permitted.is_empty())
-}
-
 /// A user name or numeric uid, as (uid, gid).
 fn lookup_user(user: &str) -> Result<(u32, u32), String> {
     let name = std::ffi::CString::new(user).map_err(|_| format!("[sandbox] user {user:?}"))?;
@@ -591,5 +574,6 @@ pub fn settable_env_name(name: &OsStr) -> bool {
 mod places;
 pub use places::scratch_root_of;
 use places::{grants_around, make_private_dir, make_shared_root, untraversable, writable_by};
-#[cfg(test)]
+// (Its tests confine with Landlock.)
+#[cfg(all(test, target_os = "linux"))]
 mod tests;

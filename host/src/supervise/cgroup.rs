@@ -206,6 +206,7 @@ impl ProcessCgroup {
     }
 
     /// The cgroup's directory, opened to name it to `clone3`.
+    #[cfg(target_os = "linux")]
     pub fn open(&self) -> io::Result<std::os::fd::OwnedFd> {
         use rustix::fs::{Mode, OFlags};
         Ok(rustix::fs::open(

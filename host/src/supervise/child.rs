@@ -3,6 +3,7 @@
 //! it is waited on with a bound. It owns waiting and reaping only; it must
 //! never signal or kill (the supervisor does).
 
+#[cfg(target_os = "linux")]
 use super::spawn;
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ pub(super) struct Child {
 
 pub(super) enum Process {
     Spawned(async_process::Child),
+    /// Born by `clone3` (Linux only).
+    #[cfg(target_os = "linux")]
     Cloned(spawn::PidfdChild),
 }
 
@@ -52,6 +55,7 @@ impl Child {
     }
 
     /// The pipes and the pidfd are watched by the tokio runtime's reactor.
+    #[cfg(target_os = "linux")]
     pub(super) fn started(s: spawn::Started) -> std::io::Result<Child> {
         use tokio::net::unix::pipe;
         use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -77,12 +81,13 @@ impl Child {
     pub(super) fn id(&self) -> i32 {
         match &self.process {
             Process::Spawned(c) => c.id() as i32,
+            #[cfg(target_os = "linux")]
             Process::Cloned(c) => c.id(),
         }
     }
 
     pub(super) async fn status(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        #[cfg(test)]
+        #[cfg(all(test, target_os = "linux"))]
         if super::tests::BLIND_TO_EXITS.get() {
             // A test's stand-in for a host that has not yet seen the exit
             // it slept through: only `try_status` finds it.
@@ -90,6 +95,7 @@ impl Child {
         }
         match &mut self.process {
             Process::Spawned(c) => c.status().await,
+            #[cfg(target_os = "linux")]
             Process::Cloned(c) => c.status().await,
         }
     }
@@ -99,6 +105,7 @@ impl Child {
     pub(super) fn try_status(&mut self) -> Option<std::io::Result<std::process::ExitStatus>> {
         match &mut self.process {
             Process::Spawned(c) => c.try_status().transpose(),
+            #[cfg(target_os = "linux")]
             Process::Cloned(c) => c.try_status().transpose(),
         }
     }

@@ -22,6 +22,15 @@
 //!   removed, orphans re-parented to the host are swept, and `run` returns
 //!   within timeout + grace + about half a second.
 //!
+//! The process group, the bounds on time and output, and the rlimits hold on
+//! every Unix. The rest is Linux's: the `clone3` spawn (`spawn`), the
+//! scratch tmpfs and the subreaper are compiled only there, and the cgroups
+//! (v2 and v1) are found through `/proc/self/cgroup`, which no other system
+//! has (the platform interface of the confinement itself is
+//! [`crate::sandbox::platform`]). Elsewhere a gate is spawned by std's
+//! `Command` into a process group of its own, its address space and file
+//! sizes bounded by rlimits, and its tree killed by that group.
+//!
 //! It must never wait on an output pipe without a bound, and must never
 //! return while a process it started may still be running.
 
@@ -34,6 +43,7 @@ mod process;
 mod program;
 pub mod reaper;
 mod scratch;
+#[cfg(target_os = "linux")]
 mod spawn;
 mod v1;
 
@@ -51,6 +61,7 @@ use child::{Child, wait_for};
 use futures_lite::AsyncWriteExt;
 use rustix::process::Signal;
 use std::ffi::OsString;
+#[cfg(target_os = "linux")]
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -244,7 +255,9 @@ impl Supervisor {
 
     /// Starts the child, inside `cgroup` where that works; returns how it
     /// entered it ("clone3", "moved"), or `None`: it is not inside. Called
-    /// under the registry lock.
+    /// under the registry lock. (`bounds` is for the `clone3` child, which
+    /// only Linux has.)
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
     fn spawn(
         &self,
         spec: &ProcessSpec<'_>,
@@ -255,14 +268,18 @@ impl Supervisor {
         let program = || spec.program.display().to_string();
         let want_scratch = spec.scratch.zip(spec.limits.gate.scratch_bytes);
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
+            // (Only Linux has cgroups, and only it spawns by `clone3`.)
+            #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
             let mut way = self.into.load(Ordering::Relaxed);
             // A scratch mount the child could not make is retried without
             // (nothing ran: the child stopped before exec).
+            #[cfg(target_os = "linux")]
             let mut scratch = want_scratch.and_then(|(dir, bytes)| {
                 self.enforcer
                     .scratch_mount(dir, bytes, spec.confine.and_then(|p| p.user))
                     .map(|m| (m, bytes))
             });
+            #[cfg(target_os = "linux")]
             while way == INTO_BY_CLONE {
                 // The child confines itself between clone3 and exec, with
                 // what is prepared here (no thread is made for the spawn).
@@ -675,5 +692,6 @@ pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
     which::which_in(name, Some(joined), "/").ok()
 }
 
-#[cfg(test)]
+// (Its tests hold Linux's ways: cgroups, clone3, namespaces.)
+#[cfg(all(test, target_os = "linux"))]
 mod tests;

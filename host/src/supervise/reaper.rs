@@ -90,12 +90,17 @@ impl TrackedCommand for std::process::Command {
 
 static SUBREAPER: Once = Once::new();
 
-/// Makes the host a child subreaper, once per process.
+/// Makes the host a child subreaper, once per process (Linux's
+/// `PR_SET_CHILD_SUBREAPER`; elsewhere there is none, and an orphan that
+/// left its gate's process group escapes the kill: said once).
 pub fn become_subreaper() {
     SUBREAPER.call_once(|| {
+        #[cfg(target_os = "linux")]
         if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
             tracing::warn!(error = %e, "cannot become child subreaper; orphans of gates may escape the sweep");
         }
+        #[cfg(not(target_os = "linux"))]
+        tracing::info!("no child subreaper on this platform: a gate's process that leaves its process group (setsid) escapes the kill of its tree");
     });
 }
 
