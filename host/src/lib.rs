@@ -75,7 +75,7 @@ pub mod config;
 pub mod engine;
 pub mod fault_marker;
 pub mod gate;
-pub mod hook;
+pub use gatehost_hook as hook;
 pub mod keyring;
 pub mod live_config;
 pub mod mcp;
@@ -88,7 +88,7 @@ pub mod session_key;
 pub mod store;
 pub mod suggest;
 pub mod supervise;
-pub mod test_hooks;
+pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
 pub use model::report as verdict;
 pub mod wasm;
@@ -97,6 +97,6 @@ pub mod wire;
 pub mod worktree;
 
 #[cfg(test)]
-mod exhaustive;
+use gatehost_exhaustive as exhaustive;
 #[cfg(test)]
 mod structure_tests;
