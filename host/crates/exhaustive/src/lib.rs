@@ -5,13 +5,16 @@
 //! the machine's test fails until `all()` lists it.
 //!
 //! It owns only that check. It must never be compiled into the product
-//! (test builds only) nor list a value itself: the lists are the tests'.
+//! (it is only ever a dev-dependency) nor list a value itself: the lists
+//! are the tests'.
+
+#![warn(missing_docs)]
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
 /// The variants of an enum, by the name of the pattern matching each.
-pub(crate) struct Variants<T: 'static> {
+pub struct Variants<T: 'static> {
     /// Every variant's pattern, as written.
     pub names: &'static [&'static str],
     /// The pattern a value matches (an exhaustive `match`).
@@ -21,9 +24,10 @@ pub(crate) struct Variants<T: 'static> {
 /// `variants!(Type; Type::A { .. }, Type::B(_), Type::C)`: one pattern per
 /// variant of `Type`, matched exhaustively (a variant left out, or added
 /// to the enum later, is a compile error).
+#[macro_export]
 macro_rules! variants {
     ($ty:ty; $($p:pat),+ $(,)?) => {
-        $crate::exhaustive::Variants::<$ty> {
+        $crate::Variants::<$ty> {
             names: &[$(stringify!($p)),+],
             name: |v: &$ty| match v {
                 $($p => stringify!($p),)+
@@ -31,12 +35,11 @@ macro_rules! variants {
         }
     };
 }
-pub(crate) use variants;
 
 impl<T: Debug + PartialEq> Variants<T> {
     /// Panics unless `all` holds every variant (at least one value of
     /// each) and no value twice.
-    pub(crate) fn assert_listed(&self, all: &[T]) {
+    pub fn assert_listed(&self, all: &[T]) {
         let seen: BTreeSet<&str> = all.iter().map(self.name).collect();
         let missing: Vec<&&str> = self.names.iter().filter(|n| !seen.contains(**n)).collect();
         assert!(missing.is_empty(), "all() leaves out {missing:?}");

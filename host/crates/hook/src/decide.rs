@@ -224,7 +224,7 @@ pub(crate) mod tests {
     /// until it is named here, and this fails until its list holds it.
     #[test]
     fn every_standing_and_input_is_listed() {
-        use crate::exhaustive::variants;
+        use gatehost_exhaustive::variants;
         variants!(Input;
             Input::Prompt,
             Input::OwnFollowUp,

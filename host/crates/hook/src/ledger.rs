@@ -308,7 +308,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::decide::Standing;
+    use crate::decide::Standing;
 
     fn mark(generation: Option<&str>, transcript: Option<&str>) -> StopMark {
         StopMark {
@@ -350,7 +350,7 @@ mod tests {
         let path = t.path().join("t.jsonl");
         std::fs::write(&path, "{}\n").unwrap();
         let input = HookInput {
-            point: crate::hook::HookPoint::Stop,
+            point: crate::HookPoint::Stop,
             session_id: "s".into(),
             cwd: t.path().into(),
             last_message: None,

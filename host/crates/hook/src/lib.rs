@@ -27,6 +27,10 @@
 //! stderr), never let a stop through because a gate could not run without
 //! first blocking once with the error, and never block forever: retries are
 //! counted by gatehost, not by the CLI's `stop_hook_active`.
+//!
+//! This crate (`gatehost-hook`) needs nothing else of gatehost: no daemon,
+//! no gate, no store. It must never grow such a dependency; the command
+//! line (`gatehost::cli::hook`) joins it to the gates.
 
 pub mod adapter;
 pub mod claude;

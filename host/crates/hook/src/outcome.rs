@@ -301,8 +301,8 @@ fn now_secs() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::decide::tests::inputs;
-    use crate::hook::decide::{Standing, decide};
+    use crate::decide::tests::inputs;
+    use crate::decide::{Standing, decide};
 
     /// Every stop the decision can answer, classified: a pass only when it
     /// proceeded, a send-back for every block, and every let-through named

@@ -8,8 +8,9 @@
 //! calls this module's function, named after the moment. It must never be
 //! in the product: without the cargo feature `test-hooks` every hook is a
 //! constant or a no-op, and no variable name is compiled in. The feature is
-//! turned on by the crate's dev-dependency on itself (`host/Cargo.toml`),
-//! so by every test build and by no `cargo build` or `cargo install`;
+//! turned on by gatehost's `test-hooks` feature, which gatehost's
+//! dev-dependency on itself turns on (`host/Cargo.toml`), so by every test
+//! build and by no `cargo build` or `cargo install`;
 //! `scripts/test.sh` checks that a binary built without it holds no
 //! `GATEHOST_TEST_` string (docs/contributing.md, "Test hooks").
 
