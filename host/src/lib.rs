@@ -64,13 +64,13 @@
 //! crash, an unparseable judge or a refused path is `fail` or `error`, never
 //! `pass`.
 
-pub mod anchor;
+pub use gatehost_sandbox::anchor;
 pub mod api;
 pub mod bus;
-pub mod change;
+pub use gatehost_git::change;
 pub mod cli;
 pub mod client;
-pub mod commit;
+pub use gatehost_git::commit;
 pub mod config;
 pub mod engine;
 pub mod fault_marker;
@@ -83,18 +83,18 @@ pub mod model;
 pub mod notify;
 pub mod passkey;
 pub mod permission;
-pub mod sandbox;
+pub use gatehost_sandbox::sandbox;
 pub mod session_key;
 pub mod store;
 pub mod suggest;
-pub mod supervise;
+pub use gatehost_sandbox::supervise;
 pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
 pub use model::report as verdict;
 pub mod wasm;
 pub mod webhook;
 pub mod wire;
-pub mod worktree;
+pub use gatehost_git::worktree;
 
 #[cfg(test)]
 use gatehost_exhaustive as exhaustive;

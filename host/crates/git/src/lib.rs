@@ -1,0 +1,3 @@
+pub mod change;
+pub mod commit;
+pub mod worktree;

@@ -1,0 +1,3 @@
+pub mod anchor;
+pub mod sandbox;
+pub mod supervise;
