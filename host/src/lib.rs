@@ -1,7 +1,13 @@
 //! gatehost: a judge-gate host for supervising coding agents.
 //!
 //! When an agent's turn ends, a *gate* decides whether its work is
-//! acceptable. The crate is split by concept, from the bottom up:
+//! acceptable. This crate is the daemon and the command line; the parts
+//! below them are crates of their own in `host/crates/`, re-exported here
+//! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
+//! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
+//! (change, commit, worktree), `gatehost-hook` (hook) and
+//! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the
+//! bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
 //!   the request bodies the API and the engine share,

@@ -128,7 +128,7 @@ impl WorkspaceAnchor {
             source,
         };
         let root = path.to_path_buf();
-        crate::test_hooks::before_workspace_open(&root);
+        gatehost_test_hooks::before_workspace_open(&root);
         let fd = identity::open_dir_no_symlinks(&root).map_err(|source| match source {
             identity::OpenError::Io { source, .. } => open_err(source),
             source => AnchorError::Unsafe {

@@ -65,13 +65,13 @@ impl Drop for Tracked {
 /// `Command::output` and `Command::status` for the unit tests, tracked:
 /// another test's gate that runs without cgroups sweeps the test
 /// process's untracked children (it cannot tell them from orphans).
-#[cfg(test)]
+/// Compiled in every build (the unit tests of the crates above this one,
+/// gatehost-git's and gatehost's, use it too), used by tests only.
 pub trait TrackedCommand {
     fn tracked_output(&mut self) -> std::io::Result<std::process::Output>;
     fn tracked_status(&mut self) -> std::io::Result<std::process::ExitStatus>;
 }
 
-#[cfg(test)]
 impl TrackedCommand for std::process::Command {
     fn tracked_output(&mut self) -> std::io::Result<std::process::Output> {
         use std::process::Stdio;
