@@ -72,12 +72,12 @@
 
 pub use gatehost_sandbox::anchor;
 pub mod api;
-pub mod bus;
+pub use gatehost_model::bus;
 pub use gatehost_git::change;
 pub mod cli;
 pub mod client;
 pub use gatehost_git::commit;
-pub mod config;
+pub use gatehost_model::config;
 pub mod engine;
 pub mod fault_marker;
 pub mod gate;
@@ -85,14 +85,14 @@ pub use gatehost_hook as hook;
 pub mod keyring;
 pub mod live_config;
 pub mod mcp;
-pub mod model;
+pub use gatehost_model::model;
 pub mod notify;
 pub mod passkey;
-pub mod permission;
+pub use gatehost_model::permission;
 pub use gatehost_sandbox::sandbox;
 pub mod session_key;
 pub mod store;
-pub mod suggest;
+pub use gatehost_model::suggest;
 pub use gatehost_sandbox::supervise;
 pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
