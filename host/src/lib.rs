@@ -5,9 +5,10 @@
 //! below them are crates of their own in `host/crates/`, re-exported here
 //! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
 //! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
-//! (change, commit, worktree), `gatehost-hook` (hook) and
-//! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the
-//! bottom up:
+//! (change, commit, worktree), `gatehost-model` (model, verdict, config,
+//! permission, bus, suggest and the gate specs), `gatehost-hook` (hook)
+//! and `gatehost-test-hooks` (test_hooks). The modules, by concept, from
+//! the bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
 //!   the request bodies the API and the engine share,
@@ -23,8 +24,9 @@
 //! - [`sandbox`]: confinement of every process a native gate starts
 //!   (Landlock, no capabilities, `no_new_privs`, applied in the spawned
 //!   child between `clone3` and `execve`), and the gates' scratch places;
-//! - [`gate`]: gate objects and their kinds (shell, judge, wasm), each one
-//!   implementation of the `GateKind` trait;
+//! - [`gate`]: the runner of gates and their kinds (shell, judge, wasm),
+//!   each one implementation of the `RunGate` trait over its spec (the
+//!   `GateKind` of gatehost-model);
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
@@ -96,7 +98,7 @@ pub use gatehost_model::suggest;
 pub use gatehost_sandbox::supervise;
 pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
-pub use model::report as verdict;
+pub use gatehost_model::verdict;
 pub mod wasm;
 pub mod webhook;
 pub mod wire;

@@ -155,25 +155,6 @@ impl Bus {
 
 #[cfg(test)]
 mod tests {
-    /// Every event the lifecycle publishes is a name the filters know (a
-    /// new `PolicyEvent` that is not listed here could not be asked for).
-    #[test]
-    fn every_lifecycle_event_is_a_known_name() {
-        for e in crate::engine::PolicyEvent::ALL {
-            assert!(
-                POLICY_EVENTS.contains(&e.as_str()) || REVIEW_EVENTS.contains(&e.as_str()),
-                "{}",
-                e.as_str()
-            );
-        }
-        for e in POLICY_EVENTS.iter().chain(REVIEW_EVENTS) {
-            assert!(
-                crate::engine::PolicyEvent::parse(e).is_some(),
-                "{e} is listed but never published"
-            );
-        }
-    }
-
     use super::*;
 
     #[test]

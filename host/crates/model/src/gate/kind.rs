@@ -1,18 +1,12 @@
-//! What every kind of gate is to the runner: one implementation of
+//! What every kind of gate is, as data: one implementation of
 //! [`GateKind`] per kind (`shell`, `judge`, `wasm`, each in its own file
-//! with its JSON shape), registered in `spec::Kind`.
+//! with its JSON shape), registered in `spec::Kind`. How a kind runs is
+//! the runner's (gatehost's `gate::run::RunGate`), not this crate's.
 //!
 //! It owns the trait and the field checks the kinds share. It must never
 //! name a kind: a new kind is a new file and its registration, not an arm
 //! here.
 
-use super::{GateContext, GateRunner};
-use crate::anchor::WorkspaceAnchor;
-use crate::config::Trust;
-use crate::verdict::Verdict;
-use crate::wasm::PluginUsage;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 /// The longest timeout a gate may ask for: one day.
@@ -27,22 +21,7 @@ pub struct SpecError {
     pub message: String,
 }
 
-/// What a kind runs as: the gate's label and the workspace paths it
-/// needs (`None`: everything).
-#[derive(Debug, Clone, Copy)]
-pub struct Named<'a> {
-    pub label: &'a str,
-    pub paths: Option<&'a [String]>,
-}
-
-/// A gate's verdict and, for a plugin whose evaluation got that far, what
-/// it used against its bounds (`gatehost plugin run` reports it).
-pub type Measured = (Verdict, Option<PluginUsage>);
-
-/// A gate's run, boxed so that the trait has one object per kind.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// One kind of gate: how it is labelled, ordered, checked and run.
+/// One kind of gate: how it is labelled, ordered and checked.
 pub trait GateKind: Send + Sync {
     /// The gate's label when it has no `name`: `shell: cargo test`,
     /// `judge: claude (opus)`, `wasm: plugin`.
@@ -77,30 +56,6 @@ pub trait GateKind: Send + Sync {
     /// Refuses what the kind's fields may not hold (an empty program, a
     /// zero timeout, …), naming the field through `check`.
     fn validate(&self, check: &Check<'_>) -> Result<(), SpecError>;
-
-    /// Why the sandbox would keep the gate's program from running, found
-    /// without running anything (`None`: in reach, or nothing to reach).
-    fn reach(&self, _runner: &GateRunner, _trust: Trust) -> Option<String> {
-        None
-    }
-
-    /// Checks, without running the gate, that it could run against the
-    /// workspace (attach refuses a policy whose gate could not).
-    fn preflight(
-        &self,
-        runner: &GateRunner,
-        anchor: &WorkspaceAnchor,
-        trust: Trust,
-    ) -> Result<(), String>;
-
-    /// Runs the gate, named `gate.label`.
-    fn run<'a>(
-        &'a self,
-        runner: &'a GateRunner,
-        gate: Named<'a>,
-        anchor: &'a WorkspaceAnchor,
-        ctx: &'a GateContext,
-    ) -> BoxFuture<'a, Measured>;
 }
 
 /// The field checks every kind uses, naming fields under the gate's place

@@ -19,10 +19,12 @@
 #[macro_use]
 mod codec;
 mod daemon;
-#[cfg(test)]
+#[cfg(any(test, feature = "examples"))]
 mod examples;
-#[cfg(test)]
-pub(crate) use examples::examples;
+/// One example of every event kind (test builds only: the feature
+/// `examples`, which gatehost's dev-dependency turns on).
+#[cfg(any(test, feature = "examples"))]
+pub use examples::examples;
 mod policy;
 mod routine;
 mod session;
