@@ -1,0 +1,4 @@
+pub mod client;
+pub mod keyring;
+pub mod session_key;
+pub mod wire;
