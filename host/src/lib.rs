@@ -6,9 +6,10 @@
 //! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
 //! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
 //! (change, commit, worktree), `gatehost-model` (model, verdict, config,
-//! permission, bus, suggest and the gate specs), `gatehost-hook` (hook)
-//! and `gatehost-test-hooks` (test_hooks). The modules, by concept, from
-//! the bottom up:
+//! permission, bus, suggest and the gate specs), `gatehost-client` (wire,
+//! client, session_key, keyring), `gatehost-hook` (hook) and
+//! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the
+//! bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
 //!   the request bodies the API and the engine share,

@@ -24,6 +24,12 @@ use serde::de::DeserializeOwned;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Installs the process's TLS crypto provider (ring) for HTTPS clients;
+/// idempotent. Call before building any `reqwest::Client`.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// How long one call may take by default: above the API's longest
 /// long-poll slice (55 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -118,7 +124,7 @@ impl Client {
         token: impl Into<String>,
         timeout: Duration,
     ) -> ClientResult<Client> {
-        crate::webhook::install_tls_provider();
+        install_tls_provider();
         let server = server.trim().trim_end_matches('/');
         let mut builder = reqwest::Client::builder().timeout(timeout);
         let base = match server.strip_prefix("unix:") {

@@ -11,7 +11,8 @@
 //! a typed event) it is that type. It must never hold behaviour
 //! (validation belongs to the engine, transport to the client and the
 //! API) nor import the store, the engine or the API: the client and the
-//! command line build on it alone (a structure test holds this).
+//! command line build on it alone (its crate, gatehost-client, depends on
+//! none of them).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use std::time::Duration;
 mod records;
 
 /// The payloads of the `config:reloaded` and `config:rejected` events.
-pub use crate::live_config::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
+pub use crate::model::event::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 /// `POST /v1/policies` takes an attach input, parsed as the daemon parses
 /// it.
 pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
