@@ -4,7 +4,19 @@
 //! It owns the index update; it must never fail a publish (whatever goes
 //! wrong is logged and leaves the index as it was).
 
-use super::*;
+use cap_std::fs::MetadataExt;
+use gix::{ObjectId, Repository};
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use sha2::Digest;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use super::index;
+use super::read::{is_dot_git, read_file};
+use super::repo::{In, Record, Workspace, git, resolve_head, tracked_entries};
+use tracing::{debug, warn};
 
 /// Brings `.git/index` in line with the published `commit` for the committed paths.
 /// Never fails the publish: whatever goes wrong or is refused is logged, and the index

@@ -126,10 +126,10 @@ pub use changes::{
 };
 pub(crate) use dispose::dispose;
 use excludes::Excludes;
-use index::*;
+use index::{sync_index};
 pub use layout::GitDirs;
-use read::*;
-use repo::*;
+use read::{read_regular_if_present, read_snapshot};
+use repo::{Head, In, Record, Workspace, branch_target, check_message, git, normalise_paths, ref_moved, refuse_special, resolve_head, tracked_entries};
 pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{
     TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_watched, snapshot_with,
@@ -138,7 +138,6 @@ pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
 use tracked::Tracked;
 use tree::{write_tree, write_tree_with};
-use walk::*;
 pub use watch::Watch;
 
 /// Name and e-mail used when the repository's own config sets none.

@@ -5,7 +5,20 @@
 //! It owns how workspace files are read for a commit; it must never write
 //! anything.
 
-use super::*;
+use cap_std::fs::{Dir, Metadata, MetadataExt};
+use gix::ObjectId;
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use sha2::{Digest, Sha256};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use super::{CommitError, FINGERPRINT_DOMAIN};
+use super::repo::{Workspace, git};
+use super::stat_cache::{Stamp, StatCache};
+use super::tracked::Tracked;
+use super::walk::{read_path, walk_pool};
+use super::watch::Watch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FileKind {

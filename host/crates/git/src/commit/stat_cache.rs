@@ -10,7 +10,15 @@
 
 use super::path_map::PathMap;
 use super::read::{FileKind, Item};
-use super::*;
+use cap_std::fs::{Metadata, MetadataExt};
+use gix::{ObjectId, Repository};
+use gix::bstr::{BStr, ByteSlice};
+use sha2::Digest;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use super::{CommitError, path_map, read};
+use super::repo::tracked_entries;
+use super::tracked::Tracked;
 
 /// What identifies a file's state without reading it: a write or chmod
 /// changes its ctime, which no unprivileged process can set back.

@@ -7,7 +7,15 @@
 //! answer for a path it does not hold exactly.
 
 use super::path_map::PathMap;
-use super::*;
+use cap_std::fs::MetadataExt;
+use gix::ObjectId;
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use sha2::Digest;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use super::path_map;
+use super::read::Item;
 
 /// See the module's documentation.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

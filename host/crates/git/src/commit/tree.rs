@@ -9,7 +9,16 @@
 //! find in the repository.
 
 use super::read::Snapshot;
-use super::*;
+use cap_std::fs::MetadataExt;
+use gix::{ObjectId, Repository};
+use gix::bstr::{BStr, ByteSlice};
+use gix::objs::tree::EntryKind;
+use sha2::Digest;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use super::{CommitError, read};
+use super::repo::{Head, git};
+use super::tracked::Tracked;
 
 impl Snapshot {
     /// `HEAD`'s entries under the read paths (`tracked`), other than
