@@ -94,7 +94,7 @@ pub mod passkey;
 pub use gatehost_model::permission;
 pub use gatehost_sandbox::sandbox;
 pub use gatehost_client::session_key;
-pub mod store;
+pub use gatehost_store::store;
 pub use gatehost_model::suggest;
 pub use gatehost_sandbox::supervise;
 pub use gatehost_test_hooks as test_hooks;
