@@ -6,8 +6,9 @@
 //! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
 //! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
 //! (change, commit, worktree), `gatehost-model` (model, verdict, config,
-//! permission, bus, suggest and the gate specs), `gatehost-client` (wire,
-//! client, session_key, keyring), `gatehost-hook` (hook) and
+//! permission, bus, suggest and the gate specs), `gatehost-store` (store),
+//! `gatehost-client` (wire, client, session_key, keyring),
+//! `gatehost-hook` (hook) and
 //! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the
 //! bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach

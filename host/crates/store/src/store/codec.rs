@@ -244,8 +244,8 @@ impl<'de> Deserialize<'de> for EventRow {
 /// tests that count them: a read decodes each stored column once, and
 /// nothing decodes one again. Keyed by row id: tests run in parallel,
 /// each with rows of its own.
-#[cfg(test)]
-pub(crate) mod counter {
+#[cfg(any(test, feature = "test-support"))]
+pub mod counter {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
@@ -260,7 +260,7 @@ pub(crate) mod counter {
     }
 
     /// The decodes of `row`'s `column` so far.
-    pub(crate) fn decodes(row: &str, column: &'static str) -> usize {
+    pub fn decodes(row: &str, column: &'static str) -> usize {
         let d = DECODES.lock().unwrap_or_else(|p| p.into_inner());
         d.as_ref()
             .and_then(|d| d.get(&(row.to_string(), column)).copied())

@@ -347,13 +347,13 @@ pub trait Backend: Records + Send + Sync {
 
     /// Test only: the stored text of `column` of the row `id` of `table`
     /// (`None`: no such row), read without decoding the row.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>>;
 
     /// Test only: overwrites `column` of the row `id` of `table` (every
     /// row when `id` is `None`) with `text`, as damage on disk would;
     /// answers how many rows changed.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     fn damage_column(
         &self,
         table: &str,

@@ -37,8 +37,8 @@ pub use rows::{
     SessionState, StandingRow,
 };
 
-#[cfg(test)]
-pub(crate) use codec::counter as codec_counter;
+#[cfg(any(test, feature = "test-support"))]
+pub use codec::counter as codec_counter;
 
 use crate::config::Retention;
 use std::path::Path;
@@ -109,7 +109,7 @@ pub struct Store {
     backend: Box<dyn Backend>,
     /// A test hook: a share of write transactions fails as a full disk
     /// would (none in the product).
-    faults: crate::test_hooks::StoreFaults,
+    faults: gatehost_test_hooks::StoreFaults,
 }
 
 impl std::fmt::Debug for Store {
@@ -139,7 +139,7 @@ impl Store {
     pub fn over(backend: Box<dyn Backend>) -> Store {
         Store {
             backend,
-            faults: crate::test_hooks::StoreFaults::from_env(),
+            faults: gatehost_test_hooks::StoreFaults::from_env(),
         }
     }
 
@@ -183,8 +183,8 @@ impl Store {
 
     /// Test only: the stored text of a column, read without decoding its
     /// row (see [`Backend::stored_text`]).
-    #[cfg(test)]
-    pub(crate) fn stored_text(
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn stored_text(
         &self,
         table: &str,
         column: &str,
@@ -194,8 +194,8 @@ impl Store {
     }
 
     /// Test only: damages a stored column (see [`Backend::damage_column`]).
-    #[cfg(test)]
-    pub(crate) fn damage_column(
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn damage_column(
         &self,
         table: &str,
         column: &str,

@@ -86,11 +86,11 @@ impl<'a, 'r> Reader<'a, 'r> {
     /// `None` when it does not decode (noted). `row`: the row's id.
     fn column<T: Column>(&mut self, row: &str, column: &'static str) -> Option<T> {
         let text: Option<String> = self.get(column, None);
-        #[cfg(test)]
+        #[cfg(any(test, feature = "test-support"))]
         if text.as_deref().is_some_and(|t| t.trim() != "null") {
             codec::counter::note(row, column);
         }
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "test-support")))]
         let _ = row;
         match codec::decode_opt(text.as_deref()) {
             Ok(v) => v,
@@ -178,7 +178,7 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
     // An unknown status reads as `blocked` (so that nothing drives it)
     // with its damage noted; the engine then stores `blocked` and says so.
     let status = c.named("status", PolicyStatus::parse, PolicyStatus::Blocked);
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     codec::counter::note(&id, "row");
     let spec = c.column::<crate::model::attach::AttachInput>(&id, "spec");
     if spec.is_none() && c.damage.is_none() {

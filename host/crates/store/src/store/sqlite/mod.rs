@@ -560,7 +560,7 @@ impl Backend for SqliteStore {
         self.path.display().to_string()
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>> {
         self.reading(|c| {
             Ok(c.query_row(
@@ -573,7 +573,7 @@ impl Backend for SqliteStore {
         })
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     fn damage_column(
         &self,
         table: &str,
