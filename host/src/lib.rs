@@ -101,7 +101,7 @@ pub use gatehost_sandbox::supervise;
 pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
 pub use gatehost_model::verdict;
-pub mod wasm;
+pub use gatehost_wasm::wasm;
 pub mod webhook;
 pub use gatehost_client::wire;
 pub use gatehost_git::worktree;
