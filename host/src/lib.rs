@@ -6,7 +6,8 @@
 //! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
 //! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
 //! (change, commit, worktree), `gatehost-model` (model, verdict, config,
-//! permission, bus, suggest and the gate specs), `gatehost-store` (store),
+//! permission, bus, suggest and the gate specs), `gatehost-wasm` (wasm),
+//! `gatehost-store` (store),
 //! `gatehost-client` (wire, client, session_key, keyring),
 //! `gatehost-hook` (hook) and
 //! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the

@@ -1,7 +1,8 @@
 //! Builds the shipped Rust gate plugins (`plugins/`: forbid-patterns,
 //! diff-budget, style-review, noop) for `wasm32-wasip2` and carries them in
-//! the binary, so that `cargo install --path host` gives a `gatehost` whose
-//! named plugins work with no checkout beside it.
+//! the binary (this crate's, gatehost-wasm's), so that `cargo install
+//! --path host` gives a `gatehost` whose named plugins work with no
+//! checkout beside it.
 //!
 //! The nested cargo runs from `plugins/` (so `plugins/.cargo/config.toml`
 //! applies), `--release --locked`, into `plugins/target` (the directory
@@ -54,8 +55,10 @@ const KEEP: [&str; 15] = [
 fn main() {
     let manifest = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env("OUT_DIR"));
-    let plugins = manifest.join("..").join("plugins");
-    watch(&manifest, &plugins);
+    // host/crates/wasm: the checkout is three folders up.
+    let checkout = manifest.join("..").join("..").join("..");
+    let plugins = checkout.join("plugins");
+    watch(&checkout, &plugins);
     let generated = match carried_reason(&plugins) {
         None => {
             build(&plugins);
@@ -81,7 +84,7 @@ fn env(name: &str) -> String {
 /// What reruns this script: the plugins' sources, their lock file and
 /// cargo configuration, the WIT, and the toolchain's component list (a
 /// wasm32-wasip2 target added later is then picked up).
-fn watch(manifest: &Path, plugins: &Path) {
+fn watch(checkout: &Path, plugins: &Path) {
     println!("cargo:rerun-if-env-changed=GATEHOST_CARRY_PLUGINS");
     for p in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml", "kit"] {
         println!("cargo:rerun-if-changed={}", plugins.join(p).display());
@@ -91,7 +94,7 @@ fn watch(manifest: &Path, plugins: &Path) {
     }
     println!(
         "cargo:rerun-if-changed={}",
-        manifest.join("..").join("wit").display()
+        checkout.join("wit").display()
     );
     if let Some(components) = sysroot().map(|s| s.join("lib/rustlib/components"))
         && components.is_file()

@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn cursors_claude_compatible_stop_is_read_with_its_own_names_as_fallbacks() {
         let raw =
-            include_bytes!("../../../tests/fixtures/hooks/cursor/claude-compatible-stop.json");
+            include_bytes!("../../../../tests/fixtures/hooks/cursor/claude-compatible-stop.json");
         let i = Claude.parse(raw).unwrap();
         assert_eq!(i.point, HookPoint::Stop);
         assert_eq!(i.session_id, "cdefee2d-2727-4b73-bf77-d9d830f31d2a");

@@ -204,11 +204,11 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const STOP: &str = include_str!("../../../tests/fixtures/hooks/copilot/agent-stop.json");
+    const STOP: &str = include_str!("../../../../tests/fixtures/hooks/copilot/agent-stop.json");
     const STOP_RETRY: &str =
-        include_str!("../../../tests/fixtures/hooks/copilot/agent-stop-retry.json");
+        include_str!("../../../../tests/fixtures/hooks/copilot/agent-stop-retry.json");
     const SUBAGENT_STOP: &str =
-        include_str!("../../../tests/fixtures/hooks/copilot/subagent-stop.json");
+        include_str!("../../../../tests/fixtures/hooks/copilot/subagent-stop.json");
     const SESSION: &str = "0d9f3c2e-6a41-4b7e-8f15-2c3d4e5f6a7b";
 
     fn value(s: &str) -> serde_json::Value {
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_measured_subagent_stop_is_gated_and_the_subagents_own_agent_stop_is_not() {
-        let raw = include_str!("../../../tests/fixtures/hooks/copilot/subagent-stop-measured.json");
+        let raw = include_str!("../../../../tests/fixtures/hooks/copilot/subagent-stop-measured.json");
         let i = Copilot.parse(raw.as_bytes()).unwrap();
         assert_eq!(i.session_id, SESSION, "the parent's session");
         assert_eq!(
@@ -247,7 +247,7 @@ mod tests {
         );
         assert_eq!(i.last_message.as_deref(), Some("SUB-REPLY-1: I am done."));
         assert_eq!(i.generation_id.as_deref(), Some("timestamp:1796299760270"));
-        let own = include_str!("../../../tests/fixtures/hooks/copilot/subagent-agent-stop.json");
+        let own = include_str!("../../../../tests/fixtures/hooks/copilot/subagent-agent-stop.json");
         assert!(matches!(
             Copilot.parse(own.as_bytes()),
             Err(HookError::UnknownEvent(_))

@@ -178,19 +178,19 @@ mod tests {
     use std::path::PathBuf;
 
     // Built from Cursor's documented fields (tests/fixtures/hooks/cursor/README.md).
-    const STOP: &str = include_str!("../../../tests/fixtures/hooks/cursor/stop-completed.json");
+    const STOP: &str = include_str!("../../../../tests/fixtures/hooks/cursor/stop-completed.json");
     const STOP_FOLLOWUP: &str =
-        include_str!("../../../tests/fixtures/hooks/cursor/stop-followup.json");
+        include_str!("../../../../tests/fixtures/hooks/cursor/stop-followup.json");
     const STOP_ABORTED: &str =
-        include_str!("../../../tests/fixtures/hooks/cursor/stop-aborted.json");
-    const STOP_ERROR: &str = include_str!("../../../tests/fixtures/hooks/cursor/stop-error.json");
-    const STOP_BOM: &[u8] = include_bytes!("../../../tests/fixtures/hooks/cursor/stop-bom.json");
+        include_str!("../../../../tests/fixtures/hooks/cursor/stop-aborted.json");
+    const STOP_ERROR: &str = include_str!("../../../../tests/fixtures/hooks/cursor/stop-error.json");
+    const STOP_BOM: &[u8] = include_bytes!("../../../../tests/fixtures/hooks/cursor/stop-bom.json");
     const PROMPT: &str =
-        include_str!("../../../tests/fixtures/hooks/cursor/before-submit-prompt.json");
+        include_str!("../../../../tests/fixtures/hooks/cursor/before-submit-prompt.json");
     const SESSION_START: &str =
-        include_str!("../../../tests/fixtures/hooks/cursor/session-start.json");
+        include_str!("../../../../tests/fixtures/hooks/cursor/session-start.json");
     const FILE_EDIT: &str =
-        include_str!("../../../tests/fixtures/hooks/cursor/after-file-edit.json");
+        include_str!("../../../../tests/fixtures/hooks/cursor/after-file-edit.json");
 
     const CONVERSATION: &str = "cdefee2d-2727-4b73-bf77-d9d830f31d2a";
 

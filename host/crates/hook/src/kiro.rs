@@ -346,10 +346,10 @@ mod tests {
     }
     use std::path::PathBuf;
 
-    const STOP: &str = include_str!("../../../tests/fixtures/hooks/kiro/stop.json");
-    const STOP_V3: &str = include_str!("../../../tests/fixtures/hooks/kiro/stop-v3.json");
+    const STOP: &str = include_str!("../../../../tests/fixtures/hooks/kiro/stop.json");
+    const STOP_V3: &str = include_str!("../../../../tests/fixtures/hooks/kiro/stop-v3.json");
     const STOP_RESPONSE: &str =
-        include_str!("../../../tests/fixtures/hooks/kiro/stop-assistant-response.json");
+        include_str!("../../../../tests/fixtures/hooks/kiro/stop-assistant-response.json");
 
     #[test]
     fn a_v2_stop_is_the_working_directorys_session_and_a_v3_stop_its_own() {

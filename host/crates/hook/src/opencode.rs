@@ -169,9 +169,9 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const IDLE: &str = include_str!("../../../tests/fixtures/hooks/opencode/session-idle.json");
+    const IDLE: &str = include_str!("../../../../tests/fixtures/hooks/opencode/session-idle.json");
     const IDLE_RETRY: &str =
-        include_str!("../../../tests/fixtures/hooks/opencode/session-idle-retry.json");
+        include_str!("../../../../tests/fixtures/hooks/opencode/session-idle-retry.json");
 
     #[test]
     fn the_plugins_stop_as_measured_is_read() {

@@ -141,16 +141,16 @@ mod tests {
     // As 0.24.4 sent them in one `-p` run (the first Stop blocked);
     // SubagentStop and SessionEnd built from its code
     // (tests/fixtures/hooks/qwen/README.md).
-    const STOP: &str = include_str!("../../../tests/fixtures/hooks/qwen/stop.json");
-    const STOP_RETRY: &str = include_str!("../../../tests/fixtures/hooks/qwen/stop-retry.json");
+    const STOP: &str = include_str!("../../../../tests/fixtures/hooks/qwen/stop.json");
+    const STOP_RETRY: &str = include_str!("../../../../tests/fixtures/hooks/qwen/stop-retry.json");
     const SUBAGENT_STOP: &str =
-        include_str!("../../../tests/fixtures/hooks/qwen/subagent-stop.json");
+        include_str!("../../../../tests/fixtures/hooks/qwen/subagent-stop.json");
     const SESSION_START: &str =
-        include_str!("../../../tests/fixtures/hooks/qwen/session-start.json");
-    const PROMPT: &str = include_str!("../../../tests/fixtures/hooks/qwen/user-prompt-submit.json");
+        include_str!("../../../../tests/fixtures/hooks/qwen/session-start.json");
+    const PROMPT: &str = include_str!("../../../../tests/fixtures/hooks/qwen/user-prompt-submit.json");
     const PROMPT_RETRY: &str =
-        include_str!("../../../tests/fixtures/hooks/qwen/user-prompt-retry.json");
-    const SESSION_END: &str = include_str!("../../../tests/fixtures/hooks/qwen/session-end.json");
+        include_str!("../../../../tests/fixtures/hooks/qwen/user-prompt-retry.json");
+    const SESSION_END: &str = include_str!("../../../../tests/fixtures/hooks/qwen/session-end.json");
 
     const SESSION: &str = "5b0e6a7c-3f1d-4e2a-9c8b-7d6e5f4a3b2c";
 

@@ -12,7 +12,7 @@ use super::InstallError;
 
 /// The plugin as shipped: every stop refused until the installer writes
 /// its command.
-pub const PLUGIN_ASSET: &str = include_str!("../../../assets/opencode/gatehost.js");
+pub const PLUGIN_ASSET: &str = include_str!("../../../../assets/opencode/gatehost.js");
 
 /// The file name the plugin is installed under, in OpenCode's `plugin/`.
 pub const PLUGIN_FILE: &str = "gatehost.js";

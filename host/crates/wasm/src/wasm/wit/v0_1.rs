@@ -2,7 +2,7 @@
 //! wasmtime's `bindgen!`: every import async and able to trap.
 
 wasmtime::component::bindgen!({
-    path: "../wit/v0.1",
+    path: "../../../wit/v0.1",
     world: "gate-plugin",
     imports: { default: async | trappable },
     exports: { default: async },
