@@ -1,5 +1,5 @@
 //! The plugins carried in the binary: the shipped Rust plugins
-//! (forbid-patterns, diff-budget, style-review, noop) that `host/build.rs`
+//! (forbid-patterns, diff-budget, style-review, noop) that `host/crates/wasm/build.rs`
 //! built for wasm32-wasip2 and included, with their SHA-256 (taken at
 //! build time, so that resolving one never hashes it) and their `//!`
 //! documentation (their configuration keys).
