@@ -228,11 +228,11 @@ pub struct PolicyRow {
     pub damage: Option<RowDamage>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl PolicyRow {
     /// A policy row for unit tests: `id` in `status` over `members`,
     /// nothing else set.
-    pub(crate) fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
+    pub fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
         PolicyRow {
             id: id.into(),
             seq: 0,
