@@ -126,9 +126,9 @@ pub use changes::{
 };
 pub(crate) use dispose::dispose;
 use excludes::Excludes;
-use index::{sync_index};
+use index::sync_index;
 pub use layout::GitDirs;
-use read::{read_regular_if_present, read_snapshot};
+use read::{Snapshot, is_dot_git, read_regular_if_present, read_snapshot};
 use repo::{Head, In, Record, Workspace, branch_target, check_message, git, normalise_paths, ref_moved, refuse_special, resolve_head, tracked_entries};
 pub use repo::{Committer, git_dir_handle, open_repository};
 pub use snapshot::{
