@@ -77,8 +77,8 @@
 
 pub use gatehost_sandbox::anchor;
 pub mod api;
-pub use gatehost_model::bus;
 pub use gatehost_git::change;
+pub use gatehost_model::bus;
 pub mod cli;
 pub use gatehost_client::client;
 pub use gatehost_git::commit;
@@ -86,22 +86,22 @@ pub use gatehost_model::config;
 pub mod engine;
 pub mod fault_marker;
 pub mod gate;
-pub use gatehost_hook as hook;
 pub use gatehost_client::keyring;
+pub use gatehost_hook as hook;
 pub mod live_config;
 pub mod mcp;
 pub use gatehost_model::model;
 pub mod notify;
 pub mod passkey;
-pub use gatehost_model::permission;
-pub use gatehost_sandbox::sandbox;
 pub use gatehost_client::session_key;
-pub use gatehost_store::store;
+pub use gatehost_model::permission;
 pub use gatehost_model::suggest;
-pub use gatehost_sandbox::supervise;
-pub use gatehost_test_hooks as test_hooks;
 /// The gate report, at its old path ([`model::report`]).
 pub use gatehost_model::verdict;
+pub use gatehost_sandbox::sandbox;
+pub use gatehost_sandbox::supervise;
+pub use gatehost_store::store;
+pub use gatehost_test_hooks as test_hooks;
 pub use gatehost_wasm::wasm;
 pub mod webhook;
 pub use gatehost_client::wire;

@@ -310,7 +310,10 @@ fn every_top_level_module_is_listed_and_documented() {
             let used = l.strip_prefix("pub use ")?.strip_suffix(';')?;
             match used.split_once(" as ") {
                 Some((_, name)) => Some(name),
-                None => used.strip_prefix("gatehost_")?.split_once("::").map(|(_, m)| m),
+                None => used
+                    .strip_prefix("gatehost_")?
+                    .split_once("::")
+                    .map(|(_, m)| m),
             }
         })
         .collect();

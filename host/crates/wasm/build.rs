@@ -92,10 +92,7 @@ fn watch(checkout: &Path, plugins: &Path) {
     for (name, _) in PLUGINS {
         println!("cargo:rerun-if-changed={}", plugins.join(name).display());
     }
-    println!(
-        "cargo:rerun-if-changed={}",
-        checkout.join("wit").display()
-    );
+    println!("cargo:rerun-if-changed={}", checkout.join("wit").display());
     if let Some(components) = sysroot().map(|s| s.join("lib/rustlib/components"))
         && components.is_file()
     {

@@ -165,7 +165,7 @@ mod tests {
             "changedAfterSnapshot": ["README.md"],
         }))
         .expect("a plan");
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert_eq!(
             line,
             "pol_1  awaiting-ack: the gates passed (exited with code 0); awaiting the operator's ack: \
@@ -185,7 +185,7 @@ mod tests {
             serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
                                "requireHumanAck": true, "diffSummary": null}))
             .expect("a plan");
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert!(
             line.contains(
                 "awaiting the operator's ack: 8 files: f0, f1, f2, f3, f4 … and 3 more\n"
@@ -203,7 +203,7 @@ mod tests {
         let mut row =
             crate::store::PolicyRow::sample("pol_3", crate::store::PolicyStatus::Blocked, &["s1"]);
         row.reason = Some("out of retries: exited with code 1".into());
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert!(
             line.starts_with("pol_3  blocked: out of retries: exited with code 1\n  settled: it will not gate again"),
             "{line}"

@@ -276,7 +276,9 @@ impl GateRunner {
             label: &label,
             paths: gate.paths(),
         };
-        let (mut verdict, usage) = run::runner_of(&gate.kind).run(self, named, anchor, ctx).await;
+        let (mut verdict, usage) = run::runner_of(&gate.kind)
+            .run(self, named, anchor, ctx)
+            .await;
         if gate.imp().sees_change() {
             verdict.findings.extend(capped_findings(ctx));
         }

@@ -11,6 +11,7 @@
 //! grants was "Permission denied" is `error` (the gate could not run),
 //! never `fail`.
 
+use super::GateKind;
 use super::run::{BoxFuture, Measured, Named, RunGate};
 use super::spec::{GateEnv, ShellGate};
 use super::{GateContext, GateRunner, base_env, fill_process_details, human_duration, signal_name};

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 impl RunGate for WasmGate {
     fn preflight(
         &self,

@@ -19,13 +19,13 @@ use std::time::Duration;
 
 mod records;
 
-/// The payloads of the `config:reloaded` and `config:rejected` events.
-pub use crate::model::event::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 /// `POST /v1/policies` takes an attach input, parsed as the daemon parses
 /// it.
 pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
 /// The payload of the `standing:*` events.
 pub use crate::model::event::Standing as StandingEvent;
+/// The payloads of the `config:reloaded` and `config:rejected` events.
+pub use crate::model::event::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
 /// The request bodies that name a session or a review are the model's
 /// inputs, taken by the engine as they are.
 pub use crate::model::inputs::{

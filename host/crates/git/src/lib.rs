@@ -22,4 +22,4 @@ pub mod worktree;
 
 pub use change::{ChangeKind, FileChange};
 pub use commit::{CommitError, Prepared, TreeSnapshot};
-pub use worktree::{Worktrees, WorktreeError};
+pub use worktree::{WorktreeError, Worktrees};

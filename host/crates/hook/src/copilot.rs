@@ -238,7 +238,8 @@ mod tests {
 
     #[test]
     fn a_measured_subagent_stop_is_gated_and_the_subagents_own_agent_stop_is_not() {
-        let raw = include_str!("../../../../tests/fixtures/hooks/copilot/subagent-stop-measured.json");
+        let raw =
+            include_str!("../../../../tests/fixtures/hooks/copilot/subagent-stop-measured.json");
         let i = Copilot.parse(raw.as_bytes()).unwrap();
         assert_eq!(i.session_id, SESSION, "the parent's session");
         assert_eq!(

@@ -183,7 +183,8 @@ mod tests {
         include_str!("../../../../tests/fixtures/hooks/cursor/stop-followup.json");
     const STOP_ABORTED: &str =
         include_str!("../../../../tests/fixtures/hooks/cursor/stop-aborted.json");
-    const STOP_ERROR: &str = include_str!("../../../../tests/fixtures/hooks/cursor/stop-error.json");
+    const STOP_ERROR: &str =
+        include_str!("../../../../tests/fixtures/hooks/cursor/stop-error.json");
     const STOP_BOM: &[u8] = include_bytes!("../../../../tests/fixtures/hooks/cursor/stop-bom.json");
     const PROMPT: &str =
         include_str!("../../../../tests/fixtures/hooks/cursor/before-submit-prompt.json");

@@ -147,10 +147,12 @@ mod tests {
         include_str!("../../../../tests/fixtures/hooks/qwen/subagent-stop.json");
     const SESSION_START: &str =
         include_str!("../../../../tests/fixtures/hooks/qwen/session-start.json");
-    const PROMPT: &str = include_str!("../../../../tests/fixtures/hooks/qwen/user-prompt-submit.json");
+    const PROMPT: &str =
+        include_str!("../../../../tests/fixtures/hooks/qwen/user-prompt-submit.json");
     const PROMPT_RETRY: &str =
         include_str!("../../../../tests/fixtures/hooks/qwen/user-prompt-retry.json");
-    const SESSION_END: &str = include_str!("../../../../tests/fixtures/hooks/qwen/session-end.json");
+    const SESSION_END: &str =
+        include_str!("../../../../tests/fixtures/hooks/qwen/session-end.json");
 
     const SESSION: &str = "5b0e6a7c-3f1d-4e2a-9c8b-7d6e5f4a3b2c";
 

@@ -9,8 +9,10 @@
 //! know the engine's rules: it stores what the engine decided, in one
 //! transaction with the events that say so.
 
-// The model's types its rows hold, the anchor's directory identity and a
-// commit plan's prepared commit, at the paths the moved modules use.
+// The model's types its rows hold and the anchor's directory identity (and
+// for the tests a commit plan's prepared commit), at the paths the moved
+// modules use.
+#[cfg(test)]
 use gatehost_git::commit;
 use gatehost_model::{config, model};
 use gatehost_sandbox::anchor;

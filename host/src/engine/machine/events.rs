@@ -209,7 +209,8 @@ mod tests {
     fn every_lifecycle_event_is_a_known_name() {
         for e in PolicyEvent::ALL {
             assert!(
-                bus::POLICY_EVENTS.contains(&e.as_str()) || bus::REVIEW_EVENTS.contains(&e.as_str()),
+                bus::POLICY_EVENTS.contains(&e.as_str())
+                    || bus::REVIEW_EVENTS.contains(&e.as_str()),
                 "{}",
                 e.as_str()
             );

@@ -4,7 +4,9 @@
 //! after the commit. It must never change a run's state but through
 //! `feed`.
 
-use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
+use super::super::routine::{
+    self, RoutineSpec, RoutineSpecExt as _, RunInput, RunState, SessionSpec,
+};
 use super::super::sessions::invalid;
 use super::super::{EngineError, EngineResult, services::Routines};
 use super::{Context, RoutineEvent, RoutineView, Run};

@@ -8,6 +8,7 @@
 
 pub mod prompt;
 
+use super::GateKind;
 use super::run::{BoxFuture, Measured, Named, RunGate};
 use super::spec::JudgeGate;
 use super::{GateContext, GateRunner, base_env, fill_process_details, signal_name};

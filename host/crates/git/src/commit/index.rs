@@ -4,18 +4,13 @@
 //! It owns the index update; it must never fail a publish (whatever goes
 //! wrong is logged and leaves the index as it was).
 
-use cap_std::fs::MetadataExt;
-use gix::{ObjectId, Repository};
+use super::read::{is_dot_git, read_file};
+use super::repo::{In, Record, Workspace, resolve_head, tracked_entries};
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
-use sha2::Digest;
+use gix::{ObjectId, Repository};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::index;
-use super::read::{is_dot_git, read_file};
-use super::repo::{In, Record, Workspace, git, resolve_head, tracked_entries};
 use tracing::{debug, warn};
 
 /// Brings `.git/index` in line with the published `commit` for the committed paths.

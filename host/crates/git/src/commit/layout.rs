@@ -22,17 +22,13 @@
 //! It owns that decision; it must never follow a path it has not checked,
 //! nor open a repository (the sibling `repo` module does).
 
-use cap_std::ambient_authority;
-use cap_std::fs::{Dir, Metadata, MetadataExt};
-use gix::bstr::ByteSlice;
-use sha2::Digest;
-use std::ffi::OsStr;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
 use super::CommitError;
 use super::read::{read_file, read_regular_if_present};
-use super::repo::git;
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, Metadata};
+use gix::bstr::ByteSlice;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use tracing::warn;
 
 /// A workspace's git directories, checked.

@@ -83,21 +83,14 @@
 //!   is covered by the fingerprint, so a swap yields `Stale` or an error, not a commit
 //!   of unapproved bytes. (A FIFO swapped in at that instant could block the read.)
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use cap_std::ambient_authority;
-use cap_std::fs::{Dir, Metadata, MetadataExt};
-use gix::bstr::{BStr, BString, ByteSlice};
+use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
+use gix::refs::Target;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-use gix::refs::{FullName, Target};
 use gix::{ObjectId, Repository};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 mod changes;
@@ -129,8 +122,11 @@ use excludes::Excludes;
 use index::sync_index;
 pub use layout::GitDirs;
 use read::{Snapshot, is_dot_git, read_regular_if_present, read_snapshot};
-use repo::{Head, In, Record, Workspace, branch_target, check_message, git, normalise_paths, ref_moved, refuse_special, resolve_head, tracked_entries};
 pub use repo::{Committer, git_dir_handle, open_repository};
+use repo::{
+    Head, In, Record, Workspace, branch_target, check_message, git, normalise_paths, ref_moved,
+    refuse_special, resolve_head, tracked_entries,
+};
 pub use snapshot::{
     TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_watched, snapshot_with,
 };

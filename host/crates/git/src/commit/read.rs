@@ -5,6 +5,11 @@
 //! It owns how workspace files are read for a commit; it must never write
 //! anything.
 
+use super::repo::Workspace;
+use super::stat_cache::{Stamp, StatCache};
+use super::tracked::Tracked;
+use super::walk::{read_path, walk_pool};
+use super::{CommitError, FINGERPRINT_DOMAIN};
 use cap_std::fs::{Dir, Metadata, MetadataExt};
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -12,13 +17,7 @@ use gix::objs::tree::EntryKind;
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::{CommitError, FINGERPRINT_DOMAIN};
-use super::repo::{Workspace, git};
-use super::stat_cache::{Stamp, StatCache};
-use super::tracked::Tracked;
-use super::walk::{read_path, walk_pool};
-use super::watch::Watch;
+use std::os::unix::ffi::OsStringExt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FileKind {

@@ -6,20 +6,19 @@
 //! It owns how the repository is opened and read; it must never run a
 //! program the repository names, nor follow a symlink where it writes.
 
+use super::layout::GitDirs;
+use super::tracked::Tracked;
+use super::{
+    CommitError, CommitPathError, DEFAULT_EMAIL, DEFAULT_NAME, Prepared, validate_commit_path,
+};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, MetadataExt};
-use gix::{ObjectId, Repository};
+use cap_std::fs::Dir;
 use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use gix::refs::{FullName, Target};
-use sha2::Digest;
+use gix::{ObjectId, Repository};
 use std::collections::BTreeSet;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
-use super::{CommitError, CommitPathError, DEFAULT_EMAIL, DEFAULT_NAME, Prepared, tracked, validate_commit_path};
-use super::layout::GitDirs;
-use super::tracked::Tracked;
 
 /// Refuses a FIFO, socket or device at `sub` (absent, regular files,
 /// directories and symlinks pass: symlinks are dealt with where they

@@ -8,17 +8,14 @@
 //! is past the racy window, and vouched for only when every field of its
 //! stamp is the same).
 
+use super::CommitError;
 use super::path_map::PathMap;
 use super::read::{FileKind, Item};
-use cap_std::fs::{Metadata, MetadataExt};
-use gix::{ObjectId, Repository};
-use gix::bstr::{BStr, ByteSlice};
-use sha2::Digest;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::{CommitError, path_map, read};
 use super::repo::tracked_entries;
 use super::tracked::Tracked;
+use cap_std::fs::{Metadata, MetadataExt};
+use gix::bstr::BStr;
+use gix::{ObjectId, Repository};
 
 /// What identifies a file's state without reading it: a write or chmod
 /// changes its ctime, which no unprivileged process can set back.
@@ -228,6 +225,7 @@ impl StatCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gix::bstr::ByteSlice;
 
     fn stamp(ino: u64) -> Stamp {
         Stamp {

@@ -1,6 +1,8 @@
 use super::*;
 use crate::change::ChangeCaps;
 use crate::supervise::reaper::TrackedCommand as _;
+use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 

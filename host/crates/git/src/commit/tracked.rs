@@ -7,15 +7,9 @@
 //! answer for a path it does not hold exactly.
 
 use super::path_map::PathMap;
-use cap_std::fs::MetadataExt;
 use gix::ObjectId;
-use gix::bstr::{BStr, BString, ByteSlice};
+use gix::bstr::{BStr, BString};
 use gix::objs::tree::EntryKind;
-use sha2::Digest;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::path_map;
-use super::read::Item;
 
 /// See the module's documentation.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -146,6 +140,8 @@ impl FromIterator<Entry> for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gix::bstr::ByteSlice;
+    use std::collections::BTreeMap;
 
     fn id(byte: u8) -> ObjectId {
         ObjectId::from_bytes_or_panic(&[byte; 20])

@@ -8,17 +8,13 @@
 //! workspace; `HEAD`'s are kept), or take a blob id it did not write or
 //! find in the repository.
 
+use super::CommitError;
 use super::read::Snapshot;
-use cap_std::fs::MetadataExt;
-use gix::{ObjectId, Repository};
-use gix::bstr::{BStr, ByteSlice};
-use gix::objs::tree::EntryKind;
-use sha2::Digest;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::{CommitError, read};
 use super::repo::{Head, git};
 use super::tracked::Tracked;
+use gix::bstr::{BStr, ByteSlice};
+use gix::objs::tree::EntryKind;
+use gix::{ObjectId, Repository};
 
 impl Snapshot {
     /// `HEAD`'s entries under the read paths (`tracked`), other than

@@ -8,18 +8,15 @@
 //! Must never: follow a symlink, open a FIFO or device, recurse past
 //! [`MAX_WALK_DEPTH`], or write anything.
 
+use super::excludes::Excludes;
+use super::read::{Found, Item, Reads, io_err, is_dot_git, read_symlink};
+use super::tracked::Tracked;
+use super::{CommitError, CommitPathError};
 use cap_std::fs::{Dir, Metadata, MetadataExt};
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
-use sha2::Digest;
 use std::ffi::OsStr;
-use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use super::{CommitError, CommitPathError};
-use super::excludes::Excludes;
-use super::read::{Found, Item, Reads, io_err, is_dot_git, read_symlink};
-use super::repo::git;
-use super::tracked::Tracked;
+use std::os::unix::ffi::OsStrExt;
 use tracing::{debug, warn};
 
 /// The threads the workspace is walked on: rayon's, with stacks deep

@@ -142,8 +142,9 @@ fn adapter_templates_fill_or_drop_the_model() {
 /// reads (every key known, every value valid).
 #[test]
 fn the_readme_configuration_sample_parses() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
-        .expect("README");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
+            .expect("README");
     let sample = readme
         .split("```toml\n")
         .skip(1)

@@ -41,7 +41,7 @@ pub struct ShellGate {
 /// `name` and `paths`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", rename = "ShellGate")]
-pub(super) struct ShellObject {
+pub(crate) struct ShellObject {
     #[serde(default)]
     pub name: Option<String>,
     /// A program in the host's allowlist (run by argv, never a shell, sandboxed).

@@ -57,7 +57,7 @@ pub struct WasmGate {
 /// A WASM gate object: `{"wasm": {…}}`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct WasmWrapper {
+pub(crate) struct WasmWrapper {
     #[serde(default)]
     pub name: Option<String>,
     pub wasm: WasmGate,

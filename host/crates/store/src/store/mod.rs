@@ -184,12 +184,7 @@ impl Store {
     /// Test only: the stored text of a column, read without decoding its
     /// row (see [`Backend::stored_text`]).
     #[cfg(any(test, feature = "test-support"))]
-    pub fn stored_text(
-        &self,
-        table: &str,
-        column: &str,
-        id: &str,
-    ) -> StoreResult<Option<String>> {
+    pub fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>> {
         self.backend.stored_text(table, column, id)
     }
 

@@ -1,5 +1,6 @@
 use super::super::tests::{commit, git, head, paths, repo, write};
 use super::*;
+use crate::commit::{fingerprint, git_dir_handle, prepare, workspace_changes};
 use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::symlink;
 

@@ -92,7 +92,7 @@ fn blocked(outcome: BlockOutcome, reason: &str) -> Blocked {
 }
 
 /// One example or more of every kind, with the shapes the daemon emits.
-pub(crate) fn examples() -> Vec<Event> {
+pub fn examples() -> Vec<Event> {
     use PolicyChange as P;
     use ReviewChange as R;
     use RoutineKind as K;
