@@ -16,7 +16,7 @@ use crate::wire;
 /// it apart field by field. (Not `From`: the records are gatehost-store's
 /// and the API's types gatehost-client's, so only a trait of this crate
 /// can join them.)
-pub trait ToWire {
+pub(crate) trait ToWire {
     /// The API's type for the record.
     type Wire;
 

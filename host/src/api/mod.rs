@@ -299,8 +299,7 @@ async fn attach(
     Credential(caller): Credential,
     AttachBody { key, input }: AttachBody,
 ) -> ApiResult {
-    let created =
-        |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
+    let created = |p| (axum::http::StatusCode::CREATED, Json(p)).into_response();
     let input = match input {
         Ok(input) => input,
         Err(e) => {

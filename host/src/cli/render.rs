@@ -9,7 +9,7 @@ use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStat
 /// (files, lines, snapshot); and the
 /// commit paths that changed after the gate's snapshot on a line of their
 /// own.
-pub fn policy_line(p: &Policy) -> String {
+pub(super) fn policy_line(p: &Policy) -> String {
     let row = p;
     // A review chain names its cycle: `reviewing (cycle 2 of 5)`.
     let mut line = format!(
@@ -54,7 +54,7 @@ pub fn policy_line(p: &Policy) -> String {
 /// `ack`, `cancel`, `wait`), what the operator can do next: the ack
 /// command for one awaiting it, where to look and how to start again for
 /// a blocked one.
-pub fn policy_detail(p: &Policy) -> String {
+pub(super) fn policy_detail(p: &Policy) -> String {
     let row = p;
     let mut line = policy_line(p);
     match row.status {
@@ -119,13 +119,13 @@ fn awaiting(plan: &PlanView) -> String {
 }
 
 /// `id  state  cwd`.
-pub fn session_line(s: &Session) -> String {
+pub(super) fn session_line(s: &Session) -> String {
     format!("{}  {}  {}", s.id, s.state.as_str(), s.cwd)
 }
 
 /// `#cursor type policy-or-session key="value" …`, values cut to 160
 /// characters on one line.
-pub fn event_line(e: &Event) -> String {
+pub(super) fn event_line(e: &Event) -> String {
     let mut line = format!("#{} {}", e.cursor, e.kind());
     if let Some(pid) = &e.policy_id {
         line.push_str(&format!(" {pid}"));

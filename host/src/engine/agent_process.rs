@@ -45,7 +45,7 @@ fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
 /// takes the agent for one), given up when this is dropped, after the
 /// agent was waited on.
 #[derive(Debug)]
-pub struct Agent {
+pub(super) struct Agent {
     child: async_process::Child,
     _tracked: crate::supervise::reaper::Tracked,
 }
@@ -66,7 +66,7 @@ impl std::ops::DerefMut for Agent {
 /// Starts `cmd` (stdio piped) as an agent: in a process group of its own,
 /// killed when the daemon dies, confined by `rules` (applied in the child
 /// before its exec: the agent's first instruction is confined).
-pub fn spawn(
+pub(super) fn spawn(
     mut cmd: std::process::Command,
     rules: Option<crate::sandbox::confine::Prepared>,
 ) -> std::io::Result<Agent> {
@@ -115,7 +115,7 @@ pub fn spawn(
 /// What a previous daemon's agent (its pid `pid`, started as `argv`) left:
 /// the live processes of its process group.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Leftover {
+pub(super) struct Leftover {
     /// The agent itself still runs (it should have died with its daemon).
     pub leader_alive: bool,
     /// Other processes of its group (what it started).
@@ -127,7 +127,7 @@ pub struct Leftover {
 /// got the pid since (not the agent's: `None`); group members are the
 /// agent's for sure (a pid is not given out again while a group of that
 /// number has members).
-pub fn leftover_group(pid: i32, argv: &[String]) -> Option<Leftover> {
+pub(super) fn leftover_group(pid: i32, argv: &[String]) -> Option<Leftover> {
     let mut left = Leftover::default();
     let entries = std::fs::read_dir("/proc").ok()?;
     for e in entries.flatten() {
@@ -179,7 +179,7 @@ fn same_command(pid: i32, argv: &[String]) -> bool {
 }
 
 /// SIGKILLs the process group `pgid` (the agent's, whose leader is gone).
-pub fn kill_group(pgid: i32) -> std::io::Result<()> {
+pub(super) fn kill_group(pgid: i32) -> std::io::Result<()> {
     let group = rustix::process::Pid::from_raw(pgid)
         .ok_or_else(|| std::io::Error::other("not a process group"))?;
     rustix::process::kill_process_group(group, rustix::process::Signal::KILL)?;

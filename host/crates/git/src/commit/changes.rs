@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// The most diff text produced: beyond it the diff is refused rather than
 /// cut (a cut diff would hide changed files from the gates).
-pub const MAX_DIFF_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_DIFF_BYTES: usize = 16 * 1024 * 1024;
 
 pub(super) fn mode(kind: EntryKind) -> &'static str {
     match kind {

@@ -379,7 +379,7 @@ pub(super) fn read_regular_if_present(
 /// The largest file read from a workspace (into a change set, a snapshot
 /// or a commit). Past it the read is refused before anything is
 /// allocated: a sparse 3 GiB untracked file took the daemon to 4.1 GiB.
-pub const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
+pub(super) const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Opens `name` in `dir`, checks it is the same inode that `meta` (from lstat)
 /// described, and reads it whole: at most [`MAX_FILE_BYTES`], whatever

@@ -156,7 +156,7 @@ const WALK_CHUNK: usize = 16;
 /// a 2 MiB stack and aborted the host, a hook's crash the agent's CLI
 /// takes for "no objection". Past it the read is refused (a gate error,
 /// fail closed).
-pub const MAX_WALK_DEPTH: usize = 512;
+pub(super) const MAX_WALK_DEPTH: usize = 512;
 
 /// Recursively collects the files of `dir` (repo-relative `rel`), sorted by path.
 /// Below an ignored directory only files tracked in HEAD are taken.

@@ -4,7 +4,7 @@
 //! `toml_edit`, everything else kept as written). Like its parent module it
 //! must never read or write a file.
 
-use super::*;
+use super::{InstallError, ParseOptions, Value, command_of, is_gatehost_hook};
 
 /// Codex's trust of gatehost's hooks: for each of gatehost's handlers in
 /// `hooks_json` (the text of the file at `path`), the `hooks.state` key

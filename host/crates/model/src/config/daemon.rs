@@ -84,10 +84,10 @@ pub enum AckRequires {
 }
 
 /// The most `infra_retries` may be.
-pub const MAX_INFRA_RETRIES: u32 = 10;
+pub(super) const MAX_INFRA_RETRIES: u32 = 10;
 
 /// The most `max_chain_depth` may be.
-pub const MAX_CHAIN_DEPTH: u32 = 64;
+pub(super) const MAX_CHAIN_DEPTH: u32 = 64;
 
 /// Parses a `[daemon]` duration (humantime's: "30s", "10m"), at least
 /// `min`; an error is the message.

@@ -69,7 +69,7 @@ impl TailBuffer {
 
 /// Reads `reader` to its end into a shared tail buffer, so that what was
 /// read is kept even if reading has to be abandoned.
-pub async fn capture_into<R: AsyncRead + Unpin>(
+pub(super) async fn capture_into<R: AsyncRead + Unpin>(
     mut reader: R,
     buf: std::sync::Arc<std::sync::Mutex<TailBuffer>>,
 ) {

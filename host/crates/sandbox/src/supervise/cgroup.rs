@@ -36,7 +36,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Where this host creates its per-gate cgroups.
 #[derive(Debug)]
-pub struct Cgroups {
+pub(super) struct Cgroups {
     /// The host's own cgroup directory, where the gates' cgroups are made.
     parent: PathBuf,
     /// Where the host's process lives: `parent`, or the leaf beneath it
@@ -54,7 +54,7 @@ pub struct Cgroups {
 /// one keeps the limits last written and its event counters as they were
 /// when it was given back.
 #[derive(Debug)]
-pub struct ProcessCgroup {
+pub(super) struct ProcessCgroup {
     path: PathBuf,
     /// (memory.max, pids.max) last written.
     written: Option<(Option<u64>, Option<u64>)>,
@@ -70,7 +70,7 @@ impl Cgroups {
     /// can then be put into it is found at the first spawn, which falls
     /// back to process groups if it cannot. The probe is kept for the
     /// first gate.
-    pub fn detect() -> Option<Cgroups> {
+    pub(super) fn detect() -> Option<Cgroups> {
         let parent = host_cgroup()?;
         remove_stale(&parent);
         let (memory, pids) = enable_controllers(&parent);
@@ -93,12 +93,12 @@ impl Cgroups {
     }
 
     /// Whether the gates' cgroups have the (memory, pids) controllers.
-    pub fn controllers(&self) -> (bool, bool) {
+    pub(super) fn controllers(&self) -> (bool, bool) {
         (self.memory, self.pids)
     }
 
     /// An empty cgroup: recycled from the pool or newly made.
-    pub fn take(&self) -> io::Result<ProcessCgroup> {
+    pub(super) fn take(&self) -> io::Result<ProcessCgroup> {
         if let Some(cg) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             return Ok(cg);
         }
@@ -121,12 +121,12 @@ impl Cgroups {
 
     /// Moves the host process into `cg` (so that what it spawns is born
     /// there). Call `leave` right after the spawn.
-    pub fn enter(&self, cg: &ProcessCgroup) -> io::Result<()> {
+    pub(super) fn enter(&self, cg: &ProcessCgroup) -> io::Result<()> {
         std::fs::write(cg.path.join("cgroup.procs"), std::process::id().to_string())
     }
 
     /// Moves the host process back into its own cgroup.
-    pub fn leave(&self) -> io::Result<()> {
+    pub(super) fn leave(&self) -> io::Result<()> {
         std::fs::write(
             self.home.join("cgroup.procs"),
             std::process::id().to_string(),
@@ -135,7 +135,7 @@ impl Cgroups {
 
     /// Kills whatever is left in `cg`, waits (bounded) until it is empty,
     /// and keeps it for reuse. Returns how many processes were left in it.
-    pub async fn release(&self, cg: ProcessCgroup, wait: Duration) -> usize {
+    pub(super) async fn release(&self, cg: ProcessCgroup, wait: Duration) -> usize {
         let me = std::process::id() as i32;
         let left = cg.pids();
         if left.is_empty() {
@@ -201,12 +201,12 @@ impl Drop for Cgroups {
 }
 
 impl ProcessCgroup {
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The cgroup's directory, opened to name it to `clone3`.
-    pub fn open(&self) -> io::Result<std::os::fd::OwnedFd> {
+    pub(super) fn open(&self) -> io::Result<std::os::fd::OwnedFd> {
         use rustix::fs::{Mode, OFlags};
         Ok(rustix::fs::open(
             &self.path,
@@ -218,7 +218,7 @@ impl ProcessCgroup {
     /// Writes `memory.max` (and `memory.swap.max` 0, where swap is
     /// accounted) if `memory`, and `pids.max` if `pids` ("max": no bound),
     /// unless this cgroup already has these values.
-    pub fn set_limits(
+    pub(super) fn set_limits(
         &mut self,
         memory: bool,
         pids: bool,
@@ -244,7 +244,7 @@ impl ProcessCgroup {
 
     /// The OOM kills and refused forks since the last call (or since the
     /// cgroup was made).
-    pub fn limit_events(&mut self) -> (u64, u64) {
+    pub(super) fn limit_events(&mut self) -> (u64, u64) {
         let read = |file: &str, key: &str| {
             std::fs::read_to_string(self.path.join(file))
                 .ok()
@@ -262,7 +262,7 @@ impl ProcessCgroup {
     }
 
     /// The pids now in the cgroup.
-    pub fn pids(&self) -> Vec<i32> {
+    pub(super) fn pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.path.join("cgroup.procs"))
             .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()

@@ -50,7 +50,7 @@ pub const DEFAULT_GATE_FILE_BYTES: u64 = 1 << 30;
 /// charged to the gate's memory bound.
 pub const DEFAULT_GATE_SCRATCH_BYTES: u64 = 1 << 30;
 /// Default `gate_memory_bytes` where the machine's memory is unknown.
-pub const FALLBACK_GATE_MEMORY: u64 = 4 << 30;
+pub(super) const FALLBACK_GATE_MEMORY: u64 = 4 << 30;
 
 impl GateLimits {
     /// No bound at all.
@@ -144,7 +144,7 @@ const MAX_RLIMITS: usize = 2;
 /// What the child applies to itself before it confines itself: plain
 /// data, built by the host before the clone.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ChildLimits {
+pub(super) struct ChildLimits {
     /// `cgroup.procs` of per-gate v1 cgroups, opened for writing by the
     /// host; the child writes "0" to each (itself), so every descendant is
     /// counted from its first instruction after exec.
@@ -158,7 +158,7 @@ pub struct ChildLimits {
 /// A step of [`ChildLimits::apply`], as the child reports it back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u32)]
-pub enum LimitStep {
+pub(super) enum LimitStep {
     #[default]
     AddressSpace = 32,
     FileSize = 33,
@@ -169,7 +169,7 @@ pub enum LimitStep {
 }
 
 impl LimitStep {
-    pub fn from_code(code: u32) -> Option<LimitStep> {
+    pub(super) fn from_code(code: u32) -> Option<LimitStep> {
         Some(match code {
             32 => LimitStep::AddressSpace,
             33 => LimitStep::FileSize,
@@ -181,7 +181,7 @@ impl LimitStep {
     }
 
     /// What could not be applied, for a person.
-    pub fn describe(self, errno: i32) -> String {
+    pub(super) fn describe(self, errno: i32) -> String {
         let e = std::io::Error::from_raw_os_error(errno);
         match self {
             LimitStep::AddressSpace => {
@@ -200,7 +200,7 @@ impl LimitStep {
 }
 
 impl ChildLimits {
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.n_joins == 0 && self.n_rlimits == 0
     }
 
@@ -244,7 +244,7 @@ impl ChildLimits {
     /// # Safety
     /// Only in a freshly cloned or forked child before its exec (a join
     /// moves the whole calling process).
-    pub unsafe fn apply(&self) -> Result<(), (LimitStep, i32)> {
+    pub(super) unsafe fn apply(&self) -> Result<(), (LimitStep, i32)> {
         let errno = || {
             // SAFETY: reading this thread's errno.
             unsafe { *libc::__errno_location() }
@@ -303,7 +303,7 @@ pub(super) struct Applied<'a> {
 
 impl Enforcer {
     /// Finds the v1 hierarchies (used only where v2 cannot bound a gate).
-    pub fn detect(v2: Option<&super::cgroup::Cgroups>) -> Enforcer {
+    pub(super) fn detect(v2: Option<&super::cgroup::Cgroups>) -> Enforcer {
         use super::v1::{Controller, Hierarchy};
         let (mem2, pids2) = v2.map(|c| c.controllers()).unwrap_or((false, false));
         Enforcer {
@@ -320,7 +320,7 @@ impl Enforcer {
     }
 
     /// No cgroup of either version: rlimits only (to test that way).
-    pub fn rlimits_only() -> Enforcer {
+    pub(super) fn rlimits_only() -> Enforcer {
         Enforcer {
             memory_v1: None,
             pids_v1: None,
@@ -333,7 +333,7 @@ impl Enforcer {
     /// The tmpfs a child mounts over `dir` to bound it to `bytes` (owned
     /// by `owner`, the gate's user, where it runs as one); `None` once a
     /// child could not (see [`Self::scratch_failed`]).
-    pub fn scratch_mount(
+    pub(super) fn scratch_mount(
         &self,
         dir: &std::path::Path,
         bytes: u64,
@@ -351,7 +351,7 @@ impl Enforcer {
 
     /// A child could not mount its scratch tmpfs (`errno`): the bound is
     /// off on this host from now on, which is said once.
-    pub fn scratch_failed(&self, errno: i32) {
+    pub(super) fn scratch_failed(&self, errno: i32) {
         self.scratch_off
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let e = std::io::Error::from_raw_os_error(errno);
@@ -362,7 +362,7 @@ impl Enforcer {
     }
 
     /// This spawn's way cannot mount a scratch tmpfs: said once.
-    pub fn scratch_unenforced(&self) {
+    pub(super) fn scratch_unenforced(&self) {
         self.say_once("scratch", || {
             tracing::warn!("gates are not started by clone3 here: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
         });
@@ -381,7 +381,7 @@ impl Enforcer {
 
     /// Sets up `limits` for one gate: in its v2 cgroup `cg` where the
     /// controllers are there, else v1 cgroups, else rlimits.
-    pub fn apply<'a>(
+    pub(super) fn apply<'a>(
         &'a self,
         limits: GateLimits,
         v2: Option<&super::cgroup::Cgroups>,
@@ -461,13 +461,13 @@ impl<'a> Applied<'a> {
 
     /// Closes the host's copies of the `cgroup.procs` descriptors (once
     /// the child is started).
-    pub fn spawned(&mut self) {
+    pub(super) fn spawned(&mut self) {
         self._fds.clear();
     }
 
     /// The limits the ended run is known to have hit. Read before the
     /// cgroups are released.
-    pub fn hits(
+    pub(super) fn hits(
         &self,
         cg: Option<&mut super::cgroup::ProcessCgroup>,
         termination: super::Termination,
@@ -502,7 +502,7 @@ impl<'a> Applied<'a> {
     /// Kills what is left in the v1 cgroups and gives them back; returns
     /// how many processes were left (the most of any of them: they hold
     /// the same tree).
-    pub async fn release(mut self, wait: std::time::Duration) -> usize {
+    pub(super) async fn release(mut self, wait: std::time::Duration) -> usize {
         let mut left = 0;
         for (hier, dir) in std::mem::take(&mut self.v1) {
             left = left.max(hier.release(dir, wait).await);

@@ -41,7 +41,7 @@ const GID_MAP: &std::ffi::CStr = c"/proc/self/gid_map";
 /// One gate's scratch tmpfs, prepared by the host before the clone: plain
 /// data and C strings the child passes to system calls.
 #[derive(Debug)]
-pub struct ScratchMount {
+pub(super) struct ScratchMount {
     target: CString,
     options: CString,
     /// The id maps to write, when the child makes a user namespace first.
@@ -56,7 +56,7 @@ struct IdMaps {
 
 /// How the child may get a mount namespace on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Way {
+pub(super) enum Way {
     /// The host has `CAP_SYS_ADMIN`: a mount namespace alone.
     MountNamespace,
     /// It has not: a user namespace that maps its own ids, then a mount
@@ -66,7 +66,7 @@ pub enum Way {
 
 impl Way {
     /// The way for this process's rights.
-    pub fn for_this_host() -> Way {
+    pub(super) fn for_this_host() -> Way {
         let admin = rustix::thread::capabilities(None)
             .map(|c| {
                 c.effective
@@ -84,7 +84,7 @@ impl Way {
 impl ScratchMount {
     /// A tmpfs of `bytes` over `dir`, owned by `owner` (the gate's uid and
     /// gid where it runs as another user; else the host's).
-    pub fn new(dir: &Path, bytes: u64, owner: Option<(u32, u32)>, way: Way) -> Option<Self> {
+    pub(super) fn new(dir: &Path, bytes: u64, owner: Option<(u32, u32)>, way: Way) -> Option<Self> {
         let host = (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),
@@ -143,7 +143,7 @@ impl ScratchMount {
     /// Only in a freshly cloned child before its exec, which is alone in
     /// its thread group and shares no file-system state (`CLONE_FS`) with
     /// the host: the namespaces it enters are its own.
-    pub unsafe fn apply(
+    pub(super) unsafe fn apply(
         &self,
         confine: Option<&crate::sandbox::confine::Prepared>,
     ) -> Result<(), i32> {

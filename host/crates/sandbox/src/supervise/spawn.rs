@@ -43,7 +43,7 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// Why `clone3` could not start the child.
 #[derive(Debug)]
-pub enum CloneError {
+pub(super) enum CloneError {
     /// This kernel or its seccomp filter cannot `clone3` into a cgroup at
     /// all (ENOSYS, EINVAL, EOPNOTSUPP): the caller falls back to another
     /// way from now on.
@@ -62,7 +62,7 @@ pub enum CloneError {
 }
 
 /// What to start.
-pub struct Exec<'a> {
+pub(super) struct Exec<'a> {
     pub program: &'a Path,
     pub args: &'a [OsString],
     pub env: &'a [(OsString, OsString)],
@@ -79,7 +79,7 @@ pub struct Exec<'a> {
 
 /// A started child: its pid, its pidfd, and the host's ends of its pipes.
 #[derive(Debug)]
-pub struct Started {
+pub(super) struct Started {
     pub pid: i32,
     pub pidfd: OwnedFd,
     pub stdin: Option<std::io::PipeWriter>,
@@ -100,7 +100,7 @@ fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
 /// a new process group of its own, with exactly the given environment.
 /// Returns once the program has been exec'd (or failed to be, or could not
 /// be confined).
-pub fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, CloneError> {
+pub(super) fn clone_into(cgroup: BorrowedFd<'_>, exec: &Exec<'_>) -> Result<Started, CloneError> {
     let failed = CloneError::Failed;
     // Everything the child touches is built here, before clone3.
     let program =
@@ -458,7 +458,7 @@ unsafe fn child_exec(start: &ChildStart<'_>) -> ! {
 /// Kills and reaps a child whose start went wrong half-way.
 /// An error, instead of tokio's panic, where there is no tokio runtime to
 /// watch a child's pidfd and pipes.
-pub fn in_runtime() -> io::Result<()> {
+pub(super) fn in_runtime() -> io::Result<()> {
     tokio::runtime::Handle::try_current()
         .map(drop)
         .map_err(|e| io::Error::other(format!("a gate is waited on by a tokio runtime: {e}")))
@@ -475,7 +475,7 @@ fn reap_killed(pid: i32, pidfd: BorrowedFd<'_>) {
 /// A child started by [`clone_into`], waited on through its pidfd, which
 /// the tokio runtime's own reactor watches (no reactor thread of its own).
 #[derive(Debug)]
-pub struct PidfdChild {
+pub(super) struct PidfdChild {
     pid: i32,
     pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
@@ -483,7 +483,7 @@ pub struct PidfdChild {
 
 impl PidfdChild {
     /// Errs (instead of panicking) outside a tokio runtime.
-    pub fn new(pid: i32, pidfd: OwnedFd) -> io::Result<PidfdChild> {
+    pub(super) fn new(pid: i32, pidfd: OwnedFd) -> io::Result<PidfdChild> {
         in_runtime()?;
         // SAFETY: `pidfd` is an open OwnedFd moved into the AsyncFd, which
         // owns it (so it stays open and the same) until the AsyncFd drops.
@@ -498,13 +498,13 @@ impl PidfdChild {
         })
     }
 
-    pub fn id(&self) -> i32 {
+    pub(super) fn id(&self) -> i32 {
         self.pid
     }
 
     /// Waits for the child to end and reaps it (once; later calls return
     /// the same status).
-    pub async fn status(&mut self) -> io::Result<ExitStatus> {
+    pub(super) async fn status(&mut self) -> io::Result<ExitStatus> {
         loop {
             if let Some(s) = self.try_status()? {
                 return Ok(s);
@@ -516,7 +516,7 @@ impl PidfdChild {
     }
 
     /// The status if the child has ended (reaping it), without waiting.
-    pub fn try_status(&mut self) -> io::Result<Option<ExitStatus>> {
+    pub(super) fn try_status(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }

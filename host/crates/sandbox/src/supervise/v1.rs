@@ -29,7 +29,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Which v1 controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Controller {
+pub(super) enum Controller {
     Memory,
     Pids,
 }
@@ -45,7 +45,7 @@ impl Controller {
 
 /// The host's own cgroup in one v1 hierarchy, where it makes gates'.
 #[derive(Debug)]
-pub struct Hierarchy {
+pub(super) struct Hierarchy {
     controller: Controller,
     parent: PathBuf,
     pool: Mutex<Vec<Dir>>,
@@ -53,7 +53,7 @@ pub struct Hierarchy {
 
 /// One gate's v1 cgroup.
 #[derive(Debug)]
-pub struct Dir {
+pub(super) struct Dir {
     path: PathBuf,
     /// The limit last written.
     written: Option<u64>,
@@ -65,7 +65,7 @@ impl Hierarchy {
     /// The host's cgroup in the v1 hierarchy of `controller`, if one is
     /// mounted and the host may make cgroups there (a writable directory;
     /// whether a child can join is found at the first spawn).
-    pub fn detect(controller: Controller) -> Option<Hierarchy> {
+    pub(super) fn detect(controller: Controller) -> Option<Hierarchy> {
         let parent = own_v1_cgroup(controller)?;
         if rustix::fs::access(&parent, rustix::fs::Access::WRITE_OK).is_err() {
             return None;
@@ -78,13 +78,13 @@ impl Hierarchy {
         })
     }
 
-    pub fn controller(&self) -> Controller {
+    pub(super) fn controller(&self) -> Controller {
         self.controller
     }
 
     /// An empty cgroup with `limit` written, and its `cgroup.procs` open
     /// for the child to join.
-    pub fn take(&self, limit: u64) -> io::Result<(Dir, OwnedFd)> {
+    pub(super) fn take(&self, limit: u64) -> io::Result<(Dir, OwnedFd)> {
         let recycled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut dir = match recycled {
             Some(d) => d,
@@ -124,13 +124,13 @@ impl Hierarchy {
     }
 
     /// The events (OOM kills, refused forks) since the gate started.
-    pub fn hits(&self, dir: &Dir) -> u64 {
+    pub(super) fn hits(&self, dir: &Dir) -> u64 {
         read_counter(self.controller, &dir.path).saturating_sub(dir.baseline)
     }
 
     /// Kills what is left in `dir`, waits (bounded) until it is empty and
     /// keeps it for reuse. Returns how many processes were left in it.
-    pub async fn release(&self, mut dir: Dir, wait: Duration) -> usize {
+    pub(super) async fn release(&self, mut dir: Dir, wait: Duration) -> usize {
         let left = pids(&dir.path);
         let deadline = Instant::now() + wait;
         let me = std::process::id() as i32;
@@ -161,7 +161,7 @@ impl Hierarchy {
 
     /// For a gate abandoned mid-way: kills what is in `dir` now; the
     /// directory is removed once empty, by a short-lived thread.
-    pub fn abandon(dir: Dir) {
+    pub(super) fn abandon(dir: Dir) {
         for pid in pids(&dir.path) {
             super::kill(pid, rustix::process::Signal::KILL);
         }

@@ -42,7 +42,7 @@ const TAG_LEN: usize = 32;
 const PAYLOAD_LEN: usize = FileIdentity::BYTES + 32;
 const RECORD_LEN: usize = MAGIC.len() + TAG_LEN + PAYLOAD_LEN;
 /// How long after its last change a file's digest may be remembered.
-pub const SETTLE: Duration = Duration::from_secs(2);
+pub(super) const SETTLE: Duration = Duration::from_secs(2);
 /// The records' directory inside the cache directory.
 const DIR: &str = "digests";
 

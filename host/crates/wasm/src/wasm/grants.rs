@@ -39,7 +39,7 @@ const GRANTED_IMPORT_PREFIXES: &[&str] = &[
 /// the workspace's doors it imports (a plugin that imports neither the
 /// filesystem nor the host interface is given no handle on the workspace,
 /// which saves opening one for every evaluation).
-pub fn check_imports(
+pub(super) fn check_imports(
     plugin: &str,
     engine: &Engine,
     component: &Component,
@@ -70,7 +70,7 @@ pub struct Uses {
 
 /// Whether `import` (a component import's name) is granted, and what it
 /// opens.
-pub fn grant(import: &str) -> Option<Uses> {
+pub(super) fn grant(import: &str) -> Option<Uses> {
     GRANTED_IMPORT_PREFIXES
         .iter()
         .any(|p| import.starts_with(p))

@@ -28,10 +28,10 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 use wasmtime_wasi::{FsPerms, OpenMode};
 
 /// wasmtime-wasi's filesystem view, with a non-blocking `open-at`.
-pub struct GuardedFs<'a>(pub WasiFilesystemCtxView<'a>);
+pub(super) struct GuardedFs<'a>(pub WasiFilesystemCtxView<'a>);
 
 /// The `HasData` marker that links [`GuardedFs`].
-pub struct GuardedFsData;
+pub(super) struct GuardedFsData;
 
 impl HasData for GuardedFsData {
     type Data<'a> = GuardedFs<'a>;
@@ -39,7 +39,7 @@ impl HasData for GuardedFsData {
 
 /// Replaces wasmtime-wasi's `wasi:filesystem/types` in `linker` (already
 /// holding the rest of WASI) with [`GuardedFs`].
-pub fn shadow_filesystem<T: WasiFilesystemView + 'static>(
+pub(super) fn shadow_filesystem<T: WasiFilesystemView + 'static>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);

@@ -118,7 +118,7 @@ pub(super) fn too_large(name: &str, path: &Path, max_bytes: u64) -> PluginError 
 }
 
 /// Checks the header: a component, not a core module or something else.
-pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
+pub(super) fn check_header(file: &PluginFile) -> Result<(), PluginError> {
     let b = &file.bytes;
     let not = |message: &str| PluginError::NotAComponent {
         plugin: file.name.clone(),
@@ -137,7 +137,7 @@ pub fn check_header(file: &PluginFile) -> Result<(), PluginError> {
 }
 
 /// The names of a component's imports and exports.
-pub fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {
+pub(super) fn interface_of(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {
     let ty = component.component_type();
     let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
     let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();

@@ -62,7 +62,7 @@ pub(super) struct SpareRecipe {
 impl Spares {
     /// At most `limit` spares, and never more than `MAX_SPARES` (each
     /// holds one of the pool's slots).
-    pub fn new(limit: usize) -> Self {
+    pub(super) fn new(limit: usize) -> Self {
         Spares {
             inner: Arc::new(Mutex::new(Inner::default())),
             limit: limit.min(MAX_SPARES),
@@ -74,14 +74,14 @@ impl Spares {
     }
 
     /// Whether `plugin` can have spares at all.
-    pub fn eligible(&self, plugin: &LoadedPlugin) -> bool {
+    pub(super) fn eligible(&self, plugin: &LoadedPlugin) -> bool {
         self.limit > 0 && !plugin.uses.filesystem
     }
 
     /// Takes the spare made for `plugin` under `bounds`, if there is one
     /// (a spare's memory budget, fuel and output caps are set when it is
     /// made: one made under other bounds is never taken).
-    pub fn take(&self, plugin: &LoadedPlugin, bounds: PluginBounds) -> Option<Prepared> {
+    pub(super) fn take(&self, plugin: &LoadedPlugin, bounds: PluginBounds) -> Option<Prepared> {
         if !self.eligible(plugin) {
             return None;
         }
@@ -90,7 +90,7 @@ impl Spares {
 
     /// Drops every spare, freeing their pool slots (when evaluations are
     /// waiting for one).
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         let dropped: Vec<Prepared> = self.lock().ready.drain().map(|(_, p)| p).collect();
         drop(dropped);
     }
@@ -98,7 +98,11 @@ impl Spares {
     /// After an evaluation: drops its store and makes the plugin's next
     /// spare, both on a background task when a spare is wanted; otherwise
     /// drops the store here.
-    pub fn replenish(&self, used: (Store<PluginState>, OwnedSemaphorePermit), recipe: SpareRecipe) {
+    pub(super) fn replenish(
+        &self,
+        used: (Store<PluginState>, OwnedSemaphorePermit),
+        recipe: SpareRecipe,
+    ) {
         let digest = recipe.plugin.digest.clone();
         let key: Key = (digest.clone(), recipe.bounds);
         let wanted = self.eligible(&recipe.plugin) && {

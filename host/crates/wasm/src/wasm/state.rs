@@ -22,7 +22,7 @@ pub(super) const LOG_LINES_CAP: usize = 200;
 
 /// Which bound an evaluation hit, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoundHit {
+pub(super) enum BoundHit {
     JudgeCalls,
     /// The evaluation's deadline passed in (or before) a `judge` call.
     Timeout,
@@ -44,7 +44,7 @@ pub struct JudgeBridge {
 /// It counts against the plugin's `timeoutMs` like everything else the
 /// evaluation waits on (each call is bounded by what is left of it).
 #[derive(Debug, Default)]
-pub struct JudgeClock {
+pub(super) struct JudgeClock {
     state: std::sync::Mutex<ClockState>,
 }
 
@@ -70,7 +70,7 @@ impl JudgeClock {
     }
 
     /// Judge time so far, as of `now`.
-    pub fn spent(&self, now: Instant) -> Duration {
+    pub(super) fn spent(&self, now: Instant) -> Duration {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let running = s.running.map_or(Duration::ZERO, |(since, bound)| {
             now.saturating_duration_since(since).min(bound)
@@ -88,7 +88,7 @@ impl Drop for Timing<'_> {
     }
 }
 
-pub struct PluginState {
+pub(super) struct PluginState {
     pub plugin: String,
     pub wasi: WasiCtx,
     pub table: ResourceTable,
@@ -141,7 +141,7 @@ impl WasiView for PluginState {
 /// One memory budget across all of a plugin's linear memories and tables'
 /// growth (wasmtime's `StoreLimits` bounds each memory separately).
 #[derive(Debug)]
-pub struct MemoryBudget {
+pub(super) struct MemoryBudget {
     pub max_bytes: u64,
     pub used_bytes: u64,
     pub exceeded: bool,

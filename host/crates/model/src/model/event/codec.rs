@@ -227,7 +227,7 @@ fn typed(kind: &str, v: &Value) -> Option<Result<Event, serde_json::Error>> {
 pub(super) mod present {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<T: Serialize, S: Serializer>(
+    pub(crate) fn serialize<T: Serialize, S: Serializer>(
         v: &Option<Option<T>>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
@@ -237,7 +237,7 @@ pub(super) mod present {
         }
     }
 
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    pub(crate) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<Option<T>>, D::Error> {
         Option::<T>::deserialize(d).map(Some)

@@ -1,7 +1,16 @@
 //! Examples of every event kind, with the shapes the daemon emits (the
 //! golden test's input).
 
-use super::*;
+use super::{
+    AnsweredBy, Approved, Attached, BlockOutcome, Blocked, Cancelled, ChangedAfter, ClientRefused,
+    CommitReady, Committed, ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, DamageRef,
+    Empty, Event, Expired, FailReason, GateSummary, GateSummaryItem, Gating, HookEvent, HookNotice,
+    InputSource, Live, Nudge, OnStaleName, Passkey, PasskeyEvent, Permission, PermissionEscalated,
+    PolicyChange, PolicyEvent, PolicyHead, PolicyRefused, Queued, Reasoned, RefusedOrigin,
+    Registered, Rejected, Report, Retry, ReviewChange, ReviewEnded, ReviewEvent, ReviewRepair,
+    ReviewStarted, ReviewVerdict, RoutineEvent, RoutineKind, RoutinePayload, SessionEvent, Stale,
+    StaleAck, Standing, StandingEvent, Trigger, Ungated, WatchdogEvent, Watching,
+};
 use crate::permission::{Decision, ToolAsk};
 use crate::verdict::{Finding, Outcome, Severity};
 use serde_json::json;
