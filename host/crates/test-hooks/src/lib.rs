@@ -14,6 +14,8 @@
 //! `scripts/test.sh` checks that a binary built without it holds no
 //! `GATEHOST_TEST_` string (docs/contributing.md, "Test hooks").
 
+#![warn(missing_docs)]
+
 use std::path::Path;
 use std::time::Duration;
 
