@@ -237,9 +237,9 @@ fn the_client_check_finds_an_import_of_the_daemon() {
         (v(from), BTreeSet::from([v(to)]))
     };
     for (from, to) in [
-        (&["wire"][..], &["store"][..]),
-        (&["wire", "records"], &["engine", "sessions"]),
-        (&["client", "routines"], &["api"]),
+        (&["cli", "client"][..], &["store"][..]),
+        (&["cli", "standing"], &["engine", "sessions"]),
+        (&["cli", "ui"], &["api"]),
         (&["cli", "render"], &["engine", "chain"]),
         (&["mcp", "monitor"], &["store"]),
     ] {
@@ -317,7 +317,10 @@ fn every_top_level_module_is_listed_and_documented() {
             }
         })
         .collect();
-    assert!(modules.len() > 20, "the reader found no modules");
+    assert!(
+        modules.len() + renamed.len() > 20,
+        "the reader found no modules"
+    );
     let unlisted: Vec<&str> = modules
         .iter()
         .filter(|m| !lib.contains(&format!("//! - [`{m}`]:")))
