@@ -9,7 +9,7 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
 # Built from inside plugins/ so that plugins/.cargo/config.toml (SIMD) applies,
-# into plugins/target, where host/build.rs builds the four plugins it carries
+# into plugins/target, where host/crates/wasm/build.rs builds the four plugins it carries
 # in the binary with the same flags: whichever runs second finds them built.
 (cd plugins && cargo build --release --locked --target wasm32-wasip2)
 

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Lints first: they are cheap and fail fast. (Checking the host runs
-# host/build.rs, which builds the four carried Rust plugins into
+# host/crates/wasm/build.rs, which builds the four carried Rust plugins into
 # plugins/target where the wasm32-wasip2 target is installed, else warns;
 # build-plugins.sh below then finds them built.)
 cargo fmt --all -- --check

@@ -5,6 +5,10 @@
 //! child of it that it did not spawn (a gate's orphans), so it must never
 //! share a process with tests that start daemons and `gatehost` runs.
 
+// A test binary has no face: its helpers' `pub` is for the other test
+// modules (the workspace's `unreachable_pub` is for library crates).
+#![allow(unreachable_pub)]
+
 mod common;
 
 #[path = "in_process/fallback_containment.rs"]

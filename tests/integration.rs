@@ -11,6 +11,10 @@
 //! kills and reaps every child it did not spawn (a gate's orphans), which
 //! here would be the daemons and `gatehost` runs of the tests beside it.
 
+// A test binary has no face: its helpers' `pub` is for the other test
+// modules (the workspace's `unreachable_pub` is for library crates).
+#![allow(unreachable_pub)]
+
 mod common;
 
 mod agents;

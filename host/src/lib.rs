@@ -1,7 +1,17 @@
 //! gatehost: a judge-gate host for supervising coding agents.
 //!
 //! When an agent's turn ends, a *gate* decides whether its work is
-//! acceptable. The crate is split by concept, from the bottom up:
+//! acceptable. This crate is the daemon and the command line; the parts
+//! below them are crates of their own in `host/crates/`, re-exported here
+//! at their old paths (`gatehost::commit` is `gatehost_git::commit`):
+//! `gatehost-sandbox` (anchor, sandbox, supervise), `gatehost-git`
+//! (change, commit, worktree), `gatehost-model` (model, verdict, config,
+//! permission, bus, suggest and the gate specs), `gatehost-wasm` (wasm),
+//! `gatehost-store` (store),
+//! `gatehost-client` (wire, client, session_key, keyring),
+//! `gatehost-hook` (hook) and
+//! `gatehost-test-hooks` (test_hooks). The modules, by concept, from the
+//! bottom up:
 //! - [`model`]: the typed model below the store and the engine (an attach
 //!   input, a commit plan, a review chain, a routine's run, a gate report,
 //!   the request bodies the API and the engine share,
@@ -17,8 +27,9 @@
 //! - [`sandbox`]: confinement of every process a native gate starts
 //!   (Landlock, no capabilities, `no_new_privs`, applied in the spawned
 //!   child between `clone3` and `execve`), and the gates' scratch places;
-//! - [`gate`]: gate objects and their kinds (shell, judge, wasm), each one
-//!   implementation of the `GateKind` trait;
+//! - [`gate`]: the runner of gates and their kinds (shell, judge, wasm),
+//!   each one implementation of the `RunGate` trait over its spec (the
+//!   `GateKind` of gatehost-model);
 //! - [`wasm`]: the WASM plugin host (wasmtime, WASI, bounds);
 //! - [`config`]: the host configuration (allowlist and argument rules,
 //!   adapters, limits, sandbox grants);
@@ -64,39 +75,39 @@
 //! crash, an unparseable judge or a refused path is `fail` or `error`, never
 //! `pass`.
 
-pub mod anchor;
+pub use gatehost_sandbox::anchor;
 pub mod api;
-pub mod bus;
-pub mod change;
+pub use gatehost_git::change;
+pub use gatehost_model::bus;
 pub mod cli;
-pub mod client;
-pub mod commit;
-pub mod config;
+pub use gatehost_client::client;
+pub use gatehost_git::commit;
+pub use gatehost_model::config;
 pub mod engine;
 pub mod fault_marker;
 pub mod gate;
-pub mod hook;
-pub mod keyring;
+pub use gatehost_client::keyring;
+pub use gatehost_hook as hook;
 pub mod live_config;
 pub mod mcp;
-pub mod model;
+pub use gatehost_model::model;
 pub mod notify;
 pub mod passkey;
-pub mod permission;
-pub mod sandbox;
-pub mod session_key;
-pub mod store;
-pub mod suggest;
-pub mod supervise;
-pub mod test_hooks;
+pub use gatehost_client::session_key;
+pub use gatehost_model::permission;
+pub use gatehost_model::suggest;
 /// The gate report, at its old path ([`model::report`]).
-pub use model::report as verdict;
-pub mod wasm;
+pub use gatehost_model::verdict;
+pub use gatehost_sandbox::sandbox;
+pub use gatehost_sandbox::supervise;
+pub use gatehost_store::store;
+pub use gatehost_test_hooks as test_hooks;
+pub use gatehost_wasm::wasm;
 pub mod webhook;
-pub mod wire;
-pub mod worktree;
+pub use gatehost_client::wire;
+pub use gatehost_git::worktree;
 
 #[cfg(test)]
-mod exhaustive;
+use gatehost_exhaustive as exhaustive;
 #[cfg(test)]
 mod structure_tests;

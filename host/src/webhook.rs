@@ -58,11 +58,9 @@ pub struct Webhooks {
     max_attempts: u32,
 }
 
-/// Installs the process's TLS crypto provider (ring) for HTTPS clients;
-/// idempotent. Call before building any `reqwest::Client`.
-pub fn install_tls_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+/// Installs the process's TLS crypto provider (ring) for HTTPS clients
+/// (the client's, re-exported for the daemon's deliveries).
+pub use crate::client::install_tls_provider;
 
 /// The signing key a secret file's text stands for: the standard's
 /// `whsec_<base64>` decoded, anything else as its bytes.

@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The store's schema version today (`SCHEMA_VERSION` in
-/// host/src/store/mod.rs): the fixture (9) must be migrated to it. A new
+/// host/crates/store/src/store/mod.rs): the fixture (9) must be migrated to it. A new
 /// schema version changes this line, and this test proves the fixture
 /// still migrates to it.
 const CURRENT_SCHEMA: &str = "11";

@@ -5,7 +5,7 @@
 // Each bench uses a part of it.
 #![allow(dead_code)]
 
-pub mod serve;
+pub(crate) mod serve;
 
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `--NAME N` from the command line, else `default`.
-pub fn arg(name: &str, default: usize) -> usize {
+pub(crate) fn arg(name: &str, default: usize) -> usize {
     std::env::args()
         .skip_while(|a| a != name)
         .nth(1)
@@ -23,7 +23,7 @@ pub fn arg(name: &str, default: usize) -> usize {
 }
 
 /// Whether `--only a,b,…` names `name` (everything runs without it).
-pub fn selected(name: &str) -> bool {
+pub(crate) fn selected(name: &str) -> bool {
     std::env::args()
         .skip_while(|a| a != "--only")
         .nth(1)
@@ -31,7 +31,7 @@ pub fn selected(name: &str) -> bool {
 }
 
 /// The `q` quantile of `samples` (nearest rank).
-pub fn quantile<T: Copy + Ord>(samples: &[T], q: f64) -> T {
+pub(crate) fn quantile<T: Copy + Ord>(samples: &[T], q: f64) -> T {
     let mut s = samples.to_vec();
     s.sort();
     s[((s.len() as f64 - 1.0) * q).round() as usize]
@@ -39,7 +39,7 @@ pub fn quantile<T: Copy + Ord>(samples: &[T], q: f64) -> T {
 
 /// `a` then `b`, `rounds` times after a warm-up of a tenth of them plus 3,
 /// each preceded by `before` (not part of a sample); returns their samples.
-pub fn alternate_with<T>(
+pub(crate) fn alternate_with<T>(
     rounds: usize,
     mut before: impl FnMut(),
     mut a: impl FnMut() -> T,
@@ -60,7 +60,7 @@ pub fn alternate_with<T>(
 }
 
 /// `f` as a sample: how long one call took.
-pub fn timed(mut f: impl FnMut()) -> impl FnMut() -> Duration {
+pub(crate) fn timed(mut f: impl FnMut()) -> impl FnMut() -> Duration {
     move || {
         let t = Instant::now();
         f();
@@ -70,7 +70,7 @@ pub fn timed(mut f: impl FnMut()) -> impl FnMut() -> Duration {
 
 /// A workspace of `n` small Rust-like files under `root/src`, the one in
 /// the middle holding a `dbg!(` when `planted`.
-pub fn generate_workspace(root: &Path, n: usize, planted: bool) {
+pub(crate) fn generate_workspace(root: &Path, n: usize, planted: bool) {
     for i in 0..n {
         let dir: PathBuf = root.join(format!("src/mod{}", i % 20));
         std::fs::create_dir_all(&dir).expect("mkdir");
@@ -89,7 +89,7 @@ pub fn generate_workspace(root: &Path, n: usize, planted: bool) {
 
 /// CPU time (ns) every thread of `pid` has run, from each thread's
 /// schedstat (nanoseconds, where /proc/PID/stat counts 10 ms ticks).
-pub fn cpu_ns(pid: u32) -> u64 {
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
@@ -100,7 +100,7 @@ pub fn cpu_ns(pid: u32) -> u64 {
         .sum()
 }
 
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -111,7 +111,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 
 /// Serves `data` with `config`, idle for `seconds`: (CPU ms per second,
 /// VmRSS KiB at the end).
-pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
+pub(crate) fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehost"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data)
@@ -149,7 +149,7 @@ pub fn idle_daemon(data: &Path, config: &Path, seconds: u64) -> (f64, u64) {
 /// benches' fixtures only (the daemon reaches the store through its
 /// interface; a seed of millions of rows through its typed operations
 /// would take minutes).
-pub fn seed_connection(data: &Path) -> rusqlite::Connection {
+pub(crate) fn seed_connection(data: &Path) -> rusqlite::Connection {
     drop(gatehost::store::Store::open(data).expect("store"));
     let c = rusqlite::Connection::open(data.join("gatehost.db")).expect("open the store file");
     c.busy_timeout(Duration::from_secs(5))
@@ -161,7 +161,7 @@ pub fn seed_connection(data: &Path) -> rusqlite::Connection {
 /// straight into the store of `data` (`pol_<i, 32 digits>`, seq `i + 1`):
 /// every `blocked_every`th (0: none) `blocked` with its reason, the rest
 /// `done`.
-pub fn settled_policies(data: &Path, session: &str, n: usize, blocked_every: usize) {
+pub(crate) fn settled_policies(data: &Path, session: &str, n: usize, blocked_every: usize) {
     use serde_json::json;
     let now = gatehost::store::now_ms();
     let mut c = seed_connection(data);
@@ -203,7 +203,7 @@ pub fn settled_policies(data: &Path, session: &str, n: usize, blocked_every: usi
 }
 
 /// Stores `n` live sessions `s0`…, every one heard from now.
-pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
+pub(crate) fn live_sessions(store: &gatehost::store::Store, n: usize) {
     use gatehost::store::{SessionRow, SessionState, now_ms};
     let now = now_ms();
     store
@@ -237,7 +237,7 @@ pub fn live_sessions(store: &gatehost::store::Store, n: usize) {
 }
 
 /// One whole process: spawned, fed `stdin`, its output read, reaped.
-pub struct Run {
+pub(crate) struct Run {
     pub elapsed: Duration,
     pub code: i32,
     pub stdout: Vec<u8>,
@@ -263,7 +263,7 @@ impl std::fmt::Debug for Run {
 }
 
 /// Runs `git ARGS` in `dir` (stdout discarded) and asserts it succeeded.
-pub fn git(program: &Path, dir: &Path, args: &[&str]) {
+pub(crate) fn git(program: &Path, dir: &Path, args: &[&str]) {
     let ok = Command::new(program)
         .args(args)
         .current_dir(dir)
@@ -275,7 +275,7 @@ pub fn git(program: &Path, dir: &Path, args: &[&str]) {
 }
 
 /// A Claude Code `Stop` hook's stdin for session `session` in `cwd`.
-pub fn claude_stop(session: &str, cwd: &Path) -> Vec<u8> {
+pub(crate) fn claude_stop(session: &str, cwd: &Path) -> Vec<u8> {
     serde_json::json!({
         "session_id": session,
         "cwd": cwd,
@@ -288,7 +288,7 @@ pub fn claude_stop(session: &str, cwd: &Path) -> Vec<u8> {
 }
 
 /// `gatehost hook claude --gates G --config C --state-dir S`'s arguments.
-pub fn hook_claude_args(gates: &Path, config: &Path, state: &Path) -> Vec<OsString> {
+pub(crate) fn hook_claude_args(gates: &Path, config: &Path, state: &Path) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["hook".into(), "claude".into()];
     for (flag, value) in [
         ("--gates", gates),
@@ -304,7 +304,7 @@ pub fn hook_claude_args(gates: &Path, config: &Path, state: &Path) -> Vec<OsStri
 /// Spawns `program` with a clean environment (PATH and HOME only), writes
 /// `stdin` and closes it, reads stdout and stderr to their end and reaps
 /// the process with wait4, timing all of it.
-pub fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
+pub(crate) fn spawn(program: &Path, args: &[OsString], stdin: &[u8]) -> Run {
     let start = Instant::now();
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -360,7 +360,7 @@ fn tv(t: libc::timeval) -> Duration {
 }
 
 /// This process's own peak RSS (VmHWM), KiB.
-pub fn rss_hwm_kib() -> Option<i64> {
+pub(crate) fn rss_hwm_kib() -> Option<i64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
@@ -369,7 +369,7 @@ pub fn rss_hwm_kib() -> Option<i64> {
 }
 
 /// File `i`'s text (`version` 0 as committed).
-pub fn file_text(i: usize, version: u64) -> String {
+pub(crate) fn file_text(i: usize, version: u64) -> String {
     let mut text = format!("//! File {i}, version {version}.\n");
     for line in 0..8 {
         text.push_str(&format!(
@@ -380,7 +380,7 @@ pub fn file_text(i: usize, version: u64) -> String {
 }
 
 /// File `i`'s path.
-pub fn path_of(i: usize) -> String {
+pub(crate) fn path_of(i: usize) -> String {
     format!("src/d{:03}/f{i:05}.rs", i / 100)
 }
 
@@ -388,7 +388,7 @@ pub fn path_of(i: usize) -> String {
 /// directory, about 450 bytes each): every blob and one commit through
 /// `git fast-import` (one pack), then `git reset --hard` writes the tree
 /// and the index, as a checkout does.
-pub fn make_repository(program: &Path, ws: &Path, n: usize) {
+pub(crate) fn make_repository(program: &Path, ws: &Path, n: usize) {
     std::fs::create_dir_all(ws).expect("mkdir");
     let run = |args: &[&str]| git(program, ws, args);
     run(&["init", "-q", "-b", "main"]);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub struct Daemon {
+pub(crate) struct Daemon {
     pub child: Child,
     pub url: String,
     pub agent: String,
@@ -22,7 +22,7 @@ impl Drop for Daemon {
     }
 }
 
-pub fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
+pub(crate) fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
     start_program(
         Path::new(env!("CARGO_BIN_EXE_gatehost")),
         data,
@@ -33,7 +33,7 @@ pub fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
 
 /// [`start`] with another `gatehost` binary (`program`): until it says
 /// where it listens.
-pub fn start_program(
+pub(crate) fn start_program(
     program: &Path,
     data: &Path,
     config: &Path,
@@ -85,7 +85,7 @@ pub fn start_program(
 
 /// Calls through the library's typed client (`gatehost::client`), one per
 /// daemon URL so that its connections are reused as a real client's are.
-pub struct Http {
+pub(crate) struct Http {
     rt: tokio::runtime::Runtime,
     clients: std::cell::RefCell<std::collections::HashMap<String, gatehost::client::Client>>,
 }
@@ -97,7 +97,7 @@ impl Default for Http {
 }
 
 impl Http {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         gatehost::webhook::install_tls_provider();
         Http {
             rt: tokio::runtime::Builder::new_current_thread()
@@ -111,7 +111,7 @@ impl Http {
     /// A call with the operator token (a bench acts for the operator and
     /// for its agents' sessions alike; the agent token would need each
     /// session's key).
-    pub fn call(
+    pub(crate) fn call(
         &self,
         d: &Daemon,
         method: reqwest::Method,
@@ -122,7 +122,7 @@ impl Http {
     }
 
     /// A call with `token` (the agent's or the operator's).
-    pub fn call_as(
+    pub(crate) fn call_as(
         &self,
         d: &Daemon,
         token: &str,

@@ -27,7 +27,7 @@ impl Role {
 }
 
 /// Token file names in the data directory.
-pub use crate::wire::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE};
+pub(crate) use crate::wire::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE};
 
 pub struct Tokens {
     agent: [u8; 32],

@@ -12,15 +12,33 @@ use crate::store::{
 };
 use crate::wire;
 
-impl From<RowDamage> for wire::Damage {
-    fn from(d: RowDamage) -> Self {
+/// A record's form in the API: one impl per record of the store, taking
+/// it apart field by field. (Not `From`: the records are gatehost-store's
+/// and the API's types gatehost-client's, so only a trait of this crate
+/// can join them.)
+pub(crate) trait ToWire {
+    /// The API's type for the record.
+    type Wire;
+
+    /// The record as the API shows it.
+    fn to_wire(self) -> Self::Wire;
+}
+
+impl ToWire for RowDamage {
+    type Wire = wire::Damage;
+
+    fn to_wire(self) -> wire::Damage {
+        let d = self;
         let RowDamage { column, message } = d;
         wire::Damage { column, message }
     }
 }
 
-impl From<SessionState> for wire::SessionState {
-    fn from(s: SessionState) -> Self {
+impl ToWire for SessionState {
+    type Wire = wire::SessionState;
+
+    fn to_wire(self) -> wire::SessionState {
+        let s = self;
         match s {
             SessionState::Running => wire::SessionState::Running,
             SessionState::Idle => wire::SessionState::Idle,
@@ -30,8 +48,11 @@ impl From<SessionState> for wire::SessionState {
     }
 }
 
-impl From<PolicyStatus> for wire::PolicyStatus {
-    fn from(s: PolicyStatus) -> Self {
+impl ToWire for PolicyStatus {
+    type Wire = wire::PolicyStatus;
+
+    fn to_wire(self) -> wire::PolicyStatus {
+        let s = self;
         match s {
             PolicyStatus::Watching => wire::PolicyStatus::Watching,
             PolicyStatus::Queued => wire::PolicyStatus::Queued,
@@ -47,8 +68,11 @@ impl From<PolicyStatus> for wire::PolicyStatus {
     }
 }
 
-impl From<StepStatus> for wire::StepStatus {
-    fn from(s: StepStatus) -> Self {
+impl ToWire for StepStatus {
+    type Wire = wire::StepStatus;
+
+    fn to_wire(self) -> wire::StepStatus {
+        let s = self;
         match s {
             StepStatus::Pending => wire::StepStatus::Pending,
             StepStatus::Running => wire::StepStatus::Running,
@@ -60,8 +84,11 @@ impl From<StepStatus> for wire::StepStatus {
     }
 }
 
-impl From<SessionRow> for wire::Session {
-    fn from(row: SessionRow) -> Self {
+impl ToWire for SessionRow {
+    type Wire = wire::Session;
+
+    fn to_wire(self) -> wire::Session {
+        let row = self;
         let SessionRow {
             id,
             label,
@@ -90,7 +117,7 @@ impl From<SessionRow> for wire::Session {
             label,
             cwd,
             workspace,
-            state: state.into(),
+            state: state.to_wire(),
             turns,
             last_turn_cursor,
             last_message,
@@ -102,26 +129,32 @@ impl From<SessionRow> for wire::Session {
             updated_at,
             owner,
             stale_at,
-            damage: damage.map(Into::into),
+            damage: damage.map(ToWire::to_wire),
         }
     }
 }
 
-impl From<engine::Registered> for wire::Registered {
-    fn from(r: engine::Registered) -> Self {
+impl ToWire for engine::Registered {
+    type Wire = wire::Registered;
+
+    fn to_wire(self) -> wire::Registered {
+        let r = self;
         let engine::Registered {
             session,
             session_key,
         } = r;
         wire::Registered {
-            session: session.into(),
+            session: session.to_wire(),
             session_key,
         }
     }
 }
 
-impl From<PolicyRow> for wire::Policy {
-    fn from(row: PolicyRow) -> Self {
+impl ToWire for PolicyRow {
+    type Wire = wire::Policy;
+
+    fn to_wire(self) -> wire::Policy {
+        let row = self;
         let PolicyRow {
             id,
             seq,
@@ -155,7 +188,7 @@ impl From<PolicyRow> for wire::Policy {
             id,
             seq,
             spec,
-            status: status.into(),
+            status: status.to_wire(),
             sessions,
             pending,
             watch_after,
@@ -175,13 +208,16 @@ impl From<PolicyRow> for wire::Policy {
             deadline_at,
             infra_retries_used,
             review,
-            damage: damage.map(Into::into),
+            damage: damage.map(ToWire::to_wire),
         }
     }
 }
 
-impl From<EventRow> for wire::Event {
-    fn from(row: EventRow) -> Self {
+impl ToWire for EventRow {
+    type Wire = wire::Event;
+
+    fn to_wire(self) -> wire::Event {
+        let row = self;
         let EventRow {
             cursor,
             at,
@@ -196,13 +232,16 @@ impl From<EventRow> for wire::Event {
             session_id,
             policy_id,
             event,
-            damage: damage.map(Into::into),
+            damage: damage.map(ToWire::to_wire),
         }
     }
 }
 
-impl From<RoutineStepRow> for wire::RoutineStep {
-    fn from(row: RoutineStepRow) -> Self {
+impl ToWire for RoutineStepRow {
+    type Wire = wire::RoutineStep;
+
+    fn to_wire(self) -> wire::RoutineStep {
+        let row = self;
         let RoutineStepRow {
             index,
             label,
@@ -216,7 +255,7 @@ impl From<RoutineStepRow> for wire::RoutineStep {
         wire::RoutineStep {
             index,
             label,
-            status: status.into(),
+            status: status.to_wire(),
             session_id,
             restarts,
             response,
@@ -226,8 +265,11 @@ impl From<RoutineStepRow> for wire::RoutineStep {
     }
 }
 
-impl From<RoutineRow> for wire::Routine {
-    fn from(row: RoutineRow) -> Self {
+impl ToWire for RoutineRow {
+    type Wire = wire::Routine;
+
+    fn to_wire(self) -> wire::Routine {
+        let row = self;
         let RoutineRow {
             id,
             label,
@@ -255,14 +297,17 @@ impl From<RoutineRow> for wire::Routine {
             reason,
             created_at,
             updated_at,
-            steps: steps.into_iter().map(Into::into).collect(),
+            steps: steps.into_iter().map(ToWire::to_wire).collect(),
             damage,
         }
     }
 }
 
-impl From<StandingRow> for wire::StandingPolicy {
-    fn from(row: StandingRow) -> Self {
+impl ToWire for StandingRow {
+    type Wire = wire::StandingPolicy;
+
+    fn to_wire(self) -> wire::StandingPolicy {
+        let row = self;
         let StandingRow {
             id,
             agents,

@@ -3,6 +3,7 @@
 //! records with every optional field set and with none set; and the
 //! client reads the API's JSON back into the same value.
 
+use super::ToWire;
 use crate::engine;
 use crate::exhaustive::variants;
 use crate::model::as_given::AsGiven;
@@ -22,11 +23,11 @@ use serde_json::json;
 /// text decodes back into the API type it came from.
 fn same<R, W>(record: R)
 where
-    R: Serialize + Clone + std::fmt::Debug,
-    W: From<R> + Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+    R: ToWire<Wire = W> + Serialize + Clone + std::fmt::Debug,
+    W: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
 {
     let before = serde_json::to_string(&record).expect("the record encodes");
-    let wire = W::from(record.clone());
+    let wire = record.clone().to_wire();
     let after = serde_json::to_string(&wire).expect("the API type encodes");
     assert_eq!(after, before, "{record:?}");
     let back: W = serde_json::from_str(&after).expect("the client decodes it");
@@ -69,7 +70,7 @@ fn session(all: bool) -> SessionRow {
 fn a_session_is_answered_as_its_record_was() {
     for all in [false, true] {
         same::<_, wire::Session>(session(all));
-        let text = serde_json::to_string(&wire::Session::from(session(all))).expect("encodes");
+        let text = serde_json::to_string(&ToWire::to_wire(session(all))).expect("encodes");
         assert!(!text.contains("keyDigest") && !text.contains("workspacePin"));
     }
 }
@@ -152,7 +153,7 @@ fn a_policy_is_answered_as_its_row_and_its_id_were() {
             row: row.clone(),
         })
         .expect("encodes");
-        let wire = wire::Policy::from(row);
+        let wire = ToWire::to_wire(row);
         let after = serde_json::to_string(&wire).expect("encodes");
         assert_eq!(after, before);
         assert!(!after.contains("fix it"), "the nudge is not sent: {after}");
@@ -190,7 +191,7 @@ fn the_lists_of_states_name_every_variant() {
 #[test]
 fn every_status_and_state_has_the_stored_name() {
     for s in PolicyStatus::ALL {
-        let w = wire::PolicyStatus::from(s);
+        let w = ToWire::to_wire(s);
         assert_eq!(w.as_str(), s.as_str());
         assert_eq!(json!(w), json!(s));
         assert_eq!(wire::PolicyStatus::parse(s.as_str()), Some(w));
@@ -198,7 +199,7 @@ fn every_status_and_state_has_the_stored_name() {
     }
     for w in wire::SessionState::ALL {
         let s = SessionState::parse(w.as_str()).expect("a stored state");
-        assert_eq!(wire::SessionState::from(s), w);
+        assert_eq!(ToWire::to_wire(s), w);
         assert_eq!(json!(w), json!(s));
     }
     for s in [
@@ -209,7 +210,7 @@ fn every_status_and_state_has_the_stored_name() {
         StepStatus::Failed,
         StepStatus::Cancelled,
     ] {
-        let w = wire::StepStatus::from(s);
+        let w = ToWire::to_wire(s);
         assert_eq!((w.as_str(), json!(w)), (s.as_str(), json!(s)));
     }
     assert_eq!(

@@ -42,6 +42,7 @@
 
 pub(crate) mod auth;
 mod convert;
+pub(crate) use convert::ToWire;
 mod error;
 mod extract;
 pub mod limits;
@@ -185,7 +186,7 @@ async fn register(
     Credential(caller): Credential,
     JsonBody(input): JsonBody<wire::RegisterRequest>,
 ) -> ApiResult {
-    ok(wire::Registered::from(st.engine.register(input, &caller)?))
+    ok(ToWire::to_wire(st.engine.register(input, &caller)?))
 }
 
 async fn start_session(
@@ -193,7 +194,7 @@ async fn start_session(
     _: Operator,
     JsonBody(input): JsonBody<wire::StartRequest>,
 ) -> ApiResult {
-    ok(wire::Registered::from(st.engine.start_session(input)?))
+    ok(ToWire::to_wire(st.engine.start_session(input)?))
 }
 
 /// The operator answers an ACP session's escalated permission request
@@ -232,7 +233,7 @@ async fn list_sessions(
     ok(wire::SessionPage {
         sessions: page
             .into_iter()
-            .map(|(_, s)| wire::Session::from(st.engine.listed_session(s, &caller)))
+            .map(|(_, s)| ToWire::to_wire(st.engine.listed_session(s, &caller)))
             .collect(),
         next_cursor,
     })
@@ -243,7 +244,7 @@ async fn get_session(
     Credential(caller): Credential,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(wire::Session::from(st.engine.session_for(&id, &caller)?))
+    ok(ToWire::to_wire(st.engine.session_for(&id, &caller)?))
 }
 
 async fn report(
@@ -284,7 +285,7 @@ async fn next_session_event(
     let next_cursor = events.last().map(|e| e.cursor).unwrap_or(since);
     let timed_out = events.is_empty();
     ok(wire::NextEvent {
-        event: (!events.is_empty()).then(|| events.swap_remove(0).into()),
+        event: (!events.is_empty()).then(|| events.swap_remove(0).to_wire()),
         next_cursor,
         timed_out,
     })
@@ -298,8 +299,7 @@ async fn attach(
     Credential(caller): Credential,
     AttachBody { key, input }: AttachBody,
 ) -> ApiResult {
-    let created =
-        |p| (axum::http::StatusCode::CREATED, Json(wire::Policy::from(p))).into_response();
+    let created = |p| (axum::http::StatusCode::CREATED, Json(p)).into_response();
     let input = match input {
         Ok(input) => input,
         Err(e) => {
@@ -307,13 +307,13 @@ async fn attach(
             if let Some(k) = &key
                 && let Some(p) = st.engine.attach_replayed(caller.trust, k)?
             {
-                return Ok(created(p));
+                return Ok(created(p.to_wire()));
             }
             return Err(EngineError::from(e).into());
         }
     };
     let p = st.engine.attach(input, caller, key).await?;
-    Ok(created(p))
+    Ok(created(p.to_wire()))
 }
 
 async fn list_policies(
@@ -336,7 +336,7 @@ async fn list_policies(
             .engine
             .readable_policies(list, &caller)?
             .into_iter()
-            .map(wire::Policy::from)
+            .map(ToWire::to_wire)
             .collect(),
         next_cursor,
     })
@@ -348,7 +348,7 @@ async fn get_policy(
     Path(id): Path<String>,
 ) -> ApiResult {
     st.engine.policy_for(&id, &caller)?;
-    ok(wire::Policy::from(st.engine.policy_now(&id).await?))
+    ok(ToWire::to_wire(st.engine.policy_now(&id).await?))
 }
 
 async fn wait_policy(
@@ -362,13 +362,13 @@ async fn wait_policy(
     let _waiting = wait_place(&st, timeout, "policy-wait")?;
     let (p, settled) = st.engine.wait_policy(&id, timeout).await?;
     ok(wire::PolicyWait {
-        policy: p.into(),
+        policy: p.to_wire(),
         settled,
     })
 }
 
 async fn cancel(State(st): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult {
-    ok(wire::Policy::from(st.engine.cancel(&id, "the operator")?))
+    ok(ToWire::to_wire(st.engine.cancel(&id, "the operator")?))
 }
 
 async fn ack(
@@ -393,7 +393,7 @@ async fn ack(
         )?),
         None => None,
     };
-    ok(wire::Policy::from(
+    ok(ToWire::to_wire(
         st.engine
             .ack(
                 &id,
@@ -414,7 +414,7 @@ async fn request_changes(
     JsonBody(b): JsonBody<wire::RequestChanges>,
 ) -> ApiResult {
     let comments = b.comments;
-    ok(wire::Policy::from(
+    ok(ToWire::to_wire(
         st.engine
             .request_changes(&id, &b.tree, &comments, "the operator")
             .await?,
@@ -452,7 +452,7 @@ async fn events(
         .oldest_cursor()
         .map_err(EngineError::from)?;
     ok(wire::EventPage {
-        events: events.into_iter().map(wire::Event::from).collect(),
+        events: events.into_iter().map(ToWire::to_wire).collect(),
         next_cursor,
         oldest_cursor,
     })

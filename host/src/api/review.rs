@@ -10,6 +10,7 @@
 
 use super::query::{DiffQuery, Query};
 use super::{ApiResult, AppState, Credential, ok};
+use crate::api::convert::ToWire;
 use crate::commit::patch::PageBounds;
 use crate::wire;
 use axum::extract::{Path, State};
@@ -59,7 +60,7 @@ pub(super) async fn diff(
     };
     ok(wire::PolicyDiff {
         policy_id: got.policy.id.clone(),
-        status: got.policy.status.into(),
+        status: got.policy.status.to_wire(),
         tree: got.tree,
         base: got.base,
         commit: got.commit,

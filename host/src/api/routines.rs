@@ -7,6 +7,7 @@
 //! never change state itself.
 
 use super::{ApiResult, AppState, Bearer, Credential, JsonBody, Operator, ok};
+use crate::api::convert::ToWire;
 use crate::wire;
 use axum::extract::{Path, State};
 
@@ -31,7 +32,7 @@ pub(super) async fn start(
                 .to_string(),
         ),
     };
-    ok(wire::Routine::from(
+    ok(ToWire::to_wire(
         st.engine.start_routine_as(spec, key, &caller)?,
     ))
 }
@@ -42,7 +43,7 @@ pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
             .engine
             .routines(LIST_LIMIT)?
             .into_iter()
-            .map(wire::Routine::from)
+            .map(ToWire::to_wire)
             .collect(),
     })
 }
@@ -52,7 +53,7 @@ pub(super) async fn get(
     _: Bearer,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(wire::Routine::from(st.engine.routine(&id)?))
+    ok(ToWire::to_wire(st.engine.routine(&id)?))
 }
 
 pub(super) async fn cancel(
@@ -60,9 +61,7 @@ pub(super) async fn cancel(
     Credential(caller): Credential,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(wire::Routine::from(
-        st.engine.cancel_routine_as(&id, &caller)?,
-    ))
+    ok(ToWire::to_wire(st.engine.cancel_routine_as(&id, &caller)?))
 }
 
 pub(super) async fn resolve(
@@ -71,7 +70,7 @@ pub(super) async fn resolve(
     Path((id, step)): Path<(String, String)>,
     JsonBody(b): JsonBody<wire::ResolveRequest>,
 ) -> ApiResult {
-    ok(wire::Routine::from(
+    ok(ToWire::to_wire(
         st.engine.resolve_routine(&id, &step, b.response)?,
     ))
 }

@@ -5,6 +5,7 @@
 //! must never change state itself.
 
 use super::{ApiResult, AppState, Bearer, JsonBody, Operator, ok};
+use crate::api::convert::ToWire;
 use crate::wire;
 use axum::extract::{Path, State};
 
@@ -13,7 +14,7 @@ pub(super) async fn add(
     _: Operator,
     JsonBody(req): JsonBody<wire::StandingRequest>,
 ) -> ApiResult {
-    ok(wire::StandingPolicy::from(st.engine.add_standing(req)?))
+    ok(ToWire::to_wire(st.engine.add_standing(req)?))
 }
 
 pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
@@ -22,7 +23,7 @@ pub(super) async fn list(State(st): State<AppState>, _: Bearer) -> ApiResult {
             .engine
             .standing_policies()?
             .into_iter()
-            .map(wire::StandingPolicy::from)
+            .map(ToWire::to_wire)
             .collect(),
     })
 }
@@ -32,5 +33,5 @@ pub(super) async fn remove(
     _: Operator,
     Path(id): Path<String>,
 ) -> ApiResult {
-    ok(wire::StandingPolicy::from(st.engine.remove_standing(&id)?))
+    ok(ToWire::to_wire(st.engine.remove_standing(&id)?))
 }

@@ -16,6 +16,7 @@
 
 use super::query::{Query, StreamQuery};
 use super::{ApiError, ApiResult, AppState, Credential};
+use crate::api::convert::ToWire;
 use crate::engine::{Engine, EngineError};
 use crate::store::{EventFilter, EventRow};
 use axum::extract::State;
@@ -47,7 +48,7 @@ struct Follow {
 /// The event as the API sends it; one that cannot be encoded is sent as
 /// `null`, logged.
 fn sse_event(row: EventRow) -> Event {
-    let e = crate::wire::Event::from(row);
+    let e = ToWire::to_wire(row);
     let data = serde_json::to_string(&e).unwrap_or_else(|err| {
         tracing::error!(cursor = e.cursor, kind = e.kind(), error = %err, "an event does not encode: sent as null");
         "null".into()

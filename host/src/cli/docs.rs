@@ -60,10 +60,10 @@ const DOCS: &[Doc] = &[
 ];
 
 /// The topics, for `--help` and errors.
-pub const TOPICS: &str = "readme, agents, daemon, security, plugins, mcp, routines";
+pub(super) const TOPICS: &str = "readme, agents, daemon, security, plugins, mcp, routines";
 
 /// Prints the document `topic` (Markdown), or the list of them.
-pub fn show(topic: Option<&str>) -> CliResult<i32> {
+pub(super) fn show(topic: Option<&str>) -> CliResult<i32> {
     let Some(topic) = topic else {
         println!("gatehost docs TOPIC prints one of these (Markdown):");
         for d in DOCS {

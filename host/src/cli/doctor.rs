@@ -46,7 +46,7 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 Exit status: 0 when nothing is wrong, 1 with findings (each named), 2 when the check itself
 could not run. A standalone hook's dry run is a synthetic stop in a fresh empty repository (its
 gates run there); a daemon-mode hook is pinged with an event it does not answer, and its daemon
@@ -58,7 +58,7 @@ asked for its health: no stop is reported to it. Managed (system) settings read:
 /// Something wrong with the hooks as installed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "finding", rename_all = "kebab-case")]
-pub enum Finding {
+pub(super) enum Finding {
     /// A CLI's file that cannot be read or is not JSON.
     Unreadable { file: PathBuf, problem: String },
     /// gatehost is registered more than once for one event: each stop
@@ -110,7 +110,7 @@ pub enum Finding {
 
 impl Finding {
     /// One line a person reads.
-    pub fn message(&self) -> String {
+    pub(super) fn message(&self) -> String {
         match self {
             Finding::Unreadable { file, problem } => {
                 format!("{}: cannot be read: {problem}", file.display())
@@ -214,7 +214,7 @@ struct Report {
     findings: Vec<Finding>,
 }
 
-pub fn run(args: &DoctorArgs) -> CliResult<i32> {
+pub(super) fn run(args: &DoctorArgs) -> CliResult<i32> {
     let this = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| CliError::new("io", format!("cannot find gatehost's own path: {e}")))?;

@@ -30,7 +30,7 @@ pub struct McpArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-pub const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 An MCP client runs it as a stdio server, e.g. `claude mcp add gatehost -- gatehost mcp`.
 Tools: policy_attach, policy_status, policy_list, session_events_poll, session_monitor,
 session_current (your session: GATEHOST_SESSION, else the live one your CLI's hook registered in
@@ -38,7 +38,7 @@ this directory; policy_attach and session_events_poll default to it),
 routine_status, routine_list
 (no ack, no cancel: those stay with the operator). Logs go to stderr. See `gatehost docs mcp`.";
 
-pub fn run(args: McpArgs) -> CliResult<i32> {
+pub(super) fn run(args: McpArgs) -> CliResult<i32> {
     let data_dir = args.data_dir.clone().or_else(default_data_dir);
     let server = match &args.data_dir {
         Some(_) => discover(args.daemon.server.as_deref(), data_dir.as_deref()).map_err(|e| {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// The store's file: what marks a data directory.
 const STORE_FILE: &str = "gatehost.db";
 
-pub const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 With [daemon] ack_requires = \"passkey\", approving a change takes a passkey,
 and the first passkey takes this code: open the page (`gatehost ui`), enter
 the code beside the passkey's name and register. Every later passkey is
@@ -39,7 +39,7 @@ pub struct EnrolArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-pub fn run(command: PasskeyCommand) -> CliResult<i32> {
+pub(super) fn run(command: PasskeyCommand) -> CliResult<i32> {
     match command {
         PasskeyCommand::EnrolCode(args) => enrol_code(args),
     }

@@ -14,11 +14,11 @@ use std::time::Duration;
 const TICK: Duration = Duration::from_millis(120);
 
 /// The line, or nothing when it must not be drawn.
-pub struct Progress(Option<ProgressBar>);
+pub(super) struct Progress(Option<ProgressBar>);
 
 impl Progress {
     /// Starts the line with `what`, unless `json` or not at a terminal.
-    pub fn start(json: bool, what: impl Into<String>) -> Progress {
+    pub(super) fn start(json: bool, what: impl Into<String>) -> Progress {
         if json || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
             return Progress(None);
         }
@@ -32,14 +32,14 @@ impl Progress {
     }
 
     /// Says what runs now.
-    pub fn set(&self, what: impl Into<String>) {
+    pub(super) fn set(&self, what: impl Into<String>) {
         if let Some(bar) = &self.0 {
             bar.set_message(what.into());
         }
     }
 
     /// Whether a line is drawn.
-    pub fn is_drawn(&self) -> bool {
+    pub(super) fn is_drawn(&self) -> bool {
         self.0.is_some()
     }
 }

@@ -9,7 +9,7 @@ use crate::wire::{ChangedAfter, DiffSummary, Event, PlanView, Policy, PolicyStat
 /// (files, lines, snapshot); and the
 /// commit paths that changed after the gate's snapshot on a line of their
 /// own.
-pub fn policy_line(p: &Policy) -> String {
+pub(super) fn policy_line(p: &Policy) -> String {
     let row = p;
     // A review chain names its cycle: `reviewing (cycle 2 of 5)`.
     let mut line = format!(
@@ -54,7 +54,7 @@ pub fn policy_line(p: &Policy) -> String {
 /// `ack`, `cancel`, `wait`), what the operator can do next: the ack
 /// command for one awaiting it, where to look and how to start again for
 /// a blocked one.
-pub fn policy_detail(p: &Policy) -> String {
+pub(super) fn policy_detail(p: &Policy) -> String {
     let row = p;
     let mut line = policy_line(p);
     match row.status {
@@ -119,13 +119,13 @@ fn awaiting(plan: &PlanView) -> String {
 }
 
 /// `id  state  cwd`.
-pub fn session_line(s: &Session) -> String {
+pub(super) fn session_line(s: &Session) -> String {
     format!("{}  {}  {}", s.id, s.state.as_str(), s.cwd)
 }
 
 /// `#cursor type policy-or-session key="value" …`, values cut to 160
 /// characters on one line.
-pub fn event_line(e: &Event) -> String {
+pub(super) fn event_line(e: &Event) -> String {
     let mut line = format!("#{} {}", e.cursor, e.kind());
     if let Some(pid) = &e.policy_id {
         line.push_str(&format!(" {pid}"));
@@ -165,7 +165,7 @@ mod tests {
             "changedAfterSnapshot": ["README.md"],
         }))
         .expect("a plan");
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert_eq!(
             line,
             "pol_1  awaiting-ack: the gates passed (exited with code 0); awaiting the operator's ack: \
@@ -185,7 +185,7 @@ mod tests {
             serde_json::from_value(json!({"paths": paths, "message": "m", "fingerprint": "f",
                                "requireHumanAck": true, "diffSummary": null}))
             .expect("a plan");
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert!(
             line.contains(
                 "awaiting the operator's ack: 8 files: f0, f1, f2, f3, f4 … and 3 more\n"
@@ -203,7 +203,7 @@ mod tests {
         let mut row =
             crate::store::PolicyRow::sample("pol_3", crate::store::PolicyStatus::Blocked, &["s1"]);
         row.reason = Some("out of retries: exited with code 1".into());
-        let line = policy_detail(&Policy::from(row));
+        let line = policy_detail(&crate::api::ToWire::to_wire(row));
         assert!(
             line.starts_with("pol_3  blocked: out of retries: exited with code 1\n  settled: it will not gate again"),
             "{line}"

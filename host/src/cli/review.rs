@@ -17,7 +17,7 @@ const TAIL_LINES: usize = 20;
 const MAX_PAGES: usize = 10_000;
 
 /// The whole patch: every page's files and text, in one answer.
-pub async fn whole_diff(client: &Client, id: &str) -> Result<PolicyDiff, ClientError> {
+pub(super) async fn whole_diff(client: &Client, id: &str) -> Result<PolicyDiff, ClientError> {
     let mut all = client.policy_diff(id, 0).await?;
     let mut next = all.next_from;
     let mut notes: Vec<String> = all.note.iter().cloned().collect();
@@ -61,7 +61,7 @@ async fn verdict_events(client: &Client, id: &str) -> Result<Vec<Event>, ClientE
 }
 
 /// `file | +a −r` lines and a total, as `git diff --stat` sums them.
-pub fn stat(files: &[DiffFile]) -> String {
+pub(super) fn stat(files: &[DiffFile]) -> String {
     let mut out = String::new();
     let (mut added, mut removed) = (0u64, 0u64);
     for f in files {
@@ -105,7 +105,7 @@ fn compact(v: &serde_json::Value) -> String {
 /// What `policy show --json` prints.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Shown {
+pub(super) struct Shown {
     pub policy: Policy,
     pub verdicts: Vec<Event>,
     /// The patch's files (null before there is a diff).
@@ -115,7 +115,7 @@ pub struct Shown {
     pub no_diff: Option<String>,
 }
 
-pub async fn gather(client: &Client, id: &str) -> CliResult<Shown> {
+pub(super) async fn gather(client: &Client, id: &str) -> CliResult<Shown> {
     let policy = client.policy(id).await?;
     let verdicts = verdict_events(client, id).await?;
     let (diff, no_diff) = match whole_diff(client, id).await {
@@ -133,7 +133,7 @@ pub async fn gather(client: &Client, id: &str) -> CliResult<Shown> {
 
 /// `policy show`'s text: the status, the plan, every verdict, the last
 /// gate run's output, the diff's stat.
-pub fn show_text(s: &Shown) -> String {
+pub(super) fn show_text(s: &Shown) -> String {
     let p = &s.policy;
     let row = p;
     let mut out = policy_detail(p);

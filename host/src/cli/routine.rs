@@ -8,7 +8,7 @@ use super::error::{CliError, CliResult};
 use crate::wire::{Routine, RoutineRequest};
 use std::path::PathBuf;
 
-pub const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 A routine file is JSON: {\"label\": \"...\", \"steps\": [STEP, ...]}; a step is
   {\"label\": \"build\", \"prompt\": \"...\",
    \"session\": {\"acp\": {\"command\": [\"gemini\", \"--acp\"], \"cwd\": \"/abs/dir\",
@@ -121,7 +121,7 @@ fn detail(r: &Routine) -> String {
     out
 }
 
-pub fn run(cmd: RoutineCommand, args: ClientArgs) -> CliResult<i32> {
+pub(super) fn run(cmd: RoutineCommand, args: ClientArgs) -> CliResult<i32> {
     let json = args.json;
     run_client(&args, |client| async move {
         match cmd {

@@ -46,7 +46,7 @@ fn directory(p: &Path) -> String {
     std::path::absolute(&p).unwrap_or(p).display().to_string()
 }
 
-pub fn add(
+pub(super) fn add(
     template: &Path,
     agents: Vec<String>,
     under: &[PathBuf],
@@ -66,7 +66,7 @@ pub fn add(
     })
 }
 
-pub fn run(cmd: Option<StandingCommand>, args: ClientArgs) -> CliResult<i32> {
+pub(super) fn run(cmd: Option<StandingCommand>, args: ClientArgs) -> CliResult<i32> {
     let json = args.json;
     run_client(&args, |client| async move {
         match cmd.unwrap_or(StandingCommand::List) {

@@ -45,7 +45,7 @@ fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
         .hint("pass --token or set GATEHOST_TOKEN to the daemon's operator.token (in its data directory)"))
 }
 
-pub fn run(args: UiArgs) -> CliResult<i32> {
+pub(super) fn run(args: UiArgs) -> CliResult<i32> {
     let client_args = args.client_args();
     let server = find_server(&client_args.daemon)?;
     let token = operator_token(&client_args, &server)?;

@@ -61,7 +61,7 @@ impl Policies {
     /// A policy as it is now: one awaiting its ack with a snapshot gets
     /// `plan.changedAfterSnapshot` as of this call (what the commit will
     /// not hold), not as of its commit-ready. Nothing is stored.
-    pub async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
+    pub(crate) async fn policy_now(&self, id: &str) -> EngineResult<PolicyRow> {
         let mut p = self.engine().policy(id)?;
         // A row that does not decode is shown as it was found, with its
         // `damage` (the sweep blocks it).
@@ -102,7 +102,7 @@ impl Policies {
     /// its nudge ([`super::reject_nudge`]): the `policy:nudge` event, and
     /// the prompt of the live members gatehost started. A comment with an
     /// approval, or past [`super::MAX_REJECT_COMMENT`], is refused.
-    pub async fn ack(
+    pub(crate) async fn ack(
         &self,
         id: &str,
         approve: bool,

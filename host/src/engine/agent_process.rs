@@ -47,11 +47,11 @@ fn forker() -> std::io::Result<&'static mpsc::Sender<Job>> {
 /// gates' orphans, which runs after every gate where there are no
 /// cgroups, never takes the agent for one), given up when this is
 /// dropped, after the agent was waited on.
-pub type Agent = crate::supervise::Process;
+pub(super) type Agent = crate::supervise::Process;
 
 /// What to start as an agent.
 #[derive(Debug)]
-pub struct AgentCommand {
+pub(super) struct AgentCommand {
     /// The resolved program.
     pub program: PathBuf,
     pub args: Vec<OsString>,
@@ -65,7 +65,7 @@ pub struct AgentCommand {
 /// group of its own, killed when the daemon dies, confined by `rules`
 /// (applied in the child before its exec: the agent's first instruction
 /// is confined). Called in a tokio runtime, which watches the agent.
-pub fn spawn(
+pub(super) fn spawn(
     cmd: AgentCommand,
     rules: Option<crate::sandbox::confine::Prepared>,
     mode: crate::supervise::SpawnMode,
@@ -102,7 +102,7 @@ pub fn spawn(
 /// What a previous daemon's agent (its pid `pid`, started as `argv`) left:
 /// the live processes of its process group.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Leftover {
+pub(super) struct Leftover {
     /// The agent itself still runs (it should have died with its daemon).
     pub leader_alive: bool,
     /// Other processes of its group (what it started).
@@ -114,7 +114,7 @@ pub struct Leftover {
 /// got the pid since (not the agent's: `None`); group members are the
 /// agent's for sure (a pid is not given out again while a group of that
 /// number has members).
-pub fn leftover_group(pid: i32, argv: &[String]) -> Option<Leftover> {
+pub(super) fn leftover_group(pid: i32, argv: &[String]) -> Option<Leftover> {
     let mut left = Leftover::default();
     let entries = std::fs::read_dir("/proc").ok()?;
     for e in entries.flatten() {
@@ -166,7 +166,7 @@ fn same_command(pid: i32, argv: &[String]) -> bool {
 }
 
 /// SIGKILLs the process group `pgid` (the agent's, whose leader is gone).
-pub fn kill_group(pgid: i32) -> std::io::Result<()> {
+pub(super) fn kill_group(pgid: i32) -> std::io::Result<()> {
     let group = rustix::process::Pid::from_raw(pgid)
         .ok_or_else(|| std::io::Error::other("not a process group"))?;
     rustix::process::kill_process_group(group, rustix::process::Signal::KILL)?;

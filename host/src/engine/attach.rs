@@ -211,7 +211,7 @@ impl Policies {
     /// transaction; a retry with the same key and the same request answers
     /// that policy and attaches nothing; the same key with another request
     /// is a conflict.
-    pub async fn attach(
+    pub(crate) async fn attach(
         &self,
         mut input: AttachInput,
         caller: super::keys::Caller,
@@ -288,7 +288,7 @@ impl Policies {
     /// the request is the same; a conflict when it is not; `None` when the
     /// key is new. (The API asks it of a body that does not parse, so a
     /// reused key answers as it did before the body was checked.)
-    pub fn attach_replayed(
+    pub(crate) fn attach_replayed(
         &self,
         trust: Trust,
         key: &ClientKey,

@@ -14,8 +14,17 @@
 
 pub use crate::model::chain::{ChainPhase, ChainRecord, ShipTo};
 
-impl ShipTo {
-    pub fn of(a: super::machine::AfterPass) -> ShipTo {
+/// Where a passed chain ships, in the machine's terms (an extension
+/// trait: `ShipTo` is gatehost-model's, `AfterPass` the engine's).
+pub trait ShipToExt {
+    /// The chain's `ShipTo` for the machine's `AfterPass`.
+    fn of(a: super::machine::AfterPass) -> ShipTo;
+    /// The machine's `AfterPass` for this `ShipTo`.
+    fn after_pass(self) -> super::machine::AfterPass;
+}
+
+impl ShipToExt for ShipTo {
+    fn of(a: super::machine::AfterPass) -> ShipTo {
         match a {
             super::machine::AfterPass::Done => ShipTo::Done,
             super::machine::AfterPass::AwaitAck => ShipTo::AwaitAck,
@@ -23,7 +32,7 @@ impl ShipTo {
         }
     }
 
-    pub fn after_pass(self) -> super::machine::AfterPass {
+    fn after_pass(self) -> super::machine::AfterPass {
         match self {
             ShipTo::Done => super::machine::AfterPass::Done,
             ShipTo::AwaitAck => super::machine::AfterPass::AwaitAck,
@@ -32,8 +41,15 @@ impl ShipTo {
     }
 }
 
-impl ChainRecord {
-    pub fn state(&self) -> ChainState {
+/// A chain record's state for the machine (an extension trait:
+/// `ChainRecord` is gatehost-model's, `ChainState` the engine's).
+pub trait ChainRecordExt {
+    /// The record's state.
+    fn state(&self) -> ChainState;
+}
+
+impl ChainRecordExt for ChainRecord {
+    fn state(&self) -> ChainState {
         let (cycle, max) = (self.cycle, self.max_cycles);
         match self.phase {
             ChainPhase::Reviewing => ChainState::Reviewing { cycle, max },

@@ -35,7 +35,9 @@ fn clean(text: &str, lines: bool) -> String {
 
 /// The comments as the nudge will carry them (control characters dropped,
 /// trimmed), or the first one that cannot be sent, named by its field.
-pub fn checked_comments(comments: &[LineComment]) -> Result<Vec<LineComment>, (String, String)> {
+pub(super) fn checked_comments(
+    comments: &[LineComment],
+) -> Result<Vec<LineComment>, (String, String)> {
     if comments.is_empty() || comments.len() > MAX_COMMENTS {
         return Err((
             "comments".into(),
@@ -101,7 +103,7 @@ impl Policies {
     /// another tree now): delivered to the live members as their nudge
     /// (`policy:nudge {message, comments}`, and the prompt of those
     /// gatehost started), and the policy watches them again.
-    pub async fn request_changes(
+    pub(crate) async fn request_changes(
         &self,
         id: &str,
         tree: &str,

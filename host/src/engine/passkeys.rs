@@ -33,19 +33,19 @@ fn forbidden(code: &'static str, message: impl Into<String>) -> EngineError {
 
 impl Settings {
     /// What approving takes now (`[daemon] ack_requires`, reloadable).
-    pub fn ack_requires(&self) -> AckRequires {
+    pub(crate) fn ack_requires(&self) -> AckRequires {
         self.engine().runner().config().daemon.ack_requires
     }
 
     /// Every registered passkey, oldest first (a damaged one included,
     /// with why).
-    pub fn passkeys(&self) -> EngineResult<Vec<PasskeyRow>> {
+    pub(crate) fn passkeys(&self) -> EngineResult<Vec<PasskeyRow>> {
         Ok(self.engine().store().passkeys()?)
     }
 
     /// The passkeys a ceremony may use: the registered ones whose stored
     /// credential decodes (a damaged one is logged, and proves nothing).
-    pub fn usable_passkeys(&self) -> EngineResult<Vec<Registered>> {
+    pub(crate) fn usable_passkeys(&self) -> EngineResult<Vec<Registered>> {
         let mut out = Vec::new();
         for row in self.passkeys()? {
             match row.passkey {
@@ -63,7 +63,7 @@ impl Settings {
     }
 
     /// The operator's WebAuthn user id (made at the first registration).
-    pub fn passkey_user(&self) -> EngineResult<uuid::Uuid> {
+    pub(crate) fn passkey_user(&self) -> EngineResult<uuid::Uuid> {
         self.engine().write(|tx| Ok(tx.passkey_user()?))
     }
 
@@ -72,7 +72,7 @@ impl Settings {
     /// begun on what no longer allows it (checked in the transaction that
     /// stores it): on the enrolment code once any passkey is registered,
     /// on an assertion of a passkey no longer registered.
-    pub fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
+    pub(crate) fn add_passkey(&self, new: &NewPasskey) -> EngineResult<()> {
         let e = self.engine();
         e.write(|tx| {
             let registered = tx.passkeys()?;
@@ -114,7 +114,7 @@ impl Settings {
     }
 
     /// Records a proof's use: the passkey's new counter, and when.
-    pub fn passkey_used(&self, proof: &Proof) -> EngineResult<()> {
+    pub(crate) fn passkey_used(&self, proof: &Proof) -> EngineResult<()> {
         let Some(updated) = proof.updated() else {
             return Ok(());
         };
@@ -126,7 +126,7 @@ impl Settings {
     /// Removes passkey `id`, proved by a passkey's assertion for exactly
     /// that; the last one is kept while approvals need a passkey (set
     /// `ack_requires = "token"` first).
-    pub fn remove_passkey(&self, id: &str, proof: &Proof) -> EngineResult<PasskeyRow> {
+    pub(crate) fn remove_passkey(&self, id: &str, proof: &Proof) -> EngineResult<PasskeyRow> {
         let engine = self.engine();
         proof
             .require(&Purpose::RemovePasskey { id: id.to_string() })

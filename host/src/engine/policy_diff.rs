@@ -41,7 +41,11 @@ impl Policies {
     /// One page of the patch `id` commits (or committed). A policy with no
     /// snapshot yet (still watching or gating, or not a commit policy) is
     /// a conflict; an unknown one is not found.
-    pub async fn policy_patch(&self, id: &str, bounds: PageBounds) -> EngineResult<PolicyPatch> {
+    pub(crate) async fn policy_patch(
+        &self,
+        id: &str,
+        bounds: PageBounds,
+    ) -> EngineResult<PolicyPatch> {
         let p = self.engine().policy(id)?;
         stored::damaged(&p)?;
         let no_diff = |why: &str| EngineError::Conflict {

@@ -31,7 +31,7 @@ fn refused(what: String) -> EngineError {
 
 impl Sessions {
     /// Session `id`, for `caller`.
-    pub fn session_for(&self, id: &str, caller: &Caller) -> EngineResult<SessionRow> {
+    pub(crate) fn session_for(&self, id: &str, caller: &Caller) -> EngineResult<SessionRow> {
         let s = self.engine().session(id)?;
         if !caller.covers(&s) {
             tracing::info!(
@@ -77,7 +77,7 @@ impl Sessions {
 
     /// Refuses `caller` a read of `p` (its record, verdict, outputs,
     /// diff) without a member's key.
-    pub fn check_policy_read(&self, p: &PolicyRow, caller: &Caller) -> EngineResult<()> {
+    pub(crate) fn check_policy_read(&self, p: &PolicyRow, caller: &Caller) -> EngineResult<()> {
         if self.covers_policy(p, caller, &mut HashMap::new())? {
             return Ok(());
         }
@@ -90,14 +90,14 @@ impl Sessions {
     }
 
     /// Policy `id`, for `caller`.
-    pub fn policy_for(&self, id: &str, caller: &Caller) -> EngineResult<PolicyRow> {
+    pub(crate) fn policy_for(&self, id: &str, caller: &Caller) -> EngineResult<PolicyRow> {
         let p = self.engine().policy(id)?;
         self.check_policy_read(&p, caller)?;
         Ok(p)
     }
 
     /// The policies of a listing `caller` may read.
-    pub fn readable_policies(
+    pub(crate) fn readable_policies(
         &self,
         list: Vec<PolicyRow>,
         caller: &Caller,
@@ -117,7 +117,7 @@ impl Sessions {
 
     /// A listing's session as `caller` sees it: without its last message
     /// and webhook unless `caller` holds its key.
-    pub fn listed_session(&self, mut s: SessionRow, caller: &Caller) -> SessionRow {
+    pub(crate) fn listed_session(&self, mut s: SessionRow, caller: &Caller) -> SessionRow {
         if !caller.covers(&s) {
             s.last_message = None;
             s.notify_url = None;
@@ -130,7 +130,11 @@ impl Sessions {
     /// key presented; naming none reads the events of the sessions whose
     /// keys are presented (and of their policies), and with none of those
     /// it is refused.
-    pub fn check_event_read(&self, f: &mut EventFilter, caller: &Caller) -> EngineResult<()> {
+    pub(crate) fn check_event_read(
+        &self,
+        f: &mut EventFilter,
+        caller: &Caller,
+    ) -> EngineResult<()> {
         if caller.trust == Trust::Operator {
             return Ok(());
         }

@@ -36,7 +36,7 @@ impl Settings {
     /// and stores `event` (`config:reloaded`). Pausing
     /// supervision says `policy:paused` on every queued policy; enabling it
     /// again runs what waited, once each.
-    pub fn reconfigure(&self, config: HostConfig, event: &Event) -> EngineResult<()> {
+    pub(crate) fn reconfigure(&self, config: HostConfig, event: &Event) -> EngineResult<()> {
         let e = self.engine();
         let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
         let was = e.supervising();
@@ -61,7 +61,7 @@ impl Settings {
     }
 
     /// Stores a daemon-wide event (no session, no policy).
-    pub fn daemon_event(&self, event: &Event) -> EngineResult<i64> {
+    pub(crate) fn daemon_event(&self, event: &Event) -> EngineResult<i64> {
         let e = self.engine();
         e.write(|tx| e.append(tx, event, None, None))
     }

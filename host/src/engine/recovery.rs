@@ -28,7 +28,7 @@ impl Policies {
     /// task left behind (a store or git error, a full disk): `gating` or
     /// `queued` with no gate task, `nudging` or `committing` with no task.
     /// Runs until the daemon stops.
-    pub fn spawn_sweeper(&self) {
+    pub(crate) fn spawn_sweeper(&self) {
         // A test hook: no sweep, so that a test sees what re-drives a
         // policy without it (a reload that enables supervision).
         if !crate::test_hooks::sweep() {
@@ -51,7 +51,7 @@ impl Policies {
     /// Applies `[retention]` at start and then every `every`, on the
     /// blocking pool (in small transactions), logging what it deleted.
     /// Runs until the daemon stops.
-    pub fn spawn_retention(&self) {
+    pub(crate) fn spawn_retention(&self) {
         let rules = self.engine().runner().config().retention.clone();
         if !rules.enabled {
             tracing::info!("retention is off: events, deliveries, sessions and policies are kept");
@@ -169,7 +169,7 @@ impl Policies {
     /// a row (no verdict stored in between) settles it as `blocked` with a
     /// `policy:blocked` event instead of running the gate again: a gate
     /// input that kills the daemon must not crash-loop it.
-    pub fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
+    pub(crate) fn recover(&self, fault: Option<&str>) -> EngineResult<()> {
         let engine = self.engine();
         if let Some(signal) = fault {
             tracing::error!(%signal, "the previous daemon died of a fault of its own; the gates it was running are counted");

@@ -12,7 +12,10 @@
 
 use super::Reviews;
 use super::attach::Reviewer;
-use super::chain::{self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainState, ShipTo};
+use super::chain::{
+    self, ChainAction, ChainOutcome, ChainPhase, ChainRecord, ChainRecordExt as _, ChainState,
+    ShipTo, ShipToExt as _,
+};
 use super::machine::{AfterPass, Input, ReviewStep, Task, Verdict, drives};
 use super::{AttachInput, EngineResult, PolicyEvent, stored};
 use crate::gate::GateContext;

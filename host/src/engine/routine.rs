@@ -66,11 +66,17 @@ pub enum SpecError {
     PolicyNamesSession(String),
 }
 
-impl RoutineSpec {
+/// The engine's check of a routine (an extension trait: `RoutineSpec` is
+/// gatehost-model's, the rules it is checked by the engine's).
+pub trait RoutineSpecExt {
     /// Checks what the decision relies on: labels unique and non-empty, a
     /// `waitFor` label names an earlier step (anything else is a session
     /// id), commands non-empty.
-    pub fn validate(&self) -> Result<(), SpecError> {
+    fn validate(&self) -> Result<(), SpecError>;
+}
+
+impl RoutineSpecExt for RoutineSpec {
+    fn validate(&self) -> Result<(), SpecError> {
         if self.steps.is_empty() {
             return Err(SpecError::NoSteps);
         }
@@ -165,8 +171,15 @@ pub enum InputRule {
     Fail,
 }
 
-impl OnInput {
-    pub fn rule(&self) -> InputRule {
+/// The rule an [`OnInput`] stands for (an extension trait: `OnInput` is
+/// gatehost-model's).
+pub trait OnInputExt {
+    /// The rule, without its data.
+    fn rule(&self) -> InputRule;
+}
+
+impl OnInputExt for OnInput {
+    fn rule(&self) -> InputRule {
         match self {
             OnInput::AutoAllow { .. } => InputRule::AutoAllow,
             OnInput::Escalate { .. } => InputRule::Escalate,

@@ -20,6 +20,7 @@
 //! holds the API's operations, `tick` what time and a restart feed,
 //! `policy` a step's policy, `waits` a step's `waitFor`.
 
+use super::routine::OnInputExt as _;
 use super::routine::{
     self, Finish, InputSource, OnInput, RoutineSpec, RunInput, RunState, StepRules,
 };

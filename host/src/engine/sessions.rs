@@ -24,7 +24,7 @@ pub(super) use workspace::{Located, locate, open_registered};
 use workspace::{check_clear_of_host, check_root};
 
 /// The event of a session's first stop that no policy watched.
-pub const UNGATED: &str = "session:ungated";
+pub(super) const UNGATED: &str = "session:ungated";
 
 /// The most of a message kept per report.
 pub(super) const MAX_MESSAGE: usize = 64 * 1024;
@@ -109,7 +109,11 @@ impl Sessions {
     /// cwd and URL of a known one it owns (hooks may register on every
     /// start). The agent token registers only under `workspace_roots` and
     /// never takes over a session the operator registered or started.
-    pub fn register(&self, input: RegisterInput, caller: &Caller) -> EngineResult<Registered> {
+    pub(crate) fn register(
+        &self,
+        input: RegisterInput,
+        caller: &Caller,
+    ) -> EngineResult<Registered> {
         let registered = self.register_with(input, None, caller)?;
         crate::test_hooks::abort_after_register(&registered.session.id);
         Ok(registered)

@@ -54,7 +54,7 @@ impl Settings {
     /// Adds a standing policy (operator only). Refused, storing nothing:
     /// an agent name that is not one, a relative directory, a policy that
     /// names sessions or does not parse, more than [`MAX_STANDING`].
-    pub fn add_standing(&self, req: StandingRequest) -> EngineResult<StandingRow> {
+    pub(crate) fn add_standing(&self, req: StandingRequest) -> EngineResult<StandingRow> {
         let e = self.engine();
         if let Some(a) = req.agents.iter().find(|a| !plain_agent(a)) {
             return Err(invalid(
@@ -111,13 +111,13 @@ impl Settings {
         Ok(row)
     }
 
-    pub fn standing_policies(&self) -> EngineResult<Vec<StandingRow>> {
+    pub(crate) fn standing_policies(&self) -> EngineResult<Vec<StandingRow>> {
         Ok(self.engine().store().standing_policies()?)
     }
 
     /// Removes a standing policy (operator only); the policies it already
     /// attached go on. An unknown id is refused.
-    pub fn remove_standing(&self, id: &str) -> EngineResult<StandingRow> {
+    pub(crate) fn remove_standing(&self, id: &str) -> EngineResult<StandingRow> {
         let e = self.engine();
         let row = e.write(|tx| {
             let Some(row) = tx.standing_policy(id)? else {

@@ -53,7 +53,7 @@ impl Agents {
     }
 
     /// Starts a session as a child of the daemon and follows it.
-    pub fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
+    pub(crate) fn start_session(&self, input: StartInput) -> EngineResult<Registered> {
         let engine = self.engine();
         let Some(program) = input.command.first() else {
             return Err(invalid("command", "must name a program"));

@@ -171,7 +171,7 @@ impl Policies {
     /// stops before its branch moves; one published already in the same
     /// instant is reported by a `policy:committed` event on the cancelled
     /// policy.
-    pub fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
+    pub(crate) fn cancel(&self, id: &str, by: &str) -> EngineResult<PolicyRow> {
         let (p, step) = self.engine().write(|tx| {
             let mut p = tx
                 .policy(id)?

@@ -62,7 +62,7 @@ pub struct Look {
 impl Sessions {
     /// Starts the watchdog: one look every [`tick_interval`], until the
     /// daemon stops.
-    pub fn spawn_watchdog(&self) {
+    pub(crate) fn spawn_watchdog(&self) {
         self.awake_from(now_ms(), "the watchdog starts");
         let engine = self.engine();
         tokio::spawn(async move {
@@ -104,7 +104,7 @@ impl Sessions {
     /// watching policies of stale sessions, expires policies past their
     /// deadline. Returns what it did and the steps whose effects the
     /// caller runs.
-    pub fn watch(&self, now: i64) -> EngineResult<(Look, Vec<(String, super::Step)>)> {
+    pub(crate) fn watch(&self, now: i64) -> EngineResult<(Look, Vec<(String, super::Step)>)> {
         let engine = self.engine();
         let runner = engine.runner();
         let daemon = &runner.config().daemon;
@@ -217,7 +217,7 @@ impl Sessions {
     }
 
     /// Counts sessions' silence from `at` (ms) on (see the module doc).
-    pub fn awake_from(&self, at: i64, why: &str) {
+    pub(crate) fn awake_from(&self, at: i64, why: &str) {
         self.awake_since
             .store(at, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(at, why, "the watchdog counts silence from now");

@@ -2,17 +2,19 @@
 //!
 //! `GateRunner` is the host-wide entry point: it owns the configuration,
 //! the process supervisor and the judge slots, and turns a [`Gate`] into a
-//! `Verdict`. Each kind is one implementation of [`GateKind`] in its own
-//! module (`shell`, `judge`, `wasm`), registered in [`spec::Kind`]; `spec`
-//! parses gate files. A gate never returns `pass` by default: every path
-//! that is not an explicit success is `fail` or `error`.
+//! `Verdict`. Each kind's shape and checks are one implementation of
+//! [`GateKind`] in gatehost-model (`gatehost_model::gate`, re-exported
+//! here as [`spec`] and [`kind`]); how it runs is one implementation of
+//! [`run::RunGate`] in its own module here (`shell`, `judge`, `wasm`). A
+//! gate never returns `pass` by default: every path that is not an
+//! explicit success is `fail` or `error`.
 
 pub use crate::change as diff;
 pub use crate::verdict::human_duration;
+pub use gatehost_model::gate::{kind, spec};
 mod judge;
-pub mod kind;
+pub mod run;
 mod shell;
-pub mod spec;
 mod wasm;
 
 pub use judge::prompt;
@@ -281,11 +283,13 @@ impl GateRunner {
         ctx: &GateContext,
     ) -> (Verdict, Option<PluginUsage>) {
         let label = gate.label();
-        let named = kind::Named {
+        let named = run::Named {
             label: &label,
             paths: gate.paths(),
         };
-        let (mut verdict, usage) = gate.imp().run(self, named, anchor, ctx).await;
+        let (mut verdict, usage) = run::runner_of(&gate.kind)
+            .run(self, named, anchor, ctx)
+            .await;
         if gate.imp().sees_change() {
             verdict.findings.extend(capped_findings(ctx));
         }
@@ -321,7 +325,7 @@ impl GateRunner {
         anchor: &WorkspaceAnchor,
         trust: Trust,
     ) -> Result<(), String> {
-        gate.imp().preflight(self, anchor, trust)
+        run::runner_of(&gate.kind).preflight(self, anchor, trust)
     }
 
     /// Runs a list of gates cheapest first (shell before judge, the file's
@@ -397,7 +401,7 @@ impl GateRunner {
     /// Why the sandbox would keep a native gate's program (or what it
     /// runs) from running, found without running anything.
     fn out_of_reach(&self, gate: &Gate, trust: Trust) -> Option<String> {
-        gate.imp().reach(self, trust)
+        run::runner_of(&gate.kind).reach(self, trust)
     }
 }
 

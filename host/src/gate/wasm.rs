@@ -8,9 +8,8 @@
 //! to a verdict: its decision is `pass` or `fail`; anything that stops it
 //! from deciding (a trap, a bound, a refused import) is `error`.
 
-use super::judge::DEFAULT_JUDGE_TIMEOUT;
-use super::kind::truncate_label;
-use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
+use super::run::{BoxFuture, Measured, Named, RunGate};
+use super::spec::{DEFAULT_JUDGE_TIMEOUT, WasmGate};
 use super::{GateContext, GateRunner, diff};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::{PluginBounds, Trust};
@@ -19,122 +18,11 @@ use crate::wasm::{
     Evaluation, JudgeBridge, LoadedPlugin, NamedPlugin, PluginContext, PluginError, PluginUsage,
     WasmHost,
 };
-use schemars::JsonSchema;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The timeout of a gate of this kind that sets none.
-pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The judge a WASM plugin's `judge` import uses.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PluginJudge {
-    pub adapter: String,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub nonce: bool,
-}
-
-/// A WASM gate: a plugin, its configuration and its bounds.
-#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WasmGate {
-    /// A plugin name (found in the host's plugin directories) or a path
-    /// (absolute, or relative to the workspace).
-    pub plugin: String,
-    /// The plugin file's sha256, hex. Required for a file inside the workspace.
-    #[serde(default)]
-    pub sha256: Option<String>,
-    /// The plugin's own configuration (a JSON object).
-    #[serde(default)]
-    pub config: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub fuel: Option<u64>,
-    #[serde(default, rename = "memoryMiB")]
-    pub memory_mib: Option<u64>,
-    #[serde(default)]
-    pub max_output_bytes: Option<u64>,
-    #[serde(default)]
-    pub max_judge_calls: Option<u32>,
-    #[serde(default)]
-    pub judge: Option<PluginJudge>,
-}
-
-/// A WASM gate object: `{"wasm": {…}}`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WasmWrapper {
-    #[serde(default)]
-    pub name: Option<String>,
-    pub wasm: WasmGate,
-    /// The workspace paths the gate needs (see `Gate::paths`).
-    #[serde(default)]
-    pub paths: Option<Vec<String>>,
-}
-
-impl GateKind for WasmGate {
-    fn label(&self) -> String {
-        truncate_label(format!("wasm: {}", self.plugin))
-    }
-
-    fn cost_class(&self) -> u8 {
-        1
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_WASM_TIMEOUT)
-    }
-
-    /// A plugin runs in process, unless it may call a judge.
-    fn is_native(&self) -> bool {
-        self.judge.is_some()
-    }
-
-    fn sees_change(&self) -> bool {
-        true
-    }
-
-    fn runs_plugin(&self) -> bool {
-        true
-    }
-
-    fn validate(&self, check: &Check<'_>) -> Result<(), SpecError> {
-        check.not_blank("wasm.plugin", &self.plugin)?;
-        check.no_nul("wasm.plugin", &self.plugin)?;
-        if let Some(d) = &self.sha256
-            && (d.len() != 64 || !d.chars().all(|c| c.is_ascii_hexdigit()))
-        {
-            return Err(check.err("wasm.sha256", "must be 64 hexadecimal digits"));
-        }
-        check.timeout("wasm.timeoutMs", self.timeout_ms)?;
-        for (name, v) in [
-            ("wasm.fuel", self.fuel),
-            ("wasm.memoryMiB", self.memory_mib),
-            ("wasm.maxOutputBytes", self.max_output_bytes),
-        ] {
-            if v == Some(0) {
-                return Err(check.err(name, "must be at least 1"));
-            }
-        }
-        if let Some(j) = &self.judge {
-            check.not_blank("wasm.judge.adapter", &j.adapter)?;
-            check.timeout("wasm.judge.timeoutMs", j.timeout_ms)?;
-        }
-        Ok(())
-    }
-
+impl RunGate for WasmGate {
     fn preflight(
         &self,
         runner: &GateRunner,

@@ -14,16 +14,16 @@ use serde_json::Value;
 /// output, a session's exit output) keep their last this many bytes.
 pub const MAX_STRING: usize = 8 * 1024;
 
-pub type ToolResult = Result<Value, ErrorDetail>;
+pub(super) type ToolResult = Result<Value, ErrorDetail>;
 
 /// A tool result: `v`, its long strings cut (see [`cap_strings`]).
-pub fn ok_result(mut v: Value) -> CallToolResult {
+pub(super) fn ok_result(mut v: Value) -> CallToolResult {
     cap_strings(&mut v);
     CallToolResult::structured(v)
 }
 
 /// A tool error in the API's error shape.
-pub fn error_result(detail: ErrorDetail) -> CallToolResult {
+pub(super) fn error_result(detail: ErrorDetail) -> CallToolResult {
     match serde_json::to_value(ErrorBody { error: detail }) {
         Ok(body) => CallToolResult::structured_error(body),
         // Said, never a `null` error: the tool error is its text then.
@@ -37,7 +37,7 @@ pub fn error_result(detail: ErrorDetail) -> CallToolResult {
 }
 
 /// A bad argument, named as the API names a bad field.
-pub fn invalid(field: &str, message: impl std::fmt::Display) -> ErrorDetail {
+pub(super) fn invalid(field: &str, message: impl std::fmt::Display) -> ErrorDetail {
     ErrorDetail {
         code: "invalid".into(),
         message: format!("{field}: {message}"),
@@ -48,7 +48,7 @@ pub fn invalid(field: &str, message: impl std::fmt::Display) -> ErrorDetail {
 
 /// The arguments decoded as `T`; an error names the argument at fault
 /// and, when it is misspelt, the name it is nearest to.
-pub fn decode<T: DeserializeOwned>(args: JsonObject) -> Result<T, ErrorDetail> {
+pub(super) fn decode<T: DeserializeOwned>(args: JsonObject) -> Result<T, ErrorDetail> {
     serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
@@ -65,7 +65,7 @@ pub fn decode<T: DeserializeOwned>(args: JsonObject) -> Result<T, ErrorDetail> {
 
 /// The daemon's error as a tool error: its code, message and field as
 /// the API gave them, and what to do where that is clear.
-pub fn from_client(e: ClientError) -> ErrorDetail {
+pub(super) fn from_client(e: ClientError) -> ErrorDetail {
     match e {
         ClientError::Api {
             status,
@@ -102,7 +102,7 @@ pub fn from_client(e: ClientError) -> ErrorDetail {
     }
 }
 
-pub fn to_value(v: &impl Serialize) -> ToolResult {
+pub(super) fn to_value(v: &impl Serialize) -> ToolResult {
     serde_json::to_value(v).map_err(|e| ErrorDetail {
         code: "encode".into(),
         message: format!("cannot encode the answer: {e}"),
@@ -114,7 +114,10 @@ pub fn to_value(v: &impl Serialize) -> ToolResult {
 /// A list argument as the API's comma-separated query value (none for an
 /// empty list, as the API reads an empty value). An item that is empty or
 /// holds a comma could not be told apart there: it is refused.
-pub fn joined(field: &str, list: Option<Vec<String>>) -> Result<Option<String>, ErrorDetail> {
+pub(super) fn joined(
+    field: &str,
+    list: Option<Vec<String>>,
+) -> Result<Option<String>, ErrorDetail> {
     let Some(list) = list else {
         return Ok(None);
     };
@@ -131,7 +134,7 @@ pub fn joined(field: &str, list: Option<Vec<String>>) -> Result<Option<String>, 
 
 /// Cuts every string longer than [`MAX_STRING`] bytes to its last
 /// [`MAX_STRING`] bytes (on a character boundary), saying how much went.
-pub fn cap_strings(v: &mut Value) {
+pub(super) fn cap_strings(v: &mut Value) {
     match v {
         Value::String(s) if s.len() > MAX_STRING => {
             let mut start = s.len() - MAX_STRING;

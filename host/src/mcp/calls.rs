@@ -23,7 +23,7 @@ use serde_json::Value;
 
 /// Runs the tool `name`, for an agent `at` its whereabouts; `None` when
 /// there is no such tool.
-pub async fn call(
+pub(super) async fn call(
     client: &Client,
     at: &Whereabouts,
     name: &str,
@@ -154,7 +154,7 @@ async fn poll(client: &Client, at: &Whereabouts, args: JsonObject) -> ToolResult
 
 /// The API query of a `session_events_poll`: `limit` checked against the
 /// tool's own bound, `waitMs` cut to [`MAX_WAIT_MS`].
-pub fn poll_query(input: EventsPollInput) -> Result<EventQuery, ErrorDetail> {
+pub(super) fn poll_query(input: EventsPollInput) -> Result<EventQuery, ErrorDetail> {
     let limit = input.limit.unwrap_or(DEFAULT_POLL_LIMIT);
     if !(1..=MAX_POLL_LIMIT).contains(&limit) {
         return Err(invalid(

@@ -47,7 +47,7 @@ impl Whereabouts {
 /// The session chosen, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Current {
+pub(super) struct Current {
     pub session_id: String,
     /// `GATEHOST_SESSION`, or `workspace` (the live session registered in
     /// the server's directory).
@@ -60,7 +60,7 @@ pub struct Current {
 
 /// The current session among `sessions`; `has_key` says whether this
 /// user's keyring holds a session's key. Pure.
-pub fn choose(
+pub(super) fn choose(
     at: &Whereabouts,
     sessions: &[Session],
     has_key: &dyn Fn(&str) -> bool,
@@ -108,7 +108,7 @@ fn canonical(p: &Path) -> PathBuf {
 }
 
 /// The current session, reading the daemon's sessions (in pages).
-pub async fn find(client: &Client, at: &Whereabouts) -> Result<Current, ErrorDetail> {
+pub(super) async fn find(client: &Client, at: &Whereabouts) -> Result<Current, ErrorDetail> {
     if at.pinned.is_some() {
         return choose(at, &[], &|_| false);
     }

@@ -27,16 +27,16 @@ use std::collections::VecDeque;
 
 /// Settled policies shown, and how many of the newest settled ones are
 /// looked through for them.
-pub const RECENT_SETTLED: usize = 5;
+pub(super) const RECENT_SETTLED: usize = 5;
 const SETTLED_SCAN: usize = 200;
 /// Pages of unsettled policies read (of [`PAGE`] each).
 const LIVE_PAGES: usize = 5;
 const PAGE: usize = 1000;
 /// How far back (in events on the whole bus) the latest events are looked
 /// for: the first window, then the wider one if it held too few.
-pub const WINDOWS: [i64; 2] = [2_000, 20_000];
+pub(super) const WINDOWS: [i64; 2] = [2_000, 20_000];
 
-pub async fn monitor(client: &Client, input: SessionMonitorInput) -> ToolResult {
+pub(super) async fn monitor(client: &Client, input: SessionMonitorInput) -> ToolResult {
     let wanted = input.events.unwrap_or(DEFAULT_MONITOR_EVENTS);
     if !(1..=MAX_MONITOR_EVENTS).contains(&wanted) {
         return Err(invalid(
@@ -179,7 +179,7 @@ async fn latest_events(
 }
 
 /// A policy as the monitor shows it.
-pub fn policy_view(p: &Policy, session: &str) -> Value {
+pub(super) fn policy_view(p: &Policy, session: &str) -> Value {
     let row = p;
     let spec = &row.spec;
     let max_retries = spec.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
@@ -222,7 +222,7 @@ fn verdict_summary(v: &crate::verdict::RunReport) -> Value {
 }
 
 /// What an unsettled policy waits for, in words for the agent `session`.
-pub fn waiting_for(row: &Policy, session: &str) -> Option<String> {
+pub(super) fn waiting_for(row: &Policy, session: &str) -> Option<String> {
     Some(match row.status {
         PolicyStatus::Watching if row.pending.iter().any(|s| s == session) => {
             "this session's turn-end: the gate runs when your turn ends".to_string()

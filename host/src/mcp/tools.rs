@@ -13,16 +13,16 @@ use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 
-pub const POLICY_ATTACH: &str = "policy_attach";
-pub const POLICY_STATUS: &str = "policy_status";
-pub const POLICY_LIST: &str = "policy_list";
-pub const SESSION_EVENTS_POLL: &str = "session_events_poll";
-pub const SESSION_MONITOR: &str = "session_monitor";
-pub const ROUTINE_STATUS: &str = "routine_status";
-pub const ROUTINE_LIST: &str = "routine_list";
-pub const ROUTINE_START: &str = "routine_start";
-pub const ROUTINE_CANCEL: &str = "routine_cancel";
-pub const SESSION_CURRENT: &str = "session_current";
+pub(super) const POLICY_ATTACH: &str = "policy_attach";
+pub(super) const POLICY_STATUS: &str = "policy_status";
+pub(super) const POLICY_LIST: &str = "policy_list";
+pub(super) const SESSION_EVENTS_POLL: &str = "session_events_poll";
+pub(super) const SESSION_MONITOR: &str = "session_monitor";
+pub(super) const ROUTINE_STATUS: &str = "routine_status";
+pub(super) const ROUTINE_LIST: &str = "routine_list";
+pub(super) const ROUTINE_START: &str = "routine_start";
+pub(super) const ROUTINE_CANCEL: &str = "routine_cancel";
+pub(super) const SESSION_CURRENT: &str = "session_current";
 
 /// Every tool, in the order they are listed. There is no ack, no policy
 /// cancel and no routine resolve: those stay with the operator (the
@@ -44,18 +44,18 @@ pub const TOOL_NAMES: [&str; 10] = [
 
 /// The most events one `session_events_poll` answers.
 pub const MAX_POLL_LIMIT: u32 = 200;
-pub const DEFAULT_POLL_LIMIT: u32 = 50;
+pub(super) const DEFAULT_POLL_LIMIT: u32 = 50;
 /// The longest `waitMs` honoured: MCP clients give up on a call long
 /// before the API's own 55 s cap.
 pub const MAX_WAIT_MS: u64 = 20_000;
 /// The most events `session_monitor` shows.
-pub const MAX_MONITOR_EVENTS: u32 = 100;
-pub const DEFAULT_MONITOR_EVENTS: u32 = 20;
+pub(super) const MAX_MONITOR_EVENTS: u32 = 100;
+pub(super) const DEFAULT_MONITOR_EVENTS: u32 = 20;
 
 /// `policy_status`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PolicyStatusInput {
+pub(super) struct PolicyStatusInput {
     /// The policy's id (`pol_…`), as `policy_attach` answered it.
     pub policy_id: String,
 }
@@ -63,7 +63,7 @@ pub struct PolicyStatusInput {
 /// Which end of the attach order a page starts from.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Order {
+pub(super) enum Order {
     Oldest,
     Newest,
 }
@@ -71,7 +71,7 @@ pub enum Order {
 /// `policy_list`'s input: a page, as `GET /v1/policies` gives it.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PolicyListInput {
+pub(super) struct PolicyListInput {
     /// Only policies in these statuses.
     #[schemars(schema_with = "statuses_schema")]
     pub status: Option<Vec<String>>,
@@ -88,7 +88,7 @@ pub struct PolicyListInput {
 /// `session_events_poll`'s input.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EventsPollInput {
+pub(super) struct EventsPollInput {
     /// Events after this cursor: the previous answer's `nextCursor` (default 0: from the oldest kept).
     #[schemars(range(min = 0))]
     pub since: Option<i64>,
@@ -109,7 +109,7 @@ pub struct EventsPollInput {
 /// `session_monitor`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SessionMonitorInput {
+pub(super) struct SessionMonitorInput {
     /// The session's id.
     pub session_id: String,
     /// How many of its latest events to show (1 to 100, default 20).
@@ -120,7 +120,7 @@ pub struct SessionMonitorInput {
 /// `routine_status`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RoutineStatusInput {
+pub(super) struct RoutineStatusInput {
     /// The run's id (`rt_…`), as `gatehost routine start` printed it.
     pub routine_id: String,
 }
@@ -128,12 +128,12 @@ pub struct RoutineStatusInput {
 /// `session_current`'s input: none.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SessionCurrentInput {}
+pub(super) struct SessionCurrentInput {}
 
 /// `routine_cancel`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RoutineCancelInput {
+pub(super) struct RoutineCancelInput {
     /// The run's id (`rt_…`), as `routine_start` answered it.
     pub routine_id: String,
 }
@@ -141,7 +141,7 @@ pub struct RoutineCancelInput {
 /// `routine_list`'s input: none.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RoutineListInput {}
+pub(super) struct RoutineListInput {}
 
 /// A list of policy statuses, each one of [`PolicyStatus::ALL`].
 fn statuses_schema(_: &mut SchemaGenerator) -> Schema {

@@ -10,7 +10,12 @@ use std::path::Path;
 
 /// Whether `stdout` and `exit`, a hook's answer at `point`, are what
 /// `agent` reads; the problem otherwise.
-pub fn check(agent: AgentCli, point: HookPoint, stdout: &str, exit: i32) -> Result<(), String> {
+pub(super) fn check(
+    agent: AgentCli,
+    point: HookPoint,
+    stdout: &str,
+    exit: i32,
+) -> Result<(), String> {
     if exit != 0 {
         return Err(format!(
             "exit status {exit}: the CLI takes that as a crash, and lets the stop through"
@@ -66,7 +71,7 @@ fn excerpt(text: &str) -> String {
 }
 
 /// A stop of session `id` in `cwd`, as `agent` sends it.
-pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
+pub(super) fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
     let message = "gatehost doctor: a synthetic stop";
     crate::hook::adapter(agent)
         .synthetic_stop(id, cwd, message)
@@ -74,7 +79,7 @@ pub fn synthetic_stop(agent: AgentCli, id: &str, cwd: &Path) -> String {
 }
 
 /// The end of session `id`, for the CLIs whose hooks have one.
-pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
+pub(super) fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
     crate::hook::adapter(agent)
         .session_end(id, cwd)
         .map(|v| v.to_string())
@@ -82,7 +87,7 @@ pub fn session_end(agent: AgentCli, id: &str, cwd: &Path) -> Option<String> {
 
 /// An event no hook answers: the hook starts, reads it, and says nothing
 /// (in the CLI's shape), without asking a daemon.
-pub fn ping(id: &str, cwd: &Path) -> String {
+pub(super) fn ping(id: &str, cwd: &Path) -> String {
     json!({"session_id": id, "conversation_id": id, "cwd": cwd, "workspace_roots": [cwd],
         "hook_event_name": "GatehostDoctorPing"})
     .to_string()
@@ -90,7 +95,7 @@ pub fn ping(id: &str, cwd: &Path) -> String {
 
 /// Where in the agent's life `agent` calls a hook registered for `event`,
 /// as its adapter reads it.
-pub fn point_of(agent: AgentCli, event: &str) -> Option<HookPoint> {
+pub(super) fn point_of(agent: AgentCli, event: &str) -> Option<HookPoint> {
     let probe = json!({"session_id": "doctor", "conversation_id": "doctor", "cwd": "/",
         "workspace_roots": ["/"], "status": "completed", "hook_event_name": event});
     crate::hook::adapter(agent)

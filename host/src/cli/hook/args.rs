@@ -5,7 +5,7 @@ use crate::wire::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 Modes: with --gates FILE the gates run here (standalone); without it the hook asks a running
 `gatehost serve` (--server or GATEHOST_SERVER, else the server.url the daemon wrote in its data
 directory, --data-dir or GATEHOST_DATA_DIR or the default; the agent token from --token or
@@ -125,7 +125,7 @@ impl HookCommand {
     }
 }
 
-pub const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
+pub(super) const STATUS_AFTER_HELP: &str = "Every stop a hook answers (standalone or daemon mode) is recorded in the hook state directory's
 outcomes/, one file per session, kept 30 days after its last stop (a session's end does not remove
 it). Exit status: 0 when the last stop passed its gates, 1 when it was sent back or let through
 without a pass, 2 when no stop is on record. Example, after `claude -p \"…\" --output-format json`:
@@ -157,7 +157,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub const INSTALL_AFTER_HELP: &str = "\
+pub(super) const INSTALL_AFTER_HELP: &str = "\
 Files: Claude Code ~/.claude/settings.json ($CLAUDE_CONFIG_DIR) or .claude/settings.json;
 Codex ~/.codex/hooks.json ($CODEX_HOME) or .codex/hooks.json; Gemini CLI ~/.gemini/settings.json
 or .gemini/settings.json; Cursor ~/.cursor/hooks.json or .cursor/hooks.json;
@@ -169,7 +169,7 @@ Kiro CLI ~/.kiro/agents/NAME.json or .kiro/agents/NAME.json (--kiro-agent NAME, 
 Trust: a project-scope hook lives in the workspace, where the agent writes and can remove it;
 for unattended agents use --scope user (or the CLI's managed settings).";
 
-pub use crate::hook::plan::Scope;
+pub(super) use crate::hook::plan::Scope;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct InstallArgs {

@@ -33,7 +33,7 @@ mod standalone;
 mod status;
 mod stop;
 
-pub use args::{HookArgs, HookCommand};
+pub(super) use args::{HookArgs, HookCommand};
 
 pub(super) fn run(command: HookCommand) -> CliResult<i32> {
     match command {

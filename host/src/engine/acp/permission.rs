@@ -73,7 +73,7 @@ impl Agents {
     /// (`routine` none: the API, or the operator resolving a routine's
     /// escalation) or a routine's own rule (`routine`: the run, recorded
     /// as `by: routine`, never as the operator).
-    pub fn resolve_permission(
+    pub(crate) fn resolve_permission(
         &self,
         session: &str,
         request: &str,

@@ -153,6 +153,7 @@ impl PolicyEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bus;
     use crate::model::event::Event;
 
     #[test]
@@ -199,5 +200,26 @@ mod tests {
         let done: Change = PolicyChange::done().into();
         assert_eq!(PolicyEvent::of(&done), PolicyEvent::Done);
         assert_ne!(PolicyEvent::of(&done), PolicyEvent::Committed);
+    }
+
+    /// Every event the lifecycle publishes is a name the filters know
+    /// (`bus`'s lists; a new `PolicyEvent` not listed there could not be
+    /// asked for), and every name listed is published.
+    #[test]
+    fn every_lifecycle_event_is_a_known_name() {
+        for e in PolicyEvent::ALL {
+            assert!(
+                bus::POLICY_EVENTS.contains(&e.as_str())
+                    || bus::REVIEW_EVENTS.contains(&e.as_str()),
+                "{}",
+                e.as_str()
+            );
+        }
+        for e in bus::POLICY_EVENTS.iter().chain(bus::REVIEW_EVENTS) {
+            assert!(
+                PolicyEvent::parse(e).is_some(),
+                "{e} is listed but never published"
+            );
+        }
     }
 }

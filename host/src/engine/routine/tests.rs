@@ -62,16 +62,14 @@ impl InputRule {
     }
 }
 
-impl Finish {
-    fn all() -> Vec<Finish> {
-        vec![Finish::TurnEnd, Finish::Policy]
-    }
+/// Every [`Finish`].
+fn all_finishes() -> Vec<Finish> {
+    vec![Finish::TurnEnd, Finish::Policy]
 }
 
-impl InputSource {
-    fn all() -> Vec<InputSource> {
-        vec![InputSource::TurnEnd, InputSource::Permission]
-    }
+/// Every [`InputSource`].
+fn all_input_sources() -> Vec<InputSource> {
+    vec![InputSource::TurnEnd, InputSource::Permission]
 }
 
 impl RunInput {
@@ -104,7 +102,7 @@ impl RunInput {
             I::Recover { owned_agent: true },
             I::Recover { owned_agent: false },
         ];
-        all.extend(InputSource::all().into_iter().map(I::AwaitingInput));
+        all.extend(all_input_sources().into_iter().map(I::AwaitingInput));
         all
     }
 }
@@ -126,10 +124,10 @@ fn every_state_and_input_is_listed() {
     )
     .assert_listed(&RunInput::all());
     variants!(InputSource; InputSource::TurnEnd, InputSource::Permission)
-        .assert_listed(&InputSource::all());
+        .assert_listed(&all_input_sources());
     variants!(InputRule; InputRule::AutoAllow, InputRule::Escalate, InputRule::Fail)
         .assert_listed(&InputRule::all());
-    variants!(Finish; Finish::TurnEnd, Finish::Policy).assert_listed(&Finish::all());
+    variants!(Finish; Finish::TurnEnd, Finish::Policy).assert_listed(&all_finishes());
     variants!(RunState;
         S::Waiting { .. },
         S::Running { .. },
@@ -254,7 +252,7 @@ fn every_state_input_rule_and_finish() {
     for s in states() {
         for i in RunInput::all() {
             for r in InputRule::all() {
-                for f in Finish::all() {
+                for f in all_finishes() {
                     assert_eq!(
                         decide(s, i, rules(r, f, 1)),
                         expected(s, i, r, f),

@@ -4,7 +4,9 @@
 //! after the commit. It must never change a run's state but through
 //! `feed`.
 
-use super::super::routine::{self, RoutineSpec, RunInput, RunState, SessionSpec};
+use super::super::routine::{
+    self, RoutineSpec, RoutineSpecExt as _, RunInput, RunState, SessionSpec,
+};
 use super::super::sessions::invalid;
 use super::super::{EngineError, EngineResult, services::Routines};
 use super::{Context, RoutineEvent, RoutineView, Run};
@@ -17,7 +19,7 @@ impl Routines {
     /// policy body (its gates are checked when it is attached, at the
     /// step's start: a policy refused then fails the step, said), an ACP
     /// step whose `cwd` is not an absolute directory.
-    pub fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
+    pub(crate) fn start_routine(&self, spec: RoutineSpec) -> EngineResult<RoutineView> {
         self.start_routine_keyed(spec, None)
     }
 
@@ -26,7 +28,7 @@ impl Routines {
     /// whatever became of it, and starts nothing (a retry whose first
     /// answer was lost); the same key with another spec is a conflict.
     /// The key is recorded in the transaction that stores the run.
-    pub fn start_routine_keyed(
+    pub(crate) fn start_routine_keyed(
         &self,
         spec: RoutineSpec,
         key: Option<String>,
@@ -151,7 +153,7 @@ impl Routines {
     /// session it holds the key of (starting an agent is the operator's)
     /// and carries no step policy (a policy the daemon attaches for a run
     /// is the operator's; an agent attaches its own with `policy_attach`).
-    pub fn start_routine_as(
+    pub(crate) fn start_routine_as(
         &self,
         spec: RoutineSpec,
         key: Option<String>,
@@ -213,7 +215,7 @@ impl Routines {
     /// Cancels run `id` for `caller`: the operator any run, the agent
     /// token a run whose every step runs in an existing session it holds
     /// the key of.
-    pub fn cancel_routine_as(
+    pub(crate) fn cancel_routine_as(
         &self,
         id: &str,
         caller: &super::super::keys::Caller,
@@ -228,7 +230,7 @@ impl Routines {
         self.cancel_routine(id, "the agent whose sessions it runs in")
     }
 
-    pub fn routine(&self, id: &str) -> EngineResult<RoutineView> {
+    pub(crate) fn routine(&self, id: &str) -> EngineResult<RoutineView> {
         self.engine()
             .store()
             .routine(id)?
@@ -237,7 +239,7 @@ impl Routines {
     }
 
     /// The newest runs, at most `limit`.
-    pub fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
+    pub(crate) fn routines(&self, limit: usize) -> EngineResult<Vec<RoutineView>> {
         Ok(self
             .engine()
             .store()
@@ -310,7 +312,7 @@ impl Routines {
 
     /// The operator cancels a run; its step's agent, if the run started
     /// it, is stopped. A finished run is a conflict.
-    pub fn cancel_routine(&self, id: &str, by: &str) -> EngineResult<RoutineView> {
+    pub(crate) fn cancel_routine(&self, id: &str, by: &str) -> EngineResult<RoutineView> {
         if let Some(view) = self.cancel_damaged_routine(id, by)? {
             return Ok(view);
         }
@@ -325,7 +327,7 @@ impl Routines {
     /// The operator answers step `step`'s escalation with `response` (sent
     /// as the step session's next prompt; for a permission request, it is
     /// allowed). A run not escalated on that step is a conflict.
-    pub fn resolve_routine(
+    pub(crate) fn resolve_routine(
         &self,
         id: &str,
         step: &str,

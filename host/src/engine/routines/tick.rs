@@ -102,7 +102,7 @@ impl Routines {
     }
 
     /// The tick, every second until the daemon stops.
-    pub fn spawn_routine_ticker(&self) {
+    pub(crate) fn spawn_routine_ticker(&self) {
         let engine = self.engine();
         tokio::spawn(async move {
             loop {

@@ -56,7 +56,7 @@ impl Sessions {
     /// A report from (or about) a session. Returns the event cursor, or
     /// `None` for a heartbeat (which only updates the session).
     /// The daemon's own report, about a session it follows.
-    pub fn report(
+    pub(crate) fn report(
         &self,
         id: &str,
         kind: ReportKind,
@@ -73,7 +73,7 @@ impl Sessions {
     /// whose verdicts to wait for.
     ///
     /// With the agent token, only with the session's key.
-    pub fn report_counted(
+    pub(crate) fn report_counted(
         &self,
         id: &str,
         kind: ReportKind,

@@ -8,7 +8,9 @@
 
 pub mod prompt;
 
-use super::kind::{BoxFuture, Check, GateKind, MAX_TIMEOUT_MS, Measured, Named, SpecError};
+use super::GateKind;
+use super::run::{BoxFuture, Measured, Named, RunGate};
+use super::spec::JudgeGate;
 use super::{GateContext, GateRunner, base_env, fill_process_details, signal_name};
 use crate::anchor::WorkspaceAnchor;
 use crate::config::Trust;
@@ -16,81 +18,11 @@ use crate::sandbox::{Grants, Lookup, Place};
 use crate::supervise::{Limits, ProcessSpec, Termination, find_on_path};
 use crate::verdict::{Durations, Outcome, Verdict};
 use prompt::Decision;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The timeout of a gate of this kind that sets none.
-pub const DEFAULT_JUDGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// A judge gate: an LLM CLI asked to judge the work against a rubric.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct JudgeGate {
-    /// A judge adapter the host configures (`claude`, `codex`, `gemini`, …).
-    pub adapter: String,
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The rubric; the judge must end with `VERDICT: PASS` or `VERDICT: FAIL`.
-    pub prompt: String,
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
-    pub timeout_ms: Option<u64>,
-    /// Opt-in: the verdict line must carry a per-run random code.
-    #[serde(default)]
-    pub nonce: bool,
-}
-
-/// A judge gate object: `{"judge": {…}}`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct JudgeWrapper {
-    #[serde(default)]
-    pub name: Option<String>,
-    pub judge: JudgeGate,
-    /// The workspace paths the gate needs (see `Gate::paths`).
-    #[serde(default)]
-    pub paths: Option<Vec<String>>,
-}
-
-impl GateKind for JudgeGate {
-    fn label(&self) -> String {
-        match &self.model {
-            Some(m) => format!("judge: {} ({m})", self.adapter),
-            None => format!("judge: {}", self.adapter),
-        }
-    }
-
-    fn cost_class(&self) -> u8 {
-        2
-    }
-
-    fn timeout(&self) -> std::time::Duration {
-        self.timeout_ms
-            .map(std::time::Duration::from_millis)
-            .unwrap_or(DEFAULT_JUDGE_TIMEOUT)
-    }
-
-    fn is_native(&self) -> bool {
-        true
-    }
-
-    fn sees_change(&self) -> bool {
-        true
-    }
-
-    fn validate(&self, check: &Check<'_>) -> Result<(), SpecError> {
-        check.not_blank("judge.adapter", &self.adapter)?;
-        check.not_blank("judge.prompt", &self.prompt)?;
-        if self.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-            return Err(check.err("judge.model", "must not be empty when given"));
-        }
-        check.no_nul("judge.prompt", &self.prompt)?;
-        check.timeout("judge.timeoutMs", self.timeout_ms)
-    }
-
+impl RunGate for JudgeGate {
     fn reach(&self, runner: &GateRunner, _trust: Trust) -> Option<String> {
         reach(runner, &self.adapter, self.model.as_deref())
     }

@@ -1,0 +1,459 @@
+//! The daemon API's bodies, defined once: the server (the `api` module)
+//! answers with these types and the client (the `client` module) decodes
+//! them, so the two cannot disagree on a field's name or presence.
+//!
+//! It owns the JSON shape of every route's request and answer (camelCase
+//! names, what may be absent or null): the records the API answers with
+//! are types of its own (a session, a policy, an event, a routine, a
+//! standing policy), which the `api` module converts the store's rows
+//! into; where a record's field is already a
+//! documented shape of the `model` layer (an attach input, a run report,
+//! a typed event) it is that type. It must never hold behaviour
+//! (validation belongs to the engine, transport to the client and the
+//! API) nor import the store, the engine or the API: the client and the
+//! command line build on it alone (its crate, gatehost-client, depends on
+//! none of them).
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+mod records;
+
+/// `POST /v1/policies` takes an attach input, parsed as the daemon parses
+/// it.
+pub use crate::model::attach::{AttachInput, Reviewer, parse_input as parse_attach};
+/// The payload of the `standing:*` events.
+pub use crate::model::event::Standing as StandingEvent;
+/// The payloads of the `config:reloaded` and `config:rejected` events.
+pub use crate::model::event::{ConfigRejected, ConfigReloaded, Trigger as ReloadTrigger};
+/// The request bodies that name a session or a review are the model's
+/// inputs, taken by the engine as they are.
+pub use crate::model::inputs::{
+    DiffSide, LineComment, RegisterInput as RegisterRequest, ReportKind, StandingRequest,
+    StartInput as StartRequest,
+};
+/// `POST /v1/routines` takes a routine; runs are answered as [`Routine`].
+pub use crate::model::routine::RoutineSpec as RoutineRequest;
+pub use records::{
+    Damage, Event, Policy, PolicyStatus, Registered, Routine, RoutineStep, Session, SessionState,
+    StandingPolicy, StepStatus,
+};
+
+/// The files in the daemon's data directory holding its tokens, which a
+/// client on the same machine reads when given none.
+pub const AGENT_TOKEN_FILE: &str = "agent.token";
+pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
+
+/// A duration as the API's queries (`wait`, `timeout`) and the command
+/// line take it: `1500` (milliseconds), `25s`, `2m`, `1h 5m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(ms) = t.parse::<u64>() {
+        return Ok(Duration::from_millis(ms));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("'{text}' is not a duration ({e}); try 1500, 30s, 5m"))
+}
+
+/// `GET /v1/standing-policies`: oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingList {
+    pub standing_policies: Vec<StandingPolicy>,
+}
+
+/// `GET /v1/routines`: the newest runs first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutineList {
+    pub routines: Vec<Routine>,
+}
+
+/// `POST /v1/routines/{id}/steps/{label}/resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveRequest {
+    /// Sent as the step session's next prompt (a permission request the
+    /// step escalated is allowed).
+    pub response: String,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: String,
+    /// The bus's head cursor.
+    pub cursor: i64,
+}
+
+/// `POST /v1/sessions/{id}/report`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRequest {
+    pub kind: ReportKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The answer to a report: the event's cursor (none when the report
+/// published nothing, as a heartbeat).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reported {
+    pub session_id: String,
+    pub cursor: Option<i64>,
+    /// For a turn-end, the policies whose verdict on the session's work is
+    /// to come: those it counted, and those already judging the session
+    /// (empty for other reports, and when no policy watches).
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// For a turn-end: no live policy has the session as a member, so
+    /// nothing gated this stop (the first such stop of a session is also a
+    /// `session:ungated` event).
+    #[serde(default)]
+    pub ungated: bool,
+}
+
+/// `POST /v1/sessions/{id}/permissions/{request}`: the operator's answer
+/// to an ACP session's escalated permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionAnswer {
+    pub allow: bool,
+}
+
+/// The answer to [`PermissionAnswer`]: what was answered, to which request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionAnswered {
+    pub session_id: String,
+    pub request: String,
+    pub allowed: bool,
+}
+
+/// `POST /ui/login`: the CSRF token the page sends with its writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UiLogin {
+    pub csrf: String,
+}
+
+/// `POST /v1/ui/link`: a one-time login link for the web page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiLink {
+    /// The link on the address the request was made to.
+    pub url: String,
+    /// The same link's path (`/ui/login?code=…`).
+    pub path: String,
+    /// How long the code can be spent (once).
+    pub expires_in_seconds: u64,
+}
+
+/// `POST /v1/policies/{id}/request-changes`: comments on lines of the
+/// diff reviewed as `tree` (the snapshot's), sent to the agent as its nudge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestChanges {
+    pub tree: String,
+    pub comments: Vec<LineComment>,
+}
+
+/// `POST /v1/policies/{id}/ack`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    pub approve: bool,
+    /// The snapshot's tree the approval was given for (hex): refused
+    /// (409 `tree-changed`) when the policy's snapshot is another tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    /// With a reject: the operator's comment, delivered to the agent as
+    /// its nudge (`policy:nudge`, and the prompt of a session gatehost
+    /// started). Refused (400 `comment`) with an approval, or past
+    /// `MAX_REJECT_COMMENT` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// With `[daemon] ack_requires = "passkey"`, an approval's proof: the
+    /// answer to a challenge made for approving this policy at this tree
+    /// (`POST /v1/passkeys/challenge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyAssertion>,
+}
+
+/// The answer to a passkey challenge: the ceremony it answers and what
+/// `navigator.credentials.get` returned (its `toJSON()`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyAssertion {
+    pub ceremony: String,
+    pub credential: webauthn_rs::prelude::PublicKeyCredential,
+}
+
+/// What a passkey challenge is for (`POST /v1/passkeys/challenge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "for", deny_unknown_fields)]
+pub enum ChallengeFor {
+    /// Approving `policy` as reviewed at `tree` (its snapshot's tree id).
+    Approve { policy: String, tree: String },
+    /// Registering one more passkey.
+    AddPasskey,
+    /// Removing passkey `passkey`.
+    RemovePasskey { passkey: String },
+}
+
+/// A challenge: its ceremony id and the options for the browser
+/// (`publicKey`, as `navigator.credentials.get/create` take them, in JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PasskeyChallenge<O> {
+    pub ceremony: String,
+    pub options: O,
+}
+
+/// `POST /v1/passkeys/register`: a new passkey's name, and (once one is
+/// registered) an assertion of a registered one for adding a passkey.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRegister {
+    pub name: String,
+    /// A registered passkey's assertion for adding one (every passkey but
+    /// the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<PasskeyAssertion>,
+    /// The enrolment code `gatehost passkey enrol-code` printed (the first
+    /// passkey only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// `POST /v1/passkeys/register/finish`: the answer to a registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRegisterFinish {
+    pub ceremony: String,
+    pub credential: webauthn_rs::prelude::RegisterPublicKeyCredential,
+}
+
+/// `POST /v1/passkeys/{id}/remove`: an assertion for removing it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRemove {
+    pub assertion: PasskeyAssertion,
+}
+
+/// A registered passkey as the API shows it (never its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasskeyInfo {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<i64>,
+    /// Why it cannot be used, when its stored credential is damaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// `GET /v1/passkeys`: what approving takes, where passkeys work, and the
+/// registered ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Passkeys {
+    /// `token` or `passkey` (`[daemon] ack_requires`).
+    pub ack_requires: String,
+    /// The page's origin, where passkeys are registered and used.
+    pub origin: String,
+    /// The relying party's id (the origin's domain).
+    pub rp_id: String,
+    /// Why no passkey can be used here, if none can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    pub passkeys: Vec<PasskeyInfo>,
+}
+
+impl Policy {
+    /// The policy's commit plan, as far as a person reading it needs
+    /// (none before a green gate).
+    pub fn plan_view(&self) -> Option<PlanView> {
+        self.plan.as_ref().map(|p| PlanView {
+            paths: p.paths.clone(),
+            require_human_ack: p.require_human_ack,
+            diff_summary: p.diff_summary.clone(),
+            snapshot: p.snapshot.clone(),
+            changed_after_snapshot: p.changed_after_snapshot.clone(),
+        })
+    }
+}
+
+/// A policy's `plan` as the API shows it: what a green gate recorded for
+/// the commit, as far as the person who acks needs it (the engine's
+/// `CommitPlan` writes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanView {
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub require_human_ack: bool,
+    /// What the paths change against HEAD (none on plans that lack it).
+    #[serde(default)]
+    pub diff_summary: Option<DiffSummary>,
+    /// The snapshot the gates ran on (commit policies gated on one).
+    #[serde(default)]
+    pub snapshot: Option<crate::commit::TreeSnapshot>,
+    /// The commit paths changed in the workspace since the snapshot.
+    #[serde(default)]
+    pub changed_after_snapshot: Option<ChangedAfter>,
+}
+
+pub use crate::model::plan::{ChangedAfter, DiffSummary, FileCount};
+
+/// `GET /v1/policies/{id}/wait`: the policy, and whether it settled (or
+/// awaits an ack) before the wait's timeout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyWait {
+    #[serde(flatten)]
+    pub policy: Policy,
+    pub settled: bool,
+}
+
+/// A page of sessions; `nextCursor` is null on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionPage {
+    pub sessions: Vec<Session>,
+    pub next_cursor: Option<i64>,
+}
+
+/// A page of policies; `nextCursor` is null on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyPage {
+    pub policies: Vec<Policy>,
+    pub next_cursor: Option<i64>,
+}
+
+/// `GET /v1/events`: the events, the cursor to continue from, and the
+/// oldest cursor retention kept (null when the bus is empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    pub next_cursor: i64,
+    pub oldest_cursor: Option<i64>,
+}
+
+/// `GET /v1/policies/{id}/diff`: one page of the exact patch the policy
+/// commits (or committed), `git diff --full-index` style.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyDiff {
+    pub policy_id: String,
+    pub status: PolicyStatus,
+    /// The tree committed: the snapshot's, or the commit's.
+    pub tree: String,
+    /// The commit the patch is against: where the branch is now (before
+    /// the commit) or the commit's parent (after); null for none.
+    pub base: Option<String>,
+    /// The commit made, once it is.
+    pub commit: Option<String>,
+    /// The branch moved since the snapshot was taken.
+    pub head_moved: bool,
+    /// This page's files, in the patch's order.
+    pub files: Vec<DiffFile>,
+    /// This page's text (whole files, except one marked `cut`).
+    pub patch: String,
+    /// The index of this page's first file among all of them.
+    pub from: usize,
+    /// `from` of the next page; null on the last.
+    pub next_from: Option<usize>,
+    pub total_files: usize,
+    /// Why the page is not the whole patch, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One file of a [`PolicyDiff`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffFile {
+    pub path: String,
+    /// The path before a rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// added, modified, deleted or renamed.
+    pub kind: String,
+    pub added: u64,
+    pub removed: u64,
+    pub binary: bool,
+    /// Its hunks were over the page's bound: the page holds its headers
+    /// only.
+    #[serde(default)]
+    pub cut: bool,
+}
+
+/// `GET /v1/sessions/{id}/next-event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextEvent {
+    pub event: Option<Event>,
+    pub next_cursor: i64,
+    pub timed_out: bool,
+}
+
+/// Every error answer: `{"error": {"code", "message", "field"?}}`. The
+/// command line prints its own errors with `--json` in this shape too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable, kebab-case name (`invalid`, `unauthorized`, ...).
+    pub code: String,
+    pub message: String,
+    /// The request field (or, on the command line, the option, file or
+    /// configuration key) at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What to do about it, when gatehost can tell (command line only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The query of `GET /v1/policies` and `GET /v1/sessions` (`status` and
+/// `order` for policies only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<i64>,
+    /// Comma-separated statuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `oldest` (default) or `newest`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+}
+
+/// The query of `GET /v1/events`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    /// Comma-separated event types (`turn-end` or `session:turn-end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub types: Option<String>,
+    /// Comma-separated session ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Comma-separated policy ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Long-poll this long for the first event (`25s`, `1500`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+}

@@ -1,0 +1,364 @@
+//! What a store is: the contract every backend implements, in typed
+//! records (the `rows` types) in and out. The SQLite backend
+//! (`store::sqlite`) is one implementation; a second one (PostgreSQL,
+//! issue 51) is a new module implementing these three traits, and nothing
+//! above `store` changes.
+//!
+//! - [`Records`]: every read. Answered both by the backend (each call on
+//!   its own, a consistent snapshot) and inside a transaction (seeing what
+//!   the transaction wrote so far).
+//! - [`RecordsTx`]: the typed operations of one write transaction, which
+//!   commit together or not at all.
+//! - [`Backend`]: a store as the daemon holds it: its reads, a way to run
+//!   a transaction, and retention.
+//!
+//! The contract, for every backend:
+//! - **Atomic.** Everything one transaction's body does (its writes and the
+//!   events it appends, with their webhook deliveries) becomes visible at
+//!   once when it commits, or not at all: a body that returns an error, or
+//!   a commit that fails, leaves nothing. No reader ever sees an event
+//!   before the state change it describes. Transactions are serialised
+//!   (SQLite: `BEGIN IMMEDIATE` under one lock): a body reads what it
+//!   writes on, and no other write interleaves. The body runs exactly once
+//!   (it is an `FnOnce`): a backend that must retry a conflict reports the
+//!   error instead.
+//! - **Cursors.** An event's cursor only grows, survives restarts and is
+//!   never reused, even when the newest rows were deleted
+//!   ([`Records::head_cursor`] never moves back).
+//! - **Missing rows.** A read of one record answers `Ok(None)`; a list
+//!   answers what there is. `put_session` inserts or replaces; `put_policy`,
+//!   `record_*` and `put_damaged_policy` of a policy that is not there are an
+//!   error (it vanished during an update), never a silent insert;
+//!   `end_damaged_routine`, `mark_delivery` and `passkey_used` of a row that
+//!   is not there change nothing and answer `Ok`; `put_routine` writes back
+//!   a run read in the same transaction; `remove_*` answer whether
+//!   something was removed; `insert_*` of an id already there is an error,
+//!   but `insert_passkey`, which answers `false`.
+//! - **Damage.** A typed column that does not decode makes its record
+//!   damaged (`damage` says which column and why; the column is `None` or
+//!   a placeholder), never an error of the whole read nor a default taken
+//!   as stored. Writing a damaged record back whole is refused
+//!   ([`StoreError::Damaged`]); `put_damaged_policy` and
+//!   `end_damaged_routine` write only the columns they name. The columns are
+//!   encoded and decoded by `store::codec`, shared by every backend.
+//! - **Errors.** [`StoreError::is_unavailable`] (`Full`, `ReadOnly`) means
+//!   the store cannot take writes now and a retry later may succeed (the
+//!   API answers 503 with `Retry-After`, the engine keeps its state to try
+//!   again): a backend maps its transient failures onto these. Every other
+//!   error is final for that call. A backend's own error type never leaves
+//!   its module (SQLite's `From<rusqlite::Error>` lives in `store::sqlite`).
+//! - **Never** a gate, a process or a network call of the daemon's inside
+//!   a transaction, and no lock held across an `.await` (the interface is
+//!   synchronous).
+//!
+//! `store::conformance` holds tests written against this contract alone:
+//! a new backend runs them with its own store.
+//!
+//! This module owns the traits and their contract only: it must never hold
+//! SQL, state or a backend's type.
+
+use super::StoreResult;
+use super::routine_rows::RoutineRow;
+use super::rows::{
+    Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, SessionRow, StandingRow,
+};
+use crate::config::Retention;
+use crate::model::event::Event;
+use crate::model::routine::RunState;
+use webauthn_rs::prelude::Passkey;
+
+/// The body of a write transaction, as a backend runs it.
+pub type TxBody<'a> = Box<dyn FnOnce(&mut dyn RecordsTx) -> StoreResult<()> + 'a>;
+
+/// What one application of the retention rules deleted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Swept {
+    pub events: u64,
+    pub deliveries: u64,
+    pub sessions: u64,
+    pub policies: u64,
+    pub routines: u64,
+}
+
+impl Swept {
+    pub fn is_empty(&self) -> bool {
+        *self == Swept::default()
+    }
+}
+
+/// Every read a backend answers, typed. Lists are in the order each says
+/// (oldest first unless told); the looks the daemon makes often (the
+/// watchdog's, the sweep's, a webhook's recipients) must be answered by an
+/// index, never a scan of a table.
+pub trait Records {
+    /// Whether the watchdog has anything to do at `now` (ms): a session
+    /// silent since before `cutoff` (when the heartbeat timeout is set), a
+    /// watching policy with a stale member, or a deadline due. A read, so
+    /// that an idle look writes nothing and wakes no reader.
+    fn watch_due(&self, cutoff: Option<i64>, now: i64) -> StoreResult<bool>;
+
+    fn session(&self, id: &str) -> StoreResult<Option<SessionRow>>;
+
+    /// Every session, in registration order.
+    fn sessions(&self) -> StoreResult<Vec<SessionRow>>;
+
+    /// The ids of the sessions whose key digest is among `digests` (by
+    /// an index).
+    fn sessions_keyed(&self, digests: &[String]) -> StoreResult<Vec<String>>;
+
+    /// A page of sessions after `cursor`, each with its cursor.
+    fn sessions_page(&self, cursor: i64, limit: usize) -> StoreResult<Vec<(i64, SessionRow)>>;
+
+    /// Sessions silent since before `cutoff` (ms), neither exited nor
+    /// already stale nor started by the daemon, at most `limit`, oldest
+    /// first.
+    fn silent_sessions(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<SessionRow>>;
+
+    /// The sessions recovery looks at: those whose row does not decode,
+    /// and those gatehost started that have not exited (read one at a
+    /// time, the others never held).
+    fn sessions_to_recover(&self) -> StoreResult<Vec<SessionRow>>;
+
+    /// Whether `session_id` has an event of type `kind` in the log.
+    fn has_session_event(&self, session_id: &str, kind: &str) -> StoreResult<bool>;
+
+    fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>>;
+
+    /// Policies, oldest first; `statuses` empty means all.
+    fn policies(&self, statuses: &[PolicyStatus]) -> StoreResult<Vec<PolicyRow>>;
+
+    /// A page of policies by `seq` (`statuses` empty: all): oldest first
+    /// after `cursor`, or newest first before it (0: from the newest).
+    fn policies_page(
+        &self,
+        statuses: &[PolicyStatus],
+        cursor: i64,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<PolicyRow>>;
+
+    /// Policies with a publish that began and never recorded its end.
+    fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>>;
+
+    /// What the sweep looks at: the policies in a working state (`queued`
+    /// ones only when `queued`) and those whose status does not decode,
+    /// oldest first, by an index (never a watching or settled one).
+    fn policies_to_sweep(&self, queued: bool) -> StoreResult<Vec<PolicyRow>>;
+
+    /// Ids of the policies not settled whose row does not decode, oldest
+    /// first (rows decoded one at a time, never all held at once).
+    fn damaged_policies(&self) -> StoreResult<Vec<String>>;
+
+    /// Watching policies that have `session_id` as a member, oldest first.
+    fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>>;
+
+    /// Watching policies with a stale member.
+    fn watching_with_stale_member(&self) -> StoreResult<Vec<PolicyRow>>;
+
+    /// Unsettled policies whose deadline is at or before `now` (ms).
+    fn past_deadline(&self, now: i64) -> StoreResult<Vec<PolicyRow>>;
+
+    /// Ids of the policies judging `session_id`'s work (queued, gating,
+    /// nudging).
+    fn judging_with(&self, session_id: &str) -> StoreResult<Vec<String>>;
+
+    /// Ids of the policies with `session_id` as a member that have not
+    /// ended, oldest first.
+    fn live_with(&self, session_id: &str) -> StoreResult<Vec<String>>;
+
+    /// The policy an idempotency key made, and the request's digest.
+    fn idempotent(&self, key: &str) -> StoreResult<Option<(String, String)>>;
+
+    /// Events after `filter.since`, oldest first, at most `filter.limit`.
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<EventRow>>;
+
+    /// The newest cursor ever given (0 when the log is empty); never moves
+    /// back, even when the newest events were deleted.
+    fn head_cursor(&self) -> StoreResult<i64>;
+
+    /// The oldest event kept (retention deletes older ones); `None` when
+    /// the log is empty.
+    fn oldest_cursor(&self) -> StoreResult<Option<i64>>;
+
+    /// Deliveries due at `now`, oldest first.
+    fn due_deliveries(&self, now: i64, limit: usize) -> StoreResult<Vec<Delivery>>;
+
+    /// The URLs with a delivery due at `now`.
+    fn due_urls(&self, now: i64) -> StoreResult<Vec<String>>;
+
+    /// Up to `limit` deliveries to `url` due at `now`, oldest first.
+    fn due_deliveries_to(&self, url: &str, now: i64, limit: usize) -> StoreResult<Vec<Delivery>>;
+
+    /// The next time a pending delivery is due, if any.
+    fn next_delivery_at(&self) -> StoreResult<Option<i64>>;
+
+    /// A routine run with its steps.
+    fn routine(&self, id: &str) -> StoreResult<Option<RoutineRow>>;
+
+    /// Runs newest first, at most `limit`.
+    fn routines(&self, limit: usize) -> StoreResult<Vec<RoutineRow>>;
+
+    /// Runs not yet done, failed or cancelled, oldest first.
+    fn active_routines(&self) -> StoreResult<Vec<RoutineRow>>;
+
+    /// Runs waiting for a step's `waitFor`, oldest first.
+    fn waiting_routines(&self) -> StoreResult<Vec<RoutineRow>>;
+
+    /// Whether an escalated run is past its deadline at `now`.
+    fn routine_past_deadline(&self, now: i64) -> StoreResult<bool>;
+
+    /// The escalated runs past their deadline at `now`, oldest first.
+    fn routines_past_deadline(&self, now: i64) -> StoreResult<Vec<RoutineRow>>;
+
+    /// The run whose current step runs in (or is escalated on) `session`.
+    fn routine_on_session(&self, session: &str) -> StoreResult<Option<RoutineRow>>;
+
+    /// The run an idempotency key started, and the digest of its spec.
+    fn routine_by_key(&self, key: &str) -> StoreResult<Option<(String, String)>>;
+
+    /// Every standing policy, oldest first.
+    fn standing_policies(&self) -> StoreResult<Vec<StandingRow>>;
+
+    fn standing_policy(&self, id: &str) -> StoreResult<Option<StandingRow>>;
+
+    /// Every registered passkey, oldest first.
+    fn passkeys(&self) -> StoreResult<Vec<PasskeyRow>>;
+}
+
+/// The typed operations of one write transaction (see the module doc for
+/// what commits together). It reads too ([`Records`]), seeing its own
+/// writes.
+pub trait RecordsTx: Records {
+    /// Appends an event and queues its webhook deliveries (the global
+    /// `webhooks`, the session's own URL and, for a policy event, every
+    /// member's, each URL once); answers its cursor.
+    fn append_event(
+        &mut self,
+        event: &Event,
+        session_id: Option<&str>,
+        policy_id: Option<&str>,
+        webhooks: &[String],
+    ) -> StoreResult<i64>;
+
+    /// Inserts or replaces a session; refused for a row that did not
+    /// decode.
+    fn put_session(&mut self, s: &SessionRow) -> StoreResult<()>;
+
+    /// Inserts a new policy (and its members), giving it the next `seq`
+    /// (written into `p`).
+    fn insert_policy(&mut self, p: &mut PolicyRow) -> StoreResult<()>;
+
+    /// Writes `p` whole; refused for a row that did not decode.
+    fn put_policy(&mut self, p: &PolicyRow) -> StoreResult<()>;
+
+    /// Records the policy attached as `p`'s `next` (its `next_id`), and
+    /// nothing else: bookkeeping of a step the lifecycle took, never a
+    /// change of state. Refused for a row that did not decode.
+    fn record_next(&mut self, p: &PolicyRow) -> StoreResult<()>;
+
+    /// Records the commit prepared for `p` (or its absence, to prepare it
+    /// again) and the time, and nothing else: never a change of state.
+    /// Refused for a row that did not decode.
+    fn record_prepared(&mut self, p: &PolicyRow) -> StoreResult<()>;
+
+    /// Records `p`'s publishes under way (`publish_open`: opened before a
+    /// publish takes a lock, closed once it ended), and nothing else:
+    /// never a change of state. Refused for a row that did not decode.
+    fn record_publishes(&mut self, p: &PolicyRow) -> StoreResult<()>;
+
+    /// Writes only the status, reason and time of a policy whose row did
+    /// not decode.
+    fn put_damaged_policy(&mut self, p: &PolicyRow) -> StoreResult<()>;
+
+    /// Records that `key` (with the request digest `request`) made `policy`.
+    fn put_idempotent(&mut self, key: &str, request: &str, policy: &str) -> StoreResult<()>;
+
+    /// A delivery's new state (`pending`, `delivered`, `failed`), attempts,
+    /// next try and last error.
+    fn mark_delivery(
+        &mut self,
+        id: i64,
+        state: &str,
+        attempts: u32,
+        next_at: i64,
+        error: Option<&str>,
+    ) -> StoreResult<()>;
+
+    /// Records that `key` started run `routine` of spec digest `digest`.
+    fn insert_routine_key(&mut self, key: &str, routine: &str, digest: &str) -> StoreResult<()>;
+
+    /// Inserts a new run (its `seq` is the next one) with its steps.
+    fn insert_routine(&mut self, r: &RoutineRow) -> StoreResult<()>;
+
+    /// Writes a run's row and its steps' rows (never a damaged one's: its
+    /// placeholders would overwrite what is stored).
+    fn put_routine(&mut self, r: &RoutineRow) -> StoreResult<()>;
+
+    /// Ends a run whose stored row is damaged (it cannot be decoded, so
+    /// never written back whole): its state (the engine's terminal state),
+    /// phase and reason (a person's words) are replaced, its step session,
+    /// deadline and pending request cleared; its spec (and damage) stay.
+    fn end_damaged_routine(
+        &mut self,
+        id: &str,
+        state: RunState,
+        phase: &str,
+        reason: &str,
+        now: i64,
+    ) -> StoreResult<()>;
+
+    fn insert_standing(&mut self, s: &StandingRow) -> StoreResult<()>;
+
+    /// Removes a standing policy; whether it was there.
+    fn remove_standing(&mut self, id: &str) -> StoreResult<bool>;
+
+    /// The operator's WebAuthn user id (made once, random, then kept: every
+    /// passkey is registered for it).
+    fn passkey_user(&mut self) -> StoreResult<uuid::Uuid>;
+
+    /// Adds a passkey; false (nothing written) when its credential id is
+    /// already registered.
+    fn insert_passkey(&mut self, id: &str, name: &str, p: &Passkey, now: i64) -> StoreResult<bool>;
+
+    /// After a use: its new counter and flags, and when.
+    fn passkey_used(&mut self, id: &str, p: &Passkey, now: i64) -> StoreResult<()>;
+
+    /// Removes a passkey; whether it was there.
+    fn remove_passkey(&mut self, id: &str) -> StoreResult<bool>;
+}
+
+/// A store as the daemon holds it (`store::Store` is a facade over one).
+pub trait Backend: Records + Send + Sync {
+    /// Runs `body` once in one transaction and commits what it wrote; an
+    /// error from `body` (or from the commit) rolls everything back and is
+    /// answered as is.
+    fn transaction(&self, body: TxBody<'_>) -> StoreResult<()>;
+
+    /// Applies the retention `rules` as of `now` (ms), in small
+    /// transactions (a crash in between leaves a consistent store with
+    /// less deleted). It never deletes a policy that is not settled, a run
+    /// that has not finished, a session a live policy has as a member, an
+    /// event of a live policy, an event a pending delivery still sends or
+    /// a pending delivery; and never moves the head cursor back.
+    fn apply_retention(&self, rules: &Retention, now: i64) -> StoreResult<Swept>;
+
+    /// Where the store lives, for messages (SQLite: its file).
+    fn location(&self) -> String;
+
+    /// Test only: the stored text of `column` of the row `id` of `table`
+    /// (`None`: no such row), read without decoding the row.
+    #[cfg(any(test, feature = "test-support"))]
+    fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>>;
+
+    /// Test only: overwrites `column` of the row `id` of `table` (every
+    /// row when `id` is `None`) with `text`, as damage on disk would;
+    /// answers how many rows changed.
+    #[cfg(any(test, feature = "test-support"))]
+    fn damage_column(
+        &self,
+        table: &str,
+        column: &str,
+        id: Option<&str>,
+        text: &str,
+    ) -> StoreResult<usize>;
+}

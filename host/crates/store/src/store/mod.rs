@@ -1,0 +1,234 @@
+//! The daemon's durable store: sessions, policies, routines, standing
+//! policies, passkeys, the event log and pending webhook deliveries, as
+//! typed records (`rows`, `routine_rows`) behind one interface
+//! (`interface`: [`Records`] for the reads, [`RecordsTx`] for the typed
+//! operations of one transaction, [`Backend`] for a store as a whole,
+//! with the contract every backend keeps).
+//!
+//! [`Store`] is the facade the engine holds: it reads as its backend's
+//! [`Records`] and writes through [`Store::write`], whose body composes
+//! typed operations ([`Tx`]) that commit together with the events they
+//! publish, before any side effect runs and before any reader can see
+//! them; what must run after the commit is queued with
+//! [`Tx::after_commit`]. The typed JSON columns are encoded and decoded
+//! once, at this edge, by `codec` (shared by every backend).
+//!
+//! The one backend today is `sqlite` (one SQLite file, WAL,
+//! `synchronous=FULL`, in the data directory): it owns the connection,
+//! the schema and its migrations, the SQL and the decoding of its rows;
+//! no SQL and no rusqlite type leaves it. A second backend is a new module
+//! implementing [`Backend`], checked by `conformance`.
+//!
+//! It must never run a gate, a process or a network call of the daemon's,
+//! and never hold its lock across an `.await`.
+
+mod codec;
+#[cfg(test)]
+pub(crate) mod conformance;
+mod interface;
+mod routine_rows;
+mod rows;
+mod sqlite;
+
+pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
+pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
+pub use rows::{
+    Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, RowDamage, SessionRow,
+    SessionState, StandingRow,
+};
+
+#[cfg(any(test, feature = "test-support"))]
+pub use codec::counter as codec_counter;
+
+use crate::config::Retention;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the data directory is full: {0}")]
+    Full(String),
+    #[error("the store cannot be written (read-only data directory?): {0}")]
+    ReadOnly(String),
+    #[error("the store file {path} is damaged: {message}")]
+    Corrupt { path: String, message: String },
+    #[error(
+        "the store file {path} was written by a newer gatehost (schema {found}, this build knows {known})"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("cannot open the store {path}: {message}")]
+    Open { path: String, message: String },
+    /// Any other failure of the backend, as its message.
+    #[error("store error: {0}")]
+    Backend(String),
+    #[error("stored {what} is not valid JSON: {message}")]
+    Decode { what: &'static str, message: String },
+    /// A typed column that does not encode as JSON (never stored as
+    /// `null`).
+    #[error("the {column} to store does not encode as JSON: {message}")]
+    Encode {
+        column: &'static str,
+        message: String,
+    },
+    /// A write of a row that did not decode (its placeholders would
+    /// overwrite what is stored).
+    #[error("{row}: its stored {column} does not decode; it is not written back")]
+    Damaged { row: String, column: String },
+    /// The caller of a write refused it (its own error says why, and is
+    /// what it answers): the transaction was rolled back, nothing kept.
+    #[error("the transaction was rolled back")]
+    RolledBack,
+    /// An event whose payload does not encode.
+    #[error("cannot store an event: {0}")]
+    Event(#[from] crate::model::event::EventError),
+}
+
+impl StoreError {
+    /// True when retrying later may succeed (space or permissions returned).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Full(_) | StoreError::ReadOnly(_))
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The store: a backend behind the interface. It reads as the backend's
+/// [`Records`] (`store.policy(id)`); it writes through [`Store::write`].
+pub struct Store {
+    backend: Box<dyn Backend>,
+    /// A test hook: a share of write transactions fails as a full disk
+    /// would (none in the product).
+    faults: gatehost_test_hooks::StoreFaults,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("at", &self.backend.location())
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn Records;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.backend
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the SQLite store `<dir>/gatehost.db`. A
+    /// damaged file is an error naming it, never silently replaced.
+    pub fn open(dir: &Path) -> StoreResult<Store> {
+        Ok(Store::over(Box::new(sqlite::SqliteStore::open(dir)?)))
+    }
+
+    /// A store over `backend`.
+    pub fn over(backend: Box<dyn Backend>) -> Store {
+        Store {
+            backend,
+            faults: gatehost_test_hooks::StoreFaults::from_env(),
+        }
+    }
+
+    /// The test hook's draw: a write fails as on a full disk.
+    fn fault(&self) -> StoreResult<()> {
+        match self.faults.draw() {
+            Some(why) => Err(StoreError::Full(why.into())),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f` in one transaction: everything it writes commits together
+    /// or not at all. What it queued with [`Tx::after_commit`] runs once
+    /// committed, after the store is released.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        self.fault()?;
+        let mut out = None;
+        let mut after = Vec::new();
+        self.backend.transaction(Box::new(|ops| {
+            let mut tx = Tx {
+                ops,
+                after: Vec::new(),
+            };
+            out = Some(f(&mut tx)?);
+            after = tx.after;
+            Ok(())
+        }))?;
+        // The store is released first: what runs after may write again.
+        for f in after {
+            f();
+        }
+        out.ok_or_else(|| StoreError::Backend("the transaction's body never ran".into()))
+    }
+
+    /// Applies the retention rules as of `now` (ms), in small
+    /// transactions (see [`Backend::apply_retention`]).
+    pub fn apply_retention(&self, rules: &Retention, now: i64) -> StoreResult<Swept> {
+        self.fault()?;
+        self.backend.apply_retention(rules, now)
+    }
+
+    /// Test only: the stored text of a column, read without decoding its
+    /// row (see [`Backend::stored_text`]).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>> {
+        self.backend.stored_text(table, column, id)
+    }
+
+    /// Test only: damages a stored column (see [`Backend::damage_column`]).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn damage_column(
+        &self,
+        table: &str,
+        column: &str,
+        id: Option<&str>,
+        text: &str,
+    ) -> StoreResult<usize> {
+        self.backend.damage_column(table, column, id, text)
+    }
+}
+
+/// One write transaction, as [`Store::write`]'s body sees it: the
+/// backend's typed operations ([`RecordsTx`], reached through it) and a
+/// queue of what runs once it committed. Events appended through it become
+/// visible when it commits, together with the state change they describe.
+pub struct Tx<'a> {
+    ops: &'a mut dyn RecordsTx,
+    /// What runs once this transaction committed (never on a rollback).
+    after: Vec<Box<dyn FnOnce() + Send>>,
+}
+
+impl Tx<'_> {
+    /// Runs `f` once this transaction committed, after the store is
+    /// released; never when it rolls back.
+    pub fn after_commit(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.after.push(Box::new(f));
+    }
+}
+
+impl<'a> std::ops::Deref for Tx<'a> {
+    type Target = dyn RecordsTx + 'a;
+
+    fn deref(&self) -> &Self::Target {
+        self.ops
+    }
+}
+
+impl std::ops::DerefMut for Tx<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.ops
+    }
+}

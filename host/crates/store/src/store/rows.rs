@@ -1,0 +1,348 @@
+//! The row types of the store: what a session, a policy, an event, a
+//! pending delivery, a standing policy and a passkey are once read (a
+//! routine run's are `routine_rows`). It must never hold SQL or decoding
+//! (an event row's JSON is `codec`'s).
+
+use crate::model::as_given::AsGiven;
+use crate::model::attach::AttachInput;
+use crate::model::chain::ChainRecord;
+use crate::model::event::Event;
+use crate::model::plan::{CommitPlan, Prepared};
+use crate::model::report::RunReport;
+use serde::{Deserialize, Serialize};
+use webauthn_rs::prelude::Passkey;
+
+/// Why a stored row does not decode: the column and the error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowDamage {
+    pub column: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for RowDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its stored {} does not decode: {}",
+            self.column, self.message
+        )
+    }
+}
+
+/// What a session is doing, as last reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    Running,
+    Idle,
+    AwaitingInput,
+    Exited,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Running => "running",
+            SessionState::Idle => "idle",
+            SessionState::AwaitingInput => "awaiting-input",
+            SessionState::Exited => "exited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => SessionState::Running,
+            "idle" => SessionState::Idle,
+            "awaiting-input" => SessionState::AwaitingInput,
+            "exited" => SessionState::Exited,
+            _ => return None,
+        })
+    }
+}
+
+/// A policy's place in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyStatus {
+    Watching,
+    Queued,
+    Gating,
+    Nudging,
+    AwaitingAck,
+    Committing,
+    /// Its gate passed; its `review` chain's reviewer reviews the change.
+    Reviewing,
+    Done,
+    Blocked,
+    Cancelled,
+}
+
+impl PolicyStatus {
+    pub const ALL: [PolicyStatus; 10] = [
+        PolicyStatus::Watching,
+        PolicyStatus::Queued,
+        PolicyStatus::Gating,
+        PolicyStatus::Nudging,
+        PolicyStatus::AwaitingAck,
+        PolicyStatus::Committing,
+        PolicyStatus::Reviewing,
+        PolicyStatus::Done,
+        PolicyStatus::Blocked,
+        PolicyStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyStatus::Watching => "watching",
+            PolicyStatus::Queued => "queued",
+            PolicyStatus::Gating => "gating",
+            PolicyStatus::Nudging => "nudging",
+            PolicyStatus::AwaitingAck => "awaiting-ack",
+            PolicyStatus::Committing => "committing",
+            PolicyStatus::Reviewing => "reviewing",
+            PolicyStatus::Done => "done",
+            PolicyStatus::Blocked => "blocked",
+            PolicyStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// No transition leaves these (blocked only by cancel).
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            PolicyStatus::Done | PolicyStatus::Blocked | PolicyStatus::Cancelled
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub id: String,
+    pub label: Option<String>,
+    pub cwd: String,
+    pub workspace: String,
+    pub state: SessionState,
+    pub turns: i64,
+    /// Cursor of its latest `session:turn-end` event.
+    pub last_turn_cursor: Option<i64>,
+    pub last_message: Option<String>,
+    pub heartbeat_at: Option<i64>,
+    pub notify_url: Option<String>,
+    /// For sessions gatehost started: the argv it runs.
+    pub command: Option<Vec<String>>,
+    pub pid: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// The credential that registered (or started) it: only that one may
+    /// register it again.
+    pub owner: crate::config::Trust,
+    /// The SHA-256 digest (hex) of its key (`engine::keys`); `None` for a
+    /// session stored before keys existed. Never sent to a client.
+    #[serde(skip)]
+    pub key_digest: Option<String>,
+    /// When the watchdog found it silent past `[daemon] heartbeat_timeout`
+    /// (`session:stale`); cleared when it speaks again (`session:live`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_at: Option<i64>,
+    /// Set when the stored row does not decode: the column and why. The
+    /// other fields are then placeholders, never to be acted on or written
+    /// back (the store refuses to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<RowDamage>,
+    /// The workspace directory's identity when it was registered (opened
+    /// without following a symlink): a gate, plugin, judge or started
+    /// agent is given that directory or nothing. `None` for a session
+    /// stored before identities were kept. Not sent to a client.
+    #[serde(skip)]
+    pub workspace_pin: Option<crate::anchor::DirIdentity>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRow {
+    pub id: String,
+    pub seq: i64,
+    /// The attach input as validated (agentproto `policy_attach` JSON).
+    pub spec: AttachInput,
+    pub status: PolicyStatus,
+    pub sessions: Vec<String>,
+    /// Members whose turn-end (or exit) is still awaited.
+    pub pending: Vec<String>,
+    /// Only session events with a cursor above this one count.
+    pub watch_after: i64,
+    pub retries_used: i64,
+    pub gate_runs: i64,
+    /// The last gate report (outcome, reason, gates).
+    pub verdict: Option<RunReport>,
+    /// The commit plan recorded on green (paths, message, fingerprint).
+    pub plan: Option<CommitPlan>,
+    /// The commit object written but maybe not yet published.
+    pub prepared: Option<Prepared>,
+    pub commit_sha: Option<String>,
+    pub reason: Option<String>,
+    pub parent_id: Option<String>,
+    pub next_id: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Daemon deaths by a fault of its own (an abort, recorded by the
+    /// fault marker; never a kill from outside) in a row that found its
+    /// gate running: a poison input is settled at two instead of
+    /// crash-looping the daemon.
+    pub gate_crashes: i64,
+    /// When publishes of the prepared commit began that never recorded
+    /// their end (ms), each stored before any git lock was taken: a lock
+    /// made just after one of them, by a life of the daemon that died in
+    /// it, is that life's; any other lock is not.
+    pub publish_open: Vec<i64>,
+    /// When its `deadline` (from attach) runs out: past it the policy is
+    /// `expired` and `blocked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<i64>,
+    /// Runs of its current gate that could not run and were tried again
+    /// (`[daemon] infra_retries`); back to 0 once a gate gives a verdict.
+    #[serde(default)]
+    pub infra_retries_used: i64,
+    /// Its review chain's state, once its first review began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ChainRecord>,
+    /// The nudge its last failed gate sends (rendered when the verdict was
+    /// judged, the text its `policy:nudge` carries): the nudge task
+    /// delivers exactly this, whatever the template is by then. `None`
+    /// before a retry, and in rows stored before it was kept. Not sent to
+    /// a client (the event carries it).
+    #[serde(skip)]
+    pub nudge: Option<String>,
+    /// Set when the stored row does not decode (invalid JSON, or JSON of
+    /// the wrong shape, or a spec an attach would refuse, or a plan or
+    /// chain missing that its status needs): the first such column and
+    /// why. The other fields are then placeholders: the engine only blocks or cancels such a
+    /// policy, and the store writes nothing of it but its status, reason
+    /// and time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<RowDamage>,
+}
+
+#[cfg(any(test, feature = "test-support"))]
+impl PolicyRow {
+    /// A policy row for unit tests: `id` in `status` over `members`,
+    /// nothing else set.
+    pub fn sample(id: &str, status: PolicyStatus, members: &[&str]) -> PolicyRow {
+        PolicyRow {
+            id: id.into(),
+            seq: 0,
+            spec: AttachInput {
+                session_id: members.first().map(|m| m.to_string()),
+                session_ids: Some(members.iter().map(|m| m.to_string()).collect()),
+                ..AttachInput::default()
+            },
+            status,
+            sessions: members.iter().map(|s| s.to_string()).collect(),
+            pending: vec![],
+            watch_after: 0,
+            retries_used: 0,
+            gate_runs: 0,
+            verdict: None,
+            plan: None,
+            prepared: None,
+            commit_sha: None,
+            reason: None,
+            parent_id: None,
+            next_id: None,
+            created_at: 0,
+            updated_at: 0,
+            gate_crashes: 0,
+            publish_open: Vec::new(),
+            deadline_at: None,
+            infra_retries_used: 0,
+            nudge: None,
+            review: None,
+            damage: None,
+        }
+    }
+}
+
+/// A stored event, its payload decoded once, into its type, when read.
+/// Published (`/v1/events`, SSE, webhooks) as
+/// `{cursor, at, type, sessionId, policyId, payload, damage?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub cursor: i64,
+    pub at: i64,
+    pub session_id: Option<String>,
+    pub policy_id: Option<String>,
+    pub event: Event,
+    /// Set when the stored payload does not decode (the event is then
+    /// `Unknown` with a `null` payload).
+    pub damage: Option<RowDamage>,
+}
+
+impl EventRow {
+    /// Its kind (`policy:nudge`).
+    pub fn kind(&self) -> &str {
+        self.event.kind()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub since: i64,
+    /// Full names (`session:turn-end`); empty = all.
+    pub types: Vec<String>,
+    pub session_ids: Vec<String>,
+    pub policy_ids: Vec<String>,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub id: i64,
+    pub url: String,
+    pub attempts: u32,
+    pub event: EventRow,
+}
+
+/// A standing policy as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingRow {
+    pub id: String,
+    /// Agents (a session id's part before `:`); empty: every agent.
+    pub agents: Vec<String>,
+    /// Directories a session's workspace must lie under (canonical where
+    /// they existed when added); empty: anywhere.
+    pub under: Vec<String>,
+    /// The label a session must carry; none: any session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The policy (the body of `POST /v1/policies` without its sessions),
+    /// kept and shown as the operator gave it; `None` (`null`) when its
+    /// stored JSON does not decode (then `damage` says why).
+    pub policy: Option<AsGiven<AttachInput>>,
+    pub created_at: i64,
+    /// Set when a stored column does not decode: which and why. Such a
+    /// template attaches nothing (the engine says so) and is never written
+    /// back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// A registered passkey as stored.
+#[derive(Debug, Clone)]
+pub struct PasskeyRow {
+    /// The credential id, base64url (no padding).
+    pub id: String,
+    /// The name the operator gave it on the page.
+    pub name: String,
+    /// The credential (public key, counter, flags), as webauthn-rs keeps
+    /// it; `Err` with why when the stored column does not decode (such a
+    /// passkey can prove nothing, and is said so).
+    pub passkey: Result<Passkey, String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
