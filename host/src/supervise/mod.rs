@@ -30,6 +30,10 @@
 //! [`crate::sandbox::platform`]). Elsewhere a gate is spawned by std's
 //! `Command` into a process group of its own, its address space and file
 //! sizes bounded by rlimits, and its tree killed by that group.
+//! Likewise an agent (`start_process`): by std's `Command` off Linux
+//! (`process_std.rs`), with no death signal; the child program
+//! (`program`, `process`) is Linux's. `SpawnMode`, a setting, is parsed
+//! everywhere.
 //!
 //! It must never wait on an output pipe without a bound, and must never
 //! return while a process it started may still be running.
@@ -39,12 +43,18 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
+#[cfg(target_os = "linux")]
 mod process;
+#[cfg(not(target_os = "linux"))]
+#[path = "process_std.rs"]
+mod process;
+#[cfg(target_os = "linux")]
 mod program;
 pub mod reaper;
 mod scratch;
 #[cfg(target_os = "linux")]
 mod spawn;
+mod spawn_mode;
 mod v1;
 
 pub use capture::TailBuffer;
@@ -53,8 +63,8 @@ pub use limits::{
     default_gate_memory,
 };
 pub use process::{Process, StartedProcess, start_process};
-pub use program::SpawnMode;
 pub use scratch::hint as scratch_hint;
+pub use spawn_mode::SpawnMode;
 
 use cgroup::{Cgroups, ProcessCgroup};
 use child::{Child, wait_for};
