@@ -434,6 +434,8 @@ impl Enforcer {
             self.say_once("memory", || {
                 tracing::info!("no memory cgroup for gates here: [limits] gate_memory_bytes is RLIMIT_AS on each process (address space, per process)");
             });
+            // (The constants are `u32` on Linux's glibc, `i32` on macOS.)
+            #[allow(clippy::unnecessary_cast)]
             a.child
                 .rlimit(libc::RLIMIT_AS as i32, bytes, LimitStep::AddressSpace);
         }
@@ -445,6 +447,8 @@ impl Enforcer {
             });
         }
         if let Some(n) = limits.file_bytes {
+            // (The constants are `u32` on Linux's glibc, `i32` on macOS.)
+            #[allow(clippy::unnecessary_cast)]
             a.child
                 .rlimit(libc::RLIMIT_FSIZE as i32, n, LimitStep::FileSize);
         }
