@@ -48,6 +48,9 @@ mod process;
 #[cfg(not(target_os = "linux"))]
 #[path = "process_std.rs"]
 mod process;
+// Off Linux's builds it is tested on Linux too.
+#[cfg(all(test, target_os = "linux"))]
+mod process_std;
 #[cfg(target_os = "linux")]
 mod program;
 pub mod reaper;
