@@ -30,10 +30,6 @@
 //! [`crate::sandbox::platform`]). Elsewhere a gate is spawned by std's
 //! `Command` into a process group of its own, its address space and file
 //! sizes bounded by rlimits, and its tree killed by that group.
-//! Likewise an agent (`start_process`): by std's `Command` off Linux
-//! (`process_std.rs`), with no death signal; the child program
-//! (`program`, `process`) is Linux's. `SpawnMode`, a setting, is parsed
-//! everywhere.
 //!
 //! It must never wait on an output pipe without a bound, and must never
 //! return while a process it started may still be running.
@@ -43,14 +39,8 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
-#[cfg(target_os = "linux")]
+#[cfg_attr(not(target_os = "linux"), path = "process_std.rs")]
 mod process;
-#[cfg(not(target_os = "linux"))]
-#[path = "process_std.rs"]
-mod process;
-// Off Linux's builds it is tested on Linux too.
-#[cfg(all(test, target_os = "linux"))]
-mod process_std;
 #[cfg(target_os = "linux")]
 mod program;
 pub mod reaper;

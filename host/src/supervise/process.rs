@@ -21,6 +21,11 @@ pub type Reader = Box<dyn futures_lite::AsyncRead + Send + Unpin>;
 use super::program::{Exec, SpawnMode};
 use super::spawn::{self, PidfdChild, Started};
 
+// The start off Linux (`process_std.rs`), tested here too.
+#[cfg(test)]
+#[path = "process_std.rs"]
+mod std_start;
+
 /// Started, not yet watched by a runtime: it may be handed from the
 /// thread that started it (the one its death signal is bound to) to
 /// another.

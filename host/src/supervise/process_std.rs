@@ -18,7 +18,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 
-use super::spawn_mode::SpawnMode;
+use crate::supervise::SpawnMode;
 
 /// The host's end of the process's stdin.
 pub type Writer = Box<dyn futures_lite::AsyncWrite + Send + Unpin>;
@@ -30,7 +30,7 @@ pub type Reader = Box<dyn futures_lite::AsyncRead + Send + Unpin>;
 #[derive(Debug)]
 pub struct StartedProcess {
     child: async_process::Child,
-    tracked: super::reaper::Tracked,
+    tracked: crate::supervise::reaper::Tracked,
 }
 
 /// Starts `program args…` in `cwd` with exactly `env`, stdio piped, in a
@@ -48,8 +48,8 @@ pub fn start_process(
     if let Some(prepared) = confine {
         match *prepared {}
     }
-    // (Compiled on Linux for its tests only, where a confinement exists
-    // and this spawn cannot apply it.)
+    // (Compiled on Linux for its tests only, as `process::std_start`,
+    // where a confinement exists and this spawn cannot apply it.)
     #[cfg(target_os = "linux")]
     if confine.is_some() {
         return Err(io::Error::other("std's spawn cannot confine"));
@@ -68,7 +68,8 @@ pub fn start_process(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    let (child, tracked) = super::reaper::Tracked::spawn(|| command.spawn(), |c| c.id())?;
+    let (child, tracked) =
+        crate::supervise::reaper::Tracked::spawn(|| command.spawn(), |c| c.id())?;
     Ok(StartedProcess { child, tracked })
 }
 
@@ -103,7 +104,7 @@ pub struct Process {
     pub stdout: Option<Reader>,
     pub stderr: Option<Reader>,
     child: async_process::Child,
-    _tracked: super::reaper::Tracked,
+    _tracked: crate::supervise::reaper::Tracked,
 }
 
 impl std::fmt::Debug for Process {
@@ -135,7 +136,7 @@ impl Process {
         if matches!(self.child.try_status(), Ok(Some(_))) {
             return Ok(());
         }
-        if super::kill(self.id(), rustix::process::Signal::KILL) {
+        if crate::supervise::kill(self.id(), rustix::process::Signal::KILL) {
             Ok(())
         } else {
             Err(io::Error::other("the process is gone"))
