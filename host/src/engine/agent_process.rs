@@ -12,7 +12,10 @@
 //! pool's threads end when idle: either would kill agents that are well).
 //! The signal reaches the agent only, not what it started; those stay in
 //! its process group, which the next daemon kills at start
-//! (`leftover_group`).
+//! (`leftover_group`). (The child program, the confinement and the death
+//! signal are Linux's: on other platforms `supervise::start_process`
+//! starts the agent with std's `Command`, its group's leader only, and an
+//! agent outlives a daemon that died.)
 //!
 //! This module never kills a process it cannot tell is an agent's.
 
@@ -64,7 +67,8 @@ pub(super) struct AgentCommand {
 /// (`supervise::program`, cloned as `[sandbox] spawn` says): in a process
 /// group of its own, killed when the daemon dies, confined by `rules`
 /// (applied in the child before its exec: the agent's first instruction
-/// is confined). Called in a tokio runtime, which watches the agent.
+/// is confined); off Linux in its own process group only (see the module
+/// doc). Called in a tokio runtime, which watches the agent.
 pub(super) fn spawn(
     cmd: AgentCommand,
     rules: Option<crate::sandbox::confine::Prepared>,

@@ -253,6 +253,45 @@ impl ChildLimits {
     }
 }
 
+impl ChildLimits {
+    /// Applies the limits to the calling process (a step of Linux's child
+    /// program, `super::program`, and of std's spawn's `pre_exec`): raw
+    /// system calls only. Returns the failed step and its errno.
+    ///
+    /// # Safety
+    /// Only in a freshly cloned or forked child before its exec (a join
+    /// moves the whole calling process); see the module doc.
+    pub(super) unsafe fn apply(&self) -> Result<(), (LimitStep, i32)> {
+        for &(fd, step) in self.joins() {
+            // SAFETY: a write of one byte from a static buffer to an open
+            // descriptor.
+            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+            if n != 1 {
+                return Err((step, errno()));
+            }
+        }
+        for &(resource, value, step) in self.rlimits() {
+            let lim = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            // SAFETY: setrlimit with a valid struct on the stack. The
+            // resource is one of the RLIMIT_* constants (their type differs
+            // between libcs, hence the cast).
+            if unsafe { libc::setrlimit(resource as _, &lim) } != 0 {
+                return Err((step, errno()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// This thread's errno, read as the child program may (no allocation:
+/// an OS error is a code; no lock).
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
 /// The host's means to bound gates (see the module doc), found once.
 #[derive(Debug)]
 pub(super) struct Enforcer {
@@ -395,6 +434,8 @@ impl Enforcer {
             self.say_once("memory", || {
                 tracing::info!("no memory cgroup for gates here: [limits] gate_memory_bytes is RLIMIT_AS on each process (address space, per process)");
             });
+            // (The constants are `u32` on Linux's glibc, `i32` on macOS.)
+            #[allow(clippy::unnecessary_cast)]
             a.child
                 .rlimit(libc::RLIMIT_AS as i32, bytes, LimitStep::AddressSpace);
         }
@@ -406,6 +447,8 @@ impl Enforcer {
             });
         }
         if let Some(n) = limits.file_bytes {
+            // (The constants are `u32` on Linux's glibc, `i32` on macOS.)
+            #[allow(clippy::unnecessary_cast)]
             a.child
                 .rlimit(libc::RLIMIT_FSIZE as i32, n, LimitStep::FileSize);
         }

@@ -39,12 +39,15 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
+#[cfg_attr(not(target_os = "linux"), path = "process_std.rs")]
 mod process;
+#[cfg(target_os = "linux")]
 mod program;
 pub mod reaper;
 mod scratch;
 #[cfg(target_os = "linux")]
 mod spawn;
+mod spawn_mode;
 mod v1;
 
 pub use capture::TailBuffer;
@@ -53,8 +56,8 @@ pub use limits::{
     default_gate_memory,
 };
 pub use process::{Process, StartedProcess, start_process};
-pub use program::SpawnMode;
 pub use scratch::hint as scratch_hint;
+pub use spawn_mode::SpawnMode;
 
 use cgroup::{Cgroups, ProcessCgroup};
 use child::{Child, wait_for};

@@ -21,6 +21,13 @@ pub(super) type Reader = Box<dyn futures_lite::AsyncRead + Send + Unpin>;
 use super::program::{Exec, SpawnMode};
 use super::spawn::{self, PidfdChild, Started};
 
+// The start off Linux (`process_std.rs`), tested here too.
+// (Its items are `pub` for that platform's re-exports: unreachable here.)
+#[cfg(test)]
+#[allow(unreachable_pub)]
+#[path = "process_std.rs"]
+mod std_start;
+
 /// Started, not yet watched by a runtime: it may be handed from the
 /// thread that started it (the one its death signal is bound to) to
 /// another.

@@ -55,36 +55,7 @@ use super::limits::{ChildLimits, LimitStep};
 use super::scratch::ScratchMount;
 use crate::sandbox::confine::Prepared;
 
-/// How the child is cloned: `[sandbox] spawn`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SpawnMode {
-    /// `CLONE_VM | CLONE_VFORK` on a stack of its own (x86_64): nothing
-    /// of the host's is copied for a spawn. The default.
-    #[default]
-    Vfork,
-    /// A copy-on-write copy of the host (no `CLONE_VM`).
-    Fork,
-}
-
-impl SpawnMode {
-    /// The values `[sandbox] spawn` takes, for an error message.
-    pub const ALLOWED: &'static str = "\"vfork\" or \"fork\"";
-
-    pub fn parse(text: &str) -> Option<SpawnMode> {
-        match text {
-            "vfork" => Some(SpawnMode::Vfork),
-            "fork" => Some(SpawnMode::Fork),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpawnMode::Vfork => "vfork",
-            SpawnMode::Fork => "fork",
-        }
-    }
-}
+pub(super) use super::spawn_mode::SpawnMode;
 
 /// What to start, as the caller gives it.
 pub(super) struct Exec<'a> {
@@ -367,38 +338,6 @@ pub(super) unsafe fn run(plan: &Plan<'_>) -> ! {
         )
     };
     fail(ProgramStep::Exec)
-}
-
-impl ChildLimits {
-    /// Applies the limits to the calling process (a step of [`run`]):
-    /// raw system calls only. Returns the failed step and its errno.
-    ///
-    /// # Safety
-    /// Only in a freshly cloned or forked child before its exec (a join
-    /// moves the whole calling process); see the module doc.
-    pub(super) unsafe fn apply(&self) -> Result<(), (LimitStep, i32)> {
-        for &(fd, step) in self.joins() {
-            // SAFETY: a write of one byte from a static buffer to an open
-            // descriptor.
-            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-            if n != 1 {
-                return Err((step, errno()));
-            }
-        }
-        for &(resource, value, step) in self.rlimits() {
-            let lim = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            // SAFETY: setrlimit with a valid struct on the stack. The
-            // resource is one of the RLIMIT_* constants (their type differs
-            // between libcs, hence the cast).
-            if unsafe { libc::setrlimit(resource as _, &lim) } != 0 {
-                return Err((step, errno()));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `/proc/self/...` files the child writes when it maps its ids.

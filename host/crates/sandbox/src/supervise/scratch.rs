@@ -85,7 +85,7 @@ impl Way {
     /// Elsewhere there are no mount namespaces: no child mounts a tmpfs
     /// (only Linux's `clone3` spawn does), so the way is never taken.
     #[cfg(not(target_os = "linux"))]
-    pub fn for_this_host() -> Way {
+    pub(super) fn for_this_host() -> Way {
         Way::UserNamespace
     }
 }
