@@ -43,22 +43,39 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~')
     .remove(b':');
 
+/// Why a call failed: the daemon's error answer, or no answer it could use.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The daemon answered with an error (`{"error": {...}}`).
     #[error("{message} (HTTP {status}, {code})")]
     Api {
+        /// The answer's HTTP status (400, 403, 409, 503, ...).
         status: u16,
+        /// The API's stable kebab-case error code (`invalid`,
+        /// `session-key-required`).
         code: String,
+        /// The daemon's message, for people.
         message: String,
+        /// The request field at fault, when the daemon names one.
         field: Option<String>,
     },
     /// The daemon could not be reached, or the connection broke.
     #[error("cannot reach the daemon at {base}: {message}")]
-    Unreachable { base: String, message: String },
+    Unreachable {
+        /// The daemon's address as the client was given it.
+        base: String,
+        /// What failed, with every cause reqwest gave.
+        message: String,
+    },
     /// The daemon answered something this client does not understand.
     #[error("the daemon's answer to {route} does not decode: {message}")]
-    Decode { route: String, message: String },
+    Decode {
+        /// The route's path (without its query).
+        route: String,
+        /// Why the body does not decode (or the start of a body that is no
+        /// API error).
+        message: String,
+    },
     /// The HTTP client could not be set up.
     #[error("cannot set up the HTTP client: {0}")]
     Setup(String),
@@ -90,6 +107,7 @@ impl ClientError {
     }
 }
 
+/// What every call of [`Client`] answers.
 pub type ClientResult<T> = Result<T, ClientError>;
 
 mod routines;
@@ -119,7 +137,9 @@ impl Client {
         Client::with_timeout(server, token, DEFAULT_TIMEOUT)
     }
 
-    pub fn with_timeout(
+    /// As [`Client::new`], with `timeout` for each call instead of
+    /// [`DEFAULT_TIMEOUT`].
+    pub(crate) fn with_timeout(
         server: &str,
         token: impl Into<String>,
         timeout: Duration,
@@ -169,8 +189,6 @@ impl Client {
         c
     }
 
-    /// The keys to present for a call about `sessions`: the given ones,
-    /// then those kept for them.
     /// Whether this client holds a key for `session` (in its keyring, or
     /// given outright).
     pub fn holds_key(&self, session: &str) -> bool {
@@ -181,6 +199,8 @@ impl Client {
                 .is_some_and(|r| !r.get(session).is_empty())
     }
 
+    /// The keys to present for a call about `sessions`: the given ones,
+    /// then those kept for them.
     fn keys_for<'a>(&self, sessions: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut keys = self.session_keys.clone();
         if let Some(ring) = &self.keyring {
@@ -207,6 +227,7 @@ impl Client {
         }
     }
 
+    /// The daemon's base URL (`http://localhost` for a Unix socket).
     pub fn base(&self) -> &str {
         &self.base
     }
@@ -340,15 +361,16 @@ impl Client {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    /// `GET /v1/health`: whether the daemon answers, its version and the
+    /// bus's head cursor (no token needed).
     pub async fn health(&self) -> ClientResult<Health> {
         self.get("/v1/health").await
     }
 
     /// Registers a session (or refreshes one, with its key); a key the
-    /// answer carries is kept in the keyring.
-    /// Registers a session. With a keyring and an id it holds no key for,
-    /// the key is made here and kept before the request goes: if the
-    /// answer is lost (the daemon killed after it stored the session), the
+    /// answer carries is kept in the keyring. With a keyring and an id it
+    /// holds no key for, the key is made here and kept before the request
+    /// goes: if the answer is lost (the daemon killed after it stored the session), the
     /// next registration presents that key and is the same session's, not
     /// a session without a key for good.
     pub async fn register(&self, input: &RegisterRequest) -> ClientResult<Registered> {
@@ -404,10 +426,15 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/sessions`: one page of sessions in registration order (with
+    /// the agent token, a session's `lastMessage` and `notifyUrl` only when
+    /// its key is presented).
     pub async fn sessions(&self, page: &PageQuery) -> ClientResult<SessionPage> {
         self.get(&format!("/v1/sessions?{}", query(page)?)).await
     }
 
+    /// `GET /v1/sessions/{id}`: the session (with the agent token, its key
+    /// must be presented).
     pub async fn session(&self, id: &str) -> ClientResult<Session> {
         self.get(&format!("/v1/sessions/{}", segment(id))).await
     }
@@ -458,10 +485,14 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/policies`: one page of policies in attach order (with the
+    /// agent token, only those a presented key covers).
     pub async fn policies(&self, page: &PageQuery) -> ClientResult<PolicyPage> {
         self.get(&format!("/v1/policies?{}", query(page)?)).await
     }
 
+    /// `GET /v1/policies/{id}`: the policy now (with the agent token, a
+    /// member session's key must be presented).
     pub async fn policy(&self, id: &str) -> ClientResult<Policy> {
         self.get(&format!("/v1/policies/{}", segment(id))).await
     }
@@ -476,6 +507,8 @@ impl Client {
         .await
     }
 
+    /// Cancels a policy (operator token) in any state but `done` and
+    /// `cancelled`; a running gate is killed.
     pub async fn cancel(&self, id: &str) -> ClientResult<Policy> {
         self.post(&format!("/v1/policies/{}/cancel", segment(id)), &())
             .await
@@ -532,6 +565,8 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/events`: one page of events after `q.since` (a long-poll when
+    /// `q.wait` is given).
     pub async fn events(&self, q: &EventQuery) -> ClientResult<EventPage> {
         self.get(&format!("/v1/events?{}", query(q)?)).await
     }

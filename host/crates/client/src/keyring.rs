@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 /// The environment variable naming the keyring's directory.
 pub const KEYRING_VAR: &str = "GATEHOST_SESSION_KEYS";
 
+/// The keyring at one directory: the session keys kept for each session id,
+/// one owner-only file per id.
 #[derive(Debug, Clone)]
 pub struct Keyring {
     dir: PathBuf,
@@ -44,6 +46,7 @@ impl Keyring {
             .map(|d| Keyring::at(d.join("gatehost").join("session-keys")))
     }
 
+    /// The directory the key files are in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -13,6 +13,8 @@
 //! client compiles neither wasmtime nor SQLite
 //! (`cargo tree -p gatehost-client -e normal`).
 
+#![warn(missing_docs)]
+
 // The model's types the bodies are, at the paths the moved modules use.
 use gatehost_git::commit;
 use gatehost_model::{config, model};

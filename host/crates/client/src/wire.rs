@@ -39,9 +39,11 @@ pub use records::{
     StandingPolicy, StepStatus,
 };
 
-/// The files in the daemon's data directory holding its tokens, which a
-/// client on the same machine reads when given none.
+/// The file in the daemon's data directory holding its agent token, which
+/// a client on the same machine reads when given none.
 pub const AGENT_TOKEN_FILE: &str = "agent.token";
+/// The file in the daemon's data directory holding the operator token, read
+/// as [`AGENT_TOKEN_FILE`] is.
 pub const OPERATOR_TOKEN_FILE: &str = "operator.token";
 
 /// A duration as the API's queries (`wait`, `timeout`) and the command
@@ -59,12 +61,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StandingList {
+    /// Every standing policy, oldest added first.
     pub standing_policies: Vec<StandingPolicy>,
 }
 
 /// `GET /v1/routines`: the newest runs first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoutineList {
+    /// The newest 200 runs, newest first.
     pub routines: Vec<Routine>,
 }
 
@@ -80,7 +84,10 @@ pub struct ResolveRequest {
 /// `GET /v1/health`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
+    /// Always `true`: the daemon is up and answering (the route needs no
+    /// token).
     pub ok: bool,
+    /// The daemon's version (`0.1.0`).
     pub version: String,
     /// The bus's head cursor.
     pub cursor: i64,
@@ -90,7 +97,11 @@ pub struct Health {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportRequest {
+    /// What the session reports: a turn's start or end, awaiting input, its
+    /// exit, or a heartbeat.
     pub kind: ReportKind,
+    /// The agent's words with the report (at a turn-end, its last message),
+    /// kept as the session's `lastMessage`; a heartbeat's is not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -100,7 +111,10 @@ pub struct ReportRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Reported {
+    /// The session reported on (its id as the path named it).
     pub session_id: String,
+    /// The cursor of the event the report published (`session:turn-end`,
+    /// ...); none for a heartbeat.
     pub cursor: Option<i64>,
     /// For a turn-end, the policies whose verdict on the session's work is
     /// to come: those it counted, and those already judging the session
@@ -119,6 +133,7 @@ pub struct Reported {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionAnswer {
+    /// `true` allows the requested action, `false` denies it.
     pub allow: bool,
 }
 
@@ -126,14 +141,19 @@ pub struct PermissionAnswer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionAnswered {
+    /// The ACP session whose request was answered.
     pub session_id: String,
+    /// The request's id (`perm-N`).
     pub request: String,
+    /// Whether the answer allowed it.
     pub allowed: bool,
 }
 
 /// `POST /ui/login`: the CSRF token the page sends with its writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UiLogin {
+    /// The token the page sends in its `x-csrf-token` header with each of
+    /// its writes, bound to the login's cookie.
     pub csrf: String,
 }
 
@@ -154,7 +174,11 @@ pub struct UiLink {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestChanges {
+    /// The snapshot's tree id (hex) the comments are on: refused (409
+    /// `tree-changed`) when the policy's snapshot is another tree.
     pub tree: String,
+    /// The comments, each on one line of one file; they reach the agent as
+    /// its nudge.
     pub comments: Vec<LineComment>,
 }
 
@@ -162,6 +186,8 @@ pub struct RequestChanges {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
+    /// `true` approves the commit; `false` rejects it (the policy is then
+    /// `cancelled`).
     pub approve: bool,
     /// The snapshot's tree the approval was given for (hex): refused
     /// (409 `tree-changed`) when the policy's snapshot is another tree.
@@ -185,7 +211,10 @@ pub struct AckRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyAssertion {
+    /// The ceremony id of the challenge this answers
+    /// ([`PasskeyChallenge::ceremony`]).
     pub ceremony: String,
+    /// The browser's assertion, as `navigator.credentials.get` returned it.
     pub credential: webauthn_rs::prelude::PublicKeyCredential,
 }
 
@@ -194,18 +223,29 @@ pub struct PasskeyAssertion {
 #[serde(rename_all = "kebab-case", tag = "for", deny_unknown_fields)]
 pub enum ChallengeFor {
     /// Approving `policy` as reviewed at `tree` (its snapshot's tree id).
-    Approve { policy: String, tree: String },
+    Approve {
+        /// The policy's id.
+        policy: String,
+        /// Its snapshot's tree id (hex), as the operator reviewed it.
+        tree: String,
+    },
     /// Registering one more passkey.
     AddPasskey,
     /// Removing passkey `passkey`.
-    RemovePasskey { passkey: String },
+    RemovePasskey {
+        /// The passkey's credential id ([`PasskeyInfo::id`]).
+        passkey: String,
+    },
 }
 
 /// A challenge: its ceremony id and the options for the browser
 /// (`publicKey`, as `navigator.credentials.get/create` take them, in JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PasskeyChallenge<O> {
+    /// The id the answer must name, spent once.
     pub ceremony: String,
+    /// The options the browser is given (`publicKey` for
+    /// `navigator.credentials.get` or `create`), in JSON.
     pub options: O,
 }
 
@@ -214,6 +254,7 @@ pub struct PasskeyChallenge<O> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyRegister {
+    /// The name the operator gives the new passkey (shown in the list).
     pub name: String,
     /// A registered passkey's assertion for adding one (every passkey but
     /// the first).
@@ -229,7 +270,9 @@ pub struct PasskeyRegister {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyRegisterFinish {
+    /// The ceremony id of the registration challenge this answers.
     pub ceremony: String,
+    /// The new credential, as `navigator.credentials.create` returned it.
     pub credential: webauthn_rs::prelude::RegisterPublicKeyCredential,
 }
 
@@ -237,6 +280,7 @@ pub struct PasskeyRegisterFinish {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyRemove {
+    /// A registered passkey's answer to a challenge made for removing this one.
     pub assertion: PasskeyAssertion,
 }
 
@@ -244,9 +288,14 @@ pub struct PasskeyRemove {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PasskeyInfo {
+    /// The credential id, base64url (no padding).
     pub id: String,
+    /// The name the operator gave it when it was registered.
     pub name: String,
+    /// When it was registered (ms since the Unix epoch).
     pub created_at: i64,
+    /// When an assertion of it was last accepted (ms since the Unix epoch);
+    /// none: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<i64>,
     /// Why it cannot be used, when its stored credential is damaged.
@@ -268,6 +317,7 @@ pub struct Passkeys {
     /// Why no passkey can be used here, if none can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// The registered passkeys.
     pub passkeys: Vec<PasskeyInfo>,
 }
 
@@ -291,7 +341,10 @@ impl Policy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanView {
+    /// The paths the commit would take, relative to the workspace.
     pub paths: Vec<String>,
+    /// The commit waits for a person's approval (`policy ack`) before it is
+    /// made.
     #[serde(default)]
     pub require_human_ack: bool,
     /// What the paths change against HEAD (none on plans that lack it).
@@ -311,8 +364,11 @@ pub use crate::model::plan::{ChangedAfter, DiffSummary, FileCount};
 /// awaits an ack) before the wait's timeout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyWait {
+    /// The policy as it is now.
     #[serde(flatten)]
     pub policy: Policy,
+    /// `true` when it settled (or awaits an ack) before the timeout; `false`
+    /// when the wait timed out.
     pub settled: bool,
 }
 
@@ -320,7 +376,9 @@ pub struct PolicyWait {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionPage {
+    /// This page's sessions, in registration order.
     pub sessions: Vec<Session>,
+    /// The `cursor` of the next page; null on the last one.
     pub next_cursor: Option<i64>,
 }
 
@@ -328,7 +386,10 @@ pub struct SessionPage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyPage {
+    /// This page's policies, in the order asked for (attach order, oldest or
+    /// newest first).
     pub policies: Vec<Policy>,
+    /// The `cursor` of the next page; null on the last one.
     pub next_cursor: Option<i64>,
 }
 
@@ -337,8 +398,12 @@ pub struct PolicyPage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventPage {
+    /// The events after `since`, oldest first.
     pub events: Vec<Event>,
+    /// The cursor to read on from: the last event's, or `since` when there is
+    /// none.
     pub next_cursor: i64,
+    /// The oldest cursor retention kept: a `since` below it missed events.
     pub oldest_cursor: Option<i64>,
 }
 
@@ -347,7 +412,9 @@ pub struct EventPage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyDiff {
+    /// The policy whose patch this is.
     pub policy_id: String,
+    /// The policy's status when the page was made.
     pub status: PolicyStatus,
     /// The tree committed: the snapshot's, or the commit's.
     pub tree: String,
@@ -366,6 +433,7 @@ pub struct PolicyDiff {
     pub from: usize,
     /// `from` of the next page; null on the last.
     pub next_from: Option<usize>,
+    /// How many files the whole patch has.
     pub total_files: usize,
     /// Why the page is not the whole patch, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -376,14 +444,18 @@ pub struct PolicyDiff {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiffFile {
+    /// The file's path (after a rename, its new one).
     pub path: String,
     /// The path before a rename.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// added, modified, deleted or renamed.
     pub kind: String,
+    /// Lines added.
     pub added: u64,
+    /// Lines removed.
     pub removed: u64,
+    /// A binary file: counted, its contents not shown.
     pub binary: bool,
     /// Its hunks were over the page's bound: the page holds its headers
     /// only.
@@ -395,8 +467,11 @@ pub struct DiffFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NextEvent {
+    /// The session's first event after `since`; none when the wait timed out.
     pub event: Option<Event>,
+    /// The cursor to wait on from: the event's, or `since` on a timeout.
     pub next_cursor: i64,
+    /// `true` when no event came before the timeout.
     pub timed_out: bool,
 }
 
@@ -404,13 +479,16 @@ pub struct NextEvent {
 /// command line prints its own errors with `--json` in this shape too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// What went wrong.
     pub error: ErrorDetail,
 }
 
+/// An error's content: its code, message and the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// A stable, kebab-case name (`invalid`, `unauthorized`, ...).
     pub code: String,
+    /// What went wrong, for people.
     pub message: String,
     /// The request field (or, on the command line, the option, file or
     /// configuration key) at fault.
@@ -425,8 +503,11 @@ pub struct ErrorDetail {
 /// `order` for policies only).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageQuery {
+    /// The most records on a page (1 to 1000; 50 when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Where the page starts: the previous page's `nextCursor` (absent: the
+    /// first page).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<i64>,
     /// Comma-separated statuses.
@@ -440,6 +521,7 @@ pub struct PageQuery {
 /// The query of `GET /v1/events`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventQuery {
+    /// Only events with a cursor above this one (absent: from the start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<i64>,
     /// Comma-separated event types (`turn-end` or `session:turn-end`).
@@ -451,6 +533,7 @@ pub struct EventQuery {
     /// Comma-separated policy ids.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The most events on the page (1 to 1000; 50 when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     /// Long-poll this long for the first event (`25s`, `1500`).

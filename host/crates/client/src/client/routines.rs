@@ -54,14 +54,18 @@ impl Client {
         }
     }
 
+    /// Starts a routine as [`Client::start_routine_keyed`] does, with a new
+    /// idempotency key.
     pub async fn start_routine(&self, spec: &RoutineRequest) -> ClientResult<Routine> {
         self.start_routine_keyed(spec, None).await
     }
 
+    /// `GET /v1/routines/{id}`: a routine's run and its steps.
     pub async fn routine(&self, id: &str) -> ClientResult<Routine> {
         self.get(&format!("/v1/routines/{}", segment(id))).await
     }
 
+    /// `GET /v1/routines`: the newest runs, newest first.
     pub async fn routines(&self) -> ClientResult<RoutineList> {
         self.get("/v1/routines").await
     }
@@ -71,6 +75,7 @@ impl Client {
         self.post("/v1/standing-policies", req).await
     }
 
+    /// `GET /v1/standing-policies`: every standing policy, oldest first.
     pub async fn standing_policies(&self) -> ClientResult<StandingList> {
         self.get("/v1/standing-policies").await
     }

@@ -23,7 +23,9 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Damage {
+    /// The column (or field) that does not decode.
     pub column: String,
+    /// Why it does not decode.
     pub message: String,
 }
 
@@ -31,13 +33,19 @@ pub struct Damage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SessionState {
+    /// In a turn (or just registered or started).
     Running,
+    /// Its turn ended; it waits for its next prompt.
     Idle,
+    /// It asked a person something (a permission, a question) and waits for
+    /// the answer.
     AwaitingInput,
+    /// It exited; nothing it reports counts again.
     Exited,
 }
 
 impl SessionState {
+    /// Every state, in the order above.
     pub const ALL: [SessionState; 4] = [
         SessionState::Running,
         SessionState::Idle,
@@ -61,21 +69,37 @@ impl SessionState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
+    /// The session's id (`claude:…`, or `ses_…` when none was given); its
+    /// part before `:` names the agent.
     pub id: String,
+    /// The label it was registered or started with.
     pub label: Option<String>,
+    /// The agent's working directory, as registered.
     pub cwd: String,
+    /// The folder gates run in and commits are made to: the nearest one at or
+    /// above `cwd` holding `.git`, else `cwd`, or as given.
     pub workspace: String,
+    /// What it is doing, as last reported.
     pub state: SessionState,
+    /// How many turns it has ended.
     pub turns: i64,
     /// Cursor of its latest `session:turn-end` event.
     pub last_turn_cursor: Option<i64>,
+    /// The agent's words with its last report that kept them (with the agent
+    /// token, only when its key is presented).
     pub last_message: Option<String>,
+    /// When it was last heard from (ms since the Unix epoch).
     pub heartbeat_at: Option<i64>,
+    /// The URL told of its attention events, as registered (with the agent
+    /// token, only when its key is presented).
     pub notify_url: Option<String>,
     /// For sessions gatehost started: the argv it runs.
     pub command: Option<Vec<String>>,
+    /// For sessions gatehost started: the process id of the agent.
     pub pid: Option<i64>,
+    /// When it was first registered (ms since the Unix epoch).
     pub created_at: i64,
+    /// When its record last changed (ms since the Unix epoch).
     pub updated_at: i64,
     /// The credential that registered (or started) it.
     pub owner: Trust,
@@ -93,8 +117,11 @@ pub struct Session {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Registered {
+    /// The session, as [`Session`] shows it.
     #[serde(flatten)]
     pub session: Session,
+    /// Its session key (`gsk_…`), answered only to the request that
+    /// registered or started it: kept by the client, never shown again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
 }
@@ -103,20 +130,34 @@ pub struct Registered {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyStatus {
+    /// Attached; waits for its members' turn-ends (or exits).
     Watching,
+    /// Every member is heard from; waits for a place to run its gates.
     Queued,
+    /// Its gates run.
     Gating,
+    /// A gate failed with retries left: the agent is being sent its nudge,
+    /// then the policy watches again.
     Nudging,
+    /// Its gates passed; its commit waits for a person's approval.
     AwaitingAck,
+    /// Its commit is being made.
     Committing,
     /// Its gate passed; its `review` chain's reviewer reviews the change.
     Reviewing,
+    /// Finished: its gates passed (and its commit, if it makes one, is made).
     Done,
+    /// Stopped short: out of retries, no member alive, its gate unable to
+    /// run, its deadline passed or a member stale (`reason` says which); only
+    /// a cancel leaves it.
     Blocked,
+    /// Ended by a cancel or a reject (the operator's), or by a member gone
+    /// stale (`on_stale = "cancel"`).
     Cancelled,
 }
 
 impl PolicyStatus {
+    /// Every status, in the order above.
     pub const ALL: [PolicyStatus; 10] = [
         PolicyStatus::Watching,
         PolicyStatus::Queued,
@@ -146,6 +187,8 @@ impl PolicyStatus {
         }
     }
 
+    /// The status named `s` on the wire (`awaiting-ack`); none for another
+    /// name.
     pub fn parse(s: &str) -> Option<Self> {
         PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
     }
@@ -164,17 +207,24 @@ impl PolicyStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
+    /// The policy's id (`pol_` and 32 hex digits).
     pub id: String,
+    /// Its place in attach order (the cursor of policy pages).
     pub seq: i64,
     /// The attach input as validated (agentproto `policy_attach` JSON).
     pub spec: AttachInput,
+    /// Where it is in its lifecycle.
     pub status: PolicyStatus,
+    /// The ids of its member sessions.
     pub sessions: Vec<String>,
     /// Members whose turn-end (or exit) is still awaited.
     pub pending: Vec<String>,
     /// Only session events with a cursor above this one count.
     pub watch_after: i64,
+    /// How many nudges a failed gate sent it (counted against its
+    /// `maxRetries`).
     pub retries_used: i64,
+    /// How many times its gates ran.
     pub gate_runs: i64,
     /// The last gate report (outcome, reason, gates).
     pub verdict: Option<RunReport>,
@@ -182,11 +232,18 @@ pub struct Policy {
     pub plan: Option<CommitPlan>,
     /// The commit object written but maybe not yet published.
     pub prepared: Option<Prepared>,
+    /// The commit made (hex), once it is.
     pub commit_sha: Option<String>,
+    /// Why it is as it is: the last failure's reason, or why it was blocked
+    /// or cancelled.
     pub reason: Option<String>,
+    /// The policy whose `next` attached this one.
     pub parent_id: Option<String>,
+    /// The policy its own `next` attached, once it is done.
     pub next_id: Option<String>,
+    /// When it was attached (ms since the Unix epoch).
     pub created_at: i64,
+    /// When its record last changed (ms since the Unix epoch).
     pub updated_at: i64,
     /// Daemon deaths by a fault of its own in a row that found its gate
     /// running.
@@ -207,6 +264,7 @@ pub struct Policy {
     /// and why (the other fields are then placeholders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<Damage>,
+    /// Its `id` again, under the name agentproto gives it.
     pub policy_id: String,
 }
 
@@ -215,10 +273,15 @@ pub struct Policy {
 /// damaged row's, is `Unknown`, kept as sent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// Its place on the bus: later events have higher cursors.
     pub cursor: i64,
+    /// When it was published (ms since the Unix epoch).
     pub at: i64,
+    /// The session it is about, if any.
     pub session_id: Option<String>,
+    /// The policy it is about, if any.
     pub policy_id: Option<String>,
+    /// Its kind and typed payload.
     pub event: TypedEvent,
     /// Set when the stored payload does not decode (the event is then
     /// `Unknown` with a `null` payload).
@@ -289,15 +352,22 @@ impl<'de> Deserialize<'de> for Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StepStatus {
+    /// Not begun yet: it waits for the steps before it.
     Pending,
+    /// Its session works on it.
     Running,
+    /// It waits for the operator's answer (`routine resolve`).
     Escalated,
+    /// It finished.
     Done,
+    /// It failed (and with it the run).
     Failed,
+    /// The run was cancelled before it finished.
     Cancelled,
 }
 
 impl StepStatus {
+    /// Every status, in the order above.
     pub const ALL: [StepStatus; 6] = [
         StepStatus::Pending,
         StepStatus::Running,
@@ -324,19 +394,26 @@ impl StepStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoutineStep {
+    /// Its place in the routine's steps, from 0.
     pub index: usize,
+    /// Its label (unique in the routine; `resolve` names it).
     pub label: String,
+    /// What it did, so far.
     pub status: StepStatus,
     /// The session it runs in (for an ACP step, the one of its latest
     /// start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// How many times its agent was started again (it died with an earlier
+    /// daemon); past two the run fails.
     pub restarts: u32,
     /// The operator's last answer to its escalation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// When it began (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<i64>,
+    /// When it finished, failed or was cancelled (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<i64>,
 }
@@ -345,7 +422,9 @@ pub struct RoutineStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Routine {
+    /// The run's id (`rt_` and 32 hex digits).
     pub id: String,
+    /// The routine's label, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// `null` only when its stored JSON does not decode (`damage` says why).
@@ -367,8 +446,11 @@ pub struct Routine {
     /// Failed: why, or a person's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<RunReason>,
+    /// When the run was started (ms since the Unix epoch).
     pub created_at: i64,
+    /// When its record last changed (ms since the Unix epoch).
     pub updated_at: i64,
+    /// Its steps, in order.
     pub steps: Vec<RoutineStep>,
     /// Set when its stored spec or state does not decode: which and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,6 +461,7 @@ pub struct Routine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StandingPolicy {
+    /// Its id (`sp_` and 32 hex digits).
     pub id: String,
     /// Agents (a session id's part before `:`); empty: every agent.
     pub agents: Vec<String>,
@@ -390,6 +473,7 @@ pub struct StandingPolicy {
     /// The policy as the operator gave it; `null` when its stored JSON
     /// does not decode (then `damage` says why).
     pub policy: Option<AsGiven<AttachInput>>,
+    /// When the operator added it (ms since the Unix epoch).
     pub created_at: i64,
     /// Set when a stored column does not decode: which and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
