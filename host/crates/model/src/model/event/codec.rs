@@ -11,11 +11,11 @@ use serde_json::Value;
 /// enum, its `KINDS` (in order) and `kind()`, from one list, so the names
 /// and the variants cannot drift apart.
 macro_rules! family {
-    ($(#[$m:meta])* $name:ident { $($variant:ident($payload:ty) = $kind:literal,)* }) => {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident($payload:ty) = $kind:literal,)* }) => {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq)]
         pub enum $name {
-            $($variant($payload),)*
+            $($(#[$vm])* $variant($payload),)*
         }
 
         impl $name {
@@ -56,13 +56,20 @@ pub enum EventError {
     /// The stored payload of `kind` is not JSON at all.
     #[error("the payload of a {kind} event is not JSON: {source}")]
     NotJson {
+        /// The event's kind, as stored.
         kind: String,
+        /// The JSON parser's error.
         source: serde_json::Error,
     },
     /// The payload could not be encoded (a payload struct that does not
     /// serialise to an object).
     #[error("the payload of a {kind} event does not encode: {message}")]
-    Encode { kind: String, message: String },
+    Encode {
+        /// The event's kind.
+        kind: String,
+        /// The serialiser's error.
+        message: String,
+    },
 }
 
 impl Event {

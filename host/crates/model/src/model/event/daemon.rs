@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 family! {
     /// Standing policies added and removed: named in full only.
     StandingEvent {
+        /// The operator added a standing policy.
         Added(Standing) = "standing:added",
+        /// The operator removed a standing policy.
         Removed(Standing) = "standing:removed",
     }
 }
@@ -15,7 +17,9 @@ family! {
 family! {
     /// The operator's passkeys registered and removed: named in full only.
     PasskeyEvent {
+        /// A passkey was registered.
         Registered(Passkey) = "passkey:registered",
+        /// A passkey was removed.
         Removed(Passkey) = "passkey:removed",
     }
 }
@@ -25,8 +29,12 @@ family! {
     /// (`config:rejected`), or a weakening of it held until a restart
     /// (`config:held`). Named in full only: `rejected` is also a policy's.
     ConfigEvent {
+        /// The configuration was read again and is in force, but for the
+    /// settings that need a restart or are held.
         Reloaded(ConfigReloaded) = "config:reloaded",
+        /// The configuration read again is invalid: the one in force stays.
         Rejected(ConfigRejected) = "config:rejected",
+        /// A weakening in the configuration read again waits for a restart.
         Held(ConfigHeld) = "config:held",
     }
 }
@@ -35,9 +43,14 @@ family! {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Standing {
+    /// The standing policy's id (`sp_…`).
     pub standing_id: String,
+    /// The agents it is for (a session id's part before `:`); empty: every
+    /// agent.
     pub agents: Vec<String>,
+    /// The directories a session's workspace must lie under; empty: anywhere.
     pub under: Vec<String>,
+    /// The label a session must carry; none: any session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
 }
@@ -46,7 +59,9 @@ pub struct Standing {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Passkey {
+    /// The passkey's credential id, base64url (no padding).
     pub passkey_id: String,
+    /// The name the operator gave it.
     pub name: String,
     /// Who (`the operator (passkey 'laptop')`, `the operator (token)`).
     pub by: String,
@@ -68,6 +83,7 @@ pub enum Trigger {
 pub struct ConfigReloaded {
     /// The file read.
     pub source: String,
+    /// What made the daemon read it.
     pub trigger: Trigger,
     /// The settings whose value differs from the one in force (by their
     /// configuration names: `shell.allow`, `judge.adapters.claude`,
@@ -88,7 +104,9 @@ pub struct ConfigReloaded {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigRejected {
+    /// The file read.
     pub source: String,
+    /// What made the daemon read it.
     pub trigger: Trigger,
     /// Why, as `serve` would have said it at start.
     pub reason: String,
@@ -100,6 +118,7 @@ pub struct ConfigRejected {
 pub struct ConfigHeld {
     /// The file read.
     pub source: String,
+    /// What made the daemon read it.
     pub trigger: Trigger,
     /// The settings whose weakening waits for a restart.
     pub held: Vec<String>,

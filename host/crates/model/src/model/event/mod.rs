@@ -75,7 +75,12 @@ pub enum Event {
     Hook(HookEvent),
     /// A kind this build does not know, or a payload that does not decode
     /// into its kind's struct: kept as stored.
-    Unknown { kind: String, payload: Value },
+    Unknown {
+        /// The kind as stored (`policy:something-new`).
+        kind: String,
+        /// The payload as stored (`null` for a damaged row's).
+        payload: Value,
+    },
 }
 
 impl Event {
