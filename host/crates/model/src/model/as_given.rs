@@ -11,6 +11,7 @@ use serde_json::Value;
 /// How a type is read from the JSON it keeps: an error names the field
 /// from the object that holds it (`gate[0].command`).
 pub trait FromJson: Sized {
+    /// `Self` read from `v`; an error names the field from `v`'s object down.
     fn from_json(v: &Value) -> Result<Self, Invalid>;
 }
 

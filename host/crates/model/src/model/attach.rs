@@ -24,7 +24,10 @@ pub use review::{
 pub use shape::{check_shape, check_stored, check_template, not_an_object};
 pub use template::Template;
 
+/// Nudges a failed gate sends before the policy is blocked, when
+/// `onFail.maxRetries` is not given.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
+/// The most `onFail.maxRetries` may be.
 pub const MAX_RETRIES_LIMIT: u32 = 10;
 /// How deep `next` chains may nest in one attach.
 const MAX_CHAIN: usize = 16;
@@ -37,11 +40,15 @@ pub const MAX_NUDGE: usize = 8 * 1024;
 /// The most bytes of a commit message.
 pub const MAX_COMMIT_MESSAGE: usize = 16 * 1024;
 
+/// What a policy does once its gates pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Then {
+    /// Publish the verdict (`policy:passed`, `policy:done`) and nothing else.
     #[default]
     Emit,
+    /// Commit the paths of `commit` (after the operator's ack, unless
+    /// `requireHumanAck` is false).
     Commit,
 }
 
@@ -57,11 +64,13 @@ pub enum GateOn {
     Workspace,
 }
 
+/// A commit policy's `commit`: what its green gate commits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommitInput {
     /// Workspace-relative paths (files or directories) the commit holds.
     pub paths: Vec<String>,
+    /// The commit message.
     pub message: String,
     /// Wait for the operator's ack before committing (the agent token
     /// cannot turn it off).
@@ -73,6 +82,7 @@ fn yes() -> bool {
     true
 }
 
+/// What a failed gate does: the nudge sent to the members and how many times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OnFail {
@@ -103,7 +113,9 @@ pub enum WatchFrom {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WatchName {
+    /// A member that has already ended its turn counts as ended.
     Latest,
+    /// Only turn-ends after the attach count.
     Now,
 }
 
@@ -241,6 +253,7 @@ impl AttachInput {
         Ok(Some(d))
     }
 
+    /// `onFail.maxRetries`, else [`DEFAULT_MAX_RETRIES`].
     pub fn max_retries(&self) -> u32 {
         self.on_fail.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)
     }

@@ -24,8 +24,11 @@ pub enum ChainPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ShipTo {
+    /// The policy is `done` (a policy that emits).
     Done,
+    /// The commit waits for the operator's ack (`awaiting-ack`).
     AwaitAck,
+    /// The commit is made at once (`requireHumanAck: false`).
     CommitNow,
 }
 
@@ -33,9 +36,11 @@ pub enum ShipTo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChainRecord {
+    /// Where the chain is.
     pub phase: ChainPhase,
     /// The review under way or last done, from 1.
     pub cycle: u32,
+    /// The most reviews it runs before it escalates (the input's `maxCycles`).
     pub max_cycles: u32,
     /// What SHIP leads to.
     pub ship_to: ShipTo,

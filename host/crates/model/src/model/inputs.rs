@@ -16,14 +16,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RegisterInput {
+    /// The session's id; none: the daemon picks one (`ses_…`). The hooks send
+    /// the agent CLI's (`claude:<id>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// A label for people and for standing policies' `label` match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The agent's working directory (absolute).
     pub cwd: String,
     /// Default: the nearest folder at or above `cwd` holding `.git`, else `cwd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// A URL told of the session's attention events; must lie under `[daemon]
+    /// notify_url_prefixes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
     /// A key the caller made and kept before it asked (`gsk_` and 64 hex
@@ -40,13 +46,21 @@ pub struct RegisterInput {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StartInput {
+    /// The session's id; none: the daemon picks one (`ses_…`). An id that
+    /// exists is refused (409 `session-id-taken`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// A label for people and for standing policies' `label` match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The directory the agent runs in (absolute).
     pub cwd: String,
+    /// Default: the nearest folder at or above `cwd` holding `.git`, else
+    /// `cwd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// A URL told of the session's attention events; must lie under `[daemon]
+    /// notify_url_prefixes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
     /// The argv; the program is a bare name looked up on the daemon's PATH
@@ -77,14 +91,20 @@ pub struct StartInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReportKind {
+    /// The agent began a turn.
     TurnStart,
+    /// The agent ended a turn: the policies watching the session count it.
     TurnEnd,
+    /// The agent waits for a person's answer.
     AwaitingInput,
+    /// The agent exited.
     Exited,
+    /// Only "still alive": updates the session, publishes nothing.
     Heartbeat,
 }
 
 impl ReportKind {
+    /// Every kind, in the order above.
     pub const ALL: [ReportKind; 5] = [
         ReportKind::TurnStart,
         ReportKind::TurnEnd,
@@ -123,7 +143,9 @@ pub struct LineComment {
     pub path: String,
     /// The line's number on its side, from 1.
     pub line: u32,
+    /// Which side of the diff `line` counts on.
     pub side: DiffSide,
+    /// The comment's text (at most 4000 bytes).
     pub body: String,
 }
 

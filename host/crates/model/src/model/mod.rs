@@ -29,6 +29,8 @@ pub mod routine;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct Invalid {
+    /// The field's path in the input (`next.gate[0].command`).
     pub field: String,
+    /// Why it is refused.
     pub message: String,
 }

@@ -23,10 +23,14 @@ pub struct CommitPlan {
     /// (the same fields).
     #[serde(default = "plan_v0")]
     pub version: u32,
+    /// The paths to commit, relative to the workspace (exactly these, nothing
+    /// else).
     pub paths: Vec<String>,
+    /// The commit message.
     pub message: String,
     /// The judged content's fingerprint.
     pub fingerprint: String,
+    /// The commit waits for a person's ack (`policy ack`) before it is made.
     pub require_human_ack: bool,
     /// What the paths change against HEAD, for the person who acks.
     #[serde(default)]
@@ -45,12 +49,18 @@ pub struct CommitPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DiffSummary {
+    /// The counts, file by file and in all.
     Counts {
+        /// Each changed file's counts.
         files: Vec<FileCount>,
+        /// Lines added, over every file.
         added: u64,
+        /// Lines removed, over every file.
         removed: u64,
     },
+    /// The change could not be read.
     Failed {
+        /// Why.
         error: String,
     },
 }
@@ -58,11 +68,15 @@ pub enum DiffSummary {
 /// One file of a [`DiffSummary`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileCount {
+    /// The file's path, relative to the workspace.
     pub path: String,
     /// `added`, `modified`, `deleted`, …
     pub kind: String,
+    /// Lines added.
     pub added: u64,
+    /// Lines removed.
     pub removed: u64,
+    /// A binary file: no line counts.
     #[serde(default)]
     pub binary: bool,
 }
@@ -72,8 +86,13 @@ pub struct FileCount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ChangedAfter {
+    /// The commit paths that changed since the snapshot (empty: none).
     Paths(Vec<String>),
-    Failed { error: String },
+    /// The workspace could not be read.
+    Failed {
+        /// Why.
+        error: String,
+    },
 }
 
 impl ChangedAfter {

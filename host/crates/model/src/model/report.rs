@@ -15,8 +15,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
+    /// The gate ran and said yes.
     Pass,
+    /// The gate ran and said no (a red test, a judge's FAIL).
     Fail,
+    /// The gate could not run (not allowlisted, a path escape, a missing
+    /// adapter, a crash of the host side).
     Error,
 }
 
@@ -30,6 +34,7 @@ impl Outcome {
         }
     }
 
+    /// Its name in JSON and in reports (`pass`, `fail`, `error`).
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Pass => "pass",
@@ -43,19 +48,26 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// For information.
     Info,
+    /// Worth a look (a file left out of what a judge saw, say).
     Warning,
+    /// A problem the gate found.
     Error,
 }
 
 /// One located remark a gate makes about the work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
+    /// The file it is about, relative to the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The line in `path`, from 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// How serious it is.
     pub severity: Severity,
+    /// The remark, for the agent and the person reading.
     pub message: String,
 }
 
@@ -82,6 +94,7 @@ pub struct Durations {
 }
 
 impl Durations {
+    /// The durations of `queued` and `run`, in whole milliseconds (saturating).
     pub fn new(queued: Duration, run: Duration) -> Self {
         Durations {
             queued_ms: duration_ms(queued),
@@ -98,23 +111,32 @@ fn duration_ms(d: Duration) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
+    /// What the gate concluded.
     pub outcome: Outcome,
     /// One line a person understands.
     pub reason: String,
     /// What ran, for example `shell: cargo test` or `judge: claude`.
     pub gate: String,
+    /// What the gate found, located where it could be.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// A process gate's exit code (none: killed by a signal, or no process
+    /// ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The signal that ended a process gate, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// The gate ran out of its timeout and was killed.
     #[serde(default)]
     pub timed_out: bool,
+    /// The tail of the gate's stdout (none when no process ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout: Option<OutputTail>,
+    /// The tail of the gate's stderr (none when no process ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<OutputTail>,
+    /// How long it waited for a slot and how long it ran.
     pub durations: Durations,
 }
 
@@ -136,10 +158,12 @@ impl Verdict {
         }
     }
 
+    /// An `error` verdict with no process details: the gate could not run.
     pub fn error(gate: impl Into<String>, reason: impl Into<String>) -> Self {
         Verdict::new(Outcome::Error, gate, reason)
     }
 
+    /// Whether the outcome is `pass`.
     pub fn passed(&self) -> bool {
         self.outcome == Outcome::Pass
     }
@@ -150,12 +174,18 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunReport {
+    /// The first non-pass gate's outcome, else `pass` (`error` when no gate
+    /// ran).
     pub outcome: Outcome,
+    /// One line a person understands: the first non-pass gate's reason (`gate
+    /// 2 of 3 (…): …`), or why all passed.
     pub reason: String,
+    /// The gates' durations, summed.
     pub durations: Durations,
     /// Verdicts of the gates that ran; gates after the first non-pass are
     /// listed in `skipped` instead.
     pub gates: Vec<Verdict>,
+    /// The labels of the gates not run because an earlier one did not pass.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
 }
@@ -172,6 +202,8 @@ impl RunReport {
         }
     }
 
+    /// The report of `gates` (run in order) and `skipped`: its outcome,
+    /// reason and summed durations.
     pub fn from_verdicts(gates: Vec<Verdict>, skipped: Vec<String>) -> Self {
         let total = gates.len() + skipped.len();
         let mut durations = Durations::default();

@@ -23,8 +23,10 @@ pub const DEFAULT_AUTO_ALLOW_MAX: u32 = 10;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RoutineSpec {
+    /// A name for the run, for people (shown in its events and lists).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The steps, run in order (a fan-in step after the ones it names).
     pub steps: Vec<StepSpec>,
 }
 
@@ -32,9 +34,15 @@ pub struct RoutineSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepSpec {
+    /// The step's name, unique in the routine (`routine resolve` and fan-ins
+    /// name it).
     pub label: String,
+    /// What the step's agent is asked (gatehost adds the line that says
+    /// how to end the step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The session the step runs in: an ACP agent the daemon starts, or an
+    /// existing session.
     pub session: SessionSpec,
     /// What the step waits for (see the module's doc).
     #[serde(default, skip_serializing_if = "WaitFor::is_default")]
@@ -43,6 +51,8 @@ pub struct StepSpec {
     /// session (a `POST /v1/policies` body without `sessionId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<StepPolicy>,
+    /// What the step does when its session awaits input (default: escalate,
+    /// [`DEFAULT_ESCALATION_SECS`]).
     #[serde(default)]
     pub on_input: OnInput,
 }
@@ -67,7 +77,9 @@ pub enum WaitFor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Finish {
+    /// Its session's turn-end that ends with [`STEP_DONE`].
     TurnEnd,
+    /// Its policy (`policy`) passing.
     Policy,
 }
 
@@ -90,6 +102,7 @@ impl WaitFor {
         }
     }
 
+    /// What finishes the step (a fan-in finishes as [`Finish::TurnEnd`]).
     pub fn finish(&self) -> Finish {
         match self {
             WaitFor::Finish(f) => *f,
@@ -128,8 +141,12 @@ pub enum SessionSpec {
     /// permission requests (default: `[agents] permission`, else deny
     /// all); one it escalates is the step's awaiting input.
     Acp {
+        /// The agent's argv (a bare program name on the daemon's PATH, or an
+        /// absolute path).
         command: Vec<String>,
+        /// The directory it runs in (absolute).
         cwd: String,
+        /// How its permission requests are answered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         permission: Option<crate::permission::PermissionRule>,
     },
@@ -145,12 +162,16 @@ pub enum OnInput {
     /// at most `max` times for the step (default
     /// [`DEFAULT_AUTO_ALLOW_MAX`]); the next ask fails the run.
     AutoAllow {
+        /// The prompt sent at a turn-end that asks (a permission request is
+        /// allowed).
         prompt: String,
+        /// The most asks it answers for the step.
         #[serde(default = "default_auto_allow_max")]
         max: u32,
     },
     /// Ask the operator; nobody answering in `timeoutSecs` fails the run.
     Escalate {
+        /// How long the operator has to answer (seconds).
         #[serde(default = "default_timeout", rename = "timeoutSecs")]
         timeout_secs: u64,
     },
@@ -179,19 +200,28 @@ fn default_auto_allow_max() -> u32 {
 #[serde(rename_all = "kebab-case", tag = "phase")]
 pub enum RunState {
     /// Step `step` waits for its `waitFor` to finish.
-    Waiting { step: usize },
+    Waiting {
+        /// The step's index, from 0.
+        step: usize,
+    },
     /// Step `step`'s session works; `restarts` counts its restarts,
     /// `answered` the asks `autoAllow` answered.
     Running {
+        /// The step's index, from 0.
         step: usize,
+        /// How many times its agent was started again after a daemon died.
         restarts: u32,
+        /// How many asks `autoAllow` answered for the step.
         #[serde(default)]
         answered: u32,
     },
     /// Step `step` is awaiting the operator until `deadline_ms`.
     Escalated {
+        /// The step's index, from 0.
         step: usize,
+        /// How many times its agent was started again after a daemon died.
         restarts: u32,
+        /// When nobody answering fails the run (ms since the Unix epoch).
         deadline_ms: i64,
     },
     /// Every step finished (terminal).
@@ -203,6 +233,8 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// Whether the run is over (`done`, `failed`, `cancelled`): nothing moves
+    /// it again.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -220,6 +252,8 @@ impl RunState {
         }
     }
 
+    /// Its name as stored and shown (`waiting`, `escalated`), the API's
+    /// `phase`.
     pub fn name(self) -> &'static str {
         match self {
             RunState::Waiting { .. } => "waiting",
@@ -287,6 +321,8 @@ impl FailReason {
         }
     }
 
+    /// One line a person reads about the failure (`its session exited before
+    /// the step finished`).
     pub fn describe(self) -> &'static str {
         match self {
             FailReason::WaitFailed => "a step or session it waited for failed",
@@ -311,7 +347,9 @@ impl FailReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunReason {
+    /// The engine's reason.
     Failed(FailReason),
+    /// A person's words (a damaged run cancelled in place).
     Said(String),
 }
 

@@ -11,7 +11,9 @@ use serde_json::Value;
 /// it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientKey {
+    /// The key as the client sent it (1 to 200 printable ASCII characters).
     pub key: String,
+    /// The SHA-256 digest (hex) of the request without its key.
     pub digest: String,
 }
 

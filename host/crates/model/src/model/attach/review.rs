@@ -54,6 +54,7 @@ pub enum Reviewer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionReviewer {
+    /// The reviewer's session id.
     pub session: String,
     /// The rubric (a default one asks for a review of the change).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,6 +130,7 @@ impl<'de> Deserialize<'de> for Reviewer {
 }
 
 impl ReviewInput {
+    /// The review's `maxCycles`, else [`DEFAULT_MAX_CYCLES`].
     pub fn max_cycles(&self) -> u32 {
         self.max_cycles.unwrap_or(DEFAULT_MAX_CYCLES)
     }
