@@ -137,6 +137,7 @@ pub struct Bus {
 }
 
 impl Bus {
+    /// A bus whose head is `head` (the store's newest cursor at start).
     pub fn new(head: i64) -> Self {
         Bus {
             head: watch::Sender::new(head),
@@ -148,6 +149,8 @@ impl Bus {
         self.head.send_modify(|h| *h += 1);
     }
 
+    /// A receiver woken at each [`Bus::published`]: a long-poll's wait for
+    /// new events.
     pub fn subscribe(&self) -> watch::Receiver<i64> {
         self.head.subscribe()
     }

@@ -20,6 +20,8 @@
 //! (`gatehost-client`) builds on it, and a client compiles neither
 //! wasmtime nor SQLite (`cargo tree -p gatehost-client -e normal`).
 
+#![warn(missing_docs)]
+
 // The git and process crates' types the model and the configuration name
 // (a commit plan's snapshot, the sandbox's grants, the gates' limits), at
 // the paths the moved modules use.

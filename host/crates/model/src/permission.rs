@@ -27,8 +27,11 @@ pub const MAX_ESCALATION_MS: u64 = 24 * 60 * 60 * 1000;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Otherwise {
+    /// Denied at once.
     #[default]
     Deny,
+    /// Asked of the operator, who has `timeoutMs` to answer (then it is
+    /// denied).
     Escalate,
 }
 
@@ -72,6 +75,7 @@ pub struct ToolAsk {
     /// The tool's name or title, when the agent said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The tool call's title, when the agent gave one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
 }
@@ -80,8 +84,11 @@ pub struct ToolAsk {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Decision {
+    /// The tool is allowed.
     Allow,
+    /// The tool is denied.
     Deny,
+    /// A person is asked (`session:permission-escalated`).
     Escalate,
 }
 

@@ -36,8 +36,12 @@ pub(super) struct AdapterFile {
 /// host environment variables passed through to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Adapter {
+    /// The argv, with `{model}` replaced by the gate's model (or
+    /// `default_model`).
     pub command: Vec<String>,
+    /// Host environment variables passed through to it (its API key).
     pub env: Vec<String>,
+    /// The model used when a gate names none.
     pub default_model: Option<String>,
     /// Paths the adapter may read in the sandbox (its configuration and
     /// credentials), beyond the system and every absolute path of its

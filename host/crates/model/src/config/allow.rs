@@ -56,9 +56,11 @@ pub struct ArgRule {
 /// rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowEntry {
+    /// The program as the configuration spells it (a bare name or a path).
     pub spelled: String,
     /// `None` when a bare name was not found on the host PATH at load.
     pub program: Option<PathBuf>,
+    /// Which arguments a gate may give it.
     pub args: ArgRule,
     /// The gate may open TCP connections (denied by the sandbox otherwise).
     pub network: bool,
@@ -71,31 +73,53 @@ pub struct AllowEntry {
 /// Why a gate's command was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllowError {
+    /// The program is not in `[shell] allow`.
     #[error("command '{0}' is not in the allowlist")]
     NotAllowed(String),
+    /// The entry's bare name was not found on the host PATH when the
+    /// configuration was loaded.
     #[error("command '{0}' is in the allowlist but was not found on the host PATH")]
     NotFound(String),
     /// `fix`: empty, or what the operator may change and where (the
     /// configuration file, the entry and its line as it would read).
     #[error("command '{command}': argument '{arg}' is refused: {why}{fix}")]
     Argument {
+        /// The gate's command.
         command: String,
+        /// The argument refused.
         arg: String,
+        /// Which rule refused it (a denied subcommand, a flag, a path).
         why: String,
+        /// Empty, or what the operator may change and where (the
+        /// configuration file, the entry and its line as it would read).
         fix: String,
     },
+    /// The entry admits the program only bare, and a gate the agent attached
+    /// gave arguments.
     #[error("command '{command}': the allowlist admits it without arguments for agent gates{fix}")]
-    NoArguments { command: String, fix: String },
+    NoArguments {
+        /// The gate's command.
+        command: String,
+        /// Empty, or what the operator may change and where.
+        fix: String,
+    },
     #[error(
         "command '{command}': a gate the agent attached may not set env '{name}': \
          the allowlist entry shell.allow[{index}] (program \"{spelled}\") in {file} \
          does not list it; the operator may add env = [\"{name}\"] to that entry{risk}"
     )]
+    /// A gate the agent attached sets a variable its entry does not list in
+    /// `env`.
     Env {
+        /// The gate's command.
         command: String,
+        /// The variable's name.
         name: String,
+        /// The entry's place in `[shell] allow`.
         index: usize,
+        /// The entry's program, as the configuration spells it.
         spelled: String,
+        /// The configuration file holding it.
         file: String,
         /// Empty, or a warning that the name makes programs run code.
         risk: &'static str,
@@ -105,8 +129,11 @@ pub enum AllowError {
 /// An entry as the configuration gives it, before resolution.
 #[derive(Debug, Clone)]
 pub struct EntrySpec {
+    /// The program as the configuration spells it (a bare name or a path).
     pub program: String,
+    /// Which arguments a gate may give it.
     pub args: ArgRule,
+    /// The gate may open TCP connections (denied by the sandbox otherwise).
     pub network: bool,
     /// Variables a gate the agent attached may set.
     pub env: Vec<String>,
@@ -187,6 +214,7 @@ impl Allowlist {
         self
     }
 
+    /// The entries, in the configuration's order.
     pub fn entries(&self) -> &[AllowEntry] {
         &self.entries
     }

@@ -127,10 +127,13 @@ pub struct DaemonConfig {
     pub public_url: Option<String>,
     /// File holding the HMAC-SHA256 key that signs webhook bodies.
     pub webhook_secret_file: Option<PathBuf>,
+    /// One delivery attempt's timeout (`webhook_timeout_ms`, default 10 s).
     pub webhook_timeout: Duration,
+    /// Attempts before a delivery is given up (default 8).
     pub webhook_max_attempts: u32,
     /// Token files; default `<data dir>/agent.token`, `<data dir>/operator.token`.
     pub agent_token_file: Option<PathBuf>,
+    /// The operator token's file (see `agent_token_file`).
     pub operator_token_file: Option<PathBuf>,
     /// Nudge template used when a policy's `onFail.nudge` is absent.
     pub default_nudge: String,
@@ -186,6 +189,9 @@ pub struct DaemonConfig {
     pub ack_requires: AckRequires,
 }
 
+/// `[daemon] default_nudge` when not given: the nudge a failed gate sends
+/// when its policy gives none (`{gate}`, `{code}`, `{reason}`, `{findings}`
+/// and `{output}` are filled in).
 pub const DEFAULT_NUDGE: &str = "The gate {gate} did not pass ({code}): {reason}\n{findings}{output}\nFix this and end your turn again.";
 
 impl Default for DaemonConfig {

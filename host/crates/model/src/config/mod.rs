@@ -41,26 +41,43 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const DEFAULT_JUDGE_SLOTS: usize = 4;
-pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
-pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
-pub const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
+/// `[judge] slots` when not given: judges running at once, host-wide.
+pub(crate) const DEFAULT_JUDGE_SLOTS: usize = 4;
+/// `[limits] output_cap_bytes` when not given: the bytes of each gate output
+/// stream kept (its tail).
+pub(crate) const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
+/// `[limits] kill_grace_ms` when not given: from a gate's SIGTERM to its
+/// SIGKILL.
+pub(crate) const DEFAULT_KILL_GRACE_MS: u64 = 2000;
+/// `[judge] max_context_bytes` when not given: longer context material for a
+/// judge is cut (its head kept).
+pub(crate) const DEFAULT_MAX_CONTEXT_BYTES: usize = 256 * 1024;
 /// The smallest `[limits] gate_memory_bytes` and `gate_file_bytes` (and
 /// `gate_scratch_bytes`) other than 0 (off): a smaller value is a unit
 /// mistake, and no gate could run.
 pub const MIN_GATE_MEMORY: u64 = 16 * 1024 * 1024;
-pub const MIN_GATE_FILE_BYTES: u64 = 1024 * 1024;
+/// The smallest `[limits] gate_file_bytes` and `gate_scratch_bytes` other
+/// than 0 (off): a smaller value is a unit mistake.
+pub(crate) const MIN_GATE_FILE_BYTES: u64 = 1024 * 1024;
 
+/// Why the host configuration could not be loaded: the file unreadable, not
+/// TOML of the right shape, a name it does not know, or a value refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read configuration {path}: {source}")]
     Read {
+        /// The configuration file's path.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The file is not TOML, or not of the configuration's shape.
     #[error("configuration {path}: {message}")]
     Parse {
+        /// The configuration file's path.
         path: String,
+        /// The parser's message.
         message: String,
         /// The key at fault (`daemon.listen`), when the error names one.
         key: Option<String>,
@@ -69,17 +86,25 @@ pub enum ConfigError {
     /// of the file (`[sandox]`).
     #[error("unknown {kind} `{name}` in {path} line {line}{}", diagnose::did_you_mean(.suggestion))]
     Unknown {
+        /// The configuration file's path.
         path: String,
         /// `table` or `key`.
         kind: &'static str,
+        /// The name as written.
         name: String,
+        /// Its line in the file, from 1.
         line: usize,
+        /// The known name it is closest to, if one is close.
         suggestion: Option<String>,
     },
+    /// A value the configuration refuses.
     #[error("configuration {path}: {key}: {message}")]
     Invalid {
+        /// The configuration file's path.
         path: String,
+        /// The setting at fault (`judge.slots`, `shell.allow[2]`).
         key: String,
+        /// Why it is refused.
         message: String,
     },
 }
@@ -159,11 +184,20 @@ fn home_path(p: &str) -> PathBuf {
 pub struct HostConfig {
     /// The file it was read from; `None` for the built-in defaults.
     pub source: Option<PathBuf>,
+    /// The programs gates may run, and their argument rules (`[shell] allow`).
     pub allow: Allowlist,
+    /// Judges running at once, host-wide (`[judge] slots`).
     pub judge_slots: usize,
+    /// Context material longer than this is cut before a judge sees it
+    /// (`[judge] max_context_bytes`).
     pub max_context_bytes: usize,
+    /// The judge adapters by name (`[judge.adapters.NAME]`, and the built-in
+    /// ones).
     pub adapters: BTreeMap<String, Adapter>,
+    /// The bytes kept of each gate output stream, its tail (`[limits]
+    /// output_cap_bytes`).
     pub output_cap: usize,
+    /// From a gate's SIGTERM to its SIGKILL (`[limits] kill_grace_ms`).
     pub kill_grace: Duration,
     /// The bounds of a change set handed to judges and plugins (`[limits]
     /// change_file_cap_bytes`, `change_cap_bytes`): past them a file's
@@ -176,10 +210,13 @@ pub struct HostConfig {
     /// The host PATH captured at load: programs are looked up on it, and
     /// gates receive it.
     pub host_path: Option<OsString>,
+    /// The WASM plugins' bounds and places (`[wasm]`).
     pub wasm: WasmConfig,
+    /// The daemon's settings (`[daemon]`).
     pub daemon: DaemonConfig,
     /// Standalone hooks' settings (`[hook]`).
     pub hook: HookConfig,
+    /// The sandbox gates and agents run in (`[sandbox]`).
     pub sandbox: SandboxConfig,
     /// The agents the daemon starts (`[agents]`).
     pub agents: agents::AgentsConfig,

@@ -31,11 +31,13 @@ pub struct Retention {
     pub enabled: bool,
     /// How often it is applied (also once at start).
     pub every: Duration,
+    /// Events older than this are deleted (`events_max_age`).
     pub events_max_age: Duration,
     /// The newest this many events are kept whatever their age.
     pub events_max_count: u64,
     /// Settled policies (`done`, `blocked`, `cancelled`).
     pub policies_max_age: Duration,
+    /// Only the newest this many settled policies are kept, whatever their age.
     pub policies_max_count: u64,
     /// Exited sessions no live policy watches.
     pub sessions_max_age: Duration,

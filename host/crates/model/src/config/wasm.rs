@@ -33,6 +33,7 @@ pub(super) struct WasmSection {
 /// Bounds on one plugin evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PluginBounds {
+    /// Wall-clock time one evaluation may take.
     pub timeout: Duration,
     /// Instructions (wasmtime fuel units).
     pub fuel: u64,
@@ -40,6 +41,7 @@ pub struct PluginBounds {
     pub memory_bytes: u64,
     /// Per stream (stdout, stderr), and for the returned verdict.
     pub output_bytes: u64,
+    /// Judge calls one evaluation may make.
     pub judge_calls: u32,
 }
 

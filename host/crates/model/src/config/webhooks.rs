@@ -25,6 +25,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// Its name in the configuration (`raw`, `slack`, `discord`, `ntfy`).
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Raw => "raw",
@@ -107,6 +108,8 @@ impl EventSet {
         Ok(EventSet::Only(out))
     }
 
+    /// Whether events of kind `kind` (a full name, `policy:blocked`) go to
+    /// the webhook.
     pub fn contains(&self, kind: &str) -> bool {
         match self {
             EventSet::All => true,
@@ -118,8 +121,11 @@ impl EventSet {
 /// One of the operator's webhooks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// Where deliveries are POSTed.
     pub url: String,
+    /// The body's shape (raw JSON or a chat message).
     pub format: Format,
+    /// The event kinds it is sent.
     pub events: EventSet,
 }
 

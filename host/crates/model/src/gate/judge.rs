@@ -15,10 +15,13 @@ pub const DEFAULT_JUDGE_TIMEOUT: std::time::Duration = std::time::Duration::from
 pub struct JudgeGate {
     /// A judge adapter the host configures (`claude`, `codex`, `gemini`, …).
     pub adapter: String,
+    /// The model the adapter is asked for (default: the adapter's
+    /// `default_model`).
     #[serde(default)]
     pub model: Option<String>,
     /// The rubric; the judge must end with `VERDICT: PASS` or `VERDICT: FAIL`.
     pub prompt: String,
+    /// Its timeout in ms (default 120000; at most one day).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,

@@ -18,6 +18,7 @@ pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 pub struct SpecError {
     /// Where in the gate file, e.g. `[1].judge.timeoutMs` (empty: the file).
     pub field: String,
+    /// Why it is refused.
     pub message: String,
 }
 

@@ -17,7 +17,10 @@ pub const DEFAULT_SHELL_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum GateEnv {
+    /// Host variables to pass through, by name (each must be in `[shell]
+    /// pass_env`).
     PassThrough(Vec<String>),
+    /// Variables to set, with their values.
     Set(BTreeMap<String, String>),
 }
 
@@ -30,10 +33,15 @@ impl Default for GateEnv {
 /// A shell gate: an allowlisted program; exit 0 passes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellGate {
+    /// A program in the host's allowlist (run by argv, never a shell, sandboxed).
     pub command: String,
+    /// Its arguments (held to the allowlist entry's argument rules).
     pub args: Vec<String>,
+    /// Workspace-relative working directory (default: the root).
     pub cwd: Option<String>,
+    /// Its timeout in ms (default 60000; at most one day).
     pub timeout_ms: Option<u64>,
+    /// Variables to set, or host variables to pass through.
     pub env: GateEnv,
 }
 

@@ -33,6 +33,7 @@ pub struct Gate {
     /// when every gate names some (a gate without `paths` needs
     /// everything). Repository-relative, no `..`, no `.git`.
     pub paths: Option<Vec<String>>,
+    /// The kind of gate, with its own fields.
     pub kind: Kind,
 }
 
@@ -44,8 +45,11 @@ pub type GateSpec = Gate;
 /// [`Kind::imp`], in [`GateObject`] and in [`parse_gate`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
+    /// Runs an allowlisted program; exit 0 passes.
     Shell(ShellGate),
+    /// Asks an LLM CLI to judge the work against a rubric.
     Judge(JudgeGate),
+    /// Runs a WASM plugin on the change.
     Wasm(WasmGate),
 }
 
@@ -133,6 +137,7 @@ impl Gate {
         self.imp().cost_class()
     }
 
+    /// Its timeout: the one it sets, else its kind's default.
     pub fn timeout(&self) -> Duration {
         self.imp().timeout()
     }

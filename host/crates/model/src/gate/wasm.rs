@@ -16,12 +16,17 @@ pub const DEFAULT_WASM_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginJudge {
+    /// A judge adapter the host configures (`claude`, `codex`, `gemini`, …).
     pub adapter: String,
+    /// The model the adapter is asked for (default: the adapter's
+    /// `default_model`).
     #[serde(default)]
     pub model: Option<String>,
+    /// Each judge call's timeout in ms (at most one day).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
+    /// Opt-in: the verdict line must carry a per-run random code.
     #[serde(default)]
     pub nonce: bool,
 }
@@ -39,17 +44,28 @@ pub struct WasmGate {
     /// The plugin's own configuration (a JSON object).
     #[serde(default)]
     pub config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The evaluation's timeout in ms (default: `[wasm] default_timeout_ms`;
+    /// past `max_timeout_ms` the gate is refused).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
+    /// Instructions the evaluation may run, in wasmtime fuel (default:
+    /// `[wasm] default_fuel`; at most `max_fuel`).
     #[serde(default)]
     pub fuel: Option<u64>,
+    /// Linear memory summed over the plugin's memories, in MiB (default:
+    /// `[wasm] default_memory_mib`; at most `max_memory_mib`).
     #[serde(default, rename = "memoryMiB")]
     pub memory_mib: Option<u64>,
+    /// Bytes per output stream and for the returned verdict (default:
+    /// `[wasm] default_output_bytes`; at most `max_output_bytes`).
     #[serde(default)]
     pub max_output_bytes: Option<u64>,
+    /// Judge calls one evaluation may make (default: `[wasm]
+    /// default_judge_calls`; at most `max_judge_calls`).
     #[serde(default)]
     pub max_judge_calls: Option<u32>,
+    /// The judge the plugin's `judge` import uses.
     #[serde(default)]
     pub judge: Option<PluginJudge>,
 }

@@ -66,7 +66,7 @@ routine_kinds! {
 
 impl RoutineKind {
     /// The kind named `kind` (`routine:step-done`); none for another name.
-    pub fn parse(kind: &str) -> Option<RoutineKind> {
+    pub(crate) fn parse(kind: &str) -> Option<RoutineKind> {
         RoutineKind::ALL
             .iter()
             .copied()
