@@ -10,6 +10,8 @@
 //! never know what a gate, a policy or the store is: the engine decides
 //! when to fingerprint, prepare and publish, this crate how.
 
+#![warn(missing_docs)]
+
 // The anchor (the commit's opening of the workspace) and the supervisor
 // (the tests' tracked commands), at the paths the moved modules name.
 use gatehost_sandbox::anchor;

@@ -57,17 +57,26 @@ pub use view::View;
 /// Why a worktree could not be brought to a tree.
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
+    /// The worktrees' root (or a worktree's directory in it) could not be
+    /// made, opened or locked.
     #[error("the worktree root {path}: {source}")]
     Root {
+        /// The directory.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The snapshot's tree or blobs could not be read from the
+    /// repository: gix's message.
     #[error("reading the snapshot from the repository: {0}")]
     Git(String),
+    /// Writing or removing a file of the worktree failed.
     #[error("writing {path:?} in the worktree: {source}")]
     Io {
+        /// The path, worktree-relative.
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -221,6 +230,7 @@ impl Worktrees {
         self
     }
 
+    /// The directory the worktrees are made in.
     pub fn root(&self) -> &Path {
         &self.root
     }

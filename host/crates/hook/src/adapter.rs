@@ -42,6 +42,8 @@ pub enum AgentCli {
 }
 
 impl AgentCli {
+    /// Every CLI gatehost has an adapter for, in the order `doctor` and
+    /// `hook install` go through them.
     pub const ALL: [AgentCli; 8] = [
         AgentCli::Claude,
         AgentCli::Codex,
@@ -92,6 +94,7 @@ pub enum HookPoint {
 /// What every CLI's hook JSON says, once read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookInput {
+    /// Which hook the CLI called (its event, mapped to gatehost's four).
     pub point: HookPoint,
     /// The CLI's own session id (gatehost's daemon id is `AGENT:<id>`).
     pub session_id: String,
@@ -154,18 +157,31 @@ pub struct Rendered {
     pub exit: i32,
 }
 
+/// Why a CLI's hook input could not be read into a [`HookInput`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HookError {
+    /// The input is not one JSON value (a syntax error, the input cut
+    /// short, or a second value after the first): the decoder's message.
     #[error("the hook input is not JSON: {0}")]
     NotJson(String),
+    /// A field is missing, empty or of the wrong type.
     #[error("the hook input has no usable '{field}': {message}")]
-    Field { field: String, message: String },
+    Field {
+        /// The field's path in the input, as `serde_path_to_error` gives it.
+        field: String,
+        /// What is wrong with it (the decoder's message, or "missing or
+        /// empty").
+        message: String,
+    },
+    /// The CLI's event name (for one that sends it) is none of the hooks
+    /// gatehost installs.
     #[error("hook event '{0}' is not one gatehost answers")]
     UnknownEvent(String),
 }
 
 /// One agent CLI's hook contract.
 pub trait Adapter: Sync {
+    /// The CLI this adapter speaks for.
     fn agent(&self) -> AgentCli;
 
     /// Reads the hook's stdin.

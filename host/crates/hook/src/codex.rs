@@ -40,6 +40,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// OpenAI Codex CLI's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook codex`).
 pub struct Codex;
 
 /// The events gatehost hooks in Codex: not `SessionEnd`. Once its hook is

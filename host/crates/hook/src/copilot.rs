@@ -36,6 +36,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// GitHub Copilot CLI's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook copilot`).
 pub struct Copilot;
 
 #[derive(Deserialize)]

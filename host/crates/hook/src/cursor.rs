@@ -38,6 +38,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Cursor's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook cursor`).
 pub struct Cursor;
 
 #[derive(Deserialize)]

@@ -32,10 +32,17 @@ pub enum Standing {
     #[default]
     Clear,
     /// The last `blocks` stops were refused for a failing gate.
-    Failing { blocks: u32 },
+    Failing {
+        /// Stops refused in a row, counted against `max_retries`.
+        blocks: u32,
+    },
     /// A gate could not run and the one block for it was spent (`blocks`:
     /// the failures' count before it, kept).
-    ErrorShown { blocks: u32 },
+    ErrorShown {
+        /// The failing gate's blocks before the error, kept for when the
+        /// gate runs again.
+        blocks: u32,
+    },
     /// Out of retries: stops go through with the block named, until a gate
     /// passes or a person sends a new prompt.
     Exhausted,
@@ -70,7 +77,9 @@ pub enum Input {
 /// The answer and the standing after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
+    /// What the hook tells the CLI for this stop.
     pub answer: Answer,
+    /// The session's standing to save for its next stop.
     pub next: Standing,
 }
 
@@ -158,6 +167,8 @@ impl Notice {
         }
     }
 
+    /// The notification's text: the block reason the stop was let through
+    /// with, or the gate's error.
     pub fn reason(&self) -> &str {
         match self {
             Notice::Capped(r) | Notice::GateError(r) => r,

@@ -32,6 +32,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Google Gemini CLI's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook gemini`).
 pub struct Gemini;
 
 impl Adapter for Gemini {

@@ -24,12 +24,18 @@ use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstArray, CstInputValue, CstNode, CstObject, CstRootNode};
 use serde_json::Value;
 
+/// Why `hook install` cannot merge its entries into a CLI's configuration
+/// file; the file is then left as it was.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InstallError {
+    /// The file does not parse as JSON with comments: the parser's message.
     #[error("not JSON (or JSON with comments) gatehost can edit: {0}")]
     Parse(String),
+    /// The named value (the top level, `hooks`) holds something other
+    /// than an object.
     #[error("'{0}' is not an object; edit it by hand, or move the file aside")]
     NotObject(String),
+    /// The named event's hooks are something other than a list.
     #[error("'{0}' is not a list; edit it by hand, or move the file aside")]
     NotArray(String),
 }
@@ -49,7 +55,10 @@ pub enum Layout {
 /// The hooks to install: for each event, the hook object gatehost wants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookSet {
+    /// How the CLI's file lists them.
     pub layout: Layout,
+    /// `(event name as the CLI spells it, gatehost's hook object)`, in the
+    /// order they are written.
     pub entries: Vec<(String, Value)>,
 }
 

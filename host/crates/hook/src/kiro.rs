@@ -37,6 +37,9 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Kiro CLI's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook kiro`).
 pub struct Kiro;
 
 #[derive(Deserialize)]

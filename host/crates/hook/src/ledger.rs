@@ -124,6 +124,8 @@ impl Caller {
         Caller::new(agent, std::env::args_os())
     }
 
+    /// The caller as recorded in [`Decided::caller`]: a hex SHA-256 digest
+    /// (16 bytes) of the CLI's name and the command line.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -142,6 +144,8 @@ fn digest(parts: &[&str]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Decided {
+    /// The stop it was given for: a later call with the same mark is a
+    /// duplicate, answered the same.
     pub mark: StopMark,
     /// The CLI whose hook decided (`claude`, `cursor`, …).
     pub agent: String,
@@ -149,6 +153,7 @@ pub struct Decided {
     /// an older gatehost.
     #[serde(default)]
     pub caller: String,
+    /// What the deciding hook told its CLI, which a duplicate repeats.
     pub answer: Answer,
     /// The session's standing after the decision: a duplicate through
     /// another CLI's hook takes it as its own, so the next stop is counted
@@ -177,6 +182,9 @@ pub struct Held {
 }
 
 impl StopLedger {
+    /// The ledger in `state_dir`'s `stops/` (one file per session, named by
+    /// a digest of its id); the directory is made by the first
+    /// [`StopLedger::hold`].
     pub fn under(state_dir: &Path) -> StopLedger {
         StopLedger {
             dir: state_dir.join("stops"),

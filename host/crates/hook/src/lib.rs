@@ -32,6 +32,8 @@
 //! no gate, no store. It must never grow such a dependency; the command
 //! line (`gatehost::cli::hook`) joins it to the gates.
 
+#![warn(missing_docs)]
+
 pub mod adapter;
 pub mod claude;
 mod claude_version;

@@ -29,6 +29,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// OpenCode's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook opencode`).
 pub struct OpenCode;
 
 #[derive(Deserialize)]

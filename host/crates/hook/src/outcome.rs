@@ -45,10 +45,18 @@ pub enum StopOutcome {
     /// awaits an ack, or was cancelled).
     Passed,
     /// The stop was refused: the agent was sent back with this reason.
-    SentBack { reason: String },
+    SentBack {
+        /// The block reason, as the agent got it.
+        reason: String,
+    },
     /// The stop happened without a pass; `message` is what the user was
     /// shown.
-    LetThrough { why: LetThrough, message: String },
+    LetThrough {
+        /// Why no pass was needed or possible.
+        why: LetThrough,
+        /// The message the CLI showed the user.
+        message: String,
+    },
 }
 
 impl StopOutcome {
@@ -89,6 +97,7 @@ pub fn classify(input: &Input, answer: &Answer) -> StopOutcome {
 pub struct StopRecord {
     /// `AGENT:ID`, as the daemon names the session.
     pub session: String,
+    /// The CLI's name ([`AgentCli::name`]).
     pub agent: String,
     /// The CLI's own session id.
     pub session_id: String,
@@ -99,23 +108,44 @@ pub struct StopRecord {
     /// The last stop's outcome.
     #[serde(flatten)]
     pub last: StopOutcome,
-    /// Stops answered, sent back, and let through without a pass.
+    /// Stops answered in the session, whatever they came to.
     pub stops: u32,
+    /// Of them, the stops refused ([`StopOutcome::SentBack`]).
     pub sent_back: u32,
+    /// Of them, the stops let through without a pass
+    /// ([`StopOutcome::LetThrough`]).
     pub let_through: u32,
 }
 
+/// Why a stop record could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum OutcomeError {
+    /// Reading or writing a record or the `outcomes/` directory failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// A record is not a regular file of at most 1 MiB, or does not decode
+    /// as a [`StopRecord`] (or one could not be encoded).
     #[error("{path} does not decode ({message}); remove it")]
-    Corrupt { path: PathBuf, message: String },
+    Corrupt {
+        /// The record's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No record matches what was asked ([`Outcomes::get`],
+    /// [`Outcomes::last`]).
     #[error("no stop of {session} is on record in {dir}")]
-    None { session: String, dir: PathBuf },
+    None {
+        /// What was looked for: `AGENT:ID`, or "any session [in DIR]".
+        session: String,
+        /// The `outcomes/` directory looked in.
+        dir: PathBuf,
+    },
 }
 
 /// The `outcomes/` directory of a hook state directory.
@@ -132,6 +162,7 @@ impl Outcomes {
         }
     }
 
+    /// The `outcomes/` directory itself (which may not exist yet).
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -28,6 +28,7 @@ pub enum Scope {
 pub struct PlaceError {
     /// `no-home`, or `bad-input` for what the command line gave.
     pub code: &'static str,
+    /// What is missing or wrong, for a person.
     pub message: String,
     /// The option at fault (`--project`, `--kiro-agent`).
     pub field: Option<&'static str>,
@@ -51,6 +52,8 @@ pub struct Dirs<'a> {
 }
 
 impl<'a> Dirs<'a> {
+    /// The directories for `project` (`--project`, else the current
+    /// directory), as given: [`Dirs::project`] makes it absolute.
     pub fn new(project: &'a Path) -> Self {
         Dirs { project }
     }
@@ -87,26 +90,37 @@ impl<'a> Dirs<'a> {
 /// One change to one file.
 #[derive(Debug, Clone)]
 pub enum Edit {
+    /// A JSON configuration: merge gatehost's hook entries into its
+    /// `hooks` ([`crate::install::add_hooks`]).
     Hooks(HookSet),
+    /// A JSON configuration: set `mcpServers.<name>` to `server`.
     Mcp {
+        /// The server entry's key ([`MCP_NAME`]).
         name: &'static str,
+        /// The entry's object (`{"command", "args"}`).
         server: Value,
     },
     /// Codex's `config.toml`: trust gatehost's hooks in this `hooks.json`.
     CodexTrust {
+        /// The `hooks.json` whose gatehost entries are trusted.
         hooks: PathBuf,
     },
     /// Codex's `config.toml`: `[mcp_servers.gatehost]` running this command
     /// with these arguments.
     CodexMcp {
+        /// The program (`gatehost`, or its path).
         command: String,
+        /// Its arguments (`mcp`, …).
         args: Vec<String>,
     },
     /// OpenCode: the whole file is gatehost's plugin, running this program
     /// with these arguments (no shell), waiting at most `timeout_ms`.
     Plugin {
+        /// The program the plugin runs (`gatehost`, or its path).
         command: String,
+        /// Its arguments (`hook`, `opencode`, …).
         args: Vec<String>,
+        /// How long the plugin waits for it (milliseconds).
         timeout_ms: u64,
     },
 }
@@ -114,7 +128,9 @@ pub enum Edit {
 /// A file and what gatehost puts in it.
 #[derive(Debug, Clone)]
 pub struct FilePlan {
+    /// The configuration file (made, with its directory, when missing).
     pub path: PathBuf,
+    /// What is done to it, in order.
     pub edits: Vec<Edit>,
 }
 
@@ -124,6 +140,8 @@ pub const MCP_NAME: &str = "gatehost";
 /// What an adapter plans with: the files (its `install_files`), the
 /// hook command, and the MCP server to add when `--mcp` is given.
 pub struct InstallContext<'a> {
+    /// The files to install into, as the adapter's `install_files` named
+    /// them.
     pub files: &'a [PathBuf],
     /// The hook command, quoted for a shell.
     pub command: &'a str,
@@ -147,6 +165,7 @@ impl InstallContext<'_> {
 /// installer is told.
 #[derive(Debug, Default)]
 pub struct Planned {
+    /// The files, each once, in the order first planned.
     pub files: Vec<FilePlan>,
     /// Said on stdout.
     pub said: Vec<String>,

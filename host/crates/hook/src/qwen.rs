@@ -37,6 +37,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Qwen Code's [`Adapter`](crate::Adapter): its hook JSON, its answers and
+/// where `hook install` writes its hooks ([`crate::adapter`] picks it for
+/// `gatehost hook qwen`).
 pub struct Qwen;
 
 /// The events gatehost hooks in Qwen Code: a sub-agent's stop is gated

@@ -18,21 +18,39 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+/// Why a session's standing (or its stop ledger entry) could not be read
+/// or saved.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// No `--state-dir` was given and the user has no state (or local
+    /// data) directory.
     #[error("no state directory: set XDG_STATE_HOME or HOME, or pass --state-dir")]
     NoDir,
+    /// Reading, writing or locking a state file or directory failed.
     #[error("hook state {path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// A state file does not decode (or a record could not be encoded).
     #[error(
         "hook state {path} is corrupt ({message}); remove it to start this session's count again"
     )]
-    Corrupt { path: PathBuf, message: String },
+    Corrupt {
+        /// The state file.
+        path: PathBuf,
+        /// The decoder's message.
+        message: String,
+    },
+    /// Another hook process still held the session's lock when this hook's
+    /// deadline came.
     #[error("hook state {path}: still locked by another process at the hook's deadline")]
-    Locked { path: PathBuf },
+    Locked {
+        /// The file that stayed locked.
+        path: PathBuf,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -54,7 +72,9 @@ struct Record {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
+    /// Where the session stands in its retries.
     pub standing: Standing,
+    /// [`followup_digest`] of the last block reason it was sent, if any.
     pub followup: Option<String>,
 }
 
@@ -84,6 +104,7 @@ impl StateDir {
         Ok(StateDir { dir })
     }
 
+    /// The directory (which may not exist until a standing is saved).
     pub fn path(&self) -> &Path {
         &self.dir
     }

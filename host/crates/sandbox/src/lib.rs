@@ -14,6 +14,8 @@
 //! gatehost crate but the test hooks), and never decide a verdict: it
 //! reports how a process ended, the caller judges.
 
+#![warn(missing_docs)]
+
 pub mod anchor;
 pub mod sandbox;
 pub mod supervise;

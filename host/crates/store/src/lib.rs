@@ -9,6 +9,8 @@
 //! know the engine's rules: it stores what the engine decided, in one
 //! transaction with the events that say so.
 
+#![warn(missing_docs)]
+
 // The model's types its rows hold and the anchor's directory identity (and
 // for the tests a commit plan's prepared commit), at the paths the moved
 // modules use.

@@ -9,6 +9,8 @@
 //! native process (a plugin's judge is the runner's, through
 //! [`wasm::JudgeHost`]).
 
+#![warn(missing_docs)]
+
 // The change set plugins are given, the host configuration's bounds and
 // the gate report's findings, at the paths the moved modules use.
 use gatehost_git::change;

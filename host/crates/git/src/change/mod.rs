@@ -19,13 +19,18 @@ use std::borrow::Cow;
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
+    /// New: not in the base tree.
     Added,
+    /// Its content or mode changed.
     Modified,
+    /// Gone from the workspace.
     Deleted,
+    /// Moved from another path (the old path is in the diff's headers).
     Renamed,
 }
 
 impl ChangeKind {
+    /// Its name as plugins and the API show it (`added`).
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Added => "added",
@@ -40,7 +45,9 @@ impl ChangeKind {
 /// from a diff text, absent when the text did not say) and its git mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Side {
+    /// The blob's object id (hex), when known.
     pub id: Option<String>,
+    /// Its git mode (`0o100644`, `0o100755`, `0o120000`), when known.
     pub mode: Option<u32>,
 }
 
@@ -50,13 +57,18 @@ pub struct FileChange {
     /// Workspace-relative path (the new path for renames), as the
     /// filesystem and git hold it: bytes, not necessarily UTF-8.
     pub path: BString,
+    /// How it changed.
     pub kind: ChangeKind,
     /// Before (none for an added file) and after (none for a deleted one).
     pub old: Option<Side>,
+    /// The side after the change (none for a deleted file).
     pub new: Option<Side>,
     /// Lines added and removed (0 for binary content).
     pub added: u64,
+    /// Lines removed (0 for binary content).
     pub removed: u64,
+    /// Whether either side's content is binary (no line counts, no text
+    /// hunks).
     pub binary: bool,
     /// The file's part of the diff, `git diff` style, headers included
     /// (its headers only when the change was computed for its counts, or
@@ -74,9 +86,17 @@ pub enum Capped {
     /// The file (either side) is larger than the per-file cap: it was
     /// never read into memory (a tracked one is hashed as it streams, to
     /// know whether it changed).
-    File { bytes: u64, cap: u64 },
+    File {
+        /// The file's size (bytes).
+        bytes: u64,
+        /// The per-file cap (bytes).
+        cap: u64,
+    },
     /// The change set's text reached its total cap before this file.
-    Total { cap: u64 },
+    Total {
+        /// The total cap (bytes).
+        cap: u64,
+    },
 }
 
 impl Capped {
@@ -98,7 +118,9 @@ impl Capped {
 /// remaining files are listed with their headers only ([`Capped`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChangeCaps {
+    /// The per-file cap (bytes; `[limits] change_file_cap_bytes`).
     pub file_bytes: u64,
+    /// The total cap of the diff text (bytes; `[limits] change_cap_bytes`).
     pub total_bytes: u64,
 }
 

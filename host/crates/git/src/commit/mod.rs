@@ -153,22 +153,31 @@ const FINGERPRINT_DOMAIN: &[u8] = b"gatehost-commit-fingerprint-v1\0";
 /// Why a commit path given at attach time was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommitPathError {
+    /// The path is empty.
     #[error("commit path is empty")]
     Empty,
+    /// The path (as given) is absolute: commit paths are the workspace's.
     #[error("commit path {0:?} is absolute")]
     Absolute(String),
+    /// The path (as given) climbs with `..`.
     #[error("commit path {0:?} has a `..` component")]
     ParentComponent(String),
+    /// The path (as given) could be read as an option.
     #[error("commit path {0:?} starts with `-`")]
     LeadingDash(String),
+    /// The path (as given) would be git pathspec magic.
     #[error("commit path {0:?} starts with `:` (pathspec magic)")]
     PathspecMagic(String),
+    /// The path (as given) holds a NUL byte.
     #[error("commit path {0:?} contains a NUL byte")]
     Nul(String),
+    /// The path (as given) holds a glob character: paths are literal.
     #[error("commit path {0:?} contains a glob character (`*`, `?` or `[`)")]
     Glob(String),
+    /// The path (as given) names something in a `.git` directory.
     #[error("commit path {0:?} has a `.git` component")]
     GitComponent(String),
+    /// The path (as given) holds a backslash, a separator elsewhere.
     #[error("commit path {0:?} contains a backslash")]
     Backslash(String),
 }
@@ -176,61 +185,128 @@ pub enum CommitPathError {
 /// Errors of fingerprinting, preparing and publishing a commit.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
+    /// A commit path is refused.
     #[error(transparent)]
     InvalidPath(#[from] CommitPathError),
+    /// The workspace is not the root of a git repository.
     #[error("{workspace} is not a git repository root: {reason}")]
-    NotARepository { workspace: PathBuf, reason: String },
+    NotARepository {
+        /// The workspace.
+        workspace: PathBuf,
+        /// Why not (what was found instead).
+        reason: String,
+    },
+    /// The workspace's `.git` is a gitfile that fails the linked-worktree
+    /// checks.
     #[error("{workspace}/.git is a linked worktree's gitfile gatehost refuses: {reason}")]
-    ForeignGitDir { workspace: PathBuf, reason: String },
+    ForeignGitDir {
+        /// The workspace.
+        workspace: PathBuf,
+        /// Which check failed.
+        reason: String,
+    },
+    /// The repository's layout (its git directory, config or object
+    /// stores) is one gatehost will not write through: why.
     #[error("repository layout refused: {0}")]
     UnsafeRepository(String),
+    /// HEAD names a commit, not a branch.
     #[error("HEAD is detached; a commit needs HEAD to name a branch")]
     DetachedHead,
+    /// HEAD names this reference, outside `refs/heads/`.
     #[error("HEAD names {0:?}, which is not a branch under refs/heads/")]
     UnsupportedHead(String),
+    /// A path's parent is a symlink in the workspace.
     #[error("path {path:?} leads through the symlink {symlink:?}; it is never followed")]
-    PathBeyondSymlink { path: String, symlink: String },
+    PathBeyondSymlink {
+        /// The path, workspace-relative.
+        path: String,
+        /// The symlink on its way, workspace-relative.
+        symlink: String,
+    },
+    /// A path is a FIFO, a socket or a device.
     #[error("{path:?} is neither a regular file, a directory nor a symlink")]
-    UnsupportedFileType { path: String },
+    UnsupportedFileType {
+        /// The path, workspace-relative.
+        path: String,
+    },
+    /// A file changed (or was swapped) between its look and its read.
     #[error("{path:?} changed while it was being read")]
-    ChangedWhileReading { path: String },
+    ChangedWhileReading {
+        /// The path, workspace-relative.
+        path: String,
+    },
+    /// The walk reached its depth bound.
     #[error(
         "the workspace nests directories deeper than {max} levels (below {path:?}); gatehost does not walk deeper"
     )]
-    TooDeep { path: String, max: usize },
+    TooDeep {
+        /// The directory it stopped below, workspace-relative.
+        path: String,
+        /// The bound (levels).
+        max: usize,
+    },
+    /// A file is past the size bound of what is read.
     #[error(
         "{path:?} holds {bytes} bytes; files past {max} bytes are not read into a change set or a commit (keep it out of the commit paths, or ignore it)"
     )]
-    FileTooLarge { path: String, bytes: u64, max: u64 },
+    FileTooLarge {
+        /// The file, workspace-relative.
+        path: String,
+        /// Its size (bytes).
+        bytes: u64,
+        /// The bound (bytes).
+        max: u64,
+    },
+    /// Reading the workspace failed.
     #[error("reading {path:?} in the workspace failed: {source}")]
     Io {
+        /// The path, workspace-relative.
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The commit paths no longer hold what the ack approved.
     #[error(
         "the content differs from the approved fingerprint (expected {expected}, found {actual})"
     )]
-    Stale { expected: String, actual: String },
+    Stale {
+        /// The fingerprint approved (hex).
+        expected: String,
+        /// The fingerprint now (hex).
+        actual: String,
+    },
+    /// A reference moved since the commit was prepared.
     #[error("{reference} was expected at {expected:?} but is at {actual:?}")]
     RefMoved {
+        /// The reference (`refs/heads/main`).
         reference: String,
+        /// Where it should be (hex; `None`: absent).
         expected: Option<String>,
+        /// Where it is (hex; `None`: absent).
         actual: Option<String>,
     },
+    /// A stored [`Prepared`] (or the objects it names) does not hold
+    /// together: why.
     #[error("invalid prepared commit record: {0}")]
     InvalidPrepared(String),
+    /// The commit message is refused: why.
     #[error("invalid commit message: {0}")]
     InvalidMessage(&'static str),
+    /// The change's diff is past this bound (bytes).
     #[error("the workspace's changes make a diff larger than {0} bytes")]
     DiffTooLarge(usize),
+    /// A changed path (shown lossily) is not UTF-8.
     #[error(
         "the changed path {0:?} is not UTF-8: plugins take paths as strings, so it cannot be given to them (rename it)"
     )]
     PathNotUtf8(String),
     #[error("git operation `{op}` failed: {source}")]
+    /// A git operation failed.
     Git {
+        /// What was being done (`write tree`, …).
         op: &'static str,
+        /// gix's error.
         #[source]
         source: gix::Error,
     },

@@ -28,17 +28,25 @@ pub struct PatchEntry {
     pub path: BString,
     /// The path before a rename.
     pub from: Option<BString>,
+    /// How it changed.
     pub kind: ChangeKind,
+    /// Its entry in the base tree: kind (blob, executable, link) and
+    /// object id; none when added.
     pub old: Option<(EntryKind, ObjectId)>,
+    /// Its entry in the new tree; none when deleted.
     pub new: Option<(EntryKind, ObjectId)>,
 }
 
 /// One file of a rendered page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchFile {
+    /// The file and how it changed.
     pub entry: PatchEntry,
+    /// Lines added in its hunks.
     pub added: u64,
+    /// Lines removed in its hunks.
     pub removed: u64,
+    /// Whether either side is binary (no text hunks).
     pub binary: bool,
     /// Its hunks were over the page's byte bound on their own: the page
     /// holds its headers only.
@@ -48,7 +56,9 @@ pub struct PatchFile {
 /// A page of the patch: files `from..next`, their text concatenated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchPage {
+    /// The page's files, in path order.
     pub files: Vec<PatchFile>,
+    /// Their diff text, `git diff` style, concatenated.
     pub patch: String,
     /// The index of the first file not on this page; `None` on the last.
     pub next: Option<usize>,
@@ -60,16 +70,23 @@ pub struct PatchPage {
 /// limited to paths at or below `paths` when given.
 #[derive(Debug, Clone)]
 pub struct PatchSpec {
+    /// The base tree; `None`: the empty tree (a first commit).
     pub base: Option<ObjectId>,
+    /// The tree diffed against it.
     pub tree: ObjectId,
+    /// Only paths at or below these (workspace-relative); `None`: all.
     pub paths: Option<Vec<String>>,
 }
 
 /// How much one page may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct PageBounds {
+    /// The index of the page's first file among all the changed files.
     pub from: usize,
+    /// At most this many files on the page.
     pub max_files: usize,
+    /// At most this many bytes of diff text (a file past it alone is
+    /// `cut`).
     pub max_bytes: usize,
 }
 

@@ -355,7 +355,10 @@ pub fn open_repository(workspace: &Path) -> Result<Repository, CommitError> {
 /// which the agent writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committer {
+    /// The author's and committer's name (`gatehost` by default).
     pub name: String,
+    /// The author's and committer's e-mail (`gatehost@localhost` by
+    /// default).
     pub email: String,
 }
 

@@ -213,10 +213,12 @@ impl StatCache {
         true
     }
 
+    /// How many files it holds a stamp of.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it holds no stamp at all.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -29,7 +29,9 @@ use std::path::{Component, Path, PathBuf};
 /// directory swapped in its place has another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DirIdentity {
+    /// The device it is on (`st_dev`).
     pub dev: u64,
+    /// Its inode number on that device (`st_ino`).
     pub ino: u64,
 }
 
@@ -67,14 +69,23 @@ impl std::fmt::Display for DirIdentity {
 /// following a symlink.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The path (shown) is relative, or has `.` or `..` components.
     #[error("{0} is not an absolute path without `.` or `..` components")]
     NotPlain(String),
+    /// A component of the path (shown) is a symlink, or became one while it
+    /// was being opened.
     #[error(
         "a component of {0} is a symlink (or was swapped for one while it was opened); a workspace is opened without following any"
     )]
     Symlink(String),
+    /// Opening a component failed otherwise.
     #[error("{path}: {source}")]
-    Io { path: String, source: io::Error },
+    Io {
+        /// The path being opened, shown.
+        path: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
 }
 
 /// How many times an `openat2` that a concurrent rename interrupted

@@ -35,31 +35,59 @@ use std::path::{Component, Path, PathBuf};
 /// Most symlinks followed while resolving one path (as Linux's MAXSYMLINKS).
 const MAX_SYMLINKS: usize = 40;
 
+/// Why a workspace could not be opened, or a path in it resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum AnchorError {
+    /// The path (as given) leaves the workspace: absolute, through `..`
+    /// above the root, or through a symlink pointing out.
     #[error("path escapes the workspace: {0}")]
     Escape(String),
+    /// The workspace directory itself could not be resolved or opened.
     #[error("workspace {path} cannot be opened: {source}")]
-    Open { path: String, source: io::Error },
+    Open {
+        /// The workspace path, shown.
+        path: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// Resolving the path (as given) followed more than 40 symlinks.
     #[error("too many levels of symlinks in the workspace path: {0}")]
     SymlinkLoop(String),
+    /// The path (as given) names nothing in the workspace.
     #[error("not found in the workspace: {0}")]
     NotFound(String),
+    /// A component of the path (as given) that must be a directory is not.
     #[error("not a directory in the workspace: {0}")]
     NotADirectory(String),
+    /// Reading a path in the workspace (a symlink, a directory) failed
+    /// otherwise.
     #[error("cannot read {path} in the workspace: {source}")]
-    Io { path: String, source: io::Error },
+    Io {
+        /// The path in the workspace, shown.
+        path: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The workspace path is not plain, or one of its components is (or
+    /// became) a symlink: it is never opened through one.
     #[error("workspace {path} cannot be opened safely: {source}")]
     Unsafe {
+        /// The workspace path, shown.
         path: String,
+        /// What the no-symlink open refused.
         source: identity::OpenError,
     },
+    /// The directory opened is not the one pinned at registration: the
+    /// workspace was moved or replaced since.
     #[error(
         "workspace {path} is no longer the directory that was registered ({pinned}, now {found}): it was moved or replaced; register the session again"
     )]
     Replaced {
+        /// The workspace path, shown.
         path: String,
+        /// The identity recorded when the workspace was registered.
         pinned: DirIdentity,
+        /// The identity of what the path opens now.
         found: DirIdentity,
     },
 }

@@ -255,7 +255,9 @@ const RULE_PATH_BENEATH: libc::c_int = 1;
 /// (what a spawned child reports back before it exits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepError {
+    /// The step that failed.
     pub step: Step,
+    /// The error the step's system call returned.
     pub errno: Errno,
 }
 
@@ -263,12 +265,19 @@ pub struct StepError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Step {
+    /// Clearing the supplementary groups (`setgroups` to none).
     Groups = 1,
+    /// `setresgid` to the gate user's group.
     Gid = 2,
+    /// Dropping every capability from the bounding set.
     BoundingSet = 3,
+    /// `setresuid` to the gate user.
     Uid = 4,
+    /// Clearing the remaining capability sets (`capset`).
     Capabilities = 5,
+    /// `prctl(PR_SET_NO_NEW_PRIVS)`.
     NoNewPrivs = 6,
+    /// `landlock_restrict_self` with the prepared ruleset.
     Landlock = 7,
 }
 

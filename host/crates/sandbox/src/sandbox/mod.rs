@@ -115,22 +115,35 @@ impl Default for SandboxConfig {
 /// What one gate process may reach beyond the defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
+    /// Paths it may read (and execute) beneath; the host's protected paths
+    /// are cut out of them.
     pub read: Vec<PathBuf>,
+    /// Paths it may write beneath; each is checked against the protected
+    /// paths, and one that reaches them refuses the gate.
     pub write: Vec<PathBuf>,
+    /// Whether it may use the network (else Landlock denies TCP where the
+    /// kernel's ABI can).
     pub network: bool,
 }
 
 /// Why a gate cannot be confined.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SandboxError {
+    /// Confinement is required but this host cannot apply it (the kernel's
+    /// answer, or an unusable configuration): why.
     #[error(
         "the sandbox cannot be applied on this host: {0}; gates will not run unconfined \
          (set [sandbox] required = false to run them without confinement, which lets the \
          agent's code reach everything gatehost can)"
     )]
     Unavailable(String),
+    /// This gate's grants or workspace cannot be allowed (a write grant or
+    /// workspace reaching gatehost's own places, a workspace the gate user
+    /// cannot write): why, for the operator.
     #[error("sandbox: {0}")]
     Refused(String),
+    /// The gate's private directory under the scratch root could not be
+    /// made: which path, and the error.
     #[error("sandbox: cannot prepare the gate's private directory: {0}")]
     Scratch(String),
 }
@@ -176,8 +189,12 @@ pub struct Sandbox {
 /// run).
 #[derive(Debug)]
 pub struct Prepared<'a> {
+    /// The confinement the spawn applies ([`crate::supervise::ProcessSpec::confine`]).
     pub plan: Option<Plan<'a>>,
+    /// Variables to add to the gate's environment (`TMPDIR` and
+    /// `PYTHONPYCACHEPREFIX` in its scratch).
     pub env: Vec<(OsString, OsString)>,
+    /// The gate's private directory (`None` for an unconfined shell gate).
     pub scratch: Option<Scratch>,
 }
 
@@ -189,6 +206,8 @@ pub enum Place<'a> {
     /// checked against the protected paths by that handle's identity and
     /// the directories above it.
     Workspace(&'a crate::anchor::WorkspaceAnchor),
+    /// A judge: its private directory's empty `cwd/`, writable, and no
+    /// workspace at all.
     Judge,
 }
 

@@ -35,7 +35,10 @@ const SHEBANG_BYTES: usize = 512;
 /// What resolving names needs: the PATH the gate sees, its HOME, and the
 /// host's variables naming version managers' roots.
 pub struct Lookup<'a> {
+    /// The gate's `PATH`, to find a bare program name on.
     pub path_var: Option<&'a OsStr>,
+    /// The home directory (absolute), where version managers keep their
+    /// roots by default.
     pub home: Option<PathBuf>,
     /// A variable of the host (`PYENV_ROOT`, `RUSTUP_HOME`, `NVM_DIR` …).
     pub var: &'a dyn Fn(&str) -> Option<OsString>,
@@ -70,6 +73,7 @@ fn host_var(name: &str) -> Option<OsString> {
 /// One path a program needs to read (or execute), canonical.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
+    /// The path needed (the program, its interpreter, a shim's target).
     pub path: PathBuf,
     /// Why, in words: "python3 is a pyenv shim, which runs it".
     pub why: String,
@@ -376,6 +380,7 @@ fn install_root(file: &Path) -> PathBuf {
 /// A path the sandbox does not let a gate read, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreached {
+    /// The needed path the sandbox's read grants miss.
     pub need: Need,
     /// It lies in one of gatehost's own places: no grant can reach it.
     pub protected: Option<PathBuf>,

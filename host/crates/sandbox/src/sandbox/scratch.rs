@@ -22,10 +22,13 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// Its `tmp/`: the gate's `TMPDIR`, writable by it.
     pub fn tmp(&self) -> PathBuf {
         self.dir.join("tmp")
     }
 
+    /// Its `cwd/`: a judge's empty working directory (made only for a
+    /// judge).
     pub fn cwd(&self) -> PathBuf {
         self.dir.join("cwd")
     }

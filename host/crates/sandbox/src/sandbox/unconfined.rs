@@ -34,13 +34,23 @@ impl BaseGrants {
 /// here, since it holds a [`BaseGrants`].
 #[derive(Debug)]
 pub struct Plan<'a> {
+    /// Landlock ABI the rules are written for; enforced as a hard
+    /// requirement.
     pub abi: u32,
+    /// What every gate has.
     pub base: &'a BaseGrants,
+    /// Read and execute beneath these paths (this gate's own).
     pub read: Vec<PathBuf>,
+    /// Read, write, create and remove beneath these paths (this gate's own).
     pub write: Vec<PathBuf>,
+    /// The workspace, writable, as the directory the anchor opened (no
+    /// path is resolved again).
     pub workspace: Option<BorrowedFd<'a>>,
+    /// TCP connect and bind allowed.
     pub network: bool,
+    /// Drop every capability.
     pub drop_caps: bool,
+    /// Switch to this uid and gid (supplementary groups cleared).
     pub user: Option<(u32, u32)>,
 }
 

@@ -13,7 +13,7 @@ pub struct TailBuffer {
 }
 
 impl TailBuffer {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         TailBuffer {
             cap,
             tail: VecDeque::with_capacity(cap.min(64 * 1024)),
@@ -21,7 +21,7 @@ impl TailBuffer {
         }
     }
 
-    pub fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         self.total = self.total.saturating_add(chunk.len() as u64);
         let keep = if chunk.len() > self.cap {
             &chunk[chunk.len() - self.cap..]
@@ -33,10 +33,13 @@ impl TailBuffer {
         self.tail.extend(keep);
     }
 
+    /// Bytes the stream carried in all, kept or not.
     pub fn total(&self) -> u64 {
         self.total
     }
 
+    /// Whether bytes were dropped before the kept tail (the stream was
+    /// longer than the cap).
     pub fn truncated(&self) -> bool {
         self.total > self.tail.len() as u64
     }
@@ -62,6 +65,7 @@ impl TailBuffer {
         seam.windows(needle.len()).any(|w| w == needle)
     }
 
+    /// The kept tail: the stream's last `cap` bytes at most.
     pub fn into_bytes(self) -> Vec<u8> {
         self.tail.into()
     }

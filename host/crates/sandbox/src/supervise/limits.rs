@@ -101,15 +101,18 @@ pub struct LimitHits {
     /// and that limit (0 kills: not hit, or not knowable: `RLIMIT_AS`
     /// makes allocations fail instead).
     pub oom_kills: u64,
+    /// The memory limit in force (bytes).
     pub memory_limit: u64,
     /// Forks refused at the process limit, and that limit.
     pub forks_refused: u64,
+    /// The process limit in force (processes of the tree).
     pub pids_limit: u64,
     /// The file size limit, when the main process was killed by SIGXFSZ.
     pub file_limit: Option<u64>,
 }
 
 impl LimitHits {
+    /// Whether any limit is known to have been hit.
     pub fn any(&self) -> bool {
         self.oom_kills > 0 || self.forks_refused > 0 || self.file_limit.is_some()
     }

@@ -48,6 +48,7 @@ mod scratch;
 #[cfg(target_os = "linux")]
 mod spawn;
 mod spawn_mode;
+mod spec;
 mod v1;
 
 pub use capture::TailBuffer;
@@ -58,16 +59,16 @@ pub use limits::{
 pub use process::{Process, StartedProcess, start_process};
 pub use scratch::hint as scratch_hint;
 pub use spawn_mode::SpawnMode;
+pub use spec::{Limits, ProcessRun, ProcessSpec, SpawnError, Termination};
 
 use cgroup::{Cgroups, ProcessCgroup};
 use child::{Child, wait_for};
 use futures_lite::AsyncWriteExt;
 use rustix::process::Signal;
-use std::ffi::OsString;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,86 +80,6 @@ const REAP_BOUND: Duration = Duration::from_millis(500);
 const DRAIN_BOUND: Duration = Duration::from_millis(250);
 /// How long to wait for a killed cgroup to empty.
 const CGROUP_EMPTY_BOUND: Duration = Duration::from_millis(250);
-
-/// Bounds applied to one supervised process.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub timeout: Duration,
-    pub grace: Duration,
-    pub output_cap: usize,
-    /// Memory, processes and file size of the whole tree.
-    pub gate: GateLimits,
-}
-
-/// What to run.
-#[derive(Debug)]
-pub struct ProcessSpec<'a> {
-    /// Absolute path of the program.
-    pub program: &'a Path,
-    pub args: &'a [OsString],
-    /// Working directory, as a path the child can `chdir` to.
-    pub cwd: &'a Path,
-    /// The complete environment; nothing else is inherited.
-    pub env: &'a [(OsString, OsString)],
-    /// Bytes written to stdin, which is then closed; `None`: stdin is
-    /// /dev/null.
-    pub stdin: Option<Vec<u8>>,
-    pub limits: Limits,
-    /// The sandbox's confinement, applied to the spawning thread (and so
-    /// inherited by the child) before the spawn; `None`: unconfined.
-    pub confine: Option<&'a crate::sandbox::Plan<'a>>,
-    /// The gate's private scratch directory (its `TMPDIR`), which
-    /// `limits.gate.scratch_bytes` bounds; `None`: it has none.
-    pub scratch: Option<&'a Path>,
-}
-
-/// How the main process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    Exited(i32),
-    Signaled(i32),
-    /// It could not be reaped within the bound after SIGKILL (a process
-    /// stuck in the kernel). Never treated as success.
-    Unreaped,
-}
-
-/// The result of one supervised run.
-#[derive(Debug)]
-pub struct ProcessRun {
-    pub termination: Termination,
-    pub timed_out: bool,
-    pub stdout: TailBuffer,
-    pub stderr: TailBuffer,
-    /// From spawn to the end of the clean-up.
-    pub elapsed: Duration,
-    /// Processes of the tree still alive when the main process ended (counted
-    /// where cgroups are available); all of them were killed.
-    pub strays_killed: usize,
-    /// True when an output pipe was still held open by something outside the
-    /// tree after the clean-up, so reading stopped early.
-    pub output_abandoned: bool,
-    /// How the child entered its cgroup: "clone3" (born there), "moved"
-    /// (the host stepped in for the spawn), or `None` (no cgroup).
-    pub cgroup_entry: Option<&'static str>,
-    /// The limits the tree is known to have hit.
-    pub limits: LimitHits,
-    /// The size of the tmpfs that held its scratch directory; `None`: its
-    /// scratch was not bounded.
-    pub scratch_bytes: Option<u64>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    #[error("cannot start {program}: {source}")]
-    Start {
-        program: String,
-        source: std::io::Error,
-    },
-    #[error("the sandbox could not confine {program}: {reason}")]
-    Confine { program: String, reason: String },
-    #[error("cannot bound {program}: {reason}")]
-    Limit { program: String, reason: String },
-}
 
 /// Runs processes with the guarantees above. One per host.
 #[derive(Debug)]
@@ -404,6 +325,9 @@ impl Supervisor {
         })
     }
 
+    /// Runs `spec` to its end under its limits and cleans up its whole
+    /// tree; how it ended is in the [`ProcessRun`], the error only when it
+    /// could not be started, confined or bounded.
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
         let start = Instant::now();
         let mut cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {

@@ -70,6 +70,7 @@ pub fn start_process(
 }
 
 impl StartedProcess {
+    /// Its pid (and its process group's id: it leads its group).
     pub fn id(&self) -> i32 {
         self.started.pid
     }
@@ -111,8 +112,11 @@ impl StartedProcess {
 /// ends; unregistered from the reaper when dropped (after it was waited
 /// on).
 pub struct Process {
+    /// The host's end of its stdin, until the caller takes it.
     pub stdin: Option<Writer>,
+    /// The host's end of its stdout, until the caller takes it.
     pub stdout: Option<Reader>,
+    /// The host's end of its stderr, until the caller takes it.
     pub stderr: Option<Reader>,
     child: PidfdChild,
     _tracked: super::reaper::Tracked,
@@ -127,6 +131,7 @@ impl std::fmt::Debug for Process {
 }
 
 impl Process {
+    /// Its pid (and its process group's id).
     pub fn id(&self) -> i32 {
         self.child.id()
     }

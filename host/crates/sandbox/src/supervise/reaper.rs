@@ -19,9 +19,9 @@ use std::sync::{Mutex, MutexGuard, Once};
 /// Pids of the host's direct children that the supervisor spawned and still
 /// waits on, and the cgroups of live gates.
 #[derive(Debug, Default)]
-pub struct Registry {
-    pub children: BTreeSet<i32>,
-    pub live_cgroups: BTreeSet<PathBuf>,
+pub(crate) struct Registry {
+    pub(crate) children: BTreeSet<i32>,
+    pub(crate) live_cgroups: BTreeSet<PathBuf>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -30,7 +30,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 });
 
 /// Locks the registry (a poisoned lock is still usable: it holds plain sets).
-pub fn registry() -> MutexGuard<'static, Registry> {
+pub(crate) fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -68,7 +68,11 @@ impl Drop for Tracked {
 /// Compiled in every build (the unit tests of the crates above this one,
 /// gatehost-git's and gatehost's, use it too), used by tests only.
 pub trait TrackedCommand {
+    /// [`std::process::Command::output`] (stdin null, stdout and stderr
+    /// piped), its child registered while it runs.
     fn tracked_output(&mut self) -> std::io::Result<std::process::Output>;
+    /// [`std::process::Command::status`], its child registered while it
+    /// runs.
     fn tracked_status(&mut self) -> std::io::Result<std::process::ExitStatus>;
 }
 

@@ -19,6 +19,8 @@ impl SpawnMode {
     /// The values `[sandbox] spawn` takes, for an error message.
     pub const ALLOWED: &'static str = "\"vfork\" or \"fork\"";
 
+    /// The mode `[sandbox] spawn` names (`vfork`, `fork`); `None` for
+    /// anything else.
     pub fn parse(text: &str) -> Option<SpawnMode> {
         match text {
             "vfork" => Some(SpawnMode::Vfork),
@@ -27,6 +29,7 @@ impl SpawnMode {
         }
     }
 
+    /// The mode's `[sandbox] spawn` value.
     pub fn as_str(self) -> &'static str {
         match self {
             SpawnMode::Vfork => "vfork",

@@ -4,6 +4,8 @@
 //! pipes), so a spawn path that got one of them wrong fails here.
 
 use super::*;
+use std::ffi::OsString;
+use std::path::Path;
 
 thread_local! {
     /// While set, `Child::status` on this thread never sees an exit (as a

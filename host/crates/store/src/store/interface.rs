@@ -73,14 +73,20 @@ pub type TxBody<'a> = Box<dyn FnOnce(&mut dyn RecordsTx) -> StoreResult<()> + 'a
 /// What one application of the retention rules deleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Swept {
+    /// Event log entries deleted.
     pub events: u64,
+    /// Webhook deliveries deleted.
     pub deliveries: u64,
+    /// Session rows deleted.
     pub sessions: u64,
+    /// Policy rows deleted.
     pub policies: u64,
+    /// Routine runs deleted.
     pub routines: u64,
 }
 
 impl Swept {
+    /// Whether nothing at all was deleted.
     pub fn is_empty(&self) -> bool {
         *self == Swept::default()
     }
@@ -97,6 +103,7 @@ pub trait Records {
     /// that an idle look writes nothing and wakes no reader.
     fn watch_due(&self, cutoff: Option<i64>, now: i64) -> StoreResult<bool>;
 
+    /// The session `id` (`AGENT:ID`), if registered.
     fn session(&self, id: &str) -> StoreResult<Option<SessionRow>>;
 
     /// Every session, in registration order.
@@ -122,6 +129,7 @@ pub trait Records {
     /// Whether `session_id` has an event of type `kind` in the log.
     fn has_session_event(&self, session_id: &str, kind: &str) -> StoreResult<bool>;
 
+    /// The policy `id`, if any.
     fn policy(&self, id: &str) -> StoreResult<Option<PolicyRow>>;
 
     /// Policies, oldest first; `statuses` empty means all.
@@ -219,6 +227,7 @@ pub trait Records {
     /// Every standing policy, oldest first.
     fn standing_policies(&self) -> StoreResult<Vec<StandingRow>>;
 
+    /// The standing policy `id`, if any.
     fn standing_policy(&self, id: &str) -> StoreResult<Option<StandingRow>>;
 
     /// Every registered passkey, oldest first.
@@ -307,6 +316,7 @@ pub trait RecordsTx: Records {
         now: i64,
     ) -> StoreResult<()>;
 
+    /// Adds the standing policy `s`, ordered after the others.
     fn insert_standing(&mut self, s: &StandingRow) -> StoreResult<()>;
 
     /// Removes a standing policy; whether it was there.

@@ -43,40 +43,78 @@ pub use codec::counter as codec_counter;
 use crate::config::Retention;
 use std::path::Path;
 
+/// Why the store could not read or write: each backend maps its own
+/// failures to these.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The disk (or the test hook's fault) refused a write for space: the
+    /// backend's message. Retrying later may succeed.
     #[error("the data directory is full: {0}")]
     Full(String),
+    /// The store's file or directory refused a write for permissions: the
+    /// backend's message. Retrying later may succeed.
     #[error("the store cannot be written (read-only data directory?): {0}")]
     ReadOnly(String),
+    /// The store file is not a database gatehost can read (or fails its
+    /// integrity check); it is never replaced.
     #[error("the store file {path} is damaged: {message}")]
-    Corrupt { path: String, message: String },
+    Corrupt {
+        /// The store file.
+        path: String,
+        /// What the backend found wrong.
+        message: String,
+    },
+    /// The store file's schema is newer than this build's: a downgrade,
+    /// refused rather than risking the newer data.
     #[error(
         "the store file {path} was written by a newer gatehost (schema {found}, this build knows {known})"
     )]
     TooNew {
+        /// The store file.
         path: String,
+        /// The schema version the file records.
         found: i64,
+        /// The newest schema version this build knows.
         known: i64,
     },
+    /// The store file or its directory could not be opened or made.
     #[error("cannot open the store {path}: {message}")]
-    Open { path: String, message: String },
+    Open {
+        /// The store file.
+        path: String,
+        /// The backend's message.
+        message: String,
+    },
     /// Any other failure of the backend, as its message.
     #[error("store error: {0}")]
     Backend(String),
+    /// A stored value (a row, a routine, a standing policy, a passkey) is
+    /// not valid JSON of its type (a few encodes of such values say so too).
     #[error("stored {what} is not valid JSON: {message}")]
-    Decode { what: &'static str, message: String },
+    Decode {
+        /// What was being read (`row`, `routine`, …).
+        what: &'static str,
+        /// The decoder's message.
+        message: String,
+    },
     /// A typed column that does not encode as JSON (never stored as
     /// `null`).
     #[error("the {column} to store does not encode as JSON: {message}")]
     Encode {
+        /// The column being written.
         column: &'static str,
+        /// The encoder's message.
         message: String,
     },
     /// A write of a row that did not decode (its placeholders would
     /// overwrite what is stored).
     #[error("{row}: its stored {column} does not decode; it is not written back")]
-    Damaged { row: String, column: String },
+    Damaged {
+        /// The row, named for a person (`routine <id>`, `standing policy <id>`).
+        row: String,
+        /// Its column that did not decode.
+        column: String,
+    },
     /// The caller of a write refused it (its own error says why, and is
     /// what it answers): the transaction was rolled back, nothing kept.
     #[error("the transaction was rolled back")]
@@ -93,6 +131,7 @@ impl StoreError {
     }
 }
 
+/// A store operation's result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Milliseconds since the Unix epoch.

@@ -16,7 +16,9 @@ use webauthn_rs::prelude::Passkey;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RowDamage {
+    /// The first column that does not decode (`spec`, `plan`, …).
     pub column: String,
+    /// The decoder's (or the check's) message.
     pub message: String,
 }
 
@@ -34,13 +36,19 @@ impl std::fmt::Display for RowDamage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SessionState {
+    /// Working on a turn (`turn-start`).
     Running,
+    /// Its last turn ended (`turn-end`, what gates run on).
     Idle,
+    /// The agent asks something (`awaiting-input`); does not gate.
     AwaitingInput,
+    /// It reported `exited` (or its process, for one gatehost started,
+    /// ended): a member's end for fan-in.
     Exited,
 }
 
 impl SessionState {
+    /// Its name as stored and shown (`awaiting-input`).
     pub fn as_str(self) -> &'static str {
         match self {
             SessionState::Running => "running",
@@ -50,6 +58,7 @@ impl SessionState {
         }
     }
 
+    /// The state named `s` (as [`SessionState::as_str`] gives it).
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "running" => SessionState::Running,
@@ -65,20 +74,34 @@ impl SessionState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyStatus {
+    /// Waiting for its members' turns to end (or their exit).
     Watching,
+    /// Its turns ended: waiting for its gate to run.
     Queued,
+    /// Its gate is running.
     Gating,
+    /// Its gate failed with retries left: the nudge is being delivered,
+    /// then it watches again.
     Nudging,
+    /// Its gate passed; a commit policy waits for the operator's ack (or
+    /// reject) before committing.
     AwaitingAck,
+    /// Acked: its prepared commit is being written and published.
     Committing,
     /// Its gate passed; its `review` chain's reviewer reviews the change.
     Reviewing,
+    /// Settled: passed (and committed, for a commit policy).
     Done,
+    /// Out of retries, no member alive, its gate could not run, its
+    /// deadline passed or its review escalated; only a cancel leaves it.
     Blocked,
+    /// Settled: cancelled or rejected by the operator, or a member went
+    /// stale under `on_stale = cancel`.
     Cancelled,
 }
 
 impl PolicyStatus {
+    /// Every status, in lifecycle order.
     pub const ALL: [PolicyStatus; 10] = [
         PolicyStatus::Watching,
         PolicyStatus::Queued,
@@ -92,6 +115,7 @@ impl PolicyStatus {
         PolicyStatus::Cancelled,
     ];
 
+    /// Its name as stored and shown (`awaiting-ack`).
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyStatus::Watching => "watching",
@@ -107,6 +131,7 @@ impl PolicyStatus {
         }
     }
 
+    /// The status named `s` (as [`PolicyStatus::as_str`] gives it).
     pub fn parse(s: &str) -> Option<Self> {
         PolicyStatus::ALL.into_iter().find(|p| p.as_str() == s)
     }
@@ -120,24 +145,40 @@ impl PolicyStatus {
     }
 }
 
+/// A registered agent session as stored (and, but for the fields it
+/// skips, as the API shows it).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRow {
+    /// `AGENT:ID` (`claude:<the CLI's session id>`).
     pub id: String,
+    /// The label it was registered with, which standing policies match.
     pub label: Option<String>,
+    /// The directory it was registered from, as given.
     pub cwd: String,
+    /// Its workspace, canonical: where its gates run and what its
+    /// policies commit in.
     pub workspace: String,
+    /// What it is doing, as last reported.
     pub state: SessionState,
+    /// Turns it has ended.
     pub turns: i64,
     /// Cursor of its latest `session:turn-end` event.
     pub last_turn_cursor: Option<i64>,
+    /// The agent's last message of its last turn, when its CLI sent it.
     pub last_message: Option<String>,
+    /// When it last reported anything (ms since the epoch): what the
+    /// watchdog's heartbeat timeout is measured from.
     pub heartbeat_at: Option<i64>,
+    /// Where to notify about it, as registered.
     pub notify_url: Option<String>,
     /// For sessions gatehost started: the argv it runs.
     pub command: Option<Vec<String>>,
+    /// For sessions gatehost started: its process's pid, once running.
     pub pid: Option<i64>,
+    /// When it was first registered (ms since the epoch).
     pub created_at: i64,
+    /// When the row last changed (ms since the epoch).
     pub updated_at: i64,
     /// The credential that registered (or started) it: only that one may
     /// register it again.
@@ -163,20 +204,29 @@ pub struct SessionRow {
     pub workspace_pin: Option<crate::anchor::DirIdentity>,
 }
 
+/// A policy as stored: its spec, where it is in its lifecycle, and what
+/// its gate runs and commit left.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRow {
+    /// `pol_…`, made at attach.
     pub id: String,
+    /// Its order of attach (the store's, increasing): what lists and
+    /// pages are ordered by.
     pub seq: i64,
     /// The attach input as validated (agentproto `policy_attach` JSON).
     pub spec: AttachInput,
+    /// Where it is in its lifecycle.
     pub status: PolicyStatus,
+    /// Its member sessions' ids, in the order given.
     pub sessions: Vec<String>,
     /// Members whose turn-end (or exit) is still awaited.
     pub pending: Vec<String>,
     /// Only session events with a cursor above this one count.
     pub watch_after: i64,
+    /// Failed gates it has nudged for, counted against `onFail.retries`.
     pub retries_used: i64,
+    /// Times its gate has run.
     pub gate_runs: i64,
     /// The last gate report (outcome, reason, gates).
     pub verdict: Option<RunReport>,
@@ -184,11 +234,18 @@ pub struct PolicyRow {
     pub plan: Option<CommitPlan>,
     /// The commit object written but maybe not yet published.
     pub prepared: Option<Prepared>,
+    /// The commit published (hex object id), once done.
     pub commit_sha: Option<String>,
+    /// The last reason given of it: its failed gate's, a rejection's, or
+    /// why it is blocked or cancelled.
     pub reason: Option<String>,
+    /// The policy whose `next` attached it, if any.
     pub parent_id: Option<String>,
+    /// The policy its own `next` attached, once it passed.
     pub next_id: Option<String>,
+    /// When it was attached (ms since the epoch).
     pub created_at: i64,
+    /// When the row last changed (ms since the epoch).
     pub updated_at: i64,
     /// Daemon deaths by a fault of its own (an abort, recorded by the
     /// fault marker; never a kill from outside) in a row that found its
@@ -272,10 +329,15 @@ impl PolicyRow {
 /// `{cursor, at, type, sessionId, policyId, payload, damage?}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
+    /// Its place in the log: increasing, never reused.
     pub cursor: i64,
+    /// When it was stored (ms since the epoch).
     pub at: i64,
+    /// The session it is about, if any.
     pub session_id: Option<String>,
+    /// The policy it is about, if any.
     pub policy_id: Option<String>,
+    /// The event, typed.
     pub event: Event,
     /// Set when the stored payload does not decode (the event is then
     /// `Unknown` with a `null` payload).
@@ -289,21 +351,32 @@ impl EventRow {
     }
 }
 
+/// Which events a read of the log returns ([`super::Records::events`]).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
+    /// Only events with a cursor above this one.
     pub since: i64,
     /// Full names (`session:turn-end`); empty = all.
     pub types: Vec<String>,
+    /// Only these sessions' events and those of the policies they are
+    /// members of; empty = all.
     pub session_ids: Vec<String>,
+    /// Only these policies' events; empty = all.
     pub policy_ids: Vec<String>,
+    /// At most this many, oldest first (at least 1).
     pub limit: usize,
 }
 
+/// A pending webhook delivery: one event to one URL.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    /// The delivery's own id in the store.
     pub id: i64,
+    /// The webhook URL it is sent to.
     pub url: String,
+    /// Attempts made so far.
     pub attempts: u32,
+    /// The event it delivers.
     pub event: EventRow,
 }
 
@@ -311,6 +384,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StandingRow {
+    /// Its id, made when it was added.
     pub id: String,
     /// Agents (a session id's part before `:`); empty: every agent.
     pub agents: Vec<String>,
@@ -324,6 +398,7 @@ pub struct StandingRow {
     /// kept and shown as the operator gave it; `None` (`null`) when its
     /// stored JSON does not decode (then `damage` says why).
     pub policy: Option<AsGiven<AttachInput>>,
+    /// When it was added (ms since the epoch).
     pub created_at: i64,
     /// Set when a stored column does not decode: which and why. Such a
     /// template attaches nothing (the engine says so) and is never written
@@ -343,6 +418,8 @@ pub struct PasskeyRow {
     /// it; `Err` with why when the stored column does not decode (such a
     /// passkey can prove nothing, and is said so).
     pub passkey: Result<Passkey, String>,
+    /// When it was registered (ms since the epoch).
     pub created_at: i64,
+    /// When it last proved a sign-in (ms since the epoch), if ever.
     pub last_used_at: Option<i64>,
 }

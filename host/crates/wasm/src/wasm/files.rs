@@ -29,7 +29,7 @@ const FILES_PER_TASK: usize = 8;
 
 /// Why one file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     TooLarge,
     Unreadable(String),
 }
@@ -76,7 +76,7 @@ pub fn list_files(root: &Dir) -> Result<Vec<String>, String> {
 /// Reads `paths` (each at most `max_bytes`), in order, on rayon's pool.
 /// Errors as a whole when more than `budget` bytes would be handed back
 /// (no file is read once the budget is spent).
-pub fn read_files(
+pub(crate) fn read_files(
     root: &Dir,
     paths: &[String],
     max_bytes: u64,

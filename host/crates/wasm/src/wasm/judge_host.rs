@@ -16,6 +16,7 @@ pub struct JudgeCall<'a> {
     pub label: String,
     /// The configured adapter (`[judge.adapters]`).
     pub adapter: &'a str,
+    /// The model asked of the adapter, if the call names one.
     pub model: Option<&'a str>,
     /// The rubric the judge answers: the whole prompt of a `judge` call,
     /// the `rubric` of a `judge-with-context` call.
@@ -35,13 +36,25 @@ pub enum JudgeAnswer {
     /// The judge could not run (no such adapter, a crash): why.
     CouldNotRun(String),
     /// It decided, with its output.
-    Decided { pass: bool, output: String },
+    Decided {
+        /// Whether its verdict line says PASS.
+        pass: bool,
+        /// The judge's output.
+        output: String,
+    },
     /// No verdict line, or a timeout: nothing was decided (fail closed).
-    Undecided { reason: String, output: String },
+    Undecided {
+        /// Why nothing was decided.
+        reason: String,
+        /// What the judge printed before that.
+        output: String,
+    },
 }
 
 /// Runs judge calls for plugins (the gate layer's `GateRunner`).
 pub trait JudgeHost: Send + Sync + std::fmt::Debug {
+    /// Runs one call to its end (bounded by `call.timeout`); never fails
+    /// but as an answer.
     fn judge<'a>(
         &'a self,
         call: JudgeCall<'a>,

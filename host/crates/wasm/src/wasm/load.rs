@@ -56,8 +56,11 @@ use wasmtime::component::Component;
 /// A plugin file's bytes and identity.
 #[derive(Debug)]
 pub struct PluginFile {
+    /// The plugin as the gate named it (its name, or its path).
     pub name: String,
+    /// The file it was read from.
     pub path: PathBuf,
+    /// The file's contents, as read (once, then hashed and compiled).
     pub bytes: Vec<u8>,
     /// sha256 of `bytes`, lower-case hex.
     pub digest: String,

@@ -59,15 +59,22 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// A component's interface, and why gatehost would refuse it.
 #[derive(Debug, Clone)]
 pub struct Inspection {
+    /// The interfaces (and functions) it imports, by their WIT names.
     pub imports: Vec<String>,
+    /// The interfaces (and functions) it exports, by their WIT names.
     pub exports: Vec<String>,
+    /// Why gatehost would refuse it (a forbidden import, the wrong
+    /// world); `None`: it would load.
     pub problem: Option<PluginError>,
 }
 
 /// A compiled plugin, ready to instantiate.
 pub struct LoadedPlugin {
+    /// The plugin as the gate named it (its name, or its path).
     pub name: String,
+    /// The sha256 of its file, lower-case hex.
     pub digest: String,
+    /// Its file's size (bytes).
     pub size: usize,
     /// Which of the workspace's doors it imports (else that door is not
     /// opened for its evaluations).
@@ -77,23 +84,36 @@ pub struct LoadedPlugin {
 
 /// What an evaluation is given.
 pub struct Evaluation {
+    /// The record its `evaluate` is called with.
     pub context: PluginContext,
+    /// Its time, fuel, memory and output bounds.
     pub bounds: PluginBounds,
+    /// The workspace's path (for messages; the plugin reads through
+    /// `workspace_dir`).
     pub workspace_root: std::path::PathBuf,
     /// The workspace as the anchor opened it, for `workspace-files` and
     /// `read-files` (set when the plugin imports the host interface).
     pub workspace_dir: Option<cap_std::fs::Dir>,
+    /// The unified diff of each changed file, by workspace-relative path,
+    /// for `file-diff`.
     pub diffs: Arc<BTreeMap<String, String>>,
+    /// How its `judge` calls reach the host's judge.
     pub judge: JudgeBridge,
 }
 
 /// The context record handed to `evaluate`.
 #[derive(Debug, Clone, Default)]
 pub struct PluginContext {
+    /// The agent session the gate runs for (`None` for `gatehost check`).
     pub session_id: Option<String>,
+    /// The policy the gate belongs to (`None` for `gatehost check`).
     pub policy_id: Option<String>,
+    /// The gate object's `config`, as string keys and values: strings as
+    /// they are, other JSON values as JSON text.
     pub config: Vec<(String, String)>,
+    /// The whole gate object's `config` as JSON text (`{}` when absent).
     pub config_json: String,
+    /// The agent's last message, when the host knows it.
     pub last_message: Option<String>,
     /// Workspace-relative paths and how they changed.
     pub changed_files: Vec<(String, ChangeKind)>,
@@ -104,18 +124,26 @@ pub use crate::change::ChangeKind;
 /// A plugin's answer.
 #[derive(Debug, Clone)]
 pub struct PluginVerdict {
+    /// Whether it decided `pass`.
     pub passed: bool,
+    /// Its one line a person understands.
     pub summary: String,
+    /// Its findings (at most `[wasm] max_findings`).
     pub findings: Vec<Finding>,
+    /// What it wrote to stdout, within its output bound.
     pub stdout: Vec<u8>,
+    /// What it wrote to stderr, within its output bound.
     pub stderr: Vec<u8>,
+    /// What the evaluation used.
     pub usage: PluginUsage,
 }
 
 /// The output captured from a plugin whose evaluation failed.
 #[derive(Debug, Clone, Default)]
 pub struct CapturedOutput {
+    /// What it wrote to stdout before it failed, within its output bound.
     pub stdout: Vec<u8>,
+    /// What it wrote to stderr before it failed, within its output bound.
     pub stderr: Vec<u8>,
     /// What the evaluation used, when it got as far as a store (`None`
     /// when it failed before one was made).
@@ -126,6 +154,7 @@ pub struct CapturedOutput {
 /// the store once the call is over (nothing is measured on the way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginUsage {
+    /// The bounds it ran under.
     pub bounds: PluginBounds,
     /// Wall-clock time from instantiation (or the call, for an instance
     /// made ahead) to the answer, judge calls included, as the time bound
@@ -133,6 +162,7 @@ pub struct PluginUsage {
     pub elapsed: std::time::Duration,
     /// Of `elapsed`, the time spent in judge calls.
     pub judge_time: std::time::Duration,
+    /// Judge calls it made.
     pub judge_calls: u32,
     /// Fuel consumed (the whole bound when it ran out).
     pub fuel_used: u64,
@@ -177,6 +207,9 @@ impl Drop for WasmHost {
 }
 
 impl WasmHost {
+    /// The host for `config`: its wasmtime engine (with the pooling
+    /// allocator when configured and available, else on-demand instances)
+    /// and its epoch ticker. Fails only when no engine can be made.
     pub fn new(config: WasmConfig) -> Result<Self, PluginError> {
         let (engine, pooling) = match Self::build_engine(&config, config.pooling) {
             Ok(e) if !config.pooling => (e, false),
@@ -259,6 +292,7 @@ impl WasmHost {
         Engine::new(&c)
     }
 
+    /// The `[wasm]` configuration it was made with.
     pub fn config(&self) -> &WasmConfig {
         &self.config
     }

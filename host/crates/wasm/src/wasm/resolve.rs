@@ -60,7 +60,9 @@ impl NamedPlugin {
 /// Where [`WasmHost::find_named`] found a plugin.
 #[derive(Debug, Clone)]
 pub enum Located {
+    /// A file in a plugin directory, at this path.
     File(PathBuf),
+    /// A plugin carried in the binary.
     Carried(&'static Carried),
 }
 

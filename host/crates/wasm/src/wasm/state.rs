@@ -33,10 +33,17 @@ pub(super) enum BoundHit {
 pub struct JudgeBridge {
     /// Runs the call (the gate layer's judge).
     pub host: Arc<dyn JudgeHost>,
+    /// The adapter the gate's `judge` names; `None`: no judge is
+    /// configured, and a call is an error.
     pub adapter: Option<String>,
+    /// The model the gate's `judge` names, if any.
     pub model: Option<String>,
+    /// Each call's own bound (the gate's `judge.timeoutMs`, else the
+    /// default), within what is left of the evaluation's.
     pub timeout: Duration,
+    /// Whether a call's verdict line must carry its nonce.
     pub nonce: bool,
+    /// Judge calls one evaluation may make.
     pub max_calls: u32,
 }
 
