@@ -41,6 +41,31 @@ bash scripts/install-aider.sh
 # driving the system Chromium) for the web page's browser tests.
 bash scripts/install-browser.sh
 
+# A throwaway PostgreSQL cluster (Debian's postgresql, installed when missing)
+# for the store's PostgreSQL tests: an unprivileged user, loopback only, in a
+# temporary directory, stopped on any exit. With it the tests must find it
+# (GATEHOST_TEST_PG_REQUIRED=1: a PostgreSQL test that cannot reach it
+# fails); where it cannot be installed or started, one loud line says so and
+# those tests print SKIPPED instead of running.
+pg_skip=
+pg_err=$(mktemp)
+if ! bash scripts/pg-cluster.sh install 2>"$pg_err"; then
+    pg_skip="cannot install PostgreSQL: $(tr '\n' ' ' <"$pg_err")"
+elif ! pg_env=$(bash scripts/pg-cluster.sh start 2>"$pg_err"); then
+    pg_skip="cannot start a cluster: $(tr '\n' ' ' <"$pg_err")"
+else
+    while IFS='=' read -r key value; do
+        case "$key" in GATEHOST_TEST_PG_*) export "$key=$value" ;; esac
+    done <<<"$pg_env"
+    trap 'bash scripts/pg-cluster.sh stop "$GATEHOST_TEST_PG_DIR"' EXIT
+    export GATEHOST_TEST_PG_REQUIRED=1
+    echo "PostgreSQL tests: a cluster at $GATEHOST_TEST_PG_URL ($GATEHOST_TEST_PG_DIR)" >&2
+fi
+rm -f "$pg_err"
+if [ -n "$pg_skip" ]; then
+    echo "PostgreSQL tests SKIPPED: $pg_skip" >&2
+fi
+
 # Unit tests (host/) and whole-program tests (tests/), real processes and all.
 # (No doc tests: the crate has none, and a run closing on "0 passed" reads
 # as a run that tested nothing.)
@@ -65,3 +90,8 @@ fi
 # gatehost itself was compiled again).
 test -x target/debug/gatehost
 bash examples/daemon-demo.sh "$PWD/target/debug/gatehost"
+
+# Said again last, where a reader of the run looks.
+if [ -n "$pg_skip" ]; then
+    echo "PostgreSQL tests SKIPPED: $pg_skip" >&2
+fi
