@@ -81,7 +81,9 @@ pub(super) fn append(store: &PgStore, kind: &str, session: Option<&str>) -> i64 
 }
 
 /// Waits (bounded) until `n` sessions wait for an advisory lock in the
-/// test's database: the database says the writer is blocked, no sleep.
+/// test's database: the database says the writer is blocked (the test
+/// goes on on that fact, never on a guess of how long it takes; the short
+/// pause only spares the server a flood of admin connections).
 fn until_waiting(db: &TestDb, n: usize) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while db.advisory_waiters() < n {
@@ -89,7 +91,7 @@ fn until_waiting(db: &TestDb, n: usize) {
             std::time::Instant::now() < deadline,
             "no writer ever waited for the lock"
         );
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -536,4 +538,36 @@ fn sessions_page_in_registration_order_and_are_found_by_key() {
         ["c", "b"]
     );
     assert_eq!(store.sessions_to_recover().expect("recover").len(), 3);
+}
+
+/// A body that panics leaves nothing: its connection is dropped out of
+/// the pool (the server rolls it back and releases the write lock), and
+/// other hosts' writes go on.
+#[test]
+fn a_body_that_panics_leaves_nothing_open() {
+    let Some(db) = TestDb::new("a_body_that_panics_leaves_nothing_open") else {
+        return;
+    };
+    let a = PgStore::open(&db.options()).expect("open host a");
+    let b = PgStore::open(&db.options()).expect("open host b");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: StoreResult<()> = a.write(|tx| {
+            tx.append_event(
+                &crate::model::event::Event::decode("policy:passed", json!({})),
+                None,
+                None,
+                &[],
+            )?;
+            panic!("a bug in the body");
+        });
+    }));
+    assert!(panicked.is_err());
+    // Host b takes the write lock at once: a's transaction is gone.
+    assert_eq!(
+        append(&b, "policy:failed", None),
+        1,
+        "the panicked append is not kept"
+    );
+    assert_eq!(append(&a, "policy:done", None), 2, "host a writes again");
+    assert_eq!(b.head_cursor().expect("head"), 2);
 }
