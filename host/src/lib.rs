@@ -38,8 +38,8 @@
 //! - [`permission`]: the pure permission rule of an ACP session;
 //! - [`store`]: the daemon's durable store (sessions, policies, routines,
 //!   standing policies, passkeys, events, deliveries) as typed records
-//!   behind one interface (`Records`, `RecordsTx`, `Backend`), with SQLite
-//!   its one backend;
+//!   behind one interface (`Records`, `RecordsTx`, `Backend`), on SQLite
+//!   (the default) or PostgreSQL;
 //! - [`bus`]: event names (from [`model::event`]) and the wake-up of
 //!   long-polls;
 //! - [`fault_marker`]: how a start tells the daemon's own fault from a kill;

@@ -1,13 +1,15 @@
 //! gatehost's durable store, below the engine: sessions, policies,
 //! routines, standing policies, passkeys, the event log and pending
 //! webhook deliveries, as typed records behind one interface
-//! ([`store::Records`], [`store::RecordsTx`], [`store::Backend`]), with
-//! SQLite its one backend ([`store`] says how).
+//! ([`store::Records`], [`store::RecordsTx`], [`store::Backend`]), on
+//! SQLite (one host, the default) or PostgreSQL (a store many hosts can
+//! share) ([`store`] says how).
 //!
-//! It owns the schema, its migrations and the only rusqlite types of the
-//! workspace. It must never run a gate, a process or a network call, nor
-//! know the engine's rules: it stores what the engine decided, in one
-//! transaction with the events that say so.
+//! It owns the schemas, their migrations and the only database driver
+//! types of the workspace (rusqlite, tokio-postgres). It must never run a
+//! gate, a process or a network call (but to its own PostgreSQL
+//! database), nor know the engine's rules: it stores what the engine
+//! decided, in one transaction with the events that say so.
 
 #![warn(missing_docs)]
 

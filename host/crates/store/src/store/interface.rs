@@ -1,8 +1,8 @@
 //! What a store is: the contract every backend implements, in typed
-//! records (the `rows` types) in and out. The SQLite backend
-//! (`store::sqlite`) is one implementation; a second one (PostgreSQL,
-//! issue 51) is a new module implementing these three traits, and nothing
-//! above `store` changes.
+//! records (the `rows` types) in and out. Two implement it: SQLite
+//! (`store::sqlite`, the default) and PostgreSQL (`store::postgres`, issue
+//! 51), each a module implementing these three traits; nothing above
+//! `store` knows which.
 //!
 //! - [`Records`]: every read. Answered both by the backend (each call on
 //!   its own, a consistent snapshot) and inside a transaction (seeing what
@@ -18,7 +18,8 @@
 //!   once when it commits, or not at all: a body that returns an error, or
 //!   a commit that fails, leaves nothing. No reader ever sees an event
 //!   before the state change it describes. Transactions are serialised
-//!   (SQLite: `BEGIN IMMEDIATE` under one lock): a body reads what it
+//!   (SQLite: `BEGIN IMMEDIATE` under one lock; PostgreSQL: one advisory
+//!   lock taken by every transaction of every host): a body reads what it
 //!   writes on, and no other write interleaves. The body runs exactly once
 //!   (it is an `FnOnce`): a backend that must retry a conflict reports the
 //!   error instead.
@@ -41,12 +42,14 @@
 //!   ([`StoreError::Damaged`]); `put_damaged_policy` and
 //!   `end_damaged_routine` write only the columns they name. The columns are
 //!   encoded and decoded by `store::codec`, shared by every backend.
-//! - **Errors.** [`StoreError::is_unavailable`] (`Full`, `ReadOnly`) means
-//!   the store cannot take writes now and a retry later may succeed (the
+//! - **Errors.** [`StoreError::is_unavailable`] (`Full`, `ReadOnly`,
+//!   `Unreachable`) means the store cannot take writes now and a retry
+//!   later may succeed (the
 //!   API answers 503 with `Retry-After`, the engine keeps its state to try
 //!   again): a backend maps its transient failures onto these. Every other
 //!   error is final for that call. A backend's own error type never leaves
-//!   its module (SQLite's `From<rusqlite::Error>` lives in `store::sqlite`).
+//!   its module (SQLite's `From<rusqlite::Error>` lives in `store::sqlite`,
+//!   PostgreSQL's mapping in `store::postgres`).
 //! - **Never** a gate, a process or a network call of the daemon's inside
 //!   a transaction, and no lock held across an `.await` (the interface is
 //!   synchronous).
@@ -352,7 +355,8 @@ pub trait Backend: Records + Send + Sync {
     /// a pending delivery; and never moves the head cursor back.
     fn apply_retention(&self, rules: &Retention, now: i64) -> StoreResult<Swept>;
 
-    /// Where the store lives, for messages (SQLite: its file).
+    /// Where the store lives, for messages (SQLite: its file; PostgreSQL:
+    /// `postgres://user@host:port/database`, never a password).
     fn location(&self) -> String;
 
     /// Test only: the stored text of `column` of the row `id` of `table`

@@ -13,11 +13,14 @@
 //! [`Tx::after_commit`]. The typed JSON columns are encoded and decoded
 //! once, at this edge, by `codec` (shared by every backend).
 //!
-//! The one backend today is `sqlite` (one SQLite file, WAL,
-//! `synchronous=FULL`, in the data directory): it owns the connection,
-//! the schema and its migrations, the SQL and the decoding of its rows;
-//! no SQL and no rusqlite type leaves it. A second backend is a new module
-//! implementing [`Backend`], checked by `conformance`.
+//! Two backends implement it, each checked by `conformance`: `sqlite`
+//! (one SQLite file, WAL, `synchronous=FULL`, in the data directory: the
+//! default, for one host, nothing to set up; [`Store::open`]) and
+//! `postgres` (one PostgreSQL database that many hosts can share, issue
+//! 51; [`Store::open_postgres`], with [`pg_migrate`] and [`pg_status`] for
+//! the command line). Each owns its connections, its schema and its
+//! migrations, its SQL and the decoding of its rows; no SQL and no driver
+//! type leaves it.
 //!
 //! It must never run a gate, a process or a network call of the daemon's,
 //! and never hold its lock across an `.await`.
@@ -26,11 +29,13 @@ mod codec;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod interface;
+mod postgres;
 mod routine_rows;
 mod rows;
 mod sqlite;
 
 pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
+pub use postgres::{PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
     Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, RowDamage, SessionRow,
@@ -39,6 +44,9 @@ pub use rows::{
 
 #[cfg(any(test, feature = "test-support"))]
 pub use codec::counter as codec_counter;
+/// Test only: a fresh PostgreSQL database per test (see its doc).
+#[cfg(any(test, feature = "test-support"))]
+pub use postgres::testdb as pg_testdb;
 
 use crate::config::Retention;
 use std::path::Path;
@@ -77,6 +85,12 @@ pub enum StoreError {
         /// The newest schema version this build knows.
         known: i64,
     },
+    /// The database cannot be reached now (PostgreSQL: no connection could
+    /// be made or it was lost, the server is shutting down or has too many
+    /// connections, a serialization or deadlock failure): the backend's
+    /// message, never a password. Retrying later may succeed.
+    #[error("the database cannot be reached: {0}")]
+    Unreachable(String),
     /// The store file or its directory could not be opened or made.
     #[error("cannot open the store {path}: {message}")]
     Open {
@@ -125,9 +139,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True when retrying later may succeed (space or permissions returned).
+    /// True when retrying later may succeed (space or permissions
+    /// returned, the database reachable again).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Full(_) | StoreError::ReadOnly(_))
+        matches!(
+            self,
+            StoreError::Full(_) | StoreError::ReadOnly(_) | StoreError::Unreachable(_)
+        )
     }
 }
 
@@ -172,6 +190,15 @@ impl Store {
     /// damaged file is an error naming it, never silently replaced.
     pub fn open(dir: &Path) -> StoreResult<Store> {
         Ok(Store::over(Box::new(sqlite::SqliteStore::open(dir)?)))
+    }
+
+    /// Opens the PostgreSQL store of `opts`: connects (TLS as its URL's
+    /// `sslmode` says) and brings the schema up to this build's, under an
+    /// advisory lock so that two hosts never migrate at once. A schema
+    /// newer than this build's is refused ([`StoreError::TooNew`]); a
+    /// database that cannot be reached is [`StoreError::Unreachable`].
+    pub fn open_postgres(opts: &PgOptions) -> StoreResult<Store> {
+        Ok(Store::over(Box::new(postgres::PgStore::open(opts)?)))
     }
 
     /// A store over `backend`.

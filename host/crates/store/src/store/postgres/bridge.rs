@@ -1,0 +1,166 @@
+//! The synchronous bridge between the store's interface (synchronous, called
+//! from the daemon's async code as SQLite is) and tokio-postgres (async).
+//!
+//! It owns the backend's own small tokio runtime (two worker threads named
+//! `gatehost-pg`), on which every connection's task and the pool's timers
+//! run, and [`Sql`], the synchronous face of one connection: a call enters
+//! that runtime's context and waits for the client's future on the calling
+//! thread with `futures::executor::block_on` (the client talks to its
+//! connection task over channels, so any executor can poll it). It must
+//! never call `Runtime::block_on` (which panics inside the daemon's
+//! runtime), never be dropped blocking (its runtime is shut down in the
+//! background), and never let a driver type out of `store::postgres`.
+
+use super::errors::from_pg;
+use crate::store::{StoreError, StoreResult};
+use deadpool_postgres::ClientWrapper;
+use std::cell::Cell;
+use std::future::Future;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// A statement's parameter.
+pub(super) type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// The backend's runtime: connections run on it; callers wait on their
+/// own thread.
+pub(super) struct Bridge {
+    /// Always `Some` until dropped (taken to shut it down in the
+    /// background).
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bridge(gatehost-pg)")
+    }
+}
+
+impl Bridge {
+    /// Starts the runtime (two worker threads, `gatehost-pg`).
+    pub(super) fn new() -> StoreResult<Bridge> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("gatehost-pg")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| {
+                StoreError::Backend(format!("cannot start the PostgreSQL runtime: {e}"))
+            })?;
+        Ok(Bridge { rt: Some(rt) })
+    }
+
+    /// Runs `fut` to its end on the calling thread, inside the runtime's
+    /// context (so that what it spawns, its sockets and its timers are the
+    /// runtime's). Safe from inside any other runtime, of either flavour.
+    pub(super) fn wait<F: Future>(&self, fut: F) -> F::Output {
+        let _inside = self.rt.as_ref().map(|rt| rt.handle().enter());
+        futures::executor::block_on(fut)
+    }
+
+    /// Runs `fut` on the runtime, in the background (a connection's task).
+    #[cfg(any(test, feature = "test-support"))]
+    pub(super) fn spawn<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if let Some(rt) = &self.rt {
+            drop(rt.spawn(fut));
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics in async code: the
+        // store may be dropped there.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// One connection, synchronously: each call prepares its statement (cached
+/// per connection) and waits for its answer. It remembers whether a
+/// statement failed, so that a transaction with a failed statement is
+/// never committed (PostgreSQL would silently roll it back).
+pub(super) struct Sql<'a> {
+    bridge: &'a Bridge,
+    client: &'a ClientWrapper,
+    failed: Cell<bool>,
+}
+
+impl<'a> Sql<'a> {
+    pub(super) fn new(bridge: &'a Bridge, client: &'a ClientWrapper) -> Sql<'a> {
+        Sql {
+            bridge,
+            client,
+            failed: Cell::new(false),
+        }
+    }
+
+    /// Whether a statement on it has failed.
+    pub(super) fn failed(&self) -> bool {
+        self.failed.get()
+    }
+
+    fn noted<T>(&self, r: Result<T, tokio_postgres::Error>) -> StoreResult<T> {
+        r.map_err(|e| {
+            self.failed.set(true);
+            from_pg(e)
+        })
+    }
+
+    /// The rows `sql` answers.
+    pub(super) fn query(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Vec<Row>> {
+        let c = self.client;
+        self.noted(self.bridge.wait(async {
+            let st = c.prepare_cached(sql).await?;
+            c.query(&st, params).await
+        }))
+    }
+
+    /// The one row `sql` answers, if any (more is an error).
+    pub(super) fn opt(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Option<Row>> {
+        let c = self.client;
+        self.noted(self.bridge.wait(async {
+            let st = c.prepare_cached(sql).await?;
+            c.query_opt(&st, params).await
+        }))
+    }
+
+    /// The one row `sql` answers (none is an error).
+    pub(super) fn one(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Row> {
+        let c = self.client;
+        self.noted(self.bridge.wait(async {
+            let st = c.prepare_cached(sql).await?;
+            c.query_one(&st, params).await
+        }))
+    }
+
+    /// Runs `sql`; how many rows it changed.
+    pub(super) fn execute(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<u64> {
+        let c = self.client;
+        self.noted(self.bridge.wait(async {
+            let st = c.prepare_cached(sql).await?;
+            c.execute(&st, params).await
+        }))
+    }
+
+    /// Runs statements without parameters, in one round trip.
+    pub(super) fn batch(&self, sql: &str) -> StoreResult<()> {
+        self.noted(self.bridge.wait(self.client.batch_execute(sql)))
+    }
+}
+
+/// Column `name` of `row`, or an error naming it (never a panic).
+pub(super) fn col<'r, T: tokio_postgres::types::FromSql<'r>>(
+    row: &'r Row,
+    name: &str,
+) -> StoreResult<T> {
+    row.try_get(name).map_err(|e| StoreError::Decode {
+        what: "row",
+        message: format!("{name}: {e}"),
+    })
+}
