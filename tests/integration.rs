@@ -1,5 +1,5 @@
 //! The whole-program tests: real `gatehost` processes, daemons on loopback,
-//! git repositories and SQLite files. One test binary with a folder per
+//! git repositories, SQLite files and PostgreSQL databases. One test binary with a folder per
 //! area and a module per file, so the crate is linked once for all of them
 //! (`cargo test --test integration daemon::` runs one area,
 //! `cargo test --test integration daemon::commits::` one file; the areas are
@@ -23,3 +23,4 @@ mod daemon;
 mod gates;
 mod hooks;
 mod sandbox;
+mod store;

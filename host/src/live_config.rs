@@ -200,6 +200,8 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("wasm", true, &c.wasm),
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),
+        // The store is opened once, at start.
+        s("store", true, &c.store),
         s("hook", false, &c.hook),
         // Read when an agent starts: applies to the agents started next.
         s("agents", false, &c.agents),
@@ -304,6 +306,7 @@ pub fn keep_until_restart(old: &HostConfig, new: &mut HostConfig, needs_restart:
             "wasm" => new.wasm = old.wasm.clone(),
             "sandbox" => new.sandbox = old.sandbox.clone(),
             "retention" => new.retention = old.retention.clone(),
+            "store" => new.store = old.store.clone(),
             "daemon.max_gating" => n.max_gating = o.max_gating,
             "daemon.webhook_secret_file" => n.webhook_secret_file = o.webhook_secret_file.clone(),
             "daemon.webhook_timeout_ms" => n.webhook_timeout = o.webhook_timeout,

@@ -52,6 +52,12 @@ const DOCS: &[Doc] = &[
         text: include_str!("../../../docs/mcp.md"),
     },
     Doc {
+        topic: "fleet",
+        file: "docs/fleet.md",
+        about: "where serve keeps its state: SQLite by default, or PostgreSQL ([store], store migrate|check)",
+        text: include_str!("../../../docs/fleet.md"),
+    },
+    Doc {
         topic: "routines",
         file: "docs/chains-routines.md",
         about: "routines (steps agents carry out, escalations, restarts) and review chains",
@@ -60,7 +66,7 @@ const DOCS: &[Doc] = &[
 ];
 
 /// The topics, for `--help` and errors.
-pub(super) const TOPICS: &str = "readme, agents, daemon, security, plugins, mcp, routines";
+pub(super) const TOPICS: &str = "readme, agents, daemon, fleet, security, plugins, mcp, routines";
 
 /// Prints the document `topic` (Markdown), or the list of them.
 pub(super) fn show(topic: Option<&str>) -> CliResult<i32> {

@@ -26,6 +26,9 @@ mod routine;
 pub mod serve;
 pub mod server_args;
 mod standing;
+pub mod store_cmd;
+pub mod store_lock;
+pub mod store_open;
 mod ui;
 
 pub use check::render_report;
@@ -104,6 +107,10 @@ pub enum Command {
     /// reach their daemon, and answer in the CLI's shape (a dry run).
     #[command(after_help = doctor::AFTER_HELP)]
     Doctor(doctor::DoctorArgs),
+    /// The daemon's store: `migrate` brings a PostgreSQL database to this
+    /// build's schema, `check` says what the store is and holds.
+    #[command(subcommand, after_help = store_cmd::AFTER_HELP)]
+    Store(store_cmd::StoreCommand),
     /// Register, report, start and list agent sessions (client of `serve`).
     Session {
         #[command(flatten)]
@@ -163,7 +170,7 @@ pub enum Command {
     /// Print the man page (roff) on stdout, e.g. `gatehost man > gatehost.1`.
     Man,
     /// Print one of gatehost's documents (Markdown, carried in the binary):
-    /// readme, agents, daemon, security, plugins, mcp, routines; with none, the list.
+    /// readme, agents, daemon, fleet, security, plugins, mcp, routines; with none, the list.
     Docs {
         #[arg(value_name = "TOPIC")]
         topic: Option<String>,
@@ -345,6 +352,7 @@ pub fn main() -> i32 {
         | Command::Events { client, .. }
         | Command::Wait { client, .. } => (client.json, None),
         Command::Ui(a) => (a.json, None),
+        Command::Store(store_cmd::StoreCommand::Check(a)) => (a.json, None),
         _ => (false, None),
     };
     match run(cli.command) {
@@ -358,6 +366,7 @@ fn run(command: Command) -> error::CliResult<i32> {
     match command {
         Command::Check(args) => check::check(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Store(command) => store_cmd::run(command),
         Command::Hook(command) => hook::run(command),
         Command::Session { client, command } => client::session(command, client),
         Command::Policy {

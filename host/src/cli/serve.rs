@@ -7,7 +7,6 @@ use crate::api::{self, AppState, Tokens};
 use crate::config::HostConfig;
 use crate::engine::Engine;
 use crate::gate::GateRunner;
-use crate::store::Store;
 use crate::webhook::Webhooks;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -32,8 +31,9 @@ recorded, no gate starts, until a reload enables it again.";
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Where the store (gatehost.db), the tokens and server.url live
-    /// [default: <user data dir>/gatehost].
+    /// Where the store (gatehost.db, unless `[store] url` names a
+    /// PostgreSQL database), the tokens and server.url live [default:
+    /// <user data dir>/gatehost].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Loopback address and port to listen on (port 0: any free port).
@@ -248,11 +248,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     crate::webhook::install_tls_provider();
-    let store = Store::open(&data_dir).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // The SQLite file in the data directory, or the PostgreSQL database
+    // `[store] url` names (its password read now, once), with its
+    // one-daemon lock held for this process's life.
+    let (store, store_at, _database_lock) = super::store_open::open(&config, &data_dir, &runtime)?;
     runtime.block_on(async move {
         let (public_url, ack_requires) =
             (config.daemon.public_url.clone(), config.daemon.ack_requires);
@@ -357,11 +360,12 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         println!("page: {page}/ui/ (log in with `gatehost ui`)");
         println!("data: {}", data_dir.display());
+        println!("store: {store_at}");
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
         println!("{confinement}");
         let also = bound.partner_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(%url, %also, %page, data = %data_dir.display(), %confinement, "serving");
+        tracing::info!(%url, %also, %page, data = %data_dir.display(), store = %store_at, %confinement, "serving");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopping = engine.clone();
         tokio::spawn(async move {

@@ -88,7 +88,7 @@ fn every_restart_setting_can_keep_its_old_value() {
     assert!(!names.is_empty());
     let old = parsed("");
     let mut new = parsed(
-        "[judge]\nslots = 7\n[wasm]\npooling = false\n[sandbox]\nrequired = false\n[retention]\nenabled = false\n[daemon]\nmax_gating = 2\nwebhook_secret_file = \"/s\"\nwebhook_timeout_ms = 5\nwebhook_max_attempts = 2\nagent_token_file = \"/a\"\noperator_token_file = \"/o\"\nnotify_secret_file = \"/n\"\nworktree_dir = \"/w\"\nworktree_caches = [\"target\"]\nmax_long_polls = 3\n",
+        "[judge]\nslots = 7\n[wasm]\npooling = false\n[sandbox]\nrequired = false\n[retention]\nenabled = false\n[store]\nurl = \"postgres://u@h/d\"\n[daemon]\nmax_gating = 2\nwebhook_secret_file = \"/s\"\nwebhook_timeout_ms = 5\nwebhook_max_attempts = 2\nagent_token_file = \"/a\"\noperator_token_file = \"/o\"\nnotify_secret_file = \"/n\"\nworktree_dir = \"/w\"\nworktree_caches = [\"target\"]\nmax_long_polls = 3\n",
     );
     let c = diff(&old, &new);
     assert_eq!(c.needs_restart, names, "every restart setting changed here");

@@ -17,8 +17,10 @@ mod diagnose;
 mod hook;
 mod limits;
 pub mod notify_url;
+mod places;
 mod retention;
 pub mod session_policies;
+mod store;
 mod wasm;
 pub mod webhooks;
 
@@ -29,8 +31,10 @@ use daemon::DaemonSection;
 pub use daemon::{AckRequires, DEFAULT_NUDGE, DaemonConfig, OnStale};
 pub use hook::HookConfig;
 pub use notify_url::NotifyPrefix;
+pub use places::{canonical_places, overlapping_place};
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
+pub use store::{PASSWORD_ENV, PasswordError, PostgresConfig, StoreConfig};
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};
 
@@ -130,6 +134,8 @@ struct ConfigFile {
     hook: hook::HookSection,
     #[serde(default)]
     agents: agents::AgentsSection,
+    #[serde(default)]
+    store: store::StoreSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -222,6 +228,8 @@ pub struct HostConfig {
     pub agents: agents::AgentsConfig,
     /// What `serve` keeps (`[retention]`).
     pub retention: Retention,
+    /// Where `serve` keeps it (`[store]`): SQLite unless a PostgreSQL URL.
+    pub store: StoreConfig,
     /// Host environment variables a gate's `env: [NAMES]` may pass
     /// through (`[shell] pass_env`); no other name is handed to a gate.
     pub pass_env: Vec<String>,
@@ -246,6 +254,7 @@ impl Default for HostConfig {
             sandbox: SandboxConfig::default(),
             agents: agents::AgentsConfig::default(),
             retention: Retention::default(),
+            store: StoreConfig::default(),
             pass_env: Vec::new(),
         }
     }
@@ -254,7 +263,8 @@ impl Default for HostConfig {
 impl HostConfig {
     /// The host's private paths this configuration names: no gate may
     /// reach them (the configuration file, token and secret files, the
-    /// compiled-plugin cache, and what `[sandbox] protect` adds).
+    /// store's password file, the compiled-plugin cache, and what
+    /// `[sandbox] protect` adds).
     pub fn private_paths(&self) -> Vec<PathBuf> {
         let d = &self.daemon;
         self.source
@@ -264,6 +274,7 @@ impl HostConfig {
             .chain(d.webhook_secret_file.iter())
             .chain(d.notify_secret_file.iter())
             .chain(self.hook.notify_secret_file.iter())
+            .chain(self.store.postgres.iter().flat_map(|p| &p.password_file))
             .chain(self.wasm.cache_dir.iter())
             .chain(self.sandbox.protect.iter())
             .cloned()
@@ -353,6 +364,9 @@ impl HostConfig {
         d.operator_token_file = d.operator_token_file.as_deref().map(expand);
         d.notify_secret_file = d.notify_secret_file.as_deref().map(expand);
         d.workspace_roots = d.workspace_roots.iter().map(|p| expand(p)).collect();
+        if let Some(pg) = &mut config.store.postgres {
+            pg.password_file = pg.password_file.as_deref().map(expand);
+        }
         for rule in &mut d.session_policies {
             rule.file = expand(&rule.file);
             rule.workspaces = rule.workspaces.iter().map(|p| expand(p)).collect();
@@ -505,6 +519,7 @@ impl HostConfig {
             .apply(&mut config.retention)
             .map_err(|(key, message)| invalid(&key, message))?;
         config.hook = file.hook.resolve().map_err(|(key, m)| invalid(&key, m))?;
+        config.store = file.store.resolve().map_err(|(key, m)| invalid(&key, m))?;
         let dm = file.daemon;
         config.daemon.targets = daemon::targets(&dm).map_err(|(key, m)| invalid(&key, m))?;
         config.daemon.enabled = dm.enabled.unwrap_or(true);
@@ -648,43 +663,3 @@ impl HostConfig {
 
 #[cfg(test)]
 mod tests;
-
-/// The first of `places` that `dir` (a canonical path) holds or lies
-/// inside, as its canonical path. A place that does not exist yet is
-/// compared by its nearest existing ancestor's canonical path and the rest
-/// as written, so a directory made later is still covered.
-pub fn overlapping_place(dir: &Path, places: &[PathBuf]) -> Option<PathBuf> {
-    overlapping_canonical(dir, &canonical_places(places))
-}
-
-/// `places` in the canonical form [`overlapping_canonical`] compares, made
-/// once where the same places are checked again and again (every gate).
-pub fn canonical_places(places: &[PathBuf]) -> Vec<PathBuf> {
-    places
-        .iter()
-        .filter_map(|p| canonical_or_planned(p))
-        .collect()
-}
-
-/// [`overlapping_place`] against places already made canonical.
-fn overlapping_canonical(dir: &Path, canonical: &[PathBuf]) -> Option<PathBuf> {
-    canonical
-        .iter()
-        .find(|p| p.starts_with(dir) || dir.starts_with(p))
-        .cloned()
-}
-
-fn canonical_or_planned(path: &Path) -> Option<PathBuf> {
-    if let Ok(c) = std::fs::canonicalize(path) {
-        return Some(c);
-    }
-    let mut rest = Vec::new();
-    let mut at = path;
-    loop {
-        rest.push(at.file_name()?.to_os_string());
-        at = at.parent()?;
-        if let Ok(c) = std::fs::canonicalize(at) {
-            return Some(rest.iter().rev().fold(c, |acc, part| acc.join(part)));
-        }
-    }
-}

@@ -159,6 +159,9 @@ fn the_readme_configuration_sample_parses() {
     assert_eq!(c.daemon.max_gating, 8);
     assert_eq!(c.daemon.session_policies.len(), 1);
     assert_eq!(c.daemon.session_policies[0].agents, ["claude", "codex"]);
+    let pg = c.store.postgres.expect("the sample's [store] url");
+    assert!(pg.url.starts_with("postgres://"), "{}", pg.url);
+    assert!(pg.password_file.is_some());
 }
 
 #[test]

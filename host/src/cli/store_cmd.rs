@@ -1,0 +1,212 @@
+//! `gatehost store migrate|check`: bring the PostgreSQL database `[store]
+//! url` names to this build's schema, and say what the store is and
+//! holds (for SQLite, its file).
+//!
+//! It owns what these commands print and their exit codes. It must never
+//! print the password: the URL it shows holds none (the configuration
+//! refuses one), and the store's errors never carry it.
+
+use super::error::{CliError, CliResult};
+use super::store_open::{options, sqlite_file};
+use crate::config::HostConfig;
+use std::path::PathBuf;
+
+/// `gatehost store …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum StoreCommand {
+    /// Bring the PostgreSQL database `[store] url` names to this build's
+    /// schema, under the database's migration lock (two hosts never
+    /// migrate at once; `serve` does the same at start). Prints `schema A →
+    /// B`, or `schema N: up to date`.
+    Migrate(StoreArgs),
+    /// Say what the store is: for PostgreSQL, the server's version, the
+    /// database's schema version against this build's and the head cursor
+    /// (nothing is changed). Exit 1: the schema is missing (never
+    /// migrated) or newer than this build; 2: the database cannot be
+    /// reached.
+    Check(CheckArgs),
+}
+
+/// What both store commands take.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// Host configuration (TOML): its `[store]` section.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The data directory, where the SQLite store is when `[store] url` is
+    /// not set [default: <user data dir>/gatehost].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `gatehost store check`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print one JSON object (`backend`, and `path` for SQLite; `url`,
+    /// `serverVersion`, `schemaVersion` (null: none yet),
+    /// `knownSchemaVersion`, `headCursor`, `ok`, `schema` (in words) for
+    /// PostgreSQL).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `gatehost store --help`'s closing words.
+pub const AFTER_HELP: &str = "\
+Without [store] url the store is the embedded SQLite file <data dir>/gatehost.db:
+nothing to set up, and `serve` migrates it at start. With url = \"postgres://…\"
+the password comes from [store] password_file, else $GATEHOST_STORE_PASSWORD,
+never from the URL. See `gatehost docs fleet`.";
+
+fn load(args: &StoreArgs) -> CliResult<HostConfig> {
+    let path = HostConfig::locate(args.config.as_deref());
+    Ok(HostConfig::load(path.as_deref())?)
+}
+
+fn data_dir(args: &StoreArgs) -> CliResult<PathBuf> {
+    args.data_dir
+        .clone()
+        .or_else(super::serve::default_data_dir)
+        .ok_or_else(|| CliError::input("no data directory: pass --data-dir").field("--data-dir"))
+}
+
+/// A store error for `url`, with what to look at.
+fn unreachable(url: &str, e: &crate::store::StoreError) -> CliError {
+    CliError::new("store", format!("the store {url}: {e}")).hint(
+        "check that PostgreSQL runs and [store] url names it, and the password ([store] password_file, or $GATEHOST_STORE_PASSWORD)",
+    )
+}
+
+/// Runs `gatehost store …` to its exit code.
+pub(super) fn run(command: StoreCommand) -> CliResult<i32> {
+    match command {
+        StoreCommand::Migrate(args) => migrate(&args),
+        StoreCommand::Check(args) => check(&args),
+    }
+}
+
+fn migrate(args: &StoreArgs) -> CliResult<i32> {
+    let config = load(args)?;
+    let Some(pg) = &config.store.postgres else {
+        println!(
+            "the store is the embedded SQLite file {} ([store] url is not set): `gatehost serve` migrates it at start; nothing to do",
+            sqlite_file(&data_dir(args)?).display()
+        );
+        return Ok(0);
+    };
+    let opts = options(pg)?;
+    let (from, to) = crate::store::pg_migrate(&opts).map_err(|e| unreachable(&pg.url, &e))?;
+    if from == to {
+        println!("schema {to}: up to date ({})", pg.url);
+    } else {
+        println!("schema {from} → {to} ({})", pg.url);
+    }
+    Ok(0)
+}
+
+fn check(args: &CheckArgs) -> CliResult<i32> {
+    let config = load(&args.store)?;
+    let Some(pg) = &config.store.postgres else {
+        let file = sqlite_file(&data_dir(&args.store)?);
+        let exists = file.is_file();
+        if args.json {
+            print_json(&serde_json::json!({
+                "backend": "sqlite",
+                "path": file,
+                "exists": exists,
+                "ok": true,
+            }))?;
+        } else {
+            println!(
+                "store: the embedded SQLite file {}{}",
+                file.display(),
+                if exists {
+                    ""
+                } else {
+                    " (not made yet: `gatehost serve` makes it)"
+                }
+            );
+        }
+        return Ok(0);
+    };
+    let opts = options(pg)?;
+    let status = crate::store::pg_status(&opts).map_err(|e| unreachable(&pg.url, &e))?;
+    let verdict = schema_verdict(status.schema_version, status.known);
+    if args.json {
+        print_json(&serde_json::json!({
+            "backend": "postgres",
+            "url": pg.url,
+            "serverVersion": status.server_version,
+            "schemaVersion": status.schema_version,
+            "knownSchemaVersion": status.known,
+            "headCursor": status.head_cursor,
+            "ok": verdict.ok,
+            "schema": verdict.says,
+        }))?;
+    } else {
+        println!("store: PostgreSQL {} at {}", status.server_version, pg.url);
+        println!("schema: {}", verdict.says);
+        println!("head cursor: {}", status.head_cursor);
+    }
+    Ok(if verdict.ok { 0 } else { 1 })
+}
+
+fn print_json(value: &serde_json::Value) -> CliResult<()> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// What a database's schema version means to this build.
+#[derive(Debug, PartialEq, Eq)]
+struct SchemaVerdict {
+    /// Whether this build can serve it (an older one it migrates at start).
+    ok: bool,
+    /// For a person.
+    says: String,
+}
+
+fn schema_verdict(found: Option<i64>, known: i64) -> SchemaVerdict {
+    match found {
+        None => SchemaVerdict {
+            ok: false,
+            says: format!(
+                "none (an empty database): `gatehost store migrate` or a start of `serve` makes schema {known}"
+            ),
+        },
+        Some(n) if n > known => SchemaVerdict {
+            ok: false,
+            says: format!(
+                "{n}, newer than this build's {known}: written by a newer gatehost; this one refuses it"
+            ),
+        },
+        Some(n) if n < known => SchemaVerdict {
+            ok: true,
+            says: format!(
+                "{n}, older than this build's {known}: `gatehost store migrate` or a start of `serve` brings it up"
+            ),
+        },
+        Some(n) => SchemaVerdict {
+            ok: true,
+            says: format!("{n} (this build's)"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_is_served_when_this_build_knows_it_or_can_migrate_it() {
+        assert!(schema_verdict(Some(3), 3).ok);
+        assert!(schema_verdict(Some(2), 3).ok);
+        assert!(schema_verdict(Some(2), 3).says.contains("migrate"));
+        let newer = schema_verdict(Some(4), 3);
+        assert!(!newer.ok && newer.says.contains("newer"), "{newer:?}");
+        let none = schema_verdict(None, 3);
+        assert!(!none.ok && none.says.contains("migrate"), "{none:?}");
+    }
+}
