@@ -63,6 +63,21 @@ pub(super) struct AgentCommand {
     pub cwd: PathBuf,
 }
 
+/// An agent's environment: the daemon's (`daemon`), less the store's
+/// password (`GATEHOST_STORE_PASSWORD`: the database is the daemon's, never
+/// an agent's), with the agent's own (`own`) on top.
+fn agent_env(
+    daemon: impl Iterator<Item = (OsString, OsString)>,
+    own: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = daemon
+        .filter(|(k, _)| k != crate::config::PASSWORD_ENV)
+        .filter(|(k, _)| !own.iter().any(|(name, _)| name == k))
+        .collect();
+    env.extend(own.iter().cloned());
+    env
+}
+
 /// Starts `cmd` (stdio piped) as an agent with the child program
 /// (`supervise::program`, cloned as `[sandbox] spawn` says): in a process
 /// group of its own, killed when the daemon dies, confined by `rules`
@@ -74,11 +89,7 @@ pub(super) fn spawn(
     rules: Option<crate::sandbox::confine::Prepared>,
     mode: crate::supervise::SpawnMode,
 ) -> std::io::Result<Agent> {
-    // The daemon's environment, with the agent's own on top.
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !cmd.env.iter().any(|(name, _)| name == k))
-        .collect();
-    env.extend(cmd.env.iter().cloned());
+    let env = agent_env(std::env::vars_os(), &cmd.env);
     let (tx, rx) = mpsc::sync_channel(1);
     forker()?
         .send(Box::new(move || {
@@ -180,6 +191,18 @@ pub(super) fn kill_group(pgid: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_never_inherits_the_store_password() {
+        let os = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
+        let daemon = vec![
+            os("PATH", "/usr/bin"),
+            os("GATEHOST_STORE_PASSWORD", "hunter2"),
+            os("LANG", "C"),
+        ];
+        let env = agent_env(daemon.into_iter(), &[os("LANG", "C.UTF-8")]);
+        assert_eq!(env, vec![os("PATH", "/usr/bin"), os("LANG", "C.UTF-8")]);
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

@@ -449,6 +449,12 @@ impl HostConfig {
             .map_err(|m| invalid("shell.allow", m))?
             .with_source(shown);
         for name in &file.shell.pass_env {
+            if name == PASSWORD_ENV {
+                return Err(invalid(
+                    "shell.pass_env",
+                    format!("{name} is the store's password: it is never handed to a gate"),
+                ));
+            }
             if !crate::sandbox::settable_env_name(std::ffi::OsStr::new(name)) {
                 return Err(invalid(
                     "shell.pass_env",
@@ -490,6 +496,14 @@ impl HostConfig {
             config.max_context_bytes = n;
         }
         for (name, a) in file.judge.adapters {
+            if a.env.iter().any(|v| v == PASSWORD_ENV) {
+                return Err(invalid(
+                    &format!("judge.adapters.{name}.env"),
+                    format!(
+                        "{PASSWORD_ENV} is the store's password: it is never handed to a judge"
+                    ),
+                ));
+            }
             let key = format!("judge.adapters.{name}.command");
             if a.command.first().is_none_or(|c| c.trim().is_empty()) {
                 return Err(invalid(&key, "must name a program".into()));

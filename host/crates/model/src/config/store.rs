@@ -101,11 +101,19 @@ impl PostgresConfig {
 }
 
 fn read_password_file(path: &Path) -> Result<String, PasswordError> {
-    let bytes = std::fs::read(path).map_err(|source| PasswordError::Read {
+    let from = format!("[store] password_file {}", path.display());
+    let read = |source| PasswordError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    let from = format!("[store] password_file {}", path.display());
+    };
+    // A FIFO or a device would block the start, or never end.
+    if !std::fs::metadata(path).map_err(read)?.is_file() {
+        return Err(PasswordError::Unusable {
+            from,
+            why: "is not a regular file",
+        });
+    }
+    let bytes = std::fs::read(path).map_err(read)?;
     let text = String::from_utf8(bytes).map_err(|_| PasswordError::Unusable {
         from: from.clone(),
         why: "is not UTF-8 text",

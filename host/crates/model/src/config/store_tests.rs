@@ -203,9 +203,19 @@ fn an_unusable_password_file_is_named_and_its_content_never_shown() {
     let err = pg.password().expect_err("missing");
     assert!(matches!(err, PasswordError::Read { .. }), "{err:?}");
     assert!(err.to_string().contains("missing"), "{err}");
-    // A directory is no password file either.
+    // A directory or a FIFO is no password file either (a FIFO would
+    // block the start until someone writes to it).
     pg.password_file = Some(d.path().to_path_buf());
     assert!(pg.password().is_err());
+    let fifo = d.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    pg.password_file = Some(fifo);
+    let err = pg.password().expect_err("a FIFO");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }
 
 #[test]
@@ -221,4 +231,23 @@ fn checked_passwords_refuse_what_the_variable_could_hold() {
 fn the_default_application_name_is_printable_and_short_enough() {
     let name = default_application_name();
     assert!(check_application_name(&name).is_ok(), "{name}");
+}
+
+#[test]
+fn the_password_variable_is_never_passed_to_a_gate_or_a_judge() {
+    for (text, key) in [
+        (
+            "[shell]\npass_env = [\"GATEHOST_STORE_PASSWORD\"]\n",
+            "shell.pass_env",
+        ),
+        (
+            "[judge.adapters.mine]\ncommand = [\"/bin/true\"]\nenv = [\"GATEHOST_STORE_PASSWORD\"]\n",
+            "judge.adapters.mine.env",
+        ),
+    ] {
+        match HostConfig::from_toml(text, "c.toml") {
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{text}"),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
 }
