@@ -91,11 +91,14 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "store error answered to a client");
         if e.is_unavailable() {
+            // A full disk, a read-only directory, an unreachable database:
+            // nothing was written; a retry in a second may succeed.
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store-unavailable",
                 e.to_string(),
             )
+            .retry_after(1)
         } else {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -193,6 +196,17 @@ mod tests {
         assert_eq!(
             answer(EngineError::Store(StoreError::Full("disk".into()))),
             (StatusCode::SERVICE_UNAVAILABLE, "store-unavailable")
+        );
+        let outage = ApiError::from(EngineError::Store(StoreError::Unreachable(
+            "connection refused".into(),
+        )));
+        assert_eq!(
+            (outage.status, outage.code, outage.retry_after),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                Some(1)
+            )
         );
         assert_eq!(
             answer(EngineError::Store(StoreError::RolledBack)),

@@ -4,7 +4,8 @@
 //! `GATEHOST_TEST_PG_PASSWORD_FILE`), and dropped when the test ends, also
 //! when it panics (a guard), so that tests run in parallel, each on its
 //! own database. Without the variable a test is skipped with a loud line on
-//! stderr; with `GATEHOST_TEST_PG_REQUIRED=1` that is a failure instead.
+//! the process's stderr (never captured by the test harness); with
+//! `GATEHOST_TEST_PG_REQUIRED=1` that is a failure instead.
 //! `scripts/pg-cluster.sh` starts such a cluster.
 //!
 //! Compiled only for tests (`test-support`): gatehost's own tests use it
@@ -57,7 +58,11 @@ impl TestDb {
             if std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1") {
                 panic!("{test}: no PostgreSQL ({URL_VAR} unset) but {REQUIRED_VAR}=1");
             }
-            eprintln!(
+            // Straight to the process's stderr: the test harness captures
+            // `eprintln!` of a passing test, and a skip must be seen.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIPPED: {test}: no PostgreSQL ({URL_VAR} unset; scripts/pg-cluster.sh starts one)"
             );
             return None;
