@@ -69,4 +69,9 @@ export AR_aarch64_apple_darwin="$tools/ar"
 export AARCH64_APPLE_DARWIN_OPENSSL_INCLUDE_DIR="$tools/openssl-include"
 export AARCH64_APPLE_DARWIN_OPENSSL_LIB_DIR="$tools"
 export AARCH64_APPLE_DARWIN_OPENSSL_STATIC=0
-cargo check --locked --workspace --all-targets --target "$TARGET"
+# Warnings are errors here as in the Linux lints (`cargo clippy -D
+# warnings`): code compiled only on macOS (or compiled out there) must not
+# leave an unused import or dead function behind. With --target, RUSTFLAGS
+# reaches the workspace's crates (dependencies' lints are capped) and never
+# the build scripts.
+RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo check --locked --workspace --all-targets --target "$TARGET"
