@@ -200,13 +200,20 @@ deliveries_max_age = \"1s\"
     }
     assert!(kills >= 200, "only {kills} kills (seed {seed})");
     // Let everything settle, then check.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let settling = Instant::now();
+    let deadline = settling + Duration::from_secs(120);
     let total = N + N / 2;
+    let mut at_last_kill = None;
     let policies = loop {
         let (_, v) = d.get("/v1/policies?limit=1000", &d.operator);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
+        at_last_kill.get_or_insert((done, list.len()));
         if done == total || Instant::now() > deadline {
+            eprintln!(
+                "crash test: {done} of {total} done {:?} after the last kill ({at_last_kill:?} done and attached at it; seed {seed})",
+                settling.elapsed()
+            );
             break list;
         }
         std::thread::sleep(Duration::from_millis(100));
