@@ -259,10 +259,25 @@ deliveries_max_age = \"1s\"
     }
     assert!(by_label.values().all(|n| *n == 1));
     let not_done: Vec<&Value> = policies.iter().filter(|p| p["status"] != "done").collect();
+    // Each one's events and the log's lines that name it (the whole log
+    // of 200 lives is too long for a failure message to keep).
+    let said: Vec<String> = not_done
+        .iter()
+        .map(|p| {
+            let id = p["id"].as_str().unwrap_or("");
+            let log = d.log();
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains(id)).collect();
+            format!(
+                "{id}: {:?}\n{}",
+                d.policy_events(id),
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            )
+        })
+        .collect();
     assert!(
         not_done.is_empty(),
         "not done (seed {seed}): {not_done:?}\n{}",
-        d.log()
+        said.join("\n")
     );
     let events = d.all_events("");
     let cursors: Vec<i64> = events
