@@ -95,18 +95,33 @@ function requestChanges() {
   if (!comments.length) { $("p-error").textContent = "click a line of the diff and write what to change first"; return; }
   act({ tree: current.tree, comments }, "/request-changes").then(() => { if (!$("p-error").textContent) drafts = []; });
 }
+// Each showing of a policy page is numbered: an answer that comes back
+// after a later showing began (the operator went to another policy, or a
+// live event asked again) writes nothing, so the page never puts one
+// policy's status, diff or tree under another's.
+let showing = 0;
 async function policy(id) {
+  const mine = ++showing;
+  const stale = () => mine !== showing;
   show("policy"); $("p-error").textContent = "";
+  // Another policy's page: nothing of the last one stays on screen (a line
+  // of its diff to comment on, its actions) while this one loads.
+  if (!current || current.id !== id) blank(id);
   const p = await api("GET", "/v1/policies/" + encodeURIComponent(id));
+  if (stale()) return;
+  // The tree an action names is the one of the diff on screen: kept until
+  // this showing's diff replaces it.
+  p.tree = current && current.id === id ? current.tree : undefined;
   current = p;
   $("p-title").textContent = p.id; $("p-status").textContent = p.status;
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   since(p.plan && p.plan.changedAfterSnapshot);
-  history(p).catch((e) => { $("p-timeline").replaceChildren(el("li", e.message, "error")); });
-  $("actions").hidden = p.status !== "awaiting-ack";
+  history(p, stale).catch((e) => { if (!stale()) $("p-timeline").replaceChildren(el("li", e.message, "error")); });
+  if (p.status !== "awaiting-ack") $("actions").hidden = true;
   try {
     const d = await diffPage(id, 0);
+    if (stale()) return;
     current.tree = d.tree;
     // Comments being written are kept while the diff is the same policy's
     // same tree.
@@ -117,7 +132,22 @@ async function policy(id) {
       $("p-diff").replaceChildren(...rendered(pages[0]));
       paged(d);
     }
-  } catch (e) { $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = ""; }
+  } catch (e) {
+    if (stale()) return;
+    $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = "";
+  }
+  // Offered once the diff they are about is shown (or could not be).
+  $("actions").hidden = p.status !== "awaiting-ack";
+}
+// The page of policy `id` before its first answer: its id, and nothing of
+// the policy shown before it.
+function blank(id) {
+  current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null;
+  $("p-title").textContent = id; $("p-status").textContent = "";
+  $("actions").hidden = true;
+  for (const e of ["p-plan", "p-verdicts", "p-diff-note", "p-timeline-note"]) $(e).textContent = "";
+  for (const e of ["p-diff", "p-runs", "p-timeline", "p-since-list"]) $(e).replaceChildren();
+  $("p-since").hidden = true; $("more-files").hidden = true;
 }
 // What the workspace holds now that the snapshot (the commit) does not:
 // paths, as the daemon read them for this page (or why it could not).
@@ -133,9 +163,9 @@ function since(changed) {
 // outcomes, reasons and findings; the newest run's output tails come from
 // the stored verdict. Everything is agent-influenced text: textContent.
 const HISTORY = 200;
-async function history(p) {
+async function history(p, stale) {
   const page = await api("GET", "/v1/events?policy=" + encodeURIComponent(p.id) + "&limit=" + HISTORY);
-  if (!current || current.id !== p.id) return;
+  if (stale()) return;
   const events = page.events || [];
   $("p-timeline").replaceChildren(...events.map((e) => {
     const li = el("li"); const x = e.payload || {};
@@ -204,7 +234,10 @@ function paged(d) {
 }
 async function moreFiles() {
   if (nextFrom == null || !current) return;
-  const d = await diffPage(current.id, nextFrom);
+  const id = current.id;
+  const d = await diffPage(id, nextFrom);
+  // The operator went to another policy meanwhile: not its files.
+  if (!current || current.id !== id) return;
   if (d.tree !== current.tree) { await policy(current.id); return; }
   const items = parsePatch(d.patch);
   pages.push(items);

@@ -200,13 +200,20 @@ deliveries_max_age = \"1s\"
     }
     assert!(kills >= 200, "only {kills} kills (seed {seed})");
     // Let everything settle, then check.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let settling = Instant::now();
+    let deadline = settling + Duration::from_secs(120);
     let total = N + N / 2;
+    let mut at_last_kill = None;
     let policies = loop {
         let (_, v) = d.get("/v1/policies?limit=1000", &d.operator);
         let list = v["policies"].as_array().cloned().unwrap_or_default();
         let done = list.iter().filter(|p| p["status"] == "done").count();
+        at_last_kill.get_or_insert((done, list.len()));
         if done == total || Instant::now() > deadline {
+            eprintln!(
+                "crash test: {done} of {total} done {:?} after the last kill ({at_last_kill:?} done and attached at it; seed {seed})",
+                settling.elapsed()
+            );
             break list;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -252,10 +259,25 @@ deliveries_max_age = \"1s\"
     }
     assert!(by_label.values().all(|n| *n == 1));
     let not_done: Vec<&Value> = policies.iter().filter(|p| p["status"] != "done").collect();
+    // Each one's events and the log's lines that name it (the whole log
+    // of 200 lives is too long for a failure message to keep).
+    let said: Vec<String> = not_done
+        .iter()
+        .map(|p| {
+            let id = p["id"].as_str().unwrap_or("");
+            let log = d.log();
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains(id)).collect();
+            format!(
+                "{id}: {:?}\n{}",
+                d.policy_events(id),
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            )
+        })
+        .collect();
     assert!(
         not_done.is_empty(),
         "not done (seed {seed}): {not_done:?}\n{}",
-        d.log()
+        said.join("\n")
     );
     let events = d.all_events("");
     let cursors: Vec<i64> = events

@@ -211,6 +211,13 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
         message.contains("> Not in docs/: put it in the README.\n> And say why."),
         "{nudges:?}"
     );
+    // While its diff was held back, nothing of the rejected policy's page
+    // was on screen: no line of its diff to comment on, no button to act.
+    assert_eq!(
+        seen["whileLoading"],
+        json!({"title": changes, "diffLines": 0, "actionsShown": false}),
+        "{seen:#}"
+    );
     // Request changes on a line: the agent's nudge names file and line,
     // and the policy watches again.
     assert_eq!(
@@ -233,6 +240,9 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     let want: Vec<String> = (0..101).map(|i| format!("many/f{i:03}.txt")).collect();
     assert_eq!(seen["allFiles"], json!(want), "{seen:#}");
     assert_eq!(seen["moreHiddenAtEnd"], true, "{seen:#}");
+    // The approved policy's diff, answered late after the operator had
+    // left its page, changed nothing of this one's.
+    assert_eq!(seen["titleAtEnd"], json!(many), "{seen:#}");
     // The page's cookie reached a dev server on another port of the same
     // host, and replayed alone it read nothing.
     assert_eq!(seen["devServerGotCookie"], true, "{seen:#}");

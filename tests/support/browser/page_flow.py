@@ -72,6 +72,39 @@ def replay(url, cookie):
         return e.code
 
 
+class Held:
+    """The first request for the diff of policy `pid`, held in the browser's
+    network until `release` (a barrier: the page waits for that answer
+    while the script acts). Later ones go through."""
+
+    def __init__(self, page, pid):
+        self.page = page
+        self.held = []
+        self.match = lambda url: f"/v1/policies/{pid}/diff" in url
+        page.route(self.match, self._route)
+
+    def _route(self, route):
+        if self.held:
+            route.continue_()
+        else:
+            self.held.append(route)
+
+    def wait(self):
+        """Until the page asked (bounded)."""
+        for _ in range(WAIT // 20):
+            if self.held:
+                return
+            self.page.wait_for_timeout(20)
+        raise TimeoutError("the page never asked for the held diff")
+
+    def release(self):
+        """Lets the held request through and waits until its answer has
+        reached the page."""
+        with self.page.expect_request_finished(lambda r: self.match(r.url), timeout=WAIT):
+            self.held[0].continue_()
+        self.page.unroute(self.match, self._route)
+
+
 def run(page, args, out):
     url, operator, agent, shots, _profile, approve_id, reject_id, comment, changes_id, many_id = args
     page.goto(url + "/ui/")
@@ -186,11 +219,23 @@ def run(page, args, out):
     out["rejectedStatus"] = page.text_content("#p-status")
     out["errorShown"] = page.text_content("#p-error")
 
-    # Request changes: a comment on line 1 of the added file.
+    # Request changes: a comment on line 1 of the added file. Its diff is
+    # held back while the page shows the policy: nothing of the rejected
+    # policy's page (a line of its diff to comment on, its buttons) may be
+    # on screen meanwhile. (A comment typed on the old diff's line was
+    # dropped when this one came, and "Request changes" then sent nothing.)
+    diff_of_changes = Held(page, changes_id)
     page.set_viewport_size({"width": 1100, "height": 800})
     page.click("a[href='#']")
     page.click(f"#waiting a[href='#policy/{changes_id}']")
     expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
+    diff_of_changes.wait()
+    out["whileLoading"] = {
+        "title": page.text_content("#p-title"),
+        "diffLines": page.locator("#p-diff [data-line]").count(),
+        "actionsShown": page.is_visible("#actions"),
+    }
+    diff_of_changes.release()
     row = page.locator("#p-diff .add[data-line='1']")
     row.click()
     page.locator("#p-diff .line-comment").fill(CHANGES_COMMENT)
@@ -204,12 +249,24 @@ def run(page, args, out):
     expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
     out["changesStatus"] = page.text_content("#p-status")
 
+    # A late answer for a page left: the approved policy's page again, its
+    # diff held back while the operator goes on to the next policy, then
+    # let through. The page must stay the next policy's (its diff, its tree).
+    diff_of_approved = Held(page, approve_id)
+    page.click("a[href='#']")
+    page.click(f"#others a[href='#policy/{approve_id}']")
+    expect(page.locator("#p-status")).to_have_text("done", timeout=WAIT)
+    diff_of_approved.wait()
+
     # A large diff, a page of files at a time: "More files" appends the rest.
     page.click("a[href='#']")
     page.click(f"#waiting a[href='#policy/{many_id}']")
     expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
     files = page.locator("#p-diff [data-file]")
     expect(files).to_have_count(100, timeout=WAIT)
+    # (The next page's answer comes after the late one: "More files" below
+    # finds what it left.)
+    diff_of_approved.release()
     out["firstPageFiles"] = files.count()
     out["pageNote"] = page.text_content("#p-diff-note")
     out["moreShown"] = page.is_visible("#more-files")
@@ -217,6 +274,7 @@ def run(page, args, out):
     expect(files).to_have_count(101, timeout=WAIT)
     out["allFiles"] = page.eval_on_selector_all("#p-diff [data-file]", "els => els.map(e => e.dataset.file)")
     out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
+    out["titleAtEnd"] = page.text_content("#p-title")
 
     # Last (it leaves the page): the browser sends the page's cookie to a
     # dev server on another port of the same host; replayed alone to the

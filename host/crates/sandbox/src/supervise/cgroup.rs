@@ -18,7 +18,9 @@
 //! never moves a process but the host, never kills anything outside a
 //! cgroup it created, never writes `cgroup.kill` to a cgroup that holds
 //! the host, and removes every cgroup it created when the `Cgroups` is
-//! dropped.
+//! dropped: a killed cgroup that is not empty yet when its gate ends (a
+//! loaded host can take longer to end its processes than a gate waits) is
+//! removed once empty, at a later gate or at the drop, never forgotten.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -29,6 +31,11 @@ use std::time::{Duration, Instant};
 /// Empty cgroups kept for reuse (never one that was killed: see
 /// `Cgroups::release`).
 const POOL_MAX: usize = 16;
+
+/// How long the drop of a `Cgroups` waits for the killed cgroups still
+/// emptying (a one-shot `gatehost check` is about to exit): past it, what
+/// is left is said and the next host's start removes it.
+const DOOMED_BOUND: Duration = Duration::from_secs(5);
 
 /// The next cgroup's number, shared by every `Cgroups` of the process, so
 /// that two supervisors in one process never pick the same name.
@@ -44,6 +51,9 @@ pub(super) struct Cgroups {
     /// `enable_controllers`).
     home: PathBuf,
     pool: Mutex<Vec<ProcessCgroup>>,
+    /// Killed cgroups that were not empty yet when their gate ended: each
+    /// is removed once empty (see `reap_doomed`).
+    doomed: Mutex<Vec<PathBuf>>,
     /// The `memory` and `pids` controllers are enabled for the gates'
     /// cgroups (in the parent's `cgroup.subtree_control`).
     memory: bool,
@@ -79,6 +89,7 @@ impl Cgroups {
             parent,
             home,
             pool: Mutex::new(Vec::new()),
+            doomed: Mutex::new(Vec::new()),
             memory,
             pids,
         };
@@ -99,6 +110,7 @@ impl Cgroups {
 
     /// An empty cgroup: recycled from the pool or newly made.
     pub(super) fn take(&self) -> io::Result<ProcessCgroup> {
+        self.reap_doomed();
         if let Some(cg) = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             return Ok(cg);
         }
@@ -159,7 +171,8 @@ impl Cgroups {
         let deadline = Instant::now() + wait;
         while cg.populated() {
             if Instant::now() >= deadline {
-                tracing::warn!(cgroup = %cg.path.display(), "cgroup still populated after kill");
+                tracing::warn!(cgroup = %cg.path.display(), "cgroup still populated after kill; removed once empty");
+                self.doom(cg);
                 return left.len();
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -172,6 +185,34 @@ impl Cgroups {
         // later gate of this host die at its start.
         self.discard(cg);
         left.len()
+    }
+
+    /// Keeps killed `cg`, not empty yet, to be removed once it is.
+    fn doom(&self, cg: ProcessCgroup) {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cg.path);
+    }
+
+    /// Removes the killed cgroups that have emptied since they were kept.
+    fn reap_doomed(&self) {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|path| {
+                populated(path)
+                    || std::fs::remove_dir(path).is_err_and(|e| e.kind() != io::ErrorKind::NotFound)
+            });
+    }
+
+    /// The killed cgroups not removed yet.
+    #[cfg(test)]
+    pub(super) fn doomed(&self) -> Vec<PathBuf> {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn recycle(&self, cg: ProcessCgroup) {
@@ -192,10 +233,24 @@ impl Cgroups {
 }
 
 impl Drop for Cgroups {
+    /// Removes the spare cgroups, and the killed ones once they are empty
+    /// (waiting at most [`DOOMED_BOUND`] in all: a process the kernel
+    /// cannot end is said, and its cgroup left to the next host's start).
     fn drop(&mut self) {
         let pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|p| p.into_inner()));
         for cg in pool {
             let _ = std::fs::remove_dir(&cg.path);
+        }
+        let doomed = std::mem::take(&mut *self.doomed.lock().unwrap_or_else(|p| p.into_inner()));
+        let deadline = Instant::now() + DOOMED_BOUND;
+        for path in doomed {
+            let _ = std::fs::write(path.join("cgroup.kill"), "1");
+            while populated(&path) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Err(e) = std::fs::remove_dir(&path) {
+                tracing::warn!(cgroup = %path.display(), error = %e, "a killed gate's cgroup is still populated; the next host's start removes it");
+            }
         }
     }
 }
@@ -270,10 +325,15 @@ impl ProcessCgroup {
     }
 
     fn populated(&self) -> bool {
-        std::fs::read_to_string(self.path.join("cgroup.events"))
-            .map(|s| s.lines().any(|l| l.trim() == "populated 1"))
-            .unwrap_or(false)
+        populated(&self.path)
     }
+}
+
+/// Whether the cgroup at `path` (or one beneath it) holds a process.
+fn populated(path: &Path) -> bool {
+    std::fs::read_to_string(path.join("cgroup.events"))
+        .map(|s| s.lines().any(|l| l.trim() == "populated 1"))
+        .unwrap_or(false)
 }
 
 /// The leaf cgroup a host alone in its cgroup moves into, so that its

@@ -13,7 +13,9 @@
 //! `max`) it had then is kept, so the next gate's hits are told apart.
 //!
 //! It never kills a process outside a cgroup it made, and removes the
-//! cgroups of a host that died (its pid gone) when it starts.
+//! cgroups of a host that died (its pid gone) when it starts. A cgroup
+//! whose processes outlive a release's bound (a loaded host) is never
+//! forgotten: it is removed once empty, at a later gate or at the drop.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -24,6 +26,10 @@ use std::time::{Duration, Instant};
 
 /// Empty v1 cgroups kept for reuse, per hierarchy.
 const POOL_MAX: usize = 16;
+
+/// How long the drop of a `Hierarchy` waits for the cgroups still
+/// emptying (as `cgroup::DOOMED_BOUND`).
+const DOOMED_BOUND: Duration = Duration::from_secs(5);
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -49,6 +55,9 @@ pub(super) struct Hierarchy {
     controller: Controller,
     parent: PathBuf,
     pool: Mutex<Vec<Dir>>,
+    /// Cgroups still populated when their gate ended: each is removed
+    /// once empty (see `reap_doomed`).
+    doomed: Mutex<Vec<PathBuf>>,
 }
 
 /// One gate's v1 cgroup.
@@ -59,6 +68,14 @@ pub(super) struct Dir {
     written: Option<u64>,
     /// The event counter when the gate started.
     baseline: u64,
+}
+
+impl Dir {
+    /// The cgroup's directory.
+    #[cfg(test)]
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl Hierarchy {
@@ -75,6 +92,7 @@ impl Hierarchy {
             controller,
             parent,
             pool: Mutex::new(Vec::new()),
+            doomed: Mutex::new(Vec::new()),
         })
     }
 
@@ -85,6 +103,7 @@ impl Hierarchy {
     /// An empty cgroup with `limit` written, and its `cgroup.procs` open
     /// for the child to join.
     pub(super) fn take(&self, limit: u64) -> io::Result<(Dir, OwnedFd)> {
+        self.reap_doomed();
         let recycled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut dir = match recycled {
             Some(d) => d,
@@ -139,8 +158,16 @@ impl Hierarchy {
             if now.is_empty() {
                 break;
             }
-            if now.contains(&me) || Instant::now() >= deadline {
-                tracing::warn!(cgroup = %dir.path.display(), "a gate's v1 cgroup is still populated; not reused");
+            if now.contains(&me) {
+                tracing::error!(cgroup = %dir.path.display(), "the host is inside a gate's v1 cgroup; not reused");
+                return left.len();
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(cgroup = %dir.path.display(), "a gate's v1 cgroup is still populated; removed once empty");
+                self.doomed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(dir.path);
                 return left.len();
             }
             for pid in now {
@@ -157,6 +184,33 @@ impl Hierarchy {
             let _ = std::fs::remove_dir(&dir.path);
         }
         left.len()
+    }
+
+    /// Removes the doomed cgroups that have emptied since, and kills
+    /// again what is left in the others.
+    fn reap_doomed(&self) {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|path| match std::fs::remove_dir(path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                Err(_) => {
+                    for pid in pids(path) {
+                        super::kill(pid, rustix::process::Signal::KILL);
+                    }
+                    true
+                }
+            });
+    }
+
+    /// The cgroups still emptying, not removed yet.
+    #[cfg(test)]
+    pub(super) fn doomed(&self) -> Vec<PathBuf> {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// For a gate abandoned mid-way: kills what is in `dir` now; the
@@ -180,9 +234,29 @@ impl Hierarchy {
 }
 
 impl Drop for Hierarchy {
+    /// Removes the spare cgroups, and the doomed ones once empty (waiting
+    /// at most [`DOOMED_BOUND`] in all; what is left then is said, and
+    /// the next host's start removes it).
     fn drop(&mut self) {
         for d in std::mem::take(&mut *self.pool.lock().unwrap_or_else(|p| p.into_inner())) {
             let _ = std::fs::remove_dir(&d.path);
+        }
+        let doomed = std::mem::take(&mut *self.doomed.lock().unwrap_or_else(|p| p.into_inner()));
+        let deadline = Instant::now() + DOOMED_BOUND;
+        for path in doomed {
+            while let Err(e) = std::fs::remove_dir(&path) {
+                if e.kind() == io::ErrorKind::NotFound {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    tracing::warn!(cgroup = %path.display(), error = %e, "a gate's v1 cgroup is still populated; the next host's start removes it");
+                    break;
+                }
+                for pid in pids(&path) {
+                    super::kill(pid, rustix::process::Signal::KILL);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 }
