@@ -467,24 +467,29 @@ fn only_a_host_alone_in_its_cgroup_moves_into_a_leaf() {
 }
 
 /// `n` sleeping processes, not the supervisor's, moved into the cgroup
-/// whose `cgroup.procs` is `procs`.
-fn sleepers_in(procs: &Path, n: usize) -> Vec<std::process::Child> {
+/// whose `cgroup.procs` is `procs`. Each is the test's own child, tracked
+/// (registered under the registry's lock as it is spawned), so that another
+/// test's orphan sweep (which reaps the host's unregistered children) never
+/// takes its exit status: untracked, `wait` found "No child processes" in a
+/// parallel run.
+fn sleepers_in(procs: &Path, n: usize) -> Vec<(std::process::Child, reaper::Tracked)> {
     (0..n)
         .map(|_| {
-            let c = std::process::Command::new("sleep")
-                .arg("1000")
-                .spawn()
-                .expect("sleep");
+            let (c, tracked) = reaper::Tracked::spawn(
+                || std::process::Command::new("sleep").arg("1000").spawn(),
+                |c| c.id(),
+            )
+            .expect("sleep");
             std::fs::write(procs, c.id().to_string()).expect("into the cgroup");
-            c
+            (c, tracked)
         })
         .collect()
 }
 
 /// Reaps `children`, every one killed by a signal (none exited by itself).
-fn reap_killed(children: Vec<std::process::Child>) {
+fn reap_killed(children: Vec<(std::process::Child, reaper::Tracked)>) {
     use std::os::unix::process::ExitStatusExt;
-    for mut c in children {
+    for (mut c, _tracked) in children {
         let st = c.wait().expect("wait");
         assert_eq!(st.signal(), Some(libc::SIGKILL), "{st:?}");
     }
