@@ -207,7 +207,7 @@ impl Cgroups {
     }
 
     /// The killed cgroups not removed yet.
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(super) fn doomed(&self) -> Vec<PathBuf> {
         self.doomed
             .lock()

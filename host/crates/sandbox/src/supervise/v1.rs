@@ -72,7 +72,7 @@ pub(super) struct Dir {
 
 impl Dir {
     /// The cgroup's directory.
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(super) fn path(&self) -> &Path {
         &self.path
     }
@@ -205,7 +205,7 @@ impl Hierarchy {
     }
 
     /// The cgroups still emptying, not removed yet.
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(super) fn doomed(&self) -> Vec<PathBuf> {
         self.doomed
             .lock()
