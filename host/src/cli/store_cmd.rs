@@ -111,12 +111,11 @@ fn check(args: &CheckArgs) -> CliResult<i32> {
         let file = sqlite_file(&data_dir(&args.store)?);
         let exists = file.is_file();
         if args.json {
-            print_json(&serde_json::json!({
-                "backend": "sqlite",
-                "path": file,
-                "exists": exists,
-                "ok": true,
-            }))?;
+            print_json(&CheckReport::Sqlite {
+                path: &file,
+                exists,
+                ok: true,
+            })?;
         } else {
             println!(
                 "store: the embedded SQLite file {}{}",
@@ -134,16 +133,15 @@ fn check(args: &CheckArgs) -> CliResult<i32> {
     let status = crate::store::pg_status(&opts).map_err(|e| unreachable(&pg.url, &e))?;
     let verdict = schema_verdict(status.schema_version, status.known);
     if args.json {
-        print_json(&serde_json::json!({
-            "backend": "postgres",
-            "url": pg.url,
-            "serverVersion": status.server_version,
-            "schemaVersion": status.schema_version,
-            "knownSchemaVersion": status.known,
-            "headCursor": status.head_cursor,
-            "ok": verdict.ok,
-            "schema": verdict.says,
-        }))?;
+        print_json(&CheckReport::Postgres {
+            url: &pg.url,
+            server_version: &status.server_version,
+            schema_version: status.schema_version,
+            known_schema_version: status.known,
+            head_cursor: status.head_cursor,
+            ok: verdict.ok,
+            schema: &verdict.says,
+        })?;
     } else {
         println!("store: PostgreSQL {} at {}", status.server_version, pg.url);
         println!("schema: {}", verdict.says);
@@ -152,7 +150,31 @@ fn check(args: &CheckArgs) -> CliResult<i32> {
     Ok(if verdict.ok { 0 } else { 1 })
 }
 
-fn print_json(value: &serde_json::Value) -> CliResult<()> {
+/// What `store check --json` prints: one object, its backend first.
+#[derive(serde::Serialize)]
+#[serde(tag = "backend", rename_all = "lowercase")]
+enum CheckReport<'a> {
+    /// The embedded SQLite file (no `[store] url`).
+    Sqlite {
+        path: &'a std::path::Path,
+        exists: bool,
+        ok: bool,
+    },
+    /// A PostgreSQL database.
+    #[serde(rename_all = "camelCase")]
+    Postgres {
+        url: &'a str,
+        server_version: &'a str,
+        /// `None` (null): never migrated.
+        schema_version: Option<i64>,
+        known_schema_version: i64,
+        head_cursor: i64,
+        ok: bool,
+        schema: &'a str,
+    },
+}
+
+fn print_json(value: &impl serde::Serialize) -> CliResult<()> {
     let text = serde_json::to_string(value)
         .map_err(|e| CliError::new("encode", format!("cannot encode the answer: {e}")))?;
     println!("{text}");
