@@ -374,10 +374,8 @@ fn every_crate_is_documented() {
 /// (`store/sqlite/`) names a driver's crate in code (comments aside), so
 /// the rest of the store sees only its interface (`store::interface`). No
 /// crate above the store can name one: the driver is gatehost-store's
-/// dependency (gatehost's tests aside), with one exception in gatehost,
-/// `cli/store_lock.rs` (the one-daemon lock's connection, until the store
-/// holds that lock), checked below. A new backend adds its driver here
-/// and its module to `BACKENDS`.
+/// dependency (gatehost's tests aside), checked below. A new backend adds
+/// its driver here and its module to `BACKENDS`.
 #[test]
 fn no_driver_type_above_the_store() {
     const DRIVERS: &[&str] = &["rusqlite", "tokio_postgres", "deadpool_postgres"];
@@ -409,13 +407,13 @@ fn no_driver_type_above_the_store() {
         }
     }
     assert!(inside > 0, "the reader found no backend naming its driver");
-    // gatehost's own sources: only the one-daemon lock names a driver.
+    // gatehost's own sources name none.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     for f in &files {
         let rel = f.strip_prefix(&src).expect("under src").to_string_lossy();
-        if rel == "cli/store_lock.rs" || rel == "structure_tests.rs" {
+        if rel == "structure_tests.rs" {
             continue;
         }
         let text = std::fs::read_to_string(f).expect("read");

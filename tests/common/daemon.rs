@@ -180,6 +180,29 @@ impl Daemon {
         false
     }
 
+    /// Waits for the daemon to exit on its own (up to `timeout`): its exit
+    /// code (`None`: it did not exit, or a signal ended it).
+    pub fn wait_exit_code(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let c = self.child.as_mut()?;
+            if let Ok(Some(st)) = c.try_wait() {
+                self.child = None;
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to the daemon.
+    pub fn signal(&self, signal: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: kill(2) on our own child, which has not been reaped.
+            unsafe { libc::kill(c.id() as i32, signal) };
+        }
+    }
+
     /// SIGTERM and wait for a clean exit; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut c = self.child.take()?;

@@ -10,6 +10,7 @@
 //! `GATEHOST_TEST_PG_REQUIRED=1`, which `scripts/test.sh` sets when it
 //! started a cluster), and drops the database when the test ends.
 
+mod fleet;
 mod postgres;
 mod postgres_cli;
 

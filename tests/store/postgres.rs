@@ -1,8 +1,8 @@
 //! `gatehost serve` on PostgreSQL: a policy gated, acked and committed,
 //! then the daemon killed and started again on the same database (its
 //! policies, events and cursors are there, and new cursors follow the
-//! old ones); one daemon per database; and the password in no log line,
-//! event or command output.
+//! old ones); and the password in no log line, event or command output.
+//! (Several daemons on one database: `fleet`.)
 
 use super::{Pg, database, store_section};
 use crate::common::daemon::{Daemon, git_out, git_repo, serve_command};
@@ -131,44 +131,6 @@ fn a_daemon_on_postgres_commits_and_after_a_restart_keeps_everything_and_never_r
         "{check}"
     );
     d.stop();
-}
-
-#[test]
-fn a_second_daemon_on_the_same_database_refuses_to_start() {
-    let Some(pg) = database("store::postgres::second_daemon") else {
-        return;
-    };
-    let (s, cfg) = setup(&pg, &pg.url);
-    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
-    // Another data directory, the same database.
-    let out = serve_command(&s.etc.join("data2"), &cfg, "127.0.0.1:0")
-        .output()
-        .expect("run serve");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("another gatehost serve"), "{err}");
-    assert!(err.contains(&pg.url), "names the database: {err}");
-    // The first still serves.
-    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
-    // Its lock's connection ended by the server: it takes the lock again,
-    // and a second daemon is still refused.
-    let ended = pg.admin_sql(&format!(
-            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-             WHERE l.locktype = 'advisory' AND l.classid = 1734440037 AND l.objid = 1 AND l.objsubid = 2 AND d.datname = '{}'",
-        pg.db.name()
-    ));
-    assert_eq!(ended, "1", "one connection held the lock");
-    d.wait_log("took the database's one-daemon lock again", T);
-    let out = serve_command(&s.etc.join("data2"), &cfg, "127.0.0.1:0")
-        .output()
-        .expect("run serve");
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(d.agent_ok("GET", "/v1/health", None)["ok"], true);
-    // Once it is gone (SIGKILL), a new one starts.
-    d.kill9();
-    let mut d2 = Daemon::start(&s.etc.join("data2"), &cfg);
-    assert_eq!(d2.agent_ok("GET", "/v1/health", None)["ok"], true);
-    d2.stop();
 }
 
 #[test]

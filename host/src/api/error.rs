@@ -99,6 +99,17 @@ impl From<StoreError> for ApiError {
                 e.to_string(),
             )
             .retry_after(1)
+        } else if matches!(e, StoreError::NotOwner(_)) {
+            // Another host's session or policy: that host changes it.
+            ApiError::new(StatusCode::CONFLICT, "other-host", e.to_string())
+        } else if matches!(e, StoreError::Fenced(_)) {
+            // This daemon lost its host claim and is stopping: another
+            // daemon holds its work now.
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "host-fenced",
+                e.to_string(),
+            )
         } else {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,

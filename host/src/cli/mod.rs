@@ -27,7 +27,6 @@ pub mod serve;
 pub mod server_args;
 mod standing;
 pub mod store_cmd;
-pub mod store_lock;
 pub mod store_open;
 mod ui;
 

@@ -51,6 +51,13 @@ pub struct ServeArgs {
     /// reach it with `--server unix:PATH`.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// This daemon's host id in a fleet sharing one PostgreSQL database
+    /// ([store] url): letters, digits, '.', '_', '-'. Claimed at start
+    /// (refused while another live daemon holds it) and kept by a lease
+    /// renewed every third of [store] lease; a daemon that loses it stops.
+    /// Refused with the SQLite store [default: the machine's name].
+    #[arg(long, env = "GATEHOST_HOST_ID", value_name = "NAME")]
+    pub host_id: Option<String>,
 }
 
 /// Binds the Unix socket owner-only. A stale socket (nobody listening) is
@@ -253,9 +260,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     // The SQLite file in the data directory, or the PostgreSQL database
-    // `[store] url` names (its password read now, once), with its
-    // one-daemon lock held for this process's life.
-    let (store, store_at, _database_lock) = super::store_open::open(&config, &data_dir, &runtime)?;
+    // `[store] url` names (its password read now, once), this host's id
+    // claimed there for this process's life.
+    let (store, store_at) = {
+        let _inside = runtime.enter();
+        super::store_open::open(&config, &data_dir, args.host_id.as_deref())?
+    };
+    let claim_lost = store.claim_lost();
+    let host = store.host();
     runtime.block_on(async move {
         let (public_url, ack_requires) =
             (config.daemon.public_url.clone(), config.daemon.ack_requires);
@@ -361,11 +373,17 @@ fn run(args: ServeArgs) -> Result<(), String> {
         println!("page: {page}/ui/ (log in with `gatehost ui`)");
         println!("data: {}", data_dir.display());
         println!("store: {store_at}");
+        if let Some((id, fence)) = &host {
+            println!("host: {id} (fencing number {fence})");
+        }
         println!("agent token: {}", agent_file.display());
         println!("operator token: {}", operator_file.display());
         println!("{confinement}");
         let also = bound.partner_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(%url, %also, %page, data = %data_dir.display(), store = %store_at, %confinement, "serving");
+        if let Some(lost) = claim_lost {
+            tokio::spawn(stop_when_lost(lost));
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopping = engine.clone();
         tokio::spawn(async move {
@@ -410,6 +428,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
             }
         };
         tokio::try_join!(tcp, other, on_socket).map_err(|e| format!("server error: {e}"))?;
+        // A clean stop: this host's id can be claimed again at once.
+        engine.store().release_host();
         let _ = std::fs::remove_file(&url_file);
         if let Some(p) = &args.socket {
             let _ = std::fs::remove_file(p);
@@ -417,6 +437,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
         tracing::info!("stopped");
         Ok::<(), String>(())
     })
+}
+
+/// Stops the daemon at once when its host's claim is lost (its id claimed
+/// again: after its lease ran out while it was stopped or cut off, another
+/// daemon took it): exit 2, as a SIGKILL would, since everything is in the
+/// store and the new holder acts on it; what this process still had under
+/// way is refused by its fencing number.
+async fn stop_when_lost(mut lost: tokio::sync::watch::Receiver<Option<String>>) {
+    let why = match lost.wait_for(Option::is_some).await {
+        Ok(why) => why.clone().unwrap_or_default(),
+        Err(_) => return,
+    };
+    tracing::error!(cause = %why, "this daemon lost its host claim; stopping");
+    eprintln!("gatehost: error: this daemon lost its host claim: {why}; stopping");
+    std::process::exit(super::error::EXIT_ERROR);
 }
 
 async fn shutdown() {

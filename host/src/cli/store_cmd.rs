@@ -141,11 +141,28 @@ fn check(args: &CheckArgs) -> CliResult<i32> {
             head_cursor: status.head_cursor,
             ok: verdict.ok,
             schema: &verdict.says,
+            hosts: status.hosts.iter().map(HostReport::of).collect(),
         })?;
     } else {
         println!("store: PostgreSQL {} at {}", status.server_version, pg.url);
         println!("schema: {}", verdict.says);
         println!("head cursor: {}", status.head_cursor);
+        if status.hosts.is_empty() {
+            println!("hosts: none has claimed an id yet");
+        }
+        for h in &status.hosts {
+            println!(
+                "host {}: {}, fencing number {}, lease {} {}, pid {} on {}, gatehost {}",
+                h.id,
+                if h.live { "live" } else { "not live" },
+                h.fence,
+                if h.live { "until" } else { "ended" },
+                rfc3339(h.lease_until),
+                h.pid,
+                h.machine,
+                h.version
+            );
+        }
     }
     Ok(if verdict.ok { 0 } else { 1 })
 }
@@ -171,7 +188,52 @@ enum CheckReport<'a> {
         head_cursor: i64,
         ok: bool,
         schema: &'a str,
+        /// Every host that ever claimed an id, by id.
+        hosts: Vec<HostReport<'a>>,
     },
+}
+
+/// One host in `store check --json`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HostReport<'a> {
+    id: &'a str,
+    /// Its claim's fencing number.
+    fence: i64,
+    /// `live` (claimed) or `stopped` (released by a clean stop).
+    state: &'a str,
+    /// Whether its lease runs now (the database's clock).
+    live: bool,
+    /// When its lease ends (or ended), RFC 3339, the database's clock.
+    lease_until: String,
+    /// Its last renewal.
+    heartbeat_at: String,
+    machine: &'a str,
+    pid: i64,
+    version: &'a str,
+}
+
+impl<'a> HostReport<'a> {
+    fn of(h: &'a crate::store::HostStatus) -> HostReport<'a> {
+        HostReport {
+            id: &h.id,
+            fence: h.fence,
+            state: &h.state,
+            live: h.live,
+            lease_until: rfc3339(h.lease_until),
+            heartbeat_at: rfc3339(h.heartbeat_at),
+            machine: &h.machine,
+            pid: h.pid,
+            version: &h.version,
+        }
+    }
+}
+
+/// `ms` since the epoch as RFC 3339 (UTC, milliseconds).
+fn rfc3339(ms: i64) -> String {
+    let t =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 fn print_json(value: &impl serde::Serialize) -> CliResult<()> {

@@ -1,8 +1,9 @@
 //! The daemon's store, as the configuration chooses it ([`open`], which
 //! `serve` calls): the embedded SQLite file in the data directory, or the
-//! PostgreSQL database `[store] url` names, with its one-daemon lock
-//! (`store_lock`); and the store crate's options of `[store]`
-//! ([`options`], which `gatehost store` uses too).
+//! PostgreSQL database `[store] url` names, claimed for this daemon's host
+//! id (`serve --host-id`, default the machine's name: docs/fleet.md); and
+//! the store crate's options of `[store]` ([`options`], which `gatehost
+//! store` uses too).
 //!
 //! It owns reading the password (here, once per start or command) and
 //! must never put it into a message: the URL it shows holds none (the
@@ -10,7 +11,7 @@
 
 use super::error::{CliError, CliResult};
 use crate::config::{HostConfig, PostgresConfig};
-use crate::store::{PgOptions, Store};
+use crate::store::{HostSpec, PgOptions, Store};
 use std::path::{Path, PathBuf};
 
 /// The embedded SQLite store's file in `data_dir`.
@@ -37,27 +38,63 @@ pub fn options(pg: &PostgresConfig) -> CliResult<PgOptions> {
     })
 }
 
+/// The machine's name: a host's default id.
+pub fn machine_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Who this daemon is on the PostgreSQL store `pg`: `host_id` (else the
+/// machine's name, which must then be a valid id) and the lease.
+pub fn host_spec(pg: &PostgresConfig, host_id: Option<&str>) -> Result<HostSpec, String> {
+    let machine = machine_name();
+    let id = match host_id {
+        Some(id) => {
+            HostSpec::check_id(id).map_err(|e| format!("--host-id: {e}"))?;
+            id.to_string()
+        }
+        None => {
+            HostSpec::check_id(&machine).map_err(|e| {
+                format!("the machine's name cannot be a host id ({e}): give one with --host-id")
+            })?;
+            machine.clone()
+        }
+    };
+    Ok(HostSpec {
+        id,
+        lease: pg.lease,
+        machine,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    })
+}
+
 /// Opens the daemon's store: the PostgreSQL database `[store] url` names
-/// (its one-daemon lock taken first, on `runtime`, then the schema
-/// migrated under its lock), else the SQLite file in `data_dir`. Also
-/// answers where it is, for the start's lines, and the lock, held while it
-/// lives. An error names the URL (it holds no password) and the cause.
+/// (its schema migrated under its lock, then the host id claimed: refused
+/// while another live daemon holds it), else the SQLite file in
+/// `data_dir` (where `host_id` is refused: a fleet shares one PostgreSQL
+/// database). Also answers where it is, for the start's lines. An error
+/// names the URL (it holds no password) and the cause.
 pub fn open(
     config: &HostConfig,
     data_dir: &Path,
-    runtime: &tokio::runtime::Runtime,
-) -> Result<(Store, String, Option<super::store_lock::DaemonLock>), String> {
+    host_id: Option<&str>,
+) -> Result<(Store, String), String> {
     match &config.store.postgres {
         None => {
+            if host_id.is_some() {
+                return Err("--host-id names this daemon in a fleet sharing one PostgreSQL database: it needs [store] url (docs/fleet.md)".into());
+            }
             let store = Store::open(data_dir).map_err(|e| e.to_string())?;
-            Ok((store, sqlite_file(data_dir).display().to_string(), None))
+            Ok((store, sqlite_file(data_dir).display().to_string()))
         }
         Some(pg) => {
             let opts = options(pg).map_err(|e| e.message)?;
-            let lock = runtime.block_on(super::store_lock::hold(&opts, &pg.url))?;
-            let store = Store::open_postgres(&opts)
+            let spec = host_spec(pg, host_id)?;
+            let store = Store::open_postgres_as(&opts, &spec)
                 .map_err(|e| format!("cannot open the store {}: {e}", pg.url))?;
-            Ok((store, pg.url.clone(), Some(lock)))
+            Ok((store, pg.url.clone()))
         }
     }
 }
@@ -75,6 +112,7 @@ mod tests {
             url: "postgres://u@h/d".into(),
             password_file: Some(file.clone()),
             application_name: "gatehost/t".into(),
+            lease: crate::config::DEFAULT_LEASE,
         };
         let opts = options(&pg).expect("readable");
         assert_eq!(opts.password.as_deref(), Some("hunter2"));
@@ -89,13 +127,29 @@ mod tests {
     #[test]
     fn without_a_url_the_daemon_opens_the_sqlite_file() {
         let d = tempfile::tempdir().expect("tempdir");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (_store, at, lock) = open(&HostConfig::default(), d.path(), &rt).expect("sqlite");
-        assert!(lock.is_none());
+        let (store, at) = open(&HostConfig::default(), d.path(), None).expect("sqlite");
+        assert!(store.host().is_none());
         assert_eq!(at, sqlite_file(d.path()).display().to_string());
         assert!(sqlite_file(d.path()).is_file());
+        let e = open(&HostConfig::default(), d.path(), Some("a")).expect_err("no fleet");
+        assert!(e.contains("[store] url"), "{e}");
+    }
+
+    #[test]
+    fn a_host_id_is_checked_and_the_lease_is_the_configuration_s() {
+        let pg = PostgresConfig {
+            url: "postgres://u@h/d".into(),
+            password_file: None,
+            application_name: "gatehost/t".into(),
+            lease: std::time::Duration::from_secs(4),
+        };
+        let spec = host_spec(&pg, Some("build-7.eu")).expect("valid");
+        assert_eq!(spec.id, "build-7.eu");
+        assert_eq!(spec.lease, std::time::Duration::from_secs(4));
+        assert_eq!(spec.machine, machine_name());
+        for bad in ["", "a b", "-a", "é", &"x".repeat(64)] {
+            let e = host_spec(&pg, Some(bad)).expect_err(bad);
+            assert!(e.starts_with("--host-id: "), "{e}");
+        }
     }
 }

@@ -121,6 +121,15 @@ pub fn sweep() -> bool {
     on
 }
 
+/// `IGNORE_OWN_LEASE`: true when set, and then a host on PostgreSQL skips
+/// its own check that its lease still runs before a write, and its
+/// heartbeat ignores a renewal that finds its claim replaced, so that its
+/// writes after a `SIGSTOP` past the lease reach the database, which must
+/// refuse them by their fencing number (`tests/store/fleet.rs`).
+pub fn ignore_own_lease() -> bool {
+    var!("IGNORE_OWN_LEASE").is_some()
+}
+
 /// `NUDGE_BARRIER=PATH`: a nudge task waits, before it reads its policy,
 /// until the file PATH exists (at most [`BARRIER_HOLDS_AT_MOST`]). The test
 /// holds the task between the nudge's publication and its run, acts (an

@@ -34,7 +34,9 @@ pub use notify_url::NotifyPrefix;
 pub use places::{canonical_places, overlapping_place};
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
-pub use store::{PASSWORD_ENV, PasswordError, PostgresConfig, StoreConfig};
+pub use store::{
+    DEFAULT_LEASE, MIN_LEASE, PASSWORD_ENV, PasswordError, PostgresConfig, StoreConfig,
+};
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};
 

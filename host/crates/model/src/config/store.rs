@@ -31,6 +31,7 @@ pub(super) struct StoreSection {
     url: Option<String>,
     password_file: Option<String>,
     application_name: Option<String>,
+    lease: Option<String>,
 }
 
 /// Where the daemon's store is (`[store]`).
@@ -54,7 +55,18 @@ pub struct PostgresConfig {
     /// The `application_name` of its connections (`gatehost/<host name>`
     /// unless set).
     pub application_name: String,
+    /// How long a host's claim lives without a renewal (`lease`, default
+    /// [`DEFAULT_LEASE`], at least [`MIN_LEASE`]): renewed every third of
+    /// it; a host that cannot renew stops acting before it ends.
+    pub lease: std::time::Duration,
 }
+
+/// The default `[store] lease`.
+pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The shortest `[store] lease` (a renewal every third of it must fit a
+/// round trip to the database).
+pub const MIN_LEASE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why the PostgreSQL password could not be read. It names the file and
 /// the cause, never the file's content.
@@ -154,6 +166,7 @@ impl StoreSection {
             for (key, set) in [
                 ("password_file", self.password_file.is_some()),
                 ("application_name", self.application_name.is_some()),
+                ("lease", self.lease.is_some()),
             ] {
                 if set {
                     return Err(err(
@@ -179,11 +192,16 @@ impl StoreSection {
             }
             None => default_application_name(),
         };
+        let lease = match self.lease {
+            Some(text) => super::daemon::duration(&text, MIN_LEASE).map_err(|m| err("lease", m))?,
+            None => DEFAULT_LEASE,
+        };
         Ok(StoreConfig {
             postgres: Some(PostgresConfig {
                 url,
                 password_file,
                 application_name,
+                lease,
             }),
         })
     }

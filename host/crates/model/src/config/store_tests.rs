@@ -161,6 +161,7 @@ fn with_file(content: &[u8]) -> (tempfile::TempDir, PostgresConfig) {
         url: "postgres://u@h/d".into(),
         password_file: Some(path),
         application_name: "gatehost/t".into(),
+        lease: crate::config::DEFAULT_LEASE,
     };
     (d, pg)
 }

@@ -98,7 +98,13 @@ impl Swept {
 /// Every read a backend answers, typed. Lists are in the order each says
 /// (oldest first unless told); the looks the daemon makes often (the
 /// watchdog's, the sweep's, a webhook's recipients) must be answered by an
-/// index, never a scan of a table.
+/// index, never a scan of a table. With hosts sharing one store, the looks
+/// that drive a host's own work (`silent_sessions`, `sessions_to_recover`,
+/// `policies_with_open_publishes`, `policies_to_sweep`,
+/// `damaged_policies`, `watching_with_stale_member`, `past_deadline`,
+/// `watch_due`, the deliveries due, the active, waiting and overdue
+/// routines) answer that host's rows only; every other read answers the
+/// whole store.
 pub trait Records {
     /// Whether the watchdog has anything to do at `now` (ms): a session
     /// silent since before `cutoff` (when the heartbeat timeout is set), a
@@ -358,6 +364,31 @@ pub trait Backend: Records + Send + Sync {
     /// Where the store lives, for messages (SQLite: its file; PostgreSQL:
     /// `postgres://user@host:port/database`, never a password).
     fn location(&self) -> String;
+
+    /// The host this store works for and its claim's fencing number
+    /// (PostgreSQL opened for a host); `None` for a store of one host.
+    fn host(&self) -> Option<(String, i64)> {
+        None
+    }
+
+    /// Whether this process may act for its host now (its claim held and
+    /// its lease renewed in time): `Fenced` once it lost the claim,
+    /// `LeaseLapsed` while it cannot renew. Checked before every write, and
+    /// by the engine before an effect outside the store. A store of one
+    /// host always may.
+    fn acting(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// A receiver told once, with why, when this host's claim is lost (the
+    /// daemon stops); `None` for a store of one host.
+    fn claim_lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        None
+    }
+
+    /// Ends this host's claim at a clean stop (its id can be claimed again
+    /// at once); nothing for a store of one host.
+    fn release_host(&self) {}
 
     /// Test only: the stored text of `column` of the row `id` of `table`
     /// (`None`: no such row), read without decoding the row.

@@ -35,7 +35,7 @@ mod rows;
 mod sqlite;
 
 pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
-pub use postgres::{PgOptions, PgStatus, pg_migrate, pg_status};
+pub use postgres::{HostSpec, HostStatus, MIN_LEASE, PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
     Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, RowDamage, SessionRow,
@@ -102,6 +102,22 @@ pub enum StoreError {
     /// Any other failure of the backend, as its message.
     #[error("store error: {0}")]
     Backend(String),
+    /// This host's claim was replaced (its id claimed again, by another
+    /// process or after a takeover): it must stop acting, for good; a new
+    /// process claims the id again. Why, for a person.
+    #[error("this host no longer holds its claim: {0}")]
+    Fenced(String),
+    /// This host's lease is not renewed (the database cannot be reached
+    /// for too long): it acts on nothing until a renewal succeeds.
+    /// Retrying later may succeed.
+    #[error("this host's lease is not renewed: {0}")]
+    LeaseLapsed(String),
+    /// The row belongs to another host, which alone changes it.
+    #[error("{0}")]
+    NotOwner(String),
+    /// The host id is claimed by another live process.
+    #[error("{0}")]
+    HostTaken(String),
     /// A stored value (a row, a routine, a standing policy, a passkey) is
     /// not valid JSON of its type (a few encodes of such values say so too).
     #[error("stored {what} is not valid JSON: {message}")]
@@ -144,7 +160,10 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            StoreError::Full(_) | StoreError::ReadOnly(_) | StoreError::Unreachable(_)
+            StoreError::Full(_)
+                | StoreError::ReadOnly(_)
+                | StoreError::Unreachable(_)
+                | StoreError::LeaseLapsed(_)
         )
     }
 }
@@ -199,6 +218,36 @@ impl Store {
     /// database that cannot be reached is [`StoreError::Unreachable`].
     pub fn open_postgres(opts: &PgOptions) -> StoreResult<Store> {
         Ok(Store::over(Box::new(postgres::PgStore::open(opts)?)))
+    }
+
+    /// Opens the PostgreSQL database of `opts` for the host `spec`: claims
+    /// its id (a new fencing number; refused while another live process
+    /// holds it) and renews its lease until the store is dropped or
+    /// [`Store::release_host`] is called; every write checks the claim.
+    pub fn open_postgres_as(opts: &PgOptions, spec: &HostSpec) -> StoreResult<Store> {
+        Ok(Store::over(Box::new(postgres::PgStore::open_as(
+            opts, spec,
+        )?)))
+    }
+
+    /// The host this store works for and its fencing number, if any.
+    pub fn host(&self) -> Option<(String, i64)> {
+        self.backend.host()
+    }
+
+    /// Whether this process may act for its host now ([`Backend::acting`]).
+    pub fn acting(&self) -> StoreResult<()> {
+        self.backend.acting()
+    }
+
+    /// Told once, with why, when this host's claim is lost.
+    pub fn claim_lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        self.backend.claim_lost()
+    }
+
+    /// Ends this host's claim at a clean stop.
+    pub fn release_host(&self) {
+        self.backend.release_host();
     }
 
     /// A store over `backend`.

@@ -59,8 +59,8 @@ impl Bridge {
         futures::executor::block_on(fut)
     }
 
-    /// Runs `fut` on the runtime, in the background (a connection's task).
-    #[cfg(any(test, feature = "test-support"))]
+    /// Runs `fut` on the runtime, in the background (a connection's task,
+    /// a host's heartbeat); it ends with the runtime.
     pub(super) fn spawn<F>(&self, fut: F)
     where
         F: Future<Output = ()> + Send + 'static,

@@ -56,6 +56,12 @@ pub(super) fn from_pg(e: tokio_postgres::Error) -> StoreError {
         return match code {
             "53100" => StoreError::Full(message),
             "25006" => StoreError::ReadOnly(message),
+            // Raised by the schema's ownership trigger (`schema::HOSTS_V2`).
+            "GH001" => StoreError::NotOwner(
+                e.as_db_error()
+                    .map(|d| d.message().to_string())
+                    .unwrap_or(message),
+            ),
             c if transient(c) => StoreError::Unreachable(message),
             _ => StoreError::Backend(message),
         };

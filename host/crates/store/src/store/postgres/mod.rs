@@ -9,7 +9,17 @@
 //! schema and its migrations (`schema`, under an advisory lock), the SQL
 //! (`records`, `routines`, `standing`, `passkeys`, `retention`), the
 //! decoding of its rows (`decode`) and the mapping of the driver's errors
-//! onto [`StoreError`] (`errors`: an outage is `Unreachable`, retry later).
+//! onto [`StoreError`] (`errors`: an outage is `Unreachable`, retry later),
+//! the hosts sharing the database (`hosts`: claims, fencing numbers and
+//! leases by the database's clock; `lease`: this process's deadline and
+//! heartbeat; `claim`: a store opened for a host, every write of which
+//! checks its claim), and `gatehost store`'s entry points (`status`).
+//!
+//! A store opened for a host (`Store::open_postgres_as`) works on the
+//! whole cluster's records for what a person reads, and on its own rows
+//! only for what its loops look for (the sweep, recovery, the watchdog,
+//! deadlines, routines, webhook deliveries): each row carries the `host`
+//! whose work it is, and the schema refuses an update of another host's.
 //!
 //! Every write transaction is `BEGIN` (READ COMMITTED) then
 //! `pg_advisory_xact_lock` of one fixed key ([`WRITE_LOCK`]), as SQLite's
@@ -17,9 +27,11 @@
 //! it writes on, and event cursors, taken from a one-row counter under
 //! that lock, are given in commit order (a reader never sees cursor N+1
 //! before the transaction holding N commits), never reused, never moved
-//! back. A commit whose answer is lost with the connection is reported as
-//! `Unreachable`; whether it happened is then unknown (issue 51's fencing
-//! and ledger deal with that).
+//! back. A host's write then checks, in its own statement, that its
+//! claim's fencing number is the current one and its lease runs (a host
+//! whose id was claimed again writes nothing, ever again). A commit whose
+//! answer is lost with the connection is reported as `Unreachable`;
+//! whether it happened is then unknown (the commit ledger deals with that).
 //!
 //! It must never let a driver type or SQL text out of this module (the
 //! structure tests check that no file above it names the driver), run a
@@ -27,8 +39,11 @@
 //! across an `.await` of the caller, or show a password.
 
 mod bridge;
+mod claim;
 mod decode;
 mod errors;
+mod hosts;
+mod lease;
 mod options;
 mod passkeys;
 mod records;
@@ -36,11 +51,14 @@ mod retention;
 mod routines;
 mod schema;
 mod standing;
+mod status;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testdb;
 mod writes;
 
+pub use hosts::{HostSpec, HostStatus, MIN_LEASE};
 pub use options::PgOptions;
+pub use status::{PgStatus, pg_migrate, pg_status};
 
 use super::interface::{Backend, Records, Swept, TxBody};
 use super::routine_rows::RoutineRow;
@@ -52,8 +70,10 @@ use crate::config::Retention;
 use bridge::{Bridge, Sql, col};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
 use errors::{from_pg, from_pool};
+use lease::Lease;
 use options::{CONNECT_TIMEOUT, Tls};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The transaction-scoped advisory lock every write transaction takes
 /// ("gatehost" in ASCII): writes are serialised across every host.
@@ -61,21 +81,6 @@ pub(super) const WRITE_LOCK: i64 = 0x6761_7465_686f_7374;
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 8;
-
-/// What `gatehost store check` shows of a PostgreSQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgStatus {
-    /// The schema version the database records; `None`: an empty
-    /// database (no gatehost schema yet).
-    pub schema_version: Option<i64>,
-    /// The newest schema version this build knows.
-    pub known: i64,
-    /// The server's version (`server_version`).
-    pub server_version: String,
-    /// The newest event cursor ever given (0 with no schema, or one newer
-    /// than this build's).
-    pub head_cursor: i64,
-}
 
 /// The PostgreSQL store: a pool of connections on its own runtime.
 pub(super) struct PgStore {
@@ -86,6 +91,11 @@ pub(super) struct PgStore {
     writes: Mutex<()>,
     /// `postgres://user@host:port/database`, never a password.
     location: String,
+    /// This process's claim, when it serves as a host (`open_as`): every
+    /// write checks it.
+    lease: Option<Arc<Lease>>,
+    /// How the heartbeat makes its connection.
+    parsed: options::Parsed,
     bridge: Bridge,
 }
 
@@ -116,14 +126,41 @@ impl Drop for Discard {
 }
 
 impl PgStore {
-    /// Connects (no migration): the pool, on its runtime.
-    fn connect(opts: &PgOptions) -> StoreResult<PgStore> {
-        let parsed = opts.parse()?;
+    /// Connects (no migration): the pool, on its runtime. Its connections
+    /// work for `host` (the setting `gatehost.host`, which the schema's
+    /// defaults and ownership trigger read), and a transaction left idle
+    /// (a process stopped in the middle of one) is ended by the server
+    /// after half the lease (1 to 5 s), so that it never holds the write
+    /// lock for long.
+    fn connect(opts: &PgOptions, host: Option<&HostSpec>) -> StoreResult<PgStore> {
+        let mut parsed = opts.parse()?;
+        let idle = host
+            .map(|h| h.lease / 2)
+            .unwrap_or(Duration::from_secs(5))
+            .clamp(Duration::from_secs(1), Duration::from_secs(5));
+        let mut settings = parsed
+            .config
+            .get_options()
+            .map(str::to_string)
+            .unwrap_or_default();
+        settings.push_str(&format!(
+            " -c idle_in_transaction_session_timeout={}",
+            idle.as_millis()
+        ));
+        if let Some(h) = host {
+            // A checked id: letters, digits, '.', '_' and '-' only.
+            HostSpec::check_id(&h.id).map_err(|e| StoreError::Open {
+                path: parsed.location.clone(),
+                message: e,
+            })?;
+            settings.push_str(&format!(" -c {}={}", schema::HOST_SETTING, h.id));
+        }
+        parsed.config.options(settings.trim());
         let config = ManagerConfig::default();
         let manager = match parsed.tls {
-            Tls::Off => Manager::from_config(parsed.config, tokio_postgres::NoTls, config),
+            Tls::Off => Manager::from_config(parsed.config.clone(), tokio_postgres::NoTls, config),
             Tls::Prefer | Tls::Require => Manager::from_config(
-                parsed.config,
+                parsed.config.clone(),
                 options::tls_connector(&parsed.location)?,
                 config,
             ),
@@ -142,7 +179,9 @@ impl PgStore {
         Ok(PgStore {
             pool,
             writes: Mutex::new(()),
-            location: parsed.location,
+            location: parsed.location.clone(),
+            lease: None,
+            parsed,
             bridge: Bridge::new()?,
         })
     }
@@ -150,7 +189,7 @@ impl PgStore {
     /// Connects and brings the schema up to this build's (under the
     /// migration lock); a newer schema is refused.
     pub(super) fn open(opts: &PgOptions) -> StoreResult<PgStore> {
-        let store = PgStore::connect(opts)?;
+        let store = PgStore::connect(opts, None)?;
         let (before, after) = store.migrate()?;
         tracing::info!(at = %store.location, before, after, "store opened on PostgreSQL");
         Ok(store)
@@ -231,11 +270,33 @@ impl PgStore {
 
     /// Runs `f` in one write transaction under the write lock: everything
     /// it writes commits together or not at all; a transaction in which a
-    /// statement failed is rolled back, never committed.
+    /// statement failed is rolled back, never committed. A host's write
+    /// first checks its claim (`fenced`).
     pub(super) fn write<T>(
         &self,
         f: impl FnOnce(&mut PgTx<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
+        self.write_as(true, f)
+    }
+
+    /// [`PgStore::write`]; with `fenced` and a claim, nothing is written
+    /// unless the claim is this process's to act on: its own deadline
+    /// first (no round trip), then, inside the transaction, after the
+    /// write lock, the database's record of the claim (`hosts::standing`:
+    /// this fencing number, its lease running by the database's clock).
+    /// Every write of every host takes that lock, so no claim changes
+    /// between that check and the commit.
+    fn write_as<T>(
+        &self,
+        fenced: bool,
+        f: impl FnOnce(&mut PgTx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let lease = self.lease.as_deref().filter(|_| fenced);
+        if let Some(l) = lease
+            && !gatehost_test_hooks::ignore_own_lease()
+        {
+            l.acting()?;
+        }
         let _one = self.writes.lock().unwrap_or_else(|p| p.into_inner());
         let mut held = Discard(Some(self.begin()?));
         let (out, end, clean) = {
@@ -247,10 +308,10 @@ impl PgStore {
             let mut tx = PgTx {
                 sql: Sql::new(&self.bridge, client),
             };
-            // Issue 51's fencing goes here: a host's writes will first check,
-            // in this transaction, that its lease's fencing number is still
-            // the current one (and fail, touching nothing, if not).
-            let out = f(&mut tx);
+            let out = match lease {
+                Some(l) => claim::check_claim(&tx.sql, l).and_then(|()| f(&mut tx)),
+                None => f(&mut tx),
+            };
             let end = match &out {
                 Ok(_) if tx.sql.failed() => {
                     let _ = tx.sql.batch("ROLLBACK");
@@ -503,6 +564,25 @@ impl Backend for PgStore {
         self.location.clone()
     }
 
+    fn host(&self) -> Option<(String, i64)> {
+        self.lease.as_ref().map(|l| (l.id.clone(), l.fence))
+    }
+
+    fn acting(&self) -> StoreResult<()> {
+        match &self.lease {
+            Some(l) => l.acting(),
+            None => Ok(()),
+        }
+    }
+
+    fn claim_lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        self.lease.as_ref().map(|l| l.lost())
+    }
+
+    fn release_host(&self) {
+        self.release();
+    }
+
     #[cfg(any(test, feature = "test-support"))]
     fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>> {
         self.reading(|c| {
@@ -541,38 +621,10 @@ impl Backend for PgStore {
     }
 }
 
-/// Connects to the database of `opts` and brings its schema up to this
-/// build's, under the migration lock: `(version before, version after)`,
-/// `before` 0 for an empty database. A newer schema is refused
-/// ([`StoreError::TooNew`]).
-pub fn pg_migrate(opts: &PgOptions) -> StoreResult<(i64, i64)> {
-    PgStore::connect(opts)?.migrate()
-}
-
-/// What the database of `opts` holds, without migrating anything.
-pub fn pg_status(opts: &PgOptions) -> StoreResult<PgStatus> {
-    let store = PgStore::connect(opts)?;
-    store.reading(|c| {
-        let schema_version = schema::version(c, &store.location)?;
-        let server_version: String = col(
-            &c.one("SELECT current_setting('server_version') AS v", &[])?,
-            "v",
-        )?;
-        let head_cursor = match schema_version {
-            Some(v) if v <= schema::KNOWN => records::head_cursor(c)?,
-            _ => 0,
-        };
-        Ok(PgStatus {
-            schema_version,
-            known: schema::KNOWN,
-            server_version,
-            head_cursor,
-        })
-    })
-}
-
 #[cfg(test)]
 mod decode_tests;
+#[cfg(test)]
+mod hosts_tests;
 #[cfg(test)]
 mod options_tests;
 #[cfg(test)]

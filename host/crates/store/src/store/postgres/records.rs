@@ -30,7 +30,7 @@ pub(super) fn list_sessions(c: &Sql<'_>) -> StoreResult<Vec<SessionRow>> {
 pub(super) fn open_publishes(c: &Sql<'_>) -> StoreResult<Vec<PolicyRow>> {
     all(
         c.query(
-            "SELECT * FROM policies WHERE publish_open <> '[]' ORDER BY seq",
+            "SELECT * FROM policies WHERE publish_open <> '[]' AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq",
             &[],
         )?,
         policy_from,
@@ -158,14 +158,15 @@ pub(super) fn put_session(c: &Sql<'_>, s: &SessionRow) -> StoreResult<()> {
 /// their plans).
 pub(super) const SILENT_SESSIONS: &str =
     "SELECT * FROM sessions WHERE state <> 'exited' AND stale_at IS NULL AND command IS NULL
-       AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $2";
+       AND heartbeat_at < $1 AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY heartbeat_at LIMIT $2";
 pub(super) const WATCHING_WITH_STALE_MEMBER: &str = "SELECT DISTINCT p.* FROM sessions s
        JOIN policy_members m ON m.session_id = s.id
        JOIN policies p ON p.id = m.policy_id
-     WHERE s.stale_at IS NOT NULL AND p.status = 'watching' ORDER BY p.seq";
+     WHERE s.stale_at IS NOT NULL AND p.status = 'watching'
+       AND p.host IS NOT DISTINCT FROM gatehost_host() ORDER BY p.seq";
 pub(super) const PAST_DEADLINE: &str =
     "SELECT * FROM policies WHERE deadline_at IS NOT NULL AND deadline_at <= $1
-       AND status NOT IN ('done', 'blocked', 'cancelled') ORDER BY deadline_at";
+       AND status NOT IN ('done', 'blocked', 'cancelled') AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY deadline_at";
 
 pub(super) fn silent_sessions(
     c: &Sql<'_>,
@@ -208,7 +209,7 @@ pub(super) fn list_policies(c: &Sql<'_>, statuses: &[PolicyStatus]) -> StoreResu
 /// statuses no task drives are never read; a unit test reads its plan).
 pub(super) const TO_SWEEP: &str = "SELECT * FROM policies
      WHERE status NOT IN ('watching', 'awaiting-ack', 'done', 'blocked', 'cancelled')
-       AND ($1 OR status <> 'queued') ORDER BY seq";
+       AND ($1 OR status <> 'queued') AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq";
 
 pub(super) fn to_sweep(c: &Sql<'_>, queued: bool) -> StoreResult<Vec<PolicyRow>> {
     all(c.query(TO_SWEEP, &[&queued])?, policy_from)
@@ -217,7 +218,8 @@ pub(super) fn to_sweep(c: &Sql<'_>, queued: bool) -> StoreResult<Vec<PolicyRow>>
 /// Ids of the unsettled policies whose row does not decode, oldest first.
 pub(super) fn damaged_unsettled(c: &Sql<'_>) -> StoreResult<Vec<String>> {
     let rows = c.query(
-        "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled') ORDER BY seq",
+        "SELECT * FROM policies WHERE status NOT IN ('done', 'blocked', 'cancelled')
+           AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq",
         &[],
     )?;
     let mut out = Vec::new();
@@ -234,7 +236,7 @@ pub(super) fn damaged_unsettled(c: &Sql<'_>) -> StoreResult<Vec<String>> {
 /// that have not exited.
 pub(super) fn sessions_to_recover(c: &Sql<'_>) -> StoreResult<Vec<SessionRow>> {
     let rows = c.query(
-        "SELECT * FROM sessions ORDER BY created_at, id COLLATE \"C\"",
+        "SELECT * FROM sessions WHERE host IS NOT DISTINCT FROM gatehost_host() ORDER BY created_at, id COLLATE \"C\"",
         &[],
     )?;
     let mut out = Vec::new();
@@ -483,7 +485,7 @@ pub(super) fn due_deliveries_to(
             "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
                JOIN events e ON e.cursor = d.event_cursor
               WHERE d.state = 'pending' AND d.url = $1 AND d.next_at <= $2
-              ORDER BY d.next_at, d.id LIMIT $3",
+                AND d.host IS NOT DISTINCT FROM gatehost_host() ORDER BY d.next_at, d.id LIMIT $3",
             &[&url, &now, &(limit as i64)],
         )?,
         delivery_from,
@@ -495,7 +497,8 @@ pub(super) fn due_deliveries(c: &Sql<'_>, now: i64, limit: usize) -> StoreResult
         c.query(
             "SELECT d.id AS did, d.url AS url, d.attempts AS attempts, e.* FROM deliveries d
                JOIN events e ON e.cursor = d.event_cursor
-              WHERE d.state = 'pending' AND d.next_at <= $1 ORDER BY d.next_at, d.id LIMIT $2",
+              WHERE d.state = 'pending' AND d.next_at <= $1 AND d.host IS NOT DISTINCT FROM gatehost_host()
+              ORDER BY d.next_at, d.id LIMIT $2",
             &[&now, &(limit as i64)],
         )?,
         delivery_from,
@@ -532,7 +535,8 @@ pub(super) fn idempotent(c: &Sql<'_>, key: &str) -> StoreResult<Option<(String, 
 
 pub(super) fn due_urls(c: &Sql<'_>, now: i64) -> StoreResult<Vec<String>> {
     c.query(
-        "SELECT DISTINCT url FROM deliveries WHERE state = 'pending' AND next_at <= $1",
+        "SELECT DISTINCT url FROM deliveries WHERE state = 'pending' AND next_at <= $1
+           AND host IS NOT DISTINCT FROM gatehost_host()",
         &[&now],
     )?
     .iter()
@@ -543,7 +547,7 @@ pub(super) fn due_urls(c: &Sql<'_>, now: i64) -> StoreResult<Vec<String>> {
 pub(super) fn next_delivery_at(c: &Sql<'_>) -> StoreResult<Option<i64>> {
     col(
         &c.one(
-            "SELECT MIN(next_at) AS m FROM deliveries WHERE state = 'pending'",
+            "SELECT MIN(next_at) AS m FROM deliveries WHERE state = 'pending' AND host IS NOT DISTINCT FROM gatehost_host()",
             &[],
         )?,
         "m",

@@ -134,14 +134,15 @@ pub(super) fn list_routines(c: &Sql<'_>, limit: usize) -> StoreResult<Vec<Routin
 pub(super) fn waiting_routines(c: &Sql<'_>) -> StoreResult<Vec<RoutineRow>> {
     many(
         c,
-        "SELECT * FROM routines WHERE phase = 'waiting' ORDER BY seq",
+        "SELECT * FROM routines WHERE phase = 'waiting' AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq",
         &[],
     )
 }
 
 pub(super) fn past_deadline(c: &Sql<'_>, now: i64) -> StoreResult<bool> {
     Ok(c.opt(
-        "SELECT 1 AS one FROM routines WHERE phase = 'escalated' AND deadline_at <= $1 LIMIT 1",
+        "SELECT 1 AS one FROM routines WHERE phase = 'escalated' AND deadline_at <= $1
+           AND host IS NOT DISTINCT FROM gatehost_host() LIMIT 1",
         &[&now],
     )?
     .is_some())
@@ -150,7 +151,8 @@ pub(super) fn past_deadline(c: &Sql<'_>, now: i64) -> StoreResult<bool> {
 pub(super) fn due_routines(c: &Sql<'_>, now: i64) -> StoreResult<Vec<RoutineRow>> {
     many(
         c,
-        "SELECT * FROM routines WHERE phase = 'escalated' AND deadline_at <= $1 ORDER BY seq",
+        "SELECT * FROM routines WHERE phase = 'escalated' AND deadline_at <= $1
+           AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq",
         &[&now],
     )
 }
@@ -158,7 +160,8 @@ pub(super) fn due_routines(c: &Sql<'_>, now: i64) -> StoreResult<Vec<RoutineRow>
 pub(super) fn active_routines(c: &Sql<'_>) -> StoreResult<Vec<RoutineRow>> {
     many(
         c,
-        "SELECT * FROM routines WHERE phase IN ('waiting', 'running', 'escalated') ORDER BY seq",
+        "SELECT * FROM routines WHERE phase IN ('waiting', 'running', 'escalated')
+           AND host IS NOT DISTINCT FROM gatehost_host() ORDER BY seq",
         &[],
     )
 }

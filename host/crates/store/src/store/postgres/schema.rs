@@ -12,17 +12,14 @@ use super::bridge::{Sql, col};
 use crate::store::{StoreError, StoreResult};
 
 /// The newest schema version this build knows; a newer one is refused.
-pub(super) const KNOWN: i64 = 1;
+pub(super) const KNOWN: i64 = 2;
 
 /// The session advisory lock held while a host migrates (apart from the
 /// write lock, `super::WRITE_LOCK`).
 pub(super) const MIGRATE_LOCK: i64 = 0x6761_7465_686f_7374 + 1;
 
-/// Version 1, created in one transaction on an empty database.
-///
-/// Room for issue 51's hosts: a `host` column on sessions and policies
-/// (the host whose workspace it is) and a `leases` table whose fencing
-/// number every write checks are a version 2, added by `MIGRATIONS`.
+/// Version 1, created in one transaction on an empty database (then
+/// brought to [`KNOWN`] by [`MIGRATIONS`], as an old database is).
 const SCHEMA_V1: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- The newest event cursor ever given: one row, moved under the write lock
@@ -184,8 +181,62 @@ INSERT INTO meta(key, value) VALUES ('schema', '1');
 ";
 
 /// The migrations after version 1: `(version, SQL)`, each run in its own
-/// transaction with the version it reaches. None yet.
-const MIGRATIONS: &[(i64, &str)] = &[];
+/// transaction with the version it reaches.
+const MIGRATIONS: &[(i64, &str)] = &[(2, HOSTS_V2)];
+
+/// The connection setting that names the host a connection works for
+/// (`-c gatehost.host=ID` at connect; unset for a connection of no host:
+/// `gatehost store`, the tests' plain stores).
+pub(super) const HOST_SETTING: &str = "gatehost.host";
+
+/// Version 2: the hosts sharing the database (issue 51). Each `hosts` row
+/// is a claim: its fencing number (`fence`, from the `host_fences`
+/// sequence: a new, larger one at every claim) and its lease, judged by
+/// the database's clock (`lease_until`), renewed by the host's heartbeat.
+/// Sessions, policies, routines and webhook deliveries get the `host`
+/// whose work they are: stamped at insert from the connection's
+/// `gatehost.host` setting (NULL for a connection of no host, and for
+/// rows written before version 2, which the first host to claim adopts),
+/// and a trigger refuses (SQLSTATE `GH001`) an update of a row another
+/// host owns, whatever statement tries it.
+const HOSTS_V2: &str = "
+CREATE SEQUENCE host_fences AS BIGINT START 1;
+CREATE TABLE hosts(
+    id TEXT PRIMARY KEY,
+    fence BIGINT NOT NULL,
+    -- 'live' (claimed) or 'stopped' (released by a clean stop).
+    state TEXT NOT NULL,
+    lease_until TIMESTAMPTZ NOT NULL,
+    heartbeat_at TIMESTAMPTZ NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL,
+    machine TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    version TEXT NOT NULL
+);
+CREATE FUNCTION gatehost_host() RETURNS TEXT LANGUAGE SQL STABLE AS
+  $$ SELECT NULLIF(current_setting('gatehost.host', true), '') $$;
+CREATE FUNCTION gatehost_owned() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.host IS NOT NULL AND OLD.host IS DISTINCT FROM gatehost_host() THEN
+    RAISE EXCEPTION USING ERRCODE = 'GH001',
+      MESSAGE = format('%s %s belongs to host %s, not to %s', TG_ARGV[0], OLD.id,
+                       OLD.host, COALESCE(gatehost_host(), 'a connection of no host'));
+  END IF;
+  RETURN NEW;
+END $$;
+ALTER TABLE sessions ADD COLUMN host TEXT DEFAULT gatehost_host();
+ALTER TABLE policies ADD COLUMN host TEXT DEFAULT gatehost_host();
+ALTER TABLE routines ADD COLUMN host TEXT DEFAULT gatehost_host();
+ALTER TABLE deliveries ADD COLUMN host TEXT DEFAULT gatehost_host();
+CREATE TRIGGER sessions_owned BEFORE UPDATE ON sessions
+  FOR EACH ROW EXECUTE FUNCTION gatehost_owned('session');
+CREATE TRIGGER policies_owned BEFORE UPDATE ON policies
+  FOR EACH ROW EXECUTE FUNCTION gatehost_owned('policy');
+CREATE TRIGGER routines_owned BEFORE UPDATE ON routines
+  FOR EACH ROW EXECUTE FUNCTION gatehost_owned('routine');
+CREATE TRIGGER deliveries_owned BEFORE UPDATE ON deliveries
+  FOR EACH ROW EXECUTE FUNCTION gatehost_owned('delivery');
+";
 
 /// The version the database records; `None` when it holds no gatehost
 /// schema (an empty database).

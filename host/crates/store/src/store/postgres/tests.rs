@@ -232,7 +232,7 @@ fn two_opens_racing_on_an_empty_database_migrate_once() {
         return;
     };
     // Hold the migration lock so that both must wait for it.
-    let holder = PgStore::connect(&db.options()).expect("connect");
+    let holder = PgStore::connect(&db.options(), None).expect("connect");
     let held = holder.pooled().expect("a connection");
     Sql::new(&holder.bridge, &held)
         .batch(&format!(
