@@ -34,6 +34,30 @@ fn attach(store: &Store, id: &str, status: PolicyStatus) -> PolicyRow {
         .expect("insert")
 }
 
+fn session(id: &str) -> crate::store::SessionRow {
+    crate::store::SessionRow {
+        id: id.into(),
+        label: None,
+        cwd: "/w".into(),
+        workspace: "/w".into(),
+        state: crate::store::SessionState::Running,
+        turns: 0,
+        last_turn_cursor: None,
+        last_message: None,
+        heartbeat_at: None,
+        notify_url: None,
+        command: None,
+        pid: None,
+        created_at: 0,
+        updated_at: 0,
+        owner: crate::config::Trust::Agent,
+        key_digest: None,
+        stale_at: None,
+        workspace_pin: None,
+        damage: None,
+    }
+}
+
 /// Ends host `id`'s lease now, by the database's clock (as its silence
 /// past the lease would), its fencing number unchanged.
 fn expire(db: &TestDb, id: &str) {
@@ -206,6 +230,23 @@ fn each_host_s_loops_read_its_own_rows_and_another_host_s_row_is_refused() {
         PolicyStatus::Queued
     );
     a.write(|tx| tx.put_policy(&taken)).expect("its owner");
+    // A session is its host's: registered again elsewhere, refused; a
+    // policy over it is attached on its host only.
+    let s1 = session("s1");
+    a.write(|tx| tx.put_session(&s1)).expect("a's session");
+    let e = b.write(|tx| tx.put_session(&s1)).expect_err("squatted");
+    assert!(matches!(&e, StoreError::NotOwner(m) if m.contains("s1")), "{e}");
+    let e = b
+        .write(|tx| {
+            let mut p = PolicyRow::sample("pb2", PolicyStatus::Watching, &["s1"]);
+            tx.insert_policy(&mut p)
+        })
+        .expect_err("over a's session");
+    assert!(
+        matches!(&e, StoreError::NotOwner(m) if m.contains("s1") && m.contains("alpha")),
+        "{e}"
+    );
+    assert_eq!(a.policy("pb2").expect("read"), None);
     drop((a, b));
 }
 

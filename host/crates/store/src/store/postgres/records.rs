@@ -286,6 +286,19 @@ pub(super) fn live_with(c: &Sql<'_>, session_id: &str) -> StoreResult<Vec<String
 /// Inserts a policy (its `seq` already given) and its members; an id
 /// already there is an error that leaves the transaction usable.
 pub(super) fn insert_policy(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
+    // A policy is its sessions' host's: the trigger guards updates of
+    // another host's rows, this the insert of one over its sessions.
+    if let Some(r) = c.opt(
+        "SELECT id, host FROM sessions WHERE id = ANY($1)
+           AND host IS DISTINCT FROM gatehost_host() LIMIT 1",
+        &[&p.sessions],
+    )? {
+        let (sid, host): (String, Option<String>) = (col(&r, "id")?, col(&r, "host")?);
+        return Err(StoreError::NotOwner(format!(
+            "session {sid} belongs to host {}: a policy over it is attached on that host",
+            host.as_deref().unwrap_or("(none)")
+        )));
+    }
     let n = c.execute(
         "INSERT INTO policies(id, seq, spec, status, sessions, pending, watch_after, retries_used,
            gate_runs, verdict, plan, prepared, commit_sha, reason, parent_id, next_id, created_at,
