@@ -117,7 +117,48 @@ pub struct Proof {
     updated: Option<Passkey>,
 }
 
+/// An approval proved by a passkey on another host of the cluster, as that
+/// host sends it to the host owning the policy (`engine::forward`): the
+/// assertion was verified there, and the passkey's use recorded in the
+/// cluster's store. Trusted because it came through that store, which only
+/// the cluster's hosts write.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForwardedApproval {
+    passkey_id: String,
+    name: String,
+    policy: String,
+    tree: String,
+}
+
 impl Proof {
+    /// This proof as another host receives it: an approval only.
+    pub fn forwarded(&self) -> Option<ForwardedApproval> {
+        match &self.purpose {
+            Purpose::Approve { policy, tree } => Some(ForwardedApproval {
+                passkey_id: self.passkey_id.clone(),
+                name: self.name.clone(),
+                policy: policy.clone(),
+                tree: tree.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The proof of an approval verified on the host that sent `f` (its
+    /// passkey's use is recorded already).
+    pub fn from_forwarded(f: ForwardedApproval) -> Proof {
+        Proof {
+            passkey_id: f.passkey_id,
+            name: f.name,
+            purpose: Purpose::Approve {
+                policy: f.policy,
+                tree: f.tree,
+            },
+            updated: None,
+        }
+    }
+
     pub fn purpose(&self) -> &Purpose {
         &self.purpose
     }

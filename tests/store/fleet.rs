@@ -206,3 +206,89 @@ fn a_daemon_stopped_past_its_lease_whose_id_was_claimed_again_touches_nothing_wh
     assert_eq!(host(&hosts(&cfg), "alpha")["fence"], claimed);
     assert_eq!(new.agent_ok("GET", "/v1/health", None)["ok"], true);
 }
+
+#[test]
+fn an_operator_s_action_sent_to_another_host_is_carried_out_by_the_host_owning_the_policy() {
+    let Some(pg) = database("store::fleet::actions_across_hosts") else {
+        return;
+    };
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = config(&s, &pg, "15s");
+    let mut a = Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    let b = Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+    a.register("s1", &s.ws);
+    // A session of alpha's is alpha's: beta refuses it, even to the
+    // operator (the agent, without its key, is refused before that).
+    let (code, body) = b.post(
+        "/v1/sessions",
+        &b.operator,
+        Some(serde_json::json!({"id": "s1", "cwd": s.ws.display().to_string()})),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error"]["code"], "other-host", "{body}");
+    let pid = a.commit_awaiting_ack(&s.ws, "across hosts", T);
+    // Beta sees it (one store) and approves it: alpha commits.
+    assert_eq!(b.policy(&pid)["status"], "awaiting-ack");
+    let acked = b.operator_ok(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(serde_json::json!({"approve": true})),
+    );
+    assert_eq!(acked["id"], pid.as_str(), "{acked}");
+    let done = a.wait_status(&pid, "done", T);
+    let sha = done["commitSha"].as_str().expect("committed").to_string();
+    let log = crate::common::daemon::git_out(&s.ws, &["log", "--format=%H %s"]);
+    assert_eq!(
+        log.lines().filter(|l| l.ends_with(" across hosts")).count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(&sha), "{log}");
+    let approved = a
+        .all_events(&format!("&policy={pid}"))
+        .into_iter()
+        .find(|e| e["type"] == "policy:approved")
+        .expect("approved");
+    assert_eq!(
+        approved["payload"]["by"], "the operator (through host beta)",
+        "{approved}"
+    );
+    // Its refusal travels back as the owner gave it.
+    let (code, body) = b.post(
+        &format!("/v1/policies/{pid}/ack"),
+        &b.operator,
+        Some(serde_json::json!({"approve": true})),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not-awaiting-ack", "{body}");
+    // The agent's token is refused before anything is sent.
+    let watching = a.attach(
+        serde_json::json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}),
+    );
+    assert_eq!(a.policy(&watching)["status"], "watching");
+    let (code, _) = b.post(&format!("/v1/policies/{watching}/cancel"), &b.agent, None);
+    assert_eq!(code, 403);
+    // The owner gone, the action is withdrawn once it was not taken in
+    // time, and never happens: alpha, back, finds its policy watching.
+    a.kill9();
+    let started = Instant::now();
+    let (code, body) = b.post(
+        &format!("/v1/policies/{watching}/cancel"),
+        &b.operator,
+        None,
+    );
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["error"]["code"], "host-unavailable", "{body}");
+    assert!(started.elapsed() >= Duration::from_secs(10));
+    let a = Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(a.policy(&watching)["status"], "watching");
+    // Sent again with alpha up, it is cancelled by alpha.
+    let cancelled = b.operator_ok("POST", &format!("/v1/policies/{watching}/cancel"), None);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        pg.sql("SELECT string_agg(state, ',' ORDER BY id) FROM host_requests"),
+        "done,done,withdrawn,done"
+    );
+}

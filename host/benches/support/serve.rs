@@ -39,8 +39,35 @@ pub(crate) fn start_program(
     config: &Path,
     listen: &str,
 ) -> (Daemon, Duration) {
+    start_program_env(program, data, config, listen, &[])
+}
+
+/// [`start`] with `env` added to the daemon's environment.
+pub(crate) fn start_env(
+    data: &Path,
+    config: &Path,
+    listen: &str,
+    env: &[(&str, &str)],
+) -> (Daemon, Duration) {
+    start_program_env(
+        Path::new(env!("CARGO_BIN_EXE_gatehost")),
+        data,
+        config,
+        listen,
+        env,
+    )
+}
+
+fn start_program_env(
+    program: &Path,
+    data: &Path,
+    config: &Path,
+    listen: &str,
+    env: &[(&str, &str)],
+) -> (Daemon, Duration) {
     let t0 = Instant::now();
     let mut child = Command::new(program)
+        .envs(env.iter().copied())
         .args(["serve", "--listen", listen, "--data-dir"])
         .arg(data)
         .arg("--config")

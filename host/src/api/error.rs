@@ -9,7 +9,9 @@ use serde_json::json;
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    /// A fixed code, or one another host of the cluster answered with
+    /// (`api::forwarded`).
+    pub code: std::borrow::Cow<'static, str>,
     pub message: String,
     pub field: Option<String>,
     /// Seconds a client should wait before it tries again: sent as
@@ -19,10 +21,14 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        code: impl Into<std::borrow::Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
-            code,
+            code: code.into(),
             message: message.into(),
             field: None,
             retry_after: None,
@@ -40,7 +46,7 @@ impl ApiError {
         let message = crate::suggest::with_suggestion(&message.into());
         ApiError {
             status: StatusCode::BAD_REQUEST,
-            code: "invalid",
+            code: "invalid".into(),
             message: format!("{field}: {message}"),
             field: Some(field.to_string()),
             retry_after: None,
@@ -145,7 +151,10 @@ mod tests {
 
     fn answer(e: EngineError) -> (StatusCode, &'static str) {
         let a = ApiError::from(e);
-        (a.status, a.code)
+        match a.code {
+            std::borrow::Cow::Borrowed(code) => (a.status, code),
+            std::borrow::Cow::Owned(code) => panic!("a fixed code expected, not {code}"),
+        }
     }
 
     /// The one mapping of engine errors to HTTP: a failure inside the
@@ -212,7 +221,7 @@ mod tests {
             "connection refused".into(),
         )));
         assert_eq!(
-            (outage.status, outage.code, outage.retry_after),
+            (outage.status, outage.code.as_ref(), outage.retry_after),
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store-unavailable",

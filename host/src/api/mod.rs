@@ -45,6 +45,7 @@ mod convert;
 pub(crate) use convert::ToWire;
 mod error;
 mod extract;
+pub mod forwarded;
 pub mod limits;
 pub mod listen;
 mod passkeys;
@@ -368,6 +369,9 @@ async fn wait_policy(
 }
 
 async fn cancel(State(st): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult {
+    if let Some(owner) = forwarded::owner_elsewhere(&st, &id)? {
+        return forwarded::send(&st, &owner, &id, &forwarded::HostAction::Cancel {}).await;
+    }
     ok(ToWire::to_wire(st.engine.cancel(&id, "the operator")?))
 }
 
@@ -393,6 +397,15 @@ async fn ack(
         )?),
         None => None,
     };
+    if let Some(owner) = forwarded::owner_elsewhere(&st, &id)? {
+        let action = forwarded::HostAction::Ack {
+            approve: b.approve,
+            tree: b.tree.clone(),
+            comment: b.comment.clone(),
+            passkey: proof.as_ref().and_then(crate::passkey::Proof::forwarded),
+        };
+        return forwarded::send(&st, &owner, &id, &action).await;
+    }
     ok(ToWire::to_wire(
         st.engine
             .ack(
@@ -414,6 +427,13 @@ async fn request_changes(
     JsonBody(b): JsonBody<wire::RequestChanges>,
 ) -> ApiResult {
     let comments = b.comments;
+    if let Some(owner) = forwarded::owner_elsewhere(&st, &id)? {
+        let action = forwarded::HostAction::RequestChanges {
+            tree: b.tree,
+            comments,
+        };
+        return forwarded::send(&st, &owner, &id, &action).await;
+    }
     ok(ToWire::to_wire(
         st.engine
             .request_changes(&id, &b.tree, &comments, "the operator")

@@ -351,14 +351,20 @@ fn run(args: ServeArgs) -> Result<(), String> {
         ));
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes(), &url)?;
         tokio::spawn(hooks.run());
-        let app = api::router(AppState {
+        let state = AppState {
             engine: engine.clone(),
             tokens: Arc::new(tokens),
             long_polls: api::limits::LongPolls::new(long_polls),
             ui: api::ui::Sessions::default(),
             passkeys,
             page: Arc::from(local_page.as_str()),
-        });
+        };
+        if host.is_some() {
+            // The operators' actions other hosts received for this one's
+            // policies.
+            tokio::spawn(api::forwarded::carry_out(state.clone()));
+        }
+        let app = api::router(state);
         let unix = match &args.socket {
             Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),
             None => None,

@@ -60,11 +60,12 @@
 //! This module owns the traits and their contract only: it must never hold
 //! SQL, state or a backend's type.
 
-use super::StoreResult;
 use super::routine_rows::RoutineRow;
 use super::rows::{
-    Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, SessionRow, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, PasskeyRow, PolicyRow,
+    PolicyStatus, SessionRow, StandingRow,
 };
+use super::{StoreError, StoreResult};
 use crate::config::Retention;
 use crate::model::event::Event;
 use crate::model::routine::RunState;
@@ -241,6 +242,25 @@ pub trait Records {
 
     /// Every registered passkey, oldest first.
     fn passkeys(&self) -> StoreResult<Vec<PasskeyRow>>;
+
+    /// The host that owns policy `id` (`None`: no such policy, or a store
+    /// of one host).
+    fn policy_host(&self, id: &str) -> StoreResult<Option<String>> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// The requests other hosts sent this one and it has not carried out
+    /// (open or taken), oldest first; none for a store of one host.
+    fn host_requests_due(&self) -> StoreResult<Vec<HostRequestRow>> {
+        Ok(Vec::new())
+    }
+
+    /// The request `id`, if any.
+    fn host_request(&self, id: i64) -> StoreResult<Option<HostRequestRow>> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 /// The typed operations of one write transaction (see the module doc for
@@ -344,6 +364,36 @@ pub trait RecordsTx: Records {
 
     /// Removes a passkey; whether it was there.
     fn remove_passkey(&mut self, id: &str) -> StoreResult<bool>;
+
+    /// Sends `request` (encoded by the engine) on policy `policy` to the
+    /// host `host` that owns it: its number. Refused by a store of one
+    /// host (there is no other).
+    fn insert_host_request(
+        &mut self,
+        host: &str,
+        policy: &str,
+        request: &str,
+        now: i64,
+    ) -> StoreResult<i64> {
+        let _ = (host, policy, request, now);
+        Err(StoreError::Backend(
+            "a store of one host has no other host to send a request to".into(),
+        ))
+    }
+
+    /// Moves request `id` from `from` to `to` (with its `outcome` when
+    /// done): whether it was in `from` (nothing changes otherwise).
+    fn move_host_request(
+        &mut self,
+        id: i64,
+        from: HostRequestState,
+        to: HostRequestState,
+        outcome: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let _ = (id, from, to, outcome, now);
+        Ok(false)
+    }
 }
 
 /// A store as the daemon holds it (`store::Store` is a facade over one).

@@ -423,3 +423,65 @@ pub struct PasskeyRow {
     /// When it last proved a sign-in (ms since the epoch), if ever.
     pub last_used_at: Option<i64>,
 }
+
+/// An operator's action on a policy sent to the host that owns it (the
+/// host that received it owns no such policy): the action as its sender
+/// encoded it, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRequestRow {
+    /// Its number (the order they are carried out in).
+    pub id: i64,
+    /// The host that owns the policy and carries the action out.
+    pub host: String,
+    /// The policy it acts on.
+    pub policy_id: String,
+    /// The action, as its sender encoded it (the engine's type).
+    pub request: String,
+    /// The host that received it.
+    pub from_host: Option<String>,
+    /// When it was sent (ms).
+    pub created_at: i64,
+    /// Where it stands.
+    pub state: HostRequestState,
+    /// What came of it, as the owner encoded it (once `done`).
+    pub outcome: Option<String>,
+}
+
+/// Where a [`HostRequestRow`] stands: `open` (sent), `taken` (its owner
+/// is carrying it out: its sender can no longer withdraw it), `done` (its
+/// outcome recorded) or `withdrawn` (its sender gave up waiting before the
+/// owner took it: it never happens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRequestState {
+    /// Sent, not taken yet.
+    Open,
+    /// Being carried out by its owner.
+    Taken,
+    /// Carried out: its outcome is recorded.
+    Done,
+    /// Withdrawn by its sender before its owner took it.
+    Withdrawn,
+}
+
+impl HostRequestState {
+    /// Its stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostRequestState::Open => "open",
+            HostRequestState::Taken => "taken",
+            HostRequestState::Done => "done",
+            HostRequestState::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The state stored as `s`, if it is one.
+    pub fn parse(s: &str) -> Option<HostRequestState> {
+        Some(match s {
+            "open" => HostRequestState::Open,
+            "taken" => HostRequestState::Taken,
+            "done" => HostRequestState::Done,
+            "withdrawn" => HostRequestState::Withdrawn,
+            _ => return None,
+        })
+    }
+}

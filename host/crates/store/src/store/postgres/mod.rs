@@ -47,6 +47,7 @@ mod lease;
 mod options;
 mod passkeys;
 mod records;
+mod requests;
 mod retention;
 mod routines;
 mod schema;
@@ -63,11 +64,12 @@ pub use status::{PgStatus, pg_migrate, pg_status};
 use super::interface::{Backend, Records, Swept, TxBody};
 use super::routine_rows::RoutineRow;
 use super::rows::{
-    Delivery, EventFilter, EventRow, PasskeyRow, PolicyRow, PolicyStatus, SessionRow, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, PasskeyRow, PolicyRow, PolicyStatus,
+    SessionRow, StandingRow,
 };
 use super::{StoreError, StoreResult};
 use crate::config::Retention;
-use bridge::{Bridge, Sql, col};
+use bridge::{Bridge, Sql};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
 use errors::{from_pg, from_pool};
 use lease::Lease;
@@ -540,6 +542,18 @@ macro_rules! reads {
         fn passkeys(&self) -> StoreResult<Vec<PasskeyRow>> {
             self.reading(passkeys::list)
         }
+
+        fn policy_host(&self, id: &str) -> StoreResult<Option<String>> {
+            self.reading(|c| requests::policy_host(c, id))
+        }
+
+        fn host_requests_due(&self) -> StoreResult<Vec<HostRequestRow>> {
+            self.reading(requests::due)
+        }
+
+        fn host_request(&self, id: i64) -> StoreResult<Option<HostRequestRow>> {
+            self.reading(|c| requests::get(c, id))
+        }
     };
 }
 
@@ -590,7 +604,7 @@ impl Backend for PgStore {
                 &format!("SELECT CAST({column} AS TEXT) AS t FROM {table} WHERE id = $1"),
                 &[&id],
             )? {
-                Some(r) => col(&r, "t"),
+                Some(r) => bridge::col(&r, "t"),
                 None => Ok(None),
             }
         })

@@ -236,6 +236,21 @@ CREATE TRIGGER routines_owned BEFORE UPDATE ON routines
   FOR EACH ROW EXECUTE FUNCTION gatehost_owned('routine');
 CREATE TRIGGER deliveries_owned BEFORE UPDATE ON deliveries
   FOR EACH ROW EXECUTE FUNCTION gatehost_owned('delivery');
+-- An operator's action sent to the host owning its policy (typed JSON of
+-- the engine's), carried out by that host: open → taken → done, or
+-- open → withdrawn by its sender.
+CREATE TABLE host_requests(
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    host TEXT NOT NULL,
+    policy_id TEXT NOT NULL,
+    request TEXT NOT NULL,
+    from_host TEXT DEFAULT gatehost_host(),
+    created_at BIGINT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open',
+    updated_at BIGINT NOT NULL,
+    outcome TEXT
+);
+CREATE INDEX host_requests_due ON host_requests(host, id) WHERE state IN ('open', 'taken');
 ";
 
 /// The version the database records; `None` when it holds no gatehost

@@ -4,13 +4,13 @@
 //! end a transaction itself (`PgStore::write` does, under the write lock).
 
 use super::bridge::col;
-use super::{PgTx, passkeys, records, routines, standing};
+use super::{PgTx, passkeys, records, requests, routines, standing};
 use crate::model::event::Event;
 use crate::model::routine::RunState;
 use crate::store::StoreResult;
 use crate::store::interface::RecordsTx;
 use crate::store::routine_rows::RoutineRow;
-use crate::store::rows::{PolicyRow, SessionRow, StandingRow};
+use crate::store::rows::{HostRequestState, PolicyRow, SessionRow, StandingRow};
 use webauthn_rs::prelude::Passkey;
 
 impl RecordsTx for PgTx<'_> {
@@ -125,5 +125,26 @@ impl RecordsTx for PgTx<'_> {
 
     fn remove_passkey(&mut self, id: &str) -> StoreResult<bool> {
         passkeys::remove_passkey(&self.sql, id)
+    }
+
+    fn insert_host_request(
+        &mut self,
+        host: &str,
+        policy: &str,
+        request: &str,
+        now: i64,
+    ) -> StoreResult<i64> {
+        requests::insert(&self.sql, host, policy, request, now)
+    }
+
+    fn move_host_request(
+        &mut self,
+        id: i64,
+        from: HostRequestState,
+        to: HostRequestState,
+        outcome: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool> {
+        requests::advance(&self.sql, id, from, to, outcome, now)
     }
 }
