@@ -1,17 +1,25 @@
-//! `gatehost serve` on PostgreSQL hears what another writer commits
-//! (issue 51, "one bus for the cluster"): while the daemon runs, its
-//! listener listens (`<application name> (listen)`), a long-poll of its
-//! API is answered with an event that another process appended to the
-//! database through the store, long before its wait ends, and the listener
-//! ends with the daemon. (Two daemons on one database are refused until
-//! host leases are built: the other writer is a store of this test's own.)
+//! `gatehost serve` on PostgreSQL hears what other writers commit (issue
+//! 51, "one bus for the cluster"): while a daemon runs, its listener
+//! listens (`<application name> (listen)`); a long-poll of its API that
+//! waits is answered with an event another host appended (another daemon,
+//! or a store of this test's own) long before its wait ends; and the
+//! listener ends with the daemon.
+//!
+//! That the long-poll waits before the other host appends is known by the
+//! daemon's one long-poll place (`max_long_polls = 1`): a probe answered
+//! 503 `too-many-waiters` finds it taken.
 
 use super::{Pg, database, store_section};
 use crate::common::daemon::Daemon;
-use crate::common::{DAEMON_ROOTS, Scratch, allow_config};
+use crate::common::{DAEMON_ROOTS, Scratch, allow_config, workspace_tempdir};
+use serde_json::Value;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The daemon's listening connections in the test's database.
+/// How long the long-poll may wait: it must be answered well before.
+const WAIT: Duration = Duration::from_secs(50);
+
+/// The listening connections in the test's database.
 fn listeners(pg: &Pg) -> String {
     pg.admin_sql(&format!(
         "SELECT count(*) FROM pg_stat_activity
@@ -33,6 +41,19 @@ fn until(what: &str, want: &str, f: impl Fn() -> String) {
     }
 }
 
+/// A configuration on the test's database, one long-poll at a time.
+fn config(s: &Scratch, pg: &Pg) -> PathBuf {
+    s.write(
+        "config.toml",
+        &format!(
+            "{}{}",
+            allow_config(&["true"])
+                .replace(DAEMON_ROOTS, &format!("{DAEMON_ROOTS}max_long_polls = 1\n")),
+            store_section(&pg.url, &pg.password_file)
+        ),
+    )
+}
+
 /// Appends an event of kind `kind` through `store` (another writer).
 fn append(store: &gatehost::store::Store, kind: &str) -> i64 {
     store
@@ -47,36 +68,23 @@ fn append(store: &gatehost::store::Store, kind: &str) -> i64 {
         .expect("the other writer appends")
 }
 
-#[test]
-fn a_long_poll_is_answered_with_another_writers_event_and_the_listener_ends_with_the_daemon() {
-    let Some(pg) = database("store::postgres_wakeups") else {
-        return;
-    };
-    let s = Scratch::new();
-    // One long-poll at a time: a second one answered 503 tells that the
-    // first one waits.
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"])
-                .replace(DAEMON_ROOTS, &format!("{DAEMON_ROOTS}max_long_polls = 1\n")),
-            store_section(&pg.url, &pg.password_file)
-        ),
-    );
-    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
-    until("the daemon's listener", "1", || listeners(&pg));
-    let other = gatehost::store::Store::open_postgres(&pg.db.options()).expect("another writer");
-    // An event before: the probe below is answered at once when it gets
-    // the long-polls' one place.
-    let head = append(&other, "config:held");
-    let wait = Duration::from_secs(50);
+/// The newest cursor `d` shows.
+fn head(d: &Daemon) -> i64 {
+    d.all_events("")
+        .last()
+        .and_then(|e| e["cursor"].as_i64())
+        .unwrap_or(0)
+}
+
+/// A long-poll of `d` after cursor `since`, waiting when `elsewhere` runs
+/// (known by the probe): its answer's event types, and how long it took.
+fn long_poll_around(d: &Daemon, since: i64, elsewhere: impl FnOnce()) -> (Vec<String>, Duration) {
     let (code, body, took) = std::thread::scope(|scope| {
         let polling = scope.spawn(|| {
             let t = Instant::now();
             loop {
                 let (code, body) = d.get(
-                    &format!("/v1/events?since={head}&wait={}s", wait.as_secs()),
+                    &format!("/v1/events?since={since}&wait={}s", WAIT.as_secs()),
                     &d.operator,
                 );
                 // The probe held the place for a moment: again.
@@ -86,7 +94,8 @@ fn a_long_poll_is_answered_with_another_writers_event_and_the_listener_ends_with
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
-        // Until the long-poll holds the place (it waits, or is about to).
+        // Until the long-poll holds the one place. The probe is answered
+        // at once when it gets the place instead: an event is there.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let (code, body) = d.get("/v1/events?since=0&limit=1&wait=1s", &d.operator);
@@ -97,24 +106,74 @@ fn a_long_poll_is_answered_with_another_writers_event_and_the_listener_ends_with
             assert!(Instant::now() < deadline, "the long-poll never waited");
             std::thread::sleep(Duration::from_millis(10));
         }
-        // Appended by another process: only the listener can wake the
-        // daemon's long-poll for it.
-        append(&other, "config:reloaded");
+        elsewhere();
         polling.join().expect("the long-poll")
     });
     assert_eq!(code, 200, "{body}");
-    let types: Vec<&str> = body["events"]
+    let types = body["events"]
         .as_array()
-        .map(|a| a.iter().filter_map(|e| e["type"].as_str()).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|e: &Value| e["type"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
-    assert_eq!(types, ["config:reloaded"], "{body}");
+    (types, took)
+}
+
+#[test]
+fn a_long_poll_is_answered_with_another_writers_event_and_the_listener_ends_with_the_daemon() {
+    let Some(pg) = database("store::postgres_wakeups::another_writer") else {
+        return;
+    };
+    let s = Scratch::new();
+    let cfg = config(&s, &pg);
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    until("the daemon's listener", "1", || listeners(&pg));
+    let other = gatehost::store::Store::open_postgres(&pg.db.options()).expect("another writer");
+    // An event for the probe to find.
+    let since = append(&other, "config:held");
+    let (types, took) = long_poll_around(&d, since, || {
+        append(&other, "config:reloaded");
+    });
+    assert_eq!(types, ["config:reloaded"]);
     assert!(
-        took < wait / 2,
+        took < WAIT / 2,
         "the long-poll was answered after {took:?}: not woken by the other writer's commit"
     );
     drop(other);
     d.stop();
     until("the listener after the daemon stopped", "0", || {
+        listeners(&pg)
+    });
+}
+
+#[test]
+fn a_long_poll_on_one_host_is_answered_with_an_event_of_another_host() {
+    let Some(pg) = database("store::postgres_wakeups::two_hosts") else {
+        return;
+    };
+    let s = Scratch::new();
+    let ws = workspace_tempdir();
+    let cfg = config(&s, &pg);
+    let mut alpha =
+        Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    let mut beta = Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+    until("both hosts' listeners", "2", || listeners(&pg));
+    alpha.register("first", ws.path());
+    let since = head(&beta);
+    assert!(since > 0, "alpha's event, read on beta");
+    let (types, took) = long_poll_around(&beta, since, || {
+        alpha.register("second", ws.path());
+    });
+    assert!(types.iter().any(|t| t == "session:registered"), "{types:?}");
+    assert!(
+        took < WAIT / 2,
+        "beta's long-poll was answered after {took:?}: not woken by alpha's commit"
+    );
+    beta.stop();
+    alpha.stop();
+    until("the listeners after both daemons stopped", "0", || {
         listeners(&pg)
     });
 }
