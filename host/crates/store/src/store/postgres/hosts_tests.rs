@@ -235,10 +235,7 @@ fn each_host_s_loops_read_its_own_rows_and_another_host_s_row_is_refused() {
     let s1 = session("s1");
     a.write(|tx| tx.put_session(&s1)).expect("a's session");
     let e = b.write(|tx| tx.put_session(&s1)).expect_err("squatted");
-    assert!(
-        matches!(&e, StoreError::NotOwner(m) if m.contains("s1")),
-        "{e}"
-    );
+    assert!(matches!(&e, StoreError::NotOwner(m) if m.contains("s1")), "{e}");
     let e = b
         .write(|tx| {
             let mut p = PolicyRow::sample("pb2", PolicyStatus::Watching, &["s1"]);
