@@ -13,6 +13,7 @@
 mod fleet;
 mod postgres;
 mod postgres_cli;
+mod postgres_wakeups;
 
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;

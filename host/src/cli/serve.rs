@@ -342,6 +342,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         tokio::task::spawn_blocking(move || reclaiming.sandbox().reclaim_scratch());
         engine.spawn_watchdog();
         engine.spawn_routine_ticker();
+        // Another host's commit on a shared store (PostgreSQL) wakes this
+        // daemon's long-polls, SSE and webhooks too; until it stops.
+        if engine.spawn_cluster_wakeups().is_some() {
+            tracing::info!("other hosts' events wake this daemon's readers (LISTEN/NOTIFY)");
+        }
         tokio::spawn(crate::live_config::watch(
             engine.clone(),
             config_path.clone(),

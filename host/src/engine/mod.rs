@@ -26,6 +26,7 @@ pub mod attach;
 mod busy;
 pub mod chain;
 mod changes;
+mod cluster_bus;
 mod commits;
 mod confined_agent;
 mod damage;

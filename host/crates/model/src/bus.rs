@@ -144,7 +144,8 @@ impl Bus {
         }
     }
 
-    /// Called after a commit that appended events.
+    /// Called after a commit that appended events: this daemon's, or
+    /// (PostgreSQL) another host's, heard of by the store's listener.
     pub fn published(&self) {
         self.head.send_modify(|h| *h += 1);
     }

@@ -18,7 +18,9 @@
 //! default, for one host, nothing to set up; [`Store::open`]) and
 //! `postgres` (one PostgreSQL database that many hosts can share, issue
 //! 51; [`Store::open_postgres`], with [`pg_migrate`] and [`pg_status`] for
-//! the command line). Each owns its connections, its schema and its
+//! the command line). With PostgreSQL, other hosts write too:
+//! [`Store::wakeups`] tells when they did (LISTEN/NOTIFY). Each owns its
+//! connections, its schema and its
 //! migrations, its SQL and the decoding of its rows; no SQL and no driver
 //! type leaves it.
 //!
@@ -182,6 +184,9 @@ pub fn now_ms() -> i64 {
 /// The store: a backend behind the interface. It reads as the backend's
 /// [`Records`] (`store.policy(id)`); it writes through [`Store::write`].
 pub struct Store {
+    /// PostgreSQL's wake-ups (other hosts' commits); dropped, and its
+    /// listener with it, before the backend.
+    wakeups: Option<postgres::Wakeups>,
     backend: Box<dyn Backend>,
     /// A test hook: a share of write transactions fails as a full disk
     /// would (none in the product).
@@ -217,7 +222,11 @@ impl Store {
     /// newer than this build's is refused ([`StoreError::TooNew`]); a
     /// database that cannot be reached is [`StoreError::Unreachable`].
     pub fn open_postgres(opts: &PgOptions) -> StoreResult<Store> {
-        Ok(Store::over(Box::new(postgres::PgStore::open(opts)?)))
+        let pg = postgres::PgStore::open(opts)?;
+        let wakeups = pg.wakeups(opts)?;
+        let mut store = Store::over(Box::new(pg));
+        store.wakeups = Some(wakeups);
+        Ok(store)
     }
 
     /// Opens the PostgreSQL database of `opts` for the host `spec`: claims
@@ -225,9 +234,11 @@ impl Store {
     /// holds it) and renews its lease until the store is dropped or
     /// [`Store::release_host`] is called; every write checks the claim.
     pub fn open_postgres_as(opts: &PgOptions, spec: &HostSpec) -> StoreResult<Store> {
-        Ok(Store::over(Box::new(postgres::PgStore::open_as(
-            opts, spec,
-        )?)))
+        let pg = postgres::PgStore::open_as(opts, spec)?;
+        let wakeups = pg.wakeups(opts)?;
+        let mut store = Store::over(Box::new(pg));
+        store.wakeups = Some(wakeups);
+        Ok(store)
     }
 
     /// The host this store works for and its fencing number, if any.
@@ -253,9 +264,24 @@ impl Store {
     /// A store over `backend`.
     pub fn over(backend: Box<dyn Backend>) -> Store {
         Store {
+            wakeups: None,
             backend,
             faults: gatehost_test_hooks::StoreFaults::from_env(),
         }
+    }
+
+    /// Wake-ups for the writes of other processes (hosts) sharing this
+    /// store: the receiver changes at each commit of another host that
+    /// appended events (its value: the newest cursor heard of), and once
+    /// each time the listener listens again after its connection was
+    /// lost (what was committed meanwhile is then read by cursor). A
+    /// reader woken re-reads the store by cursor; a wake-up may be
+    /// spurious, never the only record of an event. `None` for SQLite,
+    /// whose writers are all in this process. PostgreSQL: the first call
+    /// starts the listener (a connection of its own), which ends when the
+    /// store is dropped; the sender is dropped then too.
+    pub fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        self.wakeups.as_ref().map(postgres::Wakeups::subscribe)
     }
 
     /// The test hook's draw: a write fails as on a full disk.

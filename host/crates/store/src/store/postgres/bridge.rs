@@ -59,6 +59,12 @@ impl Bridge {
         futures::executor::block_on(fut)
     }
 
+    /// The runtime's handle (for a task of the store's own, as the
+    /// listener's), if it still runs.
+    pub(super) fn handle(&self) -> Option<tokio::runtime::Handle> {
+        self.rt.as_ref().map(|rt| rt.handle().clone())
+    }
+
     /// Runs `fut` on the runtime, in the background (a connection's task,
     /// a host's heartbeat); it ends with the runtime.
     pub(super) fn spawn<F>(&self, fut: F)

@@ -10,6 +10,8 @@
 //! (`records`, `routines`, `standing`, `passkeys`, `retention`), the
 //! decoding of its rows (`decode`) and the mapping of the driver's errors
 //! onto [`StoreError`] (`errors`: an outage is `Unreachable`, retry later),
+//! the wake-ups across hosts (`listen`: a commit that appended events
+//! notifies, a connection of its own listens),
 //! the hosts sharing the database (`hosts`: claims, fencing numbers and
 //! leases by the database's clock; `lease`: this process's deadline and
 //! heartbeat; `claim`: a store opened for a host, every write of which
@@ -44,6 +46,7 @@ mod decode;
 mod errors;
 mod hosts;
 mod lease;
+mod listen;
 mod options;
 mod passkeys;
 mod records;
@@ -58,6 +61,7 @@ pub mod testdb;
 mod writes;
 
 pub use hosts::{HostSpec, HostStatus, MIN_LEASE};
+pub(super) use listen::Wakeups;
 pub use options::PgOptions;
 pub use status::{PgStatus, pg_migrate, pg_status};
 
@@ -74,6 +78,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
 use errors::{from_pg, from_pool};
 use lease::Lease;
 use options::{CONNECT_TIMEOUT, Tls};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,6 +103,9 @@ pub(super) struct PgStore {
     lease: Option<Arc<Lease>>,
     /// How the heartbeat makes its connection.
     parsed: options::Parsed,
+    /// The newest cursor a write of this process committed (its own
+    /// notifications are not wake-ups: `listen`).
+    committed: Arc<AtomicI64>,
     bridge: Bridge,
 }
 
@@ -184,6 +192,7 @@ impl PgStore {
             location: parsed.location.clone(),
             lease: None,
             parsed,
+            committed: Arc::new(AtomicI64::new(0)),
             bridge: Bridge::new()?,
         })
     }
@@ -195,6 +204,16 @@ impl PgStore {
         let (before, after) = store.migrate()?;
         tracing::info!(at = %store.location, before, after, "store opened on PostgreSQL");
         Ok(store)
+    }
+
+    /// The wake-ups of this store (`listen`): its own connection, on its
+    /// runtime, made at the first subscription.
+    pub(super) fn wakeups(&self, opts: &PgOptions) -> StoreResult<Wakeups> {
+        let runtime = self
+            .bridge
+            .handle()
+            .ok_or_else(|| StoreError::Backend("the PostgreSQL runtime has stopped".into()))?;
+        Wakeups::new(opts, runtime, self.committed.clone())
     }
 
     /// Brings the schema up to this build's: `(before, after)`.
@@ -309,6 +328,7 @@ impl PgStore {
             };
             let mut tx = PgTx {
                 sql: Sql::new(&self.bridge, client),
+                head: None,
             };
             let out = match lease {
                 Some(l) => claim::check_claim(&tx.sql, l).and_then(|()| f(&mut tx)),
@@ -321,10 +341,17 @@ impl PgStore {
                         "a statement of the transaction failed: it was rolled back".into(),
                     ))
                 }
-                Ok(_) => tx.sql.batch("COMMIT"),
+                // With its notification, when it appended events.
+                Ok(_) => tx.sql.batch(&listen::commit_sql(tx.head)),
                 Err(_) => tx.sql.batch("ROLLBACK"),
             };
             let clean = end.is_ok() && !tx.sql.failed();
+            if clean
+                && out.is_ok()
+                && let Some(head) = tx.head
+            {
+                self.committed.fetch_max(head, Ordering::AcqRel);
+            }
             (out, end, clean)
         };
         if clean {
@@ -340,6 +367,8 @@ impl PgStore {
 /// One write transaction of the PostgreSQL store.
 pub(super) struct PgTx<'c> {
     sql: Sql<'c>,
+    /// The newest cursor it appended, notified at its commit.
+    head: Option<i64>,
 }
 
 /// Where the reads run: a pooled connection (each read alone) or a

@@ -22,14 +22,17 @@ impl RecordsTx for PgTx<'_> {
         webhooks: &[String],
     ) -> StoreResult<i64> {
         let payload = event.payload_text()?;
-        records::append_event(
+        let cursor = records::append_event(
             &self.sql,
             event.kind(),
             &payload,
             session_id,
             policy_id,
             webhooks,
-        )
+        )?;
+        // Notified at the commit (`listen`): cursors grow within one.
+        self.head = Some(cursor);
+        Ok(cursor)
     }
 
     fn put_session(&mut self, s: &SessionRow) -> StoreResult<()> {
