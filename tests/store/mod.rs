@@ -10,8 +10,11 @@
 //! `GATEHOST_TEST_PG_REQUIRED=1`, which `scripts/test.sh` sets when it
 //! started a cluster), and drops the database when the test ends.
 
+mod load;
+mod partition;
 mod postgres;
 mod postgres_cli;
+mod restart;
 
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;
