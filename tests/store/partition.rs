@@ -158,3 +158,90 @@ fn a_daemon_cut_off_from_postgres_says_degraded_answers_503_and_settles_its_work
     d.stop();
     assert_no_survivors(&m);
 }
+
+/// The agent's turn-end hook (`gatehost hook claude`) on a Stop while the
+/// daemon is cut off from its store: refused 503 `store-unavailable`, it
+/// asks again a second apart within its budget, and once the network is
+/// healed its turn-end is stored once and it gets the verdict (a pass:
+/// it says nothing, exit 0).
+#[test]
+fn a_stop_hook_during_a_cut_asks_again_and_gets_its_verdict_once_healed() {
+    use std::process::{Command, Stdio};
+    let Some(pg) = database("store::partition::hook") else {
+        return;
+    };
+    let proxy = TcpProxy::start(address(&pg.url));
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = s.write(
+        "config.toml",
+        &format!(
+            "{}{}",
+            allow_config(&["true"]),
+            store_section(&via_port(&pg.url, proxy.port()), &pg.password_file)
+        ),
+    );
+    let mut d = Daemon::start(&s.etc.join("data"), &cfg);
+    let sid = "claude:cut";
+    d.register(sid, &s.ws);
+    let policy = d.attach(json!({"sessionId": sid, "gate": {"command": "true"}}));
+    proxy.cut();
+    health_until(&d, "degraded", |code, _| code == 503);
+    let stderr = s.out.join("hook.stderr");
+    let keys = d.keyring().dir().display().to_string();
+    let mut hook = Command::new(env!("CARGO_BIN_EXE_gatehost"))
+        .args(["hook", "claude", "--budget", "60s", "--state-dir"])
+        .arg(s.out.join("state"))
+        .env("GATEHOST_SERVER", &d.url)
+        .env("GATEHOST_TOKEN", &d.agent)
+        .env("GATEHOST_SESSION_KEYS", &keys)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).expect("the hook's stderr"))
+        .spawn()
+        .expect("spawn gatehost hook");
+    let stop = json!({"session_id": "cut", "cwd": s.ws, "hook_event_name": "Stop", "last_assistant_message": "done"});
+    hook.stdin
+        .take()
+        .expect("stdin")
+        .write_all(stop.to_string().as_bytes())
+        .expect("write the Stop");
+    // Refused while cut: it says so, and waits.
+    let deadline = Instant::now() + T;
+    let said = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    while !said().contains("the daemon's store is unavailable") {
+        assert!(
+            Instant::now() < deadline,
+            "the hook never said it waits: {}",
+            said()
+        );
+        assert!(
+            hook.try_wait().expect("try_wait").is_none(),
+            "the hook ended during the cut: {}",
+            said()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proxy.heal();
+    let out = hook.wait_with_output().expect("the hook ends");
+    assert_eq!(out.status.code(), Some(0), "{}", said());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "a pass says nothing: {}",
+        said()
+    );
+    assert_eq!(d.policy(&policy)["status"], "done");
+    assert_eq!(
+        d.all_events(&format!("&policy={policy}&types=passed"))
+            .len(),
+        1
+    );
+    assert_eq!(
+        d.all_events(&format!("&session={sid}&types=turn-end"))
+            .len(),
+        1,
+        "one turn-end stored"
+    );
+    d.stop();
+}
