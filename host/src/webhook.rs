@@ -194,6 +194,11 @@ impl Webhooks {
         loop {
             let urls = match self.engine.store().due_urls(now_ms()) {
                 Ok(u) => u,
+                Err(e) if self.engine.outage().failed(&e) => {
+                    tracing::debug!(error = %e, "cannot read the webhook queue; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the webhook queue; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -235,6 +240,10 @@ impl Webhooks {
         loop {
             let due = match self.engine.store().due_deliveries_to(url, now_ms(), BATCH) {
                 Ok(d) => d,
+                Err(e) if self.engine.outage().failed(&e) => {
+                    tracing::debug!(error = %e, %url, "cannot read the webhook queue");
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, %url, "cannot read the webhook queue");
                     return;

@@ -13,6 +13,7 @@ pub mod headless;
 pub mod hooks;
 pub mod plugins;
 pub mod shorthand;
+pub mod tcp_proxy;
 pub mod webhooks;
 
 // Each test binary uses some of these (`in_process` few).

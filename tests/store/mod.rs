@@ -11,9 +11,12 @@
 //! started a cluster), and drops the database when the test ends.
 
 mod fleet;
+mod load;
+mod partition;
 mod postgres;
 mod postgres_cli;
 mod postgres_wakeups;
+mod restart;
 
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;

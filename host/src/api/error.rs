@@ -95,8 +95,10 @@ impl From<EngineError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        tracing::error!(error = %e, "store error answered to a client");
         if e.is_unavailable() {
+            // An outage is logged once, at its start and its end, by the
+            // engine (`engine::outage`), not at every request it refuses.
+            tracing::debug!(error = %e, "store unavailable answered to a client");
             // A full disk, a read-only directory, an unreachable database:
             // nothing was written; a retry in a second may succeed.
             ApiError::new(
@@ -117,6 +119,7 @@ impl From<StoreError> for ApiError {
                 e.to_string(),
             )
         } else {
+            tracing::error!(error = %e, "store error answered to a client");
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "store-error",

@@ -2,7 +2,7 @@
 //!
 //! | route | token | what |
 //! |---|---|---|
-//! | `GET /v1/health` | none | liveness, version |
+//! | `GET /v1/health` | none | liveness, version, whether the store answers (503 `degraded` while it does not: see `health`) |
 //! | `POST /v1/sessions` | agent | register `{id?, label?, cwd, workspace?, notifyUrl?}`; a new session's answer carries its `sessionKey` |
 //! | `GET /v1/sessions?limit=&cursor=`, `GET /v1/sessions/{id}` | agent | read (a page, `nextCursor`) |
 //! | `POST /v1/sessions/{id}/report` | agent + session key | `{kind: turn-start\|turn-end\|awaiting-input\|exited\|heartbeat, message?}` |
@@ -46,6 +46,7 @@ pub(crate) use convert::ToWire;
 mod error;
 mod extract;
 pub mod forwarded;
+mod health;
 pub mod limits;
 pub mod listen;
 mod passkeys;
@@ -95,7 +96,7 @@ pub struct AppState {
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/health", get(health))
+        .route("/v1/health", get(health::health))
         .route("/v1/sessions", post(register).get(list_sessions))
         .route("/v1/sessions/start", post(start_session))
         .route("/v1/sessions/{id}", get(get_session))
@@ -171,15 +172,6 @@ async fn not_found() -> ApiError {
         "not-found",
         "no such route",
     )
-}
-
-async fn health(State(st): State<AppState>) -> ApiResult {
-    let cursor = st.engine.store().head_cursor().map_err(EngineError::from)?;
-    ok(wire::Health {
-        ok: true,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        cursor,
-    })
 }
 
 async fn register(

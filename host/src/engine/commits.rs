@@ -50,7 +50,11 @@ impl Policies {
             // The policy is free again however the task ends.
             let _task = task;
             if let Err(e) = engine.policies().commit_task(&id).await {
-                tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
+                if engine.outage().failed_engine(&e) {
+                    tracing::info!(policy = %id, error = %e, "commit step failed; the sweep retries it");
+                } else {
+                    tracing::error!(policy = %id, error = %e, "commit step failed; the sweep retries it");
+                }
             }
         });
     }

@@ -48,7 +48,12 @@ impl Policies {
                 Err(e) => {
                     // `Input::StoreError`: nothing was stored, the sweep
                     // re-drives the policy from the state the store has.
-                    tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and the sweep picks it up");
+                    // An outage of the store is logged once by itself.
+                    if engine.outage().failed_engine(&e) {
+                        tracing::info!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and the sweep picks it up");
+                    } else {
+                        tracing::error!(policy = %owned, error = %e, "gate task failed; the policy stays where the store has it and the sweep picks it up");
+                    }
                     None
                 }
             };

@@ -39,6 +39,7 @@ mod lifecycle;
 pub mod machine;
 mod nudge;
 mod on_snapshot;
+pub(crate) mod outage;
 pub mod passkeys;
 mod pinned;
 mod policy_diff;
@@ -99,6 +100,8 @@ struct Inner {
     bus: Bus,
     /// Set when the daemon begins to stop: long-polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Whether the store answers: its outages, logged once each.
+    outage: outage::Outage,
     policies: services::Policies,
     reviews: services::Reviews,
     sessions: services::Sessions,
@@ -159,6 +162,7 @@ impl Engine {
                 store,
                 bus: Bus::new(head),
                 stopping: tokio::sync::watch::Sender::new(false),
+                outage: outage::Outage::default(),
                 policies: services::Policies {
                     service: service.clone(),
                     gating: Arc::new(Semaphore::new(config.max_gating.max(1))),
@@ -356,6 +360,11 @@ impl Engine {
         &self.inner.bus
     }
 
+    /// Whether the store answers (its outages, logged once each).
+    pub(crate) fn outage(&self) -> &outage::Outage {
+        &self.inner.outage
+    }
+
     /// One transaction; readers are woken after it commits.
     pub(crate) fn write<T>(
         &self,
@@ -375,7 +384,16 @@ impl Engine {
         if let Some(e) = refused {
             return Err(e);
         }
-        let out = out?;
+        let out = match out {
+            Ok(out) => {
+                self.inner.outage.wrote();
+                out
+            }
+            Err(e) => {
+                self.inner.outage.failed(&e);
+                return Err(e.into());
+            }
+        };
         self.inner.bus.published();
         Ok(out)
     }

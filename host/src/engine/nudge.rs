@@ -174,7 +174,11 @@ impl Policies {
             // The policy is free again however the task ends.
             let _task = task;
             if let Err(e) = engine.policies().nudge_task(&id).await {
-                tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
+                if engine.outage().failed_engine(&e) {
+                    tracing::info!(policy = %id, error = %e, "nudge failed; the sweep retries it");
+                } else {
+                    tracing::error!(policy = %id, error = %e, "nudge failed; the sweep retries it");
+                }
             }
         });
     }

@@ -41,8 +41,15 @@ impl Policies {
                     _ = tokio::time::sleep(SWEEP_EVERY) => {}
                     _ = engine.stopped() => return,
                 }
-                if let Err(e) = engine.policies().sweep() {
-                    tracing::warn!(error = %e, "the sweep could not read the store; it tries again");
+                match engine.policies().sweep() {
+                    Ok(()) => engine.outage().read_ok(),
+                    // An outage is logged once, at its start and its end.
+                    Err(e) if engine.outage().failed_engine(&e) => {
+                        tracing::debug!(error = %e, "the sweep could not read the store; it tries again");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the sweep could not read the store; it tries again");
+                    }
                 }
             }
         });

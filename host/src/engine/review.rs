@@ -152,7 +152,11 @@ impl Reviews {
         let owned = id.clone();
         let handle = tokio::spawn(async move {
             if let Err(e) = engine.reviews().review_task(&owned).await {
-                tracing::error!(policy = %owned, error = %e, "review failed; the sweep runs it again");
+                if engine.outage().failed_engine(&e) {
+                    tracing::info!(policy = %owned, error = %e, "review failed; the sweep runs it again");
+                } else {
+                    tracing::error!(policy = %owned, error = %e, "review failed; the sweep runs it again");
+                }
             }
             engine
                 .reviews()

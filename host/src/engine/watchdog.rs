@@ -89,6 +89,9 @@ impl Sessions {
                             engine.policies().perform(&id, &step);
                         }
                     }
+                    Ok(Err(e)) if engine.outage().failed_engine(&e) => {
+                        tracing::debug!(error = %e, "the watchdog could not look; it looks again");
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "the watchdog could not look; it looks again");
                     }

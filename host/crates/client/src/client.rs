@@ -662,3 +662,7 @@ mod tests {
         assert_eq!(e.code(), "bad-answer");
     }
 }
+
+#[cfg(test)]
+#[path = "health_tests.rs"]
+mod health_tests;

@@ -81,16 +81,80 @@ pub struct ResolveRequest {
     pub response: String,
 }
 
-/// `GET /v1/health`.
+/// `GET /v1/health` when the store answers (HTTP 200); while it does not,
+/// the answer is a [`HealthDegraded`] (HTTP 503).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
-    /// Always `true`: the daemon is up and answering (the route needs no
+    /// `true`: the daemon is up and its store answers (the route needs no
     /// token).
     pub ok: bool,
+    /// `ok` here (an answer of an older daemon, without it, reads so).
+    #[serde(default)]
+    pub status: HealthStatus,
     /// The daemon's version (`0.1.0`).
     pub version: String,
     /// The bus's head cursor.
     pub cursor: i64,
+    /// The store as this answer found it (reachable).
+    #[serde(default)]
+    pub store: StoreHealth,
+}
+
+/// Whether the daemon can do its work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HealthStatus {
+    /// Up, and its store answers.
+    #[default]
+    Ok,
+    /// Up, but its store does not answer (a database restarting or cut
+    /// off): requests that need it answer 503 with `Retry-After`, and the
+    /// daemon's work waits, resumed when the store answers again.
+    Degraded,
+}
+
+/// The store in a health answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreHealth {
+    /// Whether the store answered this request's read.
+    pub reachable: bool,
+    /// Why it did not (the store's error; never a password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Since when (ms since the Unix epoch) the daemon finds its store
+    /// unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_since: Option<i64>,
+}
+
+impl Default for StoreHealth {
+    fn default() -> Self {
+        StoreHealth {
+            reachable: true,
+            error: None,
+            unavailable_since: None,
+        }
+    }
+}
+
+/// `GET /v1/health` while the store does not answer: HTTP 503 with
+/// `Retry-After`. It is also an API error (its `error`, code
+/// `store-unavailable`), so that a client reading errors finds one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthDegraded {
+    /// `false`.
+    pub ok: bool,
+    /// `degraded`.
+    pub status: HealthStatus,
+    /// The daemon's version.
+    pub version: String,
+    /// `null`: the bus's head cannot be read without the store.
+    pub cursor: Option<i64>,
+    /// The store: not reachable, and why.
+    pub store: StoreHealth,
+    /// The same as an API error: `{code: "store-unavailable", message}`.
+    pub error: ErrorDetail,
 }
 
 /// `POST /v1/sessions/{id}/report`.

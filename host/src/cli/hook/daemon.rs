@@ -8,10 +8,13 @@
 //! refuses the stop with the nudge, `policy:blocked` lets it happen with the
 //! reason, a pass (`policy:passed`, `commit-ready`, `done`, `committed`) or
 //! `policy:cancelled` lets it happen; a policy with none by the budget is
-//! still running. It holds the agent token only and must never ack, cancel
-//! or attach.
+//! still running. A call the daemon refuses because its store is
+//! unavailable (503 `store-unavailable`: its database restarting or cut
+//! off; nothing of the call was stored) is asked again a second later (its
+//! `Retry-After`), within the budget. It holds the agent token only and
+//! must never ack, cancel or attach.
 
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::hook::decide::Input;
 use crate::hook::{AgentCli, HookInput};
 use crate::model::event::{Event, PolicyChange, PolicyEvent};
@@ -21,6 +24,10 @@ use std::time::{Duration, Instant};
 
 /// The longest single long-poll; the budget is spent in slices of this.
 const SLICE: Duration = Duration::from_secs(20);
+
+/// How long to wait before asking again a daemon whose store is
+/// unavailable (the `Retry-After` it answers).
+const OUTAGE_RETRY: Duration = Duration::from_secs(1);
 
 /// What each counted policy said about this turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +40,7 @@ enum Said {
 /// `SessionStart`: register the session.
 pub(super) fn greet(agent: AgentCli, args: &super::HookArgs, input: &HookInput, deadline: Instant) {
     if let Err(e) = with_client(args, deadline, |c| async move {
-        register(&c, agent, input).await.map(|_| ())
+        register(&c, agent, input, deadline).await.map(|_| ())
     }) {
         tracing::warn!(error = %e, "cannot register the session with the daemon");
     }
@@ -47,8 +54,8 @@ pub(super) fn turn_start(
     deadline: Instant,
 ) {
     if let Err(e) = with_client(args, deadline, |c| async move {
-        let id = register(&c, agent, input).await?;
-        report(&c, &id, ReportKind::TurnStart).await
+        let id = register(&c, agent, input, deadline).await?;
+        report(&c, &id, ReportKind::TurnStart, deadline).await
     }) {
         tracing::warn!(error = %e, "cannot report the turn's start to the daemon");
     }
@@ -64,7 +71,7 @@ pub(super) fn session_end(
 ) {
     let id = daemon_id(agent, input);
     let result = with_client(args, deadline, |c| async move {
-        report(&c, &daemon_id(agent, input), ReportKind::Exited).await
+        report(&c, &daemon_id(agent, input), ReportKind::Exited, deadline).await
     });
     match result {
         Ok(()) => tracing::info!(session = %id, "session ended: reported exited"),
@@ -88,15 +95,12 @@ pub(super) fn verdict(
             .and_then(crate::hook::transcript::last_assistant_message)
     });
     let outcome = with_client(args, deadline, |c| async move {
-        let id = register(&c, agent, input).await?;
-        let reported = c
-            .report(
-                &id,
-                &ReportRequest {
-                    kind: ReportKind::TurnEnd,
-                    message,
-                },
-            )
+        let id = register(&c, agent, input, deadline).await?;
+        let turn_end = ReportRequest {
+            kind: ReportKind::TurnEnd,
+            message,
+        };
+        let reported = through_outage(deadline, || c.report(&id, &turn_end))
             .await
             .map_err(|e| format!("cannot report the turn-end: {e}"))?;
         if reported.policies.is_empty() {
@@ -153,9 +157,10 @@ async fn wait_verdicts(
             .await
         {
             Ok(page) => page,
-            // Too many long-polls wait at the daemon: poll again in a
-            // second (its Retry-After), within the deadline.
-            Err(e) if e.is_too_many_waiters() => {
+            // Too many long-polls wait at the daemon, or its store is
+            // unavailable: poll again in a second (its Retry-After),
+            // within the deadline.
+            Err(e) if e.is_too_many_waiters() || unavailable(&e) => {
                 tokio::time::sleep(Duration::from_secs(1).min(left)).await;
                 continue;
             }
@@ -218,31 +223,69 @@ fn daemon_id(agent: AgentCli, input: &HookInput) -> String {
     format!("{}:{}", agent.name(), input.session_id)
 }
 
+/// Whether the daemon refused a call because its store is unavailable.
+fn unavailable(e: &ClientError) -> bool {
+    e.code() == "store-unavailable"
+}
+
+/// Calls `call` again, a second apart, while the daemon refuses it because
+/// its store is unavailable (nothing of the call was stored) and the
+/// budget leaves time for another try (said once, at the first refusal);
+/// its last answer.
+async fn through_outage<T, Fut>(
+    deadline: Instant,
+    mut call: impl FnMut() -> Fut,
+) -> Result<T, ClientError>
+where
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut said = false;
+    loop {
+        match call().await {
+            Err(e)
+                if unavailable(&e)
+                    && deadline.saturating_duration_since(Instant::now()) > OUTAGE_RETRY =>
+            {
+                if !said {
+                    tracing::warn!(error = %e, "the daemon's store is unavailable; asking again within the budget");
+                    said = true;
+                }
+                tokio::time::sleep(OUTAGE_RETRY).await;
+            }
+            out => return out,
+        }
+    }
+}
+
 /// Reports `kind` (with no message) for the daemon session `id`.
-async fn report(c: &Client, id: &str, kind: ReportKind) -> Result<(), String> {
-    c.report(
-        id,
-        &ReportRequest {
-            kind,
-            message: None,
-        },
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| e.to_string())
+async fn report(c: &Client, id: &str, kind: ReportKind, deadline: Instant) -> Result<(), String> {
+    let request = ReportRequest {
+        kind,
+        message: None,
+    };
+    through_outage(deadline, || c.report(id, &request))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Registers (or refreshes) the session; returns its daemon id.
-async fn register(c: &Client, agent: AgentCli, input: &HookInput) -> Result<String, String> {
+async fn register(
+    c: &Client,
+    agent: AgentCli,
+    input: &HookInput,
+    deadline: Instant,
+) -> Result<String, String> {
     let id = daemon_id(agent, input);
-    c.register(&RegisterRequest {
+    let request = RegisterRequest {
         id: Some(id.clone()),
         label: Some(agent.name().to_string()),
         cwd: input.cwd.display().to_string(),
         ..RegisterRequest::default()
-    })
-    .await
-    .map_err(|e| format!("cannot register session {id}: {e}"))?;
+    };
+    through_outage(deadline, || c.register(&request))
+        .await
+        .map_err(|e| format!("cannot register session {id}: {e}"))?;
     Ok(id)
 }
 

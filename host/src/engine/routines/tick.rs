@@ -116,7 +116,11 @@ impl Routines {
                     Err(e) => Some(("read", e)),
                 };
                 if let Some((what, e)) = failed {
-                    tracing::warn!(error = %e, "the routines' tick could not {what} the store; it tries again");
+                    if engine.outage().failed_engine(&e) {
+                        tracing::debug!(error = %e, "the routines' tick could not {what} the store; it tries again");
+                    } else {
+                        tracing::warn!(error = %e, "the routines' tick could not {what} the store; it tries again");
+                    }
                     // The waits it did not get to are looked at again.
                     engine
                         .runs()
