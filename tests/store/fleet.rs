@@ -99,6 +99,16 @@ fn hosts_share_one_database_and_one_event_log_and_a_host_id_is_held_by_one_live_
         2,
         "{seen_a:?}"
     );
+    // Every host lists the hosts, and says which it is.
+    let listed = b.agent_ok("GET", "/v1/hosts", None);
+    assert_eq!(listed["this"], "beta", "{listed}");
+    let ids: Vec<(&str, bool)> = listed["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| (h["id"].as_str().expect("id"), h["live"] == true))
+        .collect();
+    assert_eq!(ids, [("alpha", true), ("beta", true)], "{listed}");
     let before = hosts(&cfg);
     assert_eq!(host(&before, "alpha")["live"], true);
     assert_eq!(host(&before, "beta")["live"], true);

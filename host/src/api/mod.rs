@@ -97,6 +97,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(health::health))
+        .route("/v1/hosts", get(hosts))
         .route("/v1/sessions", post(register).get(list_sessions))
         .route("/v1/sessions/start", post(start_session))
         .route("/v1/sessions/{id}", get(get_session))
@@ -172,6 +173,31 @@ async fn not_found() -> ApiError {
         "not-found",
         "no such route",
     )
+}
+
+/// The hosts sharing this daemon's store (any token).
+async fn hosts(State(st): State<AppState>, Credential(_): Credential) -> ApiResult {
+    let store = st.engine.store();
+    let hosts = store
+        .hosts()
+        .map_err(EngineError::from)?
+        .into_iter()
+        .map(|h| wire::HostInfo {
+            id: h.id,
+            live: h.live,
+            state: h.state,
+            fence: h.fence,
+            lease_until: h.lease_until,
+            heartbeat_at: h.heartbeat_at,
+            machine: h.machine,
+            pid: h.pid,
+            version: h.version,
+        })
+        .collect();
+    ok(wire::Hosts {
+        this: store.host().map(|(id, _)| id),
+        hosts,
+    })
 }
 
 async fn register(

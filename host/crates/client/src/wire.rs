@@ -604,3 +604,38 @@ pub struct EventQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<String>,
 }
+
+/// `GET /v1/hosts`: the hosts sharing the daemon's store (a fleet on
+/// PostgreSQL, docs/fleet.md), by id; none for a daemon on SQLite.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hosts {
+    /// The answering daemon's host id (`None`: a daemon of one host).
+    pub this: Option<String>,
+    /// Every host that ever claimed an id.
+    pub hosts: Vec<HostInfo>,
+}
+
+/// One host of [`Hosts`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostInfo {
+    /// Its id.
+    pub id: String,
+    /// Whether its lease runs now, by the database's clock.
+    pub live: bool,
+    /// `live` (claimed) or `stopped` (released by a clean stop).
+    pub state: String,
+    /// Its claim's fencing number.
+    pub fence: i64,
+    /// When its lease ends or ended (ms since the epoch).
+    pub lease_until: i64,
+    /// Its last renewal (ms since the epoch).
+    pub heartbeat_at: i64,
+    /// The machine it runs on.
+    pub machine: String,
+    /// Its process id there.
+    pub pid: i64,
+    /// Its gatehost version.
+    pub version: String,
+}

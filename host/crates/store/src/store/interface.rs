@@ -62,8 +62,8 @@
 
 use super::routine_rows::RoutineRow;
 use super::rows::{
-    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, PasskeyRow, PolicyRow,
-    PolicyStatus, SessionRow, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, PasskeyRow,
+    PolicyRow, PolicyStatus, SessionRow, StandingRow,
 };
 use super::{StoreError, StoreResult};
 use crate::config::Retention;
@@ -260,6 +260,12 @@ pub trait Records {
     fn host_request(&self, id: i64) -> StoreResult<Option<HostRequestRow>> {
         let _ = id;
         Ok(None)
+    }
+
+    /// The hosts that ever claimed an id in this store, by id (none for a
+    /// store of one host).
+    fn hosts(&self) -> StoreResult<Vec<HostStatus>> {
+        Ok(Vec::new())
     }
 }
 

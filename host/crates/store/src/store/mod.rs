@@ -37,11 +37,11 @@ mod rows;
 mod sqlite;
 
 pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
-pub use postgres::{HostSpec, HostStatus, MIN_LEASE, PgOptions, PgStatus, pg_migrate, pg_status};
+pub use postgres::{HostSpec, MIN_LEASE, PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
-    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, PasskeyRow, PolicyRow,
-    PolicyStatus, RowDamage, SessionRow, SessionState, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, PasskeyRow,
+    PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState, StandingRow,
 };
 
 #[cfg(any(test, feature = "test-support"))]

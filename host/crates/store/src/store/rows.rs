@@ -485,3 +485,27 @@ impl HostRequestState {
         })
     }
 }
+
+/// A host sharing the store, as `gatehost store check` and `GET
+/// /v1/hosts` show it (a PostgreSQL store's `hosts` row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostStatus {
+    /// The host id.
+    pub id: String,
+    /// Its current claim's fencing number.
+    pub fence: i64,
+    /// `live` (claimed) or `stopped` (released by a clean stop).
+    pub state: String,
+    /// Whether its lease runs now, by the database's clock.
+    pub live: bool,
+    /// When its lease ends (ms since the epoch, the database's clock).
+    pub lease_until: i64,
+    /// Its last renewal (ms, the database's clock).
+    pub heartbeat_at: i64,
+    /// The machine and process that claimed it, and its version.
+    pub machine: String,
+    /// The claiming process.
+    pub pid: i64,
+    /// The gatehost version that claimed it.
+    pub version: String,
+}

@@ -16,6 +16,7 @@
 //! compare a lease with this machine's clock.
 
 use super::bridge::{Sql, col};
+use crate::store::rows::HostStatus;
 use crate::store::{StoreError, StoreResult};
 use std::time::Duration;
 
@@ -65,29 +66,6 @@ impl HostSpec {
     pub(super) fn lease_ms(&self) -> i64 {
         i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
     }
-}
-
-/// What `gatehost store check` shows of one host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostStatus {
-    /// The host id.
-    pub id: String,
-    /// Its current claim's fencing number.
-    pub fence: i64,
-    /// `live` (claimed) or `stopped` (released by a clean stop).
-    pub state: String,
-    /// Whether its lease runs now, by the database's clock.
-    pub live: bool,
-    /// When its lease ends (ms since the epoch, the database's clock).
-    pub lease_until: i64,
-    /// Its last renewal (ms, the database's clock).
-    pub heartbeat_at: i64,
-    /// The machine and process that claimed it, and its version.
-    pub machine: String,
-    /// The claiming process.
-    pub pid: i64,
-    /// The gatehost version that claimed it.
-    pub version: String,
 }
 
 /// How a write transaction finds its host's claim.

@@ -60,7 +60,7 @@ mod status;
 pub mod testdb;
 mod writes;
 
-pub use hosts::{HostSpec, HostStatus, MIN_LEASE};
+pub use hosts::{HostSpec, MIN_LEASE};
 pub(super) use listen::Wakeups;
 pub use options::PgOptions;
 pub use status::{PgStatus, pg_migrate, pg_status};
@@ -68,8 +68,8 @@ pub use status::{PgStatus, pg_migrate, pg_status};
 use super::interface::{Backend, Records, Swept, TxBody};
 use super::routine_rows::RoutineRow;
 use super::rows::{
-    Delivery, EventFilter, EventRow, HostRequestRow, PasskeyRow, PolicyRow, PolicyStatus,
-    SessionRow, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostStatus, PasskeyRow, PolicyRow,
+    PolicyStatus, SessionRow, StandingRow,
 };
 use super::{StoreError, StoreResult};
 use crate::config::Retention;
@@ -582,6 +582,10 @@ macro_rules! reads {
 
         fn host_request(&self, id: i64) -> StoreResult<Option<HostRequestRow>> {
             self.reading(|c| requests::get(c, id))
+        }
+
+        fn hosts(&self) -> StoreResult<Vec<HostStatus>> {
+            self.reading(hosts::list)
         }
     };
 }

@@ -6,8 +6,9 @@
 //! daemon's data.
 
 use super::bridge::col;
-use super::{HostStatus, PgOptions, PgStore, hosts, records, schema};
+use super::{PgOptions, PgStore, hosts, records, schema};
 use crate::store::StoreResult;
+use crate::store::rows::HostStatus;
 
 /// What `gatehost store check` shows of a PostgreSQL store.
 #[derive(Debug, Clone, PartialEq, Eq)]
