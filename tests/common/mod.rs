@@ -6,6 +6,7 @@
 pub mod acp_agents;
 pub mod agents;
 pub mod browser;
+pub mod chaos;
 pub mod daemon;
 pub mod daemon_git;
 pub mod daemon_setup;

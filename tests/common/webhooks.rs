@@ -95,24 +95,29 @@ pub fn receiver_answering(first: Option<&'static str>) -> Receiver {
             let mut reader = BufReader::new(stream.try_clone().expect("clone"));
             let mut headers = std::collections::HashMap::new();
             let mut line = String::new();
-            if reader.read_line(&mut line).is_err() {
+            // A request cut off (its sender died mid-way) is not received.
+            if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
                 continue;
             }
-            loop {
+            let complete = loop {
                 line.clear();
-                if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
-                    break;
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break false,
+                    Ok(_) if line.trim().is_empty() => break true,
+                    Ok(_) => {}
                 }
                 if let Some((k, v)) = line.split_once(':') {
                     headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
                 }
-            }
+            };
             let len: usize = headers
                 .get("content-length")
                 .and_then(|l| l.parse().ok())
                 .unwrap_or(0);
             let mut body = vec![0; len];
-            let _ = reader.read_exact(&mut body);
+            if !complete || reader.read_exact(&mut body).is_err() {
+                continue;
+            }
             let id = headers.get("webhook-id").cloned().unwrap_or_default();
             let kind = headers.get("x-gatehost-event").cloned().unwrap_or_default();
             let mut sig = reqwest::header::HeaderMap::new();

@@ -4,6 +4,7 @@
 use crate::common;
 use crate::common::shorthand::assert_has;
 
+use common::chaos::{Lcg, seed, with_retry};
 use common::daemon::{
     Daemon, allow_config_with, git_out, git_scratch, scratch_config, script_gate_json, wait_started,
 };
@@ -86,32 +87,6 @@ fn wait_keeps_waiting_across_a_daemon_restart() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// A small deterministic generator (the seed is printed on failure).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// Retries a call while the daemon is down (connection refused).
-fn with_retry<T>(d: &mut Daemon, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
-    for _ in 0..200 {
-        if let Some(v) = f(d) {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("the daemon never answered");
-}
-
 #[test]
 fn two_hundred_commit_lifecycles_and_their_next_chains_under_random_sigkills_lose_and_double_nothing()
  {
@@ -140,17 +115,13 @@ deliveries_max_age = \"1s\"
         &cfg,
         &[("GATEHOST_TEST_STORE_FAULTS", "3")],
     );
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|t| t.as_nanos() as u64)
-        .unwrap_or(7);
-    eprintln!("crash test seed {seed}");
+    let seed = seed("crash test");
     let mut rng = Lcg(seed);
     let mut kills = 0;
     for i in 0..N {
         let sid = format!("s{i}");
         s.write_ws(&format!("f/{i}.txt"), &format!("file {i}\n"));
-        with_retry(&mut d, |d| {
+        with_retry("the crash test", || {
             let (c, _) = d.post(
                 "/v1/sessions",
                 &d.agent,
@@ -170,7 +141,7 @@ deliveries_max_age = \"1s\"
             spec["next"] = json!({"gate": {"command": "true"}, "label": format!("child{i}")});
         }
         spec["idempotencyKey"] = json!(format!("attach-{i}"));
-        with_retry(&mut d, |d| {
+        with_retry("the crash test", || {
             // Committing without a human's ack is the operator's to ask.
             let r = d.http_try(
                 "POST",
@@ -184,7 +155,7 @@ deliveries_max_age = \"1s\"
                 Some((c, v)) => panic!("attach {i}: HTTP {c}: {v}"),
             }
         });
-        with_retry(&mut d, |d| {
+        with_retry("the crash test", || {
             let r = d.http_try(
                 "POST",
                 &format!("/v1/sessions/{sid}/report"),

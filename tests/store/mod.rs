@@ -11,6 +11,7 @@
 //! started a cluster), and drops the database when the test ends.
 
 mod fleet;
+mod fleet_chaos;
 mod load;
 mod partition;
 mod postgres;
