@@ -509,7 +509,7 @@ fn check_webhooks(
         "delivered, not in the log (seed {seed}): {unknown:?}"
     );
     let kills: usize = hosts.iter().map(|h| h.kills.len()).sum();
-    let mut repeats = 0;
+    let (mut repeats, mut late) = (0, 0);
     for (id, times) in &got {
         assert!(
             times.windows(2).all(|w| w[0].2 == w[1].2),
@@ -530,6 +530,12 @@ fn check_webhooks(
                 Some(h) => killed(&hosts[h]),
                 None => hosts.iter().any(killed),
             };
+            // Said, not asserted: the first request of a repeat was read by
+            // the receiver only after its sender's death.
+            let read_late = !hosts
+                .iter()
+                .any(|h| h.kills.iter().any(|(b, a)| pair[0].1 <= *a && *b <= again));
+            late += usize::from(read_late);
             assert!(
                 by_a_kill,
                 "{id} ({}, owner {:?}) delivered again at {again} ms (first made at {first}, to the second) with no kill of its host between (seed {seed}); kills {:?}\n{}",
@@ -544,7 +550,7 @@ fn check_webhooks(
         }
     }
     eprintln!(
-        "fleet crash test: {} deliveries, {repeats} repeated after a kill (seed {seed})",
+        "fleet crash test: {} deliveries, {repeats} repeated after a kill ({late} of them first read after the kill; seed {seed})",
         want.len()
     );
     assert!(
