@@ -292,6 +292,12 @@ fn main() {
     println!("| store | `GET /v1/policies?limit=50` p50 | `GET /v1/health` p50 | ratio |");
     println!("| --- | --- | --- | --- |");
     for (name, d) in [("SQLite", &lite), ("PostgreSQL, 3 hosts", &pg)] {
+        let first = http.call(d, reqwest::Method::GET, "/v1/policies?limit=50", None);
+        assert_eq!(
+            first["policies"].as_array().map(Vec::len),
+            Some(50),
+            "{name}: a full first page"
+        );
         let page = get_p50(&http, d, "/v1/policies?limit=50", rounds);
         let health = get_p50(&http, d, "/v1/health", rounds);
         println!(
