@@ -37,7 +37,7 @@ mod rows;
 mod sqlite;
 
 pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
-pub use postgres::{HostSpec, MIN_LEASE, PgOptions, PgStatus, pg_migrate, pg_status};
+pub use postgres::{HostSpec, PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
     Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, PasskeyRow,

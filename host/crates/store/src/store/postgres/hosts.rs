@@ -35,9 +35,6 @@ pub struct HostSpec {
     pub version: String,
 }
 
-/// The shortest lease: renewals every third of it must fit a round trip.
-pub const MIN_LEASE: Duration = Duration::from_secs(3);
-
 impl HostSpec {
     /// Whether `id` can be a host id (what [`HostSpec::id`] says), or why
     /// not.
@@ -141,17 +138,15 @@ pub(super) fn standing(c: &Sql<'_>, id: &str, fence: i64) -> StoreResult<Standin
         &[&id],
     )?;
     let Some(row) = row else {
-        return Ok(Standing::Lost(format!(
-            "the claim of host '{id}' is no longer in the database"
-        )));
+        return Ok(Standing::Lost(claim_gone(id)));
     };
     let now: i64 = col(&row, "fence")?;
     let state: String = col(&row, "state")?;
     if now != fence || state != "live" {
         let machine: String = col(&row, "machine")?;
         let pid: i64 = col(&row, "pid")?;
-        return Ok(Standing::Lost(format!(
-            "host '{id}' was claimed again (fencing number {fence} → {now}, by pid {pid} on {machine}, {state})"
+        return Ok(Standing::Lost(claimed_again(
+            id, fence, now, pid, &machine, &state,
         )));
     }
     Ok(if col::<bool>(&row, "live")? {
@@ -159,6 +154,26 @@ pub(super) fn standing(c: &Sql<'_>, id: &str, fence: i64) -> StoreResult<Standin
     } else {
         Standing::Lapsed
     })
+}
+
+/// Why the claim `(id, fence)` is lost: the id was claimed again, as
+/// `now` by `pid` on `machine` (or released: `state`).
+pub(super) fn claimed_again(
+    id: &str,
+    fence: i64,
+    now: i64,
+    pid: i64,
+    machine: &str,
+    state: &str,
+) -> String {
+    format!(
+        "host '{id}' was claimed again (fencing number {fence} → {now}, by pid {pid} on {machine}, {state})"
+    )
+}
+
+/// Why the claim of `id` is lost: its row is gone.
+pub(super) fn claim_gone(id: &str) -> String {
+    format!("the claim of host '{id}' is no longer in the database")
 }
 
 /// The renewal of the claim `(id, fence)` (`$1`, `$2`) by `$3` ms: no row

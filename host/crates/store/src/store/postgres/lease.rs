@@ -254,19 +254,15 @@ async fn lost_why(c: &tokio_postgres::Client, lease: &Lease) -> String {
         )
         .await
     {
-        Ok(Some(r)) => format!(
-            "host '{}' was claimed again (fencing number {} → {}, by pid {} on {}, {})",
-            lease.id,
+        Ok(Some(r)) => hosts::claimed_again(
+            &lease.id,
             lease.fence,
             r.try_get::<_, i64>("fence").unwrap_or(-1),
             r.try_get::<_, i64>("pid").unwrap_or(-1),
-            r.try_get::<_, String>("machine").unwrap_or_default(),
-            r.try_get::<_, String>("state").unwrap_or_default(),
+            &r.try_get::<_, String>("machine").unwrap_or_default(),
+            &r.try_get::<_, String>("state").unwrap_or_default(),
         ),
-        Ok(None) => format!(
-            "the claim of host '{}' is no longer in the database",
-            lease.id
-        ),
+        Ok(None) => hosts::claim_gone(&lease.id),
         Err(e) => format!(
             "host '{}''s renewal changed nothing (its claim was replaced; reading by whom failed: {e})",
             lease.id

@@ -60,7 +60,7 @@ mod status;
 pub mod testdb;
 mod writes;
 
-pub use hosts::{HostSpec, MIN_LEASE};
+pub use hosts::HostSpec;
 pub(super) use listen::Wakeups;
 pub use options::PgOptions;
 pub use status::{PgStatus, pg_migrate, pg_status};
