@@ -113,7 +113,8 @@ pub(super) fn claim(c: &Sql<'_>, spec: &HostSpec, lock_held: bool) -> StoreResul
          ON CONFLICT(id) DO UPDATE SET fence = excluded.fence, state = 'live',
                 lease_until = excluded.lease_until, heartbeat_at = excluded.heartbeat_at,
                 claimed_at = excluded.claimed_at, machine = excluded.machine,
-                pid = excluded.pid, version = excluded.version
+                pid = excluded.pid, version = excluded.version,
+                stale_at = NULL, taken_by = NULL
          RETURNING fence",
         &[&spec.id, &spec.lease_ms(), &spec.machine, &pid, &spec.version],
     )?;

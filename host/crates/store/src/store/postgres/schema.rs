@@ -12,7 +12,7 @@ use super::bridge::{Sql, col};
 use crate::store::{StoreError, StoreResult};
 
 /// The newest schema version this build knows; a newer one is refused.
-pub(super) const KNOWN: i64 = 2;
+pub(super) const KNOWN: i64 = 3;
 
 /// The session advisory lock held while a host migrates (apart from the
 /// write lock, `super::WRITE_LOCK`).
@@ -182,7 +182,7 @@ INSERT INTO meta(key, value) VALUES ('schema', '1');
 
 /// The migrations after version 1: `(version, SQL)`, each run in its own
 /// transaction with the version it reaches.
-const MIGRATIONS: &[(i64, &str)] = &[(2, HOSTS_V2)];
+const MIGRATIONS: &[(i64, &str)] = &[(2, HOSTS_V2), (3, CLUSTER_V3)];
 
 /// The connection setting that names the host a connection works for
 /// (`-c gatehost.host=ID` at connect; unset for a connection of no host:
@@ -251,6 +251,61 @@ CREATE TABLE host_requests(
     outcome TEXT
 );
 CREATE INDEX host_requests_due ON host_requests(host, id) WHERE state IN ('open', 'taken');
+";
+
+/// Version 3: a fleet's shared parts (issue 51, continued).
+///
+/// - A host's claim can end without its holder: `hosts.state` is then
+///   `stale` (its lease and the grace after it ran out; `stale_at` says
+///   when the leader found it) or `taken` (its rows moved to the host
+///   `taken_by`, where workspaces are shared). A stale or taken claim is
+///   lost to its holder: its renewals and writes find it so.
+/// - One leader for the cluster's timers (`leader`: one row, the host
+///   holding it, a term that grows at every change of holder, and a lease
+///   by the database's clock).
+/// - The host that wrote each event (`events.host`, stamped as the owned
+///   tables' `host` is), for `GET /v1/events?host=`.
+/// - The cluster's tokens (`cluster_tokens`: `agent` and `operator`, their
+///   value, a generation that grows at each rotation).
+/// - An index on each owned table's `host` (a claim's adoption of rows
+///   with no host, a takeover's move of a dead host's rows).
+/// - The ownership trigger lets a takeover move a dead host's rows: an
+///   update of a row of host `D` by a transaction that set
+///   `gatehost.takeover` to `D` (`SET LOCAL`, only in a takeover, which
+///   first checks that `D`'s claim is stale and that it leads).
+const CLUSTER_V3: &str = "
+ALTER TABLE hosts ADD COLUMN stale_at TIMESTAMPTZ;
+ALTER TABLE hosts ADD COLUMN taken_by TEXT;
+CREATE TABLE leader(
+    only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+    host TEXT,
+    term BIGINT NOT NULL,
+    lease_until TIMESTAMPTZ NOT NULL
+);
+INSERT INTO leader(only_row, host, term, lease_until) VALUES (TRUE, NULL, 0, '-infinity');
+ALTER TABLE events ADD COLUMN host TEXT DEFAULT gatehost_host();
+CREATE INDEX events_host ON events(host, cursor);
+CREATE TABLE cluster_tokens(
+    name TEXT PRIMARY KEY CHECK (name IN ('agent', 'operator')),
+    value TEXT NOT NULL,
+    generation BIGINT NOT NULL,
+    rotated_at BIGINT NOT NULL,
+    rotated_by TEXT
+);
+CREATE INDEX sessions_host ON sessions(host);
+CREATE INDEX policies_host ON policies(host);
+CREATE INDEX routines_host ON routines(host);
+CREATE INDEX deliveries_host ON deliveries(host);
+CREATE OR REPLACE FUNCTION gatehost_owned() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.host IS NOT NULL AND OLD.host IS DISTINCT FROM gatehost_host()
+     AND OLD.host IS DISTINCT FROM NULLIF(current_setting('gatehost.takeover', true), '') THEN
+    RAISE EXCEPTION USING ERRCODE = 'GH001',
+      MESSAGE = format('%s %s belongs to host %s, not to %s', TG_ARGV[0], OLD.id,
+                       OLD.host, COALESCE(gatehost_host(), 'a connection of no host'));
+  END IF;
+  RETURN NEW;
+END $$;
 ";
 
 /// The version the database records; `None` when it holds no gatehost
