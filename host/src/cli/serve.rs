@@ -347,6 +347,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if engine.spawn_cluster_wakeups().is_some() {
             tracing::info!("other hosts' events wake this daemon's readers (LISTEN/NOTIFY)");
         }
+        // One host of a fleet leads: it finds dead hosts, takes them over
+        // where workspaces are shared, and applies retention.
+        engine.spawn_leader();
         tokio::spawn(crate::live_config::watch(
             engine.clone(),
             config_path.clone(),

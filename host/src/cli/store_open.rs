@@ -113,6 +113,8 @@ mod tests {
             password_file: Some(file.clone()),
             application_name: "gatehost/t".into(),
             lease: crate::config::DEFAULT_LEASE,
+            grace: crate::config::DEFAULT_GRACE,
+            shared_workspaces: false,
         };
         let opts = options(&pg).expect("readable");
         assert_eq!(opts.password.as_deref(), Some("hunter2"));
@@ -142,6 +144,8 @@ mod tests {
             password_file: None,
             application_name: "gatehost/t".into(),
             lease: std::time::Duration::from_secs(4),
+            grace: crate::config::DEFAULT_GRACE,
+            shared_workspaces: false,
         };
         let spec = host_spec(&pg, Some("build-7.eu")).expect("valid");
         assert_eq!(spec.id, "build-7.eu");

@@ -164,6 +164,7 @@ impl Policies {
                         if !still {
                             return Ok(None);
                         }
+                        crate::test_hooks::commit_barrier(id).await;
                         pr
                     }
                     Err(e @ (CommitError::Stale { .. } | CommitError::RefMoved { .. })) => {

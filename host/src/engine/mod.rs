@@ -35,6 +35,7 @@ mod fan_in;
 mod gated;
 mod judge;
 pub mod keys;
+mod leader;
 mod lifecycle;
 pub mod machine;
 mod nudge;
@@ -102,6 +103,8 @@ struct Inner {
     stopping: tokio::sync::watch::Sender<bool>,
     /// Whether the store answers: its outages, logged once each.
     outage: outage::Outage,
+    /// The term this daemon leads the cluster in, if it does (`leader`).
+    leader: leader::Leader,
     policies: services::Policies,
     reviews: services::Reviews,
     sessions: services::Sessions,
@@ -163,6 +166,7 @@ impl Engine {
                 bus: Bus::new(head),
                 stopping: tokio::sync::watch::Sender::new(false),
                 outage: outage::Outage::default(),
+                leader: leader::Leader::default(),
                 policies: services::Policies {
                     service: service.clone(),
                     gating: Arc::new(Semaphore::new(config.max_gating.max(1))),

@@ -67,6 +67,13 @@ impl Policies {
         let engine = self.engine();
         tokio::spawn(async move {
             loop {
+                // In a fleet, the leader alone applies it (once for all).
+                if !engine.runs_cluster_timers() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(rules.every.min(Duration::from_secs(5))) => continue,
+                        _ = engine.stopped() => return,
+                    }
+                }
                 let (e2, r) = (engine.clone(), rules.clone());
                 match tokio::task::spawn_blocking(move || e2.store().apply_retention(&r, now_ms()))
                     .await
@@ -160,6 +167,26 @@ impl Policies {
         };
         if let Some(step) = step {
             self.perform(&id, &step);
+        }
+        Ok(())
+    }
+
+    /// Carries on the policies taken over from the stale host `from`
+    /// (`engine::leader`), as a restart would its own: a gate it was
+    /// running runs again from `queued`, a queued one runs, a nudge or a
+    /// commit resumes (a prepared commit is looked up in git, never made
+    /// twice). A policy that waits (watching, awaiting its ack) waits here.
+    pub(crate) fn adopt(&self, from: &str, ids: &[String]) -> EngineResult<()> {
+        let reason = format!(
+            "host {from} stopped while this policy's work ran; this host took it over and runs it again"
+        );
+        for id in ids {
+            let Some(p) = self.engine().store().policy(id)? else {
+                continue;
+            };
+            if WORKING.contains(&p.status) && p.damage.is_none() {
+                self.redrive(&p, &reason)?;
+            }
         }
         Ok(())
     }

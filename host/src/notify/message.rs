@@ -6,7 +6,7 @@
 //! as gatehost's. It must never do I/O.
 
 use crate::model::event::{
-    BlockOutcome, ConfigEvent, Event, HookEvent, HookNotice, PasskeyEvent, PolicyChange,
+    BlockOutcome, ConfigEvent, Event, HookEvent, HookNotice, HostEvent, PasskeyEvent, PolicyChange,
     RefusedOrigin, ReviewChange, ReviewEvent, RoutineEvent, RoutineKind, SessionEvent,
     WatchdogEvent,
 };
@@ -256,6 +256,38 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 },
                 Priority::Default,
                 &["gear"],
+            ),
+            (Event::Host(HostEvent::Stale(h)), _) => (
+                format!("gatehost: host {} stopped renewing its claim", clean(&h.host)),
+                format!(
+                    "Host {} (pid {} on {}) has not renewed its claim since its lease ended, grace included; {} of its policies {}.",
+                    clean(&h.host),
+                    h.pid,
+                    clean(&h.machine),
+                    h.policies.len(),
+                    if h.takeover {
+                        format!("are being taken over by {}", clean(&h.by))
+                    } else {
+                        "wait until it is back (workspaces are not shared: no other host can take them)".to_string()
+                    }
+                ),
+                Priority::High,
+                &["warning"],
+            ),
+            (Event::Host(HostEvent::TakenOver(t)), _) => (
+                format!(
+                    "gatehost: host {} took over host {}'s work",
+                    clean(&t.by),
+                    clean(&t.host)
+                ),
+                format!(
+                    "{} policies and {} sessions moved to {}; it carries them on (a gate that was running runs again, a commit under way is finished from its prepared commit, never made twice).",
+                    t.policies.len(),
+                    t.sessions.len(),
+                    clean(&t.by)
+                ),
+                Priority::High,
+                &["arrows_counterclockwise"],
             ),
             (Event::Hook(HookEvent::Capped(h)), _) => (
                 format!("gatehost: {} is out of retries", hook_subject(h, &session)),

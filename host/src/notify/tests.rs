@@ -223,6 +223,19 @@ fn every_attention_event_has_its_own_words() {
             json!({"sessionId": "claude:abc", "request": "perm-1", "toolCallId": "c1", "tool": {}, "timeoutMs": 300_000}),
             "asks for your permission",
         ),
+        (
+            "host:stale",
+            json!({"host": "alpha", "fence": 3, "machine": "m1", "pid": 7, "heartbeatAt": 0,
+                   "leaseUntil": 15_000, "graceMs": 15_000, "policies": ["p1"], "by": "beta",
+                   "takeover": false}),
+            "host alpha stopped renewing its claim",
+        ),
+        (
+            "host:taken-over",
+            json!({"host": "alpha", "by": "beta", "fence": 4, "policies": ["p1"],
+                   "sessions": [], "routines": 0, "deliveries": 0, "requests": 0}),
+            "host beta took over host alpha's work",
+        ),
     ];
     assert_eq!(cases.len(), ATTENTION.len());
     for (kind, payload, words) in cases {

@@ -80,6 +80,10 @@ pub const ROUTINE_EVENTS: &[&str] = &[
 /// also a policy's.
 pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected", "config:held"];
 
+/// A fleet's hosts found dead or taken over (`engine::leader`): daemon-wide,
+/// named in full only.
+pub const HOST_EVENTS: &[&str] = &["host:stale", "host:taken-over"];
+
 /// Standing policies added and removed (`engine::standing`): daemon-wide,
 /// named in full only.
 pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
@@ -98,6 +102,7 @@ pub const WATCHDOG_EVENTS: &[&str] = &["session:stale", "session:live"];
 pub fn full_type(name: &str) -> Result<&'static str, String> {
     if let Some(full) = CONFIG_EVENTS
         .iter()
+        .chain(HOST_EVENTS)
         .chain(STANDING_EVENTS)
         .chain(PASSKEY_EVENTS)
         .chain(WATCHDOG_EVENTS)
@@ -117,6 +122,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     let known: Vec<&str> = all
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
+        .chain(HOST_EVENTS.iter().copied())
         .chain(STANDING_EVENTS.iter().copied())
         .chain(PASSKEY_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())

@@ -139,25 +139,36 @@ pub async fn nudge_barrier(policy: &str) {
     let Some(path) = var!("NUDGE_BARRIER") else {
         return;
     };
-    barrier(Path::new(&path), policy).await;
+    barrier(Path::new(&path), policy, "nudge").await;
 }
 
-async fn barrier(path: &Path, policy: &str) {
+/// `COMMIT_BARRIER=PATH`: a commit task waits, once its prepared commit is
+/// stored and before it publishes it, until the file PATH exists (at most
+/// [`BARRIER_HOLDS_AT_MOST`]): a commit in flight, held there while the
+/// test stops its host and another takes it over (`tests/store/takeover.rs`).
+pub async fn commit_barrier(policy: &str) {
+    let Some(path) = var!("COMMIT_BARRIER") else {
+        return;
+    };
+    barrier(Path::new(&path), policy, "commit").await;
+}
+
+async fn barrier(path: &Path, policy: &str, task: &str) {
     if path.exists() {
         return;
     }
-    tracing::warn!(policy, barrier = %path.display(), "test hook: the nudge task waits at its barrier");
+    tracing::warn!(policy, barrier = %path.display(), "test hook: the {task} task waits at its barrier");
     let deadline = tokio::time::Instant::now() + BARRIER_HOLDS_AT_MOST;
     while !path.exists() {
         if tokio::time::Instant::now() >= deadline {
-            tracing::error!(policy, barrier = %path.display(), "test hook: the barrier never opened; the nudge task goes on");
+            tracing::error!(policy, barrier = %path.display(), "test hook: the barrier never opened; the {task} task goes on");
             return;
         }
         tokio::time::sleep(BARRIER_LOOKS_EVERY).await;
     }
     tracing::warn!(
         policy,
-        "test hook: the barrier opened; the nudge task goes on"
+        "test hook: the barrier opened; the {task} task goes on"
     );
 }
 

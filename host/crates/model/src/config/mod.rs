@@ -35,7 +35,8 @@ pub use places::{canonical_places, overlapping_place};
 pub use retention::Retention;
 pub use session_policies::SessionPolicy;
 pub use store::{
-    DEFAULT_LEASE, MIN_LEASE, PASSWORD_ENV, PasswordError, PostgresConfig, StoreConfig,
+    DEFAULT_GRACE, DEFAULT_LEASE, MIN_LEASE, PASSWORD_ENV, PasswordError, PostgresConfig,
+    StoreConfig,
 };
 use wasm::WasmSection;
 pub use wasm::{PluginBounds, WasmConfig};

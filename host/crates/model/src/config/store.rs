@@ -32,6 +32,8 @@ pub(super) struct StoreSection {
     password_file: Option<String>,
     application_name: Option<String>,
     lease: Option<String>,
+    grace: Option<String>,
+    shared_workspaces: Option<bool>,
 }
 
 /// Where the daemon's store is (`[store]`).
@@ -59,7 +61,19 @@ pub struct PostgresConfig {
     /// [`DEFAULT_LEASE`], at least [`MIN_LEASE`]): renewed every third of
     /// it; a host that cannot renew stops acting before it ends.
     pub lease: std::time::Duration,
+    /// How long after a host's lease ended the leader waits before it
+    /// marks the host stale (`grace`, default [`DEFAULT_GRACE`]: three
+    /// missed renewals at the default lease; at least a third of the
+    /// lease, one renewal).
+    pub grace: std::time::Duration,
+    /// Whether every host reaches the same workspace paths
+    /// (`shared_workspaces`, default false): the leader then takes a
+    /// stale host's work over; otherwise it waits for that host.
+    pub shared_workspaces: bool,
 }
+
+/// The default `[store] grace`.
+pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The default `[store] lease`.
 pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
@@ -167,6 +181,8 @@ impl StoreSection {
                 ("password_file", self.password_file.is_some()),
                 ("application_name", self.application_name.is_some()),
                 ("lease", self.lease.is_some()),
+                ("grace", self.grace.is_some()),
+                ("shared_workspaces", self.shared_workspaces.is_some()),
             ] {
                 if set {
                     return Err(err(
@@ -196,12 +212,18 @@ impl StoreSection {
             Some(text) => super::daemon::duration(&text, MIN_LEASE).map_err(|m| err("lease", m))?,
             None => DEFAULT_LEASE,
         };
+        let grace = match self.grace {
+            Some(text) => super::daemon::duration(&text, lease / 3).map_err(|m| err("grace", m))?,
+            None => DEFAULT_GRACE,
+        };
         Ok(StoreConfig {
             postgres: Some(PostgresConfig {
                 url,
                 password_file,
                 application_name,
                 lease,
+                grace,
+                shared_workspaces: self.shared_workspaces.unwrap_or(false),
             }),
         })
     }

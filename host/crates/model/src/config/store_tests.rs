@@ -26,7 +26,13 @@ fn without_a_url_the_store_is_the_embedded_sqlite_file() {
             .is_none()
     );
     // What only a PostgreSQL store has is refused without one.
-    for text in ["password_file = \"/p\"", "application_name = \"x\""] {
+    for text in [
+        "password_file = \"/p\"",
+        "application_name = \"x\"",
+        "lease = \"20s\"",
+        "grace = \"20s\"",
+        "shared_workspaces = true",
+    ] {
         let (key, message) = parse(text).expect_err(text);
         assert!(key.starts_with("store."), "{key}");
         assert!(message.contains("without store.url"), "{message}");
@@ -162,6 +168,8 @@ fn with_file(content: &[u8]) -> (tempfile::TempDir, PostgresConfig) {
         password_file: Some(path),
         application_name: "gatehost/t".into(),
         lease: crate::config::DEFAULT_LEASE,
+        grace: crate::config::DEFAULT_GRACE,
+        shared_workspaces: false,
     };
     (d, pg)
 }
@@ -251,4 +259,29 @@ fn the_password_variable_is_never_passed_to_a_gate_or_a_judge() {
             other => panic!("{text}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn the_lease_the_grace_and_shared_workspaces_parse_with_their_bounds() {
+    let url = "url = \"postgres://g@db/g\"\n";
+    let pg = postgres(url);
+    assert_eq!(pg.lease, DEFAULT_LEASE);
+    assert_eq!(pg.grace, DEFAULT_GRACE);
+    assert!(
+        !pg.shared_workspaces,
+        "workspaces are not shared unless said"
+    );
+    let pg = postgres(&format!(
+        "{url}lease = \"6s\"\ngrace = \"2s\"\nshared_workspaces = true"
+    ));
+    assert_eq!(pg.lease, std::time::Duration::from_secs(6));
+    assert_eq!(pg.grace, std::time::Duration::from_secs(2));
+    assert!(pg.shared_workspaces);
+    // A grace under one renewal (a third of the lease) is refused.
+    let (key, message) =
+        parse(&format!("{url}lease = \"6s\"\ngrace = \"1s\"")).expect_err("too short");
+    assert_eq!(key, "store.grace");
+    assert!(message.contains("at least 2s"), "{message}");
+    let (key, _) = parse(&format!("{url}lease = \"2s\"")).expect_err("lease too short");
+    assert_eq!(key, "store.lease");
 }

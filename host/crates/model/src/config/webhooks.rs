@@ -49,7 +49,7 @@ impl Format {
 /// to the operator or a routine failed, a session policy or a `next` refused,
 /// a configuration rejected, a weakening of the configuration held until a
 /// restart (`config:held`), a passkey registered or removed (a person
-/// should know who can approve). The default of `notify_url` and of every chat
+/// should know who can approve), a fleet's host found dead or taken over. The default of `notify_url` and of every chat
 /// format.
 pub const ATTENTION: &[&str] = &[
     "policy:blocked",
@@ -68,6 +68,8 @@ pub const ATTENTION: &[&str] = &[
     "config:held",
     "passkey:registered",
     "passkey:removed",
+    "host:stale",
+    "host:taken-over",
 ];
 
 /// Which events a webhook receives.

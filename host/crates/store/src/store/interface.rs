@@ -62,8 +62,8 @@
 
 use super::routine_rows::RoutineRow;
 use super::rows::{
-    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, PasskeyRow,
-    PolicyRow, PolicyStatus, SessionRow, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, Leadership,
+    PasskeyRow, PolicyRow, PolicyStatus, SessionRow, StaleHost, StandingRow, TakenOver,
 };
 use super::{StoreError, StoreResult};
 use crate::config::Retention;
@@ -385,6 +385,39 @@ pub trait RecordsTx: Records {
         Err(StoreError::Backend(
             "a store of one host has no other host to send a request to".into(),
         ))
+    }
+
+    /// Takes the cluster's leadership when no live leader holds it, or
+    /// renews this host's, for `lease_ms` (the database's clock); `grace_ms`
+    /// says when the leader should next look for dead hosts. A store of one
+    /// host has no cluster: refused.
+    fn lead(&mut self, lease_ms: i64, grace_ms: i64) -> StoreResult<Leadership> {
+        let _ = (lease_ms, grace_ms);
+        Err(StoreError::Backend(
+            "a store of one host has no cluster to lead".into(),
+        ))
+    }
+
+    /// Whether this host leads in `term`, its leader's lease running (by
+    /// the database's clock): what every leader's write checks first.
+    fn leads(&mut self, term: i64) -> StoreResult<bool> {
+        let _ = term;
+        Ok(false)
+    }
+
+    /// Marks `stale` every live host whose lease ended more than
+    /// `grace_ms` ago (by the database's clock): those marked, once each.
+    fn mark_stale_hosts(&mut self, grace_ms: i64) -> StoreResult<Vec<StaleHost>> {
+        let _ = grace_ms;
+        Ok(Vec::new())
+    }
+
+    /// Moves the rows of the stale host `dead` (its sessions, policies,
+    /// routines, webhook deliveries and open requests) to this host and
+    /// marks it `taken`: what moved, or `None` when `dead` is not stale.
+    fn take_over(&mut self, dead: &str) -> StoreResult<Option<TakenOver>> {
+        let _ = dead;
+        Ok(None)
     }
 
     /// Moves request `id` from `from` to `to` (with its `outcome` when

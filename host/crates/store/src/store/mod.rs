@@ -40,8 +40,9 @@ pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
 pub use postgres::{HostSpec, PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
-    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, PasskeyRow,
-    PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState, StandingRow,
+    Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, Leadership,
+    PasskeyRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState, StaleHost,
+    StandingRow, TakenOver,
 };
 
 #[cfg(any(test, feature = "test-support"))]

@@ -494,7 +494,9 @@ pub struct HostStatus {
     pub id: String,
     /// Its current claim's fencing number.
     pub fence: i64,
-    /// `live` (claimed) or `stopped` (released by a clean stop).
+    /// `live` (claimed), `stopped` (released by a clean stop), `stale`
+    /// (its lease and grace ran out: the leader found it dead) or `taken`
+    /// (stale, and its work moved to another host).
     pub state: String,
     /// Whether its lease runs now, by the database's clock.
     pub live: bool,
@@ -508,4 +510,63 @@ pub struct HostStatus {
     pub pid: i64,
     /// The gatehost version that claimed it.
     pub version: String,
+}
+
+/// A host the leader found dead (`RecordsTx::mark_stale_hosts`): its
+/// claim as it was, and its policies not settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleHost {
+    /// The host id.
+    pub id: String,
+    /// Its claim's fencing number.
+    pub fence: i64,
+    /// The machine and process that held it.
+    pub machine: String,
+    /// The claiming process.
+    pub pid: i64,
+    /// Its last renewal (ms, the database's clock).
+    pub heartbeat_at: i64,
+    /// When its lease ended (ms, the database's clock).
+    pub lease_until: i64,
+    /// Its policies not settled, by id.
+    pub policies: Vec<String>,
+}
+
+/// What a takeover moved from a stale host to the one taking it
+/// (`RecordsTx::take_over`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The taking host's fencing number.
+    pub fence: i64,
+    /// The policies moved that were not settled, by id.
+    pub policies: Vec<String>,
+    /// The sessions moved, by id.
+    pub sessions: Vec<String>,
+    /// How many routines moved.
+    pub routines: u64,
+    /// How many webhook deliveries (still to send) moved.
+    pub deliveries: u64,
+    /// How many operators' requests (not carried out) moved.
+    pub requests: u64,
+}
+
+/// The cluster's leadership as one host's attempt found it
+/// (`RecordsTx::lead`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leadership {
+    /// This host leads, in this term, its lease renewed.
+    Leads {
+        /// The term: grows at every change of leader.
+        term: i64,
+        /// The ms until the first live host's lease plus `grace` ends
+        /// (when the leader should look again), if any host is live.
+        next_due_ms: Option<i64>,
+    },
+    /// Another host leads; its lease ends in this many ms.
+    Follows {
+        /// The leader's host id.
+        leader: String,
+        /// Ms until the leader's lease ends (by the database's clock).
+        left_ms: i64,
+    },
 }

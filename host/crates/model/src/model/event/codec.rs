@@ -1,7 +1,9 @@
 //! The one codec between an [`Event`] and its stored and published form:
 //! a kind and a JSON object payload.
 
-use super::{ConfigEvent, HookEvent, PasskeyEvent, SessionEvent, StandingEvent, WatchdogEvent};
+use super::{
+    ConfigEvent, HookEvent, HostEvent, PasskeyEvent, SessionEvent, StandingEvent, WatchdogEvent,
+};
 use super::{Event, PolicyChange, PolicyEvent, PolicyHead, ReviewChange, ReviewEvent};
 use super::{RoutineEvent, RoutineKind, RoutinePayload};
 use serde::Deserialize;
@@ -88,6 +90,7 @@ impl Event {
             Event::Standing(e) => e.encode().map_err(err),
             Event::Passkey(e) => e.encode().map_err(err),
             Event::Config(e) => e.encode().map_err(err),
+            Event::Host(e) => e.encode().map_err(err),
             Event::Hook(e) => e.encode().map_err(err),
             Event::Unknown { payload, .. } => Ok(payload.clone()),
         }
@@ -224,6 +227,9 @@ fn typed(kind: &str, v: &Value) -> Option<Result<Event, serde_json::Error>> {
     }
     if let Some(r) = HookEvent::decode(kind, v) {
         return Some(r.map(Event::Hook));
+    }
+    if let Some(r) = HostEvent::decode(kind, v) {
+        return Some(r.map(Event::Host));
     }
     ConfigEvent::decode(kind, v).map(|r| r.map(Event::Config))
 }

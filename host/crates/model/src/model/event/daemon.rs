@@ -1,6 +1,7 @@
 //! The daemon-wide events, with no session and no policy: standing
 //! policies added and removed, passkeys registered and removed, the
-//! configuration reloaded, rejected or held.
+//! configuration reloaded, rejected or held, and a fleet's hosts found
+//! dead or taken over (PostgreSQL).
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,68 @@ family! {
         /// A weakening in the configuration read again waits for a restart.
         Held(ConfigHeld) = "config:held",
     }
+}
+
+family! {
+    /// A fleet's hosts (a PostgreSQL store shared by many hosts), said by
+    /// the cluster's leader: named in full only (`stale` is also a
+    /// policy's and a session's).
+    HostEvent {
+        /// A host's lease and the grace after it ran out: its claim is
+        /// over, its policies wait for it (or for a takeover).
+        Stale(HostStale) = "host:stale",
+        /// A stale host's sessions, policies, routines and webhook
+        /// deliveries moved to another host (`[store] shared_workspaces`).
+        TakenOver(HostTakenOver) = "host:taken-over",
+    }
+}
+
+/// The payload of `host:stale`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostStale {
+    /// The host found dead.
+    pub host: String,
+    /// Its claim's fencing number, now stale.
+    pub fence: i64,
+    /// The machine and process that held the claim.
+    pub machine: String,
+    /// The process id on that machine.
+    pub pid: i64,
+    /// Its last renewal (ms since the Unix epoch, the database's clock).
+    pub heartbeat_at: i64,
+    /// When its lease ended (ms, the database's clock).
+    pub lease_until: i64,
+    /// The grace allowed after the lease (ms).
+    pub grace_ms: i64,
+    /// Its policies not settled yet, which wait.
+    pub policies: Vec<String>,
+    /// The host that found it (the leader).
+    pub by: String,
+    /// Whether the leader takes its work over (`[store] shared_workspaces`).
+    pub takeover: bool,
+}
+
+/// The payload of `host:taken-over`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostTakenOver {
+    /// The stale host whose work moved.
+    pub host: String,
+    /// The host that took it (the leader).
+    pub by: String,
+    /// The taker's fencing number, which guards the moved rows from now on.
+    pub fence: i64,
+    /// The policies moved that were not settled (the taker carries them on).
+    pub policies: Vec<String>,
+    /// The sessions moved.
+    pub sessions: Vec<String>,
+    /// How many routines, webhook deliveries and operators' requests moved.
+    pub routines: u64,
+    /// Webhook deliveries moved (still to send).
+    pub deliveries: u64,
+    /// Operators' requests moved (sent to the dead host, not carried out).
+    pub requests: u64,
 }
 
 /// The payload of `standing:added` and `standing:removed`.

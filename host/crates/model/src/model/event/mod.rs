@@ -1,7 +1,7 @@
 //! The events the daemon stores and publishes, as types: one [`Event`]
 //! enum with a variant per family (sessions, the watchdog's, policies,
 //! review chains, routines, standing policies, passkeys, the
-//! configuration), each family an enum of its kinds with a payload struct
+//! configuration, a fleet's hosts), each family an enum of its kinds with a payload struct
 //! per kind.
 //!
 //! It owns the one codec between an event and its stored and published
@@ -33,8 +33,8 @@ mod tests;
 
 pub use codec::EventError;
 pub use daemon::{
-    ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, Passkey, PasskeyEvent, Standing,
-    StandingEvent, Trigger,
+    ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, HostEvent, HostStale, HostTakenOver,
+    Passkey, PasskeyEvent, Standing, StandingEvent, Trigger,
 };
 pub use policy::{
     Approved, Attached, BlockOutcome, Blocked, Cancelled, Change, ChangedAfter, CommitReady,
@@ -71,6 +71,8 @@ pub enum Event {
     Passkey(PasskeyEvent),
     /// The configuration read again, rejected or held (`config:*`).
     Config(ConfigEvent),
+    /// A fleet's hosts found dead or taken over (`host:*`).
+    Host(HostEvent),
     /// A standalone hook's notices (`hook:*`), sent and never stored.
     Hook(HookEvent),
     /// A kind this build does not know, or a payload that does not decode
@@ -85,7 +87,7 @@ pub enum Event {
 
 impl Event {
     /// Every kind this build knows, family by family.
-    pub const KINDS: [&'static [&'static str]; 9] = [
+    pub const KINDS: [&'static [&'static str]; 10] = [
         SessionEvent::KINDS,
         WatchdogEvent::KINDS,
         PolicyChange::KINDS,
@@ -94,6 +96,7 @@ impl Event {
         StandingEvent::KINDS,
         PasskeyEvent::KINDS,
         ConfigEvent::KINDS,
+        HostEvent::KINDS,
         HookEvent::KINDS,
     ];
 
@@ -108,6 +111,7 @@ impl Event {
             Event::Standing(e) => e.kind(),
             Event::Passkey(e) => e.kind(),
             Event::Config(e) => e.kind(),
+            Event::Host(e) => e.kind(),
             Event::Hook(e) => e.kind(),
             Event::Unknown { kind, .. } => kind,
         }

@@ -87,6 +87,10 @@ fn named(e: &Event) -> &'static str {
             ConfigEvent::Rejected(_) => "config:rejected",
             ConfigEvent::Held(_) => "config:held",
         },
+        Event::Host(e) => match e {
+            HostEvent::Stale(_) => "host:stale",
+            HostEvent::TakenOver(_) => "host:taken-over",
+        },
         Event::Hook(e) => match e {
             HookEvent::Capped(_) => "hook:capped",
             HookEvent::GateError(_) => "hook:gate-error",
@@ -224,7 +228,7 @@ fn the_policy_head_comes_with_every_policy_and_review_event() {
 #[test]
 fn the_bus_names_exactly_the_kinds_of_every_stored_family() {
     use crate::bus;
-    let pairs: [(&[&str], &[&str]); 8] = [
+    let pairs: [(&[&str], &[&str]); 9] = [
         (SessionEvent::KINDS, bus::SESSION_EVENTS),
         (WatchdogEvent::KINDS, bus::WATCHDOG_EVENTS),
         (PolicyChange::KINDS, bus::POLICY_EVENTS),
@@ -233,6 +237,7 @@ fn the_bus_names_exactly_the_kinds_of_every_stored_family() {
         (StandingEvent::KINDS, bus::STANDING_EVENTS),
         (PasskeyEvent::KINDS, bus::PASSKEY_EVENTS),
         (ConfigEvent::KINDS, bus::CONFIG_EVENTS),
+        (HostEvent::KINDS, bus::HOST_EVENTS),
     ];
     for (kinds, listed) in pairs {
         assert_eq!(kinds, listed, "the bus and the enum disagree");

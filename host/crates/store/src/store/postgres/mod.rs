@@ -15,7 +15,8 @@
 //! the hosts sharing the database (`hosts`: claims, fencing numbers and
 //! leases by the database's clock; `lease`: this process's deadline and
 //! heartbeat; `claim`: a store opened for a host, every write of which
-//! checks its claim), and `gatehost store`'s entry points (`status`).
+//! checks its claim; `leader`: the cluster's leader, dead hosts marked
+//! stale and taken over), and `gatehost store`'s entry points (`status`).
 //!
 //! A store opened for a host (`Store::open_postgres_as`) works on the
 //! whole cluster's records for what a person reads, and on its own rows
@@ -45,6 +46,7 @@ mod claim;
 mod decode;
 mod errors;
 mod hosts;
+mod leader;
 mod lease;
 mod listen;
 mod options;
@@ -672,6 +674,8 @@ impl Backend for PgStore {
 mod decode_tests;
 #[cfg(test)]
 mod hosts_tests;
+#[cfg(test)]
+mod leader_tests;
 #[cfg(test)]
 mod options_tests;
 #[cfg(test)]

@@ -4,16 +4,34 @@
 //! end a transaction itself (`PgStore::write` does, under the write lock).
 
 use super::bridge::col;
-use super::{PgTx, passkeys, records, requests, routines, standing};
+use super::{PgTx, leader, passkeys, records, requests, routines, standing};
 use crate::model::event::Event;
 use crate::model::routine::RunState;
 use crate::store::StoreResult;
 use crate::store::interface::RecordsTx;
 use crate::store::routine_rows::RoutineRow;
-use crate::store::rows::{HostRequestState, PolicyRow, SessionRow, StandingRow};
+use crate::store::rows::{
+    HostRequestState, Leadership, PolicyRow, SessionRow, StaleHost, StandingRow, TakenOver,
+};
 use webauthn_rs::prelude::Passkey;
 
 impl RecordsTx for PgTx<'_> {
+    fn lead(&mut self, lease_ms: i64, grace_ms: i64) -> StoreResult<Leadership> {
+        leader::lead(&self.sql, lease_ms, grace_ms)
+    }
+
+    fn leads(&mut self, term: i64) -> StoreResult<bool> {
+        leader::leads(&self.sql, term)
+    }
+
+    fn mark_stale_hosts(&mut self, grace_ms: i64) -> StoreResult<Vec<StaleHost>> {
+        leader::mark_stale(&self.sql, grace_ms)
+    }
+
+    fn take_over(&mut self, dead: &str) -> StoreResult<Option<TakenOver>> {
+        leader::take_over(&self.sql, dead)
+    }
+
     fn append_event(
         &mut self,
         event: &Event,

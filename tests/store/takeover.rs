@@ -1,0 +1,175 @@
+//! A dead host of a fleet (issue 51): once its lease and the grace ran out
+//! (by the database's clock), the cluster's leader says it is stale, once
+//! (`host:stale`); without shared workspaces its policies wait for it, and
+//! it finds them again when it is back; with `[store] shared_workspaces`
+//! the leader takes its work over (`host:taken-over`), and a commit it had
+//! in flight (its prepared commit stored, held there by the test hook
+//! `COMMIT_BARRIER`) is finished by the taker from that prepared commit,
+//! made once; the old host, continued, touches nothing (its writes are
+//! refused by the database, the test hook `IGNORE_OWN_LEASE` letting them
+//! reach it) and stops.
+
+use super::{Pg, database, store_section};
+use crate::common::daemon::{Daemon, git_out, git_repo};
+use crate::common::{Scratch, allow_config};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(60);
+
+fn config(s: &Scratch, pg: &Pg, shared: bool) -> std::path::PathBuf {
+    s.write(
+        "config.toml",
+        &format!(
+            "{}{}lease = \"3s\"\ngrace = \"1s\"\nshared_workspaces = {shared}\n",
+            allow_config(&["true"]),
+            store_section(&pg.url, &pg.password_file)
+        ),
+    )
+}
+
+/// The events of kind `kind` `d` reads.
+fn of_kind(d: &Daemon, kind: &str) -> Vec<Value> {
+    d.all_events("")
+        .into_iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
+
+/// Waits until `d` reads an event of kind `kind`: the first.
+fn wait_event(d: &Daemon, kind: &str) -> Value {
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(e) = of_kind(d, kind).into_iter().next() {
+            return e;
+        }
+        assert!(Instant::now() < deadline, "no {kind} event:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_dead_host_is_said_stale_once_and_without_shared_workspaces_its_policies_wait_for_it() {
+    let Some(pg) = database("store::takeover::stale_once") else {
+        return;
+    };
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = config(&s, &pg, false);
+    let mut a = Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    let b = Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+    a.register("s1", &s.ws);
+    let watching =
+        a.attach(json!({"sessionId": "s1", "gate": {"command": "true"}, "watchFrom": "now"}));
+    a.kill9();
+    let stale = wait_event(&b, "host:stale");
+    let p = &stale["payload"];
+    assert_eq!(p["host"], "alpha", "{stale}");
+    assert_eq!(p["by"], "beta", "{stale}");
+    assert_eq!(p["takeover"], false, "{stale}");
+    assert_eq!(p["policies"], json!([watching]), "{stale}");
+    assert_eq!(p["graceMs"], 1000, "{stale}");
+    // Said after its lease and the grace, by the database's clock.
+    assert!(
+        stale["at"].as_i64().expect("at") >= p["leaseUntil"].as_i64().expect("lease") + 1000,
+        "{stale}"
+    );
+    assert_eq!(
+        pg.sql("SELECT state FROM hosts WHERE id = 'alpha'"),
+        "stale"
+    );
+    // Nobody takes its work: its policy is still its own, waiting.
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT host FROM policies WHERE id = '{watching}'"
+        )),
+        "alpha"
+    );
+    // Back, it claims its id again and finds its policy as it left it.
+    let a = Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    assert_eq!(pg.sql("SELECT state FROM hosts WHERE id = 'alpha'"), "live");
+    assert_eq!(a.policy(&watching)["status"], "watching");
+    a.report("s1", "turn-end");
+    a.wait_status(&watching, "done", T);
+    // Said once, on every host.
+    assert_eq!(of_kind(&a, "host:stale").len(), 1);
+    assert_eq!(of_kind(&b, "host:stale").len(), 1);
+    assert!(of_kind(&b, "host:taken-over").is_empty());
+}
+
+#[test]
+fn a_commit_in_flight_on_a_dead_host_is_finished_by_the_taker_once_and_the_old_host_touches_nothing()
+ {
+    let Some(pg) = database("store::takeover::commit_in_flight") else {
+        return;
+    };
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let cfg = config(&s, &pg, true);
+    let barrier = s.etc.join("commit-barrier");
+    let mut a = Daemon::start_with_env(
+        &s.etc.join("a"),
+        &cfg,
+        &[
+            ("GATEHOST_HOST_ID", "alpha"),
+            (
+                "GATEHOST_TEST_COMMIT_BARRIER",
+                &barrier.display().to_string(),
+            ),
+            ("GATEHOST_TEST_IGNORE_OWN_LEASE", "1"),
+        ],
+    );
+    let b = Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+    a.register("s1", &s.ws);
+    let pid = a.commit_awaiting_ack(&s.ws, "taken over", T);
+    a.operator_ok(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(json!({"approve": true})),
+    );
+    // Alpha stored its prepared commit and holds before publishing it.
+    a.wait_log("the commit task waits at its barrier", T);
+    let prepared: Value =
+        serde_json::from_str(&pg.sql(&format!("SELECT prepared FROM policies WHERE id = '{pid}'")))
+            .expect("a prepared commit");
+    let commit = prepared["commit"].as_str().expect("its id").to_string();
+    a.signal(libc::SIGSTOP);
+    let taken = wait_event(&b, "host:taken-over");
+    let p = &taken["payload"];
+    assert_eq!((&p["host"], &p["by"]), (&json!("alpha"), &json!("beta")));
+    assert_eq!(p["policies"], json!([pid]), "{taken}");
+    assert_eq!(p["sessions"], json!(["s1"]), "{taken}");
+    assert_eq!(of_kind(&b, "host:stale").len(), 1);
+    // Beta finishes alpha's commit from its prepared commit.
+    let done = b.wait_status(&pid, "done", T);
+    assert_eq!(done["commitSha"], commit.as_str(), "{done}");
+    assert_eq!(
+        pg.sql(&format!("SELECT host FROM policies WHERE id = '{pid}'")),
+        "beta"
+    );
+    assert_eq!(
+        pg.sql("SELECT state || ' ' || taken_by FROM hosts WHERE id = 'alpha'"),
+        "taken beta"
+    );
+    // Continued and let through its barrier, alpha goes on with what it
+    // held: every write it tries is refused, and it stops.
+    std::fs::write(&barrier, "").expect("open the barrier");
+    a.signal(libc::SIGCONT);
+    assert_eq!(a.wait_exit_code(T), Some(2), "{}", a.log());
+    assert!(a.log().contains("lost its host claim"), "{}", a.log());
+    // One commit, said once.
+    let log = git_out(&s.ws, &["log", "--format=%H %s"]);
+    assert_eq!(
+        log.lines().filter(|l| l.ends_with(" taken over")).count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(&commit), "{log}");
+    let committed = b
+        .all_events(&format!("&policy={pid}"))
+        .into_iter()
+        .filter(|e| e["type"] == "policy:committed")
+        .count();
+    assert_eq!(committed, 1);
+    assert_eq!(b.agent_ok("GET", "/v1/health", None)["ok"], true);
+}
