@@ -4,8 +4,8 @@
 //! answer 503; the gate that was running when it was cut cannot store its
 //! verdict; once healed the daemon recovers by itself and that pending
 //! work settles (the sweep runs the gate again: one verdict, stored once).
-//! The proxy itself is tested first, on an echo server. (Issue 51's other
-//! half, other hosts taking over a cut host's policies, needs leases.)
+//! The proxy itself is tested first, on an echo server. (Other hosts
+//! taking over a host cut off past its lease: `takeover.rs`.)
 
 use super::load::{assert_degraded, health, health_until, is_ok, lines_with};
 use super::{database, store_section};
@@ -65,7 +65,7 @@ fn the_proxy_forwards_cuts_every_connection_refuses_while_cut_and_heals() {
 }
 
 /// `url` with its port replaced by `port`.
-fn via_port(url: &str, port: u16) -> String {
+pub(super) fn via_port(url: &str, port: u16) -> String {
     let (scheme, rest) = url.split_once("://").expect("a URL");
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let (user_host, _) = authority.rsplit_once(':').expect("a port in the URL");
@@ -73,7 +73,7 @@ fn via_port(url: &str, port: u16) -> String {
 }
 
 /// The `127.0.0.1:PORT` of `url`.
-fn address(url: &str) -> SocketAddr {
+pub(super) fn address(url: &str) -> SocketAddr {
     let rest = url.split_once("://").expect("a URL").1;
     let authority = rest.split('/').next().unwrap_or(rest);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

@@ -7,10 +7,16 @@
 //! `COMMIT_BARRIER`) is finished by the taker from that prepared commit,
 //! made once; the old host, continued, touches nothing (its writes are
 //! refused by the database, the test hook `IGNORE_OWN_LEASE` letting them
-//! reach it) and stops.
+//! reach it) and stops. A host of three cut off from the database by the
+//! loopback TCP proxy past its lease and grace: it stops acting, another
+//! takes its work over, and healed it stops (its claim lost) and, started
+//! again, rejoins with a new claim.
 
+use super::load::health_until;
+use super::partition::{address, via_port};
 use super::{Pg, database, store_section};
 use crate::common::daemon::{Daemon, git_out, git_repo};
+use crate::common::tcp_proxy::TcpProxy;
 use crate::common::{Scratch, allow_config};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -18,12 +24,18 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(60);
 
 fn config(s: &Scratch, pg: &Pg, shared: bool) -> std::path::PathBuf {
+    config_at(s, "config.toml", &pg.url, pg, shared)
+}
+
+/// A configuration named `name` on the database at `url`: lease 3 s,
+/// grace 1 s.
+fn config_at(s: &Scratch, name: &str, url: &str, pg: &Pg, shared: bool) -> std::path::PathBuf {
     s.write(
-        "config.toml",
+        name,
         &format!(
             "{}{}lease = \"3s\"\ngrace = \"1s\"\nshared_workspaces = {shared}\n",
             allow_config(&["true"]),
-            store_section(&pg.url, &pg.password_file)
+            store_section(url, &pg.password_file)
         ),
     )
 }
@@ -172,4 +184,90 @@ fn a_commit_in_flight_on_a_dead_host_is_finished_by_the_taker_once_and_the_old_h
         .count();
     assert_eq!(committed, 1);
     assert_eq!(b.agent_ok("GET", "/v1/health", None)["ok"], true);
+}
+
+#[test]
+fn a_host_cut_off_past_its_lease_is_taken_over_by_another_and_rejoins_cleanly_once_healed() {
+    let Some(pg) = database("store::takeover::partition") else {
+        return;
+    };
+    let proxy = TcpProxy::start(address(&pg.url));
+    let s = Scratch::new();
+    git_repo(&s.ws);
+    let direct = config(&s, &pg, true);
+    let cut = config_at(&s, "cut.toml", &via_port(&pg.url, proxy.port()), &pg, true);
+    let mut a = Daemon::start_with_env(&s.etc.join("a"), &cut, &[("GATEHOST_HOST_ID", "alpha")]);
+    let b = Daemon::start_with_env(&s.etc.join("b"), &direct, &[("GATEHOST_HOST_ID", "beta")]);
+    let c = Daemon::start_with_env(&s.etc.join("c"), &direct, &[("GATEHOST_HOST_ID", "gamma")]);
+    a.register("s1", &s.ws);
+    let pid = a.commit_awaiting_ack(&s.ws, "after the cut", T);
+    proxy.cut();
+    health_until(&a, "degraded", |code, _| code == 503);
+    // The leader (beta or gamma) takes alpha's work over.
+    let taken = wait_event(&b, "host:taken-over");
+    let taker = taken["payload"]["by"].as_str().expect("by").to_string();
+    assert!(taker == "beta" || taker == "gamma", "{taken}");
+    assert_eq!(taken["payload"]["policies"], json!([pid]), "{taken}");
+    assert_eq!(
+        pg.sql(&format!("SELECT host FROM policies WHERE id = '{pid}'")),
+        taker
+    );
+    // An ack sent to either live host is carried out by the taker.
+    let acked = c.operator_ok(
+        "POST",
+        &format!("/v1/policies/{pid}/ack"),
+        Some(json!({"approve": true})),
+    );
+    assert_eq!(acked["id"], pid.as_str(), "{acked}");
+    let done = b.wait_status(&pid, "done", T);
+    let sha = done["commitSha"].as_str().expect("committed").to_string();
+    // Healed, alpha finds its claim lost and stops; started again, it
+    // claims its id anew and serves beside the others.
+    proxy.heal();
+    assert_eq!(a.wait_exit_code(T), Some(2), "{}", a.log());
+    assert!(a.log().contains("lost its host claim"), "{}", a.log());
+    let a = Daemon::start_with_env(&s.etc.join("a"), &cut, &[("GATEHOST_HOST_ID", "alpha")]);
+    let listed = a.agent_ok("GET", "/v1/hosts", None);
+    let states: Vec<(String, String, bool)> = listed["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| {
+            (
+                h["id"].as_str().expect("id").to_string(),
+                h["state"].as_str().expect("state").to_string(),
+                h["live"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("alpha".to_string(), "live".to_string(), true),
+            ("beta".into(), "live".into(), true),
+            ("gamma".into(), "live".into(), true),
+        ],
+        "{listed}"
+    );
+    // Its old policy is the taker's, done; one commit.
+    assert_eq!(a.policy(&pid)["status"], "done");
+    let log = git_out(&s.ws, &["log", "--format=%H %s"]);
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.ends_with(" after the cut"))
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(&sha), "{log}");
+    // It serves again: a new session of its own gates on it.
+    a.register("s2", &s.ws);
+    let own = a.attach(json!({"sessionId": "s2", "gate": {"command": "true"}}));
+    a.report("s2", "turn-end");
+    a.wait_status(&own, "done", T);
+    assert_eq!(
+        pg.sql(&format!("SELECT host FROM policies WHERE id = '{own}'")),
+        "alpha"
+    );
+    drop((b, c));
 }

@@ -187,6 +187,8 @@ async fn hosts(State(st): State<AppState>, Credential(_): Credential) -> ApiResu
             live: h.live,
             state: h.state,
             fence: h.fence,
+            leads: h.leads,
+            taken_by: h.taken_by,
             lease_until: h.lease_until,
             heartbeat_at: h.heartbeat_at,
             machine: h.machine,

@@ -151,10 +151,21 @@ fn check(args: &CheckArgs) -> CliResult<i32> {
             println!("hosts: none has claimed an id yet");
         }
         for h in &status.hosts {
+            let state = match (&h.taken_by, h.state.as_str()) {
+                (Some(by), _) => format!("{} by {by}", h.state),
+                (None, "live") => String::new(),
+                (None, other) => other.to_string(),
+            };
             println!(
-                "host {}: {}, fencing number {}, lease {} {}, pid {} on {}, gatehost {}",
+                "host {}: {}{}{}, fencing number {}, lease {} {}, pid {} on {}, gatehost {}",
                 h.id,
                 if h.live { "live" } else { "not live" },
+                if state.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({state})")
+                },
+                if h.leads { ", leader" } else { "" },
                 h.fence,
                 if h.live { "until" } else { "ended" },
                 rfc3339(h.lease_until),
@@ -200,8 +211,14 @@ struct HostReport<'a> {
     id: &'a str,
     /// Its claim's fencing number.
     fence: i64,
-    /// `live` (claimed) or `stopped` (released by a clean stop).
+    /// `live` (claimed), `stopped` (released by a clean stop), `stale`
+    /// or `taken` (see docs/fleet.md, "A dead host").
     state: &'a str,
+    /// Whether it leads the cluster now.
+    leads: bool,
+    /// The host that took its work over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    taken_by: Option<&'a str>,
     /// Whether its lease runs now (the database's clock).
     live: bool,
     /// When its lease ends (or ended), RFC 3339, the database's clock.
@@ -219,6 +236,8 @@ impl<'a> HostReport<'a> {
             id: &h.id,
             fence: h.fence,
             state: &h.state,
+            leads: h.leads,
+            taken_by: h.taken_by.as_deref(),
             live: h.live,
             lease_until: rfc3339(h.lease_until),
             heartbeat_at: rfc3339(h.heartbeat_at),

@@ -624,10 +624,18 @@ pub struct HostInfo {
     pub id: String,
     /// Whether its lease runs now, by the database's clock.
     pub live: bool,
-    /// `live` (claimed) or `stopped` (released by a clean stop).
+    /// `live` (claimed), `stopped` (released by a clean stop), `stale`
+    /// (its lease and grace ran out) or `taken` (stale, its work moved to
+    /// `taken_by`).
     pub state: String,
     /// Its claim's fencing number.
     pub fence: i64,
+    /// Whether it leads the cluster now.
+    #[serde(default)]
+    pub leads: bool,
+    /// The host that took its work over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_by: Option<String>,
     /// When its lease ends or ended (ms since the epoch).
     pub lease_until: i64,
     /// Its last renewal (ms since the epoch).

@@ -510,6 +510,10 @@ pub struct HostStatus {
     pub pid: i64,
     /// The gatehost version that claimed it.
     pub version: String,
+    /// Whether it leads the cluster now (its leader's lease runs).
+    pub leads: bool,
+    /// The host that took its work over (state `taken`).
+    pub taken_by: Option<String>,
 }
 
 /// A host the leader found dead (`RecordsTx::mark_stale_hosts`): its

@@ -202,12 +202,32 @@ pub(super) const HOST_LOCK: &str = "SELECT pg_try_advisory_lock(1734440037, hash
 
 /// Every host, by id.
 pub(super) fn list(c: &Sql<'_>) -> StoreResult<Vec<HostStatus>> {
+    list_by(
+        c,
+        "h.taken_by, COALESCE(l.host = h.id AND l.lease_until > clock_timestamp(), FALSE) AS leads
+           FROM hosts h LEFT JOIN leader l ON TRUE",
+    )
+}
+
+/// Every host, by id, in a database of schema 2 (no leader, nothing taken
+/// yet: `gatehost store check` before a migration).
+pub(super) fn list_v2(c: &Sql<'_>) -> StoreResult<Vec<HostStatus>> {
+    list_by(
+        c,
+        "CAST(NULL AS TEXT) AS taken_by, FALSE AS leads FROM hosts h",
+    )
+}
+
+/// Every host, by id, its leadership and taker read by `rest` (the
+/// select list's end and the `FROM`).
+fn list_by(c: &Sql<'_>, rest: &str) -> StoreResult<Vec<HostStatus>> {
     c.query(
-        "SELECT id, fence, state, lease_until > clock_timestamp() AS live,
-                CAST(EXTRACT(EPOCH FROM lease_until) * 1000 AS BIGINT) AS lease_ms,
-                CAST(EXTRACT(EPOCH FROM heartbeat_at) * 1000 AS BIGINT) AS heartbeat_ms,
-                machine, pid, version
-           FROM hosts ORDER BY id",
+        &format!(
+            "SELECT h.id, h.fence, h.state, h.lease_until > clock_timestamp() AS live,
+                CAST(EXTRACT(EPOCH FROM h.lease_until) * 1000 AS BIGINT) AS lease_ms,
+                CAST(EXTRACT(EPOCH FROM h.heartbeat_at) * 1000 AS BIGINT) AS heartbeat_ms,
+                h.machine, h.pid, h.version, {rest} ORDER BY h.id"
+        ),
         &[],
     )?
     .iter()
@@ -222,6 +242,8 @@ pub(super) fn list(c: &Sql<'_>) -> StoreResult<Vec<HostStatus>> {
             machine: col(r, "machine")?,
             pid: col(r, "pid")?,
             version: col(r, "version")?,
+            leads: col(r, "leads")?,
+            taken_by: col(r, "taken_by")?,
         })
     })
     .collect()

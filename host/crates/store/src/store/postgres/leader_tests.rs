@@ -69,6 +69,13 @@ fn one_host_leads_at_a_time_and_a_replaced_leader_s_term_is_refused() {
         other => panic!("beta leads beside alpha: {other:?}"),
     }
     assert!(a.write(|tx| tx.leads(first)).expect("leads"));
+    let listed: Vec<(String, bool)> = b
+        .hosts()
+        .expect("hosts")
+        .into_iter()
+        .map(|h| (h.id, h.leads))
+        .collect();
+    assert_eq!(listed, [("alpha".into(), true), ("beta".into(), false)]);
     assert!(!b.write(|tx| tx.leads(first)).expect("leads"));
     // Alpha silent past its leader's lease: beta takes it, a new term.
     db.sql("UPDATE leader SET lease_until = clock_timestamp() - INTERVAL '1 second'");
@@ -167,9 +174,16 @@ fn a_takeover_moves_exactly_the_stale_host_s_rows_once_and_never_a_live_host_s()
             ("p-open".into(), "beta".into()),
         ]
     );
-    let hosts = db.sql("SELECT state, taken_by FROM hosts WHERE id = 'alpha'");
-    assert_eq!(hosts[0][0].as_deref(), Some("taken"));
-    assert_eq!(hosts[0][1].as_deref(), Some("beta"));
+    let alpha = b
+        .hosts()
+        .expect("hosts")
+        .into_iter()
+        .find(|h| h.id == "alpha")
+        .expect("alpha");
+    assert_eq!(
+        (alpha.state.as_str(), alpha.taken_by.as_deref()),
+        ("taken", Some("beta"))
+    );
     // Beta's to write now, and beta's loops find it; once only.
     b.write(|tx| tx.put_policy(&PolicyRow::sample("p-open", PolicyStatus::Queued, &["s1"])))
         .expect("beta writes what it took");

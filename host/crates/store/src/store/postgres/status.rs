@@ -49,7 +49,8 @@ pub fn pg_status(opts: &PgOptions) -> StoreResult<PgStatus> {
             _ => 0,
         };
         let hosts = match schema_version {
-            Some(v) if (2..=schema::KNOWN).contains(&v) => hosts::list(c)?,
+            Some(2) => hosts::list_v2(c)?,
+            Some(v) if (3..=schema::KNOWN).contains(&v) => hosts::list(c)?,
             _ => Vec::new(),
         };
         Ok(PgStatus {
