@@ -61,13 +61,27 @@ pub fn drive(
     refused: &AtomicUsize,
     turns: &AtomicUsize,
 ) -> Turns {
+    drive_as(d, "", gate, sessions, stop, refused, turns)
+}
+
+/// [`drive`], its labels and idempotency keys prefixed by `prefix` (one
+/// per host of a fleet: the keys are the cluster's).
+pub fn drive_as(
+    d: &Daemon,
+    prefix: &str,
+    gate: &Value,
+    sessions: &[&str],
+    stop: &AtomicBool,
+    refused: &AtomicUsize,
+    turns: &AtomicUsize,
+) -> Turns {
     let mut policies = Vec::new();
     let mut i = 0;
     while !stop.load(Ordering::SeqCst) {
         let sid = sessions[i % sessions.len()];
         let spec = json!({
-            "sessionId": sid, "label": format!("turn-{i}"), "gate": gate,
-            "idempotencyKey": format!("turn-{i}"),
+            "sessionId": sid, "label": format!("{prefix}turn-{i}"), "gate": gate,
+            "idempotencyKey": format!("{prefix}turn-{i}"),
         });
         let attached = retrying(&format!("attach turn {i}"), 201, refused, || {
             d.http_try("POST", "/v1/policies", Some(&d.agent), Some(spec.clone()))

@@ -18,6 +18,7 @@ mod postgres;
 mod postgres_cli;
 mod postgres_wakeups;
 mod restart;
+mod restart_fleet;
 mod takeover;
 
 use gatehost::store::pg_testdb::TestDb;

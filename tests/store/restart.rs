@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const SETTLE: Duration = Duration::from_secs(120);
+pub(super) const SETTLE: Duration = Duration::from_secs(120);
 
 /// Waits until `n` turns are stored beyond `from`.
-fn turns_beyond(turns: &AtomicUsize, from: usize, n: usize) {
+pub(super) fn turns_beyond(turns: &AtomicUsize, from: usize, n: usize) {
     let deadline = Instant::now() + SETTLE;
     while turns.load(Ordering::SeqCst) < from + n {
         assert!(Instant::now() < deadline, "the load stalled");
