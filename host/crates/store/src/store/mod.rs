@@ -11,7 +11,9 @@
 //! publish, before any side effect runs and before any reader can see
 //! them; what must run after the commit is queued with
 //! [`Tx::after_commit`]. The typed JSON columns are encoded and decoded
-//! once, at this edge, by `codec` (shared by every backend).
+//! once, at this edge, by `codec` (shared by every backend), and a row
+//! into its record by `row_decode` (one rule for a damaged row, whichever
+//! backend read it).
 //!
 //! Two backends implement it, each checked by `conformance`: `sqlite`
 //! (one SQLite file, WAL, `synchronous=FULL`, in the data directory: the
@@ -33,6 +35,7 @@ pub(crate) mod conformance;
 mod interface;
 mod postgres;
 mod routine_rows;
+mod row_decode;
 mod rows;
 mod sqlite;
 

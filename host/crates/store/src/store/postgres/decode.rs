@@ -1,243 +1,45 @@
-//! Decoding PostgreSQL rows into the store's records, strictly, without
-//! letting one damaged row fail a read of many: the same rule as the
-//! SQLite backend's (`sqlite::decode`). A column that does not decode (a
-//! typed JSON column that is not valid JSON of its type, an unknown state,
-//! a path that is not absolute) makes the row damaged ([`RowDamage`] names
-//! the first such column and why) with placeholders in its other fields,
-//! never a default taken as stored. Every JSON column is read by the
-//! store's codec (`codec`), never here.
+//! The PostgreSQL backend's rows as `row_decode::Columns` for the store's one
+//! decoder (`row_decode`, which owns the rule for a row that does not
+//! decode: the same as SQLite's), and the entry points its queries map
+//! rows with.
 //!
-//! It must never write, and never fail a read for a row whose key decodes.
+//! It must never decode a record itself, and never write.
 
-use crate::store::codec::{self, Column};
-use crate::store::rows::{EventRow, PolicyRow, PolicyStatus, RowDamage, SessionRow, SessionState};
+use crate::store::row_decode::{self, KeyError};
+use crate::store::rows::{EventRow, PolicyRow, SessionRow};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-/// Reads the columns of one row, keeping the first that does not decode.
-struct Reader<'r> {
-    row: &'r Row,
-    damage: Option<RowDamage>,
+/// One PostgreSQL row.
+struct PgRow<'r>(&'r Row);
+
+impl<'r> PgRow<'r> {
+    fn get<T: FromSql<'r>>(&self, column: &str) -> Result<T, String> {
+        self.0.try_get(column).map_err(|e| e.to_string())
+    }
 }
 
-impl<'r> Reader<'r> {
-    fn new(row: &'r Row) -> Self {
-        Reader { row, damage: None }
-    }
+row_decode::columns_by_get!(PgRow<'_>);
 
-    /// A plain column that must decode (the row's key).
-    fn key<T: FromSql<'r>>(&self, column: &str) -> StoreResult<T> {
-        self.row.try_get(column).map_err(|e| StoreError::Decode {
-            what: "row",
-            message: format!("{column}: {e}"),
-        })
-    }
-
-    fn note(&mut self, column: &str, message: impl std::fmt::Display) {
-        if self.damage.is_none() {
-            self.damage = Some(RowDamage {
-                column: column.to_string(),
-                message: message.to_string(),
-            });
-        }
-    }
-
-    /// A plain column; `placeholder` when it does not decode (noted).
-    fn get<T: FromSql<'r>>(&mut self, column: &str, placeholder: T) -> T {
-        match self.row.try_get(column) {
-            Ok(v) => v,
-            Err(e) => {
-                self.note(column, e);
-                placeholder
-            }
-        }
-    }
-
-    /// A JSON column holding a `T` (NULL is damage too).
-    fn typed<T: serde::de::DeserializeOwned>(&mut self, column: &str, placeholder: T) -> T {
-        let text: Option<String> = self.get(column, None);
-        match codec::decode_plain(text.as_deref()) {
-            Ok(t) => t,
-            Err(e) => {
-                self.note(column, e);
-                placeholder
-            }
-        }
-    }
-
-    /// A typed JSON column (`codec`), NULL (or `null`) being `None`.
-    fn column<T: Column>(&mut self, row: &str, column: &'static str) -> Option<T> {
-        let text: Option<String> = self.get(column, None);
-        #[cfg(any(test, feature = "test-support"))]
-        if text.as_deref().is_some_and(|t| t.trim() != "null") {
-            codec::counter::note(row, column);
-        }
-        #[cfg(not(any(test, feature = "test-support")))]
-        let _ = row;
-        match codec::decode_opt(text.as_deref()) {
-            Ok(v) => v,
-            Err(e) => {
-                self.note(column, e);
-                None
-            }
-        }
-    }
-
-    /// A text column holding one of `parse`'s names.
-    fn named<T>(&mut self, column: &str, parse: impl Fn(&str) -> Option<T>, placeholder: T) -> T {
-        let text: String = self.get(column, String::new());
-        match parse(&text) {
-            Some(v) => v,
-            None => {
-                self.note(column, format_args!("unknown value '{text}'"));
-                placeholder
-            }
-        }
+/// A row whose key does not decode.
+fn key_error(e: KeyError) -> StoreError {
+    StoreError::Decode {
+        what: "row",
+        message: e.to_string(),
     }
 }
 
 pub(super) fn session_from(r: &Row) -> StoreResult<SessionRow> {
-    let mut c = Reader::new(r);
-    let id: String = c.key("id")?;
-    let text: Option<String> = c.get("command", None);
-    let command = codec::decode_argv(text.as_deref()).unwrap_or_else(|e| {
-        c.note("command", e);
-        None
-    });
-    let cwd: String = c.get("cwd", String::new());
-    let workspace: String = c.get("workspace", String::new());
-    for (column, path) in [("cwd", &cwd), ("workspace", &workspace)] {
-        if !std::path::Path::new(path).is_absolute() {
-            c.note(column, format_args!("'{path}' is not an absolute path"));
-        }
-    }
-    let mut s = SessionRow {
-        id,
-        label: c.get("label", None),
-        cwd,
-        workspace,
-        state: c.named("state", SessionState::parse, SessionState::Exited),
-        turns: c.get("turns", 0),
-        last_turn_cursor: c.get("last_turn_cursor", None),
-        last_message: c.get("last_message", None),
-        heartbeat_at: c.get("heartbeat_at", None),
-        notify_url: c.get("notify_url", None),
-        command,
-        pid: c.get("pid", None),
-        created_at: c.get("created_at", 0),
-        updated_at: c.get("updated_at", 0),
-        owner: c.named(
-            "owner",
-            |o| match o {
-                "operator" => Some(crate::config::Trust::Operator),
-                "agent" => Some(crate::config::Trust::Agent),
-                _ => None,
-            },
-            crate::config::Trust::Agent,
-        ),
-        key_digest: c.get("key_digest", None),
-        stale_at: c.get("stale_at", None),
-        workspace_pin: match (
-            c.get::<Option<i64>>("workspace_dev", None),
-            c.get::<Option<i64>>("workspace_ino", None),
-        ) {
-            // Stored bit for bit (BIGINT is signed).
-            (Some(dev), Some(ino)) => Some(crate::anchor::DirIdentity {
-                dev: dev as u64,
-                ino: ino as u64,
-            }),
-            _ => None,
-        },
-        damage: None,
-    };
-    s.damage = c.damage;
-    Ok(s)
+    row_decode::session_from(&PgRow(r)).map_err(key_error)
 }
 
 pub(super) fn policy_from(r: &Row) -> StoreResult<PolicyRow> {
-    let mut c = Reader::new(r);
-    let id: String = c.key("id")?;
-    // An unknown status reads as `blocked` (nothing drives it), noted.
-    let status = c.named("status", PolicyStatus::parse, PolicyStatus::Blocked);
-    #[cfg(any(test, feature = "test-support"))]
-    codec::counter::note(&id, "row");
-    let spec = c.column::<crate::model::attach::AttachInput>(&id, "spec");
-    if spec.is_none() && c.damage.is_none() {
-        c.note("spec", "missing");
-    }
-    let mut p = PolicyRow {
-        seq: c.get("seq", 0),
-        spec: spec.unwrap_or_default(),
-        status,
-        sessions: c.typed("sessions", Vec::new()),
-        pending: c.typed("pending", Vec::new()),
-        watch_after: c.get("watch_after", 0),
-        retries_used: c.get("retries_used", 0),
-        gate_runs: c.get("gate_runs", 0),
-        verdict: c.column(&id, "verdict"),
-        plan: c.column(&id, "plan"),
-        prepared: c.column(&id, "prepared"),
-        commit_sha: c.get("commit_sha", None),
-        reason: c.get("reason", None),
-        parent_id: c.get("parent_id", None),
-        next_id: c.get("next_id", None),
-        created_at: c.get("created_at", 0),
-        updated_at: c.get("updated_at", 0),
-        gate_crashes: c.get("gate_crashes", 0),
-        publish_open: c.typed("publish_open", Vec::new()),
-        deadline_at: c.get("deadline_at", None),
-        infra_retries_used: c.get("infra_retries_used", 0),
-        review: c.column(&id, "review"),
-        nudge: c.get("nudge", None),
-        id,
-        damage: None,
-    };
-    if p.sessions.is_empty() {
-        c.note(
-            "sessions",
-            "the wrong shape: a policy has at least one member",
-        );
-    }
-    if p.plan.is_none()
-        && matches!(
-            p.status,
-            PolicyStatus::AwaitingAck | PolicyStatus::Committing
-        )
-    {
-        c.note(
-            "plan",
-            format_args!("missing, though the policy is {}", p.status.as_str()),
-        );
-    }
-    if p.review.is_none() && p.status == PolicyStatus::Reviewing {
-        c.note("review", "missing, though the policy is reviewing");
-    }
-    p.damage = c.damage;
-    Ok(p)
+    row_decode::policy_from(&PgRow(r)).map_err(key_error)
 }
 
 pub(super) fn event_from(r: &Row) -> StoreResult<EventRow> {
-    let mut c = Reader::new(r);
-    let kind: String = c.get("type", String::new());
-    let text: Option<String> = c.get("payload", None);
-    let payload = codec::decode_payload(text.as_deref())
-        .map_err(|e| c.note("payload", e))
-        .ok();
-    let cursor = c.key("cursor")?;
-    let at = c.get("at", 0);
-    let session_id = c.get("session_id", None);
-    let policy_id = c.get("policy_id", None);
-    let mut e = EventRow {
-        cursor,
-        at,
-        session_id,
-        policy_id,
-        event: codec::decode_event(kind, payload, c.damage.is_some()),
-        damage: None,
-    };
-    e.damage = c.damage;
-    Ok(e)
+    row_decode::event_from(&PgRow(r)).map_err(key_error)
 }
 
 /// Every row of `rows` read by `from`.
