@@ -163,7 +163,7 @@ impl Engine {
                 fence: t.fence,
                 policies: t.policies.clone(),
                 sessions: t.sessions.clone(),
-                routines: t.routines,
+                routines: t.routines.len() as u64,
                 deliveries: t.deliveries,
                 requests: t.requests,
             }));
@@ -172,9 +172,13 @@ impl Engine {
         })?;
         let Some(t) = moved else { return Ok(()) };
         tracing::warn!(host = %dead, policies = t.policies.len(), sessions = t.sessions.len(),
-            routines = t.routines, deliveries = t.deliveries, requests = t.requests,
+            routines = t.routines.len(), deliveries = t.deliveries, requests = t.requests,
             "took over a stale host's work");
         self.policies().adopt(dead, &t.policies)?;
+        // Its routines resume here as after a restart (a step whose agent
+        // the dead host ran starts again).
+        let actions = self.runs().recover_routines_of(Some(&t.routines))?;
+        self.runs().perform_routine_actions(actions);
         // Its webhook deliveries are this host's now: wake the deliverer.
         self.bus().published();
         Ok(())

@@ -286,7 +286,7 @@ impl Routines {
     }
 
     /// After a report's commit: what its routine decisions said.
-    pub(super) fn perform_routine_actions(&self, actions: Vec<RoutineActions>) {
+    pub(in crate::engine) fn perform_routine_actions(&self, actions: Vec<RoutineActions>) {
         for a in actions {
             self.perform_routine(a.0);
         }

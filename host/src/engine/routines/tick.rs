@@ -137,9 +137,21 @@ impl Routines {
     /// `MAX_RESTARTS` times). Returns what to run once that recovery is
     /// through (`perform_routine_actions`).
     pub(in crate::engine) fn recover_routines(&self) -> EngineResult<Vec<RoutineActions>> {
+        self.recover_routines_of(None)
+    }
+
+    /// [`Self::recover_routines`] for the routines `only` names (those
+    /// taken over from a dead host: `engine::leader`), or every active one.
+    pub(in crate::engine) fn recover_routines_of(
+        &self,
+        only: Option<&[String]>,
+    ) -> EngineResult<Vec<RoutineActions>> {
         let engine = self.engine();
         let mut out = Vec::new();
         for row in engine.store().active_routines()? {
+            if only.is_some_and(|ids| !ids.contains(&row.id)) {
+                continue;
+            }
             let id = row.id.clone();
             let r = engine.write(|tx| {
                 let Some(row) = tx.routine(&id)? else {

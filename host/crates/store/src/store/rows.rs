@@ -546,8 +546,8 @@ pub struct TakenOver {
     pub policies: Vec<String>,
     /// The sessions moved, by id.
     pub sessions: Vec<String>,
-    /// How many routines moved.
-    pub routines: u64,
+    /// The routines moved, by id.
+    pub routines: Vec<String>,
     /// How many webhook deliveries (still to send) moved.
     pub deliveries: u64,
     /// How many operators' requests (not carried out) moved.

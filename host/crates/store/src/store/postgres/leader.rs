@@ -139,10 +139,14 @@ pub(super) fn take_over(c: &Sql<'_>, dead: &str) -> StoreResult<Option<TakenOver
         "UPDATE policies SET host = gatehost_host() WHERE host = $1",
         &[&dead],
     )?;
-    let routines = c.execute(
-        "UPDATE routines SET host = gatehost_host() WHERE host = $1",
-        &[&dead],
-    )?;
+    let routines = c
+        .query(
+            "UPDATE routines SET host = gatehost_host() WHERE host = $1 RETURNING id",
+            &[&dead],
+        )?
+        .iter()
+        .map(|r| col(r, "id"))
+        .collect::<StoreResult<Vec<String>>>()?;
     let pending = c.one(
         "WITH moved AS (
              UPDATE deliveries SET host = gatehost_host() WHERE host = $1 RETURNING state)

@@ -155,6 +155,7 @@ fn a_takeover_moves_exactly_the_stale_host_s_rows_once_and_never_a_live_host_s()
         .expect("take")
         .expect("alpha is stale");
     assert_eq!(moved.policies, ["p-open"]);
+    assert!(moved.routines.is_empty(), "{moved:?}");
     assert_eq!(moved.fence, b.host().expect("beta").1, "the taker's number");
     let owners = db.sql("SELECT id, host FROM policies ORDER BY id");
     let owners: Vec<(String, String)> = owners
