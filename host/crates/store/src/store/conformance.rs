@@ -8,7 +8,7 @@
 
 use super::{
     EventFilter, PolicyRow, PolicyStatus, Records, RoutineRow, RoutineStepRow, SessionRow,
-    SessionState, StandingRow, StepStatus, Store, StoreError, StoreResult, Tx, now_ms,
+    StandingRow, StepStatus, Store, StoreError, StoreResult, Tx, now_ms,
 };
 use crate::model::as_given::AsGiven;
 use crate::model::event::Event;
@@ -22,25 +22,8 @@ fn event(kind: &str) -> Event {
 
 fn session(id: &str, url: Option<&str>) -> SessionRow {
     SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
         notify_url: url.map(str::to_string),
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
+        ..SessionRow::sample(id)
     }
 }
 

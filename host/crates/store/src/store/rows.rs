@@ -286,6 +286,35 @@ pub struct PolicyRow {
 }
 
 #[cfg(any(test, feature = "test-support"))]
+impl SessionRow {
+    /// A session row for unit tests: `id`, running in `/w`, the agent's,
+    /// nothing else set.
+    pub fn sample(id: &str) -> SessionRow {
+        SessionRow {
+            id: id.into(),
+            label: None,
+            cwd: "/w".into(),
+            workspace: "/w".into(),
+            state: SessionState::Running,
+            turns: 0,
+            last_turn_cursor: None,
+            last_message: None,
+            heartbeat_at: None,
+            notify_url: None,
+            command: None,
+            pid: None,
+            created_at: 0,
+            updated_at: 0,
+            owner: crate::config::Trust::Agent,
+            key_digest: None,
+            stale_at: None,
+            workspace_pin: None,
+            damage: None,
+        }
+    }
+}
+
+#[cfg(any(test, feature = "test-support"))]
 impl PolicyRow {
     /// A policy row for unit tests: `id` in `status` over `members`,
     /// nothing else set.

@@ -5,32 +5,8 @@
 
 use super::tests::fresh;
 use crate::model::event::Event;
-use crate::store::{EventFilter, PolicyRow, PolicyStatus, RoutineRow, SessionRow, SessionState};
+use crate::store::{EventFilter, PolicyRow, PolicyStatus, RoutineRow, SessionRow};
 use serde_json::json;
-
-fn session(id: &str) -> SessionRow {
-    SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
-    }
-}
 
 #[test]
 fn text_columns_that_do_not_decode_are_damage_and_reads_go_on() {
@@ -48,7 +24,7 @@ fn text_columns_that_do_not_decode_are_damage_and_reads_go_on() {
     ];
     store
         .write(|tx| {
-            tx.put_session(&session("s1"))?;
+            tx.put_session(&SessionRow::sample("s1"))?;
             for i in 0..cases.len() {
                 let id = format!("d{i}");
                 tx.insert_policy(&mut PolicyRow::sample(&id, PolicyStatus::Gating, &["s1"]))?;

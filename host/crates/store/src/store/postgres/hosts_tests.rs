@@ -34,30 +34,6 @@ fn attach(store: &Store, id: &str, status: PolicyStatus) -> PolicyRow {
         .expect("insert")
 }
 
-fn session(id: &str) -> crate::store::SessionRow {
-    crate::store::SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: crate::store::SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
-    }
-}
-
 /// Ends host `id`'s lease now, by the database's clock (as its silence
 /// past the lease would), its fencing number unchanged.
 fn expire(db: &TestDb, id: &str) {
@@ -232,7 +208,7 @@ fn each_host_s_loops_read_its_own_rows_and_another_host_s_row_is_refused() {
     a.write(|tx| tx.put_policy(&taken)).expect("its owner");
     // A session is its host's: registered again elsewhere, refused; a
     // policy over it is attached on its host only.
-    let s1 = session("s1");
+    let s1 = crate::store::SessionRow::sample("s1");
     a.write(|tx| tx.put_session(&s1)).expect("a's session");
     let e = b.write(|tx| tx.put_session(&s1)).expect_err("squatted");
     assert!(

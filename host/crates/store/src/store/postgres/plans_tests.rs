@@ -12,31 +12,7 @@ use super::records::{
 };
 use super::tests::fresh_pg;
 use super::{PgStore, StoreResult};
-use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow, SessionState};
-
-fn session(id: &str) -> SessionRow {
-    SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
-    }
-}
+use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow};
 
 /// The plan of `sql` with `params`, one line each.
 fn plan(store: &PgStore, sql: &str, params: &[Param<'_>]) -> Vec<String> {
@@ -70,7 +46,7 @@ fn the_watchdogs_looks_read_their_partial_indexes() {
         .write(|tx| {
             for i in 0..300 {
                 let sid = format!("s{i}");
-                let mut s = session(&sid);
+                let mut s = SessionRow::sample(&sid);
                 s.stale_at = (i == 7).then_some(1);
                 s.heartbeat_at = Some(i);
                 tx.put_session(&s)?;

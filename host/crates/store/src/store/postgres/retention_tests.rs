@@ -12,27 +12,7 @@ use crate::store::{
 use serde_json::json;
 
 fn quiet(id: &str) -> SessionRow {
-    SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
-    }
+    SessionRow::sample(id)
 }
 
 #[test]

@@ -493,28 +493,16 @@ fn sessions_page_in_registration_order_and_are_found_by_key() {
         return;
     };
     let session = |id: &str, key: Option<&str>| SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: crate::store::SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
         heartbeat_at: Some(1),
-        notify_url: None,
         command: Some(vec!["agent".into()]),
         pid: Some(7),
-        created_at: 0,
-        updated_at: 0,
         owner: crate::config::Trust::Operator,
         key_digest: key.map(str::to_string),
-        stale_at: None,
         workspace_pin: Some(crate::anchor::DirIdentity {
             dev: u64::MAX,
             ino: 3,
         }),
-        damage: None,
+        ..SessionRow::sample(id)
     };
     store
         .write(|tx| {

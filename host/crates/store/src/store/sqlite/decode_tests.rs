@@ -3,7 +3,7 @@
 //! never as a default, and never failing a read of many.
 
 use super::super::{Reads, SqliteStore};
-use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow, SessionState};
+use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow};
 use serde_json::json;
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -14,25 +14,9 @@ fn store() -> (tempfile::TempDir, SqliteStore) {
 
 fn session(id: &str) -> SessionRow {
     SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
         command: Some(vec!["agent".into()]),
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
         owner: crate::config::Trust::Operator,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
+        ..SessionRow::sample(id)
     }
 }
 

@@ -129,25 +129,8 @@ fn webhook_deliveries_are_queued_with_the_event() {
     store
         .write(|tx| {
             tx.put_session(&SessionRow {
-                id: "s1".into(),
-                label: None,
-                cwd: "/w".into(),
-                workspace: "/w".into(),
-                state: SessionState::Running,
-                turns: 0,
-                last_turn_cursor: None,
-                last_message: None,
-                heartbeat_at: None,
                 notify_url: Some("http://127.0.0.1:1/session".into()),
-                command: None,
-                pid: None,
-                created_at: 0,
-                updated_at: 0,
-                owner: crate::config::Trust::Agent,
-                key_digest: None,
-                stale_at: None,
-                workspace_pin: None,
-                damage: None,
+                ..SessionRow::sample("s1")
             })?;
             tx.append_event(
                 &crate::model::event::Event::decode("policy:blocked", json!({})),
@@ -170,25 +153,8 @@ fn webhook_deliveries_are_queued_with_the_event() {
 
 fn session(id: &str, url: &str) -> SessionRow {
     SessionRow {
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
         notify_url: Some(url.into()),
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
+        ..SessionRow::sample(id)
     }
 }
 
