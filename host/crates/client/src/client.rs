@@ -14,8 +14,8 @@
 use crate::keyring::Keyring;
 use crate::wire::{
     AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyDiff,
-    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session,
-    SessionPage, StartRequest,
+    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, RotateTokens,
+    Session, SessionPage, StartRequest, TokensRotated,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -557,6 +557,12 @@ impl Client {
     /// A one-time login link for the web page (operator token).
     pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
         self.post("/v1/ui/link", &()).await
+    }
+
+    /// Replaces the daemon's tokens (operator token): the answer names
+    /// their files, never a value.
+    pub async fn rotate_tokens(&self, which: &RotateTokens) -> ClientResult<TokensRotated> {
+        self.post("/v1/tokens/rotate", which).await
     }
 
     /// One page of the patch a policy commits, from file index `from`.
