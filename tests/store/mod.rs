@@ -18,6 +18,7 @@ mod postgres;
 mod postgres_cli;
 mod postgres_wakeups;
 mod restart;
+mod tokens;
 
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;

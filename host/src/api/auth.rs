@@ -72,6 +72,9 @@ pub struct Tokens {
     generations: std::sync::Mutex<Option<(i64, i64)>>,
     /// One change of the tokens at a time (a rotation, an adoption).
     pub(crate) changing: std::sync::Mutex<()>,
+    /// Bumped each time the operator token is replaced (the page's
+    /// logins it opened end with it).
+    operator_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -169,6 +172,7 @@ impl Tokens {
                 files,
                 generations: std::sync::Mutex::new(None),
                 changing: std::sync::Mutex::new(()),
+                operator_changes: tokio::sync::watch::Sender::new(0),
             },
             LocalTokens { agent, operator },
         ))
@@ -188,8 +192,17 @@ impl Tokens {
             cur.agent = digest(a);
         }
         if let Some(o) = operator {
-            cur.operator = digest(o);
+            let new = digest(o);
+            if !same(&new, &cur.operator) {
+                cur.operator = new;
+                self.operator_changes.send_modify(|n| *n += 1);
+            }
         }
+    }
+
+    /// Changes each time the operator token is replaced.
+    pub(crate) fn operator_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.operator_changes.subscribe()
     }
 
     /// The generations of the cluster's tokens held, if any.

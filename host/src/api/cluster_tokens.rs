@@ -20,6 +20,9 @@
 //!   [`BACKSTOP`], reads the generations and, when they changed, takes the
 //!   new tokens up as at start ([`follow`]).
 //!
+//! A replaced operator token ends the page's logins it opened
+//! ([`end_logins_on_rotation`]).
+//!
 //! It must never log, answer or put in an error a token's value.
 
 use super::auth::{LocalTokens, TokenError, Tokens};
@@ -210,6 +213,19 @@ pub fn spawn_following(tokens: Arc<Tokens>, engine: Engine) -> Option<tokio::tas
             }
         }
     }))
+}
+
+/// Ends the page's logins each time the operator token is replaced (here
+/// or, followed, on another host), until the daemon stops: a login lives
+/// no longer than the token that opened it.
+pub fn end_logins_on_rotation(tokens: &Tokens, logins: super::ui::Sessions) {
+    let mut changes = tokens.operator_changes();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            logins.end_all();
+            tracing::info!("the operator token was replaced: the page's logins ended");
+        }
+    });
 }
 
 /// Replaces the tokens `which` asks for: new random ones, stored in the

@@ -375,6 +375,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             passkeys,
             page: Arc::from(local_page.as_str()),
         };
+        api::cluster_tokens::end_logins_on_rotation(&state.tokens, state.ui.clone());
         if host.is_some() {
             // The operators' actions other hosts received for this one's
             // policies.
