@@ -227,6 +227,15 @@ fn on_sqlite_a_rotation_replaces_the_tokens_of_the_one_host() {
     let data = s.etc.join("d");
     let d = Daemon::start(&data, &cfg);
     let (old_agent, old_operator) = (d.agent.clone(), d.operator.clone());
+    // A client reading the agent token file at each call (as `gatehost
+    // mcp` does) carries on after a rotation; one holding the old value
+    // (an agent started with GATEHOST_TOKEN) is refused.
+    let follows = gatehost::client::Client::new(&d.url, old_agent.clone())
+        .expect("client")
+        .with_token_file(data.join("agent.token"));
+    let holds = gatehost::client::Client::new(&d.url, old_agent.clone()).expect("client");
+    let page = gatehost::wire::PageQuery::default();
+    assert!(d.block(holds.sessions(&page)).is_ok());
     // The agent's only: the operator's stays.
     let run = d.cli(&["token", "rotate", "--agent", "--json"], &old_operator);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -242,6 +251,15 @@ fn on_sqlite_a_rotation_replaces_the_tokens_of_the_one_host() {
     assert_eq!(token(&data, "operator.token"), old_operator);
     assert_eq!(d.get("/v1/hosts", &old_agent).0, 401);
     assert_eq!(d.get("/v1/hosts", &agent2).0, 200);
+    assert!(
+        d.block(follows.sessions(&page)).is_ok(),
+        "the file's new token"
+    );
+    let refused = d.block(holds.sessions(&page)).expect_err("the old one");
+    assert!(
+        refused.to_string().contains("401") || refused.to_string().contains("wrong token"),
+        "{refused}"
+    );
     // Both, shown: the values printed are the files'.
     let run = d.cli(&["token", "rotate", "--show"], &old_operator);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
