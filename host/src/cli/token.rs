@@ -48,11 +48,12 @@ pub(super) const AFTER_HELP: &str = "\
 Takes the operator token (--token or GATEHOST_TOKEN, else the local daemon's operator.token).
 The daemon makes new random tokens, stores them (on PostgreSQL in the cluster, where every other
 host takes them up within a few seconds and rewrites its own token files), swaps them in memory
-and rewrites its agent.token and operator.token (owner-only). What reads those files per call
-(the hooks, the CLI) carries on with the new ones; a process holding the old agent token (an
-agent started with GATEHOST_TOKEN, a running `gatehost mcp`) is refused 401 until it reads the
-new one. A token whose file the configuration names ([daemon] agent_token_file,
-operator_token_file) is never rotated: the daemon does not write the operator's own files.";
+and rewrites its agent.token and operator.token (owner-only). What reads those files (the
+hooks and the CLI at each run, `gatehost mcp` at each call) carries on with the new ones; a
+process given the old token as a value (GATEHOST_TOKEN, --token) is refused 401 until given the
+new one. A new operator token ends the page's logins. A token whose file the configuration
+names ([daemon] agent_token_file, operator_token_file) is never rotated: the daemon does not
+write the operator's own files. See docs/fleet.md, \"The cluster's tokens\".";
 
 /// `--json`'s answer: the daemon's, with the new tokens when `--show`.
 #[derive(serde::Serialize)]
