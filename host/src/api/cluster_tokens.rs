@@ -103,10 +103,11 @@ or write the cluster's token into that file (another host's data directory holds
 
 /// Holds `stored` from now on: swapped in memory, then written to the
 /// token files of the data directory for each token `new` says changed
-/// (a configured file is never written: it is said to be stale).
+/// (a configured file is never written: it is said to be stale). Its
+/// generations are recorded as held only once the files are written, so
+/// that a write that failed is tried again at the next look.
 fn take_up(tokens: &Tokens, stored: &ClusterTokens, new: (bool, bool)) -> Result<(), TokenError> {
     tokens.swap(Some(&stored.agent.value), Some(&stored.operator.value));
-    tokens.set_generations(Some(stored.generations()));
     let files = tokens.files();
     let mut first_error = None;
     for (changed, configured, path, value, key) in [
@@ -137,7 +138,13 @@ fn take_up(tokens: &Tokens, stored: &ClusterTokens, new: (bool, bool)) -> Result
             first_error.get_or_insert(e);
         }
     }
-    first_error.map_or(Ok(()), Err)
+    match first_error {
+        Some(e) => Err(e),
+        None => {
+            tokens.set_generations(Some(stored.generations()));
+            Ok(())
+        }
+    }
 }
 
 /// Takes up the cluster's tokens when their generations changed since

@@ -210,3 +210,41 @@ fn on_postgres_a_configured_file_that_is_not_the_cluster_s_stops_the_start_namin
     assert!(!err.contains(&file(&ta.files().agent)), "no value: {err}");
     assert_eq!(file(&conf), "configured-agent-0123456789", "never written");
 }
+
+#[test]
+fn a_follower_refuses_a_planted_symlink_keeps_the_new_tokens_in_force_and_writes_once_it_is_gone() {
+    let Some(db) = TestDb::new("api_cluster_tokens_follow_symlink") else {
+        return;
+    };
+    let (da, db_dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let (alpha, beta) = (host(&db, "alpha"), host(&db, "beta"));
+    let (ta, la) = Tokens::load(da.path(), None, None).expect("load");
+    let (tb, lb) = Tokens::load(db_dir.path(), None, None).expect("load");
+    adopt_at_start(&ta, &alpha, la).expect("seed");
+    adopt_at_start(&tb, &beta, lb).expect("adopt");
+    let old = file(&ta.files().operator);
+    // Someone plants a link at beta's operator.token.
+    let bo = tb.files().operator.clone();
+    let target = db_dir.path().join("planted-target");
+    std::fs::write(&target, "").expect("write");
+    std::fs::remove_file(&bo).expect("rm");
+    std::os::unix::fs::symlink(&target, &bo).expect("symlink");
+    rotate(&ta, &alpha, &both()).expect("rotate");
+    let new = file(&ta.files().operator);
+    let err = follow(&tb, &beta).expect_err("the link is refused");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!err.contains(&new), "no value: {err}");
+    // In force all the same: the old one is refused, the new accepted.
+    assert!(tb.role(&bearer(&old)).is_err());
+    assert!(tb.role(&bearer(&new)).is_ok());
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "");
+    // The link gone, the next look writes the file.
+    std::fs::remove_file(&bo).expect("rm");
+    assert!(follow(&tb, &beta).expect("follow"));
+    assert_eq!(file(&bo), new);
+    assert_eq!(mode(&bo), 0o600);
+    assert!(!follow(&tb, &beta).expect("nothing more"));
+}

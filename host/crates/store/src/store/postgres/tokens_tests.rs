@@ -151,3 +151,18 @@ fn wait_changed(rx: &mut tokio::sync::watch::Receiver<u64>, what: &str) {
         }
     }
 }
+
+/// A listener that lost its connection wakes the tokens' receiver once it
+/// listens again: a rotation notified meanwhile is found by its
+/// generation then.
+#[test]
+fn listening_again_after_a_lost_connection_wakes_the_tokens_receiver() {
+    let Some(db) = TestDb::new("tokens_wake_on_relisten") else {
+        return;
+    };
+    let store = Store::open_postgres(&db.options()).expect("open");
+    let mut woken = store.token_wakeups().expect("PostgreSQL wakes");
+    wait_changed(&mut woken, "listening");
+    assert!(db.terminate_connections() > 0);
+    wait_changed(&mut woken, "listening again");
+}
