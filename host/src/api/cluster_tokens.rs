@@ -191,6 +191,7 @@ pub fn spawn_following(tokens: Arc<Tokens>, engine: Engine) -> Option<tokio::tas
     engine.store().shared_tokens()?;
     let mut woken = engine.store().token_wakeups();
     Some(tokio::spawn(async move {
+        let mut failing = false;
         loop {
             let wake = async {
                 match woken.as_mut() {
@@ -212,9 +213,14 @@ pub fn spawn_following(tokens: Arc<Tokens>, engine: Engine) -> Option<tokio::tas
             }
             let (t, e) = (tokens.clone(), engine.clone());
             match tokio::task::spawn_blocking(move || follow(&t, e.store())).await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => failing = false,
+                // Once per outage, not at every look.
+                Ok(Err(why)) if !failing => {
+                    failing = true;
+                    tracing::warn!(cause = %why, "cannot follow the cluster's tokens now; trying again every few seconds");
+                }
                 Ok(Err(why)) => {
-                    tracing::warn!(cause = %why, "cannot read the cluster's tokens now; trying again");
+                    tracing::debug!(cause = %why, "still cannot follow the cluster's tokens");
                 }
                 Err(e) => tracing::warn!(error = %e, "the look at the cluster's tokens failed"),
             }
