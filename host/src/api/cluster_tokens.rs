@@ -107,6 +107,16 @@ or write the cluster's token into that file (another host's data directory holds
 /// generations are recorded as held only once the files are written, so
 /// that a write that failed is tried again at the next look.
 fn take_up(tokens: &Tokens, stored: &ClusterTokens, new: (bool, bool)) -> Result<(), TokenError> {
+    // As a token file is checked: a stored pair that is not one (edited
+    // by hand) is never put in force (the agent token must never be the
+    // operator's).
+    let (a, o) = (stored.agent.value.trim(), stored.operator.value.trim());
+    if a.len() < 16 || o.len() < 16 || a == o {
+        return Err(TokenError::File {
+            path: "cluster_tokens (the PostgreSQL store)".into(),
+            message: "holds a token shorter than 16 characters, or the same token for the agent and the operator: not taken up; rotate them (gatehost token rotate)".into(),
+        });
+    }
     tokens.swap(Some(&stored.agent.value), Some(&stored.operator.value));
     let files = tokens.files();
     let mut first_error = None;

@@ -248,3 +248,39 @@ fn a_follower_refuses_a_planted_symlink_keeps_the_new_tokens_in_force_and_writes
     assert_eq!(mode(&bo), 0o600);
     assert!(!follow(&tb, &beta).expect("nothing more"));
 }
+
+#[test]
+fn a_stored_pair_that_is_not_one_is_never_put_in_force() {
+    let Some(db) = TestDb::new("api_cluster_tokens_bad_pair") else {
+        return;
+    };
+    let (da, db_dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let (alpha, beta) = (host(&db, "alpha"), host(&db, "beta"));
+    let (ta, la) = Tokens::load(da.path(), None, None).expect("load");
+    let (tb, lb) = Tokens::load(db_dir.path(), None, None).expect("load");
+    adopt_at_start(&ta, &alpha, la).expect("seed");
+    adopt_at_start(&tb, &beta, lb).expect("adopt");
+    let agent = file(&ta.files().agent);
+    let operator = file(&ta.files().operator);
+    // Edited by hand: the operator's made the agent's.
+    db.sql(
+        "UPDATE cluster_tokens SET value = (SELECT value FROM cluster_tokens WHERE name = 'agent'),
+                generation = generation + 1 WHERE name = 'operator'",
+    );
+    let err = follow(&tb, &beta).expect_err("refused");
+    assert!(err.contains("not taken up"), "{err}");
+    assert!(!err.contains(&agent), "no value: {err}");
+    assert_eq!(
+        tb.role(&bearer(&agent)).expect("agent"),
+        crate::api::Role::Agent,
+        "never promoted"
+    );
+    assert_eq!(
+        tb.role(&bearer(&operator)).expect("operator"),
+        crate::api::Role::Operator
+    );
+    assert_eq!(file(&tb.files().operator), operator);
+}
