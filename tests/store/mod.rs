@@ -20,6 +20,7 @@ mod postgres_wakeups;
 mod restart;
 mod restart_fleet;
 mod takeover;
+mod tokens;
 
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;

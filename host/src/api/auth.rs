@@ -1,7 +1,12 @@
 //! The two credentials: the agent token (attach, report, poll, wait) and
 //! the operator token (everything, including ack and cancel). Tokens are
 //! files readable by their owner only; the daemon creates them on first
-//! start unless the configuration names its own.
+//! start unless the configuration names its own. [`Tokens`] holds their
+//! digests, swapped at once when they change (`gatehost token rotate`, or
+//! the cluster's tokens adopted: `cluster_tokens`), and where they are.
+//!
+//! It owns the check of a bearer and the files' reading; it must never
+//! log, answer or keep a token's value (digests only).
 
 use super::ApiError;
 use axum::http::{HeaderMap, StatusCode};
@@ -29,9 +34,47 @@ impl Role {
 /// Token file names in the data directory.
 pub(crate) use crate::wire::{AGENT_TOKEN_FILE, OPERATOR_TOKEN_FILE};
 
-pub struct Tokens {
+/// The digests of the tokens in force.
+#[derive(Clone, Copy)]
+struct Digests {
     agent: [u8; 32],
     operator: [u8; 32],
+}
+
+/// Where a daemon's tokens are: their files, and whether the
+/// configuration named each (a named file is the operator's: the daemon
+/// reads it and never writes it).
+#[derive(Debug, Clone)]
+pub struct TokenFiles {
+    pub agent: PathBuf,
+    pub operator: PathBuf,
+    pub agent_configured: bool,
+    pub operator_configured: bool,
+}
+
+/// The values read at start, for the cluster's seeding (never logged).
+pub struct LocalTokens {
+    pub agent: String,
+    pub operator: String,
+}
+
+impl std::fmt::Debug for LocalTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LocalTokens(..)")
+    }
+}
+
+pub struct Tokens {
+    current: std::sync::RwLock<Digests>,
+    files: TokenFiles,
+    /// The generations `(agent, operator)` of the cluster's tokens held
+    /// (PostgreSQL), else `None`.
+    generations: std::sync::Mutex<Option<(i64, i64)>>,
+    /// One change of the tokens at a time (a rotation, an adoption).
+    pub(crate) changing: std::sync::Mutex<()>,
+    /// Bumped each time the operator token is replaced (the page's
+    /// logins it opened end with it).
+    operator_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -49,11 +92,7 @@ fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error("token file {path}: {message}")]
-    File { path: String, message: String },
-}
+pub(crate) use super::token_files::TokenError;
 
 /// Reads an owner-only secret file (at least 16 characters), or creates it
 /// with a fresh random secret when `create` and it does not exist.
@@ -81,11 +120,7 @@ pub(crate) fn read_or_create(path: &Path, create: bool) -> Result<String, TokenE
             Ok(t)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            let token = format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            );
+            let token = super::token_files::fresh_token();
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -104,12 +139,13 @@ pub(crate) fn read_or_create(path: &Path, create: bool) -> Result<String, TokenE
 impl Tokens {
     /// Loads the tokens: from the configured files (which must exist), else
     /// from `<data_dir>/agent.token` and `<data_dir>/operator.token`,
-    /// created owner-only on first start.
+    /// created owner-only on first start. The values come back beside
+    /// them, for the cluster's tokens (`cluster_tokens`).
     pub fn load(
         data_dir: &Path,
         agent_file: Option<&Path>,
         operator_file: Option<&Path>,
-    ) -> Result<(Tokens, PathBuf, PathBuf), TokenError> {
+    ) -> Result<(Tokens, LocalTokens), TokenError> {
         let a_path = agent_file.map_or_else(|| data_dir.join(AGENT_TOKEN_FILE), Path::to_path_buf);
         let o_path =
             operator_file.map_or_else(|| data_dir.join(OPERATOR_TOKEN_FILE), Path::to_path_buf);
@@ -121,14 +157,62 @@ impl Tokens {
                 message: "the operator token must differ from the agent token".into(),
             });
         }
+        let files = TokenFiles {
+            agent: a_path,
+            operator: o_path,
+            agent_configured: agent_file.is_some(),
+            operator_configured: operator_file.is_some(),
+        };
         Ok((
             Tokens {
-                agent: digest(&agent),
-                operator: digest(&operator),
+                current: std::sync::RwLock::new(Digests {
+                    agent: digest(&agent),
+                    operator: digest(&operator),
+                }),
+                files,
+                generations: std::sync::Mutex::new(None),
+                changing: std::sync::Mutex::new(()),
+                operator_changes: tokio::sync::watch::Sender::new(0),
             },
-            a_path,
-            o_path,
+            LocalTokens { agent, operator },
         ))
+    }
+
+    /// Where the tokens are.
+    pub fn files(&self) -> &TokenFiles {
+        &self.files
+    }
+
+    /// From now on, these are the tokens (`agent`, `operator`: values,
+    /// kept as digests; `None` keeps that one): a bearer of a replaced one
+    /// is refused.
+    pub(crate) fn swap(&self, agent: Option<&str>, operator: Option<&str>) {
+        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = agent {
+            cur.agent = digest(a);
+        }
+        if let Some(o) = operator {
+            let new = digest(o);
+            if !same(&new, &cur.operator) {
+                cur.operator = new;
+                self.operator_changes.send_modify(|n| *n += 1);
+            }
+        }
+    }
+
+    /// Changes each time the operator token is replaced.
+    pub(crate) fn operator_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.operator_changes.subscribe()
+    }
+
+    /// The generations of the cluster's tokens held, if any.
+    pub(crate) fn generations(&self) -> Option<(i64, i64)> {
+        *self.generations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the generations of the cluster's tokens now held.
+    pub(crate) fn set_generations(&self, g: Option<(i64, i64)>) {
+        *self.generations.lock().unwrap_or_else(|p| p.into_inner()) = g;
     }
 
     /// The role of the bearer, or 401.
@@ -143,9 +227,10 @@ impl Tokens {
             .strip_prefix("Bearer ")
             .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?;
         let d = digest(token);
-        if same(&d, &self.operator) {
+        let cur = *self.current.read().unwrap_or_else(|p| p.into_inner());
+        if same(&d, &cur.operator) {
             Ok(Role::Operator)
-        } else if same(&d, &self.agent) {
+        } else if same(&d, &cur.agent) {
             Ok(Role::Agent)
         } else {
             Err(unauthorized("wrong token"))
@@ -173,14 +258,19 @@ mod tests {
     #[test]
     fn tokens_are_created_owner_only_and_distinct_then_reused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (t1, a, o) = Tokens::load(dir.path(), None, None).expect("create");
+        let (t1, _) = Tokens::load(dir.path(), None, None).expect("create");
+        let (a, o) = (t1.files().agent.clone(), t1.files().operator.clone());
         for p in [&a, &o] {
             let mode = std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", p.display());
         }
         let agent = std::fs::read_to_string(&a).expect("read");
-        let (t2, _, _) = Tokens::load(dir.path(), None, None).expect("reuse");
-        assert!(same(&t1.agent, &t2.agent) && same(&t1.operator, &t2.operator));
+        let (t2, _) = Tokens::load(dir.path(), None, None).expect("reuse");
+        let (d1, d2) = (
+            *t1.current.read().expect("lock"),
+            *t2.current.read().expect("lock"),
+        );
+        assert!(same(&d1.agent, &d2.agent) && same(&d1.operator, &d2.operator));
         let mut h = HeaderMap::new();
         h.insert(
             axum::http::header::AUTHORIZATION,

@@ -23,6 +23,7 @@
 //! | `POST /v1/passkeys/challenge` | operator | `{for: approve, policy, tree}\|{for: add-passkey}\|{for: remove-passkey, passkey}`: a WebAuthn challenge for that only, `{ceremony, options}` |
 //! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, code?, assertion?}` then `{ceremony, credential}`: register a passkey (the first needs the enrolment code of `gatehost passkey enrol-code`, every later one a registered one's assertion) |
 //! | `POST /v1/passkeys/{id}/remove` | operator | `{assertion}` for removing exactly it |
+//! | `POST /v1/tokens/rotate` | operator | `{agent?: bool, operator?: bool}`: new tokens (the cluster's on PostgreSQL), the old ones refused from then on; answers their files, never a value (see `cluster_tokens`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
@@ -41,6 +42,7 @@
 //! results to HTTP; it must never change state itself.
 
 pub(crate) mod auth;
+pub mod cluster_tokens;
 mod convert;
 pub(crate) use convert::ToWire;
 mod error;
@@ -55,6 +57,7 @@ pub mod review;
 mod routines;
 mod standing;
 pub mod stream;
+mod token_files;
 pub mod ui;
 
 pub use auth::{Role, Tokens};
@@ -134,6 +137,7 @@ pub fn router(state: AppState) -> Router {
             post(passkeys::register_finish),
         )
         .route("/v1/passkeys/{id}/remove", post(passkeys::remove))
+        .route("/v1/tokens/rotate", post(cluster_tokens::rotate_route))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))
         .route("/", get(ui::index))

@@ -145,6 +145,13 @@ impl Sessions {
             .is_some_and(|expires| expires > Instant::now())
     }
 
+    /// Ends every login and every unspent login code: the operator token
+    /// that opened them was replaced (`cluster_tokens`).
+    pub fn end_all(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.codes.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// A new login: the cookie value and the CSRF token.
     fn open(&self) -> (String, String) {
         let (cookie, csrf) = (fresh_secret(), fresh_secret());

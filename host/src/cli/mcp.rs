@@ -4,7 +4,8 @@
 //! the default) and the agent token (`--token`, `GATEHOST_TOKEN`, else the
 //! file `--token-file`, else that directory's `agent.token`),
 //! refuses to start with the operator's token, and serves until the MCP
-//! client closes stdin. Its errors go through [`super::error`]: it never
+//! client closes stdin. A token from a file is read again at each call,
+//! so that `gatehost token rotate` does not cut it off. Its errors go through [`super::error`]: it never
 //! prints one itself, and stdout carries nothing but MCP messages.
 
 use super::client::find_server;
@@ -48,21 +49,32 @@ pub(super) fn run(args: McpArgs) -> CliResult<i32> {
         })?,
         None => find_server(&args.daemon)?,
     };
-    let token = match (args.daemon.token, &args.token_file) {
-        (Some(t), _) => t.trim().to_string(),
-        (None, Some(file)) => read_or_create(file, false).map_err(|e| {
-            CliError::new("no-token", format!("no agent token: {e}")).field("--token-file")
-        })?,
-        (None, None) => agent_token(data_dir.as_deref())?,
+    // A token read from a file is read again at each call (a rotation
+    // rewrites it); one given as is stays as given.
+    let (token, file) = match (args.daemon.token, &args.token_file) {
+        (Some(t), _) => (t.trim().to_string(), None),
+        (None, Some(file)) => (
+            read_or_create(file, false).map_err(|e| {
+                CliError::new("no-token", format!("no agent token: {e}")).field("--token-file")
+            })?,
+            Some(file.clone()),
+        ),
+        (None, None) => (
+            agent_token(data_dir.as_deref())?,
+            data_dir.as_deref().map(|d| d.join(AGENT_TOKEN_FILE)),
+        ),
     };
     let operator_file = data_dir.map(|d| d.join(OPERATOR_TOKEN_FILE));
     // Its attaches present the keys of the sessions they name, kept by
     // the hook or the CLI that registered them (or GATEHOST_SESSION_KEY).
-    let client = Client::new(&server, token.clone())?
+    let mut client = Client::new(&server, token.clone())?
         .with_keyring(crate::keyring::Keyring::default_for_user())
         .with_session_keys(super::client::split_keys(
             std::env::var("GATEHOST_SESSION_KEY").ok().as_deref(),
         ));
+    if let Some(f) = file {
+        client = client.with_token_file(f);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

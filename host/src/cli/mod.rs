@@ -28,6 +28,7 @@ pub mod server_args;
 mod standing;
 pub mod store_cmd;
 pub mod store_open;
+mod token;
 mod ui;
 
 pub use check::render_report;
@@ -128,6 +129,10 @@ pub enum Command {
     /// token; by default the operator.token of the local daemon): it works
     /// once, within 2 minutes.
     Ui(ui::UiArgs),
+    /// The daemon's tokens: `rotate` replaces them (on PostgreSQL the
+    /// cluster's, on every host).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// The operator's passkeys: `enrol-code` makes the one-time code the
     /// first passkey's registration on the page needs.
     #[command(subcommand)]
@@ -351,6 +356,7 @@ pub fn main() -> i32 {
         | Command::Events { client, .. }
         | Command::Wait { client, .. } => (client.json, None),
         Command::Ui(a) => (a.json, None),
+        Command::Token(token::TokenCommand::Rotate(a)) => (a.json, None),
         Command::Store(store_cmd::StoreCommand::Check(a)) => (a.json, None),
         _ => (false, None),
     };
@@ -390,6 +396,7 @@ fn run(command: Command) -> error::CliResult<i32> {
         Command::Mcp(args) => mcp::run(args),
         Command::Ui(args) => ui::run(args),
         Command::Passkey(command) => passkey::run(command),
+        Command::Token(command) => token::run(command),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gatehost", &mut std::io::stdout());

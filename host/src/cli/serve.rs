@@ -238,7 +238,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     // The data directory's places, and the checks that stop a start
     // (those a reload must pass too).
     crate::live_config::prepare(&mut config, &data_dir)?;
-    let (tokens, agent_file, operator_file) = Tokens::load(
+    let (tokens, local_tokens) = Tokens::load(
         &data_dir,
         config.daemon.agent_token_file.as_deref(),
         config.daemon.operator_token_file.as_deref(),
@@ -266,6 +266,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let _inside = runtime.enter();
         super::store_open::open(&config, &data_dir, args.host_id.as_deref())?
     };
+    // On PostgreSQL, the cluster's tokens are this host's (the first host
+    // stores its own); written to its token files before it says it
+    // listens.
+    api::cluster_tokens::adopt_at_start(&tokens, &store, local_tokens)?;
+    let (agent_file, operator_file) = (
+        tokens.files().agent.clone(),
+        tokens.files().operator.clone(),
+    );
     let claim_lost = store.claim_lost();
     let host = store.host();
     runtime.block_on(async move {
@@ -359,14 +367,18 @@ fn run(args: ServeArgs) -> Result<(), String> {
         ));
         let hooks = Webhooks::new(engine.clone(), notify_key.into_bytes(), &url)?;
         tokio::spawn(hooks.run());
+        let tokens = Arc::new(tokens);
+        // Another host's rotation of the cluster's tokens, taken up here.
+        api::cluster_tokens::spawn_following(tokens.clone(), engine.clone());
         let state = AppState {
             engine: engine.clone(),
-            tokens: Arc::new(tokens),
+            tokens,
             long_polls: api::limits::LongPolls::new(long_polls),
             ui: api::ui::Sessions::default(),
             passkeys,
             page: Arc::from(local_page.as_str()),
         };
+        api::cluster_tokens::end_logins_on_rotation(&state.tokens, state.ui.clone());
         if host.is_some() {
             // The operators' actions other hosts received for this one's
             // policies.

@@ -19,7 +19,8 @@ pub struct ServerArgs {
     #[arg(long, global = true, env = "GATEHOST_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// The agent or operator token [default: the daemon's agent.token (for
-    /// `gatehost ui` its operator.token), read in its data directory]. The
+    /// `gatehost ui` and `gatehost token rotate` its operator.token), read
+    /// in its data directory]. The
     /// hooks and `gatehost mcp` take the agent token only.
     #[arg(
         long,

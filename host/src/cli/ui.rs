@@ -33,7 +33,7 @@ impl UiArgs {
 /// The operator token: `--token` or `GATEHOST_TOKEN`, else the
 /// `operator.token` of the daemon of the default data directory (the one
 /// its `server.url` names).
-fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
+pub(super) fn operator_token(args: &ClientArgs, server: &str) -> CliResult<String> {
     if let Some(t) = &args.daemon.token {
         return Ok(t.clone());
     }

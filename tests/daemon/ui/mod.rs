@@ -16,6 +16,7 @@ use std::time::Duration;
 mod browser;
 mod logins;
 mod review;
+mod rotation;
 
 const T: Duration = Duration::from_secs(30);
 

@@ -14,8 +14,8 @@
 use crate::keyring::Keyring;
 use crate::wire::{
     AckRequest, ErrorBody, EventPage, EventQuery, Health, NextEvent, PageQuery, Policy, PolicyDiff,
-    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, Session,
-    SessionPage, StartRequest,
+    PolicyPage, PolicyWait, RegisterRequest, Registered, ReportRequest, Reported, RotateTokens,
+    Session, SessionPage, StartRequest, TokensRotated,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -124,6 +124,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// Read at each call instead, when set and readable (`with_token_file`).
+    token_file: Option<PathBuf>,
     /// Where keys answered by registrations are kept and found.
     keyring: Option<Keyring>,
     /// Keys presented with every call (`GATEHOST_SESSION_KEY`).
@@ -161,9 +163,18 @@ impl Client {
             http,
             base,
             token: token.into(),
+            token_file: None,
             keyring: None,
             session_keys: Vec::new(),
         })
+    }
+
+    /// Reads the token from `file` at each call, so that a rotated token
+    /// (`gatehost token rotate`, which rewrites it) is used at once; the
+    /// token given is used while the file cannot be read.
+    pub fn with_token_file(mut self, file: PathBuf) -> Client {
+        self.token_file = Some(file);
+        self
     }
 
     /// Keeps the keys registrations answer in `keyring`, and presents
@@ -223,6 +234,7 @@ impl Client {
     pub fn with_token(&self, token: impl Into<String>) -> Client {
         Client {
             token: token.into(),
+            token_file: None,
             ..self.clone()
         }
     }
@@ -312,8 +324,13 @@ impl Client {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| ClientError::Setup(format!("cannot encode the request: {e}")))?;
+        let read = self.token_file.as_ref().and_then(|f| {
+            let t = std::fs::read_to_string(f).ok()?;
+            Some(t.trim().to_string()).filter(|t| !t.is_empty())
+        });
+        let token = read.as_deref().unwrap_or(&self.token);
         let (status, bytes) = self
-            .send_with_keys(method, path_and_query, Some(&self.token), body, keys)
+            .send_with_keys(method, path_and_query, Some(token), body, keys)
             .await?;
         let route = path_and_query
             .split_once('?')
@@ -557,6 +574,12 @@ impl Client {
     /// A one-time login link for the web page (operator token).
     pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
         self.post("/v1/ui/link", &()).await
+    }
+
+    /// Replaces the daemon's tokens (operator token): the answer names
+    /// their files, never a value.
+    pub async fn rotate_tokens(&self, which: &RotateTokens) -> ClientResult<TokensRotated> {
+        self.post("/v1/tokens/rotate", which).await
     }
 
     /// One page of the patch a policy commits, from file index `from`.

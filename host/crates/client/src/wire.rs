@@ -246,6 +246,41 @@ pub struct RequestChanges {
     pub comments: Vec<LineComment>,
 }
 
+/// `POST /v1/tokens/rotate` (operator): which tokens to replace (at least
+/// one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateTokens {
+    /// Replace the agent token.
+    #[serde(default)]
+    pub agent: bool,
+    /// Replace the operator token.
+    #[serde(default)]
+    pub operator: bool,
+}
+
+/// Its answer, which never holds a token: what was replaced and the files
+/// of the daemon that answered where the new tokens are (the cluster's
+/// generations on PostgreSQL, where every host takes them up).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokensRotated {
+    /// `agent`, `operator`: the tokens replaced.
+    pub rotated: Vec<String>,
+    /// Where the answering daemon keeps the agent token.
+    pub agent_token_file: String,
+    /// Where it keeps the operator token.
+    pub operator_token_file: String,
+    /// Whether the tokens are the cluster's (PostgreSQL).
+    pub cluster: bool,
+    /// The cluster's agent token's generation (PostgreSQL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_generation: Option<i64>,
+    /// The cluster's operator token's generation (PostgreSQL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_generation: Option<i64>,
+}
+
 /// `POST /v1/policies/{id}/ack`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -65,6 +65,7 @@ use super::rows::{
     Delivery, EventFilter, EventRow, HostRequestRow, HostRequestState, HostStatus, Leadership,
     PasskeyRow, PolicyRow, PolicyStatus, SessionRow, StaleHost, StandingRow, TakenOver,
 };
+use super::tokens::{ClusterTokens, TokenName};
 use super::{StoreError, StoreResult};
 use crate::config::Retention;
 use crate::model::event::Event;
@@ -479,6 +480,13 @@ pub trait Backend: Records + Send + Sync {
     /// at once); nothing for a store of one host.
     fn release_host(&self) {}
 
+    /// The cluster's tokens, for a store that hosts share (PostgreSQL);
+    /// `None` for a store of one host (SQLite), whose token files are the
+    /// truth.
+    fn shared_tokens(&self) -> Option<&dyn SharedTokens> {
+        None
+    }
+
     /// Test only: the stored text of `column` of the row `id` of `table`
     /// (`None`: no such row), read without decoding the row.
     #[cfg(any(test, feature = "test-support"))]
@@ -495,4 +503,26 @@ pub trait Backend: Records + Send + Sync {
         id: Option<&str>,
         text: &str,
     ) -> StoreResult<usize>;
+}
+
+/// The cluster's two tokens in a store that hosts share (issue 51, "one
+/// operator"; `store::tokens`): every host serves with the stored ones.
+pub trait SharedTokens: Send + Sync {
+    /// Both tokens; `None` when none are stored yet.
+    fn cluster_tokens(&self) -> StoreResult<Option<ClusterTokens>>;
+
+    /// Their generations `(agent, operator)` alone (a cheap look); `None`
+    /// when none are stored yet.
+    fn token_generations(&self) -> StoreResult<Option<(i64, i64)>>;
+
+    /// Stores `agent` and `operator` (generation 1) where the cluster has
+    /// none, in a write transaction of this host (of hosts starting at
+    /// once, one stores them, the others find them), and answers what is
+    /// stored.
+    fn seed_cluster_tokens(&self, agent: &str, operator: &str) -> StoreResult<ClusterTokens>;
+
+    /// Replaces the tokens named in `new` (each generation one more) in a
+    /// write transaction of this host that also wakes every other host (a
+    /// notification at its commit), and answers what is stored.
+    fn rotate_cluster_tokens(&self, new: &[(TokenName, &str)]) -> StoreResult<ClusterTokens>;
 }

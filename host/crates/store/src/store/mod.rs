@@ -38,8 +38,9 @@ mod routine_rows;
 mod row_decode;
 mod rows;
 mod sqlite;
+pub mod tokens;
 
-pub use interface::{Backend, Records, RecordsTx, Swept, TxBody};
+pub use interface::{Backend, Records, RecordsTx, SharedTokens, Swept, TxBody};
 pub use postgres::{HostSpec, PgOptions, PgStatus, pg_migrate, pg_status};
 pub use routine_rows::{RoutineRow, RoutineStepRow, StepStatus};
 pub use rows::{
@@ -263,6 +264,24 @@ impl Store {
     /// Ends this host's claim at a clean stop.
     pub fn release_host(&self) {
         self.backend.release_host();
+    }
+
+    /// The cluster's tokens ([`Backend::shared_tokens`]): `None` for
+    /// SQLite.
+    pub fn shared_tokens(&self) -> Option<&dyn SharedTokens> {
+        self.backend.shared_tokens()
+    }
+
+    /// Wake-ups for a rotation of the cluster's tokens by any host: the
+    /// receiver changes at each such commit, and once each time the
+    /// listener listens again after its connection was lost (a rotation
+    /// may have been missed meanwhile). A host woken reads the tokens'
+    /// generations again. `None` for SQLite. Starts the listener as
+    /// [`Store::wakeups`] does.
+    pub fn token_wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.wakeups
+            .as_ref()
+            .map(postgres::Wakeups::subscribe_tokens)
     }
 
     /// A store over `backend`.

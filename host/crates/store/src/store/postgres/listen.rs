@@ -16,6 +16,12 @@
 //! committed) is not forwarded: the writer woke its own readers after that
 //! commit, and every cursor below it was committed before it.
 //!
+//! The same connection listens on the tokens' channel
+//! ([`super::tokens::CHANNEL`]): a rotation of the cluster's tokens by any
+//! host, and each time it listens again, bumps a second receiver
+//! ([`Wakeups::subscribe_tokens`]), after which the daemon reads the
+//! tokens' generations again.
+//!
 //! It owns the channel's name, that connection and its task (started by
 //! the first subscription, ended when the store is dropped). It must never
 //! read the events themselves, hold a pooled connection, or show a
@@ -75,6 +81,8 @@ pub(crate) struct Wakeups {
     committed: Arc<AtomicI64>,
     /// The newest cursor heard of; each change a wake-up.
     woken: watch::Sender<i64>,
+    /// Bumped at each rotation of the tokens heard of, and at each listen.
+    tokens: watch::Sender<u64>,
     /// The task, once started.
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -114,6 +122,7 @@ impl Wakeups {
             runtime,
             committed,
             woken: watch::Sender::new(0),
+            tokens: watch::Sender::new(0),
             task: Mutex::new(None),
         })
     }
@@ -124,6 +133,21 @@ impl Wakeups {
     /// Starts the listener on the first call.
     pub(crate) fn subscribe(&self) -> watch::Receiver<i64> {
         let rx = self.woken.subscribe();
+        self.start();
+        rx
+    }
+
+    /// A receiver woken at each rotation of the cluster's tokens (any
+    /// host's, this one's too) and once each time the listener listens
+    /// (again). Starts the listener on the first call.
+    pub(crate) fn subscribe_tokens(&self) -> watch::Receiver<u64> {
+        let rx = self.tokens.subscribe();
+        self.start();
+        rx
+    }
+
+    /// Starts the listening task, unless it runs.
+    fn start(&self) {
         let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
         if task.is_none() {
             let listener = Listener {
@@ -132,10 +156,10 @@ impl Wakeups {
                 location: self.location.clone(),
                 committed: self.committed.clone(),
                 woken: self.woken.clone(),
+                tokens: self.tokens.clone(),
             };
             *task = Some(self.runtime.spawn(listener.run()));
         }
-        rx
     }
 }
 
@@ -165,6 +189,7 @@ struct Listener {
     location: String,
     committed: Arc<AtomicI64>,
     woken: watch::Sender<i64>,
+    tokens: watch::Sender<u64>,
 }
 
 impl Listener {
@@ -215,7 +240,10 @@ impl Listener {
         let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
         // Listening first, then the head: nothing committed after it is
         // missed (it is notified).
-        let listen_sql = format!("LISTEN {CHANNEL}; SELECT cursor FROM event_head");
+        let listen_sql = format!(
+            "LISTEN {CHANNEL}; LISTEN {}; SELECT cursor FROM event_head",
+            super::tokens::CHANNEL
+        );
         let listen = client.simple_query(&listen_sql);
         tokio::pin!(listen);
         let head = loop {
@@ -241,6 +269,8 @@ impl Listener {
                 *v = (*v).max(h);
             }
         });
+        // A rotation missed meanwhile is found by its generation now.
+        self.tokens.send_modify(|n| *n = n.wrapping_add(1));
         loop {
             match messages.next().await {
                 Some(Ok(m)) => self.forward(m),
@@ -259,6 +289,9 @@ impl Listener {
                 if let Some(cursor) = foreign(n.payload(), committed) {
                     self.woken.send_modify(|head| *head = (*head).max(cursor));
                 }
+            }
+            AsyncMessage::Notification(n) if n.channel() == super::tokens::CHANNEL => {
+                self.tokens.send_modify(|n| *n = n.wrapping_add(1));
             }
             AsyncMessage::Notice(n) => {
                 tracing::debug!(store = %self.location, notice = %n.message(), "server notice on the listening connection");

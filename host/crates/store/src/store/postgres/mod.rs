@@ -60,6 +60,7 @@ mod standing;
 mod status;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testdb;
+mod tokens;
 mod writes;
 
 pub use hosts::HostSpec;
@@ -630,6 +631,10 @@ impl Backend for PgStore {
 
     fn release_host(&self) {
         self.release();
+    }
+
+    fn shared_tokens(&self) -> Option<&dyn super::SharedTokens> {
+        Some(self)
     }
 
     #[cfg(any(test, feature = "test-support"))]
