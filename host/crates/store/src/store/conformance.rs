@@ -22,6 +22,7 @@ fn event(kind: &str) -> Event {
 
 fn session(id: &str, url: Option<&str>) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

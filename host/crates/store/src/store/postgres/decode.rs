@@ -138,6 +138,7 @@ pub(super) fn session_from(r: &Row) -> StoreResult<SessionRow> {
         ),
         key_digest: c.get("key_digest", None),
         stale_at: c.get("stale_at", None),
+        host: c.get("host", None),
         workspace_pin: match (
             c.get::<Option<i64>>("workspace_dev", None),
             c.get::<Option<i64>>("workspace_ino", None),
@@ -190,6 +191,7 @@ pub(super) fn policy_from(r: &Row) -> StoreResult<PolicyRow> {
         infra_retries_used: c.get("infra_retries_used", 0),
         review: c.column(&id, "review"),
         nudge: c.get("nudge", None),
+        host: c.get("host", None),
         id,
         damage: None,
     };
@@ -228,11 +230,13 @@ pub(super) fn event_from(r: &Row) -> StoreResult<EventRow> {
     let at = c.get("at", 0);
     let session_id = c.get("session_id", None);
     let policy_id = c.get("policy_id", None);
+    let host = c.get("host", None);
     let mut e = EventRow {
         cursor,
         at,
         session_id,
         policy_id,
+        host,
         event: codec::decode_event(kind, payload, c.damage.is_some()),
         damage: None,
     };

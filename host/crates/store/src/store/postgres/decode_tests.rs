@@ -10,6 +10,7 @@ use serde_json::json;
 
 fn session(id: &str) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

@@ -36,6 +36,7 @@ fn attach(store: &Store, id: &str, status: PolicyStatus) -> PolicyRow {
 
 fn session(id: &str) -> crate::store::SessionRow {
     crate::store::SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

@@ -675,6 +675,8 @@ mod hosts_tests;
 #[cfg(test)]
 mod options_tests;
 #[cfg(test)]
+mod owners_tests;
+#[cfg(test)]
 mod plans_tests;
 #[cfg(test)]
 mod retention_tests;

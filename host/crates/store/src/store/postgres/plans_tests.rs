@@ -16,6 +16,7 @@ use crate::store::{PolicyRow, PolicyStatus, Records, RecordsTx, SessionRow, Sess
 
 fn session(id: &str) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

@@ -13,6 +13,7 @@ use serde_json::json;
 
 fn quiet(id: &str) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

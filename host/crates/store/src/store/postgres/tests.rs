@@ -493,6 +493,7 @@ fn sessions_page_in_registration_order_and_are_found_by_key() {
         return;
     };
     let session = |id: &str, key: Option<&str>| SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

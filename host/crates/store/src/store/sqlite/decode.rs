@@ -155,6 +155,8 @@ pub(super) fn session_from(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
         ),
         key_digest: c.get("key_digest", None),
         stale_at: c.get("stale_at", None),
+        // One host, which keeps no host id.
+        host: None,
         workspace_pin: match (
             c.get::<Option<i64>>("workspace_dev", None),
             c.get::<Option<i64>>("workspace_ino", None),
@@ -208,6 +210,7 @@ pub(super) fn policy_from(r: &Row<'_>) -> rusqlite::Result<PolicyRow> {
         infra_retries_used: c.get("infra_retries_used", 0),
         review: c.column(&id, "review"),
         nudge: c.get("nudge", None),
+        host: None,
         id,
         damage: None,
     };
@@ -252,6 +255,7 @@ pub(super) fn event_from(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         at,
         session_id,
         policy_id,
+        host: None,
         event: codec::decode_event(kind, payload, c.damage.is_some()),
         damage: None,
     };

@@ -14,6 +14,7 @@ fn store() -> (tempfile::TempDir, SqliteStore) {
 
 fn session(id: &str) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),

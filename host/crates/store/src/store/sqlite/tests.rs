@@ -129,6 +129,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
     store
         .write(|tx| {
             tx.put_session(&SessionRow {
+                host: None,
                 id: "s1".into(),
                 label: None,
                 cwd: "/w".into(),
@@ -170,6 +171,7 @@ fn webhook_deliveries_are_queued_with_the_event() {
 
 fn session(id: &str, url: &str) -> SessionRow {
     SessionRow {
+        host: None,
         id: id.into(),
         label: None,
         cwd: "/w".into(),
