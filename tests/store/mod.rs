@@ -12,6 +12,7 @@
 
 mod fleet;
 mod fleet_chaos;
+mod forwarded;
 mod load;
 mod partition;
 mod postgres;

@@ -16,7 +16,14 @@
 //! committed) is not forwarded: the writer woke its own readers after that
 //! commit, and every cursor below it was committed before it.
 //!
-//! It owns the channel's name, that connection and its task (started by
+//! On the same connection it listens for the requests hosts send each
+//! other (`requests`): [`REQUESTS`] (a request inserted; payload: the
+//! owning host's id) and [`ANSWERED`] (one finished; payload: its id). A
+//! notification of a request to this host, or of any finished one, bumps
+//! the requests' wake-up ([`Wakeups::subscribe_requests`]), as does
+//! listening again; the woken re-read `host_requests`.
+//!
+//! It owns the channels' names, that connection and its task (started by
 //! the first subscription, ended when the store is dropped). It must never
 //! read the events themselves, hold a pooled connection, or show a
 //! password (its messages name the store's location, which holds none).
@@ -33,6 +40,13 @@ use tokio_postgres::{AsyncMessage, SimpleQueryMessage, Socket};
 
 /// The channel every write that appended events notifies.
 pub(super) const CHANNEL: &str = "gatehost_events";
+
+/// The channel an insert of a host request notifies (payload: the id of
+/// the host that owns its policy).
+pub(super) const REQUESTS: &str = "gatehost_requests";
+
+/// The channel a host request's outcome notifies (payload: its id).
+pub(super) const ANSWERED: &str = "gatehost_requests_answered";
 
 /// The first wait before making a lost connection again; it doubles up to
 /// [`MAX_RETRY`], and starts over once listening again.
@@ -75,6 +89,11 @@ pub(crate) struct Wakeups {
     committed: Arc<AtomicI64>,
     /// The newest cursor heard of; each change a wake-up.
     woken: watch::Sender<i64>,
+    /// This store's host (requests to it wake it), if any.
+    host: Option<String>,
+    /// Bumped at each request to this host, each request answered, and
+    /// each time it listens again.
+    requests: watch::Sender<u64>,
     /// The task, once started.
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -95,6 +114,7 @@ impl Wakeups {
         opts: &PgOptions,
         runtime: tokio::runtime::Handle,
         committed: Arc<AtomicI64>,
+        host: Option<String>,
     ) -> StoreResult<Wakeups> {
         let parsed = opts.parse()?;
         let mut config = parsed.config;
@@ -114,6 +134,8 @@ impl Wakeups {
             runtime,
             committed,
             woken: watch::Sender::new(0),
+            host,
+            requests: watch::Sender::new(0),
             task: Mutex::new(None),
         })
     }
@@ -124,6 +146,21 @@ impl Wakeups {
     /// Starts the listener on the first call.
     pub(crate) fn subscribe(&self) -> watch::Receiver<i64> {
         let rx = self.woken.subscribe();
+        self.start();
+        rx
+    }
+
+    /// A receiver woken at each request sent to this host, each request
+    /// answered (by any host), and once each time the listener listens
+    /// again. Starts the listener on the first call.
+    pub(crate) fn subscribe_requests(&self) -> watch::Receiver<u64> {
+        let rx = self.requests.subscribe();
+        self.start();
+        rx
+    }
+
+    /// Starts the listening task, unless it runs.
+    fn start(&self) {
         let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
         if task.is_none() {
             let listener = Listener {
@@ -132,10 +169,11 @@ impl Wakeups {
                 location: self.location.clone(),
                 committed: self.committed.clone(),
                 woken: self.woken.clone(),
+                host: self.host.clone(),
+                requests: self.requests.clone(),
             };
             *task = Some(self.runtime.spawn(listener.run()));
         }
-        rx
     }
 }
 
@@ -165,6 +203,8 @@ struct Listener {
     location: String,
     committed: Arc<AtomicI64>,
     woken: watch::Sender<i64>,
+    host: Option<String>,
+    requests: watch::Sender<u64>,
 }
 
 impl Listener {
@@ -215,7 +255,9 @@ impl Listener {
         let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
         // Listening first, then the head: nothing committed after it is
         // missed (it is notified).
-        let listen_sql = format!("LISTEN {CHANNEL}; SELECT cursor FROM event_head");
+        let listen_sql = format!(
+            "LISTEN {CHANNEL}; LISTEN {REQUESTS}; LISTEN {ANSWERED}; SELECT cursor FROM event_head"
+        );
         let listen = client.simple_query(&listen_sql);
         tokio::pin!(listen);
         let head = loop {
@@ -241,6 +283,7 @@ impl Listener {
                 *v = (*v).max(h);
             }
         });
+        self.requests.send_modify(|n| *n = n.wrapping_add(1));
         loop {
             match messages.next().await {
                 Some(Ok(m)) => self.forward(m),
@@ -259,6 +302,12 @@ impl Listener {
                 if let Some(cursor) = foreign(n.payload(), committed) {
                     self.woken.send_modify(|head| *head = (*head).max(cursor));
                 }
+            }
+            AsyncMessage::Notification(n)
+                if n.channel() == ANSWERED
+                    || (n.channel() == REQUESTS && self.host.as_deref() == Some(n.payload())) =>
+            {
+                self.requests.send_modify(|n| *n = n.wrapping_add(1));
             }
             AsyncMessage::Notice(n) => {
                 tracing::debug!(store = %self.location, notice = %n.message(), "server notice on the listening connection");

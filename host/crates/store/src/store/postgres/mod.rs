@@ -213,7 +213,8 @@ impl PgStore {
             .bridge
             .handle()
             .ok_or_else(|| StoreError::Backend("the PostgreSQL runtime has stopped".into()))?;
-        Wakeups::new(opts, runtime, self.committed.clone())
+        let host = self.lease.as_ref().map(|l| l.id.clone());
+        Wakeups::new(opts, runtime, self.committed.clone(), host)
     }
 
     /// Brings the schema up to this build's: `(before, after)`.

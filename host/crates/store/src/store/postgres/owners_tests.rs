@@ -168,3 +168,79 @@ fn a_read_of_one_host_s_events_is_answered_by_the_events_host_index() {
     assert!(plan.iter().any(|l| l.contains("events_host")), "{plan:#?}");
     drop((a, b));
 }
+
+/// Waits (bounded) until `rx` changed, then marks it seen.
+fn woken<T>(rx: &mut tokio::sync::watch::Receiver<T>, what: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match rx.has_changed() {
+            Ok(true) => {
+                rx.borrow_and_update();
+                return;
+            }
+            Ok(false) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(false) => panic!("no wake-up within 15 s: {what}"),
+            Err(_) => panic!("the wake-ups ended: {what}"),
+        }
+    }
+}
+
+#[test]
+fn a_request_wakes_the_host_it_is_sent_to_and_its_outcome_wakes_its_sender() {
+    use crate::store::HostRequestState::{Done, Open, Taken};
+    let Some(db) = TestDb::new("owners::requests_wake_their_hosts") else {
+        return;
+    };
+    let a = host(&db, "alpha");
+    let b = host(&db, "beta");
+    work(&a, "s-a", "p-a", 0);
+    let mut to_a = a.request_wakeups().expect("PostgreSQL notifies");
+    let mut to_b = b.request_wakeups().expect("PostgreSQL notifies");
+    let mut events_a = a.wakeups().expect("PostgreSQL notifies");
+    // Each wakes once when it listens (what was sent before is read then).
+    woken(&mut to_a, "alpha listens");
+    woken(&mut to_b, "beta listens");
+    // A request to another host does not wake alpha: once a later event
+    // notification on the same connection reached it, nothing else did.
+    b.write(|tx| tx.insert_host_request("gamma", "p-a", "{}", 1))
+        .expect("send to gamma");
+    let cursor = b
+        .write(|tx| {
+            let e = Event::decode("session:heartbeat", json!({}));
+            tx.append_event(&e, None, None, &[])
+        })
+        .expect("append");
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while *events_a.borrow_and_update() < cursor {
+        assert!(
+            std::time::Instant::now() < until,
+            "alpha never heard {cursor}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(to_a.has_changed().ok(), Some(false), "woken for gamma's");
+    // One to alpha wakes alpha; its outcome wakes beta.
+    let id = b
+        .write(|tx| tx.insert_host_request("alpha", "p-a", "{}", 2))
+        .expect("send to alpha");
+    woken(&mut to_a, "a request to alpha");
+    let due = a.host_requests_due().expect("due");
+    assert_eq!(due.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+    assert!(
+        a.write(|tx| tx.move_host_request(id, Open, Taken, None, 3))
+            .expect("take")
+    );
+    assert_eq!(to_b.has_changed().ok(), Some(false), "taking is no outcome");
+    assert!(
+        a.write(|tx| tx.move_host_request(id, Taken, Done, Some("{}"), 4))
+            .expect("answer")
+    );
+    woken(&mut to_b, "the outcome of beta's request");
+    assert_eq!(
+        b.host_request(id).expect("read").expect("there").state,
+        Done
+    );
+    drop((a, b));
+}
