@@ -14,6 +14,7 @@ mod fleet;
 mod fleet_chaos;
 mod forwarded;
 mod load;
+mod page;
 mod partition;
 mod postgres;
 mod postgres_cli;
