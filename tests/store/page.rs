@@ -25,21 +25,45 @@ fn the_page_of_one_host_names_the_hosts_and_who_owns_each_policy_and_session() {
     };
     let s = Scratch::new();
     git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}lease = \"15s\"\n",
-            allow_config(&["true"]),
-            store_section(&pg.url, &pg.password_file)
-        ),
-    );
-    let start =
-        |id: &str| Daemon::start_with_env(&s.etc.join(id), &cfg, &[("GATEHOST_HOST_ID", id)]);
-    let a = start("alpha");
-    let b = start("beta");
-    let mut c = start("gamma");
-    // A clean stop releases gamma's claim: `stopped`, its lease ended.
+    let config = |name: &str, lease: &str| {
+        s.write(
+            name,
+            &format!(
+                "{}{}lease = \"{lease}\"\n",
+                allow_config(&["true"]),
+                store_section(&pg.url, &pg.password_file)
+            ),
+        )
+    };
+    let (cfg, short) = (config("config.toml", "15s"), config("short.toml", "3s"));
+    let start = |id: &str, cfg: &std::path::Path| {
+        Daemon::start_with_env(&s.etc.join(id), cfg, &[("GATEHOST_HOST_ID", id)])
+    };
+    let a = start("alpha", &cfg);
+    let b = start("beta", &cfg);
+    // Gamma stops: a clean stop releases its claim (`stopped`); a SIGTERM
+    // that comes before its handler is in place kills it, its claim then
+    // ending with its (short) lease. Either way, once its lease has ended
+    // the page shows the state the store gives.
+    let mut c = start("gamma", &short);
     c.stop();
+    let deadline = std::time::Instant::now() + T;
+    let gamma = loop {
+        let hosts = b.agent_ok("GET", "/v1/hosts", None);
+        let g = hosts["hosts"]
+            .as_array()
+            .and_then(|h| h.iter().find(|h| h["id"] == "gamma").cloned())
+            .expect("gamma is listed");
+        if g["live"] == false {
+            break g;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gamma's lease never ended: {g}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let gamma_state = gamma["state"].as_str().expect("a state").to_string();
     a.register("s1", &s.ws);
     let pid = a.commit_awaiting_ack(&s.ws, "seen from beta", T);
     let m = marker("hosts-page");
@@ -73,8 +97,8 @@ fn the_page_of_one_host_names_the_hosts_and_who_owns_each_policy_and_session() {
     assert!(text(1).contains("this page's host"), "{seen:#}");
     assert!(!text(0).contains("this page's host"), "{seen:#}");
     assert!(
-        text(2).contains("stopped") && text(2).contains("lease ended"),
-        "{seen:#}"
+        text(2).contains(&format!("gamma {gamma_state} lease ended")),
+        "{gamma}: {seen:#}"
     );
     // Alpha's policy and session, as beta's page shows them.
     assert_eq!(seen["policyHost"], "alpha", "{seen:#}");

@@ -374,5 +374,26 @@ mod tests {
         let text = serde_json::to_string(&o).expect("encode");
         assert_eq!(serde_json::from_str::<Outcome>(&text).expect("decode"), o);
         assert!(text.contains(r#""status":409"#), "{text}");
+        // A diff's page is recorded whole and read back equal.
+        let page = crate::wire::PolicyDiff {
+            policy_id: "pol_1".into(),
+            status: crate::wire::PolicyStatus::AwaitingAck,
+            tree: "t".into(),
+            base: None,
+            commit: None,
+            head_moved: false,
+            files: Vec::new(),
+            patch: "diff --git a/x b/x\n+\u{1F600}\n".into(),
+            from: 0,
+            next_from: Some(1),
+            total_files: 2,
+            note: Some("files 0 to 0 of 2".into()),
+        };
+        let o = Outcome::Diff {
+            diff: Box::new(page),
+        };
+        let text = serde_json::to_string(&o).expect("encode");
+        assert!(text.starts_with(r#"{"outcome":"diff","diff":{"#), "{text}");
+        assert_eq!(serde_json::from_str::<Outcome>(&text).expect("decode"), o);
     }
 }
