@@ -93,6 +93,19 @@ fn the_diff_of_another_host_s_policy_is_its_owner_s_answer_and_every_record_name
         of_beta.len(),
         all.iter().filter(|e| e["host"] == "beta").count()
     );
+    // The CLI's too: `gatehost events poll --host beta`.
+    let run = c.cli_ok(
+        &[
+            "events", "poll", "--host", "beta", "--limit", "1000", "--json",
+        ],
+        &c.operator,
+    );
+    let page: Value = serde_json::from_str(run.stdout.trim()).expect("a page");
+    assert_eq!(
+        page["events"].as_array().map(Vec::len),
+        Some(of_beta.len()),
+        "{page}"
+    );
     // A name that is no host id is refused, naming the parameter.
     let (code, body) = c.get("/v1/events?host=no%20such", &c.operator);
     assert_eq!(

@@ -14,7 +14,7 @@
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?, passkey?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge; `passkey` `{ceremony, credential}`: with `ack_requires = "passkey"` an approval needs it, else 403 `passkey-required`) |
 //! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
-//! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
+//! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`; another host's policy: made by its owner, `forwarded`) |
 //! | `POST /v1/routines` | operator | start a routine (`engine::routine::RoutineSpec`) |
 //! | `GET /v1/routines`, `GET /v1/routines/{id}` | agent | read runs (the newest first), one run |
 //! | `POST /v1/routines/{id}/cancel` | operator | cancel a run |
