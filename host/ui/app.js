@@ -17,9 +17,16 @@ async function api(method, path, body) {
 function show(id) { for (const s of ["login", "inbox", "policy"]) $(s).hidden = s !== id; }
 // The statuses waiting for a person (a gate that could not run blocks too).
 const WAITING = "awaiting-ack,blocked";
+// The host that owns a record (a daemon of hosts sharing PostgreSQL says;
+// one of SQLite has none: nothing shown).
+function hostTag(x) {
+  const t = el("span", x.host ? "on " + x.host : "", "host"); t.dataset.host = x.host || "";
+  return x.host ? [" ", t] : [];
+}
 function item(p) {
   const li = el("li"); const a = el("a", p.id); a.href = "#policy/" + encodeURIComponent(p.id);
-  li.append(a, " ", el("strong", p.status), " ", el("span", (p.sessions || []).join(", ")));
+  li.dataset.policy = p.id;
+  li.append(a, " ", el("strong", p.status), " ", el("span", (p.sessions || []).join(", ")), ...hostTag(p));
   if (p.status === "blocked" && p.reason) li.append(el("div", p.reason, "reason"));
   return li;
 }
@@ -34,7 +41,24 @@ async function inbox() {
   const ss = await api("GET", "/v1/sessions?limit=50");
   $("sessions").replaceChildren(...ss.sessions.map(sessionItem));
   sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
+  await hosts();
   await passkeys();
+}
+// The hosts sharing the daemon's store: each one's state (live, stopped,
+// or what the store says: stale, taken) and whether its lease runs. A
+// daemon of one host (SQLite) lists none: the panel stays hidden.
+async function hosts() {
+  const h = await api("GET", "/v1/hosts");
+  const list = h.hosts || [];
+  $("hosts-panel").hidden = !list.length;
+  $("hosts").replaceChildren(...list.map((x) => {
+    const li = el("li"); li.dataset.host = x.id;
+    li.append(el("strong", x.id), " ", el("span", x.state, x.live ? "up" : "down"), " ",
+      el("span", x.live ? "lease runs" : "lease ended " + ago(x.leaseUntil), "reason"));
+    if (x.id === h.this) li.append(" ", el("span", "(this page's host)", "hint"));
+    li.title = x.machine + " pid " + x.pid + ", gatehost " + x.version + ", heard from " + ago(x.heartbeatAt);
+    return li;
+  }));
 }
 // A session: its id and label, state, when it was last heard from, and its
 // last message (the agent's words: text only, cut).
@@ -46,7 +70,7 @@ function ago(ms) {
 }
 function sessionItem(x) {
   const li = el("li"); li.dataset.session = x.id;
-  li.append(el("code", x.id), " ", el("strong", x.state), " ", el("span", x.label || ""),
+  li.append(el("code", x.id), " ", el("strong", x.state), " ", el("span", x.label || ""), ...hostTag(x),
     " ", el("span", "heard from " + ago(Math.max(x.heartbeatAt || 0, x.updatedAt || 0)), "reason"));
   if (x.lastMessage) {
     const m = x.lastMessage.length > 200 ? x.lastMessage.slice(0, 200) + "…" : x.lastMessage;
@@ -114,6 +138,7 @@ async function policy(id) {
   p.tree = current && current.id === id ? current.tree : undefined;
   current = p;
   $("p-title").textContent = p.id; $("p-status").textContent = p.status;
+  $("p-host").textContent = p.host || ""; $("p-host-line").hidden = !p.host;
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   since(p.plan && p.plan.changedAfterSnapshot);
@@ -144,6 +169,7 @@ async function policy(id) {
 function blank(id) {
   current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null;
   $("p-title").textContent = id; $("p-status").textContent = "";
+  $("p-host").textContent = ""; $("p-host-line").hidden = true;
   $("actions").hidden = true;
   for (const e of ["p-plan", "p-verdicts", "p-diff-note", "p-timeline-note"]) $(e).textContent = "";
   for (const e of ["p-diff", "p-runs", "p-timeline", "p-since-list"]) $(e).replaceChildren();

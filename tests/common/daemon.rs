@@ -569,6 +569,7 @@ impl Daemon {
         let client = self.observer();
         loop {
             let q = gatehost::wire::EventQuery {
+                host: extra.get("host").cloned(),
                 since: Some(since),
                 limit: Some(1000),
                 types: extra.get("types").cloned(),

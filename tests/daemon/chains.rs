@@ -361,6 +361,7 @@ fn sigkills_at_every_step_of_chains_double_and_lose_no_terminal_event() {
                 all_settled = false;
             }
             let q = gatehost::wire::EventQuery {
+                host: None,
                 since: Some(0),
                 limit: Some(1000),
                 types: Some("review:repair".into()),

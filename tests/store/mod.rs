@@ -12,7 +12,9 @@
 
 mod fleet;
 mod fleet_chaos;
+mod forwarded;
 mod load;
+mod page;
 mod partition;
 mod postgres;
 mod postgres_cli;

@@ -210,6 +210,7 @@ pub(crate) fn live_sessions(store: &gatehost::store::Store, n: usize) {
         .write(|tx| {
             for i in 0..n {
                 tx.put_session(&SessionRow {
+                    host: None,
                     id: format!("s{i}"),
                     label: None,
                     cwd: "/tmp".into(),

@@ -108,6 +108,7 @@ impl ToWire for SessionRow {
             // Never sent to a client.
             key_digest: _,
             stale_at,
+            host,
             damage,
             // Never sent to a client.
             workspace_pin: _,
@@ -129,6 +130,7 @@ impl ToWire for SessionRow {
             updated_at,
             owner,
             stale_at,
+            host,
             damage: damage.map(ToWire::to_wire),
         }
     }
@@ -181,6 +183,7 @@ impl ToWire for PolicyRow {
             review,
             // Not sent to a client (its `policy:nudge` carries it).
             nudge: _,
+            host,
             damage,
         } = row;
         wire::Policy {
@@ -208,6 +211,7 @@ impl ToWire for PolicyRow {
             deadline_at,
             infra_retries_used,
             review,
+            host,
             damage: damage.map(ToWire::to_wire),
         }
     }
@@ -224,6 +228,7 @@ impl ToWire for EventRow {
             session_id,
             policy_id,
             event,
+            host,
             damage,
         } = row;
         wire::Event {
@@ -232,6 +237,7 @@ impl ToWire for EventRow {
             session_id,
             policy_id,
             event,
+            host,
             damage: damage.map(ToWire::to_wire),
         }
     }

@@ -44,6 +44,8 @@ fn damage() -> RowDamage {
 fn session(all: bool) -> SessionRow {
     let some = |v: &str| all.then(|| v.to_string());
     SessionRow {
+        // A PostgreSQL host's row names its host; SQLite's none.
+        host: some("alpha"),
         id: "claude:s1".into(),
         label: some("build"),
         cwd: "/w".into(),
@@ -64,6 +66,26 @@ fn session(all: bool) -> SessionRow {
         damage: all.then(damage),
         workspace_pin: all.then_some(crate::anchor::DirIdentity { dev: 1, ino: 2 }),
     }
+}
+
+/// A daemon of one host (SQLite) answers no `host` at all; a PostgreSQL
+/// host's records say which host owns them.
+#[test]
+fn the_host_is_answered_only_when_known() {
+    let none = serde_json::to_value(session(false).to_wire()).expect("encodes");
+    assert!(none.get("host").is_none(), "{none}");
+    let named = serde_json::to_value(session(true).to_wire()).expect("encodes");
+    assert_eq!(named["host"], "alpha");
+    let none = serde_json::to_value(policy(false).to_wire()).expect("encodes");
+    assert!(none.get("host").is_none(), "{none}");
+    assert_eq!(
+        serde_json::to_value(policy(true).to_wire()).expect("encodes")["host"],
+        "alpha"
+    );
+    let e = serde_json::to_value(event(false).to_wire()).expect("encodes");
+    assert_eq!(e["host"], "beta", "{e}");
+    let e = serde_json::to_value(event(true).to_wire()).expect("encodes");
+    assert!(e.get("host").is_none(), "{e}");
 }
 
 #[test]
@@ -96,6 +118,7 @@ fn policy(all: bool) -> PolicyRow {
     row.updated_at = 200;
     row.gate_crashes = 1;
     row.infra_retries_used = 1;
+    row.host = all.then(|| "alpha".to_string());
     if all {
         row.verdict = Some(RunReport::error("the gate could not run".into()));
         row.plan = Some(
@@ -230,6 +253,7 @@ fn event(damaged: bool) -> EventRow {
     let payload = json!({"policyId": "p1", "status": "blocked", "sessionIds": ["s1"],
                          "outcome": "fail", "reason": "exited with code 1"});
     EventRow {
+        host: (!damaged).then(|| "beta".to_string()),
         cursor: 7,
         at: 70,
         session_id: (!damaged).then(|| "s1".to_string()),

@@ -6,7 +6,14 @@
 //! owner ([`send`]) and waits for what came of it; every host carries out,
 //! in order, the actions sent to it ([`carry_out`], a task of `serve`), as
 //! if they had been sent to it, and records the outcome the sender then
-//! answers with.
+//! answers with. A read only the owner can answer goes the same way: the
+//! diff of a policy (its workspace is the owner's), computed by the owner
+//! within the diff route's bounds and recorded whole as the outcome.
+//!
+//! Wake-ups: the store notifies the owner of a request sent to it and the
+//! sender of its outcome (`Store::request_wakeups`, PostgreSQL's
+//! LISTEN/NOTIFY); each also looks every [`SLOW_LOOK`] in case a
+//! notification was lost (the listener's connection down).
 //!
 //! A request is `open` until its owner takes it (then it happens, once:
 //! the owner moves it to `taken` in a transaction before acting), and the
@@ -30,13 +37,18 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// How long the sender waits for the owner to take a request before it
-/// withdraws it (the owner looks for requests every [`LOOK_EVERY`]).
+/// withdraws it.
 pub const TAKEN_WITHIN: Duration = Duration::from_secs(10);
 
 /// How long the sender waits for the outcome of a request its owner took.
 const DONE_WITHIN: Duration = Duration::from_secs(120);
 
-/// How often the owner looks for requests, and the sender for outcomes.
+/// How often the owner looks for requests, and the sender for its
+/// outcome, when no notification woke it (a notification lost with the
+/// listener's connection is found then).
+const SLOW_LOOK: Duration = Duration::from_secs(2);
+
+/// How often they look where the store has no notifications.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// An action sent to the host owning its policy.
@@ -59,14 +71,19 @@ pub enum HostAction {
     },
     /// `POST /v1/policies/{id}/cancel`.
     Cancel {},
+    /// `GET /v1/policies/{id}/diff?from=&limit=`, the caller's right to
+    /// read it checked by the sender.
+    Diff { from: usize, limit: Option<usize> },
 }
 
 /// What came of an action, as its owner answered it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Outcome {
     /// Carried out: the policy is as its owner left it.
     Done,
+    /// A diff's page, as the owner's diff route answered it.
+    Diff { diff: Box<crate::wire::PolicyDiff> },
     /// Refused or failed, as the owner's API answered.
     Failed {
         status: u16,
@@ -111,11 +128,12 @@ pub(super) async fn send(
     let text = serde_json::to_string(action)
         .map_err(|e| internal(format!("cannot encode the action: {e}")))?;
     let store = st.engine.store();
+    // Subscribed first: the outcome's notification cannot come before.
+    let mut woken = store.request_wakeups();
     let id = store.write(|tx| tx.insert_host_request(host, policy, &text, now_ms()))?;
     tracing::info!(request = id, %host, policy, "an operator's action sent to the host owning its policy");
     let started = Instant::now();
     loop {
-        tokio::time::sleep(LOOK_EVERY).await;
         let row = store
             .host_request(id)?
             .ok_or_else(|| internal(format!("request {id} vanished")))?;
@@ -155,6 +173,30 @@ pub(super) async fn send(
             }
             _ => {}
         }
+        // Until notified, or the next look; never past the withdrawal.
+        let left = TAKEN_WITHIN.saturating_sub(started.elapsed());
+        let look = if left.is_zero() {
+            SLOW_LOOK
+        } else {
+            SLOW_LOOK.min(left)
+        };
+        wait(&mut woken, look).await;
+    }
+}
+
+/// Waits for a wake-up (a request sent to this host, or one answered)
+/// for at most `look`; without notifications, [`LOOK_EVERY`].
+async fn wait(woken: &mut Option<tokio::sync::watch::Receiver<u64>>, look: Duration) {
+    match woken {
+        Some(rx) => {
+            if let Ok(Err(_)) = tokio::time::timeout(look, rx.changed()).await {
+                // The store's listener is gone (the store is closing):
+                // looks on a timer from now.
+                *woken = None;
+                tokio::time::sleep(LOOK_EVERY.min(look)).await;
+            }
+        }
+        None => tokio::time::sleep(LOOK_EVERY.min(look)).await,
     }
 }
 
@@ -164,6 +206,7 @@ fn answer(st: &AppState, policy: &str, row: &HostRequestRow) -> ApiResult {
         .map_err(|e| internal(format!("request {}'s outcome: {e}", row.id)))?;
     match outcome {
         Outcome::Done => ok(ToWire::to_wire(st.engine.policy(policy)?)),
+        Outcome::Diff { diff } => ok(diff),
         Outcome::Failed {
             status,
             code,
@@ -184,8 +227,9 @@ fn answer(st: &AppState, policy: &str, row: &HostRequestRow) -> ApiResult {
 /// Carries out the actions other hosts sent this one, in order, for as
 /// long as the daemon lives.
 pub async fn carry_out(st: AppState) {
+    let mut woken = st.engine.store().request_wakeups();
     loop {
-        tokio::time::sleep(LOOK_EVERY).await;
+        wait(&mut woken, SLOW_LOOK).await;
         let due = match st.engine.store().host_requests_due() {
             Ok(due) => due,
             Err(e) => {
@@ -227,7 +271,7 @@ async fn carry_one(st: &AppState, row: &HostRequestRow) -> Result<(), ApiError> 
             field: None,
         },
         Ok(action) => match act(st, &row.policy_id, action, from).await {
-            Ok(()) => Outcome::Done,
+            Ok(outcome) => outcome,
             Err(e) => Outcome::of(e),
         },
     };
@@ -247,7 +291,12 @@ async fn carry_one(st: &AppState, row: &HostRequestRow) -> Result<(), ApiError> 
 }
 
 /// Does `action` on `policy` as its API would have.
-async fn act(st: &AppState, policy: &str, action: HostAction, from: &str) -> Result<(), ApiError> {
+async fn act(
+    st: &AppState,
+    policy: &str,
+    action: HostAction,
+    from: &str,
+) -> Result<Outcome, ApiError> {
     let by = format!("the operator (through host {from})");
     match action {
         HostAction::Ack {
@@ -276,8 +325,15 @@ async fn act(st: &AppState, policy: &str, action: HostAction, from: &str) -> Res
         HostAction::Cancel {} => {
             st.engine.cancel(policy, &by)?;
         }
+        HostAction::Diff { from, limit } => {
+            let q = super::query::DiffQuery { from, limit };
+            let diff = super::review::page(st, policy, q).await?;
+            return Ok(Outcome::Diff {
+                diff: Box::new(diff),
+            });
+        }
     }
-    Ok(())
+    Ok(Outcome::Done)
 }
 
 #[cfg(test)]
@@ -298,6 +354,10 @@ mod tests {
                 comments: Vec::new(),
             },
             HostAction::Cancel {},
+            HostAction::Diff {
+                from: 2,
+                limit: Some(1),
+            },
         ] {
             let text = serde_json::to_string(&a).expect("encode");
             assert_eq!(
@@ -314,5 +374,26 @@ mod tests {
         let text = serde_json::to_string(&o).expect("encode");
         assert_eq!(serde_json::from_str::<Outcome>(&text).expect("decode"), o);
         assert!(text.contains(r#""status":409"#), "{text}");
+        // A diff's page is recorded whole and read back equal.
+        let page = crate::wire::PolicyDiff {
+            policy_id: "pol_1".into(),
+            status: crate::wire::PolicyStatus::AwaitingAck,
+            tree: "t".into(),
+            base: None,
+            commit: None,
+            head_moved: false,
+            files: Vec::new(),
+            patch: "diff --git a/x b/x\n+\u{1F600}\n".into(),
+            from: 0,
+            next_from: Some(1),
+            total_files: 2,
+            note: Some("files 0 to 0 of 2".into()),
+        };
+        let o = Outcome::Diff {
+            diff: Box::new(page),
+        };
+        let text = serde_json::to_string(&o).expect("encode");
+        assert!(text.starts_with(r#"{"outcome":"diff","diff":{"#), "{text}");
+        assert_eq!(serde_json::from_str::<Outcome>(&text).expect("decode"), o);
     }
 }

@@ -14,7 +14,7 @@
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?, passkey?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge; `passkey` `{ceremony, credential}`: with `ack_requires = "passkey"` an approval needs it, else 403 `passkey-required`) |
 //! | `POST /v1/policies/{id}/request-changes` | operator | `{tree, comments: [{path, line, side: old\|new, body}]}`: the comments to the agent as its nudge, the policy watching again (see `engine::changes`) |
-//! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`) |
+//! | `GET /v1/policies/{id}/diff?from=&limit=` | agent | the exact patch committed, a page (see `review`; another host's policy: made by its owner, `forwarded`) |
 //! | `POST /v1/routines` | operator | start a routine (`engine::routine::RoutineSpec`) |
 //! | `GET /v1/routines`, `GET /v1/routines/{id}` | agent | read runs (the newest first), one run |
 //! | `POST /v1/routines/{id}/cancel` | operator | cancel a run |
@@ -24,10 +24,10 @@
 //! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, code?, assertion?}` then `{ceremony, credential}`: register a passkey (the first needs the enrolment code of `gatehost passkey enrol-code`, every later one a registered one's assertion) |
 //! | `POST /v1/passkeys/{id}/remove` | operator | `{assertion}` for removing exactly it |
 //! | `POST /v1/tokens/rotate` | operator | `{agent?: bool, operator?: bool}`: new tokens (the cluster's on PostgreSQL), the old ones refused from then on; answers their files, never a value (see `cluster_tokens`) |
-//! | `GET /v1/events?since=&types=&session=&policy=&limit=&wait=` | agent | the bus by cursor |
+//! | `GET /v1/events?since=&types=&session=&policy=&host=&limit=&wait=` | agent | the bus by cursor (`host`: the events that host wrote; 400 `no-hosts` on SQLite) |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
 //! | `POST /v1/ui/link`, `GET /ui/login?code=` | operator / none | a one-time login link (`gatehost ui`), spent once within 2 minutes for the cookie (see `ui`) |
-//! | `GET /v1/events/stream?since=&types=&session=&policy=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
+//! | `GET /v1/events/stream?since=&types=&session=&policy=&host=` | agent | the bus as server-sent events, resumed from `Last-Event-ID` (see `stream`) |
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}` with 400 (bad
 //! input, naming the field), 401 (missing or wrong token: nothing done),
@@ -204,6 +204,22 @@ async fn hosts(State(st): State<AppState>, Credential(_): Credential) -> ApiResu
         this: store.host().map(|(id, _)| id),
         hosts,
     })
+}
+
+/// A selection by `host` is answered by a daemon that keeps hosts
+/// (PostgreSQL); one of one host (SQLite) refuses it (400 `no-hosts`)
+/// rather than answer an empty log.
+fn hosts_kept(st: &AppState, select: &query::EventSelect) -> Result<(), ApiError> {
+    if select.host.is_some() && st.engine.store().host().is_none() {
+        let mut e = ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "no-hosts",
+            "this daemon keeps no hosts (SQLite): ?host= selects the events a host of a PostgreSQL store wrote",
+        );
+        e.field = Some("host".into());
+        return Err(e);
+    }
+    Ok(())
 }
 
 async fn register(
@@ -471,13 +487,8 @@ async fn events(
     Query(q): Query<EventQuery>,
 ) -> ApiResult {
     let (since, wait) = (q.since, q.wait);
-    let mut filter = EventFilter {
-        since,
-        types: q.select.types,
-        session_ids: q.select.sessions,
-        policy_ids: q.select.policies,
-        limit: q.limit,
-    };
+    hosts_kept(&st, &q.select)?;
+    let mut filter = q.select.filter(since, q.limit);
     st.engine.check_event_read(&mut filter, &caller)?;
     let events = if wait.is_zero() {
         st.engine.events(&filter)?

@@ -172,12 +172,29 @@ impl FromParams for PolicyListQuery {
 }
 
 /// Which events: `types` (full or short names, an unknown one a 400
-/// naming the known ones), `session` and `policy` (lists).
+/// naming the known ones), `session` and `policy` (lists), and `host`
+/// (one host id: the events that host wrote; a name that cannot be a
+/// host id is a 400).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EventSelect {
     pub types: Vec<String>,
     pub sessions: Vec<String>,
     pub policies: Vec<String>,
+    pub host: Option<String>,
+}
+
+impl EventSelect {
+    /// The store's filter of these events after `since`, at most `limit`.
+    pub fn filter(self, since: i64, limit: usize) -> crate::store::EventFilter {
+        crate::store::EventFilter {
+            since,
+            types: self.types,
+            session_ids: self.sessions,
+            policy_ids: self.policies,
+            host: self.host,
+            limit,
+        }
+    }
 }
 
 impl FromParams for EventSelect {
@@ -191,10 +208,19 @@ impl FromParams for EventSelect {
                     .map_err(|m| ApiError::bad_request("types", m))
             })
             .collect::<Result<_, _>>()?;
+        let host = match q.get("host").map(str::trim) {
+            None | Some("") => None,
+            Some(h) => {
+                crate::store::HostSpec::check_id(h)
+                    .map_err(|m| ApiError::bad_request("host", m))?;
+                Some(h.to_string())
+            }
+        };
         Ok(EventSelect {
             types,
             sessions: q.list("session"),
             policies: q.list("policy"),
+            host,
         })
     }
 }
@@ -411,6 +437,27 @@ mod tests {
         );
         let s = StreamQuery::from_params(&Params::of(&[])).expect("stream");
         assert_eq!(s.since, None, "the stream starts at the head");
+        assert_eq!(s.select.host, None);
+    }
+
+    #[test]
+    fn an_event_query_names_one_host_by_its_id() {
+        let q = EventQuery::from_params(&Params::of(&[("host", " alpha-1.b_c ")])).expect("host");
+        assert_eq!(q.select.host.as_deref(), Some("alpha-1.b_c"));
+        let s = StreamQuery::from_params(&Params::of(&[("host", "beta")])).expect("stream");
+        assert_eq!(s.select.host.as_deref(), Some("beta"));
+        for bad in ["-x", "a b", "a/b", "é", &"h".repeat(64)] {
+            assert_eq!(
+                field(EventQuery::from_params(&Params::of(&[("host", bad)]))),
+                "host",
+                "{bad}"
+            );
+        }
+        let f = q.select.filter(4, 9);
+        assert_eq!(
+            (f.since, f.limit, f.host.as_deref()),
+            (4, 9, Some("alpha-1.b_c"))
+        );
     }
 
     #[test]

@@ -5,11 +5,18 @@
 //! Bounded: a page holds at most `limit` files (default and most
 //! [`MAX_FILES`]) and [`MAX_PAGE_BYTES`] of text; the next page starts at
 //! `nextFrom`. A single file over the byte bound is sent as its headers
-//! with `cut: true` and a `note`, its counts whole. This module only maps
-//! the engine's answer to the wire; it must never change state.
+//! with `cut: true` and a `note`, its counts whole.
+//!
+//! The patch is read from the policy's workspace, which is its owning
+//! host's: a host asked for another host's policy (a fleet on PostgreSQL)
+//! checks the caller, then has the owner make the page (`forwarded`) and
+//! answers it as the owner made it, or the owner's refusal.
+//!
+//! This module only maps the engine's answer to the wire; it must never
+//! change state.
 
 use super::query::{DiffQuery, Query};
-use super::{ApiResult, AppState, Credential, ok};
+use super::{ApiError, ApiResult, AppState, Credential, forwarded, ok};
 use crate::api::convert::ToWire;
 use crate::commit::patch::PageBounds;
 use crate::wire;
@@ -27,11 +34,28 @@ pub(super) async fn diff(
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
     st.engine.policy_for(&id, &caller)?;
+    if let Some(owner) = forwarded::owner_elsewhere(&st, &id)? {
+        let action = forwarded::HostAction::Diff {
+            from: q.from,
+            limit: q.limit,
+        };
+        return forwarded::send(&st, &owner, &id, &action).await;
+    }
+    ok(page(&st, &id, q).await?)
+}
+
+/// The page `q` of policy `id`'s patch, read from its workspace (this
+/// host's).
+pub(super) async fn page(
+    st: &AppState,
+    id: &str,
+    q: DiffQuery,
+) -> Result<wire::PolicyDiff, ApiError> {
     let (from, max_files) = (q.from, q.files(MAX_FILES));
     let got = st
         .engine
         .policy_patch(
-            &id,
+            id,
             PageBounds {
                 from,
                 max_files,
@@ -58,7 +82,7 @@ pub(super) async fn diff(
         )),
         (true, None) => None,
     };
-    ok(wire::PolicyDiff {
+    Ok(wire::PolicyDiff {
         policy_id: got.policy.id.clone(),
         status: got.policy.status.to_wire(),
         tree: got.tree,

@@ -7,7 +7,7 @@
 //! Where it starts: after `Last-Event-ID` (what an `EventSource` sends
 //! when it reconnects), else after `since`, else after the newest event
 //! stored (only what happens from now). Filters as `/v1/events`: `types`,
-//! `session`, `policy`; with the agent token, as there, only sessions and
+//! `session`, `policy`, `host`; with the agent token, as there, only sessions and
 //! policies whose keys it presents (`engine::reads`). Bounded by the API's
 //! limits: a stream holds a place among the long-polls (503
 //! `too-many-waiters` past the cap, see `limits`) and ends after
@@ -121,13 +121,8 @@ pub(super) async fn stream(
         (Some(c), _) | (None, Some(c)) => c,
         (None, None) => st.engine.store().head_cursor().map_err(EngineError::from)?,
     };
-    let mut filter = EventFilter {
-        since,
-        types: q.select.types,
-        session_ids: q.select.sessions,
-        policy_ids: q.select.policies,
-        limit: BATCH,
-    };
+    super::hosts_kept(&st, &q.select)?;
+    let mut filter = q.select.filter(since, BATCH);
     // With the agent token: only the sessions and policies whose keys it
     // presents (`engine::reads`).
     st.engine.check_event_read(&mut filter, &caller)?;

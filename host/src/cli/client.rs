@@ -423,6 +423,7 @@ fn event_query(f: &EventFilterArgs, since: i64, limit: usize, wait: Option<&str>
         types: f.types.clone(),
         session: f.session.clone(),
         policy: f.policy.clone(),
+        host: f.host.clone(),
         limit: Some(limit),
         wait: wait.map(str::to_string),
     }

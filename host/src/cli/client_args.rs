@@ -294,6 +294,10 @@ pub struct EventFilterArgs {
     /// Only this policy's events (comma-separated ids).
     #[arg(long)]
     pub policy: Option<String>,
+    /// Only the events this host wrote (a daemon of a PostgreSQL store
+    /// shared by hosts; one of SQLite refuses it).
+    #[arg(long)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]

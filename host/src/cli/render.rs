@@ -221,6 +221,7 @@ mod tests {
     #[test]
     fn an_event_line_names_its_policy_and_cuts_long_values() {
         let e = Event {
+            host: None,
             cursor: 7,
             at: 0,
             session_id: Some("s1".into()),

@@ -376,6 +376,8 @@ impl Policies {
         }
         let now = now_ms();
         let mut p = PolicyRow {
+            // What the store stamps the row with (none on SQLite).
+            host: engine.store().host().map(|(h, _)| h),
             id: format!("pol_{}", uuid::Uuid::new_v4().simple()),
             seq: 0,
             spec: input.clone(),

@@ -85,6 +85,7 @@ mod tests {
             .expect("bus");
         let events = engine
             .events(&crate::store::EventFilter {
+                host: None,
                 since: 0,
                 types: Vec::new(),
                 session_ids: Vec::new(),

@@ -145,6 +145,7 @@ mod tests {
 
     fn session(key_digest: Option<String>) -> SessionRow {
         SessionRow {
+            host: None,
             id: "s1".into(),
             label: None,
             cwd: "/w".into(),

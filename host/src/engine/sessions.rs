@@ -172,6 +172,8 @@ impl Sessions {
         check_clear_of_host(&located, &runner.config().host_places())?;
         let Located { cwd, ws, anchor } = located;
         let pin = anchor.identity();
+        // The host the store stamps a new row with (none on SQLite).
+        let this_host = engine.store().host().map(|(h, _)| h);
         engine.write(|tx| {
             let now = now_ms();
             let existing = tx.session(&id)?;
@@ -225,6 +227,7 @@ impl Sessions {
                 }
             };
             let mut s = existing.clone().unwrap_or(SessionRow {
+                host: this_host.clone(),
                 id: id.clone(),
                 label: None,
                 cwd: String::new(),

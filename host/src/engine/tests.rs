@@ -11,6 +11,7 @@ fn engine(dir: &std::path::Path) -> Engine {
 fn all_events(engine: &Engine) -> Vec<EventRow> {
     engine
         .events(&EventFilter {
+            host: None,
             since: 0,
             types: Vec::new(),
             session_ids: Vec::new(),

@@ -164,6 +164,7 @@ pub(super) fn poll_query(input: EventsPollInput) -> Result<EventQuery, ErrorDeta
     }
     let wait_ms = input.wait_ms.unwrap_or(0).min(MAX_WAIT_MS);
     Ok(EventQuery {
+        host: None,
         since: Some(input.since.unwrap_or(0)),
         types: joined("types", input.types)?,
         session: joined("sessionIds", input.session_ids)?,

@@ -14,6 +14,7 @@ fn event(kind: &str, policy: Option<&str>, mut payload: Value) -> EventRow {
     }
     let event = crate::model::event::Event::decode(kind, payload);
     EventRow {
+        host: None,
         cursor: 7,
         at: 1_700_000_000_000,
         session_id: Some("claude:abc".into()),

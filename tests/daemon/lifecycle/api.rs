@@ -120,6 +120,32 @@ fn bad_input_is_refused_with_the_field_named_and_nothing_stored() {
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("limit")));
     let (code, v) = d.get("/v1/events?types=turnend", &d.agent);
     assert_eq!((code, v["error"]["field"].as_str()), (400, Some("types")));
+    // A daemon on SQLite keeps no hosts: a read by host is refused, as is
+    // a name that cannot be a host id; its records name no host.
+    for q in ["/v1/events?host=alpha", "/v1/events/stream?host=alpha"] {
+        let (code, v) = d.get(q, &d.operator);
+        assert_eq!(
+            (code, v["error"]["code"].as_str()),
+            (400, Some("no-hosts")),
+            "{q}: {v}"
+        );
+        assert_eq!(v["error"]["field"], "host", "{v}");
+    }
+    let (code, v) = d.get("/v1/events?host=-x", &d.operator);
+    assert_eq!(
+        (code, v["error"]["field"].as_str()),
+        (400, Some("host")),
+        "{v}"
+    );
+    let (_, s1) = d.get("/v1/sessions/s1", &d.operator);
+    assert!(s1.get("host").is_none() && s1["id"] == "s1", "{s1}");
+    let (_, events) = d.get("/v1/events?limit=1000", &d.operator);
+    assert!(
+        events["events"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e.get("host").is_none())),
+        "{events}"
+    );
     let (code, v) = d.post(
         "/v1/sessions/s1/report",
         &d.agent,

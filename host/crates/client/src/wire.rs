@@ -632,6 +632,10 @@ pub struct EventQuery {
     /// Comma-separated policy ids.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// One host id: the events that host wrote (a daemon of a PostgreSQL
+    /// store; one of SQLite refuses it, 400 `no-hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The most events on the page (1 to 1000; 50 when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,

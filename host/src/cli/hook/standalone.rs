@@ -136,6 +136,7 @@ pub(super) fn notify(
         None => None,
     };
     let event = EventRow {
+        host: None,
         cursor: 0,
         at: crate::store::now_ms(),
         session_id: Some(input.session_id.clone()),

@@ -106,6 +106,11 @@ pub struct Session {
     /// When the watchdog found it silent (`session:stale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_at: Option<i64>,
+    /// The host that owns it, where its agent runs (a daemon on a
+    /// PostgreSQL store shared by hosts); absent on a daemon of one host
+    /// (SQLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Set when the stored record does not decode (the other fields are
     /// then placeholders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +265,11 @@ pub struct Policy {
     /// Its review chain's state, once its first review began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ChainRecord>,
+    /// The host that owns it (its sessions' host, which gates and commits
+    /// it), on a daemon of a PostgreSQL store shared by hosts; absent on a
+    /// daemon of one host (SQLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Set when the stored record does not decode: the first such column
     /// and why (the other fields are then placeholders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,7 +279,7 @@ pub struct Policy {
 }
 
 /// A stored event: `{cursor, at, type, sessionId, policyId, payload,
-/// damage?}`, its payload typed (a kind this build does not know, or a
+/// host?, damage?}`, its payload typed (a kind this build does not know, or a
 /// damaged row's, is `Unknown`, kept as sent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -283,6 +293,9 @@ pub struct Event {
     pub policy_id: Option<String>,
     /// Its kind and typed payload.
     pub event: TypedEvent,
+    /// The host that wrote it (a daemon of a PostgreSQL store shared by
+    /// hosts); absent on a daemon of one host (SQLite).
+    pub host: Option<String>,
     /// Set when the stored payload does not decode (the event is then
     /// `Unknown` with a `null` payload).
     pub damage: Option<Damage>,
@@ -307,6 +320,8 @@ struct EventJson<K, P> {
     policy_id: Option<String>,
     payload: P,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     damage: Option<Damage>,
 }
 
@@ -320,6 +335,7 @@ impl Serialize for Event {
             session_id: self.session_id.clone(),
             policy_id: self.policy_id.clone(),
             payload,
+            host: self.host.clone(),
             damage: self.damage.clone(),
         }
         .serialize(s)
@@ -343,6 +359,7 @@ impl<'de> Deserialize<'de> for Event {
             },
             session_id: w.session_id,
             policy_id: w.policy_id,
+            host: w.host,
             damage: w.damage,
         })
     }

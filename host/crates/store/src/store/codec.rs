@@ -199,6 +199,8 @@ struct EventWire<K, P> {
     policy_id: Option<String>,
     payload: P,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     damage: Option<RowDamage>,
 }
 
@@ -212,6 +214,7 @@ impl Serialize for EventRow {
             session_id: self.session_id.clone(),
             policy_id: self.policy_id.clone(),
             payload,
+            host: self.host.clone(),
             damage: self.damage.clone(),
         }
         .serialize(s)
@@ -235,6 +238,7 @@ impl<'de> Deserialize<'de> for EventRow {
             },
             session_id: w.session_id,
             policy_id: w.policy_id,
+            host: w.host,
             damage: w.damage,
         })
     }

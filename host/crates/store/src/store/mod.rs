@@ -307,6 +307,18 @@ impl Store {
         self.wakeups.as_ref().map(postgres::Wakeups::subscribe)
     }
 
+    /// Wake-ups for the requests hosts send each other (PostgreSQL's
+    /// LISTEN/NOTIFY): the receiver changes at each request sent to this
+    /// host, each request answered (by any host), and once each time the
+    /// listener listens again. A woken host re-reads `host_requests`; a
+    /// wake-up may be spurious, and a reader still looks now and then
+    /// (a notification is never the only record). `None` for SQLite.
+    pub fn request_wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.wakeups
+            .as_ref()
+            .map(postgres::Wakeups::subscribe_requests)
+    }
+
     /// The test hook's draw: a write fails as on a full disk.
     fn fault(&self) -> StoreResult<()> {
         match self.faults.draw() {

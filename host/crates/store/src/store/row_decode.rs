@@ -34,14 +34,22 @@ pub(super) trait Columns {
     fn text(&self, column: &str) -> Result<String, String>;
     /// A text column that may be NULL.
     fn opt_text(&self, column: &str) -> Result<Option<String>, String>;
+    /// Whether its rows carry the host whose work they are (a `host`
+    /// column: a store many hosts share); without, a record's host is
+    /// `None`.
+    fn keeps_hosts(&self) -> bool;
 }
 
 /// Implements [`Columns`] for a backend's row type `$t` through its own
 /// `fn get<T>(&self, column: &str) -> Result<T, String>` (which reads any
-/// of the four types its driver can).
+/// of the four types its driver can), its rows keeping hosts or not.
 macro_rules! columns_by_get {
-    ($t:ty) => {
+    ($t:ty, keeps_hosts: $hosts:expr) => {
         impl $crate::store::row_decode::Columns for $t {
+            fn keeps_hosts(&self) -> bool {
+                $hosts
+            }
+
             fn int(&self, column: &str) -> Result<i64, String> {
                 self.get(column)
             }
@@ -189,6 +197,15 @@ impl<'r> Reader<'r> {
     }
 }
 
+/// The host a row belongs to, where rows keep one.
+fn host_of(c: &mut Reader<'_>) -> Option<String> {
+    if c.row.keeps_hosts() {
+        c.get("host", None)
+    } else {
+        None
+    }
+}
+
 pub(super) fn session_from(r: &dyn Columns) -> Result<SessionRow, KeyError> {
     let mut c = Reader::new(r);
     let id: String = c.key("id")?;
@@ -205,6 +222,7 @@ pub(super) fn session_from(r: &dyn Columns) -> Result<SessionRow, KeyError> {
         }
     }
     let mut s = SessionRow {
+        host: host_of(&mut c),
         id,
         label: c.get("label", None),
         cwd,
@@ -260,6 +278,7 @@ pub(super) fn policy_from(r: &dyn Columns) -> Result<PolicyRow, KeyError> {
         c.note("spec", "missing");
     }
     let mut p = PolicyRow {
+        host: host_of(&mut c),
         seq: c.get("seq", 0),
         spec: spec.unwrap_or_default(),
         status,
@@ -323,6 +342,7 @@ pub(super) fn event_from(r: &dyn Columns) -> Result<EventRow, KeyError> {
     let session_id = c.get("session_id", None);
     let policy_id = c.get("policy_id", None);
     let mut e = EventRow {
+        host: host_of(&mut c),
         cursor,
         at,
         session_id,

@@ -191,6 +191,11 @@ pub struct SessionRow {
     /// (`session:stale`); cleared when it speaks again (`session:live`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_at: Option<i64>,
+    /// The host that owns it (PostgreSQL's `host` column: where its agent
+    /// runs); `None` on SQLite (one host) and for a row of no host. Read
+    /// only: the store stamps it at insert, never from this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Set when the stored row does not decode: the column and why. The
     /// other fields are then placeholders, never to be acted on or written
     /// back (the store refuses to).
@@ -275,6 +280,11 @@ pub struct PolicyRow {
     /// a client (the event carries it).
     #[serde(skip)]
     pub nudge: Option<String>,
+    /// The host that owns it (PostgreSQL's `host` column: its sessions'
+    /// host); `None` on SQLite (one host). Read only: the store stamps it
+    /// at insert, never from this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Set when the stored row does not decode (invalid JSON, or JSON of
     /// the wrong shape, or a spec an attach would refuse, or a plan or
     /// chain missing that its status needs): the first such column and
@@ -291,6 +301,7 @@ impl SessionRow {
     /// nothing else set.
     pub fn sample(id: &str) -> SessionRow {
         SessionRow {
+            host: None,
             id: id.into(),
             label: None,
             cwd: "/w".into(),
@@ -348,6 +359,7 @@ impl PolicyRow {
             infra_retries_used: 0,
             nudge: None,
             review: None,
+            host: None,
             damage: None,
         }
     }
@@ -355,7 +367,7 @@ impl PolicyRow {
 
 /// A stored event, its payload decoded once, into its type, when read.
 /// Published (`/v1/events`, SSE, webhooks) as
-/// `{cursor, at, type, sessionId, policyId, payload, damage?}`.
+/// `{cursor, at, type, sessionId, policyId, payload, host?, damage?}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
     /// Its place in the log: increasing, never reused.
@@ -368,6 +380,9 @@ pub struct EventRow {
     pub policy_id: Option<String>,
     /// The event, typed.
     pub event: Event,
+    /// The host that wrote it (PostgreSQL's `events.host`, stamped at
+    /// insert); `None` on SQLite (one host).
+    pub host: Option<String>,
     /// Set when the stored payload does not decode (the event is then
     /// `Unknown` with a `null` payload).
     pub damage: Option<RowDamage>,
@@ -392,6 +407,9 @@ pub struct EventFilter {
     pub session_ids: Vec<String>,
     /// Only these policies' events; empty = all.
     pub policy_ids: Vec<String>,
+    /// Only the events written by this host (PostgreSQL; a store of one
+    /// host has none, and answers nothing for one).
+    pub host: Option<String>,
     /// At most this many, oldest first (at least 1).
     pub limit: usize,
 }

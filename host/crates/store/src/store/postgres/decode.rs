@@ -20,7 +20,7 @@ impl<'r> PgRow<'r> {
     }
 }
 
-row_decode::columns_by_get!(PgRow<'_>);
+row_decode::columns_by_get!(PgRow<'_>, keeps_hosts: true);
 
 /// A row whose key does not decode.
 fn key_error(e: KeyError) -> StoreError {

@@ -22,7 +22,14 @@
 //! ([`Wakeups::subscribe_tokens`]), after which the daemon reads the
 //! tokens' generations again.
 //!
-//! It owns the channel's name, that connection and its task (started by
+//! On the same connection it listens for the requests hosts send each
+//! other (`requests`): [`REQUESTS`] (a request inserted; payload: the
+//! owning host's id) and [`ANSWERED`] (one finished; payload: its id). A
+//! notification of a request to this host, or of any finished one, bumps
+//! the requests' wake-up ([`Wakeups::subscribe_requests`]), as does
+//! listening again; the woken re-read `host_requests`.
+//!
+//! It owns the channels' names, that connection and its task (started by
 //! the first subscription, ended when the store is dropped). It must never
 //! read the events themselves, hold a pooled connection, or show a
 //! password (its messages name the store's location, which holds none).
@@ -39,6 +46,13 @@ use tokio_postgres::{AsyncMessage, SimpleQueryMessage, Socket};
 
 /// The channel every write that appended events notifies.
 pub(super) const CHANNEL: &str = "gatehost_events";
+
+/// The channel an insert of a host request notifies (payload: the id of
+/// the host that owns its policy).
+pub(super) const REQUESTS: &str = "gatehost_requests";
+
+/// The channel a host request's outcome notifies (payload: its id).
+pub(super) const ANSWERED: &str = "gatehost_requests_answered";
 
 /// The first wait before making a lost connection again; it doubles up to
 /// [`MAX_RETRY`], and starts over once listening again.
@@ -83,6 +97,11 @@ pub(crate) struct Wakeups {
     woken: watch::Sender<i64>,
     /// Bumped at each rotation of the tokens heard of, and at each listen.
     tokens: watch::Sender<u64>,
+    /// This store's host (requests to it wake it), if any.
+    host: Option<String>,
+    /// Bumped at each request to this host, each request answered, and
+    /// each time it listens again.
+    requests: watch::Sender<u64>,
     /// The task, once started.
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -103,6 +122,7 @@ impl Wakeups {
         opts: &PgOptions,
         runtime: tokio::runtime::Handle,
         committed: Arc<AtomicI64>,
+        host: Option<String>,
     ) -> StoreResult<Wakeups> {
         let parsed = opts.parse()?;
         let mut config = parsed.config;
@@ -123,6 +143,8 @@ impl Wakeups {
             committed,
             woken: watch::Sender::new(0),
             tokens: watch::Sender::new(0),
+            host,
+            requests: watch::Sender::new(0),
             task: Mutex::new(None),
         })
     }
@@ -146,6 +168,15 @@ impl Wakeups {
         rx
     }
 
+    /// A receiver woken at each request sent to this host, each request
+    /// answered (by any host), and once each time the listener listens
+    /// again. Starts the listener on the first call.
+    pub(crate) fn subscribe_requests(&self) -> watch::Receiver<u64> {
+        let rx = self.requests.subscribe();
+        self.start();
+        rx
+    }
+
     /// Starts the listening task, unless it runs.
     fn start(&self) {
         let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
@@ -157,6 +188,8 @@ impl Wakeups {
                 committed: self.committed.clone(),
                 woken: self.woken.clone(),
                 tokens: self.tokens.clone(),
+                host: self.host.clone(),
+                requests: self.requests.clone(),
             };
             *task = Some(self.runtime.spawn(listener.run()));
         }
@@ -190,6 +223,8 @@ struct Listener {
     committed: Arc<AtomicI64>,
     woken: watch::Sender<i64>,
     tokens: watch::Sender<u64>,
+    host: Option<String>,
+    requests: watch::Sender<u64>,
 }
 
 impl Listener {
@@ -241,7 +276,7 @@ impl Listener {
         // Listening first, then the head: nothing committed after it is
         // missed (it is notified).
         let listen_sql = format!(
-            "LISTEN {CHANNEL}; LISTEN {}; SELECT cursor FROM event_head",
+            "LISTEN {CHANNEL}; LISTEN {}; LISTEN {REQUESTS}; LISTEN {ANSWERED}; SELECT cursor FROM event_head",
             super::tokens::CHANNEL
         );
         let listen = client.simple_query(&listen_sql);
@@ -271,6 +306,7 @@ impl Listener {
         });
         // A rotation missed meanwhile is found by its generation now.
         self.tokens.send_modify(|n| *n = n.wrapping_add(1));
+        self.requests.send_modify(|n| *n = n.wrapping_add(1));
         loop {
             match messages.next().await {
                 Some(Ok(m)) => self.forward(m),
@@ -292,6 +328,12 @@ impl Listener {
             }
             AsyncMessage::Notification(n) if n.channel() == super::tokens::CHANNEL => {
                 self.tokens.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            AsyncMessage::Notification(n)
+                if n.channel() == ANSWERED
+                    || (n.channel() == REQUESTS && self.host.as_deref() == Some(n.payload())) =>
+            {
+                self.requests.send_modify(|n| *n = n.wrapping_add(1));
             }
             AsyncMessage::Notice(n) => {
                 tracing::debug!(store = %self.location, notice = %n.message(), "server notice on the listening connection");

@@ -216,7 +216,8 @@ impl PgStore {
             .bridge
             .handle()
             .ok_or_else(|| StoreError::Backend("the PostgreSQL runtime has stopped".into()))?;
-        Wakeups::new(opts, runtime, self.committed.clone())
+        let host = self.lease.as_ref().map(|l| l.id.clone());
+        Wakeups::new(opts, runtime, self.committed.clone(), host)
     }
 
     /// Brings the schema up to this build's: `(before, after)`.
@@ -683,6 +684,8 @@ mod hosts_tests;
 mod leader_tests;
 #[cfg(test)]
 mod options_tests;
+#[cfg(test)]
+mod owners_tests;
 #[cfg(test)]
 mod plans_tests;
 #[cfg(test)]

@@ -1,9 +1,14 @@
 //! The SQL of the requests hosts send each other (schema 2's
 //! `host_requests`): an operator's action on a policy received by a host
-//! that does not own it, carried out by the owner. It owns that SQL; it
-//! must never decide what a request does (the engine's `forward`).
+//! that does not own it, carried out by the owner. An insert notifies
+//! the owner (`listen::REQUESTS`, payload its host id) and an outcome the
+//! sender (`listen::ANSWERED`, payload the request's id), in the
+//! transaction: the server delivers them at its commit, never for a
+//! rollback. It owns that SQL; it must never decide what a request does
+//! (the API's `forwarded`).
 
 use super::bridge::{Sql, col};
+use super::listen::{ANSWERED, REQUESTS};
 use crate::store::rows::{HostRequestRow, HostRequestState};
 use crate::store::{StoreError, StoreResult};
 
@@ -57,14 +62,16 @@ pub(super) fn insert(
     request: &str,
     now: i64,
 ) -> StoreResult<i64> {
-    col(
+    let id = col(
         &c.one(
             "INSERT INTO host_requests(host, policy_id, request, created_at, updated_at)
              VALUES($1, $2, $3, $4, $4) RETURNING id",
             &[&host, &policy, &request, &now],
         )?,
         "id",
-    )
+    )?;
+    c.one("SELECT pg_notify($1, $2)", &[&REQUESTS, &host])?;
+    Ok(id)
 }
 
 pub(super) fn advance(
@@ -75,9 +82,13 @@ pub(super) fn advance(
     outcome: Option<&str>,
     now: i64,
 ) -> StoreResult<bool> {
-    Ok(c.execute(
+    let moved = c.execute(
         "UPDATE host_requests SET state = $3, outcome = COALESCE($4, outcome), updated_at = $5
           WHERE id = $1 AND state = $2",
         &[&id, &from.as_str(), &to.as_str(), &outcome, &now],
-    )? == 1)
+    )? == 1;
+    if moved && to == HostRequestState::Done {
+        c.one("SELECT pg_notify($1, $2)", &[&ANSWERED, &id.to_string()])?;
+    }
+    Ok(moved)
 }

@@ -35,7 +35,8 @@ impl<'a, 'r> SqliteRow<'a, 'r> {
     }
 }
 
-row_decode::columns_by_get!(SqliteRow<'_, '_>);
+// One host, which keeps no host id.
+row_decode::columns_by_get!(SqliteRow<'_, '_>, keeps_hosts: false);
 
 /// A row whose key does not decode, as rusqlite's mapping error.
 fn key_error(e: KeyError) -> rusqlite::Error {
