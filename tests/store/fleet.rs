@@ -139,6 +139,19 @@ fn hosts_share_one_database_and_one_event_log_and_a_host_id_is_held_by_one_live_
     let mut b = b;
     assert_eq!(b.stop(), Some(0));
     assert_eq!(host(&hosts(&cfg), "beta")["state"], "stopped");
+    // Also a SIGTERM sent the moment the daemon says it listens: the
+    // signal is taken before it says so, never left to its default
+    // (death, the claim held until its lease ends).
+    for round in 0..3 {
+        let mut early =
+            Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+        assert_eq!(early.stop(), Some(0), "round {round}: {}", early.log());
+        assert_eq!(
+            host(&hosts(&cfg), "beta")["state"],
+            "stopped",
+            "round {round}"
+        );
+    }
     drop(a2);
 }
 

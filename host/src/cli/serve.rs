@@ -389,6 +389,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
             Some(p) => Some(api::limits::Accepting::new(bind_socket(p)?, "unix")),
             None => None,
         };
+        // SIGTERM and SIGINT are ours from before the daemon says it
+        // listens: one sent as soon as it says so stops it cleanly (its
+        // host claim released), never by the default action.
+        let signals = shutdown().map_err(|e| format!("cannot handle SIGTERM and SIGINT: {e}"))?;
         println!("gatehost serve: listening on {url}");
         if let Some(other) = bound.partner_addr() {
             println!("also listening on http://{other} (localhost's other address)");
@@ -413,7 +417,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopping = engine.clone();
         tokio::spawn(async move {
-            shutdown().await;
+            signals.await;
             tracing::info!("stopping: open long-polls answer now");
             stopping.begin_shutdown();
             let _ = stop_tx.send(true);
@@ -480,17 +484,16 @@ async fn stop_when_lost(mut lost: tokio::sync::watch::Receiver<Option<String>>) 
     std::process::exit(super::error::EXIT_ERROR);
 }
 
-async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Takes SIGTERM and SIGINT now (their default action, death, ends
+/// here), and answers what ends at the first of them.
+fn shutdown() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
+    })
 }
