@@ -216,7 +216,19 @@ fn two_hosts_serve_with_the_cluster_s_tokens_and_a_rotation_on_one_is_followed_b
     ];
     none_of(&secrets, &a.log(), "alpha's log");
     none_of(&secrets, &b.log(), "beta's log");
-    let events = serde_json::to_string(&a.all_events("")).expect("json");
+    let all = a.all_events("");
+    // The rotation is said, once, on the cluster's log (which tokens,
+    // which host), never a value.
+    let said: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|e| e["type"] == "tokens:rotated")
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(
+        said[0]["payload"],
+        serde_json::json!({"tokens": ["agent", "operator"], "cluster": true, "host": "alpha"})
+    );
+    let events = serde_json::to_string(&all).expect("json");
     none_of(&secrets, &events, "the events");
     let check = run_gatehost(
         &[
@@ -258,6 +270,16 @@ fn on_sqlite_a_rotation_replaces_the_tokens_of_the_one_host() {
     let v = run.json();
     assert_eq!(v["rotated"], serde_json::json!(["agent"]), "{v}");
     assert_eq!(v["cluster"], false, "{v}");
+    let said: Vec<serde_json::Value> = d
+        .all_events("")
+        .into_iter()
+        .filter(|e| e["type"] == "tokens:rotated")
+        .map(|e| e["payload"].clone())
+        .collect();
+    assert_eq!(
+        said,
+        [serde_json::json!({"tokens": ["agent"], "cluster": false})]
+    );
     assert!(
         v.get("agentToken").is_none(),
         "no value without --show: {v}"

@@ -29,6 +29,7 @@ use super::auth::{LocalTokens, TokenError, Tokens};
 use super::token_files::{fresh_token, refusal, write_token_file};
 use super::{ApiError, AppState, JsonBody, Operator};
 use crate::engine::Engine;
+use crate::model::event::{Event, Rotation, TokenEvent};
 use crate::store::Store;
 use crate::store::tokens::{ClusterTokens, TokenName};
 use crate::wire;
@@ -376,15 +377,28 @@ pub(super) async fn rotate_route(
     JsonBody(which): JsonBody<wire::RotateTokens>,
 ) -> Result<Response, ApiError> {
     let (tokens, engine) = (st.tokens.clone(), st.engine.clone());
-    let answer = tokio::task::spawn_blocking(move || rotate(&tokens, engine.store(), &which))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("the rotation stopped: {e}"),
-            )
-        })??;
+    let answer = tokio::task::spawn_blocking(move || {
+        let answer = rotate(&tokens, engine.store(), &which)?;
+        // Said once done (never a value): a person is told who can act
+        // changed, as for a passkey.
+        let said = engine.daemon_event(&Event::Tokens(TokenEvent::Rotated(Rotation {
+            tokens: answer.rotated.clone(),
+            cluster: answer.cluster,
+            host: engine.store().host().map(|(id, _)| id),
+        })));
+        if let Err(e) = said {
+            tracing::warn!(error = %e, "the tokens were rotated, but the event saying so could not be stored");
+        }
+        Ok::<_, ApiError>(answer)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the rotation stopped: {e}"),
+        )
+    })??;
     Ok(axum::Json(answer).into_response())
 }
 

@@ -7,7 +7,7 @@
 
 use crate::model::event::{
     BlockOutcome, ConfigEvent, Event, HookEvent, HookNotice, HostEvent, PasskeyEvent, PolicyChange,
-    RefusedOrigin, ReviewChange, ReviewEvent, RoutineEvent, RoutineKind, SessionEvent,
+    RefusedOrigin, ReviewChange, ReviewEvent, RoutineEvent, RoutineKind, SessionEvent, TokenEvent,
     WatchdogEvent,
 };
 use crate::store::EventRow;
@@ -256,6 +256,19 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 },
                 Priority::Default,
                 &["gear"],
+            ),
+            (Event::Tokens(TokenEvent::Rotated(r)), _) => (
+                format!("gatehost: the {} token(s) were rotated", clean(&r.tokens.join(" and "))),
+                format!(
+                    "The old {} refused from now on{}. If you did not rotate them, look at who holds the operator token.",
+                    if r.tokens.len() > 1 { "ones are" } else { "one is" },
+                    match &r.host {
+                        Some(h) if r.cluster => format!(" on every host (rotated on {})", clean(h)),
+                        _ => String::new(),
+                    }
+                ),
+                Priority::High,
+                &["key"],
             ),
             (Event::Host(HostEvent::Stale(h)), _) => (
                 format!("gatehost: host {} stopped renewing its claim", clean(&h.host)),

@@ -225,6 +225,11 @@ fn every_attention_event_has_its_own_words() {
             "asks for your permission",
         ),
         (
+            "tokens:rotated",
+            json!({"tokens": ["agent", "operator"], "cluster": true, "host": "alpha"}),
+            "the agent and operator token(s) were rotated",
+        ),
+        (
             "host:stale",
             json!({"host": "alpha", "fence": 3, "machine": "m1", "pid": 7, "heartbeatAt": 0,
                    "leaseUntil": 15_000, "graceMs": 15_000, "policies": ["p1"], "by": "beta",

@@ -84,6 +84,10 @@ pub const CONFIG_EVENTS: &[&str] = &["config:reloaded", "config:rejected", "conf
 /// named in full only.
 pub const HOST_EVENTS: &[&str] = &["host:stale", "host:taken-over"];
 
+/// The tokens rotated (`gatehost token rotate`): daemon-wide, named in
+/// full only.
+pub const TOKEN_EVENTS: &[&str] = &["tokens:rotated"];
+
 /// Standing policies added and removed (`engine::standing`): daemon-wide,
 /// named in full only.
 pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
@@ -103,6 +107,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
     if let Some(full) = CONFIG_EVENTS
         .iter()
         .chain(HOST_EVENTS)
+        .chain(TOKEN_EVENTS)
         .chain(STANDING_EVENTS)
         .chain(PASSKEY_EVENTS)
         .chain(WATCHDOG_EVENTS)
@@ -123,6 +128,7 @@ pub fn full_type(name: &str) -> Result<&'static str, String> {
         .map(|f| f.split_once(':').map(|(_, s)| s).unwrap_or(f))
         .chain(CONFIG_EVENTS.iter().copied())
         .chain(HOST_EVENTS.iter().copied())
+        .chain(TOKEN_EVENTS.iter().copied())
         .chain(STANDING_EVENTS.iter().copied())
         .chain(PASSKEY_EVENTS.iter().copied())
         .chain(WATCHDOG_EVENTS.iter().copied())

@@ -49,7 +49,8 @@ impl Format {
 /// to the operator or a routine failed, a session policy or a `next` refused,
 /// a configuration rejected, a weakening of the configuration held until a
 /// restart (`config:held`), a passkey registered or removed (a person
-/// should know who can approve), a fleet's host found dead or taken over.
+/// should know who can approve), the tokens rotated (the same), a fleet's
+/// host found dead or taken over.
 /// The default of `notify_url` and of every chat format.
 pub const ATTENTION: &[&str] = &[
     "policy:blocked",
@@ -70,6 +71,7 @@ pub const ATTENTION: &[&str] = &[
     "passkey:removed",
     "host:stale",
     "host:taken-over",
+    "tokens:rotated",
 ];
 
 /// Which events a webhook receives.

@@ -2,7 +2,8 @@
 //! a kind and a JSON object payload.
 
 use super::{
-    ConfigEvent, HookEvent, HostEvent, PasskeyEvent, SessionEvent, StandingEvent, WatchdogEvent,
+    ConfigEvent, HookEvent, HostEvent, PasskeyEvent, SessionEvent, StandingEvent, TokenEvent,
+    WatchdogEvent,
 };
 use super::{Event, PolicyChange, PolicyEvent, PolicyHead, ReviewChange, ReviewEvent};
 use super::{RoutineEvent, RoutineKind, RoutinePayload};
@@ -91,6 +92,7 @@ impl Event {
             Event::Passkey(e) => e.encode().map_err(err),
             Event::Config(e) => e.encode().map_err(err),
             Event::Host(e) => e.encode().map_err(err),
+            Event::Tokens(e) => e.encode().map_err(err),
             Event::Hook(e) => e.encode().map_err(err),
             Event::Unknown { payload, .. } => Ok(payload.clone()),
         }
@@ -230,6 +232,9 @@ fn typed(kind: &str, v: &Value) -> Option<Result<Event, serde_json::Error>> {
     }
     if let Some(r) = HostEvent::decode(kind, v) {
         return Some(r.map(Event::Host));
+    }
+    if let Some(r) = TokenEvent::decode(kind, v) {
+        return Some(r.map(Event::Tokens));
     }
     ConfigEvent::decode(kind, v).map(|r| r.map(Event::Config))
 }

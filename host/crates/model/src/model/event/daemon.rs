@@ -1,7 +1,7 @@
 //! The daemon-wide events, with no session and no policy: standing
 //! policies added and removed, passkeys registered and removed, the
-//! configuration reloaded, rejected or held, and a fleet's hosts found
-//! dead or taken over (PostgreSQL).
+//! configuration reloaded, rejected or held, the tokens rotated, and a
+//! fleet's hosts found dead or taken over (PostgreSQL).
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +52,28 @@ family! {
         /// deliveries moved to another host (`[store] shared_workspaces`).
         TakenOver(HostTakenOver) = "host:taken-over",
     }
+}
+
+family! {
+    /// The operator's and the agents' tokens replaced (`gatehost token
+    /// rotate`): named in full only.
+    TokenEvent {
+        /// Tokens were replaced: the old ones are refused from then on.
+        Rotated(Rotation) = "tokens:rotated",
+    }
+}
+
+/// The payload of `tokens:rotated` (never a token's value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rotation {
+    /// Which: `agent`, `operator`, or both.
+    pub tokens: Vec<String>,
+    /// Whether they are the cluster's (PostgreSQL: every host follows).
+    pub cluster: bool,
+    /// The host that replaced them, in a fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// The payload of `host:stale`.

@@ -8,9 +8,9 @@ use super::{
     HostEvent, HostStale, HostTakenOver, InputSource, Live, Nudge, OnStaleName, Passkey,
     PasskeyEvent, Permission, PermissionEscalated, PolicyChange, PolicyEvent, PolicyHead,
     PolicyRefused, Queued, Reasoned, RefusedOrigin, Registered, Rejected, Report, Retry,
-    ReviewChange, ReviewEnded, ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict,
+    ReviewChange, ReviewEnded, ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict, Rotation,
     RoutineEvent, RoutineKind, RoutinePayload, SessionEvent, Stale, StaleAck, Standing,
-    StandingEvent, Trigger, Ungated, WatchdogEvent, Watching,
+    StandingEvent, TokenEvent, Trigger, Ungated, WatchdogEvent, Watching,
 };
 use crate::permission::{Decision, ToolAsk};
 use crate::verdict::{Finding, Outcome, Severity};
@@ -672,6 +672,11 @@ pub fn examples() -> Vec<Event> {
             routines: 0,
             deliveries: 2,
             requests: 1,
+        })),
+        Event::Tokens(TokenEvent::Rotated(Rotation {
+            tokens: vec![s("agent"), s("operator")],
+            cluster: true,
+            host: Some(s("alpha")),
         })),
         Event::Hook(HookEvent::Capped(HookNotice {
             agent: s("claude"),

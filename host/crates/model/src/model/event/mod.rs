@@ -34,7 +34,7 @@ mod tests;
 pub use codec::EventError;
 pub use daemon::{
     ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, HostEvent, HostStale, HostTakenOver,
-    Passkey, PasskeyEvent, Standing, StandingEvent, Trigger,
+    Passkey, PasskeyEvent, Rotation, Standing, StandingEvent, TokenEvent, Trigger,
 };
 pub use policy::{
     Approved, Attached, BlockOutcome, Blocked, Cancelled, Change, ChangedAfter, CommitReady,
@@ -73,6 +73,8 @@ pub enum Event {
     Config(ConfigEvent),
     /// A fleet's hosts found dead or taken over (`host:*`).
     Host(HostEvent),
+    /// The tokens rotated (`tokens:rotated`).
+    Tokens(TokenEvent),
     /// A standalone hook's notices (`hook:*`), sent and never stored.
     Hook(HookEvent),
     /// A kind this build does not know, or a payload that does not decode
@@ -87,7 +89,7 @@ pub enum Event {
 
 impl Event {
     /// Every kind this build knows, family by family.
-    pub const KINDS: [&'static [&'static str]; 10] = [
+    pub const KINDS: [&'static [&'static str]; 11] = [
         SessionEvent::KINDS,
         WatchdogEvent::KINDS,
         PolicyChange::KINDS,
@@ -97,6 +99,7 @@ impl Event {
         PasskeyEvent::KINDS,
         ConfigEvent::KINDS,
         HostEvent::KINDS,
+        TokenEvent::KINDS,
         HookEvent::KINDS,
     ];
 
@@ -112,6 +115,7 @@ impl Event {
             Event::Passkey(e) => e.kind(),
             Event::Config(e) => e.kind(),
             Event::Host(e) => e.kind(),
+            Event::Tokens(e) => e.kind(),
             Event::Hook(e) => e.kind(),
             Event::Unknown { kind, .. } => kind,
         }

@@ -91,6 +91,9 @@ fn named(e: &Event) -> &'static str {
             HostEvent::Stale(_) => "host:stale",
             HostEvent::TakenOver(_) => "host:taken-over",
         },
+        Event::Tokens(e) => match e {
+            TokenEvent::Rotated(_) => "tokens:rotated",
+        },
         Event::Hook(e) => match e {
             HookEvent::Capped(_) => "hook:capped",
             HookEvent::GateError(_) => "hook:gate-error",
@@ -228,7 +231,7 @@ fn the_policy_head_comes_with_every_policy_and_review_event() {
 #[test]
 fn the_bus_names_exactly_the_kinds_of_every_stored_family() {
     use crate::bus;
-    let pairs: [(&[&str], &[&str]); 9] = [
+    let pairs: [(&[&str], &[&str]); 10] = [
         (SessionEvent::KINDS, bus::SESSION_EVENTS),
         (WatchdogEvent::KINDS, bus::WATCHDOG_EVENTS),
         (PolicyChange::KINDS, bus::POLICY_EVENTS),
@@ -238,6 +241,7 @@ fn the_bus_names_exactly_the_kinds_of_every_stored_family() {
         (PasskeyEvent::KINDS, bus::PASSKEY_EVENTS),
         (ConfigEvent::KINDS, bus::CONFIG_EVENTS),
         (HostEvent::KINDS, bus::HOST_EVENTS),
+        (TokenEvent::KINDS, bus::TOKEN_EVENTS),
     ];
     for (kinds, listed) in pairs {
         assert_eq!(kinds, listed, "the bus and the enum disagree");
