@@ -14,7 +14,7 @@
 use super::errors::from_pg;
 use crate::store::{StoreError, StoreResult};
 use deadpool_postgres::ClientWrapper;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -91,10 +91,19 @@ impl Drop for Bridge {
 /// per connection) and waits for its answer. It remembers whether a
 /// statement failed, so that a transaction with a failed statement is
 /// never committed (PostgreSQL would silently roll it back).
+///
+/// It can hold a prelude (statements without parameters, a write's `BEGIN`
+/// and its lock: [`Sql::with_prelude`]) that goes out with its next
+/// statement, in the same round trip: the client pipelines them (the
+/// prelude's simple query first, then that statement's bind and execute),
+/// and the server runs them in that order, each statement of READ
+/// COMMITTED from its own snapshot, taken when it starts (after the
+/// prelude's lock was granted).
 pub(super) struct Sql<'a> {
     bridge: &'a Bridge,
     client: &'a ClientWrapper,
     failed: Cell<bool>,
+    prelude: RefCell<Option<String>>,
 }
 
 impl<'a> Sql<'a> {
@@ -103,7 +112,20 @@ impl<'a> Sql<'a> {
             bridge,
             client,
             failed: Cell::new(false),
+            prelude: RefCell::new(None),
         }
+    }
+
+    /// As [`Sql::new`], with `prelude` sent ahead of the next statement,
+    /// in its round trip.
+    pub(super) fn with_prelude(
+        bridge: &'a Bridge,
+        client: &'a ClientWrapper,
+        prelude: String,
+    ) -> Sql<'a> {
+        let sql = Sql::new(bridge, client);
+        *sql.prelude.borrow_mut() = Some(prelude);
+        sql
     }
 
     /// Whether a statement on it has failed.
@@ -118,45 +140,96 @@ impl<'a> Sql<'a> {
         })
     }
 
+    /// Waits for `fut`, a statement's; the prelude, if one is still to
+    /// go, is sent before it, pipelined (its failure is the answer: the
+    /// statement after it cannot have run as meant).
+    fn run<T>(
+        &self,
+        fut: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> StoreResult<T> {
+        let prelude = self.prelude.borrow_mut().take();
+        match prelude {
+            None => self.noted(self.bridge.wait(fut)),
+            Some(p) => {
+                // `join` polls the prelude first: its message is queued
+                // on the connection before the statement's.
+                let (before, out) = self
+                    .bridge
+                    .wait(futures::future::join(self.client.batch_execute(&p), fut));
+                self.noted(before)?;
+                self.noted(out)
+            }
+        }
+    }
+
     /// The rows `sql` answers.
     pub(super) fn query(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Vec<Row>> {
         let c = self.client;
-        self.noted(self.bridge.wait(async {
+        self.run(async {
             let st = c.prepare_cached(sql).await?;
             c.query(&st, params).await
-        }))
+        })
+    }
+
+    /// The rows of each statement of `statements`, sent together in one
+    /// round trip (pipelined; the server runs them in this order): for
+    /// statements none of which needs another's answer.
+    pub(super) fn query_all(
+        &self,
+        statements: &[(&str, &[Param<'_>])],
+    ) -> StoreResult<Vec<Vec<Row>>> {
+        let c = self.client;
+        self.run(async {
+            // Prepared first (cached: no round trip after the first), so
+            // that the queries go out in order, all at once.
+            let prepared =
+                futures::future::try_join_all(statements.iter().map(|(s, _)| c.prepare_cached(s)))
+                    .await?;
+            futures::future::try_join_all(
+                prepared
+                    .iter()
+                    .zip(statements)
+                    .map(|(st, (_, params))| c.query(st, params)),
+            )
+            .await
+        })
     }
 
     /// The one row `sql` answers, if any (more is an error).
     pub(super) fn opt(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Option<Row>> {
         let c = self.client;
-        self.noted(self.bridge.wait(async {
+        self.run(async {
             let st = c.prepare_cached(sql).await?;
             c.query_opt(&st, params).await
-        }))
+        })
     }
 
     /// The one row `sql` answers (none is an error).
     pub(super) fn one(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<Row> {
         let c = self.client;
-        self.noted(self.bridge.wait(async {
+        self.run(async {
             let st = c.prepare_cached(sql).await?;
             c.query_one(&st, params).await
-        }))
+        })
     }
 
     /// Runs `sql`; how many rows it changed.
     pub(super) fn execute(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<u64> {
         let c = self.client;
-        self.noted(self.bridge.wait(async {
+        self.run(async {
             let st = c.prepare_cached(sql).await?;
             c.execute(&st, params).await
-        }))
+        })
     }
 
-    /// Runs statements without parameters, in one round trip.
+    /// Runs statements without parameters, in one round trip (after the
+    /// prelude, if one is still to go).
     pub(super) fn batch(&self, sql: &str) -> StoreResult<()> {
-        self.noted(self.bridge.wait(self.client.batch_execute(sql)))
+        let text = match self.prelude.borrow_mut().take() {
+            Some(p) => format!("{p}; {sql}"),
+            None => sql.to_string(),
+        };
+        self.noted(self.bridge.wait(self.client.batch_execute(&text)))
     }
 }
 

@@ -16,7 +16,8 @@
 //! leases by the database's clock; `lease`: this process's deadline and
 //! heartbeat; `claim`: a store opened for a host, every write of which
 //! checks its claim; `leader`: the cluster's leader, dead hosts marked
-//! stale and taken over), and `gatehost store`'s entry points (`status`).
+//! stale and taken over), a write transaction's round trips (`transact`),
+//! and `gatehost store`'s entry points (`status`).
 //!
 //! A store opened for a host (`Store::open_postgres_as`) works on the
 //! whole cluster's records for what a person reads, and on its own rows
@@ -32,7 +33,8 @@
 //! before the transaction holding N commits), never reused, never moved
 //! back. A host's write then checks, in its own statement, that its
 //! claim's fencing number is the current one and its lease runs (a host
-//! whose id was claimed again writes nothing, ever again). A commit whose
+//! whose id was claimed again writes nothing, ever again); a host's
+//! `BEGIN`, lock and check travel in one round trip (`transact`). A commit whose
 //! answer is lost with the connection is reported as `Unreachable`;
 //! whether it happened is then unknown (the commit ledger deals with that).
 //!
@@ -61,6 +63,7 @@ mod status;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testdb;
 mod tokens;
+mod transact;
 mod writes;
 
 pub use hosts::HostSpec;
@@ -78,10 +81,10 @@ use super::{StoreError, StoreResult};
 use crate::config::Retention;
 use bridge::{Bridge, Sql};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
-use errors::{from_pg, from_pool};
+use errors::from_pool;
 use lease::Lease;
 use options::{CONNECT_TIMEOUT, Tls};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -267,104 +270,6 @@ impl PgStore {
             end?;
             Ok(out)
         })
-    }
-
-    /// A pooled connection in a write transaction holding the write lock;
-    /// a pooled connection found dead is replaced once (nothing ran yet).
-    fn begin(&self) -> StoreResult<Object> {
-        let begin = format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
-        );
-        let mut retried = false;
-        loop {
-            let obj = self.pooled()?;
-            match self.bridge.wait(obj.batch_execute(&begin)) {
-                Ok(()) => return Ok(obj),
-                Err(e) => {
-                    discard(obj);
-                    let e = from_pg(e);
-                    if matches!(e, StoreError::Unreachable(_)) && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// Runs `f` in one write transaction under the write lock: everything
-    /// it writes commits together or not at all; a transaction in which a
-    /// statement failed is rolled back, never committed. A host's write
-    /// first checks its claim (`fenced`).
-    pub(super) fn write<T>(
-        &self,
-        f: impl FnOnce(&mut PgTx<'_>) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        self.write_as(true, f)
-    }
-
-    /// [`PgStore::write`]; with `fenced` and a claim, nothing is written
-    /// unless the claim is this process's to act on: its own deadline
-    /// first (no round trip), then, inside the transaction, after the
-    /// write lock, the database's record of the claim (`hosts::standing`:
-    /// this fencing number, its lease running by the database's clock).
-    /// Every write of every host takes that lock, so no claim changes
-    /// between that check and the commit.
-    fn write_as<T>(
-        &self,
-        fenced: bool,
-        f: impl FnOnce(&mut PgTx<'_>) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        let lease = self.lease.as_deref().filter(|_| fenced);
-        if let Some(l) = lease
-            && !gatehost_test_hooks::ignore_own_lease()
-        {
-            l.acting()?;
-        }
-        let _one = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut held = Discard(Some(self.begin()?));
-        let (out, end, clean) = {
-            let Some(client) = held.0.as_deref() else {
-                return Err(StoreError::Backend(
-                    "the transaction lost its connection".into(),
-                ));
-            };
-            let mut tx = PgTx {
-                sql: Sql::new(&self.bridge, client),
-                head: None,
-            };
-            let out = match lease {
-                Some(l) => claim::check_claim(&tx.sql, l).and_then(|()| f(&mut tx)),
-                None => f(&mut tx),
-            };
-            let end = match &out {
-                Ok(_) if tx.sql.failed() => {
-                    let _ = tx.sql.batch("ROLLBACK");
-                    Err(StoreError::Backend(
-                        "a statement of the transaction failed: it was rolled back".into(),
-                    ))
-                }
-                // With its notification, when it appended events.
-                Ok(_) => tx.sql.batch(&listen::commit_sql(tx.head)),
-                Err(_) => tx.sql.batch("ROLLBACK"),
-            };
-            let clean = end.is_ok() && !tx.sql.failed();
-            if clean
-                && out.is_ok()
-                && let Some(head) = tx.head
-            {
-                self.committed.fetch_max(head, Ordering::AcqRel);
-            }
-            (out, end, clean)
-        };
-        if clean {
-            // Back to the pool.
-            held.0.take();
-        }
-        let out = out?;
-        end?;
-        Ok(out)
     }
 }
 
@@ -676,6 +581,8 @@ impl Backend for PgStore {
     }
 }
 
+#[cfg(test)]
+mod claim_tests;
 #[cfg(test)]
 mod decode_tests;
 #[cfg(test)]

@@ -633,31 +633,51 @@ pub(super) fn append_event(
     webhooks: &[String],
 ) -> StoreResult<i64> {
     let now = crate::store::now_ms();
-    let cursor: i64 = col(
-        &c.one(
-            "UPDATE event_head SET cursor = cursor + 1 RETURNING cursor",
-            &[],
-        )?,
-        "cursor",
-    )?;
-    c.execute(
-        "INSERT INTO events(cursor, at, type, session_id, policy_id, payload)
-         VALUES($1, $2, $3, $4, $5, $6)",
-        &[&cursor, &now, &kind, &session_id, &policy_id, &payload],
-    )?;
+    // One round trip: the cursor taken and the event inserted in one
+    // statement (the counter's update runs once, under the write lock),
+    // the webhooks' lookups pipelined behind it.
+    let event: [Param<'_>; 5] = [&now, &kind, &session_id, &policy_id, &payload];
+    let session: [Param<'_>; 1] = [&session_id];
+    let policy: [Param<'_>; 1] = [&policy_id];
+    let mut statements: Vec<(&str, &[Param<'_>])> = vec![(
+        "WITH c AS (UPDATE event_head SET cursor = cursor + 1 RETURNING cursor)
+         INSERT INTO events(cursor, at, type, session_id, policy_id, payload)
+         VALUES((SELECT cursor FROM c), $1, $2, $3, $4, $5) RETURNING cursor",
+        &event,
+    )];
+    if session_id.is_some() {
+        statements.push((SESSION_WEBHOOK_URL, &session));
+    }
+    if policy_id.is_some() {
+        statements.push((MEMBER_WEBHOOK_URLS, &policy));
+    }
+    let mut answers = c.query_all(&statements)?.into_iter();
+    let cursor: i64 = match answers.next().as_deref() {
+        Some([row]) => col(row, "cursor")?,
+        _ => {
+            return Err(StoreError::Backend(
+                "appending an event answered no cursor".into(),
+            ));
+        }
+    };
     // The global URLs, the session's own, and for a policy event every
     // member's, each once.
     let mut urls: Vec<String> = webhooks.to_vec();
     let mut found: Vec<String> = Vec::new();
-    if let Some(sid) = session_id
-        && let Some(r) = c.opt(SESSION_WEBHOOK_URL, &[&sid])?
-        && let Some(url) = col::<Option<String>>(&r, "notify_url")?
+    if session_id.is_some()
+        && let Some(rows) = answers.next()
     {
-        found.push(url);
+        for r in &rows {
+            if let Some(url) = col::<Option<String>>(r, "notify_url")? {
+                found.push(url);
+            }
+        }
     }
-    if let Some(pid) = policy_id {
-        for r in c.query(MEMBER_WEBHOOK_URLS, &[&pid])? {
-            found.push(col(&r, "notify_url")?);
+    if policy_id.is_some()
+        && let Some(rows) = answers.next()
+    {
+        for r in &rows {
+            found.push(col(r, "notify_url")?);
         }
     }
     for url in found {
