@@ -136,11 +136,16 @@ fn per_sec(n: usize, d: Duration) -> String {
 }
 
 fn insert_policies(store: &Store, from: usize, n: usize) {
+    let now = gatehost::store::now_ms();
     for chunk in (from..from + n).collect::<Vec<_>>().chunks(500) {
         store
             .write(|tx| {
                 for i in chunk {
                     let mut p = PolicyRow::sample(&format!("p{i}"), PolicyStatus::Done, &[]);
+                    // Settled now: `[retention]` keeps them (a policy
+                    // settled in 1970 would be deleted at the start).
+                    p.created_at = now;
+                    p.updated_at = now;
                     tx.insert_policy(&mut p)?;
                 }
                 Ok(())
