@@ -17,12 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn spec(id: &str) -> HostSpec {
-    HostSpec {
-        id: id.into(),
-        lease: Duration::from_secs(15),
-        machine: "test-machine".into(),
-        version: "0.0.0-test".into(),
-    }
+    super::testdb::host_spec(id, 15)
 }
 
 fn session(id: &str, notify_url: Option<&str>) -> SessionRow {

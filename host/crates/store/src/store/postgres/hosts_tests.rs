@@ -11,17 +11,10 @@ use super::*;
 use crate::store::{PolicyRow, PolicyStatus, Store};
 use std::time::{Duration, Instant};
 
-fn spec(id: &str, lease_secs: u64) -> HostSpec {
-    HostSpec {
-        id: id.into(),
-        lease: Duration::from_secs(lease_secs),
-        machine: "test-machine".into(),
-        version: "0.0.0-test".into(),
-    }
-}
+use super::testdb::host_spec as spec;
 
 fn host(db: &TestDb, id: &str, lease_secs: u64) -> Store {
-    Store::open_postgres_as(&db.options(), &spec(id, lease_secs)).expect("claim")
+    db.host(id, lease_secs)
 }
 
 fn attach(store: &Store, id: &str, status: PolicyStatus) -> PolicyRow {

@@ -8,16 +8,9 @@
 use super::testdb::TestDb;
 use super::*;
 use crate::store::{Leadership, PolicyRow, PolicyStatus, Store};
-use std::time::Duration;
 
 fn host(db: &TestDb, id: &str) -> Store {
-    let spec = HostSpec {
-        id: id.into(),
-        lease: Duration::from_secs(15),
-        machine: "test-machine".into(),
-        version: "0.0.0-test".into(),
-    };
-    Store::open_postgres_as(&db.options(), &spec).expect("claim")
+    db.host(id, 15)
 }
 
 const LEASE: i64 = 15_000;

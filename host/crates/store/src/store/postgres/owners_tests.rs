@@ -9,43 +9,12 @@ use super::bridge::col;
 use super::testdb::TestDb;
 use super::*;
 use crate::model::event::Event;
-use crate::store::{EventFilter, PolicyRow, PolicyStatus, SessionRow, SessionState, Store};
+use crate::store::{EventFilter, PolicyRow, PolicyStatus, SessionRow, Store};
 use serde_json::json;
 use std::time::Duration;
 
 fn host(db: &TestDb, id: &str) -> Store {
-    let spec = HostSpec {
-        id: id.into(),
-        lease: Duration::from_secs(15),
-        machine: "test-machine".into(),
-        version: "0.0.0-test".into(),
-    };
-    Store::open_postgres_as(&db.options(), &spec).expect("claim")
-}
-
-fn session(id: &str) -> SessionRow {
-    SessionRow {
-        host: None,
-        id: id.into(),
-        label: None,
-        cwd: "/w".into(),
-        workspace: "/w".into(),
-        state: SessionState::Running,
-        turns: 0,
-        last_turn_cursor: None,
-        last_message: None,
-        heartbeat_at: None,
-        notify_url: None,
-        command: None,
-        pid: None,
-        created_at: 0,
-        updated_at: 0,
-        owner: crate::config::Trust::Agent,
-        key_digest: None,
-        stale_at: None,
-        workspace_pin: None,
-        damage: None,
-    }
+    db.host(id, 15)
 }
 
 /// Registers session `sid` on `store`, attaches `pid` over it and
@@ -53,7 +22,7 @@ fn session(id: &str) -> SessionRow {
 fn work(store: &Store, sid: &str, pid: &str, n: usize) -> Vec<i64> {
     store
         .write(|tx| {
-            tx.put_session(&session(sid))?;
+            tx.put_session(&SessionRow::sample(sid))?;
             let mut p = PolicyRow::sample(pid, PolicyStatus::Watching, &[sid]);
             tx.insert_policy(&mut p)?;
             let mut out = Vec::new();

@@ -104,6 +104,13 @@ impl TestDb {
         &self.name
     }
 
+    /// A store of this database claimed for the host `id` (a lease of
+    /// `lease_secs`).
+    pub fn host(&self, id: &str, lease_secs: u64) -> crate::store::Store {
+        crate::store::Store::open_postgres_as(&self.options(), &host_spec(id, lease_secs))
+            .expect("claim the host id")
+    }
+
     /// Runs `sql` (simple statements) on a new connection made with
     /// `opts`: each row's columns as text.
     fn run(&self, opts: &PgOptions, sql: &str) -> Vec<Vec<Option<String>>> {
@@ -192,5 +199,15 @@ impl Drop for TestDb {
         if dropped.is_err() {
             eprintln!("test database {} was not dropped", self.name);
         }
+    }
+}
+
+/// A test host's spec: `id`, a lease of `lease_secs`, a test machine.
+pub fn host_spec(id: &str, lease_secs: u64) -> super::HostSpec {
+    super::HostSpec {
+        id: id.into(),
+        lease: std::time::Duration::from_secs(lease_secs),
+        machine: "test-machine".into(),
+        version: "0.0.0-test".into(),
     }
 }

@@ -2,20 +2,13 @@
 //! (a fresh one per test, skipped loudly without one): stores on one
 //! database stand for hosts.
 
-use super::super::hosts::HostSpec;
 use super::super::testdb::TestDb;
 use crate::store::Store;
 use crate::store::tokens::TokenName;
 use std::time::{Duration, Instant};
 
 fn host(db: &TestDb, id: &str) -> Store {
-    let spec = HostSpec {
-        id: id.into(),
-        lease: Duration::from_secs(15),
-        machine: "test-machine".into(),
-        version: "0.0.0-test".into(),
-    };
-    Store::open_postgres_as(&db.options(), &spec).expect("open as a host")
+    db.host(id, 15)
 }
 
 /// The first host seeds the cluster's tokens; a second host's own are
