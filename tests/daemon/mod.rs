@@ -1,7 +1,7 @@
 //! `gatehost serve` as a process on loopback: sessions, commits, reviews,
 //! routines, chains, the page, passkeys, limits, restarts and the store.
 
-mod acp;
+pub(crate) mod acp;
 mod chains;
 mod commits;
 mod damaged_rows;
@@ -17,7 +17,7 @@ mod restart_leftovers;
 mod retention;
 mod review;
 mod routine_faults;
-mod routines;
+pub(crate) mod routines;
 mod session_ids;
 mod session_policies;
 mod store_fixture;

@@ -10,7 +10,8 @@
 //! reach it) and stops. A host of three cut off from the database by the
 //! loopback TCP proxy past its lease and grace: it stops acting, another
 //! takes its work over, and healed it stops (its claim lost) and, started
-//! again, rejoins with a new claim.
+//! again, rejoins with a new claim. A dead host's routine resumes on the
+//! taker: its step (whose agent died with its host) starts again there.
 
 use super::load::health_until;
 use super::partition::{address, via_port};
@@ -270,4 +271,61 @@ fn a_host_cut_off_past_its_lease_is_taken_over_by_another_and_rejoins_cleanly_on
         "alpha"
     );
     drop((b, c));
+}
+
+#[test]
+fn a_dead_host_s_routine_resumes_on_the_taker_its_step_started_again() {
+    use crate::daemon::acp::{agent_dir, wait_for};
+    use crate::daemon::routines::{acp_step, escalate, events, no_agent_left, start};
+    let Some(pg) = database("store::takeover::routine") else {
+        return;
+    };
+    let s = Scratch::new();
+    let cfg = s.write(
+        "config.toml",
+        &format!(
+            "{}[agents]\nread = [{:?}]\n{}lease = \"3s\"\ngrace = \"1s\"\nshared_workspaces = true\n",
+            allow_config(&["true", "false"]),
+            agent_dir().display().to_string(),
+            store_section(&pg.url, &pg.password_file)
+        ),
+    );
+    let m = crate::common::marker("routine-takeover");
+    let mut a = Daemon::start_with_env(&s.etc.join("a"), &cfg, &[("GATEHOST_HOST_ID", "alpha")]);
+    let b = Daemon::start_with_env(&s.etc.join("b"), &cfg, &[("GATEHOST_HOST_ID", "beta")]);
+    let id = start(
+        &a,
+        &s,
+        json!({"steps": [acp_step(&s, "two", "--ask-first", &m, escalate(120))]}),
+    );
+    wait_for("alpha's escalation", || {
+        (!events(&a, &id, "routine:escalated").is_empty()).then_some(())
+    });
+    a.kill9();
+    // The agent died with its host.
+    no_agent_left(&m);
+    let taken = wait_event(&b, "host:taken-over");
+    assert_eq!(taken["payload"]["routines"], 1, "{taken}");
+    // Beta runs its step again: a new agent, which asks again.
+    let restarted = wait_for("the step restarted on beta", || {
+        events(&b, &id, "routine:step-restarted").into_iter().next()
+    });
+    assert_eq!(restarted["payload"]["step"], "two", "{restarted}");
+    wait_for("the second escalation", || {
+        (events(&b, &id, "routine:escalated").len() == 2).then_some(())
+    });
+    b.cli_ok(
+        &["routine", "resolve", &id, "two", "--response", "go"],
+        &b.operator,
+    );
+    wait_for("the run done on beta", || {
+        events(&b, &id, "routine:done").into_iter().next()
+    });
+    assert_eq!(events(&b, &id, "routine:done").len(), 1);
+    assert_eq!(
+        pg.sql(&format!("SELECT host FROM routines WHERE id = '{id}'")),
+        "beta"
+    );
+    drop(b);
+    no_agent_left(&m);
 }
