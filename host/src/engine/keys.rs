@@ -141,30 +141,10 @@ mod tests {
             assert!(proposed(bad).is_err(), "{bad}");
         }
     }
-    use crate::store::SessionState;
-
     fn session(key_digest: Option<String>) -> SessionRow {
         SessionRow {
-            host: None,
-            id: "s1".into(),
-            label: None,
-            cwd: "/w".into(),
-            workspace: "/w".into(),
-            state: SessionState::Running,
-            turns: 0,
-            last_turn_cursor: None,
-            last_message: None,
-            heartbeat_at: None,
-            notify_url: None,
-            command: None,
-            pid: None,
-            created_at: 0,
-            updated_at: 0,
-            owner: Trust::Agent,
             key_digest,
-            stale_at: None,
-            workspace_pin: None,
-            damage: None,
+            ..SessionRow::sample("s1")
         }
     }
 
