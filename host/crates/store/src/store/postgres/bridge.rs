@@ -16,8 +16,9 @@ use crate::store::{StoreError, StoreResult};
 use deadpool_postgres::ClientWrapper;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_postgres::types::{Format, IsNull, ToSql, Type};
+use tokio_postgres::{Row, Statement};
 
 /// A statement's parameter.
 pub(super) type Param<'a> = &'a (dyn ToSql + Sync);
@@ -28,6 +29,10 @@ pub(super) struct Bridge {
     /// Always `Some` until dropped (taken to shut it down in the
     /// background).
     rt: Option<tokio::runtime::Runtime>,
+    /// The round trips its connections' statements made (each call of
+    /// [`Sql`] that waited for the server; a statement's preparation, once
+    /// per connection, not counted): what the tests count.
+    pub(super) trips: AtomicU64,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -48,7 +53,10 @@ impl Bridge {
             .map_err(|e| {
                 StoreError::Backend(format!("cannot start the PostgreSQL runtime: {e}"))
             })?;
-        Ok(Bridge { rt: Some(rt) })
+        Ok(Bridge {
+            rt: Some(rt),
+            trips: AtomicU64::new(0),
+        })
     }
 
     /// Runs `fut` to its end on the calling thread, inside the runtime's
@@ -92,18 +100,121 @@ impl Drop for Bridge {
 /// statement failed, so that a transaction with a failed statement is
 /// never committed (PostgreSQL would silently roll it back).
 ///
-/// It can hold a prelude (statements without parameters, a write's `BEGIN`
-/// and its lock: [`Sql::with_prelude`]) that goes out with its next
-/// statement, in the same round trip: the client pipelines them (the
-/// prelude's simple query first, then that statement's bind and execute),
-/// and the server runs them in that order, each statement of READ
-/// COMMITTED from its own snapshot, taken when it starts (after the
-/// prelude's lock was granted).
+/// It holds a queue of statements whose answers nothing waits for yet: a
+/// write's `BEGIN` and its lock ([`Sql::with_prelude`]), and the writes a
+/// transaction's body makes ([`Sql::defer_count`], [`Sql::defer_rows`]).
+/// They go out with the next statement that needs its answer (a read), or
+/// at [`Sql::flush`], in that statement's round trip: the client pipelines
+/// them and the server runs them in order, each statement of READ
+/// COMMITTED from its own snapshot, taken when it starts. Their answers
+/// are checked in order, before that statement's is given: the first
+/// failure is the answer (the statements after it cannot have run as
+/// meant).
 pub(super) struct Sql<'a> {
     bridge: &'a Bridge,
     client: &'a ClientWrapper,
     failed: Cell<bool>,
-    prelude: RefCell<Option<String>>,
+    queue: RefCell<Vec<Queued<'a>>>,
+}
+
+/// What a queued statement's answer is given to, once it comes: a check
+/// of it, or where it is kept (an error fails the transaction).
+type Then<'a, T> = Box<dyn FnOnce(T) -> StoreResult<()> + 'a>;
+
+/// A statement waiting in [`Sql`]'s queue.
+enum Queued<'a> {
+    /// Statements without parameters (the simple protocol).
+    Batch(String),
+    /// A prepared statement, its parameters encoded; its count of rows.
+    Count(Statement, Vec<Encoded>, Then<'a, u64>),
+    /// A prepared statement, its parameters encoded; its rows.
+    Rows(Statement, Vec<Encoded>, Then<'a, Vec<Row>>),
+}
+
+/// A queued statement's answer.
+enum Answer {
+    Done,
+    Count(u64),
+    Rows(Vec<Row>),
+}
+
+impl Queued<'_> {
+    /// Sends it (on the future's first poll) and waits for its answer.
+    async fn send(&self, c: &ClientWrapper) -> Result<Answer, tokio_postgres::Error> {
+        match self {
+            Queued::Batch(text) => c.batch_execute(text).await.map(|()| Answer::Done),
+            Queued::Count(st, params, _) => c.execute(st, &refs(params)).await.map(Answer::Count),
+            Queued::Rows(st, params, _) => c.query(st, &refs(params)).await.map(Answer::Rows),
+        }
+    }
+
+    /// Gives `answer` to what waits for it.
+    fn settle(self, answer: Answer) -> StoreResult<()> {
+        match (self, answer) {
+            (Queued::Count(_, _, then), Answer::Count(n)) => then(n),
+            (Queued::Rows(_, _, then), Answer::Rows(rows)) => then(rows),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn refs(params: &[Encoded]) -> Vec<Param<'_>> {
+    params.iter().map(|p| p as Param<'_>).collect()
+}
+
+/// A parameter encoded when its statement was queued (so that the queue
+/// borrows nothing of its caller's): the bytes the driver would send.
+#[derive(Debug)]
+struct Encoded {
+    bytes: Option<bytes::Bytes>,
+    format: Format,
+}
+
+impl Encoded {
+    fn of(p: Param<'_>, ty: &Type) -> StoreResult<Encoded> {
+        let mut buf = bytes::BytesMut::new();
+        let format = p.encode_format(ty);
+        match p.to_sql_checked(ty, &mut buf) {
+            Ok(IsNull::Yes) => Ok(Encoded {
+                bytes: None,
+                format,
+            }),
+            Ok(IsNull::No) => Ok(Encoded {
+                bytes: Some(buf.freeze()),
+                format,
+            }),
+            Err(e) => Err(StoreError::Backend(format!(
+                "a parameter of type {ty} does not encode: {e}"
+            ))),
+        }
+    }
+}
+
+impl ToSql for Encoded {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match &self.bytes {
+            Some(b) => {
+                out.extend_from_slice(b);
+                Ok(IsNull::No)
+            }
+            None => Ok(IsNull::Yes),
+        }
+    }
+
+    // Checked when it was encoded, against the same statement's types.
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    fn encode_format(&self, _: &Type) -> Format {
+        self.format
+    }
+
+    tokio_postgres::types::to_sql_checked!();
 }
 
 impl<'a> Sql<'a> {
@@ -112,19 +223,19 @@ impl<'a> Sql<'a> {
             bridge,
             client,
             failed: Cell::new(false),
-            prelude: RefCell::new(None),
+            queue: RefCell::new(Vec::new()),
         }
     }
 
-    /// As [`Sql::new`], with `prelude` sent ahead of the next statement,
-    /// in its round trip.
+    /// As [`Sql::new`], with `prelude` queued: it goes out with the next
+    /// statement, in its round trip.
     pub(super) fn with_prelude(
         bridge: &'a Bridge,
         client: &'a ClientWrapper,
         prelude: String,
     ) -> Sql<'a> {
         let sql = Sql::new(bridge, client);
-        *sql.prelude.borrow_mut() = Some(prelude);
+        sql.queue.borrow_mut().push(Queued::Batch(prelude));
         sql
     }
 
@@ -140,26 +251,111 @@ impl<'a> Sql<'a> {
         })
     }
 
-    /// Waits for `fut`, a statement's; the prelude, if one is still to
-    /// go, is sent before it, pipelined (its failure is the answer: the
-    /// statement after it cannot have run as meant).
+    /// Waits for `fut`, a statement's, on the calling thread (one round
+    /// trip, counted).
+    fn wait<T>(&self, fut: impl Future<Output = T>) -> T {
+        self.bridge.trips.fetch_add(1, Ordering::Relaxed);
+        self.bridge.wait(fut)
+    }
+
+    /// Waits for `fut`, a statement's; the queue, if anything waits in it,
+    /// is sent before it, pipelined, and its answers are settled in order
+    /// first (the first failure is the answer).
     fn run<T>(
         &self,
         fut: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> StoreResult<T> {
-        let prelude = self.prelude.borrow_mut().take();
-        match prelude {
-            None => self.noted(self.bridge.wait(fut)),
-            Some(p) => {
-                // `join` polls the prelude first: its message is queued
-                // on the connection before the statement's.
-                let (before, out) = self
-                    .bridge
-                    .wait(futures::future::join(self.client.batch_execute(&p), fut));
-                self.noted(before)?;
-                self.noted(out)
+        let queued = self.queue.take();
+        if queued.is_empty() {
+            return self.noted(self.wait(fut));
+        }
+        let c = self.client;
+        // `join_all` polls in order, and a statement's first poll queues
+        // its message on the connection: they go out in this order, the
+        // statement last.
+        let (answers, out) = self.wait(futures::future::join(
+            futures::future::join_all(queued.iter().map(|q| q.send(c))),
+            fut,
+        ));
+        let mut first = None;
+        for (q, answer) in queued.into_iter().zip(answers) {
+            let settled = answer.map_err(from_pg).and_then(|a| q.settle(a));
+            if let Err(e) = settled
+                && first.is_none()
+            {
+                first = Some(e);
             }
         }
+        if let Some(e) = first {
+            self.failed.set(true);
+            return Err(e);
+        }
+        self.noted(out)
+    }
+
+    /// Sends what waits in the queue and settles its answers (one round
+    /// trip; none when it is empty).
+    pub(super) fn flush(&self) -> StoreResult<()> {
+        if self.queue.borrow().is_empty() {
+            return Ok(());
+        }
+        self.run(async { Ok(()) })
+    }
+
+    /// Forgets what waits in the queue (a transaction rolled back: none of
+    /// it is to run).
+    pub(super) fn forget(&self) {
+        self.queue.borrow_mut().clear();
+    }
+
+    /// `sql` prepared (cached per connection: a round trip the first time
+    /// only) and `params` encoded for it, to be queued.
+    fn queueable(&self, sql: &str, params: &[Param<'_>]) -> StoreResult<(Statement, Vec<Encoded>)> {
+        // Not counted: cached after its first time on a connection.
+        let st = self.noted(self.bridge.wait(self.client.prepare_cached(sql)))?;
+        if st.params().len() != params.len() {
+            return Err(StoreError::Backend(format!(
+                "a statement of {} parameters given {}",
+                st.params().len(),
+                params.len()
+            )));
+        }
+        let encoded = params
+            .iter()
+            .zip(st.params())
+            .map(|(p, ty)| Encoded::of(*p, ty))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((st, encoded))
+    }
+
+    /// Queues `sql`, a write whose answer nothing needs before the next
+    /// read or the commit; `then` checks how many rows it changed (its
+    /// error fails the transaction).
+    pub(super) fn defer_count(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        then: impl FnOnce(u64) -> StoreResult<()> + 'a,
+    ) -> StoreResult<()> {
+        let (st, encoded) = self.queueable(sql, params)?;
+        self.queue
+            .borrow_mut()
+            .push(Queued::Count(st, encoded, Box::new(then)));
+        Ok(())
+    }
+
+    /// As [`Sql::defer_count`], `then` given the rows `sql` answers.
+    pub(super) fn defer_rows(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        then: impl FnOnce(Vec<Row>) -> StoreResult<()> + 'a,
+    ) -> StoreResult<()> {
+        let (st, encoded) = self.queueable(sql, params)?;
+        self.queue
+            .borrow_mut()
+            .push(Queued::Rows(st, encoded, Box::new(then)));
+        Ok(())
     }
 
     /// The rows `sql` answers.
@@ -168,30 +364,6 @@ impl<'a> Sql<'a> {
         self.run(async {
             let st = c.prepare_cached(sql).await?;
             c.query(&st, params).await
-        })
-    }
-
-    /// The rows of each statement of `statements`, sent together in one
-    /// round trip (pipelined; the server runs them in this order): for
-    /// statements none of which needs another's answer.
-    pub(super) fn query_all(
-        &self,
-        statements: &[(&str, &[Param<'_>])],
-    ) -> StoreResult<Vec<Vec<Row>>> {
-        let c = self.client;
-        self.run(async {
-            // Prepared first (cached: no round trip after the first), so
-            // that the queries go out in order, all at once.
-            let prepared =
-                futures::future::try_join_all(statements.iter().map(|(s, _)| c.prepare_cached(s)))
-                    .await?;
-            futures::future::try_join_all(
-                prepared
-                    .iter()
-                    .zip(statements)
-                    .map(|(st, (_, params))| c.query(st, params)),
-            )
-            .await
         })
     }
 
@@ -222,14 +394,10 @@ impl<'a> Sql<'a> {
         })
     }
 
-    /// Runs statements without parameters, in one round trip (after the
-    /// prelude, if one is still to go).
+    /// Runs statements without parameters, in one round trip (after what
+    /// waits in the queue, if anything).
     pub(super) fn batch(&self, sql: &str) -> StoreResult<()> {
-        let text = match self.prelude.borrow_mut().take() {
-            Some(p) => format!("{p}; {sql}"),
-            None => sql.to_string(),
-        };
-        self.noted(self.bridge.wait(self.client.batch_execute(&text)))
+        self.run(self.client.batch_execute(sql))
     }
 }
 

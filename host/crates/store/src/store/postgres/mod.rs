@@ -34,8 +34,10 @@
 //! back. A host's write then checks, in its own statement, that its
 //! claim's fencing number is the current one and its lease runs (a host
 //! whose id was claimed again writes nothing, ever again); a host's
-//! `BEGIN`, lock and check travel in one round trip (`transact`). A commit whose
-//! answer is lost with the connection is reported as `Unreachable`;
+//! `BEGIN`, lock and check travel in one round trip, and a body's writes
+//! wait to go out with its next read or before the commit (`transact`).
+//! A commit whose answer is lost with the connection is reported as
+//! `Unreachable`;
 //! whether it happened is then unknown (the commit ledger deals with that).
 //!
 //! It must never let a driver type or SQL text out of this module (the
@@ -278,6 +280,11 @@ pub(super) struct PgTx<'c> {
     sql: Sql<'c>,
     /// The newest cursor it appended, notified at its commit.
     head: Option<i64>,
+    /// The event counter as this transaction knows it: read after the
+    /// write lock (which every append holds to its commit), then moved by
+    /// its own appends, so that an append knows its cursor without asking
+    /// (each append checks it was that one).
+    next: std::rc::Rc<std::cell::Cell<Option<i64>>>,
 }
 
 /// Where the reads run: a pooled connection (each read alone) or a
@@ -595,6 +602,8 @@ mod options_tests;
 mod owners_tests;
 #[cfg(test)]
 mod plans_tests;
+#[cfg(test)]
+mod queue_tests;
 #[cfg(test)]
 mod retention_tests;
 #[cfg(test)]

@@ -117,7 +117,9 @@ pub(super) fn put_session(c: &Sql<'_>, s: &SessionRow) -> StoreResult<()> {
     // Bit for bit: BIGINT is signed.
     let dev = s.workspace_pin.map(|p| p.dev as i64);
     let ino = s.workspace_pin.map(|p| p.ino as i64);
-    c.execute(
+    // Queued: it goes out with the transaction's next read or before its
+    // commit.
+    c.defer_count(
         "INSERT INTO sessions(id, label, cwd, workspace, state, turns, last_turn_cursor,
            last_message, heartbeat_at, notify_url, command, pid, created_at, updated_at, owner,
            key_digest, stale_at, workspace_dev, workspace_ino)
@@ -150,8 +152,8 @@ pub(super) fn put_session(c: &Sql<'_>, s: &SessionRow) -> StoreResult<()> {
             &dev,
             &ino,
         ],
-    )?;
-    Ok(())
+        |_| Ok(()),
+    )
 }
 
 /// The watchdog's three looks, each by a partial index (a unit test reads
@@ -371,11 +373,12 @@ fn refuse_damaged(p: &PolicyRow) -> StoreResult<()> {
 
 /// Writes a damaged policy's status, reason and time, and nothing else.
 pub(super) fn put_damaged_policy(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
-    let n = c.execute(
+    update_policy(
+        c,
+        &p.id,
         "UPDATE policies SET status = $2, reason = $3, updated_at = $4 WHERE id = $1",
         &[&p.id, &p.status.as_str(), &p.reason, &p.updated_at],
-    )?;
-    vanished(n, &p.id)
+    )
 }
 
 /// Writes bookkeeping columns of an undamaged policy (`sql` sets them from
@@ -384,7 +387,15 @@ fn record(c: &Sql<'_>, p: &PolicyRow, sql: &str, values: &[Param<'_>]) -> StoreR
     refuse_damaged(p)?;
     let mut params: Vec<Param<'_>> = vec![&p.id];
     params.extend_from_slice(values);
-    vanished(c.execute(sql, &params)?, &p.id)
+    update_policy(c, &p.id, sql, &params)
+}
+
+/// Queues `sql`, an update of the policy `id` (it goes out with the
+/// transaction's next read or before its commit); a policy gone fails the
+/// transaction.
+fn update_policy(c: &Sql<'_>, id: &str, sql: &str, params: &[Param<'_>]) -> StoreResult<()> {
+    let id = id.to_string();
+    c.defer_count(sql, params, move |n| vanished(n, &id))
 }
 
 pub(super) fn record_next(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
@@ -418,7 +429,9 @@ pub(super) fn record_publishes(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
 
 pub(super) fn put_policy(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
     refuse_damaged(p)?;
-    let n = c.execute(
+    update_policy(
+        c,
+        &p.id,
         "UPDATE policies SET status = $2, sessions = $3, pending = $4, watch_after = $5,
            retries_used = $6, gate_runs = $7, verdict = $8, plan = $9, prepared = $10,
            commit_sha = $11, reason = $12, next_id = $13, updated_at = $14, gate_crashes = $15,
@@ -447,8 +460,7 @@ pub(super) fn put_policy(c: &Sql<'_>, p: &PolicyRow) -> StoreResult<()> {
             &codec::encode_opt("review", p.review.as_ref())?,
             &p.nudge,
         ],
-    )?;
-    vanished(n, &p.id)
+    )
 }
 
 /// One host's events after a cursor (`$1`, at most `$2`, the host `$3`),
@@ -613,84 +625,61 @@ pub(super) fn mark_delivery(
     Ok(())
 }
 
-/// The webhook URL of an event's session (a primary-key lookup).
-pub(super) const SESSION_WEBHOOK_URL: &str = "SELECT notify_url FROM sessions WHERE id = $1";
+/// An event appended with its deliveries, in one statement: the cursor
+/// from the counter, the row, and a delivery to each URL once, in this
+/// order: the global webhooks (`$6`, as given), the session's own URL, and
+/// for a policy event every member's (by URL). Its lookups go by the
+/// sessions' key and the member index, never a scan (a unit test reads its
+/// plan). It answers the cursor it took.
+pub(super) const APPEND_EVENT: &str =
+    "WITH c AS (UPDATE event_head SET cursor = cursor + 1 RETURNING cursor),
+  e AS (INSERT INTO events(cursor, at, type, session_id, policy_id, payload)
+        VALUES((SELECT cursor FROM c), $1, $2, $3, $4, $5) RETURNING cursor),
+  urls AS (SELECT g.url, 0 AS src, g.n FROM unnest($6::text[]) WITH ORDINALITY AS g(url, n)
+    UNION ALL SELECT s.notify_url, 1, 0 FROM sessions s WHERE s.id = $3 AND s.notify_url IS NOT NULL
+    UNION ALL SELECT s.notify_url, 2, 0 FROM policy_members m JOIN sessions s ON s.id = m.session_id
+      WHERE m.policy_id = $4 AND s.notify_url IS NOT NULL),
+  firsts AS (SELECT DISTINCT ON (url) url, src, n FROM urls ORDER BY url, src, n),
+  d AS (INSERT INTO deliveries(event_cursor, url, next_at, state)
+        SELECT e.cursor, f.url, $1, 'pending' FROM e, firsts f
+        ORDER BY f.src, f.n, f.url COLLATE \"C\"
+        ON CONFLICT DO NOTHING)
+  SELECT cursor FROM e";
 
-/// The webhook URLs of a policy's members: by the member index and the
-/// sessions' key, never a scan (a unit test reads the plan).
-pub(super) const MEMBER_WEBHOOK_URLS: &str =
-    "SELECT s.notify_url FROM policy_members m JOIN sessions s ON s.id = m.session_id
-      WHERE m.policy_id = $1 AND s.notify_url IS NOT NULL ORDER BY s.notify_url COLLATE \"C\"";
-
-/// Appends an event under the write lock: the next cursor from the
-/// counter (commit order, never reused), the row, and its deliveries.
+/// Appends an event under the write lock, queued (it goes out with the
+/// transaction's next read or before its commit): the next cursor from the
+/// counter (commit order, never reused), which must be `cursor`, the one
+/// the transaction expects (anything else fails it), the row, and its
+/// deliveries.
 pub(super) fn append_event(
     c: &Sql<'_>,
+    cursor: i64,
     kind: &str,
     payload: &str,
     session_id: Option<&str>,
     policy_id: Option<&str>,
     webhooks: &[String],
-) -> StoreResult<i64> {
+) -> StoreResult<()> {
     let now = crate::store::now_ms();
-    // One round trip: the cursor taken and the event inserted in one
-    // statement (the counter's update runs once, under the write lock),
-    // the webhooks' lookups pipelined behind it.
-    let event: [Param<'_>; 5] = [&now, &kind, &session_id, &policy_id, &payload];
-    let session: [Param<'_>; 1] = [&session_id];
-    let policy: [Param<'_>; 1] = [&policy_id];
-    let mut statements: Vec<(&str, &[Param<'_>])> = vec![(
-        "WITH c AS (UPDATE event_head SET cursor = cursor + 1 RETURNING cursor)
-         INSERT INTO events(cursor, at, type, session_id, policy_id, payload)
-         VALUES((SELECT cursor FROM c), $1, $2, $3, $4, $5) RETURNING cursor",
-        &event,
-    )];
-    if session_id.is_some() {
-        statements.push((SESSION_WEBHOOK_URL, &session));
-    }
-    if policy_id.is_some() {
-        statements.push((MEMBER_WEBHOOK_URLS, &policy));
-    }
-    let mut answers = c.query_all(&statements)?.into_iter();
-    let cursor: i64 = match answers.next().as_deref() {
-        Some([row]) => col(row, "cursor")?,
-        _ => {
-            return Err(StoreError::Backend(
-                "appending an event answered no cursor".into(),
-            ));
-        }
-    };
-    // The global URLs, the session's own, and for a policy event every
-    // member's, each once.
-    let mut urls: Vec<String> = webhooks.to_vec();
-    let mut found: Vec<String> = Vec::new();
-    if session_id.is_some()
-        && let Some(rows) = answers.next()
-    {
-        for r in &rows {
-            if let Some(url) = col::<Option<String>>(r, "notify_url")? {
-                found.push(url);
+    c.defer_rows(
+        APPEND_EVENT,
+        &[&now, &kind, &session_id, &policy_id, &payload, &webhooks],
+        move |rows| {
+            let took: i64 = match rows.as_slice() {
+                [row] => col(row, "cursor")?,
+                _ => {
+                    return Err(StoreError::Backend(
+                        "appending an event answered no cursor".into(),
+                    ));
+                }
+            };
+            if took == cursor {
+                Ok(())
+            } else {
+                Err(StoreError::Backend(format!(
+                    "an event took cursor {took} where its transaction expected {cursor}"
+                )))
             }
-        }
-    }
-    if policy_id.is_some()
-        && let Some(rows) = answers.next()
-    {
-        for r in &rows {
-            found.push(col(r, "notify_url")?);
-        }
-    }
-    for url in found {
-        if !urls.contains(&url) {
-            urls.push(url);
-        }
-    }
-    for url in urls {
-        c.execute(
-            "INSERT INTO deliveries(event_cursor, url, next_at, state)
-             VALUES($1, $2, $3, 'pending') ON CONFLICT DO NOTHING",
-            &[&cursor, &url, &now],
-        )?;
-    }
-    Ok(cursor)
+        },
+    )
 }

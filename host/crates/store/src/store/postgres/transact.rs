@@ -3,14 +3,19 @@
 //! claim (`claim::check_claim`), the body, and the commit with its
 //! notification, or the rollback.
 //!
-//! It owns how few round trips that takes: a host's `BEGIN`, lock and
-//! check go in one (`Sql`'s prelude, pipelined), the commit and its
-//! notification in one. It must never commit a transaction in which a
-//! statement failed, run the check in the lock's statement (that one's
-//! snapshot predates the wait for the lock), or return a connection with
-//! a transaction open to the pool.
+//! It owns how few round trips that takes: a host's `BEGIN`, lock, read
+//! of the event counter and check go in one (`Sql`'s queue, pipelined);
+//! the body's writes are queued (`Sql::defer_count`, `Sql::defer_rows`)
+//! and go out with its next read, the rest in one round trip before the
+//! commit, whose answers are checked before the commit is sent; the
+//! commit and its notification in one. A transaction of writes alone is
+//! three round trips however many it writes. It must never commit a
+//! transaction in which a statement failed or whose queued writes were not
+//! all answered and checked, run the check in the lock's statement (that
+//! one's snapshot predates the wait for the lock), or return a connection
+//! with a transaction open to the pool.
 
-use super::bridge::Sql;
+use super::bridge::{Sql, col};
 use super::errors::from_pg;
 use super::{Discard, PgStore, PgTx, WRITE_LOCK, claim, discard, listen};
 use crate::store::{StoreError, StoreResult};
@@ -96,22 +101,29 @@ impl PgStore {
                         None => Sql::new(&self.bridge, client),
                     },
                     head: None,
+                    next: Default::default(),
                 };
-                let checked = match lease {
+                // The counter's read waits in the queue: it goes with the
+                // claim's check, or with the body's first read.
+                let checked = read_head(&tx).and_then(|()| match lease {
                     Some(l) => claim::check_claim(&tx.sql, l),
                     None => Ok(()),
-                };
+                });
                 if matches!(checked, Err(StoreError::Unreachable(_))) && !retried {
                     // Dropping `held` discards the dead connection.
                     retried = true;
                     continue;
                 }
-                let out = checked.and_then(|()| match body.take() {
-                    Some(f) => f(&mut tx),
-                    None => Err(StoreError::Backend(
-                        "the transaction's body already ran".into(),
-                    )),
-                });
+                let out = checked
+                    .and_then(|()| match body.take() {
+                        Some(f) => f(&mut tx),
+                        None => Err(StoreError::Backend(
+                            "the transaction's body already ran".into(),
+                        )),
+                    })
+                    // The writes still queued, in their own round trip:
+                    // their checks are settled before the commit is sent.
+                    .and_then(|v| tx.sql.flush().map(|()| v));
                 let end = match &out {
                     Ok(_) if tx.sql.failed() => {
                         let _ = tx.sql.batch("ROLLBACK");
@@ -121,7 +133,10 @@ impl PgStore {
                     }
                     // With its notification, when it appended events.
                     Ok(_) => tx.sql.batch(&listen::commit_sql(tx.head)),
-                    Err(_) => tx.sql.batch("ROLLBACK"),
+                    Err(_) => {
+                        tx.sql.forget();
+                        tx.sql.batch("ROLLBACK")
+                    }
                 };
                 let clean = end.is_ok() && !tx.sql.failed();
                 if clean
@@ -141,6 +156,24 @@ impl PgStore {
             return Ok(out);
         }
     }
+}
+
+/// Queues the read of the event counter into `tx.next`.
+fn read_head(tx: &PgTx<'_>) -> StoreResult<()> {
+    let next = tx.next.clone();
+    tx.sql.defer_rows(
+        "SELECT cursor FROM event_head",
+        &[],
+        move |rows| match rows.as_slice() {
+            [row] => {
+                next.set(Some(col(row, "cursor")?));
+                Ok(())
+            }
+            _ => Err(StoreError::Backend(
+                "the event counter's row is missing".into(),
+            )),
+        },
+    )
 }
 
 /// A write transaction's first statements: `BEGIN` (READ COMMITTED) and

@@ -7,12 +7,12 @@ use super::bridge::col;
 use super::{PgTx, leader, passkeys, records, requests, routines, standing};
 use crate::model::event::Event;
 use crate::model::routine::RunState;
-use crate::store::StoreResult;
 use crate::store::interface::RecordsTx;
 use crate::store::routine_rows::RoutineRow;
 use crate::store::rows::{
     HostRequestState, Leadership, PolicyRow, SessionRow, StaleHost, StandingRow, TakenOver,
 };
+use crate::store::{StoreError, StoreResult};
 use webauthn_rs::prelude::Passkey;
 
 impl RecordsTx for PgTx<'_> {
@@ -40,14 +40,27 @@ impl RecordsTx for PgTx<'_> {
         webhooks: &[String],
     ) -> StoreResult<i64> {
         let payload = event.payload_text()?;
-        let cursor = records::append_event(
+        // Its cursor is the counter's next, as this transaction knows it
+        // (read after the write lock; a first append before any round
+        // trip reads it now).
+        if self.next.get().is_none() {
+            self.sql.flush()?;
+        }
+        let Some(cursor) = self.next.get().map(|h| h + 1) else {
+            return Err(StoreError::Backend(
+                "the event counter was not read in this transaction".into(),
+            ));
+        };
+        records::append_event(
             &self.sql,
+            cursor,
             event.kind(),
             &payload,
             session_id,
             policy_id,
             webhooks,
         )?;
+        self.next.set(Some(cursor));
         // Notified at the commit (`listen`): cursors grow within one.
         self.head = Some(cursor);
         Ok(cursor)
