@@ -25,9 +25,8 @@ use gatehost::model::event::{Event, Report, SessionEvent};
 use gatehost::store::pg_testdb::TestDb;
 use gatehost::store::{EventFilter, HostSpec, PolicyRow, PolicyStatus, Store};
 use serde_json::json;
-use std::path::Path;
 use std::time::{Duration, Instant};
-use support::serve::{Daemon, Http, start, start_env};
+use support::serve::{Daemon, Http, config, start, start_env};
 
 /// The PostgreSQL daemons' host id.
 const HOST_A: &[(&str, &str)] = &[("GATEHOST_HOST_ID", "bench-a")];
@@ -43,28 +42,6 @@ fn spec(id: &str) -> HostSpec {
         machine: "bench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     }
-}
-
-/// A configuration allowing `true` for workspaces under `roots`, on the
-/// PostgreSQL database `db` when given.
-fn config(dir: &Path, name: &str, roots: &Path, db: Option<&TestDb>) -> std::path::PathBuf {
-    let mut text = format!(
-        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\n",
-        roots.display().to_string()
-    );
-    if let Some(db) = db {
-        let opts = db.options();
-        let pw = dir.join(format!("{name}.password"));
-        std::fs::write(&pw, opts.password.clone().unwrap_or_default()).expect("password");
-        text.push_str(&format!(
-            "[store]\nurl = \"{}\"\npassword_file = \"{}\"\n",
-            opts.url,
-            pw.display()
-        ));
-    }
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("config");
-    path
 }
 
 /// One turn-end on `d`: the time from the report to the policy settled.
@@ -183,8 +160,8 @@ fn main() {
     let http = Http::new();
 
     println!("## turn-end → policy:passed, shell `true`, {rounds} rounds alternating\n");
-    let lite_cfg = config(dir.path(), "sqlite", &roots, None);
-    let pg_cfg = config(dir.path(), "postgres", &roots, Some(&db));
+    let lite_cfg = config(dir.path(), "sqlite", &roots, None, "");
+    let pg_cfg = config(dir.path(), "postgres", &roots, Some(&db), "");
     let (lite, _) = start(&dir.path().join("lite"), &lite_cfg, "127.0.0.1:0");
     let (pg, _) = start_env(&dir.path().join("pg"), &pg_cfg, "127.0.0.1:0", HOST_A);
     for d in [&lite, &pg] {
@@ -291,7 +268,7 @@ fn main() {
         let s = Store::open(&lite_data).expect("sqlite");
         insert_policies(&s, 0, policies);
     }
-    let pg_cfg = config(dir.path(), "inbox-pg", &roots, Some(&inbox_db));
+    let pg_cfg = config(dir.path(), "inbox-pg", &roots, Some(&inbox_db), "");
     let (lite, _) = start(&dir.path().join("inbox-lite"), &lite_cfg, "127.0.0.1:0");
     let (pg, _) = start_env(&dir.path().join("inbox-pg"), &pg_cfg, "127.0.0.1:0", HOST_A);
     println!("| store | `GET /v1/policies?limit=50` p50 | `GET /v1/health` p50 | ratio |");

@@ -20,32 +20,8 @@ mod support;
 
 use gatehost::store::pg_testdb::TestDb;
 use serde_json::{Value, json};
-use std::path::Path;
 use std::time::{Duration, Instant};
-use support::serve::{Http, start_env};
-
-fn config(
-    dir: &Path,
-    name: &str,
-    roots: &Path,
-    db: &TestDb,
-    lease: u64,
-    grace: u64,
-) -> std::path::PathBuf {
-    let opts = db.options();
-    let pw = dir.join(format!("{name}.password"));
-    std::fs::write(&pw, opts.password.clone().unwrap_or_default()).expect("password");
-    let text = format!(
-        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\n\
-         [store]\nurl = \"{}\"\npassword_file = \"{}\"\nlease = \"{lease}ms\"\ngrace = \"{grace}ms\"\nshared_workspaces = true\n",
-        roots.display().to_string(),
-        opts.url,
-        pw.display()
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("config");
-    path
-}
+use support::serve::{Http, config, start_env};
 
 fn host<'a>(hosts: &'a Value, id: &str) -> &'a Value {
     hosts["hosts"]
@@ -71,7 +47,13 @@ fn main() {
         let roots = dir.path().join("roots");
         let ws = roots.join("ws");
         std::fs::create_dir_all(&ws).expect("ws");
-        let cfg = config(dir.path(), "c", &roots, &db, lease, grace);
+        let cfg = config(
+            dir.path(),
+            "c",
+            &roots,
+            Some(&db),
+            &format!("lease = \"{lease}ms\"\ngrace = \"{grace}ms\"\nshared_workspaces = true\n"),
+        );
         let (mut alpha, _) = start_env(
             &dir.path().join("a"),
             &cfg,

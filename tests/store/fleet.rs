@@ -7,9 +7,9 @@
 //! are refused by its fencing number (the test hook `IGNORE_OWN_LEASE`
 //! lets them reach the database) and it stops, exit 2.
 
-use super::{Pg, database, store_section};
+use super::{Pg, database, store_check, store_section};
 use crate::common::daemon::{Daemon, git_repo, serve_command};
-use crate::common::{Scratch, allow_config, run_gatehost};
+use crate::common::{Scratch, allow_config};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,18 +29,8 @@ fn config(s: &Scratch, pg: &Pg, lease: &str) -> std::path::PathBuf {
 
 /// `gatehost store check --json`'s hosts, by id.
 fn hosts(cfg: &Path) -> Vec<Value> {
-    let run = run_gatehost(
-        &[
-            "store".into(),
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-        ],
-        &[],
-    );
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let v: Value = serde_json::from_str(run.stdout.trim()).expect("json");
+    let (code, v) = store_check(cfg);
+    assert_eq!(code, 0, "{v}");
     v["hosts"].as_array().expect("hosts").clone()
 }
 

@@ -24,6 +24,7 @@ mod restart_fleet;
 mod takeover;
 mod tokens;
 
+use crate::common::{CliRun, run_gatehost};
 use gatehost::store::pg_testdb::TestDb;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,28 @@ impl Pg {
     }
 }
 
+/// `gatehost store check --json` on `cfg`, as it ran.
+pub fn store_check_run(cfg: &Path) -> CliRun {
+    run_gatehost(
+        &[
+            "store".into(),
+            "check".into(),
+            "--json".into(),
+            "--config".into(),
+            cfg.display().to_string(),
+        ],
+        &[],
+    )
+}
+
+/// `gatehost store check --json` on `cfg`: its exit code and answer.
+pub fn store_check(cfg: &Path) -> (i32, serde_json::Value) {
+    let run = store_check_run(cfg);
+    let v = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("store check --json: {e}: {}{}", run.stdout, run.stderr));
+    (run.code, v)
+}
+
 fn first(rows: Vec<Vec<Option<String>>>) -> String {
     rows.into_iter()
         .next()
@@ -82,6 +105,26 @@ fn first(rows: Vec<Vec<Option<String>>>) -> String {
 }
 
 /// A `[store]` section on `url` with the password in `password_file`.
+/// A scratch area with a git workspace and a config allowing the shell
+/// programs `allow` on the store `url` (its password in `password_file`).
+pub fn workspace_on(
+    url: &str,
+    password_file: &Path,
+    allow: &[&str],
+) -> (crate::common::Scratch, PathBuf) {
+    let s = crate::common::Scratch::new();
+    crate::common::daemon::git_repo(&s.ws);
+    let cfg = s.write(
+        "config.toml",
+        &format!(
+            "{}{}",
+            crate::common::allow_config(allow),
+            store_section(url, password_file)
+        ),
+    );
+    (s, cfg)
+}
+
 pub fn store_section(url: &str, password_file: &Path) -> String {
     format!(
         "[store]\nurl = \"{url}\"\npassword_file = \"{}\"\n",

@@ -8,10 +8,10 @@
 //! taking over a host cut off past its lease: `takeover.rs`.)
 
 use super::load::{assert_degraded, health, health_until, is_ok, lines_with};
-use super::{database, store_section};
-use crate::common::daemon::{Daemon, git_repo, script_gate_json, wait_started};
+use super::{database, workspace_on};
+use crate::common::daemon::{Daemon, script_gate_json, wait_started};
 use crate::common::tcp_proxy::TcpProxy;
-use crate::common::{Scratch, allow_config, assert_no_survivors, marker, survivors};
+use crate::common::{assert_no_survivors, marker, survivors};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -86,15 +86,10 @@ fn a_daemon_cut_off_from_postgres_says_degraded_answers_503_and_settles_its_work
         return;
     };
     let proxy = TcpProxy::start(address(&pg.url));
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            store_section(&via_port(&pg.url, proxy.port()), &pg.password_file)
-        ),
+    let (s, cfg) = workspace_on(
+        &via_port(&pg.url, proxy.port()),
+        &pg.password_file,
+        &["true"],
     );
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     assert!(
@@ -171,15 +166,10 @@ fn a_stop_hook_during_a_cut_asks_again_and_gets_its_verdict_once_healed() {
         return;
     };
     let proxy = TcpProxy::start(address(&pg.url));
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            store_section(&via_port(&pg.url, proxy.port()), &pg.password_file)
-        ),
+    let (s, cfg) = workspace_on(
+        &via_port(&pg.url, proxy.port()),
+        &pg.password_file,
+        &["true"],
     );
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     let sid = "claude:cut";

@@ -4,30 +4,13 @@
 //! old ones); and the password in no log line, event or command output.
 //! (Several daemons on one database: `fleet`.)
 
-use super::{Pg, database, store_section};
-use crate::common::daemon::{Daemon, git_out, git_repo, serve_command};
-use crate::common::{Scratch, allow_config, run_gatehost};
+use super::{database, store_check, store_section, workspace_on};
+use crate::common::daemon::{Daemon, git_out, serve_command};
+use crate::common::{allow_config, run_gatehost};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
-
-/// A scratch area with a git workspace and a config allowing `true` on
-/// the store `url` (the test database's password file).
-fn setup(pg: &Pg, url: &str) -> (Scratch, PathBuf) {
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&["true"]),
-            store_section(url, &pg.password_file)
-        ),
-    );
-    (s, cfg)
-}
 
 fn cursors(events: &[Value]) -> Vec<i64> {
     events
@@ -36,29 +19,12 @@ fn cursors(events: &[Value]) -> Vec<i64> {
         .collect()
 }
 
-/// `gatehost store check --json` on `cfg`: its exit code and answer.
-fn store_check(cfg: &Path) -> (i32, Value) {
-    let run = run_gatehost(
-        &[
-            "store".into(),
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-        ],
-        &[],
-    );
-    let v = serde_json::from_str(run.stdout.trim())
-        .unwrap_or_else(|e| panic!("store check --json: {e}: {}{}", run.stdout, run.stderr));
-    (run.code, v)
-}
-
 #[test]
 fn a_daemon_on_postgres_commits_and_after_a_restart_keeps_everything_and_never_reuses_a_cursor() {
     let Some(pg) = database("store::postgres::restart") else {
         return;
     };
-    let (s, cfg) = setup(&pg, &pg.url);
+    let (s, cfg) = workspace_on(&pg.url, &pg.password_file, &["true"]);
     let data = s.etc.join("data");
     let mut d = Daemon::start(&data, &cfg);
     // The store is the database: no SQLite file is made.
@@ -138,7 +104,7 @@ fn the_password_is_in_no_log_line_event_or_output() {
     let Some(pg) = database("store::postgres::password_leak") else {
         return;
     };
-    let (s, cfg) = setup(&pg, &pg.url);
+    let (s, cfg) = workspace_on(&pg.url, &pg.password_file, &["true"]);
     let data = s.etc.join("data");
     let mut d = Daemon::start_with_env(&data, &cfg, &[("GATEHOST_LOG", "debug")]);
     d.register("s1", &s.ws);

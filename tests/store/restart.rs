@@ -16,9 +16,9 @@ use super::load::{
     OwnCluster, Turns, assert_degraded, drive, health, health_until, is_ok, lines_with, read_bus,
     retrying,
 };
-use super::store_section;
-use crate::common::daemon::{Daemon, git_repo, script_gate_json, wait_started};
-use crate::common::{Scratch, allow_config, assert_no_survivors, marker};
+use super::workspace_on;
+use crate::common::daemon::{Daemon, script_gate_json, wait_started};
+use crate::common::{assert_no_survivors, marker};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,16 +40,7 @@ fn survives_a_restart(mode: &str) {
     let Some(cluster) = OwnCluster::start(&test) else {
         return;
     };
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&[]),
-            store_section(cluster.url(), &cluster.password_file())
-        ),
-    );
+    let (s, cfg) = workspace_on(cluster.url(), &cluster.password_file(), &[]);
     let mut d = Daemon::start(&s.etc.join("data"), &cfg);
     let sessions = ["a", "b", "c"];
     for sid in sessions {

@@ -7,9 +7,9 @@
 
 use super::load::{OwnCluster, Turns, drive_as, health_until, is_ok, read_bus};
 use super::restart::{SETTLE, turns_beyond};
-use super::store_section;
-use crate::common::daemon::{Daemon, git_repo, script_gate_json};
-use crate::common::{Scratch, allow_config, assert_no_survivors, marker};
+use super::workspace_on;
+use crate::common::daemon::{Daemon, script_gate_json};
+use crate::common::{assert_no_survivors, marker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -37,16 +37,7 @@ fn three_hosts_survive_an_immediate_shutdown_of_postgres_under_load() {
     let Some(cluster) = OwnCluster::start("store::restart_fleet::immediate") else {
         return;
     };
-    let s = Scratch::new();
-    git_repo(&s.ws);
-    let cfg = s.write(
-        "config.toml",
-        &format!(
-            "{}{}",
-            allow_config(&[]),
-            store_section(cluster.url(), &cluster.password_file())
-        ),
-    );
+    let (s, cfg) = workspace_on(cluster.url(), &cluster.password_file(), &[]);
     let daemons: Vec<Daemon> = HOSTS
         .iter()
         .map(|h| Daemon::start_with_env(&s.etc.join(h), &cfg, &[("GATEHOST_HOST_ID", h)]))

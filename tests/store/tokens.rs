@@ -8,9 +8,9 @@
 //! alone; and no token value is in any daemon's log, the events or
 //! `gatehost store check`.
 
-use super::{Pg, database, store_section};
+use super::{Pg, database, store_check_run, store_section};
 use crate::common::daemon::{Daemon, git_repo};
-use crate::common::{Scratch, allow_config, run_gatehost};
+use crate::common::{Scratch, allow_config};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -230,16 +230,7 @@ fn two_hosts_serve_with_the_cluster_s_tokens_and_a_rotation_on_one_is_followed_b
     );
     let events = serde_json::to_string(&all).expect("json");
     none_of(&secrets, &events, "the events");
-    let check = run_gatehost(
-        &[
-            "store".into(),
-            "check".into(),
-            "--json".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-        ],
-        &[],
-    );
+    let check = store_check_run(&cfg);
     assert_eq!(check.code, 0, "{}", check.stderr);
     none_of(
         &secrets,

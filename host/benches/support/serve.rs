@@ -22,6 +22,35 @@ impl Drop for Daemon {
     }
 }
 
+/// A configuration allowing `true` for workspaces under `roots`, on the
+/// PostgreSQL database `db` when given (its password in a file beside it,
+/// `store` appended to its `[store]` section): written as `dir/name.toml`.
+pub(crate) fn config(
+    dir: &Path,
+    name: &str,
+    roots: &Path,
+    db: Option<&gatehost::store::pg_testdb::TestDb>,
+    store: &str,
+) -> std::path::PathBuf {
+    let mut text = format!(
+        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\n",
+        roots.display().to_string()
+    );
+    if let Some(db) = db {
+        let opts = db.options();
+        let pw = dir.join(format!("{name}.password"));
+        std::fs::write(&pw, opts.password.clone().unwrap_or_default()).expect("password");
+        text.push_str(&format!(
+            "[store]\nurl = \"{}\"\npassword_file = \"{}\"\n{store}",
+            opts.url,
+            pw.display()
+        ));
+    }
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("config");
+    path
+}
+
 pub(crate) fn start(data: &Path, config: &Path, listen: &str) -> (Daemon, Duration) {
     start_program(
         Path::new(env!("CARGO_BIN_EXE_gatehost")),
