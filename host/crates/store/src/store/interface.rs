@@ -487,6 +487,13 @@ pub trait Backend: Records + Send + Sync {
         None
     }
 
+    /// Test only: how many round trips its statements have made to a
+    /// database server (`None`: an embedded store, which makes none).
+    #[cfg(any(test, feature = "test-support"))]
+    fn round_trips(&self) -> Option<u64> {
+        None
+    }
+
     /// Test only: the stored text of `column` of the row `id` of `table`
     /// (`None`: no such row), read without decoding the row.
     #[cfg(any(test, feature = "test-support"))]

@@ -357,6 +357,13 @@ impl Store {
         self.backend.apply_retention(rules, now)
     }
 
+    /// Test only: the round trips its statements made to a database
+    /// server (see [`Backend::round_trips`]).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn round_trips(&self) -> Option<u64> {
+        self.backend.round_trips()
+    }
+
     /// Test only: the stored text of a column, read without decoding its
     /// row (see [`Backend::stored_text`]).
     #[cfg(any(test, feature = "test-support"))]

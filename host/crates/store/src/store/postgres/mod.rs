@@ -551,6 +551,11 @@ impl Backend for PgStore {
     }
 
     #[cfg(any(test, feature = "test-support"))]
+    fn round_trips(&self) -> Option<u64> {
+        Some(self.bridge.trips.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    #[cfg(any(test, feature = "test-support"))]
     fn stored_text(&self, table: &str, column: &str, id: &str) -> StoreResult<Option<String>> {
         self.reading(|c| {
             match c.opt(
