@@ -131,14 +131,13 @@ impl Policies {
         }
         // The policies that need a damaged session, oldest first, each
         // blocked naming its first damaged member (as its row lists them).
-        let mut ids = std::collections::BTreeSet::new();
+        let mut policies = std::collections::BTreeMap::new();
         for s in &sessions {
-            ids.extend(engine.store().live_with(&s.id)?);
+            for p in engine.store().live_with(&s.id)? {
+                policies.insert(p.id.clone(), p);
+            }
         }
-        let mut policies = Vec::new();
-        for id in ids {
-            policies.extend(engine.store().policy(&id)?);
-        }
+        let mut policies: Vec<PolicyRow> = policies.into_values().collect();
         policies.sort_by_key(|p| p.seq);
         for p in policies {
             if p.damage.is_some() || p.status.is_settled() {

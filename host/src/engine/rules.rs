@@ -17,7 +17,7 @@ use super::attach::{AttachInput, parse_input, validate};
 use super::{EngineResult, services::Settings};
 use crate::config::Trust;
 use crate::model::event::{Event, PolicyRefused, RefusedOrigin, SessionEvent};
-use crate::store::{SessionRow, Tx};
+use crate::store::{PolicyRow, SessionRow, Tx};
 use std::path::Path;
 
 /// Where a rule comes from: the configuration or a standing policy (named
@@ -58,7 +58,8 @@ impl Settings {
         // policy, or one attached with the operator token) keep these from
         // attaching: a policy the agent attached, however silent, never
         // switches the operator's off.
-        if (rules.is_empty() && standing.is_empty()) || self.operator_watches(tx, &s.id)? {
+        if (rules.is_empty() && standing.is_empty()) || self.operator_watches(&tx.live_with(&s.id)?)
+        {
             return Ok(());
         }
         let workspace = Path::new(&s.workspace);
@@ -95,20 +96,13 @@ impl Settings {
         Ok(())
     }
 
-    /// Whether a live policy the operator attached (with the operator
-    /// token, or as a standing or session policy) has `session` as a
-    /// member. A policy whose stored spec does not decode is no one's (it
-    /// is blocked, said, on its next step).
-    pub(super) fn operator_watches(&self, tx: &mut Tx<'_>, session: &str) -> EngineResult<bool> {
-        for id in tx.live_with(session)? {
-            let Some(p) = tx.policy(&id)? else {
-                continue;
-            };
-            if super::stored::spec(&p).is_ok_and(|input| input.attached_by == Trust::Operator) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+    /// Whether one of a session's `live` policies (`Records::live_with`)
+    /// is the operator's (attached with the operator token, or as a
+    /// standing or session policy). A policy whose stored spec does not
+    /// decode is no one's (it is blocked, said, on its next step).
+    pub(super) fn operator_watches(&self, live: &[PolicyRow]) -> bool {
+        live.iter()
+            .any(|p| super::stored::spec(p).is_ok_and(|input| input.attached_by == Trust::Operator))
     }
 
     fn refuse_rule(

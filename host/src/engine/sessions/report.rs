@@ -13,7 +13,7 @@ use crate::engine::keys::Caller;
 use crate::engine::machine::Input as PolicyInput;
 use crate::engine::{EngineError, EngineResult, damage, services::Sessions};
 use crate::model::event::{self as ev, Event, SessionEvent};
-use crate::store::{PolicyStatus, SessionRow};
+use crate::store::{PolicyRow, PolicyStatus, SessionRow};
 
 impl Sessions {
     /// A turn-end of `s` that no live policy of the operator's has as a
@@ -24,15 +24,21 @@ impl Sessions {
     /// sessions agents run themselves (a hook's, the API's); the sessions
     /// the daemon starts are its routines' and reviews', which say their own.
     /// Returns whether the stop was ungated.
-    fn note_ungated(&self, tx: &mut crate::store::Tx<'_>, s: &SessionRow) -> EngineResult<bool> {
+    /// `live`: the session's live policies (`Records::live_with`).
+    fn note_ungated(
+        &self,
+        tx: &mut crate::store::Tx<'_>,
+        s: &SessionRow,
+        live: &[PolicyRow],
+    ) -> EngineResult<bool> {
         let e = self.engine();
-        if s.command.is_some() || e.settings().operator_watches(tx, &s.id)? {
+        if s.command.is_some() || e.settings().operator_watches(live) {
             return Ok(false);
         }
         if tx.has_session_event(&s.id, UNGATED)? {
             return Ok(true);
         }
-        let reason = if tx.live_with(&s.id)?.is_empty() {
+        let reason = if live.is_empty() {
             "no policy watches this session: its stop was not gated"
         } else {
             "only policies the agent attached watch this session: no policy of the operator's gated its stop"
@@ -152,18 +158,38 @@ impl Sessions {
             if step.does(F::AttachPolicies) {
                 engine.settings().attach_session_policies(tx, &s, "turn-start")?;
             }
+            // The session's live policies, read once for the three looks
+            // below (nothing between them writes a policy).
+            let live = if [F::NameJudging, F::NoteUngated, F::EndTurnInPolicies]
+                .into_iter()
+                .any(|f| step.does(f))
+            {
+                tx.live_with(id)?
+            } else {
+                Vec::new()
+            };
             // Policies already judging this session (a gate still running
             // from an earlier turn-end) give their verdict next: a caller
             // waiting for verdicts waits for theirs too.
             if step.does(F::NameJudging) {
-                counted.extend(tx.judging_with(id)?);
+                counted.extend(
+                    live.iter()
+                        .filter(|p| {
+                            matches!(
+                                p.status,
+                                PolicyStatus::Queued | PolicyStatus::Gating | PolicyStatus::Nudging
+                            )
+                        })
+                        .map(|p| p.id.clone()),
+                );
             }
             if step.does(F::NoteUngated) {
-                ungated = self.note_ungated(tx, &s)?;
+                ungated = self.note_ungated(tx, &s, &live)?;
             }
             let mut queued = Vec::new();
             if step.does(F::EndTurnInPolicies) {
-                for mut p in tx.watching_with(id)? {
+                let watching = live.into_iter().filter(|p| p.status == PolicyStatus::Watching);
+                for mut p in watching {
                     if p.damage.is_some() {
                         // Blocked, said; the others gate as ever.
                         engine.policies().settle_damaged(tx, &mut p)?;

@@ -168,22 +168,18 @@ pub trait Records {
     /// first (rows decoded one at a time, never all held at once).
     fn damaged_policies(&self) -> StoreResult<Vec<String>>;
 
-    /// Watching policies that have `session_id` as a member, oldest first.
-    fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>>;
-
     /// Watching policies with a stale member.
     fn watching_with_stale_member(&self) -> StoreResult<Vec<PolicyRow>>;
 
     /// Unsettled policies whose deadline is at or before `now` (ms).
     fn past_deadline(&self, now: i64) -> StoreResult<Vec<PolicyRow>>;
 
-    /// Ids of the policies judging `session_id`'s work (queued, gating,
-    /// nudging).
-    fn judging_with(&self, session_id: &str) -> StoreResult<Vec<String>>;
-
-    /// Ids of the policies with `session_id` as a member that have not
-    /// ended, oldest first.
-    fn live_with(&self, session_id: &str) -> StoreResult<Vec<String>>;
+    /// The policies with `session_id` as a member that have not ended
+    /// (any status but done, blocked and cancelled; a row that does not
+    /// decode with its damage said), oldest first: what a report of the
+    /// session looks at (those judging its work, those watching it, whether
+    /// the operator watches it), read once.
+    fn live_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>>;
 
     /// The policy an idempotency key made, and the request's digest.
     fn idempotent(&self, key: &str) -> StoreResult<Option<(String, String)>>;

@@ -387,10 +387,6 @@ macro_rules! reads {
             self.reading(records::damaged_unsettled)
         }
 
-        fn watching_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
-            self.reading(|c| records::watching_with(c, session_id))
-        }
-
         fn watching_with_stale_member(&self) -> StoreResult<Vec<PolicyRow>> {
             self.reading(records::watching_with_stale_member)
         }
@@ -399,11 +395,7 @@ macro_rules! reads {
             self.reading(|c| records::past_deadline(c, now))
         }
 
-        fn judging_with(&self, session_id: &str) -> StoreResult<Vec<String>> {
-            self.reading(|c| records::judging_with(c, session_id))
-        }
-
-        fn live_with(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        fn live_with(&self, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
             self.reading(|c| records::live_with(c, session_id))
         }
 

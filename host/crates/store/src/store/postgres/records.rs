@@ -253,36 +253,18 @@ pub(super) fn sessions_to_recover(c: &Sql<'_>) -> StoreResult<Vec<SessionRow>> {
     Ok(out)
 }
 
-pub(super) fn watching_with(c: &Sql<'_>, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
+/// The policies with `session_id` as a member that have not ended, oldest
+/// first.
+pub(super) fn live_with(c: &Sql<'_>, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
     all(
         c.query(
             "SELECT p.* FROM policy_members m JOIN policies p ON p.id = m.policy_id
-              WHERE m.session_id = $1 AND p.status = 'watching' ORDER BY p.seq",
+              WHERE m.session_id = $1 AND p.status NOT IN ('done', 'blocked', 'cancelled')
+              ORDER BY p.seq",
             &[&session_id],
         )?,
         policy_from,
     )
-}
-
-fn ids(rows: Vec<tokio_postgres::Row>) -> StoreResult<Vec<String>> {
-    rows.iter().map(|r| col(r, "id")).collect()
-}
-
-pub(super) fn judging_with(c: &Sql<'_>, session_id: &str) -> StoreResult<Vec<String>> {
-    ids(c.query(
-        "SELECT p.id FROM policy_members m JOIN policies p ON p.id = m.policy_id
-          WHERE m.session_id = $1 AND p.status IN ('queued', 'gating', 'nudging') ORDER BY p.seq",
-        &[&session_id],
-    )?)
-}
-
-pub(super) fn live_with(c: &Sql<'_>, session_id: &str) -> StoreResult<Vec<String>> {
-    ids(c.query(
-        "SELECT p.id FROM policy_members m JOIN policies p ON p.id = m.policy_id
-          WHERE m.session_id = $1 AND p.status NOT IN ('done', 'blocked', 'cancelled')
-          ORDER BY p.seq",
-        &[&session_id],
-    )?)
 }
 
 /// Inserts a policy (its `seq` already given) and its members; an id

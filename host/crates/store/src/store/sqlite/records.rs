@@ -308,38 +308,14 @@ pub(super) fn sessions_to_recover(c: &Connection) -> StoreResult<Vec<SessionRow>
     Ok(out)
 }
 
-pub(super) fn watching_with(c: &Connection, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
+/// The policies with `session_id` as a member that have not ended
+/// (anything but done, blocked and cancelled), oldest first.
+pub(super) fn live_with(c: &Connection, session_id: &str) -> StoreResult<Vec<PolicyRow>> {
     let mut st = c.prepare_cached(
         "SELECT p.* FROM policy_members m JOIN policies p ON p.id = m.policy_id
-         WHERE m.session_id = ?1 AND p.status = 'watching' ORDER BY p.seq",
-    )?;
-    st.query_map(params![session_id], policy_from)
-        .map_err(decode_err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(decode_err)
-}
-
-/// Ids of the policies with `session_id` as a member that are judging its
-/// work: queued, gating or nudging.
-pub(super) fn judging_with(c: &Connection, session_id: &str) -> StoreResult<Vec<String>> {
-    let mut st = c.prepare_cached(
-        "SELECT p.id FROM policy_members m JOIN policies p ON p.id = m.policy_id
-         WHERE m.session_id = ?1 AND p.status IN ('queued', 'gating', 'nudging') ORDER BY p.seq",
-    )?;
-    st.query_map(params![session_id], |r| r.get(0))
-        .map_err(decode_err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(decode_err)
-}
-
-/// Ids of the policies with `session_id` as a member that have not ended
-/// (anything but done, blocked and cancelled).
-pub(super) fn live_with(c: &Connection, session_id: &str) -> StoreResult<Vec<String>> {
-    let mut st = c.prepare_cached(
-        "SELECT p.id FROM policy_members m JOIN policies p ON p.id = m.policy_id
          WHERE m.session_id = ?1 AND p.status NOT IN ('done', 'blocked', 'cancelled') ORDER BY p.seq",
     )?;
-    st.query_map(params![session_id], |r| r.get(0))
+    st.query_map(params![session_id], policy_from)
         .map_err(decode_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(decode_err)
