@@ -1,15 +1,22 @@
 //! Overhead of a gate over spawning the same program directly.
 //!
-//! Run: `cargo bench -p gatehost --bench gate_overhead` (add `-- --rounds N`).
+//! Run: `cargo bench -p gatehost --bench gate_overhead` (add `-- --rounds N`,
+//! and `--pause-ms N` to sleep N ms, untimed, before every step of the
+//! sandbox case, as gates come after an agent's turn: back to back, the
+//! kernel's cgroup migration lock stays warm from the last gate; after a
+//! pause a v1 join waits for an RCU grace period; `--only sandbox` runs
+//! that case alone).
 //!
 //! Each round runs the baseline and the gate once, alternating, so that
 //! both see the same machine noise; the report gives medians, p90 and the
 //! ratio of medians. Cases:
 //! - sandbox: in one alternation, `/usr/bin/true` spawned directly, a
 //!   shell gate running `true` unconfined (`[sandbox] enabled = false`)
-//!   and the same gate confined (the default); then the same as whole
-//!   processes: `gatehost check` on that gate, unconfined and confined,
-//!   against `/usr/bin/true`;
+//!   and the same gate confined (the default), and confined by a
+//!   supervisor that makes no start ahead (each gate joins its cgroup v1
+//!   hierarchies as it starts, where gates join any: the way before issue
+//!   52); then the same as whole processes: `gatehost check` on that
+//!   gate, unconfined and confined, against `/usr/bin/true`;
 //! - shell: a shell gate running `true` vs `std::process::Command` running
 //!   `/usr/bin/true` with stdout and stderr captured;
 //! - judge: a judge gate whose adapter answers at once (`echo VERDICT: PASS`)
@@ -69,7 +76,17 @@ fn main() {
         runner.supervisor().containment()
     );
     println!("{}", runner.sandbox().describe());
-    sandbox_cost(rounds, &rt, &anchor, &ctx, &shell, &true_path);
+    let pause = Duration::from_millis(
+        std::env::args()
+            .skip_while(|a| a != "--pause-ms")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+    );
+    sandbox_cost(rounds, pause, &rt, &anchor, &ctx, &shell, &true_path);
+    if std::env::args().any(|a| a == "--only") {
+        return;
+    }
     let shell_case = measure(
         rounds,
         || spawn_directly(&true_path),
@@ -123,6 +140,7 @@ fn main() {
 /// alternated in every round; then whole `gatehost check` runs.
 fn sandbox_cost(
     rounds: usize,
+    pause: Duration,
     rt: &tokio::runtime::Runtime,
     anchor: &WorkspaceAnchor,
     ctx: &GateContext,
@@ -139,13 +157,22 @@ fn sandbox_cost(
         )
         .expect("config"),
     );
+    let joining = GateRunner::with_supervisor(
+        HostConfig::from_toml("[shell]\nallow = [\"true\"]\n", "bench").expect("config"),
+        gatehost::supervise::Supervisor::new(),
+    );
     assert!(
         confined.sandbox().confines(),
         "{}",
         confined.sandbox().describe()
     );
-    let mut samples: [Vec<Duration>; 3] = Default::default();
-    let mut steps: [Box<dyn FnMut() + '_>; 3] = [
+    println!(
+        "a start made ahead (cgroup v1 joins paid before the gate): {}; pause before each step: {} ms",
+        confined.supervisor().has_ready_start(),
+        pause.as_millis()
+    );
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut steps: [Box<dyn FnMut() + '_>; 4] = [
         Box::new(|| spawn_directly(true_path)),
         Box::new(|| {
             let v = rt.block_on(unconfined.run_gate(shell, anchor, ctx));
@@ -155,12 +182,17 @@ fn sandbox_cost(
             let v = rt.block_on(confined.run_gate(shell, anchor, ctx));
             assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
         }),
+        Box::new(|| {
+            let v = rt.block_on(joining.run_gate(shell, anchor, ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        }),
     ];
-    alternate(rounds, &mut steps, &mut samples);
+    alternate_timed(rounds, pause, &mut steps, &mut samples);
     let names = [
         "bare spawn of /usr/bin/true",
         "shell gate `true`, unconfined",
         "shell gate `true`, confined (default)",
+        "shell gate `true`, confined, joining at its start",
     ];
     print_against(&names, &mut samples);
 
@@ -204,6 +236,29 @@ fn sandbox_cost(
         "`gatehost check`, shell gate `true`, confined",
     ];
     print_against(&names, &mut samples);
+}
+
+/// [`alternate`], sleeping `pause` (not timed) before every step.
+fn alternate_timed<const N: usize>(
+    rounds: usize,
+    pause: Duration,
+    steps: &mut [Box<dyn FnMut() + '_>; N],
+    samples: &mut [Vec<Duration>; N],
+) {
+    for _ in 0..rounds / 10 + 5 {
+        for step in steps.iter_mut() {
+            std::thread::sleep(pause);
+            step();
+        }
+    }
+    for _ in 0..rounds {
+        for (step, out) in steps.iter_mut().zip(samples.iter_mut()) {
+            std::thread::sleep(pause);
+            let t = Instant::now();
+            step();
+            out.push(t.elapsed());
+        }
+    }
 }
 
 /// Runs every step once per round, in order, after a warm-up.

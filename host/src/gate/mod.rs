@@ -129,6 +129,10 @@ struct RunnerInner {
     /// The host's places no gate runs in, by identity, found on the first
     /// gate (not again for every gate).
     gate_free_places: OnceLock<crate::anchor::Places>,
+    /// Whether its supervisor keeps the next gate's start made ahead
+    /// (`Supervisor::keeping_ready`: a host that runs gate after gate, not
+    /// a one-shot process).
+    keep_ready: bool,
 }
 
 impl std::fmt::Debug for GateRunner {
@@ -142,7 +146,7 @@ impl std::fmt::Debug for GateRunner {
 
 impl GateRunner {
     pub fn new(config: HostConfig) -> Self {
-        Self::with(config, OnceLock::new())
+        Self::with(config, OnceLock::new(), true)
     }
 
     /// A runner for a process that runs its gates once and exits (`check`,
@@ -151,10 +155,12 @@ impl GateRunner {
     /// to reuse a pool slot or take a spare, and setting up the pool (its
     /// reservations and the guard page of every stack) would be paid on
     /// every run. The bounds are the same: memory is limited per store.
+    /// Nor is a native gate's start made ahead (where gates join cgroup v1
+    /// hierarchies): its first gate would wait for the same join.
     pub fn one_shot(mut config: HostConfig) -> Self {
         config.wasm.pooling = false;
         config.wasm.spare_instances = 0;
-        Self::new(config)
+        Self::with(config, OnceLock::new(), false)
     }
 
     /// Ends a one-shot run whose gates have all ended (each removed its
@@ -172,7 +178,7 @@ impl GateRunner {
     }
 
     pub fn with_supervisor(config: HostConfig, supervisor: Supervisor) -> Self {
-        Self::with(config, OnceLock::from(supervisor))
+        Self::with(config, OnceLock::from(supervisor), false)
     }
 
     /// A runner whose native gates get `sandbox` (a test's: the path of
@@ -184,7 +190,7 @@ impl GateRunner {
         runner
     }
 
-    fn with(config: HostConfig, supervisor: OnceLock<Supervisor>) -> Self {
+    fn with(config: HostConfig, supervisor: OnceLock<Supervisor>, keep_ready: bool) -> Self {
         let slots = config.judge_slots.max(1);
         GateRunner {
             config: Arc::new(config),
@@ -194,6 +200,7 @@ impl GateRunner {
                 judge_slots: Arc::new(Semaphore::new(slots)),
                 wasm: OnceLock::new(),
                 gate_free_places: OnceLock::new(),
+                keep_ready,
             }),
         }
     }
@@ -214,9 +221,13 @@ impl GateRunner {
     }
 
     pub fn supervisor(&self) -> &Supervisor {
-        self.inner
-            .supervisor
-            .get_or_init(|| Supervisor::new().spawning(self.config.sandbox.spawn))
+        self.inner.supervisor.get_or_init(|| {
+            let s = Supervisor::new().spawning(self.config.sandbox.spawn);
+            match self.inner.keep_ready {
+                true => s.keeping_ready(self.config.gate_limits),
+                false => s,
+            }
+        })
     }
 
     /// How native gates are confined on this host.

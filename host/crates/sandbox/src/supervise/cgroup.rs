@@ -215,7 +215,8 @@ impl Cgroups {
             .clone()
     }
 
-    fn recycle(&self, cg: ProcessCgroup) {
+    /// Keeps the emptied `cg` for reuse (or removes it, the pool full).
+    pub(super) fn recycle(&self, cg: ProcessCgroup) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
             pool.push(cg);

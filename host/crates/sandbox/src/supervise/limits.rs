@@ -250,6 +250,23 @@ impl ChildLimits {
         &self.joins[..self.n_joins]
     }
 
+    /// The joins only (what a parked child does ahead: `super::parked`).
+    pub(super) fn only_joins(&self) -> ChildLimits {
+        ChildLimits {
+            n_rlimits: 0,
+            ..*self
+        }
+    }
+
+    /// All but the joins (what a parked child, already joined, still
+    /// applies when it is woken).
+    pub(super) fn without_joins(&self) -> ChildLimits {
+        ChildLimits {
+            n_joins: 0,
+            ..*self
+        }
+    }
+
     /// The (resource, value) pairs the child sets as both limits.
     pub(super) fn rlimits(&self) -> &[(i32, u64, LimitStep)] {
         &self.rlimits[..self.n_rlimits]
@@ -339,6 +356,12 @@ impl Enforcer {
             scratch_way: super::scratch::Way::for_this_host(),
             scratch_off: Default::default(),
         }
+    }
+
+    /// Whether gates here join a v1 cgroup (the tests').
+    #[cfg(test)]
+    pub(super) fn joins_v1(&self) -> bool {
+        self.memory_v1.is_some() || self.pids_v1.is_some()
     }
 
     /// No cgroup of either version: rlimits only (to test that way).
@@ -459,7 +482,107 @@ impl Enforcer {
     }
 }
 
+/// A gate's bounds made ahead of its start, with its child parked in its
+/// v1 cgroups (`super::parked`): an [`Applied`] without its borrow of the
+/// enforcer, kept by the supervisor until the gate comes.
+#[derive(Debug)]
+pub(super) struct Detached {
+    limits: GateLimits,
+    v1: Vec<(super::v1::Controller, super::v1::Dir)>,
+    child: ChildLimits,
+    memory_v2: bool,
+    pids_v2: bool,
+}
+
+impl Detached {
+    /// The limits these bounds were made for.
+    pub(super) fn limits(&self) -> GateLimits {
+        self.limits
+    }
+}
+
+impl Enforcer {
+    /// Bounds made ahead, back under this enforcer for their gate's
+    /// start: the `cgroup.procs` of their v1 cgroups opened again, so that
+    /// a child started another way than by waking the parked one (which
+    /// has joined them) joins them too. Errs if one cannot be opened (the
+    /// caller undoes the start made ahead, giving these bounds back).
+    #[allow(clippy::result_large_err)]
+    pub(super) fn attach_for_start(
+        &self,
+        d: Detached,
+    ) -> Result<Applied<'_>, (std::io::Error, Applied<'_>)> {
+        use super::v1::Controller;
+        use std::os::fd::AsRawFd;
+        let mut a = self.attach(d);
+        a.child = a.child.without_joins();
+        let mut opened = Vec::new();
+        for (hier, dir) in &a.v1 {
+            let step = match hier.controller() {
+                Controller::Memory => LimitStep::JoinMemory,
+                Controller::Pids => LimitStep::JoinPids,
+            };
+            match hier.open_procs(dir) {
+                Ok(fd) => opened.push((fd, step)),
+                Err(e) => return Err((e, a)),
+            }
+        }
+        for (fd, step) in opened {
+            a.child.join(fd.as_raw_fd(), step);
+            a._fds.push(fd);
+        }
+        Ok(a)
+    }
+
+    /// Bounds made ahead, back under this enforcer (which made them), with
+    /// no descriptor open: to be given back ([`Applied::put_back`]).
+    pub(super) fn attach(&self, mut d: Detached) -> Applied<'_> {
+        use super::v1::Controller;
+        let mut v1 = Vec::new();
+        for (controller, dir) in std::mem::take(&mut d.v1) {
+            let hier = match controller {
+                Controller::Memory => self.memory_v1.as_ref(),
+                Controller::Pids => self.pids_v1.as_ref(),
+            };
+            match hier {
+                Some(h) => v1.push((h, dir)),
+                None => super::v1::Hierarchy::abandon(dir),
+            }
+        }
+        Applied {
+            enforcer: self,
+            limits: d.limits,
+            v1,
+            _fds: Vec::new(),
+            child: d.child,
+            memory_v2: d.memory_v2,
+            pids_v2: d.pids_v2,
+        }
+    }
+}
+
 impl<'a> Applied<'a> {
+    /// The `cgroup.procs` descriptors the child joins by, handed to the
+    /// caller (who keeps them open until the child has joined).
+    pub(super) fn take_join_fds(&mut self) -> Vec<std::os::fd::OwnedFd> {
+        std::mem::take(&mut self._fds)
+    }
+
+    /// These bounds without their borrow of the enforcer, to be kept
+    /// until their gate comes ([`Enforcer::attach`]).
+    pub(super) fn detach(mut self) -> Detached {
+        Detached {
+            limits: self.limits,
+            v1: std::mem::take(&mut self.v1)
+                .into_iter()
+                .map(|(h, d)| (h.controller(), d))
+                .collect(),
+            child: self.child,
+            memory_v2: self.memory_v2,
+            pids_v2: self.pids_v2,
+        }
+    }
+
     /// Takes a v1 cgroup of `h` with `limit` for the child to join; false
     /// where there is none (or it cannot be made: said once).
     fn join(&mut self, h: Option<&'a super::v1::Hierarchy>, limit: u64, step: LimitStep) -> bool {
@@ -482,6 +605,14 @@ impl<'a> Applied<'a> {
                 );
                 false
             }
+        }
+    }
+
+    /// Gives the v1 cgroups back, their processes all reaped (a start made
+    /// ahead and undone): kept for reuse where empty.
+    pub(super) fn put_back(mut self) {
+        for (hier, dir) in std::mem::take(&mut self.v1) {
+            hier.put_back(dir);
         }
     }
 

@@ -17,6 +17,9 @@
 //!   v2 `memory.max` and `pids.max`, else v1 cgroups, else rlimits), and
 //!   the run says which limit it is known to have hit; what it writes to
 //!   its scratch directory is held by a tmpfs of a bounded size (`scratch`);
+//!   where gates join v1 cgroups, a supervisor that keeps one (`ready`)
+//!   makes the next gate's child ahead, already in them (`parked`), so
+//!   that no process moves between cgroups at a gate's start;
 //! - once the main process has ended (by itself or by the timeout) every
 //!   process left in its group and in its cgroup is killed, the cgroup is
 //!   removed, orphans re-parented to the host are swept, and `run` returns
@@ -39,10 +42,13 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod parked;
 #[cfg_attr(not(target_os = "linux"), path = "process_std.rs")]
 mod process;
 #[cfg(target_os = "linux")]
 mod program;
+mod ready;
 pub mod reaper;
 mod scratch;
 #[cfg(target_os = "linux")]
@@ -64,6 +70,7 @@ pub use spec::{Limits, ProcessRun, ProcessSpec, SpawnError, Termination};
 use cgroup::{Cgroups, ProcessCgroup};
 use child::{Child, wait_for};
 use futures_lite::AsyncWriteExt;
+use ready::{ParkedStart, Ready};
 use rustix::process::Signal;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsFd;
@@ -93,6 +100,11 @@ pub struct Supervisor {
     enforcer: limits::Enforcer,
     /// How a child is cloned (`[sandbox] spawn`).
     mode: SpawnMode,
+    /// Whether the next gate's start is made ahead where gates join v1
+    /// cgroups (see `parked`); off once it turns out not to apply here.
+    keep_ready: std::sync::atomic::AtomicBool,
+    /// That start, once made.
+    ready: Mutex<Option<Ready>>,
 }
 
 /// Born in it: `clone3(CLONE_INTO_CGROUP)`, no process moves.
@@ -127,6 +139,8 @@ impl Supervisor {
             into: AtomicU8::new(INTO_BY_CLONE),
             enforcer,
             mode: SpawnMode::default(),
+            keep_ready: Default::default(),
+            ready: Mutex::new(None),
         }
     }
 
@@ -140,6 +154,8 @@ impl Supervisor {
             into: AtomicU8::new(INTO_NONE),
             enforcer: limits::Enforcer::rlimits_only(),
             mode: SpawnMode::default(),
+            keep_ready: Default::default(),
+            ready: Mutex::new(None),
         }
     }
 
@@ -188,6 +204,7 @@ impl Supervisor {
         command: &mut async_process::Command,
         cgroup: Option<&ProcessCgroup>,
         bounds: &limits::ChildLimits,
+        parked: &mut Option<ParkedStart>,
     ) -> Result<Spawned, SpawnError> {
         let program = || spec.program.display().to_string();
         let want_scratch = spec.scratch.zip(spec.limits.gate.scratch_bytes);
@@ -216,6 +233,9 @@ impl Supervisor {
                         });
                     }
                 };
+                // A parked child has joined its v1 cgroups already.
+                let woken = parked.take();
+                let unjoined = bounds.without_joins();
                 let exec = program::Exec {
                     program: spec.program,
                     args: spec.args,
@@ -223,15 +243,21 @@ impl Supervisor {
                     cwd: spec.cwd,
                     piped_stdin: spec.stdin.is_some(),
                     confine: prepared.as_ref(),
-                    limits: bounds,
+                    limits: if woken.is_some() { &unjoined } else { bounds },
                     scratch: scratch.as_ref().map(|(m, _)| m),
                     die_with_parent: false,
                     mode: self.mode,
                 };
-                let started = cg
-                    .open()
-                    .map_err(spawn::CloneError::Refused)
-                    .and_then(|dir| spawn::start(Some(dir.as_fd()), &exec));
+                let started = match woken {
+                    #[cfg(target_arch = "x86_64")]
+                    Some(p) => spawn::start_parked(p, &exec),
+                    #[cfg(not(target_arch = "x86_64"))]
+                    Some(p) => match p {},
+                    None => cg
+                        .open()
+                        .map_err(spawn::CloneError::Refused)
+                        .and_then(|dir| spawn::start(Some(dir.as_fd()), &exec)),
+                };
                 match started {
                     Ok(started) => {
                         let child =
@@ -330,16 +356,23 @@ impl Supervisor {
     /// could not be started, confined or bounded.
     pub async fn run(&self, spec: ProcessSpec<'_>) -> Result<ProcessRun, SpawnError> {
         let start = Instant::now();
-        let mut cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
-            Ok(cg) => Some(cg),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot create a cgroup; relying on the process group");
-                None
+        let (cgroup, mut bounds, mut parked) = match self.take_ready(spec.limits.gate) {
+            Some((cgroup, bounds, parked)) => (cgroup, bounds, Some(parked)),
+            None => {
+                let mut cgroup = self.cgroups.as_ref().and_then(|c| match c.take() {
+                    Ok(cg) => Some(cg),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot create a cgroup; relying on the process group");
+                        None
+                    }
+                });
+                let bounds =
+                    self.enforcer
+                        .apply(spec.limits.gate, self.cgroups.as_ref(), cgroup.as_mut());
+                (cgroup, bounds, None)
             }
-        });
-        let mut bounds =
-            self.enforcer
-                .apply(spec.limits.gate, self.cgroups.as_ref(), cgroup.as_mut());
+        };
+        let parked_pid = parked.as_ref().map(|p| p.pid());
 
         let mut cmd = std::process::Command::new(spec.program);
         cmd.args(spec.args)
@@ -363,16 +396,32 @@ impl Supervisor {
             // running elsewhere never takes this child for an orphan, and so
             // that only one spawn at a time steps into a gate's cgroup.
             let mut reg = reaper::registry();
-            let spawned = self.spawn(&spec, &mut command, cgroup.as_ref(), &bounds.child);
+            let spawned = self.spawn(
+                &spec,
+                &mut command,
+                cgroup.as_ref(),
+                &bounds.child,
+                &mut parked,
+            );
             if let Ok(s) = &spawned {
                 reg.children.insert(s.child.id());
                 if let (Some(cg), Some(_)) = (&cgroup, s.entered) {
                     reg.live_cgroups.insert(cg.path().to_path_buf());
                 }
             }
+            // A parked child not woken (another way was taken) is killed
+            // and reaped; one that failed has been reaped.
+            drop(parked.take());
+            if let Some(pid) = parked_pid
+                && spawned.as_ref().map_or(true, |s| s.child.id() != pid)
+            {
+                reg.children.remove(&pid);
+            }
             spawned
         };
         bounds.spawned();
+        // The next gate's start, made while this one runs.
+        self.make_ready(spec.limits.gate);
         let Spawned {
             mut child,
             entered,

@@ -162,6 +162,16 @@ cat /proc/self/limits /proc/self/cgroup /proc/self/status /proc/self/mounts
 /// group), counting the allocations of other processes during the spawn.
 /// Says on stdout which steps this machine refuses (then skipped).
 fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) {
+    spawn_with_every_step_by(mode, plant, false)
+}
+
+/// [`spawn_with_every_step`], by a child parked ahead (`parked`) if
+/// `parked`: it joins its v1 cgroups first, then is woken with the plan.
+fn spawn_with_every_step_by(
+    mode: SpawnMode,
+    plant: bool,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))] parked: bool,
+) -> ((usize, usize), Ran) {
     let dir = tempfile::tempdir().expect("tempdir");
     let scratch_dir = dir.path().join("tmp");
     std::fs::create_dir(&scratch_dir).expect("mkdir");
@@ -249,6 +259,24 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
     };
     let cgroup = cg_dir.as_ref().map(|d| d.as_fd());
     let watch = Watch::start();
+    #[cfg(target_arch = "x86_64")]
+    if parked {
+        let mut p =
+            super::super::parked::park(cgroup, &limits, std::mem::take(&mut fds)).expect("parked");
+        p.joined(Duration::from_secs(5)).expect("joined");
+        let unjoined = limits.without_joins();
+        let exec = Exec {
+            limits: &unjoined,
+            ..exec
+        };
+        let started = spawn::start_parked(p, &exec);
+        let counts = watch.counts();
+        drop(watch);
+        let mut ran = wait(started.unwrap_or_else(|e| panic!("the spawn failed: {e:?}")));
+        ran.joined = joined;
+        release(v1, v2, cg);
+        return (counts, ran);
+    }
     let started = if plant {
         spawn::start_planting_an_allocation(cgroup, &exec)
     } else {
@@ -261,7 +289,16 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
     let mut ran = wait(started.unwrap_or_else(|e| panic!("the spawn failed: {e:?}")));
     ran.joined = joined;
     drop(fds);
+    release(v1, v2, cg);
+    (counts, ran)
+}
 
+/// Gives back the cgroups of a spawn that has ended.
+fn release(
+    v1: Vec<(Hierarchy, super::super::v1::Dir)>,
+    v2: Option<Cgroups>,
+    cg: Option<super::super::cgroup::ProcessCgroup>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -272,7 +309,6 @@ fn spawn_with_every_step(mode: SpawnMode, plant: bool) -> ((usize, usize), Ran) 
     if let (Some(c), Some(cg)) = (v2, cg) {
         rt.block_on(c.release(cg, Duration::from_secs(1)));
     }
-    (counts, ran)
 }
 
 /// Every step was applied: each left its mark in what the child saw.
@@ -317,6 +353,20 @@ fn the_child_program_allocates_nothing_with_every_step_on() {
         counts,
         (0, 0),
         "the child (sharing this process's memory) allocated or freed: (allocations, frees)"
+    );
+}
+
+/// The same with a child parked ahead (`parked`): from its clone, through
+/// its joins and its wait, to its exec, it allocates nothing.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_parked_child_allocates_nothing_from_its_clone_to_its_exec() {
+    let (counts, ran) = spawn_with_every_step_by(SpawnMode::Vfork, false, true);
+    assert_every_step(&ran);
+    assert_eq!(
+        counts,
+        (0, 0),
+        "the parked child (sharing this process's memory) allocated or freed: (allocations, frees)"
     );
 }
 

@@ -38,12 +38,12 @@ use crate::sandbox::confine::{Step, StepError};
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by
 /// `clone_args.cgroup`. (libc declares it as a C `int`, which cannot hold
 /// it on every target.)
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+pub(super) const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// `CLONE_CLEAR_SIGHAND` (Linux 5.5, below `CLONE_INTO_CGROUP`'s 5.7):
 /// every signal the host handles is back to its default in the child from
 /// its first instruction, so no handler of the host's ever runs in it.
-const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+pub(super) const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// Why `clone3` could not start the child.
 #[derive(Debug)]
@@ -118,11 +118,41 @@ pub(super) fn start_by_legacy_clone(exec: &Exec<'_>) -> Result<Started, CloneErr
     start_planting(None, exec, false, true)
 }
 
+/// [`start`] by a child parked ahead of need ([`super::parked`]): it is
+/// woken with the plan instead of cloned.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn start_parked(
+    parked: super::parked::Parked,
+    exec: &Exec<'_>,
+) -> Result<Started, CloneError> {
+    start_by(Launch::Parked(parked), exec, false)
+}
+
+/// How the child comes to be.
+enum Launch<'a> {
+    /// Cloned now, into `cgroup` if given; by the legacy `clone` if asked.
+    Clone {
+        cgroup: Option<BorrowedFd<'a>>,
+        legacy: bool,
+    },
+    /// Woken: a child made ahead, already in its cgroups.
+    #[cfg(target_arch = "x86_64")]
+    Parked(super::parked::Parked),
+}
+
 fn start_planting(
     cgroup: Option<BorrowedFd<'_>>,
     exec: &Exec<'_>,
-    #[cfg_attr(not(test), allow(unused_variables))] plant: bool,
+    plant: bool,
     legacy: bool,
+) -> Result<Started, CloneError> {
+    start_by(Launch::Clone { cgroup, legacy }, exec, plant)
+}
+
+fn start_by(
+    launch: Launch<'_>,
+    exec: &Exec<'_>,
+    #[cfg_attr(not(test), allow(unused_variables))] plant: bool,
 ) -> Result<Started, CloneError> {
     let failed = CloneError::Failed;
     // All of these are close-on-exec; the child's copies on 0, 1 and 2 are
@@ -156,45 +186,17 @@ fn start_planting(
         plan.plant_allocation = plant;
     }
 
-    let mut pidfd: RawFd = -1;
-    // SAFETY: clone_args is plain data; all zeroes is its documented
-    // default.
-    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
-    args.flags = libc::CLONE_PIDFD as u64 | CLONE_CLEAR_SIGHAND;
-    args.pidfd = &mut pidfd as *mut RawFd as u64;
-    args.exit_signal = libc::SIGCHLD as u64;
-    if let Some(cgroup) = cgroup {
-        args.flags |= CLONE_INTO_CGROUP;
-        args.cgroup = cgroup.as_raw_fd() as u64;
-    }
-    let pid = if legacy && cgroup.is_none() {
-        clone_legacy(&mut pidfd, &plan)
-    } else {
-        let pid = match exec.mode {
-            SpawnMode::Vfork => clone_sharing(&mut args, &plan),
-            SpawnMode::Fork => clone_copying(&mut args, &plan),
-        };
-        let no_clone3 = pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
-        // No clone3 at all (an old kernel, a seccomp filter that answers
-        // ENOSYS, as Docker's default one does): outside a cgroup, the
-        // legacy clone starts the same program.
-        if no_clone3 && cgroup.is_none() {
-            clone_legacy(&mut pidfd, &plan)
-        } else {
-            pid
-        }
+    // A parked child runs on its `Parked`'s stack until it execs or exits:
+    // kept until this returns (after the report is read).
+    #[cfg(target_arch = "x86_64")]
+    let mut keep: Option<super::parked::Parked> = None;
+    let (pid, pidfd) = match launch {
+        Launch::Clone { cgroup, legacy } => clone_now(cgroup, legacy, exec.mode, &plan)?,
+        // The parked child has its own descriptor table once this returns:
+        // the host's copies may close.
+        #[cfg(target_arch = "x86_64")]
+        Launch::Parked(parked) => keep.insert(parked).wake(&plan)?,
     };
-    if pid < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => CloneError::Unsupported(e),
-            Some(libc::EPERM | libc::EACCES | libc::EBUSY) => CloneError::Refused(e),
-            _ => CloneError::Failed(e),
-        });
-    }
-    let pid = pid as i32;
-    // SAFETY: with CLONE_PIDFD a successful clone3 stored a new fd here.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // The host's copies of the child's ends: closed, so that EOF on the
     // report pipe means exec, and EOF on stdout/stderr means the tree
     // closed them.
@@ -252,6 +254,57 @@ fn start_planting(
     }))
 }
 
+/// Clones the child now (see [`start`]); returns its pid and pidfd.
+fn clone_now(
+    cgroup: Option<BorrowedFd<'_>>,
+    legacy: bool,
+    mode: SpawnMode,
+    plan: &Plan<'_>,
+) -> Result<(i32, OwnedFd), CloneError> {
+    let mut pidfd: RawFd = -1;
+    // SAFETY: clone_args is plain data; all zeroes is its documented
+    // default.
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = libc::CLONE_PIDFD as u64 | CLONE_CLEAR_SIGHAND;
+    args.pidfd = &mut pidfd as *mut RawFd as u64;
+    args.exit_signal = libc::SIGCHLD as u64;
+    if let Some(cgroup) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = cgroup.as_raw_fd() as u64;
+    }
+    let pid = if legacy && cgroup.is_none() {
+        clone_legacy(&mut pidfd, plan)
+    } else {
+        let pid = match mode {
+            SpawnMode::Vfork => clone_sharing(&mut args, plan),
+            SpawnMode::Fork => clone_copying(&mut args, plan),
+        };
+        let no_clone3 = pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS);
+        // No clone3 at all (an old kernel, a seccomp filter that answers
+        // ENOSYS, as Docker's default one does): outside a cgroup, the
+        // legacy clone starts the same program.
+        if no_clone3 && cgroup.is_none() {
+            clone_legacy(&mut pidfd, plan)
+        } else {
+            pid
+        }
+    };
+    if pid < 0 {
+        return Err(clone_error(io::Error::last_os_error()));
+    }
+    // SAFETY: with CLONE_PIDFD a successful clone stored a new fd here.
+    Ok((pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// A failed clone's errno, as the caller acts on it.
+pub(super) fn clone_error(e: io::Error) -> CloneError {
+    match e.raw_os_error() {
+        Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => CloneError::Unsupported(e),
+        Some(libc::EPERM | libc::EACCES | libc::EBUSY) => CloneError::Refused(e),
+        _ => CloneError::Failed(e),
+    }
+}
+
 /// The child's stack when it shares the host's memory: it only makes the
 /// child program's system calls (a few hundred bytes of frames); a guard
 /// page below it turns an overflow into a SIGSEGV of the child, never a
@@ -266,54 +319,107 @@ const CHILD_STACK: usize = 64 * 1024;
 /// -1 with errno set.
 #[cfg(target_arch = "x86_64")]
 fn clone_sharing(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
-    let page = 4096;
-    let len = CHILD_STACK + page;
-    // SAFETY: a fresh anonymous private mapping, owned here and unmapped
-    // below once the child no longer runs on it.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
+    let Ok(stack) = ChildStack::new() else {
+        return -1;
     };
-    if stack == libc::MAP_FAILED {
-        return -1;
-    }
-    // SAFETY: the lowest page of the mapping just made: the guard.
-    if unsafe { libc::mprotect(stack, page, libc::PROT_NONE) } != 0 {
-        // SAFETY: the mapping made above, not used by anyone.
-        unsafe { libc::munmap(stack, len) };
-        return -1;
-    }
     args.flags |= libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64;
-    args.stack = stack as u64 + page as u64;
+    let entry: unsafe extern "C" fn(*const u8) -> ! = child_entry;
+    // SAFETY: `child_entry` runs the plan, built before the clone and alive
+    // until this returns (CLONE_VFORK: once the child has exec'd or exited).
+    let pid = unsafe { clone3_on_stack(args, &stack, entry, (plan as *const Plan<'_>).cast()) };
+    // The child has exec'd or exited (CLONE_VFORK): its stack is free.
+    drop(stack);
+    pid
+}
+
+/// A child's own stack in the host's memory: a mapping with a guard page
+/// below it (an overflow is a SIGSEGV of the child, never a write into the
+/// host), unmapped when dropped.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug)]
+pub(super) struct ChildStack {
+    base: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ChildStack {
+    const PAGE: usize = 4096;
+    const LEN: usize = CHILD_STACK + Self::PAGE;
+
+    pub(super) fn new() -> io::Result<ChildStack> {
+        // SAFETY: a fresh anonymous private mapping, owned by the value
+        // made here and unmapped by its drop.
+        let stack = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if stack == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let made = ChildStack {
+            base: stack as usize,
+        };
+        // SAFETY: the lowest page of the mapping just made: the guard.
+        if unsafe { libc::mprotect(stack, Self::PAGE, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(made)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Drop for ChildStack {
+    /// Only once no child runs on it (it has exec'd or exited).
+    fn drop(&mut self) {
+        // SAFETY: the mapping made by `new`, used by nobody now.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, Self::LEN) };
+    }
+}
+
+/// The raw `clone3` with the child on `stack`, calling `entry(arg)`, which
+/// never returns. Returns the pid, or -1 with errno set.
+///
+/// # Safety
+/// `args` must not ask for `CLONE_VM` without this stack being the
+/// child's (it sets it); `entry` must keep the child program's rules
+/// ([`super::program`]) and `arg` stay valid for as long as it uses it;
+/// `stack` must outlive the child's use of it (its exec or exit).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn clone3_on_stack(
+    args: &mut libc::clone_args,
+    stack: &ChildStack,
+    entry: unsafe extern "C" fn(*const u8) -> !,
+    arg: *const u8,
+) -> libc::c_long {
+    args.stack = (stack.base + ChildStack::PAGE) as u64;
     args.stack_size = CHILD_STACK as u64;
-    let entry: unsafe extern "C" fn(*const Plan<'_>) -> ! = child_entry;
     let pid: libc::c_long;
     // SAFETY: the raw clone3 system call with a valid, fully initialised
     // clone_args of the size passed. In the parent it returns the pid (or
     // -errno). In the child (0), the kernel has switched to the new stack
     // (16-byte aligned: its top is page-aligned); the child calls
-    // `child_entry(plan)`, which never returns. The registers holding
-    // `entry` and `plan` survive the syscall (only rax, rcx and r11 do
-    // not, and neither operand is given those). The parent's stack is not
-    // touched (nostack).
+    // `entry(arg)`, which never returns. The registers holding `entry`
+    // and `arg` survive the syscall (only rax, rcx and r11 do not, and
+    // neither operand is given those). The parent's stack is not touched
+    // (nostack).
     unsafe {
         std::arch::asm!(
             "syscall",
             "test rax, rax",
             "jnz 2f",
             "xor ebp, ebp",
-            "mov rdi, {plan}",
+            "mov rdi, {arg}",
             "call {entry}",
             "ud2",
             "2:",
             entry = in(reg) entry,
-            plan = in(reg) plan as *const Plan<'_>,
+            arg = in(reg) arg,
             inlateout("rax") libc::SYS_clone3 => pid,
             in("rdi") args as *const libc::clone_args,
             in("rsi") std::mem::size_of::<libc::clone_args>(),
@@ -322,9 +428,6 @@ fn clone_sharing(args: &mut libc::clone_args, plan: &Plan<'_>) -> libc::c_long {
             options(nostack),
         );
     }
-    // The child has exec'd or exited (CLONE_VFORK): its stack is free.
-    // SAFETY: the mapping made above.
-    unsafe { libc::munmap(stack, len) };
     if pid < 0 {
         // SAFETY: this thread's errno, as libc's syscall() would set it.
         unsafe { *libc::__errno_location() = (-pid) as i32 };
@@ -397,9 +500,10 @@ fn clone_legacy(pidfd: &mut RawFd, plan: &Plan<'_>) -> libc::c_long {
 /// # Safety
 /// Only in the child of [`clone_sharing`], with `plan` built before it.
 #[cfg(target_arch = "x86_64")]
-unsafe extern "C" fn child_entry(plan: *const Plan<'_>) -> ! {
-    // SAFETY: per the contract, `plan` is valid for the child's life.
-    unsafe { program::run(&*plan) }
+unsafe extern "C" fn child_entry(plan: *const u8) -> ! {
+    // SAFETY: per the contract, `plan` is a `Plan` valid for the child's
+    // life.
+    unsafe { program::run(&*plan.cast::<Plan<'_>>()) }
 }
 
 /// An error, instead of tokio's panic, where there is no tokio runtime to

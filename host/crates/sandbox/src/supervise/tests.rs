@@ -9,6 +9,9 @@ use std::path::Path;
 
 // The limits' tests, a concept of their own.
 mod gate_limits;
+// Starts made ahead where gates join v1 cgroups.
+#[cfg(target_arch = "x86_64")]
+mod made_ahead;
 
 thread_local! {
     /// While set, `Child::status` on this thread never sees an exit (as a

@@ -126,12 +126,7 @@ impl Hierarchy {
                 write_limit(self.controller, &dir.path, limit)?;
                 dir.written = Some(limit);
             }
-            use rustix::fs::{Mode, OFlags};
-            Ok::<_, io::Error>(rustix::fs::open(
-                dir.path.join("cgroup.procs"),
-                OFlags::WRONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?)
+            self.open_procs(&dir)
         })();
         match ready {
             Ok(fd) => Ok((dir, fd)),
@@ -140,6 +135,16 @@ impl Hierarchy {
                 Err(e)
             }
         }
+    }
+
+    /// `dir`'s `cgroup.procs`, open for a child to join by.
+    pub(super) fn open_procs(&self, dir: &Dir) -> io::Result<OwnedFd> {
+        use rustix::fs::{Mode, OFlags};
+        Ok(rustix::fs::open(
+            dir.path.join("cgroup.procs"),
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
     }
 
     /// The events (OOM kills, refused forks) since the gate started.
@@ -184,6 +189,22 @@ impl Hierarchy {
             let _ = std::fs::remove_dir(&dir.path);
         }
         left.len()
+    }
+
+    /// Gives back `dir`, whose processes have all been reaped: kept for
+    /// reuse if it is empty, else killed and removed once empty.
+    pub(super) fn put_back(&self, mut dir: Dir) {
+        if !pids(&dir.path).is_empty() {
+            return Self::abandon(dir);
+        }
+        dir.baseline = read_counter(self.controller, &dir.path);
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL_MAX {
+            pool.push(dir);
+        } else {
+            drop(pool);
+            let _ = std::fs::remove_dir(&dir.path);
+        }
     }
 
     /// Removes the doomed cgroups that have emptied since, and kills

@@ -135,8 +135,14 @@ fn an_allocation_past_the_memory_limit_is_killed_and_named() {
         ..GateLimits::NONE
     };
     let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
-    for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
-        let way = sup.cgroup_entry();
+    for (sup, way) in [
+        (Supervisor::new(), "clone3"),
+        (Supervisor::moving_into_cgroups(), "moving"),
+        (Supervisor::new().keeping_ready(gate), "made ahead"),
+    ] {
+        if way == "made ahead" && sup.enforcer.joins_v1() {
+            assert!(sup.has_ready_start(), "no start made ahead");
+        }
         let r = run_bounded(&sup, "exec python3 -c 'b = bytearray(2 * 1024**3)'", gate);
         assert_eq!(r.termination, Termination::Signaled(libc::SIGKILL), "{way}");
         assert_eq!(r.limits.oom_kills, 1, "{way}");
@@ -179,8 +185,14 @@ for i in range(50):
         break
 '";
     let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
-    for sup in [Supervisor::new(), Supervisor::moving_into_cgroups()] {
-        let way = sup.cgroup_entry();
+    for (sup, way) in [
+        (Supervisor::new(), "clone3"),
+        (Supervisor::moving_into_cgroups(), "moving"),
+        (Supervisor::new().keeping_ready(gate), "made ahead"),
+    ] {
+        if way == "made ahead" && sup.enforcer.joins_v1() {
+            assert!(sup.has_ready_start(), "no start made ahead");
+        }
         let r = run_bounded(&sup, script, gate);
         assert_eq!(r.termination, Termination::Exited(0), "{way}");
         assert!(r.limits.forks_refused >= 1, "{way}: {:?}", r.limits);
