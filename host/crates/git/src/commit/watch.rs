@@ -102,18 +102,6 @@ impl Watch {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Watches `dir` (the directory the walk opened, by its descriptor:
-    /// never a path the agent could swap) before it is listed.
-    pub(super) fn walked(&self, dir: &cap_std::fs::Dir, rel: &BStr) {
-        self.add(dir, rel, None);
-    }
-
-    /// Watches `dir`, a directory on the way to the commit path `next`
-    /// names in it, before `next` is looked up.
-    pub(super) fn on_the_way(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: &str) {
-        self.add(dir, rel, Some(next));
-    }
-
     fn add(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: Option<&str>) {
         // The descriptor's own link: the kernel resolves it to the inode
         // the walk holds.
@@ -196,7 +184,27 @@ impl Watch {
     }
 }
 
-fn shown(rel: &BStr) -> String {
+impl super::read::Watcher for Watch {
+    /// Watches `dir` (the directory the walk opened, by its descriptor:
+    /// never a path the agent could swap) before it is listed.
+    fn walked(&self, dir: &cap_std::fs::Dir, rel: &BStr) {
+        self.add(dir, rel, None);
+    }
+
+    /// Watches `dir`, a directory on the way to the commit path `next`
+    /// names in it, before `next` is looked up.
+    fn on_the_way(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: &str) {
+        self.add(dir, rel, Some(next));
+    }
+
+    /// A file with several links can be written through a directory not
+    /// watched: this watch then cannot vouch for anything.
+    fn linked(&self, rel: &BStr, links: u64) {
+        self.doubt(format!("{} has {links} links", shown(rel)));
+    }
+}
+
+pub(super) fn shown(rel: &BStr) -> String {
     if rel.is_empty() {
         ".".into()
     } else {
