@@ -141,7 +141,9 @@ use repo::{
 pub use snapshot::{
     TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_watched, snapshot_with,
 };
-pub use standing::{Fallback, Standing, WatchBudget};
+pub use standing::{
+    DEFAULT_WATCH_DIRS_PER_WORKSPACE, DEFAULT_WATCH_DIRS_TOTAL, Fallback, Standing, WatchBudget,
+};
 pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;
 use tracked::Tracked;

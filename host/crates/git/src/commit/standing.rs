@@ -70,14 +70,17 @@ impl WatchBudget {
 impl Default for WatchBudget {
     /// The defaults of `[limits]` (docs/daemon.md).
     fn default() -> WatchBudget {
-        WatchBudget::new(DEFAULT_PER_WORKSPACE, DEFAULT_TOTAL)
+        WatchBudget::new(DEFAULT_WATCH_DIRS_PER_WORKSPACE, DEFAULT_WATCH_DIRS_TOTAL)
     }
 }
 
-/// `[limits] watch_dirs_per_workspace`'s default.
-pub(super) const DEFAULT_PER_WORKSPACE: usize = 20_000;
-/// `[limits] watch_dirs_total`'s default.
-pub(super) const DEFAULT_TOTAL: usize = 100_000;
+/// `[limits] watch_dirs_per_workspace`'s default: a workspace of 20,000
+/// directories (about 2 million files at 100 a directory).
+pub const DEFAULT_WATCH_DIRS_PER_WORKSPACE: usize = 20_000;
+/// `[limits] watch_dirs_total`'s default (the kernel's own bound,
+/// `fs.inotify.max_user_watches`, is often lower: past it a watch is
+/// refused, ENOSPC, and that workspace walks).
+pub const DEFAULT_WATCH_DIRS_TOTAL: usize = 100_000;
 
 /// What a watched directory is to the commit paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,6 +268,15 @@ impl Standing {
             ));
         }
         Ok(())
+    }
+
+    /// [`Standing::unchanged`], for the snapshot of tree `tree` (hex): an
+    /// error when the last snapshot it watched is another.
+    pub fn unchanged_since(&self, tree: &str) -> Result<(), String> {
+        match &self.basis {
+            Some(b) if b.tree.to_hex() == tree => self.unchanged(),
+            _ => Err("the watch has moved on to another snapshot".into()),
+        }
     }
 
     /// Turns the events queued so far into paths to read again, or a
