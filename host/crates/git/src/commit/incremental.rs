@@ -65,8 +65,15 @@ pub fn snapshot_standing(
         },
         Err(why) => why,
     };
+    let resting = standing.rest();
+    let unwatched = resting.is_some();
+    let why = resting.unwrap_or(why);
     tracing::info!(workspace = %workspace.display(), reason = %why, "the watch cannot vouch for the commit paths: walking them all");
-    if let Err(e) = standing.reset() {
+    let reset = standing.reset();
+    if unwatched {
+        return Ok((take(&ws, paths, &head, cache, None, t0)?, Some(why)));
+    }
+    if let Err(e) = reset {
         tracing::warn!(error = %e, "cannot renew the watch: walking without one");
         let taken = take(&ws, paths, &head, cache, None, t0)?;
         return Ok((taken, Some(why)));

@@ -44,8 +44,9 @@ pub(super) use queue::Queue;
 /// How many directories the watches may hold: per workspace, and across
 /// every workspace of the host (`[limits] watch_dirs_per_workspace` and
 /// `watch_dirs_total`). Past either, the watch stops adding watches and
-/// cannot vouch: that workspace's snapshots walk everything, as without a
-/// watch, until fewer directories are under its commit paths.
+/// cannot vouch: that snapshot and the next [`RESTING_SNAPSHOTS`] walk
+/// everything without watching, as without a watch; the one after tries
+/// again.
 #[derive(Debug, Clone)]
 pub struct WatchBudget {
     /// The most directories one workspace's watch holds.
@@ -81,6 +82,9 @@ pub const DEFAULT_WATCH_DIRS_PER_WORKSPACE: usize = 20_000;
 /// `fs.inotify.max_user_watches`, is often lower: past it a watch is
 /// refused, ENOSPC, and that workspace walks).
 pub const DEFAULT_WATCH_DIRS_TOTAL: usize = 100_000;
+
+/// How many snapshots walk without a watch after one ran past its budget.
+pub(super) const RESTING_SNAPSHOTS: u32 = 10;
 
 /// What a watched directory is to the commit paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +125,8 @@ pub(super) struct Basis {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The budget ran out (the doubt says which).
+    over_budget: bool,
     dirs: HashMap<i32, Watched>,
     /// Paths to read again (repository-relative).
     dirty: BTreeSet<BString>,
@@ -138,6 +144,10 @@ pub struct Standing {
     state: Mutex<State>,
     budget: WatchBudget,
     basis: Option<Basis>,
+    /// After a walk that ran past the budget: why, and how many more
+    /// snapshots walk without watching (adding thousands of watches only
+    /// to give up again would cost every turn).
+    resting: Option<(String, u32)>,
     /// Set by a test: the next read of the events sees an overflow.
     #[cfg(test)]
     pub(super) overflow_next: std::sync::atomic::AtomicBool,
@@ -162,6 +172,7 @@ impl Standing {
             state: Mutex::new(State::default()),
             budget,
             basis: None,
+            resting: None,
             #[cfg(test)]
             overflow_next: std::sync::atomic::AtomicBool::new(false),
         })
@@ -174,6 +185,26 @@ impl Standing {
     /// How many directories it watches.
     pub fn watched(&self) -> usize {
         self.state().dirs.len()
+    }
+
+    /// About how many bytes of this process's memory its bookkeeping
+    /// takes (the table of watched directories and their paths; the
+    /// kernel's side, a mark per directory, is not counted here).
+    pub fn footprint(&self) -> usize {
+        let state = self.state();
+        let slot = std::mem::size_of::<(i32, Watched)>() + 1;
+        state.dirs.capacity() * slot
+            + state
+                .dirs
+                .values()
+                .map(|w| w.rel.capacity() + w.next.iter().map(|n| n.capacity() + 48).sum::<usize>())
+                .sum::<usize>()
+            + state
+                .dirty
+                .iter()
+                .chain(state.linked.iter())
+                .map(|p| p.capacity() + 48)
+                .sum::<usize>()
     }
 
     /// Gives the host-wide budget back what this watch holds.
@@ -193,6 +224,32 @@ impl Standing {
         *self.state() = State::default();
         self.basis = None;
         Ok(())
+    }
+
+    /// Before a walk of everything: `Some(why)` when it must not watch
+    /// (the budget ran out lately; [`RESTING_SNAPSHOTS`] snapshots walk
+    /// unwatched, then one tries again).
+    pub(super) fn rest(&mut self) -> Option<String> {
+        let over = {
+            let state = self.state();
+            state
+                .over_budget
+                .then(|| state.doubt.clone().unwrap_or_default())
+        };
+        if let Some(over) = over {
+            self.resting = Some((over, RESTING_SNAPSHOTS));
+        }
+        match &mut self.resting {
+            Some((over, left)) if *left > 0 => {
+                *left -= 1;
+                let said = format!("{over}; not watched again for {left} more snapshot(s)");
+                if *left == 0 {
+                    self.resting = None;
+                }
+                Some(said)
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn doubt(&self, why: String) {
@@ -386,6 +443,7 @@ impl Standing {
             if let Some(why) = over {
                 self.budget.held.fetch_sub(1, Ordering::Relaxed);
                 self.queue.remove(wd);
+                state.over_budget = true;
                 state.doubt.get_or_insert(why);
                 return;
             }

@@ -242,6 +242,20 @@ fn what_the_watch_cannot_vouch_for_is_walked_and_said() {
     kept.standing = Standing::new(WatchBudget::new(2, 100)).expect("inotify");
     kept.walked_turn(ws, "first", "no watch yet");
     kept.walked_turn(ws, "over its own budget", "watch_dirs_per_workspace");
+    // It rests: the next snapshots walk without adding watches, then one
+    // tries again.
+    for left in (0..super::RESTING_SNAPSHOTS - 1).rev() {
+        write(ws, "dir/a/1.txt", &format!("{left}\n"));
+        kept.walked_turn(
+            ws,
+            "resting",
+            &format!("([limits] watch_dirs_per_workspace); not watched again for {left} more"),
+        );
+        assert_eq!(kept.standing.watched(), 0, "no watch added while it rests");
+    }
+    kept.walked_turn(ws, "tried again", "no watch yet");
+    assert!(kept.standing.watched() > 0, "watched again");
+    kept.walked_turn(ws, "and over again", "watch_dirs_per_workspace");
     let host = WatchBudget::new(100, 4);
     host.held.store(3, std::sync::atomic::Ordering::Relaxed);
     kept.standing = Standing::new(host.clone()).expect("inotify");
