@@ -22,6 +22,7 @@ use crate::change::{ChangeKind, FileChange};
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// [`super::snapshot_with`], read as `standing` allows: only the paths it
@@ -144,7 +145,17 @@ fn patched(
     if dirty.is_empty() {
         return Ok(Ok((base, carried)));
     }
-    let tracked = cache.tracked(repo, head.tree, paths)?;
+    // HEAD's entries where the paths are read again: the read and the
+    // diff need no others (looked up in HEAD's tree, never all of it).
+    let dirty_str: Option<Vec<String>> = dirty
+        .iter()
+        .map(|d| d.to_str().ok().map(str::to_owned))
+        .collect();
+    let tracked = match dirty_str {
+        Some(d) => std::sync::Arc::new(super::tracked_entries(repo, head.tree, &d)?),
+        // A path that is not UTF-8: all of HEAD's entries (kept by the cache).
+        None => cache.tracked(repo, head.tree, paths)?,
+    };
     standing.forget_linked_under(dirty);
     let reads = Reads {
         cache: Some(cache),
@@ -177,6 +188,7 @@ fn patched(
         .iter()
         .map(|item| item.oid(hash))
         .collect::<Result<Vec<_>, _>>()?;
+    let dirty_set: HashSet<&[u8]> = dirty.iter().map(|d| d.as_slice()).collect();
     let mut editor = repo.edit_tree(base).map_err(git("edit tree"))?;
     for d in dirty {
         editor
@@ -185,7 +197,7 @@ fn patched(
     }
     // HEAD's gitlinks stay as they are (they are never read).
     for (path, (kind, id)) in tracked.iter() {
-        if *kind == EntryKind::Commit && dirty.iter().any(|d| under(path, d.as_bstr())) {
+        if *kind == EntryKind::Commit && in_dirty(&dirty_set, path) {
             editor
                 .upsert(path, *kind, *id)
                 .map_err(git("add tree entry"))?;
@@ -210,7 +222,7 @@ fn patched(
     let unchanged: Vec<usize> = tracked
         .iter()
         .enumerate()
-        .filter(|(_, (path, _))| !dirty.iter().any(|d| under(path, d.as_bstr())))
+        .filter(|(_, (path, _))| !in_dirty(&dirty_set, path))
         .map(|(at, _)| at)
         .collect();
     let content = Snapshot {
@@ -220,7 +232,7 @@ fn patched(
     let fresh = super::changes::diff_content(repo, &tracked, &content, super::Detail::Hunks, None)?;
     let mut changes: Vec<FileChange> = carried
         .into_iter()
-        .filter(|c| !dirty.iter().any(|d| under(c.path.as_bstr(), d.as_bstr())))
+        .filter(|c| !in_dirty(&dirty_set, c.path.as_bstr()))
         .chain(fresh)
         .collect();
     order_as_walked(&mut changes);
@@ -254,6 +266,16 @@ fn order_as_walked(changes: &mut [FileChange]) {
 /// order of full paths is byte order).
 fn git_order(path: &BStr) -> Vec<u8> {
     path.to_vec()
+}
+
+/// Whether `path` is one of `dirty` or below one (each of its parents
+/// looked up: no scan of `dirty` per path).
+fn in_dirty(dirty: &HashSet<&[u8]>, path: &BStr) -> bool {
+    dirty.contains(path.as_bytes())
+        || path
+            .iter()
+            .enumerate()
+            .any(|(i, b)| *b == b'/' && dirty.contains(&path.as_bytes()[..i]))
 }
 
 /// Whether trees `a` and `b` hold the same entries at each of `paths`.

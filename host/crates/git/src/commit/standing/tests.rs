@@ -338,3 +338,39 @@ fn unchanged_after_a_snapshot_names_what_changed() {
     kept.watched_turn(ws, "read");
     assert_eq!(kept.standing.unchanged(), Ok(()));
 }
+
+/// HEAD's gitlinks under a path read again stay as they are, and a name
+/// that is not UTF-8 is read again as the walk reads it.
+#[test]
+fn gitlinks_and_names_that_are_not_utf8_read_again_as_the_walk_reads_them() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = repo();
+    let ws = t.path();
+    let head = super::super::tests::head(ws);
+    super::super::test_git::git(
+        ws,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{head},dir/sub/module"),
+        ],
+    );
+    write(ws, "dir/sub/x.txt", "x\n");
+    super::super::test_git::git(ws, &["add", "dir/sub/x.txt"]);
+    super::super::test_git::git(ws, &["commit", "-qm", "a gitlink"]);
+    let mut kept = Kept::new(&["dir"]);
+    kept.walked_turn(ws, "first", "no watch yet");
+    write(ws, "dir/sub/x.txt", "x2\n");
+    kept.watched_turn(ws, "beside the gitlink");
+    std::fs::create_dir_all(ws.join("dir/sub/module")).expect("mkdir");
+    write(ws, "dir/sub/module/inner.txt", "never read\n");
+    kept.watched_turn(ws, "the gitlink's directory appears");
+    std::fs::remove_dir_all(ws.join("dir/sub")).expect("rm -r");
+    kept.watched_turn(ws, "the directory holding it deleted");
+    let odd = ws.join(std::ffi::OsStr::from_bytes(b"dir/caf\xe9.txt"));
+    std::fs::write(&odd, "latin-1\n").expect("write");
+    kept.watched_turn(ws, "a name that is not UTF-8");
+    std::fs::write(&odd, "latin-1, again\n").expect("write");
+    kept.watched_turn(ws, "written again");
+}
