@@ -24,7 +24,14 @@ use std::time::{Duration, Instant};
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
-        .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "gc.auto=0"])
+        .args([
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "-c",
+            "gc.auto=0",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
