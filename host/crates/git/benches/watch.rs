@@ -6,7 +6,8 @@
 //! the files older than the racy window.
 //!
 //! Run: `cargo bench -p gatehost-git --bench watch` (add `-- --rounds N
-//! --sizes 1000,10000,100000`).
+//! --sizes 1000,10000,100000 --load 2`: `--load N` starts N busy
+//! processes for the run, a load generator, and stops them at its end).
 //!
 //! Each round, the order alternating: the walk on copy A, then the watch
 //! on copy B (or B then A). Cases: nothing changed since the last round;
@@ -90,6 +91,16 @@ fn main() {
         .split(',')
         .filter_map(|s| s.parse().ok())
         .collect();
+    // The load generator: busy shells, killed and reaped at the end.
+    let mut load: Vec<std::process::Child> = (0..arg("--load", 0))
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("a busy process")
+        })
+        .collect();
+    println!("load generator: {} busy process(es)", load.len());
     let paths = vec!["src".to_string()];
     println!("| files | case | walk p50 | watch p50 | watch p90 | watch / walk (p50 of pairs) |");
     println!("| --- | --- | --- | --- | --- | --- |");
@@ -182,5 +193,9 @@ fn main() {
     }
     for n in notes {
         println!("{n}");
+    }
+    for child in &mut load {
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

@@ -4,7 +4,9 @@
 //! deletion, a rename or a mode change after the snapshot saw a file is
 //! an event. After a passing gate, no event means the workspace still
 //! holds what the snapshot took, and the commit paths need not be walked
-//! again for `changedAfterSnapshot` (100 ms at 100,000 files).
+//! again for `changedAfterSnapshot` (100 ms at 100,000 files). (Where the
+//! daemon keeps a watch between turns, `standing`, that one answers
+//! instead; this one serves where none is kept.)
 //!
 //! Owns: the watches of one snapshot, and the answer "nothing watched
 //! changed" or why it cannot say so (an event, a queue overflow, a watch
