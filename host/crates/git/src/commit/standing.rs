@@ -314,15 +314,12 @@ impl Standing {
         if let Some(first) = state.dirty.iter().next() {
             return Err(format!(
                 "{} changed ({} path(s) to read again)",
-                super::watch::shown(first.as_bstr()),
+                shown(first.as_bstr()),
                 state.dirty.len()
             ));
         }
         if let Some(first) = state.linked.iter().next() {
-            return Err(format!(
-                "{} has several links",
-                super::watch::shown(first.as_bstr())
-            ));
+            return Err(format!("{} has several links", shown(first.as_bstr())));
         }
         Ok(())
     }
@@ -365,7 +362,7 @@ impl Standing {
                 {
                     state.doubt = Some(format!(
                         "the kernel dropped the watch of {} (IN_IGNORED)",
-                        super::watch::shown(w.rel.as_bstr())
+                        shown(w.rel.as_bstr())
                     ));
                 }
                 return;
@@ -398,7 +395,7 @@ impl Standing {
                     } else {
                         state.doubt = Some(format!(
                             "{} changed, on the way to the commit paths ({})",
-                            super::watch::shown(path.as_bstr()),
+                            shown(path.as_bstr()),
                             event.what()
                         ));
                     }
@@ -418,7 +415,7 @@ impl Standing {
         let wd = match self.queue.add(dir) {
             Ok(wd) => wd,
             Err(e) => {
-                self.doubt(format!("cannot watch {}: {e}", super::watch::shown(rel)));
+                self.doubt(format!("cannot watch {}: {e}", shown(rel)));
                 return;
             }
         };
@@ -481,6 +478,15 @@ impl Watcher for Standing {
 
     fn linked(&self, rel: &BStr, _links: u64) {
         self.state().linked.insert(rel.to_owned());
+    }
+}
+
+/// A repository-relative path as said in a reason (`.` for the root).
+fn shown(rel: &BStr) -> String {
+    if rel.is_empty() {
+        ".".into()
+    } else {
+        rel.to_str_lossy().into_owned()
     }
 }
 

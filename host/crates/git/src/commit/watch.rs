@@ -206,7 +206,7 @@ impl super::read::Watcher for Watch {
     }
 }
 
-pub(super) fn shown(rel: &BStr) -> String {
+fn shown(rel: &BStr) -> String {
     if rel.is_empty() {
         ".".into()
     } else {
