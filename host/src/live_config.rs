@@ -197,6 +197,14 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
             c.change_caps.file_bytes,
         ),
         s("limits.change_cap_bytes", false, c.change_caps.total_bytes),
+        // Live: read at each snapshot (0 turns the watch off at the next);
+        // a watch's budget is set when it is made.
+        s(
+            "limits.watch_dirs_per_workspace",
+            false,
+            c.watch_limits.per_workspace,
+        ),
+        s("limits.watch_dirs_total", false, c.watch_limits.total),
         s("wasm", true, &c.wasm),
         s("sandbox", true, &c.sandbox),
         s("retention", true, &c.retention),

@@ -176,6 +176,8 @@ impl Engine {
                     boot_time: std::time::SystemTime::now(),
                     worktrees,
                     stat_caches: Mutex::new(HashMap::new()),
+                    standings: Mutex::new(HashMap::new()),
+                    watch_held: Arc::default(),
                 },
                 reviews: services::Reviews {
                     service: service.clone(),

@@ -1,5 +1,8 @@
 //! Gating on a snapshot: the commit paths read once into git objects
-//! (their directories watched from before they are listed), a worktree
+//! (their directories watched from before they are listed, and, between
+//! turns, by the watch kept per workspace and commit paths, so that a
+//! snapshot reads only what changed since the last; see
+//! `commit::snapshot_standing`), a worktree
 //! brought to the snapshot's tree (only the paths the gates name, when
 //! each names some), the gates run there; then, after a pass, which commit
 //! paths changed in the workspace since.
@@ -9,11 +12,25 @@
 
 use super::AttachInput;
 use super::Policies;
-use crate::commit::{TreeSnapshot, Watch};
+use crate::commit::{Standing, TreeSnapshot, Watch, WatchBudget};
 use crate::gate::GateRunner;
 use crate::store::PolicyRow;
 use crate::verdict::RunReport;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// One workspace's watch kept between turns (for one set of commit
+/// paths).
+pub(crate) type StandingSlot = Arc<Mutex<Option<Standing>>>;
+
+/// What says, after a passing gate, whether the commit paths changed
+/// since the snapshot without reading them.
+pub(super) enum After {
+    /// A watch made for this snapshot alone.
+    Own(Watch),
+    /// The watch kept between turns, as it was after the snapshot.
+    Standing(StandingSlot),
+}
 
 /// What a run on a snapshot hands back.
 pub(super) struct SnapshotRun {
@@ -25,7 +42,7 @@ pub(super) struct SnapshotRun {
     pub(super) lease: Option<crate::worktree::Lease>,
     /// The snapshot's watch (`None` when it could not be made), for
     /// [`changed_after`].
-    pub(super) watch: Option<Watch>,
+    pub(super) watch: Option<After>,
 }
 
 impl Policies {
@@ -51,16 +68,39 @@ impl Policies {
         let confining = runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
         let cache = self.stat_cache(workspace);
+        let limits = runner.config().watch_limits;
+        // The watch kept between turns, unless `[limits]` turns it off.
+        let standing = (limits.per_workspace > 0).then(|| self.standing(workspace, paths));
+        let budget = WatchBudget {
+            per_workspace: limits.per_workspace,
+            total: limits.total,
+            held: self.watch_held.clone(),
+        };
         let taken = tokio::task::spawn_blocking(move || {
             let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
             let cache: &mut crate::commit::StatCache = &mut guard;
+            if let Some(slot) = standing {
+                let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+                if held.is_none() {
+                    *held = Standing::new(budget)
+                        .map_err(|e| tracing::info!(error = %e, "cannot keep a watch on the commit paths: every snapshot walks them"))
+                        .ok();
+                }
+                if let Some(kept) = held.as_mut() {
+                    let taken = super::commits::confined(&confining, Path::new(&ws), || {
+                        crate::commit::snapshot_standing(Path::new(&ws), &wanted, cache, kept)
+                    });
+                    drop(held);
+                    return taken.map(|(taken, _)| (taken, Some(After::Standing(slot))));
+                }
+            }
             let watch = Watch::new()
                 .map_err(|e| tracing::debug!(error = %e, "cannot watch the commit paths"))
                 .ok();
             super::commits::confined(&confining, Path::new(&ws), || {
                 crate::commit::snapshot_watched(Path::new(&ws), &wanted, cache, watch.as_ref())
             })
-            .map(|taken| (taken, watch))
+            .map(|taken| (taken, watch.map(After::Own)))
         })
         .await;
         let ((snap, changes), watch) = match taken {
@@ -141,13 +181,20 @@ pub(super) async fn changed_after(
     workspace: &str,
     snap: &TreeSnapshot,
     cache: std::sync::Arc<std::sync::Mutex<crate::commit::StatCache>>,
-    watch: Option<Watch>,
+    watch: Option<After>,
 ) -> Result<Vec<String>, String> {
     let Some(watch) = watch else {
         tracing::debug!(tree = %snap.tree, "no watch: reading the commit paths again");
         return super::pinned::changed_since(workspace, snap, cache).await;
     };
-    let why = match watch.unchanged() {
+    let said = match &watch {
+        After::Own(watch) => watch.unchanged(),
+        After::Standing(slot) => match &*slot.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(kept) => kept.unchanged_since(&snap.tree),
+            None => Err("the watch is gone".into()),
+        },
+    };
+    let why = match said {
         Ok(()) => {
             tracing::debug!(tree = %snap.tree, "nothing watched changed since the snapshot");
             return Ok(Vec::new());

@@ -57,6 +57,12 @@ pub(crate) struct Policies {
     pub(super) worktrees: crate::worktree::Worktrees,
     /// Per workspace: the blob ids of files read by its last snapshot.
     pub(super) stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
+    /// Per workspace and commit paths: the watch kept on them between
+    /// turns (`None` until the first snapshot, or where none can be had).
+    pub(super) standings: Mutex<HashMap<String, super::on_snapshot::StandingSlot>>,
+    /// How many directories all those watches hold (`[limits]
+    /// watch_dirs_total` bounds it).
+    pub(super) watch_held: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Review chains: the reviews running and the reviewers' lanes.

@@ -6,7 +6,7 @@
 //! one such step.
 //!
 //! It owns the policy row's writes and the tasks' bookkeeping (gate tasks,
-//! busy policies, stat caches). It must never publish an event whose
+//! busy policies, stat caches, watches). It must never publish an event whose
 //! state change is not stored, nor store an event of another kind than the
 //! step names.
 
@@ -24,6 +24,25 @@ impl Policies {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(workspace.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// The watch kept on `workspace`'s commit `paths` between turns.
+    pub(super) fn standing(
+        &self,
+        workspace: &str,
+        paths: &[String],
+    ) -> super::on_snapshot::StandingSlot {
+        let mut key = workspace.to_string();
+        for p in paths {
+            key.push('\0');
+            key.push_str(p);
+        }
+        self.standings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
             .or_default()
             .clone()
     }

@@ -15,6 +15,7 @@ mod approval;
 mod hostile_git;
 mod notices;
 mod plugins;
+mod watched_turns;
 
 const T: Duration = Duration::from_secs(30);
 

@@ -100,6 +100,7 @@ mod dispose;
 mod excludes;
 #[cfg(test)]
 mod git_parity;
+mod incremental;
 mod index;
 mod layout;
 pub mod patch;
@@ -108,6 +109,7 @@ mod read;
 pub mod remembered;
 mod repo;
 mod snapshot;
+mod standing;
 mod stat_cache;
 #[cfg(test)]
 mod test_git;
@@ -127,6 +129,7 @@ pub use changes::{
 #[cfg(target_os = "linux")]
 pub(crate) use dispose::dispose;
 use excludes::Excludes;
+pub use incremental::snapshot_standing;
 use index::sync_index;
 pub use layout::GitDirs;
 use read::{Snapshot, is_dot_git, read_regular_if_present, read_snapshot};
@@ -137,6 +140,9 @@ use repo::{
 };
 pub use snapshot::{
     TreeSnapshot, changed_since, prepare_snapshot, snapshot, snapshot_watched, snapshot_with,
+};
+pub use standing::{
+    DEFAULT_WATCH_DIRS_PER_WORKSPACE, DEFAULT_WATCH_DIRS_TOTAL, Fallback, Standing, WatchBudget,
 };
 pub(crate) use stat_cache::Stamp;
 pub use stat_cache::StatCache;

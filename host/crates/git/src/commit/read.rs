@@ -78,8 +78,22 @@ pub(super) struct Reads<'a> {
     /// for paths that overlap (the read turns it off).
     pub(super) skip_unchanged: bool,
     /// Each directory walked, and each on the way to a commit path, is
-    /// watched before it is listed (a snapshot's; see `watch`).
-    pub(super) watch: Option<&'a super::Watch>,
+    /// watched before it is listed (a snapshot's, see `watch`; or the
+    /// watch kept between turns, see `standing`).
+    pub(super) watch: Option<&'a dyn Watcher>,
+}
+
+/// What a read tells the watch that follows it: each directory before it
+/// is listed, and each regular file with more than one link (writable
+/// through a directory no watch sees).
+pub(super) trait Watcher: Sync {
+    /// `dir` (by its descriptor, repository-relative `rel`) is about to be
+    /// listed: any change to its entries matters.
+    fn walked(&self, dir: &Dir, rel: &BStr);
+    /// `dir` is on the way to the commit path `next` names in it.
+    fn on_the_way(&self, dir: &Dir, rel: &BStr, next: &str);
+    /// The regular file `rel` has `links` links (more than one).
+    fn linked(&self, rel: &BStr, links: u64);
 }
 
 /// What a walk found: the files listed, and the paths of the files left
@@ -112,7 +126,7 @@ impl Found {
             && meta.nlink() > 1
         {
             // Writable through another directory, which is not watched.
-            watch.doubt(format!("{rel} has {} links", meta.nlink()));
+            watch.linked(rel.as_bstr(), meta.nlink());
         }
         if reads.skip_unchanged
             && let (Some(cache), Some((at, (head_kind, head_id)))) = (reads.cache, head)

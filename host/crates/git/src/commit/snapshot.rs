@@ -75,8 +75,32 @@ pub fn snapshot_watched(
     let t0 = std::time::Instant::now();
     let ws = Workspace::open(workspace)?;
     let paths = normalise_paths(paths)?;
+    let head = resolve_head(&ws.repo)?;
+    take(
+        &ws,
+        paths,
+        &head,
+        cache,
+        watch.map(|w| w as &dyn super::read::Watcher),
+        t0,
+    )
+}
+
+/// What a snapshot hands back: the snapshot, and its diff against `HEAD`
+/// (or why that could not be made).
+pub(super) type Taken = (TreeSnapshot, Result<Vec<FileChange>, String>);
+
+/// [`snapshot_watched`] of the open workspace `ws` at `head`, by a full
+/// walk of the (normalised) `paths`.
+pub(super) fn take(
+    ws: &Workspace,
+    paths: Vec<String>,
+    head: &super::Head,
+    cache: &mut StatCache,
+    watch: Option<&dyn super::read::Watcher>,
+    t0: std::time::Instant,
+) -> Result<Taken, CommitError> {
     let repo = &ws.repo;
-    let head = resolve_head(repo)?;
     let mut times = [t0; 5];
     let mut counts = (0, 0);
     let made = (|| {
@@ -86,7 +110,7 @@ pub fn snapshot_watched(
         // HEAD's files the cache vouches for are kept as paths: the tree
         // is HEAD's edited where the workspace differs.
         let content = super::read::read_snapshot_with(
-            &ws,
+            ws,
             &paths,
             &tracked,
             super::read::Reads {
@@ -128,7 +152,7 @@ pub fn snapshot_watched(
         let tree = match cache.last_tree {
             Some((k, tree)) if k == key && repo.has_object(tree) => tree,
             _ => {
-                let tree = write_tree_with(repo, &head, &tracked, &content, &ids)?;
+                let tree = write_tree_with(repo, head, &tracked, &content, &ids)?;
                 cache.last_tree = Some((key, tree));
                 tree
             }
@@ -174,7 +198,7 @@ pub fn snapshot_watched(
 
 /// A snapshot's fingerprint: its tree id (which covers every path, mode
 /// and byte) in the fingerprint's 64-hex form.
-fn fingerprint_of_tree(tree: &str) -> String {
+pub(super) fn fingerprint_of_tree(tree: &str) -> String {
     hex::encode(Sha256::digest(
         [b"gatehost-snapshot-v1\0".as_slice(), tree.as_bytes()].concat(),
     ))

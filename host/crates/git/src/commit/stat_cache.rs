@@ -213,6 +213,43 @@ impl StatCache {
         true
     }
 
+    /// Learns the files of `items` (read again, by a snapshot that read
+    /// only where a watch said): each one's entry becomes what was read
+    /// (dropped when still in the racy window); every other entry stays.
+    pub(super) fn remember(&mut self, items: &[&Item]) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut changes: Vec<(&[u8], Option<Remembered>)> = Vec::with_capacity(items.len());
+        for item in items {
+            let entry = match (item.stamp, item.known) {
+                (Some(stamp), _) if stamp.ctime.0 > now - self.racy_secs => None,
+                (Some(stamp), Some(id)) => Some((stamp, item.kind, id)),
+                (Some(stamp), None) if item.oversized.is_none() => {
+                    match gix::objs::compute_hash(
+                        gix::hash::Kind::Sha1,
+                        gix::objs::Kind::Blob,
+                        &item.data,
+                    ) {
+                        Ok(id) => Some((stamp, item.kind, id)),
+                        Err(_) => None,
+                    }
+                }
+                _ => None,
+            };
+            changes.push((item.path.as_slice(), entry));
+        }
+        changes.sort_by(|a, b| a.0.cmp(b.0));
+        changes.dedup_by(|later, first| later.0 == first.0);
+        if changes
+            .iter()
+            .all(|(path, entry)| self.entries.get(path) == entry.as_ref())
+        {
+            return;
+        }
+        self.entries = self.entries.merged(&changes, None);
+    }
+
     /// How many files it holds a stamp of.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -294,3 +294,94 @@ fn parent_of(rel: &BStr) -> &BStr {
         None => b"".as_bstr(),
     }
 }
+
+/// What [`walk_dir`] would find at `sub` (a path strictly below the
+/// commit path `path`, a directory), read alone: the same rules (ignored
+/// directories, `HEAD`'s files and gitlinks, nested repositories) as a
+/// walk of `path` applies on the way down, `None` when a walk would take
+/// nothing there. A directory found is walked (and watched) whole.
+pub(super) fn read_below(
+    root: &Dir,
+    common: &Dir,
+    path: &str,
+    sub: &BStr,
+    tracked: &Tracked,
+    reads: Reads<'_>,
+) -> Result<Option<Found>, CommitError> {
+    let mut excludes = Excludes::new(common)?;
+    excludes.push_dir(root, b"".as_bstr())?;
+    let mut dir = root.try_clone().map_err(io_err(b".".as_bstr()))?;
+    let mut rel = BString::default();
+    let mut ignored = false;
+    // Down to the commit path, as `read_path` goes (explicit: its own
+    // rules never exclude it).
+    for component in path.split('/') {
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(component.as_bytes());
+        ignored = ignored || excludes.is_ignored(rel.as_bstr(), true);
+        let meta = match dir.symlink_metadata(component) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(rel.as_bstr())(e)),
+        };
+        if !meta.is_dir() || meta.is_symlink() {
+            return Ok(None);
+        }
+        dir = open_subdir(&dir, OsStr::new(component), &meta, rel.as_bstr())?;
+        excludes.push_dir(&dir, rel.as_bstr())?;
+    }
+    if matches!(tracked.get(&rel), Some((EntryKind::Commit, _)))
+        || dir.symlink_metadata(".git").is_ok()
+    {
+        return Ok(None);
+    }
+    // Below it, as `walk_entry` goes, to `sub`'s directory.
+    let names: Vec<&[u8]> = sub[path.len() + 1..].split_str("/").collect();
+    let Some((last, parents)) = names.split_last() else {
+        return Ok(None);
+    };
+    for component in parents {
+        rel.push(b'/');
+        rel.extend_from_slice(component);
+        if is_dot_git(component) {
+            return Ok(None);
+        }
+        let name = OsStr::from_bytes(component);
+        let meta = match dir.symlink_metadata(name) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(rel.as_bstr())(e)),
+        };
+        if !meta.is_dir() || meta.is_symlink() {
+            return Ok(None);
+        }
+        if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
+            return Ok(None);
+        }
+        ignored = ignored || excludes.is_ignored(rel.as_bstr(), true);
+        let mut prefix = rel.clone();
+        prefix.push(b'/');
+        if ignored && !tracked.has_under(&prefix) {
+            return Ok(None);
+        }
+        dir = open_subdir(&dir, name, &meta, rel.as_bstr())?;
+        if dir.symlink_metadata(".git").is_ok() {
+            return Ok(None);
+        }
+        excludes.push_dir(&dir, rel.as_bstr())?;
+    }
+    let mut items = Found::default();
+    walk_entry(
+        &dir,
+        &rel,
+        &OsStr::from_bytes(last).to_os_string(),
+        ignored,
+        &excludes,
+        tracked,
+        reads,
+        &mut items,
+    )?;
+    Ok(Some(items))
+}

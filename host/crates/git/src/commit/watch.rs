@@ -4,7 +4,9 @@
 //! deletion, a rename or a mode change after the snapshot saw a file is
 //! an event. After a passing gate, no event means the workspace still
 //! holds what the snapshot took, and the commit paths need not be walked
-//! again for `changedAfterSnapshot` (100 ms at 100,000 files).
+//! again for `changedAfterSnapshot` (100 ms at 100,000 files). (Where the
+//! daemon keeps a watch between turns, `standing`, that one answers
+//! instead; this one serves where none is kept.)
 //!
 //! Owns: the watches of one snapshot, and the answer "nothing watched
 //! changed" or why it cannot say so (an event, a queue overflow, a watch
@@ -102,18 +104,6 @@ impl Watch {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Watches `dir` (the directory the walk opened, by its descriptor:
-    /// never a path the agent could swap) before it is listed.
-    pub(super) fn walked(&self, dir: &cap_std::fs::Dir, rel: &BStr) {
-        self.add(dir, rel, None);
-    }
-
-    /// Watches `dir`, a directory on the way to the commit path `next`
-    /// names in it, before `next` is looked up.
-    pub(super) fn on_the_way(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: &str) {
-        self.add(dir, rel, Some(next));
-    }
-
     fn add(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: Option<&str>) {
         // The descriptor's own link: the kernel resolves it to the inode
         // the walk holds.
@@ -193,6 +183,26 @@ impl Watch {
                 ));
             }
         }
+    }
+}
+
+impl super::read::Watcher for Watch {
+    /// Watches `dir` (the directory the walk opened, by its descriptor:
+    /// never a path the agent could swap) before it is listed.
+    fn walked(&self, dir: &cap_std::fs::Dir, rel: &BStr) {
+        self.add(dir, rel, None);
+    }
+
+    /// Watches `dir`, a directory on the way to the commit path `next`
+    /// names in it, before `next` is looked up.
+    fn on_the_way(&self, dir: &cap_std::fs::Dir, rel: &BStr, next: &str) {
+        self.add(dir, rel, Some(next));
+    }
+
+    /// A file with several links can be written through a directory not
+    /// watched: this watch then cannot vouch for anything.
+    fn linked(&self, rel: &BStr, links: u64) {
+        self.doubt(format!("{} has {links} links", shown(rel)));
     }
 }
 

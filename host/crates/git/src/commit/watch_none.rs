@@ -24,22 +24,21 @@ impl Watch {
     }
 
     /// Unreachable: a watch cannot exist here.
-    pub(super) fn walked(&self, _dir: &cap_std::fs::Dir, _rel: &BStr) {
-        match *self {}
-    }
-
-    /// Unreachable: a watch cannot exist here.
-    pub(super) fn on_the_way(&self, _dir: &cap_std::fs::Dir, _rel: &BStr, _next: &str) {
-        match *self {}
-    }
-
-    /// Unreachable: a watch cannot exist here.
-    pub(super) fn doubt(&self, _why: String) {
-        match *self {}
-    }
-
-    /// Unreachable: a watch cannot exist here.
     pub fn unchanged(&self) -> Result<(), String> {
+        match *self {}
+    }
+}
+
+impl super::read::Watcher for Watch {
+    fn walked(&self, _dir: &cap_std::fs::Dir, _rel: &BStr) {
+        match *self {}
+    }
+
+    fn on_the_way(&self, _dir: &cap_std::fs::Dir, _rel: &BStr, _next: &str) {
+        match *self {}
+    }
+
+    fn linked(&self, _rel: &BStr, _links: u64) {
         match *self {}
     }
 }

@@ -1,6 +1,6 @@
 //! The `[limits]` section: as written ([`LimitsSection`]) and put into a
 //! [`HostConfig`] (the output cap, the kill grace, the gates' process-tree
-//! limits and the change set's caps), each bad value named by its key. It
+//! limits, the change set's caps and the watches' budget), each bad value named by its key. It
 //! only holds settings; it never reads a file.
 
 use super::{HostConfig, MIN_GATE_FILE_BYTES, MIN_GATE_MEMORY};
@@ -18,6 +18,30 @@ pub(super) struct LimitsSection {
     pub(super) gate_scratch_bytes: Option<u64>,
     pub(super) change_file_cap_bytes: Option<u64>,
     pub(super) change_cap_bytes: Option<u64>,
+    pub(super) watch_dirs_per_workspace: Option<usize>,
+    pub(super) watch_dirs_total: Option<usize>,
+}
+
+/// How many directories the daemon's watches of the commit paths may
+/// hold between turns (`[limits] watch_dirs_per_workspace`,
+/// `watch_dirs_total`): past either, that workspace's snapshots walk
+/// every file (as with no watch), logged with the reason. 0 per
+/// workspace turns the watch off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// The most directories one workspace's watch holds.
+    pub per_workspace: usize,
+    /// The most directories all the host's watches hold together.
+    pub total: usize,
+}
+
+impl Default for WatchLimits {
+    fn default() -> WatchLimits {
+        WatchLimits {
+            per_workspace: crate::commit::DEFAULT_WATCH_DIRS_PER_WORKSPACE,
+            total: crate::commit::DEFAULT_WATCH_DIRS_TOTAL,
+        }
+    }
 }
 
 impl LimitsSection {
@@ -50,6 +74,12 @@ impl LimitsSection {
                 }
                 *slot = v;
             }
+        }
+        if let Some(n) = self.watch_dirs_per_workspace {
+            config.watch_limits.per_workspace = n;
+        }
+        if let Some(n) = self.watch_dirs_total {
+            config.watch_limits.total = n;
         }
         if let Some(ms) = self.kill_grace_ms {
             config.kill_grace = Duration::from_millis(ms);

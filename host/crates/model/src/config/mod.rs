@@ -16,6 +16,7 @@ mod daemon;
 mod diagnose;
 mod hook;
 mod limits;
+pub use limits::WatchLimits;
 pub mod notify_url;
 mod places;
 mod retention;
@@ -212,6 +213,8 @@ pub struct HostConfig {
     /// change_file_cap_bytes`, `change_cap_bytes`): past them a file's
     /// content is left out, listed and said in the verdict.
     pub change_caps: crate::change::ChangeCaps,
+    /// The watches of commit paths between turns (`[limits]`).
+    pub watch_limits: WatchLimits,
     /// Memory, processes, file size and scratch of each gate's process
     /// tree (`[limits] gate_memory_bytes`, `gate_pids`, `gate_file_bytes`,
     /// `gate_scratch_bytes`; 0 turns one off).
@@ -249,6 +252,7 @@ impl Default for HostConfig {
             output_cap: DEFAULT_OUTPUT_CAP,
             kill_grace: Duration::from_millis(DEFAULT_KILL_GRACE_MS),
             change_caps: crate::change::ChangeCaps::default(),
+            watch_limits: WatchLimits::default(),
             gate_limits: crate::supervise::GateLimits::default(),
             host_path: std::env::var_os("PATH"),
             wasm: WasmConfig::default(),
