@@ -176,7 +176,7 @@ impl Engine {
                     boot_time: std::time::SystemTime::now(),
                     worktrees,
                     stat_caches: Mutex::new(HashMap::new()),
-                    standings: Mutex::new(HashMap::new()),
+                    standings: Mutex::default(),
                     watch_held: Arc::default(),
                 },
                 reviews: services::Reviews {

@@ -23,6 +23,50 @@ use std::sync::{Arc, Mutex};
 /// paths).
 pub(crate) type StandingSlot = Arc<Mutex<Option<Standing>>>;
 
+/// At most this many watches are kept between turns: each holds an
+/// inotify instance (Linux allows 128 per user by default, shared with
+/// every other program the user runs). Past it, the one asked for
+/// longest ago and not in use is dropped (its workspace's next snapshot
+/// walks, and watches again).
+pub(crate) const KEPT_WATCHES: usize = 32;
+
+/// The watches kept between turns, per workspace and commit paths, each
+/// with when it was last asked for (a count of asks).
+#[derive(Default)]
+pub(crate) struct KeptWatches {
+    slots: std::collections::HashMap<String, (u64, StandingSlot)>,
+    asks: u64,
+}
+
+impl KeptWatches {
+    /// The slot of `key` (made when new); when `limit` are kept, the one
+    /// asked for longest ago that no snapshot holds is dropped first.
+    pub(super) fn slot(&mut self, key: String, limit: usize) -> StandingSlot {
+        self.asks += 1;
+        if !self.slots.contains_key(&key) && self.slots.len() >= limit {
+            let idle = self
+                .slots
+                .iter()
+                .filter(|(_, (_, slot))| Arc::strong_count(slot) == 1)
+                .min_by_key(|(_, (asked, _))| *asked)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = idle {
+                self.slots.remove(&k);
+                tracing::info!(
+                    kept = limit,
+                    "a watch kept between turns is dropped: the one asked for longest ago (its next snapshot walks)"
+                );
+            }
+        }
+        let kept = self
+            .slots
+            .entry(key)
+            .or_insert_with(|| (0, StandingSlot::default()));
+        kept.0 = self.asks;
+        kept.1.clone()
+    }
+}
+
 /// What says, after a passing gate, whether the commit paths changed
 /// since the snapshot without reading them.
 pub(super) enum After {
@@ -203,4 +247,30 @@ pub(super) async fn changed_after(
     };
     tracing::debug!(tree = %snap.tree, why, "reading the commit paths again");
     super::pinned::changed_since(workspace, snap, cache).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeptWatches;
+
+    /// Past the limit, the watch asked for longest ago goes, never one a
+    /// snapshot holds.
+    #[test]
+    fn past_the_limit_the_idle_watch_asked_for_longest_ago_is_dropped() {
+        let mut kept = KeptWatches::default();
+        let held = kept.slot("a".into(), 3);
+        for k in ["b", "c"] {
+            drop(kept.slot(k.into(), 3));
+        }
+        drop(kept.slot("d".into(), 3));
+        let mut keys: Vec<&String> = kept.slots.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["a", "c", "d"], "b went: a is held");
+        drop(held);
+        drop(kept.slot("c".into(), 3));
+        drop(kept.slot("e".into(), 3));
+        let mut keys: Vec<&String> = kept.slots.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["c", "d", "e"], "a went: asked for longest ago");
+    }
 }

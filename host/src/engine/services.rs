@@ -59,7 +59,7 @@ pub(crate) struct Policies {
     pub(super) stat_caches: Mutex<HashMap<String, Arc<Mutex<crate::commit::StatCache>>>>,
     /// Per workspace and commit paths: the watch kept on them between
     /// turns (`None` until the first snapshot, or where none can be had).
-    pub(super) standings: Mutex<HashMap<String, super::on_snapshot::StandingSlot>>,
+    pub(super) standings: Mutex<super::on_snapshot::KeptWatches>,
     /// How many directories all those watches hold (`[limits]
     /// watch_dirs_total` bounds it).
     pub(super) watch_held: Arc<std::sync::atomic::AtomicUsize>,

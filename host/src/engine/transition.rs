@@ -42,9 +42,7 @@ impl Policies {
         self.standings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_default()
-            .clone()
+            .slot(key, super::on_snapshot::KEPT_WATCHES)
     }
 
     /// Marks a nudge or commit task of `id` running until the guard is
