@@ -35,6 +35,21 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
+/// Registers the session `s1` in `ws`, as the operator.
+fn register(engine: &Engine, ws: &Path) {
+    engine
+        .sessions()
+        .register(
+            RegisterInput {
+                id: Some("s1".into()),
+                cwd: ws.display().to_string(),
+                ..Default::default()
+            },
+            &Caller::operator(),
+        )
+        .expect("register");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -51,17 +66,7 @@ async fn a_commit_policys_turn_end_decodes_each_stored_column_once_per_read() {
     let runner = crate::gate::GateRunner::new(crate::config::HostConfig::default());
     let engine = Engine::new(store, runner).expect("engine");
     let operator = Caller::operator();
-    engine
-        .sessions()
-        .register(
-            RegisterInput {
-                id: Some("s1".into()),
-                cwd: ws.display().to_string(),
-                ..Default::default()
-            },
-            &operator,
-        )
-        .expect("register");
+    register(&engine, &ws);
     let p = engine
         .attach(
             crate::model::attach::parse_input(
@@ -145,17 +150,7 @@ async fn a_turn_end_on_postgres_is_few_round_trips() {
         .expect("config");
     let engine = Engine::new(store, crate::gate::GateRunner::new(config)).expect("engine");
     let operator = Caller::operator();
-    engine
-        .sessions()
-        .register(
-            RegisterInput {
-                id: Some("s1".into()),
-                cwd: ws.display().to_string(),
-                ..Default::default()
-            },
-            &operator,
-        )
-        .expect("register");
+    register(&engine, &ws);
     let mut counted = Vec::new();
     for _ in 0..2 {
         let p = engine

@@ -69,8 +69,9 @@ impl Drop for Watch {
     }
 }
 
-/// What the kernel must report for a directory's entries and itself.
-fn mask() -> WatchFlags {
+/// What the kernel must report for a directory's entries and itself
+/// (also the standing watch's, `standing::queue`).
+pub(crate) fn mask() -> WatchFlags {
     WatchFlags::MODIFY
         | WatchFlags::ATTRIB
         | WatchFlags::CLOSE_WRITE

@@ -6,7 +6,7 @@
 //! through `/proc/self/fd/N`, which the kernel resolves to the inode the
 //! read holds), or block (the instance is non-blocking).
 
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// One inotify instance (closed off the caller's path when dropped).
@@ -58,20 +58,6 @@ impl Event {
     }
 }
 
-/// What the kernel reports for a watched directory's entries and itself.
-fn mask() -> WatchFlags {
-    WatchFlags::MODIFY
-        | WatchFlags::ATTRIB
-        | WatchFlags::CLOSE_WRITE
-        | WatchFlags::CREATE
-        | WatchFlags::DELETE
-        | WatchFlags::DELETE_SELF
-        | WatchFlags::MOVE_SELF
-        | WatchFlags::MOVED_FROM
-        | WatchFlags::MOVED_TO
-        | WatchFlags::ONLYDIR
-}
-
 impl Queue {
     pub(crate) fn new() -> std::io::Result<Queue> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
@@ -87,12 +73,14 @@ impl Queue {
     /// Watches `dir` by its descriptor: the watch's number.
     pub(crate) fn add(&self, dir: &cap_std::fs::Dir) -> Result<i32, String> {
         let link = format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd());
-        inotify::add_watch(self.fd()?, link.as_str(), mask()).map_err(|e| match e {
-            rustix::io::Errno::NOSPC => {
-                "the user's inotify watches are used up (ENOSPC, fs.inotify.max_user_watches)"
-                    .to_string()
+        inotify::add_watch(self.fd()?, link.as_str(), crate::commit::watch::mask()).map_err(|e| {
+            match e {
+                rustix::io::Errno::NOSPC => {
+                    "the user's inotify watches are used up (ENOSPC, fs.inotify.max_user_watches)"
+                        .to_string()
+                }
+                e => e.to_string(),
             }
-            e => e.to_string(),
         })
     }
 
