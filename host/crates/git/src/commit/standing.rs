@@ -532,6 +532,7 @@ fn minimal<'a>(paths: impl Iterator<Item = &'a BString>) -> Vec<BString> {
     out
 }
 
-#[cfg(test)]
+// Linux only: elsewhere there is no watch to test (`queue_none`).
+#[cfg(all(test, target_os = "linux"))]
 #[path = "standing/tests.rs"]
 mod tests;
