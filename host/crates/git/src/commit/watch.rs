@@ -147,14 +147,7 @@ impl Watch {
         if let Some(why) = &state.doubt {
             return Err(why.clone());
         }
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-        let mut events = inotify::Reader::new(self.fd()?, &mut buf);
-        loop {
-            let event = match events.next() {
-                Ok(e) => e,
-                Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                Err(e) => return Err(format!("cannot read the watch's events: {e}")),
-            };
+        each_event(self.fd()?, &mut |event| {
             if event.events().contains(ReadFlags::QUEUE_OVERFLOW) {
                 return Err("more changes than the watch could queue".into());
             }
@@ -183,6 +176,25 @@ impl Watch {
                     event.events()
                 ));
             }
+            Ok(())
+        })
+    }
+}
+
+/// Hands each event queued on the inotify instance `fd` to `each`, until
+/// none is left or `each` answers why it stops (also the standing watch's,
+/// `standing::queue`).
+pub(crate) fn each_event(
+    fd: &OwnedFd,
+    each: &mut dyn FnMut(inotify::Event<'_>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut events = inotify::Reader::new(fd, &mut buf);
+    loop {
+        match events.next() {
+            Ok(event) => each(event)?,
+            Err(rustix::io::Errno::AGAIN) => return Ok(()),
+            Err(e) => return Err(format!("cannot read the watch's events: {e}")),
         }
     }
 }

@@ -154,7 +154,7 @@ impl Hierarchy {
 
     /// Kills what is left in `dir`, waits (bounded) until it is empty and
     /// keeps it for reuse. Returns how many processes were left in it.
-    pub(super) async fn release(&self, mut dir: Dir, wait: Duration) -> usize {
+    pub(super) async fn release(&self, dir: Dir, wait: Duration) -> usize {
         let left = pids(&dir.path);
         let deadline = Instant::now() + wait;
         let me = std::process::id() as i32;
@@ -180,6 +180,13 @@ impl Hierarchy {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        self.keep(dir);
+        left.len()
+    }
+
+    /// Keeps the emptied `dir` for reuse (its counter read afresh), or
+    /// removes it when the pool is full.
+    fn keep(&self, mut dir: Dir) {
         dir.baseline = read_counter(self.controller, &dir.path);
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
@@ -188,23 +195,15 @@ impl Hierarchy {
             drop(pool);
             let _ = std::fs::remove_dir(&dir.path);
         }
-        left.len()
     }
 
     /// Gives back `dir`, whose processes have all been reaped: kept for
     /// reuse if it is empty, else killed and removed once empty.
-    pub(super) fn put_back(&self, mut dir: Dir) {
+    pub(super) fn put_back(&self, dir: Dir) {
         if !pids(&dir.path).is_empty() {
             return Self::abandon(dir);
         }
-        dir.baseline = read_counter(self.controller, &dir.path);
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < POOL_MAX {
-            pool.push(dir);
-        } else {
-            drop(pool);
-            let _ = std::fs::remove_dir(&dir.path);
-        }
+        self.keep(dir);
     }
 
     /// Removes the doomed cgroups that have emptied since, and kills

@@ -93,14 +93,7 @@ impl Queue {
 
     /// Hands each queued event to `each`, until none is left.
     pub(crate) fn read(&self, each: &mut dyn FnMut(Event)) -> Result<(), String> {
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-        let mut events = inotify::Reader::new(self.fd()?, &mut buf);
-        loop {
-            let event = match events.next() {
-                Ok(e) => e,
-                Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                Err(e) => return Err(format!("cannot read the watch's events: {e}")),
-            };
+        crate::commit::watch::each_event(self.fd()?, &mut |event| {
             let flags = event.events();
             each(Event {
                 wd: event.wd(),
@@ -112,6 +105,7 @@ impl Queue {
                 deleted_self: flags.contains(ReadFlags::DELETE_SELF),
                 flags,
             });
-        }
+            Ok(())
+        })
     }
 }
