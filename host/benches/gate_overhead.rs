@@ -5,7 +5,8 @@
 //! sandbox case, as gates come after an agent's turn: back to back, the
 //! kernel's cgroup migration lock stays warm from the last gate; after a
 //! pause a v1 join waits for an RCU grace period; `--only sandbox` runs
-//! that case alone).
+//! that case alone; `--load N` starts N busy processes for the run, a load
+//! generator).
 //!
 //! Each round runs the baseline and the gate once, alternating, so that
 //! both see the same machine noise; the report gives medians, p90 and the
@@ -24,6 +25,8 @@
 //!   and capturing its output;
 //! - shell without cgroups: the shell case with the fallback containment.
 
+mod support;
+
 use gatehost::anchor::WorkspaceAnchor;
 use gatehost::config::HostConfig;
 use gatehost::gate::{GateContext, GateRunner, parse_gate_file};
@@ -38,6 +41,12 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(2000usize);
+    let _load = support::Load::start(support::arg("--load", 0));
+    println!(
+        "load generator: {} busy process(es); load average {:.1}",
+        _load.len(),
+        support::loadavg()
+    );
     let ws = tempfile::tempdir().expect("tempdir");
     let anchor = WorkspaceAnchor::open(ws.path()).expect("workspace");
     let config = HostConfig::from_toml(

@@ -3,7 +3,8 @@
 //! alternating one baseline and one subject per round.
 //!
 //! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench hook_process`
-//! (add `-- --rounds N`, default 200, and `--only PAIR,...`).
+//! (add `-- --rounds N`, default 200, `--only PAIR,...`, and `--load N`: N
+//! busy processes the bench starts for the run, a load generator).
 //!
 //! Pairs (baseline vs subject):
 //! - hook: the `true` program fed a Claude Code Stop hook's JSON on stdin
@@ -45,6 +46,12 @@ const PATTERN: &str = r"dbg!\(|FIXME[0-9]+";
 
 fn main() {
     let rounds = support::arg("--rounds", 200);
+    let _load = support::Load::start(support::arg("--load", 0));
+    println!(
+        "load generator: {} busy process(es); load average {:.1}",
+        _load.len(),
+        support::loadavg()
+    );
     // `--only a,b` runs only the named pairs (hook, check-forbid,
     // check-true, startup, hook-no-wasm, hook-scratch, hook-idle); all of
     // them by default.

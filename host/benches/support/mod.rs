@@ -418,3 +418,61 @@ pub(crate) fn make_repository(program: &Path, ws: &Path, n: usize) {
     assert!(child.wait().expect("fast-import").success(), "fast-import");
     run(&["reset", "--hard", "-q"]);
 }
+
+/// A load generator (`--load N`): N busy processes (`sh -c 'while :; do :;
+/// done'`), running until [`Load::stop`] or the value is dropped, which
+/// kills and reaps them (none is left).
+pub(crate) struct Load(Vec<std::process::Child>);
+
+impl Load {
+    /// Starts `n` busy processes (none for 0).
+    pub(crate) fn start(n: usize) -> Load {
+        Load(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("a busy process")
+                })
+                .collect(),
+        )
+    }
+
+    /// How many busy processes run.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Kills and reaps them.
+    pub(crate) fn stop(&mut self) {
+        for mut child in self.0.drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The system's one-minute load average, as `/proc/loadavg` says (0 where
+/// it cannot be read).
+pub(crate) fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|l| l.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// `--NAME a,b,c` from the command line as numbers, else `default`.
+pub(crate) fn list_arg(name: &str, default: &[usize]) -> Vec<usize> {
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .map(|l| l.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
