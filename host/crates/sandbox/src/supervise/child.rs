@@ -60,7 +60,7 @@ impl Child {
         use tokio::net::unix::pipe;
         use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
         spawn::in_runtime()?;
-        let process = Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?);
+        let process = Process::Cloned(spawn::PidfdChild::new(s.pid, s.pidfd)?.holding(s.mount_ns));
         let stdin = match s.stdin {
             Some(w) => {
                 Some(Box::new(pipe::Sender::from_owned_fd(w.into())?.compat_write()) as Writer)

@@ -87,8 +87,9 @@ impl StartedProcess {
             stdin,
             stdout,
             stderr,
+            mount_ns,
         } = started;
-        let child = PidfdChild::new(pid, pidfd)?;
+        let child = PidfdChild::new(pid, pidfd)?.holding(mount_ns);
         let stdin = match stdin {
             Some(w) => {
                 Some(Box::new(pipe::Sender::from_owned_fd(w.into())?.compat_write()) as Writer)

@@ -294,6 +294,84 @@ fn a_gates_scratch_is_a_tmpfs_of_its_bound_that_the_host_never_sees() {
     }
 }
 
+/// The host's descriptors that name the mount namespace `ns` ("mnt:[N]").
+fn fds_naming(ns: &str) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.as_os_str() == ns)
+        .count()
+}
+
+/// Issue 52: a gate's mount namespace (its scratch) is held by the host
+/// from the gate's exec until its reap, so that its teardown is not in the
+/// gate's exit (the time between the program's end and the verdict), and
+/// let go at the reap: nothing of it outlives the run.
+#[test]
+fn the_host_holds_a_gates_mount_namespace_until_it_is_reaped() {
+    let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
+    let sup = Supervisor::new();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = format!(
+        "readlink /proc/self/ns/mnt > {o}/ns.tmp && mv {o}/ns.tmp {o}/ns; \
+         while [ ! -e {o}/go ]; do sleep 0.01; done; echo ran",
+        o = out.path().display()
+    );
+    let gate = GateLimits {
+        scratch_bytes: Some(2 * MIB),
+        ..GateLimits::NONE
+    };
+    let rt = runtime();
+    let (ns, run) = rt.block_on(async {
+        let env = env();
+        let args = [OsString::from("-c"), OsString::from(script)];
+        let spec = ProcessSpec {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: Path::new("/"),
+            env: &env,
+            stdin: None,
+            limits: Limits { gate, ..limits() },
+            confine: None,
+            scratch: Some(scratch.path()),
+        };
+        let running = sup.run(spec);
+        tokio::pin!(running);
+        // The gate says which namespace it is in, then waits for `go`.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let ns = loop {
+            tokio::select! {
+                r = &mut running => panic!("the gate ended first: {:?}", r.map(stdout)),
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+            if let Ok(ns) = std::fs::read_to_string(out.path().join("ns")) {
+                break ns.trim().to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the gate never wrote its namespace"
+            );
+        };
+        let own = std::fs::read_link("/proc/self/ns/mnt").expect("own namespace");
+        assert_ne!(
+            own.as_os_str(),
+            ns.as_str(),
+            "the gate has a namespace of its own"
+        );
+        assert_eq!(
+            fds_naming(&ns),
+            1,
+            "the host holds the gate's namespace while it runs"
+        );
+        std::fs::write(out.path().join("go"), "").expect("go");
+        (ns, running.await.expect("spawned"))
+    });
+    assert_eq!(run.scratch_bytes, Some(2 * MIB));
+    assert_eq!(stdout(run).trim(), "ran");
+    assert_eq!(fds_naming(&ns), 0, "the namespace is let go at the reap");
+}
+
 /// A bounded scratch where the host has no `CAP_SYS_ADMIN`: the child
 /// makes a user namespace that maps only the host's ids (as an
 /// unprivileged process may) and mounts its tmpfs there. Run in a child
