@@ -45,7 +45,7 @@ pub(super) fn open_subdir(
     meta: &Metadata,
     rel: &BStr,
 ) -> Result<Dir, CommitError> {
-    let sub = dir.open_dir(name).map_err(io_err(rel))?;
+    let sub = open_dir_listable(dir, name).map_err(io_err(rel))?;
     let opened = sub.dir_metadata().map_err(io_err(rel))?;
     if opened.dev() != meta.dev() || opened.ino() != meta.ino() {
         return Err(CommitError::ChangedWhileReading {
@@ -53,6 +53,69 @@ pub(super) fn open_subdir(
         });
     }
     Ok(sub)
+}
+
+/// `dir`'s subdirectory `name`, opened for listing: one name (never `.`,
+/// `..` nor a path), so one `openat` beneath `dir`, no symlink followed,
+/// gives a descriptor [`names_of`] lists without opening it again (cap-std
+/// opens an `O_PATH` descriptor, which `getdents` refuses: listing it
+/// opened it twice more, a `fcntl` and three `close`s per directory).
+/// Anything else, or off Linux, as cap-std opens it.
+fn open_dir_listable(dir: &Dir, name: &OsStr) -> std::io::Result<Dir> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{Mode, OFlags, openat};
+        let bytes = name.as_bytes();
+        if !bytes.is_empty() && bytes != b"." && bytes != b".." && !bytes.contains(&b'/') {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = openat(dir, name, flags, Mode::empty())?;
+            return Ok(Dir::from_std_file(std::fs::File::from(fd)));
+        }
+    }
+    dir.open_dir(name)
+}
+
+/// `dir`'s names but `.` and `..`, as the file system lists them. On
+/// Linux, a descriptor [`open_dir_listable`] opened is read in place from
+/// its start, in pieces of [`LIST_BYTES`] (git's two `getdents` a
+/// directory of 100 files, where cap-std's growing buffer took four); any
+/// other (an `O_PATH` one) is listed by cap-std.
+fn names_of(dir: &Dir, rel: &BStr) -> Result<Vec<std::ffi::OsString>, CommitError> {
+    #[cfg(target_os = "linux")]
+    match raw_names(dir) {
+        Ok(names) => return Ok(names),
+        // An `O_PATH` descriptor: not readable in place.
+        Err(rustix::io::Errno::BADF) => {}
+        Err(e) => return Err(io_err(rel)(e.into())),
+    }
+    let mut names = Vec::new();
+    for entry in dir.entries().map_err(io_err(rel))? {
+        let entry = entry.map_err(io_err(rel))?;
+        names.push(entry.file_name());
+    }
+    Ok(names)
+}
+
+/// See [`names_of`]: one directory entry is at most about 280 bytes.
+#[cfg(target_os = "linux")]
+const LIST_BYTES: usize = 32 * 1024;
+
+#[cfg(target_os = "linux")]
+fn raw_names(dir: &Dir) -> Result<Vec<std::ffi::OsString>, rustix::io::Errno> {
+    use rustix::fs::{RawDir, SeekFrom, seek};
+    // From the start, whoever read this descriptor before.
+    seek(dir, SeekFrom::Start(0))?;
+    let mut buf: Vec<u8> = Vec::with_capacity(LIST_BYTES);
+    let mut names = Vec::new();
+    let mut entries = RawDir::new(dir, buf.spare_capacity_mut());
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    Ok(names)
 }
 
 /// Reads one given path: `None` when absent.
@@ -182,11 +245,7 @@ pub(super) fn walk_dir(
     if let Some(watch) = reads.watch {
         watch.walked(dir, rel.as_bstr());
     }
-    let mut names = Vec::new();
-    for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
-        let entry = entry.map_err(io_err(rel.as_bstr()))?;
-        names.push(entry.file_name());
-    }
+    let mut names = names_of(dir, rel.as_bstr())?;
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     // Names on rayon's pool a few at a time (a directory with its own
     // copy of the ignore rules), the results put back in name order.
