@@ -8,7 +8,9 @@
 //! (add `-- --rounds N`, default 20; `--sizes 1000,10000`, default
 //! 1000,10000,100000; `--gatehost PATH`: the binary measured, this
 //! build's by default; `--before PATH`: another `gatehost` binary measured
-//! in the same rounds, for a before/after in one run).
+//! in the same rounds, for a before/after in one run; `--load N`: N busy
+//! processes started for the run, a load generator, killed and reaped at
+//! its end).
 //!
 //! Each repository is made in a temporary directory: every file's blob and
 //! one commit through `git fast-import` (one pack, no loose objects), then
@@ -57,6 +59,7 @@ fn main() {
         "build the plugins first: bash scripts/build-plugins.sh"
     );
     let git = which::which("git").expect("git is on PATH");
+    let load = Load::start(support::arg("--load", 0));
     let scratch = tempfile::tempdir().expect("tempdir");
     let root = scratch.path();
     let etc = root.join("etc");
@@ -80,7 +83,8 @@ fn main() {
     )
     .expect("write");
     println!(
-        "monorepo, {rounds} alternating rounds per size, whole processes; gatehost: {}{}; {}",
+        "monorepo, {rounds} alternating rounds per size, whole processes, load generator: {} busy process(es); gatehost: {}{}; {}",
+        load.0.len(),
         gatehost.display(),
         before
             .as_ref()
@@ -189,6 +193,35 @@ fn main() {
         "\nthe bench process's own peak (VmHWM): {} KiB",
         support::rss_hwm_kib().unwrap_or(0)
     );
+    drop(load);
+}
+
+/// The load generator: busy shells, killed and reaped when dropped (at
+/// the run's end, or when a failed assertion unwinds).
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn start(n: usize) -> Load {
+        Load(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("a busy process")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Removes a measured repository (the next size needs the disk).
@@ -201,21 +234,22 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// One line of the table: p50 / p90 wall, p50 CPU, peak RSS p50 / max,
-/// and the p50 ratios against `baseline`.
+/// and the p50 ratios (wall, CPU, RSS) against `baseline`.
 fn line(name: &str, runs: &[Run], baseline: &[Run]) {
     let wall = |r: &[Run]| support::quantile(&r.iter().map(|r| r.elapsed).collect::<Vec<_>>(), 0.5);
     let rss =
         |r: &[Run]| support::quantile(&r.iter().map(|r| r.max_rss_kib).collect::<Vec<_>>(), 0.5);
     let p90 = support::quantile(&runs.iter().map(|r| r.elapsed).collect::<Vec<_>>(), 0.9);
-    let cpu = support::quantile(&runs.iter().map(|r| r.cpu).collect::<Vec<_>>(), 0.5);
+    let cpu = |r: &[Run]| support::quantile(&r.iter().map(|r| r.cpu).collect::<Vec<_>>(), 0.5);
     println!(
-        "  {name}: wall p50 {:.1} ms (p90 {:.1}), CPU p50 {:.1} ms, peak RSS p50 {} KiB (max {}) | vs git: wall {:.2}x, RSS {:.2}x",
+        "  {name}: wall p50 {:.1} ms (p90 {:.1}), CPU p50 {:.1} ms, peak RSS p50 {} KiB (max {}) | vs git: wall {:.2}x, CPU {:.2}x, RSS {:.2}x",
         ms(wall(runs)),
         ms(p90),
-        ms(cpu),
+        ms(cpu(runs)),
         rss(runs),
         runs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0),
         wall(runs).as_secs_f64() / wall(baseline).as_secs_f64(),
+        cpu(runs).as_secs_f64() / cpu(baseline).as_secs_f64(),
         rss(runs) as f64 / rss(baseline) as f64,
     );
 }

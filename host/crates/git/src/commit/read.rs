@@ -107,6 +107,9 @@ pub(super) struct Found {
     hint: usize,
     /// Where `HEAD`'s next entry is likely (see [`Tracked::get_near_at`]).
     pub(super) head_hint: usize,
+    /// A path's buffer the walk reuses for each file (see `walk_entry`):
+    /// a file the cache vouches for costs no allocation.
+    pub(super) scratch: BString,
 }
 
 impl Found {
@@ -118,7 +121,7 @@ impl Found {
         dir: &Dir,
         name: &OsStr,
         meta: &Metadata,
-        rel: BString,
+        rel: &BStr,
         reads: Reads<'_>,
         head: Option<(usize, (EntryKind, ObjectId))>,
     ) -> Result<(), CommitError> {
@@ -126,12 +129,12 @@ impl Found {
             && meta.nlink() > 1
         {
             // Writable through another directory, which is not watched.
-            watch.linked(rel.as_bstr(), meta.nlink());
+            watch.linked(rel, meta.nlink());
         }
         if reads.skip_unchanged
             && let (Some(cache), Some((at, (head_kind, head_id)))) = (reads.cache, head)
             && cache
-                .hit_near(rel.as_bstr(), &Stamp::of(meta), &mut self.hint)
+                .hit_near(rel, &Stamp::of(meta), &mut self.hint)
                 .is_some_and(|(kind, id)| id == head_id && kind.entry_kind() == head_kind)
         {
             // Its index in `HEAD`'s entries, not its path: 100,000
@@ -141,7 +144,7 @@ impl Found {
         }
         let head = head.map(|(_, entry)| entry);
         self.items
-            .push(Item::regular(dir, name, meta, rel, reads, head)?);
+            .push(Item::regular(dir, name, meta, rel.to_owned(), reads, head)?);
         Ok(())
     }
 }

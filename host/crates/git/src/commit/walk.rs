@@ -45,7 +45,7 @@ pub(super) fn open_subdir(
     meta: &Metadata,
     rel: &BStr,
 ) -> Result<Dir, CommitError> {
-    let sub = dir.open_dir(name).map_err(io_err(rel))?;
+    let sub = open_dir_listable(dir, name).map_err(io_err(rel))?;
     let opened = sub.dir_metadata().map_err(io_err(rel))?;
     if opened.dev() != meta.dev() || opened.ino() != meta.ino() {
         return Err(CommitError::ChangedWhileReading {
@@ -53,6 +53,97 @@ pub(super) fn open_subdir(
         });
     }
     Ok(sub)
+}
+
+/// `dir`'s subdirectory `name`, opened for listing: one name (never `.`,
+/// `..` nor a path), so one `openat` beneath `dir`, no symlink followed,
+/// gives a descriptor [`names_of`] lists without opening it again (cap-std
+/// opens an `O_PATH` descriptor, which `getdents` refuses: listing it
+/// opened it twice more, a `fcntl` and three `close`s per directory).
+/// Anything else, or off Linux, as cap-std opens it.
+fn open_dir_listable(dir: &Dir, name: &OsStr) -> std::io::Result<Dir> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{Mode, OFlags, openat};
+        let bytes = name.as_bytes();
+        if !bytes.is_empty() && bytes != b"." && bytes != b".." && !bytes.contains(&b'/') {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = openat(dir, name, flags, Mode::empty())?;
+            return Ok(Dir::from_std_file(std::fs::File::from(fd)));
+        }
+    }
+    dir.open_dir(name)
+}
+
+/// A directory's names, end to end in one buffer (no allocation per
+/// name: 100,000 of them in a walk of 100,000 files).
+#[derive(Default)]
+struct Names {
+    bytes: Vec<u8>,
+    /// Where each name is in `bytes`.
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+impl Names {
+    fn push(&mut self, name: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        self.spans.push(start..self.bytes.len());
+    }
+
+    fn name(&self, span: &std::ops::Range<usize>) -> &OsStr {
+        OsStr::from_bytes(&self.bytes[span.clone()])
+    }
+
+    /// In byte order.
+    fn sort(&mut self) {
+        let bytes = &self.bytes;
+        self.spans
+            .sort_unstable_by(|a, b| bytes[a.clone()].cmp(&bytes[b.clone()]));
+    }
+}
+
+/// `dir`'s names but `.` and `..`, as the file system lists them. On
+/// Linux, a descriptor [`open_dir_listable`] opened is read in place from
+/// its start, in pieces of [`LIST_BYTES`] (git's two `getdents` a
+/// directory of 100 files, where cap-std's growing buffer took four); any
+/// other (an `O_PATH` one) is listed by cap-std.
+fn names_of(dir: &Dir, rel: &BStr) -> Result<Names, CommitError> {
+    #[cfg(target_os = "linux")]
+    match raw_names(dir) {
+        Ok(names) => return Ok(names),
+        // An `O_PATH` descriptor: not readable in place.
+        Err(rustix::io::Errno::BADF) => {}
+        Err(e) => return Err(io_err(rel)(e.into())),
+    }
+    let mut names = Names::default();
+    for entry in dir.entries().map_err(io_err(rel))? {
+        let entry = entry.map_err(io_err(rel))?;
+        names.push(entry.file_name().as_bytes());
+    }
+    Ok(names)
+}
+
+/// See [`names_of`]: one directory entry is at most about 280 bytes.
+#[cfg(target_os = "linux")]
+const LIST_BYTES: usize = 32 * 1024;
+
+#[cfg(target_os = "linux")]
+fn raw_names(dir: &Dir) -> Result<Names, rustix::io::Errno> {
+    use rustix::fs::{RawDir, SeekFrom, seek};
+    // From the start, whoever read this descriptor before.
+    seek(dir, SeekFrom::Start(0))?;
+    let mut buf: Vec<u8> = Vec::with_capacity(LIST_BYTES);
+    let mut names = Names::default();
+    let mut entries = RawDir::new(dir, buf.spare_capacity_mut());
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name);
+        }
+    }
+    Ok(names)
 }
 
 /// Reads one given path: `None` when absent.
@@ -118,7 +209,7 @@ pub(super) fn read_path(
         items.items.push(Item::symlink(rel, data, head));
     } else if meta.is_file() {
         let head = tracked.get_at(&rel);
-        items.regular(&dir, name, &meta, rel, reads, head)?;
+        items.regular(&dir, name, &meta, rel.as_bstr(), reads, head)?;
     } else if meta.is_dir() {
         if matches!(tracked.get(&rel), Some((EntryKind::Commit, _))) {
             return Ok(Some(items));
@@ -182,24 +273,21 @@ pub(super) fn walk_dir(
     if let Some(watch) = reads.watch {
         watch.walked(dir, rel.as_bstr());
     }
-    let mut names = Vec::new();
-    for entry in dir.entries().map_err(io_err(rel.as_bstr()))? {
-        let entry = entry.map_err(io_err(rel.as_bstr()))?;
-        names.push(entry.file_name());
-    }
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut names = names_of(dir, rel.as_bstr())?;
+    names.sort();
     // Names on rayon's pool a few at a time (a directory with its own
     // copy of the ignore rules), the results put back in name order.
     let excludes_here: &Excludes = excludes;
     let parts: Vec<Result<Found, CommitError>> = names
+        .spans
         .par_chunks(WALK_CHUNK)
         .map(|chunk| {
             let mut out = Found::default();
-            for name in chunk {
+            for span in chunk {
                 walk_entry(
                     dir,
                     &rel,
-                    name,
+                    names.name(span),
                     ignored_parent,
                     excludes_here,
                     tracked,
@@ -226,7 +314,7 @@ pub(super) fn walk_dir(
 pub(super) fn walk_entry(
     dir: &Dir,
     rel: &BString,
-    name: &std::ffi::OsString,
+    name: &OsStr,
     ignored_parent: bool,
     excludes: &Excludes,
     tracked: &Tracked,
@@ -236,26 +324,54 @@ pub(super) fn walk_entry(
     if is_dot_git(name.as_bytes()) {
         return Ok(());
     }
-    // Sized once (a clone then a push reallocated, for every file).
-    let mut child = BString::from(Vec::with_capacity(rel.len() + 1 + name.len()));
+    // The path in the walker's reused buffer: a file the cache vouches
+    // for costs no allocation (one per file was 100,000 a stop).
+    let mut child = std::mem::take(&mut items.scratch);
+    child.clear();
     child.extend_from_slice(rel);
     child.push(b'/');
     child.extend_from_slice(name.as_bytes());
+    let taken = entry_at(
+        dir,
+        child.as_bstr(),
+        name,
+        ignored_parent,
+        excludes,
+        tracked,
+        reads,
+        items,
+    );
+    items.scratch = child;
+    taken
+}
+
+/// [`walk_entry`] with the entry's path (`child`).
+#[allow(clippy::too_many_arguments)]
+fn entry_at(
+    dir: &Dir,
+    child: &BStr,
+    name: &OsStr,
+    ignored_parent: bool,
+    excludes: &Excludes,
+    tracked: &Tracked,
+    reads: Reads<'_>,
+    items: &mut Found,
+) -> Result<(), CommitError> {
     let meta = match dir.symlink_metadata(name) {
         Ok(m) => m,
         // Vanished since listing: it is simply not there.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err(child.as_bstr())(e)),
+        Err(e) => return Err(io_err(child)(e)),
     };
-    let found = tracked.get_near_at(&child, &mut items.head_hint);
+    let found = tracked.get_near_at(child, &mut items.head_hint);
     let head = found.map(|(_, entry)| entry);
     if meta.is_dir() {
         if matches!(head, Some((EntryKind::Commit, _))) {
             return Ok(());
         }
-        let ignored = ignored_parent || excludes.is_ignored(child.as_bstr(), true);
+        let ignored = ignored_parent || excludes.is_ignored(child, true);
         let prefix = {
-            let mut p = child.clone();
+            let mut p = child.to_owned();
             p.push(b'/');
             p
         };
@@ -263,21 +379,31 @@ pub(super) fn walk_entry(
         if ignored && !has_tracked {
             return Ok(());
         }
-        let sub = open_subdir(dir, name, &meta, child.as_bstr())?;
+        let sub = open_subdir(dir, name, &meta, child)?;
         if sub.symlink_metadata(".git").is_ok() {
             debug!(path = %child, "skipping nested repository");
             return Ok(());
         }
         let mut own = excludes.clone();
-        return walk_dir(&sub, child, ignored, &mut own, tracked, reads, items);
+        return walk_dir(
+            &sub,
+            child.to_owned(),
+            ignored,
+            &mut own,
+            tracked,
+            reads,
+            items,
+        );
     }
     // A tracked file is taken, ignored or not (its rules are not matched).
-    if head.is_none() && (ignored_parent || excludes.is_ignored(child.as_bstr(), false)) {
+    if head.is_none() && (ignored_parent || excludes.is_ignored(child, false)) {
         return Ok(());
     }
     if meta.is_symlink() {
-        let data = read_symlink(dir, name, child.as_bstr())?;
-        items.items.push(Item::symlink(child, data, head));
+        let data = read_symlink(dir, name, child)?;
+        items
+            .items
+            .push(Item::symlink(child.to_owned(), data, head));
     } else if meta.is_file() {
         items.regular(dir, name, &meta, child, reads, found)?;
     } else {
@@ -376,7 +502,7 @@ pub(super) fn read_below(
     walk_entry(
         &dir,
         &rel,
-        &OsStr::from_bytes(last).to_os_string(),
+        OsStr::from_bytes(last),
         ignored,
         &excludes,
         tracked,
