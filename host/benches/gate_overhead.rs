@@ -16,8 +16,10 @@
 //!   and the same gate confined (the default), and confined by a
 //!   supervisor that makes no start ahead (each gate joins its cgroup v1
 //!   hierarchies as it starts, where gates join any: the way before issue
-//!   52); then the same as whole processes: `gatehost check` on that
-//!   gate, unconfined and confined, against `/usr/bin/true`;
+//!   52), and confined with its scratch on disk (`gate_scratch_bytes = 0`:
+//!   no mount namespace of its own); then the same as whole processes:
+//!   `gatehost check` on that gate, unconfined and confined, against
+//!   `/usr/bin/true`;
 //! - shell: a shell gate running `true` vs `std::process::Command` running
 //!   `/usr/bin/true` with stdout and stderr captured;
 //! - judge: a judge gate whose adapter answers at once (`echo VERDICT: PASS`)
@@ -166,6 +168,15 @@ fn sandbox_cost(
         )
         .expect("config"),
     );
+    // No scratch tmpfs, so no mount namespace of its own: what the
+    // namespace (made, held, let go after the reap) costs a gate.
+    let no_scratch = GateRunner::new(
+        HostConfig::from_toml(
+            "[shell]\nallow = [\"true\"]\n[limits]\ngate_scratch_bytes = 0\n",
+            "bench",
+        )
+        .expect("config"),
+    );
     let joining = GateRunner::with_supervisor(
         HostConfig::from_toml("[shell]\nallow = [\"true\"]\n", "bench").expect("config"),
         gatehost::supervise::Supervisor::new(),
@@ -180,8 +191,8 @@ fn sandbox_cost(
         confined.supervisor().has_ready_start(),
         pause.as_millis()
     );
-    let mut samples: [Vec<Duration>; 4] = Default::default();
-    let mut steps: [Box<dyn FnMut() + '_>; 4] = [
+    let mut samples: [Vec<Duration>; 5] = Default::default();
+    let mut steps: [Box<dyn FnMut() + '_>; 5] = [
         Box::new(|| spawn_directly(true_path)),
         Box::new(|| {
             let v = rt.block_on(unconfined.run_gate(shell, anchor, ctx));
@@ -195,6 +206,10 @@ fn sandbox_cost(
             let v = rt.block_on(joining.run_gate(shell, anchor, ctx));
             assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
         }),
+        Box::new(|| {
+            let v = rt.block_on(no_scratch.run_gate(shell, anchor, ctx));
+            assert_eq!(v.outcome, Outcome::Pass, "{v:?}");
+        }),
     ];
     alternate_timed(rounds, pause, &mut steps, &mut samples);
     let names = [
@@ -202,6 +217,7 @@ fn sandbox_cost(
         "shell gate `true`, unconfined",
         "shell gate `true`, confined (default)",
         "shell gate `true`, confined, joining at its start",
+        "shell gate `true`, confined, scratch on disk (no mount namespace)",
     ];
     print_against(&names, &mut samples);
 
