@@ -59,7 +59,7 @@ fn main() {
         "build the plugins first: bash scripts/build-plugins.sh"
     );
     let git = which::which("git").expect("git is on PATH");
-    let load = Load::start(support::arg("--load", 0));
+    let load = support::Load::start(support::arg("--load", 0));
     let scratch = tempfile::tempdir().expect("tempdir");
     let root = scratch.path();
     let etc = root.join("etc");
@@ -84,7 +84,7 @@ fn main() {
     .expect("write");
     println!(
         "monorepo, {rounds} alternating rounds per size, whole processes, load generator: {} busy process(es); gatehost: {}{}; {}",
-        load.0.len(),
+        load.len(),
         gatehost.display(),
         before
             .as_ref()
@@ -194,34 +194,6 @@ fn main() {
         support::rss_hwm_kib().unwrap_or(0)
     );
     drop(load);
-}
-
-/// The load generator: busy shells, killed and reaped when dropped (at
-/// the run's end, or when a failed assertion unwinds).
-struct Load(Vec<std::process::Child>);
-
-impl Load {
-    fn start(n: usize) -> Load {
-        Load(
-            (0..n)
-                .map(|_| {
-                    Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .spawn()
-                        .expect("a busy process")
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// Removes a measured repository (the next size needs the disk).
