@@ -2,7 +2,8 @@
 //!
 //! Run: `bash scripts/build-plugins.sh && cargo bench -p gatehost --bench daemon`
 //! (options: `-- --rounds N --policies N --scale-policies N --scale-events N`;
-//! `--monorepo N` measures only a commit policy's turn-end at N files).
+//! `--monorepo N` measures only a commit policy's turn-end at N files,
+//! `--settle-ms 0` with the next turn-end at once after each).
 //!
 //! - turn-end → `policy:passed`: per round, a policy is attached (watching
 //!   from now), then the clock runs from the `turn-end` report (HTTP) to the
@@ -166,8 +167,9 @@ fn latency_case(c: &Ctx<'_>, name: &str, gate: &str) {
 /// the last round, then with ten files changed before each; beside it, in
 /// the same round, the same gate run in process in the workspace (the
 /// gate's own run). Each policy is cancelled after its round, and the
-/// next round starts half a second later, once the worktree is settled
-/// (what the daemon does after a run, off the next turn-end's path).
+/// next round starts half a second later (`--settle-ms`), once the
+/// worktree is settled (what the daemon does after a run, off the next
+/// turn-end's path), or at once with `--settle-ms 0`.
 /// Issue 30's goals at 100,000 files, minus the gate's own run: <= 150 ms
 /// unchanged, <= 250 ms with ten files changed.
 fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
@@ -203,6 +205,9 @@ fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
         "sessionId": sid, "gate": {"command": "true"}, "watchFrom": "now",
         "then": "commit", "commit": {"paths": ["src"], "message": "bench", "requireHumanAck": true}
     });
+    // `--settle-ms 0`: the next turn-end follows at once, the worktree's
+    // settle still running.
+    let settle = Duration::from_millis(support::arg("--settle-ms", 500) as u64);
     let commit_round = || {
         let p = http.call(d, reqwest::Method::POST, "/v1/policies", Some(spec.clone()));
         let pid = p["policyId"].as_str().expect("id").to_string();
@@ -214,7 +219,7 @@ fn commit_case(c: &Ctx<'_>, ws: &Path, files: usize) {
             &format!("/v1/policies/{pid}/cancel"),
             None,
         );
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(settle);
         took
     };
     let first = commit_round();
