@@ -5,7 +5,8 @@
 //! `--monorepo N[,N...]` measures only a commit policy's turn-end at those
 //! sizes, each idle and then, with `--load N`, again with N busy processes
 //! the bench starts; `--settle-ms MS` waits between rounds, 500 + files/250
-//! by default, for the worktree's settle).
+//! by default, for the worktree's settle; `--settle-ms 0`: the next
+//! turn-end at once, the settle still running).
 //!
 //! - turn-end → `policy:passed`: per round, a policy is attached (watching
 //!   from now), then the clock runs from the `turn-end` report (HTTP) to the

@@ -152,6 +152,9 @@ impl Policies {
         permit: OwnedSemaphorePermit,
     ) -> EngineResult<Option<Step>> {
         let engine = self.engine();
+        // Worktree settles in progress pause until the verdict is stored
+        // (the snapshot, the gate, the recording: the turn-end's path).
+        let _busy = self.worktrees.busy();
         // The configuration this gate runs under, to its end, whatever a
         // reload changes meanwhile.
         let runner = engine.runner();

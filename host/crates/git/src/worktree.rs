@@ -25,7 +25,10 @@
 //! nothing at all when the tree is the same. What `settle` trusts: that
 //! nothing writes a worktree between the end of a run and the next lease
 //! (the gates' processes are gone when their run returns, see
-//! `supervise`; no other run holds the lease).
+//! `supervise`; no other run holds the lease). The settle never holds a
+//! run back (see [`settle`]'s module): it pauses while the host is
+//! [`Worktrees::busy`], and a run on the same workspace takes its
+//! worktree over, unsettled (read whole), rather than waiting for it.
 //!
 //! Must never: follow a symbolic link found in a worktree (a gate may have
 //! planted it: every step goes through a cap-std handle on the worktree,
@@ -34,24 +37,27 @@
 //! content comes from the repository's objects, written by the snapshot).
 
 use crate::commit::Stamp;
-use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 mod apply;
 mod checkout;
+mod read;
+mod settle;
 mod view;
 
+use read::{Stop, sync_to};
+pub use settle::{Busy, Settled, settle, settle_in_background};
 pub use view::View;
 
 /// Why a worktree could not be brought to a tree.
@@ -114,7 +120,8 @@ struct Kept {
 #[derive(Default)]
 struct Manifest {
     kept: HashMap<BString, Kept>,
-    last: Option<(ObjectId, Wanted)>,
+    /// Shared with a settle in progress, which reads it.
+    last: Option<(ObjectId, Arc<Wanted>)>,
     /// Read whole and brought to `last` after its last run ([`settle`]),
     /// nothing synced or run since: the next sync trusts `kept`.
     settled: bool,
@@ -126,21 +133,38 @@ enum Slot {
     Free(Manifest),
     /// Held by a [`Lease`].
     Leased,
-    /// Held by a lease that is settling it: a run on the same workspace
-    /// waits for it rather than checking out a worktree of its own.
-    Settling,
+    /// Held by a lease that is settling it ([`settle`]). A run on the
+    /// same workspace takes it over rather than waiting: at once when its
+    /// manifest is `parked` here (the settle is paused, or only reads);
+    /// else it sets `stop` and waits for the settle's step in progress to
+    /// end (it changes the worktree, with the manifest in hand).
+    Settling {
+        parked: Option<Manifest>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
-/// How long a lease waits for a settling worktree before taking another.
+/// How long a lease waits for a settle's step in progress before taking
+/// another worktree (a step is one directory's changes, or the writing of
+/// what a run removed: far less, but a stuck disk must not hold a run).
 const SETTLE_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Slots {
     map: Mutex<HashMap<PathBuf, Slot>>,
-    /// Notified whenever a lease is returned.
+    /// Notified whenever a lease is returned, a settle parks its manifest,
+    /// is asked to stop, or the host is no longer busy.
     returned: Condvar,
     /// Leases waiting for a settling worktree (seen by the tests).
-    waiting: std::sync::atomic::AtomicUsize,
+    waiting: AtomicUsize,
+    /// [`Busy`] guards alive: gates running, turn-ends being judged.
+    busy: AtomicUsize,
+    /// Settles paused for the host's work (seen by the tests).
+    paused: AtomicUsize,
+    /// A test's hook, called at every checkpoint of a settle.
+    #[cfg(test)]
+    #[allow(clippy::type_complexity)]
+    checkpoint: Mutex<Option<Box<dyn FnMut(&Slots) + Send>>>,
 }
 
 impl Slots {
@@ -185,6 +209,9 @@ pub struct Lease {
     /// What of a tree it holds (a worktree only ever holds one view).
     view: View,
     slots: Arc<Slots>,
+    /// A settle that yielded: the worktree and its manifest are another
+    /// lease's now.
+    handed_over: bool,
 }
 
 impl Lease {
@@ -196,6 +223,10 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if self.handed_over {
+            // A run holds the worktree now (see [`settle`]).
+            return;
+        }
         let manifest = std::mem::take(&mut self.manifest);
         self.slots
             .lock()
@@ -283,8 +314,25 @@ impl Worktrees {
                     slots.insert(path.clone(), Slot::Leased);
                     break (path, Manifest::default());
                 }
-                Choice::Wait => {
-                    use std::sync::atomic::Ordering::SeqCst;
+                Choice::TakeOver(path) => {
+                    let Some(Slot::Settling {
+                        parked: Some(mut manifest),
+                        stop,
+                    }) = slots.insert(path.clone(), Slot::Leased)
+                    else {
+                        unreachable!("chosen as parked")
+                    };
+                    stop.store(true, SeqCst);
+                    // Never trusted: the settle did not finish.
+                    manifest.settled = false;
+                    self.slots.returned.notify_all();
+                    tracing::debug!(worktree = %path.display(), "a settle in progress yields its worktree to a run");
+                    break (path, manifest);
+                }
+                Choice::Wait(path) => {
+                    if let Some(Slot::Settling { stop, .. }) = slots.get(&path) {
+                        stop.store(true, SeqCst);
+                    }
                     let wait = deadline.saturating_duration_since(Instant::now());
                     self.slots.waiting.fetch_add(1, SeqCst);
                     slots = self
@@ -321,7 +369,15 @@ impl Worktrees {
             keep,
             view,
             slots: self.slots.clone(),
+            handed_over: false,
         })
+    }
+
+    /// Marks the host busy while the guard lives: a gate runs, or a
+    /// turn-end is being snapshotted and judged. Settles in progress pause
+    /// at their next step meanwhile (see [`settle`]).
+    pub fn busy(&self) -> Busy {
+        Busy::new(self.slots.clone())
     }
 }
 
@@ -332,33 +388,50 @@ enum Choice {
     Take(PathBuf),
     /// A new one, at this path.
     New(PathBuf),
-    /// None is free but one is settling: wait for it.
-    Wait,
+    /// This settling one, its manifest parked: taken from the settle.
+    TakeOver(PathBuf),
+    /// None is free but this one is settling, in a step: ask it to stop,
+    /// and wait for it.
+    Wait(PathBuf),
 }
 
-/// The first free worktree among `path(0)`, `path(1)`, ...; else, if one
-/// is settling and `waiting` (its wait is not over), to wait for it; else
-/// the first unused path.
+/// The first free worktree among `path(0)`, `path(1)`, ...; else the first
+/// settling one whose manifest is parked, to take over; else, if one is
+/// settling and `waiting` (its wait is not over), to wait for it; else the
+/// first unused path.
 fn choose(
     slots: &HashMap<PathBuf, Slot>,
     path: impl Fn(usize) -> PathBuf,
     waiting: bool,
 ) -> Choice {
-    let mut settling = false;
+    let mut settling = None;
     for n in 0.. {
         let path = path(n);
         match slots.get(&path) {
             Some(Slot::Free(_)) => return Choice::Take(path),
             Some(Slot::Leased) => {}
-            Some(Slot::Settling) => settling = true,
-            None if settling && waiting => return Choice::Wait,
-            None => return Choice::New(path),
+            Some(Slot::Settling { parked, .. }) => {
+                if settling
+                    .as_ref()
+                    .is_none_or(|(_, first)| !first && parked.is_some())
+                {
+                    settling = Some((path, parked.is_some()));
+                }
+            }
+            None => {
+                return match settling {
+                    Some((settling, true)) => Choice::TakeOver(settling),
+                    Some((settling, false)) if waiting => Choice::Wait(settling),
+                    _ => Choice::New(path),
+                };
+            }
         }
     }
     unreachable!("an unbounded range always yields")
 }
 
 /// Every blob, link and gitlink of `tree`, by path, and its directories.
+#[derive(Clone)]
 struct Wanted {
     files: BTreeMap<BString, (EntryKind, ObjectId)>,
     dirs: BTreeSet<BString>,
@@ -426,67 +499,6 @@ fn remove_any(dir: &Dir, name: &OsStr, is_dir: bool, rel: &BStr) -> Result<(), W
     }
 }
 
-/// What one directory of a worktree holds, against the tree.
-#[derive(Default)]
-struct Scan {
-    /// Not in the tree and not a granted cache: to remove (`true`: a
-    /// directory).
-    remove: Vec<(BString, bool)>,
-    /// In the tree but not as written: to write again.
-    rewrite: Vec<BString>,
-    /// As written, and still wanted.
-    kept: Vec<BString>,
-    /// The tree's directories found here, to read next.
-    subdirs: Vec<BString>,
-}
-
-/// Reads the directory `prefix` of `root` (nothing is changed).
-fn scan_dir(
-    root: &Dir,
-    prefix: &BString,
-    wanted: &Wanted,
-    keep: &[BString],
-    manifest: &HashMap<BString, Kept>,
-) -> Result<Scan, WorktreeError> {
-    let dir = if prefix.is_empty() {
-        root.try_clone().map_err(io(b"".as_bstr()))?
-    } else {
-        root.open_dir(OsStr::from_bytes(prefix))
-            .map_err(io(prefix.as_bstr()))?
-    };
-    let mut scan = Scan::default();
-    for entry in dir.entries().map_err(io(prefix.as_bstr()))? {
-        let entry = entry.map_err(io(prefix.as_bstr()))?;
-        let name = entry.file_name();
-        let rel = join(prefix.as_bstr(), name.as_bytes());
-        let meta = dir.symlink_metadata(&name).map_err(io(rel.as_bstr()))?;
-        let file_type = meta.file_type();
-        if file_type.is_dir() {
-            if wanted.dirs.contains(&rel) || holds_cache(keep, rel.as_bstr()) {
-                scan.subdirs.push(rel);
-            } else if !in_cache(keep, rel.as_bstr()) {
-                scan.remove.push((rel, true));
-            }
-            continue;
-        }
-        match wanted.files.get(&rel) {
-            Some((kind, oid)) => {
-                let unchanged = manifest.get(&rel).is_some_and(|k| {
-                    k.kind == *kind && k.oid == *oid && k.stamp == Stamp::of(&meta)
-                });
-                if unchanged {
-                    scan.kept.push(rel);
-                } else {
-                    scan.rewrite.push(rel);
-                }
-            }
-            None if in_cache(keep, rel.as_bstr()) => {}
-            None => scan.remove.push((rel, false)),
-        }
-    }
-    Ok(scan)
-}
-
 /// Brings `lease`'s directory to exactly `tree` of the repository at
 /// `workspace` (see the module doc). Blocking: run it off the runtime.
 /// A worktree [`settle`]d since its last run is brought there by the
@@ -522,7 +534,9 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
             });
         }
         Some((id, mut wanted)) if settled => {
-            match apply::to_tree(lease, &repo, workspace, id, &mut wanted, tree) {
+            // Shared with no settle: a settled worktree's settle is over.
+            let to = Arc::make_mut(&mut wanted);
+            match apply::to_tree(lease, &repo, workspace, id, to, tree) {
                 Ok(Some(stats)) => ("by the trees' difference", Ok((stats, wanted))),
                 // A granted cache on the way: read whole.
                 Ok(None) => ("whole", whole(lease, &repo, workspace, tree, None)),
@@ -552,130 +566,17 @@ fn whole(
     repo: &gix::Repository,
     workspace: &Path,
     tree: ObjectId,
-    last: Option<(ObjectId, Wanted)>,
-) -> Result<(SyncStats, Wanted), WorktreeError> {
+    last: Option<(ObjectId, Arc<Wanted>)>,
+) -> Result<(SyncStats, Arc<Wanted>), WorktreeError> {
     let wanted = match last {
         Some((id, wanted)) if id == tree => wanted,
-        _ => wanted(repo, tree, &lease.view)?,
+        _ => Arc::new(wanted(repo, tree, &lease.view)?),
     };
-    let stats = sync_to(lease, workspace, &wanted)?;
-    Ok((stats, wanted))
-}
-
-/// After a run: reads the worktree whole and brings it back to the tree
-/// it was synced to (what the run wrote, changed or removed is undone,
-/// the granted caches kept), so that the next [`sync`] touches only what
-/// the next tree changes. Blocking; meant to run once the run's outcome
-/// is recorded, off the turn-end's path. A run on the same workspace
-/// waits for it (up to 30 s) rather than checking out another worktree.
-/// A worktree that cannot be settled is read whole by the next sync.
-pub fn settle(lease: &mut Lease, workspace: &Path) -> Result<SyncStats, WorktreeError> {
-    let Some((tree, wanted)) = lease.manifest.last.take() else {
-        return Ok(SyncStats::default());
-    };
-    lease
-        .slots
-        .lock()
-        .insert(lease.path.clone(), Slot::Settling);
-    let started = Instant::now();
-    let result = sync_to(lease, workspace, &wanted);
-    tracing::debug!(
-        us = started.elapsed().as_micros(),
-        ok = result.is_ok(),
-        "worktree settled"
-    );
-    match &result {
-        Ok(_) => {
-            lease.manifest.last = Some((tree, wanted));
-            lease.manifest.settled = true;
-        }
-        Err(_) => lease.manifest = Manifest::default(),
-    }
-    result
-}
-
-/// Brings a run's worktree back to its tree in the background, off the
-/// next turn-end's path (which then touches only what its tree changes);
-/// a run on this workspace in the meantime waits for it. On tokio's
-/// blocking pool: called from within the daemon's runtime.
-pub fn settle_in_background(lease: Lease, workspace: &str, policy_id: &str) {
-    let (ws, policy_id) = (workspace.to_string(), policy_id.to_string());
-    tokio::task::spawn_blocking(move || {
-        let mut lease = lease;
-        match settle(&mut lease, Path::new(&ws)) {
-            Ok(stats) => {
-                tracing::debug!(policy = %policy_id, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree settled after the run");
-            }
-            Err(e) => {
-                tracing::warn!(policy = %policy_id, "the worktree could not be settled after the run (the next run reads it whole): {e}");
-            }
-        }
-    });
-}
-
-fn sync_to(
-    lease: &mut Lease,
-    workspace: &Path,
-    wanted: &Wanted,
-) -> Result<SyncStats, WorktreeError> {
-    let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
-        WorktreeError::Root {
-            path: lease.path.clone(),
-            source,
-        }
+    let stats = sync_to(lease, workspace, &wanted, None).map_err(|stop| match stop {
+        Stop::Failed(e) => e,
+        Stop::Yielded => unreachable!("only a settle yields"),
     })?;
-    let mut stats = SyncStats::default();
-    let mut kept: HashSet<BString> = HashSet::new();
-    let mut present_dirs: HashSet<BString> = HashSet::new();
-    // 1. Remove what the tree does not hold (unless a granted cache) and
-    //    what is no longer as this module left it: directories of one
-    //    depth are read in parallel, then acted on.
-    let keep = lease.keep.clone();
-    let mut level: Vec<BString> = vec![BString::default()];
-    while !level.is_empty() {
-        let manifest = &lease.manifest.kept;
-        let scans: Vec<Result<Scan, WorktreeError>> = level
-            .par_iter()
-            .map(|prefix| scan_dir(&root, prefix, wanted, &keep, manifest))
-            .collect();
-        let mut next = Vec::new();
-        for scan in scans {
-            let scan = scan?;
-            for (rel, is_dir) in scan.remove {
-                remove_any(&root, OsStr::from_bytes(&rel), is_dir, rel.as_bstr())?;
-                lease.manifest.kept.remove(&rel);
-                stats.removed += 1;
-            }
-            for rel in scan.rewrite {
-                remove_any(&root, OsStr::from_bytes(&rel), false, rel.as_bstr())?;
-                lease.manifest.kept.remove(&rel);
-            }
-            stats.kept += scan.kept.len();
-            kept.extend(scan.kept);
-            present_dirs.extend(scan.subdirs.iter().cloned());
-            next.extend(scan.subdirs);
-        }
-        level = next;
-    }
-    lease.manifest.kept.retain(|p, _| kept.contains(p));
-    // 2. Write what is missing: directories first (sorted: a parent
-    //    comes before its children), then files.
-    let owner = lease.owner;
-    checkout::make_dirs(
-        &root,
-        owner,
-        wanted.dirs.iter().filter(|d| !present_dirs.contains(*d)),
-    )?;
-    let missing: Vec<(&BString, EntryKind, ObjectId)> = wanted
-        .files
-        .iter()
-        .filter(|(path, _)| !kept.contains(*path))
-        .map(|(path, (kind, oid))| (path, *kind, *oid))
-        .collect();
-    let written = checkout::write_files(&root, workspace, owner, &missing)?;
-    stats.written += written.len();
-    lease.manifest.kept.extend(written);
-    Ok(stats)
+    Ok((stats, wanted))
 }
 
 #[cfg(test)]

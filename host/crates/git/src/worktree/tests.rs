@@ -5,7 +5,7 @@ use crate::supervise::reaper::TrackedCommand as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args([
             "-c",
@@ -29,14 +29,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn write(root: &Path, rel: &str, content: &str) {
+pub(super) fn write(root: &Path, rel: &str, content: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
     std::fs::write(p, content).expect("write");
 }
 
 /// Every file under `dir` (links as `-> target`), sorted.
-fn listing(dir: &Path) -> Vec<String> {
+pub(super) fn listing(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -63,8 +63,16 @@ fn listing(dir: &Path) -> Vec<String> {
     out
 }
 
-fn tree_of(ws: &Path) -> String {
+pub(super) fn tree_of(ws: &Path) -> String {
     git(ws, &["rev-parse", "HEAD^{tree}"]).trim().to_string()
+}
+
+/// Settles `lease`, which no run takes over.
+pub(super) fn settled(lease: &mut Lease, ws: &Path) -> SyncStats {
+    match settle(lease, ws).expect("settle") {
+        Settled::Done(stats) => stats,
+        Settled::HandedOver => panic!("no run took the worktree over"),
+    }
 }
 
 #[test]
@@ -161,7 +169,7 @@ fn a_worktree_holds_exactly_the_tree_and_keeps_only_granted_caches() {
 }
 
 /// A repository whose tree ignores `__pycache__/` and `target/`.
-fn ignoring_repo(t: &Path) -> PathBuf {
+pub(super) fn ignoring_repo(t: &Path) -> PathBuf {
     let ws = t.join("ws");
     std::fs::create_dir(&ws).expect("mkdir");
     git(&ws, &["init", "-q", "-b", "main"]);
@@ -249,14 +257,14 @@ fn a_nested_granted_cache_is_kept_and_its_neighbours_are_not() {
 }
 
 /// Every file of the workspace but `.git`, as [`listing`] shows them.
-fn listing_but_git(ws: &Path) -> Vec<String> {
+pub(super) fn listing_but_git(ws: &Path) -> Vec<String> {
     listing(ws)
         .into_iter()
         .filter(|l| !l.starts_with(".git/") && !l.starts_with(".git:"))
         .collect()
 }
 
-fn mode_of(p: &Path) -> u32 {
+pub(super) fn mode_of(p: &Path) -> u32 {
     std::fs::symlink_metadata(p)
         .expect("meta")
         .permissions()
@@ -291,8 +299,8 @@ fn a_settled_worktree_follows_the_next_tree_by_its_difference() {
     write(&w, "a.txt", "tampered");
     write(&w, "leftover/deep/file", "left");
     write(&w, "same/extra.txt", "extra");
-    let settled = settle(&mut lease, &ws).expect("settle");
-    assert_eq!((settled.written, settled.removed), (1, 2), "{settled:?}");
+    let undone = settled(&mut lease, &ws);
+    assert_eq!((undone.written, undone.removed), (1, 2), "{undone:?}");
     assert_eq!(listing(&w), listing_but_git(&ws));
     // The same tree again: nothing to do.
     let same = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
@@ -301,7 +309,7 @@ fn a_settled_worktree_follows_the_next_tree_by_its_difference() {
         (0, 0, 7),
         "{same:?}"
     );
-    settle(&mut lease, &ws).expect("settle");
+    settled(&mut lease, &ws);
     drop(lease);
 
     write(&ws, "a.txt", "two");
@@ -356,11 +364,11 @@ fn another_tree_reads_the_worktree_whole_and_empties_the_granted_caches() {
     sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
     let w = lease.path().to_path_buf();
     write(&w, "build/cache/object", "warm");
-    settle(&mut lease, &ws).expect("settle");
+    settled(&mut lease, &ws);
     // The same tree again (a retry): the cache is kept.
     sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
     assert!(listing(&w).contains(&"build/cache/object: warm".to_string()));
-    settle(&mut lease, &ws).expect("settle");
+    settled(&mut lease, &ws);
     write(&ws, "build/cache/tracked", "in the tree");
     write(&ws, "build/other", "other");
     git(&ws, &["add", "-f", "-A"]);
@@ -380,14 +388,14 @@ fn another_tree_reads_the_worktree_whole_and_empties_the_granted_caches() {
     assert!(!l.iter().any(|f| f.starts_with("stray")), "{l:?}");
     // What a run of this tree writes there is kept for its next run.
     write(&w, "build/cache/object", "warm again");
-    settle(&mut lease, &ws).expect("settle");
+    settled(&mut lease, &ws);
     sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
     assert!(listing(&w).contains(&"build/cache/object: warm again".to_string()));
 }
 
 /// Which worktree a lease gets, for every state of the slots before it.
 #[test]
-fn a_lease_takes_a_free_worktree_waits_for_a_settling_one_or_makes_one() {
+fn a_lease_takes_a_free_worktree_takes_over_a_settling_one_or_makes_one() {
     let path = |n: usize| PathBuf::from(format!("/w/{n}"));
     let slots = |states: Vec<Slot>| -> HashMap<PathBuf, Slot> {
         states
@@ -397,6 +405,15 @@ fn a_lease_takes_a_free_worktree_waits_for_a_settling_one_or_makes_one() {
             .collect()
     };
     let free = || Slot::Free(Manifest::default());
+    // In a step (its manifest in hand), or paused (parked).
+    let stepping = || Slot::Settling {
+        parked: None,
+        stop: Arc::default(),
+    };
+    let parked = || Slot::Settling {
+        parked: Some(Manifest::default()),
+        stop: Arc::default(),
+    };
     for waiting in [true, false] {
         assert_eq!(choose(&slots(vec![]), path, waiting), Choice::New(path(0)));
         assert_eq!(
@@ -407,44 +424,63 @@ fn a_lease_takes_a_free_worktree_waits_for_a_settling_one_or_makes_one() {
             choose(&slots(vec![Slot::Leased, free()]), path, waiting),
             Choice::Take(path(1))
         );
-        assert_eq!(
-            choose(&slots(vec![Slot::Settling, free()]), path, waiting),
-            Choice::Take(path(1)),
-            "a free worktree is taken before waiting"
-        );
+        for settling in [stepping(), parked()] {
+            assert_eq!(
+                choose(&slots(vec![settling, free()]), path, waiting),
+                Choice::Take(path(1)),
+                "a free worktree is taken before a settling one"
+            );
+        }
         assert_eq!(
             choose(&slots(vec![Slot::Leased]), path, waiting),
             Choice::New(path(1))
         );
+        assert_eq!(
+            choose(&slots(vec![parked()]), path, waiting),
+            Choice::TakeOver(path(0)),
+            "a paused settle's worktree is taken over at once"
+        );
+        assert_eq!(
+            choose(&slots(vec![stepping(), parked()]), path, waiting),
+            Choice::TakeOver(path(1)),
+            "a parked one before one in a step"
+        );
     }
     assert_eq!(
-        choose(&slots(vec![Slot::Settling]), path, true),
-        Choice::Wait
+        choose(&slots(vec![stepping()]), path, true),
+        Choice::Wait(path(0))
     );
     assert_eq!(
-        choose(&slots(vec![Slot::Leased, Slot::Settling]), path, true),
-        Choice::Wait
+        choose(&slots(vec![Slot::Leased, stepping()]), path, true),
+        Choice::Wait(path(1))
     );
     assert_eq!(
-        choose(&slots(vec![Slot::Settling]), path, false),
+        choose(&slots(vec![stepping()]), path, false),
         Choice::New(path(1)),
         "past the wait, another worktree"
     );
 }
 
-/// A worktree being settled is leased again once settled, not replaced
-/// by a new checkout.
+/// A worktree whose settle is in a step (its manifest in hand) is asked
+/// to stop and leased again once returned, not replaced by a new checkout.
 #[test]
-fn a_lease_waits_for_the_settling_worktree() {
+fn a_lease_stops_the_settle_in_a_step_and_waits_for_it() {
     let t = tempfile::tempdir().expect("tempdir");
     let ws = ignoring_repo(t.path());
     let trees = Worktrees::new(t.path().join("worktrees"));
     let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
     sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
     let w = lease.path().to_path_buf();
-    // Marked settling as `settle` does, from this thread; the other
-    // lease is asked for while it is.
-    trees.slots.lock().insert(w.clone(), Slot::Settling);
+    // Marked settling, in a step, as `settle` does, from this thread; the
+    // other lease is asked for while it is.
+    let stop: Arc<AtomicBool> = Arc::default();
+    trees.slots.lock().insert(
+        w.clone(),
+        Slot::Settling {
+            parked: None,
+            stop: stop.clone(),
+        },
+    );
     let waiting = std::thread::scope(|s| {
         let other = s.spawn(|| {
             trees
@@ -452,15 +488,10 @@ fn a_lease_waits_for_the_settling_worktree() {
                 .map(|l| l.path().to_path_buf())
         });
         // Until the other lease waits (or, wrongly, got another one).
-        while trees
-            .slots
-            .waiting
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-            && !other.is_finished()
-        {
+        while trees.slots.waiting.load(SeqCst) == 0 && !other.is_finished() {
             std::thread::yield_now();
         }
+        assert!(stop.load(SeqCst), "the settle is asked to stop");
         drop(lease);
         other.join().expect("thread")
     })
@@ -505,7 +536,7 @@ fn a_worktree_of_a_view_holds_only_its_paths() {
     assert_eq!(listing(&w), want(&[]));
     // A gate's leftover is undone, and nothing outside the view appears.
     write(&w, "src/web/planted.rs", "p");
-    settle(&mut lease, &ws).expect("settle");
+    settled(&mut lease, &ws);
     assert_eq!(listing(&w), want(&[]));
     drop(lease);
 
