@@ -219,6 +219,17 @@ impl Lease {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The worktree's directory, opened: every step of a sync or a read
+    /// goes through this handle (it never resolves outside the worktree).
+    fn open_root(&self) -> Result<Dir, WorktreeError> {
+        Dir::open_ambient_dir(&self.path, cap_std::ambient_authority()).map_err(|source| {
+            WorktreeError::Root {
+                path: self.path.clone(),
+                source,
+            }
+        })
+    }
 }
 
 impl Drop for Lease {

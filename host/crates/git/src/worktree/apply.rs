@@ -10,8 +10,6 @@
 //! cache (a difference that reaches one is left to the whole read).
 
 use super::{Kept, Lease, SyncStats, Wanted, WorktreeError, checkout, holds_cache, in_cache};
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::diff::tree::recorder::Change;
@@ -133,12 +131,7 @@ pub(super) fn to_tree(
     {
         return Ok(None);
     }
-    let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
-        WorktreeError::Root {
-            path: lease.path.clone(),
-            source,
-        }
-    })?;
+    let root = lease.open_root()?;
     let mut stats = SyncStats::default();
     // 1. What went or changed, the outermost only (a removed directory
     //    takes what it holds).

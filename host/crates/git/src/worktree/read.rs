@@ -12,7 +12,6 @@ use super::{
     Lease, Stamp, SyncStats, Wanted, WorktreeError, checkout, holds_cache, in_cache, io, join,
     remove_any, settle,
 };
-use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
@@ -97,12 +96,7 @@ pub(super) fn sync_to(
     wanted: &Wanted,
     settler: Option<&settle::Settler>,
 ) -> Result<SyncStats, Stop> {
-    let root = Dir::open_ambient_dir(&lease.path, ambient_authority()).map_err(|source| {
-        WorktreeError::Root {
-            path: lease.path.clone(),
-            source,
-        }
-    })?;
+    let root = lease.open_root()?;
     let mut stats = SyncStats::default();
     let mut kept: HashSet<BString> = HashSet::new();
     let mut present_dirs: HashSet<BString> = HashSet::new();

@@ -55,6 +55,26 @@ fn env() -> Vec<(OsString, OsString)> {
     vec![("PATH".into(), "/usr/bin:/bin".into())]
 }
 
+/// `sh -c` with `args` (["-c", script]) in `/`, with `env`, bounded by
+/// `gate`, its scratch directory `scratch` if given, no stdin, unconfined.
+fn sh_spec<'a>(
+    args: &'a [OsString],
+    env: &'a [(OsString, OsString)],
+    gate: GateLimits,
+    scratch: Option<&'a Path>,
+) -> ProcessSpec<'a> {
+    ProcessSpec {
+        program: Path::new("/bin/sh"),
+        args,
+        cwd: Path::new("/"),
+        env,
+        stdin: None,
+        limits: Limits { gate, ..limits() },
+        confine: None,
+        scratch,
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -18,16 +18,7 @@ fn run_in(sup: &Supervisor, script: &str, gate: GateLimits, scratch: Option<&Pat
     }
     let args = [OsString::from("-c"), OsString::from(script)];
     runtime()
-        .block_on(sup.run(ProcessSpec {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: Limits { gate, ..limits() },
-            confine: None,
-            scratch,
-        }))
+        .block_on(sup.run(sh_spec(&args, &env, gate, scratch)))
         .expect("spawned")
 }
 
@@ -326,17 +317,7 @@ fn the_host_holds_a_gates_mount_namespace_until_it_is_reaped() {
     let (ns, run) = rt.block_on(async {
         let env = env();
         let args = [OsString::from("-c"), OsString::from(script)];
-        let spec = ProcessSpec {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: Limits { gate, ..limits() },
-            confine: None,
-            scratch: Some(scratch.path()),
-        };
-        let running = sup.run(spec);
+        let running = sup.run(sh_spec(&args, &env, gate, Some(scratch.path())));
         tokio::pin!(running);
         // The gate says which namespace it is in, then waits for `go`.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);

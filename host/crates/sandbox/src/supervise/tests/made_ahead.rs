@@ -31,16 +31,7 @@ fn sh(sup: &Supervisor, script: &str, gate: GateLimits) -> ProcessRun {
     let env = env();
     let args = [OsString::from("-c"), OsString::from(script)];
     runtime()
-        .block_on(sup.run(ProcessSpec {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: Path::new("/"),
-            env: &env,
-            stdin: None,
-            limits: Limits { gate, ..limits() },
-            confine: None,
-            scratch: None,
-        }))
+        .block_on(sup.run(sh_spec(&args, &env, gate, None)))
         .expect("spawned")
 }
 
