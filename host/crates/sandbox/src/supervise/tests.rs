@@ -75,6 +75,46 @@ fn sh_spec<'a>(
     }
 }
 
+/// The host's descriptors whose link reads `target` (a namespace's
+/// "mnt:[N]", a file's path).
+fn fds_naming(target: impl AsRef<std::ffi::OsStr>) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|link| link.as_os_str() == target.as_ref())
+        .count()
+}
+
+/// What a child holds (its mount namespace) is let go by the reap itself,
+/// not when the child's handle is dropped: the supervisor empties and
+/// pools the gate's cgroup after the reap and before the drop, and a
+/// namespace still held there would charge its tmpfs to the next gate.
+#[test]
+fn what_a_child_holds_is_let_go_when_it_is_reaped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = dir.path().join("held");
+    std::fs::write(&held, "").expect("write");
+    let fd: std::os::fd::OwnedFd = std::fs::File::open(&held).expect("open").into();
+    let child = std::process::Command::new("true").spawn().expect("true");
+    let pid = child.id() as i32;
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .expect("pidfd");
+    runtime().block_on(async {
+        let mut waited = spawn::PidfdChild::new(pid, pidfd)
+            .expect("watched")
+            .holding(Some(fd));
+        assert_eq!(fds_naming(&held), 1, "held while it runs");
+        assert!(waited.status().await.expect("reaped").success());
+        assert_eq!(fds_naming(&held), 0, "let go at the reap");
+        drop(waited);
+    });
+    // Reaped through its pidfd: std's handle has nothing left to wait for.
+    drop(child);
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -80,6 +80,19 @@ fn busy_at_checkpoint(trees: &Worktrees, n: usize) -> Busy {
     }
 }
 
+/// A repository of `dirs` directories in `t`, its worktree synced to its
+/// tree and written to by a run (`traces`): the workspace, the worktrees,
+/// the lease and the worktree's path, as a settle finds them.
+fn after_a_run(t: &Path, dirs: usize) -> (PathBuf, Worktrees, Lease, PathBuf) {
+    let ws = repository(t, dirs);
+    let trees = Worktrees::new(t.join("worktrees"));
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    traces(&w, dirs);
+    (ws, trees, lease, w)
+}
+
 fn is_leased(trees: &Worktrees, w: &Path) -> bool {
     matches!(trees.slots.lock().get(w), Some(Slot::Leased))
 }
@@ -90,12 +103,7 @@ fn is_leased(trees: &Worktrees, w: &Path) -> bool {
 #[test]
 fn a_run_takes_over_a_paused_settle_without_waiting() {
     let t = tempfile::tempdir().expect("tempdir");
-    let ws = repository(t.path(), 4);
-    let trees = Worktrees::new(t.path().join("worktrees"));
-    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
-    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
-    let w = lease.path().to_path_buf();
-    traces(&w, 4);
+    let (ws, trees, lease, w) = after_a_run(t.path(), 4);
     // The next tree: a file changed, one removed, one added.
     write(&ws, "d00/f0.txt", "two");
     std::fs::remove_file(ws.join("d01/f0.txt")).expect("rm");
@@ -144,12 +152,7 @@ fn a_run_takes_over_a_paused_settle_without_waiting() {
 fn an_interrupted_settle_leaves_nothing_trusted() {
     let dirs = 12;
     let t = tempfile::tempdir().expect("tempdir");
-    let ws = repository(t.path(), dirs);
-    let trees = Worktrees::new(t.path().join("worktrees"));
-    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
-    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
-    let w = lease.path().to_path_buf();
-    traces(&w, dirs);
+    let (ws, trees, lease, w) = after_a_run(t.path(), dirs);
     // The root read (1) and fixed (2), the directories below read (3 to
     // 14), five of them fixed (15 to 19): a gate starts at the 20th.
     let gate = busy_at_checkpoint(&trees, 20);
@@ -183,12 +186,7 @@ fn an_interrupted_settle_leaves_nothing_trusted() {
 #[test]
 fn a_settle_yields_to_a_running_gate_and_finishes_after_it() {
     let t = tempfile::tempdir().expect("tempdir");
-    let ws = repository(t.path(), 3);
-    let trees = Worktrees::new(t.path().join("worktrees"));
-    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
-    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
-    let w = lease.path().to_path_buf();
-    traces(&w, 3);
+    let (ws, trees, lease, w) = after_a_run(t.path(), 3);
     let gate = trees.busy();
     let settling = std::thread::spawn({
         let ws = ws.clone();

@@ -285,19 +285,11 @@ fn a_gates_scratch_is_a_tmpfs_of_its_bound_that_the_host_never_sees() {
     }
 }
 
-/// The host's descriptors that name the mount namespace `ns` ("mnt:[N]").
-fn fds_naming(ns: &str) -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|target| target.as_os_str() == ns)
-        .count()
-}
-
 /// Issue 52: a gate's mount namespace (its scratch) is held by the host
 /// from the gate's exec until its reap, so that its teardown is not in the
-/// gate's exit (the time between the program's end and the verdict), and
-/// let go at the reap: nothing of it outlives the run.
+/// gate's exit (the time between the program's end and the verdict);
+/// nothing of it outlives the run (that the reap itself lets it go is
+/// `what_a_child_holds_is_let_go_when_it_is_reaped`).
 #[test]
 fn the_host_holds_a_gates_mount_namespace_until_it_is_reaped() {
     let _one = HOST_CGROUP.lock().unwrap_or_else(|p| p.into_inner());
@@ -350,7 +342,7 @@ fn the_host_holds_a_gates_mount_namespace_until_it_is_reaped() {
     });
     assert_eq!(run.scratch_bytes, Some(2 * MIB));
     assert_eq!(stdout(run).trim(), "ran");
-    assert_eq!(fds_naming(&ns), 0, "the namespace is let go at the reap");
+    assert_eq!(fds_naming(&ns), 0, "nothing of it outlives the run");
 }
 
 /// A bounded scratch where the host has no `CAP_SYS_ADMIN`: the child
