@@ -95,7 +95,13 @@ fn what_a_child_holds_is_let_go_when_it_is_reaped() {
     let held = dir.path().join("held");
     std::fs::write(&held, "").expect("write");
     let fd: std::os::fd::OwnedFd = std::fs::File::open(&held).expect("open").into();
-    let child = std::process::Command::new("true").spawn().expect("true");
+    // Registered as the host's child, so that another test's sweep of
+    // orphaned zombies never reaps it first.
+    let (child, _tracked) = reaper::Tracked::spawn(
+        || std::process::Command::new("true").spawn(),
+        std::process::Child::id,
+    )
+    .expect("true");
     let pid = child.id() as i32;
     let pidfd = rustix::process::pidfd_open(
         rustix::process::Pid::from_child(&child),
