@@ -173,6 +173,10 @@ pub(super) enum LimitStep {
     JoinPids = 35,
     /// The scratch tmpfs ([`super::scratch::ScratchMount`]).
     Scratch = 36,
+    /// The worktree's overlay ([`super::overlay::Mount`]): its mount.
+    Overlay = 37,
+    /// A place inside it: the working directory, a cache's mountpoint.
+    OverlayPath = 38,
 }
 
 impl LimitStep {
@@ -183,6 +187,8 @@ impl LimitStep {
             34 => LimitStep::JoinMemory,
             35 => LimitStep::JoinPids,
             36 => LimitStep::Scratch,
+            37 => LimitStep::Overlay,
+            38 => LimitStep::OverlayPath,
             _ => return None,
         })
     }
@@ -201,6 +207,12 @@ impl LimitStep {
             LimitStep::JoinPids => format!("cannot join the gate's v1 pids cgroup: {e}"),
             LimitStep::Scratch => {
                 format!("cannot mount the gate's scratch tmpfs ([limits] gate_scratch_bytes): {e}")
+            }
+            LimitStep::Overlay => {
+                format!("cannot mount the overlay over the gate's worktree: {e}")
+            }
+            LimitStep::OverlayPath => {
+                format!("cannot enter the gate's directory in its worktree's overlay: {e}")
             }
         }
     }
@@ -323,6 +335,8 @@ pub(super) struct Enforcer {
     scratch_way: super::scratch::Way,
     /// Set once a child could not mount it: not tried again.
     scratch_off: std::sync::atomic::AtomicBool,
+    /// A child could not mount a worktree's overlay: none tries again.
+    overlay_off: std::sync::atomic::AtomicBool,
 }
 
 /// One gate's bounds while it runs: the v1 cgroups it joins, their
@@ -355,6 +369,7 @@ impl Enforcer {
             said: Default::default(),
             scratch_way: super::scratch::Way::for_this_host(),
             scratch_off: Default::default(),
+            overlay_off: Default::default(),
         }
     }
 
@@ -372,6 +387,7 @@ impl Enforcer {
             said: Default::default(),
             scratch_way: super::scratch::Way::for_this_host(),
             scratch_off: Default::default(),
+            overlay_off: Default::default(),
         }
     }
 
@@ -403,6 +419,34 @@ impl Enforcer {
         let way = self.scratch_way;
         self.say_once("scratch", || {
             tracing::warn!(error = %e, ?way, "cannot mount a tmpfs over a gate's scratch directory: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
+        });
+    }
+
+    #[cfg(target_os = "linux")]
+    /// What a child mounts to run on `overlay` in `cwd` (relative to the
+    /// worktree); `None` once a child could not (see
+    /// [`Self::overlay_failed`]).
+    pub(super) fn overlay_mount<'a>(
+        &self,
+        overlay: &'a super::WorkOverlay,
+        cwd: &std::path::Path,
+    ) -> Option<super::overlay::Mount<'a>> {
+        if self.overlay_off.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        super::overlay::Mount::new(overlay, cwd, self.scratch_way)
+    }
+
+    #[cfg(target_os = "linux")]
+    /// A child could not mount a worktree's overlay (`errno`): gates run
+    /// on their worktrees themselves from now on, which is said once.
+    pub(super) fn overlay_failed(&self, errno: i32) {
+        self.overlay_off
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = std::io::Error::from_raw_os_error(errno);
+        let way = self.scratch_way;
+        self.say_once("overlay", || {
+            tracing::warn!(error = %e, ?way, "cannot mount an overlay over a gate's worktree: gates write their worktrees, which are read whole after each run");
         });
     }
 

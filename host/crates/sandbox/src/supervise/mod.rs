@@ -42,6 +42,7 @@ mod cgroup;
 mod child;
 mod events;
 mod limits;
+mod overlay;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod parked;
 #[cfg_attr(not(target_os = "linux"), path = "process_std.rs")]
@@ -62,6 +63,7 @@ pub use limits::{
     DEFAULT_GATE_FILE_BYTES, DEFAULT_GATE_PIDS, DEFAULT_GATE_SCRATCH_BYTES, GateLimits, LimitHits,
     default_gate_memory,
 };
+pub use overlay::WorkOverlay;
 pub use process::{Process, StartedProcess, start_process};
 pub use scratch::hint as scratch_hint;
 pub use spawn_mode::SpawnMode;
@@ -208,6 +210,13 @@ impl Supervisor {
     ) -> Result<Spawned, SpawnError> {
         let program = || spec.program.display().to_string();
         let want_scratch = spec.scratch.zip(spec.limits.gate.scratch_bytes);
+        // Whatever way the spawn takes, a child that does not mount the
+        // run's overlay runs on the worktree itself: said to the overlay.
+        let bypass = || {
+            if let Some((o, _)) = spec.overlay {
+                o.bypass();
+            }
+        };
         if let (Some(cgroups), Some(cg)) = (&self.cgroups, cgroup) {
             // (Only Linux has cgroups, and only it spawns by `clone3`.)
             #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
@@ -220,6 +229,10 @@ impl Supervisor {
                     .scratch_mount(dir, bytes, spec.confine.and_then(|p| p.user))
                     .map(|m| (m, bytes))
             });
+            #[cfg(target_os = "linux")]
+            let mut overlay = spec
+                .overlay
+                .and_then(|(o, cwd)| self.enforcer.overlay_mount(o, cwd));
             #[cfg(target_os = "linux")]
             while way == INTO_BY_CLONE {
                 // The child confines itself between clone3 and exec, with
@@ -245,6 +258,7 @@ impl Supervisor {
                     confine: prepared.as_ref(),
                     limits: if woken.is_some() { &unjoined } else { bounds },
                     scratch: scratch.as_ref().map(|(m, _)| m),
+                    overlay: overlay.as_ref(),
                     die_with_parent: false,
                     mode: self.mode,
                 };
@@ -260,6 +274,9 @@ impl Supervisor {
                 };
                 match started {
                     Ok(started) => {
+                        if overlay.is_none() {
+                            bypass();
+                        }
                         let child =
                             Child::started(started).map_err(|source| SpawnError::Start {
                                 program: program(),
@@ -276,6 +293,20 @@ impl Supervisor {
                     {
                         self.enforcer.scratch_failed(errno);
                         scratch = None;
+                    }
+                    Err(spawn::CloneError::Limit(limits::LimitStep::Overlay, errno))
+                        if overlay.is_some() =>
+                    {
+                        self.enforcer.overlay_failed(errno);
+                        overlay = None;
+                    }
+                    // This spawn's place in the overlay (it runs on the
+                    // worktree itself, which the overlay is told).
+                    Err(spawn::CloneError::Limit(limits::LimitStep::OverlayPath, errno))
+                        if overlay.is_some() =>
+                    {
+                        tracing::warn!(error = %std::io::Error::from_raw_os_error(errno), "a gate's directory in its worktree's overlay cannot be entered: it runs on the worktree itself");
+                        overlay = None;
                     }
                     Err(spawn::CloneError::Failed(source)) => {
                         return Err(SpawnError::Start {
@@ -313,6 +344,7 @@ impl Supervisor {
             if want_scratch.is_some() {
                 self.enforcer.scratch_unenforced();
             }
+            bypass();
             if way == INTO_BY_MOVING {
                 match cgroups.enter(cg) {
                     Ok(()) => {
@@ -340,6 +372,7 @@ impl Supervisor {
         if want_scratch.is_some() {
             self.enforcer.scratch_unenforced();
         }
+        bypass();
         let child = confined(spec, || command.spawn())?.map_err(|source| SpawnError::Start {
             program: program(),
             source,

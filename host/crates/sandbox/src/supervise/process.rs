@@ -59,6 +59,7 @@ pub fn start_process(
         confine,
         limits: &limits,
         scratch: None,
+        overlay: None,
         die_with_parent: true,
         mode,
     };

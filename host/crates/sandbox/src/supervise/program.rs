@@ -52,7 +52,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::limits::{ChildLimits, LimitStep};
-use super::scratch::ScratchMount;
+use super::overlay;
+use super::scratch::{IdMaps, ScratchMount};
 use crate::sandbox::confine::Prepared;
 
 pub(super) use super::spawn_mode::SpawnMode;
@@ -73,6 +74,9 @@ pub(super) struct Exec<'a> {
     pub limits: &'a ChildLimits,
     /// The scratch tmpfs it mounts next, in a mount namespace of its own.
     pub scratch: Option<&'a ScratchMount>,
+    /// The worktree's overlay it mounts then, in the same namespace (and
+    /// the working directory it enters in it, instead of `cwd`).
+    pub overlay: Option<&'a overlay::Mount<'a>>,
     /// `PR_SET_PDEATHSIG(SIGKILL)`: killed when the spawning thread ends
     /// (an agent: see `engine::agent_process`).
     pub die_with_parent: bool,
@@ -153,6 +157,7 @@ pub(super) struct Plan<'a> {
     fds: ChildFds,
     limits: ChildLimits,
     scratch: Option<&'a ScratchMount>,
+    overlay: Option<&'a overlay::Mount<'a>>,
     confine: Option<&'a Prepared>,
     /// The host's pid, for the death signal's check.
     die_with: Option<i32>,
@@ -209,6 +214,7 @@ impl<'a> Plan<'a> {
             fds,
             limits: *exec.limits,
             scratch: exec.scratch,
+            overlay: exec.overlay,
             confine: exec.confine,
             die_with: exec
                 .die_with_parent
@@ -267,12 +273,34 @@ pub(super) unsafe fn run(plan: &Plan<'_>) -> ! {
     if unsafe { libc::fchdir(plan.cwd.as_raw_fd()) } != 0 {
         fail(ProgramStep::WorkingDirectory);
     }
-    // The scratch tmpfs next: a mount needs the host's rights (or a user
-    // namespace's), which the confinement gives up.
-    if let Some(mount) = plan.scratch {
+    // The scratch tmpfs and the worktree's overlay next, in a mount
+    // namespace of the child's own: a mount needs the host's rights (or a
+    // user namespace's), which the confinement gives up.
+    let maps = match (plan.scratch, plan.overlay) {
+        (Some(scratch), _) => Some(scratch.maps.as_ref()),
+        (None, Some(overlay)) => Some(overlay.maps.as_ref()),
+        (None, None) => None,
+    };
+    if let Some(maps) = maps {
+        let step = match plan.scratch {
+            Some(_) => LimitStep::Scratch,
+            None => LimitStep::Overlay,
+        };
         // SAFETY: this is such a child, alone and sharing no fs state.
+        if let Err(errno) = unsafe { enter_mount_namespace(maps) } {
+            report_failure(report, step as u32, errno)
+        }
+    }
+    if let Some(mount) = plan.scratch {
+        // SAFETY: this is such a child, in a namespace of its own.
         if let Err(errno) = unsafe { mount.apply(plan.confine) } {
             report_failure(report, LimitStep::Scratch as u32, errno)
+        }
+    }
+    if let Some(mount) = plan.overlay {
+        // SAFETY: this is such a child, in a namespace of its own.
+        if let Err((step, errno)) = unsafe { mount.apply(plan.confine) } {
+            report_failure(report, step as u32, errno)
         }
     }
     // Then the confinement, so that nothing below runs unconfined.
@@ -345,60 +373,71 @@ const SETGROUPS: &std::ffi::CStr = c"/proc/self/setgroups";
 const UID_MAP: &std::ffi::CStr = c"/proc/self/uid_map";
 const GID_MAP: &std::ffi::CStr = c"/proc/self/gid_map";
 
+/// Enters a mount namespace of the calling process's own (and first a
+/// user namespace mapping `maps`, when given), every mount in it private
+/// so that nothing mounted below propagates to the host's. A step of
+/// [`run`]. Returns the errno of the failed call.
+///
+/// The caller's working directory must be set before (the kernel moves
+/// it into the new namespace; a directory entered after, by a descriptor
+/// the host opened, would lie outside it, and `getcwd` would fail in the
+/// gate).
+///
+/// # Safety
+/// Only in a freshly cloned child before its exec, which is alone in its
+/// thread group and shares no file-system state (`CLONE_FS`) with the
+/// host: the namespaces it enters are its own.
+pub(super) unsafe fn enter_mount_namespace(maps: Option<&IdMaps>) -> Result<(), i32> {
+    let flags = match maps {
+        Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWNS,
+        None => libc::CLONE_NEWNS,
+    };
+    // SAFETY: unshare with constant flags.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(errno());
+    }
+    if let Some(maps) = maps {
+        for (file, text) in [
+            (SETGROUPS, c"deny"),
+            (UID_MAP, maps.uid.as_c_str()),
+            (GID_MAP, maps.gid.as_c_str()),
+        ] {
+            // SAFETY: NUL-terminated strings prepared before the clone.
+            unsafe { write_file(file, text) }?;
+        }
+    }
+    // SAFETY: mount with NUL-terminated strings or NULL where the call
+    // takes none: every mount of the new namespace private.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 impl ScratchMount {
-    /// Enters a mount namespace of the calling process's own and mounts the
-    /// tmpfs, and grants the gate's confinement (when it has one) writes
-    /// beneath it: Landlock ignores the rule the host put on the directory
-    /// the tmpfs hides. A step of [`run`]. Returns the errno of the failed
-    /// call.
-    ///
-    /// The caller's working directory must be set before (the kernel moves
-    /// it into the new namespace; a directory entered after, by a
-    /// descriptor the host opened, would lie outside it, and `getcwd` would
-    /// fail in the gate).
+    /// Mounts the tmpfs, in the mount namespace the child entered
+    /// ([`enter_mount_namespace`]), and grants the gate's confinement (when
+    /// it has one) writes beneath it: Landlock ignores the rule the host
+    /// put on the directory the tmpfs hides. A step of [`run`]. Returns
+    /// the errno of the failed call.
     ///
     /// # Safety
-    /// Only in a freshly cloned child before its exec, which is alone in
-    /// its thread group and shares no file-system state (`CLONE_FS`) with
-    /// the host: the namespaces it enters are its own.
+    /// As [`enter_mount_namespace`], once it has been entered.
     pub(super) unsafe fn apply(
         &self,
         confine: Option<&crate::sandbox::confine::Prepared>,
     ) -> Result<(), i32> {
-        let flags = match self.maps {
-            Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWNS,
-            None => libc::CLONE_NEWNS,
-        };
-        // SAFETY: unshare with constant flags.
-        if unsafe { libc::unshare(flags) } != 0 {
-            return Err(errno());
-        }
-        if let Some(maps) = &self.maps {
-            for (file, text) in [
-                (SETGROUPS, c"deny"),
-                (UID_MAP, maps.uid.as_c_str()),
-                (GID_MAP, maps.gid.as_c_str()),
-            ] {
-                // SAFETY: NUL-terminated strings prepared before the clone.
-                unsafe { write_file(file, text) }?;
-            }
-        }
-        // SAFETY: mount with NUL-terminated strings or NULL where the call
-        // takes none: every mount of the new namespace private, so nothing
-        // mounted below propagates to the host's.
-        if unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return Err(errno());
-        }
-        // SAFETY: as above; the tmpfs over the gate's scratch directory.
+        // SAFETY: mount with NUL-terminated strings: the tmpfs over the
+        // gate's scratch directory.
         if unsafe {
             libc::mount(
                 c"gatehost-scratch".as_ptr(),

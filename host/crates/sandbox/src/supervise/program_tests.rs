@@ -113,6 +113,23 @@ struct Ran {
     code: i32,
     /// The v1 hierarchies the child joined (` :memory:`-like names).
     joined: Vec<&'static str>,
+    /// What the worktree and the run's layer held after (see
+    /// [`overlay_seen`]).
+    overlay: String,
+}
+
+/// After the every-step spawn: whether its write went to the run's layer
+/// (not the worktree), its cache write to the worktree, and it started in
+/// the worktree.
+fn overlay_seen(wt: &Path, upper: &Path, stdout: &str) -> String {
+    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_else(|_| "absent\n".into());
+    format!(
+        "worktree:{} cache:{} layer:{} cwd:{}",
+        read(wt.join("kept")).trim(),
+        read(wt.join("cache/out")).trim(),
+        read(upper.join("kept")).trim(),
+        stdout.contains(&format!("cwd {}\n", wt.display()))
+    )
 }
 
 fn wait(started: Started) -> Ran {
@@ -141,6 +158,7 @@ fn wait(started: Started) -> Ran {
         stdout: out,
         stderr: err,
         code,
+        overlay: String::new(),
         joined: Vec::new(),
     }
 }
@@ -150,6 +168,7 @@ fn wait(started: Started) -> Ran {
 /// test to assert.
 const SCRIPT: &str = r#"set -e
 echo in-scratch > "$TMPDIR/f"; cat "$TMPDIR/f"
+echo in-overlay > kept; echo built > cache/out; echo "cwd $(pwd)"
 if cat /etc/hostname >/dev/null 2>&1; then echo etc-readable; fi
 echo "pgrp $(cut -d' ' -f5 /proc/$$/stat) pid $$"
 cat /proc/self/limits /proc/self/cgroup /proc/self/status /proc/self/mounts
@@ -175,6 +194,14 @@ fn spawn_with_every_step_by(
     let dir = tempfile::tempdir().expect("tempdir");
     let scratch_dir = dir.path().join("tmp");
     std::fs::create_dir(&scratch_dir).expect("mkdir");
+    // A worktree with a granted cache, and the run's layers.
+    let base = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (wt, upper, work) = (base.join("wt"), base.join("upper"), base.join("work"));
+    for d in [wt.join("cache"), upper.clone(), work.clone()] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    let work_overlay =
+        super::super::WorkOverlay::new(&wt, &upper, &work, &[Path::new("cache")]).expect("overlay");
 
     let v2 = Cgroups::detect();
     let cg = v2.as_ref().map(|c| c.take().expect("a v2 cgroup"));
@@ -236,6 +263,9 @@ fn spawn_with_every_step_by(
         user: None,
     };
     let prepared = plan.prepare().expect("landlock ABI 6 here");
+    let overlay =
+        super::super::overlay::Mount::new(&work_overlay, Path::new("."), Way::UserNamespace)
+            .expect("an overlay mount");
 
     let args = [OsString::from("-c"), OsString::from(SCRIPT)];
     let env = [
@@ -254,6 +284,7 @@ fn spawn_with_every_step_by(
         confine: Some(&prepared),
         limits: &limits,
         scratch: Some(&scratch),
+        overlay: Some(&overlay),
         die_with_parent: true,
         mode,
     };
@@ -274,6 +305,7 @@ fn spawn_with_every_step_by(
         drop(watch);
         let mut ran = wait(started.unwrap_or_else(|e| panic!("the spawn failed: {e:?}")));
         ran.joined = joined;
+        ran.overlay = overlay_seen(&wt, &upper, &ran.stdout);
         release(v1, v2, cg);
         return (counts, ran);
     }
@@ -288,6 +320,7 @@ fn spawn_with_every_step_by(
     drop(watch);
     let mut ran = wait(started.unwrap_or_else(|e| panic!("the spawn failed: {e:?}")));
     ran.joined = joined;
+    ran.overlay = overlay_seen(&wt, &upper, &ran.stdout);
     drop(fds);
     release(v1, v2, cg);
     (counts, ran)
@@ -316,6 +349,10 @@ fn assert_every_step(ran: &Ran) {
     let out = &ran.stdout;
     assert_eq!(ran.code, 0, "stdout: {out}\nstderr: {}", ran.stderr);
     assert!(out.starts_with("in-scratch\n"), "{out}");
+    assert_eq!(
+        ran.overlay, "worktree:absent cache:built layer:in-overlay cwd:true",
+        "{out}"
+    );
     assert!(!out.contains("etc-readable"), "Landlock was not applied");
     let pgrp = out
         .lines()
@@ -433,6 +470,7 @@ fn a_gate_runs_confined_under_each_spawn_mode() {
                 },
                 confine: Some(&plan),
                 scratch: None,
+                overlay: None,
             }))
             .expect("the gate ran");
         assert_eq!(
@@ -524,6 +562,7 @@ fn the_legacy_clone_runs_the_same_program() {
         confine: Some(&prepared),
         limits: &limits,
         scratch: None,
+        overlay: None,
         die_with_parent: true,
         mode: SpawnMode::Vfork,
     };

@@ -55,6 +55,33 @@ pub(super) struct IdMaps {
     pub(super) gid: CString,
 }
 
+impl IdMaps {
+    /// The maps a child writes for `way` on this host (`Some(None)`: it
+    /// makes no user namespace).
+    pub(super) fn for_way(way: Way) -> Option<Option<IdMaps>> {
+        let host = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        IdMaps::of_ids(way, host)
+    }
+
+    /// [`Self::for_way`] for a child that runs with the effective ids
+    /// `host`.
+    fn of_ids(way: Way, host: (u32, u32)) -> Option<Option<IdMaps>> {
+        Some(match way {
+            Way::MountNamespace => None,
+            Way::UserNamespace => {
+                let (host_uid, host_gid) = host;
+                Some(IdMaps {
+                    uid: CString::new(format!("{host_uid} {host_uid} 1")).ok()?,
+                    gid: CString::new(format!("{host_gid} {host_gid} 1")).ok()?,
+                })
+            }
+        })
+    }
+}
+
 /// How the child may get a mount namespace on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Way {
@@ -120,16 +147,7 @@ impl ScratchMount {
             None => String::new(),
         };
         let options = CString::new(format!("size={bytes},mode=0700{owned}")).ok()?;
-        let maps = match way {
-            Way::MountNamespace => None,
-            Way::UserNamespace => {
-                let (host_uid, host_gid) = host;
-                Some(IdMaps {
-                    uid: CString::new(format!("{host_uid} {host_uid} 1")).ok()?,
-                    gid: CString::new(format!("{host_gid} {host_gid} 1")).ok()?,
-                })
-            }
-        };
+        let maps = IdMaps::of_ids(way, host)?;
         Some(ScratchMount {
             target,
             options,

@@ -234,7 +234,8 @@ fn start_by(
     // The child has exec'd or exited: the plan's descriptors may close.
     drop(plan);
     if got == 0 {
-        let mount_ns = exec.scratch.and_then(|_| hold_mount_ns(pid));
+        let own_ns = exec.scratch.is_some() || exec.overlay.is_some();
+        let mount_ns = own_ns.then(|| hold_mount_ns(pid)).flatten();
         return Ok(Started {
             pid,
             pidfd,

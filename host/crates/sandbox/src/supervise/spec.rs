@@ -43,6 +43,12 @@ pub struct ProcessSpec<'a> {
     /// The gate's private scratch directory (its `TMPDIR`), which
     /// `limits.gate.scratch_bytes` bounds; `None`: it has none.
     pub scratch: Option<&'a Path>,
+    /// The run's overlay over its worktree and the working directory in
+    /// it (relative to the worktree; `cwd` is the same directory in the
+    /// worktree itself); `None`: the process runs on `cwd` itself. A spawn
+    /// that cannot mount it runs on `cwd` and marks the overlay
+    /// [`bypassed`](super::WorkOverlay::bypassed).
+    pub overlay: Option<(&'a super::WorkOverlay, &'a Path)>,
 }
 
 /// How the main process ended.

@@ -9,6 +9,8 @@ use std::path::Path;
 
 // The limits' tests, a concept of their own.
 mod gate_limits;
+// A run's overlay over its worktree.
+mod overlay;
 // Starts made ahead where gates join v1 cgroups.
 #[cfg(target_arch = "x86_64")]
 mod made_ahead;
@@ -37,6 +39,7 @@ fn run_blind(sup: &Supervisor, script: &str, timeout: Duration) -> ProcessRun {
         },
         confine: None,
         scratch: None,
+        overlay: None,
     }));
     BLIND_TO_EXITS.set(false);
     run.expect("spawned")
@@ -72,6 +75,7 @@ fn sh_spec<'a>(
         limits: Limits { gate, ..limits() },
         confine: None,
         scratch,
+        overlay: None,
     }
 }
 
@@ -147,6 +151,7 @@ fn start(
         limits: limits(),
         confine,
         scratch: None,
+        overlay: None,
     }))
 }
 
@@ -368,6 +373,7 @@ fn a_cloned_child_that_cannot_confine_itself_never_runs_its_program() {
         confine: Some(&failing),
         limits: &limits::ChildLimits::default(),
         scratch: None,
+        overlay: None,
         die_with_parent: false,
         mode: SpawnMode::Vfork,
     };

@@ -386,7 +386,8 @@ fn an_unprivileged_host_bounds_the_scratch_through_a_user_namespace() {
             // A uid change makes a process undumpable (its /proc files
             // root's); a host that started as nobody is dumpable.
             libc::prctl(libc::PR_SET_DUMPABLE, 1);
-            let code = match mount.apply(None) {
+            let entered = program::enter_mount_namespace(mount.maps.as_ref());
+            let code = match entered.and_then(|()| mount.apply(None)) {
                 Err(e) => 10 + e.min(100),
                 Ok(()) => {
                     // 3 MiB into a 2 MiB tmpfs: the last write fails.
