@@ -25,3 +25,4 @@ mod swap_race;
 mod ui;
 mod watchdog;
 mod worktree_caches;
+mod worktree_overlay;

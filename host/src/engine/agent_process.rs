@@ -271,6 +271,7 @@ mod tests {
                     },
                     confine: None,
                     scratch: None,
+                    overlay: None,
                 }))
                 .expect("the gate ran");
             assert_eq!(run.termination, crate::supervise::Termination::Exited(0));

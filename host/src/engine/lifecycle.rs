@@ -190,6 +190,7 @@ impl Policies {
                 taken,
                 lease,
                 watch,
+                overlay,
             } = self
                 .run_on_snapshot(&runner, &policy, input, &sessions, &workspace, paths)
                 .await;
@@ -211,8 +212,15 @@ impl Policies {
             };
             // Once the workspace has been read again: the two walks would
             // share the machine's cores, and the verdict waits for this one.
-            if let Some(lease) = lease {
-                crate::worktree::settle_in_background(lease, &workspace, &policy.id);
+            // A run whose every process saw the worktree through its
+            // overlay left the worktree as the sync made it: nothing to
+            // read back.
+            match (lease, overlay) {
+                (Some(lease), Some(overlay)) if !overlay.bypassed() => lease.overlaid(),
+                (Some(lease), _) => {
+                    crate::worktree::settle_in_background(lease, &workspace, &policy.id);
+                }
+                (None, _) => {}
             }
             let judged = Judged::Snapshot {
                 snap,
@@ -272,8 +280,12 @@ impl Policies {
         input: &AttachInput,
         sessions: &[crate::store::SessionRow],
         workspace: &str,
-        snapshot_changes: Option<Result<Vec<crate::change::FileChange>, String>>,
+        snapshot: Option<super::on_snapshot::OnSnapshot>,
     ) -> RunReport {
+        let (snapshot_changes, overlay) = match snapshot {
+            Some(s) => (Some(s.changes), s.overlay),
+            None => (None, None),
+        };
         let gates = input.gates();
         if gates.is_empty() {
             return RunReport {
@@ -285,7 +297,10 @@ impl Policies {
             };
         }
         let anchor = match super::sessions::open_registered(workspace, sessions) {
-            Ok(a) => a,
+            Ok(a) => match overlay {
+                Some(overlay) => a.through(overlay),
+                None => a,
+            },
             // Each of its errors names the workspace.
             Err(e) => return error_report(e.to_string()),
         };

@@ -16,7 +16,7 @@ use crate::commit::{Standing, TreeSnapshot, Watch, WatchBudget};
 use crate::gate::GateRunner;
 use crate::store::PolicyRow;
 use crate::verdict::RunReport;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// One workspace's watch kept between turns (for one set of commit
@@ -76,6 +76,14 @@ pub(super) enum After {
     Standing(StandingSlot),
 }
 
+/// What a run on a snapshot's worktree brings to its gates.
+pub(super) struct OnSnapshot {
+    /// The snapshot's diff against `HEAD` (for the plugins).
+    pub(super) changes: Result<Vec<crate::change::FileChange>, String>,
+    /// The overlay their processes see the worktree through.
+    pub(super) overlay: Option<Arc<crate::supervise::WorkOverlay>>,
+}
+
 /// What a run on a snapshot hands back.
 pub(super) struct SnapshotRun {
     pub(super) report: RunReport,
@@ -87,6 +95,9 @@ pub(super) struct SnapshotRun {
     /// The snapshot's watch (`None` when it could not be made), for
     /// [`changed_after`].
     pub(super) watch: Option<After>,
+    /// The overlay the gates saw the worktree through, when one was made:
+    /// unless a process bypassed it, the worktree needs no settle.
+    pub(super) overlay: Option<Arc<crate::supervise::WorkOverlay>>,
 }
 
 impl Policies {
@@ -108,6 +119,7 @@ impl Policies {
             taken,
             lease: None,
             watch: None,
+            overlay: None,
         };
         let confining = runner.clone();
         let (ws, wanted) = (workspace.to_string(), paths.to_vec());
@@ -186,6 +198,7 @@ impl Policies {
             }
         };
         let worktree = lease.path().display().to_string();
+        let overlay = overlay_for(runner, &lease, &policy.id);
         let report = self
             .run_policy_gates(
                 runner,
@@ -193,7 +206,10 @@ impl Policies {
                 input,
                 sessions,
                 &worktree,
-                Some(changes.clone()),
+                Some(OnSnapshot {
+                    changes: changes.clone(),
+                    overlay: overlay.clone(),
+                }),
             )
             .await;
         SnapshotRun {
@@ -201,6 +217,38 @@ impl Policies {
             taken: Some((snap, changes.unwrap_or_default())),
             lease: Some(lease),
             watch,
+            overlay,
+        }
+    }
+}
+
+/// The overlay a run's gates see `lease`'s worktree through, so that
+/// what they write never reaches it (see `supervise::WorkOverlay`); `None`
+/// where gates are not confined (an unconfined judge could write the
+/// worktree itself: it is read back after the run, as without an overlay)
+/// or the layers cannot be made (said at debug: the run is only slower
+/// to clean up after).
+fn overlay_for(
+    runner: &GateRunner,
+    lease: &crate::worktree::Lease,
+    policy: &str,
+) -> Option<Arc<crate::supervise::WorkOverlay>> {
+    if !runner.sandbox().confines() {
+        return None;
+    }
+    let made = lease
+        .layers()
+        .map_err(|e| e.to_string())
+        .and_then(|layers| {
+            let caches: Vec<&Path> = layers.caches.iter().map(PathBuf::as_path).collect();
+            crate::supervise::WorkOverlay::new(lease.path(), &layers.upper, &layers.work, &caches)
+                .map_err(|e| e.to_string())
+        });
+    match made {
+        Ok(overlay) => Some(Arc::new(overlay)),
+        Err(e) => {
+            tracing::debug!(policy, error = %e, "no overlay over the worktree: it is read back after the run");
+            None
         }
     }
 }

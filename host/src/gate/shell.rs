@@ -234,6 +234,7 @@ async fn run(
             },
             confine: prepared.plan.as_ref(),
             scratch: scratch_tmp.as_deref(),
+            overlay: anchor.overlay().map(|o| (o, cwd.relative())),
         })
         .await;
     drop(prepared);

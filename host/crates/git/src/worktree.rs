@@ -17,7 +17,10 @@
 //! behind. Incremental: a file is
 //! rewritten only when the tree wants other content, or when it is not as
 //! this module left it (its inode, size, mtime and ctime are remembered;
-//! a gate can forge an mtime, not a ctime). The worktree is read whole
+//! a gate can forge an mtime, not a ctime). A run whose gates all saw the
+//! worktree through an overlay of their own ([`Lease::layers`],
+//! [`Lease::overlaid`]) left it as the sync made it: it is settled at
+//! once. After any other run the worktree is read whole
 //! (every entry stat'ed) either before the next run, or right after a run
 //! ([`settle`], off the turn-end's path): a worktree settled since its last
 //! run is brought to the next tree by touching only the paths whose entry
@@ -52,10 +55,12 @@ use std::time::{Duration, Instant};
 
 mod apply;
 mod checkout;
+mod layers;
 mod read;
 mod settle;
 mod view;
 
+pub use layers::Layers;
 use read::{Stop, sync_to};
 pub use settle::{Busy, Settled, settle, settle_in_background};
 pub use view::View;

@@ -315,6 +315,7 @@ pub(crate) async fn run_request(runner: &GateRunner, req: JudgeRequest<'_>) -> J
             },
             confine: prepared.plan.as_ref(),
             scratch: scratch_tmp.as_deref(),
+            overlay: None,
         })
         .await;
     // The process is reaped and its tree killed: the slot is free again.

@@ -569,3 +569,73 @@ fn a_worktree_of_a_view_holds_only_its_paths() {
     assert_ne!(other.path(), w);
     assert_ne!(other.path(), everything.path());
 }
+
+/// Issue 52: a run seen through an overlay leaves the worktree as the sync
+/// made it. Its layers are made empty beside the worktrees (never in one),
+/// the upper one with the worktree's mode, and the granted caches made as
+/// directories (a cache whose place the tree holds as a file is not);
+/// after the run the worktree is settled at once, so the next sync of the
+/// same tree touches nothing, and the layers go.
+#[test]
+fn an_overlaid_run_leaves_the_worktree_settled_and_its_layers_go() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    write(&ws, "src/lib.rs", "fn a() {}");
+    write(&ws, "blocked", "a file where a cache would go");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "one"]);
+    let trees = Worktrees::new(t.path().join("worktrees")).keeping(&[
+        "target".into(),
+        "src/.cache".into(),
+        "blocked/x".into(),
+    ]);
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    let layers = lease.layers().expect("layers");
+    assert!(!layers.upper.starts_with(&w) && !layers.work.starts_with(&w));
+    assert_eq!(layers.upper.parent(), layers.work.parent());
+    assert_eq!(
+        std::fs::read_dir(&layers.upper).expect("upper").count(),
+        0,
+        "empty"
+    );
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o7777;
+    assert_eq!(mode(&layers.upper), mode(&w), "the overlay's root shows it");
+    assert_eq!(
+        layers.caches,
+        [PathBuf::from("target"), PathBuf::from("src/.cache")]
+    );
+    assert!(w.join("target").is_dir() && w.join("src/.cache").is_dir());
+    // What the run wrote to its layer (as the overlay would).
+    std::fs::write(layers.upper.join("junk"), "x").expect("write");
+    let base = layers.upper.parent().expect("base").to_path_buf();
+    // A file no run could have left there (the overlay takes a gate's
+    // writes): a whole read would remove it, a trusted sync never looks.
+    std::fs::write(w.join("unread"), "x").expect("write");
+    lease.overlaid();
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    assert_eq!(lease.path(), w, "the same worktree");
+    let again = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!(
+        again,
+        SyncStats {
+            kept: 2,
+            ..SyncStats::default()
+        },
+        "settled: nothing read"
+    );
+    assert!(w.join("unread").exists(), "the worktree was read whole");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while base.exists()
+        || std::fs::read_dir(base.parent().expect("layers"))
+            .expect("ls")
+            .count()
+            > 0
+    {
+        assert!(Instant::now() < deadline, "the layers were not removed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -100,6 +100,9 @@ pub struct WorkspaceAnchor {
     /// The opened directory's identity, then those of the directories
     /// above it, read from the handle.
     lineage: Vec<DirIdentity>,
+    /// A host worktree's run: the overlay its gates' processes see it
+    /// through (see `supervise::WorkOverlay`).
+    overlay: Option<std::sync::Arc<crate::supervise::WorkOverlay>>,
 }
 
 /// A directory inside the workspace, opened through the anchor, usable as a
@@ -192,7 +195,12 @@ impl WorkspaceAnchor {
             });
         }
         let dir = Dir::from_std_file(std::fs::File::from(fd));
-        Ok(WorkspaceAnchor { root, dir, lineage })
+        Ok(WorkspaceAnchor {
+            root,
+            dir,
+            lineage,
+            overlay: None,
+        })
     }
 
     /// The same workspace, through a duplicate of the handle (for work
@@ -202,7 +210,20 @@ impl WorkspaceAnchor {
             root: self.root.clone(),
             dir: self.dir.try_clone()?,
             lineage: self.lineage.clone(),
+            overlay: self.overlay.clone(),
         })
+    }
+
+    /// The same workspace, a host worktree whose gates' processes see it
+    /// through `overlay`.
+    pub fn through(mut self, overlay: std::sync::Arc<crate::supervise::WorkOverlay>) -> Self {
+        self.overlay = Some(overlay);
+        self
+    }
+
+    /// The overlay the gates' processes see it through, if any.
+    pub fn overlay(&self) -> Option<&crate::supervise::WorkOverlay> {
+        self.overlay.as_deref()
     }
 
     /// The opened directory's identity (device and inode).
