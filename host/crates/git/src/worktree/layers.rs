@@ -154,8 +154,13 @@ fn make_cache(root: &Dir, rel: &Path, owner: Option<(u32, u32)>) -> std::io::Res
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 root.create_dir(&at)?;
                 if let Some((uid, gid)) = owner {
-                    let dir = root.open_dir(&at)?.into_std_file();
-                    std::os::unix::fs::fchown(&dir, Some(uid), Some(gid))?;
+                    rustix::fs::chownat(
+                        root,
+                        &at,
+                        Some(rustix::fs::Uid::from_raw(uid)),
+                        Some(rustix::fs::Gid::from_raw(gid)),
+                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                    )?;
                 }
             }
             Err(e) => return Err(e),
