@@ -535,6 +535,31 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
     // that one tree's code never decides another tree's verdict.
     let other_tree = last.as_ref().is_none_or(|(id, _)| *id != tree);
     let (how, result) = match last {
+        // Settled (the last run saw it through an overlay, or it was read
+        // back): the caches emptied alone, then by the difference.
+        Some((id, mut wanted)) if settled && other_tree && !lease.keep.is_empty() => {
+            if empty_caches(lease, &wanted)? {
+                let to = Arc::make_mut(&mut wanted);
+                match apply::to_tree(lease, &repo, workspace, id, to, tree) {
+                    Ok(Some(stats)) => (
+                        "by the trees' difference, the granted caches emptied for another tree",
+                        Ok((stats, wanted)),
+                    ),
+                    Ok(None) => {
+                        let keep = std::mem::take(&mut lease.keep);
+                        let result = whole(lease, &repo, workspace, tree, None);
+                        lease.keep = keep;
+                        ("whole, the granted caches emptied for another tree", result)
+                    }
+                    Err(e) => ("by the trees' difference", Err(e)),
+                }
+            } else {
+                let keep = std::mem::take(&mut lease.keep);
+                let result = whole(lease, &repo, workspace, tree, Some((id, wanted)));
+                lease.keep = keep;
+                ("whole, the granted caches emptied for another tree", result)
+            }
+        }
         _ if other_tree && !lease.keep.is_empty() => {
             let keep = std::mem::take(&mut lease.keep);
             let result = whole(lease, &repo, workspace, tree, last);
@@ -573,6 +598,45 @@ pub fn sync(lease: &mut Lease, workspace: &Path, tree: &str) -> Result<SyncStats
             Err(e)
         }
     }
+}
+
+/// Empties the granted caches of a settled worktree (removes each, never
+/// following a link) for a run of another tree; `false` (nothing
+/// touched) when a cache's place overlaps what the tree `wanted` holds:
+/// the caller then reads the worktree whole.
+fn empty_caches(lease: &Lease, wanted: &Wanted) -> Result<bool, WorktreeError> {
+    for cache in lease.keep.iter() {
+        // The cache itself or anything under it, in the tree.
+        let mut below = cache.clone();
+        below.push(b'/');
+        let first_after = |keys: &mut dyn Iterator<Item = &BString>| {
+            keys.next()
+                .is_some_and(|p| p == cache || p.starts_with(below.as_slice()))
+        };
+        let holds = first_after(&mut wanted.files.range(cache.clone()..).map(|(p, _)| p))
+            || first_after(&mut wanted.dirs.range(cache.clone()..))
+            || first_after(&mut wanted.files.range(below.clone()..).map(|(p, _)| p))
+            || first_after(&mut wanted.dirs.range(below.clone()..));
+        // A file or link of the tree on its way.
+        let blocked = cache
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .any(|(i, _)| wanted.files.contains_key(&BString::from(&cache[..i])));
+        if holds || blocked {
+            return Ok(false);
+        }
+    }
+    let root = lease.open_root()?;
+    for cache in lease.keep.iter() {
+        let name = OsStr::from_bytes(cache);
+        match root.symlink_metadata(name) {
+            Ok(meta) => remove_any(&root, name, meta.is_dir(), cache.as_bstr())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(cache.as_bstr())(e)),
+        }
+    }
+    Ok(true)
 }
 
 /// Reads the worktree whole and brings it to `tree` (`last`: the tree it

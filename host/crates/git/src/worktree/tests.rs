@@ -393,6 +393,41 @@ fn another_tree_reads_the_worktree_whole_and_empties_the_granted_caches() {
     assert!(listing(&w).contains(&"build/cache/object: warm again".to_string()));
 }
 
+/// Issue 52: a settled worktree brought to another tree that leaves the
+/// granted caches alone has its caches emptied and follows the tree by
+/// the difference: never read whole (what nothing wrote stays unread),
+/// whatever the repository's size.
+#[test]
+fn another_tree_empties_the_caches_of_a_settled_worktree_without_reading_it() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let ws = ignoring_repo(t.path());
+    let trees = Worktrees::new(t.path().join("worktrees"))
+        .keeping(&["build/cache".into(), "target".into()]);
+    let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
+    sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    let w = lease.path().to_path_buf();
+    write(&w, "build/cache/object", "warm");
+    write(&w, "target/debug/bin", "built");
+    settled(&mut lease, &ws);
+    write(&ws, "new.txt", "new");
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "two"]);
+    write(&w, "unread", "seen only by a whole read");
+    let stats = sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
+    assert_eq!((stats.written, stats.removed), (1, 0), "{stats:?}");
+    let l = listing(&w);
+    assert!(l.contains(&"new.txt: new".to_string()), "{l:?}");
+    assert!(
+        !l.iter()
+            .any(|f| f.starts_with("build/cache") || f.starts_with("target")),
+        "the caches are emptied: {l:?}"
+    );
+    assert!(
+        l.contains(&"unread: seen only by a whole read".to_string()),
+        "{l:?}"
+    );
+}
+
 /// Which worktree a lease gets, for every state of the slots before it.
 #[test]
 fn a_lease_takes_a_free_worktree_takes_over_a_settling_one_or_makes_one() {
