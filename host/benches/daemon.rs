@@ -6,7 +6,9 @@
 //! sizes, each idle and then, with `--load N`, again with N busy processes
 //! the bench starts; `--settle-ms MS` waits between rounds, 500 + files/250
 //! by default, for the worktree's settle; `--settle-ms 0`: the next
-//! turn-end at once, the settle still running).
+//! turn-end at once, the settle still running; `--overlay 0`: the daemon
+//! with `[daemon] worktree_overlay = false`, its gates writing the
+//! worktree itself, which is settled back after each run).
 //!
 //! - turn-end → `policy:passed`: per round, a policy is attached (watching
 //!   from now), then the clock runs from the `turn-end` report (HTTP) to the
@@ -307,8 +309,9 @@ fn main() {
     let plugins: PathBuf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/target/wasm32-wasip2/release");
     let config_text = format!(
-        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
+        "[shell]\nallow = [\"true\"]\n[daemon]\nworkspace_roots = [{:?}]\nworktree_overlay = {}\n[wasm]\nplugin_dirs = [\"{}\"]\ncache_dir = \"{}\"\n",
         roots.display().to_string(),
+        support::arg("--overlay", 1) != 0,
         plugins.display(),
         dir.path().join("cache").display()
     );

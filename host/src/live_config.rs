@@ -250,6 +250,7 @@ fn settings(c: &HostConfig) -> Vec<Setting> {
         s("daemon.attach_timeout_ms", false, d.attach_timeout),
         s("daemon.worktree_dir", true, &d.worktree_dir),
         s("daemon.worktree_caches", true, &d.worktree_caches),
+        s("daemon.worktree_overlay", false, d.worktree_overlay),
         s("daemon.max_long_polls", true, d.max_long_polls),
         s("daemon.session_policies", false, &d.session_policies),
         s("daemon.heartbeat_timeout", false, d.heartbeat_timeout),

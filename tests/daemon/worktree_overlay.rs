@@ -17,20 +17,25 @@ const T: Duration = Duration::from_secs(30);
 const GATE: &str = "grep -q ' - overlay gatehost-overlay ' /proc/self/mountinfo || { echo 'no overlay' >&2; exit 3; }; \
      echo junk > junk.txt; echo more >> src.txt; mkdir -p made/deep; rm keep.txt; grep -q good src.txt";
 
-#[test]
-fn a_gates_writes_to_its_worktree_never_reach_it() {
+/// A git scratch area and a daemon (logging at debug) whose worktrees are
+/// under its `wt`, with `keys` in `[daemon]`; `s1` registered.
+fn daemon_with(keys: &str) -> (common::Scratch, Daemon, std::path::PathBuf) {
     let s = git_scratch();
     let wt_root = s.etc.join("wt");
+    let dir = format!("worktree_dir = {:?}\n", wt_root.display().to_string());
     let cfg = s.write(
         "config.toml",
-        &allow_config_with(
-            &[],
-            &format!("worktree_dir = {:?}\n", wt_root.display().to_string()),
-        ),
+        &allow_config_with(&[], &format!("{dir}{keys}")),
     );
     let debug = [("GATEHOST_LOG", "gatehost=debug,gatehost_git=debug")];
     let d = Daemon::start_with_env(&s.etc.join("data"), &cfg, &debug);
     d.register("s1", &s.ws);
+    (s, d, wt_root)
+}
+
+#[test]
+fn a_gates_writes_to_its_worktree_never_reach_it() {
+    let (s, d, wt_root) = daemon_with("");
     s.write_ws("src.txt", "good\n");
     s.write_ws("keep.txt", "kept\n");
     for round in 0..2 {
@@ -78,4 +83,38 @@ fn a_gates_writes_to_its_worktree_never_reach_it() {
         "{log}"
     );
     assert!(!log.contains("worktree settled"), "a settle ran: {log}");
+}
+
+/// `[daemon] worktree_overlay = false`: the gates write the worktree
+/// itself (no overlay in their mount table), and it is settled back to its
+/// tree after the run, as before.
+#[test]
+fn with_the_overlay_off_the_gates_write_the_worktree_and_it_is_settled_back() {
+    let (s, d, wt_root) = daemon_with("worktree_overlay = false\n");
+    s.write_ws("src.txt", "good\n");
+    let pid = d.attach_operator(json!({
+        "sessionId": "s1",
+        "gate": {"command": "bash", "args": ["-c", "! grep -q gatehost-overlay /proc/self/mountinfo && echo junk > junk.txt"]},
+        "onFail": {"maxRetries": 0},
+        "then": "commit",
+        "commit": {"paths": ["src.txt"], "message": "m", "requireHumanAck": true}
+    }));
+    d.report("s1", "turn-end");
+    let p = d.wait_status(&pid, "awaiting-ack", T);
+    assert_eq!(p["verdict"]["outcome"], "pass", "{p}");
+    d.wait_log("worktree settled after the run", T);
+    let log = d.log();
+    assert!(
+        !log.contains("saw the worktree through an overlay"),
+        "{log}"
+    );
+    let junk: Vec<_> = std::fs::read_dir(&wt_root)
+        .expect("the worktree root")
+        .map(|e| e.expect("entry").path().join("junk.txt"))
+        .filter(|p| p.exists())
+        .collect();
+    assert!(
+        junk.is_empty(),
+        "the settle removes what the gate wrote: {junk:?}"
+    );
 }

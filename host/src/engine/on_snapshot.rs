@@ -224,7 +224,7 @@ impl Policies {
 
 /// The overlay a run's gates see `lease`'s worktree through, so that
 /// what they write never reaches it (see `supervise::WorkOverlay`); `None`
-/// where gates are not confined (an unconfined judge could write the
+/// where `[daemon] worktree_overlay` is off, where gates are not confined (an unconfined judge could write the
 /// worktree itself: it is read back after the run, as without an overlay)
 /// or the layers cannot be made (said at debug: the run is only slower
 /// to clean up after).
@@ -233,7 +233,7 @@ fn overlay_for(
     lease: &crate::worktree::Lease,
     policy: &str,
 ) -> Option<Arc<crate::supervise::WorkOverlay>> {
-    if !runner.sandbox().confines() {
+    if !runner.config().daemon.worktree_overlay || !runner.sandbox().confines() {
         return None;
     }
     let made = lease

@@ -37,6 +37,7 @@ pub(super) struct DaemonSection {
     pub(super) attach_timeout_ms: Option<u64>,
     pub(super) worktree_dir: Option<String>,
     pub(super) worktree_caches: Option<Vec<String>>,
+    pub(super) worktree_overlay: Option<bool>,
     pub(super) max_long_polls: Option<usize>,
     #[serde(default)]
     pub(super) session_policies: Vec<super::session_policies::Section>,
@@ -161,6 +162,12 @@ pub struct DaemonConfig {
     /// workspace; everything else a gate wrote there is removed before
     /// the next run. None by default.
     pub worktree_caches: Vec<String>,
+    /// Whether a commit policy's gates see their worktree through an
+    /// overlay of their run's own (Linux, the sandbox confining gates), so
+    /// that nothing they write reaches it and it is never read back after
+    /// a run. On by default; off, the worktree is settled back after each
+    /// run.
+    pub worktree_overlay: bool,
     /// Long-polls waiting at once (None: half the `nofile` soft limit,
     /// never more); past it one is answered 503 `too-many-waiters`.
     pub max_long_polls: Option<usize>,
@@ -216,6 +223,7 @@ impl Default for DaemonConfig {
             attach_timeout: Duration::from_secs(120),
             worktree_dir: None,
             worktree_caches: Vec::new(),
+            worktree_overlay: true,
             max_long_polls: None,
             session_policies: Vec::new(),
             heartbeat_timeout: None,

@@ -603,6 +603,9 @@ impl HostConfig {
             }
             config.daemon.worktree_caches = caches;
         }
+        if let Some(overlay) = dm.worktree_overlay {
+            config.daemon.worktree_overlay = overlay;
+        }
         if let Some(text) = &dm.heartbeat_timeout {
             config.daemon.heartbeat_timeout = Some(
                 daemon::duration(text, Duration::from_secs(1))

@@ -332,11 +332,11 @@ pub(super) struct Enforcer {
     /// Each "this bound falls back" message is logged once per host.
     said: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
     /// How a child gets the mount namespace of its scratch tmpfs here.
-    scratch_way: super::scratch::Way,
+    pub(super) scratch_way: super::scratch::Way,
     /// Set once a child could not mount it: not tried again.
-    scratch_off: std::sync::atomic::AtomicBool,
+    pub(super) scratch_off: std::sync::atomic::AtomicBool,
     /// A child could not mount a worktree's overlay: none tries again.
-    overlay_off: std::sync::atomic::AtomicBool,
+    pub(super) overlay_off: std::sync::atomic::AtomicBool,
 }
 
 /// One gate's bounds while it runs: the v1 cgroups it joins, their
@@ -391,73 +391,7 @@ impl Enforcer {
         }
     }
 
-    /// The tmpfs a child mounts over `dir` to bound it to `bytes` (owned
-    /// by `owner`, the gate's user, where it runs as one); `None` once a
-    /// child could not (see [`Self::scratch_failed`]).
-    pub(super) fn scratch_mount(
-        &self,
-        dir: &std::path::Path,
-        bytes: u64,
-        owner: Option<(u32, u32)>,
-    ) -> Option<super::scratch::ScratchMount> {
-        if self.scratch_off.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        let m = super::scratch::ScratchMount::new(dir, bytes, owner, self.scratch_way);
-        if m.is_none() {
-            self.scratch_unenforced();
-        }
-        m
-    }
-
-    /// A child could not mount its scratch tmpfs (`errno`): the bound is
-    /// off on this host from now on, which is said once.
-    pub(super) fn scratch_failed(&self, errno: i32) {
-        self.scratch_off
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let e = std::io::Error::from_raw_os_error(errno);
-        let way = self.scratch_way;
-        self.say_once("scratch", || {
-            tracing::warn!(error = %e, ?way, "cannot mount a tmpfs over a gate's scratch directory: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
-        });
-    }
-
-    #[cfg(target_os = "linux")]
-    /// What a child mounts to run on `overlay` in `cwd` (relative to the
-    /// worktree); `None` once a child could not (see
-    /// [`Self::overlay_failed`]).
-    pub(super) fn overlay_mount<'a>(
-        &self,
-        overlay: &'a super::WorkOverlay,
-        cwd: &std::path::Path,
-    ) -> Option<super::overlay::Mount<'a>> {
-        if self.overlay_off.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        super::overlay::Mount::new(overlay, cwd, self.scratch_way)
-    }
-
-    #[cfg(target_os = "linux")]
-    /// A child could not mount a worktree's overlay (`errno`): gates run
-    /// on their worktrees themselves from now on, which is said once.
-    pub(super) fn overlay_failed(&self, errno: i32) {
-        self.overlay_off
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let e = std::io::Error::from_raw_os_error(errno);
-        let way = self.scratch_way;
-        self.say_once("overlay", || {
-            tracing::warn!(error = %e, ?way, "cannot mount an overlay over a gate's worktree: gates write their worktrees, which are read whole after each run");
-        });
-    }
-
-    /// This spawn's way cannot mount a scratch tmpfs: said once.
-    pub(super) fn scratch_unenforced(&self) {
-        self.say_once("scratch", || {
-            tracing::warn!("gates are not started by clone3 here: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
-        });
-    }
-
-    fn say_once(&self, what: &'static str, f: impl FnOnce()) {
+    pub(super) fn say_once(&self, what: &'static str, f: impl FnOnce()) {
         if self
             .said
             .lock()

@@ -5,6 +5,7 @@
 
 use super::*;
 use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 // The limits' tests, a concept of their own.
