@@ -173,16 +173,19 @@ impl Policies {
             crate::config::Trust::Agent => crate::worktree::Tenant::Agent,
         };
         let view = view_of(input);
+        let overlaid = runner.config().daemon.worktree_overlay && runner.sandbox().confines();
+        let pid = policy.id.clone();
         let leased = tokio::task::spawn_blocking(move || {
             let mut lease = worktrees.lease_view(Path::new(&ws), tenant, view)?;
             let stats = crate::worktree::sync(&mut lease, Path::new(&ws), &tree)?;
-            Ok::<_, crate::worktree::WorktreeError>((lease, stats))
+            let overlay = overlaid.then(|| overlay_for(&lease, &pid)).flatten();
+            Ok::<_, crate::worktree::WorktreeError>((lease, stats, overlay))
         })
         .await;
-        let lease = match leased {
-            Ok(Ok((lease, stats))) => {
+        let (lease, overlay) = match leased {
+            Ok(Ok((lease, stats, overlay))) => {
                 tracing::debug!(policy = %policy.id, tree = %snap.tree, written = stats.written, removed = stats.removed, kept = stats.kept, "worktree ready");
-                lease
+                (lease, overlay)
             }
             Ok(Err(e)) => {
                 return failed(
@@ -198,7 +201,6 @@ impl Policies {
             }
         };
         let worktree = lease.path().display().to_string();
-        let overlay = overlay_for(runner, &lease, &policy.id);
         let report = self
             .run_policy_gates(
                 runner,
@@ -224,18 +226,15 @@ impl Policies {
 
 /// The overlay a run's gates see `lease`'s worktree through, so that
 /// what they write never reaches it (see `supervise::WorkOverlay`); `None`
-/// where `[daemon] worktree_overlay` is off, where gates are not confined (an unconfined judge could write the
-/// worktree itself: it is read back after the run, as without an overlay)
-/// or the layers cannot be made (said at debug: the run is only slower
-/// to clean up after).
+/// when its layers cannot be made (said at debug: the run is only slower
+/// to clean up after). Blocking. The caller asks for one only where
+/// `[daemon] worktree_overlay` is on and gates are confined (an
+/// unconfined judge could write the worktree itself, which is then read
+/// back after the run).
 fn overlay_for(
-    runner: &GateRunner,
     lease: &crate::worktree::Lease,
     policy: &str,
 ) -> Option<Arc<crate::supervise::WorkOverlay>> {
-    if !runner.config().daemon.worktree_overlay || !runner.sandbox().confines() {
-        return None;
-    }
     let made = lease
         .layers()
         .map_err(|e| e.to_string())
