@@ -344,6 +344,7 @@ unsafe fn open_dir(path: *const libc::c_char) -> Result<RawFd, i32> {
 ///
 /// # Safety
 /// `dir` is an open descriptor; `rel` NUL-terminated.
+#[cfg(target_os = "linux")]
 unsafe fn open_beneath(dir: RawFd, rel: &CStr, extra: u64) -> Result<RawFd, i32> {
     // SAFETY: a zeroed plain struct of the kernel's layout.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
