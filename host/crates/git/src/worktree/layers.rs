@@ -69,6 +69,7 @@ impl Lease {
             .recursive(true)
             .create(&layers)
             .map_err(root_err(&layers))?;
+        sweep_once(&layers);
         let base = layers.join(name);
         // What a run before left (a host that was killed): put aside.
         if std::fs::symlink_metadata(&base).is_ok() {
@@ -167,6 +168,29 @@ fn make_cache(root: &Dir, rel: &Path, owner: Option<(u32, u32)>) -> std::io::Res
         }
     }
     Ok(())
+}
+
+/// Once per layers directory in this process: removes (in the
+/// background) the layers another process put aside and did not remove
+/// (a host stopped or killed while removing them).
+fn sweep_once(layers: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+    if swept.iter().any(|p| p == layers) {
+        return;
+    }
+    swept.push(layers.to_path_buf());
+    let ours = format!("gone-{}-", std::process::id());
+    let Ok(entries) = std::fs::read_dir(layers) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("gone-") && !name.starts_with(&ours) {
+            remove_in_background(entry.path());
+        }
+    }
 }
 
 /// Removes `dir` (layers put aside) on a thread of its own: its cost is

@@ -629,6 +629,9 @@ fn an_overlaid_run_leaves_the_worktree_settled_and_its_layers_go() {
     let mut lease = trees.lease(&ws, Tenant::Operator).expect("lease");
     sync(&mut lease, &ws, &tree_of(&ws)).expect("sync");
     let w = lease.path().to_path_buf();
+    // Layers another host process put aside and never removed.
+    let leftover = w.parent().expect("root").join(".layers/gone-1-0/upper");
+    std::fs::create_dir_all(&leftover).expect("mkdir");
     let layers = lease.layers().expect("layers");
     assert!(!layers.upper.starts_with(&w) && !layers.work.starts_with(&w));
     assert_eq!(layers.upper.parent(), layers.work.parent());
