@@ -142,7 +142,7 @@ async function policy(id) {
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
   since(p.plan && p.plan.changedAfterSnapshot);
-  history(p, stale).catch((e) => { if (!stale()) $("p-timeline").replaceChildren(el("li", e.message, "error")); });
+  timeline(p, stale).catch((e) => { if (!stale()) $("p-timeline").replaceChildren(el("li", e.message, "error")); });
   if (p.status !== "awaiting-ack") $("actions").hidden = true;
   try {
     const d = await diffPage(id, 0);
@@ -189,7 +189,7 @@ function since(changed) {
 // outcomes, reasons and findings; the newest run's output tails come from
 // the stored verdict. Everything is agent-influenced text: textContent.
 const HISTORY = 200;
-async function history(p, stale) {
+async function timeline(p, stale) {
   const page = await api("GET", "/v1/events?policy=" + encodeURIComponent(p.id) + "&limit=" + HISTORY);
   if (stale()) return;
   const events = page.events || [];
