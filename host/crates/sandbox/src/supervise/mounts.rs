@@ -35,13 +35,27 @@ impl Enforcer {
     /// A child could not mount its scratch tmpfs (`errno`): the bound is
     /// off on this host from now on, which is said once.
     pub(super) fn scratch_failed(&self, errno: i32) {
-        self.scratch_off
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.turn_off(
+            &self.scratch_off,
+            "scratch",
+            errno,
+            "cannot mount a tmpfs over a gate's scratch directory: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)",
+        );
+    }
+
+    /// Sets `off` (no child tries that mount again) and says `why` once,
+    /// with the child's `errno` and the way it made its namespace.
+    fn turn_off(
+        &self,
+        off: &std::sync::atomic::AtomicBool,
+        what: &'static str,
+        errno: i32,
+        why: &str,
+    ) {
+        off.store(true, std::sync::atomic::Ordering::Relaxed);
         let e = std::io::Error::from_raw_os_error(errno);
         let way = self.scratch_way;
-        self.say_once("scratch", || {
-            tracing::warn!(error = %e, ?way, "cannot mount a tmpfs over a gate's scratch directory: [limits] gate_scratch_bytes is not enforced (a size-limited [sandbox] scratch_dir bounds the total instead)");
-        });
+        self.say_once(what, || tracing::warn!(error = %e, ?way, "{why}"));
     }
 
     #[cfg(target_os = "linux")]
@@ -63,13 +77,12 @@ impl Enforcer {
     /// A child could not mount a worktree's overlay (`errno`): gates run
     /// on their worktrees themselves from now on, which is said once.
     pub(super) fn overlay_failed(&self, errno: i32) {
-        self.overlay_off
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let e = std::io::Error::from_raw_os_error(errno);
-        let way = self.scratch_way;
-        self.say_once("overlay", || {
-            tracing::warn!(error = %e, ?way, "cannot mount an overlay over a gate's worktree: gates write their worktrees, which are read whole after each run");
-        });
+        self.turn_off(
+            &self.overlay_off,
+            "overlay",
+            errno,
+            "cannot mount an overlay over a gate's worktree: gates write their worktrees, which are read whole after each run",
+        );
     }
 
     /// This spawn's way cannot mount a scratch tmpfs: said once.
