@@ -113,7 +113,8 @@ fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<i64> {
 }
 
 /// The request posting `event` to `url` in `format` (see
-/// [`crate::notify::render`]), with `X-Gatehost-Event` and, when `key` is
+/// [`crate::notify::render`]), with `X-Gatehost-Event`, `X-Gatehost-Link`
+/// (the policy's page, for a policy's event with a `base`) and, when `key` is
 /// given, the Standard Webhooks headers over the body actually sent
 /// (`webhook-id` is `evt-<cursor>`, the same on every retry).
 pub fn request(
@@ -139,6 +140,11 @@ pub fn request(
         .header("X-Gatehost-Event", event.kind())
         .header("webhook-id", &id)
         .header("webhook-timestamp", timestamp.to_string());
+    // The policy's page, whatever the format (a raw receiver's body is
+    // the event as stored, which has no link).
+    if let Some(link) = &message.link {
+        req = req.header("X-Gatehost-Link", link);
+    }
     for (name, value) in &body.headers {
         req = req.header(*name, value);
     }

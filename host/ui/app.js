@@ -1,15 +1,20 @@
 // The operator's page: everything agent-written goes through textContent.
 "use strict";
-let csrf = sessionStorage.getItem("csrf");
+// The login's CSRF token, in localStorage: only this exact origin reads
+// it, and every tab of the page shares it (a policy's link opened in a new
+// tab needs no second login while the cookie lives).
+const csrf = () => localStorage.getItem("csrf");
 const $ = (id) => document.getElementById(id);
 const el = (tag, text, cls) => { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; };
 async function api(method, path, body) {
   const h = { "Content-Type": "application/json" };
-  if (csrf) h["X-CSRF-Token"] = csrf;
+  const t = csrf(); if (t) h["X-CSRF-Token"] = t;
   const r = await fetch(path, { method, headers: h, credentials: "same-origin", body: body ? JSON.stringify(body) : undefined });
   const j = await r.json().catch(() => ({}));
-  // Logged out, or this tab's token is not its login's (another tab
-  // logged in since): the login form.
+  // Logged out (the token is then of no use: dropped), or the token is not
+  // the cookie's login's: the login form (the address, a policy's link,
+  // is kept and shown once logged in).
+  if (r.status === 401) localStorage.removeItem("csrf");
   if (r.status === 401 || (r.status === 403 && j.error && j.error.code === "csrf")) { show("login"); throw new Error("log in"); }
   if (!r.ok) throw new Error((j.error && j.error.message) || r.statusText);
   return j;
@@ -153,7 +158,7 @@ async function policy(id) {
     const key = id + ":" + d.tree;
     if (key !== renderedTree || !drafts.length) {
       drafts = []; renderedTree = key;
-      pages = [parsePatch(d.patch)];
+      pages = [fileItems(d.files)];
       $("p-diff").replaceChildren(...rendered(pages[0]));
       paged(d);
     }
@@ -265,7 +270,7 @@ async function moreFiles() {
   // The operator went to another policy meanwhile: not its files.
   if (!current || current.id !== id) return;
   if (d.tree !== current.tree) { await policy(current.id); return; }
-  const items = parsePatch(d.patch);
+  const items = fileItems(d.files);
   pages.push(items);
   $("p-diff").append(...rendered(items));
   paged(d);
@@ -379,9 +384,9 @@ let living = false;
 async function live() {
   if (living) return;
   living = true;
-  while (csrf) {
+  while (csrf()) {
     try {
-      const h = { "Accept": "text/event-stream", "X-CSRF-Token": csrf };
+      const h = { "Accept": "text/event-stream", "X-CSRF-Token": csrf() };
       if (lastEventId) h["Last-Event-ID"] = lastEventId;
       const r = await fetch("/v1/events/stream", { headers: h, credentials: "same-origin" });
       if (r.status === 401 || r.status === 403) { show("login"); break; }
@@ -406,7 +411,7 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.preventDefault();
     try {
       const j = await api("POST", "/ui/login", { token: $("token").value });
-      csrf = j.csrf; sessionStorage.setItem("csrf", csrf); $("token").value = ""; live(); route();
+      localStorage.setItem("csrf", j.csrf); $("token").value = ""; live(); route();
     } catch (e) { $("login-error").textContent = e.message; }
   });
   $("more").addEventListener("click", () => more().catch(() => {}));
@@ -423,9 +428,14 @@ document.addEventListener("DOMContentLoaded", () => {
   $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
   $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));
   window.addEventListener("hashchange", route);
+  // Another tab logged in: this one, on its login form, goes on.
+  window.addEventListener("storage", (e) => {
+    if (e.key === "csrf" && e.newValue && !$("login").hidden) { live(); route(); }
+  });
   // A one-time login link (`gatehost ui`) lands here with the CSRF token in
-  // the fragment: kept, and dropped from the address bar and history.
-  const m = location.hash.match(/^#login=([0-9a-f]+)$/);
-  if (m) { csrf = m[1]; sessionStorage.setItem("csrf", csrf); history.replaceState(null, "", "/ui/"); }
-  if (csrf) { live(); route(); } else show("login");
+  // the fragment (and the policy it opens, `gatehost ui --policy`): the
+  // token kept, and dropped from the address bar and history.
+  const m = location.hash.match(/^#login=([0-9a-f]+)(?:&policy=([A-Za-z0-9%_.~:-]+))?$/);
+  if (m) { localStorage.setItem("csrf", m[1]); history.replaceState(null, "", "/ui/" + (m[2] ? "#policy/" + m[2] : "")); }
+  if (csrf()) { live(); route(); } else show("login");
 });

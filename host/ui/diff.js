@@ -1,35 +1,47 @@
-// The diff's rendering: a patch parsed into lines (each added, removed or
-// context line knowing its file and its line number on each side), shown
-// unified or split. Everything agent-written goes through textContent.
+// The diff's rendering, from the daemon's structure (`GET
+// /v1/policies/{id}/diff`'s `files`: path, old path, kind, modes, counts
+// and hunks whose lines carry their kind and their number on each side),
+// never from the patch text read back: a name git quotes is shown as it
+// is, and an added line that reads like a header is an added line.
+// Shown unified or split. Everything agent-written goes through
+// textContent.
 "use strict";
-// A patch line's class: a file's headers, a hunk's, an added or removed line.
-function lineClass(l) {
-  if (l.startsWith("+++ ") || l.startsWith("--- ") || l.startsWith("diff --git ") || l.startsWith("index ")) return "file";
-  if (l.startsWith("@@")) return "hunk";
-  return l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : "";
+// A file's header: its name and what happened to it.
+function fileLabel(f) {
+  const what = [f.kind === "renamed" && f.from ? "renamed from " + f.from : f.kind];
+  if (f.oldMode && f.newMode && f.oldMode !== f.newMode) what.push("mode " + f.oldMode + " \u2192 " + f.newMode);
+  if (f.binary) what.push("binary"); else what.push("+" + f.added + " \u2212" + f.removed);
+  if (f.emptied) what.push("emptied");
+  return f.path + "  (" + what.join(", ") + ")";
 }
-// Each line of `patch`: {text, cls, file?, old?, new?}, `old`/`new` the
-// {path, line, side} it stands at on that side (a removed line has only
-// `old`, an added one only `new`, a context line both).
-function parsePatch(patch) {
-  let path = null, oldN = 0, newN = 0;
-  return patch.split("\n").map((text) => {
-    const cls = lineClass(text);
-    const item = { text, cls };
-    if (cls === "file") {
-      const g = text.match(/^diff --git a\/.* b\/(.*)$/);
-      if (g) item.file = g[1];
-      const m = g || text.match(/^\+\+\+ b\/(.*)$/);
-      if (m) path = m[1];
-    } else if (cls === "hunk") {
-      const m = text.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)/);
-      if (m) { oldN = Number(m[1]); newN = Number(m[2]); }
-    } else if (path && (cls === "add" || cls === "del" || text.startsWith(" "))) {
-      if (cls !== "add") item.old = { path, line: oldN++, side: "old" };
-      if (cls !== "del") item.new = { path, line: newN++, side: "new" };
+// A hunk's header as git writes it (a side of one line has no count).
+function hunkHeader(h) {
+  const range = (start, n) => n === 1 ? String(start) : start + "," + n;
+  return "@@ -" + range(h.oldStart, h.oldLines) + " +" + range(h.newStart, h.newLines) + " @@";
+}
+const MARK = { context: " ", added: "+", removed: "-" };
+const CLS = { context: "", added: "add", removed: "del" };
+// The items of `files`: {text, cls, file?, old?, new?}, `old`/`new` the
+// {path, line, side} a line stands at on that side (a removed line has
+// only `old`, an added one only `new`, a context line both).
+function fileItems(files) {
+  const out = [];
+  for (const f of files) {
+    out.push({ text: fileLabel(f), cls: "file", file: f.path });
+    if (f.binary) out.push({ text: "binary content: not shown", cls: "note" });
+    else if (f.cut) out.push({ text: "over the page's size: its lines are not shown", cls: "note" });
+    for (const h of f.hunks || []) {
+      out.push({ text: hunkHeader(h), cls: "hunk" });
+      for (const l of h.lines) {
+        const it = { text: MARK[l.kind] + l.text, cls: CLS[l.kind] };
+        if (l.old != null) it.old = { path: f.path, line: l.old, side: "old" };
+        if (l.new != null) it.new = { path: f.path, line: l.new, side: "new" };
+        out.push(it);
+        if (l.noNewline) out.push({ text: "\\ No newline at end of file", cls: "hunk" });
+      }
     }
-    return item;
-  });
+  }
+  return out;
 }
 // Syntax colouring where cheap: by the file's extension, a line at a time
 // (no state across lines, so a block comment or a multi-line string is not
@@ -92,11 +104,16 @@ function lineEl(text, cls, at, onComment) {
   }
   return e;
 }
-// One element a line, as `git diff` prints it.
+// A line's numbers in the gutter (CSS shows `data-ln` before the text,
+// outside its textContent).
+const num = (at) => String(at ? at.line : "").padStart(5);
+// One element a line, as `git diff` prints it, its old and new numbers in
+// the gutter.
 function renderUnified(items, onComment) {
   return items.map((it) => {
     const e = lineEl(it.text, it.cls, it.new || it.old, onComment);
     if (it.file) e.dataset.file = it.file;
+    if (it.old || it.new) e.dataset.ln = num(it.old) + " " + num(it.new);
     return e;
   });
 }
@@ -105,7 +122,12 @@ function renderUnified(items, onComment) {
 function renderSplit(items, onComment) {
   const out = [];
   let dels = [], adds = [];
-  const cell = (it, side) => it ? lineEl(it.text, (it.cls || "ctx") + " cell", it[side], onComment) : el("div", "", "cell empty");
+  const cell = (it, side) => {
+    if (!it) return el("div", "", "cell empty");
+    const e = lineEl(it.text, (it.cls || "ctx") + " cell", it[side], onComment);
+    e.dataset.ln = num(it[side]);
+    return e;
+  };
   const pair = (l, r) => { const row = el("div", undefined, "split-row"); row.append(cell(l, "old"), cell(r, "new")); return row; };
   const flush = () => {
     for (let i = 0; i < Math.max(dels.length, adds.length); i++) out.push(pair(dels[i], adds[i]));

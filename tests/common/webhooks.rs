@@ -131,6 +131,7 @@ pub fn receiver_answering(first: Option<&'static str>) -> Receiver {
                 "priority",
                 "tags",
                 "click",
+                "x-gatehost-link",
             ] {
                 if let Some(v) = headers.get(name).and_then(|v| v.parse().ok()) {
                     sig.insert(name, v);

@@ -133,6 +133,13 @@ fn notify_url_tells_a_person_of_a_hook_sessions_block_in_each_receivers_shape() 
             verifies(b"operator-secret", &seen(r)[0]),
             "{name}: signed by the operator's secret"
         );
+        // Every format carries the policy's page (issue 53: a raw
+        // receiver's body is the stored event, which has none).
+        assert_eq!(
+            header(&seen(r)[0], "x-gatehost-link"),
+            format!("https://desk.example/ui/#policy/{pid}"),
+            "{name}"
+        );
     }
     let all = d.all_events("");
     assert!(

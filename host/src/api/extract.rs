@@ -93,14 +93,34 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large(MAX_BODY)
-            } else {
-                ApiError::bad_request("body", format!("cannot read the body: {r}"))
-            }
-        })?;
-        decode(&bytes).map(JsonBody)
+        decode(&body_bytes(req, state).await?).map(JsonBody)
+    }
+}
+
+/// The request's body: 413 past [`MAX_BODY`], 400 when it cannot be read.
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(MAX_BODY)
+        } else {
+            ApiError::bad_request("body", format!("cannot read the body: {r}"))
+        }
+    })
+}
+
+/// A JSON body that may be left out: an empty body (or `null`) is `None`,
+/// anything else is decoded as [`JsonBody`] decodes it.
+pub(super) struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.trim_ascii().is_empty() {
+            return Ok(OptionalJsonBody(None));
+        }
+        decode(&bytes).map(OptionalJsonBody)
     }
 }
 

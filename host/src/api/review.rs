@@ -18,7 +18,8 @@
 use super::query::{DiffQuery, Query};
 use super::{ApiError, ApiResult, AppState, Credential, forwarded, ok};
 use crate::api::convert::ToWire;
-use crate::commit::patch::PageBounds;
+use crate::change::{Hunk, LineKind};
+use crate::commit::patch::{PageBounds, PatchFile};
 use crate::wire;
 use axum::extract::{Path, State};
 
@@ -89,23 +90,53 @@ pub(super) async fn page(
         base: got.base,
         commit: got.commit,
         head_moved: got.head_moved,
-        files: page
-            .files
-            .into_iter()
-            .map(|f| wire::DiffFile {
-                path: f.entry.path.to_string(),
-                from: f.entry.from.map(|p| p.to_string()),
-                kind: f.entry.kind.as_str().to_string(),
-                added: f.added,
-                removed: f.removed,
-                binary: f.binary,
-                cut: f.cut,
-            })
-            .collect(),
+        files: page.files.into_iter().map(diff_file).collect(),
         patch: page.patch,
         from,
         next_from: page.next,
         total_files: page.total,
         note,
     })
+}
+
+/// One file of a page, as the wire carries it: its hunks as data.
+fn diff_file(f: PatchFile) -> wire::DiffFile {
+    let (old_mode, new_mode) = (f.old_mode(), f.new_mode());
+    wire::DiffFile {
+        path: f.entry.path.to_string(),
+        from: f.entry.from.map(|p| p.to_string()),
+        kind: f.entry.kind.as_str().to_string(),
+        added: f.added,
+        removed: f.removed,
+        binary: f.binary,
+        cut: f.cut,
+        old_mode: old_mode.map(str::to_string),
+        new_mode: new_mode.map(str::to_string),
+        emptied: f.emptied,
+        hunks: f.hunks.into_iter().map(diff_hunk).collect(),
+    }
+}
+
+fn diff_hunk(h: Hunk) -> wire::DiffHunk {
+    wire::DiffHunk {
+        old_start: h.old_start,
+        old_lines: h.old_lines,
+        new_start: h.new_start,
+        new_lines: h.new_lines,
+        lines: h
+            .lines
+            .into_iter()
+            .map(|l| wire::DiffLine {
+                kind: match l.kind {
+                    LineKind::Context => wire::DiffLineKind::Context,
+                    LineKind::Added => wire::DiffLineKind::Added,
+                    LineKind::Removed => wire::DiffLineKind::Removed,
+                },
+                text: l.text,
+                old: l.old,
+                new: l.new,
+                no_newline: l.no_newline,
+            })
+            .collect(),
+    }
 }

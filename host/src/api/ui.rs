@@ -13,8 +13,10 @@
 //! token in `X-CSRF-Token`: a browser sends the cookie to every port of
 //! `localhost` (cookies ignore ports), so a dev server on another port
 //! receives it on the operator's visits; the token is kept by the page in
-//! its `sessionStorage`, which only the page's exact origin (scheme, host
-//! and port) can read, so the cookie alone authorises nothing. A
+//! its `localStorage`, which only the page's exact origin (scheme, host
+//! and port) can read (and each of its tabs: a deep link opened in a new
+//! tab needs no login while the cookie lives), so the cookie alone
+//! authorises nothing. A
 //! state-changing call (any method but GET/HEAD) also needs a same-origin
 //! request (`Origin` equal to the daemon's own `Host`, and
 //! `Sec-Fetch-Site`, when sent, `same-origin`). The bearer-token API is
@@ -22,10 +24,11 @@
 //!
 //! A one-time login link (`gatehost ui`): `POST /v1/ui/link` (operator
 //! only) makes a random code, good once and for [`LINK_TTL`] (only its
-//! SHA-256 is kept, in memory); `GET /ui/login?code=…` spends it for a
-//! login cookie and redirects to the page, the CSRF token in the URL's
-//! fragment (never sent to a server; the page reads it and drops it from
-//! the address bar). A used, expired or unknown code is refused. This module
+//! SHA-256 is kept, in memory, with the policy whose page it lands on, if
+//! any); `GET /ui/login?code=…` spends it for a login cookie and redirects
+//! to the page, the CSRF token (and the policy) in the URL's fragment
+//! (never sent to a server; the page reads it and drops the token from the
+//! address bar). A used, expired or unknown code is refused. This module
 //! owns the page and the cookie sessions; it must never change a policy
 //! itself (the `/v1` routes do).
 
@@ -68,7 +71,14 @@ struct Login {
 #[derive(Clone, Default)]
 pub struct Sessions {
     inner: Arc<Mutex<HashMap<[u8; 32], Login>>>,
-    codes: Arc<Mutex<HashMap<[u8; 32], Instant>>>,
+    codes: Arc<Mutex<HashMap<[u8; 32], Code>>>,
+}
+
+/// An unspent login code: when it expires, and the policy whose page it
+/// lands on (none: the inbox).
+struct Code {
+    expires: Instant,
+    policy: Option<String>,
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -121,28 +131,38 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 impl Sessions {
-    /// A new one-time login code, good for [`LINK_TTL`].
-    fn new_code(&self) -> String {
+    /// A new one-time login code, good for [`LINK_TTL`] (a test build's
+    /// hook may shorten it), landing on `policy`'s page when spent.
+    fn new_code(&self, policy: Option<String>) -> String {
         let code = fresh_secret();
+        let ttl = crate::test_hooks::login_link_ttl().unwrap_or(LINK_TTL);
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        codes.retain(|_, expires| *expires > now);
+        codes.retain(|_, c| c.expires > now);
         if codes.len() >= MAX_CODES
-            && let Some(oldest) = codes.iter().min_by_key(|(_, e)| **e).map(|(k, _)| *k)
+            && let Some(oldest) = codes.iter().min_by_key(|(_, c)| c.expires).map(|(k, _)| *k)
         {
             codes.remove(&oldest);
         }
-        codes.insert(digest(&code), now + LINK_TTL);
+        codes.insert(
+            digest(&code),
+            Code {
+                expires: now + ttl,
+                policy,
+            },
+        );
         code
     }
 
-    /// Spends `code`: true once for a code made by [`Self::new_code`] and
-    /// not yet expired; a spent code is gone whatever the answer.
-    fn spend_code(&self, code: &str) -> bool {
+    /// Spends `code`: `Some(where it lands)` once for a code made by
+    /// [`Self::new_code`] and not yet expired; a spent code is gone
+    /// whatever the answer.
+    fn spend_code(&self, code: &str) -> Option<Option<String>> {
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         codes
             .remove(&digest(code))
-            .is_some_and(|expires| expires > Instant::now())
+            .filter(|c| c.expires > Instant::now())
+            .map(|c| c.policy)
     }
 
     /// Ends every login and every unspent login code: the operator token
@@ -276,18 +296,31 @@ fn session_cookie(st: &AppState) -> Result<(HeaderValue, String), ApiError> {
     Ok((v, csrf))
 }
 
-/// `POST /v1/ui/link` (operator): a one-time login link, `{url, path,
-/// expiresInSeconds}`; `url` is on the page's address on this machine
-/// (`AppState::page`: `localhost` only when the daemon holds both of its
-/// addresses), never on one taken from the request.
-pub(super) async fn link(State(st): State<AppState>, _: super::Operator) -> ApiResult {
-    let code = st.ui.new_code();
+/// `POST /v1/ui/link {policy?}` (operator): a one-time login link, `{url,
+/// path, expiresInSeconds}`; `url` is on the page's address on this
+/// machine (`AppState::page`: `localhost` only when the daemon holds both
+/// of its addresses), never on one taken from the request. With `policy`
+/// (which must exist: 404) the link lands on that policy's page; the
+/// target is kept with the code, never carried in the link.
+pub(super) async fn link(
+    State(st): State<AppState>,
+    _: super::Operator,
+    super::extract::OptionalJsonBody(b): super::extract::OptionalJsonBody<
+        crate::wire::UiLinkRequest,
+    >,
+) -> ApiResult {
+    let policy = b.unwrap_or_default().policy;
+    if let Some(id) = &policy {
+        st.engine.policy(id)?;
+    }
+    let ttl = crate::test_hooks::login_link_ttl().unwrap_or(LINK_TTL);
+    let code = st.ui.new_code(policy);
     let path = format!("/ui/login?code={code}");
     tracing::info!("a one-time login link for the page was made");
     super::ok(crate::wire::UiLink {
         url: format!("{}{path}", st.page),
         path,
-        expires_in_seconds: LINK_TTL.as_secs(),
+        expires_in_seconds: ttl.as_secs(),
     })
 }
 
@@ -298,8 +331,7 @@ pub(super) async fn login_link(
     State(st): State<AppState>,
     super::query::Query(q): super::query::Query<super::query::LoginLinkQuery>,
 ) -> ApiResult {
-    let spent = q.code.is_some_and(|c| st.ui.spend_code(&c));
-    if !spent {
+    let Some(lands) = q.code.and_then(|c| st.ui.spend_code(&c)) else {
         tracing::warn!("a login link was refused: used, expired or unknown");
         let body = "This login link was already used, has expired (links last 2 minutes) or is unknown: run `gatehost ui` again.\n";
         return Ok(secured(
@@ -310,13 +342,18 @@ pub(super) async fn login_link(
             )
                 .into_response(),
         ));
-    }
+    };
     let (cookie, csrf) = session_cookie(&st)?;
-    let mut r = (
-        StatusCode::SEE_OTHER,
-        [(header::LOCATION, format!("/ui/#login={csrf}"))],
-    )
-        .into_response();
+    // The policy's page after the login: its id encoded, in the fragment
+    // the page reads (never a URL of another place).
+    let to = match lands {
+        Some(id) => format!(
+            "/ui/#login={csrf}&policy={}",
+            crate::notify::percent_encoded(&id)
+        ),
+        None => format!("/ui/#login={csrf}"),
+    };
+    let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
     r.headers_mut().insert(header::SET_COOKIE, cookie);
     Ok(secured(r))
 }
@@ -394,16 +431,21 @@ mod tests {
     #[test]
     fn a_login_code_is_spent_once_and_only_if_it_was_made() {
         let s = Sessions::default();
-        let code = s.new_code();
-        assert!(!s.spend_code("not-a-code"));
-        assert!(s.spend_code(&code), "first use");
-        assert!(!s.spend_code(&code), "second use");
-        let expired = s.new_code();
-        s.codes
-            .lock()
-            .expect("codes")
-            .insert(digest(&expired), Instant::now());
-        assert!(!s.spend_code(&expired), "expired");
+        let code = s.new_code(None);
+        assert_eq!(s.spend_code("not-a-code"), None);
+        assert_eq!(s.spend_code(&code), Some(None), "first use");
+        assert_eq!(s.spend_code(&code), None, "second use");
+        let to = s.new_code(Some("pol_1".into()));
+        assert_eq!(s.spend_code(&to), Some(Some("pol_1".into())), "lands");
+        let expired = s.new_code(None);
+        s.codes.lock().expect("codes").insert(
+            digest(&expired),
+            Code {
+                expires: Instant::now(),
+                policy: None,
+            },
+        );
+        assert_eq!(s.spend_code(&expired), None, "expired");
     }
 
     #[test]

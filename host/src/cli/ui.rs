@@ -1,5 +1,6 @@
 //! `gatehost ui`: prints a one-time login link for the daemon's web page
-//! (`POST /v1/ui/link`, operator token), and with `--open` hands it to
+//! (`POST /v1/ui/link`, operator token; `--policy ID` lands on that
+//! policy's page), and with `--open` hands it to
 //! `xdg-open`. It owns that command only; it must never keep the link or
 //! the token anywhere.
 
@@ -18,6 +19,10 @@ pub struct UiArgs {
     /// Also open the link in the desktop's browser (xdg-open).
     #[arg(long)]
     pub open: bool,
+    /// Land on this policy's page rather than the inbox (the daemon checks
+    /// it exists).
+    #[arg(long, value_name = "ID")]
+    pub policy: Option<String>,
 }
 
 impl UiArgs {
@@ -54,7 +59,7 @@ pub(super) fn run(args: UiArgs) -> CliResult<i32> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new("runtime", format!("cannot start the runtime: {e}")))?;
-    let link = rt.block_on(client.ui_link())?;
+    let link = rt.block_on(client.ui_link(args.policy.as_deref()))?;
     // On the page's address the daemon answered with: one it holds whole
     // (`localhost` only when it listens on both of localhost's addresses).
     let url = link.url.clone();

@@ -3,7 +3,8 @@
 //! line, and the policy watches its members again (their next turn gates
 //! it again, on a new snapshot).
 //!
-//! It owns the comments' checks and the nudge's text ([`changes_nudge`], a
+//! It owns the comments' checks (their shape, and that each stands at a
+//! line the reviewed diff shows: [`in_diff`]) and the nudge's text ([`changes_nudge`], a
 //! pure function). It must never change a policy's state but through
 //! `Policies::transition`, and never put anything the agent wrote in the
 //! nudge.
@@ -74,6 +75,52 @@ pub(super) fn checked_comments(
     Ok(out)
 }
 
+/// Whether every comment stands at a line of the diff reviewed (`files`:
+/// the patch's files at the comments' paths, as the page showed them):
+/// its path a file of the diff, its line one the diff shows on its side
+/// (an added or context line on the new side, a removed or context line
+/// on the old). The first that does not is named by its field.
+pub(super) fn in_diff(
+    comments: &[LineComment],
+    files: &[crate::commit::patch::PatchFile],
+) -> Result<(), (String, String)> {
+    for (i, c) in comments.iter().enumerate() {
+        let side = match c.side {
+            DiffSide::New => "new",
+            DiffSide::Old => "old",
+        };
+        let Some(file) = files.iter().find(|f| f.entry.path == c.path.as_bytes()) else {
+            return Err((
+                format!("comments[{i}].path"),
+                format!(
+                    "{:?} is not a file of this change's diff: comment on a line the diff shows",
+                    c.path
+                ),
+            ));
+        };
+        let shown = file.hunks.iter().flat_map(|h| &h.lines).any(|l| {
+            let at = match c.side {
+                DiffSide::New => l.new,
+                DiffSide::Old => l.old,
+            };
+            at == Some(c.line)
+        });
+        if !shown {
+            let why = if file.hunks.is_empty() {
+                "the diff shows none of its lines (binary, a rename or a mode change alone)"
+                    .to_string()
+            } else {
+                format!("that line of its {side} side is not one the diff shows")
+            };
+            return Err((
+                format!("comments[{i}].line"),
+                format!("{}:{} ({side} side): {why}", c.path, c.line),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The nudge "request changes" sends: the host's fixed text, the policy's
 /// id (the host's own, `pol_…`), then each comment as `- PATH:LINE` (`(old
 /// side)` for a line of the file as it was) with its body quoted line by
@@ -116,6 +163,17 @@ impl Policies {
         let message = changes_nudge(id, &comments);
         let current = engine.policy(id)?;
         stored::damaged(&current)?;
+        // Each comment at a line of the diff reviewed (a moved snapshot is
+        // refused first, as the write below would).
+        if awaits_ack(current.status) {
+            super::ack::reviewed_tree(id, stored::plan_required(&current)?, Some(tree))?;
+            let mut paths: Vec<String> = comments.iter().map(|c| c.path.clone()).collect();
+            paths.sort();
+            paths.dedup();
+            let files = self.patch_files(&current, paths).await?;
+            in_diff(&comments, &files)
+                .map_err(|(field, message)| super::sessions::invalid(&field, message))?;
+        }
         let input = stored::spec(&current)?;
         let alive = self.alive_members(input)?;
         let (p, step) = engine.write(|tx| {
@@ -173,6 +231,8 @@ impl Policies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::change::{ChangeKind, Hunk, HunkLine, LineKind};
+    use crate::commit::patch::{PatchEntry, PatchFile};
 
     fn c(path: &str, line: u32, side: DiffSide, body: &str) -> LineComment {
         LineComment {
@@ -181,6 +241,97 @@ mod tests {
             side,
             body: body.into(),
         }
+    }
+
+    /// A file of the diff whose one hunk holds these lines (kind, old, new).
+    fn file(path: &str, lines: &[(LineKind, Option<u32>, Option<u32>)]) -> PatchFile {
+        PatchFile {
+            entry: PatchEntry {
+                path: path.into(),
+                from: None,
+                kind: ChangeKind::Modified,
+                old: None,
+                new: None,
+            },
+            added: 0,
+            removed: 0,
+            binary: false,
+            cut: false,
+            hunks: vec![Hunk {
+                old_start: 1,
+                old_lines: 0,
+                new_start: 1,
+                new_lines: 0,
+                lines: lines
+                    .iter()
+                    .map(|&(kind, old, new)| HunkLine {
+                        kind,
+                        text: String::new(),
+                        old,
+                        new,
+                        no_newline: false,
+                    })
+                    .collect(),
+            }],
+            emptied: false,
+        }
+    }
+
+    #[test]
+    fn a_comment_stands_at_a_line_the_diff_shows_on_its_side_or_is_refused_by_field() {
+        use LineKind::*;
+        let files = [
+            file(
+                "docs/\u{dc}berblick.md",
+                &[
+                    (Context, Some(1), Some(1)),
+                    (Removed, Some(2), None),
+                    (Added, None, Some(2)),
+                ],
+            ),
+            file("app.py", &[(Added, None, Some(1))]),
+            {
+                let mut f = file("img.png", &[]);
+                f.hunks.clear();
+                f.binary = true;
+                f
+            },
+        ];
+        let ok = |cs: &[LineComment]| in_diff(cs, &files);
+        // Each side's lines: context on both, added on the new, removed on
+        // the old.
+        for (line, side) in [
+            (1, DiffSide::New),
+            (1, DiffSide::Old),
+            (2, DiffSide::New),
+            (2, DiffSide::Old),
+        ] {
+            assert_eq!(
+                ok(&[c("docs/\u{dc}berblick.md", line, side, "x")]),
+                Ok(()),
+                "{line} {side:?}"
+            );
+        }
+        assert_eq!(ok(&[c("app.py", 1, DiffSide::New, "x")]), Ok(()));
+        // Not in the diff: the wrong side, a line past the hunk, a file the
+        // diff does not hold, a file with no lines; the field names which.
+        let refused = |cs: &[LineComment]| ok(cs).expect_err("refused");
+        assert_eq!(
+            refused(&[c("app.py", 1, DiffSide::Old, "x")]).0,
+            "comments[0].line"
+        );
+        let (field, message) = refused(&[
+            c("app.py", 1, DiffSide::New, "x"),
+            c("docs/\u{dc}berblick.md", 3, DiffSide::New, "x"),
+        ]);
+        assert_eq!(field, "comments[1].line");
+        assert!(message.contains("berblick.md:3 (new side)"), "{message}");
+        let (field, message) = refused(&[c("src/elsewhere.rs", 1, DiffSide::New, "x")]);
+        assert_eq!(field, "comments[0].path");
+        assert!(message.contains("src/elsewhere.rs"), "{message}");
+        let (field, message) = refused(&[c("img.png", 1, DiffSide::New, "x")]);
+        assert_eq!(field, "comments[0].line");
+        assert!(message.contains("binary"), "{message}");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use super::Policies;
 use super::{EngineError, EngineResult, stored};
-use crate::commit::patch::{self, PageBounds, PatchPage, PatchSpec};
+use crate::commit::patch::{self, PageBounds, PatchFile, PatchPage, PatchSpec};
 use crate::store::PolicyRow;
 use gix::ObjectId;
 use std::path::Path;
@@ -37,17 +37,22 @@ fn oid(hex: &str, what: &str, p: &PolicyRow) -> EngineResult<ObjectId> {
     })
 }
 
+/// What a policy's patch is computed from.
+struct Source {
+    workspace: String,
+    spec: PatchSpec,
+    base: Option<String>,
+    head_moved: bool,
+    tree: String,
+}
+
 impl Policies {
-    /// One page of the patch `id` commits (or committed). A policy with no
-    /// snapshot yet (still watching or gating, or not a commit policy) is
-    /// a conflict; an unknown one is not found.
-    pub(crate) async fn policy_patch(
-        &self,
-        id: &str,
-        bounds: PageBounds,
-    ) -> EngineResult<PolicyPatch> {
-        let p = self.engine().policy(id)?;
-        stored::damaged(&p)?;
+    /// What `p`'s patch diffs: its commit against its parent once made,
+    /// else its snapshot's tree against where its branch is now (its
+    /// commit paths only). A policy with no snapshot yet (still watching
+    /// or gating, or not a commit policy) is a conflict.
+    async fn patch_source(&self, p: &PolicyRow) -> EngineResult<Source> {
+        let id = &p.id;
         let no_diff = |why: &str| EngineError::Conflict {
             code: "no-diff",
             message: format!(
@@ -55,22 +60,18 @@ impl Policies {
                 p.status.as_str()
             ),
         };
-        let plan = stored::plan(&p)?;
-        let commit = p.commit_sha.clone();
+        let plan = stored::plan(p)?;
         let snapshot = plan.as_ref().and_then(|pl| pl.snapshot.clone());
-        if commit.is_none() && snapshot.is_none() {
+        if p.commit_sha.is_none() && snapshot.is_none() {
             return Err(no_diff(if plan.is_some() {
                 "it was not gated on a snapshot"
             } else {
                 "it has no snapshot to diff"
             }));
         }
-        let workspace = self.workspace_of(&p)?;
-        let fail = |e: crate::commit::CommitError| EngineError::Conflict {
-            code: "diff-failed",
-            message: format!("the diff of policy {id} cannot be read: {e}"),
-        };
-        let (spec, base, head_moved, tree) = match (&commit, &snapshot) {
+        let workspace = self.workspace_of(p)?;
+        let fail = |e: crate::commit::CommitError| diff_failed(id, e);
+        let (spec, base, head_moved, tree) = match (&p.commit_sha, &snapshot) {
             (Some(sha), _) => {
                 let (ws, sha) = (workspace.clone(), sha.clone());
                 let (base, tree) =
@@ -78,7 +79,7 @@ impl Policies {
                         .await
                         .map_err(|e| EngineError::task_failed("the diff task", e))?
                         .map_err(fail)?;
-                let parent = stored::prepared(&p)?.and_then(|pr| pr.parent.clone());
+                let parent = stored::prepared(p)?.and_then(|pr| pr.parent.clone());
                 (
                     PatchSpec {
                         base,
@@ -102,7 +103,7 @@ impl Policies {
                 (
                     PatchSpec {
                         base: head_tree,
-                        tree: oid(&snap.tree, "snapshot tree", &p)?,
+                        tree: oid(&snap.tree, "snapshot tree", p)?,
                         paths: Some(snap.paths.clone()),
                     },
                     head,
@@ -112,18 +113,63 @@ impl Policies {
             }
             (None, None) => return Err(no_diff("it has no snapshot to diff")),
         };
-        let ws = workspace.clone();
+        Ok(Source {
+            workspace,
+            spec,
+            base,
+            head_moved,
+            tree,
+        })
+    }
+
+    /// One page of the patch `id` commits (or committed). A policy with no
+    /// snapshot yet is a conflict; an unknown one is not found.
+    pub(crate) async fn policy_patch(
+        &self,
+        id: &str,
+        bounds: PageBounds,
+    ) -> EngineResult<PolicyPatch> {
+        let p = self.engine().policy(id)?;
+        stored::damaged(&p)?;
+        let src = self.patch_source(&p).await?;
+        let (ws, spec) = (src.workspace, src.spec);
         let page = tokio::task::spawn_blocking(move || patch::page(Path::new(&ws), &spec, bounds))
             .await
             .map_err(|e| EngineError::task_failed("the diff task", e))?
-            .map_err(fail)?;
+            .map_err(|e| diff_failed(id, e))?;
         Ok(PolicyPatch {
+            commit: p.commit_sha.clone(),
             policy: p,
-            tree,
-            base,
-            commit,
-            head_moved,
+            tree: src.tree,
+            base: src.base,
+            head_moved: src.head_moved,
             page,
         })
+    }
+
+    /// The files of `p`'s patch at `paths`, whole (the comments' check:
+    /// whether each line is one of the diff's).
+    pub(super) async fn patch_files(
+        &self,
+        p: &PolicyRow,
+        paths: Vec<String>,
+    ) -> EngineResult<Vec<PatchFile>> {
+        let src = self.patch_source(p).await?;
+        let (ws, spec) = (src.workspace, src.spec);
+        let id = p.id.clone();
+        tokio::task::spawn_blocking(move || {
+            let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+            patch::files_at(Path::new(&ws), &spec, &paths)
+        })
+        .await
+        .map_err(|e| EngineError::task_failed("the diff task", e))?
+        .map_err(|e| diff_failed(&id, e))
+    }
+}
+
+fn diff_failed(id: &str, e: crate::commit::CommitError) -> EngineError {
+    EngineError::Conflict {
+        code: "diff-failed",
+        message: format!("the diff of policy {id} cannot be read: {e}"),
     }
 }

@@ -28,13 +28,13 @@ pub fn policy_link(base: &str, policy_id: &str) -> String {
     format!(
         "{}/ui/#policy/{}",
         base.trim_end_matches('/'),
-        utf8_percent(policy_id)
+        percent_encoded(policy_id)
     )
 }
 
 /// `id` with every byte but unreserved ones percent-encoded (ids are
 /// validated names, but a link must never be steered by one).
-fn utf8_percent(id: &str) -> String {
+pub fn percent_encoded(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for b in id.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~' | b':') {

@@ -190,8 +190,30 @@ fn the_page_in_a_real_browser_reviews_approves_rejects_requests_changes_and_page
     assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD"]).trim(), sha);
     assert_eq!(git_out(&s.ws, &["rev-parse", "HEAD~1"]), head);
     let committed = git_out(&s.ws, &["diff", "--full-index", "HEAD~1", "HEAD"]);
+    // The hunks shown (drawn from the daemon's structure, not its text)
+    // are git's, from the first `@@` on; the file's header is the page's.
+    let hunks = &committed[committed.find("\n@@").expect("a hunk") + 1..];
     let shown = seen["diff"].as_str().expect("diff");
-    assert_eq!(without_context(shown), without_context(&committed));
+    assert_eq!(without_context(shown), without_context(hunks.trim_end()));
+    assert_eq!(
+        seen["fileHeaders"],
+        json!(["src/lib.rs  (modified, +3 \u{2212}1)"]),
+        "{seen:#}"
+    );
+    // Each line's numbers in the gutter: old and new, blank on the side a
+    // line is not on.
+    assert_eq!(
+        seen["gutters"],
+        json!([
+            "    1     1",
+            "    2      ",
+            "          2",
+            "    3     3",
+            "          4",
+            "          5"
+        ]),
+        "{seen:#}"
+    );
     // A 390 px screen: approve and reject shown whole, nothing wider.
     for b in ["approve", "reject"] {
         assert_eq!(seen["mobile"][b]["visible"], true, "{b}: {seen:#}");

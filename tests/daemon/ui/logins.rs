@@ -176,6 +176,19 @@ fn a_one_time_login_link_works_once_and_only_the_operator_makes_one() {
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(run.stdout.trim().is_empty(), "no link: {}", run.stdout);
 
+    // The route takes no body, `null`, or `{policy}` (which must exist);
+    // anything else is refused, naming the field.
+    for (body, want) in [
+        (None, 200),
+        (Some(Value::Null), 200),
+        (Some(json!({"policy": pid})), 200),
+        (Some(json!({"policy": "pol_nope"})), 404),
+        (Some(json!({"next": "https://elsewhere.example/"})), 400),
+    ] {
+        let (code, answer) = d.post("/v1/ui/link", &d.operator, body.clone());
+        assert_eq!(code, want, "{body:?}: {answer}");
+    }
+
     // `gatehost ui` with the operator token prints the link.
     let run = d.cli_ok(&["ui", "--json"], &d.operator);
     let link = run.json();

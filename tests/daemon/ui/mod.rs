@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 mod browser;
+mod comments;
 mod login_link;
 mod logins;
 mod review;

@@ -86,6 +86,33 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
     );
     assert_eq!(a.status, 400, "{}", a.body);
     assert_has(&a.body, "comments[0].line");
+    // Outside the diff (issue 53): a line the diff does not show, the old
+    // side of an added file, a file it does not hold; each named.
+    for (comment, field, says) in [
+        (
+            json!({"path": "src/lib.rs", "line": 99, "side": "new", "body": "x"}),
+            "comments[1].line",
+            "src/lib.rs:99 (new side)",
+        ),
+        (
+            json!({"path": "src/lib.rs", "line": 1, "side": "old", "body": "x"}),
+            "comments[1].line",
+            "src/lib.rs:1 (old side)",
+        ),
+        (
+            json!({"path": "README.md", "line": 1, "side": "new", "body": "x"}),
+            "comments[1].path",
+            "not a file of this change's diff",
+        ),
+    ] {
+        let a = page.post(
+            &route,
+            json!({"tree": tree, "comments": [comments[0].clone(), comment]}),
+        );
+        assert_eq!(a.status, 400, "{}", a.body);
+        assert_has(&a.body, field);
+        assert_has(&a.body, says);
+    }
     assert_eq!(d.policy(&pid)["status"], "awaiting-ack");
     assert!(d.nudge_messages(&pid).is_empty());
 

@@ -142,7 +142,11 @@ def run(page, args, out):
     page.click(f"#waiting a[href='#policy/{approve_id}']")
     expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
     page.wait_for_selector("#p-diff .add", timeout=WAIT)
-    out["diff"] = "\n".join(lines_of(page, "#p-diff > div"))
+    # The hunks' rows (headers and lines) apart from the files' headers,
+    # which are the page's own (a name, what happened to it).
+    out["diff"] = "\n".join(lines_of(page, "#p-diff > div:not(.file)"))
+    out["fileHeaders"] = lines_of(page, "#p-diff > div.file")
+    out["gutters"] = page.eval_on_selector_all("#p-diff > div[data-ln]", "els => els.map(e => e.dataset.ln)")
     out["added"] = lines_of(page, "#p-diff .add")
     out["removed"] = lines_of(page, "#p-diff .del")
     # Syntax colouring (src/lib.rs: Rust): keywords and numbers as spans,

@@ -29,7 +29,7 @@ from harness import WAIT, main
 # buttons do. Returns {status, body}.
 FETCH = """async ([method, path, body]) => {
   const r = await fetch(path, {method, credentials: "same-origin",
-    headers: {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")},
+    headers: {"Content-Type": "application/json", "X-CSRF-Token": localStorage.getItem("csrf")},
     body: body ? JSON.stringify(body) : undefined});
   return {status: r.status, body: await r.json().catch(() => ({}))};
 }"""
@@ -37,7 +37,7 @@ FETCH = """async ([method, path, body]) => {
 # An assertion for `purpose`, asked with `userVerification` as given (the
 # page always asks "required"): {ceremony, credential} or {error}.
 ASSERT = """async ([purpose, uv]) => {
-  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": localStorage.getItem("csrf")};
   const r = await fetch("/v1/passkeys/challenge", {method: "POST", credentials: "same-origin", headers,
     body: JSON.stringify(purpose)});
   const c = await r.json();
@@ -53,7 +53,7 @@ ASSERT = """async ([purpose, uv]) => {
 # Registers a passkey named `name` with `assertion` (a registered one's,
 # for adding a passkey): {status, body} of the last call, or {error}.
 REGISTER = """async ([name, assertion]) => {
-  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": localStorage.getItem("csrf")};
   let r = await fetch("/v1/passkeys/register", {method: "POST", credentials: "same-origin", headers,
     body: JSON.stringify({name, assertion})});
   const c = await r.json();
@@ -72,7 +72,7 @@ REGISTER = """async ([name, assertion]) => {
 # Begins a registration (POST /v1/passkeys/register with `body`) and keeps
 # its options in the page: {status, code, ceremony}.
 BEGIN = """async (body) => {
-  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": localStorage.getItem("csrf")};
   const r = await fetch("/v1/passkeys/register", {method: "POST", credentials: "same-origin", headers,
     body: JSON.stringify(body)});
   const c = await r.json();
@@ -84,7 +84,7 @@ BEGIN = """async (body) => {
 
 # Finishes registration `ceremony` begun by BEGIN: {status, code} or {error}.
 FINISH = """async (ceremony) => {
-  const headers = {"Content-Type": "application/json", "X-CSRF-Token": sessionStorage.getItem("csrf")};
+  const headers = {"Content-Type": "application/json", "X-CSRF-Token": localStorage.getItem("csrf")};
   const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(window.held[ceremony]);
   publicKey.timeout = 10000;
   let cred;

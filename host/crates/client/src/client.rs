@@ -571,9 +571,13 @@ impl Client {
         .await
     }
 
-    /// A one-time login link for the web page (operator token).
-    pub async fn ui_link(&self) -> ClientResult<crate::wire::UiLink> {
-        self.post("/v1/ui/link", &()).await
+    /// A one-time login link for the web page (operator token), landing
+    /// on `policy`'s page when given (the inbox otherwise).
+    pub async fn ui_link(&self, policy: Option<&str>) -> ClientResult<crate::wire::UiLink> {
+        let body = crate::wire::UiLinkRequest {
+            policy: policy.map(str::to_string),
+        };
+        self.post("/v1/ui/link", &body).await
     }
 
     /// Replaces the daemon's tokens (operator token): the answer names

@@ -17,7 +17,10 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+mod diff;
 mod records;
+
+pub use diff::{DiffFile, DiffHunk, DiffLine, DiffLineKind, PolicyDiff};
 
 /// `POST /v1/policies` takes an attach input, parsed as the daemon parses
 /// it.
@@ -221,7 +224,18 @@ pub struct UiLogin {
     pub csrf: String,
 }
 
-/// `POST /v1/ui/link`: a one-time login link for the web page.
+/// `POST /v1/ui/link` (operator; the body may be empty or `null`): where
+/// the link lands once spent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiLinkRequest {
+    /// A policy whose page the link opens (it must exist); none: the
+    /// inbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// `POST /v1/ui/link`'s answer: a one-time login link for the web page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UiLink {
@@ -504,62 +518,6 @@ pub struct EventPage {
     pub next_cursor: i64,
     /// The oldest cursor retention kept: a `since` below it missed events.
     pub oldest_cursor: Option<i64>,
-}
-
-/// `GET /v1/policies/{id}/diff`: one page of the exact patch the policy
-/// commits (or committed), `git diff --full-index` style.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyDiff {
-    /// The policy whose patch this is.
-    pub policy_id: String,
-    /// The policy's status when the page was made.
-    pub status: PolicyStatus,
-    /// The tree committed: the snapshot's, or the commit's.
-    pub tree: String,
-    /// The commit the patch is against: where the branch is now (before
-    /// the commit) or the commit's parent (after); null for none.
-    pub base: Option<String>,
-    /// The commit made, once it is.
-    pub commit: Option<String>,
-    /// The branch moved since the snapshot was taken.
-    pub head_moved: bool,
-    /// This page's files, in the patch's order.
-    pub files: Vec<DiffFile>,
-    /// This page's text (whole files, except one marked `cut`).
-    pub patch: String,
-    /// The index of this page's first file among all of them.
-    pub from: usize,
-    /// `from` of the next page; null on the last.
-    pub next_from: Option<usize>,
-    /// How many files the whole patch has.
-    pub total_files: usize,
-    /// Why the page is not the whole patch, for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// One file of a [`PolicyDiff`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DiffFile {
-    /// The file's path (after a rename, its new one).
-    pub path: String,
-    /// The path before a rename.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    /// added, modified, deleted or renamed.
-    pub kind: String,
-    /// Lines added.
-    pub added: u64,
-    /// Lines removed.
-    pub removed: u64,
-    /// A binary file: counted, its contents not shown.
-    pub binary: bool,
-    /// Its hunks were over the page's bound: the page holds its headers
-    /// only.
-    #[serde(default)]
-    pub cut: bool,
 }
 
 /// `GET /v1/sessions/{id}/next-event`.

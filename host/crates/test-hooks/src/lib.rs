@@ -110,6 +110,16 @@ pub fn config_poll() -> bool {
     var!("NO_CONFIG_POLL").is_none()
 }
 
+/// `LOGIN_LINK_TTL_MS=N`: the page's one-time login links last N
+/// milliseconds instead of two minutes, so that a test opens an expired
+/// one without waiting (`tests/daemon/ui/login_link.rs`); `None` unset or
+/// not a number.
+pub fn login_link_ttl() -> Option<Duration> {
+    var!("LOGIN_LINK_TTL_MS")
+        .and_then(|v| v.to_str().and_then(|v| v.parse::<u64>().ok()))
+        .map(Duration::from_millis)
+}
+
 /// `NO_SWEEP`: false when set, and then the daemon never sweeps, so that
 /// a test sees what re-drives a policy without it (a reload that enables
 /// supervision: `tests/daemon_live_config.rs`, `tests/daemon_watchdog.rs`).

@@ -16,6 +16,9 @@
 use gix::bstr::{BStr, BString, ByteSlice};
 use std::borrow::Cow;
 
+pub mod hunks;
+pub use hunks::{Hunk, HunkLine, LineKind};
+
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
@@ -74,6 +77,10 @@ pub struct FileChange {
     /// (its headers only when the change was computed for its counts, or
     /// its content was capped).
     pub hunks: String,
+    /// The same hunks as data (lines with their kind and numbers), when
+    /// the change was computed for them (`Detail::Lines`); empty
+    /// otherwise, and for binary or capped content.
+    pub lines: Vec<Hunk>,
     /// Set when the file's content was left out of the change set (its
     /// hunks are its headers only, its counts 0): which cap and why. A
     /// gate given the change says so in its verdict.
@@ -356,6 +363,7 @@ fn read_file(lines: &[&str], start: usize) -> (Option<FileChange>, usize) {
         removed,
         binary,
         hunks: lines[start..i].join("\n") + "\n",
+        lines: Vec::new(),
         capped: None,
     });
     (file, i)

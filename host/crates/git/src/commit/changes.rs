@@ -235,6 +235,8 @@ pub enum Detail {
     Counts,
     /// The same and the file's hunks, rendered.
     Hunks,
+    /// The same and the hunks as data too (`FileChange::lines`).
+    Lines,
 }
 
 /// The changes under `paths` (commit paths), one entry per file, reading
@@ -318,6 +320,7 @@ pub(super) fn diff_content(
                     && total.get() + change.hunks.len() as u64 > caps.total_bytes
                 {
                     change.hunks = headers_of(&change.hunks);
+                    change.lines.clear();
                     change.capped = Some(Capped::Total {
                         cap: caps.total_bytes,
                     });
@@ -489,6 +492,7 @@ fn capped_change(
         removed: 0,
         binary: false,
         hunks: out,
+        lines: Vec::new(),
         capped: Some(capped),
     }
 }
@@ -587,6 +591,7 @@ pub(super) fn file_change(
     };
     let (mut added, mut removed, mut binary) = (0u64, 0u64, false);
     let mut capped = None;
+    let mut lines = Vec::new();
     match (as_text(old_bytes), as_text(new_bytes)) {
         (Some(o), Some(n)) => {
             if o == n && old.map(|v| v.kind) == new.map(|v| v.kind) {
@@ -605,7 +610,7 @@ pub(super) fn file_change(
                         }
                     }
                 }
-                if detail == Detail::Hunks {
+                if detail != Detail::Counts {
                     let headers = out.len();
                     let mut unified = diff.unified_diff();
                     unified.context_radius(3);
@@ -614,10 +619,14 @@ pub(super) fn file_change(
                             let _ = writeln!(out, "--- {from}\n+++ {to}");
                         }
                         let _ = write!(out, "{hunk}");
+                        if detail == Detail::Lines {
+                            lines.push(crate::change::hunks::of_unified(&hunk));
+                        }
                         if let Some(b) = budget
                             && out.len() as u64 > b.left
                         {
                             out.truncate(headers);
+                            lines.clear();
                             capped = Some(Capped::Total { cap: b.cap });
                             break;
                         }
@@ -642,6 +651,7 @@ pub(super) fn file_change(
         removed,
         binary,
         hunks: out,
+        lines,
         capped,
     })
 }

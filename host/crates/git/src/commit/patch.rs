@@ -15,7 +15,7 @@
 
 use super::changes::{Version, file_change, mode};
 use super::{CommitError, Detail, EntryKind, Workspace, git, resolve_head};
-use crate::change::{ChangeKind, quoted};
+use crate::change::{ChangeKind, Hunk, quoted};
 use gix::ObjectId;
 use gix::bstr::BString;
 use std::fmt::Write;
@@ -51,6 +51,23 @@ pub struct PatchFile {
     /// Its hunks were over the page's byte bound on their own: the page
     /// holds its headers only.
     pub cut: bool,
+    /// Its hunks as data (none when binary, cut, or a rename or mode
+    /// change alone).
+    pub hunks: Vec<Hunk>,
+    /// Its content became empty (modified to no bytes).
+    pub emptied: bool,
+}
+
+impl PatchFile {
+    /// Its mode before, as git writes it (`100644`); none when added.
+    pub fn old_mode(&self) -> Option<&'static str> {
+        self.entry.old.map(|(k, _)| mode(k))
+    }
+
+    /// Its mode after; none when deleted.
+    pub fn new_mode(&self) -> Option<&'static str> {
+        self.entry.new.map(|(k, _)| mode(k))
+    }
 }
 
 /// A page of the patch: files `from..next`, their text concatenated.
@@ -265,7 +282,14 @@ pub fn page(
             next = Some(i);
             break;
         }
-        let (mut text, added, removed, binary) = render(repo, &entry)?;
+        let Rendered {
+            mut text,
+            added,
+            removed,
+            binary,
+            mut hunks,
+            emptied,
+        } = render(repo, &entry)?;
         let mut cut = false;
         if patch.len() + text.len() > bounds.max_bytes {
             if !files.is_empty() {
@@ -275,6 +299,7 @@ pub fn page(
             // Alone over the bound: its headers only.
             let end = text.find("\n@@ ").map(|n| n + 1).unwrap_or(text.len());
             text.truncate(end.min(bounds.max_bytes));
+            hunks.clear();
             cut = true;
             full = true;
         }
@@ -285,6 +310,8 @@ pub fn page(
             removed,
             binary,
             cut,
+            hunks,
+            emptied,
         });
     }
     Ok(PatchPage {
@@ -308,11 +335,47 @@ fn content(
     }
 }
 
-/// One file's text, `git diff --full-index` style, and its counts.
-fn render(
-    repo: &gix::Repository,
-    entry: &PatchEntry,
-) -> Result<(String, u64, u64, bool), CommitError> {
+/// The files of `spec`'s patch at exactly these paths (a comment's check:
+/// whether a line is in the diff), whole, in path order.
+pub fn files_at(
+    workspace: &Path,
+    spec: &PatchSpec,
+    paths: &[&str],
+) -> Result<Vec<PatchFile>, CommitError> {
+    let ws = Workspace::open(workspace)?;
+    let repo = &ws.repo;
+    let mut out = Vec::new();
+    for entry in entries_in(repo, spec)? {
+        if !paths.iter().any(|p| entry.path == p.as_bytes()) {
+            continue;
+        }
+        let r = render(repo, &entry)?;
+        out.push(PatchFile {
+            entry,
+            added: r.added,
+            removed: r.removed,
+            binary: r.binary,
+            cut: false,
+            hunks: r.hunks,
+            emptied: r.emptied,
+        });
+    }
+    Ok(out)
+}
+
+/// One file rendered: its text, `git diff --full-index` style, its counts
+/// and its hunks as data.
+struct Rendered {
+    text: String,
+    added: u64,
+    removed: u64,
+    binary: bool,
+    hunks: Vec<Hunk>,
+    emptied: bool,
+}
+
+/// One file's text, `git diff --full-index` style, its counts and hunks.
+fn render(repo: &gix::Repository, entry: &PatchEntry) -> Result<Rendered, CommitError> {
     if let (Some(from), ChangeKind::Renamed) = (&entry.from, entry.kind) {
         // Exact renames: the same blob, maybe another mode.
         let (a, b) = (quoted("a/", from), quoted("b/", &entry.path));
@@ -325,7 +388,14 @@ fn render(
         let _ = writeln!(out, "similarity index 100%");
         let _ = writeln!(out, "rename from {}", quoted("", from));
         let _ = writeln!(out, "rename to {}", quoted("", &entry.path));
-        return Ok((out, 0, 0, false));
+        return Ok(Rendered {
+            text: out,
+            added: 0,
+            removed: 0,
+            binary: false,
+            hunks: Vec::new(),
+            emptied: false,
+        });
     }
     let old_bytes = content(repo, entry.old)?;
     let new_bytes = content(repo, entry.new)?;
@@ -336,11 +406,20 @@ fn render(
         entry.path.clone(),
         version(&old_bytes, entry.old),
         version(&new_bytes, entry.new),
-        Detail::Hunks,
+        Detail::Lines,
         None,
     ) else {
-        return Ok((String::new(), 0, 0, false));
+        return Ok(Rendered {
+            text: String::new(),
+            added: 0,
+            removed: 0,
+            binary: false,
+            hunks: Vec::new(),
+            emptied: false,
+        });
     };
+    let emptied =
+        entry.kind == ChangeKind::Modified && new_bytes.is_empty() && !old_bytes.is_empty();
     let mut text = change.hunks;
     // git's `index` line, before the content's headers.
     let old_id = entry.old.map(|s| s.1);
@@ -365,7 +444,14 @@ fn render(
             .unwrap_or(text.len());
         text.insert_str(at, &line);
     }
-    Ok((text, change.added, change.removed, change.binary))
+    Ok(Rendered {
+        text,
+        added: change.added,
+        removed: change.removed,
+        binary: change.binary,
+        hunks: change.lines,
+        emptied,
+    })
 }
 
 #[cfg(test)]

@@ -6,9 +6,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::process::Command;
 
-// Concepts of their own: the index a commit leaves, publishing, what is
-// refused, and snapshots.
+// Concepts of their own: the index a commit leaves, a patch's hunks as
+// data, publishing, what is refused, and snapshots.
 mod index;
+mod patch_hunks;
 mod publish;
 mod refusals;
 mod snapshots;
