@@ -20,34 +20,91 @@ async function api(method, path, body) {
   return j;
 }
 function show(id) { for (const s of ["login", "inbox", "policy"]) $(s).hidden = s !== id; }
-// The statuses waiting for a person (a gate that could not run blocks too).
-const WAITING = "awaiting-ack,blocked";
+// The inbox's policy lists: the statuses each holds, newest first, a page
+// of PAGE at a time ("More" appends the next; its cursor kept).
+const PAGE = 50;
+const LISTS = {
+  waiting: { statuses: ["awaiting-ack"], count: "waiting-count", more: "more-waiting" },
+  blocked: { statuses: ["blocked"], count: "blocked-count", more: "more-blocked" },
+  others: { statuses: ["watching", "queued", "gating", "nudging", "committing", "reviewing", "done", "cancelled"], count: "others-count", more: "more" },
+};
+const cursors = {};
 // The host that owns a record (a daemon of hosts sharing PostgreSQL says;
 // one of SQLite has none: nothing shown).
 function hostTag(x) {
   const t = el("span", x.host ? "on " + x.host : "", "host"); t.dataset.host = x.host || "";
   return x.host ? [" ", t] : [];
 }
+// What a policy is, for a person: its commit message (or label), the
+// agent of its first session, its size and its age. All agent-written:
+// text only.
+function title(p) { return (p.plan && p.plan.message) || (p.spec && p.spec.label) || ""; }
+function agentOf(p) { const s = (p.sessions || [])[0] || ""; const c = s.indexOf(":"); return c > 0 ? s.slice(0, c) : s; }
+function size(p) {
+  const d = p.plan && p.plan.diffSummary;
+  return d && d.files ? d.files.length + (d.files.length === 1 ? " file" : " files") + " +" + d.added + " \u2212" + d.removed : "";
+}
 function item(p) {
-  const li = el("li"); const a = el("a", p.id); a.href = "#policy/" + encodeURIComponent(p.id);
-  li.dataset.policy = p.id;
-  li.append(a, " ", el("strong", p.status), " ", el("span", (p.sessions || []).join(", ")), ...hostTag(p));
+  const li = el("li"); const a = el("a", title(p).split("\n")[0].slice(0, 120) || p.id); a.href = "#policy/" + encodeURIComponent(p.id);
+  li.dataset.policy = p.id; li.dataset.status = p.status;
+  li.append(a, " ", el("strong", p.status), " ", el("span", agentOf(p), "agent"), " ", el("span", size(p), "size"),
+    " ", el("span", ago(p.updatedAt), "when"), " ", el("code", p.id, "id"), ...hostTag(p));
   if (p.status === "blocked" && p.reason) li.append(el("div", p.reason, "reason"));
+  if (p.status === "blocked") {
+    const b = el("button", "Dismiss"); b.className = "small";
+    b.addEventListener("click", () => dismiss(p.id));
+    li.append(b);
+  }
   return li;
 }
-let cursor = 0;
+// Dismiss a blocked policy: cancel it, once the operator confirms.
+async function dismiss(id) {
+  if (!confirm("Dismiss policy " + id + "? It is cancelled: nothing of it will be committed.")) return;
+  try { await api("POST", "/v1/policies/" + encodeURIComponent(id) + "/cancel"); await refreshPolicy(id); await counts(); }
+  catch (e) { $("inbox-error").textContent = e.message; }
+}
+function listOf(status) { return Object.keys(LISTS).find((k) => LISTS[k].statuses.includes(status)) || "others"; }
+async function loadList(name, append) {
+  const l = LISTS[name];
+  const cursor = append ? "&cursor=" + cursors[name] : "";
+  const r = await api("GET", "/v1/policies?order=newest&limit=" + PAGE + "&status=" + l.statuses.join(",") + cursor);
+  const items = r.policies.map(item);
+  if (append) $(name).append(...items); else $(name).replaceChildren(...items);
+  cursors[name] = r.nextCursor; $(l.more).hidden = r.nextCursor == null;
+}
+// How many policies of each list, and those waiting in the tab's title.
+async function counts() {
+  const r = await api("GET", "/v1/policies?limit=1&counts=true");
+  const c = r.counts || {};
+  const n = (name) => LISTS[name].statuses.reduce((t, s) => t + (c[s] || 0), 0);
+  for (const name of Object.keys(LISTS)) $(LISTS[name].count).textContent = String(n(name));
+  const waiting = n("waiting") + n("blocked");
+  document.title = (waiting ? "(" + waiting + ") " : "") + "gatehost";
+}
 async function inbox() {
   show("inbox");
-  const w = await api("GET", "/v1/policies?order=newest&status=" + WAITING);
-  $("waiting").replaceChildren(...w.policies.map(item));
-  const o = await api("GET", "/v1/policies?order=newest&limit=50");
-  $("others").replaceChildren(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
-  cursor = o.nextCursor; $("more").hidden = cursor == null;
+  await Promise.all([loadList("waiting"), loadList("blocked"), loadList("others"), counts(), sessionsPage()]);
+  await hosts();
+  await passkeys();
+}
+async function sessionsPage() {
   const ss = await api("GET", "/v1/sessions?limit=50");
   $("sessions").replaceChildren(...ss.sessions.map(sessionItem));
   sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
-  await hosts();
-  await passkeys();
+}
+// One policy again, as an event named it: its row moved to the list of
+// its status now (at the top: the newest change), or its page redrawn.
+async function refreshPolicy(id) {
+  const p = await api("GET", "/v1/policies/" + encodeURIComponent(id));
+  for (const old of document.querySelectorAll("#inbox li[data-policy]")) if (old.dataset.policy === id) old.remove();
+  $(listOf(p.status)).prepend(item(p));
+}
+async function refreshSession(id) {
+  const x = await api("GET", "/v1/sessions/" + encodeURIComponent(id));
+  const li = sessionItem(x);
+  const old = [...document.querySelectorAll("#sessions li[data-session]")].find((e) => e.dataset.session === id);
+  if (old) old.remove();
+  $("sessions").prepend(li);
 }
 // The hosts sharing the daemon's store: each one's state (live, stopped,
 // or what the store says: stale, taken) and whether its lease runs. A
@@ -87,11 +144,6 @@ async function moreSessions() {
   const ss = await api("GET", "/v1/sessions?limit=50&cursor=" + sessionCursor);
   $("sessions").append(...ss.sessions.map(sessionItem));
   sessionCursor = ss.nextCursor; $("more-sessions").hidden = sessionCursor == null;
-}
-async function more() {
-  const o = await api("GET", "/v1/policies?order=newest&limit=50&cursor=" + cursor);
-  $("others").append(...o.policies.filter((p) => !WAITING.split(",").includes(p.status)).map(item));
-  cursor = o.nextCursor; $("more").hidden = cursor == null;
 }
 let current = null;
 // Comments on diff lines not sent yet: {row, at: {path, line, side}, box}.
@@ -355,12 +407,40 @@ const LIVE = ["attached", "watching", "queued", "gating", "passed", "failed", "n
   "rejected", "stale", "committed", "commit-failed", "done", "blocked", "cancelled", "expired"].map((t) => "policy:" + t)
   .concat(["registered", "turn-start", "turn-end", "awaiting-input", "exited"].map((t) => "session:" + t))
   .concat(["passkey:registered", "passkey:removed"]);
-// A live event: the inbox again, or the policy shown when it is its.
-function onLive(data) {
-  if (!$("inbox").hidden) { inbox().catch(() => {}); return; }
-  let id = null;
-  try { id = JSON.parse(data).policyId; } catch (_) { /* not an event of ours */ }
-  if (!$("policy").hidden && current && id === current.id) policy(current.id).catch(() => {});
+// Live events, coalesced: the policies and sessions they name are
+// gathered for FLUSH_MS (at most FLUSH_MAX_MS after the first), then each
+// is read once and its row moved or redrawn in place; past FLUSH_IDS of
+// them at once, the lists' first pages are read again instead, once. No
+// event reloads a list by itself.
+const FLUSH_MS = 250, FLUSH_MAX_MS = 1000, FLUSH_IDS = 20;
+const changed = { policies: new Set(), sessions: new Set(), passkeys: false };
+let flushAt = null, firstChange = 0;
+function onLive(type, data) {
+  let x = {};
+  try { x = JSON.parse(data); } catch (_) { /* not an event of ours */ }
+  if (x.policyId) changed.policies.add(x.policyId);
+  if (x.sessionId && type.startsWith("session:")) changed.sessions.add(x.sessionId);
+  if (type.startsWith("passkey:")) changed.passkeys = true;
+  const now = Date.now();
+  if (flushAt === null) firstChange = now; else clearTimeout(flushAt);
+  flushAt = setTimeout(() => { flushAt = null; flush().catch(() => {}); }, Math.max(0, Math.min(FLUSH_MS, firstChange + FLUSH_MAX_MS - now)));
+}
+async function flush() {
+  const policies = [...changed.policies], sessions = [...changed.sessions], keys = changed.passkeys;
+  changed.policies.clear(); changed.sessions.clear(); changed.passkeys = false;
+  if (!$("policy").hidden) {
+    if (current && policies.includes(current.id)) await policy(current.id);
+    return;
+  }
+  if ($("inbox").hidden) return;
+  const work = [];
+  if (policies.length > FLUSH_IDS) work.push(loadList("waiting"), loadList("blocked"), loadList("others"));
+  else for (const id of policies) work.push(refreshPolicy(id).catch(() => {}));
+  if (policies.length) work.push(counts());
+  if (sessions.length > FLUSH_IDS) work.push(sessionsPage());
+  else for (const id of sessions) work.push(refreshSession(id).catch(() => {}));
+  if (keys) work.push(passkeys());
+  await Promise.all(work);
 }
 // One server-sent event (its lines, without the blank line ending it).
 let lastEventId = null;
@@ -374,7 +454,7 @@ function dispatch(block) {
     if (v.startsWith(" ")) v = v.slice(1);
     if (field === "event") type = v; else if (field === "data") data.push(v); else if (field === "id") lastEventId = v;
   }
-  if (LIVE.includes(type)) onLive(data.join("\n"));
+  if (LIVE.includes(type)) onLive(type, data.join("\n"));
 }
 // The bus, read with fetch rather than an EventSource: the cookie alone
 // authorises nothing, and an EventSource cannot send the page's token.
@@ -414,7 +494,7 @@ document.addEventListener("DOMContentLoaded", () => {
       localStorage.setItem("csrf", j.csrf); $("token").value = ""; live(); route();
     } catch (e) { $("login-error").textContent = e.message; }
   });
-  $("more").addEventListener("click", () => more().catch(() => {}));
+  for (const name of Object.keys(LISTS)) $(LISTS[name].more).addEventListener("click", () => loadList(name, true).catch((e) => { $("inbox-error").textContent = e.message; }));
   $("more-sessions").addEventListener("click", () => moreSessions().catch(() => {}));
   $("approve").addEventListener("click", approve);
   $("passkey-form").addEventListener("submit", registerPasskey);

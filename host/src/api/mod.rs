@@ -9,7 +9,7 @@
 //! | `GET /v1/sessions/{id}/next-event?since=&timeout=` | agent | long-poll the session's next event |
 //! | `POST /v1/sessions/start` | operator | start and follow `{cwd, command[], …}` |
 //! | `POST /v1/policies` | agent + session keys | attach (agentproto `policy_attach` JSON) |
-//! | `GET /v1/policies?status=&limit=&cursor=&order=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`) |
+//! | `GET /v1/policies?status=&limit=&cursor=&order=&counts=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`; `counts=true`, operator only: every policy counted by status) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?, passkey?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge; `passkey` `{ceremony, credential}`: with `ack_requires = "passkey"` an approval needs it, else 403 `passkey-required`) |
@@ -363,6 +363,24 @@ async fn list_policies(
     Query(q): Query<PolicyListQuery>,
 ) -> ApiResult {
     let limit = q.page.limit;
+    // Counts are of every policy: the operator's only.
+    let counts = if q.counts {
+        if caller.trust != crate::config::Trust::Operator {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "operator-only",
+                "counts=true counts every policy: the operator token only",
+            ));
+        }
+        let all = st
+            .engine
+            .store()
+            .policy_counts()
+            .map_err(EngineError::from)?;
+        Some(all.into_iter().collect())
+    } else {
+        None
+    };
     let list = st
         .engine
         .store()
@@ -380,6 +398,7 @@ async fn list_policies(
             .map(ToWire::to_wire)
             .collect(),
         next_cursor,
+        counts,
     })
 }
 

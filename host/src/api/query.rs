@@ -140,6 +140,9 @@ pub struct PolicyListQuery {
     pub statuses: Vec<PolicyStatus>,
     pub newest_first: bool,
     pub page: PageQuery,
+    /// `counts=true`: the answer also counts every policy by status
+    /// (operator only).
+    pub counts: bool,
 }
 
 impl FromParams for PolicyListQuery {
@@ -163,10 +166,21 @@ impl FromParams for PolicyListQuery {
                 ));
             }
         };
+        let counts = match q.get("counts") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(o) => {
+                return Err(ApiError::bad_request(
+                    "counts",
+                    format!("'{o}' is neither true nor false"),
+                ));
+            }
+        };
         Ok(PolicyListQuery {
             statuses,
             newest_first,
             page: PageQuery::from_params(q)?,
+            counts,
         })
     }
 }

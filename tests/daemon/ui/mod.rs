@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod browser;
 mod comments;
+mod inbox;
 mod login_link;
 mod logins;
 mod review;

@@ -16,6 +16,8 @@ wait is bounded; an error is reported in the JSON (`error`) and exit code
 
 import sys
 
+from playwright.sync_api import expect
+
 from harness import WAIT, main
 
 SHOWN = "#inbox:not([hidden]), #login:not([hidden]), #policy:not([hidden])"
@@ -28,7 +30,7 @@ def seen(page):
     view = {"inbox": page.is_visible("#inbox"), "login": page.is_visible("#login"),
             "policy": page.is_visible("#policy"), "address": page.url}
     if view["policy"]:
-        page.wait_for_function("document.getElementById('p-status').textContent !== ''", timeout=WAIT)
+        expect(page.locator("#p-status")).not_to_have_text("", timeout=WAIT)
         view["title"] = page.text_content("#p-title")
     return view
 

@@ -504,6 +504,10 @@ pub struct PolicyPage {
     pub policies: Vec<Policy>,
     /// The `cursor` of the next page; null on the last one.
     pub next_cursor: Option<i64>,
+    /// With `counts=true` (operator): how many policies of each status
+    /// the store holds, all of them, whatever the page's filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// `GET /v1/events`: the events, the cursor to continue from, and the

@@ -72,6 +72,13 @@ pub(crate) fn a_policy_round_trips(store: &Store) {
         ["p1"]
     );
     assert_eq!(reads.policies(&[]).expect("all").len(), 2);
+    // Counted by status (the inbox's counts).
+    let mut counts = reads.policy_counts().expect("counts");
+    counts.sort();
+    assert_eq!(
+        counts,
+        [("gating".to_string(), 1), ("queued".to_string(), 1)]
+    );
     let missing = PolicyRow::sample("nope", PolicyStatus::Done, &["s1"]);
     assert!(store.write(|tx| tx.put_policy(&missing)).is_err());
     assert_eq!(reads.policy("nope").expect("read"), None, "never inserted");

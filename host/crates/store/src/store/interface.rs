@@ -156,6 +156,10 @@ pub trait Records {
         newest_first: bool,
     ) -> StoreResult<Vec<PolicyRow>>;
 
+    /// How many policies the store holds of each status, by the status as
+    /// stored (a status that does not decode is counted under its text).
+    fn policy_counts(&self) -> StoreResult<Vec<(String, u64)>>;
+
     /// Policies with a publish that began and never recorded its end.
     fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>>;
 

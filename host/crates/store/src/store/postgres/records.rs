@@ -98,6 +98,16 @@ pub(super) fn page_policies(
     all(rows, policy_from)
 }
 
+/// How many policies of each stored status (an index scan of
+/// `policies_status`).
+pub(super) fn count_policies(c: &Sql<'_>) -> StoreResult<Vec<(String, u64)>> {
+    let rows = c.query("SELECT status, COUNT(*) FROM policies GROUP BY status", &[])?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
+        .collect())
+}
+
 pub(super) fn put_session(c: &Sql<'_>, s: &SessionRow) -> StoreResult<()> {
     if let Some(d) = &s.damage {
         return Err(StoreError::Damaged {

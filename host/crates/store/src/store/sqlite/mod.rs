@@ -282,6 +282,10 @@ macro_rules! reads {
             self.reading(|c| records::page_policies(c, statuses, cursor, limit, newest_first))
         }
 
+        fn policy_counts(&self) -> StoreResult<Vec<(String, u64)>> {
+            self.reading(records::count_policies)
+        }
+
         fn policies_with_open_publishes(&self) -> StoreResult<Vec<PolicyRow>> {
             self.reading(records::open_publishes)
         }

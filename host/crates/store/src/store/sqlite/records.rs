@@ -107,6 +107,18 @@ pub(super) fn page_policies(
         .map_err(decode_err)
 }
 
+/// How many policies of each stored status (an index scan of
+/// `policies(status, …)`).
+pub(super) fn count_policies(c: &Connection) -> StoreResult<Vec<(String, u64)>> {
+    let mut st = c.prepare_cached("SELECT status, COUNT(*) FROM policies GROUP BY status")?;
+    st.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+    })
+    .map_err(decode_err)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(decode_err)
+}
+
 pub(super) fn put_session(c: &Connection, s: &SessionRow) -> StoreResult<()> {
     if let Some(d) = &s.damage {
         return Err(StoreError::Damaged {
