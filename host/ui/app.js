@@ -84,6 +84,8 @@ async function counts() {
 async function inbox() {
   show("inbox");
   await Promise.all([loadList("waiting"), loadList("blocked"), loadList("others"), counts(), sessionsPage()]);
+  // For the benchmark (host/benches/page.rs): the lists on screen.
+  requestAnimationFrame(() => performance.mark("gatehost:inbox-shown"));
   await hosts();
   await passkeys();
 }
@@ -153,11 +155,47 @@ let renderedTree = null;
 let pages = [];
 let view = sessionStorage.getItem("view") === "split" ? "split" : "unified";
 function rendered(items) { return (view === "split" ? renderSplit : renderUnified)(items, openComment); }
+// The diff's rows are drawn lazily: the first FIRST_ROWS at once (the
+// first screen), the rest SLICE_ROWS at a time between tasks, so a diff of
+// 10,000 lines never blocks the page for long; a slice never splits a run
+// of removed and added lines in the split view (it pairs them). A new diff
+// (another policy, the other view) replaces what is still to draw.
+const FIRST_ROWS = 150, SLICE_ROWS = 300;
+let toDraw = [];
+function paint(items, append) {
+  if (!append) { toDraw = []; $("p-diff").replaceChildren(); }
+  const idle = !toDraw.length;
+  toDraw = toDraw.concat(items);
+  if (idle) drawRows(FIRST_ROWS, !append);
+}
+const changeRow = (it) => it.cls === "add" || it.cls === "del";
+// Where a slice of `n` rows of toDraw ends: anywhere in the unified view;
+// in the split view never inside a run of removed and added lines (they
+// are paired row by row), unless the run is all of one kind.
+function sliceEnd(n) {
+  const end = Math.min(toDraw.length, n);
+  if (view !== "split" || end === toDraw.length || !changeRow(toDraw[end]) || !changeRow(toDraw[end - 1])) return end;
+  let from = end, to = end;
+  while (from > 0 && changeRow(toDraw[from - 1])) from--;
+  while (to < toDraw.length && changeRow(toDraw[to])) to++;
+  const kinds = new Set(toDraw.slice(from, to).map((it) => it.cls));
+  return kinds.size > 1 ? to : end;
+}
+function drawRows(n, first) {
+  const end = sliceEnd(n);
+  $("p-diff").append(...rendered(toDraw.slice(0, end)));
+  toDraw = toDraw.slice(end);
+  // For the benchmark (host/benches/page.rs): when the first screen is
+  // on screen, and when the whole diff is.
+  if (first) requestAnimationFrame(() => performance.mark("gatehost:diff-first-screen"));
+  if (toDraw.length) setTimeout(() => drawRows(SLICE_ROWS, false), 0);
+  else requestAnimationFrame(() => performance.mark("gatehost:diff-drawn"));
+}
 function toggleView() {
   if (drafts.some((d) => d.box.value.trim())) { $("p-error").textContent = "send your comments (Request changes) before switching the view"; return; }
   view = view === "split" ? "unified" : "split"; sessionStorage.setItem("view", view);
   drafts = [];
-  $("p-diff").replaceChildren(...rendered(pages.flat()));
+  paint(pages.flat());
   $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
 }
 function openComment(row, at) {
@@ -188,6 +226,9 @@ async function policy(id) {
   // Another policy's page: nothing of the last one stays on screen (a line
   // of its diff to comment on, its actions) while this one loads.
   if (!current || current.id !== id) blank(id);
+  // The diff is asked for beside the policy (it is the long one).
+  const diff = diffPage(id, 0);
+  diff.catch(() => {});
   const p = await api("GET", "/v1/policies/" + encodeURIComponent(id));
   if (stale()) return;
   // The tree an action names is the one of the diff on screen: kept until
@@ -202,7 +243,7 @@ async function policy(id) {
   timeline(p, stale).catch((e) => { if (!stale()) $("p-timeline").replaceChildren(el("li", e.message, "error")); });
   if (p.status !== "awaiting-ack") $("actions").hidden = true;
   try {
-    const d = await diffPage(id, 0);
+    const d = await diff;
     if (stale()) return;
     current.tree = d.tree;
     // Comments being written are kept while the diff is the same policy's
@@ -211,12 +252,12 @@ async function policy(id) {
     if (key !== renderedTree || !drafts.length) {
       drafts = []; renderedTree = key;
       pages = [fileItems(d.files)];
-      $("p-diff").replaceChildren(...rendered(pages[0]));
+      paint(pages[0]);
       paged(d);
     }
   } catch (e) {
     if (stale()) return;
-    $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = "";
+    toDraw = []; $("p-diff").textContent = e.message; $("more-files").hidden = true; $("p-diff-note").textContent = "";
   }
   // Offered once the diff they are about is shown (or could not be).
   $("actions").hidden = p.status !== "awaiting-ack";
@@ -224,7 +265,7 @@ async function policy(id) {
 // The page of policy `id` before its first answer: its id, and nothing of
 // the policy shown before it.
 function blank(id) {
-  current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null;
+  current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null; toDraw = [];
   $("p-title").textContent = id; $("p-status").textContent = "";
   $("p-host").textContent = ""; $("p-host-line").hidden = true;
   $("actions").hidden = true;
@@ -324,7 +365,7 @@ async function moreFiles() {
   if (d.tree !== current.tree) { await policy(current.id); return; }
   const items = fileItems(d.files);
   pages.push(items);
-  $("p-diff").append(...rendered(items));
+  paint(items, true);
   paged(d);
 }
 // Passkeys (WebAuthn): what approving takes here, and the registered ones.
