@@ -8,8 +8,10 @@
 # download is never used (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1, and no
 # `playwright install`). Prints the venv's python on its last line.
 #
-# Idempotent: does nothing when Chromium is there and the venv holds the
-# pinned Playwright.
+# Also axe-core (pinned, from npm) into target/browser-axe.
+#
+# Idempotent: does nothing when Chromium is there, the venv holds the
+# pinned Playwright and target/browser-axe the pinned axe-core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +40,19 @@ if ! installed; then
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "playwright==$PLAYWRIGHT_VERSION"
 fi
 installed || { echo "install-browser: playwright $PLAYWRIGHT_VERSION did not install into $venv" >&2; exit 1; }
+
+# axe-core, pinned, for the accessibility test (tests/daemon/ui/access.rs):
+# its axe.min.js is read by the test's script and run in the page.
+AXE_VERSION=4.14.1
+axe_dir=target/browser-axe
+axe_installed() {
+    [ -f "$axe_dir/node_modules/axe-core/axe.min.js" ] &&
+        [ "$(node -p "require('./$axe_dir/node_modules/axe-core/package.json').version" 2>/dev/null)" = "$AXE_VERSION" ]
+}
+if ! axe_installed; then
+    rm -rf "$axe_dir"
+    mkdir -p "$axe_dir"
+    npm install --silent --no-audit --no-fund --no-save --prefix "$axe_dir" "axe-core@$AXE_VERSION" >&2
+fi
+axe_installed || { echo "install-browser: axe-core $AXE_VERSION did not install into $axe_dir" >&2; exit 1; }
 echo "$PWD/$venv/bin/python"

@@ -435,9 +435,17 @@ async function approve() {
   } catch (e) { $("p-error").textContent = e.name ? e.name + ": " + e.message : e.message; return; }
   await act(body, "/ack");
 }
+// `a` from the keyboard: approve once the operator confirms.
+function approveConfirmed() {
+  if (current && confirm("Approve policy " + current.id + "? Its change is committed.")) approve();
+}
+// An action's answer: the policy shown again and the focus on its status
+// (or on the error).
 async function act(body, path) {
-  try { await api("POST", "/v1/policies/" + encodeURIComponent(current.id) + path, body); await policy(current.id); }
-  catch (e) { $("p-error").textContent = e.message; }
+  try {
+    await api("POST", "/v1/policies/" + encodeURIComponent(current.id) + path, body); await policy(current.id);
+    $("p-status").focus();
+  } catch (e) { $("p-error").textContent = e.message; $("p-error").focus(); }
 }
 function route() {
   const m = location.hash.match(/^#policy\/(.+)$/);
@@ -543,7 +551,9 @@ document.addEventListener("DOMContentLoaded", () => {
     const comment = $("reject-comment").value.trim();
     act(comment ? { approve: false, comment } : { approve: false }, "/ack").then(() => { $("reject-comment").value = ""; });
   });
-  $("cancel").addEventListener("click", () => act(null, "/cancel"));
+  $("cancel").addEventListener("click", () => {
+    if (current && confirm("Cancel policy " + current.id + "? Nothing of it will be committed.")) act(null, "/cancel");
+  });
   $("request-changes").addEventListener("click", requestChanges);
   $("split-toggle").addEventListener("click", toggleView);
   $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";

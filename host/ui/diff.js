@@ -98,7 +98,8 @@ function lineEl(text, cls, at, onComment) {
   const e = el("div", text, cls);
   if (at) {
     highlight(e, text, at.path);
-    e.classList.add("commentable"); e.tabIndex = 0; e.title = "Comment on " + at.path + ":" + at.line;
+    // Focusable by the keys (j/k), never a stop of the Tab key each.
+    e.classList.add("commentable"); e.tabIndex = -1; e.title = "Comment on " + at.path + ":" + at.line;
     e.dataset.path = at.path; e.dataset.line = String(at.line); e.dataset.side = at.side;
     e.addEventListener("click", () => onComment(e, at));
   }
@@ -112,7 +113,7 @@ const num = (at) => String(at ? at.line : "").padStart(5);
 function renderUnified(items, onComment) {
   return items.map((it) => {
     const e = lineEl(it.text, it.cls, it.new || it.old, onComment);
-    if (it.file) e.dataset.file = it.file;
+    if (it.file) { e.dataset.file = it.file; e.tabIndex = -1; }
     if (it.old || it.new) e.dataset.ln = num(it.old) + " " + num(it.new);
     return e;
   });

@@ -1,6 +1,7 @@
 //! The operator's web page (`/ui/`) and its login. The page's files are
 //! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript —
-//! `app.js` the page, `diff.js` the diff's unified and split views — no
+//! `app.js` the page, `diff.js` the diff's unified and split views,
+//! `keys.js` its keyboard — no
 //! CDN, works offline) and served with a strict Content-Security-Policy
 //! (no inline script), `X-Frame-Options: DENY` and `nosniff`.
 //!
@@ -59,6 +60,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_JS: &str = include_str!("../../ui/app.js");
 const DIFF_JS: &str = include_str!("../../ui/diff.js");
+const KEYS_JS: &str = include_str!("../../ui/keys.js");
 const APP_CSS: &str = include_str!("../../ui/app.css");
 
 struct Login {
@@ -266,6 +268,10 @@ pub(super) async fn app_js() -> Response {
 
 pub(super) async fn diff_js() -> Response {
     file("text/javascript; charset=utf-8", DIFF_JS)
+}
+
+pub(super) async fn keys_js() -> Response {
+    file("text/javascript; charset=utf-8", KEYS_JS)
 }
 
 pub(super) async fn app_css() -> Response {

@@ -13,9 +13,11 @@ use common::daemon::{Daemon, rt};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+mod access;
 mod browser;
 mod comments;
 mod inbox;
+mod keyboard;
 mod login_link;
 mod logins;
 mod review;
