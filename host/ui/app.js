@@ -235,7 +235,11 @@ async function policy(id) {
   // this showing's diff replaces it.
   p.tree = current && current.id === id ? current.tree : undefined;
   current = p;
-  $("p-title").textContent = p.id; $("p-status").textContent = p.status;
+  // What is being approved: the commit message's first line, where it
+  // comes from, its size.
+  $("p-title").textContent = title(p).split("\n")[0] || p.id; $("p-id").textContent = p.id;
+  $("p-status").textContent = p.status; $("p-size").textContent = size(p);
+  where(p, stale).catch(() => {});
   $("p-host").textContent = p.host || ""; $("p-host-line").hidden = !p.host;
   $("p-plan").textContent = JSON.stringify(p.plan, null, 2);
   $("p-verdicts").textContent = JSON.stringify(p.verdict ?? null, null, 2);
@@ -252,8 +256,10 @@ async function policy(id) {
     if (key !== renderedTree || !drafts.length) {
       drafts = []; renderedTree = key;
       pages = [fileItems(d.files)];
+      $("p-files").replaceChildren(...d.files.map(fileLink));
       paint(pages[0]);
       paged(d);
+      if (!d.files.length) $("p-diff-note").textContent = "The diff is empty: the snapshot's paths are as the branch holds them now, so there is nothing to commit.";
     }
   } catch (e) {
     if (stale()) return;
@@ -262,11 +268,41 @@ async function policy(id) {
   // Offered once the diff they are about is shown (or could not be).
   $("actions").hidden = p.status !== "awaiting-ack";
 }
+// Where a policy comes from: its first session, that session's agent and
+// workspace (the session's record; agent-written: text only).
+async function where(p, stale) {
+  const sid = (p.sessions || [])[0];
+  if (!sid) return;
+  const x = await api("GET", "/v1/sessions/" + encodeURIComponent(sid));
+  if (stale()) return;
+  const agent = agentOf(p);
+  $("p-where").textContent = "session " + sid + (agent && agent !== sid ? " (" + agent + ")" : "") + " in " + (x.workspace || x.cwd || "?");
+}
+// A file of the list above the diff: a button that opens the file and
+// brings its header into view (drawing the rows before it if need be).
+function fileLink(f) {
+  const li = el("li");
+  const b = el("button", f.path, "link"); b.type = "button";
+  b.addEventListener("click", () => reveal(f.path));
+  li.append(b, " ", el("span", f.binary ? "binary" : "+" + f.added + " \u2212" + f.removed, "size"));
+  if (f.generated) li.append(" ", el("span", "generated: " + f.generated, "tag"));
+  return li;
+}
+function reveal(path) {
+  const find = () => [...document.querySelectorAll("#p-diff [data-file]")].find((e) => e.dataset.file === path);
+  while (!find() && toDraw.length) drawRows(SLICE_ROWS, false);
+  const h = find();
+  if (!h) return;
+  setCollapsed(path, false);
+  h.scrollIntoView({ block: "start" }); h.focus();
+}
 // The page of policy `id` before its first answer: its id, and nothing of
 // the policy shown before it.
 function blank(id) {
   current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null; toDraw = [];
-  $("p-title").textContent = id; $("p-status").textContent = "";
+  forgetFiles(); viewedScope = id;
+  $("p-title").textContent = ""; $("p-id").textContent = id; $("p-status").textContent = "";
+  $("p-where").textContent = ""; $("p-size").textContent = ""; $("p-files").replaceChildren();
   $("p-host").textContent = ""; $("p-host-line").hidden = true;
   $("actions").hidden = true;
   for (const e of ["p-plan", "p-verdicts", "p-diff-note", "p-timeline-note"]) $(e).textContent = "";
@@ -364,6 +400,7 @@ async function moreFiles() {
   if (!current || current.id !== id) return;
   if (d.tree !== current.tree) { await policy(current.id); return; }
   const items = fileItems(d.files);
+  $("p-files").append(...d.files.map(fileLink));
   pages.push(items);
   paint(items, true);
   paged(d);

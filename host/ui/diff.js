@@ -24,20 +24,34 @@ const CLS = { context: "", added: "add", removed: "del" };
 // The items of `files`: {text, cls, file?, old?, new?}, `old`/`new` the
 // {path, line, side} a line stands at on that side (a removed line has
 // only `old`, an added one only `new`, a context line both).
+// Files shown collapsed now (by path); which files' first state was
+// decided (by path and blob: a file that changes is decided again); the
+// policy whose "Viewed" marks are read (set by app.js).
+const collapsed = new Set(), decided = new Set();
+let viewedScope = "";
+function forgetFiles() { collapsed.clear(); decided.clear(); }
+// "Viewed" is kept per policy, per file and per content (its blob): a
+// file that changes is not viewed any more.
+const viewedKey = (f) => "gatehost:viewed:" + viewedScope + ":" + f.path + ":" + (f.newBlob || f.oldBlob || "");
+const isViewed = (f) => localStorage.getItem(viewedKey(f)) === "1";
+function markViewed(f, yes) { if (yes) localStorage.setItem(viewedKey(f), "1"); else localStorage.removeItem(viewedKey(f)); }
 function fileItems(files) {
   const out = [];
   for (const f of files) {
-    out.push({ text: fileLabel(f), cls: "file", file: f.path });
-    if (f.binary) out.push({ text: "binary content: not shown", cls: "note" });
-    else if (f.cut) out.push({ text: "over the page's size: its lines are not shown", cls: "note" });
+    // Collapsed at first: a generated file, or one viewed as it is.
+    const seen = f.path + ":" + (f.newBlob || f.oldBlob || "");
+    if (!decided.has(seen)) { decided.add(seen); if (f.generated || isViewed(f)) collapsed.add(f.path); else collapsed.delete(f.path); }
+    out.push({ text: fileLabel(f), cls: "file", file: f.path, f, of: f.path });
+    if (f.binary) out.push({ text: "binary content: not shown", cls: "note", of: f.path });
+    else if (f.cut) out.push({ text: "over the page's size: its lines are not shown", cls: "note", of: f.path });
     for (const h of f.hunks || []) {
-      out.push({ text: hunkHeader(h), cls: "hunk" });
+      out.push({ text: hunkHeader(h), cls: "hunk", of: f.path });
       for (const l of h.lines) {
-        const it = { text: MARK[l.kind] + l.text, cls: CLS[l.kind] };
+        const it = { text: MARK[l.kind] + l.text, cls: CLS[l.kind], of: f.path };
         if (l.old != null) it.old = { path: f.path, line: l.old, side: "old" };
         if (l.new != null) it.new = { path: f.path, line: l.new, side: "new" };
         out.push(it);
-        if (l.noNewline) out.push({ text: "\\ No newline at end of file", cls: "hunk" });
+        if (l.noNewline) out.push({ text: "\\ No newline at end of file", cls: "hunk", of: f.path });
       }
     }
   }
@@ -112,11 +126,46 @@ const num = (at) => String(at ? at.line : "").padStart(5);
 // the gutter.
 function renderUnified(items, onComment) {
   return items.map((it) => {
+    if (it.f) return fileHeader(it.f);
     const e = lineEl(it.text, it.cls, it.new || it.old, onComment);
-    if (it.file) { e.dataset.file = it.file; e.tabIndex = -1; }
     if (it.old || it.new) e.dataset.ln = num(it.old) + " " + num(it.new);
-    return e;
+    return belongs(e, it);
   });
+}
+// A row of file `it.of`: marked as its, hidden while the file is collapsed.
+function belongs(e, it) {
+  if (it.of) { e.dataset.of = it.of; e.hidden = collapsed.has(it.of); }
+  return e;
+}
+// A file's header: a button that collapses or expands it, its name and
+// what happened to it, why it is collapsed at first (generated), and
+// "Viewed" (which collapses it too).
+function fileHeader(f) {
+  const e = el("div", undefined, "file"); e.dataset.file = f.path; e.dataset.of = f.path; e.tabIndex = -1;
+  const t = el("button", "", "toggle"); t.type = "button";
+  t.addEventListener("click", () => setCollapsed(f.path, !collapsed.has(f.path)));
+  e.append(t, " ", el("span", fileLabel(f), "label"));
+  if (f.generated) e.append(" ", el("span", "generated: " + f.generated, "tag"));
+  const box = el("input"); box.type = "checkbox"; box.checked = isViewed(f);
+  box.addEventListener("change", () => { markViewed(f, box.checked); setCollapsed(f.path, box.checked); });
+  const label = el("label", undefined, "viewed"); label.append(box, " Viewed");
+  e.append(" ", label);
+  toggleState(t, f.path);
+  return e;
+}
+function toggleState(t, path) {
+  const open = !collapsed.has(path);
+  t.textContent = open ? "\u25be" : "\u25b8";
+  t.setAttribute("aria-expanded", String(open));
+  t.setAttribute("aria-label", (open ? "Collapse " : "Expand ") + path);
+}
+function setCollapsed(path, yes) {
+  if (yes) collapsed.add(path); else collapsed.delete(path);
+  for (const r of document.querySelectorAll("#p-diff [data-of]")) {
+    if (r.dataset.of !== path) continue;
+    if (r.dataset.file !== undefined) { const t = r.querySelector(".toggle"); if (t) toggleState(t, path); }
+    else r.hidden = yes;
+  }
 }
 // The old side on the left, the new on the right: a run of removed lines
 // beside the run of added lines after it, context on both sides.
@@ -129,7 +178,7 @@ function renderSplit(items, onComment) {
     e.dataset.ln = num(it[side]);
     return e;
   };
-  const pair = (l, r) => { const row = el("div", undefined, "split-row"); row.append(cell(l, "old"), cell(r, "new")); return row; };
+  const pair = (l, r) => { const row = el("div", undefined, "split-row"); row.append(cell(l, "old"), cell(r, "new")); return belongs(row, l || r); };
   const flush = () => {
     for (let i = 0; i < Math.max(dels.length, adds.length); i++) out.push(pair(dels[i], adds[i]));
     dels = []; adds = [];
@@ -139,9 +188,8 @@ function renderSplit(items, onComment) {
     if (it.cls === "add") { adds.push(it); continue; }
     flush();
     if (it.old && it.new) { out.push(pair(it, it)); continue; }
-    const e = el("div", it.text, (it.cls ? it.cls + " " : "") + "split-full");
-    if (it.file) e.dataset.file = it.file;
-    out.push(e);
+    if (it.f) { out.push(fileHeader(it.f)); continue; }
+    out.push(belongs(el("div", it.text, (it.cls ? it.cls + " " : "") + "split-full"), it));
   }
   flush();
   return out;

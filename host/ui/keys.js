@@ -6,7 +6,9 @@
 // comes.
 "use strict";
 // The rows a key moves between, in order.
-const lineRows = () => [...document.querySelectorAll("#p-diff .commentable")];
+// (Those of a collapsed file are not on screen: skipped.)
+const shown = (e) => e.getClientRects().length > 0;
+const lineRows = () => [...document.querySelectorAll("#p-diff .commentable")].filter(shown);
 const fileRows = () => [...document.querySelectorAll("#p-diff [data-file]")];
 // Focus `list`'s next (+1) or previous (-1) element from the focused one.
 function step(list, by) {

@@ -102,8 +102,12 @@ pub(super) async fn page(
 /// One file of a page, as the wire carries it: its hunks as data.
 fn diff_file(f: PatchFile) -> wire::DiffFile {
     let (old_mode, new_mode) = (f.old_mode(), f.new_mode());
+    let path = f.entry.path.to_string();
     wire::DiffFile {
-        path: f.entry.path.to_string(),
+        generated: crate::change::generated::generated(&path).map(str::to_string),
+        old_blob: f.entry.old.map(|(_, id)| id.to_string()),
+        new_blob: f.entry.new.map(|(_, id)| id.to_string()),
+        path,
         from: f.entry.from.map(|p| p.to_string()),
         kind: f.entry.kind.as_str().to_string(),
         added: f.added,

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod access;
 mod browser;
+mod cards;
 mod comments;
 mod inbox;
 mod keyboard;

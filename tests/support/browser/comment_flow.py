@@ -28,7 +28,7 @@ def run(page, args, out):
     link, _profile, *lines = args
     page.goto(link)
     page.wait_for_selector("#policy:not([hidden]) #p-diff .add", timeout=WAIT)
-    out["fileHeaders"] = page.eval_on_selector_all("#p-diff > .file", "els => els.map(e => e.textContent)")
+    out["fileHeaders"] = page.eval_on_selector_all("#p-diff > .file .label", "els => els.map(e => e.textContent)")
     out["at"] = []
     for text in lines:
         row = page.evaluate_handle(

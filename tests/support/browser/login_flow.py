@@ -31,7 +31,7 @@ def seen(page):
             "policy": page.is_visible("#policy"), "address": page.url}
     if view["policy"]:
         expect(page.locator("#p-status")).not_to_have_text("", timeout=WAIT)
-        view["title"] = page.text_content("#p-title")
+        view["title"] = page.text_content("#p-id")
     return view
 
 

@@ -145,7 +145,7 @@ def run(page, args, out):
     # The hunks' rows (headers and lines) apart from the files' headers,
     # which are the page's own (a name, what happened to it).
     out["diff"] = "\n".join(lines_of(page, "#p-diff > div:not(.file)"))
-    out["fileHeaders"] = lines_of(page, "#p-diff > div.file")
+    out["fileHeaders"] = lines_of(page, "#p-diff > div.file .label")
     out["gutters"] = page.eval_on_selector_all("#p-diff > div[data-ln]", "els => els.map(e => e.dataset.ln)")
     out["added"] = lines_of(page, "#p-diff .add")
     out["removed"] = lines_of(page, "#p-diff .del")
@@ -235,7 +235,7 @@ def run(page, args, out):
     expect(page.locator("#p-status")).to_have_text("awaiting-ack", timeout=WAIT)
     diff_of_changes.wait()
     out["whileLoading"] = {
-        "title": page.text_content("#p-title"),
+        "title": page.text_content("#p-id"),
         "diffLines": page.locator("#p-diff [data-line]").count(),
         "actionsShown": page.is_visible("#actions"),
     }
@@ -280,7 +280,7 @@ def run(page, args, out):
     expect(files).to_have_count(101, timeout=WAIT)
     out["allFiles"] = page.eval_on_selector_all("#p-diff [data-file]", "els => els.map(e => e.dataset.file)")
     out["moreHiddenAtEnd"] = not page.is_visible("#more-files")
-    out["titleAtEnd"] = page.text_content("#p-title")
+    out["titleAtEnd"] = page.text_content("#p-id")
 
     # Last (it leaves the page): the browser sends the page's cookie to a
     # dev server on another port of the same host; replayed alone to the

@@ -70,6 +70,17 @@ pub struct DiffFile {
     /// Its content became empty.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub emptied: bool,
+    /// Its blob before (hex); none when added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_blob: Option<String>,
+    /// Its blob after (hex); none when deleted. A reader keeps what it
+    /// knows of the file ("viewed") by it: a new blob is a new content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_blob: Option<String>,
+    /// Why a reader sees it collapsed at first (`a lockfile`, `vendored`,
+    /// `minified`); none for a file shown open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<String>,
     /// Its hunks as data, what a reader draws (the page: never the patch
     /// text read back); none when binary, cut, or a rename or mode change
     /// alone.

@@ -16,6 +16,7 @@
 use gix::bstr::{BStr, BString, ByteSlice};
 use std::borrow::Cow;
 
+pub mod generated;
 pub mod hunks;
 pub use hunks::{Hunk, HunkLine, LineKind};
 
