@@ -145,6 +145,8 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/app.js", get(ui::app_js))
         .route("/ui/diff.js", get(ui::diff_js))
         .route("/ui/keys.js", get(ui::keys_js))
+        .route("/ui/inbox.js", get(ui::inbox_js))
+        .route("/ui/passkeys.js", get(ui::passkeys_js))
         .route("/ui/app.css", get(ui::app_css))
         .route("/ui/login", post(ui::login).get(ui::login_link))
         .route("/v1/ui/link", post(ui::link))

@@ -1,7 +1,8 @@
 //! The operator's web page (`/ui/`) and its login. The page's files are
 //! embedded in the binary (`host/ui/`: plain HTML, CSS and JavaScript —
 //! `app.js` the page, `diff.js` the diff's unified and split views,
-//! `keys.js` its keyboard — no
+//! `keys.js` its keyboard, `inbox.js` the inbox, `passkeys.js` the
+//! passkeys' panel and ceremonies — no
 //! CDN, works offline) and served with a strict Content-Security-Policy
 //! (no inline script), `X-Frame-Options: DENY` and `nosniff`.
 //!
@@ -61,6 +62,8 @@ const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_JS: &str = include_str!("../../ui/app.js");
 const DIFF_JS: &str = include_str!("../../ui/diff.js");
 const KEYS_JS: &str = include_str!("../../ui/keys.js");
+const INBOX_JS: &str = include_str!("../../ui/inbox.js");
+const PASSKEYS_JS: &str = include_str!("../../ui/passkeys.js");
 const APP_CSS: &str = include_str!("../../ui/app.css");
 
 struct Login {
@@ -272,6 +275,14 @@ pub(super) async fn diff_js() -> Response {
 
 pub(super) async fn keys_js() -> Response {
     file("text/javascript; charset=utf-8", KEYS_JS)
+}
+
+pub(super) async fn inbox_js() -> Response {
+    file("text/javascript; charset=utf-8", INBOX_JS)
+}
+
+pub(super) async fn passkeys_js() -> Response {
+    file("text/javascript; charset=utf-8", PASSKEYS_JS)
 }
 
 pub(super) async fn app_css() -> Response {
