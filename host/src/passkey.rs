@@ -268,6 +268,18 @@ struct Inner {
     enrol_dir: Option<std::path::PathBuf>,
 }
 
+/// A passkey's name as kept: trimmed, 1 to [`MAX_NAME`] bytes, no control
+/// characters.
+pub fn checked_name(name: &str) -> Result<&str, PasskeyError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(PasskeyError::BadName(format!(
+            "1 to {MAX_NAME} bytes, no control characters"
+        )));
+    }
+    Ok(name)
+}
+
 /// The credential id of `p`, as the page and the store name it.
 pub fn credential_id(p: &Passkey) -> String {
     use base64::Engine as _;
@@ -526,12 +538,7 @@ impl Passkeys {
         grant: Option<Grant<'_>>,
     ) -> Result<(String, CreationChallengeResponse), PasskeyError> {
         let rp = self.rp()?;
-        let name = name.trim();
-        if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
-            return Err(PasskeyError::BadName(format!(
-                "1 to {MAX_NAME} bytes, no control characters"
-            )));
-        }
+        let name = checked_name(name)?;
         let (authority, by) = match (registered.is_empty(), grant) {
             (true, Some(Grant::Code(checked))) => (
                 Authority::EnrolCode(checked),

@@ -20,7 +20,8 @@ async function passkeys() {
     li.append(el("span", "added " + ago(k.createdAt) + (k.lastUsedAt ? ", used " + ago(k.lastUsedAt) : ", never used"), "hint"));
     if (k.damage) li.append(el("div", k.damage, "reason"));
     const rm = el("button", "Remove"); rm.addEventListener("click", () => removePasskey(k.id));
-    li.append(" ", rm);
+    const rn = el("button", "Rename", "rename"); rn.addEventListener("click", () => renamePasskey(k.id, k.name));
+    li.append(" ", rm, " ", rn);
     return li;
   }));
   // The first passkey needs the enrolment code; every later one an
@@ -52,6 +53,13 @@ async function registerPasskey(ev) {
     $("passkey-name").value = ""; $("passkey-code").value = "";
     await passkeys();
   } catch (e) { $("passkey-error").textContent = e.name ? e.name + ": " + e.message : e.message; }
+}
+async function renamePasskey(id, name) {
+  $("passkey-error").textContent = "";
+  const to = prompt("A new name for the passkey '" + name + "'", name);
+  if (to === null || !to.trim() || to.trim() === name) return;
+  try { await api("POST", "/v1/passkeys/" + encodeURIComponent(id) + "/rename", { name: to.trim() }); await passkeys(); }
+  catch (e) { $("passkey-error").textContent = e.message; }
 }
 async function removePasskey(id) {
   $("passkey-error").textContent = "";

@@ -313,7 +313,12 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
     assert_eq!(status, 200, "{keys}");
     let list = keys["passkeys"].as_array().expect("passkeys");
     assert_eq!(list.len(), 1, "{keys}");
-    assert_eq!(list[0]["name"], "phone");
+    // Renamed on the page (issue 53): kept, and said.
+    assert_eq!(list[0]["name"], "renamed laptop");
+    assert_has(str_of(&seen["afterRename"]), "renamed laptop");
+    let renamed = d.all_events("types=passkey:renamed");
+    assert_eq!(renamed.len(), 1, "{renamed:?}");
+    assert_eq!(renamed[0]["payload"]["name"], "renamed laptop");
     assert!(list[0]["lastUsedAt"].is_i64(), "{keys}");
     assert!(
         seen["passkeyAfter"]
@@ -322,6 +327,38 @@ fn a_passkey_registered_on_the_page_approves_in_a_real_browser_and_only_when_ver
         "the page shows its use: {seen:#}"
     );
     assert_eq!(seen["signCountAfter"], 2, "{seen:#}");
+
+    // The last passkey lost: `gatehost passkey reset` on the daemon's
+    // machine removes every one and says so; the enrolment code is again
+    // what registers the first.
+    let data = d.data.display().to_string();
+    let config = d.config.display().to_string();
+    let run = d.cli_ok(
+        &["passkey", "reset", "--data-dir", &data, "--config", &config],
+        &d.operator,
+    );
+    assert_eq!(run.stdout.trim(), "1", "{}", run.stderr);
+    assert_has(&run.stderr, "renamed laptop");
+    let (_, keys) = d.get("/v1/passkeys", &d.operator);
+    assert_eq!(keys["passkeys"], json!([]), "{keys}");
+    let reset = d.all_events("types=passkey:reset");
+    assert_eq!(reset.len(), 1, "{reset:?}");
+    assert_eq!(reset[0]["payload"]["removed"], json!(["renamed laptop"]));
+    assert_has(str_of(&reset[0]["payload"]["by"]), "gatehost passkey reset");
+    // Not a data directory: refused, naming the flag.
+    let bad = d.cli(
+        &[
+            "passkey",
+            "reset",
+            "--data-dir",
+            "/nonexistent",
+            "--config",
+            &config,
+        ],
+        &d.operator,
+    );
+    assert_ne!(bad.code, 0);
+    assert_has(&bad.stderr, "--data-dir");
 }
 
 /// The daemon's configuration with `ack_requires = ack`, notifications to

@@ -23,6 +23,7 @@
 //! | `POST /v1/passkeys/challenge` | operator | `{for: approve, policy, tree}\|{for: add-passkey}\|{for: remove-passkey, passkey}`: a WebAuthn challenge for that only, `{ceremony, options}` |
 //! | `POST /v1/passkeys/register`, `…/register/finish` | the page's login only | `{name, code?, assertion?}` then `{ceremony, credential}`: register a passkey (the first needs the enrolment code of `gatehost passkey enrol-code`, every later one a registered one's assertion) |
 //! | `POST /v1/passkeys/{id}/remove` | operator | `{assertion}` for removing exactly it |
+//! | `POST /v1/passkeys/{id}/rename` | operator | `{name}`: another name (`passkey:renamed`) |
 //! | `POST /v1/tokens/rotate` | operator | `{agent?: bool, operator?: bool}`: new tokens (the cluster's on PostgreSQL), the old ones refused from then on; answers their files, never a value (see `cluster_tokens`) |
 //! | `GET /v1/events?since=&types=&session=&policy=&host=&limit=&wait=` | agent | the bus by cursor (`host`: the events that host wrote; 400 `no-hosts` on SQLite) |
 //! | `GET /ui/`, `POST /ui/login {token}` | none / operator | the web page and its cookie login (see `ui`) |
@@ -137,6 +138,7 @@ pub fn router(state: AppState) -> Router {
             post(passkeys::register_finish),
         )
         .route("/v1/passkeys/{id}/remove", post(passkeys::remove))
+        .route("/v1/passkeys/{id}/rename", post(passkeys::rename))
         .route("/v1/tokens/rotate", post(cluster_tokens::rotate_route))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(stream::stream))

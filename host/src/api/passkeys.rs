@@ -282,6 +282,20 @@ pub(super) async fn register_finish(
     ok(info(row))
 }
 
+/// `POST /v1/passkeys/{id}/rename {name}` (operator): another name.
+pub(super) async fn rename(
+    State(st): State<AppState>,
+    _: Operator,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<wire::PasskeyRename>,
+) -> ApiResult {
+    ok(info(st.engine.rename_passkey(
+        &id,
+        &b.name,
+        "the operator",
+    )?))
+}
+
 /// `POST /v1/passkeys/{id}/remove` (operator, with an assertion for it).
 pub(super) async fn remove(
     State(st): State<AppState>,

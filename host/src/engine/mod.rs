@@ -297,6 +297,8 @@ impl Engine {
             passkey_used(proof: &crate::passkey::Proof) -> EngineResult<()>;
             remove_passkey(id: &str, proof: &crate::passkey::Proof)
                 -> EngineResult<crate::store::PasskeyRow>;
+            rename_passkey(id: &str, name: &str, by: &str)
+                -> EngineResult<crate::store::PasskeyRow>;
             reconfigure(config: crate::config::HostConfig, event: &crate::model::event::Event)
                 -> EngineResult<()>;
             daemon_event(event: &crate::model::event::Event) -> EngineResult<i64>;

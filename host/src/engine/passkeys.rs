@@ -123,6 +123,37 @@ impl Settings {
         Ok(())
     }
 
+    /// Gives passkey `id` another name (the operator's, `by`): no
+    /// assertion (a name grants nothing), but an event says it.
+    pub(crate) fn rename_passkey(
+        &self,
+        id: &str,
+        name: &str,
+        by: &str,
+    ) -> EngineResult<PasskeyRow> {
+        let engine = self.engine();
+        let name = crate::passkey::checked_name(name).map_err(|e| EngineError::Invalid {
+            field: "name".into(),
+            message: e.to_string(),
+        })?;
+        let row = engine.write(|tx| {
+            let Some(mut row) = tx.passkeys()?.into_iter().find(|r| r.id == id) else {
+                return Err(EngineError::NotFound(format!("no passkey '{id}'")));
+            };
+            tx.rename_passkey(id, name)?;
+            row.name = name.to_string();
+            let said = Passkey {
+                passkey_id: id.to_string(),
+                name: name.to_string(),
+                by: by.to_string(),
+            };
+            engine.append(tx, &Event::Passkey(PasskeyEvent::Renamed(said)), None, None)?;
+            Ok(row)
+        })?;
+        tracing::info!(passkey = %id, "a passkey was renamed");
+        Ok(row)
+    }
+
     /// Removes passkey `id`, proved by a passkey's assertion for exactly
     /// that; the last one is kept while approvals need a passkey (set
     /// `ack_requires = "token"` first).

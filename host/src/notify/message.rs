@@ -235,6 +235,21 @@ pub fn message(event: &EventRow, base: Option<&str>) -> Message {
                 Priority::High,
                 &["key"],
             ),
+            (Event::Passkey(PasskeyEvent::Renamed(p)), _) => (
+                format!("gatehost: a passkey is now named '{}'", clean(&p.name)),
+                String::new(),
+                Priority::Default,
+                &["key"],
+            ),
+            (Event::Passkey(PasskeyEvent::Reset(r)), _) => (
+                format!(
+                    "gatehost: every passkey was removed ({})",
+                    r.removed.len()
+                ),
+                "Someone with the daemon's data directory ran `gatehost passkey reset`. Register a passkey again (`gatehost passkey enrol-code`); if it was not you, look at who can use that machine's account.".to_string(),
+                Priority::High,
+                &["key", "warning"],
+            ),
             (Event::Config(ConfigEvent::Rejected(_)), _) => (
                 "gatehost: the new configuration was rejected".to_string(),
                 because("the old configuration stays in force"),

@@ -230,6 +230,11 @@ fn every_attention_event_has_its_own_words() {
             "the agent and operator token(s) were rotated",
         ),
         (
+            "passkey:reset",
+            json!({"removed": ["laptop"], "by": "gatehost passkey reset (uid 1000 on m1)"}),
+            "every passkey was removed (1)",
+        ),
+        (
             "host:stale",
             json!({"host": "alpha", "fence": 3, "machine": "m1", "pid": 7, "heartbeatAt": 0,
                    "leaseUntil": 15_000, "graceMs": 15_000, "policies": ["p1"], "by": "beta",

@@ -260,6 +260,11 @@ def run(page, cdp, args, out):
     expect(page.locator("#passkey-error")).not_to_be_empty(timeout=WAIT)
     out["lastRemoveError"] = page.text_content("#passkey-error")
     out["afterLast"] = page.eval_on_selector_all("#passkeys li", "els => els.map(e => e.textContent)")
+    # Renamed: a prompt for the new name, then the list shows it.
+    page.once("dialog", lambda d: d.accept("renamed laptop"))
+    page.click("#passkeys li:nth-child(1) button.rename")
+    expect(page.locator("#passkeys li")).to_contain_text("renamed laptop", timeout=WAIT)
+    out["afterRename"] = page.text_content("#passkeys li")
     out["secondAuthenticator"] = len(cdp.send("WebAuthn.getCredentials", {"authenticatorId": other_auth})["credentials"])
 
 

@@ -397,6 +397,14 @@ pub struct PasskeyRemove {
     pub assertion: PasskeyAssertion,
 }
 
+/// `POST /v1/passkeys/{id}/rename`: its new name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyRename {
+    /// 1 to 64 bytes, no control characters.
+    pub name: String,
+}
+
 /// A registered passkey as the API shows it (never its key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -94,7 +94,12 @@ pub const STANDING_EVENTS: &[&str] = &["standing:added", "standing:removed"];
 
 /// The operator's passkeys registered and removed (`engine::passkeys`):
 /// daemon-wide, named in full only.
-pub const PASSKEY_EVENTS: &[&str] = &["passkey:registered", "passkey:removed"];
+pub const PASSKEY_EVENTS: &[&str] = &[
+    "passkey:registered",
+    "passkey:removed",
+    "passkey:renamed",
+    "passkey:reset",
+];
 
 /// The watchdog's session events. Named in full only: `stale` is also a
 /// policy's (`policy:stale`, its judged content changed).

@@ -69,6 +69,7 @@ pub const ATTENTION: &[&str] = &[
     "config:held",
     "passkey:registered",
     "passkey:removed",
+    "passkey:reset",
     "host:stale",
     "host:taken-over",
     "tokens:rotated",

@@ -372,6 +372,9 @@ pub trait RecordsTx: Records {
     /// Removes a passkey; whether it was there.
     fn remove_passkey(&mut self, id: &str) -> StoreResult<bool>;
 
+    /// Gives a passkey another name; whether it was there.
+    fn rename_passkey(&mut self, id: &str, name: &str) -> StoreResult<bool>;
+
     /// Sends `request` (encoded by the engine) on policy `policy` to the
     /// host `host` that owns it: its number. Refused by a store of one
     /// host (there is no other).

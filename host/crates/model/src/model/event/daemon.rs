@@ -22,6 +22,12 @@ family! {
         Registered(Passkey) = "passkey:registered",
         /// A passkey was removed.
         Removed(Passkey) = "passkey:removed",
+        /// A passkey was given another name (`name`: the new one).
+        Renamed(Passkey) = "passkey:renamed",
+        /// Every passkey was removed from the daemon's machine
+        /// (`gatehost passkey reset`): the recovery when the last one is
+        /// lost.
+        Reset(PasskeysReset) = "passkey:reset",
     }
 }
 
@@ -149,6 +155,16 @@ pub struct Passkey {
     /// The name the operator gave it.
     pub name: String,
     /// Who (`the operator (passkey 'laptop')`, `the operator (token)`).
+    pub by: String,
+}
+
+/// `passkey:reset`: the passkeys removed at once, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasskeysReset {
+    /// The names of the passkeys removed (none: there were none).
+    pub removed: Vec<String>,
+    /// Who (`gatehost passkey reset, as user 1000 on host`).
     pub by: String,
 }
 

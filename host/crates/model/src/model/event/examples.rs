@@ -3,18 +3,18 @@
 
 use super::{
     AnsweredBy, Approved, Attached, BlockOutcome, Blocked, Cancelled, ChangedAfter, ClientRefused,
-    CommitReady, Committed, ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, DamageRef,
-    Empty, Event, Expired, FailReason, GateSummary, GateSummaryItem, Gating, HookEvent, HookNotice,
-    HostEvent, HostStale, HostTakenOver, InputSource, Live, Nudge, OnStaleName, Passkey,
-    PasskeyEvent, Permission, PermissionEscalated, PolicyChange, PolicyEvent, PolicyHead,
-    PolicyRefused, Queued, Reasoned, RefusedOrigin, Registered, Rejected, Report, Retry,
-    ReviewChange, ReviewEnded, ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict, Rotation,
-    RoutineEvent, RoutineKind, RoutinePayload, SessionEvent, Stale, StaleAck, Standing,
-    StandingEvent, TokenEvent, Trigger, Ungated, WatchdogEvent, Watching,
+    CommitReady, Committed, DamageRef, Empty, Event, Expired, FailReason, GateSummary,
+    GateSummaryItem, Gating, HookEvent, HookNotice, InputSource, Live, Nudge, OnStaleName,
+    Permission, PermissionEscalated, PolicyChange, PolicyEvent, PolicyHead, PolicyRefused, Queued,
+    Reasoned, RefusedOrigin, Registered, Rejected, Report, Retry, ReviewChange, ReviewEnded,
+    ReviewEvent, ReviewRepair, ReviewStarted, ReviewVerdict, RoutineEvent, RoutineKind,
+    RoutinePayload, SessionEvent, Stale, StaleAck, Ungated, WatchdogEvent, Watching,
 };
 use crate::permission::{Decision, ToolAsk};
 use crate::verdict::{Finding, Outcome, Severity};
 use serde_json::json;
+
+mod daemon;
 
 fn s(v: &str) -> String {
     v.to_string()
@@ -106,7 +106,7 @@ pub fn examples() -> Vec<Event> {
     use PolicyChange as P;
     use ReviewChange as R;
     use RoutineKind as K;
-    vec![
+    let mut all = vec![
         Event::Session(SessionEvent::Registered(Registered {
             session_id: s("claude-1"),
             cwd: s("/w/app"),
@@ -610,74 +610,11 @@ pub fn examples() -> Vec<Event> {
                 ..RoutinePayload::default()
             },
         ),
-        Event::Standing(StandingEvent::Added(Standing {
-            standing_id: s("st-1"),
-            agents: vec![s("claude")],
-            under: vec![s("/w")],
-            label: Some(s("tests")),
-        })),
-        Event::Standing(StandingEvent::Removed(Standing {
-            standing_id: s("st-1"),
-            agents: vec![s("claude")],
-            under: vec![s("/w")],
-            label: None,
-        })),
-        Event::Passkey(PasskeyEvent::Registered(Passkey {
-            passkey_id: s("pk-1"),
-            name: s("laptop"),
-            by: s("the operator (token)"),
-        })),
-        Event::Passkey(PasskeyEvent::Removed(Passkey {
-            passkey_id: s("pk-1"),
-            name: s("laptop"),
-            by: s("the operator (passkey 'laptop')"),
-        })),
-        Event::Config(ConfigEvent::Reloaded(ConfigReloaded {
-            source: s("/etc/gatehost.toml"),
-            trigger: Trigger::Signal,
-            changed: vec![s("shell.allow"), s("daemon.port")],
-            needs_restart: vec![s("daemon.port")],
-            held: vec![],
-            enabled: true,
-        })),
-        Event::Config(ConfigEvent::Rejected(ConfigRejected {
-            source: s("/etc/gatehost.toml"),
-            trigger: Trigger::File,
-            reason: s("does not parse"),
-        })),
-        Event::Config(ConfigEvent::Held(ConfigHeld {
-            source: s("/etc/gatehost.toml"),
-            trigger: Trigger::File,
-            held: vec![s("daemon.ack_requires")],
-            reason: s("a weakening waits for a restart"),
-        })),
-        Event::Host(HostEvent::Stale(HostStale {
-            host: s("alpha"),
-            fence: 7,
-            machine: s("build-1"),
-            pid: 4242,
-            heartbeat_at: 1_700_000_000_000,
-            lease_until: 1_700_000_015_000,
-            grace_ms: 15_000,
-            policies: vec![s("pol_1")],
-            by: s("beta"),
-            takeover: true,
-        })),
-        Event::Host(HostEvent::TakenOver(HostTakenOver {
-            host: s("alpha"),
-            by: s("beta"),
-            fence: 9,
-            policies: vec![s("pol_1")],
-            sessions: vec![s("claude-1")],
-            routines: 0,
-            deliveries: 2,
-            requests: 1,
-        })),
-        Event::Tokens(TokenEvent::Rotated(Rotation {
-            tokens: vec![s("agent"), s("operator")],
-            cluster: true,
-            host: Some(s("alpha")),
-        })),
+    ];
+    // The daemon's own (standing policies, passkeys, configuration, hosts,
+    // tokens), then the standalone hook's.
+    all.extend(daemon::examples());
+    all.extend([
         Event::Hook(HookEvent::Capped(HookNotice {
             agent: s("claude"),
             session_id: s("claude-1"),
@@ -690,5 +627,6 @@ pub fn examples() -> Vec<Event> {
             cwd: s("/w/app"),
             reason: s("the gate could not run"),
         })),
-    ]
+    ]);
+    all
 }

@@ -34,7 +34,7 @@ mod tests;
 pub use codec::EventError;
 pub use daemon::{
     ConfigEvent, ConfigHeld, ConfigRejected, ConfigReloaded, HostEvent, HostStale, HostTakenOver,
-    Passkey, PasskeyEvent, Rotation, Standing, StandingEvent, TokenEvent, Trigger,
+    Passkey, PasskeyEvent, PasskeysReset, Rotation, Standing, StandingEvent, TokenEvent, Trigger,
 };
 pub use policy::{
     Approved, Attached, BlockOutcome, Blocked, Cancelled, Change, ChangedAfter, CommitReady,

@@ -81,6 +81,8 @@ fn named(e: &Event) -> &'static str {
         Event::Passkey(e) => match e {
             PasskeyEvent::Registered(_) => "passkey:registered",
             PasskeyEvent::Removed(_) => "passkey:removed",
+            PasskeyEvent::Renamed(_) => "passkey:renamed",
+            PasskeyEvent::Reset(_) => "passkey:reset",
         },
         Event::Config(e) => match e {
             ConfigEvent::Reloaded(_) => "config:reloaded",

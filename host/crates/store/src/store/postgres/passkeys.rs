@@ -80,6 +80,10 @@ pub(super) fn passkey_used(c: &Sql<'_>, id: &str, p: &Passkey, now: i64) -> Stor
     Ok(())
 }
 
+pub(super) fn rename_passkey(c: &Sql<'_>, id: &str, name: &str) -> StoreResult<bool> {
+    Ok(c.execute("UPDATE passkeys SET name = $2 WHERE id = $1", &[&id, &name])? > 0)
+}
+
 pub(super) fn remove_passkey(c: &Sql<'_>, id: &str) -> StoreResult<bool> {
     Ok(c.execute("DELETE FROM passkeys WHERE id = $1", &[&id])? > 0)
 }

@@ -161,6 +161,10 @@ impl RecordsTx for PgTx<'_> {
         passkeys::remove_passkey(&self.sql, id)
     }
 
+    fn rename_passkey(&mut self, id: &str, name: &str) -> StoreResult<bool> {
+        passkeys::rename_passkey(&self.sql, id, name)
+    }
+
     fn insert_host_request(
         &mut self,
         host: &str,

@@ -541,6 +541,10 @@ impl RecordsTx for SqliteTx<'_> {
     fn remove_passkey(&mut self, id: &str) -> StoreResult<bool> {
         passkeys::remove_passkey(&self.tx, id)
     }
+
+    fn rename_passkey(&mut self, id: &str, name: &str) -> StoreResult<bool> {
+        passkeys::rename_passkey(&self.tx, id, name)
+    }
 }
 
 impl Backend for SqliteStore {

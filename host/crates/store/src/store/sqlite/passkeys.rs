@@ -98,6 +98,14 @@ pub(super) fn passkey_used(c: &Connection, id: &str, p: &Passkey, now: i64) -> S
 }
 
 /// Removes one; whether it was there.
+pub(super) fn rename_passkey(c: &Connection, id: &str, name: &str) -> StoreResult<bool> {
+    Ok(
+        c.prepare_cached("UPDATE passkeys SET name = ?2 WHERE id = ?1")?
+            .execute(params![id, name])?
+            > 0,
+    )
+}
+
 pub(super) fn remove_passkey(c: &Connection, id: &str) -> StoreResult<bool> {
     Ok(c.prepare_cached("DELETE FROM passkeys WHERE id = ?1")?
         .execute(params![id])?
