@@ -78,8 +78,10 @@ pub(super) fn run(command: PasskeyCommand) -> CliResult<i32> {
     }
 }
 
-fn enrol_code(args: EnrolArgs) -> CliResult<i32> {
-    let Some(dir) = args.data_dir.or_else(super::serve::default_data_dir) else {
+/// The daemon's data directory: `--data-dir`, else the default; refused
+/// when it holds no store.
+fn data_dir(arg: Option<PathBuf>) -> CliResult<PathBuf> {
+    let Some(dir) = arg.or_else(super::serve::default_data_dir) else {
         return Err(CliError::new("no-data-dir", "no data directory").field("--data-dir"));
     };
     if !dir.join(STORE_FILE).is_file() {
@@ -93,6 +95,11 @@ fn enrol_code(args: EnrolArgs) -> CliResult<i32> {
         .field("--data-dir")
         .hint("pass the daemon's --data-dir, and run this as the daemon's user"));
     }
+    Ok(dir)
+}
+
+fn enrol_code(args: EnrolArgs) -> CliResult<i32> {
+    let dir = data_dir(args.data_dir)?;
     let code = enrol::make(&dir).map_err(|e| CliError::new("io", e.to_string()))?;
     tracing::info!(data = %dir.display(), "a passkey enrolment code was made");
     println!("{code}");
@@ -114,20 +121,7 @@ fn reset(args: ResetArgs) -> CliResult<i32> {
                 .map_err(|e| CliError::new("store", format!("the store {}: {e}", pg.url)))?
         }
         None => {
-            let Some(dir) = args.data_dir.or_else(super::serve::default_data_dir) else {
-                return Err(CliError::new("no-data-dir", "no data directory").field("--data-dir"));
-            };
-            if !dir.join(STORE_FILE).is_file() {
-                return Err(CliError::new(
-                    "no-data-dir",
-                    format!(
-                        "{} is not a gatehost data directory (no {STORE_FILE} in it)",
-                        dir.display(),
-                    ),
-                )
-                .field("--data-dir")
-                .hint("pass the daemon's --data-dir, and run this as the daemon's user"));
-            }
+            let dir = data_dir(args.data_dir)?;
             crate::store::Store::open(&dir).map_err(|e| CliError::new("store", e.to_string()))?
         }
     };
