@@ -16,9 +16,10 @@
 //!   page to its diff's first screen painted and to every row drawn, and
 //!   the longest main-thread task Chromium reported.
 //! - One tab's cost on the daemon: `--attaches` (1,000) policies attached
-//!   one after another, with the inbox open in a tab (live) and with none,
-//!   alternated `--runs` times; the ratio of their wall times, and how many
-//!   requests the tab made meanwhile.
+//!   one after another (each measurement on a session of its own), with
+//!   the inbox open in a tab (live) and with none, alternated ABBA `--runs`
+//!   times; the ratio of their wall times, and how many requests the tab
+//!   made meanwhile.
 
 mod support;
 
@@ -92,14 +93,23 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn attaches(http: &Http, d: &Daemon, n: usize) -> Duration {
+/// `n` policies attached one after another on a session of their own
+/// (`session`, registered first: a session's policies are looked at on
+/// each attach, so each measurement starts from none).
+fn attaches(http: &Http, d: &Daemon, ws: &Path, session: &str, n: usize) -> Duration {
+    http.call(
+        d,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(json!({"id": session, "cwd": ws})),
+    );
     let t0 = Instant::now();
     for _ in 0..n {
         http.call(
             d,
             reqwest::Method::POST,
             "/v1/policies",
-            Some(json!({"sessionId": "s2", "gate": {"command": "true"}})),
+            Some(json!({"sessionId": session, "gate": {"command": "true"}})),
         );
     }
     t0.elapsed()
@@ -124,14 +134,12 @@ fn main() {
     support::settled_policies(&data, "old", policies, 37);
     let (d, _) = start(&data, &config, "127.0.0.1:0");
     let http = Http::new();
-    for s in ["s", "s2"] {
-        http.call(
-            &d,
-            reqwest::Method::POST,
-            "/v1/sessions",
-            Some(json!({"id": s, "cwd": ws})),
-        );
-    }
+    http.call(
+        &d,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(json!({"id": "s", "cwd": ws})),
+    );
     // The big change: a file of `lines` lines, each a line of code.
     let text: String = (0..lines)
         .map(|i| format!("fn f{i}() -> u32 {{ {i} }} // line {i}\n"))
@@ -207,7 +215,12 @@ fn main() {
     // One tab's cost: the attaches with the inbox open, and with none.
     let (mut with, mut without, mut requests) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..runs {
-        without.push(attaches(&http, &d, n).as_secs_f64());
+        // Alternated ABBA (none, tab; tab, none; …): the store grows by
+        // `n` policies each time, and neither side always comes later.
+        let none_first = r % 2 == 0;
+        if none_first {
+            without.push(attaches(&http, &d, &ws, &format!("none-{r}"), n).as_secs_f64());
+        }
         let l = link(&http, &d, None);
         let mut tab = Command::new(python())
             .arg(script())
@@ -220,12 +233,15 @@ fn main() {
         let mut lines = BufReader::new(tab.stdout.take().expect("stdout")).lines();
         let ready = lines.next().expect("ready").expect("line");
         assert_eq!(ready, "ready");
-        with.push(attaches(&http, &d, n).as_secs_f64());
+        with.push(attaches(&http, &d, &ws, &format!("tab-{r}"), n).as_secs_f64());
         writeln!(tab.stdin.take().expect("stdin")).expect("go on");
         let last = lines.next().expect("answer").expect("line");
         let v: Value = serde_json::from_str(&last).expect("json");
         requests.push(v["requests"].as_f64().unwrap_or_default());
         let _ = tab.wait();
+        if !none_first {
+            without.push(attaches(&http, &d, &ws, &format!("none-{r}"), n).as_secs_f64());
+        }
     }
     let ratio: Vec<f64> = with.iter().zip(&without).map(|(w, o)| w / o).collect();
     println!("\n## one open tab's cost: {n} attaches, alternated {runs} times\n");
