@@ -142,14 +142,17 @@ async function policy(id) {
   $("actions").hidden = p.status !== "awaiting-ack";
 }
 // Where a policy comes from: its first session, that session's agent and
-// workspace (the session's record; agent-written: text only).
+// workspace (the session's record) and the branch of its snapshot
+// (agent-written: text only).
 async function where(p, stale) {
   const sid = (p.sessions || [])[0];
   if (!sid) return;
   const x = await api("GET", "/v1/sessions/" + encodeURIComponent(sid));
   if (stale()) return;
   const agent = agentOf(p);
-  $("p-where").textContent = "session " + sid + (agent && agent !== sid ? " (" + agent + ")" : "") + " in " + (x.workspace || x.cwd || "?");
+  const ref = p.plan && p.plan.snapshot && p.plan.snapshot.reference;
+  $("p-where").textContent = "session " + sid + (agent && agent !== sid ? " (" + agent + ")" : "") + " in " + (x.workspace || x.cwd || "?") +
+    (ref ? " on " + ref.replace(/^refs\/heads\//, "") : "");
 }
 // A file of the list above the diff: a button that opens the file and
 // brings its header into view (drawing the rows before it if need be).
