@@ -27,7 +27,7 @@ let renderedTree = null;
 // The diff shown: its pages' lines, unified or split.
 let pages = [];
 let view = sessionStorage.getItem("view") === "split" ? "split" : "unified";
-function rendered(items) { return (view === "split" ? renderSplit : renderUnified)(items, openComment); }
+function rendered(items) { return (view === "split" ? renderSplit : renderUnified)(items, onLine); }
 // The diff's rows are drawn lazily: the first FIRST_ROWS at once (the
 // first screen), the rest SLICE_ROWS at a time between tasks, so a diff of
 // 10,000 lines never blocks the page for long; a slice never splits a run
@@ -85,7 +85,27 @@ function requestChanges() {
   const comments = drafts.filter((d) => d.box.value.trim())
     .map((d) => ({ path: d.at.path, line: d.at.line, side: d.at.side, body: d.box.value.trim() }));
   if (!comments.length) { $("p-error").textContent = "click a line of the diff and write what to change first"; return; }
-  act({ tree: current.tree, comments }, "/request-changes").then(() => { if (!$("p-error").textContent) drafts = []; });
+  const { id, tree } = current;
+  act({ tree, comments }, "/request-changes").then(() => {
+    if ($("p-error").textContent) return;
+    // The tree reviewed: the next round can show what changed since.
+    drafts = []; localStorage.setItem(reviewedKey(id), tree);
+  });
+}
+// "Changes since your last review": the tree of the last round's request
+// for changes (kept by this browser), and whether the diff shown is from it.
+const reviewedKey = (id) => "gatehost:reviewed:" + id;
+let sinceMode = false;
+function toggleSince() {
+  if (drafts.some((d) => d.box.value.trim())) { $("p-error").textContent = "send your comments (Request changes) before switching the diff"; return; }
+  sinceMode = !sinceMode; renderedTree = null; drafts = [];
+  policy(current.id).catch(() => {});
+}
+// A click on a line: its comment, except in the changes since the last
+// review (their old side is the last snapshot, not the branch).
+function onLine(row, at) {
+  if (sinceMode) { $("p-diff-note").textContent = "The changes since your last review are read-only: \"The whole change\" to comment on a line."; return; }
+  openComment(row, at);
 }
 // Each showing of a policy page is numbered: an answer that comes back
 // after a later showing began (the operator went to another policy, or a
@@ -132,6 +152,10 @@ async function policy(id) {
       $("p-files").replaceChildren(...d.files.map(fileLink));
       paint(pages[0]);
       paged(d);
+      const last = localStorage.getItem(reviewedKey(id));
+      $("since-toggle").hidden = !last || (last === d.tree && !sinceMode);
+      $("since-toggle").textContent = sinceMode ? "The whole change" : "Changes since your last review";
+      if (sinceMode) $("p-diff-note").textContent = "What changed since your last review (its tree " + (d.since || "").slice(0, 12) + "): read-only.";
       if (!d.files.length) $("p-diff-note").textContent = "The diff is empty: the snapshot's paths are as the branch holds them now, so there is nothing to commit.";
     }
   } catch (e) {
@@ -176,13 +200,14 @@ function reveal(path) {
 // the policy shown before it.
 function blank(id) {
   current = null; drafts = []; renderedTree = null; pages = []; nextFrom = null; toDraw = [];
-  forgetFiles(); viewedScope = id;
+  forgetFiles(); viewedScope = id; sinceMode = false;
   $("p-title").textContent = ""; $("p-id").textContent = id; $("p-status").textContent = "";
   $("p-where").textContent = ""; $("p-size").textContent = ""; $("p-files").replaceChildren();
   $("p-host").textContent = ""; $("p-host-line").hidden = true;
   $("actions").hidden = true;
   for (const e of ["p-plan", "p-verdicts", "p-diff-note", "p-timeline-note"]) $(e).textContent = "";
-  for (const e of ["p-diff", "p-runs", "p-timeline", "p-since-list"]) $(e).replaceChildren();
+  for (const e of ["p-diff", "p-runs", "p-timeline", "p-since-list", "p-rounds"]) $(e).replaceChildren();
+  $("p-rounds-panel").hidden = true; $("since-toggle").hidden = true;
   $("p-since").hidden = true; $("more-files").hidden = true;
 }
 // What the workspace holds now that the snapshot (the commit) does not:
@@ -211,10 +236,31 @@ async function timeline(p, stale) {
     return li;
   }));
   $("p-timeline-note").textContent = events.length >= HISTORY ? "the first " + HISTORY + " events; `gatehost events poll --policy " + p.id + "` has the rest" : "";
+  rounds(events);
   const runs = events.filter((e) => e.type === "policy:passed" || e.type === "policy:failed");
   const last = (p.verdict && p.verdict.gates) || [];
   $("p-runs").replaceChildren(...runs.map((e, n) => gateRun(e, n + 1, n === runs.length - 1 ? last : [])));
   if (!runs.length) $("p-runs").replaceChildren(el("li", "no gate has run yet", "hint"));
+}
+// Each earlier round of "Request changes" (its `policy:nudge` with
+// comments): when, and each comment at its file and line (a button that
+// shows the line when this diff has it). The operator's words.
+function rounds(events) {
+  const asked = events.filter((e) => e.type === "policy:nudge" && e.payload && Array.isArray(e.payload.comments));
+  $("p-rounds-panel").hidden = !asked.length;
+  $("p-rounds").replaceChildren(...asked.map((e, n) => {
+    const li = el("li"); li.dataset.round = String(n + 1);
+    li.append(el("strong", "round " + (n + 1)), " ", el("span", new Date(e.at).toLocaleTimeString(), "when"));
+    for (const c of e.payload.comments) {
+      const d = el("div", undefined, "finding");
+      const b = el("button", c.path + ":" + c.line + (c.side === "old" ? " (old side)" : ""));
+      b.dataset.path = c.path; b.dataset.line = String(c.line);
+      if (c.side !== "old") b.addEventListener("click", () => showLine(c.path, c.line, b));
+      d.append(b, " ", el("span", c.body));
+      li.append(d);
+    }
+    return li;
+  }));
 }
 function gateRun(e, n, tails) {
   const x = e.payload || {}; const li = el("li");
@@ -252,8 +298,12 @@ function finding(f) {
 }
 function showLine(path, line, from) {
   for (const t of document.querySelectorAll("#p-diff .target")) t.classList.remove("target");
-  const row = [...document.querySelectorAll("#p-diff [data-path][data-line]")]
+  const find = () => [...document.querySelectorAll("#p-diff [data-path][data-line]")]
     .find((r) => r.dataset.path === path && r.dataset.line === String(line) && r.dataset.side === "new");
+  // Drawn first if it is still to draw, and its file opened.
+  while (!find() && toDraw.length) drawRows(SLICE_ROWS, false);
+  if (find()) setCollapsed(path, false);
+  const row = find();
   if (!row) { from.title = "not in the diff shown"; from.classList.add("missing"); return; }
   row.classList.add("target"); row.scrollIntoView({ block: "center" }); row.focus();
 }
@@ -261,7 +311,9 @@ function showLine(path, line, from) {
 const DIFF_FILES = 100;
 let nextFrom = null;
 function diffPage(id, from) {
-  return api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff?limit=" + DIFF_FILES + "&from=" + from);
+  const last = localStorage.getItem(reviewedKey(id));
+  const since = sinceMode && last ? "&since=" + encodeURIComponent(last) : "";
+  return api("GET", "/v1/policies/" + encodeURIComponent(id) + "/diff?limit=" + DIFF_FILES + "&from=" + from + since);
 }
 function paged(d) {
   nextFrom = d.nextFrom ?? null;
@@ -411,6 +463,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("request-changes").addEventListener("click", requestChanges);
   $("split-toggle").addEventListener("click", toggleView);
+  $("since-toggle").addEventListener("click", toggleSince);
   $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
   $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));
   window.addEventListener("hashchange", route);

@@ -71,9 +71,14 @@ pub enum HostAction {
     },
     /// `POST /v1/policies/{id}/cancel`.
     Cancel {},
-    /// `GET /v1/policies/{id}/diff?from=&limit=`, the caller's right to
-    /// read it checked by the sender.
-    Diff { from: usize, limit: Option<usize> },
+    /// `GET /v1/policies/{id}/diff?from=&limit=&since=`, the caller's
+    /// right to read it checked by the sender.
+    Diff {
+        from: usize,
+        limit: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+    },
 }
 
 /// What came of an action, as its owner answered it.
@@ -325,8 +330,8 @@ async fn act(
         HostAction::Cancel {} => {
             st.engine.cancel(policy, &by)?;
         }
-        HostAction::Diff { from, limit } => {
-            let q = super::query::DiffQuery { from, limit };
+        HostAction::Diff { from, limit, since } => {
+            let q = super::query::DiffQuery { from, limit, since };
             let diff = super::review::page(st, policy, q).await?;
             return Ok(Outcome::Diff {
                 diff: Box::new(diff),
@@ -357,6 +362,12 @@ mod tests {
             HostAction::Diff {
                 from: 2,
                 limit: Some(1),
+                since: None,
+            },
+            HostAction::Diff {
+                from: 0,
+                limit: None,
+                since: Some("ab".repeat(20)),
             },
         ] {
             let text = serde_json::to_string(&a).expect("encode");

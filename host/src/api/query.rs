@@ -310,10 +310,13 @@ impl FromParams for WaitQuery {
 
 /// `GET /v1/policies/{id}/diff`: from the file index `from` (0), at most
 /// `limit` files (1 to `max_files`, all of them when absent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffQuery {
     pub from: usize,
     pub limit: Option<usize>,
+    /// `since=TREE`: the change from that tree (an earlier snapshot's) to
+    /// the policy's, rather than from its branch.
+    pub since: Option<String>,
 }
 
 impl DiffQuery {
@@ -334,7 +337,21 @@ impl FromParams for DiffQuery {
             None => None,
             Some(_) => Some(q.limit(super::review::MAX_FILES, super::review::MAX_FILES)?),
         };
-        Ok(DiffQuery { from, limit })
+        let since = match q.get("since") {
+            None => None,
+            Some(t)
+                if (t.len() == 40 || t.len() == 64) && t.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                Some(t.to_ascii_lowercase())
+            }
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "since",
+                    "a tree id: 40 or 64 hexadecimal digits",
+                ));
+            }
+        };
+        Ok(DiffQuery { from, limit, since })
     }
 }
 

@@ -39,6 +39,7 @@ pub(super) async fn diff(
         let action = forwarded::HostAction::Diff {
             from: q.from,
             limit: q.limit,
+            since: q.since,
         };
         return forwarded::send(&st, &owner, &id, &action).await;
     }
@@ -62,6 +63,7 @@ pub(super) async fn page(
                 max_files,
                 max_bytes: MAX_PAGE_BYTES,
             },
+            q.since.clone(),
         )
         .await?;
     let page = got.page;
@@ -92,6 +94,7 @@ pub(super) async fn page(
         head_moved: got.head_moved,
         files: page.files.into_iter().map(diff_file).collect(),
         patch: page.patch,
+        since: q.since,
         from,
         next_from: page.next,
         total_files: page.total,

@@ -250,7 +250,7 @@ impl Engine {
                 proof: Option<&crate::passkey::Proof>) -> EngineResult<PolicyRow>;
             async request_changes(id: &str, tree: &str, comments: &[LineComment], by: &str)
                 -> EngineResult<PolicyRow>;
-            async policy_patch(id: &str, bounds: crate::commit::patch::PageBounds)
+            async policy_patch(id: &str, bounds: crate::commit::patch::PageBounds, since: Option<String>)
                 -> EngineResult<policy_diff::PolicyPatch>;
             cancel(id: &str, by: &str) -> EngineResult<PolicyRow>;
             recover(fault: Option<&str>) -> EngineResult<()>;

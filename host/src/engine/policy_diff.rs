@@ -122,16 +122,31 @@ impl Policies {
         })
     }
 
-    /// One page of the patch `id` commits (or committed). A policy with no
+    /// One page of the patch `id` commits (or committed); with `since` (a
+    /// tree id: an earlier snapshot's), the patch from that tree to the
+    /// policy's instead (what changed since it was reviewed; a tree the
+    /// repository does not hold is a conflict naming it). A policy with no
     /// snapshot yet is a conflict; an unknown one is not found.
     pub(crate) async fn policy_patch(
         &self,
         id: &str,
         bounds: PageBounds,
+        since: Option<String>,
     ) -> EngineResult<PolicyPatch> {
         let p = self.engine().policy(id)?;
         stored::damaged(&p)?;
-        let src = self.patch_source(&p).await?;
+        let mut src = self.patch_source(&p).await?;
+        if let Some(tree) = &since {
+            src.spec.base =
+                Some(
+                    oid(tree, "since tree", &p).map_err(|_| EngineError::Invalid {
+                        field: "since".into(),
+                        message: format!("{tree:?} is not a tree id"),
+                    })?,
+                );
+            src.base = None;
+            src.head_moved = false;
+        }
         let (ws, spec) = (src.workspace, src.spec);
         let page = tokio::task::spawn_blocking(move || patch::page(Path::new(&ws), &spec, bounds))
             .await

@@ -109,13 +109,14 @@ fn cards_collapse_lockfiles_keep_viewed_per_content_and_open_from_the_file_list(
     assert!(shown > 0, "{seen:#}");
     assert_eq!(seen["focused"], "Cargo.lock", "{seen:#}");
 
-    // Changes requested; the agent changes src/lib.rs only; gated again.
-    let (code, body) = d.post(
-        &format!("/v1/policies/{pid}/request-changes"),
-        &d.operator,
-        Some(json!({"tree": tree, "comments": [{"path": "src/lib.rs", "line": 2, "side": "new", "body": "Name it a3."}]})),
+    // Changes requested from the page; the agent changes src/lib.rs only;
+    // gated again.
+    let nudges = d.all_events(&format!("&policy={pid}&types=nudge"));
+    assert_eq!(
+        nudges[0]["payload"]["comments"],
+        json!([{"path": "src/lib.rs", "line": 2, "side": "new", "body": "Name it a3."}]),
+        "{nudges:?}"
     );
-    assert_eq!(code, 200, "{body}");
     s.write_ws("src/lib.rs", "fn a() {}\nfn a3() {}\n");
     d.report("s1", "turn-end");
     let again = d.wait_status(&pid, "awaiting-ack", T);
@@ -128,6 +129,29 @@ fn cards_collapse_lockfiles_keep_viewed_per_content_and_open_from_the_file_list(
     assert_eq!(
         card(&seen, "atFirst", "src/other.rs"),
         (true, "false".into(), 0),
+        "{seen:#}"
+    );
+    // The earlier round, listed with its comment.
+    let rounds = seen["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 1, "{seen:#}");
+    assert!(
+        rounds[0]
+            .as_str()
+            .is_some_and(|r| r.contains("src/lib.rs:2") && r.contains("Name it a3.")),
+        "{seen:#}"
+    );
+    // What changed since that review: src/lib.rs's a2 → a3 only; then the
+    // whole change again.
+    assert_eq!(seen["sinceShown"], true, "{seen:#}");
+    assert_eq!(seen["sinceFiles"], json!(["src/lib.rs"]), "{seen:#}");
+    assert_eq!(
+        seen["sinceRows"],
+        json!(["-fn a2() {}", "+fn a3() {}"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["wholeFiles"],
+        json!(["Cargo.lock", "src/lib.rs", "src/other.rs"]),
         "{seen:#}"
     );
 }

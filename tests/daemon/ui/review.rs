@@ -138,6 +138,30 @@ fn request_changes_sends_file_and_line_to_the_agent_and_the_policy_gates_again()
     let p = d.wait_status(&pid, "awaiting-ack", T);
     let again = p["plan"]["snapshot"]["tree"].as_str().expect("tree");
     assert_ne!(again, tree, "gated on the new content");
+    // What changed since the tree reviewed: the one line, against that
+    // tree (`since`); a value that is no tree id is refused, naming it.
+    let (code, since) = d.get(
+        &format!("/v1/policies/{pid}/diff?since={tree}"),
+        &d.operator,
+    );
+    assert_eq!(code, 200, "{since}");
+    assert_eq!(since["since"], tree.as_str());
+    let lines: Vec<&str> = since["files"][0]["hunks"][0]["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "pub fn answer() -> u32 { 42 }",
+            "pub fn answer() -> u32 { 43 }"
+        ]
+    );
+    let (code, body) = d.get(&format!("/v1/policies/{pid}/diff?since=HEAD"), &d.operator);
+    assert_eq!(code, 400, "{body}");
+    assert_has(&body.to_string(), "since");
     // The old tree's approval is refused: the change was updated.
     let a = page.post(
         &format!("/v1/policies/{pid}/ack"),

@@ -58,6 +58,25 @@ def run(page, args, out):
         page.click("#p-files button:text-is('Cargo.lock')")
         out["afterListClick"] = page.evaluate(STATE)
         out["focused"] = page.evaluate("document.activeElement.dataset.file || null")
+        # A round of changes requested from the page, on src/lib.rs:2.
+        header(page, "src/lib.rs").locator(".toggle").click()
+        page.click("#p-diff .add[data-path='src/lib.rs'][data-line='2']")
+        page.locator("#p-diff .line-comment").fill("Name it a3.")
+        page.click("#request-changes")
+        expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
+    else:
+        # The earlier round, and what changed since it.
+        out["rounds"] = page.eval_on_selector_all("#p-rounds li", "els => els.map(e => e.textContent)")
+        out["sinceShown"] = page.is_visible("#since-toggle")
+        page.click("#since-toggle")
+        expect(page.locator("#p-diff-note")).to_contain_text("since your last review", timeout=WAIT)
+        page.wait_for_selector("#p-diff .add", timeout=WAIT)
+        out["sinceFiles"] = page.eval_on_selector_all("#p-diff > .file", "els => els.map(e => e.dataset.file)")
+        out["sinceRows"] = page.eval_on_selector_all(
+            "#p-diff .add, #p-diff .del", "els => els.map(e => e.textContent)")
+        page.click("#since-toggle")
+        expect(page.locator("#p-diff-note")).not_to_contain_text("since your last review", timeout=WAIT)
+        out["wholeFiles"] = page.eval_on_selector_all("#p-diff > .file", "els => els.map(e => e.dataset.file)")
 
 
 if __name__ == "__main__":

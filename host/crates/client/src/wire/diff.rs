@@ -28,6 +28,10 @@ pub struct PolicyDiff {
     pub files: Vec<DiffFile>,
     /// This page's text (whole files, except one marked `cut`).
     pub patch: String,
+    /// With `since=TREE`: that tree, which the patch is against (an
+    /// earlier snapshot's: what changed since it was reviewed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
     /// The index of this page's first file among all of them.
     pub from: usize,
     /// `from` of the next page; null on the last.
