@@ -395,6 +395,7 @@ mod tests {
             head_moved: false,
             files: Vec::new(),
             patch: "diff --git a/x b/x\n+\u{1F600}\n".into(),
+            since: Some("ab".repeat(20)),
             from: 0,
             next_from: Some(1),
             total_files: 2,
