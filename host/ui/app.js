@@ -390,7 +390,9 @@ async function flush() {
   }
   if ($("inbox").hidden) return;
   const work = [];
-  if (policies.length > FLUSH_IDS) work.push(loadList("waiting"), loadList("blocked"), loadList("others"));
+  // (With a filter, the lists again: a row moved in place might not be one
+  // the filter keeps.)
+  if (policies.length > FLUSH_IDS || filterQuery()) work.push(loadList("waiting"), loadList("blocked"), loadList("others"));
   else for (const id of policies) work.push(refreshPolicy(id).catch(() => {}));
   if (policies.length) work.push(counts());
   if (sessions.length > FLUSH_IDS) work.push(sessionsPage());
@@ -463,6 +465,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("request-changes").addEventListener("click", requestChanges);
   $("split-toggle").addEventListener("click", toggleView);
+  $("filter").addEventListener("input", onFilter);
   $("since-toggle").addEventListener("click", toggleSince);
   $("split-toggle").textContent = view === "split" ? "Unified view" : "Split view";
   $("more-files").addEventListener("click", () => moreFiles().catch((e) => { $("p-error").textContent = e.message; }));

@@ -48,12 +48,32 @@ async function dismiss(id) {
   catch (e) { $("inbox-error").textContent = e.message; }
 }
 function listOf(status) { return Object.keys(LISTS).find((k) => LISTS[k].statuses.includes(status)) || "others"; }
+// The filter box: words to find (in a policy's id, label, commit message
+// or reason), and `agent:NAME`, `repo:TEXT`, `host:ID`; as the route's
+// query (empty: no filter).
+function filterQuery() {
+  const words = [], params = [];
+  for (const t of ($("filter").value || "").trim().split(/\s+/)) {
+    const m = t.match(/^(agent|repo|host):(.+)$/);
+    if (m) params.push(m[1] + "=" + encodeURIComponent(m[2])); else if (t) words.push(t);
+  }
+  if (words.length) params.push("q=" + encodeURIComponent(words.join(" ")));
+  return params.length ? "&" + params.join("&") : "";
+}
+let filterTimer = null;
+function onFilter() {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => {
+    $("filter-note").textContent = filterQuery() ? "only the policies the filter keeps are listed (the counts are of all)" : "";
+    Promise.all(Object.keys(LISTS).map((n) => loadList(n))).catch((e) => { $("inbox-error").textContent = e.message; });
+  }, 250);
+}
 async function loadList(name, append) {
   const l = LISTS[name];
   const cursor = append ? "&cursor=" + cursors[name] : "";
-  const r = await api("GET", "/v1/policies?order=newest&limit=" + PAGE + "&status=" + l.statuses.join(",") + cursor);
+  const r = await api("GET", "/v1/policies?order=newest&limit=" + PAGE + "&status=" + l.statuses.join(",") + cursor + filterQuery());
   const items = r.policies.map(item);
-  if (append) $(name).append(...items); else $(name).replaceChildren(...items);
+  if (append) $(name).append(...items); else { $(name).replaceChildren(...items); $(name).dataset.query = filterQuery(); }
   cursors[name] = r.nextCursor; $(l.more).hidden = r.nextCursor == null;
 }
 // How many policies of each list, and those waiting in the tab's title.

@@ -9,7 +9,7 @@
 //! | `GET /v1/sessions/{id}/next-event?since=&timeout=` | agent | long-poll the session's next event |
 //! | `POST /v1/sessions/start` | operator | start and follow `{cwd, command[], …}` |
 //! | `POST /v1/policies` | agent + session keys | attach (agentproto `policy_attach` JSON) |
-//! | `GET /v1/policies?status=&limit=&cursor=&order=&counts=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`; `counts=true`, operator only: every policy counted by status) |
+//! | `GET /v1/policies?status=&limit=&cursor=&order=&counts=&q=&agent=&repo=&host=`, `GET /v1/policies/{id}` | agent | read (a page, `nextCursor`; `counts=true`, operator only: every policy counted by status; the filters: `policy_filter`) |
 //! | `GET /v1/policies/{id}/wait?timeout=` | agent | long-poll until settled or awaiting-ack |
 //! | `POST /v1/policies/{id}/cancel` | operator | cancel |
 //! | `POST /v1/policies/{id}/ack` | operator | `{approve: true\|false, tree?, comment?, passkey?}` (`tree`: refused 409 `tree-changed` unless it is the snapshot's; `comment`, with a reject only: delivered to the agent as its nudge; `passkey` `{ceremony, credential}`: with `ack_requires = "passkey"` an approval needs it, else 403 `passkey-required`) |
@@ -53,6 +53,7 @@ mod health;
 pub mod limits;
 pub mod listen;
 mod passkeys;
+pub(crate) mod policy_filter;
 pub mod query;
 pub mod review;
 mod routines;
@@ -386,15 +387,28 @@ async fn list_policies(
     } else {
         None
     };
-    let list = st
-        .engine
-        .store()
-        .policies_page(&q.statuses, q.page.cursor, limit, q.newest_first)
-        .map_err(EngineError::from)?;
-    // A full page may have a next one; its cursor is the last `seq`.
-    let next_cursor = (list.len() == limit)
-        .then(|| list.last().map(|p| p.seq))
-        .flatten();
+    let (list, next_cursor) = if q.filter.is_empty() {
+        let list = st
+            .engine
+            .store()
+            .policies_page(&q.statuses, q.page.cursor, limit, q.newest_first)
+            .map_err(EngineError::from)?;
+        // A full page may have a next one; its cursor is the last `seq`.
+        let next = (list.len() == limit)
+            .then(|| list.last().map(|p| p.seq))
+            .flatten();
+        (list, next)
+    } else {
+        policy_filter::page(
+            &**st.engine.store(),
+            &q.statuses,
+            &q.filter,
+            q.page.cursor,
+            limit,
+            q.newest_first,
+        )
+        .map_err(EngineError::from)?
+    };
     ok(wire::PolicyPage {
         policies: st
             .engine

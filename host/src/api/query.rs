@@ -143,6 +143,8 @@ pub struct PolicyListQuery {
     /// `counts=true`: the answer also counts every policy by status
     /// (operator only).
     pub counts: bool,
+    /// `q`, `agent`, `repo`, `host`: what the page keeps.
+    pub filter: super::policy_filter::PolicyFilter,
 }
 
 impl FromParams for PolicyListQuery {
@@ -176,11 +178,26 @@ impl FromParams for PolicyListQuery {
                 ));
             }
         };
+        // Each filter: its text trimmed, at most 200 bytes, none when empty.
+        let text = |name: &str| -> Result<Option<String>, ApiError> {
+            match q.get(name).map(str::trim) {
+                None | Some("") => Ok(None),
+                Some(t) if t.len() > 200 => Err(ApiError::bad_request(name, "at most 200 bytes")),
+                Some(t) => Ok(Some(t.to_string())),
+            }
+        };
+        let filter = super::policy_filter::PolicyFilter {
+            q: text("q")?.map(|t| t.to_lowercase()),
+            agent: text("agent")?,
+            repo: text("repo")?,
+            host: text("host")?,
+        };
         Ok(PolicyListQuery {
             statuses,
             newest_first,
             page: PageQuery::from_params(q)?,
             counts,
+            filter,
         })
     }
 }

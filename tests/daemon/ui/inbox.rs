@@ -41,7 +41,9 @@ fn seed(data: &std::path::Path) -> (BTreeSet<String>, BTreeSet<String>) {
                 } else {
                     PolicyStatus::Done
                 };
-                let mut p = PolicyRow::sample(&id, status, &["claude:s1"]);
+                // Every tenth one awaiting is codex's (the agent filter).
+                let member = if i < AWAITING && i % 10 == 0 { "codex:s2" } else { "claude:s1" };
+                let mut p = PolicyRow::sample(&id, status, &[member]);
                 // Recent: retention keeps them.
                 (p.created_at, p.updated_at) = (now, now);
                 if status == PolicyStatus::Blocked {
@@ -147,4 +149,22 @@ fn five_thousand_policies_every_awaiting_one_reached_counted_and_blocked_apart()
     );
     let first = seen["blocked"][0].as_str().expect("id");
     assert_eq!(d.policy(first)["status"], "cancelled");
+    // Filters: by agent (every one of codex's, paged to the end), by
+    // words in the commit message.
+    let codex: BTreeSet<String> = awaiting
+        .iter()
+        .filter(|id| {
+            let i = usize::from_str_radix(id.trim_start_matches("pol_"), 16).expect("hex");
+            i % 10 == 0
+        })
+        .cloned()
+        .collect();
+    assert_eq!(codex.len(), AWAITING.div_ceil(10));
+    assert_eq!(strings(&seen["byAgent"]), codex, "{seen:#}");
+    assert_eq!(
+        seen["bySearch"],
+        json!([format!("pol_{:032x}", 1490)]),
+        "{seen:#}"
+    );
+    assert_eq!(seen["byNothing"], json!([]), "{seen:#}");
 }

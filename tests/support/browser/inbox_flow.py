@@ -74,6 +74,21 @@ def run(page, args, out):
         f"#others li[data-policy='{first}']", "els => els.map(e => e.dataset.status)")
     out["countsAfter"] = {k: page.text_content(f"#{k}-count") for k in ("waiting", "blocked", "others")}
     out["titleAfter"] = page.title()
+    # The filter box: an agent, then words, then what matches nothing.
+    for key, text in (("byAgent", "agent:codex"), ("bySearch", "change 1490"), ("byNothing", "no such words")):
+        before = page.get_attribute("#waiting", "data-query")
+        page.fill("#filter", text)
+        expect(page.locator("#filter-note")).not_to_be_empty(timeout=WAIT)
+        # The list loaded again with the filter (its query changed), then
+        # every row it keeps (paged to the end).
+        waited = 0
+        while page.get_attribute("#waiting", "data-query") == before:
+            if waited > WAIT:
+                raise TimeoutError(f"the filter {text!r} was not applied")
+            page.wait_for_timeout(20)
+            waited += 20
+        page_to_end(page, "waiting", "more-waiting")
+        out[key] = ids(page, "waiting")
 
 
 if __name__ == "__main__":
