@@ -79,7 +79,20 @@ function openComment(row, at) {
   const box = el("textarea", undefined, "line-comment");
   box.setAttribute("aria-label", "Comment on " + at.path + ":" + at.line);
   box.placeholder = "What to change at " + at.path + ":" + at.line;
-  anchor.after(box); drafts.push({ row, at, box }); box.focus();
+  anchor.after(box); drafts.push({ row, at, box });
+  // A line of the new side can be suggested as it should read: a
+  // ```suggestion block holding the line, which the agent receives as
+  // written.
+  if (at.side === "new") {
+    const s = el("button", "Suggest a change", "small suggest"); s.type = "button";
+    s.addEventListener("click", () => {
+      const text = row.textContent.slice(1);
+      box.value = (box.value ? box.value + "\n" : "") + "```suggestion\n" + text + "\n```";
+      box.focus();
+    });
+    box.after(s);
+  }
+  box.focus();
 }
 function requestChanges() {
   const comments = drafts.filter((d) => d.box.value.trim())

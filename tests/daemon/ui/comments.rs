@@ -77,14 +77,14 @@ fn comments_on_a_quoted_name_and_after_a_header_like_line_reach_the_agent_at_the
         comments,
         &json!([
             {"path": "docs/Überblick.md", "line": 3, "side": "new", "body": "About mehr."},
-            {"path": "notes.md", "line": 3, "side": "new", "body": "About after."}
+            {"path": "notes.md", "line": 3, "side": "new", "body": "About after.\n```suggestion\nafter\n```"}
         ]),
         "{nudges:?}"
     );
     let message = nudges[0]["payload"]["message"].as_str().expect("message");
     assert!(
         message.contains("\n- docs/Überblick.md:3\n  > About mehr.")
-            && message.contains("\n- notes.md:3\n  > About after."),
+            && message.contains("\n- notes.md:3\n  > About after.\n  > ```suggestion\n  > after\n  > ```"),
         "{message}"
     );
 }

@@ -40,6 +40,9 @@ def run(page, args, out):
         out["at"].append(el.evaluate("e => ({path: e.dataset.path, line: e.dataset.line, side: e.dataset.side})"))
         el.click()
         page.locator("#p-diff .line-comment").last.fill(comment_for(text))
+        if text == "after":
+            # The line suggested as it should read, below the words.
+            page.locator("#p-diff .suggest").last.click()
     page.click("#request-changes")
     expect(page.locator("#p-status")).to_have_text("watching", timeout=WAIT)
     out["status"] = page.text_content("#p-status")
