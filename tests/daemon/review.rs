@@ -307,6 +307,15 @@ fn the_event_stream_delivers_new_events_and_resumes_from_last_event_id_without_l
     // A bad filter is refused before anything streams.
     let (code, body) = d.get("/v1/events/stream?types=nope", &d.agent);
     assert_eq!(code, 400, "{body}");
+    // Coalesced (what the page asks for): a burst of events arrives whole,
+    // in order, none lost or repeated; a wait past 1 s is refused.
+    let mut burst = Stream::open(&d, "types=attached&coalesce=200", None);
+    let ids: Vec<String> = (0..5).map(|_| d.attach(spec())).collect();
+    let got: Vec<Value> = (0..5).map(|_| burst.next().2["policyId"].clone()).collect();
+    assert_eq!(got, ids.iter().map(|i| json!(i)).collect::<Vec<_>>());
+    let (code, body) = d.get("/v1/events/stream?coalesce=5000", &d.agent);
+    assert_eq!(code, 400, "{body}");
+    assert_has(&body.to_string(), "coalesce");
 }
 
 /// `policy request-changes` from the CLI: comments as PATH:LINE:TEXT (and

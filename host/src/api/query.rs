@@ -283,13 +283,24 @@ impl FromParams for EventQuery {
 pub struct StreamQuery {
     pub since: Option<i64>,
     pub select: EventSelect,
+    /// `coalesce=MS` (0 to 1000; default 0): once an event comes, wait
+    /// this long for more and send them together.
+    pub coalesce: Duration,
 }
 
 impl FromParams for StreamQuery {
     fn from_params(q: &Params) -> Result<Self, ApiError> {
+        let coalesce = match q.int("coalesce")? {
+            None => Duration::ZERO,
+            Some(ms) if (0..=1000).contains(&ms) => Duration::from_millis(ms.unsigned_abs()),
+            Some(_) => {
+                return Err(ApiError::bad_request("coalesce", "milliseconds, 0 to 1000"));
+            }
+        };
         Ok(StreamQuery {
             since: q.cursor("since")?,
             select: EventSelect::from_params(q)?,
+            coalesce,
         })
     }
 }

@@ -84,7 +84,9 @@ fn comments_on_a_quoted_name_and_after_a_header_like_line_reach_the_agent_at_the
     let message = nudges[0]["payload"]["message"].as_str().expect("message");
     assert!(
         message.contains("\n- docs/Überblick.md:3\n  > About mehr.")
-            && message.contains("\n- notes.md:3\n  > About after.\n  > ```suggestion\n  > after\n  > ```"),
+            && message.contains(
+                "\n- notes.md:3\n  > About after.\n  > ```suggestion\n  > after\n  > ```"
+            ),
         "{message}"
     );
 }
