@@ -142,7 +142,13 @@ pub fn request(
         .header("webhook-timestamp", timestamp.to_string());
     // The policy's page, whatever the format (a raw receiver's body is
     // the event as stored, which has no link).
-    if let Some(link) = &message.link {
+    // (Only a value a header can carry: a link that cannot be one never
+    // fails the delivery.)
+    if let Some(link) = message
+        .link
+        .as_deref()
+        .and_then(|l| reqwest::header::HeaderValue::from_str(l).ok())
+    {
         req = req.header("X-Gatehost-Link", link);
     }
     for (name, value) in &body.headers {
@@ -332,6 +338,69 @@ impl Webhooks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_format_carries_the_policys_link_when_a_header_can_hold_it() {
+        let event = EventRow {
+            host: None,
+            cursor: 7,
+            at: 1_700_000_000_000,
+            session_id: None,
+            policy_id: Some("pol_1".into()),
+            event: crate::model::event::Event::decode(
+                "policy:blocked",
+                serde_json::json!({"policyId": "pol_1", "status": "blocked", "sessionIds": [], "reason": "x"}),
+            ),
+            damage: None,
+        };
+        install_tls_provider();
+        let client = reqwest::Client::new();
+        for format in [Format::Raw, Format::Slack, Format::Discord, Format::Ntfy] {
+            let req = request(
+                &client,
+                "http://127.0.0.1:1/h",
+                format,
+                &event,
+                Some("http://h:1"),
+                None,
+            )
+            .build()
+            .expect("a request");
+            assert_eq!(
+                req.headers()
+                    .get("x-gatehost-link")
+                    .and_then(|v| v.to_str().ok()),
+                Some("http://h:1/ui/#policy/pol_1"),
+                "{format:?}"
+            );
+        }
+        // A link a header cannot carry (a newline): the delivery is made,
+        // without it, and nothing is injected.
+        let req = request(
+            &client,
+            "http://127.0.0.1:1/h",
+            Format::Raw,
+            &event,
+            Some("http://h:1/\nX-Injected: 1"),
+            None,
+        )
+        .build()
+        .expect("still a request");
+        assert!(req.headers().get("x-gatehost-link").is_none());
+        assert!(req.headers().get("x-injected").is_none());
+        // No base, no link.
+        let req = request(
+            &client,
+            "http://127.0.0.1:1/h",
+            Format::Raw,
+            &event,
+            None,
+            None,
+        )
+        .build()
+        .expect("a request");
+        assert!(req.headers().get("x-gatehost-link").is_none());
+    }
 
     #[test]
     fn signatures_follow_the_standard_and_bind_id_and_time() {
