@@ -136,11 +136,10 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 impl Sessions {
-    /// A new one-time login code, good for [`LINK_TTL`] (a test build's
-    /// hook may shorten it), landing on `policy`'s page when spent.
-    fn new_code(&self, policy: Option<String>) -> String {
+    /// A new one-time login code, good for `ttl`, landing on `policy`'s
+    /// page when spent.
+    fn new_code(&self, policy: Option<String>, ttl: Duration) -> String {
         let code = fresh_secret();
-        let ttl = crate::test_hooks::login_link_ttl().unwrap_or(LINK_TTL);
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         codes.retain(|_, c| c.expires > now);
@@ -330,8 +329,9 @@ pub(super) async fn link(
     if let Some(id) = &policy {
         st.engine.policy(id)?;
     }
+    // (A test build's hook may shorten it.)
     let ttl = crate::test_hooks::login_link_ttl().unwrap_or(LINK_TTL);
-    let code = st.ui.new_code(policy);
+    let code = st.ui.new_code(policy, ttl);
     let path = format!("/ui/login?code={code}");
     tracing::info!("a one-time login link for the page was made");
     super::ok(crate::wire::UiLink {
@@ -448,13 +448,13 @@ mod tests {
     #[test]
     fn a_login_code_is_spent_once_and_only_if_it_was_made() {
         let s = Sessions::default();
-        let code = s.new_code(None);
+        let code = s.new_code(None, LINK_TTL);
         assert_eq!(s.spend_code("not-a-code"), None);
         assert_eq!(s.spend_code(&code), Some(None), "first use");
         assert_eq!(s.spend_code(&code), None, "second use");
-        let to = s.new_code(Some("pol_1".into()));
+        let to = s.new_code(Some("pol_1".into()), LINK_TTL);
         assert_eq!(s.spend_code(&to), Some(Some("pol_1".into())), "lands");
-        let expired = s.new_code(None);
+        let expired = s.new_code(None, LINK_TTL);
         s.codes.lock().expect("codes").insert(
             digest(&expired),
             Code {

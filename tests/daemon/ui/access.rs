@@ -9,16 +9,12 @@
 use crate::common;
 
 use super::T;
-use common::browser::{browser_python, run_script};
 use common::daemon::{git_commit_all, with_s1};
-use common::marker;
 use serde_json::json;
 use std::path::Path;
-use std::time::Duration;
 
 #[test]
 fn axe_finds_no_violation_on_the_policy_page_and_the_inbox() {
-    browser_python();
     let axe = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/browser-axe/node_modules/axe-core/axe.min.js");
     assert!(
@@ -44,27 +40,9 @@ fn axe_finds_no_violation_on_the_policy_page_and_the_inbox() {
     }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "awaiting-ack", T);
-    let link = d
-        .cli_ok(&["ui", "--json", "--policy", &pid], &d.operator)
-        .json()["url"]
-        .as_str()
-        .expect("url")
-        .to_string();
-    let m = marker("access");
-    let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
-    let (ok, seen) = run_script(
-        "access_flow.py",
-        &[
-            &link,
-            &axe.display().to_string(),
-            &profile.display().to_string(),
-        ],
-        &format!("gatehost-test-{m}"),
-        &s.etc.join("browser.log"),
-        Duration::from_secs(120),
-    );
-    let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
-    assert!(ok && seen.get("error").is_none(), "{seen:#}\n{}", log());
+    let link = super::ui_link(&d, &["--policy", &pid]);
+    let seen = super::Browser::new(&s, "access")
+        .run("access_flow.py", &[&link, &axe.display().to_string()]);
     assert_eq!(seen["policy"], json!([]), "the policy page: {seen:#}");
     assert_eq!(seen["inbox"], json!([]), "the inbox: {seen:#}");
     assert_eq!(seen["mains"], 1, "{seen:#}");

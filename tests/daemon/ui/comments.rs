@@ -9,15 +9,11 @@
 use crate::common;
 
 use super::T;
-use common::browser::{browser_python, run_script};
 use common::daemon::{git_commit_all, with_s1};
-use common::marker;
 use serde_json::json;
-use std::time::Duration;
 
 #[test]
 fn comments_on_a_quoted_name_and_after_a_header_like_line_reach_the_agent_at_their_lines() {
-    browser_python();
     let (s, d) = with_s1();
     s.write_ws("app.py", "print(1)\n");
     s.write_ws("docs/Überblick.md", "# Titel\nalt\n");
@@ -33,23 +29,9 @@ fn comments_on_a_quoted_name_and_after_a_header_like_line_reach_the_agent_at_the
     }));
     d.report("s1", "turn-end");
     d.wait_status(&pid, "awaiting-ack", T);
-    let link = d
-        .cli_ok(&["ui", "--json", "--policy", &pid], &d.operator)
-        .json()["url"]
-        .as_str()
-        .expect("url")
-        .to_string();
-    let m = marker("comments");
-    let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
-    let (ok, seen) = run_script(
-        "comment_flow.py",
-        &[&link, &profile.display().to_string(), "mehr", "after"],
-        &format!("gatehost-test-{m}"),
-        &s.etc.join("browser.log"),
-        Duration::from_secs(120),
-    );
-    let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
-    assert!(ok && seen["error"].is_null(), "{seen:#}\n{}", log());
+    let link = super::ui_link(&d, &["--policy", &pid]);
+    let seen =
+        super::Browser::new(&s, "comments").run("comment_flow.py", &[&link, "mehr", "after"]);
     // The names as they are, each file once.
     assert_eq!(
         seen["fileHeaders"],

@@ -8,15 +8,11 @@
 use crate::common;
 
 use super::T;
-use common::browser::{browser_python, run_script};
 use common::daemon::{git_out, with_s1};
-use common::marker;
 use serde_json::json;
-use std::time::Duration;
 
 #[test]
 fn keys_alone_move_through_the_diff_comment_on_a_line_and_approve_after_a_confirmation() {
-    browser_python();
     let (s, d) = with_s1();
     s.write_ws("src/a.rs", "fn a() {}\nfn b() {}\n");
     s.write_ws("src/b.rs", "fn c() {}\nfn d() {}\nfn e() {}\n");
@@ -34,25 +30,10 @@ fn keys_alone_move_through_the_diff_comment_on_a_line_and_approve_after_a_confir
     d.report("s1", "turn-end");
     d.wait_status(&commented, "awaiting-ack", T);
     d.wait_status(&approved, "awaiting-ack", T);
-    let link = |pid: &str| {
-        d.cli_ok(&["ui", "--json", "--policy", pid], &d.operator)
-            .json()["url"]
-            .as_str()
-            .expect("url")
-            .to_string()
-    };
-    let (comment_link, approve_link) = (link(&commented), link(&approved));
-    let m = marker("keyboard");
-    let profile = s.etc.join(format!("gatehost-test-{m}-profile"));
-    let (ok, seen) = run_script(
-        "keyboard_flow.py",
-        &[&comment_link, &approve_link, &profile.display().to_string()],
-        &format!("gatehost-test-{m}"),
-        &s.etc.join("browser.log"),
-        Duration::from_secs(120),
-    );
-    let log = || std::fs::read_to_string(s.etc.join("browser.log")).unwrap_or_default();
-    assert!(ok && seen.get("error").is_none(), "{seen:#}\n{}", log());
+    let comment_link = super::ui_link(&d, &["--policy", &commented]);
+    let approve_link = super::ui_link(&d, &["--policy", &approved]);
+    let seen = super::Browser::new(&s, "keyboard")
+        .run("keyboard_flow.py", &[&comment_link, &approve_link]);
     let at = |step: &str| {
         (
             seen[step]["path"].as_str().unwrap_or_default().to_string(),

@@ -135,3 +135,61 @@ fn awaiting_after(s: &Scratch, d: &Daemon, kind: &str) -> String {
     d.wait_status(&pid, "awaiting-ack", T);
     pid
 }
+
+/// `gatehost ui --json ARGS`'s one-time login link (`--policy ID`: to
+/// that policy's page).
+fn ui_link(d: &Daemon, args: &[&str]) -> String {
+    let mut all = vec!["ui", "--json"];
+    all.extend_from_slice(args);
+    d.cli_ok(&all, &d.operator).json()["url"]
+        .as_str()
+        .expect("url")
+        .to_string()
+}
+
+/// A browser script's runs for one test: its own profile directory (kept
+/// between runs), marker and log.
+struct Browser {
+    marker: String,
+    profile: String,
+    log: std::path::PathBuf,
+}
+
+impl Browser {
+    fn new(s: &Scratch, name: &str) -> Browser {
+        // Before anything starts: fails at once where the browser is missing.
+        common::browser::browser_python();
+        let m = common::marker(name);
+        Browser {
+            profile: s
+                .etc
+                .join(format!("gatehost-test-{m}-profile"))
+                .display()
+                .to_string(),
+            marker: format!("gatehost-test-{m}"),
+            log: s.etc.join(format!("browser-{name}.log")),
+        }
+    }
+
+    /// Runs `script` with `args` and the profile as its last argument: its
+    /// JSON, once it finished with no error and no exception in the page.
+    fn run(&self, script: &str, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push(&self.profile);
+        let (ok, seen) = common::browser::run_script(
+            script,
+            &all,
+            &self.marker,
+            &self.log,
+            Duration::from_secs(120),
+        );
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(ok && seen["error"].is_null(), "{seen:#}\n{log}");
+        let threw = seen["console"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|l| l.as_str().is_some_and(|l| l.starts_with("pageerror")))
+        });
+        assert!(!threw, "the page threw: {seen:#}");
+        seen
+    }
+}

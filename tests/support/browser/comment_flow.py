@@ -3,8 +3,8 @@ tests/daemon/ui/comments.rs: on a policy page whose diff holds a file git
 quotes (a non-ASCII name) and an added line that reads `++ b/app.py`, a
 comment on a line of each, then "Request changes".
 
-Arguments: LINK PROFILE_DIR LINE... (the added lines to comment on, by
-their text without the `+`).
+Arguments: LINK LINE LINE PROFILE_DIR (the two added lines to comment
+on, by their text without the `+`).
 
 On stdout, one JSON line: the files' headers, the path, line and side of
 each row commented on, and the status after "Request changes". It checks
@@ -25,7 +25,7 @@ def comment_for(text):
 
 
 def run(page, args, out):
-    link, _profile, *lines = args
+    link, *lines, _profile = args
     page.goto(link)
     page.wait_for_selector("#policy:not([hidden]) #p-diff .add", timeout=WAIT)
     out["fileHeaders"] = page.eval_on_selector_all("#p-diff > .file .label", "els => els.map(e => e.textContent)")
@@ -50,4 +50,4 @@ def run(page, args, out):
 
 
 if __name__ == "__main__":
-    sys.exit(main(lambda _context, page, args, out: run(page, args, out), 4, 1))
+    sys.exit(main(lambda _context, page, args, out: run(page, args, out), 4, 3))
